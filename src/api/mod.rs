@@ -1,0 +1,1 @@
+//! kubevirt.io types (being written).

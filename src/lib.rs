@@ -1,0 +1,10 @@
+//! virtctl-rs: a re-implementation of KubeVirt v1.9's virt-controller plus an inspector.
+//!
+//! Data flows one way: informers → work queue → pure decision → executor.
+//! See `docs/architecture.md`.
+
+pub mod api;
+pub mod cli;
+pub mod launcher;
+pub mod runtime;
+pub mod sim;

@@ -1,0 +1,3 @@
+//! The embedded cluster: an in-process Kubernetes API server on loopback plus simulated nodes.
+
+pub mod nodes;

@@ -1,0 +1,1 @@
+//! Simulated nodes: scheduler, kubelet and virt-handler stand-ins (being written).
