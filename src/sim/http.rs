@@ -22,6 +22,7 @@ use super::audit::{AuditLog, AuditRecord};
 use super::discovery;
 use super::faults::{Faults, Verb};
 use super::object;
+use super::openapi;
 use super::patch::{self, PatchKind};
 use super::resources::{ResId, ResourceDef};
 use super::selector::{FieldSelector, Filter, LabelSelector};
@@ -72,6 +73,8 @@ enum Target {
     Group(String),
     GroupVersion(String, String),
     Resource(ResReq),
+    OpenApiRoot,
+    OpenApiGv(String),
     NotFound,
 }
 
@@ -84,6 +87,8 @@ fn parse_path(store: &Store, path: &str) -> Target {
         ["api"] => return Target::Api,
         ["apis"] => return Target::Apis,
         ["apis", g] => return Target::Group(g.to_string()),
+        ["openapi", "v3"] => return Target::OpenApiRoot,
+        ["openapi", "v3", rest @ ..] => return Target::OpenApiGv(rest.join("/")),
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Target::NotFound,
@@ -415,6 +420,11 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
                     Target::Api => json_response(200, &discovery::api_versions(&app.addr)),
                     Target::Apis => json_response(200, &discovery::api_group_list(reg)),
                     Target::Group(g) => match discovery::api_group(reg, &g) {
+                        Some(v) => json_response(200, &v),
+                        None => error_response(&ApiError::unknown_resource()),
+                    },
+                    Target::OpenApiRoot => json_response(200, &openapi::root(reg)),
+                    Target::OpenApiGv(p) => match openapi::group_version(reg, &p) {
                         Some(v) => json_response(200, &v),
                         None => error_response(&ApiError::unknown_resource()),
                     },

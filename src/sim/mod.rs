@@ -25,6 +25,7 @@ pub mod kinds;
 pub mod kubeconfig;
 pub mod nodes;
 pub mod object;
+pub mod openapi;
 pub mod patch;
 pub mod resources;
 pub mod selector;
