@@ -382,8 +382,16 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let ua = user_agent(&headers);
     let path = uri.path().to_string();
     let target = parse_path(&app.store, &path);
+    // Non-resource requests (and paths that resolve to nothing) are audited by method.
+    let method_verb = match method {
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "get",
+    };
     let mut rec = AuditRecord {
-        verb: "get".into(),
+        verb: method_verb.into(),
         user_agent: ua.clone(),
         path: path.clone(),
         ..Default::default()
@@ -405,7 +413,9 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let rr = match target {
         Target::Resource(rr) => rr,
         other => {
-            let resp = if method != Method::GET {
+            let resp = if matches!(other, Target::NotFound) {
+                error_response(&ApiError::unknown_resource())
+            } else if method != Method::GET {
                 error_response(&ApiError::method_not_allowed())
             } else {
                 let reg = app.store.registry();
