@@ -94,6 +94,23 @@ pub enum OverheadError {
     Negative { field: String, value: String },
 }
 
+impl OverheadError {
+    /// The same error with `prefix` put before the field path (a VM's template errors read
+    /// `spec.template.spec.domain...`).
+    pub fn with_field_prefix(self, prefix: &str) -> Self {
+        match self {
+            OverheadError::Quantity { field, source } => OverheadError::Quantity {
+                field: format!("{prefix}{field}"),
+                source,
+            },
+            OverheadError::Negative { field, value } => OverheadError::Negative {
+                field: format!("{prefix}{field}"),
+                value,
+            },
+        }
+    }
+}
+
 /// Parse an optional quantity of the spec, naming `field` in errors.
 pub(crate) fn parse_field(
     q: Option<&Quantity>,
