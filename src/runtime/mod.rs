@@ -2,5 +2,6 @@
 //! endpoints. Nothing here knows about VMs; the controllers in `crate::controller` plug into it.
 
 pub mod expectations;
+pub mod informer;
 pub mod lease;
 pub mod queue;
