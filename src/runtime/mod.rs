@@ -3,4 +3,5 @@
 
 pub mod expectations;
 pub mod lease;
+pub mod metrics;
 pub mod queue;
