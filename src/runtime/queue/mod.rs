@@ -376,12 +376,13 @@ impl<K: QueueKey> WorkQueue<K> {
             let deadline = {
                 let now = Instant::now();
                 let mut st = self.inner.state();
-                self.inner.promote_ready(&mut st, now);
+                let promoted = self.inner.promote_ready(&mut st, now);
                 if let Some(key) = self.inner.pop_locked(&mut st, now) {
-                    let more = !st.queue.is_empty();
+                    let more = promoted && !st.queue.is_empty();
                     drop(st);
                     if more {
-                        // Pass the baton: several keys may have become ready at once.
+                        // Several parked keys became ready at once but only one getter was
+                        // woken for them: pass the baton. (Plain adds wake a getter each.)
                         self.inner.items.notify_one();
                     }
                     return Some(key);
@@ -407,11 +408,11 @@ impl<K: QueueKey> WorkQueue<K> {
     pub fn try_get(&self) -> Option<K> {
         let now = Instant::now();
         let mut st = self.inner.state();
-        self.inner.promote_ready(&mut st, now);
+        let promoted = self.inner.promote_ready(&mut st, now);
         let key = self.inner.pop_locked(&mut st, now);
-        let more = !st.queue.is_empty();
+        let more = promoted && !st.queue.is_empty();
         drop(st);
-        if key.is_some() && more {
+        if more {
             self.inner.items.notify_one();
         }
         key

@@ -686,3 +686,46 @@ proptest! {
         prop_assert!(pending.is_empty(), "lost keys: {pending:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parked_keys_all_reach_waiting_workers() {
+    // Many keys parked with short, colliding delays while 10 workers block in get(): every key
+    // must be handed out (no lost wake-up in the delayed path).
+    const N: usize = 500;
+    let q = WorkQueue::new("t");
+    let handled: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let h = Arc::clone(&handled);
+    let handler = move |key: String| {
+        let h = Arc::clone(&h);
+        async move {
+            h.lock().unwrap().insert(key);
+            Ok::<_, String>(Requeue::NONE)
+        }
+    };
+    let cancel = CancellationToken::new();
+    let runner = tokio::spawn(run_workers(q.clone(), VMI_WORKERS, handler, cancel.clone()));
+    for i in 0..N {
+        q.add_after(
+            format!("ns/vm-{i}"),
+            Duration::from_micros((i % 7) as u64 * 700),
+        );
+        if i % 50 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while handled.lock().unwrap().len() < N {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} of {N} keys handled: {:?}",
+            handled.lock().unwrap().len(),
+            q.snapshot()
+        );
+        tokio::time::sleep(ms(5)).await;
+    }
+    cancel.cancel();
+    timeout(Duration::from_secs(60), runner)
+        .await
+        .unwrap()
+        .unwrap();
+}
