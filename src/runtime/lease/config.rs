@@ -116,6 +116,9 @@ impl LeaderElectionConfig {
                 self.lease_duration,
             ));
         }
+        if self.lease_duration.as_secs() > i32::MAX as u64 {
+            return Err(ConfigError::LeaseDurationTooLong(self.lease_duration));
+        }
         if self.identity.is_empty() {
             return Err(ConfigError::EmptyIdentity);
         }
@@ -162,6 +165,9 @@ pub enum ConfigError {
     /// and every other candidate would consider the lease expired at once.
     #[error("leaseDuration must be at least 1s (it is written in whole seconds), got {0:?}")]
     LeaseDurationBelowOneSecond(Duration),
+    /// `leaseDurationSeconds` is an int32; longer durations cannot be written.
+    #[error("leaseDuration must fit leaseDurationSeconds (int32 seconds), got {0:?}")]
+    LeaseDurationTooLong(Duration),
     /// Empty identity (client-go: "Lock identity is empty").
     #[error("lock identity is empty")]
     EmptyIdentity,
@@ -268,6 +274,15 @@ mod tests {
         assert_eq!(
             cfg(0.9, 0.5, 0.1).validate(),
             Err(ConfigError::LeaseDurationBelowOneSecond(secs(0.9)))
+        );
+        let huge = Duration::from_secs(u64::MAX / 2);
+        assert_eq!(
+            LeaderElectionConfig {
+                lease_duration: huge,
+                ..LeaderElectionConfig::new("me")
+            }
+            .validate(),
+            Err(ConfigError::LeaseDurationTooLong(huge))
         );
         // renewDeadline 0 fails the jitter check first, as in client-go.
         assert!(matches!(

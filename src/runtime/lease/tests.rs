@@ -528,6 +528,27 @@ async fn release_writes_client_go_fields_and_drops_our_annotation() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn release_does_not_clear_a_lease_someone_else_took_meanwhile() {
+    let store = FakeLeaseStore::new();
+    let ledger = Ledger::default();
+    let mut a = spawn(&store, &ledger, "a", Opts::default());
+    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    sleep(Duration::from_millis(100)).await;
+    // Between renewals (a still believes it leads) another writer takes the lease.
+    let thief = other_record("thief", epoch(), 9);
+    store.write_record(NAME, &thief);
+    a.cancel.cancel();
+    assert_eq!(
+        a.outcome().await,
+        RunOutcome::Cancelled {
+            was_leading: true,
+            released: false
+        }
+    );
+    assert_eq!(record(&store), thief);
+}
+
+#[tokio::test(start_paused = true)]
 async fn release_retries_on_conflict() {
     let store = FakeLeaseStore::new();
     let ledger = Ledger::default();
@@ -684,14 +705,13 @@ async fn restarted_process_with_same_identity_resumes_its_lease() {
 async fn transitions_count_each_change_of_holder() {
     let store = FakeLeaseStore::new();
     let ledger = Ledger::default();
-    let mut expected = 0;
-    for (i, id) in ["a", "b", "a", "c"].into_iter().enumerate() {
+    for (expected, id) in (0..).zip(["a", "b", "a", "c"]) {
         let mut c = spawn(
             &store,
             &ledger,
             id,
             Opts {
-                seed: i as u64,
+                seed: u64::try_from(expected).unwrap_or_default(),
                 ..Opts::default()
             },
         );
@@ -708,7 +728,6 @@ async fn transitions_count_each_change_of_holder() {
             c.outcome().await,
             RunOutcome::Cancelled { released: true, .. }
         ));
-        expected += 1;
     }
     // Takeover after expiry counts too.
     let mut d = spawn(&store, &ledger, "d", Opts::default());
