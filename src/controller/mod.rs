@@ -1,0 +1,4 @@
+//! The VM and VMI controllers and what they share.
+
+pub mod context;
+pub mod handlers;
