@@ -122,6 +122,8 @@ pub enum ManifestError {
     NoKubeVirtObjects { source_name: String, skipped: usize },
 }
 
+// Errors carry the document reference and field by value; they are built once, on a cold path.
+#[allow(clippy::result_large_err)]
 /// Split YAML/JSON text into JSON values, one per non-empty document; `List` kinds are expanded
 /// into their items. Returns (1-based index, value) pairs.
 pub fn split_documents(
@@ -201,6 +203,7 @@ pub fn from_value_with_path<T: serde::de::DeserializeOwned>(
 /// Errors: empty input, a YAML syntax error, a document that is not an object with `kind`, a
 /// VM/VMI whose fields have the wrong shape (the field path is named), a VM without
 /// `spec.template`, or a stream with no VM/VMI at all.
+#[allow(clippy::result_large_err)]
 pub fn read_manifest(source_name: &str, text: &str) -> Result<Manifest, ManifestError> {
     let docs = split_documents(source_name, text)?;
     if docs.is_empty() {

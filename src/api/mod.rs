@@ -6,6 +6,7 @@
 
 pub mod common;
 pub mod datavolume;
+pub mod defaults;
 pub mod manifest;
 pub mod quantity;
 pub mod vm;

@@ -242,22 +242,6 @@ impl ParsedQuantity {
         self.nanos == 0
     }
 
-    /// Sum, keeping `self`'s format (apimachinery `Quantity.Add`).
-    pub fn add(self, other: ParsedQuantity) -> ParsedQuantity {
-        ParsedQuantity {
-            nanos: self.nanos.saturating_add(other.nanos),
-            format: self.format,
-        }
-    }
-
-    /// Difference, keeping `self`'s format (apimachinery `Quantity.Sub`).
-    pub fn sub(self, other: ParsedQuantity) -> ParsedQuantity {
-        ParsedQuantity {
-            nanos: self.nanos.saturating_sub(other.nanos),
-            format: self.format,
-        }
-    }
-
     /// Kubernetes' canonical text (`Quantity.String()` after `CanonicalizeBytes`): `300m`,
     /// `62500u`, `1294Mi`, `1306971493`, `2k`.
     pub fn to_canonical(&self) -> String {
@@ -322,6 +306,28 @@ impl ParsedQuantity {
     /// As a k8s-openapi [`Quantity`] in canonical text.
     pub fn to_quantity(&self) -> Quantity {
         Quantity(self.to_canonical())
+    }
+}
+
+/// Sum, keeping the left operand's format (apimachinery `Quantity.Add`); saturating.
+impl std::ops::Add for ParsedQuantity {
+    type Output = ParsedQuantity;
+    fn add(self, other: ParsedQuantity) -> ParsedQuantity {
+        ParsedQuantity {
+            nanos: self.nanos.saturating_add(other.nanos),
+            format: self.format,
+        }
+    }
+}
+
+/// Difference, keeping the left operand's format (apimachinery `Quantity.Sub`); saturating.
+impl std::ops::Sub for ParsedQuantity {
+    type Output = ParsedQuantity;
+    fn sub(self, other: ParsedQuantity) -> ParsedQuantity {
+        ParsedQuantity {
+            nanos: self.nanos.saturating_sub(other.nanos),
+            format: self.format,
+        }
     }
 }
 
@@ -419,9 +425,9 @@ mod tests {
         assert_eq!(p("1024Mi").to_canonical(), "1Gi");
         assert_eq!(p("1536").to_canonical(), "1536");
         assert_eq!(p("1536Ki").to_canonical(), "1536Ki");
-        assert_eq!(p("100Mi").add(p("1Mi")).to_canonical(), "101Mi");
+        assert_eq!((p("100Mi") + p("1Mi")).to_canonical(), "101Mi");
         // BinarySI that is not a multiple of 1024 falls back to decimal.
-        assert_eq!(p("1Gi").add(p("1000")).to_canonical(), "1073742824");
+        assert_eq!((p("1Gi") + p("1000")).to_canonical(), "1073742824");
         assert_eq!(p("512").to_canonical(), "512");
         assert_eq!(p("0").to_canonical(), "0");
         assert_eq!(p("1e3").to_canonical(), "1e3");

@@ -298,8 +298,12 @@ pub struct Interface {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sriov: Option<serde_json::Value>,
+    /// Deprecated `passt` binding method (not counted by the v1.9 overhead formula).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passt: Option<serde_json::Value>,
+    /// Core passt binding (`passtBinding: {}`): +250Mi network overhead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passt_binding: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub masquerade: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
