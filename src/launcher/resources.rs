@@ -337,6 +337,15 @@ pub(crate) fn has_virtio_iface(spec: &VirtualMachineInstanceSpec) -> bool {
     })
 }
 
+/// `devices.autoattachVSOCK: true` (`util.IsAutoAttachVSOCK`). The JSON key is `autoattachVSOCK`;
+/// `crate::api::vmi::Devices::autoattach_vsock` is named `autoattachVsock` on the wire, so the key
+/// usually lands in `extra`: both are read.
+pub(crate) fn autoattach_vsock(spec: &VirtualMachineInstanceSpec) -> bool {
+    let d = &spec.domain.devices;
+    d.autoattach_vsock == Some(true)
+        || d.extra.get("autoattachVSOCK").and_then(|v| v.as_bool()) == Some(true)
+}
+
 /// `launchSecurity.sev` or `.snp` (`IsSEVVMI`, pkg/util/amd64.go:22-27).
 pub(crate) fn is_sev(spec: &VirtualMachineInstanceSpec) -> bool {
     spec.domain
@@ -492,7 +501,7 @@ pub fn compute_resources(
     if !emulation {
         r.vm_limits.insert(KVM_DEVICE.into(), one);
     }
-    if spec.domain.devices.autoattach_vsock == Some(true) {
+    if autoattach_vsock(spec) {
         r.vm_limits.insert(VHOST_VSOCK_DEVICE.into(), one);
     }
 
@@ -749,4 +758,452 @@ pub fn memory_limits_ratio(labels: &BTreeMap<String, String>) -> f64 {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|r| *r >= 1.0)
         .unwrap_or(DEFAULT_MEMORY_LIMIT_RATIO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launcher::overhead::memory_overhead;
+    use serde_json::json;
+
+    fn vmi(spec: serde_json::Value) -> VirtualMachineInstance {
+        serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "testvmi", "namespace": "default", "uid": "1234"},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    /// KubeVirt's template tests run with ratio 10, overcommit 100, no overhead ratio and a
+    /// network-memory stub returning 0 (template_test.go:92-131, 6521-6529).
+    fn kubevirt_test_settings() -> ClusterSettings {
+        ClusterSettings {
+            serial_console_log: false,
+            ..ClusterSettings::default()
+        }
+    }
+
+    fn render_with(v: &VirtualMachineInstance, s: &ClusterSettings, ns: &NamespaceContext) -> ComputeResources {
+        let overhead = memory_overhead(&v.spec, s).unwrap().total_bytes;
+        compute_resources(v, s, overhead, ns).unwrap()
+    }
+
+    fn render(v: &VirtualMachineInstance) -> ComputeResources {
+        render_with(v, &kubevirt_test_settings(), &NamespaceContext::default())
+    }
+
+    fn req(r: &ComputeResources, k: &str) -> String {
+        r.requests.get(k).map(|q| q.0.clone()).unwrap_or_default()
+    }
+
+    fn lim(r: &ComputeResources, k: &str) -> String {
+        r.limits.get(k).map(|q| q.0.clone()).unwrap_or_default()
+    }
+
+    /// `ToDec().ScaledValue(resource.Mega)`: ceil(bytes / 10^6).
+    fn mega(text: &str) -> i64 {
+        let b = ParsedQuantity::parse(text).unwrap().value();
+        (b + 999_999) / 1_000_000
+    }
+
+    #[test]
+    fn go_g_formatting_matches_fmt() {
+        assert_eq!(go_format_g(0.3), "0.3");
+        assert_eq!(go_format_g(300.0), "300");
+        assert_eq!(go_format_g(62.5), "62.5");
+        assert_eq!(go_format_g(1.1), "1.1");
+        assert_eq!(go_format_g(3.0), "3");
+        assert_eq!(go_format_g(123456.0), "123456");
+        assert_eq!(go_format_g(1_000_000.0), "1e+06");
+        assert_eq!(go_format_g(1.5e-5), "1.5e-05");
+        assert_eq!(go_format_g(1.0 / 3.0), "0.3333333333333333");
+        assert_eq!(go_format_g(0.0001), "0.0001");
+    }
+
+    /// template_test.go:2380-2403 ("should calculate vmipod cpu request based on vcpus and
+    /// cpu_allocation_ratio"): 3 cores / ratio 10 → `300m`.
+    #[test]
+    fn cpu_request_3_cores_ratio_10_template_test_2380() {
+        let r = render(&vmi(json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 3}}})));
+        assert_eq!(req(&r, "cpu"), "300m");
+        assert_eq!(lim(&r, "cpu"), "");
+    }
+
+    /// template_test.go:2404-2428: ratio 1 → `3`.
+    #[test]
+    fn cpu_request_ratio_1_template_test_2404() {
+        let s = ClusterSettings { cpu_allocation_ratio: 1, ..kubevirt_test_settings() };
+        let v = vmi(json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 3}}}));
+        assert_eq!(req(&render_with(&v, &s, &NamespaceContext::default()), "cpu"), "3");
+    }
+
+    /// template_test.go:2450-2481: a user CPU request (150m) overrides the calculated one
+    /// (ratio 16, 5 cores).
+    #[test]
+    fn user_cpu_request_wins_template_test_2450() {
+        let s = ClusterSettings { cpu_allocation_ratio: 16, ..kubevirt_test_settings() };
+        let v = vmi(json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 5},
+            "resources": {"requests": {"cpu": "150m"}}}}));
+        assert_eq!(req(&render_with(&v, &s, &NamespaceContext::default()), "cpu"), "150m");
+    }
+
+    /// facts §4.6: ratio 16 & 1 vCPU → `62500u`; 11 vCPUs / 10 → `1100m`; renderresources_test.go:62-90:
+    /// 5 cores → `500m` / `5`, and with auto CPU limits the limit is the vCPU count.
+    #[test]
+    fn cpu_request_rendering_like_kubevirt() {
+        let s16 = ClusterSettings { cpu_allocation_ratio: 16, ..kubevirt_test_settings() };
+        let one = vmi(json!({"domain": {"cpu": {"cores": 1}}}));
+        assert_eq!(req(&render_with(&one, &s16, &NamespaceContext::default()), "cpu"), "62500u");
+        let eleven = vmi(json!({"domain": {"cpu": {"cores": 11}}}));
+        assert_eq!(req(&render(&eleven), "cpu"), "1100m");
+        let five = vmi(json!({"domain": {"cpu": {"cores": 5}}}));
+        assert_eq!(req(&render(&five), "cpu"), "500m");
+        let quota = NamespaceContext { quota_limits_cpu: true, ..Default::default() };
+        let r = render_with(&five, &kubevirt_test_settings(), &quota);
+        assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("500m".into(), "5".into()));
+        let s1 = ClusterSettings { cpu_allocation_ratio: 1, ..kubevirt_test_settings() };
+        let r = render_with(&five, &s1, &quota);
+        assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("5".into(), "5".into()));
+        // No cpu struct at all counts as 1 vCPU; sockets × threads with zero cores.
+        assert_eq!(req(&render(&vmi(json!({"domain": {}}))), "cpu"), "100m");
+        let st = vmi(json!({"domain": {"cpu": {"sockets": 2, "threads": 2}}}));
+        assert_eq!(req(&render(&st), "cpu"), "400m");
+    }
+
+    /// template_test.go:5600-5650: a user CPU limit is kept; without one, a quota with
+    /// `limits.cpu` (or the label selector) adds limit = vCPUs.
+    #[test]
+    fn auto_cpu_limits_template_test_5600() {
+        let quota = NamespaceContext { quota_limits_cpu: true, ..Default::default() };
+        let with_limit = vmi(json!({"domain": {"cpu": {"cores": 2},
+            "resources": {"requests": {"cpu": "200m"}, "limits": {"cpu": "350m"}}}}));
+        let r = render_with(&with_limit, &kubevirt_test_settings(), &quota);
+        assert_eq!(lim(&r, "cpu"), "350m");
+        let without = vmi(json!({"domain": {"cpu": {"cores": 2},
+            "resources": {"requests": {"cpu": "200m"}}}}));
+        let r = render_with(&without, &kubevirt_test_settings(), &quota);
+        assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("200m".into(), "2".into()));
+        let selector = NamespaceContext { auto_cpu_limit_selector_matches: true, ..Default::default() };
+        assert_eq!(lim(&render_with(&without, &kubevirt_test_settings(), &selector), "cpu"), "2");
+        assert_eq!(lim(&render(&without), "cpu"), "");
+    }
+
+    /// template_test.go:2190-2229: requests cpu 1m / memory 1G, limits 2m / 2G →
+    /// memory 1282971493 / 2282971493 (amd64), 1417189221 / 2417189221 (arm64).
+    #[test]
+    fn memory_request_and_limit_plus_overhead_template_test_2190() {
+        for (arch, request, limit) in [
+            ("amd64", "1282971493", "2282971493"),
+            ("arm64", "1417189221", "2417189221"),
+        ] {
+            let v = vmi(json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
+                "resources": {"requests": {"cpu": "1m", "memory": "1G"}, "limits": {"cpu": "2m", "memory": "2G"}}}}));
+            let r = render(&v);
+            assert_eq!(req(&r, "cpu"), "1m", "{arch}");
+            assert_eq!(lim(&r, "cpu"), "2m", "{arch}");
+            assert_eq!(req(&r, "memory"), request, "{arch}");
+            assert_eq!(lim(&r, "memory"), limit, "{arch}");
+        }
+    }
+
+    /// template_test.go:2230-2266: overcommitGuestOverhead adds the overhead to the limit only.
+    #[test]
+    fn overcommit_guest_overhead_template_test_2230() {
+        for (arch, limit) in [("amd64", "2282971493"), ("arm64", "2417189221")] {
+            let v = vmi(json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
+                "resources": {"overcommitGuestOverhead": true,
+                    "requests": {"memory": "1G"}, "limits": {"memory": "2G"}}}}));
+            let r = render(&v);
+            assert_eq!(req(&r, "memory"), "1G", "{arch}");
+            assert_eq!(lim(&r, "memory"), limit, "{arch}");
+        }
+    }
+
+    /// template_test.go:2267-2346: 3 cores, request 64M → 362 MB (amd64) / 497 MB (arm64);
+    /// without the graphics device 329 / 463.
+    #[test]
+    fn small_request_and_graphics_template_test_2267() {
+        for (arch, graphics, expected) in [
+            ("amd64", None, 362),
+            ("amd64", Some(true), 362),
+            ("amd64", Some(false), 329),
+            ("arm64", None, 497),
+            ("arm64", Some(true), 497),
+            ("arm64", Some(false), 463),
+        ] {
+            let mut devices = json!({"disableHotplug": true});
+            if let Some(g) = graphics {
+                devices["autoattachGraphicsDevice"] = json!(g);
+            }
+            let v = vmi(json!({"architecture": arch, "domain": {"devices": devices, "cpu": {"cores": 3},
+                "resources": {"requests": {"cpu": "1m", "memory": "64M"}}}}));
+            let r = render(&v);
+            assert_eq!(req(&r, "cpu"), "1m");
+            assert_eq!(mega(&req(&r, "memory")), expected, "{arch} {graphics:?}");
+            // KVM and TUN device limits are there.
+            assert_eq!(lim(&r, KVM_DEVICE), "1");
+            assert_eq!(lim(&r, TUN_DEVICE), "1");
+        }
+    }
+
+    /// template_test.go:2584-2660: hugepages with 64M request = limit → memory request and limit
+    /// are the overhead alone (282 MB amd64, 416 MB arm64), `hugepages-<size>` = 64M.
+    #[test]
+    fn hugepages_template_test_2584() {
+        for (arch, size, expected) in [
+            ("amd64", "2Mi", 282),
+            ("amd64", "1Gi", 282),
+            ("arm64", "2Mi", 416),
+            ("arm64", "1Gi", 416),
+        ] {
+            let v = vmi(json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
+                "memory": {"hugepages": {"pageSize": size}},
+                "resources": {"requests": {"memory": "64M"}, "limits": {"memory": "64M"}}}}));
+            let r = render(&v);
+            assert_eq!(mega(&req(&r, "memory")), expected, "{arch} {size}");
+            assert_eq!(mega(&lim(&r, "memory")), expected, "{arch} {size}");
+            let hp = format!("hugepages-{size}");
+            assert_eq!(req(&r, &hp), "64M");
+            assert_eq!(lim(&r, &hp), "64M");
+        }
+    }
+
+    /// template_test.go:2661-2737: guest 64M, request = limit = 70M → hugepages 64M and memory
+    /// = overhead + 6M.
+    #[test]
+    fn hugepages_with_guest_smaller_than_request_template_test_2661() {
+        for (arch, expected) in [("amd64", 282), ("arm64", 416)] {
+            let v = vmi(json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
+                "memory": {"hugepages": {"pageSize": "1Gi"}, "guest": "64M"},
+                "resources": {"requests": {"memory": "70M"}, "limits": {"memory": "70M"}}}}));
+            let r = render(&v);
+            assert_eq!(mega(&req(&r, "memory")), expected + 6, "{arch}");
+            assert_eq!(mega(&lim(&r, "memory")), expected + 6, "{arch}");
+            assert_eq!(req(&r, "hugepages-1Gi"), "64M");
+            assert_eq!(lim(&r, "hugepages-1Gi"), "64M");
+        }
+    }
+
+    /// template_test.go:2483-2581: memoryOvercommit 110 % shrinks only a request derived from
+    /// `memory.guest` (or the hugepage size), never a request derived from a request or limit.
+    #[test]
+    fn memory_overcommit_template_test_2483() {
+        let s110 = ClusterSettings { memory_overcommit: 110, ..kubevirt_test_settings() };
+        let ns = NamespaceContext::default();
+        let cases: [(&str, serde_json::Value, bool); 8] = [
+            ("nothing", json!({}), false),
+            ("requests", json!({"resources": {"requests": {"memory": "1Gi"}}}), false),
+            ("limits", json!({"resources": {"limits": {"memory": "1Gi"}}}), false),
+            ("guest", json!({"memory": {"guest": "1Gi"}}), true),
+            ("hugepages", json!({"memory": {"hugepages": {"pageSize": "1Gi"}}}), true),
+            ("guest+hugepages", json!({"memory": {"guest": "1Gi", "hugepages": {"pageSize": "1Gi"}}}), true),
+            ("requests+guest", json!({"memory": {"guest": "1Gi"}, "resources": {"requests": {"memory": "1Gi"}}}), false),
+            ("limits+hugepages", json!({"memory": {"hugepages": {"pageSize": "1Gi"}}, "resources": {"limits": {"memory": "1Gi"}}}), false),
+        ];
+        for (name, domain, expect) in cases {
+            let v = vmi(json!({"domain": domain}));
+            let overhead = memory_overhead(&v.spec, &s110).unwrap().total_bytes;
+            let mem = |s: &ClusterSettings| {
+                let r = compute_resources(&v, s, overhead, &ns).unwrap();
+                ParsedQuantity::parse(&req(&r, "memory")).unwrap().value()
+            };
+            let (m100, m110) = (mem(&kubevirt_test_settings()), mem(&s110));
+            if expect {
+                assert_eq!((m100 - overhead) * 100 / 110, m110 - overhead, "{name}");
+            } else {
+                assert_eq!(m100, m110, "{name}");
+            }
+        }
+    }
+
+    /// template_test.go:1852-1880: dedicated CPUs with isolateEmulatorThread → limit = cores + 1,
+    /// or + 2 with the even-parity annotation when cores are even.
+    #[test]
+    fn isolate_emulator_thread_template_test_1852() {
+        for (parity, cores, expected) in [(false, 3, "4"), (false, 2, "3"), (true, 3, "4"), (true, 4, "6")] {
+            let mut v = vmi(json!({"domain": {"devices": {"disableHotplug": true},
+                "cpu": {"cores": cores, "threads": 1, "dedicatedCpuPlacement": true, "isolateEmulatorThread": true}}}));
+            if parity {
+                v.metadata.annotations = Some([(EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_string(), String::new())].into());
+            }
+            let r = render(&v);
+            assert_eq!(lim(&r, "cpu"), expected, "parity {parity} cores {cores}");
+            assert_eq!(req(&r, "cpu"), expected);
+        }
+    }
+
+    /// renderresources_test.go:188-240: vCPUs + supplemental IO threads + emulator thread(s).
+    #[test]
+    fn cpu_pinning_with_io_threads_renderresources_test_188() {
+        let cases = [
+            (5, 2, None, false, "8"),
+            (5, 2, None, true, "8"),
+            (6, 2, None, true, "10"),
+            (0, 0, Some("3"), false, "4"),
+            (0, 2, Some("5"), true, "8"),
+        ];
+        for (cores, io, user, parity, expected) in cases {
+            let mut domain = json!({"cpu": {"cores": cores, "dedicatedCpuPlacement": true, "isolateEmulatorThread": true},
+                "ioThreadsPolicy": "supplementalPool", "ioThreads": {"supplementalPoolThreadCount": io}});
+            if let Some(u) = user {
+                domain["resources"] = json!({"requests": {"cpu": u}, "limits": {"cpu": u}});
+            }
+            let mut v = vmi(json!({"domain": domain}));
+            if parity {
+                v.metadata.annotations = Some([(EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_string(), String::new())].into());
+            }
+            let r = render(&v);
+            assert_eq!((lim(&r, "cpu"), req(&r, "cpu")), (expected.into(), expected.into()), "{cores} {io} {user:?} {parity}");
+        }
+    }
+
+    /// Dedicated CPUs (WithCPUPinning): requests = limits = vCPUs, memory limit = memory request
+    /// (both + overhead, which includes the 100Mi dedicated term) → Guaranteed QoS.
+    #[test]
+    fn dedicated_cpus_are_guaranteed() {
+        let v = vmi(json!({"domain": {"cpu": {"cores": 2, "dedicatedCpuPlacement": true},
+            "resources": {"requests": {"memory": "1Gi"}}}}));
+        let r = render(&v);
+        assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("2".into(), "2".into()));
+        assert_eq!(req(&r, "memory"), lim(&r, "memory"));
+        // 1Gi + 220+8+16+32+100 Mi + 2Mi page tables = 1024+378 Mi, still BinarySI.
+        assert_eq!(req(&r, "memory"), "1402Mi");
+    }
+
+    /// Quantity formats follow apimachinery: BinarySI stays BinarySI when divisible, DecimalSI
+    /// prints decimal bytes, no request at all takes the overhead's (DecimalSI) format.
+    #[test]
+    fn memory_formats_follow_apimachinery() {
+        let gi = vmi(json!({"domain": {"cpu": {"cores": 1}, "resources": {"requests": {"memory": "1Gi"}}}}));
+        assert_eq!(req(&render(&gi), "memory"), "1294Mi");
+        let m = vmi(json!({"domain": {"cpu": {"cores": 1}, "resources": {"requests": {"memory": "1024M"}}}}));
+        let r = render(&m);
+        let overhead = memory_overhead(&m.spec, &kubevirt_test_settings()).unwrap().total_bytes;
+        assert_eq!(req(&r, "memory"), (1_024_000_000 + overhead).to_string());
+        let guest = vmi(json!({"domain": {"cpu": {"cores": 1}, "memory": {"guest": "128Mi"}}}));
+        // Request copied from memory.guest (BinarySI) → 128Mi + 268Mi.
+        assert_eq!(req(&render(&guest), "memory"), "396Mi");
+        let nothing = vmi(json!({"domain": {}}));
+        assert_eq!(req(&render(&nothing), "memory"), (268 * 1024 * 1024).to_string());
+        assert_eq!(req(&render(&nothing), "ephemeral-storage"), "50M");
+    }
+
+    /// renderresources_test.go:42-58: ephemeral storage 30M/70M → 80M/120M.
+    #[test]
+    fn ephemeral_storage_renderresources_test_42() {
+        let v = vmi(json!({"domain": {"resources": {"requests": {"ephemeral-storage": "30M"},
+            "limits": {"ephemeral-storage": "70M"}}}}));
+        let r = render(&v);
+        assert_eq!((req(&r, "ephemeral-storage"), lim(&r, "ephemeral-storage")), ("80M".into(), "120M".into()));
+    }
+
+    /// template_test.go:5764-5900, renderresources_test.go:134-180: automatic memory limits.
+    #[test]
+    fn auto_memory_limits_template_test_5764() {
+        let quota = NamespaceContext { quota_limits_memory: true, ..Default::default() };
+        let s = kubevirt_test_settings();
+        let plain = vmi(json!({"domain": {"resources": {"requests": {"memory": "64M"}}}}));
+        let r = render_with(&plain, &s, &quota);
+        let request = r.request_value("memory").unwrap();
+        assert_eq!(r.limit_value("memory"), Some((request as f64 * 2.0) as i64));
+        for (label, ratio) in [("3.2", 3.2), ("not_a_float", 2.0), ("0.5", 2.0)] {
+            let ns = NamespaceContext {
+                labels: [(AUTO_MEMORY_LIMITS_RATIO_LABEL.to_string(), label.to_string())].into(),
+                ..quota.clone()
+            };
+            let r = render_with(&plain, &s, &ns);
+            assert_eq!(r.limit_value("memory"), Some((request as f64 * ratio) as i64), "{label}");
+        }
+        // A user limit or dedicated CPUs keep limit = request (+ overhead).
+        for domain in [
+            json!({"resources": {"requests": {"memory": "64M"}, "limits": {"memory": "64M"}}}),
+            json!({"cpu": {"dedicatedCpuPlacement": true}, "resources": {"requests": {"memory": "64M"}}}),
+        ] {
+            let r = render_with(&vmi(json!({"domain": domain})), &s, &quota);
+            assert_eq!(r.request_value("memory"), r.limit_value("memory"));
+        }
+        // No quota → no memory limit.
+        assert_eq!(render(&plain).limit_value("memory"), None);
+    }
+
+    /// renderresources_test.go:272-330, template_test.go:3648-3737: device-plugin GPUs and host
+    /// devices add 1 per device to requests and limits; DRA ones become claims.
+    #[test]
+    fn gpus_and_host_devices() {
+        let v = vmi(json!({"domain": {"devices": {
+            "gpus": [{"name": "gpu1", "deviceName": "nvidia.com/GP102GL_Tesla_P40"},
+                     {"name": "gpu2", "deviceName": "nvidia.com/GP102GL_Tesla_P40"},
+                     {"name": "dra", "claimRequest": {"claimName": "gpu-claim", "requestName": "gpu-request"}}],
+            "hostDevices": [{"name": "hd1", "deviceName": "discombobulator2000"}]}}}));
+        let r = render(&v);
+        assert_eq!(req(&r, "nvidia.com/GP102GL_Tesla_P40"), "2");
+        assert_eq!(lim(&r, "nvidia.com/GP102GL_Tesla_P40"), "2");
+        assert_eq!(req(&r, "discombobulator2000"), "1");
+        assert_eq!(lim(&r, "discombobulator2000"), "1");
+        assert_eq!(r.claims, vec![ClaimRef { name: "gpu-claim".into(), request: Some("gpu-request".into()) }]);
+        let k = r.to_resource_requirements();
+        assert_eq!(k.claims.unwrap()[0].name, "gpu-claim");
+    }
+
+    /// template_test.go:267-300, renderresources.go:466-491: virtualization devices in limits only.
+    #[test]
+    fn virtualization_devices() {
+        let plain = render(&vmi(json!({"domain": {}})));
+        assert_eq!(lim(&plain, KVM_DEVICE), "1");
+        assert_eq!(lim(&plain, TUN_DEVICE), "1", "autoattachPodInterface unset");
+        assert_eq!(lim(&plain, VHOST_NET_DEVICE), "", "no interfaces listed");
+        assert!(!plain.requests.contains_key(KVM_DEVICE));
+        let iface = vmi(json!({"domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}],
+            "autoattachVSOCK": true}}}));
+        let r = render(&iface);
+        assert_eq!(lim(&r, VHOST_NET_DEVICE), "1");
+        assert_eq!(lim(&r, VHOST_VSOCK_DEVICE), "1");
+        let emu = ClusterSettings { use_emulation: true, ..kubevirt_test_settings() };
+        let r = render_with(&iface, &emu, &NamespaceContext::default());
+        assert_eq!((lim(&r, KVM_DEVICE), lim(&r, VHOST_NET_DEVICE)), (String::new(), String::new()));
+        let no_tun = render(&vmi(json!({"domain": {"devices": {"autoattachPodInterface": false}}})));
+        assert_eq!(lim(&no_tun, TUN_DEVICE), "");
+        let e1000 = render(&vmi(json!({"domain": {"devices": {"interfaces": [{"name": "a", "model": "e1000"}]}}})));
+        assert_eq!(lim(&e1000, VHOST_NET_DEVICE), "");
+        let sev = render(&vmi(json!({"domain": {"launchSecurity": {"sev": {}}}})));
+        assert_eq!((req(&sev, SEV_DEVICE), lim(&sev, SEV_DEVICE)), ("1".into(), "1".into()));
+        let tdx = render(&vmi(json!({"domain": {"launchSecurity": {"tdx": {}}}})));
+        assert_eq!(req(&tdx, TDX_DEVICE), "1");
+        let pr = render(&vmi(json!({"domain": {"devices": {"disks": [{"name": "d", "lun": {"reservation": true}}]}}})));
+        assert_eq!(req(&pr, PR_HELPER_DEVICE), "1");
+    }
+
+    #[test]
+    fn wants_guaranteed_qos_like_types_go() {
+        let q = |r: serde_json::Value| wants_guaranteed_qos(&vmi(json!({"domain": {"resources": r}})).spec).unwrap();
+        assert!(q(json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}})));
+        assert!(q(json!({"requests": {"cpu": "1"}, "limits": {"cpu": "1000m", "memory": "1Gi"}})));
+        assert!(!q(json!({"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}})));
+        assert!(!q(json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}})));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let v = vmi(json!({"domain": {"resources": {"requests": {"memory": "2Gx"}}}}));
+        let e = compute_resources(&v, &kubevirt_test_settings(), 0, &NamespaceContext::default()).unwrap_err();
+        assert!(e.to_string().starts_with("spec.domain.resources.requests.memory: "), "{e}");
+        let v = vmi(json!({"domain": {"memory": {"guest": "lots"}}}));
+        let e = compute_resources(&v, &kubevirt_test_settings(), 0, &NamespaceContext::default()).unwrap_err();
+        assert!(e.to_string().starts_with("spec.domain.memory.guest: "), "{e}");
+        // A ratio so large that Go would format the request as "1e-08m" (MustParse would panic).
+        let s = ClusterSettings { cpu_allocation_ratio: u32::MAX, ..kubevirt_test_settings() };
+        let e = compute_resources(&vmi(json!({"domain": {}})), &s, 0, &NamespaceContext::default()).unwrap_err();
+        assert!(e.to_string().starts_with("spec.domain.cpu"), "{e}");
+    }
+
+    #[test]
+    fn serializes_as_compute_resources_json() {
+        let r = render(&vmi(json!({"domain": {"cpu": {"cores": 3}, "resources": {"requests": {"memory": "1Gi"}}}})));
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["requests"]["cpu"], "300m");
+        assert_eq!(j["requests"]["memory"], "1310Mi");
+        assert!(j.get("claims").is_none());
+    }
 }
