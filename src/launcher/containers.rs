@@ -106,7 +106,10 @@ pub(crate) fn container_ports(
                         "spec.domain.devices.interfaces[{}].ports[{i}].port",
                         iface.name
                     ),
-                    message: format!("must be a 32-bit integer, found {}", p.get("port").unwrap_or(&serde_json::Value::Null)),
+                    message: format!(
+                        "must be a 32-bit integer, found {}",
+                        p.get("port").unwrap_or(&serde_json::Value::Null)
+                    ),
                 })?;
             let protocol = p
                 .get("protocol")
@@ -159,7 +162,9 @@ pub(crate) fn compute_probe(
     let failure = at_least(int_field(p, "failureThreshold"), 1, 3);
     let initial = int_field(p, "initialDelaySeconds").saturating_add(LIBVIRT_STARTUP_DELAY);
     let exec: Option<ExecAction> = match &p.exec {
-        Some(v) if !v.is_null() => Some(serde_json::from_value(v.clone()).map_err(|e| err("exec", e))?),
+        Some(v) if !v.is_null() => {
+            Some(serde_json::from_value(v.clone()).map_err(|e| err("exec", e))?)
+        }
         _ => None,
     };
     let http_get: Option<HTTPGetAction> = match p.extra.get("httpGet") {
@@ -271,7 +276,10 @@ pub(crate) fn console_log_container(
             ..Default::default()
         }),
         restart_policy: Some("Always".into()),
-        env: Some(vec![env(ENV_VIRT_LAUNCHER_LOG_VERBOSITY, &verbosity.to_string())]),
+        env: Some(vec![env(
+            ENV_VIRT_LAUNCHER_LOG_VERBOSITY,
+            &verbosity.to_string(),
+        )]),
         ..Default::default()
     }
 }
@@ -322,7 +330,9 @@ pub(crate) fn image_volume_init_container(
         name: format!("volume{volume}"),
         image: Some(image.into()),
         image_pull_policy: pull_policy,
-        command: Some(vec![format!("{CONTAINER_BINARY_DIR}/usr/bin/container-disk")]),
+        command: Some(vec![format!(
+            "{CONTAINER_BINARY_DIR}/usr/bin/container-disk"
+        )]),
         args: Some(strings(&["--no-op"])),
         resources: Some(container_disk_resources(guaranteed)),
         security_context: Some(container_disk_security_context()),

@@ -158,10 +158,11 @@ pub fn render_launch_manifest(
     rng: &mut impl rand::Rng,
 ) -> Result<Pod, RenderError> {
     let jitter = rng.random_range(0..QEMU_TIMEOUT_JITTER_RANGE);
-    let overhead = memory_overhead(&vmi.spec, settings).map_err(|source| RenderError::Overhead {
-        vmi: object_key(vmi),
-        source,
-    })?;
+    let overhead =
+        memory_overhead(&vmi.spec, settings).map_err(|source| RenderError::Overhead {
+            vmi: object_key(vmi),
+            source,
+        })?;
     render_launch_manifest_with(
         vmi,
         settings,
@@ -258,7 +259,10 @@ fn reject_label(affinity: Option<Affinity>, label: &str) -> Affinity {
     };
     let mut affinity = affinity.unwrap_or_default();
     match affinity.node_affinity.as_mut() {
-        Some(na) => match na.required_during_scheduling_ignored_during_execution.as_mut() {
+        Some(na) => match na
+            .required_during_scheduling_ignored_during_execution
+            .as_mut()
+        {
             Some(required) => {
                 for term in &mut required.node_selector_terms {
                     term.match_expressions
@@ -449,8 +453,7 @@ pub fn render_launch_manifest_with(
         source,
     };
     let guaranteed = dedicated || wants_guaranteed_qos(spec).map_err(resources_err)?;
-    let resources =
-        compute_resources(vmi, settings, overhead_bytes, ns).map_err(resources_err)?;
+    let resources = compute_resources(vmi, settings, overhead_bytes, ns).map_err(resources_err)?;
 
     let image = settings.launcher_image.as_str();
     let pull_policy = DEFAULT_IMAGE_PULL_POLICY;
@@ -906,8 +909,10 @@ mod tests {
         if let (Some(m), Some(extra)) = (m.as_object_mut(), meta.as_object()) {
             m.extend(extra.clone());
         }
-        serde_json::from_value(json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-            "metadata": m, "spec": spec}))
+        serde_json::from_value(
+            json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": m, "spec": spec}),
+        )
         .unwrap()
     }
 
@@ -948,7 +953,9 @@ mod tests {
 
     fn flag_value(p: &Pod, flag: &str) -> Option<String> {
         let c = command(p);
-        c.iter().position(|a| a == flag).and_then(|i| c.get(i + 1).cloned())
+        c.iter()
+            .position(|a| a == flag)
+            .and_then(|i| c.get(i + 1).cloned())
     }
 
     /// template_test.go:530-620 ("should work"), with ImageVolume and
@@ -956,7 +963,10 @@ mod tests {
     /// modelled, so `--hook-sidecars` is 0 here (1 in KubeVirt's test, whose VMI has one).
     #[test]
     fn launch_template_should_work_template_test_530() {
-        for (arch, ovmf) in [("amd64", "/usr/share/edk2/ovmf"), ("arm64", "/usr/share/AAVMF")] {
+        for (arch, ovmf) in [
+            ("amd64", "/usr/share/edk2/ovmf"),
+            ("arm64", "/usr/share/AAVMF"),
+        ] {
             let s = ClusterSettings {
                 disabled_feature_gates: vec![
                     "ImageVolume".into(),
@@ -984,15 +994,34 @@ mod tests {
             assert_eq!(ann["test"], "shouldBeInPod");
             assert_eq!(ann["kubevirt.io/migrationTransportUnix"], "true");
             assert_eq!(ann["kubectl.kubernetes.io/default-container"], "compute");
-            assert_eq!(ann["descheduler.alpha.kubernetes.io/request-evict-only"], "");
+            assert_eq!(
+                ann["descheduler.alpha.kubernetes.io/request-evict-only"],
+                ""
+            );
             assert!(ann.contains_key("kubevirt.io/memory-overhead-bytes"));
             let owner = &meta.owner_references.as_ref().unwrap()[0];
             assert_eq!(
-                (owner.api_version.as_str(), owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
-                ("kubevirt.io/v1", "VirtualMachineInstance", "testvmi", "1234")
+                (
+                    owner.api_version.as_str(),
+                    owner.kind.as_str(),
+                    owner.name.as_str(),
+                    owner.uid.as_str()
+                ),
+                (
+                    "kubevirt.io/v1",
+                    "VirtualMachineInstance",
+                    "testvmi",
+                    "1234"
+                )
             );
-            assert_eq!((owner.controller, owner.block_owner_deletion), (Some(true), Some(true)));
-            assert_eq!(meta.generate_name.as_deref(), Some("virt-launcher-testvmi-"));
+            assert_eq!(
+                (owner.controller, owner.block_owner_deletion),
+                (Some(true), Some(true))
+            );
+            assert_eq!(
+                meta.generate_name.as_deref(),
+                Some("virt-launcher-testvmi-")
+            );
             assert_eq!(
                 spec(&pod).node_selector.clone().unwrap(),
                 BTreeMap::from([
@@ -1002,11 +1031,31 @@ mod tests {
             );
             let timeout = flag_value(&pod, "--qemu-timeout").unwrap();
             let expected: Vec<String> = [
-                "/usr/bin/virt-launcher-monitor", "--qemu-timeout", &timeout, "--name", "testvmi",
-                "--uid", "1234", "--namespace", "testns", "--kubevirt-share-dir", "/var/run/kubevirt",
-                "--ephemeral-disk-dir", "/var/run/kubevirt-ephemeral-disks", "--container-disk-dir",
-                "/var/run/kubevirt/container-disks", "--grace-period-seconds", "45", "--hook-sidecars",
-                "0", "--ovmf-path", ovmf, "--disk-memory-limit", "2097152000", "--hypervisor", "kvm",
+                "/usr/bin/virt-launcher-monitor",
+                "--qemu-timeout",
+                &timeout,
+                "--name",
+                "testvmi",
+                "--uid",
+                "1234",
+                "--namespace",
+                "testns",
+                "--kubevirt-share-dir",
+                "/var/run/kubevirt",
+                "--ephemeral-disk-dir",
+                "/var/run/kubevirt-ephemeral-disks",
+                "--container-disk-dir",
+                "/var/run/kubevirt/container-disks",
+                "--grace-period-seconds",
+                "45",
+                "--hook-sidecars",
+                "0",
+                "--ovmf-path",
+                ovmf,
+                "--disk-memory-limit",
+                "2097152000",
+                "--hypervisor",
+                "kvm",
                 "--libvirt-hook-server-and-client",
             ]
             .iter()
@@ -1020,10 +1069,20 @@ mod tests {
             let env = compute(&pod).env.clone().unwrap();
             let pod_name = env.iter().find(|e| e.name == "POD_NAME").unwrap();
             assert_eq!(
-                pod_name.value_from.as_ref().unwrap().field_ref.as_ref().unwrap().field_path,
+                pod_name
+                    .value_from
+                    .as_ref()
+                    .unwrap()
+                    .field_ref
+                    .as_ref()
+                    .unwrap()
+                    .field_path,
                 "metadata.name"
             );
-            assert_eq!(compute(&pod).image.as_deref(), Some("kubevirt/virt-launcher"));
+            assert_eq!(
+                compute(&pod).image.as_deref(),
+                Some("kubevirt/virt-launcher")
+            );
             assert_eq!(spec(&pod).restart_policy.as_deref(), Some("Never"));
             assert_eq!(spec(&pod).enable_service_links, Some(false));
             assert_eq!(
@@ -1042,7 +1101,8 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for seed in 0..200 {
             let mut rng = StdRng::seed_from_u64(seed);
-            let pod = render_launch_manifest(&v, &s, &NamespaceContext::default(), &mut rng).unwrap();
+            let pod =
+                render_launch_manifest(&v, &s, &NamespaceContext::default(), &mut rng).unwrap();
             let t = flag_value(&pod, "--qemu-timeout").unwrap();
             let n: u32 = t.strip_suffix('s').unwrap().parse().unwrap();
             assert!((240..=359).contains(&n), "{t}");
@@ -1053,8 +1113,12 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(42);
         let expected = 240 + rand::Rng::random_range(&mut StdRng::seed_from_u64(42), 0..120u32);
         let pod = render_launch_manifest(&v, &s, &NamespaceContext::default(), &mut rng).unwrap();
-        assert_eq!(flag_value(&pod, "--qemu-timeout").unwrap(), format!("{expected}s"));
-        let pod = render_launch_manifest_with(&v, &s, &NamespaceContext::default(), 0, 300).unwrap();
+        assert_eq!(
+            flag_value(&pod, "--qemu-timeout").unwrap(),
+            format!("{expected}s")
+        );
+        let pod =
+            render_launch_manifest_with(&v, &s, &NamespaceContext::default(), 0, 300).unwrap();
         assert_eq!(flag_value(&pod, "--qemu-timeout").as_deref(), Some("300s"));
     }
 
@@ -1063,13 +1127,20 @@ mod tests {
     #[test]
     fn grace_periods_template_test_584() {
         let s = test_settings();
-        for (g, flag, pod_grace) in [(None, "45", 60), (Some(0), "15", 30), (Some(120), "135", 150)] {
+        for (g, flag, pod_grace) in [
+            (None, "45", 60),
+            (Some(0), "15", 30),
+            (Some(120), "135", 150),
+        ] {
             let mut domain = json!({"domain": {}});
             if let Some(g) = g {
                 domain["terminationGracePeriodSeconds"] = json!(g);
             }
             let pod = render(&vmi(json!({}), domain), &s);
-            assert_eq!(flag_value(&pod, "--grace-period-seconds").as_deref(), Some(flag));
+            assert_eq!(
+                flag_value(&pod, "--grace-period-seconds").as_deref(),
+                Some(flag)
+            );
             assert_eq!(spec(&pod).termination_grace_period_seconds, Some(pod_grace));
         }
     }
@@ -1085,7 +1156,13 @@ mod tests {
             "a-very-very-long-virtual-machine-instance-name-used-fo-88ed080c"
         );
         assert_eq!(vmi_id_label("testvmi"), "testvmi");
-        let pod = render(&vmi(json!({"name": long, "namespace": "test"}), json!({"domain": {}})), &test_settings());
+        let pod = render(
+            &vmi(
+                json!({"name": long, "namespace": "test"}),
+                json!({"domain": {}}),
+            ),
+            &test_settings(),
+        );
         assert_eq!(
             pod.metadata.labels.unwrap()["vmi.kubevirt.io/id"],
             "a-very-very-long-virtual-machine-instance-name-used-fo-88ed080c"
@@ -1096,16 +1173,25 @@ mod tests {
     #[test]
     fn hostname_and_vm_name_label() {
         let s = test_settings();
-        let pod = render(&vmi(json!({"name": "my.dotted.vmi"}), json!({"domain": {}})), &s);
+        let pod = render(
+            &vmi(json!({"name": "my.dotted.vmi"}), json!({"domain": {}})),
+            &s,
+        );
         assert_eq!(spec(&pod).hostname.as_deref(), Some("my"));
         assert_eq!(pod.metadata.labels.unwrap()["vm.kubevirt.io/name"], "my");
         let pod = render(
-            &vmi(json!({"labels": {"vm.kubevirt.io/name": "user"}}), json!({"domain": {}, "hostname": "custom", "subdomain": "sub"})),
+            &vmi(
+                json!({"labels": {"vm.kubevirt.io/name": "user"}}),
+                json!({"domain": {}, "hostname": "custom", "subdomain": "sub"}),
+            ),
             &s,
         );
         assert_eq!(spec(&pod).hostname.as_deref(), Some("custom"));
         assert_eq!(spec(&pod).subdomain.as_deref(), Some("sub"));
-        assert_eq!(pod.metadata.labels.unwrap()["vm.kubevirt.io/name"], "custom");
+        assert_eq!(
+            pod.metadata.labels.unwrap()["vm.kubevirt.io/name"],
+            "custom"
+        );
         let long = "x".repeat(70);
         let pod = render(&vmi(json!({"name": long}), json!({"domain": {}})), &s);
         assert_eq!(spec(&pod).hostname.as_ref().unwrap().len(), 63);
@@ -1120,35 +1206,79 @@ mod tests {
         assert!(command(&pod).contains(&"--run-as-nonroot".to_string()));
         let psc = spec(&pod).security_context.clone().unwrap();
         assert_eq!(
-            (psc.fs_group, psc.run_as_user, psc.run_as_group, psc.run_as_non_root),
+            (
+                psc.fs_group,
+                psc.run_as_user,
+                psc.run_as_group,
+                psc.run_as_non_root
+            ),
             (Some(107), Some(107), Some(107), Some(true))
         );
         let sc = compute(&pod).security_context.clone().unwrap();
-        assert_eq!((sc.run_as_user, sc.run_as_group, sc.run_as_non_root, sc.allow_privilege_escalation),
-            (Some(107), Some(107), Some(true), Some(false)));
+        assert_eq!(
+            (
+                sc.run_as_user,
+                sc.run_as_group,
+                sc.run_as_non_root,
+                sc.allow_privilege_escalation
+            ),
+            (Some(107), Some(107), Some(true), Some(false))
+        );
         let caps = sc.capabilities.unwrap();
         assert_eq!(caps.add.unwrap(), vec!["NET_BIND_SERVICE"]);
         assert_eq!(caps.drop.unwrap(), vec!["ALL"]);
-        let env: Vec<String> = compute(&pod).env.clone().unwrap().into_iter().map(|e| e.name).collect();
-        assert_eq!(env, vec!["XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR", "POD_NAME"]);
+        let env: Vec<String> = compute(&pod)
+            .env
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(
+            env,
+            vec![
+                "XDG_CACHE_HOME",
+                "XDG_CONFIG_HOME",
+                "XDG_RUNTIME_DIR",
+                "POD_NAME"
+            ]
+        );
 
         let pod = render(&root(vmi(json!({}), json!({"domain": {}}))), &s);
         assert!(!command(&pod).contains(&"--run-as-nonroot".to_string()));
         let psc = spec(&pod).security_context.clone().unwrap();
-        assert_eq!((psc.fs_group, psc.run_as_user, psc.run_as_non_root), (Some(107), Some(0), None));
+        assert_eq!(
+            (psc.fs_group, psc.run_as_user, psc.run_as_non_root),
+            (Some(107), Some(0), None)
+        );
         let sc = compute(&pod).security_context.clone().unwrap();
-        assert_eq!((sc.run_as_user, sc.run_as_non_root, sc.run_as_group), (Some(0), Some(false), None));
-        assert_eq!(sc.capabilities.unwrap().add.unwrap(), vec!["NET_BIND_SERVICE", "SYS_NICE"]);
+        assert_eq!(
+            (sc.run_as_user, sc.run_as_non_root, sc.run_as_group),
+            (Some(0), Some(false), None)
+        );
+        assert_eq!(
+            sc.capabilities.unwrap().add.unwrap(),
+            vec!["NET_BIND_SERVICE", "SYS_NICE"]
+        );
 
         // The deprecated annotation makes even runtimeUser 0 non-root.
-        let pod = render(&root(vmi(json!({"annotations": {"kubevirt.io/nonroot": ""}}), json!({"domain": {}}))), &s);
+        let pod = render(
+            &root(vmi(
+                json!({"annotations": {"kubevirt.io/nonroot": ""}}),
+                json!({"domain": {}}),
+            )),
+            &s,
+        );
         assert!(command(&pod).contains(&"--run-as-nonroot".to_string()));
     }
 
     /// serialconsolelog.go:16-93 and template_test.go:5909-5936.
     #[test]
     fn serial_console_log_sidecar() {
-        let on = ClusterSettings { serial_console_log: true, ..test_settings() };
+        let on = ClusterSettings {
+            serial_console_log: true,
+            ..test_settings()
+        };
         let pod = render(&vmi(json!({}), json!({"domain": {}})), &on);
         let init = spec(&pod).init_containers.clone().unwrap();
         let c = &init[0];
@@ -1157,23 +1287,62 @@ mod tests {
         assert_eq!(c.command.clone().unwrap(), vec!["/usr/bin/virt-tail"]);
         assert_eq!(
             c.args.clone().unwrap(),
-            vec!["--logfile", "/var/run/kubevirt-private/1234/virt-serial0-log"]
+            vec![
+                "--logfile",
+                "/var/run/kubevirt-private/1234/virt-serial0-log"
+            ]
         );
         let r = c.resources.clone().unwrap();
-        assert_eq!(r.requests.unwrap(), BTreeMap::from([("cpu".into(), Quantity("5m".into())), ("memory".into(), Quantity("35M".into()))]));
-        assert_eq!(r.limits.unwrap(), BTreeMap::from([("cpu".into(), Quantity("15m".into())), ("memory".into(), Quantity("60M".into()))]));
+        assert_eq!(
+            r.requests.unwrap(),
+            BTreeMap::from([
+                ("cpu".into(), Quantity("5m".into())),
+                ("memory".into(), Quantity("35M".into()))
+            ])
+        );
+        assert_eq!(
+            r.limits.unwrap(),
+            BTreeMap::from([
+                ("cpu".into(), Quantity("15m".into())),
+                ("memory".into(), Quantity("60M".into()))
+            ])
+        );
         assert_eq!(c.env.clone().unwrap()[0].value.as_deref(), Some("2"));
         // Dedicated CPUs → requests = limits.
-        let pod = render(&vmi(json!({}), json!({"domain": {"cpu": {"cores": 1, "dedicatedCpuPlacement": true}}})), &on);
-        let r = spec(&pod).init_containers.clone().unwrap()[0].resources.clone().unwrap();
+        let pod = render(
+            &vmi(
+                json!({}),
+                json!({"domain": {"cpu": {"cores": 1, "dedicatedCpuPlacement": true}}}),
+            ),
+            &on,
+        );
+        let r = spec(&pod).init_containers.clone().unwrap()[0]
+            .resources
+            .clone()
+            .unwrap();
         assert_eq!(r.requests, r.limits);
         // Per-VMI switches.
-        for devices in [json!({"logSerialConsole": false}), json!({"autoattachSerialConsole": false})] {
-            let pod = render(&vmi(json!({}), json!({"domain": {"devices": devices}})), &on);
+        for devices in [
+            json!({"logSerialConsole": false}),
+            json!({"autoattachSerialConsole": false}),
+        ] {
+            let pod = render(
+                &vmi(json!({}), json!({"domain": {"devices": devices}})),
+                &on,
+            );
             assert!(spec(&pod).init_containers.is_none(), "{devices}");
         }
-        let pod = render(&vmi(json!({}), json!({"domain": {"devices": {"logSerialConsole": true}}})), &test_settings());
-        assert_eq!(spec(&pod).init_containers.clone().unwrap()[0].name, "guest-console-log");
+        let pod = render(
+            &vmi(
+                json!({}),
+                json!({"domain": {"devices": {"logSerialConsole": true}}}),
+            ),
+            &test_settings(),
+        );
+        assert_eq!(
+            spec(&pod).init_containers.clone().unwrap()[0].name,
+            "guest-console-log"
+        );
     }
 
     fn names<T>(list: &[T], f: impl Fn(&T) -> &str) -> Vec<String> {
@@ -1186,26 +1355,50 @@ mod tests {
     /// container-disk.go:479-503); no container-disk containers (template.go:535-545).
     #[test]
     fn container_disks_as_image_volumes() {
-        let v = vmi(json!({}), json!({"domain": {"devices": {"disableHotplug": true}}, "volumes": [
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"disableHotplug": true}}, "volumes": [
             {"name": "cloudinit", "cloudInitNoCloud": {"userData": "x"}},
-            {"name": "containerdisk", "containerDisk": {"image": "my-image-1", "imagePullPolicy": "Always", "imagePullSecret": "s1"}}]}));
+            {"name": "containerdisk", "containerDisk": {"image": "my-image-1", "imagePullPolicy": "Always", "imagePullSecret": "s1"}}]}),
+        );
         let pod = render(&v, &test_settings());
         assert!(command(&pod).contains(&"--image-volume".to_string()));
         assert_eq!(spec(&pod).containers.len(), 1);
         let vols = spec(&pod).volumes.clone().unwrap();
         assert_eq!(
             names(&vols, |v| &v.name),
-            vec!["private", "public", "sockets", "virt-bin-share-dir", "libvirt-runtime", "ephemeral-disks", "containerdisk", "launcher-volume"]
+            vec![
+                "private",
+                "public",
+                "sockets",
+                "virt-bin-share-dir",
+                "libvirt-runtime",
+                "ephemeral-disks",
+                "containerdisk",
+                "launcher-volume"
+            ]
         );
         let img = vols[6].image.clone().unwrap();
-        assert_eq!((img.reference.as_deref(), img.pull_policy.as_deref()), (Some("my-image-1"), Some("Always")));
-        assert_eq!(vols[7].image.clone().unwrap().reference.as_deref(), Some("kubevirt/virt-launcher"));
+        assert_eq!(
+            (img.reference.as_deref(), img.pull_policy.as_deref()),
+            (Some("my-image-1"), Some("Always"))
+        );
+        assert_eq!(
+            vols[7].image.clone().unwrap().reference.as_deref(),
+            Some("kubevirt/virt-launcher")
+        );
         let mounts = compute(&pod).volume_mounts.clone().unwrap();
         let disk = mounts.iter().find(|m| m.name == "containerdisk").unwrap();
-        assert_eq!((disk.mount_path.as_str(), disk.read_only), ("/var/run/kubevirt-image-volume/disk_1", Some(true)));
+        assert_eq!(
+            (disk.mount_path.as_str(), disk.read_only),
+            ("/var/run/kubevirt-image-volume/disk_1", Some(true))
+        );
         let init = spec(&pod).init_containers.clone().unwrap();
         assert_eq!(names(&init, |c| &c.name), vec!["volumecontainerdisk"]);
-        assert_eq!(init[0].command.clone().unwrap(), vec!["/container-disk-binary/usr/bin/container-disk"]);
+        assert_eq!(
+            init[0].command.clone().unwrap(),
+            vec!["/container-disk-binary/usr/bin/container-disk"]
+        );
         assert_eq!(init[0].args.clone().unwrap(), vec!["--no-op"]);
         assert_eq!(spec(&pod).image_pull_secrets.clone().unwrap()[0].name, "s1");
     }
@@ -1215,19 +1408,34 @@ mod tests {
     /// (template.go:530-545, 676-711; template_test.go:1061-1115).
     #[test]
     fn container_disks_without_image_volume() {
-        let s = ClusterSettings { disabled_feature_gates: vec!["ImageVolume".into()], ..test_settings() };
-        let v = root(vmi(json!({}), json!({"domain": {}, "volumes": [
-            {"name": "containerdisk", "containerDisk": {"image": "my-image-1"}}]})));
+        let s = ClusterSettings {
+            disabled_feature_gates: vec!["ImageVolume".into()],
+            ..test_settings()
+        };
+        let v = root(vmi(
+            json!({}),
+            json!({"domain": {}, "volumes": [
+            {"name": "containerdisk", "containerDisk": {"image": "my-image-1"}}]}),
+        ));
         let pod = render(&v, &s);
         assert!(!command(&pod).contains(&"--image-volume".to_string()));
-        assert_eq!(names(&spec(&pod).containers, |c| &c.name), vec!["compute", "volumecontainerdisk"]);
+        assert_eq!(
+            names(&spec(&pod).containers, |c| &c.name),
+            vec!["compute", "volumecontainerdisk"]
+        );
         let disk = &spec(&pod).containers[1];
         assert_eq!(
             disk.args.clone().unwrap(),
-            vec!["--copy-path", "/var/run/kubevirt-ephemeral-disks/container-disk-data/1234/disk_0"]
+            vec![
+                "--copy-path",
+                "/var/run/kubevirt-ephemeral-disks/container-disk-data/1234/disk_0"
+            ]
         );
         let init = spec(&pod).init_containers.clone().unwrap();
-        assert_eq!(names(&init, |c| &c.name), vec!["container-disk-binary", "volumecontainerdisk-init"]);
+        assert_eq!(
+            names(&init, |c| &c.name),
+            vec!["container-disk-binary", "volumecontainerdisk-init"]
+        );
         let r = init[0].resources.clone().unwrap();
         assert_eq!(r.requests.unwrap()["memory"].0, "1M");
         assert_eq!(r.limits.unwrap()["cpu"].0, "100m");
@@ -1242,15 +1450,24 @@ mod tests {
     /// 9 volumes and the compute container 8 mounts.
     #[test]
     fn hugepages_volumes_template_test_2584() {
-        let s = ClusterSettings { disabled_feature_gates: vec!["ImageVolume".into()], ..test_settings() };
-        let v = vmi(json!({}), json!({"domain": {"devices": {"disableHotplug": true},
+        let s = ClusterSettings {
+            disabled_feature_gates: vec!["ImageVolume".into()],
+            ..test_settings()
+        };
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"disableHotplug": true},
             "memory": {"hugepages": {"pageSize": "2Mi"}},
-            "resources": {"requests": {"memory": "64M"}, "limits": {"memory": "64M"}}}}));
+            "resources": {"requests": {"memory": "64M"}, "limits": {"memory": "64M"}}}}),
+        );
         let pod = render(&v, &s);
         let vols = spec(&pod).volumes.clone().unwrap();
         assert_eq!(vols.len(), 9);
         let hp = vols.iter().find(|v| v.name == "hugepages").unwrap();
-        assert_eq!(hp.empty_dir.clone().unwrap().medium.as_deref(), Some("HugePages"));
+        assert_eq!(
+            hp.empty_dir.clone().unwrap().medium.as_deref(),
+            Some("HugePages")
+        );
         let mounts = compute(&pod).volume_mounts.clone().unwrap();
         assert_eq!(mounts.len(), 8);
         assert!(mounts.iter().any(|m| m.name == "hugetblfs-dir" && m.mount_path == "/dev/hugepages/libvirt/qemu"));
@@ -1269,13 +1486,19 @@ mod tests {
     #[test]
     fn node_selectors() {
         let s = ClusterSettings {
-            node_selectors: BTreeMap::from([("cluster".into(), "wide".into()), ("both".into(), "cluster".into())]),
+            node_selectors: BTreeMap::from([
+                ("cluster".into(), "wide".into()),
+                ("both".into(), "cluster".into()),
+            ]),
             ..test_settings()
         };
-        let v = vmi(json!({}), json!({"domain": {"cpu": {"cores": 2, "dedicatedCpuPlacement": true, "model": "Conroe",
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"cpu": {"cores": 2, "dedicatedCpuPlacement": true, "model": "Conroe",
             "features": [{"name": "lahf_lm", "policy": "require"}, {"name": "vmx", "policy": "forbid"}, {"name": "pdpe1gb"}]},
             "launchSecurity": {"sev": {}}},
-            "nodeSelector": {"both": "vmi", "kubernetes.io/hostname": "master"}}));
+            "nodeSelector": {"both": "vmi", "kubernetes.io/hostname": "master"}}),
+        );
         let pod = render(&v, &s);
         let sel = spec(&pod).node_selector.clone().unwrap();
         let expect = |k: &str, v: &str| assert_eq!(sel.get(k).map(String::as_str), Some(v), "{k}");
@@ -1289,16 +1512,45 @@ mod tests {
         expect("cpu-feature.node.kubevirt.io/pdpe1gb", "true");
         expect("kubevirt.io/sev", "true");
         assert!(!sel.contains_key("cpu-feature.node.kubevirt.io/vmx"));
-        assert!(!sel.contains_key("kubernetes.io/arch"), "no spec.architecture");
+        assert!(
+            !sel.contains_key("kubernetes.io/arch"),
+            "no spec.architecture"
+        );
         // The forbidden feature becomes a DoesNotExist affinity term; a named model does not
         // add the obsolete-host-model term.
-        let terms = spec(&pod).affinity.clone().unwrap().node_affinity.unwrap()
-            .required_during_scheduling_ignored_during_execution.unwrap().node_selector_terms;
-        let keys: Vec<String> = terms[0].match_expressions.clone().unwrap().into_iter().map(|r| r.key).collect();
+        let terms = spec(&pod)
+            .affinity
+            .clone()
+            .unwrap()
+            .node_affinity
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .node_selector_terms;
+        let keys: Vec<String> = terms[0]
+            .match_expressions
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.key)
+            .collect();
         assert_eq!(keys, vec!["cpu-feature.node.kubevirt.io/vmx"]);
         // host-model and host-passthrough get no model label.
-        let pod = render(&vmi(json!({}), json!({"domain": {"cpu": {"model": "host-passthrough"}}})), &s);
-        assert!(!spec(&pod).node_selector.clone().unwrap().keys().any(|k| k.starts_with(CPU_MODEL_LABEL)));
+        let pod = render(
+            &vmi(
+                json!({}),
+                json!({"domain": {"cpu": {"model": "host-passthrough"}}}),
+            ),
+            &s,
+        );
+        assert!(
+            !spec(&pod)
+                .node_selector
+                .clone()
+                .unwrap()
+                .keys()
+                .any(|k| k.starts_with(CPU_MODEL_LABEL))
+        );
     }
 
     /// template_test.go:2156-2188: nil, "" and "host-model" CPU models get the
@@ -1312,10 +1564,20 @@ mod tests {
                 domain["cpu"] = json!({"model": m});
             }
             let pod = render(&vmi(json!({}), json!({"domain": domain})), &s);
-            let terms = spec(&pod).affinity.clone().unwrap().node_affinity.unwrap()
-                .required_during_scheduling_ignored_during_execution.unwrap().node_selector_terms;
+            let terms = spec(&pod)
+                .affinity
+                .clone()
+                .unwrap()
+                .node_affinity
+                .unwrap()
+                .required_during_scheduling_ignored_during_execution
+                .unwrap()
+                .node_selector_terms;
             let req = &terms[0].match_expressions.clone().unwrap()[0];
-            assert_eq!((req.key.as_str(), req.operator.as_str()), (NODE_HOST_MODEL_IS_OBSOLETE_LABEL, "DoesNotExist"));
+            assert_eq!(
+                (req.key.as_str(), req.operator.as_str()),
+                (NODE_HOST_MODEL_IS_OBSOLETE_LABEL, "DoesNotExist")
+            );
         }
         let user = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]},
@@ -1324,25 +1586,42 @@ mod tests {
         let pod = render(&vmi(json!({}), json!({"domain": {}, "affinity": user})), &s);
         let a = spec(&pod).affinity.clone().unwrap();
         assert!(a.pod_affinity.is_some());
-        let terms = a.node_affinity.unwrap().required_during_scheduling_ignored_during_execution.unwrap().node_selector_terms;
+        let terms = a
+            .node_affinity
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .node_selector_terms;
         for t in terms {
             let last = t.match_expressions.unwrap().pop().unwrap();
             assert_eq!(last.key, NODE_HOST_MODEL_IS_OBSOLETE_LABEL);
         }
         // A named model with a user affinity keeps it unchanged (template_test.go:1882-1903).
         let na = json!({"nodeAffinity": {}});
-        let pod = render(&vmi(json!({}), json!({"domain": {"cpu": {"model": "Conroe"}}, "affinity": na})), &s);
-        assert_eq!(spec(&pod).affinity.clone().unwrap().node_affinity, Some(NodeAffinity::default()));
+        let pod = render(
+            &vmi(
+                json!({}),
+                json!({"domain": {"cpu": {"model": "Conroe"}}, "affinity": na}),
+            ),
+            &s,
+        );
+        assert_eq!(
+            spec(&pod).affinity.clone().unwrap().node_affinity,
+            Some(NodeAffinity::default())
+        );
     }
 
     /// template_test.go:480-528: kubectl and api-version annotations are not copied.
     #[test]
     fn annotation_filtering_template_test_480() {
-        let v = vmi(json!({"annotations": {
+        let v = vmi(
+            json!({"annotations": {
             "kubectl.kubernetes.io/last-applied-configuration": "open",
             "kubevirt.io/latest-observed-api-version": "source",
             "kubevirt.io/storage-observed-api-version": ".com",
-            "keep": "me"}}), json!({"domain": {}}));
+            "keep": "me"}}),
+            json!({"domain": {}}),
+        );
         let ann = render(&v, &test_settings()).metadata.annotations.unwrap();
         assert!(!ann.contains_key("kubectl.kubernetes.io/last-applied-configuration"));
         assert!(!ann.contains_key("kubevirt.io/latest-observed-api-version"));
@@ -1354,27 +1633,51 @@ mod tests {
     /// The overhead annotation is the decimal byte count the resources were computed with.
     #[test]
     fn memory_overhead_annotation() {
-        let v = vmi(json!({}), json!({"domain": {"cpu": {"cores": 1}, "resources": {"requests": {"memory": "1Gi"}}}}));
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"cpu": {"cores": 1}, "resources": {"requests": {"memory": "1Gi"}}}}),
+        );
         let pod = render(&v, &test_settings());
-        assert_eq!(pod.metadata.annotations.clone().unwrap()["kubevirt.io/memory-overhead-bytes"], "283115520");
+        assert_eq!(
+            pod.metadata.annotations.clone().unwrap()["kubevirt.io/memory-overhead-bytes"],
+            "283115520"
+        );
         let req = compute(&pod).resources.clone().unwrap().requests.unwrap();
         assert_eq!(req["memory"].0, "1294Mi");
-        let off = ClusterSettings { disabled_feature_gates: vec!["VmiMemoryOverheadReport".into()], ..test_settings() };
-        assert!(!render(&v, &off).metadata.annotations.unwrap().contains_key("kubevirt.io/memory-overhead-bytes"));
+        let off = ClusterSettings {
+            disabled_feature_gates: vec!["VmiMemoryOverheadReport".into()],
+            ..test_settings()
+        };
+        assert!(
+            !render(&v, &off)
+                .metadata
+                .annotations
+                .unwrap()
+                .contains_key("kubevirt.io/memory-overhead-bytes")
+        );
     }
 
     /// template_test.go:3567-3647: probes copied with initialDelay + 10; exec wrapped in
     /// virt-probe (rendercontainer.go:242-283), guest-agent ping likewise.
     #[test]
     fn probes_template_test_3567() {
-        let v = vmi(json!({}), json!({"domain": {"devices": {"disableHotplug": true}},
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"disableHotplug": true}},
             "readinessProbe": {"initialDelaySeconds": 2, "timeoutSeconds": 3, "periodSeconds": 4, "successThreshold": 5,
                 "failureThreshold": 6, "tcpSocket": {"port": 80, "host": "123"}, "httpGet": {"path": "test", "port": 80}},
-            "livenessProbe": {"initialDelaySeconds": 12, "exec": {"command": ["cat", "/tmp/healthy"]}}}));
+            "livenessProbe": {"initialDelaySeconds": 12, "exec": {"command": ["cat", "/tmp/healthy"]}}}),
+        );
         let pod = render(&v, &test_settings());
         let r = compute(&pod).readiness_probe.clone().unwrap();
         assert_eq!(
-            (r.initial_delay_seconds, r.timeout_seconds, r.period_seconds, r.success_threshold, r.failure_threshold),
+            (
+                r.initial_delay_seconds,
+                r.timeout_seconds,
+                r.period_seconds,
+                r.success_threshold,
+                r.failure_threshold
+            ),
             (Some(12), Some(3), Some(4), Some(5), Some(6))
         );
         assert_eq!(r.tcp_socket.unwrap().host.as_deref(), Some("123"));
@@ -1382,42 +1685,93 @@ mod tests {
         let l = compute(&pod).liveness_probe.clone().unwrap();
         assert_eq!(
             l.exec.unwrap().command.unwrap(),
-            vec!["virt-probe", "--domainName", "testns_testvmi", "--timeoutSeconds", "1", "--command", "cat", "--", "/tmp/healthy"]
+            vec![
+                "virt-probe",
+                "--domainName",
+                "testns_testvmi",
+                "--timeoutSeconds",
+                "1",
+                "--command",
+                "cat",
+                "--",
+                "/tmp/healthy"
+            ]
         );
-        assert_eq!((l.initial_delay_seconds, l.timeout_seconds, l.period_seconds, l.failure_threshold), (Some(22), Some(2), Some(10), Some(3)));
-        let v = vmi(json!({}), json!({"domain": {}, "readinessProbe": {"guestAgentPing": {}, "timeoutSeconds": 5}}));
-        let r = compute(&render(&v, &test_settings())).readiness_probe.clone().unwrap();
+        assert_eq!(
+            (
+                l.initial_delay_seconds,
+                l.timeout_seconds,
+                l.period_seconds,
+                l.failure_threshold
+            ),
+            (Some(22), Some(2), Some(10), Some(3))
+        );
+        let v = vmi(
+            json!({}),
+            json!({"domain": {}, "readinessProbe": {"guestAgentPing": {}, "timeoutSeconds": 5}}),
+        );
+        let r = compute(&render(&v, &test_settings()))
+            .readiness_probe
+            .clone()
+            .unwrap();
         assert_eq!(
             r.exec.unwrap().command.unwrap(),
-            vec!["virt-probe", "--domainName", "testns_testvmi", "--timeoutSeconds", "5", "--guestAgentPing"]
+            vec![
+                "virt-probe",
+                "--domainName",
+                "testns_testvmi",
+                "--timeoutSeconds",
+                "5",
+                "--guestAgentPing"
+            ]
         );
         assert_eq!(r.timeout_seconds, Some(6));
         let v = vmi(json!({}), json!({"domain": {}}));
-        assert!(compute(&render(&v, &test_settings())).readiness_probe.is_none());
+        assert!(
+            compute(&render(&v, &test_settings()))
+                .readiness_probe
+                .is_none()
+        );
     }
 
     /// template_test.go:3118-3170: interface ports become container ports (TCP by default).
     #[test]
     fn ports_template_test_3118() {
-        let v = vmi(json!({}), json!({"domain": {"devices": {"interfaces": [{"name": "testnet", "masquerade": {},
-            "ports": [{"name": "http", "port": 80}, {"protocol": "UDP", "port": 80}, {"port": 90}, {"name": "other-http", "port": 80}]}]}}}));
-        let ports = compute(&render(&v, &test_settings())).ports.clone().unwrap();
-        let got: Vec<(Option<String>, i32, Option<String>)> =
-            ports.into_iter().map(|p| (p.name, p.container_port, p.protocol)).collect();
-        assert_eq!(got, vec![
-            (Some("http".into()), 80, Some("TCP".into())),
-            (None, 80, Some("UDP".into())),
-            (None, 90, Some("TCP".into())),
-            (Some("other-http".into()), 80, Some("TCP".into())),
-        ]);
-        let v = vmi(json!({}), json!({"domain": {"devices": {"interfaces": [{"name": "testnet", "masquerade": {}}]}}}));
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"interfaces": [{"name": "testnet", "masquerade": {},
+            "ports": [{"name": "http", "port": 80}, {"protocol": "UDP", "port": 80}, {"port": 90}, {"name": "other-http", "port": 80}]}]}}}),
+        );
+        let ports = compute(&render(&v, &test_settings()))
+            .ports
+            .clone()
+            .unwrap();
+        let got: Vec<(Option<String>, i32, Option<String>)> = ports
+            .into_iter()
+            .map(|p| (p.name, p.container_port, p.protocol))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some("http".into()), 80, Some("TCP".into())),
+                (None, 80, Some("UDP".into())),
+                (None, 90, Some("TCP".into())),
+                (Some("other-http".into()), 80, Some("TCP".into())),
+            ]
+        );
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"interfaces": [{"name": "testnet", "masquerade": {}}]}}}),
+        );
         assert!(compute(&render(&v, &test_settings())).ports.is_none());
     }
 
     /// rendervolumes.go:144-193, 501-600: PVC / DataVolume / config volumes.
     #[test]
     fn claim_and_config_volumes() {
-        let v = vmi(json!({}), json!({"domain": {"devices": {"disks": [{"name": "cm"}, {"name": "sec"}]}},
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"disks": [{"name": "cm"}, {"name": "sec"}]}},
             "volumes": [
                 {"name": "pvc", "persistentVolumeClaim": {"claimName": "claim1", "readOnly": true}},
                 {"name": "dv", "dataVolume": {"name": "dv1"}},
@@ -1425,58 +1779,130 @@ mod tests {
                 {"name": "cm", "configMap": {"name": "my-cm"}},
                 {"name": "sec", "secret": {"secretName": "my-secret"}},
                 {"name": "sa", "serviceAccount": {"serviceAccountName": "robot"}},
-                {"name": "ci", "cloudInitNoCloud": {"userDataSecretRef": {"name": "ud"}}}]}));
+                {"name": "ci", "cloudInitNoCloud": {"userDataSecretRef": {"name": "ud"}}}]}),
+        );
         let ns = NamespaceContext {
             pvcs: Some(BTreeMap::from([
-                ("claim1".into(), PvcInfo { block: false, shared: true }),
-                ("dv1".into(), PvcInfo { block: true, shared: false }),
+                (
+                    "claim1".into(),
+                    PvcInfo {
+                        block: false,
+                        shared: true,
+                    },
+                ),
+                (
+                    "dv1".into(),
+                    PvcInfo {
+                        block: true,
+                        shared: false,
+                    },
+                ),
             ])),
             ..Default::default()
         };
         let pod = render_launch_manifest_with(&v, &test_settings(), &ns, 0, 240).unwrap();
         let vols = spec(&pod).volumes.clone().unwrap();
         let names = names(&vols, |v| &v.name);
-        assert_eq!(&names[6..], ["cm", "sec", "pvc", "dv", "ci-udata", "hotplug-disks"]);
-        let pvc = vols.iter().find(|v| v.name == "pvc").unwrap().persistent_volume_claim.clone().unwrap();
-        assert_eq!((pvc.claim_name.as_str(), pvc.read_only), ("claim1", Some(true)));
+        assert_eq!(
+            &names[6..],
+            ["cm", "sec", "pvc", "dv", "ci-udata", "hotplug-disks"]
+        );
+        let pvc = vols
+            .iter()
+            .find(|v| v.name == "pvc")
+            .unwrap()
+            .persistent_volume_claim
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (pvc.claim_name.as_str(), pvc.read_only),
+            ("claim1", Some(true))
+        );
         let mounts = compute(&pod).volume_mounts.clone().unwrap();
-        let paths: Vec<(String, String)> = mounts.iter().map(|m| (m.name.clone(), m.mount_path.clone())).collect();
-        assert!(paths.contains(&("pvc".into(), "/var/run/kubevirt-private/vmi-disks/pvc".into())));
-        assert!(paths.contains(&("cm".into(), "/var/run/kubevirt-private/config-map/cm".into())));
+        let paths: Vec<(String, String)> = mounts
+            .iter()
+            .map(|m| (m.name.clone(), m.mount_path.clone()))
+            .collect();
+        assert!(paths.contains(&(
+            "pvc".into(),
+            "/var/run/kubevirt-private/vmi-disks/pvc".into()
+        )));
+        assert!(paths.contains(&(
+            "cm".into(),
+            "/var/run/kubevirt-private/config-map/cm".into()
+        )));
         assert!(paths.contains(&("sec".into(), "/var/run/kubevirt-private/secret/sec".into())));
-        assert!(paths.contains(&("ci-udata".into(), "/var/run/kubevirt-private/secret/ci/userdata".into())));
+        assert!(paths.contains(&(
+            "ci-udata".into(),
+            "/var/run/kubevirt-private/secret/ci/userdata".into()
+        )));
         let devices = compute(&pod).volume_devices.clone().unwrap();
-        assert_eq!((devices[0].name.as_str(), devices[0].device_path.as_str()), ("dv", "/dev/dv"));
+        assert_eq!(
+            (devices[0].name.as_str(), devices[0].device_path.as_str()),
+            ("dv", "/dev/dv")
+        );
         let env = compute(&pod).env.clone().unwrap();
-        let shared = env.iter().find(|e| e.name == "SHARED_FILESYSTEM_PATHS").unwrap();
-        assert_eq!(shared.value.as_deref(), Some("/var/run/kubevirt-private/vmi-disks/pvc"));
+        let shared = env
+            .iter()
+            .find(|e| e.name == "SHARED_FILESYSTEM_PATHS")
+            .unwrap();
+        assert_eq!(
+            shared.value.as_deref(),
+            Some("/var/run/kubevirt-private/vmi-disks/pvc")
+        );
         assert_eq!(spec(&pod).service_account_name.as_deref(), Some("robot"));
         assert_eq!(spec(&pod).automount_service_account_token, Some(true));
 
         // A claim missing from a known PVC list is KubeVirt's PvcNotFoundError.
-        let ns = NamespaceContext { pvcs: Some(BTreeMap::new()), ..Default::default() };
+        let ns = NamespaceContext {
+            pvcs: Some(BTreeMap::new()),
+            ..Default::default()
+        };
         let e = render_launch_manifest_with(&v, &test_settings(), &ns, 0, 240).unwrap_err();
-        assert!(matches!(&e, RenderError::PvcNotFound { claim, .. } if claim == "claim1"), "{e}");
-        assert_eq!(e.to_string(), "VirtualMachineInstance testns/testvmi: didn't find PVC claim1");
+        assert!(
+            matches!(&e, RenderError::PvcNotFound { claim, .. } if claim == "claim1"),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "VirtualMachineInstance testns/testvmi: didn't find PVC claim1"
+        );
     }
 
     #[test]
     fn passthrough_fields() {
-        let v = vmi(json!({"annotations": {"sidecar.istio.io/inject": "true"}}), json!({"domain": {},
+        let v = vmi(
+            json!({"annotations": {"sidecar.istio.io/inject": "true"}}),
+            json!({"domain": {},
             "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
             "dnsPolicy": "None", "dnsConfig": {"nameservers": ["1.1.1.1"]}, "schedulerName": "sched",
             "priorityClassName": "high", "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}],
-            "resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}));
+            "resourceClaims": [{"name": "c", "resourceClaimTemplateName": "t"}]}),
+        );
         let pod = render(&v, &test_settings());
         let s = spec(&pod);
         assert_eq!(s.tolerations.clone().unwrap()[0].key.as_deref(), Some("k"));
         assert_eq!(s.dns_policy.as_deref(), Some("None"));
-        assert_eq!(s.dns_config.clone().unwrap().nameservers.unwrap(), vec!["1.1.1.1"]);
+        assert_eq!(
+            s.dns_config.clone().unwrap().nameservers.unwrap(),
+            vec!["1.1.1.1"]
+        );
         assert_eq!(s.scheduler_name.as_deref(), Some("sched"));
         assert_eq!(s.priority_class_name.as_deref(), Some("high"));
-        assert_eq!(s.topology_spread_constraints.clone().unwrap()[0].topology_key, "zone");
-        assert_eq!(s.resource_claims.clone().unwrap()[0].resource_claim_template_name.as_deref(), Some("t"));
-        assert_eq!(pod.metadata.labels.clone().unwrap()["sidecar.istio.io/inject"], "true");
+        assert_eq!(
+            s.topology_spread_constraints.clone().unwrap()[0].topology_key,
+            "zone"
+        );
+        assert_eq!(
+            s.resource_claims.clone().unwrap()[0]
+                .resource_claim_template_name
+                .as_deref(),
+            Some("t")
+        );
+        assert_eq!(
+            pod.metadata.labels.clone().unwrap()["sidecar.istio.io/inject"],
+            "true"
+        );
         assert_eq!(s.automount_service_account_token, Some(true));
     }
 
@@ -1484,40 +1910,89 @@ mod tests {
     fn command_flags_from_settings_and_annotations() {
         let s = ClusterSettings {
             use_emulation: true,
-            feature_gates: vec!["VMStatsCollector".into(), "CrossArchitectureVirtualization".into()],
+            feature_gates: vec![
+                "VMStatsCollector".into(),
+                "CrossArchitectureVirtualization".into(),
+            ],
             ..test_settings()
         };
-        let v = vmi(json!({"annotations": {"kubevirt.io/libvirt-log-filters": "3:remote",
-            "kubevirt.io/keep-launcher-alive-after-failure": "true"}}), json!({"domain": {}, "architecture": "arm64"}));
+        let v = vmi(
+            json!({"annotations": {"kubevirt.io/libvirt-log-filters": "3:remote",
+            "kubevirt.io/keep-launcher-alive-after-failure": "true"}}),
+            json!({"domain": {}, "architecture": "arm64"}),
+        );
         let pod = render(&v, &s);
         let c = command(&pod);
-        let tail: Vec<&str> = c[c.iter().position(|a| a == "--run-as-nonroot").unwrap()..].iter().map(String::as_str).collect();
-        assert_eq!(tail, vec!["--run-as-nonroot", "--image-volume", "--libvirt-hook-server-and-client",
-            "--upgrade-ordinal-ifaces", "--vm-stats-collector", "--libvirt-log-filters", "3:remote",
-            "--allow-emulation", "--allow-cross-arch-emulation", "--keep-after-failure"]);
+        let tail: Vec<&str> = c[c.iter().position(|a| a == "--run-as-nonroot").unwrap()..]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            tail,
+            vec![
+                "--run-as-nonroot",
+                "--image-volume",
+                "--libvirt-hook-server-and-client",
+                "--upgrade-ordinal-ifaces",
+                "--vm-stats-collector",
+                "--libvirt-log-filters",
+                "3:remote",
+                "--allow-emulation",
+                "--allow-cross-arch-emulation",
+                "--keep-after-failure"
+            ]
+        );
         let sel = spec(&pod).node_selector.clone().unwrap();
         assert!(!sel.contains_key("kubernetes.io/arch"));
         assert_eq!(sel["kubevirt.io/vm-arch-arm64"], "true");
-        let pref = spec(&pod).affinity.clone().unwrap().node_affinity.unwrap()
-            .preferred_during_scheduling_ignored_during_execution.unwrap();
+        let pref = spec(&pod)
+            .affinity
+            .clone()
+            .unwrap()
+            .node_affinity
+            .unwrap()
+            .preferred_during_scheduling_ignored_during_execution
+            .unwrap();
         assert_eq!(pref[0].weight, 100);
-        assert_eq!(flag_value(&pod, "--ovmf-path").as_deref(), Some("/usr/share/AAVMF"));
+        assert_eq!(
+            flag_value(&pod, "--ovmf-path").as_deref(),
+            Some("/usr/share/AAVMF")
+        );
     }
 
     #[test]
     fn log_verbosity_label() {
-        let v = vmi(json!({"labels": {"logVerbosity": "6"}}), json!({"domain": {}}));
-        let on = ClusterSettings { serial_console_log: true, ..test_settings() };
+        let v = vmi(
+            json!({"labels": {"logVerbosity": "6"}}),
+            json!({"domain": {}}),
+        );
+        let on = ClusterSettings {
+            serial_console_log: true,
+            ..test_settings()
+        };
         let pod = render(&v, &on);
-        let env: Vec<(String, Option<String>)> = compute(&pod).env.clone().unwrap().into_iter().map(|e| (e.name, e.value)).collect();
+        let env: Vec<(String, Option<String>)> = compute(&pod)
+            .env
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name, e.value))
+            .collect();
         assert!(env.contains(&("VIRT_LAUNCHER_LOG_VERBOSITY".into(), Some("6".into()))));
         assert!(env.contains(&("LIBVIRT_DEBUG_LOGS".into(), Some("1".into()))));
         assert!(env.contains(&("VIRTIOFSD_DEBUG_LOGS".into(), Some("1".into()))));
         let console = &spec(&pod).init_containers.clone().unwrap()[0];
         assert_eq!(console.env.clone().unwrap()[0].value.as_deref(), Some("6"));
-        let bad = vmi(json!({"labels": {"logVerbosity": "loud"}}), json!({"domain": {}}));
-        let e = render_launch_manifest_with(&bad, &on, &NamespaceContext::default(), 0, 240).unwrap_err();
-        assert!(e.to_string().contains("metadata.labels.logVerbosity"), "{e}");
+        let bad = vmi(
+            json!({"labels": {"logVerbosity": "loud"}}),
+            json!({"domain": {}}),
+        );
+        let e = render_launch_manifest_with(&bad, &on, &NamespaceContext::default(), 0, 240)
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("metadata.labels.logVerbosity"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1527,11 +2002,25 @@ mod tests {
         let mut v = vmi(json!({}), json!({"domain": {}}));
         v.metadata.namespace = None;
         let e = render_launch_manifest_with(&v, &s, &ns, 0, 240).unwrap_err();
-        assert!(e.to_string().contains("metadata.namespace: must not be empty"), "{e}");
-        let v = vmi(json!({}), json!({"domain": {}, "affinity": {"nodeAffinity": "nope"}}));
+        assert!(
+            e.to_string()
+                .contains("metadata.namespace: must not be empty"),
+            "{e}"
+        );
+        let v = vmi(
+            json!({}),
+            json!({"domain": {}, "affinity": {"nodeAffinity": "nope"}}),
+        );
         let e = render_launch_manifest_with(&v, &s, &ns, 0, 240).unwrap_err();
-        assert!(e.to_string().starts_with("VirtualMachineInstance testns/testvmi: spec.affinity: "), "{e}");
-        let v = vmi(json!({}), json!({"domain": {"resources": {"requests": {"memory": "2Gx"}}}}));
+        assert!(
+            e.to_string()
+                .starts_with("VirtualMachineInstance testns/testvmi: spec.affinity: "),
+            "{e}"
+        );
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"resources": {"requests": {"memory": "2Gx"}}}}),
+        );
         let mut rng = StdRng::seed_from_u64(1);
         let e = render_launch_manifest(&v, &s, &ns, &mut rng).unwrap_err();
         assert_eq!(

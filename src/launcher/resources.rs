@@ -325,16 +325,21 @@ fn io_thread_count(spec: &VirtualMachineInstanceSpec) -> i64 {
 /// pkg/network/vmispec/devices.go:30-34).
 pub(crate) fn requires_tun(spec: &VirtualMachineInstanceSpec) -> bool {
     let d = &spec.domain.devices;
-    d.interfaces.as_ref().is_some_and(|i| !i.is_empty()) || d.autoattach_pod_interface != Some(false)
+    d.interfaces.as_ref().is_some_and(|i| !i.is_empty())
+        || d.autoattach_pod_interface != Some(false)
 }
 
 /// Some interface has model "" or `virtio` (`hasVirtioIface`, pkg/network/vmispec/interface.go:174-181).
 pub(crate) fn has_virtio_iface(spec: &VirtualMachineInstanceSpec) -> bool {
-    spec.domain.devices.interfaces.as_ref().is_some_and(|ifaces| {
-        ifaces
-            .iter()
-            .any(|i| matches!(i.model.as_deref(), None | Some("") | Some("virtio")))
-    })
+    spec.domain
+        .devices
+        .interfaces
+        .as_ref()
+        .is_some_and(|ifaces| {
+            ifaces
+                .iter()
+                .any(|i| matches!(i.model.as_deref(), None | Some("") | Some("virtio")))
+        })
 }
 
 /// `devices.autoattachVSOCK: true` (`util.IsAutoAttachVSOCK`). The JSON key is `autoattachVSOCK`;
@@ -614,8 +619,8 @@ pub fn compute_resources(
             })?;
             r.calc_requests.insert("cpu".into(), q);
             let user_cpu_limit = user_limits.is_some_and(|l| l.contains_key("cpu"));
-            let auto_cpu_limits = !user_cpu_limit
-                && (ns.quota_limits_cpu || ns.auto_cpu_limit_selector_matches);
+            let auto_cpu_limits =
+                !user_cpu_limit && (ns.quota_limits_cpu || ns.auto_cpu_limit_selector_matches);
             if auto_cpu_limits {
                 r.calc_limits.insert(
                     "cpu".into(),
@@ -659,11 +664,14 @@ pub fn compute_resources(
         r.vm_requests
             .insert("memory".into(), q_add(req_diff, overhead));
         if lim.is_some() {
-            r.vm_limits.insert("memory".into(), q_add(lim_diff, overhead));
+            r.vm_limits
+                .insert("memory".into(), q_add(lim_diff, overhead));
         }
     } else {
         // WithMemoryOverhead (renderresources.go:295-308).
-        let overcommit = res.and_then(|r| r.overcommit_guest_overhead).unwrap_or(false);
+        let overcommit = res
+            .and_then(|r| r.overcommit_guest_overhead)
+            .unwrap_or(false);
         let mut req = r.vm_requests.get("memory").copied().unwrap_or_else(zero);
         if !overcommit {
             req = q_add(req, overhead);
@@ -785,7 +793,11 @@ mod tests {
         }
     }
 
-    fn render_with(v: &VirtualMachineInstance, s: &ClusterSettings, ns: &NamespaceContext) -> ComputeResources {
+    fn render_with(
+        v: &VirtualMachineInstance,
+        s: &ClusterSettings,
+        ns: &NamespaceContext,
+    ) -> ComputeResources {
         let overhead = memory_overhead(&v.spec, s).unwrap().total_bytes;
         compute_resources(v, s, overhead, ns).unwrap()
     }
@@ -826,7 +838,9 @@ mod tests {
     /// cpu_allocation_ratio"): 3 cores / ratio 10 → `300m`.
     #[test]
     fn cpu_request_3_cores_ratio_10_template_test_2380() {
-        let r = render(&vmi(json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 3}}})));
+        let r = render(&vmi(
+            json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 3}}}),
+        ));
         assert_eq!(req(&r, "cpu"), "300m");
         assert_eq!(lim(&r, "cpu"), "");
     }
@@ -834,36 +848,68 @@ mod tests {
     /// template_test.go:2404-2428: ratio 1 → `3`.
     #[test]
     fn cpu_request_ratio_1_template_test_2404() {
-        let s = ClusterSettings { cpu_allocation_ratio: 1, ..kubevirt_test_settings() };
+        let s = ClusterSettings {
+            cpu_allocation_ratio: 1,
+            ..kubevirt_test_settings()
+        };
         let v = vmi(json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 3}}}));
-        assert_eq!(req(&render_with(&v, &s, &NamespaceContext::default()), "cpu"), "3");
+        assert_eq!(
+            req(&render_with(&v, &s, &NamespaceContext::default()), "cpu"),
+            "3"
+        );
     }
 
     /// template_test.go:2450-2481: a user CPU request (150m) overrides the calculated one
     /// (ratio 16, 5 cores).
     #[test]
     fn user_cpu_request_wins_template_test_2450() {
-        let s = ClusterSettings { cpu_allocation_ratio: 16, ..kubevirt_test_settings() };
-        let v = vmi(json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 5},
-            "resources": {"requests": {"cpu": "150m"}}}}));
-        assert_eq!(req(&render_with(&v, &s, &NamespaceContext::default()), "cpu"), "150m");
+        let s = ClusterSettings {
+            cpu_allocation_ratio: 16,
+            ..kubevirt_test_settings()
+        };
+        let v = vmi(
+            json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 5},
+            "resources": {"requests": {"cpu": "150m"}}}}),
+        );
+        assert_eq!(
+            req(&render_with(&v, &s, &NamespaceContext::default()), "cpu"),
+            "150m"
+        );
     }
 
     /// facts §4.6: ratio 16 & 1 vCPU → `62500u`; 11 vCPUs / 10 → `1100m`; renderresources_test.go:62-90:
     /// 5 cores → `500m` / `5`, and with auto CPU limits the limit is the vCPU count.
     #[test]
     fn cpu_request_rendering_like_kubevirt() {
-        let s16 = ClusterSettings { cpu_allocation_ratio: 16, ..kubevirt_test_settings() };
+        let s16 = ClusterSettings {
+            cpu_allocation_ratio: 16,
+            ..kubevirt_test_settings()
+        };
         let one = vmi(json!({"domain": {"cpu": {"cores": 1}}}));
-        assert_eq!(req(&render_with(&one, &s16, &NamespaceContext::default()), "cpu"), "62500u");
+        assert_eq!(
+            req(
+                &render_with(&one, &s16, &NamespaceContext::default()),
+                "cpu"
+            ),
+            "62500u"
+        );
         let eleven = vmi(json!({"domain": {"cpu": {"cores": 11}}}));
         assert_eq!(req(&render(&eleven), "cpu"), "1100m");
         let five = vmi(json!({"domain": {"cpu": {"cores": 5}}}));
         assert_eq!(req(&render(&five), "cpu"), "500m");
-        let quota = NamespaceContext { quota_limits_cpu: true, ..Default::default() };
+        let quota = NamespaceContext {
+            quota_limits_cpu: true,
+            ..Default::default()
+        };
         let r = render_with(&five, &kubevirt_test_settings(), &quota);
-        assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("500m".into(), "5".into()));
-        let s1 = ClusterSettings { cpu_allocation_ratio: 1, ..kubevirt_test_settings() };
+        assert_eq!(
+            (req(&r, "cpu"), lim(&r, "cpu")),
+            ("500m".into(), "5".into())
+        );
+        let s1 = ClusterSettings {
+            cpu_allocation_ratio: 1,
+            ..kubevirt_test_settings()
+        };
         let r = render_with(&five, &s1, &quota);
         assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("5".into(), "5".into()));
         // No cpu struct at all counts as 1 vCPU; sockets × threads with zero cores.
@@ -876,7 +922,10 @@ mod tests {
     /// `limits.cpu` (or the label selector) adds limit = vCPUs.
     #[test]
     fn auto_cpu_limits_template_test_5600() {
-        let quota = NamespaceContext { quota_limits_cpu: true, ..Default::default() };
+        let quota = NamespaceContext {
+            quota_limits_cpu: true,
+            ..Default::default()
+        };
         let with_limit = vmi(json!({"domain": {"cpu": {"cores": 2},
             "resources": {"requests": {"cpu": "200m"}, "limits": {"cpu": "350m"}}}}));
         let r = render_with(&with_limit, &kubevirt_test_settings(), &quota);
@@ -884,9 +933,21 @@ mod tests {
         let without = vmi(json!({"domain": {"cpu": {"cores": 2},
             "resources": {"requests": {"cpu": "200m"}}}}));
         let r = render_with(&without, &kubevirt_test_settings(), &quota);
-        assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("200m".into(), "2".into()));
-        let selector = NamespaceContext { auto_cpu_limit_selector_matches: true, ..Default::default() };
-        assert_eq!(lim(&render_with(&without, &kubevirt_test_settings(), &selector), "cpu"), "2");
+        assert_eq!(
+            (req(&r, "cpu"), lim(&r, "cpu")),
+            ("200m".into(), "2".into())
+        );
+        let selector = NamespaceContext {
+            auto_cpu_limit_selector_matches: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            lim(
+                &render_with(&without, &kubevirt_test_settings(), &selector),
+                "cpu"
+            ),
+            "2"
+        );
         assert_eq!(lim(&render(&without), "cpu"), "");
     }
 
@@ -898,8 +959,10 @@ mod tests {
             ("amd64", "1282971493", "2282971493"),
             ("arm64", "1417189221", "2417189221"),
         ] {
-            let v = vmi(json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
-                "resources": {"requests": {"cpu": "1m", "memory": "1G"}, "limits": {"cpu": "2m", "memory": "2G"}}}}));
+            let v = vmi(
+                json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
+                "resources": {"requests": {"cpu": "1m", "memory": "1G"}, "limits": {"cpu": "2m", "memory": "2G"}}}}),
+            );
             let r = render(&v);
             assert_eq!(req(&r, "cpu"), "1m", "{arch}");
             assert_eq!(lim(&r, "cpu"), "2m", "{arch}");
@@ -912,9 +975,11 @@ mod tests {
     #[test]
     fn overcommit_guest_overhead_template_test_2230() {
         for (arch, limit) in [("amd64", "2282971493"), ("arm64", "2417189221")] {
-            let v = vmi(json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
+            let v = vmi(
+                json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
                 "resources": {"overcommitGuestOverhead": true,
-                    "requests": {"memory": "1G"}, "limits": {"memory": "2G"}}}}));
+                    "requests": {"memory": "1G"}, "limits": {"memory": "2G"}}}}),
+            );
             let r = render(&v);
             assert_eq!(req(&r, "memory"), "1G", "{arch}");
             assert_eq!(lim(&r, "memory"), limit, "{arch}");
@@ -937,8 +1002,10 @@ mod tests {
             if let Some(g) = graphics {
                 devices["autoattachGraphicsDevice"] = json!(g);
             }
-            let v = vmi(json!({"architecture": arch, "domain": {"devices": devices, "cpu": {"cores": 3},
-                "resources": {"requests": {"cpu": "1m", "memory": "64M"}}}}));
+            let v = vmi(
+                json!({"architecture": arch, "domain": {"devices": devices, "cpu": {"cores": 3},
+                "resources": {"requests": {"cpu": "1m", "memory": "64M"}}}}),
+            );
             let r = render(&v);
             assert_eq!(req(&r, "cpu"), "1m");
             assert_eq!(mega(&req(&r, "memory")), expected, "{arch} {graphics:?}");
@@ -958,9 +1025,11 @@ mod tests {
             ("arm64", "2Mi", 416),
             ("arm64", "1Gi", 416),
         ] {
-            let v = vmi(json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
+            let v = vmi(
+                json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
                 "memory": {"hugepages": {"pageSize": size}},
-                "resources": {"requests": {"memory": "64M"}, "limits": {"memory": "64M"}}}}));
+                "resources": {"requests": {"memory": "64M"}, "limits": {"memory": "64M"}}}}),
+            );
             let r = render(&v);
             assert_eq!(mega(&req(&r, "memory")), expected, "{arch} {size}");
             assert_eq!(mega(&lim(&r, "memory")), expected, "{arch} {size}");
@@ -975,9 +1044,11 @@ mod tests {
     #[test]
     fn hugepages_with_guest_smaller_than_request_template_test_2661() {
         for (arch, expected) in [("amd64", 282), ("arm64", 416)] {
-            let v = vmi(json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
+            let v = vmi(
+                json!({"architecture": arch, "domain": {"devices": {"disableHotplug": true},
                 "memory": {"hugepages": {"pageSize": "1Gi"}, "guest": "64M"},
-                "resources": {"requests": {"memory": "70M"}, "limits": {"memory": "70M"}}}}));
+                "resources": {"requests": {"memory": "70M"}, "limits": {"memory": "70M"}}}}),
+            );
             let r = render(&v);
             assert_eq!(mega(&req(&r, "memory")), expected + 6, "{arch}");
             assert_eq!(mega(&lim(&r, "memory")), expected + 6, "{arch}");
@@ -990,17 +1061,44 @@ mod tests {
     /// `memory.guest` (or the hugepage size), never a request derived from a request or limit.
     #[test]
     fn memory_overcommit_template_test_2483() {
-        let s110 = ClusterSettings { memory_overcommit: 110, ..kubevirt_test_settings() };
+        let s110 = ClusterSettings {
+            memory_overcommit: 110,
+            ..kubevirt_test_settings()
+        };
         let ns = NamespaceContext::default();
         let cases: [(&str, serde_json::Value, bool); 8] = [
             ("nothing", json!({}), false),
-            ("requests", json!({"resources": {"requests": {"memory": "1Gi"}}}), false),
-            ("limits", json!({"resources": {"limits": {"memory": "1Gi"}}}), false),
+            (
+                "requests",
+                json!({"resources": {"requests": {"memory": "1Gi"}}}),
+                false,
+            ),
+            (
+                "limits",
+                json!({"resources": {"limits": {"memory": "1Gi"}}}),
+                false,
+            ),
             ("guest", json!({"memory": {"guest": "1Gi"}}), true),
-            ("hugepages", json!({"memory": {"hugepages": {"pageSize": "1Gi"}}}), true),
-            ("guest+hugepages", json!({"memory": {"guest": "1Gi", "hugepages": {"pageSize": "1Gi"}}}), true),
-            ("requests+guest", json!({"memory": {"guest": "1Gi"}, "resources": {"requests": {"memory": "1Gi"}}}), false),
-            ("limits+hugepages", json!({"memory": {"hugepages": {"pageSize": "1Gi"}}, "resources": {"limits": {"memory": "1Gi"}}}), false),
+            (
+                "hugepages",
+                json!({"memory": {"hugepages": {"pageSize": "1Gi"}}}),
+                true,
+            ),
+            (
+                "guest+hugepages",
+                json!({"memory": {"guest": "1Gi", "hugepages": {"pageSize": "1Gi"}}}),
+                true,
+            ),
+            (
+                "requests+guest",
+                json!({"memory": {"guest": "1Gi"}, "resources": {"requests": {"memory": "1Gi"}}}),
+                false,
+            ),
+            (
+                "limits+hugepages",
+                json!({"memory": {"hugepages": {"pageSize": "1Gi"}}, "resources": {"limits": {"memory": "1Gi"}}}),
+                false,
+            ),
         ];
         for (name, domain, expect) in cases {
             let v = vmi(json!({"domain": domain}));
@@ -1022,11 +1120,22 @@ mod tests {
     /// or + 2 with the even-parity annotation when cores are even.
     #[test]
     fn isolate_emulator_thread_template_test_1852() {
-        for (parity, cores, expected) in [(false, 3, "4"), (false, 2, "3"), (true, 3, "4"), (true, 4, "6")] {
+        for (parity, cores, expected) in [
+            (false, 3, "4"),
+            (false, 2, "3"),
+            (true, 3, "4"),
+            (true, 4, "6"),
+        ] {
             let mut v = vmi(json!({"domain": {"devices": {"disableHotplug": true},
                 "cpu": {"cores": cores, "threads": 1, "dedicatedCpuPlacement": true, "isolateEmulatorThread": true}}}));
             if parity {
-                v.metadata.annotations = Some([(EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_string(), String::new())].into());
+                v.metadata.annotations = Some(
+                    [(
+                        EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_string(),
+                        String::new(),
+                    )]
+                    .into(),
+                );
             }
             let r = render(&v);
             assert_eq!(lim(&r, "cpu"), expected, "parity {parity} cores {cores}");
@@ -1052,10 +1161,20 @@ mod tests {
             }
             let mut v = vmi(json!({"domain": domain}));
             if parity {
-                v.metadata.annotations = Some([(EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_string(), String::new())].into());
+                v.metadata.annotations = Some(
+                    [(
+                        EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_string(),
+                        String::new(),
+                    )]
+                    .into(),
+                );
             }
             let r = render(&v);
-            assert_eq!((lim(&r, "cpu"), req(&r, "cpu")), (expected.into(), expected.into()), "{cores} {io} {user:?} {parity}");
+            assert_eq!(
+                (lim(&r, "cpu"), req(&r, "cpu")),
+                (expected.into(), expected.into()),
+                "{cores} {io} {user:?} {parity}"
+            );
         }
     }
 
@@ -1063,8 +1182,10 @@ mod tests {
     /// (both + overhead, which includes the 100Mi dedicated term) → Guaranteed QoS.
     #[test]
     fn dedicated_cpus_are_guaranteed() {
-        let v = vmi(json!({"domain": {"cpu": {"cores": 2, "dedicatedCpuPlacement": true},
-            "resources": {"requests": {"memory": "1Gi"}}}}));
+        let v = vmi(
+            json!({"domain": {"cpu": {"cores": 2, "dedicatedCpuPlacement": true},
+            "resources": {"requests": {"memory": "1Gi"}}}}),
+        );
         let r = render(&v);
         assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("2".into(), "2".into()));
         assert_eq!(req(&r, "memory"), lim(&r, "memory"));
@@ -1076,33 +1197,50 @@ mod tests {
     /// prints decimal bytes, no request at all takes the overhead's (DecimalSI) format.
     #[test]
     fn memory_formats_follow_apimachinery() {
-        let gi = vmi(json!({"domain": {"cpu": {"cores": 1}, "resources": {"requests": {"memory": "1Gi"}}}}));
+        let gi = vmi(
+            json!({"domain": {"cpu": {"cores": 1}, "resources": {"requests": {"memory": "1Gi"}}}}),
+        );
         assert_eq!(req(&render(&gi), "memory"), "1294Mi");
-        let m = vmi(json!({"domain": {"cpu": {"cores": 1}, "resources": {"requests": {"memory": "1024M"}}}}));
+        let m = vmi(
+            json!({"domain": {"cpu": {"cores": 1}, "resources": {"requests": {"memory": "1024M"}}}}),
+        );
         let r = render(&m);
-        let overhead = memory_overhead(&m.spec, &kubevirt_test_settings()).unwrap().total_bytes;
+        let overhead = memory_overhead(&m.spec, &kubevirt_test_settings())
+            .unwrap()
+            .total_bytes;
         assert_eq!(req(&r, "memory"), (1_024_000_000 + overhead).to_string());
         let guest = vmi(json!({"domain": {"cpu": {"cores": 1}, "memory": {"guest": "128Mi"}}}));
         // Request copied from memory.guest (BinarySI) → 128Mi + 268Mi.
         assert_eq!(req(&render(&guest), "memory"), "396Mi");
         let nothing = vmi(json!({"domain": {}}));
-        assert_eq!(req(&render(&nothing), "memory"), (268 * 1024 * 1024).to_string());
+        assert_eq!(
+            req(&render(&nothing), "memory"),
+            (268 * 1024 * 1024).to_string()
+        );
         assert_eq!(req(&render(&nothing), "ephemeral-storage"), "50M");
     }
 
     /// renderresources_test.go:42-58: ephemeral storage 30M/70M → 80M/120M.
     #[test]
     fn ephemeral_storage_renderresources_test_42() {
-        let v = vmi(json!({"domain": {"resources": {"requests": {"ephemeral-storage": "30M"},
-            "limits": {"ephemeral-storage": "70M"}}}}));
+        let v = vmi(
+            json!({"domain": {"resources": {"requests": {"ephemeral-storage": "30M"},
+            "limits": {"ephemeral-storage": "70M"}}}}),
+        );
         let r = render(&v);
-        assert_eq!((req(&r, "ephemeral-storage"), lim(&r, "ephemeral-storage")), ("80M".into(), "120M".into()));
+        assert_eq!(
+            (req(&r, "ephemeral-storage"), lim(&r, "ephemeral-storage")),
+            ("80M".into(), "120M".into())
+        );
     }
 
     /// template_test.go:5764-5900, renderresources_test.go:134-180: automatic memory limits.
     #[test]
     fn auto_memory_limits_template_test_5764() {
-        let quota = NamespaceContext { quota_limits_memory: true, ..Default::default() };
+        let quota = NamespaceContext {
+            quota_limits_memory: true,
+            ..Default::default()
+        };
         let s = kubevirt_test_settings();
         let plain = vmi(json!({"domain": {"resources": {"requests": {"memory": "64M"}}}}));
         let r = render_with(&plain, &s, &quota);
@@ -1110,11 +1248,19 @@ mod tests {
         assert_eq!(r.limit_value("memory"), Some((request as f64 * 2.0) as i64));
         for (label, ratio) in [("3.2", 3.2), ("not_a_float", 2.0), ("0.5", 2.0)] {
             let ns = NamespaceContext {
-                labels: [(AUTO_MEMORY_LIMITS_RATIO_LABEL.to_string(), label.to_string())].into(),
+                labels: [(
+                    AUTO_MEMORY_LIMITS_RATIO_LABEL.to_string(),
+                    label.to_string(),
+                )]
+                .into(),
                 ..quota.clone()
             };
             let r = render_with(&plain, &s, &ns);
-            assert_eq!(r.limit_value("memory"), Some((request as f64 * ratio) as i64), "{label}");
+            assert_eq!(
+                r.limit_value("memory"),
+                Some((request as f64 * ratio) as i64),
+                "{label}"
+            );
         }
         // A user limit or dedicated CPUs keep limit = request (+ overhead).
         for domain in [
@@ -1142,7 +1288,13 @@ mod tests {
         assert_eq!(lim(&r, "nvidia.com/GP102GL_Tesla_P40"), "2");
         assert_eq!(req(&r, "discombobulator2000"), "1");
         assert_eq!(lim(&r, "discombobulator2000"), "1");
-        assert_eq!(r.claims, vec![ClaimRef { name: "gpu-claim".into(), request: Some("gpu-request".into()) }]);
+        assert_eq!(
+            r.claims,
+            vec![ClaimRef {
+                name: "gpu-claim".into(),
+                request: Some("gpu-request".into())
+            }]
+        );
         let k = r.to_resource_requirements();
         assert_eq!(k.claims.unwrap()[0].name, "gpu-claim");
     }
@@ -1155,52 +1307,109 @@ mod tests {
         assert_eq!(lim(&plain, TUN_DEVICE), "1", "autoattachPodInterface unset");
         assert_eq!(lim(&plain, VHOST_NET_DEVICE), "", "no interfaces listed");
         assert!(!plain.requests.contains_key(KVM_DEVICE));
-        let iface = vmi(json!({"domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}],
-            "autoattachVSOCK": true}}}));
+        let iface = vmi(
+            json!({"domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}],
+            "autoattachVSOCK": true}}}),
+        );
         let r = render(&iface);
         assert_eq!(lim(&r, VHOST_NET_DEVICE), "1");
         assert_eq!(lim(&r, VHOST_VSOCK_DEVICE), "1");
-        let emu = ClusterSettings { use_emulation: true, ..kubevirt_test_settings() };
+        let emu = ClusterSettings {
+            use_emulation: true,
+            ..kubevirt_test_settings()
+        };
         let r = render_with(&iface, &emu, &NamespaceContext::default());
-        assert_eq!((lim(&r, KVM_DEVICE), lim(&r, VHOST_NET_DEVICE)), (String::new(), String::new()));
-        let no_tun = render(&vmi(json!({"domain": {"devices": {"autoattachPodInterface": false}}})));
+        assert_eq!(
+            (lim(&r, KVM_DEVICE), lim(&r, VHOST_NET_DEVICE)),
+            (String::new(), String::new())
+        );
+        let no_tun = render(&vmi(
+            json!({"domain": {"devices": {"autoattachPodInterface": false}}}),
+        ));
         assert_eq!(lim(&no_tun, TUN_DEVICE), "");
-        let e1000 = render(&vmi(json!({"domain": {"devices": {"interfaces": [{"name": "a", "model": "e1000"}]}}})));
+        let e1000 = render(&vmi(
+            json!({"domain": {"devices": {"interfaces": [{"name": "a", "model": "e1000"}]}}}),
+        ));
         assert_eq!(lim(&e1000, VHOST_NET_DEVICE), "");
         let sev = render(&vmi(json!({"domain": {"launchSecurity": {"sev": {}}}})));
-        assert_eq!((req(&sev, SEV_DEVICE), lim(&sev, SEV_DEVICE)), ("1".into(), "1".into()));
+        assert_eq!(
+            (req(&sev, SEV_DEVICE), lim(&sev, SEV_DEVICE)),
+            ("1".into(), "1".into())
+        );
         let tdx = render(&vmi(json!({"domain": {"launchSecurity": {"tdx": {}}}})));
         assert_eq!(req(&tdx, TDX_DEVICE), "1");
-        let pr = render(&vmi(json!({"domain": {"devices": {"disks": [{"name": "d", "lun": {"reservation": true}}]}}})));
+        let pr = render(&vmi(
+            json!({"domain": {"devices": {"disks": [{"name": "d", "lun": {"reservation": true}}]}}}),
+        ));
         assert_eq!(req(&pr, PR_HELPER_DEVICE), "1");
     }
 
     #[test]
     fn wants_guaranteed_qos_like_types_go() {
-        let q = |r: serde_json::Value| wants_guaranteed_qos(&vmi(json!({"domain": {"resources": r}})).spec).unwrap();
-        assert!(q(json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}})));
-        assert!(q(json!({"requests": {"cpu": "1"}, "limits": {"cpu": "1000m", "memory": "1Gi"}})));
-        assert!(!q(json!({"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}})));
-        assert!(!q(json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}})));
+        let q = |r: serde_json::Value| {
+            wants_guaranteed_qos(&vmi(json!({"domain": {"resources": r}})).spec).unwrap()
+        };
+        assert!(q(
+            json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}})
+        ));
+        assert!(q(
+            json!({"requests": {"cpu": "1"}, "limits": {"cpu": "1000m", "memory": "1Gi"}})
+        ));
+        assert!(!q(
+            json!({"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}})
+        ));
+        assert!(!q(
+            json!({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}})
+        ));
     }
 
     #[test]
     fn errors_name_the_field() {
         let v = vmi(json!({"domain": {"resources": {"requests": {"memory": "2Gx"}}}}));
-        let e = compute_resources(&v, &kubevirt_test_settings(), 0, &NamespaceContext::default()).unwrap_err();
-        assert!(e.to_string().starts_with("spec.domain.resources.requests.memory: "), "{e}");
+        let e = compute_resources(
+            &v,
+            &kubevirt_test_settings(),
+            0,
+            &NamespaceContext::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("spec.domain.resources.requests.memory: "),
+            "{e}"
+        );
         let v = vmi(json!({"domain": {"memory": {"guest": "lots"}}}));
-        let e = compute_resources(&v, &kubevirt_test_settings(), 0, &NamespaceContext::default()).unwrap_err();
-        assert!(e.to_string().starts_with("spec.domain.memory.guest: "), "{e}");
+        let e = compute_resources(
+            &v,
+            &kubevirt_test_settings(),
+            0,
+            &NamespaceContext::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with("spec.domain.memory.guest: "),
+            "{e}"
+        );
         // A ratio so large that Go would format the request as "1e-08m" (MustParse would panic).
-        let s = ClusterSettings { cpu_allocation_ratio: u32::MAX, ..kubevirt_test_settings() };
-        let e = compute_resources(&vmi(json!({"domain": {}})), &s, 0, &NamespaceContext::default()).unwrap_err();
+        let s = ClusterSettings {
+            cpu_allocation_ratio: u32::MAX,
+            ..kubevirt_test_settings()
+        };
+        let e = compute_resources(
+            &vmi(json!({"domain": {}})),
+            &s,
+            0,
+            &NamespaceContext::default(),
+        )
+        .unwrap_err();
         assert!(e.to_string().starts_with("spec.domain.cpu"), "{e}");
     }
 
     #[test]
     fn serializes_as_compute_resources_json() {
-        let r = render(&vmi(json!({"domain": {"cpu": {"cores": 3}, "resources": {"requests": {"memory": "1Gi"}}}})));
+        let r = render(&vmi(
+            json!({"domain": {"cpu": {"cores": 3}, "resources": {"requests": {"memory": "1Gi"}}}}),
+        ));
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["requests"]["cpu"], "300m");
         assert_eq!(j["requests"]["memory"], "1310Mi");

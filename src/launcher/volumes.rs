@@ -16,8 +16,8 @@ use super::resources::{NamespaceContext, PvcInfo};
 use crate::api::vmi::{VirtualMachineInstance, Volume as VmiVolume};
 use k8s_openapi::api::core::v1::{
     ConfigMapVolumeSource, DownwardAPIVolumeFile, DownwardAPIVolumeSource, EmptyDirVolumeSource,
-    HostPathVolumeSource, ImageVolumeSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource,
-    SecretVolumeSource, Volume, VolumeDevice, VolumeMount,
+    HostPathVolumeSource, ImageVolumeSource, ObjectFieldSelector,
+    PersistentVolumeClaimVolumeSource, SecretVolumeSource, Volume, VolumeDevice, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
@@ -176,8 +176,10 @@ pub(crate) fn render_volumes(
     }
     out.mounts.push(mount("private", VIRT_PRIVATE_DIR));
     out.mounts.push(mount("public", VIRT_SHARE_DIR));
-    out.mounts.push(mount("ephemeral-disks", EPHEMERAL_DISK_DIR));
-    out.mounts.push(mount("libvirt-runtime", "/var/run/libvirt"));
+    out.mounts
+        .push(mount("ephemeral-disks", EPHEMERAL_DISK_DIR));
+    out.mounts
+        .push(mount("libvirt-runtime", "/var/run/libvirt"));
     out.mounts
         .push(mount("sockets", &format!("{VIRT_SHARE_DIR}/sockets")));
     if !opts.image_volume {
@@ -215,12 +217,14 @@ pub(crate) fn render_volumes(
         }
         if let Some(d) = extra(v, "downwardAPI") {
             let items: Option<Vec<DownwardAPIVolumeFile>> = match d.get("fields") {
-                Some(f) if !f.is_null() => Some(serde_json::from_value(f.clone()).map_err(|e| {
-                    field(
-                        format!("spec.volumes[{}].downwardAPI.fields", v.name),
-                        e.to_string(),
-                    )
-                })?),
+                Some(f) if !f.is_null() => {
+                    Some(serde_json::from_value(f.clone()).map_err(|e| {
+                        field(
+                            format!("spec.volumes[{}].downwardAPI.fields", v.name),
+                            e.to_string(),
+                        )
+                    })?)
+                }
                 _ => None,
             };
             out.volumes.push(Volume {
@@ -281,7 +285,10 @@ pub(crate) fn render_volumes(
             });
         }
         if let Some(eph) = extra(v, "ephemeral") {
-            let source = eph.get("persistentVolumeClaim").cloned().unwrap_or_default();
+            let source = eph
+                .get("persistentVolumeClaim")
+                .cloned()
+                .unwrap_or_default();
             let claim = str_at(Some(&source), &["claimName"])
                 .unwrap_or_default()
                 .to_string();
@@ -401,9 +408,17 @@ pub(crate) fn render_volumes(
         .get("accessCredentials")
         .and_then(|c| c.as_array());
     for cred in creds.into_iter().flatten() {
-        let secret = str_at(Some(cred), &["sshPublicKey", "source", "secret", "secretName"])
-            .or_else(|| str_at(Some(cred), &["userPassword", "source", "secret", "secretName"]))
-            .unwrap_or_default();
+        let secret = str_at(
+            Some(cred),
+            &["sshPublicKey", "source", "secret", "secretName"],
+        )
+        .or_else(|| {
+            str_at(
+                Some(cred),
+                &["userPassword", "source", "secret", "secretName"],
+            )
+        })
+        .unwrap_or_default();
         if secret.is_empty() {
             continue;
         }
@@ -439,10 +454,8 @@ pub(crate) fn render_volumes(
                     }),
                     ..Default::default()
                 });
-                out.mounts.push(mount_ro(
-                    &v.name,
-                    &format!("{IMAGE_VOLUME_DIR}/disk_{i}"),
-                ));
+                out.mounts
+                    .push(mount_ro(&v.name, &format!("{IMAGE_VOLUME_DIR}/disk_{i}")));
             }
         }
         let kernel = kernel_boot_container(vmi);
@@ -551,7 +564,12 @@ pub(crate) fn kernel_boot_container(vmi: &VirtualMachineInstance) -> Option<&Val
 fn cloud_init_secrets(out: &mut RenderedVolumes, volume: &str, source: &Value) {
     for (key, suffix, lower, camel) in [
         ("userDataSecretRef", "udata", "userdata", "userData"),
-        ("networkDataSecretRef", "ndata", "networkdata", "networkData"),
+        (
+            "networkDataSecretRef",
+            "ndata",
+            "networkdata",
+            "networkData",
+        ),
     ] {
         let Some(secret) = source.get(key).filter(|s| !s.is_null()) else {
             continue;
@@ -633,6 +651,10 @@ pub(crate) fn service_account_volume(vmi: &VirtualMachineInstance) -> Option<Str
         v.extra
             .get("serviceAccount")
             .filter(|s| !s.is_null())
-            .map(|s| str_at(Some(s), &["serviceAccountName"]).unwrap_or_default().to_string())
+            .map(|s| {
+                str_at(Some(s), &["serviceAccountName"])
+                    .unwrap_or_default()
+                    .to_string()
+            })
     })
 }
