@@ -8,4 +8,6 @@ pub mod resources;
 pub mod settings;
 pub mod volumes;
 
+pub use pod::{RenderError, render_launch_manifest};
+pub use resources::{ComputeResources, NamespaceContext, compute_resources};
 pub use settings::ClusterSettings;

@@ -87,7 +87,7 @@ pub struct NamespaceContext {
     pub auto_cpu_limit_selector_matches: bool,
     /// PersistentVolumeClaims of the namespace by name, if known. `None`: unknown — every claim is
     /// assumed to exist in filesystem mode without shared access. `Some`: a claim missing from
-    /// the map makes the pod renderer fail with "didn't find PVC <name>" like KubeVirt
+    /// the map makes the pod renderer fail with `didn't find PVC <name>` like KubeVirt
     /// (rendervolumes.go:501-531).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pvcs: Option<BTreeMap<String, PvcInfo>>,
