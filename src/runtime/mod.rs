@@ -5,4 +5,5 @@ pub mod expectations;
 pub mod http;
 pub mod informer;
 pub mod lease;
+pub mod metrics;
 pub mod queue;
