@@ -11,7 +11,7 @@
 
 use pretty_assertions::assert_eq;
 use std::path::PathBuf;
-use virtctl_rs::api::defaults::apply_admission_defaults;
+use virtctl_rs::api::defaults::{AdmissionSettings, apply_admission_defaults};
 use virtctl_rs::api::vm::VirtualMachine;
 use virtctl_rs::api::vmi::VirtualMachineInstance;
 use virtctl_rs::launcher::ClusterSettings;
@@ -67,7 +67,11 @@ fn example_vmi(file: &str, uid: &str, cluster_arch: &str) -> VirtualMachineInsta
     let mut vmi: VirtualMachineInstance = serde_yaml::from_str(&read(file)).unwrap();
     vmi.metadata.namespace = Some("default".into());
     vmi.metadata.uid = Some(uid.into());
-    apply_admission_defaults(&mut vmi.spec, cluster_arch);
+    let admission = AdmissionSettings {
+        architecture: cluster_arch.into(),
+        ..Default::default()
+    };
+    apply_admission_defaults(&mut vmi.spec, &admission).unwrap();
     vmi
 }
 
@@ -90,7 +94,7 @@ fn cirros_vmi(uid: &str) -> VirtualMachineInstance {
         .annotations
         .get_or_insert_with(Default::default)
         .insert("kubevirt.io/vm-generation".into(), "1".into());
-    apply_admission_defaults(&mut vmi.spec, "amd64");
+    apply_admission_defaults(&mut vmi.spec, &AdmissionSettings::default()).unwrap();
     vmi
 }
 

@@ -5,14 +5,18 @@
 //!
 //! Modelled: default architecture, CPU request copied from the CPU limit
 //! (`setDefaultResourceRequests`), `memory.guest` from the memory request / limit / hugepage size
-//! (`setGuestMemory`), and the guest CPU topology (`SetDefaultGuestCPUTopology`: sockets = CPU
-//! limit `.Value()`, else CPU request `.Value()`, else 1; cores = threads = 1).
+//! (`setGuestMemory`), the guest CPU topology (`SetDefaultGuestCPUTopology`: sockets = CPU
+//! limit `.Value()`, else CPU request `.Value()`, else 1; cores = threads = 1), and the default
+//! pod network (`SetDefaultNetworkInterface`, pkg/network/vmispec/interface.go: when
+//! `autoattachPodInterface` is not false and there are no interfaces and no networks, one
+//! interface `default` with the cluster's default binding — `bridge` unless configured — and
+//! the network `{name: default, pod: {}}`).
 //! Not modelled (no effect on the overhead or resources): machine type, CPU model, eviction
 //! strategy, container disk pull policies, hyper-V dependencies, CPU/memory hotplug maxima, the
 //! cluster-wide `cpuRequest` setting.
 
 use super::quantity::ParsedQuantity;
-use super::vmi::{Cpu, Memory, VirtualMachineInstanceSpec};
+use super::vmi::{Cpu, Interface, Memory, Network, VirtualMachineInstanceSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 fn is_zero(q: Option<&Quantity>) -> bool {
@@ -23,12 +27,46 @@ fn is_zero(q: Option<&Quantity>) -> bool {
     })
 }
 
+/// The cluster settings the admission defaults read (from the KubeVirt CR).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionSettings {
+    /// `architectureConfiguration.defaultArchitecture` (default `amd64`).
+    pub architecture: String,
+    /// `network.defaultNetworkInterface` (default `bridge`).
+    pub default_network_interface: String,
+    /// `network.permitBridgeInterfaceOnPodNetwork` (default true).
+    pub permit_bridge_interface_on_pod_network: bool,
+}
+
+impl Default for AdmissionSettings {
+    fn default() -> Self {
+        AdmissionSettings {
+            architecture: "amd64".into(),
+            default_network_interface: "bridge".into(),
+            permit_bridge_interface_on_pod_network: true,
+        }
+    }
+}
+
+/// Admission would reject the spec.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DefaultsError {
+    /// `SetDefaultNetworkInterface` with a bridge default that the cluster forbids.
+    #[error("spec.domain.devices.interfaces: bridge interface is not enabled in kubevirt-config")]
+    BridgeNotPermitted,
+    /// `SetDefaultNetworkInterface` with the removed slirp default.
+    #[error("spec.domain.devices.interfaces: slirp interface is deprecated as of v1.3")]
+    SlirpDeprecated,
+}
+
 /// Apply the admission defaults listed in the module docs to `spec`, in virt-api's order.
-/// `cluster_architecture` is the cluster default (`amd64` unless configured). Invalid quantities
-/// are left for the formula to report with their field name.
-pub fn apply_admission_defaults(spec: &mut VirtualMachineInstanceSpec, cluster_architecture: &str) {
+/// Invalid quantities are left for the formula to report with their field name.
+pub fn apply_admission_defaults(
+    spec: &mut VirtualMachineInstanceSpec,
+    settings: &AdmissionSettings,
+) -> Result<(), DefaultsError> {
     if spec.architecture.as_deref().unwrap_or("").is_empty() {
-        spec.architecture = Some(cluster_architecture.to_string());
+        spec.architecture = Some(settings.architecture.clone());
     }
     // setDefaultResourceRequests: CPU request := CPU limit when only the limit is set.
     if let Some(res) = spec.domain.resources.as_mut() {
@@ -97,6 +135,53 @@ pub fn apply_admission_defaults(spec: &mut VirtualMachineInstanceSpec, cluster_a
         cpu.cores = Some(1);
         cpu.threads = Some(1);
     }
+    set_default_network_interface(spec, settings)
+}
+
+/// `SetDefaultNetworkInterface` (pkg/network/vmispec/interface.go).
+pub fn set_default_network_interface(
+    spec: &mut VirtualMachineInstanceSpec,
+    settings: &AdmissionSettings,
+) -> Result<(), DefaultsError> {
+    if spec.domain.devices.autoattach_pod_interface == Some(false) {
+        return Ok(());
+    }
+    let has_networks = spec.networks.as_ref().is_some_and(|n| !n.is_empty());
+    let has_interfaces = spec
+        .domain
+        .devices
+        .interfaces
+        .as_ref()
+        .is_some_and(|i| !i.is_empty());
+    if has_networks || has_interfaces {
+        return Ok(());
+    }
+    let mut iface = Interface {
+        name: "default".into(),
+        ..Default::default()
+    };
+    match settings.default_network_interface.as_str() {
+        "bridge" => {
+            if !settings.permit_bridge_interface_on_pod_network {
+                return Err(DefaultsError::BridgeNotPermitted);
+            }
+            iface.bridge = Some(serde_json::json!({}));
+            spec.domain.devices.interfaces = Some(vec![iface]);
+        }
+        "masquerade" => {
+            iface.masquerade = Some(serde_json::json!({}));
+            spec.domain.devices.interfaces = Some(vec![iface]);
+        }
+        "slirp" => return Err(DefaultsError::SlirpDeprecated),
+        // Any other value: KubeVirt adds no interface but still adds the pod network.
+        _ => {}
+    }
+    spec.networks = Some(vec![Network {
+        name: "default".into(),
+        pod: Some(serde_json::json!({})),
+        ..Default::default()
+    }]);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -122,17 +207,21 @@ mod tests {
     #[test]
     fn topology_from_limit_then_request_then_one() {
         let mut s = spec(&[("cpu", "3")], &[("cpu", "5")]);
-        apply_admission_defaults(&mut s, "amd64");
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
         let cpu = s.domain.cpu.unwrap();
         assert_eq!(
             (cpu.sockets, cpu.cores, cpu.threads),
             (Some(5), Some(1), Some(1))
         );
         let mut s = spec(&[("cpu", "1500m")], &[]);
-        apply_admission_defaults(&mut s, "amd64");
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
         assert_eq!(s.domain.cpu.unwrap().sockets, Some(2));
         let mut s = VirtualMachineInstanceSpec::default();
-        apply_admission_defaults(&mut s, "arm64");
+        let arm = AdmissionSettings {
+            architecture: "arm64".into(),
+            ..Default::default()
+        };
+        apply_admission_defaults(&mut s, &arm).unwrap();
         assert_eq!(s.domain.cpu.unwrap().sockets, Some(1));
         assert_eq!(s.architecture.as_deref(), Some("arm64"));
     }
@@ -140,7 +229,7 @@ mod tests {
     #[test]
     fn cpu_request_from_limit_and_guest_from_request() {
         let mut s = spec(&[("memory", "1Gi")], &[("cpu", "4")]);
-        apply_admission_defaults(&mut s, "amd64");
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
         let res = s.domain.resources.as_ref().unwrap();
         assert_eq!(res.requests.as_ref().unwrap()["cpu"].0, "4");
         assert_eq!(s.domain.memory.unwrap().guest.unwrap().0, "1Gi");
@@ -154,8 +243,41 @@ mod tests {
             cores: Some(2),
             ..Default::default()
         });
-        apply_admission_defaults(&mut s, "amd64");
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
         assert_eq!(s.domain.memory.unwrap().guest.unwrap().0, "2Gi");
         assert_eq!(s.domain.cpu.unwrap().sockets, None);
+    }
+
+    #[test]
+    fn default_pod_network_like_set_default_network_interface() {
+        let mut s = VirtualMachineInstanceSpec::default();
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
+        let ifaces = s.domain.devices.interfaces.clone().unwrap();
+        assert_eq!((ifaces.len(), ifaces[0].name.as_str()), (1, "default"));
+        assert!(ifaces[0].bridge.is_some());
+        assert!(s.networks.as_ref().unwrap()[0].pod.is_some());
+
+        let masq = AdmissionSettings {
+            default_network_interface: "masquerade".into(),
+            ..Default::default()
+        };
+        let mut s = VirtualMachineInstanceSpec::default();
+        apply_admission_defaults(&mut s, &masq).unwrap();
+        assert!(s.domain.devices.interfaces.unwrap()[0].masquerade.is_some());
+
+        let mut s = VirtualMachineInstanceSpec::default();
+        s.domain.devices.autoattach_pod_interface = Some(false);
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
+        assert!(s.domain.devices.interfaces.is_none() && s.networks.is_none());
+
+        let no_bridge = AdmissionSettings {
+            permit_bridge_interface_on_pod_network: false,
+            ..Default::default()
+        };
+        let mut s = VirtualMachineInstanceSpec::default();
+        assert_eq!(
+            apply_admission_defaults(&mut s, &no_bridge),
+            Err(DefaultsError::BridgeNotPermitted)
+        );
     }
 }

@@ -265,7 +265,11 @@ pub struct Devices {
     pub autoattach_serial_console: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoattach_input_device: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "autoattachVSOCK",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub autoattach_vsock: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_serial_console: Option<bool>,

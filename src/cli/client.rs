@@ -27,5 +27,6 @@ pub async fn client_from_flags(global: &GlobalArgs) -> Result<kube::Client, CliE
             ))
         })?,
     };
-    kube::Client::try_from(config).map_err(|e| CliError::Failed(format!("cannot build a Kubernetes client: {e}")))
+    kube::Client::try_from(config)
+        .map_err(|e| CliError::Failed(format!("cannot build a Kubernetes client: {e}")))
 }

@@ -3,6 +3,7 @@
 //! Every subcommand returns a [`CliError`]; [`run`] prints it on stderr and maps it to the
 //! process exit code (1 for errors, 2 for "not available yet").
 
+pub mod client;
 pub mod explain_overhead;
 
 use clap::{Args, Parser, Subcommand};

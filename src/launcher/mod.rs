@@ -2,6 +2,7 @@
 //! the pod renderer (KubeVirt `pkg/virt-controller/services/template.go` and friends).
 
 pub mod containers;
+pub mod explain;
 pub mod overhead;
 pub mod pod;
 pub mod resources;

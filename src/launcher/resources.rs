@@ -185,6 +185,22 @@ pub enum ResourceError {
     },
 }
 
+impl ResourceError {
+    /// The same error with `prefix` before the field path (a VM's template: `spec.template.`).
+    pub fn with_field_prefix(self, prefix: &str) -> Self {
+        match self {
+            ResourceError::Quantity { field, source } => ResourceError::Quantity {
+                field: format!("{prefix}{field}"),
+                source,
+            },
+            ResourceError::Invalid { field, message } => ResourceError::Invalid {
+                field: format!("{prefix}{field}"),
+                message,
+            },
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // apimachinery-style arithmetic
 
@@ -342,13 +358,9 @@ pub(crate) fn has_virtio_iface(spec: &VirtualMachineInstanceSpec) -> bool {
         })
 }
 
-/// `devices.autoattachVSOCK: true` (`util.IsAutoAttachVSOCK`). The JSON key is `autoattachVSOCK`;
-/// `crate::api::vmi::Devices::autoattach_vsock` is named `autoattachVsock` on the wire, so the key
-/// usually lands in `extra`: both are read.
+/// `devices.autoattachVSOCK: true` (`util.IsAutoAttachVSOCK`).
 pub(crate) fn autoattach_vsock(spec: &VirtualMachineInstanceSpec) -> bool {
-    let d = &spec.domain.devices;
-    d.autoattach_vsock == Some(true)
-        || d.extra.get("autoattachVSOCK").and_then(|v| v.as_bool()) == Some(true)
+    spec.domain.devices.autoattach_vsock == Some(true)
 }
 
 /// `launchSecurity.sev` or `.snp` (`IsSEVVMI`, pkg/util/amd64.go:22-27).

@@ -54,6 +54,10 @@ pub struct ClusterSettings {
     pub disabled_feature_gates: Vec<String>,
     /// Extra node selectors for every launcher pod (`developerConfiguration.nodeSelectors`).
     pub node_selectors: std::collections::BTreeMap<String, String>,
+    /// `network.defaultNetworkInterface` (`bridge` by default).
+    pub default_network_interface: String,
+    /// `network.permitBridgeInterfaceOnPodNetwork` (true by default).
+    pub permit_bridge_interface_on_pod_network: bool,
 }
 
 impl Default for ClusterSettings {
@@ -71,6 +75,8 @@ impl Default for ClusterSettings {
             feature_gates: Vec::new(),
             disabled_feature_gates: Vec::new(),
             node_selectors: Default::default(),
+            default_network_interface: "bridge".to_string(),
+            permit_bridge_interface_on_pod_network: true,
         }
     }
 }
@@ -172,6 +178,18 @@ impl ClusterSettings {
                 }
             }
         }
+        if let Some(iface) = cfg
+            .pointer("/network/defaultNetworkInterface")
+            .and_then(|v| v.as_str())
+        {
+            s.default_network_interface = iface.to_string();
+        }
+        if let Some(permit) = cfg
+            .pointer("/network/permitBridgeInterfaceOnPodNetwork")
+            .and_then(|v| v.as_bool())
+        {
+            s.permit_bridge_interface_on_pod_network = permit;
+        }
         if let Some(arch) = cfg
             .pointer("/architectureConfiguration/defaultArchitecture")
             .and_then(|v| v.as_str())
@@ -181,6 +199,15 @@ impl ClusterSettings {
         Ok(s)
     }
 
+    /// What virt-api's admission defaults read (see [`crate::api::defaults`]).
+    pub fn admission(&self) -> crate::api::defaults::AdmissionSettings {
+        crate::api::defaults::AdmissionSettings {
+            architecture: self.architecture.clone(),
+            default_network_interface: self.default_network_interface.clone(),
+            permit_bridge_interface_on_pod_network: self.permit_bridge_interface_on_pod_network,
+        }
+    }
+
     /// The parsed `additionalGuestMemoryOverheadRatio`, if set and a valid float.
     pub fn overhead_ratio(&self) -> Option<f64> {
         self.additional_guest_memory_overhead_ratio
@@ -188,13 +215,17 @@ impl ClusterSettings {
             .and_then(|r| r.trim().parse::<f64>().ok())
     }
 
-    /// Whether a feature gate is on: listed in `feature_gates`, or a default-on Beta/GA gate
-    /// not listed in `disabled_feature_gates`.
+    /// Whether a feature gate is on, with KubeVirt's precedence (pkg/virt-config/featuregate):
+    /// listed in `feature_gates` → on (even if also disabled); listed in
+    /// `disabled_feature_gates` → off; otherwise its default (Beta/GA gates are on).
     pub fn gate_enabled(&self, gate: &str, on_by_default: bool) -> bool {
+        if self.feature_gates.iter().any(|g| g == gate) {
+            return true;
+        }
         if self.disabled_feature_gates.iter().any(|g| g == gate) {
             return false;
         }
-        on_by_default || self.feature_gates.iter().any(|g| g == gate)
+        on_by_default
     }
 }
 
@@ -223,6 +254,17 @@ mod tests {
         assert_eq!(s.overhead_ratio(), Some(1.5));
         assert_eq!(s.binding_plugin_memory["mybind"], 10 * 1024 * 1024);
         assert!(s.gate_enabled("Sidecar", false));
+        let both = ClusterSettings {
+            feature_gates: vec!["G".into()],
+            disabled_feature_gates: vec!["G".into(), "H".into()],
+            ..Default::default()
+        };
+        assert!(
+            both.gate_enabled("G", false),
+            "enabled list wins, as in KubeVirt"
+        );
+        assert!(!both.gate_enabled("H", true));
+        assert!(both.gate_enabled("I", true));
     }
 
     #[test]
