@@ -153,7 +153,7 @@ pub enum VmiAction {
         why: String,
     },
     /// RFC 6902 JSON patch on the pod's metadata (annotations/labels), sent with content type
-    /// `application/json-patch+json` (lifecycle.go:207-229, 724-844; controller.go:574-596).
+    /// `application/json-patch+json` (lifecycle.go:207-229, 724-844; controller.go:575-597).
     PatchPod {
         /// Pod name.
         name: String,

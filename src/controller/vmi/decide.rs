@@ -139,7 +139,7 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
         for pod in podutil::pods_controlled_by(vmi, &snap.pods) {
             if podutil::is_pod_deleting(pod) && !podutil::pod_is_down(pod) {
                 plan.explanation.push(format!(
-                    "pod {} is already terminating; not deleted again (lifecycle.go:1000-1002)",
+                    "pod {} is already terminating; not deleted again (lifecycle.go:1001)",
                     pod_name(pod)
                 ));
                 continue;
@@ -197,7 +197,7 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
         }
         if !snap.storage.volumes_ready {
             plan.explanation.push(
-                "sync: no launcher pod yet; delaying pod creation while DataVolumes populate or PVCs appear (lifecycle.go:108-111)"
+                "sync: no launcher pod yet; delaying pod creation while DataVolumes populate or PVCs appear (lifecycle.go:110-114)"
                     .into(),
             );
             return plan;

@@ -2,7 +2,7 @@
 //!
 //! - `prepareVMIPatch` (lifecycle.go:627-721) is [`prepare_vmi_patch`]: test+replace ops for a
 //!   Running/Scheduled VMI.
-//! - `SyncPodAnnotations` (pkg/controller/controller.go:574-596) is
+//! - `SyncPodAnnotations` (pkg/controller/controller.go:575-597) is
 //!   [`sync_pod_annotations_patch`].
 //! - `syncDynamicAnnotationsAndLabelsToPod` (lifecycle.go:724-844) is
 //!   [`dynamic_pod_metadata_patch`], for the fixed keys only.
@@ -185,7 +185,7 @@ pub fn prepare_vmi_patch(old: &VirtualMachineInstance, new: &VirtualMachineInsta
     Patch(ops)
 }
 
-/// `SyncPodAnnotations` (pkg/controller/controller.go:574-596): one `add
+/// `SyncPodAnnotations` (pkg/controller/controller.go:575-597): one `add
 /// /metadata/annotations/<key>` per annotation that is missing or has another value; empty when
 /// the pod already has them all.
 pub fn sync_pod_annotations_patch(pod: &Pod, wanted: &BTreeMap<String, String>) -> Patch {
@@ -383,13 +383,41 @@ mod tests {
             json!([
                 {"op": "test", "path": "/status/conditions", "value": null},
                 {"op": "replace", "path": "/status/conditions", "value": [
-                    {"type": "Ready", "status": "False", "reason": "PodNotExists"}]},
+                    {"type": "Ready", "status": "False", "reason": "PodNotExists",
+                     "lastProbeTime": null, "lastTransitionTime": null}]},
                 {"op": "test", "path": "/status/phase", "value": "Running"},
                 {"op": "replace", "path": "/status/phase", "value": "Failed"},
                 {"op": "add", "path": "/status/launcherContainerImageVersion", "value": "img"},
                 {"op": "add", "path": "/metadata/finalizers",
                  "value": ["kubevirt.io/foregroundDeleteVirtualMachine"]}
             ])
+        );
+    }
+
+    // The `test` op must carry the conditions exactly as KubeVirt stored them (Go writes zero
+    // times as null), or the API server rejects the patch.
+    #[test]
+    fn test_op_reproduces_go_written_conditions() {
+        let stored = json!([
+            {"type": "Ready", "status": "True", "lastProbeTime": null,
+             "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "LiveMigratable", "status": "True", "lastProbeTime": null,
+             "lastTransitionTime": null, "message": "ok"}
+        ]);
+        let old: VirtualMachineInstance = serde_json::from_value(json!({
+            "metadata": {"name": "a"},
+            "spec": {"domain": {}},
+            "status": {"phase": "Running", "conditions": stored.clone()}
+        }))
+        .expect("valid VMI");
+        let mut new = old.clone();
+        if let Some(c) = new.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            c[0].status = "False".into();
+        }
+        let ops = ops_json(&prepare_vmi_patch(&old, &new));
+        assert_eq!(
+            ops[0],
+            json!({"op": "test", "path": "/status/conditions", "value": stored})
         );
     }
 

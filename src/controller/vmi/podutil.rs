@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 
 /// Name of the launcher's main container (`compute`).
 pub const COMPUTE_CONTAINER: &str = "compute";
-/// Istio's sidecar: only has to be running, never ready (controller.go:507-512).
+/// Istio's sidecar: only has to be running, never ready (controller.go:505-511).
 pub const ISTIO_PROXY_CONTAINER: &str = "istio-proxy";
 /// Marks a WaitForFirstConsumer "doppelganger" pod (`EphemeralProvisioningObject`,
 /// types.go:1229). Such pods are not the VMI's launcher pod (lifecycle.go:1085-1088).
@@ -130,13 +130,13 @@ fn is_running(cs: &ContainerStatus) -> bool {
     cs.state.as_ref().is_some_and(|s| s.running.is_some())
 }
 
-/// Phase `Succeeded` or `Failed` (`PodIsDown`, controller.go:544-546; also `isPodFinal`,
+/// Phase `Succeeded` or `Failed` (`PodIsDown`, controller.go:547-549; also `isPodFinal`,
 /// lifecycle.go:1013-1015).
 pub fn pod_is_down(pod: &Pod) -> bool {
     matches!(pod_phase(pod), POD_SUCCEEDED | POD_FAILED)
 }
 
-/// The `compute` container has terminated (`isComputeContainerDown`, controller.go:526-533).
+/// The `compute` container has terminated (`isComputeContainerDown`, controller.go:529-536).
 pub fn is_compute_container_down(pod: &Pod) -> bool {
     container_statuses(pod)
         .iter()
@@ -145,7 +145,7 @@ pub fn is_compute_container_down(pod: &Pod) -> bool {
 }
 
 /// The `compute` container terminated with a non-zero exit code
-/// (`isComputeContainerFailed`, controller.go:535-542).
+/// (`isComputeContainerFailed`, controller.go:538-545).
 pub fn is_compute_container_failed(pod: &Pod) -> bool {
     container_statuses(pod)
         .iter()
@@ -159,18 +159,18 @@ pub fn is_compute_container_failed(pod: &Pod) -> bool {
 }
 
 /// Down, compute container terminated, or being deleted (`IsPodDownOrGoingDown`,
-/// controller.go:518-520).
+/// controller.go:521-523).
 pub fn is_pod_down_or_going_down(pod: &Pod) -> bool {
     pod_is_down(pod) || is_compute_container_down(pod) || is_pod_deleting(pod)
 }
 
 /// Phase `Failed`, compute container failed, or being deleted (`IsPodFailedOrGoingDown`,
-/// controller.go:522-524).
+/// controller.go:525-527).
 pub fn is_pod_failed_or_going_down(pod: &Pod) -> bool {
     pod_phase(pod) == POD_FAILED || is_compute_container_failed(pod) || is_pod_deleting(pod)
 }
 
-/// Ready to be handed over to virt-handler (`IsPodReady`, controller.go:490-516): not down or
+/// Ready to be handed over to virt-handler (`IsPodReady`, controller.go:492-519): not down or
 /// going down; `compute` and `istio-proxy` running (their readiness is not required); every
 /// other container ready; pod phase `Running`.
 pub fn is_pod_ready(pod: &Pod) -> bool {

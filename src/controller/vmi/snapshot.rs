@@ -75,7 +75,7 @@ impl ExpectationsState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StorageState {
     /// Every non-hotplug DataVolume/PVC volume is ready to attach: pod creation waits otherwise
-    /// (lifecycle.go:108-111, no error).
+    /// (lifecycle.go:110-114, no error).
     pub volumes_ready: bool,
     /// A DataVolume of the VMI is in phase `Failed`: a Pending VMI without pod goes `Failed`
     /// (lifecycle.go:324-325).
