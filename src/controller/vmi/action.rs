@@ -83,6 +83,25 @@ pub struct ApiFailure {
     pub message: String,
 }
 
+impl From<&kube::Error> for ApiFailure {
+    /// An API answer keeps its status code, reason and message; any other client error
+    /// (transport, serialisation) becomes code 0 with the error's text.
+    fn from(e: &kube::Error) -> Self {
+        match e {
+            kube::Error::Api(status) => ApiFailure {
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            },
+            other => ApiFailure {
+                code: 0,
+                reason: String::new(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
 /// Status reasons apimachinery knows (`knownReasons` in k8s.io/apimachinery/pkg/api/errors);
 /// a code only counts when the reason is not one of these.
 const KNOWN_STATUS_REASONS: &[&str] = &[
@@ -361,6 +380,18 @@ mod tests {
         assert!(failure(404, "NotFound").is_not_found());
         assert!(failure(404, "").is_not_found());
         assert!(!failure(409, "Conflict").is_not_found());
+    }
+
+    #[test]
+    fn from_kube_api_error() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\""
+        }))
+        .expect("valid status");
+        let f = ApiFailure::from(&kube::Error::Api(Box::new(status)));
+        assert!(f.is_forbidden());
+        assert!(f.message.contains("violates PodSecurity"));
     }
 
     #[test]

@@ -714,7 +714,8 @@ fn update_status(
             actions.push(VmiAction::UpdateVmi {
                 vmi: Box::new(new.clone()),
                 why: format!(
-                    "status, labels or finalizers changed{}: full Update with a VMI self-expectation (lifecycle.go:594-610)",
+                    "{} changed{}: full Update with a VMI self-expectation (lifecycle.go:594-610)",
+                    changed_fields(vmi, &new).join(", "),
                     if changes.is_empty() {
                         String::new()
                     } else {
@@ -735,6 +736,35 @@ fn update_status(
         to_phase,
         explanation: expl,
     }
+}
+
+/// Names of the top-level status fields and of the metadata maps/lists that differ
+/// (semantically) between the two VMIs, e.g. `status.activePods`, `metadata.finalizers`.
+fn changed_fields(old: &VirtualMachineInstance, new: &VirtualMachineInstance) -> Vec<String> {
+    let mut out = Vec::new();
+    let as_map = |v: &VirtualMachineInstance| match serde_json::to_value(&v.status) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let (om, nm) = (as_map(old), as_map(new));
+    let mut keys: Vec<&String> = om.keys().chain(nm.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        if !patch::semantic_eq(&om.get(k), &nm.get(k)) {
+            out.push(format!("status.{k}"));
+        }
+    }
+    if !patch::semantic_eq(&old.metadata.labels, &new.metadata.labels) {
+        out.push("metadata.labels".into());
+    }
+    if !patch::semantic_eq(&old.metadata.annotations, &new.metadata.annotations) {
+        out.push("metadata.annotations".into());
+    }
+    if !patch::semantic_eq(&old.metadata.finalizers, &new.metadata.finalizers) {
+        out.push("metadata.finalizers".into());
+    }
+    out
 }
 
 fn strip_vm_controller_finalizer(

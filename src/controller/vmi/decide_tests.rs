@@ -1752,3 +1752,183 @@ fn decision_serialises_for_the_inspector() {
     assert_eq!(v["sync_actions"][0]["action"], "CreatePod");
     assert_eq!(v["to_phase"], "Scheduling");
 }
+
+// ---------------------------------------------------------------------------------------------
+// a whole lifecycle through a toy executor (applies JSON patches for real, so the `test` ops
+// must match the objects the decision itself wrote)
+
+fn apply_json_patch<T: serde::Serialize + serde::de::DeserializeOwned>(
+    obj: &T,
+    p: &json_patch::Patch,
+) -> T {
+    let mut v = serde_json::to_value(obj).expect("serialise");
+    json_patch::patch(&mut v, p).unwrap_or_else(|e| panic!("patch {p} failed: {e}"));
+    serde_json::from_value(v).expect("deserialise")
+}
+
+fn execute(s: &mut VmiSnapshot) -> VmiDecision {
+    let d = decide(s);
+    let mut created = None;
+    for a in &d.sync_actions {
+        match a {
+            VmiAction::CreatePod { pod, .. } => {
+                let mut p = (**pod).clone();
+                p.metadata.name = Some("virt-launcher-testvmi-abcde".into());
+                p.metadata.uid = Some("pod-uid-1".into());
+                created = Some(Box::new(p));
+            }
+            VmiAction::DeletePod { name, .. } => {
+                s.pods.retain(|p| p.metadata.name.as_deref() != Some(name));
+            }
+            VmiAction::PatchPod { name, patch, .. } => {
+                for p in s
+                    .pods
+                    .iter_mut()
+                    .filter(|p| p.metadata.name.as_deref() == Some(name))
+                {
+                    *p = apply_json_patch(p, patch);
+                }
+            }
+            other => panic!("unexpected sync action {other:?}"),
+        }
+    }
+    let after = decide_after_sync(
+        s,
+        &SyncOutcome::Succeeded {
+            created_pod: created.clone(),
+        },
+    );
+    if let Some(p) = created {
+        s.pods.push(*p);
+    }
+    for a in &after.status_actions {
+        match a {
+            VmiAction::UpdateVmi { vmi, .. } => s.vmi = (**vmi).clone(),
+            VmiAction::PatchVmi { patch, .. } => s.vmi = apply_json_patch(&s.vmi, patch),
+            VmiAction::PatchPod { name, patch, .. } => {
+                for p in s
+                    .pods
+                    .iter_mut()
+                    .filter(|p| p.metadata.name.as_deref() == Some(name))
+                {
+                    *p = apply_json_patch(p, patch);
+                }
+            }
+            VmiAction::PatchPodReadinessCondition { pod, condition, .. } => {
+                for p in s
+                    .pods
+                    .iter_mut()
+                    .filter(|p| p.metadata.name.as_deref() == Some(pod))
+                {
+                    let st = p.status.get_or_insert_with(Default::default);
+                    let conds = st.conditions.get_or_insert_with(Vec::new);
+                    conds.retain(|c| c.type_ != condition.type_);
+                    conds.push((**condition).clone());
+                }
+            }
+            VmiAction::Event { .. } => {}
+            other => panic!("unexpected status action {other:?}"),
+        }
+    }
+    after
+}
+
+#[test]
+fn lifecycle_from_creation_to_finalizer_removal() {
+    let mut vmi = with_phase(pending_vmi(), Phase::Unset);
+    vmi.status = None;
+    let mut s = VmiSnapshot::new(vmi, now());
+    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.launcher_image = Some("quay.io/kubevirt/virt-launcher:v1.9.0".into());
+
+    // 1. "" → pod created, Scheduling, finalizer added (virt-api stand-in)
+    execute(&mut s);
+    assert_eq!(s.vmi.phase(), Phase::Scheduling);
+    assert_eq!(s.pods.len(), 1);
+    assert!(has_finalizer(
+        &s.vmi,
+        "kubevirt.io/foregroundDeleteVirtualMachine"
+    ));
+
+    // 2. the informer now has the pod: status.activePods is filled in, then nothing changes
+    let d = execute(&mut s);
+    assert!(
+        matches!(d.vmi_write(), Some(VmiAction::UpdateVmi { why, .. }) if why.starts_with("status.activePods changed"))
+    );
+    assert_eq!(
+        s.vmi.status.as_ref().and_then(|st| st.active_pods.clone()),
+        Some([("pod-uid-1".to_string(), String::new())].into())
+    );
+    let d = execute(&mut s);
+    assert!(no_writes(&d), "{:#?}", d.status_actions);
+
+    // 3. the pod is scheduled and running → Scheduled, node label synced to the pod next time
+    if let Some(p) = s.pods.first_mut() {
+        p.spec.get_or_insert_with(Default::default).node_name = Some("node01".into());
+        let st = p.status.get_or_insert_with(Default::default);
+        st.phase = Some("Running".into());
+        st.qos_class = Some("Burstable".into());
+        st.container_statuses = Some(vec![ContainerStatus {
+            name: "compute".into(),
+            state: running_state(),
+            ..Default::default()
+        }]);
+    }
+    execute(&mut s);
+    assert_eq!(s.vmi.phase(), Phase::Scheduled);
+    execute(&mut s); // Scheduled: patch path; syncs kubevirt.io/nodeName to the pod
+    assert_eq!(
+        s.pods[0]
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubevirt.io/nodeName"))
+            .map(String::as_str),
+        Some("node01")
+    );
+
+    // 4. virt-handler reports Running and the pod becomes Ready
+    status_mut(&mut s.vmi).phase = Some(Phase::Running);
+    if let Some(c) = s.pods[0]
+        .status
+        .as_mut()
+        .and_then(|st| st.conditions.as_mut())
+    {
+        c.push(PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            last_transition_time: Some(k8s_time(5_000)),
+            ..Default::default()
+        });
+    }
+    execute(&mut s);
+    assert_eq!(
+        s.vmi.condition("Ready").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    let d = execute(&mut s);
+    assert!(no_writes(&d), "{:#?}", d.status_actions);
+
+    // 5. the pod vanishes → Failed (patch path), then the finalizer goes (update path)
+    s.pods.clear();
+    execute(&mut s);
+    assert_eq!(s.vmi.phase(), Phase::Failed);
+    execute(&mut s);
+    assert!(!has_finalizer(
+        &s.vmi,
+        "kubevirt.io/foregroundDeleteVirtualMachine"
+    ));
+    let ts: Vec<Phase> = s
+        .vmi
+        .status
+        .as_ref()
+        .and_then(|st| st.phase_transition_timestamps.clone())
+        .unwrap_or_default()
+        .iter()
+        .map(|t| t.phase)
+        .collect();
+    // Running and Failed were reached on the patch path / by virt-handler: no timestamps
+    assert_eq!(ts, vec![Phase::Scheduling, Phase::Scheduled]);
+    let d = execute(&mut s);
+    assert!(no_writes(&d));
+}
