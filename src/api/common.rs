@@ -71,9 +71,13 @@ pub struct Condition {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Written as `null` when unset, like Go's zero `metav1.Time` (the field is `+nullable` and
+    /// always serialised): JSON-patch `test` ops against conditions written by KubeVirt only
+    /// match if we serialise them the same way.
+    #[serde(default)]
     pub last_probe_time: Option<Time>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Written as `null` when unset (see `last_probe_time`).
+    #[serde(default)]
     pub last_transition_time: Option<Time>,
     #[serde(flatten)]
     pub extra: Extra,

@@ -512,6 +512,15 @@ pub struct VirtualMachineInstanceStatus {
     pub volume_status: Option<Vec<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration_state: Option<serde_json::Value>,
+    /// `Unix` when the launcher pod announced unix-socket migrations (annotation
+    /// `kubevirt.io/migrationTransportUnix`); set by the VMI controller at Scheduled
+    /// (lifecycle.go:432-434).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration_transport: Option<String>,
+    /// Node the VMI is being evacuated from; non-empty means "marked for eviction"
+    /// (`IsMarkedForEviction`, types.go:533-535).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evacuation_node_name: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
