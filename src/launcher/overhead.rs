@@ -92,7 +92,14 @@ pub enum OverheadError {
     /// A memory quantity below zero.
     #[error("{field}: must not be negative, found {value:?}")]
     Negative { field: String, value: String },
+    /// A quantity above 1 EiB (no node has that much; larger values would overflow the sums).
+    #[error("{field}: {value:?} is larger than 1Ei")]
+    TooLarge { field: String, value: String },
 }
+
+/// Largest memory/CPU quantity the formula accepts: 1 EiB (2^60). Sums of all terms stay far
+/// below `i64::MAX`.
+pub const MAX_QUANTITY: i64 = 1 << 60;
 
 impl OverheadError {
     /// The same error with `prefix` put before the field path (a VM's template errors read
@@ -104,6 +111,10 @@ impl OverheadError {
                 source,
             },
             OverheadError::Negative { field, value } => OverheadError::Negative {
+                field: format!("{prefix}{field}"),
+                value,
+            },
+            OverheadError::TooLarge { field, value } => OverheadError::TooLarge {
                 field: format!("{prefix}{field}"),
                 value,
             },
@@ -132,6 +143,10 @@ pub(crate) fn parse_non_negative(
 ) -> Result<Option<ParsedQuantity>, OverheadError> {
     match parse_field(q, field)? {
         Some(p) if p.nanos < 0 => Err(OverheadError::Negative {
+            field: field.to_string(),
+            value: q.map(|q| q.0.clone()).unwrap_or_default(),
+        }),
+        Some(p) if p.value() > MAX_QUANTITY => Err(OverheadError::TooLarge {
             field: field.to_string(),
             value: q.map(|q| q.0.clone()).unwrap_or_default(),
         }),
@@ -172,21 +187,13 @@ fn resources(spec: &VirtualMachineInstanceSpec) -> Result<Resources, OverheadErr
 
 /// Number of vCPUs as the overhead formula counts them (hypervisorbackend.go:91-113,
 /// pkg/util/hardware/hw_utils.go:87-104): with `domain.cpu`, cores × sockets × threads skipping
-/// zero factors; without it, the CPU limit's `Value()` (rounded up) else the request's; at least 1.
+/// zero factors (32-bit, wrapping as in Go); without it, the CPU limit's `Value()` (rounded up) else the request's; at least 1.
 /// Returns (count, explanation).
 pub fn overhead_vcpus(spec: &VirtualMachineInstanceSpec) -> Result<(i64, String), OverheadError> {
     let (n, why) = match &spec.domain.cpu {
         Some(cpu) => {
-            let mut n: i64 = 0;
-            for f in [cpu.cores, cpu.sockets, cpu.threads].into_iter().flatten() {
-                if f != 0 {
-                    n = if n == 0 {
-                        i64::from(f)
-                    } else {
-                        n * i64::from(f)
-                    };
-                }
-            }
+            // uint32 arithmetic, wrapping like Go's (hw_utils.go GetNumberOfVCPUs).
+            let n = super::resources::vcpus(cpu);
             (
                 n,
                 format!(
@@ -233,10 +240,12 @@ fn wants_guaranteed(r: &Resources) -> bool {
 
 /// KubeVirt's `MultiplyMemory` for the overhead ratio (hypervisorbackend.go:203-209):
 /// `O + 1000 · trunc(ceil(O/1000) · (ratio − 1))`.
+/// Saturates at the i64 range for absurd ratios (the float → integer cast saturates as Go's
+/// conversion does not, but no real cluster gets there: the ratio is validated to be ≥ 1).
 pub fn multiply_memory(bytes: i64, ratio: f64) -> i64 {
-    let kilo = (bytes + 999).div_euclid(1000);
+    let kilo = bytes.saturating_add(999).div_euclid(1000);
     let extra = (kilo as f64 * (ratio - 1.0)).trunc() as i64;
-    bytes + 1000 * extra
+    bytes.saturating_add(extra.saturating_mul(1000))
 }
 
 /// Compute the launcher memory overhead of a VMI spec (`CalculateMemoryOverhead`).
@@ -312,7 +321,7 @@ pub fn memory_overhead(
     let (vcpus, why) = overhead_vcpus(spec)?;
     term(
         "vcpus",
-        PER_VCPU_OVERHEAD * vcpus,
+        PER_VCPU_OVERHEAD.saturating_mul(vcpus),
         format!("8Mi × {vcpus} vCPU(s): {why}"),
         "91-113",
     );
@@ -449,7 +458,9 @@ pub fn memory_overhead(
             "161-163",
         );
     }
-    let before_ratio: i64 = terms.iter().map(|t| t.bytes).sum();
+    let before_ratio: i64 = terms
+        .iter()
+        .fold(0i64, |acc, t| acc.saturating_add(t.bytes));
 
     // 14. additionalGuestMemoryOverheadRatio.
     if let Some(text) = settings
@@ -503,7 +514,9 @@ pub fn memory_overhead(
             });
         }
     }
-    let total_bytes = terms.iter().map(|t| t.bytes).sum();
+    let total_bytes = terms
+        .iter()
+        .fold(0i64, |acc, t| acc.saturating_add(t.bytes));
     Ok(OverheadBreakdown { total_bytes, terms })
 }
 
@@ -888,6 +901,31 @@ mod tests {
                 .bytes,
             1_953_125
         );
+    }
+
+    /// Found by the property test: u32::MAX cores × sockets × threads and near-i64 quantities
+    /// once overflowed; now they saturate or are rejected with the field named.
+    #[test]
+    fn extreme_values_do_not_overflow() {
+        let mut s = base_1gi();
+        s.domain.cpu = Some(Cpu {
+            cores: Some(u32::MAX),
+            sockets: Some(u32::MAX),
+            threads: Some(u32::MAX),
+            ..Default::default()
+        });
+        assert!(total(&s) > 0);
+        let e = memory_overhead(
+            &spec_with(&[("memory", "2000000Ti")], &[]),
+            &ClusterSettings::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, OverheadError::TooLarge { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("spec.domain.resources.requests.memory")
+        );
+        assert_eq!(multiply_memory(i64::MAX, 2.0), i64::MAX);
     }
 
     #[test]
