@@ -12,7 +12,12 @@ use std::process::ExitCode;
 
 /// `kubectl virtctl-rs`: KubeVirt's virt-controller, re-implemented, and an inspector for it.
 #[derive(Debug, Parser)]
-#[command(name = "kubectl virtctl-rs", bin_name = "kubectl virtctl-rs", version, about)]
+#[command(
+    name = "kubectl virtctl-rs",
+    bin_name = "kubectl virtctl-rs",
+    version,
+    about
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
