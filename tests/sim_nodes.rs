@@ -43,11 +43,19 @@ where
 }
 
 fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
-    pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
 }
 
 fn pod_manifest(name: &str, extra_spec: Value) -> Pod {
@@ -90,7 +98,10 @@ async fn set_pod_condition(pods: &Api<Pod>, name: &str, type_: &str, status: &st
             message: Some("the virtual machine is not paused".into()),
             ..Default::default()
         });
-        match pods.replace_status(name, &PostParams::default(), &pod).await {
+        match pods
+            .replace_status(name, &PostParams::default(), &pod)
+            .await
+        {
             Ok(_) => return,
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             Err(e) => panic!("update pod status: {e}"),
@@ -111,13 +122,29 @@ async fn nodes_are_registered_with_kubevirt_labels_and_capacity() {
     assert_eq!(cluster.nodes().node_names(), names);
     for node in &list.items {
         let labels = node.labels();
-        assert_eq!(labels.get("kubevirt.io/schedulable").map(String::as_str), Some("true"));
-        assert_eq!(labels.get("kubernetes.io/arch").map(String::as_str), Some("amd64"));
-        assert_eq!(labels.get("kubernetes.io/os").map(String::as_str), Some("linux"));
+        assert_eq!(
+            labels.get("kubevirt.io/schedulable").map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(
+            labels.get("kubernetes.io/arch").map(String::as_str),
+            Some("amd64")
+        );
+        assert_eq!(
+            labels.get("kubernetes.io/os").map(String::as_str),
+            Some("linux")
+        );
         assert_eq!(labels.get("kubernetes.io/hostname"), Some(&node.name_any()));
         let status = node.status.clone().unwrap_or_default();
         let alloc = status.allocatable.unwrap_or_default();
-        for r in ["cpu", "memory", "pods", "devices.kubevirt.io/kvm", "devices.kubevirt.io/tun", "devices.kubevirt.io/vhost-net"] {
+        for r in [
+            "cpu",
+            "memory",
+            "pods",
+            "devices.kubevirt.io/kvm",
+            "devices.kubevirt.io/tun",
+            "devices.kubevirt.io/vhost-net",
+        ] {
             assert!(alloc.contains_key(r), "{} allocatable {r}", node.name_any());
         }
         let ready = status
@@ -136,8 +163,13 @@ async fn pod_is_scheduled_runs_and_is_ready_only_after_its_readiness_gate() {
     let cluster = start().await;
     let client = cluster.client().await.expect("client");
     let pods: Api<Pod> = Api::namespaced(client, "default");
-    let pod = pod_manifest("gated", json!({"readinessGates": [{"conditionType": GATE}]}));
-    pods.create(&PostParams::default(), &pod).await.expect("create pod");
+    let pod = pod_manifest(
+        "gated",
+        json!({"readinessGates": [{"conditionType": GATE}]}),
+    );
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
 
     let running = wait_for("pod Running with containers ready", || async {
         let p = get_pod(&pods, "gated").await?;
@@ -145,14 +177,24 @@ async fn pod_is_scheduled_runs_and_is_ready_only_after_its_readiness_gate() {
         (phase(&p) == "Running" && ready).then_some(p)
     })
     .await;
-    let node = running.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+    let node = running
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
     assert!(node.starts_with("sim-node-"), "bound to {node:?}");
-    assert_eq!(condition(&running, "PodScheduled").map(|c| c.status.as_str()), Some("True"));
+    assert_eq!(
+        condition(&running, "PodScheduled").map(|c| c.status.as_str()),
+        Some("True")
+    );
     let st = running.status.clone().unwrap_or_default();
     assert!(st.pod_ip.is_some() && st.host_ip.is_some() && st.start_time.is_some());
     assert_eq!(st.qos_class.as_deref(), Some("Burstable"));
     let cs = st.container_statuses.unwrap_or_default();
-    assert!(cs.iter().all(|c| c.ready && c.state.as_ref().and_then(|s| s.running.as_ref()).is_some()));
+    assert!(
+        cs.iter()
+            .all(|c| c.ready && c.state.as_ref().and_then(|s| s.running.as_ref()).is_some())
+    );
     let ready = condition(&running, "Ready").expect("Ready condition");
     assert_eq!(ready.status, "False", "gate not yet set: {ready:?}");
     assert_eq!(ready.reason.as_deref(), Some("ReadinessGatesNotReady"));
@@ -160,7 +202,9 @@ async fn pod_is_scheduled_runs_and_is_ready_only_after_its_readiness_gate() {
     set_pod_condition(&pods, "gated", GATE, "True").await;
     wait_for("pod Ready after the gate", || async {
         let p = get_pod(&pods, "gated").await?;
-        condition(&p, "Ready").is_some_and(|c| c.status == "True").then_some(())
+        condition(&p, "Ready")
+            .is_some_and(|c| c.status == "True")
+            .then_some(())
     })
     .await;
 
@@ -168,9 +212,41 @@ async fn pod_is_scheduled_runs_and_is_ready_only_after_its_readiness_gate() {
     set_pod_condition(&pods, "gated", GATE, "False").await;
     wait_for("pod unready after the gate flips", || async {
         let p = get_pod(&pods, "gated").await?;
-        condition(&p, "Ready").is_some_and(|c| c.status == "False").then_some(())
+        condition(&p, "Ready")
+            .is_some_and(|c| c.status == "False")
+            .then_some(())
     })
     .await;
+
+    // A settled pod is not rewritten: while another pod goes through its whole start, the
+    // simulator writes nothing more to this one.
+    let writes_to = |name: &str| {
+        cluster
+            .api()
+            .audit()
+            .writes()
+            .iter()
+            .filter(|e| e.name == name && e.user_agent.starts_with("sim-"))
+            .count()
+    };
+    let before = writes_to("gated");
+    pods.create(&PostParams::default(), &pod_manifest("later", json!({})))
+        .await
+        .expect("create pod");
+    wait_for("second pod Ready", || async {
+        let p = get_pod(&pods, "later").await?;
+        condition(&p, "Ready")
+            .is_some_and(|c| c.status == "True")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(writes_to("gated"), before, "no churn on a settled pod");
+    // Binding, PodScheduled (the server's binding does not set it), Running: three writes.
+    assert!(
+        writes_to("later") <= 3,
+        "{} writes to a simple pod",
+        writes_to("later")
+    );
     cluster.shutdown().await;
 }
 
@@ -179,17 +255,26 @@ async fn pod_that_fits_no_node_is_unschedulable() {
     let cluster = start().await;
     let client = cluster.client().await.expect("client");
     let pods: Api<Pod> = Api::namespaced(client, "default");
-    let pod = pod_manifest("nowhere", json!({"nodeSelector": {"kubernetes.io/arch": "s390x"}}));
-    pods.create(&PostParams::default(), &pod).await.expect("create pod");
+    let pod = pod_manifest(
+        "nowhere",
+        json!({"nodeSelector": {"kubernetes.io/arch": "s390x"}}),
+    );
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
     let cond = wait_for("PodScheduled=False", || async {
         let p = get_pod(&pods, "nowhere").await?;
-        condition(&p, "PodScheduled").filter(|c| c.status == "False").cloned()
+        condition(&p, "PodScheduled")
+            .filter(|c| c.status == "False")
+            .cloned()
     })
     .await;
     assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
     let message = cond.message.unwrap_or_default();
     assert!(
-        message.starts_with("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."),
+        message.starts_with(
+            "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+        ),
         "{message}"
     );
     let p = get_pod(&pods, "nowhere").await.expect("pod exists");
@@ -197,9 +282,13 @@ async fn pod_that_fits_no_node_is_unschedulable() {
     assert!(p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none());
     // Another scheduler's pod is left alone entirely.
     let other = pod_manifest("other-scheduler", json!({"schedulerName": "my-scheduler"}));
-    pods.create(&PostParams::default(), &other).await.expect("create pod");
+    pods.create(&PostParams::default(), &other)
+        .await
+        .expect("create pod");
     let fits = pod_manifest("fits", json!({}));
-    pods.create(&PostParams::default(), &fits).await.expect("create pod");
+    pods.create(&PostParams::default(), &fits)
+        .await
+        .expect("create pod");
     wait_for("the fitting pod runs", || async {
         let p = get_pod(&pods, "fits").await?;
         (phase(&p) == "Running").then_some(())
@@ -218,16 +307,23 @@ async fn terminating_pod_is_terminated_then_deleted_after_its_scaled_grace() {
     let pods: Api<Pod> = Api::namespaced(client, "default");
     // 100 s × 0.01 = 1 s.
     let pod = pod_manifest("graceful", json!({"terminationGracePeriodSeconds": 100}));
-    pods.create(&PostParams::default(), &pod).await.expect("create pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
     wait_for("pod Running", || async {
         let p = get_pod(&pods, "graceful").await?;
         (phase(&p) == "Running").then_some(())
     })
     .await;
-    let uid = get_pod(&pods, "graceful").await.and_then(|p| p.uid()).expect("uid");
+    let uid = get_pod(&pods, "graceful")
+        .await
+        .and_then(|p| p.uid())
+        .expect("uid");
     let cfg = watcher::Config::default().fields("metadata.name=graceful");
     let mut events = watcher(pods.clone(), cfg).boxed();
-    pods.delete("graceful", &DeleteParams::default()).await.expect("delete pod");
+    pods.delete("graceful", &DeleteParams::default())
+        .await
+        .expect("delete pod");
     let mut last_seen: Option<Pod> = None;
     let deadline = Instant::now() + DEADLINE;
     loop {
@@ -237,15 +333,13 @@ async fn terminating_pod_is_terminated_then_deleted_after_its_scaled_grace() {
             .expect("watch stream open")
             .expect("watch event");
         match ev {
-            watcher::Event::Apply(p) | watcher::Event::InitApply(p) if p.uid().as_deref() == Some(&uid) => {
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p)
+                if p.uid().as_deref() == Some(&uid) =>
+            {
                 last_seen = Some(p)
             }
             watcher::Event::Delete(p) if p.uid().as_deref() == Some(&uid) => break,
-            watcher::Event::InitDone => {
-                if get_pod(&pods, "graceful").await.is_none() {
-                    break;
-                }
-            }
+            watcher::Event::InitDone if get_pod(&pods, "graceful").await.is_none() => break,
             _ => {}
         }
     }
@@ -254,7 +348,11 @@ async fn terminating_pod_is_terminated_then_deleted_after_its_scaled_grace() {
     let st = last.status.clone().unwrap_or_default();
     let cs = st.container_statuses.unwrap_or_default();
     assert!(
-        cs.iter().all(|c| c.state.as_ref().and_then(|s| s.terminated.as_ref()).is_some()),
+        cs.iter().all(|c| c
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .is_some()),
         "containers terminated before deletion: {cs:?}"
     );
     assert_eq!(st.phase.as_deref(), Some("Succeeded"));
@@ -264,7 +362,9 @@ async fn terminating_pod_is_terminated_then_deleted_after_its_scaled_grace() {
 #[tokio::test]
 async fn stuck_image_pull_keeps_the_pod_pending_until_cleared() {
     let cluster = start().await;
-    cluster.nodes().stick_image_pull(Matcher::name_prefix("stuck-"));
+    cluster
+        .nodes()
+        .stick_image_pull(Matcher::name_prefix("stuck-"));
     let client = cluster.client().await.expect("client");
     let pods: Api<Pod> = Api::namespaced(client, "default");
     pods.create(&PostParams::default(), &pod_manifest("stuck-1", json!({})))
@@ -281,20 +381,31 @@ async fn stuck_image_pull_keeps_the_pod_pending_until_cleared() {
             .as_ref()?
             .waiting
             .as_ref()
-            .map(|w| (w.reason.clone().unwrap_or_default(), w.message.clone().unwrap_or_default()))
+            .map(|w| {
+                (
+                    w.reason.clone().unwrap_or_default(),
+                    w.message.clone().unwrap_or_default(),
+                )
+            })
     };
     let (_, message) = wait_for("ErrImagePull", || async {
         let p = get_pod(&pods, "stuck-1").await?;
         waiting_reason(&p).filter(|(r, _)| r == "ErrImagePull")
     })
     .await;
-    assert!(message.contains("quay.io/kubevirt/virt-launcher:v1.9.0"), "{message}");
+    assert!(
+        message.contains("quay.io/kubevirt/virt-launcher:v1.9.0"),
+        "{message}"
+    );
     let (_, message) = wait_for("ImagePullBackOff", || async {
         let p = get_pod(&pods, "stuck-1").await?;
         waiting_reason(&p).filter(|(r, _)| r == "ImagePullBackOff")
     })
     .await;
-    assert_eq!(message, "Back-off pulling image \"quay.io/kubevirt/virt-launcher:v1.9.0\"");
+    assert_eq!(
+        message,
+        "Back-off pulling image \"quay.io/kubevirt/virt-launcher:v1.9.0\""
+    );
     let p = get_pod(&pods, "stuck-1").await.expect("pod");
     assert_eq!(phase(&p), "Pending");
     cluster.nodes().clear_image_pull_faults();
@@ -312,9 +423,12 @@ async fn failed_pod_and_removed_node() {
     let client = cluster.client().await.expect("client");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let on_node1 = json!({"nodeSelector": {"kubernetes.io/hostname": "sim-node-1"}});
-    pods.create(&PostParams::default(), &pod_manifest("doomed", on_node1.clone()))
-        .await
-        .expect("create pod");
+    pods.create(
+        &PostParams::default(),
+        &pod_manifest("doomed", on_node1.clone()),
+    )
+    .await
+    .expect("create pod");
     pods.create(&PostParams::default(), &pod_manifest("orphan", on_node1))
         .await
         .expect("create pod");
@@ -326,7 +440,11 @@ async fn failed_pod_and_removed_node() {
         .await;
     }
 
-    cluster.nodes().fail_pod("default", "doomed").await.expect("fail pod");
+    cluster
+        .nodes()
+        .fail_pod("default", "doomed")
+        .await
+        .expect("fail pod");
     let p = get_pod(&pods, "doomed").await.expect("pod");
     assert_eq!(phase(&p), "Failed");
     let compute = p
@@ -338,13 +456,25 @@ async fn failed_pod_and_removed_node() {
         .and_then(|s| s.terminated.clone())
         .expect("compute terminated");
     assert_eq!(compute.exit_code, 1);
-    assert!(cluster.nodes().fail_pod("default", "doomed").await.is_err(), "already failed");
+    assert!(
+        cluster.nodes().fail_pod("default", "doomed").await.is_err(),
+        "already failed"
+    );
 
-    cluster.nodes().remove_node("sim-node-1").await.expect("remove node");
+    cluster
+        .nodes()
+        .remove_node("sim-node-1")
+        .await
+        .expect("remove node");
     assert_eq!(cluster.nodes().node_names(), ["sim-node-0"]);
     let nodes: Api<Node> = Api::all(client);
     wait_for("Node object gone", || async {
-        nodes.get_opt("sim-node-1").await.expect("get node").is_none().then_some(())
+        nodes
+            .get_opt("sim-node-1")
+            .await
+            .expect("get node")
+            .is_none()
+            .then_some(())
     })
     .await;
     wait_for("pods of the removed node deleted", || async {
@@ -400,7 +530,11 @@ impl VmiFixture {
             let mut v = self.vmi(name).await;
             f(&mut v);
             let obj: DynamicObject = serde_json::from_value(v).expect("vmi object");
-            let res = match self.vmis.replace_status(name, &PostParams::default(), &obj).await {
+            let res = match self
+                .vmis
+                .replace_status(name, &PostParams::default(), &obj)
+                .await
+            {
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 405 => {
                     self.vmis.replace(name, &PostParams::default(), &obj).await
                 }
@@ -432,7 +566,11 @@ impl VmiFixture {
             vmi["metadata"]["finalizers"] = json!(["kubevirt.io/virtualMachineControllerFinalize"]);
         }
         let obj: DynamicObject = serde_json::from_value(vmi).expect("vmi object");
-        let created = self.vmis.create(&PostParams::default(), &obj).await.expect("create vmi");
+        let created = self
+            .vmis
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect("create vmi");
         let uid = created.uid().expect("vmi uid");
         let pod_name = format!("virt-launcher-{name}-abcde");
         let pod: Pod = serde_json::from_value(json!({
@@ -455,7 +593,10 @@ impl VmiFixture {
             }
         }))
         .expect("pod");
-        self.pods.create(&PostParams::default(), &pod).await.expect("create launcher pod");
+        self.pods
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("create launcher pod");
         let node = wait_for("launcher pod Running", || async {
             let p = get_pod(&self.pods, &pod_name).await?;
             if phase(&p) != "Running" {
@@ -508,25 +649,74 @@ async fn scheduled_vmi_goes_running_then_guest_shutdown_and_crash() {
         .and_then(|e| e["phaseTransitionTimestamp"].as_str())
         .unwrap_or_default()
         .to_string();
-    assert!(chrono::DateTime::parse_from_rfc3339(&ts).is_ok(), "RFC 3339 timestamp {ts:?}");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(&ts).is_ok(),
+        "RFC 3339 timestamp {ts:?}"
+    );
     assert!(!ts.contains('.'), "second precision: {ts}");
     let pod = get_pod(&fx.pods, &pod_a).await.expect("launcher");
-    let pod_ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).expect("pod ip");
-    assert_eq!(running.pointer("/status/interfaces/0/ipAddress"), Some(&json!(pod_ip)));
+    let pod_ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .expect("pod ip");
+    assert_eq!(
+        running.pointer("/status/interfaces/0/ipAddress"),
+        Some(&json!(pod_ip))
+    );
+
+    // Every component wrote with its own user agent, through the right endpoints.
+    let audit = cluster.api().audit();
+    let wrote = |agent: &str, resource: &str, sub: &str| {
+        audit
+            .by_user_agent(agent)
+            .iter()
+            .any(|e| e.is_write() && e.code < 300 && e.resource == resource && e.subresource == sub)
+    };
+    assert!(
+        wrote("sim-scheduler", "pods", "binding"),
+        "scheduler binds through pods/binding"
+    );
+    assert!(
+        wrote("sim-kubelet", "pods", "status"),
+        "kubelet writes pods/status"
+    );
+    assert!(wrote("sim-kubelet", "nodes", ""), "kubelet registers nodes");
+    assert!(
+        wrote("sim-virt-handler", "virtualmachineinstances", "status")
+            || wrote("sim-virt-handler", "virtualmachineinstances", ""),
+        "virt-handler writes the VMI"
+    );
+    assert!(!wrote("sim-kubelet", "pods", "binding"));
 
     // Guest shutdown: VMI Succeeded, launcher pod Succeeded.
-    cluster.nodes().shutdown_guest("default", "vm-a").await.expect("shutdown guest");
+    cluster
+        .nodes()
+        .shutdown_guest("default", "vm-a")
+        .await
+        .expect("shutdown guest");
     let done = fx.wait_phase("vm-a", "Succeeded").await;
     assert_eq!(transitions(&done, "Succeeded"), 1);
     assert_eq!(transitions(&done, "Running"), 1);
     let pod = get_pod(&fx.pods, &pod_a).await.expect("launcher");
     assert_eq!(phase(&pod), "Succeeded");
-    assert!(cluster.nodes().shutdown_guest("default", "vm-a").await.is_err(), "not running any more");
+    assert!(
+        cluster
+            .nodes()
+            .shutdown_guest("default", "vm-a")
+            .await
+            .is_err(),
+        "not running any more"
+    );
 
     // Crash: VMI Failed, launcher pod Failed.
     let pod_b = fx.scheduled_vmi("vm-b", false).await;
     fx.wait_phase("vm-b", "Running").await;
-    cluster.nodes().crash_guest("default", "vm-b").await.expect("crash guest");
+    cluster
+        .nodes()
+        .crash_guest("default", "vm-b")
+        .await
+        .expect("crash guest");
     let failed = fx.wait_phase("vm-b", "Failed").await;
     assert_eq!(transitions(&failed, "Failed"), 1);
     let pod = get_pod(&fx.pods, &pod_b).await.expect("launcher");
@@ -537,7 +727,9 @@ async fn scheduled_vmi_goes_running_then_guest_shutdown_and_crash() {
 #[tokio::test]
 async fn vmis_can_be_made_to_fail_before_running() {
     let cluster = start().await;
-    cluster.nodes().fail_vmis_before_running(Matcher::vmi("flaky"), 2);
+    cluster
+        .nodes()
+        .fail_vmis_before_running(Matcher::vmi("flaky"), 2);
     let fx = VmiFixture::new(cluster.client().await.expect("client"));
     for round in 0..2 {
         let pod = fx.scheduled_vmi("flaky", false).await;
@@ -553,7 +745,10 @@ async fn vmis_can_be_made_to_fail_before_running() {
             .delete(&pod, &DeleteParams::default().grace_period(0))
             .await
             .expect("delete pod");
-        fx.vmis.delete("flaky", &DeleteParams::default()).await.expect("delete vmi");
+        fx.vmis
+            .delete("flaky", &DeleteParams::default())
+            .await
+            .expect("delete vmi");
         wait_for("VMI and pod gone", || async {
             let v = fx.vmis.get_opt("flaky").await.expect("get vmi");
             let p = get_pod(&fx.pods, &pod).await;
@@ -573,13 +768,19 @@ async fn deleted_vmi_is_shut_down_to_succeeded() {
     let fx = VmiFixture::new(cluster.client().await.expect("client"));
     fx.scheduled_vmi("vm-del", true).await;
     fx.wait_phase("vm-del", "Running").await;
-    fx.vmis.delete("vm-del", &DeleteParams::default()).await.expect("delete vmi");
+    fx.vmis
+        .delete("vm-del", &DeleteParams::default())
+        .await
+        .expect("delete vmi");
     let done = fx.wait_phase("vm-del", "Succeeded").await;
     assert!(done.pointer("/metadata/deletionTimestamp").is_some());
     assert_eq!(transitions(&done, "Succeeded"), 1);
     // Release the finalizer so the object goes away.
     let mut obj: DynamicObject = serde_json::from_value(done).expect("vmi");
     obj.metadata.finalizers = None;
-    fx.vmis.replace("vm-del", &PostParams::default(), &obj).await.expect("drop finalizer");
+    fx.vmis
+        .replace("vm-del", &PostParams::default(), &obj)
+        .await
+        .expect("drop finalizer");
     cluster.shutdown().await;
 }

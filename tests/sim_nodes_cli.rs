@@ -84,7 +84,10 @@ impl Serve {
                 assert!(status.success(), "clean exit on SIGTERM, got {status}");
                 return;
             }
-            assert!(Instant::now() < deadline, "cluster serve did not exit after SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "cluster serve did not exit after SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -105,8 +108,14 @@ async fn serve_prints_kubeconfig_serves_clients_and_stops_on_sigterm() {
     assert!(path.is_file(), "{} exists", path.display());
     let client = client_for(&path).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = namespaces.list(&Default::default()).await.expect("list namespaces");
-    assert!(ns.items.iter().any(|n| n.name_any() == "default"), "default namespace listed");
+    let ns = namespaces
+        .list(&Default::default())
+        .await
+        .expect("list namespaces");
+    assert!(
+        ns.items.iter().any(|n| n.name_any() == "default"),
+        "default namespace listed"
+    );
     let nodes: Api<Node> = Api::all(client);
     let mut names: Vec<String> = nodes
         .list(&Default::default())
@@ -150,7 +159,10 @@ async fn serve_applies_manifests_and_writes_the_kubeconfig_where_asked() {
     let client = client_for(&path).await;
     let cms: Api<ConfigMap> = Api::namespaced(client, "demo");
     let cm = cms.get("settings").await.expect("applied ConfigMap");
-    assert_eq!(cm.data.unwrap_or_default().get("a").map(String::as_str), Some("1"));
+    assert_eq!(
+        cm.data.unwrap_or_default().get("a").map(String::as_str),
+        Some("1")
+    );
 
     if let Some(kubectl) = find_on_path("kubectl") {
         let output = Command::new(kubectl)
@@ -163,7 +175,10 @@ async fn serve_applies_manifests_and_writes_the_kubeconfig_where_asked() {
             "kubectl get nodes failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
-        assert!(stdout.contains("node/sim-node-0") && stdout.contains("node/sim-node-1"), "{stdout}");
+        assert!(
+            stdout.contains("node/sim-node-0") && stdout.contains("node/sim-node-1"),
+            "{stdout}"
+        );
     }
     server.terminate();
 }

@@ -45,7 +45,7 @@ impl Default for EmbeddedClusterConfig {
 pub enum ClusterError {
     /// The API server failed.
     #[error("embedded API server: {0}")]
-    Server(#[from] SimError),
+    Server(#[source] Box<SimError>),
     /// The node simulator failed.
     #[error("simulated nodes: {0}")]
     Nodes(#[from] NodeSimError),
@@ -71,6 +71,12 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+}
+
+impl From<SimError> for ClusterError {
+    fn from(e: SimError) -> Self {
+        ClusterError::Server(Box::new(e))
+    }
 }
 
 /// What [`EmbeddedCluster::apply_path`] did, one `Kind namespace/name` string per object.
@@ -201,17 +207,28 @@ pub fn parse_manifests(path: &Path, text: &str) -> Result<Vec<Value>, ClusterErr
             .is_some_and(|k| k.ends_with("List"))
             && json.get("items").is_some_and(Value::is_array);
         let items = if is_list {
-            json.get("items").and_then(Value::as_array).cloned().unwrap_or_default()
+            json.get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
         } else {
             vec![json]
         };
         for item in items {
             for field in ["apiVersion", "kind"] {
-                if item.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                if item
+                    .get(field)
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
                     return Err(manifest_err(format!("{field} is missing")));
                 }
             }
-            if item.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty) {
+            if item
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
                 return Err(manifest_err("metadata.name is missing".into()));
             }
             out.push(item);
@@ -221,7 +238,10 @@ pub fn parse_manifests(path: &Path, text: &str) -> Result<Vec<Value>, ClusterErr
 }
 
 fn gvk_of(obj: &Value) -> GroupVersionKind {
-    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let api_version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     GroupVersionKind::gvk(group, version, kind)
@@ -252,7 +272,11 @@ pub async fn apply_path_with(client: &Client, path: &Path) -> Result<ApplySummar
                 };
                 kinds.insert(cache_key.clone(), found);
             }
-            let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let name = obj
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             let Some(Some((resource, caps))) = kinds.get(&cache_key) else {
                 let what = format!("{} {name}", gvk.kind);
                 eprintln!(
@@ -285,11 +309,12 @@ pub async fn apply_path_with(client: &Client, path: &Path) -> Result<ApplySummar
                 path: file.clone(),
                 source,
             };
-            let mut dynamic: DynamicObject = serde_json::from_value(obj.clone()).map_err(|e| ClusterError::Manifest {
-                path: file.clone(),
-                index: 0,
-                message: format!("{what}: {e}"),
-            })?;
+            let mut dynamic: DynamicObject =
+                serde_json::from_value(obj.clone()).map_err(|e| ClusterError::Manifest {
+                    path: file.clone(),
+                    index: 0,
+                    message: format!("{what}: {e}"),
+                })?;
             match api.create(&PostParams::default(), &dynamic).await {
                 Ok(_) => summary.created.push(what),
                 Err(kube::Error::Api(s)) if s.code == 409 => {
@@ -335,17 +360,24 @@ items:
         let kinds: Vec<&str> = objs.iter().filter_map(|o| o["kind"].as_str()).collect();
         assert_eq!(kinds, ["Namespace", "ConfigMap", "VirtualMachine"]);
         let gvk = gvk_of(&objs[2]);
-        assert_eq!((gvk.group.as_str(), gvk.version.as_str()), ("kubevirt.io", "v1"));
+        assert_eq!(
+            (gvk.group.as_str(), gvk.version.as_str()),
+            ("kubevirt.io", "v1")
+        );
         let gvk = gvk_of(&objs[0]);
         assert_eq!((gvk.group.as_str(), gvk.version.as_str()), ("", "v1"));
     }
 
     #[test]
     fn rejects_documents_without_kind_or_name() {
-        let err = parse_manifests(Path::new("bad.yaml"), "apiVersion: v1\nmetadata: {name: x}\n")
-            .expect_err("kind missing");
+        let err = parse_manifests(
+            Path::new("bad.yaml"),
+            "apiVersion: v1\nmetadata: {name: x}\n",
+        )
+        .expect_err("kind missing");
         assert!(err.to_string().contains("kind is missing"), "{err}");
-        let err = parse_manifests(Path::new("bad.yaml"), "apiVersion: v1\nkind: Pod\n").expect_err("name missing");
+        let err = parse_manifests(Path::new("bad.yaml"), "apiVersion: v1\nkind: Pod\n")
+            .expect_err("name missing");
         assert!(err.to_string().contains("metadata.name"), "{err}");
     }
 

@@ -719,6 +719,11 @@ struct Runner {
     last_status_write: HashMap<String, (Option<String>, PodStatus)>,
     deleted: HashSet<String>,
     ip_seq: BTreeMap<String, u64>,
+    /// Pod UID → IP handed out (kept until the pod is gone).
+    pod_ips: HashMap<String, String>,
+    /// Pods bound by us whose watch update has not arrived yet:
+    /// UID → (resourceVersion at binding time, node).
+    awaiting_bind: HashMap<String, (Option<String>, String)>,
 }
 
 /// Outcome of one pass.
@@ -745,6 +750,8 @@ impl Runner {
             last_status_write: HashMap::new(),
             deleted: HashSet::new(),
             ip_seq: BTreeMap::new(),
+            pod_ips: HashMap::new(),
+            awaiting_bind: HashMap::new(),
         }
     }
 
@@ -849,7 +856,16 @@ impl Runner {
         self.deletion_seen.retain(|uid, _| live.contains(uid));
         self.last_status_write.retain(|uid, _| live.contains(uid));
         self.deleted.retain(|uid| live.contains(uid));
+        self.pod_ips.retain(|uid, _| live.contains(uid));
+        self.awaiting_bind.retain(|uid, _| live.contains(uid));
         result
+    }
+
+    /// Whether the cached copy of `pod` predates a binding we made (its watch update is due).
+    fn stale_after_bind(&self, pod: &Pod) -> bool {
+        pod.uid()
+            .and_then(|uid| self.awaiting_bind.get(&uid))
+            .is_some_and(|(rv, _)| *rv == pod.resource_version())
     }
 
     fn pod_status_unchanged_since_our_write(&self, pod: &Pod, desired: &PodStatus) -> bool {
@@ -1010,14 +1026,26 @@ impl Runner {
             .collect();
         managed_nodes.sort_by_key(|(i, _)| *i);
         let node_refs: Vec<&Node> = managed_nodes.iter().map(|(_, n)| n).collect();
-        let mut usage = node_usage(self.pods.items.values());
-        let mut pending: Vec<Pod> = self
+        // Pods bound by us but not yet seen bound already count on their node.
+        let effective: Vec<Pod> = self
             .pods
             .items
             .values()
-            .filter(|p| wants_scheduling(p))
-            .cloned()
+            .map(
+                |p| match p.uid().and_then(|uid| self.awaiting_bind.get(&uid)) {
+                    Some((rv, node)) if *rv == p.resource_version() => {
+                        let mut bound = p.clone();
+                        if let Some(spec) = bound.spec.as_mut() {
+                            spec.node_name = Some(node.clone());
+                        }
+                        bound
+                    }
+                    _ => p.clone(),
+                },
+            )
             .collect();
+        let mut usage = node_usage(effective.iter());
+        let mut pending: Vec<Pod> = effective.into_iter().filter(wants_scheduling).collect();
         pending.sort_by(|a, b| {
             a.metadata
                 .creation_timestamp
@@ -1029,22 +1057,24 @@ impl Runner {
             match scheduler::schedule(&pod, &node_refs, &usage) {
                 ScheduleDecision::Bind { node } => match bind_pod(&client, &pod, &node).await {
                     Ok(updated) => {
-                        let mut bound = updated.unwrap_or_else(|| pod.clone());
-                        if let Some(spec) = bound.spec.as_mut() {
-                            spec.node_name = Some(node.clone());
-                        }
-                        if let Some(uid) = bound.uid() {
-                            self.bound_seen.insert(uid, now);
+                        if let Some(uid) = pod.uid() {
+                            self.bound_seen.insert(uid.clone(), now);
+                            if updated.is_none() {
+                                // The binding response carries no pod: the watch brings it.
+                                self.awaiting_bind
+                                    .insert(uid, (pod.resource_version(), node.clone()));
+                            }
                         }
                         let entry = usage.entry(node).or_default();
                         entry.pods += 1;
-                        if let Some(spec) = bound.spec.as_ref() {
+                        if let Some(spec) = pod.spec.as_ref() {
                             for (k, v) in super::resources::pod_requests(spec) {
                                 entry.requests.entry(k).or_default().0 += v.0;
                             }
                         }
-                        self.pods.upsert(bound);
-                        result.at(Instant::now());
+                        if let Some(bound) = updated {
+                            self.pods.upsert(bound);
+                        }
                     }
                     Err(e) => {
                         tracing::debug!(pod = %key_of(&pod), error = %e, "binding failed");
@@ -1089,6 +1119,7 @@ impl Runner {
                     .is_some_and(|n| state.managed.contains_key(n))
                     && p.metadata.deletion_timestamp.is_none()
                     && !kubelet::is_terminal(p)
+                    && !self.stale_after_bind(p)
                     && find_condition(p.status.as_ref(), "PodScheduled")
                         .is_none_or(|c| c.status != "True")
             })
@@ -1112,9 +1143,14 @@ impl Runner {
         {
             return ip;
         }
+        let uid = pod.uid().unwrap_or_default();
+        if let Some(ip) = self.pod_ips.get(&uid) {
+            return ip.clone();
+        }
         let seq = self.ip_seq.entry(node.to_string()).or_insert(0);
         let ip = pod_ip(index, *seq);
         *seq += 1;
+        self.pod_ips.insert(uid, ip.clone());
         ip
     }
 
