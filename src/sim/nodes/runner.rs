@@ -1204,3 +1204,70 @@ impl Runner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(uid: &str, rv: &str, phase: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn phase_of(cache: &Cache<Pod>) -> Option<String> {
+        cache
+            .items
+            .get("default/p")
+            .and_then(|p| p.status.as_ref()?.phase.clone())
+    }
+
+    #[test]
+    fn cache_keeps_the_newest_copy() {
+        let mut c = Cache::new();
+        c.upsert(pod("a", "10", "Running"));
+        // A late watch event for an older version does not win over a write response.
+        c.apply(watcher::Event::Apply(pod("a", "9", "Pending")));
+        assert_eq!(phase_of(&c).as_deref(), Some("Running"));
+        c.apply(watcher::Event::Apply(pod("a", "11", "Succeeded")));
+        assert_eq!(phase_of(&c).as_deref(), Some("Succeeded"));
+        // A re-created object (new UID) replaces whatever was there.
+        c.apply(watcher::Event::Apply(pod("b", "5", "Pending")));
+        assert_eq!(phase_of(&c).as_deref(), Some("Pending"));
+        // Deleting the old UID does not remove the new object.
+        c.apply(watcher::Event::Delete(pod("a", "12", "Succeeded")));
+        assert!(c.items.contains_key("default/p"));
+        c.apply(watcher::Event::Delete(pod("b", "6", "Pending")));
+        assert!(c.items.is_empty());
+    }
+
+    #[test]
+    fn relist_replaces_the_cache() {
+        let mut c = Cache::new();
+        c.upsert(pod("a", "1", "Running"));
+        c.apply(watcher::Event::Init);
+        c.apply(watcher::Event::InitApply(pod("b", "7", "Pending")));
+        assert_eq!(
+            phase_of(&c).as_deref(),
+            Some("Running"),
+            "not swapped before InitDone"
+        );
+        c.apply(watcher::Event::InitDone);
+        assert_eq!(
+            c.items.get("default/p").and_then(|p| p.uid()).as_deref(),
+            Some("b")
+        );
+    }
+}
