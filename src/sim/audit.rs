@@ -1,0 +1,282 @@
+//! The audit log: every request the embedded API server answers, kept in memory and queryable
+//! from tests, optionally appended to a JSON-lines file.
+//!
+//! Verbs are the Kubernetes request verbs (`k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`):
+//! `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// One answered request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// Position in the log, from 0.
+    pub seq: u64,
+    /// When the request arrived.
+    pub time: DateTime<Utc>,
+    /// Kubernetes verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `deletecollection`); for non-resource paths (discovery) `get`.
+    pub verb: String,
+    /// API group (`""` for core).
+    pub group: String,
+    /// Resource plural (`pods`); `""` for non-resource requests.
+    pub resource: String,
+    /// Subresource (`status`, `binding`) or `""`.
+    pub subresource: String,
+    /// Namespace or `""`.
+    pub namespace: String,
+    /// Object name or `""` (for create: the name in the body, as created).
+    pub name: String,
+    /// `User-Agent` header (`""` when absent).
+    pub user_agent: String,
+    /// HTTP status code of the response (200 for an accepted watch).
+    pub code: u16,
+    /// Request path.
+    pub path: String,
+}
+
+impl AuditEntry {
+    /// Whether the verb changes state (`create`, `update`, `patch`, `delete`, `deletecollection`).
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
+    }
+}
+
+/// A filter over audit entries; unset fields match anything.
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    /// Verbs to keep.
+    pub verbs: Option<Vec<String>>,
+    /// Only writes.
+    pub writes_only: bool,
+    /// Resource plural.
+    pub resource: Option<String>,
+    /// Subresource (`Some("")` = main resource only).
+    pub subresource: Option<String>,
+    /// Namespace.
+    pub namespace: Option<String>,
+    /// Object name.
+    pub name: Option<String>,
+    /// Substring of the user agent.
+    pub user_agent: Option<String>,
+    /// Only successful (2xx) responses.
+    pub success_only: bool,
+    /// Only entries with `seq >= since`.
+    pub since: Option<u64>,
+}
+
+impl AuditQuery {
+    /// Whether `e` passes the filter.
+    pub fn matches(&self, e: &AuditEntry) -> bool {
+        self.verbs
+            .as_ref()
+            .is_none_or(|v| v.iter().any(|v| *v == e.verb))
+            && (!self.writes_only || e.is_write())
+            && self.resource.as_ref().is_none_or(|r| *r == e.resource)
+            && self
+                .subresource
+                .as_ref()
+                .is_none_or(|s| *s == e.subresource)
+            && self.namespace.as_ref().is_none_or(|n| *n == e.namespace)
+            && self.name.as_ref().is_none_or(|n| *n == e.name)
+            && self
+                .user_agent
+                .as_ref()
+                .is_none_or(|u| e.user_agent.contains(u.as_str()))
+            && (!self.success_only || (200..300).contains(&e.code))
+            && self.since.is_none_or(|s| e.seq >= s)
+    }
+}
+
+/// The in-memory log (plus optional JSON-lines file).
+#[derive(Debug)]
+pub struct AuditLog {
+    entries: Mutex<Vec<AuditEntry>>,
+    file: Option<Mutex<BufWriter<File>>>,
+}
+
+/// Fields of an entry before it gets its sequence number.
+#[derive(Debug, Clone, Default)]
+pub struct AuditRecord {
+    /// See [`AuditEntry::verb`].
+    pub verb: String,
+    /// See [`AuditEntry::group`].
+    pub group: String,
+    /// See [`AuditEntry::resource`].
+    pub resource: String,
+    /// See [`AuditEntry::subresource`].
+    pub subresource: String,
+    /// See [`AuditEntry::namespace`].
+    pub namespace: String,
+    /// See [`AuditEntry::name`].
+    pub name: String,
+    /// See [`AuditEntry::user_agent`].
+    pub user_agent: String,
+    /// See [`AuditEntry::path`].
+    pub path: String,
+}
+
+impl AuditLog {
+    /// A log, appending JSON lines to `file` when given.
+    ///
+    /// # Errors
+    /// The file cannot be created.
+    pub fn new(file: Option<&Path>) -> std::io::Result<Self> {
+        let file = match file {
+            Some(p) => Some(Mutex::new(BufWriter::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)?,
+            ))),
+            None => None,
+        };
+        Ok(Self {
+            entries: Mutex::new(Vec::new()),
+            file,
+        })
+    }
+
+    /// Append one entry.
+    pub fn record(&self, time: DateTime<Utc>, r: AuditRecord, code: u16) {
+        let entry = {
+            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            let e = AuditEntry {
+                seq: entries.len() as u64,
+                time,
+                verb: r.verb,
+                group: r.group,
+                resource: r.resource,
+                subresource: r.subresource,
+                namespace: r.namespace,
+                name: r.name,
+                user_agent: r.user_agent,
+                code,
+                path: r.path,
+            };
+            entries.push(e.clone());
+            e
+        };
+        if let Some(f) = &self.file
+            && let Ok(line) = serde_json::to_string(&entry)
+        {
+            let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+            // The audit file is best effort; a full disk must not fail API requests.
+            let _ = writeln!(f, "{line}");
+            let _ = f.flush();
+        }
+    }
+
+    /// All entries, oldest first.
+    pub fn entries(&self) -> Vec<AuditEntry> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Entries matching `q`.
+    pub fn query(&self, q: &AuditQuery) -> Vec<AuditEntry> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|e| q.matches(e))
+            .cloned()
+            .collect()
+    }
+
+    /// Writes (create/update/patch/delete/deletecollection), any outcome.
+    pub fn writes(&self) -> Vec<AuditEntry> {
+        self.query(&AuditQuery {
+            writes_only: true,
+            ..Default::default()
+        })
+    }
+
+    /// Entries whose user agent contains `ua`.
+    pub fn by_user_agent(&self, ua: &str) -> Vec<AuditEntry> {
+        self.query(&AuditQuery {
+            user_agent: Some(ua.to_string()),
+            ..Default::default()
+        })
+    }
+
+    /// Entries for resource plural `resource`.
+    pub fn by_resource(&self, resource: &str) -> Vec<AuditEntry> {
+        self.query(&AuditQuery {
+            resource: Some(resource.to_string()),
+            ..Default::default()
+        })
+    }
+
+    /// Number of entries so far (use as a `since` mark).
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// No entries yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Forget every in-memory entry (the file is kept). Sequence numbers restart at 0.
+    pub fn clear(&self) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(verb: &str, ua: &str) -> AuditRecord {
+        AuditRecord {
+            verb: verb.into(),
+            resource: "pods".into(),
+            user_agent: ua.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn query_and_writes() {
+        let log = AuditLog::new(None).unwrap();
+        log.record(Utc::now(), rec("get", "a"), 200);
+        log.record(Utc::now(), rec("create", "b/1.0"), 201);
+        log.record(Utc::now(), rec("patch", "a"), 409);
+        assert_eq!(log.writes().len(), 2);
+        assert_eq!(log.by_user_agent("b/").len(), 1);
+        let q = AuditQuery {
+            writes_only: true,
+            success_only: true,
+            ..Default::default()
+        };
+        assert_eq!(log.query(&q).len(), 1);
+        assert_eq!(log.entries()[2].seq, 2);
+    }
+
+    #[test]
+    fn file_gets_json_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("audit.jsonl");
+        let log = AuditLog::new(Some(&p)).unwrap();
+        log.record(Utc::now(), rec("delete", "x"), 200);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(v["verb"], "delete");
+        assert_eq!(v["userAgent"], "x");
+    }
+}

@@ -1,0 +1,921 @@
+//! The HTTP layer: path parsing (`/api/v1/...`, `/apis/<g>/<v>/...`), verbs, query parameters,
+//! request bodies, faults, the audit log, and JSON responses.
+//!
+//! Request-info rules follow `k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`
+//! (`GET` collection → `list`, `?watch=true` → `watch`, `DELETE` collection →
+//! `deletecollection`, ...). Response codes follow the generic REST handlers: 201 on create,
+//! 200 otherwise; a watch that cannot start from its resourceVersion answers 200 with one
+//! `ERROR` event (`handlers/watch.go`, `newErrWatcher`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::audit::{AuditLog, AuditRecord};
+use super::discovery;
+use super::faults::{Faults, Verb};
+use super::object;
+use super::openapi;
+use super::patch::{self, PatchKind};
+use super::resources::{ResId, ResourceDef};
+use super::selector::{FieldSelector, Filter, LabelSelector};
+use super::status::{self, ApiError};
+use super::store::{DeleteOpts, Deleted, Propagation, Store, Sub, WatchFrom};
+use super::watch::{self, WatchOptions};
+
+/// Largest request body accepted (bytes).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// Shared state of the HTTP handlers.
+pub struct App {
+    /// Object store.
+    pub store: Arc<Store>,
+    /// Audit log.
+    pub audit: Arc<AuditLog>,
+    /// Fault injection.
+    pub faults: Arc<Faults>,
+    /// Bearer token (`None` = no authentication).
+    pub token: Option<String>,
+    /// Reject requests without `Authorization` (breaks kubectl, which sends no token over HTTP).
+    pub strict_auth: bool,
+    /// Period of watch bookmarks.
+    pub bookmark_interval: Duration,
+    /// `host:port` the server listens on (for `/api` `serverAddressByClientCIDRs`).
+    pub addr: String,
+}
+
+/// The router: every path goes through [`handle`].
+pub fn router(app: Arc<App>) -> Router {
+    Router::new().fallback(handle).with_state(app)
+}
+
+#[derive(Debug, Clone)]
+struct ResReq {
+    res: ResId,
+    ns: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+#[derive(Debug)]
+enum Target {
+    Version,
+    Health,
+    Api,
+    Apis,
+    Group(String),
+    GroupVersion(String, String),
+    Resource(ResReq),
+    OpenApiRoot,
+    OpenApiGv(String),
+    NotFound,
+}
+
+fn parse_path(store: &Store, path: &str) -> Target {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let reg = store.registry();
+    let (group, version, rest): (&str, &str, &[&str]) = match segs.as_slice() {
+        ["version"] => return Target::Version,
+        ["healthz"] | ["livez"] | ["readyz"] => return Target::Health,
+        ["api"] => return Target::Api,
+        ["apis"] => return Target::Apis,
+        ["apis", g] => return Target::Group(g.to_string()),
+        ["openapi", "v3"] => return Target::OpenApiRoot,
+        ["openapi", "v3", rest @ ..] => return Target::OpenApiGv(rest.join("/")),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Target::NotFound,
+    };
+    if !reg.serves_group_version(group, version) {
+        return Target::NotFound;
+    }
+    if rest.is_empty() {
+        return Target::GroupVersion(group.to_string(), version.to_string());
+    }
+    let find = |plural: &str| reg.find(group, version, plural);
+    let sub_ok = |res: ResId, sub: &str| {
+        let d = reg.get(res);
+        (sub == "status" && d.status_subresource)
+            || (sub == "binding" && d.group.is_empty() && d.plural == "pods")
+    };
+    let is_ns_sub = |s: &str| group.is_empty() && (s == "status" || s == "finalize");
+    let rr = |res, ns: Option<&str>, name: Option<&str>, sub: Option<&str>| {
+        Target::Resource(ResReq {
+            res,
+            ns: ns.map(str::to_string),
+            name: name.map(str::to_string),
+            sub: sub.map(str::to_string),
+        })
+    };
+    match rest {
+        ["namespaces", ns, r, tail @ ..] if !is_ns_sub(r) => {
+            let Some(res) = find(r) else {
+                return Target::NotFound;
+            };
+            if !reg.get(res).namespaced {
+                return Target::NotFound;
+            }
+            match tail {
+                [] => rr(res, Some(ns), None, None),
+                [name] => rr(res, Some(ns), Some(name), None),
+                [name, sub] if sub_ok(res, sub) => rr(res, Some(ns), Some(name), Some(sub)),
+                _ => Target::NotFound,
+            }
+        }
+        [r, tail @ ..] => {
+            let Some(res) = find(r) else {
+                return Target::NotFound;
+            };
+            let namespaced = reg.get(res).namespaced;
+            match tail {
+                [] => rr(res, None, None, None),
+                [name] if !namespaced => rr(res, None, Some(name), None),
+                [name, sub] if !namespaced && sub_ok(res, sub) => {
+                    rr(res, None, Some(name), Some(sub))
+                }
+                _ => Target::NotFound,
+            }
+        }
+        [] => Target::NotFound,
+    }
+}
+
+fn json_bytes(code: u16, body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn json_response(code: u16, v: &Value) -> Response {
+    json_bytes(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn error_response(e: &ApiError) -> Response {
+    let mut r = json_response(e.code, &e.to_status());
+    if let Some(s) = e.retry_after
+        && let Ok(h) = HeaderValue::from_str(&s.to_string())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, h);
+    }
+    r
+}
+
+fn query_map(uri: &Uri) -> Result<HashMap<String, String>, ApiError> {
+    Query::<HashMap<String, String>>::try_from_uri(uri)
+        .map(|q| q.0)
+        .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))
+}
+
+fn user_agent(h: &HeaderMap) -> String {
+    h.get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Bearer-token check. client-go (kubectl) never sends credentials over plain HTTP, so a
+/// request *without* `Authorization` is accepted; one carrying a wrong token gets 401. With
+/// `strict` set, the token is mandatory (kube-rs does send it over HTTP).
+fn authorized(app: &App, h: &HeaderMap) -> bool {
+    let Some(token) = &app.token else {
+        return true;
+    };
+    match h.get(header::AUTHORIZATION) {
+        None => !app.strict_auth,
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| t.trim() == token),
+    }
+}
+
+/// Decode a request body into a JSON object (JSON, or YAML when the content type says so).
+fn decode_body(def: &ResourceDef, headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let v: Value = if ct.contains("yaml") {
+        serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else if ct.contains("protobuf") || ct.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
+        )));
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "{} in version {:?} cannot be handled as a {}: json: cannot unmarshal {} into Go value of type {}",
+            def.kind,
+            def.version,
+            def.kind,
+            match v {
+                Value::Array(_) => "array",
+                Value::String(_) => "string",
+                Value::Number(_) => "number",
+                Value::Bool(_) => "bool",
+                _ => "null",
+            },
+            def.kind
+        )));
+    }
+    if let Some(m) = v.get("metadata")
+        && !m.is_object()
+        && !m.is_null()
+    {
+        return Err(ApiError::bad_request(format!(
+            "{} in version {:?} cannot be handled as a {}: json: cannot unmarshal into Go struct field {}.metadata of type v1.ObjectMeta",
+            def.kind, def.version, def.kind, def.kind
+        )));
+    }
+    let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
+    let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if !kind.is_empty() && kind != def.kind {
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version {:?} cannot be handled as a {}: the object kind {kind:?} does not match the kind {:?} of the endpoint",
+            def.version, def.kind, def.kind
+        )));
+    }
+    if !api_version.is_empty() && api_version != def.api_version() {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({})",
+            def.api_version()
+        )));
+    }
+    Ok(v)
+}
+
+fn parse_filter(def: &ResourceDef, q: &HashMap<String, String>) -> Result<Filter, ApiError> {
+    let labels = match q.get("labelSelector") {
+        Some(s) => LabelSelector::parse(s).map_err(ApiError::bad_request)?,
+        None => LabelSelector::default(),
+    };
+    let fields = match q.get("fieldSelector") {
+        Some(s) => FieldSelector::parse(s, def).map_err(ApiError::bad_request)?,
+        None => FieldSelector::default(),
+    };
+    Ok(Filter { labels, fields })
+}
+
+fn parse_bool(q: &HashMap<String, String>, k: &str) -> bool {
+    q.get(k).is_some_and(|v| v == "true" || v == "1")
+}
+
+fn reject_dry_run(q: &HashMap<String, String>, body: Option<&Value>) -> Result<(), ApiError> {
+    let in_body = body
+        .and_then(|b| b.get("dryRun"))
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if q.get("dryRun").is_some_and(|v| !v.is_empty()) || in_body {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by the embedded API server",
+        ));
+    }
+    Ok(())
+}
+
+fn parse_delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOpts, ApiError> {
+    let b: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?
+    };
+    reject_dry_run(q, Some(&b))?;
+    let mut o = DeleteOpts {
+        grace_period_seconds: b.get("gracePeriodSeconds").and_then(Value::as_i64),
+        ..Default::default()
+    };
+    if let Some(g) = q.get("gracePeriodSeconds") {
+        o.grace_period_seconds = Some(
+            g.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
+        );
+    }
+    let policy = q.get("propagationPolicy").cloned().or_else(|| {
+        b.get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    o.propagation = match policy.as_deref() {
+        None | Some("") => None,
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+            )));
+        }
+    };
+    let orphan = q
+        .get("orphanDependents")
+        .map(|v| v == "true")
+        .or_else(|| b.get("orphanDependents").and_then(Value::as_bool));
+    if o.propagation.is_none()
+        && let Some(orphan) = orphan
+    {
+        o.propagation = Some(if orphan {
+            Propagation::Orphan
+        } else {
+            Propagation::Background
+        });
+    }
+    if let Some(p) = b.get("preconditions") {
+        o.precondition_uid = p.get("uid").and_then(Value::as_str).map(str::to_string);
+        o.precondition_rv = p
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    }
+    Ok(o)
+}
+
+fn list_body(def: &ResourceDef, page: &super::store::ListPage) -> Vec<u8> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("resourceVersion".into(), json!(page.rv.to_string()));
+    if let Some(c) = &page.continue_token {
+        meta.insert("continue".into(), json!(c));
+    }
+    if let Some(r) = page.remaining {
+        meta.insert("remainingItemCount".into(), json!(r));
+    }
+    let head = json!({"kind": def.list_kind(), "apiVersion": def.api_version(), "metadata": meta});
+    let mut out = serde_json::to_vec(&head).unwrap_or_default();
+    out.pop(); // drop the closing brace
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // Serialising a Value cannot fail.
+        let _ = serde_json::to_writer(&mut out, item.as_ref());
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+/// Entry point for every request.
+pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let time = chrono::Utc::now();
+    let method = parts.method.clone();
+    let uri = parts.uri.clone();
+    let headers = parts.headers;
+    let ua = user_agent(&headers);
+    let path = uri.path().to_string();
+    let target = parse_path(&app.store, &path);
+    // Non-resource requests (and paths that resolve to nothing) are audited by method.
+    let method_verb = match method {
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "get",
+    };
+    let mut rec = AuditRecord {
+        verb: method_verb.into(),
+        user_agent: ua.clone(),
+        path: path.clone(),
+        ..Default::default()
+    };
+    let public = matches!(target, Target::Version | Target::Health);
+    if !public && !authorized(&app, &headers) {
+        let e = ApiError::unauthorized();
+        app.audit.record(time, rec, e.code);
+        return error_response(&e);
+    }
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            let e = ApiError::bad_request("request body too large or unreadable");
+            app.audit.record(time, rec, e.code);
+            return error_response(&e);
+        }
+    };
+    let rr = match target {
+        Target::Resource(rr) => rr,
+        other => {
+            let resp = if matches!(other, Target::NotFound) {
+                error_response(&ApiError::unknown_resource())
+            } else if method != Method::GET {
+                error_response(&ApiError::method_not_allowed())
+            } else {
+                let reg = app.store.registry();
+                match other {
+                    Target::Version => json_response(200, &discovery::version()),
+                    Target::Health => {
+                        let mut r = Response::new(Body::from("ok"));
+                        r.headers_mut()
+                            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+                        r
+                    }
+                    Target::Api => json_response(200, &discovery::api_versions(&app.addr)),
+                    Target::Apis => json_response(200, &discovery::api_group_list(reg)),
+                    Target::Group(g) => match discovery::api_group(reg, &g) {
+                        Some(v) => json_response(200, &v),
+                        None => error_response(&ApiError::unknown_resource()),
+                    },
+                    Target::OpenApiRoot => json_response(200, &openapi::root(reg)),
+                    Target::OpenApiGv(p) => match openapi::group_version(reg, &p) {
+                        Some(v) => json_response(200, &v),
+                        None => error_response(&ApiError::unknown_resource()),
+                    },
+                    Target::GroupVersion(g, v) => match discovery::resource_list(reg, &g, &v) {
+                        Some(v) => json_response(200, &v),
+                        None => error_response(&ApiError::unknown_resource()),
+                    },
+                    _ => error_response(&ApiError::unknown_resource()),
+                }
+            };
+            app.audit.record(time, rec, resp.status().as_u16());
+            return resp;
+        }
+    };
+    let def = app.store.registry().get(rr.res).clone();
+    let q = match query_map(&uri) {
+        Ok(q) => q,
+        Err(e) => {
+            app.audit.record(time, rec, e.code);
+            return error_response(&e);
+        }
+    };
+    let verb = match (&method, rr.name.is_some(), rr.sub.as_deref()) {
+        (&Method::GET, false, _) if parse_bool(&q, "watch") => Some(Verb::Watch),
+        (&Method::GET, false, _) => Some(Verb::List),
+        (&Method::GET, true, None | Some("status")) => Some(Verb::Get),
+        (&Method::POST, false, None) => Some(Verb::Create),
+        (&Method::POST, true, Some("binding")) => Some(Verb::Create),
+        (&Method::PUT, true, None | Some("status")) => Some(Verb::Update),
+        (&Method::PATCH, true, None | Some("status")) => Some(Verb::Patch),
+        (&Method::DELETE, true, None) => Some(Verb::Delete),
+        (&Method::DELETE, false, None) => Some(Verb::DeleteCollection),
+        _ => None,
+    };
+    rec.group = def.group.to_string();
+    rec.resource = def.plural.to_string();
+    rec.subresource = rr.sub.clone().unwrap_or_default();
+    rec.namespace = rr.ns.clone().unwrap_or_default();
+    rec.name = rr.name.clone().unwrap_or_default();
+    let Some(verb) = verb else {
+        let e = ApiError::method_not_allowed();
+        app.audit.record(time, rec, e.code);
+        return error_response(&e);
+    };
+    rec.verb = verb.as_str().to_string();
+    let decision = app.faults.decide(verb, def.plural, &ua);
+    if !decision.latency.is_zero() {
+        tokio::time::sleep(decision.latency).await;
+    }
+    if let Some(e) = decision.error {
+        app.audit.record(time, rec, e.code);
+        return error_response(&e);
+    }
+    if decision.conflict {
+        let e = ApiError::stale(&def, rr.name.as_deref().unwrap_or(""));
+        app.audit.record(time, rec, e.code);
+        return error_response(&e);
+    }
+    let ctx = Ctx {
+        app: &app,
+        def: &def,
+        rr: &rr,
+        q: &q,
+        headers: &headers,
+        body: &body,
+    };
+    let result = match verb {
+        Verb::Get => ctx.get(),
+        Verb::List => ctx.list(),
+        Verb::Watch => ctx.watch(decision.drop_watch_after, decision.watch_delay),
+        Verb::Create if rr.sub.as_deref() == Some("binding") => ctx.bind(),
+        Verb::Create => ctx.create(&mut rec),
+        Verb::Update => ctx.update(),
+        Verb::Patch => ctx.patch(&mut rec),
+        Verb::Delete => ctx.delete(),
+        Verb::DeleteCollection => ctx.delete_collection(),
+    };
+    let resp = match result {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    };
+    app.audit.record(time, rec, resp.status().as_u16());
+    resp
+}
+
+struct Ctx<'a> {
+    app: &'a Arc<App>,
+    def: &'a ResourceDef,
+    rr: &'a ResReq,
+    q: &'a HashMap<String, String>,
+    headers: &'a HeaderMap,
+    body: &'a Bytes,
+}
+
+impl Ctx<'_> {
+    fn ns(&self) -> &str {
+        self.rr.ns.as_deref().unwrap_or("")
+    }
+
+    fn name(&self) -> &str {
+        self.rr.name.as_deref().unwrap_or("")
+    }
+
+    fn sub(&self) -> Sub {
+        if self.rr.sub.as_deref() == Some("status") {
+            Sub::Status
+        } else {
+            Sub::Main
+        }
+    }
+
+    fn get(&self) -> Result<Response, ApiError> {
+        let obj = self.app.store.get(self.rr.res, self.ns(), self.name())?;
+        Ok(json_response(200, &obj))
+    }
+
+    fn list(&self) -> Result<Response, ApiError> {
+        let filter = parse_filter(self.def, self.q)?;
+        let limit = match self.q.get("limit") {
+            Some(l) if !l.is_empty() => l
+                .parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?
+                .max(0) as usize,
+            _ => 0,
+        };
+        if let Some(rv) = self.q.get("resourceVersion")
+            && !rv.is_empty()
+        {
+            let n: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?;
+            let cur = self.app.store.current_rv();
+            if n > cur {
+                let mut e =
+                    ApiError::timeout(format!("Too large resource version: {n}, current: {cur}"));
+                if let Some(d) = e.details.as_mut() {
+                    d.insert(
+                        "causes".into(),
+                        json!([{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]),
+                    );
+                    d.insert("retryAfterSeconds".into(), json!(1));
+                }
+                return Err(e);
+            }
+        }
+        let page = self.app.store.list(
+            self.rr.res,
+            self.rr.ns.as_deref(),
+            &filter,
+            limit,
+            self.q.get("continue").map(String::as_str),
+        )?;
+        Ok(json_bytes(200, list_body(self.def, &page)))
+    }
+
+    fn watch(&self, drop_after: Option<u64>, delay: Duration) -> Result<Response, ApiError> {
+        let filter = parse_filter(self.def, self.q)?;
+        let send_initial = parse_bool(self.q, "sendInitialEvents");
+        let rv = self
+            .q
+            .get("resourceVersion")
+            .map(String::as_str)
+            .unwrap_or("");
+        let from =
+            if send_initial || rv.is_empty() || rv == "0" {
+                WatchFrom::Current
+            } else {
+                WatchFrom::After(rv.parse().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resource version: {rv:?}"))
+                })?)
+            };
+        let timeout = match self.q.get("timeoutSeconds") {
+            Some(t) => Duration::from_secs(
+                t.parse()
+                    .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
+            ),
+            None => Duration::from_secs(1800),
+        };
+        // Named watches (`fieldSelector=metadata.name=x` is how clients do it) need nothing
+        // special; `/pods/<name>?watch=true` is not routed here.
+        let drop_rx = self.app.faults.drop_signal();
+        let reg = match self
+            .app
+            .store
+            .watch(self.rr.res, self.rr.ns.as_deref(), from)
+        {
+            Ok(r) => r,
+            Err(e) if e.code == 410 => {
+                let body = watch::error_line(&e.to_status());
+                let mut r = Response::new(Body::from(body));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                return Ok(r);
+            }
+            Err(e) => return Err(e),
+        };
+        let opts = WatchOptions {
+            filter,
+            bookmarks: parse_bool(self.q, "allowWatchBookmarks"),
+            initial_events_end: send_initial,
+            timeout,
+            bookmark_interval: self.app.bookmark_interval,
+            drop_after,
+            delay,
+            kind: self.def.kind.to_string(),
+            api_version: self.def.api_version(),
+        };
+        let s = watch::stream(
+            self.app.store.clone(),
+            reg.initial,
+            reg.rv,
+            reg.rx,
+            drop_rx,
+            opts,
+        );
+        let mut r = Response::new(Body::from_stream(s));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Ok(r)
+    }
+
+    fn create(&self, rec: &mut AuditRecord) -> Result<Response, ApiError> {
+        reject_dry_run(self.q, None)?;
+        let mut obj = decode_body(self.def, self.headers, self.body)?;
+        if !object::name(&obj).is_empty() {
+            rec.name = object::name(&obj).to_string();
+        }
+        let body_ns = object::namespace(&obj);
+        if self.def.namespaced {
+            if self.rr.ns.is_none() {
+                return Err(ApiError::method_not_allowed());
+            }
+            if !body_ns.is_empty() && body_ns != self.ns() {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("apiVersion".into(), json!(self.def.api_version()));
+            m.insert("kind".into(), json!(self.def.kind));
+        }
+        let created = self.app.store.create(self.rr.res, self.ns(), obj)?;
+        rec.name = object::name(&created).to_string();
+        Ok(json_response(201, &created))
+    }
+
+    fn update(&self) -> Result<Response, ApiError> {
+        reject_dry_run(self.q, None)?;
+        let obj = decode_body(self.def, self.headers, self.body)?;
+        let updated = self.app.store.update(
+            self.rr.res,
+            self.ns(),
+            self.name(),
+            obj,
+            self.sub(),
+            !self.def.builtin,
+        )?;
+        Ok(json_response(200, &updated))
+    }
+
+    fn patch(&self, rec: &mut AuditRecord) -> Result<Response, ApiError> {
+        reject_dry_run(self.q, None)?;
+        let ct = self
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let Some(kind) = PatchKind::from_content_type(ct) else {
+            return Err(patch::unsupported_patch(self.def));
+        };
+        if kind == PatchKind::Strategic && !self.def.builtin {
+            return Err(patch::unsupported_patch(self.def));
+        }
+        if kind == PatchKind::Apply {
+            if self.q.get("fieldManager").is_none_or(String::is_empty) {
+                return Err(ApiError::invalid_field(
+                    self.def,
+                    self.name(),
+                    "fieldManager",
+                    "",
+                    "is required for apply patch",
+                ));
+            }
+            // Apply creates the object when it does not exist.
+            if self.sub() == Sub::Main
+                && self
+                    .app
+                    .store
+                    .get(self.rr.res, self.ns(), self.name())
+                    .is_err()
+            {
+                let mut cfg = patch::parse_apply(self.body)?;
+                let m = object::meta_mut(&mut cfg);
+                m.insert("name".into(), json!(self.name()));
+                if let Some(o) = cfg.as_object_mut() {
+                    o.insert("apiVersion".into(), json!(self.def.api_version()));
+                    o.insert("kind".into(), json!(self.def.kind));
+                }
+                let created = self.app.store.create(self.rr.res, self.ns(), cfg)?;
+                rec.name = object::name(&created).to_string();
+                return Ok(json_response(201, &created));
+            }
+        }
+        let def = self.def;
+        let body = self.body.clone();
+        let patched = self.app.store.mutate(
+            self.rr.res,
+            self.ns(),
+            self.name(),
+            self.sub(),
+            false,
+            true,
+            |cur| patch::apply(def, kind, cur, &body),
+        )?;
+        Ok(json_response(200, &patched))
+    }
+
+    fn delete(&self) -> Result<Response, ApiError> {
+        let opts = parse_delete_opts(self.q, self.body)?;
+        match self
+            .app
+            .store
+            .delete(self.rr.res, self.ns(), self.name(), &opts)?
+        {
+            Deleted::Pending(obj) => Ok(json_response(200, &obj)),
+            Deleted::Gone(obj) => Ok(json_response(
+                200,
+                &status::delete_success(self.def, self.name(), object::uid(&obj)),
+            )),
+        }
+    }
+
+    fn delete_collection(&self) -> Result<Response, ApiError> {
+        let opts = parse_delete_opts(self.q, self.body)?;
+        let filter = parse_filter(self.def, self.q)?;
+        let page = self
+            .app
+            .store
+            .list(self.rr.res, self.rr.ns.as_deref(), &filter, 0, None)?;
+        let mut items = Vec::new();
+        for obj in &page.items {
+            let ns = object::namespace(obj).to_string();
+            let name = object::name(obj).to_string();
+            match self.app.store.delete(self.rr.res, &ns, &name, &opts) {
+                Ok(Deleted::Pending(o)) | Ok(Deleted::Gone(o)) => items.push(o),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let out = super::store::ListPage {
+            items,
+            rv: self.app.store.current_rv(),
+            continue_token: None,
+            remaining: None,
+        };
+        Ok(json_bytes(200, list_body(self.def, &out)))
+    }
+
+    /// `POST pods/<name>/binding` (`pkg/registry/core/pod/storage/storage.go`, `assignPod`).
+    fn bind(&self) -> Result<Response, ApiError> {
+        let b: Value = serde_json::from_slice(self.body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?;
+        let node = b
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let pod = self.name().to_string();
+        if node.is_empty() {
+            return Err(ApiError::required_field(
+                self.def,
+                &pod,
+                "target.name",
+                "name is required",
+            ));
+        }
+        let binding_def = ResourceDef {
+            plural: "pods/binding",
+            ..self.def.clone()
+        };
+        self.app.store.mutate(
+            self.rr.res,
+            self.ns(),
+            &pod,
+            Sub::Main,
+            false,
+            false,
+            |cur| {
+                if object::is_deleting(cur) {
+                    return Err(ApiError::conflict(
+                        &binding_def,
+                        &pod,
+                        &format!("pod {pod} is being deleted, cannot be assigned to a host"),
+                    ));
+                }
+                let current = cur
+                    .pointer("/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !current.is_empty() {
+                    return Err(ApiError::conflict(
+                        &binding_def,
+                        &pod,
+                        &format!("pod {pod} is already assigned to node {current:?}"),
+                    ));
+                }
+                let mut next = cur.clone();
+                if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.insert("nodeName".into(), json!(node));
+                }
+                Ok(next)
+            },
+        )?;
+        Ok(json_response(
+            201,
+            &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+        ))
+    }
+}
+
+/// Status code for an [`IntoResponse`] conversion of an [`ApiError`].
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        error_response(&self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::resources::{Registry, builtin_resources};
+
+    fn store() -> Store {
+        Store::new(Arc::new(Registry::new(builtin_resources())), 10)
+    }
+
+    fn res(t: Target) -> ResReq {
+        match t {
+            Target::Resource(r) => r,
+            other => panic!("not a resource: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn paths() {
+        let s = store();
+        let r = res(parse_path(&s, "/api/v1/namespaces/default/pods/p1/status"));
+        assert_eq!(r.ns.as_deref(), Some("default"));
+        assert_eq!(r.name.as_deref(), Some("p1"));
+        assert_eq!(r.sub.as_deref(), Some("status"));
+        let r = res(parse_path(&s, "/api/v1/namespaces/default"));
+        assert_eq!(r.name.as_deref(), Some("default"));
+        assert!(r.ns.is_none());
+        let r = res(parse_path(&s, "/api/v1/namespaces/foo/status"));
+        assert_eq!(r.sub.as_deref(), Some("status"));
+        let r = res(parse_path(&s, "/api/v1/pods"));
+        assert!(r.ns.is_none() && r.name.is_none());
+        let r = res(parse_path(
+            &s,
+            "/apis/kubevirt.io/v1/namespaces/ns/virtualmachineinstances",
+        ));
+        assert!(r.name.is_none());
+        assert!(matches!(parse_path(&s, "/api/v1/pods/x"), Target::NotFound));
+        assert!(matches!(
+            parse_path(&s, "/api/v1/namespaces/d/widgets"),
+            Target::NotFound
+        ));
+        assert!(matches!(parse_path(&s, "/apis/nope/v1"), Target::NotFound));
+        assert!(matches!(
+            parse_path(&s, "/api/v1/namespaces/d/configmaps/x/status"),
+            Target::NotFound
+        ));
+        assert!(matches!(
+            parse_path(&s, "/apis/kubevirt.io/v1"),
+            Target::GroupVersion(..)
+        ));
+    }
+}

@@ -1,0 +1,230 @@
+//! Small helpers over `serde_json` objects: `metadata` accessors, timestamps, owner references.
+
+use serde_json::{Map, Value};
+
+/// `metadata` of an object, if it is a JSON object.
+pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+    obj.get("metadata").and_then(Value::as_object)
+}
+
+/// Mutable `metadata`, created (as `{}`) when missing or not an object.
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = Value::Object(Map::new());
+    }
+    let m = obj.as_object_mut().expect("just made an object");
+    let entry = m
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    entry.as_object_mut().expect("just made an object")
+}
+
+/// A string field of `metadata` (`""` when absent).
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    meta(obj)
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `metadata.name`.
+pub fn name(obj: &Value) -> &str {
+    meta_str(obj, "name")
+}
+
+/// `metadata.namespace`.
+pub fn namespace(obj: &Value) -> &str {
+    meta_str(obj, "namespace")
+}
+
+/// `metadata.uid`.
+pub fn uid(obj: &Value) -> &str {
+    meta_str(obj, "uid")
+}
+
+/// `metadata.resourceVersion`.
+pub fn resource_version(obj: &Value) -> &str {
+    meta_str(obj, "resourceVersion")
+}
+
+/// `metadata.finalizers` as strings.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    meta(obj)
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Replace `metadata.finalizers` (removing the key when empty, as the real server's JSON does).
+pub fn set_finalizers(obj: &mut Value, f: &[String]) {
+    let m = meta_mut(obj);
+    if f.is_empty() {
+        m.remove("finalizers");
+    } else {
+        m.insert(
+            "finalizers".into(),
+            Value::Array(f.iter().cloned().map(Value::String).collect()),
+        );
+    }
+}
+
+/// Whether `metadata.deletionTimestamp` is set.
+pub fn is_deleting(obj: &Value) -> bool {
+    meta(obj).is_some_and(|m| m.get("deletionTimestamp").is_some_and(|v| !v.is_null()))
+}
+
+/// `metadata.deletionGracePeriodSeconds`.
+pub fn deletion_grace(obj: &Value) -> Option<i64> {
+    meta(obj)
+        .and_then(|m| m.get("deletionGracePeriodSeconds"))
+        .and_then(Value::as_i64)
+}
+
+/// `metadata.generation` (0 when absent).
+pub fn generation(obj: &Value) -> i64 {
+    meta(obj)
+        .and_then(|m| m.get("generation"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+/// One `metadata.ownerReferences` entry, as the GC reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    /// `apiVersion` of the owner.
+    pub api_version: String,
+    /// `kind` of the owner.
+    pub kind: String,
+    /// `name` of the owner.
+    pub name: String,
+    /// `uid` of the owner.
+    pub uid: String,
+    /// `blockOwnerDeletion`.
+    pub block_owner_deletion: bool,
+    /// `controller`.
+    pub controller: bool,
+}
+
+/// Parsed `metadata.ownerReferences` (entries without a uid are skipped).
+pub fn owner_refs(obj: &Value) -> Vec<OwnerRef> {
+    meta(obj)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| {
+                    let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                    let uid = s("uid");
+                    if uid.is_empty() {
+                        return None;
+                    }
+                    Some(OwnerRef {
+                        api_version: s("apiVersion"),
+                        kind: s("kind"),
+                        name: s("name"),
+                        uid,
+                        block_owner_deletion: r
+                            .get("blockOwnerDeletion")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                        controller: r
+                            .get("controller")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The current time as `metav1.Time` JSON (RFC 3339, seconds precision, `Z`).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `now + seconds` as `metav1.Time` JSON.
+pub fn rfc3339_in(seconds: i64) -> String {
+    (chrono::Utc::now() + chrono::Duration::seconds(seconds))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A copy of `obj` without `metadata` and `status`: what `metadata.generation` tracks.
+pub fn spec_part(obj: &Value) -> Value {
+    match obj {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| k.as_str() != "metadata" && k.as_str() != "status")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// `obj` equal to `other` when `metadata.resourceVersion` is ignored (a no-op update).
+pub fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// Random suffix for `generateName`, from the alphabet of `k8s.io/apimachinery/pkg/util/rand`
+/// (`bcdfghjklmnpqrstvwxz2456789`), 5 characters.
+pub fn random_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn accessors() {
+        let mut o = json!({"metadata": {"name": "a", "finalizers": ["x", "y"], "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1", "blockOwnerDeletion": true},
+            {"apiVersion": "v1", "kind": "Pod", "name": "q"}
+        ]}});
+        assert_eq!(name(&o), "a");
+        assert_eq!(finalizers(&o), vec!["x", "y"]);
+        let refs = owner_refs(&o);
+        assert_eq!(refs.len(), 1);
+        assert!(refs[0].block_owner_deletion);
+        set_finalizers(&mut o, &[]);
+        assert!(o["metadata"].get("finalizers").is_none());
+        assert!(!is_deleting(&o));
+    }
+
+    #[test]
+    fn suffix_alphabet() {
+        let s = random_suffix();
+        assert_eq!(s.len(), 5);
+        assert!(s.chars().all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)));
+    }
+
+    #[test]
+    fn spec_part_drops_meta_and_status() {
+        let o = json!({"metadata": {"a": 1}, "spec": {"x": 1}, "status": {"y": 2}});
+        assert_eq!(spec_part(&o), json!({"spec": {"x": 1}}));
+    }
+}

@@ -1,0 +1,539 @@
+//! The table of resources the embedded API server serves.
+//!
+//! Storage is generic (JSON objects keyed by resource/namespace/name); adding a kind is one
+//! [`ResourceDef`] entry in [`builtin_resources`], not new code. Field names follow the
+//! `APIResource` discovery type of `k8s.io/apimachinery/pkg/apis/meta/v1/types.go`.
+
+/// Which `kubectl.kubernetes.io`-style patch flavours a resource accepts and how its objects
+/// behave on write. One entry per served group/version/resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceDef {
+    /// API group; `""` for the core (legacy `/api/v1`) group.
+    pub group: &'static str,
+    /// API version, e.g. `v1`, `v1beta1`.
+    pub version: &'static str,
+    /// Plural resource name used in URLs, e.g. `pods`.
+    pub plural: &'static str,
+    /// Singular name, e.g. `pod`.
+    pub singular: &'static str,
+    /// Kind, e.g. `Pod`. The list kind is `{kind}List`.
+    pub kind: &'static str,
+    /// Namespaced (`true`) or cluster-scoped (`false`).
+    pub namespaced: bool,
+    /// Short names kubectl resolves (`po`, `vmi`, ...).
+    pub short_names: &'static [&'static str],
+    /// Discovery categories (`all`, ...).
+    pub categories: &'static [&'static str],
+    /// Serves a `/status` subresource: the main endpoint ignores `.status`, `/status` ignores
+    /// everything else (apiextensions `status_strategy.go`, core `podStatusStrategy`).
+    pub status_subresource: bool,
+    /// `metadata.generation` is set to 1 on create and bumped when anything outside
+    /// `metadata`/`status` changes.
+    pub generation: bool,
+    /// A built-in kind: strategic merge patch is accepted and updates without
+    /// `metadata.resourceVersion` are allowed. `false` models a CustomResourceDefinition:
+    /// strategic merge patch → 415, unconditional update → 422.
+    pub builtin: bool,
+    /// Extra field-selector labels besides `metadata.name` / `metadata.namespace`,
+    /// as JSON paths into the object (`spec.nodeName`).
+    pub field_labels: &'static [&'static str],
+}
+
+impl ResourceDef {
+    /// `apiVersion` string of the objects (`v1`, `kubevirt.io/v1`).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `{kind}List`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// Qualified resource as printed by apimachinery's `GroupResource.String()`:
+    /// `pods`, `virtualmachines.kubevirt.io`.
+    pub fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// Qualified kind as printed by `GroupKind.String()`: `Pod`, `VirtualMachine.kubevirt.io`.
+    pub fn group_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.to_string()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
+    /// Whether `label` may be used in a field selector for this resource.
+    pub fn supports_field(&self, label: &str) -> bool {
+        label == "metadata.name"
+            || (self.namespaced && label == "metadata.namespace")
+            || self.field_labels.contains(&label)
+    }
+}
+
+const POD_FIELDS: &[&str] = &[
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+];
+
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+];
+
+const NEW_EVENT_FIELDS: &[&str] = &[
+    "regarding.kind",
+    "regarding.namespace",
+    "regarding.name",
+    "regarding.uid",
+    "regarding.apiVersion",
+    "regarding.resourceVersion",
+    "regarding.fieldPath",
+    "reason",
+    "reportingController",
+    "type",
+];
+
+/// A compact constructor used by the table below.
+#[allow(clippy::too_many_arguments)]
+const fn def(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    status_subresource: bool,
+    generation: bool,
+    builtin: bool,
+) -> ResourceDef {
+    ResourceDef {
+        group,
+        version,
+        plural,
+        singular,
+        kind,
+        namespaced,
+        short_names,
+        categories: &[],
+        status_subresource,
+        generation,
+        builtin,
+        field_labels: &[],
+    }
+}
+
+/// The default resource table.
+///
+/// Short names and categories follow the real API server (core) and the KubeVirt / CDI CRDs
+/// (`kubevirt.io/v1` `virtualmachines` → `vm`, `vms`; `virtualmachineinstances` → `vmi`, `vmis`;
+/// `cdi.kubevirt.io/v1beta1` `datavolumes` → `dv`, `dvs`).
+pub fn builtin_resources() -> Vec<ResourceDef> {
+    let core = |plural, singular, kind, namespaced, short, status| {
+        def(
+            "", "v1", plural, singular, kind, namespaced, short, status, false, true,
+        )
+    };
+    let mut pods = core("pods", "pod", "Pod", true, &["po"], true);
+    pods.generation = true;
+    pods.categories = &["all"];
+    pods.field_labels = POD_FIELDS;
+    let mut namespaces = core("namespaces", "namespace", "Namespace", false, &["ns"], true);
+    namespaces.field_labels = &["status.phase"];
+    let mut nodes = core("nodes", "node", "Node", false, &["no"], true);
+    nodes.field_labels = &["spec.unschedulable"];
+    let mut events = core("events", "event", "Event", true, &["ev"], false);
+    events.field_labels = EVENT_FIELDS;
+    let mut new_events = def(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        true,
+        &["ev"],
+        false,
+        false,
+        true,
+    );
+    new_events.field_labels = NEW_EVENT_FIELDS;
+    let mut pvcs = core(
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "PersistentVolumeClaim",
+        true,
+        &["pvc"],
+        true,
+    );
+    pvcs.field_labels = &["status.phase"];
+    let mut services = core("services", "service", "Service", true, &["svc"], true);
+    services.categories = &["all"];
+
+    let kv = |plural, singular, kind, short, status| {
+        let mut d = def(
+            "kubevirt.io",
+            "v1",
+            plural,
+            singular,
+            kind,
+            true,
+            short,
+            status,
+            true,
+            false,
+        );
+        d.categories = &["all"];
+        d
+    };
+    let instancetype = |plural, singular, kind, namespaced, short| {
+        def(
+            "instancetype.kubevirt.io",
+            "v1beta1",
+            plural,
+            singular,
+            kind,
+            namespaced,
+            short,
+            false,
+            true,
+            false,
+        )
+    };
+
+    vec![
+        pods,
+        namespaces,
+        nodes,
+        events,
+        pvcs,
+        core("configmaps", "configmap", "ConfigMap", true, &["cm"], false),
+        core("secrets", "secret", "Secret", true, &[], false),
+        core(
+            "serviceaccounts",
+            "serviceaccount",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            false,
+        ),
+        services,
+        core(
+            "resourcequotas",
+            "resourcequota",
+            "ResourceQuota",
+            true,
+            &["quota"],
+            true,
+        ),
+        core(
+            "limitranges",
+            "limitrange",
+            "LimitRange",
+            true,
+            &["limits"],
+            false,
+        ),
+        core(
+            "persistentvolumes",
+            "persistentvolume",
+            "PersistentVolume",
+            false,
+            &["pv"],
+            true,
+        ),
+        def(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "lease",
+            "Lease",
+            true,
+            &[],
+            false,
+            false,
+            true,
+        ),
+        def(
+            "apps",
+            "v1",
+            "controllerrevisions",
+            "controllerrevision",
+            "ControllerRevision",
+            true,
+            &[],
+            false,
+            false,
+            true,
+        ),
+        new_events,
+        def(
+            "scheduling.k8s.io",
+            "v1",
+            "priorityclasses",
+            "priorityclass",
+            "PriorityClass",
+            false,
+            &["pc"],
+            false,
+            false,
+            true,
+        ),
+        def(
+            "storage.k8s.io",
+            "v1",
+            "storageclasses",
+            "storageclass",
+            "StorageClass",
+            false,
+            &["sc"],
+            false,
+            false,
+            true,
+        ),
+        kv(
+            "virtualmachines",
+            "virtualmachine",
+            "VirtualMachine",
+            &["vm", "vms"],
+            true,
+        ),
+        kv(
+            "virtualmachineinstances",
+            "virtualmachineinstance",
+            "VirtualMachineInstance",
+            &["vmi", "vmis"],
+            true,
+        ),
+        kv(
+            "virtualmachineinstancemigrations",
+            "virtualmachineinstancemigration",
+            "VirtualMachineInstanceMigration",
+            &["vmim", "vmims"],
+            true,
+        ),
+        kv(
+            "virtualmachineinstancereplicasets",
+            "virtualmachineinstancereplicaset",
+            "VirtualMachineInstanceReplicaSet",
+            &["vmirs", "vmirss"],
+            true,
+        ),
+        kv(
+            "virtualmachineinstancepresets",
+            "virtualmachineinstancepreset",
+            "VirtualMachineInstancePreset",
+            &["vmipreset", "vmipresets"],
+            false,
+        ),
+        kv("kubevirts", "kubevirt", "KubeVirt", &["kv", "kvs"], true),
+        instancetype(
+            "virtualmachineinstancetypes",
+            "virtualmachineinstancetype",
+            "VirtualMachineInstancetype",
+            true,
+            &["vminstancetype", "vminstancetypes", "vmf", "vmfs"],
+        ),
+        instancetype(
+            "virtualmachineclusterinstancetypes",
+            "virtualmachineclusterinstancetype",
+            "VirtualMachineClusterInstancetype",
+            false,
+            &[
+                "vmclusterinstancetype",
+                "vmclusterinstancetypes",
+                "vmcf",
+                "vmcfs",
+            ],
+        ),
+        instancetype(
+            "virtualmachinepreferences",
+            "virtualmachinepreference",
+            "VirtualMachinePreference",
+            true,
+            &["vmpref", "vmprefs", "vmp", "vmps"],
+        ),
+        instancetype(
+            "virtualmachineclusterpreferences",
+            "virtualmachineclusterpreference",
+            "VirtualMachineClusterPreference",
+            false,
+            &["vmcpref", "vmcprefs", "vmcp", "vmcps"],
+        ),
+        def(
+            "migrations.kubevirt.io",
+            "v1alpha1",
+            "migrationpolicies",
+            "migrationpolicy",
+            "MigrationPolicy",
+            false,
+            &[],
+            true,
+            true,
+            false,
+        ),
+        def(
+            "pool.kubevirt.io",
+            "v1beta1",
+            "virtualmachinepools",
+            "virtualmachinepool",
+            "VirtualMachinePool",
+            true,
+            &["vmpool", "vmpools"],
+            true,
+            true,
+            false,
+        ),
+        def(
+            "cdi.kubevirt.io",
+            "v1beta1",
+            "datavolumes",
+            "datavolume",
+            "DataVolume",
+            true,
+            &["dv", "dvs"],
+            true,
+            true,
+            false,
+        ),
+    ]
+}
+
+/// Lookup over a resource table: by group/version/plural, and the served groups in order.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    defs: Vec<ResourceDef>,
+}
+
+/// Index of a resource in its [`Registry`]; stable for the life of the server.
+pub type ResId = usize;
+
+impl Registry {
+    /// Build a registry from a table (see [`builtin_resources`]).
+    pub fn new(defs: Vec<ResourceDef>) -> Self {
+        Self { defs }
+    }
+
+    /// All definitions, in table order.
+    pub fn defs(&self) -> &[ResourceDef] {
+        &self.defs
+    }
+
+    /// The definition with index `id`.
+    pub fn get(&self, id: ResId) -> &ResourceDef {
+        &self.defs[id]
+    }
+
+    /// Find by group, version and plural name.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<ResId> {
+        self.defs
+            .iter()
+            .position(|d| d.group == group && d.version == version && d.plural == plural)
+    }
+
+    /// Find the core `v1` resource with this plural (`pods`, `namespaces`).
+    pub fn core(&self, plural: &str) -> Option<ResId> {
+        self.find("", "v1", plural)
+    }
+
+    /// Find by apiVersion (`v1`, `kubevirt.io/v1`) and kind.
+    pub fn find_kind(&self, api_version: &str, kind: &str) -> Option<ResId> {
+        self.defs
+            .iter()
+            .position(|d| d.api_version() == api_version && d.kind == kind)
+    }
+
+    /// Whether any resource is served under this group/version.
+    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
+        self.defs
+            .iter()
+            .any(|d| d.group == group && d.version == version)
+    }
+
+    /// Non-core groups with their versions, in first-appearance order.
+    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+        for d in &self.defs {
+            if d.group.is_empty() {
+                continue;
+            }
+            match out.iter_mut().find(|(g, _)| *g == d.group) {
+                Some((_, versions)) => {
+                    if !versions.contains(&d.version) {
+                        versions.push(d.version);
+                    }
+                }
+                None => out.push((d.group, vec![d.version])),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_has_unique_group_version_plural() {
+        let defs = builtin_resources();
+        for (i, a) in defs.iter().enumerate() {
+            for b in &defs[i + 1..] {
+                assert!(
+                    !(a.group == b.group && a.version == b.version && a.plural == b.plural),
+                    "duplicate {}",
+                    a.plural
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_print_like_apimachinery() {
+        let reg = Registry::new(builtin_resources());
+        let pods = reg.get(reg.core("pods").unwrap());
+        assert_eq!(pods.group_resource(), "pods");
+        assert_eq!(pods.group_kind(), "Pod");
+        assert_eq!(pods.api_version(), "v1");
+        let vm = reg.get(reg.find("kubevirt.io", "v1", "virtualmachines").unwrap());
+        assert_eq!(vm.group_resource(), "virtualmachines.kubevirt.io");
+        assert_eq!(vm.group_kind(), "VirtualMachine.kubevirt.io");
+        assert_eq!(vm.list_kind(), "VirtualMachineList");
+        assert!(vm.supports_field("metadata.namespace"));
+        assert!(!vm.supports_field("spec.running"));
+        assert!(pods.supports_field("spec.nodeName"));
+    }
+
+    #[test]
+    fn groups_are_listed_once() {
+        let reg = Registry::new(builtin_resources());
+        let groups = reg.groups();
+        let kv = groups.iter().filter(|(g, _)| *g == "kubevirt.io").count();
+        assert_eq!(kv, 1);
+    }
+}

@@ -1,0 +1,435 @@
+//! API errors rendered as `metav1.Status` bodies, shaped like
+//! `k8s.io/apimachinery/pkg/api/errors/errors.go` (`NewNotFound`, `NewConflict`, ...).
+
+use serde_json::{Map, Value, json};
+
+use super::resources::ResourceDef;
+
+/// One `metav1.StatusCause`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `reason` (e.g. `FieldValueInvalid`, `FieldValueRequired`).
+    pub reason: String,
+    /// Human readable message.
+    pub message: String,
+    /// Field path (`metadata.name`).
+    pub field: String,
+}
+
+/// An API failure: HTTP code plus the `Status` body the real API server would send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status code (also `Status.code`).
+    pub code: u16,
+    /// `Status.reason` (`NotFound`, `Conflict`, ...); empty for `Unknown`.
+    pub reason: String,
+    /// `Status.message`.
+    pub message: String,
+    /// `Status.details`, when the real server sends one.
+    pub details: Option<Map<String, Value>>,
+    /// Seconds for a `Retry-After` header (and `details.retryAfterSeconds`).
+    pub retry_after: Option<u32>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+fn details(group: &str, kind: &str, name: &str) -> Map<String, Value> {
+    let mut d = Map::new();
+    if !name.is_empty() {
+        d.insert("name".into(), json!(name));
+    }
+    if !group.is_empty() {
+        d.insert("group".into(), json!(group));
+    }
+    if !kind.is_empty() {
+        d.insert("kind".into(), json!(kind));
+    }
+    d
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &str, message: String) -> Self {
+        Self {
+            code,
+            reason: reason.to_string(),
+            message,
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    /// `NewNotFound`: 404 `pods "x" not found`.
+    pub fn not_found(def: &ResourceDef, name: &str) -> Self {
+        Self::not_found_raw(def.group, def.plural, name)
+    }
+
+    /// `NewNotFound` for an arbitrary group/resource (e.g. the namespace of a request).
+    pub fn not_found_raw(group: &str, plural: &str, name: &str) -> Self {
+        let gr = if group.is_empty() {
+            plural.to_string()
+        } else {
+            format!("{plural}.{group}")
+        };
+        let mut e = Self::new(404, "NotFound", format!("{gr} {name:?} not found"));
+        e.details = Some(details(group, plural, name));
+        e
+    }
+
+    /// The 404 for an unknown path or resource: go-restful's
+    /// "the server could not find the requested resource" with empty details.
+    pub fn unknown_resource() -> Self {
+        let mut e = Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+        );
+        e.details = Some(Map::new());
+        e
+    }
+
+    /// `NewAlreadyExists`: 409 `pods "x" already exists`.
+    pub fn already_exists(def: &ResourceDef, name: &str) -> Self {
+        let mut e = Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} {name:?} already exists", def.group_resource()),
+        );
+        e.details = Some(details(def.group, def.plural, name));
+        e
+    }
+
+    /// `NewConflict`: 409 `Operation cannot be fulfilled on pods "x": <why>`.
+    pub fn conflict(def: &ResourceDef, name: &str, why: &str) -> Self {
+        let mut e = Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} {name:?}: {why}",
+                def.group_resource()
+            ),
+        );
+        e.details = Some(details(def.group, def.plural, name));
+        e
+    }
+
+    /// The optimistic-concurrency conflict (`storage.NewResourceVersionConflictsError` text).
+    pub fn stale(def: &ResourceDef, name: &str) -> Self {
+        Self::conflict(
+            def,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// `NewInvalid`: 422 `Pod "x" is invalid: <field>: <detail>` with causes.
+    pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> Self {
+        let summary: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let summary = if summary.len() == 1 {
+            summary[0].clone()
+        } else {
+            format!("[{}]", summary.join(", "))
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{} {name:?} is invalid: {summary}", def.group_kind()),
+        );
+        let mut d = details(def.group, def.kind, name);
+        d.insert(
+            "causes".into(),
+            Value::Array(
+                causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect(),
+            ),
+        );
+        e.details = Some(d);
+        e
+    }
+
+    /// One `field.Invalid` cause: `Invalid value: "v": detail`.
+    pub fn invalid_field(
+        def: &ResourceDef,
+        name: &str,
+        field: &str,
+        value: &str,
+        detail: &str,
+    ) -> Self {
+        Self::invalid(
+            def,
+            name,
+            vec![Cause {
+                reason: "FieldValueInvalid".into(),
+                message: format!("Invalid value: {value:?}: {detail}"),
+                field: field.into(),
+            }],
+        )
+    }
+
+    /// One `field.Required` cause.
+    pub fn required_field(def: &ResourceDef, name: &str, field: &str, detail: &str) -> Self {
+        Self::invalid(
+            def,
+            name,
+            vec![Cause {
+                reason: "FieldValueRequired".into(),
+                message: format!("Required value: {detail}"),
+                field: field.into(),
+            }],
+        )
+    }
+
+    /// One `field.Forbidden` cause.
+    pub fn forbidden_field(def: &ResourceDef, name: &str, field: &str, detail: &str) -> Self {
+        Self::invalid(
+            def,
+            name,
+            vec![Cause {
+                reason: "FieldValueForbidden".into(),
+                message: format!("Forbidden: {detail}"),
+                field: field.into(),
+            }],
+        )
+    }
+
+    /// The 422 a failed JSON patch (including a failed `test` op) gets:
+    /// `NewGenericServerResponse(422, ...)` in `handlers/patch.go`.
+    pub fn patch_unprocessable() -> Self {
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request".into(),
+        );
+        e.details = Some(Map::new());
+        e
+    }
+
+    /// `NewBadRequest`: 400 with the message only.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message.into())
+    }
+
+    /// `NewForbidden`: 403 `pods "x" is forbidden: <why>`.
+    pub fn forbidden(def: &ResourceDef, name: &str, why: &str) -> Self {
+        let mut e = Self::new(
+            403,
+            "Forbidden",
+            format!("{} {name:?} is forbidden: {why}", def.group_resource()),
+        );
+        e.details = Some(details(def.group, def.plural, name));
+        e
+    }
+
+    /// `NewUnauthorized`: 401.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized".into())
+    }
+
+    /// `NewMethodNotSupported`: 405.
+    pub fn method_not_supported(def: &ResourceDef, action: &str) -> Self {
+        let mut e = Self::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "{action} is not supported on resources of kind {:?}",
+                def.group_resource()
+            ),
+        );
+        e.details = Some(details(def.group, def.plural, ""));
+        e
+    }
+
+    /// 405 for a verb a path does not serve at all.
+    pub fn method_not_allowed() -> Self {
+        let mut e = Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource".into(),
+        );
+        e.details = Some(Map::new());
+        e
+    }
+
+    /// `NewResourceExpired`: 410 reason `Expired`.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message.into())
+    }
+
+    /// 415 for a patch/content type the resource does not accept.
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(415, "UnsupportedMediaType", message.into())
+    }
+
+    /// 406 for an `Accept` the server cannot satisfy.
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message.into())
+    }
+
+    /// 504 `Timeout` (e.g. a list with a resourceVersion from the future).
+    pub fn timeout(message: impl Into<String>) -> Self {
+        let mut e = Self::new(504, "Timeout", format!("Timeout: {}", message.into()));
+        e.details = Some(Map::new());
+        e
+    }
+
+    /// `NewInternalError`: 500.
+    pub fn internal(message: impl Into<String>) -> Self {
+        let message = message.into();
+        let mut e = Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {message}"),
+        );
+        let mut d = Map::new();
+        d.insert("causes".into(), json!([{ "message": message }]));
+        e.details = Some(d);
+        e
+    }
+
+    /// An injected failure with an arbitrary code, shaped like
+    /// `NewGenericServerResponse` (429 `TooManyRequests`, 503 `ServiceUnavailable`, 5xx
+    /// `InternalError`), with `retry_after` seconds when given.
+    pub fn injected(code: u16, retry_after: Option<u32>) -> Self {
+        let (reason, message) = match code {
+            429 => (
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later"
+                    .to_string(),
+            ),
+            503 => (
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request".to_string(),
+            ),
+            409 => ("Conflict", "the server reported a conflict".to_string()),
+            404 => (
+                "NotFound",
+                "the server could not find the requested resource".to_string(),
+            ),
+            504 => (
+                "Timeout",
+                "the server was unable to return a response in the time allotted, but may still be processing the request".to_string(),
+            ),
+            c if c >= 500 => (
+                "InternalError",
+                format!(
+                    "an error on the server ({:?}) has prevented the request from succeeding",
+                    "injected fault"
+                ),
+            ),
+            _ => ("", format!("injected fault with status code {code}")),
+        };
+        let mut e = Self::new(code, reason, message);
+        let mut d = Map::new();
+        if let Some(s) = retry_after {
+            d.insert("retryAfterSeconds".into(), json!(s));
+        }
+        e.details = Some(d);
+        e.retry_after = retry_after;
+        e
+    }
+
+    /// Set `Status.details` fields from a causes list (used by tests and callers that extend).
+    pub fn with_retry_after(mut self, seconds: u32) -> Self {
+        self.retry_after = Some(seconds);
+        self.details
+            .get_or_insert_with(Map::new)
+            .insert("retryAfterSeconds".into(), json!(seconds));
+        self
+    }
+
+    /// The `metav1.Status` JSON body.
+    pub fn to_status(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("kind".into(), json!("Status"));
+        m.insert("apiVersion".into(), json!("v1"));
+        m.insert("metadata".into(), json!({}));
+        m.insert("status".into(), json!("Failure"));
+        m.insert("message".into(), json!(self.message));
+        if !self.reason.is_empty() {
+            m.insert("reason".into(), json!(self.reason));
+        }
+        if let Some(d) = &self.details {
+            m.insert("details".into(), Value::Object(d.clone()));
+        }
+        m.insert("code".into(), json!(self.code));
+        Value::Object(m)
+    }
+}
+
+/// The `Status` a successful immediate delete returns (`finalizeDelete` in the generic registry).
+pub fn delete_success(def: &ResourceDef, name: &str, uid: &str) -> Value {
+    let mut d = details(def.group, def.plural, name);
+    if !uid.is_empty() {
+        d.insert("uid".into(), json!(uid));
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": d,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::resources::{Registry, builtin_resources};
+
+    fn pods() -> ResourceDef {
+        let r = Registry::new(builtin_resources());
+        r.get(r.core("pods").unwrap()).clone()
+    }
+
+    #[test]
+    fn not_found_matches_real_server() {
+        let s = ApiError::not_found(&pods(), "x").to_status();
+        assert_eq!(
+            s,
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                   "message":"pods \"x\" not found","reason":"NotFound",
+                   "details":{"name":"x","kind":"pods"},"code":404})
+        );
+    }
+
+    #[test]
+    fn conflict_text() {
+        let e = ApiError::stale(&pods(), "p");
+        assert_eq!(e.code, 409);
+        assert_eq!(
+            e.message,
+            "Operation cannot be fulfilled on pods \"p\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+    }
+
+    #[test]
+    fn invalid_has_causes() {
+        let e = ApiError::invalid_field(&pods(), "p", "metadata.name", "P", "bad");
+        let s = e.to_status();
+        assert_eq!(s["code"], 422);
+        assert_eq!(s["reason"], "Invalid");
+        assert_eq!(s["details"]["kind"], "Pod");
+        assert_eq!(s["details"]["causes"][0]["field"], "metadata.name");
+        assert_eq!(
+            s["message"],
+            "Pod \"p\" is invalid: metadata.name: Invalid value: \"P\": bad"
+        );
+    }
+
+    #[test]
+    fn injected_429_carries_retry_after() {
+        let s = ApiError::injected(429, Some(2)).to_status();
+        assert_eq!(s["reason"], "TooManyRequests");
+        assert_eq!(s["details"]["retryAfterSeconds"], 2);
+    }
+}

@@ -1,0 +1,1202 @@
+//! The object store: generic JSON objects keyed by resource/namespace/name, one global
+//! monotonically increasing `resourceVersion`, a bounded per-resource event history for
+//! watches, and the bookkeeping the garbage collector needs (uid and owner indexes).
+//!
+//! Semantics follow `k8s.io/apiserver/pkg/registry/generic/registry/store.go` (create, update,
+//! graceful deletion and finalizers) and `k8s.io/apiserver/pkg/storage/cacher/watch_cache.go`
+//! (the history window and "too old resource version").
+//!
+//! One `std::sync::Mutex` guards everything; it is never held across an `.await`.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc};
+
+use super::kinds;
+use super::object::{self, meta_mut};
+use super::resources::{Registry, ResId, ResourceDef};
+use super::selector::Filter;
+use super::status::ApiError;
+
+/// `ADDED` / `MODIFIED` / `DELETED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// `ADDED`.
+    Added,
+    /// `MODIFIED`.
+    Modified,
+    /// `DELETED`.
+    Deleted,
+}
+
+impl EventKind {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Added => "ADDED",
+            EventKind::Modified => "MODIFIED",
+            EventKind::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change to one object.
+#[derive(Debug)]
+pub struct Event {
+    /// The resourceVersion of the change.
+    pub rv: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// The object after the change (for `DELETED`: the last state, with the delete's RV).
+    pub object: Arc<Value>,
+    /// The object before the change (for selector transitions), if any.
+    pub prev: Option<Arc<Value>>,
+    /// When the change was committed (for delayed-delivery faults).
+    pub at: Instant,
+}
+
+/// Identity of a stored object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjKey {
+    /// Resource index in the registry.
+    pub res: ResId,
+    /// Namespace (`""` for cluster-scoped).
+    pub ns: String,
+    /// Name.
+    pub name: String,
+}
+
+/// Which endpoint an update came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sub {
+    /// The object itself: `.status` is ignored for status-subresource kinds.
+    Main,
+    /// `/status`: only `.status` is taken.
+    Status,
+}
+
+/// `propagationPolicy` of a delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// Owner goes now, the GC deletes dependents afterwards.
+    Background,
+    /// Owner waits (finalizer `foregroundDeletion`) until blocking dependents are gone.
+    Foreground,
+    /// Dependents lose their owner reference (finalizer `orphan`).
+    Orphan,
+}
+
+/// Parsed `DeleteOptions`.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOpts {
+    /// `gracePeriodSeconds`.
+    pub grace_period_seconds: Option<i64>,
+    /// `propagationPolicy` (or `orphanDependents`).
+    pub propagation: Option<Propagation>,
+    /// `preconditions.uid`.
+    pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub precondition_rv: Option<String>,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone)]
+pub enum Deleted {
+    /// The object is gone; its last state.
+    Gone(Arc<Value>),
+    /// The object is terminating (grace period or finalizers); its current state.
+    Pending(Arc<Value>),
+}
+
+/// A page of a list.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    /// Matching objects, sorted by namespace then name.
+    pub items: Vec<Arc<Value>>,
+    /// `metadata.resourceVersion` of the list.
+    pub rv: u64,
+    /// `metadata.continue`, when more items remain.
+    pub continue_token: Option<String>,
+    /// `metadata.remainingItemCount`, when more items remain.
+    pub remaining: Option<u64>,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// `resourceVersion` unset or `"0"`: synthetic `ADDED` for the current state, then changes.
+    Current,
+    /// Changes after this resourceVersion (410 Expired when outside the history window).
+    After(u64),
+}
+
+/// A registered watch: events to send first, then the live channel.
+pub struct WatchReg {
+    /// Initial events (synthetic `ADDED` or history backlog), in order.
+    pub initial: Vec<Arc<Event>>,
+    /// Store resourceVersion at registration.
+    pub rv: u64,
+    /// Live events for this resource (namespace-filtered; selectors are applied by the reader).
+    pub rx: mpsc::UnboundedReceiver<Arc<Event>>,
+}
+
+struct WatchSlot {
+    ns: Option<String>,
+    tx: mpsc::UnboundedSender<Arc<Event>>,
+}
+
+#[derive(Default)]
+struct Collection {
+    objects: BTreeMap<(String, String), Arc<Value>>,
+    history: VecDeque<Arc<Event>>,
+    /// Every event with rv > floor is in `history`.
+    floor: u64,
+    watchers: Vec<WatchSlot>,
+}
+
+/// Work for the garbage collector / namespace controller.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum GcItem {
+    /// An object with a deletionTimestamp and an `orphan`/`foregroundDeletion` finalizer.
+    Owner(ObjKey),
+    /// An object whose owners may be gone.
+    Dependent(ObjKey),
+    /// A namespace being deleted.
+    Namespace(String),
+}
+
+struct Inner {
+    rv: u64,
+    cols: Vec<Collection>,
+    uids: HashMap<String, ObjKey>,
+    /// owner uid → dependents referencing it.
+    dependents: HashMap<String, HashSet<ObjKey>>,
+    gc_queue: VecDeque<GcItem>,
+}
+
+/// The store. Cheap to share behind an `Arc`.
+pub struct Store {
+    reg: Arc<Registry>,
+    inner: Mutex<Inner>,
+    history_size: usize,
+    gc_wake: Notify,
+}
+
+/// A mutation decided under the lock.
+struct Commit {
+    key: ObjKey,
+    kind: EventKind,
+    object: Arc<Value>,
+    prev: Option<Arc<Value>>,
+}
+
+impl Store {
+    /// An empty store over `reg`, keeping `history_size` events per resource for watches.
+    pub fn new(reg: Arc<Registry>, history_size: usize) -> Self {
+        let cols = (0..reg.defs().len())
+            .map(|_| Collection::default())
+            .collect();
+        Self {
+            reg,
+            inner: Mutex::new(Inner {
+                rv: 1,
+                cols,
+                uids: HashMap::new(),
+                dependents: HashMap::new(),
+                gc_queue: VecDeque::new(),
+            }),
+            history_size: history_size.max(1),
+            gc_wake: Notify::new(),
+        }
+    }
+
+    /// The resource table.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.reg
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock would poison it; the data is still consistent
+        // because every mutation is applied in one step.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The newest resourceVersion handed out.
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    /// Wait until the GC has work (or a spurious wake).
+    pub async fn gc_notified(&self) {
+        self.gc_wake.notified().await
+    }
+
+    /// Take queued GC work.
+    pub fn take_gc_work(&self) -> Vec<GcItem> {
+        let mut inner = self.lock();
+        let mut seen = HashSet::new();
+        inner
+            .gc_queue
+            .drain(..)
+            .filter(|i| seen.insert(i.clone()))
+            .collect()
+    }
+
+    /// Look an object up by uid.
+    pub fn key_for_uid(&self, uid: &str) -> Option<ObjKey> {
+        self.lock().uids.get(uid).cloned()
+    }
+
+    /// Dependents currently referencing `uid` as owner.
+    pub fn dependents_of(&self, uid: &str) -> Vec<ObjKey> {
+        let inner = self.lock();
+        let mut v: Vec<ObjKey> = inner
+            .dependents
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Get by key.
+    pub fn get_key(&self, key: &ObjKey) -> Option<Arc<Value>> {
+        self.lock().cols[key.res]
+            .objects
+            .get(&(key.ns.clone(), key.name.clone()))
+            .cloned()
+    }
+
+    /// Keys of every object in namespace `ns` (namespaced resources only).
+    pub fn keys_in_namespace(&self, ns: &str) -> Vec<ObjKey> {
+        let inner = self.lock();
+        let mut out = Vec::new();
+        for (res, col) in inner.cols.iter().enumerate() {
+            if !self.reg.get(res).namespaced {
+                continue;
+            }
+            for (k_ns, k_name) in col
+                .objects
+                .range((ns.to_string(), String::new())..)
+                .map(|(k, _)| k)
+                .take_while(|(n, _)| n == ns)
+            {
+                out.push(ObjKey {
+                    res,
+                    ns: k_ns.clone(),
+                    name: k_name.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Get one object.
+    pub fn get(&self, res: ResId, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+        let def = self.reg.get(res);
+        self.lock().cols[res]
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(def, name))
+    }
+
+    /// List objects of `res` in `ns` (all namespaces when `None`) matching `filter`, at most
+    /// `limit` (0 = all) starting after the `continue` token.
+    pub fn list(
+        &self,
+        res: ResId,
+        ns: Option<&str>,
+        filter: &Filter,
+        limit: usize,
+        continue_token: Option<&str>,
+    ) -> Result<ListPage, ApiError> {
+        let start = match continue_token {
+            Some(t) if !t.is_empty() => Some(decode_continue(t)?),
+            _ => None,
+        };
+        let inner = self.lock();
+        let col = &inner.cols[res];
+        let list_rv = start.as_ref().map(|s| s.0).unwrap_or(inner.rv);
+        let lower: (String, String) = match (&start, ns) {
+            (Some((_, k_ns, k_name)), _) => (k_ns.clone(), k_name.clone()),
+            (None, Some(ns)) => (ns.to_string(), String::new()),
+            (None, None) => (String::new(), String::new()),
+        };
+        let mut items = Vec::new();
+        let mut more = false;
+        let mut remaining = 0u64;
+        let mut last: Option<(String, String)> = None;
+        for ((k_ns, k_name), obj) in col.objects.range(lower.clone()..) {
+            if start.is_some() && (k_ns, k_name) == (&lower.0, &lower.1) {
+                continue;
+            }
+            if let Some(ns) = ns
+                && k_ns != ns
+            {
+                break;
+            }
+            if !filter.matches(obj) {
+                continue;
+            }
+            if limit > 0 && items.len() >= limit {
+                more = true;
+                remaining += 1;
+                continue;
+            }
+            last = Some((k_ns.clone(), k_name.clone()));
+            items.push(obj.clone());
+        }
+        let (continue_token, remaining) = match (more, last) {
+            (true, Some((l_ns, l_name))) => (
+                Some(encode_continue(list_rv, &l_ns, &l_name)),
+                Some(remaining),
+            ),
+            _ => (None, None),
+        };
+        Ok(ListPage {
+            items,
+            rv: list_rv,
+            continue_token,
+            remaining,
+        })
+    }
+
+    /// Register a watch on `res` in `ns` (all when `None`).
+    pub fn watch(
+        &self,
+        res: ResId,
+        ns: Option<&str>,
+        from: WatchFrom,
+    ) -> Result<WatchReg, ApiError> {
+        let mut inner = self.lock();
+        let rv = inner.rv;
+        let col = &mut inner.cols[res];
+        let initial: Vec<Arc<Event>> = match from {
+            WatchFrom::Current => {
+                let range: Box<dyn Iterator<Item = (&(String, String), &Arc<Value>)>> = match ns {
+                    Some(ns) => Box::new(
+                        col.objects
+                            .range((ns.to_string(), String::new())..)
+                            .take_while(move |((n, _), _)| n == ns),
+                    ),
+                    None => Box::new(col.objects.iter()),
+                };
+                let now = Instant::now();
+                range
+                    .map(|(_, o)| {
+                        Arc::new(Event {
+                            rv: object::resource_version(o).parse().unwrap_or(0),
+                            kind: EventKind::Added,
+                            object: o.clone(),
+                            prev: None,
+                            at: now,
+                        })
+                    })
+                    .collect()
+            }
+            WatchFrom::After(after) => {
+                if after < col.floor {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {after} ({})",
+                        col.floor
+                    )));
+                }
+                let first = col.history.partition_point(|e| e.rv <= after);
+                col.history
+                    .iter()
+                    .skip(first)
+                    .filter(|e| ns.is_none_or(|ns| object::namespace(&e.object) == ns))
+                    .cloned()
+                    .collect()
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        col.watchers.push(WatchSlot {
+            ns: ns.map(str::to_string),
+            tx,
+        });
+        Ok(WatchReg { initial, rv, rx })
+    }
+
+    fn commit(&self, inner: &mut Inner, c: Commit) {
+        let Commit {
+            key,
+            kind,
+            object: obj,
+            prev,
+        } = c;
+        let rv = inner.rv;
+        // indexes
+        let old_refs: Vec<String> = prev
+            .as_deref()
+            .map(|p| object::owner_refs(p).into_iter().map(|r| r.uid).collect())
+            .unwrap_or_default();
+        let new_refs: Vec<String> = if kind == EventKind::Deleted {
+            Vec::new()
+        } else {
+            object::owner_refs(&obj)
+                .into_iter()
+                .map(|r| r.uid)
+                .collect()
+        };
+        for u in old_refs.iter().filter(|u| !new_refs.contains(u)) {
+            if let Some(set) = inner.dependents.get_mut(u) {
+                set.remove(&key);
+                if set.is_empty() {
+                    inner.dependents.remove(u);
+                }
+            }
+        }
+        for u in new_refs.iter().filter(|u| !old_refs.contains(u)) {
+            inner
+                .dependents
+                .entry(u.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        let uid = object::uid(&obj).to_string();
+        let mut wake = false;
+        match kind {
+            EventKind::Deleted => {
+                inner.cols[key.res]
+                    .objects
+                    .remove(&(key.ns.clone(), key.name.clone()));
+                inner.uids.remove(&uid);
+                // Dependents of a removed owner may now be garbage.
+                if let Some(deps) = inner.dependents.get(&uid) {
+                    let deps: Vec<ObjKey> = deps.iter().cloned().collect();
+                    for d in deps {
+                        inner.gc_queue.push_back(GcItem::Dependent(d));
+                    }
+                    wake = true;
+                }
+                // A terminating namespace may now be empty.
+                if !key.ns.is_empty()
+                    && let Some(ns_res) = self.reg.core("namespaces")
+                    && inner.cols[ns_res]
+                        .objects
+                        .get(&(String::new(), key.ns.clone()))
+                        .is_some_and(|n| object::is_deleting(n))
+                {
+                    inner.gc_queue.push_back(GcItem::Namespace(key.ns.clone()));
+                    wake = true;
+                }
+                // An owner waiting in the foreground may be unblocked.
+                for o in &old_refs {
+                    if let Some(owner) = inner.uids.get(o).cloned() {
+                        inner.gc_queue.push_back(GcItem::Owner(owner));
+                        wake = true;
+                    }
+                }
+            }
+            _ => {
+                inner.cols[key.res]
+                    .objects
+                    .insert((key.ns.clone(), key.name.clone()), obj.clone());
+                if kind == EventKind::Added {
+                    inner.uids.insert(uid, key.clone());
+                }
+                let fins = object::finalizers(&obj);
+                if object::is_deleting(&obj)
+                    && fins
+                        .iter()
+                        .any(|f| f == "orphan" || f == "foregroundDeletion")
+                {
+                    inner.gc_queue.push_back(GcItem::Owner(key.clone()));
+                    wake = true;
+                }
+                if !new_refs.is_empty() && new_refs != old_refs {
+                    inner.gc_queue.push_back(GcItem::Dependent(key.clone()));
+                    wake = true;
+                }
+                let def = self.reg.get(key.res);
+                if def.group.is_empty() && def.plural == "namespaces" && object::is_deleting(&obj) {
+                    inner
+                        .gc_queue
+                        .push_back(GcItem::Namespace(key.name.clone()));
+                    wake = true;
+                }
+            }
+        }
+        let ev = Arc::new(Event {
+            rv,
+            kind,
+            object: obj,
+            prev,
+            at: Instant::now(),
+        });
+        let col = &mut inner.cols[key.res];
+        col.history.push_back(ev.clone());
+        while col.history.len() > self.history_size {
+            if let Some(old) = col.history.pop_front() {
+                col.floor = old.rv;
+            }
+        }
+        col.watchers.retain(|w| {
+            if w.ns.as_deref().is_some_and(|ns| ns != key.ns) {
+                return !w.tx.is_closed();
+            }
+            w.tx.send(ev.clone()).is_ok()
+        });
+        if wake {
+            self.gc_wake.notify_one();
+        }
+    }
+
+    /// Create an object. `obj` must already be validated JSON of the right kind; name,
+    /// namespace and server-owned metadata are set here.
+    pub fn create(&self, res: ResId, ns: &str, mut obj: Value) -> Result<Arc<Value>, ApiError> {
+        let def = self.reg.get(res);
+        // generateName: pick a name now (collisions are retried below).
+        let generate = object::meta_str(&obj, "generateName").to_string();
+        let explicit = object::name(&obj).to_string();
+        if explicit.is_empty() && generate.is_empty() {
+            return Err(ApiError::required_field(
+                def,
+                "",
+                "metadata.name",
+                "name or generateName is required",
+            ));
+        }
+        {
+            let m = meta_mut(&mut obj);
+            if def.namespaced {
+                m.insert("namespace".into(), json!(ns));
+            } else {
+                m.remove("namespace");
+            }
+            for k in [
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+                "selfLink",
+                "managedFields",
+            ] {
+                m.remove(k);
+            }
+        }
+        if explicit.is_empty() {
+            meta_mut(&mut obj).insert("name".into(), json!(format!("{generate}xxxxx")));
+        }
+        kinds::validate_meta(def, &obj)?;
+        kinds::prepare_create(def, &mut obj);
+        let mut inner = self.lock();
+        self.check_namespace(&inner, def, ns, &explicit)?;
+        let mut name = explicit.clone();
+        if name.is_empty() {
+            for _ in 0..8 {
+                let candidate = format!("{generate}{}", object::random_suffix());
+                if !inner.cols[res]
+                    .objects
+                    .contains_key(&(ns.to_string(), candidate.clone()))
+                {
+                    name = candidate;
+                    break;
+                }
+            }
+            if name.is_empty() {
+                return Err(ApiError::already_exists(def, &generate));
+            }
+        }
+        let key_ns = if def.namespaced {
+            ns.to_string()
+        } else {
+            String::new()
+        };
+        if inner.cols[res]
+            .objects
+            .contains_key(&(key_ns.clone(), name.clone()))
+        {
+            return Err(ApiError::already_exists(def, &name));
+        }
+        inner.rv += 1;
+        let rv = inner.rv;
+        {
+            let m = meta_mut(&mut obj);
+            m.insert("name".into(), json!(name));
+            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            m.insert("resourceVersion".into(), json!(rv.to_string()));
+            m.insert("creationTimestamp".into(), json!(object::now_rfc3339()));
+            if def.generation {
+                m.insert("generation".into(), json!(1));
+            }
+        }
+        let obj = Arc::new(obj);
+        self.commit(
+            &mut inner,
+            Commit {
+                key: ObjKey {
+                    res,
+                    ns: key_ns,
+                    name,
+                },
+                kind: EventKind::Added,
+                object: obj.clone(),
+                prev: None,
+            },
+        );
+        Ok(obj)
+    }
+
+    fn check_namespace(
+        &self,
+        inner: &Inner,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        if !def.namespaced {
+            return Ok(());
+        }
+        let Some(ns_res) = self.reg.core("namespaces") else {
+            return Ok(());
+        };
+        match inner.cols[ns_res]
+            .objects
+            .get(&(String::new(), ns.to_string()))
+        {
+            None => Err(ApiError::not_found_raw("", "namespaces", ns)),
+            Some(n) if object::is_deleting(n) => Err(ApiError::forbidden(
+                def,
+                name,
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Replace an object (PUT). `require_rv` models custom resources, which reject an update
+    /// without `metadata.resourceVersion`.
+    pub fn update(
+        &self,
+        res: ResId,
+        ns: &str,
+        name: &str,
+        new: Value,
+        sub: Sub,
+        require_rv: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.mutate(res, ns, name, sub, require_rv, true, |_| Ok(new))
+    }
+
+    /// Read-modify-write under the lock: `f` gets the current object and returns the desired
+    /// one, which then goes through the same rules as an update. Used by PATCH and internal
+    /// writers (GC, binding).
+    #[allow(clippy::too_many_arguments)]
+    pub fn mutate(
+        &self,
+        res: ResId,
+        ns: &str,
+        name: &str,
+        sub: Sub,
+        require_rv: bool,
+        validate: bool,
+        f: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Value>, ApiError> {
+        let def = self.reg.get(res);
+        let mut inner = self.lock();
+        let key = ObjKey {
+            res,
+            ns: ns.to_string(),
+            name: name.to_string(),
+        };
+        let old = inner.cols[res]
+            .objects
+            .get(&(key.ns.clone(), key.name.clone()))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(def, name))?;
+        let new = f(&old)?;
+        if !new.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "{} in version {:?} cannot be handled as a {}: the object must be a JSON object",
+                def.kind, def.version, def.kind
+            )));
+        }
+        // identity checks
+        let new_name = object::name(&new);
+        if !new_name.is_empty() && new_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({new_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let new_ns = object::namespace(&new);
+        if def.namespaced && !new_ns.is_empty() && new_ns != ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let sent_rv = object::resource_version(&new).to_string();
+        if sent_rv.is_empty() {
+            if require_rv {
+                return Err(ApiError::invalid_field(
+                    def,
+                    name,
+                    "metadata.resourceVersion",
+                    "0x0",
+                    "must be specified for an update",
+                ));
+            }
+        } else if sent_rv != object::resource_version(&old) {
+            return Err(ApiError::stale(def, name));
+        }
+        let sent_uid = object::uid(&new);
+        if !sent_uid.is_empty() && sent_uid != object::uid(&old) {
+            return Err(ApiError::conflict(
+                def,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                    sent_uid,
+                    object::uid(&old)
+                ),
+            ));
+        }
+        // Build the object to store.
+        let mut merged = match sub {
+            Sub::Status => {
+                let mut m = (*old).clone();
+                if let Some(o) = m.as_object_mut() {
+                    match new.get("status") {
+                        Some(s) => {
+                            o.insert("status".into(), s.clone());
+                        }
+                        None => {
+                            o.remove("status");
+                        }
+                    }
+                }
+                m
+            }
+            Sub::Main => {
+                let mut m = new;
+                if let Some(o) = m.as_object_mut() {
+                    o.insert("apiVersion".into(), json!(def.api_version()));
+                    o.insert("kind".into(), json!(def.kind));
+                    if def.status_subresource {
+                        match old.get("status") {
+                            Some(s) => {
+                                o.insert("status".into(), s.clone());
+                            }
+                            None => {
+                                o.remove("status");
+                            }
+                        }
+                    }
+                }
+                let old_meta = object::meta(&old).cloned().unwrap_or_default();
+                let mm = meta_mut(&mut m);
+                for k in [
+                    "name",
+                    "namespace",
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                ] {
+                    match old_meta.get(k) {
+                        Some(v) => {
+                            mm.insert(k.into(), v.clone());
+                        }
+                        None => {
+                            mm.remove(k);
+                        }
+                    }
+                }
+                mm.remove("selfLink");
+                m
+            }
+        };
+        meta_mut(&mut merged).insert(
+            "resourceVersion".into(),
+            json!(object::resource_version(&old)),
+        );
+        if object::same_ignoring_rv(&merged, &old) {
+            return Ok(old);
+        }
+        if sub == Sub::Main {
+            if validate {
+                kinds::validate_meta(def, &merged)?;
+                kinds::validate_update(def, &old, &merged)?;
+            }
+            if object::is_deleting(&old) {
+                // New finalizers cannot be added to an object being deleted.
+                let old_f = object::finalizers(&old);
+                let new_f = object::finalizers(&merged);
+                if let Some(added) = new_f.iter().find(|f| !old_f.contains(f)) {
+                    return Err(ApiError::forbidden_field(
+                        def,
+                        name,
+                        "metadata.finalizers",
+                        &format!(
+                            "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{added:?}}}"
+                        ),
+                    ));
+                }
+            }
+        }
+        if def.generation && object::spec_part(&merged) != object::spec_part(&old) {
+            let g = object::generation(&old) + 1;
+            meta_mut(&mut merged).insert("generation".into(), json!(g));
+        }
+        inner.rv += 1;
+        let rv = inner.rv;
+        meta_mut(&mut merged).insert("resourceVersion".into(), json!(rv.to_string()));
+        let remove = object::is_deleting(&merged)
+            && object::finalizers(&merged).is_empty()
+            && object::deletion_grace(&merged).unwrap_or(0) == 0
+            && !kinds::blocks_removal(def, &merged);
+        let merged = Arc::new(merged);
+        self.commit(
+            &mut inner,
+            Commit {
+                key,
+                kind: if remove {
+                    EventKind::Deleted
+                } else {
+                    EventKind::Modified
+                },
+                object: merged.clone(),
+                prev: Some(old),
+            },
+        );
+        Ok(merged)
+    }
+
+    /// Delete an object (`DELETE`), honouring preconditions, graceful deletion (pods), and
+    /// finalizers including the propagation finalizers `orphan` / `foregroundDeletion`.
+    pub fn delete(
+        &self,
+        res: ResId,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<Deleted, ApiError> {
+        let def = self.reg.get(res);
+        let mut inner = self.lock();
+        let key = ObjKey {
+            res,
+            ns: ns.to_string(),
+            name: name.to_string(),
+        };
+        let old = inner.cols[res]
+            .objects
+            .get(&(key.ns.clone(), key.name.clone()))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(def, name))?;
+        if let Some(u) = &opts.precondition_uid
+            && u != object::uid(&old)
+        {
+            return Err(ApiError::conflict(
+                def,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
+                    object::uid(&old)
+                ),
+            ));
+        }
+        if let Some(r) = &opts.precondition_rv
+            && r != object::resource_version(&old)
+        {
+            return Err(ApiError::conflict(
+                def,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {r}, ResourceVersion in object meta: {}",
+                    object::resource_version(&old)
+                ),
+            ));
+        }
+        let grace = kinds::grace_period(def, &old, opts.grace_period_seconds);
+        let mut fins = object::finalizers(&old);
+        match opts.propagation {
+            Some(Propagation::Orphan) => {
+                fins.retain(|f| f != "foregroundDeletion");
+                if !fins.iter().any(|f| f == "orphan") {
+                    fins.push("orphan".into());
+                }
+            }
+            Some(Propagation::Foreground) => {
+                fins.retain(|f| f != "orphan");
+                if !fins.iter().any(|f| f == "foregroundDeletion") {
+                    fins.push("foregroundDeletion".into());
+                }
+            }
+            Some(Propagation::Background) => {
+                fins.retain(|f| f != "orphan" && f != "foregroundDeletion");
+            }
+            None => {}
+        }
+        let already = object::is_deleting(&old);
+        let mut new = (*old).clone();
+        object::set_finalizers(&mut new, &fins);
+        if already {
+            // A second delete can only shorten a pending grace period.
+            let cur = object::deletion_grace(&old).unwrap_or(0);
+            if grace < cur {
+                let m = meta_mut(&mut new);
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                m.insert("deletionTimestamp".into(), json!(object::rfc3339_in(grace)));
+            }
+        } else {
+            let m = meta_mut(&mut new);
+            m.insert("deletionTimestamp".into(), json!(object::rfc3339_in(grace)));
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            let g = m.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            if g > 0 {
+                m.insert("generation".into(), json!(g + 1));
+            }
+        }
+        let remove = fins.is_empty()
+            && object::deletion_grace(&new).unwrap_or(0) == 0
+            && !kinds::blocks_removal(def, &new);
+        if !remove && already && object::same_ignoring_rv(&new, &old) {
+            return Ok(Deleted::Pending(old));
+        }
+        inner.rv += 1;
+        let rv = inner.rv;
+        if remove {
+            // The DELETED event carries the last stored state with the delete's RV.
+            let mut last = (*old).clone();
+            meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
+            let last = Arc::new(last);
+            self.commit(
+                &mut inner,
+                Commit {
+                    key,
+                    kind: EventKind::Deleted,
+                    object: last.clone(),
+                    prev: Some(old),
+                },
+            );
+            Ok(Deleted::Gone(last))
+        } else {
+            meta_mut(&mut new).insert("resourceVersion".into(), json!(rv.to_string()));
+            let new = Arc::new(new);
+            self.commit(
+                &mut inner,
+                Commit {
+                    key,
+                    kind: EventKind::Modified,
+                    object: new.clone(),
+                    prev: Some(old),
+                },
+            );
+            Ok(Deleted::Pending(new))
+        }
+    }
+
+    /// Remove an object unconditionally (namespace controller's last step, tests).
+    pub fn remove(&self, key: &ObjKey) -> Option<Arc<Value>> {
+        let mut inner = self.lock();
+        let old = inner.cols[key.res]
+            .objects
+            .get(&(key.ns.clone(), key.name.clone()))
+            .cloned()?;
+        inner.rv += 1;
+        let rv = inner.rv;
+        let mut last = (*old).clone();
+        meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
+        let last = Arc::new(last);
+        self.commit(
+            &mut inner,
+            Commit {
+                key: key.clone(),
+                kind: EventKind::Deleted,
+                object: last.clone(),
+                prev: Some(old),
+            },
+        );
+        Some(last)
+    }
+
+    /// Number of stored objects of `res` (all namespaces).
+    pub fn count(&self, res: ResId) -> usize {
+        self.lock().cols[res].objects.len()
+    }
+
+    /// A deep snapshot of every stored object (for tests proving a rejected request changed
+    /// nothing), keyed by resource plural, namespace and name.
+    pub fn snapshot(&self) -> BTreeMap<(String, String, String), Value> {
+        let inner = self.lock();
+        let mut out = BTreeMap::new();
+        for (res, col) in inner.cols.iter().enumerate() {
+            let def = self.reg.get(res);
+            for ((ns, name), obj) in &col.objects {
+                out.insert(
+                    (def.group_resource(), ns.clone(), name.clone()),
+                    (**obj).clone(),
+                );
+            }
+        }
+        out
+    }
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<String> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
+    format!("v1.{rv}.{}.{}", hex(ns), hex(name))
+}
+
+fn decode_continue(t: &str) -> Result<(u64, String, String), ApiError> {
+    let bad = || ApiError::bad_request(format!("invalid continue token: {t:?}"));
+    let mut parts = t.split('.');
+    if parts.next() != Some("v1") {
+        return Err(bad());
+    }
+    let rv = parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)?;
+    let ns = parts.next().and_then(unhex).ok_or_else(bad)?;
+    let name = parts.next().and_then(unhex).ok_or_else(bad)?;
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok((rv, ns, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::resources::builtin_resources;
+
+    fn store() -> (Store, ResId, ResId) {
+        let reg = Arc::new(Registry::new(builtin_resources()));
+        let s = Store::new(reg.clone(), 5);
+        let ns = reg.core("namespaces").unwrap();
+        s.create(ns, "", json!({"metadata": {"name": "default"}}))
+            .unwrap();
+        (
+            s,
+            reg.core("configmaps").unwrap(),
+            reg.core("pods").unwrap(),
+        )
+    }
+
+    #[test]
+    fn create_sets_server_fields_and_rv_increases() {
+        let (s, cm, _) = store();
+        let a = s
+            .create(cm, "default", json!({"metadata": {"name": "a"}}))
+            .unwrap();
+        let b = s
+            .create(cm, "default", json!({"metadata": {"generateName": "b-"}}))
+            .unwrap();
+        assert!(object::name(&b).starts_with("b-"));
+        assert_eq!(object::name(&b).len(), 7);
+        let ra: u64 = object::resource_version(&a).parse().unwrap();
+        let rb: u64 = object::resource_version(&b).parse().unwrap();
+        assert!(rb > ra);
+        assert!(!object::uid(&a).is_empty());
+        assert_eq!(a["apiVersion"], Value::Null); // kind/apiVersion are added by the HTTP layer
+        let e = s
+            .create(cm, "default", json!({"metadata": {"name": "a"}}))
+            .unwrap_err();
+        assert_eq!(e.reason, "AlreadyExists");
+        let e = s
+            .create(cm, "nope", json!({"metadata": {"name": "a"}}))
+            .unwrap_err();
+        assert_eq!(e.code, 404);
+    }
+
+    #[test]
+    fn stale_update_conflicts() {
+        let (s, cm, _) = store();
+        let a = s
+            .create(
+                cm,
+                "default",
+                json!({"metadata": {"name": "a"}, "data": {"k": "1"}}),
+            )
+            .unwrap();
+        let mut upd = (*a).clone();
+        upd["data"]["k"] = json!("2");
+        s.update(cm, "default", "a", upd.clone(), Sub::Main, false)
+            .unwrap();
+        let e = s
+            .update(cm, "default", "a", upd, Sub::Main, false)
+            .unwrap_err();
+        assert_eq!(e.reason, "Conflict");
+    }
+
+    #[test]
+    fn history_window_expires() {
+        let (s, cm, _) = store();
+        let first = s
+            .create(cm, "default", json!({"metadata": {"name": "x0"}}))
+            .unwrap();
+        let rv0: u64 = object::resource_version(&first).parse().unwrap();
+        for i in 1..10 {
+            s.create(
+                cm,
+                "default",
+                json!({"metadata": {"name": format!("x{i}")}}),
+            )
+            .unwrap();
+        }
+        let e = s.watch(cm, None, WatchFrom::After(rv0)).err().unwrap();
+        assert_eq!(e.code, 410);
+        assert_eq!(e.reason, "Expired");
+        let cur = s.current_rv();
+        let w = s.watch(cm, None, WatchFrom::After(cur - 2)).unwrap();
+        assert_eq!(w.initial.len(), 2);
+    }
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        let t = encode_continue(42, "default", "a.b");
+        assert_eq!(
+            decode_continue(&t).unwrap(),
+            (42, "default".into(), "a.b".into())
+        );
+        assert!(decode_continue("garbage").is_err());
+    }
+
+    #[test]
+    fn pagination() {
+        let (s, cm, _) = store();
+        for i in 0..5 {
+            s.create(
+                cm,
+                "default",
+                json!({"metadata": {"name": format!("c{i}")}}),
+            )
+            .unwrap();
+        }
+        let f = Filter::default();
+        let p1 = s.list(cm, Some("default"), &f, 2, None).unwrap();
+        assert_eq!(p1.items.len(), 2);
+        assert_eq!(p1.remaining, Some(3));
+        let p2 = s
+            .list(cm, Some("default"), &f, 2, p1.continue_token.as_deref())
+            .unwrap();
+        assert_eq!(object::name(&p2.items[0]), "c2");
+        let p3 = s
+            .list(cm, Some("default"), &f, 2, p2.continue_token.as_deref())
+            .unwrap();
+        assert_eq!(p3.items.len(), 1);
+        assert!(p3.continue_token.is_none());
+    }
+}

@@ -1,0 +1,275 @@
+//! Watch streams: newline-delimited `{"type": ..., "object": ...}` JSON over a chunked HTTP
+//! body, as `k8s.io/apiserver/pkg/endpoints/handlers/watch.go` writes them.
+//!
+//! Selector filtering follows the watch cache (`cacher.go`): a `MODIFIED` object that starts
+//! matching is sent as `ADDED`, one that stops matching as `DELETED`. `BOOKMARK` events carry
+//! only `kind`, `apiVersion` and `metadata.resourceVersion` (plus the
+//! `k8s.io/initial-events-end` annotation that ends a streaming list).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use futures::Stream;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::selector::Filter;
+use super::store::{Event, EventKind, Store};
+
+/// Per-request watch settings.
+#[derive(Debug, Clone)]
+pub struct WatchOptions {
+    /// Label + field selector.
+    pub filter: Filter,
+    /// `allowWatchBookmarks`.
+    pub bookmarks: bool,
+    /// Send the `initial-events-end` bookmark after the initial events (`sendInitialEvents`).
+    pub initial_events_end: bool,
+    /// Close the stream after this long (`timeoutSeconds`).
+    pub timeout: Duration,
+    /// Period of `BOOKMARK` events.
+    pub bookmark_interval: Duration,
+    /// Fault: close after this many delivered events.
+    pub drop_after: Option<u64>,
+    /// Fault: deliver each event this long after its commit.
+    pub delay: Duration,
+    /// `kind` for bookmarks.
+    pub kind: String,
+    /// `apiVersion` for bookmarks.
+    pub api_version: String,
+}
+
+enum Out {
+    Event(Arc<Event>),
+    Bookmark { rv: u64, initial_end: bool },
+}
+
+struct State {
+    store: Arc<Store>,
+    opts: WatchOptions,
+    pending: VecDeque<Out>,
+    rx: mpsc::UnboundedReceiver<Arc<Event>>,
+    deadline: Instant,
+    next_bookmark: Instant,
+    drop_rx: watch::Receiver<u64>,
+    sent: u64,
+    last_rv: u64,
+    done: bool,
+}
+
+/// One serialized line for an event, or `None` when the filter hides it.
+fn render(ev: &Event, filter: &Filter) -> Option<Bytes> {
+    let kind = if filter.is_empty() {
+        ev.kind
+    } else {
+        let now = filter.matches(&ev.object);
+        match ev.kind {
+            EventKind::Added | EventKind::Deleted => {
+                if !now {
+                    return None;
+                }
+                ev.kind
+            }
+            EventKind::Modified => {
+                let before = ev.prev.as_deref().is_some_and(|p| filter.matches(p));
+                match (before, now) {
+                    (true, true) => EventKind::Modified,
+                    (false, true) => EventKind::Added,
+                    (true, false) => EventKind::Deleted,
+                    (false, false) => return None,
+                }
+            }
+        }
+    };
+    line(kind.as_str(), &ev.object)
+}
+
+fn line(kind: &str, obj: &Value) -> Option<Bytes> {
+    // {"type":"X","object":...}\n without building an intermediate Value.
+    let body = serde_json::to_vec(obj).ok()?;
+    let mut out = Vec::with_capacity(body.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(&body);
+    out.extend_from_slice(b"}\n");
+    Some(Bytes::from(out))
+}
+
+/// A `BOOKMARK` line.
+pub fn bookmark_line(kind: &str, api_version: &str, rv: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
+    line("BOOKMARK", &obj).unwrap_or_default()
+}
+
+/// An `ERROR` line carrying a `Status`.
+pub fn error_line(status: &Value) -> Bytes {
+    line("ERROR", status).unwrap_or_default()
+}
+
+/// Build the body stream of a watch.
+pub fn stream(
+    store: Arc<Store>,
+    initial: Vec<Arc<Event>>,
+    start_rv: u64,
+    rx: mpsc::UnboundedReceiver<Arc<Event>>,
+    drop_rx: watch::Receiver<u64>,
+    opts: WatchOptions,
+) -> impl Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static {
+    let now = Instant::now();
+    let mut pending: VecDeque<Out> = initial.into_iter().map(Out::Event).collect();
+    if opts.initial_events_end {
+        pending.push_back(Out::Bookmark {
+            rv: start_rv,
+            initial_end: true,
+        });
+    }
+    let state = State {
+        store,
+        deadline: now + opts.timeout,
+        next_bookmark: now + opts.bookmark_interval,
+        opts,
+        pending,
+        rx,
+        drop_rx,
+        sent: 0,
+        last_rv: start_rv,
+        done: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if st.done {
+                return None;
+            }
+            if st.opts.drop_after.is_some_and(|n| st.sent >= n) && st.pending.is_empty() {
+                return None;
+            }
+            if let Some(front) = st.pending.front() {
+                // Delayed delivery: wait until the event is old enough.
+                if let Out::Event(ev) = front
+                    && !st.opts.delay.is_zero()
+                {
+                    let due = Instant::from_std(ev.at) + st.opts.delay;
+                    if due > Instant::now() {
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(due) => {}
+                            _ = tokio::time::sleep_until(st.deadline) => return None,
+                            r = st.drop_rx.changed() => { if r.is_ok() { return None; } }
+                        }
+                    }
+                }
+                let Some(out) = st.pending.pop_front() else {
+                    continue;
+                };
+                match out {
+                    Out::Event(ev) => {
+                        st.last_rv = st.last_rv.max(ev.rv);
+                        if let Some(b) = render(&ev, &st.opts.filter) {
+                            st.sent += 1;
+                            if st.opts.drop_after.is_some_and(|n| st.sent > n) {
+                                return None;
+                            }
+                            return Some((Ok(b), st));
+                        }
+                    }
+                    Out::Bookmark { rv, initial_end } => {
+                        let b = bookmark_line(&st.opts.kind, &st.opts.api_version, rv, initial_end);
+                        return Some((Ok(b), st));
+                    }
+                }
+                continue;
+            }
+            let bookmark_at = if st.opts.bookmarks {
+                st.next_bookmark
+            } else {
+                st.deadline + Duration::from_secs(3600)
+            };
+            tokio::select! {
+                ev = st.rx.recv() => match ev {
+                    Some(ev) => st.pending.push_back(Out::Event(ev)),
+                    None => return None,
+                },
+                _ = tokio::time::sleep_until(bookmark_at) => {
+                    st.next_bookmark = Instant::now() + st.opts.bookmark_interval;
+                    // Everything committed up to `g` is already in our channel.
+                    let g = st.store.current_rv();
+                    let mut max_rv = st.last_rv;
+                    while let Ok(ev) = st.rx.try_recv() {
+                        max_rv = max_rv.max(ev.rv);
+                        st.pending.push_back(Out::Event(ev));
+                    }
+                    st.pending.push_back(Out::Bookmark { rv: g.max(max_rv), initial_end: false });
+                }
+                _ = tokio::time::sleep_until(st.deadline) => {
+                    st.done = true;
+                }
+                r = st.drop_rx.changed() => {
+                    if r.is_ok() {
+                        return None;
+                    }
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::selector::LabelSelector;
+    use std::time::Instant as StdInstant;
+
+    fn ev(kind: EventKind, labels: Value, prev: Option<Value>) -> Event {
+        Event {
+            rv: 5,
+            kind,
+            object: Arc::new(json!({"metadata": {"name": "a", "labels": labels}})),
+            prev: prev.map(|p| Arc::new(json!({"metadata": {"name": "a", "labels": p}}))),
+            at: StdInstant::now(),
+        }
+    }
+
+    fn kind_of(b: &Bytes) -> String {
+        let v: Value = serde_json::from_slice(b).unwrap();
+        v["type"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn selector_transitions() {
+        let f = Filter {
+            labels: LabelSelector::parse("app=x").unwrap(),
+            ..Default::default()
+        };
+        let enter = ev(EventKind::Modified, json!({"app": "x"}), Some(json!({})));
+        assert_eq!(kind_of(&render(&enter, &f).unwrap()), "ADDED");
+        let leave = ev(EventKind::Modified, json!({}), Some(json!({"app": "x"})));
+        assert_eq!(kind_of(&render(&leave, &f).unwrap()), "DELETED");
+        let stay_out = ev(EventKind::Modified, json!({}), Some(json!({})));
+        assert!(render(&stay_out, &f).is_none());
+        let stay = ev(
+            EventKind::Modified,
+            json!({"app": "x"}),
+            Some(json!({"app": "x"})),
+        );
+        assert_eq!(kind_of(&render(&stay, &f).unwrap()), "MODIFIED");
+    }
+
+    #[test]
+    fn bookmark_shape() {
+        let b = bookmark_line("Pod", "v1", 42, true);
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["type"], "BOOKMARK");
+        assert_eq!(v["object"]["metadata"]["resourceVersion"], "42");
+        assert_eq!(
+            v["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+    }
+}

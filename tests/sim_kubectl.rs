@@ -1,0 +1,263 @@
+//! The real `kubectl` against the embedded API server: `get`, `apply -f` on every KubeVirt
+//! example that is a VirtualMachine or VirtualMachineInstance, `get -o yaml`,
+//! `patch --type=json`, `delete`. Skipped (with a printed reason) when kubectl or the examples
+//! are missing.
+
+mod sim_util;
+
+use std::path::{Path, PathBuf};
+
+use kube::api::{Api, DynamicObject};
+use sim_util::{vm_resource, vmi_resource};
+use virtctl_rs::sim::{ApiServer, ApiServerConfig};
+
+const EXAMPLES: &str = "/work/shared/reference/kubevirt-v1.9.0/examples";
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+    cache: tempfile::TempDir,
+}
+
+impl Kubectl {
+    async fn run(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        use tokio::io::AsyncWriteExt;
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.args(args)
+            .arg("--cache-dir")
+            .arg(self.cache.path())
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn kubectl");
+        if let Some(mut si) = child.stdin.take() {
+            if let Some(text) = stdin {
+                si.write_all(text.as_bytes()).await.unwrap();
+            }
+        }
+        let out = child.wait_with_output().await.unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.run(args, None).await;
+        assert!(ok, "kubectl {args:?} failed: {err}{out}");
+        out
+    }
+}
+
+fn kubectl_available() -> bool {
+    std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Example files whose (single) document is a VirtualMachine or VirtualMachineInstance,
+/// with the kind and name of that document.
+fn vm_examples() -> Vec<(PathBuf, String, String)> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(EXAMPLES) else {
+        return out;
+    };
+    let mut files: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    files.sort();
+    for f in files {
+        if f.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let Ok(v) = <serde_json::Value as serde::Deserialize>::deserialize(doc) else {
+                continue;
+            };
+            let kind = v["kind"].as_str().unwrap_or("");
+            if kind == "VirtualMachine" || kind == "VirtualMachineInstance" {
+                let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+                out.push((f.clone(), kind.to_string(), name));
+            }
+        }
+    }
+    out
+}
+
+fn only_vm_docs(path: &Path) -> String {
+    // Every example holds one document; still, feed only VM/VMI documents to be safe.
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut docs = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v: serde_json::Value = serde::Deserialize::deserialize(doc).unwrap();
+        let kind = v["kind"].as_str().unwrap_or("");
+        if kind == "VirtualMachine" || kind == "VirtualMachineInstance" {
+            docs.push(serde_yaml::to_string(&v).unwrap());
+        }
+    }
+    docs.join("---\n")
+}
+
+#[tokio::test]
+async fn kubectl_get_apply_patch_delete() {
+    if !kubectl_available() {
+        eprintln!("SKIP kubectl_get_apply_patch_delete: kubectl is not on PATH");
+        return;
+    }
+    let examples = vm_examples();
+    if examples.is_empty() {
+        eprintln!("SKIP kubectl_get_apply_patch_delete: no examples under {EXAMPLES}");
+        return;
+    }
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let k = Kubectl {
+        kubeconfig: server.kubeconfig_path().to_path_buf(),
+        cache: tempfile::tempdir().unwrap(),
+    };
+    let out = k.ok(&["get", "namespaces"]).await;
+    for ns in ["default", "kube-system", "kubevirt"] {
+        assert!(out.contains(ns), "{out}");
+    }
+    let (ok, out, err) = k.run(&["get", "pods"], None).await;
+    assert!(
+        ok && out.is_empty() && err.contains("No resources found"),
+        "{out}{err}"
+    );
+
+    let client = server.client().await.unwrap();
+    let vms: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vm_resource());
+    let vmis: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vmi_resource());
+    for (file, kind, name) in &examples {
+        let manifest = only_vm_docs(file);
+        let (ok, out, err) = k.run(&["apply", "-f", "-"], Some(&manifest)).await;
+        assert!(ok, "apply {}: {err}", file.display());
+        // Two examples share a name (vmi-fedora): the second apply updates the first.
+        assert!(
+            out.contains("created") || out.contains("configured"),
+            "{out}"
+        );
+        let api = if kind == "VirtualMachine" {
+            &vms
+        } else {
+            &vmis
+        };
+        let obj = api.get(name).await.unwrap();
+        assert!(
+            obj.metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key("kubectl.kubernetes.io/last-applied-configuration"),
+            "{name}"
+        );
+    }
+    // Re-applying unchanged is a no-op; a changed manifest goes through a merge patch.
+    let (file, _, vm_name) = examples
+        .iter()
+        .find(|(_, k, _)| k == "VirtualMachine")
+        .unwrap();
+    let manifest = only_vm_docs(file);
+    let (ok, out, _) = k.run(&["apply", "-f", "-"], Some(&manifest)).await;
+    assert!(ok && out.contains("unchanged"), "{out}");
+    let changed = manifest.replacen(
+        "metadata:\n",
+        "metadata:\n  labels:\n    applied: again\n",
+        1,
+    );
+    let changed = if changed.contains("labels:\n    applied") {
+        changed
+    } else {
+        manifest.clone()
+    };
+    let (ok, out, err) = k.run(&["apply", "-f", "-"], Some(&changed)).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("configured") || out.contains("unchanged"),
+        "{out}"
+    );
+    let out = k.ok(&["get", "vm"]).await;
+    assert!(out.contains(vm_name.as_str()), "{out}");
+
+    // get vmi -o yaml
+    let (_, _, vmi_name) = examples
+        .iter()
+        .find(|(_, k, _)| k == "VirtualMachineInstance")
+        .unwrap();
+    let yaml = k.ok(&["get", "vmi", vmi_name, "-o", "yaml"]).await;
+    let v: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
+    assert_eq!(v["kind"], "VirtualMachineInstance");
+    assert_eq!(v["apiVersion"], "kubevirt.io/v1");
+    let list_yaml = k.ok(&["get", "vmis", "-o", "yaml"]).await;
+    let l: serde_json::Value = serde_yaml::from_str(&list_yaml).unwrap();
+    let distinct: std::collections::BTreeSet<&String> = examples
+        .iter()
+        .filter(|(_, k, _)| k == "VirtualMachineInstance")
+        .map(|(_, _, n)| n)
+        .collect();
+    assert_eq!(l["items"].as_array().unwrap().len(), distinct.len());
+
+    // patch --type=json, including a failing test op.
+    k.ok(&[
+        "patch",
+        "vmi",
+        vmi_name,
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/metadata/annotations/patched","value":"yes"}]"#,
+    ])
+    .await;
+    let obj = vmis.get(vmi_name).await.unwrap();
+    assert_eq!(obj.metadata.annotations.unwrap()["patched"], "yes");
+    let before = server.snapshot();
+    let (ok, _, err) = k
+        .run(
+            &[
+                "patch",
+                "vmi",
+                vmi_name,
+                "--type=json",
+                "-p",
+                r#"[{"op":"test","path":"/metadata/name","value":"other"}]"#,
+            ],
+            None,
+        )
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains("the server rejected our request due to an error in our request"),
+        "{err}"
+    );
+    assert_eq!(server.snapshot(), before);
+    // kubectl patch defaults to strategic merge, which custom resources refuse (415).
+    let (ok, _, err) = k
+        .run(
+            &[
+                "patch",
+                "vm",
+                vm_name,
+                "-p",
+                r#"{"metadata":{"labels":{"x":"y"}}}"#,
+            ],
+            None,
+        )
+        .await;
+    assert!(!ok && err.contains("unknown format"), "{err}");
+    k.ok(&[
+        "patch",
+        "vm",
+        vm_name,
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"x":"y"}}}"#,
+    ])
+    .await;
+
+    // delete
+    let out = k.ok(&["delete", "vmi", vmi_name]).await;
+    assert!(out.contains("deleted"), "{out}");
+    assert!(vmis.get(vmi_name).await.is_err());
+    let out = k.ok(&["delete", "-f", file.to_str().unwrap()]).await;
+    assert!(out.contains("deleted"), "{out}");
+    assert!(vms.get(vm_name).await.is_err());
+    server.shutdown().await;
+}

@@ -1,0 +1,83 @@
+//! Shared helpers for the `sim_*` integration tests (included with `mod sim_util;`).
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::json;
+
+/// Poll `f` every 20 ms until it returns `Some`, or panic after `secs` seconds.
+pub async fn wait_for<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `kubevirt.io/v1` VirtualMachineInstance.
+pub fn vmi_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance"),
+        "virtualmachineinstances",
+    )
+}
+
+/// `kubevirt.io/v1` VirtualMachine.
+pub fn vm_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachine"),
+        "virtualmachines",
+    )
+}
+
+/// A small VM object.
+pub fn vm(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": name},
+        "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}
+    }))
+    .expect("static VM")
+}
+
+/// A small VMI object.
+pub fn vmi(name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": name},
+        "spec": {"domain": {"devices": {}}}
+    }))
+    .expect("static VMI")
+}
+
+/// A pod with one container, optionally bound to `node`.
+pub fn pod(name: &str, node: Option<&str>) -> k8s_openapi::api::core::v1::Pod {
+    let mut v = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}
+    });
+    if let Some(n) = node {
+        v["spec"]["nodeName"] = json!(n);
+    }
+    serde_json::from_value(v).expect("static pod")
+}
+
+/// The `kube::Error::Api` status of a failed call.
+pub fn api_err(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
