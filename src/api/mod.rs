@@ -1,1 +1,75 @@
-//! kubevirt.io types (being written).
+//! kubevirt.io types (VirtualMachine, VirtualMachineInstance, DataVolume), quantities, and the
+//! names KubeVirt uses for labels, annotations and finalizers.
+//!
+//! Every typed struct keeps the fields it does not model in an `extra` map, so that reading and
+//! writing an object (or copying a VM template into a VMI) never loses a field.
+
+pub mod common;
+pub mod datavolume;
+pub mod defaults;
+pub mod manifest;
+pub mod quantity;
+pub mod vm;
+pub mod vmi;
+
+pub use common::{Condition, Extra, Time};
+pub use datavolume::DataVolume;
+pub use vm::{RunStrategy, VirtualMachine};
+pub use vmi::{Phase, VirtualMachineInstance};
+
+/// API group of VMs and VMIs.
+pub const GROUP: &str = "kubevirt.io";
+/// API version of VMs and VMIs.
+pub const VERSION: &str = "v1";
+/// `apiVersion` string of VMs and VMIs.
+pub const API_VERSION: &str = "kubevirt.io/v1";
+
+/// Well-known label keys (KubeVirt `staging/src/kubevirt.io/api/core/v1/types.go`).
+pub mod labels {
+    /// `kubevirt.io=virt-launcher` marks launcher pods (`AppLabel`).
+    pub const APP: &str = "kubevirt.io";
+    /// Value of [`APP`] on launcher pods.
+    pub const APP_VIRT_LAUNCHER: &str = "virt-launcher";
+    /// VMI UID on its launcher pod (`CreatedByLabel`).
+    pub const CREATED_BY: &str = "kubevirt.io/created-by";
+    /// Node a VMI runs on (`NodeNameLabel`), set when the VMI is Scheduled.
+    pub const NODE_NAME: &str = "kubevirt.io/nodeName";
+    /// Sanitised VMI hostname on the pod (`VirtualMachineNameLabel`).
+    pub const VM_NAME: &str = "vm.kubevirt.io/name";
+    /// Short VMI identifier on the pod (`VirtualMachineInstanceIDLabel`).
+    pub const VMI_ID: &str = "vmi.kubevirt.io/id";
+    /// Nodes that can run VMIs (`NodeSchedulable`).
+    pub const SCHEDULABLE: &str = "kubevirt.io/schedulable";
+    /// Launcher image differs from the configured one.
+    pub const OUTDATED_LAUNCHER_IMAGE: &str = "kubevirt.io/outdatedLauncherImage";
+}
+
+/// Well-known annotation keys.
+pub mod annotations {
+    /// Launcher memory overhead in bytes, decimal (`MemoryOverheadAnnotationBytes`).
+    pub const MEMORY_OVERHEAD_BYTES: &str = "kubevirt.io/memory-overhead-bytes";
+    /// VMI name on its launcher pod (`DomainAnnotation`).
+    pub const DOMAIN: &str = "kubevirt.io/domain";
+    /// VM generation a VMI was started from (`VirtualMachineGenerationAnnotation`).
+    pub const VM_GENERATION: &str = "kubevirt.io/vm-generation";
+    /// Marks a VMI as migration target (`CreateMigrationTarget`).
+    pub const CREATE_MIGRATION_TARGET: &str = "kubevirt.io/create-migration-target";
+    /// Opt out of immediate DataVolume creation.
+    pub const IMMEDIATE_DATA_VOLUME_CREATION: &str = "kubevirt.io/immediate-data-volume-creation";
+    /// Default container for `kubectl exec/logs`.
+    pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
+    /// VMI runs as non-root.
+    pub const NON_ROOT: &str = "kubevirt.io/nonroot";
+}
+
+/// Finalizers.
+pub mod finalizers {
+    /// On VMs and the VMIs the VM controller creates (`VirtualMachineControllerFinalizer`).
+    pub const VM_CONTROLLER: &str = "kubevirt.io/virtualMachineControllerFinalize";
+    /// On VMIs, added by virt-api, removed by the VMI controller once final and pods are gone.
+    pub const FOREGROUND_DELETE_VM: &str = "kubevirt.io/foregroundDeleteVirtualMachine";
+    /// Legacy un-prefixed form of [`FOREGROUND_DELETE_VM`].
+    pub const LEGACY_FOREGROUND_DELETE_VM: &str = "foregroundDeleteVirtualMachine";
+    /// Kubernetes' orphan finalizer.
+    pub const ORPHAN: &str = "orphan";
+}

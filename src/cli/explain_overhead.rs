@@ -1,18 +1,314 @@
-//! `explain-overhead`: flags and output formatting.
+//! `explain-overhead`: flags and output formatting. The numbers come from
+//! [`crate::launcher::explain`].
+//!
+//! Exit codes: 0 success; 1 bad input (the message names the document, object and field);
+//! 2 not available yet (cluster mode); 3 with `--pod` when the pod does not match the formula.
 
 use super::{CliError, GlobalArgs};
-use clap::Args;
+use crate::api::manifest::{ManifestObject, read_manifest};
+use crate::launcher::ClusterSettings;
+use crate::launcher::explain::{Explanation, PodCheck, check_pod, explain};
+use crate::launcher::overhead::MIB;
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use std::fmt::Write as _;
+use std::io::Read;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Output format of `explain-overhead`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Output {
+    /// Human-readable tables.
+    #[default]
+    Table,
+    /// A JSON list, one entry per object (stable shape, see docs/explain-overhead.md).
+    Json,
+    /// The same list as YAML.
+    Yaml,
+}
 
 /// Flags of `explain-overhead`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  kubectl virtctl-rs explain-overhead -f vm.yaml\n  kubectl virtctl-rs explain-overhead -f vmi.yaml --pod launcher-pod.yaml\n  cat vms.yaml | kubectl virtctl-rs explain-overhead -f - -o json"
+)]
 pub struct ExplainOverheadArgs {
-    /// Manifest file with VirtualMachine/VirtualMachineInstance documents (`-` for stdin).
+    /// `vm/NAME` or `vmi/NAME` to read from the cluster (not available yet: use -f).
+    pub target: Option<String>,
+    /// Manifest with VirtualMachine / VirtualMachineInstance documents (`-` for stdin). Other
+    /// kinds are skipped with a note on stderr.
     #[arg(short = 'f', long = "filename")]
     pub filename: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// KubeVirt custom resource (YAML/JSON) to read cluster settings from
+    /// (cpuAllocationRatio, memoryOvercommit, additionalGuestMemoryOverheadRatio, ...).
+    #[arg(long, value_name = "FILE")]
+    pub kubevirt_cr: Option<PathBuf>,
+    /// Override `developerConfiguration.cpuAllocationRatio` (default 10).
+    #[arg(long)]
+    pub cpu_allocation_ratio: Option<u32>,
+    /// Override `developerConfiguration.memoryOvercommit` in percent (default 100).
+    #[arg(long)]
+    pub memory_overcommit: Option<u32>,
+    /// Override `additionalGuestMemoryOverheadRatio` (e.g. 1.5).
+    #[arg(long)]
+    pub additional_guest_memory_overhead_ratio: Option<String>,
+    /// Override the cluster's default architecture (amd64, arm64, s390x).
+    #[arg(long)]
+    pub architecture: Option<String>,
+    /// A virt-launcher pod (YAML/JSON) to check against the formula: its
+    /// `kubevirt.io/memory-overhead-bytes` annotation and `compute` memory request.
+    #[arg(long, value_name = "FILE")]
+    pub pod: Option<PathBuf>,
+}
+
+fn read_input(name: &str) -> Result<String, CliError> {
+    if name == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| CliError::Failed(format!("reading stdin: {e}")))?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(name).map_err(|e| CliError::Failed(format!("reading {name}: {e}")))
+    }
+}
+
+/// Build the cluster settings from `--kubevirt-cr` and the override flags.
+fn settings(args: &ExplainOverheadArgs) -> Result<ClusterSettings, CliError> {
+    let mut s = match &args.kubevirt_cr {
+        Some(path) => {
+            let text = read_input(&path.display().to_string())?;
+            let value: serde_json::Value = serde_yaml::from_str(&text)
+                .map_err(|e| CliError::Failed(format!("{}: invalid YAML: {e}", path.display())))?;
+            ClusterSettings::from_kubevirt_cr(&value)
+                .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))?
+        }
+        None => ClusterSettings::default(),
+    };
+    if let Some(r) = args.cpu_allocation_ratio {
+        if r == 0 {
+            return Err(CliError::Failed(
+                "--cpu-allocation-ratio must be at least 1".into(),
+            ));
+        }
+        s.cpu_allocation_ratio = r;
+    }
+    if let Some(o) = args.memory_overcommit {
+        if o == 0 {
+            return Err(CliError::Failed(
+                "--memory-overcommit must be at least 1".into(),
+            ));
+        }
+        s.memory_overcommit = o;
+    }
+    if let Some(r) = &args.additional_guest_memory_overhead_ratio {
+        s.additional_guest_memory_overhead_ratio = Some(r.clone());
+    }
+    if let Some(a) = &args.architecture {
+        s.architecture = a.clone();
+    }
+    Ok(s)
+}
+
+/// Pick the explanation a pod belongs to: the only one, or the one named by the pod's
+/// `kubevirt.io/domain` annotation / `vm.kubevirt.io/name` label.
+fn pod_target<'a>(explanations: &'a mut [Explanation], pod: &Pod) -> Option<&'a mut Explanation> {
+    if explanations.len() == 1 {
+        return explanations.first_mut();
+    }
+    let meta = &pod.metadata;
+    let name = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::api::annotations::DOMAIN))
+        .or_else(|| {
+            meta.labels
+                .as_ref()
+                .and_then(|l| l.get(crate::api::labels::VM_NAME))
+        })?;
+    explanations.iter_mut().find(|e| &e.name == name)
 }
 
 /// Run `explain-overhead`.
-pub fn run(_global: &GlobalArgs, _args: ExplainOverheadArgs) -> Result<ExitCode, CliError> {
-    Err(CliError::NotAvailable("explain-overhead"))
+pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, CliError> {
+    if let Some(target) = &args.target {
+        return Err(CliError::Failed(format!(
+            "reading {target} from the cluster is not available yet in this build; use -f FILE (a VM/VMI manifest) instead"
+        )));
+    }
+    let Some(filename) = args.filename.clone() else {
+        return Err(CliError::Failed(
+            "nothing to explain: give -f FILE (or -f - for stdin)".into(),
+        ));
+    };
+    let settings = settings(&args)?;
+    let text = read_input(&filename)?;
+    let source = if filename == "-" {
+        "<stdin>".to_string()
+    } else {
+        filename.clone()
+    };
+    let manifest = read_manifest(&source, &text).map_err(|e| CliError::Failed(e.to_string()))?;
+    for skipped in &manifest.skipped {
+        eprintln!(
+            "note: {source}: {}: skipped: {}",
+            skipped.doc, skipped.reason
+        );
+    }
+    let namespace = global
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_string());
+    let mut explanations = Vec::new();
+    for ManifestObject { doc, object } in &manifest.objects {
+        let e = explain(object, &namespace, &settings)
+            .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
+        explanations.push(e);
+    }
+    let mut mismatch = false;
+    if let Some(pod_path) = &args.pod {
+        let pod_text = read_input(&pod_path.display().to_string())?;
+        let pod: Pod = serde_yaml::from_str(&pod_text)
+            .map_err(|e| CliError::Failed(format!("{}: not a Pod: {e}", pod_path.display())))?;
+        let target = pod_target(&mut explanations, &pod).ok_or_else(|| {
+            CliError::Failed(format!(
+                "{}: cannot tell which VM/VMI the pod belongs to (no kubevirt.io/domain annotation matching one of them)",
+                pod_path.display()
+            ))
+        })?;
+        let check = check_pod(target, &pod);
+        mismatch = !check.matches;
+        target.pod_check = Some(check);
+    }
+    let out = match args.output {
+        Output::Json => {
+            serde_json::to_string_pretty(&explanations)
+                .map_err(|e| CliError::Failed(e.to_string()))?
+                + "\n"
+        }
+        Output::Yaml => {
+            serde_yaml::to_string(&explanations).map_err(|e| CliError::Failed(e.to_string()))?
+        }
+        Output::Table => explanations
+            .iter()
+            .map(render_table)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    print!("{out}");
+    Ok(if mismatch {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn mib(bytes: i64) -> String {
+    let v = bytes as f64 / MIB as f64;
+    if bytes % MIB == 0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The human-readable table for one object.
+pub fn render_table(e: &Explanation) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {}/{}", e.kind, e.namespace, e.name);
+    let width = e
+        .overhead
+        .terms
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(5);
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:>12}  {:>9}  WHY",
+        "TERM", "BYTES", "MiB"
+    );
+    for t in &e.overhead.terms {
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:>12}  {:>9}  {}",
+            t.name,
+            t.bytes,
+            mib(t.bytes),
+            t.reason
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:>12}  {:>9}",
+        "TOTAL",
+        e.overhead.total_bytes,
+        mib(e.overhead.total_bytes)
+    );
+    let list = |m: &std::collections::BTreeMap<String, Quantity>| {
+        if m.is_empty() {
+            "(none)".to_string()
+        } else {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.0))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    };
+    let _ = writeln!(
+        out,
+        "  compute requests: {}",
+        list(&e.compute_resources.requests)
+    );
+    let _ = writeln!(
+        out,
+        "  compute limits:   {}",
+        list(&e.compute_resources.limits)
+    );
+    if let Some(c) = &e.pod_check {
+        out.push_str(&render_pod_check(c));
+    }
+    out
+}
+
+fn render_pod_check(c: &PodCheck) -> String {
+    let mut out = String::new();
+    let verdict = if c.matches {
+        "MATCH".to_string()
+    } else {
+        "MISMATCH".to_string()
+    };
+    let _ = writeln!(out, "  pod {}: {verdict}", c.pod);
+    let diff = |d: Option<i64>| match d {
+        Some(0) => "match".to_string(),
+        Some(d) => format!("differs by {d:+} bytes"),
+        None => "not comparable".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "    overhead annotation: {} vs formula {} ({})",
+        c.annotation_overhead_bytes
+            .map_or("-".into(), |v| v.to_string()),
+        c.formula_overhead_bytes,
+        diff(c.overhead_difference_bytes)
+    );
+    let _ = writeln!(
+        out,
+        "    compute memory request: {} vs formula {} ({})",
+        c.pod_memory_request_bytes
+            .map_or("-".into(), |v| v.to_string()),
+        c.formula_memory_request_bytes
+            .map_or("-".into(), |v| v.to_string()),
+        diff(c.memory_request_difference_bytes)
+    );
+    for n in &c.notes {
+        let _ = writeln!(out, "    note: {n}");
+    }
+    out
 }

@@ -3,6 +3,8 @@
 //! Every subcommand returns a [`CliError`]; [`run`] prints it on stderr and maps it to the
 //! process exit code (1 for errors, 2 for "not available yet").
 
+pub mod client;
+pub mod cluster;
 pub mod explain_overhead;
 
 use clap::{Args, Parser, Subcommand};
@@ -61,6 +63,8 @@ pub enum Command {
     Inspect(NotYetArgs),
     /// Explain the virt-launcher memory overhead of a VM or VMI, term by term.
     ExplainOverhead(explain_overhead::ExplainOverheadArgs),
+    /// Run an embedded cluster (API server + simulated nodes) for local experiments.
+    Cluster(cluster::ClusterArgs),
 }
 
 /// Arguments accepted (and ignored) by subcommands that are not built yet.
@@ -109,6 +113,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::RunController(_) => Err(CliError::NotAvailable("run-controller")),
         Command::Inspect(_) => Err(CliError::NotAvailable("inspect")),
         Command::ExplainOverhead(args) => explain_overhead::run(&cli.global, args),
+        Command::Cluster(args) => cluster::run(&cli.global, args),
     };
     match result {
         Ok(code) => code,

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod audit;
+pub mod cluster;
 pub mod discovery;
 pub mod faults;
 pub mod gc;

@@ -1,0 +1,69 @@
+//! `cdi.kubevirt.io/v1beta1` DataVolume: only what the VM controller needs (phase), the rest raw.
+
+use super::common::Extra;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// A CDI DataVolume.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVolume {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<DataVolumeStatus>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `status` of a DataVolume.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataVolumeStatus {
+    /// `Pending`, `ImportInProgress`, `Succeeded`, `Failed`, `WaitForFirstConsumer`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl kube::Resource for DataVolume {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "DataVolume".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "cdi.kubevirt.io".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1beta1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "datavolumes".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl DataVolume {
+    /// Ready for the VM controller: phase Succeeded, WaitForFirstConsumer or PendingPopulation
+    /// (pkg/virt-controller/watch/util/util.go:106-118).
+    pub fn is_ready(&self) -> bool {
+        matches!(
+            self.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "WaitForFirstConsumer" | "PendingPopulation")
+        )
+    }
+}

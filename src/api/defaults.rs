@@ -1,0 +1,283 @@
+//! The subset of virt-api's admission defaults (`pkg/defaults/defaults.go`,
+//! `SetDefaultVirtualMachineInstanceSpec`) that changes the memory overhead or the launcher pod's
+//! resources. A VMI read from the cluster already has them; a VM template or a VMI read from a
+//! file does not, so `explain-overhead -f` and the VM controller's dry renders apply them first.
+//!
+//! Modelled: default architecture, CPU request copied from the CPU limit
+//! (`setDefaultResourceRequests`), `memory.guest` from the memory request / limit / hugepage size
+//! (`setGuestMemory`), the guest CPU topology (`SetDefaultGuestCPUTopology`: sockets = CPU
+//! limit `.Value()`, else CPU request `.Value()`, else 1; cores = threads = 1), and the default
+//! pod network (`SetDefaultNetworkInterface`, pkg/network/vmispec/interface.go: when
+//! `autoattachPodInterface` is not false and there are no interfaces and no networks, one
+//! interface `default` with the cluster's default binding — `bridge` unless configured — and
+//! the network `{name: default, pod: {}}`).
+//! Not modelled (no effect on the overhead or resources): machine type, CPU model, eviction
+//! strategy, container disk pull policies, hyper-V dependencies, CPU/memory hotplug maxima, the
+//! cluster-wide `cpuRequest` setting.
+
+use super::quantity::ParsedQuantity;
+use super::vmi::{Cpu, Interface, Memory, Network, VirtualMachineInstanceSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+fn is_zero(q: Option<&Quantity>) -> bool {
+    q.is_none_or(|q| {
+        ParsedQuantity::parse(&q.0)
+            .map(|p| p.is_zero())
+            .unwrap_or(false)
+    })
+}
+
+/// The cluster settings the admission defaults read (from the KubeVirt CR).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionSettings {
+    /// `architectureConfiguration.defaultArchitecture` (default `amd64`).
+    pub architecture: String,
+    /// `network.defaultNetworkInterface` (default `bridge`).
+    pub default_network_interface: String,
+    /// `network.permitBridgeInterfaceOnPodNetwork` (default true).
+    pub permit_bridge_interface_on_pod_network: bool,
+}
+
+impl Default for AdmissionSettings {
+    fn default() -> Self {
+        AdmissionSettings {
+            architecture: "amd64".into(),
+            default_network_interface: "bridge".into(),
+            permit_bridge_interface_on_pod_network: true,
+        }
+    }
+}
+
+/// Admission would reject the spec.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DefaultsError {
+    /// `SetDefaultNetworkInterface` with a bridge default that the cluster forbids.
+    #[error("spec.domain.devices.interfaces: bridge interface is not enabled in kubevirt-config")]
+    BridgeNotPermitted,
+    /// `SetDefaultNetworkInterface` with the removed slirp default.
+    #[error("spec.domain.devices.interfaces: slirp interface is deprecated as of v1.3")]
+    SlirpDeprecated,
+}
+
+/// Apply the admission defaults listed in the module docs to `spec`, in virt-api's order.
+/// Invalid quantities are left for the formula to report with their field name.
+pub fn apply_admission_defaults(
+    spec: &mut VirtualMachineInstanceSpec,
+    settings: &AdmissionSettings,
+) -> Result<(), DefaultsError> {
+    if spec.architecture.as_deref().unwrap_or("").is_empty() {
+        spec.architecture = Some(settings.architecture.clone());
+    }
+    // setDefaultResourceRequests: CPU request := CPU limit when only the limit is set.
+    if let Some(res) = spec.domain.resources.as_mut() {
+        let limit = res.limits.as_ref().and_then(|l| l.get("cpu")).cloned();
+        let request_zero = is_zero(res.requests.as_ref().and_then(|r| r.get("cpu")));
+        if let Some(limit) = limit.filter(|l| !is_zero(Some(l)))
+            && request_zero
+        {
+            res.requests
+                .get_or_insert_with(Default::default)
+                .insert("cpu".into(), limit);
+        }
+    }
+    // setGuestMemory.
+    let has_guest = spec
+        .domain
+        .memory
+        .as_ref()
+        .is_some_and(|m| m.guest.is_some());
+    if !has_guest {
+        let res = spec.domain.resources.as_ref();
+        let req = res
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("memory"));
+        let lim = res
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|r| r.get("memory"));
+        let page = spec
+            .domain
+            .memory
+            .as_ref()
+            .and_then(|m| m.hugepages.as_ref())
+            .and_then(|h| h.page_size.clone())
+            .filter(|p| ParsedQuantity::parse(p).is_ok());
+        let guest = if !is_zero(req) {
+            req.cloned()
+        } else if !is_zero(lim) {
+            lim.cloned()
+        } else {
+            page.map(Quantity)
+        };
+        let memory = spec.domain.memory.get_or_insert_with(Memory::default);
+        memory.guest = guest;
+    }
+    // SetDefaultGuestCPUTopology.
+    let cpu = spec.domain.cpu.get_or_insert_with(Cpu::default);
+    let unset = |v: Option<u32>| v.unwrap_or(0) == 0;
+    if unset(cpu.cores) && unset(cpu.sockets) && unset(cpu.threads) {
+        let res = spec.domain.resources.as_ref();
+        let value = |q: Option<&Quantity>| {
+            q.and_then(|q| ParsedQuantity::parse(&q.0).ok())
+                .map(|p| u32::try_from(p.value()).unwrap_or(0))
+        };
+        let sockets = value(
+            res.and_then(|r| r.limits.as_ref())
+                .and_then(|l| l.get("cpu")),
+        )
+        .or_else(|| {
+            value(
+                res.and_then(|r| r.requests.as_ref())
+                    .and_then(|r| r.get("cpu")),
+            )
+        })
+        .unwrap_or(1);
+        cpu.sockets = Some(sockets);
+        cpu.cores = Some(1);
+        cpu.threads = Some(1);
+    }
+    set_default_network_interface(spec, settings)
+}
+
+/// `SetDefaultNetworkInterface` (pkg/network/vmispec/interface.go).
+pub fn set_default_network_interface(
+    spec: &mut VirtualMachineInstanceSpec,
+    settings: &AdmissionSettings,
+) -> Result<(), DefaultsError> {
+    if spec.domain.devices.autoattach_pod_interface == Some(false) {
+        return Ok(());
+    }
+    let has_networks = spec.networks.as_ref().is_some_and(|n| !n.is_empty());
+    let has_interfaces = spec
+        .domain
+        .devices
+        .interfaces
+        .as_ref()
+        .is_some_and(|i| !i.is_empty());
+    if has_networks || has_interfaces {
+        return Ok(());
+    }
+    let mut iface = Interface {
+        name: "default".into(),
+        ..Default::default()
+    };
+    match settings.default_network_interface.as_str() {
+        "bridge" => {
+            if !settings.permit_bridge_interface_on_pod_network {
+                return Err(DefaultsError::BridgeNotPermitted);
+            }
+            iface.bridge = Some(serde_json::json!({}));
+            spec.domain.devices.interfaces = Some(vec![iface]);
+        }
+        "masquerade" => {
+            iface.masquerade = Some(serde_json::json!({}));
+            spec.domain.devices.interfaces = Some(vec![iface]);
+        }
+        "slirp" => return Err(DefaultsError::SlirpDeprecated),
+        // Any other value: KubeVirt adds no interface but still adds the pod network.
+        _ => {}
+    }
+    spec.networks = Some(vec![Network {
+        name: "default".into(),
+        pod: Some(serde_json::json!({})),
+        ..Default::default()
+    }]);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::vmi::ResourceRequirements;
+
+    fn spec(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> VirtualMachineInstanceSpec {
+        let map = |kv: &[(&str, &str)]| {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                .collect()
+        };
+        let mut s = VirtualMachineInstanceSpec::default();
+        s.domain.resources = Some(ResourceRequirements {
+            requests: Some(map(requests)),
+            limits: Some(map(limits)),
+            ..Default::default()
+        });
+        s
+    }
+
+    #[test]
+    fn topology_from_limit_then_request_then_one() {
+        let mut s = spec(&[("cpu", "3")], &[("cpu", "5")]);
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
+        let cpu = s.domain.cpu.unwrap();
+        assert_eq!(
+            (cpu.sockets, cpu.cores, cpu.threads),
+            (Some(5), Some(1), Some(1))
+        );
+        let mut s = spec(&[("cpu", "1500m")], &[]);
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
+        assert_eq!(s.domain.cpu.unwrap().sockets, Some(2));
+        let mut s = VirtualMachineInstanceSpec::default();
+        let arm = AdmissionSettings {
+            architecture: "arm64".into(),
+            ..Default::default()
+        };
+        apply_admission_defaults(&mut s, &arm).unwrap();
+        assert_eq!(s.domain.cpu.unwrap().sockets, Some(1));
+        assert_eq!(s.architecture.as_deref(), Some("arm64"));
+    }
+
+    #[test]
+    fn cpu_request_from_limit_and_guest_from_request() {
+        let mut s = spec(&[("memory", "1Gi")], &[("cpu", "4")]);
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
+        let res = s.domain.resources.as_ref().unwrap();
+        assert_eq!(res.requests.as_ref().unwrap()["cpu"].0, "4");
+        assert_eq!(s.domain.memory.unwrap().guest.unwrap().0, "1Gi");
+        // An existing guest and topology are kept.
+        let mut s = spec(&[("memory", "1Gi")], &[]);
+        s.domain.memory = Some(Memory {
+            guest: Some(Quantity("2Gi".into())),
+            ..Default::default()
+        });
+        s.domain.cpu = Some(Cpu {
+            cores: Some(2),
+            ..Default::default()
+        });
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
+        assert_eq!(s.domain.memory.unwrap().guest.unwrap().0, "2Gi");
+        assert_eq!(s.domain.cpu.unwrap().sockets, None);
+    }
+
+    #[test]
+    fn default_pod_network_like_set_default_network_interface() {
+        let mut s = VirtualMachineInstanceSpec::default();
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
+        let ifaces = s.domain.devices.interfaces.clone().unwrap();
+        assert_eq!((ifaces.len(), ifaces[0].name.as_str()), (1, "default"));
+        assert!(ifaces[0].bridge.is_some());
+        assert!(s.networks.as_ref().unwrap()[0].pod.is_some());
+
+        let masq = AdmissionSettings {
+            default_network_interface: "masquerade".into(),
+            ..Default::default()
+        };
+        let mut s = VirtualMachineInstanceSpec::default();
+        apply_admission_defaults(&mut s, &masq).unwrap();
+        assert!(s.domain.devices.interfaces.unwrap()[0].masquerade.is_some());
+
+        let mut s = VirtualMachineInstanceSpec::default();
+        s.domain.devices.autoattach_pod_interface = Some(false);
+        apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
+        assert!(s.domain.devices.interfaces.is_none() && s.networks.is_none());
+
+        let no_bridge = AdmissionSettings {
+            permit_bridge_interface_on_pod_network: false,
+            ..Default::default()
+        };
+        let mut s = VirtualMachineInstanceSpec::default();
+        assert_eq!(
+            apply_admission_defaults(&mut s, &no_bridge),
+            Err(DefaultsError::BridgeNotPermitted)
+        );
+    }
+}

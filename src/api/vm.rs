@@ -1,0 +1,224 @@
+//! `kubevirt.io/v1` VirtualMachine.
+//!
+//! Schema: KubeVirt `staging/src/kubevirt.io/api/core/v1/types.go` (v1.9.0).
+
+use super::common::{Condition, Extra, Time};
+use super::vmi::VirtualMachineInstanceSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::fmt;
+
+/// A VirtualMachine: the desired, persistent VM from which VMIs are started.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachine {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: VirtualMachineSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<VirtualMachineStatus>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl kube::Resource for VirtualMachine {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "VirtualMachine".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        super::GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        super::VERSION.into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "virtualmachines".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// `spec` of a VM (`v1.VirtualMachineSpec`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineSpec {
+    /// Deprecated boolean form of the run strategy; mutually exclusive with `runStrategy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_strategy: Option<String>,
+    /// Required by the schema; `None` only for invalid input (reported as an error by users of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<VirtualMachineInstanceTemplateSpec>,
+    /// CDI DataVolume templates, kept raw except name (`metadata.name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_volume_templates: Option<Vec<serde_json::Value>>,
+    /// Instancetype matcher (`{kind, name}`), kept raw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instancetype: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preference: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `spec.template` (`v1.VirtualMachineInstanceTemplateSpec`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineInstanceTemplateSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<ObjectMeta>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<VirtualMachineInstanceSpec>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `status` of a VM (`v1.VirtualMachineStatus`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printable_status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_change_requests: Option<Vec<StateChangeRequest>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_failure: Option<StartFailure>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One `status.stateChangeRequests` entry (`v1.VirtualMachineStateChangeRequest`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateChangeRequest {
+    /// `Start` or `Stop`.
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<std::collections::BTreeMap<String, String>>,
+    /// The VMI UID a Stop refers to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `status.startFailure` (`v1.VirtualMachineStartFailure`, types.go:2102-2106).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartFailure {
+    #[serde(
+        default,
+        rename = "lastFailedVMIUID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last_failed_vmi_uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_timestamp: Option<Time>,
+    #[serde(default)]
+    pub consecutive_fail_count: i64,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// Run strategies (types.go:1985-1995).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RunStrategy {
+    Always,
+    Halted,
+    Manual,
+    RerunOnFailure,
+    Once,
+    WaitAsReceiver,
+}
+
+impl RunStrategy {
+    /// Parse the wire name; `None` for unknown values.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "Always" => RunStrategy::Always,
+            "Halted" => RunStrategy::Halted,
+            "Manual" => RunStrategy::Manual,
+            "RerunOnFailure" => RunStrategy::RerunOnFailure,
+            "Once" => RunStrategy::Once,
+            "WaitAsReceiver" => RunStrategy::WaitAsReceiver,
+            _ => return None,
+        })
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStrategy::Always => "Always",
+            RunStrategy::Halted => "Halted",
+            RunStrategy::Manual => "Manual",
+            RunStrategy::RerunOnFailure => "RerunOnFailure",
+            RunStrategy::Once => "Once",
+            RunStrategy::WaitAsReceiver => "WaitAsReceiver",
+        }
+    }
+}
+
+impl fmt::Display for RunStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why `spec.running`/`spec.runStrategy` could not be folded into one strategy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunStrategyError {
+    /// Both fields set (types.go:1957-1970).
+    #[error("running and runstrategy are mutually exclusive")]
+    MutuallyExclusive,
+    /// `runStrategy` has a value KubeVirt does not know.
+    #[error("unknown runstrategy: {0}")]
+    Unknown(String),
+}
+
+impl VirtualMachine {
+    /// `VirtualMachine.RunStrategy()` (types.go:1957-1970): `running: true` → Always,
+    /// `running: false` → Halted, only `runStrategy` → that value, neither → Halted; both →
+    /// [`RunStrategyError::MutuallyExclusive`].
+    pub fn run_strategy(&self) -> Result<RunStrategy, RunStrategyError> {
+        match (self.spec.running, self.spec.run_strategy.as_deref()) {
+            (Some(_), Some(_)) => Err(RunStrategyError::MutuallyExclusive),
+            (Some(true), None) => Ok(RunStrategy::Always),
+            (Some(false), None) | (None, None) => Ok(RunStrategy::Halted),
+            (None, Some(s)) => {
+                RunStrategy::parse(s).ok_or_else(|| RunStrategyError::Unknown(s.to_string()))
+            }
+        }
+    }
+
+    /// A VM condition by type.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        super::common::find_condition(
+            self.status.as_ref().and_then(|s| s.conditions.as_ref()),
+            type_,
+        )
+    }
+}

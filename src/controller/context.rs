@@ -1,0 +1,250 @@
+//! What the VM and VMI controllers share: the client, the informer caches, the work queues of
+//! the current leadership term, the expectations stores, the event sink, and the record of the
+//! last reconcile of every key (for `/debug/state` and the inspector).
+//!
+//! KubeVirt equivalent: the fields of `VMController` / `Controller` in
+//! pkg/virt-controller/watch/vm/vm.go:140-180 and watch/vmi/vmi.go:80-110.
+
+use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use crate::launcher::ClusterSettings;
+use crate::runtime::expectations::{ControllerExpectations, UidTrackingControllerExpectations};
+use crate::runtime::informer::Informer;
+use crate::runtime::metrics::Metrics;
+use crate::runtime::queue::WorkQueue;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::mpsc;
+
+/// The informer caches the controllers read (never write) from.
+#[derive(Clone)]
+pub struct Caches {
+    pub vms: Informer<VirtualMachine>,
+    pub vmis: Informer<VirtualMachineInstance>,
+    /// virt-launcher pods only (label `kubevirt.io=virt-launcher`).
+    pub pods: Informer<Pod>,
+    pub revisions: Informer<ControllerRevision>,
+    /// Empty and synced when the cluster has no CDI (DataVolume CRD absent).
+    pub data_volumes: Informer<DataVolume>,
+}
+
+impl Caches {
+    /// True when every cache completed its first list (client-go `WaitForCacheSync`).
+    pub fn all_synced(&self) -> bool {
+        self.vms.has_synced()
+            && self.vmis.has_synced()
+            && self.pods.has_synced()
+            && self.revisions.has_synced()
+            && self.data_volumes.has_synced()
+    }
+
+    /// Wait for every cache's first list.
+    pub async fn wait_synced(&self) {
+        self.vms.wait_synced().await;
+        self.vmis.wait_synced().await;
+        self.pods.wait_synced().await;
+        self.revisions.wait_synced().await;
+        self.data_volumes.wait_synced().await;
+    }
+}
+
+/// The work queue of the current leadership term, or none while standing by. Event handlers
+/// add keys through it; on standby the keys are dropped (the next term enqueues every object
+/// from the caches anyway, as KubeVirt's informers do when they start on leadership).
+#[derive(Clone, Default)]
+pub struct QueueSlot {
+    inner: Arc<RwLock<Option<WorkQueue>>>,
+}
+
+impl QueueSlot {
+    /// Install the queue of a new term (or `None` when the term ends).
+    pub fn set(&self, queue: Option<WorkQueue>) {
+        *self.inner.write().unwrap_or_else(|e| e.into_inner()) = queue;
+    }
+
+    /// The current queue, if leading.
+    pub fn get(&self) -> Option<WorkQueue> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Enqueue a key if leading.
+    pub fn add(&self, key: String) {
+        if let Some(q) = self.get() {
+            q.add(key);
+        }
+    }
+
+    /// Enqueue a key after a delay if leading.
+    pub fn add_after(&self, key: String, delay: std::time::Duration) {
+        if let Some(q) = self.get() {
+            q.add_after(key, delay);
+        }
+    }
+}
+
+/// The expectations stores, named as in KubeVirt.
+#[derive(Clone)]
+pub struct Expectations {
+    /// VM controller: VMI creations/deletions per VM key (vm.go:167).
+    pub vmi: UidTrackingControllerExpectations,
+    /// VM controller: DataVolume creations per VM key (vm.go:168).
+    pub data_volume: UidTrackingControllerExpectations,
+    /// VMI controller: pod creations/deletions per VMI key (vmi.go:94).
+    pub pod: UidTrackingControllerExpectations,
+    /// VMI controller: its own VMI updates (vmi.go:95).
+    pub vmi_self: ControllerExpectations,
+}
+
+impl Default for Expectations {
+    fn default() -> Self {
+        Expectations {
+            vmi: UidTrackingControllerExpectations::new("vm-vmi"),
+            data_volume: UidTrackingControllerExpectations::new("vm-datavolume"),
+            pod: UidTrackingControllerExpectations::new("vmi-pod"),
+            vmi_self: ControllerExpectations::new("vmi-self"),
+        }
+    }
+}
+
+/// The outcome of one reconcile of one key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileRecord {
+    /// When the reconcile finished.
+    pub at: DateTime<Utc>,
+    /// How long it took, seconds.
+    pub duration_seconds: f64,
+    /// `ok` or `error`.
+    pub result: String,
+    /// The error, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Requeue requested by the decision, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after_seconds: Option<f64>,
+    /// Short descriptions of the actions applied.
+    pub actions: Vec<String>,
+}
+
+/// Last reconcile per controller and key.
+#[derive(Clone, Default)]
+pub struct ReconcileLog {
+    inner: Arc<Mutex<BTreeMap<String, BTreeMap<String, ReconcileRecord>>>>,
+}
+
+impl ReconcileLog {
+    /// Record the outcome of a reconcile of `key` by `controller` (`vm` / `vmi`).
+    pub fn record(&self, controller: &str, key: &str, record: ReconcileRecord) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.entry(controller.to_string())
+            .or_default()
+            .insert(key.to_string(), record);
+    }
+
+    /// Forget a key whose object is gone.
+    pub fn forget(&self, controller: &str, key: &str) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = g.get_mut(controller) {
+            m.remove(key);
+        }
+    }
+
+    /// The last record of one key.
+    pub fn get(&self, controller: &str, key: &str) -> Option<ReconcileRecord> {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.get(controller).and_then(|m| m.get(key)).cloned()
+    }
+
+    /// Everything, for `/debug/state`.
+    pub fn snapshot(&self) -> BTreeMap<String, BTreeMap<String, ReconcileRecord>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Kubernetes Events, published in the background so a reconcile never waits for them (like
+/// client-go's event broadcaster). Writes `events.k8s.io/v1` Events through kube's `Recorder`,
+/// reporting controller `virt-controller`.
+#[derive(Clone)]
+pub struct EventSink {
+    tx: mpsc::Sender<(Event, ObjectReference)>,
+}
+
+impl EventSink {
+    /// Start the background publisher. `instance` is our identity.
+    pub fn spawn(client: kube::Client, instance: String) -> Self {
+        let (tx, mut rx) = mpsc::channel::<(Event, ObjectReference)>(1024);
+        let recorder = Recorder::new(
+            client,
+            Reporter {
+                controller: "virt-controller".into(),
+                instance: Some(instance),
+            },
+        );
+        tokio::spawn(async move {
+            while let Some((event, reference)) = rx.recv().await {
+                if let Err(e) = recorder.publish(&event, &reference).await {
+                    tracing::debug!(error = %e, reason = %event.reason, "could not publish event");
+                }
+            }
+        });
+        EventSink { tx }
+    }
+
+    /// An event sink that drops everything (tests, dry runs).
+    pub fn disabled() -> Self {
+        let (tx, _rx) = mpsc::channel(1);
+        EventSink { tx }
+    }
+
+    /// Queue an event about `reference`; dropped (with a debug log) if the queue is full.
+    pub fn emit(&self, reference: ObjectReference, warning: bool, reason: &str, message: &str) {
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            note: Some(message.chars().take(1024).collect()),
+            action: reason.to_string(),
+            secondary: None,
+        };
+        if self.tx.try_send((event, reference)).is_err() {
+            tracing::debug!(reason, "event dropped: sink full or closed");
+        }
+    }
+}
+
+/// Everything a controller needs. Cheap to clone.
+#[derive(Clone)]
+pub struct Context {
+    pub client: kube::Client,
+    pub settings: Arc<ClusterSettings>,
+    pub caches: Caches,
+    pub vm_queue: QueueSlot,
+    pub vmi_queue: QueueSlot,
+    pub expectations: Expectations,
+    pub events: EventSink,
+    pub reconciles: ReconcileLog,
+    pub metrics: Arc<Metrics>,
+}
+
+/// An `ObjectReference` for events about a kubevirt.io object.
+pub fn object_ref(
+    kind: &str,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(crate::api::API_VERSION.into()),
+        kind: Some(kind.into()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..Default::default()
+    }
+}

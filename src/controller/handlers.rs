@@ -1,0 +1,402 @@
+//! Informer event handlers: map each changed object to the *name* of the object whose controller
+//! must look again, and lower expectations. Nothing else happens here (no decisions, no writes).
+//!
+//! KubeVirt: VM controller handlers pkg/virt-controller/watch/vm/vm.go:1985-2134 (VMI add →
+//! resolve the owning VM by name + UID, `CreationObserved`, enqueue; orphan VMI → enqueue the
+//! same-named VM; VMI update with a deletionTimestamp counts as a delete; VMI delete →
+//! `DeletionObserved(vmKey, vmiKey)`; periodic resyncs with the same resourceVersion are
+//! ignored); VMI controller handlers pkg/virt-controller/watch/vmi/vmi.go (pod add/update/delete
+//! → owning VMI; VMI events reset the VMI self-expectation).
+
+use super::context::{Expectations, QueueSlot};
+use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use crate::runtime::informer::{Handler, Notification, controller_of, key_of};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
+use kube::runtime::reflector::{ObjectRef, Store};
+use std::sync::{Arc, OnceLock};
+
+/// The VM cache, bound after the VM informer starts (handlers of other informers need it to
+/// resolve owner references).
+pub type VmStoreCell = Arc<OnceLock<Store<VirtualMachine>>>;
+
+fn same_rv<K: Resource>(old: &K, new: &K) -> bool {
+    old.meta().resource_version.is_some()
+        && old.meta().resource_version == new.meta().resource_version
+}
+
+fn ns_key(namespace: Option<&str>, name: &str) -> String {
+    format!("{}/{name}", namespace.unwrap_or(""))
+}
+
+/// Owner (kind, name, uid) of an object if its controller reference has that kind.
+fn controller_named<K: Resource>(obj: &K, kind: &str) -> Option<(String, String)> {
+    controller_of(obj)
+        .filter(|r| r.kind == kind)
+        .map(|r| (r.name.clone(), r.uid.clone()))
+}
+
+/// Resolve a VM controller reference against the cache: the VM with that name **and** UID
+/// (`resolveControllerRef`, vm.go).
+fn resolve_vm(vms: &VmStoreCell, namespace: Option<&str>, name: &str, uid: &str) -> Option<String> {
+    let store = vms.get()?;
+    let mut r = ObjectRef::<VirtualMachine>::new(name);
+    if let Some(ns) = namespace {
+        r = r.within(ns);
+    }
+    let vm = store.get(&r)?;
+    (vm.metadata.uid.as_deref() == Some(uid)).then(|| ns_key(namespace, name))
+}
+
+/// VM informer → VM queue: every add/update/delete enqueues the VM's key.
+pub fn vm_handler(vm_queue: QueueSlot) -> Handler<VirtualMachine> {
+    Arc::new(move |n: &Notification<VirtualMachine>| match n {
+        Notification::Add(vm) | Notification::Delete { obj: vm, .. } => {
+            vm_queue.add(key_of(vm.as_ref()))
+        }
+        Notification::Update { old, new } => {
+            if !same_rv(old.as_ref(), new.as_ref()) {
+                vm_queue.add(key_of(new.as_ref()));
+            }
+        }
+    })
+}
+
+/// VMI informer → VM queue, lowering the VM controller's VMI expectations.
+pub fn vmi_to_vm_handler(
+    vm_queue: QueueSlot,
+    expectations: Expectations,
+    vms: VmStoreCell,
+) -> Handler<VirtualMachineInstance> {
+    Arc::new(move |n: &Notification<VirtualMachineInstance>| {
+        let deletion_observed = |vmi: &VirtualMachineInstance| {
+            let ns = vmi.metadata.namespace.as_deref();
+            if let Some((name, uid)) = controller_named(vmi, "VirtualMachine")
+                && let Some(vm_key) = resolve_vm(&vms, ns, &name, &uid)
+            {
+                expectations.vmi.deletion_observed(&vm_key, &key_of(vmi));
+                vm_queue.add(vm_key);
+            }
+        };
+        // Owned → the owner; orphan → the same-named VM, if any (it may adopt it).
+        let enqueue_owner_or_namesake = |vmi: &VirtualMachineInstance, observe_creation: bool| {
+            let ns = vmi.metadata.namespace.as_deref();
+            match controller_named(vmi, "VirtualMachine") {
+                Some((name, uid)) => {
+                    if let Some(vm_key) = resolve_vm(&vms, ns, &name, &uid) {
+                        if observe_creation {
+                            expectations.vmi.creation_observed(&vm_key);
+                        }
+                        vm_queue.add(vm_key);
+                    }
+                }
+                None if controller_of(vmi).is_none() => {
+                    let name = vmi.metadata.name.as_deref().unwrap_or("");
+                    if let Some(store) = vms.get() {
+                        let mut r = ObjectRef::<VirtualMachine>::new(name);
+                        if let Some(ns) = ns {
+                            r = r.within(ns);
+                        }
+                        if store.get(&r).is_some() {
+                            vm_queue.add(ns_key(ns, name));
+                        }
+                    }
+                }
+                None => {}
+            }
+        };
+        match n {
+            Notification::Add(vmi) => {
+                if vmi.metadata.deletion_timestamp.is_some() {
+                    deletion_observed(vmi);
+                } else {
+                    enqueue_owner_or_namesake(vmi, true);
+                }
+            }
+            Notification::Update { old, new } => {
+                if same_rv(old.as_ref(), new.as_ref()) {
+                    return;
+                }
+                if new.metadata.deletion_timestamp.is_some()
+                    && old.metadata.deletion_timestamp.is_none()
+                {
+                    deletion_observed(new);
+                }
+                if controller_of(old.as_ref()).map(|r| &r.uid)
+                    != controller_of(new.as_ref()).map(|r| &r.uid)
+                {
+                    enqueue_owner_or_namesake(old, false);
+                }
+                enqueue_owner_or_namesake(new, false);
+            }
+            Notification::Delete { obj, .. } => deletion_observed(obj),
+        }
+    })
+}
+
+/// DataVolume informer → VM queue, lowering DataVolume creation expectations.
+pub fn dv_to_vm_handler(
+    vm_queue: QueueSlot,
+    expectations: Expectations,
+    vms: VmStoreCell,
+) -> Handler<DataVolume> {
+    Arc::new(move |n: &Notification<DataVolume>| {
+        let (dv, added) = match n {
+            Notification::Add(dv) => (dv, true),
+            Notification::Update { old, new } => {
+                if same_rv(old.as_ref(), new.as_ref()) {
+                    return;
+                }
+                (new, false)
+            }
+            Notification::Delete { obj, .. } => (obj, false),
+        };
+        let ns = dv.metadata.namespace.as_deref();
+        if let Some((name, uid)) = controller_named(dv.as_ref(), "VirtualMachine")
+            && let Some(vm_key) = resolve_vm(&vms, ns, &name, &uid)
+        {
+            if added {
+                expectations.data_volume.creation_observed(&vm_key);
+            }
+            vm_queue.add(vm_key);
+        }
+    })
+}
+
+/// VMI informer → VMI queue; any event for a VMI settles its self-update expectation.
+pub fn vmi_handler(
+    vmi_queue: QueueSlot,
+    expectations: Expectations,
+) -> Handler<VirtualMachineInstance> {
+    Arc::new(move |n: &Notification<VirtualMachineInstance>| {
+        let vmi = match n {
+            Notification::Add(v) | Notification::Delete { obj: v, .. } => v,
+            Notification::Update { old, new } => {
+                if same_rv(old.as_ref(), new.as_ref()) {
+                    return;
+                }
+                new
+            }
+        };
+        let key = key_of(vmi.as_ref());
+        expectations.vmi_self.set_expectations(&key, 0, 0);
+        vmi_queue.add(key);
+    })
+}
+
+/// Pod informer → VMI queue, lowering pod expectations of the owning VMI.
+pub fn pod_to_vmi_handler(vmi_queue: QueueSlot, expectations: Expectations) -> Handler<Pod> {
+    Arc::new(move |n: &Notification<Pod>| {
+        let owner_key = |pod: &Pod| {
+            controller_named(pod, "VirtualMachineInstance")
+                .map(|(name, _)| ns_key(pod.metadata.namespace.as_deref(), &name))
+        };
+        match n {
+            Notification::Add(pod) => {
+                if let Some(vmi_key) = owner_key(pod) {
+                    if pod.metadata.deletion_timestamp.is_some() {
+                        expectations
+                            .pod
+                            .deletion_observed(&vmi_key, &key_of(pod.as_ref()));
+                    } else {
+                        expectations.pod.creation_observed(&vmi_key);
+                    }
+                    vmi_queue.add(vmi_key);
+                }
+            }
+            Notification::Update { old, new } => {
+                if same_rv(old.as_ref(), new.as_ref()) {
+                    return;
+                }
+                if let Some(vmi_key) = owner_key(new) {
+                    if new.metadata.deletion_timestamp.is_some()
+                        && old.metadata.deletion_timestamp.is_none()
+                    {
+                        expectations
+                            .pod
+                            .deletion_observed(&vmi_key, &key_of(new.as_ref()));
+                    }
+                    vmi_queue.add(vmi_key);
+                }
+                if let Some(old_key) = owner_key(old)
+                    && Some(&old_key) != owner_key(new).as_ref()
+                {
+                    vmi_queue.add(old_key);
+                }
+            }
+            Notification::Delete { obj, .. } => {
+                if let Some(vmi_key) = owner_key(obj) {
+                    expectations
+                        .pod
+                        .deletion_observed(&vmi_key, &key_of(obj.as_ref()));
+                    vmi_queue.add(vmi_key);
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::queue::WorkQueue;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use kube::runtime::watcher;
+
+    fn meta(name: &str, uid: &str, rv: &str, owner: Option<(&str, &str, &str)>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            uid: Some(uid.into()),
+            resource_version: Some(rv.into()),
+            owner_references: owner.map(|(kind, name, uid)| {
+                vec![OwnerReference {
+                    api_version: "kubevirt.io/v1".into(),
+                    kind: kind.into(),
+                    name: name.into(),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn drain(q: &WorkQueue) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(k) = q.try_get() {
+            q.done(&k);
+            out.push(k);
+        }
+        out
+    }
+
+    fn vm_store(vms: &[VirtualMachine]) -> VmStoreCell {
+        let mut state = crate::runtime::informer::InformerState::<VirtualMachine>::new();
+        state.apply(watcher::Event::Init);
+        for vm in vms {
+            state.apply(watcher::Event::InitApply(vm.clone()));
+        }
+        state.apply(watcher::Event::InitDone);
+        let cell = VmStoreCell::default();
+        let _ = cell.set(state.store());
+        cell
+    }
+
+    fn vm(name: &str, uid: &str) -> VirtualMachine {
+        VirtualMachine {
+            metadata: meta(name, uid, "1", None),
+            ..Default::default()
+        }
+    }
+
+    fn vmi(name: &str, rv: &str, owner: Option<(&str, &str, &str)>) -> VirtualMachineInstance {
+        VirtualMachineInstance {
+            metadata: meta(name, "vmi-uid", rv, owner),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn vmi_add_lowers_creation_expectation_of_the_owner_with_matching_uid() {
+        let q = WorkQueue::new("t");
+        let slot = QueueSlot::default();
+        slot.set(Some(q.clone()));
+        let exp = Expectations::default();
+        let h = vmi_to_vm_handler(slot, exp.clone(), vm_store(&[vm("a", "uid-a")]));
+        exp.vmi.expect_creations("ns/a", 1);
+        assert!(!exp.vmi.satisfied_expectations("ns/a"));
+        // Owner with a different UID (a recreated VM): not resolved.
+        h(&Notification::Add(Arc::new(vmi(
+            "a",
+            "1",
+            Some(("VirtualMachine", "a", "old-uid")),
+        ))));
+        assert!(!exp.vmi.satisfied_expectations("ns/a"));
+        assert!(drain(&q).is_empty());
+        h(&Notification::Add(Arc::new(vmi(
+            "a",
+            "2",
+            Some(("VirtualMachine", "a", "uid-a")),
+        ))));
+        assert!(exp.vmi.satisfied_expectations("ns/a"));
+        assert_eq!(drain(&q), ["ns/a"]);
+    }
+
+    #[tokio::test]
+    async fn orphan_vmi_enqueues_the_namesake_vm_and_deletes_are_observed() {
+        let q = WorkQueue::new("t");
+        let slot = QueueSlot::default();
+        slot.set(Some(q.clone()));
+        let exp = Expectations::default();
+        let h = vmi_to_vm_handler(slot, exp.clone(), vm_store(&[vm("a", "uid-a")]));
+        h(&Notification::Add(Arc::new(vmi("a", "1", None))));
+        h(&Notification::Add(Arc::new(vmi("b", "1", None))));
+        assert_eq!(drain(&q), ["ns/a"]);
+
+        exp.vmi.expect_deletions("ns/a", vec!["ns/a".into()]);
+        let owned = Arc::new(vmi("a", "3", Some(("VirtualMachine", "a", "uid-a"))));
+        // Same resourceVersion: a resync, ignored.
+        h(&Notification::Update {
+            old: owned.clone(),
+            new: owned.clone(),
+        });
+        assert!(drain(&q).is_empty());
+        h(&Notification::Delete {
+            obj: owned,
+            relisted: true,
+        });
+        assert!(exp.vmi.satisfied_expectations("ns/a"));
+        assert_eq!(drain(&q), ["ns/a"]);
+    }
+
+    #[tokio::test]
+    async fn standby_drops_keys() {
+        let slot = QueueSlot::default();
+        let h = vm_handler(slot.clone());
+        h(&Notification::Add(Arc::new(vm("a", "u"))));
+        let q = WorkQueue::new("t");
+        slot.set(Some(q.clone()));
+        assert!(drain(&q).is_empty());
+        h(&Notification::Add(Arc::new(vm("a", "u"))));
+        assert_eq!(drain(&q), ["ns/a"]);
+    }
+
+    #[tokio::test]
+    async fn pods_map_to_their_vmi_and_lower_pod_expectations() {
+        let q = WorkQueue::new("t");
+        let slot = QueueSlot::default();
+        slot.set(Some(q.clone()));
+        let exp = Expectations::default();
+        let h = pod_to_vmi_handler(slot, exp.clone());
+        let pod = |rv: &str, deleting: bool| {
+            let mut m = meta(
+                "virt-launcher-a-xyz",
+                "pod-uid",
+                rv,
+                Some(("VirtualMachineInstance", "a", "vmi-uid")),
+            );
+            if deleting {
+                m.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+            }
+            Arc::new(Pod {
+                metadata: m,
+                ..Default::default()
+            })
+        };
+        exp.pod.expect_creations("ns/a", 1);
+        h(&Notification::Add(pod("1", false)));
+        assert!(exp.pod.satisfied_expectations("ns/a"));
+        exp.pod
+            .expect_deletions("ns/a", vec!["ns/virt-launcher-a-xyz".into()]);
+        h(&Notification::Update {
+            old: pod("1", false),
+            new: pod("2", true),
+        });
+        assert!(exp.pod.satisfied_expectations("ns/a"));
+        assert_eq!(drain(&q), ["ns/a"]);
+    }
+}

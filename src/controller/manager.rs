@@ -1,0 +1,500 @@
+//! The controller manager: starts the informers (always, so a standby keeps warm caches), the
+//! HTTP endpoints, and the leader election loop; while leading, runs the VM and VMI work queues
+//! with their workers; on losing the Lease, cancels in-flight work and either exits (KubeVirt's
+//! behaviour: "leaderelection lost" is fatal) or goes back to standby.
+//!
+//! KubeVirt: pkg/virt-controller/watch/application.go (`Execute`, `onStartedLeading`:609-677,
+//! `setupLeaderElector`:1132-1177, worker defaults:125-128).
+
+use super::context::{
+    Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog, ReconcileRecord,
+};
+use super::handlers::{
+    VmStoreCell, dv_to_vm_handler, pod_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
+};
+use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use crate::launcher::ClusterSettings;
+use crate::runtime::informer::{Informer, key_of};
+use crate::runtime::lease::{
+    DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,
+    RunOutcome,
+};
+use crate::runtime::metrics::Metrics;
+use crate::runtime::queue::{Requeue, VM_QUEUE_NAME, VMI_QUEUE_NAME, WorkQueue, run_workers};
+use futures::future::BoxFuture;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::runtime::watcher;
+use prometheus_client::metrics::gauge::Gauge;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What to do when the Lease is lost while leading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OnLostLease {
+    /// Exit non-zero, as KubeVirt's virt-controller does.
+    #[default]
+    Exit,
+    /// Cancel in-flight work, keep the caches warm, and compete for the Lease again.
+    Standby,
+}
+
+/// Manager settings.
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    /// Watch one namespace, or all (`None`).
+    pub namespace: Option<String>,
+    /// VM controller workers (KubeVirt default 3).
+    pub vm_workers: usize,
+    /// VMI controller workers (KubeVirt default 10).
+    pub vmi_workers: usize,
+    /// Cluster settings for the launcher renderer.
+    pub settings: ClusterSettings,
+    /// Leader election.
+    pub lease: LeaderElectionConfig,
+    /// Behaviour when the Lease is lost.
+    pub on_lost_lease: OnLostLease,
+    /// HTTP endpoints address (`None`: no endpoints).
+    pub listen: Option<SocketAddr>,
+}
+
+/// A reconcile failed; the key is requeued rate-limited.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReconcileError(pub String);
+
+/// One reconcile of one key. Implemented by the VM and VMI controllers.
+pub trait Reconciler: Send + Sync + 'static {
+    /// Reconcile `key` (`namespace/name`) from the caches in `ctx`.
+    fn reconcile(
+        &self,
+        ctx: Context,
+        key: String,
+    ) -> BoxFuture<'static, Result<Requeue, ReconcileError>>;
+}
+
+/// Errors that stop the manager.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// The Lease was lost while leading (exit code non-zero, like KubeVirt).
+    #[error(
+        "leaderelection lost: the Lease {0} was not renewed within the renew deadline; stopped all work"
+    )]
+    LeaseLost(String),
+    /// Invalid leader election settings.
+    #[error("leader election: {0}")]
+    Config(String),
+    /// The HTTP endpoints could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A started manager: caches running, endpoints bound, not yet competing for the Lease.
+pub struct Manager {
+    ctx: Context,
+    config: ManagerConfig,
+    leader: Arc<RwLock<LeaderState>>,
+    listen_addr: Option<SocketAddr>,
+    leading_gauge: Gauge,
+    stop: CancellationToken,
+    vm: Arc<dyn Reconciler>,
+    vmi: Arc<dyn Reconciler>,
+}
+
+fn api_for<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// True when the API server serves `cdi.kubevirt.io/v1beta1` DataVolumes.
+async fn data_volumes_served(client: &kube::Client) -> bool {
+    match client
+        .list_api_group_resources("cdi.kubevirt.io/v1beta1")
+        .await
+    {
+        Ok(list) => list.resources.iter().any(|r| r.name == "datavolumes"),
+        Err(_) => false,
+    }
+}
+
+impl Manager {
+    /// Start the informers and the HTTP endpoints. Nothing is written to the cluster until
+    /// [`Manager::run`] acquires the Lease.
+    pub async fn start(
+        client: kube::Client,
+        config: ManagerConfig,
+        vm: Arc<dyn Reconciler>,
+        vmi: Arc<dyn Reconciler>,
+    ) -> Result<Self, ManagerError> {
+        config
+            .lease
+            .validate()
+            .map_err(|e| ManagerError::Config(e.to_string()))?;
+        let stop = CancellationToken::new();
+        let ns = config.namespace.as_deref();
+        let vm_queue = QueueSlot::default();
+        let vmi_queue = QueueSlot::default();
+        let expectations = Expectations::default();
+        let vm_cell = VmStoreCell::default();
+
+        let vms = Informer::<VirtualMachine>::spawn(
+            "virtualmachines",
+            api_for(&client, ns),
+            watcher::Config::default(),
+            vec![vm_handler(vm_queue.clone())],
+            stop.clone(),
+        );
+        let _ = vm_cell.set(vms.store().clone());
+        let vmis = Informer::<VirtualMachineInstance>::spawn(
+            "virtualmachineinstances",
+            api_for(&client, ns),
+            watcher::Config::default(),
+            vec![
+                vmi_to_vm_handler(vm_queue.clone(), expectations.clone(), vm_cell.clone()),
+                vmi_handler(vmi_queue.clone(), expectations.clone()),
+            ],
+            stop.clone(),
+        );
+        let pods = Informer::<Pod>::spawn(
+            "pods",
+            api_for(&client, ns),
+            watcher::Config::default().labels("kubevirt.io=virt-launcher"),
+            vec![pod_to_vmi_handler(vmi_queue.clone(), expectations.clone())],
+            stop.clone(),
+        );
+        let revisions = Informer::<ControllerRevision>::spawn(
+            "controllerrevisions",
+            api_for(&client, ns),
+            watcher::Config::default(),
+            Vec::new(),
+            stop.clone(),
+        );
+        let data_volumes = if data_volumes_served(&client).await {
+            Informer::<DataVolume>::spawn(
+                "datavolumes",
+                api_for(&client, ns),
+                watcher::Config::default(),
+                vec![dv_to_vm_handler(
+                    vm_queue.clone(),
+                    expectations.clone(),
+                    vm_cell.clone(),
+                )],
+                stop.clone(),
+            )
+        } else {
+            tracing::info!(
+                "cdi.kubevirt.io/v1beta1 DataVolumes are not served by this cluster: DataVolume templates cannot be handled"
+            );
+            Informer::disabled("datavolumes")
+        };
+
+        let metrics = Arc::new(Metrics::new());
+        let leading_gauge = metrics.register_gauge(
+            "kubevirt_virt_controller_leading_status",
+            "Indication for an operating virt-controller (1 while leading the Lease).",
+        );
+        let ready_gauge = metrics.register_gauge(
+            "kubevirt_virt_controller_ready_status",
+            "Indication for a virt-controller that is ready to take the lead.",
+        );
+        ready_gauge.set(1);
+        let ctx = Context {
+            client: client.clone(),
+            settings: Arc::new(config.settings.clone()),
+            caches: Caches {
+                vms,
+                vmis,
+                pods,
+                revisions,
+                data_volumes,
+            },
+            vm_queue,
+            vmi_queue,
+            expectations,
+            events: EventSink::spawn(client.clone(), config.lease.identity.clone()),
+            reconciles: ReconcileLog::default(),
+            metrics,
+        };
+        let leader = Arc::new(RwLock::new(LeaderState {
+            lease: config.lease.describe(),
+            identity: config.lease.identity.clone(),
+            phase: ElectionPhase::Idle,
+            leading: false,
+            holder: None,
+            observed_at: None,
+            lease_transitions: None,
+            acquire_time: None,
+            last_renew: None,
+            last_error: None,
+        }));
+        let mut manager = Manager {
+            ctx,
+            config,
+            leader,
+            listen_addr: None,
+            leading_gauge,
+            stop,
+            vm,
+            vmi,
+        };
+        if let Some(addr) = manager.config.listen {
+            let (bound, _task) =
+                crate::runtime::http::serve(addr, manager.endpoint_sources(), manager.stop.clone())
+                    .await
+                    .map_err(|source| ManagerError::Listen { addr, source })?;
+            manager.listen_addr = Some(bound);
+            manager.config.lease.annotations.insert(
+                DEBUG_ENDPOINT_ANNOTATION.to_string(),
+                format!("http://{bound}/debug/state"),
+            );
+        }
+        Ok(manager)
+    }
+
+    /// The shared controller context (caches, expectations, reconcile log).
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Where the HTTP endpoints listen, if enabled.
+    pub fn listen_addr(&self) -> Option<SocketAddr> {
+        self.listen_addr
+    }
+
+    /// The latest leader election state.
+    pub fn leader_state(&self) -> LeaderState {
+        self.leader
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn endpoint_sources(&self) -> crate::runtime::http::EndpointSources {
+        let metrics = self.ctx.metrics.clone();
+        let leader = self.leader.clone();
+        let debug = self.clone_for_debug();
+        let client = self.ctx.client.clone();
+        crate::runtime::http::EndpointSources {
+            metrics: Arc::new(move || {
+                metrics
+                    .encode()
+                    .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
+            }),
+            leading: Arc::new(move || leader.read().map(|l| l.leading).unwrap_or(false)),
+            debug_state: Arc::new(move || debug.debug_state()),
+            healthz: Arc::new(move || {
+                let client = client.clone();
+                Box::pin(async move {
+                    client
+                        .apiserver_version()
+                        .await
+                        .map(|v| v.git_version)
+                        .map_err(|e| e.to_string())
+                })
+            }),
+        }
+    }
+
+    fn clone_for_debug(&self) -> DebugView {
+        DebugView {
+            ctx: self.ctx.clone(),
+            leader: self.leader.clone(),
+        }
+    }
+
+    /// The `/debug/state` document (see [`DebugView::debug_state`]).
+    pub fn debug_state(&self) -> serde_json::Value {
+        self.clone_for_debug().debug_state()
+    }
+
+    /// Compete for the Lease and run the controllers while leading, until `cancel` (graceful:
+    /// in-flight work finishes, the Lease is released) or until the Lease is lost
+    /// (`Err(LeaseLost)` unless `on_lost_lease` is `Standby`).
+    pub async fn run(&self, cancel: CancellationToken) -> Result<(), ManagerError> {
+        loop {
+            let elector =
+                LeaderElector::from_client(self.ctx.client.clone(), self.config.lease.clone())
+                    .map_err(|e| ManagerError::Config(e.to_string()))?;
+            let mut rx = elector.subscribe();
+            let shared = self.leader.clone();
+            let gauge = self.leading_gauge.clone();
+            let forward = tokio::spawn(async move {
+                loop {
+                    {
+                        let state = rx.borrow_and_update().clone();
+                        gauge.set(i64::from(state.leading));
+                        *shared.write().unwrap_or_else(|e| e.into_inner()) = state;
+                    }
+                    if rx.changed().await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let term_ctx = self.ctx.clone();
+            let (vm, vmi) = (self.vm.clone(), self.vmi.clone());
+            let (vm_workers, vmi_workers) = (self.config.vm_workers, self.config.vmi_workers);
+            let outcome = elector
+                .run_with(cancel.clone(), move |term| async move {
+                    run_term(term_ctx, vm, vmi, vm_workers, vmi_workers, term).await;
+                })
+                .await;
+            let _ = forward.await;
+            self.leading_gauge.set(0);
+            match outcome {
+                RunOutcome::Lost => match self.config.on_lost_lease {
+                    OnLostLease::Exit => {
+                        return Err(ManagerError::LeaseLost(self.config.lease.describe()));
+                    }
+                    OnLostLease::Standby => {
+                        tracing::warn!(lease = %self.config.lease.describe(), "lost the Lease: all work cancelled; back to standby");
+                        continue;
+                    }
+                },
+                RunOutcome::Cancelled { .. } => {
+                    self.stop.cancel();
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// One leadership term: wait for the caches, create fresh queues, enqueue every object, and run
+/// the workers until `term` is cancelled.
+async fn run_term(
+    ctx: Context,
+    vm: Arc<dyn Reconciler>,
+    vmi: Arc<dyn Reconciler>,
+    vm_workers: usize,
+    vmi_workers: usize,
+    term: CancellationToken,
+) {
+    tokio::select! {
+        _ = ctx.caches.wait_synced() => {}
+        _ = term.cancelled() => return,
+    }
+    let vm_queue: WorkQueue = WorkQueue::builder(VM_QUEUE_NAME)
+        .metrics(ctx.metrics.workqueue())
+        .build();
+    let vmi_queue: WorkQueue = WorkQueue::builder(VMI_QUEUE_NAME)
+        .metrics(ctx.metrics.workqueue())
+        .build();
+    ctx.vm_queue.set(Some(vm_queue.clone()));
+    ctx.vmi_queue.set(Some(vmi_queue.clone()));
+    for obj in ctx.caches.vms.store().state() {
+        vm_queue.add(key_of(obj.as_ref()));
+    }
+    for obj in ctx.caches.vmis.store().state() {
+        vmi_queue.add(key_of(obj.as_ref()));
+    }
+    tracing::info!(
+        vm_workers,
+        vmi_workers,
+        "leading: starting the VM and VMI controllers"
+    );
+    let run =
+        |queue: WorkQueue, workers: usize, reconciler: Arc<dyn Reconciler>, name: &'static str| {
+            let ctx = ctx.clone();
+            let term = term.clone();
+            run_workers(
+                queue,
+                workers,
+                move |key: String| {
+                    let ctx = ctx.clone();
+                    let reconciler = reconciler.clone();
+                    async move {
+                        let started = Instant::now();
+                        let result = reconciler.reconcile(ctx.clone(), key.clone()).await;
+                        if let Err(e) = &result {
+                            ctx.reconciles.record(
+                                name,
+                                &key,
+                                ReconcileRecord {
+                                    at: chrono::Utc::now(),
+                                    duration_seconds: started.elapsed().as_secs_f64(),
+                                    result: "error".into(),
+                                    error: Some(e.0.clone()),
+                                    requeue_after_seconds: None,
+                                    actions: Vec::new(),
+                                },
+                            );
+                        }
+                        result
+                    }
+                },
+                term,
+            )
+        };
+    tokio::join!(
+        run(vm_queue, vm_workers, vm, "vm"),
+        run(vmi_queue, vmi_workers, vmi, "vmi"),
+    );
+    ctx.vm_queue.set(None);
+    ctx.vmi_queue.set(None);
+    tracing::info!("stopped the VM and VMI controllers");
+}
+
+/// What `/debug/state` reads.
+#[derive(Clone)]
+pub struct DebugView {
+    ctx: Context,
+    leader: Arc<RwLock<LeaderState>>,
+}
+
+impl DebugView {
+    /// `{identity, leading, lease, caches, queues, expectations, reconciles}`; queues are
+    /// present only while leading.
+    pub fn debug_state(&self) -> serde_json::Value {
+        let leader = self
+            .leader
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let caches = &self.ctx.caches;
+        let queue = |slot: &QueueSlot| {
+            slot.get()
+                .map(|q| serde_json::to_value(q.snapshot()).unwrap_or_default())
+        };
+        let e = &self.ctx.expectations;
+        serde_json::json!({
+            "identity": leader.identity,
+            "leading": leader.leading,
+            "lease": leader,
+            "caches": {
+                "synced": caches.all_synced(),
+                "virtualmachines": caches.vms.store().state().len(),
+                "virtualmachineinstances": caches.vmis.store().state().len(),
+                "pods": caches.pods.store().state().len(),
+                "controllerrevisions": caches.revisions.store().state().len(),
+                "datavolumes": caches.data_volumes.store().state().len(),
+            },
+            "queues": {
+                "virt-controller-vm": queue(&self.ctx.vm_queue),
+                "virt-controller-vmi": queue(&self.ctx.vmi_queue),
+            },
+            "expectations": [e.vmi.snapshot(), e.data_volume.snapshot(), e.pod.snapshot(), e.vmi_self.snapshot()],
+            "reconciles": self.ctx.reconciles.snapshot(),
+        })
+    }
+}

@@ -1,0 +1,419 @@
+//! The output of the VMI decision: intended API writes and events, each with the reason KubeVirt
+//! would do it, plus the sync error and the VMI as `updateStatus` computed it.
+
+use crate::api::{Phase, VirtualMachineInstance};
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use serde::Serialize;
+
+/// Kubernetes event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum EventType {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+impl EventType {
+    /// `"Normal"` or `"Warning"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// An event on the VMI (the recorder's involved object is always the VMI).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VmiEvent {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// Machine-readable reason, e.g. `SuccessfulCreate`.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// A sync error (`common.SyncError`, pkg/virt-controller/watch/common/error.go): recorded in the
+/// VMI's `Synchronized=False` condition on the full-update path (reason + message), and, when
+/// `requeue` is true and it came from `sync`, returned by `execute` so the key is re-added with
+/// rate limiting (vmi.go:361-365).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncError {
+    /// Condition reason, e.g. `FailedCreate`.
+    pub reason: String,
+    /// Condition message (`err.Error()`).
+    pub message: String,
+    /// False for "informal" sync errors (`informalSyncError`, vmi.go:165-180), which only
+    /// update the condition.
+    pub requeue: bool,
+}
+
+impl SyncError {
+    /// A sync error that requests a requeue (`common.NewSyncError`).
+    pub fn new(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        SyncError {
+            reason: reason.into(),
+            message: message.into(),
+            requeue: true,
+        }
+    }
+
+    /// An informal sync error: condition only, no requeue.
+    pub fn informal(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        SyncError {
+            reason: reason.into(),
+            message: message.into(),
+            requeue: false,
+        }
+    }
+}
+
+/// A failed API call as the executor saw it (a `metav1.Status`): enough to reproduce
+/// `k8serrors.IsForbidden` / `IsNotFound` and `err.Error()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiFailure {
+    /// HTTP status code (403, 404, 409, 500...); 0 when the request never got an answer.
+    pub code: u16,
+    /// `metav1.Status.reason` (`Forbidden`, `NotFound`, `Conflict`...); may be empty.
+    pub reason: String,
+    /// `metav1.Status.message`, which is what Go's `err.Error()` prints for API errors; for
+    /// transport errors, the error text.
+    pub message: String,
+}
+
+impl From<&kube::Error> for ApiFailure {
+    /// An API answer keeps its status code, reason and message; any other client error
+    /// (transport, serialisation) becomes code 0 with the error's text.
+    fn from(e: &kube::Error) -> Self {
+        match e {
+            kube::Error::Api(status) => ApiFailure {
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            },
+            other => ApiFailure {
+                code: 0,
+                reason: String::new(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// Status reasons apimachinery knows (`knownReasons` in k8s.io/apimachinery/pkg/api/errors);
+/// a code only counts when the reason is not one of these.
+const KNOWN_STATUS_REASONS: &[&str] = &[
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+];
+
+impl ApiFailure {
+    fn reason_or_code(&self, reason: &str, code: u16) -> bool {
+        self.reason == reason
+            || (!KNOWN_STATUS_REASONS.contains(&self.reason.as_str()) && self.code == code)
+    }
+
+    /// `k8serrors.IsForbidden`: reason `Forbidden`, or an unknown reason with code 403.
+    pub fn is_forbidden(&self) -> bool {
+        self.reason_or_code("Forbidden", 403)
+    }
+
+    /// `k8serrors.IsNotFound`: reason `NotFound`, or an unknown reason with code 404. The
+    /// executor treats a NotFound answer to a pod delete as success (lifecycle.go:1064-1074).
+    pub fn is_not_found(&self) -> bool {
+        self.reason_or_code("NotFound", 404)
+    }
+}
+
+/// One intended action. The pod namespace is always the VMI's namespace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "action")]
+pub enum VmiAction {
+    /// Create the launcher pod (lifecycle.go:174-185, 1076-1083). Executor: `ExpectCreations(key,
+    /// 1)` on the pod expectations before the call, `CreationObserved(key)` if it fails. The
+    /// pod usually has only `generateName`; the API server picks the name. Success and failure
+    /// events come from [`super::decide_after_sync`] (Normal `SuccessfulCreate`
+    /// `Created virtual machine pod <name>`, or see [`super::map_pod_create_error`]).
+    CreatePod {
+        /// The rendered pod, unchanged.
+        pod: Box<Pod>,
+        /// Why, with the KubeVirt source line.
+        why: String,
+    },
+    /// Delete a pod controlled by the VMI with default options (lifecycle.go:994-1011,
+    /// 1064-1074). Executor: `ExpectDeletions(key, ["<ns>/<name>"])` before, `DeletionObserved`
+    /// on failure; a NotFound answer counts as success. Do not use `uid` as a precondition
+    /// (KubeVirt sends none); it identifies the pod for logs and the inspector.
+    DeletePod {
+        /// Pod name.
+        name: String,
+        /// Pod UID (informational).
+        uid: String,
+        /// Why.
+        why: String,
+    },
+    /// RFC 6902 JSON patch on the pod's metadata (annotations/labels), sent with content type
+    /// `application/json-patch+json` (lifecycle.go:207-229, 724-844; controller.go:575-597).
+    PatchPod {
+        /// Pod name.
+        name: String,
+        /// The operations, in order.
+        patch: json_patch::Patch,
+        /// Why.
+        why: String,
+    },
+    /// Set the pod readiness-gate condition `kubevirt.io/virtual-machine-unpaused` with a
+    /// strategic-merge patch on the pod's `status` subresource (lifecycle.go:926-976).
+    PatchPodReadinessCondition {
+        /// Pod name.
+        pod: String,
+        /// `"True"` or `"False"`.
+        status: String,
+        /// `NotPaused` or `Paused`.
+        reason: String,
+        /// "the virtual machine is not paused" / "the virtual machine is paused".
+        message: String,
+        /// The whole condition as written (timestamps = snapshot `now`).
+        condition: Box<PodCondition>,
+        /// Body for `PATCH .../pods/<pod>/status` with content type
+        /// `application/strategic-merge-patch+json`: `{"status":{"conditions":[<condition>]}}`.
+        /// (KubeVirt computes a two-way merge diff; sending the whole list element keyed by
+        /// `type` has the same effect.)
+        patch: serde_json::Value,
+        /// Why.
+        why: String,
+    },
+    /// Full `Update` of the VMI (lifecycle.go:594-610): used unless the VMI *was* Running or
+    /// Scheduled. Executor: `vmiExpectations.SetExpectations(key, 1, 0)` before, `(key, 0, 0)`
+    /// on failure. The object keeps the cached `resourceVersion` (optimistic concurrency).
+    UpdateVmi {
+        /// The VMI to write.
+        vmi: Box<VirtualMachineInstance>,
+        /// Why.
+        why: String,
+    },
+    /// RFC 6902 JSON patch (test + replace/add) of the VMI (lifecycle.go:570-591, 627-721):
+    /// used when the VMI was Running or Scheduled (virt-handler owns it then). No expectations.
+    PatchVmi {
+        /// The operations, in order.
+        patch: json_patch::Patch,
+        /// Why.
+        why: String,
+    },
+    /// Record an event on the VMI.
+    Event {
+        /// Normal or Warning.
+        type_: EventType,
+        /// Event reason.
+        reason: String,
+        /// Event message.
+        message: String,
+        /// Why.
+        why: String,
+    },
+}
+
+impl VmiAction {
+    /// The `why` of any action.
+    pub fn why(&self) -> &str {
+        match self {
+            VmiAction::CreatePod { why, .. }
+            | VmiAction::DeletePod { why, .. }
+            | VmiAction::PatchPod { why, .. }
+            | VmiAction::PatchPodReadinessCondition { why, .. }
+            | VmiAction::UpdateVmi { why, .. }
+            | VmiAction::PatchVmi { why, .. }
+            | VmiAction::Event { why, .. } => why,
+        }
+    }
+
+    /// True for API writes (everything but events).
+    pub fn is_write(&self) -> bool {
+        !matches!(self, VmiAction::Event { .. })
+    }
+
+    pub(crate) fn event(ev: VmiEvent, why: impl Into<String>) -> Self {
+        VmiAction::Event {
+            type_: ev.type_,
+            reason: ev.reason,
+            message: ev.message,
+            why: why.into(),
+        }
+    }
+}
+
+/// What happened when the executor applied a decision's `sync_actions` (in order, stopping at
+/// the first failure, as `sync` returns on the first error).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SyncOutcome {
+    /// Every sync action succeeded (or there were none). `created_pod` is the pod returned by
+    /// the API server for a [`VmiAction::CreatePod`] (it has the generated name).
+    Succeeded {
+        /// The created pod, when a pod was created.
+        created_pod: Option<Box<Pod>>,
+    },
+    /// `sync_actions[index]` failed with `error`; earlier ones succeeded, later ones were not
+    /// attempted.
+    Failed {
+        /// Index into `sync_actions`.
+        index: usize,
+        /// The API error.
+        error: ApiFailure,
+    },
+}
+
+/// Why a decision did nothing at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum SkipReason {
+    /// Pod, VMI or PVC expectations are not satisfied yet: `execute` returns without syncing
+    /// (vmi.go:332-337). The text names the pending counts.
+    ExpectationsPending(String),
+    /// The decision would create the launcher pod but the snapshot has no rendered pod; render it
+    /// and decide again (see [`super::needs_rendered_pod`]).
+    RenderedPodMissing,
+}
+
+/// The decision for one VMI key.
+///
+/// Executor protocol:
+/// 1. `let d = decide(&snap)`; if `d.skipped` is set, stop (nothing to do, no requeue).
+/// 2. Apply `d.sync_actions` in order, stopping at the first failure → a [`SyncOutcome`].
+/// 3. `let s = decide_after_sync(&snap, &outcome)`; apply `s.status_actions` in order. A failed
+///    write there aborts the rest and requeues the key with rate limiting (`updateStatus`
+///    returned an error); events never fail.
+/// 4. If `s.requeue()`, requeue with rate limiting; otherwise `Forget` the key.
+///
+/// `decide` alone assumes every sync action succeeds (for a created pod it uses the rendered pod,
+/// whose name is only predicted), which is what the inspector shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VmiDecision {
+    /// `namespace/name`.
+    pub key: String,
+    /// Set when the decision did nothing at all.
+    pub skipped: Option<SkipReason>,
+    /// Stage 1, `sync` (lifecycle.go:66-253): pod creations, deletions and pod patches.
+    pub sync_actions: Vec<VmiAction>,
+    /// Stage 2, events about stage 1's outcome, then `updateStatus` (lifecycle.go:256-612): pod
+    /// condition/label patches, events, and the VMI write (at most one `UpdateVmi`/`PatchVmi`,
+    /// always last).
+    pub status_actions: Vec<VmiAction>,
+    /// The error `sync` returned (drives the requeue).
+    pub sync_error: Option<SyncError>,
+    /// The error recorded in the `Synchronized` condition on the full-update path: the sync error,
+    /// replaced by an image-pull or `FailedGuaranteeResources` error found while Scheduling
+    /// (lifecycle.go:391-402). Those replacements never cause a requeue.
+    pub condition_error: Option<SyncError>,
+    /// `updateStatus` failed before writing anything (only `unknown vmi phase <phase>`): requeue.
+    pub update_status_error: Option<String>,
+    /// The VMI as `updateStatus` computed it (`vmiCopy`), whether or not it differs.
+    pub new_vmi: Option<Box<VirtualMachineInstance>>,
+    /// Phase before the decision.
+    pub from_phase: Phase,
+    /// Phase after the decision's VMI write.
+    pub to_phase: Phase,
+    /// Human-readable reasoning, in the order the controller went through it.
+    pub explanation: Vec<String>,
+}
+
+impl VmiDecision {
+    /// All actions, stage 1 then stage 2.
+    pub fn actions(&self) -> impl Iterator<Item = &VmiAction> {
+        self.sync_actions.iter().chain(self.status_actions.iter())
+    }
+
+    /// True when `execute` would return an error (→ `AddRateLimited`): a requeueing sync error
+    /// or an `updateStatus` failure.
+    pub fn requeue(&self) -> bool {
+        self.update_status_error.is_some() || self.sync_error.as_ref().is_some_and(|e| e.requeue)
+    }
+
+    /// The VMI write, if any.
+    pub fn vmi_write(&self) -> Option<&VmiAction> {
+        self.status_actions
+            .iter()
+            .find(|a| matches!(a, VmiAction::UpdateVmi { .. } | VmiAction::PatchVmi { .. }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(code: u16, reason: &str) -> ApiFailure {
+        ApiFailure {
+            code,
+            reason: reason.into(),
+            message: "m".into(),
+        }
+    }
+
+    #[test]
+    fn forbidden_by_reason_or_unknown_reason_and_code() {
+        assert!(failure(403, "Forbidden").is_forbidden());
+        assert!(failure(0, "Forbidden").is_forbidden());
+        assert!(failure(403, "").is_forbidden());
+        assert!(!failure(403, "Conflict").is_forbidden());
+        assert!(!failure(500, "InternalError").is_forbidden());
+    }
+
+    #[test]
+    fn not_found_by_reason_or_code() {
+        assert!(failure(404, "NotFound").is_not_found());
+        assert!(failure(404, "").is_not_found());
+        assert!(!failure(409, "Conflict").is_not_found());
+    }
+
+    #[test]
+    fn from_kube_api_error() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\""
+        }))
+        .expect("valid status");
+        let f = ApiFailure::from(&kube::Error::Api(Box::new(status)));
+        assert!(f.is_forbidden());
+        assert!(f.message.contains("violates PodSecurity"));
+    }
+
+    #[test]
+    fn requeue_follows_sync_error_and_update_failure() {
+        let mut d = VmiDecision {
+            key: "ns/a".into(),
+            skipped: None,
+            sync_actions: vec![],
+            status_actions: vec![],
+            sync_error: Some(SyncError::informal("FailedPvcNotFound", "x")),
+            condition_error: None,
+            update_status_error: None,
+            new_vmi: None,
+            from_phase: Phase::Pending,
+            to_phase: Phase::Pending,
+            explanation: vec![],
+        };
+        assert!(!d.requeue());
+        d.sync_error = Some(SyncError::new("FailedCreate", "x"));
+        assert!(d.requeue());
+        d.sync_error = None;
+        d.update_status_error = Some("unknown vmi phase Unknown".into());
+        assert!(d.requeue());
+    }
+}

@@ -1,0 +1,1061 @@
+//! The VMI controller's `execute` → `sync` → `updateStatus` (pkg/virt-controller/watch/vmi/vmi.go
+//! 297-368, lifecycle.go 66-612) as pure functions of a [`VmiSnapshot`].
+
+use super::action::{SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision};
+use super::conditions::{self, types};
+use super::events::{self, reasons as ev_reasons};
+use super::patch;
+use super::podutil::{self, pod_name};
+use super::snapshot::VmiSnapshot;
+use crate::api::quantity::{Format, ParsedQuantity};
+use crate::api::vmi::{MemoryStatus, VirtualMachineInstanceStatus};
+use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalizers, labels};
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::BTreeMap;
+
+/// `kubevirt.io/latest-observed-api-version` (`ControllerAPILatestVersionObservedAnnotation`,
+/// types.go:1141).
+pub const LATEST_OBSERVED_API_VERSION_ANNOTATION: &str = "kubevirt.io/latest-observed-api-version";
+/// `kubevirt.io/storage-observed-api-version` (types.go:1142).
+pub const STORAGE_OBSERVED_API_VERSION_ANNOTATION: &str =
+    "kubevirt.io/storage-observed-api-version";
+/// `ApiLatestVersion` and `ApiStorageVersion` (register.go:35-37).
+pub const API_VERSION_V1: &str = "v1";
+/// Added to every ready launcher pod by `sync` (`EvictOnlyAnnotation`, descheduler.go:38).
+pub const EVICT_ONLY_ANNOTATION: &str = "descheduler.alpha.kubernetes.io/request-evict-only";
+/// Marks a pod whose eviction is in progress (`EvictionInProgressAnnotation`, descheduler.go:41).
+pub const EVICTION_IN_PROGRESS_ANNOTATION: &str =
+    "descheduler.alpha.kubernetes.io/eviction-in-progress";
+/// Stands for the 5 characters the API server appends to `generateName` in the pod that
+/// [`decide`] predicts (not a valid name on purpose).
+pub const PREDICTED_NAME_SUFFIX: &str = "<generated>";
+
+fn key_of(vmi: &VirtualMachineInstance) -> String {
+    format!(
+        "{}/{}",
+        vmi.metadata.namespace.as_deref().unwrap_or(""),
+        vmi.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+fn has_finalizer(vmi: &VirtualMachineInstance, f: &str) -> bool {
+    vmi.metadata
+        .finalizers
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .any(|x| x == f)
+}
+
+/// `controller.RemoveFinalizer`: rebuilds the list (an empty result stays an empty list).
+fn remove_finalizer(vmi: &mut VirtualMachineInstance, f: &str) {
+    let kept: Vec<String> = vmi
+        .metadata
+        .finalizers
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|x| x != f)
+        .collect();
+    vmi.metadata.finalizers = Some(kept);
+}
+
+/// `controller.AddFinalizer`: append unless present.
+fn add_finalizer(vmi: &mut VirtualMachineInstance, f: &str) {
+    if !has_finalizer(vmi, f) {
+        vmi.metadata
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push(f.to_string());
+    }
+}
+
+fn status_mut(vmi: &mut VirtualMachineInstance) -> &mut VirtualMachineInstanceStatus {
+    vmi.status.get_or_insert_with(Default::default)
+}
+
+fn nonempty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+fn is_unprocessed(p: Phase) -> bool {
+    matches!(p, Phase::Unset | Phase::Pending)
+}
+
+fn marked_for_eviction(vmi: &VirtualMachineInstance) -> bool {
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.evacuation_node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+}
+
+fn cpu_dedicated(vmi: &VirtualMachineInstance) -> bool {
+    vmi.spec
+        .domain
+        .cpu
+        .as_ref()
+        .and_then(|c| c.dedicated_cpu_placement)
+        .unwrap_or(false)
+}
+
+/// `hasOwnerVM` (lifecycle.go:861-872).
+fn has_owner_vm(snap: &VmiSnapshot) -> bool {
+    let Some(r) = snap
+        .vmi
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|r| r.controller == Some(true))
+    else {
+        return false;
+    };
+    r.kind == "VirtualMachine" && snap.owner_vm_uid.as_deref() == Some(r.uid.as_str())
+}
+
+/// What `sync` intends, before any API call.
+#[derive(Default)]
+struct SyncPlan {
+    actions: Vec<VmiAction>,
+    /// Events `sync` emits regardless of API outcomes (they precede its API calls).
+    events: Vec<VmiAction>,
+    /// An error decided without API calls (render failure, missing PVC).
+    error: Option<SyncError>,
+    /// `sync` reached the pod creation point (whether or not a rendered pod is present).
+    wants_pod: bool,
+    /// It reached it but the snapshot has no rendered pod.
+    render_missing: bool,
+    explanation: Vec<String>,
+}
+
+/// `sync` (lifecycle.go:66-253) for the modelled cases.
+fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
+    let vmi = &snap.vmi;
+    let ns = vmi.metadata.namespace.as_deref().unwrap_or("");
+    let mut plan = SyncPlan::default();
+
+    if vmi.is_deleting() {
+        for pod in podutil::pods_controlled_by(vmi, &snap.pods) {
+            if podutil::is_pod_deleting(pod) && !podutil::pod_is_down(pod) {
+                plan.explanation.push(format!(
+                    "pod {} is already terminating; not deleted again (lifecycle.go:1001)",
+                    pod_name(pod)
+                ));
+                continue;
+            }
+            plan.actions.push(VmiAction::DeletePod {
+                name: pod_name(pod).to_string(),
+                uid: podutil::pod_uid(pod).to_string(),
+                why: format!(
+                    "the VMI has a deletionTimestamp: delete every pod it controls that is not already terminating{} (lifecycle.go:70-75, 994-1011)",
+                    if podutil::is_pod_deleting(pod) {
+                        "; this one is terminating but already final, so it is deleted again"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+        plan.explanation.push(format!(
+            "sync: VMI is being deleted; {} pod deletion(s) (lifecycle.go:70-75)",
+            plan.actions.len()
+        ));
+        return plan;
+    }
+
+    if vmi.is_final() {
+        plan.explanation.push(format!(
+            "sync: VMI is {}; only hotplug attachment pods would be deleted (not modelled) (lifecycle.go:78-84)",
+            vmi.phase().as_str()
+        ));
+        return plan;
+    }
+
+    if let Some(pvc) = &snap.storage.missing_pvc {
+        let msg = format!("PVC {ns}/{pvc} does not exist, waiting for it to appear");
+        plan.events.push(VmiAction::Event {
+            type_: super::action::EventType::Normal,
+            reason: ev_reasons::FAILED_PVC_NOT_FOUND.into(),
+            message: msg.clone(),
+            why: "a volume's PVC is missing (datavolumes.go areDataVolumesReady)".into(),
+        });
+        plan.error = Some(SyncError::informal(ev_reasons::FAILED_PVC_NOT_FOUND, &msg));
+        plan.explanation.push(format!(
+            "sync: {msg}; informal sync error FailedPvcNotFound, no requeue (lifecycle.go:91-94)"
+        ));
+        return plan;
+    }
+
+    let Some(pod) = current else {
+        if !is_unprocessed(vmi.phase()) {
+            plan.explanation.push(format!(
+                "sync: no launcher pod, but the phase is {} so a pod was created before; KubeVirt never creates a second one (lifecycle.go:100-105)",
+                vmi.phase().as_str()
+            ));
+            return plan;
+        }
+        if !snap.storage.volumes_ready {
+            plan.explanation.push(
+                "sync: no launcher pod yet; delaying pod creation while DataVolumes populate or PVCs appear (lifecycle.go:110-114)"
+                    .into(),
+            );
+            return plan;
+        }
+        plan.wants_pod = true;
+        match &snap.rendered_pod {
+            None => {
+                plan.render_missing = true;
+                plan.explanation.push(
+                    "sync: the launcher pod must be created but the snapshot carries no rendered pod"
+                        .into(),
+                );
+            }
+            Some(Err(f)) => {
+                let msg = format!("{}{}", events::FAILED_TO_RENDER_PREFIX, f.message);
+                if f.pvc_not_found {
+                    plan.events.push(VmiAction::Event {
+                        type_: super::action::EventType::Warning,
+                        reason: ev_reasons::FAILED_PVC_NOT_FOUND.into(),
+                        message: msg.clone(),
+                        why:
+                            "rendering the launcher pod found a missing PVC (lifecycle.go:158-160)"
+                                .into(),
+                    });
+                    plan.error = Some(SyncError::informal(ev_reasons::FAILED_PVC_NOT_FOUND, &msg));
+                } else {
+                    plan.error = Some(SyncError::new(ev_reasons::FAILED_CREATE, &msg));
+                }
+                plan.explanation.push(format!(
+                    "sync: rendering the launcher pod failed: {msg} (lifecycle.go:158-163)"
+                ));
+            }
+            Some(Ok(rendered)) => {
+                plan.actions.push(VmiAction::CreatePod {
+                    pod: Box::new(rendered.clone()),
+                    why: format!(
+                        "no launcher pod exists and the VMI is {}: create it (lifecycle.go:100-185)",
+                        if vmi.phase() == Phase::Unset {
+                            "unprocessed (phase \"\")"
+                        } else {
+                            "Pending"
+                        }
+                    ),
+                });
+                plan.explanation
+                    .push("sync: no launcher pod yet → create one (lifecycle.go:100-185)".into());
+            }
+        }
+        return plan;
+    };
+
+    if !podutil::is_temp_pod(pod) && podutil::is_pod_ready(pod) {
+        let wanted: BTreeMap<String, String> =
+            [(EVICT_ONLY_ANNOTATION.to_string(), String::new())].into();
+        let p = patch::sync_pod_annotations_patch(pod, &wanted);
+        if !p.0.is_empty() {
+            plan.actions.push(VmiAction::PatchPod {
+                name: pod_name(pod).to_string(),
+                patch: p,
+                why: format!(
+                    "the launcher pod is ready: ensure annotation {EVICT_ONLY_ANNOTATION}: \"\" (network annotations not modelled) (lifecycle.go:207-214)"
+                ),
+            });
+        }
+        let marked = marked_for_eviction(vmi);
+        let has_mark = podutil::has_annotation(pod, EVICTION_IN_PROGRESS_ANNOTATION);
+        if marked != has_mark {
+            plan.actions.push(VmiAction::PatchPod {
+                name: pod_name(pod).to_string(),
+                patch: patch::eviction_in_progress_patch(pod, marked),
+                why: if marked {
+                    format!("the VMI is marked for eviction (status.evacuationNodeName): add {EVICTION_IN_PROGRESS_ANNOTATION} to the pod (lifecycle.go:216-221)")
+                } else {
+                    format!("the VMI is no longer marked for eviction: remove {EVICTION_IN_PROGRESS_ANNOTATION} from the pod (lifecycle.go:223-228)")
+                },
+            });
+        }
+    }
+    plan.explanation.push(format!(
+        "sync: launcher pod {} exists (phase {:?}, ready for hand-over: {}); nothing to create",
+        pod_name(pod),
+        podutil::pod_phase(pod),
+        podutil::is_pod_ready(pod)
+    ));
+    plan
+}
+
+/// Result of `updateStatus`.
+struct StatusResult {
+    actions: Vec<VmiAction>,
+    new_vmi: Option<VirtualMachineInstance>,
+    condition_error: Option<SyncError>,
+    update_status_error: Option<String>,
+    to_phase: Phase,
+    explanation: Vec<String>,
+}
+
+/// `updateStatus` (lifecycle.go:256-612) with `pod` = the pod `sync` returned.
+fn update_status(
+    snap: &VmiSnapshot,
+    pod: Option<&Pod>,
+    sync_error: Option<&SyncError>,
+) -> StatusResult {
+    let vmi = &snap.vmi;
+    let now = snap.now;
+    let old_phase = vmi.phase();
+    let mut new = vmi.clone();
+    let mut actions = Vec::new();
+    let mut expl = Vec::new();
+    let mut changes: Vec<String> = Vec::new();
+    let mut condition_error = sync_error.cloned();
+
+    // Finalizer migration (lifecycle.go:268-276) and the virt-api stand-in.
+    if has_finalizer(&new, finalizers::LEGACY_FOREGROUND_DELETE_VM) {
+        remove_finalizer(&mut new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
+        add_finalizer(&mut new, finalizers::FOREGROUND_DELETE_VM);
+        changes.push(format!(
+            "replace legacy finalizer {} with {} (lifecycle.go:268-276)",
+            finalizers::LEGACY_FOREGROUND_DELETE_VM,
+            finalizers::FOREGROUND_DELETE_VM
+        ));
+    }
+    if snap.ensure_vmi_finalizer
+        && !vmi.is_final()
+        && !vmi.is_deleting()
+        && !has_finalizer(&new, finalizers::FOREGROUND_DELETE_VM)
+    {
+        add_finalizer(&mut new, finalizers::FOREGROUND_DELETE_VM);
+        changes.push(format!(
+            "add finalizer {} as virt-api's mutating webhook would (vmi-mutator.go:127-128)",
+            finalizers::FOREGROUND_DELETE_VM
+        ));
+    }
+
+    let vmi_pod = pod.filter(|p| !podutil::is_temp_pod(p));
+
+    // status.activePods (lifecycle.go:1030-1049): every pod controlled by the VMI in the cache.
+    {
+        let controlled: Vec<&Pod> = podutil::pods_controlled_by(vmi, &snap.pods).collect();
+        let status = status_mut(&mut new);
+        if !(controlled.is_empty() && status.active_pods.is_none()) {
+            status.active_pods = Some(
+                controlled
+                    .iter()
+                    .map(|p| {
+                        (
+                            podutil::pod_uid(p).to_string(),
+                            podutil::pod_node_name(p).to_string(),
+                        )
+                    })
+                    .collect(),
+            );
+        }
+    }
+
+    // Ready condition (lifecycle.go:286, 874-924).
+    {
+        let desired = conditions::desired_ready_condition(pod, old_phase == Phase::Running, now);
+        expl.push(format!(
+            "Ready condition → {} {} (lifecycle.go:874-924)",
+            desired.status,
+            desired
+                .reason
+                .as_deref()
+                .unwrap_or("(pod's Ready condition has no reason)")
+        ));
+        conditions::update(status_mut(&mut new), desired);
+    }
+
+    if let Some(p) = vmi_pod {
+        // Launcher image (lifecycle.go:287-295, 846-858).
+        let image = podutil::compute_container_image(p);
+        if let Some(configured) = &snap.launcher_image {
+            let outdated = !image.is_empty() && image != configured;
+            if outdated {
+                new.metadata
+                    .labels
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(labels::OUTDATED_LAUNCHER_IMAGE.to_string(), String::new());
+            } else if let Some(l) = new.metadata.labels.as_mut() {
+                l.remove(labels::OUTDATED_LAUNCHER_IMAGE);
+            }
+        }
+        status_mut(&mut new).launcher_container_image_version = nonempty(image);
+
+        // Readiness gate (lifecycle.go:297-299, 926-976).
+        let paused = new
+            .status
+            .as_ref()
+            .is_some_and(|s| conditions::has_with_status(s, types::PAUSED, "True"));
+        if let Some(cond) = conditions::readiness_gate_update(paused, p, now) {
+            let body = serde_json::json!({ "status": { "conditions": [cond] } });
+            actions.push(VmiAction::PatchPodReadinessCondition {
+                pod: pod_name(p).to_string(),
+                status: cond.status.clone(),
+                reason: cond.reason.clone().unwrap_or_default(),
+                message: cond.message.clone().unwrap_or_default(),
+                condition: Box::new(cond),
+                patch: body,
+                why: if paused {
+                    "the VMI is Paused: set the pod readiness gate kubevirt.io/virtual-machine-unpaused to False (lifecycle.go:926-942)".into()
+                } else {
+                    "the VMI is not paused and the pod readiness gate kubevirt.io/virtual-machine-unpaused is not True: set it True (lifecycle.go:943-955)".into()
+                },
+            });
+        }
+
+        // Dynamic labels/annotations VMI → pod (lifecycle.go:301-303, 724-844).
+        let dynamic = patch::dynamic_pod_metadata_patch(&new, p);
+        if !dynamic.0.is_empty() {
+            actions.push(VmiAction::PatchPod {
+                name: pod_name(p).to_string(),
+                patch: dynamic,
+                why: "sync the VMI's kubevirt.io/nodeName, kubevirt.io/outdatedLauncherImage labels and descheduler annotations to the launcher pod (lifecycle.go:724-844)".into(),
+            });
+        }
+
+        // Memory overhead report (lifecycle.go:313-315, 1165-1183).
+        if snap.memory_overhead_report
+            && let Some(raw) = podutil::annotation(p, annotations::MEMORY_OVERHEAD_BYTES)
+        {
+            match raw.parse::<i64>() {
+                Ok(bytes) => {
+                    let q = ParsedQuantity::from_units(bytes, Format::BinarySI).to_quantity();
+                    status_mut(&mut new)
+                        .memory
+                        .get_or_insert_with(MemoryStatus::default)
+                        .memory_overhead = Some(q);
+                }
+                Err(_) => expl.push(format!(
+                    "pod annotation {}={raw:?} is not an integer; status.memory.memoryOverhead left alone (lifecycle.go:1174-1177)",
+                    annotations::MEMORY_OVERHEAD_BYTES
+                )),
+            }
+        }
+    }
+
+    // Phase machine (lifecycle.go:320-552), keyed on the phase *before* this sync.
+    let mut update_status_error = None;
+    match old_phase {
+        Phase::Unset | Phase::Pending => {
+            if vmi_pod.is_some() {
+                status_mut(&mut new).phase = Some(Phase::Scheduling);
+                expl.push(format!(
+                    "phase {} → Scheduling: the launcher pod exists (lifecycle.go:321-323)",
+                    old_phase.as_str()
+                ));
+            } else if vmi.is_deleting() || snap.storage.has_failed_data_volume {
+                status_mut(&mut new).phase = Some(Phase::Failed);
+                expl.push(format!(
+                    "phase {} → Failed: {} and no launcher pod exists (lifecycle.go:324-325)",
+                    old_phase.as_str(),
+                    if vmi.is_deleting() {
+                        "the VMI is being deleted"
+                    } else {
+                        "a DataVolume failed"
+                    }
+                ));
+            } else {
+                status_mut(&mut new).phase = Some(Phase::Pending);
+                expl.push("phase stays/becomes Pending: no launcher pod yet (lifecycle.go:331-332; topology hints and WaitForFirstConsumer not modelled)".into());
+                if let Some(e) = sync_error.filter(|e| e.reason == ev_reasons::FAILED_PVC_NOT_FOUND)
+                {
+                    let status = status_mut(&mut new);
+                    conditions::remove(status, types::POD_SCHEDULED);
+                    status
+                        .conditions
+                        .get_or_insert_with(Vec::new)
+                        .push(Condition {
+                            type_: types::POD_SCHEDULED.into(),
+                            status: "False".into(),
+                            reason: Some(conditions::reasons::UNSCHEDULABLE.into()),
+                            message: Some(e.message.clone()),
+                            ..Default::default()
+                        });
+                    expl.push("PodScheduled=False/Unschedulable with the missing-PVC message (lifecycle.go:361-368)".into());
+                }
+            }
+        }
+        Phase::Scheduling => {
+            conditions::remove(status_mut(&mut new), types::PROVISIONING);
+            match vmi_pod {
+                Some(p) => {
+                    status_mut(&mut new).qos_class = podutil::pod_qos_class(p).map(str::to_string);
+                    match podutil::pod_condition(p, types::POD_SCHEDULED)
+                        .filter(|c| c.status == "False")
+                    {
+                        Some(pc) => {
+                            conditions::add_pod_condition(status_mut(&mut new), pc);
+                            expl.push(format!(
+                                "pod PodScheduled=False ({}: {}) copied to the VMI (lifecycle.go:383-386)",
+                                pc.reason.as_deref().unwrap_or(""),
+                                pc.message.as_deref().unwrap_or("")
+                            ));
+                        }
+                        None => conditions::remove(status_mut(&mut new), types::POD_SCHEDULED),
+                    }
+                    if let Some(ie) = podutil::container_image_error(p) {
+                        expl.push(format!(
+                            "container {:?} cannot pull its image ({}): recorded as Synchronized=False (lifecycle.go:391-394)",
+                            ie.container, ie.reason
+                        ));
+                        condition_error = Some(SyncError::new(ie.reason, ie.message));
+                    }
+                    if podutil::is_pod_ready(p) && !vmi.is_deleting() {
+                        if podutil::pod_qos_class(p) != Some(podutil::QOS_GUARANTEED)
+                            && cpu_dedicated(vmi)
+                        {
+                            actions.push(VmiAction::Event {
+                                type_: super::action::EventType::Warning,
+                                reason: ev_reasons::FAILED_GUARANTEE_RESOURCES.into(),
+                                message: "failed to guarantee pod resources".into(),
+                                why: "dedicated CPUs were requested but the pod's QoS class is not Guaranteed (lifecycle.go:397-402)".into(),
+                            });
+                            condition_error = Some(SyncError::new(
+                                ev_reasons::FAILED_GUARANTEE_RESOURCES,
+                                "failed to guarantee pod resources",
+                            ));
+                            expl.push("pod ready but not Guaranteed while dedicated CPUs are requested: stays Scheduling (lifecycle.go:397-402)".into());
+                        } else {
+                            let node = podutil::pod_node_name(p).to_string();
+                            new.metadata
+                                .labels
+                                .get_or_insert_with(BTreeMap::new)
+                                .insert(labels::NODE_NAME.to_string(), node.clone());
+                            let status = status_mut(&mut new);
+                            status.phase = Some(Phase::Scheduled);
+                            status.node_name = nonempty(&node);
+                            if podutil::should_set_migration_transport(p) {
+                                status.migration_transport = Some("Unix".into());
+                            }
+                            expl.push(format!(
+                                "phase Scheduling → Scheduled: pod {} is ready on node {node:?}; label kubevirt.io/nodeName and status.nodeName set (lifecycle.go:396-441; volume/interface status and VSOCK not modelled)",
+                                pod_name(p)
+                            ));
+                        }
+                    } else if podutil::is_pod_down_or_going_down(p) {
+                        status_mut(&mut new).phase = Some(Phase::Failed);
+                        expl.push(format!(
+                            "phase Scheduling → Failed: pod {} is down or going down (lifecycle.go:442-448)",
+                            pod_name(p)
+                        ));
+                    } else {
+                        expl.push("phase stays Scheduling: the pod is not ready yet (lifecycle.go:370-449)".into());
+                    }
+                }
+                None => {
+                    status_mut(&mut new).phase = Some(Phase::Failed);
+                    expl.push("phase Scheduling → Failed: the launcher pod vanished (lifecycle.go:450-457)".into());
+                }
+            }
+        }
+        Phase::Succeeded | Phase::Failed => {
+            let all_deleted = podutil::pods_controlled_by(vmi, &snap.pods)
+                .next()
+                .is_none();
+            if all_deleted {
+                remove_finalizer(&mut new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
+                remove_finalizer(&mut new, finalizers::FOREGROUND_DELETE_VM);
+                if let Some(l) = new.metadata.labels.as_mut() {
+                    l.remove(labels::OUTDATED_LAUNCHER_IMAGE);
+                }
+                status_mut(&mut new).launcher_container_image_version = None;
+                expl.push(format!(
+                    "VMI is final and all its pods are gone: remove finalizer {}, the outdated-image label and launcherContainerImageVersion (lifecycle.go:459-473)",
+                    finalizers::FOREGROUND_DELETE_VM
+                ));
+            } else {
+                expl.push(
+                    "VMI is final but pods remain: finalizer kept (lifecycle.go:459-465)".into(),
+                );
+            }
+            strip_vm_controller_finalizer(snap, &mut new, &mut expl);
+        }
+        Phase::Running => {
+            if vmi_pod.is_none() {
+                status_mut(&mut new).phase = Some(Phase::Failed);
+                expl.push(
+                    "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)"
+                        .into(),
+                );
+            } else {
+                expl.push("phase Running: owned by virt-handler (volume/interface status, hotplug and migration conditions not modelled) (lifecycle.go:480-514)".into());
+            }
+        }
+        Phase::Scheduled => {
+            if vmi_pod.is_none() {
+                status_mut(&mut new).phase = Some(Phase::Failed);
+                expl.push(
+                    "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)"
+                        .into(),
+                );
+            } else {
+                expl.push("phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)".into());
+            }
+        }
+        Phase::WaitingForSync => {
+            if vmi.is_deleting() {
+                remove_finalizer(&mut new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
+                remove_finalizer(&mut new, finalizers::FOREGROUND_DELETE_VM);
+                expl.push(
+                    "VMI deleted while WaitingForSync: finalizers removed (lifecycle.go:536-546)"
+                        .into(),
+                );
+                strip_vm_controller_finalizer(snap, &mut new, &mut expl);
+            } else if vmi_pod.is_some() {
+                status_mut(&mut new).phase = Some(Phase::Scheduling);
+                expl.push("phase WaitingForSync → Scheduling: a pod exists (lifecycle.go:547-549; migration state not modelled)".into());
+            }
+        }
+        Phase::Unknown => {
+            update_status_error = Some(format!("unknown vmi phase {}", old_phase.as_str()));
+            expl.push("phase Unknown is not handled by updateStatus: error, requeue, no write (lifecycle.go:550-551)".into());
+        }
+    }
+    if let Some(err) = update_status_error {
+        return StatusResult {
+            actions,
+            new_vmi: None,
+            condition_error,
+            update_status_error: Some(err),
+            to_phase: old_phase,
+            explanation: expl,
+        };
+    }
+
+    // EvictionRequested (lifecycle.go:554-568).
+    if marked_for_eviction(&new) {
+        let status = status_mut(&mut new);
+        if !conditions::has_with_status(status, types::EVICTION_REQUESTED, "True") {
+            conditions::update(
+                status,
+                Condition {
+                    type_: types::EVICTION_REQUESTED.into(),
+                    status: "True".into(),
+                    reason: Some(conditions::reasons::EVICTION_REQUESTED.into()),
+                    message: Some(conditions::messages::EVICTION_REQUESTED.into()),
+                    last_probe_time: Some(now),
+                    last_transition_time: Some(now),
+                    extra: Default::default(),
+                },
+            );
+        }
+    } else {
+        conditions::remove(status_mut(&mut new), types::EVICTION_REQUESTED);
+    }
+
+    let to_phase = new.phase();
+    if old_phase != to_phase {
+        changes.push(format!(
+            "phase {} → {}",
+            old_phase.as_str(),
+            to_phase.as_str()
+        ));
+    }
+
+    // Write (lifecycle.go:570-610).
+    if matches!(old_phase, Phase::Running | Phase::Scheduled) {
+        let p = patch::prepare_vmi_patch(vmi, &new);
+        if p.0.is_empty() {
+            expl.push(format!(
+                "VMI was {}: nothing changed in the patched fields, no write (lifecycle.go:571-575)",
+                old_phase.as_str()
+            ));
+        } else {
+            let fields = patched_fields(&p);
+            expl.push(format!(
+                "VMI was {}: JSON patch (test+replace) of {} (lifecycle.go:570-591)",
+                old_phase.as_str(),
+                fields.join(", ")
+            ));
+            actions.push(VmiAction::PatchVmi {
+                patch: p,
+                why: format!(
+                    "the VMI was {} (owned by virt-handler), so only {} are patched; no phaseTransitionTimestamps, no Synchronized condition (lifecycle.go:570-591, 627-721){}",
+                    old_phase.as_str(),
+                    fields.join(", "),
+                    if changes.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {}", changes.join("; "))
+                    }
+                ),
+            });
+        }
+    } else {
+        let status = status_mut(&mut new);
+        if conditions::check_failure(status, condition_error.as_ref(), now) {
+            changes.push(match &condition_error {
+                Some(e) => format!("Synchronized=False {}: {}", e.reason, e.message),
+                None => "remove the Synchronized condition (sync succeeded)".into(),
+            });
+        }
+        if conditions::set_phase_transition_timestamp(old_phase, status, now) {
+            changes.push(format!(
+                "record phaseTransitionTimestamp {} at {}",
+                to_phase.as_str(),
+                now.to_rfc3339()
+            ));
+        }
+        let changed = !patch::semantic_eq(&vmi.status, &new.status)
+            || !patch::semantic_eq(&vmi.metadata.finalizers, &new.metadata.finalizers)
+            || !patch::semantic_eq(&vmi.metadata.annotations, &new.metadata.annotations)
+            || !patch::semantic_eq(&vmi.metadata.labels, &new.metadata.labels);
+        if changed {
+            expl.push(format!(
+                "full Update of the VMI (was {}) (lifecycle.go:594-610)",
+                if old_phase == Phase::Unset {
+                    "unprocessed"
+                } else {
+                    old_phase.as_str()
+                }
+            ));
+            actions.push(VmiAction::UpdateVmi {
+                vmi: Box::new(new.clone()),
+                why: format!(
+                    "{} changed{}: full Update with a VMI self-expectation (lifecycle.go:594-610)",
+                    changed_fields(vmi, &new).join(", "),
+                    if changes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", changes.join("; "))
+                    }
+                ),
+            });
+        } else {
+            expl.push("VMI unchanged: no write (lifecycle.go:600-602)".into());
+        }
+    }
+
+    StatusResult {
+        actions,
+        new_vmi: Some(new),
+        condition_error,
+        update_status_error: None,
+        to_phase,
+        explanation: expl,
+    }
+}
+
+/// Names of the top-level status fields and of the metadata maps/lists that differ
+/// (semantically) between the two VMIs, e.g. `status.activePods`, `metadata.finalizers`.
+fn changed_fields(old: &VirtualMachineInstance, new: &VirtualMachineInstance) -> Vec<String> {
+    let mut out = Vec::new();
+    let as_map = |v: &VirtualMachineInstance| match serde_json::to_value(&v.status) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let (om, nm) = (as_map(old), as_map(new));
+    let mut keys: Vec<&String> = om.keys().chain(nm.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        if !patch::semantic_eq(&om.get(k), &nm.get(k)) {
+            out.push(format!("status.{k}"));
+        }
+    }
+    if !patch::semantic_eq(&old.metadata.labels, &new.metadata.labels) {
+        out.push("metadata.labels".into());
+    }
+    if !patch::semantic_eq(&old.metadata.annotations, &new.metadata.annotations) {
+        out.push("metadata.annotations".into());
+    }
+    if !patch::semantic_eq(&old.metadata.finalizers, &new.metadata.finalizers) {
+        out.push("metadata.finalizers".into());
+    }
+    out
+}
+
+fn strip_vm_controller_finalizer(
+    snap: &VmiSnapshot,
+    new: &mut VirtualMachineInstance,
+    expl: &mut Vec<String>,
+) {
+    let any = !new
+        .metadata
+        .finalizers
+        .as_deref()
+        .unwrap_or_default()
+        .is_empty();
+    if !has_owner_vm(snap) && any {
+        if has_finalizer(new, finalizers::VM_CONTROLLER) {
+            expl.push(format!(
+                "the owning VirtualMachine is gone: remove finalizer {} (lifecycle.go:475-478)",
+                finalizers::VM_CONTROLLER
+            ));
+        }
+        remove_finalizer(new, finalizers::VM_CONTROLLER);
+    }
+}
+
+fn patched_fields(p: &json_patch::Patch) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for op in &p.0 {
+        let path = match op {
+            json_patch::PatchOperation::Replace(o) => o.path.to_string(),
+            json_patch::PatchOperation::Add(o) => o.path.to_string(),
+            _ => continue,
+        };
+        if !out.contains(&path) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn api_version_observed(vmi: &VirtualMachineInstance) -> bool {
+    vmi.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LATEST_OBSERVED_API_VERSION_ANNOTATION))
+        .is_some_and(|v| v == API_VERSION_V1)
+}
+
+fn empty_decision(snap: &VmiSnapshot) -> VmiDecision {
+    let phase = snap.vmi.phase();
+    VmiDecision {
+        key: key_of(&snap.vmi),
+        skipped: None,
+        sync_actions: Vec::new(),
+        status_actions: Vec::new(),
+        sync_error: None,
+        condition_error: None,
+        update_status_error: None,
+        new_vmi: None,
+        from_phase: phase,
+        to_phase: phase,
+        explanation: Vec::new(),
+    }
+}
+
+/// The pre-sync steps of `execute` (vmi.go:316-337): the api-version annotation write and the
+/// expectations gate. `Some` when the decision ends there.
+fn pre_sync(snap: &VmiSnapshot) -> Option<VmiDecision> {
+    if !api_version_observed(&snap.vmi) {
+        let mut d = empty_decision(snap);
+        let mut vmi = snap.vmi.clone();
+        let a = vmi.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        a.insert(
+            LATEST_OBSERVED_API_VERSION_ANNOTATION.into(),
+            API_VERSION_V1.into(),
+        );
+        a.insert(
+            STORAGE_OBSERVED_API_VERSION_ANNOTATION.into(),
+            API_VERSION_V1.into(),
+        );
+        d.explanation.push(format!(
+            "the VMI lacks {LATEST_OBSERVED_API_VERSION_ANNOTATION}=v1: write the api-version annotations first and stop (vmi.go:316-330)"
+        ));
+        d.status_actions.push(VmiAction::UpdateVmi {
+            vmi: Box::new(vmi.clone()),
+            why: "first step of every sync: record the observed API versions (vmi.go:316-330)"
+                .into(),
+        });
+        d.new_vmi = Some(Box::new(vmi));
+        return Some(d);
+    }
+    let e = &snap.expectations;
+    if !e.all_satisfied() {
+        let mut d = empty_decision(snap);
+        let mut waiting = Vec::new();
+        if !e.pods_satisfied {
+            waiting.push(format!(
+                "pod creations {} / deletions {} still expected",
+                e.pending_pod_creations, e.pending_pod_deletions
+            ));
+        }
+        if !e.vmi_satisfied {
+            waiting.push("the controller's own VMI update has not been observed yet".into());
+        }
+        if !e.pvcs_satisfied {
+            waiting.push("a backend-storage PVC creation has not been observed yet".into());
+        }
+        let text = waiting.join("; ");
+        d.explanation.push(format!(
+            "expectations not satisfied ({text}): nothing to do until the informers catch up (vmi.go:332-337)"
+        ));
+        d.skipped = Some(SkipReason::ExpectationsPending(text));
+        return Some(d);
+    }
+    None
+}
+
+/// True when [`decide`] on this snapshot would create the launcher pod, i.e. the caller must
+/// render it (into `rendered_pod`) first.
+pub fn needs_rendered_pod(snap: &VmiSnapshot) -> bool {
+    if pre_sync(snap).is_some() {
+        return false;
+    }
+    let current = podutil::current_vmi_pod(&snap.vmi, &snap.pods);
+    plan_sync(snap, current).wants_pod
+}
+
+/// The whole decision for one VMI key, assuming every sync action succeeds (a created pod is
+/// the rendered pod with a predicted name, see [`PREDICTED_NAME_SUFFIX`]). Pure: same snapshot,
+/// same decision.
+///
+/// Not modelled (the decision behaves as if absent): live migration (source and target, decentralized),
+/// hotplug volumes and attachment pods, virtiofs/ContainerPath volumes, WaitForFirstConsumer
+/// temporary pods (they are recognised, never created or cleaned up), backend storage, topology
+/// hints / TSC, VSOCK CIDs, network annotations and interface status, volume status, CPU/memory
+/// hotplug conditions, the `DataVolumesReady` condition, the `MigrationRequired` condition,
+/// extra configured label/annotation sync keys and storage (Velero) annotations.
+pub fn decide(snap: &VmiSnapshot) -> VmiDecision {
+    decide_inner(snap, None)
+}
+
+/// The decision once the executor has applied `decide(snap).sync_actions` and observed
+/// `outcome`: `sync_actions` are the same; `status_actions` start with the events about the
+/// outcome (SuccessfulCreate/FailedCreate/SuccessfulDelete/FailedDelete), followed by what
+/// `updateStatus` does given the real created pod and sync error.
+pub fn decide_after_sync(snap: &VmiSnapshot, outcome: &SyncOutcome) -> VmiDecision {
+    decide_inner(snap, Some(outcome))
+}
+
+fn predicted_pod(snap: &VmiSnapshot, rendered: &Pod) -> Pod {
+    let mut pod = rendered.clone();
+    if pod.metadata.name.as_deref().unwrap_or("").is_empty() {
+        pod.metadata.name = Some(format!(
+            "{}{PREDICTED_NAME_SUFFIX}",
+            pod.metadata.generate_name.as_deref().unwrap_or("")
+        ));
+    }
+    if pod.metadata.namespace.is_none() {
+        pod.metadata.namespace = snap.vmi.metadata.namespace.clone();
+    }
+    pod
+}
+
+fn decide_inner(snap: &VmiSnapshot, outcome: Option<&SyncOutcome>) -> VmiDecision {
+    if let Some(d) = pre_sync(snap) {
+        return d;
+    }
+    let mut d = empty_decision(snap);
+    let current = podutil::current_vmi_pod(&snap.vmi, &snap.pods);
+    let plan = plan_sync(snap, current);
+    d.explanation.extend(plan.explanation.iter().cloned());
+    if plan.render_missing {
+        d.skipped = Some(SkipReason::RenderedPodMissing);
+        return d;
+    }
+    d.sync_actions = plan.actions.clone();
+    d.status_actions.extend(plan.events.iter().cloned());
+    let mut sync_error = plan.error.clone();
+
+    let optimistic;
+    let outcome = match outcome {
+        Some(o) => o,
+        None => {
+            let created = plan.actions.iter().find_map(|a| match a {
+                VmiAction::CreatePod { pod, .. } => Some(Box::new(predicted_pod(snap, pod))),
+                _ => None,
+            });
+            optimistic = SyncOutcome::Succeeded {
+                created_pod: created,
+            };
+            &optimistic
+        }
+    };
+
+    let (succeeded_upto, failure) = match outcome {
+        SyncOutcome::Succeeded { .. } => (plan.actions.len(), None),
+        SyncOutcome::Failed { index, error } if *index < plan.actions.len() => {
+            (*index, Some((*index, error)))
+        }
+        SyncOutcome::Failed { index, .. } => {
+            d.explanation.push(format!(
+                "the executor reported a failure of sync action #{index}, which does not exist; treated as success"
+            ));
+            (plan.actions.len(), None)
+        }
+    };
+
+    let ns = snap.vmi.metadata.namespace.as_deref().unwrap_or("");
+    let name = snap.vmi.metadata.name.as_deref().unwrap_or("");
+    let mut created_pod: Option<Pod> = None;
+    let mut create_failed = false;
+    for action in &plan.actions[..succeeded_upto] {
+        match action {
+            VmiAction::CreatePod { pod, .. } => {
+                let created = match outcome {
+                    SyncOutcome::Succeeded {
+                        created_pod: Some(p),
+                    } => (**p).clone(),
+                    _ => predicted_pod(snap, pod),
+                };
+                d.status_actions.push(VmiAction::event(
+                    events::pod_created(pod_name(&created)),
+                    "the launcher pod was created (lifecycle.go:184)",
+                ));
+                created_pod = Some(created);
+            }
+            VmiAction::DeletePod { name, .. } => d.status_actions.push(VmiAction::event(
+                events::pod_deleted(name),
+                "a pod of the deleted VMI was deleted (lifecycle.go:1008)",
+            )),
+            _ => {}
+        }
+    }
+    if let Some((index, error)) = failure {
+        match &plan.actions[index] {
+            VmiAction::CreatePod { .. } => {
+                create_failed = true;
+                let (e, ev) = events::map_pod_create_error(ns, name, error);
+                d.status_actions.push(VmiAction::event(
+                    ev,
+                    "creating the launcher pod failed (lifecycle.go:175-183)",
+                ));
+                d.explanation.push(format!(
+                    "pod creation failed: {} (lifecycle.go:175-183)",
+                    e.message
+                ));
+                sync_error = Some(e);
+            }
+            VmiAction::DeletePod { name, .. } => {
+                let (e, ev) = events::map_pod_delete_error(name, error);
+                d.status_actions.push(VmiAction::event(
+                    ev,
+                    "deleting a pod of the deleted VMI failed (lifecycle.go:1004-1006)",
+                ));
+                d.explanation.push(format!(
+                    "pod deletion failed: {} (lifecycle.go:70-74)",
+                    e.message
+                ));
+                sync_error = Some(e);
+            }
+            _ => {
+                let e = events::map_pod_patch_error(error);
+                d.explanation.push(format!(
+                    "pod patch failed: {} (lifecycle.go:210-227)",
+                    e.message
+                ));
+                sync_error = Some(e);
+            }
+        }
+    }
+
+    // The pod `sync` hands to `updateStatus`: the created pod, nil after a failed create, else
+    // the current pod.
+    let status_pod: Option<&Pod> = if created_pod.is_some() {
+        created_pod.as_ref()
+    } else if create_failed {
+        None
+    } else {
+        current
+    };
+
+    let st = update_status(snap, status_pod, sync_error.as_ref());
+    d.status_actions.extend(st.actions);
+    d.explanation.extend(st.explanation);
+    d.sync_error = sync_error;
+    d.condition_error = st.condition_error;
+    d.update_status_error = st.update_status_error;
+    d.new_vmi = st.new_vmi.map(Box::new);
+    d.to_phase = st.to_phase;
+    d
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

@@ -1,0 +1,34 @@
+//! KubeVirt v1.9's VMI controller (`pkg/virt-controller/watch/vmi/lifecycle.go`, `vmi.go`) as a
+//! pure decision.
+//!
+//! One sync of a VMI key is `decide(&VmiSnapshot) -> VmiDecision`: the snapshot holds what the
+//! controller reads from its caches (the VMI, its pods, the owner VM's UID, expectation state,
+//! storage facts, the pre-rendered launcher pod, `now`); the decision lists the intended API
+//! writes and events ([`VmiAction`]), each with a `why` citing the KubeVirt source line, plus the
+//! sync error, the VMI as `updateStatus` computed it, and a readable explanation. A thin
+//! executor applies the actions (protocol on [`VmiDecision`]); the inspector prints them.
+//!
+//! The launcher pod is rendered *outside* the decision (it needs randomness and cluster
+//! settings): the caller asks [`needs_rendered_pod`], renders with
+//! `crate::launcher::pod::render_launch_manifest` and puts the result in
+//! [`VmiSnapshot::rendered_pod`]. The decision then emits [`VmiAction::CreatePod`] with that pod.
+//!
+//! Files: [`snapshot`] (input), [`action`] (output types), [`decide`](mod@decide) (sync + updateStatus),
+//! [`conditions`] (condition bookkeeping), [`patch`] (JSON patches, semantic equality),
+//! [`events`] (event/sync-error texts, API error mapping), [`podutil`] (pod predicates of
+//! pkg/controller/controller.go).
+
+pub mod action;
+pub mod conditions;
+pub mod decide;
+pub mod events;
+pub mod patch;
+pub mod podutil;
+pub mod snapshot;
+
+pub use action::{
+    ApiFailure, EventType, SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision, VmiEvent,
+};
+pub use decide::{decide, decide_after_sync, needs_rendered_pod};
+pub use events::{map_pod_create_error, map_pod_delete_error};
+pub use snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};

@@ -1,0 +1,559 @@
+//! JSON patches the VMI controller sends, and apimachinery's "semantic" equality.
+//!
+//! - `prepareVMIPatch` (lifecycle.go:627-721) is [`prepare_vmi_patch`]: test+replace ops for a
+//!   Running/Scheduled VMI.
+//! - `SyncPodAnnotations` (pkg/controller/controller.go:575-597) is
+//!   [`sync_pod_annotations_patch`].
+//! - `syncDynamicAnnotationsAndLabelsToPod` (lifecycle.go:724-844) is
+//!   [`dynamic_pod_metadata_patch`], for the fixed keys only.
+//! - `equality.Semantic.DeepEqual` is [`semantic_eq`]: nil and empty are equal.
+
+use crate::api::VirtualMachineInstance;
+use crate::api::vmi::VirtualMachineInstanceStatus;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{
+    AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation, TestOperation,
+};
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Label keys synced VMI → pod (`dynamicLabels`, lifecycle.go:801). Extra configured keys
+/// (`additionalLauncherLabelsSync`) are not modelled.
+pub const DYNAMIC_LABELS: &[&str] = &["kubevirt.io/nodeName", "kubevirt.io/outdatedLauncherImage"];
+/// Annotation keys synced VMI → pod (`dynamicAnnotations`, lifecycle.go:808-810): the descheduler
+/// opt-in/opt-out keys. Configured extra keys and storage (Velero) annotations are not modelled.
+pub const DYNAMIC_ANNOTATIONS: &[&str] = &[
+    "descheduler.alpha.kubernetes.io/evict",
+    "descheduler.alpha.kubernetes.io/prefer-no-eviction",
+];
+
+/// Drop nulls, empty arrays and empty objects (recursively inside objects) so that nil and empty
+/// slices/maps compare equal. Empty strings are kept: a label `key: ""` is a real entry.
+fn normalize(v: Value) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, normalize(v)))
+                .filter(|(_, v)| !is_empty_value(v))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(normalize).collect()),
+        other => other,
+    }
+}
+
+fn top(v: Value) -> Value {
+    if is_empty_value(&v) { Value::Null } else { v }
+}
+
+fn is_empty_value(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// `equality.Semantic.DeepEqual` as far as the controller needs it: compare the JSON forms with
+/// absent, null, empty list and empty map treated as equal (the typed structs never hold `""`
+/// where Go would hold a zero value, so strings compare as they are). Values that cannot be
+/// serialised compare unequal.
+pub fn semantic_eq<T: Serialize + ?Sized>(a: &T, b: &T) -> bool {
+    match (serde_json::to_value(a), serde_json::to_value(b)) {
+        (Ok(a), Ok(b)) => top(normalize(a)) == top(normalize(b)),
+        _ => false,
+    }
+}
+
+fn json<T: Serialize + ?Sized>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn ptr(tokens: &[&str]) -> PointerBuf {
+    PointerBuf::from_tokens(tokens.iter().copied())
+}
+
+fn add(path: PointerBuf, value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation { path, value })
+}
+
+fn test(path: PointerBuf, value: Value) -> PatchOperation {
+    PatchOperation::Test(TestOperation { path, value })
+}
+
+fn replace(path: PointerBuf, value: Value) -> PatchOperation {
+    PatchOperation::Replace(ReplaceOperation { path, value })
+}
+
+fn remove(path: PointerBuf) -> PatchOperation {
+    PatchOperation::Remove(RemoveOperation { path })
+}
+
+fn sorted_interfaces(status: &VirtualMachineInstanceStatus) -> Vec<Value> {
+    let mut v = status.interfaces.clone().unwrap_or_default();
+    v.sort_by(|a, b| {
+        let name = |x: &Value| {
+            x.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        name(a).cmp(&name(b))
+    });
+    v
+}
+
+/// `prepareVMIPatch` (lifecycle.go:627-721): for each of volumeStatus, conditions, activePods,
+/// phase, launcherContainerImageVersion, labels, finalizers and interfaces that changed, a
+/// `test` of the old value then a `replace` (or an `add` where the old value was empty/nil, and
+/// always `add` after the test for interfaces). Conditions compare with `ConditionsEqual`
+/// (type/status/reason only); interfaces compare sorted by name. Empty when nothing changed.
+pub fn prepare_vmi_patch(old: &VirtualMachineInstance, new: &VirtualMachineInstance) -> Patch {
+    let empty = VirtualMachineInstanceStatus::default();
+    let os = old.status.as_ref().unwrap_or(&empty);
+    let ns = new.status.as_ref().unwrap_or(&empty);
+    let mut ops = Vec::new();
+
+    if !semantic_eq(&ns.volume_status, &os.volume_status) {
+        let p = ptr(&["status", "volumeStatus"]);
+        match &os.volume_status {
+            None => ops.push(add(p, json(&ns.volume_status))),
+            Some(old_vs) => {
+                ops.push(test(p.clone(), json(old_vs)));
+                ops.push(replace(p, json(&ns.volume_status)));
+            }
+        }
+    }
+    if !super::conditions::conditions_equal(os, ns) {
+        let p = ptr(&["status", "conditions"]);
+        ops.push(test(p.clone(), json(&os.conditions)));
+        ops.push(replace(p, json(&ns.conditions)));
+    }
+    if !semantic_eq(&ns.active_pods, &os.active_pods) {
+        let p = ptr(&["status", "activePods"]);
+        ops.push(test(p.clone(), json(&os.active_pods)));
+        ops.push(replace(p, json(&ns.active_pods)));
+    }
+    let old_phase = os.phase.unwrap_or_default();
+    let new_phase = ns.phase.unwrap_or_default();
+    if old_phase != new_phase {
+        let p = ptr(&["status", "phase"]);
+        ops.push(test(p.clone(), json(&old_phase)));
+        ops.push(replace(p, json(&new_phase)));
+    }
+    let old_img = os.launcher_container_image_version.as_deref().unwrap_or("");
+    let new_img = ns.launcher_container_image_version.as_deref().unwrap_or("");
+    if old_img != new_img {
+        let p = ptr(&["status", "launcherContainerImageVersion"]);
+        if old_img.is_empty() {
+            ops.push(add(p, json(new_img)));
+        } else {
+            ops.push(test(p.clone(), json(old_img)));
+            ops.push(replace(p, json(new_img)));
+        }
+    }
+    if !semantic_eq(&old.metadata.labels, &new.metadata.labels) {
+        let p = ptr(&["metadata", "labels"]);
+        let new_labels = new.metadata.labels.clone().unwrap_or_default();
+        match &old.metadata.labels {
+            None => ops.push(add(p, json(&new_labels))),
+            Some(ol) => {
+                ops.push(test(p.clone(), json(ol)));
+                ops.push(replace(p, json(&new_labels)));
+            }
+        }
+    }
+    if !semantic_eq(&old.metadata.finalizers, &new.metadata.finalizers) {
+        let p = ptr(&["metadata", "finalizers"]);
+        let new_f = new.metadata.finalizers.clone().unwrap_or_default();
+        match &old.metadata.finalizers {
+            None => ops.push(add(p, json(&new_f))),
+            Some(of) => {
+                ops.push(test(p.clone(), json(of)));
+                ops.push(replace(p, json(&new_f)));
+            }
+        }
+    }
+    if !semantic_eq(&sorted_interfaces(ns), &sorted_interfaces(os)) {
+        let p = ptr(&["status", "interfaces"]);
+        ops.push(test(p.clone(), json(&os.interfaces)));
+        ops.push(add(p, json(&ns.interfaces)));
+    }
+    Patch(ops)
+}
+
+/// `SyncPodAnnotations` (pkg/controller/controller.go:575-597): one `add
+/// /metadata/annotations/<key>` per annotation that is missing or has another value; empty when
+/// the pod already has them all.
+pub fn sync_pod_annotations_patch(pod: &Pod, wanted: &BTreeMap<String, String>) -> Patch {
+    let current = pod.metadata.annotations.as_ref();
+    let ops = wanted
+        .iter()
+        .filter(|(k, v)| current.and_then(|a| a.get(*k)) != Some(*v))
+        .map(|(k, v)| {
+            add(
+                ptr(&["metadata", "annotations", k]),
+                Value::String(v.clone()),
+            )
+        })
+        .collect();
+    Patch(ops)
+}
+
+/// `MarkEvictionInProgress` / `MarkEvictionCompleted`
+/// (pkg/virt-controller/watch/descheduler/descheduler.go:51-95): add the annotation with value
+/// `"true"`, or test its current value and remove it.
+pub fn eviction_in_progress_patch(pod: &Pod, mark: bool) -> Patch {
+    const KEY: &str = "descheduler.alpha.kubernetes.io/eviction-in-progress";
+    let current = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(KEY))
+        .cloned();
+    let p = ptr(&["metadata", "annotations", KEY]);
+    match (mark, current) {
+        (true, None) => Patch(vec![add(p, Value::String("true".into()))]),
+        (false, Some(v)) => Patch(vec![test(p.clone(), Value::String(v)), remove(p)]),
+        _ => Patch(vec![]),
+    }
+}
+
+/// Sync `keys` from `vmi_map` into a copy of `pod_map` (exact keys only; wildcard patterns are
+/// not modelled). Returns the new map when anything changed.
+fn sync_keys(
+    keys: &[&str],
+    vmi_map: Option<&BTreeMap<String, String>>,
+    pod_map: Option<&BTreeMap<String, String>>,
+) -> Option<BTreeMap<String, String>> {
+    let mut out = pod_map.cloned().unwrap_or_default();
+    let mut changed = false;
+    for key in keys {
+        let want = vmi_map.and_then(|m| m.get(*key));
+        let have = out.get(*key);
+        if want == have {
+            continue;
+        }
+        changed = true;
+        match want {
+            Some(v) => {
+                out.insert((*key).to_string(), v.clone());
+            }
+            None => {
+                out.remove(*key);
+            }
+        }
+    }
+    changed.then_some(out)
+}
+
+/// `syncDynamicAnnotationsAndLabelsToPod` (lifecycle.go:724-844) for [`DYNAMIC_LABELS`] and
+/// [`DYNAMIC_ANNOTATIONS`]: make the pod's values of those keys equal the VMI's (copy or
+/// delete). For each changed map: `add /metadata/<labels|annotations>` when the pod had none,
+/// else `test` the old map and `replace` it.
+pub fn dynamic_pod_metadata_patch(vmi: &VirtualMachineInstance, pod: &Pod) -> Patch {
+    let mut ops = Vec::new();
+    let mut one = |keys: &[&str],
+                   vmi_map: Option<&BTreeMap<String, String>>,
+                   pod_map: Option<&BTreeMap<String, String>>,
+                   field: &str| {
+        if let Some(new_map) = sync_keys(keys, vmi_map, pod_map) {
+            let p = ptr(&["metadata", field]);
+            match pod_map {
+                None => ops.push(add(p, json(&new_map))),
+                Some(old) => {
+                    ops.push(test(p.clone(), json(old)));
+                    ops.push(replace(p, json(&new_map)));
+                }
+            }
+        }
+    };
+    one(
+        DYNAMIC_LABELS,
+        vmi.metadata.labels.as_ref(),
+        pod.metadata.labels.as_ref(),
+        "labels",
+    );
+    one(
+        DYNAMIC_ANNOTATIONS,
+        vmi.metadata.annotations.as_ref(),
+        pod.metadata.annotations.as_ref(),
+        "annotations",
+    );
+    Patch(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Condition, Phase};
+    use crate::controller::vmi::podutil::tests::launcher_pod;
+    use serde_json::json;
+
+    fn running_vmi() -> VirtualMachineInstance {
+        VirtualMachineInstance {
+            status: Some(VirtualMachineInstanceStatus {
+                phase: Some(Phase::Running),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn ops_json(p: &Patch) -> Value {
+        serde_json::to_value(p).expect("patch serialises")
+    }
+
+    #[test]
+    fn semantic_eq_treats_nil_and_empty_alike() {
+        let a: Option<Vec<String>> = None;
+        let b: Option<Vec<String>> = Some(vec![]);
+        assert!(semantic_eq(&a, &b));
+        let c: Option<BTreeMap<String, String>> = Some(BTreeMap::new());
+        assert!(semantic_eq(&None::<BTreeMap<String, String>>, &c));
+        assert!(!semantic_eq(&Some(vec!["x".to_string()]), &b));
+        // an empty-string label value is a real entry
+        let with_key: Option<BTreeMap<String, String>> = Some(
+            [(
+                "kubevirt.io/outdatedLauncherImage".to_string(),
+                String::new(),
+            )]
+            .into(),
+        );
+        assert!(!semantic_eq(&with_key, &c));
+    }
+
+    // vmi_test.go:890-900 "should create empty status network interfaces patch, regardless of interfaces order"
+    #[test]
+    fn interfaces_reordered_is_empty_patch() {
+        let mut old = running_vmi();
+        if let Some(s) = old.status.as_mut() {
+            s.interfaces = Some(vec![
+                json!({"name": "stubNetStatusUpdate1"}),
+                json!({"name": "stubNetStatusUpdate2"}),
+            ]);
+        }
+        let mut new = old.clone();
+        if let Some(i) = new.status.as_mut().and_then(|s| s.interfaces.as_mut()) {
+            i.reverse();
+        }
+        assert!(prepare_vmi_patch(&old, &new).0.is_empty());
+    }
+
+    // vmi_test.go:901-912 "should create non empty status network interfaces patch"
+    #[test]
+    fn interfaces_added_is_test_and_add() {
+        let mut old = running_vmi();
+        if let Some(s) = old.status.as_mut() {
+            s.interfaces = Some(vec![json!({"name": "a"})]);
+        }
+        let mut new = old.clone();
+        if let Some(s) = new.status.as_mut() {
+            s.interfaces = Some(vec![json!({"name": "a"}), json!({"name": "b"})]);
+        }
+        assert_eq!(
+            ops_json(&prepare_vmi_patch(&old, &new)),
+            json!([
+                {"op": "test", "path": "/status/interfaces", "value": [{"name": "a"}]},
+                {"op": "add", "path": "/status/interfaces", "value": [{"name": "a"}, {"name": "b"}]}
+            ])
+        );
+    }
+
+    #[test]
+    fn phase_conditions_and_image_ops() {
+        let old = running_vmi();
+        let mut new = old.clone();
+        if let Some(s) = new.status.as_mut() {
+            s.phase = Some(Phase::Failed);
+            s.conditions = Some(vec![Condition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                reason: Some("PodNotExists".into()),
+                ..Default::default()
+            }]);
+            s.launcher_container_image_version = Some("img".into());
+        }
+        new.metadata.finalizers = Some(vec!["kubevirt.io/foregroundDeleteVirtualMachine".into()]);
+        assert_eq!(
+            ops_json(&prepare_vmi_patch(&old, &new)),
+            json!([
+                {"op": "test", "path": "/status/conditions", "value": null},
+                {"op": "replace", "path": "/status/conditions", "value": [
+                    {"type": "Ready", "status": "False", "reason": "PodNotExists",
+                     "lastProbeTime": null, "lastTransitionTime": null}]},
+                {"op": "test", "path": "/status/phase", "value": "Running"},
+                {"op": "replace", "path": "/status/phase", "value": "Failed"},
+                {"op": "add", "path": "/status/launcherContainerImageVersion", "value": "img"},
+                {"op": "add", "path": "/metadata/finalizers",
+                 "value": ["kubevirt.io/foregroundDeleteVirtualMachine"]}
+            ])
+        );
+    }
+
+    // The `test` op must carry the conditions exactly as KubeVirt stored them (Go writes zero
+    // times as null), or the API server rejects the patch.
+    #[test]
+    fn test_op_reproduces_go_written_conditions() {
+        let stored = json!([
+            {"type": "Ready", "status": "True", "lastProbeTime": null,
+             "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "LiveMigratable", "status": "True", "lastProbeTime": null,
+             "lastTransitionTime": null, "message": "ok"}
+        ]);
+        let old: VirtualMachineInstance = serde_json::from_value(json!({
+            "metadata": {"name": "a"},
+            "spec": {"domain": {}},
+            "status": {"phase": "Running", "conditions": stored.clone()}
+        }))
+        .expect("valid VMI");
+        let mut new = old.clone();
+        if let Some(c) = new.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            c[0].status = "False".into();
+        }
+        let ops = ops_json(&prepare_vmi_patch(&old, &new));
+        assert_eq!(
+            ops[0],
+            json!({"op": "test", "path": "/status/conditions", "value": stored})
+        );
+    }
+
+    #[test]
+    fn condition_message_change_alone_is_not_patched() {
+        let mut old = running_vmi();
+        let c = Condition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            message: Some("a".into()),
+            ..Default::default()
+        };
+        if let Some(s) = old.status.as_mut() {
+            s.conditions = Some(vec![c.clone()]);
+        }
+        let mut new = old.clone();
+        if let Some(s) = new.status.as_mut() {
+            s.conditions = Some(vec![Condition {
+                message: Some("b".into()),
+                ..c
+            }]);
+        }
+        assert!(prepare_vmi_patch(&old, &new).0.is_empty());
+    }
+
+    #[test]
+    fn labels_replace_with_test() {
+        let mut old = running_vmi();
+        old.metadata.labels = Some([("a".to_string(), "1".to_string())].into());
+        let mut new = old.clone();
+        new.metadata.labels = Some(BTreeMap::new());
+        assert_eq!(
+            ops_json(&prepare_vmi_patch(&old, &new)),
+            json!([
+                {"op": "test", "path": "/metadata/labels", "value": {"a": "1"}},
+                {"op": "replace", "path": "/metadata/labels", "value": {}}
+            ])
+        );
+    }
+
+    #[test]
+    fn pod_annotation_add_escapes_key() {
+        let pod = launcher_pod("Running");
+        let wanted: BTreeMap<String, String> = [(
+            "descheduler.alpha.kubernetes.io/request-evict-only".to_string(),
+            String::new(),
+        )]
+        .into();
+        assert_eq!(
+            ops_json(&sync_pod_annotations_patch(&pod, &wanted)),
+            json!([{"op": "add",
+                    "path": "/metadata/annotations/descheduler.alpha.kubernetes.io~1request-evict-only",
+                    "value": ""}])
+        );
+        let mut annotated = pod.clone();
+        annotated.metadata.annotations = Some(wanted.clone());
+        assert!(sync_pod_annotations_patch(&annotated, &wanted).0.is_empty());
+    }
+
+    #[test]
+    fn eviction_marks() {
+        let mut pod = launcher_pod("Running");
+        assert_eq!(
+            ops_json(&eviction_in_progress_patch(&pod, true)),
+            json!([{"op": "add",
+                    "path": "/metadata/annotations/descheduler.alpha.kubernetes.io~1eviction-in-progress",
+                    "value": "true"}])
+        );
+        assert!(eviction_in_progress_patch(&pod, false).0.is_empty());
+        pod.metadata.annotations = Some(
+            [(
+                "descheduler.alpha.kubernetes.io/eviction-in-progress".to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(eviction_in_progress_patch(&pod, false).0.len(), 2);
+    }
+
+    // vmi_test.go:2150-2260 "when VMI dynamic annotations and label sets changes" (fixed keys)
+    #[test]
+    fn dynamic_labels_follow_vmi() {
+        let mut vmi = running_vmi();
+        vmi.metadata.labels = Some(
+            [
+                ("kubevirt.io/nodeName".to_string(), "node01".to_string()),
+                ("other".to_string(), "x".to_string()),
+            ]
+            .into(),
+        );
+        let mut pod = launcher_pod("Running");
+        pod.metadata.labels = Some(
+            [
+                ("kubevirt.io".to_string(), "virt-launcher".to_string()),
+                (
+                    "kubevirt.io/outdatedLauncherImage".to_string(),
+                    String::new(),
+                ),
+            ]
+            .into(),
+        );
+        assert_eq!(
+            ops_json(&dynamic_pod_metadata_patch(&vmi, &pod)),
+            json!([
+                {"op": "test", "path": "/metadata/labels",
+                 "value": {"kubevirt.io": "virt-launcher", "kubevirt.io/outdatedLauncherImage": ""}},
+                {"op": "replace", "path": "/metadata/labels",
+                 "value": {"kubevirt.io": "virt-launcher", "kubevirt.io/nodeName": "node01"}}
+            ])
+        );
+        let mut synced = pod.clone();
+        synced.metadata.labels = Some(
+            [
+                ("kubevirt.io".to_string(), "virt-launcher".to_string()),
+                ("kubevirt.io/nodeName".to_string(), "node01".to_string()),
+            ]
+            .into(),
+        );
+        assert!(dynamic_pod_metadata_patch(&vmi, &synced).0.is_empty());
+    }
+
+    #[test]
+    fn dynamic_annotation_added_to_pod_without_annotations() {
+        let mut vmi = running_vmi();
+        vmi.metadata.annotations = Some(
+            [(
+                "descheduler.alpha.kubernetes.io/evict".to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
+        let pod = launcher_pod("Running");
+        assert_eq!(
+            ops_json(&dynamic_pod_metadata_patch(&vmi, &pod)),
+            json!([{"op": "add", "path": "/metadata/annotations",
+                    "value": {"descheduler.alpha.kubernetes.io/evict": "true"}}])
+        );
+    }
+}

@@ -1,0 +1,171 @@
+//! The input of the VMI decision: everything `execute` (vmi.go:297-368) reads from the informer
+//! caches and expectation stores for one VMI key, frozen at one instant.
+
+use crate::api::{Time, VirtualMachineInstance};
+use k8s_openapi::api::core::v1::Pod;
+
+/// Why the launcher pod could not be rendered (the caller ran
+/// `crate::launcher::pod::render_launch_manifest` and it failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderFailure {
+    /// The render error's text (without the `failed to render launch manifest: ` prefix).
+    pub message: String,
+    /// True when the error is KubeVirt's `PvcNotFoundError`: a volume's PVC is absent. That
+    /// becomes an *informal* sync error (no requeue) with reason `FailedPvcNotFound`, a Warning
+    /// event, and a `PodScheduled=False/Unschedulable` condition (lifecycle.go:158-161, 361-368).
+    pub pvc_not_found: bool,
+}
+
+impl From<String> for RenderFailure {
+    fn from(message: String) -> Self {
+        RenderFailure {
+            message,
+            pvc_not_found: false,
+        }
+    }
+}
+
+impl From<&str> for RenderFailure {
+    fn from(message: &str) -> Self {
+        RenderFailure::from(message.to_string())
+    }
+}
+
+/// State of the expectation stores for this VMI's key (facts §2;
+/// `pkg/controller/expectations.go`). The executor computes the booleans with
+/// `SatisfiedExpectations` (which already treats entries older than 5 minutes as satisfied).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectationsState {
+    /// Pod expectations satisfied (no pending pod creations/deletions).
+    pub pods_satisfied: bool,
+    /// Pod creations still expected (the `add` counter), for explanations only.
+    pub pending_pod_creations: i64,
+    /// Pod deletions still expected (the `del` counter), for explanations only.
+    pub pending_pod_deletions: i64,
+    /// VMI self-update expectation satisfied (the controller's own last `Update` of this VMI has
+    /// been observed by the informer).
+    pub vmi_satisfied: bool,
+    /// Backend-storage PVC expectations satisfied (always true while backend storage is not
+    /// modelled).
+    pub pvcs_satisfied: bool,
+}
+
+impl Default for ExpectationsState {
+    fn default() -> Self {
+        ExpectationsState {
+            pods_satisfied: true,
+            pending_pod_creations: 0,
+            pending_pod_deletions: 0,
+            vmi_satisfied: true,
+            pvcs_satisfied: true,
+        }
+    }
+}
+
+impl ExpectationsState {
+    /// `needsSync` of vmi.go:332-337: all three stores satisfied.
+    pub fn all_satisfied(&self) -> bool {
+        self.pods_satisfied && self.vmi_satisfied && self.pvcs_satisfied
+    }
+}
+
+/// What the caller found out about the VMI's DataVolumes/PVCs (`areDataVolumesReady`,
+/// datavolumes.go; `HasFailedDataVolumes`). Only these three facts are modelled: WaitForFirstConsumer
+/// doppelganger pods, the `DataVolumesReady` condition and hotplug volumes are not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageState {
+    /// Every non-hotplug DataVolume/PVC volume is ready to attach: pod creation waits otherwise
+    /// (lifecycle.go:110-114, no error).
+    pub volumes_ready: bool,
+    /// A DataVolume of the VMI is in phase `Failed`: a Pending VMI without pod goes `Failed`
+    /// (lifecycle.go:324-325).
+    pub has_failed_data_volume: bool,
+    /// Name of a volume's PVC that does not exist. Informal sync error `FailedPvcNotFound`
+    /// `PVC <ns>/<name> does not exist, waiting for it to appear` plus a Normal event
+    /// (datavolumes.go areDataVolumesReady).
+    pub missing_pvc: Option<String>,
+}
+
+impl Default for StorageState {
+    fn default() -> Self {
+        StorageState {
+            volumes_ready: true,
+            has_failed_data_volume: false,
+            missing_pvc: None,
+        }
+    }
+}
+
+/// Everything the VMI controller's `execute(key)` reads, for one VMI.
+///
+/// Build it with [`VmiSnapshot::new`] and set the fields that differ from the defaults.
+#[derive(Debug, Clone)]
+pub struct VmiSnapshot {
+    /// The VMI as in the informer cache (a VMI absent from the cache needs no decision: the
+    /// executor deletes the key's pod and VMI expectations, vmi.go:305-311).
+    pub vmi: VirtualMachineInstance,
+    /// Pods from the VMI's namespace (at least all pods controlled by the VMI). The decision
+    /// keeps only those whose controller owner reference has the VMI's UID, and picks the
+    /// current pod itself ([`super::podutil::current_vmi_pod`]).
+    pub pods: Vec<Pod>,
+    /// UID of the VirtualMachine found in the VM cache under the name of the VMI's controller
+    /// reference; `None` when no such VM is cached. `hasOwnerVM` (lifecycle.go:861-872) is true
+    /// when the VMI's controller reference has kind `VirtualMachine` and this UID equals the
+    /// reference's UID. Used to strip `kubevirt.io/virtualMachineControllerFinalize` from final
+    /// VMIs whose VM is gone (lifecycle.go:475-478).
+    pub owner_vm_uid: Option<String>,
+    /// Expectation stores for this key.
+    pub expectations: ExpectationsState,
+    /// DataVolume/PVC facts.
+    pub storage: StorageState,
+    /// The launcher pod rendered for this VMI, needed only when the decision creates a pod
+    /// (see [`super::needs_rendered_pod`]). Rendering stays outside so that the decision is
+    /// pure: `None` = not rendered; `Some(Err)` = rendering failed.
+    pub rendered_pod: Option<Result<Pod, RenderFailure>>,
+    /// The configured virt-launcher image (`templateService.GetLauncherImage()`); a pod whose
+    /// compute image differs gets the VMI label `kubevirt.io/outdatedLauncherImage: ""`
+    /// (lifecycle.go:846-858). `None`: unknown, the label is left as it is.
+    pub launcher_image: Option<String>,
+    /// Feature gate `VmiMemoryOverheadReport` (Beta, on by default): copy the pod annotation
+    /// `kubevirt.io/memory-overhead-bytes` to `status.memory.memoryOverhead`
+    /// (lifecycle.go:313-315, 1165-1183).
+    pub memory_overhead_report: bool,
+    /// Stand in for virt-api's mutating webhook, which adds
+    /// `kubevirt.io/foregroundDeleteVirtualMachine` to every new VMI
+    /// (pkg/virt-api/webhooks/mutating-webhook/mutators/vmi-mutator.go:127-128): when true,
+    /// the decision adds it to non-final VMIs that are not being deleted. KubeVirt's controller
+    /// itself only migrates the legacy un-prefixed finalizer (lifecycle.go:268-276); set this to
+    /// false to reproduce the controller alone (as KubeVirt's unit tests do).
+    pub ensure_vmi_finalizer: bool,
+    /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
+    pub now: Time,
+}
+
+impl VmiSnapshot {
+    /// A snapshot with no pods, no owner VM in the cache, satisfied expectations, ready storage,
+    /// no rendered pod, unknown launcher image, memory-overhead report on and the virt-api
+    /// finalizer stand-in on.
+    pub fn new(vmi: VirtualMachineInstance, now: Time) -> Self {
+        VmiSnapshot {
+            vmi,
+            pods: Vec::new(),
+            owner_vm_uid: None,
+            expectations: ExpectationsState::default(),
+            storage: StorageState::default(),
+            rendered_pod: None,
+            launcher_image: None,
+            memory_overhead_report: true,
+            ensure_vmi_finalizer: true,
+            now: Time::from_datetime(now.0),
+        }
+    }
+
+    /// `namespace/name` of the VMI (`VirtualMachineInstanceKey`, controller.go:182-184).
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.vmi.metadata.namespace.as_deref().unwrap_or(""),
+            self.vmi.metadata.name.as_deref().unwrap_or("")
+        )
+    }
+}

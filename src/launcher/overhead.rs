@@ -1,0 +1,995 @@
+//! The virt-launcher memory overhead, term by term.
+//!
+//! KubeVirt v1.9.0 computes it in `GetMemoryOverhead` (pkg/hypervisor/kvm/hypervisorbackend.go:69-209;
+//! the mshv backend is a byte-for-byte copy) and adds network binding memory afterwards in
+//! `CalculateMemoryOverhead` (pkg/virt-controller/services/template.go:1678-1694,
+//! pkg/network/resources/memory.go). The result is what the `compute` container's memory request
+//! grows by and what the pod annotation `kubevirt.io/memory-overhead-bytes` says.
+//!
+//! Unlike KubeVirt, which returns one number, [`memory_overhead`] returns every term with its
+//! bytes, why it applies and the KubeVirt source line it comes from.
+
+use super::settings::ClusterSettings;
+use crate::api::quantity::{ParsedQuantity, QuantityError};
+use crate::api::vmi::VirtualMachineInstanceSpec;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::{Deserialize, Serialize};
+
+/// One MiB in bytes.
+pub const MIB: i64 = 1024 * 1024;
+
+/// Fixed process RSS estimates (hypervisorbackend.go:37-43), bytes.
+pub const VIRT_LAUNCHER_MONITOR_OVERHEAD: i64 = 25 * MIB;
+/// virt-launcher process.
+pub const VIRT_LAUNCHER_OVERHEAD: i64 = 100 * MIB;
+/// virtlogd process.
+pub const VIRTLOGD_OVERHEAD: i64 = 25 * MIB;
+/// virtqemud process.
+pub const VIRTQEMUD_OVERHEAD: i64 = 40 * MIB;
+/// QEMU process itself.
+pub const QEMU_OVERHEAD: i64 = 30 * MIB;
+/// Per vCPU (hypervisorbackend.go:91-113).
+pub const PER_VCPU_OVERHEAD: i64 = 8 * MIB;
+/// IO thread, fixed (hypervisorbackend.go:116).
+pub const IOTHREAD_OVERHEAD: i64 = 8 * MIB;
+/// Video RAM unless `autoattachGraphicsDevice: false` (hypervisorbackend.go:119-121).
+pub const VIDEO_RAM_OVERHEAD: i64 = 32 * MIB;
+/// arm64 UEFI pflash (hypervisorbackend.go:126-128).
+pub const ARM64_OVERHEAD: i64 = 128 * MIB;
+/// Any VFIO device (hypervisorbackend.go:133-135).
+pub const VFIO_OVERHEAD: i64 = 1024 * MIB;
+/// A downwardMetrics volume (hypervisorbackend.go:139-141).
+pub const DOWNWARD_METRICS_OVERHEAD: i64 = MIB;
+/// Per exec probe (hypervisorbackend.go:180-201).
+pub const EXEC_PROBE_OVERHEAD: i64 = 10 * MIB;
+/// Once when any exec probe exists (virt-probe binary).
+pub const PROBES_BASE_OVERHEAD: i64 = 100 * MIB;
+/// AMD SEV / SEV-SNP (hypervisorbackend.go:147-149).
+pub const SEV_OVERHEAD: i64 = 256 * MIB;
+/// vTPM (swtpm) (hypervisorbackend.go:153-155, pkg/tpm/tpm.go:5-8).
+pub const TPM_OVERHEAD: i64 = 53 * MIB;
+/// Dedicated CPUs or Guaranteed QoS (hypervisorbackend.go:157-159).
+pub const DEDICATED_OVERHEAD: i64 = 100 * MIB;
+/// passt core binding (pkg/network/resources/memory.go).
+pub const PASST_OVERHEAD: i64 = 250 * MIB;
+
+const SRC: &str = "pkg/hypervisor/kvm/hypervisorbackend.go";
+
+/// One term of the overhead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OverheadTerm {
+    /// Stable machine name, e.g. `pageTables`, `virtLauncher`, `vcpus`, `passt`.
+    pub name: String,
+    /// Bytes this term adds.
+    pub bytes: i64,
+    /// Why the term applies (or its inputs), for humans.
+    pub reason: String,
+    /// KubeVirt v1.9.0 source `file:lines` the term comes from.
+    pub source: String,
+}
+
+/// The overhead with its terms; `total_bytes` is their sum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OverheadBreakdown {
+    /// What `CalculateMemoryOverhead` returns, in bytes.
+    pub total_bytes: i64,
+    /// The terms, in KubeVirt's order of addition; the ratio step and network terms come last.
+    pub terms: Vec<OverheadTerm>,
+}
+
+/// A field of the VMI spec that the formula cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverheadError {
+    /// A quantity that does not parse.
+    #[error("{field}: {source}")]
+    Quantity {
+        field: String,
+        #[source]
+        source: QuantityError,
+    },
+    /// A memory quantity below zero.
+    #[error("{field}: must not be negative, found {value:?}")]
+    Negative { field: String, value: String },
+    /// A quantity above 1 EiB (no node has that much; larger values would overflow the sums).
+    #[error("{field}: {value:?} is larger than 1Ei")]
+    TooLarge { field: String, value: String },
+}
+
+/// Largest memory/CPU quantity the formula accepts: 1 EiB (2^60). Sums of all terms stay far
+/// below `i64::MAX`.
+pub const MAX_QUANTITY: i64 = 1 << 60;
+
+impl OverheadError {
+    /// The same error with `prefix` put before the field path (a VM's template errors read
+    /// `spec.template.spec.domain...`).
+    pub fn with_field_prefix(self, prefix: &str) -> Self {
+        match self {
+            OverheadError::Quantity { field, source } => OverheadError::Quantity {
+                field: format!("{prefix}{field}"),
+                source,
+            },
+            OverheadError::Negative { field, value } => OverheadError::Negative {
+                field: format!("{prefix}{field}"),
+                value,
+            },
+            OverheadError::TooLarge { field, value } => OverheadError::TooLarge {
+                field: format!("{prefix}{field}"),
+                value,
+            },
+        }
+    }
+}
+
+/// Parse an optional quantity of the spec, naming `field` in errors.
+pub(crate) fn parse_field(
+    q: Option<&Quantity>,
+    field: &str,
+) -> Result<Option<ParsedQuantity>, OverheadError> {
+    q.map(|q| {
+        ParsedQuantity::parse(&q.0).map_err(|source| OverheadError::Quantity {
+            field: field.to_string(),
+            source,
+        })
+    })
+    .transpose()
+}
+
+/// Parse an optional non-negative quantity (memory, CPU), naming `field` in errors.
+pub(crate) fn parse_non_negative(
+    q: Option<&Quantity>,
+    field: &str,
+) -> Result<Option<ParsedQuantity>, OverheadError> {
+    match parse_field(q, field)? {
+        Some(p) if p.nanos < 0 => Err(OverheadError::Negative {
+            field: field.to_string(),
+            value: q.map(|q| q.0.clone()).unwrap_or_default(),
+        }),
+        Some(p) if p.value() > MAX_QUANTITY => Err(OverheadError::TooLarge {
+            field: field.to_string(),
+            value: q.map(|q| q.0.clone()).unwrap_or_default(),
+        }),
+        other => Ok(other),
+    }
+}
+
+/// The requests/limits of `spec.domain.resources` that the formula reads, parsed.
+struct Resources {
+    mem_request: Option<ParsedQuantity>,
+    mem_limit: Option<ParsedQuantity>,
+    cpu_request: Option<ParsedQuantity>,
+    cpu_limit: Option<ParsedQuantity>,
+}
+
+fn resources(spec: &VirtualMachineInstanceSpec) -> Result<Resources, OverheadError> {
+    let res = spec.domain.resources.as_ref();
+    let get = |which: &str, name: &str| -> Result<Option<ParsedQuantity>, OverheadError> {
+        let map = res.and_then(|r| {
+            if which == "requests" {
+                r.requests.as_ref()
+            } else {
+                r.limits.as_ref()
+            }
+        });
+        parse_non_negative(
+            map.and_then(|m| m.get(name)),
+            &format!("spec.domain.resources.{which}.{name}"),
+        )
+    };
+    Ok(Resources {
+        mem_request: get("requests", "memory")?,
+        mem_limit: get("limits", "memory")?,
+        cpu_request: get("requests", "cpu")?,
+        cpu_limit: get("limits", "cpu")?,
+    })
+}
+
+/// Number of vCPUs as the overhead formula counts them (hypervisorbackend.go:91-113,
+/// pkg/util/hardware/hw_utils.go:87-104): with `domain.cpu`, cores × sockets × threads skipping
+/// zero factors (32-bit, wrapping as in Go); without it, the CPU limit's `Value()` (rounded up) else the request's; at least 1.
+/// Returns (count, explanation).
+pub fn overhead_vcpus(spec: &VirtualMachineInstanceSpec) -> Result<(i64, String), OverheadError> {
+    let (n, why) = match &spec.domain.cpu {
+        Some(cpu) => {
+            // uint32 arithmetic, wrapping like Go's (hw_utils.go GetNumberOfVCPUs).
+            let n = super::resources::vcpus(cpu);
+            (
+                n,
+                format!(
+                    "domain.cpu: cores {} × sockets {} × threads {} (zeros skipped)",
+                    cpu.cores.unwrap_or(0),
+                    cpu.sockets.unwrap_or(0),
+                    cpu.threads.unwrap_or(0)
+                ),
+            )
+        }
+        None => {
+            let r = resources(spec)?;
+            match (r.cpu_limit, r.cpu_request) {
+                (Some(l), _) => (
+                    l.value(),
+                    format!("no domain.cpu: CPU limit {l} rounded up"),
+                ),
+                (None, Some(q)) => (
+                    q.value(),
+                    format!("no domain.cpu: CPU request {q} rounded up"),
+                ),
+                (None, None) => (0, "no domain.cpu and no CPU request/limit".to_string()),
+            }
+        }
+    };
+    if n < 1 {
+        Ok((1, format!("{why}; at least 1")))
+    } else {
+        Ok((n, why))
+    }
+}
+
+/// KubeVirt's `WantsToHaveQOSGuaranteed` (types.go:568-586): memory request == limit ≠ 0 (or only
+/// a limit) and CPU request == limit ≠ 0.
+fn wants_guaranteed(r: &Resources) -> bool {
+    let zero = |q: &Option<ParsedQuantity>| q.is_none_or(|q| q.is_zero());
+    let mem = (zero(&r.mem_request) && !zero(&r.mem_limit))
+        || (!zero(&r.mem_request)
+            && r.mem_request.map(|q| q.nanos) == r.mem_limit.map(|q| q.nanos));
+    let cpu =
+        !zero(&r.cpu_request) && r.cpu_request.map(|q| q.nanos) == r.cpu_limit.map(|q| q.nanos);
+    mem && cpu
+}
+
+/// KubeVirt's `MultiplyMemory` for the overhead ratio (hypervisorbackend.go:203-209):
+/// `O + 1000 · trunc(ceil(O/1000) · (ratio − 1))`.
+/// Saturates at the i64 range for absurd ratios (the float → integer cast saturates as Go's
+/// conversion does not, but no real cluster gets there: the ratio is validated to be ≥ 1).
+pub fn multiply_memory(bytes: i64, ratio: f64) -> i64 {
+    let kilo = bytes.saturating_add(999).div_euclid(1000);
+    let extra = (kilo as f64 * (ratio - 1.0)).trunc() as i64;
+    bytes.saturating_add(extra.saturating_mul(1000))
+}
+
+/// Compute the launcher memory overhead of a VMI spec (`CalculateMemoryOverhead`).
+///
+/// `spec.architecture` wins over `settings.architecture`. Errors name the spec field whose
+/// quantity is invalid or negative.
+pub fn memory_overhead(
+    spec: &VirtualMachineInstanceSpec,
+    settings: &ClusterSettings,
+) -> Result<OverheadBreakdown, OverheadError> {
+    let res = resources(spec)?;
+    // reservedOverhead is validated up front so an invalid value fails like the others.
+    let reserved = parse_non_negative(
+        spec.domain
+            .memory
+            .as_ref()
+            .and_then(|m| m.reserved_overhead.as_ref())
+            .and_then(|r| r.added_overhead.as_ref()),
+        "spec.domain.memory.reservedOverhead.addedOverhead",
+    )?;
+    let mut terms = Vec::new();
+    let mut term = |name: &str, bytes: i64, reason: String, lines: &str| {
+        terms.push(OverheadTerm {
+            name: name.to_string(),
+            bytes,
+            reason,
+            source: if lines.contains(".go") {
+                lines.to_string()
+            } else {
+                format!("{SRC}:{lines}")
+            },
+        });
+    };
+
+    // 1. Page tables: memory *request* / 512, through ScaledValue(Kilo).
+    let (pt, pt_reason) = match res.mem_request {
+        Some(r) => {
+            let kilo = i128::from(r.scaled_kilo());
+            ((kilo * 1000 / 512) as i64, format!("memory request {r} / 512 (request rounded up to whole kB)"))
+        }
+        None => (0, "no memory request: KubeVirt sizes page tables from the request only (not memory.guest)".to_string()),
+    };
+    term("pageTables", pt, pt_reason, "75-78");
+
+    // 2. Fixed processes.
+    term(
+        "virtLauncherMonitor",
+        VIRT_LAUNCHER_MONITOR_OVERHEAD,
+        "virt-launcher-monitor process".into(),
+        "37-43,83-87",
+    );
+    term(
+        "virtLauncher",
+        VIRT_LAUNCHER_OVERHEAD,
+        "virt-launcher process".into(),
+        "37-43,83-87",
+    );
+    term(
+        "virtlogd",
+        VIRTLOGD_OVERHEAD,
+        "virtlogd process".into(),
+        "37-43,83-87",
+    );
+    term(
+        "virtqemud",
+        VIRTQEMUD_OVERHEAD,
+        "virtqemud process".into(),
+        "37-43,83-87",
+    );
+    term("qemu", QEMU_OVERHEAD, "QEMU process".into(), "37-43,83-87");
+
+    // 3. vCPUs.
+    let (vcpus, why) = overhead_vcpus(spec)?;
+    term(
+        "vcpus",
+        PER_VCPU_OVERHEAD.saturating_mul(vcpus),
+        format!("8Mi × {vcpus} vCPU(s): {why}"),
+        "91-113",
+    );
+
+    // 4. IO thread.
+    term(
+        "ioThread",
+        IOTHREAD_OVERHEAD,
+        "one IO thread, fixed (independent of ioThreadsPolicy)".into(),
+        "116",
+    );
+
+    let devices = &spec.domain.devices;
+    // 5. Video.
+    if devices.autoattach_graphics_device != Some(false) {
+        term(
+            "videoRam",
+            VIDEO_RAM_OVERHEAD,
+            "graphics device attached (autoattachGraphicsDevice not false)".into(),
+            "119-121",
+        );
+    }
+    // 6. Architecture.
+    let arch = spec
+        .architecture
+        .as_deref()
+        .filter(|a| !a.is_empty())
+        .unwrap_or(settings.architecture.as_str());
+    if arch == "arm64" {
+        term(
+            "arm64",
+            ARM64_OVERHEAD,
+            "arm64: UEFI pflash".into(),
+            "126-128",
+        );
+    }
+    // 7. VFIO.
+    let host_devs = devices.host_devices.as_ref().map_or(0, Vec::len);
+    let gpus = devices.gpus.as_ref().map_or(0, Vec::len);
+    let sriov = devices
+        .interfaces
+        .as_ref()
+        .map_or(0, |i| i.iter().filter(|i| i.sriov.is_some()).count());
+    if host_devs + gpus + sriov > 0 {
+        term(
+            "vfio",
+            VFIO_OVERHEAD,
+            format!(
+                "VFIO devices: {gpus} GPU(s), {host_devs} host device(s), {sriov} SR-IOV interface(s); added once"
+            ),
+            "133-135; pkg/vmitrait/vmitrait.go:33-52",
+        );
+    }
+    // 8. downwardMetrics volume.
+    if spec
+        .volumes
+        .as_ref()
+        .is_some_and(|v| v.iter().any(|v| v.downward_metrics.is_some()))
+    {
+        term(
+            "downwardMetrics",
+            DOWNWARD_METRICS_OVERHEAD,
+            "a downwardMetrics volume".into(),
+            "139-141",
+        );
+    }
+    // 9. Exec probes.
+    let exec_live = spec
+        .liveness_probe
+        .as_ref()
+        .is_some_and(|p| p.exec.is_some());
+    let exec_ready = spec
+        .readiness_probe
+        .as_ref()
+        .is_some_and(|p| p.exec.is_some());
+    if exec_live || exec_ready {
+        let n = i64::from(exec_live) + i64::from(exec_ready);
+        term(
+            "execProbes",
+            PROBES_BASE_OVERHEAD + EXEC_PROBE_OVERHEAD * n,
+            format!("{n} exec probe(s): 100Mi once + 10Mi each"),
+            "143,180-201",
+        );
+    }
+    // 10. SEV / SNP.
+    if let Some(ls) = &spec.domain.launch_security
+        && (ls.sev.is_some() || ls.snp.is_some())
+    {
+        term(
+            "sev",
+            SEV_OVERHEAD,
+            "AMD SEV/SEV-SNP launch security".into(),
+            "147-149",
+        );
+    }
+    // 11. TPM.
+    if devices
+        .tpm
+        .as_ref()
+        .is_some_and(|t| t.enabled != Some(false))
+    {
+        term(
+            "tpm",
+            TPM_OVERHEAD,
+            "vTPM (swtpm) enabled".into(),
+            "153-155",
+        );
+    }
+    // 12. Dedicated CPUs / Guaranteed QoS.
+    let dedicated = spec
+        .domain
+        .cpu
+        .as_ref()
+        .is_some_and(|c| c.dedicated_cpu_placement == Some(true));
+    if dedicated || wants_guaranteed(&res) {
+        let why = if dedicated {
+            "dedicatedCpuPlacement"
+        } else {
+            "Guaranteed QoS wanted (CPU and memory requests equal limits)"
+        };
+        term(
+            "dedicatedCpuOrGuaranteed",
+            DEDICATED_OVERHEAD,
+            why.into(),
+            "157-159",
+        );
+    }
+    // 13. reservedOverhead.addedOverhead.
+    if let Some(r) = reserved {
+        term(
+            "reservedOverhead",
+            r.value(),
+            format!("memory.reservedOverhead.addedOverhead {r}"),
+            "161-163",
+        );
+    }
+    let before_ratio: i64 = terms
+        .iter()
+        .fold(0i64, |acc, t| acc.saturating_add(t.bytes));
+
+    // 14. additionalGuestMemoryOverheadRatio.
+    if let Some(text) = settings
+        .additional_guest_memory_overhead_ratio
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        && let Ok(ratio) = text.trim().parse::<f64>()
+    {
+        let after = multiply_memory(before_ratio, ratio);
+        terms.push(OverheadTerm {
+            name: "overheadRatio".into(),
+            bytes: after - before_ratio,
+            reason: format!(
+                "additionalGuestMemoryOverheadRatio {text}: sum of the terms above × {ratio}, in whole kB"
+            ),
+            source: format!("{SRC}:165-175,203-209"),
+        });
+    }
+
+    // Network binding memory, added after the ratio (template.go:1685-1691).
+    let interfaces = devices.interfaces.as_deref().unwrap_or_default();
+    if interfaces.iter().any(|i| i.passt_binding.is_some()) {
+        terms.push(OverheadTerm {
+            name: "passt".into(),
+            bytes: PASST_OVERHEAD,
+            reason: "an interface uses the passt core binding".into(),
+            source: "pkg/network/resources/memory.go:getPasstMemoryOverhead; pkg/virt-controller/services/template.go:1685-1691".into(),
+        });
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for iface in interfaces {
+        let Some(plugin) = iface
+            .binding
+            .as_ref()
+            .and_then(|b| b.get("name"))
+            .and_then(|n| n.as_str())
+        else {
+            continue;
+        };
+        if !seen.insert(plugin.to_string()) {
+            continue;
+        }
+        if let Some(bytes) = settings.binding_plugin_memory.get(plugin) {
+            terms.push(OverheadTerm {
+                name: format!("bindingPlugin/{plugin}"),
+                bytes: *bytes,
+                reason: format!(
+                    "network binding plugin {plugin:?}: its computeResourceOverhead memory request"
+                ),
+                source: "pkg/network/resources/memory.go:34-100".into(),
+            });
+        }
+    }
+    let total_bytes = terms
+        .iter()
+        .fold(0i64, |acc, t| acc.saturating_add(t.bytes));
+    Ok(OverheadBreakdown { total_bytes, terms })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::vmi::{
+        Cpu, Interface, LaunchSecurity, Memory, NamedDevice, Probe, ReservedOverhead,
+        ResourceRequirements, Tpm, Volume,
+    };
+    use std::collections::BTreeMap;
+
+    fn q(s: &str) -> Quantity {
+        Quantity(s.to_string())
+    }
+
+    /// KubeVirt's test fixture: 1Gi memory request, empty limits (hypervisorbackend_test.go BeforeEach).
+    fn spec_with(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> VirtualMachineInstanceSpec {
+        let mut spec = VirtualMachineInstanceSpec::default();
+        let map = |kv: &[(&str, &str)]| {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), q(v)))
+                .collect::<BTreeMap<_, _>>()
+        };
+        spec.domain.resources = Some(ResourceRequirements {
+            requests: Some(map(requests)),
+            limits: Some(map(limits)),
+            ..Default::default()
+        });
+        spec
+    }
+
+    fn base_1gi() -> VirtualMachineInstanceSpec {
+        spec_with(&[("memory", "1Gi")], &[])
+    }
+
+    fn total(spec: &VirtualMachineInstanceSpec) -> i64 {
+        memory_overhead(spec, &ClusterSettings::default())
+            .unwrap()
+            .total_bytes
+    }
+
+    const BASE_1GI: i64 = 270 * MIB; // facts §5: 1Gi / 1 vCPU = 270Mi = 283115520 B
+
+    /// hypervisorbackend_test.go "the vmi is not requesting any specific device": 270Mi.
+    #[test]
+    fn worked_value_1gi_1vcpu() {
+        assert_eq!(total(&base_1gi()), 283_115_520);
+        assert_eq!(total(&base_1gi()), BASE_1GI);
+    }
+
+    /// facts §5 / seed §7: 2Gi/2 vCPU = 280Mi and 8Gi/8 = 340Mi, byte-exact as measured on a
+    /// v1.9.0 cluster. The facts' "4Gi/4 = 300Mi" is one byte short: ceil(4Gi/1000)·1000/512 =
+    /// 8388609.375 → 8Mi + 1 B of page tables, so KubeVirt's formula gives 300Mi + 1.
+    #[test]
+    fn worked_values_from_measurements() {
+        for (mem, cpus, bytes) in [
+            ("2Gi", 2, 280 * MIB),
+            ("4Gi", 4, 300 * MIB + 1),
+            ("8Gi", 8, 340 * MIB),
+        ] {
+            let mut s = spec_with(&[("memory", mem)], &[]);
+            s.domain.cpu = Some(Cpu {
+                cores: Some(cpus),
+                sockets: Some(1),
+                threads: Some(1),
+                ..Default::default()
+            });
+            assert_eq!(total(&s), bytes, "{mem}/{cpus}");
+        }
+    }
+
+    /// facts §5: 1G request / 1 vCPU = 282971493 B (the base of template_test.go's 1282971493).
+    #[test]
+    fn worked_value_1g() {
+        let s = spec_with(&[("memory", "1G"), ("cpu", "1")], &[]);
+        assert_eq!(total(&s), 282_971_493);
+    }
+
+    /// hypervisorbackend_test.go "should adjust overhead based on the cores/threads/sockets".
+    #[test]
+    fn cpu_topology_2x2x2() {
+        let mut s = base_1gi();
+        s.domain.cpu = Some(Cpu {
+            cores: Some(2),
+            threads: Some(2),
+            sockets: Some(2),
+            ..Default::default()
+        });
+        assert_eq!(total(&s), BASE_1GI + 7 * 8 * MIB);
+    }
+
+    /// hypervisorbackend_test.go "should adjust overhead": limits win over requests without domain.cpu.
+    #[test]
+    fn vcpus_from_cpu_limit_then_request() {
+        let s = spec_with(&[("memory", "1Gi"), ("cpu", "3")], &[("cpu", "5")]);
+        assert_eq!(total(&s), BASE_1GI + 4 * 8 * MIB);
+        let s = spec_with(&[("memory", "1Gi"), ("cpu", "3")], &[]);
+        assert_eq!(total(&s), BASE_1GI + 2 * 8 * MIB);
+        // 1500m rounds up to 2 vCPUs.
+        let s = spec_with(&[("memory", "1Gi"), ("cpu", "1500m")], &[]);
+        assert_eq!(total(&s), BASE_1GI + 8 * MIB);
+        // With domain.cpu, requests are not consulted; all-zero topology counts 1.
+        let mut s = spec_with(&[("memory", "1Gi"), ("cpu", "4")], &[]);
+        s.domain.cpu = Some(Cpu::default());
+        assert_eq!(total(&s), BASE_1GI);
+        s.domain.cpu = Some(Cpu {
+            sockets: Some(3),
+            ..Default::default()
+        });
+        assert_eq!(total(&s), BASE_1GI + 2 * 8 * MIB);
+    }
+
+    /// hypervisorbackend_test.go "should not add videoRAMOverhead".
+    #[test]
+    fn no_video() {
+        let mut s = base_1gi();
+        s.domain.devices.autoattach_graphics_device = Some(false);
+        assert_eq!(total(&s), BASE_1GI - 32 * MIB);
+        s.domain.devices.autoattach_graphics_device = Some(true);
+        assert_eq!(total(&s), BASE_1GI);
+    }
+
+    /// hypervisorbackend_test.go "should add arm64 overhead"; spec.architecture wins over the cluster's.
+    #[test]
+    fn arm64() {
+        let mut s = base_1gi();
+        s.architecture = Some("arm64".into());
+        assert_eq!(total(&s), BASE_1GI + 128 * MIB);
+        let settings = ClusterSettings {
+            architecture: "arm64".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            memory_overhead(&base_1gi(), &settings).unwrap().total_bytes,
+            BASE_1GI + 128 * MIB
+        );
+        s.architecture = Some("s390x".into());
+        assert_eq!(total(&s), BASE_1GI);
+    }
+
+    /// hypervisorbackend_test.go "should add vfio overhead" with hostDEV / GPU / SRIOV, once.
+    #[test]
+    fn vfio_once() {
+        let dev = |n: &str| NamedDevice {
+            name: n.into(),
+            ..Default::default()
+        };
+        let mut s = base_1gi();
+        s.domain.devices.host_devices = Some(vec![dev("a")]);
+        assert_eq!(total(&s), BASE_1GI + 1024 * MIB);
+        let mut s = base_1gi();
+        s.domain.devices.gpus = Some(vec![dev("a"), dev("b")]);
+        assert_eq!(total(&s), BASE_1GI + 1024 * MIB);
+        let mut s = base_1gi();
+        s.domain.devices.interfaces = Some(vec![Interface {
+            name: "x".into(),
+            sriov: Some(serde_json::json!({})),
+            ..Default::default()
+        }]);
+        assert_eq!(total(&s), BASE_1GI + 1024 * MIB);
+    }
+
+    /// hypervisorbackend_test.go "should add downwardMetrics overhead" (volume only, not the device).
+    #[test]
+    fn downward_metrics_volume() {
+        let mut s = base_1gi();
+        s.domain.devices.downward_metrics = Some(serde_json::json!({}));
+        assert_eq!(total(&s), BASE_1GI);
+        s.volumes = Some(vec![Volume {
+            name: "m".into(),
+            downward_metrics: Some(serde_json::json!({})),
+            ..Default::default()
+        }]);
+        assert_eq!(total(&s), BASE_1GI + MIB);
+    }
+
+    /// hypervisorbackend_test.go "should add probes overhead": 110Mi, 110Mi, 120Mi.
+    #[test]
+    fn exec_probes() {
+        let exec = || {
+            Some(Probe {
+                exec: Some(serde_json::json!({"command": ["true"]})),
+                ..Default::default()
+            })
+        };
+        let mut s = base_1gi();
+        s.liveness_probe = exec();
+        assert_eq!(total(&s), BASE_1GI + 110 * MIB);
+        let mut s = base_1gi();
+        s.readiness_probe = exec();
+        assert_eq!(total(&s), BASE_1GI + 110 * MIB);
+        s.liveness_probe = exec();
+        assert_eq!(total(&s), BASE_1GI + 120 * MIB);
+        // An HTTP probe adds nothing.
+        let mut s = base_1gi();
+        s.liveness_probe = Some(Probe {
+            extra: serde_json::from_str(r#"{"httpGet": {"port": 80}}"#).unwrap(),
+            ..Default::default()
+        });
+        assert_eq!(total(&s), BASE_1GI);
+    }
+
+    /// hypervisorbackend_test.go "should add SEV overhead"; SNP too; TDX adds nothing.
+    #[test]
+    fn sev_snp_tdx() {
+        for (sev, snp, tdx, extra) in [
+            (true, false, false, 256),
+            (false, true, false, 256),
+            (true, true, false, 256),
+            (false, false, true, 0),
+        ] {
+            let mut s = base_1gi();
+            let v = |b: bool| b.then(|| serde_json::json!({}));
+            s.domain.launch_security = Some(LaunchSecurity {
+                sev: v(sev),
+                snp: v(snp),
+                tdx: v(tdx),
+                ..Default::default()
+            });
+            assert_eq!(total(&s), BASE_1GI + extra * MIB);
+        }
+    }
+
+    /// hypervisorbackend_test.go TPM case: +53Mi; disabled TPM adds nothing.
+    #[test]
+    fn tpm() {
+        let mut s = base_1gi();
+        s.domain.devices.tpm = Some(Tpm::default());
+        assert_eq!(total(&s), BASE_1GI + 53 * MIB);
+        s.domain.devices.tpm = Some(Tpm {
+            enabled: Some(false),
+            ..Default::default()
+        });
+        assert_eq!(total(&s), BASE_1GI);
+    }
+
+    /// hypervisorbackend_test.go "should add 100Mi of overhead" with DedicatedCPU / QOSGuaranteed.
+    #[test]
+    fn dedicated_or_guaranteed() {
+        let mut s = base_1gi();
+        s.domain.cpu = Some(Cpu {
+            cores: Some(1),
+            dedicated_cpu_placement: Some(true),
+            ..Default::default()
+        });
+        assert_eq!(total(&s), BASE_1GI + 100 * MIB);
+        let mut s = spec_with(
+            &[("memory", "1Gi"), ("cpu", "4")],
+            &[("memory", "1Gi"), ("cpu", "4")],
+        );
+        s.domain.cpu = Some(Cpu {
+            cores: Some(1),
+            ..Default::default()
+        });
+        assert_eq!(total(&s), BASE_1GI + 100 * MIB);
+        // Memory equal but CPU limit differs: not Guaranteed.
+        let mut s = spec_with(
+            &[("memory", "1Gi"), ("cpu", "4")],
+            &[("memory", "1Gi"), ("cpu", "5")],
+        );
+        s.domain.cpu = Some(Cpu {
+            cores: Some(1),
+            ..Default::default()
+        });
+        assert_eq!(total(&s), BASE_1GI);
+    }
+
+    /// hypervisorbackend_test.go "reservedOverhead value is provided": 100G and zero.
+    #[test]
+    fn reserved_overhead() {
+        let mut s = base_1gi();
+        s.domain.memory = Some(Memory {
+            reserved_overhead: Some(ReservedOverhead {
+                added_overhead: Some(q("100G")),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(total(&s), BASE_1GI + 100_000_000_000);
+        s.domain.memory = Some(Memory {
+            reserved_overhead: Some(ReservedOverhead {
+                added_overhead: Some(q("0")),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(total(&s), BASE_1GI);
+    }
+
+    /// hypervisorbackend_test.go "should adjust the overhead using the given ratio" (3.2, and a
+    /// non-float is ignored) and the headroom table (2.332, 1.234, 1.0) on a 1G/1 CPU VMI.
+    #[test]
+    fn overhead_ratio() {
+        let with = |r: &str, spec: &VirtualMachineInstanceSpec| {
+            let settings = ClusterSettings {
+                additional_guest_memory_overhead_ratio: Some(r.into()),
+                ..Default::default()
+            };
+            memory_overhead(spec, &settings).unwrap().total_bytes
+        };
+        assert_eq!(with("3.2", &base_1gi()), multiply_memory(BASE_1GI, 3.2));
+        assert_eq!(with("no_float", &base_1gi()), BASE_1GI);
+        let s = spec_with(&[("memory", "1G"), ("cpu", "1")], &[]);
+        assert_eq!(with("1.0", &s), 282_971_493);
+        // ceil(282971493/1000) = 282972; × 0.234 = 66215.448 → 66215 kB.
+        assert_eq!(with("1.234", &s), 282_971_493 + 66_215_000);
+        // × 1.332 = 376918.704 → 376918 kB.
+        assert_eq!(with("2.332", &s), 282_971_493 + 376_918_000);
+    }
+
+    /// The network terms come after the ratio (template.go:1685-1691).
+    #[test]
+    fn passt_and_binding_plugins_after_ratio() {
+        let mut s = base_1gi();
+        s.domain.devices.interfaces = Some(vec![
+            Interface {
+                name: "a".into(),
+                passt_binding: Some(serde_json::json!({})),
+                ..Default::default()
+            },
+            Interface {
+                name: "b".into(),
+                binding: Some(serde_json::json!({"name": "slirp"})),
+                ..Default::default()
+            },
+            Interface {
+                name: "c".into(),
+                binding: Some(serde_json::json!({"name": "slirp"})),
+                ..Default::default()
+            },
+            Interface {
+                name: "d".into(),
+                binding: Some(serde_json::json!({"name": "unregistered"})),
+                ..Default::default()
+            },
+        ]);
+        let mut settings = ClusterSettings {
+            additional_guest_memory_overhead_ratio: Some("2".into()),
+            ..Default::default()
+        };
+        settings
+            .binding_plugin_memory
+            .insert("slirp".into(), 10 * MIB);
+        let b = memory_overhead(&s, &settings).unwrap();
+        assert_eq!(
+            b.total_bytes,
+            multiply_memory(BASE_1GI, 2.0) + 250 * MIB + 10 * MIB
+        );
+        assert_eq!(
+            b.terms
+                .iter()
+                .filter(|t| t.name.starts_with("bindingPlugin"))
+                .count(),
+            1
+        );
+    }
+
+    /// A VMI that only sets memory.guest gets a zero page-table term (facts §5 term 1).
+    #[test]
+    fn guest_only_has_no_page_tables() {
+        let mut s = VirtualMachineInstanceSpec::default();
+        s.domain.memory = Some(Memory {
+            guest: Some(q("8Gi")),
+            ..Default::default()
+        });
+        let b = memory_overhead(&s, &ClusterSettings::default()).unwrap();
+        assert_eq!(b.terms[0].bytes, 0);
+        assert_eq!(b.total_bytes, 268 * MIB);
+    }
+
+    #[test]
+    fn page_table_rounding() {
+        let s = spec_with(&[("memory", "64M")], &[]);
+        let b = memory_overhead(&s, &ClusterSettings::default()).unwrap();
+        assert_eq!(b.terms[0].bytes, 125_000);
+        let s = spec_with(&[("memory", "1G")], &[]);
+        assert_eq!(
+            memory_overhead(&s, &ClusterSettings::default())
+                .unwrap()
+                .terms[0]
+                .bytes,
+            1_953_125
+        );
+    }
+
+    /// Found by the property test: u32::MAX cores × sockets × threads and near-i64 quantities
+    /// once overflowed; now they saturate or are rejected with the field named.
+    #[test]
+    fn extreme_values_do_not_overflow() {
+        let mut s = base_1gi();
+        s.domain.cpu = Some(Cpu {
+            cores: Some(u32::MAX),
+            sockets: Some(u32::MAX),
+            threads: Some(u32::MAX),
+            ..Default::default()
+        });
+        assert!(total(&s) > 0);
+        let e = memory_overhead(
+            &spec_with(&[("memory", "2000000Ti")], &[]),
+            &ClusterSettings::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, OverheadError::TooLarge { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("spec.domain.resources.requests.memory")
+        );
+        assert_eq!(multiply_memory(i64::MAX, 2.0), i64::MAX);
+    }
+
+    #[test]
+    fn terms_sum_to_total_and_cite_sources() {
+        let b = memory_overhead(&base_1gi(), &ClusterSettings::default()).unwrap();
+        assert_eq!(b.terms.iter().map(|t| t.bytes).sum::<i64>(), b.total_bytes);
+        assert!(b.terms.iter().all(|t| t.source.contains(".go")));
+    }
+
+    #[test]
+    fn bad_quantities_name_the_field() {
+        let e = memory_overhead(
+            &spec_with(&[("memory", "2Gx")], &[]),
+            &ClusterSettings::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("spec.domain.resources.requests.memory: "),
+            "{e}"
+        );
+        let e = memory_overhead(
+            &spec_with(&[("memory", "-1Gi")], &[]),
+            &ClusterSettings::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "spec.domain.resources.requests.memory: must not be negative, found \"-1Gi\""
+        );
+        let e = memory_overhead(
+            &spec_with(&[], &[("cpu", "x")]),
+            &ClusterSettings::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("spec.domain.resources.limits.cpu"),
+            "{e}"
+        );
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Any quantity text and topology: no panic, and a success always sums its terms and
+            /// includes the 220Mi of fixed processes.
+            #[test]
+            fn never_panics(mem in "[0-9]{0,12}(\\.[0-9]{0,3})?(Ki|Mi|Gi|Ti|k|M|G|T|m|)?",
+                            cpu in "[0-9]{0,4}(m)?",
+                            cores in proptest::option::of(0u32..64), sockets in proptest::option::of(0u32..8),
+                            ratio in proptest::option::of("[0-9]\\.[0-9]{0,3}|x")) {
+                let mut s = spec_with(&[("memory", mem.as_str()), ("cpu", cpu.as_str())], &[]);
+                if cores.is_some() || sockets.is_some() {
+                    s.domain.cpu = Some(Cpu { cores, sockets, ..Default::default() });
+                }
+                let settings = ClusterSettings { additional_guest_memory_overhead_ratio: ratio, ..Default::default() };
+                if let Ok(b) = memory_overhead(&s, &settings) {
+                    prop_assert_eq!(b.terms.iter().map(|t| t.bytes).sum::<i64>(), b.total_bytes);
+                    prop_assert!(b.total_bytes >= 220 * MIB || settings.overhead_ratio().is_some_and(|r| r < 1.0));
+                }
+            }
+        }
+    }
+}

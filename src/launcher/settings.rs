@@ -1,0 +1,281 @@
+//! Cluster-level inputs of the launcher renderer and the overhead formula, with KubeVirt v1.9's
+//! defaults (pkg/virt-config/virt-config.go, pkg/virt-controller/watch/application.go).
+//!
+//! They come from the KubeVirt custom resource (`spec.configuration`), can be read from a file
+//! (`--kubevirt-cr FILE`) or, in cluster mode, from the live CR, and can be overridden by flags.
+
+use crate::api::quantity::ParsedQuantity;
+use serde::{Deserialize, Serialize};
+
+/// Default `developerConfiguration.cpuAllocationRatio` (virt-config.go).
+pub const DEFAULT_CPU_ALLOCATION_RATIO: u32 = 10;
+/// Default `developerConfiguration.memoryOvercommit` in percent.
+pub const DEFAULT_MEMORY_OVERCOMMIT: u32 = 100;
+/// Default `--launcher-qemu-timeout` in seconds (application.go:115).
+pub const DEFAULT_QEMU_TIMEOUT_SECONDS: u32 = 240;
+/// Range of the random jitter added to the qemu timeout: `rand.Intn(120)` (template.go:101).
+pub const QEMU_TIMEOUT_JITTER_RANGE: u32 = 120;
+/// Default launcher disk memory limit in bytes: 2000 MiB (virt-config.go:84-89).
+pub const DEFAULT_DISK_MEMORY_LIMIT_BYTES: i64 = 2000 * 1024 * 1024;
+/// Default VMI termination grace period in seconds (types.go:40).
+pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
+/// Default launcher image (what a KubeVirt install sets; used only for rendering).
+pub const DEFAULT_LAUNCHER_IMAGE: &str = "quay.io/kubevirt/virt-launcher:v1.9.0";
+
+/// Cluster settings that change the overhead and the launcher pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSettings {
+    /// vCPUs per requested physical CPU (`developerConfiguration.cpuAllocationRatio`, default 10).
+    pub cpu_allocation_ratio: u32,
+    /// Memory overcommit in percent (`developerConfiguration.memoryOvercommit`, default 100).
+    pub memory_overcommit: u32,
+    /// `additionalGuestMemoryOverheadRatio` as written in the CR (a float in a string); `None`
+    /// or unparseable → not applied (hypervisorbackend.go:165-175).
+    pub additional_guest_memory_overhead_ratio: Option<String>,
+    /// Cluster architecture used when a VMI does not set `spec.architecture` (`amd64`).
+    pub architecture: String,
+    /// Memory request in bytes of each registered network binding plugin, by plugin name
+    /// (`network.binding.<name>.computeResourceOverhead.requests.memory`). `passt` core binding
+    /// adds 250Mi regardless (pkg/network/resources/memory.go).
+    pub binding_plugin_memory: std::collections::BTreeMap<String, i64>,
+    /// Serial console log sidecar enabled cluster-wide (`virtualMachineOptions.disableSerialConsoleLog` unset/false).
+    pub serial_console_log: bool,
+    /// Launcher image for the `compute` container.
+    pub launcher_image: String,
+    /// `--launcher-qemu-timeout` base in seconds (default 240).
+    pub qemu_timeout_seconds: u32,
+    /// Allow software emulation (`developerConfiguration.useEmulation`): no `/dev/kvm` device.
+    pub use_emulation: bool,
+    /// Feature gates enabled in the CR (`developerConfiguration.featureGates`); Beta gates that are
+    /// on by default are assumed on unless listed in `disabled_feature_gates`.
+    pub feature_gates: Vec<String>,
+    /// `developerConfiguration.disabledFeatureGates`.
+    pub disabled_feature_gates: Vec<String>,
+    /// Extra node selectors for every launcher pod (`developerConfiguration.nodeSelectors`).
+    pub node_selectors: std::collections::BTreeMap<String, String>,
+    /// `network.defaultNetworkInterface` (`bridge` by default).
+    pub default_network_interface: String,
+    /// `network.permitBridgeInterfaceOnPodNetwork` (true by default).
+    pub permit_bridge_interface_on_pod_network: bool,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            cpu_allocation_ratio: DEFAULT_CPU_ALLOCATION_RATIO,
+            memory_overcommit: DEFAULT_MEMORY_OVERCOMMIT,
+            additional_guest_memory_overhead_ratio: None,
+            architecture: "amd64".to_string(),
+            binding_plugin_memory: Default::default(),
+            serial_console_log: true,
+            launcher_image: DEFAULT_LAUNCHER_IMAGE.to_string(),
+            qemu_timeout_seconds: DEFAULT_QEMU_TIMEOUT_SECONDS,
+            use_emulation: false,
+            feature_gates: Vec::new(),
+            disabled_feature_gates: Vec::new(),
+            node_selectors: Default::default(),
+            default_network_interface: "bridge".to_string(),
+            permit_bridge_interface_on_pod_network: true,
+        }
+    }
+}
+
+/// A KubeVirt CR that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("KubeVirt CR: field {field}: {message}")]
+    Field { field: String, message: String },
+    #[error("KubeVirt CR: {0}")]
+    Document(String),
+}
+
+impl ClusterSettings {
+    /// Read the settings from a `kubevirt.io/v1` KubeVirt custom resource (as JSON), starting from
+    /// the defaults. Reads `spec.configuration.developerConfiguration.{cpuAllocationRatio,
+    /// memoryOvercommit, useEmulation, featureGates, disabledFeatureGates, nodeSelectors}`,
+    /// `spec.configuration.additionalGuestMemoryOverheadRatio`,
+    /// `spec.configuration.virtualMachineOptions.disableSerialConsoleLog`,
+    /// `spec.configuration.network.binding.<name>.computeResourceOverhead.requests.memory`.
+    ///
+    /// Errors name the field: a ratio ≤ 0, an overcommit ≤ 0, an invalid quantity.
+    pub fn from_kubevirt_cr(cr: &serde_json::Value) -> Result<Self, SettingsError> {
+        let mut s = ClusterSettings::default();
+        let kind = cr.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+        if kind != "KubeVirt" {
+            return Err(SettingsError::Document(format!(
+                "expected kind KubeVirt, found {kind:?}"
+            )));
+        }
+        let cfg = cr
+            .pointer("/spec/configuration")
+            .cloned()
+            .unwrap_or_default();
+        let dev = cfg
+            .get("developerConfiguration")
+            .cloned()
+            .unwrap_or_default();
+        let field_err = |field: &str, message: String| SettingsError::Field {
+            field: format!("spec.configuration.{field}"),
+            message,
+        };
+        let positive_u32 = |v: &serde_json::Value, field: &str| -> Result<u32, SettingsError> {
+            v.as_u64()
+                .filter(|n| *n > 0)
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| field_err(field, format!("must be a positive integer, found {v}")))
+        };
+        if let Some(v) = dev.get("cpuAllocationRatio") {
+            s.cpu_allocation_ratio = positive_u32(v, "developerConfiguration.cpuAllocationRatio")?;
+        }
+        if let Some(v) = dev.get("memoryOvercommit") {
+            s.memory_overcommit = positive_u32(v, "developerConfiguration.memoryOvercommit")?;
+        }
+        if let Some(v) = dev.get("useEmulation") {
+            s.use_emulation = v.as_bool().unwrap_or(false);
+        }
+        let strings = |v: Option<&serde_json::Value>| -> Vec<String> {
+            v.and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        s.feature_gates = strings(dev.get("featureGates"));
+        s.disabled_feature_gates = strings(dev.get("disabledFeatureGates"));
+        if let Some(map) = dev.get("nodeSelectors").and_then(|v| v.as_object()) {
+            for (k, v) in map {
+                s.node_selectors
+                    .insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+            }
+        }
+        if let Some(v) = cfg.get("additionalGuestMemoryOverheadRatio") {
+            let text = v
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string());
+            s.additional_guest_memory_overhead_ratio = Some(text);
+        }
+        if let Some(b) = cfg.pointer("/virtualMachineOptions/disableSerialConsoleLog") {
+            // Presence of the (empty) struct disables the log sidecar.
+            s.serial_console_log = b.is_null();
+        }
+        if let Some(bindings) = cfg.pointer("/network/binding").and_then(|v| v.as_object()) {
+            for (name, binding) in bindings {
+                if let Some(mem) = binding.pointer("/computeResourceOverhead/requests/memory") {
+                    let text = mem.as_str().unwrap_or_default();
+                    let q = ParsedQuantity::parse(text).map_err(|e| {
+                        field_err(
+                            &format!(
+                                "network.binding.{name}.computeResourceOverhead.requests.memory"
+                            ),
+                            e.to_string(),
+                        )
+                    })?;
+                    s.binding_plugin_memory.insert(name.clone(), q.value());
+                }
+            }
+        }
+        if let Some(iface) = cfg
+            .pointer("/network/defaultNetworkInterface")
+            .and_then(|v| v.as_str())
+        {
+            s.default_network_interface = iface.to_string();
+        }
+        if let Some(permit) = cfg
+            .pointer("/network/permitBridgeInterfaceOnPodNetwork")
+            .and_then(|v| v.as_bool())
+        {
+            s.permit_bridge_interface_on_pod_network = permit;
+        }
+        if let Some(arch) = cfg
+            .pointer("/architectureConfiguration/defaultArchitecture")
+            .and_then(|v| v.as_str())
+        {
+            s.architecture = arch.to_string();
+        }
+        Ok(s)
+    }
+
+    /// What virt-api's admission defaults read (see [`crate::api::defaults`]).
+    pub fn admission(&self) -> crate::api::defaults::AdmissionSettings {
+        crate::api::defaults::AdmissionSettings {
+            architecture: self.architecture.clone(),
+            default_network_interface: self.default_network_interface.clone(),
+            permit_bridge_interface_on_pod_network: self.permit_bridge_interface_on_pod_network,
+        }
+    }
+
+    /// The parsed `additionalGuestMemoryOverheadRatio`, if set and a valid float.
+    pub fn overhead_ratio(&self) -> Option<f64> {
+        self.additional_guest_memory_overhead_ratio
+            .as_deref()
+            .and_then(|r| r.trim().parse::<f64>().ok())
+    }
+
+    /// Whether a feature gate is on, with KubeVirt's precedence (pkg/virt-config/featuregate):
+    /// listed in `feature_gates` → on (even if also disabled); listed in
+    /// `disabled_feature_gates` → off; otherwise its default (Beta/GA gates are on).
+    pub fn gate_enabled(&self, gate: &str, on_by_default: bool) -> bool {
+        if self.feature_gates.iter().any(|g| g == gate) {
+            return true;
+        }
+        if self.disabled_feature_gates.iter().any(|g| g == gate) {
+            return false;
+        }
+        on_by_default
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_are_kubevirts() {
+        let s = ClusterSettings::default();
+        assert_eq!((s.cpu_allocation_ratio, s.memory_overcommit), (10, 100));
+        assert_eq!(s.overhead_ratio(), None);
+    }
+
+    #[test]
+    fn reads_the_cr() {
+        let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "spec": {"configuration": {
+            "additionalGuestMemoryOverheadRatio": "1.5",
+            "developerConfiguration": {"cpuAllocationRatio": 16, "memoryOvercommit": 150, "featureGates": ["Sidecar"]},
+            "network": {"binding": {"mybind": {"computeResourceOverhead": {"requests": {"memory": "10Mi"}}}}}
+        }}});
+        let s = ClusterSettings::from_kubevirt_cr(&cr).unwrap();
+        assert_eq!(s.cpu_allocation_ratio, 16);
+        assert_eq!(s.memory_overcommit, 150);
+        assert_eq!(s.overhead_ratio(), Some(1.5));
+        assert_eq!(s.binding_plugin_memory["mybind"], 10 * 1024 * 1024);
+        assert!(s.gate_enabled("Sidecar", false));
+        let both = ClusterSettings {
+            feature_gates: vec!["G".into()],
+            disabled_feature_gates: vec!["G".into(), "H".into()],
+            ..Default::default()
+        };
+        assert!(
+            both.gate_enabled("G", false),
+            "enabled list wins, as in KubeVirt"
+        );
+        assert!(!both.gate_enabled("H", true));
+        assert!(both.gate_enabled("I", true));
+    }
+
+    #[test]
+    fn bad_cr_names_the_field() {
+        let cr = json!({"kind": "KubeVirt", "spec": {"configuration": {"developerConfiguration": {"cpuAllocationRatio": 0}}}});
+        let e = ClusterSettings::from_kubevirt_cr(&cr).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("spec.configuration.developerConfiguration.cpuAllocationRatio"),
+            "{e}"
+        );
+        assert!(ClusterSettings::from_kubevirt_cr(&json!({"kind": "Pod"})).is_err());
+    }
+}

@@ -1,0 +1,344 @@
+//! Informers: a kube-runtime `watcher` feeding a reflector [`Store`] and client-go style event
+//! handlers (add / update / delete notifications).
+//!
+//! Differences from using kube's `reflector()` directly, and why:
+//! - Handlers see the store *after* it was updated, as client-go's shared informer guarantees.
+//! - After a relist (`Init` … `InitDone`, e.g. when the watch was down or got 410 Gone), objects
+//!   that were in the store but are not in the new list are reported as **deletions**, and
+//!   objects that are listed again are reported as updates (client-go's `DeltaFIFO.Replace` with
+//!   `DeletedFinalStateUnknown`). kube's watcher only swaps the store, so without this a VMI
+//!   deleted while the watch was down would never lower the VM controller's deletion
+//!   expectation and the VM would stall until the 5-minute expectation timeout.
+//! - "Synced" (client-go `HasSynced`) becomes true after the first complete list.
+//!
+//! Source of the semantics: client-go `tools/cache/shared_informer.go`, `delta_fifo.go`
+//! (`Replace`), `controller.go` (`processDeltas`).
+
+use futures::StreamExt;
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::watcher;
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// A change an informer reports to its handlers. Objects are the store's copies: never mutate
+/// them, clone first (KubeVirt's `DeepCopy()` rule).
+#[derive(Debug, Clone)]
+pub enum Notification<K> {
+    /// A new object.
+    Add(Arc<K>),
+    /// A known object changed (or was listed again after a relist).
+    Update { old: Arc<K>, new: Arc<K> },
+    /// An object was deleted, or vanished while the watch was down (`relisted` = true: the last
+    /// state known to us is given, like client-go's `DeletedFinalStateUnknown`).
+    Delete { obj: Arc<K>, relisted: bool },
+}
+
+/// A handler callback. Called on the informer's task: keep it cheap (enqueue a key, lower an
+/// expectation) and never block.
+pub type Handler<K> = Arc<dyn Fn(&Notification<K>) + Send + Sync>;
+
+/// The pure part of an informer: applies watcher events to a reflector writer and says which
+/// notifications they produce.
+pub struct InformerState<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    writer: Writer<K>,
+    store: Store<K>,
+    relist_buffer: Vec<Arc<K>>,
+    synced: bool,
+}
+
+impl<K> InformerState<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    /// An empty, not yet synced state.
+    pub fn new() -> Self {
+        let writer = Writer::new(K::DynamicType::default());
+        let store = writer.as_reader();
+        InformerState {
+            writer,
+            store,
+            relist_buffer: Vec::new(),
+            synced: false,
+        }
+    }
+
+    /// A reader of the cache.
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// True after the first complete list.
+    pub fn synced(&self) -> bool {
+        self.synced
+    }
+
+    /// Apply one watcher event; returns the notifications to deliver (after the store update).
+    pub fn apply(&mut self, event: watcher::Event<K>) -> Vec<Notification<K>> {
+        let mut out = Vec::new();
+        match &event {
+            watcher::Event::Init => self.relist_buffer.clear(),
+            watcher::Event::InitApply(obj) => self.relist_buffer.push(Arc::new(obj.clone())),
+            watcher::Event::InitDone => {
+                let mut listed = HashSet::new();
+                for new in self.relist_buffer.drain(..) {
+                    let key = ObjectRef::from_obj(new.as_ref());
+                    match self.store.get(&key) {
+                        Some(old) => out.push(Notification::Update { old, new }),
+                        None => out.push(Notification::Add(new)),
+                    }
+                    listed.insert(key);
+                }
+                for old in self.store.state() {
+                    if !listed.contains(&ObjectRef::from_obj(old.as_ref())) {
+                        out.push(Notification::Delete {
+                            obj: old,
+                            relisted: true,
+                        });
+                    }
+                }
+                self.synced = true;
+            }
+            watcher::Event::Apply(obj) => {
+                let key = ObjectRef::from_obj(obj);
+                let new = Arc::new(obj.clone());
+                match self.store.get(&key) {
+                    Some(old) => out.push(Notification::Update { old, new }),
+                    None => out.push(Notification::Add(new)),
+                }
+            }
+            watcher::Event::Delete(obj) => out.push(Notification::Delete {
+                obj: Arc::new(obj.clone()),
+                relisted: false,
+            }),
+        }
+        self.writer.apply_watcher_event(&event);
+        out
+    }
+}
+
+impl<K> Default for InformerState<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A running informer: its cache and its sync state.
+#[derive(Clone)]
+pub struct Informer<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// Human name for logs (`virtualmachineinstances`).
+    pub name: String,
+    store: Store<K>,
+    synced: watch::Receiver<bool>,
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    /// Start watching `api` with `config`, delivering notifications to `handlers` in order,
+    /// until `cancel`. Watch errors are logged and retried with kube's default backoff.
+    pub fn spawn(
+        name: &str,
+        api: Api<K>,
+        config: watcher::Config,
+        handlers: Vec<Handler<K>>,
+        cancel: CancellationToken,
+    ) -> Self {
+        let mut state = InformerState::<K>::new();
+        let store = state.store();
+        let (tx, rx) = watch::channel(false);
+        let task_name = name.to_string();
+        tokio::spawn(async move {
+            use kube::runtime::WatchStreamExt;
+            let mut stream = watcher(api, config).default_backoff().boxed();
+            loop {
+                let next = tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    next = stream.next() => next,
+                };
+                match next {
+                    None => break,
+                    Some(Err(err)) => {
+                        tracing::warn!(informer = %task_name, error = %err, "watch failed; retrying")
+                    }
+                    Some(Ok(event)) => {
+                        for n in state.apply(event) {
+                            for h in &handlers {
+                                h(&n);
+                            }
+                        }
+                        if state.synced() && !*tx.borrow() {
+                            tracing::debug!(informer = %task_name, "cache synced");
+                            let _ = tx.send(true);
+                        }
+                    }
+                }
+            }
+        });
+        Informer {
+            name: name.to_string(),
+            store,
+            synced: rx,
+        }
+    }
+
+    /// An informer that never watches (the resource is not served): empty and synced.
+    pub fn disabled(name: &str) -> Self {
+        let state = InformerState::<K>::new();
+        let (_tx, rx) = watch::channel(true);
+        Informer {
+            name: name.to_string(),
+            store: state.store(),
+            synced: rx,
+        }
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    /// The cache.
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// True once the first list completed.
+    pub fn has_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Wait until the first list completed (or the informer task ended).
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.clone();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+}
+
+/// `namespace/name` key of an object (client-go `MetaNamespaceKeyFunc`).
+pub fn key_of<K: Resource>(obj: &K) -> String {
+    let meta = obj.meta();
+    match &meta.namespace {
+        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or("")),
+        None => meta.name.clone().unwrap_or_default(),
+    }
+}
+
+/// The controller owner reference of an object, if any.
+pub fn controller_of<K: Resource>(
+    obj: &K,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    obj.meta()
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(name: &str, rv: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn kinds(ns: &[Notification<Pod>]) -> Vec<String> {
+        ns.iter()
+            .map(|n| match n {
+                Notification::Add(p) => format!("add {}", key_of(p.as_ref())),
+                Notification::Update { new, .. } => format!("update {}", key_of(new.as_ref())),
+                Notification::Delete { obj, relisted } => {
+                    format!("delete {} relisted={relisted}", key_of(obj.as_ref()))
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn handlers_see_the_store_updated_and_old_new_pairs() {
+        let mut s = InformerState::<Pod>::new();
+        assert!(!s.synced());
+        assert!(s.apply(watcher::Event::Init).is_empty());
+        assert!(s.apply(watcher::Event::InitApply(pod("a", "1"))).is_empty());
+        assert_eq!(kinds(&s.apply(watcher::Event::InitDone)), ["add ns/a"]);
+        assert!(s.synced());
+        assert_eq!(s.store().state().len(), 1);
+        let n = s.apply(watcher::Event::Apply(pod("a", "2")));
+        match &n[0] {
+            Notification::Update { old, new } => {
+                assert_eq!(old.metadata.resource_version.as_deref(), Some("1"));
+                assert_eq!(new.metadata.resource_version.as_deref(), Some("2"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            kinds(&s.apply(watcher::Event::Apply(pod("b", "3")))),
+            ["add ns/b"]
+        );
+        assert_eq!(
+            kinds(&s.apply(watcher::Event::Delete(pod("b", "4")))),
+            ["delete ns/b relisted=false"]
+        );
+        assert!(s.store().get(&ObjectRef::new("b").within("ns")).is_none());
+    }
+
+    /// client-go reports objects that vanished during a watch outage as deletions on relist;
+    /// kube's watcher does not. Without this, VM deletion expectations stall.
+    #[test]
+    fn relist_reports_vanished_objects_as_deletions() {
+        let mut s = InformerState::<Pod>::new();
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(pod("a", "1")));
+        s.apply(watcher::Event::InitApply(pod("b", "2")));
+        s.apply(watcher::Event::InitDone);
+        // Watch dropped; meanwhile b was deleted and c created. Relist:
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(pod("a", "5")));
+        s.apply(watcher::Event::InitApply(pod("c", "6")));
+        let mut got = kinds(&s.apply(watcher::Event::InitDone));
+        got.sort();
+        assert_eq!(
+            got,
+            ["add ns/c", "delete ns/b relisted=true", "update ns/a"]
+        );
+        let mut names: Vec<_> = s
+            .store()
+            .state()
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a", "c"]);
+    }
+}

@@ -1,0 +1,661 @@
+//! The leader elector: client-go's `tools/leaderelection/leaderelection.go` algorithm on a
+//! Lease (`resourcelock/leaselock.go`), driven by tokio.
+//!
+//! * `tryAcquireOrRenew`: fast path (the leader PUTs its cached Lease while its own observation
+//!   is still valid), else GET (CREATE when absent); if the record differs from the one last
+//!   read, note it with *our monotonic* observation time; if someone else holds it and
+//!   `observedTime + leaseDurationSeconds > now`, fail; otherwise PUT our record with the
+//!   resourceVersion just read (409 → this attempt lost). Remote `renewTime` is never compared
+//!   with our clock, so clock skew between candidates cannot cause two leaders.
+//! * acquire: attempt, then wait `retryPeriod * (1 + rand * 1.2)`, until success or cancel.
+//! * renew: attempt every `retryPeriod`; stop leading when no attempt succeeded within
+//!   `renewDeadline`.
+//! * release (`ReleaseOnCancel`): write holder `""`, `leaseDurationSeconds: 1`, times now,
+//!   transitions kept; retry on 409; bounded by `renewDeadline`.
+//!
+//! Deliberate differences from client-go, all towards fewer simultaneous leaders:
+//! * the renew deadline is measured from the start of the last *successful* renewal (client-go
+//!   starts it at each renew round, i.e. up to `retryPeriod` later), so the term token is
+//!   cancelled no later than `renewDeadline` after the last renewal others could have seen;
+//! * seeing another holder while renewing ends the term at once (client-go keeps retrying
+//!   until the deadline);
+//! * release never overwrites a Lease that another candidate now holds (client-go decides
+//!   from its last observation only).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::ObjectMeta;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use super::api::{KubeLeaseApi, LeaseApi, LeaseError};
+use super::config::{ConfigError, JITTER_FACTOR, LeaderElectionConfig};
+use super::record::{LeaseRecord, truncate_to_micros};
+use super::state::{ElectionPhase, LeaderState, RunOutcome};
+
+/// Source of wall-clock time for the `acquireTime`/`renewTime` we write (display only; expiry
+/// uses tokio's monotonic clock). Tests inject one derived from tokio's paused clock.
+pub type WallClock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// Upper bound on 409-retries while releasing (client-go retries until its timeout).
+const MAX_RELEASE_CONFLICTS: usize = 10;
+
+/// Result of one `tryAcquireOrRenew`.
+#[derive(Debug)]
+enum Attempt {
+    /// We hold the lease now (created, acquired or renewed).
+    Success,
+    /// Someone else holds it and it has not expired by our observation.
+    HeldBy(String),
+    /// An API call failed (including 409 Conflict: another writer won).
+    Failed(LeaseError),
+}
+
+/// Result of a release attempt.
+#[derive(Debug, PartialEq, Eq)]
+enum Release {
+    Released,
+    NotHolder,
+    Failed,
+}
+
+/// How the renew loop ended.
+enum RenewEnd {
+    Lost(String),
+    Cancelled,
+}
+
+/// A candidate in the election on one Lease. Create with [`LeaderElector::new`] (any
+/// [`LeaseApi`]) or [`LeaderElector::from_client`], grab [`LeaderElector::subscribe`], then
+/// drive it with [`LeaderElector::run`] / [`LeaderElector::run_with`] (which consume it: one
+/// elector runs at most one leadership term, as client-go's `Run`).
+pub struct LeaderElector<A: LeaseApi = KubeLeaseApi> {
+    api: A,
+    config: LeaderElectionConfig,
+    desc: String,
+    wall_clock: WallClock,
+    rng: StdRng,
+    /// Last record we observed or wrote (client-go `observedRecord`).
+    observed_record: LeaseRecord,
+    /// Last record read by GET (client-go `observedRawRecord`), the change detector.
+    observed_raw: Option<LeaseRecord>,
+    /// Monotonic time of the last change of `observed_record` (client-go `observedTime`).
+    observed_time: Option<Instant>,
+    /// The Lease object as last read or written; its resourceVersion guards the next PUT.
+    cached: Option<Lease>,
+    /// Last holder reported in the "new leader elected" log (client-go `reportedLeader`).
+    reported_leader: String,
+    state: watch::Sender<LeaderState>,
+}
+
+impl LeaderElector<KubeLeaseApi> {
+    /// An elector on the Lease `config.namespace/config.lease_name`, through `client`.
+    pub fn from_client(
+        client: kube::Client,
+        config: LeaderElectionConfig,
+    ) -> Result<Self, ConfigError> {
+        let api = KubeLeaseApi::new(client, &config.namespace);
+        Self::new(api, config)
+    }
+}
+
+impl<A: LeaseApi> LeaderElector<A> {
+    /// Validates `config` (see [`LeaderElectionConfig::validate`]) and builds an idle elector.
+    pub fn new(api: A, config: LeaderElectionConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let desc = config.describe();
+        let (state, _) = watch::channel(LeaderState {
+            lease: desc.clone(),
+            identity: config.identity.clone(),
+            ..LeaderState::default()
+        });
+        Ok(Self {
+            api,
+            config,
+            desc,
+            wall_clock: Arc::new(Utc::now),
+            rng: StdRng::from_os_rng(),
+            observed_record: LeaseRecord::default(),
+            observed_raw: None,
+            observed_time: None,
+            cached: None,
+            reported_leader: String::new(),
+            state,
+        })
+    }
+
+    /// Replaces the wall clock used for written timestamps (default `Utc::now`).
+    pub fn with_wall_clock(mut self, clock: WallClock) -> Self {
+        self.wall_clock = clock;
+        self
+    }
+
+    /// Seeds the acquire-retry jitter (default: from the OS), for reproducible tests.
+    pub fn with_jitter_seed(mut self, seed: u64) -> Self {
+        self.rng = StdRng::seed_from_u64(seed);
+        self
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &LeaderElectionConfig {
+        &self.config
+    }
+
+    /// A receiver of [`LeaderState`] updates; valid after `run` finished (last state kept).
+    pub fn subscribe(&self) -> watch::Receiver<LeaderState> {
+        self.state.subscribe()
+    }
+
+    /// Runs the election without leader work: acquire, renew until lost or `cancel`, release
+    /// if configured. Same as [`LeaderElector::run_with`] with a no-op worker.
+    pub async fn run(self, cancel: CancellationToken) -> RunOutcome {
+        self.run_with(cancel, |_term| async {}).await
+    }
+
+    /// Runs the election; on acquiring, spawns `on_started_leading(term)` as a tokio task
+    /// (client-go's `go OnStartedLeading(ctx)`), where `term` is cancelled when leadership
+    /// ends:
+    ///
+    /// * renewal gave up → `term` is cancelled immediately (no later than `renewDeadline`
+    ///   after the start of the last successful renewal), state turns `leading: false`,
+    ///   the worker gets `leaseDuration - renewDeadline` to finish (then it is aborted), the
+    ///   lease is released if configured, and the run returns [`RunOutcome::Lost`];
+    /// * `cancel` fired → `term` (a child of `cancel`) is cancelled, the lease keeps being
+    ///   renewed while the worker finishes (at most `renewDeadline`, then it is aborted), the
+    ///   lease is released if configured, and the run returns [`RunOutcome::Cancelled`].
+    ///
+    /// If the worker returns early we keep leading (as client-go); it is never restarted.
+    pub async fn run_with<F, Fut>(
+        mut self,
+        cancel: CancellationToken,
+        on_started_leading: F,
+    ) -> RunOutcome
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let Some(acquired_at) = self.acquire(&cancel).await else {
+            self.state.send_modify(|s| {
+                s.phase = ElectionPhase::Stopped;
+                s.leading = false;
+            });
+            return RunOutcome::Cancelled {
+                was_leading: false,
+                released: false,
+            };
+        };
+        let term = cancel.child_token();
+        self.state.send_modify(|s| {
+            s.phase = ElectionPhase::Leading;
+            s.leading = true;
+        });
+        let mut worker = Some(tokio::spawn(on_started_leading(term.clone())));
+        match self.renew(&cancel, &mut worker, acquired_at).await {
+            RenewEnd::Lost(reason) => {
+                term.cancel();
+                self.state.send_modify(|s| {
+                    s.phase = ElectionPhase::Lost;
+                    s.leading = false;
+                });
+                info!(lock = %self.desc, "failed to renew lease {}: {reason}", self.desc);
+                let grace = self
+                    .config
+                    .lease_duration
+                    .saturating_sub(self.config.renew_deadline);
+                if let Some(handle) = worker.take() {
+                    join_or_abort(handle, grace, &self.desc).await;
+                }
+                if self.config.release_on_cancel {
+                    self.release().await;
+                }
+                RunOutcome::Lost
+            }
+            RenewEnd::Cancelled => {
+                let released = if self.config.release_on_cancel {
+                    self.release().await == Release::Released
+                } else {
+                    false
+                };
+                self.state.send_modify(|s| {
+                    s.phase = ElectionPhase::Stopped;
+                    s.leading = false;
+                });
+                info!(lock = %self.desc, released, "stopped leading lease {}", self.desc);
+                RunOutcome::Cancelled {
+                    was_leading: true,
+                    released,
+                }
+            }
+        }
+    }
+
+    /// client-go `acquire`: returns the start instant of the successful attempt, or `None`
+    /// when cancelled first.
+    async fn acquire(&mut self, cancel: &CancellationToken) -> Option<Instant> {
+        self.state
+            .send_modify(|s| s.phase = ElectionPhase::Acquiring);
+        info!(lock = %self.desc, "attempting to acquire leader lease {}...", self.desc);
+        loop {
+            let started = Instant::now();
+            let attempt = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return None,
+                attempt = self.try_acquire_or_renew() => attempt,
+            };
+            self.maybe_report_transition();
+            match attempt {
+                Attempt::Success => {
+                    self.note_success();
+                    info!(lock = %self.desc, "successfully acquired lease {}", self.desc);
+                    return Some(started);
+                }
+                Attempt::HeldBy(_) => {
+                    debug!(lock = %self.desc, "failed to acquire lease {}", self.desc);
+                }
+                Attempt::Failed(e) => {
+                    debug!(lock = %self.desc, error = %e, "failed to acquire lease {}", self.desc);
+                    self.note_error(&e);
+                }
+            }
+            let wait = self.jittered_retry_period();
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return None,
+                _ = sleep(wait) => {}
+            }
+        }
+    }
+
+    /// client-go `renew`, with the deadline measured from the last successful renewal. While
+    /// draining after cancellation it keeps renewing until the worker finished.
+    async fn renew(
+        &mut self,
+        cancel: &CancellationToken,
+        worker: &mut Option<JoinHandle<()>>,
+        mut last_success: Instant,
+    ) -> RenewEnd {
+        let retry = self.config.retry_period;
+        let renew_deadline = self.config.renew_deadline;
+        let mut next_attempt = Instant::now() + retry;
+        let mut drain_until: Option<Instant> = None;
+        loop {
+            if drain_until.is_some() && worker.is_none() {
+                return RenewEnd::Cancelled;
+            }
+            let deadline = last_success + renew_deadline;
+            let draining = drain_until.is_some();
+            let drain_at = drain_until.unwrap_or(deadline);
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled(), if !draining => {
+                    info!(lock = %self.desc, "cancelled while leading lease {}; waiting for workers before stepping down", self.desc);
+                    drain_until = Some(Instant::now() + renew_deadline);
+                    self.state.send_modify(|s| s.phase = ElectionPhase::Stopping);
+                    continue;
+                }
+                _ = join_worker(worker), if draining => continue,
+                _ = sleep_until(drain_at), if draining => {
+                    warn!(lock = %self.desc, "leader workers still running {renew_deadline:?} after cancellation; aborting them");
+                    if let Some(handle) = worker.take() {
+                        handle.abort();
+                    }
+                    continue;
+                }
+                _ = sleep_until(next_attempt.min(deadline)) => {}
+            }
+            if Instant::now() >= deadline {
+                return RenewEnd::Lost(format!(
+                    "timed out: no successful renewal within renewDeadline {renew_deadline:?}"
+                ));
+            }
+            let started = Instant::now();
+            let attempt = tokio::select! {
+                biased;
+                attempt = self.try_acquire_or_renew() => Some(attempt),
+                _ = sleep_until(deadline) => None,
+            };
+            self.maybe_report_transition();
+            next_attempt = Instant::now() + retry;
+            match attempt {
+                Some(Attempt::Success) => {
+                    last_success = started;
+                    self.note_success();
+                    debug!(lock = %self.desc, "successfully renewed lease {}", self.desc);
+                }
+                Some(Attempt::HeldBy(holder)) => {
+                    return RenewEnd::Lost(format!("lease is now held by {holder}"));
+                }
+                Some(Attempt::Failed(e)) => self.note_error(&e),
+                None => {
+                    return RenewEnd::Lost(format!(
+                        "timed out: renewal still in flight at renewDeadline {renew_deadline:?}"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// client-go `tryAcquireOrRenew` (see the module docs).
+    async fn try_acquire_or_renew(&mut self) -> Attempt {
+        let now_wall = self.now_wall();
+        let now = Instant::now();
+        let name = self.config.lease_name.clone();
+
+        // 1. Fast path: the leader updates its cached Lease optimistically.
+        if self.is_leader()
+            && self.lease_valid(now)
+            && let Some(mut lease) = self.cached.clone()
+        {
+            let mut record = self.our_record(now_wall);
+            record.acquire_time = self.observed_record.acquire_time;
+            record.lease_transitions = self.observed_record.lease_transitions;
+            lease.spec = Some(record.to_spec());
+            self.stamp(&mut lease);
+            match self.api.replace(&name, &lease).await {
+                Ok(written) => {
+                    self.cached = Some(written);
+                    self.set_observed(record);
+                    return Attempt::Success;
+                }
+                Err(e) => debug!(
+                    lock = %self.desc, error = %e,
+                    "failed to update lease optimistically, falling back to slow path"
+                ),
+            }
+        }
+
+        // 2. Obtain or create the record.
+        let mut record = self.our_record(now_wall);
+        let current = match self.api.get(&name).await {
+            Ok(lease) => lease,
+            Err(LeaseError::NotFound(_)) => {
+                let lease = self.new_lease(&record);
+                return match self.api.create(&lease).await {
+                    Ok(created) => {
+                        self.cached = Some(created);
+                        self.set_observed(record);
+                        Attempt::Success
+                    }
+                    Err(e) => {
+                        log_api_error(&self.desc, "error initially creating lease lock", &e);
+                        Attempt::Failed(e)
+                    }
+                };
+            }
+            Err(e) => {
+                log_api_error(&self.desc, "error retrieving lease lock", &e);
+                return Attempt::Failed(e);
+            }
+        };
+
+        // 3. Note a changed record with our own observation time; respect a live holder.
+        let old = LeaseRecord::from_spec(current.spec.as_ref());
+        self.cached = Some(current.clone());
+        if self.observed_raw.as_ref() != Some(&old) {
+            self.set_observed(old.clone());
+            self.observed_raw = Some(old.clone());
+        }
+        if !old.holder_identity.is_empty() && self.lease_valid(now) && !self.is_leader() {
+            debug!(
+                lock = %self.desc, holder = %old.holder_identity,
+                "lease is held by {} and has not yet expired", old.holder_identity
+            );
+            return Attempt::HeldBy(old.holder_identity);
+        }
+
+        // 4. Take over or renew, guarded by the resourceVersion just read.
+        if self.is_leader() {
+            record.acquire_time = old.acquire_time;
+            record.lease_transitions = old.lease_transitions;
+        } else {
+            record.lease_transitions = old.lease_transitions.saturating_add(1);
+        }
+        let mut lease = current;
+        lease.spec = Some(record.to_spec());
+        self.stamp(&mut lease);
+        match self.api.replace(&name, &lease).await {
+            Ok(written) => {
+                self.cached = Some(written);
+                self.set_observed(record);
+                Attempt::Success
+            }
+            Err(e) => {
+                log_api_error(&self.desc, "failed to update lease", &e);
+                Attempt::Failed(e)
+            }
+        }
+    }
+
+    /// client-go `release`/`tryRelease`, bounded by `renewDeadline`.
+    async fn release(&mut self) -> Release {
+        let limit = self.config.renew_deadline;
+        match timeout(limit, self.try_release()).await {
+            Ok(result) => result,
+            Err(_) => {
+                error!(lock = %self.desc, "timed out after {limit:?} releasing lease {}", self.desc);
+                Release::Failed
+            }
+        }
+    }
+
+    async fn try_release(&mut self) -> Release {
+        if !self.is_leader() {
+            return Release::NotHolder;
+        }
+        let name = self.config.lease_name.clone();
+        for _ in 0..MAX_RELEASE_CONFLICTS {
+            let current = match self.api.get(&name).await {
+                Ok(lease) => lease,
+                Err(LeaseError::NotFound(_)) => {
+                    info!(lock = %self.desc, "lease lock {} not found", self.desc);
+                    return Release::Failed;
+                }
+                Err(e) => {
+                    log_api_error(&self.desc, "error retrieving lease lock", &e);
+                    return Release::Failed;
+                }
+            };
+            let old = LeaseRecord::from_spec(current.spec.as_ref());
+            if old.holder_identity != self.config.identity {
+                info!(
+                    lock = %self.desc, holder = %old.holder_identity,
+                    "not releasing lease {}: it is now held by {:?}", self.desc, old.holder_identity
+                );
+                self.observed_raw = Some(old.clone());
+                self.set_observed(old);
+                return Release::NotHolder;
+            }
+            let now = self.now_wall();
+            let record = LeaseRecord {
+                holder_identity: String::new(),
+                lease_duration_seconds: 1,
+                acquire_time: Some(now),
+                renew_time: Some(now),
+                lease_transitions: old.lease_transitions,
+                strategy: None,
+                preferred_holder: None,
+            };
+            let mut lease = current;
+            lease.spec = Some(record.to_spec());
+            self.unstamp(&mut lease);
+            match self.api.replace(&name, &lease).await {
+                Ok(written) => {
+                    self.cached = Some(written);
+                    self.set_observed(record);
+                    info!(lock = %self.desc, "released lease {}", self.desc);
+                    return Release::Released;
+                }
+                Err(LeaseError::Conflict(_)) => {
+                    debug!(lock = %self.desc, "conflict when releasing lease {}, retrying", self.desc);
+                }
+                Err(e) => {
+                    log_api_error(&self.desc, "failed to release lease", &e);
+                    return Release::Failed;
+                }
+            }
+        }
+        error!(lock = %self.desc, "giving up releasing lease {} after {MAX_RELEASE_CONFLICTS} conflicts", self.desc);
+        Release::Failed
+    }
+
+    /// client-go `IsLeader`: the last observed holder is us.
+    fn is_leader(&self) -> bool {
+        self.observed_record.holder_identity == self.config.identity
+    }
+
+    /// client-go `isLeaseValid`: `observedTime + observed leaseDurationSeconds > now`, all on
+    /// our monotonic clock.
+    fn lease_valid(&self, now: Instant) -> bool {
+        let secs = u64::try_from(self.observed_record.lease_duration_seconds).unwrap_or(0);
+        self.observed_time
+            .is_some_and(|t| t + Duration::from_secs(secs) > now)
+    }
+
+    fn set_observed(&mut self, record: LeaseRecord) {
+        self.observed_time = Some(Instant::now());
+        let wall = self.now_wall();
+        self.state.send_modify(|s| {
+            s.holder = record.holder().map(str::to_owned);
+            s.observed_at = Some(wall);
+            s.lease_transitions = Some(record.lease_transitions);
+            s.acquire_time = record.acquire_time;
+        });
+        self.observed_record = record;
+    }
+
+    fn note_success(&mut self) {
+        let renewed = self.observed_record.renew_time;
+        self.state.send_modify(|s| {
+            s.last_renew = renewed;
+            s.last_error = None;
+        });
+    }
+
+    fn note_error(&mut self, e: &LeaseError) {
+        let msg = e.to_string();
+        self.state.send_modify(|s| s.last_error = Some(msg));
+    }
+
+    /// client-go `maybeReportTransition` (its `OnNewLeader` callback becomes a log line; the
+    /// holder is also in the published state).
+    fn maybe_report_transition(&mut self) {
+        let holder = &self.observed_record.holder_identity;
+        if *holder == self.reported_leader {
+            return;
+        }
+        self.reported_leader = holder.clone();
+        if holder.is_empty() {
+            info!(lock = %self.desc, "lease {} has no holder", self.desc);
+        } else {
+            info!(lock = %self.desc, leader = %holder, "new leader elected: {holder}");
+        }
+    }
+
+    fn now_wall(&self) -> DateTime<Utc> {
+        truncate_to_micros((self.wall_clock)())
+    }
+
+    fn jittered_retry_period(&mut self) -> Duration {
+        let r: f64 = self.rng.random();
+        let base = self.config.retry_period;
+        base + Duration::try_from_secs_f64(base.as_secs_f64() * r * JITTER_FACTOR)
+            .unwrap_or(Duration::ZERO)
+    }
+
+    fn our_record(&self, now: DateTime<Utc>) -> LeaseRecord {
+        LeaseRecord {
+            holder_identity: self.config.identity.clone(),
+            lease_duration_seconds: self.config.lease_duration_seconds(),
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            lease_transitions: 0,
+            strategy: None,
+            preferred_holder: None,
+        }
+    }
+
+    fn new_lease(&self, record: &LeaseRecord) -> Lease {
+        let mut lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.config.lease_name.clone()),
+                namespace: Some(self.config.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(record.to_spec()),
+        };
+        self.stamp(&mut lease);
+        lease
+    }
+
+    /// Adds our annotations, keeping everybody else's.
+    fn stamp(&self, lease: &mut Lease) {
+        if self.config.annotations.is_empty() {
+            return;
+        }
+        let annotations = lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        for (k, v) in &self.config.annotations {
+            annotations.insert(k.clone(), v.clone());
+        }
+    }
+
+    /// Removes our annotations where they still carry our values.
+    fn unstamp(&self, lease: &mut Lease) {
+        let Some(annotations) = lease.metadata.annotations.as_mut() else {
+            return;
+        };
+        for (k, v) in &self.config.annotations {
+            if annotations.get(k) == Some(v) {
+                annotations.remove(k);
+            }
+        }
+        if annotations.is_empty() {
+            lease.metadata.annotations = None;
+        }
+    }
+}
+
+/// Awaits the worker task if there is one (clearing it), else never completes.
+async fn join_worker(worker: &mut Option<JoinHandle<()>>) {
+    match worker.as_mut() {
+        Some(handle) => {
+            if let Err(e) = handle.await
+                && e.is_panic()
+            {
+                error!("leader worker panicked: {e}");
+            }
+            *worker = None;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Gives the worker `grace` to finish after its term was cancelled, then aborts it.
+async fn join_or_abort(mut handle: JoinHandle<()>, grace: Duration, desc: &str) {
+    match timeout(grace, &mut handle).await {
+        Ok(Err(e)) if e.is_panic() => error!(lock = %desc, "leader worker panicked: {e}"),
+        Ok(_) => {}
+        Err(_) => {
+            warn!(lock = %desc, "leader workers still running {grace:?} after losing lease {desc}; aborting them");
+            handle.abort();
+        }
+    }
+}
+
+fn log_api_error(desc: &str, what: &str, e: &LeaseError) {
+    match e {
+        LeaseError::Conflict(_) => info!(lock = %desc, error = %e, "{what} {desc}"),
+        _ => error!(lock = %desc, error = %e, "{what} {desc}"),
+    }
+}

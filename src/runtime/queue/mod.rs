@@ -1,0 +1,675 @@
+//! A client-go-faithful rate-limited work queue of object keys (`namespace/name`).
+//!
+//! Semantics follow client-go `util/workqueue` (queue.go, delaying_queue.go,
+//! rate_limiting_queue.go, metrics.go):
+//!
+//! - **dirty set**: a key added while queued is not queued twice;
+//! - **processing set**: a key handed out by [`WorkQueue::get`] is never handed to a second
+//!   worker until [`WorkQueue::done`]; a key added meanwhile is remembered and queued again on
+//!   `done`;
+//! - **delaying**: [`WorkQueue::add_after`] parks the key until its ready time; parking an
+//!   already-parked key keeps the earlier of the two times (`waitingForQueue`/`insert`);
+//! - **rate limiting**: [`WorkQueue::add_rate_limited`] = `add_after(key, limiter.when(key))`,
+//!   [`WorkQueue::forget`] and [`WorkQueue::num_requeues`] delegate to the [`RateLimiter`];
+//! - **shutdown**: new adds are ignored, parked keys are dropped, workers keep getting the keys
+//!   still queued and get `None` once the queue is empty; [`WorkQueue::shut_down_with_drain`]
+//!   also waits until no key is in flight.
+//!
+//! Unlike client-go there is no background goroutine moving parked keys: the queue promotes
+//! ready keys whenever it is touched (`get`, `len`, `snapshot`, metric refresh) and waiting
+//! getters sleep until the earliest ready time. A promoted key counts as added at its ready
+//! time, so the queue-duration metric is unaffected. Time is `tokio::time::Instant`, so tests
+//! run under tokio's paused clock.
+//!
+//! [`run_workers`] runs KubeVirt's worker loop (vm.go:336-355) over a queue.
+
+pub mod rate_limiter;
+mod workers;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::fmt::Display;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+pub use rate_limiter::{
+    BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
+    default_controller_rate_limiter,
+};
+pub use workers::{Requeue, VM_WORKERS, VMI_WORKERS, run_workers};
+
+use crate::runtime::metrics::{QueueMetrics, UnfinishedWork, WorkqueueMetrics};
+use rate_limiter::lock;
+
+/// Queue name of KubeVirt's VM controller; the `name` label of its metrics (vm.go:153-156).
+pub const VM_QUEUE_NAME: &str = "virt-controller-vm";
+/// Queue name of KubeVirt's VMI controller; the `name` label of its metrics (vmi.go:83-86).
+pub const VMI_QUEUE_NAME: &str = "virt-controller-vmi";
+
+/// What a queue key must be: `String` (`namespace/name`) in practice.
+pub trait QueueKey: Clone + Eq + Hash + Ord + Display + Send + Sync + 'static {}
+impl<T: Clone + Eq + Hash + Ord + Display + Send + Sync + 'static> QueueKey for T {}
+
+/// A rate-limited delaying work queue (client-go `TypedRateLimitingInterface`). Cloning is
+/// cheap and every clone is the same queue.
+pub struct WorkQueue<K = String> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K: QueueKey> std::fmt::Debug for WorkQueue<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.inner.state();
+        f.debug_struct("WorkQueue")
+            .field("name", &self.inner.name)
+            .field("queued", &st.queue.len())
+            .field("processing", &st.processing.len())
+            .field("waiting", &st.waiting.len())
+            .field("shutting_down", &st.shutting_down)
+            .finish()
+    }
+}
+
+/// Builder for a [`WorkQueue`]: name, rate limiter (default: client-go's default controller
+/// rate limiter) and optional metrics.
+pub struct WorkQueueBuilder<K> {
+    name: String,
+    rate_limiter: Option<Box<dyn RateLimiter<K>>>,
+    metrics: Option<WorkqueueMetrics>,
+}
+
+impl<K: QueueKey> WorkQueueBuilder<K> {
+    /// Use `limiter` instead of [`default_controller_rate_limiter`].
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
+        self.rate_limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Report KubeVirt's `kubevirt_workqueue_*` metrics with label `name` = the queue name.
+    pub fn metrics(mut self, metrics: &WorkqueueMetrics) -> Self {
+        self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// Build the queue.
+    pub fn build(self) -> WorkQueue<K> {
+        let queue_metrics = self.metrics.as_ref().map(|m| m.for_queue(&self.name));
+        let inner = Arc::new(Inner {
+            name: self.name,
+            state: Mutex::new(State::default()),
+            items: Notify::new(),
+            idle: Notify::new(),
+            rate_limiter: self
+                .rate_limiter
+                .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
+            metrics: queue_metrics,
+        });
+        if let Some(m) = &self.metrics {
+            let weak: Weak<Inner<K>> = Arc::downgrade(&inner);
+            m.track(weak);
+        }
+        WorkQueue { inner }
+    }
+}
+
+struct Inner<K> {
+    name: String,
+    state: Mutex<State<K>>,
+    /// Wakes getters: a key was queued, a parked key got an earlier ready time, or shutdown.
+    items: Notify,
+    /// Wakes `shut_down_with_drain`: the processing set became empty, or drain was cancelled.
+    idle: Notify,
+    rate_limiter: Box<dyn RateLimiter<K>>,
+    metrics: Option<QueueMetrics>,
+}
+
+struct State<K> {
+    /// Processing order. Every key here is dirty and not processing.
+    queue: VecDeque<K>,
+    /// Keys that need processing (queued, or re-added while processing).
+    dirty: HashSet<K>,
+    /// Keys handed out by `get` and not yet `done`, with the time they were handed out.
+    processing: HashMap<K, Instant>,
+    /// When each dirty key was added (queue-duration metric and snapshot).
+    add_times: HashMap<K, Instant>,
+    /// Parked keys ordered by (ready time, insertion sequence).
+    waiting: BTreeMap<(Instant, u64), K>,
+    waiting_by_key: HashMap<K, (Instant, u64)>,
+    seq: u64,
+    /// Keys passed to `add_rate_limited` since their last `forget` (for the snapshot).
+    rate_limited: BTreeSet<K>,
+    shutting_down: bool,
+    drain: bool,
+}
+
+impl<K> Default for State<K> {
+    fn default() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            dirty: HashSet::new(),
+            processing: HashMap::new(),
+            add_times: HashMap::new(),
+            waiting: BTreeMap::new(),
+            waiting_by_key: HashMap::new(),
+            seq: 0,
+            rate_limited: BTreeSet::new(),
+            shutting_down: false,
+            drain: false,
+        }
+    }
+}
+
+impl<K: QueueKey> Inner<K> {
+    fn state(&self) -> MutexGuard<'_, State<K>> {
+        lock(&self.state)
+    }
+
+    fn set_depth(&self, st: &State<K>) {
+        if let Some(m) = &self.metrics {
+            // client-go: +1 per accepted add, -1 per get, i.e. the size of the dirty set.
+            m.depth
+                .set(i64::try_from(st.dirty.len()).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// client-go `Add` under the lock; `added_at` is the logical add time. Returns whether the
+    /// key was pushed onto the queue (a getter should be woken).
+    fn add_locked(&self, st: &mut State<K>, key: K, added_at: Instant) -> bool {
+        if st.shutting_down || st.dirty.contains(&key) {
+            return false;
+        }
+        if let Some(m) = &self.metrics {
+            m.adds.inc();
+        }
+        st.add_times.entry(key.clone()).or_insert(added_at);
+        st.dirty.insert(key.clone());
+        self.set_depth(st);
+        if st.processing.contains_key(&key) {
+            return false;
+        }
+        st.queue.push_back(key);
+        true
+    }
+
+    /// Move parked keys whose ready time has come onto the queue (client-go `waitingLoop`).
+    fn promote_ready(&self, st: &mut State<K>, now: Instant) -> bool {
+        let mut pushed = false;
+        while let Some(entry) = st.waiting.first_entry() {
+            let (ready_at, _) = *entry.key();
+            if ready_at > now {
+                break;
+            }
+            let key = entry.remove();
+            st.waiting_by_key.remove(&key);
+            pushed |= self.add_locked(st, key, ready_at);
+        }
+        pushed
+    }
+
+    fn earliest_ready(st: &State<K>) -> Option<Instant> {
+        st.waiting.first_key_value().map(|((t, _), _)| *t)
+    }
+
+    fn pop_locked(&self, st: &mut State<K>, now: Instant) -> Option<K> {
+        let key = st.queue.pop_front()?;
+        st.dirty.remove(&key);
+        st.processing.insert(key.clone(), now);
+        let added = st.add_times.remove(&key);
+        if let (Some(m), Some(added)) = (&self.metrics, added) {
+            m.latency
+                .observe(now.saturating_duration_since(added).as_secs_f64());
+        }
+        self.set_depth(st);
+        Some(key)
+    }
+}
+
+impl<K: QueueKey> UnfinishedWork for Inner<K> {
+    fn update_unfinished_work(&self) {
+        let now = Instant::now();
+        let pushed = {
+            let mut st = self.state();
+            if st.shutting_down {
+                return;
+            }
+            let pushed = self.promote_ready(&mut st, now);
+            if let Some(m) = &self.metrics {
+                let mut total = 0.0;
+                let mut oldest: f64 = 0.0;
+                for started in st.processing.values() {
+                    let age = now.saturating_duration_since(*started).as_secs_f64();
+                    total += age;
+                    oldest = oldest.max(age);
+                }
+                m.unfinished_work.set(total);
+                m.longest_running.set(oldest);
+            }
+            pushed
+        };
+        if pushed {
+            self.items.notify_one();
+        }
+    }
+}
+
+impl WorkQueue<String> {
+    /// A queue of `namespace/name` keys named `name` with the default controller rate limiter
+    /// and no metrics.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self::builder(name).build()
+    }
+}
+
+impl<K: QueueKey> WorkQueue<K> {
+    /// Start building a queue named `name` (the `name` metric label, e.g. [`VM_QUEUE_NAME`]).
+    pub fn builder(name: impl Into<String>) -> WorkQueueBuilder<K> {
+        WorkQueueBuilder {
+            name: name.into(),
+            rate_limiter: None,
+            metrics: None,
+        }
+    }
+
+    /// The queue name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Mark `key` as needing processing (client-go `Add`). Ignored while shutting down or when
+    /// the key is already queued; a key currently being processed is queued again on `done`.
+    pub fn add(&self, key: K) {
+        let pushed = {
+            let mut st = self.inner.state();
+            self.inner.add_locked(&mut st, key, Instant::now())
+        };
+        if pushed {
+            self.inner.items.notify_one();
+        }
+    }
+
+    /// Add `key` once `delay` has passed (client-go `AddAfter`). A zero delay adds now. If the
+    /// key is already parked, the earlier ready time wins. Counts one
+    /// `kubevirt_workqueue_retries_total`. Ignored while shutting down.
+    pub fn add_after(&self, key: K, delay: Duration) {
+        let now = Instant::now();
+        let mut st = self.inner.state();
+        if st.shutting_down {
+            return;
+        }
+        if let Some(m) = &self.inner.metrics {
+            m.retries.inc();
+        }
+        if delay.is_zero() {
+            let pushed = self.inner.add_locked(&mut st, key, now);
+            drop(st);
+            if pushed {
+                self.inner.items.notify_one();
+            }
+            return;
+        }
+        let ready_at = now.checked_add(delay).unwrap_or_else(far_future);
+        if let Some(&(existing, seq)) = st.waiting_by_key.get(&key) {
+            if existing <= ready_at {
+                return;
+            }
+            st.waiting.remove(&(existing, seq));
+        }
+        let seq = st.seq;
+        st.seq += 1;
+        st.waiting.insert((ready_at, seq), key.clone());
+        st.waiting_by_key.insert(key, (ready_at, seq));
+        let is_earliest = Inner::earliest_ready(&st) == Some(ready_at);
+        drop(st);
+        if is_earliest {
+            // Sleeping getters must recompute their deadline.
+            self.inner.items.notify_waiters();
+        }
+    }
+
+    /// Add `key` after the rate limiter's delay for it (client-go `AddRateLimited`); counts a
+    /// failure in the limiter.
+    pub fn add_rate_limited(&self, key: K) {
+        let delay = self.inner.rate_limiter.when(&key);
+        {
+            let mut st = self.inner.state();
+            if !st.shutting_down {
+                st.rate_limited.insert(key.clone());
+            }
+        }
+        self.add_after(key, delay);
+    }
+
+    /// Stop tracking `key`'s failures in the rate limiter (client-go `Forget`). It does not
+    /// remove the key from the queue; `done` must still be called.
+    pub fn forget(&self, key: &K) {
+        self.inner.rate_limiter.forget(key);
+        self.inner.state().rate_limited.remove(key);
+    }
+
+    /// How many times `key` was rate-limited since its last `forget` (client-go `NumRequeues`).
+    pub fn num_requeues(&self, key: &K) -> usize {
+        self.inner.rate_limiter.num_requeues(key)
+    }
+
+    /// Wait for the next key (client-go `Get`). Returns `None` once the queue is shutting down
+    /// and empty. The caller owns the key until it calls [`WorkQueue::done`].
+    ///
+    /// Cancel-safe: dropping the future before it completes loses nothing.
+    pub async fn get(&self) -> Option<K> {
+        loop {
+            let notified = self.inner.items.notified();
+            tokio::pin!(notified);
+            // Register as a waiter before looking at the state so no wake-up is missed.
+            notified.as_mut().enable();
+            let deadline = {
+                let now = Instant::now();
+                let mut st = self.inner.state();
+                let promoted = self.inner.promote_ready(&mut st, now);
+                if let Some(key) = self.inner.pop_locked(&mut st, now) {
+                    let more = promoted && !st.queue.is_empty();
+                    drop(st);
+                    if more {
+                        // Several parked keys became ready at once but only one getter was
+                        // woken for them: pass the baton. (Plain adds wake a getter each.)
+                        self.inner.items.notify_one();
+                    }
+                    return Some(key);
+                }
+                if st.shutting_down {
+                    return None;
+                }
+                Inner::earliest_ready(&st)
+            };
+            match deadline {
+                Some(at) => {
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// The next key if one is ready now, without waiting. `None` also when shutting down.
+    pub fn try_get(&self) -> Option<K> {
+        let now = Instant::now();
+        let mut st = self.inner.state();
+        let promoted = self.inner.promote_ready(&mut st, now);
+        let key = self.inner.pop_locked(&mut st, now);
+        let more = promoted && !st.queue.is_empty();
+        drop(st);
+        if more {
+            self.inner.items.notify_one();
+        }
+        key
+    }
+
+    /// Mark `key` as processed (client-go `Done`); if it was added again meanwhile it is queued
+    /// again. A key that is not in flight is ignored (client-go would queue it a second time).
+    pub fn done(&self, key: &K) {
+        let now = Instant::now();
+        let mut st = self.inner.state();
+        let Some(started) = st.processing.remove(key) else {
+            tracing::warn!(queue = %self.inner.name, %key, "done() for a key that is not being processed");
+            return;
+        };
+        if let Some(m) = &self.inner.metrics {
+            m.work_duration
+                .observe(now.saturating_duration_since(started).as_secs_f64());
+        }
+        let requeued = st.dirty.contains(key);
+        if requeued {
+            st.queue.push_back(key.clone());
+        }
+        let idle = st.processing.is_empty();
+        drop(st);
+        if requeued {
+            self.inner.items.notify_one();
+        }
+        if idle {
+            self.inner.idle.notify_waiters();
+        }
+    }
+
+    /// Number of keys queued and not in flight (client-go `Len`). Keys re-added while in flight
+    /// are not counted until `done`; the depth metric counts them.
+    pub fn len(&self) -> usize {
+        let mut st = self.inner.state();
+        let pushed = self.inner.promote_ready(&mut st, Instant::now());
+        let n = st.queue.len();
+        drop(st);
+        if pushed {
+            self.inner.items.notify_one();
+        }
+        n
+    }
+
+    /// Whether [`WorkQueue::len`] is zero.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stop accepting keys (client-go `ShutDown`): adds are ignored, parked keys are dropped,
+    /// workers get the keys still queued and then `None`. Also stops a pending
+    /// `shut_down_with_drain` from waiting.
+    pub fn shut_down(&self) {
+        {
+            let mut st = self.inner.state();
+            st.drain = false;
+            st.shutting_down = true;
+            st.waiting.clear();
+            st.waiting_by_key.clear();
+        }
+        self.inner.items.notify_waiters();
+        self.inner.idle.notify_waiters();
+    }
+
+    /// Like [`WorkQueue::shut_down`] but waits until no key is in flight (client-go
+    /// `ShutDownWithDrain`). Workers must call `done` for every key they got, or this waits
+    /// forever; a later `shut_down` stops the wait.
+    pub async fn shut_down_with_drain(&self) {
+        {
+            let mut st = self.inner.state();
+            st.drain = true;
+            st.shutting_down = true;
+            st.waiting.clear();
+            st.waiting_by_key.clear();
+        }
+        self.inner.items.notify_waiters();
+        loop {
+            let idle = self.inner.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            {
+                let st = self.inner.state();
+                if st.processing.is_empty() || !st.drain {
+                    return;
+                }
+            }
+            idle.await;
+        }
+    }
+
+    /// Whether `shut_down` or `shut_down_with_drain` was called (client-go `ShuttingDown`).
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.state().shutting_down
+    }
+
+    /// Refresh the `unfinished_work_seconds` / `longest_running_processor_seconds` gauges (and
+    /// promote parked keys that are ready). [`crate::runtime::metrics::Metrics::encode`] calls
+    /// this for every queue built with metrics.
+    pub fn update_unfinished_work(&self) {
+        self.inner.update_unfinished_work();
+    }
+
+    /// Per-key view of the queue for the debug endpoint and the inspector.
+    pub fn snapshot(&self) -> QueueSnapshot {
+        let now = Instant::now();
+        let wall_now = Utc::now();
+        let wall = |t: Instant| -> DateTime<Utc> {
+            let (earlier, d) = if t <= now {
+                (true, now - t)
+            } else {
+                (false, t - now)
+            };
+            let d = chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
+            if earlier {
+                wall_now.checked_sub_signed(d).unwrap_or(wall_now)
+            } else {
+                wall_now.checked_add_signed(d).unwrap_or(wall_now)
+            }
+        };
+        let (snap, pushed, rate_limited) = {
+            let mut st = self.inner.state();
+            let pushed = self.inner.promote_ready(&mut st, now);
+            let queued = st
+                .queue
+                .iter()
+                .map(|k| {
+                    let added = st.add_times.get(k).copied().unwrap_or(now);
+                    QueuedKey {
+                        key: k.to_string(),
+                        added_at: wall(added),
+                        queued_seconds: now.saturating_duration_since(added).as_secs_f64(),
+                    }
+                })
+                .collect();
+            let mut in_flight: Vec<InFlightKey> = st
+                .processing
+                .iter()
+                .map(|(k, started)| InFlightKey {
+                    key: k.to_string(),
+                    started_at: wall(*started),
+                    running_seconds: now.saturating_duration_since(*started).as_secs_f64(),
+                    added_again: st.dirty.contains(k),
+                })
+                .collect();
+            in_flight.sort_by(|a, b| a.key.cmp(&b.key));
+            let waiting = st
+                .waiting
+                .iter()
+                .map(|((ready, _), k)| WaitingKey {
+                    key: k.to_string(),
+                    ready_at: wall(*ready),
+                    ready_in_seconds: ready.saturating_duration_since(now).as_secs_f64(),
+                })
+                .collect();
+            let snap = QueueSnapshot {
+                name: self.inner.name.clone(),
+                shutting_down: st.shutting_down,
+                depth: st.queue.len(),
+                queued,
+                in_flight,
+                waiting,
+                retries: Vec::new(),
+            };
+            let rate_limited: Vec<K> = st.rate_limited.iter().cloned().collect();
+            (snap, pushed, rate_limited)
+        };
+        if pushed {
+            self.inner.items.notify_one();
+        }
+        let retries = rate_limited
+            .into_iter()
+            .filter_map(|k| {
+                let n = self.inner.rate_limiter.num_requeues(&k);
+                (n > 0).then(|| KeyRetries {
+                    key: k.to_string(),
+                    num_requeues: n,
+                })
+            })
+            .collect();
+        QueueSnapshot { retries, ..snap }
+    }
+}
+
+fn far_future() -> Instant {
+    // ~30 years: effectively never, without overflowing Instant arithmetic.
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+/// Serializable view of a queue ([`WorkQueue::snapshot`]). Wall-clock times are derived from
+/// the monotonic clock at snapshot time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueSnapshot {
+    /// Queue name (`virt-controller-vm`, ...).
+    pub name: String,
+    /// Whether the queue is shutting down.
+    pub shutting_down: bool,
+    /// Keys queued and not in flight ([`WorkQueue::len`]).
+    pub depth: usize,
+    /// Queued keys in processing order.
+    pub queued: Vec<QueuedKey>,
+    /// Keys handed to a worker and not yet done, sorted by key.
+    pub in_flight: Vec<InFlightKey>,
+    /// Keys parked by `add_after`/`add_rate_limited`, earliest first.
+    pub waiting: Vec<WaitingKey>,
+    /// Keys with a non-zero failure count in the rate limiter, sorted by key.
+    pub retries: Vec<KeyRetries>,
+}
+
+/// A queued key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuedKey {
+    /// `namespace/name`.
+    pub key: String,
+    /// When the key was added.
+    pub added_at: DateTime<Utc>,
+    /// Seconds since it was added.
+    pub queued_seconds: f64,
+}
+
+/// A key being processed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlightKey {
+    /// `namespace/name`.
+    pub key: String,
+    /// When a worker got it.
+    pub started_at: DateTime<Utc>,
+    /// Seconds since a worker got it.
+    pub running_seconds: f64,
+    /// Whether it was added again meanwhile (it will be queued again on `done`).
+    pub added_again: bool,
+}
+
+/// A key parked until its ready time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingKey {
+    /// `namespace/name`.
+    pub key: String,
+    /// When it will be queued.
+    pub ready_at: DateTime<Utc>,
+    /// Seconds until then.
+    pub ready_in_seconds: f64,
+}
+
+/// A key's rate-limiter failure count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRetries {
+    /// `namespace/name`.
+    pub key: String,
+    /// [`WorkQueue::num_requeues`].
+    pub num_requeues: usize,
+}
+
+#[cfg(test)]
+mod tests;

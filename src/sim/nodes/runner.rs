@@ -1,0 +1,1273 @@
+//! The node simulator's event loop and its control handle.
+//!
+//! One task watches Pods, Nodes and VirtualMachineInstances (kube-runtime `watcher`, list +
+//! watch with back-off), keeps its own cache of them, and after every batch of events runs a
+//! level-triggered pass: PodGC for removed nodes → virt-handler → scheduler → kubelet. Each step
+//! asks a pure decision function what to write and writes it with that component's client.
+//! Write responses go straight into the cache (newest `resourceVersion` wins) so the next pass
+//! builds on them; conflicts are simply retried on a later pass.
+
+use super::faults::{FaultState, Matcher};
+use super::kubelet::{self, KubeletAction, KubeletInputs, find_condition, set_condition};
+use super::node::{NodeCapacity, build_node, node_internal_ip, pod_ip};
+use super::scheduler::{self, ScheduleDecision, node_usage, wants_scheduling};
+use super::virt_handler::{self, VmiDecision, vmi_node};
+use super::{
+    AGENT_KUBELET, AGENT_NODE_LIFECYCLE, AGENT_SCHEDULER, AGENT_VIRT_HANDLER, NodeSimConfig,
+    NodeSimError, validate_grace_scale,
+};
+use axum::http::{HeaderValue, header::USER_AGENT};
+use futures::{FutureExt, StreamExt, stream::BoxStream};
+use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+    Preconditions,
+};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How soon to retry after a failed write.
+const RETRY_AFTER: Duration = Duration::from_millis(250);
+
+/// VMI status write mode: not yet known / `status` subresource / whole object.
+const VMI_STATUS_UNKNOWN: u8 = 0;
+const VMI_STATUS_SUBRESOURCE: u8 = 1;
+const VMI_STATUS_MAIN: u8 = 2;
+
+#[derive(Clone)]
+struct Clients {
+    scheduler: Client,
+    kubelet: Client,
+    virt_handler: Client,
+    lifecycle: Client,
+}
+
+fn client_with_agent(config: &kube::Config, agent: &'static str) -> Result<Client, NodeSimError> {
+    let mut config = config.clone();
+    config.headers.retain(|(name, _)| name != USER_AGENT);
+    config
+        .headers
+        .push((USER_AGENT, HeaderValue::from_static(agent)));
+    Client::try_from(config).map_err(|source| NodeSimError::Api {
+        what: format!("building the {agent} client"),
+        source,
+    })
+}
+
+#[derive(Debug, Clone)]
+struct SimState {
+    kubelet_delay: Duration,
+    grace_scale: f64,
+    capacity: NodeCapacity,
+    /// Managed node name → index.
+    managed: BTreeMap<String, usize>,
+    /// Nodes removed through the handle (their pods are garbage-collected).
+    removed: BTreeSet<String>,
+    next_index: usize,
+    faults: FaultState,
+}
+
+struct Inner {
+    clients: Clients,
+    state: Mutex<SimState>,
+    wake: tokio::sync::Notify,
+    vmi_resource: ApiResource,
+    vmi_status_mode: AtomicU8,
+}
+
+impl Inner {
+    fn state(&self) -> MutexGuard<'_, SimState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn vmi_api_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance"),
+        "virtualmachineinstances",
+    )
+}
+
+fn now_time() -> Time {
+    let secs = chrono::Utc::now().timestamp();
+    Time(
+        k8s_openapi::jiff::Timestamp::from_second(secs)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    )
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> NodeSimError {
+    let what = what.into();
+    move |source| NodeSimError::Api { what, source }
+}
+
+fn is_status(err: &kube::Error, code: u16) -> bool {
+    matches!(err, kube::Error::Api(s) if s.code == code)
+}
+
+fn key_of<K: ResourceExt>(obj: &K) -> String {
+    match obj.namespace() {
+        Some(ns) => format!("{ns}/{}", obj.name_any()),
+        None => obj.name_any(),
+    }
+}
+
+fn rv_number<K: ResourceExt>(obj: &K) -> Option<u64> {
+    obj.resource_version()?.parse().ok()
+}
+
+/// Cache of one kind, fed by a watcher and by write responses.
+struct Cache<K> {
+    items: BTreeMap<String, K>,
+    init: Option<BTreeMap<String, K>>,
+}
+
+impl<K: ResourceExt + Clone> Cache<K> {
+    fn new() -> Self {
+        Cache {
+            items: BTreeMap::new(),
+            init: None,
+        }
+    }
+
+    /// Insert unless the cached copy of the same object is newer.
+    fn upsert(&mut self, obj: K) {
+        let key = key_of(&obj);
+        if let Some(old) = self.items.get(&key)
+            && old.uid() == obj.uid()
+            && let (Some(a), Some(b)) = (rv_number(old), rv_number(&obj))
+            && a > b
+        {
+            return;
+        }
+        self.items.insert(key, obj);
+    }
+
+    fn remove(&mut self, obj: &K) {
+        let key = key_of(obj);
+        if self
+            .items
+            .get(&key)
+            .is_some_and(|old| old.uid() == obj.uid())
+        {
+            self.items.remove(&key);
+        }
+    }
+
+    fn apply(&mut self, event: watcher::Event<K>) {
+        match event {
+            watcher::Event::Apply(o) => self.upsert(o),
+            watcher::Event::Delete(o) => self.remove(&o),
+            watcher::Event::Init => self.init = Some(BTreeMap::new()),
+            watcher::Event::InitApply(o) => {
+                if let Some(buf) = self.init.as_mut() {
+                    buf.insert(key_of(&o), o);
+                } else {
+                    self.upsert(o);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(buf) = self.init.take() {
+                    self.items = buf;
+                }
+            }
+        }
+    }
+}
+
+/// Control handle of a running [`NodeSimulator`]: fault injection and knobs. Cheap to clone.
+#[derive(Clone)]
+pub struct NodeSimHandle {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for NodeSimHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeSimHandle")
+            .field("nodes", &self.node_names())
+            .finish()
+    }
+}
+
+/// A running node simulator (see the module docs). Stop it with [`NodeSimulator::shutdown`];
+/// dropping it also stops the loop (without waiting).
+pub struct NodeSimulator {
+    handle: NodeSimHandle,
+    cancel: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Drop for NodeSimulator {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+impl NodeSimulator {
+    /// Register the nodes and start the loop against the API server of `kube_config`.
+    ///
+    /// Errors: [`NodeSimError::Config`] for bad settings, [`NodeSimError::Api`] when a client
+    /// cannot be built or a Node cannot be registered.
+    pub async fn start(
+        kube_config: kube::Config,
+        config: NodeSimConfig,
+    ) -> Result<Self, NodeSimError> {
+        config.validate()?;
+        let clients = Clients {
+            scheduler: client_with_agent(&kube_config, AGENT_SCHEDULER)?,
+            kubelet: client_with_agent(&kube_config, AGENT_KUBELET)?,
+            virt_handler: client_with_agent(&kube_config, AGENT_VIRT_HANDLER)?,
+            lifecycle: client_with_agent(&kube_config, AGENT_NODE_LIFECYCLE)?,
+        };
+        let inner = Arc::new(Inner {
+            clients,
+            state: Mutex::new(SimState {
+                kubelet_delay: config.kubelet_delay,
+                grace_scale: config.grace_scale,
+                capacity: config.capacity.clone(),
+                managed: BTreeMap::new(),
+                removed: BTreeSet::new(),
+                next_index: 0,
+                faults: FaultState::default(),
+            }),
+            wake: tokio::sync::Notify::new(),
+            vmi_resource: vmi_api_resource(),
+            vmi_status_mode: AtomicU8::new(VMI_STATUS_UNKNOWN),
+        });
+        let handle = NodeSimHandle { inner };
+        for _ in 0..config.nodes {
+            handle.add_node().await?;
+        }
+        let cancel = CancellationToken::new();
+        let runner = Runner::new(handle.inner.clone());
+        let task = tokio::spawn(runner.run(cancel.clone()));
+        Ok(NodeSimulator {
+            handle,
+            cancel,
+            task: Some(task),
+        })
+    }
+
+    /// [`NodeSimulator::start`] with a client configuration read from a kubeconfig file.
+    ///
+    /// Errors: [`NodeSimError::Kubeconfig`] when the file cannot be read or used.
+    pub async fn start_from_kubeconfig(
+        path: &Path,
+        config: NodeSimConfig,
+    ) -> Result<Self, NodeSimError> {
+        let kubeconfig_err = |message: String| NodeSimError::Kubeconfig {
+            path: path.display().to_string(),
+            message,
+        };
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(path).map_err(|e| kubeconfig_err(e.to_string()))?;
+        let kube_config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| kubeconfig_err(e.to_string()))?;
+        Self::start(kube_config, config).await
+    }
+
+    /// The control handle.
+    pub fn handle(&self) -> &NodeSimHandle {
+        &self.handle
+    }
+
+    /// Stop the loop and wait for it to end. Nodes are left registered.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+async fn write_pod_status(
+    client: &Client,
+    pod: &Pod,
+    status: PodStatus,
+) -> Result<Pod, kube::Error> {
+    let ns = pod.namespace().unwrap_or_default();
+    let mut p = pod.clone();
+    p.status = Some(status);
+    Api::<Pod>::namespaced(client.clone(), &ns)
+        .replace_status(&pod.name_any(), &PostParams::default(), &p)
+        .await
+}
+
+async fn delete_pod_now(client: &Client, pod: &Pod) -> Result<(), kube::Error> {
+    let ns = pod.namespace().unwrap_or_default();
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: pod.uid(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match Api::<Pod>::namespaced(client.clone(), &ns)
+        .delete(&pod.name_any(), &dp)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 404) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Bind through `pods/binding` (as kube-scheduler does). A server without that subresource
+/// (404/405 while the pod exists) gets an update of `spec.nodeName` instead.
+async fn bind_pod(client: &Client, pod: &Pod, node: &str) -> Result<Option<Pod>, kube::Error> {
+    let ns = pod.namespace().unwrap_or_default();
+    let api = Api::<Pod>::namespaced(client.clone(), &ns);
+    let binding = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod.name_any(), "namespace": ns, "uid": pod.uid()},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    match api
+        .create_subresource::<_, Value>(
+            "binding",
+            &pod.name_any(),
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+    {
+        Ok(_) => Ok(None),
+        Err(e) if is_status(&e, 404) || is_status(&e, 405) => {
+            let Some(mut current) = api.get_opt(&pod.name_any()).await? else {
+                return Err(e);
+            };
+            if let Some(spec) = current.spec.as_mut() {
+                spec.node_name = Some(node.to_string());
+            }
+            api.replace(&pod.name_any(), &PostParams::default(), &current)
+                .await
+                .map(Some)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl Inner {
+    /// PUT a VMI's status: through `status` when the server serves it for VMIs, else the whole
+    /// object (KubeVirt's VMI CRD has no status subresource).
+    async fn write_vmi(&self, vmi: &Value) -> Result<DynamicObject, NodeSimError> {
+        let obj: DynamicObject =
+            serde_json::from_value(vmi.clone()).map_err(|e| NodeSimError::InvalidState {
+                kind: "VirtualMachineInstance",
+                key: String::new(),
+                message: format!("cannot encode: {e}"),
+            })?;
+        let ns = obj.namespace().unwrap_or_default();
+        let name = obj.name_any();
+        let what = format!("updating VirtualMachineInstance {ns}/{name}");
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.clients.virt_handler.clone(), &ns, &self.vmi_resource);
+        let pp = PostParams::default();
+        if self.vmi_status_mode.load(Ordering::Relaxed) != VMI_STATUS_MAIN {
+            match api.replace_status(&name, &pp, &obj).await {
+                Ok(o) => {
+                    self.vmi_status_mode
+                        .store(VMI_STATUS_SUBRESOURCE, Ordering::Relaxed);
+                    return Ok(o);
+                }
+                Err(e) if is_status(&e, 404) || is_status(&e, 405) => {
+                    if api
+                        .get_opt(&name)
+                        .await
+                        .map_err(api_err(what.clone()))?
+                        .is_none()
+                    {
+                        return Err(NodeSimError::NotFound {
+                            kind: "VirtualMachineInstance",
+                            key: format!("{ns}/{name}"),
+                        });
+                    }
+                    self.vmi_status_mode
+                        .store(VMI_STATUS_MAIN, Ordering::Relaxed);
+                }
+                Err(e) => return Err(api_err(what)(e)),
+            }
+        }
+        api.replace(&name, &pp, &obj).await.map_err(api_err(what))
+    }
+}
+
+/// Retry `attempt` on 409 Conflict a few times (each attempt re-reads the object).
+async fn with_conflict_retry<T, F, Fut>(mut attempt: F) -> Result<T, NodeSimError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, NodeSimError>>,
+{
+    let mut tries = 0;
+    loop {
+        match attempt().await {
+            Err(NodeSimError::Api { source, .. }) if is_status(&source, 409) && tries < 5 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(20 * tries)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+impl NodeSimHandle {
+    fn wake(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    /// Names of the simulated nodes currently registered, in index order.
+    pub fn node_names(&self) -> Vec<String> {
+        let state = self.inner.state();
+        let mut nodes: Vec<(usize, String)> =
+            state.managed.iter().map(|(n, i)| (*i, n.clone())).collect();
+        nodes.sort();
+        nodes.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// Change the delay between binding and a pod running (applies to pods not yet running).
+    pub fn set_kubelet_delay(&self, delay: Duration) {
+        self.inner.state().kubelet_delay = delay;
+        self.wake();
+    }
+
+    /// Change the grace-period factor. Errors: [`NodeSimError::Config`] if not finite and ≥ 0.
+    pub fn set_grace_scale(&self, scale: f64) -> Result<(), NodeSimError> {
+        validate_grace_scale(scale)?;
+        self.inner.state().grace_scale = scale;
+        self.wake();
+        Ok(())
+    }
+
+    /// Pods matching `matcher` that are not running yet stay Pending with their containers
+    /// waiting `ErrImagePull`, then `ImagePullBackOff`, until [`Self::clear_image_pull_faults`].
+    pub fn stick_image_pull(&self, matcher: Matcher) {
+        self.inner.state().faults.image_pull.push(matcher);
+        self.wake();
+    }
+
+    /// Let stuck pods pull their images (they then start normally).
+    pub fn clear_image_pull_faults(&self) {
+        self.inner.state().faults.image_pull.clear();
+        self.wake();
+    }
+
+    /// The next `count` VMIs matching `matcher` that reach `Scheduled` go `Failed` instead of
+    /// `Running` (their launcher pod fails with exit code 1), like a guest that dies during
+    /// boot.
+    pub fn fail_vmis_before_running(&self, matcher: Matcher, count: u32) {
+        if count > 0 {
+            self.inner
+                .state()
+                .faults
+                .fail_before_running
+                .push((matcher, count));
+            self.wake();
+        }
+    }
+
+    fn managed_node_of_pod(&self, pod: &Pod) -> Option<String> {
+        let node = pod.spec.as_ref()?.node_name.clone()?;
+        self.inner
+            .state()
+            .managed
+            .contains_key(&node)
+            .then_some(node)
+    }
+
+    /// Make a pod on a simulated node fail: every container terminated with exit code 1
+    /// (reason `Error`), phase `Failed`.
+    ///
+    /// Errors: [`NodeSimError::NotFound`], [`NodeSimError::InvalidState`] when the pod is not on
+    /// one of our nodes or already ended, [`NodeSimError::Api`].
+    pub async fn fail_pod(&self, namespace: &str, name: &str) -> Result<(), NodeSimError> {
+        let key = format!("{namespace}/{name}");
+        let api = Api::<Pod>::namespaced(self.inner.clients.kubelet.clone(), namespace);
+        with_conflict_retry(|| async {
+            let pod = api
+                .get_opt(name)
+                .await
+                .map_err(api_err(format!("reading Pod {key}")))?
+                .ok_or_else(|| NodeSimError::NotFound {
+                    kind: "Pod",
+                    key: key.clone(),
+                })?;
+            if self.managed_node_of_pod(&pod).is_none() {
+                return Err(NodeSimError::InvalidState {
+                    kind: "Pod",
+                    key: key.clone(),
+                    message: "spec.nodeName is not a simulated node".into(),
+                });
+            }
+            if kubelet::is_terminal(&pod) {
+                return Err(NodeSimError::InvalidState {
+                    kind: "Pod",
+                    key: key.clone(),
+                    message: "status.phase is already Succeeded or Failed".into(),
+                });
+            }
+            let status = kubelet::terminated_status(
+                &pod,
+                1,
+                "Error",
+                Some("simulated failure"),
+                &now_time(),
+            );
+            write_pod_status(&self.inner.clients.kubelet, &pod, status)
+                .await
+                .map_err(api_err(format!("updating status of Pod {key}")))
+        })
+        .await?;
+        self.wake();
+        Ok(())
+    }
+
+    /// The guest of a Running VMI shuts down: VMI `Succeeded`, launcher pod `Succeeded`.
+    ///
+    /// Errors: [`NodeSimError::NotFound`], [`NodeSimError::InvalidState`] when the VMI is not
+    /// Running on one of our nodes, [`NodeSimError::Api`].
+    pub async fn shutdown_guest(&self, namespace: &str, name: &str) -> Result<(), NodeSimError> {
+        self.stop_guest(namespace, name, virt_handler::PHASE_SUCCEEDED, 0)
+            .await
+    }
+
+    /// The guest of a Running VMI crashes: VMI `Failed` (no status reason, as virt-handler),
+    /// launcher pod `Failed` with exit code 1.
+    ///
+    /// Errors: as [`Self::shutdown_guest`].
+    pub async fn crash_guest(&self, namespace: &str, name: &str) -> Result<(), NodeSimError> {
+        self.stop_guest(namespace, name, virt_handler::PHASE_FAILED, 1)
+            .await
+    }
+
+    async fn stop_guest(
+        &self,
+        namespace: &str,
+        name: &str,
+        phase: &str,
+        exit_code: i32,
+    ) -> Result<(), NodeSimError> {
+        let key = format!("{namespace}/{name}");
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.inner.clients.virt_handler.clone(),
+            namespace,
+            &self.inner.vmi_resource,
+        );
+        let written = with_conflict_retry(|| async {
+            let obj = api
+                .get_opt(name)
+                .await
+                .map_err(api_err(format!("reading VirtualMachineInstance {key}")))?
+                .ok_or_else(|| NodeSimError::NotFound {
+                    kind: "VirtualMachineInstance",
+                    key: key.clone(),
+                })?;
+            let vmi = serde_json::to_value(&obj).unwrap_or(Value::Null);
+            let on_our_node = vmi_node(&vmi).is_some_and(|n| self.inner.state().managed.contains_key(n));
+            if virt_handler::vmi_phase(&vmi) != virt_handler::PHASE_RUNNING || !on_our_node {
+                return Err(NodeSimError::InvalidState {
+                    kind: "VirtualMachineInstance",
+                    key: key.clone(),
+                    message: format!(
+                        "status.phase is {:?} on node {:?}; only a Running VMI on a simulated node has a guest to stop",
+                        virt_handler::vmi_phase(&vmi),
+                        vmi_node(&vmi)
+                    ),
+                });
+            }
+            let new = virt_handler::final_vmi(&vmi, phase, &now_rfc3339());
+            self.inner.write_vmi(&new).await?;
+            Ok(vmi)
+        })
+        .await?;
+        // The launcher's compute container exits once the domain is gone.
+        let pods = Api::<Pod>::namespaced(self.inner.clients.kubelet.clone(), namespace);
+        let uid = written
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let selector = format!("{}={uid}", virt_handler::LABEL_CREATED_BY);
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(api_err(format!("listing launcher pods of {key}")))?;
+        if let Some(launcher) = virt_handler::find_launcher_pod(&written, list.items.iter()) {
+            let reason = if exit_code == 0 { "Completed" } else { "Error" };
+            let pod_name = launcher.name_any();
+            with_conflict_retry(|| async {
+                let pod = pods
+                    .get(&pod_name)
+                    .await
+                    .map_err(api_err(format!("reading Pod {namespace}/{pod_name}")))?;
+                if kubelet::is_terminal(&pod) {
+                    return Ok(());
+                }
+                let status = kubelet::terminated_status(&pod, exit_code, reason, None, &now_time());
+                write_pod_status(&self.inner.clients.kubelet, &pod, status)
+                    .await
+                    .map(|_| ())
+                    .map_err(api_err(format!(
+                        "updating status of Pod {namespace}/{pod_name}"
+                    )))
+            })
+            .await?;
+        }
+        self.wake();
+        Ok(())
+    }
+
+    /// Register one more node (`sim-node-<next index>`) and return its name.
+    ///
+    /// Errors: [`NodeSimError::Api`] when the Node cannot be created.
+    pub async fn add_node(&self) -> Result<String, NodeSimError> {
+        let (index, capacity) = {
+            let mut state = self.inner.state();
+            let index = state.next_index;
+            state.next_index += 1;
+            (index, state.capacity.clone())
+        };
+        let node = build_node(index, &capacity, &now_time());
+        let name = node.name_any();
+        let api = Api::<Node>::all(self.inner.clients.kubelet.clone());
+        let what = format!("registering Node {name}");
+        let created = match api.create(&PostParams::default(), &node).await {
+            Ok(n) => n,
+            Err(e) if is_status(&e, 409) => {
+                let mut existing = api.get(&name).await.map_err(api_err(what.clone()))?;
+                existing.metadata.labels = node.metadata.labels.clone();
+                existing.metadata.annotations = node.metadata.annotations.clone();
+                existing.spec = node.spec.clone();
+                api.replace(&name, &PostParams::default(), &existing)
+                    .await
+                    .map_err(api_err(what.clone()))?
+            }
+            Err(e) => return Err(api_err(what)(e)),
+        };
+        if created.status != node.status {
+            let mut with_status = created.clone();
+            with_status.status = node.status.clone();
+            api.replace_status(&name, &PostParams::default(), &with_status)
+                .await
+                .map_err(api_err(format!("posting status of Node {name}")))?;
+        }
+        {
+            let mut state = self.inner.state();
+            state.removed.remove(&name);
+            state.managed.insert(name.clone(), index);
+        }
+        self.wake();
+        Ok(name)
+    }
+
+    /// Remove a simulated node: its kubelet stops, the Node object is deleted, and its pods are
+    /// handled as PodGC does for pods of a vanished node: phase `Failed` with condition
+    /// `DisruptionTarget` (reason `DeletionByPodGC`), then force-deleted. VMIs on it are left to
+    /// virt-controller (their launcher pod vanishes).
+    ///
+    /// Errors: [`NodeSimError::NotFound`] for a name that is not a simulated node,
+    /// [`NodeSimError::Api`].
+    pub async fn remove_node(&self, name: &str) -> Result<(), NodeSimError> {
+        {
+            let mut state = self.inner.state();
+            if state.managed.remove(name).is_none() {
+                return Err(NodeSimError::NotFound {
+                    kind: "Node",
+                    key: name.to_string(),
+                });
+            }
+            state.removed.insert(name.to_string());
+        }
+        let api = Api::<Node>::all(self.inner.clients.lifecycle.clone());
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if is_status(&e, 404) => {}
+            Err(e) => return Err(api_err(format!("deleting Node {name}"))(e)),
+        }
+        self.wake();
+        Ok(())
+    }
+}
+
+/// Per-object bookkeeping of the loop.
+struct Runner {
+    inner: Arc<Inner>,
+    pods: Cache<Pod>,
+    nodes: Cache<Node>,
+    vmis: Cache<DynamicObject>,
+    bound_seen: HashMap<String, Instant>,
+    deletion_seen: HashMap<String, Instant>,
+    /// Pod UID → (resourceVersion our write produced, status we wrote).
+    last_status_write: HashMap<String, (Option<String>, PodStatus)>,
+    deleted: HashSet<String>,
+    ip_seq: BTreeMap<String, u64>,
+    /// Pod UID → IP handed out (kept until the pod is gone).
+    pod_ips: HashMap<String, String>,
+    /// Pods bound by us whose watch update has not arrived yet:
+    /// UID → (resourceVersion at binding time, node).
+    awaiting_bind: HashMap<String, (Option<String>, String)>,
+}
+
+/// Outcome of one pass.
+#[derive(Default)]
+struct PassResult {
+    next: Option<Instant>,
+}
+
+impl PassResult {
+    fn at(&mut self, when: Instant) {
+        self.next = Some(self.next.map_or(when, |n| n.min(when)));
+    }
+}
+
+impl Runner {
+    fn new(inner: Arc<Inner>) -> Self {
+        Runner {
+            inner,
+            pods: Cache::new(),
+            nodes: Cache::new(),
+            vmis: Cache::new(),
+            bound_seen: HashMap::new(),
+            deletion_seen: HashMap::new(),
+            last_status_write: HashMap::new(),
+            deleted: HashSet::new(),
+            ip_seq: BTreeMap::new(),
+            pod_ips: HashMap::new(),
+            awaiting_bind: HashMap::new(),
+        }
+    }
+
+    async fn run(mut self, cancel: CancellationToken) {
+        let cfg = watcher::Config::default();
+        let mut pods: BoxStream<'static, Result<watcher::Event<Pod>, watcher::Error>> = watcher(
+            Api::<Pod>::all(self.inner.clients.kubelet.clone()),
+            cfg.clone(),
+        )
+        .default_backoff()
+        .boxed();
+        let mut nodes: BoxStream<'static, Result<watcher::Event<Node>, watcher::Error>> = watcher(
+            Api::<Node>::all(self.inner.clients.kubelet.clone()),
+            cfg.clone(),
+        )
+        .default_backoff()
+        .boxed();
+        let mut vmis: BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>> =
+            watcher(
+                Api::<DynamicObject>::all_with(
+                    self.inner.clients.virt_handler.clone(),
+                    &self.inner.vmi_resource,
+                ),
+                cfg,
+            )
+            .default_backoff()
+            .boxed();
+        let mut next: Option<Instant> = None;
+        loop {
+            let sleep = async {
+                match next {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => futures::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                Some(ev) = pods.next() => self.on_pod(ev),
+                Some(ev) = nodes.next() => self.on_node(ev),
+                Some(ev) = vmis.next() => self.on_vmi(ev),
+                _ = self.inner.wake.notified() => {}
+                _ = sleep => {}
+            }
+            // Take every event that is already there before acting.
+            loop {
+                let mut any = false;
+                if let Some(Some(ev)) = pods.next().now_or_never() {
+                    self.on_pod(ev);
+                    any = true;
+                }
+                if let Some(Some(ev)) = nodes.next().now_or_never() {
+                    self.on_node(ev);
+                    any = true;
+                }
+                if let Some(Some(ev)) = vmis.next().now_or_never() {
+                    self.on_vmi(ev);
+                    any = true;
+                }
+                if !any {
+                    break;
+                }
+            }
+            if cancel.is_cancelled() {
+                break;
+            }
+            next = self.pass().await.next;
+        }
+    }
+
+    fn on_pod(&mut self, ev: Result<watcher::Event<Pod>, watcher::Error>) {
+        match ev {
+            Ok(e) => self.pods.apply(e),
+            Err(e) => tracing::debug!(error = %e, "pod watch"),
+        }
+    }
+
+    fn on_node(&mut self, ev: Result<watcher::Event<Node>, watcher::Error>) {
+        match ev {
+            Ok(e) => self.nodes.apply(e),
+            Err(e) => tracing::debug!(error = %e, "node watch"),
+        }
+    }
+
+    fn on_vmi(&mut self, ev: Result<watcher::Event<DynamicObject>, watcher::Error>) {
+        match ev {
+            Ok(e) => self.vmis.apply(e),
+            Err(e) => tracing::debug!(error = %e, "virtualmachineinstance watch"),
+        }
+    }
+
+    async fn pass(&mut self) -> PassResult {
+        let state = self.inner.state().clone();
+        let mut result = PassResult::default();
+        let now = Instant::now();
+        self.pod_gc(&state, &mut result).await;
+        self.virt_handler(&state, &mut result).await;
+        self.scheduler(&state, &mut result, now).await;
+        self.kubelet(&state, &mut result, now).await;
+        // Forget objects that are gone.
+        let live: HashSet<String> = self.pods.items.values().filter_map(|p| p.uid()).collect();
+        self.bound_seen.retain(|uid, _| live.contains(uid));
+        self.deletion_seen.retain(|uid, _| live.contains(uid));
+        self.last_status_write.retain(|uid, _| live.contains(uid));
+        self.deleted.retain(|uid| live.contains(uid));
+        self.pod_ips.retain(|uid, _| live.contains(uid));
+        self.awaiting_bind.retain(|uid, _| live.contains(uid));
+        result
+    }
+
+    /// Whether the cached copy of `pod` predates a binding we made (its watch update is due).
+    fn stale_after_bind(&self, pod: &Pod) -> bool {
+        pod.uid()
+            .and_then(|uid| self.awaiting_bind.get(&uid))
+            .is_some_and(|(rv, _)| *rv == pod.resource_version())
+    }
+
+    fn pod_status_unchanged_since_our_write(&self, pod: &Pod, desired: &PodStatus) -> bool {
+        let Some(uid) = pod.uid() else { return false };
+        self.last_status_write
+            .get(&uid)
+            .is_some_and(|(rv, written)| {
+                rv.as_deref() == pod.resource_version().as_deref() && written == desired
+            })
+    }
+
+    async fn put_pod_status(
+        &mut self,
+        client: &Client,
+        pod: &Pod,
+        status: PodStatus,
+        result: &mut PassResult,
+    ) -> bool {
+        if self.pod_status_unchanged_since_our_write(pod, &status) {
+            // The server normalised what we wrote; writing it again would only churn.
+            return false;
+        }
+        match write_pod_status(client, pod, status.clone()).await {
+            Ok(updated) => {
+                if let Some(uid) = updated.uid() {
+                    self.last_status_write
+                        .insert(uid, (updated.resource_version(), status));
+                }
+                self.pods.upsert(updated);
+                result.at(Instant::now());
+                true
+            }
+            Err(e) => {
+                tracing::debug!(pod = %key_of(pod), error = %e, "pod status write failed");
+                result.at(Instant::now() + RETRY_AFTER);
+                false
+            }
+        }
+    }
+
+    async fn delete_pod(&mut self, client: &Client, pod: &Pod, result: &mut PassResult) {
+        let Some(uid) = pod.uid() else { return };
+        if self.deleted.contains(&uid) {
+            return;
+        }
+        match delete_pod_now(client, pod).await {
+            Ok(()) => {
+                self.deleted.insert(uid);
+            }
+            Err(e) => {
+                tracing::debug!(pod = %key_of(pod), error = %e, "pod delete failed");
+                result.at(Instant::now() + RETRY_AFTER);
+            }
+        }
+    }
+
+    /// PodGC stand-in for pods bound to nodes removed through the handle.
+    async fn pod_gc(&mut self, state: &SimState, result: &mut PassResult) {
+        if state.removed.is_empty() {
+            return;
+        }
+        let client = self.inner.clients.lifecycle.clone();
+        let orphans: Vec<Pod> = self
+            .pods
+            .items
+            .values()
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .is_some_and(|n| state.removed.contains(n))
+            })
+            .cloned()
+            .collect();
+        let now = now_time();
+        for pod in orphans {
+            let gc_marked = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+                && find_condition(pod.status.as_ref(), kubelet::COND_DISRUPTION_TARGET).is_some();
+            if !gc_marked && !kubelet::is_terminal(&pod) {
+                let status = kubelet::pod_gc_status(&pod, &now);
+                if !self.put_pod_status(&client, &pod, status, result).await {
+                    continue;
+                }
+            }
+            let current = self.pods.items.get(&key_of(&pod)).cloned().unwrap_or(pod);
+            self.delete_pod(&client, &current, result).await;
+        }
+    }
+
+    async fn virt_handler(&mut self, state: &SimState, result: &mut PassResult) {
+        let now = now_rfc3339();
+        let vmis: Vec<Value> = self
+            .vmis
+            .items
+            .values()
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .filter(|v| vmi_node(v).is_some_and(|n| state.managed.contains_key(n)))
+            .collect();
+        for vmi in vmis {
+            let name = vmi
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let labels: Option<BTreeMap<String, String>> = vmi
+                .pointer("/metadata/labels")
+                .and_then(|l| serde_json::from_value(l.clone()).ok());
+            let early = if virt_handler::vmi_phase(&vmi) == virt_handler::PHASE_SCHEDULED
+                && !virt_handler::vmi_is_deleting(&vmi)
+            {
+                self.inner
+                    .state()
+                    .faults
+                    .early_failure(&name, labels.as_ref())
+            } else {
+                None
+            };
+            let launcher = virt_handler::find_launcher_pod(&vmi, self.pods.items.values()).cloned();
+            let decision = virt_handler::decide(&vmi, launcher.as_ref(), early.is_some(), &now);
+            let (new_vmi, launcher_exit) = match decision {
+                VmiDecision::Nothing => continue,
+                VmiDecision::Start(v) => (v, None),
+                VmiDecision::Stop { vmi, launcher_exit } => (vmi, launcher_exit),
+            };
+            match self.inner.write_vmi(&new_vmi).await {
+                Ok(updated) => {
+                    self.vmis.upsert(updated);
+                    result.at(Instant::now());
+                    if let Some(i) = early {
+                        self.inner.state().faults.consume_early_failure(i);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(vmi = %name, error = %e, "vmi status write failed");
+                    result.at(Instant::now() + RETRY_AFTER);
+                    continue;
+                }
+            }
+            if let (Some(code), Some(pod)) = (launcher_exit, launcher) {
+                let pod = self.pods.items.get(&key_of(&pod)).cloned().unwrap_or(pod);
+                if !kubelet::is_terminal(&pod) {
+                    let reason = if code == 0 { "Completed" } else { "Error" };
+                    let status = kubelet::terminated_status(&pod, code, reason, None, &now_time());
+                    let client = self.inner.clients.kubelet.clone();
+                    self.put_pod_status(&client, &pod, status, result).await;
+                }
+            }
+        }
+    }
+
+    async fn scheduler(&mut self, state: &SimState, result: &mut PassResult, now: Instant) {
+        let client = self.inner.clients.scheduler.clone();
+        let mut managed_nodes: Vec<(usize, Node)> = self
+            .nodes
+            .items
+            .values()
+            .filter_map(|n| state.managed.get(&n.name_any()).map(|i| (*i, n.clone())))
+            .collect();
+        managed_nodes.sort_by_key(|(i, _)| *i);
+        let node_refs: Vec<&Node> = managed_nodes.iter().map(|(_, n)| n).collect();
+        // Pods bound by us but not yet seen bound already count on their node.
+        let effective: Vec<Pod> = self
+            .pods
+            .items
+            .values()
+            .map(
+                |p| match p.uid().and_then(|uid| self.awaiting_bind.get(&uid)) {
+                    Some((rv, node)) if *rv == p.resource_version() => {
+                        let mut bound = p.clone();
+                        if let Some(spec) = bound.spec.as_mut() {
+                            spec.node_name = Some(node.clone());
+                        }
+                        bound
+                    }
+                    _ => p.clone(),
+                },
+            )
+            .collect();
+        let mut usage = node_usage(effective.iter());
+        let mut pending: Vec<Pod> = effective.into_iter().filter(wants_scheduling).collect();
+        pending.sort_by(|a, b| {
+            a.metadata
+                .creation_timestamp
+                .cmp(&b.metadata.creation_timestamp)
+                .then_with(|| key_of(a).cmp(&key_of(b)))
+        });
+        let time = now_time();
+        for pod in pending {
+            match scheduler::schedule(&pod, &node_refs, &usage) {
+                ScheduleDecision::Bind { node } => match bind_pod(&client, &pod, &node).await {
+                    Ok(updated) => {
+                        if let Some(uid) = pod.uid() {
+                            self.bound_seen.insert(uid.clone(), now);
+                            if updated.is_none() {
+                                // The binding response carries no pod: the watch brings it.
+                                self.awaiting_bind
+                                    .insert(uid, (pod.resource_version(), node.clone()));
+                            }
+                        }
+                        let entry = usage.entry(node).or_default();
+                        entry.pods += 1;
+                        if let Some(spec) = pod.spec.as_ref() {
+                            for (k, v) in super::resources::pod_requests(spec) {
+                                entry.requests.entry(k).or_default().0 += v.0;
+                            }
+                        }
+                        if let Some(bound) = updated {
+                            self.pods.upsert(bound);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::debug!(pod = %key_of(&pod), error = %e, "binding failed");
+                        result.at(Instant::now() + RETRY_AFTER);
+                    }
+                },
+                ScheduleDecision::Unschedulable { message } => {
+                    let current = find_condition(pod.status.as_ref(), "PodScheduled");
+                    let same = current.is_some_and(|c| {
+                        c.status == "False"
+                            && c.reason.as_deref() == Some("Unschedulable")
+                            && c.message.as_deref() == Some(message.as_str())
+                    });
+                    if same {
+                        continue;
+                    }
+                    let mut status = pod.status.clone().unwrap_or_default();
+                    let mut conditions = status.conditions.take().unwrap_or_default();
+                    set_condition(
+                        &mut conditions,
+                        "PodScheduled",
+                        "False",
+                        Some("Unschedulable"),
+                        Some(&message),
+                        &time,
+                    );
+                    status.conditions = Some(conditions);
+                    status.phase.get_or_insert_with(|| "Pending".to_string());
+                    self.put_pod_status(&client, &pod, status, result).await;
+                }
+            }
+        }
+        // The binding API sets PodScheduled=True; add it where the server did not.
+        let bound: Vec<Pod> = self
+            .pods
+            .items
+            .values()
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .is_some_and(|n| state.managed.contains_key(n))
+                    && p.metadata.deletion_timestamp.is_none()
+                    && !kubelet::is_terminal(p)
+                    && !self.stale_after_bind(p)
+                    && find_condition(p.status.as_ref(), "PodScheduled")
+                        .is_none_or(|c| c.status != "True")
+            })
+            .cloned()
+            .collect();
+        for pod in bound {
+            let mut status = pod.status.clone().unwrap_or_default();
+            let mut conditions = status.conditions.take().unwrap_or_default();
+            set_condition(&mut conditions, "PodScheduled", "True", None, None, &time);
+            status.conditions = Some(conditions);
+            self.put_pod_status(&client, &pod, status, result).await;
+        }
+    }
+
+    fn pod_ip_for(&mut self, pod: &Pod, node: &str, index: usize) -> String {
+        if let Some(ip) = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .filter(|ip| !ip.is_empty())
+        {
+            return ip;
+        }
+        let uid = pod.uid().unwrap_or_default();
+        if let Some(ip) = self.pod_ips.get(&uid) {
+            return ip.clone();
+        }
+        let seq = self.ip_seq.entry(node.to_string()).or_insert(0);
+        let ip = pod_ip(index, *seq);
+        *seq += 1;
+        self.pod_ips.insert(uid, ip.clone());
+        ip
+    }
+
+    async fn kubelet(&mut self, state: &SimState, result: &mut PassResult, now: Instant) {
+        let client = self.inner.clients.kubelet.clone();
+        let ours: Vec<(Pod, String, usize)> = self
+            .pods
+            .items
+            .values()
+            .filter_map(|p| {
+                let node = p.spec.as_ref()?.node_name.clone()?;
+                let index = *state.managed.get(&node)?;
+                Some((p.clone(), node, index))
+            })
+            .collect();
+        let time = now_time();
+        for (pod, node, index) in ours {
+            let Some(uid) = pod.uid() else { continue };
+            let bound_at = *self.bound_seen.entry(uid.clone()).or_insert(now);
+            let deletion_at = pod
+                .metadata
+                .deletion_timestamp
+                .is_some()
+                .then(|| *self.deletion_seen.entry(uid.clone()).or_insert(now));
+            let stuck = state.faults.image_pull_stuck(
+                &pod.name_any(),
+                pod.metadata.labels.as_ref(),
+                pod.metadata.annotations.as_ref(),
+            );
+            let pod_ip = self.pod_ip_for(&pod, &node, index);
+            let host_ip = node_internal_ip(index);
+            let elapsed_now = Instant::now();
+            let inputs = KubeletInputs {
+                now: &time,
+                pod_ip: &pod_ip,
+                host_ip: &host_ip,
+                since_bound: elapsed_now.saturating_duration_since(bound_at),
+                since_deletion: deletion_at.map(|t| elapsed_now.saturating_duration_since(t)),
+                kubelet_delay: state.kubelet_delay,
+                grace_scale: state.grace_scale,
+                image_pull_stuck: stuck,
+            };
+            match kubelet::decide(&pod, &inputs) {
+                KubeletAction::Nothing => {}
+                KubeletAction::WaitFor(d) => result.at(elapsed_now + d),
+                KubeletAction::WriteStatus(status) => {
+                    self.put_pod_status(&client, &pod, *status, result).await;
+                }
+                KubeletAction::Delete => self.delete_pod(&client, &pod, result).await,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(uid: &str, rv: &str, phase: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn phase_of(cache: &Cache<Pod>) -> Option<String> {
+        cache
+            .items
+            .get("default/p")
+            .and_then(|p| p.status.as_ref()?.phase.clone())
+    }
+
+    #[test]
+    fn cache_keeps_the_newest_copy() {
+        let mut c = Cache::new();
+        c.upsert(pod("a", "10", "Running"));
+        // A late watch event for an older version does not win over a write response.
+        c.apply(watcher::Event::Apply(pod("a", "9", "Pending")));
+        assert_eq!(phase_of(&c).as_deref(), Some("Running"));
+        c.apply(watcher::Event::Apply(pod("a", "11", "Succeeded")));
+        assert_eq!(phase_of(&c).as_deref(), Some("Succeeded"));
+        // A re-created object (new UID) replaces whatever was there.
+        c.apply(watcher::Event::Apply(pod("b", "5", "Pending")));
+        assert_eq!(phase_of(&c).as_deref(), Some("Pending"));
+        // Deleting the old UID does not remove the new object.
+        c.apply(watcher::Event::Delete(pod("a", "12", "Succeeded")));
+        assert!(c.items.contains_key("default/p"));
+        c.apply(watcher::Event::Delete(pod("b", "6", "Pending")));
+        assert!(c.items.is_empty());
+    }
+
+    #[test]
+    fn relist_replaces_the_cache() {
+        let mut c = Cache::new();
+        c.upsert(pod("a", "1", "Running"));
+        c.apply(watcher::Event::Init);
+        c.apply(watcher::Event::InitApply(pod("b", "7", "Pending")));
+        assert_eq!(
+            phase_of(&c).as_deref(),
+            Some("Running"),
+            "not swapped before InitDone"
+        );
+        c.apply(watcher::Event::InitDone);
+        assert_eq!(
+            c.items.get("default/p").and_then(|p| p.uid()).as_deref(),
+            Some("b")
+        );
+    }
+}

@@ -1,0 +1,514 @@
+//! The virt-handler stand-in's decisions for kubevirt.io/v1 VirtualMachineInstances, on plain
+//! JSON (`serde_json::Value` of the whole object).
+//!
+//! What real virt-handler does (pkg/virt-handler/vm.go, KubeVirt v1.9.0): once the domain is up
+//! it moves a `Scheduled` VMI to `Running` (lifecycle table in the facts file, section 3.3); the
+//! phase follows the domain state (`calculateVmPhaseForStatusReason`: Shutoff/Shutdown →
+//! Succeeded, Crashed/Panicked → Failed, no status reason is set); a VMI with a deletion
+//! timestamp gets its domain shut down gracefully and ends `Succeeded`. Each phase change
+//! appends `{"phase", "phaseTransitionTimestamp"}` to `status.phaseTransitionTimestamps` unless
+//! that phase is already recorded (pkg/controller/controller.go:389-404).
+//!
+//! The VMI CRD has **no status subresource** (pkg/virt-operator/resource/generate/components/
+//! crds.go `NewVirtualMachineInstanceCrd`), so status writes are a PUT of the whole object.
+
+use super::kubelet::find_condition;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Map, Value, json};
+
+/// VMI phase `Scheduled`.
+pub const PHASE_SCHEDULED: &str = "Scheduled";
+/// VMI phase `Running`.
+pub const PHASE_RUNNING: &str = "Running";
+/// VMI phase `Succeeded`.
+pub const PHASE_SUCCEEDED: &str = "Succeeded";
+/// VMI phase `Failed`.
+pub const PHASE_FAILED: &str = "Failed";
+
+/// Label on virt-launcher pods holding the VMI's UID (KubeVirt `v1.CreatedByLabel`).
+pub const LABEL_CREATED_BY: &str = "kubevirt.io/created-by";
+/// Annotation on virt-launcher pods holding the VMI's name (KubeVirt `v1.DomainAnnotation`).
+pub const ANNOTATION_DOMAIN: &str = "kubevirt.io/domain";
+
+/// `status.phase` of a VMI ("" when unset).
+pub fn vmi_phase(vmi: &Value) -> &str {
+    vmi.pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `status.nodeName` of a VMI.
+pub fn vmi_node(vmi: &Value) -> Option<&str> {
+    vmi.pointer("/status/nodeName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// Whether the VMI is Succeeded or Failed.
+pub fn vmi_is_final(vmi: &Value) -> bool {
+    matches!(vmi_phase(vmi), PHASE_SUCCEEDED | PHASE_FAILED)
+}
+
+/// Whether the VMI has `metadata.deletionTimestamp`.
+pub fn vmi_is_deleting(vmi: &Value) -> bool {
+    vmi.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+}
+
+fn uid(v: &Value) -> Option<&str> {
+    v.pointer("/metadata/uid").and_then(Value::as_str)
+}
+
+/// Whether `pod` is a virt-launcher pod of `vmi`: label `kubevirt.io/created-by=<VMI UID>`, or a
+/// controller owner reference to the VMI's UID.
+pub fn is_launcher_of(pod: &Pod, vmi: &Value) -> bool {
+    let Some(vmi_uid) = uid(vmi) else {
+        return false;
+    };
+    let by_label = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_CREATED_BY))
+        .is_some_and(|v| v == vmi_uid);
+    let by_owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == vmi_uid);
+    by_label || by_owner
+}
+
+/// The VMI's current launcher pod among `pods`: a launcher pod on the VMI's node, not being
+/// deleted, preferring the newest (by creation timestamp).
+pub fn find_launcher_pod<'a>(
+    vmi: &Value,
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> Option<&'a Pod> {
+    let ns = vmi.pointer("/metadata/namespace").and_then(Value::as_str);
+    let node = vmi_node(vmi);
+    pods.into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == ns)
+        .filter(|p| is_launcher_of(p, vmi))
+        .filter(|p| node.is_none() || p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == node)
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .max_by(|a, b| {
+            a.metadata
+                .creation_timestamp
+                .cmp(&b.metadata.creation_timestamp)
+        })
+}
+
+/// Whether the launcher pod runs: phase Running and container `compute` running.
+pub fn launcher_running(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    status.phase.as_deref() == Some("Running")
+        && status.container_statuses.iter().flatten().any(|c| {
+            c.name == "compute" && c.state.as_ref().and_then(|s| s.running.as_ref()).is_some()
+        })
+}
+
+fn status_mut(vmi: &mut Value) -> Option<&mut Map<String, Value>> {
+    let obj = vmi.as_object_mut()?;
+    let status = obj.entry("status").or_insert_with(|| json!({}));
+    if !status.is_object() {
+        *status = json!({});
+    }
+    status.as_object_mut()
+}
+
+/// Append `{"phase": phase, "phaseTransitionTimestamp": now}` to
+/// `status.phaseTransitionTimestamps` unless an entry for `phase` exists. Returns whether it
+/// appended.
+pub fn append_phase_transition(
+    status: &mut Map<String, Value>,
+    phase: &str,
+    now_rfc3339: &str,
+) -> bool {
+    let list = status
+        .entry("phaseTransitionTimestamps")
+        .or_insert_with(|| json!([]));
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    let Some(items) = list.as_array_mut() else {
+        return false;
+    };
+    if items
+        .iter()
+        .any(|e| e.get("phase").and_then(Value::as_str) == Some(phase))
+    {
+        return false;
+    }
+    items.push(json!({"phase": phase, "phaseTransitionTimestamp": now_rfc3339}));
+    true
+}
+
+fn set_vmi_condition(status: &mut Map<String, Value>, cond: Value) {
+    let list = status.entry("conditions").or_insert_with(|| json!([]));
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    let Some(items) = list.as_array_mut() else {
+        return;
+    };
+    let type_ = cond.get("type").cloned();
+    match items.iter_mut().find(|c| c.get("type") == type_.as_ref()) {
+        Some(existing) => {
+            let same_status = existing.get("status") == cond.get("status");
+            let ltt = existing.get("lastTransitionTime").cloned();
+            *existing = cond;
+            if same_status && let (Some(ltt), Some(obj)) = (ltt, existing.as_object_mut()) {
+                obj.insert("lastTransitionTime".into(), ltt);
+            }
+        }
+        None => items.push(cond),
+    }
+}
+
+/// A locally administered unicast MAC derived from the VMI UID and interface name.
+pub fn mac_for(vmi_uid: &str, iface: &str) -> String {
+    let id = uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_OID,
+        format!("{vmi_uid}/{iface}").as_bytes(),
+    );
+    let b = id.as_bytes();
+    format!(
+        "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        b[0], b[1], b[2], b[3], b[4]
+    )
+}
+
+/// The VMI after the guest started: phase `Running`, the `Running` phase-transition timestamp
+/// (once), condition `Ready` copied from the launcher pod's `Ready` condition, and
+/// `status.interfaces` (the first interface, or `default`, gets the pod IP).
+pub fn running_vmi(vmi: &Value, launcher: &Pod, now_rfc3339: &str) -> Value {
+    let mut out = vmi.clone();
+    let vmi_uid = uid(vmi).unwrap_or_default().to_string();
+    let spec_ifaces: Vec<String> = vmi
+        .pointer("/spec/domain/devices/interfaces")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i.get("name").and_then(Value::as_str).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let pod_ip = launcher.status.as_ref().and_then(|s| s.pod_ip.clone());
+    let ready = find_condition(launcher.status.as_ref(), "Ready").cloned();
+    let Some(status) = status_mut(&mut out) else {
+        return out;
+    };
+    status.insert("phase".into(), json!(PHASE_RUNNING));
+    append_phase_transition(status, PHASE_RUNNING, now_rfc3339);
+    let mut cond = json!({
+        "type": "Ready",
+        "status": ready.as_ref().map_or("False", |c| c.status.as_str()),
+        "lastProbeTime": null,
+        "lastTransitionTime": now_rfc3339,
+    });
+    if let (Some(c), Some(obj)) = (ready.as_ref(), cond.as_object_mut()) {
+        if let Some(r) = &c.reason {
+            obj.insert("reason".into(), json!(r));
+        }
+        if let Some(m) = &c.message {
+            obj.insert("message".into(), json!(m));
+        }
+    }
+    set_vmi_condition(status, cond);
+    let names = if spec_ifaces.is_empty() {
+        vec!["default".to_string()]
+    } else {
+        spec_ifaces
+    };
+    let existing: Vec<Value> = status
+        .get("interfaces")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let interfaces: Vec<Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut entry = existing
+                .iter()
+                .find(|e| e.get("name").and_then(Value::as_str) == Some(name))
+                .cloned()
+                .unwrap_or_else(|| json!({"name": name}));
+            if let Some(obj) = entry.as_object_mut() {
+                obj.insert("mac".into(), json!(mac_for(&vmi_uid, name)));
+                obj.insert("infoSource".into(), json!("domain, guest-agent"));
+                obj.insert("queueCount".into(), json!(1));
+                obj.insert("interfaceName".into(), json!(format!("eth{i}")));
+                if i == 0
+                    && let Some(ip) = &pod_ip
+                {
+                    obj.insert("ipAddress".into(), json!(ip));
+                    obj.insert("ipAddresses".into(), json!([ip]));
+                    obj.insert("podInterfaceName".into(), json!("eth0"));
+                }
+            }
+            entry
+        })
+        .collect();
+    status.insert("interfaces".into(), Value::Array(interfaces));
+    out
+}
+
+/// The VMI after the guest stopped: phase `Succeeded` (shutdown) or `Failed` (crash), the
+/// phase's transition timestamp (once), and condition `Ready=False` reason `GuestNotRunning`.
+/// No `status.reason` is set (virt-handler sets none).
+pub fn final_vmi(vmi: &Value, phase: &str, now_rfc3339: &str) -> Value {
+    let mut out = vmi.clone();
+    if let Some(status) = status_mut(&mut out) {
+        status.insert("phase".into(), json!(phase));
+        append_phase_transition(status, phase, now_rfc3339);
+        set_vmi_condition(
+            status,
+            json!({
+                "type": "Ready",
+                "status": "False",
+                "reason": "GuestNotRunning",
+                "message": "Guest VM is not reported as running",
+                "lastProbeTime": null,
+                "lastTransitionTime": now_rfc3339,
+            }),
+        );
+    }
+    out
+}
+
+/// What virt-handler does next for one VMI on one of our nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VmiDecision {
+    /// Nothing to do.
+    Nothing,
+    /// Guest started: PUT this VMI (phase Running).
+    Start(Value),
+    /// Guest gone: PUT this VMI (final phase); then, when `launcher_exit` is set, the launcher
+    /// pod ends with that exit code (0 → Succeeded, else Failed).
+    Stop {
+        vmi: Value,
+        launcher_exit: Option<i32>,
+    },
+}
+
+/// Decide for a VMI whose `status.nodeName` is one of our nodes.
+///
+/// - final → nothing;
+/// - deletion timestamp while Scheduled/Running → Succeeded (graceful guest shutdown; the
+///   launcher pod is left to its own deletion);
+/// - Scheduled and `fail_before_running` → Failed, launcher exits 1;
+/// - Scheduled and the launcher pod runs → Running.
+pub fn decide(
+    vmi: &Value,
+    launcher: Option<&Pod>,
+    fail_before_running: bool,
+    now_rfc3339: &str,
+) -> VmiDecision {
+    let phase = vmi_phase(vmi);
+    if vmi_is_final(vmi) {
+        return VmiDecision::Nothing;
+    }
+    if vmi_is_deleting(vmi) && matches!(phase, PHASE_SCHEDULED | PHASE_RUNNING) {
+        return VmiDecision::Stop {
+            vmi: final_vmi(vmi, PHASE_SUCCEEDED, now_rfc3339),
+            launcher_exit: None,
+        };
+    }
+    if phase != PHASE_SCHEDULED {
+        return VmiDecision::Nothing;
+    }
+    if fail_before_running {
+        return VmiDecision::Stop {
+            vmi: final_vmi(vmi, PHASE_FAILED, now_rfc3339),
+            launcher_exit: Some(1),
+        };
+    }
+    match launcher {
+        Some(pod) if launcher_running(pod) => {
+            VmiDecision::Start(running_vmi(vmi, pod, now_rfc3339))
+        }
+        _ => VmiDecision::Nothing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::nodes::kubelet::running_status;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+    use std::collections::BTreeMap;
+
+    const NOW: &str = "2026-01-02T03:04:05Z";
+
+    fn vmi(phase: &str) -> Value {
+        json!({
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vm-a", "namespace": "default", "uid": "vmi-uid"},
+            "spec": {"domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}}},
+            "status": {
+                "phase": phase,
+                "nodeName": "sim-node-0",
+                "phaseTransitionTimestamps": [
+                    {"phase": "Pending", "phaseTransitionTimestamp": "2026-01-02T03:04:00Z"},
+                    {"phase": "Scheduling", "phaseTransitionTimestamp": "2026-01-02T03:04:01Z"},
+                    {"phase": "Scheduled", "phaseTransitionTimestamp": "2026-01-02T03:04:02Z"}
+                ]
+            }
+        })
+    }
+
+    fn launcher(running: bool) -> Pod {
+        let mut pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("virt-launcher-vm-a-x".into()),
+                namespace: Some("default".into()),
+                uid: Some("pod-uid".into()),
+                labels: Some(BTreeMap::from([(
+                    LABEL_CREATED_BY.to_string(),
+                    "vmi-uid".to_string(),
+                )])),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("sim-node-0".into()),
+                containers: vec![Container {
+                    name: "compute".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: None,
+        };
+        if running {
+            let t = Time(k8s_openapi::jiff::Timestamp::from_second(0).expect("epoch"));
+            pod.status = Some(running_status(&pod, "10.244.0.7", "10.89.0.2", &t));
+        }
+        pod
+    }
+
+    fn entries(v: &Value, phase: &str) -> usize {
+        v.pointer("/status/phaseTransitionTimestamps")
+            .and_then(Value::as_array)
+            .map_or(0, |a| a.iter().filter(|e| e["phase"] == phase).count())
+    }
+
+    #[test]
+    fn scheduled_vmi_with_running_launcher_goes_running_once() {
+        let v = vmi("Scheduled");
+        let pod = launcher(true);
+        assert!(is_launcher_of(&pod, &v));
+        assert_eq!(
+            find_launcher_pod(&v, [&pod]).map(|p| p.metadata.name.clone()),
+            Some(pod.metadata.name.clone())
+        );
+        let VmiDecision::Start(running) = decide(&v, Some(&pod), false, NOW) else {
+            panic!("expected Running");
+        };
+        assert_eq!(vmi_phase(&running), "Running");
+        assert_eq!(entries(&running, "Running"), 1);
+        let last = running
+            .pointer("/status/phaseTransitionTimestamps/3")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            last,
+            json!({"phase": "Running", "phaseTransitionTimestamp": NOW})
+        );
+        let ready = running
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().find(|c| c["type"] == "Ready"))
+            .cloned()
+            .unwrap_or_default();
+        // No readiness gate on this pod: Ready copied as True.
+        assert_eq!(ready["status"], "True");
+        assert_eq!(
+            running.pointer("/status/interfaces/0/ipAddress"),
+            Some(&json!("10.244.0.7"))
+        );
+        assert_eq!(
+            running.pointer("/status/interfaces/0/name"),
+            Some(&json!("default"))
+        );
+        // A Running VMI is not touched again.
+        assert_eq!(
+            decide(&running, Some(&pod), false, NOW),
+            VmiDecision::Nothing
+        );
+    }
+
+    #[test]
+    fn running_timestamp_is_not_appended_twice() {
+        let mut v = vmi("Scheduled");
+        if let Some(a) = v
+            .pointer_mut("/status/phaseTransitionTimestamps")
+            .and_then(Value::as_array_mut)
+        {
+            a.push(json!({"phase": "Running", "phaseTransitionTimestamp": "2026-01-01T00:00:00Z"}));
+        }
+        let out = running_vmi(&v, &launcher(true), NOW);
+        assert_eq!(entries(&out, "Running"), 1);
+        let mut status = Map::new();
+        assert!(append_phase_transition(&mut status, "Failed", NOW));
+        assert!(!append_phase_transition(&mut status, "Failed", "later"));
+    }
+
+    #[test]
+    fn waits_for_the_launcher() {
+        let v = vmi("Scheduled");
+        assert_eq!(
+            decide(&v, Some(&launcher(false)), false, NOW),
+            VmiDecision::Nothing
+        );
+        assert_eq!(decide(&v, None, false, NOW), VmiDecision::Nothing);
+        assert_eq!(
+            decide(&vmi("Scheduling"), Some(&launcher(true)), false, NOW),
+            VmiDecision::Nothing
+        );
+    }
+
+    #[test]
+    fn deletion_shuts_the_guest_down() {
+        for phase in ["Scheduled", "Running"] {
+            let mut v = vmi(phase);
+            v["metadata"]["deletionTimestamp"] = json!(NOW);
+            let VmiDecision::Stop {
+                vmi: out,
+                launcher_exit,
+            } = decide(&v, Some(&launcher(true)), false, NOW)
+            else {
+                panic!("expected Succeeded");
+            };
+            assert_eq!(vmi_phase(&out), "Succeeded");
+            assert_eq!(entries(&out, "Succeeded"), 1);
+            assert_eq!(launcher_exit, None);
+        }
+    }
+
+    #[test]
+    fn early_failure_and_final_phases() {
+        let v = vmi("Scheduled");
+        let VmiDecision::Stop {
+            vmi: out,
+            launcher_exit,
+        } = decide(&v, Some(&launcher(true)), true, NOW)
+        else {
+            panic!("expected Failed");
+        };
+        assert_eq!(vmi_phase(&out), "Failed");
+        assert_eq!(entries(&out, "Running"), 0);
+        assert_eq!(launcher_exit, Some(1));
+        assert!(out.pointer("/status/reason").is_none());
+        assert_eq!(
+            decide(&out, Some(&launcher(true)), false, NOW),
+            VmiDecision::Nothing
+        );
+    }
+}

@@ -1,0 +1,344 @@
+//! `kubectl virtctl-rs explain-overhead` end to end, through the built binary, on KubeVirt's own
+//! example manifests. Golden outputs live in tests/golden/explain/ (regenerate with
+//! `UPDATE_GOLDEN=1 cargo test --test explain_overhead_cli`, then review the diff).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+}
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/kubevirt-v1.9.0/examples")
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut cmd = bin();
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    } else {
+        drop(child.stdin.take());
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/explain")
+        .join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
+    pretty_assertions::assert_eq!(expected, actual, "golden {name}");
+}
+
+/// Golden outputs (table and JSON) for five KubeVirt examples; vmi-arm on an arm64 cluster.
+#[test]
+fn golden_outputs_for_kubevirt_examples() {
+    for (file, extra) in [
+        ("vm-cirros.yaml", vec![]),
+        ("vmi-fedora.yaml", vec![]),
+        ("vmi-gpu.yaml", vec![]),
+        ("vmi-arm.yaml", vec!["--architecture", "arm64"]),
+        ("vmi-sriov.yaml", vec![]),
+    ] {
+        let path = examples().join(file);
+        let path = path.to_str().unwrap();
+        let stem = file.trim_end_matches(".yaml");
+        for (format, ext) in [("table", "txt"), ("json", "json")] {
+            let mut args = vec!["explain-overhead", "-f", path, "-o", format];
+            args.extend(extra.iter().copied());
+            let out = run(&args, None);
+            assert!(out.status.success(), "{file}: {}", text(&out.stderr));
+            golden(&format!("{stem}.{ext}"), &text(&out.stdout));
+        }
+    }
+}
+
+/// The JSON shape other tools rely on, and the worked totals of the facts (§5): arm64 adds
+/// 128Mi; vmi-gpu adds 1Gi of VFIO.
+#[test]
+fn json_shape_and_values() {
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            examples().join("vmi-gpu.yaml").to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = &v[0];
+    assert_eq!(e["kind"], "VirtualMachineInstance");
+    assert_eq!(e["namespace"], "default");
+    assert_eq!(e["name"], "vmi-gpu");
+    let total = e["overhead"]["totalBytes"].as_i64().unwrap();
+    let terms = e["overhead"]["terms"].as_array().unwrap();
+    assert_eq!(
+        terms
+            .iter()
+            .map(|t| t["bytes"].as_i64().unwrap())
+            .sum::<i64>(),
+        total
+    );
+    assert!(
+        terms
+            .iter()
+            .all(|t| t["name"].is_string() && t["reason"].is_string() && t["source"].is_string())
+    );
+    assert!(
+        terms
+            .iter()
+            .any(|t| t["name"] == "vfio" && t["bytes"] == 1 << 30)
+    );
+    assert_eq!(total, (268 << 20) + (1 << 30));
+    assert!(e["computeResources"]["requests"]["memory"].is_string());
+    assert_eq!(
+        e["computeResources"]["limits"]["nvidia.com/GP102GL_Tesla_P40"],
+        "1"
+    );
+
+    let yaml = run(
+        &[
+            "explain-overhead",
+            "-f",
+            examples().join("vmi-arm.yaml").to_str().unwrap(),
+            "-o",
+            "yaml",
+            "--architecture",
+            "arm64",
+        ],
+        None,
+    );
+    let v: serde_json::Value = serde_yaml::from_slice(&yaml.stdout).unwrap();
+    assert_eq!(v[0]["overhead"]["totalBytes"], (268 + 128) << 20);
+}
+
+/// Every example file with a VM or VMI explains without error; other kinds are skipped with a
+/// note on stderr; files without any VM/VMI are an error that says so.
+#[test]
+fn every_example_explains() {
+    let mut explained = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(examples())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text_in = std::fs::read_to_string(&path).unwrap();
+        let has_vm = text_in
+            .lines()
+            .any(|l| l == "kind: VirtualMachine" || l == "kind: VirtualMachineInstance");
+        let out = run(
+            &[
+                "explain-overhead",
+                "-f",
+                path.to_str().unwrap(),
+                "-o",
+                "json",
+            ],
+            None,
+        );
+        if has_vm {
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                path.display(),
+                text(&out.stderr)
+            );
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(!v.as_array().unwrap().is_empty());
+            explained += 1;
+        } else {
+            assert_eq!(out.status.code(), Some(1), "{}", path.display());
+            assert!(
+                text(&out.stderr).contains("no VirtualMachine or VirtualMachineInstance found"),
+                "{}",
+                text(&out.stderr)
+            );
+        }
+    }
+    assert_eq!(explained, 34);
+}
+
+#[test]
+fn other_kinds_are_skipped_with_a_note() {
+    let input = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {name: v}\nspec: {domain: {devices: {}, resources: {requests: {memory: 1Gi}}}}\n";
+    let out = run(&["explain-overhead", "-f", "-", "-o", "json"], Some(input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("note: <stdin>: document 1 (ConfigMap c): skipped"),
+        "{}",
+        text(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 1Gi request, 1 vCPU, bridge interface: 270Mi (facts §5).
+    assert_eq!(v[0]["overhead"]["totalBytes"], 283_115_520);
+    assert_eq!(v[0]["computeResources"]["requests"]["memory"], "1294Mi");
+}
+
+/// Bad input: each error names the document, the object and the field, exits non-zero, and
+/// never panics.
+#[test]
+fn bad_input_names_document_object_and_field() {
+    let vmi = |mem: &str| {
+        format!(
+            "---\napiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {{name: ok}}\nspec: {{domain: {{devices: {{}}}}}}\n---\napiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {{name: bad, namespace: ns}}\nspec: {{domain: {{devices: {{}}, resources: {{requests: {{memory: \"{mem}\"}}}}}}}}\n"
+        )
+    };
+    for (input, expected) in [
+        (vmi("2Gx"), "<stdin>: document 2 (VirtualMachineInstance ns/bad): field spec.domain.resources.requests.memory: quantity \"2Gx\""),
+        (vmi("-1Gi"), "<stdin>: document 2 (VirtualMachineInstance ns/bad): field spec.domain.resources.requests.memory: must not be negative"),
+        (
+            "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: t}\nspec:\n  template:\n    spec:\n      domain:\n        devices: {}\n        resources: {limits: {memory: 1Qi}}\n".to_string(),
+            "<stdin>: document 1 (VirtualMachine t): field spec.template.spec.domain.resources.limits.memory",
+        ),
+        ("apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: nt}\nspec: {runStrategy: Always}\n".to_string(), "<stdin>: document 1 (VirtualMachine nt): field spec.template: required field is missing"),
+        ("".to_string(), "<stdin>: the input is empty"),
+        ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n".to_string(), "no VirtualMachine or VirtualMachineInstance found"),
+        ("kind: [unclosed\n".to_string(), "<stdin>: document 1: invalid YAML"),
+    ] {
+        let out = run(&["explain-overhead", "-f", "-"], Some(&input));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "input {input:?}: {err}");
+        assert!(err.contains(expected), "input {input:?}\nexpected {expected:?}\ngot {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(out.stdout.is_empty(), "no half output on error");
+    }
+}
+
+fn launcher_pod(overhead: &str, memory: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: virt-launcher-vmi-fedora-abcde\n  namespace: default\n  annotations:\n    kubevirt.io/domain: vmi-fedora\n    kubevirt.io/memory-overhead-bytes: \"{overhead}\"\nspec:\n  containers:\n  - name: compute\n    image: x\n    resources:\n      requests:\n        memory: \"{memory}\"\n"
+    )
+}
+
+/// `--pod`: MATCH when the pod agrees with the formula, the difference in bytes (exit 3) when not.
+#[test]
+fn pod_check_match_and_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let vmi = examples().join("vmi-fedora.yaml");
+    // vmi-fedora: 1024M guest, masquerade, no request → overhead 268Mi, request 1024M + 268Mi.
+    let good = dir.path().join("good.yaml");
+    std::fs::write(&good, launcher_pod("281018368", "1305018368")).unwrap();
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            vmi.to_str().unwrap(),
+            "--pod",
+            good.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("pod default/virt-launcher-vmi-fedora-abcde: MATCH"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, launcher_pod("281018369", "1300Mi")).unwrap();
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            vmi.to_str().unwrap(),
+            "--pod",
+            bad.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &v[0]["podCheck"];
+    assert_eq!(c["match"], false);
+    assert_eq!(c["overheadDifferenceBytes"], 1);
+    assert_eq!(
+        c["memoryRequestDifferenceBytes"],
+        1300 * 1024 * 1024 - 1_305_018_368i64
+    );
+}
+
+#[test]
+fn settings_from_kubevirt_cr_and_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let cr = dir.path().join("kv.yaml");
+    std::fs::write(&cr, "apiVersion: kubevirt.io/v1\nkind: KubeVirt\nmetadata: {name: kubevirt, namespace: kubevirt}\nspec:\n  configuration:\n    additionalGuestMemoryOverheadRatio: \"2\"\n    developerConfiguration: {cpuAllocationRatio: 16}\n").unwrap();
+    let input = "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {name: v}\nspec: {domain: {devices: {}, resources: {requests: {memory: 1Gi}}}}\n";
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            "-",
+            "-o",
+            "json",
+            "--kubevirt-cr",
+            cr.to_str().unwrap(),
+        ],
+        Some(input),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 1 vCPU / ratio 16 → 62500u (renderresources: %g then µ).
+    assert_eq!(v[0]["computeResources"]["requests"]["cpu"], "62500u");
+    // Ratio 2: 283115520 → + 1000 × trunc(283116 × 1.0) bytes.
+    assert_eq!(v[0]["overhead"]["totalBytes"], 283_115_520 + 283_116_000);
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            "-",
+            "-o",
+            "json",
+            "--kubevirt-cr",
+            cr.to_str().unwrap(),
+            "--cpu-allocation-ratio",
+            "10",
+        ],
+        Some(input),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["computeResources"]["requests"]["cpu"], "100m");
+    let out = run(
+        &["explain-overhead", "-f", "-", "--cpu-allocation-ratio", "0"],
+        Some(input),
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn cluster_mode_is_not_available_yet_and_says_so() {
+    let out = run(&["explain-overhead", "vm/foo"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("not available yet"));
+}

@@ -1,0 +1,218 @@
+//! Golden test of the virt-launcher pod renderer: KubeVirt v1.9.0 example manifests
+//! (shared/reference/kubevirt-v1.9.0/examples) rendered with a fixed rng and compared with
+//! `tests/golden/render/<example>.yaml`.
+//!
+//! The VMIs first get virt-api's admission defaults (`apply_admission_defaults`: architecture,
+//! guest memory, CPU topology), as a VMI in a cluster would have them; they are placed in
+//! namespace `default` with a fixed UID. Settings are KubeVirt's defaults (serial console log on,
+//! ImageVolume on); `vmi-arm` is rendered for an arm64 cluster.
+//!
+//! Regenerate with `UPDATE_GOLDEN=1 cargo test --test launcher_render`, then review the diff.
+
+use pretty_assertions::assert_eq;
+use std::path::PathBuf;
+use virtctl_rs::api::defaults::{AdmissionSettings, apply_admission_defaults};
+use virtctl_rs::api::vm::VirtualMachine;
+use virtctl_rs::api::vmi::VirtualMachineInstance;
+use virtctl_rs::launcher::ClusterSettings;
+use virtctl_rs::launcher::pod::render_launch_manifest;
+use virtctl_rs::launcher::resources::NamespaceContext;
+
+/// A deterministic rng independent of rand's algorithms: every word is the same constant.
+struct FixedRng(u64);
+
+impl rand::RngCore for FixedRng {
+    fn next_u32(&mut self) -> u32 {
+        self.0 as u32
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0
+    }
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        for (i, b) in dst.iter_mut().enumerate() {
+            *b = self.0.to_le_bytes()[i % 8];
+        }
+    }
+}
+
+fn examples_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("KUBEVIRT_EXAMPLES") {
+        return PathBuf::from(dir);
+    }
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        manifest.join("../shared/reference/kubevirt-v1.9.0/examples"),
+        manifest.join("../../shared/reference/kubevirt-v1.9.0/examples"),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_dir())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!("KubeVirt examples not found in {candidates:?}; set KUBEVIRT_EXAMPLES")
+        })
+}
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/render")
+}
+
+fn read(file: &str) -> String {
+    let path = examples_dir().join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A VMI from an example file, as it would look after creation in namespace `default`.
+fn example_vmi(file: &str, uid: &str, cluster_arch: &str) -> VirtualMachineInstance {
+    let mut vmi: VirtualMachineInstance = serde_yaml::from_str(&read(file)).unwrap();
+    vmi.metadata.namespace = Some("default".into());
+    vmi.metadata.uid = Some(uid.into());
+    let admission = AdmissionSettings {
+        architecture: cluster_arch.into(),
+        ..Default::default()
+    };
+    apply_admission_defaults(&mut vmi.spec, &admission).unwrap();
+    vmi
+}
+
+/// The VMI the VM controller would create from `vm-cirros.yaml` (SetupVMIFromVM: name, namespace,
+/// template labels/annotations and spec; the VM-generation annotation).
+fn cirros_vmi(uid: &str) -> VirtualMachineInstance {
+    let vm: VirtualMachine = serde_yaml::from_str(&read("vm-cirros.yaml")).unwrap();
+    let template = vm.spec.template.clone().unwrap();
+    let mut vmi = VirtualMachineInstance {
+        api_version: Some("kubevirt.io/v1".into()),
+        kind: Some("VirtualMachineInstance".into()),
+        metadata: template.metadata.clone().unwrap_or_default(),
+        spec: template.spec.clone().unwrap(),
+        ..Default::default()
+    };
+    vmi.metadata.name = vm.metadata.name.clone();
+    vmi.metadata.namespace = Some("default".into());
+    vmi.metadata.uid = Some(uid.into());
+    vmi.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("kubevirt.io/vm-generation".into(), "1".into());
+    apply_admission_defaults(&mut vmi.spec, &AdmissionSettings::default()).unwrap();
+    vmi
+}
+
+fn check(name: &str, source: &str, vmi: &VirtualMachineInstance, settings: &ClusterSettings) {
+    let mut rng = FixedRng(0x9e37_79b9_7f4a_7c15);
+    let pod = render_launch_manifest(vmi, settings, &NamespaceContext::default(), &mut rng)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let text = format!(
+        "# virt-launcher pod for {source}, rendered by tests/launcher_render.rs.\n\
+         # Regenerate with UPDATE_GOLDEN=1 cargo test --test launcher_render\n{}",
+        serde_yaml::to_string(&pod).unwrap()
+    );
+    let path = golden_dir().join(format!("{name}.yaml"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(golden_dir()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
+    assert_eq!(text, expected, "{name} differs from {}", path.display());
+}
+
+#[test]
+fn golden_vmi_fedora() {
+    let vmi = example_vmi(
+        "vmi-fedora.yaml",
+        "5d0bcb47-0000-4000-8000-00000000f001",
+        "amd64",
+    );
+    check(
+        "vmi-fedora",
+        "examples/vmi-fedora.yaml",
+        &vmi,
+        &ClusterSettings::default(),
+    );
+}
+
+#[test]
+fn golden_vmi_gpu() {
+    let vmi = example_vmi(
+        "vmi-gpu.yaml",
+        "5d0bcb47-0000-4000-8000-00000000f002",
+        "amd64",
+    );
+    check(
+        "vmi-gpu",
+        "examples/vmi-gpu.yaml",
+        &vmi,
+        &ClusterSettings::default(),
+    );
+}
+
+#[test]
+fn golden_vmi_arm() {
+    let settings = ClusterSettings {
+        architecture: "arm64".into(),
+        ..ClusterSettings::default()
+    };
+    let vmi = example_vmi(
+        "vmi-arm.yaml",
+        "5d0bcb47-0000-4000-8000-00000000f003",
+        "arm64",
+    );
+    check(
+        "vmi-arm",
+        "examples/vmi-arm.yaml (arm64 cluster)",
+        &vmi,
+        &settings,
+    );
+}
+
+#[test]
+fn golden_vmi_sriov() {
+    let vmi = example_vmi(
+        "vmi-sriov.yaml",
+        "5d0bcb47-0000-4000-8000-00000000f004",
+        "amd64",
+    );
+    check(
+        "vmi-sriov",
+        "examples/vmi-sriov.yaml",
+        &vmi,
+        &ClusterSettings::default(),
+    );
+}
+
+#[test]
+fn golden_vm_cirros() {
+    let vmi = cirros_vmi("5d0bcb47-0000-4000-8000-00000000f005");
+    check(
+        "vm-cirros",
+        "examples/vm-cirros.yaml (spec.template as created by the VM controller)",
+        &vmi,
+        &ClusterSettings::default(),
+    );
+}
+
+/// The rendered pods parse back as Kubernetes Pods and keep their key facts.
+#[test]
+fn golden_files_are_pods() {
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        return;
+    }
+    for name in ["vmi-fedora", "vmi-gpu", "vmi-arm", "vmi-sriov", "vm-cirros"] {
+        let text = std::fs::read_to_string(golden_dir().join(format!("{name}.yaml"))).unwrap();
+        let pod: k8s_openapi::api::core::v1::Pod = serde_yaml::from_str(&text).unwrap();
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.containers[0].name, "compute", "{name}");
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"), "{name}");
+        let ann = pod.metadata.annotations.unwrap();
+        assert!(
+            ann.contains_key("kubevirt.io/memory-overhead-bytes"),
+            "{name}"
+        );
+    }
+}

@@ -1,0 +1,192 @@
+//! `kubectl virtctl-rs cluster serve` end to end: the built binary runs the embedded cluster,
+//! prints its kubeconfig, serves clients (kube-rs and, when installed, kubectl) and exits
+//! cleanly on SIGTERM. No fixed sleeps: output lines and exit are awaited with deadlines.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
+use kube::{Api, ResourceExt};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+struct Serve {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // Only reached on a failing test: do not leave the server running.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn serve(args: &[&str]) -> Serve {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+        .args(["cluster", "serve"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn cluster serve");
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Serve { child, lines }
+}
+
+impl Serve {
+    /// Wait for the `export KUBECONFIG=...` line and return the path.
+    fn kubeconfig(&mut self) -> PathBuf {
+        let deadline = Instant::now() + DEADLINE;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(path) = line.strip_prefix("export KUBECONFIG=") {
+                        assert!(
+                            seen.iter().any(|l: &String| l.starts_with("kubeconfig: ")),
+                            "kubeconfig line printed first: {seen:?}"
+                        );
+                        return PathBuf::from(path);
+                    }
+                    seen.push(line);
+                }
+                Err(e) => panic!("no `export KUBECONFIG=` line ({e}); output so far: {seen:?}"),
+            }
+        }
+    }
+
+    /// Send SIGTERM and wait for a clean exit.
+    fn terminate(mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM delivered");
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for serve") {
+                assert!(status.success(), "clean exit on SIGTERM, got {status}");
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cluster serve did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+async fn client_for(path: &Path) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).expect("read kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("kubeconfig usable");
+    kube::Client::try_from(config).expect("client")
+}
+
+#[tokio::test]
+async fn serve_prints_kubeconfig_serves_clients_and_stops_on_sigterm() {
+    let mut server = serve(&["--nodes", "3"]);
+    let path = server.kubeconfig();
+    assert!(path.is_file(), "{} exists", path.display());
+    let client = client_for(&path).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = namespaces
+        .list(&Default::default())
+        .await
+        .expect("list namespaces");
+    assert!(
+        ns.items.iter().any(|n| n.name_any() == "default"),
+        "default namespace listed"
+    );
+    let nodes: Api<Node> = Api::all(client);
+    let mut names: Vec<String> = nodes
+        .list(&Default::default())
+        .await
+        .expect("list nodes")
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["sim-node-0", "sim-node-1", "sim-node-2"]);
+    server.terminate();
+}
+
+#[tokio::test]
+async fn serve_applies_manifests_and_writes_the_kubeconfig_where_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).expect("mkdir");
+    std::fs::write(
+        manifests.join("00-namespace.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: demo\n",
+    )
+    .expect("write");
+    std::fs::write(
+        manifests.join("10-things.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: demo\ndata:\n  a: \"1\"\n\
+         ---\n\
+         apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: unknown-kind\n",
+    )
+    .expect("write");
+    let out = dir.path().join("kubeconfig");
+    let out_arg = out.to_string_lossy().into_owned();
+    let manifests_arg = manifests.to_string_lossy().into_owned();
+    let mut server = serve(&["--kubeconfig-out", &out_arg, "--apply", &manifests_arg]);
+    let path = server.kubeconfig();
+    assert_eq!(
+        std::fs::canonicalize(&path).expect("printed path exists"),
+        std::fs::canonicalize(&out).expect("requested path exists")
+    );
+    let client = client_for(&path).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "demo");
+    let cm = cms.get("settings").await.expect("applied ConfigMap");
+    assert_eq!(
+        cm.data.unwrap_or_default().get("a").map(String::as_str),
+        Some("1")
+    );
+
+    if let Some(kubectl) = find_on_path("kubectl") {
+        let output = Command::new(kubectl)
+            .args(["--kubeconfig", &out_arg, "get", "nodes", "-o", "name"])
+            .output()
+            .expect("run kubectl");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "kubectl get nodes failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            stdout.contains("node/sim-node-0") && stdout.contains("node/sim-node-1"),
+            "{stdout}"
+        );
+    }
+    server.terminate();
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    })
+}
