@@ -57,11 +57,13 @@ async fn run_once(n: usize) -> Run {
             match stream.try_next().await {
                 Ok(Some(WatchEvent::Added(p))) => {
                     let name = p.metadata.name.unwrap_or_default();
-                    if let Some(i) = name.strip_prefix("bench-").and_then(|s| s.parse::<usize>().ok()) {
-                        if got[i].is_none() {
-                            got[i] = Some(Instant::now());
-                            seen += 1;
-                        }
+                    if let Some(i) = name
+                        .strip_prefix("bench-")
+                        .and_then(|s| s.parse::<usize>().ok())
+                        && got[i].is_none()
+                    {
+                        got[i] = Some(Instant::now());
+                        seen += 1;
                     }
                 }
                 Ok(Some(_)) => {}
@@ -83,7 +85,9 @@ async fn run_once(n: usize) -> Run {
                 }))
                 .expect("pod");
                 let _ = sent[i].set(Instant::now());
-                api.create(&PostParams::default(), &p).await.expect("create");
+                api.create(&PostParams::default(), &p)
+                    .await
+                    .expect("create");
             }
         })
         .buffer_unordered(IN_FLIGHT)
