@@ -1041,3 +1041,66 @@ async fn list_resource_version_semantics() {
     assert_eq!((s.code, s.reason.as_str()), (504, "Timeout"));
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn events_k8s_io_and_core_events_share_storage() {
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let (server, client) = server().await;
+    let reporter = Reporter {
+        controller: "virt-controller".into(),
+        instance: Some("virt-controller-1".into()),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    let regarding = ObjectReference {
+        api_version: Some("kubevirt.io/v1".into()),
+        kind: Some("VirtualMachineInstance".into()),
+        name: Some("vmi-1".into()),
+        namespace: Some("default".into()),
+        uid: Some("u-1".into()),
+        ..Default::default()
+    };
+    recorder
+        .publish(
+            &Event {
+                type_: EventType::Normal,
+                reason: "SuccessfulCreate".into(),
+                note: Some("Created virtual machine pod virt-launcher-vmi-1".into()),
+                action: "Create".into(),
+                secondary: None,
+            },
+            &regarding,
+        )
+        .await
+        .unwrap();
+    // kubectl get events (core v1) sees it, with core field names.
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let list = core
+        .list(&ListParams::default().fields("involvedObject.name=vmi-1"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1);
+    let e = &list.items[0];
+    assert_eq!(e.reason.as_deref(), Some("SuccessfulCreate"));
+    assert_eq!(
+        e.message.as_deref(),
+        Some("Created virtual machine pod virt-launcher-vmi-1")
+    );
+    assert_eq!(e.reporting_component.as_deref(), Some("virt-controller"));
+    // And the events.k8s.io view of the same object, with its field selectors.
+    let new: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, "default");
+    let list = new
+        .list(&ListParams::default().fields("regarding.name=vmi-1,reason=SuccessfulCreate"))
+        .await
+        .unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(
+        list.items[0].note.as_deref(),
+        Some("Created virtual machine pod virt-launcher-vmi-1")
+    );
+    assert_eq!(
+        list.items[0].regarding.as_ref().unwrap().name.as_deref(),
+        Some("vmi-1")
+    );
+    server.shutdown().await;
+}

@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::audit::{AuditLog, AuditRecord};
+use super::convert;
 use super::discovery;
 use super::faults::{Faults, Verb};
 use super::object;
@@ -266,10 +267,14 @@ fn parse_filter(def: &ResourceDef, q: &HashMap<String, String>) -> Result<Filter
         Some(s) => LabelSelector::parse(s).map_err(ApiError::bad_request)?,
         None => LabelSelector::default(),
     };
-    let fields = match q.get("fieldSelector") {
+    let mut fields = match q.get("fieldSelector") {
         Some(s) => FieldSelector::parse(s, def).map_err(ApiError::bad_request)?,
         None => FieldSelector::default(),
     };
+    // Selectors on an alias (events.k8s.io) name the served fields; match the stored ones.
+    for r in &mut fields.reqs {
+        r.field = convert::storage_field(def, &r.field);
+    }
     Ok(Filter { labels, fields })
 }
 
@@ -349,6 +354,17 @@ fn parse_delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteO
 }
 
 fn list_body(def: &ResourceDef, page: &super::store::ListPage) -> Vec<u8> {
+    let converted: Vec<Value>;
+    let items: Vec<&Value> = if def.storage.is_some() {
+        converted = page
+            .items
+            .iter()
+            .map(|o| convert::from_storage(def, o).unwrap_or_else(|| (**o).clone()))
+            .collect();
+        converted.iter().collect()
+    } else {
+        page.items.iter().map(|o| o.as_ref()).collect()
+    };
     let mut meta = serde_json::Map::new();
     meta.insert("resourceVersion".into(), json!(page.rv.to_string()));
     if let Some(c) = &page.continue_token {
@@ -361,12 +377,12 @@ fn list_body(def: &ResourceDef, page: &super::store::ListPage) -> Vec<u8> {
     let mut out = serde_json::to_vec(&head).unwrap_or_default();
     out.pop(); // drop the closing brace
     out.extend_from_slice(b",\"items\":[");
-    for (i, item) in page.items.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         // Serialising a Value cannot fail.
-        let _ = serde_json::to_writer(&mut out, item.as_ref());
+        let _ = serde_json::to_writer(&mut out, *item);
     }
     out.extend_from_slice(b"]}");
     out
@@ -496,6 +512,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let ctx = Ctx {
         app: &app,
         def: &def,
+        sres: app.store.registry().storage_id(rr.res),
         rr: &rr,
         q: &q,
         headers: &headers,
@@ -523,6 +540,8 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
 struct Ctx<'a> {
     app: &'a Arc<App>,
     def: &'a ResourceDef,
+    /// Where the objects live (differs from `rr.res` for an alias such as events.k8s.io).
+    sres: ResId,
     rr: &'a ResReq,
     q: &'a HashMap<String, String>,
     headers: &'a HeaderMap,
@@ -530,6 +549,14 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// A JSON response with a stored object in the served form.
+    fn obj_response(&self, code: u16, obj: &Value) -> Response {
+        match convert::from_storage(self.def, obj) {
+            Some(served) => json_response(code, &served),
+            None => json_response(code, obj),
+        }
+    }
+
     fn ns(&self) -> &str {
         self.rr.ns.as_deref().unwrap_or("")
     }
@@ -547,8 +574,8 @@ impl Ctx<'_> {
     }
 
     fn get(&self) -> Result<Response, ApiError> {
-        let obj = self.app.store.get(self.rr.res, self.ns(), self.name())?;
-        Ok(json_response(200, &obj))
+        let obj = self.app.store.get(self.sres, self.ns(), self.name())?;
+        Ok(self.obj_response(200, &obj))
     }
 
     fn list(&self) -> Result<Response, ApiError> {
@@ -589,7 +616,7 @@ impl Ctx<'_> {
             }
         }
         let page = self.app.store.list(
-            self.rr.res,
+            self.sres,
             self.rr.ns.as_deref(),
             &filter,
             limit,
@@ -624,11 +651,7 @@ impl Ctx<'_> {
         // Named watches (`fieldSelector=metadata.name=x` is how clients do it) need nothing
         // special; `/pods/<name>?watch=true` is not routed here.
         let drop_rx = self.app.faults.drop_signal();
-        let reg = match self
-            .app
-            .store
-            .watch(self.rr.res, self.rr.ns.as_deref(), from)
-        {
+        let reg = match self.app.store.watch(self.sres, self.rr.ns.as_deref(), from) {
             Ok(r) => r,
             Err(e) if e.code == 410 => {
                 let body = watch::error_line(&e.to_status());
@@ -651,6 +674,7 @@ impl Ctx<'_> {
             delay,
             kind: self.def.kind.to_string(),
             api_version: self.def.api_version(),
+            convert: self.def.storage.is_some().then(|| self.def.clone()),
         };
         let s = watch::stream(
             self.app.store.clone(),
@@ -689,23 +713,24 @@ impl Ctx<'_> {
             m.insert("apiVersion".into(), json!(self.def.api_version()));
             m.insert("kind".into(), json!(self.def.kind));
         }
-        let created = self.app.store.create(self.rr.res, self.ns(), obj)?;
+        let obj = convert::to_storage(self.def, obj);
+        let created = self.app.store.create(self.sres, self.ns(), obj)?;
         rec.name = object::name(&created).to_string();
-        Ok(json_response(201, &created))
+        Ok(self.obj_response(201, &created))
     }
 
     fn update(&self) -> Result<Response, ApiError> {
         reject_dry_run(self.q, None)?;
-        let obj = decode_body(self.def, self.headers, self.body)?;
+        let obj = convert::to_storage(self.def, decode_body(self.def, self.headers, self.body)?);
         let updated = self.app.store.update(
-            self.rr.res,
+            self.sres,
             self.ns(),
             self.name(),
             obj,
             self.sub(),
             !self.def.builtin,
         )?;
-        Ok(json_response(200, &updated))
+        Ok(self.obj_response(200, &updated))
     }
 
     fn patch(&self, rec: &mut AuditRecord) -> Result<Response, ApiError> {
@@ -736,7 +761,7 @@ impl Ctx<'_> {
                 && self
                     .app
                     .store
-                    .get(self.rr.res, self.ns(), self.name())
+                    .get(self.sres, self.ns(), self.name())
                     .is_err()
             {
                 let mut cfg = patch::parse_apply(self.body)?;
@@ -746,23 +771,29 @@ impl Ctx<'_> {
                     o.insert("apiVersion".into(), json!(self.def.api_version()));
                     o.insert("kind".into(), json!(self.def.kind));
                 }
-                let created = self.app.store.create(self.rr.res, self.ns(), cfg)?;
+                let cfg = convert::to_storage(self.def, cfg);
+                let created = self.app.store.create(self.sres, self.ns(), cfg)?;
                 rec.name = object::name(&created).to_string();
-                return Ok(json_response(201, &created));
+                return Ok(self.obj_response(201, &created));
             }
         }
         let def = self.def;
         let body = self.body.clone();
         let patched = self.app.store.mutate(
-            self.rr.res,
+            self.sres,
             self.ns(),
             self.name(),
             self.sub(),
             false,
             true,
-            |cur| patch::apply(def, kind, cur, &body),
+            |cur| match convert::from_storage(def, cur) {
+                Some(served) => {
+                    patch::apply(def, kind, &served, &body).map(|p| convert::to_storage(def, p))
+                }
+                None => patch::apply(def, kind, cur, &body),
+            },
         )?;
-        Ok(json_response(200, &patched))
+        Ok(self.obj_response(200, &patched))
     }
 
     fn delete(&self) -> Result<Response, ApiError> {
@@ -770,9 +801,9 @@ impl Ctx<'_> {
         match self
             .app
             .store
-            .delete(self.rr.res, self.ns(), self.name(), &opts)?
+            .delete(self.sres, self.ns(), self.name(), &opts)?
         {
-            Deleted::Pending(obj) => Ok(json_response(200, &obj)),
+            Deleted::Pending(obj) => Ok(self.obj_response(200, &obj)),
             Deleted::Gone(obj) => Ok(json_response(
                 200,
                 &status::delete_success(self.def, self.name(), object::uid(&obj)),
@@ -786,12 +817,12 @@ impl Ctx<'_> {
         let page = self
             .app
             .store
-            .list(self.rr.res, self.rr.ns.as_deref(), &filter, 0, None)?;
+            .list(self.sres, self.rr.ns.as_deref(), &filter, 0, None)?;
         let mut items = Vec::new();
         for obj in &page.items {
             let ns = object::namespace(obj).to_string();
             let name = object::name(obj).to_string();
-            match self.app.store.delete(self.rr.res, &ns, &name, &opts) {
+            match self.app.store.delete(self.sres, &ns, &name, &opts) {
                 Ok(Deleted::Pending(o)) | Ok(Deleted::Gone(o)) => items.push(o),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),

@@ -18,6 +18,7 @@
 
 pub mod audit;
 pub mod cluster;
+pub mod convert;
 pub mod discovery;
 pub mod faults;
 pub mod gc;
@@ -320,6 +321,8 @@ impl ApiServer {
     /// Stop serving (open watches end), stop the garbage collector, and remove the temp dir.
     pub async fn shutdown(mut self) {
         self.stop.cancel();
+        // End open watch streams so the graceful shutdown does not wait for them.
+        self.faults.drop_watches();
         for t in self.tasks.drain(..) {
             // Watch streams can keep a graceful shutdown waiting; don't wait forever.
             let abort = t.abort_handle();
@@ -339,6 +342,7 @@ impl ApiServer {
 impl Drop for ApiServer {
     fn drop(&mut self) {
         self.stop.cancel();
+        self.faults.drop_watches();
         for t in &self.tasks {
             t.abort();
         }

@@ -37,6 +37,9 @@ pub struct ResourceDef {
     /// Extra field-selector labels besides `metadata.name` / `metadata.namespace`,
     /// as JSON paths into the object (`spec.nodeName`).
     pub field_labels: &'static [&'static str],
+    /// Served from another resource's storage (group, version, plural), converted by
+    /// `sim::convert` (events.k8s.io/v1 events live in core v1 events).
+    pub storage: Option<(&'static str, &'static str, &'static str)>,
 }
 
 impl ResourceDef {
@@ -146,6 +149,7 @@ const fn def(
         generation,
         builtin,
         field_labels: &[],
+        storage: None,
     }
 }
 
@@ -183,6 +187,7 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
         true,
     );
     new_events.field_labels = NEW_EVENT_FIELDS;
+    new_events.storage = Some(("", "v1", "events"));
     let mut pvcs = core(
         "persistentvolumeclaims",
         "persistentvolumeclaim",
@@ -454,6 +459,14 @@ impl Registry {
         self.defs
             .iter()
             .position(|d| d.group == group && d.version == version && d.plural == plural)
+    }
+
+    /// The resource whose collection stores `id`'s objects (itself unless it is an alias).
+    pub fn storage_id(&self, id: ResId) -> ResId {
+        match self.defs[id].storage {
+            Some((g, v, p)) => self.find(g, v, p).unwrap_or(id),
+            None => id,
+        }
     }
 
     /// Find the core `v1` resource with this plural (`pods`, `namespaces`).

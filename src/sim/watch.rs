@@ -40,6 +40,9 @@ pub struct WatchOptions {
     pub kind: String,
     /// `apiVersion` for bookmarks.
     pub api_version: String,
+    /// Served definition when the resource is an alias of another's storage (objects are
+    /// converted with `sim::convert::from_storage` before they are sent).
+    pub convert: Option<super::resources::ResourceDef>,
 }
 
 enum Out {
@@ -61,7 +64,11 @@ struct State {
 }
 
 /// One serialized line for an event, or `None` when the filter hides it.
-fn render(ev: &Event, filter: &Filter) -> Option<Bytes> {
+fn render(
+    ev: &Event,
+    filter: &Filter,
+    convert: Option<&super::resources::ResourceDef>,
+) -> Option<Bytes> {
     let kind = if filter.is_empty() {
         ev.kind
     } else {
@@ -84,7 +91,10 @@ fn render(ev: &Event, filter: &Filter) -> Option<Bytes> {
             }
         }
     };
-    line(kind.as_str(), &ev.object)
+    match convert.and_then(|d| super::convert::from_storage(d, &ev.object)) {
+        Some(served) => line(kind.as_str(), &served),
+        None => line(kind.as_str(), &ev.object),
+    }
 }
 
 fn line(kind: &str, obj: &Value) -> Option<Bytes> {
@@ -171,7 +181,7 @@ pub fn stream(
                 match out {
                     Out::Event(ev) => {
                         st.last_rv = st.last_rv.max(ev.rv);
-                        if let Some(b) = render(&ev, &st.opts.filter) {
+                        if let Some(b) = render(&ev, &st.opts.filter, st.opts.convert.as_ref()) {
                             st.sent += 1;
                             if st.opts.drop_after.is_some_and(|n| st.sent > n) {
                                 return None;
@@ -248,17 +258,17 @@ mod tests {
             ..Default::default()
         };
         let enter = ev(EventKind::Modified, json!({"app": "x"}), Some(json!({})));
-        assert_eq!(kind_of(&render(&enter, &f).unwrap()), "ADDED");
+        assert_eq!(kind_of(&render(&enter, &f, None).unwrap()), "ADDED");
         let leave = ev(EventKind::Modified, json!({}), Some(json!({"app": "x"})));
-        assert_eq!(kind_of(&render(&leave, &f).unwrap()), "DELETED");
+        assert_eq!(kind_of(&render(&leave, &f, None).unwrap()), "DELETED");
         let stay_out = ev(EventKind::Modified, json!({}), Some(json!({})));
-        assert!(render(&stay_out, &f).is_none());
+        assert!(render(&stay_out, &f, None).is_none());
         let stay = ev(
             EventKind::Modified,
             json!({"app": "x"}),
             Some(json!({"app": "x"})),
         );
-        assert_eq!(kind_of(&render(&stay, &f).unwrap()), "MODIFIED");
+        assert_eq!(kind_of(&render(&stay, &f, None).unwrap()), "MODIFIED");
     }
 
     #[test]
