@@ -176,8 +176,19 @@ async fn kubectl_get_apply_patch_delete() {
         out.contains("configured") || out.contains("unchanged"),
         "{out}"
     );
+    // The server answers kubectl's Table request with the KubeVirt printer columns.
     let out = k.ok(&["get", "vm"]).await;
     assert!(out.contains(vm_name.as_str()), "{out}");
+    let header = out.lines().next().unwrap_or("");
+    assert!(
+        header.contains("STATUS") && header.contains("READY"),
+        "{out}"
+    );
+    let out = k.ok(&["get", "vmi", "-o", "wide"]).await;
+    let header = out.lines().next().unwrap_or("");
+    for col in ["PHASE", "NODENAME", "LIVE-MIGRATABLE"] {
+        assert!(header.contains(col), "{out}");
+    }
 
     // get vmi -o yaml
     let (_, _, vmi_name) = examples

@@ -29,6 +29,7 @@ use super::resources::{ResId, ResourceDef};
 use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::status::{self, ApiError};
 use super::store::{DeleteOpts, Deleted, Propagation, Store, Sub, WatchFrom};
+use super::table::{self, IncludeObject};
 use super::watch::{self, WatchOptions};
 
 /// Largest request body accepted (bytes).
@@ -561,6 +562,22 @@ impl Ctx<'_> {
         self.rr.ns.as_deref().unwrap_or("")
     }
 
+    /// The `meta.k8s.io` Table version the client asked for, if it asked for one.
+    fn table_version(&self) -> Option<&'static str> {
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(table::wants_table)
+    }
+
+    fn include_object(&self) -> IncludeObject {
+        IncludeObject::parse(self.q.get("includeObject").map(String::as_str))
+    }
+
+    fn served(&self, obj: &Value) -> Value {
+        convert::from_storage(self.def, obj).unwrap_or_else(|| obj.clone())
+    }
+
     fn name(&self) -> &str {
         self.rr.name.as_deref().unwrap_or("")
     }
@@ -575,6 +592,19 @@ impl Ctx<'_> {
 
     fn get(&self) -> Result<Response, ApiError> {
         let obj = self.app.store.get(self.sres, self.ns(), self.name())?;
+        if let Some(tv) = self.table_version() {
+            let served = self.served(&obj);
+            let rv = object::resource_version(&served).to_string();
+            let t = table::table(
+                self.def,
+                tv,
+                &[&served],
+                Some(rv),
+                None,
+                self.include_object(),
+            );
+            return Ok(json_response(200, &t));
+        }
         Ok(self.obj_response(200, &obj))
     }
 
@@ -622,6 +652,19 @@ impl Ctx<'_> {
             limit,
             self.q.get("continue").map(String::as_str),
         )?;
+        if let Some(tv) = self.table_version() {
+            let served: Vec<Value> = page.items.iter().map(|o| self.served(o)).collect();
+            let refs: Vec<&Value> = served.iter().collect();
+            let t = table::table(
+                self.def,
+                tv,
+                &refs,
+                Some(page.rv.to_string()),
+                page.continue_token.clone(),
+                self.include_object(),
+            );
+            return Ok(json_response(200, &t));
+        }
         Ok(json_bytes(200, list_body(self.def, &page)))
     }
 
@@ -675,6 +718,9 @@ impl Ctx<'_> {
             kind: self.def.kind.to_string(),
             api_version: self.def.api_version(),
             convert: self.def.storage.is_some().then(|| self.def.clone()),
+            table: self
+                .table_version()
+                .map(|tv| (self.def.clone(), tv, self.include_object())),
         };
         let s = watch::stream(
             self.app.store.clone(),

@@ -33,6 +33,7 @@ pub mod resources;
 pub mod selector;
 pub mod status;
 pub mod store;
+pub mod table;
 pub mod watch;
 
 use std::collections::BTreeMap;

@@ -43,6 +43,13 @@ pub struct WatchOptions {
     /// Served definition when the resource is an alias of another's storage (objects are
     /// converted with `sim::convert::from_storage` before they are sent).
     pub convert: Option<super::resources::ResourceDef>,
+    /// Send each object as a one-row `Table` (`kubectl get -w`): (resource, Table apiVersion,
+    /// includeObject).
+    pub table: Option<(
+        super::resources::ResourceDef,
+        &'static str,
+        super::table::IncludeObject,
+    )>,
 }
 
 enum Out {
@@ -64,11 +71,8 @@ struct State {
 }
 
 /// One serialized line for an event, or `None` when the filter hides it.
-fn render(
-    ev: &Event,
-    filter: &Filter,
-    convert: Option<&super::resources::ResourceDef>,
-) -> Option<Bytes> {
+fn render(ev: &Event, opts: &WatchOptions) -> Option<Bytes> {
+    let filter = &opts.filter;
     let kind = if filter.is_empty() {
         ev.kind
     } else {
@@ -91,9 +95,18 @@ fn render(
             }
         }
     };
-    match convert.and_then(|d| super::convert::from_storage(d, &ev.object)) {
-        Some(served) => line(kind.as_str(), &served),
-        None => line(kind.as_str(), &ev.object),
+    let served = opts
+        .convert
+        .as_ref()
+        .and_then(|d| super::convert::from_storage(d, &ev.object));
+    let obj = served.as_ref().unwrap_or(&ev.object);
+    match &opts.table {
+        Some((def, version, include)) => {
+            let rv = super::object::resource_version(obj).to_string();
+            let t = super::table::table(def, version, &[obj], Some(rv), None, *include);
+            line(kind.as_str(), &t)
+        }
+        None => line(kind.as_str(), obj),
     }
 }
 
@@ -181,7 +194,7 @@ pub fn stream(
                 match out {
                     Out::Event(ev) => {
                         st.last_rv = st.last_rv.max(ev.rv);
-                        if let Some(b) = render(&ev, &st.opts.filter, st.opts.convert.as_ref()) {
+                        if let Some(b) = render(&ev, &st.opts) {
                             st.sent += 1;
                             if st.opts.drop_after.is_some_and(|n| st.sent > n) {
                                 return None;
@@ -253,22 +266,34 @@ mod tests {
 
     #[test]
     fn selector_transitions() {
-        let f = Filter {
-            labels: LabelSelector::parse("app=x").unwrap(),
-            ..Default::default()
+        let f = WatchOptions {
+            filter: Filter {
+                labels: LabelSelector::parse("app=x").unwrap(),
+                ..Default::default()
+            },
+            bookmarks: false,
+            initial_events_end: false,
+            timeout: Duration::from_secs(1),
+            bookmark_interval: Duration::from_secs(1),
+            drop_after: None,
+            delay: Duration::ZERO,
+            kind: "ConfigMap".into(),
+            api_version: "v1".into(),
+            convert: None,
+            table: None,
         };
         let enter = ev(EventKind::Modified, json!({"app": "x"}), Some(json!({})));
-        assert_eq!(kind_of(&render(&enter, &f, None).unwrap()), "ADDED");
+        assert_eq!(kind_of(&render(&enter, &f).unwrap()), "ADDED");
         let leave = ev(EventKind::Modified, json!({}), Some(json!({"app": "x"})));
-        assert_eq!(kind_of(&render(&leave, &f, None).unwrap()), "DELETED");
+        assert_eq!(kind_of(&render(&leave, &f).unwrap()), "DELETED");
         let stay_out = ev(EventKind::Modified, json!({}), Some(json!({})));
-        assert!(render(&stay_out, &f, None).is_none());
+        assert!(render(&stay_out, &f).is_none());
         let stay = ev(
             EventKind::Modified,
             json!({"app": "x"}),
             Some(json!({"app": "x"})),
         );
-        assert_eq!(kind_of(&render(&stay, &f, None).unwrap()), "MODIFIED");
+        assert_eq!(kind_of(&render(&stay, &f).unwrap()), "MODIFIED");
     }
 
     #[test]
