@@ -176,13 +176,11 @@ async fn faults_are_reproducible_from_the_seed() {
     async fn pattern(seed: u64) -> Vec<u16> {
         let server = ApiServer::start(ApiServerConfig {
             fault_seed: seed,
+            faults: vec![FaultRule::error(500).probability(0.5).verbs(&[Verb::Get])],
             ..Default::default()
         })
         .await
         .unwrap();
-        server
-            .faults()
-            .add(FaultRule::error(500).probability(0.5).verbs(&[Verb::Get]));
         let mut config = server.kube_config().await.unwrap();
         config.default_retry = false;
         let cms: Api<ConfigMap> =

@@ -99,6 +99,9 @@ pub struct ApiServerConfig {
     pub bookmark_interval: Duration,
     /// Seed of the fault-injection RNG. Default 0.
     pub fault_seed: u64,
+    /// Fault rules installed at start (more can be added at runtime through
+    /// [`ApiServer::faults`]). Default none.
+    pub faults: Vec<FaultRule>,
     /// Also write the audit log as JSON lines to this file (appended).
     pub audit_file: Option<PathBuf>,
     /// Where to write the kubeconfig; default: `kubeconfig` in a private temp dir owned (and
@@ -124,6 +127,7 @@ impl Default for ApiServerConfig {
             event_history: 10_000,
             bookmark_interval: Duration::from_secs(60),
             fault_seed: 0,
+            faults: Vec::new(),
             audit_file: None,
             kubeconfig_path: None,
             require_token: true,
@@ -176,6 +180,9 @@ impl ApiServer {
             })?,
         );
         let faults = Arc::new(Faults::new(config.fault_seed));
+        for rule in &config.faults {
+            faults.add(rule.clone());
+        }
         let ns_res = reg.core("namespaces").unwrap_or(0);
         for ns in &config.namespaces {
             store

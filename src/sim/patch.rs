@@ -454,6 +454,16 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn patches_never_panic(body in "[\\[\\]{}\",:a-z0-9/ $-]{0,60}") {
+            let cur = json!({"metadata": {"name": "a", "finalizers": ["x/y"]}, "spec": {"containers": [{"name": "c"}]}});
+            for kind in [PatchKind::Json, PatchKind::Merge, PatchKind::Strategic, PatchKind::Apply] {
+                let _ = apply(&def("pods"), kind, &cur, body.as_bytes());
+            }
+        }
+    }
+
     #[test]
     fn apply_is_create_or_merge() {
         let cur = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"a": 1}});

@@ -596,6 +596,16 @@ mod tests {
         assert!(FieldSelector::parse("nonsense", pods).is_err());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(s in "[a-z=!(),. /<>0-9-]{0,40}") {
+            let reg = Registry::new(builtin_resources());
+            let pods = reg.get(reg.core("pods").unwrap());
+            let _ = LabelSelector::parse(&s);
+            let _ = FieldSelector::parse(&s, pods);
+        }
+    }
+
     #[test]
     fn dns_names() {
         assert!(is_dns_subdomain("a.b-c.d"));
