@@ -1073,6 +1073,20 @@ async fn events_k8s_io_and_core_events_share_storage() {
         )
         .await
         .unwrap();
+    // A repeat is folded into the same Event (kube's Recorder merge-patches its series).
+    recorder
+        .publish(
+            &Event {
+                type_: EventType::Normal,
+                reason: "SuccessfulCreate".into(),
+                note: Some("Created virtual machine pod virt-launcher-vmi-1".into()),
+                action: "Create".into(),
+                secondary: None,
+            },
+            &regarding,
+        )
+        .await
+        .unwrap();
     // kubectl get events (core v1) sees it, with core field names.
     let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
     let list = core
@@ -1087,6 +1101,7 @@ async fn events_k8s_io_and_core_events_share_storage() {
         Some("Created virtual machine pod virt-launcher-vmi-1")
     );
     assert_eq!(e.reporting_component.as_deref(), Some("virt-controller"));
+    assert_eq!(e.series.as_ref().and_then(|s| s.count), Some(2));
     // And the events.k8s.io view of the same object, with its field selectors.
     let new: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, "default");
     let list = new

@@ -432,3 +432,25 @@ async fn streaming_list_watcher_gets_initial_events_end_bookmark() {
     assert_eq!(reader.state().len(), 4);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn timeout_seconds_ends_the_stream() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client().await.unwrap(), "default");
+    let mut s = cms
+        .watch(&WatchParams::default().timeout(1), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let end = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(ev) = s.next().await {
+            ev.unwrap();
+        }
+    })
+    .await;
+    assert!(
+        end.is_ok(),
+        "the server closed the watch after timeoutSeconds"
+    );
+    server.shutdown().await;
+}
