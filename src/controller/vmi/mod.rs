@@ -1,0 +1,1 @@
+//! The VirtualMachineInstance controller (being written by another helper).
