@@ -288,7 +288,8 @@ mod tests {
     /// Mirrors vm_test.go:6492 "when changing a live-updatable field": only with LiveUpdate.
     #[test]
     fn live_updatable_fields_depend_on_rollout_strategy() {
-        let changes: Vec<Box<dyn Fn(&mut Value)>> = vec![
+        type Change = Box<dyn Fn(&mut Value)>;
+        let changes: Vec<Change> = vec![
             Box::new(|s| s["domain"]["cpu"]["sockets"] = json!(2)),
             Box::new(|s| s["domain"]["memory"]["guest"] = json!("2Gi")),
             Box::new(|s| s["nodeSelector"] = json!({"a": "b"})),
