@@ -12,6 +12,14 @@
 //! does after that error (undo an expectation, emit a Warning event, record a sync error, or stop
 //! the sync). At the end, act on [`VmDecision::outcome`]: [`SyncOutcome::Done`] → `Forget(key)`,
 //! [`SyncOutcome::Error`] → `AddRateLimited(key)` (vm.go:336-355).
+//!
+//! Every object named by an action lives in the VM's namespace. Writes of the whole VM
+//! ([`VmAction::UpdateVm`], [`VmAction::UpdateVmStatus`]) take `metadata.resourceVersion` from
+//! their [`ResourceVersionFrom`]; for `UpdateVmStatus` send the snapshot VM with that
+//! resourceVersion and the given status. Patches are sent as given (JSON patch for the `patch`
+//! of finalizer/annotation/firmware/start-request actions, merge patch for adopt/release).
+//! The informer event handlers, not this module, observe creations/deletions in the
+//! expectation stores (vm.go:1985-2134).
 
 use crate::api::DataVolume;
 use crate::api::vm::{VirtualMachine, VirtualMachineStatus};
@@ -153,7 +161,7 @@ pub enum VmAction {
     /// "original VirtualMachine ns/name is gone: got uid X, wanted Y" or "ns/name has just been
     /// deleted at T" (vm.go:394-407, controller_ref_manager.go:581-593); then this merge patch
     /// (`ownerReferences` + `metadata.uid` precondition). Report a failure as
-    /// "can't adopt VirtualMachineInstance ns/name (uid): <err>" (controller_ref_manager.go:414-427).
+    /// `can't adopt VirtualMachineInstance ns/name (uid): <err>` (controller_ref_manager.go:414-427).
     AdoptVmi {
         name: String,
         uid: String,

@@ -20,7 +20,7 @@ use crate::api::vmi::{VirtualMachineInstance, VirtualMachineInstanceStatus};
 
 impl Engine<'_> {
     /// `startVMI` (vm.go:1257-1345). `Err` carries the error text that becomes
-    /// "Failure while starting VMI: <err>".
+    /// `Failure while starting VMI: <err>`.
     pub(super) fn start_vmi(&mut self) -> Result<(), String> {
         // 1. DataVolumes must be ready.
         if !self.handle_data_volumes()? {

@@ -5,7 +5,7 @@ use super::datavolume::{data_volume_error, data_volume_provisioning};
 use super::reasons::{condition, vmi_reason};
 use super::run_strategy::{Strategy, is_set_to_start, vm_strategy};
 use super::snapshot::{ExpectationsView, PvcInfo};
-use crate::api::vm::{RunStrategy, StartFailure, VirtualMachine};
+use crate::api::vm::{RunStrategy, VirtualMachine};
 use crate::api::vmi::{Phase, VirtualMachineInstance, Volume};
 use crate::api::{DataVolume, Time};
 use chrono::{DateTime, Utc};
@@ -78,12 +78,11 @@ impl PrintableStatus {
 /// What the predicates read.
 #[derive(Debug, Clone, Copy)]
 pub struct PrintableContext<'a> {
-    /// The VM after the sync (deletion timestamp, run strategy, template volumes).
+    /// The VM after the sync, carrying the status being computed (state change requests already
+    /// trimmed, `startFailure` already updated), as KubeVirt's `vm` is at this point.
     pub vm: &'a VirtualMachine,
     /// The claimed VMI.
     pub vmi: Option<&'a VirtualMachineInstance>,
-    /// `status.startFailure` as just computed.
-    pub start_failure: Option<&'a StartFailure>,
     /// Expectations after the sync's own creates/deletes.
     pub expectations: &'a ExpectationsView,
     /// DataVolumes in the cache.
@@ -271,7 +270,10 @@ pub fn printable_status(ctx: &PrintableContext<'_>) -> (PrintableStatus, &'stati
     if vmi.is_none_or(|v| v.is_final())
         && !start_expected
         && ctx
-            .start_failure
+            .vm
+            .status
+            .as_ref()
+            .and_then(|s| s.start_failure.as_ref())
             .is_some_and(|f| f.consecutive_fail_count > 0)
         && restarts_failures
     {
@@ -303,7 +305,7 @@ pub fn printable_status(ctx: &PrintableContext<'_>) -> (PrintableStatus, &'stati
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::vm::VirtualMachineStatus;
+    use crate::api::vm::{StartFailure, VirtualMachineStatus};
     use crate::controller::vm::snapshot::ExpectationCounts;
     use serde_json::{Value, json};
 
@@ -359,10 +361,14 @@ mod tests {
             self.run_with_failure(None)
         }
         fn run_with_failure(&self, failure: Option<&StartFailure>) -> PrintableStatus {
+            let mut vm = self.vm.clone();
+            vm.status = Some(VirtualMachineStatus {
+                start_failure: failure.cloned(),
+                ..Default::default()
+            });
             printable_status(&PrintableContext {
-                vm: &self.vm,
+                vm: &vm,
                 vmi: self.vmi.as_ref(),
-                start_failure: failure,
                 expectations: &self.expectations,
                 data_volumes: &self.dvs,
                 pvcs: &self.pvcs,

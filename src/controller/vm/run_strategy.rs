@@ -362,7 +362,7 @@ impl Engine<'_> {
 
     /// Halted with a start request and no VMI ("start paused", vm.go:1117-1131): rewrite the VM
     /// to `runStrategy: Always` (or `running: true`) with a full Update whose result is
-    /// discarded, and report a FailedCreate sync error "Failure while starting VMI: <err>" — with
+    /// discarded, and report a FailedCreate sync error `Failure while starting VMI: <err>` — with
     /// `<nil>` when the update worked (KubeVirt's quirk).
     fn halted_start_request(&mut self) -> SyncError {
         let mut copy = self.vm.clone();

@@ -146,10 +146,11 @@ impl Engine<'_> {
         status.conditions = Some(conds);
 
         // Printable status.
+        let mut vm_view = self.vm.clone();
+        vm_view.status = Some(status.clone());
         let ctx = PrintableContext {
-            vm: &self.vm,
+            vm: &vm_view,
             vmi: vmi_now.as_ref(),
-            start_failure: status.start_failure.as_ref(),
             expectations: &self.expectations,
             data_volumes: &self.snap.data_volumes,
             pvcs: &self.snap.pvcs,

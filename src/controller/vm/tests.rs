@@ -686,7 +686,7 @@ fn halted_deletes_the_vmi() {
 }
 
 /// Halted + start request (virtctl start --paused): rewrite the run strategy, report the
-/// "Failure while starting VMI: <nil>" quirk; the status write uses the pre-update
+/// `Failure while starting VMI: <nil>` quirk; the status write uses the pre-update
 /// resourceVersion (and conflicts, as in KubeVirt).
 #[test]
 fn halted_start_request_rewrites_the_run_strategy() {
@@ -1390,4 +1390,37 @@ fn start_failure_status_is_only_written_on_change() {
     let d = decide(&snap_with(v, i));
     // Same VMI UID: not counted again.
     assert_eq!(status(&d).start_failure, Some(f));
+}
+
+/// The printable status sees the trimmed request list: Manual, no VMI, `[Stop(old), Start]` →
+/// the Stop is trimmed, so the VM counts as set to start (WaitingForVolumeBinding with an unbound
+/// PVC), exactly as KubeVirt's in-place trimming makes `isSetToStart` see it.
+#[test]
+fn printable_status_sees_trimmed_requests() {
+    let mut v = with_status(
+        strategy("Manual"),
+        json!({"stateChangeRequests": [{"action": "Stop", "uid": "old"}, {"action": "Start"}]}),
+    );
+    v.spec
+        .template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .volumes
+        .as_mut()
+        .unwrap()
+        .push(
+            serde_json::from_value(
+                json!({"name": "data", "persistentVolumeClaim": {"claimName": "pvc1"}}),
+            )
+            .unwrap(),
+        );
+    let mut s = snap(v);
+    s.pvcs.insert("pvc1".into(), PvcInfo::with_phase("Pending"));
+    let d = decide(&s);
+    assert!(!kinds(&d).contains(&"CreateVmi"));
+    assert_eq!(status(&d).state_change_requests.as_ref().unwrap().len(), 1);
+    assert_eq!(printable(&d), "WaitingForVolumeBinding");
 }
