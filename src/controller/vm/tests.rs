@@ -1424,3 +1424,25 @@ fn printable_status_sees_trimmed_requests() {
     assert_eq!(status(&d).state_change_requests.as_ref().unwrap().len(), 1);
     assert_eq!(printable(&d), "WaitingForVolumeBinding");
 }
+
+/// KubeVirt quirk kept: an adopted VMI with neither a generation annotation nor a revision name
+/// makes `conditionallyBumpGenerationAnnotationOnVmi` GET a ControllerRevision with an empty
+/// name, which client-go rejects ("resource name may not be empty"); the sync stops there.
+#[test]
+fn adopted_vmi_without_revision_name_stops_the_sync() {
+    let mut orphan = vmi("Running");
+    orphan.metadata.owner_references = None;
+    orphan.metadata.annotations = None;
+    orphan
+        .status
+        .as_mut()
+        .unwrap()
+        .virtual_machine_revision_name = None;
+    let d = decide(&snap_with(strategy("Always"), orphan));
+    assert_eq!(kinds(&d), vec!["AdoptVmi"]);
+    assert_eq!(
+        d.outcome,
+        SyncOutcome::Error("resource name may not be empty".into())
+    );
+    assert_eq!(d.status, None);
+}
