@@ -4,4 +4,5 @@
 pub mod context;
 pub mod handlers;
 pub mod manager;
+pub mod vm;
 pub mod vmi;
