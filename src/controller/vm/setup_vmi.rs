@@ -10,9 +10,7 @@ use super::firmware::calculate_legacy_uuid;
 use super::run_strategy::has_start_paused_request;
 use super::snapshot::VmControllerConfig;
 use crate::api::vm::VirtualMachine;
-use crate::api::vmi::{
-    Disk, Firmware, Interface, Network, VirtualMachineInstance, VirtualMachineInstanceSpec,
-};
+use crate::api::vmi::{Disk, Firmware, VirtualMachineInstance, VirtualMachineInstanceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::json;
 
@@ -182,48 +180,12 @@ pub fn set_default_network_interface(
     config: &VmControllerConfig,
     spec: &mut VirtualMachineInstanceSpec,
 ) -> Result<(), String> {
-    if spec.domain.devices.autoattach_pod_interface == Some(false) {
-        return Ok(());
-    }
-    if spec.networks.as_ref().is_some_and(|n| !n.is_empty())
-        || spec
-            .domain
-            .devices
-            .interfaces
-            .as_ref()
-            .is_some_and(|i| !i.is_empty())
-    {
-        return Ok(());
-    }
-    let default_iface = |f: fn(&mut Interface)| {
-        let mut iface = Interface {
-            name: "default".into(),
-            ..Default::default()
-        };
-        f(&mut iface);
-        vec![iface]
+    let admission = crate::api::defaults::AdmissionSettings {
+        default_network_interface: config.default_network_interface.clone(),
+        permit_bridge_interface_on_pod_network: config.permit_bridge_interface_on_pod_network,
+        ..Default::default()
     };
-    match config.default_network_interface.as_str() {
-        "bridge" => {
-            if !config.permit_bridge_interface_on_pod_network {
-                return Err("bridge interface is not enabled in kubevirt-config".into());
-            }
-            spec.domain.devices.interfaces = Some(default_iface(|i| i.bridge = Some(json!({}))));
-        }
-        "masquerade" => {
-            spec.domain.devices.interfaces =
-                Some(default_iface(|i| i.masquerade = Some(json!({}))));
-        }
-        "slirp" => return Err("slirp interface is deprecated as of v1.3".into()),
-        _ => {}
-    }
-    spec.networks = Some(vec![Network {
-        name: "default".into(),
-        pod: Some(json!({})),
-        multus: None,
-        extra: Default::default(),
-    }]);
-    Ok(())
+    crate::api::defaults::set_default_network_interface(spec, &admission).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
