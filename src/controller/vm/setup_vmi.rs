@@ -192,6 +192,7 @@ pub fn set_default_network_interface(
 mod tests {
     use super::*;
     use crate::api::manifest::{KubeVirtObject, read_manifest};
+    use crate::api::vmi::Network;
     use serde_json::Value;
 
     /// KubeVirt's examples/vm-cirros.yaml from the shared reference directory (next to the main
