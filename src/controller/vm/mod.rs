@@ -36,6 +36,7 @@ pub mod claim;
 pub mod conditions;
 pub mod datavolume;
 mod decide;
+pub mod executor;
 pub mod firmware;
 pub mod generation;
 mod lifecycle;
