@@ -543,6 +543,16 @@ async fn raw(
     (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
+/// (method, path, content type, body, expected code, expected reason)
+type Case = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [u8],
+    u16,
+    &'static str,
+);
+
 #[tokio::test]
 async fn malformed_requests_get_real_statuses_and_change_nothing() {
     let (server, client) = server().await;
@@ -552,7 +562,7 @@ async fn malformed_requests_get_real_statuses_and_change_nothing() {
         .unwrap();
     let before = server.snapshot();
     let rv_before = server.current_resource_version();
-    let cases: Vec<(&str, &str, &str, &[u8], u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "POST",
             "/api/v1/namespaces/default/pods",
@@ -948,5 +958,86 @@ async fn cluster_scoped_and_new_resources() {
         .await
         .unwrap();
     assert_eq!(d.data["status"]["phase"], "Succeeded");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn bearer_token_rules() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    assert!(server.token().is_some());
+    // kube-rs sends the kubeconfig token: accepted.
+    let cms: Api<ConfigMap> = Api::namespaced(server.client().await.unwrap(), "default");
+    cms.list(&ListParams::default()).await.unwrap();
+    // A wrong token is 401; no token at all is accepted (kubectl sends none over HTTP).
+    let mut config = server.kube_config().await.unwrap();
+    config.auth_info.token = Some("wrong".to_string().into());
+    let wrong: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    let s = api_err(wrong.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (401, "Unauthorized"));
+    let mut config = server.kube_config().await.unwrap();
+    config.auth_info.token = None;
+    let anonymous: Api<ConfigMap> =
+        Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    anonymous.list(&ListParams::default()).await.unwrap();
+    server.shutdown().await;
+    // strict_auth: the token is mandatory.
+    let strict = ApiServer::start(ApiServerConfig {
+        strict_auth: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut config = strict.kube_config().await.unwrap();
+    config.auth_info.token = None;
+    let anonymous: Api<ConfigMap> =
+        Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    assert_eq!(
+        api_err(anonymous.list(&ListParams::default()).await.unwrap_err()).code,
+        401
+    );
+    let ok: Api<ConfigMap> = Api::namespaced(strict.client().await.unwrap(), "default");
+    ok.list(&ListParams::default()).await.unwrap();
+    strict.shutdown().await;
+}
+
+#[tokio::test]
+async fn list_resource_version_semantics() {
+    let (server, client) = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap();
+    let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+    let created_rv = created.metadata.resource_version.unwrap();
+    let any = cms.list(&ListParams::default().match_any()).await.unwrap();
+    assert_eq!(any.items.len(), 1);
+    let cur = server.current_resource_version().to_string();
+    let exact = ListParams {
+        resource_version: Some(cur),
+        version_match: Some(kube::api::VersionMatch::Exact),
+        ..Default::default()
+    };
+    cms.list(&exact).await.unwrap();
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "b"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let old = ListParams {
+        resource_version: Some(created_rv),
+        version_match: Some(kube::api::VersionMatch::Exact),
+        ..Default::default()
+    };
+    assert_eq!(api_err(cms.list(&old).await.unwrap_err()).code, 410);
+    let future = ListParams {
+        resource_version: Some("999999".into()),
+        version_match: Some(kube::api::VersionMatch::NotOlderThan),
+        ..Default::default()
+    };
+    // kube's default retry layer would retry a 504 fifteen times with backoff: ask without it.
+    let mut config = server.kube_config().await.unwrap();
+    config.default_retry = false;
+    let cms: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    let s = api_err(cms.list(&future).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (504, "Timeout"));
     server.shutdown().await;
 }

@@ -30,10 +30,11 @@ impl Kubectl {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let mut child = cmd.spawn().expect("spawn kubectl");
-        if let Some(mut si) = child.stdin.take() {
-            if let Some(text) = stdin {
-                si.write_all(text.as_bytes()).await.unwrap();
-            }
+        // Dropping stdin (after writing, if there is input) closes it.
+        if let Some(mut si) = child.stdin.take()
+            && let Some(text) = stdin
+        {
+            si.write_all(text.as_bytes()).await.unwrap();
         }
         let out = child.wait_with_output().await.unwrap();
         (

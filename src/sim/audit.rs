@@ -77,9 +77,7 @@ pub struct AuditQuery {
 impl AuditQuery {
     /// Whether `e` passes the filter.
     pub fn matches(&self, e: &AuditEntry) -> bool {
-        self.verbs
-            .as_ref()
-            .is_none_or(|v| v.iter().any(|v| *v == e.verb))
+        self.verbs.as_ref().is_none_or(|v| v.contains(&e.verb))
             && (!self.writes_only || e.is_write())
             && self.resource.as_ref().is_none_or(|r| *r == e.resource)
             && self

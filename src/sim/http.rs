@@ -567,6 +567,14 @@ impl Ctx<'_> {
                 .parse()
                 .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?;
             let cur = self.app.store.current_rv();
+            let exact = self.q.get("resourceVersionMatch").map(String::as_str) == Some("Exact");
+            if exact && n < cur {
+                // No historical snapshots: an exact read of the past is as unavailable as a
+                // compacted one on a real server.
+                return Err(ApiError::expired(format!(
+                    "too old resource version: {n} ({cur})"
+                )));
+            }
             if n > cur {
                 let mut e =
                     ApiError::timeout(format!("Too large resource version: {n}, current: {cur}"));

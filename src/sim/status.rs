@@ -25,8 +25,8 @@ pub struct ApiError {
     pub reason: String,
     /// `Status.message`.
     pub message: String,
-    /// `Status.details`, when the real server sends one.
-    pub details: Option<Map<String, Value>>,
+    /// `Status.details`, when the real server sends one (boxed to keep the error small).
+    pub details: Option<Box<Map<String, Value>>>,
     /// Seconds for a `Retry-After` header (and `details.retryAfterSeconds`).
     pub retry_after: Option<u32>,
 }
@@ -77,7 +77,7 @@ impl ApiError {
             format!("{plural}.{group}")
         };
         let mut e = Self::new(404, "NotFound", format!("{gr} {name:?} not found"));
-        e.details = Some(details(group, plural, name));
+        e.details = Some(Box::new(details(group, plural, name)));
         e
     }
 
@@ -89,7 +89,7 @@ impl ApiError {
             "NotFound",
             "the server could not find the requested resource".into(),
         );
-        e.details = Some(Map::new());
+        e.details = Some(Box::new(Map::new()));
         e
     }
 
@@ -100,7 +100,7 @@ impl ApiError {
             "AlreadyExists",
             format!("{} {name:?} already exists", def.group_resource()),
         );
-        e.details = Some(details(def.group, def.plural, name));
+        e.details = Some(Box::new(details(def.group, def.plural, name)));
         e
     }
 
@@ -114,7 +114,7 @@ impl ApiError {
                 def.group_resource()
             ),
         );
-        e.details = Some(details(def.group, def.plural, name));
+        e.details = Some(Box::new(details(def.group, def.plural, name)));
         e
     }
 
@@ -153,7 +153,7 @@ impl ApiError {
                     .collect(),
             ),
         );
-        e.details = Some(d);
+        e.details = Some(Box::new(d));
         e
     }
 
@@ -210,7 +210,7 @@ impl ApiError {
             "Invalid",
             "the server rejected our request due to an error in our request".into(),
         );
-        e.details = Some(Map::new());
+        e.details = Some(Box::new(Map::new()));
         e
     }
 
@@ -226,7 +226,7 @@ impl ApiError {
             "Forbidden",
             format!("{} {name:?} is forbidden: {why}", def.group_resource()),
         );
-        e.details = Some(details(def.group, def.plural, name));
+        e.details = Some(Box::new(details(def.group, def.plural, name)));
         e
     }
 
@@ -245,7 +245,7 @@ impl ApiError {
                 def.group_resource()
             ),
         );
-        e.details = Some(details(def.group, def.plural, ""));
+        e.details = Some(Box::new(details(def.group, def.plural, "")));
         e
     }
 
@@ -256,7 +256,7 @@ impl ApiError {
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource".into(),
         );
-        e.details = Some(Map::new());
+        e.details = Some(Box::new(Map::new()));
         e
     }
 
@@ -278,7 +278,7 @@ impl ApiError {
     /// 504 `Timeout` (e.g. a list with a resourceVersion from the future).
     pub fn timeout(message: impl Into<String>) -> Self {
         let mut e = Self::new(504, "Timeout", format!("Timeout: {}", message.into()));
-        e.details = Some(Map::new());
+        e.details = Some(Box::new(Map::new()));
         e
     }
 
@@ -292,7 +292,7 @@ impl ApiError {
         );
         let mut d = Map::new();
         d.insert("causes".into(), json!([{ "message": message }]));
-        e.details = Some(d);
+        e.details = Some(Box::new(d));
         e
     }
 
@@ -333,7 +333,7 @@ impl ApiError {
         if let Some(s) = retry_after {
             d.insert("retryAfterSeconds".into(), json!(s));
         }
-        e.details = Some(d);
+        e.details = Some(Box::new(d));
         e.retry_after = retry_after;
         e
     }
@@ -342,7 +342,7 @@ impl ApiError {
     pub fn with_retry_after(mut self, seconds: u32) -> Self {
         self.retry_after = Some(seconds);
         self.details
-            .get_or_insert_with(Map::new)
+            .get_or_insert_with(Default::default)
             .insert("retryAfterSeconds".into(), json!(seconds));
         self
     }
@@ -359,7 +359,7 @@ impl ApiError {
             m.insert("reason".into(), json!(self.reason));
         }
         if let Some(d) = &self.details {
-            m.insert("details".into(), Value::Object(d.clone()));
+            m.insert("details".into(), Value::Object((**d).clone()));
         }
         m.insert("code".into(), json!(self.code));
         Value::Object(m)

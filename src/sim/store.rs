@@ -185,6 +185,9 @@ pub struct Store {
     gc_wake: Notify,
 }
 
+/// One entry of a collection: ((namespace, name), object).
+type ObjEntry<'a> = (&'a (String, String), &'a Arc<Value>);
+
 /// A mutation decided under the lock.
 struct Commit {
     key: ObjKey,
@@ -377,7 +380,7 @@ impl Store {
         let col = &mut inner.cols[res];
         let initial: Vec<Arc<Event>> = match from {
             WatchFrom::Current => {
-                let range: Box<dyn Iterator<Item = (&(String, String), &Arc<Value>)>> = match ns {
+                let range: Box<dyn Iterator<Item = ObjEntry<'_>>> = match ns {
                     Some(ns) => Box::new(
                         col.objects
                             .range((ns.to_string(), String::new())..)
@@ -1048,7 +1051,7 @@ fn hex(s: &str) -> String {
 }
 
 fn unhex(s: &str) -> Option<String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..s.len())
