@@ -202,10 +202,10 @@ async fn generation_bumps_only_on_spec_changes() {
 #[tokio::test]
 async fn status_subresource_separation() {
     let (server, client) = server().await;
-    let vmis: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vmi_resource());
-    let mut with_status = vmi("v1");
-    with_status.data["status"] = json!({"phase": "Running"});
-    let created = vmis
+    let vms: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vm_resource());
+    let mut with_status = vm("v1");
+    with_status.data["status"] = json!({"printableStatus": "Running"});
+    let created = vms
         .create(&PostParams::default(), &with_status)
         .await
         .unwrap();
@@ -215,9 +215,9 @@ async fn status_subresource_separation() {
     );
     // Main endpoint ignores status.
     let mut upd = created.clone();
-    upd.data["status"] = json!({"phase": "Running"});
+    upd.data["status"] = json!({"printableStatus": "Running"});
     upd.data["spec"]["x"] = json!(1);
-    let after = vmis
+    let after = vms
         .replace("v1", &PostParams::default(), &upd)
         .await
         .unwrap();
@@ -225,19 +225,35 @@ async fn status_subresource_separation() {
     assert_eq!(after.data["spec"]["x"], 1);
     // /status ignores everything but status.
     let mut st = after.clone();
-    st.data["status"] = json!({"phase": "Scheduling"});
+    st.data["status"] = json!({"printableStatus": "Starting"});
     st.data["spec"]["x"] = json!(2);
     st.metadata.labels = Some([("l".to_string(), "v".to_string())].into());
-    let after = vmis
+    let after = vms
         .replace_status("v1", &PostParams::default(), &st)
         .await
         .unwrap();
-    assert_eq!(after.data["status"]["phase"], "Scheduling");
+    assert_eq!(after.data["status"]["printableStatus"], "Starting");
     assert_eq!(after.data["spec"]["x"], 1);
     assert!(after.metadata.labels.is_none());
+    // VMIs have no status subresource (KubeVirt's CRD): the main endpoint keeps their status.
+    let vmis: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vmi_resource());
+    let mut vmi_with_status = vmi("i1");
+    vmi_with_status.data["status"] = json!({"phase": "Pending"});
+    let created = vmis
+        .create(&PostParams::default(), &vmi_with_status)
+        .await
+        .unwrap();
+    assert_eq!(created.data["status"]["phase"], "Pending");
+    let mut upd = created.clone();
+    upd.data["status"]["phase"] = json!("Scheduling");
+    let after_vmi = vmis
+        .replace("i1", &PostParams::default(), &upd)
+        .await
+        .unwrap();
+    assert_eq!(after_vmi.data["status"]["phase"], "Scheduling");
     // Stale resourceVersion on /status conflicts too.
     let s = api_err(
-        vmis.replace_status("v1", &PostParams::default(), &st)
+        vms.replace_status("v1", &PostParams::default(), &st)
             .await
             .unwrap_err(),
     );

@@ -3,7 +3,6 @@
 use super::common::Extra;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 
 /// A CDI DataVolume.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -34,28 +33,13 @@ pub struct DataVolumeStatus {
     pub extra: Extra,
 }
 
-impl kube::Resource for DataVolume {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-    fn kind(_: &()) -> Cow<'_, str> {
-        "DataVolume".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "cdi.kubevirt.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1beta1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "datavolumes".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+namespaced_resource!(
+    DataVolume,
+    kind = "DataVolume",
+    group = "cdi.kubevirt.io",
+    version = "v1beta1",
+    plural = "datavolumes"
+);
 
 impl DataVolume {
     /// Ready for the VM controller: phase Succeeded, WaitForFirstConsumer or PendingPopulation

@@ -52,10 +52,10 @@ impl Default for AdmissionSettings {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DefaultsError {
     /// `SetDefaultNetworkInterface` with a bridge default that the cluster forbids.
-    #[error("spec.domain.devices.interfaces: bridge interface is not enabled in kubevirt-config")]
+    #[error("bridge interface is not enabled in kubevirt-config")]
     BridgeNotPermitted,
     /// `SetDefaultNetworkInterface` with the removed slirp default.
-    #[error("spec.domain.devices.interfaces: slirp interface is deprecated as of v1.3")]
+    #[error("slirp interface is deprecated as of v1.3")]
     SlirpDeprecated,
 }
 

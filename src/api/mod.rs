@@ -4,6 +4,36 @@
 //! Every typed struct keeps the fields it does not model in an `extra` map, so that reading and
 //! writing an object (or copying a VM template into a VMI) never loses a field.
 
+/// `impl kube::Resource` for a namespaced kubevirt.io-style type with `metadata: ObjectMeta`.
+macro_rules! namespaced_resource {
+    ($ty:ty, kind = $kind:literal, group = $group:expr, version = $version:expr, plural = $plural:literal) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                $group.into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                $version.into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
 pub mod common;
 pub mod datavolume;
 pub mod defaults;

@@ -6,7 +6,6 @@ use super::common::{Condition, Extra, Time};
 use super::vmi::VirtualMachineInstanceSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::fmt;
 
 /// A VirtualMachine: the desired, persistent VM from which VMIs are started.
@@ -26,28 +25,13 @@ pub struct VirtualMachine {
     pub extra: Extra,
 }
 
-impl kube::Resource for VirtualMachine {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-    fn kind(_: &()) -> Cow<'_, str> {
-        "VirtualMachine".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        super::GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        super::VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "virtualmachines".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+namespaced_resource!(
+    VirtualMachine,
+    kind = "VirtualMachine",
+    group = super::GROUP,
+    version = super::VERSION,
+    plural = "virtualmachines"
+);
 
 /// `spec` of a VM (`v1.VirtualMachineSpec`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

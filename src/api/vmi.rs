@@ -7,7 +7,6 @@ use super::common::{Condition, Extra, Time};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// A VirtualMachineInstance: one running (or about to run) guest.
@@ -29,28 +28,13 @@ pub struct VirtualMachineInstance {
     pub extra: Extra,
 }
 
-impl kube::Resource for VirtualMachineInstance {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-    fn kind(_: &()) -> Cow<'_, str> {
-        "VirtualMachineInstance".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        super::GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        super::VERSION.into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "virtualmachineinstances".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+namespaced_resource!(
+    VirtualMachineInstance,
+    kind = "VirtualMachineInstance",
+    group = super::GROUP,
+    version = super::VERSION,
+    plural = "virtualmachineinstances"
+);
 
 /// `spec` of a VMI (`v1.VirtualMachineInstanceSpec`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -6,6 +6,8 @@
 pub mod client;
 pub mod cluster;
 pub mod explain_overhead;
+pub mod progress;
+pub mod run_controller;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -58,7 +60,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the VM and VMI controllers out of cluster, acting only while holding the Lease.
-    RunController(NotYetArgs),
+    RunController(run_controller::RunControllerArgs),
     /// Show what the controller thinks about one VM (Lease holder, queue, expectations, phases).
     Inspect(NotYetArgs),
     /// Explain the virt-launcher memory overhead of a VM or VMI, term by term.
@@ -110,7 +112,7 @@ pub fn init_logging(global: &GlobalArgs) {
 pub fn run(cli: Cli) -> ExitCode {
     init_logging(&cli.global);
     let result = match cli.command {
-        Command::RunController(_) => Err(CliError::NotAvailable("run-controller")),
+        Command::RunController(args) => run_controller::run(&cli.global, args),
         Command::Inspect(_) => Err(CliError::NotAvailable("inspect")),
         Command::ExplainOverhead(args) => explain_overhead::run(&cli.global, args),
         Command::Cluster(args) => cluster::run(&cli.global, args),

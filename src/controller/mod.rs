@@ -1,7 +1,19 @@
 //! The VM and VMI controllers: each a pure decision (snapshot → intended actions) plus a thin
 //! executor, and what they share (context, informer handlers, the manager).
 
+pub mod apicall;
 pub mod context;
 pub mod handlers;
 pub mod manager;
+pub mod vm;
 pub mod vmi;
+
+use std::sync::Arc;
+
+/// The VM and VMI reconcilers, for [`manager::Manager::start`].
+pub fn reconcilers() -> (Arc<dyn manager::Reconciler>, Arc<dyn manager::Reconciler>) {
+    (
+        Arc::new(vm::executor::VmReconciler),
+        Arc::new(vmi::executor::VmiReconciler),
+    )
+}

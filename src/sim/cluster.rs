@@ -90,6 +90,35 @@ pub struct ApplySummary {
     pub skipped: Vec<String>,
 }
 
+impl ApplySummary {
+    /// One line: `2 created, 1 replaced, 1 skipped (Kind ns/name, ...)`.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{} created, {} replaced",
+            self.created.len(),
+            self.replaced.len()
+        );
+        if !self.skipped.is_empty() {
+            s.push_str(&format!(
+                ", {} skipped ({})",
+                self.skipped.len(),
+                self.skipped.join(", ")
+            ));
+        }
+        s
+    }
+
+    /// `namespace/name` of every VirtualMachine created or replaced.
+    pub fn virtual_machines(&self) -> Vec<String> {
+        self.created
+            .iter()
+            .chain(&self.replaced)
+            .filter_map(|o| o.strip_prefix("VirtualMachine "))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
 /// An embedded API server plus a node simulator registered against it.
 pub struct EmbeddedCluster {
     api: ApiServer,

@@ -377,10 +377,14 @@ mod tests {
 
     #[test]
     fn crd_status_dropped_on_create() {
+        let mut vm = json!({"metadata": {"name": "v"}, "spec": {}, "status": {"printableStatus": "Running"}});
+        prepare_create(&def("virtualmachines"), &mut vm);
+        assert!(vm.get("status").is_none());
+        // VMIs have no status subresource in KubeVirt's CRD: their status is kept.
         let mut vmi =
-            json!({"metadata": {"name": "v"}, "spec": {}, "status": {"phase": "Running"}});
+            json!({"metadata": {"name": "v"}, "spec": {}, "status": {"phase": "Pending"}});
         prepare_create(&def("virtualmachineinstances"), &mut vmi);
-        assert!(vmi.get("status").is_none());
+        assert_eq!(vmi["status"]["phase"], "Pending");
     }
 
     #[test]

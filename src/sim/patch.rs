@@ -55,6 +55,45 @@ pub fn unsupported_patch(def: &ResourceDef) -> ApiError {
     ))
 }
 
+/// Apply an RFC 6902 patch with the API server's semantics (evanphx/json-patch v4, which the
+/// Kubernetes API server uses), where it is laxer than the RFC:
+/// - a `test` of `null` against an **absent** path succeeds;
+/// - a `replace` of an absent key of an existing **object** sets it (like `add`).
+///
+/// KubeVirt relies on both: `test /metadata/finalizers null` + `replace /metadata/finalizers`
+/// adds the first finalizer of a VM (vm.go:2362-2382). Operations are applied in order; the
+/// caller works on a copy, so a failure leaves the stored object unchanged.
+fn apply_json_patch(doc: &mut Value, p: json_patch::Patch) -> Result<(), json_patch::PatchError> {
+    use json_patch::{AddOperation, PatchOperation};
+    for op in p.0 {
+        let op = match op {
+            PatchOperation::Test(t)
+                if t.value.is_null() && doc.pointer(t.path.as_str()).is_none() =>
+            {
+                continue;
+            }
+            PatchOperation::Replace(r) if doc.pointer(r.path.as_str()).is_none() => {
+                let parent_is_object = r
+                    .path
+                    .parent()
+                    .and_then(|parent| doc.pointer(parent.as_str()))
+                    .is_some_and(Value::is_object);
+                if parent_is_object {
+                    PatchOperation::Add(AddOperation {
+                        path: r.path,
+                        value: r.value,
+                    })
+                } else {
+                    PatchOperation::Replace(r)
+                }
+            }
+            other => other,
+        };
+        json_patch::patch(doc, &[op])?;
+    }
+    Ok(())
+}
+
 /// Apply a patch body to `current`, returning the patched object.
 pub fn apply(
     def: &ResourceDef,
@@ -67,7 +106,7 @@ pub fn apply(
             let p: json_patch::Patch =
                 serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
             let mut doc = current.clone();
-            json_patch::patch(&mut doc, &p).map_err(|_| ApiError::patch_unprocessable())?;
+            apply_json_patch(&mut doc, p).map_err(|_| ApiError::patch_unprocessable())?;
             Ok(doc)
         }
         PatchKind::Merge => {
@@ -357,6 +396,39 @@ mod tests {
         );
         let e = apply(&def("pods"), PatchKind::Json, &cur, b"{not json").unwrap_err();
         assert_eq!(e.code, 400);
+    }
+
+    /// evanphx/json-patch: `test` of null on an absent path passes; of a value, fails. KubeVirt's
+    /// first finalizer patch depends on it (vm.go:2362-2382).
+    #[test]
+    fn json_patch_test_null_on_absent_path() {
+        let cur = json!({"metadata": {"name": "a"}});
+        let body = br#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"replace","path":"/metadata/finalizers","value":["f"]}]"#;
+        let out = apply(&def("virtualmachines"), PatchKind::Json, &cur, body).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
+        // replace of a missing key under a missing parent still fails.
+        let body = br#"[{"op":"replace","path":"/status/phase","value":"x"}]"#;
+        assert_eq!(
+            apply(&def("virtualmachines"), PatchKind::Json, &cur, body)
+                .unwrap_err()
+                .code,
+            422
+        );
+        let body = br#"[{"op":"test","path":"/metadata/finalizers","value":["x"]}]"#;
+        assert_eq!(
+            apply(&def("virtualmachines"), PatchKind::Json, &cur, body)
+                .unwrap_err()
+                .code,
+            422
+        );
+        // A present path with a null test value must really be null.
+        let body = br#"[{"op":"test","path":"/metadata/name","value":null}]"#;
+        assert_eq!(
+            apply(&def("virtualmachines"), PatchKind::Json, &cur, body)
+                .unwrap_err()
+                .code,
+            422
+        );
     }
 
     #[test]

@@ -328,12 +328,15 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
             &["vm", "vms"],
             true,
         ),
+        // KubeVirt's VMI CRD has no status subresource (pkg/virt-operator/resource/generate/
+        // components/crds.go NewVirtualMachineInstanceCrd): virt-controller and virt-handler
+        // write VMI status with a whole-object update or a JSON patch.
         kv(
             "virtualmachineinstances",
             "virtualmachineinstance",
             "VirtualMachineInstance",
             &["vmi", "vmis"],
-            true,
+            false,
         ),
         kv(
             "virtualmachineinstancemigrations",

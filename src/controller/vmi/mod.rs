@@ -22,6 +22,7 @@ pub mod action;
 pub mod conditions;
 pub mod decide;
 pub mod events;
+pub mod executor;
 pub mod patch;
 pub mod podutil;
 pub mod snapshot;

@@ -1,0 +1,210 @@
+//! The lines `run-controller` prints as VMs move: one per change of a VM's printableStatus, its
+//! VMI's phase, or its launcher pod.
+//!
+//! ```text
+//! 21:40:01 default/vm-cirros  Starting  vmi Scheduling since 21:40:01Z  pod virt-launcher-vm-cirros-x7k2p (memory request 396Mi)
+//! ```
+//!
+//! Read from the controller's informer caches (no extra API calls).
+
+use crate::api::{VirtualMachine, VirtualMachineInstance, labels};
+use crate::controller::context::Context;
+use crate::runtime::informer::key_of;
+use k8s_openapi::api::core::v1::Pod;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// What one progress line says about a VM.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VmProgress {
+    /// `status.printableStatus` (empty until the controller wrote one).
+    pub printable_status: String,
+    /// VMI phase and the time it was entered, if a VMI exists.
+    pub vmi_phase: Option<(String, Option<String>)>,
+    /// Launcher pod name and its `compute` memory request.
+    pub pod: Option<(String, Option<String>)>,
+}
+
+impl VmProgress {
+    /// The line for `key` (without the clock prefix).
+    pub fn line(&self, key: &str) -> String {
+        let mut s = format!(
+            "{key}  {}",
+            if self.printable_status.is_empty() {
+                "-"
+            } else {
+                &self.printable_status
+            }
+        );
+        match &self.vmi_phase {
+            Some((phase, Some(since))) => s.push_str(&format!("  vmi {phase} since {since}")),
+            Some((phase, None)) => s.push_str(&format!(
+                "  vmi {}",
+                if phase.is_empty() {
+                    "(no phase yet)"
+                } else {
+                    phase
+                }
+            )),
+            None => s.push_str("  no vmi"),
+        }
+        if let Some((name, memory)) = &self.pod {
+            s.push_str(&format!("  pod {name}"));
+            if let Some(m) = memory {
+                s.push_str(&format!(" (memory request {m})"));
+            }
+        }
+        s
+    }
+}
+
+/// The progress of every cached VM.
+pub fn collect(ctx: &Context) -> BTreeMap<String, VmProgress> {
+    let vmis: BTreeMap<String, std::sync::Arc<VirtualMachineInstance>> = ctx
+        .caches
+        .vmis
+        .store()
+        .state()
+        .into_iter()
+        .map(|v| (key_of(v.as_ref()), v))
+        .collect();
+    let pods = ctx.caches.pods.store().state();
+    ctx.caches
+        .vms
+        .store()
+        .state()
+        .iter()
+        .map(|vm: &std::sync::Arc<VirtualMachine>| {
+            let key = key_of(vm.as_ref());
+            let vmi = vmis.get(&key);
+            let vmi_phase = vmi.map(|v| {
+                let phase = v.phase();
+                let since = v
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase_transition_timestamps.as_ref())
+                    .and_then(|t| t.iter().rev().find(|e| e.phase == phase))
+                    .map(|e| e.phase_transition_timestamp.to_rfc3339());
+                (phase.as_str().to_string(), since)
+            });
+            let pod = vmi.and_then(|v| {
+                let uid = v.metadata.uid.as_deref()?;
+                let pod: &std::sync::Arc<Pod> = pods
+                    .iter()
+                    .filter(|p| {
+                        p.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(labels::CREATED_BY))
+                            .map(String::as_str)
+                            == Some(uid)
+                    })
+                    .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+                let memory = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.containers.iter().find(|c| c.name == "compute"))
+                    .and_then(|c| {
+                        c.resources
+                            .as_ref()?
+                            .requests
+                            .as_ref()?
+                            .get("memory")
+                            .map(|q| q.0.clone())
+                    });
+                Some((pod.metadata.name.clone().unwrap_or_default(), memory))
+            });
+            let progress = VmProgress {
+                printable_status: vm
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.printable_status.clone())
+                    .unwrap_or_default(),
+                vmi_phase,
+                pod,
+            };
+            (key, progress)
+        })
+        .collect()
+}
+
+/// Print a line whenever a VM's progress changes, until `cancel`.
+pub async fn print_progress(ctx: Context, cancel: CancellationToken) {
+    let mut last: BTreeMap<String, VmProgress> = BTreeMap::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = collect(&ctx);
+        for (key, p) in &now {
+            if last.get(key) != Some(p) {
+                println!(
+                    "{} {}",
+                    chrono::Local::now().format("%H:%M:%S"),
+                    p.line(key)
+                );
+            }
+        }
+        for key in last.keys() {
+            if !now.contains_key(key) {
+                println!("{} {key}  deleted", chrono::Local::now().format("%H:%M:%S"));
+            }
+        }
+        last = now;
+    }
+}
+
+/// Wait until every VM in `vms` (`namespace/name`) has printableStatus `Running`; on timeout,
+/// an error listing the VMs that are not, with their status.
+pub async fn wait_all_running(
+    ctx: &Context,
+    vms: &[String],
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let now = collect(ctx);
+        let waiting: Vec<String> = vms
+            .iter()
+            .filter(|k| now.get(*k).is_none_or(|p| p.printable_status != "Running"))
+            .map(|k| match now.get(k) {
+                Some(p) => p.line(k),
+                None => format!("{k}  not found in the cache"),
+            })
+            .collect();
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "timed out after {}s waiting for {} VM(s) to be Running:\n  {}",
+                timeout.as_secs(),
+                waiting.len(),
+                waiting.join("\n  ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines() {
+        let p = VmProgress {
+            printable_status: "Starting".into(),
+            vmi_phase: Some(("Scheduling".into(), Some("2026-11-29T21:40:01Z".into()))),
+            pod: Some(("virt-launcher-a-x".into(), Some("396Mi".into()))),
+        };
+        assert_eq!(
+            p.line("default/a"),
+            "default/a  Starting  vmi Scheduling since 2026-11-29T21:40:01Z  pod virt-launcher-a-x (memory request 396Mi)"
+        );
+        assert_eq!(VmProgress::default().line("ns/b"), "ns/b  -  no vmi");
+    }
+}

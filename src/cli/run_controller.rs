@@ -1,0 +1,287 @@
+//! `run-controller`: flags, the embedded cluster option, signal handling and the progress lines
+//! printed for each VM. The controller itself is [`crate::controller::manager`].
+//!
+//! Exit codes: 0 on a graceful stop (SIGINT/SIGTERM) or `--exit-when-ready` success; 1 on
+//! errors, when the Lease is lost (unless `--on-lost-lease=standby`), or when
+//! `--exit-when-ready` times out (the message lists the VMs that are not Running).
+
+use super::{CliError, GlobalArgs};
+use crate::controller::manager::{Manager, ManagerConfig, OnLostLease};
+use crate::launcher::ClusterSettings;
+use crate::runtime::lease::{
+    DEFAULT_LEASE_DURATION, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, DEFAULT_RENEW_DEADLINE,
+    DEFAULT_RETRY_PERIOD, LeaderElectionConfig, default_identity,
+};
+use clap::Args;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `run-controller`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  kubectl virtctl-rs run-controller --embedded --apply docs/examples\n  kubectl virtctl-rs run-controller --embedded --apply docs/examples --exit-when-ready\n  kubectl virtctl-rs run-controller --kubeconfig ~/.kube/config -n my-vms"
+)]
+pub struct RunControllerArgs {
+    /// Start the embedded cluster (API server + simulated nodes) in-process and run against it.
+    #[arg(long)]
+    pub embedded: bool,
+    /// Simulated nodes of the embedded cluster.
+    #[arg(long, default_value_t = 2, requires = "embedded")]
+    pub nodes: usize,
+    /// Apply a YAML file or a directory of YAML files before starting (repeatable).
+    #[arg(long, value_name = "FILE|DIR")]
+    pub apply: Vec<PathBuf>,
+    /// Exit 0 once every VM applied with --apply is Running; non-zero on timeout.
+    #[arg(long)]
+    pub exit_when_ready: bool,
+    /// Deadline for --exit-when-ready, in seconds.
+    #[arg(long, default_value_t = 300)]
+    pub ready_timeout_seconds: u64,
+    /// VM controller workers (KubeVirt default 3).
+    #[arg(long, default_value_t = crate::runtime::queue::VM_WORKERS)]
+    pub vm_workers: usize,
+    /// VMI controller workers (KubeVirt default 10).
+    #[arg(long, default_value_t = crate::runtime::queue::VMI_WORKERS)]
+    pub vmi_workers: usize,
+    /// Address of /metrics, /healthz, /leader and /debug/state (`none` to disable).
+    #[arg(long, default_value = "127.0.0.1:8182")]
+    pub listen: String,
+    /// Lease name (KubeVirt's: virt-controller).
+    #[arg(long, default_value = DEFAULT_LEASE_NAME)]
+    pub lease_name: String,
+    /// Lease namespace (KubeVirt's install namespace: kubevirt).
+    #[arg(long, default_value = DEFAULT_NAMESPACE)]
+    pub lease_namespace: String,
+    /// Leader election identity (default `<hostname>_<random>`).
+    #[arg(long)]
+    pub identity: Option<String>,
+    /// Lease duration, seconds.
+    #[arg(long, default_value_t = DEFAULT_LEASE_DURATION.as_secs_f64())]
+    pub leader_elect_lease_duration: f64,
+    /// Renew deadline, seconds.
+    #[arg(long, default_value_t = DEFAULT_RENEW_DEADLINE.as_secs_f64())]
+    pub leader_elect_renew_deadline: f64,
+    /// Retry period, seconds.
+    #[arg(long, default_value_t = DEFAULT_RETRY_PERIOD.as_secs_f64())]
+    pub leader_elect_retry_period: f64,
+    /// What to do when the Lease is lost: exit non-zero (KubeVirt) or go back to standby.
+    #[arg(long, value_enum, default_value_t = OnLostLease::Exit)]
+    pub on_lost_lease: OnLostLease,
+    /// KubeVirt custom resource (YAML/JSON) to read cluster settings from.
+    #[arg(long, value_name = "FILE")]
+    pub kubevirt_cr: Option<PathBuf>,
+    /// Do not print a line per VM change (logs only).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn seconds(v: f64, flag: &str) -> Result<Duration, CliError> {
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| CliError::Failed(format!("--{flag}: {v} is not a valid number of seconds")))
+}
+
+fn settings(path: &Option<PathBuf>) -> Result<ClusterSettings, CliError> {
+    let Some(path) = path else {
+        return Ok(ClusterSettings::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Failed(format!("reading {}: {e}", path.display())))?;
+    let value: serde_json::Value = serde_yaml::from_str(&text)
+        .map_err(|e| CliError::Failed(format!("{}: invalid YAML: {e}", path.display())))?;
+    ClusterSettings::from_kubevirt_cr(&value)
+        .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))
+}
+
+/// Build the manager configuration from the flags.
+pub fn manager_config(
+    global: &GlobalArgs,
+    args: &RunControllerArgs,
+) -> Result<ManagerConfig, CliError> {
+    let mut lease =
+        LeaderElectionConfig::new(args.identity.clone().unwrap_or_else(default_identity));
+    lease.lease_name = args.lease_name.clone();
+    lease.namespace = args.lease_namespace.clone();
+    lease.lease_duration = seconds(
+        args.leader_elect_lease_duration,
+        "leader-elect-lease-duration",
+    )?;
+    lease.renew_deadline = seconds(
+        args.leader_elect_renew_deadline,
+        "leader-elect-renew-deadline",
+    )?;
+    lease.retry_period = seconds(args.leader_elect_retry_period, "leader-elect-retry-period")?;
+    lease
+        .validate()
+        .map_err(|e| CliError::Failed(format!("leader election flags: {e}")))?;
+    let listen = if args.listen == "none" {
+        None
+    } else {
+        Some(
+            args.listen
+                .parse::<SocketAddr>()
+                .map_err(|e| CliError::Failed(format!("--listen {}: {e}", args.listen)))?,
+        )
+    };
+    if args.vm_workers == 0 || args.vmi_workers == 0 {
+        return Err(CliError::Failed(
+            "--vm-workers and --vmi-workers must be at least 1".into(),
+        ));
+    }
+    Ok(ManagerConfig {
+        namespace: global.namespace.clone(),
+        vm_workers: args.vm_workers,
+        vmi_workers: args.vmi_workers,
+        settings: settings(&args.kubevirt_cr)?,
+        lease,
+        on_lost_lease: args.on_lost_lease,
+        listen,
+    })
+}
+
+/// Wait for SIGINT or SIGTERM.
+pub async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers, run until killed.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}
+
+/// Run `run-controller`.
+pub fn run(global: &GlobalArgs, args: RunControllerArgs) -> Result<ExitCode, CliError> {
+    let config = manager_config(global, &args)?;
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(run_async(global, args, config))
+}
+
+async fn run_async(
+    global: &GlobalArgs,
+    args: RunControllerArgs,
+    config: ManagerConfig,
+) -> Result<ExitCode, CliError> {
+    // The embedded cluster lives as long as this function.
+    let mut embedded = None;
+    let client = if args.embedded {
+        let cluster = crate::sim::cluster::EmbeddedCluster::start(
+            crate::sim::cluster::EmbeddedClusterConfig {
+                nodes: args.nodes,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| CliError::Failed(format!("starting the embedded cluster: {e}")))?;
+        let path = cluster.kubeconfig_path().display().to_string();
+        println!(
+            "embedded cluster: {} ({} simulated nodes)",
+            cluster.api().url(),
+            args.nodes
+        );
+        println!("kubeconfig: {path}");
+        println!(
+            "  export KUBECONFIG={path}    # in another shell, then: kubectl get vm,vmi,pods -A"
+        );
+        let client = cluster
+            .client()
+            .await
+            .map_err(|e| CliError::Failed(format!("connecting to the embedded cluster: {e}")))?;
+        embedded = Some(cluster);
+        client
+    } else {
+        super::client::client_from_flags(global).await?
+    };
+
+    let mut applied_vms = Vec::new();
+    for path in &args.apply {
+        let summary = crate::sim::cluster::apply_path_with(&client, path)
+            .await
+            .map_err(|e| CliError::Failed(format!("--apply {}: {e}", path.display())))?;
+        println!("applied {}: {}", path.display(), summary.describe());
+        applied_vms.extend(summary.virtual_machines());
+    }
+    if args.exit_when_ready && applied_vms.is_empty() {
+        return Err(CliError::Failed(
+            "--exit-when-ready needs --apply with at least one VirtualMachine".into(),
+        ));
+    }
+
+    let reconcilers = crate::controller::reconcilers();
+    let manager = Manager::start(client.clone(), config.clone(), reconcilers.0, reconcilers.1)
+        .await
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    if let Some(addr) = manager.listen_addr() {
+        println!("endpoints: http://{addr}/metrics /healthz /leader /debug/state");
+    }
+    println!(
+        "identity {} competing for Lease {} ({} VM / {} VMI workers)",
+        config.lease.identity,
+        config.lease.describe(),
+        config.vm_workers,
+        config.vmi_workers
+    );
+
+    let cancel = CancellationToken::new();
+    let progress = if args.quiet {
+        None
+    } else {
+        Some(tokio::spawn(super::progress::print_progress(
+            manager.context().clone(),
+            cancel.clone(),
+        )))
+    };
+    let ready = {
+        let ctx = manager.context().clone();
+        let vms = applied_vms.clone();
+        let timeout = Duration::from_secs(args.ready_timeout_seconds);
+        let wanted = args.exit_when_ready;
+        async move {
+            if !wanted {
+                return std::future::pending::<Result<(), String>>().await;
+            }
+            super::progress::wait_all_running(&ctx, &vms, timeout).await
+        }
+    };
+    let result = {
+        let run = manager.run(cancel.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            r = &mut run => r.map(|_| ExitCode::SUCCESS).map_err(|e| CliError::Failed(e.to_string())),
+            sig = shutdown_signal() => {
+                println!("{sig}: stopping (releasing the Lease)");
+                cancel.cancel();
+                (&mut run).await.map(|_| ExitCode::SUCCESS).map_err(|e| CliError::Failed(e.to_string()))
+            }
+            r = ready => {
+                cancel.cancel();
+                let stopped = (&mut run).await;
+                match (r, stopped) {
+                    (Ok(()), Ok(())) => {
+                        println!("all {} VM(s) are Running", applied_vms.len());
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    (Err(why), _) => Err(CliError::Failed(why)),
+                    (Ok(()), Err(e)) => Err(CliError::Failed(e.to_string())),
+                }
+            }
+        }
+    };
+    cancel.cancel();
+    if let Some(p) = progress {
+        let _ = p.await;
+    }
+    drop(manager);
+    if let Some(cluster) = embedded {
+        cluster.shutdown().await;
+    }
+    result
+}

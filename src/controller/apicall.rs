@@ -1,0 +1,71 @@
+//! Small helpers the executors use to talk to the API server: RFC 6902 JSON patches (sent as
+//! `application/json-patch+json`, like client-go's `types.JSONPatchType`), and typed `Api`
+//! handles for the namespaced kinds.
+
+use crate::runtime::informer::key_of;
+use axum::http;
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+/// PATCH `name` (optionally its `subresource`, e.g. `status`) in `namespace` with a JSON patch
+/// document (a JSON array of operations). Returns the patched object.
+///
+/// Errors: the API server's answer (409 when a `test` operation fails is reported by Kubernetes
+/// as 422 Invalid), or a transport error.
+pub async fn json_patch<K>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    subresource: Option<&str>,
+    patch: &serde_json::Value,
+) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
+    let mut url = format!("{}/{}", K::url_path(&(), Some(namespace)), name);
+    if let Some(sub) = subresource {
+        url.push('/');
+        url.push_str(sub);
+    }
+    let body = serde_json::to_vec(patch).map_err(kube::Error::SerdeError)?;
+    let request = http::Request::patch(url)
+        .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(body)
+        .map_err(kube::Error::HttpError)?;
+    client.request::<K>(request).await
+}
+
+/// A namespaced `Api` for `K`.
+pub fn api<K>(client: &kube::Client, namespace: &str) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    Api::namespaced(client.clone(), namespace)
+}
+
+/// `namespace/name` of `obj` for logs.
+pub fn describe<K: Resource>(obj: &K) -> String {
+    key_of(obj)
+}
+
+/// The HTTP status code of an API error (0 for transport errors).
+pub fn status_code(e: &kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(s) => s.code,
+        _ => 0,
+    }
+}
+
+/// The message Go's `err.Error()` would print for this error.
+pub fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Split `namespace/name`.
+pub fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}

@@ -1,0 +1,374 @@
+//! The output of one VM sync: the ordered list of things KubeVirt's controller would do, what the
+//! executor must do when an API call fails, and the resulting status.
+//!
+//! ## Executor contract
+//!
+//! Apply `VmDecision::actions` in order. Local actions (expectations, events, requeues) cannot
+//! fail. When an API action (see [`VmAction::is_api_call`]) fails with error `e` at index `i`:
+//! record `(i, e)` in an [`ApiFailures`], call
+//! [`decide_with_failures`](super::decide_with_failures) with the same snapshot and all failures so
+//! far, and continue with the new decision's actions from index `i + 1`. The new decision has the
+//! same actions up to and including `i` (decisions are deterministic), followed by what KubeVirt
+//! does after that error (undo an expectation, emit a Warning event, record a sync error, or stop
+//! the sync). At the end, act on [`VmDecision::outcome`]: [`SyncOutcome::Done`] → `Forget(key)`,
+//! [`SyncOutcome::Error`] → `AddRateLimited(key)` (vm.go:336-355).
+//!
+//! Every object named by an action lives in the VM's namespace. Writes of the whole VM
+//! ([`VmAction::UpdateVm`], [`VmAction::UpdateVmStatus`]) take `metadata.resourceVersion` from
+//! their [`ResourceVersionFrom`]; for `UpdateVmStatus` send the snapshot VM with that
+//! resourceVersion and the given status. Patches are sent as given (JSON patch for the `patch`
+//! of finalizer/annotation/firmware/start-request actions, merge patch for adopt/release).
+//! The informer event handlers, not this module, observe creations/deletions in the
+//! expectation stores (vm.go:1985-2134).
+
+use crate::api::DataVolume;
+use crate::api::vm::{VirtualMachine, VirtualMachineStatus};
+use crate::api::vmi::VirtualMachineInstance;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Where the `metadata.resourceVersion` of a full-object VM write comes from.
+///
+/// KubeVirt keeps working on the VM object it read from the cache and replaces it only with the
+/// objects some writes return; a write made with a stale resourceVersion fails with a Conflict
+/// (e.g. the `UpdateStatus` after `addStartRequest`, vm.go:954-968, or after the Halted
+/// start-request `Update`, vm.go:1120-1131). The executor reproduces that by taking the
+/// resourceVersion from the named source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResourceVersionFrom {
+    /// The VM in the snapshot (the cache).
+    Snapshot,
+    /// The VM returned by the API action at this index of `VmDecision::actions`.
+    Action(usize),
+}
+
+/// Why a full VM `Update` is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmUpdatePurpose {
+    /// Set the `kubevirt.io/latest-observed-api-version` / `storage-observed-api-version`
+    /// annotations; always the first write on a VM, after which the sync stops (vm.go:376-386).
+    ApiVersionAnnotations,
+    /// Halted + Start request ("start paused"): rewrite `spec.runStrategy: Always` (or
+    /// `spec.running: true` if the VM uses `running`) (vm.go:1115-1131).
+    HaltedStartRequest,
+    /// End of `sync`: the spec or metadata changed in memory (firmware UUID persisted, restored
+    /// run strategy, PCI topology annotations) (vm.go:3379-3387).
+    SyncedSpec,
+}
+
+/// Normal or Warning event on the VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+impl EventType {
+    /// `Normal` / `Warning`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// One thing the controller does. Patches are RFC 6902 JSON Patch documents (a JSON array) or
+/// RFC 7386 merge patches (a JSON object), as noted per variant.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VmAction {
+    // ----- expectation bookkeeping (local, never fails) -----
+    /// `expectations.ExpectCreations(key, count)`: overwrite the VMI entry with (count, 0).
+    ExpectVmiCreations { key: String, count: i64 },
+    /// `expectations.CreationObserved(key)`: undo after a failed VMI create.
+    VmiCreationObserved { key: String },
+    /// `expectations.ExpectDeletions(key, deletion_keys)` (UID-tracking): overwrite the entry
+    /// with (0, len) and remember the VMI keys (`namespace/name`).
+    ExpectVmiDeletions {
+        key: String,
+        deletion_keys: Vec<String>,
+    },
+    /// `expectations.DeletionObserved(key, deletion_key)`: undo after a failed VMI delete.
+    VmiDeletionObserved { key: String, deletion_key: String },
+    /// `dataVolumeExpectations.ExpectCreations(key, count)`.
+    ExpectDataVolumeCreations { key: String, count: i64 },
+    /// `dataVolumeExpectations.CreationObserved(key)`.
+    DataVolumeCreationObserved { key: String },
+
+    // ----- local queue / recorder operations (never fail) -----
+    /// `Queue.AddAfter(key, seconds)`.
+    RequeueAfter { seconds: i64 },
+    /// `recorder.Eventf(vm, type, reason, message)`.
+    Event {
+        type_: EventType,
+        reason: String,
+        message: String,
+    },
+
+    // ----- API writes on the VM -----
+    /// PUT the whole VM (`Update`). The object is the intended VM; take `metadata.resourceVersion`
+    /// from `resource_version_from`.
+    UpdateVm {
+        vm: Box<VirtualMachine>,
+        purpose: VmUpdatePurpose,
+        resource_version_from: ResourceVersionFrom,
+    },
+    /// JSON patch test+replace of `/metadata/finalizers` adding
+    /// `kubevirt.io/virtualMachineControllerFinalize` (vm.go:2362-2382). Returns the VM.
+    AddVmFinalizer { patch: serde_json::Value },
+    /// JSON patch test+replace of `/metadata/finalizers` without the finalizer (vm.go:2338-2360).
+    /// Returns the VM.
+    RemoveVmFinalizer { patch: serde_json::Value },
+    /// JSON patch test+add of `/spec/template/spec/domain/firmware` persisting the legacy
+    /// firmware UUID (firmware.go:48-81). Returns the VM.
+    PatchVmFirmware { patch: serde_json::Value },
+    /// JSON patch on the status subresource: `add /status/stateChangeRequests` with the current
+    /// list plus `{action: Start}` (`addStartRequest`, vm.go:954-968).
+    AddStartRequest { patch: serde_json::Value },
+    /// PUT the status subresource (`UpdateStatus`) with this status; only emitted when the status
+    /// changed (vm.go:2495-2500).
+    UpdateVmStatus {
+        status: Box<VirtualMachineStatus>,
+        resource_version_from: ResourceVersionFrom,
+    },
+
+    // ----- API writes on the VMI -----
+    /// POST the VMI, fully built (`SetupVMIFromVM` + `startVMI`, vm.go:1257-1345).
+    CreateVmi { vmi: Box<VirtualMachineInstance> },
+    /// DELETE the VMI with default options (vm.go:1658-1688).
+    DeleteVmi { name: String, uid: String },
+    /// JSON patch test+replace of `/metadata/annotations` setting `kubevirt.io/vm-generation`
+    /// (vm.go:1361-1382). Returns the VMI.
+    PatchVmiGenerationAnnotation {
+        name: String,
+        patch: serde_json::Value,
+    },
+    /// JSON patch syncing the dynamic labels/annotations to the VMI (vm.go:3067-3188).
+    PatchVmiMetadata {
+        name: String,
+        patch: serde_json::Value,
+    },
+    /// JSON patch test+replace of `/metadata/finalizers` dropping the VM controller finalizer
+    /// from a final VMI (vm.go:2314-2336).
+    RemoveVmiFinalizer {
+        name: String,
+        patch: serde_json::Value,
+    },
+    /// Adopt an orphan VMI: first the `CanAdopt` recheck — an uncached GET of the VM, failing with
+    /// "original VirtualMachine ns/name is gone: got uid X, wanted Y" or "ns/name has just been
+    /// deleted at T" (vm.go:394-407, controller_ref_manager.go:581-593); then this merge patch
+    /// (`ownerReferences` + `metadata.uid` precondition). Report a failure as
+    /// `can't adopt VirtualMachineInstance ns/name (uid): <err>` (controller_ref_manager.go:414-427).
+    AdoptVmi {
+        name: String,
+        uid: String,
+        patch: serde_json::Value,
+    },
+    /// Release a VMI (merge patch `{"metadata":{"ownerReferences":[]}}`). Not reachable through
+    /// the by-name claim (the name always matches); kept for completeness. NotFound and Invalid
+    /// errors are to be reported as success (controller_ref_manager.go:429-455).
+    ReleaseVmi {
+        name: String,
+        patch: serde_json::Value,
+    },
+
+    // ----- other objects -----
+    /// Adopt an orphan DataVolume (same `CanAdopt` recheck, then this merge patch).
+    AdoptDataVolume {
+        name: String,
+        uid: String,
+        patch: serde_json::Value,
+    },
+    /// POST a DataVolume built from a `dataVolumeTemplates` entry, in the VM's namespace.
+    CreateDataVolume { data_volume: Box<DataVolume> },
+    /// POST the start ControllerRevision.
+    CreateControllerRevision { revision: Box<ControllerRevision> },
+    /// DELETE a stale start ControllerRevision.
+    DeleteControllerRevision { name: String },
+}
+
+impl VmAction {
+    /// True for actions that talk to the API server (and so can fail).
+    pub fn is_api_call(&self) -> bool {
+        !matches!(
+            self,
+            VmAction::ExpectVmiCreations { .. }
+                | VmAction::VmiCreationObserved { .. }
+                | VmAction::ExpectVmiDeletions { .. }
+                | VmAction::VmiDeletionObserved { .. }
+                | VmAction::ExpectDataVolumeCreations { .. }
+                | VmAction::DataVolumeCreationObserved { .. }
+                | VmAction::RequeueAfter { .. }
+                | VmAction::Event { .. }
+        )
+    }
+
+    /// A short name for logs and the inspector (`CreateVmi`, `Event`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            VmAction::ExpectVmiCreations { .. } => "ExpectVmiCreations",
+            VmAction::VmiCreationObserved { .. } => "VmiCreationObserved",
+            VmAction::ExpectVmiDeletions { .. } => "ExpectVmiDeletions",
+            VmAction::VmiDeletionObserved { .. } => "VmiDeletionObserved",
+            VmAction::ExpectDataVolumeCreations { .. } => "ExpectDataVolumeCreations",
+            VmAction::DataVolumeCreationObserved { .. } => "DataVolumeCreationObserved",
+            VmAction::RequeueAfter { .. } => "RequeueAfter",
+            VmAction::Event { .. } => "Event",
+            VmAction::UpdateVm { .. } => "UpdateVm",
+            VmAction::AddVmFinalizer { .. } => "AddVmFinalizer",
+            VmAction::RemoveVmFinalizer { .. } => "RemoveVmFinalizer",
+            VmAction::PatchVmFirmware { .. } => "PatchVmFirmware",
+            VmAction::AddStartRequest { .. } => "AddStartRequest",
+            VmAction::UpdateVmStatus { .. } => "UpdateVmStatus",
+            VmAction::CreateVmi { .. } => "CreateVmi",
+            VmAction::DeleteVmi { .. } => "DeleteVmi",
+            VmAction::PatchVmiGenerationAnnotation { .. } => "PatchVmiGenerationAnnotation",
+            VmAction::PatchVmiMetadata { .. } => "PatchVmiMetadata",
+            VmAction::RemoveVmiFinalizer { .. } => "RemoveVmiFinalizer",
+            VmAction::AdoptVmi { .. } => "AdoptVmi",
+            VmAction::ReleaseVmi { .. } => "ReleaseVmi",
+            VmAction::AdoptDataVolume { .. } => "AdoptDataVolume",
+            VmAction::CreateDataVolume { .. } => "CreateDataVolume",
+            VmAction::CreateControllerRevision { .. } => "CreateControllerRevision",
+            VmAction::DeleteControllerRevision { .. } => "DeleteControllerRevision",
+        }
+    }
+}
+
+/// An action plus the reason it is taken, citing the KubeVirt source line (for the inspector).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedAction {
+    /// What to do.
+    pub action: VmAction,
+    /// Why, e.g. "runStrategy Always and no VMI: start it (vm.go:1026-1035)".
+    pub why: String,
+}
+
+/// Kinds of API errors the decision distinguishes (client-go `errors.IsNotFound` etc.).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiErrorKind {
+    /// 404.
+    NotFound,
+    /// 409 AlreadyExists.
+    AlreadyExists,
+    /// 409 Conflict (stale resourceVersion, failed JSON-patch test).
+    Conflict,
+    /// 422 Invalid.
+    Invalid,
+    /// Anything else (timeouts, 403, 500...).
+    Other,
+}
+
+/// A failed API call, as the executor reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// Classification.
+    pub kind: ApiErrorKind,
+    /// The error text as client-go prints it (goes into events and the Failure condition).
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error of the given kind.
+    pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
+        ApiError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// API failures observed so far in this sync, by action index.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ApiFailures(pub BTreeMap<usize, ApiError>);
+
+impl ApiFailures {
+    /// No failures: every API call succeeds.
+    pub fn none() -> Self {
+        ApiFailures::default()
+    }
+
+    /// Record that the action at `index` failed.
+    pub fn insert(&mut self, index: usize, error: ApiError) {
+        self.0.insert(index, error);
+    }
+
+    /// The failure recorded for `index`.
+    pub fn get(&self, index: usize) -> Option<&ApiError> {
+        self.0.get(&index)
+    }
+}
+
+/// `common.SyncError`: what the VM's `Failure` condition reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncError {
+    /// Condition reason, one of [`super::reasons::sync`].
+    pub reason: String,
+    /// Condition message (the wrapped error text).
+    pub message: String,
+}
+
+impl SyncError {
+    /// A sync error.
+    pub fn new(reason: &str, message: impl Into<String>) -> Self {
+        SyncError {
+            reason: reason.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.reason, self.message)
+    }
+}
+
+/// How `Execute` ends for the key (vm.go:336-355).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncOutcome {
+    /// `execute` returned nil: `Queue.Forget(key)`.
+    Done,
+    /// `execute` returned an error: `Queue.AddRateLimited(key)`. The text is what KubeVirt logs.
+    Error(String),
+}
+
+/// The decision for one sync of one VM.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmDecision {
+    /// What to do, in order.
+    pub actions: Vec<PlannedAction>,
+    /// The sync error `sync` produced (written as the `Failure` condition when the status update
+    /// is reached).
+    pub sync_error: Option<SyncError>,
+    /// The VM status `updateStatus` computed, or `None` when the sync stopped before
+    /// `updateStatus` (api-version annotation write, claim errors, run-strategy error, failed
+    /// finalizer patches...). An `UpdateVmStatus` action is present only if it differs from the
+    /// snapshot's status.
+    pub status: Option<VirtualMachineStatus>,
+    /// How the work-queue item ends.
+    pub outcome: SyncOutcome,
+    /// Human-readable trace of the decision, one line per step, with KubeVirt file:line.
+    pub explanation: Vec<String>,
+}
+
+impl VmDecision {
+    /// The actions without their reasons.
+    pub fn action_list(&self) -> Vec<&VmAction> {
+        self.actions.iter().map(|a| &a.action).collect()
+    }
+
+    /// Kinds of the actions, in order (handy in tests and logs).
+    pub fn action_kinds(&self) -> Vec<&'static str> {
+        self.actions.iter().map(|a| a.action.kind()).collect()
+    }
+}

@@ -1,0 +1,710 @@
+//! The decision engine: KubeVirt's `execute` → `sync` → `updateStatus`
+//! (pkg/virt-controller/watch/vm/vm.go:357-458, 3215-3390, 2457-2514) replayed on a snapshot.
+//!
+//! Every API call goes through [`Engine::api`], which records the action and answers with the
+//! outcome the executor reported for that action index (success unless listed in
+//! [`ApiFailures`]). KubeVirt's in-memory bookkeeping (the working VM object, the VMI it patched,
+//! the expectation counters) is simulated so that later steps see what KubeVirt's would.
+
+use super::action::{
+    ApiError, ApiFailures, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome, VmAction,
+    VmDecision, VmUpdatePurpose,
+};
+use super::claim::{VmiClaim, claim_data_volume, claim_vmi};
+use super::conditions;
+use super::patches::{
+    self, adopt_patch, finalizers_patch, has_finalizer, with_vm_controller_finalizer,
+    without_vm_controller_finalizer,
+};
+use super::reasons::{annotation, condition, message, sync as reason};
+use super::run_strategy::{Strategy, vm_strategy};
+use super::snapshot::{ExpectationCounts, ExpectationsView, VmSnapshot};
+use super::{metadata_sync, restart_required, unsupported};
+use crate::api::finalizers::{ORPHAN, VM_CONTROLLER};
+use crate::api::vm::{VirtualMachine, VirtualMachineSpec, VirtualMachineStatus};
+use crate::api::vmi::VirtualMachineInstance;
+
+/// Decide what one sync of the VM does, assuming every API call succeeds.
+pub fn decide(snapshot: &VmSnapshot) -> VmDecision {
+    decide_with_failures(snapshot, &ApiFailures::none())
+}
+
+/// Decide what one sync does when the API calls at the indices in `failures` fail (see the
+/// executor contract in [`super::action`]). Deterministic: the same inputs give the same
+/// decision, and adding a failure at index `i` leaves actions `0..=i` unchanged.
+pub fn decide_with_failures(snapshot: &VmSnapshot, failures: &ApiFailures) -> VmDecision {
+    let mut engine = Engine::new(snapshot, failures);
+    let outcome = engine.execute();
+    VmDecision {
+        actions: engine.actions,
+        sync_error: engine.sync_error,
+        status: engine.status,
+        outcome,
+        explanation: engine.explanation,
+    }
+}
+
+/// Stop the sync: `execute` returns this error (→ rate-limited requeue), no status update.
+pub(super) type Abort = String;
+
+/// The replay state of one sync.
+pub(super) struct Engine<'a> {
+    pub(super) snap: &'a VmSnapshot,
+    failures: &'a ApiFailures,
+    pub(super) actions: Vec<PlannedAction>,
+    pub(super) explanation: Vec<String>,
+    /// `namespace/name` of the VM.
+    pub(super) key: String,
+    /// Expectation counters as they evolve during the sync.
+    pub(super) expectations: ExpectationsView,
+    /// KubeVirt's working `vm` object.
+    pub(super) vm: VirtualMachine,
+    /// Where `vm`'s resourceVersion comes from.
+    pub(super) vm_rv: ResourceVersionFrom,
+    /// The VM status as stored on the server (changed only by status patches).
+    pub(super) server_status: Option<VirtualMachineStatus>,
+    /// The claimed VMI as KubeVirt holds it (patched in memory after VMI patches).
+    pub(super) vmi: Option<VirtualMachineInstance>,
+    pub(super) sync_error: Option<SyncError>,
+    pub(super) status: Option<VirtualMachineStatus>,
+}
+
+impl<'a> Engine<'a> {
+    fn new(snap: &'a VmSnapshot, failures: &'a ApiFailures) -> Self {
+        Engine {
+            snap,
+            failures,
+            actions: Vec::new(),
+            explanation: Vec::new(),
+            key: snap.key(),
+            expectations: snap.expectations,
+            vm: snap.vm.clone(),
+            vm_rv: ResourceVersionFrom::Snapshot,
+            server_status: snap.vm.status.clone(),
+            vmi: None,
+            sync_error: None,
+            status: None,
+        }
+    }
+
+    /// Record an explanation line.
+    pub(super) fn explain(&mut self, line: impl Into<String>) {
+        self.explanation.push(line.into());
+    }
+
+    /// Record a local action (expectations, events, requeues) and apply its effect on the
+    /// simulated expectation counters.
+    pub(super) fn local(&mut self, action: VmAction, why: impl Into<String>) {
+        match &action {
+            VmAction::ExpectVmiCreations { count, .. } => {
+                self.expectations.vmi = Some(ExpectationCounts {
+                    adds: *count,
+                    dels: 0,
+                    expired: false,
+                });
+            }
+            VmAction::VmiCreationObserved { .. } => {
+                if let Some(e) = self.expectations.vmi.as_mut() {
+                    e.adds -= 1;
+                }
+            }
+            VmAction::ExpectVmiDeletions { deletion_keys, .. } => {
+                self.expectations.vmi = Some(ExpectationCounts {
+                    adds: 0,
+                    dels: deletion_keys.len() as i64,
+                    expired: false,
+                });
+            }
+            VmAction::VmiDeletionObserved { .. } => {
+                if let Some(e) = self.expectations.vmi.as_mut() {
+                    e.dels -= 1;
+                }
+            }
+            VmAction::ExpectDataVolumeCreations { count, .. } => {
+                self.expectations.data_volumes = Some(ExpectationCounts {
+                    adds: *count,
+                    dels: 0,
+                    expired: false,
+                });
+            }
+            VmAction::DataVolumeCreationObserved { .. } => {
+                if let Some(e) = self.expectations.data_volumes.as_mut() {
+                    e.adds -= 1;
+                }
+            }
+            _ => {}
+        }
+        self.actions.push(PlannedAction {
+            action,
+            why: why.into(),
+        });
+    }
+
+    /// Record an API call; returns its index and the outcome the executor reported.
+    pub(super) fn api(
+        &mut self,
+        action: VmAction,
+        why: impl Into<String>,
+    ) -> (usize, Result<(), ApiError>) {
+        let index = self.actions.len();
+        self.actions.push(PlannedAction {
+            action,
+            why: why.into(),
+        });
+        match self.failures.get(index) {
+            None => (index, Ok(())),
+            Some(e) => {
+                self.explanation
+                    .push(format!("action {index} failed: {}", e.message));
+                (index, Err(e.clone()))
+            }
+        }
+    }
+
+    /// A Normal/Warning event on the VM.
+    pub(super) fn event(
+        &mut self,
+        type_: super::action::EventType,
+        reason: &str,
+        message: String,
+        why: &str,
+    ) {
+        self.local(
+            VmAction::Event {
+                type_,
+                reason: reason.to_string(),
+                message,
+            },
+            why,
+        );
+    }
+
+    /// The working VM's conditions, created on demand.
+    pub(super) fn vm_conditions_mut(&mut self) -> &mut Vec<crate::api::Condition> {
+        self.vm
+            .status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .get_or_insert_with(Vec::new)
+    }
+
+    /// `cleanupRestartRequired` (vm.go:1248-1255).
+    pub(super) fn remove_restart_required(&mut self) {
+        if let Some(conds) = self.vm.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            conditions::remove_condition(conds, condition::RESTART_REQUIRED);
+        }
+    }
+
+    /// The VM generation (`metadata.generation`, 0 when unset).
+    pub(super) fn generation(&self) -> i64 {
+        self.vm.metadata.generation.unwrap_or(0)
+    }
+
+    // ------------------------------------------------------------------------------------
+    // execute (vm.go:357-458)
+    // ------------------------------------------------------------------------------------
+
+    fn execute(&mut self) -> SyncOutcome {
+        if self.vm.metadata.name.as_deref().unwrap_or("").is_empty() {
+            return SyncOutcome::Error("VirtualMachine without metadata.name".into());
+        }
+        if self.vm.spec.template.is_none() {
+            let msg = format!(
+                "VirtualMachine {}: spec.template is required; not syncing",
+                self.key
+            );
+            self.explain(msg.clone());
+            return SyncOutcome::Error(msg);
+        }
+
+        // Step 2: the api-version annotations are always the first write (vm.go:374-386).
+        let observed = self
+            .vm
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotation::LATEST_OBSERVED_API_VERSION))
+            .is_some_and(|v| v == annotation::API_VERSION_V1);
+        if !observed {
+            let mut updated = self.vm.clone();
+            let ann = updated
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            ann.insert(
+                annotation::LATEST_OBSERVED_API_VERSION.into(),
+                annotation::API_VERSION_V1.into(),
+            );
+            ann.insert(
+                annotation::STORAGE_OBSERVED_API_VERSION.into(),
+                annotation::API_VERSION_V1.into(),
+            );
+            self.explain(
+                "the VM lacks the observed api-version annotations: set them with a full Update \
+                 and stop; the write triggers the next sync (vm.go:374-386)",
+            );
+            let (_, res) = self.api(
+                VmAction::UpdateVm {
+                    vm: Box::new(updated),
+                    purpose: VmUpdatePurpose::ApiVersionAnnotations,
+                    resource_version_from: ResourceVersionFrom::Snapshot,
+                },
+                "set kubevirt.io/latest-observed-api-version and storage-observed-api-version \
+                 (vm.go:376-386)",
+            );
+            return match res {
+                Ok(()) => SyncOutcome::Done,
+                Err(e) => SyncOutcome::Error(e.message),
+            };
+        }
+
+        // Step 4: claim the same-named VMI (vm.go:409-425).
+        if let Err(e) = self.claim_vmi() {
+            return SyncOutcome::Error(e);
+        }
+        // Step 5: claim DataVolumes of the templates (vm.go:427-438).
+        if let Err(e) = self.claim_data_volumes() {
+            return SyncOutcome::Error(e);
+        }
+
+        // Step 6: sync, then updateStatus (vm.go:440-457).
+        let sync_error = match self.sync() {
+            Ok(e) => e,
+            Err(abort) => {
+                self.explain(format!(
+                    "sync stopped with an error, status not updated, key requeued with rate \
+                     limit: {abort}"
+                ));
+                return SyncOutcome::Error(abort);
+            }
+        };
+        self.sync_error = sync_error.clone();
+        if let Some(e) = &sync_error {
+            self.explain(format!("sync error {}: {}", e.reason, e.message));
+        }
+        if let Err(abort) = self.update_status(sync_error.as_ref()) {
+            self.explain(format!("updateStatus failed: {abort}"));
+            return SyncOutcome::Error(abort);
+        }
+        match sync_error {
+            Some(e) => SyncOutcome::Error(e.message),
+            None => SyncOutcome::Done,
+        }
+    }
+
+    fn claim_vmi(&mut self) -> Result<(), Abort> {
+        let Some(vmi) = self.snap.vmi.clone() else {
+            self.explain("no VMI with the VM's name in the cache");
+            return Ok(());
+        };
+        match claim_vmi(&self.vm, &vmi) {
+            VmiClaim::Owned => {
+                self.vmi = Some(vmi);
+            }
+            VmiClaim::Adopt => {
+                let name = vmi.metadata.name.clone().unwrap_or_default();
+                let uid = vmi.metadata.uid.clone().unwrap_or_default();
+                let patch = adopt_patch(
+                    self.vm.metadata.name.as_deref().unwrap_or(""),
+                    self.vm.metadata.uid.as_deref().unwrap_or(""),
+                    &uid,
+                );
+                self.explain(format!(
+                    "VMI {name} has no controller: adopt it (controller_ref_manager.go:167-186)"
+                ));
+                let (_, res) = self.api(
+                    VmAction::AdoptVmi { name, uid, patch },
+                    "orphan VMI with the VM's name: adopt it (controller_ref_manager.go:381-427)",
+                );
+                match res {
+                    Ok(()) => self.vmi = Some(vmi),
+                    Err(e) if e.kind == super::action::ApiErrorKind::NotFound => {
+                        self.explain("the VMI disappeared while adopting it: treated as absent");
+                    }
+                    Err(e) => return Err(e.message),
+                }
+            }
+            VmiClaim::Release => {
+                let name = vmi.metadata.name.clone().unwrap_or_default();
+                let (_, res) = self.api(
+                    VmAction::ReleaseVmi {
+                        name,
+                        patch: patches::release_patch(),
+                    },
+                    "owned VMI no longer matches: release it (controller_ref_manager.go:109-132)",
+                );
+                if let Err(e) = res
+                    && !matches!(
+                        e.kind,
+                        super::action::ApiErrorKind::NotFound
+                            | super::action::ApiErrorKind::Invalid
+                    )
+                {
+                    return Err(e.message);
+                }
+            }
+            VmiClaim::NotClaimed(why) => {
+                self.explain(format!("VMI not claimed, treated as absent: {why}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn claim_data_volumes(&mut self) -> Result<(), Abort> {
+        let names = super::datavolume::template_names(&self.vm);
+        let mut errors = Vec::new();
+        for name in names {
+            let Some(dv) = self
+                .snap
+                .data_volumes
+                .iter()
+                .find(|d| d.metadata.name.as_deref() == Some(name.as_str()))
+            else {
+                continue;
+            };
+            if !claim_data_volume(&self.vm, dv) {
+                continue;
+            }
+            let uid = dv.metadata.uid.clone().unwrap_or_default();
+            let patch = adopt_patch(
+                self.vm.metadata.name.as_deref().unwrap_or(""),
+                self.vm.metadata.uid.as_deref().unwrap_or(""),
+                &uid,
+            );
+            let (_, res) = self.api(
+                VmAction::AdoptDataVolume {
+                    name: name.clone(),
+                    uid,
+                    patch,
+                },
+                "orphan DataVolume of a dataVolumeTemplate: adopt it \
+                 (controller_ref_manager.go:338-362, 508-519)",
+            );
+            if let Err(e) = res
+                && e.kind != super::action::ApiErrorKind::NotFound
+            {
+                errors.push(e.message);
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else if errors.len() == 1 {
+            Err(errors.remove(0))
+        } else {
+            Err(format!("[{}]", errors.join(", ")))
+        }
+    }
+
+    // ------------------------------------------------------------------------------------
+    // sync (vm.go:3215-3390)
+    // ------------------------------------------------------------------------------------
+
+    fn sync(&mut self) -> Result<Option<SyncError>, Abort> {
+        // 1. Expectations.
+        if !self.expectations.satisfied() {
+            self.explain(format!(
+                "expectations not satisfied ({:?}): wait for the informer to observe earlier \
+                 creates/deletes (vm.go:3225-3227)",
+                self.expectations
+            ));
+            return Ok(None);
+        }
+
+        // 2. The spec of the newest start revision, for RestartRequired.
+        let start_spec: Option<VirtualMachineSpec> = if self.vmi.is_some() {
+            super::revision::last_revision_spec(&self.vm, &self.snap.revisions)?
+        } else {
+            None
+        };
+
+        // 3. Deletion.
+        if self.vm.metadata.deletion_timestamp.is_some() {
+            let vmi = self.vmi.clone();
+            if vmi.is_none() || has_finalizer(&self.vm.metadata, ORPHAN) {
+                self.explain(
+                    "the VM is being deleted and its VMI is gone (or orphan deletion): remove the \
+                     VM finalizer (vm.go:3236-3241)",
+                );
+                self.remove_vm_finalizer()?;
+                return Ok(None);
+            }
+            self.explain("the VM is being deleted: stop its VMI first (vm.go:3242-3248)");
+            if let Some(vmi) = vmi
+                && let Err(e) = self.stop_vmi(&vmi)
+            {
+                return Ok(Some(SyncError::new(
+                    reason::FAILED_DELETE,
+                    format!("{}{e}", message::FAILURE_DELETING_VMI),
+                )));
+            }
+            return Ok(None);
+        }
+        self.add_vm_finalizer()?;
+
+        // 5. Generation annotation bump.
+        self.conditionally_bump_generation()?;
+
+        // 6. Run strategy.
+        let strategy = match vm_strategy(&self.vm) {
+            Ok(s) => s,
+            Err(e) => {
+                // KubeVirt returns both a SyncError and the error; execute returns before
+                // updateStatus, so the Failure condition is never written (vm.go:3263-3266,
+                // 442-445).
+                self.sync_error = Some(SyncError::new(
+                    reason::FAILED_CREATE,
+                    format!("{}{e}", message::FETCHING_RUN_STRATEGY),
+                ));
+                return Err(e.to_string());
+            }
+        };
+        self.explain(format!("run strategy: {}", strategy.as_str()));
+
+        // 7. Instancetypes (refused).
+        if let Some(e) = unsupported::instancetype(&self.vm) {
+            return Ok(Some(e));
+        }
+
+        // 8. DataVolumes.
+        let immediate = self
+            .vm
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::api::annotations::IMMEDIATE_DATA_VOLUME_CREATION))
+            .map(String::as_str)
+            != Some("false");
+        if immediate {
+            match self.handle_data_volumes() {
+                Err(e) => {
+                    return Ok(Some(SyncError::new(
+                        reason::FAILED_CREATE,
+                        format!("Error encountered while creating DataVolumes: {e}"),
+                    )));
+                }
+                Ok(false) if strategy.known() != Some(crate::api::RunStrategy::Halted) => {
+                    self.explain("DataVolumes not ready yet: wait (vm.go:3290-3294)");
+                    return Ok(None);
+                }
+                Ok(_) => {}
+            }
+        }
+
+        // 9. Run strategy.
+        let orig_run_strategy = self.vm.spec.run_strategy.clone();
+        if let Some(e) = self.sync_run_strategy(&strategy) {
+            return Ok(Some(e));
+        }
+
+        // 10. RestartRequired.
+        let restart_required = self.sync_restart_required(start_spec.as_ref());
+
+        // 11. Expectations again.
+        if !self.expectations.satisfied() {
+            self.explain(
+                "a VMI create/delete was just issued: stop here until it is observed \
+                 (vm.go:3303-3308)",
+            );
+            return Ok(None);
+        }
+        let mut vm_copy = self.vm.clone();
+        self.vm.spec.run_strategy = orig_run_strategy;
+        let mut copy_rv = self.vm_rv;
+
+        // 12. Synchronizers.
+        if let Some(e) = unsupported::network_hotplug(&vm_copy, self.vmi.as_ref()) {
+            return Ok(Some(e));
+        }
+        if let Some((patch, firmware)) = super::firmware::firmware_uuid_patch(&vm_copy) {
+            self.explain(
+                "the template has no firmware UUID: persist the legacy UUID (firmware.go:48-66)",
+            );
+            let (index, res) = self.api(
+                VmAction::PatchVmFirmware { patch },
+                "persist CalculateLegacyUUID(vm name) into spec.template (firmware.go:48-81)",
+            );
+            if let Err(e) = res {
+                return Ok(Some(SyncError::new(
+                    reason::FIRMWARE_UUID_ERROR,
+                    format!("error encountered when trying to patch VM firmware: {e}"),
+                )));
+            }
+            if let Some(spec) = vm_copy
+                .spec
+                .template
+                .as_mut()
+                .map(|t| t.spec.get_or_insert_with(Default::default))
+            {
+                spec.domain.firmware = Some(firmware);
+            }
+            copy_rv = ResourceVersionFrom::Action(index);
+        }
+        if let Some(e) = [
+            unsupported::volume_requests(&vm_copy),
+            unsupported::declarative_hotplug(&vm_copy, self.vmi.as_ref()),
+            unsupported::memory_dump(&vm_copy),
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+        {
+            return Ok(Some(e));
+        }
+        if let Some(e) = self.sync_dynamic_metadata(&vm_copy) {
+            return Ok(Some(e));
+        }
+        metadata_sync::sync_pci_topology_annotations_to_vm(&mut vm_copy, self.vmi.as_ref());
+
+        // 13. Live updates (refused where KubeVirt would act).
+        let has_restart_required = self
+            .vm
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .is_some_and(|c| conditions::has_condition(c, condition::RESTART_REQUIRED));
+        if self.snap.config.rollout_strategy_live_update
+            && !restart_required
+            && !has_restart_required
+            && let Some(e) = unsupported::live_update(&vm_copy, self.vmi.as_ref())
+        {
+            return Ok(Some(e));
+        }
+
+        // 14. Persist spec/metadata changes.
+        if !super::semantic::semantic_eq(&self.vm.spec, &vm_copy.spec)
+            || !super::semantic::semantic_eq(&self.vm.metadata, &vm_copy.metadata)
+            || copy_rv != self.vm_rv
+        {
+            self.explain(
+                "spec or metadata changed during the sync: Update the VM (vm.go:3379-3387)",
+            );
+            let (index, res) = self.api(
+                VmAction::UpdateVm {
+                    vm: Box::new(vm_copy.clone()),
+                    purpose: VmUpdatePurpose::SyncedSpec,
+                    resource_version_from: copy_rv,
+                },
+                "persist the VM spec/metadata changed by the synchronizers (vm.go:3379-3387)",
+            );
+            if let Err(e) = res {
+                return Ok(Some(SyncError::new(
+                    reason::FAILED_UPDATE_ERROR,
+                    format!(
+                        "Error encountered when trying to update vm according to add volume \
+                         and/or memory dump requests: {e}"
+                    ),
+                )));
+            }
+            // `vm = updatedVm`: the returned object carries the stored status, so in-memory
+            // status changes of this sync are dropped.
+            self.vm = vm_copy;
+            self.vm.status = self.server_status.clone();
+            self.vm_rv = ResourceVersionFrom::Action(index);
+        } else {
+            self.vm = vm_copy;
+        }
+        Ok(None)
+    }
+
+    /// `removeVMFinalizer` (vm.go:2338-2360). A failure aborts the sync.
+    fn remove_vm_finalizer(&mut self) -> Result<(), Abort> {
+        if !has_finalizer(&self.vm.metadata, VM_CONTROLLER) {
+            return Ok(());
+        }
+        let new = without_vm_controller_finalizer(self.vm.metadata.finalizers.as_ref());
+        let patch = finalizers_patch(self.vm.metadata.finalizers.as_ref(), &new);
+        let (index, res) = self.api(
+            VmAction::RemoveVmFinalizer { patch },
+            "VM deleted and VMI gone: drop kubevirt.io/virtualMachineControllerFinalize \
+             (vm.go:2338-2360)",
+        );
+        res.map_err(|e| e.message)?;
+        self.vm.metadata.finalizers = Some(new);
+        self.vm.status = self.server_status.clone();
+        self.vm_rv = ResourceVersionFrom::Action(index);
+        Ok(())
+    }
+
+    /// `addVMFinalizer` (vm.go:2362-2382). A failure aborts the sync.
+    fn add_vm_finalizer(&mut self) -> Result<(), Abort> {
+        if has_finalizer(&self.vm.metadata, VM_CONTROLLER) {
+            return Ok(());
+        }
+        let new = with_vm_controller_finalizer(self.vm.metadata.finalizers.as_ref());
+        let patch = finalizers_patch(self.vm.metadata.finalizers.as_ref(), &new);
+        self.explain("add the VM controller finalizer (vm.go:3250-3255)");
+        let (index, res) = self.api(
+            VmAction::AddVmFinalizer { patch },
+            "ensure kubevirt.io/virtualMachineControllerFinalize on the VM (vm.go:2362-2382)",
+        );
+        res.map_err(|e| e.message)?;
+        self.vm.metadata.finalizers = Some(new);
+        self.vm.status = self.server_status.clone();
+        self.vm_rv = ResourceVersionFrom::Action(index);
+        Ok(())
+    }
+
+    /// `syncRestartRequired` (vm.go:2989-3065) on the working VM.
+    fn sync_restart_required(&mut self, start_spec: Option<&VirtualMachineSpec>) -> bool {
+        let (Some(last_seen), Some(vmi)) = (start_spec, self.vmi.clone()) else {
+            return false;
+        };
+        let live = self.snap.config.rollout_strategy_live_update;
+        let required = restart_required::restart_required(last_seen, &self.vm, &vmi, live);
+        let now = self.snap.now;
+        if required {
+            self.explain(
+                "the template differs from the start revision in a non-live-updatable field: \
+                 RestartRequired=True (vm.go:3052-3055)",
+            );
+            conditions::set_restart_required(
+                self.vm_conditions_mut(),
+                message::RESTART_REQUIRED,
+                now,
+            );
+        } else {
+            self.remove_restart_required();
+        }
+        required
+    }
+
+    /// `syncDynamicAnnotationsAndLabelsToVMI` (vm.go:3067-3188) on the working VMI.
+    fn sync_dynamic_metadata(&mut self, vm_copy: &VirtualMachine) -> Option<SyncError> {
+        let vmi = self.vmi.clone()?;
+        let cfg = &self.snap.config;
+        let result = metadata_sync::dynamic_metadata_patch(
+            vm_copy,
+            &vmi,
+            &cfg.additional_launcher_labels_sync,
+            &cfg.additional_launcher_annotations_sync,
+        )?;
+        let name = vmi.metadata.name.clone().unwrap_or_default();
+        self.explain("sync dynamic labels/annotations onto the VMI (vm.go:3067-3188)");
+        let (_, res) = self.api(
+            VmAction::PatchVmiMetadata {
+                name,
+                patch: result.patch,
+            },
+            "copy dynamic labels/annotations from the VM to the VMI (vm.go:3067-3188)",
+        );
+        match res {
+            Ok(()) => {
+                if let Some(v) = self.vmi.as_mut() {
+                    v.metadata.labels = result.labels;
+                    v.metadata.annotations = result.annotations;
+                }
+                None
+            }
+            Err(e) => Some(SyncError::new(
+                reason::ANNOTATIONS_LABELS_CHANGE_ERROR,
+                format!("Error encountered while handling annotation and labels sync request: {e}"),
+            )),
+        }
+    }
+}
+
+/// The run strategy used for `status.runStrategy` and the printable status: `vmOrig.RunStrategy()`
+/// with errors ignored (vm.go:2475).
+pub(super) fn strategy_or_none(vm: &VirtualMachine) -> Option<Strategy> {
+    vm_strategy(vm).ok()
+}

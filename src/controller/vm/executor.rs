@@ -1,0 +1,394 @@
+//! The VM controller's executor: build a [`VmSnapshot`] from the caches, run the pure decision,
+//! apply its actions through the API, and replay the decision with the failures it met (the
+//! contract in [`super::action`]).
+//!
+//! KubeVirt: `Execute`/`execute` (pkg/virt-controller/watch/vm/vm.go:336-458).
+//!
+//! Not watched, so not in the snapshot: PersistentVolumeClaims (the `WaitingForVolumeBinding`
+//! printable status needs them; it is never shown) and instancetypes.
+
+use super::action::{
+    ApiError, ApiErrorKind, ApiFailures, EventType, ResourceVersionFrom, SyncOutcome, VmAction,
+};
+use super::decide_with_failures;
+use super::snapshot::{ExpectationCounts, ExpectationsView, VmControllerConfig, VmSnapshot};
+use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use crate::controller::apicall::{api, json_patch, message, split_key};
+use crate::controller::context::{Context, ReconcileRecord, object_ref};
+use crate::controller::manager::{ReconcileError, Reconciler};
+use crate::runtime::expectations::UidTrackingControllerExpectations;
+use crate::runtime::queue::Requeue;
+use futures::future::BoxFuture;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use std::time::{Duration, Instant};
+
+/// The VM controller as a [`Reconciler`] for the manager.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct VmReconciler;
+
+impl Reconciler for VmReconciler {
+    fn reconcile(
+        &self,
+        ctx: Context,
+        key: String,
+    ) -> BoxFuture<'static, Result<Requeue, ReconcileError>> {
+        Box::pin(async move { reconcile(&ctx, &key).await })
+    }
+}
+
+fn counts(store: &UidTrackingControllerExpectations, key: &str) -> Option<ExpectationCounts> {
+    let (adds, dels) = store.get_expectations(key)?;
+    let fulfilled = adds <= 0 && dels <= 0;
+    Some(ExpectationCounts {
+        adds,
+        dels,
+        expired: !fulfilled && store.satisfied_expectations(key),
+    })
+}
+
+fn get<K>(store: &kube::runtime::reflector::Store<K>, ns: &str, name: &str) -> Option<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    store
+        .get(&ObjectRef::new(name).within(ns))
+        .map(|o| (*o).clone())
+}
+
+/// Build the snapshot for `key` from the caches, or `None` when the VM is not cached.
+pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
+    let (ns, name) = split_key(key);
+    let vm = get(ctx.caches.vms.store(), ns, name)?;
+    let mut snap = VmSnapshot::new(vm, chrono::Utc::now());
+    snap.vmi = get(ctx.caches.vmis.store(), ns, name);
+    let template_dvs: Vec<String> = snap
+        .vm
+        .spec
+        .data_volume_templates
+        .iter()
+        .flatten()
+        .filter_map(|t| {
+            t.pointer("/metadata/name")
+                .and_then(|n| n.as_str())
+                .map(str::to_string)
+        })
+        .chain(
+            snap.vm
+                .spec
+                .template
+                .as_ref()
+                .and_then(|t| t.spec.as_ref())
+                .and_then(|s| s.volumes.as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.data_volume.as_ref().and_then(|d| d.name.clone())),
+        )
+        .collect();
+    snap.data_volumes = template_dvs
+        .iter()
+        .filter_map(|dv| get::<DataVolume>(ctx.caches.data_volumes.store(), ns, dv))
+        .collect();
+    snap.revisions = ctx
+        .caches
+        .revisions
+        .store()
+        .state()
+        .iter()
+        .filter(|r| r.metadata.namespace.as_deref() == Some(ns))
+        .map(|r| (**r).clone())
+        .collect();
+    snap.expectations = ExpectationsView {
+        vmi: counts(&ctx.expectations.vmi, key),
+        data_volumes: counts(&ctx.expectations.data_volume, key),
+    };
+    snap.backoff_jitter = rand::random::<f64>();
+    snap.config = VmControllerConfig {
+        default_network_interface: ctx.settings.default_network_interface.clone(),
+        permit_bridge_interface_on_pod_network: ctx.settings.permit_bridge_interface_on_pod_network,
+        ..Default::default()
+    };
+    Some(snap)
+}
+
+fn api_error(e: &kube::Error) -> ApiError {
+    let kind = match e {
+        kube::Error::Api(s) => match (s.code, s.reason.as_str()) {
+            (_, "NotFound") | (404, _) => ApiErrorKind::NotFound,
+            (_, "AlreadyExists") => ApiErrorKind::AlreadyExists,
+            (_, "Conflict") | (409, _) => ApiErrorKind::Conflict,
+            (_, "Invalid") | (422, _) => ApiErrorKind::Invalid,
+            _ => ApiErrorKind::Other,
+        },
+        _ => ApiErrorKind::Other,
+    };
+    ApiError::new(kind, message(e))
+}
+
+/// Reconcile one VM key: snapshot, decide, apply, replay failures.
+pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileError> {
+    let started = Instant::now();
+    let Some(snap) = snapshot(ctx, key) else {
+        // vm.go:362-366: the VM is gone.
+        ctx.expectations.vmi.delete_expectations(key);
+        ctx.expectations.data_volume.delete_expectations(key);
+        ctx.reconciles.forget("vm", key);
+        return Ok(Requeue::NONE);
+    };
+    let (ns, _) = split_key(key);
+    let mut failures = ApiFailures::none();
+    let mut decision = decide_with_failures(&snap, &failures);
+    let mut returned_vms: std::collections::BTreeMap<usize, VirtualMachine> = Default::default();
+    let mut requeue_after: Option<Duration> = None;
+    let mut applied = Vec::new();
+    let mut i = 0;
+    while i < decision.actions.len() {
+        let action = decision.actions[i].action.clone();
+        match apply(
+            ctx,
+            ns,
+            key,
+            &snap,
+            &action,
+            &returned_vms,
+            &mut requeue_after,
+        )
+        .await
+        {
+            Ok(Some(vm)) => {
+                returned_vms.insert(i, vm);
+                applied.push(action.kind().to_string());
+            }
+            Ok(None) => applied.push(action.kind().to_string()),
+            Err(e) => {
+                tracing::debug!(key, action = action.kind(), error = %e.message, "VM action failed");
+                applied.push(format!("{} (failed: {})", action.kind(), e.message));
+                failures.insert(i, e);
+                decision = decide_with_failures(&snap, &failures);
+            }
+        }
+        i += 1;
+    }
+    let (result, error) = match &decision.outcome {
+        SyncOutcome::Done => (
+            Ok(requeue_after.map_or(Requeue::NONE, Requeue::after)),
+            None,
+        ),
+        SyncOutcome::Error(e) => (Err(ReconcileError(e.clone())), Some(e.clone())),
+    };
+    ctx.reconciles.record(
+        "vm",
+        key,
+        ReconcileRecord {
+            at: chrono::Utc::now(),
+            duration_seconds: started.elapsed().as_secs_f64(),
+            result: if error.is_some() {
+                "error".into()
+            } else {
+                "ok".into()
+            },
+            error,
+            requeue_after_seconds: requeue_after.map(|d| d.as_secs_f64()),
+            actions: applied,
+        },
+    );
+    result
+}
+
+/// The VM with `resourceVersion` taken from the named source.
+fn with_resource_version(
+    mut vm: VirtualMachine,
+    from: ResourceVersionFrom,
+    snap: &VmSnapshot,
+    returned: &std::collections::BTreeMap<usize, VirtualMachine>,
+) -> VirtualMachine {
+    vm.metadata.resource_version = match from {
+        ResourceVersionFrom::Snapshot => snap.vm.metadata.resource_version.clone(),
+        ResourceVersionFrom::Action(i) => returned
+            .get(&i)
+            .and_then(|v| v.metadata.resource_version.clone())
+            .or_else(|| snap.vm.metadata.resource_version.clone()),
+    };
+    vm
+}
+
+/// Apply one action. API writes on the VM return the VM the server answered with.
+async fn apply(
+    ctx: &Context,
+    ns: &str,
+    key: &str,
+    snap: &VmSnapshot,
+    action: &VmAction,
+    returned: &std::collections::BTreeMap<usize, VirtualMachine>,
+    requeue_after: &mut Option<Duration>,
+) -> Result<Option<VirtualMachine>, ApiError> {
+    let client = &ctx.client;
+    let vm_name = snap.vm.metadata.name.clone().unwrap_or_default();
+    let vms = api::<VirtualMachine>(client, ns);
+    let vmis = api::<VirtualMachineInstance>(client, ns);
+    let e = |e: kube::Error| api_error(&e);
+    let pp = PostParams::default();
+    match action {
+        VmAction::ExpectVmiCreations { key, count } => {
+            ctx.expectations.vmi.expect_creations(key, *count)
+        }
+        VmAction::VmiCreationObserved { key } => ctx.expectations.vmi.creation_observed(key),
+        VmAction::ExpectVmiDeletions { key, deletion_keys } => ctx
+            .expectations
+            .vmi
+            .expect_deletions(key, deletion_keys.clone()),
+        VmAction::VmiDeletionObserved { key, deletion_key } => {
+            ctx.expectations.vmi.deletion_observed(key, deletion_key)
+        }
+        VmAction::ExpectDataVolumeCreations { key, count } => {
+            ctx.expectations.data_volume.expect_creations(key, *count)
+        }
+        VmAction::DataVolumeCreationObserved { key } => {
+            ctx.expectations.data_volume.creation_observed(key)
+        }
+        VmAction::RequeueAfter { seconds } => {
+            let d = Duration::from_secs(u64::try_from(*seconds).unwrap_or(0));
+            *requeue_after = Some(requeue_after.map_or(d, |r| r.min(d)));
+        }
+        VmAction::Event {
+            type_,
+            reason,
+            message,
+        } => {
+            ctx.events.emit(
+                object_ref("VirtualMachine", &snap.vm.metadata),
+                *type_ == EventType::Warning,
+                reason,
+                message,
+            );
+        }
+        VmAction::UpdateVm {
+            vm,
+            resource_version_from,
+            ..
+        } => {
+            let vm = with_resource_version((**vm).clone(), *resource_version_from, snap, returned);
+            return vms.replace(&vm_name, &pp, &vm).await.map(Some).map_err(e);
+        }
+        VmAction::UpdateVmStatus {
+            status,
+            resource_version_from,
+        } => {
+            let mut vm =
+                with_resource_version(snap.vm.clone(), *resource_version_from, snap, returned);
+            vm.status = Some((**status).clone());
+            return vms
+                .replace_status(&vm_name, &pp, &vm)
+                .await
+                .map(Some)
+                .map_err(e);
+        }
+        VmAction::AddVmFinalizer { patch }
+        | VmAction::RemoveVmFinalizer { patch }
+        | VmAction::PatchVmFirmware { patch } => {
+            return json_patch::<VirtualMachine>(client, ns, &vm_name, None, patch)
+                .await
+                .map(Some)
+                .map_err(e);
+        }
+        VmAction::AddStartRequest { patch } => {
+            return json_patch::<VirtualMachine>(client, ns, &vm_name, Some("status"), patch)
+                .await
+                .map(Some)
+                .map_err(e);
+        }
+        VmAction::CreateVmi { vmi } => {
+            vmis.create(&pp, vmi).await.map_err(e)?;
+        }
+        VmAction::DeleteVmi { name, .. } => {
+            vmis.delete(name, &DeleteParams::default())
+                .await
+                .map_err(e)?;
+        }
+        VmAction::PatchVmiGenerationAnnotation { name, patch }
+        | VmAction::PatchVmiMetadata { name, patch }
+        | VmAction::RemoveVmiFinalizer { name, patch } => {
+            json_patch::<VirtualMachineInstance>(client, ns, name, None, patch)
+                .await
+                .map_err(e)?;
+        }
+        VmAction::AdoptVmi { name, patch, .. } => {
+            can_adopt(&vms, snap).await?;
+            vmis.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(e)?;
+        }
+        VmAction::ReleaseVmi { name, patch } => {
+            // controller_ref_manager.go:429-455: NotFound and Invalid are ignored.
+            match vmis
+                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(err) => {
+                    let a = api_error(&err);
+                    if !matches!(a.kind, ApiErrorKind::NotFound | ApiErrorKind::Invalid) {
+                        return Err(a);
+                    }
+                }
+            }
+        }
+        VmAction::AdoptDataVolume { name, patch, .. } => {
+            can_adopt(&vms, snap).await?;
+            api::<DataVolume>(client, ns)
+                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(e)?;
+        }
+        VmAction::CreateDataVolume { data_volume } => {
+            api::<DataVolume>(client, ns)
+                .create(&pp, data_volume)
+                .await
+                .map_err(e)?;
+        }
+        VmAction::CreateControllerRevision { revision } => {
+            api::<ControllerRevision>(client, ns)
+                .create(&pp, revision)
+                .await
+                .map_err(e)?;
+        }
+        VmAction::DeleteControllerRevision { name } => {
+            api::<ControllerRevision>(client, ns)
+                .delete(name, &DeleteParams::default())
+                .await
+                .map_err(e)?;
+        }
+    }
+    let _ = key;
+    Ok(None)
+}
+
+/// `CanAdopt` (vm.go:394-407, controller_ref_manager.go:581-593): an uncached GET of the VM; adoption
+/// is refused when the UID changed or the VM is being deleted.
+async fn can_adopt(vms: &kube::Api<VirtualMachine>, snap: &VmSnapshot) -> Result<(), ApiError> {
+    let name = snap.vm.metadata.name.clone().unwrap_or_default();
+    let fresh = vms.get(&name).await.map_err(|e| api_error(&e))?;
+    if fresh.metadata.uid != snap.vm.metadata.uid {
+        return Err(ApiError::new(
+            ApiErrorKind::Other,
+            format!(
+                "original VirtualMachine {}/{name} is gone: got uid {:?}, wanted {:?}",
+                snap.vm.metadata.namespace.as_deref().unwrap_or(""),
+                fresh.metadata.uid,
+                snap.vm.metadata.uid
+            ),
+        ));
+    }
+    if fresh.metadata.deletion_timestamp.is_some() {
+        return Err(ApiError::new(
+            ApiErrorKind::Other,
+            format!(
+                "VirtualMachine {}/{name} has just been deleted at {:?}",
+                snap.vm.metadata.namespace.as_deref().unwrap_or(""),
+                fresh.metadata.deletion_timestamp
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,70 @@
+//! KubeVirt v1.9's VirtualMachine controller (pkg/virt-controller/watch/vm/vm.go) as a pure
+//! decision.
+//!
+//! One sync of one VM is [`decide`]: a [`VmSnapshot`] (the VM, the same-named VMI, DataVolumes,
+//! PVCs, start ControllerRevisions, expectation counters, "now", a pre-drawn random number and
+//! the cluster configuration) goes in; a [`VmDecision`] comes out — the ordered [`VmAction`]s
+//! KubeVirt would perform (each with a `why` citing vm.go), the sync error, the status
+//! `updateStatus` computes, and how the work-queue item ends. Nothing here talks to an API
+//! server, reads a clock or draws random numbers, so the same function drives the controller's
+//! executor and lets the inspector explain what the controller would do next.
+//!
+//! API failures are replayed, not guessed: the executor applies the actions in order and, when
+//! one fails, calls [`decide_with_failures`] with the failures so far to learn what KubeVirt does
+//! after that error (see [`action`] for the contract).
+//!
+//! Modelled: expectations gate; api-version annotations; VMI/DataVolume claiming (adoption);
+//! deletion (stop VMI, remove or keep finalizers, orphan); the VM finalizer; run-strategy folding
+//! (both `running` and `runStrategy` set → the sync stops with "running and runstrategy are
+//! mutually exclusive" and, as in KubeVirt, no status is written); `syncRunStrategy` for Always,
+//! RerunOnFailure, Manual, Halted, Once (and the VMI-side checks of WaitAsReceiver); state change
+//! requests and their trimming; start-failure backoff and `status.startFailure`; `startVMI`
+//! (`SetupVMIFromVM`, default disks, default pod network, input device, firmware UUID, start
+//! revision, generation annotation, finalizer); `stopVMI`; generation tracking; RestartRequired;
+//! the firmware UUID synchronizer; dynamic label/annotation sync; PCI topology annotations;
+//! DataVolume templates; `updateStatus` with conditions and `printableStatus` (all 16 rules).
+//!
+//! Not modelled — refused with a `Failure` condition where ignoring would be wrong (see
+//! [`unsupported`]): instancetypes/preferences, WaitAsReceiver VMI creation, network interface
+//! hotplug, volume hotplug, memory dumps, live updates of a running VMI, DataSource/clone
+//! DataVolumes. Silently not modelled: changed-block tracking, volume-migration status
+//! (`syncVolumeMigration`), network validation of the new VMI (virt-api does it on create).
+
+pub mod action;
+pub mod backoff;
+pub mod claim;
+pub mod conditions;
+pub mod datavolume;
+mod decide;
+pub mod executor;
+pub mod firmware;
+pub mod generation;
+mod lifecycle;
+pub mod metadata_sync;
+pub mod patches;
+pub mod printable;
+pub mod reasons;
+pub mod restart_required;
+pub mod revision;
+pub mod run_strategy;
+pub mod semantic;
+pub mod setup_vmi;
+pub mod snapshot;
+pub mod status;
+pub mod unsupported;
+
+#[cfg(test)]
+mod tests;
+
+pub use action::{
+    ApiError, ApiErrorKind, ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncError,
+    SyncOutcome, VmAction, VmDecision, VmUpdatePurpose,
+};
+pub use decide::{decide, decide_with_failures};
+pub use printable::PrintableStatus;
+pub use setup_vmi::{SetupError, setup_vmi_from_vm};
+pub use snapshot::{ExpectationCounts, ExpectationsView, PvcInfo, VmControllerConfig, VmSnapshot};
+
+/// The work-queue name (`virt-controller-vm`, vm.go:153-156), also the `name` label of the
+/// work-queue metrics.
+pub const QUEUE_NAME: &str = "virt-controller-vm";

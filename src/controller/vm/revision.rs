@@ -1,0 +1,289 @@
+//! The "start revision": a ControllerRevision holding the VM spec a VMI was started from
+//! (pkg/virt-controller/watch/vm/vm.go:1694-1866, 2384-2404).
+
+use super::action::VmAction;
+use super::decide::Engine;
+use super::setup_vmi::vm_controller_ref;
+use super::snapshot::object_key;
+use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use serde::Deserialize;
+
+/// `vmRevisionName(uid)` (vm.go:1694-1696): `revision-start-vm-<uid>`.
+pub fn revision_prefix(vm_uid: &str) -> String {
+    format!("revision-start-vm-{vm_uid}")
+}
+
+/// `getVMRevisionName(uid, generation)` (vm.go:1698-1700): `revision-start-vm-<uid>-<generation>`.
+pub fn revision_name(vm_uid: &str, generation: i64) -> String {
+    format!("{}-{generation}", revision_prefix(vm_uid))
+}
+
+/// `parseGeneration` (vm.go:2384-2404): the integer after the last `-`, or `None`.
+pub fn parse_generation(revision_name: &str) -> Option<i64> {
+    let idx = revision_name.rfind('-')?;
+    revision_name[idx + 1..].parse().ok()
+}
+
+/// `genFromKey` (vm.go:1798-1802) on a cache key `namespace/name`.
+fn gen_from_key(key: &str) -> Result<i64, String> {
+    key.rsplit('-')
+        .next()
+        .and_then(|g| g.parse().ok())
+        .ok_or_else(|| format!("invalid key: {key}"))
+}
+
+/// The ControllerRevisions in the `vm` index for this UID (pkg/controller/virtinformers.go:
+/// 1175-1189: the first owner reference of kind `VirtualMachine` decides), sorted by name.
+pub fn indexed_revisions<'r>(
+    vm_uid: &str,
+    revisions: &'r [ControllerRevision],
+) -> Vec<&'r ControllerRevision> {
+    let mut out: Vec<_> = revisions
+        .iter()
+        .filter(|cr| {
+            cr.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|r| r.kind == "VirtualMachine")
+                .is_some_and(|r| r.uid == vm_uid)
+        })
+        .collect();
+    out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    out
+}
+
+fn cr_key(cr: &ControllerRevision) -> String {
+    object_key(
+        cr.metadata.namespace.as_deref(),
+        cr.metadata.name.as_deref().unwrap_or(""),
+    )
+}
+
+#[derive(Deserialize)]
+struct RevisionData {
+    spec: VirtualMachineSpec,
+}
+
+/// Decode `data` of a start revision (`VirtualMachineRevisionData`, vm.go:1432-1436): the
+/// `spec` member. Errors name the revision.
+pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, String> {
+    let name = cr.metadata.name.as_deref().unwrap_or("");
+    let data = cr
+        .data
+        .as_ref()
+        .ok_or_else(|| format!("ControllerRevision {name}: data is empty"))?;
+    serde_json::from_value::<RevisionData>(data.0.clone())
+        .map(|d| d.spec)
+        .map_err(|e| format!("ControllerRevision {name}: data: {e}"))
+}
+
+/// `getLastVMRevisionSpec` (vm.go:1804-1838): among the VM's indexed revisions whose key contains
+/// `revision-start-vm-<uid>`, the one with the highest generation (> 0) parsed from the key.
+/// Errors (an unparsable generation, undecodable data) stop the sync, as in KubeVirt.
+pub fn last_revision_spec(
+    vm: &VirtualMachine,
+    revisions: &[ControllerRevision],
+) -> Result<Option<VirtualMachineSpec>, String> {
+    let uid = vm.metadata.uid.as_deref().unwrap_or("");
+    let prefix = revision_prefix(uid);
+    let mut best: Option<(i64, &ControllerRevision)> = None;
+    for cr in indexed_revisions(uid, revisions) {
+        let key = cr_key(cr);
+        if !key.contains(&prefix) {
+            continue;
+        }
+        let generation = gen_from_key(&key)?;
+        if generation > best.map(|b| b.0).unwrap_or(0) {
+            best = Some((generation, cr));
+        }
+    }
+    best.map(|(_, cr)| revision_spec(cr)).transpose()
+}
+
+/// `patchVMRevision` + `createVMRevision`'s object (vm.go:1702-1724, 1855-1864): named
+/// [`revision_name`], in the VM's namespace, controlled by the VM, `revision` = generation, `data`
+/// = `{"spec": <VM spec>}` with `spec.instancetype.revisionName` / `spec.preference.revisionName`
+/// filled from `status.instancetypeRef` / `status.preferenceRef` controller-revision refs.
+pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, String> {
+    let generation = vm.metadata.generation.unwrap_or(0);
+    let uid = vm.metadata.uid.as_deref().unwrap_or("");
+    let mut spec = serde_json::to_value(&vm.spec)
+        .map_err(|e| format!("VirtualMachine spec cannot be serialised: {e}"))?;
+    let status_extra = vm.status.as_ref().map(|s| &s.extra);
+    for (field, reference) in [
+        ("instancetype", "instancetypeRef"),
+        ("preference", "preferenceRef"),
+    ] {
+        let revision = status_extra
+            .and_then(|e| e.get(reference))
+            .and_then(|r| r.get("controllerRevisionRef"))
+            .and_then(|r| r.get("name"))
+            .and_then(|n| n.as_str())
+            .filter(|n| !n.is_empty());
+        if let (Some(revision), Some(matcher)) = (
+            revision,
+            spec.get_mut(field).and_then(|m| m.as_object_mut()),
+        ) {
+            matcher.insert("revisionName".into(), revision.into());
+        }
+    }
+    Ok(ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(revision_name(uid, generation)),
+            namespace: vm.metadata.namespace.clone(),
+            owner_references: Some(vec![vm_controller_ref(vm)]),
+            ..Default::default()
+        },
+        data: Some(RawExtension(serde_json::json!({ "spec": spec }))),
+        revision: generation,
+    })
+}
+
+impl Engine<'_> {
+    /// `createVMRevision` (vm.go:1840-1866) with `deleteOlderVMRevision` (vm.go:1726-1761): delete
+    /// every start revision of the VM whose `revision` is not the current generation; create the
+    /// current one unless it exists. Returns its name; `Err` carries the API error.
+    pub(super) fn create_vm_revision(&mut self) -> Result<String, String> {
+        let uid = self.vm.metadata.uid.clone().unwrap_or_default();
+        let generation = self.generation();
+        let name = revision_name(&uid, generation);
+        let prefix = revision_prefix(&uid);
+        let mut exists = false;
+        let stale: Vec<String> = indexed_revisions(&uid, &self.snap.revisions)
+            .into_iter()
+            .filter(|cr| cr_key(cr).contains(&prefix))
+            .filter_map(|cr| {
+                if cr.revision == generation {
+                    exists = true;
+                    None
+                } else {
+                    cr.metadata.name.clone()
+                }
+            })
+            .collect();
+        for old in stale {
+            let (_, res) = self.api(
+                VmAction::DeleteControllerRevision { name: old.clone() },
+                format!(
+                    "start revision {old} is for another generation than {generation}: delete it \
+                     (vm.go:1726-1761)"
+                ),
+            );
+            res.map_err(|e| e.message)?;
+        }
+        if exists {
+            self.explain(format!(
+                "start revision {name} already exists (vm.go:1842-1845)"
+            ));
+            return Ok(name);
+        }
+        let revision = build_start_revision(&self.vm)?;
+        let (_, res) = self.api(
+            VmAction::CreateControllerRevision {
+                revision: Box::new(revision),
+            },
+            format!("record the spec this VMI starts from as {name} (vm.go:1855-1865)"),
+        );
+        res.map_err(|e| e.message)?;
+        Ok(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vm(generation: i64) -> VirtualMachine {
+        serde_json::from_value(json!({
+            "metadata": {"name": "testvmi", "namespace": "default", "uid": "uid1",
+                         "generation": generation},
+            "spec": {"runStrategy": "Always",
+                     "template": {"spec": {"domain": {"devices": {}}, "futureField": 1}}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn naming_and_generation_parsing() {
+        assert_eq!(revision_name("abc", 3), "revision-start-vm-abc-3");
+        assert_eq!(parse_generation("revision-start-vm-abc-3"), Some(3));
+        assert_eq!(parse_generation("revision-start-vm-abc-x"), None);
+        assert_eq!(parse_generation("nodash"), None);
+        assert_eq!(gen_from_key("ns/revision-start-vm-a-b-12"), Ok(12));
+        assert!(gen_from_key("ns/revision-start-vm-a-b").is_err());
+    }
+
+    /// Mirrors vm_test.go:1887 "should create VMI with vmRevision": the revision object.
+    #[test]
+    fn start_revision_object() {
+        let cr = build_start_revision(&vm(2)).unwrap();
+        assert_eq!(
+            cr.metadata.name.as_deref(),
+            Some("revision-start-vm-uid1-2")
+        );
+        assert_eq!(cr.metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(cr.revision, 2);
+        let owner = &cr.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(owner.uid, "uid1");
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(
+            cr.data.as_ref().unwrap().0,
+            json!({"spec": {"runStrategy": "Always",
+                            "template": {"spec": {"domain": {"devices": {}}, "futureField": 1}}}})
+        );
+        assert!(cr.metadata.labels.is_none());
+        // It decodes back to the same spec.
+        assert_eq!(revision_spec(&cr).unwrap(), vm(2).spec);
+    }
+
+    #[test]
+    fn instancetype_revision_names_are_filled() {
+        let mut v = vm(1);
+        v.spec.instancetype = Some(json!({"name": "u1.small"}));
+        v.status = Some(
+            serde_json::from_value(json!({
+                "instancetypeRef": {"controllerRevisionRef": {"name": "rev-it"}},
+                "preferenceRef": {"controllerRevisionRef": {"name": "rev-pref"}},
+            }))
+            .unwrap(),
+        );
+        let cr = build_start_revision(&v).unwrap();
+        let spec = &cr.data.unwrap().0["spec"];
+        assert_eq!(spec["instancetype"]["revisionName"], "rev-it");
+        assert!(spec.get("preference").is_none());
+    }
+
+    /// Mirrors vm_test.go:1913 "should delete older vmRevision and create VMI with new one": the
+    /// index and the newest-generation choice.
+    #[test]
+    fn last_revision_is_the_highest_generation_of_this_vm() {
+        let mut old = build_start_revision(&vm(1)).unwrap();
+        let mut new = build_start_revision(&vm(3)).unwrap();
+        let mut other = build_start_revision(&vm(7)).unwrap();
+        other.metadata.owner_references.as_mut().unwrap()[0].uid = "someone-else".into();
+        if let Some(d) = new.data.as_mut() {
+            d.0["spec"]["runStrategy"] = json!("Manual");
+        }
+        old.metadata.namespace = Some("default".into());
+        let spec = last_revision_spec(&vm(3), &[old.clone(), new.clone(), other])
+            .unwrap()
+            .unwrap();
+        assert_eq!(spec.run_strategy.as_deref(), Some("Manual"));
+        assert_eq!(last_revision_spec(&vm(3), &[]).unwrap(), None);
+        // A revision with an unparsable generation is an error, as in KubeVirt.
+        let mut bad = old;
+        bad.metadata.name = Some("revision-start-vm-uid1-x".into());
+        assert_eq!(
+            last_revision_spec(&vm(3), &[bad]).unwrap_err(),
+            "invalid key: default/revision-start-vm-uid1-x"
+        );
+        // Generation 0 is never chosen.
+        let zero = build_start_revision(&vm(0)).unwrap();
+        assert_eq!(last_revision_spec(&vm(3), &[zero]).unwrap(), None);
+    }
+}

@@ -1,0 +1,179 @@
+//! The input of one VM sync: everything `execute(key)` reads from informer caches and the
+//! expectation stores (pkg/virt-controller/watch/vm/vm.go:357-458), frozen at one instant.
+
+use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use std::collections::BTreeMap;
+
+/// One entry of a `ControllerExpectations` store for the VM's key (pkg/controller/expectations.go).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExpectationCounts {
+    /// Outstanding creations (`add`); may be negative.
+    pub adds: i64,
+    /// Outstanding deletions (`del`); may be negative.
+    pub dels: i64,
+    /// The entry is older than `ExpectationsTimeout` (5 minutes, expectations.go:48) at snapshot
+    /// time, so `SatisfiedExpectations` treats it as satisfied.
+    pub expired: bool,
+}
+
+impl ExpectationCounts {
+    /// `SatisfiedExpectations` for an existing entry (expectations.go:120-145): fulfilled
+    /// (`adds <= 0 && dels <= 0`) or expired.
+    pub fn satisfied(&self) -> bool {
+        self.expired || (self.adds <= 0 && self.dels <= 0)
+    }
+}
+
+/// The VM's entries in the controller's two expectation stores (vm.go:167-168). `None` = no entry
+/// for the key (satisfied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExpectationsView {
+    /// VMI expectations (`c.expectations`, a `UIDTrackingControllerExpectations`).
+    pub vmi: Option<ExpectationCounts>,
+    /// DataVolume expectations (`c.dataVolumeExpectations`).
+    pub data_volumes: Option<ExpectationCounts>,
+}
+
+impl ExpectationsView {
+    /// `satisfiedExpectations(key)` (vm.go:330-332): both stores satisfied.
+    pub fn satisfied(&self) -> bool {
+        self.vmi.is_none_or(|e| e.satisfied()) && self.data_volumes.is_none_or(|e| e.satisfied())
+    }
+
+    /// `isVMIStartExpected` (vm.go:1181-1196): a VMI entry exists with `adds > 0` (expiry is not
+    /// consulted).
+    pub fn vmi_start_expected(&self) -> bool {
+        self.vmi.is_some_and(|e| e.adds > 0)
+    }
+
+    /// `isVMIStopExpected` (vm.go:1198-1213): a VMI entry exists with `dels > 0`.
+    pub fn vmi_stop_expected(&self) -> bool {
+        self.vmi.is_some_and(|e| e.dels > 0)
+    }
+}
+
+/// A PersistentVolumeClaim as far as the VM controller looks at it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PvcInfo {
+    /// `status.phase`: `Pending`, `Bound`, `Lost`; `None` when unset.
+    pub phase: Option<String>,
+}
+
+impl PvcInfo {
+    /// A PVC with the given phase.
+    pub fn with_phase(phase: &str) -> Self {
+        PvcInfo {
+            phase: Some(phase.to_string()),
+        }
+    }
+
+    /// `status.phase == Bound`.
+    pub fn is_bound(&self) -> bool {
+        self.phase.as_deref() == Some("Bound")
+    }
+}
+
+/// Cluster configuration the VM controller consults (KubeVirt CR `spec.configuration` and
+/// virt-controller flags). Defaults are KubeVirt v1.9's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmControllerConfig {
+    /// `network.defaultNetworkInterface` (pkg/virt-config/virt-config.go:73, default `bridge`):
+    /// `bridge`, `masquerade` or `slirp`; any other value adds the pod network but no
+    /// interface, as KubeVirt's switch does (pkg/network/vmispec/defaults.go:33-57).
+    pub default_network_interface: String,
+    /// `network.permitBridgeInterfaceOnPodNetwork` (virt-config.go:81, default true).
+    pub permit_bridge_interface_on_pod_network: bool,
+    /// `--additional-launcher-labels-sync` (keys or `prefix*` patterns).
+    pub additional_launcher_labels_sync: Vec<String>,
+    /// `--additional-launcher-annotations-sync` (keys or `prefix*` patterns).
+    pub additional_launcher_annotations_sync: Vec<String>,
+    /// `vmRolloutStrategy == LiveUpdate` (virt-config.go:514-517; nil counts as LiveUpdate, the
+    /// default since v1.9 sets `LiveUpdate`). Changes which template fields need a restart.
+    pub rollout_strategy_live_update: bool,
+}
+
+impl Default for VmControllerConfig {
+    fn default() -> Self {
+        VmControllerConfig {
+            default_network_interface: "bridge".to_string(),
+            permit_bridge_interface_on_pod_network: true,
+            additional_launcher_labels_sync: Vec::new(),
+            additional_launcher_annotations_sync: Vec::new(),
+            rollout_strategy_live_update: true,
+        }
+    }
+}
+
+/// Everything one sync of one VM reads.
+///
+/// The executor builds it from its caches right after popping the key; `decide` never reads
+/// anything else (no clock, no randomness, no API server).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmSnapshot {
+    /// The VM from the VM cache (a clone; `decide` works on copies of it).
+    pub vm: VirtualMachine,
+    /// The VMI in the VMI cache with the VM's namespace **and name**, whatever its owner
+    /// references say. `decide` claims it itself (`ClaimVirtualMachineInstanceByName`,
+    /// pkg/controller/controller_ref_manager.go:381-411): owned by this VM → used; orphan →
+    /// adopted (an `AdoptVmi` action) then used; owned by another controller → ignored.
+    pub vmi: Option<VirtualMachineInstance>,
+    /// DataVolumes from the DataVolume cache in the VM's namespace whose names appear in
+    /// `spec.dataVolumeTemplates` or in a template volume's `dataVolume.name` (both are read).
+    pub data_volumes: Vec<DataVolume>,
+    /// PersistentVolumeClaims in the VM's namespace by name, for the names referenced by template
+    /// volumes (`persistentVolumeClaim.claimName`, `dataVolume.name`) and by
+    /// `dataVolumeTemplates`. Absent = not in the PVC cache.
+    pub pvcs: BTreeMap<String, PvcInfo>,
+    /// ControllerRevisions of the VM's namespace from the ControllerRevision cache: those whose
+    /// first `VirtualMachine` owner reference has the VM's UID (the `vm` index,
+    /// pkg/controller/virtinformers.go:1175-1189), plus the one named by the VMI's
+    /// `status.virtualMachineRevisionName` if any (KubeVirt GETs that one live). Others are ignored.
+    pub revisions: Vec<ControllerRevision>,
+    /// The VM's entries in the expectation stores.
+    pub expectations: ExpectationsView,
+    /// "Now" for every timestamp the sync writes (conditions, `startFailure.retryAfterTimestamp`)
+    /// and for the backoff time left.
+    pub now: DateTime<Utc>,
+    /// A uniform random number in `[0, 1)`, used as `rand.Intn(delay/2+1)` in
+    /// `calculateStartBackoffTime` (vm.go:1477-1504) when a new start failure is recorded:
+    /// jitter seconds = `floor(backoff_jitter × (delay/2 + 1))`.
+    pub backoff_jitter: f64,
+    /// Cluster configuration.
+    pub config: VmControllerConfig,
+}
+
+impl VmSnapshot {
+    /// A snapshot with no VMI, DataVolumes, PVCs or revisions, no expectations, jitter 0 and the
+    /// default configuration.
+    pub fn new(vm: VirtualMachine, now: DateTime<Utc>) -> Self {
+        VmSnapshot {
+            vm,
+            vmi: None,
+            data_volumes: Vec::new(),
+            pvcs: BTreeMap::new(),
+            revisions: Vec::new(),
+            expectations: ExpectationsView::default(),
+            now,
+            backoff_jitter: 0.0,
+            config: VmControllerConfig::default(),
+        }
+    }
+
+    /// The controller key `namespace/name` (`controller.KeyFunc`; just `name` without namespace).
+    pub fn key(&self) -> String {
+        object_key(
+            self.vm.metadata.namespace.as_deref(),
+            self.vm.metadata.name.as_deref().unwrap_or(""),
+        )
+    }
+}
+
+/// `cache.MetaNamespaceKeyFunc`: `namespace/name`, or `name` when the namespace is empty.
+pub fn object_key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_string(),
+    }
+}

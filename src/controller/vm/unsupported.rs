@@ -1,0 +1,365 @@
+//! Features of KubeVirt's VM controller that virtctl-rs does not model, detected so that the sync
+//! stops with a clear `Failure` condition instead of silently doing something else. Each check
+//! fires only where KubeVirt would act; the reasons are the ones KubeVirt uses for that step.
+//!
+//! Not modelled: instancetypes/preferences, `WaitAsReceiver` (decentralized live migration),
+//! network interface hotplug/unplug, volume hotplug (legacy requests and declarative), memory
+//! dumps, live updates of a running VMI (CPU sockets, memory, node selector/affinity,
+//! tolerations, volume migration).
+
+use super::action::SyncError;
+use super::reasons::sync as reason;
+use crate::api::vm::VirtualMachine;
+use crate::api::vmi::{Phase, VirtualMachineInstance, VirtualMachineInstanceSpec};
+use serde_json::Value;
+
+const SUFFIX: &str = "is not supported by virtctl-rs yet";
+
+fn template_spec(vm: &VirtualMachine) -> Option<&VirtualMachineInstanceSpec> {
+    vm.spec.template.as_ref()?.spec.as_ref()
+}
+
+/// Step 7 of `sync` (instancetype synchronizer, vm.go:3268-3282): `spec.instancetype` or
+/// `spec.preference` set → FailedCreate.
+pub fn instancetype(vm: &VirtualMachine) -> Option<SyncError> {
+    let field = if vm.spec.instancetype.as_ref().is_some_and(|v| !v.is_null()) {
+        "spec.instancetype"
+    } else if vm.spec.preference.as_ref().is_some_and(|v| !v.is_null()) {
+        "spec.preference"
+    } else {
+        return None;
+    };
+    Some(SyncError::new(
+        reason::FAILED_CREATE,
+        format!("instancetypes and preferences ({field}) {SUFFIX}"),
+    ))
+}
+
+/// `WaitAsReceiver` without a VMI: creating a receiver VMI for a decentralized live migration
+/// (vm.go:1166-1172).
+pub fn wait_as_receiver() -> SyncError {
+    SyncError::new(
+        reason::FAILED_CREATE,
+        format!("runStrategy WaitAsReceiver (decentralized live migration receiver) {SUFFIX}"),
+    )
+}
+
+/// The network synchronizer (pkg/network/controllers/vm.go:68-104) would hotplug/unplug an
+/// interface or change a VMI's multus network name: an interface with a `state` other than the
+/// VMI's, a new bridge/SR-IOV interface missing from the VMI, a multus `networkName` differing
+/// from the VMI's, or (without VMI) an `absent` interface to clear from the VM.
+pub fn network_hotplug(
+    vm: &VirtualMachine,
+    vmi: Option<&VirtualMachineInstance>,
+) -> Option<SyncError> {
+    let spec = template_spec(vm)?;
+    let ifaces = spec.domain.devices.interfaces.as_deref().unwrap_or(&[]);
+    let state = |extra: &crate::api::Extra| {
+        extra
+            .get("state")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let err = |what: String| {
+        Some(SyncError::new(
+            reason::HOTPLUG_NETWORK_INTERFACE_ERROR,
+            format!("network interface hotplug/unplug ({what}) {SUFFIX}"),
+        ))
+    };
+    let Some(vmi) = vmi.filter(|v| !v.is_deleting()) else {
+        if vmi.is_none()
+            && let Some(i) = ifaces.iter().find(|i| state(&i.extra) == "absent")
+        {
+            return err(format!("interface {} is absent", i.name));
+        }
+        return None;
+    };
+    let vmi_ifaces = vmi.spec.domain.devices.interfaces.as_deref().unwrap_or(&[]);
+    for i in ifaces {
+        match vmi_ifaces.iter().find(|v| v.name == i.name) {
+            None => {
+                if state(&i.extra) != "absent" && (i.bridge.is_some() || i.sriov.is_some()) {
+                    return err(format!("interface {} would be hotplugged", i.name));
+                }
+            }
+            Some(v) => {
+                let (want, have) = (state(&i.extra), state(&v.extra));
+                if want != have && have != "absent" {
+                    return err(format!("interface {} state {want:?}", i.name));
+                }
+            }
+        }
+    }
+    let nad = |n: &crate::api::vmi::Network| {
+        n.multus
+            .as_ref()
+            .and_then(|m| m.get("networkName"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    for n in vmi.spec.networks.iter().flatten() {
+        if let Some(d) = spec.networks.iter().flatten().find(|d| d.name == n.name)
+            && n.multus.is_some()
+            && d.multus.is_some()
+            && nad(d) != nad(n)
+        {
+            return err(format!("network {} networkName changed", n.name));
+        }
+    }
+    None
+}
+
+/// `handleVolumeRequests` (vm.go:808-847): non-empty `status.volumeRequests`.
+pub fn volume_requests(vm: &VirtualMachine) -> Option<SyncError> {
+    let requests = vm
+        .status
+        .as_ref()?
+        .extra
+        .get("volumeRequests")?
+        .as_array()?;
+    if requests.is_empty() {
+        return None;
+    }
+    Some(SyncError::new(
+        reason::HOTPLUG_VOLUME_ERROR,
+        format!(
+            "Error encountered while handling volume hotplug requests: status.volumeRequests {SUFFIX}"
+        ),
+    ))
+}
+
+/// Declarative volume hotplug (vm.go:3568-3575, pkg/storage/hotplug/hotplug.go): a running VMI
+/// whose set of hotpluggable volumes differs from the VM template's.
+pub fn declarative_hotplug(
+    vm: &VirtualMachine,
+    vmi: Option<&VirtualMachineInstance>,
+) -> Option<SyncError> {
+    let vmi = vmi.filter(|v| v.phase() == Phase::Running)?;
+    let hotplug_names = |spec: Option<&VirtualMachineInstanceSpec>| {
+        let mut names: Vec<String> = spec
+            .and_then(|s| s.volumes.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|v| super::restart_required::is_hotplug_volume(v))
+            .map(|v| v.name.clone())
+            .collect();
+        names.sort();
+        names
+    };
+    if hotplug_names(template_spec(vm)) == hotplug_names(Some(&vmi.spec)) {
+        return None;
+    }
+    Some(SyncError::new(
+        reason::HOTPLUG_VOLUME_ERROR,
+        format!(
+            "Error encountered while handling declarative hotplug volumes: hotpluggable volumes {SUFFIX}"
+        ),
+    ))
+}
+
+/// `memorydump.HandleRequest` (vm.go:3351-3353): `status.memoryDumpRequest` present.
+pub fn memory_dump(vm: &VirtualMachine) -> Option<SyncError> {
+    let req = vm.status.as_ref()?.extra.get("memoryDumpRequest")?;
+    if req.is_null() {
+        return None;
+    }
+    Some(SyncError::new(
+        reason::MEMORY_DUMP_ERROR,
+        format!("Error encountered while handling memory dump request: memory dumps {SUFFIX}"),
+    ))
+}
+
+fn semantic_opt<T: serde::Serialize>(a: &Option<T>, b: &Option<T>) -> bool {
+    let empty = |v: &Option<T>| {
+        v.as_ref()
+            .map(|x| serde_json::to_value(x).unwrap_or(Value::Null))
+            .map(|x| super::semantic::normalize(&x))
+            .filter(|x| !matches!(x, Value::Null) && x != &Value::Object(Default::default()))
+    };
+    empty(a) == empty(b)
+}
+
+/// The LiveUpdate handlers (vm.go:3358-3377): with a VMI not being deleted, CPU sockets
+/// (vm.go:622-673; only when the template sets a non-zero `sockets`, since virt-api defaults
+/// the VMI's), node selector/affinity (775-806), tolerations (749-773), guest memory by value
+/// (3444-3566; when both set and the VMI reports `status.memory.guestCurrent`) differing between
+/// VM template and VMI, or `updateVolumesStrategy: Migration` (889-952).
+pub fn live_update(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) -> Option<SyncError> {
+    let vmi = vmi.filter(|v| !v.is_deleting())?;
+    let spec = template_spec(vm)?;
+    let msg = |what: &str, prefix: &str| format!("{prefix}: live update of {what} {SUFFIX}");
+    if let (Some(want), Some(have)) = (spec.domain.cpu.as_ref(), vmi.spec.domain.cpu.as_ref())
+        && want.sockets.unwrap_or(0) != 0
+        && want.sockets.unwrap_or(0) != have.sockets.unwrap_or(0)
+    {
+        return Some(SyncError::new(
+            reason::HOTPLUG_CPU_ERROR,
+            msg(
+                "CPU sockets",
+                "Error encountered while handling CPU change request",
+            ),
+        ));
+    }
+    if !semantic_opt(&spec.node_selector, &vmi.spec.node_selector)
+        || !semantic_opt(&spec.affinity, &vmi.spec.affinity)
+    {
+        return Some(SyncError::new(
+            reason::AFFINITY_CHANGE_ERROR,
+            msg(
+                "node selector/affinity",
+                "Error encountered while handling node affinity change request",
+            ),
+        ));
+    }
+    if !semantic_opt(&spec.tolerations, &vmi.spec.tolerations) {
+        return Some(SyncError::new(
+            reason::TOLERATIONS_CHANGE_ERROR,
+            msg(
+                "tolerations",
+                "Error encountered while handling tolerations change request",
+            ),
+        ));
+    }
+    let guest = |m: Option<&crate::api::vmi::Memory>| {
+        m.and_then(|m| m.guest.as_ref())
+            .and_then(|q| crate::api::quantity::parse(q).ok())
+            .map(|q| q.value())
+    };
+    let has_guest_current = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.memory.as_ref())
+        .is_some_and(|m| m.extra.get("guestCurrent").is_some_and(|g| !g.is_null()));
+    if let (Some(want), Some(have)) = (
+        guest(spec.domain.memory.as_ref()),
+        guest(vmi.spec.domain.memory.as_ref()),
+    ) && has_guest_current
+        && want != have
+    {
+        return Some(SyncError::new(
+            reason::HOTPLUG_MEMORY_ERROR,
+            msg(
+                "guest memory",
+                "error encountered while handling memory hotplug requests",
+            ),
+        ));
+    }
+    if vm
+        .spec
+        .extra
+        .get("updateVolumesStrategy")
+        .and_then(Value::as_str)
+        == Some("Migration")
+    {
+        return Some(SyncError::new(
+            reason::VOLUMES_UPDATE_ERROR,
+            msg(
+                "volumes (updateVolumesStrategy Migration)",
+                "error encountered while handling volumes update requests",
+            ),
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vm(spec: Value) -> VirtualMachine {
+        serde_json::from_value(json!({"metadata": {"name": "vm"}, "spec": spec})).unwrap()
+    }
+
+    fn vmi(spec: Value, status: Value) -> VirtualMachineInstance {
+        serde_json::from_value(json!({"metadata": {"name": "vm"}, "spec": spec, "status": status}))
+            .unwrap()
+    }
+
+    fn tmpl(spec: Value) -> Value {
+        json!({"template": {"spec": spec}})
+    }
+
+    #[test]
+    fn instancetype_refused() {
+        let mut s = tmpl(json!({"domain": {"devices": {}}}));
+        assert!(instancetype(&vm(s.clone())).is_none());
+        s["instancetype"] = json!({"name": "u1.small"});
+        let e = instancetype(&vm(s)).unwrap();
+        assert_eq!(e.reason, "FailedCreate");
+        assert!(e.message.contains("spec.instancetype"));
+    }
+
+    #[test]
+    fn live_update_detection() {
+        let base = json!({"domain": {"cpu": {"sockets": 1}, "memory": {"guest": "1Gi"},
+                                     "devices": {}}});
+        let running = vmi(
+            base.clone(),
+            json!({"phase": "Running", "memory": {"guestCurrent": "1Gi"}}),
+        );
+        assert!(live_update(&vm(tmpl(base.clone())), Some(&running)).is_none());
+        let mut s = base.clone();
+        s["domain"]["cpu"]["sockets"] = json!(2);
+        assert_eq!(
+            live_update(&vm(tmpl(s)), Some(&running)).unwrap().reason,
+            "HotPlugCPUError"
+        );
+        let mut s = base.clone();
+        s["domain"]["memory"]["guest"] = json!("1024Mi");
+        assert!(live_update(&vm(tmpl(s)), Some(&running)).is_none());
+        let mut s = base.clone();
+        s["domain"]["memory"]["guest"] = json!("2Gi");
+        assert_eq!(
+            live_update(&vm(tmpl(s)), Some(&running)).unwrap().reason,
+            "HotPlugMemoryError"
+        );
+        let mut s = base.clone();
+        s["tolerations"] = json!([{"key": "k"}]);
+        assert_eq!(
+            live_update(&vm(tmpl(s)), Some(&running)).unwrap().reason,
+            "TolerationsChangeError"
+        );
+        let mut s = base.clone();
+        s["nodeSelector"] = json!({});
+        assert!(live_update(&vm(tmpl(s)), Some(&running)).is_none());
+        let mut s = base;
+        s["nodeSelector"] = json!({"a": "b"});
+        assert_eq!(
+            live_update(&vm(tmpl(s)), Some(&running)).unwrap().reason,
+            "AffinityChangeError"
+        );
+    }
+
+    #[test]
+    fn network_hotplug_detection() {
+        let spec = json!({"domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}]}},
+                          "networks": [{"name": "default", "pod": {}}]});
+        let v = vmi(spec.clone(), json!({}));
+        assert!(network_hotplug(&vm(tmpl(spec.clone())), Some(&v)).is_none());
+        let mut added = spec.clone();
+        added["domain"]["devices"]["interfaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "n2", "bridge": {}}));
+        assert!(network_hotplug(&vm(tmpl(added)), Some(&v)).is_some());
+        let mut absent = spec;
+        absent["domain"]["devices"]["interfaces"][0]["state"] = json!("absent");
+        assert!(network_hotplug(&vm(tmpl(absent.clone())), Some(&v)).is_some());
+        assert!(network_hotplug(&vm(tmpl(absent)), None).is_some());
+    }
+
+    #[test]
+    fn status_requests_refused() {
+        let mut v = vm(tmpl(json!({"domain": {"devices": {}}})));
+        assert!(volume_requests(&v).is_none() && memory_dump(&v).is_none());
+        v.status = Some(
+            serde_json::from_value(json!({"volumeRequests": [{"addVolumeOptions": {}}],
+                                          "memoryDumpRequest": {"claimName": "c"}}))
+            .unwrap(),
+        );
+        assert_eq!(volume_requests(&v).unwrap().reason, "HotPlugVolumeError");
+        assert_eq!(memory_dump(&v).unwrap().reason, "MemoryDumpError");
+    }
+}

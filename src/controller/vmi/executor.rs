@@ -1,0 +1,324 @@
+//! The VMI controller's executor: build a [`VmiSnapshot`] from the caches (rendering the launcher
+//! pod when the decision needs one), run the pure decision, and apply its actions in the order
+//! and with the expectations the protocol on [`VmiDecision`](super::VmiDecision) prescribes.
+//!
+//! KubeVirt: `Execute`/`execute` (pkg/virt-controller/watch/vmi/vmi.go:297-368).
+//!
+//! Modelled inputs: the VMI, its pods, the owner VM, expectations, DataVolume readiness and the
+//! rendered pod. Not watched: PersistentVolumeClaims (a missing PVC is found when the pod cannot
+//! start, not here) and ResourceQuotas (the renderer's auto CPU/memory limits see an empty
+//! [`NamespaceContext`]).
+
+use super::action::{ApiFailure, EventType, SyncOutcome, VmiAction};
+use super::snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
+use super::{decide, decide_after_sync, needs_rendered_pod};
+use crate::api::defaults::apply_admission_defaults;
+use crate::api::{DataVolume, Time, VirtualMachine, VirtualMachineInstance};
+use crate::controller::apicall::{api, json_patch, split_key};
+use crate::controller::context::{Context, ReconcileRecord, object_ref};
+use crate::controller::manager::{ReconcileError, Reconciler};
+use crate::launcher::pod::{RenderError, render_launch_manifest};
+use crate::launcher::resources::NamespaceContext;
+use crate::runtime::queue::Requeue;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use std::time::Instant;
+
+/// The VMI controller as a [`Reconciler`] for the manager.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct VmiReconciler;
+
+impl Reconciler for VmiReconciler {
+    fn reconcile(
+        &self,
+        ctx: Context,
+        key: String,
+    ) -> BoxFuture<'static, Result<Requeue, ReconcileError>> {
+        Box::pin(async move { reconcile(&ctx, &key).await })
+    }
+}
+
+/// Render the launcher pod for `vmi` with the cluster settings, applying virt-api's admission
+/// defaults to a copy first (a VMI in a real cluster already has them; the embedded cluster has
+/// no webhooks).
+pub fn render_pod(ctx: &Context, vmi: &VirtualMachineInstance) -> Result<Pod, RenderFailure> {
+    let mut copy = vmi.clone();
+    apply_admission_defaults(&mut copy.spec, &ctx.settings.admission())
+        .map_err(|e| RenderFailure::from(e.to_string()))?;
+    render_launch_manifest(
+        &copy,
+        &ctx.settings,
+        &NamespaceContext::default(),
+        &mut rand::rng(),
+    )
+    .map_err(|e| RenderFailure {
+        pvc_not_found: matches!(e, RenderError::PvcNotFound { .. }),
+        message: e.to_string(),
+    })
+}
+
+/// Build the snapshot for `key` from the caches, or `None` when the VMI is not cached.
+pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
+    let (ns, name) = split_key(key);
+    let vmi = ctx
+        .caches
+        .vmis
+        .store()
+        .get(&ObjectRef::new(name).within(ns))
+        .map(|v| (*v).clone())?;
+    let uid = vmi.metadata.uid.clone();
+    let owner_vm_name = vmi
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true) && r.kind == "VirtualMachine")
+        .map(|r| r.name.clone());
+    let mut snap = VmiSnapshot::new(vmi, Time::now());
+    snap.pods = ctx
+        .caches
+        .pods
+        .store()
+        .state()
+        .iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(ns)
+                && p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.controller == Some(true) && Some(&r.uid) == uid.as_ref())
+        })
+        .map(|p| (**p).clone())
+        .collect();
+    snap.owner_vm_uid = owner_vm_name.and_then(|n| {
+        ctx.caches
+            .vms
+            .store()
+            .get(&ObjectRef::<VirtualMachine>::new(&n).within(ns))
+            .and_then(|vm| vm.metadata.uid.clone())
+    });
+    let pods = &ctx.expectations.pod;
+    let (adds, dels) = pods.get_expectations(key).unwrap_or((0, 0));
+    snap.expectations = ExpectationsState {
+        pods_satisfied: pods.satisfied_expectations(key),
+        pending_pod_creations: adds,
+        pending_pod_deletions: dels,
+        vmi_satisfied: ctx.expectations.vmi_self.satisfied_expectations(key),
+        pvcs_satisfied: true,
+    };
+    // DataVolume volumes: ready when the DataVolume is (areDataVolumesReady); a Failed one fails
+    // a Pending VMI.
+    let mut storage = StorageState::default();
+    for dv_name in snap
+        .vmi
+        .spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.data_volume.as_ref()?.name.clone())
+    {
+        match ctx
+            .caches
+            .data_volumes
+            .store()
+            .get(&ObjectRef::<DataVolume>::new(&dv_name).within(ns))
+        {
+            Some(dv) => {
+                if dv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed") {
+                    storage.has_failed_data_volume = true;
+                }
+                if !dv.is_ready() {
+                    storage.volumes_ready = false;
+                }
+            }
+            None => storage.volumes_ready = false,
+        }
+    }
+    snap.storage = storage;
+    snap.launcher_image = Some(ctx.settings.launcher_image.clone());
+    snap.memory_overhead_report = ctx.settings.gate_enabled("VmiMemoryOverheadReport", true);
+    if needs_rendered_pod(&snap) {
+        snap.rendered_pod = Some(render_pod(ctx, &snap.vmi));
+    }
+    Some(snap)
+}
+
+/// Reconcile one VMI key.
+pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileError> {
+    let started = Instant::now();
+    let Some(snap) = snapshot(ctx, key) else {
+        // vmi.go:305-311: the VMI is gone.
+        ctx.expectations.pod.delete_expectations(key);
+        ctx.expectations.vmi_self.delete_expectations(key);
+        ctx.reconciles.forget("vmi", key);
+        return Ok(Requeue::NONE);
+    };
+    let first = decide(&snap);
+    if first.skipped.is_some() {
+        return Ok(Requeue::NONE);
+    }
+    let mut applied = Vec::new();
+    // Stage 1: sync.
+    let mut outcome = SyncOutcome::Succeeded { created_pod: None };
+    for (index, action) in first.sync_actions.iter().enumerate() {
+        match apply(ctx, key, &snap, action).await {
+            Ok(created) => {
+                applied.push(describe(action));
+                if let Some(pod) = created {
+                    outcome = SyncOutcome::Succeeded {
+                        created_pod: Some(Box::new(pod)),
+                    };
+                }
+            }
+            Err(error) => {
+                applied.push(format!("{} (failed: {})", describe(action), error.message));
+                outcome = SyncOutcome::Failed { index, error };
+                break;
+            }
+        }
+    }
+    // Stage 2: events about stage 1, then updateStatus.
+    let second = decide_after_sync(&snap, &outcome);
+    let mut status_error = None;
+    for action in &second.status_actions {
+        match apply(ctx, key, &snap, action).await {
+            Ok(_) => applied.push(describe(action)),
+            Err(error) => {
+                applied.push(format!("{} (failed: {})", describe(action), error.message));
+                status_error = Some(format!("{}: {}", describe(action), error.message));
+                break;
+            }
+        }
+    }
+    let error = status_error
+        .or_else(|| second.update_status_error.clone())
+        .or_else(|| {
+            second
+                .sync_error
+                .as_ref()
+                .filter(|e| e.requeue)
+                .map(|e| format!("{}: {}", e.reason, e.message))
+        });
+    ctx.reconciles.record(
+        "vmi",
+        key,
+        ReconcileRecord {
+            at: chrono::Utc::now(),
+            duration_seconds: started.elapsed().as_secs_f64(),
+            result: if error.is_some() {
+                "error".into()
+            } else {
+                "ok".into()
+            },
+            error: error.clone(),
+            requeue_after_seconds: None,
+            actions: applied,
+        },
+    );
+    match error {
+        Some(e) => Err(ReconcileError(e)),
+        None => Ok(Requeue::NONE),
+    }
+}
+
+fn describe(action: &VmiAction) -> String {
+    match action {
+        VmiAction::CreatePod { pod, .. } => format!(
+            "CreatePod {}",
+            pod.metadata
+                .name
+                .as_deref()
+                .or(pod.metadata.generate_name.as_deref())
+                .unwrap_or("")
+        ),
+        VmiAction::DeletePod { name, .. } => format!("DeletePod {name}"),
+        VmiAction::PatchPod { name, .. } => format!("PatchPod {name}"),
+        VmiAction::PatchPodReadinessCondition { pod, status, .. } => {
+            format!("PatchPodReadinessCondition {pod} {status}")
+        }
+        VmiAction::UpdateVmi { vmi, .. } => format!("UpdateVmi phase={}", vmi.phase().as_str()),
+        VmiAction::PatchVmi { .. } => "PatchVmi".to_string(),
+        VmiAction::Event { reason, .. } => format!("Event {reason}"),
+    }
+}
+
+/// Apply one action; returns the created pod for `CreatePod`.
+async fn apply(
+    ctx: &Context,
+    key: &str,
+    snap: &VmiSnapshot,
+    action: &VmiAction,
+) -> Result<Option<Pod>, ApiFailure> {
+    let (ns, _) = split_key(key);
+    let client = &ctx.client;
+    let pods = api::<Pod>(client, ns);
+    let vmis = api::<VirtualMachineInstance>(client, ns);
+    let vmi_name = snap.vmi.metadata.name.clone().unwrap_or_default();
+    let fail = |e: kube::Error| ApiFailure::from(&e);
+    match action {
+        VmiAction::CreatePod { pod, .. } => {
+            ctx.expectations.pod.expect_creations(key, 1);
+            match pods.create(&PostParams::default(), pod).await {
+                Ok(created) => return Ok(Some(created)),
+                Err(e) => {
+                    ctx.expectations.pod.creation_observed(key);
+                    return Err(fail(e));
+                }
+            }
+        }
+        VmiAction::DeletePod { name, .. } => {
+            let pod_key = format!("{ns}/{name}");
+            ctx.expectations
+                .pod
+                .expect_deletions(key, vec![pod_key.clone()]);
+            if let Err(e) = pods.delete(name, &DeleteParams::default()).await {
+                ctx.expectations.pod.deletion_observed(key, &pod_key);
+                let failure = fail(e);
+                if !failure.is_not_found() {
+                    return Err(failure);
+                }
+            }
+        }
+        VmiAction::PatchPod { name, patch, .. } => {
+            let body = serde_json::to_value(patch).unwrap_or_default();
+            json_patch::<Pod>(client, ns, name, None, &body)
+                .await
+                .map_err(fail)?;
+        }
+        VmiAction::PatchPodReadinessCondition { pod, patch, .. } => {
+            pods.patch_status(pod, &PatchParams::default(), &Patch::Strategic(patch))
+                .await
+                .map_err(fail)?;
+        }
+        VmiAction::UpdateVmi { vmi, .. } => {
+            ctx.expectations.vmi_self.set_expectations(key, 1, 0);
+            if let Err(e) = vmis.replace(&vmi_name, &PostParams::default(), vmi).await {
+                ctx.expectations.vmi_self.set_expectations(key, 0, 0);
+                return Err(fail(e));
+            }
+        }
+        VmiAction::PatchVmi { patch, .. } => {
+            let body = serde_json::to_value(patch).unwrap_or_default();
+            json_patch::<VirtualMachineInstance>(client, ns, &vmi_name, None, &body)
+                .await
+                .map_err(fail)?;
+        }
+        VmiAction::Event {
+            type_,
+            reason,
+            message,
+            ..
+        } => {
+            ctx.events.emit(
+                object_ref("VirtualMachineInstance", &snap.vmi.metadata),
+                *type_ == EventType::Warning,
+                reason,
+                message,
+            );
+        }
+    }
+    Ok(None)
+}
