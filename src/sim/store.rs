@@ -56,6 +56,16 @@ pub struct Event {
     pub prev: Option<Arc<Value>>,
     /// When the change was committed (for delayed-delivery faults).
     pub at: Instant,
+    /// `object` serialised once, shared by every watcher that sends it unconverted.
+    pub json: std::sync::OnceLock<Vec<u8>>,
+}
+
+impl Event {
+    /// The serialised object (computed on first use, outside the store lock).
+    pub fn object_json(&self) -> &[u8] {
+        self.json
+            .get_or_init(|| serde_json::to_vec(self.object.as_ref()).unwrap_or_default())
+    }
 }
 
 /// Identity of a stored object.
@@ -397,6 +407,7 @@ impl Store {
                             object: o.clone(),
                             prev: None,
                             at: now,
+                            json: std::sync::OnceLock::new(),
                         })
                     })
                     .collect()
@@ -531,6 +542,7 @@ impl Store {
             object: obj,
             prev,
             at: Instant::now(),
+            json: std::sync::OnceLock::new(),
         });
         let col = &mut inner.cols[key.res];
         col.history.push_back(ev.clone());

@@ -106,20 +106,26 @@ fn render(ev: &Event, opts: &WatchOptions) -> Option<Bytes> {
             let t = super::table::table(def, version, &[obj], Some(rv), None, *include);
             line(kind.as_str(), &t)
         }
+        None if served.is_none() => Some(line_raw(kind.as_str(), ev.object_json())),
         None => line(kind.as_str(), obj),
     }
+}
+
+/// `{"type":"X","object":<json>}\n` from an already serialised object.
+fn line_raw(kind: &str, body: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(body.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
 }
 
 fn line(kind: &str, obj: &Value) -> Option<Bytes> {
     // {"type":"X","object":...}\n without building an intermediate Value.
     let body = serde_json::to_vec(obj).ok()?;
-    let mut out = Vec::with_capacity(body.len() + 32);
-    out.extend_from_slice(b"{\"type\":\"");
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\",\"object\":");
-    out.extend_from_slice(&body);
-    out.extend_from_slice(b"}\n");
-    Some(Bytes::from(out))
+    Some(line_raw(kind, &body))
 }
 
 /// A `BOOKMARK` line.
@@ -256,6 +262,7 @@ mod tests {
             object: Arc::new(json!({"metadata": {"name": "a", "labels": labels}})),
             prev: prev.map(|p| Arc::new(json!({"metadata": {"name": "a", "labels": p}}))),
             at: StdInstant::now(),
+            json: std::sync::OnceLock::new(),
         }
     }
 
