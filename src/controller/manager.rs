@@ -394,6 +394,17 @@ async fn run_term(
         _ = ctx.caches.wait_synced() => {}
         _ = term.cancelled() => return,
     }
+    // A new term starts from clean expectations, as a freshly started virt-controller does
+    // (entries left by an earlier term may describe writes that never happened).
+    let e = &ctx.expectations;
+    for entry in e.vmi_self.snapshot().entries {
+        e.vmi_self.delete_expectations(&entry.key);
+    }
+    for store in [&e.vmi, &e.data_volume, &e.pod] {
+        for entry in store.snapshot().entries {
+            store.delete_expectations(&entry.key);
+        }
+    }
     let vm_queue: WorkQueue = WorkQueue::builder(VM_QUEUE_NAME)
         .metrics(ctx.metrics.workqueue())
         .build();
