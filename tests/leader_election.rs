@@ -280,6 +280,20 @@ fn epochs(entries: &[AuditEntry], agents: &[&str]) -> Vec<Epoch> {
 /// Returns the epochs.
 fn assert_writes_inside_own_epochs(entries: &[AuditEntry], agents: &[&str]) -> Vec<Epoch> {
     let epochs = epochs(entries, agents);
+    // The old leader's last renewal (or release) precedes the new leader's acquire, in the
+    // server's order and in time.
+    for pair in epochs.windows(2) {
+        assert!(
+            pair[0].last.seq < pair[1].first.seq && pair[0].last.time <= pair[1].first.time,
+            "overlapping epochs: {} until #{} {}, {} from #{} {}",
+            pair[0].agent,
+            pair[0].last.seq,
+            pair[0].last.time,
+            pair[1].agent,
+            pair[1].first.seq,
+            pair[1].first.time
+        );
+    }
     let mut violations = Vec::new();
     for w in entries
         .iter()
