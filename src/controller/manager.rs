@@ -344,6 +344,15 @@ impl Manager {
                         break;
                     }
                 }
+                // The elector is gone. After a normal end its last state already says so; if
+                // `run` was dropped while leading (its task aborted), nobody renews for us any
+                // more and the leader work was stopped with it: do not keep claiming to lead.
+                gauge.set(0);
+                let mut state = shared.write().unwrap_or_else(|e| e.into_inner());
+                if state.leading {
+                    state.leading = false;
+                    state.phase = ElectionPhase::Stopped;
+                }
             });
             let term_ctx = self.ctx.clone();
             let (vm, vmi) = (self.vm.clone(), self.vmi.clone());
@@ -413,6 +422,8 @@ async fn run_term(
         .build();
     ctx.vm_queue.set(Some(vm_queue.clone()));
     ctx.vmi_queue.set(Some(vmi_queue.clone()));
+    // Cleared when the term ends, also if this task is aborted (see `LeaderElector::run_with`).
+    let _slots = ClearQueueSlots(ctx.vm_queue.clone(), ctx.vmi_queue.clone());
     for obj in ctx.caches.vms.store().state() {
         vm_queue.add(key_of(obj.as_ref()));
     }
@@ -461,9 +472,18 @@ async fn run_term(
         run(vm_queue, vm_workers, vm, "vm"),
         run(vmi_queue, vmi_workers, vmi, "vmi"),
     );
-    ctx.vm_queue.set(None);
-    ctx.vmi_queue.set(None);
     tracing::info!("stopped the VM and VMI controllers");
+}
+
+/// Empties the queue slots of a term when dropped: handlers then drop keys, `/debug/state`
+/// shows no queues.
+struct ClearQueueSlots(QueueSlot, QueueSlot);
+
+impl Drop for ClearQueueSlots {
+    fn drop(&mut self) {
+        self.0.set(None);
+        self.1.set(None);
+    }
 }
 
 /// What `/debug/state` reads.

@@ -32,7 +32,7 @@ use kube::api::ObjectMeta;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
@@ -174,6 +174,10 @@ impl<A: LeaseApi> LeaderElector<A> {
     ///   lease is released if configured, and the run returns [`RunOutcome::Cancelled`].
     ///
     /// If the worker returns early we keep leading (as client-go); it is never restarted.
+    ///
+    /// Dropping the returned future while leading (e.g. aborting its task) stops renewing
+    /// without a release; the term is then cancelled and the worker task aborted at once, so no
+    /// leader work survives the renewals (a killed process's work dies with it too).
     pub async fn run_with<F, Fut>(
         mut self,
         cancel: CancellationToken,
@@ -199,6 +203,10 @@ impl<A: LeaseApi> LeaderElector<A> {
             s.leading = true;
         });
         let mut worker = Some(tokio::spawn(on_started_leading(term.clone())));
+        let _term_guard = TermGuard {
+            term: term.clone(),
+            worker: worker.as_ref().map(JoinHandle::abort_handle),
+        };
         match self.renew(&cancel, &mut worker, acquired_at).await {
             RenewEnd::Lost(reason) => {
                 term.cancel();
@@ -622,6 +630,25 @@ impl<A: LeaseApi> LeaderElector<A> {
         }
         if annotations.is_empty() {
             lease.metadata.annotations = None;
+        }
+    }
+}
+
+/// Ends the leader work when the run future goes away. On the normal paths the term is already
+/// cancelled and the worker finished when this drops; it matters when the future is dropped
+/// while leading (its task aborted, a losing `select!` branch): nobody renews the lease any
+/// more, so the worker (a detached task) must not outlive it and keep acting while another
+/// candidate takes over.
+struct TermGuard {
+    term: CancellationToken,
+    worker: Option<AbortHandle>,
+}
+
+impl Drop for TermGuard {
+    fn drop(&mut self) {
+        self.term.cancel();
+        if let Some(worker) = &self.worker {
+            worker.abort();
         }
     }
 }

@@ -666,6 +666,40 @@ async fn stuck_workers_are_aborted_after_the_renew_deadline_on_stop() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn dropping_the_run_while_leading_ends_the_term_and_its_worker() {
+    // A killed leader's work must die with its renewals, or it keeps acting after another
+    // candidate took over.
+    let store = FakeLeaseStore::new();
+    let ledger = Ledger::default();
+    let mut a = spawn(
+        &store,
+        &ledger,
+        "a",
+        Opts {
+            worker_stop: Duration::from_secs(3600),
+            ..Opts::default()
+        },
+    );
+    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let term = ledger.last_term("a").expect("term");
+    // The worker task holds the only other handle on the ledger.
+    assert_eq!(Arc::strong_count(&ledger.cancelled_at), 2);
+    a.handle.abort();
+    assert!((&mut a.handle).await.is_err_and(|e| e.is_cancelled()));
+    assert!(term.is_cancelled(), "the term ends with the run");
+    sleep(Duration::from_millis(1)).await;
+    assert_eq!(
+        Arc::strong_count(&ledger.cancelled_at),
+        1,
+        "the worker task is aborted, not left draining for an hour"
+    );
+    let writes = a.api.calls(Op::Replace);
+    sleep(LEASE * 2).await;
+    assert_eq!(a.api.calls(Op::Replace), writes, "no renewal, no release");
+    assert_eq!(record(&store).holder_identity, "a");
+}
+
+#[tokio::test(start_paused = true)]
 async fn cancel_while_standing_by_leaves_the_lease_alone() {
     let store = FakeLeaseStore::new();
     let ledger = Ledger::default();
