@@ -206,11 +206,11 @@ impl Manager {
         let metrics = Arc::new(Metrics::new());
         let leading_gauge = metrics.register_gauge(
             "kubevirt_virt_controller_leading_status",
-            "Indication for an operating virt-controller (1 while leading the Lease).",
+            "Indication for an operating virt-controller (1 while leading the Lease)",
         );
         let ready_gauge = metrics.register_gauge(
             "kubevirt_virt_controller_ready_status",
-            "Indication for a virt-controller that is ready to take the lead.",
+            "Indication for a virt-controller that is ready to take the lead",
         );
         ready_gauge.set(1);
         let ctx = Context {
