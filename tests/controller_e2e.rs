@@ -1398,3 +1398,200 @@ async fn pvc_and_priority_class_examples_run() {
 
     env.shutdown().await;
 }
+
+// ------------------------------------------------------------------------------------------
+// Beyond the list: node loss, launcher failure, start-paused, strategy switches
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_node_restarts_an_always_vm_elsewhere() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let (_, first) = env.wait_running("vm-cirros").await;
+    let first_uid = uid(&first.metadata);
+    let node = first
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("nodeName");
+
+    env.cluster()
+        .nodes()
+        .remove_node(&node)
+        .await
+        .expect("remove node");
+    // The launcher pod is failed and force-deleted (PodGC): the VMI controller fails the VMI
+    // (pod vanished, lifecycle.go), the VM controller replaces it.
+    let second = env
+        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+            vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
+        })
+        .await;
+    let second_node = second
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("nodeName");
+    assert_ne!(second_node, node, "scheduled on the remaining node");
+    env.wait_vm("vm-cirros", "Running", |vm| printable(vm) == "Running")
+        .await;
+    env.wait_pods_gone(&first_uid).await;
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let (_, first) = env.wait_running("vm-cirros").await;
+    let first_uid = uid(&first.metadata);
+    let pod = env.launcher_pods(&first_uid).await.remove(0);
+
+    env.cluster()
+        .nodes()
+        .fail_pod(NS, pod.metadata.name.as_deref().expect("pod name"))
+        .await
+        .expect("fail the launcher pod");
+    let second = env
+        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+            vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
+        })
+        .await;
+    assert_eq!(firmware_uuid(&second).as_deref(), Some(VM_CIRROS_UUID));
+    env.wait_vm("vm-cirros", "Running", |vm| printable(vm) == "Running")
+        .await;
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halted_with_a_paused_start_request_switches_to_always_and_starts_paused() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Halted")).await;
+    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+
+    // virtctl start --paused on a Halted VM: [Start{data: {paused: "true"}}] (lifecycle.go).
+    env.set_state_change_requests(
+        "vm-cirros",
+        json!([{"action": "Start", "data": {"paused": "true"}}]),
+    )
+    .await;
+    // vm.go:1115-1139: the spec is rewritten to Always; the next sync starts the VMI with
+    // startStrategy Paused (vm.go:1875-1878, 1899-1909) and pops the request.
+    env.wait_vm("vm-cirros", "runStrategy Always", |vm| {
+        vm.spec.run_strategy.as_deref() == Some("Always")
+    })
+    .await;
+    let vmi = env.wait_vmi("vm-cirros", "created", |_| true).await;
+    assert_eq!(vmi.spec.start_strategy.as_deref(), Some("Paused"));
+    env.wait_vm(
+        "vm-cirros",
+        "the Start request trimmed",
+        no_state_change_requests,
+    )
+    .await;
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_halted_to_rerun_on_failure_starts_the_vm() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Halted")).await;
+    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    env.resync_and_settle("vm-cirros").await;
+    assert!(env.vmi("vm-cirros").await.is_none());
+
+    // No Start request: RerunOnFailure starts because status.runStrategy differs from the
+    // strategy (vm.go:1039-1086).
+    env.merge_patch_vm(
+        "vm-cirros",
+        json!({"spec": {"runStrategy": "RerunOnFailure"}}),
+    )
+    .await;
+    env.wait_running("vm-cirros").await;
+    let vm = env
+        .wait_vm("vm-cirros", "status.runStrategy RerunOnFailure", |vm| {
+            vm_status(vm)["runStrategy"] == json!("RerunOnFailure")
+        })
+        .await;
+    assert!(no_state_change_requests(&vm));
+    env.resync_and_settle("vm-cirros").await;
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_running() {
+    let env = Env::start().await;
+    env.cluster()
+        .nodes()
+        .fail_vmis_before_running(Matcher::vmi("vm-cirros"), 1);
+    env.create_vm(&example_vm("vm-cirros", "RerunOnFailure"))
+        .await;
+    let vm = env
+        .wait_vm("vm-cirros", "startFailure.consecutiveFailCount = 1", |vm| {
+            start_failure(vm).is_some_and(|(n, _, _)| n == 1)
+        })
+        .await;
+    let (_, retry, _) = start_failure(&vm).expect("startFailure");
+    env.wait_vm("vm-cirros", "CrashLoopBackOff", |vm| {
+        printable(vm) == "CrashLoopBackOff"
+    })
+    .await;
+    // The Failed VMI is replaced after the backoff (Start request appended on failure,
+    // vm.go:954-968, start honours the backoff, vm.go:1039-1086) ...
+    let (vm, vmi) = env.wait_running("vm-cirros").await;
+    let created = env.vmi_creations("vm-cirros");
+    assert_eq!(created.len(), 2, "{created:?}");
+    assert!(created[1] >= retry - chrono::Duration::seconds(1));
+    assert!(
+        vmi.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(Phase::Running))
+    );
+    // ... and, having reached Running, clears startFailure (vm.go:1575-1603).
+    let vm = if vm_status(&vm).get("startFailure").is_none() {
+        vm
+    } else {
+        env.wait_vm("vm-cirros", "startFailure cleared", |vm| {
+            vm_status(vm).get("startFailure").is_none()
+        })
+        .await
+    };
+    assert!(no_state_change_requests(&vm));
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_once_vm_with_a_failed_vmi() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Once")).await;
+    let (_, vmi) = env.wait_running("vm-cirros").await;
+    let vmi_uid = uid(&vmi.metadata);
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-cirros")
+        .await
+        .expect("crash");
+    env.wait_vmi("vm-cirros", "Failed", |vmi| vmi.phase() == Phase::Failed)
+        .await;
+    env.vms()
+        .delete("vm-cirros", &DeleteParams::default())
+        .await
+        .expect("delete VM");
+    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_pods_gone(&vmi_uid).await;
+    env.wait_for("the VM to be gone", || async {
+        env.vm("vm-cirros").await.is_none().then_some(())
+    })
+    .await;
+
+    env.shutdown().await;
+}
