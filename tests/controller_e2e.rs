@@ -37,6 +37,8 @@ use virtctl_rs::sim::nodes::Matcher;
 
 const NS: &str = "default";
 const DEADLINE: Duration = Duration::from_secs(40);
+/// User agent of the controller manager's client.
+const CONTROLLER_AGENT: &str = "virt-controller-e2e";
 /// `CalculateLegacyUUID("vm-cirros")` (facts §1.7.3).
 const VM_CIRROS_UUID: &str = "0d2a2043-41c0-59c3-9b17-025022203668";
 
@@ -64,6 +66,13 @@ impl Env {
         .await
         .expect("embedded cluster starts");
         let client = cluster.client().await.expect("client");
+        // The controller talks through its own client, so that faults and audit entries can
+        // be told apart from the test's own requests.
+        let controller_client = cluster
+            .api()
+            .client_with_agent(CONTROLLER_AGENT)
+            .await
+            .expect("controller client");
         let mut lease = LeaderElectionConfig::new("ctrl-e2e");
         lease.lease_duration = Duration::from_secs(2);
         lease.renew_deadline = Duration::from_millis(1500);
@@ -79,7 +88,7 @@ impl Env {
         };
         let (vm, vmi) = virtctl_rs::controller::reconcilers();
         let manager = Arc::new(
-            Manager::start(client.clone(), config, vm, vmi)
+            Manager::start(controller_client, config, vm, vmi)
                 .await
                 .expect("manager starts"),
         );
@@ -1102,8 +1111,7 @@ async fn deleting_the_vm_removes_vmi_pod_and_finalizers() {
     assert!(
         deletes
             .iter()
-            .any(|e| e.user_agent != virtctl_rs::sim::gc::GC_USER_AGENT
-                && (200..300).contains(&e.code)),
+            .any(|e| e.user_agent.contains(CONTROLLER_AGENT) && (200..300).contains(&e.code)),
         "{deletes:?}"
     );
 
@@ -1592,6 +1600,279 @@ async fn deleting_a_once_vm_with_a_failed_vmi() {
         env.vm("vm-cirros").await.is_none().then_some(())
     })
     .await;
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unschedulable_vm_reports_error_unschedulable() {
+    let env = Env::start().await;
+    let mut vm = example_vm("vm-cirros", "Always");
+    if let Some(spec) = vm.spec.template.as_mut().and_then(|t| t.spec.as_mut()) {
+        spec.node_selector =
+            Some([("example.com/no-such-node".to_string(), "x".to_string())].into());
+    }
+    env.create_vm(&vm).await;
+    // The scheduler marks the pod PodScheduled=False/Unschedulable; the VMI controller copies
+    // the condition to the Scheduling VMI (lifecycle.go, facts §3.3) and the VM controller
+    // mirrors it and shows ErrorUnschedulable (vm.go:2516-2557).
+    let vm = env
+        .wait_vm("vm-cirros", "ErrorUnschedulable", |vm| {
+            printable(vm) == "ErrorUnschedulable"
+        })
+        .await;
+    let cond = vm
+        .condition("PodScheduled")
+        .expect("PodScheduled mirrored on the VM");
+    assert_eq!(cond.status, "False");
+    assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    let vmi = env.vmi("vm-cirros").await.expect("VMI");
+    assert_eq!(vmi.phase(), Phase::Scheduling);
+    assert_eq!(
+        vmi.condition("PodScheduled")
+            .and_then(|c| c.reason.clone())
+            .as_deref(),
+        Some("Unschedulable")
+    );
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_pull_errors_show_on_the_vm_until_the_image_arrives() {
+    let env = Env::start().await;
+    env.cluster()
+        .nodes()
+        .stick_image_pull(Matcher::vmi("vm-cirros"));
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    // Synchronized=False with the container's waiting reason on the VMI (lifecycle.go, facts
+    // §3.3), shown as the VM's printable status (vm.go:2516-2557).
+    let vm = env
+        .wait_vm("vm-cirros", "ErrImagePull or ImagePullBackOff", |vm| {
+            matches!(printable(vm).as_str(), "ErrImagePull" | "ImagePullBackOff")
+        })
+        .await;
+    let seen = printable(&vm);
+    let vmi = env.vmi("vm-cirros").await.expect("VMI");
+    assert_eq!(vmi.phase(), Phase::Scheduling);
+    let sync = vmi
+        .condition("Synchronized")
+        .expect("Synchronized condition");
+    assert_eq!(sync.status, "False");
+    assert!(
+        matches!(
+            sync.reason.as_deref(),
+            Some("ErrImagePull" | "ImagePullBackOff")
+        ),
+        "{sync:?} (VM showed {seen})"
+    );
+    env.wait_vm("vm-cirros", "ImagePullBackOff", |vm| {
+        printable(vm) == "ImagePullBackOff"
+    })
+    .await;
+
+    env.cluster().nodes().clear_image_pull_faults();
+    let (_, vmi) = env.wait_running("vm-cirros").await;
+    assert!(
+        vmi.condition("Synchronized").is_none(),
+        "removed on a successful sync"
+    );
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
+    use virtctl_rs::sim::faults::{FaultRule, Verb};
+    let env = Env::start().await;
+    let faults = env.cluster().api().faults();
+    faults.reseed(
+        std::env::var("E2E_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(7),
+    );
+    let writes = [Verb::Create, Verb::Update, Verb::Patch, Verb::Delete];
+    faults.add(
+        FaultRule::conflict()
+            .user_agent(CONTROLLER_AGENT)
+            .probability(0.25),
+    );
+    faults.add(
+        FaultRule::error(500)
+            .verbs(&writes)
+            .user_agent(CONTROLLER_AGENT)
+            .probability(0.15),
+    );
+    faults.add(
+        FaultRule::drop_watch_after(3)
+            .user_agent(CONTROLLER_AGENT)
+            .probability(0.5),
+    );
+    // Stale caches: the controller hears about changes late, so only its expectations keep
+    // it from acting twice.
+    for resource in ["virtualmachineinstances", "pods", "virtualmachines"] {
+        faults.add(
+            FaultRule::delay_watch_events(Duration::from_millis(400))
+                .resource(resource)
+                .user_agent(CONTROLLER_AGENT),
+        );
+    }
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    env.create_vm(&example_vm("vm-alpine-multipvc", "Manual"))
+        .await;
+    env.create_vm(&example_vm("vm-priorityclass", "Always"))
+        .await;
+    env.wait_running("vm-cirros").await;
+    env.wait_running("vm-non-preemtible").await;
+    env.set_state_change_requests("vm-alpine-multipvc", json!([{"action": "Start"}]))
+        .await;
+    let (_, manual) = env.wait_running("vm-alpine-multipvc").await;
+
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-cirros")
+        .await
+        .expect("crash");
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-non-preemtible")
+        .await
+        .expect("crash");
+    env.set_state_change_requests(
+        "vm-alpine-multipvc",
+        json!([{"action": "Stop", "uid": uid(&manual.metadata)}]),
+    )
+    .await;
+    env.wait_for("both Always VMs restarted", || async {
+        (env.vmi_creations("vm-cirros").len() == 2
+            && env.vmi_creations("vm-non-preemtible").len() == 2)
+            .then_some(())
+    })
+    .await;
+    env.wait_running("vm-cirros").await;
+    env.wait_running("vm-non-preemtible").await;
+    env.wait_vmi_gone("vm-alpine-multipvc").await;
+    env.vms()
+        .delete("vm-cirros", &DeleteParams::default())
+        .await
+        .expect("delete VM");
+    env.wait_for("vm-cirros to be gone", || async {
+        env.vm("vm-cirros").await.is_none().then_some(())
+    })
+    .await;
+
+    faults.clear();
+    let injected = env
+        .cluster()
+        .api()
+        .audit()
+        .by_user_agent(CONTROLLER_AGENT)
+        .iter()
+        .filter(|e| e.code == 409 || e.code == 500)
+        .count();
+    assert!(injected > 0, "the faults fired");
+    for name in ["vm-non-preemtible", "vm-alpine-multipvc"] {
+        env.resync_and_settle(name).await;
+        let vm = env.vm(name).await.expect("VM");
+        assert!(no_state_change_requests(&vm), "{name}: {}", vm_status(&vm));
+        assert!(
+            vm.condition("Failure").is_none(),
+            "{name}: {}",
+            vm_status(&vm)
+        );
+    }
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
+    assert_eq!(env.vmi_creations("vm-non-preemtible").len(), 2);
+    assert_eq!(env.vmi_creations("vm-alpine-multipvc").len(), 1);
+    let vm = env.vm("vm-alpine-multipvc").await.expect("VM");
+    assert_eq!(printable(&vm), "Stopped");
+    let vm = env.vm("vm-non-preemtible").await.expect("VM");
+    assert_eq!(printable(&vm), "Running");
+    let vmis = env.vmis().list(&ListParams::default()).await.expect("list");
+    assert_eq!(vmis.items.len(), 1, "only vm-non-preemtible's VMI is left");
+    let running = &vmis.items[0];
+    assert_eq!(running.name_any(), "vm-non-preemtible");
+    env.wait_for("only the running VMI's launcher pod to be left", || async {
+        let pods = env.pods().list(&ListParams::default()).await.ok()?;
+        (pods.items.len() == 1
+            && pods.items[0]
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CREATED_BY))
+                == running.metadata.uid.as_ref())
+        .then_some(())
+    })
+    .await;
+    let revisions = env
+        .revisions()
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert_eq!(
+        revisions.items.len(),
+        2,
+        "one start revision per remaining VM (vm-cirros's went with it)"
+    );
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubevirt_quirk_rerun_on_failure_restart_is_lost_if_the_start_request_patch_fails() {
+    use virtctl_rs::sim::faults::{FaultRule, Verb};
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "RerunOnFailure"))
+        .await;
+    env.wait_running("vm-cirros").await;
+    env.wait_vm("vm-cirros", "the firmware UUID persisted", |vm| {
+        vm.spec
+            .template
+            .as_ref()
+            .and_then(|t| t.spec.as_ref())
+            .and_then(|s| s.domain.firmware.as_ref())
+            .is_some()
+    })
+    .await;
+    // The next controller patch of a VirtualMachine is the Start request appended after the
+    // Failed VMI was deleted (vm.go:954-968, 1039-1066): make it fail once.
+    env.cluster().api().faults().add(
+        FaultRule::error(500)
+            .verbs(&[Verb::Patch])
+            .resource("virtualmachines")
+            .user_agent(CONTROLLER_AGENT)
+            .times(1),
+    );
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-cirros")
+        .await
+        .expect("crash");
+    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_for("the controller's VMI cache to lose the VMI", || async {
+        env.cached_vmi("vm-cirros").is_none().then_some(())
+    })
+    .await;
+    env.resync_and_settle("vm-cirros").await;
+    let failed_patches: Vec<_> = env
+        .cluster()
+        .api()
+        .audit()
+        .by_user_agent(CONTROLLER_AGENT)
+        .into_iter()
+        .filter(|e| e.verb == "patch" && e.resource == "virtualmachines" && e.code == 500)
+        .collect();
+    assert_eq!(failed_patches.len(), 1, "{failed_patches:?}");
+    assert_eq!(failed_patches[0].subresource, "status");
+    // KubeVirt v1.9 retries the sync, but the VMI is being deleted (no-op), and once it is gone
+    // RerunOnFailure starts only on a Start request or a strategy switch: the VM stays down.
+    assert!(env.vmi("vm-cirros").await.is_none());
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+    let vm = env.vm("vm-cirros").await.expect("VM");
+    assert_eq!(printable(&vm), "Stopped");
+    assert!(no_state_change_requests(&vm));
 
     env.shutdown().await;
 }
