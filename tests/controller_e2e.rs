@@ -374,7 +374,13 @@ impl Env {
             "reconciles: {}\nqueues/expectations: {}\n",
             serde_json::to_string(&self.manager.context().reconciles.snapshot())
                 .unwrap_or_default(),
-            serde_json::to_string(&self.manager.debug_state()["expectations"]).unwrap_or_default()
+            serde_json::to_string(&json!({
+                "queues": self.manager.debug_state()["queues"],
+                "expectations": self.manager.debug_state()["expectations"],
+                "caches": self.manager.debug_state()["caches"],
+                "leading": self.manager.leader_state().leading,
+            }))
+            .unwrap_or_default()
         ));
         out
     }
@@ -801,8 +807,13 @@ async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown() {
         .shutdown_guest(NS, "vm-cirros")
         .await
         .expect("shut the guest down");
-    env.wait_vmi("vm-cirros", "Succeeded", |vmi| {
-        vmi.phase() == Phase::Succeeded || vmi.is_deleting()
+    // (The Succeeded VMI may be deleted before a poll sees it.)
+    env.wait_for("the VMI Succeeded or gone", || async {
+        match env.vmi("vm-cirros").await {
+            None => Some(()),
+            Some(v) if uid(&v.metadata) != second_uid => panic!("a new VMI was started"),
+            Some(v) => (v.phase() == Phase::Succeeded).then_some(()),
+        }
     })
     .await;
     env.wait_vm("vm-cirros", "Stopped with no state change request", |vm| {
@@ -1694,17 +1705,27 @@ async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
             .unwrap_or(7),
     );
     let writes = [Verb::Create, Verb::Update, Verb::Patch, Verb::Delete];
-    faults.add(
-        FaultRule::conflict()
-            .user_agent(CONTROLLER_AGENT)
-            .probability(0.25),
-    );
-    faults.add(
-        FaultRule::error(500)
-            .verbs(&writes)
-            .user_agent(CONTROLLER_AGENT)
-            .probability(0.15),
-    );
+    // Not on the Lease: losing it would (rightly) stop the controller.
+    for resource in [
+        "virtualmachines",
+        "virtualmachineinstances",
+        "pods",
+        "controllerrevisions",
+    ] {
+        faults.add(
+            FaultRule::conflict()
+                .resource(resource)
+                .user_agent(CONTROLLER_AGENT)
+                .probability(0.25),
+        );
+        faults.add(
+            FaultRule::error(500)
+                .verbs(&writes)
+                .resource(resource)
+                .user_agent(CONTROLLER_AGENT)
+                .probability(0.15),
+        );
+    }
     faults.add(
         FaultRule::drop_watch_after(3)
             .user_agent(CONTROLLER_AGENT)
@@ -1764,6 +1785,7 @@ async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
     .await;
 
     faults.clear();
+    assert!(env.manager.leader_state().leading, "still leading");
     let injected = env
         .cluster()
         .api()
@@ -1873,6 +1895,33 @@ async fn kubevirt_quirk_rerun_on_failure_restart_is_lost_if_the_start_request_pa
     let vm = env.vm("vm-cirros").await.expect("VM");
     assert_eq!(printable(&vm), "Stopped");
     assert!(no_state_change_requests(&vm));
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deprecated_running_field_folds_into_always_and_halted() {
+    let env = Env::start().await;
+    let mut vm = example_vm("vm-cirros", "Always");
+    vm.spec.run_strategy = None;
+    vm.spec.running = Some(true);
+    env.create_vm(&vm).await;
+    // `running: true` is Always (types.go:1957-1970).
+    let (vm, vmi) = env.wait_running("vm-cirros").await;
+    assert_eq!(vm_status(&vm)["runStrategy"], json!("Always"));
+    let vmi_uid = uid(&vmi.metadata);
+
+    env.merge_patch_vm("vm-cirros", json!({"spec": {"running": false}}))
+        .await;
+    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_pods_gone(&vmi_uid).await;
+    let vm = env
+        .wait_vm("vm-cirros", "Stopped, status.runStrategy Halted", |vm| {
+            printable(vm) == "Stopped" && vm_status(vm)["runStrategy"] == json!("Halted")
+        })
+        .await;
+    assert_eq!(vm.spec.running, Some(false));
+    assert!(vm.spec.run_strategy.is_none());
 
     env.shutdown().await;
 }
