@@ -7,6 +7,20 @@
 //! `kube::Client`, and waits for conditions with generous deadlines. Nothing sleeps for a fixed
 //! time: "this must NOT happen" is asserted after the controller provably reconciled the key
 //! with the relevant state in its cache and has nothing left queued for it.
+//!
+//! Things worth knowing when reading the expectations:
+//! - The embedded cluster has no virt-api webhooks. On a real cluster the VM mutator gives a new
+//!   VM a *random* firmware UUID and serial (pkg/virt-api/webhooks/mutating-webhook/mutators/
+//!   vm-mutator.go:86-91, 127-140); here the VM controller's firmware synchronizer persists
+//!   `CalculateLegacyUUID(name)` after the first start, which bumps the VM generation, so a fresh
+//!   VM shows `observedGeneration: 1`, `desiredGeneration: 2` (KubeVirt does the same without
+//!   the webhook: the start revision's template lacks the UUID, vm.go:1438-1475).
+//! - With v1.9's default rollout strategy LiveUpdate, a `memory.guest` change is memory hotplug,
+//!   not RestartRequired (vm.go:3444-3482 returns early without `status.memory.guestCurrent`);
+//!   the RestartRequired test changes `cpu.cores` instead.
+//! - Two KubeVirt v1.9 quirks are reproduced and pinned (tests named `kubevirt_quirk_*` /
+//!   commented): an adopted hand-made VMI makes every VM sync fail with "resource name may not be
+//!   empty", and a failed Start-request patch loses a RerunOnFailure restart.
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::ControllerRevision;
