@@ -301,6 +301,7 @@ pub enum VmiDecision {
 /// - final → nothing;
 /// - deletion timestamp while Scheduled/Running → Succeeded (graceful guest shutdown; the
 ///   launcher pod is left to its own deletion);
+/// - Scheduled/Running and the launcher pod ended (Succeeded/Failed) → Failed (domain gone);
 /// - Scheduled and `fail_before_running` → Failed, launcher exits 1;
 /// - Scheduled and the launcher pod runs → Running.
 pub fn decide(
@@ -316,6 +317,19 @@ pub fn decide(
     if vmi_is_deleting(vmi) && matches!(phase, PHASE_SCHEDULED | PHASE_RUNNING) {
         return VmiDecision::Stop {
             vmi: final_vmi(vmi, PHASE_SUCCEEDED, now_rfc3339),
+            launcher_exit: None,
+        };
+    }
+    // The launcher died under the guest (its pod ended): the domain is gone, and virt-handler
+    // reports the VMI Failed — a Running VMI without a domain, or a Scheduled one whose launcher
+    // is unresponsive (`calculateVmPhaseForStatusReason`, pkg/virt-handler/vm.go:2319-2345).
+    // virt-controller alone would leave a Running VMI with a Failed pod Running
+    // (lifecycle.go:480-485 only handles a vanished pod).
+    if matches!(phase, PHASE_SCHEDULED | PHASE_RUNNING)
+        && launcher.is_some_and(super::kubelet::is_terminal)
+    {
+        return VmiDecision::Stop {
+            vmi: final_vmi(vmi, PHASE_FAILED, now_rfc3339),
             launcher_exit: None,
         };
     }
@@ -489,6 +503,29 @@ mod tests {
             assert_eq!(vmi_phase(&out), "Succeeded");
             assert_eq!(entries(&out, "Succeeded"), 1);
             assert_eq!(launcher_exit, None);
+        }
+    }
+
+    #[test]
+    fn a_terminated_launcher_fails_the_guest() {
+        for phase in ["Scheduled", "Running"] {
+            for pod_phase in ["Failed", "Succeeded"] {
+                let mut pod = launcher(true);
+                if let Some(st) = pod.status.as_mut() {
+                    st.phase = Some(pod_phase.into());
+                }
+                let VmiDecision::Stop {
+                    vmi: out,
+                    launcher_exit,
+                } = decide(&vmi(phase), Some(&pod), false, NOW)
+                else {
+                    panic!("{phase} VMI with a {pod_phase} launcher: expected Failed");
+                };
+                assert_eq!(vmi_phase(&out), "Failed");
+                assert_eq!(entries(&out, "Failed"), 1);
+                assert_eq!(launcher_exit, None, "the pod has ended already");
+                assert!(out.pointer("/status/reason").is_none());
+            }
         }
     }
 

@@ -1,0 +1,1941 @@
+//! End-to-end tests of the VM and VMI controllers (KubeVirt v1.9 behaviour: facts §1 VM
+//! controller, §3 VMI controller, §4 launcher pod) on the embedded cluster.
+//!
+//! Every test starts its own [`EmbeddedCluster`] (real HTTP API server, two simulated nodes),
+//! a [`Manager`] with the real reconcilers and short Lease durations, creates KubeVirt's example
+//! VMs (`docs/examples/`, copies of kubevirt/kubevirt `examples/` at v1.9.0) through a
+//! `kube::Client`, and waits for conditions with generous deadlines. Nothing sleeps for a fixed
+//! time: "this must NOT happen" is asserted after the controller provably reconciled the key
+//! with the relevant state in its cache and has nothing left queued for it.
+//!
+//! Things worth knowing when reading the expectations:
+//! - The embedded cluster has no virt-api webhooks. On a real cluster the VM mutator gives a new
+//!   VM a *random* firmware UUID and serial (pkg/virt-api/webhooks/mutating-webhook/mutators/
+//!   vm-mutator.go:86-91, 127-140); here the VM controller's firmware synchronizer persists
+//!   `CalculateLegacyUUID(name)` after the first start, which bumps the VM generation, so a fresh
+//!   VM shows `observedGeneration: 1`, `desiredGeneration: 2` (KubeVirt does the same without
+//!   the webhook: the start revision's template lacks the UUID, vm.go:1438-1475).
+//! - With v1.9's default rollout strategy LiveUpdate, a `memory.guest` change is memory hotplug,
+//!   not RestartRequired (vm.go:3444-3482 returns early without `status.memory.guestCurrent`);
+//!   the RestartRequired test changes `cpu.cores` instead.
+//! - Two KubeVirt v1.9 quirks are reproduced and pinned (tests named `kubevirt_quirk_*` /
+//!   commented): an adopted hand-made VMI makes every VM sync fail with "resource name may not be
+//!   empty", and a failed Start-request patch loses a RerunOnFailure restart.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use virtctl_rs::api::annotations::{MEMORY_OVERHEAD_BYTES, VM_GENERATION};
+use virtctl_rs::api::finalizers::{FOREGROUND_DELETE_VM, VM_CONTROLLER};
+use virtctl_rs::api::labels::{CREATED_BY, NODE_NAME};
+use virtctl_rs::api::{Phase, VirtualMachine, VirtualMachineInstance};
+use virtctl_rs::controller::context::ReconcileRecord;
+use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError, OnLostLease};
+use virtctl_rs::launcher::ClusterSettings;
+use virtctl_rs::launcher::overhead::memory_overhead;
+use virtctl_rs::launcher::resources::{NamespaceContext, compute_resources};
+use virtctl_rs::runtime::lease::LeaderElectionConfig;
+use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::nodes::Matcher;
+
+const NS: &str = "default";
+const DEADLINE: Duration = Duration::from_secs(40);
+/// User agent of the controller manager's client.
+const CONTROLLER_AGENT: &str = "virt-controller-e2e";
+/// `CalculateLegacyUUID("vm-cirros")` (facts §1.7.3).
+const VM_CIRROS_UUID: &str = "0d2a2043-41c0-59c3-9b17-025022203668";
+
+// ------------------------------------------------------------------------------------------
+// Harness
+// ------------------------------------------------------------------------------------------
+
+/// One embedded cluster plus one leading controller manager.
+struct Env {
+    cluster: Option<EmbeddedCluster>,
+    client: Client,
+    manager: Arc<Manager>,
+    cancel: CancellationToken,
+    run: Option<JoinHandle<Result<(), ManagerError>>>,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
+            nodes: 2,
+            kubelet_delay: Duration::from_millis(50),
+            grace_scale: 0.01,
+            ..Default::default()
+        })
+        .await
+        .expect("embedded cluster starts");
+        let client = cluster.client().await.expect("client");
+        // The controller talks through its own client, so that faults and audit entries can
+        // be told apart from the test's own requests.
+        let controller_client = cluster
+            .api()
+            .client_with_agent(CONTROLLER_AGENT)
+            .await
+            .expect("controller client");
+        let mut lease = LeaderElectionConfig::new("ctrl-e2e");
+        lease.lease_duration = Duration::from_secs(2);
+        lease.renew_deadline = Duration::from_millis(1500);
+        lease.retry_period = Duration::from_millis(250);
+        let config = ManagerConfig {
+            namespace: None,
+            vm_workers: 3,
+            vmi_workers: 10,
+            settings: ClusterSettings::default(),
+            lease,
+            on_lost_lease: OnLostLease::Exit,
+            listen: None,
+        };
+        let (vm, vmi) = virtctl_rs::controller::reconcilers();
+        let manager = Arc::new(
+            Manager::start(controller_client, config, vm, vmi)
+                .await
+                .expect("manager starts"),
+        );
+        let cancel = CancellationToken::new();
+        let run = {
+            let m = manager.clone();
+            let c = cancel.clone();
+            tokio::spawn(async move { m.run(c).await })
+        };
+        let env = Env {
+            cluster: Some(cluster),
+            client,
+            manager,
+            cancel,
+            run: Some(run),
+        };
+        env.wait_for("the manager to lead with synced caches", || async {
+            let ctx = env.manager.context();
+            (env.manager.leader_state().leading
+                && ctx.caches.all_synced()
+                && ctx.vm_queue.get().is_some()
+                && ctx.vmi_queue.get().is_some())
+            .then_some(())
+        })
+        .await;
+        env
+    }
+
+    fn cluster(&self) -> &EmbeddedCluster {
+        self.cluster.as_ref().expect("cluster running")
+    }
+
+    fn vms(&self) -> Api<VirtualMachine> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn vmis(&self) -> Api<VirtualMachineInstance> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn revisions(&self) -> Api<ControllerRevision> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    async fn create_vm(&self, vm: &VirtualMachine) -> VirtualMachine {
+        self.vms()
+            .create(&PostParams::default(), vm)
+            .await
+            .expect("create VM")
+    }
+
+    async fn vm(&self, name: &str) -> Option<VirtualMachine> {
+        self.vms().get_opt(name).await.expect("get VM")
+    }
+
+    async fn vmi(&self, name: &str) -> Option<VirtualMachineInstance> {
+        self.vmis().get_opt(name).await.expect("get VMI")
+    }
+
+    /// Launcher pods of the VMI with this UID (label `kubevirt.io/created-by`).
+    async fn launcher_pods(&self, vmi_uid: &str) -> Vec<Pod> {
+        self.pods()
+            .list(&ListParams::default().labels(&format!("{CREATED_BY}={vmi_uid}")))
+            .await
+            .expect("list pods")
+            .items
+    }
+
+    /// The VMI as the controllers' cache holds it.
+    fn cached_vmi(&self, name: &str) -> Option<Arc<VirtualMachineInstance>> {
+        self.manager
+            .context()
+            .caches
+            .vmis
+            .store()
+            .get(&ObjectRef::new(name).within(NS))
+    }
+
+    /// Successful VMI creations recorded by the API server's audit log for `name`.
+    fn vmi_creations(&self, name: &str) -> Vec<DateTime<Utc>> {
+        self.cluster()
+            .api()
+            .audit()
+            .entries()
+            .into_iter()
+            .filter(|e| {
+                e.verb == "create"
+                    && e.resource == "virtualmachineinstances"
+                    && e.subresource.is_empty()
+                    && e.name == name
+                    && (200..300).contains(&e.code)
+            })
+            .map(|e| e.time)
+            .collect()
+    }
+
+    fn last_vm_reconcile(&self, name: &str) -> Option<ReconcileRecord> {
+        self.manager
+            .context()
+            .reconciles
+            .get("vm", &format!("{NS}/{name}"))
+    }
+
+    /// The VM key is neither queued nor being processed.
+    fn vm_key_idle(&self, name: &str) -> bool {
+        let key = format!("{NS}/{name}");
+        match self.manager.context().vm_queue.get() {
+            Some(q) => {
+                let s = q.snapshot();
+                !s.queued.iter().any(|k| k.key == key) && !s.in_flight.iter().any(|k| k.key == key)
+            }
+            None => false,
+        }
+    }
+
+    /// Enqueue the VM (as a periodic resync would) and wait until a reconcile that started
+    /// after now has finished without error and nothing is queued or running for the key. Any
+    /// VMI create/delete the controller wants to make from its current caches has then been
+    /// made.
+    async fn resync_and_settle(&self, name: &str) {
+        let since = Utc::now();
+        self.manager.context().vm_queue.add(format!("{NS}/{name}"));
+        self.wait_for(
+            "the VM controller to reconcile the VM and go idle",
+            || async {
+                let rec = self.last_vm_reconcile(name)?;
+                (rec.at > since && rec.result == "ok" && self.vm_key_idle(name)).then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Poll `check` every 25 ms until it yields a value; panic with a dump of the cluster
+    /// state after [`DEADLINE`].
+    async fn wait_for<T, F, Fut>(&self, what: &str, check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        self.wait_for_within(what, DEADLINE, check).await
+    }
+
+    async fn wait_for_within<T, F, Fut>(&self, what: &str, deadline: Duration, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let until = Instant::now() + deadline;
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            if Instant::now() >= until {
+                panic!(
+                    "timed out after {deadline:?} waiting for {what}\n{}",
+                    self.dump().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    async fn wait_vm(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&VirtualMachine) -> bool,
+    ) -> VirtualMachine {
+        self.wait_for(&format!("VM {name}: {what}"), || async {
+            self.vm(name).await.filter(|vm| pred(vm))
+        })
+        .await
+    }
+
+    async fn wait_vmi(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&VirtualMachineInstance) -> bool,
+    ) -> VirtualMachineInstance {
+        self.wait_for(&format!("VMI {name}: {what}"), || async {
+            self.vmi(name).await.filter(|vmi| pred(vmi))
+        })
+        .await
+    }
+
+    /// Wait until the VM is Running (printable status, ready) and its VMI Running; returns both.
+    async fn wait_running(&self, name: &str) -> (VirtualMachine, VirtualMachineInstance) {
+        self.wait_for(&format!("VM {name} and its VMI Running"), || async {
+            let vm = self.vm(name).await?;
+            let vmi = self.vmi(name).await?;
+            (printable(&vm) == "Running"
+                && vm_status(&vm)["ready"] == json!(true)
+                && vmi.phase() == Phase::Running
+                && !vmi.is_deleting())
+            .then_some((vm, vmi))
+        })
+        .await
+    }
+
+    async fn wait_vmi_gone(&self, name: &str) {
+        self.wait_for(&format!("VMI {name} to be gone"), || async {
+            self.vmi(name).await.is_none().then_some(())
+        })
+        .await
+    }
+
+    async fn wait_pods_gone(&self, vmi_uid: &str) {
+        self.wait_for(
+            &format!("launcher pods of VMI {vmi_uid} to be gone"),
+            || async { self.launcher_pods(vmi_uid).await.is_empty().then_some(()) },
+        )
+        .await
+    }
+
+    /// Replace `status.stateChangeRequests` through the VM `status` subresource, as virt-api's
+    /// start/stop subresources do (pkg/virt-api/rest/lifecycle.go; they send a JSON patch, this
+    /// sends the equivalent merge patch).
+    async fn set_state_change_requests(&self, name: &str, requests: Value) {
+        self.vms()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"stateChangeRequests": requests}})),
+            )
+            .await
+            .expect("patch VM status");
+    }
+
+    async fn merge_patch_vm(&self, name: &str, patch: Value) -> VirtualMachine {
+        self.vms()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch VM")
+    }
+
+    /// VMs, VMIs, launcher pods and the reconcile log, for timeout messages.
+    async fn dump(&self) -> String {
+        let mut out = String::new();
+        if let Ok(list) = self.vms().list(&ListParams::default()).await {
+            for vm in list.items {
+                out.push_str(&format!(
+                    "VM {} gen={:?} deleting={} finalizers={:?} runStrategy={:?} status={}\n",
+                    vm.name_any(),
+                    vm.metadata.generation,
+                    vm.metadata.deletion_timestamp.is_some(),
+                    vm.metadata.finalizers,
+                    vm.spec.run_strategy,
+                    serde_json::to_string(&vm.status).unwrap_or_default()
+                ));
+            }
+        }
+        if let Ok(list) = self.vmis().list(&ListParams::default()).await {
+            for vmi in list.items {
+                out.push_str(&format!(
+                    "VMI {} uid={:?} phase={:?} deleting={} finalizers={:?} owners={} status={}\n",
+                    vmi.name_any(),
+                    vmi.metadata.uid,
+                    vmi.phase(),
+                    vmi.is_deleting(),
+                    vmi.metadata.finalizers,
+                    serde_json::to_string(&vmi.metadata.owner_references).unwrap_or_default(),
+                    serde_json::to_string(&vmi.status).unwrap_or_default()
+                ));
+            }
+        }
+        if let Ok(list) = self.pods().list(&ListParams::default()).await {
+            for p in list.items {
+                out.push_str(&format!(
+                    "Pod {} phase={:?} node={:?} deleting={}\n",
+                    p.name_any(),
+                    p.status.as_ref().and_then(|s| s.phase.clone()),
+                    p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                    p.metadata.deletion_timestamp.is_some()
+                ));
+            }
+        }
+        out.push_str(&format!(
+            "reconciles: {}\nqueues/expectations: {}\n",
+            serde_json::to_string(&self.manager.context().reconciles.snapshot())
+                .unwrap_or_default(),
+            serde_json::to_string(&json!({
+                "queues": self.manager.debug_state()["queues"],
+                "expectations": self.manager.debug_state()["expectations"],
+                "caches": self.manager.debug_state()["caches"],
+                "leading": self.manager.leader_state().leading,
+            }))
+            .unwrap_or_default()
+        ));
+        out
+    }
+
+    async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(run) = self.run.take() {
+            let r = run.await.expect("manager task");
+            assert!(r.is_ok(), "manager stopped with an error: {r:?}");
+        }
+        if let Some(cluster) = self.cluster.take() {
+            cluster.shutdown().await;
+        }
+    }
+}
+
+/// A VM from `docs/examples/<file>.yaml` (KubeVirt's examples) with the given run strategy.
+fn example_vm(file: &str, run_strategy: &str) -> VirtualMachine {
+    let path = format!("{}/docs/examples/{file}.yaml", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).expect("read example");
+    let mut vm: VirtualMachine = serde_yaml::from_str(&text).expect("example is a VM");
+    vm.spec.running = None;
+    vm.spec.run_strategy = Some(run_strategy.to_string());
+    vm.metadata.namespace = Some(NS.to_string());
+    vm
+}
+
+/// The VM status as JSON (`null` when absent).
+fn vm_status(vm: &VirtualMachine) -> Value {
+    serde_json::to_value(&vm.status).unwrap_or(Value::Null)
+}
+
+fn printable(vm: &VirtualMachine) -> String {
+    vm.status
+        .as_ref()
+        .and_then(|s| s.printable_status.clone())
+        .unwrap_or_default()
+}
+
+fn no_state_change_requests(vm: &VirtualMachine) -> bool {
+    vm.status
+        .as_ref()
+        .and_then(|s| s.state_change_requests.as_ref())
+        .is_none_or(|r| r.is_empty())
+}
+
+fn uid(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    meta.uid.clone().expect("object has a uid")
+}
+
+fn firmware_uuid(vmi: &VirtualMachineInstance) -> Option<String> {
+    vmi.spec
+        .domain
+        .firmware
+        .as_ref()
+        .and_then(|f| f.uuid.clone())
+}
+
+fn has_finalizer(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    f: &str,
+) -> bool {
+    meta.finalizers.iter().flatten().any(|x| x == f)
+}
+
+fn condition_status(vm: &VirtualMachine, type_: &str) -> Option<String> {
+    vm.condition(type_).map(|c| c.status.clone())
+}
+
+fn compute_container(pod: &Pod) -> &k8s_openapi::api::core::v1::Container {
+    pod.spec
+        .as_ref()
+        .expect("pod spec")
+        .containers
+        .iter()
+        .find(|c| c.name == "compute")
+        .expect("compute container")
+}
+
+fn quantity(s: &str) -> Quantity {
+    Quantity(s.to_string())
+}
+
+fn start_failure(vm: &VirtualMachine) -> Option<(i64, DateTime<Utc>, String)> {
+    let sf = vm.status.as_ref()?.start_failure.as_ref()?;
+    Some((
+        sf.consecutive_fail_count,
+        sf.retry_after_timestamp.as_ref()?.0,
+        sf.last_failed_vmi_uid.clone().unwrap_or_default(),
+    ))
+}
+
+// ------------------------------------------------------------------------------------------
+// 1. Always: one VMI, one start revision, one launcher pod, status
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
+    let env = Env::start().await;
+    let created = env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let vm_uid = uid(&created.metadata);
+
+    let (_, vmi) = env.wait_running("vm-cirros").await;
+
+    // Exactly one VMI, named after the VM, controlled by it.
+    let vmis = env.vmis().list(&ListParams::default()).await.expect("list");
+    assert_eq!(vmis.items.len(), 1, "exactly one VMI");
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1, "one VMI creation");
+    let owners = vmi.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].kind, "VirtualMachine");
+    assert_eq!(owners[0].uid, vm_uid);
+    assert_eq!(owners[0].controller, Some(true));
+    assert_eq!(owners[0].block_owner_deletion, Some(true));
+    assert!(
+        has_finalizer(&vmi.metadata, VM_CONTROLLER),
+        "{:?}",
+        vmi.metadata.finalizers
+    );
+    assert!(
+        has_finalizer(&vmi.metadata, FOREGROUND_DELETE_VM),
+        "{:?}",
+        vmi.metadata.finalizers
+    );
+    // Labels come from the template (SetupVMIFromVM).
+    assert_eq!(
+        vmi.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubevirt.io/vm"))
+            .map(String::as_str),
+        Some("vm-cirros")
+    );
+
+    // Firmware UUID = CalculateLegacyUUID(vm name), persisted into the VM template too
+    // (firmware.go:48-81); the VM reports the VMI's Ready condition.
+    assert_eq!(firmware_uuid(&vmi).as_deref(), Some(VM_CIRROS_UUID));
+    let vm = env
+        .wait_vm(
+            "vm-cirros",
+            "Ready=True and the firmware UUID persisted",
+            |vm| {
+                condition_status(vm, "Ready").as_deref() == Some("True")
+                    && vm
+                        .spec
+                        .template
+                        .as_ref()
+                        .and_then(|t| t.spec.as_ref())
+                        .and_then(|s| s.domain.firmware.as_ref())
+                        .and_then(|f| f.uuid.as_deref())
+                        == Some(VM_CIRROS_UUID)
+            },
+        )
+        .await;
+
+    // Phases Scheduling → Scheduled → Running, each recorded once, in that order.
+    let transitions = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.phase_transition_timestamps.clone())
+        .unwrap_or_default();
+    let phases: Vec<Phase> = transitions.iter().map(|t| t.phase).collect();
+    for p in [
+        Phase::Pending,
+        Phase::Scheduling,
+        Phase::Scheduled,
+        Phase::Running,
+    ] {
+        let n = phases.iter().filter(|x| **x == p).count();
+        if p == Phase::Pending {
+            assert!(n <= 1, "Pending recorded at most once: {phases:?}");
+        } else {
+            assert_eq!(n, 1, "{p:?} recorded exactly once: {phases:?}");
+        }
+    }
+    let pos = |p: Phase| phases.iter().position(|x| *x == p).unwrap_or(usize::MAX);
+    assert!(
+        pos(Phase::Scheduling) < pos(Phase::Scheduled)
+            && pos(Phase::Scheduled) < pos(Phase::Running),
+        "{phases:?}"
+    );
+    let times: Vec<DateTime<Utc>> = transitions
+        .iter()
+        .map(|t| t.phase_transition_timestamp.0)
+        .collect();
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "timestamps ordered: {times:?}"
+    );
+
+    // Node placement.
+    let node = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("status.nodeName");
+    assert!(env.cluster().nodes().node_names().contains(&node), "{node}");
+    assert_eq!(
+        vmi.metadata.labels.as_ref().and_then(|l| l.get(NODE_NAME)),
+        Some(&node)
+    );
+
+    // The start ControllerRevision.
+    let generation: i64 = vmi
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(VM_GENERATION))
+        .expect("kubevirt.io/vm-generation annotation")
+        .parse()
+        .expect("decimal generation");
+    let revisions = env
+        .revisions()
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert_eq!(revisions.items.len(), 1, "exactly one ControllerRevision");
+    let rev = &revisions.items[0];
+    let rev_name = format!("revision-start-vm-{vm_uid}-{generation}");
+    assert_eq!(rev.name_any(), rev_name);
+    assert_eq!(rev.revision, generation);
+    assert_eq!(
+        vmi.status
+            .as_ref()
+            .and_then(|s| s.virtual_machine_revision_name.clone()),
+        Some(rev_name.clone())
+    );
+    let rev_owner = &rev.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(rev_owner.uid, vm_uid);
+    assert_eq!(rev_owner.controller, Some(true));
+    let data = rev.data.as_ref().expect("revision data").0.clone();
+    let data = data.as_object().expect("data is an object");
+    assert_eq!(
+        data.keys().collect::<Vec<_>>(),
+        vec!["spec"],
+        "data = {{\"spec\": ...}}"
+    );
+    assert_eq!(data["spec"]["runStrategy"], json!("Always"));
+    assert_eq!(
+        data["spec"]["template"]["spec"]["domain"]["memory"]["guest"],
+        json!("128Mi")
+    );
+
+    // One launcher pod whose compute resources are what the renderer computes.
+    let pods = env.launcher_pods(&uid(&vmi.metadata)).await;
+    assert_eq!(pods.len(), 1, "exactly one launcher pod");
+    let pod = &pods[0];
+    assert!(
+        pod.metadata
+            .name
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("virt-launcher-vm-cirros-")
+    );
+    assert_eq!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Running")
+    );
+    assert_eq!(
+        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some(node.as_str())
+    );
+    let settings = ClusterSettings::default();
+    let mut defaulted = vmi.clone();
+    virtctl_rs::api::defaults::apply_admission_defaults(&mut defaulted.spec, &settings.admission())
+        .expect("admission defaults");
+    let overhead = memory_overhead(&defaulted.spec, &settings).expect("overhead");
+    let expected = compute_resources(
+        &defaulted,
+        &settings,
+        overhead.total_bytes,
+        &NamespaceContext::default(),
+    )
+    .expect("compute resources");
+    let resources = compute_container(pod)
+        .resources
+        .clone()
+        .expect("compute resources");
+    assert_eq!(resources, expected.to_resource_requirements());
+    assert_eq!(
+        resources.requests.as_ref().and_then(|r| r.get("memory")),
+        Some(&quantity("396Mi")),
+        "128Mi guest + 268Mi overhead"
+    );
+    assert_eq!(overhead.total_bytes, 268 * 1024 * 1024);
+    assert_eq!(
+        pod.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(MEMORY_OVERHEAD_BYTES)),
+        Some(&overhead.total_bytes.to_string())
+    );
+    // VmiMemoryOverheadReport (Beta, on): the annotation as a BinarySI quantity
+    // (lifecycle.go:1165-1183).
+    assert_eq!(
+        vmi.status
+            .as_ref()
+            .and_then(|s| s.memory.as_ref())
+            .and_then(|m| m.memory_overhead.clone()),
+        Some(quantity("268Mi"))
+    );
+
+    // Events: the VM controller's SuccessfulCreate (vm.go:1257-1345) and the VMI controller's
+    // (lifecycle.go:100-185).
+    let vm_note =
+        "Started the virtual machine by creating the new virtual machine instance vm-cirros";
+    let pod_name = pod.metadata.name.clone().expect("pod name");
+    let pod_note = format!("Created virtual machine pod {pod_name}");
+    env.wait_for("the SuccessfulCreate events", || async {
+        let events: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(env.client.clone(), NS);
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let has = |kind: &str, note: &str| {
+            list.items.iter().any(|e| {
+                e.reason.as_deref() == Some("SuccessfulCreate")
+                    && e.type_.as_deref() == Some("Normal")
+                    && e.note.as_deref() == Some(note)
+                    && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("vm-cirros")
+            })
+        };
+        (has("VirtualMachine", vm_note) && has("VirtualMachineInstance", &pod_note)).then_some(())
+    })
+    .await;
+
+    // VM status and metadata.
+    let status = vm_status(&vm);
+    assert_eq!(status["printableStatus"], json!("Running"));
+    assert_eq!(status["ready"], json!(true));
+    assert_eq!(status["created"], json!(true));
+    assert_eq!(status["runStrategy"], json!("Always"));
+    assert_eq!(condition_status(&vm, "Ready").as_deref(), Some("True"));
+    assert!(no_state_change_requests(&vm));
+    assert!(status.get("startFailure").is_none(), "{status}");
+    assert!(
+        has_finalizer(&vm.metadata, VM_CONTROLLER),
+        "{:?}",
+        vm.metadata.finalizers
+    );
+    assert_eq!(status["observedGeneration"], json!(generation), "{status}");
+    assert_eq!(
+        status["desiredGeneration"],
+        json!(vm.metadata.generation.expect("generation")),
+        "{status}"
+    );
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 2. Always: a guest crash → a new VMI
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_restarts_a_crashed_guest_with_a_new_vmi() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let (_, first) = env.wait_running("vm-cirros").await;
+    let first_uid = uid(&first.metadata);
+
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-cirros")
+        .await
+        .expect("crash the guest");
+
+    let second = env
+        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+            vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
+        })
+        .await;
+    assert_eq!(firmware_uuid(&second).as_deref(), Some(VM_CIRROS_UUID));
+    assert_eq!(firmware_uuid(&first), firmware_uuid(&second));
+    let vm = env
+        .wait_vm("vm-cirros", "Running again", |vm| {
+            printable(vm) == "Running"
+        })
+        .await;
+    // The crashed VMI had reached Running: no start failure is recorded.
+    assert!(
+        vm_status(&vm).get("startFailure").is_none(),
+        "{}",
+        vm_status(&vm)
+    );
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
+    env.wait_pods_gone(&first_uid).await;
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 3. RerunOnFailure: crash → restart; guest shutdown → stays stopped
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "RerunOnFailure"))
+        .await;
+    let (_, first) = env.wait_running("vm-cirros").await;
+    let first_uid = uid(&first.metadata);
+
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-cirros")
+        .await
+        .expect("crash");
+    let second = env
+        .wait_vmi("vm-cirros", "restarted after the crash", |vmi| {
+            vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
+        })
+        .await;
+    let second_uid = uid(&second.metadata);
+    // The Start request the controller appended on the Failed VMI is trimmed once it runs.
+    env.wait_vm(
+        "vm-cirros",
+        "Running with no pending state change request",
+        |vm| printable(vm) == "Running" && no_state_change_requests(vm),
+    )
+    .await;
+
+    env.cluster()
+        .nodes()
+        .shutdown_guest(NS, "vm-cirros")
+        .await
+        .expect("shut the guest down");
+    // (The Succeeded VMI may be deleted before a poll sees it.)
+    env.wait_for("the VMI Succeeded or gone", || async {
+        match env.vmi("vm-cirros").await {
+            None => Some(()),
+            Some(v) if uid(&v.metadata) != second_uid => panic!("a new VMI was started"),
+            Some(v) => (v.phase() == Phase::Succeeded).then_some(()),
+        }
+    })
+    .await;
+    env.wait_vm("vm-cirros", "Stopped with no state change request", |vm| {
+        printable(vm) == "Stopped" && no_state_change_requests(vm)
+    })
+    .await;
+    // The controller deletes the Succeeded VMI (stopVMI) ...
+    env.wait_for("the VMI to leave the controller's cache", || async {
+        env.cached_vmi("vm-cirros").is_none().then_some(())
+    })
+    .await;
+    // ... and, having reconciled with that cache, does not start a new one.
+    env.resync_and_settle("vm-cirros").await;
+    assert!(
+        env.vmi("vm-cirros").await.is_none(),
+        "no VMI after a guest shutdown"
+    );
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 2, "no third VMI");
+    let vm = env.vm("vm-cirros").await.expect("VM");
+    assert_eq!(printable(&vm), "Stopped");
+    assert!(no_state_change_requests(&vm));
+    assert_eq!(condition_status(&vm, "Ready").as_deref(), Some("False"));
+    env.wait_pods_gone(&second_uid).await;
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 4. Once: never restarted
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_is_never_restarted_after_a_crash() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Once")).await;
+    let (_, first) = env.wait_running("vm-cirros").await;
+    let first_uid = uid(&first.metadata);
+
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-cirros")
+        .await
+        .expect("crash");
+    env.wait_for("the Failed VMI in the controller's cache", || async {
+        env.cached_vmi("vm-cirros")
+            .filter(|v| v.phase() == Phase::Failed)
+            .map(|_| ())
+    })
+    .await;
+    // The VM controller drops its VMI finalizer once the VMI is final (vm.go:2503-2511).
+    let vmi = env
+        .wait_vmi("vm-cirros", "without the VM controller finalizer", |vmi| {
+            !has_finalizer(&vmi.metadata, VM_CONTROLLER)
+        })
+        .await;
+    assert_eq!(vmi.phase(), Phase::Failed);
+    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    env.resync_and_settle("vm-cirros").await;
+
+    let vmi = env.vmi("vm-cirros").await.expect("the Failed VMI is kept");
+    assert_eq!(uid(&vmi.metadata), first_uid);
+    assert_eq!(vmi.phase(), Phase::Failed);
+    assert!(!vmi.is_deleting(), "Once never deletes the VMI");
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1, "never restarted");
+    let vm = env.vm("vm-cirros").await.expect("VM");
+    assert_eq!(printable(&vm), "Stopped");
+    // It had reached Running: no crash-loop accounting.
+    assert!(
+        vm_status(&vm).get("startFailure").is_none(),
+        "{}",
+        vm_status(&vm)
+    );
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 5. Always → Halted stops the VM
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_to_halted_stops_the_vm() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let (_, vmi) = env.wait_running("vm-cirros").await;
+    let vmi_uid = uid(&vmi.metadata);
+
+    env.merge_patch_vm("vm-cirros", json!({"spec": {"runStrategy": "Halted"}}))
+        .await;
+    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_pods_gone(&vmi_uid).await;
+    // (While the VMI is final but not yet gone, Ready mirrors its PodTerminating reason.)
+    let vm = env
+        .wait_vm("vm-cirros", "Stopped, Ready=False VMINotExists", |vm| {
+            printable(vm) == "Stopped"
+                && vm.condition("Ready").and_then(|c| c.reason.as_deref()) == Some("VMINotExists")
+        })
+        .await;
+    assert_eq!(condition_status(&vm, "Ready").as_deref(), Some("False"));
+    // `ready` and `created` are `omitempty` booleans (types.go): absent when false.
+    assert!(vm_status(&vm).get("ready").is_none(), "{}", vm_status(&vm));
+    assert!(
+        vm_status(&vm).get("created").is_none(),
+        "{}",
+        vm_status(&vm)
+    );
+    assert_eq!(vm_status(&vm)["runStrategy"], json!("Halted"));
+    env.resync_and_settle("vm-cirros").await;
+    assert!(env.vmi("vm-cirros").await.is_none());
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 6. Manual: start and stop requests
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_starts_and_stops_on_state_change_requests() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Manual")).await;
+    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    env.resync_and_settle("vm-cirros").await;
+    assert!(
+        env.vmi("vm-cirros").await.is_none(),
+        "Manual does not start by itself"
+    );
+
+    env.set_state_change_requests("vm-cirros", json!([{"action": "Start"}]))
+        .await;
+    let (_, vmi) = env.wait_running("vm-cirros").await;
+    let vmi_uid = uid(&vmi.metadata);
+    env.wait_vm(
+        "vm-cirros",
+        "the Start request trimmed",
+        no_state_change_requests,
+    )
+    .await;
+
+    // A guest shutdown leaves the Succeeded VMI in place: Manual does nothing by itself.
+    env.cluster()
+        .nodes()
+        .shutdown_guest(NS, "vm-cirros")
+        .await
+        .expect("shut the guest down");
+    env.wait_for("the Succeeded VMI in the controller's cache", || async {
+        env.cached_vmi("vm-cirros")
+            .filter(|v| v.phase() == Phase::Succeeded)
+            .map(|_| ())
+    })
+    .await;
+    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    env.resync_and_settle("vm-cirros").await;
+    let vmi = env
+        .vmi("vm-cirros")
+        .await
+        .expect("the Succeeded VMI is kept");
+    assert_eq!(uid(&vmi.metadata), vmi_uid);
+    assert!(!vmi.is_deleting());
+
+    // virt-api's start on a final VMI writes [Stop{uid}, Start] (lifecycle.go): the controller
+    // deletes the old VMI, pops the Stop once it is gone, starts a new VMI, pops the Start.
+    env.set_state_change_requests(
+        "vm-cirros",
+        json!([{"action": "Stop", "uid": vmi_uid.clone()}, {"action": "Start"}]),
+    )
+    .await;
+    let second = env
+        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+            vmi.metadata.uid.as_deref() != Some(vmi_uid.as_str()) && vmi.phase() == Phase::Running
+        })
+        .await;
+    let second_uid = uid(&second.metadata);
+    env.wait_vm("vm-cirros", "Running with both requests trimmed", |vm| {
+        printable(vm) == "Running" && no_state_change_requests(vm)
+    })
+    .await;
+    env.wait_pods_gone(&vmi_uid).await;
+
+    // stop: [Stop{uid}].
+    env.set_state_change_requests(
+        "vm-cirros",
+        json!([{"action": "Stop", "uid": second_uid.clone()}]),
+    )
+    .await;
+    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_pods_gone(&second_uid).await;
+    env.wait_vm("vm-cirros", "Stopped with the Stop request trimmed", |vm| {
+        printable(vm) == "Stopped" && no_state_change_requests(vm)
+    })
+    .await;
+    env.resync_and_settle("vm-cirros").await;
+    assert!(env.vmi("vm-cirros").await.is_none(), "stays stopped");
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 7. Crash loop: start-failure backoff
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_failures_back_off_as_crash_loop() {
+    let env = Env::start().await;
+    env.cluster()
+        .nodes()
+        .fail_vmis_before_running(Matcher::vmi("vm-cirros"), 2);
+    let t0 = Utc::now();
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+
+    // First failure: count 1, retry after 10-15 s (calculateStartBackoffTime, vm.go:1477-1504).
+    let vm = env
+        .wait_vm("vm-cirros", "startFailure.consecutiveFailCount = 1", |vm| {
+            start_failure(vm).is_some_and(|(n, _, _)| n == 1)
+        })
+        .await;
+    let t1 = Utc::now();
+    let (_, retry1, failed1) = start_failure(&vm).expect("startFailure");
+    assert!(!failed1.is_empty(), "lastFailedVMIUID");
+    let secs = chrono::Duration::seconds;
+    assert!(
+        retry1 >= t0 + secs(10) - secs(1) && retry1 <= t1 + secs(15) + secs(1),
+        "retryAfter {retry1} not within [{t0} + 10 s, {t1} + 15 s]"
+    );
+    env.wait_vm("vm-cirros", "CrashLoopBackOff", |vm| {
+        printable(vm) == "CrashLoopBackOff"
+    })
+    .await;
+
+    // Second failure after the backoff: count 2, retry after 40-60 s.
+    let vm = env
+        .wait_vm("vm-cirros", "startFailure.consecutiveFailCount = 2", |vm| {
+            start_failure(vm).is_some_and(|(n, _, _)| n == 2)
+        })
+        .await;
+    let t2 = Utc::now();
+    let (_, retry2, failed2) = start_failure(&vm).expect("startFailure");
+    assert_ne!(failed1, failed2, "a different VMI failed");
+    assert!(retry2 > retry1);
+    assert!(
+        retry2 >= t1 + secs(40) - secs(1) && retry2 <= t2 + secs(60) + secs(1),
+        "retryAfter {retry2} not within [{t1} + 40 s, {t2} + 60 s]"
+    );
+    let creations = env.vmi_creations("vm-cirros");
+    assert_eq!(creations.len(), 2, "{creations:?}");
+    // The second VMI was created once the first backoff expired (timestamps are whole seconds).
+    assert!(
+        creations[1] >= retry1 - secs(1),
+        "second VMI created at {} before retryAfter {retry1}",
+        creations[1]
+    );
+    env.wait_vm("vm-cirros", "CrashLoopBackOff", |vm| {
+        printable(vm) == "CrashLoopBackOff"
+    })
+    .await;
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 8. VM deletion
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_vm_removes_vmi_pod_and_finalizers() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let (vm, vmi) = env.wait_running("vm-cirros").await;
+    let vmi_uid = uid(&vmi.metadata);
+    assert!(has_finalizer(&vm.metadata, VM_CONTROLLER));
+    assert!(has_finalizer(&vmi.metadata, FOREGROUND_DELETE_VM));
+    assert!(has_finalizer(&vmi.metadata, VM_CONTROLLER));
+    assert_eq!(env.launcher_pods(&vmi_uid).await.len(), 1);
+
+    env.vms()
+        .delete("vm-cirros", &DeleteParams::default())
+        .await
+        .expect("delete VM");
+    // The VMI can only disappear once both its finalizers were released.
+    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_pods_gone(&vmi_uid).await;
+    env.wait_for("the VM to be gone (finalizer released)", || async {
+        env.vm("vm-cirros").await.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(
+        env.vmi_creations("vm-cirros").len(),
+        1,
+        "no VMI restarted while deleting"
+    );
+    // The VM controller deleted the VMI (stopVMI, vm.go:3242-3248): the VM's finalizer keeps
+    // the garbage collector from doing it.
+    let deletes: Vec<_> = env
+        .cluster()
+        .api()
+        .audit()
+        .entries()
+        .into_iter()
+        .filter(|e| e.verb == "delete" && e.resource == "virtualmachineinstances")
+        .collect();
+    assert!(
+        deletes
+            .iter()
+            .any(|e| e.user_agent.contains(CONTROLLER_AGENT) && (200..300).contains(&e.code)),
+        "{deletes:?}"
+    );
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 9. Orphan VMI adoption
+// ------------------------------------------------------------------------------------------
+
+/// The controller reference `ClaimVirtualMachineInstanceByName` writes on adoption
+/// (controller_ref_manager.go:414-427).
+fn assert_controlled_by(vmi: &VirtualMachineInstance, vm_uid: &str) {
+    let owners = vmi.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(owners[0].api_version, "kubevirt.io/v1");
+    assert_eq!(owners[0].kind, "VirtualMachine");
+    assert_eq!(owners[0].name, "vm-cirros");
+    assert_eq!(owners[0].uid, vm_uid);
+    assert_eq!(owners[0].controller, Some(true));
+    assert_eq!(owners[0].block_owner_deletion, Some(true));
+}
+
+fn is_controlled_by(vmi: &VirtualMachineInstance, vm_uid: &str) -> bool {
+    vmi.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == vm_uid && o.controller == Some(true))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm() {
+    let env = Env::start().await;
+    let vm = example_vm("vm-cirros", "Always");
+    let template = vm.spec.template.clone().expect("template");
+    let mut metadata = template.metadata.clone().unwrap_or_default();
+    metadata.name = Some("vm-cirros".into());
+    metadata.namespace = Some(NS.into());
+    let orphan = VirtualMachineInstance {
+        api_version: Some("kubevirt.io/v1".into()),
+        kind: Some("VirtualMachineInstance".into()),
+        metadata,
+        spec: template.spec.clone().expect("template spec"),
+        status: None,
+        extra: Default::default(),
+    };
+    let orphan = env
+        .vmis()
+        .create(&PostParams::default(), &orphan)
+        .await
+        .expect("create orphan VMI");
+    let orphan_uid = uid(&orphan.metadata);
+    assert!(orphan.metadata.owner_references.is_none());
+    // Let the controllers' cache see the orphan first, so that the VM claims it instead of
+    // racing it with a create (which would fail with AlreadyExists and be retried).
+    env.wait_vmi("vm-cirros", "Running on its own", |vmi| {
+        vmi.phase() == Phase::Running
+    })
+    .await;
+    env.wait_for("the orphan in the controller's cache", || async {
+        env.cached_vmi("vm-cirros").map(|_| ())
+    })
+    .await;
+
+    let vm = env.create_vm(&vm).await;
+    let vm_uid = uid(&vm.metadata);
+    let vmi = env
+        .wait_vmi("vm-cirros", "adopted by the VM", |vmi| {
+            is_controlled_by(vmi, &vm_uid)
+        })
+        .await;
+    assert_eq!(
+        uid(&vmi.metadata),
+        orphan_uid,
+        "the same VMI, not a new one"
+    );
+    assert_controlled_by(&vmi, &vm_uid);
+    assert_eq!(vmi.phase(), Phase::Running);
+    assert_eq!(
+        env.vmi_creations("vm-cirros").len(),
+        1,
+        "only the orphan was created"
+    );
+
+    // KubeVirt v1.9 quirk, reproduced: the adopted VMI has neither a kubevirt.io/vm-generation
+    // annotation nor status.virtualMachineRevisionName, so
+    // conditionallyBumpGenerationAnnotationOnVmi GETs the ControllerRevision named "" and
+    // client-go refuses ("resource name may not be empty"); sync returns that error before
+    // updateStatus on every retry (vm.go:1438-1475, 1763-1773, 3257-3260, 442-445).
+    env.wait_for("the VM sync to fail on the empty revision name", || async {
+        env.last_vm_reconcile("vm-cirros")
+            .filter(|r| r.error.as_deref() == Some("resource name may not be empty"))
+            .map(|_| ())
+    })
+    .await;
+    let vmi = env.vmi("vm-cirros").await.expect("VMI");
+    assert_eq!(uid(&vmi.metadata), orphan_uid);
+    assert_eq!(vmi.phase(), Phase::Running, "the adopted VMI keeps running");
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vmi_orphaned_by_its_deleted_vm_is_adopted_by_a_new_vm() {
+    let env = Env::start().await;
+    let old = env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let (_, vmi) = env.wait_running("vm-cirros").await;
+    let vmi_uid = uid(&vmi.metadata);
+
+    // Delete the VM, orphaning its dependents: the VM controller drops its finalizer at once
+    // (the `orphan` finalizer is set, vm.go:3236-3241) and the garbage collector removes the
+    // owner reference from the VMI.
+    env.vms()
+        .delete("vm-cirros", &DeleteParams::orphan())
+        .await
+        .expect("delete VM orphaning the VMI");
+    env.wait_for("the old VM to be gone", || async {
+        env.vm("vm-cirros").await.is_none().then_some(())
+    })
+    .await;
+    let orphan = env
+        .wait_vmi("vm-cirros", "without owner references", |vmi| {
+            vmi.metadata
+                .owner_references
+                .as_ref()
+                .is_none_or(|o| o.is_empty())
+        })
+        .await;
+    assert_eq!(uid(&orphan.metadata), vmi_uid);
+    assert_eq!(orphan.phase(), Phase::Running, "orphaned, not stopped");
+    assert!(!orphan.is_deleting());
+
+    let new = env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let new_uid = uid(&new.metadata);
+    assert_ne!(new_uid, uid(&old.metadata));
+    let vmi = env
+        .wait_vmi("vm-cirros", "adopted by the new VM", |vmi| {
+            is_controlled_by(vmi, &new_uid)
+        })
+        .await;
+    assert_eq!(uid(&vmi.metadata), vmi_uid, "the same VMI, not a new one");
+    assert_controlled_by(&vmi, &new_uid);
+    let (vm, vmi) = env.wait_running("vm-cirros").await;
+    assert_eq!(uid(&vmi.metadata), vmi_uid);
+    assert_eq!(condition_status(&vm, "Ready").as_deref(), Some("True"));
+    env.resync_and_settle("vm-cirros").await;
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1, "never restarted");
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 10. RestartRequired
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_change_requires_restart_until_restarted() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let (_, first) = env.wait_running("vm-cirros").await;
+    let first_uid = uid(&first.metadata);
+
+    // CPU cores are not live-updatable (only sockets are, with the default LiveUpdate rollout
+    // strategy; memory.guest would be handled as memory hotplug, vm.go:3444ff).
+    let patched = env
+        .merge_patch_vm(
+            "vm-cirros",
+            json!({"spec": {"template": {"spec": {"domain": {"cpu": {"cores": 2}}}}}}),
+        )
+        .await;
+    let generation = patched.metadata.generation.expect("generation");
+    let vm = env
+        .wait_vm("vm-cirros", "RestartRequired=True", |vm| {
+            condition_status(vm, "RestartRequired").as_deref() == Some("True")
+        })
+        .await;
+    let cond = vm.condition("RestartRequired").expect("condition");
+    assert_eq!(
+        cond.message.as_deref(),
+        Some("a non-live-updatable field was changed in the template spec")
+    );
+    assert_eq!(printable(&vm), "Running", "still running the old spec");
+
+    // Restart as `virtctl restart` does: virt-api writes [Stop{uid}, Start]
+    // (pkg/virt-api/rest/lifecycle.go); Always stops the VMI on the matching Stop request and
+    // starts a new one once it is gone.
+    env.set_state_change_requests(
+        "vm-cirros",
+        json!([{"action": "Stop", "uid": first_uid.clone()}, {"action": "Start"}]),
+    )
+    .await;
+    let second = env
+        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+            vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
+        })
+        .await;
+    assert_eq!(
+        second.spec.domain.cpu.as_ref().and_then(|c| c.cores),
+        Some(2),
+        "the new VMI runs the new template"
+    );
+    let vm = env
+        .wait_vm(
+            "vm-cirros",
+            "RestartRequired cleared, Running, requests trimmed",
+            |vm| {
+                vm.condition("RestartRequired").is_none()
+                    && printable(vm) == "Running"
+                    && no_state_change_requests(vm)
+            },
+        )
+        .await;
+    let annotated: i64 = second
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(VM_GENERATION))
+        .expect("vm-generation")
+        .parse()
+        .expect("decimal");
+    assert!(
+        annotated >= generation,
+        "started from generation {annotated} < {generation}"
+    );
+    assert_eq!(vm_status(&vm)["observedGeneration"], json!(annotated));
+    let pods = env.launcher_pods(&uid(&second.metadata)).await;
+    assert_eq!(pods.len(), 1);
+    assert_eq!(
+        compute_container(&pods[0])
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("cpu")),
+        Some(&quantity("200m")),
+        "2 vCPUs / cpuAllocationRatio 10"
+    );
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// 11. vm-alpine-multipvc and vm-priorityclass
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pvc_and_priority_class_examples_run() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-alpine-multipvc", "Always"))
+        .await;
+    env.create_vm(&example_vm("vm-priorityclass", "Always"))
+        .await;
+
+    let (_, alpine) = env.wait_running("vm-alpine-multipvc").await;
+    let (_, prio) = env.wait_running("vm-non-preemtible").await;
+
+    let pods = env.launcher_pods(&uid(&alpine.metadata)).await;
+    assert_eq!(pods.len(), 1);
+    let spec = pods[0].spec.as_ref().expect("pod spec");
+    let claims: Vec<(String, String)> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .map(|c| (v.name.clone(), c.claim_name.clone()))
+        })
+        .collect();
+    assert_eq!(
+        claims,
+        vec![
+            ("pvcdisk1".to_string(), "disk-alpine".to_string()),
+            ("pvcdisk2".to_string(), "disk-custom".to_string())
+        ]
+    );
+
+    let pods = env.launcher_pods(&uid(&prio.metadata)).await;
+    assert_eq!(pods.len(), 1);
+    assert_eq!(
+        pods[0]
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.as_deref()),
+        Some("non-preemtible")
+    );
+    assert_eq!(
+        prio.spec.priority_class_name.as_deref(),
+        Some("non-preemtible")
+    );
+
+    env.shutdown().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// Beyond the list: node loss, launcher failure, start-paused, strategy switches
+// ------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_node_restarts_an_always_vm_elsewhere() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let (_, first) = env.wait_running("vm-cirros").await;
+    let first_uid = uid(&first.metadata);
+    let node = first
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("nodeName");
+
+    env.cluster()
+        .nodes()
+        .remove_node(&node)
+        .await
+        .expect("remove node");
+    // The launcher pod is failed and force-deleted (PodGC): the VMI controller fails the VMI
+    // (pod vanished, lifecycle.go), the VM controller replaces it.
+    let second = env
+        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+            vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
+        })
+        .await;
+    let second_node = second
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("nodeName");
+    assert_ne!(second_node, node, "scheduled on the remaining node");
+    env.wait_vm("vm-cirros", "Running", |vm| printable(vm) == "Running")
+        .await;
+    env.wait_pods_gone(&first_uid).await;
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let (_, first) = env.wait_running("vm-cirros").await;
+    let first_uid = uid(&first.metadata);
+    let pod = env.launcher_pods(&first_uid).await.remove(0);
+
+    env.cluster()
+        .nodes()
+        .fail_pod(NS, pod.metadata.name.as_deref().expect("pod name"))
+        .await
+        .expect("fail the launcher pod");
+    let second = env
+        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+            vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
+        })
+        .await;
+    assert_eq!(firmware_uuid(&second).as_deref(), Some(VM_CIRROS_UUID));
+    env.wait_vm("vm-cirros", "Running", |vm| printable(vm) == "Running")
+        .await;
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halted_with_a_paused_start_request_switches_to_always_and_starts_paused() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Halted")).await;
+    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+
+    // virtctl start --paused on a Halted VM: [Start{data: {paused: "true"}}] (lifecycle.go).
+    env.set_state_change_requests(
+        "vm-cirros",
+        json!([{"action": "Start", "data": {"paused": "true"}}]),
+    )
+    .await;
+    // vm.go:1115-1139: the spec is rewritten to Always; the next sync starts the VMI with
+    // startStrategy Paused (vm.go:1875-1878, 1899-1909) and pops the request.
+    env.wait_vm("vm-cirros", "runStrategy Always", |vm| {
+        vm.spec.run_strategy.as_deref() == Some("Always")
+    })
+    .await;
+    let vmi = env.wait_vmi("vm-cirros", "created", |_| true).await;
+    assert_eq!(vmi.spec.start_strategy.as_deref(), Some("Paused"));
+    env.wait_vm(
+        "vm-cirros",
+        "the Start request trimmed",
+        no_state_change_requests,
+    )
+    .await;
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_halted_to_rerun_on_failure_starts_the_vm() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Halted")).await;
+    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    env.resync_and_settle("vm-cirros").await;
+    assert!(env.vmi("vm-cirros").await.is_none());
+
+    // No Start request: RerunOnFailure starts because status.runStrategy differs from the
+    // strategy (vm.go:1039-1086).
+    env.merge_patch_vm(
+        "vm-cirros",
+        json!({"spec": {"runStrategy": "RerunOnFailure"}}),
+    )
+    .await;
+    env.wait_running("vm-cirros").await;
+    let vm = env
+        .wait_vm("vm-cirros", "status.runStrategy RerunOnFailure", |vm| {
+            vm_status(vm)["runStrategy"] == json!("RerunOnFailure")
+        })
+        .await;
+    assert!(no_state_change_requests(&vm));
+    env.resync_and_settle("vm-cirros").await;
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_running() {
+    let env = Env::start().await;
+    env.cluster()
+        .nodes()
+        .fail_vmis_before_running(Matcher::vmi("vm-cirros"), 1);
+    env.create_vm(&example_vm("vm-cirros", "RerunOnFailure"))
+        .await;
+    let vm = env
+        .wait_vm("vm-cirros", "startFailure.consecutiveFailCount = 1", |vm| {
+            start_failure(vm).is_some_and(|(n, _, _)| n == 1)
+        })
+        .await;
+    let (_, retry, _) = start_failure(&vm).expect("startFailure");
+    env.wait_vm("vm-cirros", "CrashLoopBackOff", |vm| {
+        printable(vm) == "CrashLoopBackOff"
+    })
+    .await;
+    // The Failed VMI is replaced after the backoff (Start request appended on failure,
+    // vm.go:954-968, start honours the backoff, vm.go:1039-1086) ...
+    let (vm, vmi) = env.wait_running("vm-cirros").await;
+    let created = env.vmi_creations("vm-cirros");
+    assert_eq!(created.len(), 2, "{created:?}");
+    assert!(created[1] >= retry - chrono::Duration::seconds(1));
+    assert!(
+        vmi.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(Phase::Running))
+    );
+    // ... and, having reached Running, clears startFailure (vm.go:1575-1603).
+    let vm = if vm_status(&vm).get("startFailure").is_none() {
+        vm
+    } else {
+        env.wait_vm("vm-cirros", "startFailure cleared", |vm| {
+            vm_status(vm).get("startFailure").is_none()
+        })
+        .await
+    };
+    assert!(no_state_change_requests(&vm));
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_once_vm_with_a_failed_vmi() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "Once")).await;
+    let (_, vmi) = env.wait_running("vm-cirros").await;
+    let vmi_uid = uid(&vmi.metadata);
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-cirros")
+        .await
+        .expect("crash");
+    env.wait_vmi("vm-cirros", "Failed", |vmi| vmi.phase() == Phase::Failed)
+        .await;
+    env.vms()
+        .delete("vm-cirros", &DeleteParams::default())
+        .await
+        .expect("delete VM");
+    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_pods_gone(&vmi_uid).await;
+    env.wait_for("the VM to be gone", || async {
+        env.vm("vm-cirros").await.is_none().then_some(())
+    })
+    .await;
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unschedulable_vm_reports_error_unschedulable() {
+    let env = Env::start().await;
+    let mut vm = example_vm("vm-cirros", "Always");
+    if let Some(spec) = vm.spec.template.as_mut().and_then(|t| t.spec.as_mut()) {
+        spec.node_selector =
+            Some([("example.com/no-such-node".to_string(), "x".to_string())].into());
+    }
+    env.create_vm(&vm).await;
+    // The scheduler marks the pod PodScheduled=False/Unschedulable; the VMI controller copies
+    // the condition to the Scheduling VMI (lifecycle.go, facts §3.3) and the VM controller
+    // mirrors it and shows ErrorUnschedulable (vm.go:2516-2557).
+    let vm = env
+        .wait_vm("vm-cirros", "ErrorUnschedulable", |vm| {
+            printable(vm) == "ErrorUnschedulable"
+        })
+        .await;
+    let cond = vm
+        .condition("PodScheduled")
+        .expect("PodScheduled mirrored on the VM");
+    assert_eq!(cond.status, "False");
+    assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    let vmi = env.vmi("vm-cirros").await.expect("VMI");
+    assert_eq!(vmi.phase(), Phase::Scheduling);
+    assert_eq!(
+        vmi.condition("PodScheduled")
+            .and_then(|c| c.reason.clone())
+            .as_deref(),
+        Some("Unschedulable")
+    );
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_pull_errors_show_on_the_vm_until_the_image_arrives() {
+    let env = Env::start().await;
+    env.cluster()
+        .nodes()
+        .stick_image_pull(Matcher::vmi("vm-cirros"));
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    // Synchronized=False with the container's waiting reason on the VMI (lifecycle.go, facts
+    // §3.3), shown as the VM's printable status (vm.go:2516-2557).
+    let vm = env
+        .wait_vm("vm-cirros", "ErrImagePull or ImagePullBackOff", |vm| {
+            matches!(printable(vm).as_str(), "ErrImagePull" | "ImagePullBackOff")
+        })
+        .await;
+    let seen = printable(&vm);
+    let vmi = env.vmi("vm-cirros").await.expect("VMI");
+    assert_eq!(vmi.phase(), Phase::Scheduling);
+    let sync = vmi
+        .condition("Synchronized")
+        .expect("Synchronized condition");
+    assert_eq!(sync.status, "False");
+    assert!(
+        matches!(
+            sync.reason.as_deref(),
+            Some("ErrImagePull" | "ImagePullBackOff")
+        ),
+        "{sync:?} (VM showed {seen})"
+    );
+    env.wait_vm("vm-cirros", "ImagePullBackOff", |vm| {
+        printable(vm) == "ImagePullBackOff"
+    })
+    .await;
+
+    env.cluster().nodes().clear_image_pull_faults();
+    let (_, vmi) = env.wait_running("vm-cirros").await;
+    assert!(
+        vmi.condition("Synchronized").is_none(),
+        "removed on a successful sync"
+    );
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
+    use virtctl_rs::sim::faults::{FaultRule, Verb};
+    let env = Env::start().await;
+    let faults = env.cluster().api().faults();
+    faults.reseed(
+        std::env::var("E2E_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(7),
+    );
+    let writes = [Verb::Create, Verb::Update, Verb::Patch, Verb::Delete];
+    // Not on the Lease: losing it would (rightly) stop the controller.
+    for resource in [
+        "virtualmachines",
+        "virtualmachineinstances",
+        "pods",
+        "controllerrevisions",
+    ] {
+        faults.add(
+            FaultRule::conflict()
+                .resource(resource)
+                .user_agent(CONTROLLER_AGENT)
+                .probability(0.25),
+        );
+        faults.add(
+            FaultRule::error(500)
+                .verbs(&writes)
+                .resource(resource)
+                .user_agent(CONTROLLER_AGENT)
+                .probability(0.15),
+        );
+    }
+    faults.add(
+        FaultRule::drop_watch_after(3)
+            .user_agent(CONTROLLER_AGENT)
+            .probability(0.5),
+    );
+    // Stale caches: the controller hears about changes late, so only its expectations keep
+    // it from acting twice.
+    for resource in ["virtualmachineinstances", "pods", "virtualmachines"] {
+        faults.add(
+            FaultRule::delay_watch_events(Duration::from_millis(400))
+                .resource(resource)
+                .user_agent(CONTROLLER_AGENT),
+        );
+    }
+    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    env.create_vm(&example_vm("vm-alpine-multipvc", "Manual"))
+        .await;
+    env.create_vm(&example_vm("vm-priorityclass", "Always"))
+        .await;
+    env.wait_running("vm-cirros").await;
+    env.wait_running("vm-non-preemtible").await;
+    env.set_state_change_requests("vm-alpine-multipvc", json!([{"action": "Start"}]))
+        .await;
+    let (_, manual) = env.wait_running("vm-alpine-multipvc").await;
+
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-cirros")
+        .await
+        .expect("crash");
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-non-preemtible")
+        .await
+        .expect("crash");
+    env.set_state_change_requests(
+        "vm-alpine-multipvc",
+        json!([{"action": "Stop", "uid": uid(&manual.metadata)}]),
+    )
+    .await;
+    env.wait_for("both Always VMs restarted", || async {
+        (env.vmi_creations("vm-cirros").len() == 2
+            && env.vmi_creations("vm-non-preemtible").len() == 2)
+            .then_some(())
+    })
+    .await;
+    env.wait_running("vm-cirros").await;
+    env.wait_running("vm-non-preemtible").await;
+    env.wait_vmi_gone("vm-alpine-multipvc").await;
+    env.vms()
+        .delete("vm-cirros", &DeleteParams::default())
+        .await
+        .expect("delete VM");
+    env.wait_for("vm-cirros to be gone", || async {
+        env.vm("vm-cirros").await.is_none().then_some(())
+    })
+    .await;
+
+    faults.clear();
+    assert!(env.manager.leader_state().leading, "still leading");
+    let injected = env
+        .cluster()
+        .api()
+        .audit()
+        .by_user_agent(CONTROLLER_AGENT)
+        .iter()
+        .filter(|e| e.code == 409 || e.code == 500)
+        .count();
+    assert!(injected > 0, "the faults fired");
+    for name in ["vm-non-preemtible", "vm-alpine-multipvc"] {
+        env.resync_and_settle(name).await;
+        let vm = env.vm(name).await.expect("VM");
+        assert!(no_state_change_requests(&vm), "{name}: {}", vm_status(&vm));
+        assert!(
+            vm.condition("Failure").is_none(),
+            "{name}: {}",
+            vm_status(&vm)
+        );
+    }
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
+    assert_eq!(env.vmi_creations("vm-non-preemtible").len(), 2);
+    assert_eq!(env.vmi_creations("vm-alpine-multipvc").len(), 1);
+    let vm = env.vm("vm-alpine-multipvc").await.expect("VM");
+    assert_eq!(printable(&vm), "Stopped");
+    let vm = env.vm("vm-non-preemtible").await.expect("VM");
+    assert_eq!(printable(&vm), "Running");
+    let vmis = env.vmis().list(&ListParams::default()).await.expect("list");
+    assert_eq!(vmis.items.len(), 1, "only vm-non-preemtible's VMI is left");
+    let running = &vmis.items[0];
+    assert_eq!(running.name_any(), "vm-non-preemtible");
+    env.wait_for("only the running VMI's launcher pod to be left", || async {
+        let pods = env.pods().list(&ListParams::default()).await.ok()?;
+        (pods.items.len() == 1
+            && pods.items[0]
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CREATED_BY))
+                == running.metadata.uid.as_ref())
+        .then_some(())
+    })
+    .await;
+    let revisions = env
+        .revisions()
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert_eq!(
+        revisions.items.len(),
+        2,
+        "one start revision per remaining VM (vm-cirros's went with it)"
+    );
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubevirt_quirk_rerun_on_failure_restart_is_lost_if_the_start_request_patch_fails() {
+    use virtctl_rs::sim::faults::{FaultRule, Verb};
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-cirros", "RerunOnFailure"))
+        .await;
+    env.wait_running("vm-cirros").await;
+    env.wait_vm("vm-cirros", "the firmware UUID persisted", |vm| {
+        vm.spec
+            .template
+            .as_ref()
+            .and_then(|t| t.spec.as_ref())
+            .and_then(|s| s.domain.firmware.as_ref())
+            .is_some()
+    })
+    .await;
+    // The next controller patch of a VirtualMachine is the Start request appended after the
+    // Failed VMI was deleted (vm.go:954-968, 1039-1066): make it fail once.
+    env.cluster().api().faults().add(
+        FaultRule::error(500)
+            .verbs(&[Verb::Patch])
+            .resource("virtualmachines")
+            .user_agent(CONTROLLER_AGENT)
+            .times(1),
+    );
+    env.cluster()
+        .nodes()
+        .crash_guest(NS, "vm-cirros")
+        .await
+        .expect("crash");
+    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_for("the controller's VMI cache to lose the VMI", || async {
+        env.cached_vmi("vm-cirros").is_none().then_some(())
+    })
+    .await;
+    env.resync_and_settle("vm-cirros").await;
+    let failed_patches: Vec<_> = env
+        .cluster()
+        .api()
+        .audit()
+        .by_user_agent(CONTROLLER_AGENT)
+        .into_iter()
+        .filter(|e| e.verb == "patch" && e.resource == "virtualmachines" && e.code == 500)
+        .collect();
+    assert_eq!(failed_patches.len(), 1, "{failed_patches:?}");
+    assert_eq!(failed_patches[0].subresource, "status");
+    // KubeVirt v1.9 retries the sync, but the VMI is being deleted (no-op), and once it is gone
+    // RerunOnFailure starts only on a Start request or a strategy switch: the VM stays down.
+    assert!(env.vmi("vm-cirros").await.is_none());
+    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+    let vm = env.vm("vm-cirros").await.expect("VM");
+    assert_eq!(printable(&vm), "Stopped");
+    assert!(no_state_change_requests(&vm));
+
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deprecated_running_field_folds_into_always_and_halted() {
+    let env = Env::start().await;
+    let mut vm = example_vm("vm-cirros", "Always");
+    vm.spec.run_strategy = None;
+    vm.spec.running = Some(true);
+    env.create_vm(&vm).await;
+    // `running: true` is Always (types.go:1957-1970).
+    let (vm, vmi) = env.wait_running("vm-cirros").await;
+    assert_eq!(vm_status(&vm)["runStrategy"], json!("Always"));
+    let vmi_uid = uid(&vmi.metadata);
+
+    env.merge_patch_vm("vm-cirros", json!({"spec": {"running": false}}))
+        .await;
+    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_pods_gone(&vmi_uid).await;
+    let vm = env
+        .wait_vm("vm-cirros", "Stopped, status.runStrategy Halted", |vm| {
+            printable(vm) == "Stopped" && vm_status(vm)["runStrategy"] == json!("Halted")
+        })
+        .await;
+    assert_eq!(vm.spec.running, Some(false));
+    assert!(vm.spec.run_strategy.is_none());
+
+    env.shutdown().await;
+}
