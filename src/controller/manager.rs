@@ -447,8 +447,15 @@ async fn run_term(
                     let reconciler = reconciler.clone();
                     async move {
                         let started = Instant::now();
+                        let started_at = chrono::Utc::now();
                         let result = reconciler.reconcile(ctx.clone(), key.clone()).await;
-                        if let Err(e) = &result {
+                        // The executors record their own outcome with the actions they applied;
+                        // record here only when they did not (a failure before recording).
+                        let recorded = ctx
+                            .reconciles
+                            .get(name, &key)
+                            .is_some_and(|r| r.at >= started_at);
+                        if let (Err(e), false) = (&result, recorded) {
                             ctx.reconciles.record(
                                 name,
                                 &key,
