@@ -137,16 +137,23 @@ enum ClusterHandle {
     },
 }
 
-/// (verb, resource[/subresource], user agent, HTTP code) of one audited request.
-type AuditTuple = (String, String, String, u16);
+/// (verb, resource[/subresource], user agent, HTTP code, arrival time) of one audited request.
+type AuditTuple = (String, String, String, u16, chrono::DateTime<chrono::Utc>);
 
-fn audit_tuple(verb: &str, res: &str, sub: &str, ua: &str, code: u16) -> AuditTuple {
+fn audit_tuple(
+    verb: &str,
+    res: &str,
+    sub: &str,
+    ua: &str,
+    code: u16,
+    time: chrono::DateTime<chrono::Utc>,
+) -> AuditTuple {
     let res = if sub.is_empty() {
         res.to_string()
     } else {
         format!("{res}/{sub}")
     };
-    (verb.to_string(), res, ua.to_string(), code)
+    (verb.to_string(), res, ua.to_string(), code, time)
 }
 
 impl ClusterHandle {
@@ -218,7 +225,16 @@ impl ClusterHandle {
                     ..Default::default()
                 })
                 .iter()
-                .map(|e| audit_tuple(&e.verb, &e.resource, &e.subresource, &e.user_agent, e.code))
+                .map(|e| {
+                    audit_tuple(
+                        &e.verb,
+                        &e.resource,
+                        &e.subresource,
+                        &e.user_agent,
+                        e.code,
+                        e.time,
+                    )
+                })
                 .collect(),
             ClusterHandle::Child {
                 dir, audit, offset, ..
@@ -239,6 +255,7 @@ impl ClusterHandle {
                                 &s("subresource"),
                                 &s("userAgent"),
                                 v["code"].as_u64().unwrap_or(0) as u16,
+                                s("time").parse().unwrap_or_default(),
                             ));
                         }
                     }
@@ -408,6 +425,9 @@ async fn run(n: usize, in_process: bool) {
     let mut created_at = None;
     let mut creating = Some(creating);
     let mut progress = Instant::now();
+    // Until every VM is Running, or the manager stops (Lease lost: KubeVirt's behaviour is to
+    // exit, and so does the manager with `OnLostLease::Exit`).
+    let mut stopped: Option<String> = None;
     let all_running = loop {
         if let Some(task) = creating.as_ref()
             && task.is_finished()
@@ -419,6 +439,13 @@ async fn run(n: usize, in_process: bool) {
         }
         let r = running(&manager);
         if r == n && creating.is_none() {
+            break started.elapsed();
+        }
+        if run_task.is_finished() {
+            stopped = Some(format!(
+                "the manager stopped at {:.1} s with {r}/{n} VMs Running",
+                started.elapsed().as_secs_f64()
+            ));
             break started.elapsed();
         }
         if progress.elapsed() > Duration::from_secs(10) {
@@ -436,7 +463,7 @@ async fn run(n: usize, in_process: bool) {
         cluster
             .audit_since(from)
             .into_iter()
-            .filter(|(verb, res, _, _)| {
+            .filter(|(verb, res, _, _, _)| {
                 matches!(verb.as_str(), "create" | "update" | "patch" | "delete")
                     && !res.starts_with("leases")
             })
@@ -444,7 +471,7 @@ async fn run(n: usize, in_process: bool) {
     };
     let mut quiet = 0;
     let mut last = usize::MAX;
-    while quiet < 40 {
+    while quiet < 40 && stopped.is_none() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let count = writes(&mut cluster, audit_mark).len();
         quiet = if count == last && queues_idle(&manager) {
@@ -455,13 +482,17 @@ async fn run(n: usize, in_process: bool) {
         last = count;
         assert!(started.elapsed() < DEADLINE, "controller never idle");
     }
-    let idle_at = started.elapsed() - Duration::from_millis(50 * 40);
+    let idle_at = if stopped.is_some() {
+        all_running
+    } else {
+        started.elapsed() - Duration::from_millis(50 * 40)
+    };
     let ctrl_after = usage(&me);
     let cluster_after = cluster.usage();
 
     let mut by_agent: BTreeMap<&str, BTreeMap<String, (usize, usize)>> = BTreeMap::new();
     let all = writes(&mut cluster, audit_mark);
-    for (verb, res, ua, code) in &all {
+    for (verb, res, ua, code, _) in &all {
         let slot = by_agent
             .entry(agent(ua))
             .or_default()
@@ -474,6 +505,20 @@ async fn run(n: usize, in_process: bool) {
         }
     }
     let total_requests = cluster.audit_len() - audit_mark;
+    // Lease renewals: the longest gap between two successful controller Lease writes.
+    let renewals: Vec<chrono::DateTime<chrono::Utc>> = cluster
+        .audit_since(audit_mark)
+        .into_iter()
+        .filter(|(verb, res, ua, code, _)| {
+            verb == "update" && res == "leases" && ua.contains(CONTROLLER_AGENT) && *code == 200
+        })
+        .map(|t| t.4)
+        .collect();
+    let longest_gap = renewals
+        .windows(2)
+        .map(|w| (w[1] - w[0]).num_milliseconds())
+        .max()
+        .unwrap_or(0);
 
     println!(
         "\ncontroller_start: {n} VMs, {} nodes, kubelet delay {} ms, cluster {}",
@@ -488,10 +533,18 @@ async fn run(n: usize, in_process: bool) {
     if let Some(c) = created_at {
         println!("  all {n} VM creates answered: {:.2} s", c.as_secs_f64());
     }
+    match &stopped {
+        Some(why) => println!("  NOT CONVERGED: {why}"),
+        None => println!(
+            "  all Running: {:.2} s   controller idle: {:.2} s",
+            all_running.as_secs_f64(),
+            idle_at.as_secs_f64()
+        ),
+    }
     println!(
-        "  all Running: {:.2} s   controller idle: {:.2} s",
-        all_running.as_secs_f64(),
-        idle_at.as_secs_f64()
+        "  Lease renewals: {}, longest gap between two: {:.1} s (renew deadline 10 s)",
+        renewals.len(),
+        longest_gap as f64 / 1000.0
     );
     println!(
         "  API requests (all agents, incl. reads/watches): {total_requests} ({:.1} per VM)",
@@ -532,7 +585,9 @@ async fn run(n: usize, in_process: bool) {
     }
 
     cancel.cancel();
-    let _ = run_task.await;
+    if let Ok(Err(e)) = run_task.await {
+        println!("  manager: {e}");
+    }
     drop(manager);
     cluster.shutdown().await;
 }
