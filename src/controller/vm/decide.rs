@@ -537,6 +537,11 @@ impl<'a> Engine<'a> {
             {
                 spec.domain.firmware = Some(firmware);
             }
+            // `sync` copies the synchronizer's returned VM's ObjectMeta into vmCopy
+            // (`vmCopy.ObjectMeta = syncedVM.ObjectMeta`, vm.go sync step 12): the server bumped
+            // metadata.generation for the spec change, and updateStatus reports that generation
+            // as status.desiredGeneration in the same status write.
+            vm_copy.metadata.generation = vm_copy.metadata.generation.map(|g| g + 1);
             copy_rv = ResourceVersionFrom::Action(index);
         }
         if let Some(e) = [

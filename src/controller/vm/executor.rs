@@ -11,6 +11,7 @@ use super::action::{
     ApiError, ApiErrorKind, ApiFailures, EventType, ResourceVersionFrom, SyncOutcome, VmAction,
 };
 use super::decide_with_failures;
+use super::revision::in_vm_index;
 use super::snapshot::{ExpectationCounts, ExpectationsView, VmControllerConfig, VmSnapshot};
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::controller::apicall::{api, json_patch, message, split_key};
@@ -90,15 +91,22 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
         .iter()
         .filter_map(|dv| get::<DataVolume>(ctx.caches.data_volumes.store(), ns, dv))
         .collect();
-    snap.revisions = ctx
-        .caches
-        .revisions
-        .store()
-        .state()
-        .iter()
-        .filter(|r| r.metadata.namespace.as_deref() == Some(ns))
-        .map(|r| (**r).clone())
-        .collect();
+    let vmi_revision = snap
+        .vmi
+        .as_ref()
+        .and_then(|v| v.status.as_ref())
+        .and_then(|s| s.virtual_machine_revision_name.clone());
+    snap.revisions = vm_revisions(
+        snap.vm.metadata.uid.as_deref().unwrap_or(""),
+        ns,
+        vmi_revision.as_deref(),
+        ctx.caches
+            .revisions
+            .store()
+            .state()
+            .iter()
+            .map(|r| r.as_ref()),
+    );
     snap.expectations = ExpectationsView {
         vmi: counts(&ctx.expectations.vmi, key),
         data_volumes: counts(&ctx.expectations.data_volume, key),
@@ -110,6 +118,26 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
         ..Default::default()
     };
     Some(snap)
+}
+
+/// The ControllerRevisions of namespace `ns` a VM sync may read ([`VmSnapshot::revisions`]):
+/// those in the `vm` index under `vm_uid` and the one named `vmi_revision` (the VMI's
+/// `status.virtualMachineRevisionName`). Only these are cloned: copying every revision of the
+/// namespace made each VM reconcile O(number of VMs).
+pub fn vm_revisions<'a>(
+    vm_uid: &str,
+    ns: &str,
+    vmi_revision: Option<&str>,
+    all: impl IntoIterator<Item = &'a ControllerRevision>,
+) -> Vec<ControllerRevision> {
+    all.into_iter()
+        .filter(|r| r.metadata.namespace.as_deref() == Some(ns))
+        .filter(|r| {
+            (!vm_uid.is_empty() && in_vm_index(r, vm_uid))
+                || (vmi_revision.is_some() && r.metadata.name.as_deref() == vmi_revision)
+        })
+        .cloned()
+        .collect()
 }
 
 fn api_error(e: &kube::Error) -> ApiError {
@@ -391,4 +419,57 @@ async fn can_adopt(vms: &kube::Api<VirtualMachine>, snap: &VmSnapshot) -> Result
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn revision(ns: &str, name: &str, owner_uid: Option<&str>) -> ControllerRevision {
+        let owners = owner_uid.map(|uid| {
+            json!([{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": "x",
+                    "uid": uid, "controller": true}])
+        });
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns, "ownerReferences": owners},
+            "revision": 1
+        }))
+        .expect("revision")
+    }
+
+    fn names(v: &[ControllerRevision]) -> Vec<&str> {
+        v.iter()
+            .filter_map(|r| r.metadata.name.as_deref())
+            .collect()
+    }
+
+    #[test]
+    fn snapshot_revisions_are_the_vms_own_and_the_vmis() {
+        let all = [
+            revision("ns", "revision-start-vm-uid-a-1", Some("uid-a")),
+            revision("ns", "revision-start-vm-uid-b-1", Some("uid-b")),
+            revision("other", "revision-start-vm-uid-a-2", Some("uid-a")),
+            revision("ns", "adopted-elsewhere", None),
+            revision("ns", "revision-start-vm-uid-c-3", Some("uid-c")),
+        ];
+        assert_eq!(
+            names(&vm_revisions("uid-a", "ns", None, &all)),
+            ["revision-start-vm-uid-a-1"]
+        );
+        assert_eq!(
+            names(&vm_revisions(
+                "uid-a",
+                "ns",
+                Some("revision-start-vm-uid-c-3"),
+                &all
+            )),
+            ["revision-start-vm-uid-a-1", "revision-start-vm-uid-c-3"]
+        );
+        assert_eq!(
+            names(&vm_revisions("", "ns", Some("adopted-elsewhere"), &all)),
+            ["adopted-elsewhere"]
+        );
+        assert!(vm_revisions("uid-z", "ns", None, &all).is_empty());
+    }
 }

@@ -43,17 +43,21 @@ pub fn indexed_revisions<'r>(
 ) -> Vec<&'r ControllerRevision> {
     let mut out: Vec<_> = revisions
         .iter()
-        .filter(|cr| {
-            cr.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|r| r.kind == "VirtualMachine")
-                .is_some_and(|r| r.uid == vm_uid)
-        })
+        .filter(|cr| in_vm_index(cr, vm_uid))
         .collect();
     out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     out
+}
+
+/// Whether `cr` is in the `vm` index under `vm_uid`: its first owner reference of kind
+/// `VirtualMachine` has that UID (pkg/controller/virtinformers.go:1175-1189).
+pub fn in_vm_index(cr: &ControllerRevision, vm_uid: &str) -> bool {
+    cr.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.kind == "VirtualMachine")
+        .is_some_and(|r| r.uid == vm_uid)
 }
 
 fn cr_key(cr: &ControllerRevision) -> String {

@@ -1147,6 +1147,11 @@ fn firmware_uuid_is_persisted() {
         unreachable!()
     };
     assert_eq!(*resource_version_from, ResourceVersionFrom::Action(1));
+    // vm.go copies the patched VM's ObjectMeta (the server bumped metadata.generation from 1 to
+    // 2 for the spec change) and updateStatus reports it: one status write, not a second one
+    // later just for desiredGeneration.
+    assert_eq!(status(&d).desired_generation, Some(2));
+    assert_eq!(status(&d).observed_generation, Some(1));
     // Without a VMI the start stops the sync at the expectations re-check: no firmware patch yet,
     // but the new VMI gets the same UUID.
     let mut v = strategy("Always");

@@ -1,0 +1,612 @@
+//! Start 1 000 VMs: copies of KubeVirt's `vm-cirros` (runStrategy Always) on the embedded
+//! cluster with 20 simulated nodes, run by the real controller (3 VM / 10 VMI workers).
+//!
+//! A plain `fn main` bench (`harness = false`): one 1 000-VM start is a scenario, not a loop
+//! criterion could sample. It reports
+//! - time from the first VM create to every VM `printableStatus: Running` (read from the
+//!   controller's VM cache every 50 ms), and to "controller idle" (queues empty, no write);
+//! - writes per VM from the API server's audit log, by user agent and `verb resource/sub`;
+//! - CPU time (user + system, from `/proc/<pid>/stat`) and peak resident memory (`VmHWM` in
+//!   `/proc/<pid>/status`) of the controller process and of the cluster process.
+//!
+//! By default the embedded cluster (API server + simulated nodes) runs in a **child process**
+//! (this bench executable re-executed with `CONTROLLER_BENCH_ROLE=cluster`, writing its
+//! kubeconfig and a JSON-lines audit file into a temp dir), so the bench process holds only the
+//! controller, the client that creates the VMs and the bench's own polling.
+//! `CONTROLLER_BENCH_IN_PROCESS=1` runs everything in one process instead.
+//!
+//! Knobs: `CONTROLLER_BENCH_VMS` (default 1000), `CONTROLLER_BENCH_NODES` (20),
+//! `CONTROLLER_BENCH_KUBELET_DELAY_MS` (10). Under `cargo test --benches` / `--test`, 20 VMs.
+//!
+//! Run: `cargo bench --bench controller_start`. Figures: docs/performance.md ("1,000 VM start").
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::Api;
+use kube::api::PostParams;
+use tokio_util::sync::CancellationToken;
+use virtctl_rs::api::VirtualMachine;
+use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
+use virtctl_rs::launcher::ClusterSettings;
+use virtctl_rs::runtime::lease::LeaderElectionConfig;
+use virtctl_rs::sim::ApiServerConfig;
+use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+
+const ROLE_ENV: &str = "CONTROLLER_BENCH_ROLE";
+const DIR_ENV: &str = "CONTROLLER_BENCH_DIR";
+const CONTROLLER_AGENT: &str = "virt-controller";
+/// VM creates in flight.
+const IN_FLIGHT: usize = 16;
+/// Give up after this long.
+const DEADLINE: Duration = Duration::from_secs(1800);
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn cluster_config(dir: Option<&Path>) -> EmbeddedClusterConfig {
+    EmbeddedClusterConfig {
+        nodes: env_usize("CONTROLLER_BENCH_NODES", 20),
+        kubelet_delay: Duration::from_millis(
+            env_usize("CONTROLLER_BENCH_KUBELET_DELAY_MS", 10) as u64
+        ),
+        api: ApiServerConfig {
+            // Keep every event of the run in the watch window: a 410 relist is not what is
+            // being measured.
+            event_history: 200_000,
+            audit_file: dir.map(|d| d.join("audit.jsonl")),
+            kubeconfig_path: dir.map(|d| d.join("kubeconfig")),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// CPU seconds (user + system) and peak RSS (KiB) of a process, from procfs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    cpu_seconds: f64,
+    peak_rss_kib: u64,
+}
+
+fn usage(pid: &str) -> Usage {
+    // /proc/<pid>/stat: fields 14 and 15 (utime, stime) in clock ticks, counted after the
+    // parenthesised command name. Linux's USER_HZ is 100 on every mainstream architecture.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // `after` starts at field 3 (state), so utime (14) is index 11 and stime (15) index 12.
+    let cpu_seconds = (ticks(11) + ticks(12)) / 100.0;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let peak_rss_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    Usage {
+        cpu_seconds,
+        peak_rss_kib,
+    }
+}
+
+/// The child role: run the embedded cluster until stdin closes.
+fn serve_cluster(dir: PathBuf) {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(async move {
+        let cluster = EmbeddedCluster::start(cluster_config(Some(&dir)))
+            .await
+            .expect("embedded cluster starts");
+        println!("ready");
+        let _ = std::io::stdout().flush();
+        // Parent closes our stdin (or dies) → shut down.
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut sink = String::new();
+            while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {
+                sink.clear();
+            }
+        })
+        .await;
+        cluster.shutdown().await;
+    });
+}
+
+/// Where the cluster runs.
+enum ClusterHandle {
+    InProcess(EmbeddedCluster),
+    Child {
+        child: Child,
+        dir: tempfile::TempDir,
+        /// Audit entries parsed so far and the file offset they end at.
+        audit: Vec<AuditTuple>,
+        offset: u64,
+    },
+}
+
+/// (verb, resource[/subresource], user agent, HTTP code, arrival time) of one audited request.
+type AuditTuple = (String, String, String, u16, chrono::DateTime<chrono::Utc>);
+
+fn audit_tuple(
+    verb: &str,
+    res: &str,
+    sub: &str,
+    ua: &str,
+    code: u16,
+    time: chrono::DateTime<chrono::Utc>,
+) -> AuditTuple {
+    let res = if sub.is_empty() {
+        res.to_string()
+    } else {
+        format!("{res}/{sub}")
+    };
+    (verb.to_string(), res, ua.to_string(), code, time)
+}
+
+impl ClusterHandle {
+    async fn start(in_process: bool) -> ClusterHandle {
+        if in_process {
+            return ClusterHandle::InProcess(
+                EmbeddedCluster::start(cluster_config(None))
+                    .await
+                    .expect("embedded cluster starts"),
+            );
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut child = Command::new(std::env::current_exe().expect("bench executable"))
+            .env(ROLE_ENV, "cluster")
+            .env(DIR_ENV, dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cluster child process starts");
+        let stdout = child.stdout.take().expect("child stdout");
+        let line = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            line
+        })
+        .await
+        .unwrap_or_default();
+        assert_eq!(line.trim(), "ready", "cluster child did not start");
+        ClusterHandle::Child {
+            child,
+            dir,
+            audit: Vec::new(),
+            offset: 0,
+        }
+    }
+
+    async fn client(&self, agent: &str) -> kube::Client {
+        match self {
+            ClusterHandle::InProcess(c) => c.api().client_with_agent(agent).await.expect("client"),
+            ClusterHandle::Child { dir, .. } => {
+                use axum::http;
+                let kc = kube::config::Kubeconfig::read_from(dir.path().join("kubeconfig"))
+                    .expect("child kubeconfig");
+                let mut config = kube::Config::from_custom_kubeconfig(
+                    kc,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .expect("client config");
+                config.headers.push((
+                    http::header::USER_AGENT,
+                    http::HeaderValue::from_str(agent).expect("agent"),
+                ));
+                kube::Client::try_from(config).expect("client")
+            }
+        }
+    }
+
+    /// Every audited request from index `from` on (the child's audit file is read
+    /// incrementally: only lines added since the last call are parsed).
+    fn audit_since(&mut self, from: usize) -> Vec<AuditTuple> {
+        match self {
+            ClusterHandle::InProcess(c) => c
+                .api()
+                .audit()
+                .query(&virtctl_rs::sim::AuditQuery {
+                    since: Some(from as u64),
+                    ..Default::default()
+                })
+                .iter()
+                .map(|e| {
+                    audit_tuple(
+                        &e.verb,
+                        &e.resource,
+                        &e.subresource,
+                        &e.user_agent,
+                        e.code,
+                        e.time,
+                    )
+                })
+                .collect(),
+            ClusterHandle::Child {
+                dir, audit, offset, ..
+            } => {
+                if let Ok(mut f) = std::fs::File::open(dir.path().join("audit.jsonl"))
+                    && f.seek(SeekFrom::Start(*offset)).is_ok()
+                {
+                    let mut text = String::new();
+                    let _ = f.read_to_string(&mut text);
+                    // Only complete lines; a partial last line is read again next time.
+                    let complete = text.rfind('\n').map_or(0, |i| i + 1);
+                    for line in text[..complete].lines() {
+                        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+                            let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+                            audit.push(audit_tuple(
+                                &s("verb"),
+                                &s("resource"),
+                                &s("subresource"),
+                                &s("userAgent"),
+                                v["code"].as_u64().unwrap_or(0) as u16,
+                                s("time").parse().unwrap_or_default(),
+                            ));
+                        }
+                    }
+                    *offset += complete as u64;
+                }
+                audit.iter().skip(from).cloned().collect()
+            }
+        }
+    }
+
+    /// Number of audited requests so far.
+    fn audit_len(&mut self) -> usize {
+        match self {
+            ClusterHandle::InProcess(c) => c.api().audit().len(),
+            ClusterHandle::Child { .. } => {
+                let _ = self.audit_since(usize::MAX);
+                match self {
+                    ClusterHandle::Child { audit, .. } => audit.len(),
+                    ClusterHandle::InProcess(_) => 0,
+                }
+            }
+        }
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        match self {
+            ClusterHandle::InProcess(_) => None,
+            ClusterHandle::Child { child, .. } => Some(usage(&child.id().to_string())),
+        }
+    }
+
+    async fn shutdown(self) {
+        match self {
+            ClusterHandle::InProcess(c) => c.shutdown().await,
+            ClusterHandle::Child { mut child, dir, .. } => {
+                drop(child.stdin.take());
+                let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+                drop(dir);
+            }
+        }
+    }
+}
+
+fn vm_copies(n: usize) -> Vec<VirtualMachine> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/examples/vm-cirros.yaml"
+    ))
+    .expect("docs/examples/vm-cirros.yaml");
+    let base: VirtualMachine = serde_yaml::from_str(&text).expect("vm-cirros.yaml");
+    (0..n)
+        .map(|i| {
+            let mut vm = base.clone();
+            let name = format!("vm-cirros-{i:04}");
+            vm.metadata.name = Some(name.clone());
+            vm.metadata.namespace = Some("default".into());
+            vm.metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert("kubevirt.io/vm".into(), name.clone());
+            if let Some(t) = vm.spec.template.as_mut() {
+                t.metadata
+                    .get_or_insert_with(Default::default)
+                    .labels
+                    .get_or_insert_with(Default::default)
+                    .insert("kubevirt.io/vm".into(), name);
+            }
+            vm
+        })
+        .collect()
+}
+
+/// Both work queues exist (leading) and hold no queued, in-flight or parked key. Reads the
+/// queues directly: `debug_state()` serialises every reconcile record, too costly to poll at
+/// 1 000 VMs.
+fn queues_idle(manager: &Manager) -> bool {
+    let ctx = manager.context();
+    [&ctx.vm_queue, &ctx.vmi_queue].iter().all(|slot| {
+        slot.get().is_some_and(|q| {
+            let s = q.snapshot();
+            s.depth == 0 && s.in_flight.is_empty() && s.waiting.is_empty()
+        })
+    })
+}
+
+fn running(manager: &Manager) -> usize {
+    manager
+        .context()
+        .caches
+        .vms
+        .store()
+        .state()
+        .iter()
+        .filter(|vm| {
+            vm.status
+                .as_ref()
+                .and_then(|s| s.printable_status.as_deref())
+                == Some("Running")
+        })
+        .count()
+}
+
+fn agent(ua: &str) -> &str {
+    [
+        CONTROLLER_AGENT,
+        "sim-scheduler",
+        "sim-kubelet",
+        "sim-virt-handler",
+        "garbage-collector",
+        "bench-user",
+    ]
+    .into_iter()
+    .find(|a| ua.contains(a))
+    .unwrap_or("other")
+}
+
+async fn run(n: usize, in_process: bool) {
+    let me = std::process::id().to_string();
+    let mut cluster = ClusterHandle::start(in_process).await;
+    let ctrl = cluster.client(CONTROLLER_AGENT).await;
+    let user = cluster.client("bench-user").await;
+    let lease = LeaderElectionConfig::new("controller-start-bench");
+    let config = ManagerConfig {
+        namespace: None,
+        vm_workers: virtctl_rs::runtime::queue::VM_WORKERS,
+        vmi_workers: virtctl_rs::runtime::queue::VMI_WORKERS,
+        settings: ClusterSettings::default(),
+        lease,
+        on_lost_lease: OnLostLease::Exit,
+        listen: None,
+    };
+    let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
+    let manager = Arc::new(
+        Manager::start(ctrl, config, vm_rec, vmi_rec)
+            .await
+            .expect("manager starts"),
+    );
+    let cancel = CancellationToken::new();
+    let run_task = {
+        let (m, c) = (manager.clone(), cancel.clone());
+        tokio::spawn(async move { m.run(c).await })
+    };
+    let setup = Instant::now();
+    while !(manager.leader_state().leading && queues_idle(&manager)) {
+        assert!(setup.elapsed() < Duration::from_secs(60), "no leadership");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let audit_mark = cluster.audit_len();
+    let ctrl_before = usage(&me);
+    let cluster_before = cluster.usage();
+    let vms: Api<VirtualMachine> = Api::namespaced(user.clone(), "default");
+    let started = Instant::now();
+    let creating = {
+        let vms = vms.clone();
+        tokio::spawn(async move {
+            futures::stream::iter(vm_copies(n))
+                .map(|vm| {
+                    let vms = vms.clone();
+                    async move { vms.create(&PostParams::default(), &vm).await.map(|_| ()) }
+                })
+                .buffer_unordered(IN_FLIGHT)
+                .collect::<Vec<_>>()
+                .await
+        })
+    };
+    let mut created_at = None;
+    let mut creating = Some(creating);
+    let mut progress = Instant::now();
+    // Until every VM is Running, or the manager stops (Lease lost: KubeVirt's behaviour is to
+    // exit, and so does the manager with `OnLostLease::Exit`).
+    let mut stopped: Option<String> = None;
+    let all_running = loop {
+        if let Some(task) = creating.as_ref()
+            && task.is_finished()
+        {
+            let results = creating.take().expect("task").await.expect("create task");
+            let failed = results.iter().filter(|r| r.is_err()).count();
+            assert_eq!(failed, 0, "{failed} VM creates failed");
+            created_at = Some(started.elapsed());
+        }
+        let r = running(&manager);
+        if r == n && creating.is_none() {
+            break started.elapsed();
+        }
+        if run_task.is_finished() {
+            stopped = Some(format!(
+                "the manager stopped at {:.1} s with {r}/{n} VMs Running",
+                started.elapsed().as_secs_f64()
+            ));
+            break started.elapsed();
+        }
+        if progress.elapsed() > Duration::from_secs(10) {
+            eprintln!(
+                "  {:>6.1}s: {r}/{n} Running",
+                started.elapsed().as_secs_f64()
+            );
+            progress = Instant::now();
+        }
+        assert!(started.elapsed() < DEADLINE, "only {r}/{n} VMs Running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Idle: queues empty and no new write (other than Lease renewals) over 40 polls of 50 ms.
+    let writes = |cluster: &mut ClusterHandle, from: usize| {
+        cluster
+            .audit_since(from)
+            .into_iter()
+            .filter(|(verb, res, _, _, _)| {
+                matches!(verb.as_str(), "create" | "update" | "patch" | "delete")
+                    && !res.starts_with("leases")
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut quiet = 0;
+    let mut last = usize::MAX;
+    while quiet < 40 && stopped.is_none() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let count = writes(&mut cluster, audit_mark).len();
+        quiet = if count == last && queues_idle(&manager) {
+            quiet + 1
+        } else {
+            0
+        };
+        last = count;
+        assert!(started.elapsed() < DEADLINE, "controller never idle");
+    }
+    let idle_at = if stopped.is_some() {
+        all_running
+    } else {
+        started.elapsed() - Duration::from_millis(50 * 40)
+    };
+    let ctrl_after = usage(&me);
+    let cluster_after = cluster.usage();
+
+    let mut by_agent: BTreeMap<&str, BTreeMap<String, (usize, usize)>> = BTreeMap::new();
+    let all = writes(&mut cluster, audit_mark);
+    for (verb, res, ua, code, _) in &all {
+        let slot = by_agent
+            .entry(agent(ua))
+            .or_default()
+            .entry(format!("{verb} {res}"))
+            .or_default();
+        if (200..300).contains(code) {
+            slot.0 += 1;
+        } else {
+            slot.1 += 1;
+        }
+    }
+    let total_requests = cluster.audit_len() - audit_mark;
+    // Lease renewals: the longest gap between two successful controller Lease writes.
+    let renewals: Vec<chrono::DateTime<chrono::Utc>> = cluster
+        .audit_since(audit_mark)
+        .into_iter()
+        .filter(|(verb, res, ua, code, _)| {
+            verb == "update" && res == "leases" && ua.contains(CONTROLLER_AGENT) && *code == 200
+        })
+        .map(|t| t.4)
+        .collect();
+    let longest_gap = renewals
+        .windows(2)
+        .map(|w| (w[1] - w[0]).num_milliseconds())
+        .max()
+        .unwrap_or(0);
+
+    println!(
+        "\ncontroller_start: {n} VMs, {} nodes, kubelet delay {} ms, cluster {}",
+        env_usize("CONTROLLER_BENCH_NODES", 20),
+        env_usize("CONTROLLER_BENCH_KUBELET_DELAY_MS", 10),
+        if in_process {
+            "in the bench process"
+        } else {
+            "in a child process"
+        }
+    );
+    if let Some(c) = created_at {
+        println!("  all {n} VM creates answered: {:.2} s", c.as_secs_f64());
+    }
+    match &stopped {
+        Some(why) => println!("  NOT CONVERGED: {why}"),
+        None => println!(
+            "  all Running: {:.2} s   controller idle: {:.2} s",
+            all_running.as_secs_f64(),
+            idle_at.as_secs_f64()
+        ),
+    }
+    println!(
+        "  Lease renewals: {}, longest gap between two: {:.1} s (renew deadline 10 s)",
+        renewals.len(),
+        longest_gap as f64 / 1000.0
+    );
+    println!(
+        "  API requests (all agents, incl. reads/watches): {total_requests} ({:.1} per VM)",
+        total_requests as f64 / n as f64
+    );
+    for (a, kinds) in &by_agent {
+        let ok: usize = kinds.values().map(|v| v.0).sum();
+        let failed: usize = kinds.values().map(|v| v.1).sum();
+        println!(
+            "  writes by {a}: {ok} ok ({:.2} per VM), {failed} failed ({:.2} per VM)",
+            ok as f64 / n as f64,
+            failed as f64 / n as f64
+        );
+        for (k, (ok, failed)) in kinds {
+            println!(
+                "      {k:<36} {:>7.2} ok/VM {:>7.2} failed/VM",
+                *ok as f64 / n as f64,
+                *failed as f64 / n as f64
+            );
+        }
+    }
+    let label = if in_process {
+        "bench process (controller + cluster + client)"
+    } else {
+        "controller process (controller + VM-creating client)"
+    };
+    println!(
+        "  {label}: CPU {:.2} s during the run, peak RSS {:.1} MiB",
+        ctrl_after.cpu_seconds - ctrl_before.cpu_seconds,
+        ctrl_after.peak_rss_kib as f64 / 1024.0
+    );
+    if let (Some(b), Some(a)) = (cluster_before, cluster_after) {
+        println!(
+            "  cluster process (API server + simulated nodes): CPU {:.2} s during the run, peak RSS {:.1} MiB",
+            a.cpu_seconds - b.cpu_seconds,
+            a.peak_rss_kib as f64 / 1024.0
+        );
+    }
+
+    cancel.cancel();
+    if let Ok(Err(e)) = run_task.await {
+        println!("  manager: {e}");
+    }
+    drop(manager);
+    cluster.shutdown().await;
+}
+
+fn main() {
+    if std::env::var(ROLE_ENV).as_deref() == Ok("cluster") {
+        let dir = std::env::var_os(DIR_ENV).expect("CONTROLLER_BENCH_DIR");
+        serve_cluster(PathBuf::from(dir));
+        return;
+    }
+    // `cargo test --benches` passes no `--bench`; `cargo bench` does.
+    let args: Vec<String> = std::env::args().collect();
+    let benching = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let n = if benching {
+        env_usize("CONTROLLER_BENCH_VMS", 1000)
+    } else {
+        20
+    };
+    let in_process = std::env::var("CONTROLLER_BENCH_IN_PROCESS").is_ok_and(|v| v == "1");
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(run(n, in_process));
+}
