@@ -342,3 +342,108 @@ fn cluster_mode_is_not_available_yet_and_says_so() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("not available yet"));
 }
+
+/// Found by a new-user trial: invalid cluster settings and mismatched pods were accepted.
+#[test]
+fn invalid_settings_and_mismatched_pods_are_rejected() {
+    let vmi = examples().join("vmi-fedora.yaml");
+    let vmi = vmi.to_str().unwrap();
+    // KubeVirt's webhook rejects ratios below 1.0.
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            vmi,
+            "--additional-guest-memory-overhead-ratio",
+            "0.5",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("below 1.0"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(
+        &["explain-overhead", "-f", vmi, "--architecture", "x86"],
+        None,
+    );
+    assert_ne!(out.status.code(), Some(0));
+
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.yaml");
+    std::fs::write(
+        &other,
+        launcher_pod("281018368", "1305018368").replace(
+            "kubevirt.io/domain: vmi-fedora",
+            "kubevirt.io/domain: vm-cirros",
+        ),
+    )
+    .unwrap();
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            vmi,
+            "--pod",
+            other.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("belongs to VMI \"vm-cirros\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "").unwrap();
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            vmi,
+            "--pod",
+            empty.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(
+        text(&out.stderr).contains("the file is empty"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["explain-overhead", "-f", vmi, "--pod", vmi], None);
+    assert!(
+        text(&out.stderr).contains("expected a Pod, found kind VirtualMachineInstance"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A VM with an instancetype is explained from its template, with a note saying so.
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            examples().join("vm-cirros-clarge.yaml").to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    assert!(
+        text(&out.stderr).contains("spec.instancetype/spec.preference are not resolved"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The skipped kinds are named when nothing is left.
+    let out = run(
+        &["explain-overhead", "-f", "-"],
+        Some("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"),
+    );
+    assert!(
+        text(&out.stderr).contains("skipped: Deployment d"),
+        "{}",
+        text(&out.stderr)
+    );
+}

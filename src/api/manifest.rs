@@ -117,9 +117,14 @@ pub enum ManifestError {
     },
     /// Only other kinds were found.
     #[error(
-        "{source_name}: no VirtualMachine or VirtualMachineInstance found ({skipped} other document(s) skipped)"
+        "{source_name}: no VirtualMachine or VirtualMachineInstance found ({skipped} other document(s) skipped: {kinds})"
     )]
-    NoKubeVirtObjects { source_name: String, skipped: usize },
+    NoKubeVirtObjects {
+        source_name: String,
+        skipped: usize,
+        /// The skipped documents, e.g. `Deployment d, ConfigMap c`.
+        kinds: String,
+    },
 }
 
 // Errors carry the document reference and field by value; they are built once, on a cold path.
@@ -279,9 +284,22 @@ pub fn read_manifest(source_name: &str, text: &str) -> Result<Manifest, Manifest
         }
     }
     if manifest.objects.is_empty() {
+        let kinds = manifest
+            .skipped
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {}",
+                    d.doc.kind.as_deref().unwrap_or("?"),
+                    d.doc.name.as_deref().unwrap_or("?")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
         return Err(ManifestError::NoKubeVirtObjects {
             source_name: source_name.to_string(),
             skipped: manifest.skipped.len(),
+            kinds,
         });
     }
     Ok(manifest)
@@ -326,6 +344,11 @@ mod tests {
             .unwrap_err();
         assert!(
             matches!(e, ManifestError::NoKubeVirtObjects { skipped: 1, .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .ends_with("(1 other document(s) skipped: Pod p)"),
             "{e}"
         );
 

@@ -57,8 +57,8 @@ pub struct ExplainOverheadArgs {
     /// Override `additionalGuestMemoryOverheadRatio` (e.g. 1.5).
     #[arg(long)]
     pub additional_guest_memory_overhead_ratio: Option<String>,
-    /// Override the cluster's default architecture (amd64, arm64, s390x).
-    #[arg(long)]
+    /// Override the cluster's default architecture.
+    #[arg(long, value_parser = ["amd64", "arm64", "s390x"])]
     pub architecture: Option<String>,
     /// A virt-launcher pod (YAML/JSON) to check against the formula: its
     /// `kubevirt.io/memory-overhead-bytes` annotation and `compute` memory request.
@@ -107,6 +107,9 @@ fn settings(args: &ExplainOverheadArgs) -> Result<ClusterSettings, CliError> {
         s.memory_overcommit = o;
     }
     if let Some(r) = &args.additional_guest_memory_overhead_ratio {
+        crate::launcher::settings::validate_overhead_ratio(r).map_err(|m| {
+            CliError::Failed(format!("--additional-guest-memory-overhead-ratio: {m}"))
+        })?;
         s.additional_guest_memory_overhead_ratio = Some(r.clone());
     }
     if let Some(a) = &args.architecture {
@@ -117,10 +120,10 @@ fn settings(args: &ExplainOverheadArgs) -> Result<ClusterSettings, CliError> {
 
 /// Pick the explanation a pod belongs to: the only one, or the one named by the pod's
 /// `kubevirt.io/domain` annotation / `vm.kubevirt.io/name` label.
-fn pod_target<'a>(explanations: &'a mut [Explanation], pod: &Pod) -> Option<&'a mut Explanation> {
-    if explanations.len() == 1 {
-        return explanations.first_mut();
-    }
+fn pod_target<'a>(
+    explanations: &'a mut [Explanation],
+    pod: &Pod,
+) -> Result<&'a mut Explanation, String> {
     let meta = &pod.metadata;
     let name = meta
         .annotations
@@ -130,8 +133,22 @@ fn pod_target<'a>(explanations: &'a mut [Explanation], pod: &Pod) -> Option<&'a 
             meta.labels
                 .as_ref()
                 .and_then(|l| l.get(crate::api::labels::VM_NAME))
-        })?;
-    explanations.iter_mut().find(|e| &e.name == name)
+        });
+    match name {
+        Some(name) => {
+            let known: Vec<String> = explanations.iter().map(|e| e.name.clone()).collect();
+            explanations.iter_mut().find(|e| &e.name == name).ok_or_else(|| {
+                format!("the pod belongs to VMI {name:?} (kubevirt.io/domain), which is not in the manifest ({})", known.join(", "))
+            })
+        }
+        None if explanations.len() == 1 => explanations
+            .first_mut()
+            .ok_or_else(|| "no VM/VMI to compare with".to_string()),
+        None => Err(
+            "cannot tell which VM/VMI the pod belongs to: it has no kubevirt.io/domain annotation"
+                .to_string(),
+        ),
+    }
 }
 
 /// Run `explain-overhead`.
@@ -166,6 +183,14 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
         .unwrap_or_else(|| "default".to_string());
     let mut explanations = Vec::new();
     for ManifestObject { doc, object } in &manifest.objects {
+        if let crate::api::manifest::KubeVirtObject::Vm(vm) = object
+            && (vm.spec.instancetype.is_some() || vm.spec.preference.is_some())
+        {
+            eprintln!(
+                "note: {source}: {doc}: spec.instancetype/spec.preference are not resolved by explain-overhead \
+                 (and the controller refuses such VMs): the figures use the template alone"
+            );
+        }
         let e = explain(object, &namespace, &settings)
             .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
         explanations.push(e);
@@ -173,14 +198,27 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
     let mut mismatch = false;
     if let Some(pod_path) = &args.pod {
         let pod_text = read_input(&pod_path.display().to_string())?;
-        let pod: Pod = serde_yaml::from_str(&pod_text)
-            .map_err(|e| CliError::Failed(format!("{}: not a Pod: {e}", pod_path.display())))?;
-        let target = pod_target(&mut explanations, &pod).ok_or_else(|| {
-            CliError::Failed(format!(
-                "{}: cannot tell which VM/VMI the pod belongs to (no kubevirt.io/domain annotation matching one of them)",
+        if pod_text.trim().is_empty() {
+            return Err(CliError::Failed(format!(
+                "{}: the file is empty: expected a virt-launcher Pod",
                 pod_path.display()
-            ))
-        })?;
+            )));
+        }
+        let value: serde_json::Value = serde_yaml::from_str(&pod_text)
+            .map_err(|e| CliError::Failed(format!("{}: invalid YAML: {e}", pod_path.display())))?;
+        match value.get("kind").and_then(|k| k.as_str()) {
+            Some("Pod") | None => {}
+            Some(other) => {
+                return Err(CliError::Failed(format!(
+                    "{}: expected a Pod, found kind {other}",
+                    pod_path.display()
+                )));
+            }
+        }
+        let pod: Pod = serde_json::from_value(value)
+            .map_err(|e| CliError::Failed(format!("{}: not a Pod: {e}", pod_path.display())))?;
+        let target = pod_target(&mut explanations, &pod)
+            .map_err(|why| CliError::Failed(format!("{}: {why}", pod_path.display())))?;
         let check = check_pod(target, &pod);
         mismatch = !check.matches;
         target.pod_check = Some(check);

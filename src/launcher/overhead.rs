@@ -372,7 +372,7 @@ pub fn memory_overhead(
             format!(
                 "VFIO devices: {gpus} GPU(s), {host_devs} host device(s), {sriov} SR-IOV interface(s); added once"
             ),
-            "133-135; pkg/vmitrait/vmitrait.go:33-52",
+            "pkg/hypervisor/kvm/hypervisorbackend.go:133-135; pkg/vmitrait/vmitrait.go:33-52",
         );
     }
     // 8. downwardMetrics volume.
@@ -474,7 +474,7 @@ pub fn memory_overhead(
             name: "overheadRatio".into(),
             bytes: after - before_ratio,
             reason: format!(
-                "additionalGuestMemoryOverheadRatio {text}: sum of the terms above × {ratio}, in whole kB"
+                "additionalGuestMemoryOverheadRatio {text}: the sum of the terms above × ({ratio} − 1), in whole kB"
             ),
             source: format!("{SRC}:165-175,203-209"),
         });

@@ -81,6 +81,19 @@ impl Default for ClusterSettings {
     }
 }
 
+/// KubeVirt's admission check of `additionalGuestMemoryOverheadRatio`
+/// (pkg/virt-operator/webhooks/kubevirt-update-admitter.go:482-506): a float, at least 1.0.
+/// Returns the message for the rejected value.
+pub fn validate_overhead_ratio(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(r) if r >= 1.0 && r.is_finite() => Ok(r),
+        Ok(r) => Err(format!(
+            "{r} is below 1.0 (KubeVirt rejects ratios that would shrink the overhead)"
+        )),
+        Err(_) => Err(format!("{text:?} is not a number")),
+    }
+}
+
 /// A KubeVirt CR that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
@@ -156,6 +169,8 @@ impl ClusterSettings {
                 .as_str()
                 .map(str::to_string)
                 .unwrap_or_else(|| v.to_string());
+            validate_overhead_ratio(&text)
+                .map_err(|m| field_err("additionalGuestMemoryOverheadRatio", m))?;
             s.additional_guest_memory_overhead_ratio = Some(text);
         }
         if let Some(b) = cfg.pointer("/virtualMachineOptions/disableSerialConsoleLog") {
@@ -265,6 +280,20 @@ mod tests {
         );
         assert!(!both.gate_enabled("H", true));
         assert!(both.gate_enabled("I", true));
+    }
+
+    #[test]
+    fn overhead_ratio_below_one_is_rejected_like_kubevirts_webhook() {
+        assert_eq!(validate_overhead_ratio("1.5"), Ok(1.5));
+        assert!(validate_overhead_ratio("0.5").is_err());
+        assert!(validate_overhead_ratio("x").is_err());
+        let cr = json!({"kind": "KubeVirt", "spec": {"configuration": {"additionalGuestMemoryOverheadRatio": "0.9"}}});
+        let e = ClusterSettings::from_kubevirt_cr(&cr).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("spec.configuration.additionalGuestMemoryOverheadRatio"),
+            "{e}"
+        );
     }
 
     #[test]
