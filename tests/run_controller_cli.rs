@@ -327,7 +327,7 @@ async fn serves_endpoints_and_releases_the_lease_on_sigterm() {
     assert!(
         stdout
             .iter()
-            .any(|l| l == "SIGTERM: stopping (releasing the Lease)"),
+            .any(|l| l == "SIGTERM: stopping (finishing in-flight work, then releasing the Lease)"),
         "{stdout:#?}"
     );
     let released = tokio::time::timeout(DEADLINE, released)

@@ -61,7 +61,7 @@ pub enum LogFormat {
 pub enum Command {
     /// Run the VM and VMI controllers out of cluster, acting only while holding the Lease.
     RunController(run_controller::RunControllerArgs),
-    /// Show what the controller thinks about one VM (Lease holder, queue, expectations, phases).
+    /// (Not available yet.) Show what the controller thinks about one VM.
     Inspect(NotYetArgs),
     /// Explain the virt-launcher memory overhead of a VM or VMI, term by term.
     ExplainOverhead(explain_overhead::ExplainOverheadArgs),
@@ -91,8 +91,11 @@ pub enum CliError {
 
 /// Set up logging on stderr according to the global flags.
 pub fn init_logging(global: &GlobalArgs) {
+    use std::io::IsTerminal;
+    // kube's client logs every failed connection at ERROR; our own informers and executors
+    // already report failures once, at WARN, so keep kube's quiet unless asked for (-v).
     let default = match global.verbose {
-        0 => "warn",
+        0 => "warn,kube_client::client::builder=off",
         1 => "info",
         2 => "debug",
         _ => "trace",
@@ -101,6 +104,7 @@ pub fn init_logging(global: &GlobalArgs) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_writer(std::io::stderr);
     let _ = match global.log_format {
         LogFormat::Text => builder.try_init(),

@@ -24,6 +24,9 @@ pub struct VmProgress {
     pub vmi_phase: Option<(String, Option<String>)>,
     /// Launcher pod name and its `compute` memory request.
     pub pod: Option<(String, Option<String>)>,
+    /// Why the VM is stuck, if the controller says so: the VM's `Failure` condition, or the
+    /// VMI's `Synchronized=False` condition (reason: message).
+    pub problem: Option<String>,
 }
 
 impl VmProgress {
@@ -54,6 +57,9 @@ impl VmProgress {
             if let Some(m) = memory {
                 s.push_str(&format!(" (memory request {m})"));
             }
+        }
+        if let Some(p) = &self.problem {
+            s.push_str(&format!("  problem: {p}"));
         }
         s
     }
@@ -115,6 +121,22 @@ pub fn collect(ctx: &Context) -> BTreeMap<String, VmProgress> {
                     });
                 Some((pod.metadata.name.clone().unwrap_or_default(), memory))
             });
+            let describe = |c: &crate::api::Condition| {
+                format!(
+                    "{}: {}",
+                    c.reason.as_deref().unwrap_or(&c.type_),
+                    c.message.as_deref().unwrap_or("")
+                )
+            };
+            let problem = vm
+                .condition("Failure")
+                .filter(|c| c.is_true())
+                .map(describe)
+                .or_else(|| {
+                    vmi.and_then(|v| v.condition("Synchronized"))
+                        .filter(|c| c.status == "False")
+                        .map(describe)
+                });
             let progress = VmProgress {
                 printable_status: vm
                     .status
@@ -123,14 +145,20 @@ pub fn collect(ctx: &Context) -> BTreeMap<String, VmProgress> {
                     .unwrap_or_default(),
                 vmi_phase,
                 pod,
+                problem,
             };
             (key, progress)
         })
         .collect()
 }
 
-/// Print a line whenever a VM's progress changes, until `cancel`.
+/// Print a line whenever a VM's progress changes, until `cancel`. Starts once the caches have
+/// synced (so a standby does not report VMs without their VMIs).
 pub async fn print_progress(ctx: Context, cancel: CancellationToken) {
+    tokio::select! {
+        _ = cancel.cancelled() => return,
+        _ = ctx.caches.wait_synced() => {}
+    }
     let mut last: BTreeMap<String, VmProgress> = BTreeMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -154,6 +182,42 @@ pub async fn print_progress(ctx: Context, cancel: CancellationToken) {
             }
         }
         last = now;
+    }
+}
+
+/// Print a line when this instance starts or stops leading, or the observed holder changes.
+pub async fn print_leadership(
+    leader: impl Fn() -> crate::runtime::lease::LeaderState,
+    cancel: CancellationToken,
+) {
+    let mut was_leading = false;
+    let mut last_holder: Option<String> = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let state = leader();
+        let clock = chrono::Local::now().format("%H:%M:%S");
+        if state.leading && !was_leading {
+            println!(
+                "{clock} leading: acquired the Lease {}; the controllers are running",
+                state.lease
+            );
+        } else if !state.leading && was_leading {
+            println!("{clock} stopped leading the Lease {}", state.lease);
+        } else if !state.leading
+            && state.holder != last_holder
+            && let Some(holder) = state.holder.as_deref().filter(|h| *h != state.identity)
+        {
+            println!(
+                "{clock} standby: the Lease {} is held by {holder}; not writing",
+                state.lease
+            );
+        }
+        was_leading = state.leading;
+        last_holder = state.holder.clone();
     }
 }
 
@@ -200,11 +264,21 @@ mod tests {
             printable_status: "Starting".into(),
             vmi_phase: Some(("Scheduling".into(), Some("2026-11-29T21:40:01Z".into()))),
             pod: Some(("virt-launcher-a-x".into(), Some("396Mi".into()))),
+            problem: None,
         };
         assert_eq!(
             p.line("default/a"),
             "default/a  Starting  vmi Scheduling since 2026-11-29T21:40:01Z  pod virt-launcher-a-x (memory request 396Mi)"
         );
         assert_eq!(VmProgress::default().line("ns/b"), "ns/b  -  no vmi");
+        let stuck = VmProgress {
+            printable_status: "Stopped".into(),
+            problem: Some("FailedCreate: instancetypes are not supported".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            stuck.line("ns/c"),
+            "ns/c  Stopped  no vmi  problem: FailedCreate: instancetypes are not supported"
+        );
     }
 }

@@ -141,6 +141,36 @@ pub fn manager_config(
     })
 }
 
+/// `--exit-when-ready` would wait forever for a VM whose run strategy never starts it on its own
+/// (Halted, Manual, or both `running` and `runStrategy` set): say so at once.
+async fn never_running(client: &kube::Client, vms: &[String]) -> Result<(), CliError> {
+    use crate::api::{RunStrategy, VirtualMachine};
+    for key in vms {
+        let (ns, name) = key.split_once('/').unwrap_or(("default", key));
+        let api: kube::Api<VirtualMachine> = kube::Api::namespaced(client.clone(), ns);
+        let vm = api
+            .get(name)
+            .await
+            .map_err(|e| CliError::Failed(format!("reading VirtualMachine {key}: {e}")))?;
+        match vm.run_strategy() {
+            Ok(RunStrategy::Halted) | Ok(RunStrategy::Manual) => {
+                let strategy = vm.run_strategy().map(|s| s.to_string()).unwrap_or_default();
+                return Err(CliError::Failed(format!(
+                    "--exit-when-ready: VirtualMachine {key} has runStrategy {strategy}, so it will not start by itself \
+                     (set spec.runStrategy: Always in the manifest)"
+                )));
+            }
+            Err(e) => {
+                return Err(CliError::Failed(format!(
+                    "--exit-when-ready: VirtualMachine {key}: {e}"
+                )));
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// Wait for SIGINT or SIGTERM.
 pub async fn shutdown_signal() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
@@ -170,6 +200,28 @@ async fn run_async(
     args: RunControllerArgs,
     config: ManagerConfig,
 ) -> Result<ExitCode, CliError> {
+    // Check what can be checked before starting anything.
+    if args.exit_when_ready && args.apply.is_empty() {
+        return Err(CliError::Failed(
+            "--exit-when-ready needs --apply with at least one VirtualMachine".into(),
+        ));
+    }
+    for path in &args.apply {
+        if !path.exists() {
+            return Err(CliError::Failed(format!(
+                "--apply {}: no such file or directory",
+                path.display()
+            )));
+        }
+    }
+    if let Some(addr) = config.listen
+        && addr.port() != 0
+        && let Err(e) = std::net::TcpListener::bind(addr)
+    {
+        return Err(CliError::Failed(format!(
+            "cannot listen on {addr}: {e} (is another run-controller running? use --listen 127.0.0.1:0 for any free port, or --listen none)"
+        )));
+    }
     // The embedded cluster lives as long as this function.
     let mut embedded = None;
     let client = if args.embedded {
@@ -209,10 +261,13 @@ async fn run_async(
         println!("applied {}: {}", path.display(), summary.describe());
         applied_vms.extend(summary.virtual_machines());
     }
-    if args.exit_when_ready && applied_vms.is_empty() {
-        return Err(CliError::Failed(
-            "--exit-when-ready needs --apply with at least one VirtualMachine".into(),
-        ));
+    if args.exit_when_ready {
+        if applied_vms.is_empty() {
+            return Err(CliError::Failed(
+                "--exit-when-ready: the applied files hold no VirtualMachine".into(),
+            ));
+        }
+        never_running(&client, &applied_vms).await?;
     }
 
     let reconcilers = crate::controller::reconcilers();
@@ -231,6 +286,11 @@ async fn run_async(
     );
 
     let cancel = CancellationToken::new();
+    let leadership = {
+        let cancel = cancel.clone();
+        let state = manager.leader_state_handle();
+        tokio::spawn(super::progress::print_leadership(state, cancel))
+    };
     let progress = if args.quiet {
         None
     } else {
@@ -257,7 +317,11 @@ async fn run_async(
         tokio::select! {
             r = &mut run => r.map(|_| ExitCode::SUCCESS).map_err(|e| CliError::Failed(e.to_string())),
             sig = shutdown_signal() => {
-                println!("{sig}: stopping (releasing the Lease)");
+                if manager.leader_state().leading {
+                println!("{sig}: stopping (finishing in-flight work, then releasing the Lease)");
+            } else {
+                println!("{sig}: stopping");
+            }
                 cancel.cancel();
                 (&mut run).await.map(|_| ExitCode::SUCCESS).map_err(|e| CliError::Failed(e.to_string()))
             }
@@ -279,6 +343,7 @@ async fn run_async(
     if let Some(p) = progress {
         let _ = p.await;
     }
+    let _ = leadership.await;
     drop(manager);
     if let Some(cluster) = embedded {
         cluster.shutdown().await;

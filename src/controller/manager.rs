@@ -276,6 +276,12 @@ impl Manager {
         self.listen_addr
     }
 
+    /// A cheap, cloneable reader of the latest leader election state.
+    pub fn leader_state_handle(&self) -> impl Fn() -> LeaderState + Send + Sync + 'static {
+        let leader = self.leader.clone();
+        move || leader.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The latest leader election state.
     pub fn leader_state(&self) -> LeaderState {
         self.leader
