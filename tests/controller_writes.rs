@@ -33,8 +33,9 @@ const BUDGET: [(&str, usize); 10] = [
     ("create virtualmachineinstances", 1),
     // printableStatus Starting; created + generations; Ready=GuestNotRunning; Running.
     ("update virtualmachines/status", 4),
-    // api-version annotations; Scheduling; activePods + qosClass; Scheduled.
-    ("update virtualmachineinstances", 4),
+    // api-version annotations; Scheduling; activePods + qosClass (a second activePods write
+    // when the pod was not bound yet at the first: 4 or 5 by timing); Scheduled.
+    ("update virtualmachineinstances", 5),
     ("create pods", 1),
     // readiness gate kubevirt.io/virtual-machine-unpaused=True.
     ("patch pods/status", 1),
@@ -44,7 +45,7 @@ const BUDGET: [(&str, usize); 10] = [
     ("create events.events.k8s.io", 2),
 ];
 /// Sum of [`BUDGET`].
-const BUDGET_TOTAL: usize = 19;
+const BUDGET_TOTAL: usize = 20;
 
 /// Consecutive idle polls (no new write, queues empty, caches current) that count as idle.
 const QUIET_POLLS: u32 = 20;
@@ -309,6 +310,14 @@ async fn one_vm_start_writes_within_budget() {
         total <= BUDGET_TOTAL,
         "{total} controller writes, budget {BUDGET_TOTAL}\n{sequence}"
     );
+    // The simulated scheduler binds once: it used to bind again (409) whenever a pre-binding
+    // update of the pod (the controller's readiness-gate patch) reached its cache after the
+    // binding.
+    let rebinds: Vec<&AuditEntry> = writes
+        .iter()
+        .filter(|e| e.subresource == "binding" && !(200..300).contains(&e.code))
+        .collect();
+    assert!(rebinds.is_empty(), "failed bindings: {rebinds:#?}");
     // Failed writes: 409 Conflicts when a write races the controller's own previous write
     // through the cache (0-2 seen per run); a few more would be noise, many a regression.
     assert!(failed.len() <= 3, "{failed:#?}\n{sequence}");

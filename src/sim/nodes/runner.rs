@@ -331,6 +331,27 @@ async fn delete_pod_now(client: &Client, pod: &Pod) -> Result<(), kube::Error> {
     }
 }
 
+/// `spec.nodeName` of a pod, if bound.
+fn bound_node(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()?
+        .node_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+}
+
+/// The node we bound `pod` to when the cached copy does not show the binding yet. Any unbound
+/// copy of a pod we bound predates the binding, whatever its resourceVersion: updates committed
+/// before the binding (a status patch by the controller, say) can still be on their way through
+/// the watch, and treating them as unbound made the scheduler bind again (409 "already bound")
+/// on every pass until the bound copy arrived.
+fn awaiting_node<'a>(awaiting: &'a HashMap<String, String>, pod: &Pod) -> Option<&'a str> {
+    if bound_node(pod).is_some() {
+        return None;
+    }
+    awaiting.get(&pod.uid()?).map(String::as_str)
+}
+
 /// Bind through `pods/binding` (as kube-scheduler does). A server without that subresource
 /// (404/405 while the pod exists) gets an update of `spec.nodeName` instead.
 async fn bind_pod(client: &Client, pod: &Pod, node: &str) -> Result<Option<Pod>, kube::Error> {
@@ -721,9 +742,8 @@ struct Runner {
     ip_seq: BTreeMap<String, u64>,
     /// Pod UID → IP handed out (kept until the pod is gone).
     pod_ips: HashMap<String, String>,
-    /// Pods bound by us whose watch update has not arrived yet:
-    /// UID → (resourceVersion at binding time, node).
-    awaiting_bind: HashMap<String, (Option<String>, String)>,
+    /// Pods bound by us whose bound copy has not arrived through the watch yet: UID → node.
+    awaiting_bind: HashMap<String, String>,
 }
 
 /// Outcome of one pass.
@@ -857,15 +877,19 @@ impl Runner {
         self.last_status_write.retain(|uid, _| live.contains(uid));
         self.deleted.retain(|uid| live.contains(uid));
         self.pod_ips.retain(|uid, _| live.contains(uid));
-        self.awaiting_bind.retain(|uid, _| live.contains(uid));
+        let pods = &self.pods;
+        self.awaiting_bind.retain(|uid, _| {
+            pods.items
+                .values()
+                .find(|p| p.uid().as_deref() == Some(uid.as_str()))
+                .is_some_and(|p| bound_node(p).is_none())
+        });
         result
     }
 
     /// Whether the cached copy of `pod` predates a binding we made (its watch update is due).
     fn stale_after_bind(&self, pod: &Pod) -> bool {
-        pod.uid()
-            .and_then(|uid| self.awaiting_bind.get(&uid))
-            .is_some_and(|(rv, _)| *rv == pod.resource_version())
+        awaiting_node(&self.awaiting_bind, pod).is_some()
     }
 
     fn pod_status_unchanged_since_our_write(&self, pod: &Pod, desired: &PodStatus) -> bool {
@@ -1031,18 +1055,16 @@ impl Runner {
             .pods
             .items
             .values()
-            .map(
-                |p| match p.uid().and_then(|uid| self.awaiting_bind.get(&uid)) {
-                    Some((rv, node)) if *rv == p.resource_version() => {
-                        let mut bound = p.clone();
-                        if let Some(spec) = bound.spec.as_mut() {
-                            spec.node_name = Some(node.clone());
-                        }
-                        bound
+            .map(|p| match awaiting_node(&self.awaiting_bind, p) {
+                Some(node) => {
+                    let mut bound = p.clone();
+                    if let Some(spec) = bound.spec.as_mut() {
+                        spec.node_name = Some(node.to_string());
                     }
-                    _ => p.clone(),
-                },
-            )
+                    bound
+                }
+                None => p.clone(),
+            })
             .collect();
         let mut usage = node_usage(effective.iter());
         let mut pending: Vec<Pod> = effective.into_iter().filter(wants_scheduling).collect();
@@ -1061,8 +1083,7 @@ impl Runner {
                             self.bound_seen.insert(uid.clone(), now);
                             if updated.is_none() {
                                 // The binding response carries no pod: the watch brings it.
-                                self.awaiting_bind
-                                    .insert(uid, (pod.resource_version(), node.clone()));
+                                self.awaiting_bind.insert(uid, node.clone());
                             }
                         }
                         let entry = usage.entry(node).or_default();
@@ -1232,6 +1253,32 @@ mod tests {
             .items
             .get("default/p")
             .and_then(|p| p.status.as_ref()?.phase.clone())
+    }
+
+    #[test]
+    fn a_pod_we_bound_stays_bound_until_its_bound_copy_arrives() {
+        let awaiting: HashMap<String, String> =
+            [("u1".to_string(), "sim-node-1".to_string())].into();
+        // The copy the scheduler bound (rv 5), and a newer copy committed before the binding
+        // (rv 6, a status patch) that the watch delivered afterwards: both are unbound copies of
+        // a pod we bound.
+        assert_eq!(
+            awaiting_node(&awaiting, &pod("u1", "5", "Pending")),
+            Some("sim-node-1")
+        );
+        assert_eq!(
+            awaiting_node(&awaiting, &pod("u1", "6", "Pending")),
+            Some("sim-node-1")
+        );
+        // The bound copy arrived.
+        let mut bound = pod("u1", "7", "Pending");
+        bound.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            node_name: Some("sim-node-1".into()),
+            ..Default::default()
+        });
+        assert_eq!(awaiting_node(&awaiting, &bound), None);
+        // A pod we did not bind.
+        assert_eq!(awaiting_node(&awaiting, &pod("u2", "5", "Pending")), None);
     }
 
     #[test]
