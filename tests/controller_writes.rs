@@ -199,14 +199,12 @@ async fn one_vm_start_writes_within_budget() {
     let manager = Manager::start(ctrl, manager_config(), vm_rec, vmi_rec)
         .await
         .expect("manager starts");
+    let manager = std::sync::Arc::new(manager);
     let cancel = CancellationToken::new();
-    let run = {
-        let cancel = cancel.clone();
-        let manager = std::sync::Arc::new(manager);
-        let m = manager.clone();
-        (manager, tokio::spawn(async move { m.run(cancel).await }))
+    let run_task = {
+        let (m, c) = (manager.clone(), cancel.clone());
+        tokio::spawn(async move { m.run(c).await })
     };
-    let (manager, run_task) = run;
     wait_for("leadership and idle queues", || {
         let s = manager.debug_state();
         async move { s["leading"] == true && queues_idle(&s) }
@@ -326,4 +324,9 @@ async fn one_vm_start_writes_within_budget() {
     let _ = run_task.await;
     drop(manager);
     cluster.shutdown().await;
+}
+
+#[test]
+fn budget_total_is_the_sum_of_the_budget() {
+    assert_eq!(BUDGET.iter().map(|(_, n)| n).sum::<usize>(), BUDGET_TOTAL);
 }
