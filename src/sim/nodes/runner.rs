@@ -877,13 +877,14 @@ impl Runner {
         self.last_status_write.retain(|uid, _| live.contains(uid));
         self.deleted.retain(|uid| live.contains(uid));
         self.pod_ips.retain(|uid, _| live.contains(uid));
-        let pods = &self.pods;
-        self.awaiting_bind.retain(|uid, _| {
-            pods.items
-                .values()
-                .find(|p| p.uid().as_deref() == Some(uid.as_str()))
-                .is_some_and(|p| bound_node(p).is_none())
-        });
+        let unbound: HashSet<String> = self
+            .pods
+            .items
+            .values()
+            .filter(|p| bound_node(p).is_none())
+            .filter_map(|p| p.uid())
+            .collect();
+        self.awaiting_bind.retain(|uid, _| unbound.contains(uid));
         result
     }
 
@@ -988,6 +989,16 @@ impl Runner {
             .filter_map(|o| serde_json::to_value(o).ok())
             .filter(|v| vmi_node(v).is_some_and(|n| state.managed.contains_key(n)))
             .collect();
+        // Pod keys by the VMI UID they may belong to: one pass over the pods, not one per VMI.
+        let mut pods_by_vmi: HashMap<String, Vec<String>> = HashMap::new();
+        for (key, pod) in &self.pods.items {
+            for uid in virt_handler::launcher_owner_uids(pod) {
+                let keys = pods_by_vmi.entry(uid.to_string()).or_default();
+                if !keys.contains(key) {
+                    keys.push(key.clone());
+                }
+            }
+        }
         for vmi in vmis {
             let name = vmi
                 .pointer("/metadata/name")
@@ -1007,7 +1018,14 @@ impl Runner {
             } else {
                 None
             };
-            let launcher = virt_handler::find_launcher_pod(&vmi, self.pods.items.values()).cloned();
+            let candidates = vmi
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .and_then(|uid| pods_by_vmi.get(uid))
+                .into_iter()
+                .flatten()
+                .filter_map(|key| self.pods.items.get(key));
+            let launcher = virt_handler::find_launcher_pod(&vmi, candidates).cloned();
             let decision = virt_handler::decide(&vmi, launcher.as_ref(), early.is_some(), &now);
             let (new_vmi, launcher_exit) = match decision {
                 VmiDecision::Nothing => continue,

@@ -80,6 +80,26 @@ pub fn is_launcher_of(pod: &Pod, vmi: &Value) -> bool {
     by_label || by_owner
 }
 
+/// The VMI UIDs `pod` may be the launcher of (its `kubevirt.io/created-by` label and controller
+/// owner reference), for indexing pods by VMI once per pass instead of scanning every pod for
+/// every VMI.
+pub fn launcher_owner_uids(pod: &Pod) -> impl Iterator<Item = &str> {
+    let by_label = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_CREATED_BY))
+        .map(String::as_str);
+    let by_owner = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| o.controller == Some(true))
+        .map(|o| o.uid.as_str());
+    by_label.into_iter().chain(by_owner)
+}
+
 /// The VMI's current launcher pod among `pods`: a launcher pod on the VMI's node, not being
 /// deleted, preferring the newest (by creation timestamp).
 pub fn find_launcher_pod<'a>(
@@ -418,6 +438,9 @@ mod tests {
         let v = vmi("Scheduled");
         let pod = launcher(true);
         assert!(is_launcher_of(&pod, &v));
+        // The index key agrees with is_launcher_of.
+        let uid = v.pointer("/metadata/uid").and_then(Value::as_str).unwrap();
+        assert!(launcher_owner_uids(&pod).any(|u| u == uid));
         assert_eq!(
             find_launcher_pod(&v, [&pod]).map(|p| p.metadata.name.clone()),
             Some(pod.metadata.name.clone())
