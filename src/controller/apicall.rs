@@ -2,7 +2,6 @@
 //! `application/json-patch+json`, like client-go's `types.JSONPatchType`), and typed `Api`
 //! handles for the namespaced kinds.
 
-use crate::runtime::informer::key_of;
 use axum::http;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -42,19 +41,6 @@ where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {
     Api::namespaced(client.clone(), namespace)
-}
-
-/// `namespace/name` of `obj` for logs.
-pub fn describe<K: Resource>(obj: &K) -> String {
-    key_of(obj)
-}
-
-/// The HTTP status code of an API error (0 for transport errors).
-pub fn status_code(e: &kube::Error) -> u16 {
-    match e {
-        kube::Error::Api(s) => s.code,
-        _ => 0,
-    }
 }
 
 /// The message Go's `err.Error()` would print for this error.

@@ -14,7 +14,7 @@ use crate::runtime::queue::WorkQueue;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -201,12 +201,11 @@ impl EventSink {
     }
 
     /// Queue an event about `reference`; dropped (with a debug log) if the queue is full.
-    pub fn emit(&self, reference: ObjectReference, warning: bool, reason: &str, message: &str) {
+    pub fn emit(&self, reference: ObjectReference, type_: EventType, reason: &str, message: &str) {
         let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
+            type_: match type_ {
+                EventType::Warning => KubeEventType::Warning,
+                EventType::Normal => KubeEventType::Normal,
             },
             reason: reason.to_string(),
             note: Some(message.chars().take(1024).collect()),
@@ -215,6 +214,25 @@ impl EventSink {
         };
         if self.tx.try_send((event, reference)).is_err() {
             tracing::debug!(reason, "event dropped: sink full or closed");
+        }
+    }
+}
+
+/// Kubernetes event type of the events the VM and VMI controllers record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum EventType {
+    /// `Normal`.
+    Normal,
+    /// `Warning`.
+    Warning,
+}
+
+impl EventType {
+    /// `"Normal"` or `"Warning"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
         }
     }
 }

@@ -57,24 +57,7 @@ pub enum VmUpdatePurpose {
     SyncedSpec,
 }
 
-/// Normal or Warning event on the VM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// `Normal`.
-    Normal,
-    /// `Warning`.
-    Warning,
-}
-
-impl EventType {
-    /// `Normal` / `Warning`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
-    }
-}
+pub use crate::controller::context::EventType;
 
 /// One thing the controller does. Patches are RFC 6902 JSON Patch documents (a JSON array) or
 /// RFC 7386 merge patches (a JSON object), as noted per variant.

@@ -8,7 +8,7 @@
 //! printable status needs them; it is never shown) and instancetypes.
 
 use super::action::{
-    ApiError, ApiErrorKind, ApiFailures, EventType, ResourceVersionFrom, SyncOutcome, VmAction,
+    ApiError, ApiErrorKind, ApiFailures, ResourceVersionFrom, SyncOutcome, VmAction,
 };
 use super::decide_with_failures;
 use super::revision::in_vm_index;
@@ -286,7 +286,7 @@ async fn apply(
         } => {
             ctx.events.emit(
                 object_ref("VirtualMachine", &snap.vm.metadata),
-                *type_ == EventType::Warning,
+                *type_,
                 reason,
                 message,
             );

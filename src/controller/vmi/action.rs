@@ -5,24 +5,7 @@ use crate::api::{Phase, VirtualMachineInstance};
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use serde::Serialize;
 
-/// Kubernetes event type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum EventType {
-    /// `Normal`.
-    Normal,
-    /// `Warning`.
-    Warning,
-}
-
-impl EventType {
-    /// `"Normal"` or `"Warning"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
-    }
-}
+pub use crate::controller::context::EventType;
 
 /// An event on the VMI (the recorder's involved object is always the VMI).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -9,7 +9,7 @@
 //! start, not here) and ResourceQuotas (the renderer's auto CPU/memory limits see an empty
 //! [`NamespaceContext`]).
 
-use super::action::{ApiFailure, EventType, SyncOutcome, VmiAction};
+use super::action::{ApiFailure, SyncOutcome, VmiAction};
 use super::snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
 use super::{decide, decide_after_sync, needs_rendered_pod};
 use crate::api::defaults::apply_admission_defaults;
@@ -314,7 +314,7 @@ async fn apply(
         } => {
             ctx.events.emit(
                 object_ref("VirtualMachineInstance", &snap.vmi.metadata),
-                *type_ == EventType::Warning,
+                *type_,
                 reason,
                 message,
             );
