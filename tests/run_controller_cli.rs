@@ -370,6 +370,50 @@ async fn exit_when_ready_exits_zero_once_the_vm_runs() {
         Some("all 1 VM(s) are Running"),
         "{stdout:#?}"
     );
+    assert!(
+        stdout.iter().any(|l| l.ends_with(
+            " leading: acquired the Lease kubevirt/virt-controller; the controllers are running"
+        )),
+        "{stdout:#?}"
+    );
+}
+
+/// Checks a new-user trial asked for: a VM that never starts by itself is reported at once
+/// instead of after the timeout, and bad arguments fail before the embedded cluster starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hopeless_runs_fail_fast_with_the_reason() {
+    let cirros = std::fs::read_to_string("docs/examples/vm-cirros.yaml").expect("example");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let halted = dir.path().join("halted.yaml");
+    std::fs::write(
+        &halted,
+        cirros.replace("runStrategy: Always", "runStrategy: Halted"),
+    )
+    .expect("write");
+    let halted = halted.display().to_string();
+    let rc = RunController::spawn(&[
+        "--embedded",
+        "--listen",
+        "127.0.0.1:0",
+        "--apply",
+        &halted,
+        "--exit-when-ready",
+    ]);
+    let (status, _stdout, stderr) = rc.finish().await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("has runStrategy Halted, so it will not start by itself"),
+        "{stderr}"
+    );
+
+    let rc = RunController::spawn(&["--embedded", "--apply", "/nonexistent/vm.yaml"]);
+    let (status, stdout, stderr) = rc.finish().await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--apply /nonexistent/vm.yaml: no such file or directory"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "nothing started: {stdout:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
