@@ -6,6 +6,7 @@
 pub mod api;
 pub mod cli;
 pub mod controller;
+pub mod inspect;
 pub mod launcher;
 pub mod runtime;
 pub mod sim;

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::mpsc;
@@ -111,7 +111,7 @@ impl Default for Expectations {
 }
 
 /// The outcome of one reconcile of one key.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReconcileRecord {
     /// When the reconcile finished.

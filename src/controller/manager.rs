@@ -9,6 +9,7 @@
 use super::context::{
     Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog, ReconcileRecord,
 };
+use super::debug_state::DebugStateSource;
 use super::handlers::{
     VmStoreCell, dv_to_vm_handler, pod_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
 };
@@ -293,7 +294,7 @@ impl Manager {
     fn endpoint_sources(&self) -> crate::runtime::http::EndpointSources {
         let metrics = self.ctx.metrics.clone();
         let leader = self.leader.clone();
-        let debug = self.clone_for_debug();
+        let debug = self.debug_source();
         let client = self.ctx.client.clone();
         crate::runtime::http::EndpointSources {
             metrics: Arc::new(move || {
@@ -302,7 +303,13 @@ impl Manager {
                     .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
             }),
             leading: Arc::new(move || leader.read().map(|l| l.leading).unwrap_or(false)),
-            debug_state: Arc::new(move || debug.debug_state()),
+            debug_state: Arc::new(move |key: Option<&str>| {
+                let state = match key {
+                    Some(key) => debug.for_key(key).map_err(|e| e.to_string())?,
+                    None => debug.full(),
+                };
+                serde_json::to_value(state).map_err(|e| e.to_string())
+            }),
             healthz: Arc::new(move || {
                 let client = client.clone();
                 Box::pin(async move {
@@ -316,16 +323,14 @@ impl Manager {
         }
     }
 
-    fn clone_for_debug(&self) -> DebugView {
-        DebugView {
-            ctx: self.ctx.clone(),
-            leader: self.leader.clone(),
-        }
+    /// A cheap handle that assembles the typed `/debug/state` document on demand.
+    pub fn debug_source(&self) -> DebugStateSource {
+        DebugStateSource::new(self.ctx.clone(), self.leader.clone())
     }
 
-    /// The `/debug/state` document (see [`DebugView::debug_state`]).
+    /// The full `/debug/state` document as JSON (see [`DebugStateSource::full`]).
     pub fn debug_state(&self) -> serde_json::Value {
-        self.clone_for_debug().debug_state()
+        serde_json::to_value(self.debug_source().full()).unwrap_or_default()
     }
 
     /// Compete for the Lease and run the controllers while leading, until `cancel` (graceful:
@@ -496,49 +501,5 @@ impl Drop for ClearQueueSlots {
     fn drop(&mut self) {
         self.0.set(None);
         self.1.set(None);
-    }
-}
-
-/// What `/debug/state` reads.
-#[derive(Clone)]
-pub struct DebugView {
-    ctx: Context,
-    leader: Arc<RwLock<LeaderState>>,
-}
-
-impl DebugView {
-    /// `{identity, leading, lease, caches, queues, expectations, reconciles}`; queues are
-    /// present only while leading.
-    pub fn debug_state(&self) -> serde_json::Value {
-        let leader = self
-            .leader
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let caches = &self.ctx.caches;
-        let queue = |slot: &QueueSlot| {
-            slot.get()
-                .map(|q| serde_json::to_value(q.snapshot()).unwrap_or_default())
-        };
-        let e = &self.ctx.expectations;
-        serde_json::json!({
-            "identity": leader.identity,
-            "leading": leader.leading,
-            "lease": leader,
-            "caches": {
-                "synced": caches.all_synced(),
-                "virtualmachines": caches.vms.store().state().len(),
-                "virtualmachineinstances": caches.vmis.store().state().len(),
-                "pods": caches.pods.store().state().len(),
-                "controllerrevisions": caches.revisions.store().state().len(),
-                "datavolumes": caches.data_volumes.store().state().len(),
-            },
-            "queues": {
-                "virt-controller-vm": queue(&self.ctx.vm_queue),
-                "virt-controller-vmi": queue(&self.ctx.vmi_queue),
-            },
-            "expectations": [e.vmi.snapshot(), e.data_volume.snapshot(), e.pod.snapshot(), e.vmi_self.snapshot()],
-            "reconciles": self.ctx.reconciles.snapshot(),
-        })
     }
 }

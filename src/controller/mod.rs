@@ -3,6 +3,7 @@
 
 pub mod apicall;
 pub mod context;
+pub mod debug_state;
 pub mod handlers;
 pub mod manager;
 pub mod vm;

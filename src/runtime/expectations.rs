@@ -161,6 +161,27 @@ impl ControllerExpectations {
         self.snapshot_with(&HashMap::new())
     }
 
+    /// The entry of one key only (zero or one entry), for `/debug/state?key=`.
+    pub fn key_snapshot(&self, key: &str) -> ExpectationsSnapshot {
+        self.key_snapshot_with(key, None)
+    }
+
+    fn key_snapshot_with(
+        &self,
+        key: &str,
+        uids: Option<&BTreeSet<String>>,
+    ) -> ExpectationsSnapshot {
+        let now = Instant::now();
+        let entry = lock(&self.store).get(key).copied();
+        ExpectationsSnapshot {
+            name: self.name.to_string(),
+            entries: entry
+                .map(|e| entry_view(key.to_string(), e, now, uids))
+                .into_iter()
+                .collect(),
+        }
+    }
+
     fn snapshot_with(&self, uids: &HashMap<String, BTreeSet<String>>) -> ExpectationsSnapshot {
         let now = Instant::now();
         let entries: BTreeMap<String, Entry> = lock(&self.store)
@@ -171,21 +192,32 @@ impl ControllerExpectations {
             name: self.name.to_string(),
             entries: entries
                 .into_iter()
-                .map(|(key, e)| ExpectationEntry {
-                    add: e.add,
-                    del: e.del,
-                    age_seconds: e.age(now).as_secs_f64(),
-                    fulfilled: e.fulfilled(),
-                    expired: e.expired(now),
-                    satisfied: e.fulfilled() || e.expired(now),
-                    expected_deletions: uids
-                        .get(&key)
-                        .map(|s| s.iter().cloned().collect())
-                        .unwrap_or_default(),
-                    key,
+                .map(|(key, e)| {
+                    let uids = uids.get(&key);
+                    entry_view(key, e, now, uids)
                 })
                 .collect(),
         }
+    }
+}
+
+fn entry_view(
+    key: String,
+    e: Entry,
+    now: Instant,
+    uids: Option<&BTreeSet<String>>,
+) -> ExpectationEntry {
+    ExpectationEntry {
+        add: e.add,
+        del: e.del,
+        age_seconds: e.age(now).as_secs_f64(),
+        fulfilled: e.fulfilled(),
+        expired: e.expired(now),
+        satisfied: e.fulfilled() || e.expired(now),
+        expected_deletions: uids
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default(),
+        key,
     }
 }
 
@@ -306,6 +338,12 @@ impl UidTrackingControllerExpectations {
     pub fn snapshot(&self) -> ExpectationsSnapshot {
         let uids = lock(&self.uids).clone();
         self.expectations.snapshot_with(&uids)
+    }
+
+    /// The entry of one key with its still-expected deletion keys, for `/debug/state?key=`.
+    pub fn key_snapshot(&self, key: &str) -> ExpectationsSnapshot {
+        let uids = lock(&self.uids).get(key).cloned();
+        self.expectations.key_snapshot_with(key, uids.as_ref())
     }
 }
 

@@ -8,12 +8,13 @@
 //! - `GET /leader`: always 200 with `{"apiserver":{"leader":"true"|"false"}}`
 //!   (pkg/virt-controller/watch/application.go:1017-1034).
 //! - `GET /debug/state`: JSON snapshot of what the controller is thinking (identity, leading,
-//!   Lease observation, queues, in-flight keys, retries, expectations, last reconcile results).
+//!   Lease observation, queues, in-flight keys, retries, expectations, last reconcile results);
+//!   `GET /debug/state?key=NAMESPACE/NAME` the same for one key only (400 on a malformed key).
 //!
 //! The endpoints read state through [`EndpointSources`]; nothing here knows about VMs.
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -29,8 +30,10 @@ pub struct EndpointSources {
     pub metrics: Arc<dyn Fn() -> String + Send + Sync>,
     /// Whether this instance currently leads, for `/leader`.
     pub leading: Arc<dyn Fn() -> bool + Send + Sync>,
-    /// JSON for `/debug/state`.
-    pub debug_state: Arc<dyn Fn() -> serde_json::Value + Send + Sync>,
+    /// JSON for `/debug/state`, or for `/debug/state?key=KEY` (one key only); `Err` is a bad key
+    /// (answered 400 with the message).
+    #[allow(clippy::type_complexity)]
+    pub debug_state: Arc<dyn Fn(Option<&str>) -> Result<serde_json::Value, String> + Send + Sync>,
     /// API server check for `/healthz`: the server's git version, or an error text.
     pub healthz: Arc<dyn Fn() -> BoxFuture<'static, Result<String, String>> + Send + Sync>,
 }
@@ -77,8 +80,17 @@ async fn healthz(State(s): State<EndpointSources>) -> Response {
     }
 }
 
-async fn debug_state(State(s): State<EndpointSources>) -> Response {
-    json(StatusCode::OK, (s.debug_state)())
+/// The query of `/debug/state`.
+#[derive(Debug, serde::Deserialize)]
+struct DebugQuery {
+    key: Option<String>,
+}
+
+async fn debug_state(State(s): State<EndpointSources>, Query(q): Query<DebugQuery>) -> Response {
+    match (s.debug_state)(q.key.as_deref()) {
+        Ok(body) => json(StatusCode::OK, body),
+        Err(e) => json(StatusCode::BAD_REQUEST, serde_json::json!({"error": e})),
+    }
 }
 
 /// The router with all four endpoints.
@@ -143,7 +155,11 @@ mod tests {
                 "kubevirt_workqueue_depth{name=\"virt-controller-vm\"} 0\n".to_string()
             }),
             leading: Arc::new(move || l2.load(Ordering::SeqCst)),
-            debug_state: Arc::new(|| serde_json::json!({"identity": "me"})),
+            debug_state: Arc::new(|key: Option<&str>| match key {
+                None => Ok(serde_json::json!({"identity": "me"})),
+                Some("demo/vm-a") => Ok(serde_json::json!({"key": "demo/vm-a"})),
+                Some(other) => Err(format!("bad key {other}")),
+            }),
             healthz: Arc::new(move || {
                 let ok = h2.load(Ordering::SeqCst);
                 Box::pin(async move {
@@ -178,6 +194,18 @@ mod tests {
         assert_eq!(
             get_text(addr, "/debug/state").await.1,
             r#"{"identity":"me"}"#
+        );
+        assert_eq!(
+            get_text(addr, "/debug/state?key=demo%2Fvm-a").await,
+            (200, r#"{"key":"demo/vm-a"}"#.to_string())
+        );
+        assert_eq!(
+            get_text(addr, "/debug/state?key=demo/vm-a").await,
+            (200, r#"{"key":"demo/vm-a"}"#.to_string())
+        );
+        assert_eq!(
+            get_text(addr, "/debug/state?key=x").await,
+            (400, r#"{"error":"bad key x"}"#.to_string())
         );
 
         let (code, body) = get_text(addr, "/healthz").await;

@@ -1,11 +1,11 @@
 //! What the elector publishes (for metrics, `/leader` and `/debug/state`) and how a run ends.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where the elector is in its life (`acquiring → leading → stopping → released/stopped`, or
 /// `leading → lost`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ElectionPhase {
     /// Created, `run` not called yet.
@@ -26,7 +26,7 @@ pub enum ElectionPhase {
 
 /// Snapshot of the election as seen by this candidate, published on a `tokio::sync::watch`
 /// channel on every change. Serialized in camelCase for `/debug/state`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaderState {
     /// `namespace/name` of the Lease.

@@ -516,23 +516,81 @@ impl<K: QueueKey> WorkQueue<K> {
         self.inner.update_unfinished_work();
     }
 
+    /// The view of [`WorkQueue::snapshot`] restricted to one key: `depth` is still the whole
+    /// queue's, the lists hold at most this key's entry. Constant cost whatever the queue's size
+    /// (hash lookups only), for `/debug/state?key=`.
+    pub fn key_snapshot(&self, key: &K) -> QueueSnapshot {
+        let now = Instant::now();
+        let wall_now = Utc::now();
+        let wall = |t: Instant| -> DateTime<Utc> { wall_clock(now, wall_now, t) };
+        let (snap, pushed, rate_limited) = {
+            let mut st = self.inner.state();
+            let pushed = self.inner.promote_ready(&mut st, now);
+            let processing = st.processing.get(key).copied();
+            let queued = match (st.dirty.contains(key), processing) {
+                (true, None) => {
+                    let added = st.add_times.get(key).copied().unwrap_or(now);
+                    vec![QueuedKey {
+                        key: key.to_string(),
+                        added_at: wall(added),
+                        queued_seconds: now.saturating_duration_since(added).as_secs_f64(),
+                    }]
+                }
+                _ => Vec::new(),
+            };
+            let in_flight = processing
+                .map(|started| InFlightKey {
+                    key: key.to_string(),
+                    started_at: wall(started),
+                    running_seconds: now.saturating_duration_since(started).as_secs_f64(),
+                    added_again: st.dirty.contains(key),
+                })
+                .into_iter()
+                .collect();
+            let waiting = st
+                .waiting_by_key
+                .get(key)
+                .map(|(ready, _)| WaitingKey {
+                    key: key.to_string(),
+                    ready_at: wall(*ready),
+                    ready_in_seconds: ready.saturating_duration_since(now).as_secs_f64(),
+                })
+                .into_iter()
+                .collect();
+            let snap = QueueSnapshot {
+                name: self.inner.name.clone(),
+                shutting_down: st.shutting_down,
+                depth: st.queue.len(),
+                queued,
+                in_flight,
+                waiting,
+                retries: Vec::new(),
+            };
+            (snap, pushed, st.rate_limited.contains(key))
+        };
+        if pushed {
+            self.inner.items.notify_one();
+        }
+        let n = if rate_limited {
+            self.inner.rate_limiter.num_requeues(key)
+        } else {
+            0
+        };
+        let retries = (n > 0)
+            .then(|| KeyRetries {
+                key: key.to_string(),
+                num_requeues: n,
+            })
+            .into_iter()
+            .collect();
+        QueueSnapshot { retries, ..snap }
+    }
+
     /// Per-key view of the queue for the debug endpoint and the inspector.
     pub fn snapshot(&self) -> QueueSnapshot {
         let now = Instant::now();
         let wall_now = Utc::now();
-        let wall = |t: Instant| -> DateTime<Utc> {
-            let (earlier, d) = if t <= now {
-                (true, now - t)
-            } else {
-                (false, t - now)
-            };
-            let d = chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
-            if earlier {
-                wall_now.checked_sub_signed(d).unwrap_or(wall_now)
-            } else {
-                wall_now.checked_add_signed(d).unwrap_or(wall_now)
-            }
-        };
+        let wall = |t: Instant| -> DateTime<Utc> { wall_clock(now, wall_now, t) };
         let (snap, pushed, rate_limited) = {
             let mut st = self.inner.state();
             let pushed = self.inner.promote_ready(&mut st, now);
@@ -594,6 +652,21 @@ impl<K: QueueKey> WorkQueue<K> {
             })
             .collect();
         QueueSnapshot { retries, ..snap }
+    }
+}
+
+/// The wall-clock time of monotonic instant `t`, given that `now` is `wall_now`.
+fn wall_clock(now: Instant, wall_now: DateTime<Utc>, t: Instant) -> DateTime<Utc> {
+    let (earlier, d) = if t <= now {
+        (true, now - t)
+    } else {
+        (false, t - now)
+    };
+    let d = chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
+    if earlier {
+        wall_now.checked_sub_signed(d).unwrap_or(wall_now)
+    } else {
+        wall_now.checked_add_signed(d).unwrap_or(wall_now)
     }
 }
 

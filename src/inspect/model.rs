@@ -1,0 +1,638 @@
+//! The `Inspection`: everything `inspect vm/NAME` knows about one VM, gathered first and rendered
+//! later (the kdash/k9s pattern). `-o json|yaml` prints it as is, the terminal UI draws it panel by
+//! panel, so the JSON field names below are a stable interface (docs/inspect.md documents each).
+//!
+//! Nothing here talks to a cluster: [`super::gather`] fills it from the API server and the
+//! controller, [`super::analyze`] derives the verdicts (blockers, next decision, overhead check)
+//! from the gathered objects with the controllers' own pure decision functions.
+//!
+//! Every piece that could not be had is recorded in [`Inspection::missing`] with its reason (no
+//! VMI yet, RBAC forbidden, endpoint unreachable, stale Lease): never a blank, never a crash.
+
+use crate::controller::debug_state::DebugState;
+use crate::launcher::overhead::OverheadTerm;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One VM, inspected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inspection {
+    /// When the gathering finished (the clock every age and "in 42 s" is relative to).
+    pub generated_at: DateTime<Utc>,
+    /// The VM's namespace.
+    pub namespace: String,
+    /// The VM's name.
+    pub name: String,
+    /// The VM, if it exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<VmView>,
+    /// The VMI of the same name, if it exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmi: Option<VmiView>,
+    /// The VMI's virt-launcher pods (label `kubevirt.io/created-by=<vmi uid>`), newest first.
+    #[serde(default)]
+    pub pods: Vec<PodView>,
+    /// The node the VMI runs on or its pod is bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeView>,
+    /// DataVolumes and PVCs the VM's volumes use.
+    #[serde(default)]
+    pub volumes: Vec<VolumeView>,
+    /// The controller Lease and who holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseView>,
+    /// Where the controller's view came from (our `/debug/state`, KubeVirt's metrics, nothing).
+    pub controller: ControllerSource,
+    /// The work queues (depth, retries of this key, whether this key is queued/in flight/waiting).
+    #[serde(default)]
+    pub queues: Vec<QueueView>,
+    /// This VM's and VMI's expectations entries; empty when none are pending or not exposed
+    /// (see [`ControllerSource::expectations_exposed`]).
+    #[serde(default)]
+    pub expectations: Vec<ExpectationView>,
+    /// The leader's last reconcile of this key, per controller.
+    #[serde(default)]
+    pub last_reconciles: Vec<ReconcileView>,
+    /// Is the controller caught up with this VM (generations, cache resourceVersions)?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caught_up: Option<CaughtUp>,
+    /// Which printableStatus rule fired and on which inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printable_status_reason: Option<PrintableStatusReason>,
+    /// The formula vs the pod (memory overhead term by term, CPU request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_check: Option<OverheadCheck>,
+    /// What the VM and VMI controllers would do next on the gathered state, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_decision: Option<NextDecision>,
+    /// What keeps the VM from running, deepest failure first.
+    #[serde(default)]
+    pub blockers: Vec<Blocker>,
+    /// Events of the VM, VMI, pods and DataVolumes, merged, oldest first.
+    #[serde(default)]
+    pub events: Vec<EventView>,
+    /// Everything that could not be read or derived, with the reason.
+    #[serde(default)]
+    pub missing: Vec<Missing>,
+}
+
+/// The VirtualMachine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmView {
+    /// `metadata.uid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// `metadata.generation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// The effective run strategy (`spec.runStrategy`, or derived from `spec.running`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_strategy: Option<String>,
+    /// `status.printableStatus`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printable_status: Option<String>,
+    /// `status.observedGeneration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `status.desiredGeneration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_generation: Option<i64>,
+    /// `status.startFailure` (CrashLoopBackOff bookkeeping).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_failure: Option<StartFailureView>,
+    /// `status.conditions`.
+    #[serde(default)]
+    pub conditions: Vec<ConditionView>,
+    /// `metadata.creationTimestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<DateTime<Utc>>,
+}
+
+/// `status.startFailure` of a VM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartFailureView {
+    /// `consecutiveFailCount`.
+    pub consecutive_fail_count: i64,
+    /// `retryAfterTimestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<DateTime<Utc>>,
+    /// Seconds from [`Inspection::generated_at`] to `retry_after` (negative: passed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_in_seconds: Option<f64>,
+}
+
+/// A status condition (VM, VMI or pod).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionView {
+    /// `type`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False`, `Unknown`.
+    pub status: String,
+    /// `reason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `lastTransitionTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<DateTime<Utc>>,
+}
+
+/// The VirtualMachineInstance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiView {
+    /// `metadata.uid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// `status.phase` (empty string before the first phase).
+    pub phase: String,
+    /// `status.phaseTransitionTimestamps` with the time spent in each phase.
+    #[serde(default)]
+    pub phase_transitions: Vec<PhaseTransition>,
+    /// `status.nodeName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// `status.conditions`.
+    #[serde(default)]
+    pub conditions: Vec<ConditionView>,
+    /// `status.memory.memoryOverhead` in bytes (VmiMemoryOverheadReport), if reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_memory_overhead_bytes: Option<i64>,
+    /// `metadata.deletionTimestamp`, if being deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<DateTime<Utc>>,
+}
+
+/// One entry of the phase timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseTransition {
+    /// The phase entered.
+    pub phase: String,
+    /// When it was entered.
+    pub timestamp: DateTime<Utc>,
+    /// Seconds spent in it: until the next transition, or until [`Inspection::generated_at`] for
+    /// the current phase.
+    pub duration_seconds: f64,
+}
+
+/// A virt-launcher pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodView {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// `status.phase`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// `spec.nodeName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// `spec.priorityClassName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    /// `status.conditions` (PodScheduled carries the scheduler's message).
+    #[serde(default)]
+    pub conditions: Vec<ConditionView>,
+    /// The `compute` container's requests (resource name → quantity as written).
+    #[serde(default)]
+    pub compute_requests: BTreeMap<String, String>,
+    /// The `compute` container's limits.
+    #[serde(default)]
+    pub compute_limits: BTreeMap<String, String>,
+    /// Why the `compute` container is waiting (`ErrImagePull`, `CrashLoopBackOff`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_waiting_reason: Option<String>,
+    /// The `compute` container's last termination reason (`OOMKilled`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_last_termination_reason: Option<String>,
+    /// `metadata.creationTimestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<DateTime<Utc>>,
+    /// `metadata.deletionTimestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<DateTime<Utc>>,
+}
+
+/// The node of the VMI or its pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    /// `metadata.name`.
+    pub name: String,
+    /// The `Ready` condition's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// `status.allocatable` (resource name → quantity).
+    #[serde(default)]
+    pub allocatable: BTreeMap<String, String>,
+    /// `spec.unschedulable`.
+    #[serde(default)]
+    pub unschedulable: bool,
+}
+
+/// A DataVolume or PersistentVolumeClaim a VM volume uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeView {
+    /// `DataVolume` or `PersistentVolumeClaim`.
+    pub kind: String,
+    /// The object's name.
+    pub name: String,
+    /// The VM volume that refers to it.
+    pub volume: String,
+    /// `status.phase` (`Pending`, `Bound`, `Succeeded`, ...); `None` when the object is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// DataVolume `Ready` condition status, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// Whether the object exists.
+    pub exists: bool,
+}
+
+/// The controller Lease (coordination.k8s.io/v1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseView {
+    /// `namespace/name` of the Lease.
+    pub lease: String,
+    /// `spec.holderIdentity` (`None`: nobody holds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_identity: Option<String>,
+    /// Who the holder is.
+    pub holder_kind: HolderKind,
+    /// `spec.renewTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_time: Option<DateTime<Utc>>,
+    /// `spec.acquireTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquire_time: Option<DateTime<Utc>>,
+    /// `spec.leaseDurationSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_duration_seconds: Option<i32>,
+    /// `spec.leaseTransitions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_transitions: Option<i32>,
+    /// Seconds since `renewTime`, at [`Inspection::generated_at`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_age_seconds: Option<f64>,
+    /// `renewTime + leaseDurationSeconds` has passed: the holder is probably gone.
+    pub stale: bool,
+    /// Our leader's debug endpoint (annotation `virtctl-rs.kubevirt.io/debug-endpoint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_endpoint: Option<String>,
+}
+
+/// Who holds the Lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum HolderKind {
+    /// Nobody.
+    None,
+    /// A virtctl-rs `run-controller` (it annotated the Lease with its debug endpoint).
+    VirtctlRs,
+    /// KubeVirt's virt-controller (the holder is a pod of the Lease namespace).
+    KubeVirt,
+    /// Neither could be established.
+    Unknown,
+}
+
+/// Where the controller's view came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerSource {
+    /// How it was read.
+    pub kind: ControllerSourceKind,
+    /// The URL read (debug endpoint, or the pod proxy path of the metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Whether expectations could be read (KubeVirt's controller does not expose them).
+    pub expectations_exposed: bool,
+    /// The leader's `/debug/state?key=` document, as read (our controller only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_state: Option<DebugState>,
+}
+
+/// How the controller's view was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ControllerSourceKind {
+    /// Our run-controller's `/debug/state?key=`.
+    DebugEndpoint,
+    /// KubeVirt's virt-controller's Prometheus metrics through the API server's pod proxy.
+    Metrics,
+    /// Nothing could be read (see [`Inspection::missing`]).
+    Unavailable,
+}
+
+/// One work queue as the leader sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueView {
+    /// `virt-controller-vm` or `virt-controller-vmi`.
+    pub name: String,
+    /// Keys waiting for a worker (`kubevirt_workqueue_depth`).
+    pub depth: u64,
+    /// Our debug endpoint: this key's requeue count; KubeVirt's metrics: the queue's
+    /// `kubevirt_workqueue_retries_total`.
+    pub retries: u64,
+    /// `kubevirt_workqueue_longest_running_processor_seconds` (metrics source only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_running_processor_seconds: Option<f64>,
+    /// Where this key is in the queue (debug endpoint only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_state: Option<KeyState>,
+    /// Seconds this key has been in [`QueueView::key_state`] (queued/in flight), or until it is
+    /// ready (waiting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_seconds: Option<f64>,
+}
+
+/// Where a key is in a work queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum KeyState {
+    /// Not in the queue.
+    Idle,
+    /// Waiting for a worker.
+    Queued,
+    /// A worker is reconciling it.
+    InFlight,
+    /// Parked by `AddAfter`/`AddRateLimited` until a ready time.
+    Waiting,
+}
+
+/// One expectations entry of this VM/VMI.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpectationView {
+    /// The store (`vm-vmi`, `vm-datavolume`, `vmi-pod`, `vmi-self`).
+    pub store: String,
+    /// Controller key `namespace/name`.
+    pub key: String,
+    /// Creations still expected.
+    pub adds: i64,
+    /// Deletions still expected.
+    pub dels: i64,
+    /// Seconds since the entry was set.
+    pub age_seconds: f64,
+    /// Seconds until it expires (5 min after it was set; 0 when expired).
+    pub expires_in_seconds: f64,
+    /// What `SatisfiedExpectations` answers (fulfilled or expired).
+    pub satisfied: bool,
+    /// Deletion keys still expected (UID-tracking stores).
+    #[serde(default)]
+    pub expected_deletions: Vec<String>,
+}
+
+/// The leader's last reconcile of this key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileView {
+    /// `vm` or `vmi`.
+    pub controller: String,
+    /// When it finished.
+    pub at: DateTime<Utc>,
+    /// `ok` or `error`.
+    pub result: String,
+    /// The error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The actions applied.
+    #[serde(default)]
+    pub actions: Vec<String>,
+}
+
+/// Is the controller caught up with this VM?
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaughtUp {
+    /// `metadata.generation == status.observedGeneration`.
+    pub generation_observed: bool,
+    /// The leader's cached VM resourceVersion equals the server's (debug endpoint only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_cache_current: Option<bool>,
+    /// The leader's cached VMI resourceVersion equals the server's (debug endpoint only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmi_cache_current: Option<bool>,
+    /// One line for humans.
+    pub summary: String,
+}
+
+/// Why the VM shows its printableStatus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrintableStatusReason {
+    /// The status the rules give on the gathered state.
+    pub computed: String,
+    /// The status stored on the VM (they differ when the controller is behind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<String>,
+    /// The rule that fired, with KubeVirt's source line.
+    pub rule: String,
+    /// The inputs the rules read (run strategy, VMI phase, pod conditions, volume phases, ...).
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+}
+
+/// The overhead formula against the pod.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OverheadCheck {
+    /// The formula's total overhead, bytes.
+    pub formula_bytes: i64,
+    /// The overhead terms in KubeVirt's order.
+    pub terms: Vec<OverheadTerm>,
+    /// The `compute` memory request KubeVirt would render, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formula_request_bytes: Option<i64>,
+    /// The pod's `compute` memory request, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_request_bytes: Option<i64>,
+    /// The pod's `kubevirt.io/memory-overhead-bytes` annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation_bytes: Option<i64>,
+    /// The VMI's `status.memory.memoryOverhead`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_bytes: Option<i64>,
+    /// Every value present agrees with the formula.
+    #[serde(rename = "match")]
+    pub matches: bool,
+    /// Each disagreement, e.g. "pod request is 1048576 bytes more than the formula".
+    #[serde(default)]
+    pub differences: Vec<String>,
+    /// The CPU check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuCheck>,
+}
+
+/// CPU request vs vCPUs ÷ cpuAllocationRatio.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CpuCheck {
+    /// vCPUs of the VMI.
+    pub vcpus: i64,
+    /// The cluster's `cpuAllocationRatio`.
+    pub allocation_ratio: i64,
+    /// The CPU request KubeVirt would render (millicores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formula_request_millis: Option<i64>,
+    /// The pod's `compute` CPU request (millicores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_request_millis: Option<i64>,
+    /// They agree.
+    #[serde(rename = "match")]
+    pub matches: bool,
+}
+
+/// What the controllers would do next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NextDecision {
+    /// One line, e.g. "VMI Running: the Always branch does nothing (vm.go:979)".
+    pub summary: String,
+    /// The planned actions of both controllers, in order.
+    #[serde(default)]
+    pub actions: Vec<PlannedActionView>,
+    /// Why: the decision's explanation lines with KubeVirt source lines.
+    #[serde(default)]
+    pub explanation: Vec<String>,
+    /// A wait the controller is in (expectations pending, backoff), with how long is left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
+    /// Set when the leader's last reconcile disagrees with this decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disagreement: Option<String>,
+}
+
+/// One planned action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedActionView {
+    /// `vm` or `vmi`.
+    pub controller: String,
+    /// The action's kind (`CreateVmi`, `DeletePod`, `UpdateVmStatus`, ...).
+    pub kind: String,
+    /// Why, with the KubeVirt source line.
+    pub why: String,
+}
+
+/// Something that keeps the VM from running.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocker {
+    /// The object at fault, `Kind/name`.
+    pub object: String,
+    /// A short reason (`Unschedulable`, `PriorityClassNotFound`, `DataVolumePending`, ...).
+    pub reason: String,
+    /// The message, as the cluster gave it or as derived.
+    pub message: String,
+    /// Depth in the chain VM(0) → VMI(1) → pod(2) → volume(3) → node(4); sorted deepest first.
+    pub depth: u8,
+}
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventView {
+    /// Last (or only) occurrence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<DateTime<Utc>>,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `reason`.
+    pub reason: String,
+    /// `Kind/name` of the object it is about.
+    pub object: String,
+    /// `message` / `note`.
+    pub message: String,
+    /// Occurrences (series count), 1 when not counted.
+    pub count: i32,
+    /// `core/v1` or `events.k8s.io/v1`.
+    pub api: String,
+}
+
+/// A piece that could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Missing {
+    /// What (`vmi`, `pods`, `lease`, `debugState`, `kubevirt`, `events`, ...).
+    pub what: String,
+    /// Why (not found, forbidden, unreachable, stale Lease, ...).
+    pub reason: String,
+}
+
+/// `inspect` with no name: every VM in scope, problems first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fleet {
+    /// When the gathering finished.
+    pub generated_at: DateTime<Utc>,
+    /// The namespace in scope, `None` for all namespaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The controller Lease and who holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseView>,
+    /// Where the controller's view came from.
+    pub controller: ControllerSource,
+    /// The work queues (depth and the queue-wide retries).
+    #[serde(default)]
+    pub queues: Vec<QueueView>,
+    /// One row per VM, problems first, then by namespace/name.
+    pub rows: Vec<FleetRow>,
+    /// Everything that could not be read, with the reason.
+    #[serde(default)]
+    pub missing: Vec<Missing>,
+}
+
+/// One VM of the fleet view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetRow {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `status.printableStatus`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printable_status: Option<String>,
+    /// The VMI's phase, if a VMI exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmi_phase: Option<String>,
+    /// Seconds in that phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_seconds: Option<f64>,
+    /// Requeues after failures (VM and VMI queues together).
+    pub retries: u64,
+    /// Pending (unsatisfied) expectations entries.
+    pub pending_expectations: u64,
+    /// Overhead check: `Some(true)` MATCH, `Some(false)` differs, `None` no pod to check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_match: Option<bool>,
+    /// Pod request − formula request, bytes, when they differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_difference_bytes: Option<i64>,
+    /// The first problem found (a Failure condition, a blocker, a reconcile error), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
