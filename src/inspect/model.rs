@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One VM, inspected.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Inspection {
     /// When the gathering finished (the clock every age and "in 42 s" is relative to).
@@ -79,7 +79,7 @@ pub struct Inspection {
 }
 
 /// The VirtualMachine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VmView {
     /// `metadata.uid`.
@@ -115,7 +115,7 @@ pub struct VmView {
 }
 
 /// `status.startFailure` of a VM.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StartFailureView {
     /// `consecutiveFailCount`.
@@ -129,7 +129,7 @@ pub struct StartFailureView {
 }
 
 /// A status condition (VM, VMI or pod).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConditionView {
     /// `type`.
@@ -149,7 +149,7 @@ pub struct ConditionView {
 }
 
 /// The VirtualMachineInstance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VmiView {
     /// `metadata.uid`.
@@ -178,7 +178,7 @@ pub struct VmiView {
 }
 
 /// One entry of the phase timeline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PhaseTransition {
     /// The phase entered.
@@ -191,7 +191,7 @@ pub struct PhaseTransition {
 }
 
 /// A virt-launcher pod.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodView {
     /// `metadata.name`.
@@ -232,7 +232,7 @@ pub struct PodView {
 }
 
 /// The node of the VMI or its pod.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeView {
     /// `metadata.name`.
@@ -249,7 +249,7 @@ pub struct NodeView {
 }
 
 /// A DataVolume or PersistentVolumeClaim a VM volume uses.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeView {
     /// `DataVolume` or `PersistentVolumeClaim`.
@@ -269,7 +269,7 @@ pub struct VolumeView {
 }
 
 /// The controller Lease (coordination.k8s.io/v1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseView {
     /// `namespace/name` of the Lease.
@@ -302,10 +302,11 @@ pub struct LeaseView {
 }
 
 /// Who holds the Lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum HolderKind {
     /// Nobody.
+    #[default]
     None,
     /// A virtctl-rs `run-controller` (it annotated the Lease with its debug endpoint).
     VirtctlRs,
@@ -316,7 +317,7 @@ pub enum HolderKind {
 }
 
 /// Where the controller's view came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ControllerSource {
     /// How it was read.
@@ -332,7 +333,7 @@ pub struct ControllerSource {
 }
 
 /// How the controller's view was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ControllerSourceKind {
     /// Our run-controller's `/debug/state?key=`.
@@ -340,11 +341,12 @@ pub enum ControllerSourceKind {
     /// KubeVirt's virt-controller's Prometheus metrics through the API server's pod proxy.
     Metrics,
     /// Nothing could be read (see [`Inspection::missing`]).
+    #[default]
     Unavailable,
 }
 
 /// One work queue as the leader sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueView {
     /// `virt-controller-vm` or `virt-controller-vmi`.
@@ -367,10 +369,11 @@ pub struct QueueView {
 }
 
 /// Where a key is in a work queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum KeyState {
     /// Not in the queue.
+    #[default]
     Idle,
     /// Waiting for a worker.
     Queued,
@@ -381,7 +384,7 @@ pub enum KeyState {
 }
 
 /// One expectations entry of this VM/VMI.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExpectationView {
     /// The store (`vm-vmi`, `vm-datavolume`, `vmi-pod`, `vmi-self`).
@@ -404,7 +407,7 @@ pub struct ExpectationView {
 }
 
 /// The leader's last reconcile of this key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReconcileView {
     /// `vm` or `vmi`.
@@ -422,7 +425,7 @@ pub struct ReconcileView {
 }
 
 /// Is the controller caught up with this VM?
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CaughtUp {
     /// `metadata.generation == status.observedGeneration`.
@@ -438,7 +441,7 @@ pub struct CaughtUp {
 }
 
 /// Why the VM shows its printableStatus.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrintableStatusReason {
     /// The status the rules give on the gathered state.
@@ -454,7 +457,7 @@ pub struct PrintableStatusReason {
 }
 
 /// The overhead formula against the pod.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OverheadCheck {
     /// The formula's total overhead, bytes.
@@ -485,7 +488,7 @@ pub struct OverheadCheck {
 }
 
 /// CPU request vs vCPUs ÷ cpuAllocationRatio.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CpuCheck {
     /// vCPUs of the VMI.
@@ -504,7 +507,7 @@ pub struct CpuCheck {
 }
 
 /// What the controllers would do next.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NextDecision {
     /// One line, e.g. "VMI Running: the Always branch does nothing (vm.go:979)".
@@ -524,7 +527,7 @@ pub struct NextDecision {
 }
 
 /// One planned action.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedActionView {
     /// `vm` or `vmi`.
@@ -536,7 +539,7 @@ pub struct PlannedActionView {
 }
 
 /// Something that keeps the VM from running.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Blocker {
     /// The object at fault, `Kind/name`.
@@ -550,7 +553,7 @@ pub struct Blocker {
 }
 
 /// One event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventView {
     /// Last (or only) occurrence.
@@ -572,7 +575,7 @@ pub struct EventView {
 }
 
 /// A piece that could not be had.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Missing {
     /// What (`vmi`, `pods`, `lease`, `debugState`, `kubevirt`, `events`, ...).
@@ -582,7 +585,7 @@ pub struct Missing {
 }
 
 /// `inspect` with no name: every VM in scope, problems first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Fleet {
     /// When the gathering finished.
@@ -606,7 +609,7 @@ pub struct Fleet {
 }
 
 /// One VM of the fleet view.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FleetRow {
     /// Namespace.
