@@ -5,11 +5,13 @@
 //! 21:40:01 default/vm-cirros  Starting  vmi Scheduling since 21:40:01Z  pod virt-launcher-vm-cirros-x7k2p (memory request 396Mi)
 //! ```
 //!
-//! Read from the controller's informer caches (no extra API calls).
+//! Read from the controller's informer caches and its typed [`DebugState`] (no extra API calls).
 
 use crate::api::{VirtualMachine, VirtualMachineInstance, labels};
 use crate::controller::context::Context;
+use crate::controller::debug_state::{DebugState, DebugStateSource, VM_CONTROLLER, VMI_CONTROLLER};
 use crate::runtime::informer::key_of;
+use crate::runtime::queue::{VM_QUEUE_NAME, VMI_QUEUE_NAME};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,8 +26,9 @@ pub struct VmProgress {
     pub vmi_phase: Option<(String, Option<String>)>,
     /// Launcher pod name and its `compute` memory request.
     pub pod: Option<(String, Option<String>)>,
-    /// Why the VM is stuck, if the controller says so: the VM's `Failure` condition, or the
-    /// VMI's `Synchronized=False` condition (reason: message).
+    /// Why the VM is stuck, if the controller knows: the VM's `Failure` condition, the VMI's
+    /// `Synchronized=False` or `PodScheduled=False` condition (reason: message), or else the last
+    /// failed reconcile of the VM or VMI with its retry count (see [`reconcile_problem`]).
     pub problem: Option<String>,
 }
 
@@ -65,8 +68,32 @@ impl VmProgress {
     }
 }
 
+/// The last failed reconcile of `key` (the VM controller's first, then the VMI controller's) as
+/// `reconcile failed (N retries): <error>`, from the controller's own state. Quiet about a key whose
+/// last reconcile succeeded.
+pub fn reconcile_problem(state: &DebugState, key: &str) -> Option<String> {
+    [
+        (VM_CONTROLLER, VM_QUEUE_NAME),
+        (VMI_CONTROLLER, VMI_QUEUE_NAME),
+    ]
+    .into_iter()
+    .find_map(|(controller, queue)| {
+        let record = state.reconcile(controller, key)?;
+        let error = record
+            .error
+            .as_deref()
+            .filter(|_| record.result == "error")?;
+        let retries = state.retries(queue, key);
+        Some(match retries {
+            0 => format!("{controller} reconcile failed: {error}"),
+            1 => format!("{controller} reconcile failed (1 retry): {error}"),
+            n => format!("{controller} reconcile failed ({n} retries): {error}"),
+        })
+    })
+}
+
 /// The progress of every cached VM.
-pub fn collect(ctx: &Context) -> BTreeMap<String, VmProgress> {
+pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmProgress> {
     let vmis: BTreeMap<String, std::sync::Arc<VirtualMachineInstance>> = ctx
         .caches
         .vmis
@@ -133,9 +160,17 @@ pub fn collect(ctx: &Context) -> BTreeMap<String, VmProgress> {
                 .filter(|c| c.is_true())
                 .map(describe)
                 .or_else(|| {
-                    vmi.and_then(|v| v.condition("Synchronized"))
-                        .filter(|c| c.status == "False")
-                        .map(describe)
+                    vmi.and_then(|v| {
+                        ["Synchronized", "PodScheduled"]
+                            .into_iter()
+                            .filter_map(|t| v.condition(t))
+                            .find(|c| c.status == "False")
+                    })
+                    .map(describe)
+                })
+                .or_else(|| {
+                    let state = debug.for_key(&key).ok()?;
+                    reconcile_problem(&state, &key)
                 });
             let progress = VmProgress {
                 printable_status: vm
@@ -154,7 +189,7 @@ pub fn collect(ctx: &Context) -> BTreeMap<String, VmProgress> {
 
 /// Print a line whenever a VM's progress changes, until `cancel`. Starts once the caches have
 /// synced (so a standby does not report VMs without their VMIs).
-pub async fn print_progress(ctx: Context, cancel: CancellationToken) {
+pub async fn print_progress(ctx: Context, debug: DebugStateSource, cancel: CancellationToken) {
     tokio::select! {
         _ = cancel.cancelled() => return,
         _ = ctx.caches.wait_synced() => {}
@@ -166,7 +201,7 @@ pub async fn print_progress(ctx: Context, cancel: CancellationToken) {
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let now = collect(&ctx);
+        let now = collect(&ctx, &debug);
         for (key, p) in &now {
             if last.get(key) != Some(p) {
                 println!(
@@ -225,12 +260,13 @@ pub async fn print_leadership(
 /// an error listing the VMs that are not, with their status.
 pub async fn wait_all_running(
     ctx: &Context,
+    debug: &DebugStateSource,
     vms: &[String],
     timeout: Duration,
 ) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let now = collect(ctx);
+        let now = collect(ctx, debug);
         let waiting: Vec<String> = vms
             .iter()
             .filter(|k| now.get(*k).is_none_or(|p| p.printable_status != "Running"))
@@ -257,6 +293,85 @@ pub async fn wait_all_running(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::context::ReconcileRecord;
+    use crate::runtime::queue::{KeyRetries, QueueSnapshot};
+
+    fn failed(error: &str) -> ReconcileRecord {
+        ReconcileRecord {
+            at: "2026-12-01T10:00:00Z".parse().unwrap(),
+            duration_seconds: 0.01,
+            result: "error".into(),
+            error: Some(error.into()),
+            requeue_after_seconds: None,
+            actions: Vec::new(),
+        }
+    }
+
+    fn queue(name: &str, retries: &[(&str, usize)]) -> Option<QueueSnapshot> {
+        Some(QueueSnapshot {
+            name: name.into(),
+            shutting_down: false,
+            depth: 0,
+            queued: Vec::new(),
+            in_flight: Vec::new(),
+            waiting: Vec::new(),
+            retries: retries
+                .iter()
+                .map(|(key, n)| KeyRetries {
+                    key: key.to_string(),
+                    num_requeues: *n,
+                })
+                .collect(),
+        })
+    }
+
+    #[test]
+    fn a_failing_reconcile_is_the_problem_with_its_retries() {
+        let key = "demo/both";
+        let mut state: DebugState = serde_json::from_value(serde_json::json!({
+            "generatedAt": "2026-12-01T10:00:00Z", "identity": "me", "leading": true,
+            "lease": {"lease": "kubevirt/virt-controller", "identity": "me", "phase": "leading",
+                      "leading": true, "holder": "me", "observedAt": null, "leaseTransitions": null,
+                      "acquireTime": null, "lastRenew": null, "lastError": null},
+            "caches": {"synced": true}, "queues": {}, "expectations": [], "reconciles": {}
+        }))
+        .unwrap();
+        assert_eq!(reconcile_problem(&state, key), None);
+        state.reconciles.insert(
+            VMI_CONTROLLER.into(),
+            BTreeMap::from([(key.to_string(), failed("pod create refused"))]),
+        );
+        assert_eq!(
+            reconcile_problem(&state, key).as_deref(),
+            Some("vmi reconcile failed: pod create refused")
+        );
+        state.reconciles.insert(
+            VM_CONTROLLER.into(),
+            BTreeMap::from([(
+                key.to_string(),
+                failed("Running and RunStrategy are mutually exclusive"),
+            )]),
+        );
+        state
+            .queues
+            .insert(VM_QUEUE_NAME.into(), queue(VM_QUEUE_NAME, &[(key, 4)]));
+        assert_eq!(
+            reconcile_problem(&state, key).as_deref(),
+            Some("vm reconcile failed (4 retries): Running and RunStrategy are mutually exclusive")
+        );
+        // A later successful reconcile clears it.
+        state
+            .reconciles
+            .get_mut(VM_CONTROLLER)
+            .unwrap()
+            .get_mut(key)
+            .unwrap()
+            .result = "ok".into();
+        assert_eq!(
+            reconcile_problem(&state, key).as_deref(),
+            Some("vmi reconcile failed: pod create refused")
+        );
+    }
 
     #[test]
     fn lines() {

@@ -296,11 +296,13 @@ async fn run_async(
     } else {
         Some(tokio::spawn(super::progress::print_progress(
             manager.context().clone(),
+            manager.debug_source(),
             cancel.clone(),
         )))
     };
     let ready = {
         let ctx = manager.context().clone();
+        let debug = manager.debug_source();
         let vms = applied_vms.clone();
         let timeout = Duration::from_secs(args.ready_timeout_seconds);
         let wanted = args.exit_when_ready;
@@ -308,7 +310,7 @@ async fn run_async(
             if !wanted {
                 return std::future::pending::<Result<(), String>>().await;
             }
-            super::progress::wait_all_running(&ctx, &vms, timeout).await
+            super::progress::wait_all_running(&ctx, &debug, &vms, timeout).await
         }
     };
     let result = {
