@@ -30,9 +30,20 @@ pub struct VmProgress {
     /// `Synchronized=False` or `PodScheduled=False` condition (reason: message), or else the last
     /// failed reconcile of the VM or VMI with its retry count (see [`reconcile_problem`]).
     pub problem: Option<String>,
+    /// Requeues after failures of the key (VM and VMI queues), shown after the problem.
+    pub retries: usize,
 }
 
 impl VmProgress {
+    /// What a new line is printed for: everything but the retry count of a failing reconcile
+    /// (it grows with every backoff step; a line shows the count when anything else changes).
+    fn unchanged_part(&self) -> VmProgress {
+        VmProgress {
+            retries: 0,
+            ..self.clone()
+        }
+    }
+
     /// The line for `key` (without the clock prefix).
     pub fn line(&self, key: &str) -> String {
         let mut s = format!(
@@ -63,33 +74,35 @@ impl VmProgress {
         }
         if let Some(p) = &self.problem {
             s.push_str(&format!("  problem: {p}"));
+            match self.retries {
+                0 => {}
+                1 => s.push_str(" (1 retry)"),
+                n => s.push_str(&format!(" ({n} retries)")),
+            }
         }
         s
     }
 }
 
 /// The last failed reconcile of `key` (the VM controller's first, then the VMI controller's) as
-/// `reconcile failed (N retries): <error>`, from the controller's own state. Quiet about a key whose
-/// last reconcile succeeded.
+/// `vm reconcile failed: <error>`, from the controller's own state; `None` for a key whose last
+/// reconciles succeeded.
 pub fn reconcile_problem(state: &DebugState, key: &str) -> Option<String> {
-    [
-        (VM_CONTROLLER, VM_QUEUE_NAME),
-        (VMI_CONTROLLER, VMI_QUEUE_NAME),
-    ]
-    .into_iter()
-    .find_map(|(controller, queue)| {
-        let record = state.reconcile(controller, key)?;
-        let error = record
-            .error
-            .as_deref()
-            .filter(|_| record.result == "error")?;
-        let retries = state.retries(queue, key);
-        Some(match retries {
-            0 => format!("{controller} reconcile failed: {error}"),
-            1 => format!("{controller} reconcile failed (1 retry): {error}"),
-            n => format!("{controller} reconcile failed ({n} retries): {error}"),
+    [VM_CONTROLLER, VMI_CONTROLLER]
+        .into_iter()
+        .find_map(|controller| {
+            let record = state.reconcile(controller, key)?;
+            let error = record
+                .error
+                .as_deref()
+                .filter(|_| record.result == "error")?;
+            Some(format!("{controller} reconcile failed: {error}"))
         })
-    })
+}
+
+/// Requeues after failures of `key` in both work queues (the rate limiters' `NumRequeues`).
+pub fn retries(state: &DebugState, key: &str) -> usize {
+    state.retries(VM_QUEUE_NAME, key) + state.retries(VMI_QUEUE_NAME, key)
 }
 
 /// The progress of every cached VM.
@@ -167,11 +180,13 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
                             .find(|c| c.status == "False")
                     })
                     .map(describe)
-                })
-                .or_else(|| {
-                    let state = debug.for_key(&key).ok()?;
-                    reconcile_problem(&state, &key)
                 });
+            let state = debug.for_key(&key).ok();
+            let problem = problem.or_else(|| reconcile_problem(state.as_ref()?, &key));
+            let retries = match (&problem, &state) {
+                (Some(_), Some(state)) => retries(state, &key),
+                _ => 0,
+            };
             let progress = VmProgress {
                 printable_status: vm
                     .status
@@ -181,6 +196,7 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
                 vmi_phase,
                 pod,
                 problem,
+                retries,
             };
             (key, progress)
         })
@@ -203,7 +219,7 @@ pub async fn print_progress(ctx: Context, debug: DebugStateSource, cancel: Cance
         }
         let now = collect(&ctx, &debug);
         for (key, p) in &now {
-            if last.get(key) != Some(p) {
+            if last.get(key).map(VmProgress::unchanged_part) != Some(p.unchanged_part()) {
                 println!(
                     "{} {}",
                     chrono::Local::now().format("%H:%M:%S"),
@@ -326,6 +342,37 @@ mod tests {
     }
 
     #[test]
+    fn a_growing_retry_count_prints_no_new_line() {
+        let at = |problem: &str| VmProgress {
+            problem: Some(problem.into()),
+            ..Default::default()
+        };
+        let (a, b) = (
+            VmProgress {
+                retries: 1,
+                ..at("vm reconcile failed: boom")
+            },
+            VmProgress {
+                retries: 7,
+                ..at("vm reconcile failed: boom")
+            },
+        );
+        assert_eq!(a.unchanged_part(), b.unchanged_part());
+        assert_ne!(
+            a.unchanged_part(),
+            at("vm reconcile failed: other").unchanged_part()
+        );
+        assert_eq!(
+            a.line("ns/a"),
+            "ns/a  -  no vmi  problem: vm reconcile failed: boom (1 retry)"
+        );
+        assert_eq!(
+            b.line("ns/a"),
+            "ns/a  -  no vmi  problem: vm reconcile failed: boom (7 retries)"
+        );
+    }
+
+    #[test]
     fn a_failing_reconcile_is_the_problem_with_its_retries() {
         let key = "demo/both";
         let mut state: DebugState = serde_json::from_value(serde_json::json!({
@@ -357,8 +404,9 @@ mod tests {
             .insert(VM_QUEUE_NAME.into(), queue(VM_QUEUE_NAME, &[(key, 4)]));
         assert_eq!(
             reconcile_problem(&state, key).as_deref(),
-            Some("vm reconcile failed (4 retries): Running and RunStrategy are mutually exclusive")
+            Some("vm reconcile failed: Running and RunStrategy are mutually exclusive")
         );
+        assert_eq!(retries(&state, key), 4);
         // A later successful reconcile clears it.
         state
             .reconciles
@@ -380,6 +428,7 @@ mod tests {
             vmi_phase: Some(("Scheduling".into(), Some("2026-11-29T21:40:01Z".into()))),
             pod: Some(("virt-launcher-a-x".into(), Some("396Mi".into()))),
             problem: None,
+            retries: 0,
         };
         assert_eq!(
             p.line("default/a"),
