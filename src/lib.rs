@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod config;
 pub mod controller;
 pub mod launcher;
 pub mod runtime;

@@ -39,6 +39,8 @@ pub mod datavolume;
 pub mod defaults;
 pub mod manifest;
 pub mod quantity;
+pub mod resources;
+pub mod traits;
 pub mod vm;
 pub mod vmi;
 

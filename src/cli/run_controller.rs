@@ -6,8 +6,8 @@
 //! `--exit-when-ready` times out (the message lists the VMs that are not Running).
 
 use super::{CliError, GlobalArgs};
+use crate::config::ClusterSettings;
 use crate::controller::manager::{Manager, ManagerConfig, OnLostLease};
-use crate::launcher::ClusterSettings;
 use crate::runtime::lease::{
     DEFAULT_LEASE_DURATION, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, DEFAULT_RENEW_DEADLINE,
     DEFAULT_RETRY_PERIOD, LeaderElectionConfig, default_identity,

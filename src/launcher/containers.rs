@@ -6,7 +6,7 @@
 //! serialconsolelog.go, template.go (`copyProbe`, `wrapGuestAgentPingWithVirtProbe`,
 //! `newInitContainerRenderer`), pkg/container-disk/container-disk.go.
 
-use super::pod::RenderError;
+use super::error::RenderError;
 use super::volumes::{
     CONTAINER_BINARY_DIR, CONTAINER_DISKS, LAUNCHER_VOLUME, VIRT_BIN_SHARE_DIR, VIRT_PRIVATE_DIR,
     container_disk_mount_dir, mount,

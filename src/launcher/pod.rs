@@ -37,21 +37,21 @@ use super::containers::{
     console_log_container, container_disk_binary_container, container_disk_container,
     container_ports, image_volume_init_container, security_context, xdg_env,
 };
-use super::overhead::{OverheadError, memory_overhead};
-use super::resources::{
-    NamespaceContext, ResourceError, compute_resources, is_cpu_dedicated, is_sev, is_tdx,
-    wants_guaranteed_qos,
-};
-use super::settings::{
-    ClusterSettings, DEFAULT_DISK_MEMORY_LIMIT_BYTES, DEFAULT_GRACE_PERIOD_SECONDS,
-    QEMU_TIMEOUT_JITTER_RANGE,
-};
+use super::error::RenderError;
+use super::overhead::memory_overhead_with;
+use super::renderer::render_compute_resources;
+use super::resources::NamespaceContext;
 use super::volumes::{
     CONTAINER_DISK_DIR, EPHEMERAL_DISK_DIR, KERNEL_BOOT_VOLUME, VIRT_SHARE_DIR, VolumeOptions,
     image_pull_secrets, kernel_boot_container, render_volumes, service_account_volume,
 };
+use crate::api::resources::VmiResources;
 use crate::api::vmi::VirtualMachineInstance;
 use crate::api::{API_VERSION, annotations, labels};
+use crate::config::{
+    ClusterSettings, DEFAULT_DISK_MEMORY_LIMIT_BYTES, DEFAULT_GRACE_PERIOD_SECONDS,
+    QEMU_TIMEOUT_JITTER_RANGE,
+};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, LocalObjectReference, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, Pod, PodDNSConfig,
@@ -101,51 +101,12 @@ pub const FUNC_TEST_LAUNCHER_FAIL_FAST: &str = "kubevirt.io/func-test-virt-launc
 /// VMI annotation with custom libvirt log filters (types.go:1323).
 pub const CUSTOM_LIBVIRT_LOG_FILTERS: &str = "kubevirt.io/libvirt-log-filters";
 
-/// Why a launcher pod could not be rendered. Every variant names the VMI (`namespace/name`).
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    /// A VMI field is missing or invalid.
-    #[error("VirtualMachineInstance {vmi}: {field}: {message}")]
-    Field {
-        /// `namespace/name`.
-        vmi: String,
-        /// Field path, e.g. `spec.affinity`.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// A PVC/DataVolume volume names a claim missing from [`NamespaceContext::pvcs`]
-    /// (KubeVirt's `PvcNotFoundError`, which the VMI controller reports as `FailedPvcNotFound`).
-    #[error("VirtualMachineInstance {vmi}: didn't find PVC {claim}")]
-    PvcNotFound {
-        /// `namespace/name`.
-        vmi: String,
-        /// Claim name.
-        claim: String,
-    },
-    /// The memory overhead could not be computed.
-    #[error("VirtualMachineInstance {vmi}: {source}")]
-    Overhead {
-        /// `namespace/name`.
-        vmi: String,
-        /// The overhead calculator's error (names the field).
-        source: OverheadError,
-    },
-    /// The compute container's resources could not be computed.
-    #[error("VirtualMachineInstance {vmi}: {source}")]
-    Resources {
-        /// `namespace/name`.
-        vmi: String,
-        /// Names the field.
-        source: ResourceError,
-    },
-}
-
 /// Render the virt-launcher pod of `vmi` (KubeVirt `RenderLaunchManifest`).
 ///
 /// Pure apart from `rng`, which draws the `--qemu-timeout` jitter: `settings.qemu_timeout_seconds
 /// + rng.random_range(0..120)` seconds (template.go:101, 368-372), so with the defaults a value in
-/// [240, 359]. The memory overhead comes from [`memory_overhead`]; the namespace facts (quota,
+/// [240, 359]. The memory overhead comes from
+/// [`memory_overhead`](super::overhead::memory_overhead); the namespace facts (quota,
 /// labels, PVCs) from `ns`.
 ///
 /// Errors ([`RenderError`]): empty `metadata.name`/`metadata.namespace`, invalid quantities,
@@ -158,18 +119,24 @@ pub fn render_launch_manifest(
     rng: &mut impl rand::Rng,
 ) -> Result<Pod, RenderError> {
     let jitter = rng.random_range(0..QEMU_TIMEOUT_JITTER_RANGE);
-    let overhead =
-        memory_overhead(&vmi.spec, settings).map_err(|source| RenderError::Overhead {
-            vmi: object_key(vmi),
-            source,
-        })?;
-    render_launch_manifest_with(
+    let resources = parse_resources(vmi)?;
+    let overhead = memory_overhead_with(&vmi.spec, &resources, settings);
+    render_pod(
         vmi,
+        &resources,
         settings,
         ns,
         overhead.total_bytes,
         settings.qemu_timeout_seconds.saturating_add(jitter),
     )
+}
+
+/// The VMI's quantities, parsed once for both the overhead and the compute resources.
+fn parse_resources(vmi: &VirtualMachineInstance) -> Result<VmiResources, RenderError> {
+    VmiResources::parse(&vmi.spec).map_err(|source| RenderError::Resources {
+        vmi: object_key(vmi),
+        source,
+    })
 }
 
 fn object_key(vmi: &VirtualMachineInstance) -> String {
@@ -326,7 +293,7 @@ fn node_selector(
     let mut enable = |label: String| {
         sel.insert(label, "true".to_string());
     };
-    if is_cpu_dedicated(spec) {
+    if spec.is_cpu_dedicated() {
         enable(CPU_MANAGER_LABEL.into());
     }
     let model = spec
@@ -373,7 +340,7 @@ fn node_selector(
         enable("kubevirt.io/realtime".into());
     }
     let ls = spec.domain.launch_security.as_ref();
-    if is_sev(spec) {
+    if spec.is_sev() {
         enable("kubevirt.io/sev".into());
     }
     let sev_es = ls
@@ -391,7 +358,7 @@ fn node_selector(
     if ls.is_some() && arch == "s390x" {
         enable("kubevirt.io/s390-pv".into());
     }
-    if is_tdx(spec) {
+    if spec.is_tdx() {
         enable("kubevirt.io/tdx".into());
     }
     if cross_arch && !arch.is_empty() {
@@ -412,6 +379,25 @@ fn env_value(name: &str, value: &str) -> EnvVar {
 /// (seconds) given, for callers that already have them (and for deterministic tests).
 pub fn render_launch_manifest_with(
     vmi: &VirtualMachineInstance,
+    settings: &ClusterSettings,
+    ns: &NamespaceContext,
+    overhead_bytes: i64,
+    qemu_timeout_seconds: u32,
+) -> Result<Pod, RenderError> {
+    let resources = parse_resources(vmi)?;
+    render_pod(
+        vmi,
+        &resources,
+        settings,
+        ns,
+        overhead_bytes,
+        qemu_timeout_seconds,
+    )
+}
+
+fn render_pod(
+    vmi: &VirtualMachineInstance,
+    resources: &VmiResources,
     settings: &ClusterSettings,
     ns: &NamespaceContext,
     overhead_bytes: i64,
@@ -447,13 +433,13 @@ pub fn render_launch_manifest_with(
         .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
         .saturating_add(GRACE_PERIOD_PADDING_SECONDS);
     let kill_after = grace.saturating_add(GRACE_PERIOD_PADDING_SECONDS);
-    let dedicated = is_cpu_dedicated(spec);
-    let resources_err = |source| RenderError::Resources {
-        vmi: object.clone(),
-        source,
-    };
-    let guaranteed = dedicated || wants_guaranteed_qos(spec).map_err(resources_err)?;
-    let resources = compute_resources(vmi, settings, overhead_bytes, ns).map_err(resources_err)?;
+    let dedicated = spec.is_cpu_dedicated();
+    let guaranteed = dedicated || resources.wants_guaranteed_qos();
+    let resources = render_compute_resources(vmi, resources, settings, overhead_bytes, ns)
+        .map_err(|source| RenderError::Resources {
+            vmi: object.clone(),
+            source,
+        })?;
 
     let image = settings.launcher_image.as_str();
     let pull_policy = DEFAULT_IMAGE_PULL_POLICY;
