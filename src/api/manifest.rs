@@ -359,6 +359,19 @@ mod tests {
         assert!(matches!(e, ManifestError::NotAnObject { .. }), "{e}");
     }
 
+    /// The one splitter of the crate (explain-overhead reads with it, `api::apply` applies
+    /// with it): null documents dropped, `List` items numbered as documents, non-string YAML
+    /// keys read as strings (as kubectl's YAML-to-JSON conversion does).
+    #[test]
+    fn splits_documents_and_numbers_list_items() {
+        let text = "a: 1\n---\n---\nkind: List\nitems: [{b: 2}, {c: 3}]\n---\ndata:\n  1: one\n";
+        let docs = split_documents("s.yaml", text).unwrap();
+        let index: Vec<usize> = docs.iter().map(|(i, _)| *i).collect();
+        assert_eq!(index, [1, 2, 3, 4]);
+        assert_eq!(docs[2].1, serde_json::json!({"c": 3}));
+        assert_eq!(docs[3].1, serde_json::json!({"data": {"1": "one"}}));
+    }
+
     #[test]
     fn expands_lists() {
         let text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: kubevirt.io/v1\n  kind: VirtualMachineInstance\n  metadata: {name: a}\n  spec: {domain: {devices: {}}}\n- apiVersion: kubevirt.io/v1\n  kind: VirtualMachineInstance\n  metadata: {name: b}\n  spec: {domain: {devices: {}}}\n";

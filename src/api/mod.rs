@@ -34,6 +34,7 @@ macro_rules! namespaced_resource {
     };
 }
 
+pub mod apply;
 pub mod common;
 pub mod datavolume;
 pub mod defaults;

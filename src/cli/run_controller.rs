@@ -255,7 +255,7 @@ async fn run_async(
 
     let mut applied_vms = Vec::new();
     for path in &args.apply {
-        let summary = crate::sim::cluster::apply_path_with(&client, path)
+        let summary = crate::api::apply::apply_path(&client, path)
             .await
             .map_err(|e| CliError::Failed(format!("--apply {}: {e}", path.display())))?;
         println!("applied {}: {}", path.display(), summary.describe());
