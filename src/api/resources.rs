@@ -20,70 +20,55 @@ pub const MAX_QUANTITY: i64 = 1 << 60;
 /// A field of an object that cannot be used. The field path is relative to the object (a VMI:
 /// `spec.domain.resources.requests.memory`); whoever reports the error names the object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FieldError {
+#[error("{field}: {problem}")]
+pub struct FieldError {
+    /// Field path.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: FieldProblem,
+}
+
+/// What is wrong with a field ([`FieldError`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldProblem {
     /// A quantity that does not parse.
-    #[error("{field}: {source}")]
-    Quantity {
-        /// Field path.
-        field: String,
-        /// The parser's complaint.
-        #[source]
-        source: QuantityError,
-    },
-    /// A memory or CPU quantity below zero.
-    #[error("{field}: must not be negative, found {value:?}")]
-    Negative {
-        /// Field path.
-        field: String,
-        /// The text as written.
-        value: String,
-    },
+    #[error("{0}")]
+    Quantity(#[source] QuantityError),
+    /// A memory or CPU quantity below zero (the text as written).
+    #[error("must not be negative, found {0:?}")]
+    Negative(String),
     /// A quantity above 1 EiB (no node has that much; larger values would overflow the sums).
-    #[error("{field}: {value:?} is larger than 1Ei")]
-    TooLarge {
-        /// Field path.
-        field: String,
-        /// The text as written.
-        value: String,
-    },
+    #[error("{0:?} is larger than 1Ei")]
+    TooLarge(String),
     /// A value that parses but cannot be used (KubeVirt would panic in `resource.MustParse`).
-    #[error("{field}: {message}")]
-    Invalid {
-        /// Field path.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl FieldError {
+    /// An error of `field`.
+    pub fn new(field: impl Into<String>, problem: FieldProblem) -> Self {
+        FieldError {
+            field: field.into(),
+            problem,
+        }
+    }
+
     /// The field path.
     pub fn field(&self) -> &str {
-        match self {
-            FieldError::Quantity { field, .. }
-            | FieldError::Negative { field, .. }
-            | FieldError::TooLarge { field, .. }
-            | FieldError::Invalid { field, .. } => field,
-        }
+        &self.field
     }
 
     /// The same error with `prefix` before the field path (a VM's template: `spec.template.`).
     pub fn with_field_prefix(mut self, prefix: &str) -> Self {
-        let (FieldError::Quantity { field, .. }
-        | FieldError::Negative { field, .. }
-        | FieldError::TooLarge { field, .. }
-        | FieldError::Invalid { field, .. }) = &mut self;
-        field.insert_str(0, prefix);
+        self.field.insert_str(0, prefix);
         self
     }
 }
 
 /// Parse one quantity, naming `field` in the error.
 pub fn parse_quantity(q: &Quantity, field: &str) -> Result<ParsedQuantity, FieldError> {
-    ParsedQuantity::parse(&q.0).map_err(|source| FieldError::Quantity {
-        field: field.to_string(),
-        source,
-    })
+    ParsedQuantity::parse(&q.0).map_err(|e| FieldError::new(field, FieldProblem::Quantity(e)))
 }
 
 /// Parse an optional memory/CPU quantity that must be ≥ 0 and ≤ [`MAX_QUANTITY`].
@@ -94,16 +79,10 @@ pub fn parse_non_negative(
     let Some(q) = q else { return Ok(None) };
     let p = parse_quantity(q, field)?;
     if p.nanos < 0 {
-        return Err(FieldError::Negative {
-            field: field.to_string(),
-            value: q.0.clone(),
-        });
+        return Err(FieldError::new(field, FieldProblem::Negative(q.0.clone())));
     }
     if p.value() > MAX_QUANTITY {
-        return Err(FieldError::TooLarge {
-            field: field.to_string(),
-            value: q.0.clone(),
-        });
+        return Err(FieldError::new(field, FieldProblem::TooLarge(q.0.clone())));
     }
     Ok(Some(p))
 }
@@ -261,7 +240,7 @@ mod tests {
             "spec.domain.resources.requests.memory: must not be negative, found \"-1Gi\""
         );
         let e = parse(json!({"resources": {"limits": {"cpu": "2000000Ti"}}})).unwrap_err();
-        assert!(matches!(e, FieldError::TooLarge { .. }), "{e}");
+        assert!(matches!(e.problem, FieldProblem::TooLarge(_)), "{e}");
         let e = parse(
             json!({"memory": {"guest": "lots", "reservedOverhead": {"addedOverhead": "-1"}},
             "resources": {"requests": {"ephemeral-storage": "x"}}}),

@@ -31,12 +31,30 @@ impl VirtualMachineInstanceSpec {
             .unwrap_or(false)
     }
 
+    /// `domain.cpu.model`, `""` when unset.
+    pub fn cpu_model(&self) -> &str {
+        self.domain
+            .cpu
+            .as_ref()
+            .and_then(|c| c.model.as_deref())
+            .unwrap_or_default()
+    }
+
     /// `domain.memory.hugepages` is set (`util.HasHugePages`, pkg/util/util.go).
     pub fn has_hugepages(&self) -> bool {
         self.domain
             .memory
             .as_ref()
             .is_some_and(|m| m.hugepages.is_some())
+    }
+
+    /// `domain.memory.hugepages.pageSize`, if set.
+    pub fn hugepage_size(&self) -> Option<&str> {
+        self.domain
+            .memory
+            .as_ref()
+            .and_then(|m| m.hugepages.as_ref())
+            .and_then(|h| h.page_size.as_deref())
     }
 
     /// `ioThreads.supplementalPoolThreadCount`, whatever the policy (`getIOThreadsCount`,
@@ -146,6 +164,13 @@ mod tests {
                 "interfaces": [{"name": "a", "model": "e1000"}],
                 "disks": [{"name": "d", "lun": {"reservation": true}}]}}));
         assert!(s.is_cpu_dedicated() && s.has_hugepages() && s.autoattach_vsock());
+        assert_eq!(s.hugepage_size(), Some("2Mi"));
+        assert_eq!(plain.hugepage_size(), None);
+        assert_eq!(plain.cpu_model(), "");
+        assert_eq!(
+            spec(json!({"cpu": {"model": "Conroe"}})).cpu_model(),
+            "Conroe"
+        );
         assert!(s.requires_tun(), "an interface is listed");
         assert!(!s.has_virtio_iface(), "e1000 only");
         assert!(s.is_sev() && !s.is_tdx() && s.has_persistent_reservation());

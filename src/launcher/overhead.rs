@@ -170,31 +170,19 @@ pub fn memory_overhead_with(
     term("pageTables", pt, pt_reason, "75-78");
 
     // 2. Fixed processes.
-    term(
-        "virtLauncherMonitor",
-        VIRT_LAUNCHER_MONITOR_OVERHEAD,
-        "virt-launcher-monitor process".into(),
-        "37-43,83-87",
-    );
-    term(
-        "virtLauncher",
-        VIRT_LAUNCHER_OVERHEAD,
-        "virt-launcher process".into(),
-        "37-43,83-87",
-    );
-    term(
-        "virtlogd",
-        VIRTLOGD_OVERHEAD,
-        "virtlogd process".into(),
-        "37-43,83-87",
-    );
-    term(
-        "virtqemud",
-        VIRTQEMUD_OVERHEAD,
-        "virtqemud process".into(),
-        "37-43,83-87",
-    );
-    term("qemu", QEMU_OVERHEAD, "QEMU process".into(), "37-43,83-87");
+    for (name, bytes, process) in [
+        (
+            "virtLauncherMonitor",
+            VIRT_LAUNCHER_MONITOR_OVERHEAD,
+            "virt-launcher-monitor",
+        ),
+        ("virtLauncher", VIRT_LAUNCHER_OVERHEAD, "virt-launcher"),
+        ("virtlogd", VIRTLOGD_OVERHEAD, "virtlogd"),
+        ("virtqemud", VIRTQEMUD_OVERHEAD, "virtqemud"),
+        ("qemu", QEMU_OVERHEAD, "QEMU"),
+    ] {
+        term(name, bytes, format!("{process} process"), "37-43,83-87");
+    }
 
     // 3. vCPUs.
     let (vcpus, why) = overhead_vcpus(spec, res);
@@ -396,6 +384,7 @@ pub fn memory_overhead_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::resources::FieldProblem;
     use crate::api::vmi::{
         Cpu, Interface, LaunchSecurity, Memory, NamedDevice, Probe, ReservedOverhead,
         ResourceRequirements, Tpm, Volume,
@@ -794,7 +783,7 @@ mod tests {
             &ClusterSettings::default(),
         )
         .unwrap_err();
-        assert!(matches!(e, FieldError::TooLarge { .. }), "{e}");
+        assert!(matches!(e.problem, FieldProblem::TooLarge(_)), "{e}");
         assert!(
             e.to_string()
                 .starts_with("spec.domain.resources.requests.memory")

@@ -296,12 +296,7 @@ fn node_selector(
     if spec.is_cpu_dedicated() {
         enable(CPU_MANAGER_LABEL.into());
     }
-    let model = spec
-        .domain
-        .cpu
-        .as_ref()
-        .and_then(|c| c.model.as_deref())
-        .unwrap_or_default();
+    let model = spec.cpu_model();
     if !model.is_empty() {
         if model != "host-model" && model != "host-passthrough" {
             enable(format!("{CPU_MODEL_LABEL}{model}"));
@@ -745,12 +740,7 @@ fn render_pod(
 
     // Affinity (template.go:228-234, 956-975).
     let mut affinity: Option<Affinity> = typed(spec.affinity.as_ref(), "spec.affinity", &object)?;
-    let model = spec
-        .domain
-        .cpu
-        .as_ref()
-        .and_then(|c| c.model.as_deref())
-        .unwrap_or_default();
+    let model = spec.cpu_model();
     if model.is_empty() || model == "host-model" {
         affinity = Some(reject_label(affinity, NODE_HOST_MODEL_IS_OBSOLETE_LABEL));
     }
@@ -927,6 +917,15 @@ mod tests {
 
     fn spec(p: &Pod) -> &PodSpec {
         p.spec.as_ref().unwrap()
+    }
+
+    /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`.
+    fn required_terms(p: &Pod) -> Vec<NodeSelectorTerm> {
+        let affinity = spec(p).affinity.clone().unwrap();
+        let node = affinity.node_affinity.unwrap();
+        node.required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .node_selector_terms
     }
 
     fn compute(p: &Pod) -> &Container {
@@ -1504,15 +1503,7 @@ mod tests {
         );
         // The forbidden feature becomes a DoesNotExist affinity term; a named model does not
         // add the obsolete-host-model term.
-        let terms = spec(&pod)
-            .affinity
-            .clone()
-            .unwrap()
-            .node_affinity
-            .unwrap()
-            .required_during_scheduling_ignored_during_execution
-            .unwrap()
-            .node_selector_terms;
+        let terms = required_terms(&pod);
         let keys: Vec<String> = terms[0]
             .match_expressions
             .clone()
@@ -1550,15 +1541,7 @@ mod tests {
                 domain["cpu"] = json!({"model": m});
             }
             let pod = render(&vmi(json!({}), json!({"domain": domain})), &s);
-            let terms = spec(&pod)
-                .affinity
-                .clone()
-                .unwrap()
-                .node_affinity
-                .unwrap()
-                .required_during_scheduling_ignored_during_execution
-                .unwrap()
-                .node_selector_terms;
+            let terms = required_terms(&pod);
             let req = &terms[0].match_expressions.clone().unwrap()[0];
             assert_eq!(
                 (req.key.as_str(), req.operator.as_str()),
@@ -1985,22 +1968,22 @@ mod tests {
     fn errors_name_object_and_field() {
         let s = test_settings();
         let ns = NamespaceContext::default();
+        let error = |v: &VirtualMachineInstance| {
+            render_launch_manifest_with(v, &s, &ns, 0, 240)
+                .unwrap_err()
+                .to_string()
+        };
         let mut v = vmi(json!({}), json!({"domain": {}}));
         v.metadata.namespace = None;
-        let e = render_launch_manifest_with(&v, &s, &ns, 0, 240).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("metadata.namespace: must not be empty"),
-            "{e}"
-        );
+        let e = error(&v);
+        assert!(e.contains("metadata.namespace: must not be empty"), "{e}");
         let v = vmi(
             json!({}),
             json!({"domain": {}, "affinity": {"nodeAffinity": "nope"}}),
         );
-        let e = render_launch_manifest_with(&v, &s, &ns, 0, 240).unwrap_err();
+        let e = error(&v);
         assert!(
-            e.to_string()
-                .starts_with("VirtualMachineInstance testns/testvmi: spec.affinity: "),
+            e.starts_with("VirtualMachineInstance testns/testvmi: spec.affinity: "),
             "{e}"
         );
         let v = vmi(

@@ -43,7 +43,7 @@ use super::resources::{
     VHOST_NET_DEVICE, VHOST_VSOCK_DEVICE,
 };
 use crate::api::quantity::{Format, ParsedQuantity};
-use crate::api::resources::{FieldError, VmiResources};
+use crate::api::resources::{FieldError, FieldProblem, VmiResources};
 use crate::api::vmi::{NamedDevice, VirtualMachineInstance};
 use crate::config::ClusterSettings;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -88,105 +88,45 @@ pub struct Rule {
     pub apply: fn(&mut ResourceRenderer, &RenderInput) -> Result<(), FieldError>,
 }
 
+const fn rule(
+    option: &'static str,
+    applies: fn(&RenderInput) -> bool,
+    apply: fn(&mut ResourceRenderer, &RenderInput) -> Result<(), FieldError>,
+) -> Rule {
+    Rule {
+        option,
+        applies,
+        apply,
+    }
+}
+
 /// The rules, in the order KubeVirt v1.9.0 applies them (module docs).
+#[rustfmt::skip]
 pub const RULES: &[Rule] = &[
-    Rule {
-        option: "WithEphemeralStorageRequest",
-        applies: |_| true,
-        apply: with_ephemeral_storage_request,
-    },
-    Rule {
-        option: "WithVirtualizationResources",
-        applies: |_| true,
-        apply: with_virtualization_resources,
-    },
-    Rule {
-        option: "WithMemoryRequests",
-        applies: empty_memory_request,
-        apply: with_memory_requests,
-    },
-    Rule {
-        option: "WithCPUPinning",
-        applies: |i| i.vmi.spec.is_cpu_dedicated(),
-        apply: with_cpu_pinning,
-    },
-    Rule {
-        option: "WithoutDedicatedCPU",
-        applies: |i| !i.vmi.spec.is_cpu_dedicated(),
-        apply: without_dedicated_cpu,
-    },
-    Rule {
-        option: "WithHugePages",
-        applies: |i| i.vmi.spec.has_hugepages(),
-        apply: with_huge_pages,
-    },
-    Rule {
-        option: "WithMemoryOverhead",
-        applies: |i| !i.vmi.spec.has_hugepages(),
-        apply: with_memory_overhead,
-    },
-    Rule {
-        option: "WithAutoMemoryLimits",
-        applies: does_vmi_require_auto_memory_limits,
-        apply: with_auto_memory_limits,
-    },
-    Rule {
-        option: "WithGPUsDevicePlugins",
-        applies: |i| !plugin_devices(gpus(i)).is_empty(),
-        apply: |r, i| {
-            r.request_devices(&plugin_devices(gpus(i)));
-            Ok(())
-        },
-    },
-    Rule {
-        option: "WithGPUsDRA",
-        applies: |i| i.settings.gate_enabled("GPUsWithDRA", true),
-        apply: |r, i| {
-            r.claims.extend(dra_claims(gpus(i)));
-            Ok(())
-        },
-    },
-    Rule {
-        option: "WithHostDevicesDevicePlugins",
-        applies: |i| !plugin_devices(host_devices(i)).is_empty(),
-        apply: |r, i| {
-            r.request_devices(&plugin_devices(host_devices(i)));
-            Ok(())
-        },
-    },
-    Rule {
-        option: "WithHostDevicesDRA",
-        applies: |i| i.settings.gate_enabled("HostDevicesWithDRA", true),
-        apply: |r, i| {
-            r.claims.extend(dra_claims(host_devices(i)));
-            Ok(())
-        },
-    },
-    Rule {
-        option: "WithNetworksDRA",
-        applies: |i| i.settings.gate_enabled("NetworkDevicesWithDRA", false),
-        apply: with_networks_dra,
-    },
-    Rule {
-        option: "WithSEV",
-        applies: |i| i.vmi.spec.is_sev(),
-        apply: |r, _| r.request_device(SEV_DEVICE),
-    },
-    Rule {
-        option: "WithTDX",
-        applies: |i| i.vmi.spec.is_tdx(),
-        apply: |r, _| r.request_device(TDX_DEVICE),
-    },
-    Rule {
-        option: "WithPersistentReservation",
-        applies: |i| i.vmi.spec.has_persistent_reservation(),
-        apply: |r, _| r.request_device(PR_HELPER_DEVICE),
-    },
-    Rule {
-        option: "WithIOMMUFD",
-        applies: |i| i.settings.gate_enabled("IOMMUFD", false),
-        apply: |r, _| r.request_device(IOMMUFD_DEVICE),
-    },
+    rule("WithEphemeralStorageRequest", |_| true, with_ephemeral_storage_request),
+    rule("WithVirtualizationResources", |_| true, with_virtualization_resources),
+    rule("WithMemoryRequests", empty_memory_request, with_memory_requests),
+    rule("WithCPUPinning", |i| i.vmi.spec.is_cpu_dedicated(), with_cpu_pinning),
+    rule("WithoutDedicatedCPU", |i| !i.vmi.spec.is_cpu_dedicated(), without_dedicated_cpu),
+    rule("WithHugePages", |i| i.vmi.spec.has_hugepages(), with_huge_pages),
+    rule("WithMemoryOverhead", |i| !i.vmi.spec.has_hugepages(), with_memory_overhead),
+    rule("WithAutoMemoryLimits", does_vmi_require_auto_memory_limits, with_auto_memory_limits),
+    rule("WithGPUsDevicePlugins", |i| !plugin_devices(gpus(i)).is_empty(),
+        |r, i| r.request_devices(&plugin_devices(gpus(i)))),
+    rule("WithGPUsDRA", |i| i.settings.gate_enabled("GPUsWithDRA", true),
+        |r, i| r.add_claims(dra_claims(gpus(i)))),
+    rule("WithHostDevicesDevicePlugins", |i| !plugin_devices(host_devices(i)).is_empty(),
+        |r, i| r.request_devices(&plugin_devices(host_devices(i)))),
+    rule("WithHostDevicesDRA", |i| i.settings.gate_enabled("HostDevicesWithDRA", true),
+        |r, i| r.add_claims(dra_claims(host_devices(i)))),
+    rule("WithNetworksDRA", |i| i.settings.gate_enabled("NetworkDevicesWithDRA", false),
+        |r, i| r.add_claims(network_claims(i))),
+    rule("WithSEV", |i| i.vmi.spec.is_sev(), |r, _| r.request_device(SEV_DEVICE)),
+    rule("WithTDX", |i| i.vmi.spec.is_tdx(), |r, _| r.request_device(TDX_DEVICE)),
+    rule("WithPersistentReservation", |i| i.vmi.spec.has_persistent_reservation(),
+        |r, _| r.request_device(PR_HELPER_DEVICE)),
+    rule("WithIOMMUFD", |i| i.settings.gate_enabled("IOMMUFD", false),
+        |r, _| r.request_device(IOMMUFD_DEVICE)),
 ];
 
 impl ResourceRenderer {
@@ -235,7 +175,7 @@ impl ResourceRenderer {
 
     /// `requestResource` on the merged view, then copy it into the calculated lists
     /// (renderresources.go:150-160, 433-457): +1 in requests and limits.
-    fn request_devices(&mut self, names: &[String]) {
+    fn request_devices(&mut self, names: &[String]) -> Result<(), FieldError> {
         let mut limits = self.merged(true);
         let mut requests = self.merged(false);
         let one = ParsedQuantity::from_units(1, Format::DecimalSI);
@@ -247,10 +187,16 @@ impl ResourceRenderer {
         }
         self.calculated_limits.extend(limits);
         self.calculated_requests.extend(requests);
+        Ok(())
     }
 
     fn request_device(&mut self, name: &str) -> Result<(), FieldError> {
-        self.request_devices(&[name.to_string()]);
+        self.request_devices(&[name.to_string()])
+    }
+
+    /// `resources.claims` (the DRA options).
+    fn add_claims(&mut self, claims: Vec<ClaimRef>) -> Result<(), FieldError> {
+        self.claims.extend(claims);
         Ok(())
     }
 }
@@ -373,12 +319,8 @@ fn with_ephemeral_storage_request(
     r: &mut ResourceRenderer,
     _: &RenderInput,
 ) -> Result<(), FieldError> {
-    let eph = ParsedQuantity::parse(EPHEMERAL_STORAGE_OVERHEAD).map_err(|source| {
-        FieldError::Quantity {
-            field: "ephemeral-storage overhead".into(),
-            source,
-        }
-    })?;
+    let eph = ParsedQuantity::parse(EPHEMERAL_STORAGE_OVERHEAD)
+        .map_err(|e| FieldError::new("ephemeral-storage overhead", FieldProblem::Quantity(e)))?;
     let key = "ephemeral-storage".to_string();
     let req = r.vm_requests.get(&key).copied().unwrap_or_else(zero);
     r.vm_requests.insert(key.clone(), q_add(req, eph));
@@ -431,11 +373,7 @@ fn with_memory_requests(r: &mut ResourceRenderer, i: &RenderInput) -> Result<(),
     } else {
         i.vmi
             .spec
-            .domain
-            .memory
-            .as_ref()
-            .and_then(|m| m.hugepages.as_ref())
-            .and_then(|h| h.page_size.as_deref())
+            .hugepage_size()
             .and_then(|p| ParsedQuantity::parse(p).ok())
     };
     let Some(base) = base.filter(|b| b.value() > 0) else {
@@ -446,10 +384,10 @@ fn with_memory_requests(r: &mut ResourceRenderer, i: &RenderInput) -> Result<(),
         base
     } else {
         if overcommit == 0 {
-            return Err(FieldError::Invalid {
-                field: "spec.configuration.developerConfiguration.memoryOvercommit".into(),
-                message: "must be positive".into(),
-            });
+            return Err(FieldError::new(
+                "spec.configuration.developerConfiguration.memoryOvercommit",
+                FieldProblem::Invalid("must be positive".into()),
+            ));
         }
         let v = i128::from(base.value()) * 100 / i128::from(overcommit);
         ParsedQuantity::from_units(i64::try_from(v).unwrap_or(i64::MAX), base.format)
@@ -526,9 +464,10 @@ fn without_dedicated_cpu(r: &mut ResourceRenderer, i: &RenderInput) -> Result<()
     } else {
         go_format_g(val)
     };
-    let q = ParsedQuantity::parse(&text).map_err(|source| FieldError::Quantity {
-        field: format!("spec.domain.cpu ({total} vCPUs / cpuAllocationRatio {ratio} = {text:?})"),
-        source,
+    let q = ParsedQuantity::parse(&text).map_err(|e| {
+        let field =
+            format!("spec.domain.cpu ({total} vCPUs / cpuAllocationRatio {ratio} = {text:?})");
+        FieldError::new(field, FieldProblem::Quantity(e))
     })?;
     r.calculated_requests.insert("cpu".into(), q);
     if does_vmi_require_auto_cpu_limits(i) {
@@ -543,15 +482,7 @@ fn without_dedicated_cpu(r: &mut ResourceRenderer, i: &RenderInput) -> Result<()
 /// `WithHugePages` (renderresources.go:220-261): `hugepages-<size>` = the memory request (or
 /// the guest memory if smaller); memory request/limit = overhead + what exceeds the guest memory.
 fn with_huge_pages(r: &mut ResourceRenderer, i: &RenderInput) -> Result<(), FieldError> {
-    let page_size = i
-        .vmi
-        .spec
-        .domain
-        .memory
-        .as_ref()
-        .and_then(|m| m.hugepages.as_ref())
-        .and_then(|h| h.page_size.clone())
-        .unwrap_or_default();
+    let page_size = i.vmi.spec.hugepage_size().unwrap_or_default();
     let hp_name = format!("hugepages-{page_size}");
     let guest = i.resources.guest;
     let req = r
@@ -616,14 +547,13 @@ fn with_auto_memory_limits(r: &mut ResourceRenderer, i: &RenderInput) -> Result<
     Ok(())
 }
 
-/// `WithNetworksDRA`: a claim per network with a `resourceClaim`.
-fn with_networks_dra(r: &mut ResourceRenderer, i: &RenderInput) -> Result<(), FieldError> {
-    for net in i.vmi.spec.networks.as_deref().unwrap_or_default() {
-        if let Some(c) = claim_request(&net.extra, "resourceClaim") {
-            r.claims.push(c);
-        }
-    }
-    Ok(())
+/// `WithNetworksDRA`'s claims: one per network with a `resourceClaim`.
+fn network_claims(i: &RenderInput) -> Vec<ClaimRef> {
+    let networks = i.vmi.spec.networks.as_deref().unwrap_or_default();
+    networks
+        .iter()
+        .filter_map(|net| claim_request(&net.extra, "resourceClaim"))
+        .collect()
 }
 
 /// `getMemoryLimitsRatio` (renderresources.go:731-763): the namespace label
@@ -725,6 +655,32 @@ mod tests {
 
     fn render(v: &VirtualMachineInstance) -> ComputeResources {
         render_with(v, &kubevirt_test_settings(), &NamespaceContext::default())
+    }
+
+    /// KubeVirt's test settings with another `cpuAllocationRatio`.
+    fn ratio(cpu_allocation_ratio: u32) -> ClusterSettings {
+        ClusterSettings {
+            cpu_allocation_ratio,
+            ..kubevirt_test_settings()
+        }
+    }
+
+    /// Annotate `v` with `alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity`.
+    fn even_parity(v: &mut VirtualMachineInstance) {
+        let key = EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_string();
+        v.metadata.annotations = Some([(key, String::new())].into());
+    }
+
+    /// The CPU request rendered with settings `s` in a plain namespace.
+    fn cpu_request(v: &VirtualMachineInstance, s: &ClusterSettings) -> String {
+        req(&render_with(v, s, &NamespaceContext::default()), "cpu")
+    }
+
+    /// The error of a VMI that cannot be rendered (no overhead).
+    fn render_error(v: &VirtualMachineInstance, s: &ClusterSettings) -> String {
+        compute_resources(v, s, 0, &NamespaceContext::default())
+            .unwrap_err()
+            .to_string()
     }
 
     fn req(r: &ComputeResources, k: &str) -> String {
@@ -840,51 +796,30 @@ mod tests {
     /// template_test.go:2404-2428: ratio 1 → `3`.
     #[test]
     fn cpu_request_ratio_1_template_test_2404() {
-        let s = ClusterSettings {
-            cpu_allocation_ratio: 1,
-            ..kubevirt_test_settings()
-        };
+        let s = ratio(1);
         let v = vmi(json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 3}}}));
-        assert_eq!(
-            req(&render_with(&v, &s, &NamespaceContext::default()), "cpu"),
-            "3"
-        );
+        assert_eq!(cpu_request(&v, &s), "3");
     }
 
     /// template_test.go:2450-2481: a user CPU request (150m) overrides the calculated one
     /// (ratio 16, 5 cores).
     #[test]
     fn user_cpu_request_wins_template_test_2450() {
-        let s = ClusterSettings {
-            cpu_allocation_ratio: 16,
-            ..kubevirt_test_settings()
-        };
+        let s = ratio(16);
         let v = vmi(
             json!({"domain": {"devices": {"disableHotplug": true}, "cpu": {"cores": 5},
             "resources": {"requests": {"cpu": "150m"}}}}),
         );
-        assert_eq!(
-            req(&render_with(&v, &s, &NamespaceContext::default()), "cpu"),
-            "150m"
-        );
+        assert_eq!(cpu_request(&v, &s), "150m");
     }
 
     /// facts §4.6: ratio 16 & 1 vCPU → `62500u`; 11 vCPUs / 10 → `1100m`; renderresources_test.go:62-90:
     /// 5 cores → `500m` / `5`, and with auto CPU limits the limit is the vCPU count.
     #[test]
     fn cpu_request_rendering_like_kubevirt() {
-        let s16 = ClusterSettings {
-            cpu_allocation_ratio: 16,
-            ..kubevirt_test_settings()
-        };
+        let s16 = ratio(16);
         let one = vmi(json!({"domain": {"cpu": {"cores": 1}}}));
-        assert_eq!(
-            req(
-                &render_with(&one, &s16, &NamespaceContext::default()),
-                "cpu"
-            ),
-            "62500u"
-        );
+        assert_eq!(cpu_request(&one, &s16), "62500u");
         let eleven = vmi(json!({"domain": {"cpu": {"cores": 11}}}));
         assert_eq!(req(&render(&eleven), "cpu"), "1100m");
         let five = vmi(json!({"domain": {"cpu": {"cores": 5}}}));
@@ -898,10 +833,7 @@ mod tests {
             (req(&r, "cpu"), lim(&r, "cpu")),
             ("500m".into(), "5".into())
         );
-        let s1 = ClusterSettings {
-            cpu_allocation_ratio: 1,
-            ..kubevirt_test_settings()
-        };
+        let s1 = ratio(1);
         let r = render_with(&five, &s1, &quota);
         assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("5".into(), "5".into()));
         // No cpu struct at all counts as 1 vCPU; sockets × threads with zero cores.
@@ -1121,13 +1053,7 @@ mod tests {
             let mut v = vmi(json!({"domain": {"devices": {"disableHotplug": true},
                 "cpu": {"cores": cores, "threads": 1, "dedicatedCpuPlacement": true, "isolateEmulatorThread": true}}}));
             if parity {
-                v.metadata.annotations = Some(
-                    [(
-                        EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_string(),
-                        String::new(),
-                    )]
-                    .into(),
-                );
+                even_parity(&mut v);
             }
             let r = render(&v);
             assert_eq!(lim(&r, "cpu"), expected, "parity {parity} cores {cores}");
@@ -1153,13 +1079,7 @@ mod tests {
             }
             let mut v = vmi(json!({"domain": domain}));
             if parity {
-                v.metadata.annotations = Some(
-                    [(
-                        EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_string(),
-                        String::new(),
-                    )]
-                    .into(),
-                );
+                even_parity(&mut v);
             }
             let r = render(&v);
             assert_eq!(
@@ -1339,42 +1259,21 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let v = vmi(json!({"domain": {"resources": {"requests": {"memory": "2Gx"}}}}));
-        let e = compute_resources(
-            &v,
-            &kubevirt_test_settings(),
-            0,
-            &NamespaceContext::default(),
-        )
-        .unwrap_err();
+        let e = render_error(&v, &kubevirt_test_settings());
         assert!(
             e.to_string()
                 .starts_with("spec.domain.resources.requests.memory: "),
             "{e}"
         );
         let v = vmi(json!({"domain": {"memory": {"guest": "lots"}}}));
-        let e = compute_resources(
-            &v,
-            &kubevirt_test_settings(),
-            0,
-            &NamespaceContext::default(),
-        )
-        .unwrap_err();
+        let e = render_error(&v, &kubevirt_test_settings());
         assert!(
             e.to_string().starts_with("spec.domain.memory.guest: "),
             "{e}"
         );
         // A ratio so large that Go would format the request as "1e-08m" (MustParse would panic).
-        let s = ClusterSettings {
-            cpu_allocation_ratio: u32::MAX,
-            ..kubevirt_test_settings()
-        };
-        let e = compute_resources(
-            &vmi(json!({"domain": {}})),
-            &s,
-            0,
-            &NamespaceContext::default(),
-        )
-        .unwrap_err();
+        let s = ratio(u32::MAX);
+        let e = render_error(&vmi(json!({"domain": {}})), &s);
         assert!(e.to_string().starts_with("spec.domain.cpu"), "{e}");
     }
 
