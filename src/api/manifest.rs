@@ -309,14 +309,16 @@ pub fn read_manifest(source_name: &str, text: &str) -> Result<Manifest, Manifest
 mod tests {
     use super::*;
 
+    fn object_indices(m: &Manifest) -> Vec<usize> {
+        m.objects.iter().map(|o| o.doc.index).collect()
+    }
+
     #[test]
     fn reads_vm_and_skips_other_kinds() {
         let text = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\napiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: a}\nspec:\n  template:\n    spec:\n      domain: {devices: {}}\n";
         let m = read_manifest("t.yaml", text).unwrap();
-        assert_eq!(m.objects.len(), 1);
-        assert_eq!(m.objects[0].doc.index, 2);
-        assert_eq!(m.skipped.len(), 1);
-        assert_eq!(m.skipped[0].doc.index, 1);
+        let skipped: Vec<usize> = m.skipped.iter().map(|d| d.doc.index).collect();
+        assert_eq!((object_indices(&m), skipped), (vec![2], vec![1]));
     }
 
     #[test]
@@ -376,7 +378,6 @@ mod tests {
     fn expands_lists() {
         let text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: kubevirt.io/v1\n  kind: VirtualMachineInstance\n  metadata: {name: a}\n  spec: {domain: {devices: {}}}\n- apiVersion: kubevirt.io/v1\n  kind: VirtualMachineInstance\n  metadata: {name: b}\n  spec: {domain: {devices: {}}}\n";
         let m = read_manifest("l.yaml", text).unwrap();
-        assert_eq!(m.objects.len(), 2);
-        assert_eq!(m.objects[1].doc.index, 2);
+        assert_eq!(object_indices(&m), [1, 2]);
     }
 }

@@ -97,14 +97,7 @@ pub fn effective_vmi(
             let mut metadata = template.metadata.clone().unwrap_or_default();
             metadata.name = vm.metadata.name.clone();
             metadata.namespace = vm.metadata.namespace.clone();
-            VirtualMachineInstance {
-                api_version: Some(crate::api::API_VERSION.into()),
-                kind: Some("VirtualMachineInstance".into()),
-                metadata,
-                spec,
-                status: None,
-                extra: Default::default(),
-            }
+            VirtualMachineInstance::new(metadata, spec)
         }
     };
     if vmi.metadata.namespace.is_none() {

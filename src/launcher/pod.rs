@@ -404,18 +404,14 @@ fn render_pod(
         field: field.to_string(),
         message,
     };
-    let name = vmi
-        .metadata
-        .name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| field_err("metadata.name", "must not be empty".into()))?;
-    let namespace = vmi
-        .metadata
-        .namespace
-        .clone()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| field_err("metadata.namespace", "must not be empty".into()))?;
+    let required = |value: &Option<String>, field: &str| {
+        value
+            .clone()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| field_err(field, "must not be empty".into()))
+    };
+    let name = required(&vmi.metadata.name, "metadata.name")?;
+    let namespace = required(&vmi.metadata.namespace, "metadata.namespace")?;
     let uid = vmi.metadata.uid.clone().unwrap_or_default();
     let vmi_labels = vmi.metadata.labels.clone().unwrap_or_default();
     let vmi_annotations = vmi.metadata.annotations.clone().unwrap_or_default();
