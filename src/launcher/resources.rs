@@ -1,7 +1,7 @@
 //! The vocabulary of the `compute` container's resources: the device-plugin resource names and
 //! constants KubeVirt uses, what the renderer knows about the namespace ([`NamespaceContext`]),
 //! and the result ([`ComputeResources`]). The rules that compute them are in
-//! [`super::renderer`] (KubeVirt's `ResourceRenderer`).
+//! `renderer.rs` (KubeVirt's `ResourceRenderer`).
 //!
 //! Not modelled (no input for them here): multus network resource names (only looked up by
 //! KubeVirt when the Beta gate `ExternalNetResourceInjection` is disabled — it is on by default,
