@@ -8,7 +8,7 @@ use rand::SeedableRng;
 use serde_json::{Value, json};
 use virtctl_rs::api::quantity::ParsedQuantity;
 use virtctl_rs::api::vmi::VirtualMachineInstance;
-use virtctl_rs::launcher::ClusterSettings;
+use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::launcher::pod::render_launch_manifest;
 use virtctl_rs::launcher::resources::NamespaceContext;
 

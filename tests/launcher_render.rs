@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use virtctl_rs::api::defaults::{AdmissionSettings, apply_admission_defaults};
 use virtctl_rs::api::vm::VirtualMachine;
 use virtctl_rs::api::vmi::VirtualMachineInstance;
-use virtctl_rs::launcher::ClusterSettings;
+use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::launcher::pod::render_launch_manifest;
 use virtctl_rs::launcher::resources::NamespaceContext;
 

@@ -34,11 +34,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use virtctl_rs::api::apply::apply_path;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
+use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError, OnLostLease};
-use virtctl_rs::launcher::ClusterSettings;
 use virtctl_rs::runtime::lease::{JITTER_FACTOR, LeaderElectionConfig};
-use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig, apply_path_with};
+use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 use virtctl_rs::sim::{AuditEntry, FaultRule, Verb};
 
 const LEASE_DURATION: Duration = Duration::from_secs(2);
@@ -480,7 +481,7 @@ async fn one_leader_at_a_time_across_graceful_stop_and_kill() {
     let cluster = start_cluster().await;
     let client = cluster.client().await.expect("client");
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
-    apply_path_with(&client, &cirros_manifest())
+    apply_path(&client, &cirros_manifest())
         .await
         .expect("apply vm-cirros");
     let sampler = LeaderSampler::spawn();
@@ -677,7 +678,7 @@ async fn lost_lease_with_standby_stops_the_workers_and_leads_again_later() {
     let cluster = start_cluster().await;
     let client = cluster.client().await.expect("client");
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
-    apply_path_with(&client, &cirros_manifest())
+    apply_path(&client, &cirros_manifest())
         .await
         .expect("apply vm-cirros");
     let sampler = LeaderSampler::spawn();

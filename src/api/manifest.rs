@@ -309,14 +309,16 @@ pub fn read_manifest(source_name: &str, text: &str) -> Result<Manifest, Manifest
 mod tests {
     use super::*;
 
+    fn object_indices(m: &Manifest) -> Vec<usize> {
+        m.objects.iter().map(|o| o.doc.index).collect()
+    }
+
     #[test]
     fn reads_vm_and_skips_other_kinds() {
         let text = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\napiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: a}\nspec:\n  template:\n    spec:\n      domain: {devices: {}}\n";
         let m = read_manifest("t.yaml", text).unwrap();
-        assert_eq!(m.objects.len(), 1);
-        assert_eq!(m.objects[0].doc.index, 2);
-        assert_eq!(m.skipped.len(), 1);
-        assert_eq!(m.skipped[0].doc.index, 1);
+        let skipped: Vec<usize> = m.skipped.iter().map(|d| d.doc.index).collect();
+        assert_eq!((object_indices(&m), skipped), (vec![2], vec![1]));
     }
 
     #[test]
@@ -359,11 +361,23 @@ mod tests {
         assert!(matches!(e, ManifestError::NotAnObject { .. }), "{e}");
     }
 
+    /// The one splitter of the crate (explain-overhead reads with it, `api::apply` applies
+    /// with it): null documents dropped, `List` items numbered as documents, non-string YAML
+    /// keys read as strings (as kubectl's YAML-to-JSON conversion does).
+    #[test]
+    fn splits_documents_and_numbers_list_items() {
+        let text = "a: 1\n---\n---\nkind: List\nitems: [{b: 2}, {c: 3}]\n---\ndata:\n  1: one\n";
+        let docs = split_documents("s.yaml", text).unwrap();
+        let index: Vec<usize> = docs.iter().map(|(i, _)| *i).collect();
+        assert_eq!(index, [1, 2, 3, 4]);
+        assert_eq!(docs[2].1, serde_json::json!({"c": 3}));
+        assert_eq!(docs[3].1, serde_json::json!({"data": {"1": "one"}}));
+    }
+
     #[test]
     fn expands_lists() {
         let text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: kubevirt.io/v1\n  kind: VirtualMachineInstance\n  metadata: {name: a}\n  spec: {domain: {devices: {}}}\n- apiVersion: kubevirt.io/v1\n  kind: VirtualMachineInstance\n  metadata: {name: b}\n  spec: {domain: {devices: {}}}\n";
         let m = read_manifest("l.yaml", text).unwrap();
-        assert_eq!(m.objects.len(), 2);
-        assert_eq!(m.objects[1].doc.index, 2);
+        assert_eq!(object_indices(&m), [1, 2]);
     }
 }

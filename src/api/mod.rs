@@ -34,11 +34,14 @@ macro_rules! namespaced_resource {
     };
 }
 
+pub mod apply;
 pub mod common;
 pub mod datavolume;
 pub mod defaults;
 pub mod manifest;
 pub mod quantity;
+pub mod resources;
+pub mod traits;
 pub mod vm;
 pub mod vmi;
 

@@ -510,6 +510,19 @@ pub struct VirtualMachineInstanceStatus {
 }
 
 impl VirtualMachineInstance {
+    /// A new VMI (`apiVersion: kubevirt.io/v1`, `kind: VirtualMachineInstance`, no status), as the
+    /// VM controller creates one from a template.
+    pub fn new(metadata: ObjectMeta, spec: VirtualMachineInstanceSpec) -> Self {
+        VirtualMachineInstance {
+            api_version: Some(super::API_VERSION.into()),
+            kind: Some("VirtualMachineInstance".into()),
+            metadata,
+            spec,
+            status: None,
+            extra: Default::default(),
+        }
+    }
+
     /// The phase, `Unset` when there is no status.
     pub fn phase(&self) -> Phase {
         self.status

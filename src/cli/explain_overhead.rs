@@ -6,7 +6,7 @@
 
 use super::{CliError, GlobalArgs};
 use crate::api::manifest::{ManifestObject, read_manifest};
-use crate::launcher::ClusterSettings;
+use crate::config::ClusterSettings;
 use crate::launcher::explain::{Explanation, PodCheck, check_pod, explain};
 use crate::launcher::overhead::MIB;
 use clap::{Args, ValueEnum};
@@ -107,7 +107,7 @@ fn settings(args: &ExplainOverheadArgs) -> Result<ClusterSettings, CliError> {
         s.memory_overcommit = o;
     }
     if let Some(r) = &args.additional_guest_memory_overhead_ratio {
-        crate::launcher::settings::validate_overhead_ratio(r).map_err(|m| {
+        crate::config::validate_overhead_ratio(r).map_err(|m| {
             CliError::Failed(format!("--additional-guest-memory-overhead-ratio: {m}"))
         })?;
         s.additional_guest_memory_overhead_ratio = Some(r.clone());

@@ -6,8 +6,8 @@
 //! `--exit-when-ready` times out (the message lists the VMs that are not Running).
 
 use super::{CliError, GlobalArgs};
+use crate::config::ClusterSettings;
 use crate::controller::manager::{Manager, ManagerConfig, OnLostLease};
-use crate::launcher::ClusterSettings;
 use crate::runtime::lease::{
     DEFAULT_LEASE_DURATION, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, DEFAULT_RENEW_DEADLINE,
     DEFAULT_RETRY_PERIOD, LeaderElectionConfig, default_identity,
@@ -255,7 +255,7 @@ async fn run_async(
 
     let mut applied_vms = Vec::new();
     for path in &args.apply {
-        let summary = crate::sim::cluster::apply_path_with(&client, path)
+        let summary = crate::api::apply::apply_path(&client, path)
             .await
             .map_err(|e| CliError::Failed(format!("--apply {}: {e}", path.display())))?;
         println!("applied {}: {}", path.display(), summary.describe());

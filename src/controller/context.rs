@@ -6,7 +6,7 @@
 //! pkg/virt-controller/watch/vm/vm.go:140-180 and watch/vmi/vmi.go:80-110.
 
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
-use crate::launcher::ClusterSettings;
+use crate::config::ClusterSettings;
 use crate::runtime::expectations::{ControllerExpectations, UidTrackingControllerExpectations};
 use crate::runtime::informer::Informer;
 use crate::runtime::metrics::Metrics;

@@ -14,7 +14,7 @@ use super::handlers::{
     VmStoreCell, dv_to_vm_handler, pod_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
 };
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
-use crate::launcher::ClusterSettings;
+use crate::config::ClusterSettings;
 use crate::runtime::informer::{Informer, key_of};
 use crate::runtime::lease::{
     DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,

@@ -6,7 +6,7 @@
 //! serialconsolelog.go, template.go (`copyProbe`, `wrapGuestAgentPingWithVirtProbe`,
 //! `newInitContainerRenderer`), pkg/container-disk/container-disk.go.
 
-use super::pod::RenderError;
+use super::error::RenderError;
 use super::volumes::{
     CONTAINER_BINARY_DIR, CONTAINER_DISKS, LAUNCHER_VOLUME, VIRT_BIN_SHARE_DIR, VIRT_PRIVATE_DIR,
     container_disk_mount_dir, mount,
@@ -265,16 +265,7 @@ pub(crate) fn console_log_container(
             limits: Some(limits),
             claims: None,
         }),
-        security_context: Some(SecurityContext {
-            run_as_user: Some(NON_ROOT_UID),
-            run_as_non_root: Some(true),
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                add: None,
-                drop: Some(vec!["ALL".into()]),
-            }),
-            ..Default::default()
-        }),
+        security_context: Some(restricted_security_context()),
         restart_policy: Some("Always".into()),
         env: Some(vec![env(
             ENV_VIRT_LAUNCHER_LOG_VERBOSITY,
@@ -304,7 +295,9 @@ pub(crate) fn container_disk_resources(guaranteed: bool) -> ResourceRequirements
     }
 }
 
-fn container_disk_security_context() -> SecurityContext {
+/// Non-root (107), no privilege escalation, all capabilities dropped: the console-log and
+/// container-disk containers (template.go, container-disk.go).
+fn restricted_security_context() -> SecurityContext {
     SecurityContext {
         run_as_user: Some(NON_ROOT_UID),
         run_as_non_root: Some(true),
@@ -335,7 +328,7 @@ pub(crate) fn image_volume_init_container(
         )]),
         args: Some(strings(&["--no-op"])),
         resources: Some(container_disk_resources(guaranteed)),
-        security_context: Some(container_disk_security_context()),
+        security_context: Some(restricted_security_context()),
         volume_mounts: Some(vec![VolumeMount {
             read_only: Some(true),
             ..mount(LAUNCHER_VOLUME, CONTAINER_BINARY_DIR)
@@ -376,7 +369,7 @@ pub(crate) fn container_disk_container(
             mount(VIRT_BIN_SHARE_DIR, "/usr/bin"),
         ]),
         resources: Some(container_disk_resources(guaranteed)),
-        security_context: Some(container_disk_security_context()),
+        security_context: Some(restricted_security_context()),
         ..Default::default()
     }
 }

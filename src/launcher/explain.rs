@@ -6,14 +6,16 @@
 //! [{"name", "bytes", "reason", "source"}]}, "computeResources": {"requests", "limits"},
 //! "podCheck"?}`.
 
-use super::overhead::{OverheadBreakdown, OverheadError, memory_overhead};
-use super::resources::{ComputeResources, NamespaceContext, ResourceError, compute_resources};
-use super::settings::ClusterSettings;
+use super::overhead::{OverheadBreakdown, memory_overhead_with};
+use super::renderer::render_compute_resources;
+use super::resources::{ComputeResources, NamespaceContext};
 use crate::api::defaults::apply_admission_defaults;
 use crate::api::manifest::KubeVirtObject;
 use crate::api::quantity::ParsedQuantity;
+use crate::api::resources::{FieldError, VmiResources};
 use crate::api::vmi::VirtualMachineInstanceSpec;
 use crate::api::{VirtualMachineInstance, annotations};
+use crate::config::ClusterSettings;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Serialize};
@@ -64,15 +66,13 @@ pub enum ExplainError {
     /// The VM has no `spec.template.spec`.
     #[error("field {0}: required field is missing")]
     Missing(&'static str),
-    /// A quantity in the spec is invalid (the field path is relative to the object).
+    /// A quantity in the spec is invalid or the compute resources cannot be rendered (the field
+    /// path is relative to the object).
     #[error("field {0}")]
-    Overhead(#[from] OverheadError),
+    Field(#[from] FieldError),
     /// virt-api would reject the object.
     #[error("{0}")]
     Admission(crate::api::defaults::DefaultsError),
-    /// The compute resources could not be rendered (the field path is relative to the object).
-    #[error("field {0}")]
-    Resources(ResourceError),
 }
 
 /// The VMI a VM would start (template spec and metadata, named after the VM) or the VMI itself,
@@ -97,14 +97,7 @@ pub fn effective_vmi(
             let mut metadata = template.metadata.clone().unwrap_or_default();
             metadata.name = vm.metadata.name.clone();
             metadata.namespace = vm.metadata.namespace.clone();
-            VirtualMachineInstance {
-                api_version: Some(crate::api::API_VERSION.into()),
-                kind: Some("VirtualMachineInstance".into()),
-                metadata,
-                spec,
-                status: None,
-                extra: Default::default(),
-            }
+            VirtualMachineInstance::new(metadata, spec)
         }
     };
     if vmi.metadata.namespace.is_none() {
@@ -130,14 +123,16 @@ pub fn explain(
         KubeVirtObject::Vm(_) => "spec.template.",
         KubeVirtObject::Vmi(_) => "",
     };
-    let overhead = memory_overhead(&vmi.spec, settings).map_err(|e| e.with_field_prefix(prefix))?;
-    let compute_resources = compute_resources(
+    let resources = VmiResources::parse(&vmi.spec).map_err(|e| e.with_field_prefix(prefix))?;
+    let overhead = memory_overhead_with(&vmi.spec, &resources, settings);
+    let compute_resources = render_compute_resources(
         &vmi,
+        &resources,
         settings,
         overhead.total_bytes,
         &NamespaceContext::default(),
     )
-    .map_err(|e| ExplainError::Resources(e.with_field_prefix(prefix)))?;
+    .map_err(|e| e.with_field_prefix(prefix))?;
     Ok(Explanation {
         kind: object.kind().to_string(),
         namespace: vmi.metadata.namespace.clone().unwrap_or_default(),

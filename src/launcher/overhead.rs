@@ -9,10 +9,9 @@
 //! Unlike KubeVirt, which returns one number, [`memory_overhead`] returns every term with its
 //! bytes, why it applies and the KubeVirt source line it comes from.
 
-use super::settings::ClusterSettings;
-use crate::api::quantity::{ParsedQuantity, QuantityError};
+use crate::api::resources::{FieldError, VmiResources};
 use crate::api::vmi::VirtualMachineInstanceSpec;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use crate::config::ClusterSettings;
 use serde::{Deserialize, Serialize};
 
 /// One MiB in bytes.
@@ -79,163 +78,39 @@ pub struct OverheadBreakdown {
     pub terms: Vec<OverheadTerm>,
 }
 
-/// A field of the VMI spec that the formula cannot read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OverheadError {
-    /// A quantity that does not parse.
-    #[error("{field}: {source}")]
-    Quantity {
-        field: String,
-        #[source]
-        source: QuantityError,
-    },
-    /// A memory quantity below zero.
-    #[error("{field}: must not be negative, found {value:?}")]
-    Negative { field: String, value: String },
-    /// A quantity above 1 EiB (no node has that much; larger values would overflow the sums).
-    #[error("{field}: {value:?} is larger than 1Ei")]
-    TooLarge { field: String, value: String },
-}
-
-/// Largest memory/CPU quantity the formula accepts: 1 EiB (2^60). Sums of all terms stay far
-/// below `i64::MAX`.
-pub const MAX_QUANTITY: i64 = 1 << 60;
-
-impl OverheadError {
-    /// The same error with `prefix` put before the field path (a VM's template errors read
-    /// `spec.template.spec.domain...`).
-    pub fn with_field_prefix(self, prefix: &str) -> Self {
-        match self {
-            OverheadError::Quantity { field, source } => OverheadError::Quantity {
-                field: format!("{prefix}{field}"),
-                source,
-            },
-            OverheadError::Negative { field, value } => OverheadError::Negative {
-                field: format!("{prefix}{field}"),
-                value,
-            },
-            OverheadError::TooLarge { field, value } => OverheadError::TooLarge {
-                field: format!("{prefix}{field}"),
-                value,
-            },
-        }
-    }
-}
-
-/// Parse an optional quantity of the spec, naming `field` in errors.
-pub(crate) fn parse_field(
-    q: Option<&Quantity>,
-    field: &str,
-) -> Result<Option<ParsedQuantity>, OverheadError> {
-    q.map(|q| {
-        ParsedQuantity::parse(&q.0).map_err(|source| OverheadError::Quantity {
-            field: field.to_string(),
-            source,
-        })
-    })
-    .transpose()
-}
-
-/// Parse an optional non-negative quantity (memory, CPU), naming `field` in errors.
-pub(crate) fn parse_non_negative(
-    q: Option<&Quantity>,
-    field: &str,
-) -> Result<Option<ParsedQuantity>, OverheadError> {
-    match parse_field(q, field)? {
-        Some(p) if p.nanos < 0 => Err(OverheadError::Negative {
-            field: field.to_string(),
-            value: q.map(|q| q.0.clone()).unwrap_or_default(),
-        }),
-        Some(p) if p.value() > MAX_QUANTITY => Err(OverheadError::TooLarge {
-            field: field.to_string(),
-            value: q.map(|q| q.0.clone()).unwrap_or_default(),
-        }),
-        other => Ok(other),
-    }
-}
-
-/// The requests/limits of `spec.domain.resources` that the formula reads, parsed.
-struct Resources {
-    mem_request: Option<ParsedQuantity>,
-    mem_limit: Option<ParsedQuantity>,
-    cpu_request: Option<ParsedQuantity>,
-    cpu_limit: Option<ParsedQuantity>,
-}
-
-fn resources(spec: &VirtualMachineInstanceSpec) -> Result<Resources, OverheadError> {
-    let res = spec.domain.resources.as_ref();
-    let get = |which: &str, name: &str| -> Result<Option<ParsedQuantity>, OverheadError> {
-        let map = res.and_then(|r| {
-            if which == "requests" {
-                r.requests.as_ref()
-            } else {
-                r.limits.as_ref()
-            }
-        });
-        parse_non_negative(
-            map.and_then(|m| m.get(name)),
-            &format!("spec.domain.resources.{which}.{name}"),
-        )
-    };
-    Ok(Resources {
-        mem_request: get("requests", "memory")?,
-        mem_limit: get("limits", "memory")?,
-        cpu_request: get("requests", "cpu")?,
-        cpu_limit: get("limits", "cpu")?,
-    })
-}
-
 /// Number of vCPUs as the overhead formula counts them (hypervisorbackend.go:91-113,
-/// pkg/util/hardware/hw_utils.go:87-104): with `domain.cpu`, cores × sockets × threads skipping
-/// zero factors (32-bit, wrapping as in Go); without it, the CPU limit's `Value()` (rounded up) else the request's; at least 1.
+/// pkg/util/hardware/hw_utils.go:87-104): with `domain.cpu`, [`Cpu::vcpus`](crate::api::vmi::Cpu::vcpus)
+/// (cores × sockets × threads skipping zero factors, 32-bit, wrapping as in Go); without it, the
+/// CPU limit's `Value()` (rounded up) else the request's; at least 1.
 /// Returns (count, explanation).
-pub fn overhead_vcpus(spec: &VirtualMachineInstanceSpec) -> Result<(i64, String), OverheadError> {
+pub fn overhead_vcpus(spec: &VirtualMachineInstanceSpec, res: &VmiResources) -> (i64, String) {
     let (n, why) = match &spec.domain.cpu {
-        Some(cpu) => {
-            // uint32 arithmetic, wrapping like Go's (hw_utils.go GetNumberOfVCPUs).
-            let n = super::resources::vcpus(cpu);
-            (
-                n,
-                format!(
-                    "domain.cpu: cores {} × sockets {} × threads {} (zeros skipped)",
-                    cpu.cores.unwrap_or(0),
-                    cpu.sockets.unwrap_or(0),
-                    cpu.threads.unwrap_or(0)
-                ),
-            )
-        }
-        None => {
-            let r = resources(spec)?;
-            match (r.cpu_limit, r.cpu_request) {
-                (Some(l), _) => (
-                    l.value(),
-                    format!("no domain.cpu: CPU limit {l} rounded up"),
-                ),
-                (None, Some(q)) => (
-                    q.value(),
-                    format!("no domain.cpu: CPU request {q} rounded up"),
-                ),
-                (None, None) => (0, "no domain.cpu and no CPU request/limit".to_string()),
-            }
-        }
+        Some(cpu) => (
+            cpu.vcpus(),
+            format!(
+                "domain.cpu: cores {} × sockets {} × threads {} (zeros skipped)",
+                cpu.cores.unwrap_or(0),
+                cpu.sockets.unwrap_or(0),
+                cpu.threads.unwrap_or(0)
+            ),
+        ),
+        None => match (res.limit("cpu"), res.request("cpu")) {
+            (Some(l), _) => (
+                l.value(),
+                format!("no domain.cpu: CPU limit {l} rounded up"),
+            ),
+            (None, Some(q)) => (
+                q.value(),
+                format!("no domain.cpu: CPU request {q} rounded up"),
+            ),
+            (None, None) => (0, "no domain.cpu and no CPU request/limit".to_string()),
+        },
     };
     if n < 1 {
-        Ok((1, format!("{why}; at least 1")))
+        (1, format!("{why}; at least 1"))
     } else {
-        Ok((n, why))
+        (n, why)
     }
-}
-
-/// KubeVirt's `WantsToHaveQOSGuaranteed` (types.go:568-586): memory request == limit ≠ 0 (or only
-/// a limit) and CPU request == limit ≠ 0.
-fn wants_guaranteed(r: &Resources) -> bool {
-    let zero = |q: &Option<ParsedQuantity>| q.is_none_or(|q| q.is_zero());
-    let mem = (zero(&r.mem_request) && !zero(&r.mem_limit))
-        || (!zero(&r.mem_request)
-            && r.mem_request.map(|q| q.nanos) == r.mem_limit.map(|q| q.nanos));
-    let cpu =
-        !zero(&r.cpu_request) && r.cpu_request.map(|q| q.nanos) == r.cpu_limit.map(|q| q.nanos);
-    mem && cpu
 }
 
 /// KubeVirt's `MultiplyMemory` for the overhead ratio (hypervisorbackend.go:203-209):
@@ -251,21 +126,25 @@ pub fn multiply_memory(bytes: i64, ratio: f64) -> i64 {
 /// Compute the launcher memory overhead of a VMI spec (`CalculateMemoryOverhead`).
 ///
 /// `spec.architecture` wins over `settings.architecture`. Errors name the spec field whose
-/// quantity is invalid or negative.
+/// quantity is invalid or negative ([`VmiResources::parse`]). A caller that goes on to render the
+/// compute container parses once and calls [`memory_overhead_with`].
 pub fn memory_overhead(
     spec: &VirtualMachineInstanceSpec,
     settings: &ClusterSettings,
-) -> Result<OverheadBreakdown, OverheadError> {
-    let res = resources(spec)?;
-    // reservedOverhead is validated up front so an invalid value fails like the others.
-    let reserved = parse_non_negative(
-        spec.domain
-            .memory
-            .as_ref()
-            .and_then(|m| m.reserved_overhead.as_ref())
-            .and_then(|r| r.added_overhead.as_ref()),
-        "spec.domain.memory.reservedOverhead.addedOverhead",
-    )?;
+) -> Result<OverheadBreakdown, FieldError> {
+    Ok(memory_overhead_with(
+        spec,
+        &VmiResources::parse(spec)?,
+        settings,
+    ))
+}
+
+/// [`memory_overhead`] of a spec whose quantities `res` are already parsed.
+pub fn memory_overhead_with(
+    spec: &VirtualMachineInstanceSpec,
+    res: &VmiResources,
+    settings: &ClusterSettings,
+) -> OverheadBreakdown {
     let mut terms = Vec::new();
     let mut term = |name: &str, bytes: i64, reason: String, lines: &str| {
         terms.push(OverheadTerm {
@@ -281,7 +160,7 @@ pub fn memory_overhead(
     };
 
     // 1. Page tables: memory *request* / 512, through ScaledValue(Kilo).
-    let (pt, pt_reason) = match res.mem_request {
+    let (pt, pt_reason) = match res.request("memory") {
         Some(r) => {
             let kilo = i128::from(r.scaled_kilo());
             ((kilo * 1000 / 512) as i64, format!("memory request {r} / 512 (request rounded up to whole kB)"))
@@ -291,34 +170,22 @@ pub fn memory_overhead(
     term("pageTables", pt, pt_reason, "75-78");
 
     // 2. Fixed processes.
-    term(
-        "virtLauncherMonitor",
-        VIRT_LAUNCHER_MONITOR_OVERHEAD,
-        "virt-launcher-monitor process".into(),
-        "37-43,83-87",
-    );
-    term(
-        "virtLauncher",
-        VIRT_LAUNCHER_OVERHEAD,
-        "virt-launcher process".into(),
-        "37-43,83-87",
-    );
-    term(
-        "virtlogd",
-        VIRTLOGD_OVERHEAD,
-        "virtlogd process".into(),
-        "37-43,83-87",
-    );
-    term(
-        "virtqemud",
-        VIRTQEMUD_OVERHEAD,
-        "virtqemud process".into(),
-        "37-43,83-87",
-    );
-    term("qemu", QEMU_OVERHEAD, "QEMU process".into(), "37-43,83-87");
+    for (name, bytes, process) in [
+        (
+            "virtLauncherMonitor",
+            VIRT_LAUNCHER_MONITOR_OVERHEAD,
+            "virt-launcher-monitor",
+        ),
+        ("virtLauncher", VIRT_LAUNCHER_OVERHEAD, "virt-launcher"),
+        ("virtlogd", VIRTLOGD_OVERHEAD, "virtlogd"),
+        ("virtqemud", VIRTQEMUD_OVERHEAD, "virtqemud"),
+        ("qemu", QEMU_OVERHEAD, "QEMU"),
+    ] {
+        term(name, bytes, format!("{process} process"), "37-43,83-87");
+    }
 
     // 3. vCPUs.
-    let (vcpus, why) = overhead_vcpus(spec)?;
+    let (vcpus, why) = overhead_vcpus(spec, res);
     term(
         "vcpus",
         PER_VCPU_OVERHEAD.saturating_mul(vcpus),
@@ -407,9 +274,7 @@ pub fn memory_overhead(
         );
     }
     // 10. SEV / SNP.
-    if let Some(ls) = &spec.domain.launch_security
-        && (ls.sev.is_some() || ls.snp.is_some())
-    {
+    if spec.is_sev() {
         term(
             "sev",
             SEV_OVERHEAD,
@@ -431,12 +296,8 @@ pub fn memory_overhead(
         );
     }
     // 12. Dedicated CPUs / Guaranteed QoS.
-    let dedicated = spec
-        .domain
-        .cpu
-        .as_ref()
-        .is_some_and(|c| c.dedicated_cpu_placement == Some(true));
-    if dedicated || wants_guaranteed(&res) {
+    let dedicated = spec.is_cpu_dedicated();
+    if dedicated || res.wants_guaranteed_qos() {
         let why = if dedicated {
             "dedicatedCpuPlacement"
         } else {
@@ -450,7 +311,7 @@ pub fn memory_overhead(
         );
     }
     // 13. reservedOverhead.addedOverhead.
-    if let Some(r) = reserved {
+    if let Some(r) = res.reserved_overhead {
         term(
             "reservedOverhead",
             r.value(),
@@ -517,16 +378,18 @@ pub fn memory_overhead(
     let total_bytes = terms
         .iter()
         .fold(0i64, |acc, t| acc.saturating_add(t.bytes));
-    Ok(OverheadBreakdown { total_bytes, terms })
+    OverheadBreakdown { total_bytes, terms }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::resources::FieldProblem;
     use crate::api::vmi::{
         Cpu, Interface, LaunchSecurity, Memory, NamedDevice, Probe, ReservedOverhead,
         ResourceRequirements, Tpm, Volume,
     };
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
 
     fn q(s: &str) -> Quantity {
@@ -920,7 +783,7 @@ mod tests {
             &ClusterSettings::default(),
         )
         .unwrap_err();
-        assert!(matches!(e, OverheadError::TooLarge { .. }), "{e}");
+        assert!(matches!(e.problem, FieldProblem::TooLarge(_)), "{e}");
         assert!(
             e.to_string()
                 .starts_with("spec.domain.resources.requests.memory")

@@ -37,21 +37,21 @@ use super::containers::{
     console_log_container, container_disk_binary_container, container_disk_container,
     container_ports, image_volume_init_container, security_context, xdg_env,
 };
-use super::overhead::{OverheadError, memory_overhead};
-use super::resources::{
-    NamespaceContext, ResourceError, compute_resources, is_cpu_dedicated, is_sev, is_tdx,
-    wants_guaranteed_qos,
-};
-use super::settings::{
-    ClusterSettings, DEFAULT_DISK_MEMORY_LIMIT_BYTES, DEFAULT_GRACE_PERIOD_SECONDS,
-    QEMU_TIMEOUT_JITTER_RANGE,
-};
+use super::error::RenderError;
+use super::overhead::memory_overhead_with;
+use super::renderer::render_compute_resources;
+use super::resources::NamespaceContext;
 use super::volumes::{
     CONTAINER_DISK_DIR, EPHEMERAL_DISK_DIR, KERNEL_BOOT_VOLUME, VIRT_SHARE_DIR, VolumeOptions,
     image_pull_secrets, kernel_boot_container, render_volumes, service_account_volume,
 };
+use crate::api::resources::VmiResources;
 use crate::api::vmi::VirtualMachineInstance;
 use crate::api::{API_VERSION, annotations, labels};
+use crate::config::{
+    ClusterSettings, DEFAULT_DISK_MEMORY_LIMIT_BYTES, DEFAULT_GRACE_PERIOD_SECONDS,
+    QEMU_TIMEOUT_JITTER_RANGE,
+};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, LocalObjectReference, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, Pod, PodDNSConfig,
@@ -101,51 +101,12 @@ pub const FUNC_TEST_LAUNCHER_FAIL_FAST: &str = "kubevirt.io/func-test-virt-launc
 /// VMI annotation with custom libvirt log filters (types.go:1323).
 pub const CUSTOM_LIBVIRT_LOG_FILTERS: &str = "kubevirt.io/libvirt-log-filters";
 
-/// Why a launcher pod could not be rendered. Every variant names the VMI (`namespace/name`).
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    /// A VMI field is missing or invalid.
-    #[error("VirtualMachineInstance {vmi}: {field}: {message}")]
-    Field {
-        /// `namespace/name`.
-        vmi: String,
-        /// Field path, e.g. `spec.affinity`.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// A PVC/DataVolume volume names a claim missing from [`NamespaceContext::pvcs`]
-    /// (KubeVirt's `PvcNotFoundError`, which the VMI controller reports as `FailedPvcNotFound`).
-    #[error("VirtualMachineInstance {vmi}: didn't find PVC {claim}")]
-    PvcNotFound {
-        /// `namespace/name`.
-        vmi: String,
-        /// Claim name.
-        claim: String,
-    },
-    /// The memory overhead could not be computed.
-    #[error("VirtualMachineInstance {vmi}: {source}")]
-    Overhead {
-        /// `namespace/name`.
-        vmi: String,
-        /// The overhead calculator's error (names the field).
-        source: OverheadError,
-    },
-    /// The compute container's resources could not be computed.
-    #[error("VirtualMachineInstance {vmi}: {source}")]
-    Resources {
-        /// `namespace/name`.
-        vmi: String,
-        /// Names the field.
-        source: ResourceError,
-    },
-}
-
 /// Render the virt-launcher pod of `vmi` (KubeVirt `RenderLaunchManifest`).
 ///
 /// Pure apart from `rng`, which draws the `--qemu-timeout` jitter: `settings.qemu_timeout_seconds
 /// + rng.random_range(0..120)` seconds (template.go:101, 368-372), so with the defaults a value in
-/// [240, 359]. The memory overhead comes from [`memory_overhead`]; the namespace facts (quota,
+/// [240, 359]. The memory overhead comes from
+/// [`memory_overhead`](super::overhead::memory_overhead); the namespace facts (quota,
 /// labels, PVCs) from `ns`.
 ///
 /// Errors ([`RenderError`]): empty `metadata.name`/`metadata.namespace`, invalid quantities,
@@ -158,18 +119,24 @@ pub fn render_launch_manifest(
     rng: &mut impl rand::Rng,
 ) -> Result<Pod, RenderError> {
     let jitter = rng.random_range(0..QEMU_TIMEOUT_JITTER_RANGE);
-    let overhead =
-        memory_overhead(&vmi.spec, settings).map_err(|source| RenderError::Overhead {
-            vmi: object_key(vmi),
-            source,
-        })?;
-    render_launch_manifest_with(
+    let resources = parse_resources(vmi)?;
+    let overhead = memory_overhead_with(&vmi.spec, &resources, settings);
+    render_pod(
         vmi,
+        &resources,
         settings,
         ns,
         overhead.total_bytes,
         settings.qemu_timeout_seconds.saturating_add(jitter),
     )
+}
+
+/// The VMI's quantities, parsed once for both the overhead and the compute resources.
+fn parse_resources(vmi: &VirtualMachineInstance) -> Result<VmiResources, RenderError> {
+    VmiResources::parse(&vmi.spec).map_err(|source| RenderError::Resources {
+        vmi: object_key(vmi),
+        source,
+    })
 }
 
 fn object_key(vmi: &VirtualMachineInstance) -> String {
@@ -326,15 +293,10 @@ fn node_selector(
     let mut enable = |label: String| {
         sel.insert(label, "true".to_string());
     };
-    if is_cpu_dedicated(spec) {
+    if spec.is_cpu_dedicated() {
         enable(CPU_MANAGER_LABEL.into());
     }
-    let model = spec
-        .domain
-        .cpu
-        .as_ref()
-        .and_then(|c| c.model.as_deref())
-        .unwrap_or_default();
+    let model = spec.cpu_model();
     if !model.is_empty() {
         if model != "host-model" && model != "host-passthrough" {
             enable(format!("{CPU_MODEL_LABEL}{model}"));
@@ -373,7 +335,7 @@ fn node_selector(
         enable("kubevirt.io/realtime".into());
     }
     let ls = spec.domain.launch_security.as_ref();
-    if is_sev(spec) {
+    if spec.is_sev() {
         enable("kubevirt.io/sev".into());
     }
     let sev_es = ls
@@ -391,7 +353,7 @@ fn node_selector(
     if ls.is_some() && arch == "s390x" {
         enable("kubevirt.io/s390-pv".into());
     }
-    if is_tdx(spec) {
+    if spec.is_tdx() {
         enable("kubevirt.io/tdx".into());
     }
     if cross_arch && !arch.is_empty() {
@@ -417,24 +379,39 @@ pub fn render_launch_manifest_with(
     overhead_bytes: i64,
     qemu_timeout_seconds: u32,
 ) -> Result<Pod, RenderError> {
+    let resources = parse_resources(vmi)?;
+    render_pod(
+        vmi,
+        &resources,
+        settings,
+        ns,
+        overhead_bytes,
+        qemu_timeout_seconds,
+    )
+}
+
+fn render_pod(
+    vmi: &VirtualMachineInstance,
+    resources: &VmiResources,
+    settings: &ClusterSettings,
+    ns: &NamespaceContext,
+    overhead_bytes: i64,
+    qemu_timeout_seconds: u32,
+) -> Result<Pod, RenderError> {
     let object = object_key(vmi);
     let field_err = |field: &str, message: String| RenderError::Field {
         vmi: object.clone(),
         field: field.to_string(),
         message,
     };
-    let name = vmi
-        .metadata
-        .name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| field_err("metadata.name", "must not be empty".into()))?;
-    let namespace = vmi
-        .metadata
-        .namespace
-        .clone()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| field_err("metadata.namespace", "must not be empty".into()))?;
+    let required = |value: &Option<String>, field: &str| {
+        value
+            .clone()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| field_err(field, "must not be empty".into()))
+    };
+    let name = required(&vmi.metadata.name, "metadata.name")?;
+    let namespace = required(&vmi.metadata.namespace, "metadata.namespace")?;
     let uid = vmi.metadata.uid.clone().unwrap_or_default();
     let vmi_labels = vmi.metadata.labels.clone().unwrap_or_default();
     let vmi_annotations = vmi.metadata.annotations.clone().unwrap_or_default();
@@ -447,13 +424,13 @@ pub fn render_launch_manifest_with(
         .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
         .saturating_add(GRACE_PERIOD_PADDING_SECONDS);
     let kill_after = grace.saturating_add(GRACE_PERIOD_PADDING_SECONDS);
-    let dedicated = is_cpu_dedicated(spec);
-    let resources_err = |source| RenderError::Resources {
-        vmi: object.clone(),
-        source,
-    };
-    let guaranteed = dedicated || wants_guaranteed_qos(spec).map_err(resources_err)?;
-    let resources = compute_resources(vmi, settings, overhead_bytes, ns).map_err(resources_err)?;
+    let dedicated = spec.is_cpu_dedicated();
+    let guaranteed = dedicated || resources.wants_guaranteed_qos();
+    let resources = render_compute_resources(vmi, resources, settings, overhead_bytes, ns)
+        .map_err(|source| RenderError::Resources {
+            vmi: object.clone(),
+            source,
+        })?;
 
     let image = settings.launcher_image.as_str();
     let pull_policy = DEFAULT_IMAGE_PULL_POLICY;
@@ -759,12 +736,7 @@ pub fn render_launch_manifest_with(
 
     // Affinity (template.go:228-234, 956-975).
     let mut affinity: Option<Affinity> = typed(spec.affinity.as_ref(), "spec.affinity", &object)?;
-    let model = spec
-        .domain
-        .cpu
-        .as_ref()
-        .and_then(|c| c.model.as_deref())
-        .unwrap_or_default();
+    let model = spec.cpu_model();
     if model.is_empty() || model == "host-model" {
         affinity = Some(reject_label(affinity, NODE_HOST_MODEL_IS_OBSOLETE_LABEL));
     }
@@ -941,6 +913,15 @@ mod tests {
 
     fn spec(p: &Pod) -> &PodSpec {
         p.spec.as_ref().unwrap()
+    }
+
+    /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`.
+    fn required_terms(p: &Pod) -> Vec<NodeSelectorTerm> {
+        let affinity = spec(p).affinity.clone().unwrap();
+        let node = affinity.node_affinity.unwrap();
+        node.required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .node_selector_terms
     }
 
     fn compute(p: &Pod) -> &Container {
@@ -1518,15 +1499,7 @@ mod tests {
         );
         // The forbidden feature becomes a DoesNotExist affinity term; a named model does not
         // add the obsolete-host-model term.
-        let terms = spec(&pod)
-            .affinity
-            .clone()
-            .unwrap()
-            .node_affinity
-            .unwrap()
-            .required_during_scheduling_ignored_during_execution
-            .unwrap()
-            .node_selector_terms;
+        let terms = required_terms(&pod);
         let keys: Vec<String> = terms[0]
             .match_expressions
             .clone()
@@ -1564,15 +1537,7 @@ mod tests {
                 domain["cpu"] = json!({"model": m});
             }
             let pod = render(&vmi(json!({}), json!({"domain": domain})), &s);
-            let terms = spec(&pod)
-                .affinity
-                .clone()
-                .unwrap()
-                .node_affinity
-                .unwrap()
-                .required_during_scheduling_ignored_during_execution
-                .unwrap()
-                .node_selector_terms;
+            let terms = required_terms(&pod);
             let req = &terms[0].match_expressions.clone().unwrap()[0];
             assert_eq!(
                 (req.key.as_str(), req.operator.as_str()),
@@ -1999,22 +1964,22 @@ mod tests {
     fn errors_name_object_and_field() {
         let s = test_settings();
         let ns = NamespaceContext::default();
+        let error = |v: &VirtualMachineInstance| {
+            render_launch_manifest_with(v, &s, &ns, 0, 240)
+                .unwrap_err()
+                .to_string()
+        };
         let mut v = vmi(json!({}), json!({"domain": {}}));
         v.metadata.namespace = None;
-        let e = render_launch_manifest_with(&v, &s, &ns, 0, 240).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("metadata.namespace: must not be empty"),
-            "{e}"
-        );
+        let e = error(&v);
+        assert!(e.contains("metadata.namespace: must not be empty"), "{e}");
         let v = vmi(
             json!({}),
             json!({"domain": {}, "affinity": {"nodeAffinity": "nope"}}),
         );
-        let e = render_launch_manifest_with(&v, &s, &ns, 0, 240).unwrap_err();
+        let e = error(&v);
         assert!(
-            e.to_string()
-                .starts_with("VirtualMachineInstance testns/testvmi: spec.affinity: "),
+            e.starts_with("VirtualMachineInstance testns/testvmi: spec.affinity: "),
             "{e}"
         );
         let v = vmi(

@@ -11,7 +11,7 @@
 //! Not modelled: the backend-storage PVC (`vm-state`, persistent TPM/EFI/CBT state), hook-sidecar
 //! and virtiofs volumes, network-info for binding plugins with `downwardAPI: device-info`.
 
-use super::pod::RenderError;
+use super::error::RenderError;
 use super::resources::{NamespaceContext, PvcInfo};
 use crate::api::vmi::{VirtualMachineInstance, Volume as VmiVolume};
 use k8s_openapi::api::core::v1::{
@@ -495,7 +495,7 @@ pub(crate) fn render_volumes(
     }
 
     // withHugepages (rendervolumes.go:462-492).
-    if super::resources::has_hugepages(&vmi.spec) {
+    if vmi.spec.has_hugepages() {
         out.volumes.push(Volume {
             name: "hugepages".into(),
             empty_dir: Some(EmptyDirVolumeSource {

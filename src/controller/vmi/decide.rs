@@ -89,15 +89,6 @@ fn marked_for_eviction(vmi: &VirtualMachineInstance) -> bool {
         .is_some_and(|n| !n.is_empty())
 }
 
-fn cpu_dedicated(vmi: &VirtualMachineInstance) -> bool {
-    vmi.spec
-        .domain
-        .cpu
-        .as_ref()
-        .and_then(|c| c.dedicated_cpu_placement)
-        .unwrap_or(false)
-}
-
 /// `hasOwnerVM` (lifecycle.go:861-872).
 fn has_owner_vm(snap: &VmiSnapshot) -> bool {
     let Some(r) = snap
@@ -504,7 +495,7 @@ fn update_status(
                     }
                     if podutil::is_pod_ready(p) && !vmi.is_deleting() {
                         if podutil::pod_qos_class(p) != Some(podutil::QOS_GUARANTEED)
-                            && cpu_dedicated(vmi)
+                            && vmi.spec.is_cpu_dedicated()
                         {
                             actions.push(VmiAction::Event {
                                 type_: super::action::EventType::Warning,

@@ -1,5 +1,6 @@
-//! Cluster-level inputs of the launcher renderer and the overhead formula, with KubeVirt v1.9's
-//! defaults (pkg/virt-config/virt-config.go, pkg/virt-controller/watch/application.go).
+//! Controller and cluster settings (KubeVirt's pkg/virt-config): the cluster-level inputs of the
+//! launcher renderer and the overhead formula, with KubeVirt v1.9's defaults
+//! (pkg/virt-config/virt-config.go, pkg/virt-controller/watch/application.go).
 //!
 //! They come from the KubeVirt custom resource (`spec.configuration`), can be read from a file
 //! (`--kubevirt-cr FILE`) or, in cluster mode, from the live CR, and can be overridden by flags.
