@@ -67,10 +67,7 @@ fn round_trip_files(files: &[PathBuf]) -> (usize, usize) {
 
 #[test]
 fn every_own_example_and_fixture_round_trips() {
-    let files: Vec<PathBuf> = common::own_manifest_dirs()
-        .iter()
-        .flat_map(|d| common::yaml_files(d))
-        .collect();
+    let files = common::own_manifest_files();
     let (files_with_one, objects) = round_trip_files(&files);
     assert_eq!(
         files_with_one,

@@ -148,11 +148,7 @@ fn controller_creates(audit: &[AuditEntry], resource: &str) -> Vec<AuditEntry> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_vmi_and_one_pod_per_vm_under_lagging_cache_and_api_errors() {
-    let mut config = EnvConfig::new("reliability-test").lease_timing(
-        Duration::from_secs(15),
-        Duration::from_secs(10),
-        Duration::from_millis(500),
-    );
+    let mut config = EnvConfig::new("reliability-test").long_lease(Duration::from_millis(500));
     config.cluster.api = ApiServerConfig {
         fault_seed: FAULT_SEED,
         ..Default::default()
@@ -163,10 +159,7 @@ async fn one_vmi_and_one_pod_per_vm_under_lagging_cache_and_api_errors() {
     let env = Env::start_with(config, install_faults).await;
     let user = env.client.clone();
     let api = env.cluster().api();
-    env.wait_for("leadership and idle queues", || async {
-        (env.manager.leader_state().leading && env.queues_idle()).then_some(())
-    })
-    .await;
+    env.wait_leading_and_idle().await;
 
     let vms: Api<VirtualMachine> = Api::namespaced(user.clone(), NAMESPACE);
     for i in 0..VMS {

@@ -78,21 +78,13 @@ fn agent_of(e: &AuditEntry) -> &'static str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_vm_start_writes_within_budget() {
-    // Long enough that no renewal falls inside a short test; renewals are excluded anyway.
-    let mut config = EnvConfig::new("writes-test").lease_timing(
-        Duration::from_secs(15),
-        Duration::from_secs(10),
-        Duration::from_millis(250),
-    );
+    let mut config = EnvConfig::new("writes-test").long_lease(Duration::from_millis(250));
     config.cluster.nodes = 1;
     config.user_agent = Some("test-user");
     config.deadline = DEADLINE;
     let env = Env::start_with(config, |_| {}).await;
     let api = env.cluster().api();
-    env.wait_for("leadership and idle queues", || async {
-        (env.manager.leader_state().leading && env.queues_idle()).then_some(())
-    })
-    .await;
+    env.wait_leading_and_idle().await;
 
     let mark = api.audit().len() as u64;
     let vms: Api<VirtualMachine> = env.vms();

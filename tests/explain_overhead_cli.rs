@@ -190,10 +190,7 @@ fn explain_all(files: &[PathBuf]) -> usize {
 /// Every own example and fixture holds a VM or VMI, and explains.
 #[test]
 fn every_own_example_and_fixture_explains() {
-    let files: Vec<PathBuf> = common::own_manifest_dirs()
-        .iter()
-        .flat_map(|d| common::yaml_files(d))
-        .collect();
+    let files = common::own_manifest_files();
     assert_eq!(explain_all(&files), files.len());
 }
 

@@ -68,10 +68,11 @@ impl EnvConfig {
         }
     }
 
-    /// Lease timing: duration, renew deadline, retry period.
-    pub fn lease_timing(mut self, duration: Duration, renew: Duration, retry: Duration) -> Self {
-        self.lease.lease_duration = duration;
-        self.lease.renew_deadline = renew;
+    /// A 15 s Lease with a 10 s renew deadline and the given retry period: no renewal falls
+    /// inside a short test, and no other candidate competes.
+    pub fn long_lease(mut self, retry: Duration) -> Self {
+        self.lease.lease_duration = Duration::from_secs(15);
+        self.lease.renew_deadline = Duration::from_secs(10);
         self.lease.retry_period = retry;
         self
     }
@@ -160,6 +161,14 @@ impl Env {
         })
         .await;
         env
+    }
+
+    /// Wait until this instance leads and both work queues are empty.
+    pub async fn wait_leading_and_idle(&self) {
+        self.wait_for("leadership and idle queues", || async {
+            (self.manager.leader_state().leading && self.queues_idle()).then_some(())
+        })
+        .await;
     }
 
     /// Both work queues exist (leading) and hold no queued, in-flight or parked key.

@@ -2,7 +2,7 @@
 //!
 //! - [`wait_for`] / [`wait_for_within`] / [`poll_until`]: poll a condition with a generous
 //!   deadline (no test sleeps for a fixed time);
-//! - [`repo_path`], [`example_vm`], [`own_manifest_dirs`]: the repository's own files
+//! - [`repo_path`], [`example_vm`], [`own_manifest_files`]: the repository's own files
 //!   (`docs/examples/`, `docs/examples/more/`, `tests/fixtures/`);
 //! - [`upstream_examples`]: where KubeVirt's own example manifests are, for the optional
 //!   conformance sweeps (`KUBEVIRT_EXAMPLES`, see README "Tests");
@@ -84,6 +84,14 @@ pub fn own_manifest_dirs() -> Vec<PathBuf> {
     ["docs/examples", "docs/examples/more", "tests/fixtures"]
         .iter()
         .map(|d| repo_path(d))
+        .collect()
+}
+
+/// Every `*.yaml` file of [`own_manifest_dirs`].
+pub fn own_manifest_files() -> Vec<PathBuf> {
+    own_manifest_dirs()
+        .iter()
+        .flat_map(|d| yaml_files(d))
         .collect()
 }
 
