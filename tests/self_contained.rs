@@ -200,21 +200,18 @@ fn readme_commands_name_repository_files() {
 #[test]
 fn upstream_examples_lookup_skips_when_absent() {
     let nowhere = common::repo_path("tests/fixtures/no-such-folder");
+    assert_eq!(common::locate_upstream_examples(None, &nowhere), None);
     assert_eq!(
-        common::upstream_examples_from("lookup test", None, &nowhere),
-        None
-    );
-    assert_eq!(
-        common::upstream_examples_from("lookup test", Some("".into()), &nowhere),
+        common::locate_upstream_examples(Some("".into()), &nowhere),
         None
     );
     let fixtures = common::repo_path("tests/fixtures");
     assert_eq!(
-        common::upstream_examples_from("lookup test", Some(fixtures.clone().into()), &nowhere),
+        common::locate_upstream_examples(Some(fixtures.clone().into()), &nowhere),
         Some(fixtures.clone())
     );
     assert_eq!(
-        common::upstream_examples_from("lookup test", None, &fixtures),
+        common::locate_upstream_examples(None, &fixtures),
         Some(fixtures)
     );
 }

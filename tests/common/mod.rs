@@ -122,25 +122,28 @@ pub fn example_vm(rel: &str) -> VirtualMachine {
     serde_json::from_value(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// KubeVirt's v1.9.0 example manifests, for the conformance sweeps: the folder named by
-/// `KUBEVIRT_EXAMPLES` (it must exist), else [`UPSTREAM_EXAMPLES_DEFAULT`] when present.
-/// Otherwise prints one line saying why `test` is skipped (straight to stderr, so that it
-/// shows even when the harness captures output) and returns `None`: the caller returns and
-/// passes.
+/// KubeVirt's v1.9.0 example manifests, for the conformance sweeps: see
+/// [`locate_upstream_examples`]. When they are not found, prints one line saying why `test` is
+/// skipped (straight to stderr, so that it shows even when the harness captures output) and
+/// returns `None`: the caller returns and passes.
 pub fn upstream_examples(test: &str) -> Option<PathBuf> {
-    upstream_examples_from(
-        test,
+    let found = locate_upstream_examples(
         std::env::var_os(UPSTREAM_EXAMPLES_ENV),
         &repo_path(UPSTREAM_EXAMPLES_DEFAULT),
-    )
+    );
+    if found.is_none() {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIP {test}: KubeVirt's example manifests not found; set {UPSTREAM_EXAMPLES_ENV} to \
+             kubevirt/kubevirt v1.9.0's examples/ folder to run this sweep"
+        );
+    }
+    found
 }
 
-/// [`upstream_examples`] with the variable's value and the default folder given.
-pub fn upstream_examples_from(
-    test: &str,
-    var: Option<OsString>,
-    default: &Path,
-) -> Option<PathBuf> {
+/// The folder named by `var` (the value of `KUBEVIRT_EXAMPLES`; it must be a directory, an
+/// empty value counts as unset), else `default` when it is a directory, else `None`.
+pub fn locate_upstream_examples(var: Option<OsString>, default: &Path) -> Option<PathBuf> {
     if let Some(dir) = var.filter(|v| !v.is_empty()) {
         let dir = PathBuf::from(dir);
         assert!(
@@ -150,13 +153,5 @@ pub fn upstream_examples_from(
         );
         return Some(dir);
     }
-    if default.is_dir() {
-        return Some(default.to_path_buf());
-    }
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "SKIP {test}: KubeVirt's example manifests not found; set {UPSTREAM_EXAMPLES_ENV} to \
-         kubevirt/kubevirt v1.9.0's examples/ folder to run this sweep"
-    );
-    None
+    default.is_dir().then(|| default.to_path_buf())
 }
