@@ -1,4 +1,4 @@
-//! Start 1 000 VMs: copies of KubeVirt's `vm-cirros` (runStrategy Always) on the embedded
+//! Start 1 000 VMs: copies of `demo-vm` (docs/examples/vm-containerdisk.yaml) on the embedded
 //! cluster with 20 simulated nodes, run by the real controller (3 VM / 10 VMI workers).
 //!
 //! A plain `fn main` bench (`harness = false`): one 1 000-VM start is a scenario, not a loop
@@ -302,26 +302,26 @@ impl ClusterHandle {
 fn vm_copies(n: usize) -> Vec<VirtualMachine> {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/docs/examples/vm-cirros.yaml"
+        "/docs/examples/vm-containerdisk.yaml"
     ))
-    .expect("docs/examples/vm-cirros.yaml");
-    let base: VirtualMachine = serde_yaml::from_str(&text).expect("vm-cirros.yaml");
+    .expect("docs/examples/vm-containerdisk.yaml");
+    let base: VirtualMachine = serde_yaml::from_str(&text).expect("vm-containerdisk.yaml");
     (0..n)
         .map(|i| {
             let mut vm = base.clone();
-            let name = format!("vm-cirros-{i:04}");
+            let name = format!("demo-vm-{i:04}");
             vm.metadata.name = Some(name.clone());
             vm.metadata.namespace = Some("default".into());
             vm.metadata
                 .labels
                 .get_or_insert_with(Default::default)
-                .insert("kubevirt.io/vm".into(), name.clone());
+                .insert("app.kubernetes.io/name".into(), name.clone());
             if let Some(t) = vm.spec.template.as_mut() {
                 t.metadata
                     .get_or_insert_with(Default::default)
                     .labels
                     .get_or_insert_with(Default::default)
-                    .insert("kubevirt.io/vm".into(), name);
+                    .insert("app.kubernetes.io/name".into(), name);
             }
             vm
         })

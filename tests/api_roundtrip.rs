@@ -1,14 +1,13 @@
-//! Every VirtualMachine and VirtualMachineInstance in KubeVirt's v1.9.0 example manifests
-//! (../shared/reference/kubevirt-v1.9.0/examples) must survive deserialise → serialise without
-//! losing or changing a field.
+//! Every VirtualMachine and VirtualMachineInstance of the repository's own manifests
+//! (docs/examples, docs/examples/more, tests/fixtures) and, when available, of KubeVirt's v1.9.0
+//! example manifests (`KUBEVIRT_EXAMPLES`, see tests/common) must survive deserialise →
+//! serialise without losing or changing a field.
+
+mod common;
 
 use std::path::PathBuf;
 use virtctl_rs::api::manifest::split_documents;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
-
-fn examples_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/kubevirt-v1.9.0/examples")
-}
 
 /// Kubernetes treats an explicit `null` like an absent optional field; drop them before comparing.
 fn strip_nulls(v: &mut serde_json::Value) {
@@ -29,21 +28,12 @@ fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(
     serde_json::to_value(&typed).expect("serialise")
 }
 
-#[test]
-fn every_example_vm_and_vmi_round_trips() {
+/// Round-trips every VM and VMI document of `files`; returns (files holding one, objects).
+fn round_trip_files(files: &[PathBuf]) -> (usize, usize) {
     let mut files_with_one = 0;
     let mut objects = 0;
-    let mut entries: Vec<_> = std::fs::read_dir(examples_dir())
-        .expect("examples dir")
-        .flatten()
-        .collect();
-    entries.sort_by_key(|e| e.path());
-    for entry in entries {
-        let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
+    for path in files {
+        let text = std::fs::read_to_string(path).unwrap();
         let mut found = false;
         for (_, doc) in split_documents(&path.display().to_string(), &text).unwrap() {
             let kind = doc
@@ -72,6 +62,28 @@ fn every_example_vm_and_vmi_round_trips() {
             files_with_one += 1;
         }
     }
+    (files_with_one, objects)
+}
+
+#[test]
+fn every_own_example_and_fixture_round_trips() {
+    let files = common::own_manifest_files();
+    let (files_with_one, objects) = round_trip_files(&files);
+    assert_eq!(
+        files_with_one,
+        files.len(),
+        "every own manifest holds a VM or VMI"
+    );
+    assert!(objects >= 14, "{objects} objects");
+}
+
+#[test]
+fn every_upstream_example_vm_and_vmi_round_trips() {
+    let Some(dir) = common::upstream_examples("every_upstream_example_vm_and_vmi_round_trips")
+    else {
+        return;
+    };
+    let (files_with_one, objects) = round_trip_files(&common::yaml_files(&dir));
     assert_eq!(
         files_with_one, 34,
         "KubeVirt v1.9.0 ships 34 example files with a VM or VMI"

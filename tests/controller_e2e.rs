@@ -1,12 +1,12 @@
 //! End-to-end tests of the VM and VMI controllers (KubeVirt v1.9 behaviour: facts §1 VM
 //! controller, §3 VMI controller, §4 launcher pod) on the embedded cluster.
 //!
-//! Every test starts its own [`EmbeddedCluster`] (real HTTP API server, two simulated nodes),
-//! a [`Manager`] with the real reconcilers and short Lease durations, creates KubeVirt's example
-//! VMs (`docs/examples/`, copies of kubevirt/kubevirt `examples/` at v1.9.0) through a
-//! `kube::Client`, and waits for conditions with generous deadlines. Nothing sleeps for a fixed
-//! time: "this must NOT happen" is asserted after the controller provably reconciled the key
-//! with the relevant state in its cache and has nothing left queued for it.
+//! Every test starts its own [`Env`] (tests/common/env.rs: an embedded cluster with two
+//! simulated nodes, a manager with the real reconcilers and short Lease durations), creates the
+//! project's example VMs (`docs/examples/`) through a `kube::Client`, and waits for conditions
+//! with generous deadlines. Nothing sleeps for a fixed time: "this must NOT happen" is asserted
+//! after the controller provably reconciled the key with the relevant state in its cache and
+//! has nothing left queued for it.
 //!
 //! Things worth knowing when reading the expectations:
 //! - The embedded cluster has no virt-api webhooks. On a real cluster the VM mutator gives a new
@@ -22,417 +22,37 @@
 //!   commented): an adopted hand-made VMI makes every VM sync fail with "resource name may not be
 //!   empty", and a failed Start-request patch loses a RerunOnFailure restart.
 
+mod common;
+
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::apps::v1::ControllerRevision;
+use common::env::{CONTROLLER_AGENT, Env, printable, vm_status};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Client, ResourceExt};
-use serde_json::{Value, json};
-use std::future::Future;
-use std::sync::Arc;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
 use std::time::Duration;
-use tokio::task::JoinHandle;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::annotations::{MEMORY_OVERHEAD_BYTES, VM_GENERATION};
 use virtctl_rs::api::finalizers::{FOREGROUND_DELETE_VM, VM_CONTROLLER};
 use virtctl_rs::api::labels::{CREATED_BY, NODE_NAME};
 use virtctl_rs::api::{Phase, VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::config::ClusterSettings;
-use virtctl_rs::controller::context::ReconcileRecord;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError, OnLostLease};
 use virtctl_rs::launcher::compute_resources;
 use virtctl_rs::launcher::overhead::memory_overhead;
 use virtctl_rs::launcher::resources::NamespaceContext;
-use virtctl_rs::runtime::lease::LeaderElectionConfig;
-use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 use virtctl_rs::sim::nodes::Matcher;
 
 const NS: &str = "default";
-const DEADLINE: Duration = Duration::from_secs(40);
-/// User agent of the controller manager's client.
-const CONTROLLER_AGENT: &str = "virt-controller-e2e";
-/// `CalculateLegacyUUID("vm-cirros")` (facts §1.7.3).
-const VM_CIRROS_UUID: &str = "0d2a2043-41c0-59c3-9b17-025022203668";
+/// `CalculateLegacyUUID("demo-vm")` (facts §1.7.3).
+const DEMO_VM_UUID: &str = "c35fca7a-6445-5a56-a696-fcfdf46cd1be";
 
-// ------------------------------------------------------------------------------------------
-// Harness
-// ------------------------------------------------------------------------------------------
-
-/// One embedded cluster plus one leading controller manager.
-struct Env {
-    cluster: Option<EmbeddedCluster>,
-    client: Client,
-    manager: Arc<Manager>,
-    cancel: CancellationToken,
-    run: Option<JoinHandle<Result<(), ManagerError>>>,
-}
-
-impl Env {
-    async fn start() -> Env {
-        let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
-            nodes: 2,
-            kubelet_delay: Duration::from_millis(50),
-            grace_scale: 0.01,
-            ..Default::default()
-        })
-        .await
-        .expect("embedded cluster starts");
-        let client = cluster.client().await.expect("client");
-        // The controller talks through its own client, so that faults and audit entries can
-        // be told apart from the test's own requests.
-        let controller_client = cluster
-            .api()
-            .client_with_agent(CONTROLLER_AGENT)
-            .await
-            .expect("controller client");
-        let mut lease = LeaderElectionConfig::new("ctrl-e2e");
-        lease.lease_duration = Duration::from_secs(2);
-        lease.renew_deadline = Duration::from_millis(1500);
-        lease.retry_period = Duration::from_millis(250);
-        let config = ManagerConfig {
-            namespace: None,
-            vm_workers: 3,
-            vmi_workers: 10,
-            settings: ClusterSettings::default(),
-            lease,
-            on_lost_lease: OnLostLease::Exit,
-            listen: None,
-        };
-        let (vm, vmi) = virtctl_rs::controller::reconcilers();
-        let manager = Arc::new(
-            Manager::start(controller_client, config, vm, vmi)
-                .await
-                .expect("manager starts"),
-        );
-        let cancel = CancellationToken::new();
-        let run = {
-            let m = manager.clone();
-            let c = cancel.clone();
-            tokio::spawn(async move { m.run(c).await })
-        };
-        let env = Env {
-            cluster: Some(cluster),
-            client,
-            manager,
-            cancel,
-            run: Some(run),
-        };
-        env.wait_for("the manager to lead with synced caches", || async {
-            let ctx = env.manager.context();
-            (env.manager.leader_state().leading
-                && ctx.caches.all_synced()
-                && ctx.vm_queue.get().is_some()
-                && ctx.vmi_queue.get().is_some())
-            .then_some(())
-        })
-        .await;
-        env
-    }
-
-    fn cluster(&self) -> &EmbeddedCluster {
-        self.cluster.as_ref().expect("cluster running")
-    }
-
-    fn vms(&self) -> Api<VirtualMachine> {
-        Api::namespaced(self.client.clone(), NS)
-    }
-
-    fn vmis(&self) -> Api<VirtualMachineInstance> {
-        Api::namespaced(self.client.clone(), NS)
-    }
-
-    fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), NS)
-    }
-
-    fn revisions(&self) -> Api<ControllerRevision> {
-        Api::namespaced(self.client.clone(), NS)
-    }
-
-    async fn create_vm(&self, vm: &VirtualMachine) -> VirtualMachine {
-        self.vms()
-            .create(&PostParams::default(), vm)
-            .await
-            .expect("create VM")
-    }
-
-    async fn vm(&self, name: &str) -> Option<VirtualMachine> {
-        self.vms().get_opt(name).await.expect("get VM")
-    }
-
-    async fn vmi(&self, name: &str) -> Option<VirtualMachineInstance> {
-        self.vmis().get_opt(name).await.expect("get VMI")
-    }
-
-    /// Launcher pods of the VMI with this UID (label `kubevirt.io/created-by`).
-    async fn launcher_pods(&self, vmi_uid: &str) -> Vec<Pod> {
-        self.pods()
-            .list(&ListParams::default().labels(&format!("{CREATED_BY}={vmi_uid}")))
-            .await
-            .expect("list pods")
-            .items
-    }
-
-    /// The VMI as the controllers' cache holds it.
-    fn cached_vmi(&self, name: &str) -> Option<Arc<VirtualMachineInstance>> {
-        self.manager
-            .context()
-            .caches
-            .vmis
-            .store()
-            .get(&ObjectRef::new(name).within(NS))
-    }
-
-    /// Successful VMI creations recorded by the API server's audit log for `name`.
-    fn vmi_creations(&self, name: &str) -> Vec<DateTime<Utc>> {
-        self.cluster()
-            .api()
-            .audit()
-            .entries()
-            .into_iter()
-            .filter(|e| {
-                e.verb == "create"
-                    && e.resource == "virtualmachineinstances"
-                    && e.subresource.is_empty()
-                    && e.name == name
-                    && (200..300).contains(&e.code)
-            })
-            .map(|e| e.time)
-            .collect()
-    }
-
-    fn last_vm_reconcile(&self, name: &str) -> Option<ReconcileRecord> {
-        self.manager
-            .context()
-            .reconciles
-            .get("vm", &format!("{NS}/{name}"))
-    }
-
-    /// The VM key is neither queued nor being processed.
-    fn vm_key_idle(&self, name: &str) -> bool {
-        let key = format!("{NS}/{name}");
-        match self.manager.context().vm_queue.get() {
-            Some(q) => {
-                let s = q.snapshot();
-                !s.queued.iter().any(|k| k.key == key) && !s.in_flight.iter().any(|k| k.key == key)
-            }
-            None => false,
-        }
-    }
-
-    /// Enqueue the VM (as a periodic resync would) and wait until a reconcile that started
-    /// after now has finished without error and nothing is queued or running for the key. Any
-    /// VMI create/delete the controller wants to make from its current caches has then been
-    /// made.
-    async fn resync_and_settle(&self, name: &str) {
-        let since = Utc::now();
-        self.manager.context().vm_queue.add(format!("{NS}/{name}"));
-        self.wait_for(
-            "the VM controller to reconcile the VM and go idle",
-            || async {
-                let rec = self.last_vm_reconcile(name)?;
-                (rec.at > since && rec.result == "ok" && self.vm_key_idle(name)).then_some(())
-            },
-        )
-        .await;
-    }
-
-    /// Poll `check` every 25 ms until it yields a value; panic with a dump of the cluster
-    /// state after [`DEADLINE`].
-    async fn wait_for<T, F, Fut>(&self, what: &str, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Option<T>>,
-    {
-        self.wait_for_within(what, DEADLINE, check).await
-    }
-
-    async fn wait_for_within<T, F, Fut>(&self, what: &str, deadline: Duration, mut check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Option<T>>,
-    {
-        let until = Instant::now() + deadline;
-        loop {
-            if let Some(v) = check().await {
-                return v;
-            }
-            if Instant::now() >= until {
-                panic!(
-                    "timed out after {deadline:?} waiting for {what}\n{}",
-                    self.dump().await
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
-
-    async fn wait_vm(
-        &self,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&VirtualMachine) -> bool,
-    ) -> VirtualMachine {
-        self.wait_for(&format!("VM {name}: {what}"), || async {
-            self.vm(name).await.filter(|vm| pred(vm))
-        })
-        .await
-    }
-
-    async fn wait_vmi(
-        &self,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&VirtualMachineInstance) -> bool,
-    ) -> VirtualMachineInstance {
-        self.wait_for(&format!("VMI {name}: {what}"), || async {
-            self.vmi(name).await.filter(|vmi| pred(vmi))
-        })
-        .await
-    }
-
-    /// Wait until the VM is Running (printable status, ready) and its VMI Running; returns both.
-    async fn wait_running(&self, name: &str) -> (VirtualMachine, VirtualMachineInstance) {
-        self.wait_for(&format!("VM {name} and its VMI Running"), || async {
-            let vm = self.vm(name).await?;
-            let vmi = self.vmi(name).await?;
-            (printable(&vm) == "Running"
-                && vm_status(&vm)["ready"] == json!(true)
-                && vmi.phase() == Phase::Running
-                && !vmi.is_deleting())
-            .then_some((vm, vmi))
-        })
-        .await
-    }
-
-    async fn wait_vmi_gone(&self, name: &str) {
-        self.wait_for(&format!("VMI {name} to be gone"), || async {
-            self.vmi(name).await.is_none().then_some(())
-        })
-        .await
-    }
-
-    async fn wait_pods_gone(&self, vmi_uid: &str) {
-        self.wait_for(
-            &format!("launcher pods of VMI {vmi_uid} to be gone"),
-            || async { self.launcher_pods(vmi_uid).await.is_empty().then_some(()) },
-        )
-        .await
-    }
-
-    /// Replace `status.stateChangeRequests` through the VM `status` subresource, as virt-api's
-    /// start/stop subresources do (pkg/virt-api/rest/lifecycle.go; they send a JSON patch, this
-    /// sends the equivalent merge patch).
-    async fn set_state_change_requests(&self, name: &str, requests: Value) {
-        self.vms()
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"stateChangeRequests": requests}})),
-            )
-            .await
-            .expect("patch VM status");
-    }
-
-    async fn merge_patch_vm(&self, name: &str, patch: Value) -> VirtualMachine {
-        self.vms()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("patch VM")
-    }
-
-    /// VMs, VMIs, launcher pods and the reconcile log, for timeout messages.
-    async fn dump(&self) -> String {
-        let mut out = String::new();
-        if let Ok(list) = self.vms().list(&ListParams::default()).await {
-            for vm in list.items {
-                out.push_str(&format!(
-                    "VM {} gen={:?} deleting={} finalizers={:?} runStrategy={:?} status={}\n",
-                    vm.name_any(),
-                    vm.metadata.generation,
-                    vm.metadata.deletion_timestamp.is_some(),
-                    vm.metadata.finalizers,
-                    vm.spec.run_strategy,
-                    serde_json::to_string(&vm.status).unwrap_or_default()
-                ));
-            }
-        }
-        if let Ok(list) = self.vmis().list(&ListParams::default()).await {
-            for vmi in list.items {
-                out.push_str(&format!(
-                    "VMI {} uid={:?} phase={:?} deleting={} finalizers={:?} owners={} status={}\n",
-                    vmi.name_any(),
-                    vmi.metadata.uid,
-                    vmi.phase(),
-                    vmi.is_deleting(),
-                    vmi.metadata.finalizers,
-                    serde_json::to_string(&vmi.metadata.owner_references).unwrap_or_default(),
-                    serde_json::to_string(&vmi.status).unwrap_or_default()
-                ));
-            }
-        }
-        if let Ok(list) = self.pods().list(&ListParams::default()).await {
-            for p in list.items {
-                out.push_str(&format!(
-                    "Pod {} phase={:?} node={:?} deleting={}\n",
-                    p.name_any(),
-                    p.status.as_ref().and_then(|s| s.phase.clone()),
-                    p.spec.as_ref().and_then(|s| s.node_name.clone()),
-                    p.metadata.deletion_timestamp.is_some()
-                ));
-            }
-        }
-        out.push_str(&format!(
-            "reconciles: {}\nqueues/expectations: {}\n",
-            serde_json::to_string(&self.manager.context().reconciles.snapshot())
-                .unwrap_or_default(),
-            serde_json::to_string(&json!({
-                "queues": self.manager.debug_state()["queues"],
-                "expectations": self.manager.debug_state()["expectations"],
-                "caches": self.manager.debug_state()["caches"],
-                "leading": self.manager.leader_state().leading,
-            }))
-            .unwrap_or_default()
-        ));
-        out
-    }
-
-    async fn shutdown(mut self) {
-        self.cancel.cancel();
-        if let Some(run) = self.run.take() {
-            let r = run.await.expect("manager task");
-            assert!(r.is_ok(), "manager stopped with an error: {r:?}");
-        }
-        if let Some(cluster) = self.cluster.take() {
-            cluster.shutdown().await;
-        }
-    }
-}
-
-/// A VM from `docs/examples/<file>.yaml` (KubeVirt's examples) with the given run strategy.
+/// A VM from `docs/examples/<file>.yaml` with the given run strategy, in namespace [`NS`].
 fn example_vm(file: &str, run_strategy: &str) -> VirtualMachine {
-    let path = format!("{}/docs/examples/{file}.yaml", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).expect("read example");
-    let mut vm: VirtualMachine = serde_yaml::from_str(&text).expect("example is a VM");
+    let mut vm = common::example_vm(&format!("{file}.yaml"));
     vm.spec.running = None;
     vm.spec.run_strategy = Some(run_strategy.to_string());
     vm.metadata.namespace = Some(NS.to_string());
     vm
-}
-
-/// The VM status as JSON (`null` when absent).
-fn vm_status(vm: &VirtualMachine) -> Value {
-    serde_json::to_value(&vm.status).unwrap_or(Value::Null)
-}
-
-fn printable(vm: &VirtualMachine) -> String {
-    vm.status
-        .as_ref()
-        .and_then(|s| s.printable_status.clone())
-        .unwrap_or_default()
 }
 
 fn no_state_change_requests(vm: &VirtualMachine) -> bool {
@@ -495,15 +115,17 @@ fn start_failure(vm: &VirtualMachine) -> Option<(i64, DateTime<Utc>, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
     let env = Env::start().await;
-    let created = env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let created = env
+        .create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
     let vm_uid = uid(&created.metadata);
 
-    let (_, vmi) = env.wait_running("vm-cirros").await;
+    let (_, vmi) = env.wait_running("demo-vm").await;
 
     // Exactly one VMI, named after the VM, controlled by it.
     let vmis = env.vmis().list(&ListParams::default()).await.expect("list");
     assert_eq!(vmis.items.len(), 1, "exactly one VMI");
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 1, "one VMI creation");
+    assert_eq!(env.vmi_creations("demo-vm").len(), 1, "one VMI creation");
     let owners = vmi.metadata.owner_references.clone().unwrap_or_default();
     assert_eq!(owners.len(), 1);
     assert_eq!(owners[0].kind, "VirtualMachine");
@@ -525,17 +147,17 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
         vmi.metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get("kubevirt.io/vm"))
+            .and_then(|l| l.get("app.kubernetes.io/name"))
             .map(String::as_str),
-        Some("vm-cirros")
+        Some("demo-vm")
     );
 
     // Firmware UUID = CalculateLegacyUUID(vm name), persisted into the VM template too
     // (firmware.go:48-81); the VM reports the VMI's Ready condition.
-    assert_eq!(firmware_uuid(&vmi).as_deref(), Some(VM_CIRROS_UUID));
+    assert_eq!(firmware_uuid(&vmi).as_deref(), Some(DEMO_VM_UUID));
     let vm = env
         .wait_vm(
-            "vm-cirros",
+            "demo-vm",
             "Ready=True and the firmware UUID persisted",
             |vm| {
                 condition_status(vm, "Ready").as_deref() == Some("True")
@@ -546,7 +168,7 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
                         .and_then(|t| t.spec.as_ref())
                         .and_then(|s| s.domain.firmware.as_ref())
                         .and_then(|f| f.uuid.as_deref())
-                        == Some(VM_CIRROS_UUID)
+                        == Some(DEMO_VM_UUID)
             },
         )
         .await;
@@ -636,7 +258,7 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
     assert_eq!(data["spec"]["runStrategy"], json!("Always"));
     assert_eq!(
         data["spec"]["template"]["spec"]["domain"]["memory"]["guest"],
-        json!("128Mi")
+        json!("256Mi")
     );
 
     // One launcher pod whose compute resources are what the renderer computes.
@@ -648,7 +270,7 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
             .name
             .as_deref()
             .unwrap_or("")
-            .starts_with("virt-launcher-vm-cirros-")
+            .starts_with("virt-launcher-demo-vm-")
     );
     assert_eq!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -677,8 +299,8 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
     assert_eq!(resources, expected.to_resource_requirements());
     assert_eq!(
         resources.requests.as_ref().and_then(|r| r.get("memory")),
-        Some(&quantity("396Mi")),
-        "128Mi guest + 268Mi overhead"
+        Some(&quantity("524Mi")),
+        "256Mi guest + 268Mi overhead"
     );
     assert_eq!(overhead.total_bytes, 268 * 1024 * 1024);
     assert_eq!(
@@ -701,7 +323,7 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
     // Events: the VM controller's SuccessfulCreate (vm.go:1257-1345) and the VMI controller's
     // (lifecycle.go:100-185).
     let vm_note =
-        "Started the virtual machine by creating the new virtual machine instance vm-cirros";
+        "Started the virtual machine by creating the new virtual machine instance demo-vm";
     let pod_name = pod.metadata.name.clone().expect("pod name");
     let pod_note = format!("Created virtual machine pod {pod_name}");
     env.wait_for("the SuccessfulCreate events", || async {
@@ -714,7 +336,7 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
                     && e.type_.as_deref() == Some("Normal")
                     && e.note.as_deref() == Some(note)
                     && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("vm-cirros")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("demo-vm")
             })
         };
         (has("VirtualMachine", vm_note) && has("VirtualMachineInstance", &pod_note)).then_some(())
@@ -752,27 +374,26 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_restarts_a_crashed_guest_with_a_new_vmi() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Always")).await;
-    let (_, first) = env.wait_running("vm-cirros").await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
 
     env.cluster()
         .nodes()
-        .crash_guest(NS, "vm-cirros")
+        .crash_guest(NS, "demo-vm")
         .await
         .expect("crash the guest");
 
     let second = env
-        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+        .wait_vmi("demo-vm", "a new VMI Running", |vmi| {
             vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
         })
         .await;
-    assert_eq!(firmware_uuid(&second).as_deref(), Some(VM_CIRROS_UUID));
+    assert_eq!(firmware_uuid(&second).as_deref(), Some(DEMO_VM_UUID));
     assert_eq!(firmware_uuid(&first), firmware_uuid(&second));
     let vm = env
-        .wait_vm("vm-cirros", "Running again", |vm| {
-            printable(vm) == "Running"
-        })
+        .wait_vm("demo-vm", "Running again", |vm| printable(vm) == "Running")
         .await;
     // The crashed VMI had reached Running: no start failure is recorded.
     assert!(
@@ -780,7 +401,7 @@ async fn always_restarts_a_crashed_guest_with_a_new_vmi() {
         "{}",
         vm_status(&vm)
     );
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
+    assert_eq!(env.vmi_creations("demo-vm").len(), 2);
     env.wait_pods_gone(&first_uid).await;
 
     env.shutdown().await;
@@ -793,25 +414,25 @@ async fn always_restarts_a_crashed_guest_with_a_new_vmi() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "RerunOnFailure"))
+    env.create_vm(&example_vm("vm-containerdisk", "RerunOnFailure"))
         .await;
-    let (_, first) = env.wait_running("vm-cirros").await;
+    let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
 
     env.cluster()
         .nodes()
-        .crash_guest(NS, "vm-cirros")
+        .crash_guest(NS, "demo-vm")
         .await
         .expect("crash");
     let second = env
-        .wait_vmi("vm-cirros", "restarted after the crash", |vmi| {
+        .wait_vmi("demo-vm", "restarted after the crash", |vmi| {
             vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
         })
         .await;
     let second_uid = uid(&second.metadata);
     // The Start request the controller appended on the Failed VMI is trimmed once it runs.
     env.wait_vm(
-        "vm-cirros",
+        "demo-vm",
         "Running with no pending state change request",
         |vm| printable(vm) == "Running" && no_state_change_requests(vm),
     )
@@ -819,35 +440,35 @@ async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown() {
 
     env.cluster()
         .nodes()
-        .shutdown_guest(NS, "vm-cirros")
+        .shutdown_guest(NS, "demo-vm")
         .await
         .expect("shut the guest down");
     // (The Succeeded VMI may be deleted before a poll sees it.)
     env.wait_for("the VMI Succeeded or gone", || async {
-        match env.vmi("vm-cirros").await {
+        match env.vmi("demo-vm").await {
             None => Some(()),
             Some(v) if uid(&v.metadata) != second_uid => panic!("a new VMI was started"),
             Some(v) => (v.phase() == Phase::Succeeded).then_some(()),
         }
     })
     .await;
-    env.wait_vm("vm-cirros", "Stopped with no state change request", |vm| {
+    env.wait_vm("demo-vm", "Stopped with no state change request", |vm| {
         printable(vm) == "Stopped" && no_state_change_requests(vm)
     })
     .await;
     // The controller deletes the Succeeded VMI (stopVMI) ...
     env.wait_for("the VMI to leave the controller's cache", || async {
-        env.cached_vmi("vm-cirros").is_none().then_some(())
+        env.cached_vmi("demo-vm").is_none().then_some(())
     })
     .await;
     // ... and, having reconciled with that cache, does not start a new one.
-    env.resync_and_settle("vm-cirros").await;
+    env.resync_and_settle("demo-vm").await;
     assert!(
-        env.vmi("vm-cirros").await.is_none(),
+        env.vmi("demo-vm").await.is_none(),
         "no VMI after a guest shutdown"
     );
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 2, "no third VMI");
-    let vm = env.vm("vm-cirros").await.expect("VM");
+    assert_eq!(env.vmi_creations("demo-vm").len(), 2, "no third VMI");
+    let vm = env.vm("demo-vm").await.expect("VM");
     assert_eq!(printable(&vm), "Stopped");
     assert!(no_state_change_requests(&vm));
     assert_eq!(condition_status(&vm, "Ready").as_deref(), Some("False"));
@@ -863,38 +484,38 @@ async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_is_never_restarted_after_a_crash() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Once")).await;
-    let (_, first) = env.wait_running("vm-cirros").await;
+    env.create_vm(&example_vm("vm-containerdisk", "Once")).await;
+    let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
 
     env.cluster()
         .nodes()
-        .crash_guest(NS, "vm-cirros")
+        .crash_guest(NS, "demo-vm")
         .await
         .expect("crash");
     env.wait_for("the Failed VMI in the controller's cache", || async {
-        env.cached_vmi("vm-cirros")
+        env.cached_vmi("demo-vm")
             .filter(|v| v.phase() == Phase::Failed)
             .map(|_| ())
     })
     .await;
     // The VM controller drops its VMI finalizer once the VMI is final (vm.go:2503-2511).
     let vmi = env
-        .wait_vmi("vm-cirros", "without the VM controller finalizer", |vmi| {
+        .wait_vmi("demo-vm", "without the VM controller finalizer", |vmi| {
             !has_finalizer(&vmi.metadata, VM_CONTROLLER)
         })
         .await;
     assert_eq!(vmi.phase(), Phase::Failed);
-    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+    env.wait_vm("demo-vm", "Stopped", |vm| printable(vm) == "Stopped")
         .await;
-    env.resync_and_settle("vm-cirros").await;
+    env.resync_and_settle("demo-vm").await;
 
-    let vmi = env.vmi("vm-cirros").await.expect("the Failed VMI is kept");
+    let vmi = env.vmi("demo-vm").await.expect("the Failed VMI is kept");
     assert_eq!(uid(&vmi.metadata), first_uid);
     assert_eq!(vmi.phase(), Phase::Failed);
     assert!(!vmi.is_deleting(), "Once never deletes the VMI");
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 1, "never restarted");
-    let vm = env.vm("vm-cirros").await.expect("VM");
+    assert_eq!(env.vmi_creations("demo-vm").len(), 1, "never restarted");
+    let vm = env.vm("demo-vm").await.expect("VM");
     assert_eq!(printable(&vm), "Stopped");
     // It had reached Running: no crash-loop accounting.
     assert!(
@@ -913,17 +534,18 @@ async fn once_is_never_restarted_after_a_crash() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switching_to_halted_stops_the_vm() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Always")).await;
-    let (_, vmi) = env.wait_running("vm-cirros").await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, vmi) = env.wait_running("demo-vm").await;
     let vmi_uid = uid(&vmi.metadata);
 
-    env.merge_patch_vm("vm-cirros", json!({"spec": {"runStrategy": "Halted"}}))
+    env.merge_patch_vm("demo-vm", json!({"spec": {"runStrategy": "Halted"}}))
         .await;
-    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_vmi_gone("demo-vm").await;
     env.wait_pods_gone(&vmi_uid).await;
     // (While the VMI is final but not yet gone, Ready mirrors its PodTerminating reason.)
     let vm = env
-        .wait_vm("vm-cirros", "Stopped, Ready=False VMINotExists", |vm| {
+        .wait_vm("demo-vm", "Stopped, Ready=False VMINotExists", |vm| {
             printable(vm) == "Stopped"
                 && vm.condition("Ready").and_then(|c| c.reason.as_deref()) == Some("VMINotExists")
         })
@@ -937,9 +559,9 @@ async fn switching_to_halted_stops_the_vm() {
         vm_status(&vm)
     );
     assert_eq!(vm_status(&vm)["runStrategy"], json!("Halted"));
-    env.resync_and_settle("vm-cirros").await;
-    assert!(env.vmi("vm-cirros").await.is_none());
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+    env.resync_and_settle("demo-vm").await;
+    assert!(env.vmi("demo-vm").await.is_none());
+    assert_eq!(env.vmi_creations("demo-vm").len(), 1);
 
     env.shutdown().await;
 }
@@ -951,21 +573,22 @@ async fn switching_to_halted_stops_the_vm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_starts_and_stops_on_state_change_requests() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Manual")).await;
-    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+    env.create_vm(&example_vm("vm-containerdisk", "Manual"))
         .await;
-    env.resync_and_settle("vm-cirros").await;
+    env.wait_vm("demo-vm", "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    env.resync_and_settle("demo-vm").await;
     assert!(
-        env.vmi("vm-cirros").await.is_none(),
+        env.vmi("demo-vm").await.is_none(),
         "Manual does not start by itself"
     );
 
-    env.set_state_change_requests("vm-cirros", json!([{"action": "Start"}]))
+    env.set_state_change_requests("demo-vm", json!([{"action": "Start"}]))
         .await;
-    let (_, vmi) = env.wait_running("vm-cirros").await;
+    let (_, vmi) = env.wait_running("demo-vm").await;
     let vmi_uid = uid(&vmi.metadata);
     env.wait_vm(
-        "vm-cirros",
+        "demo-vm",
         "the Start request trimmed",
         no_state_change_requests,
     )
@@ -974,39 +597,36 @@ async fn manual_starts_and_stops_on_state_change_requests() {
     // A guest shutdown leaves the Succeeded VMI in place: Manual does nothing by itself.
     env.cluster()
         .nodes()
-        .shutdown_guest(NS, "vm-cirros")
+        .shutdown_guest(NS, "demo-vm")
         .await
         .expect("shut the guest down");
     env.wait_for("the Succeeded VMI in the controller's cache", || async {
-        env.cached_vmi("vm-cirros")
+        env.cached_vmi("demo-vm")
             .filter(|v| v.phase() == Phase::Succeeded)
             .map(|_| ())
     })
     .await;
-    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+    env.wait_vm("demo-vm", "Stopped", |vm| printable(vm) == "Stopped")
         .await;
-    env.resync_and_settle("vm-cirros").await;
-    let vmi = env
-        .vmi("vm-cirros")
-        .await
-        .expect("the Succeeded VMI is kept");
+    env.resync_and_settle("demo-vm").await;
+    let vmi = env.vmi("demo-vm").await.expect("the Succeeded VMI is kept");
     assert_eq!(uid(&vmi.metadata), vmi_uid);
     assert!(!vmi.is_deleting());
 
     // virt-api's start on a final VMI writes [Stop{uid}, Start] (lifecycle.go): the controller
     // deletes the old VMI, pops the Stop once it is gone, starts a new VMI, pops the Start.
     env.set_state_change_requests(
-        "vm-cirros",
+        "demo-vm",
         json!([{"action": "Stop", "uid": vmi_uid.clone()}, {"action": "Start"}]),
     )
     .await;
     let second = env
-        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+        .wait_vmi("demo-vm", "a new VMI Running", |vmi| {
             vmi.metadata.uid.as_deref() != Some(vmi_uid.as_str()) && vmi.phase() == Phase::Running
         })
         .await;
     let second_uid = uid(&second.metadata);
-    env.wait_vm("vm-cirros", "Running with both requests trimmed", |vm| {
+    env.wait_vm("demo-vm", "Running with both requests trimmed", |vm| {
         printable(vm) == "Running" && no_state_change_requests(vm)
     })
     .await;
@@ -1014,19 +634,19 @@ async fn manual_starts_and_stops_on_state_change_requests() {
 
     // stop: [Stop{uid}].
     env.set_state_change_requests(
-        "vm-cirros",
+        "demo-vm",
         json!([{"action": "Stop", "uid": second_uid.clone()}]),
     )
     .await;
-    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_vmi_gone("demo-vm").await;
     env.wait_pods_gone(&second_uid).await;
-    env.wait_vm("vm-cirros", "Stopped with the Stop request trimmed", |vm| {
+    env.wait_vm("demo-vm", "Stopped with the Stop request trimmed", |vm| {
         printable(vm) == "Stopped" && no_state_change_requests(vm)
     })
     .await;
-    env.resync_and_settle("vm-cirros").await;
-    assert!(env.vmi("vm-cirros").await.is_none(), "stays stopped");
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
+    env.resync_and_settle("demo-vm").await;
+    assert!(env.vmi("demo-vm").await.is_none(), "stays stopped");
+    assert_eq!(env.vmi_creations("demo-vm").len(), 2);
 
     env.shutdown().await;
 }
@@ -1040,13 +660,14 @@ async fn early_failures_back_off_as_crash_loop() {
     let env = Env::start().await;
     env.cluster()
         .nodes()
-        .fail_vmis_before_running(Matcher::vmi("vm-cirros"), 2);
+        .fail_vmis_before_running(Matcher::vmi("demo-vm"), 2);
     let t0 = Utc::now();
-    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
 
     // First failure: count 1, retry after 10-15 s (calculateStartBackoffTime, vm.go:1477-1504).
     let vm = env
-        .wait_vm("vm-cirros", "startFailure.consecutiveFailCount = 1", |vm| {
+        .wait_vm("demo-vm", "startFailure.consecutiveFailCount = 1", |vm| {
             start_failure(vm).is_some_and(|(n, _, _)| n == 1)
         })
         .await;
@@ -1058,14 +679,14 @@ async fn early_failures_back_off_as_crash_loop() {
         retry1 >= t0 + secs(10) - secs(1) && retry1 <= t1 + secs(15) + secs(1),
         "retryAfter {retry1} not within [{t0} + 10 s, {t1} + 15 s]"
     );
-    env.wait_vm("vm-cirros", "CrashLoopBackOff", |vm| {
+    env.wait_vm("demo-vm", "CrashLoopBackOff", |vm| {
         printable(vm) == "CrashLoopBackOff"
     })
     .await;
 
     // Second failure after the backoff: count 2, retry after 40-60 s.
     let vm = env
-        .wait_vm("vm-cirros", "startFailure.consecutiveFailCount = 2", |vm| {
+        .wait_vm("demo-vm", "startFailure.consecutiveFailCount = 2", |vm| {
             start_failure(vm).is_some_and(|(n, _, _)| n == 2)
         })
         .await;
@@ -1077,7 +698,7 @@ async fn early_failures_back_off_as_crash_loop() {
         retry2 >= t1 + secs(40) - secs(1) && retry2 <= t2 + secs(60) + secs(1),
         "retryAfter {retry2} not within [{t1} + 40 s, {t2} + 60 s]"
     );
-    let creations = env.vmi_creations("vm-cirros");
+    let creations = env.vmi_creations("demo-vm");
     assert_eq!(creations.len(), 2, "{creations:?}");
     // The second VMI was created once the first backoff expired (timestamps are whole seconds).
     assert!(
@@ -1085,7 +706,7 @@ async fn early_failures_back_off_as_crash_loop() {
         "second VMI created at {} before retryAfter {retry1}",
         creations[1]
     );
-    env.wait_vm("vm-cirros", "CrashLoopBackOff", |vm| {
+    env.wait_vm("demo-vm", "CrashLoopBackOff", |vm| {
         printable(vm) == "CrashLoopBackOff"
     })
     .await;
@@ -1100,8 +721,9 @@ async fn early_failures_back_off_as_crash_loop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_vm_removes_vmi_pod_and_finalizers() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Always")).await;
-    let (vm, vmi) = env.wait_running("vm-cirros").await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (vm, vmi) = env.wait_running("demo-vm").await;
     let vmi_uid = uid(&vmi.metadata);
     assert!(has_finalizer(&vm.metadata, VM_CONTROLLER));
     assert!(has_finalizer(&vmi.metadata, FOREGROUND_DELETE_VM));
@@ -1109,18 +731,18 @@ async fn deleting_the_vm_removes_vmi_pod_and_finalizers() {
     assert_eq!(env.launcher_pods(&vmi_uid).await.len(), 1);
 
     env.vms()
-        .delete("vm-cirros", &DeleteParams::default())
+        .delete("demo-vm", &DeleteParams::default())
         .await
         .expect("delete VM");
     // The VMI can only disappear once both its finalizers were released.
-    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_vmi_gone("demo-vm").await;
     env.wait_pods_gone(&vmi_uid).await;
     env.wait_for("the VM to be gone (finalizer released)", || async {
-        env.vm("vm-cirros").await.is_none().then_some(())
+        env.vm("demo-vm").await.is_none().then_some(())
     })
     .await;
     assert_eq!(
-        env.vmi_creations("vm-cirros").len(),
+        env.vmi_creations("demo-vm").len(),
         1,
         "no VMI restarted while deleting"
     );
@@ -1155,7 +777,7 @@ fn assert_controlled_by(vmi: &VirtualMachineInstance, vm_uid: &str) {
     assert_eq!(owners.len(), 1, "{owners:?}");
     assert_eq!(owners[0].api_version, "kubevirt.io/v1");
     assert_eq!(owners[0].kind, "VirtualMachine");
-    assert_eq!(owners[0].name, "vm-cirros");
+    assert_eq!(owners[0].name, "demo-vm");
     assert_eq!(owners[0].uid, vm_uid);
     assert_eq!(owners[0].controller, Some(true));
     assert_eq!(owners[0].block_owner_deletion, Some(true));
@@ -1172,10 +794,10 @@ fn is_controlled_by(vmi: &VirtualMachineInstance, vm_uid: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm() {
     let env = Env::start().await;
-    let vm = example_vm("vm-cirros", "Always");
+    let vm = example_vm("vm-containerdisk", "Always");
     let template = vm.spec.template.clone().expect("template");
     let mut metadata = template.metadata.clone().unwrap_or_default();
-    metadata.name = Some("vm-cirros".into());
+    metadata.name = Some("demo-vm".into());
     metadata.namespace = Some(NS.into());
     let orphan = VirtualMachineInstance {
         api_version: Some("kubevirt.io/v1".into()),
@@ -1194,19 +816,19 @@ async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm() {
     assert!(orphan.metadata.owner_references.is_none());
     // Let the controllers' cache see the orphan first, so that the VM claims it instead of
     // racing it with a create (which would fail with AlreadyExists and be retried).
-    env.wait_vmi("vm-cirros", "Running on its own", |vmi| {
+    env.wait_vmi("demo-vm", "Running on its own", |vmi| {
         vmi.phase() == Phase::Running
     })
     .await;
     env.wait_for("the orphan in the controller's cache", || async {
-        env.cached_vmi("vm-cirros").map(|_| ())
+        env.cached_vmi("demo-vm").map(|_| ())
     })
     .await;
 
     let vm = env.create_vm(&vm).await;
     let vm_uid = uid(&vm.metadata);
     let vmi = env
-        .wait_vmi("vm-cirros", "adopted by the VM", |vmi| {
+        .wait_vmi("demo-vm", "adopted by the VM", |vmi| {
             is_controlled_by(vmi, &vm_uid)
         })
         .await;
@@ -1218,7 +840,7 @@ async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm() {
     assert_controlled_by(&vmi, &vm_uid);
     assert_eq!(vmi.phase(), Phase::Running);
     assert_eq!(
-        env.vmi_creations("vm-cirros").len(),
+        env.vmi_creations("demo-vm").len(),
         1,
         "only the orphan was created"
     );
@@ -1229,15 +851,15 @@ async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm() {
     // client-go refuses ("resource name may not be empty"); sync returns that error before
     // updateStatus on every retry (vm.go:1438-1475, 1763-1773, 3257-3260, 442-445).
     env.wait_for("the VM sync to fail on the empty revision name", || async {
-        env.last_vm_reconcile("vm-cirros")
+        env.last_vm_reconcile("demo-vm")
             .filter(|r| r.error.as_deref() == Some("resource name may not be empty"))
             .map(|_| ())
     })
     .await;
-    let vmi = env.vmi("vm-cirros").await.expect("VMI");
+    let vmi = env.vmi("demo-vm").await.expect("VMI");
     assert_eq!(uid(&vmi.metadata), orphan_uid);
     assert_eq!(vmi.phase(), Phase::Running, "the adopted VMI keeps running");
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+    assert_eq!(env.vmi_creations("demo-vm").len(), 1);
 
     env.shutdown().await;
 }
@@ -1245,23 +867,25 @@ async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vmi_orphaned_by_its_deleted_vm_is_adopted_by_a_new_vm() {
     let env = Env::start().await;
-    let old = env.create_vm(&example_vm("vm-cirros", "Always")).await;
-    let (_, vmi) = env.wait_running("vm-cirros").await;
+    let old = env
+        .create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, vmi) = env.wait_running("demo-vm").await;
     let vmi_uid = uid(&vmi.metadata);
 
     // Delete the VM, orphaning its dependents: the VM controller drops its finalizer at once
     // (the `orphan` finalizer is set, vm.go:3236-3241) and the garbage collector removes the
     // owner reference from the VMI.
     env.vms()
-        .delete("vm-cirros", &DeleteParams::orphan())
+        .delete("demo-vm", &DeleteParams::orphan())
         .await
         .expect("delete VM orphaning the VMI");
     env.wait_for("the old VM to be gone", || async {
-        env.vm("vm-cirros").await.is_none().then_some(())
+        env.vm("demo-vm").await.is_none().then_some(())
     })
     .await;
     let orphan = env
-        .wait_vmi("vm-cirros", "without owner references", |vmi| {
+        .wait_vmi("demo-vm", "without owner references", |vmi| {
             vmi.metadata
                 .owner_references
                 .as_ref()
@@ -1272,21 +896,23 @@ async fn a_vmi_orphaned_by_its_deleted_vm_is_adopted_by_a_new_vm() {
     assert_eq!(orphan.phase(), Phase::Running, "orphaned, not stopped");
     assert!(!orphan.is_deleting());
 
-    let new = env.create_vm(&example_vm("vm-cirros", "Always")).await;
+    let new = env
+        .create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
     let new_uid = uid(&new.metadata);
     assert_ne!(new_uid, uid(&old.metadata));
     let vmi = env
-        .wait_vmi("vm-cirros", "adopted by the new VM", |vmi| {
+        .wait_vmi("demo-vm", "adopted by the new VM", |vmi| {
             is_controlled_by(vmi, &new_uid)
         })
         .await;
     assert_eq!(uid(&vmi.metadata), vmi_uid, "the same VMI, not a new one");
     assert_controlled_by(&vmi, &new_uid);
-    let (vm, vmi) = env.wait_running("vm-cirros").await;
+    let (vm, vmi) = env.wait_running("demo-vm").await;
     assert_eq!(uid(&vmi.metadata), vmi_uid);
     assert_eq!(condition_status(&vm, "Ready").as_deref(), Some("True"));
-    env.resync_and_settle("vm-cirros").await;
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 1, "never restarted");
+    env.resync_and_settle("demo-vm").await;
+    assert_eq!(env.vmi_creations("demo-vm").len(), 1, "never restarted");
 
     env.shutdown().await;
 }
@@ -1298,21 +924,22 @@ async fn a_vmi_orphaned_by_its_deleted_vm_is_adopted_by_a_new_vm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn template_change_requires_restart_until_restarted() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Always")).await;
-    let (_, first) = env.wait_running("vm-cirros").await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
 
     // CPU cores are not live-updatable (only sockets are, with the default LiveUpdate rollout
     // strategy; memory.guest would be handled as memory hotplug, vm.go:3444ff).
     let patched = env
         .merge_patch_vm(
-            "vm-cirros",
+            "demo-vm",
             json!({"spec": {"template": {"spec": {"domain": {"cpu": {"cores": 2}}}}}}),
         )
         .await;
     let generation = patched.metadata.generation.expect("generation");
     let vm = env
-        .wait_vm("vm-cirros", "RestartRequired=True", |vm| {
+        .wait_vm("demo-vm", "RestartRequired=True", |vm| {
             condition_status(vm, "RestartRequired").as_deref() == Some("True")
         })
         .await;
@@ -1327,12 +954,12 @@ async fn template_change_requires_restart_until_restarted() {
     // (pkg/virt-api/rest/lifecycle.go); Always stops the VMI on the matching Stop request and
     // starts a new one once it is gone.
     env.set_state_change_requests(
-        "vm-cirros",
+        "demo-vm",
         json!([{"action": "Stop", "uid": first_uid.clone()}, {"action": "Start"}]),
     )
     .await;
     let second = env
-        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+        .wait_vmi("demo-vm", "a new VMI Running", |vmi| {
             vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
         })
         .await;
@@ -1343,7 +970,7 @@ async fn template_change_requires_restart_until_restarted() {
     );
     let vm = env
         .wait_vm(
-            "vm-cirros",
+            "demo-vm",
             "RestartRequired cleared, Running, requests trimmed",
             |vm| {
                 vm.condition("RestartRequired").is_none()
@@ -1381,21 +1008,20 @@ async fn template_change_requires_restart_until_restarted() {
 }
 
 // ------------------------------------------------------------------------------------------
-// 11. vm-alpine-multipvc and vm-priorityclass
+// 11. demo-pvc and demo-priority
 // ------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pvc_and_priority_class_examples_run() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-alpine-multipvc", "Always"))
-        .await;
+    env.create_vm(&example_vm("vm-pvc", "Always")).await;
     env.create_vm(&example_vm("vm-priorityclass", "Always"))
         .await;
 
-    let (_, alpine) = env.wait_running("vm-alpine-multipvc").await;
-    let (_, prio) = env.wait_running("vm-non-preemtible").await;
+    let (_, with_pvc) = env.wait_running("demo-pvc").await;
+    let (_, prio) = env.wait_running("demo-priority").await;
 
-    let pods = env.launcher_pods(&uid(&alpine.metadata)).await;
+    let pods = env.launcher_pods(&uid(&with_pvc.metadata)).await;
     assert_eq!(pods.len(), 1);
     let spec = pods[0].spec.as_ref().expect("pod spec");
     let claims: Vec<(String, String)> = spec
@@ -1410,10 +1036,7 @@ async fn pvc_and_priority_class_examples_run() {
         .collect();
     assert_eq!(
         claims,
-        vec![
-            ("pvcdisk1".to_string(), "disk-alpine".to_string()),
-            ("pvcdisk2".to_string(), "disk-custom".to_string())
-        ]
+        vec![("data".to_string(), "demo-pvc-data".to_string())]
     );
 
     let pods = env.launcher_pods(&uid(&prio.metadata)).await;
@@ -1423,11 +1046,11 @@ async fn pvc_and_priority_class_examples_run() {
             .spec
             .as_ref()
             .and_then(|s| s.priority_class_name.as_deref()),
-        Some("non-preemtible")
+        Some("demo-vm-priority")
     );
     assert_eq!(
         prio.spec.priority_class_name.as_deref(),
-        Some("non-preemtible")
+        Some("demo-vm-priority")
     );
 
     env.shutdown().await;
@@ -1440,8 +1063,9 @@ async fn pvc_and_priority_class_examples_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_node_restarts_an_always_vm_elsewhere() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Always")).await;
-    let (_, first) = env.wait_running("vm-cirros").await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
     let node = first
         .status
@@ -1457,7 +1081,7 @@ async fn losing_the_node_restarts_an_always_vm_elsewhere() {
     // The launcher pod is failed and force-deleted (PodGC): the VMI controller fails the VMI
     // (pod vanished, lifecycle.go), the VM controller replaces it.
     let second = env
-        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+        .wait_vmi("demo-vm", "a new VMI Running", |vmi| {
             vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
         })
         .await;
@@ -1467,7 +1091,7 @@ async fn losing_the_node_restarts_an_always_vm_elsewhere() {
         .and_then(|s| s.node_name.clone())
         .expect("nodeName");
     assert_ne!(second_node, node, "scheduled on the remaining node");
-    env.wait_vm("vm-cirros", "Running", |vm| printable(vm) == "Running")
+    env.wait_vm("demo-vm", "Running", |vm| printable(vm) == "Running")
         .await;
     env.wait_pods_gone(&first_uid).await;
 
@@ -1477,8 +1101,9 @@ async fn losing_the_node_restarts_an_always_vm_elsewhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Always")).await;
-    let (_, first) = env.wait_running("vm-cirros").await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
     let pod = env.launcher_pods(&first_uid).await.remove(0);
 
@@ -1488,14 +1113,14 @@ async fn a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it() {
         .await
         .expect("fail the launcher pod");
     let second = env
-        .wait_vmi("vm-cirros", "a new VMI Running", |vmi| {
+        .wait_vmi("demo-vm", "a new VMI Running", |vmi| {
             vmi.metadata.uid.as_deref() != Some(first_uid.as_str()) && vmi.phase() == Phase::Running
         })
         .await;
-    assert_eq!(firmware_uuid(&second).as_deref(), Some(VM_CIRROS_UUID));
-    env.wait_vm("vm-cirros", "Running", |vm| printable(vm) == "Running")
+    assert_eq!(firmware_uuid(&second).as_deref(), Some(DEMO_VM_UUID));
+    env.wait_vm("demo-vm", "Running", |vm| printable(vm) == "Running")
         .await;
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
+    assert_eq!(env.vmi_creations("demo-vm").len(), 2);
 
     env.shutdown().await;
 }
@@ -1503,26 +1128,27 @@ async fn a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn halted_with_a_paused_start_request_switches_to_always_and_starts_paused() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Halted")).await;
-    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+    env.create_vm(&example_vm("vm-containerdisk", "Halted"))
+        .await;
+    env.wait_vm("demo-vm", "Stopped", |vm| printable(vm) == "Stopped")
         .await;
 
     // virtctl start --paused on a Halted VM: [Start{data: {paused: "true"}}] (lifecycle.go).
     env.set_state_change_requests(
-        "vm-cirros",
+        "demo-vm",
         json!([{"action": "Start", "data": {"paused": "true"}}]),
     )
     .await;
     // vm.go:1115-1139: the spec is rewritten to Always; the next sync starts the VMI with
     // startStrategy Paused (vm.go:1875-1878, 1899-1909) and pops the request.
-    env.wait_vm("vm-cirros", "runStrategy Always", |vm| {
+    env.wait_vm("demo-vm", "runStrategy Always", |vm| {
         vm.spec.run_strategy.as_deref() == Some("Always")
     })
     .await;
-    let vmi = env.wait_vmi("vm-cirros", "created", |_| true).await;
+    let vmi = env.wait_vmi("demo-vm", "created", |_| true).await;
     assert_eq!(vmi.spec.start_strategy.as_deref(), Some("Paused"));
     env.wait_vm(
-        "vm-cirros",
+        "demo-vm",
         "the Start request trimmed",
         no_state_change_requests,
     )
@@ -1534,28 +1160,29 @@ async fn halted_with_a_paused_start_request_switches_to_always_and_starts_paused
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switching_halted_to_rerun_on_failure_starts_the_vm() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Halted")).await;
-    env.wait_vm("vm-cirros", "Stopped", |vm| printable(vm) == "Stopped")
+    env.create_vm(&example_vm("vm-containerdisk", "Halted"))
         .await;
-    env.resync_and_settle("vm-cirros").await;
-    assert!(env.vmi("vm-cirros").await.is_none());
+    env.wait_vm("demo-vm", "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    env.resync_and_settle("demo-vm").await;
+    assert!(env.vmi("demo-vm").await.is_none());
 
     // No Start request: RerunOnFailure starts because status.runStrategy differs from the
     // strategy (vm.go:1039-1086).
     env.merge_patch_vm(
-        "vm-cirros",
+        "demo-vm",
         json!({"spec": {"runStrategy": "RerunOnFailure"}}),
     )
     .await;
-    env.wait_running("vm-cirros").await;
+    env.wait_running("demo-vm").await;
     let vm = env
-        .wait_vm("vm-cirros", "status.runStrategy RerunOnFailure", |vm| {
+        .wait_vm("demo-vm", "status.runStrategy RerunOnFailure", |vm| {
             vm_status(vm)["runStrategy"] == json!("RerunOnFailure")
         })
         .await;
     assert!(no_state_change_requests(&vm));
-    env.resync_and_settle("vm-cirros").await;
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+    env.resync_and_settle("demo-vm").await;
+    assert_eq!(env.vmi_creations("demo-vm").len(), 1);
 
     env.shutdown().await;
 }
@@ -1565,23 +1192,23 @@ async fn rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_r
     let env = Env::start().await;
     env.cluster()
         .nodes()
-        .fail_vmis_before_running(Matcher::vmi("vm-cirros"), 1);
-    env.create_vm(&example_vm("vm-cirros", "RerunOnFailure"))
+        .fail_vmis_before_running(Matcher::vmi("demo-vm"), 1);
+    env.create_vm(&example_vm("vm-containerdisk", "RerunOnFailure"))
         .await;
     let vm = env
-        .wait_vm("vm-cirros", "startFailure.consecutiveFailCount = 1", |vm| {
+        .wait_vm("demo-vm", "startFailure.consecutiveFailCount = 1", |vm| {
             start_failure(vm).is_some_and(|(n, _, _)| n == 1)
         })
         .await;
     let (_, retry, _) = start_failure(&vm).expect("startFailure");
-    env.wait_vm("vm-cirros", "CrashLoopBackOff", |vm| {
+    env.wait_vm("demo-vm", "CrashLoopBackOff", |vm| {
         printable(vm) == "CrashLoopBackOff"
     })
     .await;
     // The Failed VMI is replaced after the backoff (Start request appended on failure,
     // vm.go:954-968, start honours the backoff, vm.go:1039-1086) ...
-    let (vm, vmi) = env.wait_running("vm-cirros").await;
-    let created = env.vmi_creations("vm-cirros");
+    let (vm, vmi) = env.wait_running("demo-vm").await;
+    let created = env.vmi_creations("demo-vm");
     assert_eq!(created.len(), 2, "{created:?}");
     assert!(created[1] >= retry - chrono::Duration::seconds(1));
     assert!(
@@ -1593,7 +1220,7 @@ async fn rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_r
     let vm = if vm_status(&vm).get("startFailure").is_none() {
         vm
     } else {
-        env.wait_vm("vm-cirros", "startFailure cleared", |vm| {
+        env.wait_vm("demo-vm", "startFailure cleared", |vm| {
             vm_status(vm).get("startFailure").is_none()
         })
         .await
@@ -1606,24 +1233,24 @@ async fn rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_r
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_once_vm_with_a_failed_vmi() {
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "Once")).await;
-    let (_, vmi) = env.wait_running("vm-cirros").await;
+    env.create_vm(&example_vm("vm-containerdisk", "Once")).await;
+    let (_, vmi) = env.wait_running("demo-vm").await;
     let vmi_uid = uid(&vmi.metadata);
     env.cluster()
         .nodes()
-        .crash_guest(NS, "vm-cirros")
+        .crash_guest(NS, "demo-vm")
         .await
         .expect("crash");
-    env.wait_vmi("vm-cirros", "Failed", |vmi| vmi.phase() == Phase::Failed)
+    env.wait_vmi("demo-vm", "Failed", |vmi| vmi.phase() == Phase::Failed)
         .await;
     env.vms()
-        .delete("vm-cirros", &DeleteParams::default())
+        .delete("demo-vm", &DeleteParams::default())
         .await
         .expect("delete VM");
-    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_vmi_gone("demo-vm").await;
     env.wait_pods_gone(&vmi_uid).await;
     env.wait_for("the VM to be gone", || async {
-        env.vm("vm-cirros").await.is_none().then_some(())
+        env.vm("demo-vm").await.is_none().then_some(())
     })
     .await;
 
@@ -1633,7 +1260,7 @@ async fn deleting_a_once_vm_with_a_failed_vmi() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unschedulable_vm_reports_error_unschedulable() {
     let env = Env::start().await;
-    let mut vm = example_vm("vm-cirros", "Always");
+    let mut vm = example_vm("vm-containerdisk", "Always");
     if let Some(spec) = vm.spec.template.as_mut().and_then(|t| t.spec.as_mut()) {
         spec.node_selector =
             Some([("example.com/no-such-node".to_string(), "x".to_string())].into());
@@ -1643,7 +1270,7 @@ async fn an_unschedulable_vm_reports_error_unschedulable() {
     // the condition to the Scheduling VMI (lifecycle.go, facts §3.3) and the VM controller
     // mirrors it and shows ErrorUnschedulable (vm.go:2516-2557).
     let vm = env
-        .wait_vm("vm-cirros", "ErrorUnschedulable", |vm| {
+        .wait_vm("demo-vm", "ErrorUnschedulable", |vm| {
             printable(vm) == "ErrorUnschedulable"
         })
         .await;
@@ -1652,7 +1279,7 @@ async fn an_unschedulable_vm_reports_error_unschedulable() {
         .expect("PodScheduled mirrored on the VM");
     assert_eq!(cond.status, "False");
     assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
-    let vmi = env.vmi("vm-cirros").await.expect("VMI");
+    let vmi = env.vmi("demo-vm").await.expect("VMI");
     assert_eq!(vmi.phase(), Phase::Scheduling);
     assert_eq!(
         vmi.condition("PodScheduled")
@@ -1669,17 +1296,18 @@ async fn image_pull_errors_show_on_the_vm_until_the_image_arrives() {
     let env = Env::start().await;
     env.cluster()
         .nodes()
-        .stick_image_pull(Matcher::vmi("vm-cirros"));
-    env.create_vm(&example_vm("vm-cirros", "Always")).await;
+        .stick_image_pull(Matcher::vmi("demo-vm"));
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
     // Synchronized=False with the container's waiting reason on the VMI (lifecycle.go, facts
     // §3.3), shown as the VM's printable status (vm.go:2516-2557).
     let vm = env
-        .wait_vm("vm-cirros", "ErrImagePull or ImagePullBackOff", |vm| {
+        .wait_vm("demo-vm", "ErrImagePull or ImagePullBackOff", |vm| {
             matches!(printable(vm).as_str(), "ErrImagePull" | "ImagePullBackOff")
         })
         .await;
     let seen = printable(&vm);
-    let vmi = env.vmi("vm-cirros").await.expect("VMI");
+    let vmi = env.vmi("demo-vm").await.expect("VMI");
     assert_eq!(vmi.phase(), Phase::Scheduling);
     let sync = vmi
         .condition("Synchronized")
@@ -1692,18 +1320,18 @@ async fn image_pull_errors_show_on_the_vm_until_the_image_arrives() {
         ),
         "{sync:?} (VM showed {seen})"
     );
-    env.wait_vm("vm-cirros", "ImagePullBackOff", |vm| {
+    env.wait_vm("demo-vm", "ImagePullBackOff", |vm| {
         printable(vm) == "ImagePullBackOff"
     })
     .await;
 
     env.cluster().nodes().clear_image_pull_faults();
-    let (_, vmi) = env.wait_running("vm-cirros").await;
+    let (_, vmi) = env.wait_running("demo-vm").await;
     assert!(
         vmi.condition("Synchronized").is_none(),
         "removed on a successful sync"
     );
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
+    assert_eq!(env.vmi_creations("demo-vm").len(), 1);
 
     env.shutdown().await;
 }
@@ -1755,47 +1383,46 @@ async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
                 .user_agent(CONTROLLER_AGENT),
         );
     }
-    env.create_vm(&example_vm("vm-cirros", "Always")).await;
-    env.create_vm(&example_vm("vm-alpine-multipvc", "Manual"))
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
+    env.create_vm(&example_vm("vm-pvc", "Manual")).await;
     env.create_vm(&example_vm("vm-priorityclass", "Always"))
         .await;
-    env.wait_running("vm-cirros").await;
-    env.wait_running("vm-non-preemtible").await;
-    env.set_state_change_requests("vm-alpine-multipvc", json!([{"action": "Start"}]))
+    env.wait_running("demo-vm").await;
+    env.wait_running("demo-priority").await;
+    env.set_state_change_requests("demo-pvc", json!([{"action": "Start"}]))
         .await;
-    let (_, manual) = env.wait_running("vm-alpine-multipvc").await;
+    let (_, manual) = env.wait_running("demo-pvc").await;
 
     env.cluster()
         .nodes()
-        .crash_guest(NS, "vm-cirros")
+        .crash_guest(NS, "demo-vm")
         .await
         .expect("crash");
     env.cluster()
         .nodes()
-        .crash_guest(NS, "vm-non-preemtible")
+        .crash_guest(NS, "demo-priority")
         .await
         .expect("crash");
     env.set_state_change_requests(
-        "vm-alpine-multipvc",
+        "demo-pvc",
         json!([{"action": "Stop", "uid": uid(&manual.metadata)}]),
     )
     .await;
     env.wait_for("both Always VMs restarted", || async {
-        (env.vmi_creations("vm-cirros").len() == 2
-            && env.vmi_creations("vm-non-preemtible").len() == 2)
+        (env.vmi_creations("demo-vm").len() == 2 && env.vmi_creations("demo-priority").len() == 2)
             .then_some(())
     })
     .await;
-    env.wait_running("vm-cirros").await;
-    env.wait_running("vm-non-preemtible").await;
-    env.wait_vmi_gone("vm-alpine-multipvc").await;
+    env.wait_running("demo-vm").await;
+    env.wait_running("demo-priority").await;
+    env.wait_vmi_gone("demo-pvc").await;
     env.vms()
-        .delete("vm-cirros", &DeleteParams::default())
+        .delete("demo-vm", &DeleteParams::default())
         .await
         .expect("delete VM");
-    env.wait_for("vm-cirros to be gone", || async {
-        env.vm("vm-cirros").await.is_none().then_some(())
+    env.wait_for("demo-vm to be gone", || async {
+        env.vm("demo-vm").await.is_none().then_some(())
     })
     .await;
 
@@ -1810,7 +1437,7 @@ async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
         .filter(|e| e.code == 409 || e.code == 500)
         .count();
     assert!(injected > 0, "the faults fired");
-    for name in ["vm-non-preemtible", "vm-alpine-multipvc"] {
+    for name in ["demo-priority", "demo-pvc"] {
         env.resync_and_settle(name).await;
         let vm = env.vm(name).await.expect("VM");
         assert!(no_state_change_requests(&vm), "{name}: {}", vm_status(&vm));
@@ -1820,17 +1447,17 @@ async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
             vm_status(&vm)
         );
     }
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 2);
-    assert_eq!(env.vmi_creations("vm-non-preemtible").len(), 2);
-    assert_eq!(env.vmi_creations("vm-alpine-multipvc").len(), 1);
-    let vm = env.vm("vm-alpine-multipvc").await.expect("VM");
+    assert_eq!(env.vmi_creations("demo-vm").len(), 2);
+    assert_eq!(env.vmi_creations("demo-priority").len(), 2);
+    assert_eq!(env.vmi_creations("demo-pvc").len(), 1);
+    let vm = env.vm("demo-pvc").await.expect("VM");
     assert_eq!(printable(&vm), "Stopped");
-    let vm = env.vm("vm-non-preemtible").await.expect("VM");
+    let vm = env.vm("demo-priority").await.expect("VM");
     assert_eq!(printable(&vm), "Running");
     let vmis = env.vmis().list(&ListParams::default()).await.expect("list");
-    assert_eq!(vmis.items.len(), 1, "only vm-non-preemtible's VMI is left");
+    assert_eq!(vmis.items.len(), 1, "only demo-priority's VMI is left");
     let running = &vmis.items[0];
-    assert_eq!(running.name_any(), "vm-non-preemtible");
+    assert_eq!(running.name_any(), "demo-priority");
     env.wait_for("only the running VMI's launcher pod to be left", || async {
         let pods = env.pods().list(&ListParams::default()).await.ok()?;
         (pods.items.len() == 1
@@ -1851,7 +1478,7 @@ async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
     assert_eq!(
         revisions.items.len(),
         2,
-        "one start revision per remaining VM (vm-cirros's went with it)"
+        "one start revision per remaining VM (demo-vm's went with it)"
     );
 
     env.shutdown().await;
@@ -1861,10 +1488,10 @@ async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
 async fn kubevirt_quirk_rerun_on_failure_restart_is_lost_if_the_start_request_patch_fails() {
     use virtctl_rs::sim::faults::{FaultRule, Verb};
     let env = Env::start().await;
-    env.create_vm(&example_vm("vm-cirros", "RerunOnFailure"))
+    env.create_vm(&example_vm("vm-containerdisk", "RerunOnFailure"))
         .await;
-    env.wait_running("vm-cirros").await;
-    env.wait_vm("vm-cirros", "the firmware UUID persisted", |vm| {
+    env.wait_running("demo-vm").await;
+    env.wait_vm("demo-vm", "the firmware UUID persisted", |vm| {
         vm.spec
             .template
             .as_ref()
@@ -1884,15 +1511,15 @@ async fn kubevirt_quirk_rerun_on_failure_restart_is_lost_if_the_start_request_pa
     );
     env.cluster()
         .nodes()
-        .crash_guest(NS, "vm-cirros")
+        .crash_guest(NS, "demo-vm")
         .await
         .expect("crash");
-    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_vmi_gone("demo-vm").await;
     env.wait_for("the controller's VMI cache to lose the VMI", || async {
-        env.cached_vmi("vm-cirros").is_none().then_some(())
+        env.cached_vmi("demo-vm").is_none().then_some(())
     })
     .await;
-    env.resync_and_settle("vm-cirros").await;
+    env.resync_and_settle("demo-vm").await;
     let failed_patches: Vec<_> = env
         .cluster()
         .api()
@@ -1905,9 +1532,9 @@ async fn kubevirt_quirk_rerun_on_failure_restart_is_lost_if_the_start_request_pa
     assert_eq!(failed_patches[0].subresource, "status");
     // KubeVirt v1.9 retries the sync, but the VMI is being deleted (no-op), and once it is gone
     // RerunOnFailure starts only on a Start request or a strategy switch: the VM stays down.
-    assert!(env.vmi("vm-cirros").await.is_none());
-    assert_eq!(env.vmi_creations("vm-cirros").len(), 1);
-    let vm = env.vm("vm-cirros").await.expect("VM");
+    assert!(env.vmi("demo-vm").await.is_none());
+    assert_eq!(env.vmi_creations("demo-vm").len(), 1);
+    let vm = env.vm("demo-vm").await.expect("VM");
     assert_eq!(printable(&vm), "Stopped");
     assert!(no_state_change_requests(&vm));
 
@@ -1917,21 +1544,21 @@ async fn kubevirt_quirk_rerun_on_failure_restart_is_lost_if_the_start_request_pa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deprecated_running_field_folds_into_always_and_halted() {
     let env = Env::start().await;
-    let mut vm = example_vm("vm-cirros", "Always");
+    let mut vm = example_vm("vm-containerdisk", "Always");
     vm.spec.run_strategy = None;
     vm.spec.running = Some(true);
     env.create_vm(&vm).await;
     // `running: true` is Always (types.go:1957-1970).
-    let (vm, vmi) = env.wait_running("vm-cirros").await;
+    let (vm, vmi) = env.wait_running("demo-vm").await;
     assert_eq!(vm_status(&vm)["runStrategy"], json!("Always"));
     let vmi_uid = uid(&vmi.metadata);
 
-    env.merge_patch_vm("vm-cirros", json!({"spec": {"running": false}}))
+    env.merge_patch_vm("demo-vm", json!({"spec": {"running": false}}))
         .await;
-    env.wait_vmi_gone("vm-cirros").await;
+    env.wait_vmi_gone("demo-vm").await;
     env.wait_pods_gone(&vmi_uid).await;
     let vm = env
-        .wait_vm("vm-cirros", "Stopped, status.runStrategy Halted", |vm| {
+        .wait_vm("demo-vm", "Stopped, status.runStrategy Halted", |vm| {
             printable(vm) == "Stopped" && vm_status(vm)["runStrategy"] == json!("Halted")
         })
         .await;

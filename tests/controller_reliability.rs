@@ -1,6 +1,7 @@
 //! The controller against a lagging watch cache and a flaky API server.
 //!
-//! Eight copies of KubeVirt's `vm-cirros` (runStrategy Always) are started while every watch of
+//! Eight copies of the project's `demo-vm` (docs/examples/vm-containerdisk.yaml, runStrategy
+//! Always) are started while every watch of
 //! the controller delivers its events 300-800 ms late (a different lag per resource: the VMI
 //! cache trails the VM cache, so the controller reacts to its own VM writes before it sees the
 //! VMI it created) and a seeded fraction of the
@@ -17,23 +18,19 @@
 //! vm.go:3225-3227 and 3303-3308, VMI controller vmi.go:320-327): with the VM controller's
 //! expectations gate bypassed, this scenario shows duplicate VMI create attempts in the audit log.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::env::{CONTROLLER_AGENT, Env, EnvConfig};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use kube::runtime::reflector::ObjectRef;
-use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
-use virtctl_rs::config::ClusterSettings;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
-use virtctl_rs::runtime::lease::LeaderElectionConfig;
-use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::cluster::EmbeddedCluster;
 use virtctl_rs::sim::{ApiServerConfig, AuditEntry, AuditQuery, FaultRule, Verb};
 
-const CONTROLLER_AGENT: &str = "virt-controller";
 const NAMESPACE: &str = "default";
 const VMS: usize = 8;
 const FAULT_SEED: u64 = 0x5eed_1a66;
@@ -62,18 +59,12 @@ const FAULTED: [&str; 4] = [
 ];
 
 fn vm_name(i: usize) -> String {
-    format!("vm-cirros-{i}")
+    format!("demo-vm-{i}")
 }
 
-/// `vm-cirros` from KubeVirt's examples, renamed.
-fn vm_cirros(name: &str) -> VirtualMachine {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/examples/vm-cirros.yaml"
-    ))
-    .expect("docs/examples/vm-cirros.yaml is readable");
-    let mut vm: VirtualMachine =
-        serde_yaml::from_str(&text).expect("vm-cirros.yaml is a VirtualMachine");
+/// `demo-vm` from docs/examples/vm-containerdisk.yaml, renamed.
+fn demo_vm(name: &str) -> VirtualMachine {
+    let mut vm = common::example_vm("vm-containerdisk.yaml");
     vm.metadata.name = Some(name.to_string());
     for labels in [
         vm.metadata.labels.as_mut(),
@@ -86,7 +77,7 @@ fn vm_cirros(name: &str) -> VirtualMachine {
     .into_iter()
     .flatten()
     {
-        labels.insert("kubevirt.io/vm".into(), name.to_string());
+        labels.insert("app.kubernetes.io/name".into(), name.to_string());
     }
     vm
 }
@@ -118,33 +109,6 @@ fn install_faults(cluster: &EmbeddedCluster) {
     }
 }
 
-fn manager_config() -> ManagerConfig {
-    let mut lease = LeaderElectionConfig::new("reliability-test");
-    lease.lease_duration = Duration::from_secs(15);
-    lease.renew_deadline = Duration::from_secs(10);
-    lease.retry_period = Duration::from_millis(500);
-    ManagerConfig {
-        namespace: None,
-        vm_workers: 3,
-        vmi_workers: 10,
-        settings: ClusterSettings::default(),
-        lease,
-        on_lost_lease: OnLostLease::Exit,
-        listen: None,
-    }
-}
-
-/// Both work queues exist (leading) and hold no queued, in-flight or parked key.
-fn queues_idle(manager: &Manager) -> bool {
-    let ctx = manager.context();
-    [&ctx.vm_queue, &ctx.vmi_queue].iter().all(|slot| {
-        slot.get().is_some_and(|q| {
-            let s = q.snapshot();
-            s.depth == 0 && s.in_flight.is_empty() && s.waiting.is_empty()
-        })
-    })
-}
-
 /// VM name → printableStatus, from the server.
 async fn printable_statuses(client: &kube::Client) -> BTreeMap<String, String> {
     Api::<VirtualMachine>::namespaced(client.clone(), NAMESPACE)
@@ -166,42 +130,6 @@ async fn printable_statuses(client: &kube::Client) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// True when the controller's VM, VMI and pod caches hold exactly the server's objects at the
-/// server's resourceVersions.
-async fn caches_current(manager: &Manager, client: &kube::Client) -> bool {
-    let caches = &manager.context().caches;
-    let lp = ListParams::default();
-    let (Ok(vms), Ok(vmis), Ok(pods)) = (
-        Api::<VirtualMachine>::namespaced(client.clone(), NAMESPACE)
-            .list(&lp)
-            .await,
-        Api::<VirtualMachineInstance>::namespaced(client.clone(), NAMESPACE)
-            .list(&lp)
-            .await,
-        Api::<Pod>::namespaced(client.clone(), NAMESPACE)
-            .list(&ListParams::default().labels("kubevirt.io=virt-launcher"))
-            .await,
-    ) else {
-        return false;
-    };
-    fn same<K>(store: &kube::runtime::reflector::Store<K>, items: &[K]) -> bool
-    where
-        K: kube::Resource<DynamicType = ()> + Clone + 'static,
-    {
-        store.state().len() == items.len()
-            && items.iter().all(|o| {
-                let meta = o.meta();
-                let key = ObjectRef::<K>::new(meta.name.as_deref().unwrap_or(""))
-                    .within(meta.namespace.as_deref().unwrap_or(""));
-                store.get(&key).map(|c| c.meta().resource_version.clone())
-                    == Some(meta.resource_version.clone())
-            })
-    }
-    same(caches.vms.store(), &vms.items)
-        && same(caches.vmis.store(), &vmis.items)
-        && same(caches.pods.store(), &pods.items)
-}
-
 /// VM name of a launcher pod name `virt-launcher-<vm>-<5 chars>`.
 fn pod_vm(pod: &str) -> Option<&str> {
     let rest = pod.strip_prefix("virt-launcher-")?;
@@ -220,47 +148,22 @@ fn controller_creates(audit: &[AuditEntry], resource: &str) -> Vec<AuditEntry> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_vmi_and_one_pod_per_vm_under_lagging_cache_and_api_errors() {
-    let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
-        nodes: 2,
-        kubelet_delay: Duration::from_millis(50),
-        api: ApiServerConfig {
-            fault_seed: FAULT_SEED,
-            ..Default::default()
-        },
+    let mut config = EnvConfig::new("reliability-test").long_lease(Duration::from_millis(500));
+    config.cluster.api = ApiServerConfig {
+        fault_seed: FAULT_SEED,
         ..Default::default()
-    })
-    .await
-    .expect("embedded cluster starts");
-    install_faults(&cluster);
-    let api = cluster.api();
-    let ctrl = api
-        .client_with_agent(CONTROLLER_AGENT)
-        .await
-        .expect("controller client");
-    let user = api
-        .client_with_agent("test-user")
-        .await
-        .expect("user client");
-    let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
-    let manager = Arc::new(
-        Manager::start(ctrl, manager_config(), vm_rec, vmi_rec)
-            .await
-            .expect("manager starts"),
-    );
-    let cancel = CancellationToken::new();
-    let run_task = {
-        let (m, c) = (manager.clone(), cancel.clone());
-        tokio::spawn(async move { m.run(c).await })
     };
-    let started = Instant::now();
-    while !(manager.leader_state().leading && queues_idle(&manager)) {
-        assert!(started.elapsed() < DEADLINE, "the manager never led");
-        tokio::time::sleep(POLL).await;
-    }
+    config.user_agent = Some("test-user");
+    config.namespace = NAMESPACE.into();
+    config.deadline = DEADLINE;
+    let env = Env::start_with(config, install_faults).await;
+    let user = env.client.clone();
+    let api = env.cluster().api();
+    env.wait_leading_and_idle().await;
 
     let vms: Api<VirtualMachine> = Api::namespaced(user.clone(), NAMESPACE);
     for i in 0..VMS {
-        vms.create(&PostParams::default(), &vm_cirros(&vm_name(i)))
+        vms.create(&PostParams::default(), &demo_vm(&vm_name(i)))
             .await
             .expect("VM created");
     }
@@ -272,7 +175,7 @@ async fn one_vmi_and_one_pod_per_vm_under_lagging_cache_and_api_errors() {
     loop {
         let statuses = printable_statuses(&user).await;
         let all_running = statuses.len() == VMS && statuses.values().all(|s| s == "Running");
-        let idle = all_running && queues_idle(&manager) && caches_current(&manager, &user).await;
+        let idle = all_running && env.queues_idle() && env.caches_current().await;
         quiet = if idle { quiet + 1 } else { 0 };
         if quiet >= QUIET_POLLS {
             break;
@@ -280,7 +183,7 @@ async fn one_vmi_and_one_pod_per_vm_under_lagging_cache_and_api_errors() {
         assert!(
             started.elapsed() < DEADLINE,
             "not converged after {DEADLINE:?}: printable statuses {statuses:?}\nqueues idle: {}",
-            queues_idle(&manager)
+            env.queues_idle()
         );
         tokio::time::sleep(POLL).await;
     }
@@ -355,22 +258,13 @@ async fn one_vmi_and_one_pod_per_vm_under_lagging_cache_and_api_errors() {
         audit.len()
     );
 
-    cancel.cancel();
-    let _ = run_task.await;
-    drop(manager);
-    cluster.shutdown().await;
+    env.shutdown().await;
 }
 
 #[test]
 fn pod_vm_names() {
-    assert_eq!(
-        pod_vm("virt-launcher-vm-cirros-1-abcde"),
-        Some("vm-cirros-1")
-    );
-    assert_eq!(
-        pod_vm("virt-launcher-vm-cirros-10-x7k2p"),
-        Some("vm-cirros-10")
-    );
+    assert_eq!(pod_vm("virt-launcher-demo-vm-1-abcde"), Some("demo-vm-1"));
+    assert_eq!(pod_vm("virt-launcher-demo-vm-10-x7k2p"), Some("demo-vm-10"));
     assert_eq!(pod_vm("virt-launcher-x"), None);
     assert_eq!(pod_vm("something-else"), None);
 }

@@ -1,25 +1,21 @@
-//! Writes per VM start: start one KubeVirt `vm-cirros` (runStrategy Always) on a quiet embedded
+//! Writes per VM start: start one `demo-vm` (docs/examples/vm-containerdisk.yaml, runStrategy
+//! Always) on a quiet embedded
 //! cluster and count, from the API server's audit log, every write from the VM's creation until
 //! the VM is Running and the controller is idle. The budget asserted here is today's number, so a
 //! change that adds writes fails this test and must update the budget and docs/performance.md
 //! ("Writes per VM start") together.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::env::{CONTROLLER_AGENT, Env, EnvConfig};
 use kube::Api;
 use kube::api::PostParams;
-use kube::runtime::reflector::ObjectRef;
-use tokio_util::sync::CancellationToken;
-use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
-use virtctl_rs::config::ClusterSettings;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
-use virtctl_rs::runtime::lease::LeaderElectionConfig;
+use virtctl_rs::api::VirtualMachine;
 use virtctl_rs::sim::audit::AuditEntry;
-use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 
-/// The controller's user agent in the audit log.
-const CONTROLLER_AGENT: &str = "virt-controller";
 const DEADLINE: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(25);
 /// Successful controller writes per VM start, by `verb resource[.group][/subresource]`:
@@ -49,103 +45,6 @@ const BUDGET_TOTAL: usize = 20;
 
 /// Consecutive idle polls (no new write, queues empty, caches current) that count as idle.
 const QUIET_POLLS: u32 = 20;
-
-fn vm_cirros() -> VirtualMachine {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/examples/vm-cirros.yaml"
-    ))
-    .expect("docs/examples/vm-cirros.yaml is readable");
-    serde_yaml::from_str(&text).expect("vm-cirros.yaml is a VirtualMachine")
-}
-
-fn manager_config() -> ManagerConfig {
-    let mut lease = LeaderElectionConfig::new("writes-test");
-    // Long enough that no renewal falls inside a short test; renewals are excluded anyway.
-    lease.lease_duration = Duration::from_secs(15);
-    lease.renew_deadline = Duration::from_secs(10);
-    lease.retry_period = Duration::from_millis(250);
-    ManagerConfig {
-        namespace: None,
-        vm_workers: 3,
-        vmi_workers: 10,
-        settings: ClusterSettings::default(),
-        lease,
-        on_lost_lease: OnLostLease::Exit,
-        listen: None,
-    }
-}
-
-/// True when both work queues exist (leading) and hold nothing: no queued, in-flight or
-/// parked key.
-fn queues_idle(state: &serde_json::Value) -> bool {
-    ["virt-controller-vm", "virt-controller-vmi"]
-        .iter()
-        .all(|q| {
-            let q = &state["queues"][q];
-            q.is_object()
-                && q["depth"].as_u64() == Some(0)
-                && q["inFlight"].as_array().is_some_and(Vec::is_empty)
-                && q["waiting"].as_array().is_some_and(Vec::is_empty)
-        })
-}
-
-/// Poll `cond` every [`POLL`] until it holds; `false` after [`DEADLINE`].
-async fn poll_until<F, Fut>(mut cond: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !cond().await {
-        if start.elapsed() > DEADLINE {
-            return false;
-        }
-        tokio::time::sleep(POLL).await;
-    }
-    true
-}
-
-async fn wait_for<F, Fut>(what: &str, cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    assert!(poll_until(cond).await, "timed out waiting for {what}");
-}
-
-/// True when the controller's VM and VMI caches hold the server's current `ns/name` objects.
-async fn caches_current(
-    ctx: &virtctl_rs::controller::context::Context,
-    client: &kube::Client,
-    ns: &str,
-    name: &str,
-) -> bool {
-    let key = ObjectRef::new(name).within(ns);
-    let vm = Api::<VirtualMachine>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .ok()
-        .and_then(|o| o.metadata.resource_version);
-    let vmi = Api::<VirtualMachineInstance>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .ok()
-        .and_then(|o| o.metadata.resource_version);
-    let cached_vm = ctx
-        .caches
-        .vms
-        .store()
-        .get(&key)
-        .and_then(|o| o.metadata.resource_version.clone());
-    let cached_vmi = ctx
-        .caches
-        .vmis
-        .store()
-        .get(&ObjectRef::new(name).within(ns))
-        .and_then(|o| o.metadata.resource_version.clone());
-    vm.is_some() && vm == cached_vm && vmi.is_some() && vmi == cached_vmi
-}
 
 /// `verb resource[.group][/subresource]` (group omitted for core and kubevirt.io), e.g.
 /// `patch pods/status`, `create controllerrevisions.apps`.
@@ -179,53 +78,25 @@ fn agent_of(e: &AuditEntry) -> &'static str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_vm_start_writes_within_budget() {
-    let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
-        nodes: 1,
-        kubelet_delay: Duration::from_millis(50),
-        ..Default::default()
-    })
-    .await
-    .expect("embedded cluster starts");
-    let api = cluster.api();
-    let ctrl = api
-        .client_with_agent(CONTROLLER_AGENT)
-        .await
-        .expect("controller client");
-    let user = api
-        .client_with_agent("test-user")
-        .await
-        .expect("user client");
-    let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
-    let manager = Manager::start(ctrl, manager_config(), vm_rec, vmi_rec)
-        .await
-        .expect("manager starts");
-    let manager = std::sync::Arc::new(manager);
-    let cancel = CancellationToken::new();
-    let run_task = {
-        let (m, c) = (manager.clone(), cancel.clone());
-        tokio::spawn(async move { m.run(c).await })
-    };
-    wait_for("leadership and idle queues", || {
-        let s = manager.debug_state();
-        async move { s["leading"] == true && queues_idle(&s) }
-    })
-    .await;
+    let mut config = EnvConfig::new("writes-test").long_lease(Duration::from_millis(250));
+    config.cluster.nodes = 1;
+    config.user_agent = Some("test-user");
+    config.deadline = DEADLINE;
+    let env = Env::start_with(config, |_| {}).await;
+    let api = env.cluster().api();
+    env.wait_leading_and_idle().await;
 
     let mark = api.audit().len() as u64;
-    let vms: Api<VirtualMachine> = Api::namespaced(user.clone(), "default");
-    vms.create(&PostParams::default(), &vm_cirros())
-        .await
-        .expect("VM created");
+    let vms: Api<VirtualMachine> = env.vms();
+    vms.create(
+        &PostParams::default(),
+        &common::example_vm("vm-containerdisk.yaml"),
+    )
+    .await
+    .expect("VM created");
 
-    wait_for("vm-cirros printableStatus Running", || {
-        let vms = vms.clone();
-        async move {
-            vms.get("vm-cirros").await.ok().and_then(|vm| {
-                vm.status
-                    .and_then(|s| s.printable_status)
-                    .map(|p| p == "Running")
-            }) == Some(true)
-        }
+    env.wait_vm("demo-vm", "printableStatus Running", |vm| {
+        common::env::printable(vm) == "Running"
     })
     .await;
 
@@ -245,14 +116,12 @@ async fn one_vm_start_writes_within_budget() {
         assert!(
             started.elapsed() < DEADLINE,
             "controller not idle: {:#}\nlast writes: {:#?}",
-            manager.debug_state(),
+            env.manager.debug_state(),
             writes_since(mark).iter().rev().take(10).collect::<Vec<_>>()
         );
         tokio::time::sleep(POLL).await;
         let count = writes_since(mark).len();
-        let idle = count == last_count
-            && queues_idle(&manager.debug_state())
-            && caches_current(manager.context(), &user, "default", "vm-cirros").await;
+        let idle = count == last_count && env.queues_idle() && env.caches_current().await;
         last_count = count;
         quiet_polls = if idle { quiet_polls + 1 } else { 0 };
     }
@@ -320,10 +189,7 @@ async fn one_vm_start_writes_within_budget() {
     // a cache that has not caught up with the controller's previous write (0-3 seen per run, as
     // KubeVirt would); a retry storm would be dozens.
     assert!(failed.len() <= 6, "{failed:#?}\n{sequence}");
-    cancel.cancel();
-    let _ = run_task.await;
-    drop(manager);
-    cluster.shutdown().await;
+    env.shutdown().await;
 }
 
 #[test]

@@ -1,6 +1,10 @@
-//! `kubectl virtctl-rs explain-overhead` end to end, through the built binary, on KubeVirt's own
-//! example manifests. Golden outputs live in tests/golden/explain/ (regenerate with
+//! `kubectl virtctl-rs explain-overhead` end to end, through the built binary, on the
+//! repository's fixtures (tests/fixtures/) and examples (docs/examples/), plus a sweep over
+//! KubeVirt's own v1.9.0 examples when they are available (`KUBEVIRT_EXAMPLES`, see
+//! tests/common). Golden outputs live in tests/golden/explain/ (regenerate with
 //! `UPDATE_GOLDEN=1 cargo test --test explain_overhead_cli`, then review the diff).
+
+mod common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,8 +14,9 @@ fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
 }
 
-fn examples() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/kubevirt-v1.9.0/examples")
+/// A file of tests/fixtures/.
+fn fixture(name: &str) -> PathBuf {
+    common::repo_path("tests/fixtures").join(name)
 }
 
 fn run(args: &[&str], stdin: Option<&str>) -> Output {
@@ -51,17 +56,21 @@ fn golden(name: &str, actual: &str) {
     pretty_assertions::assert_eq!(expected, actual, "golden {name}");
 }
 
-/// Golden outputs (table and JSON) for five KubeVirt examples; vmi-arm on an arm64 cluster.
+/// Golden outputs (table and JSON) for the main example VM and four fixtures; vmi-arm on an
+/// arm64 cluster.
 #[test]
-fn golden_outputs_for_kubevirt_examples() {
-    for (file, extra) in [
-        ("vm-cirros.yaml", vec![]),
-        ("vmi-fedora.yaml", vec![]),
-        ("vmi-gpu.yaml", vec![]),
-        ("vmi-arm.yaml", vec!["--architecture", "arm64"]),
-        ("vmi-sriov.yaml", vec![]),
+fn golden_outputs_for_fixtures_and_examples() {
+    for (path, extra) in [
+        (
+            common::repo_path("docs/examples/vm-containerdisk.yaml"),
+            vec![],
+        ),
+        (fixture("vmi-masquerade.yaml"), vec![]),
+        (fixture("vmi-gpu.yaml"), vec![]),
+        (fixture("vmi-arm.yaml"), vec!["--architecture", "arm64"]),
+        (fixture("vmi-sriov.yaml"), vec![]),
     ] {
-        let path = examples().join(file);
+        let file = path.file_name().unwrap().to_str().unwrap().to_string();
         let path = path.to_str().unwrap();
         let stem = file.trim_end_matches(".yaml");
         for (format, ext) in [("table", "txt"), ("json", "json")] {
@@ -75,14 +84,14 @@ fn golden_outputs_for_kubevirt_examples() {
 }
 
 /// The JSON shape other tools rely on, and the worked totals of the facts (§5): arm64 adds
-/// 128Mi; vmi-gpu adds 1Gi of VFIO.
+/// 128Mi; a GPU adds 1Gi of VFIO.
 #[test]
 fn json_shape_and_values() {
     let out = run(
         &[
             "explain-overhead",
             "-f",
-            examples().join("vmi-gpu.yaml").to_str().unwrap(),
+            fixture("vmi-gpu.yaml").to_str().unwrap(),
             "-o",
             "json",
         ],
@@ -93,7 +102,7 @@ fn json_shape_and_values() {
     let e = &v[0];
     assert_eq!(e["kind"], "VirtualMachineInstance");
     assert_eq!(e["namespace"], "default");
-    assert_eq!(e["name"], "vmi-gpu");
+    assert_eq!(e["name"], "fixture-gpu");
     let total = e["overhead"]["totalBytes"].as_i64().unwrap();
     let terms = e["overhead"]["terms"].as_array().unwrap();
     assert_eq!(
@@ -116,7 +125,7 @@ fn json_shape_and_values() {
     assert_eq!(total, (268 << 20) + (1 << 30));
     assert!(e["computeResources"]["requests"]["memory"].is_string());
     assert_eq!(
-        e["computeResources"]["limits"]["nvidia.com/GP102GL_Tesla_P40"],
+        e["computeResources"]["limits"]["nvidia.com/TU104GL_Tesla_T4"],
         "1"
     );
 
@@ -124,7 +133,7 @@ fn json_shape_and_values() {
         &[
             "explain-overhead",
             "-f",
-            examples().join("vmi-arm.yaml").to_str().unwrap(),
+            fixture("vmi-arm.yaml").to_str().unwrap(),
             "-o",
             "yaml",
             "--architecture",
@@ -136,22 +145,13 @@ fn json_shape_and_values() {
     assert_eq!(v[0]["overhead"]["totalBytes"], (268 + 128) << 20);
 }
 
-/// Every example file with a VM or VMI explains without error; other kinds are skipped with a
-/// note on stderr; files without any VM/VMI are an error that says so.
-#[test]
-fn every_example_explains() {
+/// Every file of `files` with a VM or VMI explains without error; other kinds are skipped with
+/// a note on stderr; files without any VM/VMI are an error that says so. Returns how many
+/// files were explained.
+fn explain_all(files: &[PathBuf]) -> usize {
     let mut explained = 0;
-    let mut entries: Vec<_> = std::fs::read_dir(examples())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
-            continue;
-        }
-        let text_in = std::fs::read_to_string(&path).unwrap();
+    for path in files {
+        let text_in = std::fs::read_to_string(path).unwrap();
         let has_vm = text_in
             .lines()
             .any(|l| l == "kind: VirtualMachine" || l == "kind: VirtualMachineInstance");
@@ -184,7 +184,23 @@ fn every_example_explains() {
             );
         }
     }
-    assert_eq!(explained, 34);
+    explained
+}
+
+/// Every own example and fixture holds a VM or VMI, and explains.
+#[test]
+fn every_own_example_and_fixture_explains() {
+    let files = common::own_manifest_files();
+    assert_eq!(explain_all(&files), files.len());
+}
+
+/// KubeVirt's 34 example files with a VM or VMI explain; the others are refused with a reason.
+#[test]
+fn every_upstream_example_explains() {
+    let Some(dir) = common::upstream_examples("every_upstream_example_explains") else {
+        return;
+    };
+    assert_eq!(explain_all(&common::yaml_files(&dir)), 34);
 }
 
 #[test]
@@ -235,7 +251,7 @@ fn bad_input_names_document_object_and_field() {
 
 fn launcher_pod(overhead: &str, memory: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: virt-launcher-vmi-fedora-abcde\n  namespace: default\n  annotations:\n    kubevirt.io/domain: vmi-fedora\n    kubevirt.io/memory-overhead-bytes: \"{overhead}\"\nspec:\n  containers:\n  - name: compute\n    image: x\n    resources:\n      requests:\n        memory: \"{memory}\"\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: virt-launcher-fixture-masquerade-abcde\n  namespace: default\n  annotations:\n    kubevirt.io/domain: fixture-masquerade\n    kubevirt.io/memory-overhead-bytes: \"{overhead}\"\nspec:\n  containers:\n  - name: compute\n    image: x\n    resources:\n      requests:\n        memory: \"{memory}\"\n"
     )
 }
 
@@ -243,8 +259,9 @@ fn launcher_pod(overhead: &str, memory: &str) -> String {
 #[test]
 fn pod_check_match_and_mismatch() {
     let dir = tempfile::tempdir().unwrap();
-    let vmi = examples().join("vmi-fedora.yaml");
-    // vmi-fedora: 1024M guest, masquerade, no request → overhead 268Mi, request 1024M + 268Mi.
+    let vmi = fixture("vmi-masquerade.yaml");
+    // fixture-masquerade: 1024M guest, masquerade, no request → overhead 268Mi, request
+    // 1024M + 268Mi.
     let good = dir.path().join("good.yaml");
     std::fs::write(&good, launcher_pod("281018368", "1305018368")).unwrap();
     let out = run(
@@ -259,7 +276,7 @@ fn pod_check_match_and_mismatch() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("pod default/virt-launcher-vmi-fedora-abcde: MATCH"),
+        text(&out.stdout).contains("pod default/virt-launcher-fixture-masquerade-abcde: MATCH"),
         "{}",
         text(&out.stdout)
     );
@@ -346,7 +363,7 @@ fn cluster_mode_is_not_available_yet_and_says_so() {
 /// Found by a new-user trial: invalid cluster settings and mismatched pods were accepted.
 #[test]
 fn invalid_settings_and_mismatched_pods_are_rejected() {
-    let vmi = examples().join("vmi-fedora.yaml");
+    let vmi = fixture("vmi-masquerade.yaml");
     let vmi = vmi.to_str().unwrap();
     // KubeVirt's webhook rejects ratios below 1.0.
     let out = run(
@@ -376,8 +393,8 @@ fn invalid_settings_and_mismatched_pods_are_rejected() {
     std::fs::write(
         &other,
         launcher_pod("281018368", "1305018368").replace(
-            "kubevirt.io/domain: vmi-fedora",
-            "kubevirt.io/domain: vm-cirros",
+            "kubevirt.io/domain: fixture-masquerade",
+            "kubevirt.io/domain: demo-vm",
         ),
     )
     .unwrap();
@@ -393,7 +410,7 @@ fn invalid_settings_and_mismatched_pods_are_rejected() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("belongs to VMI \"vm-cirros\""),
+        text(&out.stderr).contains("belongs to VMI \"demo-vm\""),
         "{}",
         text(&out.stderr)
     );
@@ -426,7 +443,7 @@ fn invalid_settings_and_mismatched_pods_are_rejected() {
         &[
             "explain-overhead",
             "-f",
-            examples().join("vm-cirros-clarge.yaml").to_str().unwrap(),
+            fixture("vm-instancetype.yaml").to_str().unwrap(),
         ],
         None,
     );

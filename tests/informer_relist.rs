@@ -13,12 +13,14 @@
 //! Outages are made with the server's faults (`drop_watches` plus a 500 on the informer's
 //! watch requests) and observed in the audit log; no fixed sleeps.
 
+mod common;
+
+use common::wait_for;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -28,24 +30,6 @@ use virtctl_rs::sim::{ApiServer, ApiServerConfig, AuditQuery, FaultId, FaultRule
 const DEADLINE: Duration = Duration::from_secs(30);
 /// User agent of the informer's client (faults and audit queries are scoped by it).
 const AGENT: &str = "informer-under-test";
-
-async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// What the handler saw, as `add ns/name`, `update ns/name`,
 /// `delete ns/name relisted=BOOL data=VALUE`.

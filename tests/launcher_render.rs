@@ -1,6 +1,7 @@
-//! Golden test of the virt-launcher pod renderer: KubeVirt v1.9.0 example manifests
-//! (shared/reference/kubevirt-v1.9.0/examples) rendered with a fixed rng and compared with
-//! `tests/golden/render/<example>.yaml`.
+//! Golden test of the virt-launcher pod renderer: the repository's fixtures (tests/fixtures/)
+//! and main example VM (docs/examples/vm-containerdisk.yaml) rendered with a fixed rng and
+//! compared with `tests/golden/render/<name>.yaml`; plus a sweep rendering every VMI of
+//! KubeVirt's v1.9.0 examples when they are available (`KUBEVIRT_EXAMPLES`, see tests/common).
 //!
 //! The VMIs first get virt-api's admission defaults (`apply_admission_defaults`: architecture,
 //! guest memory, CPU topology), as a VMI in a cluster would have them; they are placed in
@@ -9,8 +10,10 @@
 //!
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test --test launcher_render`, then review the diff.
 
+mod common;
+
 use pretty_assertions::assert_eq;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use virtctl_rs::api::defaults::{AdmissionSettings, apply_admission_defaults};
 use virtctl_rs::api::vm::VirtualMachine;
 use virtctl_rs::api::vmi::VirtualMachineInstance;
@@ -35,36 +38,18 @@ impl rand::RngCore for FixedRng {
     }
 }
 
-fn examples_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("KUBEVIRT_EXAMPLES") {
-        return PathBuf::from(dir);
-    }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        manifest.join("../shared/reference/kubevirt-v1.9.0/examples"),
-        manifest.join("../../shared/reference/kubevirt-v1.9.0/examples"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.is_dir())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!("KubeVirt examples not found in {candidates:?}; set KUBEVIRT_EXAMPLES")
-        })
-}
-
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/render")
 }
 
-fn read(file: &str) -> String {
-    let path = examples_dir().join(file);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// A VMI from an example file, as it would look after creation in namespace `default`.
+/// A VMI from a fixture file, as it would look after creation in namespace `default`.
 fn example_vmi(file: &str, uid: &str, cluster_arch: &str) -> VirtualMachineInstance {
-    let mut vmi: VirtualMachineInstance = serde_yaml::from_str(&read(file)).unwrap();
+    let path = common::repo_path("tests/fixtures").join(file);
+    let mut vmi: VirtualMachineInstance = serde_yaml::from_str(&read(&path)).unwrap();
     vmi.metadata.namespace = Some("default".into());
     vmi.metadata.uid = Some(uid.into());
     let admission = AdmissionSettings {
@@ -75,10 +60,11 @@ fn example_vmi(file: &str, uid: &str, cluster_arch: &str) -> VirtualMachineInsta
     vmi
 }
 
-/// The VMI the VM controller would create from `vm-cirros.yaml` (SetupVMIFromVM: name, namespace,
-/// template labels/annotations and spec; the VM-generation annotation).
-fn cirros_vmi(uid: &str) -> VirtualMachineInstance {
-    let vm: VirtualMachine = serde_yaml::from_str(&read("vm-cirros.yaml")).unwrap();
+/// The VMI the VM controller would create from docs/examples/vm-containerdisk.yaml
+/// (SetupVMIFromVM: name, namespace, template labels/annotations and spec; the VM-generation
+/// annotation).
+fn demo_vmi(uid: &str) -> VirtualMachineInstance {
+    let vm: VirtualMachine = common::example_vm("vm-containerdisk.yaml");
     let template = vm.spec.template.clone().unwrap();
     let mut vmi = VirtualMachineInstance {
         api_version: Some("kubevirt.io/v1".into()),
@@ -123,15 +109,15 @@ fn check(name: &str, source: &str, vmi: &VirtualMachineInstance, settings: &Clus
 }
 
 #[test]
-fn golden_vmi_fedora() {
+fn golden_vmi_masquerade() {
     let vmi = example_vmi(
-        "vmi-fedora.yaml",
+        "vmi-masquerade.yaml",
         "5d0bcb47-0000-4000-8000-00000000f001",
         "amd64",
     );
     check(
-        "vmi-fedora",
-        "examples/vmi-fedora.yaml",
+        "vmi-masquerade",
+        "tests/fixtures/vmi-masquerade.yaml",
         &vmi,
         &ClusterSettings::default(),
     );
@@ -146,7 +132,7 @@ fn golden_vmi_gpu() {
     );
     check(
         "vmi-gpu",
-        "examples/vmi-gpu.yaml",
+        "tests/fixtures/vmi-gpu.yaml",
         &vmi,
         &ClusterSettings::default(),
     );
@@ -165,7 +151,7 @@ fn golden_vmi_arm() {
     );
     check(
         "vmi-arm",
-        "examples/vmi-arm.yaml (arm64 cluster)",
+        "tests/fixtures/vmi-arm.yaml (arm64 cluster)",
         &vmi,
         &settings,
     );
@@ -180,18 +166,18 @@ fn golden_vmi_sriov() {
     );
     check(
         "vmi-sriov",
-        "examples/vmi-sriov.yaml",
+        "tests/fixtures/vmi-sriov.yaml",
         &vmi,
         &ClusterSettings::default(),
     );
 }
 
 #[test]
-fn golden_vm_cirros() {
-    let vmi = cirros_vmi("5d0bcb47-0000-4000-8000-00000000f005");
+fn golden_vm_containerdisk() {
+    let vmi = demo_vmi("5d0bcb47-0000-4000-8000-00000000f005");
     check(
-        "vm-cirros",
-        "examples/vm-cirros.yaml (spec.template as created by the VM controller)",
+        "vm-containerdisk",
+        "docs/examples/vm-containerdisk.yaml (spec.template as created by the VM controller)",
         &vmi,
         &ClusterSettings::default(),
     );
@@ -203,7 +189,13 @@ fn golden_files_are_pods() {
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         return;
     }
-    for name in ["vmi-fedora", "vmi-gpu", "vmi-arm", "vmi-sriov", "vm-cirros"] {
+    for name in [
+        "vmi-masquerade",
+        "vmi-gpu",
+        "vmi-arm",
+        "vmi-sriov",
+        "vm-containerdisk",
+    ] {
         let text = std::fs::read_to_string(golden_dir().join(format!("{name}.yaml"))).unwrap();
         let pod: k8s_openapi::api::core::v1::Pod = serde_yaml::from_str(&text).unwrap();
         let spec = pod.spec.unwrap();
@@ -215,4 +207,42 @@ fn golden_files_are_pods() {
             "{name}"
         );
     }
+}
+
+/// Every VirtualMachineInstance of KubeVirt's examples (22 in v1.9.0) gets the admission
+/// defaults and renders to a pod with a `compute` container. Runs when the examples are
+/// available (tests/common).
+#[test]
+fn every_upstream_example_vmi_renders() {
+    let Some(dir) = common::upstream_examples("every_upstream_example_vmi_renders") else {
+        return;
+    };
+    let mut rendered = 0;
+    for path in common::yaml_files(&dir) {
+        let text = read(&path);
+        let docs =
+            virtctl_rs::api::manifest::split_documents(&path.display().to_string(), &text).unwrap();
+        for (_, doc) in docs {
+            if doc["kind"] != "VirtualMachineInstance" {
+                continue;
+            }
+            let mut vmi: VirtualMachineInstance = serde_json::from_value(doc).unwrap();
+            vmi.metadata.namespace = Some("default".into());
+            vmi.metadata.uid = Some("5d0bcb47-0000-4000-8000-00000000ffff".into());
+            apply_admission_defaults(&mut vmi.spec, &AdmissionSettings::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let mut rng = FixedRng(7);
+            let pod = render_launch_manifest(
+                &vmi,
+                &ClusterSettings::default(),
+                &NamespaceContext::default(),
+                &mut rng,
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let spec = pod.spec.expect("pod spec");
+            assert_eq!(spec.containers[0].name, "compute", "{}", path.display());
+            rendered += 1;
+        }
+    }
+    assert_eq!(rendered, 22, "VMIs in KubeVirt v1.9.0's examples");
 }

@@ -24,11 +24,13 @@
 //! deadlines; the only timing bounds asserted are the handover bounds the acceptance criteria
 //! ask for, with an allowance of a second on top of the algorithm's own bound.
 
+mod common;
+
+use common::wait_for;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,25 +53,6 @@ const ALLOWANCE: Duration = Duration::from_secs(1);
 const DEADLINE: Duration = Duration::from_secs(60);
 const LEASE_NAMESPACE: &str = "kubevirt";
 const LEASE_NAME: &str = "virt-controller";
-
-/// Poll `f` every 20 ms until it yields `Some`, or panic after [`DEADLINE`].
-async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 async fn start_cluster() -> EmbeddedCluster {
     EmbeddedCluster::start(EmbeddedClusterConfig {
@@ -383,7 +366,7 @@ async fn wait_vm_running_alone(client: &kube::Client) -> String {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
-        let vm = vms.get("vm-cirros").await.ok();
+        let vm = vms.get("demo-vm").await.ok();
         let status = vm
             .as_ref()
             .and_then(|vm| vm.status.as_ref()?.printable_status.clone());
@@ -425,7 +408,7 @@ async fn wait_vm_running_alone(client: &kube::Client) -> String {
                 })
                 .collect();
             panic!(
-                "timed out after {DEADLINE:?} waiting for vm-cirros Running with one VMI and one launcher pod: printableStatus {status:?}, VMIs (uid, phase, deleting) {vmis:?}, pods {pods:?}"
+                "timed out after {DEADLINE:?} waiting for demo-vm Running with one VMI and one launcher pod: printableStatus {status:?}, VMIs (uid, phase, deleting) {vmis:?}, pods {pods:?}"
             );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -435,7 +418,7 @@ async fn wait_vm_running_alone(client: &kube::Client) -> String {
 /// Deletes the VM's VMI and waits for its replacement to run alone; returns the new uid.
 async fn recreate_vmi(client: &kube::Client, old_uid: &str) -> String {
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), "default");
-    vmis.delete("vm-cirros", &DeleteParams::default())
+    vmis.delete("demo-vm", &DeleteParams::default())
         .await
         .expect("delete the VMI");
     let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -452,13 +435,13 @@ async fn recreate_vmi(client: &kube::Client, old_uid: &str) -> String {
     }
 }
 
-/// Exactly `n` VMIs and `n` launcher pods were ever created for vm-cirros, the last ones by
+/// Exactly `n` VMIs and `n` launcher pods were ever created for demo-vm, the last ones by
 /// `last_by`.
 fn assert_creates(cluster: &EmbeddedCluster, n: usize, last_by: &str) {
     let entries = cluster.api().audit().entries();
     for (resource, prefix) in [
-        ("virtualmachineinstances", "vm-cirros"),
-        ("pods", "virt-launcher-vm-cirros"),
+        ("virtualmachineinstances", "demo-vm"),
+        ("pods", "virt-launcher-demo-vm"),
     ] {
         let created = creates(&entries, resource, prefix);
         assert_eq!(created.len(), n, "{resource} created: {created:#?}");
@@ -471,8 +454,8 @@ fn assert_creates(cluster: &EmbeddedCluster, n: usize, last_by: &str) {
     }
 }
 
-fn cirros_manifest() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/examples/vm-cirros.yaml")
+fn demo_vm_manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/examples/vm-containerdisk.yaml")
 }
 
 /// Graceful handover, then a killed leader, with a VM kept Running throughout.
@@ -481,9 +464,9 @@ async fn one_leader_at_a_time_across_graceful_stop_and_kill() {
     let cluster = start_cluster().await;
     let client = cluster.client().await.expect("client");
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
-    apply_path(&client, &cirros_manifest())
+    apply_path(&client, &demo_vm_manifest())
         .await
-        .expect("apply vm-cirros");
+        .expect("apply demo-vm");
     let sampler = LeaderSampler::spawn();
 
     // A starts first and wins the (absent) Lease; B stands by with warm caches.
@@ -678,9 +661,9 @@ async fn lost_lease_with_standby_stops_the_workers_and_leads_again_later() {
     let cluster = start_cluster().await;
     let client = cluster.client().await.expect("client");
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
-    apply_path(&client, &cirros_manifest())
+    apply_path(&client, &demo_vm_manifest())
         .await
-        .expect("apply vm-cirros");
+        .expect("apply demo-vm");
     let sampler = LeaderSampler::spawn();
     let mut a = Instance::start(&cluster, "controller-a", OnLostLease::Standby).await;
     sampler.add(&a);

@@ -6,12 +6,14 @@
 //! Output lines are read with deadlines, endpoints are polled until they answer; no fixed
 //! sleeps. Every instance listens on `127.0.0.1:0`, so tests can run in parallel.
 
+mod common;
+
+use common::wait_for;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
-use std::future::Future;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -162,25 +164,6 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
-/// Polls `f` every 50 ms until it yields `Some`, or panics after [`DEADLINE`].
-async fn wait_for<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {DEADLINE:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn client_for(kubeconfig: &str) -> Client {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("read printed kubeconfig");
     let config =
@@ -201,7 +184,7 @@ async fn serves_endpoints_and_releases_the_lease_on_sigterm() {
         "--listen",
         "127.0.0.1:0",
         "--apply",
-        "docs/examples/vm-cirros.yaml",
+        "docs/examples/vm-containerdisk.yaml",
     ]);
     let kubeconfig = rc
         .wait_line("the kubeconfig line", |l| {
@@ -230,8 +213,8 @@ async fn serves_endpoints_and_releases_the_lease_on_sigterm() {
         })
         .await;
     // The controller brings the VM to Running (progress lines) once it leads.
-    rc.wait_line("vm-cirros Running", |l| {
-        l.contains("default/vm-cirros  Running").then_some(())
+    rc.wait_line("demo-vm Running", |l| {
+        l.contains("default/demo-vm  Running").then_some(())
     })
     .await;
 
@@ -277,12 +260,12 @@ async fn serves_endpoints_and_releases_the_lease_on_sigterm() {
         expectations.iter().any(|e| e["name"] == "vm-vmi"
             && e["entries"]
                 .as_array()
-                .is_some_and(|es| es.iter().any(|x| x["key"] == "default/vm-cirros"))),
+                .is_some_and(|es| es.iter().any(|x| x["key"] == "default/demo-vm"))),
         "{state:#}"
     );
     for controller in ["vm", "vmi"] {
         assert_eq!(
-            state["reconciles"][controller]["default/vm-cirros"]["result"], "ok",
+            state["reconciles"][controller]["default/demo-vm"]["result"], "ok",
             "{state:#}"
         );
     }
@@ -350,14 +333,16 @@ async fn serves_endpoints_and_releases_the_lease_on_sigterm() {
     );
 }
 
+/// The README's main job with `--exit-when-ready`: every VM of docs/examples (the main folder;
+/// docs/examples/more/ holds the ones that cannot run in the embedded cluster) reaches Running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exit_when_ready_exits_zero_once_the_vm_runs() {
+async fn exit_when_ready_exits_zero_once_the_examples_run() {
     let rc = RunController::spawn(&[
         "--embedded",
         "--listen",
         "127.0.0.1:0",
         "--apply",
-        "docs/examples/vm-cirros.yaml",
+        "docs/examples",
         "--exit-when-ready",
     ]);
     let (status, stdout, stderr) = rc.finish().await;
@@ -367,7 +352,7 @@ async fn exit_when_ready_exits_zero_once_the_vm_runs() {
     );
     assert_eq!(
         stdout.last().map(String::as_str),
-        Some("all 1 VM(s) are Running"),
+        Some("all 4 VM(s) are Running"),
         "{stdout:#?}"
     );
     assert!(
@@ -382,21 +367,13 @@ async fn exit_when_ready_exits_zero_once_the_vm_runs() {
 /// instead of after the timeout, and bad arguments fail before the embedded cluster starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hopeless_runs_fail_fast_with_the_reason() {
-    let cirros = std::fs::read_to_string("docs/examples/vm-cirros.yaml").expect("example");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let halted = dir.path().join("halted.yaml");
-    std::fs::write(
-        &halted,
-        cirros.replace("runStrategy: Always", "runStrategy: Halted"),
-    )
-    .expect("write");
-    let halted = halted.display().to_string();
+    // The Halted example (docs/examples/more/, kept out of the main folder for this reason).
     let rc = RunController::spawn(&[
         "--embedded",
         "--listen",
         "127.0.0.1:0",
         "--apply",
-        &halted,
+        "docs/examples/more/vm-halted.yaml",
         "--exit-when-ready",
     ]);
     let (status, _stdout, stderr) = rc.finish().await;

@@ -1,14 +1,14 @@
 //! CRUD, metadata semantics, conflicts, status subresource, patches, selectors, pagination and
 //! error shapes of the embedded API server, driven through the real `kube::Client`.
 
-mod sim_util;
+mod common;
 
+use common::objects::{api_err, pod, vm, vm_resource, vmi, vmi_resource};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
 };
 use serde_json::{Value, json};
-use sim_util::{api_err, pod, vm, vm_resource, vmi, vmi_resource};
 use virtctl_rs::sim::{ApiServer, ApiServerConfig};
 
 async fn server() -> (ApiServer, kube::Client) {

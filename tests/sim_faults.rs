@@ -1,13 +1,13 @@
 //! Fault injection and the audit log of the embedded API server.
 
-mod sim_util;
+mod common;
 
 use std::time::{Duration, Instant};
 
+use common::objects::{api_err, pod};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use serde_json::json;
-use sim_util::{api_err, pod};
 use virtctl_rs::sim::{ApiServer, ApiServerConfig, AuditQuery, FaultRule, Verb};
 
 fn cm(name: &str) -> ConfigMap {

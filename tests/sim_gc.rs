@@ -1,15 +1,20 @@
 //! Garbage collection through ownerReferences (background, foreground with
 //! `blockOwnerDeletion`, orphan) and namespace deletion in the embedded API server.
 
-mod sim_util;
+mod common;
 
+use common::objects::{pod, vmi, vmi_resource};
+use common::wait_for_within;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy,
 };
 use serde_json::json;
-use sim_util::{pod, vmi, vmi_resource, wait_for};
+use std::time::Duration;
 use virtctl_rs::sim::{ApiServer, ApiServerConfig, gc::GC_USER_AGENT};
+
+/// Deadline of every wait for the garbage collector.
+const GC_DEADLINE: Duration = Duration::from_secs(10);
 
 struct Fixture {
     server: ApiServer,
@@ -64,7 +69,7 @@ async fn background_deletion_removes_dependents_after_the_owner() {
         .await
         .unwrap();
     assert!(r.is_right(), "owner removed at once");
-    wait_for("dependent pod collected", 10, || async {
+    wait_for_within("dependent pod collected", GC_DEADLINE, || async {
         gone(&f.pods, "bg-pod").await.then_some(())
     })
     .await;
@@ -109,7 +114,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
     );
     assert!(owner.metadata.deletion_timestamp.is_some());
     // The GC deletes the dependent (which sticks on its finalizer) ...
-    wait_for("dependent marked for deletion", 10, || async {
+    wait_for_within("dependent marked for deletion", GC_DEADLINE, || async {
         f.pods
             .get("fg-pod")
             .await
@@ -127,7 +132,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
         )
         .await
         .unwrap();
-    wait_for("owner removed after its dependent", 10, || async {
+    wait_for_within("owner removed after its dependent", GC_DEADLINE, || async {
         gone(&f.vmis, "fg").await.then_some(())
     })
     .await;
@@ -151,7 +156,7 @@ async fn foreground_deletion_does_not_wait_for_non_blocking_dependents() {
         .delete("nb", &DeleteParams::foreground())
         .await
         .unwrap();
-    wait_for("owner removed", 10, || async {
+    wait_for_within("owner removed", GC_DEADLINE, || async {
         gone(&f.vmis, "nb").await.then_some(())
     })
     .await;
@@ -180,7 +185,7 @@ async fn orphan_deletion_strips_owner_references() {
             .unwrap()
             .contains(&"orphan".to_string())
     );
-    wait_for("owner removed", 10, || async {
+    wait_for_within("owner removed", GC_DEADLINE, || async {
         gone(&f.vmis, "or").await.then_some(())
     })
     .await;
@@ -205,9 +210,11 @@ async fn dangling_owner_references_are_collected() {
     }))
     .unwrap()]);
     f.pods.create(&PostParams::default(), &p).await.unwrap();
-    wait_for("pod with a missing owner collected", 10, || async {
-        gone(&f.pods, "orphaned-at-birth").await.then_some(())
-    })
+    wait_for_within(
+        "pod with a missing owner collected",
+        GC_DEADLINE,
+        || async { gone(&f.pods, "orphaned-at-birth").await.then_some(()) },
+    )
     .await;
     f.server.shutdown().await;
 }
@@ -236,7 +243,7 @@ async fn namespace_deletion_empties_then_removes_it() {
         Err(kube::Error::Api(s)) => assert!(s.code == 403 || s.code == 404, "{s:?}"),
         other => panic!("create in a terminating namespace succeeded: {other:?}"),
     }
-    wait_for("namespace removed", 10, || async {
+    wait_for_within("namespace removed", GC_DEADLINE, || async {
         gone(&nss, "scratch").await.then_some(())
     })
     .await;

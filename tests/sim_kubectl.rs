@@ -1,17 +1,16 @@
-//! The real `kubectl` against the embedded API server: `get`, `apply -f` on every KubeVirt
-//! example that is a VirtualMachine or VirtualMachineInstance, `get -o yaml`,
-//! `patch --type=json`, `delete`. Skipped (with a printed reason) when kubectl or the examples
-//! are missing.
+//! The real `kubectl` against the embedded API server: `get`, `apply -f` on every
+//! VirtualMachine or VirtualMachineInstance of the repository's own manifests (docs/examples,
+//! docs/examples/more, tests/fixtures) and, when they are available (`KUBEVIRT_EXAMPLES`, see
+//! tests/common), of KubeVirt's v1.9.0 examples; `get -o yaml`, `patch --type=json`, `delete`.
+//! Skipped (with a printed reason) when kubectl is missing.
 
-mod sim_util;
+mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::objects::{vm_resource, vmi_resource};
 use kube::api::{Api, DynamicObject};
-use sim_util::{vm_resource, vmi_resource};
 use virtctl_rs::sim::{ApiServer, ApiServerConfig};
-
-const EXAMPLES: &str = "/work/shared/reference/kubevirt-v1.9.0/examples";
 
 struct Kubectl {
     kubeconfig: PathBuf,
@@ -58,19 +57,15 @@ fn kubectl_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Example files whose (single) document is a VirtualMachine or VirtualMachineInstance,
-/// with the kind and name of that document.
+/// The VirtualMachine and VirtualMachineInstance documents of the example files, with the
+/// file, kind and name of each: the repository's own, then KubeVirt's when available.
 fn vm_examples() -> Vec<(PathBuf, String, String)> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(EXAMPLES) else {
-        return out;
-    };
-    let mut files: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    files.sort();
-    for f in files {
-        if f.extension().and_then(|e| e.to_str()) != Some("yaml") {
-            continue;
-        }
+    let mut dirs = common::own_manifest_dirs();
+    dirs.extend(common::upstream_examples(
+        "kubectl_get_apply_patch_delete over KubeVirt's examples (the repository's own still run)",
+    ));
+    for f in dirs.iter().flat_map(|d| common::yaml_files(d)) {
         let text = std::fs::read_to_string(&f).unwrap();
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let Ok(v) = <serde_json::Value as serde::Deserialize>::deserialize(doc) else {
@@ -87,7 +82,7 @@ fn vm_examples() -> Vec<(PathBuf, String, String)> {
 }
 
 fn only_vm_docs(path: &Path) -> String {
-    // Every example holds one document; still, feed only VM/VMI documents to be safe.
+    // Some files also hold a PriorityClass or a claim: feed only the VM/VMI documents.
     let text = std::fs::read_to_string(path).unwrap();
     let mut docs = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(&text) {
@@ -107,10 +102,13 @@ async fn kubectl_get_apply_patch_delete() {
         return;
     }
     let examples = vm_examples();
-    if examples.is_empty() {
-        eprintln!("SKIP kubectl_get_apply_patch_delete: no examples under {EXAMPLES}");
-        return;
-    }
+    assert!(
+        examples.iter().any(|(_, k, _)| k == "VirtualMachine")
+            && examples
+                .iter()
+                .any(|(_, k, _)| k == "VirtualMachineInstance"),
+        "the repository's own examples hold a VM and a VMI: {examples:?}"
+    );
     let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
     let k = Kubectl {
         kubeconfig: server.kubeconfig_path().to_path_buf(),

@@ -1,13 +1,15 @@
 //! Simulated nodes against the real embedded API server: scheduling, kubelet, virt-handler and
 //! fault injection. Every wait is a poll with a generous deadline.
 
+mod common;
+
+use common::wait_for;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
-use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
@@ -24,22 +26,6 @@ async fn start() -> EmbeddedCluster {
     })
     .await
     .expect("embedded cluster starts")
-}
-
-/// Poll `check` until it yields a value; panic after [`DEADLINE`].
-async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {

@@ -2,11 +2,13 @@
 //! `reflector`: initial state, selector transitions, bookmarks, 410 Expired and relist,
 //! dropped streams, delayed delivery and streaming lists.
 
-mod sim_util;
+mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::objects::pod;
+use common::wait_for_within;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{
@@ -14,7 +16,6 @@ use kube::api::{
 };
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
-use sim_util::{pod, wait_for};
 use virtctl_rs::sim::{ApiServer, ApiServerConfig, FaultRule};
 
 fn cm(name: &str) -> ConfigMap {
@@ -333,20 +334,24 @@ async fn watcher_survives_dropped_streams_without_losing_events() {
         .into_iter()
         .map(|c| (c.metadata.name.unwrap(), c.data.unwrap()["v"].clone()))
         .collect();
-    wait_for("the informer cache to match the server", 20, || {
-        let have: BTreeMap<String, String> = reader
-            .state()
-            .iter()
-            .map(|c| {
-                (
-                    c.metadata.name.clone().unwrap(),
-                    c.data.as_ref().unwrap()["v"].clone(),
-                )
-            })
-            .collect();
-        let ok = have == want;
-        async move { ok.then_some(()) }
-    })
+    wait_for_within(
+        "the informer cache to match the server",
+        Duration::from_secs(20),
+        || {
+            let have: BTreeMap<String, String> = reader
+                .state()
+                .iter()
+                .map(|c| {
+                    (
+                        c.metadata.name.clone().unwrap(),
+                        c.data.as_ref().unwrap()["v"].clone(),
+                    )
+                })
+                .collect();
+            let ok = have == want;
+            async move { ok.then_some(()) }
+        },
+    )
     .await;
     let audit = server.audit().by_user_agent("flaky-informer");
     let watches = audit.iter().filter(|e| e.verb == "watch").count();
@@ -377,7 +382,7 @@ async fn delayed_watch_delivery_models_a_lagging_cache() {
             .applied_objects()
             .for_each(|_| async {}),
     );
-    wait_for("initial sync", 10, || {
+    wait_for_within("initial sync", Duration::from_secs(10), || {
         let ready = reader.clone();
         async move { ready.wait_until_ready().await.ok() }
     })
@@ -388,7 +393,7 @@ async fn delayed_watch_delivery_models_a_lagging_cache() {
         reader.state().is_empty(),
         "the lagging cache must not have it yet"
     );
-    wait_for("the delayed event", 20, || {
+    wait_for_within("the delayed event", Duration::from_secs(20), || {
         let n = reader.state().len();
         async move { (n == 1).then_some(()) }
     })

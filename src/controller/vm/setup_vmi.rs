@@ -195,19 +195,14 @@ mod tests {
     use crate::api::vmi::Network;
     use serde_json::Value;
 
-    /// KubeVirt's examples/vm-cirros.yaml from the shared reference directory (next to the main
-    /// checkout, or two levels up from a helper worktree).
-    pub(crate) fn cirros_text() -> String {
-        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let rel = "shared/reference/kubevirt-v1.9.0/examples/vm-cirros.yaml";
-        [root.join("..").join(rel), root.join("../..").join(rel)]
-            .iter()
-            .find_map(|p| std::fs::read_to_string(p).ok())
-            .expect("examples/vm-cirros.yaml in ../shared or ../../shared")
+    /// The project's main example VM (docs/examples/vm-containerdisk.yaml, `demo-vm`): a
+    /// container disk `root` and a cloud-init disk `seed`, 256Mi of guest memory.
+    pub(crate) fn demo_vm_text() -> &'static str {
+        include_str!("../../../docs/examples/vm-containerdisk.yaml")
     }
 
-    pub(crate) fn cirros() -> VirtualMachine {
-        let m = read_manifest("vm-cirros.yaml", &cirros_text()).unwrap();
+    pub(crate) fn demo_vm() -> VirtualMachine {
+        let m = read_manifest("vm-containerdisk.yaml", demo_vm_text()).unwrap();
         match m.objects.into_iter().next().unwrap().object {
             KubeVirtObject::Vm(vm) => *vm,
             other => panic!("unexpected {}", other.kind()),
@@ -232,11 +227,11 @@ mod tests {
     }
 
     /// Mirrors the intent of vm_test.go:3145 "should copy annotations from spec.template to vmi"
-    /// and the brief's requirement: a VM from examples/vm-cirros.yaml with unknown fields at
-    /// every level of the template arrives in the VMI with all of them.
+    /// and the brief's requirement: a VM from docs/examples/vm-containerdisk.yaml with unknown
+    /// fields at every level of the template arrives in the VMI with all of them.
     #[test]
     fn setup_keeps_every_template_field_including_unknown_ones() {
-        let mut vm_json = serde_json::to_value(cirros()).unwrap();
+        let mut vm_json = serde_json::to_value(demo_vm()).unwrap();
         vm_json["metadata"]["namespace"] = "default".into();
         vm_json["metadata"]["uid"] = "vm-uid".into();
         let t = &mut vm_json["spec"]["template"];
@@ -272,21 +267,21 @@ mod tests {
         );
         assert_eq!(
             vmi_json["metadata"]["labels"],
-            json!({"kubevirt.io/vm": "vm-cirros"})
+            json!({"app.kubernetes.io/name": "demo-vm"})
         );
-        assert_eq!(vmi.metadata.name.as_deref(), Some("vm-cirros"));
+        assert_eq!(vmi.metadata.name.as_deref(), Some("demo-vm"));
         assert_eq!(vmi.metadata.namespace.as_deref(), Some("default"));
         assert_eq!(vmi.api_version.as_deref(), Some("kubevirt.io/v1"));
         assert_eq!(vmi.kind.as_deref(), Some("VirtualMachineInstance"));
         // Firmware UUID added (vm_test.go:2596 "should have stable firmware UUIDs").
         assert_eq!(
             vmi.spec.domain.firmware.as_ref().unwrap().uuid.as_deref(),
-            Some("0d2a2043-41c0-59c3-9b17-025022203668")
+            Some("c35fca7a-6445-5a56-a696-fcfdf46cd1be")
         );
         let owner = &vmi.metadata.owner_references.as_ref().unwrap()[0];
         assert_eq!(
             (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
-            ("VirtualMachine", "vm-cirros", "vm-uid")
+            ("VirtualMachine", "demo-vm", "vm-uid")
         );
         assert_eq!(owner.controller, Some(true));
         assert_eq!(owner.block_owner_deletion, Some(true));
@@ -295,7 +290,7 @@ mod tests {
     /// Mirrors vm_test.go:2611 "should honour any firmware UUID present in the template".
     #[test]
     fn existing_firmware_uuid_is_kept() {
-        let mut vm = cirros();
+        let mut vm = demo_vm();
         vm.spec
             .template
             .as_mut()
@@ -318,7 +313,7 @@ mod tests {
     /// Mirrors vm_test.go:2536 "should ignore the name of a VirtualMachineInstance templates".
     #[test]
     fn template_name_and_generate_name_are_replaced() {
-        let mut vm = cirros();
+        let mut vm = demo_vm();
         let meta = vm
             .spec
             .template
@@ -330,7 +325,7 @@ mod tests {
         meta.name = Some("other".into());
         meta.generate_name = Some("gen-".into());
         let vmi = setup_vmi_from_vm(&vm).unwrap();
-        assert_eq!(vmi.metadata.name.as_deref(), Some("vm-cirros"));
+        assert_eq!(vmi.metadata.name.as_deref(), Some("demo-vm"));
         assert_eq!(vmi.metadata.generate_name, None);
     }
 
@@ -425,7 +420,7 @@ mod tests {
 
     #[test]
     fn start_paused_request_sets_start_strategy() {
-        let mut vm = cirros();
+        let mut vm = demo_vm();
         vm.status = Some(
             serde_json::from_value(json!({
                 "stateChangeRequests": [{"action": "Start", "data": {"paused": "true"}}]
@@ -446,10 +441,10 @@ mod tests {
     /// done by SetupVMIFromVM) and 3926 (no removal while the dump is in progress).
     #[test]
     fn completed_memory_dump_volume_is_removed() {
-        let mut vm = cirros();
+        let mut vm = demo_vm();
         vm.status = Some(
             serde_json::from_value(json!({
-                "memoryDumpRequest": {"claimName": "containerdisk", "phase": "Completed"}
+                "memoryDumpRequest": {"claimName": "root", "phase": "Completed"}
             }))
             .unwrap(),
         );
@@ -461,11 +456,11 @@ mod tests {
             .into_iter()
             .map(|v| v.name)
             .collect();
-        assert_eq!(names, vec!["cloudinitdisk"]);
+        assert_eq!(names, vec!["seed"]);
 
         vm.status = Some(
             serde_json::from_value(json!({
-                "memoryDumpRequest": {"claimName": "containerdisk", "phase": "InProgress"}
+                "memoryDumpRequest": {"claimName": "root", "phase": "InProgress"}
             }))
             .unwrap(),
         );

@@ -1,29 +1,7 @@
-//! Shared helpers for the `sim_*` integration tests (included with `mod sim_util;`).
-#![allow(dead_code)]
-
-use std::future::Future;
-use std::time::Duration;
+//! Small objects and API helpers for the `sim_*` tests (`common::objects`).
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
-
-/// Poll `f` every 20 ms until it returns `Some`, or panic after `secs` seconds.
-pub async fn wait_for<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// `kubevirt.io/v1` VirtualMachineInstance.
 pub fn vmi_resource() -> ApiResource {

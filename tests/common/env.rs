@@ -1,0 +1,505 @@
+//! The `Env` scenario builder: one embedded cluster (real HTTP API server, simulated nodes)
+//! plus one controller manager with the real reconcilers, leading under a short Lease.
+//!
+//! [`EnvConfig::new`] gives the end-to-end tests' settings; the reliability and writes tests
+//! change the cluster (faults, node count) and the Lease timing, and install faults between
+//! cluster start and manager start with [`Env::start_with`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use virtctl_rs::api::labels::CREATED_BY;
+use virtctl_rs::api::{Phase, VirtualMachine, VirtualMachineInstance};
+use virtctl_rs::config::ClusterSettings;
+use virtctl_rs::controller::context::ReconcileRecord;
+use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError, OnLostLease};
+use virtctl_rs::runtime::lease::LeaderElectionConfig;
+use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+
+/// User agent of the controller manager's client (the default [`EnvConfig::controller_agent`]).
+pub const CONTROLLER_AGENT: &str = "virt-controller";
+
+/// How a scenario's cluster and controller are set up.
+pub struct EnvConfig {
+    /// The embedded cluster (default: 2 nodes, 50 ms kubelet delay, grace periods × 0.01).
+    pub cluster: EmbeddedClusterConfig,
+    /// User agent of the controller manager's client, so that faults and audit entries can
+    /// be told apart from the test's own requests.
+    pub controller_agent: &'static str,
+    /// User agent of the test's client (`None`: the server's default client).
+    pub user_agent: Option<&'static str>,
+    /// The controller's Lease (default: 2 s duration, 1.5 s renew deadline, 250 ms retry).
+    pub lease: LeaderElectionConfig,
+    /// Namespace of the test's objects.
+    pub namespace: String,
+    /// Deadline of [`Env::wait_for`].
+    pub deadline: Duration,
+}
+
+impl EnvConfig {
+    /// The end-to-end tests' settings, with Lease holder `identity`.
+    pub fn new(identity: &str) -> EnvConfig {
+        let mut lease = LeaderElectionConfig::new(identity);
+        lease.lease_duration = Duration::from_secs(2);
+        lease.renew_deadline = Duration::from_millis(1500);
+        lease.retry_period = Duration::from_millis(250);
+        EnvConfig {
+            cluster: EmbeddedClusterConfig {
+                nodes: 2,
+                kubelet_delay: Duration::from_millis(50),
+                grace_scale: 0.01,
+                ..Default::default()
+            },
+            controller_agent: CONTROLLER_AGENT,
+            user_agent: None,
+            lease,
+            namespace: "default".into(),
+            deadline: Duration::from_secs(40),
+        }
+    }
+
+    /// A 15 s Lease with a 10 s renew deadline and the given retry period: no renewal falls
+    /// inside a short test, and no other candidate competes.
+    pub fn long_lease(mut self, retry: Duration) -> Self {
+        self.lease.lease_duration = Duration::from_secs(15);
+        self.lease.renew_deadline = Duration::from_secs(10);
+        self.lease.retry_period = retry;
+        self
+    }
+}
+
+/// One embedded cluster plus one leading controller manager.
+pub struct Env {
+    pub cluster: Option<EmbeddedCluster>,
+    /// The test's client.
+    pub client: Client,
+    pub manager: Arc<Manager>,
+    pub cancel: CancellationToken,
+    pub run: Option<JoinHandle<Result<(), ManagerError>>>,
+    /// Namespace of the test's objects ([`EnvConfig::namespace`]).
+    pub namespace: String,
+    /// Deadline of [`Env::wait_for`].
+    pub deadline: Duration,
+}
+
+impl Env {
+    /// [`EnvConfig::new`]`("ctrl-e2e")`, nothing installed before the manager starts.
+    pub async fn start() -> Env {
+        Env::start_with(EnvConfig::new("ctrl-e2e"), |_| {}).await
+    }
+
+    /// Start the cluster, call `before_manager` with it (to install faults, say), start the
+    /// manager and wait until it leads with synced caches and both work queues exist.
+    pub async fn start_with(
+        config: EnvConfig,
+        before_manager: impl FnOnce(&EmbeddedCluster),
+    ) -> Env {
+        let cluster = EmbeddedCluster::start(config.cluster)
+            .await
+            .expect("embedded cluster starts");
+        before_manager(&cluster);
+        let client = match config.user_agent {
+            Some(agent) => cluster
+                .api()
+                .client_with_agent(agent)
+                .await
+                .expect("user client"),
+            None => cluster.client().await.expect("client"),
+        };
+        let controller_client = cluster
+            .api()
+            .client_with_agent(config.controller_agent)
+            .await
+            .expect("controller client");
+        let manager_config = ManagerConfig {
+            namespace: None,
+            vm_workers: 3,
+            vmi_workers: 10,
+            settings: ClusterSettings::default(),
+            lease: config.lease,
+            on_lost_lease: OnLostLease::Exit,
+            listen: None,
+        };
+        let (vm, vmi) = virtctl_rs::controller::reconcilers();
+        let manager = Arc::new(
+            Manager::start(controller_client, manager_config, vm, vmi)
+                .await
+                .expect("manager starts"),
+        );
+        let cancel = CancellationToken::new();
+        let run = {
+            let m = manager.clone();
+            let c = cancel.clone();
+            tokio::spawn(async move { m.run(c).await })
+        };
+        let env = Env {
+            cluster: Some(cluster),
+            client,
+            manager,
+            cancel,
+            run: Some(run),
+            namespace: config.namespace,
+            deadline: config.deadline,
+        };
+        env.wait_for("the manager to lead with synced caches", || async {
+            let ctx = env.manager.context();
+            (env.manager.leader_state().leading
+                && ctx.caches.all_synced()
+                && ctx.vm_queue.get().is_some()
+                && ctx.vmi_queue.get().is_some())
+            .then_some(())
+        })
+        .await;
+        env
+    }
+
+    /// Wait until this instance leads and both work queues are empty.
+    pub async fn wait_leading_and_idle(&self) {
+        self.wait_for("leadership and idle queues", || async {
+            (self.manager.leader_state().leading && self.queues_idle()).then_some(())
+        })
+        .await;
+    }
+
+    /// Both work queues exist (leading) and hold no queued, in-flight or parked key.
+    pub fn queues_idle(&self) -> bool {
+        let ctx = self.manager.context();
+        [&ctx.vm_queue, &ctx.vmi_queue].iter().all(|slot| {
+            slot.get().is_some_and(|q| {
+                let s = q.snapshot();
+                s.depth == 0 && s.in_flight.is_empty() && s.waiting.is_empty()
+            })
+        })
+    }
+
+    /// True when the controller's VM, VMI and launcher-pod caches hold exactly the server's
+    /// objects of the namespace, at the server's resourceVersions.
+    pub async fn caches_current(&self) -> bool {
+        let caches = &self.manager.context().caches;
+        let lp = ListParams::default();
+        let (Ok(vms), Ok(vmis), Ok(pods)) = (
+            self.vms().list(&lp).await,
+            self.vmis().list(&lp).await,
+            self.pods()
+                .list(&ListParams::default().labels("kubevirt.io=virt-launcher"))
+                .await,
+        ) else {
+            return false;
+        };
+        fn same<K>(store: &kube::runtime::reflector::Store<K>, items: &[K]) -> bool
+        where
+            K: Resource<DynamicType = ()> + Clone + 'static,
+        {
+            store.state().len() == items.len()
+                && items.iter().all(|o| {
+                    let meta = o.meta();
+                    let key = ObjectRef::<K>::new(meta.name.as_deref().unwrap_or(""))
+                        .within(meta.namespace.as_deref().unwrap_or(""));
+                    store.get(&key).map(|c| c.meta().resource_version.clone())
+                        == Some(meta.resource_version.clone())
+                })
+        }
+        same(caches.vms.store(), &vms.items)
+            && same(caches.vmis.store(), &vmis.items)
+            && same(caches.pods.store(), &pods.items)
+    }
+
+    pub fn cluster(&self) -> &EmbeddedCluster {
+        self.cluster.as_ref().expect("cluster running")
+    }
+
+    pub fn vms(&self) -> Api<VirtualMachine> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub fn vmis(&self) -> Api<VirtualMachineInstance> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub fn revisions(&self) -> Api<ControllerRevision> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub async fn create_vm(&self, vm: &VirtualMachine) -> VirtualMachine {
+        self.vms()
+            .create(&PostParams::default(), vm)
+            .await
+            .expect("create VM")
+    }
+
+    pub async fn vm(&self, name: &str) -> Option<VirtualMachine> {
+        self.vms().get_opt(name).await.expect("get VM")
+    }
+
+    pub async fn vmi(&self, name: &str) -> Option<VirtualMachineInstance> {
+        self.vmis().get_opt(name).await.expect("get VMI")
+    }
+
+    /// Launcher pods of the VMI with this UID (label `kubevirt.io/created-by`).
+    pub async fn launcher_pods(&self, vmi_uid: &str) -> Vec<Pod> {
+        self.pods()
+            .list(&ListParams::default().labels(&format!("{CREATED_BY}={vmi_uid}")))
+            .await
+            .expect("list pods")
+            .items
+    }
+
+    /// The VMI as the controllers' cache holds it.
+    pub fn cached_vmi(&self, name: &str) -> Option<Arc<VirtualMachineInstance>> {
+        self.manager
+            .context()
+            .caches
+            .vmis
+            .store()
+            .get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    /// Successful VMI creations recorded by the API server's audit log for `name`.
+    pub fn vmi_creations(&self, name: &str) -> Vec<DateTime<Utc>> {
+        self.cluster()
+            .api()
+            .audit()
+            .entries()
+            .into_iter()
+            .filter(|e| {
+                e.verb == "create"
+                    && e.resource == "virtualmachineinstances"
+                    && e.subresource.is_empty()
+                    && e.name == name
+                    && (200..300).contains(&e.code)
+            })
+            .map(|e| e.time)
+            .collect()
+    }
+
+    pub fn last_vm_reconcile(&self, name: &str) -> Option<ReconcileRecord> {
+        self.manager
+            .context()
+            .reconciles
+            .get("vm", &format!("{}/{name}", self.namespace))
+    }
+
+    /// The VM key is neither queued nor being processed.
+    pub fn vm_key_idle(&self, name: &str) -> bool {
+        let key = format!("{}/{name}", self.namespace);
+        match self.manager.context().vm_queue.get() {
+            Some(q) => {
+                let s = q.snapshot();
+                !s.queued.iter().any(|k| k.key == key) && !s.in_flight.iter().any(|k| k.key == key)
+            }
+            None => false,
+        }
+    }
+
+    /// Enqueue the VM (as a periodic resync would) and wait until a reconcile that started
+    /// after now has finished without error and nothing is queued or running for the key. Any
+    /// VMI create/delete the controller wants to make from its current caches has then been
+    /// made.
+    pub async fn resync_and_settle(&self, name: &str) {
+        let since = Utc::now();
+        self.manager
+            .context()
+            .vm_queue
+            .add(format!("{}/{name}", self.namespace));
+        self.wait_for(
+            "the VM controller to reconcile the VM and go idle",
+            || async {
+                let rec = self.last_vm_reconcile(name)?;
+                (rec.at > since && rec.result == "ok" && self.vm_key_idle(name)).then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Poll `check` until it yields a value; panic with a dump of the cluster state after
+    /// the scenario's deadline ([`EnvConfig::deadline`]).
+    pub async fn wait_for<T, F, Fut>(&self, what: &str, check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        self.wait_for_within(what, self.deadline, check).await
+    }
+
+    pub async fn wait_for_within<T, F, Fut>(&self, what: &str, deadline: Duration, check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        match super::poll_until(deadline, check).await {
+            Some(v) => v,
+            None => panic!(
+                "timed out after {deadline:?} waiting for {what}\n{}",
+                self.dump().await
+            ),
+        }
+    }
+
+    pub async fn wait_vm(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&VirtualMachine) -> bool,
+    ) -> VirtualMachine {
+        self.wait_for(&format!("VM {name}: {what}"), || async {
+            self.vm(name).await.filter(|vm| pred(vm))
+        })
+        .await
+    }
+
+    pub async fn wait_vmi(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&VirtualMachineInstance) -> bool,
+    ) -> VirtualMachineInstance {
+        self.wait_for(&format!("VMI {name}: {what}"), || async {
+            self.vmi(name).await.filter(|vmi| pred(vmi))
+        })
+        .await
+    }
+
+    /// Wait until the VM is Running (printable status, ready) and its VMI Running; returns both.
+    pub async fn wait_running(&self, name: &str) -> (VirtualMachine, VirtualMachineInstance) {
+        self.wait_for(&format!("VM {name} and its VMI Running"), || async {
+            let vm = self.vm(name).await?;
+            let vmi = self.vmi(name).await?;
+            (printable(&vm) == "Running"
+                && vm_status(&vm)["ready"] == json!(true)
+                && vmi.phase() == Phase::Running
+                && !vmi.is_deleting())
+            .then_some((vm, vmi))
+        })
+        .await
+    }
+
+    pub async fn wait_vmi_gone(&self, name: &str) {
+        self.wait_for(&format!("VMI {name} to be gone"), || async {
+            self.vmi(name).await.is_none().then_some(())
+        })
+        .await
+    }
+
+    pub async fn wait_pods_gone(&self, vmi_uid: &str) {
+        self.wait_for(
+            &format!("launcher pods of VMI {vmi_uid} to be gone"),
+            || async { self.launcher_pods(vmi_uid).await.is_empty().then_some(()) },
+        )
+        .await
+    }
+
+    /// Replace `status.stateChangeRequests` through the VM `status` subresource, as virt-api's
+    /// start/stop subresources do (pkg/virt-api/rest/lifecycle.go; they send a JSON patch, this
+    /// sends the equivalent merge patch).
+    pub async fn set_state_change_requests(&self, name: &str, requests: Value) {
+        self.vms()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"stateChangeRequests": requests}})),
+            )
+            .await
+            .expect("patch VM status");
+    }
+
+    pub async fn merge_patch_vm(&self, name: &str, patch: Value) -> VirtualMachine {
+        self.vms()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch VM")
+    }
+
+    /// VMs, VMIs, launcher pods and the reconcile log, for timeout messages.
+    pub async fn dump(&self) -> String {
+        let mut out = String::new();
+        if let Ok(list) = self.vms().list(&ListParams::default()).await {
+            for vm in list.items {
+                out.push_str(&format!(
+                    "VM {} gen={:?} deleting={} finalizers={:?} runStrategy={:?} status={}\n",
+                    vm.name_any(),
+                    vm.metadata.generation,
+                    vm.metadata.deletion_timestamp.is_some(),
+                    vm.metadata.finalizers,
+                    vm.spec.run_strategy,
+                    serde_json::to_string(&vm.status).unwrap_or_default()
+                ));
+            }
+        }
+        if let Ok(list) = self.vmis().list(&ListParams::default()).await {
+            for vmi in list.items {
+                out.push_str(&format!(
+                    "VMI {} uid={:?} phase={:?} deleting={} finalizers={:?} owners={} status={}\n",
+                    vmi.name_any(),
+                    vmi.metadata.uid,
+                    vmi.phase(),
+                    vmi.is_deleting(),
+                    vmi.metadata.finalizers,
+                    serde_json::to_string(&vmi.metadata.owner_references).unwrap_or_default(),
+                    serde_json::to_string(&vmi.status).unwrap_or_default()
+                ));
+            }
+        }
+        if let Ok(list) = self.pods().list(&ListParams::default()).await {
+            for p in list.items {
+                out.push_str(&format!(
+                    "Pod {} phase={:?} node={:?} deleting={}\n",
+                    p.name_any(),
+                    p.status.as_ref().and_then(|s| s.phase.clone()),
+                    p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                    p.metadata.deletion_timestamp.is_some()
+                ));
+            }
+        }
+        out.push_str(&format!(
+            "reconciles: {}\nqueues/expectations: {}\n",
+            serde_json::to_string(&self.manager.context().reconciles.snapshot())
+                .unwrap_or_default(),
+            serde_json::to_string(&json!({
+                "queues": self.manager.debug_state()["queues"],
+                "expectations": self.manager.debug_state()["expectations"],
+                "caches": self.manager.debug_state()["caches"],
+                "leading": self.manager.leader_state().leading,
+            }))
+            .unwrap_or_default()
+        ));
+        out
+    }
+
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(run) = self.run.take() {
+            let r = run.await.expect("manager task");
+            assert!(r.is_ok(), "manager stopped with an error: {r:?}");
+        }
+        if let Some(cluster) = self.cluster.take() {
+            cluster.shutdown().await;
+        }
+    }
+}
+
+/// The VM status as JSON (`null` when absent).
+pub fn vm_status(vm: &VirtualMachine) -> Value {
+    serde_json::to_value(&vm.status).unwrap_or(Value::Null)
+}
+
+/// `status.printableStatus` (empty when unset).
+pub fn printable(vm: &VirtualMachine) -> String {
+    vm.status
+        .as_ref()
+        .and_then(|s| s.printable_status.clone())
+        .unwrap_or_default()
+}
