@@ -445,3 +445,72 @@ spec:
         "{stdout:#?}"
     );
 }
+
+/// The progress line says why a VM is stuck whenever the controller knows: a VM whose sync keeps
+/// failing (both `running` and `runStrategy`: KubeVirt writes no status for it, so only the
+/// controller's own reconcile record knows) and a VMI whose pod cannot be scheduled (the VMI's
+/// `PodScheduled=False` condition).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_lines_name_the_reason_a_vm_is_stuck() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("stuck.yaml");
+    std::fs::write(
+        &manifest,
+        r#"apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: vm-both
+spec:
+  running: true
+  runStrategy: Always
+  template:
+    spec:
+      domain:
+        devices: {}
+        memory:
+          guest: 128Mi
+---
+apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: vm-nowhere
+spec:
+  runStrategy: Always
+  template:
+    spec:
+      nodeSelector:
+        virtctl-rs.test/no-such-node: "true"
+      domain:
+        devices: {}
+        memory:
+          guest: 128Mi
+"#,
+    )
+    .expect("write manifest");
+    let manifest = manifest.display().to_string();
+    let mut rc = RunController::spawn(&[
+        "--embedded",
+        "--listen",
+        "127.0.0.1:0",
+        "--apply",
+        &manifest,
+    ]);
+    let line = rc
+        .wait_line("a problem for vm-both", |l| {
+            (l.contains("default/vm-both") && l.contains("problem: ")).then(|| l.to_string())
+        })
+        .await;
+    assert!(
+        line.contains(
+            "no vmi  problem: vm reconcile failed: running and runstrategy are mutually exclusive"
+        ),
+        "{line}"
+    );
+    let line = rc
+        .wait_line("a problem for vm-nowhere", |l| {
+            (l.contains("default/vm-nowhere") && l.contains("problem: ")).then(|| l.to_string())
+        })
+        .await;
+    assert!(line.contains("problem: Unschedulable: "), "{line}");
+    assert!(line.contains("node(s) didn't match"), "{line}");
+}
