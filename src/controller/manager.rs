@@ -6,9 +6,7 @@
 //! KubeVirt: pkg/virt-controller/watch/application.go (`Execute`, `onStartedLeading`:609-677,
 //! `setupLeaderElector`:1132-1177, worker defaults:125-128).
 
-use super::context::{
-    Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog, ReconcileRecord,
-};
+use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::handlers::{
     VmStoreCell, dv_to_vm_handler, pod_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
 };
@@ -462,17 +460,13 @@ async fn run_term(
                             .get(name, &key)
                             .is_some_and(|r| r.at >= started_at);
                         if let (Err(e), false) = (&result, recorded) {
-                            ctx.reconciles.record(
+                            ctx.reconciles.finish(
                                 name,
                                 &key,
-                                ReconcileRecord {
-                                    at: chrono::Utc::now(),
-                                    duration_seconds: started.elapsed().as_secs_f64(),
-                                    result: "error".into(),
-                                    error: Some(e.0.clone()),
-                                    requeue_after_seconds: None,
-                                    actions: Vec::new(),
-                                },
+                                started,
+                                Some(e.0.clone()),
+                                None,
+                                Vec::new(),
                             );
                         }
                         result

@@ -7,7 +7,7 @@
 //! the expectation counters) is simulated so that later steps see what KubeVirt's would.
 
 use super::action::{
-    ApiError, ApiFailures, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome, VmAction,
+    ApiFailure, ApiFailures, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome, VmAction,
     VmDecision, VmUpdatePurpose,
 };
 use super::claim::{VmiClaim, claim_data_volume, claim_vmi};
@@ -145,7 +145,7 @@ impl<'a> Engine<'a> {
         &mut self,
         action: VmAction,
         why: impl Into<String>,
-    ) -> (usize, Result<(), ApiError>) {
+    ) -> (usize, Result<(), ApiFailure>) {
         let index = self.actions.len();
         self.actions.push(PlannedAction {
             action,
@@ -318,7 +318,7 @@ impl<'a> Engine<'a> {
                 );
                 match res {
                     Ok(()) => self.vmi = Some(vmi),
-                    Err(e) if e.kind == super::action::ApiErrorKind::NotFound => {
+                    Err(e) if e.is_not_found() => {
                         self.explain("the VMI disappeared while adopting it: treated as absent");
                     }
                     Err(e) => return Err(e.message),
@@ -334,11 +334,7 @@ impl<'a> Engine<'a> {
                     "owned VMI no longer matches: release it (controller_ref_manager.go:109-132)",
                 );
                 if let Err(e) = res
-                    && !matches!(
-                        e.kind,
-                        super::action::ApiErrorKind::NotFound
-                            | super::action::ApiErrorKind::Invalid
-                    )
+                    && !(e.is_not_found() || e.is_invalid())
                 {
                     return Err(e.message);
                 }
@@ -381,7 +377,7 @@ impl<'a> Engine<'a> {
                  (controller_ref_manager.go:338-362, 508-519)",
             );
             if let Err(e) = res
-                && e.kind != super::action::ApiErrorKind::NotFound
+                && !e.is_not_found()
             {
                 errors.push(e.message);
             }
@@ -576,8 +572,11 @@ impl<'a> Engine<'a> {
         }
 
         // 14. Persist spec/metadata changes.
-        if !super::semantic::semantic_eq(&self.vm.spec, &vm_copy.spec)
-            || !super::semantic::semantic_eq(&self.vm.metadata, &vm_copy.metadata)
+        if !crate::controller::common::semantic::semantic_eq(&self.vm.spec, &vm_copy.spec)
+            || !crate::controller::common::semantic::semantic_eq(
+                &self.vm.metadata,
+                &vm_copy.metadata,
+            )
             || copy_rv != self.vm_rv
         {
             self.explain(

@@ -4,12 +4,13 @@
 
 use super::action::VmAction;
 use super::decide::{Abort, Engine};
-use super::patches::{replace_op, test_op};
 use super::revision::{parse_generation, revision_spec};
-use super::semantic::semantic_eq;
 use crate::api::annotations::VM_GENERATION;
 use crate::api::vm::VirtualMachineStatus;
 use crate::api::vmi::VirtualMachineInstance;
+use crate::controller::common::PatchSet;
+use crate::controller::common::patch::path;
+use crate::controller::common::semantic_eq;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use std::collections::BTreeMap;
 
@@ -22,11 +23,11 @@ pub fn generation_annotation_patch(
     let old = vmi.metadata.annotations.as_ref();
     let mut new = old.cloned().unwrap_or_default();
     new.insert(VM_GENERATION.to_string(), generation.to_string());
-    let patch = serde_json::Value::Array(vec![
-        test_op("/metadata/annotations", &old),
-        replace_op("/metadata/annotations", &new),
-    ]);
-    (patch, new)
+    let mut patch = PatchSet::new();
+    patch
+        .test(path(&["metadata", "annotations"]), &old)
+        .replace(path(&["metadata", "annotations"]), &new);
+    (patch.into_value(), new)
 }
 
 /// The `kubevirt.io/vm-generation` annotation of a VMI, as text.

@@ -8,7 +8,7 @@
 use super::action::{EventType, VmAction};
 use super::conditions::has_condition_with_status;
 use super::decide::Engine;
-use super::patches::{add_op, meta_key};
+use super::patches::meta_key;
 use super::reasons::{condition, event};
 use super::setup_vmi::{
     auto_attach_input_device, set_default_network_interface, setup_vmi_from_vm,
@@ -17,6 +17,8 @@ use crate::api::annotations::{CREATE_MIGRATION_TARGET, VM_GENERATION};
 use crate::api::finalizers::VM_CONTROLLER;
 use crate::api::vm::StateChangeRequest;
 use crate::api::vmi::{VirtualMachineInstance, VirtualMachineInstanceStatus};
+use crate::controller::common::PatchSet;
+use crate::controller::common::patch::path;
 
 impl Engine<'_> {
     /// `startVMI` (vm.go:1257-1345). `Err` carries the error text that becomes
@@ -198,8 +200,9 @@ impl Engine<'_> {
             action: "Start".into(),
             ..Default::default()
         });
-        let patch =
-            serde_json::Value::Array(vec![add_op("/status/stateChangeRequests", &requests)]);
+        let mut patch = PatchSet::new();
+        patch.add(path(&["status", "stateChangeRequests"]), &requests);
+        let patch = patch.into_value();
         let (_, res) = self.api(
             VmAction::AddStartRequest { patch },
             "RerunOnFailure and the VMI failed: queue a Start request (vm.go:1062-1066)",

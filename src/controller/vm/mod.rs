@@ -47,7 +47,6 @@ pub mod reasons;
 pub mod restart_required;
 pub mod revision;
 pub mod run_strategy;
-pub mod semantic;
 pub mod setup_vmi;
 pub mod snapshot;
 pub mod status;
@@ -57,8 +56,8 @@ pub mod unsupported;
 mod tests;
 
 pub use action::{
-    ApiError, ApiErrorKind, ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncError,
-    SyncOutcome, VmAction, VmDecision, VmUpdatePurpose,
+    ApiFailure, ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome,
+    VmAction, VmDecision, VmUpdatePurpose,
 };
 pub use decide::{decide, decide_with_failures};
 pub use printable::PrintableStatus;

@@ -162,7 +162,7 @@ fn start_revision(vm: &VirtualMachine) -> ControllerRevision {
 
 fn fail_at(s: &VmSnapshot, index: usize, message: &str) -> VmDecision {
     let mut failures = ApiFailures::none();
-    failures.insert(index, ApiError::new(ApiErrorKind::Other, message));
+    failures.insert(index, ApiFailure::other(message));
     decide_with_failures(s, &failures)
 }
 

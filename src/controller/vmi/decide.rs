@@ -10,6 +10,7 @@ use super::snapshot::VmiSnapshot;
 use crate::api::quantity::{Format, ParsedQuantity};
 use crate::api::vmi::{MemoryStatus, VirtualMachineInstanceStatus};
 use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalizers, labels};
+use crate::controller::common::semantic_eq;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
@@ -698,10 +699,10 @@ fn update_status(
                 now.to_rfc3339()
             ));
         }
-        let changed = !patch::semantic_eq(&vmi.status, &new.status)
-            || !patch::semantic_eq(&vmi.metadata.finalizers, &new.metadata.finalizers)
-            || !patch::semantic_eq(&vmi.metadata.annotations, &new.metadata.annotations)
-            || !patch::semantic_eq(&vmi.metadata.labels, &new.metadata.labels);
+        let changed = !semantic_eq(&vmi.status, &new.status)
+            || !semantic_eq(&vmi.metadata.finalizers, &new.metadata.finalizers)
+            || !semantic_eq(&vmi.metadata.annotations, &new.metadata.annotations)
+            || !semantic_eq(&vmi.metadata.labels, &new.metadata.labels);
         if changed {
             expl.push(format!(
                 "full Update of the VMI (was {}) (lifecycle.go:594-610)",
@@ -751,17 +752,17 @@ fn changed_fields(old: &VirtualMachineInstance, new: &VirtualMachineInstance) ->
     keys.sort();
     keys.dedup();
     for k in keys {
-        if !patch::semantic_eq(&om.get(k), &nm.get(k)) {
+        if !semantic_eq(&om.get(k), &nm.get(k)) {
             out.push(format!("status.{k}"));
         }
     }
-    if !patch::semantic_eq(&old.metadata.labels, &new.metadata.labels) {
+    if !semantic_eq(&old.metadata.labels, &new.metadata.labels) {
         out.push("metadata.labels".into());
     }
-    if !patch::semantic_eq(&old.metadata.annotations, &new.metadata.annotations) {
+    if !semantic_eq(&old.metadata.annotations, &new.metadata.annotations) {
         out.push("metadata.annotations".into());
     }
-    if !patch::semantic_eq(&old.metadata.finalizers, &new.metadata.finalizers) {
+    if !semantic_eq(&old.metadata.finalizers, &new.metadata.finalizers) {
         out.push("metadata.finalizers".into());
     }
     out

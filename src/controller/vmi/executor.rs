@@ -15,7 +15,7 @@ use super::{decide, decide_after_sync, needs_rendered_pod};
 use crate::api::defaults::apply_admission_defaults;
 use crate::api::{DataVolume, Time, VirtualMachine, VirtualMachineInstance};
 use crate::controller::apicall::{api, json_patch, split_key};
-use crate::controller::context::{Context, ReconcileRecord, object_ref};
+use crate::controller::context::{Context, object_ref};
 use crate::controller::manager::{ReconcileError, Reconciler};
 use crate::launcher::pod::{RenderError, render_launch_manifest};
 use crate::launcher::resources::NamespaceContext;
@@ -202,22 +202,8 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
                 .filter(|e| e.requeue)
                 .map(|e| format!("{}: {}", e.reason, e.message))
         });
-    ctx.reconciles.record(
-        "vmi",
-        key,
-        ReconcileRecord {
-            at: chrono::Utc::now(),
-            duration_seconds: started.elapsed().as_secs_f64(),
-            result: if error.is_some() {
-                "error".into()
-            } else {
-                "ok".into()
-            },
-            error: error.clone(),
-            requeue_after_seconds: None,
-            actions: applied,
-        },
-    );
+    ctx.reconciles
+        .finish("vmi", key, started, error.clone(), None, applied);
     match error {
         Some(e) => Err(ReconcileError(e)),
         None => Ok(Requeue::NONE),
