@@ -37,6 +37,7 @@ macro_rules! namespaced_resource {
 pub mod common;
 pub mod datavolume;
 pub mod defaults;
+pub mod key;
 pub mod manifest;
 pub mod quantity;
 pub mod vm;

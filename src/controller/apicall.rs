@@ -42,8 +42,3 @@ where
 {
     Api::namespaced(client.clone(), namespace)
 }
-
-/// Split `namespace/name`.
-pub fn split_key(key: &str) -> (&str, &str) {
-    key.split_once('/').unwrap_or(("", key))
-}

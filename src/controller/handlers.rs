@@ -9,6 +9,7 @@
 //! → owning VMI; VMI events reset the VMI self-expectation).
 
 use super::context::{Expectations, QueueSlot};
+use crate::api::key::ObjectKey;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::runtime::informer::{Handler, Notification, controller_of, key_of};
 use k8s_openapi::api::core::v1::Pod;
@@ -23,10 +24,6 @@ pub type VmStoreCell = Arc<OnceLock<Store<VirtualMachine>>>;
 fn same_rv<K: Resource>(old: &K, new: &K) -> bool {
     old.meta().resource_version.is_some()
         && old.meta().resource_version == new.meta().resource_version
-}
-
-fn ns_key(namespace: Option<&str>, name: &str) -> String {
-    format!("{}/{name}", namespace.unwrap_or(""))
 }
 
 /// Owner (kind, name, uid) of an object if its controller reference has that kind.
@@ -45,7 +42,7 @@ fn resolve_vm(vms: &VmStoreCell, namespace: Option<&str>, name: &str, uid: &str)
         r = r.within(ns);
     }
     let vm = store.get(&r)?;
-    (vm.metadata.uid.as_deref() == Some(uid)).then(|| ns_key(namespace, name))
+    (vm.metadata.uid.as_deref() == Some(uid)).then(|| ObjectKey::new(namespace, name).to_string())
 }
 
 /// VM informer → VM queue: every add/update/delete enqueues the VM's key.
@@ -98,7 +95,7 @@ pub fn vmi_to_vm_handler(
                             r = r.within(ns);
                         }
                         if store.get(&r).is_some() {
-                            vm_queue.add(ns_key(ns, name));
+                            vm_queue.add(ObjectKey::new(ns, name).to_string());
                         }
                     }
                 }
@@ -188,8 +185,9 @@ pub fn vmi_handler(
 pub fn pod_to_vmi_handler(vmi_queue: QueueSlot, expectations: Expectations) -> Handler<Pod> {
     Arc::new(move |n: &Notification<Pod>| {
         let owner_key = |pod: &Pod| {
-            controller_named(pod, "VirtualMachineInstance")
-                .map(|(name, _)| ns_key(pod.metadata.namespace.as_deref(), &name))
+            controller_named(pod, "VirtualMachineInstance").map(|(name, _)| {
+                ObjectKey::new(pod.metadata.namespace.as_deref(), &name).to_string()
+            })
         };
         match n {
             Notification::Add(pod) => {

@@ -18,7 +18,7 @@ use crate::runtime::lease::{
     RunOutcome,
 };
 use crate::runtime::metrics::Metrics;
-use crate::runtime::queue::{Requeue, VM_QUEUE_NAME, VMI_QUEUE_NAME, WorkQueue, run_workers};
+use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
@@ -31,7 +31,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// What to do when the Lease is lost while leading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnLostLease {
     /// Exit non-zero, as KubeVirt's virt-controller does.
     #[default]
@@ -418,10 +418,10 @@ async fn run_term(
             store.delete_expectations(&entry.key);
         }
     }
-    let vm_queue: WorkQueue = WorkQueue::builder(VM_QUEUE_NAME)
+    let vm_queue: WorkQueue = WorkQueue::builder(super::vm::QUEUE_NAME)
         .metrics(ctx.metrics.workqueue())
         .build();
-    let vmi_queue: WorkQueue = WorkQueue::builder(VMI_QUEUE_NAME)
+    let vmi_queue: WorkQueue = WorkQueue::builder(super::vmi::QUEUE_NAME)
         .metrics(ctx.metrics.workqueue())
         .build();
     ctx.vm_queue.set(Some(vm_queue.clone()));

@@ -1,6 +1,7 @@
 //! What the VM and VMI controllers share, as KubeVirt shares it in
 //! `pkg/virt-controller/watch/common`: the sync error and API-failure types ([`error`]),
-//! `equality.Semantic.DeepEqual` ([`semantic`]), the JSON-patch builder ([`patch`]), and the
+//! `equality.Semantic.DeepEqual` ([`semantic`]), the condition manager ([`conditions`]), the
+//! JSON-patch builder ([`patch`]), and the
 //! record of the last reconcile of every key ([`record`]).
 //!
 //! ## The failure protocol (both controllers)
@@ -24,6 +25,7 @@
 //! through [`ReconcileLog::finish`](record::ReconcileLog::finish), and a requeueing sync error or
 //! a failed write makes the work queue re-add the key with rate limiting.
 
+pub mod conditions;
 pub mod error;
 pub mod patch;
 pub mod record;

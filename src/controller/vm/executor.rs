@@ -11,8 +11,9 @@ use super::action::{ApiFailure, ApiFailures, ResourceVersionFrom, SyncOutcome, V
 use super::decide_with_failures;
 use super::revision::in_vm_index;
 use super::snapshot::{ExpectationCounts, ExpectationsView, VmControllerConfig, VmSnapshot};
+use crate::api::key::split_key;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
-use crate::controller::apicall::{api, json_patch, split_key};
+use crate::controller::apicall::{api, json_patch};
 use crate::controller::context::{Context, object_ref};
 use crate::controller::manager::{ReconcileError, Reconciler};
 use crate::runtime::expectations::UidTrackingControllerExpectations;

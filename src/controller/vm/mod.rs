@@ -67,3 +67,6 @@ pub use snapshot::{ExpectationCounts, ExpectationsView, PvcInfo, VmControllerCon
 /// The work-queue name (`virt-controller-vm`, vm.go:153-156), also the `name` label of the
 /// work-queue metrics.
 pub const QUEUE_NAME: &str = "virt-controller-vm";
+
+/// Default number of VM controller workers (`--vm-threads`, application.go:125-128).
+pub const WORKERS: usize = 3;

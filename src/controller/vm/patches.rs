@@ -1,7 +1,6 @@
 //! JSON patch documents the VM controller sends, built with the shared
 //! [`PatchSet`](crate::controller::common::PatchSet), and the merge patches of adoption.
 
-use super::snapshot::object_key;
 use crate::api::finalizers::VM_CONTROLLER;
 use crate::controller::common::PatchSet;
 use crate::controller::common::patch::path;
@@ -63,12 +62,7 @@ pub fn release_patch() -> Value {
 }
 
 /// `controller.VirtualMachineInstanceKey`: `namespace/name` of an object.
-pub fn meta_key(meta: &ObjectMeta) -> String {
-    object_key(
-        meta.namespace.as_deref(),
-        meta.name.as_deref().unwrap_or(""),
-    )
-}
+pub use crate::api::key::meta_key;
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,6 @@
 use super::action::VmAction;
 use super::decide::Engine;
 use super::setup_vmi::vm_controller_ref;
-use super::snapshot::object_key;
 use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -61,10 +60,7 @@ pub fn in_vm_index(cr: &ControllerRevision, vm_uid: &str) -> bool {
 }
 
 fn cr_key(cr: &ControllerRevision) -> String {
-    object_key(
-        cr.metadata.namespace.as_deref(),
-        cr.metadata.name.as_deref().unwrap_or(""),
-    )
+    crate::api::key::meta_key(&cr.metadata)
 }
 
 #[derive(Deserialize)]

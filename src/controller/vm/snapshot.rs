@@ -163,17 +163,6 @@ impl VmSnapshot {
 
     /// The controller key `namespace/name` (`controller.KeyFunc`; just `name` without namespace).
     pub fn key(&self) -> String {
-        object_key(
-            self.vm.metadata.namespace.as_deref(),
-            self.vm.metadata.name.as_deref().unwrap_or(""),
-        )
-    }
-}
-
-/// `cache.MetaNamespaceKeyFunc`: `namespace/name`, or `name` when the namespace is empty.
-pub fn object_key(namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name.to_string(),
+        crate::api::key::meta_key(&self.vm.metadata)
     }
 }

@@ -31,14 +31,6 @@ pub const EVICTION_IN_PROGRESS_ANNOTATION: &str =
 /// [`decide`] predicts (not a valid name on purpose).
 pub const PREDICTED_NAME_SUFFIX: &str = "<generated>";
 
-fn key_of(vmi: &VirtualMachineInstance) -> String {
-    format!(
-        "{}/{}",
-        vmi.metadata.namespace.as_deref().unwrap_or(""),
-        vmi.metadata.name.as_deref().unwrap_or("")
-    )
-}
-
 fn has_finalizer(vmi: &VirtualMachineInstance, f: &str) -> bool {
     vmi.metadata
         .finalizers
@@ -816,7 +808,7 @@ fn api_version_observed(vmi: &VirtualMachineInstance) -> bool {
 fn empty_decision(snap: &VmiSnapshot) -> VmiDecision {
     let phase = snap.vmi.phase();
     VmiDecision {
-        key: key_of(&snap.vmi),
+        key: snap.key(),
         skipped: None,
         sync_actions: Vec::new(),
         status_actions: Vec::new(),

@@ -33,3 +33,10 @@ pub use action::{
 pub use decide::{decide, decide_after_sync, needs_rendered_pod};
 pub use events::{map_pod_create_error, map_pod_delete_error};
 pub use snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
+
+/// The work-queue name (`virt-controller-vmi`, vmi.go:83-86), also the `name` label of the
+/// work-queue metrics.
+pub const QUEUE_NAME: &str = "virt-controller-vmi";
+
+/// Default number of VMI controller workers (`--vmi-threads`, application.go:125-128).
+pub const WORKERS: usize = 10;
