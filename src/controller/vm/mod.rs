@@ -35,11 +35,10 @@ pub mod backoff;
 pub mod claim;
 pub mod conditions;
 pub mod datavolume;
-mod decide;
+mod engine;
 pub mod executor;
 pub mod firmware;
 pub mod generation;
-mod lifecycle;
 pub mod metadata_sync;
 pub mod patches;
 pub mod printable;
@@ -59,7 +58,7 @@ pub use action::{
     ApiFailure, ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome,
     VmAction, VmDecision, VmUpdatePurpose,
 };
-pub use decide::{decide, decide_with_failures};
+pub use engine::{decide, decide_with_failures};
 pub use printable::PrintableStatus;
 pub use setup_vmi::{SetupError, setup_vmi_from_vm};
 pub use snapshot::{ExpectationCounts, ExpectationsView, PvcInfo, VmControllerConfig, VmSnapshot};

@@ -1,8 +1,6 @@
 //! The "start revision": a ControllerRevision holding the VM spec a VMI was started from
 //! (pkg/virt-controller/watch/vm/vm.go:1694-1866, 2384-2404).
 
-use super::action::VmAction;
-use super::decide::Engine;
 use super::setup_vmi::vm_controller_ref;
 use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -27,7 +25,7 @@ pub fn parse_generation(revision_name: &str) -> Option<i64> {
 }
 
 /// `genFromKey` (vm.go:1798-1802) on a cache key `namespace/name`.
-fn gen_from_key(key: &str) -> Result<i64, String> {
+pub(super) fn gen_from_key(key: &str) -> Result<i64, String> {
     key.rsplit('-')
         .next()
         .and_then(|g| g.parse().ok())
@@ -59,7 +57,7 @@ pub fn in_vm_index(cr: &ControllerRevision, vm_uid: &str) -> bool {
         .is_some_and(|r| r.uid == vm_uid)
 }
 
-fn cr_key(cr: &ControllerRevision) -> String {
+pub(super) fn cr_key(cr: &ControllerRevision) -> String {
     crate::api::key::meta_key(&cr.metadata)
 }
 
@@ -141,56 +139,6 @@ pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, S
         data: Some(RawExtension(serde_json::json!({ "spec": spec }))),
         revision: generation,
     })
-}
-
-impl Engine<'_> {
-    /// `createVMRevision` (vm.go:1840-1866) with `deleteOlderVMRevision` (vm.go:1726-1761): delete
-    /// every start revision of the VM whose `revision` is not the current generation; create the
-    /// current one unless it exists. Returns its name; `Err` carries the API error.
-    pub(super) fn create_vm_revision(&mut self) -> Result<String, String> {
-        let uid = self.vm.metadata.uid.clone().unwrap_or_default();
-        let generation = self.generation();
-        let name = revision_name(&uid, generation);
-        let prefix = revision_prefix(&uid);
-        let mut exists = false;
-        let stale: Vec<String> = indexed_revisions(&uid, &self.snap.revisions)
-            .into_iter()
-            .filter(|cr| cr_key(cr).contains(&prefix))
-            .filter_map(|cr| {
-                if cr.revision == generation {
-                    exists = true;
-                    None
-                } else {
-                    cr.metadata.name.clone()
-                }
-            })
-            .collect();
-        for old in stale {
-            let (_, res) = self.api(
-                VmAction::DeleteControllerRevision { name: old.clone() },
-                format!(
-                    "start revision {old} is for another generation than {generation}: delete it \
-                     (vm.go:1726-1761)"
-                ),
-            );
-            res.map_err(|e| e.message)?;
-        }
-        if exists {
-            self.explain(format!(
-                "start revision {name} already exists (vm.go:1842-1845)"
-            ));
-            return Ok(name);
-        }
-        let revision = build_start_revision(&self.vm)?;
-        let (_, res) = self.api(
-            VmAction::CreateControllerRevision {
-                revision: Box::new(revision),
-            },
-            format!("record the spec this VMI starts from as {name} (vm.go:1855-1865)"),
-        );
-        res.map_err(|e| e.message)?;
-        Ok(name)
-    }
 }
 
 #[cfg(test)]

@@ -5,20 +5,20 @@
 //! instancetypes are refused earlier), changed-block tracking (`cbt.SetChangedBlockTrackingOnVMI`)
 //! and the network admitter's creation validation (virt-api validates the VMI on create anyway).
 
-use super::action::{EventType, VmAction};
-use super::conditions::has_condition_with_status;
-use super::decide::Engine;
-use super::patches::meta_key;
-use super::reasons::{condition, event};
-use super::setup_vmi::{
-    auto_attach_input_device, set_default_network_interface, setup_vmi_from_vm,
-};
+use super::Engine;
 use crate::api::annotations::{CREATE_MIGRATION_TARGET, VM_GENERATION};
 use crate::api::finalizers::VM_CONTROLLER;
 use crate::api::vm::StateChangeRequest;
 use crate::api::vmi::{VirtualMachineInstance, VirtualMachineInstanceStatus};
 use crate::controller::common::PatchSet;
 use crate::controller::common::patch::path;
+use crate::controller::vm::action::{EventType, VmAction};
+use crate::controller::vm::conditions::has_condition_with_status;
+use crate::controller::vm::patches::meta_key;
+use crate::controller::vm::reasons::{condition, event};
+use crate::controller::vm::setup_vmi::{
+    auto_attach_input_device, set_default_network_interface, setup_vmi_from_vm,
+};
 
 impl Engine<'_> {
     /// `startVMI` (vm.go:1257-1345). `Err` carries the error text that becomes
