@@ -7,6 +7,7 @@
 //! and clone sources (`source.pvc` / `source.snapshot`), whose SubjectAccessReview-based clone
 //! authorisation on behalf of the VM's service account is not reproduced.
 
+use super::error::VmSyncError;
 use super::reasons::annotation;
 use super::setup_vmi::vm_controller_ref;
 use crate::api::DataVolume;
@@ -128,10 +129,11 @@ pub(super) fn exceeded_quota(dv: &DataVolume) -> Option<String> {
 /// `cdi.kubevirt.io/allowClaimAdoption: "true"`; `spec.priorityClassName` from the VM template
 /// when the DataVolume has none; a single controller owner reference to the VM; namespace = the
 /// VM's when the template has none. Errors name the template field.
-pub fn build_data_volume(vm: &VirtualMachine, template: &Value) -> Result<DataVolume, String> {
-    let mut metadata: ObjectMeta =
-        serde_json::from_value(template.get("metadata").cloned().unwrap_or(Value::Null))
-            .map_err(|e| format!("dataVolumeTemplates[].metadata: {e}"))?;
+pub fn build_data_volume(vm: &VirtualMachine, template: &Value) -> Result<DataVolume, VmSyncError> {
+    let mut metadata: ObjectMeta = serde_json::from_value(
+        template.get("metadata").cloned().unwrap_or(Value::Null),
+    )
+    .map_err(|e| VmSyncError::DataVolumeManifest(format!("dataVolumeTemplates[].metadata: {e}")))?;
     let mut spec = template.get("spec").cloned().unwrap_or(Value::Null);
     if spec.is_null() {
         spec = Value::Object(Default::default());
@@ -179,26 +181,27 @@ pub fn build_data_volume(vm: &VirtualMachine, template: &Value) -> Result<DataVo
 
 /// The refusals and KubeVirt errors of `GetResolvedCloneSource` + `handleCloneDataVolume`
 /// (dv.go:73-114, vm.go:460-489) for a DataVolume about to be created.
-pub(super) fn check_clone_source(dv: &DataVolume) -> Result<(), String> {
+pub(super) fn check_clone_source(dv: &DataVolume) -> Result<(), VmSyncError> {
     let name = dv.metadata.name.as_deref().unwrap_or("");
     if let Some(source_ref) = dv.spec.get("sourceRef").filter(|v| !v.is_null()) {
         if source_ref.get("kind").and_then(|k| k.as_str()) == Some("DataSource") {
-            return Err(format!(
-                "unable to create DataVolume manifest: DataVolume {name}: resolving a DataSource \
-                 sourceRef is not supported by virtctl-rs"
-            ));
+            return Err(VmSyncError::DataVolumeManifest(format!(
+                "DataVolume {name}: resolving a DataSource sourceRef is not supported by virtctl-rs"
+            )));
         }
-        return Err("DataVolume sourceRef not supported".into());
+        return Err(VmSyncError::Unsupported(
+            "DataVolume sourceRef not supported".into(),
+        ));
     }
     let source = dv.spec.get("source").filter(|v| !v.is_null());
     if source.is_some_and(|s| {
         s.get("pvc").is_some_and(|v| !v.is_null())
             || s.get("snapshot").is_some_and(|v| !v.is_null())
     }) {
-        return Err(format!(
+        return Err(VmSyncError::Unsupported(format!(
             "clone DataVolume {name} is not supported by virtctl-rs: clone authorization for \
              the VM's service account is not modelled"
-        ));
+        )));
     }
     Ok(())
 }
@@ -317,12 +320,15 @@ mod tests {
         assert!(
             check_clone_source(&build_data_volume(&vm, &clone).unwrap())
                 .unwrap_err()
+                .to_string()
                 .contains("clone")
         );
         let mut source_ref = template.clone();
         source_ref["spec"]["sourceRef"] = json!({"kind": "Other", "name": "x"});
         assert_eq!(
-            check_clone_source(&build_data_volume(&vm, &source_ref).unwrap()).unwrap_err(),
+            check_clone_source(&build_data_volume(&vm, &source_ref).unwrap())
+                .unwrap_err()
+                .to_string(),
             "DataVolume sourceRef not supported"
         );
     }

@@ -36,6 +36,7 @@ pub mod claim;
 pub mod conditions;
 pub mod datavolume;
 mod engine;
+pub mod error;
 pub mod executor;
 pub mod firmware;
 pub mod generation;
@@ -59,6 +60,7 @@ pub use action::{
     VmAction, VmDecision, VmUpdatePurpose,
 };
 pub use engine::{decide, decide_with_failures};
+pub use error::VmSyncError;
 pub use printable::PrintableStatus;
 pub use setup_vmi::{SetupError, setup_vmi_from_vm};
 pub use snapshot::{ExpectationCounts, ExpectationsView, PvcInfo, VmControllerConfig, VmSnapshot};

@@ -1,6 +1,7 @@
 //! The "start revision": a ControllerRevision holding the VM spec a VMI was started from
 //! (pkg/virt-controller/watch/vm/vm.go:1694-1866, 2384-2404).
 
+use super::error::VmSyncError;
 use super::setup_vmi::vm_controller_ref;
 use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -25,11 +26,11 @@ pub fn parse_generation(revision_name: &str) -> Option<i64> {
 }
 
 /// `genFromKey` (vm.go:1798-1802) on a cache key `namespace/name`.
-pub(super) fn gen_from_key(key: &str) -> Result<i64, String> {
+pub(super) fn gen_from_key(key: &str) -> Result<i64, VmSyncError> {
     key.rsplit('-')
         .next()
         .and_then(|g| g.parse().ok())
-        .ok_or_else(|| format!("invalid key: {key}"))
+        .ok_or_else(|| VmSyncError::Revision(format!("invalid key: {key}")))
 }
 
 /// The ControllerRevisions in the `vm` index for this UID (pkg/controller/virtinformers.go:
@@ -68,15 +69,14 @@ struct RevisionData {
 
 /// Decode `data` of a start revision (`VirtualMachineRevisionData`, vm.go:1432-1436): the
 /// `spec` member. Errors name the revision.
-pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, String> {
+pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, VmSyncError> {
     let name = cr.metadata.name.as_deref().unwrap_or("");
-    let data = cr
-        .data
-        .as_ref()
-        .ok_or_else(|| format!("ControllerRevision {name}: data is empty"))?;
+    let data = cr.data.as_ref().ok_or_else(|| {
+        VmSyncError::Revision(format!("ControllerRevision {name}: data is empty"))
+    })?;
     serde_json::from_value::<RevisionData>(data.0.clone())
         .map(|d| d.spec)
-        .map_err(|e| format!("ControllerRevision {name}: data: {e}"))
+        .map_err(|e| VmSyncError::Revision(format!("ControllerRevision {name}: data: {e}")))
 }
 
 /// `getLastVMRevisionSpec` (vm.go:1804-1838): among the VM's indexed revisions whose key contains
@@ -85,7 +85,7 @@ pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, Stri
 pub fn last_revision_spec(
     vm: &VirtualMachine,
     revisions: &[ControllerRevision],
-) -> Result<Option<VirtualMachineSpec>, String> {
+) -> Result<Option<VirtualMachineSpec>, VmSyncError> {
     let uid = vm.metadata.uid.as_deref().unwrap_or("");
     let prefix = revision_prefix(uid);
     let mut best: Option<(i64, &ControllerRevision)> = None;
@@ -106,11 +106,12 @@ pub fn last_revision_spec(
 /// [`revision_name`], in the VM's namespace, controlled by the VM, `revision` = generation, `data`
 /// = `{"spec": <VM spec>}` with `spec.instancetype.revisionName` / `spec.preference.revisionName`
 /// filled from `status.instancetypeRef` / `status.preferenceRef` controller-revision refs.
-pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, String> {
+pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, VmSyncError> {
     let generation = vm.metadata.generation.unwrap_or(0);
     let uid = vm.metadata.uid.as_deref().unwrap_or("");
-    let mut spec = serde_json::to_value(&vm.spec)
-        .map_err(|e| format!("VirtualMachine spec cannot be serialised: {e}"))?;
+    let mut spec = serde_json::to_value(&vm.spec).map_err(|e| {
+        VmSyncError::Revision(format!("VirtualMachine spec cannot be serialised: {e}"))
+    })?;
     let status_extra = vm.status.as_ref().map(|s| &s.extra);
     for (field, reference) in [
         ("instancetype", "instancetypeRef"),
@@ -227,7 +228,7 @@ mod tests {
         let mut bad = old;
         bad.metadata.name = Some("revision-start-vm-uid1-x".into());
         assert_eq!(
-            last_revision_spec(&vm(3), &[bad]).unwrap_err(),
+            last_revision_spec(&vm(3), &[bad]).unwrap_err().to_string(),
             "invalid key: default/revision-start-vm-uid1-x"
         );
         // Generation 0 is never chosen.

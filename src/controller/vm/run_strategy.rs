@@ -127,14 +127,14 @@ pub fn is_migration_completed(vmi: &VirtualMachineInstance) -> bool {
         .unwrap_or(false)
 }
 
-pub(super) fn start_error(e: String) -> SyncError {
+pub(super) fn start_error(e: impl std::fmt::Display) -> SyncError {
     SyncError::new(
         reason::FAILED_CREATE,
         format!("{}{e}", message::STARTING_VMI_FAILURE),
     )
 }
 
-pub(super) fn delete_error(e: String) -> SyncError {
+pub(super) fn delete_error(e: impl std::fmt::Display) -> SyncError {
     SyncError::new(
         reason::FAILED_DELETE,
         format!("{}{e}", message::FAILURE_DELETING_VMI),

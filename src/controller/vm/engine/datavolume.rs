@@ -1,15 +1,16 @@
 //! DataVolume templates step of the VM engine: `handleDataVolumes` (vm.go:436-520).
 
-use super::Engine;
+use super::{Abort, Engine};
 use crate::controller::vm::action::{EventType, VmAction};
 use crate::controller::vm::datavolume::*;
+use crate::controller::vm::error::VmSyncError;
 use crate::controller::vm::reasons::event;
 
 impl Engine<'_> {
     /// `handleDataVolumes` (vm.go:512-573): create missing DataVolumes of the templates; report
     /// whether all exist with phase Succeeded, WaitForFirstConsumer or PendingPopulation. `Err`
     /// carries KubeVirt's error text.
-    pub(super) fn handle_data_volumes(&mut self) -> Result<bool, String> {
+    pub(super) fn handle_data_volumes(&mut self) -> Result<bool, Abort> {
         let mut ready = true;
         let templates = self
             .vm
@@ -25,9 +26,9 @@ impl Engine<'_> {
                 .unwrap_or("")
                 .to_string();
             if name.is_empty() {
-                return Err(format!(
-                    "unable to create DataVolume manifest: spec.dataVolumeTemplates[{i}].metadata.name is empty"
-                ));
+                return Err(VmSyncError::DataVolumeManifest(format!(
+                    "spec.dataVolumeTemplates[{i}].metadata.name is empty"
+                )));
             }
             if let Some(dv) = find(&self.snap.data_volumes, &name) {
                 match dv_phase(dv) {
@@ -46,9 +47,7 @@ impl Engine<'_> {
                                 format!("DataVolume {name} exceeds quota limits"),
                                 "DataVolume over quota (vm.go:559-563)",
                             );
-                            return Err(format!(
-                                "DataVolume {name} importer is not running due to an error: {msg}"
-                            ));
+                            return Err(VmSyncError::DataVolumeImporter { name, message: msg });
                         }
                     }
                     _ => {}
@@ -58,8 +57,7 @@ impl Engine<'_> {
             }
             let pvc_exists = self.snap.pvcs.contains_key(&name);
             ready = false;
-            let dv = build_data_volume(&self.vm, template)
-                .map_err(|e| format!("unable to create DataVolume manifest: {e}"))?;
+            let dv = build_data_volume(&self.vm, template)?;
             check_clone_source(&dv)?;
             let key = self.key.clone();
             self.local(
@@ -103,7 +101,7 @@ impl Engine<'_> {
                         format!("Error creating DataVolume {name}: {}", e.message),
                         "DataVolume create failed (vm.go:546)",
                     );
-                    return Err(format!("failed to create DataVolume: {}", e.message));
+                    return Err(VmSyncError::CreateDataVolume(e));
                 }
             }
         }

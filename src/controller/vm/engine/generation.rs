@@ -13,7 +13,7 @@ impl Engine<'_> {
     /// for NotFound; an empty name is client-go's "resource name may not be empty" error.
     fn get_revision(&self, name: &str) -> Result<Option<&ControllerRevision>, Abort> {
         if name.is_empty() {
-            return Err("resource name may not be empty".into());
+            return Err(Abort::EmptyResourceName);
         }
         Ok(self
             .snap
@@ -43,7 +43,7 @@ impl Engine<'_> {
             },
             why,
         );
-        res.map_err(|e| e.message)?;
+        res?;
         if let Some(v) = self.vmi.as_mut() {
             v.metadata.annotations = Some(new);
         }

@@ -5,7 +5,7 @@
 //! instancetypes are refused earlier), changed-block tracking (`cbt.SetChangedBlockTrackingOnVMI`)
 //! and the network admitter's creation validation (virt-api validates the VMI on create anyway).
 
-use super::Engine;
+use super::{Abort, Engine};
 use crate::api::annotations::{CREATE_MIGRATION_TARGET, VM_GENERATION};
 use crate::api::finalizers::VM_CONTROLLER;
 use crate::api::vm::StateChangeRequest;
@@ -23,7 +23,7 @@ use crate::controller::vm::setup_vmi::{
 impl Engine<'_> {
     /// `startVMI` (vm.go:1257-1345). `Err` carries the error text that becomes
     /// `Failure while starting VMI: <err>`.
-    pub(super) fn start_vmi(&mut self) -> Result<(), String> {
+    pub(super) fn start_vmi(&mut self) -> Result<(), Abort> {
         // 1. DataVolumes must be ready.
         if !self.handle_data_volumes()? {
             self.explain("DataVolumes not ready: delay the start (vm.go:1263-1266)");
@@ -49,7 +49,7 @@ impl Engine<'_> {
         self.remove_restart_required();
 
         // 4. SetupVMIFromVM.
-        let mut vmi = setup_vmi_from_vm(&self.vm).map_err(|e| e.to_string())?;
+        let mut vmi = setup_vmi_from_vm(&self.vm)?;
 
         // 5. Start revision.
         let revision_name = self.create_vm_revision()?;
@@ -83,7 +83,7 @@ impl Engine<'_> {
         self.create_vmi(vmi)
     }
 
-    fn create_vmi(&mut self, vmi: VirtualMachineInstance) -> Result<(), String> {
+    fn create_vmi(&mut self, vmi: VirtualMachineInstance) -> Result<(), Abort> {
         let name = vmi.metadata.name.clone().unwrap_or_default();
         let key = self.key.clone();
         self.local(
@@ -109,7 +109,7 @@ impl Engine<'_> {
                     format!("Error creating virtual machine instance: {}", e.message),
                     "VMI create failed (vm.go:1332)",
                 );
-                Err(e.message)
+                Err(e.into())
             }
             Ok(()) => {
                 self.event(
@@ -128,7 +128,7 @@ impl Engine<'_> {
 
     /// `stopVMI` (vm.go:1658-1688): no-op for a VMI already being deleted. `Err` carries the
     /// error text.
-    pub(super) fn stop_vmi(&mut self, vmi: &VirtualMachineInstance) -> Result<(), String> {
+    pub(super) fn stop_vmi(&mut self, vmi: &VirtualMachineInstance) -> Result<(), Abort> {
         if vmi.is_deleting() {
             self.explain("the VMI is already being deleted: nothing to do (vm.go:1659-1662)");
             return Ok(());
@@ -169,7 +169,7 @@ impl Engine<'_> {
                     ),
                     "VMI delete failed (vm.go:1678)",
                 );
-                Err(e.message)
+                Err(e.into())
             }
             Ok(()) => {
                 self.remove_restart_required();
@@ -189,7 +189,7 @@ impl Engine<'_> {
     /// `addStartRequest` (vm.go:954-968): JSON patch `add /status/stateChangeRequests` with the
     /// current list plus `{action: Start}`. On success the working VM's status becomes the
     /// patched server status (in-memory status edits are lost, as in KubeVirt).
-    pub(super) fn add_start_request(&mut self) -> Result<(), String> {
+    pub(super) fn add_start_request(&mut self) -> Result<(), Abort> {
         let mut requests = self
             .vm
             .status
@@ -207,7 +207,7 @@ impl Engine<'_> {
             VmAction::AddStartRequest { patch },
             "RerunOnFailure and the VMI failed: queue a Start request (vm.go:1062-1066)",
         );
-        res.map_err(|e| e.message)?;
+        res?;
         let mut server = self.server_status.clone().unwrap_or_default();
         server.state_change_requests = Some(requests);
         self.server_status = Some(server.clone());

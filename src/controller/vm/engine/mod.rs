@@ -44,7 +44,7 @@ pub fn decide_with_failures(snapshot: &VmSnapshot, failures: &ApiFailures) -> Vm
 }
 
 /// Stop the sync: `execute` returns this error (→ rate-limited requeue), no status update.
-type Abort = String;
+type Abort = crate::controller::vm::error::VmSyncError;
 
 /// The replay state of one sync.
 pub(super) struct Engine<'a> {

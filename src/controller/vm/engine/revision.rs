@@ -1,6 +1,6 @@
 //! Revision step of the VM engine: `createVMRevision` / `deleteOlderVMRevision` (vm.go:1726-1866).
 
-use super::Engine;
+use super::{Abort, Engine};
 use crate::controller::vm::action::VmAction;
 use crate::controller::vm::revision::*;
 
@@ -8,7 +8,7 @@ impl Engine<'_> {
     /// `createVMRevision` (vm.go:1840-1866) with `deleteOlderVMRevision` (vm.go:1726-1761): delete
     /// every start revision of the VM whose `revision` is not the current generation; create the
     /// current one unless it exists. Returns its name; `Err` carries the API error.
-    pub(super) fn create_vm_revision(&mut self) -> Result<String, String> {
+    pub(super) fn create_vm_revision(&mut self) -> Result<String, Abort> {
         let uid = self.vm.metadata.uid.clone().unwrap_or_default();
         let generation = self.generation();
         let name = revision_name(&uid, generation);
@@ -34,7 +34,7 @@ impl Engine<'_> {
                      (vm.go:1726-1761)"
                 ),
             );
-            res.map_err(|e| e.message)?;
+            res?;
         }
         if exists {
             self.explain(format!(
@@ -49,7 +49,7 @@ impl Engine<'_> {
             },
             format!("record the spec this VMI starts from as {name} (vm.go:1855-1865)"),
         );
-        res.map_err(|e| e.message)?;
+        res?;
         Ok(name)
     }
 }

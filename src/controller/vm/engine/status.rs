@@ -110,7 +110,7 @@ impl Engine<'_> {
                 },
                 "write the recomputed status (vm.go:2495-2500)",
             );
-            res.map_err(|e| e.message)?;
+            res?;
         } else {
             self.explain("status unchanged: no write");
         }
@@ -142,7 +142,7 @@ impl Engine<'_> {
                     "VMI final: remove kubevirt.io/virtualMachineControllerFinalize \
                      (vm.go:2314-2336)",
                 );
-                res.map_err(|e| e.message)?;
+                res?;
             }
         }
         Ok(())

@@ -78,11 +78,11 @@ impl Engine<'_> {
 
         // Step 4: claim the same-named VMI (vm.go:409-425).
         if let Err(e) = self.claim_vmi() {
-            return SyncOutcome::Error(e);
+            return SyncOutcome::Error(e.to_string());
         }
         // Step 5: claim DataVolumes of the templates (vm.go:427-438).
         if let Err(e) = self.claim_data_volumes() {
-            return SyncOutcome::Error(e);
+            return SyncOutcome::Error(e.to_string());
         }
 
         // Step 6: sync, then updateStatus (vm.go:440-457).
@@ -93,7 +93,7 @@ impl Engine<'_> {
                     "sync stopped with an error, status not updated, key requeued with rate \
                      limit: {abort}"
                 ));
-                return SyncOutcome::Error(abort);
+                return SyncOutcome::Error(abort.to_string());
             }
         };
         self.sync_error = sync_error.clone();
@@ -102,7 +102,7 @@ impl Engine<'_> {
         }
         if let Err(abort) = self.update_status(sync_error.as_ref()) {
             self.explain(format!("updateStatus failed: {abort}"));
-            return SyncOutcome::Error(abort);
+            return SyncOutcome::Error(abort.to_string());
         }
         match sync_error {
             Some(e) => SyncOutcome::Error(e.message),
@@ -139,7 +139,7 @@ impl Engine<'_> {
                     Err(e) if e.is_not_found() => {
                         self.explain("the VMI disappeared while adopting it: treated as absent");
                     }
-                    Err(e) => return Err(e.message),
+                    Err(e) => return Err(e.into()),
                 }
             }
             VmiClaim::Release => {
@@ -154,7 +154,7 @@ impl Engine<'_> {
                 if let Err(e) = res
                     && !(e.is_not_found() || e.is_invalid())
                 {
-                    return Err(e.message);
+                    return Err(e.into());
                 }
             }
             VmiClaim::NotClaimed(why) => {
@@ -197,15 +197,15 @@ impl Engine<'_> {
             if let Err(e) = res
                 && !e.is_not_found()
             {
-                errors.push(e.message);
+                errors.push(e);
             }
         }
         if errors.is_empty() {
             Ok(())
         } else if errors.len() == 1 {
-            Err(errors.remove(0))
+            Err(errors.remove(0).into())
         } else {
-            Err(format!("[{}]", errors.join(", ")))
+            Err(Abort::Aggregate(errors))
         }
     }
 
@@ -269,7 +269,7 @@ impl Engine<'_> {
                     reason::FAILED_CREATE,
                     format!("{}{e}", message::FETCHING_RUN_STRATEGY),
                 ));
-                return Err(e.to_string());
+                return Err(e.into());
             }
         };
         self.explain(format!("run strategy: {}", strategy.as_str()));
@@ -442,7 +442,7 @@ impl Engine<'_> {
             "VM deleted and VMI gone: drop kubevirt.io/virtualMachineControllerFinalize \
              (vm.go:2338-2360)",
         );
-        res.map_err(|e| e.message)?;
+        res?;
         self.vm.metadata.finalizers = Some(new);
         self.vm.status = self.server_status.clone();
         self.vm_rv = ResourceVersionFrom::Action(index);
@@ -461,7 +461,7 @@ impl Engine<'_> {
             VmAction::AddVmFinalizer { patch },
             "ensure kubevirt.io/virtualMachineControllerFinalize on the VM (vm.go:2362-2382)",
         );
-        res.map_err(|e| e.message)?;
+        res?;
         self.vm.metadata.finalizers = Some(new);
         self.vm.status = self.server_status.clone();
         self.vm_rv = ResourceVersionFrom::Action(index);
