@@ -87,13 +87,7 @@ mod tests {
                  "value": {"uuid": "5a9fc181-957e-5c32-9e5a-2de5e9673531"}},
             ])
         );
-        vm.spec
-            .template
-            .as_mut()
-            .unwrap()
-            .spec
-            .as_mut()
-            .unwrap()
+        crate::controller::vm::template_spec_mut(&mut vm)
             .domain
             .firmware = Some(fw);
         assert!(firmware_uuid_patch(&vm).is_none());

@@ -55,6 +55,18 @@ pub mod unsupported;
 #[cfg(test)]
 mod tests;
 
+/// The VMI spec of a VM's template, for tests that edit it in place.
+#[cfg(test)]
+pub(crate) fn template_spec_mut(
+    vm: &mut crate::api::vm::VirtualMachine,
+) -> &mut crate::api::vmi::VirtualMachineInstanceSpec {
+    vm.spec
+        .template
+        .as_mut()
+        .and_then(|t| t.spec.as_mut())
+        .expect("the VM has spec.template.spec")
+}
+
 pub use action::{
     ApiFailure, ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome,
     VmAction, VmDecision, VmUpdatePurpose,

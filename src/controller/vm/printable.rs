@@ -378,24 +378,24 @@ mod tests {
         }
     }
 
-    fn expect_create() -> ExpectationsView {
+    /// Pending VMI expectations: `adds` creations and `dels` deletions.
+    fn expect_vmi(adds: i64, dels: i64) -> ExpectationsView {
         ExpectationsView {
             vmi: Some(ExpectationCounts {
-                adds: 1,
+                adds,
+                dels,
                 ..Default::default()
             }),
             data_volumes: None,
         }
     }
 
+    fn expect_create() -> ExpectationsView {
+        expect_vmi(1, 0)
+    }
+
     fn expect_delete() -> ExpectationsView {
-        ExpectationsView {
-            vmi: Some(ExpectationCounts {
-                dels: 1,
-                ..Default::default()
-            }),
-            data_volumes: None,
-        }
+        expect_vmi(0, 1)
     }
 
     /// Mirrors vm_test.go:4485-4563 "should set a Terminating status when VM has a deletion

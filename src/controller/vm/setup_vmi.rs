@@ -296,13 +296,7 @@ mod tests {
     #[test]
     fn existing_firmware_uuid_is_kept() {
         let mut vm = cirros();
-        vm.spec
-            .template
-            .as_mut()
-            .unwrap()
-            .spec
-            .as_mut()
-            .unwrap()
+        crate::controller::vm::template_spec_mut(&mut vm)
             .domain
             .firmware = Some(Firmware {
             uuid: Some("my-uuid".into()),

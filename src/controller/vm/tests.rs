@@ -906,14 +906,7 @@ fn failure_replay_keeps_the_executed_prefix() {
     let mut dv_vm = strategy("Always");
     dv_vm.spec.data_volume_templates = Some(vec![json!({"metadata": {"name": "dv1"}, "spec": {}})]);
     let mut no_fw = strategy("Always");
-    no_fw
-        .spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut no_fw)
         .domain
         .firmware = None;
     let scenarios = vec![
@@ -1011,14 +1004,7 @@ fn generation_annotation_bumped_when_template_unchanged() {
 
     // Template changed: no bump, observed stays 1, and RestartRequired appears.
     let mut changed = v;
-    changed
-        .spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut changed)
         .volumes
         .as_mut()
         .unwrap()[0]
@@ -1074,15 +1060,8 @@ fn restart_required_cleared_and_live_updates_refused() {
     assert!(condition(&d, "RestartRequired").is_none());
 
     let mut changed = strategy("Always");
-    changed
-        .spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
-        .tolerations = Some(json!([{"key": "k", "operator": "Exists"}]));
+    crate::controller::vm::template_spec_mut(&mut changed).tolerations =
+        Some(json!([{"key": "k", "operator": "Exists"}]));
     let mut s = snap_with(changed.clone(), vmi("Running"));
     s.revisions = vec![start_revision(&strategy("Always"))];
     let d = decide(&s);
@@ -1103,13 +1082,7 @@ fn restart_required_cleared_and_live_updates_refused() {
 #[test]
 fn firmware_uuid_is_persisted() {
     let mut v = strategy("Always");
-    v.spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut v)
         .domain
         .firmware = None;
     let d = decide(&snap_with(v, vmi("Running")));
@@ -1155,13 +1128,7 @@ fn firmware_uuid_is_persisted() {
     // Without a VMI the start stops the sync at the expectations re-check: no firmware patch yet,
     // but the new VMI gets the same UUID.
     let mut v = strategy("Always");
-    v.spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut v)
         .domain
         .firmware = None;
     let d = decide(&snap(v));
@@ -1255,13 +1222,7 @@ fn dv_vm() -> VirtualMachine {
         "metadata": {"name": "dv1"},
         "spec": {"source": {"http": {"url": "http://example/disk.img"}}, "storage": {}}
     })]);
-    v.spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut v)
         .volumes
         .as_mut()
         .unwrap()
@@ -1406,13 +1367,7 @@ fn printable_status_sees_trimmed_requests() {
         strategy("Manual"),
         json!({"stateChangeRequests": [{"action": "Stop", "uid": "old"}, {"action": "Start"}]}),
     );
-    v.spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut v)
         .volumes
         .as_mut()
         .unwrap()
