@@ -57,6 +57,25 @@ impl PatchSet {
         self
     }
 
+    /// The idiom KubeVirt writes at every call site: when there was no old value, `add` the new
+    /// one; otherwise `test` the old value and `replace` it (lifecycle.go:627-721,
+    /// vm.go:3067-3188).
+    pub fn add_or_test_and_replace<O, N>(
+        &mut self,
+        path: PointerBuf,
+        old: Option<&O>,
+        new: &N,
+    ) -> &mut Self
+    where
+        O: Serialize + ?Sized,
+        N: Serialize + ?Sized,
+    {
+        match old {
+            None => self.add(path, new),
+            Some(old) => self.test(path.clone(), old).replace(path, new),
+        }
+    }
+
     /// `patch.WithRemove(path)`.
     pub fn remove(&mut self, path: PointerBuf) -> &mut Self {
         self.0
@@ -103,5 +122,16 @@ mod tests {
             ])
         );
         assert!(PatchSet::new().is_empty());
+        let mut set = PatchSet::new();
+        set.add_or_test_and_replace(path(&["a"]), None::<&u8>, &1)
+            .add_or_test_and_replace(path(&["b"]), Some(&2), &3);
+        assert_eq!(
+            set.into_value(),
+            json!([
+                {"op": "add", "path": "/a", "value": 1},
+                {"op": "test", "path": "/b", "value": 2},
+                {"op": "replace", "path": "/b", "value": 3}
+            ])
+        );
     }
 }

@@ -126,20 +126,12 @@ pub fn dynamic_metadata_patch(
     }
     let mut patch = PatchSet::new();
     for (sub, orig) in ops {
-        let at = || path(&["metadata", sub]);
         let value = if sub == "labels" {
             &labels
         } else {
             &annotations
         };
-        match orig {
-            None => {
-                patch.add(at(), value);
-            }
-            Some(orig) => {
-                patch.test(at(), orig).replace(at(), value);
-            }
-        }
+        patch.add_or_test_and_replace(path(&["metadata", sub]), orig, value);
     }
     Some(DynamicMetadataPatch {
         patch: patch.into_value(),

@@ -378,6 +378,14 @@ mod tests {
         }
     }
 
+    /// The status of the case's VMI, to edit in place.
+    fn vmi_status_mut(c: &mut Case) -> &mut crate::api::vmi::VirtualMachineInstanceStatus {
+        c.vmi
+            .as_mut()
+            .and_then(|v| v.status.as_mut())
+            .expect("the case has a VMI with a status")
+    }
+
     /// Pending VMI expectations: `adds` creations and `dels` deletions.
     fn expect_vmi(adds: i64, dels: i64) -> ExpectationsView {
         ExpectationsView {
@@ -446,21 +454,10 @@ mod tests {
     #[test]
     fn rule_3_migrating() {
         let mut c = Case::new("Always").vmi("Running", json!([]));
-        c.vmi
-            .as_mut()
-            .unwrap()
-            .status
-            .as_mut()
-            .unwrap()
-            .migration_state = Some(json!({"startTimestamp": "2023-11-14T22:13:00Z"}));
+        vmi_status_mut(&mut c).migration_state =
+            Some(json!({"startTimestamp": "2023-11-14T22:13:00Z"}));
         assert_eq!(c.run(), PrintableStatus::Migrating);
-        c.vmi
-            .as_mut()
-            .unwrap()
-            .status
-            .as_mut()
-            .unwrap()
-            .migration_state = Some(
+        vmi_status_mut(&mut c).migration_state = Some(
             json!({"startTimestamp": "2023-11-14T22:13:00Z", "endTimestamp": "2023-11-14T22:13:10Z"}),
         );
         assert_eq!(c.run(), PrintableStatus::Running);

@@ -166,6 +166,17 @@ fn fail_at(s: &VmSnapshot, index: usize, message: &str) -> VmDecision {
     decide_with_failures(s, &failures)
 }
 
+/// Where the `UpdateVmStatus` at `index` takes its resourceVersion from.
+fn status_write_rv(d: &VmDecision, index: usize) -> ResourceVersionFrom {
+    match &d.actions[index].action {
+        VmAction::UpdateVmStatus {
+            resource_version_from,
+            ..
+        } => *resource_version_from,
+        other => panic!("action {index} is {}, not UpdateVmStatus", other.kind()),
+    }
+}
+
 fn index_of(d: &VmDecision, kind: &str) -> usize {
     d.actions
         .iter()
@@ -214,14 +225,7 @@ fn finalizer_added_once_with_test_and_replace() {
         ])
     );
     // The status write uses the VM the patch returned.
-    let VmAction::UpdateVmStatus {
-        resource_version_from,
-        ..
-    } = &d.actions[1].action
-    else {
-        unreachable!()
-    };
-    assert_eq!(*resource_version_from, ResourceVersionFrom::Action(0));
+    assert_eq!(status_write_rv(&d, 1), ResourceVersionFrom::Action(0));
 
     // Already there: no patch.
     let d = decide(&snap(strategy("Halted")));
@@ -571,14 +575,7 @@ fn rerun_on_failure_restarts_failed_vmi() {
     assert!(status(&d).start_failure.is_some());
     // KubeVirt writes the status with the VM it read (the status patch only replaced the
     // status), so the resourceVersion is stale and the write conflicts.
-    let VmAction::UpdateVmStatus {
-        resource_version_from,
-        ..
-    } = &d.actions[4].action
-    else {
-        unreachable!()
-    };
-    assert_eq!(*resource_version_from, ResourceVersionFrom::Snapshot);
+    assert_eq!(status_write_rv(&d, 4), ResourceVersionFrom::Snapshot);
 }
 
 #[test]
@@ -711,14 +708,7 @@ fn halted_start_request_rewrites_the_run_strategy() {
         failure.message.as_deref(),
         Some("Failure while starting VMI: <nil>")
     );
-    let VmAction::UpdateVmStatus {
-        resource_version_from,
-        ..
-    } = &d.actions[1].action
-    else {
-        unreachable!()
-    };
-    assert_eq!(*resource_version_from, ResourceVersionFrom::Snapshot);
+    assert_eq!(status_write_rv(&d, 1), ResourceVersionFrom::Snapshot);
     assert_eq!(
         d.outcome,
         SyncOutcome::Error("Failure while starting VMI: <nil>".into())
@@ -1112,14 +1102,7 @@ fn firmware_uuid_is_persisted() {
         .firmware
         .clone();
     assert_eq!(fw.unwrap().uuid.as_deref(), Some(FW_UUID));
-    let VmAction::UpdateVmStatus {
-        resource_version_from,
-        ..
-    } = &d.actions[2].action
-    else {
-        unreachable!()
-    };
-    assert_eq!(*resource_version_from, ResourceVersionFrom::Action(1));
+    assert_eq!(status_write_rv(&d, 2), ResourceVersionFrom::Action(1));
     // vm.go copies the patched VM's ObjectMeta (the server bumped metadata.generation from 1 to
     // 2 for the spec change) and updateStatus reports it: one status write, not a second one
     // later just for desiredGeneration.

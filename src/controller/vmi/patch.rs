@@ -56,15 +56,7 @@ pub fn prepare_vmi_patch(old: &VirtualMachineInstance, new: &VirtualMachineInsta
 
     if !semantic_eq(&ns.volume_status, &os.volume_status) {
         let p = ptr(&["status", "volumeStatus"]);
-        match &os.volume_status {
-            None => {
-                ops.add(p, &ns.volume_status);
-            }
-            Some(old_vs) => {
-                ops.test(p.clone(), old_vs);
-                ops.replace(p, &ns.volume_status);
-            }
-        }
+        ops.add_or_test_and_replace(p, os.volume_status.as_ref(), &ns.volume_status);
     }
     if !super::conditions::conditions_equal(os, ns) {
         let p = ptr(&["status", "conditions"]);
@@ -97,28 +89,12 @@ pub fn prepare_vmi_patch(old: &VirtualMachineInstance, new: &VirtualMachineInsta
     if !semantic_eq(&old.metadata.labels, &new.metadata.labels) {
         let p = ptr(&["metadata", "labels"]);
         let new_labels = new.metadata.labels.clone().unwrap_or_default();
-        match &old.metadata.labels {
-            None => {
-                ops.add(p, &new_labels);
-            }
-            Some(ol) => {
-                ops.test(p.clone(), ol);
-                ops.replace(p, &new_labels);
-            }
-        }
+        ops.add_or_test_and_replace(p, old.metadata.labels.as_ref(), &new_labels);
     }
     if !semantic_eq(&old.metadata.finalizers, &new.metadata.finalizers) {
         let p = ptr(&["metadata", "finalizers"]);
         let new_f = new.metadata.finalizers.clone().unwrap_or_default();
-        match &old.metadata.finalizers {
-            None => {
-                ops.add(p, &new_f);
-            }
-            Some(of) => {
-                ops.test(p.clone(), of);
-                ops.replace(p, &new_f);
-            }
-        }
+        ops.add_or_test_and_replace(p, old.metadata.finalizers.as_ref(), &new_f);
     }
     if !semantic_eq(&sorted_interfaces(ns), &sorted_interfaces(os)) {
         let p = ptr(&["status", "interfaces"]);
@@ -206,16 +182,7 @@ pub fn dynamic_pod_metadata_patch(vmi: &VirtualMachineInstance, pod: &Pod) -> Pa
                    pod_map: Option<&BTreeMap<String, String>>,
                    field: &str| {
         if let Some(new_map) = sync_keys(keys, vmi_map, pod_map) {
-            let p = ptr(&["metadata", field]);
-            match pod_map {
-                None => {
-                    ops.add(p, &new_map);
-                }
-                Some(old) => {
-                    ops.test(p.clone(), old);
-                    ops.replace(p, &new_map);
-                }
-            }
+            ops.add_or_test_and_replace(ptr(&["metadata", field]), pod_map, &new_map);
         }
     };
     one(
