@@ -21,6 +21,9 @@
 //!   then `updateStatus`). A failed stage-2 write ends the sync (`updateStatus` returned an
 //!   error). vmi/action.rs (`VmiDecision`) has the details.
 //!
+//! Both executors run this loop through [`protocol::ActionRun`]: the VM executor answers a
+//! failure with the re-decided list, the VMI executor with "stop" (twice, once per stage).
+//!
 //! Either way the reconcile ends with one [`ReconcileRecord`](record::ReconcileRecord) written
 //! through [`ReconcileLog::finish`](record::ReconcileLog::finish), and a requeueing sync error or
 //! a failed write makes the work queue re-add the key with rate limiting.
@@ -28,6 +31,7 @@
 pub mod conditions;
 pub mod error;
 pub mod patch;
+pub mod protocol;
 pub mod record;
 pub mod semantic;
 

@@ -14,6 +14,7 @@ use super::snapshot::{ExpectationCounts, ExpectationsView, VmControllerConfig, V
 use crate::api::key::split_key;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::controller::apicall::{api, json_patch};
+use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, object_ref};
 use crate::controller::manager::{ReconcileError, Reconciler};
 use crate::runtime::expectations::UidTrackingControllerExpectations;
@@ -154,35 +155,35 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
     let mut decision = decide_with_failures(&snap, &failures);
     let mut returned_vms: std::collections::BTreeMap<usize, VirtualMachine> = Default::default();
     let mut requeue_after: Option<Duration> = None;
-    let mut applied = Vec::new();
-    let mut i = 0;
-    while i < decision.actions.len() {
-        let action = decision.actions[i].action.clone();
-        match apply(
+    let mut run = ActionRun::new(decision.actions.clone());
+    while let Some((i, planned)) = run.next() {
+        let action = &planned.action;
+        let result = apply(
             ctx,
             ns,
             key,
             &snap,
-            &action,
+            action,
             &returned_vms,
             &mut requeue_after,
         )
-        .await
-        {
-            Ok(Some(vm)) => {
-                returned_vms.insert(i, vm);
-                applied.push(action.kind().to_string());
+        .await;
+        match result {
+            Ok(returned) => {
+                if let Some(vm) = returned {
+                    returned_vms.insert(i, vm);
+                }
+                run.succeeded(action.kind().to_string());
             }
-            Ok(None) => applied.push(action.kind().to_string()),
-            Err(e) => {
+            Err(e) => run.failed(action.kind().to_string(), e, |i, e| {
                 tracing::debug!(key, action = action.kind(), error = %e.message, "VM action failed");
-                applied.push(format!("{} (failed: {})", action.kind(), e.message));
-                failures.insert(i, e);
+                failures.insert(i, e.clone());
                 decision = decide_with_failures(&snap, &failures);
-            }
+                AfterFailure::Continue(decision.actions.clone())
+            }),
         }
-        i += 1;
     }
+    let applied = run.finish().lines;
     let (result, error) = match &decision.outcome {
         SyncOutcome::Done => (
             Ok(requeue_after.map_or(Requeue::NONE, Requeue::after)),
