@@ -40,6 +40,17 @@ pub fn update_condition(conditions: &mut Vec<Condition>, cond: Condition) {
     conditions.push(cond);
 }
 
+/// A condition with a type, status and optional reason (test data for both controllers).
+#[cfg(test)]
+pub(crate) fn test_condition(type_: &str, status: &str, reason: Option<&str>) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.map(Into::into),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

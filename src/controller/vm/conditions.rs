@@ -142,14 +142,7 @@ mod tests {
     use super::*;
     use crate::api::vmi::VirtualMachineInstanceStatus;
 
-    fn cond(type_: &str, status: &str, reason: Option<&str>) -> Condition {
-        Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.map(Into::into),
-            ..Default::default()
-        }
-    }
+    use crate::controller::common::conditions::test_condition as cond;
 
     fn vmi_with(conds: Vec<Condition>) -> VirtualMachineInstance {
         VirtualMachineInstance {

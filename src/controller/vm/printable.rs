@@ -389,11 +389,7 @@ mod tests {
     /// Pending VMI expectations: `adds` creations and `dels` deletions.
     fn expect_vmi(adds: i64, dels: i64) -> ExpectationsView {
         ExpectationsView {
-            vmi: Some(ExpectationCounts {
-                adds,
-                dels,
-                ..Default::default()
-            }),
+            vmi: Some(ExpectationCounts::pending(adds, dels)),
             data_volumes: None,
         }
     }

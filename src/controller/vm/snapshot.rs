@@ -19,6 +19,15 @@ pub struct ExpectationCounts {
 }
 
 impl ExpectationCounts {
+    /// A fresh entry (`SetExpectations(key, adds, dels)`): not expired.
+    pub fn pending(adds: i64, dels: i64) -> Self {
+        ExpectationCounts {
+            adds,
+            dels,
+            expired: false,
+        }
+    }
+
     /// `SatisfiedExpectations` for an existing entry (expectations.go:120-145): fulfilled
     /// (`adds <= 0 && dels <= 0`) or expired.
     pub fn satisfied(&self) -> bool {

@@ -305,14 +305,7 @@ mod tests {
         )
     }
 
-    fn cond(t: &str, s: &str, r: Option<&str>) -> Condition {
-        Condition {
-            type_: t.into(),
-            status: s.into(),
-            reason: r.map(Into::into),
-            ..Default::default()
-        }
-    }
+    use crate::controller::common::conditions::test_condition as cond;
 
     #[test]
     fn update_keeps_times_when_status_and_reason_match() {

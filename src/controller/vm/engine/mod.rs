@@ -96,11 +96,7 @@ impl<'a> Engine<'a> {
     pub(super) fn local(&mut self, action: VmAction, why: impl Into<String>) {
         match &action {
             VmAction::ExpectVmiCreations { count, .. } => {
-                self.expectations.vmi = Some(ExpectationCounts {
-                    adds: *count,
-                    dels: 0,
-                    expired: false,
-                });
+                self.expectations.vmi = Some(ExpectationCounts::pending(*count, 0));
             }
             VmAction::VmiCreationObserved { .. } => {
                 if let Some(e) = self.expectations.vmi.as_mut() {
@@ -108,11 +104,8 @@ impl<'a> Engine<'a> {
                 }
             }
             VmAction::ExpectVmiDeletions { deletion_keys, .. } => {
-                self.expectations.vmi = Some(ExpectationCounts {
-                    adds: 0,
-                    dels: deletion_keys.len() as i64,
-                    expired: false,
-                });
+                let dels = deletion_keys.len() as i64;
+                self.expectations.vmi = Some(ExpectationCounts::pending(0, dels));
             }
             VmAction::VmiDeletionObserved { .. } => {
                 if let Some(e) = self.expectations.vmi.as_mut() {
@@ -120,11 +113,7 @@ impl<'a> Engine<'a> {
                 }
             }
             VmAction::ExpectDataVolumeCreations { count, .. } => {
-                self.expectations.data_volumes = Some(ExpectationCounts {
-                    adds: *count,
-                    dels: 0,
-                    expired: false,
-                });
+                self.expectations.data_volumes = Some(ExpectationCounts::pending(*count, 0));
             }
             VmAction::DataVolumeCreationObserved { .. } => {
                 if let Some(e) = self.expectations.data_volumes.as_mut() {
