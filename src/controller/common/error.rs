@@ -111,6 +111,15 @@ const KNOWN_STATUS_REASONS: &[&str] = &[
 ];
 
 impl ApiFailure {
+    /// An API answer with this status code, reason and message.
+    pub fn new(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiFailure {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
     /// A failure that is not an API answer (a transport error, or a local check such as the
     /// `CanAdopt` recheck): code 0, no reason.
     pub fn other(message: impl Into<String>) -> Self {
@@ -160,11 +169,7 @@ mod tests {
     use super::*;
 
     fn failure(code: u16, reason: &str) -> ApiFailure {
-        ApiFailure {
-            code,
-            reason: reason.into(),
-            message: "m".into(),
-        }
+        ApiFailure::new(code, reason, "m")
     }
 
     #[test]

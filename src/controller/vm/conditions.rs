@@ -43,26 +43,19 @@ pub fn sync_ready_condition(
     now: DateTime<Utc>,
 ) {
     let now = Some(Time::from_datetime(now));
+    let not_ready = |reason: &str, message: &str| Condition {
+        type_: READY.into(),
+        status: "False".into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        last_probe_time: now,
+        last_transition_time: now,
+        extra: Default::default(),
+    };
     let cond = match vmi {
-        None => Condition {
-            type_: READY.into(),
-            status: "False".into(),
-            reason: Some("VMINotExists".into()),
-            message: Some("VMI does not exist".into()),
-            last_probe_time: now,
-            last_transition_time: now,
-            extra: Default::default(),
-        },
+        None => not_ready("VMINotExists", "VMI does not exist"),
         Some(vmi) => match vmi.condition(READY) {
-            None => Condition {
-                type_: READY.into(),
-                status: "False".into(),
-                reason: Some("VMIConditionMissing".into()),
-                message: Some("VMI is missing the Ready condition".into()),
-                last_probe_time: now,
-                last_transition_time: now,
-                extra: Default::default(),
-            },
+            None => not_ready("VMIConditionMissing", "VMI is missing the Ready condition"),
             Some(c) => mirror(c),
         },
     };

@@ -393,11 +393,7 @@ fn failed_create_sets_synchronized_false_and_requeues() {
         &s,
         &SyncOutcome::Failed {
             index: 0,
-            error: ApiFailure {
-                code: 0,
-                reason: String::new(),
-                message: "random error".into(),
-            },
+            error: ApiFailure::new(0, String::new(), "random error"),
         },
     );
     assert_eq!(
@@ -434,11 +430,7 @@ fn pod_security_rejection_uses_the_privileged_namespace_message() {
         &s,
         &SyncOutcome::Failed {
             index: 0,
-            error: ApiFailure {
-                code: 403,
-                reason: "Forbidden".into(),
-                message: api.into(),
-            },
+            error: ApiFailure::new(403, "Forbidden", api),
         },
     );
     let expected = format!(
@@ -655,11 +647,7 @@ fn failed_delete_sets_error_condition() {
         &s,
         &SyncOutcome::Failed {
             index: 0,
-            error: ApiFailure {
-                code: 500,
-                reason: "InternalError".into(),
-                message: "random error".into(),
-            },
+            error: ApiFailure::new(500, "InternalError", "random error"),
         },
     );
     assert_eq!(
@@ -1393,11 +1381,7 @@ fn failed_pod_patch_in_sync_is_failed_pod_patch_error() {
         &s,
         &SyncOutcome::Failed {
             index: 0,
-            error: ApiFailure {
-                code: 409,
-                reason: "Conflict".into(),
-                message: "the object has been modified".into(),
-            },
+            error: ApiFailure::new(409, "Conflict", "the object has been modified"),
         },
     );
     assert!(d.requeue());
