@@ -241,6 +241,14 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
     use kube::runtime::watcher;
 
+    /// A term's queue in its slot (the controller leads), and fresh expectations.
+    fn leading() -> (WorkQueue, QueueSlot, Expectations) {
+        let q = WorkQueue::new("t");
+        let slot = QueueSlot::default();
+        slot.set(Some(q.clone()));
+        (q, slot, Expectations::default())
+    }
+
     fn meta(name: &str, uid: &str, rv: &str, owner: Option<(&str, &str, &str)>) -> ObjectMeta {
         ObjectMeta {
             name: Some(name.into()),
@@ -298,10 +306,7 @@ mod tests {
 
     #[tokio::test]
     async fn vmi_add_lowers_creation_expectation_of_the_owner_with_matching_uid() {
-        let q = WorkQueue::new("t");
-        let slot = QueueSlot::default();
-        slot.set(Some(q.clone()));
-        let exp = Expectations::default();
+        let (q, slot, exp) = leading();
         let h = vmi_to_vm_handler(slot, exp.clone(), vm_store(&[vm("a", "uid-a")]));
         exp.vmi.expect_creations("ns/a", 1);
         assert!(!exp.vmi.satisfied_expectations("ns/a"));
@@ -324,10 +329,7 @@ mod tests {
 
     #[tokio::test]
     async fn orphan_vmi_enqueues_the_namesake_vm_and_deletes_are_observed() {
-        let q = WorkQueue::new("t");
-        let slot = QueueSlot::default();
-        slot.set(Some(q.clone()));
-        let exp = Expectations::default();
+        let (q, slot, exp) = leading();
         let h = vmi_to_vm_handler(slot, exp.clone(), vm_store(&[vm("a", "uid-a")]));
         h(&Notification::Add(Arc::new(vmi("a", "1", None))));
         h(&Notification::Add(Arc::new(vmi("b", "1", None))));
@@ -363,10 +365,7 @@ mod tests {
 
     #[tokio::test]
     async fn pods_map_to_their_vmi_and_lower_pod_expectations() {
-        let q = WorkQueue::new("t");
-        let slot = QueueSlot::default();
-        slot.set(Some(q.clone()));
-        let exp = Expectations::default();
+        let (q, slot, exp) = leading();
         let h = pod_to_vmi_handler(slot, exp.clone());
         let pod = |rv: &str, deleting: bool| {
             let mut m = meta(

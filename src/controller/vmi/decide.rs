@@ -63,6 +63,22 @@ fn add_finalizer(vmi: &mut VirtualMachineInstance, f: &str) {
     }
 }
 
+/// Running or Scheduled: without a launcher pod the VMI fails; with one, virt-handler owns it.
+fn fail_without_pod(
+    new: &mut VirtualMachineInstance,
+    expl: &mut Vec<String>,
+    has_pod: bool,
+    failed: &str,
+    kept: &str,
+) {
+    if has_pod {
+        expl.push(kept.into());
+    } else {
+        status_mut(new).phase = Some(Phase::Failed);
+        expl.push(failed.into());
+    }
+}
+
 fn status_mut(vmi: &mut VirtualMachineInstance) -> &mut VirtualMachineInstanceStatus {
     vmi.status.get_or_insert_with(Default::default)
 }
@@ -565,28 +581,21 @@ fn update_status(
             }
             strip_vm_controller_finalizer(snap, &mut new, &mut expl);
         }
-        Phase::Running => {
-            if vmi_pod.is_none() {
-                status_mut(&mut new).phase = Some(Phase::Failed);
-                expl.push(
-                    "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)"
-                        .into(),
-                );
-            } else {
-                expl.push("phase Running: owned by virt-handler (volume/interface status, hotplug and migration conditions not modelled) (lifecycle.go:480-514)".into());
-            }
-        }
-        Phase::Scheduled => {
-            if vmi_pod.is_none() {
-                status_mut(&mut new).phase = Some(Phase::Failed);
-                expl.push(
-                    "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)"
-                        .into(),
-                );
-            } else {
-                expl.push("phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)".into());
-            }
-        }
+        Phase::Running => fail_without_pod(
+            &mut new,
+            &mut expl,
+            vmi_pod.is_some(),
+            "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
+            "phase Running: owned by virt-handler (volume/interface status, hotplug and migration \
+             conditions not modelled) (lifecycle.go:480-514)",
+        ),
+        Phase::Scheduled => fail_without_pod(
+            &mut new,
+            &mut expl,
+            vmi_pod.is_some(),
+            "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)",
+            "phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)",
+        ),
         Phase::WaitingForSync => {
             if vmi.is_deleting() {
                 remove_finalizer(&mut new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
