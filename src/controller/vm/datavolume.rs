@@ -71,7 +71,7 @@ pub(super) fn find<'d>(dvs: &'d [DataVolume], name: &str) -> Option<&'d DataVolu
         .find(|d| d.metadata.name.as_deref() == Some(name))
 }
 
-pub(super) fn data_volume_names(volumes: &[Volume]) -> impl Iterator<Item = &str> {
+fn data_volume_names(volumes: &[Volume]) -> impl Iterator<Item = &str> {
     volumes
         .iter()
         .filter_map(|v| v.data_volume.as_ref())

@@ -26,7 +26,7 @@ pub fn parse_generation(revision_name: &str) -> Option<i64> {
 }
 
 /// `genFromKey` (vm.go:1798-1802) on a cache key `namespace/name`.
-pub(super) fn gen_from_key(key: &str) -> Result<i64, VmSyncError> {
+fn gen_from_key(key: &str) -> Result<i64, VmSyncError> {
     key.rsplit('-')
         .next()
         .and_then(|g| g.parse().ok())

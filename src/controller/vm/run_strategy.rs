@@ -44,7 +44,7 @@ pub fn vm_strategy(vm: &VirtualMachine) -> Result<Strategy, RunStrategyError> {
     }
 }
 
-pub(super) fn first_request(
+fn first_request(
     status: Option<&VirtualMachineStatus>,
 ) -> Option<&crate::api::vm::StateChangeRequest> {
     status?.state_change_requests.as_ref()?.first()

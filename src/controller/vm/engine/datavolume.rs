@@ -2,7 +2,9 @@
 
 use super::{Abort, Engine};
 use crate::controller::vm::action::{EventType, VmAction};
-use crate::controller::vm::datavolume::*;
+use crate::controller::vm::datavolume::{
+    build_data_volume, check_clone_source, dv_phase, exceeded_quota, find,
+};
 use crate::controller::vm::error::VmSyncError;
 use crate::controller::vm::reasons::event;
 

@@ -4,7 +4,7 @@ use super::{Abort, Engine};
 use crate::api::vm::VirtualMachineStatus;
 use crate::controller::common::semantic_eq;
 use crate::controller::vm::action::VmAction;
-use crate::controller::vm::generation::*;
+use crate::controller::vm::generation::{generation_annotation, generation_annotation_patch};
 use crate::controller::vm::revision::{parse_generation, revision_spec};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 

@@ -2,7 +2,9 @@
 
 use super::{Abort, Engine};
 use crate::controller::vm::action::VmAction;
-use crate::controller::vm::revision::*;
+use crate::controller::vm::revision::{
+    build_start_revision, cr_key, indexed_revisions, revision_name, revision_prefix,
+};
 
 impl Engine<'_> {
     /// `createVMRevision` (vm.go:1840-1866) with `deleteOlderVMRevision` (vm.go:1726-1761): delete

@@ -6,7 +6,10 @@ use crate::api::vmi::Phase;
 use crate::controller::vm::action::{SyncError, VmAction};
 use crate::controller::vm::backoff::start_failure_backoff_time_left;
 use crate::controller::vm::reasons::{annotation, message, sync as reason};
-use crate::controller::vm::run_strategy::*;
+use crate::controller::vm::run_strategy::{
+    Strategy, delete_error, has_start_request, has_stop_request_for_vmi,
+    is_decentralized_migration, is_migration_completed, start_error,
+};
 use crate::controller::vm::unsupported;
 
 impl Engine<'_> {

@@ -12,7 +12,7 @@ use crate::controller::vm::patches::{
 use crate::controller::vm::printable::{PrintableContext, printable_status};
 use crate::controller::vm::reasons::condition::READY;
 use crate::controller::vm::run_strategy::strategy_or_none;
-use crate::controller::vm::status::*;
+use crate::controller::vm::status::{normalize_status, trim_first_change_request_needed};
 
 impl Engine<'_> {
     /// `updateStatus` (vm.go:2457-2514). Sets `self.status`; `Err` aborts (the status write or
