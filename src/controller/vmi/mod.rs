@@ -14,9 +14,10 @@
 //! [`VmiSnapshot::rendered_pod`]. The decision then emits [`VmiAction::CreatePod`] with that pod.
 //!
 //! Files: [`snapshot`] (input), [`action`] (output types), [`decide`](mod@decide) (sync + updateStatus),
-//! [`conditions`] (condition bookkeeping), [`patch`] (JSON patches, semantic equality),
+//! [`conditions`] (condition bookkeeping), [`patch`] (JSON patches),
 //! [`events`] (event/sync-error texts, API error mapping), [`podutil`] (pod predicates of
-//! pkg/controller/controller.go).
+//! pkg/controller/controller.go). The sync error, API-failure type, semantic equality, condition
+//! manager and patch builder are shared with the VM controller in `controller::common`.
 
 pub mod action;
 pub mod conditions;

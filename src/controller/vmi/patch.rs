@@ -1,4 +1,4 @@
-//! JSON patches the VMI controller sends, and apimachinery's "semantic" equality.
+//! JSON patches the VMI controller sends.
 //!
 //! - `prepareVMIPatch` (lifecycle.go:627-721) is [`prepare_vmi_patch`]: test+replace ops for a
 //!   Running/Scheduled VMI.
