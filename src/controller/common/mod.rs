@@ -8,10 +8,10 @@
 //!
 //! A decision is pure: it lists the API writes KubeVirt would make, in order, assuming each
 //! succeeds. The executor applies them in order; when the write at index `i` fails with an
-//! [`ApiFailure`](error::ApiFailure), it asks the decision again *with the failures so far* and
+//! [`ApiFailure`], it asks the decision again *with the failures so far* and
 //! continues with what that answer lists after `i`. The answer keeps actions `0..=i` unchanged
 //! (decisions are deterministic) and then says what KubeVirt does after that error: undo an
-//! expectation, emit a Warning event, record a [`SyncError`](error::SyncError), or stop.
+//! expectation, emit a Warning event, record a [`SyncError`], or stop.
 //!
 //! - VM controller: `vm::decide_with_failures(snapshot, failures)` is that question, asked after
 //!   every failure (vm/action.rs has the details).
@@ -24,8 +24,8 @@
 //! Both executors run this loop through [`protocol::ActionRun`]: the VM executor answers a
 //! failure with the re-decided list, the VMI executor with "stop" (twice, once per stage).
 //!
-//! Either way the reconcile ends with one [`ReconcileRecord`](record::ReconcileRecord) written
-//! through [`ReconcileLog::finish`](record::ReconcileLog::finish), and a requeueing sync error or
+//! Either way the reconcile ends with one [`ReconcileRecord`] written
+//! through [`ReconcileLog::finish`], and a requeueing sync error or
 //! a failed write makes the work queue re-add the key with rate limiting.
 
 pub mod conditions;

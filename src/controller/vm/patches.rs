@@ -1,5 +1,5 @@
 //! JSON patch documents the VM controller sends, built with the shared
-//! [`PatchSet`](crate::controller::common::PatchSet), and the merge patches of adoption.
+//! [`PatchSet`], and the merge patches of adoption.
 
 use crate::api::finalizers::VM_CONTROLLER;
 use crate::controller::common::PatchSet;
