@@ -380,8 +380,8 @@ async fn run(n: usize, in_process: bool) {
     let lease = LeaderElectionConfig::new("controller-start-bench");
     let config = ManagerConfig {
         namespace: None,
-        vm_workers: virtctl_rs::runtime::queue::VM_WORKERS,
-        vmi_workers: virtctl_rs::runtime::queue::VMI_WORKERS,
+        vm_workers: virtctl_rs::controller::vm::WORKERS,
+        vmi_workers: virtctl_rs::controller::vmi::WORKERS,
         settings: ClusterSettings::default(),
         lease,
         on_lost_lease: OnLostLease::Exit,

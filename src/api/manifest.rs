@@ -176,10 +176,7 @@ fn doc_ref(index: usize, value: &serde_json::Value) -> DocumentRef {
     let ns = meta
         .and_then(|m| m.get("namespace"))
         .and_then(|n| n.as_str());
-    let name = name.map(|n| match ns {
-        Some(ns) => format!("{ns}/{n}"),
-        None => n.to_string(),
-    });
+    let name = name.map(|n| super::key::ObjectKey::new(ns, n).to_string());
     DocumentRef { index, kind, name }
 }
 

@@ -38,6 +38,7 @@ pub mod apply;
 pub mod common;
 pub mod datavolume;
 pub mod defaults;
+pub mod key;
 pub mod manifest;
 pub mod quantity;
 pub mod resources;

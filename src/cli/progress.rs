@@ -10,8 +10,9 @@
 use crate::api::{VirtualMachine, VirtualMachineInstance, labels};
 use crate::controller::context::Context;
 use crate::controller::debug_state::{DebugState, DebugStateSource, VM_CONTROLLER, VMI_CONTROLLER};
+use crate::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
+use crate::controller::vmi::QUEUE_NAME as VMI_QUEUE_NAME;
 use crate::runtime::informer::key_of;
-use crate::runtime::queue::{VM_QUEUE_NAME, VMI_QUEUE_NAME};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::time::Duration;

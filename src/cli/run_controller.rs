@@ -13,6 +13,24 @@ use crate::runtime::lease::{
     DEFAULT_RETRY_PERIOD, LeaderElectionConfig, default_identity,
 };
 use clap::Args;
+
+/// `--on-lost-lease`: the CLI's spelling of [`OnLostLease`] (the manager knows nothing of clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LostLeaseArg {
+    /// Exit non-zero, as KubeVirt's virt-controller does.
+    Exit,
+    /// Cancel in-flight work, keep the caches warm, and compete for the Lease again.
+    Standby,
+}
+
+impl From<LostLeaseArg> for OnLostLease {
+    fn from(arg: LostLeaseArg) -> Self {
+        match arg {
+            LostLeaseArg::Exit => OnLostLease::Exit,
+            LostLeaseArg::Standby => OnLostLease::Standby,
+        }
+    }
+}
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,10 +59,10 @@ pub struct RunControllerArgs {
     #[arg(long, default_value_t = 300)]
     pub ready_timeout_seconds: u64,
     /// VM controller workers (KubeVirt default 3).
-    #[arg(long, default_value_t = crate::runtime::queue::VM_WORKERS)]
+    #[arg(long, default_value_t = crate::controller::vm::WORKERS)]
     pub vm_workers: usize,
     /// VMI controller workers (KubeVirt default 10).
-    #[arg(long, default_value_t = crate::runtime::queue::VMI_WORKERS)]
+    #[arg(long, default_value_t = crate::controller::vmi::WORKERS)]
     pub vmi_workers: usize,
     /// Address of /metrics, /healthz, /leader and /debug/state (`none` to disable).
     #[arg(long, default_value = "127.0.0.1:8182")]
@@ -68,8 +86,8 @@ pub struct RunControllerArgs {
     #[arg(long, default_value_t = DEFAULT_RETRY_PERIOD.as_secs_f64())]
     pub leader_elect_retry_period: f64,
     /// What to do when the Lease is lost: exit non-zero (KubeVirt) or go back to standby.
-    #[arg(long, value_enum, default_value_t = OnLostLease::Exit)]
-    pub on_lost_lease: OnLostLease,
+    #[arg(long, value_enum, default_value_t = LostLeaseArg::Exit)]
+    pub on_lost_lease: LostLeaseArg,
     /// KubeVirt custom resource (YAML/JSON) to read cluster settings from.
     #[arg(long, value_name = "FILE")]
     pub kubevirt_cr: Option<PathBuf>,
@@ -136,7 +154,7 @@ pub fn manager_config(
         vmi_workers: args.vmi_workers,
         settings: settings(&args.kubevirt_cr)?,
         lease,
-        on_lost_lease: args.on_lost_lease,
+        on_lost_lease: args.on_lost_lease.into(),
         listen,
     })
 }
@@ -351,4 +369,32 @@ async fn run_async(
         cluster.shutdown().await;
     }
     result
+}
+
+#[cfg(test)]
+mod lost_lease_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RunControllerArgs,
+    }
+
+    #[test]
+    fn on_lost_lease_maps_to_the_manager_setting() {
+        let exit = Cli::try_parse_from(["x"]).expect("defaults parse");
+        assert_eq!(
+            OnLostLease::from(exit.args.on_lost_lease),
+            OnLostLease::Exit
+        );
+        let standby =
+            Cli::try_parse_from(["x", "--on-lost-lease", "standby"]).expect("standby parses");
+        assert_eq!(
+            OnLostLease::from(standby.args.on_lost_lease),
+            OnLostLease::Standby
+        );
+        assert!(Cli::try_parse_from(["x", "--on-lost-lease", "retry"]).is_err());
+    }
 }

@@ -42,16 +42,3 @@ where
 {
     Api::namespaced(client.clone(), namespace)
 }
-
-/// The message Go's `err.Error()` would print for this error.
-pub fn message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// Split `namespace/name`.
-pub fn split_key(key: &str) -> (&str, &str) {
-    key.split_once('/').unwrap_or(("", key))
-}

@@ -11,13 +11,11 @@ use crate::runtime::expectations::{ControllerExpectations, UidTrackingController
 use crate::runtime::informer::Informer;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::WorkQueue;
-use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use serde::Serialize;
+use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
 
 /// The informer caches the controllers read (never write) from.
@@ -110,60 +108,7 @@ impl Default for Expectations {
     }
 }
 
-/// The outcome of one reconcile of one key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReconcileRecord {
-    /// When the reconcile finished.
-    pub at: DateTime<Utc>,
-    /// How long it took, seconds.
-    pub duration_seconds: f64,
-    /// `ok` or `error`.
-    pub result: String,
-    /// The error, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Requeue requested by the decision, seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requeue_after_seconds: Option<f64>,
-    /// Short descriptions of the actions applied.
-    pub actions: Vec<String>,
-}
-
-/// Last reconcile per controller and key.
-#[derive(Clone, Default)]
-pub struct ReconcileLog {
-    inner: Arc<Mutex<BTreeMap<String, BTreeMap<String, ReconcileRecord>>>>,
-}
-
-impl ReconcileLog {
-    /// Record the outcome of a reconcile of `key` by `controller` (`vm` / `vmi`).
-    pub fn record(&self, controller: &str, key: &str, record: ReconcileRecord) {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.entry(controller.to_string())
-            .or_default()
-            .insert(key.to_string(), record);
-    }
-
-    /// Forget a key whose object is gone.
-    pub fn forget(&self, controller: &str, key: &str) {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(m) = g.get_mut(controller) {
-            m.remove(key);
-        }
-    }
-
-    /// The last record of one key.
-    pub fn get(&self, controller: &str, key: &str) -> Option<ReconcileRecord> {
-        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.get(controller).and_then(|m| m.get(key)).cloned()
-    }
-
-    /// Everything, for `/debug/state`.
-    pub fn snapshot(&self) -> BTreeMap<String, BTreeMap<String, ReconcileRecord>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
+pub use crate::controller::common::record::{ReconcileLog, ReconcileRecord};
 
 /// Kubernetes Events, published in the background so a reconcile never waits for them (like
 /// client-go's event broadcaster). Writes `events.k8s.io/v1` Events through kube's `Recorder`,

@@ -14,9 +14,11 @@
 
 use super::context::{Context, QueueSlot, ReconcileRecord};
 use crate::api::{VirtualMachine, VirtualMachineInstance};
+use crate::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
+use crate::controller::vmi::QUEUE_NAME as VMI_QUEUE_NAME;
 use crate::runtime::expectations::ExpectationsSnapshot;
 use crate::runtime::lease::LeaderState;
-use crate::runtime::queue::{QueueSnapshot, VM_QUEUE_NAME, VMI_QUEUE_NAME};
+use crate::runtime::queue::QueueSnapshot;
 use chrono::{DateTime, Utc};
 use kube::runtime::reflector::ObjectRef;
 use serde::{Deserialize, Serialize};

@@ -9,6 +9,7 @@
 //! → owning VMI; VMI events reset the VMI self-expectation).
 
 use super::context::{Expectations, QueueSlot};
+use crate::api::key::ObjectKey;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::runtime::informer::{Handler, Notification, controller_of, key_of};
 use k8s_openapi::api::core::v1::Pod;
@@ -23,10 +24,6 @@ pub type VmStoreCell = Arc<OnceLock<Store<VirtualMachine>>>;
 fn same_rv<K: Resource>(old: &K, new: &K) -> bool {
     old.meta().resource_version.is_some()
         && old.meta().resource_version == new.meta().resource_version
-}
-
-fn ns_key(namespace: Option<&str>, name: &str) -> String {
-    format!("{}/{name}", namespace.unwrap_or(""))
 }
 
 /// Owner (kind, name, uid) of an object if its controller reference has that kind.
@@ -45,7 +42,7 @@ fn resolve_vm(vms: &VmStoreCell, namespace: Option<&str>, name: &str, uid: &str)
         r = r.within(ns);
     }
     let vm = store.get(&r)?;
-    (vm.metadata.uid.as_deref() == Some(uid)).then(|| ns_key(namespace, name))
+    (vm.metadata.uid.as_deref() == Some(uid)).then(|| ObjectKey::new(namespace, name).to_string())
 }
 
 /// VM informer → VM queue: every add/update/delete enqueues the VM's key.
@@ -98,7 +95,7 @@ pub fn vmi_to_vm_handler(
                             r = r.within(ns);
                         }
                         if store.get(&r).is_some() {
-                            vm_queue.add(ns_key(ns, name));
+                            vm_queue.add(ObjectKey::new(ns, name).to_string());
                         }
                     }
                 }
@@ -188,8 +185,9 @@ pub fn vmi_handler(
 pub fn pod_to_vmi_handler(vmi_queue: QueueSlot, expectations: Expectations) -> Handler<Pod> {
     Arc::new(move |n: &Notification<Pod>| {
         let owner_key = |pod: &Pod| {
-            controller_named(pod, "VirtualMachineInstance")
-                .map(|(name, _)| ns_key(pod.metadata.namespace.as_deref(), &name))
+            controller_named(pod, "VirtualMachineInstance").map(|(name, _)| {
+                ObjectKey::new(pod.metadata.namespace.as_deref(), &name).to_string()
+            })
         };
         match n {
             Notification::Add(pod) => {
@@ -242,6 +240,14 @@ mod tests {
     use crate::runtime::queue::WorkQueue;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
     use kube::runtime::watcher;
+
+    /// A term's queue in its slot (the controller leads), and fresh expectations.
+    fn leading() -> (WorkQueue, QueueSlot, Expectations) {
+        let q = WorkQueue::new("t");
+        let slot = QueueSlot::default();
+        slot.set(Some(q.clone()));
+        (q, slot, Expectations::default())
+    }
 
     fn meta(name: &str, uid: &str, rv: &str, owner: Option<(&str, &str, &str)>) -> ObjectMeta {
         ObjectMeta {
@@ -300,10 +306,7 @@ mod tests {
 
     #[tokio::test]
     async fn vmi_add_lowers_creation_expectation_of_the_owner_with_matching_uid() {
-        let q = WorkQueue::new("t");
-        let slot = QueueSlot::default();
-        slot.set(Some(q.clone()));
-        let exp = Expectations::default();
+        let (q, slot, exp) = leading();
         let h = vmi_to_vm_handler(slot, exp.clone(), vm_store(&[vm("a", "uid-a")]));
         exp.vmi.expect_creations("ns/a", 1);
         assert!(!exp.vmi.satisfied_expectations("ns/a"));
@@ -326,10 +329,7 @@ mod tests {
 
     #[tokio::test]
     async fn orphan_vmi_enqueues_the_namesake_vm_and_deletes_are_observed() {
-        let q = WorkQueue::new("t");
-        let slot = QueueSlot::default();
-        slot.set(Some(q.clone()));
-        let exp = Expectations::default();
+        let (q, slot, exp) = leading();
         let h = vmi_to_vm_handler(slot, exp.clone(), vm_store(&[vm("a", "uid-a")]));
         h(&Notification::Add(Arc::new(vmi("a", "1", None))));
         h(&Notification::Add(Arc::new(vmi("b", "1", None))));
@@ -365,10 +365,7 @@ mod tests {
 
     #[tokio::test]
     async fn pods_map_to_their_vmi_and_lower_pod_expectations() {
-        let q = WorkQueue::new("t");
-        let slot = QueueSlot::default();
-        slot.set(Some(q.clone()));
-        let exp = Expectations::default();
+        let (q, slot, exp) = leading();
         let h = pod_to_vmi_handler(slot, exp.clone());
         let pod = |rv: &str, deleting: bool| {
             let mut m = meta(

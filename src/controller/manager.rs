@@ -6,9 +6,7 @@
 //! KubeVirt: pkg/virt-controller/watch/application.go (`Execute`, `onStartedLeading`:609-677,
 //! `setupLeaderElector`:1132-1177, worker defaults:125-128).
 
-use super::context::{
-    Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog, ReconcileRecord,
-};
+use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
 use super::handlers::{
     VmStoreCell, dv_to_vm_handler, pod_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
@@ -21,7 +19,7 @@ use crate::runtime::lease::{
     RunOutcome,
 };
 use crate::runtime::metrics::Metrics;
-use crate::runtime::queue::{Requeue, VM_QUEUE_NAME, VMI_QUEUE_NAME, WorkQueue, run_workers};
+use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
@@ -34,7 +32,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// What to do when the Lease is lost while leading.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnLostLease {
     /// Exit non-zero, as KubeVirt's virt-controller does.
     #[default]
@@ -425,10 +423,10 @@ async fn run_term(
             store.delete_expectations(&entry.key);
         }
     }
-    let vm_queue: WorkQueue = WorkQueue::builder(VM_QUEUE_NAME)
+    let vm_queue: WorkQueue = WorkQueue::builder(super::vm::QUEUE_NAME)
         .metrics(ctx.metrics.workqueue())
         .build();
-    let vmi_queue: WorkQueue = WorkQueue::builder(VMI_QUEUE_NAME)
+    let vmi_queue: WorkQueue = WorkQueue::builder(super::vmi::QUEUE_NAME)
         .metrics(ctx.metrics.workqueue())
         .build();
     ctx.vm_queue.set(Some(vm_queue.clone()));
@@ -467,17 +465,13 @@ async fn run_term(
                             .get(name, &key)
                             .is_some_and(|r| r.at >= started_at);
                         if let (Err(e), false) = (&result, recorded) {
-                            ctx.reconciles.record(
+                            ctx.reconciles.finish(
                                 name,
                                 &key,
-                                ReconcileRecord {
-                                    at: chrono::Utc::now(),
-                                    duration_seconds: started.elapsed().as_secs_f64(),
-                                    result: "error".into(),
-                                    error: Some(e.0.clone()),
-                                    requeue_after_seconds: None,
-                                    actions: Vec::new(),
-                                },
+                                started,
+                                Some(e.0.clone()),
+                                None,
+                                Vec::new(),
                             );
                         }
                         result

@@ -2,6 +2,7 @@
 //! executor, and what they share (context, informer handlers, the manager).
 
 pub mod apicall;
+pub mod common;
 pub mod context;
 pub mod debug_state;
 pub mod handlers;

@@ -235,14 +235,7 @@ where
     }
 }
 
-/// `namespace/name` key of an object (client-go `MetaNamespaceKeyFunc`).
-pub fn key_of<K: Resource>(obj: &K) -> String {
-    let meta = obj.meta();
-    match &meta.namespace {
-        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or("")),
-        None => meta.name.clone().unwrap_or_default(),
-    }
-}
+pub use crate::api::key::key_of;
 
 /// The controller owner reference of an object, if any.
 pub fn controller_of<K: Resource>(

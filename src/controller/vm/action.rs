@@ -26,7 +26,6 @@ use crate::api::vm::{VirtualMachine, VirtualMachineStatus};
 use crate::api::vmi::VirtualMachineInstance;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// Where the `metadata.resourceVersion` of a full-object VM write comes from.
 ///
@@ -230,49 +229,11 @@ pub struct PlannedAction {
     pub why: String,
 }
 
-/// Kinds of API errors the decision distinguishes (client-go `errors.IsNotFound` etc.).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiErrorKind {
-    /// 404.
-    NotFound,
-    /// 409 AlreadyExists.
-    AlreadyExists,
-    /// 409 Conflict (stale resourceVersion, failed JSON-patch test).
-    Conflict,
-    /// 422 Invalid.
-    Invalid,
-    /// Anything else (timeouts, 403, 500...).
-    Other,
-}
-
-/// A failed API call, as the executor reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    /// Classification.
-    pub kind: ApiErrorKind,
-    /// The error text as client-go prints it (goes into events and the Failure condition).
-    pub message: String,
-}
-
-impl ApiError {
-    /// An error of the given kind.
-    pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
-        ApiError {
-            kind,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
+pub use crate::controller::common::{ApiFailure, SyncError};
 
 /// API failures observed so far in this sync, by action index.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ApiFailures(pub BTreeMap<usize, ApiError>);
+pub struct ApiFailures(pub BTreeMap<usize, ApiFailure>);
 
 impl ApiFailures {
     /// No failures: every API call succeeds.
@@ -281,38 +242,13 @@ impl ApiFailures {
     }
 
     /// Record that the action at `index` failed.
-    pub fn insert(&mut self, index: usize, error: ApiError) {
+    pub fn insert(&mut self, index: usize, error: ApiFailure) {
         self.0.insert(index, error);
     }
 
     /// The failure recorded for `index`.
-    pub fn get(&self, index: usize) -> Option<&ApiError> {
+    pub fn get(&self, index: usize) -> Option<&ApiFailure> {
         self.0.get(&index)
-    }
-}
-
-/// `common.SyncError`: what the VM's `Failure` condition reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyncError {
-    /// Condition reason, one of [`super::reasons::sync`].
-    pub reason: String,
-    /// Condition message (the wrapped error text).
-    pub message: String,
-}
-
-impl SyncError {
-    /// A sync error.
-    pub fn new(reason: &str, message: impl Into<String>) -> Self {
-        SyncError {
-            reason: reason.to_string(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for SyncError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.reason, self.message)
     }
 }
 

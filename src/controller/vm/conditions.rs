@@ -1,4 +1,4 @@
-//! VM conditions: the condition manager (pkg/controller/conditions.go:90-141) and
+//! VM conditions: the shared condition manager (`controller::common::conditions`) and
 //! `syncConditions` / `syncReadyConditionFromVMI` / `processFailureCondition`
 //! (pkg/virt-controller/watch/vm/vm.go:2701-2809).
 
@@ -9,36 +9,9 @@ use crate::api::common::Condition;
 use crate::api::vmi::VirtualMachineInstance;
 use chrono::{DateTime, Utc};
 
-/// `UpdateCondition` (conditions.go:127-141): replace an existing condition of the same type only
-/// when its status or reason changed (so probe/transition times stay put); append otherwise.
-pub fn update_condition(conditions: &mut Vec<Condition>, cond: Condition) {
-    if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == cond.type_) {
-        if existing.status != cond.status
-            || existing.reason.as_deref().unwrap_or("") != cond.reason.as_deref().unwrap_or("")
-        {
-            *existing = cond;
-        }
-        return;
-    }
-    conditions.push(cond);
-}
-
-/// `RemoveCondition` (conditions.go:108-117).
-pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
-    conditions.retain(|c| c.type_ != type_);
-}
-
-/// A condition of this type exists.
-pub fn has_condition(conditions: &[Condition], type_: &str) -> bool {
-    conditions.iter().any(|c| c.type_ == type_)
-}
-
-/// A condition of this type exists with this status.
-pub fn has_condition_with_status(conditions: &[Condition], type_: &str, status: &str) -> bool {
-    conditions
-        .iter()
-        .any(|c| c.type_ == type_ && c.status == status)
-}
+pub use crate::controller::common::conditions::{
+    has_condition, has_condition_with_status, remove_condition, update_condition,
+};
 
 fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
@@ -70,26 +43,19 @@ pub fn sync_ready_condition(
     now: DateTime<Utc>,
 ) {
     let now = Some(Time::from_datetime(now));
+    let not_ready = |reason: &str, message: &str| Condition {
+        type_: READY.into(),
+        status: "False".into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        last_probe_time: now,
+        last_transition_time: now,
+        extra: Default::default(),
+    };
     let cond = match vmi {
-        None => Condition {
-            type_: READY.into(),
-            status: "False".into(),
-            reason: Some("VMINotExists".into()),
-            message: Some("VMI does not exist".into()),
-            last_probe_time: now,
-            last_transition_time: now,
-            extra: Default::default(),
-        },
+        None => not_ready("VMINotExists", "VMI does not exist"),
         Some(vmi) => match vmi.condition(READY) {
-            None => Condition {
-                type_: READY.into(),
-                status: "False".into(),
-                reason: Some("VMIConditionMissing".into()),
-                message: Some("VMI is missing the Ready condition".into()),
-                last_probe_time: now,
-                last_transition_time: now,
-                extra: Default::default(),
-            },
+            None => not_ready("VMIConditionMissing", "VMI is missing the Ready condition"),
             Some(c) => mirror(c),
         },
     };
@@ -169,14 +135,7 @@ mod tests {
     use super::*;
     use crate::api::vmi::VirtualMachineInstanceStatus;
 
-    fn cond(type_: &str, status: &str, reason: Option<&str>) -> Condition {
-        Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: reason.map(Into::into),
-            ..Default::default()
-        }
-    }
+    use crate::controller::common::conditions::test_condition as cond;
 
     fn vmi_with(conds: Vec<Condition>) -> VirtualMachineInstance {
         VirtualMachineInstance {

@@ -7,9 +7,8 @@
 //! and clone sources (`source.pvc` / `source.snapshot`), whose SubjectAccessReview-based clone
 //! authorisation on behalf of the VM's service account is not reproduced.
 
-use super::action::{EventType, VmAction};
-use super::decide::Engine;
-use super::reasons::{annotation, event};
+use super::error::VmSyncError;
+use super::reasons::annotation;
 use super::setup_vmi::vm_controller_ref;
 use crate::api::DataVolume;
 use crate::api::labels::CREATED_BY;
@@ -67,7 +66,7 @@ pub fn dv_phase(dv: &DataVolume) -> &str {
         .unwrap_or("")
 }
 
-fn find<'d>(dvs: &'d [DataVolume], name: &str) -> Option<&'d DataVolume> {
+pub(super) fn find<'d>(dvs: &'d [DataVolume], name: &str) -> Option<&'d DataVolume> {
     dvs.iter()
         .find(|d| d.metadata.name.as_deref() == Some(name))
 }
@@ -119,7 +118,7 @@ pub fn data_volume_provisioning(volumes: &[Volume], dvs: &[DataVolume]) -> bool 
 
 /// `HasDataVolumeExceededQuotaError` (dv.go:198-206): `Bound` not True with reason
 /// `ErrExceededQuota`; returns the condition message.
-fn exceeded_quota(dv: &DataVolume) -> Option<String> {
+pub(super) fn exceeded_quota(dv: &DataVolume) -> Option<String> {
     dv_condition(dv, "Bound")
         .filter(|c| c.status != "True" && c.reason == "ErrExceededQuota")
         .map(|c| c.message)
@@ -130,10 +129,11 @@ fn exceeded_quota(dv: &DataVolume) -> Option<String> {
 /// `cdi.kubevirt.io/allowClaimAdoption: "true"`; `spec.priorityClassName` from the VM template
 /// when the DataVolume has none; a single controller owner reference to the VM; namespace = the
 /// VM's when the template has none. Errors name the template field.
-pub fn build_data_volume(vm: &VirtualMachine, template: &Value) -> Result<DataVolume, String> {
-    let mut metadata: ObjectMeta =
-        serde_json::from_value(template.get("metadata").cloned().unwrap_or(Value::Null))
-            .map_err(|e| format!("dataVolumeTemplates[].metadata: {e}"))?;
+pub fn build_data_volume(vm: &VirtualMachine, template: &Value) -> Result<DataVolume, VmSyncError> {
+    let mut metadata: ObjectMeta = serde_json::from_value(
+        template.get("metadata").cloned().unwrap_or(Value::Null),
+    )
+    .map_err(|e| VmSyncError::DataVolumeManifest(format!("dataVolumeTemplates[].metadata: {e}")))?;
     let mut spec = template.get("spec").cloned().unwrap_or(Value::Null);
     if spec.is_null() {
         spec = Value::Object(Default::default());
@@ -181,134 +181,29 @@ pub fn build_data_volume(vm: &VirtualMachine, template: &Value) -> Result<DataVo
 
 /// The refusals and KubeVirt errors of `GetResolvedCloneSource` + `handleCloneDataVolume`
 /// (dv.go:73-114, vm.go:460-489) for a DataVolume about to be created.
-fn check_clone_source(dv: &DataVolume) -> Result<(), String> {
+pub(super) fn check_clone_source(dv: &DataVolume) -> Result<(), VmSyncError> {
     let name = dv.metadata.name.as_deref().unwrap_or("");
     if let Some(source_ref) = dv.spec.get("sourceRef").filter(|v| !v.is_null()) {
         if source_ref.get("kind").and_then(|k| k.as_str()) == Some("DataSource") {
-            return Err(format!(
-                "unable to create DataVolume manifest: DataVolume {name}: resolving a DataSource \
-                 sourceRef is not supported by virtctl-rs"
-            ));
+            return Err(VmSyncError::DataVolumeManifest(format!(
+                "DataVolume {name}: resolving a DataSource sourceRef is not supported by virtctl-rs"
+            )));
         }
-        return Err("DataVolume sourceRef not supported".into());
+        return Err(VmSyncError::Unsupported(
+            "DataVolume sourceRef not supported".into(),
+        ));
     }
     let source = dv.spec.get("source").filter(|v| !v.is_null());
     if source.is_some_and(|s| {
         s.get("pvc").is_some_and(|v| !v.is_null())
             || s.get("snapshot").is_some_and(|v| !v.is_null())
     }) {
-        return Err(format!(
+        return Err(VmSyncError::Unsupported(format!(
             "clone DataVolume {name} is not supported by virtctl-rs: clone authorization for \
              the VM's service account is not modelled"
-        ));
+        )));
     }
     Ok(())
-}
-
-impl Engine<'_> {
-    /// `handleDataVolumes` (vm.go:512-573): create missing DataVolumes of the templates; report
-    /// whether all exist with phase Succeeded, WaitForFirstConsumer or PendingPopulation. `Err`
-    /// carries KubeVirt's error text.
-    pub(super) fn handle_data_volumes(&mut self) -> Result<bool, String> {
-        let mut ready = true;
-        let templates = self
-            .vm
-            .spec
-            .data_volume_templates
-            .clone()
-            .unwrap_or_default();
-        for (i, template) in templates.iter().enumerate() {
-            let name = template
-                .get("metadata")
-                .and_then(|m| m.get("name"))
-                .and_then(|n| n.as_str())
-                .unwrap_or("")
-                .to_string();
-            if name.is_empty() {
-                return Err(format!(
-                    "unable to create DataVolume manifest: spec.dataVolumeTemplates[{i}].metadata.name is empty"
-                ));
-            }
-            if let Some(dv) = find(&self.snap.data_volumes, &name) {
-                match dv_phase(dv) {
-                    "Succeeded" | "WaitForFirstConsumer" | "PendingPopulation" => continue,
-                    "Failed" => self.event(
-                        EventType::Warning,
-                        event::FAILED_DATA_VOLUME_IMPORT,
-                        format!("DataVolume {name} failed to import disk image"),
-                        "DataVolume Failed (vm.go:557-558)",
-                    ),
-                    "Pending" => {
-                        if let Some(msg) = exceeded_quota(dv) {
-                            self.event(
-                                EventType::Warning,
-                                event::FAILED_DATA_VOLUME_IMPORT,
-                                format!("DataVolume {name} exceeds quota limits"),
-                                "DataVolume over quota (vm.go:559-563)",
-                            );
-                            return Err(format!(
-                                "DataVolume {name} importer is not running due to an error: {msg}"
-                            ));
-                        }
-                    }
-                    _ => {}
-                }
-                ready = false;
-                continue;
-            }
-            let pvc_exists = self.snap.pvcs.contains_key(&name);
-            ready = false;
-            let dv = build_data_volume(&self.vm, template)
-                .map_err(|e| format!("unable to create DataVolume manifest: {e}"))?;
-            check_clone_source(&dv)?;
-            let key = self.key.clone();
-            self.local(
-                VmAction::ExpectDataVolumeCreations {
-                    key: key.clone(),
-                    count: 1,
-                },
-                "expect the DataVolume creation (vm.go:536)",
-            );
-            self.explain(format!(
-                "DataVolume {name} missing: create it (vm.go:520-551)"
-            ));
-            let (_, res) = self.api(
-                VmAction::CreateDataVolume {
-                    data_volume: Box::new(dv),
-                },
-                format!("create DataVolume {name} from spec.dataVolumeTemplates (vm.go:537)"),
-            );
-            match res {
-                Ok(()) => self.event(
-                    EventType::Normal,
-                    event::SUCCESSFUL_DATA_VOLUME_CREATE,
-                    format!("Created DataVolume {name}"),
-                    "DataVolume created (vm.go:550)",
-                ),
-                Err(e) => {
-                    self.local(
-                        VmAction::DataVolumeCreationObserved { key },
-                        "the create was not accepted: lower the expectation (vm.go:539)",
-                    );
-                    if pvc_exists && e.message.contains("already exists") {
-                        self.explain(format!(
-                            "DataVolume {name}: PVC already exists, create error ignored \
-                             (vm.go:540-545)"
-                        ));
-                        continue;
-                    }
-                    self.event(
-                        EventType::Warning,
-                        event::FAILED_DATA_VOLUME_CREATE,
-                        format!("Error creating DataVolume {name}: {}", e.message),
-                        "DataVolume create failed (vm.go:546)",
-                    );
-                    return Err(format!("failed to create DataVolume: {}", e.message));
-                }
-            }
-        }
-        Ok(ready)
-    }
 }
 
 #[cfg(test)]
@@ -425,12 +320,15 @@ mod tests {
         assert!(
             check_clone_source(&build_data_volume(&vm, &clone).unwrap())
                 .unwrap_err()
+                .to_string()
                 .contains("clone")
         );
         let mut source_ref = template.clone();
         source_ref["spec"]["sourceRef"] = json!({"kind": "Other", "name": "x"});
         assert_eq!(
-            check_clone_source(&build_data_volume(&vm, &source_ref).unwrap()).unwrap_err(),
+            check_clone_source(&build_data_volume(&vm, &source_ref).unwrap())
+                .unwrap_err()
+                .to_string(),
             "DataVolume sourceRef not supported"
         );
     }

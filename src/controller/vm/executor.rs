@@ -7,15 +7,15 @@
 //! Not watched, so not in the snapshot: PersistentVolumeClaims (the `WaitingForVolumeBinding`
 //! printable status needs them; it is never shown) and instancetypes.
 
-use super::action::{
-    ApiError, ApiErrorKind, ApiFailures, ResourceVersionFrom, SyncOutcome, VmAction,
-};
+use super::action::{ApiFailure, ApiFailures, ResourceVersionFrom, SyncOutcome, VmAction};
 use super::decide_with_failures;
 use super::revision::in_vm_index;
 use super::snapshot::{ExpectationCounts, ExpectationsView, VmControllerConfig, VmSnapshot};
+use crate::api::key::split_key;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
-use crate::controller::apicall::{api, json_patch, message, split_key};
-use crate::controller::context::{Context, ReconcileRecord, object_ref};
+use crate::controller::apicall::{api, json_patch};
+use crate::controller::common::protocol::{ActionRun, AfterFailure};
+use crate::controller::context::{Context, object_ref};
 use crate::controller::manager::{ReconcileError, Reconciler};
 use crate::runtime::expectations::UidTrackingControllerExpectations;
 use crate::runtime::queue::Requeue;
@@ -140,20 +140,6 @@ pub fn vm_revisions<'a>(
         .collect()
 }
 
-fn api_error(e: &kube::Error) -> ApiError {
-    let kind = match e {
-        kube::Error::Api(s) => match (s.code, s.reason.as_str()) {
-            (_, "NotFound") | (404, _) => ApiErrorKind::NotFound,
-            (_, "AlreadyExists") => ApiErrorKind::AlreadyExists,
-            (_, "Conflict") | (409, _) => ApiErrorKind::Conflict,
-            (_, "Invalid") | (422, _) => ApiErrorKind::Invalid,
-            _ => ApiErrorKind::Other,
-        },
-        _ => ApiErrorKind::Other,
-    };
-    ApiError::new(kind, message(e))
-}
-
 /// Reconcile one VM key: snapshot, decide, apply, replay failures.
 pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileError> {
     let started = Instant::now();
@@ -169,35 +155,35 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
     let mut decision = decide_with_failures(&snap, &failures);
     let mut returned_vms: std::collections::BTreeMap<usize, VirtualMachine> = Default::default();
     let mut requeue_after: Option<Duration> = None;
-    let mut applied = Vec::new();
-    let mut i = 0;
-    while i < decision.actions.len() {
-        let action = decision.actions[i].action.clone();
-        match apply(
+    let mut run = ActionRun::new(decision.actions.clone());
+    while let Some((i, planned)) = run.next() {
+        let action = &planned.action;
+        let result = apply(
             ctx,
             ns,
             key,
             &snap,
-            &action,
+            action,
             &returned_vms,
             &mut requeue_after,
         )
-        .await
-        {
-            Ok(Some(vm)) => {
-                returned_vms.insert(i, vm);
-                applied.push(action.kind().to_string());
+        .await;
+        match result {
+            Ok(returned) => {
+                if let Some(vm) = returned {
+                    returned_vms.insert(i, vm);
+                }
+                run.succeeded(action.kind().to_string());
             }
-            Ok(None) => applied.push(action.kind().to_string()),
-            Err(e) => {
+            Err(e) => run.failed(action.kind().to_string(), e, |i, e| {
                 tracing::debug!(key, action = action.kind(), error = %e.message, "VM action failed");
-                applied.push(format!("{} (failed: {})", action.kind(), e.message));
-                failures.insert(i, e);
+                failures.insert(i, e.clone());
                 decision = decide_with_failures(&snap, &failures);
-            }
+                AfterFailure::Continue(decision.actions.clone())
+            }),
         }
-        i += 1;
     }
+    let applied = run.finish().lines;
     let (result, error) = match &decision.outcome {
         SyncOutcome::Done => (
             Ok(requeue_after.map_or(Requeue::NONE, Requeue::after)),
@@ -205,22 +191,8 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         ),
         SyncOutcome::Error(e) => (Err(ReconcileError(e.clone())), Some(e.clone())),
     };
-    ctx.reconciles.record(
-        "vm",
-        key,
-        ReconcileRecord {
-            at: chrono::Utc::now(),
-            duration_seconds: started.elapsed().as_secs_f64(),
-            result: if error.is_some() {
-                "error".into()
-            } else {
-                "ok".into()
-            },
-            error,
-            requeue_after_seconds: requeue_after.map(|d| d.as_secs_f64()),
-            actions: applied,
-        },
-    );
+    ctx.reconciles
+        .finish("vm", key, started, error, requeue_after, applied);
     result
 }
 
@@ -250,12 +222,12 @@ async fn apply(
     action: &VmAction,
     returned: &std::collections::BTreeMap<usize, VirtualMachine>,
     requeue_after: &mut Option<Duration>,
-) -> Result<Option<VirtualMachine>, ApiError> {
+) -> Result<Option<VirtualMachine>, ApiFailure> {
     let client = &ctx.client;
     let vm_name = snap.vm.metadata.name.clone().unwrap_or_default();
     let vms = api::<VirtualMachine>(client, ns);
     let vmis = api::<VirtualMachineInstance>(client, ns);
-    let e = |e: kube::Error| api_error(&e);
+    let e = |e: kube::Error| ApiFailure::from(&e);
     let pp = PostParams::default();
     match action {
         VmAction::ExpectVmiCreations { key, count } => {
@@ -355,8 +327,8 @@ async fn apply(
             {
                 Ok(_) => {}
                 Err(err) => {
-                    let a = api_error(&err);
-                    if !matches!(a.kind, ApiErrorKind::NotFound | ApiErrorKind::Invalid) {
+                    let a = ApiFailure::from(&err);
+                    if !(a.is_not_found() || a.is_invalid()) {
                         return Err(a);
                     }
                 }
@@ -394,29 +366,23 @@ async fn apply(
 
 /// `CanAdopt` (vm.go:394-407, controller_ref_manager.go:581-593): an uncached GET of the VM; adoption
 /// is refused when the UID changed or the VM is being deleted.
-async fn can_adopt(vms: &kube::Api<VirtualMachine>, snap: &VmSnapshot) -> Result<(), ApiError> {
+async fn can_adopt(vms: &kube::Api<VirtualMachine>, snap: &VmSnapshot) -> Result<(), ApiFailure> {
     let name = snap.vm.metadata.name.clone().unwrap_or_default();
-    let fresh = vms.get(&name).await.map_err(|e| api_error(&e))?;
+    let fresh = vms.get(&name).await.map_err(|e| ApiFailure::from(&e))?;
     if fresh.metadata.uid != snap.vm.metadata.uid {
-        return Err(ApiError::new(
-            ApiErrorKind::Other,
-            format!(
-                "original VirtualMachine {}/{name} is gone: got uid {:?}, wanted {:?}",
-                snap.vm.metadata.namespace.as_deref().unwrap_or(""),
-                fresh.metadata.uid,
-                snap.vm.metadata.uid
-            ),
-        ));
+        return Err(ApiFailure::other(format!(
+            "original VirtualMachine {}/{name} is gone: got uid {:?}, wanted {:?}",
+            snap.vm.metadata.namespace.as_deref().unwrap_or(""),
+            fresh.metadata.uid,
+            snap.vm.metadata.uid
+        )));
     }
     if fresh.metadata.deletion_timestamp.is_some() {
-        return Err(ApiError::new(
-            ApiErrorKind::Other,
-            format!(
-                "VirtualMachine {}/{name} has just been deleted at {:?}",
-                snap.vm.metadata.namespace.as_deref().unwrap_or(""),
-                fresh.metadata.deletion_timestamp
-            ),
-        ));
+        return Err(ApiFailure::other(format!(
+            "VirtualMachine {}/{name} has just been deleted at {:?}",
+            snap.vm.metadata.namespace.as_deref().unwrap_or(""),
+            fresh.metadata.deletion_timestamp
+        )));
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! The stable firmware UUID (pkg/virt-controller/watch/vm/firmware.go).
 
-use super::patches::{add_op, test_op};
 use crate::api::vm::VirtualMachine;
 use crate::api::vmi::Firmware;
+use crate::controller::common::PatchSet;
+use crate::controller::common::patch::path;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -34,11 +35,10 @@ pub fn firmware_uuid_patch(vm: &VirtualMachine) -> Option<(Value, Firmware)> {
     updated.uuid = Some(calculate_legacy_uuid(
         vm.metadata.name.as_deref().unwrap_or(""),
     ));
-    let patch = Value::Array(vec![
-        test_op("/spec/template/spec/domain/firmware", &current),
-        add_op("/spec/template/spec/domain/firmware", &updated),
-    ]);
-    Some((patch, updated))
+    let at = || path(&["spec", "template", "spec", "domain", "firmware"]);
+    let mut patch = PatchSet::new();
+    patch.test(at(), &current).add(at(), &updated);
+    Some((patch.into_value(), updated))
 }
 
 #[cfg(test)]
@@ -87,13 +87,7 @@ mod tests {
                  "value": {"uuid": "5a9fc181-957e-5c32-9e5a-2de5e9673531"}},
             ])
         );
-        vm.spec
-            .template
-            .as_mut()
-            .unwrap()
-            .spec
-            .as_mut()
-            .unwrap()
+        crate::controller::vm::template_spec_mut(&mut vm)
             .domain
             .firmware = Some(fw);
         assert!(firmware_uuid_patch(&vm).is_none());

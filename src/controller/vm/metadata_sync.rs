@@ -3,10 +3,11 @@
 //! 3067-3188) and the PCI topology annotations copied VMI → VM template
 //! (`syncPCITopologyAnnotationsToVM`, vm.go:3190-3213).
 
-use super::patches::{add_op, replace_op, test_op};
 use super::reasons::annotation;
 use crate::api::vm::VirtualMachine;
 use crate::api::vmi::VirtualMachineInstance;
+use crate::controller::common::PatchSet;
+use crate::controller::common::patch::path;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -123,24 +124,17 @@ pub fn dynamic_metadata_patch(
     if ops.is_empty() {
         return None;
     }
-    let mut patch = Vec::new();
+    let mut patch = PatchSet::new();
     for (sub, orig) in ops {
-        let path = format!("/metadata/{sub}");
         let value = if sub == "labels" {
             &labels
         } else {
             &annotations
         };
-        match orig {
-            None => patch.push(add_op(&path, value)),
-            Some(orig) => {
-                patch.push(test_op(&path, orig));
-                patch.push(replace_op(&path, value));
-            }
-        }
+        patch.add_or_test_and_replace(path(&["metadata", sub]), orig, value);
     }
     Some(DynamicMetadataPatch {
-        patch: Value::Array(patch),
+        patch: patch.into_value(),
         labels: Some(labels),
         annotations: Some(annotations),
     })

@@ -35,11 +35,11 @@ pub mod backoff;
 pub mod claim;
 pub mod conditions;
 pub mod datavolume;
-mod decide;
+mod engine;
+pub mod error;
 pub mod executor;
 pub mod firmware;
 pub mod generation;
-mod lifecycle;
 pub mod metadata_sync;
 pub mod patches;
 pub mod printable;
@@ -47,7 +47,6 @@ pub mod reasons;
 pub mod restart_required;
 pub mod revision;
 pub mod run_strategy;
-pub mod semantic;
 pub mod setup_vmi;
 pub mod snapshot;
 pub mod status;
@@ -56,11 +55,24 @@ pub mod unsupported;
 #[cfg(test)]
 mod tests;
 
+/// The VMI spec of a VM's template, for tests that edit it in place.
+#[cfg(test)]
+pub(crate) fn template_spec_mut(
+    vm: &mut crate::api::vm::VirtualMachine,
+) -> &mut crate::api::vmi::VirtualMachineInstanceSpec {
+    vm.spec
+        .template
+        .as_mut()
+        .and_then(|t| t.spec.as_mut())
+        .expect("the VM has spec.template.spec")
+}
+
 pub use action::{
-    ApiError, ApiErrorKind, ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncError,
-    SyncOutcome, VmAction, VmDecision, VmUpdatePurpose,
+    ApiFailure, ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome,
+    VmAction, VmDecision, VmUpdatePurpose,
 };
-pub use decide::{decide, decide_with_failures};
+pub use engine::{decide, decide_with_failures};
+pub use error::VmSyncError;
 pub use printable::PrintableStatus;
 pub use setup_vmi::{SetupError, setup_vmi_from_vm};
 pub use snapshot::{ExpectationCounts, ExpectationsView, PvcInfo, VmControllerConfig, VmSnapshot};
@@ -68,3 +80,6 @@ pub use snapshot::{ExpectationCounts, ExpectationsView, PvcInfo, VmControllerCon
 /// The work-queue name (`virt-controller-vm`, vm.go:153-156), also the `name` label of the
 /// work-queue metrics.
 pub const QUEUE_NAME: &str = "virt-controller-vm";
+
+/// Default number of VM controller workers (`--vm-threads`, application.go:125-128).
+pub const WORKERS: usize = 3;

@@ -1,37 +1,18 @@
-//! JSON patch documents the VM controller sends, built as KubeVirt's `patch.New(...)` builder
-//! serialises them (pkg/apimachinery/patch): `{"op": ..., "path": ..., "value": ...}` in order.
+//! JSON patch documents the VM controller sends, built with the shared
+//! [`PatchSet`], and the merge patches of adoption.
 
-use super::snapshot::object_key;
 use crate::api::finalizers::VM_CONTROLLER;
+use crate::controller::common::PatchSet;
+use crate::controller::common::patch::path;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::Serialize;
 use serde_json::{Value, json};
-
-/// `patch.WithTest(path, value)`. A `None`/nil value serialises as `null`.
-pub fn test_op<T: Serialize>(path: &str, value: &T) -> Value {
-    json!({"op": "test", "path": path, "value": to_json(value)})
-}
-
-/// `patch.WithReplace(path, value)`.
-pub fn replace_op<T: Serialize>(path: &str, value: &T) -> Value {
-    json!({"op": "replace", "path": path, "value": to_json(value)})
-}
-
-/// `patch.WithAdd(path, value)`.
-pub fn add_op<T: Serialize>(path: &str, value: &T) -> Value {
-    json!({"op": "add", "path": path, "value": to_json(value)})
-}
-
-fn to_json<T: Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
-}
 
 /// `getPatchFinalizerOps(old, new)` (vm.go:2307-2312): test+replace of `/metadata/finalizers`.
 pub fn finalizers_patch(old: Option<&Vec<String>>, new: &[String]) -> Value {
-    Value::Array(vec![
-        test_op("/metadata/finalizers", &old),
-        replace_op("/metadata/finalizers", &new),
-    ])
+    let at = || path(&["metadata", "finalizers"]);
+    let mut patch = PatchSet::new();
+    patch.test(at(), &old).replace(at(), new);
+    patch.into_value()
 }
 
 /// The finalizer list with the VM controller finalizer appended (vm.go:2371-2373).
@@ -81,12 +62,7 @@ pub fn release_patch() -> Value {
 }
 
 /// `controller.VirtualMachineInstanceKey`: `namespace/name` of an object.
-pub fn meta_key(meta: &ObjectMeta) -> String {
-    object_key(
-        meta.namespace.as_deref(),
-        meta.name.as_deref().unwrap_or(""),
-    )
-}
+pub use crate::api::key::meta_key;
 
 #[cfg(test)]
 mod tests {

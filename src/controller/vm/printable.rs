@@ -378,24 +378,28 @@ mod tests {
         }
     }
 
-    fn expect_create() -> ExpectationsView {
+    /// The status of the case's VMI, to edit in place.
+    fn vmi_status_mut(c: &mut Case) -> &mut crate::api::vmi::VirtualMachineInstanceStatus {
+        c.vmi
+            .as_mut()
+            .and_then(|v| v.status.as_mut())
+            .expect("the case has a VMI with a status")
+    }
+
+    /// Pending VMI expectations: `adds` creations and `dels` deletions.
+    fn expect_vmi(adds: i64, dels: i64) -> ExpectationsView {
         ExpectationsView {
-            vmi: Some(ExpectationCounts {
-                adds: 1,
-                ..Default::default()
-            }),
+            vmi: Some(ExpectationCounts::pending(adds, dels)),
             data_volumes: None,
         }
     }
 
+    fn expect_create() -> ExpectationsView {
+        expect_vmi(1, 0)
+    }
+
     fn expect_delete() -> ExpectationsView {
-        ExpectationsView {
-            vmi: Some(ExpectationCounts {
-                dels: 1,
-                ..Default::default()
-            }),
-            data_volumes: None,
-        }
+        expect_vmi(0, 1)
     }
 
     /// Mirrors vm_test.go:4485-4563 "should set a Terminating status when VM has a deletion
@@ -446,21 +450,10 @@ mod tests {
     #[test]
     fn rule_3_migrating() {
         let mut c = Case::new("Always").vmi("Running", json!([]));
-        c.vmi
-            .as_mut()
-            .unwrap()
-            .status
-            .as_mut()
-            .unwrap()
-            .migration_state = Some(json!({"startTimestamp": "2023-11-14T22:13:00Z"}));
+        vmi_status_mut(&mut c).migration_state =
+            Some(json!({"startTimestamp": "2023-11-14T22:13:00Z"}));
         assert_eq!(c.run(), PrintableStatus::Migrating);
-        c.vmi
-            .as_mut()
-            .unwrap()
-            .status
-            .as_mut()
-            .unwrap()
-            .migration_state = Some(
+        vmi_status_mut(&mut c).migration_state = Some(
             json!({"startTimestamp": "2023-11-14T22:13:00Z", "endTimestamp": "2023-11-14T22:13:10Z"}),
         );
         assert_eq!(c.run(), PrintableStatus::Running);

@@ -5,11 +5,11 @@
 //!
 //! Instancetype expansion is not modelled (VMs with instancetypes are refused by `sync`).
 
-use super::semantic::semantic_eq;
 use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
 use crate::api::vmi::{
     Disk, Interface, Network, VirtualMachineInstance, VirtualMachineInstanceSpec, Volume,
 };
+use crate::controller::common::semantic_eq;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -131,7 +131,7 @@ fn iface_without_state(i: &Interface) -> Value {
     if let Some(o) = v.as_object_mut() {
         o.remove("state");
     }
-    super::semantic::normalize(&v)
+    crate::controller::common::semantic::normalize(&v)
 }
 
 fn net_without_nad_name(n: &Network) -> Value {
@@ -139,7 +139,7 @@ fn net_without_nad_name(n: &Network) -> Value {
     if let Some(m) = v.get_mut("multus").and_then(Value::as_object_mut) {
         m.remove("networkName");
     }
-    super::semantic::normalize(&v)
+    crate::controller::common::semantic::normalize(&v)
 }
 
 /// `vmliveupdate.IsRestartRequired` (pkg/network/vmliveupdate/restart.go:30-44): interfaces of the

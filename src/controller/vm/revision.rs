@@ -1,10 +1,8 @@
 //! The "start revision": a ControllerRevision holding the VM spec a VMI was started from
 //! (pkg/virt-controller/watch/vm/vm.go:1694-1866, 2384-2404).
 
-use super::action::VmAction;
-use super::decide::Engine;
+use super::error::VmSyncError;
 use super::setup_vmi::vm_controller_ref;
-use super::snapshot::object_key;
 use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -28,11 +26,11 @@ pub fn parse_generation(revision_name: &str) -> Option<i64> {
 }
 
 /// `genFromKey` (vm.go:1798-1802) on a cache key `namespace/name`.
-fn gen_from_key(key: &str) -> Result<i64, String> {
+fn gen_from_key(key: &str) -> Result<i64, VmSyncError> {
     key.rsplit('-')
         .next()
         .and_then(|g| g.parse().ok())
-        .ok_or_else(|| format!("invalid key: {key}"))
+        .ok_or_else(|| VmSyncError::Revision(format!("invalid key: {key}")))
 }
 
 /// The ControllerRevisions in the `vm` index for this UID (pkg/controller/virtinformers.go:
@@ -60,11 +58,8 @@ pub fn in_vm_index(cr: &ControllerRevision, vm_uid: &str) -> bool {
         .is_some_and(|r| r.uid == vm_uid)
 }
 
-fn cr_key(cr: &ControllerRevision) -> String {
-    object_key(
-        cr.metadata.namespace.as_deref(),
-        cr.metadata.name.as_deref().unwrap_or(""),
-    )
+pub(super) fn cr_key(cr: &ControllerRevision) -> String {
+    crate::api::key::meta_key(&cr.metadata)
 }
 
 #[derive(Deserialize)]
@@ -74,15 +69,14 @@ struct RevisionData {
 
 /// Decode `data` of a start revision (`VirtualMachineRevisionData`, vm.go:1432-1436): the
 /// `spec` member. Errors name the revision.
-pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, String> {
+pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, VmSyncError> {
     let name = cr.metadata.name.as_deref().unwrap_or("");
-    let data = cr
-        .data
-        .as_ref()
-        .ok_or_else(|| format!("ControllerRevision {name}: data is empty"))?;
+    let data = cr.data.as_ref().ok_or_else(|| {
+        VmSyncError::Revision(format!("ControllerRevision {name}: data is empty"))
+    })?;
     serde_json::from_value::<RevisionData>(data.0.clone())
         .map(|d| d.spec)
-        .map_err(|e| format!("ControllerRevision {name}: data: {e}"))
+        .map_err(|e| VmSyncError::Revision(format!("ControllerRevision {name}: data: {e}")))
 }
 
 /// `getLastVMRevisionSpec` (vm.go:1804-1838): among the VM's indexed revisions whose key contains
@@ -91,7 +85,7 @@ pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, Stri
 pub fn last_revision_spec(
     vm: &VirtualMachine,
     revisions: &[ControllerRevision],
-) -> Result<Option<VirtualMachineSpec>, String> {
+) -> Result<Option<VirtualMachineSpec>, VmSyncError> {
     let uid = vm.metadata.uid.as_deref().unwrap_or("");
     let prefix = revision_prefix(uid);
     let mut best: Option<(i64, &ControllerRevision)> = None;
@@ -112,11 +106,12 @@ pub fn last_revision_spec(
 /// [`revision_name`], in the VM's namespace, controlled by the VM, `revision` = generation, `data`
 /// = `{"spec": <VM spec>}` with `spec.instancetype.revisionName` / `spec.preference.revisionName`
 /// filled from `status.instancetypeRef` / `status.preferenceRef` controller-revision refs.
-pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, String> {
+pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, VmSyncError> {
     let generation = vm.metadata.generation.unwrap_or(0);
     let uid = vm.metadata.uid.as_deref().unwrap_or("");
-    let mut spec = serde_json::to_value(&vm.spec)
-        .map_err(|e| format!("VirtualMachine spec cannot be serialised: {e}"))?;
+    let mut spec = serde_json::to_value(&vm.spec).map_err(|e| {
+        VmSyncError::Revision(format!("VirtualMachine spec cannot be serialised: {e}"))
+    })?;
     let status_extra = vm.status.as_ref().map(|s| &s.extra);
     for (field, reference) in [
         ("instancetype", "instancetypeRef"),
@@ -145,56 +140,6 @@ pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, S
         data: Some(RawExtension(serde_json::json!({ "spec": spec }))),
         revision: generation,
     })
-}
-
-impl Engine<'_> {
-    /// `createVMRevision` (vm.go:1840-1866) with `deleteOlderVMRevision` (vm.go:1726-1761): delete
-    /// every start revision of the VM whose `revision` is not the current generation; create the
-    /// current one unless it exists. Returns its name; `Err` carries the API error.
-    pub(super) fn create_vm_revision(&mut self) -> Result<String, String> {
-        let uid = self.vm.metadata.uid.clone().unwrap_or_default();
-        let generation = self.generation();
-        let name = revision_name(&uid, generation);
-        let prefix = revision_prefix(&uid);
-        let mut exists = false;
-        let stale: Vec<String> = indexed_revisions(&uid, &self.snap.revisions)
-            .into_iter()
-            .filter(|cr| cr_key(cr).contains(&prefix))
-            .filter_map(|cr| {
-                if cr.revision == generation {
-                    exists = true;
-                    None
-                } else {
-                    cr.metadata.name.clone()
-                }
-            })
-            .collect();
-        for old in stale {
-            let (_, res) = self.api(
-                VmAction::DeleteControllerRevision { name: old.clone() },
-                format!(
-                    "start revision {old} is for another generation than {generation}: delete it \
-                     (vm.go:1726-1761)"
-                ),
-            );
-            res.map_err(|e| e.message)?;
-        }
-        if exists {
-            self.explain(format!(
-                "start revision {name} already exists (vm.go:1842-1845)"
-            ));
-            return Ok(name);
-        }
-        let revision = build_start_revision(&self.vm)?;
-        let (_, res) = self.api(
-            VmAction::CreateControllerRevision {
-                revision: Box::new(revision),
-            },
-            format!("record the spec this VMI starts from as {name} (vm.go:1855-1865)"),
-        );
-        res.map_err(|e| e.message)?;
-        Ok(name)
-    }
 }
 
 #[cfg(test)]
@@ -283,7 +228,7 @@ mod tests {
         let mut bad = old;
         bad.metadata.name = Some("revision-start-vm-uid1-x".into());
         assert_eq!(
-            last_revision_spec(&vm(3), &[bad]).unwrap_err(),
+            last_revision_spec(&vm(3), &[bad]).unwrap_err().to_string(),
             "invalid key: default/revision-start-vm-uid1-x"
         );
         // Generation 0 is never chosen.

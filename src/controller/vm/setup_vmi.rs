@@ -179,13 +179,13 @@ pub fn auto_attach_input_device(spec: &mut VirtualMachineInstanceSpec) {
 pub fn set_default_network_interface(
     config: &VmControllerConfig,
     spec: &mut VirtualMachineInstanceSpec,
-) -> Result<(), String> {
+) -> Result<(), crate::api::defaults::DefaultsError> {
     let admission = crate::api::defaults::AdmissionSettings {
         default_network_interface: config.default_network_interface.clone(),
         permit_bridge_interface_on_pod_network: config.permit_bridge_interface_on_pod_network,
         ..Default::default()
     };
-    crate::api::defaults::set_default_network_interface(spec, &admission).map_err(|e| e.to_string())
+    crate::api::defaults::set_default_network_interface(spec, &admission)
 }
 
 #[cfg(test)]
@@ -291,13 +291,7 @@ mod tests {
     #[test]
     fn existing_firmware_uuid_is_kept() {
         let mut vm = demo_vm();
-        vm.spec
-            .template
-            .as_mut()
-            .unwrap()
-            .spec
-            .as_mut()
-            .unwrap()
+        crate::controller::vm::template_spec_mut(&mut vm)
             .domain
             .firmware = Some(Firmware {
             uuid: Some("my-uuid".into()),
@@ -376,7 +370,7 @@ mod tests {
         cfg.default_network_interface = "slirp".into();
         let mut spec = VirtualMachineInstanceSpec::default();
         assert_eq!(
-            set_default_network_interface(&cfg, &mut spec),
+            set_default_network_interface(&cfg, &mut spec).map_err(|e| e.to_string()),
             Err("slirp interface is deprecated as of v1.3".to_string())
         );
 

@@ -19,6 +19,15 @@ pub struct ExpectationCounts {
 }
 
 impl ExpectationCounts {
+    /// A fresh entry (`SetExpectations(key, adds, dels)`): not expired.
+    pub fn pending(adds: i64, dels: i64) -> Self {
+        ExpectationCounts {
+            adds,
+            dels,
+            expired: false,
+        }
+    }
+
     /// `SatisfiedExpectations` for an existing entry (expectations.go:120-145): fulfilled
     /// (`adds <= 0 && dels <= 0`) or expired.
     pub fn satisfied(&self) -> bool {
@@ -163,17 +172,6 @@ impl VmSnapshot {
 
     /// The controller key `namespace/name` (`controller.KeyFunc`; just `name` without namespace).
     pub fn key(&self) -> String {
-        object_key(
-            self.vm.metadata.namespace.as_deref(),
-            self.vm.metadata.name.as_deref().unwrap_or(""),
-        )
-    }
-}
-
-/// `cache.MetaNamespaceKeyFunc`: `namespace/name`, or `name` when the namespace is empty.
-pub fn object_key(namespace: Option<&str>, name: &str) -> String {
-    match namespace {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
-        _ => name.to_string(),
+        crate::api::key::meta_key(&self.vm.metadata)
     }
 }

@@ -162,8 +162,19 @@ fn start_revision(vm: &VirtualMachine) -> ControllerRevision {
 
 fn fail_at(s: &VmSnapshot, index: usize, message: &str) -> VmDecision {
     let mut failures = ApiFailures::none();
-    failures.insert(index, ApiError::new(ApiErrorKind::Other, message));
+    failures.insert(index, ApiFailure::other(message));
     decide_with_failures(s, &failures)
+}
+
+/// Where the `UpdateVmStatus` at `index` takes its resourceVersion from.
+fn status_write_rv(d: &VmDecision, index: usize) -> ResourceVersionFrom {
+    match &d.actions[index].action {
+        VmAction::UpdateVmStatus {
+            resource_version_from,
+            ..
+        } => *resource_version_from,
+        other => panic!("action {index} is {}, not UpdateVmStatus", other.kind()),
+    }
 }
 
 fn index_of(d: &VmDecision, kind: &str) -> usize {
@@ -214,14 +225,7 @@ fn finalizer_added_once_with_test_and_replace() {
         ])
     );
     // The status write uses the VM the patch returned.
-    let VmAction::UpdateVmStatus {
-        resource_version_from,
-        ..
-    } = &d.actions[1].action
-    else {
-        unreachable!()
-    };
-    assert_eq!(*resource_version_from, ResourceVersionFrom::Action(0));
+    assert_eq!(status_write_rv(&d, 1), ResourceVersionFrom::Action(0));
 
     // Already there: no patch.
     let d = decide(&snap(strategy("Halted")));
@@ -571,14 +575,7 @@ fn rerun_on_failure_restarts_failed_vmi() {
     assert!(status(&d).start_failure.is_some());
     // KubeVirt writes the status with the VM it read (the status patch only replaced the
     // status), so the resourceVersion is stale and the write conflicts.
-    let VmAction::UpdateVmStatus {
-        resource_version_from,
-        ..
-    } = &d.actions[4].action
-    else {
-        unreachable!()
-    };
-    assert_eq!(*resource_version_from, ResourceVersionFrom::Snapshot);
+    assert_eq!(status_write_rv(&d, 4), ResourceVersionFrom::Snapshot);
 }
 
 #[test]
@@ -711,14 +708,7 @@ fn halted_start_request_rewrites_the_run_strategy() {
         failure.message.as_deref(),
         Some("Failure while starting VMI: <nil>")
     );
-    let VmAction::UpdateVmStatus {
-        resource_version_from,
-        ..
-    } = &d.actions[1].action
-    else {
-        unreachable!()
-    };
-    assert_eq!(*resource_version_from, ResourceVersionFrom::Snapshot);
+    assert_eq!(status_write_rv(&d, 1), ResourceVersionFrom::Snapshot);
     assert_eq!(
         d.outcome,
         SyncOutcome::Error("Failure while starting VMI: <nil>".into())
@@ -906,14 +896,7 @@ fn failure_replay_keeps_the_executed_prefix() {
     let mut dv_vm = strategy("Always");
     dv_vm.spec.data_volume_templates = Some(vec![json!({"metadata": {"name": "dv1"}, "spec": {}})]);
     let mut no_fw = strategy("Always");
-    no_fw
-        .spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut no_fw)
         .domain
         .firmware = None;
     let scenarios = vec![
@@ -1011,14 +994,7 @@ fn generation_annotation_bumped_when_template_unchanged() {
 
     // Template changed: no bump, observed stays 1, and RestartRequired appears.
     let mut changed = v;
-    changed
-        .spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut changed)
         .volumes
         .as_mut()
         .unwrap()[0]
@@ -1074,15 +1050,8 @@ fn restart_required_cleared_and_live_updates_refused() {
     assert!(condition(&d, "RestartRequired").is_none());
 
     let mut changed = strategy("Always");
-    changed
-        .spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
-        .tolerations = Some(json!([{"key": "k", "operator": "Exists"}]));
+    crate::controller::vm::template_spec_mut(&mut changed).tolerations =
+        Some(json!([{"key": "k", "operator": "Exists"}]));
     let mut s = snap_with(changed.clone(), vmi("Running"));
     s.revisions = vec![start_revision(&strategy("Always"))];
     let d = decide(&s);
@@ -1103,13 +1072,7 @@ fn restart_required_cleared_and_live_updates_refused() {
 #[test]
 fn firmware_uuid_is_persisted() {
     let mut v = strategy("Always");
-    v.spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut v)
         .domain
         .firmware = None;
     let d = decide(&snap_with(v, vmi("Running")));
@@ -1139,14 +1102,7 @@ fn firmware_uuid_is_persisted() {
         .firmware
         .clone();
     assert_eq!(fw.unwrap().uuid.as_deref(), Some(FW_UUID));
-    let VmAction::UpdateVmStatus {
-        resource_version_from,
-        ..
-    } = &d.actions[2].action
-    else {
-        unreachable!()
-    };
-    assert_eq!(*resource_version_from, ResourceVersionFrom::Action(1));
+    assert_eq!(status_write_rv(&d, 2), ResourceVersionFrom::Action(1));
     // vm.go copies the patched VM's ObjectMeta (the server bumped metadata.generation from 1 to
     // 2 for the spec change) and updateStatus reports it: one status write, not a second one
     // later just for desiredGeneration.
@@ -1155,13 +1111,7 @@ fn firmware_uuid_is_persisted() {
     // Without a VMI the start stops the sync at the expectations re-check: no firmware patch yet,
     // but the new VMI gets the same UUID.
     let mut v = strategy("Always");
-    v.spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut v)
         .domain
         .firmware = None;
     let d = decide(&snap(v));
@@ -1255,13 +1205,7 @@ fn dv_vm() -> VirtualMachine {
         "metadata": {"name": "dv1"},
         "spec": {"source": {"http": {"url": "http://example/disk.img"}}, "storage": {}}
     })]);
-    v.spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut v)
         .volumes
         .as_mut()
         .unwrap()
@@ -1406,13 +1350,7 @@ fn printable_status_sees_trimmed_requests() {
         strategy("Manual"),
         json!({"stateChangeRequests": [{"action": "Stop", "uid": "old"}, {"action": "Start"}]}),
     );
-    v.spec
-        .template
-        .as_mut()
-        .unwrap()
-        .spec
-        .as_mut()
-        .unwrap()
+    crate::controller::vm::template_spec_mut(&mut v)
         .volumes
         .as_mut()
         .unwrap()

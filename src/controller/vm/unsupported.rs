@@ -170,16 +170,6 @@ pub fn memory_dump(vm: &VirtualMachine) -> Option<SyncError> {
     ))
 }
 
-fn semantic_opt<T: serde::Serialize>(a: &Option<T>, b: &Option<T>) -> bool {
-    let empty = |v: &Option<T>| {
-        v.as_ref()
-            .map(|x| serde_json::to_value(x).unwrap_or(Value::Null))
-            .map(|x| super::semantic::normalize(&x))
-            .filter(|x| !matches!(x, Value::Null) && x != &Value::Object(Default::default()))
-    };
-    empty(a) == empty(b)
-}
-
 /// The LiveUpdate handlers (vm.go:3358-3377): with a VMI not being deleted, CPU sockets
 /// (vm.go:622-673; only when the template sets a non-zero `sockets`, since virt-api defaults
 /// the VMI's), node selector/affinity (775-806), tolerations (749-773), guest memory by value
@@ -201,8 +191,8 @@ pub fn live_update(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) ->
             ),
         ));
     }
-    if !semantic_opt(&spec.node_selector, &vmi.spec.node_selector)
-        || !semantic_opt(&spec.affinity, &vmi.spec.affinity)
+    if !crate::controller::common::semantic_eq(&spec.node_selector, &vmi.spec.node_selector)
+        || !crate::controller::common::semantic_eq(&spec.affinity, &vmi.spec.affinity)
     {
         return Some(SyncError::new(
             reason::AFFINITY_CHANGE_ERROR,
@@ -212,7 +202,7 @@ pub fn live_update(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) ->
             ),
         ));
     }
-    if !semantic_opt(&spec.tolerations, &vmi.spec.tolerations) {
+    if !crate::controller::common::semantic_eq(&spec.tolerations, &vmi.spec.tolerations) {
         return Some(SyncError::new(
             reason::TOLERATIONS_CHANGE_ERROR,
             msg(

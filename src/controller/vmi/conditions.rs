@@ -66,14 +66,11 @@ pub mod messages {
     pub const EVICTION_REQUESTED: &str = "VMI is marked for eviction";
 }
 
+use crate::controller::common::conditions as manager;
+
 /// A condition by type.
 pub fn get<'a>(status: &'a VirtualMachineInstanceStatus, type_: &str) -> Option<&'a Condition> {
-    status
-        .conditions
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .find(|c| c.type_ == type_)
+    manager::condition(status.conditions.as_deref().unwrap_or_default(), type_)
 }
 
 /// A condition of that type exists.
@@ -89,13 +86,8 @@ pub fn has_with_status(status: &VirtualMachineInstanceStatus, type_: &str, value
 /// `RemoveCondition` (conditions.go:192-201): drop every condition of that type. Like Go's
 /// re-built slice, an empty result becomes `None`.
 pub fn remove(status: &mut VirtualMachineInstanceStatus, type_: &str) {
-    let kept: Vec<Condition> = status
-        .conditions
-        .take()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| c.type_ != type_)
-        .collect();
+    let mut kept = status.conditions.take().unwrap_or_default();
+    manager::remove_condition(&mut kept, type_);
     status.conditions = if kept.is_empty() { None } else { Some(kept) };
 }
 
@@ -103,20 +95,9 @@ fn push(status: &mut VirtualMachineInstanceStatus, cond: Condition) {
     status.conditions.get_or_insert_with(Vec::new).push(cond);
 }
 
-/// `UpdateCondition` (conditions.go:203-218): replace the condition of that type only when its
-/// status or reason differs (so timestamps stay put otherwise); append when absent.
+/// `UpdateCondition` (conditions.go:203-218), see [`manager::update_condition`].
 pub fn update(status: &mut VirtualMachineInstanceStatus, cond: Condition) {
-    if let Some(existing) = status
-        .conditions
-        .as_mut()
-        .and_then(|cs| cs.iter_mut().find(|c| c.type_ == cond.type_))
-    {
-        if existing.status != cond.status || existing.reason != cond.reason {
-            *existing = cond;
-        }
-        return;
-    }
-    push(status, cond);
+    manager::update_condition(status.conditions.get_or_insert_with(Vec::new), cond);
 }
 
 fn nonempty(s: Option<&String>) -> Option<String> {
@@ -324,14 +305,7 @@ mod tests {
         )
     }
 
-    fn cond(t: &str, s: &str, r: Option<&str>) -> Condition {
-        Condition {
-            type_: t.into(),
-            status: s.into(),
-            reason: r.map(Into::into),
-            ..Default::default()
-        }
-    }
+    use crate::controller::common::conditions::test_condition as cond;
 
     #[test]
     fn update_keeps_times_when_status_and_reason_match() {

@@ -10,6 +10,7 @@ use super::snapshot::VmiSnapshot;
 use crate::api::quantity::{Format, ParsedQuantity};
 use crate::api::vmi::{MemoryStatus, VirtualMachineInstanceStatus};
 use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalizers, labels};
+use crate::controller::common::semantic_eq;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 
@@ -29,14 +30,6 @@ pub const EVICTION_IN_PROGRESS_ANNOTATION: &str =
 /// Stands for the 5 characters the API server appends to `generateName` in the pod that
 /// [`decide`] predicts (not a valid name on purpose).
 pub const PREDICTED_NAME_SUFFIX: &str = "<generated>";
-
-fn key_of(vmi: &VirtualMachineInstance) -> String {
-    format!(
-        "{}/{}",
-        vmi.metadata.namespace.as_deref().unwrap_or(""),
-        vmi.metadata.name.as_deref().unwrap_or("")
-    )
-}
 
 fn has_finalizer(vmi: &VirtualMachineInstance, f: &str) -> bool {
     vmi.metadata
@@ -67,6 +60,22 @@ fn add_finalizer(vmi: &mut VirtualMachineInstance, f: &str) {
             .finalizers
             .get_or_insert_with(Vec::new)
             .push(f.to_string());
+    }
+}
+
+/// Running or Scheduled: without a launcher pod the VMI fails; with one, virt-handler owns it.
+fn fail_without_pod(
+    new: &mut VirtualMachineInstance,
+    expl: &mut Vec<String>,
+    has_pod: bool,
+    failed: &str,
+    kept: &str,
+) {
+    if has_pod {
+        expl.push(kept.into());
+    } else {
+        status_mut(new).phase = Some(Phase::Failed);
+        expl.push(failed.into());
     }
 }
 
@@ -563,28 +572,21 @@ fn update_status(
             }
             strip_vm_controller_finalizer(snap, &mut new, &mut expl);
         }
-        Phase::Running => {
-            if vmi_pod.is_none() {
-                status_mut(&mut new).phase = Some(Phase::Failed);
-                expl.push(
-                    "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)"
-                        .into(),
-                );
-            } else {
-                expl.push("phase Running: owned by virt-handler (volume/interface status, hotplug and migration conditions not modelled) (lifecycle.go:480-514)".into());
-            }
-        }
-        Phase::Scheduled => {
-            if vmi_pod.is_none() {
-                status_mut(&mut new).phase = Some(Phase::Failed);
-                expl.push(
-                    "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)"
-                        .into(),
-                );
-            } else {
-                expl.push("phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)".into());
-            }
-        }
+        Phase::Running => fail_without_pod(
+            &mut new,
+            &mut expl,
+            vmi_pod.is_some(),
+            "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
+            "phase Running: owned by virt-handler (volume/interface status, hotplug and migration \
+             conditions not modelled) (lifecycle.go:480-514)",
+        ),
+        Phase::Scheduled => fail_without_pod(
+            &mut new,
+            &mut expl,
+            vmi_pod.is_some(),
+            "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)",
+            "phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)",
+        ),
         Phase::WaitingForSync => {
             if vmi.is_deleting() {
                 remove_finalizer(&mut new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
@@ -689,10 +691,10 @@ fn update_status(
                 now.to_rfc3339()
             ));
         }
-        let changed = !patch::semantic_eq(&vmi.status, &new.status)
-            || !patch::semantic_eq(&vmi.metadata.finalizers, &new.metadata.finalizers)
-            || !patch::semantic_eq(&vmi.metadata.annotations, &new.metadata.annotations)
-            || !patch::semantic_eq(&vmi.metadata.labels, &new.metadata.labels);
+        let changed = !semantic_eq(&vmi.status, &new.status)
+            || !semantic_eq(&vmi.metadata.finalizers, &new.metadata.finalizers)
+            || !semantic_eq(&vmi.metadata.annotations, &new.metadata.annotations)
+            || !semantic_eq(&vmi.metadata.labels, &new.metadata.labels);
         if changed {
             expl.push(format!(
                 "full Update of the VMI (was {}) (lifecycle.go:594-610)",
@@ -742,17 +744,17 @@ fn changed_fields(old: &VirtualMachineInstance, new: &VirtualMachineInstance) ->
     keys.sort();
     keys.dedup();
     for k in keys {
-        if !patch::semantic_eq(&om.get(k), &nm.get(k)) {
+        if !semantic_eq(&om.get(k), &nm.get(k)) {
             out.push(format!("status.{k}"));
         }
     }
-    if !patch::semantic_eq(&old.metadata.labels, &new.metadata.labels) {
+    if !semantic_eq(&old.metadata.labels, &new.metadata.labels) {
         out.push("metadata.labels".into());
     }
-    if !patch::semantic_eq(&old.metadata.annotations, &new.metadata.annotations) {
+    if !semantic_eq(&old.metadata.annotations, &new.metadata.annotations) {
         out.push("metadata.annotations".into());
     }
-    if !patch::semantic_eq(&old.metadata.finalizers, &new.metadata.finalizers) {
+    if !semantic_eq(&old.metadata.finalizers, &new.metadata.finalizers) {
         out.push("metadata.finalizers".into());
     }
     out
@@ -806,7 +808,7 @@ fn api_version_observed(vmi: &VirtualMachineInstance) -> bool {
 fn empty_decision(snap: &VmiSnapshot) -> VmiDecision {
     let phase = snap.vmi.phase();
     VmiDecision {
-        key: key_of(&snap.vmi),
+        key: snap.key(),
         skipped: None,
         sync_actions: Vec::new(),
         status_actions: Vec::new(),

@@ -90,6 +90,26 @@ fn running_state() -> Option<ContainerState> {
 }
 
 /// `newPodForVirtualMachine` (vmi_test.go:5426-5458).
+/// A Running, Ready launcher pod whose compute container runs `image`.
+fn ready_pod_with_compute_image(image: &str) -> Pod {
+    let mut pod = kv_pod("Running");
+    if let Some(s) = pod.spec.as_mut() {
+        s.containers.push(Container {
+            name: "compute".into(),
+            image: Some(image.into()),
+            ..Default::default()
+        });
+    }
+    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        c.push(PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
+    }
+    pod
+}
+
 fn kv_pod(phase: &str) -> Pod {
     Pod {
         metadata: ObjectMeta {
@@ -393,11 +413,7 @@ fn failed_create_sets_synchronized_false_and_requeues() {
         &s,
         &SyncOutcome::Failed {
             index: 0,
-            error: ApiFailure {
-                code: 0,
-                reason: String::new(),
-                message: "random error".into(),
-            },
+            error: ApiFailure::new(0, String::new(), "random error"),
         },
     );
     assert_eq!(
@@ -434,11 +450,7 @@ fn pod_security_rejection_uses_the_privileged_namespace_message() {
         &s,
         &SyncOutcome::Failed {
             index: 0,
-            error: ApiFailure {
-                code: 403,
-                reason: "Forbidden".into(),
-                message: api.into(),
-            },
+            error: ApiFailure::new(403, "Forbidden", api),
         },
     );
     let expected = format!(
@@ -655,11 +667,7 @@ fn failed_delete_sets_error_condition() {
         &s,
         &SyncOutcome::Failed {
             index: 0,
-            error: ApiFailure {
-                code: 500,
-                reason: "InternalError".into(),
-                message: "random error".into(),
-            },
+            error: ApiFailure::new(500, "InternalError", "random error"),
         },
     );
     assert_eq!(
@@ -1274,21 +1282,7 @@ fn running_vmi_active_pods() {
 fn outdated_launcher_label_added_and_synced_to_pod() {
     let mut vmi = with_phase(pending_vmi(), Phase::Running);
     set_ready(&mut vmi, "True", "");
-    let mut pod = kv_pod("Running");
-    if let Some(s) = pod.spec.as_mut() {
-        s.containers.push(Container {
-            name: "compute".into(),
-            image: Some("madeup".into()),
-            ..Default::default()
-        });
-    }
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            ..Default::default()
-        });
-    }
+    let pod = ready_pod_with_compute_image("madeup");
     let mut s = snap_with_pod(vmi, pod);
     s.launcher_image = Some("a".into());
     let d = decide(&s);
@@ -1327,21 +1321,7 @@ fn outdated_launcher_label_removed_when_up_to_date() {
     set_ready(&mut vmi, "True", "");
     vmi.metadata.labels =
         Some([("kubevirt.io/outdatedLauncherImage".into(), String::new())].into());
-    let mut pod = kv_pod("Running");
-    if let Some(s) = pod.spec.as_mut() {
-        s.containers.push(Container {
-            name: "compute".into(),
-            image: Some("a".into()),
-            ..Default::default()
-        });
-    }
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            ..Default::default()
-        });
-    }
+    let pod = ready_pod_with_compute_image("a");
     let mut s = snap_with_pod(vmi, pod);
     s.launcher_image = Some("a".into());
     let d = decide(&s);
@@ -1393,11 +1373,7 @@ fn failed_pod_patch_in_sync_is_failed_pod_patch_error() {
         &s,
         &SyncOutcome::Failed {
             index: 0,
-            error: ApiFailure {
-                code: 409,
-                reason: "Conflict".into(),
-                message: "the object has been modified".into(),
-            },
+            error: ApiFailure::new(409, "Conflict", "the object has been modified"),
         },
     );
     assert!(d.requeue());

@@ -113,11 +113,7 @@ mod tests {
 
     #[test]
     fn pod_security_rejection_maps_to_privileged_namespace_message() {
-        let err = ApiFailure {
-            code: 403,
-            reason: "Forbidden".into(),
-            message: PSA.into(),
-        };
+        let err = ApiFailure::new(403, "Forbidden", PSA);
         let (sync, event) = map_pod_create_error("default", "testvmi", &err);
         assert_eq!(sync.reason, "FailedCreate");
         assert!(sync.requeue);
@@ -139,11 +135,7 @@ mod tests {
 
     #[test]
     fn forbidden_without_pod_security_is_a_plain_create_error() {
-        let err = ApiFailure {
-            code: 403,
-            reason: "Forbidden".into(),
-            message: "exceeded quota: compute-resources".into(),
-        };
+        let err = ApiFailure::new(403, "Forbidden", "exceeded quota: compute-resources");
         let (sync, event) = map_pod_create_error("default", "testvmi", &err);
         assert_eq!(
             sync.message,
@@ -158,11 +150,7 @@ mod tests {
     // The PodSecurity text alone is not enough: it must be a Forbidden error.
     #[test]
     fn pod_security_text_on_other_error_is_plain() {
-        let err = ApiFailure {
-            code: 500,
-            reason: "InternalError".into(),
-            message: PSA.into(),
-        };
+        let err = ApiFailure::new(500, "InternalError", PSA);
         let (sync, _) = map_pod_create_error("default", "testvmi", &err);
         assert!(
             sync.message
@@ -173,11 +161,7 @@ mod tests {
     // vmi_test.go:1177-1196 "should set an error condition if creating the pod fails"
     #[test]
     fn random_create_error() {
-        let err = ApiFailure {
-            code: 0,
-            reason: String::new(),
-            message: "random error".into(),
-        };
+        let err = ApiFailure::new(0, String::new(), "random error");
         let (sync, event) = map_pod_create_error("default", "testvmi", &err);
         assert_eq!(
             (sync.reason.as_str(), sync.message.as_str()),
@@ -194,11 +178,7 @@ mod tests {
 
     #[test]
     fn delete_error_and_success_texts() {
-        let err = ApiFailure {
-            code: 500,
-            reason: "InternalError".into(),
-            message: "etcd down".into(),
-        };
+        let err = ApiFailure::new(500, "InternalError", "etcd down");
         let (sync, event) = map_pod_delete_error("virt-launcher-a-xyz", &err);
         assert_eq!(
             (sync.reason.as_str(), sync.message.as_str()),

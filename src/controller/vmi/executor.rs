@@ -13,9 +13,11 @@ use super::action::{ApiFailure, SyncOutcome, VmiAction};
 use super::snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
 use super::{decide, decide_after_sync, needs_rendered_pod};
 use crate::api::defaults::apply_admission_defaults;
+use crate::api::key::split_key;
 use crate::api::{DataVolume, Time, VirtualMachine, VirtualMachineInstance};
-use crate::controller::apicall::{api, json_patch, split_key};
-use crate::controller::context::{Context, ReconcileRecord, object_ref};
+use crate::controller::apicall::{api, json_patch};
+use crate::controller::common::protocol::{ActionRun, AfterFailure};
+use crate::controller::context::{Context, object_ref};
 use crate::controller::manager::{ReconcileError, Reconciler};
 use crate::launcher::resources::NamespaceContext;
 use crate::launcher::{RenderError, render_launch_manifest};
@@ -160,39 +162,42 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
     if first.skipped.is_some() {
         return Ok(Requeue::NONE);
     }
-    let mut applied = Vec::new();
-    // Stage 1: sync.
-    let mut outcome = SyncOutcome::Succeeded { created_pod: None };
-    for (index, action) in first.sync_actions.iter().enumerate() {
-        match apply(ctx, key, &snap, action).await {
+    // Stage 1: sync, which returns on its first error.
+    let mut created_pod = None;
+    let mut run = ActionRun::new(first.sync_actions.clone());
+    while let Some((_, action)) = run.next() {
+        match apply(ctx, key, &snap, &action).await {
             Ok(created) => {
-                applied.push(describe(action));
-                if let Some(pod) = created {
-                    outcome = SyncOutcome::Succeeded {
-                        created_pod: Some(Box::new(pod)),
-                    };
-                }
+                created_pod = created.map(Box::new).or(created_pod);
+                run.succeeded(describe(&action));
             }
-            Err(error) => {
-                applied.push(format!("{} (failed: {})", describe(action), error.message));
-                outcome = SyncOutcome::Failed { index, error };
-                break;
-            }
+            Err(e) => run.failed(describe(&action), e, |_, _| AfterFailure::Stop),
         }
     }
-    // Stage 2: events about stage 1, then updateStatus.
+    let stage1 = run.finish();
+    let outcome = match stage1.stopped_at {
+        Some((index, error)) => SyncOutcome::Failed { index, error },
+        None => SyncOutcome::Succeeded { created_pod },
+    };
+    // Stage 2: events about stage 1, then updateStatus; a failed write ends it.
     let second = decide_after_sync(&snap, &outcome);
-    let mut status_error = None;
-    for action in &second.status_actions {
-        match apply(ctx, key, &snap, action).await {
-            Ok(_) => applied.push(describe(action)),
-            Err(error) => {
-                applied.push(format!("{} (failed: {})", describe(action), error.message));
-                status_error = Some(format!("{}: {}", describe(action), error.message));
-                break;
-            }
+    let mut run = ActionRun::new(second.status_actions.clone());
+    while let Some((_, action)) = run.next() {
+        match apply(ctx, key, &snap, &action).await {
+            Ok(_) => run.succeeded(describe(&action)),
+            Err(e) => run.failed(describe(&action), e, |_, _| AfterFailure::Stop),
         }
     }
+    let stage2 = run.finish();
+    let status_error = stage2.stopped_at.map(|(index, error)| {
+        format!(
+            "{}: {}",
+            describe(&second.status_actions[index]),
+            error.message
+        )
+    });
+    let mut applied = stage1.lines;
+    applied.extend(stage2.lines);
     let error = status_error
         .or_else(|| second.update_status_error.clone())
         .or_else(|| {
@@ -202,22 +207,8 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
                 .filter(|e| e.requeue)
                 .map(|e| format!("{}: {}", e.reason, e.message))
         });
-    ctx.reconciles.record(
-        "vmi",
-        key,
-        ReconcileRecord {
-            at: chrono::Utc::now(),
-            duration_seconds: started.elapsed().as_secs_f64(),
-            result: if error.is_some() {
-                "error".into()
-            } else {
-                "ok".into()
-            },
-            error: error.clone(),
-            requeue_after_seconds: None,
-            actions: applied,
-        },
-    );
+    ctx.reconciles
+        .finish("vmi", key, started, error.clone(), None, applied);
     match error {
         Some(e) => Err(ReconcileError(e)),
         None => Ok(Requeue::NONE),

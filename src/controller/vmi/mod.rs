@@ -14,9 +14,10 @@
 //! [`VmiSnapshot::rendered_pod`]. The decision then emits [`VmiAction::CreatePod`] with that pod.
 //!
 //! Files: [`snapshot`] (input), [`action`] (output types), [`decide`](mod@decide) (sync + updateStatus),
-//! [`conditions`] (condition bookkeeping), [`patch`] (JSON patches, semantic equality),
+//! [`conditions`] (condition bookkeeping), [`patch`] (JSON patches),
 //! [`events`] (event/sync-error texts, API error mapping), [`podutil`] (pod predicates of
-//! pkg/controller/controller.go).
+//! pkg/controller/controller.go). The sync error, API-failure type, semantic equality, condition
+//! manager and patch builder are shared with the VM controller in `controller::common`.
 
 pub mod action;
 pub mod conditions;
@@ -33,3 +34,10 @@ pub use action::{
 pub use decide::{decide, decide_after_sync, needs_rendered_pod};
 pub use events::{map_pod_create_error, map_pod_delete_error};
 pub use snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
+
+/// The work-queue name (`virt-controller-vmi`, vmi.go:83-86), also the `name` label of the
+/// work-queue metrics.
+pub const QUEUE_NAME: &str = "virt-controller-vmi";
+
+/// Default number of VMI controller workers (`--vmi-threads`, application.go:125-128).
+pub const WORKERS: usize = 10;

@@ -1,4 +1,4 @@
-//! JSON patches the VMI controller sends, and apimachinery's "semantic" equality.
+//! JSON patches the VMI controller sends.
 //!
 //! - `prepareVMIPatch` (lifecycle.go:627-721) is [`prepare_vmi_patch`]: test+replace ops for a
 //!   Running/Scheduled VMI.
@@ -6,16 +6,16 @@
 //!   [`sync_pod_annotations_patch`].
 //! - `syncDynamicAnnotationsAndLabelsToPod` (lifecycle.go:724-844) is
 //!   [`dynamic_pod_metadata_patch`], for the fixed keys only.
-//! - `equality.Semantic.DeepEqual` is [`semantic_eq`]: nil and empty are equal.
+//!
+//! Patches are built with the shared [`PatchSet`]; semantic equality is the shared
+//! [`semantic_eq`] (both in `controller::common`).
 
 use crate::api::VirtualMachineInstance;
 use crate::api::vmi::VirtualMachineInstanceStatus;
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{
-    AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation, TestOperation,
-};
+use crate::controller::common::patch::path as ptr;
+use crate::controller::common::{PatchSet, semantic_eq};
+use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
-use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -28,69 +28,6 @@ pub const DYNAMIC_ANNOTATIONS: &[&str] = &[
     "descheduler.alpha.kubernetes.io/evict",
     "descheduler.alpha.kubernetes.io/prefer-no-eviction",
 ];
-
-/// Drop nulls, empty arrays and empty objects (recursively inside objects) so that nil and empty
-/// slices/maps compare equal. Empty strings are kept: a label `key: ""` is a real entry.
-fn normalize(v: Value) -> Value {
-    match v {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (k, normalize(v)))
-                .filter(|(_, v)| !is_empty_value(v))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(normalize).collect()),
-        other => other,
-    }
-}
-
-fn top(v: Value) -> Value {
-    if is_empty_value(&v) { Value::Null } else { v }
-}
-
-fn is_empty_value(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
-    }
-}
-
-/// `equality.Semantic.DeepEqual` as far as the controller needs it: compare the JSON forms with
-/// absent, null, empty list and empty map treated as equal (the typed structs never hold `""`
-/// where Go would hold a zero value, so strings compare as they are). Values that cannot be
-/// serialised compare unequal.
-pub fn semantic_eq<T: Serialize + ?Sized>(a: &T, b: &T) -> bool {
-    match (serde_json::to_value(a), serde_json::to_value(b)) {
-        (Ok(a), Ok(b)) => top(normalize(a)) == top(normalize(b)),
-        _ => false,
-    }
-}
-
-fn json<T: Serialize + ?Sized>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
-
-fn ptr(tokens: &[&str]) -> PointerBuf {
-    PointerBuf::from_tokens(tokens.iter().copied())
-}
-
-fn add(path: PointerBuf, value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation { path, value })
-}
-
-fn test(path: PointerBuf, value: Value) -> PatchOperation {
-    PatchOperation::Test(TestOperation { path, value })
-}
-
-fn replace(path: PointerBuf, value: Value) -> PatchOperation {
-    PatchOperation::Replace(ReplaceOperation { path, value })
-}
-
-fn remove(path: PointerBuf) -> PatchOperation {
-    PatchOperation::Remove(RemoveOperation { path })
-}
 
 fn sorted_interfaces(status: &VirtualMachineInstanceStatus) -> Vec<Value> {
     let mut v = status.interfaces.clone().unwrap_or_default();
@@ -115,74 +52,56 @@ pub fn prepare_vmi_patch(old: &VirtualMachineInstance, new: &VirtualMachineInsta
     let empty = VirtualMachineInstanceStatus::default();
     let os = old.status.as_ref().unwrap_or(&empty);
     let ns = new.status.as_ref().unwrap_or(&empty);
-    let mut ops = Vec::new();
+    let mut ops = PatchSet::new();
 
     if !semantic_eq(&ns.volume_status, &os.volume_status) {
         let p = ptr(&["status", "volumeStatus"]);
-        match &os.volume_status {
-            None => ops.push(add(p, json(&ns.volume_status))),
-            Some(old_vs) => {
-                ops.push(test(p.clone(), json(old_vs)));
-                ops.push(replace(p, json(&ns.volume_status)));
-            }
-        }
+        ops.add_or_test_and_replace(p, os.volume_status.as_ref(), &ns.volume_status);
     }
     if !super::conditions::conditions_equal(os, ns) {
         let p = ptr(&["status", "conditions"]);
-        ops.push(test(p.clone(), json(&os.conditions)));
-        ops.push(replace(p, json(&ns.conditions)));
+        ops.test(p.clone(), &os.conditions);
+        ops.replace(p, &ns.conditions);
     }
     if !semantic_eq(&ns.active_pods, &os.active_pods) {
         let p = ptr(&["status", "activePods"]);
-        ops.push(test(p.clone(), json(&os.active_pods)));
-        ops.push(replace(p, json(&ns.active_pods)));
+        ops.test(p.clone(), &os.active_pods);
+        ops.replace(p, &ns.active_pods);
     }
     let old_phase = os.phase.unwrap_or_default();
     let new_phase = ns.phase.unwrap_or_default();
     if old_phase != new_phase {
         let p = ptr(&["status", "phase"]);
-        ops.push(test(p.clone(), json(&old_phase)));
-        ops.push(replace(p, json(&new_phase)));
+        ops.test(p.clone(), &old_phase);
+        ops.replace(p, &new_phase);
     }
     let old_img = os.launcher_container_image_version.as_deref().unwrap_or("");
     let new_img = ns.launcher_container_image_version.as_deref().unwrap_or("");
     if old_img != new_img {
         let p = ptr(&["status", "launcherContainerImageVersion"]);
         if old_img.is_empty() {
-            ops.push(add(p, json(new_img)));
+            ops.add(p, new_img);
         } else {
-            ops.push(test(p.clone(), json(old_img)));
-            ops.push(replace(p, json(new_img)));
+            ops.test(p.clone(), old_img);
+            ops.replace(p, new_img);
         }
     }
     if !semantic_eq(&old.metadata.labels, &new.metadata.labels) {
         let p = ptr(&["metadata", "labels"]);
         let new_labels = new.metadata.labels.clone().unwrap_or_default();
-        match &old.metadata.labels {
-            None => ops.push(add(p, json(&new_labels))),
-            Some(ol) => {
-                ops.push(test(p.clone(), json(ol)));
-                ops.push(replace(p, json(&new_labels)));
-            }
-        }
+        ops.add_or_test_and_replace(p, old.metadata.labels.as_ref(), &new_labels);
     }
     if !semantic_eq(&old.metadata.finalizers, &new.metadata.finalizers) {
         let p = ptr(&["metadata", "finalizers"]);
         let new_f = new.metadata.finalizers.clone().unwrap_or_default();
-        match &old.metadata.finalizers {
-            None => ops.push(add(p, json(&new_f))),
-            Some(of) => {
-                ops.push(test(p.clone(), json(of)));
-                ops.push(replace(p, json(&new_f)));
-            }
-        }
+        ops.add_or_test_and_replace(p, old.metadata.finalizers.as_ref(), &new_f);
     }
     if !semantic_eq(&sorted_interfaces(ns), &sorted_interfaces(os)) {
         let p = ptr(&["status", "interfaces"]);
-        ops.push(test(p.clone(), json(&os.interfaces)));
-        ops.push(add(p, json(&ns.interfaces)));
+        ops.test(p.clone(), &os.interfaces);
+        ops.add(p, &ns.interfaces);
     }
-    Patch(ops)
+    ops.into_patch()
 }
 
 /// `SyncPodAnnotations` (pkg/controller/controller.go:575-597): one `add
@@ -190,17 +109,13 @@ pub fn prepare_vmi_patch(old: &VirtualMachineInstance, new: &VirtualMachineInsta
 /// the pod already has them all.
 pub fn sync_pod_annotations_patch(pod: &Pod, wanted: &BTreeMap<String, String>) -> Patch {
     let current = pod.metadata.annotations.as_ref();
-    let ops = wanted
-        .iter()
-        .filter(|(k, v)| current.and_then(|a| a.get(*k)) != Some(*v))
-        .map(|(k, v)| {
-            add(
-                ptr(&["metadata", "annotations", k]),
-                Value::String(v.clone()),
-            )
-        })
-        .collect();
-    Patch(ops)
+    let mut ops = PatchSet::new();
+    for (k, v) in wanted {
+        if current.and_then(|a| a.get(k)) != Some(v) {
+            ops.add(ptr(&["metadata", "annotations", k]), v);
+        }
+    }
+    ops.into_patch()
 }
 
 /// `MarkEvictionInProgress` / `MarkEvictionCompleted`
@@ -215,11 +130,17 @@ pub fn eviction_in_progress_patch(pod: &Pod, mark: bool) -> Patch {
         .and_then(|a| a.get(KEY))
         .cloned();
     let p = ptr(&["metadata", "annotations", KEY]);
+    let mut ops = PatchSet::new();
     match (mark, current) {
-        (true, None) => Patch(vec![add(p, Value::String("true".into()))]),
-        (false, Some(v)) => Patch(vec![test(p.clone(), Value::String(v)), remove(p)]),
-        _ => Patch(vec![]),
+        (true, None) => {
+            ops.add(p, "true");
+        }
+        (false, Some(v)) => {
+            ops.test(p.clone(), &v).remove(p);
+        }
+        _ => {}
     }
+    ops.into_patch()
 }
 
 /// Sync `keys` from `vmi_map` into a copy of `pod_map` (exact keys only; wildcard patterns are
@@ -255,20 +176,13 @@ fn sync_keys(
 /// delete). For each changed map: `add /metadata/<labels|annotations>` when the pod had none,
 /// else `test` the old map and `replace` it.
 pub fn dynamic_pod_metadata_patch(vmi: &VirtualMachineInstance, pod: &Pod) -> Patch {
-    let mut ops = Vec::new();
+    let mut ops = PatchSet::new();
     let mut one = |keys: &[&str],
                    vmi_map: Option<&BTreeMap<String, String>>,
                    pod_map: Option<&BTreeMap<String, String>>,
                    field: &str| {
         if let Some(new_map) = sync_keys(keys, vmi_map, pod_map) {
-            let p = ptr(&["metadata", field]);
-            match pod_map {
-                None => ops.push(add(p, json(&new_map))),
-                Some(old) => {
-                    ops.push(test(p.clone(), json(old)));
-                    ops.push(replace(p, json(&new_map)));
-                }
-            }
+            ops.add_or_test_and_replace(ptr(&["metadata", field]), pod_map, &new_map);
         }
     };
     one(
@@ -283,7 +197,7 @@ pub fn dynamic_pod_metadata_patch(vmi: &VirtualMachineInstance, pod: &Pod) -> Pa
         pod.metadata.annotations.as_ref(),
         "annotations",
     );
-    Patch(ops)
+    ops.into_patch()
 }
 
 #[cfg(test)]
@@ -305,25 +219,6 @@ mod tests {
 
     fn ops_json(p: &Patch) -> Value {
         serde_json::to_value(p).expect("patch serialises")
-    }
-
-    #[test]
-    fn semantic_eq_treats_nil_and_empty_alike() {
-        let a: Option<Vec<String>> = None;
-        let b: Option<Vec<String>> = Some(vec![]);
-        assert!(semantic_eq(&a, &b));
-        let c: Option<BTreeMap<String, String>> = Some(BTreeMap::new());
-        assert!(semantic_eq(&None::<BTreeMap<String, String>>, &c));
-        assert!(!semantic_eq(&Some(vec!["x".to_string()]), &b));
-        // an empty-string label value is a real entry
-        let with_key: Option<BTreeMap<String, String>> = Some(
-            [(
-                "kubevirt.io/outdatedLauncherImage".to_string(),
-                String::new(),
-            )]
-            .into(),
-        );
-        assert!(!semantic_eq(&with_key, &c));
     }
 
     // vmi_test.go:890-900 "should create empty status network interfaces patch, regardless of interfaces order"

@@ -162,10 +162,6 @@ impl VmiSnapshot {
 
     /// `namespace/name` of the VMI (`VirtualMachineInstanceKey`, controller.go:182-184).
     pub fn key(&self) -> String {
-        format!(
-            "{}/{}",
-            self.vmi.metadata.namespace.as_deref().unwrap_or(""),
-            self.vmi.metadata.name.as_deref().unwrap_or("")
-        )
+        crate::api::key::meta_key(&self.vmi.metadata)
     }
 }

@@ -41,15 +41,10 @@ pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
     default_controller_rate_limiter,
 };
-pub use workers::{Requeue, VM_WORKERS, VMI_WORKERS, run_workers};
+pub use workers::{Requeue, run_workers};
 
 use crate::runtime::metrics::{QueueMetrics, UnfinishedWork, WorkqueueMetrics};
 use rate_limiter::lock;
-
-/// Queue name of KubeVirt's VM controller; the `name` label of its metrics (vm.go:153-156).
-pub const VM_QUEUE_NAME: &str = "virt-controller-vm";
-/// Queue name of KubeVirt's VMI controller; the `name` label of its metrics (vmi.go:83-86).
-pub const VMI_QUEUE_NAME: &str = "virt-controller-vmi";
 
 /// What a queue key must be: `String` (`namespace/name`) in practice.
 pub trait QueueKey: Clone + Eq + Hash + Ord + Display + Send + Sync + 'static {}
@@ -273,7 +268,7 @@ impl WorkQueue<String> {
 }
 
 impl<K: QueueKey> WorkQueue<K> {
-    /// Start building a queue named `name` (the `name` metric label, e.g. [`VM_QUEUE_NAME`]).
+    /// Start building a queue named `name` (the `name` metric label, e.g. `virt-controller-vm`).
     pub fn builder(name: impl Into<String>) -> WorkQueueBuilder<K> {
         WorkQueueBuilder {
             name: name.into(),

@@ -12,6 +12,13 @@ use tokio::time::{Instant, advance, timeout};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+
+/// Queue names as the controllers use them (the `name` label of the work-queue metrics).
+const VM_QUEUE_NAME: &str = "virt-controller-vm";
+const VMI_QUEUE_NAME: &str = "virt-controller-vmi";
+/// Worker counts as the controllers default them (`--vm-threads`, `--vmi-threads`).
+const VM_WORKERS: usize = 3;
+const VMI_WORKERS: usize = 10;
 use crate::runtime::metrics::Metrics;
 
 fn ms(n: u64) -> Duration {

@@ -13,11 +13,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::{QueueKey, WorkQueue};
 
-/// Default number of VM controller workers (`--vm-threads`, application.go:125-128).
-pub const VM_WORKERS: usize = 3;
-/// Default number of VMI controller workers (`--vmi-threads`, application.go:125-128).
-pub const VMI_WORKERS: usize = 10;
-
 /// What a successful handler asks for besides forgetting the key's failures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Requeue {

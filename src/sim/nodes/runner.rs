@@ -119,12 +119,7 @@ fn is_status(err: &kube::Error, code: u16) -> bool {
     matches!(err, kube::Error::Api(s) if s.code == code)
 }
 
-fn key_of<K: ResourceExt>(obj: &K) -> String {
-    match obj.namespace() {
-        Some(ns) => format!("{ns}/{}", obj.name_any()),
-        None => obj.name_any(),
-    }
-}
+use crate::api::key::key_of;
 
 fn rv_number<K: ResourceExt>(obj: &K) -> Option<u64> {
     obj.resource_version()?.parse().ok()

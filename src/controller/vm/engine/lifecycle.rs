@@ -5,23 +5,25 @@
 //! instancetypes are refused earlier), changed-block tracking (`cbt.SetChangedBlockTrackingOnVMI`)
 //! and the network admitter's creation validation (virt-api validates the VMI on create anyway).
 
-use super::action::{EventType, VmAction};
-use super::conditions::has_condition_with_status;
-use super::decide::Engine;
-use super::patches::{add_op, meta_key};
-use super::reasons::{condition, event};
-use super::setup_vmi::{
-    auto_attach_input_device, set_default_network_interface, setup_vmi_from_vm,
-};
+use super::{Abort, Engine};
 use crate::api::annotations::{CREATE_MIGRATION_TARGET, VM_GENERATION};
 use crate::api::finalizers::VM_CONTROLLER;
 use crate::api::vm::StateChangeRequest;
 use crate::api::vmi::{VirtualMachineInstance, VirtualMachineInstanceStatus};
+use crate::controller::common::PatchSet;
+use crate::controller::common::patch::path;
+use crate::controller::vm::action::{EventType, VmAction};
+use crate::controller::vm::conditions::has_condition_with_status;
+use crate::controller::vm::patches::meta_key;
+use crate::controller::vm::reasons::{condition, event};
+use crate::controller::vm::setup_vmi::{
+    auto_attach_input_device, set_default_network_interface, setup_vmi_from_vm,
+};
 
 impl Engine<'_> {
     /// `startVMI` (vm.go:1257-1345). `Err` carries the error text that becomes
     /// `Failure while starting VMI: <err>`.
-    pub(super) fn start_vmi(&mut self) -> Result<(), String> {
+    pub(super) fn start_vmi(&mut self) -> Result<(), Abort> {
         // 1. DataVolumes must be ready.
         if !self.handle_data_volumes()? {
             self.explain("DataVolumes not ready: delay the start (vm.go:1263-1266)");
@@ -47,7 +49,7 @@ impl Engine<'_> {
         self.remove_restart_required();
 
         // 4. SetupVMIFromVM.
-        let mut vmi = setup_vmi_from_vm(&self.vm).map_err(|e| e.to_string())?;
+        let mut vmi = setup_vmi_from_vm(&self.vm)?;
 
         // 5. Start revision.
         let revision_name = self.create_vm_revision()?;
@@ -81,7 +83,7 @@ impl Engine<'_> {
         self.create_vmi(vmi)
     }
 
-    fn create_vmi(&mut self, vmi: VirtualMachineInstance) -> Result<(), String> {
+    fn create_vmi(&mut self, vmi: VirtualMachineInstance) -> Result<(), Abort> {
         let name = vmi.metadata.name.clone().unwrap_or_default();
         let key = self.key.clone();
         self.local(
@@ -107,7 +109,7 @@ impl Engine<'_> {
                     format!("Error creating virtual machine instance: {}", e.message),
                     "VMI create failed (vm.go:1332)",
                 );
-                Err(e.message)
+                Err(e.into())
             }
             Ok(()) => {
                 self.event(
@@ -126,7 +128,7 @@ impl Engine<'_> {
 
     /// `stopVMI` (vm.go:1658-1688): no-op for a VMI already being deleted. `Err` carries the
     /// error text.
-    pub(super) fn stop_vmi(&mut self, vmi: &VirtualMachineInstance) -> Result<(), String> {
+    pub(super) fn stop_vmi(&mut self, vmi: &VirtualMachineInstance) -> Result<(), Abort> {
         if vmi.is_deleting() {
             self.explain("the VMI is already being deleted: nothing to do (vm.go:1659-1662)");
             return Ok(());
@@ -167,7 +169,7 @@ impl Engine<'_> {
                     ),
                     "VMI delete failed (vm.go:1678)",
                 );
-                Err(e.message)
+                Err(e.into())
             }
             Ok(()) => {
                 self.remove_restart_required();
@@ -187,7 +189,7 @@ impl Engine<'_> {
     /// `addStartRequest` (vm.go:954-968): JSON patch `add /status/stateChangeRequests` with the
     /// current list plus `{action: Start}`. On success the working VM's status becomes the
     /// patched server status (in-memory status edits are lost, as in KubeVirt).
-    pub(super) fn add_start_request(&mut self) -> Result<(), String> {
+    pub(super) fn add_start_request(&mut self) -> Result<(), Abort> {
         let mut requests = self
             .vm
             .status
@@ -198,13 +200,14 @@ impl Engine<'_> {
             action: "Start".into(),
             ..Default::default()
         });
-        let patch =
-            serde_json::Value::Array(vec![add_op("/status/stateChangeRequests", &requests)]);
+        let mut patch = PatchSet::new();
+        patch.add(path(&["status", "stateChangeRequests"]), &requests);
+        let patch = patch.into_value();
         let (_, res) = self.api(
             VmAction::AddStartRequest { patch },
             "RerunOnFailure and the VMI failed: queue a Start request (vm.go:1062-1066)",
         );
-        res.map_err(|e| e.message)?;
+        res?;
         let mut server = self.server_status.clone().unwrap_or_default();
         server.state_change_requests = Some(requests);
         self.server_status = Some(server.clone());

@@ -1,210 +1,28 @@
-//! The decision engine: KubeVirt's `execute` → `sync` → `updateStatus`
-//! (pkg/virt-controller/watch/vm/vm.go:357-458, 3215-3390, 2457-2514) replayed on a snapshot.
-//!
-//! Every API call goes through [`Engine::api`], which records the action and answers with the
-//! outcome the executor reported for that action index (success unless listed in
-//! [`ApiFailures`]). KubeVirt's in-memory bookkeeping (the working VM object, the VMI it patched,
-//! the expectation counters) is simulated so that later steps see what KubeVirt's would.
+//! The `execute` → `sync` step of the VM engine (vm.go:357-458, 3215-3390): expectations gate,
+//! api-version annotations, claiming, deletion and finalizers, then the other steps in order.
 
-use super::action::{
-    ApiError, ApiFailures, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome, VmAction,
-    VmDecision, VmUpdatePurpose,
+use super::{Abort, Engine};
+use crate::api::finalizers::{ORPHAN, VM_CONTROLLER};
+use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
+use crate::controller::vm::action::{
+    ResourceVersionFrom, SyncError, SyncOutcome, VmAction, VmUpdatePurpose,
 };
-use super::claim::{VmiClaim, claim_data_volume, claim_vmi};
-use super::conditions;
-use super::patches::{
+use crate::controller::vm::claim::{VmiClaim, claim_data_volume, claim_vmi};
+use crate::controller::vm::conditions;
+use crate::controller::vm::patches::{
     self, adopt_patch, finalizers_patch, has_finalizer, with_vm_controller_finalizer,
     without_vm_controller_finalizer,
 };
-use super::reasons::{annotation, condition, message, sync as reason};
-use super::run_strategy::{Strategy, vm_strategy};
-use super::snapshot::{ExpectationCounts, ExpectationsView, VmSnapshot};
-use super::{metadata_sync, restart_required, unsupported};
-use crate::api::finalizers::{ORPHAN, VM_CONTROLLER};
-use crate::api::vm::{VirtualMachine, VirtualMachineSpec, VirtualMachineStatus};
-use crate::api::vmi::VirtualMachineInstance;
+use crate::controller::vm::reasons::{annotation, condition, message, sync as reason};
+use crate::controller::vm::run_strategy::vm_strategy;
+use crate::controller::vm::{metadata_sync, restart_required, unsupported};
 
-/// Decide what one sync of the VM does, assuming every API call succeeds.
-pub fn decide(snapshot: &VmSnapshot) -> VmDecision {
-    decide_with_failures(snapshot, &ApiFailures::none())
-}
-
-/// Decide what one sync does when the API calls at the indices in `failures` fail (see the
-/// executor contract in [`super::action`]). Deterministic: the same inputs give the same
-/// decision, and adding a failure at index `i` leaves actions `0..=i` unchanged.
-pub fn decide_with_failures(snapshot: &VmSnapshot, failures: &ApiFailures) -> VmDecision {
-    let mut engine = Engine::new(snapshot, failures);
-    let outcome = engine.execute();
-    VmDecision {
-        actions: engine.actions,
-        sync_error: engine.sync_error,
-        status: engine.status,
-        outcome,
-        explanation: engine.explanation,
-    }
-}
-
-/// Stop the sync: `execute` returns this error (→ rate-limited requeue), no status update.
-pub(super) type Abort = String;
-
-/// The replay state of one sync.
-pub(super) struct Engine<'a> {
-    pub(super) snap: &'a VmSnapshot,
-    failures: &'a ApiFailures,
-    pub(super) actions: Vec<PlannedAction>,
-    pub(super) explanation: Vec<String>,
-    /// `namespace/name` of the VM.
-    pub(super) key: String,
-    /// Expectation counters as they evolve during the sync.
-    pub(super) expectations: ExpectationsView,
-    /// KubeVirt's working `vm` object.
-    pub(super) vm: VirtualMachine,
-    /// Where `vm`'s resourceVersion comes from.
-    pub(super) vm_rv: ResourceVersionFrom,
-    /// The VM status as stored on the server (changed only by status patches).
-    pub(super) server_status: Option<VirtualMachineStatus>,
-    /// The claimed VMI as KubeVirt holds it (patched in memory after VMI patches).
-    pub(super) vmi: Option<VirtualMachineInstance>,
-    pub(super) sync_error: Option<SyncError>,
-    pub(super) status: Option<VirtualMachineStatus>,
-}
-
-impl<'a> Engine<'a> {
-    fn new(snap: &'a VmSnapshot, failures: &'a ApiFailures) -> Self {
-        Engine {
-            snap,
-            failures,
-            actions: Vec::new(),
-            explanation: Vec::new(),
-            key: snap.key(),
-            expectations: snap.expectations,
-            vm: snap.vm.clone(),
-            vm_rv: ResourceVersionFrom::Snapshot,
-            server_status: snap.vm.status.clone(),
-            vmi: None,
-            sync_error: None,
-            status: None,
-        }
-    }
-
-    /// Record an explanation line.
-    pub(super) fn explain(&mut self, line: impl Into<String>) {
-        self.explanation.push(line.into());
-    }
-
-    /// Record a local action (expectations, events, requeues) and apply its effect on the
-    /// simulated expectation counters.
-    pub(super) fn local(&mut self, action: VmAction, why: impl Into<String>) {
-        match &action {
-            VmAction::ExpectVmiCreations { count, .. } => {
-                self.expectations.vmi = Some(ExpectationCounts {
-                    adds: *count,
-                    dels: 0,
-                    expired: false,
-                });
-            }
-            VmAction::VmiCreationObserved { .. } => {
-                if let Some(e) = self.expectations.vmi.as_mut() {
-                    e.adds -= 1;
-                }
-            }
-            VmAction::ExpectVmiDeletions { deletion_keys, .. } => {
-                self.expectations.vmi = Some(ExpectationCounts {
-                    adds: 0,
-                    dels: deletion_keys.len() as i64,
-                    expired: false,
-                });
-            }
-            VmAction::VmiDeletionObserved { .. } => {
-                if let Some(e) = self.expectations.vmi.as_mut() {
-                    e.dels -= 1;
-                }
-            }
-            VmAction::ExpectDataVolumeCreations { count, .. } => {
-                self.expectations.data_volumes = Some(ExpectationCounts {
-                    adds: *count,
-                    dels: 0,
-                    expired: false,
-                });
-            }
-            VmAction::DataVolumeCreationObserved { .. } => {
-                if let Some(e) = self.expectations.data_volumes.as_mut() {
-                    e.adds -= 1;
-                }
-            }
-            _ => {}
-        }
-        self.actions.push(PlannedAction {
-            action,
-            why: why.into(),
-        });
-    }
-
-    /// Record an API call; returns its index and the outcome the executor reported.
-    pub(super) fn api(
-        &mut self,
-        action: VmAction,
-        why: impl Into<String>,
-    ) -> (usize, Result<(), ApiError>) {
-        let index = self.actions.len();
-        self.actions.push(PlannedAction {
-            action,
-            why: why.into(),
-        });
-        match self.failures.get(index) {
-            None => (index, Ok(())),
-            Some(e) => {
-                self.explanation
-                    .push(format!("action {index} failed: {}", e.message));
-                (index, Err(e.clone()))
-            }
-        }
-    }
-
-    /// A Normal/Warning event on the VM.
-    pub(super) fn event(
-        &mut self,
-        type_: super::action::EventType,
-        reason: &str,
-        message: String,
-        why: &str,
-    ) {
-        self.local(
-            VmAction::Event {
-                type_,
-                reason: reason.to_string(),
-                message,
-            },
-            why,
-        );
-    }
-
-    /// The working VM's conditions, created on demand.
-    pub(super) fn vm_conditions_mut(&mut self) -> &mut Vec<crate::api::Condition> {
-        self.vm
-            .status
-            .get_or_insert_with(Default::default)
-            .conditions
-            .get_or_insert_with(Vec::new)
-    }
-
-    /// `cleanupRestartRequired` (vm.go:1248-1255).
-    pub(super) fn remove_restart_required(&mut self) {
-        if let Some(conds) = self.vm.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-            conditions::remove_condition(conds, condition::RESTART_REQUIRED);
-        }
-    }
-
-    /// The VM generation (`metadata.generation`, 0 when unset).
-    pub(super) fn generation(&self) -> i64 {
-        self.vm.metadata.generation.unwrap_or(0)
-    }
-
+impl Engine<'_> {
     // ------------------------------------------------------------------------------------
     // execute (vm.go:357-458)
     // ------------------------------------------------------------------------------------
 
-    fn execute(&mut self) -> SyncOutcome {
+    pub(super) fn execute(&mut self) -> SyncOutcome {
         if self.vm.metadata.name.as_deref().unwrap_or("").is_empty() {
             return SyncOutcome::Error("VirtualMachine without metadata.name".into());
         }
@@ -260,11 +78,11 @@ impl<'a> Engine<'a> {
 
         // Step 4: claim the same-named VMI (vm.go:409-425).
         if let Err(e) = self.claim_vmi() {
-            return SyncOutcome::Error(e);
+            return SyncOutcome::Error(e.to_string());
         }
         // Step 5: claim DataVolumes of the templates (vm.go:427-438).
         if let Err(e) = self.claim_data_volumes() {
-            return SyncOutcome::Error(e);
+            return SyncOutcome::Error(e.to_string());
         }
 
         // Step 6: sync, then updateStatus (vm.go:440-457).
@@ -275,7 +93,7 @@ impl<'a> Engine<'a> {
                     "sync stopped with an error, status not updated, key requeued with rate \
                      limit: {abort}"
                 ));
-                return SyncOutcome::Error(abort);
+                return SyncOutcome::Error(abort.to_string());
             }
         };
         self.sync_error = sync_error.clone();
@@ -284,7 +102,7 @@ impl<'a> Engine<'a> {
         }
         if let Err(abort) = self.update_status(sync_error.as_ref()) {
             self.explain(format!("updateStatus failed: {abort}"));
-            return SyncOutcome::Error(abort);
+            return SyncOutcome::Error(abort.to_string());
         }
         match sync_error {
             Some(e) => SyncOutcome::Error(e.message),
@@ -318,10 +136,10 @@ impl<'a> Engine<'a> {
                 );
                 match res {
                     Ok(()) => self.vmi = Some(vmi),
-                    Err(e) if e.kind == super::action::ApiErrorKind::NotFound => {
+                    Err(e) if e.is_not_found() => {
                         self.explain("the VMI disappeared while adopting it: treated as absent");
                     }
-                    Err(e) => return Err(e.message),
+                    Err(e) => return Err(e.into()),
                 }
             }
             VmiClaim::Release => {
@@ -334,13 +152,9 @@ impl<'a> Engine<'a> {
                     "owned VMI no longer matches: release it (controller_ref_manager.go:109-132)",
                 );
                 if let Err(e) = res
-                    && !matches!(
-                        e.kind,
-                        super::action::ApiErrorKind::NotFound
-                            | super::action::ApiErrorKind::Invalid
-                    )
+                    && !(e.is_not_found() || e.is_invalid())
                 {
-                    return Err(e.message);
+                    return Err(e.into());
                 }
             }
             VmiClaim::NotClaimed(why) => {
@@ -351,7 +165,7 @@ impl<'a> Engine<'a> {
     }
 
     fn claim_data_volumes(&mut self) -> Result<(), Abort> {
-        let names = super::datavolume::template_names(&self.vm);
+        let names = crate::controller::vm::datavolume::template_names(&self.vm);
         let mut errors = Vec::new();
         for name in names {
             let Some(dv) = self
@@ -381,17 +195,17 @@ impl<'a> Engine<'a> {
                  (controller_ref_manager.go:338-362, 508-519)",
             );
             if let Err(e) = res
-                && e.kind != super::action::ApiErrorKind::NotFound
+                && !e.is_not_found()
             {
-                errors.push(e.message);
+                errors.push(e);
             }
         }
         if errors.is_empty() {
             Ok(())
         } else if errors.len() == 1 {
-            Err(errors.remove(0))
+            Err(errors.remove(0).into())
         } else {
-            Err(format!("[{}]", errors.join(", ")))
+            Err(Abort::Aggregate(errors))
         }
     }
 
@@ -412,7 +226,7 @@ impl<'a> Engine<'a> {
 
         // 2. The spec of the newest start revision, for RestartRequired.
         let start_spec: Option<VirtualMachineSpec> = if self.vmi.is_some() {
-            super::revision::last_revision_spec(&self.vm, &self.snap.revisions)?
+            crate::controller::vm::revision::last_revision_spec(&self.vm, &self.snap.revisions)?
         } else {
             None
         };
@@ -455,7 +269,7 @@ impl<'a> Engine<'a> {
                     reason::FAILED_CREATE,
                     format!("{}{e}", message::FETCHING_RUN_STRATEGY),
                 ));
-                return Err(e.to_string());
+                return Err(e.into());
             }
         };
         self.explain(format!("run strategy: {}", strategy.as_str()));
@@ -515,7 +329,9 @@ impl<'a> Engine<'a> {
         if let Some(e) = unsupported::network_hotplug(&vm_copy, self.vmi.as_ref()) {
             return Ok(Some(e));
         }
-        if let Some((patch, firmware)) = super::firmware::firmware_uuid_patch(&vm_copy) {
+        if let Some((patch, firmware)) =
+            crate::controller::vm::firmware::firmware_uuid_patch(&vm_copy)
+        {
             self.explain(
                 "the template has no firmware UUID: persist the legacy UUID (firmware.go:48-66)",
             );
@@ -576,8 +392,11 @@ impl<'a> Engine<'a> {
         }
 
         // 14. Persist spec/metadata changes.
-        if !super::semantic::semantic_eq(&self.vm.spec, &vm_copy.spec)
-            || !super::semantic::semantic_eq(&self.vm.metadata, &vm_copy.metadata)
+        if !crate::controller::common::semantic::semantic_eq(&self.vm.spec, &vm_copy.spec)
+            || !crate::controller::common::semantic::semantic_eq(
+                &self.vm.metadata,
+                &vm_copy.metadata,
+            )
             || copy_rv != self.vm_rv
         {
             self.explain(
@@ -623,7 +442,7 @@ impl<'a> Engine<'a> {
             "VM deleted and VMI gone: drop kubevirt.io/virtualMachineControllerFinalize \
              (vm.go:2338-2360)",
         );
-        res.map_err(|e| e.message)?;
+        res?;
         self.vm.metadata.finalizers = Some(new);
         self.vm.status = self.server_status.clone();
         self.vm_rv = ResourceVersionFrom::Action(index);
@@ -642,7 +461,7 @@ impl<'a> Engine<'a> {
             VmAction::AddVmFinalizer { patch },
             "ensure kubevirt.io/virtualMachineControllerFinalize on the VM (vm.go:2362-2382)",
         );
-        res.map_err(|e| e.message)?;
+        res?;
         self.vm.metadata.finalizers = Some(new);
         self.vm.status = self.server_status.clone();
         self.vm_rv = ResourceVersionFrom::Action(index);
@@ -706,10 +525,4 @@ impl<'a> Engine<'a> {
             )),
         }
     }
-}
-
-/// The run strategy used for `status.runStrategy` and the printable status: `vmOrig.RunStrategy()`
-/// with errors ignored (vm.go:2475).
-pub(super) fn strategy_or_none(vm: &VirtualMachine) -> Option<Strategy> {
-    vm_strategy(vm).ok()
 }

@@ -1,0 +1,222 @@
+//! The two error types both controllers share: the sync error a reconcile reports in the
+//! object's conditions (`common.SyncError`, pkg/virt-controller/watch/common/error.go), and a
+//! failed API call as the executors saw it (client-go's `*errors.StatusError`, classified like
+//! `k8s.io/apimachinery/pkg/api/errors`).
+
+use serde::Serialize;
+use std::fmt;
+
+/// A sync error (`common.SyncError`, pkg/virt-controller/watch/common/error.go). The VM
+/// controller writes it as the `Failure` condition (vm.go:2457-2514); the VMI controller as
+/// `Synchronized=False` on the full-update path and, when `requeue` is true and it came from
+/// `sync`, returns it from `execute` so the key is re-added with rate limiting (vmi.go:361-365).
+/// The VM controller only makes requeueing sync errors (`common.NewSyncError`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncError {
+    /// Condition reason, e.g. `FailedCreate`.
+    pub reason: String,
+    /// Condition message (`err.Error()`, the wrapped error text).
+    pub message: String,
+    /// False for "informal" sync errors (`informalSyncError`, vmi.go:165-180), which only
+    /// update the condition.
+    pub requeue: bool,
+}
+
+impl SyncError {
+    /// A sync error that requests a requeue (`common.NewSyncError`).
+    pub fn new(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        SyncError {
+            reason: reason.into(),
+            message: message.into(),
+            requeue: true,
+        }
+    }
+
+    /// An informal sync error: condition only, no requeue.
+    pub fn informal(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        SyncError {
+            reason: reason.into(),
+            message: message.into(),
+            requeue: false,
+        }
+    }
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.reason, self.message)
+    }
+}
+
+impl std::error::Error for SyncError {}
+
+/// A failed API call as the executor saw it (a `metav1.Status`): enough to reproduce
+/// `k8serrors.IsNotFound` / `IsForbidden` / `IsConflict` / ... and `err.Error()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiFailure {
+    /// HTTP status code (403, 404, 409, 500...); 0 when the request never got an answer.
+    pub code: u16,
+    /// `metav1.Status.reason` (`Forbidden`, `NotFound`, `Conflict`...); may be empty.
+    pub reason: String,
+    /// `metav1.Status.message`, which is what Go's `err.Error()` prints for API errors; for
+    /// transport errors and local checks, the error text.
+    pub message: String,
+}
+
+impl From<&kube::Error> for ApiFailure {
+    /// An API answer keeps its status code, reason and message; any other client error
+    /// (transport, serialisation) becomes code 0 with the error's text.
+    fn from(e: &kube::Error) -> Self {
+        match e {
+            kube::Error::Api(status) => ApiFailure {
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            },
+            other => ApiFailure::other(other.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
+/// Status reasons apimachinery knows (`knownReasons` in k8s.io/apimachinery/pkg/api/errors);
+/// a code only counts when the reason is not one of these.
+const KNOWN_STATUS_REASONS: &[&str] = &[
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+];
+
+impl ApiFailure {
+    /// An API answer with this status code, reason and message.
+    pub fn new(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiFailure {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A failure that is not an API answer (a transport error, or a local check such as the
+    /// `CanAdopt` recheck): code 0, no reason.
+    pub fn other(message: impl Into<String>) -> Self {
+        ApiFailure {
+            code: 0,
+            reason: String::new(),
+            message: message.into(),
+        }
+    }
+
+    /// `ReasonForError(err) == reason`, or an unknown reason with this code
+    /// (apimachinery errors.go `reasonAndCodeForError`).
+    fn reason_or_code(&self, reason: &str, code: u16) -> bool {
+        self.reason == reason
+            || (!KNOWN_STATUS_REASONS.contains(&self.reason.as_str()) && self.code == code)
+    }
+
+    /// `k8serrors.IsForbidden`: reason `Forbidden`, or an unknown reason with code 403.
+    pub fn is_forbidden(&self) -> bool {
+        self.reason_or_code("Forbidden", 403)
+    }
+
+    /// `k8serrors.IsNotFound`: reason `NotFound`, or an unknown reason with code 404.
+    pub fn is_not_found(&self) -> bool {
+        self.reason_or_code("NotFound", 404)
+    }
+
+    /// `k8serrors.IsAlreadyExists`: reason `AlreadyExists` (409 with an unknown reason is a
+    /// Conflict, as in apimachinery).
+    pub fn is_already_exists(&self) -> bool {
+        self.reason == "AlreadyExists"
+    }
+
+    /// `k8serrors.IsConflict`: reason `Conflict`, or an unknown reason with code 409.
+    pub fn is_conflict(&self) -> bool {
+        self.reason_or_code("Conflict", 409)
+    }
+
+    /// `k8serrors.IsInvalid`: reason `Invalid`, or an unknown reason with code 422.
+    pub fn is_invalid(&self) -> bool {
+        self.reason_or_code("Invalid", 422)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(code: u16, reason: &str) -> ApiFailure {
+        ApiFailure::new(code, reason, "m")
+    }
+
+    #[test]
+    fn forbidden_by_reason_or_unknown_reason_and_code() {
+        assert!(failure(403, "Forbidden").is_forbidden());
+        assert!(failure(0, "Forbidden").is_forbidden());
+        assert!(failure(403, "").is_forbidden());
+        assert!(!failure(403, "Conflict").is_forbidden());
+        assert!(!failure(500, "InternalError").is_forbidden());
+    }
+
+    #[test]
+    fn not_found_by_reason_or_code() {
+        assert!(failure(404, "NotFound").is_not_found());
+        assert!(failure(404, "").is_not_found());
+        assert!(!failure(409, "Conflict").is_not_found());
+    }
+
+    #[test]
+    fn conflict_invalid_already_exists() {
+        assert!(failure(409, "Conflict").is_conflict());
+        assert!(failure(409, "").is_conflict());
+        assert!(!failure(409, "AlreadyExists").is_conflict());
+        assert!(failure(409, "AlreadyExists").is_already_exists());
+        assert!(failure(422, "Invalid").is_invalid());
+        assert!(failure(422, "").is_invalid());
+        assert!(!ApiFailure::other("timeout").is_invalid());
+        assert!(!ApiFailure::other("timeout").is_not_found());
+    }
+
+    #[test]
+    fn from_kube_api_error() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\""
+        }))
+        .expect("valid status");
+        let f = ApiFailure::from(&kube::Error::Api(Box::new(status)));
+        assert!(f.is_forbidden());
+        assert!(f.message.contains("violates PodSecurity"));
+        assert_eq!(f.to_string(), f.message);
+    }
+
+    #[test]
+    fn sync_error_requeue_flag() {
+        assert!(SyncError::new("FailedCreate", "x").requeue);
+        assert!(!SyncError::informal("FailedPvcNotFound", "x").requeue);
+        assert_eq!(SyncError::new("R", "m").to_string(), "R: m");
+    }
+}

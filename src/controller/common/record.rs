@@ -1,0 +1,143 @@
+//! The record of the last reconcile of every key, for `/debug/state` and the inspector, and the
+//! one place that writes it ([`ReconcileLog::finish`]): both executors at the end of a sync, and
+//! the manager for a reconcile that failed before its executor could record anything.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The outcome of one reconcile of one key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReconcileRecord {
+    /// When the reconcile finished.
+    pub at: DateTime<Utc>,
+    /// How long it took, seconds.
+    pub duration_seconds: f64,
+    /// `ok` or `error`.
+    pub result: String,
+    /// The error, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Requeue requested by the decision, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after_seconds: Option<f64>,
+    /// Short descriptions of the actions applied.
+    pub actions: Vec<String>,
+}
+
+impl ReconcileRecord {
+    /// The record of a reconcile that started at `started` and ends now: `result` is `error`
+    /// exactly when `error` is set.
+    pub fn finished(
+        started: Instant,
+        error: Option<String>,
+        requeue_after: Option<Duration>,
+        actions: Vec<String>,
+    ) -> Self {
+        ReconcileRecord {
+            at: Utc::now(),
+            duration_seconds: started.elapsed().as_secs_f64(),
+            result: if error.is_some() { "error" } else { "ok" }.into(),
+            error,
+            requeue_after_seconds: requeue_after.map(|d| d.as_secs_f64()),
+            actions,
+        }
+    }
+}
+
+/// Last reconcile per controller and key.
+#[derive(Clone, Default)]
+pub struct ReconcileLog {
+    inner: Arc<Mutex<BTreeMap<String, BTreeMap<String, ReconcileRecord>>>>,
+}
+
+impl ReconcileLog {
+    /// Record the outcome of a reconcile of `key` by `controller` (`vm` / `vmi`).
+    pub fn record(&self, controller: &str, key: &str, record: ReconcileRecord) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.entry(controller.to_string())
+            .or_default()
+            .insert(key.to_string(), record);
+    }
+
+    /// Record a reconcile that started at `started` and ends now (see
+    /// [`ReconcileRecord::finished`]).
+    pub fn finish(
+        &self,
+        controller: &str,
+        key: &str,
+        started: Instant,
+        error: Option<String>,
+        requeue_after: Option<Duration>,
+        actions: Vec<String>,
+    ) {
+        let record = ReconcileRecord::finished(started, error, requeue_after, actions);
+        self.record(controller, key, record);
+    }
+
+    /// Forget a key whose object is gone.
+    pub fn forget(&self, controller: &str, key: &str) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = g.get_mut(controller) {
+            m.remove(key);
+        }
+    }
+
+    /// The last record of one key.
+    pub fn get(&self, controller: &str, key: &str) -> Option<ReconcileRecord> {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.get(controller).and_then(|m| m.get(key)).cloned()
+    }
+
+    /// Everything, for `/debug/state`.
+    pub fn snapshot(&self) -> BTreeMap<String, BTreeMap<String, ReconcileRecord>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_writes_result_from_error_and_forget_drops_it() {
+        let log = ReconcileLog::default();
+        let started = Instant::now();
+        log.finish(
+            "vm",
+            "ns/a",
+            started,
+            None,
+            Some(Duration::from_secs(3)),
+            vec![],
+        );
+        let ok = log.get("vm", "ns/a").expect("recorded");
+        assert_eq!(ok.result, "ok");
+        assert_eq!(ok.requeue_after_seconds, Some(3.0));
+        log.finish(
+            "vm",
+            "ns/a",
+            started,
+            Some("boom".into()),
+            None,
+            vec!["X".into()],
+        );
+        let err = log.get("vm", "ns/a").expect("recorded");
+        assert_eq!(
+            (err.result.as_str(), err.error.as_deref()),
+            ("error", Some("boom"))
+        );
+        let json = serde_json::to_value(&err).expect("serialises");
+        assert_eq!(
+            json["durationSeconds"],
+            serde_json::json!(err.duration_seconds)
+        );
+        assert!(json.get("requeueAfterSeconds").is_none());
+        log.forget("vm", "ns/a");
+        assert!(log.get("vm", "ns/a").is_none());
+        assert!(log.snapshot()["vm"].is_empty());
+    }
+}

@@ -1,0 +1,125 @@
+//! apimachinery's `equality.Semantic.DeepEqual` on serialised objects — the one definition both
+//! controllers use.
+//!
+//! Go compares typed values (k8s.io/apimachinery third_party/forked/golang/reflect/deep_equal.go,
+//! `deepValueEqual`): a nil slice equals an empty one and a nil map equals an empty one (the
+//! `Slice`/`Map` cases), but a nil pointer never equals a pointer to an empty struct (the `Ptr`
+//! case compares `Elem()`s, and an invalid `Elem` equals only another invalid one). On JSON the
+//! type is gone, so this module leans on how Go writes objects: `encoding/json` with `omitempty`
+//! (every optional KubeVirt and Kubernetes field) drops nil *and* empty slices and maps, but
+//! writes a non-nil pointer to an empty struct as `{}` (`masquerade: {}`, `efi: {}`,
+//! `pod: {}`). So inside an object, after the JSON round trip KubeVirt's informers do:
+//!
+//! - a `null` member or a `[]` member is the same as an absent one (nil and empty slices);
+//! - a `{}` member is significant: it is a pointer to an empty struct;
+//! - the compared value itself is a map, a slice or a value struct when it is `null`, `[]` or
+//!   `{}` (callers hand over `labels`, `finalizers`, `status`…): those three are equal.
+//!
+//! Quantities compare as text, not by value (`resource.Quantity`'s registered equality is not
+//! modelled); both controllers only compare quantities they wrote themselves.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Drop `null` members and empty-array members, recursively; keep `{}` members.
+pub fn normalize(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(_, v)| !is_nil_member(v))
+                .map(|(k, v)| (k.clone(), normalize(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
+        other => other.clone(),
+    }
+}
+
+fn is_nil_member(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// The compared value itself: `null`, `[]` and `{}` are all the zero value.
+fn top(v: Value) -> Value {
+    match &v {
+        Value::Array(a) if a.is_empty() => Value::Null,
+        Value::Object(o) if o.is_empty() => Value::Null,
+        _ => v,
+    }
+}
+
+/// `equality.Semantic.DeepEqual(a, b)`: serialise both and compare them after [`normalize`],
+/// with an empty top-level value equal to `null` (see the module docs). A value that cannot be
+/// serialised compares unequal to everything.
+pub fn semantic_eq<A: Serialize + ?Sized, B: Serialize + ?Sized>(a: &A, b: &B) -> bool {
+    match (serde_json::to_value(a), serde_json::to_value(b)) {
+        (Ok(a), Ok(b)) => top(normalize(&a)) == top(normalize(&b)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::vmi::VirtualMachineInstanceStatus;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    // From controller/vm/semantic.rs.
+    #[test]
+    fn nil_and_empty_lists_are_equal_but_empty_structs_are_not_nil() {
+        assert!(semantic_eq(
+            &json!({"a": [], "b": null, "c": 1}),
+            &json!({"c": 1})
+        ));
+        assert!(!semantic_eq(&json!({"masquerade": {}}), &json!({})));
+        assert!(!semantic_eq(&json!({"a": [1]}), &json!({"a": [2]})));
+    }
+
+    // From controller/vmi/patch.rs.
+    #[test]
+    fn semantic_eq_treats_nil_and_empty_alike() {
+        let a: Option<Vec<String>> = None;
+        let b: Option<Vec<String>> = Some(vec![]);
+        assert!(semantic_eq(&a, &b));
+        let c: Option<BTreeMap<String, String>> = Some(BTreeMap::new());
+        assert!(semantic_eq(&None::<BTreeMap<String, String>>, &c));
+        assert!(!semantic_eq(&Some(vec!["x".to_string()]), &b));
+        // an empty-string label value is a real entry
+        let with_key: Option<BTreeMap<String, String>> = Some(
+            [(
+                "kubevirt.io/outdatedLauncherImage".to_string(),
+                String::new(),
+            )]
+            .into(),
+        );
+        assert!(!semantic_eq(&with_key, &c));
+    }
+
+    // The two former copies disagreed here. deep_equal.go's `Ptr` case: a VMI status whose
+    // `migrationState` went from nil to a pointer to an empty struct is NOT semantically equal,
+    // so KubeVirt writes it; the copy that dropped every `{}` said "equal" and skipped the write.
+    // And its `Map` case: a nil map equals an empty one at the top, which the copy that kept
+    // every `{}` got wrong.
+    #[test]
+    fn pointer_to_empty_struct_differs_from_nil_but_empty_map_equals_nil() {
+        let without: VirtualMachineInstanceStatus =
+            serde_json::from_value(json!({"phase": "Running"})).expect("valid status");
+        let with_empty: VirtualMachineInstanceStatus =
+            serde_json::from_value(json!({"phase": "Running", "migrationState": {}}))
+                .expect("valid status");
+        assert!(!semantic_eq(&without, &with_empty));
+        assert!(semantic_eq(
+            &Some(BTreeMap::<String, String>::new()),
+            &json!(null)
+        ));
+        assert!(semantic_eq(
+            &VirtualMachineInstanceStatus::default(),
+            &json!({})
+        ));
+    }
+}
