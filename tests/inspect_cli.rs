@@ -173,7 +173,9 @@ async fn with_our_controller_leading_json_has_the_real_queue_and_a_held_open_exp
         let json = inspect_json(&cluster, &["vm/vm-a", "-n", NS, "-o", "json"]).await;
         let pending = json["expectations"].as_array().is_some_and(|es| {
             es.iter().any(|e| {
-                e["store"] == "vm-vmi" && e["key"] == key.as_str() && e["adds"] == 1
+                e["store"] == "vm-vmi"
+                    && e["key"] == key.as_str()
+                    && e["adds"] == 1
                     && e["satisfied"] == false
             })
         });
@@ -205,7 +207,7 @@ async fn with_our_controller_leading_json_has_the_real_queue_and_a_held_open_exp
         "no second VMI while one is expected"
     );
     // The VMI exists on the server while the leader's cache has not seen it.
-    assert_eq!(json["vmi"]["phase"].is_string(), true);
+    assert!(json["vmi"]["phase"].is_string());
     assert_eq!(json["caughtUp"]["vmiCacheCurrent"], false);
     assert!(json["nextDecision"]["disagreement"].is_string());
 
@@ -249,7 +251,9 @@ async fn with_our_controller_leading_json_has_the_real_queue_and_a_held_open_exp
 async fn a_lease_held_by_a_name_with_no_endpoint_is_shown_and_explained() {
     let cluster = cluster().await;
     let client = cluster.client().await.expect("client");
-    let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
     let lease: Lease = serde_json::from_value(json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "virt-controller", "namespace": "kubevirt"},
@@ -291,12 +295,21 @@ async fn a_lease_held_by_a_name_with_no_endpoint_is_shown_and_explained() {
         json["nextDecision"]
     );
     assert_eq!(json["printableStatusReason"]["computed"], "Stopped");
-    assert!(json["overheadCheck"]["formulaBytes"].as_i64().is_some_and(|b| b > 0));
+    assert!(
+        json["overheadCheck"]["formulaBytes"]
+            .as_i64()
+            .is_some_and(|b| b > 0)
+    );
 
     // --once: the same, as text sections.
     let (code, text, _) = inspect(&cluster, &["vm", "vm-b", "-n", NS, "--once"]).await;
     assert_eq!(code, Some(0));
-    for section in ["NEXT DECISION", "LEADER", "somebody-else (unknown kind)", "MISSING"] {
+    for section in [
+        "NEXT DECISION",
+        "LEADER",
+        "somebody-else (unknown kind)",
+        "MISSING",
+    ] {
         assert!(text.contains(section), "no {section:?} in\n{text}");
     }
 
@@ -304,7 +317,10 @@ async fn a_lease_held_by_a_name_with_no_endpoint_is_shown_and_explained() {
     let (code, stdout, stderr) = inspect(&cluster, &["vm/nope", "-n", NS, "-o", "json"]).await;
     assert_eq!(code, Some(1));
     assert!(stdout.is_empty());
-    assert!(stderr.contains("VirtualMachine default/nope not found"), "{stderr}");
+    assert!(
+        stderr.contains("VirtualMachine default/nope not found"),
+        "{stderr}"
+    );
     let (code, _, stderr) = inspect(&cluster, &["pod/x"]).await;
     assert_eq!(code, Some(2));
     assert!(stderr.contains("use vm/NAME"), "{stderr}");
@@ -357,9 +373,16 @@ async fn a_running_vm_under_our_controller_is_steady_and_matches_the_formula() {
         eprintln!("{text}");
     }
     let summary = json["nextDecision"]["summary"].as_str().unwrap_or("");
-    assert!(summary.starts_with("VMI Running: runStrategy Always"), "{summary}");
+    assert!(
+        summary.starts_with("VMI Running: runStrategy Always"),
+        "{summary}"
+    );
     assert!(json["nextDecision"].get("disagreement").is_none());
-    assert_eq!(json["overheadCheck"]["match"], true, "{}", json["overheadCheck"]);
+    assert_eq!(
+        json["overheadCheck"]["match"], true,
+        "{}",
+        json["overheadCheck"]
+    );
     assert!(json["overheadCheck"]["podRequestBytes"].is_i64());
     assert!(json["overheadCheck"]["annotationBytes"].is_i64());
     assert_eq!(json["printableStatusReason"]["computed"], "Running");
