@@ -313,6 +313,62 @@ async fn a_lease_held_by_a_name_with_no_endpoint_is_shown_and_explained() {
         assert!(text.contains(section), "no {section:?} in\n{text}");
     }
 
+    // A stale Lease whose debug endpoint nobody answers: both recorded, still exit 0.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let closed_addr = closed.local_addr().expect("addr");
+    drop(closed);
+    let hour_ago = (chrono::Utc::now() - chrono::Duration::hours(1))
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let gone: Lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "gone-controller", "namespace": "kubevirt",
+            "annotations": {"virtctl-rs.kubevirt.io/debug-endpoint":
+                format!("http://{closed_addr}/debug/state")}},
+        "spec": {"holderIdentity": "gone-host_1", "leaseDurationSeconds": 15,
+                 "renewTime": hour_ago, "acquireTime": hour_ago, "leaseTransitions": 0}
+    }))
+    .expect("lease");
+    Api::<Lease>::namespaced(client.clone(), "kubevirt")
+        .create(&PostParams::default(), &gone)
+        .await
+        .expect("create Lease");
+    let json = inspect_json(
+        &cluster,
+        &[
+            "vm/vm-b",
+            "-n",
+            NS,
+            "-o",
+            "json",
+            "--lease-name",
+            "gone-controller",
+        ],
+    )
+    .await;
+    assert_eq!(json["lease"]["stale"], true);
+    assert_eq!(json["lease"]["holderKind"], "virtctlRs");
+    assert!(
+        json["lease"]["renewAgeSeconds"]
+            .as_f64()
+            .is_some_and(|a| a >= 3599.0)
+    );
+    let missing = json["missing"].as_array().expect("missing");
+    let reason = |what: &str| {
+        missing
+            .iter()
+            .find(|m| m["what"] == what)
+            .and_then(|m| m["reason"].as_str())
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    assert!(
+        reason("leader").starts_with("stale Lease kubevirt/gone-controller"),
+        "{missing:?}"
+    );
+    assert!(reason("debugState").contains("unreachable"), "{missing:?}");
+    assert_eq!(json["controller"]["kind"], "unavailable");
+
     // Exit codes: 1 with the reason for a VM that does not exist, 2 for usage.
     let (code, stdout, stderr) = inspect(&cluster, &["vm/nope", "-n", NS, "-o", "json"]).await;
     assert_eq!(code, Some(1));
