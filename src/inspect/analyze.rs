@@ -613,24 +613,74 @@ pub fn analyze(g: &Gathered) -> Inspection {
 
     // The next decision, with the leader's expectations (satisfied when unknown).
     let exp_known = state.is_some();
+    let decisions = decide_next(g, vm, &ins.expectations);
+    let (vm_decision, vmi_decision) = (&decisions.vm, decisions.vmi.as_ref());
+    ins.printable_status_reason = Some(printable_reason(
+        g,
+        vm,
+        &decisions.vm_expectations,
+        vm_decision,
+    ));
+    ins.next_decision = Some(next_decision(
+        g,
+        &ins,
+        vm,
+        vm_decision,
+        vmi_decision,
+        exp_known,
+    ));
+    ins.caught_up = Some(caught_up(vm, g.vmi.as_ref(), state));
+    match overhead_check(g, vm) {
+        Ok(check) => ins.overhead_check = check,
+        Err(reason) => ins.missing.push(Missing {
+            what: "overheadCheck".into(),
+            reason,
+        }),
+    }
+    ins.blockers = blockers(g, vm, &ins);
+    ins
+}
+
+/// Both controllers' decisions on the gathered state.
+pub struct Decisions {
+    /// The VM controller's.
+    pub vm: VmDecision,
+    /// The VMI controller's, when a VMI exists.
+    pub vmi: Option<VmiDecision>,
+    /// The VM's expectations the VM decision saw.
+    pub vm_expectations: ExpectationsView,
+}
+
+/// Run the VM and VMI controllers' pure decisions on the gathered objects, on snapshots built
+/// by the executors' own constructors, with the given expectations entries of this key (none:
+/// satisfied).
+pub fn decide_next(
+    g: &Gathered,
+    vm: &VirtualMachine,
+    expectations: &[ExpectationView],
+) -> Decisions {
+    let now = g.now;
     let vm_exp = ExpectationsView {
-        vmi: counts(&ins.expectations, STORE_VM_VMI),
-        data_volumes: counts(&ins.expectations, STORE_VM_DV),
+        vmi: counts(expectations, STORE_VM_VMI),
+        data_volumes: counts(expectations, STORE_VM_DV),
+    };
+    let data_volume = |name: &str| {
+        g.data_volumes
+            .iter()
+            .find(|d| d.metadata.name.as_deref() == Some(name))
+            .cloned()
     };
     let mut vm_snap = vm_snapshot(
         vm.clone(),
         g.vmi.clone(),
-        |name| {
-            g.data_volumes
-                .iter()
-                .find(|d| d.metadata.name.as_deref() == Some(name))
-                .cloned()
-        },
+        data_volume,
         g.revisions.iter(),
         vm_exp,
         &g.settings,
         now,
     );
+    // KubeVirt's VM controller has a PVC informer (our executor does not watch PVCs): the
+    // inspector read them, so the WaitingForVolumeBinding rule sees them.
     vm_snap.pvcs = g
         .pvcs
         .iter()
@@ -645,9 +695,9 @@ pub fn analyze(g: &Gathered) -> Inspection {
         .collect();
     let vm_decision = crate::controller::vm::decide(&vm_snap);
     let vmi_decision = g.vmi.as_ref().map(|vmi| {
-        let pod_entry = ins.expectations.iter().find(|e| e.store == STORE_VMI_POD);
-        let self_entry = ins.expectations.iter().find(|e| e.store == STORE_VMI_SELF);
-        let expectations = ExpectationsState {
+        let pod_entry = expectations.iter().find(|e| e.store == STORE_VMI_POD);
+        let self_entry = expectations.iter().find(|e| e.store == STORE_VMI_SELF);
+        let state = ExpectationsState {
             pods_satisfied: pod_entry.is_none_or(|e| e.satisfied),
             pending_pod_creations: pod_entry.map_or(0, |e| e.adds),
             pending_pod_deletions: pod_entry.map_or(0, |e| e.dels),
@@ -661,38 +711,18 @@ pub fn analyze(g: &Gathered) -> Inspection {
             vmi.clone(),
             g.pods.iter(),
             owner_uid,
-            expectations,
-            |name| {
-                g.data_volumes
-                    .iter()
-                    .find(|d| d.metadata.name.as_deref() == Some(name))
-                    .cloned()
-            },
+            state,
+            data_volume,
             &g.settings,
             Time::from_datetime(now),
         );
         crate::controller::vmi::decide(&snap)
     });
-    ins.printable_status_reason =
-        Some(printable_reason(g, vm, &vm_snap.expectations, &vm_decision));
-    ins.next_decision = Some(next_decision(
-        g,
-        &ins,
-        vm,
-        &vm_decision,
-        vmi_decision.as_ref(),
-        exp_known,
-    ));
-    ins.caught_up = Some(caught_up(vm, g.vmi.as_ref(), state));
-    match overhead_check(g, vm) {
-        Ok(check) => ins.overhead_check = check,
-        Err(reason) => ins.missing.push(Missing {
-            what: "overheadCheck".into(),
-            reason,
-        }),
+    Decisions {
+        vm: vm_decision,
+        vmi: vmi_decision,
+        vm_expectations: vm_exp,
     }
-    ins.blockers = blockers(g, vm, &ins);
-    ins
 }
 
 fn events(g: &Gathered) -> Vec<EventView> {

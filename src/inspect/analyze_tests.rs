@@ -271,7 +271,30 @@ fn running() -> Gathered {
         crate::controller::vm::revision::build_start_revision(g.vm.as_ref().expect("vm"))
             .expect("revision"),
     ];
-    under_our_controller(g, debug_state(Some("10"), Some("20"), Vec::new()))
+    under_our_controller(settle(g), debug_state(Some("10"), Some("20"), Vec::new()))
+}
+
+/// Write back the statuses the controllers compute until they have nothing left to write (what
+/// a running controller does), so the fixture is a steady state, not a hand-written guess.
+fn settle(mut g: Gathered) -> Gathered {
+    for _ in 0..5 {
+        let vm = g.vm.clone().expect("vm");
+        let d = decide_next(&g, &vm, &[]);
+        let vmi_writes = d
+            .vmi
+            .as_ref()
+            .is_some_and(|v| v.actions().any(|a| a.is_write()));
+        if d.vm.actions.is_empty() && !vmi_writes {
+            return g;
+        }
+        if let Some(status) = d.vm.status {
+            g.vm.as_mut().expect("vm").status = Some(status);
+        }
+        if let Some(new) = d.vmi.and_then(|v| v.new_vmi) {
+            g.vmi = Some(*new);
+        }
+    }
+    panic!("the fixture does not settle");
 }
 
 #[test]
