@@ -262,9 +262,10 @@ pub async fn gather_raw(
     g.pvcs = pvcs;
     notes.extend(vol_missing);
     match ns {
-        Ok((labels, quota)) => {
+        Ok((labels, quota, note)) => {
             g.namespace_labels = labels;
             g.quota_limits = quota;
+            notes.extend(note);
         }
         Err(m) => notes.push(m),
     }
@@ -277,7 +278,7 @@ pub async fn gather_raw(
     }
     g.missing.extend(notes);
     read_node_and_scheduling(client, &mut g, &vm).await;
-    g.events = read_events(
+    let (events, events_missing) = read_events(
         client,
         namespace,
         &vm,
@@ -285,11 +286,9 @@ pub async fn gather_raw(
         &g.pods,
         &g.data_volumes,
     )
-    .await
-    .unwrap_or_else(|m| {
-        g.missing.push(m);
-        Vec::new()
-    });
+    .await;
+    g.events = events;
+    g.missing.extend(events_missing);
     let key = format!("{namespace}/{name}");
     read_controller(client, opts, Some(&key), &mut g).await;
     g.vm = Some(vm);
@@ -434,7 +433,7 @@ async fn read_volumes(
 async fn read_namespace(
     client: &kube::Client,
     namespace: &str,
-) -> Result<(BTreeMap<String, String>, (bool, bool)), Missing> {
+) -> Result<(BTreeMap<String, String>, (bool, bool), Option<Missing>), Missing> {
     let ns_api: Api<Namespace> = Api::all(client.clone());
     let labels = match ns_api.get_opt(namespace).await {
         Ok(Some(ns)) => ns.metadata.labels.unwrap_or_default(),
@@ -460,9 +459,21 @@ async fn read_namespace(
                 m || hard.is_some_and(|h| h.contains_key("limits.memory")),
             )
         }),
-        Err(_) => (false, false),
+        Err(e) => {
+            return Ok((
+                labels,
+                (false, false),
+                Some(Missing {
+                    what: format!("resourceQuotas/{namespace}"),
+                    reason: format!(
+                        "{}; limits are rendered as without a quota",
+                        describe_error(&e)
+                    ),
+                }),
+            ));
+        }
     };
-    Ok((labels, quota))
+    Ok((labels, quota, None))
 }
 
 /// The KubeVirt CR of the KubeVirt namespace, through the parser `explain-overhead
@@ -565,7 +576,7 @@ async fn read_events(
     vmi: Option<&VirtualMachineInstance>,
     pods: &[Pod],
     dvs: &[DataVolume],
-) -> Result<Vec<RawEvent>, Missing> {
+) -> (Vec<RawEvent>, Option<Missing>) {
     let mut objects: Vec<(String, String, Option<String>)> = vec![(
         "VirtualMachine".into(),
         vm.metadata.name.clone().unwrap_or_default(),
@@ -670,13 +681,11 @@ async fn read_events(
             )),
         }
     }
-    if !errors.is_empty() && out.is_empty() {
-        return Err(Missing {
-            what: "events".into(),
-            reason: errors.join("; "),
-        });
-    }
-    Ok(out)
+    let missing = (!errors.is_empty()).then(|| Missing {
+        what: "events".into(),
+        reason: errors.join("; "),
+    });
+    (out, missing)
 }
 
 /// Read the Lease and, through it, the controller's view: our debug endpoint (`key`: one key,
