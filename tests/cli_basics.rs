@@ -1,4 +1,4 @@
-//! The binary's top-level behaviour: help, version, and the subcommand that is not built yet.
+//! The binary's top-level behaviour: help, version, usage errors.
 
 use std::process::Command;
 
@@ -16,13 +16,16 @@ fn help_lists_every_subcommand() {
     }
 }
 
-/// A subcommand that is not built yet says so plainly and exits non-zero (2), with no fake output.
+/// `inspect` refuses what is not a VM with a usage error (exit 2), before touching any cluster.
 #[test]
-fn inspect_is_not_available_yet() {
-    let out = bin().args(["inspect", "vm/foo"]).output().unwrap();
+fn inspect_refuses_a_non_vm_target_with_usage() {
+    let out = bin().args(["inspect", "pod/foo"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("`inspect` is not available yet"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use vm/NAME"));
+    let out = bin().args(["inspect", "foo"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TYPE/NAME"));
 }
 
 #[test]
