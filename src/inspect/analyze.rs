@@ -1558,8 +1558,11 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
                 name,
                 printable_status: vm.status.as_ref().and_then(|s| s.printable_status.clone()),
                 vmi_phase: vmi.map(|v| v.phase().as_str().to_string()),
-                phase_seconds: vmi
-                    .and_then(|v| phase_timeline(v, f.now).last().map(|p| p.duration_seconds)),
+                phase_seconds: vmi.and_then(|v| {
+                    phase_timeline(v, f.controller.now)
+                        .last()
+                        .map(|p| p.duration_seconds)
+                }),
                 ..Default::default()
             };
             if let Some(state) = state {
@@ -1636,7 +1639,7 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
             .then_with(|| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)))
     });
     Fleet {
-        generated_at: f.now,
+        generated_at: f.controller.now,
         namespace: f.namespace.clone(),
         lease: part.lease,
         controller: part.source,

@@ -803,6 +803,10 @@ fn the_text_has_every_section() {
     }
     assert!(text.contains("Pending 09:59:50 (0 s) → Scheduling 09:59:50 (3 s) → Scheduled 09:59:53 (1 s) → Running 09:59:54 (6 s)"), "{text}");
     assert!(text.contains("MATCH"));
+    assert!(
+        text.contains("  last vm reconcile ") && text.contains(": ok; no actions"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -817,8 +821,8 @@ fn the_fleet_puts_problems_first() {
     crash.metadata.name = Some("vm-z".into());
     let mut ok = running_g.vm.clone().expect("vm");
     ok.metadata.name = Some("vm-a".into());
+    let single = analyze(&running_g);
     let f = GatheredFleet {
-        now: now(),
         namespace: Some("demo".into()),
         vms: vec![ok, crash],
         vmis: vec![running_g.vmi.clone().expect("vmi")],
@@ -838,6 +842,19 @@ fn the_fleet_puts_problems_first() {
     assert_eq!(fleet.rows[1].vmi_phase.as_deref(), Some("Running"));
     assert_eq!(fleet.rows[1].phase_seconds, Some(6.0));
     assert_eq!(fleet.queues.len(), 2);
+    // The Lease is judged on the same clock as for one VM (it once used the epoch: a renew age of
+    // minus 56 years, and never stale).
+    let lease = fleet.lease.as_ref().expect("lease");
+    assert_eq!(
+        lease.renew_age_seconds,
+        single.lease.as_ref().and_then(|l| l.renew_age_seconds)
+    );
+    assert!(
+        lease
+            .renew_age_seconds
+            .is_some_and(|a| (0.0..60.0).contains(&a))
+    );
+    assert_eq!(fleet.generated_at, now());
     let text = crate::inspect::text::render_fleet(&fleet);
     assert!(
         text.lines().nth(1).is_some_and(|l| l.contains("vm-z")),

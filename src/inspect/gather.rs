@@ -917,8 +917,6 @@ fn parse_http_response(buf: &[u8]) -> Result<(u16, String), String> {
 /// Everything read for the fleet view.
 #[derive(Debug, Clone, Default)]
 pub struct GatheredFleet {
-    /// When the reads finished.
-    pub now: DateTime<Utc>,
     /// The namespace in scope (`None`: all).
     pub namespace: Option<String>,
     /// The VMs.
@@ -929,7 +927,8 @@ pub struct GatheredFleet {
     pub pods: Vec<Pod>,
     /// Cluster settings.
     pub settings: ClusterSettings,
-    /// The Lease and the controller view, in the same shape as for one VM.
+    /// The Lease and the controller view, in the same shape as for one VM; its `now` (when the
+    /// reads finished) is the fleet's clock too.
     pub controller: Gathered,
     /// What could not be read.
     pub missing: Vec<Missing>,
@@ -983,8 +982,8 @@ pub async fn gather_fleet(
     let mut c = Gathered::default();
     read_controller(client, opts, None, &mut c).await;
     f.missing.append(&mut c.missing);
+    c.now = Utc::now();
     f.controller = c;
-    f.now = Utc::now();
     Ok(super::analyze::analyze_fleet(&f))
 }
 

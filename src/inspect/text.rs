@@ -192,7 +192,7 @@ pub fn render_vm(ins: &Inspection) -> String {
     for r in &ins.last_reconciles {
         let _ = writeln!(
             o,
-            "  last {} reconcile {}: {}{} [{}]",
+            "  last {} reconcile {}: {}{}; {}",
             r.controller,
             hms(&r.at),
             r.result,
@@ -200,7 +200,11 @@ pub fn render_vm(ins: &Inspection) -> String {
                 .as_deref()
                 .map(|e| format!(" {e}"))
                 .unwrap_or_default(),
-            r.actions.join(", ")
+            if r.actions.is_empty() {
+                "no actions".to_string()
+            } else {
+                format!("actions: {}", r.actions.join(", "))
+            }
         );
     }
 
