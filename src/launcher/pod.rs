@@ -140,11 +140,7 @@ fn parse_resources(vmi: &VirtualMachineInstance) -> Result<VmiResources, RenderE
 }
 
 fn object_key(vmi: &VirtualMachineInstance) -> String {
-    format!(
-        "{}/{}",
-        vmi.metadata.namespace.as_deref().unwrap_or_default(),
-        vmi.metadata.name.as_deref().unwrap_or_default()
-    )
+    crate::api::key::meta_key(&vmi.metadata)
 }
 
 /// `vmitrait.IsNonRoot` with an absent `status.runtimeUser` read as 107 (see module docs).
