@@ -4,3 +4,4 @@
 //! metrics) → [`model::Inspection`] → render (`-o json|yaml`, plain text, the terminal UI).
 
 pub mod model;
+pub mod tui;

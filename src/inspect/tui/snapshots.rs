@@ -1,0 +1,123 @@
+//! Snapshot tests of the render: each scenario of issue 10 drawn into ratatui's `TestBackend`
+//! and compared with the committed `.snap` file (plain `cargo test` compares; `cargo insta
+//! review` or `INSTA_UPDATE=always` updates after an intended change).
+
+use super::fixtures;
+use super::{App, Panel, app_for_fleet, app_for_vm, capture};
+
+/// The grid layout: every panel at once.
+const WIDE: (u16, u16) = (140, 44);
+
+fn vm(insp: crate::inspect::model::Inspection) -> String {
+    capture(&app_for_vm(insp), WIDE.0, WIDE.1)
+}
+
+#[test]
+fn running_under_our_controller() {
+    insta::assert_snapshot!(vm(fixtures::running_ours()));
+}
+
+#[test]
+fn halted_with_no_vmi() {
+    insta::assert_snapshot!(vm(fixtures::halted_no_vmi()));
+}
+
+#[test]
+fn crash_loop_back_off() {
+    insta::assert_snapshot!(vm(fixtures::crash_loop()));
+}
+
+#[test]
+fn pending_expectations() {
+    insta::assert_snapshot!(vm(fixtures::pending_expectations()));
+}
+
+#[test]
+fn pod_memory_mismatch() {
+    insta::assert_snapshot!(vm(fixtures::memory_mismatch()));
+}
+
+#[test]
+fn kubevirt_lease_metrics_only() {
+    insta::assert_snapshot!(vm(fixtures::kubevirt_metrics()));
+}
+
+#[test]
+fn stale_lease() {
+    insta::assert_snapshot!(vm(fixtures::stale_lease()));
+}
+
+#[test]
+fn unschedulable() {
+    insta::assert_snapshot!(vm(fixtures::unschedulable()));
+}
+
+#[test]
+fn datavolume_pending() {
+    insta::assert_snapshot!(vm(fixtures::datavolume_pending()));
+}
+
+#[test]
+fn missing_priority_class() {
+    insta::assert_snapshot!(vm(fixtures::missing_priority_class()));
+}
+
+#[test]
+fn small_terminal_shows_the_focused_panel_under_a_tab_bar() {
+    let mut app = app_for_vm(fixtures::unschedulable());
+    app.view.focus = Panel::Blockers;
+    insta::assert_snapshot!(capture(&app, 80, 24));
+}
+
+#[test]
+fn tiny_terminal_says_so() {
+    let app = app_for_vm(fixtures::running_ours());
+    insta::assert_snapshot!(capture(&app, 30, 8));
+}
+
+#[test]
+fn help_overlay() {
+    let mut app = app_for_vm(fixtures::running_ours());
+    app.view.help = true;
+    insta::assert_snapshot!(capture(&app, 100, 30));
+}
+
+#[test]
+fn fleet_view_problems_first() {
+    let mut app = app_for_fleet(fixtures::fleet());
+    app.resize(140, 16);
+    insta::assert_snapshot!(capture(&app, 140, 16));
+}
+
+#[test]
+fn fleet_view_pages_a_large_fleet() {
+    let mut app = app_for_fleet(fixtures::big_fleet(10_000));
+    app.resize(120, 14);
+    app.selected = 9_999;
+    app.fleet_offset = 9_992;
+    insta::assert_snapshot!(capture(&app, 120, 14));
+}
+
+#[test]
+fn last_error_is_shown_in_the_status_line_over_the_last_data() {
+    let mut app = app_for_vm(fixtures::running_ours());
+    app.set_error(
+        "GET /apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm-cirros: connection refused"
+            .into(),
+    );
+    let screen = capture(&app, 140, 44);
+    let status = screen.lines().nth(43).unwrap_or_default();
+    assert!(status.starts_with("error: GET /apis"), "{status}");
+    assert!(status.contains("(data from 00:42:40)"), "{status}");
+    assert!(screen.contains("VMI Running: the Always branch does nothing"));
+}
+
+#[test]
+fn gathering_before_the_first_inspection() {
+    let app = App::vm("default", "vm-cirros");
+    let screen = capture(&app, 100, 20);
+    assert!(
+        screen.starts_with("VM default/vm-cirros  gathering…"),
+        "{screen}"
+    );
+}
