@@ -195,6 +195,14 @@ impl App {
         }
     }
 
+    /// The VM view of one VM with the fleet view behind it (Esc returns to it): `demo`.
+    pub fn vm_in_fleet(namespace: &str, name: &str) -> App {
+        App {
+            has_fleet: true,
+            ..App::vm(namespace, name)
+        }
+    }
+
     /// The fleet view (`inspect` with no name).
     pub fn fleet() -> App {
         App {
