@@ -393,3 +393,29 @@ pub fn app_for_fleet(fleet: Fleet) -> App {
     app.set_fleet(fleet, at);
     app
 }
+
+/// One panel alone, `columns` wide and as tall as its wrapped lines, as plain text (the
+/// captures of docs/inspect.md).
+pub fn capture_panel(panel: Panel, insp: &Inspection, columns: u16) -> String {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let lines = panel_lines(panel, insp);
+    let rows = wrapped_height(&lines, columns.saturating_sub(2)) + 2;
+    let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
+        Ok(t) => t,
+        Err(e) => match e {},
+    };
+    let view = ViewState {
+        focus: panel,
+        ..ViewState::default()
+    };
+    let _ = terminal.draw(|f| draw_panel(f, f.area(), panel, lines, &view));
+    let buffer = terminal.backend().buffer();
+    let mut out = String::new();
+    for y in 0..rows {
+        let line: String = (0..columns).map(|x| buffer[(x, y)].symbol()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -121,3 +121,82 @@ fn gathering_before_the_first_inspection() {
         "{screen}"
     );
 }
+
+/// The captures docs/inspect.md shows ("Terminal UI"): which scenario each panel is shown in.
+pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
+    use crate::inspect::tui::capture_panel;
+    let w = 100;
+    vec![
+        (
+            Panel::Leader,
+            "running under our controller",
+            capture_panel(Panel::Leader, &fixtures::running_ours(), w),
+        ),
+        (
+            Panel::Leader,
+            "stale Lease",
+            capture_panel(Panel::Leader, &fixtures::stale_lease(), w),
+        ),
+        (
+            Panel::Queues,
+            "KubeVirt's controller (metrics)",
+            capture_panel(Panel::Queues, &fixtures::kubevirt_metrics(), w),
+        ),
+        (
+            Panel::Expectations,
+            "a VMI creation expected",
+            capture_panel(Panel::Expectations, &fixtures::pending_expectations(), w),
+        ),
+        (
+            Panel::Timeline,
+            "running",
+            capture_panel(Panel::Timeline, &fixtures::running_ours(), w),
+        ),
+        (
+            Panel::Overhead,
+            "pod memory mismatch",
+            capture_panel(Panel::Overhead, &fixtures::memory_mismatch(), w),
+        ),
+        (
+            Panel::Decision,
+            "CrashLoopBackOff",
+            capture_panel(Panel::Decision, &fixtures::crash_loop(), w),
+        ),
+        (
+            Panel::Blockers,
+            "unschedulable",
+            capture_panel(Panel::Blockers, &fixtures::unschedulable(), w),
+        ),
+        (
+            Panel::Events,
+            "missing PriorityClass",
+            capture_panel(Panel::Events, &fixtures::missing_priority_class(), w),
+        ),
+    ]
+}
+
+#[test]
+fn docs_inspect_md_shows_the_current_captures() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/inspect.md"))
+        .expect("docs/inspect.md");
+    let mut fleet = app_for_fleet(fixtures::fleet());
+    fleet.resize(140, 13);
+    let fleet = capture(&fleet, 140, 13);
+    let mut stale = Vec::new();
+    for (panel, scenario, text) in doc_captures() {
+        if !docs.contains(&text) {
+            stale.push(format!(
+                "### {} ({scenario})\n\n```text\n{text}```\n",
+                panel.title()
+            ));
+        }
+    }
+    if !docs.contains(&fleet) {
+        stale.push(format!("### Fleet view\n\n```text\n{fleet}```\n"));
+    }
+    assert!(
+        stale.is_empty(),
+        "docs/inspect.md is missing these captures (paste them under \"Terminal UI\"):\n\n{}",
+        stale.join("\n")
+    );
+}
