@@ -10,7 +10,7 @@ use super::state::{Action, App, Screen};
 use crate::inspect::model::{Fleet, Inspection};
 use chrono::Utc;
 use ratatui::Terminal;
-use ratatui::backend::CrosstermBackend;
+use ratatui::backend::{Backend, CrosstermBackend};
 use ratatui::crossterm::event::{self, Event};
 use ratatui::crossterm::{cursor, execute, terminal};
 use std::future::Future;
@@ -19,6 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How often the data is gathered again.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
@@ -66,7 +67,7 @@ fn setup() -> io::Result<(TerminalGuard, Terminal<CrosstermBackend<Stdout>>)> {
 
 /// Reads terminal events on a thread of its own (crossterm's reader blocks) and hands them to
 /// the async loop; stops when the loop is done.
-fn spawn_event_reader(stop: Arc<AtomicBool>) -> tokio::sync::mpsc::UnboundedReceiver<Event> {
+fn spawn_event_reader(stop: Arc<AtomicBool>) -> UnboundedReceiver<Event> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
@@ -126,66 +127,337 @@ pub async fn run<G: Gather + Sync>(gather: &G, mut app: App) -> io::Result<()> {
     let (_guard, mut terminal) = setup()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut events = spawn_event_reader(stop.clone());
-    let result = async {
-        let size = terminal.size()?;
-        app.resize(size.width, size.height);
-        app.status.loading = true;
-        let mut in_flight = start_gather(gather, &app);
-        let mut ticker = tokio::time::interval(REFRESH_EVERY);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticker.tick().await;
-        // A gather started for another screen than the one shown now is dropped unread.
-        let mut again = false;
-        loop {
-            terminal.draw(|f| super::draw(f, &app))?;
-            let pending = async {
+    let signals = async {
+        tokio::select! {
+            _ = term_signal.recv() => {}
+            _ = int_signal.recv() => {}
+        }
+    };
+    let result = drive(
+        &mut terminal,
+        &mut events,
+        signals,
+        gather,
+        &mut app,
+        REFRESH_EVERY,
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    result
+}
+
+fn draw_err(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("drawing the terminal: {e}"))
+}
+
+/// The loop of [`run`] on any backend and event source: draw, then wait for a gather result,
+/// the refresh tick, a terminal event or `stop`. Returns on [`Action::Quit`], when the events
+/// end, or when `stop` completes.
+pub async fn drive<B: Backend, G: Gather + Sync>(
+    terminal: &mut Terminal<B>,
+    events: &mut UnboundedReceiver<Event>,
+    stop: impl Future<Output = ()>,
+    gather: &G,
+    app: &mut App,
+    refresh_every: Duration,
+) -> io::Result<()> {
+    let size = terminal.size().map_err(draw_err)?;
+    app.resize(size.width, size.height);
+    app.status.loading = true;
+    let mut in_flight = start_gather(gather, app);
+    let mut ticker = tokio::time::interval(refresh_every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    tokio::pin!(stop);
+    loop {
+        terminal.draw(|f| super::draw(f, app)).map_err(draw_err)?;
+        tokio::select! {
+            fetched = async {
                 match in_flight.as_mut() {
                     Some(f) => f.await,
                     None => std::future::pending().await,
                 }
-            };
-            tokio::select! {
-                fetched = pending => {
-                    in_flight = None;
-                    let now = Utc::now();
-                    match fetched {
-                        Fetched::Vm(Ok(i)) if app.screen == Screen::Vm => app.set_vm(i, now),
-                        Fetched::Fleet(Ok(f)) if app.screen == Screen::Fleet => app.set_fleet(f, now),
-                        Fetched::Vm(Err(e)) | Fetched::Fleet(Err(e)) => app.set_error(e),
-                        _ => again = true,
-                    }
-                    if again {
-                        again = false;
-                        in_flight = start_gather(gather, &app);
-                    }
+            } => {
+                in_flight = None;
+                let now = Utc::now();
+                match fetched {
+                    Fetched::Vm(Ok(i)) if app.screen == Screen::Vm => app.set_vm(i, now),
+                    Fetched::Fleet(Ok(f)) if app.screen == Screen::Fleet => app.set_fleet(f, now),
+                    Fetched::Vm(Err(e)) | Fetched::Fleet(Err(e)) => app.set_error(e),
+                    // Gathered for the other screen: gather for this one.
+                    _ => in_flight = start_gather(gather, app),
                 }
-                _ = ticker.tick() => {
-                    if in_flight.is_none() {
-                        in_flight = start_gather(gather, &app);
-                    }
+            }
+            _ = ticker.tick() => {
+                if in_flight.is_none() {
+                    in_flight = start_gather(gather, app);
                 }
-                ev = events.recv() => {
-                    let Some(ev) = ev else { break };
-                    match ev {
-                        Event::Key(key) => match app.handle_key(key) {
-                            Action::None => {}
-                            Action::Quit => break,
-                            Action::Refresh | Action::OpenVm { .. } | Action::BackToFleet => {
-                                in_flight = start_gather(gather, &app);
-                                ticker.reset();
-                            }
-                        },
-                        Event::Resize(w, h) => app.resize(w, h),
-                        _ => {}
-                    }
+            }
+            ev = events.recv() => {
+                let Some(ev) = ev else { break };
+                match ev {
+                    Event::Key(key) => match app.handle_key(key) {
+                        Action::None => {}
+                        Action::Quit => break,
+                        Action::Refresh | Action::OpenVm { .. } | Action::BackToFleet => {
+                            in_flight = start_gather(gather, app);
+                            ticker.reset();
+                        }
+                    },
+                    Event::Resize(w, h) => app.resize(w, h),
+                    _ => {}
                 }
-                _ = term_signal.recv() => break,
-                _ = int_signal.recv() => break,
+            }
+            _ = &mut stop => break,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inspect::tui::fixtures;
+    use ratatui::backend::TestBackend;
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use std::sync::Mutex;
+    use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+    /// Answers from fixtures and reports every call (`vm default/x`, `fleet`).
+    struct Fake {
+        calls: UnboundedSender<String>,
+        vm_error: Mutex<Option<String>>,
+    }
+
+    impl Gather for Fake {
+        async fn vm(&self, namespace: &str, name: &str) -> Result<Inspection, String> {
+            let _ = self.calls.send(format!("vm {namespace}/{name}"));
+            if let Some(e) = self.vm_error.lock().unwrap().clone() {
+                return Err(e);
+            }
+            Ok(Inspection {
+                namespace: namespace.into(),
+                name: name.into(),
+                ..fixtures::running_ours()
+            })
+        }
+
+        async fn fleet(&self) -> Result<Fleet, String> {
+            let _ = self.calls.send("fleet".into());
+            Ok(fixtures::fleet())
+        }
+    }
+
+    fn key(code: KeyCode) -> Event {
+        Event::Key(KeyEvent::new(code, KeyModifiers::NONE))
+    }
+
+    fn screen(terminal: &Terminal<TestBackend>) -> String {
+        let buf = terminal.backend().buffer();
+        (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    struct Rig {
+        terminal: Terminal<TestBackend>,
+        keys: UnboundedSender<Event>,
+        events: UnboundedReceiver<Event>,
+        calls: UnboundedReceiver<String>,
+        fake: Fake,
+    }
+
+    fn rig() -> Rig {
+        let (keys, events) = unbounded_channel();
+        let (calls_tx, calls) = unbounded_channel();
+        Rig {
+            terminal: Terminal::new(TestBackend::new(140, 44)).unwrap(),
+            keys,
+            events,
+            calls,
+            fake: Fake {
+                calls: calls_tx,
+                vm_error: Mutex::new(None),
+            },
+        }
+    }
+
+    /// The next call other than a periodic refresh of `skip`.
+    async fn next_call(calls: &mut UnboundedReceiver<String>, skip: &str) -> String {
+        loop {
+            let c = calls.recv().await.expect("a gather call");
+            if c != skip {
+                return c;
             }
         }
-        Ok::<(), io::Error>(())
     }
-    .await;
-    stop.store(true, Ordering::Relaxed);
-    result
+
+    #[tokio::test(start_paused = true)]
+    async fn gathers_at_start_on_r_and_every_second_then_quits_on_q() {
+        let Rig {
+            mut terminal,
+            keys,
+            mut events,
+            mut calls,
+            fake,
+        } = rig();
+        let mut app = App::vm("default", "vm-cirros");
+        let script = async {
+            assert_eq!(
+                calls.recv().await.unwrap(),
+                "vm default/vm-cirros",
+                "gathered at once"
+            );
+            // Nothing pressed: the ticker gathers again (the paused clock jumps to it).
+            assert_eq!(
+                calls.recv().await.unwrap(),
+                "vm default/vm-cirros",
+                "refreshed by the tick"
+            );
+            keys.send(key(KeyCode::Char('r'))).unwrap();
+            assert_eq!(
+                calls.recv().await.unwrap(),
+                "vm default/vm-cirros",
+                "r gathers"
+            );
+            keys.send(key(KeyCode::Tab)).unwrap();
+            keys.send(key(KeyCode::Char('q'))).unwrap();
+        };
+        let (result, ()) = tokio::join!(
+            drive(
+                &mut terminal,
+                &mut events,
+                std::future::pending(),
+                &fake,
+                &mut app,
+                REFRESH_EVERY
+            ),
+            script
+        );
+        result.unwrap();
+        assert_eq!(app.view.focus, crate::inspect::tui::Panel::Queues);
+        assert!(app.vm.is_some());
+        let shown = screen(&terminal);
+        assert!(
+            shown.contains("VMI Running: the Always branch does nothing"),
+            "{shown}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_gather_is_shown_in_the_status_line_and_the_loop_goes_on() {
+        let Rig {
+            mut terminal,
+            keys,
+            mut events,
+            mut calls,
+            fake,
+        } = rig();
+        let mut app = App::vm("default", "vm-cirros");
+        let script = async {
+            calls.recv().await.unwrap();
+            *fake.vm_error.lock().unwrap() = Some("cluster unreachable: connection refused".into());
+            keys.send(key(KeyCode::Char('r'))).unwrap();
+            calls.recv().await.unwrap();
+            // One more tick after the error: still running, still drawing.
+            calls.recv().await.unwrap();
+            keys.send(key(KeyCode::Char('q'))).unwrap();
+        };
+        let (result, ()) = tokio::join!(
+            drive(
+                &mut terminal,
+                &mut events,
+                std::future::pending(),
+                &fake,
+                &mut app,
+                REFRESH_EVERY
+            ),
+            script
+        );
+        result.unwrap();
+        assert!(app.vm.is_some(), "the last good data is kept");
+        let shown = screen(&terminal);
+        assert!(
+            shown.contains("error: cluster unreachable: connection refused"),
+            "{shown}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fleet_enter_gathers_the_selected_vm_and_esc_the_fleet_again() {
+        let Rig {
+            mut terminal,
+            keys,
+            mut events,
+            mut calls,
+            fake,
+        } = rig();
+        let mut app = App::fleet();
+        let first = App {
+            fleet: Some(fixtures::fleet()),
+            ..App::fleet()
+        }
+        .fleet_rows()[0]
+            .clone();
+        let script = async {
+            assert_eq!(calls.recv().await.unwrap(), "fleet");
+            keys.send(key(KeyCode::Enter)).unwrap();
+            let want = format!("vm {}/{}", first.namespace, first.name);
+            assert_eq!(next_call(&mut calls, "fleet").await, want);
+            keys.send(key(KeyCode::Esc)).unwrap();
+            assert_eq!(next_call(&mut calls, &want).await, "fleet");
+            keys.send(key(KeyCode::Esc)).unwrap();
+        };
+        let (result, ()) = tokio::join!(
+            drive(
+                &mut terminal,
+                &mut events,
+                std::future::pending(),
+                &fake,
+                &mut app,
+                REFRESH_EVERY
+            ),
+            script
+        );
+        result.unwrap();
+        assert_eq!(app.screen, Screen::Fleet);
+        assert!(screen(&terminal).contains("Fleet all namespaces"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_signal_ends_the_loop() {
+        let Rig {
+            mut terminal,
+            keys: _keys,
+            mut events,
+            mut calls,
+            fake,
+        } = rig();
+        let mut app = App::vm("default", "vm-cirros");
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let stop = async move {
+            let _ = stop_rx.await;
+        };
+        let script = async {
+            calls.recv().await.unwrap();
+            stop_tx.send(()).unwrap();
+        };
+        let (result, ()) = tokio::join!(
+            drive(
+                &mut terminal,
+                &mut events,
+                stop,
+                &fake,
+                &mut app,
+                REFRESH_EVERY
+            ),
+            script
+        );
+        result.unwrap();
+    }
 }
