@@ -1,11 +1,12 @@
 //! Command-line interface: one file per subcommand, flags and output formatting only.
 //!
 //! Every subcommand returns a [`CliError`]; [`run`] prints it on stderr and maps it to the
-//! process exit code (1 for errors, 2 for "not available yet").
+//! process exit code (1 for errors, 2 for usage errors and "not available yet").
 
 pub mod client;
 pub mod cluster;
 pub mod explain_overhead;
+pub mod inspect;
 pub mod progress;
 pub mod run_controller;
 
@@ -61,19 +62,12 @@ pub enum LogFormat {
 pub enum Command {
     /// Run the VM and VMI controllers out of cluster, acting only while holding the Lease.
     RunController(run_controller::RunControllerArgs),
-    /// (Not available yet.) Show what the controller thinks about one VM.
-    Inspect(NotYetArgs),
+    /// What the controller thinks about one VM (`inspect vm/NAME`), and what it will do next.
+    Inspect(inspect::InspectArgs),
     /// Explain the virt-launcher memory overhead of a VM or VMI, term by term.
     ExplainOverhead(explain_overhead::ExplainOverheadArgs),
     /// Run an embedded cluster (API server + simulated nodes) for local experiments.
     Cluster(cluster::ClusterArgs),
-}
-
-/// Arguments accepted (and ignored) by subcommands that are not built yet.
-#[derive(Debug, Args)]
-pub struct NotYetArgs {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub rest: Vec<String>,
 }
 
 /// Errors a subcommand reports to the user.
@@ -82,6 +76,9 @@ pub enum CliError {
     /// The subcommand exists in the CLI but is not implemented in this build.
     #[error("`{0}` is not available yet in this build of virtctl-rs")]
     NotAvailable(&'static str),
+    /// A command line that cannot be run (exit code 2).
+    #[error("{0}")]
+    Usage(String),
     /// Bad input or a failed operation, already phrased for the user.
     #[error("{0}")]
     Failed(String),
@@ -117,13 +114,13 @@ pub fn run(cli: Cli) -> ExitCode {
     init_logging(&cli.global);
     let result = match cli.command {
         Command::RunController(args) => run_controller::run(&cli.global, args),
-        Command::Inspect(_) => Err(CliError::NotAvailable("inspect")),
+        Command::Inspect(args) => inspect::run(&cli.global, args),
         Command::ExplainOverhead(args) => explain_overhead::run(&cli.global, args),
         Command::Cluster(args) => cluster::run(&cli.global, args),
     };
     match result {
         Ok(code) => code,
-        Err(err @ CliError::NotAvailable(_)) => {
+        Err(err @ (CliError::NotAvailable(_) | CliError::Usage(_))) => {
             eprintln!("error: {err}");
             ExitCode::from(2)
         }

@@ -1,7 +1,13 @@
 //! `inspect`: what the controller is thinking about one VM (or the whole fleet).
 //!
 //! Data flows one way: gather (API server + the controller's `/debug/state?key=` or KubeVirt's
-//! metrics) → [`model::Inspection`] → render (`-o json|yaml`, plain text, the terminal UI).
+//! metrics, [`gather`]) → analyse with the controllers' own pure functions ([`analyze`]) →
+//! [`model::Inspection`] → render (`-o json|yaml`, plain text [`text`], the terminal UI).
 
+pub mod analyze;
+pub mod gather;
 pub mod model;
+pub mod text;
 pub mod tui;
+
+pub use gather::{GatherError, GatherOptions, gather_fleet, gather_vm};

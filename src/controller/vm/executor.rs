@@ -62,11 +62,29 @@ where
 pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
     let (ns, name) = split_key(key);
     let vm = get(ctx.caches.vms.store(), ns, name)?;
-    let mut snap = VmSnapshot::new(vm, chrono::Utc::now());
-    snap.vmi = get(ctx.caches.vmis.store(), ns, name);
-    let template_dvs: Vec<String> = snap
-        .vm
-        .spec
+    let vmi = get(ctx.caches.vmis.store(), ns, name);
+    let expectations = ExpectationsView {
+        vmi: counts(&ctx.expectations.vmi, key),
+        data_volumes: counts(&ctx.expectations.data_volume, key),
+    };
+    let revisions = ctx.caches.revisions.store().state();
+    let mut snap = snapshot_from_objects(
+        vm,
+        vmi,
+        |dv| get::<DataVolume>(ctx.caches.data_volumes.store(), ns, dv),
+        revisions.iter().map(|r| r.as_ref()),
+        expectations,
+        &ctx.settings,
+        chrono::Utc::now(),
+    );
+    snap.backoff_jitter = rand::random::<f64>();
+    Some(snap)
+}
+
+/// The DataVolume names a VM sync reads ([`VmSnapshot::data_volumes`]): the
+/// `spec.dataVolumeTemplates` names, then the template volumes' `dataVolume.name`.
+pub fn snapshot_data_volume_names(vm: &VirtualMachine) -> Vec<String> {
+    vm.spec
         .data_volume_templates
         .iter()
         .flatten()
@@ -76,8 +94,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
                 .map(str::to_string)
         })
         .chain(
-            snap.vm
-                .spec
+            vm.spec
                 .template
                 .as_ref()
                 .and_then(|t| t.spec.as_ref())
@@ -86,10 +103,27 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
                 .flatten()
                 .filter_map(|v| v.data_volume.as_ref().and_then(|d| d.name.clone())),
         )
-        .collect();
-    snap.data_volumes = template_dvs
+        .collect()
+}
+
+/// Build a [`VmSnapshot`] from objects already read: the executor's caches, or the inspector's
+/// GETs. `data_volume` looks a DataVolume of the VM's namespace up by name; `revisions` are
+/// candidate ControllerRevisions (filtered here as [`vm_revisions`] does). The jitter is 0.
+pub fn snapshot_from_objects<'a>(
+    vm: VirtualMachine,
+    vmi: Option<VirtualMachineInstance>,
+    data_volume: impl Fn(&str) -> Option<DataVolume>,
+    revisions: impl IntoIterator<Item = &'a ControllerRevision>,
+    expectations: ExpectationsView,
+    settings: &crate::launcher::ClusterSettings,
+    now: chrono::DateTime<chrono::Utc>,
+) -> VmSnapshot {
+    let ns = vm.metadata.namespace.clone().unwrap_or_default();
+    let mut snap = VmSnapshot::new(vm, now);
+    snap.vmi = vmi;
+    snap.data_volumes = snapshot_data_volume_names(&snap.vm)
         .iter()
-        .filter_map(|dv| get::<DataVolume>(ctx.caches.data_volumes.store(), ns, dv))
+        .filter_map(|dv| data_volume(dv))
         .collect();
     let vmi_revision = snap
         .vmi
@@ -98,26 +132,17 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
         .and_then(|s| s.virtual_machine_revision_name.clone());
     snap.revisions = vm_revisions(
         snap.vm.metadata.uid.as_deref().unwrap_or(""),
-        ns,
+        &ns,
         vmi_revision.as_deref(),
-        ctx.caches
-            .revisions
-            .store()
-            .state()
-            .iter()
-            .map(|r| r.as_ref()),
+        revisions,
     );
-    snap.expectations = ExpectationsView {
-        vmi: counts(&ctx.expectations.vmi, key),
-        data_volumes: counts(&ctx.expectations.data_volume, key),
-    };
-    snap.backoff_jitter = rand::random::<f64>();
+    snap.expectations = expectations;
     snap.config = VmControllerConfig {
-        default_network_interface: ctx.settings.default_network_interface.clone(),
-        permit_bridge_interface_on_pod_network: ctx.settings.permit_bridge_interface_on_pod_network,
+        default_network_interface: settings.default_network_interface.clone(),
+        permit_bridge_interface_on_pod_network: settings.permit_bridge_interface_on_pod_network,
         ..Default::default()
     };
-    Some(snap)
+    snap
 }
 
 /// The ControllerRevisions of namespace `ns` a VM sync may read ([`VmSnapshot::revisions`]):

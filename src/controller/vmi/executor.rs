@@ -18,6 +18,7 @@ use crate::controller::apicall::{api, json_patch, split_key};
 use crate::controller::context::{Context, ReconcileRecord, object_ref};
 use crate::controller::manager::{ReconcileError, Reconciler};
 use crate::launcher::pod::{RenderError, render_launch_manifest};
+use crate::launcher::ClusterSettings;
 use crate::launcher::resources::NamespaceContext;
 use crate::runtime::queue::Requeue;
 use futures::future::BoxFuture;
@@ -44,12 +45,20 @@ impl Reconciler for VmiReconciler {
 /// defaults to a copy first (a VMI in a real cluster already has them; the embedded cluster has
 /// no webhooks).
 pub fn render_pod(ctx: &Context, vmi: &VirtualMachineInstance) -> Result<Pod, RenderFailure> {
+    render_pod_with(&ctx.settings, vmi)
+}
+
+/// [`render_pod`] with explicit cluster settings (the inspector's, read from the KubeVirt CR).
+pub fn render_pod_with(
+    settings: &ClusterSettings,
+    vmi: &VirtualMachineInstance,
+) -> Result<Pod, RenderFailure> {
     let mut copy = vmi.clone();
-    apply_admission_defaults(&mut copy.spec, &ctx.settings.admission())
+    apply_admission_defaults(&mut copy.spec, &settings.admission())
         .map_err(|e| RenderFailure::from(e.to_string()))?;
     render_launch_manifest(
         &copy,
-        &ctx.settings,
+        settings,
         &NamespaceContext::default(),
         &mut rand::rng(),
     )
@@ -68,32 +77,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
         .store()
         .get(&ObjectRef::new(name).within(ns))
         .map(|v| (*v).clone())?;
-    let uid = vmi.metadata.uid.clone();
-    let owner_vm_name = vmi
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true) && r.kind == "VirtualMachine")
-        .map(|r| r.name.clone());
-    let mut snap = VmiSnapshot::new(vmi, Time::now());
-    snap.pods = ctx
-        .caches
-        .pods
-        .store()
-        .state()
-        .iter()
-        .filter(|p| {
-            p.metadata.namespace.as_deref() == Some(ns)
-                && p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|r| r.controller == Some(true) && Some(&r.uid) == uid.as_ref())
-        })
-        .map(|p| (**p).clone())
-        .collect();
-    snap.owner_vm_uid = owner_vm_name.and_then(|n| {
+    let owner_vm_uid = owner_vm_name(&vmi).and_then(|n| {
         ctx.caches
             .vms
             .store()
@@ -102,13 +86,71 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
     });
     let pods = &ctx.expectations.pod;
     let (adds, dels) = pods.get_expectations(key).unwrap_or((0, 0));
-    snap.expectations = ExpectationsState {
+    let expectations = ExpectationsState {
         pods_satisfied: pods.satisfied_expectations(key),
         pending_pod_creations: adds,
         pending_pod_deletions: dels,
         vmi_satisfied: ctx.expectations.vmi_self.satisfied_expectations(key),
         pvcs_satisfied: true,
     };
+    let all_pods = ctx.caches.pods.store().state();
+    Some(snapshot_from_objects(
+        vmi,
+        all_pods.iter().map(|p| p.as_ref()),
+        owner_vm_uid,
+        expectations,
+        |dv| {
+            ctx.caches
+                .data_volumes
+                .store()
+                .get(&ObjectRef::<DataVolume>::new(dv).within(ns))
+                .map(|d| (*d).clone())
+        },
+        &ctx.settings,
+        Time::now(),
+    ))
+}
+
+/// The name of the VirtualMachine in the VMI's controller owner reference, if any.
+pub fn owner_vm_name(vmi: &VirtualMachineInstance) -> Option<String> {
+    vmi.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true) && r.kind == "VirtualMachine")
+        .map(|r| r.name.clone())
+}
+
+/// Build a [`VmiSnapshot`] from objects already read: the executor's caches, or the inspector's
+/// GETs. `pods` are candidates (only those controlled by the VMI are kept); `data_volume` looks a
+/// DataVolume of the VMI's namespace up by name. Renders the launcher pod when the decision needs
+/// one.
+pub fn snapshot_from_objects<'a>(
+    vmi: VirtualMachineInstance,
+    pods: impl IntoIterator<Item = &'a Pod>,
+    owner_vm_uid: Option<String>,
+    expectations: ExpectationsState,
+    data_volume: impl Fn(&str) -> Option<DataVolume>,
+    settings: &ClusterSettings,
+    now: Time,
+) -> VmiSnapshot {
+    let uid = vmi.metadata.uid.clone();
+    let ns = vmi.metadata.namespace.clone();
+    let mut snap = VmiSnapshot::new(vmi, now);
+    snap.pods = pods
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace == ns
+                && p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.controller == Some(true) && Some(&r.uid) == uid.as_ref())
+        })
+        .cloned()
+        .collect();
+    snap.owner_vm_uid = owner_vm_uid;
+    snap.expectations = expectations;
     // DataVolume volumes: ready when the DataVolume is (areDataVolumesReady); a Failed one fails
     // a Pending VMI.
     let mut storage = StorageState::default();
@@ -120,12 +162,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
         .flatten()
         .filter_map(|v| v.data_volume.as_ref()?.name.clone())
     {
-        match ctx
-            .caches
-            .data_volumes
-            .store()
-            .get(&ObjectRef::<DataVolume>::new(&dv_name).within(ns))
-        {
+        match data_volume(&dv_name) {
             Some(dv) => {
                 if dv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed") {
                     storage.has_failed_data_volume = true;
@@ -138,12 +175,12 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
         }
     }
     snap.storage = storage;
-    snap.launcher_image = Some(ctx.settings.launcher_image.clone());
-    snap.memory_overhead_report = ctx.settings.gate_enabled("VmiMemoryOverheadReport", true);
+    snap.launcher_image = Some(settings.launcher_image.clone());
+    snap.memory_overhead_report = settings.gate_enabled("VmiMemoryOverheadReport", true);
     if needs_rendered_pod(&snap) {
-        snap.rendered_pod = Some(render_pod(ctx, &snap.vmi));
+        snap.rendered_pod = Some(render_pod_with(settings, &snap.vmi));
     }
-    Some(snap)
+    snap
 }
 
 /// Reconcile one VMI key.

@@ -1,0 +1,1518 @@
+//! From the gathered objects to the verdicts (pure: no cluster, no clock, no randomness that
+//! reaches the output).
+//!
+//! Every KubeVirt rule comes from the controllers' own code: the next decision is
+//! [`crate::controller::vm::decide`] and [`crate::controller::vmi::decide`] on snapshots built by
+//! the executors' [`snapshot_from_objects`](crate::controller::vm::executor::snapshot_from_objects)
+//! constructors, the printableStatus rule is [`printable_status`], the overhead is
+//! [`memory_overhead`] and [`compute_resources`], start-failure backoff is
+//! [`start_failure_backoff_time_left`]. This module only reads their answers and phrases them.
+
+use super::gather::{ControllerView, Gathered, GatheredFleet, volume_claims};
+use super::model::*;
+use crate::api::annotations::MEMORY_OVERHEAD_BYTES;
+use crate::api::common::Condition;
+use crate::api::labels::CREATED_BY;
+use crate::api::manifest::KubeVirtObject;
+use crate::api::quantity::ParsedQuantity;
+use crate::api::{Time, VirtualMachine, VirtualMachineInstance};
+use crate::controller::debug_state::{DebugState, VM_CONTROLLER, VMI_CONTROLLER};
+use crate::controller::vm::backoff::start_failure_backoff_time_left;
+use crate::controller::vm::executor::snapshot_from_objects as vm_snapshot;
+use crate::controller::vm::printable::{PrintableContext, printable_status};
+use crate::controller::vm::run_strategy::vm_strategy;
+use crate::controller::vm::{ExpectationCounts, ExpectationsView, PvcInfo, VmAction, VmDecision};
+use crate::controller::vmi::executor::{owner_vm_name, snapshot_from_objects as vmi_snapshot};
+use crate::controller::vmi::{ExpectationsState, SkipReason, VmiAction, VmiDecision};
+use crate::launcher::explain::effective_vmi;
+use crate::launcher::overhead::{memory_overhead, overhead_vcpus};
+use crate::launcher::resources::{NamespaceContext, compute_resources};
+use crate::launcher::ClusterSettings;
+use crate::runtime::expectations::EXPECTATIONS_TIMEOUT;
+use crate::runtime::lease::LeaseRecord;
+use crate::runtime::queue::{VM_QUEUE_NAME, VMI_QUEUE_NAME};
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::BTreeMap;
+
+/// Store names of the expectations (`vm-vmi`, `vm-datavolume`, `vmi-pod`, `vmi-self`).
+const STORE_VM_VMI: &str = "vm-vmi";
+const STORE_VM_DV: &str = "vm-datavolume";
+const STORE_VMI_POD: &str = "vmi-pod";
+const STORE_VMI_SELF: &str = "vmi-self";
+/// The KVM device resource of virt-handler's device plugin.
+const KVM_RESOURCE: &str = "devices.kubevirt.io/kvm";
+
+fn k8s_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
+}
+
+fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).num_milliseconds() as f64 / 1000.0
+}
+
+/// `4 m 57 s`, `42 s`, `1 h 3 m`.
+pub fn human_duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as i64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} m {} s", s / 60, s % 60),
+        _ => format!("{} h {} m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn condition_view(c: &Condition) -> ConditionView {
+    ConditionView {
+        type_: c.type_.clone(),
+        status: c.status.clone(),
+        reason: c.reason.clone().filter(|r| !r.is_empty()),
+        message: c.message.clone().filter(|m| !m.is_empty()),
+        last_transition_time: c.last_transition_time.map(|t| t.0),
+    }
+}
+
+fn quantity_bytes(text: &str) -> Option<i64> {
+    ParsedQuantity::parse(text).ok().map(|q| q.value())
+}
+
+fn quantity_millis(text: &str) -> Option<i64> {
+    ParsedQuantity::parse(text).ok().map(|q| q.milli_value())
+}
+
+// ------------------------------------------------------------------------------------------
+// Object views
+// ------------------------------------------------------------------------------------------
+
+fn vm_view(vm: &VirtualMachine, now: DateTime<Utc>) -> VmView {
+    let status = vm.status.as_ref();
+    VmView {
+        uid: vm.metadata.uid.clone(),
+        resource_version: vm.metadata.resource_version.clone(),
+        generation: vm.metadata.generation,
+        run_strategy: vm_strategy(vm).ok().map(|s| s.as_str().to_string()),
+        printable_status: status.and_then(|s| s.printable_status.clone()),
+        observed_generation: status.and_then(|s| s.observed_generation),
+        desired_generation: status.and_then(|s| s.desired_generation),
+        start_failure: status.and_then(|s| s.start_failure.as_ref()).map(|f| {
+            let retry_after = f.retry_after_timestamp.map(|t| t.0);
+            StartFailureView {
+                consecutive_fail_count: f.consecutive_fail_count,
+                retry_after,
+                retry_in_seconds: retry_after.map(|t| seconds(now, t)),
+            }
+        }),
+        conditions: status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .map(condition_view)
+            .collect(),
+        created: vm.metadata.creation_timestamp.as_ref().and_then(k8s_time),
+    }
+}
+
+/// The phase timeline: each `phaseTransitionTimestamps` entry, oldest first, with the time spent
+/// in it (until the next entry, or until `now` for the last one).
+pub fn phase_timeline(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> Vec<PhaseTransition> {
+    let mut entries: Vec<(String, DateTime<Utc>)> = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.phase_transition_timestamps.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|p| (p.phase.as_str().to_string(), p.phase_transition_timestamp.0))
+        .collect();
+    entries.sort_by_key(|(_, t)| *t);
+    let ends: Vec<DateTime<Utc>> = entries
+        .iter()
+        .skip(1)
+        .map(|(_, t)| *t)
+        .chain(std::iter::once(now))
+        .collect();
+    entries
+        .into_iter()
+        .zip(ends)
+        .map(|((phase, timestamp), end)| PhaseTransition {
+            phase: if phase.is_empty() {
+                "Unset".into()
+            } else {
+                phase
+            },
+            timestamp,
+            duration_seconds: seconds(timestamp, end).max(0.0),
+        })
+        .collect()
+}
+
+fn vmi_view(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> VmiView {
+    let status = vmi.status.as_ref();
+    VmiView {
+        uid: vmi.metadata.uid.clone(),
+        resource_version: vmi.metadata.resource_version.clone(),
+        phase: vmi.phase().as_str().to_string(),
+        phase_transitions: phase_timeline(vmi, now),
+        node_name: status
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty()),
+        conditions: status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .map(condition_view)
+            .collect(),
+        status_memory_overhead_bytes: status_overhead_bytes(vmi),
+        deletion_timestamp: vmi.metadata.deletion_timestamp.as_ref().and_then(k8s_time),
+    }
+}
+
+fn status_overhead_bytes(vmi: &VirtualMachineInstance) -> Option<i64> {
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.memory.as_ref())
+        .and_then(|m| m.memory_overhead.as_ref())
+        .and_then(|q| quantity_bytes(&q.0))
+}
+
+fn compute_container(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::Container> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == "compute"))
+}
+
+fn pod_view(pod: &Pod) -> PodView {
+    let compute = compute_container(pod);
+    let quantities = |pick: fn(
+        &k8s_openapi::api::core::v1::ResourceRequirements,
+    ) -> Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+        compute
+            .and_then(|c| c.resources.as_ref())
+            .and_then(pick)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+            .unwrap_or_default()
+    };
+    let compute_status = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == "compute"));
+    PodView {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone(),
+        phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+        node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        priority_class_name: pod.spec.as_ref().and_then(|s| s.priority_class_name.clone()),
+        conditions: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|c| ConditionView {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                last_transition_time: c.last_transition_time.as_ref().and_then(k8s_time),
+            })
+            .collect(),
+        compute_requests: quantities(|r| r.requests.as_ref()),
+        compute_limits: quantities(|r| r.limits.as_ref()),
+        compute_waiting_reason: compute_status
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.clone()),
+        compute_last_termination_reason: compute_status
+            .and_then(|c| c.last_state.as_ref())
+            .and_then(|s| s.terminated.as_ref())
+            .and_then(|t| t.reason.clone()),
+        created: pod.metadata.creation_timestamp.as_ref().and_then(k8s_time),
+        deletion_timestamp: pod.metadata.deletion_timestamp.as_ref().and_then(k8s_time),
+    }
+}
+
+fn node_view(node: &Node) -> NodeView {
+    let status = node.status.as_ref();
+    NodeView {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        ready: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone()),
+        allocatable: status
+            .and_then(|s| s.allocatable.as_ref())
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+            .unwrap_or_default(),
+        unschedulable: node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+    }
+}
+
+fn volume_views(g: &Gathered, vm: &VirtualMachine) -> Vec<VolumeView> {
+    let mut out = Vec::new();
+    for (volume, claim, is_dv) in volume_claims(vm) {
+        if is_dv {
+            let dv = g
+                .data_volumes
+                .iter()
+                .find(|d| d.metadata.name.as_deref() == Some(&claim));
+            out.push(VolumeView {
+                kind: "DataVolume".into(),
+                name: claim.clone(),
+                volume: volume.clone(),
+                phase: dv.and_then(|d| d.status.as_ref()).and_then(|s| s.phase.clone()),
+                ready: dv
+                    .and_then(|d| d.status.as_ref())
+                    .and_then(|s| s.extra.get("conditions"))
+                    .and_then(|c| c.as_array())
+                    .and_then(|cs| {
+                        cs.iter()
+                            .find(|c| c.get("type").and_then(|t| t.as_str()) == Some("Ready"))
+                    })
+                    .and_then(|c| c.get("status").and_then(|s| s.as_str()))
+                    .map(str::to_string),
+                exists: dv.is_some(),
+            });
+        }
+        let pvc = g.pvcs.get(&claim);
+        if pvc.is_some() || !is_dv {
+            out.push(VolumeView {
+                kind: "PersistentVolumeClaim".into(),
+                name: claim.clone(),
+                volume,
+                phase: pvc.and_then(|p| p.status.as_ref()).and_then(|s| s.phase.clone()),
+                ready: None,
+                exists: pvc.is_some(),
+            });
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------------------------------
+// The controller: Lease, queues, expectations
+// ------------------------------------------------------------------------------------------
+
+struct ControllerPart {
+    lease: Option<LeaseView>,
+    source: ControllerSource,
+    queues: Vec<QueueView>,
+    missing: Vec<Missing>,
+}
+
+fn lease_view(g: &Gathered) -> (Option<LeaseView>, Vec<Missing>) {
+    let mut missing = Vec::new();
+    let Some(lease) = &g.lease else {
+        return (None, missing);
+    };
+    let record = LeaseRecord::from_spec(lease.spec.as_ref());
+    let holder = record.holder().map(str::to_string);
+    let endpoint = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::runtime::lease::DEBUG_ENDPOINT_ANNOTATION))
+        .cloned();
+    let holder_kind = match (&holder, &endpoint, g.holder_is_pod) {
+        (None, _, _) => HolderKind::None,
+        (Some(_), Some(_), _) => HolderKind::VirtctlRs,
+        (Some(_), None, Some(true)) => HolderKind::KubeVirt,
+        _ => HolderKind::Unknown,
+    };
+    let renew_age = record.renew_time.map(|t| seconds(t, g.now));
+    let duration = lease.spec.as_ref().and_then(|s| s.lease_duration_seconds);
+    let stale = holder.is_some()
+        && match (record.renew_time, duration) {
+            (Some(t), Some(d)) => t + chrono::Duration::seconds(i64::from(d)) < g.now,
+            (None, _) => true,
+            _ => false,
+        };
+    if stale {
+        missing.push(Missing {
+            what: "leader".into(),
+            reason: format!(
+                "stale Lease {}: renewed {} ago, lease duration {} s: the holder {:?} is probably gone",
+                g.lease_key,
+                renew_age.map_or("never".into(), human_duration),
+                duration.unwrap_or(0),
+                holder.as_deref().unwrap_or("")
+            ),
+        });
+    }
+    (
+        Some(LeaseView {
+            lease: g.lease_key.clone(),
+            holder_identity: holder,
+            holder_kind,
+            renew_time: record.renew_time,
+            acquire_time: record.acquire_time,
+            lease_duration_seconds: duration,
+            lease_transitions: lease.spec.as_ref().and_then(|s| s.lease_transitions),
+            renew_age_seconds: renew_age,
+            stale,
+            debug_endpoint: endpoint,
+        }),
+        missing,
+    )
+}
+
+/// One sample of a Prometheus text exposition: `(metric, labels, value)`.
+fn parse_samples(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, labels, rest) = match line.find('{') {
+            Some(open) => {
+                let Some(close) = line[open..].find('}').map(|c| open + c) else {
+                    continue;
+                };
+                (&line[..open], &line[open + 1..close], &line[close + 1..])
+            }
+            None => match line.split_once(char::is_whitespace) {
+                Some((n, r)) => (n, "", r),
+                None => continue,
+            },
+        };
+        let Some(value) = rest
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        let mut map = BTreeMap::new();
+        for pair in labels.split(',').filter(|p| !p.trim().is_empty()) {
+            if let Some((k, v)) = pair.split_once('=') {
+                map.insert(k.trim().to_string(), v.trim().trim_matches('"').to_string());
+            }
+        }
+        out.push((name.to_string(), map, value));
+    }
+    out
+}
+
+/// The VM and VMI work queues from KubeVirt's metrics (`kubevirt_workqueue_depth`,
+/// `kubevirt_workqueue_retries_total`, `kubevirt_workqueue_longest_running_processor_seconds`,
+/// label `name`; pkg/monitoring/metrics/common/workqueue/metrics.go:33-108).
+pub fn queues_from_metrics(text: &str) -> Vec<QueueView> {
+    let mut by_name: BTreeMap<String, QueueView> = BTreeMap::new();
+    for (metric, labels, value) in parse_samples(text) {
+        let Some(queue) = labels.get("name") else {
+            continue;
+        };
+        if queue != VM_QUEUE_NAME && queue != VMI_QUEUE_NAME {
+            continue;
+        }
+        let entry = by_name.entry(queue.clone()).or_insert_with(|| QueueView {
+            name: queue.clone(),
+            ..Default::default()
+        });
+        match metric.as_str() {
+            "kubevirt_workqueue_depth" => entry.depth = value.max(0.0) as u64,
+            "kubevirt_workqueue_retries_total" => entry.retries = value.max(0.0) as u64,
+            "kubevirt_workqueue_longest_running_processor_seconds" => {
+                entry.longest_running_processor_seconds = Some(value)
+            }
+            _ => {}
+        }
+    }
+    by_name.into_values().collect()
+}
+
+fn queues_from_debug(state: &DebugState, key: Option<&str>) -> Vec<QueueView> {
+    [VM_QUEUE_NAME, VMI_QUEUE_NAME]
+        .into_iter()
+        .filter_map(|name| {
+            let q = state.queue(name)?;
+            let mut view = QueueView {
+                name: name.to_string(),
+                depth: q.depth as u64,
+                ..Default::default()
+            };
+            match key {
+                Some(key) => {
+                    view.retries = state.retries(name, key) as u64;
+                    let (ks, secs) = if let Some(k) = q.in_flight.iter().find(|k| k.key == key) {
+                        (KeyState::InFlight, Some(k.running_seconds))
+                    } else if let Some(k) = q.queued.iter().find(|k| k.key == key) {
+                        (KeyState::Queued, Some(k.queued_seconds))
+                    } else if let Some(k) = q.waiting.iter().find(|k| k.key == key) {
+                        (KeyState::Waiting, Some(k.ready_in_seconds))
+                    } else {
+                        (KeyState::Idle, None)
+                    };
+                    view.key_state = Some(ks);
+                    view.key_seconds = secs;
+                }
+                None => view.retries = q.retries.iter().map(|r| r.num_requeues as u64).sum(),
+            }
+            Some(view)
+        })
+        .collect()
+}
+
+fn controller_part(g: &Gathered, key: Option<&str>) -> ControllerPart {
+    let (lease, mut missing) = lease_view(g);
+    let (source, queues) = match &g.controller {
+        ControllerView::None => (ControllerSource::default(), Vec::new()),
+        ControllerView::DebugState { url, state } => {
+            let queues = queues_from_debug(state, key);
+            if queues.is_empty() {
+                missing.push(Missing {
+                    what: "queues".into(),
+                    reason: format!(
+                        "the instance behind {url} ({}) does not lead: no work queues",
+                        state.identity
+                    ),
+                });
+            }
+            (
+                ControllerSource {
+                    kind: ControllerSourceKind::DebugEndpoint,
+                    url: Some(url.clone()),
+                    expectations_exposed: true,
+                    debug_state: Some((**state).clone()),
+                },
+                queues,
+            )
+        }
+        ControllerView::Metrics { url, text } => {
+            missing.push(Missing {
+                what: "expectations".into(),
+                reason: "not exposed by this controller (KubeVirt's virt-controller publishes only Prometheus metrics)".into(),
+            });
+            let queues = queues_from_metrics(text);
+            if queues.is_empty() {
+                missing.push(Missing {
+                    what: "queues".into(),
+                    reason: format!("{url}: no kubevirt_workqueue_* samples for the VM/VMI queues"),
+                });
+            }
+            (
+                ControllerSource {
+                    kind: ControllerSourceKind::Metrics,
+                    url: Some(url.clone()),
+                    expectations_exposed: false,
+                    debug_state: None,
+                },
+                queues,
+            )
+        }
+    };
+    ControllerPart {
+        lease,
+        source,
+        queues,
+        missing,
+    }
+}
+
+fn debug_state(g: &Gathered) -> Option<&DebugState> {
+    match &g.controller {
+        ControllerView::DebugState { state, .. } => Some(state),
+        _ => None,
+    }
+}
+
+fn expectation_views(state: &DebugState, key: &str) -> Vec<ExpectationView> {
+    let timeout = EXPECTATIONS_TIMEOUT.as_secs_f64();
+    state
+        .expectations
+        .iter()
+        .flat_map(|store| {
+            store
+                .entries
+                .iter()
+                .filter(|e| e.key == key)
+                .map(move |e| ExpectationView {
+                    store: store.name.clone(),
+                    key: e.key.clone(),
+                    adds: e.add,
+                    dels: e.del,
+                    age_seconds: e.age_seconds,
+                    expires_in_seconds: (timeout - e.age_seconds).max(0.0),
+                    satisfied: e.satisfied,
+                    expected_deletions: e.expected_deletions.clone(),
+                })
+        })
+        .collect()
+}
+
+fn counts(list: &[ExpectationView], store: &str) -> Option<ExpectationCounts> {
+    list.iter().find(|e| e.store == store).map(|e| ExpectationCounts {
+        adds: e.adds,
+        dels: e.dels,
+        // Satisfied although not fulfilled: the entry expired (expectations.go:120-145).
+        expired: e.satisfied && !(e.adds <= 0 && e.dels <= 0),
+    })
+}
+
+// ------------------------------------------------------------------------------------------
+// The whole inspection
+// ------------------------------------------------------------------------------------------
+
+/// Turn the gathered objects into the [`Inspection`].
+pub fn analyze(g: &Gathered) -> Inspection {
+    let key = format!("{}/{}", g.namespace, g.name);
+    let now = g.now;
+    let mut ins = Inspection {
+        generated_at: now,
+        namespace: g.namespace.clone(),
+        name: g.name.clone(),
+        missing: g.missing.clone(),
+        ..Default::default()
+    };
+    let part = controller_part(g, Some(&key));
+    ins.lease = part.lease;
+    ins.controller = part.source;
+    ins.queues = part.queues;
+    ins.missing.extend(part.missing);
+    let state = debug_state(g);
+    if let Some(state) = state {
+        ins.expectations = expectation_views(state, &key);
+        for controller in [VM_CONTROLLER, VMI_CONTROLLER] {
+            if let Some(r) = state.reconcile(controller, &key) {
+                ins.last_reconciles.push(ReconcileView {
+                    controller: controller.to_string(),
+                    at: r.at,
+                    result: r.result.clone(),
+                    error: r.error.clone(),
+                    actions: r.actions.clone(),
+                });
+            }
+        }
+    }
+    ins.pods = g.pods.iter().map(pod_view).collect();
+    ins.node = g.node.as_ref().map(node_view);
+    ins.vmi = g.vmi.as_ref().map(|v| vmi_view(v, now));
+    ins.events = events(g);
+    let Some(vm) = &g.vm else {
+        ins.missing.push(Missing {
+            what: "vm".into(),
+            reason: "not found".into(),
+        });
+        return ins;
+    };
+    ins.vm = Some(vm_view(vm, now));
+    ins.volumes = volume_views(g, vm);
+
+    // The next decision, with the leader's expectations (satisfied when unknown).
+    let exp_known = state.is_some();
+    let vm_exp = ExpectationsView {
+        vmi: counts(&ins.expectations, STORE_VM_VMI),
+        data_volumes: counts(&ins.expectations, STORE_VM_DV),
+    };
+    let mut vm_snap = vm_snapshot(
+        vm.clone(),
+        g.vmi.clone(),
+        |name| {
+            g.data_volumes
+                .iter()
+                .find(|d| d.metadata.name.as_deref() == Some(name))
+                .cloned()
+        },
+        g.revisions.iter(),
+        vm_exp,
+        &g.settings,
+        now,
+    );
+    vm_snap.pvcs = g
+        .pvcs
+        .iter()
+        .map(|(n, p)| {
+            (
+                n.clone(),
+                PvcInfo {
+                    phase: p.status.as_ref().and_then(|s| s.phase.clone()),
+                },
+            )
+        })
+        .collect();
+    let vm_decision = crate::controller::vm::decide(&vm_snap);
+    let vmi_decision = g.vmi.as_ref().map(|vmi| {
+        let pod_entry = ins.expectations.iter().find(|e| e.store == STORE_VMI_POD);
+        let self_entry = ins.expectations.iter().find(|e| e.store == STORE_VMI_SELF);
+        let expectations = ExpectationsState {
+            pods_satisfied: pod_entry.is_none_or(|e| e.satisfied),
+            pending_pod_creations: pod_entry.map_or(0, |e| e.adds),
+            pending_pod_deletions: pod_entry.map_or(0, |e| e.dels),
+            vmi_satisfied: self_entry.is_none_or(|e| e.satisfied),
+            pvcs_satisfied: true,
+        };
+        let owner_uid = owner_vm_name(vmi)
+            .filter(|n| Some(n) == vm.metadata.name.as_ref())
+            .and(vm.metadata.uid.clone());
+        let snap = vmi_snapshot(
+            vmi.clone(),
+            g.pods.iter(),
+            owner_uid,
+            expectations,
+            |name| {
+                g.data_volumes
+                    .iter()
+                    .find(|d| d.metadata.name.as_deref() == Some(name))
+                    .cloned()
+            },
+            &g.settings,
+            Time::from_datetime(now),
+        );
+        crate::controller::vmi::decide(&snap)
+    });
+    ins.printable_status_reason = Some(printable_reason(g, vm, &vm_snap.expectations, &vm_decision));
+    ins.next_decision = Some(next_decision(
+        g,
+        &ins,
+        vm,
+        &vm_decision,
+        vmi_decision.as_ref(),
+        exp_known,
+    ));
+    ins.caught_up = Some(caught_up(vm, g.vmi.as_ref(), state));
+    match overhead_check(g, vm) {
+        Ok(check) => ins.overhead_check = check,
+        Err(reason) => ins.missing.push(Missing {
+            what: "overheadCheck".into(),
+            reason,
+        }),
+    }
+    ins.blockers = blockers(g, vm, &ins);
+    ins
+}
+
+fn events(g: &Gathered) -> Vec<EventView> {
+    let mut out: Vec<EventView> = g
+        .events
+        .iter()
+        .map(|e| EventView {
+            time: e.time,
+            type_: e.type_.clone(),
+            reason: e.reason.clone(),
+            object: e.object.clone(),
+            message: e.message.clone(),
+            count: e.count,
+            api: e.api.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.time.cmp(&b.time).then(a.object.cmp(&b.object)));
+    out
+}
+
+fn printable_reason(
+    g: &Gathered,
+    vm: &VirtualMachine,
+    expectations: &ExpectationsView,
+    decision: &VmDecision,
+) -> PrintableStatusReason {
+    // The rules read the VM as the sync left it (its new status), as KubeVirt's
+    // setPrintableStatus does at the end of updateStatus.
+    let mut after = vm.clone();
+    if let Some(status) = &decision.status {
+        after.status = Some(status.clone());
+    }
+    let pvcs: BTreeMap<String, PvcInfo> = g
+        .pvcs
+        .iter()
+        .map(|(n, p)| {
+            (
+                n.clone(),
+                PvcInfo {
+                    phase: p.status.as_ref().and_then(|s| s.phase.clone()),
+                },
+            )
+        })
+        .collect();
+    let (status, rule) = printable_status(&PrintableContext {
+        vm: &after,
+        vmi: g.vmi.as_ref(),
+        expectations,
+        data_volumes: &g.data_volumes,
+        pvcs: &pvcs,
+        now: g.now,
+    });
+    let mut inputs = BTreeMap::new();
+    inputs.insert(
+        "runStrategy".to_string(),
+        vm_strategy(vm).map_or_else(|e| format!("invalid: {e}"), |s| s.as_str().to_string()),
+    );
+    inputs.insert(
+        "vmi.phase".to_string(),
+        g.vmi
+            .as_ref()
+            .map_or("no VMI".to_string(), |v| v.phase().as_str().to_string()),
+    );
+    if let Some(vmi) = &g.vmi {
+        for c in ["Synchronized", "PodScheduled", "Paused", "Ready"] {
+            if let Some(cond) = vmi.condition(c) {
+                inputs.insert(
+                    format!("vmi.{c}"),
+                    match &cond.reason {
+                        Some(r) if !r.is_empty() => format!("{} ({r})", cond.status),
+                        _ => cond.status.clone(),
+                    },
+                );
+            }
+        }
+        if vmi.is_deleting() {
+            inputs.insert("vmi.deletionTimestamp".into(), "set".into());
+        }
+    }
+    if let Some(pod) = g.pods.first() {
+        inputs.insert(
+            "pod.phase".into(),
+            pod.status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_default(),
+        );
+        if let Some(c) = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+        {
+            inputs.insert(
+                "pod.PodScheduled".into(),
+                format!("{} {}", c.status, c.reason.clone().unwrap_or_default())
+                    .trim()
+                    .to_string(),
+            );
+        }
+    }
+    for dv in &g.data_volumes {
+        inputs.insert(
+            format!("dataVolume/{}", dv.metadata.name.as_deref().unwrap_or("")),
+            dv.status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_else(|| "no phase".into()),
+        );
+    }
+    for (name, pvc) in &pvcs {
+        inputs.insert(
+            format!("pvc/{name}"),
+            pvc.phase.clone().unwrap_or_else(|| "no phase".into()),
+        );
+    }
+    inputs.insert(
+        "expectations.vmiStartExpected".into(),
+        expectations.vmi_start_expected().to_string(),
+    );
+    inputs.insert(
+        "expectations.vmiStopExpected".into(),
+        expectations.vmi_stop_expected().to_string(),
+    );
+    if let Some(f) = after.status.as_ref().and_then(|s| s.start_failure.as_ref()) {
+        inputs.insert(
+            "startFailure.consecutiveFailCount".into(),
+            f.consecutive_fail_count.to_string(),
+        );
+    }
+    PrintableStatusReason {
+        computed: status.as_str().to_string(),
+        stored: vm.status.as_ref().and_then(|s| s.printable_status.clone()),
+        rule: rule.to_string(),
+        inputs,
+    }
+}
+
+fn vmi_action_kind(a: &VmiAction) -> &'static str {
+    match a {
+        VmiAction::CreatePod { .. } => "CreatePod",
+        VmiAction::DeletePod { .. } => "DeletePod",
+        VmiAction::PatchPod { .. } => "PatchPod",
+        VmiAction::PatchPodReadinessCondition { .. } => "PatchPodReadinessCondition",
+        VmiAction::UpdateVmi { .. } => "UpdateVmi",
+        VmiAction::PatchVmi { .. } => "PatchVmi",
+        VmiAction::Event { .. } => "Event",
+    }
+}
+
+fn next_decision(
+    g: &Gathered,
+    ins: &Inspection,
+    vm: &VirtualMachine,
+    vm_d: &VmDecision,
+    vmi_d: Option<&VmiDecision>,
+    exp_known: bool,
+) -> NextDecision {
+    let mut nd = NextDecision::default();
+    for a in &vm_d.actions {
+        nd.actions.push(PlannedActionView {
+            controller: "vm".into(),
+            kind: a.action.kind().to_string(),
+            why: a.why.clone(),
+        });
+    }
+    if let Some(d) = vmi_d {
+        for a in d.actions() {
+            nd.actions.push(PlannedActionView {
+                controller: "vmi".into(),
+                kind: vmi_action_kind(a).to_string(),
+                why: a.why().to_string(),
+            });
+        }
+    }
+    nd.explanation = vm_d
+        .explanation
+        .iter()
+        .map(|l| format!("vm: {l}"))
+        .chain(
+            vmi_d
+                .into_iter()
+                .flat_map(|d| d.explanation.iter().map(|l| format!("vmi: {l}"))),
+        )
+        .collect();
+    if !exp_known {
+        nd.explanation.push(
+            "expectations unknown (no debug endpoint): decided as if every expectation were satisfied"
+                .into(),
+        );
+    }
+    let strategy = vm_strategy(vm).map_or_else(|_| "invalid".to_string(), |s| s.as_str().to_string());
+    let vmi_phase = g.vmi.as_ref().map(|v| {
+        let p = v.phase().as_str();
+        if p.is_empty() { "Unset".to_string() } else { p.to_string() }
+    });
+
+    // A wait: expectations (VM or VMI controller), or start-failure backoff.
+    let vm_entry = ins
+        .expectations
+        .iter()
+        .find(|e| e.store == STORE_VM_VMI && !e.satisfied);
+    let backoff_left = start_failure_backoff_time_left(vm.status.as_ref(), g.now);
+    if let Some(e) = vm_entry {
+        let what = if e.adds > 0 {
+            "VMI creation"
+        } else {
+            "VMI deletion"
+        };
+        nd.waiting = Some(format!(
+            "waiting: {what} expected {} ago, expectations expire in {}",
+            human_duration(e.age_seconds),
+            human_duration(e.expires_in_seconds)
+        ));
+    } else if let Some(SkipReason::ExpectationsPending(text)) = vmi_d.and_then(|d| d.skipped.as_ref()) {
+        let age = ins
+            .expectations
+            .iter()
+            .find(|e| e.store == STORE_VMI_POD && !e.satisfied)
+            .map(|e| {
+                format!(
+                    " (set {} ago, expire in {})",
+                    human_duration(e.age_seconds),
+                    human_duration(e.expires_in_seconds)
+                )
+            })
+            .unwrap_or_default();
+        nd.waiting = Some(format!("waiting: {text}{age}"));
+    } else if backoff_left > 0 {
+        nd.waiting = Some(format!(
+            "CrashLoopBackOff: next start in {}",
+            human_duration(backoff_left as f64)
+        ));
+    }
+
+    let find_vm = |kind: &str| vm_d.actions.iter().find(|a| a.action.kind() == kind);
+    nd.summary = if let (Some(w), Some(_)) = (&nd.waiting, vm_entry) {
+        w.clone()
+    } else if let Some(VmAction::DeleteVmi { name, .. }) = find_vm("DeleteVmi").map(|a| &a.action) {
+        format!("{strategy}: would delete VMI {name}")
+    } else if let Some(a) = find_vm("CreateVmi") {
+        format!("{strategy}: would create VMI {} ({})", g.name, a.why)
+    } else if backoff_left > 0 {
+        nd.waiting.clone().unwrap_or_default()
+    } else if let Some(w) = &nd.waiting {
+        w.clone()
+    } else {
+        let vmi_write = vmi_d.and_then(|d| d.actions().find(|a| a.is_write()));
+        let strategy_line = vm_d
+            .explanation
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("runStrategy"))
+            .cloned();
+        let prefix = vmi_phase.as_ref().map_or("no VMI".to_string(), |p| format!("VMI {p}"));
+        let vm_part = match strategy_line {
+            Some(line) => format!("{prefix}: {line}"),
+            None => match vm_d.explanation.last() {
+                Some(l) => format!("{prefix}: {l}"),
+                None => format!("{prefix}: nothing to do"),
+            },
+        };
+        match vmi_write {
+            Some(w) => format!("{vm_part}; the VMI controller would {}: {}", vmi_action_kind(w), w.why()),
+            None => vm_part,
+        }
+    };
+    nd.disagreement = disagreement(g, ins, vm, vm_d, vmi_d);
+    nd
+}
+
+fn disagreement(
+    g: &Gathered,
+    ins: &Inspection,
+    vm: &VirtualMachine,
+    vm_d: &VmDecision,
+    vmi_d: Option<&VmiDecision>,
+) -> Option<String> {
+    let state = debug_state(g)?;
+    if let Some(cached) = state.cached.as_ref() {
+        let server_vm = vm.metadata.resource_version.as_deref();
+        let cached_vm = cached.vm.as_ref().and_then(|c| c.resource_version.as_deref());
+        if cached_vm != server_vm {
+            return Some(format!(
+                "the leader's cache holds VM resourceVersion {} while the server has {}: its last reconcile saw an older VM",
+                cached_vm.unwrap_or("(none)"),
+                server_vm.unwrap_or("(none)")
+            ));
+        }
+        let server_vmi = g.vmi.as_ref().and_then(|v| v.metadata.resource_version.as_deref());
+        let cached_vmi = cached.vmi.as_ref().and_then(|c| c.resource_version.as_deref());
+        if cached_vmi != server_vmi {
+            return Some(format!(
+                "the leader's cache holds VMI resourceVersion {} while the server has {}",
+                cached_vmi.unwrap_or("(none)"),
+                server_vmi.unwrap_or("(none)")
+            ));
+        }
+    }
+    let idle = ins
+        .queues
+        .iter()
+        .all(|q| q.key_state.is_none_or(|s| s == KeyState::Idle));
+    let satisfied = ins.expectations.iter().all(|e| e.satisfied);
+    let writes: Vec<&str> = vm_d
+        .actions
+        .iter()
+        .filter(|a| a.action.is_api_call())
+        .map(|a| a.action.kind())
+        .chain(
+            vmi_d
+                .into_iter()
+                .flat_map(|d| d.actions().filter(|a| a.is_write()).map(vmi_action_kind)),
+        )
+        .collect();
+    if idle && satisfied && !writes.is_empty() && !ins.queues.is_empty() {
+        let last = ins
+            .last_reconciles
+            .iter()
+            .map(|r| format!("{} at {}: {} [{}]", r.controller, r.at.format("%H:%M:%S"), r.result, r.actions.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Some(format!(
+            "on this state the controllers would {}, but the key is not queued and the leader's last reconcile ({}) left nothing to do",
+            writes.join(", "),
+            if last.is_empty() { "none recorded".to_string() } else { last }
+        ));
+    }
+    None
+}
+
+fn caught_up(
+    vm: &VirtualMachine,
+    vmi: Option<&VirtualMachineInstance>,
+    state: Option<&DebugState>,
+) -> CaughtUp {
+    let generation = vm.metadata.generation;
+    let observed = vm.status.as_ref().and_then(|s| s.observed_generation);
+    let desired = vm.status.as_ref().and_then(|s| s.desired_generation);
+    let generation_observed = generation.is_some() && generation == observed;
+    let cached = state.and_then(|s| s.cached.as_ref());
+    let vm_cache_current = cached.map(|c| {
+        c.vm.as_ref().and_then(|o| o.resource_version.as_deref())
+            == vm.metadata.resource_version.as_deref()
+    });
+    let vmi_cache_current = cached.map(|c| {
+        c.vmi.as_ref().and_then(|o| o.resource_version.as_deref())
+            == vmi.and_then(|v| v.metadata.resource_version.as_deref())
+    });
+    let mut parts = vec![format!(
+        "generation {} / observedGeneration {} / desiredGeneration {}",
+        generation.map_or("-".into(), |g| g.to_string()),
+        observed.map_or("-".into(), |g| g.to_string()),
+        desired.map_or("-".into(), |g| g.to_string()),
+    )];
+    parts.push(if generation_observed {
+        "the VMI runs the current spec".into()
+    } else {
+        "the running VMI does not reflect the latest spec yet".into()
+    });
+    match (vm_cache_current, vmi_cache_current) {
+        (Some(true), Some(true)) => parts.push("the leader's caches are current".into()),
+        (Some(a), Some(b)) => parts.push(format!(
+            "the leader's cache is behind for the{}{}",
+            if a { "" } else { " VM" },
+            if b { "" } else { " VMI" }
+        )),
+        _ => parts.push("the leader's caches are unknown".into()),
+    }
+    CaughtUp {
+        generation_observed,
+        vm_cache_current,
+        vmi_cache_current,
+        summary: parts.join("; "),
+    }
+}
+
+fn namespace_context(g: &Gathered) -> NamespaceContext {
+    NamespaceContext {
+        labels: g.namespace_labels.clone(),
+        quota_limits_cpu: g.quota_limits.0,
+        quota_limits_memory: g.quota_limits.1,
+        ..Default::default()
+    }
+}
+
+/// The formula against the newest live pod (and the VMI's reported overhead).
+fn overhead_check(g: &Gathered, vm: &VirtualMachine) -> Result<Option<OverheadCheck>, String> {
+    let object = match &g.vmi {
+        Some(vmi) => KubeVirtObject::Vmi(Box::new(vmi.clone())),
+        None => KubeVirtObject::Vm(Box::new(vm.clone())),
+    };
+    formula_against(&object, &g.namespace, &g.settings, &namespace_context(g), current_pod(&g.pods), g.vmi.as_ref())
+        .map(Some)
+}
+
+fn current_pod(pods: &[Pod]) -> Option<&Pod> {
+    pods.iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .or(pods.first())
+}
+
+fn formula_against(
+    object: &KubeVirtObject,
+    namespace: &str,
+    settings: &ClusterSettings,
+    ns_ctx: &NamespaceContext,
+    pod: Option<&Pod>,
+    vmi: Option<&VirtualMachineInstance>,
+) -> Result<OverheadCheck, String> {
+    let eff = effective_vmi(object, namespace, settings).map_err(|e| e.to_string())?;
+    let breakdown = memory_overhead(&eff.spec, settings).map_err(|e| format!("field {e}"))?;
+    let resources = compute_resources(&eff, settings, breakdown.total_bytes, ns_ctx)
+        .map_err(|e| format!("field {e}"))?;
+    let formula_request = resources.request_value("memory");
+    let compute = pod.and_then(compute_container);
+    let requests = compute
+        .and_then(|c| c.resources.as_ref())
+        .and_then(|r| r.requests.as_ref());
+    let pod_request = requests.and_then(|r| r.get("memory")).and_then(|q| quantity_bytes(&q.0));
+    let annotation = pod
+        .and_then(|p| p.metadata.annotations.as_ref())
+        .and_then(|a| a.get(MEMORY_OVERHEAD_BYTES))
+        .and_then(|v| v.trim().parse::<i64>().ok());
+    let status = vmi.and_then(status_overhead_bytes);
+    let mut differences = Vec::new();
+    let mut compare = |what: &str, value: Option<i64>, formula: Option<i64>| {
+        if let (Some(v), Some(f)) = (value, formula)
+            && v != f
+        {
+            let d = v - f;
+            differences.push(format!(
+                "{what} is {} bytes {} than the formula ({v} vs {f})",
+                d.abs(),
+                if d > 0 { "more" } else { "less" }
+            ));
+        }
+    };
+    compare("pod compute memory request", pod_request, formula_request);
+    compare(
+        &format!("pod annotation {MEMORY_OVERHEAD_BYTES}"),
+        annotation,
+        Some(breakdown.total_bytes),
+    );
+    compare(
+        "VMI status.memory.memoryOverhead",
+        status,
+        Some(breakdown.total_bytes),
+    );
+    let vcpus = overhead_vcpus(&eff.spec).map(|(n, _)| n).unwrap_or(1);
+    let formula_cpu = resources.requests.get("cpu").and_then(|q| quantity_millis(&q.0));
+    let pod_cpu = requests.and_then(|r| r.get("cpu")).and_then(|q| quantity_millis(&q.0));
+    let cpu_match = match (formula_cpu, pod_cpu) {
+        (Some(f), Some(p)) => f == p,
+        _ => true,
+    };
+    if !cpu_match {
+        differences.push(format!(
+            "pod compute CPU request is {}m, the formula {}m ({vcpus} vCPUs ÷ cpuAllocationRatio {})",
+            pod_cpu.unwrap_or(0),
+            formula_cpu.unwrap_or(0),
+            settings.cpu_allocation_ratio
+        ));
+    }
+    Ok(OverheadCheck {
+        formula_bytes: breakdown.total_bytes,
+        terms: breakdown.terms,
+        formula_request_bytes: formula_request,
+        pod_request_bytes: pod_request,
+        annotation_bytes: annotation,
+        status_bytes: status,
+        matches: differences.is_empty(),
+        differences,
+        cpu: Some(CpuCheck {
+            vcpus,
+            allocation_ratio: i64::from(settings.cpu_allocation_ratio),
+            formula_request_millis: formula_cpu,
+            pod_request_millis: pod_cpu,
+            matches: cpu_match,
+        }),
+    })
+}
+
+fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker> {
+    let vm_name = format!("VirtualMachine/{}", g.name);
+    let mut out = Vec::new();
+    let mut add = |object: String, reason: &str, message: String, depth: u8| {
+        out.push(Blocker {
+            object,
+            reason: reason.to_string(),
+            message,
+            depth,
+        })
+    };
+    // VM (0)
+    if let Some(c) = vm
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Failure" && c.is_true()))
+    {
+        add(
+            vm_name.clone(),
+            c.reason.as_deref().unwrap_or("Failure"),
+            c.message.clone().unwrap_or_default(),
+            0,
+        );
+    }
+    let backoff_left = start_failure_backoff_time_left(vm.status.as_ref(), g.now);
+    if backoff_left > 0 {
+        let fails = vm
+            .status
+            .as_ref()
+            .and_then(|s| s.start_failure.as_ref())
+            .map_or(0, |f| f.consecutive_fail_count);
+        add(
+            vm_name.clone(),
+            "CrashLoopBackOff",
+            format!(
+                "{fails} consecutive start failure(s): next start in {} (vm.go:1477-1504)",
+                human_duration(backoff_left as f64)
+            ),
+            0,
+        );
+    }
+    // VMI (1)
+    if let Some(vmi) = &g.vmi {
+        let vmi_name = format!("VirtualMachineInstance/{}", g.name);
+        if let Some(c) = vmi.condition("Synchronized").filter(|c| c.status == "False") {
+            add(
+                vmi_name.clone(),
+                c.reason.as_deref().unwrap_or("NotSynchronized"),
+                c.message.clone().unwrap_or_default(),
+                1,
+            );
+        }
+        if vmi.phase() == crate::api::Phase::Failed {
+            add(
+                vmi_name,
+                "Failed",
+                vmi.status
+                    .as_ref()
+                    .and_then(|s| s.reason.clone())
+                    .unwrap_or_else(|| "the VMI failed".into()),
+                1,
+            );
+        }
+    }
+    // Pod (2)
+    if let Some((pc, false)) = &g.priority_class {
+        add(
+            format!("PriorityClass/{pc}"),
+            "PriorityClassNotFound",
+            format!("no PriorityClass with name {pc} was found: the API server rejects the virt-launcher pod"),
+            2,
+        );
+    }
+    let mut unschedulable = false;
+    if let Some(pod) = current_pod(&g.pods) {
+        let pod_name = format!("Pod/{}", pod.metadata.name.as_deref().unwrap_or(""));
+        if let Some(c) = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled" && c.status == "False"))
+        {
+            unschedulable = true;
+            add(
+                pod_name.clone(),
+                c.reason.as_deref().unwrap_or("Unschedulable"),
+                c.message.clone().unwrap_or_default(),
+                2,
+            );
+        }
+        let view = pod_view(pod);
+        if let Some(r) = view.compute_waiting_reason.filter(|r| r != "ContainerCreating") {
+            add(pod_name.clone(), &r, "the compute container is waiting".into(), 2);
+        }
+        if let Some(r) = view.compute_last_termination_reason.filter(|r| r == "OOMKilled") {
+            add(pod_name, &r, "the compute container was OOM-killed".into(), 2);
+        }
+    }
+    // Volumes (3)
+    for v in &ins.volumes {
+        let object = format!("{}/{}", v.kind, v.name);
+        if !v.exists {
+            add(
+                object,
+                "NotFound",
+                format!("volume {} refers to a {} that does not exist", v.volume, v.kind),
+                3,
+            );
+            continue;
+        }
+        match (v.kind.as_str(), v.phase.as_deref()) {
+            ("DataVolume", Some("Failed")) => {
+                add(object, "DataVolumeFailed", "the DataVolume failed".into(), 3)
+            }
+            ("DataVolume", phase) => {
+                let ready = g
+                    .data_volumes
+                    .iter()
+                    .find(|d| d.metadata.name.as_deref() == Some(&v.name))
+                    .is_some_and(|d| d.is_ready());
+                if !ready {
+                    add(
+                        object,
+                        "DataVolumeNotReady",
+                        format!(
+                            "DataVolume phase {}: the VMI waits for it (util.go:106-118)",
+                            phase.unwrap_or("(none)")
+                        ),
+                        3,
+                    );
+                }
+            }
+            ("PersistentVolumeClaim", Some("Bound")) => {}
+            ("PersistentVolumeClaim", phase) => add(
+                object,
+                "PvcNotBound",
+                format!("PVC phase {}", phase.unwrap_or("(none)")),
+                3,
+            ),
+            _ => {}
+        }
+    }
+    // Node (4)
+    if let Some(node) = &ins.node {
+        let object = format!("Node/{}", node.name);
+        if node.ready.as_deref() != Some("True") {
+            add(
+                object.clone(),
+                "NodeNotReady",
+                format!("node Ready={}", node.ready.as_deref().unwrap_or("Unknown")),
+                4,
+            );
+        }
+        if node.unschedulable {
+            add(object, "NodeUnschedulable", "node is cordoned".into(), 4);
+        }
+    }
+    if unschedulable && !g.candidate_nodes.is_empty() {
+        let request = ins.overhead_check.as_ref().and_then(|o| o.formula_request_bytes);
+        let alloc = |n: &Node, r: &str| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .and_then(|a| a.get(r))
+                .and_then(|q| quantity_bytes(&q.0))
+        };
+        let needs_kvm = !g.settings.use_emulation;
+        let kvm_nodes = g
+            .candidate_nodes
+            .iter()
+            .filter(|n| alloc(n, KVM_RESOURCE).is_some_and(|v| v > 0))
+            .count();
+        if needs_kvm && kvm_nodes == 0 {
+            add(
+                "Node/*".into(),
+                "NoKvmDevice",
+                format!(
+                    "none of {} node(s) has allocatable {KVM_RESOURCE} (is virt-handler running, or is useEmulation needed?)",
+                    g.candidate_nodes.len()
+                ),
+                4,
+            );
+        }
+        if let Some(req) = request {
+            let largest = g
+                .candidate_nodes
+                .iter()
+                .filter_map(|n| alloc(n, "memory"))
+                .max()
+                .unwrap_or(0);
+            if largest < req {
+                add(
+                    "Node/*".into(),
+                    "InsufficientMemory",
+                    format!(
+                        "no node has {req} bytes of allocatable memory for the guest request + overhead (largest: {largest})"
+                    ),
+                    4,
+                );
+            }
+        }
+    }
+    out.sort_by_key(|b| std::cmp::Reverse(b.depth));
+    out
+}
+
+// ------------------------------------------------------------------------------------------
+// The fleet
+// ------------------------------------------------------------------------------------------
+
+/// Printable statuses that mean "something is wrong".
+const PROBLEM_STATUSES: &[&str] = &[
+    "CrashLoopBackOff",
+    "ErrorUnschedulable",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrorPvcNotFound",
+    "DataVolumeError",
+    "Unknown",
+];
+
+/// Turn the gathered fleet into rows, problems first.
+pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
+    let part = controller_part(&f.controller, None);
+    let mut missing = f.missing.clone();
+    missing.extend(part.missing);
+    let state = debug_state(&f.controller);
+    let vmis: BTreeMap<(String, String), &VirtualMachineInstance> = f
+        .vmis
+        .iter()
+        .map(|v| {
+            (
+                (
+                    v.metadata.namespace.clone().unwrap_or_default(),
+                    v.metadata.name.clone().unwrap_or_default(),
+                ),
+                v,
+            )
+        })
+        .collect();
+    let mut pods_by_vmi: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
+    for p in &f.pods {
+        if let Some(uid) = p.metadata.labels.as_ref().and_then(|l| l.get(CREATED_BY)) {
+            pods_by_vmi.entry(uid.clone()).or_default().push(p.clone());
+        }
+    }
+    for pods in pods_by_vmi.values_mut() {
+        pods.sort_by(|a, b| b.metadata.creation_timestamp.cmp(&a.metadata.creation_timestamp));
+    }
+    let mut rows: Vec<FleetRow> = f
+        .vms
+        .iter()
+        .map(|vm| {
+            let ns = vm.metadata.namespace.clone().unwrap_or_default();
+            let name = vm.metadata.name.clone().unwrap_or_default();
+            let key = format!("{ns}/{name}");
+            let vmi = vmis.get(&(ns.clone(), name.clone())).copied();
+            let mut row = FleetRow {
+                namespace: ns.clone(),
+                name,
+                printable_status: vm.status.as_ref().and_then(|s| s.printable_status.clone()),
+                vmi_phase: vmi.map(|v| v.phase().as_str().to_string()),
+                phase_seconds: vmi
+                    .and_then(|v| phase_timeline(v, f.now).last().map(|p| p.duration_seconds)),
+                ..Default::default()
+            };
+            if let Some(state) = state {
+                row.retries = (state.retries(VM_QUEUE_NAME, &key) + state.retries(VMI_QUEUE_NAME, &key))
+                    as u64;
+                row.pending_expectations = state
+                    .expectations
+                    .iter()
+                    .flat_map(|s| s.entries.iter())
+                    .filter(|e| e.key == key && !e.satisfied)
+                    .count() as u64;
+            }
+            let pods = vmi
+                .and_then(|v| v.metadata.uid.as_ref())
+                .and_then(|u| pods_by_vmi.get(u));
+            if let (Some(vmi), Some(pod)) = (vmi, pods.and_then(|p| current_pod(p))) {
+                let object = KubeVirtObject::Vmi(Box::new(vmi.clone()));
+                if let Ok(check) = formula_against(
+                    &object,
+                    &ns,
+                    &f.settings,
+                    &NamespaceContext::default(),
+                    Some(pod),
+                    Some(vmi),
+                ) {
+                    row.overhead_match = Some(check.matches);
+                    if let (Some(p), Some(fr)) = (check.pod_request_bytes, check.formula_request_bytes)
+                        && p != fr
+                    {
+                        row.overhead_difference_bytes = Some(p - fr);
+                    }
+                }
+            }
+            row.problem = vm
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Failure" && c.is_true()))
+                .map(|c| {
+                    format!(
+                        "{}: {}",
+                        c.reason.as_deref().unwrap_or("Failure"),
+                        c.message.as_deref().unwrap_or("")
+                    )
+                })
+                .or_else(|| {
+                    row.printable_status
+                        .as_deref()
+                        .filter(|s| PROBLEM_STATUSES.contains(s))
+                        .map(|s| format!("printableStatus {s}"))
+                })
+                .or_else(|| {
+                    state.and_then(|s| {
+                        [VM_CONTROLLER, VMI_CONTROLLER].into_iter().find_map(|c| {
+                            s.reconcile(c, &key)
+                                .and_then(|r| r.error.clone())
+                                .map(|e| format!("{c} reconcile failed: {e}"))
+                        })
+                    })
+                })
+                .or_else(|| {
+                    row.overhead_difference_bytes
+                        .map(|d| format!("pod memory request differs from the formula by {d} bytes"))
+                });
+            row
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.problem
+            .is_some()
+            .cmp(&a.problem.is_some())
+            .then_with(|| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)))
+    });
+    Fleet {
+        generated_at: f.now,
+        namespace: f.namespace.clone(),
+        lease: part.lease,
+        controller: part.source,
+        queues: part.queues,
+        rows,
+        missing,
+    }
+}
+
+#[cfg(test)]
+#[path = "analyze_tests.rs"]
+mod tests;

@@ -1,0 +1,759 @@
+//! Gathered state → Inspection, for every scenario of issue 10. Fixtures are written as JSON the
+//! way the API server returns the objects; "now" is fixed.
+
+use super::*;
+use crate::controller::context::ReconcileRecord;
+use crate::controller::debug_state::{CacheState, CachedObject, CachedObjects};
+use crate::controller::vmi::executor::render_pod_with;
+use crate::inspect::gather::{ControllerView, Gathered};
+use crate::runtime::expectations::{ExpectationEntry, ExpectationsSnapshot};
+use crate::runtime::lease::LeaderState;
+use crate::runtime::queue::QueueSnapshot;
+use k8s_openapi::api::coordination::v1::Lease;
+use serde_json::{Value, json};
+
+const NOW: &str = "2026-12-01T10:00:00Z";
+
+fn now() -> DateTime<Utc> {
+    NOW.parse().expect("time")
+}
+
+fn at(offset_seconds: i64) -> String {
+    (now() + chrono::Duration::seconds(offset_seconds))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn vm(strategy: &str, volumes: Value, status: Value) -> VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {
+            "name": "vm-a", "namespace": "demo", "uid": "vm-uid", "resourceVersion": "10",
+            "generation": 2, "creationTimestamp": at(-120),
+            "annotations": {
+                "kubevirt.io/latest-observed-api-version": "v1",
+                "kubevirt.io/storage-observed-api-version": "v1"
+            },
+            "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]
+        },
+        "spec": {
+            "runStrategy": strategy,
+            "template": {
+                "metadata": {"labels": {"kubevirt.io/vm": "vm-a"}},
+                "spec": {
+                    "domain": {
+                        "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
+                        "devices": {},
+                        "resources": {"requests": {"memory": "128Mi"}}
+                    },
+                    "volumes": volumes
+                }
+            }
+        },
+        "status": status
+    }))
+    .expect("vm")
+}
+
+fn vmi(phase: &str, transitions: &[(&str, i64)], extra_status: Value) -> VirtualMachineInstance {
+    let mut status = json!({
+        "phase": phase,
+        "virtualMachineRevisionName": "revision-start-vm-vm-uid-2",
+        "phaseTransitionTimestamps": transitions.iter().map(|(p, t)| json!({
+            "phase": p, "phaseTransitionTimestamp": at(*t)
+        })).collect::<Vec<_>>(),
+    });
+    if let (Some(s), Some(e)) = (status.as_object_mut(), extra_status.as_object()) {
+        s.extend(e.clone());
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {
+            "name": "vm-a", "namespace": "demo", "uid": "vmi-uid", "resourceVersion": "20",
+            "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                "name": "vm-a", "uid": "vm-uid", "controller": true, "blockOwnerDeletion": true}],
+            "labels": {"kubevirt.io/vm": "vm-a"},
+            "annotations": {
+                "kubevirt.io/latest-observed-api-version": "v1",
+                "kubevirt.io/storage-observed-api-version": "v1",
+                "kubevirt.io/vm-generation": "2"
+            },
+            "finalizers": ["kubevirt.io/foregroundDeleteVirtualMachine"]
+        },
+        "spec": {
+            "domain": {
+                "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
+                "devices": {},
+                "resources": {"requests": {"memory": "128Mi"}}
+            }
+        },
+        "status": status
+    }))
+    .expect("vmi")
+}
+
+/// The launcher pod KubeVirt renders for `vmi`, with a status.
+fn pod_for(vmi: &VirtualMachineInstance, phase: &str, conditions: Value) -> Pod {
+    let mut pod = render_pod_with(&ClusterSettings::default(), vmi).expect("render");
+    pod.metadata.name = Some("virt-launcher-vm-a-abcde".into());
+    pod.metadata.namespace = Some("demo".into());
+    if let (Some(spec), Some(node)) = (
+        pod.spec.as_mut(),
+        vmi.status.as_ref().and_then(|s| s.node_name.clone()),
+    ) {
+        spec.node_name = Some(node);
+    }
+    pod.metadata.uid = Some("pod-uid".into());
+    pod.status = Some(
+        serde_json::from_value(json!({"phase": phase, "conditions": conditions})).expect("status"),
+    );
+    pod
+}
+
+fn our_lease(renew_offset: i64) -> Lease {
+    serde_json::from_value(json!({
+        "metadata": {"name": "virt-controller", "namespace": "kubevirt",
+            "annotations": {"virtctl-rs.kubevirt.io/debug-endpoint": "http://127.0.0.1:8182/debug/state"}},
+        "spec": {"holderIdentity": "host_1234", "leaseDurationSeconds": 15,
+            "renewTime": format!("{}", (now() + chrono::Duration::seconds(renew_offset)).format("%Y-%m-%dT%H:%M:%S%.6fZ")),
+            "acquireTime": "2026-12-01T09:00:00.000000Z", "leaseTransitions": 3}
+    }))
+    .expect("lease")
+}
+
+fn kubevirt_lease() -> Lease {
+    serde_json::from_value(json!({
+        "metadata": {"name": "virt-controller", "namespace": "kubevirt"},
+        "spec": {"holderIdentity": "virt-controller-7d9f-abcde", "leaseDurationSeconds": 15,
+            "renewTime": "2026-12-01T09:59:58.000000Z", "leaseTransitions": 1}
+    }))
+    .expect("lease")
+}
+
+fn entry(key: &str, add: i64, age: f64) -> ExpectationEntry {
+    ExpectationEntry {
+        key: key.into(),
+        add,
+        del: 0,
+        age_seconds: age,
+        fulfilled: add <= 0,
+        expired: false,
+        satisfied: add <= 0,
+        expected_deletions: Vec::new(),
+    }
+}
+
+fn queue(name: &str, depth: usize) -> QueueSnapshot {
+    QueueSnapshot {
+        name: name.into(),
+        shutting_down: false,
+        depth,
+        queued: Vec::new(),
+        in_flight: Vec::new(),
+        waiting: Vec::new(),
+        retries: Vec::new(),
+    }
+}
+
+/// Our leader's `/debug/state?key=demo/vm-a`, caches holding the given versions.
+fn debug_state(
+    vm_rv: Option<&str>,
+    vmi_rv: Option<&str>,
+    vm_vmi: Vec<ExpectationEntry>,
+) -> DebugState {
+    DebugState {
+        generated_at: now(),
+        identity: "host_1234".into(),
+        leading: true,
+        lease: LeaderState {
+            identity: "host_1234".into(),
+            leading: true,
+            holder: Some("host_1234".into()),
+            ..Default::default()
+        },
+        caches: CacheState {
+            synced: true,
+            ..Default::default()
+        },
+        queues: BTreeMap::from([
+            (VM_QUEUE_NAME.to_string(), Some(queue(VM_QUEUE_NAME, 2))),
+            (VMI_QUEUE_NAME.to_string(), Some(queue(VMI_QUEUE_NAME, 0))),
+        ]),
+        expectations: vec![
+            ExpectationsSnapshot {
+                name: "vm-vmi".into(),
+                entries: vm_vmi,
+            },
+            ExpectationsSnapshot {
+                name: "vmi-pod".into(),
+                entries: Vec::new(),
+            },
+        ],
+        reconciles: BTreeMap::from([(
+            "vm".to_string(),
+            BTreeMap::from([(
+                "demo/vm-a".to_string(),
+                ReconcileRecord {
+                    at: now() - chrono::Duration::seconds(5),
+                    duration_seconds: 0.01,
+                    result: "ok".into(),
+                    error: None,
+                    requeue_after_seconds: None,
+                    actions: vec![],
+                },
+            )]),
+        )]),
+        key: Some("demo/vm-a".into()),
+        cached: Some(CachedObjects {
+            vm: vm_rv.map(|rv| CachedObject {
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            }),
+            vmi: vmi_rv.map(|rv| CachedObject {
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            }),
+        }),
+    }
+}
+
+fn gathered(vm: VirtualMachine) -> Gathered {
+    Gathered {
+        now: now(),
+        namespace: "demo".into(),
+        name: "vm-a".into(),
+        vm: Some(vm),
+        lease_key: "kubevirt/virt-controller".into(),
+        ..Default::default()
+    }
+}
+
+fn under_our_controller(mut g: Gathered, state: DebugState) -> Gathered {
+    g.lease = Some(our_lease(-2));
+    g.controller = ControllerView::DebugState {
+        url: "http://127.0.0.1:8182/debug/state?key=demo%2Fvm-a".into(),
+        state: Box::new(state),
+    };
+    g
+}
+
+fn running() -> Gathered {
+    let vmi = vmi(
+        "Running",
+        &[("Pending", -10), ("Scheduling", -10), ("Scheduled", -7), ("Running", -6)],
+        json!({"nodeName": "node01",
+               "activePods": {"pod-uid": "node01"},
+               "launcherContainerImageVersion": crate::launcher::settings::DEFAULT_LAUNCHER_IMAGE,
+               "conditions": [{"type": "Ready", "status": "True"}]}),
+    );
+    let pod = pod_for(
+        &vmi,
+        "Running",
+        json!([{"type": "PodScheduled", "status": "True"},
+               {"type": "kubevirt.io/virtual-machine-unpaused", "status": "True",
+                "reason": "NotPaused", "message": "the virtual machine is not paused"}]),
+    );
+    let mut g = gathered(vm(
+        "Always",
+        json!([]),
+        json!({"printableStatus": "Running", "observedGeneration": 2, "desiredGeneration": 2,
+               "created": true, "ready": true}),
+    ));
+    g.vmi = Some(vmi);
+    g.pods = vec![pod];
+    g.revisions = vec![
+        crate::controller::vm::revision::build_start_revision(g.vm.as_ref().expect("vm"))
+            .expect("revision"),
+    ];
+    under_our_controller(g, debug_state(Some("10"), Some("20"), Vec::new()))
+}
+
+#[test]
+fn a_vm_running_under_our_controller() {
+    let ins = analyze(&running());
+    let lease = ins.lease.as_ref().expect("lease");
+    assert_eq!(lease.holder_kind, HolderKind::VirtctlRs);
+    assert!(!lease.stale);
+    assert_eq!(lease.renew_age_seconds, Some(2.0));
+    assert_eq!(ins.controller.kind, ControllerSourceKind::DebugEndpoint);
+    assert!(ins.controller.expectations_exposed);
+    assert_eq!(ins.queues.len(), 2);
+    assert_eq!(ins.queues[0].name, "virt-controller-vm");
+    assert_eq!(ins.queues[0].depth, 2);
+    assert_eq!(ins.queues[0].key_state, Some(KeyState::Idle));
+    let nd = ins.next_decision.as_ref().expect("decision");
+    assert!(
+        nd.summary.starts_with("VMI Running: runStrategy Always"),
+        "{}",
+        nd.summary
+    );
+    assert!(nd.waiting.is_none());
+    // The hand-written status is not byte-for-byte what the controllers compute, so they would
+    // rewrite it; nothing else (no VMI or pod created or deleted).
+    let kinds: Vec<&str> = nd.actions.iter().map(|a| a.kind.as_str()).collect();
+    assert!(
+        kinds.iter().all(|k| ["UpdateVmStatus", "PatchVmi"].contains(k)),
+        "{kinds:?}"
+    );
+    let p = ins.printable_status_reason.as_ref().expect("printable");
+    assert_eq!(p.computed, "Running");
+    assert!(p.rule.contains("vm.go:2614-2624"), "{}", p.rule);
+    assert_eq!(p.inputs["runStrategy"], "Always");
+    assert_eq!(p.inputs["vmi.phase"], "Running");
+    let check = ins.overhead_check.as_ref().expect("overhead");
+    assert!(check.matches, "{:?}", check.differences);
+    assert!(check.pod_request_bytes.is_some() && check.annotation_bytes.is_some());
+    assert_eq!(check.formula_bytes, check.terms.iter().map(|t| t.bytes).sum::<i64>());
+    let cpu = check.cpu.as_ref().expect("cpu");
+    assert_eq!((cpu.vcpus, cpu.allocation_ratio), (1, 10));
+    assert!(cpu.matches);
+    assert!(ins.blockers.is_empty(), "{:?}", ins.blockers);
+    let timeline = &ins.vmi.as_ref().expect("vmi").phase_transitions;
+    let phases: Vec<(&str, f64)> = timeline
+        .iter()
+        .map(|p| (p.phase.as_str(), p.duration_seconds))
+        .collect();
+    assert_eq!(
+        phases,
+        [("Pending", 0.0), ("Scheduling", 3.0), ("Scheduled", 1.0), ("Running", 6.0)]
+    );
+    let caught = ins.caught_up.as_ref().expect("caught up");
+    assert!(caught.generation_observed);
+    assert_eq!(caught.vm_cache_current, Some(true));
+    assert_eq!(caught.vmi_cache_current, Some(true));
+    assert_eq!(ins.last_reconciles.len(), 1);
+    assert!(ins.missing.is_empty(), "{:?}", ins.missing);
+}
+
+#[test]
+fn the_json_has_the_documented_field_names() {
+    let json = serde_json::to_value(analyze(&running())).expect("json");
+    for pointer in [
+        "/lease/holderIdentity",
+        "/lease/renewTime",
+        "/lease/leaseDurationSeconds",
+        "/lease/stale",
+        "/queues/0/name",
+        "/queues/0/depth",
+        "/queues/0/retries",
+        "/vmi/phase",
+        "/vmi/phaseTransitions/0/phase",
+        "/vmi/phaseTransitions/0/timestamp",
+        "/vmi/phaseTransitions/0/durationSeconds",
+        "/overheadCheck/formulaBytes",
+        "/overheadCheck/podRequestBytes",
+        "/overheadCheck/annotationBytes",
+        "/overheadCheck/match",
+        "/overheadCheck/terms/0/name",
+        "/nextDecision/summary",
+        "/nextDecision/actions",
+        "/blockers",
+        "/printableStatusReason/rule",
+    ] {
+        assert!(json.pointer(pointer).is_some(), "no {pointer} in {json:#}");
+    }
+}
+
+#[test]
+fn a_leader_cache_behind_the_server_is_a_disagreement() {
+    let mut g = running();
+    g.controller = ControllerView::DebugState {
+        url: "http://x/debug/state".into(),
+        state: Box::new(debug_state(Some("9"), Some("20"), Vec::new())),
+    };
+    let ins = analyze(&g);
+    let d = ins
+        .next_decision
+        .and_then(|n| n.disagreement)
+        .expect("disagreement");
+    assert!(d.contains("resourceVersion 9 while the server has 10"), "{d}");
+    assert_eq!(ins.caught_up.and_then(|c| c.vm_cache_current), Some(false));
+}
+
+#[test]
+fn halted_with_no_vmi_does_nothing_and_is_stopped() {
+    let g = under_our_controller(
+        gathered(vm("Halted", json!([]), json!({"printableStatus": "Stopped"}))),
+        debug_state(Some("10"), None, Vec::new()),
+    );
+    let ins = analyze(&g);
+    let nd = ins.next_decision.as_ref().expect("decision");
+    assert_eq!(
+        nd.summary,
+        "no VMI: runStrategy Halted and no VMI: nothing to do"
+    );
+    assert_eq!(ins.printable_status_reason.expect("p").computed, "Stopped");
+    assert!(ins.vmi.is_none());
+    assert!(ins.overhead_check.is_some(), "the formula still applies to the template");
+}
+
+#[test]
+fn halted_with_a_running_vmi_would_delete_it() {
+    let mut g = running();
+    let mut v = g.vm.take().expect("vm");
+    v.spec.run_strategy = Some("Halted".into());
+    g.vm = Some(v);
+    let nd = analyze(&g).next_decision.expect("decision");
+    eprintln!("{nd:#?}");
+    assert_eq!(nd.summary, "Halted: would delete VMI vm-a");
+    assert!(nd.actions.iter().any(|a| a.kind == "DeleteVmi" && a.why.contains("vm.go")));
+}
+
+#[test]
+fn crash_loop_backoff_says_when_the_next_start_is() {
+    let g = under_our_controller(
+        gathered(vm(
+            "Always",
+            json!([]),
+            json!({"printableStatus": "CrashLoopBackOff",
+                   "startFailure": {"consecutiveFailCount": 3, "retryAfterTimestamp": at(42)}}),
+        )),
+        debug_state(Some("10"), None, Vec::new()),
+    );
+    let ins = analyze(&g);
+    let nd = ins.next_decision.as_ref().expect("decision");
+    assert_eq!(nd.summary, "CrashLoopBackOff: next start in 42 s");
+    assert!(nd.actions.iter().any(|a| a.kind == "RequeueAfter"));
+    assert_eq!(
+        ins.printable_status_reason.as_ref().expect("p").computed,
+        "CrashLoopBackOff"
+    );
+    assert_eq!(
+        ins.vm.as_ref().and_then(|v| v.start_failure.as_ref()).and_then(|f| f.retry_in_seconds),
+        Some(42.0)
+    );
+    let b = &ins.blockers[0];
+    assert_eq!((b.reason.as_str(), b.depth), ("CrashLoopBackOff", 0));
+    assert!(b.message.contains("3 consecutive"), "{}", b.message);
+}
+
+#[test]
+fn pending_expectations_make_the_controller_wait() {
+    let g = under_our_controller(
+        gathered(vm("Always", json!([]), json!({"printableStatus": "Starting"}))),
+        debug_state(Some("10"), None, vec![entry("demo/vm-a", 1, 3.0)]),
+    );
+    let ins = analyze(&g);
+    assert_eq!(ins.expectations.len(), 1);
+    let e = &ins.expectations[0];
+    assert_eq!((e.store.as_str(), e.key.as_str(), e.adds, e.dels), ("vm-vmi", "demo/vm-a", 1, 0));
+    assert_eq!(e.expires_in_seconds, 297.0);
+    assert!(!e.satisfied);
+    let nd = ins.next_decision.as_ref().expect("decision");
+    assert_eq!(
+        nd.summary,
+        "waiting: VMI creation expected 3 s ago, expectations expire in 4 m 57 s"
+    );
+    assert!(
+        !nd.actions.iter().any(|a| a.kind == "CreateVmi"),
+        "no second VMI while one is expected: {:?}",
+        nd.actions
+    );
+    assert_eq!(
+        ins.printable_status_reason.as_ref().expect("p").computed,
+        "Starting"
+    );
+}
+
+#[test]
+fn a_pod_memory_request_off_the_formula_is_reported_in_bytes() {
+    let mut g = running();
+    let pod = &mut g.pods[0];
+    let compute = pod
+        .spec
+        .as_mut()
+        .and_then(|s| s.containers.iter_mut().find(|c| c.name == "compute"))
+        .expect("compute");
+    let requests = compute
+        .resources
+        .as_mut()
+        .and_then(|r| r.requests.as_mut())
+        .expect("requests");
+    let before = quantity_bytes(&requests["memory"].0).expect("bytes");
+    requests.insert(
+        "memory".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity((before + 1_048_576).to_string()),
+    );
+    let check = analyze(&g).overhead_check.expect("overhead");
+    assert!(!check.matches);
+    assert_eq!(check.pod_request_bytes, Some(before + 1_048_576));
+    assert_eq!(check.formula_request_bytes, Some(before));
+    assert_eq!(check.differences.len(), 1, "{:?}", check.differences);
+    assert!(
+        check.differences[0].starts_with("pod compute memory request is 1048576 bytes more"),
+        "{}",
+        check.differences[0]
+    );
+}
+
+#[test]
+fn a_lease_held_by_kubevirt_reads_its_metrics_and_no_expectations() {
+    let mut g = running();
+    g.lease = Some(kubevirt_lease());
+    g.holder_is_pod = Some(true);
+    g.controller = ControllerView::Metrics {
+        url: "/api/v1/namespaces/kubevirt/pods/https:virt-controller-7d9f-abcde:8443/proxy/metrics"
+            .into(),
+        text: "# HELP kubevirt_workqueue_depth Current depth of workqueue\n\
+               # TYPE kubevirt_workqueue_depth gauge\n\
+               kubevirt_workqueue_depth{name=\"virt-controller-vm\"} 3\n\
+               kubevirt_workqueue_depth{name=\"virt-controller-vmi\"} 0\n\
+               kubevirt_workqueue_depth{name=\"virt-controller-migration\"} 9\n\
+               kubevirt_workqueue_retries_total{name=\"virt-controller-vm\"} 7\n\
+               kubevirt_workqueue_longest_running_processor_seconds{name=\"virt-controller-vm\"} 0.5\n"
+            .into(),
+    };
+    let ins = analyze(&g);
+    assert_eq!(ins.lease.as_ref().expect("lease").holder_kind, HolderKind::KubeVirt);
+    assert_eq!(ins.controller.kind, ControllerSourceKind::Metrics);
+    assert!(!ins.controller.expectations_exposed);
+    assert!(ins.expectations.is_empty());
+    assert_eq!(ins.queues.len(), 2, "only the VM and VMI queues");
+    let vm_q = &ins.queues[0];
+    assert_eq!(
+        (vm_q.name.as_str(), vm_q.depth, vm_q.retries, vm_q.longest_running_processor_seconds),
+        ("virt-controller-vm", 3, 7, Some(0.5))
+    );
+    assert!(vm_q.key_state.is_none());
+    assert!(
+        ins.missing
+            .iter()
+            .any(|m| m.what == "expectations" && m.reason.starts_with("not exposed by this controller")),
+        "{:?}",
+        ins.missing
+    );
+    assert!(ins.caught_up.expect("caught up").vm_cache_current.is_none());
+}
+
+#[test]
+fn a_stale_lease_is_flagged_with_its_age() {
+    let mut g = running();
+    g.lease = Some(our_lease(-60));
+    let ins = analyze(&g);
+    let lease = ins.lease.expect("lease");
+    assert!(lease.stale);
+    assert_eq!(lease.renew_age_seconds, Some(60.0));
+    let m = ins
+        .missing
+        .iter()
+        .find(|m| m.what == "leader")
+        .expect("stale Lease reported");
+    assert!(m.reason.starts_with("stale Lease kubevirt/virt-controller: renewed 1 m 0 s ago"), "{}", m.reason);
+}
+
+fn node(name: &str, memory: &str, kvm: Option<&str>) -> Node {
+    let mut alloc = json!({"cpu": "4", "memory": memory});
+    if let Some(k) = kvm {
+        alloc["devices.kubevirt.io/kvm"] = k.into();
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .expect("node")
+}
+
+#[test]
+fn an_unschedulable_pod_names_the_scheduler_message_and_what_no_node_has() {
+    let vmi = vmi(
+        "Scheduling",
+        &[("Pending", -30), ("Scheduling", -30)],
+        json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/2 nodes are available: 2 Insufficient memory."}]}),
+    );
+    let pod = pod_for(
+        &vmi,
+        "Pending",
+        json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/2 nodes are available: 2 Insufficient memory."}]),
+    );
+    let mut g = gathered(vm("Always", json!([]), json!({"printableStatus": "ErrorUnschedulable"})));
+    g.vmi = Some(vmi);
+    g.pods = vec![pod];
+    g.candidate_nodes = vec![node("node01", "100Mi", Some("1k")), node("node02", "64Mi", None)];
+    let g = under_our_controller(g, debug_state(Some("10"), Some("20"), Vec::new()));
+    let ins = analyze(&g);
+    let reasons: Vec<(&str, &str, u8)> = ins
+        .blockers
+        .iter()
+        .map(|b| (b.object.as_str(), b.reason.as_str(), b.depth))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            ("Node/*", "InsufficientMemory", 4),
+            ("Pod/virt-launcher-vm-a-abcde", "Unschedulable", 2)
+        ]
+    );
+    assert!(ins.blockers[1].message.contains("Insufficient memory"));
+    assert!(ins.blockers[0].message.contains("largest: 104857600"), "{}", ins.blockers[0].message);
+    assert_eq!(
+        ins.printable_status_reason.expect("p").computed,
+        "ErrorUnschedulable"
+    );
+}
+
+#[test]
+fn no_node_with_kvm_is_a_blocker() {
+    let vmi = vmi("Scheduling", &[("Scheduling", -5)], json!({}));
+    let pod = pod_for(
+        &vmi,
+        "Pending",
+        json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient devices.kubevirt.io/kvm."}]),
+    );
+    let mut g = gathered(vm("Always", json!([]), json!({})));
+    g.vmi = Some(vmi);
+    g.pods = vec![pod];
+    g.candidate_nodes = vec![node("node01", "64Gi", None)];
+    let ins = analyze(&g);
+    assert_eq!(ins.blockers[0].reason, "NoKvmDevice");
+    assert_eq!(ins.blockers[0].depth, 4);
+}
+
+#[test]
+fn a_pending_data_volume_blocks_the_start() {
+    let mut g = gathered(vm(
+        "Always",
+        json!([{"name": "rootdisk", "dataVolume": {"name": "dv-a"}}]),
+        json!({"printableStatus": "Provisioning"}),
+    ));
+    g.data_volumes = vec![
+        serde_json::from_value(json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "metadata": {"name": "dv-a", "namespace": "demo", "uid": "dv-uid"},
+            "spec": {}, "status": {"phase": "ImportInProgress"}
+        }))
+        .expect("dv"),
+    ];
+    let ins = analyze(&g);
+    let b = ins
+        .blockers
+        .iter()
+        .find(|b| b.object == "DataVolume/dv-a")
+        .expect("DataVolume blocker");
+    assert_eq!((b.reason.as_str(), b.depth), ("DataVolumeNotReady", 3));
+    assert!(b.message.contains("ImportInProgress"));
+    assert_eq!(ins.volumes[0].phase.as_deref(), Some("ImportInProgress"));
+    let p = ins.printable_status_reason.expect("p");
+    assert_eq!(p.inputs["dataVolume/dv-a"], "ImportInProgress");
+    assert_eq!(p.computed, "Provisioning");
+}
+
+#[test]
+fn a_missing_priority_class_is_a_blocker() {
+    let mut v = vmi("Pending", &[("Pending", -5)], json!({}));
+    v.spec.priority_class_name = Some("high".into());
+    let mut g = gathered(vm("Always", json!([]), json!({})));
+    g.vmi = Some(v);
+    g.priority_class = Some(("high".into(), false));
+    let ins = analyze(&g);
+    let b = ins
+        .blockers
+        .iter()
+        .find(|b| b.reason == "PriorityClassNotFound")
+        .expect("blocker");
+    assert_eq!(b.object, "PriorityClass/high");
+    assert!(b.message.contains("no PriorityClass with name high"));
+    assert!(
+        ins.next_decision
+            .expect("decision")
+            .explanation
+            .iter()
+            .any(|l| l.starts_with("expectations unknown")),
+        "no controller view: the decision says so"
+    );
+}
+
+#[test]
+fn events_are_merged_oldest_first() {
+    let mut g = running();
+    g.events = vec![
+        crate::inspect::gather::RawEvent {
+            time: Some(now()),
+            type_: "Normal".into(),
+            reason: "Started".into(),
+            object: "Pod/p".into(),
+            message: "started".into(),
+            count: 1,
+            api: "events.k8s.io/v1".into(),
+            ..Default::default()
+        },
+        crate::inspect::gather::RawEvent {
+            time: Some(now() - chrono::Duration::seconds(9)),
+            type_: "Normal".into(),
+            reason: "SuccessfulCreate".into(),
+            object: "VirtualMachine/vm-a".into(),
+            message: "Started the virtual machine by creating the new virtual machine instance vm-a".into(),
+            count: 1,
+            api: "core/v1".into(),
+            ..Default::default()
+        },
+    ];
+    let ins = analyze(&g);
+    let reasons: Vec<&str> = ins.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons, ["SuccessfulCreate", "Started"]);
+}
+
+#[test]
+fn the_text_has_every_section() {
+    let text = crate::inspect::text::render_vm(&analyze(&running()));
+    for section in [
+        "NEXT DECISION",
+        "BLOCKERS",
+        "PRINTABLE STATUS",
+        "LEADER",
+        "QUEUES",
+        "EXPECTATIONS",
+        "PHASE TIMELINE",
+        "OVERHEAD CHECK",
+        "EVENTS",
+    ] {
+        assert!(text.contains(section), "no {section} in\n{text}");
+    }
+    assert!(text.contains("Pending 09:59:50 (0 s) → Scheduling 09:59:50 (3 s) → Scheduled 09:59:53 (1 s) → Running 09:59:54 (6 s)"), "{text}");
+    assert!(text.contains("MATCH"));
+}
+
+#[test]
+fn the_fleet_puts_problems_first() {
+    let running_g = running();
+    let mut crash = vm(
+        "Always",
+        json!([]),
+        json!({"printableStatus": "CrashLoopBackOff",
+               "startFailure": {"consecutiveFailCount": 2, "retryAfterTimestamp": at(10)}}),
+    );
+    crash.metadata.name = Some("vm-z".into());
+    let mut ok = running_g.vm.clone().expect("vm");
+    ok.metadata.name = Some("vm-a".into());
+    let f = GatheredFleet {
+        now: now(),
+        namespace: Some("demo".into()),
+        vms: vec![ok, crash],
+        vmis: vec![running_g.vmi.clone().expect("vmi")],
+        pods: running_g.pods.clone(),
+        settings: ClusterSettings::default(),
+        controller: running_g,
+        missing: Vec::new(),
+    };
+    let fleet = analyze_fleet(&f);
+    let names: Vec<&str> = fleet.rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["vm-z", "vm-a"]);
+    assert_eq!(fleet.rows[0].problem.as_deref(), Some("printableStatus CrashLoopBackOff"));
+    assert_eq!(fleet.rows[1].overhead_match, Some(true));
+    assert_eq!(fleet.rows[1].vmi_phase.as_deref(), Some("Running"));
+    assert_eq!(fleet.rows[1].phase_seconds, Some(6.0));
+    assert_eq!(fleet.queues.len(), 2);
+    let text = crate::inspect::text::render_fleet(&fleet);
+    assert!(text.lines().nth(1).is_some_and(|l| l.contains("vm-z")), "{text}");
+}
+
+#[test]
+fn human_durations() {
+    assert_eq!(human_duration(3.2), "3 s");
+    assert_eq!(human_duration(297.0), "4 m 57 s");
+    assert_eq!(human_duration(3700.0), "1 h 1 m");
+    assert_eq!(human_duration(-5.0), "0 s");
+}

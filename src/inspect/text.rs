@@ -1,0 +1,325 @@
+//! `inspect --once`: the [`Inspection`] (and the [`Fleet`]) as plain text, one section per
+//! topic, in the order an operator reads them: what happens next, what blocks, then the details.
+
+use super::analyze::human_duration;
+use super::model::{ControllerSourceKind, Fleet, HolderKind, Inspection, KeyState};
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::fmt::Write;
+
+fn ts(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn hms(t: &DateTime<Utc>) -> String {
+    t.format("%H:%M:%S").to_string()
+}
+
+fn mib(bytes: i64) -> String {
+    format!("{:.1}Mi", bytes as f64 / 1_048_576.0)
+}
+
+/// The whole inspection as text.
+pub fn render_vm(ins: &Inspection) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "VirtualMachine {}/{}  (at {})", ins.namespace, ins.name, ts(&ins.generated_at));
+    if let Some(vm) = &ins.vm {
+        let _ = writeln!(
+            o,
+            "  runStrategy {}  printableStatus {}  generation {}",
+            vm.run_strategy.as_deref().unwrap_or("-"),
+            vm.printable_status.as_deref().unwrap_or("-"),
+            vm.generation.map_or("-".into(), |g| g.to_string())
+        );
+    }
+
+    let _ = writeln!(o, "\nNEXT DECISION");
+    match &ins.next_decision {
+        Some(nd) => {
+            let _ = writeln!(o, "  {}", nd.summary);
+            if let Some(w) = &nd.waiting
+                && w != &nd.summary
+            {
+                let _ = writeln!(o, "  {w}");
+            }
+            if let Some(d) = &nd.disagreement {
+                let _ = writeln!(o, "  DISAGREES WITH THE LEADER: {d}");
+            }
+            for a in &nd.actions {
+                let _ = writeln!(o, "  - {} {}: {}", a.controller, a.kind, a.why);
+            }
+            if !nd.explanation.is_empty() {
+                let _ = writeln!(o, "  why:");
+                for l in &nd.explanation {
+                    let _ = writeln!(o, "    {l}");
+                }
+            }
+        }
+        None => {
+            let _ = writeln!(o, "  (none: no VM)");
+        }
+    }
+
+    let _ = writeln!(o, "\nBLOCKERS (deepest first)");
+    if ins.blockers.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for b in &ins.blockers {
+        let _ = writeln!(o, "  [{}] {} {}: {}", b.depth, b.object, b.reason, b.message);
+    }
+
+    let _ = writeln!(o, "\nPRINTABLE STATUS");
+    if let Some(p) = &ins.printable_status_reason {
+        let _ = writeln!(
+            o,
+            "  {} (stored: {}): {}",
+            p.computed,
+            p.stored.as_deref().unwrap_or("-"),
+            p.rule
+        );
+        let inputs: Vec<String> = p.inputs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(o, "  inputs: {}", inputs.join(", "));
+    }
+    if let Some(c) = &ins.caught_up {
+        let _ = writeln!(o, "  caught up: {}", c.summary);
+    }
+
+    let _ = writeln!(o, "\nLEADER");
+    match &ins.lease {
+        Some(l) => {
+            let kind = match l.holder_kind {
+                HolderKind::None => "nobody",
+                HolderKind::VirtctlRs => "virtctl-rs run-controller",
+                HolderKind::KubeVirt => "KubeVirt virt-controller",
+                HolderKind::Unknown => "unknown kind",
+            };
+            let _ = writeln!(
+                o,
+                "  Lease {} held by {} ({kind}); renewed {} ago of {} s{}; transitions {}",
+                l.lease,
+                l.holder_identity.as_deref().unwrap_or("-"),
+                l.renew_age_seconds.map_or("never".into(), human_duration),
+                l.lease_duration_seconds.unwrap_or(0),
+                if l.stale { ", STALE" } else { "" },
+                l.lease_transitions.unwrap_or(0)
+            );
+        }
+        None => {
+            let _ = writeln!(o, "  no Lease");
+        }
+    }
+    let source = match ins.controller.kind {
+        ControllerSourceKind::DebugEndpoint => "debug endpoint",
+        ControllerSourceKind::Metrics => "KubeVirt metrics",
+        ControllerSourceKind::Unavailable => "unavailable",
+    };
+    let _ = writeln!(
+        o,
+        "  controller view: {source}{}",
+        ins.controller
+            .url
+            .as_deref()
+            .map(|u| format!(" ({u})"))
+            .unwrap_or_default()
+    );
+
+    let _ = writeln!(o, "\nQUEUES");
+    if ins.queues.is_empty() {
+        let _ = writeln!(o, "  unknown");
+    }
+    for q in &ins.queues {
+        let state = match q.key_state {
+            Some(KeyState::Idle) => "this key idle".to_string(),
+            Some(KeyState::Queued) => format!("this key queued {}", human_duration(q.key_seconds.unwrap_or(0.0))),
+            Some(KeyState::InFlight) => format!("this key in flight {}", human_duration(q.key_seconds.unwrap_or(0.0))),
+            Some(KeyState::Waiting) => format!("this key waiting, ready in {}", human_duration(q.key_seconds.unwrap_or(0.0))),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "  {:<22} depth {:<4} retries {:<3} {}{}",
+            q.name,
+            q.depth,
+            q.retries,
+            state,
+            q.longest_running_processor_seconds
+                .map(|s| format!(" longest running {s:.1} s"))
+                .unwrap_or_default()
+        );
+    }
+
+    let _ = writeln!(o, "\nEXPECTATIONS");
+    if !ins.controller.expectations_exposed {
+        let _ = writeln!(o, "  not exposed by this controller");
+    } else if ins.expectations.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for e in &ins.expectations {
+        let _ = writeln!(
+            o,
+            "  {:<14} {} adds {} dels {} set {} ago, expires in {}{}",
+            e.store,
+            e.key,
+            e.adds,
+            e.dels,
+            human_duration(e.age_seconds),
+            human_duration(e.expires_in_seconds),
+            if e.satisfied { " (satisfied)" } else { " (PENDING)" }
+        );
+    }
+    for r in &ins.last_reconciles {
+        let _ = writeln!(
+            o,
+            "  last {} reconcile {}: {}{} [{}]",
+            r.controller,
+            hms(&r.at),
+            r.result,
+            r.error.as_deref().map(|e| format!(" {e}")).unwrap_or_default(),
+            r.actions.join(", ")
+        );
+    }
+
+    let _ = writeln!(o, "\nPHASE TIMELINE");
+    match &ins.vmi {
+        Some(vmi) if !vmi.phase_transitions.is_empty() => {
+            let line: Vec<String> = vmi
+                .phase_transitions
+                .iter()
+                .map(|p| format!("{} {} ({})", p.phase, hms(&p.timestamp), human_duration(p.duration_seconds)))
+                .collect();
+            let _ = writeln!(o, "  {}", line.join(" → "));
+        }
+        Some(vmi) => {
+            let _ = writeln!(o, "  phase {:?}, no transitions recorded", vmi.phase);
+        }
+        None => {
+            let _ = writeln!(o, "  no VMI");
+        }
+    }
+
+    let _ = writeln!(o, "\nOVERHEAD CHECK");
+    match &ins.overhead_check {
+        Some(c) => {
+            let _ = writeln!(
+                o,
+                "  {}  formula overhead {} ({})  request {}  pod {}  annotation {}  status {}",
+                if c.matches { "MATCH" } else { "DIFFERS" },
+                c.formula_bytes,
+                mib(c.formula_bytes),
+                c.formula_request_bytes.map_or("-".into(), |b| b.to_string()),
+                c.pod_request_bytes.map_or("-".into(), |b| b.to_string()),
+                c.annotation_bytes.map_or("-".into(), |b| b.to_string()),
+                c.status_bytes.map_or("-".into(), |b| b.to_string()),
+            );
+            for t in &c.terms {
+                let _ = writeln!(o, "    {:<22} {:>12}  {}", t.name, t.bytes, t.reason);
+            }
+            for d in &c.differences {
+                let _ = writeln!(o, "  difference: {d}");
+            }
+            if let Some(cpu) = &c.cpu {
+                let _ = writeln!(
+                    o,
+                    "  cpu: {} vCPU(s) ÷ ratio {} → request {} (pod {}){}",
+                    cpu.vcpus,
+                    cpu.allocation_ratio,
+                    cpu.formula_request_millis.map_or("-".into(), |m| format!("{m}m")),
+                    cpu.pod_request_millis.map_or("-".into(), |m| format!("{m}m")),
+                    if cpu.matches { " MATCH" } else { " DIFFERS" }
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(o, "  unavailable");
+        }
+    }
+
+    let _ = writeln!(o, "\nOBJECTS");
+    if let Some(vmi) = &ins.vmi {
+        let _ = writeln!(o, "  VirtualMachineInstance {} phase {} node {}", ins.name, vmi.phase, vmi.node_name.as_deref().unwrap_or("-"));
+    }
+    for p in &ins.pods {
+        let _ = writeln!(
+            o,
+            "  Pod {} phase {} node {}{}",
+            p.name,
+            p.phase.as_deref().unwrap_or("-"),
+            p.node_name.as_deref().unwrap_or("-"),
+            p.compute_requests
+                .get("memory")
+                .map(|m| format!(" memory request {m}"))
+                .unwrap_or_default()
+        );
+    }
+    for v in &ins.volumes {
+        let _ = writeln!(
+            o,
+            "  {} {} (volume {}) {}",
+            v.kind,
+            v.name,
+            v.volume,
+            if v.exists { v.phase.as_deref().unwrap_or("no phase") } else { "MISSING" }
+        );
+    }
+    if let Some(n) = &ins.node {
+        let _ = writeln!(o, "  Node {} Ready={}", n.name, n.ready.as_deref().unwrap_or("-"));
+    }
+
+    let _ = writeln!(o, "\nEVENTS (oldest first)");
+    if ins.events.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for e in &ins.events {
+        let _ = writeln!(
+            o,
+            "  {} {:<7} {:<22} {:<40} {}{}",
+            e.time.as_ref().map_or("--:--:--".into(), hms),
+            e.type_,
+            e.reason,
+            e.object,
+            e.message,
+            if e.count > 1 { format!(" (×{})", e.count) } else { String::new() }
+        );
+    }
+
+    if !ins.missing.is_empty() {
+        let _ = writeln!(o, "\nMISSING");
+        for m in &ins.missing {
+            let _ = writeln!(o, "  {}: {}", m.what, m.reason);
+        }
+    }
+    o
+}
+
+/// The fleet as a table, problems first.
+pub fn render_fleet(f: &Fleet) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<20} {:<28} {:<20} {:<12} {:>8} {:>7} {:>5} {:<9} PROBLEM",
+        "NAMESPACE", "NAME", "STATUS", "VMI PHASE", "IN PHASE", "RETRIES", "EXP", "OVERHEAD"
+    );
+    for r in &f.rows {
+        let _ = writeln!(
+            o,
+            "{:<20} {:<28} {:<20} {:<12} {:>8} {:>7} {:>5} {:<9} {}",
+            r.namespace,
+            r.name,
+            r.printable_status.as_deref().unwrap_or("-"),
+            r.vmi_phase.as_deref().unwrap_or("-"),
+            r.phase_seconds.map_or("-".into(), human_duration),
+            r.retries,
+            r.pending_expectations,
+            match (r.overhead_match, r.overhead_difference_bytes) {
+                (Some(true), _) => "MATCH".to_string(),
+                (Some(false), Some(d)) => format!("{d:+}"),
+                (Some(false), None) => "DIFFERS".to_string(),
+                (None, _) => "-".to_string(),
+            },
+            r.problem.as_deref().unwrap_or("")
+        );
+    }
+    for m in &f.missing {
+        let _ = writeln!(o, "missing {}: {}", m.what, m.reason);
+    }
+    o
+}
