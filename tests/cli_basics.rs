@@ -1,4 +1,4 @@
-//! The binary's top-level behaviour: help, version, and the subcommand that is not built yet.
+//! The binary's top-level behaviour: help, version, usage errors.
 
 use std::process::Command;
 
@@ -11,18 +11,25 @@ fn help_lists_every_subcommand() {
     let out = bin().arg("--help").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for sub in ["run-controller", "inspect", "explain-overhead", "cluster"] {
+    for sub in [
+        "run-controller",
+        "inspect",
+        "explain-overhead",
+        "cluster",
+        "demo",
+    ] {
         assert!(text.contains(sub), "--help lacks {sub}:\n{text}");
     }
 }
 
-/// A subcommand that is not built yet says so plainly and exits non-zero (2), with no fake output.
+/// `demo` draws a terminal UI: without a terminal it says so (exit 1) and starts nothing.
 #[test]
-fn inspect_is_not_available_yet() {
-    let out = bin().args(["inspect", "vm/foo"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
+fn demo_needs_a_terminal() {
+    let out = bin().arg("demo").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("`inspect` is not available yet"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("demo draws a terminal UI"), "{err}");
 }
 
 #[test]

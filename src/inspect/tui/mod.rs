@@ -6,6 +6,7 @@
 //! frame, so the snapshot tests draw into ratatui's `TestBackend`.
 
 pub mod blockers;
+pub mod cluster;
 pub mod decision;
 pub mod events;
 pub mod expectations;
@@ -214,14 +215,14 @@ fn draw_vm(frame: &mut Frame, area: Rect, app: &App) {
             Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
                 .areas(rest);
         let [l1, l2, l3, l4] = Layout::vertical([
-            Constraint::Length(10),
+            Constraint::Length(11),
             Constraint::Length(5),
             Constraint::Length(5),
             Constraint::Fill(1),
         ])
         .areas(left);
         let [r1, r2, r3, r4] = Layout::vertical([
-            Constraint::Length(10),
+            Constraint::Length(11),
             Constraint::Fill(1),
             Constraint::Length(6),
             Constraint::Fill(1),

@@ -11,6 +11,9 @@ pub fn duration(seconds: f64) -> String {
     }
     let sign = if seconds < 0.0 { "-" } else { "" };
     let s = seconds.abs();
+    if s < 0.05 {
+        return "0 s".into();
+    }
     if s < 10.0 && s.fract() != 0.0 {
         return format!("{sign}{s:.1} s");
     }
@@ -120,6 +123,8 @@ mod tests {
     fn durations_read_like_a_person_would_say_them() {
         assert_eq!(duration(0.0), "0 s");
         assert_eq!(duration(0.4), "0.4 s");
+        assert_eq!(duration(0.04), "0 s");
+        assert_eq!(duration(-0.01), "0 s");
         assert_eq!(duration(3.0), "3 s");
         assert_eq!(duration(42.4), "42 s");
         assert_eq!(duration(297.0), "4 m 57 s");
