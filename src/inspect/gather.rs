@@ -277,19 +277,12 @@ pub async fn gather_raw(
     }
     g.missing.extend(notes);
     read_node_and_scheduling(client, &mut g, &vm).await;
-    g.events = read_events(
-        client,
-        namespace,
-        &vm,
-        g.vmi.as_ref(),
-        &g.pods,
-        &g.data_volumes,
-    )
-    .await
-    .unwrap_or_else(|m| {
-        g.missing.push(m);
-        Vec::new()
-    });
+    g.events = read_events(client, namespace, &vm, g.vmi.as_ref(), &g.pods, &g.data_volumes)
+        .await
+        .unwrap_or_else(|m| {
+            g.missing.push(m);
+            Vec::new()
+        });
     let key = format!("{namespace}/{name}");
     read_controller(client, opts, Some(&key), &mut g).await;
     g.vm = Some(vm);
@@ -552,9 +545,7 @@ fn k8s_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Option<
     DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
 }
 
-fn micro_time(
-    t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime,
-) -> Option<DateTime<Utc>> {
+fn micro_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime) -> Option<DateTime<Utc>> {
     crate::runtime::lease::record::micro_time_to_chrono(t)
 }
 
@@ -631,10 +622,7 @@ async fn read_events(
                     });
                 }
             }
-            Err(e) => errors.push(format!(
-                "core/v1 events of {kind}/{name}: {}",
-                describe_error(&e)
-            )),
+            Err(e) => errors.push(format!("core/v1 events of {kind}/{name}: {}", describe_error(&e))),
         }
         match v1
             .list(&ListParams::default().fields(&selector("regarding")))
@@ -654,7 +642,9 @@ async fn read_events(
                             .as_ref()
                             .and_then(|s| micro_time(&s.last_observed_time))
                             .or_else(|| e.event_time.as_ref().and_then(micro_time))
-                            .or_else(|| e.deprecated_last_timestamp.as_ref().and_then(k8s_time)),
+                            .or_else(|| {
+                                e.deprecated_last_timestamp.as_ref().and_then(k8s_time)
+                            }),
                         type_: e.type_.unwrap_or_default(),
                         reason: e.reason.unwrap_or_default(),
                         object: format!("{kind}/{name}"),
@@ -692,29 +682,13 @@ async fn read_controller(
     let lease = match leases.get_opt(&opts.lease_name).await {
         Ok(Some(l)) => l,
         Ok(None) => {
-            missing(
-                &mut g.missing,
-                "lease",
-                format!("Lease {} not found: no controller has run", g.lease_key),
-            );
-            missing(
-                &mut g.missing,
-                "controller",
-                "no Lease, so no leader to ask",
-            );
+            missing(&mut g.missing, "lease", format!("Lease {} not found: no controller has run", g.lease_key));
+            missing(&mut g.missing, "controller", "no Lease, so no leader to ask");
             return;
         }
         Err(e) => {
-            missing(
-                &mut g.missing,
-                "lease",
-                format!("Lease {}: {}", g.lease_key, describe_error(&e)),
-            );
-            missing(
-                &mut g.missing,
-                "controller",
-                "the Lease could not be read, so no leader to ask",
-            );
+            missing(&mut g.missing, "lease", format!("Lease {}: {}", g.lease_key, describe_error(&e)));
+            missing(&mut g.missing, "controller", "the Lease could not be read, so no leader to ask");
             return;
         }
     };
@@ -743,31 +717,19 @@ async fn read_controller(
                         state: Box::new(state),
                     }
                 }
-                Err(e) => missing(
-                    &mut g.missing,
-                    "debugState",
-                    format!("{url}: not a debug state document: {e}"),
-                ),
+                Err(e) => missing(&mut g.missing, "debugState", format!("{url}: not a debug state document: {e}")),
             },
             Ok((code, body)) => missing(
                 &mut g.missing,
                 "debugState",
                 format!("{url}: HTTP {code}: {}", body.trim()),
             ),
-            Err(e) => missing(
-                &mut g.missing,
-                "debugState",
-                format!("{url}: unreachable: {e}"),
-            ),
+            Err(e) => missing(&mut g.missing, "debugState", format!("{url}: unreachable: {e}")),
         }
         return;
     }
     let Some(holder) = holder else {
-        missing(
-            &mut g.missing,
-            "controller",
-            format!("nobody holds the Lease {}", g.lease_key),
-        );
+        missing(&mut g.missing, "controller", format!("nobody holds the Lease {}", g.lease_key));
         return;
     };
     let pods: Api<Pod> = Api::namespaced(client.clone(), &opts.lease_namespace);
@@ -786,15 +748,7 @@ async fn read_controller(
             return;
         }
         Err(e) => {
-            missing(
-                &mut g.missing,
-                "controller",
-                format!(
-                    "pod {}/{holder}: {}",
-                    opts.lease_namespace,
-                    describe_error(&e)
-                ),
-            );
+            missing(&mut g.missing, "controller", format!("pod {}/{holder}: {}", opts.lease_namespace, describe_error(&e)));
             return;
         }
     }
@@ -810,11 +764,7 @@ async fn read_controller(
         Ok(Ok(text)) => {
             g.controller = ControllerView::Metrics { url: path, text };
         }
-        Ok(Err(e)) => missing(
-            &mut g.missing,
-            "metrics",
-            format!("{path}: {}", describe_error(&e)),
-        ),
+        Ok(Err(e)) => missing(&mut g.missing, "metrics", format!("{path}: {}", describe_error(&e))),
         Err(_) => missing(
             &mut g.missing,
             "metrics",
@@ -998,12 +948,9 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         drop(listener);
-        let err = http_get(
-            &format!("http://{addr}/debug/state"),
-            Duration::from_secs(2),
-        )
-        .await
-        .expect_err("nobody listens");
+        let err = http_get(&format!("http://{addr}/debug/state"), Duration::from_secs(2))
+            .await
+            .expect_err("nobody listens");
         assert!(!err.is_empty());
         let err = http_get("https://x/debug/state", Duration::from_secs(1))
             .await
