@@ -155,6 +155,8 @@ pub struct App {
     pub selected: usize,
     /// First fleet row shown.
     pub fleet_offset: usize,
+    /// The VM to select when the next fleet arrives (the one Esc came back from).
+    pub select_next: Option<(String, String)>,
     /// The VM shown (namespace, name).
     pub target: Option<(String, String)>,
     /// The last inspection of [`App::target`].
@@ -188,6 +190,7 @@ impl App {
             fleet: None,
             selected: 0,
             fleet_offset: 0,
+            select_next: None,
             target: Some((namespace.to_string(), name.to_string())),
             vm: None,
             view: ViewState::default(),
@@ -228,10 +231,11 @@ impl App {
 
     /// A fresh fleet arrived: keep the same VM selected if it is still there.
     pub fn set_fleet(&mut self, fleet: Fleet, at: DateTime<Utc>) {
-        let keep = self
-            .fleet_rows()
-            .get(self.selected)
-            .map(|r| (r.namespace.clone(), r.name.clone()));
+        let keep = self.select_next.take().or_else(|| {
+            self.fleet_rows()
+                .get(self.selected)
+                .map(|r| (r.namespace.clone(), r.name.clone()))
+        });
         self.fleet = Some(fleet);
         let rows = self.fleet_rows();
         self.selected = keep
@@ -357,6 +361,20 @@ impl App {
         let page = i32::from(self.view.size.1 / 2).max(1);
         match key.code {
             KeyCode::Esc if self.has_fleet => {
+                // Back on the fleet, the VM just left stays selected.
+                if let Some((ns, name)) = self.target.clone() {
+                    match self
+                        .fleet_rows()
+                        .iter()
+                        .position(|r| r.namespace == ns && r.name == name)
+                    {
+                        Some(i) => {
+                            self.selected = i;
+                            self.keep_selection_visible();
+                        }
+                        None => self.select_next = Some((ns, name)),
+                    }
+                }
                 self.screen = Screen::Fleet;
                 self.status.loading = true;
                 Action::BackToFleet
@@ -597,6 +615,28 @@ mod tests {
         assert_eq!(app.selected, 49);
         app.handle_key(key(KeyCode::Down));
         assert_eq!(app.selected, 49);
+    }
+
+    #[test]
+    fn esc_from_a_vm_selects_it_in_the_fleet() {
+        // demo: the VM view first, no fleet gathered yet.
+        let mut app = App::vm_in_fleet("default", "vm-halted");
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::BackToFleet);
+        app.set_fleet(fixtures::fleet(), fixtures::now());
+        let rows = app.fleet_rows();
+        assert_eq!(rows[app.selected].name, "vm-halted");
+        // And with a fleet already there.
+        app.handle_key(key(KeyCode::Home));
+        assert_eq!(
+            app.handle_key(key(KeyCode::Enter)),
+            Action::OpenVm {
+                namespace: "default".into(),
+                name: "vm-big".into()
+            }
+        );
+        app.target = Some(("default".into(), "vm-cirros".into()));
+        app.handle_key(key(KeyCode::Esc));
+        assert_eq!(app.fleet_rows()[app.selected].name, "vm-cirros");
     }
 
     #[test]

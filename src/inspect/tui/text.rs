@@ -14,8 +14,9 @@ pub fn duration(seconds: f64) -> String {
     if s < 0.05 {
         return "0 s".into();
     }
-    if s < 10.0 && s.fract() != 0.0 {
-        return format!("{sign}{s:.1} s");
+    let tenths = (s * 10.0).round() / 10.0;
+    if tenths < 10.0 && tenths.fract() != 0.0 {
+        return format!("{sign}{tenths:.1} s");
     }
     let s = s.round() as u64;
     let body = match s {
@@ -126,6 +127,8 @@ mod tests {
         assert_eq!(duration(0.04), "0 s");
         assert_eq!(duration(-0.01), "0 s");
         assert_eq!(duration(3.0), "3 s");
+        assert_eq!(duration(1.98), "2 s", "not 2.0 s");
+        assert_eq!(duration(9.96), "10 s");
         assert_eq!(duration(42.4), "42 s");
         assert_eq!(duration(297.0), "4 m 57 s");
         assert_eq!(duration(7500.0), "2 h 5 m");
