@@ -15,7 +15,7 @@ pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
         out.push(Line::styled("nothing blocks this VM", good()));
     }
     let mut blockers: Vec<_> = insp.blockers.iter().collect();
-    blockers.sort_by(|a, b| b.depth.cmp(&a.depth));
+    blockers.sort_by_key(|b| std::cmp::Reverse(b.depth));
     for b in blockers {
         out.push(Line::from(vec![
             Span::styled(format!("{} ", b.object), bad()),

@@ -89,22 +89,22 @@ fn spawn_event_reader(stop: Arc<AtomicBool>) -> UnboundedReceiver<Event> {
 }
 
 enum Fetched {
-    Vm(Result<Inspection, String>),
-    Fleet(Result<Fleet, String>),
+    Vm(Result<Box<Inspection>, String>),
+    Fleet(Result<Box<Fleet>, String>),
 }
 
 type InFlight<'a> = Pin<Box<dyn Future<Output = Fetched> + Send + 'a>>;
 
 fn start_gather<'a, G: Gather + Sync>(gather: &'a G, app: &App) -> Option<InFlight<'a>> {
     match app.screen {
-        Screen::Fleet => Some(Box::pin(
-            async move { Fetched::Fleet(gather.fleet().await) },
-        )),
+        Screen::Fleet => Some(Box::pin(async move {
+            Fetched::Fleet(gather.fleet().await.map(Box::new))
+        })),
         Screen::Vm => {
             let (ns, name) = app.target.clone()?;
-            Some(Box::pin(
-                async move { Fetched::Vm(gather.vm(&ns, &name).await) },
-            ))
+            Some(Box::pin(async move {
+                Fetched::Vm(gather.vm(&ns, &name).await.map(Box::new))
+            }))
         }
     }
 }
@@ -181,8 +181,8 @@ pub async fn drive<B: Backend, G: Gather + Sync>(
                 in_flight = None;
                 let now = Utc::now();
                 match fetched {
-                    Fetched::Vm(Ok(i)) if app.screen == Screen::Vm => app.set_vm(i, now),
-                    Fetched::Fleet(Ok(f)) if app.screen == Screen::Fleet => app.set_fleet(f, now),
+                    Fetched::Vm(Ok(i)) if app.screen == Screen::Vm => app.set_vm(*i, now),
+                    Fetched::Fleet(Ok(f)) if app.screen == Screen::Fleet => app.set_fleet(*f, now),
                     Fetched::Vm(Err(e)) | Fetched::Fleet(Err(e)) => app.set_error(e),
                     // Gathered for the other screen: gather for this one.
                     _ => in_flight = start_gather(gather, app),
