@@ -158,6 +158,8 @@ async fn run(n: usize) {
     let target = format!("vm-{:05}", n / 2);
     let mut vm_times = Vec::new();
     let mut fleet_times = Vec::new();
+    let mut fleet_gather = Vec::new();
+    let mut fleet_draw = Vec::new();
     for _ in 0..ROUNDS {
         let start = Instant::now();
         let client = cluster.client().await.expect("client");
@@ -173,17 +175,46 @@ async fn run(n: usize) {
         let fleet = gather_fleet(&client, None, &opts)
             .await
             .expect("gather fleet");
+        let gathered = start.elapsed();
         let rows = fleet.rows.len();
         let frame = capture(&app_for_fleet(fleet), 140, 44);
         fleet_times.push(start.elapsed());
+        fleet_gather.push(gathered);
+        fleet_draw.push(start.elapsed() - gathered);
         assert_eq!(rows, n, "every VM is a row");
         assert!(
             frame.contains("VirtualMachines 1-"),
             "the first page is drawn"
         );
     }
+    // Where gather_fleet's time goes: its two largest reads, alone.
+    let mut list_times = Vec::new();
+    let mut state_times = Vec::new();
+    let state_url = format!(
+        "http://{}/debug/state",
+        manager.listen_addr().expect("the debug endpoint listens")
+    );
+    for _ in 0..ROUNDS {
+        let client = cluster.client().await.expect("client");
+        let start = Instant::now();
+        let all: Api<VirtualMachine> = Api::all(client);
+        let listed = all.list(&Default::default()).await.expect("list VMs");
+        list_times.push(start.elapsed());
+        assert_eq!(listed.items.len(), n);
+        let start = Instant::now();
+        let (code, body) =
+            virtctl_rs::inspect::gather::http_get(&state_url, Duration::from_secs(10))
+                .await
+                .expect("GET /debug/state");
+        state_times.push(start.elapsed());
+        assert_eq!(code, 200, "{}", &body[..body.len().min(200)]);
+    }
     report(&format!("VM view, {n} VMs"), vm_times);
     report(&format!("fleet view first page, {n} VMs"), fleet_times);
+    report("  of which gather_fleet", fleet_gather);
+    report("  of which the App and its first frame", fleet_draw);
+    report("list of every VirtualMachine alone", list_times);
+    report("GET /debug/state (full document) alone", state_times);
 
     cancel.cancel();
     let _ = run_task.await;
