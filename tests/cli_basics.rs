@@ -32,6 +32,18 @@ fn demo_needs_a_terminal() {
     assert!(err.contains("demo draws a terminal UI"), "{err}");
 }
 
+/// `inspect` refuses what is not a VM with a usage error (exit 2), before touching any cluster.
+#[test]
+fn inspect_refuses_a_non_vm_target_with_usage() {
+    let out = bin().args(["inspect", "pod/foo"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use vm/NAME"));
+    let out = bin().args(["inspect", "foo"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TYPE/NAME"));
+}
+
 #[test]
 fn bad_flags_are_rejected_with_usage() {
     let out = bin()

@@ -24,10 +24,10 @@ use crate::controller::vm::run_strategy::vm_strategy;
 use crate::controller::vm::{ExpectationCounts, ExpectationsView, PvcInfo, VmAction, VmDecision};
 use crate::controller::vmi::executor::{owner_vm_name, snapshot_from_objects as vmi_snapshot};
 use crate::controller::vmi::{ExpectationsState, SkipReason, VmiAction, VmiDecision};
+use crate::launcher::ClusterSettings;
 use crate::launcher::explain::effective_vmi;
 use crate::launcher::overhead::{memory_overhead, overhead_vcpus};
 use crate::launcher::resources::{NamespaceContext, compute_resources};
-use crate::launcher::ClusterSettings;
 use crate::runtime::expectations::EXPECTATIONS_TIMEOUT;
 use crate::runtime::lease::LeaseRecord;
 use crate::runtime::queue::{VM_QUEUE_NAME, VMI_QUEUE_NAME};
@@ -183,7 +183,9 @@ fn pod_view(pod: &Pod) -> PodView {
     let compute = compute_container(pod);
     let quantities = |pick: fn(
         &k8s_openapi::api::core::v1::ResourceRequirements,
-    ) -> Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+    ) -> Option<
+        &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >| {
         compute
             .and_then(|c| c.resources.as_ref())
             .and_then(pick)
@@ -200,7 +202,10 @@ fn pod_view(pod: &Pod) -> PodView {
         uid: pod.metadata.uid.clone(),
         phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
         node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
-        priority_class_name: pod.spec.as_ref().and_then(|s| s.priority_class_name.clone()),
+        priority_class_name: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.clone()),
         conditions: pod
             .status
             .as_ref()
@@ -262,7 +267,9 @@ fn volume_views(g: &Gathered, vm: &VirtualMachine) -> Vec<VolumeView> {
                 kind: "DataVolume".into(),
                 name: claim.clone(),
                 volume: volume.clone(),
-                phase: dv.and_then(|d| d.status.as_ref()).and_then(|s| s.phase.clone()),
+                phase: dv
+                    .and_then(|d| d.status.as_ref())
+                    .and_then(|s| s.phase.clone()),
                 ready: dv
                     .and_then(|d| d.status.as_ref())
                     .and_then(|s| s.extra.get("conditions"))
@@ -282,7 +289,9 @@ fn volume_views(g: &Gathered, vm: &VirtualMachine) -> Vec<VolumeView> {
                 kind: "PersistentVolumeClaim".into(),
                 name: claim.clone(),
                 volume,
-                phase: pvc.and_then(|p| p.status.as_ref()).and_then(|s| s.phase.clone()),
+                phase: pvc
+                    .and_then(|p| p.status.as_ref())
+                    .and_then(|s| s.phase.clone()),
                 ready: None,
                 exists: pvc.is_some(),
             });
@@ -543,12 +552,14 @@ fn expectation_views(state: &DebugState, key: &str) -> Vec<ExpectationView> {
 }
 
 fn counts(list: &[ExpectationView], store: &str) -> Option<ExpectationCounts> {
-    list.iter().find(|e| e.store == store).map(|e| ExpectationCounts {
-        adds: e.adds,
-        dels: e.dels,
-        // Satisfied although not fulfilled: the entry expired (expectations.go:120-145).
-        expired: e.satisfied && !(e.adds <= 0 && e.dels <= 0),
-    })
+    list.iter()
+        .find(|e| e.store == store)
+        .map(|e| ExpectationCounts {
+            adds: e.adds,
+            dels: e.dels,
+            // Satisfied although not fulfilled: the entry expired (expectations.go:120-145).
+            expired: e.satisfied && !(e.adds <= 0 && e.dels <= 0),
+        })
 }
 
 // ------------------------------------------------------------------------------------------
@@ -602,24 +613,74 @@ pub fn analyze(g: &Gathered) -> Inspection {
 
     // The next decision, with the leader's expectations (satisfied when unknown).
     let exp_known = state.is_some();
+    let decisions = decide_next(g, vm, &ins.expectations);
+    let (vm_decision, vmi_decision) = (&decisions.vm, decisions.vmi.as_ref());
+    ins.printable_status_reason = Some(printable_reason(
+        g,
+        vm,
+        &decisions.vm_expectations,
+        vm_decision,
+    ));
+    ins.next_decision = Some(next_decision(
+        g,
+        &ins,
+        vm,
+        vm_decision,
+        vmi_decision,
+        exp_known,
+    ));
+    ins.caught_up = Some(caught_up(vm, g.vmi.as_ref(), state));
+    match overhead_check(g, vm) {
+        Ok(check) => ins.overhead_check = check,
+        Err(reason) => ins.missing.push(Missing {
+            what: "overheadCheck".into(),
+            reason,
+        }),
+    }
+    ins.blockers = blockers(g, vm, &ins);
+    ins
+}
+
+/// Both controllers' decisions on the gathered state.
+pub struct Decisions {
+    /// The VM controller's.
+    pub vm: VmDecision,
+    /// The VMI controller's, when a VMI exists.
+    pub vmi: Option<VmiDecision>,
+    /// The VM's expectations the VM decision saw.
+    pub vm_expectations: ExpectationsView,
+}
+
+/// Run the VM and VMI controllers' pure decisions on the gathered objects, on snapshots built
+/// by the executors' own constructors, with the given expectations entries of this key (none:
+/// satisfied).
+pub fn decide_next(
+    g: &Gathered,
+    vm: &VirtualMachine,
+    expectations: &[ExpectationView],
+) -> Decisions {
+    let now = g.now;
     let vm_exp = ExpectationsView {
-        vmi: counts(&ins.expectations, STORE_VM_VMI),
-        data_volumes: counts(&ins.expectations, STORE_VM_DV),
+        vmi: counts(expectations, STORE_VM_VMI),
+        data_volumes: counts(expectations, STORE_VM_DV),
+    };
+    let data_volume = |name: &str| {
+        g.data_volumes
+            .iter()
+            .find(|d| d.metadata.name.as_deref() == Some(name))
+            .cloned()
     };
     let mut vm_snap = vm_snapshot(
         vm.clone(),
         g.vmi.clone(),
-        |name| {
-            g.data_volumes
-                .iter()
-                .find(|d| d.metadata.name.as_deref() == Some(name))
-                .cloned()
-        },
+        data_volume,
         g.revisions.iter(),
         vm_exp,
         &g.settings,
         now,
     );
+    // KubeVirt's VM controller has a PVC informer (our executor does not watch PVCs): the
+    // inspector read them, so the WaitingForVolumeBinding rule sees them.
     vm_snap.pvcs = g
         .pvcs
         .iter()
@@ -634,9 +695,9 @@ pub fn analyze(g: &Gathered) -> Inspection {
         .collect();
     let vm_decision = crate::controller::vm::decide(&vm_snap);
     let vmi_decision = g.vmi.as_ref().map(|vmi| {
-        let pod_entry = ins.expectations.iter().find(|e| e.store == STORE_VMI_POD);
-        let self_entry = ins.expectations.iter().find(|e| e.store == STORE_VMI_SELF);
-        let expectations = ExpectationsState {
+        let pod_entry = expectations.iter().find(|e| e.store == STORE_VMI_POD);
+        let self_entry = expectations.iter().find(|e| e.store == STORE_VMI_SELF);
+        let state = ExpectationsState {
             pods_satisfied: pod_entry.is_none_or(|e| e.satisfied),
             pending_pod_creations: pod_entry.map_or(0, |e| e.adds),
             pending_pod_deletions: pod_entry.map_or(0, |e| e.dels),
@@ -650,37 +711,18 @@ pub fn analyze(g: &Gathered) -> Inspection {
             vmi.clone(),
             g.pods.iter(),
             owner_uid,
-            expectations,
-            |name| {
-                g.data_volumes
-                    .iter()
-                    .find(|d| d.metadata.name.as_deref() == Some(name))
-                    .cloned()
-            },
+            state,
+            data_volume,
             &g.settings,
             Time::from_datetime(now),
         );
         crate::controller::vmi::decide(&snap)
     });
-    ins.printable_status_reason = Some(printable_reason(g, vm, &vm_snap.expectations, &vm_decision));
-    ins.next_decision = Some(next_decision(
-        g,
-        &ins,
-        vm,
-        &vm_decision,
-        vmi_decision.as_ref(),
-        exp_known,
-    ));
-    ins.caught_up = Some(caught_up(vm, g.vmi.as_ref(), state));
-    match overhead_check(g, vm) {
-        Ok(check) => ins.overhead_check = check,
-        Err(reason) => ins.missing.push(Missing {
-            what: "overheadCheck".into(),
-            reason,
-        }),
+    Decisions {
+        vm: vm_decision,
+        vmi: vmi_decision,
+        vm_expectations: vm_exp,
     }
-    ins.blockers = blockers(g, vm, &ins);
-    ins
 }
 
 fn events(g: &Gathered) -> Vec<EventView> {
@@ -872,10 +914,15 @@ fn next_decision(
                 .into(),
         );
     }
-    let strategy = vm_strategy(vm).map_or_else(|_| "invalid".to_string(), |s| s.as_str().to_string());
+    let strategy =
+        vm_strategy(vm).map_or_else(|_| "invalid".to_string(), |s| s.as_str().to_string());
     let vmi_phase = g.vmi.as_ref().map(|v| {
         let p = v.phase().as_str();
-        if p.is_empty() { "Unset".to_string() } else { p.to_string() }
+        if p.is_empty() {
+            "Unset".to_string()
+        } else {
+            p.to_string()
+        }
     });
 
     // A wait: expectations (VM or VMI controller), or start-failure backoff.
@@ -895,7 +942,9 @@ fn next_decision(
             human_duration(e.age_seconds),
             human_duration(e.expires_in_seconds)
         ));
-    } else if let Some(SkipReason::ExpectationsPending(text)) = vmi_d.and_then(|d| d.skipped.as_ref()) {
+    } else if let Some(SkipReason::ExpectationsPending(text)) =
+        vmi_d.and_then(|d| d.skipped.as_ref())
+    {
         let age = ins
             .expectations
             .iter()
@@ -935,7 +984,9 @@ fn next_decision(
             .rev()
             .find(|l| l.starts_with("runStrategy"))
             .cloned();
-        let prefix = vmi_phase.as_ref().map_or("no VMI".to_string(), |p| format!("VMI {p}"));
+        let prefix = vmi_phase
+            .as_ref()
+            .map_or("no VMI".to_string(), |p| format!("VMI {p}"));
         let vm_part = match strategy_line {
             Some(line) => format!("{prefix}: {line}"),
             None => match vm_d.explanation.last() {
@@ -944,7 +995,11 @@ fn next_decision(
             },
         };
         match vmi_write {
-            Some(w) => format!("{vm_part}; the VMI controller would {}: {}", vmi_action_kind(w), w.why()),
+            Some(w) => format!(
+                "{vm_part}; the VMI controller would {}: {}",
+                vmi_action_kind(w),
+                w.why()
+            ),
             None => vm_part,
         }
     };
@@ -962,7 +1017,10 @@ fn disagreement(
     let state = debug_state(g)?;
     if let Some(cached) = state.cached.as_ref() {
         let server_vm = vm.metadata.resource_version.as_deref();
-        let cached_vm = cached.vm.as_ref().and_then(|c| c.resource_version.as_deref());
+        let cached_vm = cached
+            .vm
+            .as_ref()
+            .and_then(|c| c.resource_version.as_deref());
         if cached_vm != server_vm {
             return Some(format!(
                 "the leader's cache holds VM resourceVersion {} while the server has {}: its last reconcile saw an older VM",
@@ -970,8 +1028,14 @@ fn disagreement(
                 server_vm.unwrap_or("(none)")
             ));
         }
-        let server_vmi = g.vmi.as_ref().and_then(|v| v.metadata.resource_version.as_deref());
-        let cached_vmi = cached.vmi.as_ref().and_then(|c| c.resource_version.as_deref());
+        let server_vmi = g
+            .vmi
+            .as_ref()
+            .and_then(|v| v.metadata.resource_version.as_deref());
+        let cached_vmi = cached
+            .vmi
+            .as_ref()
+            .and_then(|c| c.resource_version.as_deref());
         if cached_vmi != server_vmi {
             return Some(format!(
                 "the leader's cache holds VMI resourceVersion {} while the server has {}",
@@ -1000,13 +1064,25 @@ fn disagreement(
         let last = ins
             .last_reconciles
             .iter()
-            .map(|r| format!("{} at {}: {} [{}]", r.controller, r.at.format("%H:%M:%S"), r.result, r.actions.join(", ")))
+            .map(|r| {
+                format!(
+                    "{} at {}: {} [{}]",
+                    r.controller,
+                    r.at.format("%H:%M:%S"),
+                    r.result,
+                    r.actions.join(", ")
+                )
+            })
             .collect::<Vec<_>>()
             .join("; ");
         return Some(format!(
             "on this state the controllers would {}, but the key is not queued and the leader's last reconcile ({}) left nothing to do",
             writes.join(", "),
-            if last.is_empty() { "none recorded".to_string() } else { last }
+            if last.is_empty() {
+                "none recorded".to_string()
+            } else {
+                last
+            }
         ));
     }
     None
@@ -1073,8 +1149,15 @@ fn overhead_check(g: &Gathered, vm: &VirtualMachine) -> Result<Option<OverheadCh
         Some(vmi) => KubeVirtObject::Vmi(Box::new(vmi.clone())),
         None => KubeVirtObject::Vm(Box::new(vm.clone())),
     };
-    formula_against(&object, &g.namespace, &g.settings, &namespace_context(g), current_pod(&g.pods), g.vmi.as_ref())
-        .map(Some)
+    formula_against(
+        &object,
+        &g.namespace,
+        &g.settings,
+        &namespace_context(g),
+        current_pod(&g.pods),
+        g.vmi.as_ref(),
+    )
+    .map(Some)
 }
 
 fn current_pod(pods: &[Pod]) -> Option<&Pod> {
@@ -1100,7 +1183,9 @@ fn formula_against(
     let requests = compute
         .and_then(|c| c.resources.as_ref())
         .and_then(|r| r.requests.as_ref());
-    let pod_request = requests.and_then(|r| r.get("memory")).and_then(|q| quantity_bytes(&q.0));
+    let pod_request = requests
+        .and_then(|r| r.get("memory"))
+        .and_then(|q| quantity_bytes(&q.0));
     let annotation = pod
         .and_then(|p| p.metadata.annotations.as_ref())
         .and_then(|a| a.get(MEMORY_OVERHEAD_BYTES))
@@ -1131,8 +1216,13 @@ fn formula_against(
         Some(breakdown.total_bytes),
     );
     let vcpus = overhead_vcpus(&eff.spec).map(|(n, _)| n).unwrap_or(1);
-    let formula_cpu = resources.requests.get("cpu").and_then(|q| quantity_millis(&q.0));
-    let pod_cpu = requests.and_then(|r| r.get("cpu")).and_then(|q| quantity_millis(&q.0));
+    let formula_cpu = resources
+        .requests
+        .get("cpu")
+        .and_then(|q| quantity_millis(&q.0));
+    let pod_cpu = requests
+        .and_then(|r| r.get("cpu"))
+        .and_then(|q| quantity_millis(&q.0));
     let cpu_match = match (formula_cpu, pod_cpu) {
         (Some(f), Some(p)) => f == p,
         _ => true,
@@ -1209,7 +1299,10 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
     // VMI (1)
     if let Some(vmi) = &g.vmi {
         let vmi_name = format!("VirtualMachineInstance/{}", g.name);
-        if let Some(c) = vmi.condition("Synchronized").filter(|c| c.status == "False") {
+        if let Some(c) = vmi
+            .condition("Synchronized")
+            .filter(|c| c.status == "False")
+        {
             add(
                 vmi_name.clone(),
                 c.reason.as_deref().unwrap_or("NotSynchronized"),
@@ -1234,7 +1327,9 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
         add(
             format!("PriorityClass/{pc}"),
             "PriorityClassNotFound",
-            format!("no PriorityClass with name {pc} was found: the API server rejects the virt-launcher pod"),
+            format!(
+                "no PriorityClass with name {pc} was found: the API server rejects the virt-launcher pod"
+            ),
             2,
         );
     }
@@ -1245,7 +1340,10 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled" && c.status == "False"))
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+            })
         {
             unschedulable = true;
             add(
@@ -1256,11 +1354,27 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             );
         }
         let view = pod_view(pod);
-        if let Some(r) = view.compute_waiting_reason.filter(|r| r != "ContainerCreating") {
-            add(pod_name.clone(), &r, "the compute container is waiting".into(), 2);
+        if let Some(r) = view
+            .compute_waiting_reason
+            .filter(|r| r != "ContainerCreating")
+        {
+            add(
+                pod_name.clone(),
+                &r,
+                "the compute container is waiting".into(),
+                2,
+            );
         }
-        if let Some(r) = view.compute_last_termination_reason.filter(|r| r == "OOMKilled") {
-            add(pod_name, &r, "the compute container was OOM-killed".into(), 2);
+        if let Some(r) = view
+            .compute_last_termination_reason
+            .filter(|r| r == "OOMKilled")
+        {
+            add(
+                pod_name,
+                &r,
+                "the compute container was OOM-killed".into(),
+                2,
+            );
         }
     }
     // Volumes (3)
@@ -1270,15 +1384,21 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             add(
                 object,
                 "NotFound",
-                format!("volume {} refers to a {} that does not exist", v.volume, v.kind),
+                format!(
+                    "volume {} refers to a {} that does not exist",
+                    v.volume, v.kind
+                ),
                 3,
             );
             continue;
         }
         match (v.kind.as_str(), v.phase.as_deref()) {
-            ("DataVolume", Some("Failed")) => {
-                add(object, "DataVolumeFailed", "the DataVolume failed".into(), 3)
-            }
+            ("DataVolume", Some("Failed")) => add(
+                object,
+                "DataVolumeFailed",
+                "the DataVolume failed".into(),
+                3,
+            ),
             ("DataVolume", phase) => {
                 let ready = g
                     .data_volumes
@@ -1323,7 +1443,10 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
         }
     }
     if unschedulable && !g.candidate_nodes.is_empty() {
-        let request = ins.overhead_check.as_ref().and_then(|o| o.formula_request_bytes);
+        let request = ins
+            .overhead_check
+            .as_ref()
+            .and_then(|o| o.formula_request_bytes);
         let alloc = |n: &Node, r: &str| {
             n.status
                 .as_ref()
@@ -1412,7 +1535,11 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
         }
     }
     for pods in pods_by_vmi.values_mut() {
-        pods.sort_by(|a, b| b.metadata.creation_timestamp.cmp(&a.metadata.creation_timestamp));
+        pods.sort_by(|a, b| {
+            b.metadata
+                .creation_timestamp
+                .cmp(&a.metadata.creation_timestamp)
+        });
     }
     let mut rows: Vec<FleetRow> = f
         .vms
@@ -1432,8 +1559,8 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
                 ..Default::default()
             };
             if let Some(state) = state {
-                row.retries = (state.retries(VM_QUEUE_NAME, &key) + state.retries(VMI_QUEUE_NAME, &key))
-                    as u64;
+                row.retries = (state.retries(VM_QUEUE_NAME, &key)
+                    + state.retries(VMI_QUEUE_NAME, &key)) as u64;
                 row.pending_expectations = state
                     .expectations
                     .iter()
@@ -1455,7 +1582,8 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
                     Some(vmi),
                 ) {
                     row.overhead_match = Some(check.matches);
-                    if let (Some(p), Some(fr)) = (check.pod_request_bytes, check.formula_request_bytes)
+                    if let (Some(p), Some(fr)) =
+                        (check.pod_request_bytes, check.formula_request_bytes)
                         && p != fr
                     {
                         row.overhead_difference_bytes = Some(p - fr);
@@ -1490,8 +1618,9 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
                     })
                 })
                 .or_else(|| {
-                    row.overhead_difference_bytes
-                        .map(|d| format!("pod memory request differs from the formula by {d} bytes"))
+                    row.overhead_difference_bytes.map(|d| {
+                        format!("pod memory request differs from the formula by {d} bytes")
+                    })
                 });
             row
         })

@@ -241,7 +241,12 @@ fn under_our_controller(mut g: Gathered, state: DebugState) -> Gathered {
 fn running() -> Gathered {
     let vmi = vmi(
         "Running",
-        &[("Pending", -10), ("Scheduling", -10), ("Scheduled", -7), ("Running", -6)],
+        &[
+            ("Pending", -10),
+            ("Scheduling", -10),
+            ("Scheduled", -7),
+            ("Running", -6),
+        ],
         json!({"nodeName": "node01",
                "activePods": {"pod-uid": "node01"},
                "launcherContainerImageVersion": crate::launcher::settings::DEFAULT_LAUNCHER_IMAGE,
@@ -266,7 +271,30 @@ fn running() -> Gathered {
         crate::controller::vm::revision::build_start_revision(g.vm.as_ref().expect("vm"))
             .expect("revision"),
     ];
-    under_our_controller(g, debug_state(Some("10"), Some("20"), Vec::new()))
+    under_our_controller(settle(g), debug_state(Some("10"), Some("20"), Vec::new()))
+}
+
+/// Write back the statuses the controllers compute until they have nothing left to write (what
+/// a running controller does), so the fixture is a steady state, not a hand-written guess.
+fn settle(mut g: Gathered) -> Gathered {
+    for _ in 0..5 {
+        let vm = g.vm.clone().expect("vm");
+        let d = decide_next(&g, &vm, &[]);
+        let vmi_writes = d
+            .vmi
+            .as_ref()
+            .is_some_and(|v| v.actions().any(|a| a.is_write()));
+        if d.vm.actions.is_empty() && !vmi_writes {
+            return g;
+        }
+        if let Some(status) = d.vm.status {
+            g.vm.as_mut().expect("vm").status = Some(status);
+        }
+        if let Some(new) = d.vmi.and_then(|v| v.new_vmi) {
+            g.vmi = Some(*new);
+        }
+    }
+    panic!("the fixture does not settle");
 }
 
 #[test]
@@ -293,7 +321,9 @@ fn a_vm_running_under_our_controller() {
     // rewrite it; nothing else (no VMI or pod created or deleted).
     let kinds: Vec<&str> = nd.actions.iter().map(|a| a.kind.as_str()).collect();
     assert!(
-        kinds.iter().all(|k| ["UpdateVmStatus", "PatchVmi"].contains(k)),
+        kinds
+            .iter()
+            .all(|k| ["UpdateVmStatus", "PatchVmi"].contains(k)),
         "{kinds:?}"
     );
     let p = ins.printable_status_reason.as_ref().expect("printable");
@@ -304,7 +334,10 @@ fn a_vm_running_under_our_controller() {
     let check = ins.overhead_check.as_ref().expect("overhead");
     assert!(check.matches, "{:?}", check.differences);
     assert!(check.pod_request_bytes.is_some() && check.annotation_bytes.is_some());
-    assert_eq!(check.formula_bytes, check.terms.iter().map(|t| t.bytes).sum::<i64>());
+    assert_eq!(
+        check.formula_bytes,
+        check.terms.iter().map(|t| t.bytes).sum::<i64>()
+    );
     let cpu = check.cpu.as_ref().expect("cpu");
     assert_eq!((cpu.vcpus, cpu.allocation_ratio), (1, 10));
     assert!(cpu.matches);
@@ -316,7 +349,12 @@ fn a_vm_running_under_our_controller() {
         .collect();
     assert_eq!(
         phases,
-        [("Pending", 0.0), ("Scheduling", 3.0), ("Scheduled", 1.0), ("Running", 6.0)]
+        [
+            ("Pending", 0.0),
+            ("Scheduling", 3.0),
+            ("Scheduled", 1.0),
+            ("Running", 6.0)
+        ]
     );
     let caught = ins.caught_up.as_ref().expect("caught up");
     assert!(caught.generation_observed);
@@ -367,14 +405,21 @@ fn a_leader_cache_behind_the_server_is_a_disagreement() {
         .next_decision
         .and_then(|n| n.disagreement)
         .expect("disagreement");
-    assert!(d.contains("resourceVersion 9 while the server has 10"), "{d}");
+    assert!(
+        d.contains("resourceVersion 9 while the server has 10"),
+        "{d}"
+    );
     assert_eq!(ins.caught_up.and_then(|c| c.vm_cache_current), Some(false));
 }
 
 #[test]
 fn halted_with_no_vmi_does_nothing_and_is_stopped() {
     let g = under_our_controller(
-        gathered(vm("Halted", json!([]), json!({"printableStatus": "Stopped"}))),
+        gathered(vm(
+            "Halted",
+            json!([]),
+            json!({"printableStatus": "Stopped"}),
+        )),
         debug_state(Some("10"), None, Vec::new()),
     );
     let ins = analyze(&g);
@@ -385,7 +430,10 @@ fn halted_with_no_vmi_does_nothing_and_is_stopped() {
     );
     assert_eq!(ins.printable_status_reason.expect("p").computed, "Stopped");
     assert!(ins.vmi.is_none());
-    assert!(ins.overhead_check.is_some(), "the formula still applies to the template");
+    assert!(
+        ins.overhead_check.is_some(),
+        "the formula still applies to the template"
+    );
 }
 
 #[test]
@@ -397,7 +445,11 @@ fn halted_with_a_running_vmi_would_delete_it() {
     let nd = analyze(&g).next_decision.expect("decision");
     eprintln!("{nd:#?}");
     assert_eq!(nd.summary, "Halted: would delete VMI vm-a");
-    assert!(nd.actions.iter().any(|a| a.kind == "DeleteVmi" && a.why.contains("vm.go")));
+    assert!(
+        nd.actions
+            .iter()
+            .any(|a| a.kind == "DeleteVmi" && a.why.contains("vm.go"))
+    );
 }
 
 #[test]
@@ -420,7 +472,10 @@ fn crash_loop_backoff_says_when_the_next_start_is() {
         "CrashLoopBackOff"
     );
     assert_eq!(
-        ins.vm.as_ref().and_then(|v| v.start_failure.as_ref()).and_then(|f| f.retry_in_seconds),
+        ins.vm
+            .as_ref()
+            .and_then(|v| v.start_failure.as_ref())
+            .and_then(|f| f.retry_in_seconds),
         Some(42.0)
     );
     let b = &ins.blockers[0];
@@ -431,13 +486,20 @@ fn crash_loop_backoff_says_when_the_next_start_is() {
 #[test]
 fn pending_expectations_make_the_controller_wait() {
     let g = under_our_controller(
-        gathered(vm("Always", json!([]), json!({"printableStatus": "Starting"}))),
+        gathered(vm(
+            "Always",
+            json!([]),
+            json!({"printableStatus": "Starting"}),
+        )),
         debug_state(Some("10"), None, vec![entry("demo/vm-a", 1, 3.0)]),
     );
     let ins = analyze(&g);
     assert_eq!(ins.expectations.len(), 1);
     let e = &ins.expectations[0];
-    assert_eq!((e.store.as_str(), e.key.as_str(), e.adds, e.dels), ("vm-vmi", "demo/vm-a", 1, 0));
+    assert_eq!(
+        (e.store.as_str(), e.key.as_str(), e.adds, e.dels),
+        ("vm-vmi", "demo/vm-a", 1, 0)
+    );
     assert_eq!(e.expires_in_seconds, 297.0);
     assert!(!e.satisfied);
     let nd = ins.next_decision.as_ref().expect("decision");
@@ -505,21 +567,30 @@ fn a_lease_held_by_kubevirt_reads_its_metrics_and_no_expectations() {
             .into(),
     };
     let ins = analyze(&g);
-    assert_eq!(ins.lease.as_ref().expect("lease").holder_kind, HolderKind::KubeVirt);
+    assert_eq!(
+        ins.lease.as_ref().expect("lease").holder_kind,
+        HolderKind::KubeVirt
+    );
     assert_eq!(ins.controller.kind, ControllerSourceKind::Metrics);
     assert!(!ins.controller.expectations_exposed);
     assert!(ins.expectations.is_empty());
     assert_eq!(ins.queues.len(), 2, "only the VM and VMI queues");
     let vm_q = &ins.queues[0];
     assert_eq!(
-        (vm_q.name.as_str(), vm_q.depth, vm_q.retries, vm_q.longest_running_processor_seconds),
+        (
+            vm_q.name.as_str(),
+            vm_q.depth,
+            vm_q.retries,
+            vm_q.longest_running_processor_seconds
+        ),
         ("virt-controller-vm", 3, 7, Some(0.5))
     );
     assert!(vm_q.key_state.is_none());
     assert!(
         ins.missing
             .iter()
-            .any(|m| m.what == "expectations" && m.reason.starts_with("not exposed by this controller")),
+            .any(|m| m.what == "expectations"
+                && m.reason.starts_with("not exposed by this controller")),
         "{:?}",
         ins.missing
     );
@@ -539,7 +610,12 @@ fn a_stale_lease_is_flagged_with_its_age() {
         .iter()
         .find(|m| m.what == "leader")
         .expect("stale Lease reported");
-    assert!(m.reason.starts_with("stale Lease kubevirt/virt-controller: renewed 1 m 0 s ago"), "{}", m.reason);
+    assert!(
+        m.reason
+            .starts_with("stale Lease kubevirt/virt-controller: renewed 1 m 0 s ago"),
+        "{}",
+        m.reason
+    );
 }
 
 fn node(name: &str, memory: &str, kvm: Option<&str>) -> Node {
@@ -568,10 +644,17 @@ fn an_unschedulable_pod_names_the_scheduler_message_and_what_no_node_has() {
         json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                 "message": "0/2 nodes are available: 2 Insufficient memory."}]),
     );
-    let mut g = gathered(vm("Always", json!([]), json!({"printableStatus": "ErrorUnschedulable"})));
+    let mut g = gathered(vm(
+        "Always",
+        json!([]),
+        json!({"printableStatus": "ErrorUnschedulable"}),
+    ));
     g.vmi = Some(vmi);
     g.pods = vec![pod];
-    g.candidate_nodes = vec![node("node01", "100Mi", Some("1k")), node("node02", "64Mi", None)];
+    g.candidate_nodes = vec![
+        node("node01", "100Mi", Some("1k")),
+        node("node02", "64Mi", None),
+    ];
     let g = under_our_controller(g, debug_state(Some("10"), Some("20"), Vec::new()));
     let ins = analyze(&g);
     let reasons: Vec<(&str, &str, u8)> = ins
@@ -587,7 +670,11 @@ fn an_unschedulable_pod_names_the_scheduler_message_and_what_no_node_has() {
         ]
     );
     assert!(ins.blockers[1].message.contains("Insufficient memory"));
-    assert!(ins.blockers[0].message.contains("largest: 104857600"), "{}", ins.blockers[0].message);
+    assert!(
+        ins.blockers[0].message.contains("largest: 104857600"),
+        "{}",
+        ins.blockers[0].message
+    );
     assert_eq!(
         ins.printable_status_reason.expect("p").computed,
         "ErrorUnschedulable"
@@ -685,7 +772,9 @@ fn events_are_merged_oldest_first() {
             type_: "Normal".into(),
             reason: "SuccessfulCreate".into(),
             object: "VirtualMachine/vm-a".into(),
-            message: "Started the virtual machine by creating the new virtual machine instance vm-a".into(),
+            message:
+                "Started the virtual machine by creating the new virtual machine instance vm-a"
+                    .into(),
             count: 1,
             api: "core/v1".into(),
             ..Default::default()
@@ -741,13 +830,19 @@ fn the_fleet_puts_problems_first() {
     let fleet = analyze_fleet(&f);
     let names: Vec<&str> = fleet.rows.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["vm-z", "vm-a"]);
-    assert_eq!(fleet.rows[0].problem.as_deref(), Some("printableStatus CrashLoopBackOff"));
+    assert_eq!(
+        fleet.rows[0].problem.as_deref(),
+        Some("printableStatus CrashLoopBackOff")
+    );
     assert_eq!(fleet.rows[1].overhead_match, Some(true));
     assert_eq!(fleet.rows[1].vmi_phase.as_deref(), Some("Running"));
     assert_eq!(fleet.rows[1].phase_seconds, Some(6.0));
     assert_eq!(fleet.queues.len(), 2);
     let text = crate::inspect::text::render_fleet(&fleet);
-    assert!(text.lines().nth(1).is_some_and(|l| l.contains("vm-z")), "{text}");
+    assert!(
+        text.lines().nth(1).is_some_and(|l| l.contains("vm-z")),
+        "{text}"
+    );
 }
 
 #[test]

@@ -262,9 +262,10 @@ pub async fn gather_raw(
     g.pvcs = pvcs;
     notes.extend(vol_missing);
     match ns {
-        Ok((labels, quota)) => {
+        Ok((labels, quota, note)) => {
             g.namespace_labels = labels;
             g.quota_limits = quota;
+            notes.extend(note);
         }
         Err(m) => notes.push(m),
     }
@@ -277,12 +278,17 @@ pub async fn gather_raw(
     }
     g.missing.extend(notes);
     read_node_and_scheduling(client, &mut g, &vm).await;
-    g.events = read_events(client, namespace, &vm, g.vmi.as_ref(), &g.pods, &g.data_volumes)
-        .await
-        .unwrap_or_else(|m| {
-            g.missing.push(m);
-            Vec::new()
-        });
+    let (events, events_missing) = read_events(
+        client,
+        namespace,
+        &vm,
+        g.vmi.as_ref(),
+        &g.pods,
+        &g.data_volumes,
+    )
+    .await;
+    g.events = events;
+    g.missing.extend(events_missing);
     let key = format!("{namespace}/{name}");
     read_controller(client, opts, Some(&key), &mut g).await;
     g.vm = Some(vm);
@@ -427,7 +433,7 @@ async fn read_volumes(
 async fn read_namespace(
     client: &kube::Client,
     namespace: &str,
-) -> Result<(BTreeMap<String, String>, (bool, bool)), Missing> {
+) -> Result<(BTreeMap<String, String>, (bool, bool), Option<Missing>), Missing> {
     let ns_api: Api<Namespace> = Api::all(client.clone());
     let labels = match ns_api.get_opt(namespace).await {
         Ok(Some(ns)) => ns.metadata.labels.unwrap_or_default(),
@@ -453,9 +459,21 @@ async fn read_namespace(
                 m || hard.is_some_and(|h| h.contains_key("limits.memory")),
             )
         }),
-        Err(_) => (false, false),
+        Err(e) => {
+            return Ok((
+                labels,
+                (false, false),
+                Some(Missing {
+                    what: format!("resourceQuotas/{namespace}"),
+                    reason: format!(
+                        "{}; limits are rendered as without a quota",
+                        describe_error(&e)
+                    ),
+                }),
+            ));
+        }
     };
-    Ok((labels, quota))
+    Ok((labels, quota, None))
 }
 
 /// The KubeVirt CR of the KubeVirt namespace, through the parser `explain-overhead
@@ -545,7 +563,9 @@ fn k8s_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Option<
     DateTime::from_timestamp(t.0.as_second(), t.0.subsec_nanosecond().max(0) as u32)
 }
 
-fn micro_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime) -> Option<DateTime<Utc>> {
+fn micro_time(
+    t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime,
+) -> Option<DateTime<Utc>> {
     crate::runtime::lease::record::micro_time_to_chrono(t)
 }
 
@@ -556,7 +576,7 @@ async fn read_events(
     vmi: Option<&VirtualMachineInstance>,
     pods: &[Pod],
     dvs: &[DataVolume],
-) -> Result<Vec<RawEvent>, Missing> {
+) -> (Vec<RawEvent>, Option<Missing>) {
     let mut objects: Vec<(String, String, Option<String>)> = vec![(
         "VirtualMachine".into(),
         vm.metadata.name.clone().unwrap_or_default(),
@@ -622,7 +642,10 @@ async fn read_events(
                     });
                 }
             }
-            Err(e) => errors.push(format!("core/v1 events of {kind}/{name}: {}", describe_error(&e))),
+            Err(e) => errors.push(format!(
+                "core/v1 events of {kind}/{name}: {}",
+                describe_error(&e)
+            )),
         }
         match v1
             .list(&ListParams::default().fields(&selector("regarding")))
@@ -642,9 +665,7 @@ async fn read_events(
                             .as_ref()
                             .and_then(|s| micro_time(&s.last_observed_time))
                             .or_else(|| e.event_time.as_ref().and_then(micro_time))
-                            .or_else(|| {
-                                e.deprecated_last_timestamp.as_ref().and_then(k8s_time)
-                            }),
+                            .or_else(|| e.deprecated_last_timestamp.as_ref().and_then(k8s_time)),
                         type_: e.type_.unwrap_or_default(),
                         reason: e.reason.unwrap_or_default(),
                         object: format!("{kind}/{name}"),
@@ -660,13 +681,11 @@ async fn read_events(
             )),
         }
     }
-    if !errors.is_empty() && out.is_empty() {
-        return Err(Missing {
-            what: "events".into(),
-            reason: errors.join("; "),
-        });
-    }
-    Ok(out)
+    let missing = (!errors.is_empty()).then(|| Missing {
+        what: "events".into(),
+        reason: errors.join("; "),
+    });
+    (out, missing)
 }
 
 /// Read the Lease and, through it, the controller's view: our debug endpoint (`key`: one key,
@@ -682,13 +701,29 @@ async fn read_controller(
     let lease = match leases.get_opt(&opts.lease_name).await {
         Ok(Some(l)) => l,
         Ok(None) => {
-            missing(&mut g.missing, "lease", format!("Lease {} not found: no controller has run", g.lease_key));
-            missing(&mut g.missing, "controller", "no Lease, so no leader to ask");
+            missing(
+                &mut g.missing,
+                "lease",
+                format!("Lease {} not found: no controller has run", g.lease_key),
+            );
+            missing(
+                &mut g.missing,
+                "controller",
+                "no Lease, so no leader to ask",
+            );
             return;
         }
         Err(e) => {
-            missing(&mut g.missing, "lease", format!("Lease {}: {}", g.lease_key, describe_error(&e)));
-            missing(&mut g.missing, "controller", "the Lease could not be read, so no leader to ask");
+            missing(
+                &mut g.missing,
+                "lease",
+                format!("Lease {}: {}", g.lease_key, describe_error(&e)),
+            );
+            missing(
+                &mut g.missing,
+                "controller",
+                "the Lease could not be read, so no leader to ask",
+            );
             return;
         }
     };
@@ -717,19 +752,31 @@ async fn read_controller(
                         state: Box::new(state),
                     }
                 }
-                Err(e) => missing(&mut g.missing, "debugState", format!("{url}: not a debug state document: {e}")),
+                Err(e) => missing(
+                    &mut g.missing,
+                    "debugState",
+                    format!("{url}: not a debug state document: {e}"),
+                ),
             },
             Ok((code, body)) => missing(
                 &mut g.missing,
                 "debugState",
                 format!("{url}: HTTP {code}: {}", body.trim()),
             ),
-            Err(e) => missing(&mut g.missing, "debugState", format!("{url}: unreachable: {e}")),
+            Err(e) => missing(
+                &mut g.missing,
+                "debugState",
+                format!("{url}: unreachable: {e}"),
+            ),
         }
         return;
     }
     let Some(holder) = holder else {
-        missing(&mut g.missing, "controller", format!("nobody holds the Lease {}", g.lease_key));
+        missing(
+            &mut g.missing,
+            "controller",
+            format!("nobody holds the Lease {}", g.lease_key),
+        );
         return;
     };
     let pods: Api<Pod> = Api::namespaced(client.clone(), &opts.lease_namespace);
@@ -748,7 +795,15 @@ async fn read_controller(
             return;
         }
         Err(e) => {
-            missing(&mut g.missing, "controller", format!("pod {}/{holder}: {}", opts.lease_namespace, describe_error(&e)));
+            missing(
+                &mut g.missing,
+                "controller",
+                format!(
+                    "pod {}/{holder}: {}",
+                    opts.lease_namespace,
+                    describe_error(&e)
+                ),
+            );
             return;
         }
     }
@@ -764,7 +819,11 @@ async fn read_controller(
         Ok(Ok(text)) => {
             g.controller = ControllerView::Metrics { url: path, text };
         }
-        Ok(Err(e)) => missing(&mut g.missing, "metrics", format!("{path}: {}", describe_error(&e))),
+        Ok(Err(e)) => missing(
+            &mut g.missing,
+            "metrics",
+            format!("{path}: {}", describe_error(&e)),
+        ),
         Err(_) => missing(
             &mut g.missing,
             "metrics",
@@ -948,9 +1007,12 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         drop(listener);
-        let err = http_get(&format!("http://{addr}/debug/state"), Duration::from_secs(2))
-            .await
-            .expect_err("nobody listens");
+        let err = http_get(
+            &format!("http://{addr}/debug/state"),
+            Duration::from_secs(2),
+        )
+        .await
+        .expect_err("nobody listens");
         assert!(!err.is_empty());
         let err = http_get("https://x/debug/state", Duration::from_secs(1))
             .await

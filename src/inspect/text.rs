@@ -21,7 +21,13 @@ fn mib(bytes: i64) -> String {
 /// The whole inspection as text.
 pub fn render_vm(ins: &Inspection) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "VirtualMachine {}/{}  (at {})", ins.namespace, ins.name, ts(&ins.generated_at));
+    let _ = writeln!(
+        o,
+        "VirtualMachine {}/{}  (at {})",
+        ins.namespace,
+        ins.name,
+        ts(&ins.generated_at)
+    );
     if let Some(vm) = &ins.vm {
         let _ = writeln!(
             o,
@@ -64,7 +70,11 @@ pub fn render_vm(ins: &Inspection) -> String {
         let _ = writeln!(o, "  none");
     }
     for b in &ins.blockers {
-        let _ = writeln!(o, "  [{}] {} {}: {}", b.depth, b.object, b.reason, b.message);
+        let _ = writeln!(
+            o,
+            "  [{}] {} {}: {}",
+            b.depth, b.object, b.reason, b.message
+        );
     }
 
     let _ = writeln!(o, "\nPRINTABLE STATUS");
@@ -129,9 +139,18 @@ pub fn render_vm(ins: &Inspection) -> String {
     for q in &ins.queues {
         let state = match q.key_state {
             Some(KeyState::Idle) => "this key idle".to_string(),
-            Some(KeyState::Queued) => format!("this key queued {}", human_duration(q.key_seconds.unwrap_or(0.0))),
-            Some(KeyState::InFlight) => format!("this key in flight {}", human_duration(q.key_seconds.unwrap_or(0.0))),
-            Some(KeyState::Waiting) => format!("this key waiting, ready in {}", human_duration(q.key_seconds.unwrap_or(0.0))),
+            Some(KeyState::Queued) => format!(
+                "this key queued {}",
+                human_duration(q.key_seconds.unwrap_or(0.0))
+            ),
+            Some(KeyState::InFlight) => format!(
+                "this key in flight {}",
+                human_duration(q.key_seconds.unwrap_or(0.0))
+            ),
+            Some(KeyState::Waiting) => format!(
+                "this key waiting, ready in {}",
+                human_duration(q.key_seconds.unwrap_or(0.0))
+            ),
             None => String::new(),
         };
         let _ = writeln!(
@@ -163,7 +182,11 @@ pub fn render_vm(ins: &Inspection) -> String {
             e.dels,
             human_duration(e.age_seconds),
             human_duration(e.expires_in_seconds),
-            if e.satisfied { " (satisfied)" } else { " (PENDING)" }
+            if e.satisfied {
+                " (satisfied)"
+            } else {
+                " (PENDING)"
+            }
         );
     }
     for r in &ins.last_reconciles {
@@ -173,7 +196,10 @@ pub fn render_vm(ins: &Inspection) -> String {
             r.controller,
             hms(&r.at),
             r.result,
-            r.error.as_deref().map(|e| format!(" {e}")).unwrap_or_default(),
+            r.error
+                .as_deref()
+                .map(|e| format!(" {e}"))
+                .unwrap_or_default(),
             r.actions.join(", ")
         );
     }
@@ -184,7 +210,14 @@ pub fn render_vm(ins: &Inspection) -> String {
             let line: Vec<String> = vmi
                 .phase_transitions
                 .iter()
-                .map(|p| format!("{} {} ({})", p.phase, hms(&p.timestamp), human_duration(p.duration_seconds)))
+                .map(|p| {
+                    format!(
+                        "{} {} ({})",
+                        p.phase,
+                        hms(&p.timestamp),
+                        human_duration(p.duration_seconds)
+                    )
+                })
                 .collect();
             let _ = writeln!(o, "  {}", line.join(" → "));
         }
@@ -205,7 +238,8 @@ pub fn render_vm(ins: &Inspection) -> String {
                 if c.matches { "MATCH" } else { "DIFFERS" },
                 c.formula_bytes,
                 mib(c.formula_bytes),
-                c.formula_request_bytes.map_or("-".into(), |b| b.to_string()),
+                c.formula_request_bytes
+                    .map_or("-".into(), |b| b.to_string()),
                 c.pod_request_bytes.map_or("-".into(), |b| b.to_string()),
                 c.annotation_bytes.map_or("-".into(), |b| b.to_string()),
                 c.status_bytes.map_or("-".into(), |b| b.to_string()),
@@ -222,8 +256,10 @@ pub fn render_vm(ins: &Inspection) -> String {
                     "  cpu: {} vCPU(s) ÷ ratio {} → request {} (pod {}){}",
                     cpu.vcpus,
                     cpu.allocation_ratio,
-                    cpu.formula_request_millis.map_or("-".into(), |m| format!("{m}m")),
-                    cpu.pod_request_millis.map_or("-".into(), |m| format!("{m}m")),
+                    cpu.formula_request_millis
+                        .map_or("-".into(), |m| format!("{m}m")),
+                    cpu.pod_request_millis
+                        .map_or("-".into(), |m| format!("{m}m")),
                     if cpu.matches { " MATCH" } else { " DIFFERS" }
                 );
             }
@@ -235,7 +271,13 @@ pub fn render_vm(ins: &Inspection) -> String {
 
     let _ = writeln!(o, "\nOBJECTS");
     if let Some(vmi) = &ins.vmi {
-        let _ = writeln!(o, "  VirtualMachineInstance {} phase {} node {}", ins.name, vmi.phase, vmi.node_name.as_deref().unwrap_or("-"));
+        let _ = writeln!(
+            o,
+            "  VirtualMachineInstance {} phase {} node {}",
+            ins.name,
+            vmi.phase,
+            vmi.node_name.as_deref().unwrap_or("-")
+        );
     }
     for p in &ins.pods {
         let _ = writeln!(
@@ -257,11 +299,20 @@ pub fn render_vm(ins: &Inspection) -> String {
             v.kind,
             v.name,
             v.volume,
-            if v.exists { v.phase.as_deref().unwrap_or("no phase") } else { "MISSING" }
+            if v.exists {
+                v.phase.as_deref().unwrap_or("no phase")
+            } else {
+                "MISSING"
+            }
         );
     }
     if let Some(n) = &ins.node {
-        let _ = writeln!(o, "  Node {} Ready={}", n.name, n.ready.as_deref().unwrap_or("-"));
+        let _ = writeln!(
+            o,
+            "  Node {} Ready={}",
+            n.name,
+            n.ready.as_deref().unwrap_or("-")
+        );
     }
 
     let _ = writeln!(o, "\nEVENTS (oldest first)");
@@ -277,7 +328,11 @@ pub fn render_vm(ins: &Inspection) -> String {
             e.reason,
             e.object,
             e.message,
-            if e.count > 1 { format!(" (×{})", e.count) } else { String::new() }
+            if e.count > 1 {
+                format!(" (×{})", e.count)
+            } else {
+                String::new()
+            }
         );
     }
 

@@ -1,0 +1,463 @@
+//! `kubectl virtctl-rs inspect` end to end, through the built binary, against the embedded
+//! cluster: with our controller leading (real queue depth and expectations, including a VMI
+//! creation expectation held open by delayed watch delivery), against a Lease held by a name
+//! with no debug endpoint, and the exit codes (VM not found, usage).
+//!
+//! Conditions are polled with generous deadlines; nothing sleeps for a fixed time.
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+use virtctl_rs::api::VirtualMachine;
+use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
+use virtctl_rs::launcher::ClusterSettings;
+use virtctl_rs::runtime::lease::LeaderElectionConfig;
+use virtctl_rs::runtime::queue::VM_QUEUE_NAME;
+use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::faults::FaultRule;
+
+const NS: &str = "default";
+const DEADLINE: Duration = Duration::from_secs(40);
+const CONTROLLER_AGENT: &str = "virt-controller-inspect-e2e";
+
+async fn cluster() -> EmbeddedCluster {
+    EmbeddedCluster::start(EmbeddedClusterConfig {
+        nodes: 1,
+        kubelet_delay: Duration::from_millis(50),
+        grace_scale: 0.01,
+        ..Default::default()
+    })
+    .await
+    .expect("embedded cluster starts")
+}
+
+async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `inspect ARGS` against the cluster: (exit code, stdout, stderr).
+async fn inspect(cluster: &EmbeddedCluster, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+        .arg("inspect")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .env_remove("KUBECONFIG")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run inspect");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn inspect_json(cluster: &EmbeddedCluster, args: &[&str]) -> Value {
+    let (code, stdout, stderr) = inspect(cluster, args).await;
+    assert_eq!(code, Some(0), "inspect {args:?} failed: {stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+fn vm(name: &str, run_strategy: &str) -> VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "runStrategy": run_strategy,
+            "template": {
+                "metadata": {"labels": {"kubevirt.io/vm": name}},
+                "spec": {
+                    "domain": {
+                        "devices": {"disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}]},
+                        "resources": {"requests": {"memory": "128Mi"}}
+                    },
+                    "volumes": [{"name": "containerdisk",
+                        "containerDisk": {"image": "quay.io/kubevirt/cirros-container-disk-demo"}}]
+                }
+            }
+        }
+    }))
+    .expect("vm")
+}
+
+async fn create_vm(client: &kube::Client, vm: &VirtualMachine) {
+    Api::<VirtualMachine>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), vm)
+        .await
+        .expect("create VM");
+}
+
+/// Our controller, leading, with its endpoints on 127.0.0.1:0 (so the Lease carries the debug
+/// endpoint annotation).
+async fn start_manager(
+    cluster: &EmbeddedCluster,
+) -> (Arc<Manager>, CancellationToken, tokio::task::JoinHandle<()>) {
+    let client = cluster
+        .api()
+        .client_with_agent(CONTROLLER_AGENT)
+        .await
+        .expect("controller client");
+    let mut lease = LeaderElectionConfig::new("inspect-e2e");
+    lease.lease_duration = Duration::from_secs(2);
+    lease.renew_deadline = Duration::from_millis(1500);
+    lease.retry_period = Duration::from_millis(250);
+    let config = ManagerConfig {
+        namespace: None,
+        vm_workers: 2,
+        vmi_workers: 2,
+        settings: ClusterSettings::default(),
+        lease,
+        on_lost_lease: OnLostLease::Exit,
+        listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+    };
+    let (vm, vmi) = virtctl_rs::controller::reconcilers();
+    let manager = Arc::new(
+        Manager::start(client, config, vm, vmi)
+            .await
+            .expect("manager starts"),
+    );
+    let cancel = CancellationToken::new();
+    let run = {
+        let (m, c) = (manager.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let _ = m.run(c).await;
+        })
+    };
+    wait_for("the manager to lead with synced caches", || async {
+        let ctx = manager.context();
+        (manager.leader_state().leading && ctx.caches.all_synced() && ctx.vm_queue.get().is_some())
+            .then_some(())
+    })
+    .await;
+    (manager, cancel, run)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_our_controller_leading_json_has_the_real_queue_and_a_held_open_expectation() {
+    let cluster = cluster().await;
+    let client = cluster.client().await.expect("client");
+    // The controller hears about VMIs only much later: its VMI creation expectation stays open.
+    cluster.api().faults().add(
+        FaultRule::delay_watch_events(Duration::from_secs(120))
+            .resource("virtualmachineinstances")
+            .user_agent(CONTROLLER_AGENT),
+    );
+    let (manager, cancel, run) = start_manager(&cluster).await;
+    create_vm(&client, &vm("vm-a", "Always")).await;
+
+    let key = format!("{NS}/vm-a");
+    let json = wait_for("inspect to show the pending VMI creation", || async {
+        let json = inspect_json(&cluster, &["vm/vm-a", "-n", NS, "-o", "json"]).await;
+        let pending = json["expectations"].as_array().is_some_and(|es| {
+            es.iter().any(|e| {
+                e["store"] == "vm-vmi"
+                    && e["key"] == key.as_str()
+                    && e["adds"] == 1
+                    && e["satisfied"] == false
+            })
+        });
+        pending.then_some(json)
+    })
+    .await;
+    assert_eq!(json["controller"]["kind"], "debugEndpoint");
+    assert_eq!(json["controller"]["expectationsExposed"], true);
+    assert_eq!(json["lease"]["holderKind"], "virtctlRs");
+    assert_eq!(json["lease"]["stale"], false);
+    assert_eq!(json["lease"]["leaseDurationSeconds"], 2);
+    assert!(
+        json["lease"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("inspect-e2e"))
+    );
+    let summary = json["nextDecision"]["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.starts_with("waiting: VMI creation expected "),
+        "{summary}"
+    );
+    assert!(summary.contains(", expectations expire in "), "{summary}");
+    assert!(
+        !json["nextDecision"]["actions"]
+            .as_array()
+            .expect("actions")
+            .iter()
+            .any(|a| a["kind"] == "CreateVmi"),
+        "no second VMI while one is expected"
+    );
+    // The VMI exists on the server while the leader's cache has not seen it.
+    assert!(json["vmi"]["phase"].is_string());
+    assert_eq!(json["caughtUp"]["vmiCacheCurrent"], false);
+    assert!(json["nextDecision"]["disagreement"].is_string());
+
+    // The queue depth is the leader's own: idle key, and the same depth its queue reports.
+    let queue = manager.context().vm_queue.get().expect("vm queue");
+    let vm_q = json["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .find(|q| q["name"] == VM_QUEUE_NAME)
+        .expect("vm queue in the JSON")
+        .clone();
+    assert_eq!(vm_q["depth"], queue.len());
+    assert!(vm_q["retries"].is_u64());
+    assert!(vm_q["keyState"].is_string());
+
+    // -o yaml is the same document.
+    let (code, yaml, _) = inspect(&cluster, &["vm/vm-a", "-n", NS, "-o", "yaml"]).await;
+    assert_eq!(code, Some(0));
+    let from_yaml: Value = serde_yaml::from_str(&yaml).expect("yaml");
+    assert_eq!(from_yaml["lease"]["holderKind"], "virtctlRs");
+
+    // The fleet lists the VM with its pending expectation.
+    let fleet = inspect_json(&cluster, &["-n", NS, "-o", "json"]).await;
+    let row = fleet["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["name"] == "vm-a")
+        .expect("vm-a row")
+        .clone();
+    assert_eq!(row["pendingExpectations"], 1);
+    assert_eq!(fleet["controller"]["kind"], "debugEndpoint");
+
+    cancel.cancel();
+    let _ = run.await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_held_by_a_name_with_no_endpoint_is_shown_and_explained() {
+    let cluster = cluster().await;
+    let client = cluster.client().await.expect("client");
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let lease: Lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "virt-controller", "namespace": "kubevirt"},
+        "spec": {"holderIdentity": "somebody-else", "leaseDurationSeconds": 3600,
+                 "renewTime": now, "acquireTime": now, "leaseTransitions": 4}
+    }))
+    .expect("lease");
+    Api::<Lease>::namespaced(client.clone(), "kubevirt")
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("create Lease");
+    create_vm(&client, &vm("vm-b", "Halted")).await;
+
+    let json = inspect_json(&cluster, &["vm/vm-b", "-n", NS, "-o", "json"]).await;
+    assert_eq!(json["lease"]["holderIdentity"], "somebody-else");
+    assert_eq!(json["lease"]["holderKind"], "unknown");
+    assert_eq!(json["lease"]["stale"], false);
+    assert_eq!(json["lease"]["leaseTransitions"], 4);
+    assert_eq!(json["controller"]["kind"], "unavailable");
+    assert_eq!(json["queues"], json!([]));
+    let missing = json["missing"].as_array().expect("missing");
+    let controller = missing
+        .iter()
+        .find(|m| m["what"] == "controller")
+        .expect("controller recorded as missing");
+    assert!(
+        controller["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no debug endpoint annotation")),
+        "{controller}"
+    );
+    assert!(missing.iter().any(|m| m["what"] == "vmi"));
+    // Nobody reconciled the VM: its first sync would stamp the api-version annotations.
+    assert!(
+        json["nextDecision"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("observed api-version annotations")),
+        "{}",
+        json["nextDecision"]
+    );
+    assert_eq!(json["printableStatusReason"]["computed"], "Stopped");
+    assert!(
+        json["overheadCheck"]["formulaBytes"]
+            .as_i64()
+            .is_some_and(|b| b > 0)
+    );
+
+    // --once: the same, as text sections.
+    let (code, text, _) = inspect(&cluster, &["vm", "vm-b", "-n", NS, "--once"]).await;
+    assert_eq!(code, Some(0));
+    for section in [
+        "NEXT DECISION",
+        "LEADER",
+        "somebody-else (unknown kind)",
+        "MISSING",
+    ] {
+        assert!(text.contains(section), "no {section:?} in\n{text}");
+    }
+
+    // A stale Lease whose debug endpoint nobody answers: both recorded, still exit 0.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let closed_addr = closed.local_addr().expect("addr");
+    drop(closed);
+    let hour_ago = (chrono::Utc::now() - chrono::Duration::hours(1))
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let gone: Lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "gone-controller", "namespace": "kubevirt",
+            "annotations": {"virtctl-rs.kubevirt.io/debug-endpoint":
+                format!("http://{closed_addr}/debug/state")}},
+        "spec": {"holderIdentity": "gone-host_1", "leaseDurationSeconds": 15,
+                 "renewTime": hour_ago, "acquireTime": hour_ago, "leaseTransitions": 0}
+    }))
+    .expect("lease");
+    Api::<Lease>::namespaced(client.clone(), "kubevirt")
+        .create(&PostParams::default(), &gone)
+        .await
+        .expect("create Lease");
+    let json = inspect_json(
+        &cluster,
+        &[
+            "vm/vm-b",
+            "-n",
+            NS,
+            "-o",
+            "json",
+            "--lease-name",
+            "gone-controller",
+        ],
+    )
+    .await;
+    assert_eq!(json["lease"]["stale"], true);
+    assert_eq!(json["lease"]["holderKind"], "virtctlRs");
+    assert!(
+        json["lease"]["renewAgeSeconds"]
+            .as_f64()
+            .is_some_and(|a| a >= 3599.0)
+    );
+    let missing = json["missing"].as_array().expect("missing");
+    let reason = |what: &str| {
+        missing
+            .iter()
+            .find(|m| m["what"] == what)
+            .and_then(|m| m["reason"].as_str())
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    assert!(
+        reason("leader").starts_with("stale Lease kubevirt/gone-controller"),
+        "{missing:?}"
+    );
+    assert!(reason("debugState").contains("unreachable"), "{missing:?}");
+    assert_eq!(json["controller"]["kind"], "unavailable");
+
+    // Exit codes: 1 with the reason for a VM that does not exist, 2 for usage.
+    let (code, stdout, stderr) = inspect(&cluster, &["vm/nope", "-n", NS, "-o", "json"]).await;
+    assert_eq!(code, Some(1));
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains("VirtualMachine default/nope not found"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = inspect(&cluster, &["pod/x"]).await;
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("use vm/NAME"), "{stderr}");
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_cluster_exits_1_with_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://{addr}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    namespace: default\nusers:\n- name: u\n  user: {{}}\ncurrent-context: c\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+        .args(["inspect", "vm/x", "-o", "json", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .await
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cluster unreachable"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_vm_under_our_controller_is_steady_and_matches_the_formula() {
+    let cluster = cluster().await;
+    let client = cluster.client().await.expect("client");
+    let (_manager, cancel, run) = start_manager(&cluster).await;
+    create_vm(&client, &vm("vm-c", "Always")).await;
+    let json = wait_for("vm-c Running with the controller caught up", || async {
+        let json = inspect_json(&cluster, &["vm/vm-c", "-n", NS, "-o", "json"]).await;
+        let steady = json["vmi"]["phase"] == "Running"
+            && json["vm"]["printableStatus"] == "Running"
+            && json["caughtUp"]["vmCacheCurrent"] == true
+            && json["caughtUp"]["vmiCacheCurrent"] == true
+            && json["nextDecision"]["actions"] == json!([]);
+        steady.then_some(json)
+    })
+    .await;
+    if std::env::var_os("INSPECT_PRINT").is_some() {
+        let (_, text, _) = inspect(&cluster, &["vm/vm-c", "-n", NS, "--once"]).await;
+        eprintln!("{text}");
+    }
+    let summary = json["nextDecision"]["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.starts_with("VMI Running: runStrategy Always"),
+        "{summary}"
+    );
+    assert!(json["nextDecision"].get("disagreement").is_none());
+    assert_eq!(
+        json["overheadCheck"]["match"], true,
+        "{}",
+        json["overheadCheck"]
+    );
+    assert!(json["overheadCheck"]["podRequestBytes"].is_i64());
+    assert!(json["overheadCheck"]["annotationBytes"].is_i64());
+    assert_eq!(json["printableStatusReason"]["computed"], "Running");
+    assert_eq!(json["blockers"], json!([]));
+    let phases: Vec<&str> = json["vmi"]["phaseTransitions"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|p| p["phase"].as_str())
+        .collect();
+    assert!(phases.ends_with(&["Running"]), "{phases:?}");
+    assert!(
+        json["events"]
+            .as_array()
+            .is_some_and(|es| es.iter().any(|e| e["object"] == "VirtualMachine/vm-c")),
+        "{}",
+        json["events"]
+    );
+    cancel.cancel();
+    let _ = run.await;
+    cluster.shutdown().await;
+}
