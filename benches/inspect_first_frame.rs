@@ -23,7 +23,8 @@ use kube::api::PostParams;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::VirtualMachine;
 use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
-use virtctl_rs::inspect::tui::{app_for_fleet, app_for_vm, capture};
+use virtctl_rs::inspect::tui::cluster::ClusterGather;
+use virtctl_rs::inspect::tui::{App, Gather, app_for_fleet, app_for_vm, capture};
 use virtctl_rs::inspect::{GatherOptions, gather_fleet, gather_vm};
 use virtctl_rs::launcher::ClusterSettings;
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
@@ -160,6 +161,7 @@ async fn run(n: usize) {
     let mut fleet_times = Vec::new();
     let mut fleet_gather = Vec::new();
     let mut fleet_draw = Vec::new();
+    let mut page_times = Vec::new();
     for _ in 0..ROUNDS {
         let start = Instant::now();
         let client = cluster.client().await.expect("client");
@@ -209,8 +211,38 @@ async fn run(n: usize) {
         state_times.push(start.elapsed());
         assert_eq!(code, 200, "{}", &body[..body.len().min(200)]);
     }
+    // The fleet view's real first frame: a page (38 rows at 44 lines) while the whole fleet
+    // is gathered.
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        let gather = ClusterGather {
+            client: cluster.client().await.expect("client"),
+            namespace: None,
+            options: opts.clone(),
+        };
+        let page = gather
+            .fleet_page(virtctl_rs::inspect::tui::state::fleet_page(44))
+            .await
+            .expect("gather the first page");
+        let mut app = App::fleet();
+        app.resize(140, 44);
+        app.set_fleet_page(page, chrono::Utc::now());
+        let frame = capture(&app, 140, 44);
+        page_times.push(start.elapsed());
+        assert!(
+            frame.contains("vm-00000"),
+            "the first page is drawn:\n{frame}"
+        );
+    }
     report(&format!("VM view, {n} VMs"), vm_times);
-    report(&format!("fleet view first page, {n} VMs"), fleet_times);
+    report(
+        &format!("fleet view first frame (first page), {n} VMs"),
+        page_times,
+    );
+    report(
+        &format!("fleet view, whole fleet problems first, {n} VMs"),
+        fleet_times,
+    );
     report("  of which gather_fleet", fleet_gather);
     report("  of which the App and its first frame", fleet_draw);
     report("list of every VirtualMachine alone", list_times);

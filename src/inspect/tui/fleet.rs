@@ -34,14 +34,25 @@ fn overhead(row: &FleetRow) -> (String, Style) {
     }
 }
 
-fn row_line(row: &FleetRow, selected: bool) -> Line<'static> {
+fn row_line(row: &FleetRow, selected: bool, partial: bool) -> Line<'static> {
     let status = row.printable_status.clone().unwrap_or_else(|| "-".into());
     let phase = row.vmi_phase.clone().unwrap_or_else(|| "-".into());
     let in_phase = row
         .phase_seconds
         .map(duration)
         .unwrap_or_else(|| "-".into());
-    let (over, over_style) = overhead(row);
+    let (over, over_style) = if partial {
+        ("…".to_string(), dim())
+    } else {
+        overhead(row)
+    };
+    let count = |n: u64| {
+        if partial {
+            "…".to_string()
+        } else {
+            n.to_string()
+        }
+    };
     let status_style = match status.as_str() {
         "Running" => good(),
         "Stopped" | "Starting" | "Stopping" | "Provisioning" | "Terminating" | "-" => Style::new(),
@@ -56,10 +67,10 @@ fn row_line(row: &FleetRow, selected: bool) -> Line<'static> {
         )),
         Span::styled(pad(&status, 20), status_style),
         Span::raw(format!(" {} {} ", pad(&phase, 10), rpad(&in_phase, 9))),
-        Span::styled(rpad(&row.retries.to_string(), 7), num_style(row.retries)),
+        Span::styled(rpad(&count(row.retries), 7), num_style(row.retries)),
         Span::raw(" "),
         Span::styled(
-            rpad(&row.pending_expectations.to_string(), 6),
+            rpad(&count(row.pending_expectations), 6),
             num_style(row.pending_expectations),
         ),
         Span::raw(" "),
@@ -109,6 +120,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     };
     let rows = app.fleet_rows();
     let problems = rows.iter().filter(|r| row_has_problem(r)).count();
+    let counted = if app.fleet_partial { "at least " } else { "" };
     let scope = fleet
         .namespace
         .as_deref()
@@ -116,12 +128,18 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         .unwrap_or_else(|| "all namespaces".into());
     let mut first = vec![
         Span::styled("Fleet ", Style::new().add_modifier(Modifier::BOLD)),
-        Span::raw(format!("{scope}: {} VM(s), ", rows.len())),
+        Span::raw(format!("{scope}: {counted}{} VM(s), ", rows.len())),
         Span::styled(
             format!("{problems} with problems"),
             if problems > 0 { bad() } else { good() },
         ),
     ];
+    if app.fleet_partial {
+        first.push(Span::styled(
+            "  (first page by name; gathering the whole fleet…)",
+            warn(),
+        ));
+    }
     if !fleet.missing.is_empty() {
         let m: Vec<String> = fleet
             .missing
@@ -139,6 +157,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             let stale = if l.stale { " STALE" } else { "" };
             format!("Lease {} held by {who}{stale}", l.lease)
         }
+        None if app.fleet_partial => "Lease: reading…".into(),
         None => "Lease: not read".into(),
     };
     let queues: Vec<String> = fleet
@@ -170,7 +189,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             .enumerate()
             .skip(start)
             .take(page)
-            .map(|(i, r)| row_line(r, i == app.selected)),
+            .map(|(i, r)| row_line(r, i == app.selected, app.fleet_partial)),
     );
     let title = if rows.len() > page {
         format!(

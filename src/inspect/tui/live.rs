@@ -34,6 +34,9 @@ pub trait Gather {
     ) -> impl Future<Output = Result<Inspection, String>> + Send;
     /// The fleet (every VM in scope).
     fn fleet(&self) -> impl Future<Output = Result<Fleet, String>> + Send;
+    /// A quick first page of the fleet: the first `limit` VMs by namespace/name with what can
+    /// be had cheaply (no controller view, no pods), drawn while [`Gather::fleet`] runs.
+    fn fleet_page(&self, limit: usize) -> impl Future<Output = Result<Fleet, String>> + Send;
 }
 
 /// Put the terminal back: leave the alternate screen, show the cursor, leave raw mode.
@@ -91,12 +94,20 @@ fn spawn_event_reader(stop: Arc<AtomicBool>) -> UnboundedReceiver<Event> {
 enum Fetched {
     Vm(Result<Box<Inspection>, String>),
     Fleet(Result<Box<Fleet>, String>),
+    FleetPage(Result<Box<Fleet>, String>),
 }
 
 type InFlight<'a> = Pin<Box<dyn Future<Output = Fetched> + Send + 'a>>;
 
 fn start_gather<'a, G: Gather + Sync>(gather: &'a G, app: &App) -> Option<InFlight<'a>> {
     match app.screen {
+        // Nothing to show yet: a first page first (a full fleet can take a while to list).
+        Screen::Fleet if app.fleet.is_none() => {
+            let limit = super::state::fleet_page(app.view.size.1);
+            Some(Box::pin(async move {
+                Fetched::FleetPage(gather.fleet_page(limit).await.map(Box::new))
+            }))
+        }
         Screen::Fleet => Some(Box::pin(async move {
             Fetched::Fleet(gather.fleet().await.map(Box::new))
         })),
@@ -183,7 +194,13 @@ pub async fn drive<B: Backend, G: Gather + Sync>(
                 match fetched {
                     Fetched::Vm(Ok(i)) if app.screen == Screen::Vm => app.set_vm(*i, now),
                     Fetched::Fleet(Ok(f)) if app.screen == Screen::Fleet => app.set_fleet(*f, now),
-                    Fetched::Vm(Err(e)) | Fetched::Fleet(Err(e)) => app.set_error(e),
+                    Fetched::FleetPage(Ok(f)) if app.screen == Screen::Fleet => {
+                        app.set_fleet_page(*f, now);
+                        in_flight = start_gather(gather, app);
+                    }
+                    Fetched::Vm(Err(e)) | Fetched::Fleet(Err(e)) | Fetched::FleetPage(Err(e)) => {
+                        app.set_error(e)
+                    }
                     // Gathered for the other screen: gather for this one.
                     _ => in_flight = start_gather(gather, app),
                 }
@@ -244,6 +261,12 @@ mod tests {
 
         async fn fleet(&self) -> Result<Fleet, String> {
             let _ = self.calls.send("fleet".into());
+            Ok(fixtures::fleet())
+        }
+
+        async fn fleet_page(&self, limit: usize) -> Result<Fleet, String> {
+            let _ = self.calls.send(format!("fleet page {limit}"));
+            // The same rows as the whole fleet: Enter picks the same VM whichever is shown.
             Ok(fixtures::fleet())
         }
     }
@@ -405,6 +428,8 @@ mod tests {
         .fleet_rows()[0]
             .clone();
         let script = async {
+            // 44 rows: a page of 38 first, then the whole fleet at once.
+            assert_eq!(calls.recv().await.unwrap(), "fleet page 38");
             assert_eq!(calls.recv().await.unwrap(), "fleet");
             keys.send(key(KeyCode::Enter)).unwrap();
             let want = format!("vm {}/{}", first.namespace, first.name);

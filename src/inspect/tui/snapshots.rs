@@ -200,3 +200,13 @@ fn docs_inspect_md_shows_the_current_captures() {
         stale.join("\n")
     );
 }
+
+#[test]
+fn fleet_view_first_page_while_the_fleet_is_gathered() {
+    let mut app = App::fleet();
+    app.resize(140, 12);
+    let mut page = fixtures::fleet();
+    page.rows.truncate(3);
+    app.set_fleet_page(page, fixtures::now());
+    insta::assert_snapshot!(capture(&app, 140, 12));
+}

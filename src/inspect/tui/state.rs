@@ -151,6 +151,8 @@ pub struct App {
     pub has_fleet: bool,
     /// The last fleet gathered.
     pub fleet: Option<Fleet>,
+    /// [`App::fleet`] is only a first page ([`App::set_fleet_page`]); the whole fleet is coming.
+    pub fleet_partial: bool,
     /// Index of the selected fleet row (into [`App::fleet_rows`]).
     pub selected: usize,
     /// First fleet row shown.
@@ -188,6 +190,7 @@ impl App {
             screen: Screen::Vm,
             has_fleet: false,
             fleet: None,
+            fleet_partial: false,
             selected: 0,
             fleet_offset: 0,
             select_next: None,
@@ -237,6 +240,7 @@ impl App {
                 .map(|r| (r.namespace.clone(), r.name.clone()))
         });
         self.fleet = Some(fleet);
+        self.fleet_partial = false;
         let rows = self.fleet_rows();
         self.selected = keep
             .and_then(|(ns, n)| rows.iter().position(|r| r.namespace == ns && r.name == n))
@@ -248,6 +252,18 @@ impl App {
             error: None,
             loading: false,
         };
+    }
+
+    /// A first page of the fleet arrived: shown until the whole fleet is there (never over it).
+    pub fn set_fleet_page(&mut self, page: Fleet, at: DateTime<Utc>) {
+        if self.fleet.is_some() && !self.fleet_partial {
+            return;
+        }
+        let keep = self.select_next.clone();
+        self.set_fleet(page, at);
+        self.select_next = keep;
+        self.fleet_partial = true;
+        self.status.loading = true;
     }
 
     /// A fresh inspection arrived (ignored if it is not of the VM shown).
@@ -637,6 +653,25 @@ mod tests {
         app.target = Some(("default".into(), "vm-cirros".into()));
         app.handle_key(key(KeyCode::Esc));
         assert_eq!(app.fleet_rows()[app.selected].name, "vm-cirros");
+    }
+
+    #[test]
+    fn a_first_page_shows_until_the_whole_fleet_and_never_over_it() {
+        let mut app = App::fleet();
+        let mut page = fixtures::fleet();
+        page.rows.truncate(2);
+        app.set_fleet_page(page.clone(), fixtures::now());
+        assert!(app.fleet_partial);
+        assert!(app.status.loading, "still gathering the rest");
+        assert_eq!(app.fleet_rows().len(), 2);
+        app.set_fleet(fixtures::fleet(), fixtures::now());
+        assert!(!app.fleet_partial);
+        app.set_fleet_page(page, fixtures::now());
+        assert_eq!(
+            app.fleet_rows().len(),
+            7,
+            "a late page does not replace the fleet"
+        );
     }
 
     #[test]
