@@ -11,9 +11,25 @@ fn help_lists_every_subcommand() {
     let out = bin().arg("--help").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    for sub in ["run-controller", "inspect", "explain-overhead", "cluster"] {
+    for sub in [
+        "run-controller",
+        "inspect",
+        "explain-overhead",
+        "cluster",
+        "demo",
+    ] {
         assert!(text.contains(sub), "--help lacks {sub}:\n{text}");
     }
+}
+
+/// `demo` draws a terminal UI: without a terminal it says so (exit 1) and starts nothing.
+#[test]
+fn demo_needs_a_terminal() {
+    let out = bin().arg("demo").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("demo draws a terminal UI"), "{err}");
 }
 
 /// `inspect` refuses what is not a VM with a usage error (exit 2), before touching any cluster.

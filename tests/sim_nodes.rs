@@ -773,3 +773,27 @@ async fn deleted_vmi_is_shut_down_to_succeeded() {
         .expect("drop finalizer");
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn virt_handler_delay_holds_a_scheduled_vmi_before_running() {
+    let cluster = start().await;
+    let delay = Duration::from_millis(1500);
+    cluster.nodes().set_virt_handler_delay(delay);
+    let fx = VmiFixture::new(cluster.client().await.expect("client"));
+    fx.scheduled_vmi("slow-start", false).await;
+    // The simulator sees the Scheduled VMI about when the status write returns, and starts the
+    // domain no earlier than `delay` after seeing it. Without the delay it is Running within
+    // milliseconds; half the delay leaves room for the watch beating the write's response.
+    let scheduled_at = std::time::Instant::now();
+    fx.wait_phase("slow-start", "Running").await;
+    assert!(
+        scheduled_at.elapsed() >= delay / 2,
+        "Running after {:?}, before the {delay:?} virt-handler delay",
+        scheduled_at.elapsed()
+    );
+    // Back to zero: the next VMI starts as soon as its launcher runs.
+    cluster.nodes().set_virt_handler_delay(Duration::ZERO);
+    fx.scheduled_vmi("fast-start", false).await;
+    fx.wait_phase("fast-start", "Running").await;
+    cluster.shutdown().await;
+}

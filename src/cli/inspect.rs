@@ -6,6 +6,7 @@ use super::client::client_from_flags;
 use super::{CliError, GlobalArgs};
 use crate::inspect::gather::{GatherError, GatherOptions, gather_fleet, gather_vm};
 use crate::inspect::text::{render_fleet, render_vm};
+use crate::inspect::tui::cluster::ClusterGather;
 use crate::runtime::lease::{DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE};
 use clap::Args;
 use std::io::{IsTerminal, Write};
@@ -132,12 +133,35 @@ pub fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError>
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_string());
         if interactive {
-            // TUI CALL SITE (issue 11, helper H11): once `crate::inspect::tui` is merged, this
-            // branch becomes
-            //     crate::inspect::tui::run_vm(client, &namespace, &name, &opts).await
-            //     crate::inspect::tui::run_fleet(client, fleet_namespace, &opts).await
-            // Until then: the `--once` text, with a note.
-            eprintln!("note: the terminal UI is not in this build; printing one snapshot (--once)");
+            let scope = match &name {
+                Some(_) => Some(namespace.clone()),
+                None => (!args.all_namespaces).then(|| namespace.clone()),
+            };
+            // The first gather decides the exit code (1: VM not found, cluster unreachable);
+            // after that, errors are shown in the UI's status line.
+            match &name {
+                Some(name) => {
+                    gather_vm(&client, &namespace, name, &opts)
+                        .await
+                        .map_err(gather_failed)?;
+                }
+                None => {
+                    gather_fleet(&client, scope.as_deref(), &opts)
+                        .await
+                        .map_err(gather_failed)?;
+                }
+            }
+            let gather = ClusterGather {
+                client,
+                namespace: scope,
+                options: opts,
+            };
+            let shown = match &name {
+                Some(name) => crate::inspect::tui::run_vm(&gather, &namespace, name).await,
+                None => crate::inspect::tui::run_fleet(&gather).await,
+            };
+            shown.map_err(|e| CliError::Failed(format!("terminal: {e}")))?;
+            return Ok(ExitCode::SUCCESS);
         }
         match name {
             Some(name) => {

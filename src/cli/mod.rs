@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod cluster;
+pub mod demo;
 pub mod explain_overhead;
 pub mod inspect;
 pub mod progress;
@@ -68,6 +69,8 @@ pub enum Command {
     ExplainOverhead(explain_overhead::ExplainOverheadArgs),
     /// Run an embedded cluster (API server + simulated nodes) for local experiments.
     Cluster(cluster::ClusterArgs),
+    /// The whole story: embedded cluster, controller under its Lease, a VM, the inspector on it.
+    Demo(demo::DemoArgs),
 }
 
 /// Errors a subcommand reports to the user.
@@ -115,6 +118,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::RunController(args) => run_controller::run(&cli.global, args),
         Command::Inspect(args) => inspect::run(&cli.global, args),
+        Command::Demo(args) => demo::run(&cli.global, args),
         Command::ExplainOverhead(args) => explain_overhead::run(&cli.global, args),
         Command::Cluster(args) => cluster::run(&cli.global, args),
     };

@@ -205,6 +205,37 @@ pub async fn shutdown_signal() -> &'static str {
     }
 }
 
+/// Start the embedded cluster (API server + simulated nodes) and a client for it: what
+/// `run-controller --embedded` and `demo` run against. The caller shuts the cluster down.
+pub async fn start_embedded(
+    config: crate::sim::cluster::EmbeddedClusterConfig,
+) -> Result<(crate::sim::cluster::EmbeddedCluster, kube::Client), CliError> {
+    let cluster = crate::sim::cluster::EmbeddedCluster::start(config)
+        .await
+        .map_err(|e| CliError::Failed(format!("starting the embedded cluster: {e}")))?;
+    match cluster.client().await {
+        Ok(client) => Ok((cluster, client)),
+        Err(e) => {
+            cluster.shutdown().await;
+            Err(CliError::Failed(format!(
+                "connecting to the embedded cluster: {e}"
+            )))
+        }
+    }
+}
+
+/// Start the VM and VMI controllers, competing for their Lease: `run-controller` and `demo`.
+/// Nothing runs until [`Manager::run`]; cancelling that releases the Lease.
+pub async fn start_manager(
+    client: &kube::Client,
+    config: &ManagerConfig,
+) -> Result<Manager, CliError> {
+    let reconcilers = crate::controller::reconcilers();
+    Manager::start(client.clone(), config.clone(), reconcilers.0, reconcilers.1)
+        .await
+        .map_err(|e| CliError::Failed(e.to_string()))
+}
+
 /// Run `run-controller`.
 pub fn run(global: &GlobalArgs, args: RunControllerArgs) -> Result<ExitCode, CliError> {
     let config = manager_config(global, &args)?;
@@ -243,14 +274,11 @@ async fn run_async(
     // The embedded cluster lives as long as this function.
     let mut embedded = None;
     let client = if args.embedded {
-        let cluster = crate::sim::cluster::EmbeddedCluster::start(
-            crate::sim::cluster::EmbeddedClusterConfig {
-                nodes: args.nodes,
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(|e| CliError::Failed(format!("starting the embedded cluster: {e}")))?;
+        let (cluster, client) = start_embedded(crate::sim::cluster::EmbeddedClusterConfig {
+            nodes: args.nodes,
+            ..Default::default()
+        })
+        .await?;
         let path = cluster.kubeconfig_path().display().to_string();
         println!(
             "embedded cluster: {} ({} simulated nodes)",
@@ -261,10 +289,6 @@ async fn run_async(
         println!(
             "  export KUBECONFIG={path}    # in another shell, then: kubectl get vm,vmi,pods -A"
         );
-        let client = cluster
-            .client()
-            .await
-            .map_err(|e| CliError::Failed(format!("connecting to the embedded cluster: {e}")))?;
         embedded = Some(cluster);
         client
     } else {
@@ -288,10 +312,7 @@ async fn run_async(
         never_running(&client, &applied_vms).await?;
     }
 
-    let reconcilers = crate::controller::reconcilers();
-    let manager = Manager::start(client.clone(), config.clone(), reconcilers.0, reconcilers.1)
-        .await
-        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let manager = start_manager(&client, &config).await?;
     if let Some(addr) = manager.listen_addr() {
         println!("endpoints: http://{addr}/metrics /healthz /leader /debug/state");
     }

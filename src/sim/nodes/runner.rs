@@ -67,6 +67,9 @@ fn client_with_agent(config: &kube::Config, agent: &'static str) -> Result<Clien
 #[derive(Debug, Clone)]
 struct SimState {
     kubelet_delay: Duration,
+    /// Time from a VMI being Scheduled with a running launcher to virt-handler reporting it
+    /// Running (the domain start); zero by default.
+    virt_handler_delay: Duration,
     grace_scale: f64,
     capacity: NodeCapacity,
     /// Managed node name → index.
@@ -232,6 +235,7 @@ impl NodeSimulator {
             clients,
             state: Mutex::new(SimState {
                 kubelet_delay: config.kubelet_delay,
+                virt_handler_delay: Duration::ZERO,
                 grace_scale: config.grace_scale,
                 capacity: config.capacity.clone(),
                 managed: BTreeMap::new(),
@@ -463,6 +467,13 @@ impl NodeSimHandle {
     /// Change the delay between binding and a pod running (applies to pods not yet running).
     pub fn set_kubelet_delay(&self, delay: Duration) {
         self.inner.state().kubelet_delay = delay;
+        self.wake();
+    }
+
+    /// Change the delay between a VMI being Scheduled with a running launcher pod and
+    /// virt-handler reporting it Running (default zero; applies to VMIs not yet Running).
+    pub fn set_virt_handler_delay(&self, delay: Duration) {
+        self.inner.state().virt_handler_delay = delay;
         self.wake();
     }
 
@@ -731,6 +742,8 @@ struct Runner {
     vmis: Cache<DynamicObject>,
     bound_seen: HashMap<String, Instant>,
     deletion_seen: HashMap<String, Instant>,
+    /// VMI UID → when virt-handler first could start it (Scheduled, launcher running).
+    start_seen: HashMap<String, Instant>,
     /// Pod UID → (resourceVersion our write produced, status we wrote).
     last_status_write: HashMap<String, (Option<String>, PodStatus)>,
     deleted: HashSet<String>,
@@ -762,6 +775,7 @@ impl Runner {
             vmis: Cache::new(),
             bound_seen: HashMap::new(),
             deletion_seen: HashMap::new(),
+            start_seen: HashMap::new(),
             last_status_write: HashMap::new(),
             deleted: HashSet::new(),
             ip_seq: BTreeMap::new(),
@@ -871,6 +885,8 @@ impl Runner {
         self.deletion_seen.retain(|uid, _| live.contains(uid));
         self.last_status_write.retain(|uid, _| live.contains(uid));
         self.deleted.retain(|uid| live.contains(uid));
+        let live_vmis: HashSet<String> = self.vmis.items.values().filter_map(|v| v.uid()).collect();
+        self.start_seen.retain(|uid, _| live_vmis.contains(uid));
         self.pod_ips.retain(|uid, _| live.contains(uid));
         let unbound: HashSet<String> = self
             .pods
@@ -1024,7 +1040,21 @@ impl Runner {
             let decision = virt_handler::decide(&vmi, launcher.as_ref(), early.is_some(), &now);
             let (new_vmi, launcher_exit) = match decision {
                 VmiDecision::Nothing => continue,
-                VmiDecision::Start(v) => (v, None),
+                VmiDecision::Start(v) => {
+                    // The domain takes virt_handler_delay to start.
+                    if !state.virt_handler_delay.is_zero()
+                        && let Some(uid) = vmi.pointer("/metadata/uid").and_then(Value::as_str)
+                    {
+                        let now = Instant::now();
+                        let seen = *self.start_seen.entry(uid.to_string()).or_insert(now);
+                        let ready = seen + state.virt_handler_delay;
+                        if now < ready {
+                            result.at(ready);
+                            continue;
+                        }
+                    }
+                    (v, None)
+                }
                 VmiDecision::Stop { vmi, launcher_exit } => (vmi, launcher_exit),
             };
             match self.inner.write_vmi(&new_vmi).await {

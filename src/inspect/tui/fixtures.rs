@@ -1,0 +1,783 @@
+//! Hand-built [`Inspection`] and [`Fleet`] values for the scenarios of issue 10, shared by the
+//! state tests and the snapshot tests. One clock: [`now`] = 2026-11-30T00:42:40Z.
+
+use crate::inspect::model::*;
+use crate::launcher::overhead::OverheadTerm;
+use chrono::{DateTime, Duration, Utc};
+use std::collections::BTreeMap;
+
+/// The instant every fixture was "gathered" at.
+pub fn now() -> DateTime<Utc> {
+    "2026-11-30T00:42:40Z".parse().expect("a valid timestamp")
+}
+
+fn at(seconds_before_now: i64) -> DateTime<Utc> {
+    now() - Duration::seconds(seconds_before_now)
+}
+
+fn our_lease() -> LeaseView {
+    LeaseView {
+        lease: "kubevirt/virt-controller".into(),
+        holder_identity: Some("myhost_1a2b3c4d".into()),
+        holder_kind: HolderKind::VirtctlRs,
+        renew_time: Some(at(2)),
+        acquire_time: Some(at(40)),
+        lease_duration_seconds: Some(15),
+        lease_transitions: Some(1),
+        renew_age_seconds: Some(2.0),
+        stale: false,
+        debug_endpoint: Some("http://127.0.0.1:8182".into()),
+    }
+}
+
+fn debug_source() -> ControllerSource {
+    ControllerSource {
+        kind: ControllerSourceKind::DebugEndpoint,
+        url: Some("http://127.0.0.1:8182/debug/state?key=default/vm-cirros".into()),
+        expectations_exposed: true,
+        debug_state: None,
+    }
+}
+
+fn idle_queues() -> Vec<QueueView> {
+    ["virt-controller-vm", "virt-controller-vmi"]
+        .into_iter()
+        .map(|name| QueueView {
+            name: name.into(),
+            key_state: Some(KeyState::Idle),
+            ..Default::default()
+        })
+        .collect()
+}
+
+fn terms() -> Vec<OverheadTerm> {
+    let t = |name: &str, bytes: i64, reason: &str| OverheadTerm {
+        name: name.into(),
+        bytes,
+        reason: reason.into(),
+        source: "pkg/virt-controller/services/renderresources.go".into(),
+    };
+    vec![
+        t("pageTables", 262144, "memory request 128Mi / 512"),
+        t(
+            "virtLauncherMonitor",
+            26214400,
+            "virt-launcher-monitor process",
+        ),
+        t("virtLauncher", 104857600, "virt-launcher process"),
+        t("virtlogd", 26214400, "virtlogd process"),
+        t("virtqemud", 41943040, "virtqemud process"),
+        t("qemu", 31457280, "QEMU process"),
+        t("vcpus", 8388608, "8Mi × 1 vCPU(s)"),
+        t("ioThread", 8388608, "one IO thread, fixed"),
+        t("videoRam", 33554432, "graphics device attached"),
+    ]
+}
+
+fn matching_overhead() -> OverheadCheck {
+    let terms = terms();
+    let formula: i64 = terms.iter().map(|t| t.bytes).sum();
+    let request = formula + 128 * 1024 * 1024;
+    OverheadCheck {
+        formula_bytes: formula,
+        terms,
+        formula_request_bytes: Some(request),
+        pod_request_bytes: Some(request),
+        annotation_bytes: Some(formula),
+        status_bytes: Some(formula),
+        matches: true,
+        differences: vec![],
+        cpu: Some(CpuCheck {
+            vcpus: 1,
+            allocation_ratio: 10,
+            formula_request_millis: Some(100),
+            pod_request_millis: Some(100),
+            matches: true,
+        }),
+    }
+}
+
+fn cond(type_: &str, status: &str, reason: Option<&str>, message: Option<&str>) -> ConditionView {
+    ConditionView {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.map(Into::into),
+        message: message.map(Into::into),
+        last_transition_time: Some(at(5)),
+    }
+}
+
+fn event(ago: i64, type_: &str, reason: &str, object: &str, message: &str) -> EventView {
+    EventView {
+        time: Some(at(ago)),
+        type_: type_.into(),
+        reason: reason.into(),
+        object: object.into(),
+        message: message.into(),
+        count: 1,
+        api: "core/v1".into(),
+    }
+}
+
+fn vm(status: &str, strategy: &str) -> VmView {
+    VmView {
+        uid: Some("3f6c1a52-0000-4000-8000-000000000001".into()),
+        resource_version: Some("1042".into()),
+        generation: Some(1),
+        run_strategy: Some(strategy.into()),
+        printable_status: Some(status.into()),
+        observed_generation: Some(1),
+        desired_generation: Some(1),
+        created: Some(at(60)),
+        ..Default::default()
+    }
+}
+
+fn transitions(phases: &[(&str, i64)]) -> Vec<PhaseTransition> {
+    phases
+        .iter()
+        .enumerate()
+        .map(|(i, (phase, ago))| {
+            let until = phases.get(i + 1).map(|(_, a)| *a).unwrap_or(0);
+            PhaseTransition {
+                phase: (*phase).into(),
+                timestamp: at(*ago),
+                duration_seconds: (ago - until) as f64,
+            }
+        })
+        .collect()
+}
+
+fn caught_up() -> CaughtUp {
+    CaughtUp {
+        generation_observed: true,
+        vm_cache_current: Some(true),
+        vmi_cache_current: Some(true),
+        summary: "generation 1 observed; the leader's caches hold the current VM and VMI".into(),
+    }
+}
+
+fn launcher_pod(phase: &str, node: Option<&str>) -> PodView {
+    PodView {
+        name: "virt-launcher-vm-cirros-7fttt".into(),
+        uid: Some("9a0e".into()),
+        phase: Some(phase.into()),
+        node_name: node.map(Into::into),
+        compute_requests: BTreeMap::from([
+            ("cpu".into(), "100m".into()),
+            ("memory".into(), "415236096".into()),
+        ]),
+        created: Some(at(8)),
+        ..Default::default()
+    }
+}
+
+fn printable(computed: &str, rule: &str, inputs: &[(&str, &str)]) -> PrintableStatusReason {
+    PrintableStatusReason {
+        computed: computed.into(),
+        stored: Some(computed.into()),
+        rule: rule.into(),
+        inputs: inputs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
+    }
+}
+
+/// A VM Running under our controller: Lease ours, queues idle, nothing pending, MATCH.
+pub fn running_ours() -> Inspection {
+    Inspection {
+        generated_at: now(),
+        namespace: "default".into(),
+        name: "vm-cirros".into(),
+        vm: Some(vm("Running", "Always")),
+        vmi: Some(VmiView {
+            uid: Some("5b1d".into()),
+            resource_version: Some("1051".into()),
+            phase: "Running".into(),
+            phase_transitions: transitions(&[
+                ("Pending", 8),
+                ("Scheduling", 8),
+                ("Scheduled", 5),
+                ("Running", 4),
+            ]),
+            node_name: Some("sim-node-0".into()),
+            conditions: vec![cond("Ready", "True", None, None)],
+            status_memory_overhead_bytes: Some(matching_overhead().formula_bytes),
+            deletion_timestamp: None,
+        }),
+        pods: vec![launcher_pod("Running", Some("sim-node-0"))],
+        node: Some(NodeView {
+            name: "sim-node-0".into(),
+            ready: Some("True".into()),
+            ..Default::default()
+        }),
+        lease: Some(our_lease()),
+        controller: debug_source(),
+        queues: idle_queues(),
+        last_reconciles: vec![ReconcileView {
+            controller: "vm".into(),
+            at: at(4),
+            result: "ok".into(),
+            error: None,
+            actions: vec!["UpdateVmStatus".into()],
+        }],
+        caught_up: Some(caught_up()),
+        printable_status_reason: Some(printable(
+            "Running",
+            "VMI Running and Ready (vm.go:2925)",
+            &[("runStrategy", "Always"), ("vmi.phase", "Running")],
+        )),
+        overhead_check: Some(matching_overhead()),
+        next_decision: Some(NextDecision {
+            summary: "VMI Running: the Always branch does nothing (vm.go:979)".into(),
+            explanation: vec!["runStrategy Always and the VMI is running (vm.go:979)".into()],
+            ..Default::default()
+        }),
+        events: vec![
+            event(
+                9,
+                "Normal",
+                "SuccessfulCreate",
+                "VirtualMachine/vm-cirros",
+                "Started the virtual machine by creating the new virtual machine instance vm-cirros",
+            ),
+            event(
+                8,
+                "Normal",
+                "SuccessfulCreate",
+                "VirtualMachineInstance/vm-cirros",
+                "Created virtual machine pod virt-launcher-vm-cirros-7fttt",
+            ),
+            event(
+                5,
+                "Normal",
+                "Scheduled",
+                "Pod/virt-launcher-vm-cirros-7fttt",
+                "Successfully assigned default/virt-launcher-vm-cirros-7fttt to sim-node-0",
+            ),
+            event(
+                4,
+                "Normal",
+                "Started",
+                "VirtualMachineInstance/vm-cirros",
+                "VirtualMachineInstance started.",
+            ),
+        ],
+        ..Default::default()
+    }
+}
+
+/// runStrategy Halted: no VMI, no pod, nothing to do.
+pub fn halted_no_vmi() -> Inspection {
+    Inspection {
+        vm: Some(vm("Stopped", "Halted")),
+        vmi: None,
+        pods: vec![],
+        node: None,
+        overhead_check: None,
+        printable_status_reason: Some(printable(
+            "Stopped",
+            "no VMI and the run strategy does not start one (vm.go:2893)",
+            &[("runStrategy", "Halted"), ("vmi", "absent")],
+        )),
+        next_decision: Some(NextDecision {
+            summary: "Halted: no VMI to delete, nothing to do (vm.go:1006)".into(),
+            ..Default::default()
+        }),
+        missing: vec![Missing {
+            what: "vmi".into(),
+            reason: "no VMI: runStrategy Halted".into(),
+        }],
+        events: vec![],
+        last_reconciles: vec![],
+        ..running_ours()
+    }
+}
+
+/// CrashLoopBackOff: three failed starts, the next in 42 s.
+pub fn crash_loop() -> Inspection {
+    let mut vm = vm("CrashLoopBackOff", "Always");
+    vm.start_failure = Some(StartFailureView {
+        consecutive_fail_count: 3,
+        retry_after: Some(now() + Duration::seconds(42)),
+        retry_in_seconds: Some(42.0),
+    });
+    Inspection {
+        vm: Some(vm),
+        vmi: None,
+        pods: vec![],
+        node: None,
+        overhead_check: None,
+        queues: vec![
+            QueueView {
+                name: "virt-controller-vm".into(),
+                depth: 0,
+                retries: 3,
+                key_state: Some(KeyState::Waiting),
+                key_seconds: Some(42.0),
+                ..Default::default()
+            },
+            idle_queues().remove(1),
+        ],
+        printable_status_reason: Some(printable(
+            "CrashLoopBackOff",
+            "startFailure set and retryAfterTimestamp in the future (vm.go:2860)",
+            &[
+                ("runStrategy", "Always"),
+                ("startFailure.consecutiveFailCount", "3"),
+            ],
+        )),
+        next_decision: Some(NextDecision {
+            summary: "CrashLoopBackOff: next start in 42 s".into(),
+            waiting: Some(
+                "start backoff: retryAfterTimestamp 00:43:22 (in 42 s) (vm.go:1054)".into(),
+            ),
+            explanation: vec![
+                "3 consecutive start failures: backoff 10 s × 2^(3-1), capped at 5 m (vm.go:3361)"
+                    .into(),
+            ],
+            ..Default::default()
+        }),
+        blockers: vec![Blocker {
+            object: "VirtualMachine/vm-cirros".into(),
+            reason: "CrashLoopBackOff".into(),
+            message: "the VMI failed 3 times in a row; next start in 42 s".into(),
+            depth: 0,
+        }],
+        events: vec![
+            event(
+                60,
+                "Warning",
+                "FailedCreate",
+                "VirtualMachineInstance/vm-cirros",
+                "virt-launcher pod failed",
+            ),
+            event(
+                30,
+                "Normal",
+                "SuccessfulDelete",
+                "VirtualMachine/vm-cirros",
+                "Stopped the virtual machine by deleting the virtual machine instance",
+            ),
+        ],
+        missing: vec![Missing {
+            what: "vmi".into(),
+            reason: "no VMI: waiting out the start backoff".into(),
+        }],
+        ..running_ours()
+    }
+}
+
+/// A VMI creation expected 3 s ago and not yet seen by the informer.
+pub fn pending_expectations() -> Inspection {
+    Inspection {
+        vm: Some(vm("Stopped", "Always")),
+        vmi: None,
+        pods: vec![],
+        node: None,
+        overhead_check: None,
+        expectations: vec![ExpectationView {
+            store: "vm-vmi".into(),
+            key: "default/vm-cirros".into(),
+            adds: 1,
+            dels: 0,
+            age_seconds: 3.0,
+            expires_in_seconds: 297.0,
+            satisfied: false,
+            expected_deletions: vec![],
+        }],
+        queues: vec![
+            QueueView {
+                name: "virt-controller-vm".into(),
+                depth: 1,
+                retries: 0,
+                key_state: Some(KeyState::Queued),
+                key_seconds: Some(0.4),
+                ..Default::default()
+            },
+            idle_queues().remove(1),
+        ],
+        next_decision: Some(NextDecision {
+            summary: "waiting: VMI creation expected 3 s ago".into(),
+            waiting: Some("VMI creation expected 3 s ago, expectations expire in 4 m 57 s".into()),
+            explanation: vec![
+                "SatisfiedExpectations is false: the reconcile only updates status (vm.go:322)"
+                    .into(),
+            ],
+            ..Default::default()
+        }),
+        printable_status_reason: Some(printable(
+            "Stopped",
+            "no VMI yet (vm.go:2893)",
+            &[("runStrategy", "Always"), ("vmi", "absent")],
+        )),
+        events: vec![event(
+            3,
+            "Normal",
+            "SuccessfulCreate",
+            "VirtualMachine/vm-cirros",
+            "Started the virtual machine by creating the new virtual machine instance vm-cirros",
+        )],
+        ..running_ours()
+    }
+}
+
+/// The pod's memory request is 1 Mi more than the formula.
+pub fn memory_mismatch() -> Inspection {
+    let mut check = matching_overhead();
+    let extra = 1024 * 1024;
+    check.pod_request_bytes = check.formula_request_bytes.map(|b| b + extra);
+    check.matches = false;
+    check.differences = vec!["pod request is 1048576 bytes more than the formula".into()];
+    Inspection {
+        overhead_check: Some(check),
+        ..running_ours()
+    }
+}
+
+/// The Lease is held by KubeVirt's virt-controller: metrics only, no expectations.
+pub fn kubevirt_metrics() -> Inspection {
+    Inspection {
+        lease: Some(LeaseView {
+            holder_identity: Some("virt-controller-7d9f8b6c5-x2k4q".into()),
+            holder_kind: HolderKind::KubeVirt,
+            debug_endpoint: None,
+            lease_transitions: Some(4),
+            ..our_lease()
+        }),
+        controller: ControllerSource {
+            kind: ControllerSourceKind::Metrics,
+            url: Some("/api/v1/namespaces/kubevirt/pods/virt-controller-7d9f8b6c5-x2k4q:8443/proxy/metrics".into()),
+            expectations_exposed: false,
+            debug_state: None,
+        },
+        queues: vec![
+            QueueView {
+                name: "virt-controller-vm".into(),
+                depth: 2,
+                retries: 17,
+                longest_running_processor_seconds: Some(0.3),
+                ..Default::default()
+            },
+            QueueView {
+                name: "virt-controller-vmi".into(),
+                depth: 0,
+                retries: 5,
+                longest_running_processor_seconds: Some(0.0),
+                ..Default::default()
+            },
+        ],
+        last_reconciles: vec![],
+        caught_up: Some(CaughtUp {
+            generation_observed: true,
+            summary: "generation 1 observed (cache resourceVersions not exposed by this controller)".into(),
+            ..Default::default()
+        }),
+        ..running_ours()
+    }
+}
+
+/// The Lease was last renewed 2 minutes ago with a 15 s duration: stale.
+pub fn stale_lease() -> Inspection {
+    Inspection {
+        lease: Some(LeaseView {
+            renew_time: Some(at(120)),
+            renew_age_seconds: Some(120.0),
+            stale: true,
+            ..our_lease()
+        }),
+        controller: ControllerSource::default(),
+        queues: vec![],
+        last_reconciles: vec![],
+        caught_up: Some(CaughtUp {
+            generation_observed: true,
+            summary: "generation 1 observed; the leader is gone, nothing will change".into(),
+            ..Default::default()
+        }),
+        missing: vec![Missing {
+            what: "debugState".into(),
+            reason: "stale Lease: myhost_1a2b3c4d last renewed 2 m 0 s ago (duration 15 s); http://127.0.0.1:8182 unreachable: connection refused".into(),
+        }],
+        ..running_ours()
+    }
+}
+
+/// The launcher pod cannot be scheduled: no node has a free devices.kubevirt.io/kvm.
+pub fn unschedulable() -> Inspection {
+    let mut pod = launcher_pod("Pending", None);
+    let msg = "0/2 nodes are available: 2 Insufficient devices.kubevirt.io/kvm. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.";
+    pod.conditions = vec![cond(
+        "PodScheduled",
+        "False",
+        Some("Unschedulable"),
+        Some(msg),
+    )];
+    Inspection {
+        vm: Some(vm("ErrorUnschedulable", "Always")),
+        vmi: Some(VmiView {
+            phase: "Scheduling".into(),
+            phase_transitions: transitions(&[("Pending", 70), ("Scheduling", 70)]),
+            node_name: None,
+            status_memory_overhead_bytes: None,
+            conditions: vec![cond(
+                "PodScheduled",
+                "False",
+                Some("Unschedulable"),
+                Some(msg),
+            )],
+            ..running_ours().vmi.unwrap_or_default()
+        }),
+        pods: vec![pod],
+        node: None,
+        overhead_check: Some(OverheadCheck {
+            status_bytes: None,
+            ..matching_overhead()
+        }),
+        printable_status_reason: Some(printable(
+            "ErrorUnschedulable",
+            "VMI PodScheduled=False reason Unschedulable (vm.go:2939)",
+            &[
+                ("vmi.phase", "Scheduling"),
+                ("pod.PodScheduled", "False/Unschedulable"),
+            ],
+        )),
+        next_decision: Some(NextDecision {
+            summary: "VMI Scheduling: nothing to do until the pod is scheduled (vmi.go:1130)"
+                .into(),
+            ..Default::default()
+        }),
+        blockers: vec![
+            Blocker {
+                object: "Pod/virt-launcher-vm-cirros-7fttt".into(),
+                reason: "Unschedulable".into(),
+                message: msg.into(),
+                depth: 2,
+            },
+            Blocker {
+                object: "Node/*".into(),
+                reason: "NoKvmDevice".into(),
+                message:
+                    "no node has a free devices.kubevirt.io/kvm (2 nodes, 0 with capacity left)"
+                        .into(),
+                depth: 4,
+            },
+        ],
+        events: vec![
+            event(
+                70,
+                "Normal",
+                "SuccessfulCreate",
+                "VirtualMachineInstance/vm-cirros",
+                "Created virtual machine pod virt-launcher-vm-cirros-7fttt",
+            ),
+            EventView {
+                count: 5,
+                ..event(
+                    10,
+                    "Warning",
+                    "FailedScheduling",
+                    "Pod/virt-launcher-vm-cirros-7fttt",
+                    msg,
+                )
+            },
+        ],
+        ..running_ours()
+    }
+}
+
+/// The VM's DataVolume is still Pending.
+pub fn datavolume_pending() -> Inspection {
+    Inspection {
+        vm: Some(vm("Provisioning", "Always")),
+        vmi: None,
+        pods: vec![],
+        node: None,
+        overhead_check: None,
+        volumes: vec![VolumeView {
+            kind: "DataVolume".into(),
+            name: "vm-fedora-disk".into(),
+            volume: "rootdisk".into(),
+            phase: Some("Pending".into()),
+            ready: Some("False".into()),
+            exists: true,
+        }],
+        printable_status_reason: Some(printable(
+            "Provisioning",
+            "a DataVolume of the VM is not ready (vm.go:2980)",
+            &[
+                ("dataVolume/vm-fedora-disk", "Pending"),
+                ("runStrategy", "Always"),
+            ],
+        )),
+        next_decision: Some(NextDecision {
+            summary: "waiting for DataVolume vm-fedora-disk: no VMI until it is ready (vm.go:1177)"
+                .into(),
+            waiting: Some("DataVolume vm-fedora-disk is Pending".into()),
+            ..Default::default()
+        }),
+        blockers: vec![Blocker {
+            object: "DataVolume/vm-fedora-disk".into(),
+            reason: "DataVolumePending".into(),
+            message: "phase Pending, Ready=False".into(),
+            depth: 3,
+        }],
+        events: vec![event(
+            20,
+            "Normal",
+            "Pending",
+            "DataVolume/vm-fedora-disk",
+            "PVC vm-fedora-disk Pending",
+        )],
+        missing: vec![Missing {
+            what: "vmi".into(),
+            reason: "no VMI: the VM waits for its DataVolumes".into(),
+        }],
+        last_reconciles: vec![],
+        ..running_ours()
+    }
+}
+
+/// The VMI names a PriorityClass that does not exist: the pod is never created.
+pub fn missing_priority_class() -> Inspection {
+    let msg = "pods \"virt-launcher-vm-cirros-\" is forbidden: no PriorityClass with name vm-high was found";
+    Inspection {
+        vm: Some(vm("Starting", "Always")),
+        vmi: Some(VmiView {
+            phase: "Pending".into(),
+            phase_transitions: transitions(&[("Pending", 30)]),
+            node_name: None,
+            status_memory_overhead_bytes: None,
+            conditions: vec![cond("Synchronized", "False", Some("FailedCreate"), Some(msg))],
+            ..running_ours().vmi.unwrap_or_default()
+        }),
+        pods: vec![],
+        node: None,
+        overhead_check: None,
+        queues: vec![
+            idle_queues().remove(0),
+            QueueView {
+                name: "virt-controller-vmi".into(),
+                depth: 0,
+                retries: 4,
+                key_state: Some(KeyState::Waiting),
+                key_seconds: Some(8.0),
+                ..Default::default()
+            },
+        ],
+        next_decision: Some(NextDecision {
+            summary: "VMI Pending without a pod: would create pod virt-launcher-vm-cirros-… (vmi.go:1098)".into(),
+            actions: vec![PlannedActionView {
+                controller: "vmi".into(),
+                kind: "CreatePod".into(),
+                why: "no launcher pod for a Pending VMI (vmi.go:1098)".into(),
+            }],
+            ..Default::default()
+        }),
+        last_reconciles: vec![ReconcileView {
+            controller: "vmi".into(),
+            at: at(8),
+            result: "error".into(),
+            error: Some(msg.into()),
+            actions: vec!["CreatePod".into()],
+        }],
+        blockers: vec![Blocker {
+            object: "PriorityClass/vm-high".into(),
+            reason: "PriorityClassNotFound".into(),
+            message: msg.into(),
+            depth: 2,
+        }],
+        events: vec![EventView {
+            count: 4,
+            ..event(8, "Warning", "FailedCreate", "VirtualMachineInstance/vm-cirros", msg)
+        }],
+        ..running_ours()
+    }
+}
+
+fn row(name: &str, status: &str, phase: Option<&str>, secs: Option<f64>) -> FleetRow {
+    FleetRow {
+        namespace: "default".into(),
+        name: name.into(),
+        printable_status: Some(status.into()),
+        vmi_phase: phase.map(Into::into),
+        phase_seconds: secs,
+        overhead_match: phase.map(|_| true),
+        ..Default::default()
+    }
+}
+
+/// A fleet mixing healthy VMs and the scenarios above, in no particular order.
+pub fn fleet() -> Fleet {
+    Fleet {
+        generated_at: now(),
+        namespace: None,
+        lease: Some(our_lease()),
+        controller: ControllerSource {
+            url: Some("http://127.0.0.1:8182/debug/state".into()),
+            ..debug_source()
+        },
+        queues: vec![
+            QueueView {
+                name: "virt-controller-vm".into(),
+                depth: 1,
+                ..Default::default()
+            },
+            QueueView {
+                name: "virt-controller-vmi".into(),
+                depth: 0,
+                ..Default::default()
+            },
+        ],
+        rows: vec![
+            row("vm-alpine", "Running", Some("Running"), Some(3600.0)),
+            FleetRow {
+                retries: 3,
+                problem: Some("CrashLoopBackOff: next start in 42 s".into()),
+                ..row("vm-crashy", "CrashLoopBackOff", None, None)
+            },
+            row("vm-cirros", "Running", Some("Running"), Some(4.0)),
+            FleetRow {
+                overhead_match: Some(false),
+                overhead_difference_bytes: Some(1048576),
+                ..row("vm-big", "Running", Some("Running"), Some(600.0))
+            },
+            FleetRow {
+                namespace: "tenant-a".into(),
+                problem: Some(
+                    "Pod/virt-launcher-vm-gpu-x8s2d Unschedulable: 0/2 nodes are available".into(),
+                ),
+                overhead_match: Some(true),
+                ..row(
+                    "vm-gpu",
+                    "ErrorUnschedulable",
+                    Some("Scheduling"),
+                    Some(70.0),
+                )
+            },
+            row("vm-halted", "Stopped", None, None),
+            FleetRow {
+                pending_expectations: 1,
+                ..row("vm-new", "Stopped", None, None)
+            },
+        ],
+        missing: vec![],
+    }
+}
+
+/// `n` healthy VMs `vm-00000`… (paging and selection tests).
+pub fn big_fleet(n: usize) -> Fleet {
+    Fleet {
+        rows: (0..n)
+            .map(|i| {
+                row(
+                    &format!("vm-{i:05}"),
+                    "Running",
+                    Some("Running"),
+                    Some(i as f64),
+                )
+            })
+            .collect(),
+        ..fleet()
+    }
+}

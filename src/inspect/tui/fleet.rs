@@ -1,0 +1,212 @@
+//! The fleet view (`inspect` with no name): every VM in scope, problems first, with its
+//! printableStatus, VMI phase and time in it, retries, pending expectations and the overhead
+//! check; the Lease and queue depths above. Only the rows on screen are built, so a page of a
+//! 10,000-VM fleet costs what a page of ten does.
+
+use super::state::{App, fleet_page, row_has_problem};
+use super::text::{bad, dim, duration, good, pad, rpad, warn};
+use crate::inspect::model::FleetRow;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph};
+
+/// The column headings.
+pub const HEADINGS: [&str; 9] = [
+    "NAMESPACE",
+    "NAME",
+    "STATUS",
+    "VMI",
+    "IN PHASE",
+    "RETRIES",
+    "EXPECT",
+    "OVERHEAD",
+    "PROBLEM",
+];
+
+fn overhead(row: &FleetRow) -> (String, Style) {
+    match (row.overhead_match, row.overhead_difference_bytes) {
+        (Some(true), _) => ("MATCH".into(), good()),
+        (Some(false), Some(d)) => (format!("{d:+}"), bad()),
+        (Some(false), None) => ("DIFFERS".into(), bad()),
+        (None, _) => ("-".into(), dim()),
+    }
+}
+
+fn row_line(row: &FleetRow, selected: bool, partial: bool) -> Line<'static> {
+    let status = row.printable_status.clone().unwrap_or_else(|| "-".into());
+    let phase = row.vmi_phase.clone().unwrap_or_else(|| "-".into());
+    let in_phase = row
+        .phase_seconds
+        .map(duration)
+        .unwrap_or_else(|| "-".into());
+    let (over, over_style) = if partial {
+        ("…".to_string(), dim())
+    } else {
+        overhead(row)
+    };
+    let count = |n: u64| {
+        if partial {
+            "…".to_string()
+        } else {
+            n.to_string()
+        }
+    };
+    let status_style = match status.as_str() {
+        "Running" => good(),
+        "Stopped" | "Starting" | "Stopping" | "Provisioning" | "Terminating" | "-" => Style::new(),
+        _ => bad(),
+    };
+    let num_style = |n: u64| if n > 0 { warn() } else { Style::new() };
+    let mut spans = vec![
+        Span::raw(format!(
+            "{} {} ",
+            pad(&row.namespace, 12),
+            pad(&row.name, 22)
+        )),
+        Span::styled(pad(&status, 20), status_style),
+        Span::raw(format!(" {} {} ", pad(&phase, 10), rpad(&in_phase, 9))),
+        Span::styled(rpad(&count(row.retries), 7), num_style(row.retries)),
+        Span::raw(" "),
+        Span::styled(
+            rpad(&count(row.pending_expectations), 6),
+            num_style(row.pending_expectations),
+        ),
+        Span::raw(" "),
+        Span::styled(pad(&over, 10), over_style),
+        Span::raw(" "),
+    ];
+    if let Some(p) = &row.problem {
+        spans.push(Span::styled(p.clone(), bad()));
+    }
+    let mut line = Line::from(spans);
+    if selected {
+        line = line.style(Style::new().add_modifier(Modifier::REVERSED));
+    }
+    line
+}
+
+/// The heading line of the table.
+pub fn heading_line() -> Line<'static> {
+    let h = HEADINGS;
+    Line::styled(
+        format!(
+            "{} {} {} {} {} {} {} {} {}",
+            pad(h[0], 12),
+            pad(h[1], 22),
+            pad(h[2], 20),
+            pad(h[3], 10),
+            rpad(h[4], 9),
+            rpad(h[5], 7),
+            rpad(h[6], 6),
+            pad(h[7], 10),
+            h[8]
+        ),
+        dim().add_modifier(Modifier::BOLD),
+    )
+}
+
+/// Draw the fleet view into `area`.
+pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+    let [head, table] = Layout::vertical([Constraint::Length(2), Constraint::Fill(1)]).areas(area);
+    let Some(fleet) = &app.fleet else {
+        let msg = match &app.status.error {
+            Some(e) => Line::styled(format!("could not list the VMs: {e}"), bad()),
+            None => Line::styled("gathering…", dim()),
+        };
+        frame.render_widget(Paragraph::new(msg), head);
+        return;
+    };
+    let rows = app.fleet_rows();
+    let problems = rows.iter().filter(|r| row_has_problem(r)).count();
+    let counted = if app.fleet_partial { "at least " } else { "" };
+    let scope = fleet
+        .namespace
+        .as_deref()
+        .map(|n| format!("namespace {n}"))
+        .unwrap_or_else(|| "all namespaces".into());
+    let mut first = vec![
+        Span::styled("Fleet ", Style::new().add_modifier(Modifier::BOLD)),
+        Span::raw(format!("{scope}: {counted}{} VM(s), ", rows.len())),
+        Span::styled(
+            format!("{problems} with problems"),
+            if problems > 0 { bad() } else { good() },
+        ),
+    ];
+    if app.fleet_partial {
+        first.push(Span::styled(
+            "  (first page by name; gathering the whole fleet…)",
+            warn(),
+        ));
+    }
+    if !fleet.missing.is_empty() {
+        let m: Vec<String> = fleet
+            .missing
+            .iter()
+            .map(|m| format!("{}: {}", m.what, m.reason))
+            .collect();
+        first.push(Span::styled(
+            format!("  not read: {}", m.join("; ")),
+            warn(),
+        ));
+    }
+    let holder = match &fleet.lease {
+        Some(l) => {
+            let who = l.holder_identity.clone().unwrap_or_else(|| "nobody".into());
+            let stale = if l.stale { " STALE" } else { "" };
+            format!("Lease {} held by {who}{stale}", l.lease)
+        }
+        None if app.fleet_partial => "Lease: reading…".into(),
+        None => "Lease: not read".into(),
+    };
+    let queues: Vec<String> = fleet
+        .queues
+        .iter()
+        .map(|q| format!("{} depth {}", q.name, q.depth))
+        .collect();
+    let second = Line::from(vec![
+        Span::styled(holder, dim()),
+        Span::styled(
+            if queues.is_empty() {
+                String::new()
+            } else {
+                format!("  ·  {}", queues.join("  "))
+            },
+            dim(),
+        ),
+    ]);
+    frame.render_widget(Paragraph::new(vec![Line::from(first), second]), head);
+
+    let page = fleet_page(app.view.size.1).min(usize::from(table.height.saturating_sub(3)).max(1));
+    let start = app.fleet_offset.min(rows.len().saturating_sub(1));
+    let mut lines = vec![heading_line()];
+    if rows.is_empty() {
+        lines.push(Line::styled("no VirtualMachines in scope", dim()));
+    }
+    lines.extend(
+        rows.iter()
+            .enumerate()
+            .skip(start)
+            .take(page)
+            .map(|(i, r)| row_line(r, i == app.selected, app.fleet_partial)),
+    );
+    let title = if rows.len() > page {
+        format!(
+            " VirtualMachines {}-{} of {} ",
+            start + 1,
+            (start + page).min(rows.len()),
+            rows.len()
+        )
+    } else {
+        " VirtualMachines ".to_string()
+    };
+    frame.render_widget(
+        Paragraph::new(lines).block(
+            Block::bordered()
+                .title(title)
+                .border_style(Style::new().fg(Color::Cyan)),
+        ),
+        table,
+    );
+}

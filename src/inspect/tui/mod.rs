@@ -1,0 +1,422 @@
+//! The inspector's terminal UI (ratatui + crossterm): a pure render of an [`Inspection`] or a
+//! [`Fleet`], one file per panel (the kdash pattern), the key handling in [`state`], and the
+//! live loop in [`live`].
+//!
+//! Everything here except [`live`] is pure: `draw(frame, &App)` reads the state and writes a
+//! frame, so the snapshot tests draw into ratatui's `TestBackend`.
+
+pub mod blockers;
+pub mod cluster;
+pub mod decision;
+pub mod events;
+pub mod expectations;
+pub mod fleet;
+pub mod leader;
+pub mod live;
+pub mod overhead;
+pub mod queues;
+pub mod state;
+pub mod text;
+pub mod timeline;
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod snapshots;
+
+pub use live::{Gather, run, run_fleet, run_vm};
+pub use state::{Action, App, Panel, Screen, ViewState};
+
+use crate::inspect::model::{Fleet, Inspection};
+use ratatui::Frame;
+use ratatui::layout::{Alignment, Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
+use text::{bad, dim, good, warn};
+
+/// Below this many columns or rows, only "terminal too small" is drawn.
+pub const MIN_COLUMNS: u16 = 40;
+/// See [`MIN_COLUMNS`].
+pub const MIN_ROWS: u16 = 10;
+/// From this size on, every panel is shown at once (two columns); below it, a tab bar and the
+/// focused panel.
+pub const GRID_COLUMNS: u16 = 120;
+/// See [`GRID_COLUMNS`].
+pub const GRID_ROWS: u16 = 34;
+
+/// The lines of one panel.
+pub fn panel_lines(panel: Panel, insp: &Inspection) -> Vec<Line<'static>> {
+    match panel {
+        Panel::Leader => leader::lines(insp),
+        Panel::Queues => queues::lines(insp),
+        Panel::Expectations => expectations::lines(insp),
+        Panel::Timeline => timeline::lines(insp),
+        Panel::Overhead => overhead::lines(insp),
+        Panel::Decision => decision::lines(insp),
+        Panel::Blockers => blockers::lines(insp),
+        Panel::Events => events::lines(insp),
+    }
+}
+
+fn render_panel(frame: &mut Frame, area: Rect, panel: Panel, insp: &Inspection, view: &ViewState) {
+    match panel {
+        Panel::Leader => leader::render(frame, area, insp, view),
+        Panel::Queues => queues::render(frame, area, insp, view),
+        Panel::Expectations => expectations::render(frame, area, insp, view),
+        Panel::Timeline => timeline::render(frame, area, insp, view),
+        Panel::Overhead => overhead::render(frame, area, insp, view),
+        Panel::Decision => decision::render(frame, area, insp, view),
+        Panel::Blockers => blockers::render(frame, area, insp, view),
+        Panel::Events => events::render(frame, area, insp, view),
+    }
+}
+
+/// Draw one panel: a bordered block titled with the panel's name (highlighted when focused),
+/// its lines wrapped and scrolled; `[n/m]` in the title when it scrolls.
+pub fn draw_panel(
+    frame: &mut Frame,
+    area: Rect,
+    panel: Panel,
+    lines: Vec<Line<'static>>,
+    view: &ViewState,
+) {
+    let focused = view.focus == panel;
+    let total = lines.len();
+    let scroll = view.scroll_of(panel).min(total.saturating_sub(1) as u16);
+    let mut title = format!(" {} ", panel.title());
+    if scroll > 0
+        || wrapped_height(&lines, area.width.saturating_sub(2)) > area.height.saturating_sub(2)
+    {
+        title = format!(" {} [{}/{}] ", panel.title(), scroll + 1, total);
+    }
+    let (border, title_style) = if focused {
+        (
+            Style::new().fg(Color::Cyan),
+            Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+        )
+    } else {
+        (dim(), Style::new())
+    };
+    let block = Block::bordered()
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Plain
+        })
+        .border_style(border)
+        .title(Span::styled(title, title_style));
+    let para = Paragraph::new(lines)
+        .block(block)
+        .wrap(Wrap { trim: false })
+        .scroll((scroll, 0));
+    frame.render_widget(para, area);
+}
+
+/// About how many rows `lines` take when wrapped at `width` columns (at least one per line).
+pub fn wrapped_height(lines: &[Line<'_>], width: u16) -> u16 {
+    let width = usize::from(width.max(1));
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum();
+    rows.min(usize::from(u16::MAX)) as u16
+}
+
+/// Draw the whole UI.
+pub fn draw(frame: &mut Frame, app: &App) {
+    let area = frame.area();
+    if area.width < MIN_COLUMNS || area.height < MIN_ROWS {
+        draw_too_small(frame, area);
+        return;
+    }
+    let [body, status] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(area);
+    match app.screen {
+        Screen::Fleet => fleet::render(frame, body, app),
+        Screen::Vm => draw_vm(frame, body, app),
+    }
+    draw_status(frame, status, app);
+    if app.view.help {
+        draw_help(frame, area, app);
+    }
+}
+
+fn draw_too_small(frame: &mut Frame, area: Rect) {
+    let text = vec![
+        Line::styled("terminal too small", bad()),
+        Line::raw(format!(
+            "{}x{}, need {MIN_COLUMNS}x{MIN_ROWS}",
+            area.width, area.height
+        )),
+        Line::raw("q quits"),
+    ];
+    let y = area.height.saturating_sub(3) / 2;
+    let rect = Rect::new(area.x, area.y + y, area.width, area.height.min(3));
+    frame.render_widget(
+        Paragraph::new(text)
+            .alignment(Alignment::Center)
+            .wrap(Wrap { trim: true }),
+        rect,
+    );
+}
+
+/// The VM view's header line: `VM ns/name  printableStatus  vmi Phase  runStrategy X`.
+fn header(app: &App) -> Line<'static> {
+    let (ns, name) = app.target.clone().unwrap_or_default();
+    let mut spans = vec![Span::styled(
+        format!("VM {ns}/{name}"),
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    let Some(insp) = &app.vm else {
+        spans.push(Span::styled("  gathering…", dim()));
+        return Line::from(spans);
+    };
+    match &insp.vm {
+        None => spans.push(Span::styled("  not found", bad())),
+        Some(vm) => {
+            let status = vm.printable_status.clone().unwrap_or_else(|| "-".into());
+            let style = match status.as_str() {
+                "Running" => good(),
+                "Stopped" | "Provisioning" | "Starting" | "Stopping" | "Terminating" => warn(),
+                "-" => dim(),
+                _ => bad(),
+            };
+            spans.push(Span::raw("  "));
+            spans.push(Span::styled(status, style));
+            if let Some(rs) = &vm.run_strategy {
+                spans.push(Span::styled(format!("  runStrategy {rs}"), dim()));
+            }
+        }
+    }
+    match &insp.vmi {
+        Some(vmi) if !vmi.phase.is_empty() => {
+            spans.push(Span::raw(format!("  vmi {}", vmi.phase)));
+        }
+        Some(_) => spans.push(Span::raw("  vmi (no phase)")),
+        None => spans.push(Span::styled("  no vmi", dim())),
+    }
+    if let Some(node) = insp.node.as_ref().map(|n| n.name.clone()) {
+        spans.push(Span::styled(format!("  node {node}"), dim()));
+    }
+    Line::from(spans)
+}
+
+fn draw_vm(frame: &mut Frame, area: Rect, app: &App) {
+    let [head, rest] = Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
+    frame.render_widget(Paragraph::new(header(app)), head);
+    let Some(insp) = &app.vm else {
+        let msg = match &app.status.error {
+            Some(e) => Line::styled(format!("could not inspect: {e}"), bad()),
+            None => Line::styled("gathering…", dim()),
+        };
+        frame.render_widget(Paragraph::new(msg).wrap(Wrap { trim: false }), rest);
+        return;
+    };
+    let view = &app.view;
+    if area.width >= GRID_COLUMNS && area.height >= GRID_ROWS {
+        let [left, right] =
+            Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+                .areas(rest);
+        let [l1, l2, l3, l4] = Layout::vertical([
+            Constraint::Length(11),
+            Constraint::Length(5),
+            Constraint::Length(5),
+            Constraint::Fill(1),
+        ])
+        .areas(left);
+        let [r1, r2, r3, r4] = Layout::vertical([
+            Constraint::Length(11),
+            Constraint::Fill(1),
+            Constraint::Length(6),
+            Constraint::Fill(1),
+        ])
+        .areas(right);
+        for (panel, rect) in [
+            (Panel::Leader, l1),
+            (Panel::Queues, l2),
+            (Panel::Expectations, l3),
+            (Panel::Overhead, l4),
+            (Panel::Timeline, r1),
+            (Panel::Decision, r2),
+            (Panel::Blockers, r3),
+            (Panel::Events, r4),
+        ] {
+            render_panel(frame, rect, panel, insp, view);
+        }
+    } else {
+        // Small terminal: a tab bar naming every panel, the focused one below it.
+        let tab_width: usize = Panel::ALL.iter().map(|p| p.short_title().len() + 2).sum();
+        let tab_rows = if tab_width > usize::from(area.width) {
+            2
+        } else {
+            1
+        };
+        let [tabs, panel] =
+            Layout::vertical([Constraint::Length(tab_rows), Constraint::Fill(1)]).areas(rest);
+        let mut spans = Vec::new();
+        for p in Panel::ALL {
+            let style = if p == view.focus {
+                Style::new()
+                    .fg(Color::Black)
+                    .bg(Color::Cyan)
+                    .add_modifier(Modifier::BOLD)
+            } else {
+                dim()
+            };
+            spans.push(Span::styled(format!(" {} ", p.short_title()), style));
+        }
+        frame.render_widget(
+            Paragraph::new(Line::from(spans)).wrap(Wrap { trim: true }),
+            tabs,
+        );
+        render_panel(frame, panel, view.focus, insp, view);
+    }
+}
+
+fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
+    let keys = match app.screen {
+        Screen::Fleet => "↑↓ select · Enter open · r refresh · ? help · q quit",
+        Screen::Vm if app.has_fleet => {
+            "Tab panel · ↑↓ scroll · Esc fleet · r refresh · ? help · q quit"
+        }
+        Screen::Vm => "Tab panel · ↑↓ scroll · r refresh · ? help · q quit",
+    };
+    let mut spans = Vec::new();
+    if let Some(e) = &app.status.error {
+        let since = app
+            .status
+            .last_ok
+            .map(|t| format!(" (data from {})", text::clock(t)))
+            .unwrap_or_default();
+        spans.push(Span::styled(format!("error: {e}{since}  "), bad()));
+    } else if app.status.loading {
+        spans.push(Span::styled("refreshing…  ", warn()));
+    } else if let Some(t) = app.status.last_ok {
+        spans.push(Span::styled(
+            format!("refreshed {}  ", text::clock(t)),
+            dim(),
+        ));
+    }
+    spans.push(Span::styled(keys, dim()));
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// The help overlay's text.
+pub fn help_lines(app: &App) -> Vec<Line<'static>> {
+    let mut keys = vec![
+        ("r", "refresh now (it also refreshes about once a second)"),
+        ("q, Ctrl-C", "quit"),
+        ("?", "this help (Esc or ? closes it)"),
+    ];
+    match app.screen {
+        Screen::Vm => {
+            keys.push(("Tab, Shift-Tab", "next / previous panel"));
+            keys.push(("↑ ↓, j k", "scroll the focused panel"));
+            keys.push(("PgUp PgDn", "scroll by half a screen"));
+            keys.push(("Home End, g G", "top / bottom of the panel"));
+            if app.has_fleet {
+                keys.push(("Esc", "back to the fleet view"));
+            } else {
+                keys.push(("Esc", "quit"));
+            }
+        }
+        Screen::Fleet => {
+            keys.push(("↑ ↓, j k", "select a VM"));
+            keys.push(("PgUp PgDn", "a page up / down"));
+            keys.push(("Home End, g G", "first / last VM"));
+            keys.push(("Enter", "open the selected VM"));
+            keys.push(("Esc", "quit"));
+        }
+    }
+    keys.into_iter()
+        .map(|(k, what)| {
+            Line::from(vec![
+                Span::styled(format!("{k:>15}  "), Style::new().fg(Color::Cyan)),
+                Span::raw(what),
+            ])
+        })
+        .collect()
+}
+
+fn draw_help(frame: &mut Frame, area: Rect, app: &App) {
+    let lines = help_lines(app);
+    let w = area.width.saturating_sub(4).min(72);
+    let h = (lines.len() as u16 + 2).min(area.height.saturating_sub(2));
+    let rect = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    frame.render_widget(Clear, rect);
+    frame.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::bordered()
+                .title(" Keys ")
+                .border_style(Style::new().fg(Color::Cyan)),
+        ),
+        rect,
+    );
+}
+
+/// Render a [`Fleet`] or an [`Inspection`] to plain text at a given size (docs, `--once`-style
+/// captures and tests): the frame's characters, one line per row, trailing spaces trimmed.
+pub fn capture(app: &App, columns: u16, rows: u16) -> String {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
+        Ok(t) => t,
+        Err(e) => match e {},
+    };
+    let _ = terminal.draw(|f| draw(f, app));
+    let buffer = terminal.backend().buffer();
+    let mut out = String::new();
+    for y in 0..rows {
+        let mut line = String::new();
+        for x in 0..columns {
+            line.push_str(buffer[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// An [`App`] showing this inspection (no fleet behind it).
+pub fn app_for_vm(insp: Inspection) -> App {
+    let mut app = App::vm(&insp.namespace, &insp.name);
+    let at = insp.generated_at;
+    app.set_vm(insp, at);
+    app
+}
+
+/// An [`App`] showing this fleet.
+pub fn app_for_fleet(fleet: Fleet) -> App {
+    let mut app = App::fleet();
+    let at = fleet.generated_at;
+    app.set_fleet(fleet, at);
+    app
+}
+
+/// One panel alone, `columns` wide and as tall as its wrapped lines, as plain text (the
+/// captures of docs/inspect.md).
+pub fn capture_panel(panel: Panel, insp: &Inspection, columns: u16) -> String {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let lines = panel_lines(panel, insp);
+    let rows = wrapped_height(&lines, columns.saturating_sub(2)) + 2;
+    let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
+        Ok(t) => t,
+        Err(e) => match e {},
+    };
+    let view = ViewState {
+        focus: panel,
+        ..ViewState::default()
+    };
+    let _ = terminal.draw(|f| draw_panel(f, f.area(), panel, lines, &view));
+    let buffer = terminal.backend().buffer();
+    let mut out = String::new();
+    for y in 0..rows {
+        let line: String = (0..columns).map(|x| buffer[(x, y)].symbol()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,212 @@
+//! Snapshot tests of the render: each scenario of issue 10 drawn into ratatui's `TestBackend`
+//! and compared with the committed `.snap` file (plain `cargo test` compares; `cargo insta
+//! review` or `INSTA_UPDATE=always` updates after an intended change).
+
+use super::fixtures;
+use super::{App, Panel, app_for_fleet, app_for_vm, capture};
+
+/// The grid layout: every panel at once.
+const WIDE: (u16, u16) = (140, 44);
+
+fn vm(insp: crate::inspect::model::Inspection) -> String {
+    capture(&app_for_vm(insp), WIDE.0, WIDE.1)
+}
+
+#[test]
+fn running_under_our_controller() {
+    insta::assert_snapshot!(vm(fixtures::running_ours()));
+}
+
+#[test]
+fn halted_with_no_vmi() {
+    insta::assert_snapshot!(vm(fixtures::halted_no_vmi()));
+}
+
+#[test]
+fn crash_loop_back_off() {
+    insta::assert_snapshot!(vm(fixtures::crash_loop()));
+}
+
+#[test]
+fn pending_expectations() {
+    insta::assert_snapshot!(vm(fixtures::pending_expectations()));
+}
+
+#[test]
+fn pod_memory_mismatch() {
+    insta::assert_snapshot!(vm(fixtures::memory_mismatch()));
+}
+
+#[test]
+fn kubevirt_lease_metrics_only() {
+    insta::assert_snapshot!(vm(fixtures::kubevirt_metrics()));
+}
+
+#[test]
+fn stale_lease() {
+    insta::assert_snapshot!(vm(fixtures::stale_lease()));
+}
+
+#[test]
+fn unschedulable() {
+    insta::assert_snapshot!(vm(fixtures::unschedulable()));
+}
+
+#[test]
+fn datavolume_pending() {
+    insta::assert_snapshot!(vm(fixtures::datavolume_pending()));
+}
+
+#[test]
+fn missing_priority_class() {
+    insta::assert_snapshot!(vm(fixtures::missing_priority_class()));
+}
+
+#[test]
+fn small_terminal_shows_the_focused_panel_under_a_tab_bar() {
+    let mut app = app_for_vm(fixtures::unschedulable());
+    app.view.focus = Panel::Blockers;
+    insta::assert_snapshot!(capture(&app, 80, 24));
+}
+
+#[test]
+fn tiny_terminal_says_so() {
+    let app = app_for_vm(fixtures::running_ours());
+    insta::assert_snapshot!(capture(&app, 30, 8));
+}
+
+#[test]
+fn help_overlay() {
+    let mut app = app_for_vm(fixtures::running_ours());
+    app.view.help = true;
+    insta::assert_snapshot!(capture(&app, 100, 30));
+}
+
+#[test]
+fn fleet_view_problems_first() {
+    let mut app = app_for_fleet(fixtures::fleet());
+    app.resize(140, 16);
+    insta::assert_snapshot!(capture(&app, 140, 16));
+}
+
+#[test]
+fn fleet_view_pages_a_large_fleet() {
+    let mut app = app_for_fleet(fixtures::big_fleet(10_000));
+    app.resize(120, 14);
+    app.selected = 9_999;
+    app.fleet_offset = 9_992;
+    insta::assert_snapshot!(capture(&app, 120, 14));
+}
+
+#[test]
+fn last_error_is_shown_in_the_status_line_over_the_last_data() {
+    let mut app = app_for_vm(fixtures::running_ours());
+    app.set_error(
+        "GET /apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm-cirros: connection refused"
+            .into(),
+    );
+    let screen = capture(&app, 140, 44);
+    let status = screen.lines().nth(43).unwrap_or_default();
+    assert!(status.starts_with("error: GET /apis"), "{status}");
+    assert!(status.contains("(data from 00:42:40)"), "{status}");
+    assert!(screen.contains("VMI Running: the Always branch does nothing"));
+}
+
+#[test]
+fn gathering_before_the_first_inspection() {
+    let app = App::vm("default", "vm-cirros");
+    let screen = capture(&app, 100, 20);
+    assert!(
+        screen.starts_with("VM default/vm-cirros  gathering…"),
+        "{screen}"
+    );
+}
+
+/// The captures docs/inspect.md shows ("Terminal UI"): which scenario each panel is shown in.
+pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
+    use crate::inspect::tui::capture_panel;
+    let w = 100;
+    vec![
+        (
+            Panel::Leader,
+            "running under our controller",
+            capture_panel(Panel::Leader, &fixtures::running_ours(), w),
+        ),
+        (
+            Panel::Leader,
+            "stale Lease",
+            capture_panel(Panel::Leader, &fixtures::stale_lease(), w),
+        ),
+        (
+            Panel::Queues,
+            "KubeVirt's controller (metrics)",
+            capture_panel(Panel::Queues, &fixtures::kubevirt_metrics(), w),
+        ),
+        (
+            Panel::Expectations,
+            "a VMI creation expected",
+            capture_panel(Panel::Expectations, &fixtures::pending_expectations(), w),
+        ),
+        (
+            Panel::Timeline,
+            "running",
+            capture_panel(Panel::Timeline, &fixtures::running_ours(), w),
+        ),
+        (
+            Panel::Overhead,
+            "pod memory mismatch",
+            capture_panel(Panel::Overhead, &fixtures::memory_mismatch(), w),
+        ),
+        (
+            Panel::Decision,
+            "CrashLoopBackOff",
+            capture_panel(Panel::Decision, &fixtures::crash_loop(), w),
+        ),
+        (
+            Panel::Blockers,
+            "unschedulable",
+            capture_panel(Panel::Blockers, &fixtures::unschedulable(), w),
+        ),
+        (
+            Panel::Events,
+            "missing PriorityClass",
+            capture_panel(Panel::Events, &fixtures::missing_priority_class(), w),
+        ),
+    ]
+}
+
+#[test]
+fn docs_inspect_md_shows_the_current_captures() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/inspect.md"))
+        .expect("docs/inspect.md");
+    let mut fleet = app_for_fleet(fixtures::fleet());
+    fleet.resize(140, 13);
+    let fleet = capture(&fleet, 140, 13);
+    let mut stale = Vec::new();
+    for (panel, scenario, text) in doc_captures() {
+        if !docs.contains(&text) {
+            stale.push(format!(
+                "### {} ({scenario})\n\n```text\n{text}```\n",
+                panel.title()
+            ));
+        }
+    }
+    if !docs.contains(&fleet) {
+        stale.push(format!("### Fleet view\n\n```text\n{fleet}```\n"));
+    }
+    assert!(
+        stale.is_empty(),
+        "docs/inspect.md is missing these captures (paste them under \"Terminal UI\"):\n\n{}",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn fleet_view_first_page_while_the_fleet_is_gathered() {
+    let mut app = App::fleet();
+    app.resize(140, 12);
+    let mut page = fixtures::fleet();
+    page.rows.truncate(3);
+    app.set_fleet_page(page, fixtures::now());
+    insta::assert_snapshot!(capture(&app, 140, 12));
+}

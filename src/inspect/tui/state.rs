@@ -1,0 +1,684 @@
+//! The terminal UI's state and its key handling, as pure functions (no terminal, no clock).
+//!
+//! [`App`] holds what is shown (the fleet, one VM's [`Inspection`], the last error) and how
+//! (screen, focused panel, scroll offsets, help overlay, terminal size); [`App::handle_key`]
+//! turns a key into a change of that state plus an [`Action`] for the live loop (refresh,
+//! open a VM, quit).
+
+use crate::inspect::model::{Fleet, FleetRow, Inspection};
+use chrono::{DateTime, Utc};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+/// The panels of the VM view, in Tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Panel {
+    Leader,
+    Queues,
+    Expectations,
+    Timeline,
+    Overhead,
+    Decision,
+    Blockers,
+    Events,
+}
+
+impl Panel {
+    /// Every panel, in Tab order.
+    pub const ALL: [Panel; 8] = [
+        Panel::Leader,
+        Panel::Queues,
+        Panel::Expectations,
+        Panel::Timeline,
+        Panel::Overhead,
+        Panel::Decision,
+        Panel::Blockers,
+        Panel::Events,
+    ];
+
+    /// The panel's title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Panel::Leader => "Leader",
+            Panel::Queues => "Queues",
+            Panel::Expectations => "Expectations",
+            Panel::Timeline => "Phase timeline",
+            Panel::Overhead => "Overhead check",
+            Panel::Decision => "Next decision",
+            Panel::Blockers => "Blockers",
+            Panel::Events => "Events",
+        }
+    }
+
+    /// The panel's name in the tab bar of small terminals.
+    pub fn short_title(self) -> &'static str {
+        match self {
+            Panel::Expectations => "Expect",
+            Panel::Timeline => "Timeline",
+            Panel::Overhead => "Overhead",
+            Panel::Decision => "Decision",
+            p => p.title(),
+        }
+    }
+
+    fn index(self) -> usize {
+        Panel::ALL.iter().position(|p| *p == self).unwrap_or(0)
+    }
+
+    /// The next panel (Tab), wrapping around.
+    pub fn next(self) -> Panel {
+        Panel::ALL[(self.index() + 1) % Panel::ALL.len()]
+    }
+
+    /// The previous panel (Shift-Tab), wrapping around.
+    pub fn prev(self) -> Panel {
+        Panel::ALL[(self.index() + Panel::ALL.len() - 1) % Panel::ALL.len()]
+    }
+}
+
+/// How the VM view is looked at: focus, scroll offsets, help overlay, terminal size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewState {
+    /// The panel that keys scroll (highlighted border; the only one shown on small terminals).
+    pub focus: Panel,
+    /// Scroll offset (first line shown) of each panel, by [`Panel::ALL`] index.
+    pub scroll: [u16; 8],
+    /// The help overlay is open.
+    pub help: bool,
+    /// Terminal columns and rows.
+    pub size: (u16, u16),
+}
+
+impl Default for ViewState {
+    fn default() -> Self {
+        ViewState {
+            focus: Panel::Leader,
+            scroll: [0; 8],
+            help: false,
+            size: (80, 24),
+        }
+    }
+}
+
+impl ViewState {
+    /// The scroll offset of a panel.
+    pub fn scroll_of(&self, panel: Panel) -> u16 {
+        self.scroll[panel.index()]
+    }
+}
+
+/// Which screen is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Screen {
+    /// Every VM in scope.
+    Fleet,
+    /// One VM's panels.
+    Vm,
+}
+
+/// What the live loop should do after a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing beyond redrawing.
+    None,
+    /// Gather again now.
+    Refresh,
+    /// Gather and show this VM (Enter in the fleet view).
+    OpenVm { namespace: String, name: String },
+    /// Back to the fleet view (Esc in a VM opened from it): gather the fleet.
+    BackToFleet,
+    /// Restore the terminal and exit.
+    Quit,
+}
+
+/// The refresh state shown in the status line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Status {
+    /// When the data on screen was gathered.
+    pub last_ok: Option<DateTime<Utc>>,
+    /// The last gather's error (the data on screen is older), if it failed.
+    pub error: Option<String>,
+    /// A gather is in flight.
+    pub loading: bool,
+}
+
+/// The whole UI state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct App {
+    /// The screen shown.
+    pub screen: Screen,
+    /// The fleet view is available (started as `inspect` with no name, or `demo`): Esc in
+    /// the VM view returns to it.
+    pub has_fleet: bool,
+    /// The last fleet gathered.
+    pub fleet: Option<Fleet>,
+    /// [`App::fleet`] is only a first page ([`App::set_fleet_page`]); the whole fleet is coming.
+    pub fleet_partial: bool,
+    /// Index of the selected fleet row (into [`App::fleet_rows`]).
+    pub selected: usize,
+    /// First fleet row shown.
+    pub fleet_offset: usize,
+    /// The VM to select when the next fleet arrives (the one Esc came back from).
+    pub select_next: Option<(String, String)>,
+    /// The VM shown (namespace, name).
+    pub target: Option<(String, String)>,
+    /// The last inspection of [`App::target`].
+    pub vm: Option<Inspection>,
+    /// Focus, scrolls, help, size.
+    pub view: ViewState,
+    /// Refresh state.
+    pub status: Status,
+}
+
+/// Rows of the fleet table below its header, for a terminal of `rows` lines (header line,
+/// table border and heading, status line).
+pub fn fleet_page(rows: u16) -> usize {
+    usize::from(rows.saturating_sub(6)).max(1)
+}
+
+/// Whether a fleet row shows a problem (it sorts first).
+pub fn row_has_problem(row: &FleetRow) -> bool {
+    row.problem.is_some()
+        || row.overhead_match == Some(false)
+        || row.pending_expectations > 0
+        || row.retries > 0
+}
+
+impl App {
+    /// The VM view of one VM (`inspect vm/NAME`).
+    pub fn vm(namespace: &str, name: &str) -> App {
+        App {
+            screen: Screen::Vm,
+            has_fleet: false,
+            fleet: None,
+            fleet_partial: false,
+            selected: 0,
+            fleet_offset: 0,
+            select_next: None,
+            target: Some((namespace.to_string(), name.to_string())),
+            vm: None,
+            view: ViewState::default(),
+            status: Status::default(),
+        }
+    }
+
+    /// The VM view of one VM with the fleet view behind it (Esc returns to it): `demo`.
+    pub fn vm_in_fleet(namespace: &str, name: &str) -> App {
+        App {
+            has_fleet: true,
+            ..App::vm(namespace, name)
+        }
+    }
+
+    /// The fleet view (`inspect` with no name).
+    pub fn fleet() -> App {
+        App {
+            screen: Screen::Fleet,
+            has_fleet: true,
+            target: None,
+            ..App::vm("", "")
+        }
+    }
+
+    /// The fleet rows in display order: problems first, then by namespace/name (a stable sort,
+    /// whatever order the gatherer used).
+    pub fn fleet_rows(&self) -> Vec<&FleetRow> {
+        let mut rows: Vec<&FleetRow> = self.fleet.iter().flat_map(|f| f.rows.iter()).collect();
+        rows.sort_by(|a, b| {
+            row_has_problem(b)
+                .cmp(&row_has_problem(a))
+                .then_with(|| a.namespace.cmp(&b.namespace))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        rows
+    }
+
+    /// A fresh fleet arrived: keep the same VM selected if it is still there.
+    pub fn set_fleet(&mut self, fleet: Fleet, at: DateTime<Utc>) {
+        let keep = self.select_next.take().or_else(|| {
+            self.fleet_rows()
+                .get(self.selected)
+                .map(|r| (r.namespace.clone(), r.name.clone()))
+        });
+        self.fleet = Some(fleet);
+        self.fleet_partial = false;
+        let rows = self.fleet_rows();
+        self.selected = keep
+            .and_then(|(ns, n)| rows.iter().position(|r| r.namespace == ns && r.name == n))
+            .unwrap_or(self.selected)
+            .min(rows.len().saturating_sub(1));
+        self.keep_selection_visible();
+        self.status = Status {
+            last_ok: Some(at),
+            error: None,
+            loading: false,
+        };
+    }
+
+    /// A first page of the fleet arrived: shown until the whole fleet is there (never over it).
+    pub fn set_fleet_page(&mut self, page: Fleet, at: DateTime<Utc>) {
+        if self.fleet.is_some() && !self.fleet_partial {
+            return;
+        }
+        let keep = self.select_next.clone();
+        self.set_fleet(page, at);
+        self.select_next = keep;
+        self.fleet_partial = true;
+        self.status.loading = true;
+    }
+
+    /// A fresh inspection arrived (ignored if it is not of the VM shown).
+    pub fn set_vm(&mut self, inspection: Inspection, at: DateTime<Utc>) {
+        let ours = self
+            .target
+            .as_ref()
+            .is_some_and(|(ns, n)| *ns == inspection.namespace && *n == inspection.name);
+        if !ours {
+            return;
+        }
+        self.vm = Some(inspection);
+        self.clamp_scrolls();
+        self.status = Status {
+            last_ok: Some(at),
+            error: None,
+            loading: false,
+        };
+    }
+
+    /// A gather failed: keep the data on screen, show the error.
+    pub fn set_error(&mut self, error: String) {
+        self.status.error = Some(error);
+        self.status.loading = false;
+    }
+
+    /// The terminal was resized.
+    pub fn resize(&mut self, columns: u16, rows: u16) {
+        self.view.size = (columns, rows);
+        self.keep_selection_visible();
+    }
+
+    fn keep_selection_visible(&mut self) {
+        let page = fleet_page(self.view.size.1);
+        if self.selected < self.fleet_offset {
+            self.fleet_offset = self.selected;
+        } else if self.selected >= self.fleet_offset + page {
+            self.fleet_offset = self.selected + 1 - page;
+        }
+    }
+
+    fn panel_len(&self, panel: Panel) -> usize {
+        self.vm
+            .as_ref()
+            .map(|i| super::panel_lines(panel, i).len())
+            .unwrap_or(0)
+    }
+
+    fn clamp_scrolls(&mut self) {
+        for panel in Panel::ALL {
+            let max = self.panel_len(panel).saturating_sub(1) as u16;
+            let s = &mut self.view.scroll[panel.index()];
+            *s = (*s).min(max);
+        }
+    }
+
+    fn scroll_by(&mut self, delta: i32) {
+        let panel = self.view.focus;
+        let max = self.panel_len(panel).saturating_sub(1) as i32;
+        let s = &mut self.view.scroll[panel.index()];
+        *s = (i32::from(*s) + delta).clamp(0, max.max(0)) as u16;
+    }
+
+    fn select_by(&mut self, delta: i64) {
+        let len = self.fleet_rows().len() as i64;
+        if len == 0 {
+            self.selected = 0;
+            return;
+        }
+        self.selected = (self.selected as i64 + delta).clamp(0, len - 1) as usize;
+        self.keep_selection_visible();
+    }
+
+    /// Apply one key; returns what the live loop must do.
+    pub fn handle_key(&mut self, key: KeyEvent) -> Action {
+        if key.kind == KeyEventKind::Release {
+            return Action::None;
+        }
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return Action::Quit;
+        }
+        if self.view.help {
+            return match key.code {
+                KeyCode::Char('q') => Action::Quit,
+                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Enter => {
+                    self.view.help = false;
+                    Action::None
+                }
+                _ => Action::None,
+            };
+        }
+        match key.code {
+            KeyCode::Char('q') => return Action::Quit,
+            KeyCode::Char('?') => {
+                self.view.help = true;
+                return Action::None;
+            }
+            KeyCode::Char('r') => {
+                self.status.loading = true;
+                return Action::Refresh;
+            }
+            _ => {}
+        }
+        match self.screen {
+            Screen::Vm => self.vm_key(key),
+            Screen::Fleet => self.fleet_key(key),
+        }
+    }
+
+    fn vm_key(&mut self, key: KeyEvent) -> Action {
+        let page = i32::from(self.view.size.1 / 2).max(1);
+        match key.code {
+            KeyCode::Esc if self.has_fleet => {
+                // Back on the fleet, the VM just left stays selected.
+                if let Some((ns, name)) = self.target.clone() {
+                    match self
+                        .fleet_rows()
+                        .iter()
+                        .position(|r| r.namespace == ns && r.name == name)
+                    {
+                        Some(i) => {
+                            self.selected = i;
+                            self.keep_selection_visible();
+                        }
+                        None => self.select_next = Some((ns, name)),
+                    }
+                }
+                self.screen = Screen::Fleet;
+                self.status.loading = true;
+                Action::BackToFleet
+            }
+            KeyCode::Esc => Action::Quit,
+            KeyCode::Tab => {
+                self.view.focus = self.view.focus.next();
+                Action::None
+            }
+            KeyCode::BackTab => {
+                self.view.focus = self.view.focus.prev();
+                Action::None
+            }
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.scroll_by(1);
+                Action::None
+            }
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.scroll_by(-1);
+                Action::None
+            }
+            KeyCode::PageDown => {
+                self.scroll_by(page);
+                Action::None
+            }
+            KeyCode::PageUp => {
+                self.scroll_by(-page);
+                Action::None
+            }
+            KeyCode::Home | KeyCode::Char('g') => {
+                self.scroll_by(i32::MIN / 2);
+                Action::None
+            }
+            KeyCode::End | KeyCode::Char('G') => {
+                self.scroll_by(i32::MAX / 2);
+                Action::None
+            }
+            _ => Action::None,
+        }
+    }
+
+    fn fleet_key(&mut self, key: KeyEvent) -> Action {
+        let page = fleet_page(self.view.size.1) as i64;
+        match key.code {
+            KeyCode::Esc => Action::Quit,
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.select_by(1);
+                Action::None
+            }
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.select_by(-1);
+                Action::None
+            }
+            KeyCode::PageDown => {
+                self.select_by(page);
+                Action::None
+            }
+            KeyCode::PageUp => {
+                self.select_by(-page);
+                Action::None
+            }
+            KeyCode::Home | KeyCode::Char('g') => {
+                self.select_by(i64::MIN / 2);
+                Action::None
+            }
+            KeyCode::End | KeyCode::Char('G') => {
+                self.select_by(i64::MAX / 2);
+                Action::None
+            }
+            KeyCode::Enter => {
+                let Some(row) = self.fleet_rows().get(self.selected).copied() else {
+                    return Action::None;
+                };
+                let (namespace, name) = (row.namespace.clone(), row.name.clone());
+                let same = self.target.as_ref() == Some(&(namespace.clone(), name.clone()));
+                if !same {
+                    self.vm = None;
+                    self.view.scroll = [0; 8];
+                }
+                self.target = Some((namespace.clone(), name.clone()));
+                self.screen = Screen::Vm;
+                self.status.loading = true;
+                Action::OpenVm { namespace, name }
+            }
+            _ => Action::None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inspect::tui::fixtures;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn tab_and_shift_tab_cycle_through_every_panel() {
+        let mut app = App::vm("default", "vm-a");
+        let mut seen = vec![app.view.focus];
+        for _ in 0..8 {
+            assert_eq!(app.handle_key(key(KeyCode::Tab)), Action::None);
+            seen.push(app.view.focus);
+        }
+        assert_eq!(seen[..8], Panel::ALL);
+        assert_eq!(seen[8], Panel::Leader, "wraps around");
+        app.handle_key(key(KeyCode::BackTab));
+        assert_eq!(app.view.focus, Panel::Events);
+    }
+
+    #[test]
+    fn q_esc_and_ctrl_c_quit_a_vm_view_without_fleet() {
+        let mut app = App::vm("default", "vm-a");
+        assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::Quit);
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(app.handle_key(ctrl_c), Action::Quit);
+    }
+
+    #[test]
+    fn r_refreshes_and_marks_loading() {
+        let mut app = App::vm("default", "vm-a");
+        assert_eq!(app.handle_key(key(KeyCode::Char('r'))), Action::Refresh);
+        assert!(app.status.loading);
+    }
+
+    #[test]
+    fn help_overlay_opens_closes_and_swallows_other_keys() {
+        let mut app = App::vm("default", "vm-a");
+        app.handle_key(key(KeyCode::Char('?')));
+        assert!(app.view.help);
+        assert_eq!(app.handle_key(key(KeyCode::Tab)), Action::None);
+        assert_eq!(
+            app.view.focus,
+            Panel::Leader,
+            "Tab does not move under the overlay"
+        );
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+        assert!(!app.view.help, "Esc closes the overlay instead of quitting");
+        app.handle_key(key(KeyCode::Char('?')));
+        app.handle_key(key(KeyCode::Char('?')));
+        assert!(!app.view.help);
+    }
+
+    #[test]
+    fn scrolling_stays_within_the_focused_panels_lines() {
+        let mut app = App::vm("default", "vm-cirros");
+        app.set_vm(fixtures::running_ours(), fixtures::now());
+        app.view.focus = Panel::Events;
+        let len = crate::inspect::tui::panel_lines(Panel::Events, app.vm.as_ref().unwrap()).len();
+        assert!(len > 2);
+        app.handle_key(key(KeyCode::Char('j')));
+        app.handle_key(key(KeyCode::Down));
+        assert_eq!(app.view.scroll_of(Panel::Events), 2);
+        app.handle_key(key(KeyCode::Up));
+        assert_eq!(app.view.scroll_of(Panel::Events), 1);
+        for _ in 0..100 {
+            app.handle_key(key(KeyCode::PageDown));
+        }
+        assert_eq!(usize::from(app.view.scroll_of(Panel::Events)), len - 1);
+        app.handle_key(key(KeyCode::Home));
+        assert_eq!(app.view.scroll_of(Panel::Events), 0);
+        app.handle_key(key(KeyCode::Char('k')));
+        assert_eq!(
+            app.view.scroll_of(Panel::Events),
+            0,
+            "no scrolling above the top"
+        );
+        assert_eq!(
+            app.view.scroll_of(Panel::Leader),
+            0,
+            "other panels untouched"
+        );
+    }
+
+    #[test]
+    fn an_inspection_of_another_vm_is_ignored() {
+        let mut app = App::vm("default", "other");
+        app.set_vm(fixtures::running_ours(), fixtures::now());
+        assert!(app.vm.is_none());
+    }
+
+    #[test]
+    fn errors_keep_the_last_data() {
+        let mut app = App::vm("default", "vm-cirros");
+        app.set_vm(fixtures::running_ours(), fixtures::now());
+        app.set_error("connection refused".into());
+        assert!(app.vm.is_some());
+        assert_eq!(app.status.error.as_deref(), Some("connection refused"));
+        assert_eq!(app.status.last_ok, Some(fixtures::now()));
+    }
+
+    #[test]
+    fn fleet_problems_first_enter_opens_esc_returns() {
+        let mut app = App::fleet();
+        app.set_fleet(fixtures::fleet(), fixtures::now());
+        let rows = app.fleet_rows();
+        let first_ok = rows.iter().position(|r| !row_has_problem(r)).unwrap();
+        assert!(rows[..first_ok].iter().all(|r| row_has_problem(r)));
+        assert!(rows[first_ok..].iter().all(|r| !row_has_problem(r)));
+        let second = (rows[1].namespace.clone(), rows[1].name.clone());
+        app.handle_key(key(KeyCode::Down));
+        assert_eq!(
+            app.handle_key(key(KeyCode::Enter)),
+            Action::OpenVm {
+                namespace: second.0.clone(),
+                name: second.1.clone()
+            }
+        );
+        assert_eq!(app.screen, Screen::Vm);
+        assert_eq!(app.target, Some(second));
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::BackToFleet);
+        assert_eq!(app.screen, Screen::Fleet);
+        assert_eq!(app.selected, 1, "the selection is kept");
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::Quit);
+    }
+
+    #[test]
+    fn fleet_selection_follows_the_vm_across_refreshes_and_pages() {
+        let mut app = App::fleet();
+        app.resize(100, 10);
+        app.set_fleet(fixtures::big_fleet(50), fixtures::now());
+        app.handle_key(key(KeyCode::PageDown));
+        assert_eq!(app.selected, fleet_page(10));
+        assert!(
+            app.fleet_offset > 0,
+            "the table scrolled to keep the selection visible"
+        );
+        let picked = app.fleet_rows()[app.selected].name.clone();
+        // The same VMs, in another order from the gatherer.
+        let mut again = fixtures::big_fleet(50);
+        again.rows.reverse();
+        app.set_fleet(again, fixtures::now());
+        assert_eq!(app.fleet_rows()[app.selected].name, picked);
+        app.handle_key(key(KeyCode::End));
+        assert_eq!(app.selected, 49);
+        app.handle_key(key(KeyCode::Down));
+        assert_eq!(app.selected, 49);
+    }
+
+    #[test]
+    fn esc_from_a_vm_selects_it_in_the_fleet() {
+        // demo: the VM view first, no fleet gathered yet.
+        let mut app = App::vm_in_fleet("default", "vm-halted");
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::BackToFleet);
+        app.set_fleet(fixtures::fleet(), fixtures::now());
+        let rows = app.fleet_rows();
+        assert_eq!(rows[app.selected].name, "vm-halted");
+        // And with a fleet already there.
+        app.handle_key(key(KeyCode::Home));
+        assert_eq!(
+            app.handle_key(key(KeyCode::Enter)),
+            Action::OpenVm {
+                namespace: "default".into(),
+                name: "vm-big".into()
+            }
+        );
+        app.target = Some(("default".into(), "vm-cirros".into()));
+        app.handle_key(key(KeyCode::Esc));
+        assert_eq!(app.fleet_rows()[app.selected].name, "vm-cirros");
+    }
+
+    #[test]
+    fn a_first_page_shows_until_the_whole_fleet_and_never_over_it() {
+        let mut app = App::fleet();
+        let mut page = fixtures::fleet();
+        page.rows.truncate(2);
+        app.set_fleet_page(page.clone(), fixtures::now());
+        assert!(app.fleet_partial);
+        assert!(app.status.loading, "still gathering the rest");
+        assert_eq!(app.fleet_rows().len(), 2);
+        app.set_fleet(fixtures::fleet(), fixtures::now());
+        assert!(!app.fleet_partial);
+        app.set_fleet_page(page, fixtures::now());
+        assert_eq!(
+            app.fleet_rows().len(),
+            7,
+            "a late page does not replace the fleet"
+        );
+    }
+
+    #[test]
+    fn enter_on_an_empty_fleet_does_nothing() {
+        let mut app = App::fleet();
+        app.set_fleet(Fleet::default(), fixtures::now());
+        assert_eq!(app.handle_key(key(KeyCode::Enter)), Action::None);
+        assert_eq!(app.screen, Screen::Fleet);
+    }
+}

@@ -1,0 +1,156 @@
+//! Formatting shared by the panels: durations, clock times, byte counts, styles.
+
+use chrono::{DateTime, Utc};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+
+/// A duration in seconds for humans: `0.4 s`, `42 s`, `4 m 57 s`, `2 h 5 m`, `3 d 4 h`.
+pub fn duration(seconds: f64) -> String {
+    if !seconds.is_finite() {
+        return "?".into();
+    }
+    let sign = if seconds < 0.0 { "-" } else { "" };
+    let s = seconds.abs();
+    if s < 0.05 {
+        return "0 s".into();
+    }
+    let tenths = (s * 10.0).round() / 10.0;
+    if tenths < 10.0 && tenths.fract() != 0.0 {
+        return format!("{sign}{tenths:.1} s");
+    }
+    let s = s.round() as u64;
+    let body = match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} m {} s", s / 60, s % 60),
+        3600..86400 => format!("{} h {} m", s / 3600, (s % 3600) / 60),
+        _ => format!("{} d {} h", s / 86400, (s % 86400) / 3600),
+    };
+    format!("{sign}{body}")
+}
+
+/// Seconds from `t` to `now` (positive: `t` is in the past).
+pub fn seconds_since(now: DateTime<Utc>, t: DateTime<Utc>) -> f64 {
+    (now - t).num_milliseconds() as f64 / 1000.0
+}
+
+/// `3 s ago`, or `in 3 s` for a time after `now`.
+pub fn ago(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
+    let s = seconds_since(now, t);
+    if s < 0.0 {
+        format!("in {}", duration(-s))
+    } else {
+        format!("{} ago", duration(s))
+    }
+}
+
+/// `HH:MM:SS` (UTC).
+pub fn clock(t: DateTime<Utc>) -> String {
+    t.format("%H:%M:%S").to_string()
+}
+
+/// Bytes with their MiB: `415236096 (396 Mi)`, `1048576 (1 Mi)`, `1000 (0.001 Mi)`.
+pub fn bytes(b: i64) -> String {
+    format!("{b} ({} Mi)", mib(b))
+}
+
+/// Bytes as MiB, without a trailing `.0`.
+pub fn mib(b: i64) -> String {
+    const MI: i64 = 1024 * 1024;
+    if b % MI == 0 {
+        format!("{}", b / MI)
+    } else {
+        let v = b as f64 / MI as f64;
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// The style of a dim label.
+pub fn dim() -> Style {
+    Style::new().fg(Color::DarkGray)
+}
+
+/// The style of something good (MATCH, Running, caught up).
+pub fn good() -> Style {
+    Style::new().fg(Color::Green)
+}
+
+/// The style of something wrong (a difference, a blocker, a stale Lease, a Warning event).
+pub fn bad() -> Style {
+    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+}
+
+/// The style of something to watch (waiting, pending).
+pub fn warn() -> Style {
+    Style::new().fg(Color::Yellow)
+}
+
+/// `label: value` with a dim label.
+pub fn field(label: &str, value: impl Into<String>) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(format!("{label}: "), dim()),
+        Span::raw(value.into()),
+    ])
+}
+
+/// `label: value` with a dim label and a styled value.
+pub fn field_styled(label: &str, value: impl Into<String>, style: Style) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(format!("{label}: "), dim()),
+        Span::styled(value.into(), style),
+    ])
+}
+
+/// A dim line (a note, or "none").
+pub fn note(text: impl Into<String>) -> Line<'static> {
+    Line::styled(text.into(), dim())
+}
+
+/// Left-aligned in `width` columns (longer text is kept whole).
+pub fn pad(text: &str, width: usize) -> String {
+    format!("{text:<width$}")
+}
+
+/// Right-aligned in `width` columns.
+pub fn rpad(text: &str, width: usize) -> String {
+    format!("{text:>width$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_a_person_would_say_them() {
+        assert_eq!(duration(0.0), "0 s");
+        assert_eq!(duration(0.4), "0.4 s");
+        assert_eq!(duration(0.04), "0 s");
+        assert_eq!(duration(-0.01), "0 s");
+        assert_eq!(duration(3.0), "3 s");
+        assert_eq!(duration(1.98), "2 s", "not 2.0 s");
+        assert_eq!(duration(9.96), "10 s");
+        assert_eq!(duration(42.4), "42 s");
+        assert_eq!(duration(297.0), "4 m 57 s");
+        assert_eq!(duration(7500.0), "2 h 5 m");
+        assert_eq!(duration(3.0 * 86400.0 + 4.0 * 3600.0), "3 d 4 h");
+        assert_eq!(duration(-42.0), "-42 s");
+        assert_eq!(duration(f64::NAN), "?");
+    }
+
+    #[test]
+    fn ago_and_in() {
+        let now: DateTime<Utc> = "2026-11-30T00:42:40Z".parse().unwrap();
+        let before: DateTime<Utc> = "2026-11-30T00:42:37Z".parse().unwrap();
+        let after: DateTime<Utc> = "2026-11-30T00:43:22Z".parse().unwrap();
+        assert_eq!(ago(now, before), "3 s ago");
+        assert_eq!(ago(now, after), "in 42 s");
+        assert_eq!(clock(before), "00:42:37");
+    }
+
+    #[test]
+    fn bytes_show_mebibytes() {
+        assert_eq!(bytes(415236096), "415236096 (396 Mi)");
+        assert_eq!(mib(1024 * 1024 + 512 * 1024), "1.5");
+        assert_eq!(mib(-1048576), "-1");
+    }
+}
