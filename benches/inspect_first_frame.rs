@@ -22,11 +22,11 @@ use kube::Api;
 use kube::api::PostParams;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::VirtualMachine;
+use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
 use virtctl_rs::inspect::tui::cluster::ClusterGather;
 use virtctl_rs::inspect::tui::{App, Gather, app_for_fleet, app_for_vm, capture};
 use virtctl_rs::inspect::{GatherOptions, gather_fleet, gather_vm};
-use virtctl_rs::launcher::ClusterSettings;
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 
@@ -124,8 +124,8 @@ async fn run(n: usize) {
 
     let config = ManagerConfig {
         namespace: None,
-        vm_workers: virtctl_rs::runtime::queue::VM_WORKERS,
-        vmi_workers: virtctl_rs::runtime::queue::VMI_WORKERS,
+        vm_workers: virtctl_rs::controller::vm::WORKERS,
+        vmi_workers: virtctl_rs::controller::vmi::WORKERS,
         settings: ClusterSettings::default(),
         lease: LeaderElectionConfig::new("inspect-bench"),
         on_lost_lease: OnLostLease::Exit,

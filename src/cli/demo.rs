@@ -9,11 +9,11 @@
 use super::run_controller::{start_embedded, start_manager};
 use super::{CliError, GlobalArgs};
 use crate::api::VirtualMachine;
+use crate::config::ClusterSettings;
 use crate::controller::manager::{ManagerConfig, OnLostLease};
 use crate::inspect::GatherOptions;
 use crate::inspect::tui::App;
 use crate::inspect::tui::cluster::ClusterGather;
-use crate::launcher::ClusterSettings;
 use crate::runtime::lease::{LeaderElectionConfig, default_identity};
 use clap::Args;
 use std::path::PathBuf;
@@ -78,8 +78,8 @@ pub struct DemoArgs {
 fn manager_config() -> ManagerConfig {
     ManagerConfig {
         namespace: None,
-        vm_workers: crate::runtime::queue::VM_WORKERS,
-        vmi_workers: crate::runtime::queue::VMI_WORKERS,
+        vm_workers: crate::controller::vm::WORKERS,
+        vmi_workers: crate::controller::vmi::WORKERS,
         settings: ClusterSettings::default(),
         lease: LeaderElectionConfig::new(default_identity()),
         on_lost_lease: OnLostLease::Exit,
@@ -130,7 +130,7 @@ async fn run_async(args: DemoArgs) -> Result<ExitCode, CliError> {
 
 async fn demo(args: &DemoArgs, client: &kube::Client) -> Result<ExitCode, CliError> {
     for path in &args.apply {
-        crate::sim::cluster::apply_path_with(client, path)
+        crate::api::apply::apply_path(client, path)
             .await
             .map_err(|e| CliError::Failed(format!("--apply {}: {e}", path.display())))?;
     }

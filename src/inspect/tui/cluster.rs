@@ -69,13 +69,14 @@ impl Gather for ClusterGather {
             .filter_map(|v| async move { v })
             .collect()
             .await;
-        let gathered = GatheredFleet {
-            now: chrono::Utc::now(),
+        let mut gathered = GatheredFleet {
             namespace: self.namespace.clone(),
             vms: page.items,
             vmis,
             ..Default::default()
         };
+        // The fleet's clock is its controller view's (no controller view on a first page).
+        gathered.controller.now = chrono::Utc::now();
         let mut fleet = analyze_fleet(&gathered);
         // What this page did not read is not missing: the whole fleet reads it.
         fleet.missing.clear();
