@@ -145,6 +145,11 @@ pub fn image_id(image: &str) -> String {
     format!("{repo}@sha256:{}", hex_id(image))
 }
 
+/// [`set_condition`] to `True` with no reason or message.
+fn set_true(conditions: &mut Vec<PodCondition>, type_: &str, now: &Time) {
+    set_condition(conditions, type_, "True", None, None, now);
+}
+
 /// Insert or update a condition, keeping `lastTransitionTime` when the status does not change.
 pub fn set_condition(
     conditions: &mut Vec<PodCondition>,
@@ -379,17 +384,10 @@ pub fn apply_readiness(pod: &Pod, status: &mut PodStatus, now: &Time) {
             now,
         );
     } else {
-        set_condition(
-            &mut conditions,
-            COND_CONTAINERS_READY,
-            "True",
-            None,
-            None,
-            now,
-        );
+        set_true(&mut conditions, COND_CONTAINERS_READY, now);
         status.conditions = Some(conditions.clone());
         match readiness_gates(pod, status) {
-            Ok(()) => set_condition(&mut conditions, COND_READY, "True", None, None, now),
+            Ok(()) => set_true(&mut conditions, COND_READY, now),
             Err(message) => set_condition(
                 &mut conditions,
                 COND_READY,
@@ -442,15 +440,8 @@ pub fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str, now: &Time) -> Pod
         .collect();
     status.init_container_statuses = (!inits.is_empty()).then_some(inits);
     let mut conditions = status.conditions.take().unwrap_or_default();
-    set_condition(
-        &mut conditions,
-        COND_READY_TO_START,
-        "True",
-        None,
-        None,
-        now,
-    );
-    set_condition(&mut conditions, COND_INITIALIZED, "True", None, None, now);
+    set_true(&mut conditions, COND_READY_TO_START, now);
+    set_true(&mut conditions, COND_INITIALIZED, now);
     status.conditions = Some(conditions);
     apply_readiness(pod, &mut status, now);
     status
@@ -509,14 +500,7 @@ pub fn image_pull_status(
     };
     let inits: Vec<&Container> = spec.init_containers.iter().flatten().collect();
     let mut conditions = status.conditions.take().unwrap_or_default();
-    set_condition(
-        &mut conditions,
-        COND_READY_TO_START,
-        "True",
-        None,
-        None,
-        now,
-    );
+    set_true(&mut conditions, COND_READY_TO_START, now);
     if let Some((first, rest)) = inits.split_first() {
         let mut statuses = vec![failing(first)];
         statuses.extend(rest.iter().map(|c| waiting(c, "PodInitializing", None)));
@@ -543,7 +527,7 @@ pub fn image_pull_status(
         );
     } else {
         status.container_statuses = Some(sorted(spec.containers.iter().map(failing).collect()));
-        set_condition(&mut conditions, COND_INITIALIZED, "True", None, None, now);
+        set_true(&mut conditions, COND_INITIALIZED, now);
     }
     status.conditions = Some(conditions);
     apply_readiness(pod, &mut status, now);
@@ -745,6 +729,15 @@ mod tests {
         }
     }
 
+    /// [`launcher_pod`] with `change` applied to its spec.
+    fn launcher_pod_with(change: impl FnOnce(&mut PodSpec)) -> Pod {
+        let mut pod = launcher_pod();
+        if let Some(spec) = pod.spec.as_mut() {
+            change(spec);
+        }
+        pod
+    }
+
     fn launcher_pod() -> Pod {
         let mut sidecar = container("guest-console-log");
         sidecar.restart_policy = Some("Always".into());
@@ -912,20 +905,17 @@ mod tests {
         // decide() notices the gate flip and writes; afterwards it is quiet.
         let mut now_ready = gated.clone();
         let now = t(10);
-        match decide(&gated, &inputs(&now)) {
-            KubeletAction::WriteStatus(st) => now_ready.status = Some(*st),
-            other => panic!("expected a status write, got {other:?}"),
-        }
+        now_ready.status = Some(written(
+            decide(&gated, &inputs(&now)),
+            "expected a status write",
+        ));
         let later = t(20);
         assert_eq!(decide(&now_ready, &inputs(&later)), KubeletAction::Nothing);
     }
 
     #[test]
     fn pod_without_gates_is_ready_with_containers() {
-        let mut pod = launcher_pod();
-        if let Some(s) = pod.spec.as_mut() {
-            s.readiness_gates = None;
-        }
+        let pod = launcher_pod_with(|s| s.readiness_gates = None);
         let s = running_status(&pod, "10.244.0.2", "10.89.0.2", &t(0));
         assert_eq!(cond(&s, "Ready").status, "True");
     }
@@ -1008,10 +998,7 @@ mod tests {
 
     #[test]
     fn stuck_image_pull_goes_err_image_pull_then_back_off() {
-        let mut pod = launcher_pod();
-        if let Some(s) = pod.spec.as_mut() {
-            s.init_containers = None;
-        }
+        let mut pod = launcher_pod_with(|s| s.init_containers = None);
         let now = t(0);
         let mut i = inputs(&now);
         i.image_pull_stuck = true;
