@@ -17,41 +17,6 @@ use serde::{Deserialize, Serialize};
 /// One MiB in bytes.
 pub const MIB: i64 = 1024 * 1024;
 
-/// Fixed process RSS estimates (hypervisorbackend.go:37-43), bytes.
-pub const VIRT_LAUNCHER_MONITOR_OVERHEAD: i64 = 25 * MIB;
-/// virt-launcher process.
-pub const VIRT_LAUNCHER_OVERHEAD: i64 = 100 * MIB;
-/// virtlogd process.
-pub const VIRTLOGD_OVERHEAD: i64 = 25 * MIB;
-/// virtqemud process.
-pub const VIRTQEMUD_OVERHEAD: i64 = 40 * MIB;
-/// QEMU process itself.
-pub const QEMU_OVERHEAD: i64 = 30 * MIB;
-/// Per vCPU (hypervisorbackend.go:91-113).
-pub const PER_VCPU_OVERHEAD: i64 = 8 * MIB;
-/// IO thread, fixed (hypervisorbackend.go:116).
-pub const IOTHREAD_OVERHEAD: i64 = 8 * MIB;
-/// Video RAM unless `autoattachGraphicsDevice: false` (hypervisorbackend.go:119-121).
-pub const VIDEO_RAM_OVERHEAD: i64 = 32 * MIB;
-/// arm64 UEFI pflash (hypervisorbackend.go:126-128).
-pub const ARM64_OVERHEAD: i64 = 128 * MIB;
-/// Any VFIO device (hypervisorbackend.go:133-135).
-pub const VFIO_OVERHEAD: i64 = 1024 * MIB;
-/// A downwardMetrics volume (hypervisorbackend.go:139-141).
-pub const DOWNWARD_METRICS_OVERHEAD: i64 = MIB;
-/// Per exec probe (hypervisorbackend.go:180-201).
-pub const EXEC_PROBE_OVERHEAD: i64 = 10 * MIB;
-/// Once when any exec probe exists (virt-probe binary).
-pub const PROBES_BASE_OVERHEAD: i64 = 100 * MIB;
-/// AMD SEV / SEV-SNP (hypervisorbackend.go:147-149).
-pub const SEV_OVERHEAD: i64 = 256 * MIB;
-/// vTPM (swtpm) (hypervisorbackend.go:153-155, pkg/tpm/tpm.go:5-8).
-pub const TPM_OVERHEAD: i64 = 53 * MIB;
-/// Dedicated CPUs or Guaranteed QoS (hypervisorbackend.go:157-159).
-pub const DEDICATED_OVERHEAD: i64 = 100 * MIB;
-/// passt core binding (pkg/network/resources/memory.go).
-pub const PASST_OVERHEAD: i64 = 250 * MIB;
-
 const SRC: &str = "pkg/hypervisor/kvm/hypervisorbackend.go";
 
 /// One term of the overhead.
@@ -169,146 +134,127 @@ pub fn memory_overhead_with(
     };
     term("pageTables", pt, pt_reason, "75-78");
 
-    // 2. Fixed processes.
+    // 2. Fixed process RSS estimates (hypervisorbackend.go:37-43).
     for (name, bytes, process) in [
-        (
-            "virtLauncherMonitor",
-            VIRT_LAUNCHER_MONITOR_OVERHEAD,
-            "virt-launcher-monitor",
-        ),
-        ("virtLauncher", VIRT_LAUNCHER_OVERHEAD, "virt-launcher"),
-        ("virtlogd", VIRTLOGD_OVERHEAD, "virtlogd"),
-        ("virtqemud", VIRTQEMUD_OVERHEAD, "virtqemud"),
-        ("qemu", QEMU_OVERHEAD, "QEMU"),
+        ("virtLauncherMonitor", 25 * MIB, "virt-launcher-monitor"),
+        ("virtLauncher", 100 * MIB, "virt-launcher"),
+        ("virtlogd", 25 * MIB, "virtlogd"),
+        ("virtqemud", 40 * MIB, "virtqemud"),
+        ("qemu", 30 * MIB, "QEMU"),
     ] {
         term(name, bytes, format!("{process} process"), "37-43,83-87");
     }
 
-    // 3. vCPUs.
+    // 3. vCPUs: 8Mi each.
     let (vcpus, why) = overhead_vcpus(spec, res);
     term(
         "vcpus",
-        PER_VCPU_OVERHEAD.saturating_mul(vcpus),
+        (8 * MIB).saturating_mul(vcpus),
         format!("8Mi × {vcpus} vCPU(s): {why}"),
         "91-113",
     );
 
-    // 4. IO thread.
-    term(
-        "ioThread",
-        IOTHREAD_OVERHEAD,
-        "one IO thread, fixed (independent of ioThreadsPolicy)".into(),
-        "116",
-    );
-
+    // 4-12. The terms that depend on devices and features, each a fixed size once its
+    // condition holds: (applies, name, bytes, reason, source lines), in KubeVirt's order.
     let devices = &spec.domain.devices;
-    // 5. Video.
-    if devices.autoattach_graphics_device != Some(false) {
-        term(
-            "videoRam",
-            VIDEO_RAM_OVERHEAD,
-            "graphics device attached (autoattachGraphicsDevice not false)".into(),
-            "119-121",
-        );
-    }
-    // 6. Architecture.
     let arch = spec
         .architecture
         .as_deref()
         .filter(|a| !a.is_empty())
         .unwrap_or(settings.architecture.as_str());
-    if arch == "arm64" {
-        term(
-            "arm64",
-            ARM64_OVERHEAD,
-            "arm64: UEFI pflash".into(),
-            "126-128",
-        );
-    }
-    // 7. VFIO.
     let host_devs = devices.host_devices.as_ref().map_or(0, Vec::len);
     let gpus = devices.gpus.as_ref().map_or(0, Vec::len);
     let sriov = devices
         .interfaces
         .as_ref()
         .map_or(0, |i| i.iter().filter(|i| i.sriov.is_some()).count());
-    if host_devs + gpus + sriov > 0 {
-        term(
+    let exec_probes = [&spec.liveness_probe, &spec.readiness_probe]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.exec.is_some())
+        .count() as i64;
+    let dedicated = spec.is_cpu_dedicated();
+    let dedicated_why = if dedicated {
+        "dedicatedCpuPlacement"
+    } else {
+        "Guaranteed QoS wanted (CPU and memory requests equal limits)"
+    };
+    let rules: [(bool, &str, i64, String, &str); 9] = [
+        (
+            true,
+            "ioThread",
+            8 * MIB,
+            "one IO thread, fixed (independent of ioThreadsPolicy)".into(),
+            "116",
+        ),
+        (
+            devices.autoattach_graphics_device != Some(false),
+            "videoRam",
+            32 * MIB,
+            "graphics device attached (autoattachGraphicsDevice not false)".into(),
+            "119-121",
+        ),
+        (
+            arch == "arm64",
+            "arm64",
+            128 * MIB,
+            "arm64: UEFI pflash".into(),
+            "126-128",
+        ),
+        (
+            host_devs + gpus + sriov > 0,
             "vfio",
-            VFIO_OVERHEAD,
+            1024 * MIB,
             format!(
                 "VFIO devices: {gpus} GPU(s), {host_devs} host device(s), {sriov} SR-IOV interface(s); added once"
             ),
             "pkg/hypervisor/kvm/hypervisorbackend.go:133-135; pkg/vmitrait/vmitrait.go:33-52",
-        );
-    }
-    // 8. downwardMetrics volume.
-    if spec
-        .volumes
-        .as_ref()
-        .is_some_and(|v| v.iter().any(|v| v.downward_metrics.is_some()))
-    {
-        term(
+        ),
+        (
+            spec.volumes
+                .as_ref()
+                .is_some_and(|v| v.iter().any(|v| v.downward_metrics.is_some())),
             "downwardMetrics",
-            DOWNWARD_METRICS_OVERHEAD,
+            MIB,
             "a downwardMetrics volume".into(),
             "139-141",
-        );
-    }
-    // 9. Exec probes.
-    let exec_live = spec
-        .liveness_probe
-        .as_ref()
-        .is_some_and(|p| p.exec.is_some());
-    let exec_ready = spec
-        .readiness_probe
-        .as_ref()
-        .is_some_and(|p| p.exec.is_some());
-    if exec_live || exec_ready {
-        let n = i64::from(exec_live) + i64::from(exec_ready);
-        term(
+        ),
+        (
+            exec_probes > 0,
             "execProbes",
-            PROBES_BASE_OVERHEAD + EXEC_PROBE_OVERHEAD * n,
-            format!("{n} exec probe(s): 100Mi once + 10Mi each"),
+            100 * MIB + 10 * MIB * exec_probes,
+            format!("{exec_probes} exec probe(s): 100Mi once + 10Mi each"),
             "143,180-201",
-        );
-    }
-    // 10. SEV / SNP.
-    if spec.is_sev() {
-        term(
+        ),
+        (
+            spec.is_sev(),
             "sev",
-            SEV_OVERHEAD,
+            256 * MIB,
             "AMD SEV/SEV-SNP launch security".into(),
             "147-149",
-        );
-    }
-    // 11. TPM.
-    if devices
-        .tpm
-        .as_ref()
-        .is_some_and(|t| t.enabled != Some(false))
-    {
-        term(
+        ),
+        (
+            devices
+                .tpm
+                .as_ref()
+                .is_some_and(|t| t.enabled != Some(false)),
             "tpm",
-            TPM_OVERHEAD,
+            53 * MIB, // swtpm, pkg/tpm/tpm.go:5-8
             "vTPM (swtpm) enabled".into(),
             "153-155",
-        );
-    }
-    // 12. Dedicated CPUs / Guaranteed QoS.
-    let dedicated = spec.is_cpu_dedicated();
-    if dedicated || res.wants_guaranteed_qos() {
-        let why = if dedicated {
-            "dedicatedCpuPlacement"
-        } else {
-            "Guaranteed QoS wanted (CPU and memory requests equal limits)"
-        };
-        term(
+        ),
+        (
+            dedicated || res.wants_guaranteed_qos(),
             "dedicatedCpuOrGuaranteed",
-            DEDICATED_OVERHEAD,
-            why.into(),
+            100 * MIB,
+            dedicated_why.into(),
             "157-159",
-        );
+        ),
+    ];
+    for (applies, name, bytes, reason, lines) in rules {
+        if applies {
+            term(name, bytes, reason, lines);
+        }
     }
     // 13. reservedOverhead.addedOverhead.
     if let Some(r) = res.reserved_overhead {
@@ -346,7 +292,7 @@ pub fn memory_overhead_with(
     if interfaces.iter().any(|i| i.passt_binding.is_some()) {
         terms.push(OverheadTerm {
             name: "passt".into(),
-            bytes: PASST_OVERHEAD,
+            bytes: 250 * MIB,
             reason: "an interface uses the passt core binding".into(),
             source: "pkg/network/resources/memory.go:getPasstMemoryOverhead; pkg/virt-controller/services/template.go:1685-1691".into(),
         });
@@ -627,47 +573,39 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(total(&s), BASE_1GI + 100 * MIB);
-        let mut s = spec_with(
-            &[("memory", "1Gi"), ("cpu", "4")],
-            &[("memory", "1Gi"), ("cpu", "4")],
-        );
-        s.domain.cpu = Some(Cpu {
-            cores: Some(1),
-            ..Default::default()
-        });
-        assert_eq!(total(&s), BASE_1GI + 100 * MIB);
+        // One core, 1Gi memory and 4 CPUs requested, with this CPU limit.
+        let one_core = |cpu_limit: &str| {
+            let mut s = spec_with(
+                &[("memory", "1Gi"), ("cpu", "4")],
+                &[("memory", "1Gi"), ("cpu", cpu_limit)],
+            );
+            s.domain.cpu = Some(Cpu {
+                cores: Some(1),
+                ..Default::default()
+            });
+            s
+        };
+        assert_eq!(total(&one_core("4")), BASE_1GI + 100 * MIB);
         // Memory equal but CPU limit differs: not Guaranteed.
-        let mut s = spec_with(
-            &[("memory", "1Gi"), ("cpu", "4")],
-            &[("memory", "1Gi"), ("cpu", "5")],
-        );
-        s.domain.cpu = Some(Cpu {
-            cores: Some(1),
-            ..Default::default()
-        });
-        assert_eq!(total(&s), BASE_1GI);
+        assert_eq!(total(&one_core("5")), BASE_1GI);
     }
 
     /// hypervisorbackend_test.go "reservedOverhead value is provided": 100G and zero.
     #[test]
     fn reserved_overhead() {
-        let mut s = base_1gi();
-        s.domain.memory = Some(Memory {
-            reserved_overhead: Some(ReservedOverhead {
-                added_overhead: Some(q("100G")),
+        let with_added = |added: &str| {
+            let mut s = base_1gi();
+            s.domain.memory = Some(Memory {
+                reserved_overhead: Some(ReservedOverhead {
+                    added_overhead: Some(q(added)),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
-            ..Default::default()
-        });
-        assert_eq!(total(&s), BASE_1GI + 100_000_000_000);
-        s.domain.memory = Some(Memory {
-            reserved_overhead: Some(ReservedOverhead {
-                added_overhead: Some(q("0")),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-        assert_eq!(total(&s), BASE_1GI);
+            });
+            s
+        };
+        assert_eq!(total(&with_added("100G")), BASE_1GI + 100_000_000_000);
+        assert_eq!(total(&with_added("0")), BASE_1GI);
     }
 
     /// hypervisorbackend_test.go "should adjust the overhead using the given ratio" (3.2, and a
@@ -800,35 +738,22 @@ mod tests {
 
     #[test]
     fn bad_quantities_name_the_field() {
-        let e = memory_overhead(
-            &spec_with(&[("memory", "2Gx")], &[]),
-            &ClusterSettings::default(),
-        )
-        .unwrap_err();
+        let error = |requests: &[(&str, &str)], limits: &[(&str, &str)]| {
+            memory_overhead(&spec_with(requests, limits), &ClusterSettings::default())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = error(&[("memory", "2Gx")], &[]);
         assert!(
-            e.to_string()
-                .starts_with("spec.domain.resources.requests.memory: "),
+            e.starts_with("spec.domain.resources.requests.memory: "),
             "{e}"
         );
-        let e = memory_overhead(
-            &spec_with(&[("memory", "-1Gi")], &[]),
-            &ClusterSettings::default(),
-        )
-        .unwrap_err();
         assert_eq!(
-            e.to_string(),
+            error(&[("memory", "-1Gi")], &[]),
             "spec.domain.resources.requests.memory: must not be negative, found \"-1Gi\""
         );
-        let e = memory_overhead(
-            &spec_with(&[], &[("cpu", "x")]),
-            &ClusterSettings::default(),
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("spec.domain.resources.limits.cpu"),
-            "{e}"
-        );
+        let e = error(&[], &[("cpu", "x")]);
+        assert!(e.starts_with("spec.domain.resources.limits.cpu"), "{e}");
     }
 
     mod prop {

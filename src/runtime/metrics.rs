@@ -303,6 +303,15 @@ pub struct QueueMetrics {
     pub unfinished_work: FloatGauge,
 }
 
+/// Asserts that the exposition `text` has each of `expected` as a whole line.
+#[cfg(test)]
+pub(crate) fn assert_has_lines(text: &str, expected: &[&str]) {
+    let lines: Vec<&str> = text.lines().collect();
+    for line in expected {
+        assert!(lines.contains(line), "missing line {line:?} in\n{text}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,38 +333,35 @@ mod tests {
         q.latency.observe(0.5);
         q.unfinished_work.set(1.5);
         let text = m.encode().unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        for expected in [
-            "# TYPE kubevirt_workqueue_depth gauge",
-            "# HELP kubevirt_workqueue_depth Current depth of workqueue",
-            "kubevirt_workqueue_depth{name=\"virt-controller-vm\"} 3",
-            "# TYPE kubevirt_workqueue_adds_total counter",
-            "kubevirt_workqueue_adds_total{name=\"virt-controller-vm\"} 1",
-            "# TYPE kubevirt_workqueue_retries_total counter",
-            "kubevirt_workqueue_retries_total{name=\"virt-controller-vm\"} 2",
-            "# TYPE kubevirt_workqueue_queue_duration_seconds histogram",
-            "# HELP kubevirt_workqueue_queue_duration_seconds How long an item stays in workqueue before being requested.",
-            "kubevirt_workqueue_queue_duration_seconds_bucket{name=\"virt-controller-vm\",le=\"1e-08\"} 0",
-            "kubevirt_workqueue_queue_duration_seconds_bucket{name=\"virt-controller-vm\",le=\"1\"} 1",
-            "kubevirt_workqueue_queue_duration_seconds_bucket{name=\"virt-controller-vm\",le=\"10\"} 1",
-            "kubevirt_workqueue_queue_duration_seconds_bucket{name=\"virt-controller-vm\",le=\"+Inf\"} 1",
-            "kubevirt_workqueue_queue_duration_seconds_sum{name=\"virt-controller-vm\"} 0.5",
-            "kubevirt_workqueue_queue_duration_seconds_count{name=\"virt-controller-vm\"} 1",
-            "# TYPE kubevirt_workqueue_work_duration_seconds histogram",
-            "kubevirt_workqueue_work_duration_seconds_count{name=\"virt-controller-vm\"} 0",
-            "# TYPE kubevirt_workqueue_longest_running_processor_seconds gauge",
-            "kubevirt_workqueue_longest_running_processor_seconds{name=\"virt-controller-vm\"} 0.0",
-            "# TYPE kubevirt_workqueue_unfinished_work_seconds gauge",
-            "kubevirt_workqueue_unfinished_work_seconds{name=\"virt-controller-vm\"} 1.5",
-        ] {
-            assert!(
-                lines.contains(&expected),
-                "missing line {expected:?} in\n{text}"
-            );
-        }
+        assert_has_lines(
+            &text,
+            &[
+                "# TYPE kubevirt_workqueue_depth gauge",
+                "# HELP kubevirt_workqueue_depth Current depth of workqueue",
+                "kubevirt_workqueue_depth{name=\"virt-controller-vm\"} 3",
+                "# TYPE kubevirt_workqueue_adds_total counter",
+                "kubevirt_workqueue_adds_total{name=\"virt-controller-vm\"} 1",
+                "# TYPE kubevirt_workqueue_retries_total counter",
+                "kubevirt_workqueue_retries_total{name=\"virt-controller-vm\"} 2",
+                "# TYPE kubevirt_workqueue_queue_duration_seconds histogram",
+                "# HELP kubevirt_workqueue_queue_duration_seconds How long an item stays in workqueue before being requested.",
+                "kubevirt_workqueue_queue_duration_seconds_bucket{name=\"virt-controller-vm\",le=\"1e-08\"} 0",
+                "kubevirt_workqueue_queue_duration_seconds_bucket{name=\"virt-controller-vm\",le=\"1\"} 1",
+                "kubevirt_workqueue_queue_duration_seconds_bucket{name=\"virt-controller-vm\",le=\"10\"} 1",
+                "kubevirt_workqueue_queue_duration_seconds_bucket{name=\"virt-controller-vm\",le=\"+Inf\"} 1",
+                "kubevirt_workqueue_queue_duration_seconds_sum{name=\"virt-controller-vm\"} 0.5",
+                "kubevirt_workqueue_queue_duration_seconds_count{name=\"virt-controller-vm\"} 1",
+                "# TYPE kubevirt_workqueue_work_duration_seconds histogram",
+                "kubevirt_workqueue_work_duration_seconds_count{name=\"virt-controller-vm\"} 0",
+                "# TYPE kubevirt_workqueue_longest_running_processor_seconds gauge",
+                "kubevirt_workqueue_longest_running_processor_seconds{name=\"virt-controller-vm\"} 0.0",
+                "# TYPE kubevirt_workqueue_unfinished_work_seconds gauge",
+                "kubevirt_workqueue_unfinished_work_seconds{name=\"virt-controller-vm\"} 1.5",
+            ],
+        );
         // Exactly 10 finite buckets + Inf.
-        let buckets = lines
-            .iter()
+        let buckets = text
+            .lines()
             .filter(|l| l.starts_with("kubevirt_workqueue_queue_duration_seconds_bucket"))
             .count();
         assert_eq!(buckets, 11, "{text}");

@@ -740,7 +740,7 @@ impl Ctx<'_> {
 
     fn create(&self, rec: &mut AuditRecord) -> Result<Response, ApiError> {
         reject_dry_run(self.q, None)?;
-        let mut obj = decode_body(self.def, self.headers, self.body)?;
+        let obj = decode_body(self.def, self.headers, self.body)?;
         if !object::name(&obj).is_empty() {
             rec.name = object::name(&obj).to_string();
         }
@@ -755,6 +755,13 @@ impl Ctx<'_> {
                 ));
             }
         }
+        self.store_new(obj, rec)
+    }
+
+    /// Stores `obj` as a new object of this resource (its `apiVersion` and `kind` set from the
+    /// resource, converted to the storage version) and answers `201 Created`; the audit record
+    /// gets the created name (a `generateName` may have chosen it).
+    fn store_new(&self, mut obj: Value, rec: &mut AuditRecord) -> Result<Response, ApiError> {
         if let Some(m) = obj.as_object_mut() {
             m.insert("apiVersion".into(), json!(self.def.api_version()));
             m.insert("kind".into(), json!(self.def.kind));
@@ -813,14 +820,7 @@ impl Ctx<'_> {
                 let mut cfg = patch::parse_apply(self.body)?;
                 let m = object::meta_mut(&mut cfg);
                 m.insert("name".into(), json!(self.name()));
-                if let Some(o) = cfg.as_object_mut() {
-                    o.insert("apiVersion".into(), json!(self.def.api_version()));
-                    o.insert("kind".into(), json!(self.def.kind));
-                }
-                let cfg = convert::to_storage(self.def, cfg);
-                let created = self.app.store.create(self.sres, self.ns(), cfg)?;
-                rec.name = object::name(&created).to_string();
-                return Ok(self.obj_response(201, &created));
+                return self.store_new(cfg, rec);
             }
         }
         let def = self.def;

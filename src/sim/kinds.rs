@@ -343,16 +343,7 @@ pub fn blocks_removal(def: &ResourceDef, obj: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::resources::{Registry, builtin_resources};
-
-    fn def(plural: &str) -> ResourceDef {
-        let r = Registry::new(builtin_resources());
-        r.defs()
-            .iter()
-            .find(|d| d.plural == plural)
-            .unwrap()
-            .clone()
-    }
+    use crate::sim::resources::builtin_def as def;
 
     #[test]
     fn pods_start_pending_with_defaults() {

@@ -50,18 +50,21 @@ pub fn resource_version(obj: &Value) -> &str {
     meta_str(obj, "resourceVersion")
 }
 
+/// A list field of `metadata` (empty when absent or not a list).
+fn meta_list<'a>(obj: &'a Value, field: &str) -> &'a [Value] {
+    meta(obj)
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
 /// `metadata.finalizers` as strings.
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    meta(obj)
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    meta_list(obj, "finalizers")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
 }
 
 /// Replace `metadata.finalizers` (removing the key when empty, as the real server's JSON does).
@@ -116,35 +119,25 @@ pub struct OwnerRef {
 
 /// Parsed `metadata.ownerReferences` (entries without a uid are skipped).
 pub fn owner_refs(obj: &Value) -> Vec<OwnerRef> {
-    meta(obj)
-        .and_then(|m| m.get("ownerReferences"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|r| {
-                    let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-                    let uid = s("uid");
-                    if uid.is_empty() {
-                        return None;
-                    }
-                    Some(OwnerRef {
-                        api_version: s("apiVersion"),
-                        kind: s("kind"),
-                        name: s("name"),
-                        uid,
-                        block_owner_deletion: r
-                            .get("blockOwnerDeletion")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false),
-                        controller: r
-                            .get("controller")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false),
-                    })
-                })
-                .collect()
+    meta_list(obj, "ownerReferences")
+        .iter()
+        .filter_map(|r| {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let flag = |k: &str| r.get(k).and_then(Value::as_bool).unwrap_or(false);
+            let uid = s("uid");
+            if uid.is_empty() {
+                return None;
+            }
+            Some(OwnerRef {
+                api_version: s("apiVersion"),
+                kind: s("kind"),
+                name: s("name"),
+                uid,
+                block_owner_deletion: flag("blockOwnerDeletion"),
+                controller: flag("controller"),
+            })
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// The current time as `metav1.Time` JSON (RFC 3339, seconds precision, `Z`).

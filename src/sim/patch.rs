@@ -371,17 +371,8 @@ fn merge_list(orig: &[Value], patch: &[Value], path: &str) -> Result<Value, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::resources::{Registry, builtin_resources};
+    use crate::sim::resources::builtin_def as def;
     use serde_json::json;
-
-    fn def(plural: &str) -> ResourceDef {
-        let r = Registry::new(builtin_resources());
-        r.defs()
-            .iter()
-            .find(|d| d.plural == plural)
-            .unwrap()
-            .clone()
-    }
 
     #[test]
     fn json_patch_test_failure_is_422() {
@@ -406,29 +397,19 @@ mod tests {
         let body = br#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"replace","path":"/metadata/finalizers","value":["f"]}]"#;
         let out = apply(&def("virtualmachines"), PatchKind::Json, &cur, body).unwrap();
         assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
+        let json_patch_code = |body: &[u8]| {
+            apply(&def("virtualmachines"), PatchKind::Json, &cur, body)
+                .unwrap_err()
+                .code
+        };
         // replace of a missing key under a missing parent still fails.
         let body = br#"[{"op":"replace","path":"/status/phase","value":"x"}]"#;
-        assert_eq!(
-            apply(&def("virtualmachines"), PatchKind::Json, &cur, body)
-                .unwrap_err()
-                .code,
-            422
-        );
+        assert_eq!(json_patch_code(body), 422);
         let body = br#"[{"op":"test","path":"/metadata/finalizers","value":["x"]}]"#;
-        assert_eq!(
-            apply(&def("virtualmachines"), PatchKind::Json, &cur, body)
-                .unwrap_err()
-                .code,
-            422
-        );
+        assert_eq!(json_patch_code(body), 422);
         // A present path with a null test value must really be null.
         let body = br#"[{"op":"test","path":"/metadata/name","value":null}]"#;
-        assert_eq!(
-            apply(&def("virtualmachines"), PatchKind::Json, &cur, body)
-                .unwrap_err()
-                .code,
-            422
-        );
+        assert_eq!(json_patch_code(body), 422);
     }
 
     #[test]

@@ -60,19 +60,21 @@ impl ResourceDef {
     /// Qualified resource as printed by apimachinery's `GroupResource.String()`:
     /// `pods`, `virtualmachines.kubevirt.io`.
     pub fn group_resource(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.to_string()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
+        self.qualified(self.plural)
     }
 
     /// Qualified kind as printed by `GroupKind.String()`: `Pod`, `VirtualMachine.kubevirt.io`.
     pub fn group_kind(&self) -> String {
+        self.qualified(self.kind)
+    }
+
+    /// `name` for the core group, `name.group` otherwise (how apimachinery prints a
+    /// `GroupResource` or `GroupKind`).
+    fn qualified(&self, name: &str) -> String {
         if self.group.is_empty() {
-            self.kind.to_string()
+            name.to_string()
         } else {
-            format!("{}.{}", self.kind, self.group)
+            format!("{name}.{}", self.group)
         }
     }
 
@@ -509,6 +511,15 @@ impl Registry {
         }
         out
     }
+}
+
+/// The built-in definition with this plural, for tests of code that takes one.
+#[cfg(test)]
+pub(crate) fn builtin_def(plural: &str) -> ResourceDef {
+    builtin_resources()
+        .into_iter()
+        .find(|d| d.plural == plural)
+        .unwrap_or_else(|| panic!("no built-in resource {plural}"))
 }
 
 #[cfg(test)]

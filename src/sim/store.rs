@@ -187,6 +187,29 @@ struct Inner {
     gc_queue: VecDeque<GcItem>,
 }
 
+impl Inner {
+    /// The key and stored object `res`/`ns`/`name`, or `404 NotFound` for `def`.
+    fn existing(
+        &self,
+        def: &ResourceDef,
+        res: ResId,
+        ns: &str,
+        name: &str,
+    ) -> Result<(ObjKey, Arc<Value>), ApiError> {
+        let key = ObjKey {
+            res,
+            ns: ns.to_string(),
+            name: name.to_string(),
+        };
+        let obj = self.cols[res]
+            .objects
+            .get(&(key.ns.clone(), key.name.clone()))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(def, name))?;
+        Ok((key, obj))
+    }
+}
+
 /// The store. Cheap to share behind an `Arc`.
 pub struct Store {
     reg: Arc<Registry>,
@@ -309,12 +332,8 @@ impl Store {
 
     /// Get one object.
     pub fn get(&self, res: ResId, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
-        let def = self.reg.get(res);
-        self.lock().cols[res]
-            .objects
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(def, name))
+        let (_, obj) = self.lock().existing(self.reg.get(res), res, ns, name)?;
+        Ok(obj)
     }
 
     /// List objects of `res` in `ns` (all namespaces when `None`) matching `filter`, at most
@@ -719,16 +738,7 @@ impl Store {
     ) -> Result<Arc<Value>, ApiError> {
         let def = self.reg.get(res);
         let mut inner = self.lock();
-        let key = ObjKey {
-            res,
-            ns: ns.to_string(),
-            name: name.to_string(),
-        };
-        let old = inner.cols[res]
-            .objects
-            .get(&(key.ns.clone(), key.name.clone()))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(def, name))?;
+        let (key, old) = inner.existing(def, res, ns, name)?;
         let new = f(&old)?;
         if !new.is_object() {
             return Err(ApiError::bad_request(format!(
@@ -863,28 +873,16 @@ impl Store {
             let g = object::generation(&old) + 1;
             meta_mut(&mut merged).insert("generation".into(), json!(g));
         }
-        inner.rv += 1;
-        let rv = inner.rv;
-        meta_mut(&mut merged).insert("resourceVersion".into(), json!(rv.to_string()));
         let remove = object::is_deleting(&merged)
             && object::finalizers(&merged).is_empty()
             && object::deletion_grace(&merged).unwrap_or(0) == 0
             && !kinds::blocks_removal(def, &merged);
-        let merged = Arc::new(merged);
-        self.commit(
-            &mut inner,
-            Commit {
-                key,
-                kind: if remove {
-                    EventKind::Deleted
-                } else {
-                    EventKind::Modified
-                },
-                object: merged.clone(),
-                prev: Some(old),
-            },
-        );
-        Ok(merged)
+        let kind = if remove {
+            EventKind::Deleted
+        } else {
+            EventKind::Modified
+        };
+        Ok(self.commit_next_rv(&mut inner, key, kind, merged, old))
     }
 
     /// Delete an object (`DELETE`), honouring preconditions, graceful deletion (pods), and
@@ -898,59 +896,32 @@ impl Store {
     ) -> Result<Deleted, ApiError> {
         let def = self.reg.get(res);
         let mut inner = self.lock();
-        let key = ObjKey {
-            res,
-            ns: ns.to_string(),
-            name: name.to_string(),
-        };
-        let old = inner.cols[res]
-            .objects
-            .get(&(key.ns.clone(), key.name.clone()))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(def, name))?;
-        if let Some(u) = &opts.precondition_uid
-            && u != object::uid(&old)
-        {
-            return Err(ApiError::conflict(
-                def,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
-                    object::uid(&old)
-                ),
-            ));
-        }
-        if let Some(r) = &opts.precondition_rv
-            && r != object::resource_version(&old)
-        {
-            return Err(ApiError::conflict(
-                def,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {r}, ResourceVersion in object meta: {}",
-                    object::resource_version(&old)
-                ),
-            ));
+        let (key, old) = inner.existing(def, res, ns, name)?;
+        let preconditions = [
+            ("UID", &opts.precondition_uid, object::uid(&old)),
+            (
+                "ResourceVersion",
+                &opts.precondition_rv,
+                object::resource_version(&old),
+            ),
+        ];
+        for (field, want, have) in preconditions {
+            check_precondition(def, name, field, want.as_ref(), have)?;
         }
         let grace = kinds::grace_period(def, &old, opts.grace_period_seconds);
         let mut fins = object::finalizers(&old);
-        match opts.propagation {
-            Some(Propagation::Orphan) => {
-                fins.retain(|f| f != "foregroundDeletion");
-                if !fins.iter().any(|f| f == "orphan") {
-                    fins.push("orphan".into());
-                }
-            }
-            Some(Propagation::Foreground) => {
-                fins.retain(|f| f != "orphan");
-                if !fins.iter().any(|f| f == "foregroundDeletion") {
-                    fins.push("foregroundDeletion".into());
-                }
-            }
-            Some(Propagation::Background) => {
-                fins.retain(|f| f != "orphan" && f != "foregroundDeletion");
-            }
-            None => {}
+        // The propagation finalizer to add and the ones to drop.
+        let (add, drop): (Option<&str>, &[&str]) = match opts.propagation {
+            Some(Propagation::Orphan) => (Some("orphan"), &["foregroundDeletion"]),
+            Some(Propagation::Foreground) => (Some("foregroundDeletion"), &["orphan"]),
+            Some(Propagation::Background) => (None, &["orphan", "foregroundDeletion"]),
+            None => (None, &[]),
+        };
+        fins.retain(|f| !drop.contains(&f.as_str()));
+        if let Some(add) = add
+            && !fins.iter().any(|f| f == add)
+        {
+            fins.push(add.into());
         }
         let already = object::is_deleting(&old);
         let mut new = (*old).clone();
@@ -978,37 +949,40 @@ impl Store {
         if !remove && already && object::same_ignoring_rv(&new, &old) {
             return Ok(Deleted::Pending(old));
         }
-        inner.rv += 1;
-        let rv = inner.rv;
         if remove {
             // The DELETED event carries the last stored state with the delete's RV.
-            let mut last = (*old).clone();
-            meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
-            let last = Arc::new(last);
-            self.commit(
-                &mut inner,
-                Commit {
-                    key,
-                    kind: EventKind::Deleted,
-                    object: last.clone(),
-                    prev: Some(old),
-                },
-            );
+            let last = (*old).clone();
+            let last = self.commit_next_rv(&mut inner, key, EventKind::Deleted, last, old);
             Ok(Deleted::Gone(last))
         } else {
-            meta_mut(&mut new).insert("resourceVersion".into(), json!(rv.to_string()));
-            let new = Arc::new(new);
-            self.commit(
-                &mut inner,
-                Commit {
-                    key,
-                    kind: EventKind::Modified,
-                    object: new.clone(),
-                    prev: Some(old),
-                },
-            );
+            let new = self.commit_next_rv(&mut inner, key, EventKind::Modified, new, old);
             Ok(Deleted::Pending(new))
         }
+    }
+
+    /// Commits `obj` as `kind` (replacing `old`) under the next resourceVersion, which it
+    /// stamps on `obj`; returns the committed object.
+    fn commit_next_rv(
+        &self,
+        inner: &mut Inner,
+        key: ObjKey,
+        kind: EventKind,
+        mut obj: Value,
+        old: Arc<Value>,
+    ) -> Arc<Value> {
+        inner.rv += 1;
+        meta_mut(&mut obj).insert("resourceVersion".into(), json!(inner.rv.to_string()));
+        let obj = Arc::new(obj);
+        self.commit(
+            inner,
+            Commit {
+                key,
+                kind,
+                object: obj.clone(),
+                prev: Some(old),
+            },
+        );
+        obj
     }
 
     /// Remove an object unconditionally (namespace controller's last step, tests).
@@ -1018,21 +992,8 @@ impl Store {
             .objects
             .get(&(key.ns.clone(), key.name.clone()))
             .cloned()?;
-        inner.rv += 1;
-        let rv = inner.rv;
-        let mut last = (*old).clone();
-        meta_mut(&mut last).insert("resourceVersion".into(), json!(rv.to_string()));
-        let last = Arc::new(last);
-        self.commit(
-            &mut inner,
-            Commit {
-                key: key.clone(),
-                kind: EventKind::Deleted,
-                object: last.clone(),
-                prev: Some(old),
-            },
-        );
-        Some(last)
+        let last = (*old).clone();
+        Some(self.commit_next_rv(&mut inner, key.clone(), EventKind::Deleted, last, old))
     }
 
     /// Number of stored objects of `res` (all namespaces).
@@ -1055,6 +1016,27 @@ impl Store {
             }
         }
         out
+    }
+}
+
+/// A delete precondition (`preconditions.uid`, `preconditions.resourceVersion`): `409 Conflict`
+/// when set and different from the stored object's `have`.
+fn check_precondition(
+    def: &ResourceDef,
+    name: &str,
+    field: &str,
+    want: Option<&String>,
+    have: &str,
+) -> Result<(), ApiError> {
+    match want {
+        Some(want) if want != have => Err(ApiError::conflict(
+            def,
+            name,
+            &format!(
+                "Precondition failed: {field} in precondition: {want}, {field} in object meta: {have}"
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -1110,12 +1092,16 @@ mod tests {
         )
     }
 
+    /// Creates ConfigMap `name` in `default`.
+    fn configmap(s: &Store, cm: ResId, name: &str) -> Arc<Value> {
+        s.create(cm, "default", json!({"metadata": {"name": name}}))
+            .unwrap()
+    }
+
     #[test]
     fn create_sets_server_fields_and_rv_increases() {
         let (s, cm, _) = store();
-        let a = s
-            .create(cm, "default", json!({"metadata": {"name": "a"}}))
-            .unwrap();
+        let a = configmap(&s, cm, "a");
         let b = s
             .create(cm, "default", json!({"metadata": {"generateName": "b-"}}))
             .unwrap();
@@ -1159,17 +1145,10 @@ mod tests {
     #[test]
     fn history_window_expires() {
         let (s, cm, _) = store();
-        let first = s
-            .create(cm, "default", json!({"metadata": {"name": "x0"}}))
-            .unwrap();
+        let first = configmap(&s, cm, "x0");
         let rv0: u64 = object::resource_version(&first).parse().unwrap();
         for i in 1..10 {
-            s.create(
-                cm,
-                "default",
-                json!({"metadata": {"name": format!("x{i}")}}),
-            )
-            .unwrap();
+            configmap(&s, cm, &format!("x{i}"));
         }
         let e = s.watch(cm, None, WatchFrom::After(rv0)).err().unwrap();
         assert_eq!(e.code, 410);
@@ -1193,12 +1172,7 @@ mod tests {
     fn pagination() {
         let (s, cm, _) = store();
         for i in 0..5 {
-            s.create(
-                cm,
-                "default",
-                json!({"metadata": {"name": format!("c{i}")}}),
-            )
-            .unwrap();
+            configmap(&s, cm, &format!("c{i}"));
         }
         let f = Filter::default();
         let p1 = s.list(cm, Some("default"), &f, 2, None).unwrap();

@@ -991,41 +991,41 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<&SyncOutcome>) -> VmiDecisio
         }
     }
     if let Some((index, error)) = failure {
-        match &plan.actions[index] {
+        // The failed action's SyncError, the event it records (pod writes only) and the
+        // explanation's words for it.
+        let (e, event, failed) = match &plan.actions[index] {
             VmiAction::CreatePod { .. } => {
                 create_failed = true;
                 let (e, ev) = events::map_pod_create_error(ns, name, error);
-                d.status_actions.push(VmiAction::event(
-                    ev,
-                    "creating the launcher pod failed (lifecycle.go:175-183)",
-                ));
-                d.explanation.push(format!(
-                    "pod creation failed: {} (lifecycle.go:175-183)",
-                    e.message
-                ));
-                sync_error = Some(e);
+                let why = "creating the launcher pod failed (lifecycle.go:175-183)";
+                (
+                    e,
+                    Some((ev, why)),
+                    ("pod creation failed", "lifecycle.go:175-183"),
+                )
             }
             VmiAction::DeletePod { name, .. } => {
                 let (e, ev) = events::map_pod_delete_error(name, error);
-                d.status_actions.push(VmiAction::event(
-                    ev,
-                    "deleting a pod of the deleted VMI failed (lifecycle.go:1004-1006)",
-                ));
-                d.explanation.push(format!(
-                    "pod deletion failed: {} (lifecycle.go:70-74)",
-                    e.message
-                ));
-                sync_error = Some(e);
+                let why = "deleting a pod of the deleted VMI failed (lifecycle.go:1004-1006)";
+                (
+                    e,
+                    Some((ev, why)),
+                    ("pod deletion failed", "lifecycle.go:70-74"),
+                )
             }
-            _ => {
-                let e = events::map_pod_patch_error(error);
-                d.explanation.push(format!(
-                    "pod patch failed: {} (lifecycle.go:210-227)",
-                    e.message
-                ));
-                sync_error = Some(e);
-            }
+            _ => (
+                events::map_pod_patch_error(error),
+                None,
+                ("pod patch failed", "lifecycle.go:210-227"),
+            ),
+        };
+        if let Some((ev, why)) = event {
+            d.status_actions.push(VmiAction::event(ev, why));
         }
+        let (what, cite) = failed;
+        d.explanation
+            .push(format!("{what}: {} ({cite})", e.message));
+        sync_error = Some(e);
     }
 
     // The pod `sync` hands to `updateStatus`: the created pod, nil after a failed create, else

@@ -122,21 +122,21 @@ mod tests {
             LeaseError::from_kube(api_error(404, "NotFound")),
             LeaseError::NotFound(m) if m == "NotFound happened"
         ));
-        assert!(matches!(
-            LeaseError::from_kube(api_error(409, "Conflict")),
-            LeaseError::Conflict(_)
-        ));
-        assert!(matches!(
-            LeaseError::from_kube(api_error(409, "AlreadyExists")),
-            LeaseError::Conflict(_)
-        ));
-        assert!(matches!(
-            LeaseError::from_kube(api_error(500, "InternalError")),
-            LeaseError::Other(_)
-        ));
-        assert!(matches!(
-            LeaseError::from_kube(api_error(403, "Forbidden")),
-            LeaseError::Other(_)
-        ));
+        for (code, reason, conflict) in [
+            (409, "Conflict", true),
+            (409, "AlreadyExists", true),
+            (500, "InternalError", false),
+            (403, "Forbidden", false),
+        ] {
+            let e = LeaseError::from_kube(api_error(code, reason));
+            if conflict {
+                assert!(
+                    matches!(e, LeaseError::Conflict(_)),
+                    "{code} {reason}: {e:?}"
+                );
+            } else {
+                assert!(matches!(e, LeaseError::Other(_)), "{code} {reason}: {e:?}");
+            }
+        }
     }
 }

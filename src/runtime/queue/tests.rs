@@ -19,7 +19,7 @@ const VMI_QUEUE_NAME: &str = "virt-controller-vmi";
 /// Worker counts as the controllers default them (`--vm-threads`, `--vmi-threads`).
 const VM_WORKERS: usize = 3;
 const VMI_WORKERS: usize = 10;
-use crate::runtime::metrics::Metrics;
+use crate::runtime::metrics::{Metrics, assert_has_lines};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -555,20 +555,19 @@ async fn metrics_follow_client_go() {
     advance(Duration::from_secs(2)).await;
     q.add_after(k("ns/c"), Duration::from_secs(100));
     q.add_rate_limited(k("ns/d"));
-    let text = metrics.encode().unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    for expected in [
-        "kubevirt_workqueue_adds_total{name=\"virt-controller-vm\"} 3",
-        "kubevirt_workqueue_depth{name=\"virt-controller-vm\"} 2",
-        "kubevirt_workqueue_retries_total{name=\"virt-controller-vm\"} 2",
-        "kubevirt_workqueue_queue_duration_seconds_count{name=\"virt-controller-vm\"} 1",
-        "kubevirt_workqueue_queue_duration_seconds_sum{name=\"virt-controller-vm\"} 1.0",
-        "kubevirt_workqueue_work_duration_seconds_count{name=\"virt-controller-vm\"} 0",
-        "kubevirt_workqueue_unfinished_work_seconds{name=\"virt-controller-vm\"} 2.0",
-        "kubevirt_workqueue_longest_running_processor_seconds{name=\"virt-controller-vm\"} 2.0",
-    ] {
-        assert!(lines.contains(&expected), "missing {expected:?} in\n{text}");
-    }
+    assert_has_lines(
+        &metrics.encode().unwrap(),
+        &[
+            "kubevirt_workqueue_adds_total{name=\"virt-controller-vm\"} 3",
+            "kubevirt_workqueue_depth{name=\"virt-controller-vm\"} 2",
+            "kubevirt_workqueue_retries_total{name=\"virt-controller-vm\"} 2",
+            "kubevirt_workqueue_queue_duration_seconds_count{name=\"virt-controller-vm\"} 1",
+            "kubevirt_workqueue_queue_duration_seconds_sum{name=\"virt-controller-vm\"} 1.0",
+            "kubevirt_workqueue_work_duration_seconds_count{name=\"virt-controller-vm\"} 0",
+            "kubevirt_workqueue_unfinished_work_seconds{name=\"virt-controller-vm\"} 2.0",
+            "kubevirt_workqueue_longest_running_processor_seconds{name=\"virt-controller-vm\"} 2.0",
+        ],
+    );
     assert_eq!(q.len(), 1);
     q.done(&a);
     let text = metrics.encode().unwrap();

@@ -85,6 +85,8 @@ pub async fn run_workers<K, F, Fut, E>(
     watcher.abort();
 }
 
+/// One worker of [`run_workers`]; the `Send + 'static` bounds are checked there, where the
+/// loop is spawned.
 async fn worker_loop<K, F, Fut, E>(
     worker: usize,
     queue: WorkQueue<K>,
@@ -92,9 +94,9 @@ async fn worker_loop<K, F, Fut, E>(
     cancel: CancellationToken,
 ) where
     K: QueueKey,
-    F: Fn(K) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Requeue, E>> + Send + 'static,
-    E: Display + Send + 'static,
+    F: Fn(K) -> Fut,
+    Fut: Future<Output = Result<Requeue, E>>,
+    E: Display,
 {
     loop {
         let key = tokio::select! {

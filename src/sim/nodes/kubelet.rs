@@ -145,6 +145,11 @@ pub fn image_id(image: &str) -> String {
     format!("{repo}@sha256:{}", hex_id(image))
 }
 
+/// [`set_condition`] to `True` with no reason or message.
+fn set_true(conditions: &mut Vec<PodCondition>, type_: &str, now: &Time) {
+    set_condition(conditions, type_, "True", None, None, now);
+}
+
 /// Insert or update a condition, keeping `lastTransitionTime` when the status does not change.
 pub fn set_condition(
     conditions: &mut Vec<PodCondition>,
@@ -236,6 +241,17 @@ fn running_container_status(
         .and_then(|s| s.running.as_ref())
         .and_then(|r| r.started_at.clone())
         .unwrap_or_else(|| now.clone());
+    let running = ContainerState {
+        running: Some(ContainerStateRunning {
+            started_at: Some(started_at),
+        }),
+        ..Default::default()
+    };
+    ready_status(pod, c, true, running)
+}
+
+/// The status of a ready container of `pod` (image pulled, no restarts) in `state`.
+fn ready_status(pod: &Pod, c: &Container, started: bool, state: ContainerState) -> ContainerStatus {
     let image = c.image.clone().unwrap_or_default();
     ContainerStatus {
         name: c.name.clone(),
@@ -243,14 +259,9 @@ fn running_container_status(
         image,
         container_id: Some(container_id(pod, &c.name)),
         ready: true,
-        started: Some(true),
+        started: Some(started),
         restart_count: 0,
-        state: Some(ContainerState {
-            running: Some(ContainerStateRunning {
-                started_at: Some(started_at),
-            }),
-            ..Default::default()
-        }),
+        state: Some(state),
         last_state: Some(ContainerState::default()),
         ..Default::default()
     }
@@ -270,29 +281,18 @@ fn completed_init_status(
     }) {
         return p.clone();
     }
-    let image = c.image.clone().unwrap_or_default();
-    ContainerStatus {
-        name: c.name.clone(),
-        image_id: image_id(&image),
-        image,
-        container_id: Some(container_id(pod, &c.name)),
-        ready: true,
-        started: Some(false),
-        restart_count: 0,
-        state: Some(ContainerState {
-            terminated: Some(ContainerStateTerminated {
-                container_id: Some(container_id(pod, &c.name)),
-                exit_code: 0,
-                reason: Some("Completed".into()),
-                started_at: Some(now.clone()),
-                finished_at: Some(now.clone()),
-                ..Default::default()
-            }),
+    let completed = ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            container_id: Some(container_id(pod, &c.name)),
+            exit_code: 0,
+            reason: Some("Completed".into()),
+            started_at: Some(now.clone()),
+            finished_at: Some(now.clone()),
             ..Default::default()
         }),
-        last_state: Some(ContainerState::default()),
         ..Default::default()
-    }
+    };
+    ready_status(pod, c, false, completed)
 }
 
 fn sorted(mut statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
@@ -384,17 +384,10 @@ pub fn apply_readiness(pod: &Pod, status: &mut PodStatus, now: &Time) {
             now,
         );
     } else {
-        set_condition(
-            &mut conditions,
-            COND_CONTAINERS_READY,
-            "True",
-            None,
-            None,
-            now,
-        );
+        set_true(&mut conditions, COND_CONTAINERS_READY, now);
         status.conditions = Some(conditions.clone());
         match readiness_gates(pod, status) {
-            Ok(()) => set_condition(&mut conditions, COND_READY, "True", None, None, now),
+            Ok(()) => set_true(&mut conditions, COND_READY, now),
             Err(message) => set_condition(
                 &mut conditions,
                 COND_READY,
@@ -447,15 +440,8 @@ pub fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str, now: &Time) -> Pod
         .collect();
     status.init_container_statuses = (!inits.is_empty()).then_some(inits);
     let mut conditions = status.conditions.take().unwrap_or_default();
-    set_condition(
-        &mut conditions,
-        COND_READY_TO_START,
-        "True",
-        None,
-        None,
-        now,
-    );
-    set_condition(&mut conditions, COND_INITIALIZED, "True", None, None, now);
+    set_true(&mut conditions, COND_READY_TO_START, now);
+    set_true(&mut conditions, COND_INITIALIZED, now);
     status.conditions = Some(conditions);
     apply_readiness(pod, &mut status, now);
     status
@@ -514,14 +500,7 @@ pub fn image_pull_status(
     };
     let inits: Vec<&Container> = spec.init_containers.iter().flatten().collect();
     let mut conditions = status.conditions.take().unwrap_or_default();
-    set_condition(
-        &mut conditions,
-        COND_READY_TO_START,
-        "True",
-        None,
-        None,
-        now,
-    );
+    set_true(&mut conditions, COND_READY_TO_START, now);
     if let Some((first, rest)) = inits.split_first() {
         let mut statuses = vec![failing(first)];
         statuses.extend(rest.iter().map(|c| waiting(c, "PodInitializing", None)));
@@ -548,7 +527,7 @@ pub fn image_pull_status(
         );
     } else {
         status.container_statuses = Some(sorted(spec.containers.iter().map(failing).collect()));
-        set_condition(&mut conditions, COND_INITIALIZED, "True", None, None, now);
+        set_true(&mut conditions, COND_INITIALIZED, now);
     }
     status.conditions = Some(conditions);
     apply_readiness(pod, &mut status, now);
@@ -721,12 +700,42 @@ mod tests {
         )
     }
 
+    /// The status a `WriteStatus` decision writes; panics with `expected` otherwise.
+    fn written(action: KubeletAction, expected: &str) -> PodStatus {
+        match action {
+            KubeletAction::WriteStatus(s) => *s,
+            other => panic!("{expected}, got {other:?}"),
+        }
+    }
+
+    fn terminated(c: &ContainerStatus) -> Option<&ContainerStateTerminated> {
+        c.state.as_ref().and_then(|s| s.terminated.as_ref())
+    }
+
+    /// The waiting state of the first (compute) container.
+    fn compute_waiting(s: &PodStatus) -> ContainerStateWaiting {
+        s.container_statuses.clone().unwrap_or_default()[0]
+            .state
+            .clone()
+            .and_then(|s| s.waiting)
+            .expect("waiting")
+    }
+
     fn container(name: &str) -> Container {
         Container {
             name: name.into(),
             image: Some("quay.io/kubevirt/virt-launcher:v1.9.0".into()),
             ..Default::default()
         }
+    }
+
+    /// [`launcher_pod`] with `change` applied to its spec.
+    fn launcher_pod_with(change: impl FnOnce(&mut PodSpec)) -> Pod {
+        let mut pod = launcher_pod();
+        if let Some(spec) = pod.spec.as_mut() {
+            change(spec);
+        }
+        pod
     }
 
     fn launcher_pod() -> Pod {
@@ -849,11 +858,7 @@ mod tests {
             .iter()
             .find(|c| c.name == "container-disk-binary")
             .expect("init status");
-        let term = init
-            .state
-            .as_ref()
-            .and_then(|s| s.terminated.as_ref())
-            .expect("terminated");
+        let term = terminated(init).expect("terminated");
         assert_eq!(term.exit_code, 0);
         assert_eq!(term.reason.as_deref(), Some("Completed"));
         assert_eq!(cond(&s, "Initialized").status, "True");
@@ -900,20 +905,17 @@ mod tests {
         // decide() notices the gate flip and writes; afterwards it is quiet.
         let mut now_ready = gated.clone();
         let now = t(10);
-        match decide(&gated, &inputs(&now)) {
-            KubeletAction::WriteStatus(st) => now_ready.status = Some(*st),
-            other => panic!("expected a status write, got {other:?}"),
-        }
+        now_ready.status = Some(written(
+            decide(&gated, &inputs(&now)),
+            "expected a status write",
+        ));
         let later = t(20);
         assert_eq!(decide(&now_ready, &inputs(&later)), KubeletAction::Nothing);
     }
 
     #[test]
     fn pod_without_gates_is_ready_with_containers() {
-        let mut pod = launcher_pod();
-        if let Some(s) = pod.spec.as_mut() {
-            s.readiness_gates = None;
-        }
+        let pod = launcher_pod_with(|s| s.readiness_gates = None);
         let s = running_status(&pod, "10.244.0.2", "10.89.0.2", &t(0));
         assert_eq!(cond(&s, "Ready").status, "True");
     }
@@ -948,9 +950,7 @@ mod tests {
             KubeletAction::WaitFor(Duration::from_millis(500))
         );
         i.since_deletion = Some(Duration::from_millis(600));
-        let KubeletAction::WriteStatus(status) = decide(&pod, &i) else {
-            panic!("expected terminated status");
-        };
+        let status = written(decide(&pod, &i), "expected terminated status");
         assert_eq!(status.phase.as_deref(), Some("Succeeded"));
         for c in status
             .container_statuses
@@ -958,14 +958,7 @@ mod tests {
             .flatten()
             .chain(status.init_container_statuses.iter().flatten())
         {
-            assert!(
-                c.state
-                    .as_ref()
-                    .and_then(|s| s.terminated.as_ref())
-                    .is_some(),
-                "{} terminated",
-                c.name
-            );
+            assert!(terminated(c).is_some(), "{} terminated", c.name);
             if c.name != "container-disk-binary" {
                 assert!(!c.ready, "{} not ready", c.name);
             }
@@ -974,7 +967,7 @@ mod tests {
             cond(&status, "Ready").reason.as_deref(),
             Some("PodCompleted")
         );
-        pod.status = Some(*status);
+        pod.status = Some(status);
         assert_eq!(decide(&pod, &i), KubeletAction::Delete);
     }
 
@@ -995,11 +988,7 @@ mod tests {
         let st = pod.status.clone().unwrap_or_default();
         assert_eq!(st.phase.as_deref(), Some("Failed"));
         let compute = &st.container_statuses.clone().unwrap_or_default()[0];
-        let term = compute
-            .state
-            .as_ref()
-            .and_then(|s| s.terminated.as_ref())
-            .expect("terminated");
+        let term = terminated(compute).expect("terminated");
         assert_eq!(term.exit_code, 1);
         assert_eq!(term.reason.as_deref(), Some("Error"));
         assert_eq!(cond(&st, "Ready").reason.as_deref(), Some("PodFailed"));
@@ -1009,22 +998,13 @@ mod tests {
 
     #[test]
     fn stuck_image_pull_goes_err_image_pull_then_back_off() {
-        let mut pod = launcher_pod();
-        if let Some(s) = pod.spec.as_mut() {
-            s.init_containers = None;
-        }
+        let mut pod = launcher_pod_with(|s| s.init_containers = None);
         let now = t(0);
         let mut i = inputs(&now);
         i.image_pull_stuck = true;
         i.since_bound = Duration::from_millis(250);
-        let KubeletAction::WriteStatus(s) = decide(&pod, &i) else {
-            panic!("expected ErrImagePull status");
-        };
-        let w = s.container_statuses.clone().unwrap_or_default()[0]
-            .state
-            .clone()
-            .and_then(|s| s.waiting)
-            .expect("waiting");
+        let s = written(decide(&pod, &i), "expected ErrImagePull status");
+        let w = compute_waiting(&s);
         assert_eq!(w.reason.as_deref(), Some("ErrImagePull"));
         assert!(
             w.message
@@ -1033,33 +1013,25 @@ mod tests {
         );
         assert_eq!(s.phase.as_deref(), Some("Pending"));
         assert_eq!(cond(&s, "Ready").status, "False");
-        pod.status = Some(*s);
+        pod.status = Some(s);
         // Same stage again: wait for the back-off.
         assert_eq!(
             decide(&pod, &i),
             KubeletAction::WaitFor(Duration::from_millis(150))
         );
         i.since_bound = Duration::from_millis(400);
-        let KubeletAction::WriteStatus(s) = decide(&pod, &i) else {
-            panic!("expected ImagePullBackOff status");
-        };
-        let w = s.container_statuses.clone().unwrap_or_default()[0]
-            .state
-            .clone()
-            .and_then(|s| s.waiting)
-            .expect("waiting");
+        let s = written(decide(&pod, &i), "expected ImagePullBackOff status");
+        let w = compute_waiting(&s);
         assert_eq!(w.reason.as_deref(), Some("ImagePullBackOff"));
         assert_eq!(
             w.message.as_deref(),
             Some("Back-off pulling image \"quay.io/kubevirt/virt-launcher:v1.9.0\"")
         );
-        pod.status = Some(*s);
+        pod.status = Some(s);
         assert_eq!(decide(&pod, &i), KubeletAction::Nothing);
         // Fault cleared: the pod starts.
         i.image_pull_stuck = false;
-        let KubeletAction::WriteStatus(s) = decide(&pod, &i) else {
-            panic!("expected Running status");
-        };
+        let s = written(decide(&pod, &i), "expected Running status");
         assert_eq!(s.phase.as_deref(), Some("Running"));
     }
 

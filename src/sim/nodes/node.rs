@@ -215,36 +215,23 @@ mod tests {
         let node = build_node(1, &NodeCapacity::default(), &now());
         assert_eq!(node.metadata.name.as_deref(), Some("sim-node-1"));
         let labels = node.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(
-            labels.get("kubevirt.io/schedulable").map(String::as_str),
-            Some("true")
-        );
-        assert_eq!(
-            labels.get("kubernetes.io/arch").map(String::as_str),
-            Some("amd64")
-        );
-        assert_eq!(
-            labels.get("kubernetes.io/os").map(String::as_str),
-            Some("linux")
-        );
-        assert_eq!(
-            labels.get("kubernetes.io/hostname").map(String::as_str),
-            Some("sim-node-1")
-        );
+        for (key, value) in [
+            ("kubevirt.io/schedulable", "true"),
+            ("kubernetes.io/arch", "amd64"),
+            ("kubernetes.io/os", "linux"),
+            ("kubernetes.io/hostname", "sim-node-1"),
+        ] {
+            assert_eq!(labels.get(key).map(String::as_str), Some(value), "{key}");
+        }
         let status = node.status.clone().unwrap_or_default();
         let alloc = status.allocatable.unwrap_or_default();
-        assert_eq!(
-            alloc.get("devices.kubevirt.io/kvm"),
-            Some(&Quantity("1k".into()))
-        );
-        assert_eq!(
-            alloc.get("devices.kubevirt.io/tun"),
-            Some(&Quantity("1k".into()))
-        );
-        assert_eq!(
-            alloc.get("devices.kubevirt.io/vhost-net"),
-            Some(&Quantity("1k".into()))
-        );
+        for device in [
+            "devices.kubevirt.io/kvm",
+            "devices.kubevirt.io/tun",
+            "devices.kubevirt.io/vhost-net",
+        ] {
+            assert_eq!(alloc.get(device), Some(&Quantity("1k".into())), "{device}");
+        }
         assert!(node_is_ready(&node));
     }
 

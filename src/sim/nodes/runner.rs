@@ -118,6 +118,26 @@ fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> NodeSimError 
     move |source| NodeSimError::Api { what, source }
 }
 
+/// Reads `name` through `api` (`key` is its `namespace/name`, for errors):
+/// [`NodeSimError::NotFound`] when it does not exist, [`NodeSimError::Api`] when the read fails.
+async fn get_existing<K>(
+    api: &Api<K>,
+    kind: &'static str,
+    name: &str,
+    key: &str,
+) -> Result<K, NodeSimError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name)
+        .await
+        .map_err(api_err(format!("reading {kind} {key}")))?
+        .ok_or_else(|| NodeSimError::NotFound {
+            kind,
+            key: key.to_string(),
+        })
+}
+
 fn is_status(err: &kube::Error, code: u16) -> bool {
     matches!(err, kube::Error::Api(s) if s.code == code)
 }
@@ -530,14 +550,7 @@ impl NodeSimHandle {
         let key = format!("{namespace}/{name}");
         let api = Api::<Pod>::namespaced(self.inner.clients.kubelet.clone(), namespace);
         with_conflict_retry(|| async {
-            let pod = api
-                .get_opt(name)
-                .await
-                .map_err(api_err(format!("reading Pod {key}")))?
-                .ok_or_else(|| NodeSimError::NotFound {
-                    kind: "Pod",
-                    key: key.clone(),
-                })?;
+            let pod = get_existing(&api, "Pod", name, &key).await?;
             if self.managed_node_of_pod(&pod).is_none() {
                 return Err(NodeSimError::InvalidState {
                     kind: "Pod",
@@ -600,14 +613,7 @@ impl NodeSimHandle {
             &self.inner.vmi_resource,
         );
         let written = with_conflict_retry(|| async {
-            let obj = api
-                .get_opt(name)
-                .await
-                .map_err(api_err(format!("reading VirtualMachineInstance {key}")))?
-                .ok_or_else(|| NodeSimError::NotFound {
-                    kind: "VirtualMachineInstance",
-                    key: key.clone(),
-                })?;
+            let obj = get_existing(&api, "VirtualMachineInstance", name, &key).await?;
             let vmi = serde_json::to_value(&obj).unwrap_or(Value::Null);
             let on_our_node = vmi_node(&vmi).is_some_and(|n| self.inner.state().managed.contains_key(n));
             if virt_handler::vmi_phase(&vmi) != virt_handler::PHASE_RUNNING || !on_our_node {
@@ -968,12 +974,7 @@ impl Runner {
             .pods
             .items
             .values()
-            .filter(|p| {
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_ref())
-                    .is_some_and(|n| state.removed.contains(n))
-            })
+            .filter(|p| bound_node(p).is_some_and(|n| state.removed.contains(n)))
             .cloned()
             .collect();
         let now = now_time();
@@ -1177,10 +1178,7 @@ impl Runner {
             .items
             .values()
             .filter(|p| {
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_ref())
-                    .is_some_and(|n| state.managed.contains_key(n))
+                bound_node(p).is_some_and(|n| state.managed.contains_key(n))
                     && p.metadata.deletion_timestamp.is_none()
                     && !kubelet::is_terminal(p)
                     && !self.stale_after_bind(p)

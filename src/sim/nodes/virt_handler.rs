@@ -433,6 +433,14 @@ mod tests {
             .map_or(0, |a| a.iter().filter(|e| e["phase"] == phase).count())
     }
 
+    /// The final VMI and launcher exit of a `Stop` decision; panics with `expected` otherwise.
+    fn stopped(decision: VmiDecision, expected: &str) -> (Value, Option<i32>) {
+        match decision {
+            VmiDecision::Stop { vmi, launcher_exit } => (vmi, launcher_exit),
+            other => panic!("{expected}, got {other:?}"),
+        }
+    }
+
     #[test]
     fn scheduled_vmi_with_running_launcher_goes_running_once() {
         let v = vmi("Scheduled");
@@ -516,13 +524,10 @@ mod tests {
         for phase in ["Scheduled", "Running"] {
             let mut v = vmi(phase);
             v["metadata"]["deletionTimestamp"] = json!(NOW);
-            let VmiDecision::Stop {
-                vmi: out,
-                launcher_exit,
-            } = decide(&v, Some(&launcher(true)), false, NOW)
-            else {
-                panic!("expected Succeeded");
-            };
+            let (out, launcher_exit) = stopped(
+                decide(&v, Some(&launcher(true)), false, NOW),
+                "expected Succeeded",
+            );
             assert_eq!(vmi_phase(&out), "Succeeded");
             assert_eq!(entries(&out, "Succeeded"), 1);
             assert_eq!(launcher_exit, None);
@@ -537,13 +542,10 @@ mod tests {
                 if let Some(st) = pod.status.as_mut() {
                     st.phase = Some(pod_phase.into());
                 }
-                let VmiDecision::Stop {
-                    vmi: out,
-                    launcher_exit,
-                } = decide(&vmi(phase), Some(&pod), false, NOW)
-                else {
-                    panic!("{phase} VMI with a {pod_phase} launcher: expected Failed");
-                };
+                let (out, launcher_exit) = stopped(
+                    decide(&vmi(phase), Some(&pod), false, NOW),
+                    &format!("{phase} VMI with a {pod_phase} launcher: expected Failed"),
+                );
                 assert_eq!(vmi_phase(&out), "Failed");
                 assert_eq!(entries(&out, "Failed"), 1);
                 assert_eq!(launcher_exit, None, "the pod has ended already");
@@ -555,13 +557,10 @@ mod tests {
     #[test]
     fn early_failure_and_final_phases() {
         let v = vmi("Scheduled");
-        let VmiDecision::Stop {
-            vmi: out,
-            launcher_exit,
-        } = decide(&v, Some(&launcher(true)), true, NOW)
-        else {
-            panic!("expected Failed");
-        };
+        let (out, launcher_exit) = stopped(
+            decide(&v, Some(&launcher(true)), true, NOW),
+            "expected Failed",
+        );
         assert_eq!(vmi_phase(&out), "Failed");
         assert_eq!(entries(&out, "Running"), 0);
         assert_eq!(launcher_exit, Some(1));
