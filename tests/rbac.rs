@@ -165,6 +165,26 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         env.wait_running(name).await;
     }
 
+    // A VM no node can take: its launcher pod stays unschedulable (the inspector then lists
+    // the nodes to say which resource none has).
+    let mut huge = common::example_vm("vm-containerdisk.yaml");
+    huge.metadata.name = Some("rbac-huge".into());
+    let mut value = serde_json::to_value(&huge).unwrap();
+    value["spec"]["template"]["spec"]["domain"]["resources"] =
+        json!({"requests": {"memory": "4000Gi"}});
+    value["spec"]["template"]["spec"]["domain"]
+        .as_object_mut()
+        .unwrap()
+        .remove("memory");
+    let huge: VirtualMachine = serde_json::from_value(value).unwrap();
+    env.create_vm(&huge).await;
+    env.wait_for("rbac-huge's launcher pod to be unschedulable", || async {
+        let vmi = env.vmi("rbac-huge").await?;
+        let cond = vmi.condition("PodScheduled")?;
+        (cond.status == "False").then_some(())
+    })
+    .await;
+
     // The inspector, while the controller leads (Lease held, VMs in every state).
     let inspector = env
         .cluster()
@@ -180,6 +200,9 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     gather_vm(&inspector, &ns, "rbac-vm", &opts)
         .await
         .expect("inspect vm/rbac-vm");
+    gather_vm(&inspector, &ns, "rbac-huge", &opts)
+        .await
+        .expect("inspect vm/rbac-huge");
     gather_vm(&inspector, &ns, "rbac-dv", &opts)
         .await
         .expect("inspect vm/rbac-dv");
