@@ -3,7 +3,6 @@
 use super::{CliError, GlobalArgs};
 use crate::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 use clap::{Args, Subcommand};
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -105,19 +104,14 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         cluster.shutdown().await;
         return Err(e);
     }
-    {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(
-            out,
-            "embedded cluster at {} with {} simulated node(s): {}",
-            cluster.api().url(),
-            cluster.nodes().node_names().len(),
-            cluster.nodes().node_names().join(", ")
-        );
-        let _ = writeln!(out, "kubeconfig: {}", path.display());
-        let _ = writeln!(out, "export KUBECONFIG={}", path.display());
-        let _ = out.flush();
-    }
+    crate::say!(
+        "embedded cluster at {} with {} simulated node(s): {}",
+        cluster.api().url(),
+        cluster.nodes().node_names().len(),
+        cluster.nodes().node_names().join(", ")
+    );
+    crate::say!("kubeconfig: {}", path.display());
+    crate::say!("export KUBECONFIG={}", path.display());
     let outcome = signal
         .await
         .map_err(|e| CliError::Failed(format!("signal listener failed: {e}")));

@@ -55,9 +55,6 @@ spec:
 
 /// Flags of `demo`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Keys: Tab panels, ↑↓ scroll, Esc fleet view, Enter open a VM, r refresh, ? help, q quit.\nExample:\n  kubectl virtctl-rs demo --apply docs/examples"
-)]
 pub struct DemoArgs {
     /// Simulated nodes.
     #[arg(long, default_value_t = 2)]

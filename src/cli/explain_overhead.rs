@@ -31,9 +31,6 @@ pub enum Output {
 
 /// Flags of `explain-overhead`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Examples:\n  kubectl virtctl-rs explain-overhead -f vm.yaml\n  kubectl virtctl-rs explain-overhead -f vmi.yaml --pod launcher-pod.yaml\n  cat vms.yaml | kubectl virtctl-rs explain-overhead -f - -o json"
-)]
 pub struct ExplainOverheadArgs {
     /// `vm/NAME` or `vmi/NAME` to read from the cluster (not available yet: use -f).
     pub target: Option<String>,
@@ -238,7 +235,7 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
             .collect::<Vec<_>>()
             .join("\n"),
     };
-    print!("{out}");
+    super::output::out(&out);
     Ok(if mismatch {
         ExitCode::from(3)
     } else {

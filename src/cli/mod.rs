@@ -1,15 +1,20 @@
 //! Command-line interface: one file per subcommand, flags and output formatting only.
 //!
 //! Every subcommand returns a [`CliError`]; [`run`] prints it on stderr and maps it to the
-//! process exit code (1 for errors, 2 for usage errors and "not available yet").
+//! process exit code (1 for errors, 2 for usage errors and "not available yet"). Each
+//! subcommand's `--help` ends with examples and its exit codes (the `*_HELP` constants). Output
+//! goes through [`output`], so `| head` ends the process quietly with exit code 0.
 
 pub mod client;
 pub mod cluster;
+pub mod completion;
 pub mod demo;
 pub mod explain_overhead;
 pub mod inspect;
+pub mod output;
 pub mod progress;
 pub mod run_controller;
+pub mod version;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -33,8 +38,9 @@ pub struct Cli {
 /// kubectl-style flags shared by every subcommand.
 #[derive(Debug, Clone, Args, Default)]
 pub struct GlobalArgs {
-    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long, global = true, env = "KUBECONFIG")]
+    /// Path to the kubeconfig file (default: the files of $KUBECONFIG merged as kubectl does,
+    /// then ~/.kube/config, then the in-cluster service account).
+    #[arg(long, global = true)]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use.
     #[arg(long, global = true)]
@@ -58,19 +64,128 @@ pub enum LogFormat {
     Json,
 }
 
+/// `run-controller --help`: examples and exit codes.
+pub const RUN_CONTROLLER_HELP: &str = "\
+Examples:
+  # The controller on the embedded cluster, with the project's example VMs
+  kubectl virtctl-rs run-controller --embedded --apply docs/examples
+  # The same, exiting 0 once every applied VM is Running (for scripts)
+  kubectl virtctl-rs run-controller --embedded --apply docs/examples --exit-when-ready
+  # Against the current kubeconfig context, VMs of one namespace only
+  kubectl virtctl-rs run-controller -n my-vms
+  # Every namespace, on a Lease of its own (so it does not wait for KubeVirt's)
+  kubectl virtctl-rs run-controller -A --lease-name virtctl-rs --lease-namespace default
+
+Exit codes:
+  0  stopped by SIGINT/SIGTERM (Lease released), --exit-when-ready reached, or stdout closed
+  1  an error, the Lease lost (--on-lost-lease=exit), or --exit-when-ready timed out
+  2  usage error";
+
+/// `inspect --help`: examples and exit codes.
+pub const INSPECT_HELP: &str = "\
+Examples:
+  # One VM: Lease holder, queues, expectations, timeline, overhead check, blockers
+  kubectl virtctl-rs inspect vm/my-vm -n my-vms --once
+  # The same as JSON, for scripts
+  kubectl virtctl-rs inspect vm/my-vm -o json
+  # The fleet: every VM of every namespace
+  kubectl virtctl-rs inspect -A --once
+
+Exit codes:
+  0  shown (or stdout closed)
+  1  VM not found, or the cluster unreachable (reason on stderr)
+  2  usage error";
+
+/// `explain-overhead --help`: examples and exit codes.
+pub const EXPLAIN_OVERHEAD_HELP: &str = "\
+Examples:
+  kubectl virtctl-rs explain-overhead -f vm.yaml
+  kubectl virtctl-rs explain-overhead -f vmi.yaml --pod launcher-pod.yaml
+  cat vms.yaml | kubectl virtctl-rs explain-overhead -f - -o json
+  # Objects without metadata.namespace are explained in -n (default: default)
+  kubectl virtctl-rs explain-overhead -f vm.yaml -n my-vms --kubevirt-cr kubevirt-cr.yaml
+
+Exit codes:
+  0  explained (or stdout closed)
+  1  bad input (the message names the document, object and field)
+  2  usage error
+  3  --pod given and the pod does not match the formula";
+
+/// `cluster --help`: examples and exit codes.
+pub const CLUSTER_HELP: &str = "\
+Examples:
+  kubectl virtctl-rs cluster serve --kubeconfig-out /tmp/sim.kubeconfig
+  KUBECONFIG=/tmp/sim.kubeconfig kubectl get nodes
+
+Exit codes:
+  0  stopped by SIGINT/SIGTERM (or stdout closed)
+  1  the cluster could not start, or --apply failed
+  2  usage error";
+
+/// `demo --help`: keys, examples and exit codes.
+pub const DEMO_HELP: &str = "\
+Keys: Tab panels, ↑↓ scroll, Esc fleet view, Enter open a VM, r refresh, ? help, q quit.
+
+Examples:
+  # The embedded cluster, the controller under its Lease, vm-demo, the inspector on it
+  kubectl virtctl-rs demo
+  # The same with the project's example VMs too (the fleet view is one Esc away)
+  kubectl virtctl-rs demo --apply docs/examples
+
+Exit codes:
+  0  quit (q, Esc on the fleet, Ctrl-C or SIGTERM): the Lease released, the cluster stopped
+  1  not a terminal, the cluster or the controller could not start, or --apply failed
+  2  usage error";
+
+/// `version --help`: examples and exit codes.
+pub const VERSION_HELP: &str = "\
+Examples:
+  kubectl virtctl-rs version
+  kubectl virtctl-rs version -o json
+
+Exit codes:
+  0  printed
+  2  usage error";
+
+/// `completion --help`: examples and exit codes.
+pub const COMPLETION_HELP: &str = "\
+Examples:
+  # bash, this shell only
+  source <(kubectl virtctl-rs completion bash)
+  # zsh, permanently
+  kubectl virtctl-rs completion zsh > \"${fpath[1]}/_kubectl-virtctl_rs\"
+  kubectl virtctl-rs completion fish > ~/.config/fish/completions/kubectl-virtctl_rs.fish
+  kubectl virtctl-rs completion powershell | Out-String | Invoke-Expression
+The scripts complete the plugin binary kubectl-virtctl_rs (what krew and cargo install put on PATH).
+
+Exit codes:
+  0  printed
+  2  usage error (unknown shell)";
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the VM and VMI controllers out of cluster, acting only while holding the Lease.
+    #[command(after_help = RUN_CONTROLLER_HELP)]
     RunController(run_controller::RunControllerArgs),
     /// What the controller thinks about one VM (`inspect vm/NAME`), and what it will do next.
+    #[command(after_help = INSPECT_HELP)]
     Inspect(inspect::InspectArgs),
     /// Explain the virt-launcher memory overhead of a VM or VMI, term by term.
+    #[command(after_help = EXPLAIN_OVERHEAD_HELP)]
     ExplainOverhead(explain_overhead::ExplainOverheadArgs),
     /// Run an embedded cluster (API server + simulated nodes) for local experiments.
+    #[command(after_help = CLUSTER_HELP)]
     Cluster(cluster::ClusterArgs),
     /// The whole story: embedded cluster, controller under its Lease, a VM, the inspector on it.
+    #[command(after_help = DEMO_HELP)]
     Demo(demo::DemoArgs),
+    /// Print the version, git commit, Kubernetes API level and KubeVirt behaviour version.
+    #[command(after_help = VERSION_HELP)]
+    Version(version::VersionArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell).
+    #[command(after_help = COMPLETION_HELP)]
+    Completion(completion::CompletionArgs),
 }
 
 /// Errors a subcommand reports to the user.
@@ -121,6 +236,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Demo(args) => demo::run(&cli.global, args),
         Command::ExplainOverhead(args) => explain_overhead::run(&cli.global, args),
         Command::Cluster(args) => cluster::run(&cli.global, args),
+        Command::Version(args) => version::run(args),
+        Command::Completion(args) => completion::run(args),
     };
     match result {
         Ok(code) => code,

@@ -25,7 +25,8 @@ pub struct VmProgress {
     pub printable_status: String,
     /// VMI phase and the time it was entered, if a VMI exists.
     pub vmi_phase: Option<(String, Option<String>)>,
-    /// Launcher pod name and its `compute` memory request.
+    /// Launcher pod name and its `compute` memory request, human-readable
+    /// ([`crate::cli::output::human_memory`]: `4.36Gi`, not `4680843265`).
     pub pod: Option<(String, Option<String>)>,
     /// Why the VM is stuck, if the controller knows: the VM's `Failure` condition, the VMI's
     /// `Synchronized=False` or `PodScheduled=False` condition (reason: message), or else the last
@@ -106,6 +107,22 @@ pub fn retries(state: &DebugState, key: &str) -> usize {
     state.retries(VM_QUEUE_NAME, key) + state.retries(VMI_QUEUE_NAME, key)
 }
 
+/// The `compute` container's memory request of a launcher pod, human-readable
+/// (`4.36Gi` for `4680843265`, exact as `524Mi` when whole).
+pub fn compute_memory_request(pod: &Pod) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "compute")?
+        .resources
+        .as_ref()?
+        .requests
+        .as_ref()?
+        .get("memory")
+        .map(|q| crate::cli::output::human_memory(&q.0))
+}
+
 /// The progress of every cached VM.
 pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmProgress> {
     let vmis: BTreeMap<String, std::sync::Arc<VirtualMachineInstance>> = ctx
@@ -148,18 +165,7 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
                             == Some(uid)
                     })
                     .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
-                let memory = pod
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.containers.iter().find(|c| c.name == "compute"))
-                    .and_then(|c| {
-                        c.resources
-                            .as_ref()?
-                            .requests
-                            .as_ref()?
-                            .get("memory")
-                            .map(|q| q.0.clone())
-                    });
+                let memory = compute_memory_request(pod);
                 Some((pod.metadata.name.clone().unwrap_or_default(), memory))
             });
             let describe = |c: &crate::api::Condition| {
@@ -221,7 +227,7 @@ pub async fn print_progress(ctx: Context, debug: DebugStateSource, cancel: Cance
         let now = collect(&ctx, &debug);
         for (key, p) in &now {
             if last.get(key).map(VmProgress::unchanged_part) != Some(p.unchanged_part()) {
-                println!(
+                crate::say!(
                     "{} {}",
                     chrono::Local::now().format("%H:%M:%S"),
                     p.line(key)
@@ -230,7 +236,7 @@ pub async fn print_progress(ctx: Context, debug: DebugStateSource, cancel: Cance
         }
         for key in last.keys() {
             if !now.contains_key(key) {
-                println!("{} {key}  deleted", chrono::Local::now().format("%H:%M:%S"));
+                crate::say!("{} {key}  deleted", chrono::Local::now().format("%H:%M:%S"));
             }
         }
         last = now;
@@ -253,17 +259,17 @@ pub async fn print_leadership(
         let state = leader();
         let clock = chrono::Local::now().format("%H:%M:%S");
         if state.leading && !was_leading {
-            println!(
+            crate::say!(
                 "{clock} leading: acquired the Lease {}; the controllers are running",
                 state.lease
             );
         } else if !state.leading && was_leading {
-            println!("{clock} stopped leading the Lease {}", state.lease);
+            crate::say!("{clock} stopped leading the Lease {}", state.lease);
         } else if !state.leading
             && state.holder != last_holder
             && let Some(holder) = state.holder.as_deref().filter(|h| *h != state.identity)
         {
-            println!(
+            crate::say!(
                 "{clock} standby: the Lease {} is held by {holder}; not writing",
                 state.lease
             );
@@ -420,6 +426,30 @@ mod tests {
             reconcile_problem(&state, key).as_deref(),
             Some("vmi reconcile failed: pod create refused")
         );
+    }
+
+    #[test]
+    fn the_pod_memory_request_is_human_readable() {
+        let pod = |memory: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "virt-launcher-a-x"},
+                "spec": {"containers": [
+                    {"name": "volumecontainerdisk", "resources": {"requests": {"memory": "1"}}},
+                    {"name": "compute", "resources": {"requests": {"memory": memory}}}
+                ]}
+            }))
+            .unwrap()
+        };
+        assert_eq!(
+            compute_memory_request(&pod("4680843265")).as_deref(),
+            Some("4.36Gi")
+        );
+        assert_eq!(
+            compute_memory_request(&pod("549453824")).as_deref(),
+            Some("524Mi")
+        );
+        assert_eq!(compute_memory_request(&pod("2Gi")).as_deref(), Some("2Gi"));
+        assert_eq!(compute_memory_request(&Pod::default()), None);
     }
 
     #[test]

@@ -39,10 +39,10 @@ use tokio_util::sync::CancellationToken;
 
 /// Flags of `run-controller`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Examples:\n  kubectl virtctl-rs run-controller --embedded --apply docs/examples\n  kubectl virtctl-rs run-controller --embedded --apply docs/examples --exit-when-ready\n  kubectl virtctl-rs run-controller --kubeconfig ~/.kube/config -n my-vms"
-)]
 pub struct RunControllerArgs {
+    /// Watch VMs in every namespace (the default when -n is not given), kubectl's -A.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
     /// Start the embedded cluster (API server + simulated nodes) in-process and run against it.
     #[arg(long)]
     pub embedded: bool,
@@ -149,7 +149,11 @@ pub fn manager_config(
         ));
     }
     Ok(ManagerConfig {
-        namespace: global.namespace.clone(),
+        namespace: if args.all_namespaces {
+            None
+        } else {
+            global.namespace.clone()
+        },
         vm_workers: args.vm_workers,
         vmi_workers: args.vmi_workers,
         settings: settings(&args.kubevirt_cr)?,
@@ -280,19 +284,27 @@ async fn run_async(
         })
         .await?;
         let path = cluster.kubeconfig_path().display().to_string();
-        println!(
+        crate::say!(
             "embedded cluster: {} ({} simulated nodes)",
             cluster.api().url(),
             args.nodes
         );
-        println!("kubeconfig: {path}");
-        println!(
+        crate::say!("kubeconfig: {path}");
+        crate::say!(
             "  export KUBECONFIG={path}    # in another shell, then: kubectl get vm,vmi,pods -A"
         );
         embedded = Some(cluster);
         client
     } else {
-        super::client::client_from_flags(global).await?
+        let (client, target) = super::client::connect(global).await?;
+        // Say which cluster before writing to it (--apply, and the controllers once leading).
+        let doing = if args.apply.is_empty() {
+            "running against"
+        } else {
+            "applying to and running against"
+        };
+        crate::say!("cluster: {doing} {}", target.describe());
+        client
     };
 
     let mut applied_vms = Vec::new();
@@ -300,7 +312,7 @@ async fn run_async(
         let summary = crate::api::apply::apply_path(&client, path)
             .await
             .map_err(|e| CliError::Failed(format!("--apply {}: {e}", path.display())))?;
-        println!("applied {}: {}", path.display(), summary.describe());
+        crate::say!("applied {}: {}", path.display(), summary.describe());
         applied_vms.extend(summary.virtual_machines());
     }
     if args.exit_when_ready {
@@ -314,9 +326,9 @@ async fn run_async(
 
     let manager = start_manager(&client, &config).await?;
     if let Some(addr) = manager.listen_addr() {
-        println!("endpoints: http://{addr}/metrics /healthz /leader /debug/state");
+        crate::say!("endpoints: http://{addr}/metrics /healthz /leader /debug/state");
     }
-    println!(
+    crate::say!(
         "identity {} competing for Lease {} ({} VM / {} VMI workers)",
         config.lease.identity,
         config.lease.describe(),
@@ -359,9 +371,9 @@ async fn run_async(
             r = &mut run => r.map(|_| ExitCode::SUCCESS).map_err(|e| CliError::Failed(e.to_string())),
             sig = shutdown_signal() => {
                 if manager.leader_state().leading {
-                println!("{sig}: stopping (finishing in-flight work, then releasing the Lease)");
+                crate::say!("{sig}: stopping (finishing in-flight work, then releasing the Lease)");
             } else {
-                println!("{sig}: stopping");
+                crate::say!("{sig}: stopping");
             }
                 cancel.cancel();
                 (&mut run).await.map(|_| ExitCode::SUCCESS).map_err(|e| CliError::Failed(e.to_string()))
@@ -371,7 +383,7 @@ async fn run_async(
                 let stopped = (&mut run).await;
                 match (r, stopped) {
                     (Ok(()), Ok(())) => {
-                        println!("all {} VM(s) are Running", applied_vms.len());
+                        crate::say!("all {} VM(s) are Running", applied_vms.len());
                         Ok(ExitCode::SUCCESS)
                     }
                     (Err(why), _) => Err(CliError::Failed(why)),
@@ -400,6 +412,8 @@ mod lost_lease_tests {
     #[derive(Debug, Parser)]
     struct Cli {
         #[command(flatten)]
+        global: GlobalArgs,
+        #[command(flatten)]
         args: RunControllerArgs,
     }
 
@@ -417,5 +431,23 @@ mod lost_lease_tests {
             OnLostLease::Standby
         );
         assert!(Cli::try_parse_from(["x", "--on-lost-lease", "retry"]).is_err());
+    }
+
+    #[test]
+    fn all_namespaces_clears_the_namespace_scope() {
+        let cli = Cli::try_parse_from(["x", "-A", "--listen", "none"]).expect("-A parses");
+        assert_eq!(
+            manager_config(&cli.global, &cli.args).unwrap().namespace,
+            None
+        );
+        let cli = Cli::try_parse_from(["x", "-n", "vms", "--listen", "none"]).expect("-n parses");
+        assert_eq!(
+            manager_config(&cli.global, &cli.args)
+                .unwrap()
+                .namespace
+                .as_deref(),
+            Some("vms")
+        );
+        assert!(Cli::try_parse_from(["x", "-A", "-n", "vms"]).is_err());
     }
 }

@@ -1,0 +1,280 @@
+//! Least privilege, derived not guessed: the rules of `deploy/rbac/` are compared with the
+//! (API group, resource[/subresource], verb) triples the embedded API server's audit log shows
+//! in an end-to-end run — the controller (`run-controller`: informers, reconciles, events, the
+//! Lease) through a VM's whole life, and the inspector's reads (`inspect vm/NAME` and the fleet
+//! view, `src/inspect/gather.rs`). A rule nobody used fails the test, and so does a request no
+//! rule grants. Discovery (non-resource URLs) is granted to every authenticated user by
+//! Kubernetes' `system:discovery` and is left out.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use common::env::{CONTROLLER_AGENT, Env};
+use kube::Api;
+use kube::api::DeleteParams;
+use serde_json::{Value, json};
+use virtctl_rs::api::{DataVolume, VirtualMachine};
+use virtctl_rs::inspect::gather::{GatherOptions, gather_fleet, gather_vm};
+use virtctl_rs::sim::audit::AuditEntry;
+
+/// (apiGroup, resource or resource/subresource, verb).
+type Grant = (String, String, String);
+
+const INSPECT_AGENT: &str = "virtctl-rs-inspect";
+/// The VMs of docs/examples (README.md there).
+const EXAMPLE_VMS: [&str; 4] = ["demo-vm", "demo-sata", "demo-priority", "demo-pvc"];
+
+fn grant(e: &AuditEntry) -> Grant {
+    let resource = if e.subresource.is_empty() {
+        e.resource.clone()
+    } else {
+        format!("{}/{}", e.resource, e.subresource)
+    };
+    (e.group.clone(), resource, e.verb.clone())
+}
+
+/// The (group, resource, verb) triples of `agent`'s resource requests in the audit log.
+fn used(entries: &[AuditEntry], agent: &str) -> BTreeSet<Grant> {
+    entries
+        .iter()
+        .filter(|e| e.user_agent.starts_with(agent) && !e.resource.is_empty())
+        .map(grant)
+        .collect()
+}
+
+/// Every document of a YAML file.
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| {
+            serde::Deserialize::deserialize(d).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// The rules of the Role/ClusterRole `kind`/`name` in `file`, expanded to triples; also the
+/// Role's namespace.
+fn role(file: &str, kind: &str, name: &str) -> (BTreeSet<Grant>, Option<String>) {
+    let path = common::repo_path(file);
+    let doc = documents(&path)
+        .into_iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{file} has no {kind} {name}"));
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap_or_else(|| panic!("{file}: {kind} {name}: expected a list, got {v}"))
+            .iter()
+            .map(|s| s.as_str().expect("a string").to_string())
+            .collect()
+    };
+    let mut out = BTreeSet::new();
+    for rule in doc["rules"].as_array().expect("rules") {
+        assert!(
+            rule.get("resourceNames").is_none(),
+            "{file}: resourceNames are not compared"
+        );
+        for g in strings(&rule["apiGroups"]) {
+            for r in strings(&rule["resources"]) {
+                for v in strings(&rule["verbs"]) {
+                    assert!(
+                        g != "*" && r != "*" && v != "*",
+                        "{file}: wildcards grant everything"
+                    );
+                    out.insert((g.clone(), r.clone(), v));
+                }
+            }
+        }
+    }
+    let ns = doc["metadata"]["namespace"].as_str().map(str::to_string);
+    (out, ns)
+}
+
+/// `Ok` when the granted rules are exactly what was used; otherwise what is missing and unused.
+fn compare(what: &str, granted: &BTreeSet<Grant>, used: &BTreeSet<Grant>) -> Result<(), String> {
+    let missing: Vec<_> = used.difference(granted).collect();
+    let unused: Vec<_> = granted.difference(used).collect();
+    if missing.is_empty() && unused.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{what}: used but not granted (group, resource, verb): {missing:?}\n\
+         granted but never used: {unused:?}"
+    ))
+}
+
+/// The comparison catches a removed rule and an added one.
+fn assert_comparison_is_strict(granted: &BTreeSet<Grant>, used: &BTreeSet<Grant>) {
+    let mut fewer = granted.clone();
+    let first = fewer.iter().next().cloned().expect("a rule");
+    fewer.remove(&first);
+    let err = compare("fewer", &fewer, used).expect_err("a removed rule must fail");
+    assert!(err.contains(&format!("{first:?}")), "{err}");
+    let mut more = granted.clone();
+    let extra: Grant = ("".into(), "secrets".into(), "get".into());
+    more.insert(extra.clone());
+    let err = compare("more", &more, used).expect_err("an unused rule must fail");
+    assert!(err.contains("\"secrets\""), "{err}");
+}
+
+fn vm_with_data_volume(name: &str) -> VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": name},
+        "spec": {
+            "runStrategy": "Always",
+            "dataVolumeTemplates": [{
+                "metadata": {"name": format!("{name}-disk")},
+                "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "1Gi"}}}}
+            }],
+            "template": {"spec": {
+                "domain": {"devices": {"disks": [{"name": "disk", "disk": {"bus": "virtio"}}]},
+                           "resources": {"requests": {"memory": "128Mi"}}},
+                "volumes": [{"name": "disk", "dataVolume": {"name": format!("{name}-disk")}}]
+            }}
+        }
+    }))
+    .expect("static VM")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
+    let env = Env::start().await;
+    let ns = env.namespace.clone();
+    // A VM's life: start, run, stop, delete; and a VM with a DataVolume template.
+    let mut vm = common::example_vm("vm-containerdisk.yaml");
+    vm.metadata.name = Some("rbac-vm".into());
+    env.create_vm(&vm).await;
+    env.wait_running("rbac-vm").await;
+    env.create_vm(&vm_with_data_volume("rbac-dv")).await;
+    let dvs: Api<DataVolume> = Api::namespaced(env.client.clone(), &ns);
+    env.wait_for("the DataVolume of rbac-dv", || async {
+        dvs.get_opt("rbac-dv-disk").await.ok().flatten()
+    })
+    .await;
+
+    // The project's examples: a PriorityClass, a PVC, the SATA disk.
+    env.cluster()
+        .apply_path(&common::repo_path("docs/examples"))
+        .await
+        .expect("apply docs/examples");
+    for name in EXAMPLE_VMS {
+        env.wait_running(name).await;
+    }
+
+    // A VM no node can take: its launcher pod stays unschedulable (the inspector then lists
+    // the nodes to say which resource none has).
+    let mut huge = common::example_vm("vm-containerdisk.yaml");
+    huge.metadata.name = Some("rbac-huge".into());
+    let mut value = serde_json::to_value(&huge).unwrap();
+    value["spec"]["template"]["spec"]["domain"]["resources"] =
+        json!({"requests": {"memory": "4000Gi"}});
+    value["spec"]["template"]["spec"]["domain"]
+        .as_object_mut()
+        .unwrap()
+        .remove("memory");
+    let huge: VirtualMachine = serde_json::from_value(value).unwrap();
+    env.create_vm(&huge).await;
+    env.wait_for("rbac-huge's launcher pod to be unschedulable", || async {
+        let vmi = env.vmi("rbac-huge").await?;
+        let cond = vmi.condition("PodScheduled")?;
+        (cond.status == "False").then_some(())
+    })
+    .await;
+
+    // The inspector, while the controller leads (Lease held, VMs in every state).
+    let inspector = env
+        .cluster()
+        .api()
+        .client_with_agent(INSPECT_AGENT)
+        .await
+        .expect("inspector client");
+    let opts = GatherOptions {
+        lease_namespace: virtctl_rs::runtime::lease::DEFAULT_NAMESPACE.into(),
+        lease_name: virtctl_rs::runtime::lease::DEFAULT_LEASE_NAME.into(),
+        timeout: Duration::from_secs(5),
+    };
+    gather_vm(&inspector, &ns, "rbac-vm", &opts)
+        .await
+        .expect("inspect vm/rbac-vm");
+    gather_vm(&inspector, &ns, "rbac-huge", &opts)
+        .await
+        .expect("inspect vm/rbac-huge");
+    gather_vm(&inspector, &ns, "rbac-dv", &opts)
+        .await
+        .expect("inspect vm/rbac-dv");
+    for name in EXAMPLE_VMS {
+        gather_vm(&inspector, &ns, name, &opts)
+            .await
+            .expect("inspect an example");
+    }
+    gather_fleet(&inspector, Some(&ns), &opts)
+        .await
+        .expect("fleet, one namespace");
+    gather_fleet(&inspector, None, &opts)
+        .await
+        .expect("fleet, -A");
+
+    let vmi_uid = env
+        .vmi("rbac-vm")
+        .await
+        .and_then(|v| v.metadata.uid)
+        .expect("VMI uid");
+    env.merge_patch_vm("rbac-vm", json!({"spec": {"runStrategy": "Halted"}}))
+        .await;
+    env.wait_vmi_gone("rbac-vm").await;
+    env.wait_pods_gone(&vmi_uid).await;
+    env.vms()
+        .delete("rbac-vm", &DeleteParams::default())
+        .await
+        .expect("delete rbac-vm");
+    env.wait_for("rbac-vm to be gone", || async {
+        env.vm("rbac-vm").await.is_none().then_some(())
+    })
+    .await;
+    env.wait_leading_and_idle().await;
+
+    let entries = env.cluster().api().audit().entries();
+    let controller_used = used(&entries, CONTROLLER_AGENT);
+    let inspector_used = used(&entries, INSPECT_AGENT);
+    env.shutdown().await;
+
+    let rbac = "deploy/rbac/controller.yaml";
+    // Cluster-wide objects: the ClusterRole; the Lease: a Role in the Lease namespace.
+    let (cluster_role, _) = role(rbac, "ClusterRole", "virtctl-rs-controller");
+    let (lease_role, lease_ns) = role(rbac, "Role", "virtctl-rs-controller-lease");
+    assert!(lease_ns.is_some(), "the Lease Role is namespaced");
+    let granted: BTreeSet<Grant> = cluster_role.union(&lease_role).cloned().collect();
+    assert!(
+        lease_role.iter().all(|(_, r, _)| r == "leases")
+            && cluster_role.iter().all(|(_, r, _)| r != "leases"),
+        "leases are granted in the Lease namespace only"
+    );
+    compare("run-controller", &granted, &controller_used).unwrap_or_else(|e| panic!("{e}"));
+    assert_comparison_is_strict(&granted, &controller_used);
+    // The `-n` scope: the same rules as a Role.
+    let (ns_role, ns_role_ns) = role(
+        "deploy/rbac/controller-namespaced.yaml",
+        "Role",
+        "virtctl-rs-controller",
+    );
+    assert!(ns_role_ns.is_some());
+    compare("run-controller -n (Role)", &ns_role, &cluster_role).unwrap_or_else(|e| panic!("{e}"));
+
+    let (inspect_role, _) = role(
+        "deploy/rbac/inspect.yaml",
+        "ClusterRole",
+        "virtctl-rs-inspect",
+    );
+    assert!(
+        inspect_role
+            .iter()
+            .all(|(_, _, v)| ["get", "list", "watch"].contains(&v.as_str())),
+        "the inspector's role is read-only: {inspect_role:?}"
+    );
+    compare("inspect", &inspect_role, &inspector_used).unwrap_or_else(|e| panic!("{e}"));
+    assert_comparison_is_strict(&inspect_role, &inspector_used);
+}
