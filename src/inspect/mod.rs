@@ -8,5 +8,6 @@ pub mod analyze;
 pub mod gather;
 pub mod model;
 pub mod text;
+pub mod whatif;
 
 pub use gather::{GatherError, GatherOptions, gather_fleet, gather_vm};
