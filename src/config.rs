@@ -336,15 +336,22 @@ mod tests {
     #[test]
     fn vm_rollout_strategy() {
         assert!(ClusterSettings::default().vm_rollout_strategy_live_update);
-        let cr = |v: serde_json::Value| {
-            json!({"kind": "KubeVirt", "spec": {"configuration": {"vmRolloutStrategy": v}}})
-        };
+        let cr = |v: serde_json::Value| json!({"kind": "KubeVirt", "spec": {"configuration": {"vmRolloutStrategy": v}}});
         let read = |v| ClusterSettings::from_kubevirt_cr(&cr(v));
-        assert!(!read(json!("Stage")).unwrap().vm_rollout_strategy_live_update);
-        assert!(read(json!("LiveUpdate")).unwrap().vm_rollout_strategy_live_update);
+        assert!(
+            !read(json!("Stage"))
+                .unwrap()
+                .vm_rollout_strategy_live_update
+        );
+        assert!(
+            read(json!("LiveUpdate"))
+                .unwrap()
+                .vm_rollout_strategy_live_update
+        );
         let e = read(json!("Sometimes")).unwrap_err();
         assert!(
-            e.to_string().contains("spec.configuration.vmRolloutStrategy"),
+            e.to_string()
+                .contains("spec.configuration.vmRolloutStrategy"),
             "{e}"
         );
     }

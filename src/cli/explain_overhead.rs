@@ -129,10 +129,12 @@ fn explain_changed(
     change.apply_to_value(&mut doc).map_err(|e| e.to_string())?;
     let changed = match object {
         KubeVirtObject::Vm(_) => KubeVirtObject::Vm(Box::new(
-            from_value_with_path(doc).map_err(|(f, m)| format!("after the change, field {f}: {m}"))?,
+            from_value_with_path(doc)
+                .map_err(|(f, m)| format!("after the change, field {f}: {m}"))?,
         )),
         KubeVirtObject::Vmi(_) => KubeVirtObject::Vmi(Box::new(
-            from_value_with_path(doc).map_err(|(f, m)| format!("after the change, field {f}: {m}"))?,
+            from_value_with_path(doc)
+                .map_err(|(f, m)| format!("after the change, field {f}: {m}"))?,
         )),
     };
     explain(&changed, namespace, settings).map_err(|e| format!("after the change: {e}"))
@@ -146,7 +148,13 @@ pub fn render_what_if_table(w: &WhatIfExplanation) -> String {
     for c in &w.change {
         let _ = writeln!(out, "  change: {c}");
     }
-    let width = w.terms.iter().map(|t| t.name.len()).max().unwrap_or(4).max(5);
+    let width = w
+        .terms
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(5);
     let _ = writeln!(
         out,
         "  {:<width$}  {:>12}  {:>12}  {:>9}  WHY (after)",
@@ -173,7 +181,11 @@ pub fn render_what_if_table(w: &WhatIfExplanation) -> String {
         "TOTAL",
         b,
         a,
-        if a == b { "-".to_string() } else { format!("{:+}", a - b) }
+        if a == b {
+            "-".to_string()
+        } else {
+            format!("{:+}", a - b)
+        }
     );
     let mem = |e: &Explanation| {
         e.compute_resources
@@ -342,7 +354,8 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
         }
         let out = match args.output {
             Output::Json => {
-                serde_json::to_string_pretty(&results).map_err(|e| CliError::Failed(e.to_string()))?
+                serde_json::to_string_pretty(&results)
+                    .map_err(|e| CliError::Failed(e.to_string()))?
                     + "\n"
             }
             Output::Yaml => {

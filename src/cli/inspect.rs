@@ -219,9 +219,7 @@ fn run_what_if(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliEr
     let gathered = match &args.filename {
         Some(file) => {
             if !args.target.is_empty() {
-                return Err(CliError::Usage(
-                    "give vm/NAME or -f FILE, not both".into(),
-                ));
+                return Err(CliError::Usage("give vm/NAME or -f FILE, not both".into()));
             }
             let text = if file == "-" {
                 let mut s = String::new();
@@ -261,7 +259,8 @@ fn run_what_if(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliEr
             })?
         }
     };
-    let result = whatif::what_if(&gathered, &change).map_err(|e| CliError::Failed(e.to_string()))?;
+    let result =
+        whatif::what_if(&gathered, &change).map_err(|e| CliError::Failed(e.to_string()))?;
     match args.output {
         Some(o) => emit(&serialise(&result, o)?)?,
         None => emit(&whatif::render_text(&result))?,

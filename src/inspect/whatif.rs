@@ -343,9 +343,17 @@ impl Change {
             .iter()
             .map(|p| format!("merge patch {p}"))
             .collect();
-        out.extend(self.sets.iter().map(|s| format!("set {}={}", s.path, s.value)));
+        out.extend(
+            self.sets
+                .iter()
+                .map(|s| format!("set {}={}", s.path, s.value)),
+        );
         if let Some(r) = self.request {
-            out.push(format!("{} request (as virtctl {} sends it)", r.as_str(), r.as_str()));
+            out.push(format!(
+                "{} request (as virtctl {} sends it)",
+                r.as_str(),
+                r.as_str()
+            ));
         }
         out
     }
@@ -495,7 +503,10 @@ pub fn apply_request(
                         ));
                     }
                     let changes = if needs_restart {
-                        vec![change_request("Stop", vmi_uid), change_request("Start", None)]
+                        vec![
+                            change_request("Stop", vmi_uid),
+                            change_request("Start", None),
+                        ]
                     } else {
                         vec![change_request("Start", None)]
                     };
@@ -550,7 +561,10 @@ pub fn apply_request(
                 vm,
                 request,
                 H,
-                vec![change_request("Stop", vmi_uid), change_request("Start", None)],
+                vec![
+                    change_request("Stop", vmi_uid),
+                    change_request("Start", None),
+                ],
             )?;
         }
     }
@@ -960,8 +974,12 @@ fn explain_vmi(
     namespace: &str,
     settings: &ClusterSettings,
 ) -> Result<Explanation, String> {
-    explain(&KubeVirtObject::Vmi(Box::new(vmi.clone())), namespace, settings)
-        .map_err(|e| e.to_string())
+    explain(
+        &KubeVirtObject::Vmi(Box::new(vmi.clone())),
+        namespace,
+        settings,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Term-by-term difference of two explanations (terms in the after order, then vanished ones).
@@ -1347,7 +1365,10 @@ fn outcome(w: &WhatIf, g: &Gathered) -> Vec<String> {
     let (b, a) = (&w.before, &w.after);
     if let Some(act) = find(a, "DeleteVmi").filter(|_| !has(b, "DeleteVmi")) {
         let restarts = w.change.iter().any(|c| c.starts_with("restart"))
-            || (w.changed_fields.iter().all(|f| !f.path.contains("runStrategy"))
+            || (w
+                .changed_fields
+                .iter()
+                .all(|f| !f.path.contains("runStrategy"))
                 && a.summary.starts_with("Always"));
         if restarts {
             out.push(format!(
@@ -1369,7 +1390,11 @@ fn outcome(w: &WhatIf, g: &Gathered) -> Vec<String> {
     } else if !a.restart_required && b.restart_required {
         out.push("RestartRequired would be cleared (vm.go:3056-3058)".into());
     }
-    if let Some(e) = a.sync_error.as_ref().filter(|e| Some(*e) != b.sync_error.as_ref()) {
+    if let Some(e) = a
+        .sync_error
+        .as_ref()
+        .filter(|e| Some(*e) != b.sync_error.as_ref())
+    {
         out.push(format!("the VM sync would fail: {e}"));
     }
     if w.rollout.change_needs_restart == Some(false) && !w.rollout.live_updatable_changes.is_empty()
@@ -1393,7 +1418,9 @@ fn outcome(w: &WhatIf, g: &Gathered) -> Vec<String> {
 /// pure, on the gathered state (the clock is `g.now`; nothing is read or written).
 pub fn what_if(g: &Gathered, change: &Change) -> Result<WhatIf, ChangeError> {
     let key = format!("{}/{}", g.namespace, g.name);
-    let before_vm = g.vm.as_ref().ok_or_else(|| ChangeError::NoVm(key.clone()))?;
+    let before_vm =
+        g.vm.as_ref()
+            .ok_or_else(|| ChangeError::NoVm(key.clone()))?;
     let after_vm = apply_change(before_vm, g.vmi.as_ref(), change)?;
     let mut after_g = g.clone();
     after_g.vm = Some(after_vm.clone());
@@ -1406,8 +1433,16 @@ pub fn what_if(g: &Gathered, change: &Change) -> Result<WhatIf, ChangeError> {
             .as_ref()
             .map(|e| format!("{}: {}", e.reason, e.message))
     };
-    let before = side(&before_ins, restart_required_in(&before_d.vm), err(&before_d.vm));
-    let after = side(&after_ins, restart_required_in(&after_d.vm), err(&after_d.vm));
+    let before = side(
+        &before_ins,
+        restart_required_in(&before_d.vm),
+        err(&before_d.vm),
+    );
+    let after = side(
+        &after_ins,
+        restart_required_in(&after_d.vm),
+        err(&after_d.vm),
+    );
     let fields = changed_fields(before_vm, &after_vm);
     let mut missing = Vec::new();
     let rendered = pod_diff(g, before_vm, &after_vm, &mut missing);
@@ -1480,14 +1515,17 @@ pub fn gathered_from_manifest(
     let mut pods: Vec<Pod> = Vec::new();
     let mut kubevirt = None;
     for (index, doc) in docs {
-        let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let kind = doc
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let at = |field: String, message: String| {
             format!("{source}: document {index} ({kind}): field {field}: {message}")
         };
         match kind.as_str() {
             "VirtualMachine" if g.vm.is_none() => {
-                let vm: VirtualMachine =
-                    from_value_with_path(doc).map_err(|(f, m)| at(f, m))?;
+                let vm: VirtualMachine = from_value_with_path(doc).map_err(|(f, m)| at(f, m))?;
                 g.vm = Some(vm);
             }
             "VirtualMachineInstance" => {
@@ -1516,10 +1554,9 @@ pub fn gathered_from_manifest(
             _ => {}
         }
     }
-    let mut vm = g
-        .vm
-        .take()
-        .ok_or_else(|| format!("{source}: no VirtualMachine in the file"))?;
+    let mut vm =
+        g.vm.take()
+            .ok_or_else(|| format!("{source}: no VirtualMachine in the file"))?;
     if vm.metadata.namespace.is_none() {
         vm.metadata.namespace = Some(default_namespace.to_string());
     }
@@ -1622,7 +1659,11 @@ fn side_lines(out: &mut String, label: &str, s: &DecisionSide) {
 /// The plain-text what-if (`inspect vm/NAME --what-if …` without `-o`).
 pub fn render_text(w: &WhatIf) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "WHAT-IF {}/{}  (nothing is written)", w.namespace, w.name);
+    let _ = writeln!(
+        out,
+        "WHAT-IF {}/{}  (nothing is written)",
+        w.namespace, w.name
+    );
     for c in &w.change {
         let _ = writeln!(out, "  {c}");
     }

@@ -62,10 +62,10 @@ fn running(settings: ClusterSettings) -> Gathered {
     let revision = build_start_revision(&vm).expect("revision");
     let mut vmi = setup_vmi_from_vm(&vm).expect("vmi");
     vmi.metadata.uid = Some("vmi-uid".into());
-    vmi.metadata.annotations.get_or_insert_with(Default::default).insert(
-        "kubevirt.io/vm-generation".into(),
-        "2".into(),
-    );
+    vmi.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("kubevirt.io/vm-generation".into(), "2".into());
     let status = json!({
         "phase": "Running", "nodeName": "node-a",
         "virtualMachineRevisionName": revision.metadata.name.clone(),
@@ -104,11 +104,11 @@ fn set(text: &str) -> Change {
 fn set_values_are_json_when_they_parse_else_strings() {
     let s = parse_set("spec.template.spec.domain.cpu.sockets=2").unwrap();
     assert_eq!(s.value, json!(2));
+    assert_eq!(s.steps.last(), Some(&PathStep::Key("sockets".into())));
     assert_eq!(
-        s.steps.last(),
-        Some(&PathStep::Key("sockets".into()))
+        parse_set("spec.runStrategy=Halted").unwrap().value,
+        json!("Halted")
     );
-    assert_eq!(parse_set("spec.runStrategy=Halted").unwrap().value, json!("Halted"));
     assert_eq!(parse_set("a.b=8Gi").unwrap().value, json!("8Gi"));
     assert_eq!(parse_set("a.b=false").unwrap().value, json!(false));
     assert_eq!(parse_set("a.b=\"true\"").unwrap().value, json!("true"));
@@ -146,7 +146,12 @@ fn patches_must_be_objects_json_or_yaml() {
         parse_patch("spec:\n  runStrategy: Halted\n").unwrap(),
         json!({"spec": {"runStrategy": "Halted"}})
     );
-    assert!(parse_patch("[1,2]").unwrap_err().to_string().contains("must be an object"));
+    assert!(
+        parse_patch("[1,2]")
+            .unwrap_err()
+            .to_string()
+            .contains("must be an object")
+    );
     assert!(parse_patch("{").is_err());
 }
 
@@ -163,12 +168,20 @@ fn set_edits_create_objects_index_lists_and_remove_with_null() {
         ..Default::default()
     };
     change.apply_to_value(&mut doc).unwrap();
-    assert_eq!(doc, json!({"spec": {"new": {}, "list": [{"a": 2}, {"b": 3}]}}));
+    assert_eq!(
+        doc,
+        json!({"spec": {"new": {}, "list": [{"a": 2}, {"b": 3}]}})
+    );
     let past = Change {
         sets: vec![parse_set("spec.list[5]=1").unwrap()],
         ..Default::default()
     };
-    assert!(past.apply_to_value(&mut doc).unwrap_err().to_string().contains("past the end"));
+    assert!(
+        past.apply_to_value(&mut doc)
+            .unwrap_err()
+            .to_string()
+            .contains("past the end")
+    );
 }
 
 #[test]
@@ -190,7 +203,8 @@ fn apply_change_bumps_generation_and_refuses_identity_status_and_bad_types() {
     )
     .unwrap_err();
     assert!(
-        e.to_string().contains("spec.template.spec.domain.cpu.sockets"),
+        e.to_string()
+            .contains("spec.template.spec.domain.cpu.sockets"),
         "{e}"
     );
     // Merge patches first, then --set.
@@ -237,7 +251,10 @@ fn requests_follow_virt_apis_subresources() {
     apply_request(&mut v, vmi, LifecycleRequest::Restart).unwrap();
     assert_eq!(
         requests(&v),
-        vec![("Stop".into(), Some("vmi-uid".into())), ("Start".into(), None)]
+        vec![
+            ("Stop".into(), Some("vmi-uid".into())),
+            ("Start".into(), None)
+        ]
     );
     assert!(v.status.as_ref().unwrap().start_failure.is_none());
     let e = apply_request(&mut v, vmi, LifecycleRequest::Restart).unwrap_err();
@@ -247,7 +264,8 @@ fn requests_follow_virt_apis_subresources() {
     assert!(e.to_string().contains("VM is already running"), "{e}");
     let e = apply_request(&mut vm("Always"), None, LifecycleRequest::Start).unwrap_err();
     assert!(
-        e.to_string().contains("Always does not support manual start requests"),
+        e.to_string()
+            .contains("Always does not support manual start requests"),
         "{e}"
     );
     let mut v = vm("Halted");
@@ -257,7 +275,10 @@ fn requests_follow_virt_apis_subresources() {
     apply_request(&mut v, None, LifecycleRequest::Start).unwrap();
     assert_eq!(requests(&v), vec![("Start".into(), None)]);
     let e = apply_request(&mut vm("Halted"), vmi, LifecycleRequest::Restart).unwrap_err();
-    assert!(e.to_string().contains("does not support manual restart"), "{e}");
+    assert!(
+        e.to_string().contains("does not support manual restart"),
+        "{e}"
+    );
     assert!("pause".parse::<LifecycleRequest>().is_err());
 }
 
@@ -293,8 +314,16 @@ fn map_diffs_compare_quantities_by_value() {
             .collect::<BTreeMap<_, _>>()
     };
     let d = diff_maps(
-        &m(&[("requests.memory", "1Gi"), ("requests.cpu", "100m"), ("limits.x", "1")]),
-        &m(&[("requests.memory", "1024Mi"), ("requests.cpu", "200m"), ("limits.y", "1")]),
+        &m(&[
+            ("requests.memory", "1Gi"),
+            ("requests.cpu", "100m"),
+            ("limits.x", "1"),
+        ]),
+        &m(&[
+            ("requests.memory", "1024Mi"),
+            ("requests.cpu", "200m"),
+            ("limits.y", "1"),
+        ]),
         true,
     );
     let names: Vec<&str> = d.iter().map(|c| c.name.as_str()).collect();
@@ -309,7 +338,9 @@ fn halted_would_delete_the_vmi() {
     let g = running(ClusterSettings::default());
     let w = what_if(&g, &set("spec.runStrategy=Halted")).unwrap();
     assert!(
-        w.outcome.iter().any(|o| o.starts_with("would delete VMI vm-a")),
+        w.outcome
+            .iter()
+            .any(|o| o.starts_with("would delete VMI vm-a")),
         "{:?}",
         w.outcome
     );
@@ -354,7 +385,11 @@ fn graphics_off_needs_a_restart_and_drops_video_ram() {
     assert!(w.outcome.iter().any(|o| o.starts_with("RestartRequired")));
     let pod = w.pod.expect("pod diff");
     assert_eq!(pod.before_source, "pod/virt-launcher-vm-a-abcde");
-    let video = pod.terms.iter().find(|t| t.name == "videoRam").expect("videoRam moved");
+    let video = pod
+        .terms
+        .iter()
+        .find(|t| t.name == "videoRam")
+        .expect("videoRam moved");
     assert_eq!(video.delta_bytes, -32 * MIB);
     assert_eq!(pod.terms.len(), 1, "{:?}", pod.terms);
     assert_eq!(
@@ -376,7 +411,11 @@ fn memory_guest_follows_the_rollout_strategy() {
     assert_eq!(live.rollout.strategy, "LiveUpdate");
     assert!(!live.after.restart_required);
     assert_eq!(live.rollout.change_needs_restart, Some(false));
-    assert!(live.rollout.summary.contains("live update of spec.template.spec.domain.memory.guest"));
+    assert!(
+        live.rollout
+            .summary
+            .contains("live update of spec.template.spec.domain.memory.guest")
+    );
     let stage = ClusterSettings {
         vm_rollout_strategy_live_update: false,
         ..Default::default()
@@ -384,7 +423,11 @@ fn memory_guest_follows_the_rollout_strategy() {
     let staged = what_if(&running(stage), &change).unwrap();
     assert_eq!(staged.rollout.strategy, "Stage");
     assert!(staged.after.restart_required);
-    assert!(staged.rollout.summary.contains("RestartRequired"), "{}", staged.rollout.summary);
+    assert!(
+        staged.rollout.summary.contains("RestartRequired"),
+        "{}",
+        staged.rollout.summary
+    );
 }
 
 #[test]
@@ -398,12 +441,19 @@ fn an_oversized_pod_fits_no_node_and_names_the_closest() {
     let fit = w.fit.expect("fit");
     assert!(!fit.fits);
     assert_eq!(fit.closest_node.as_deref(), Some("node-b"));
-    assert!(fit.summary.contains("closest node-b: memory: needs"), "{}", fit.summary);
+    assert!(
+        fit.summary.contains("closest node-b: memory: needs"),
+        "{}",
+        fit.summary
+    );
     assert!(w.outcome.iter().any(|o| o.contains("unschedulable")));
     // The current template fits both.
     let ok = what_if(&g, &set("metadata.labels.x=y")).unwrap();
     assert_eq!(ok.fit.unwrap().fitting_nodes, vec!["node-a", "node-b"]);
-    assert_eq!(ok.outcome, vec!["no change: the controllers would do the same as now"]);
+    assert_eq!(
+        ok.outcome,
+        vec!["no change: the controllers would do the same as now"]
+    );
 }
 
 #[test]
@@ -446,4 +496,3 @@ fn a_manifest_is_a_gathered_state() {
     assert_eq!(w.rollout.strategy, "Stage");
     assert!(gathered_from_manifest("x.yaml", "kind: Pod\n", "default", now()).is_err());
 }
-
