@@ -59,6 +59,14 @@ pub struct ClusterSettings {
     pub default_network_interface: String,
     /// `network.permitBridgeInterfaceOnPodNetwork` (true by default).
     pub permit_bridge_interface_on_pod_network: bool,
+    /// `vmRolloutStrategy` is `LiveUpdate` (or unset: virt-config.go:514-517); `false` for
+    /// `Stage`. Decides which template changes of a running VM need a restart.
+    #[serde(default = "live_update_default")]
+    pub vm_rollout_strategy_live_update: bool,
+}
+
+fn live_update_default() -> bool {
+    true
 }
 
 impl Default for ClusterSettings {
@@ -78,6 +86,7 @@ impl Default for ClusterSettings {
             node_selectors: Default::default(),
             default_network_interface: "bridge".to_string(),
             permit_bridge_interface_on_pod_network: true,
+            vm_rollout_strategy_live_update: true,
         }
     }
 }
@@ -206,6 +215,19 @@ impl ClusterSettings {
         {
             s.permit_bridge_interface_on_pod_network = permit;
         }
+        match cfg.get("vmRolloutStrategy") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(v) => match v.as_str() {
+                Some("LiveUpdate") => s.vm_rollout_strategy_live_update = true,
+                Some("Stage") => s.vm_rollout_strategy_live_update = false,
+                _ => {
+                    return Err(field_err(
+                        "vmRolloutStrategy",
+                        format!("must be LiveUpdate or Stage, found {v}"),
+                    ));
+                }
+            },
+        }
         if let Some(arch) = cfg
             .pointer("/architectureConfiguration/defaultArchitecture")
             .and_then(|v| v.as_str())
@@ -307,5 +329,30 @@ mod tests {
             "{e}"
         );
         assert!(ClusterSettings::from_kubevirt_cr(&json!({"kind": "Pod"})).is_err());
+    }
+
+    /// virt-config.go:514-517: unset or `LiveUpdate` is live update, `Stage` is not; anything
+    /// else is refused naming the field.
+    #[test]
+    fn vm_rollout_strategy() {
+        assert!(ClusterSettings::default().vm_rollout_strategy_live_update);
+        let cr = |v: serde_json::Value| json!({"kind": "KubeVirt", "spec": {"configuration": {"vmRolloutStrategy": v}}});
+        let read = |v| ClusterSettings::from_kubevirt_cr(&cr(v));
+        assert!(
+            !read(json!("Stage"))
+                .unwrap()
+                .vm_rollout_strategy_live_update
+        );
+        assert!(
+            read(json!("LiveUpdate"))
+                .unwrap()
+                .vm_rollout_strategy_live_update
+        );
+        let e = read(json!("Sometimes")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("spec.configuration.vmRolloutStrategy"),
+            "{e}"
+        );
     }
 }

@@ -61,6 +61,142 @@ pub struct ExplainOverheadArgs {
     /// `kubevirt.io/memory-overhead-bytes` annotation and `compute` memory request.
     #[arg(long, value_name = "FILE")]
     pub pod: Option<PathBuf>,
+    /// What-if: a JSON merge patch (RFC 7386, JSON or YAML) applied to every VM/VMI of the
+    /// manifest; prints the terms before and after (repeatable).
+    #[arg(long = "what-if", value_name = "PATCH")]
+    pub what_if: Vec<String>,
+    /// What-if: set one field, `path=value` (value JSON when it parses, else a string;
+    /// repeatable, applied after --what-if).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// One object of `explain-overhead --what-if`: the formula before and after the change.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WhatIfExplanation {
+    /// `VirtualMachine` or `VirtualMachineInstance`.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The change, one line per step.
+    pub change: Vec<String>,
+    /// Before the change.
+    pub before: Explanation,
+    /// After the change.
+    pub after: Explanation,
+    /// Every term before and after, in KubeVirt's order.
+    pub terms: Vec<crate::inspect::whatif::TermChange>,
+}
+
+/// `--what-if`/`--set` as a change (bad syntax is a usage error); `None` when neither is given.
+fn what_if_change(
+    args: &ExplainOverheadArgs,
+) -> Result<Option<crate::inspect::whatif::Change>, CliError> {
+    use crate::inspect::whatif::{Change, parse_patch, parse_set};
+    if args.what_if.is_empty() && args.set.is_empty() {
+        return Ok(None);
+    }
+    let usage = |e: crate::inspect::whatif::ChangeError| CliError::Usage(e.to_string());
+    let mut change = Change::default();
+    for p in &args.what_if {
+        change.patches.push(parse_patch(p).map_err(usage)?);
+    }
+    for s in &args.set {
+        change.sets.push(parse_set(s).map_err(usage)?);
+    }
+    Ok(Some(change))
+}
+
+/// Apply `change` to one manifest object (a copy) and explain it again.
+fn explain_changed(
+    object: &crate::api::manifest::KubeVirtObject,
+    change: &crate::inspect::whatif::Change,
+    namespace: &str,
+    settings: &ClusterSettings,
+) -> Result<Explanation, String> {
+    use crate::api::manifest::{KubeVirtObject, from_value_with_path};
+    let mut doc = match object {
+        KubeVirtObject::Vm(vm) => serde_json::to_value(vm),
+        KubeVirtObject::Vmi(vmi) => serde_json::to_value(vmi),
+    }
+    .map_err(|e| e.to_string())?;
+    change.apply_to_value(&mut doc).map_err(|e| e.to_string())?;
+    let changed = match object {
+        KubeVirtObject::Vm(_) => KubeVirtObject::Vm(Box::new(
+            from_value_with_path(doc)
+                .map_err(|(f, m)| format!("after the change, field {f}: {m}"))?,
+        )),
+        KubeVirtObject::Vmi(_) => KubeVirtObject::Vmi(Box::new(
+            from_value_with_path(doc)
+                .map_err(|(f, m)| format!("after the change, field {f}: {m}"))?,
+        )),
+    };
+    explain(&changed, namespace, settings).map_err(|e| format!("after the change: {e}"))
+}
+
+/// The before/after table of one object.
+pub fn render_what_if_table(w: &WhatIfExplanation) -> String {
+    use crate::inspect::whatif::human_bytes;
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {}/{} (what-if)", w.kind, w.namespace, w.name);
+    for c in &w.change {
+        let _ = writeln!(out, "  change: {c}");
+    }
+    let width = w
+        .terms
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(5);
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:>12}  {:>12}  {:>9}  WHY (after)",
+        "TERM", "BEFORE", "AFTER", "DELTA"
+    );
+    for t in &w.terms {
+        let delta = if t.delta_bytes == 0 {
+            "-".to_string()
+        } else if t.delta_bytes > 0 {
+            format!("+{}", human_bytes(t.delta_bytes))
+        } else {
+            human_bytes(t.delta_bytes)
+        };
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:>12}  {:>12}  {:>9}  {}",
+            t.name, t.before_bytes, t.after_bytes, delta, t.reason
+        );
+    }
+    let (b, a) = (w.before.overhead.total_bytes, w.after.overhead.total_bytes);
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:>12}  {:>12}  {:>9}",
+        "TOTAL",
+        b,
+        a,
+        if a == b {
+            "-".to_string()
+        } else {
+            format!("{:+}", a - b)
+        }
+    );
+    let mem = |e: &Explanation| {
+        e.compute_resources
+            .requests
+            .get("memory")
+            .map_or("-".to_string(), |q| q.0.clone())
+    };
+    let _ = writeln!(
+        out,
+        "  compute memory request: {} → {}",
+        mem(&w.before),
+        mem(&w.after)
+    );
+    out
 }
 
 fn read_input(name: &str) -> Result<String, CliError> {
@@ -191,6 +327,45 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
         let e = explain(object, &namespace, &settings)
             .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
         explanations.push(e);
+    }
+    if let Some(change) = what_if_change(&args)? {
+        if args.pod.is_some() {
+            return Err(CliError::Usage(
+                "--pod checks a running pod against the manifest as is: not with --what-if/--set"
+                    .into(),
+            ));
+        }
+        let mut results = Vec::new();
+        for (ManifestObject { doc, object }, before) in manifest.objects.iter().zip(explanations) {
+            let after = explain_changed(object, &change, &namespace, &settings)
+                .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
+            results.push(WhatIfExplanation {
+                kind: before.kind.clone(),
+                namespace: before.namespace.clone(),
+                name: before.name.clone(),
+                change: change.describe(),
+                terms: crate::inspect::whatif::term_changes(&before, &after),
+                before,
+                after,
+            });
+        }
+        let out = match args.output {
+            Output::Json => {
+                serde_json::to_string_pretty(&results)
+                    .map_err(|e| CliError::Failed(e.to_string()))?
+                    + "\n"
+            }
+            Output::Yaml => {
+                serde_yaml::to_string(&results).map_err(|e| CliError::Failed(e.to_string()))?
+            }
+            Output::Table => results
+                .iter()
+                .map(render_what_if_table)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        print!("{out}");
+        return Ok(ExitCode::SUCCESS);
     }
     let mut mismatch = false;
     if let Some(pod_path) = &args.pod {

@@ -7,6 +7,7 @@ use super::{CliError, GlobalArgs};
 use crate::inspect::gather::{GatherError, GatherOptions, gather_fleet, gather_vm};
 use crate::inspect::text::{render_fleet, render_vm};
 use crate::inspect::tui::cluster::ClusterGather;
+use crate::inspect::whatif::{self, Change};
 use crate::runtime::lease::{DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE};
 use clap::Args;
 use std::io::{IsTerminal, Write};
@@ -37,6 +38,21 @@ pub struct InspectArgs {
     /// Timeout of the debug-endpoint and metrics reads, seconds.
     #[arg(long, default_value_t = 5)]
     pub timeout_seconds: u64,
+    /// What-if: a JSON merge patch (RFC 7386, JSON or YAML) of the VM; nothing is written
+    /// (repeatable, applied in order; docs/inspect.md "What-if").
+    #[arg(long = "what-if", value_name = "PATCH")]
+    pub what_if: Vec<String>,
+    /// What-if: set one field, `path=value` (e.g. `spec.runStrategy=Halted`; the value is JSON
+    /// when it parses, else a string; repeatable, applied after --what-if).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
+    /// What-if: a start/stop/restart request, as virtctl sends it (applied last).
+    #[arg(long = "what-if-request", value_name = "start|stop|restart")]
+    pub what_if_request: Option<String>,
+    /// What-if on a manifest instead of the cluster: its VM (and the VMI, pods, nodes, KubeVirt
+    /// CR it holds).
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub filename: Option<String>,
 }
 
 /// `-o` formats.
@@ -109,6 +125,13 @@ fn gather_failed(e: GatherError) -> CliError {
 
 /// Run `inspect`.
 pub fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError> {
+    if !args.what_if.is_empty()
+        || !args.set.is_empty()
+        || args.what_if_request.is_some()
+        || args.filename.is_some()
+    {
+        return run_what_if(global, args);
+    }
     let name = parse_target(&args.target)?;
     if args.once && args.output.is_some() {
         return Err(CliError::Usage("--once and -o are exclusive".into()));
@@ -186,6 +209,87 @@ pub fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError>
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The what-if flags as a [`Change`] (bad syntax is a usage error).
+pub fn change_from_args(args: &InspectArgs) -> Result<Change, CliError> {
+    let usage = |e: crate::inspect::whatif::ChangeError| CliError::Usage(e.to_string());
+    let mut change = Change::default();
+    for p in &args.what_if {
+        change.patches.push(whatif::parse_patch(p).map_err(usage)?);
+    }
+    for s in &args.set {
+        change.sets.push(whatif::parse_set(s).map_err(usage)?);
+    }
+    if let Some(r) = &args.what_if_request {
+        change.request = Some(r.parse().map_err(usage)?);
+    }
+    if change.is_empty() {
+        return Err(CliError::Usage(
+            "-f is for a what-if: give --what-if PATCH, --set PATH=VALUE or --what-if-request"
+                .into(),
+        ));
+    }
+    Ok(change)
+}
+
+/// `inspect vm/NAME --what-if …` (or `-f FILE --what-if …`): the decisions and the launcher pod
+/// after the change; only reads.
+fn run_what_if(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError> {
+    if args.once && args.output.is_some() {
+        return Err(CliError::Usage("--once and -o are exclusive".into()));
+    }
+    let change = change_from_args(&args)?;
+    let gathered = match &args.filename {
+        Some(file) => {
+            if !args.target.is_empty() {
+                return Err(CliError::Usage("give vm/NAME or -f FILE, not both".into()));
+            }
+            let text = if file == "-" {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+                    .map_err(|e| CliError::Failed(format!("reading stdin: {e}")))?;
+                s
+            } else {
+                std::fs::read_to_string(file)
+                    .map_err(|e| CliError::Failed(format!("reading {file}: {e}")))?
+            };
+            let namespace = global.namespace.clone().unwrap_or_else(|| "default".into());
+            whatif::gathered_from_manifest(file, &text, &namespace, chrono::Utc::now())
+                .map_err(CliError::Failed)?
+        }
+        None => {
+            let Some(name) = parse_target(&args.target)? else {
+                return Err(CliError::Usage(
+                    "a what-if needs a VM: vm/NAME, or -f FILE".into(),
+                ));
+            };
+            let opts = GatherOptions {
+                lease_namespace: args.lease_namespace.clone(),
+                lease_name: args.lease_name.clone(),
+                timeout: Duration::from_secs(args.timeout_seconds.max(1)),
+            };
+            let runtime = tokio::runtime::Runtime::new()
+                .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+            runtime.block_on(async move {
+                let client = client_from_flags(global).await?;
+                let namespace = global
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| client.default_namespace().to_string());
+                whatif::gather_what_if(&client, &namespace, &name, &opts)
+                    .await
+                    .map_err(gather_failed)
+            })?
+        }
+    };
+    let result =
+        whatif::what_if(&gathered, &change).map_err(|e| CliError::Failed(e.to_string()))?;
+    match args.output {
+        Some(o) => emit(&serialise(&result, o)?)?,
+        None => emit(&whatif::render_text(&result))?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

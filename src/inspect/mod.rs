@@ -9,5 +9,6 @@ pub mod gather;
 pub mod model;
 pub mod text;
 pub mod tui;
+pub mod whatif;
 
 pub use gather::{GatherError, GatherOptions, gather_fleet, gather_vm};

@@ -140,6 +140,7 @@ pub fn snapshot_from_objects<'a>(
     snap.config = VmControllerConfig {
         default_network_interface: settings.default_network_interface.clone(),
         permit_bridge_interface_on_pod_network: settings.permit_bridge_interface_on_pod_network,
+        rollout_strategy_live_update: settings.vm_rollout_strategy_live_update,
         ..Default::default()
     };
     snap

@@ -1,0 +1,1769 @@
+//! What-if: the controllers' decisions and the launcher pod for a change to a VM, before it is
+//! applied. Nothing is written anywhere: the change is applied to a copy of the gathered VM and
+//! the same pure functions `inspect` uses run on both states.
+//!
+//! - The change ([`Change`]): JSON merge patches (RFC 7386, `json_patch::merge`), `--set
+//!   path=value` edits, and a start/stop/restart request applied as virt-api's subresources
+//!   would ([`apply_request`], pkg/virt-api/rest/lifecycle.go `StartVMRequestHandler`,
+//!   `StopVMRequestHandler`, `RestartVMRequestHandler`, `getChangeRequestJson`,
+//!   `getRunningPatch`). A spec change bumps `metadata.generation`, as the API server does for a
+//!   resource with a status subresource.
+//! - The decisions: [`super::analyze::analyze`] (and so [`super::analyze::decide_next`], the VM
+//!   and VMI controllers' own `decide`) on the gathered state and on the changed one; the
+//!   `RestartRequired` condition is the one the VM decision writes
+//!   ([`crate::controller::vm::restart_required`], vm.go:2989-3065), with the cluster's
+//!   `vmRolloutStrategy` ([`ClusterSettings::vm_rollout_strategy_live_update`]).
+//! - The launcher pod: [`setup_vmi_from_vm`] on the changed VM, rendered by
+//!   [`render_pod_with`], its overhead by [`explain`], compared with the running pod.
+//! - The fit: the rendered pod's requests against each node's allocatable resources.
+//!
+//! [`what_if`] is pure (the terminal UI can call it on the `Gathered` it holds);
+//! [`gather_what_if`] does the reads; [`render_text`] is the plain-text form.
+
+use super::analyze::{analyze, decide_next};
+use super::gather::{GatherError, GatherOptions, Gathered, describe_error, gather_raw};
+use super::model::{Inspection, Missing, PlannedActionView};
+use crate::api::annotations::{MEMORY_OVERHEAD_BYTES, VM_GENERATION};
+use crate::api::manifest::{KubeVirtObject, from_value_with_path};
+use crate::api::quantity::ParsedQuantity;
+use crate::api::{RunStrategy, VirtualMachine, VirtualMachineInstance};
+use crate::config::ClusterSettings;
+use crate::controller::common::semantic_eq;
+use crate::controller::vm::restart_required::restart_required;
+use crate::controller::vm::setup_vmi_from_vm;
+use crate::controller::vmi::executor::render_pod_with;
+use crate::launcher::explain::{Explanation, explain};
+use crate::launcher::overhead::MIB;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+// ------------------------------------------------------------------------------------------
+// The change
+// ------------------------------------------------------------------------------------------
+
+/// A start/stop/restart request, as `virtctl start|stop|restart` sends it to virt-api.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LifecycleRequest {
+    /// `virtctl start` (`StartVMRequestHandler`).
+    Start,
+    /// `virtctl stop` (`StopVMRequestHandler`, no grace period).
+    Stop,
+    /// `virtctl restart` (`RestartVMRequestHandler`).
+    Restart,
+}
+
+impl LifecycleRequest {
+    /// `start`, `stop`, `restart`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LifecycleRequest::Start => "start",
+            LifecycleRequest::Stop => "stop",
+            LifecycleRequest::Restart => "restart",
+        }
+    }
+}
+
+impl std::str::FromStr for LifecycleRequest {
+    type Err = ChangeError;
+    fn from_str(s: &str) -> Result<Self, ChangeError> {
+        match s {
+            "start" => Ok(LifecycleRequest::Start),
+            "stop" => Ok(LifecycleRequest::Stop),
+            "restart" => Ok(LifecycleRequest::Restart),
+            other => Err(ChangeError::Request(format!(
+                "{other:?}: expected start, stop or restart"
+            ))),
+        }
+    }
+}
+
+/// One step of a `--set` path: an object key or an array index (`disks[0]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathStep {
+    /// An object key.
+    Key(String),
+    /// An array index.
+    Index(usize),
+}
+
+/// One `--set path=value`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetOp {
+    /// The path as given (`spec.runStrategy`).
+    pub path: String,
+    /// The parsed path.
+    pub steps: Vec<PathStep>,
+    /// The value: JSON when the text parses as JSON, else the text as a string; `null` removes
+    /// the key (as in a merge patch).
+    pub value: Value,
+}
+
+/// A change to a VM: merge patches, then `--set` edits (each in the order given), then a
+/// lifecycle request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Change {
+    /// JSON merge patches (RFC 7386), applied in order.
+    pub patches: Vec<Value>,
+    /// `--set` edits, applied in order after the patches.
+    pub sets: Vec<SetOp>,
+    /// A start/stop/restart request, applied last.
+    pub request: Option<LifecycleRequest>,
+}
+
+/// Why a change could not be evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChangeError {
+    /// A `--what-if` patch is not a JSON/YAML object.
+    #[error("--what-if: {0}")]
+    Patch(String),
+    /// A `--set` is malformed or cannot be applied.
+    #[error("--set {0}")]
+    Set(String),
+    /// A `--what-if-request` value is unknown.
+    #[error("--what-if-request {0}")]
+    Request(String),
+    /// The changed object is not a valid VirtualMachine.
+    #[error("{object}: after the change, field {field}: {message}")]
+    Invalid {
+        /// `VirtualMachine ns/name`.
+        object: String,
+        /// The field path.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The change touches what it may not (name, namespace, status).
+    #[error("{object}: {message}")]
+    Refused {
+        /// `VirtualMachine ns/name`.
+        object: String,
+        /// Why.
+        message: String,
+    },
+    /// virt-api would answer the request with 409 Conflict.
+    #[error(
+        "{object}: virt-api would refuse the {request} request with 409 Conflict: {message} (pkg/virt-api/rest/lifecycle.go {handler})"
+    )]
+    Conflict {
+        /// `VirtualMachine ns/name`.
+        object: String,
+        /// `start`, `stop`, `restart`.
+        request: &'static str,
+        /// virt-api's message.
+        message: String,
+        /// The handler.
+        handler: &'static str,
+    },
+    /// There is no VM to change.
+    #[error("VirtualMachine {0} was not gathered: nothing to change")]
+    NoVm(String),
+}
+
+/// Parse a `--what-if` merge patch (JSON or YAML); it must be an object (a VM is an object).
+pub fn parse_patch(text: &str) -> Result<Value, ChangeError> {
+    let value: Value = serde_yaml::from_str(text)
+        .map_err(|e| ChangeError::Patch(format!("not JSON or YAML: {e}")))?;
+    if !value.is_object() {
+        return Err(ChangeError::Patch(format!(
+            "a merge patch of a VirtualMachine must be an object, got {value}"
+        )));
+    }
+    Ok(value)
+}
+
+/// Parse a dotted path: `a.b[0].c`, with `\.` for a dot inside a key
+/// (`metadata.labels.example\.com/tier`).
+pub fn parse_path(path: &str) -> Result<Vec<PathStep>, String> {
+    let mut steps = Vec::new();
+    let mut key = String::new();
+    let mut chars = path.chars().peekable();
+    let mut after_index = false;
+    let flush = |key: &mut String, steps: &mut Vec<PathStep>| -> Result<(), String> {
+        if key.is_empty() {
+            return Err(format!("{path:?}: empty path segment"));
+        }
+        steps.push(PathStep::Key(std::mem::take(key)));
+        Ok(())
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'.') => {
+                key.push('.');
+                chars.next();
+            }
+            '.' => {
+                if after_index && key.is_empty() {
+                    after_index = false;
+                    continue;
+                }
+                flush(&mut key, &mut steps)?;
+            }
+            '[' => {
+                if !key.is_empty() {
+                    flush(&mut key, &mut steps)?;
+                } else if !after_index {
+                    return Err(format!("{path:?}: an index needs a field before it"));
+                }
+                let mut digits = String::new();
+                for d in chars.by_ref() {
+                    if d == ']' {
+                        break;
+                    }
+                    digits.push(d);
+                }
+                let i = digits
+                    .parse::<usize>()
+                    .map_err(|_| format!("{path:?}: [{digits}] is not an array index"))?;
+                steps.push(PathStep::Index(i));
+                after_index = true;
+            }
+            c => {
+                if after_index && key.is_empty() && !steps.is_empty() {
+                    return Err(format!("{path:?}: expected '.' or '[' after ']'"));
+                }
+                key.push(c);
+            }
+        }
+    }
+    if !key.is_empty() {
+        flush(&mut key, &mut steps)?;
+    } else if !after_index {
+        return Err(format!("{path:?}: empty path segment"));
+    }
+    Ok(steps)
+}
+
+/// Parse one `--set path=value` (the value is JSON when it parses as JSON, else a string).
+pub fn parse_set(text: &str) -> Result<SetOp, ChangeError> {
+    let (path, raw) = text
+        .split_once('=')
+        .ok_or_else(|| ChangeError::Set(format!("{text:?}: expected path=value")))?;
+    let path = path.trim();
+    let steps = parse_path(path).map_err(ChangeError::Set)?;
+    let value = serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.into()));
+    Ok(SetOp {
+        path: path.to_string(),
+        steps,
+        value,
+    })
+}
+
+fn apply_set(target: &mut Value, op: &SetOp) -> Result<(), ChangeError> {
+    let err = |m: String| ChangeError::Set(format!("{}: {m}", op.path));
+    let mut cur = target;
+    let (last, parents) = op
+        .steps
+        .split_last()
+        .ok_or_else(|| err("empty path".into()))?;
+    for (i, step) in parents.iter().enumerate() {
+        let next_is_index = matches!(op.steps.get(i + 1), Some(PathStep::Index(_)));
+        cur = match step {
+            PathStep::Key(k) => {
+                if cur.is_null() {
+                    *cur = Value::Object(Default::default());
+                }
+                let obj = cur
+                    .as_object_mut()
+                    .ok_or_else(|| err(format!("{k:?} is inside a value that is not an object")))?;
+                obj.entry(k.clone()).or_insert_with(|| {
+                    if next_is_index {
+                        Value::Array(Vec::new())
+                    } else {
+                        Value::Object(Default::default())
+                    }
+                })
+            }
+            PathStep::Index(n) => {
+                let arr = cur
+                    .as_array_mut()
+                    .ok_or_else(|| err(format!("[{n}] indexes a value that is not a list")))?;
+                let len = arr.len();
+                arr.get_mut(*n)
+                    .ok_or_else(|| err(format!("[{n}] is past the end of a list of {len}")))?
+            }
+        };
+    }
+    match last {
+        PathStep::Key(k) => {
+            if cur.is_null() {
+                *cur = Value::Object(Default::default());
+            }
+            let obj = cur
+                .as_object_mut()
+                .ok_or_else(|| err(format!("{k:?} is inside a value that is not an object")))?;
+            if op.value.is_null() {
+                obj.remove(k);
+            } else {
+                obj.insert(k.clone(), op.value.clone());
+            }
+        }
+        PathStep::Index(n) => {
+            let arr = cur
+                .as_array_mut()
+                .ok_or_else(|| err(format!("[{n}] indexes a value that is not a list")))?;
+            let len = arr.len();
+            match n.cmp(&len) {
+                std::cmp::Ordering::Less => arr[*n] = op.value.clone(),
+                std::cmp::Ordering::Equal => arr.push(op.value.clone()),
+                std::cmp::Ordering::Greater => {
+                    return Err(err(format!("[{n}] is past the end of a list of {len}")));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Change {
+    /// Nothing to change.
+    pub fn is_empty(&self) -> bool {
+        self.patches.is_empty() && self.sets.is_empty() && self.request.is_none()
+    }
+
+    /// Apply the patches and `--set` edits (not the request) to a JSON document.
+    pub fn apply_to_value(&self, doc: &mut Value) -> Result<(), ChangeError> {
+        for p in &self.patches {
+            json_patch::merge(doc, p);
+        }
+        for s in &self.sets {
+            apply_set(doc, s)?;
+        }
+        Ok(())
+    }
+
+    /// One line per step, for humans.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .patches
+            .iter()
+            .map(|p| format!("merge patch {p}"))
+            .collect();
+        out.extend(
+            self.sets
+                .iter()
+                .map(|s| format!("set {}={}", s.path, s.value)),
+        );
+        if let Some(r) = self.request {
+            out.push(format!(
+                "{} request (as virtctl {} sends it)",
+                r.as_str(),
+                r.as_str()
+            ));
+        }
+        out
+    }
+}
+
+fn object_name(vm: &VirtualMachine) -> String {
+    format!(
+        "VirtualMachine {}/{}",
+        vm.metadata.namespace.as_deref().unwrap_or(""),
+        vm.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Apply `change` to a copy of `vm` (with the VMI of the same name, for the request rules).
+pub fn apply_change(
+    vm: &VirtualMachine,
+    vmi: Option<&VirtualMachineInstance>,
+    change: &Change,
+) -> Result<VirtualMachine, ChangeError> {
+    let object = object_name(vm);
+    let before = serde_json::to_value(vm).map_err(|e| ChangeError::Refused {
+        object: object.clone(),
+        message: format!("cannot serialise the VM: {e}"),
+    })?;
+    let mut doc = before.clone();
+    change.apply_to_value(&mut doc)?;
+    for (field, pointer) in [
+        ("metadata.name", "/metadata/name"),
+        ("metadata.namespace", "/metadata/namespace"),
+        ("metadata.uid", "/metadata/uid"),
+    ] {
+        if doc.pointer(pointer) != before.pointer(pointer) {
+            return Err(ChangeError::Refused {
+                object,
+                message: format!("the change may not touch {field}"),
+            });
+        }
+    }
+    if doc.get("status") != before.get("status") {
+        return Err(ChangeError::Refused {
+            object,
+            message: "the change may not touch status (the API server ignores it outside the status subresource); use --what-if-request start|stop|restart for state change requests".into(),
+        });
+    }
+    let mut after: VirtualMachine =
+        from_value_with_path(doc).map_err(|(field, message)| ChangeError::Invalid {
+            object: object.clone(),
+            field,
+            message,
+        })?;
+    if let Some(r) = change.request {
+        apply_request(&mut after, vmi, r)?;
+    }
+    if !semantic_eq(&vm.spec, &after.spec) {
+        after.metadata.generation = Some(vm.metadata.generation.unwrap_or(0) + 1);
+    }
+    Ok(after)
+}
+
+/// `getRunningPatch` (lifecycle.go): `runStrategy` Always/Halted, or `running` when the VM uses
+/// it.
+fn set_running(vm: &mut VirtualMachine, running: bool) {
+    if vm.spec.run_strategy.is_some() || vm.spec.running.is_none() {
+        vm.spec.run_strategy = Some(if running { "Always" } else { "Halted" }.to_string());
+        vm.spec.running = None;
+    } else {
+        vm.spec.running = Some(running);
+    }
+}
+
+/// `getChangeRequestJson` (lifecycle.go): add the requests to an empty list, replace the list
+/// with a single Stop, refuse otherwise ("stop/start already underway"); drop
+/// `status.startFailure`.
+fn add_change_requests(
+    vm: &mut VirtualMachine,
+    request: LifecycleRequest,
+    handler: &'static str,
+    changes: Vec<crate::api::vm::StateChangeRequest>,
+) -> Result<(), ChangeError> {
+    let object = object_name(vm);
+    let status = vm.status.get_or_insert_with(Default::default);
+    let existing = status.state_change_requests.clone().unwrap_or_default();
+    let single_stop = changes.len() == 1 && changes[0].action == "Stop";
+    if !existing.is_empty() && !single_stop {
+        return Err(ChangeError::Conflict {
+            object,
+            request: request.as_str(),
+            message: "unable to complete request: stop/start already underway".into(),
+            handler,
+        });
+    }
+    status.state_change_requests = Some(changes);
+    status.start_failure = None;
+    Ok(())
+}
+
+fn change_request(action: &str, uid: Option<&str>) -> crate::api::vm::StateChangeRequest {
+    crate::api::vm::StateChangeRequest {
+        action: action.to_string(),
+        uid: uid.map(str::to_string),
+        ..Default::default()
+    }
+}
+
+/// Apply a start/stop/restart request as virt-api's subresource handlers do
+/// (pkg/virt-api/rest/lifecycle.go): spec patches for Halted/Always/Once, state change requests
+/// for Manual/RerunOnFailure (and restart), 409 Conflict where virt-api refuses. Start paused
+/// and stop with a grace period are not offered.
+pub fn apply_request(
+    vm: &mut VirtualMachine,
+    vmi: Option<&VirtualMachineInstance>,
+    request: LifecycleRequest,
+) -> Result<(), ChangeError> {
+    use crate::api::Phase;
+    let object = object_name(vm);
+    let strategy = vm.run_strategy().map_err(|e| ChangeError::Refused {
+        object: object.clone(),
+        message: format!("the run strategy cannot be read: {e}"),
+    })?;
+    let conflict = |handler: &'static str, message: String| ChangeError::Conflict {
+        object: object.clone(),
+        request: request.as_str(),
+        message,
+        handler,
+    };
+    let vmi_uid = vmi.and_then(|v| v.metadata.uid.as_deref());
+    match request {
+        LifecycleRequest::Start => {
+            const H: &str = "StartVMRequestHandler";
+            if let Some(v) = vmi
+                && !v.is_final()
+                && !matches!(v.phase(), Phase::Unknown | Phase::Unset)
+            {
+                return Err(conflict(H, "VM is already running".into()));
+            }
+            match strategy {
+                RunStrategy::Halted => set_running(vm, true),
+                RunStrategy::RerunOnFailure | RunStrategy::Manual => {
+                    let phase = vmi.map(|v| v.phase());
+                    let needs_restart = (strategy == RunStrategy::RerunOnFailure
+                        && phase == Some(Phase::Succeeded))
+                        || (strategy == RunStrategy::Manual && vmi.is_some_and(|v| v.is_final()));
+                    if strategy == RunStrategy::RerunOnFailure && phase == Some(Phase::Failed) {
+                        return Err(conflict(
+                            H,
+                            "RerunOnFailure does not support starting VM from failed state".into(),
+                        ));
+                    }
+                    let changes = if needs_restart {
+                        vec![
+                            change_request("Stop", vmi_uid),
+                            change_request("Start", None),
+                        ]
+                    } else {
+                        vec![change_request("Start", None)]
+                    };
+                    add_change_requests(vm, request, H, changes)?;
+                }
+                other => {
+                    return Err(conflict(
+                        H,
+                        format!("{} does not support manual start requests", other.as_str()),
+                    ));
+                }
+            }
+        }
+        LifecycleRequest::Stop => {
+            const H: &str = "StopVMRequestHandler";
+            let running = vmi.is_some_and(|v| !v.is_final());
+            match strategy {
+                RunStrategy::Halted => {
+                    if !running {
+                        return Err(conflict(H, "VM is not running".into()));
+                    }
+                    return Err(conflict(
+                        H,
+                        "Halted only supports manual stop requests with a shorter graceperiod"
+                            .into(),
+                    ));
+                }
+                RunStrategy::RerunOnFailure | RunStrategy::Manual => {
+                    if !running {
+                        return Err(conflict(H, "VM is not running".into()));
+                    }
+                    add_change_requests(vm, request, H, vec![change_request("Stop", vmi_uid)])?;
+                }
+                _ => set_running(vm, false),
+            }
+        }
+        LifecycleRequest::Restart => {
+            const H: &str = "RestartVMRequestHandler";
+            if matches!(strategy, RunStrategy::Halted | RunStrategy::Once) {
+                return Err(conflict(
+                    H,
+                    format!(
+                        "RunStategy {} does not support manual restart requests",
+                        strategy.as_str()
+                    ),
+                ));
+            }
+            if vmi.is_none() {
+                return Err(conflict(H, "VM is not running: Halted".into()));
+            }
+            add_change_requests(
+                vm,
+                request,
+                H,
+                vec![
+                    change_request("Stop", vmi_uid),
+                    change_request("Start", None),
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// The result
+// ------------------------------------------------------------------------------------------
+
+/// What-if of one change to one VM.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WhatIf {
+    /// The clock of the gathered state.
+    pub generated_at: DateTime<Utc>,
+    /// The VM's namespace.
+    pub namespace: String,
+    /// The VM's name.
+    pub name: String,
+    /// The change, one line per step.
+    pub change: Vec<String>,
+    /// Every field the change moves: `path`, value before, value after.
+    pub changed_fields: Vec<FieldChange>,
+    /// The controllers now and after the change.
+    pub before: DecisionSide,
+    /// The controllers after the change.
+    pub after: DecisionSide,
+    /// What the change leads to, one line each (`would delete VMI vm-a`, `RestartRequired`, ...).
+    pub outcome: Vec<String>,
+    /// The cluster's rollout strategy and what it means for this change.
+    pub rollout: Rollout,
+    /// The launcher pod the changed VM renders, against the running pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodDiff>,
+    /// Whether that pod fits a node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<FitCheck>,
+    /// What could not be had or derived.
+    #[serde(default)]
+    pub missing: Vec<Missing>,
+}
+
+/// One changed field.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldChange {
+    /// Dotted path (`spec.template.spec.domain.memory.guest`).
+    pub path: String,
+    /// The value before (absent: not set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Value>,
+    /// The value after (absent: removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Value>,
+}
+
+/// The controllers' decision on one side.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionSide {
+    /// One line (the `inspect` next-decision summary).
+    pub summary: String,
+    /// The planned actions of both controllers, with KubeVirt source lines.
+    pub actions: Vec<PlannedActionView>,
+    /// The VM status the sync writes has `RestartRequired=True`.
+    pub restart_required: bool,
+    /// The sync error (`reason: message`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_error: Option<String>,
+    /// `printableStatus` the rules give.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printable_status: Option<String>,
+}
+
+/// The rollout strategy and this change.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// `LiveUpdate` or `Stage` (KubeVirt CR `spec.configuration.vmRolloutStrategy`).
+    pub strategy: String,
+    /// Changed template fields that `LiveUpdate` applies to a running VMI (CPU sockets,
+    /// `memory.guest`, nodeSelector, affinity, tolerations).
+    #[serde(default)]
+    pub live_updatable_changes: Vec<String>,
+    /// Compared with the running VMI's spec, the change alone needs a restart under the
+    /// cluster's strategy (`None`: no VMI runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_needs_restart: Option<bool>,
+    /// One line: which of live update or RestartRequired applies, and why.
+    pub summary: String,
+}
+
+/// One value that differs between the running and the rendered pod.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueChange {
+    /// `requests.memory` (compute container), a label or annotation key.
+    pub name: String,
+    /// Before (absent: not set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// After (absent: not set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// After − before, for quantities (bytes, or millicores for `cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<i64>,
+}
+
+/// One overhead term before and after.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TermChange {
+    /// Term name (`videoRam`).
+    pub name: String,
+    /// Bytes before.
+    pub before_bytes: i64,
+    /// Bytes after.
+    pub after_bytes: i64,
+    /// After − before.
+    pub delta_bytes: i64,
+    /// Why the term has its value after the change.
+    pub reason: String,
+}
+
+/// The launcher pod the changed VM renders, against the running pod.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDiff {
+    /// What "before" is: `pod/NAME` (running), or `rendered from the current VM`.
+    pub before_source: String,
+    /// `compute` memory request before, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_request_before_bytes: Option<i64>,
+    /// `compute` memory request of the rendered pod, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_request_after_bytes: Option<i64>,
+    /// Compute container requests/limits that differ.
+    pub resources: Vec<ValueChange>,
+    /// Overhead total before (the running VMI's formula), bytes.
+    pub overhead_before_bytes: i64,
+    /// Overhead total after, bytes.
+    pub overhead_after_bytes: i64,
+    /// Overhead terms that moved.
+    pub terms: Vec<TermChange>,
+    /// Labels that differ.
+    pub labels: Vec<ValueChange>,
+    /// Annotations that differ.
+    pub annotations: Vec<ValueChange>,
+}
+
+/// One node against the rendered pod.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeFit {
+    /// Node name.
+    pub name: String,
+    /// Every request is within allocatable and nothing else rules the node out.
+    pub fits: bool,
+    /// Why not (`memory: needs 549755813888, allocatable 137438953472`, `cordoned`, ...).
+    #[serde(default)]
+    pub problems: Vec<String>,
+    /// Problems that are not a resource shortfall (cordoned, not Ready, nodeSelector).
+    pub hard_problems: usize,
+    /// The largest resource shortfall as a fraction of the request (0 when it fits); with
+    /// `hardProblems` it ranks "closest".
+    pub shortfall: f64,
+}
+
+/// The rendered pod against the nodes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FitCheck {
+    /// The pod's effective requests (containers, init containers, pod overhead).
+    pub requests: BTreeMap<String, String>,
+    /// Some node fits.
+    pub fits: bool,
+    /// Nodes that fit.
+    pub fitting_nodes: Vec<String>,
+    /// When none fits: the one that comes closest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closest_node: Option<String>,
+    /// Every node.
+    pub nodes: Vec<NodeFit>,
+    /// One line.
+    pub summary: String,
+}
+
+// ------------------------------------------------------------------------------------------
+// Evaluation
+// ------------------------------------------------------------------------------------------
+
+/// The template fields `LiveUpdate` applies to a running VMI (vm.go:3358-3377; the same list
+/// [`restart_required`] neutralises).
+const LIVE_UPDATABLE: &[&str] = &[
+    "spec.template.spec.domain.cpu.sockets",
+    "spec.template.spec.domain.memory.guest",
+    "spec.template.spec.nodeSelector",
+    "spec.template.spec.affinity",
+    "spec.template.spec.tolerations",
+];
+
+/// Leaves (and whole subtrees that appear or vanish) that differ between two JSON values.
+fn changed_paths(prefix: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<FieldChange>) {
+    match (a, b) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                changed_paths(&path, x.get(k), y.get(k), out);
+            }
+        }
+        (Some(Value::Object(x)), None) | (None, Some(Value::Object(x))) if !x.is_empty() => {
+            let present_before = a.is_some();
+            for (k, v) in x {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                if present_before {
+                    changed_paths(&path, Some(v), None, out);
+                } else {
+                    changed_paths(&path, None, Some(v), out);
+                }
+            }
+        }
+        (a, b) if a != b => out.push(FieldChange {
+            path: prefix.to_string(),
+            before: a.cloned(),
+            after: b.cloned(),
+        }),
+        _ => {}
+    }
+}
+
+/// The fields `after` changes in `before` (spec, metadata labels/annotations, status requests).
+pub fn changed_fields(before: &VirtualMachine, after: &VirtualMachine) -> Vec<FieldChange> {
+    let a = serde_json::to_value(before).unwrap_or_default();
+    let b = serde_json::to_value(after).unwrap_or_default();
+    let mut out = Vec::new();
+    for part in ["metadata", "spec", "status"] {
+        changed_paths(part, a.get(part), b.get(part), &mut out);
+    }
+    out.retain(|c| c.path != "metadata.generation");
+    out
+}
+
+fn side(ins: &Inspection, restart_required: bool, sync_error: Option<String>) -> DecisionSide {
+    let nd = ins.next_decision.clone().unwrap_or_default();
+    DecisionSide {
+        summary: nd.summary,
+        actions: nd.actions,
+        restart_required,
+        sync_error,
+        printable_status: ins
+            .printable_status_reason
+            .as_ref()
+            .map(|p| p.computed.clone()),
+    }
+}
+
+fn restart_required_in(d: &crate::controller::vm::VmDecision) -> bool {
+    d.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "RestartRequired" && c.status == "True")
+        })
+}
+
+fn quantity(text: &str) -> Option<i64> {
+    ParsedQuantity::parse(text).ok().map(|q| q.value())
+}
+
+fn quantity_millis(text: &str) -> Option<i64> {
+    ParsedQuantity::parse(text).ok().map(|q| q.milli_value())
+}
+
+/// `512Mi`, `-32Mi`, `1.5Gi`, or bytes.
+pub fn human_bytes(bytes: i64) -> String {
+    let abs = bytes.unsigned_abs() as f64;
+    let sign = if bytes < 0 { "-" } else { "" };
+    let gib = (MIB * 1024) as f64;
+    if abs >= gib {
+        let v = abs / gib;
+        if (v.fract()).abs() < 1e-9 {
+            format!("{sign}{v:.0}Gi")
+        } else {
+            format!("{sign}{v:.2}Gi")
+        }
+    } else if abs >= MIB as f64 {
+        let v = abs / MIB as f64;
+        if (v.fract()).abs() < 1e-9 {
+            format!("{sign}{v:.0}Mi")
+        } else {
+            format!("{sign}{v:.2}Mi")
+        }
+    } else {
+        format!("{bytes}")
+    }
+}
+
+fn compute(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::Container> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == "compute"))
+}
+
+fn compute_quantities(pod: &Pod) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(r) = compute(pod).and_then(|c| c.resources.as_ref()) {
+        for (kind, map) in [("requests", &r.requests), ("limits", &r.limits)] {
+            for (k, v) in map.iter().flatten() {
+                out.insert(format!("{kind}.{k}"), v.0.clone());
+            }
+        }
+    }
+    out
+}
+
+fn diff_maps(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+    quantities: bool,
+) -> Vec<ValueChange> {
+    let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut out = Vec::new();
+    for k in keys {
+        let (b, a) = (before.get(k), after.get(k));
+        let parse = |v: Option<&String>| {
+            v.and_then(|t| {
+                if k.ends_with(".cpu") {
+                    quantity_millis(t)
+                } else {
+                    quantity(t)
+                }
+            })
+        };
+        let equal = match (quantities, parse(b), parse(a)) {
+            (true, Some(x), Some(y)) => x == y,
+            _ => b == a,
+        };
+        if equal {
+            continue;
+        }
+        let delta = match (quantities, parse(b), parse(a)) {
+            (true, Some(x), Some(y)) => Some(y - x),
+            _ => None,
+        };
+        out.push(ValueChange {
+            name: k.clone(),
+            before: b.cloned(),
+            after: a.cloned(),
+            delta,
+        });
+    }
+    out
+}
+
+fn meta_map(m: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    m.cloned().unwrap_or_default()
+}
+
+fn current_pod(pods: &[Pod]) -> Option<&Pod> {
+    pods.iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .or(pods.first())
+}
+
+/// The VMI the VM starts (`SetupVMIFromVM`), with the running VMI's uid when one runs (so the
+/// diff shows what the change moves, not the new identity).
+fn vmi_for(
+    vm: &VirtualMachine,
+    running: Option<&VirtualMachineInstance>,
+    namespace: &str,
+) -> Result<VirtualMachineInstance, String> {
+    let mut vmi = setup_vmi_from_vm(vm).map_err(|e| e.to_string())?;
+    if vmi.metadata.namespace.is_none() {
+        vmi.metadata.namespace = Some(namespace.to_string());
+    }
+    vmi.metadata.uid = running
+        .and_then(|v| v.metadata.uid.clone())
+        .or_else(|| Some("new-vmi-uid".into()));
+    // startVMI stamps the VM generation the VMI starts from (vm.go:1438-1475).
+    if let Some(generation) = vm.metadata.generation {
+        vmi.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(VM_GENERATION.to_string(), generation.to_string());
+    }
+    Ok(vmi)
+}
+
+fn explain_vmi(
+    vmi: &VirtualMachineInstance,
+    namespace: &str,
+    settings: &ClusterSettings,
+) -> Result<Explanation, String> {
+    explain(
+        &KubeVirtObject::Vmi(Box::new(vmi.clone())),
+        namespace,
+        settings,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Term-by-term difference of two explanations (terms in the after order, then vanished ones).
+pub fn term_changes(before: &Explanation, after: &Explanation) -> Vec<TermChange> {
+    let mut out = Vec::new();
+    let bytes = |e: &Explanation, name: &str| {
+        e.overhead
+            .terms
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.bytes)
+    };
+    for t in &after.overhead.terms {
+        let b = bytes(before, &t.name).unwrap_or(0);
+        out.push(TermChange {
+            name: t.name.clone(),
+            before_bytes: b,
+            after_bytes: t.bytes,
+            delta_bytes: t.bytes - b,
+            reason: t.reason.clone(),
+        });
+    }
+    for t in &before.overhead.terms {
+        if bytes(after, &t.name).is_none() {
+            out.push(TermChange {
+                name: t.name.clone(),
+                before_bytes: t.bytes,
+                after_bytes: 0,
+                delta_bytes: -t.bytes,
+                reason: "no longer applies".into(),
+            });
+        }
+    }
+    out
+}
+
+fn pod_diff(
+    g: &Gathered,
+    before_vm: &VirtualMachine,
+    after_vm: &VirtualMachine,
+    missing: &mut Vec<Missing>,
+) -> Option<(PodDiff, Pod)> {
+    let mut note = |what: &str, reason: String| {
+        missing.push(Missing {
+            what: what.into(),
+            reason,
+        })
+    };
+    let running_vmi = g.vmi.as_ref();
+    let after_vmi = vmi_for(after_vm, running_vmi, &g.namespace)
+        .map_err(|e| note("renderedPod", format!("the changed VM: {e}")))
+        .ok()?;
+    let after_pod = render_pod_with(&g.settings, &after_vmi)
+        .map_err(|e| note("renderedPod", format!("the changed VM: {}", e.message)))
+        .ok()?;
+    let after_explained = explain_vmi(&after_vmi, &g.namespace, &g.settings)
+        .map_err(|e| note("renderedPod", format!("the changed VM's overhead: {e}")))
+        .ok()?;
+    let before_vmi = match running_vmi {
+        Some(v) => v.clone(),
+        None => vmi_for(before_vm, None, &g.namespace)
+            .map_err(|e| note("renderedPod", format!("the current VM: {e}")))
+            .ok()?,
+    };
+    let before_explained = explain_vmi(&before_vmi, &g.namespace, &g.settings)
+        .map_err(|e| note("renderedPod", format!("the current VM's overhead: {e}")))
+        .ok()?;
+    let (before_pod, before_source) = match current_pod(&g.pods) {
+        Some(p) => (
+            p.clone(),
+            format!("pod/{}", p.metadata.name.as_deref().unwrap_or("")),
+        ),
+        None => (
+            render_pod_with(&g.settings, &before_vmi)
+                .map_err(|e| note("renderedPod", format!("the current VM: {}", e.message)))
+                .ok()?,
+            "rendered from the current VM (no launcher pod runs)".to_string(),
+        ),
+    };
+    let mem = |p: &Pod| {
+        compute(p)
+            .and_then(|c| c.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("memory"))
+            .and_then(|q| quantity(&q.0))
+    };
+    let mut terms = term_changes(&before_explained, &after_explained);
+    terms.retain(|t| t.delta_bytes != 0);
+    let mut annotations_before = meta_map(before_pod.metadata.annotations.as_ref());
+    let mut annotations_after = meta_map(after_pod.metadata.annotations.as_ref());
+    // The overhead annotation is compared as a number below; keep it in the list too.
+    for m in [&mut annotations_before, &mut annotations_after] {
+        m.retain(|k, _| !k.is_empty());
+    }
+    let mut annotations = diff_maps(&annotations_before, &annotations_after, false);
+    for a in annotations.iter_mut() {
+        if a.name == MEMORY_OVERHEAD_BYTES
+            && let (Some(b), Some(x)) = (
+                a.before.as_deref().and_then(|v| v.parse::<i64>().ok()),
+                a.after.as_deref().and_then(|v| v.parse::<i64>().ok()),
+            )
+        {
+            a.delta = Some(x - b);
+        }
+    }
+    Some((
+        PodDiff {
+            before_source,
+            memory_request_before_bytes: mem(&before_pod),
+            memory_request_after_bytes: mem(&after_pod),
+            resources: diff_maps(
+                &compute_quantities(&before_pod),
+                &compute_quantities(&after_pod),
+                true,
+            ),
+            overhead_before_bytes: before_explained.overhead.total_bytes,
+            overhead_after_bytes: after_explained.overhead.total_bytes,
+            terms,
+            labels: diff_maps(
+                &meta_map(before_pod.metadata.labels.as_ref()),
+                &meta_map(after_pod.metadata.labels.as_ref()),
+                false,
+            ),
+            annotations,
+        },
+        after_pod,
+    ))
+}
+
+/// The pod's effective requests as the scheduler sums them: each container's requests (its
+/// limits where it sets no request), the larger of that sum and any init container, plus
+/// `spec.overhead`. Values in base units (bytes; millicores for `cpu`).
+pub fn pod_requests(pod: &Pod) -> BTreeMap<String, i64> {
+    let value = |name: &str, q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| {
+        if name == "cpu" {
+            quantity_millis(&q.0)
+        } else {
+            quantity(&q.0)
+        }
+    };
+    let container = |c: &k8s_openapi::api::core::v1::Container| {
+        let mut m: BTreeMap<String, i64> = BTreeMap::new();
+        if let Some(r) = &c.resources {
+            for (k, q) in r.limits.iter().flatten() {
+                if let Some(v) = value(k, q) {
+                    m.insert(k.clone(), v);
+                }
+            }
+            for (k, q) in r.requests.iter().flatten() {
+                if let Some(v) = value(k, q) {
+                    m.insert(k.clone(), v);
+                }
+            }
+        }
+        m
+    };
+    let Some(spec) = &pod.spec else {
+        return BTreeMap::new();
+    };
+    let mut sum: BTreeMap<String, i64> = BTreeMap::new();
+    for c in &spec.containers {
+        for (k, v) in container(c) {
+            *sum.entry(k).or_default() += v;
+        }
+    }
+    for c in spec.init_containers.iter().flatten() {
+        for (k, v) in container(c) {
+            let e = sum.entry(k).or_default();
+            *e = (*e).max(v);
+        }
+    }
+    for (k, q) in spec.overhead.iter().flatten() {
+        if let Some(v) = value(k, q) {
+            *sum.entry(k.clone()).or_default() += v;
+        }
+    }
+    sum.retain(|_, v| *v > 0);
+    sum
+}
+
+fn show(resource: &str, v: i64) -> String {
+    if resource == "cpu" {
+        format!("{v}m")
+    } else if resource == "memory" || resource.contains("storage") {
+        human_bytes(v)
+    } else {
+        v.to_string()
+    }
+}
+
+/// The rendered pod against each node: cordoned, not Ready, nodeSelector, and every request
+/// within the node's allocatable. Other pods' requests are not subtracted (the inspector reads
+/// no other workload): "fits" means the node is large enough.
+pub fn fit_check(pod: &Pod, nodes: &[Node]) -> FitCheck {
+    let requests = pod_requests(pod);
+    let selector = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_selector.clone())
+        .unwrap_or_default();
+    let mut out = FitCheck {
+        requests: requests
+            .iter()
+            .map(|(k, v)| (k.clone(), show(k, *v)))
+            .collect(),
+        ..Default::default()
+    };
+    for node in nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let mut problems = Vec::new();
+        let mut shortfall: f64 = 0.0;
+        if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+            problems.push("cordoned (spec.unschedulable)".to_string());
+        }
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone());
+        if ready.as_deref() != Some("True") {
+            problems.push(format!("Ready={}", ready.as_deref().unwrap_or("Unknown")));
+        }
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        for (k, v) in &selector {
+            if labels.get(k) != Some(v) {
+                problems.push(format!("nodeSelector {k}={v} does not match"));
+            }
+        }
+        let hard_problems = problems.len();
+        let allocatable = node
+            .status
+            .as_ref()
+            .and_then(|s| s.allocatable.clone())
+            .unwrap_or_default();
+        for (resource, want) in &requests {
+            let have = allocatable
+                .get(resource)
+                .and_then(|q| {
+                    if resource == "cpu" {
+                        quantity_millis(&q.0)
+                    } else {
+                        quantity(&q.0)
+                    }
+                })
+                .unwrap_or(0);
+            if *want > have {
+                problems.push(format!(
+                    "{resource}: needs {}, allocatable {} (short by {})",
+                    show(resource, *want),
+                    show(resource, have),
+                    show(resource, want - have)
+                ));
+                shortfall = shortfall.max((want - have) as f64 / *want as f64);
+            }
+        }
+        out.nodes.push(NodeFit {
+            fits: problems.is_empty(),
+            name,
+            problems,
+            hard_problems,
+            shortfall,
+        });
+    }
+    out.fitting_nodes = out
+        .nodes
+        .iter()
+        .filter(|n| n.fits)
+        .map(|n| n.name.clone())
+        .collect();
+    out.fits = !out.fitting_nodes.is_empty();
+    if out.nodes.is_empty() {
+        out.summary = "no node was read: the fit is unknown".into();
+    } else if out.fits {
+        out.summary = format!(
+            "fits {} of {} node(s): {} (against allocatable; other pods' requests not subtracted)",
+            out.fitting_nodes.len(),
+            out.nodes.len(),
+            out.fitting_nodes.join(", ")
+        );
+    } else {
+        let closest = out
+            .nodes
+            .iter()
+            .min_by(|a, b| {
+                a.hard_problems
+                    .cmp(&b.hard_problems)
+                    .then(a.shortfall.total_cmp(&b.shortfall))
+                    .then(a.problems.len().cmp(&b.problems.len()))
+            })
+            .cloned();
+        if let Some(c) = closest {
+            out.summary = format!(
+                "unschedulable: fits none of {} node(s); closest {}: {}",
+                out.nodes.len(),
+                c.name,
+                c.problems.join("; ")
+            );
+            out.closest_node = Some(c.name);
+        }
+    }
+    out
+}
+
+fn rollout(
+    g: &Gathered,
+    before: &VirtualMachine,
+    after: &VirtualMachine,
+    fields: &[FieldChange],
+    after_side: &DecisionSide,
+) -> Rollout {
+    let live = g.settings.vm_rollout_strategy_live_update;
+    let strategy = if live { "LiveUpdate" } else { "Stage" };
+    let live_changes: Vec<String> = fields
+        .iter()
+        .filter(|f| {
+            LIVE_UPDATABLE
+                .iter()
+                .any(|l| f.path == *l || f.path.starts_with(&format!("{l}.")))
+        })
+        .map(|f| f.path.clone())
+        .collect();
+    let template_changed = fields.iter().any(|f| f.path.starts_with("spec.template."));
+    let vmi = g.vmi.as_ref().filter(|v| !v.is_final());
+    let change_needs_restart = vmi.map(|v| restart_required(&before.spec, after, v, live));
+    let summary = match (vmi, template_changed) {
+        (None, _) => format!(
+            "rollout strategy {strategy}: no VMI runs, so the next VMI starts from the changed template"
+        ),
+        (Some(_), false) => format!("rollout strategy {strategy}: the template does not change"),
+        (Some(_), true) => {
+            let needs = change_needs_restart.unwrap_or(false);
+            if needs || after_side.restart_required {
+                let why = if !live && !live_changes.is_empty() {
+                    format!(
+                        "under Stage every template change waits for a restart, including {}",
+                        live_changes.join(", ")
+                    )
+                } else {
+                    "a field that is never live-updated changed".to_string()
+                };
+                format!(
+                    "rollout strategy {strategy}: RestartRequired: {why}; the running VMI keeps its spec until restarted (vm.go:3052-3055)"
+                )
+            } else if !live_changes.is_empty() {
+                let mut s = format!(
+                    "rollout strategy {strategy}: live update of {} on the running VMI, no RestartRequired (vm.go:3358-3377)",
+                    live_changes.join(", ")
+                );
+                if let Some(e) = after_side
+                    .sync_error
+                    .as_ref()
+                    .filter(|e| e.contains("live update"))
+                {
+                    let _ = write!(s, "; this controller does not perform live updates: {e}");
+                }
+                s
+            } else {
+                format!(
+                    "rollout strategy {strategy}: the change needs no restart (hotplug or neutral fields)"
+                )
+            }
+        }
+    };
+    Rollout {
+        strategy: strategy.to_string(),
+        live_updatable_changes: live_changes,
+        change_needs_restart,
+        summary,
+    }
+}
+
+fn outcome(w: &WhatIf, g: &Gathered) -> Vec<String> {
+    let mut out = Vec::new();
+    let kinds = |s: &DecisionSide| -> Vec<String> {
+        s.actions
+            .iter()
+            .map(|a| format!("{}:{}", a.controller, a.kind))
+            .collect()
+    };
+    let has = |s: &DecisionSide, k: &str| s.actions.iter().any(|a| a.kind == k);
+    let find = |s: &DecisionSide, k: &str| s.actions.iter().find(|a| a.kind == k).cloned();
+    let (b, a) = (&w.before, &w.after);
+    if let Some(act) = find(a, "DeleteVmi").filter(|_| !has(b, "DeleteVmi")) {
+        let restarts = w.change.iter().any(|c| c.starts_with("restart"))
+            || (w
+                .changed_fields
+                .iter()
+                .all(|f| !f.path.contains("runStrategy"))
+                && a.summary.starts_with("Always"));
+        if restarts {
+            out.push(format!(
+                "would restart: delete VMI {}, then create a new one once the deletion is observed ({})",
+                g.name, act.why
+            ));
+        } else {
+            out.push(format!("would delete VMI {} ({})", g.name, act.why));
+        }
+    }
+    if let Some(act) = find(a, "CreateVmi").filter(|_| !has(b, "CreateVmi")) {
+        out.push(format!("would create VMI {} ({})", g.name, act.why));
+    }
+    if a.restart_required && !b.restart_required {
+        out.push(
+            "RestartRequired: the VM gets condition RestartRequired=True; the change applies at the next restart (vm.go:3052-3055)"
+                .into(),
+        );
+    } else if !a.restart_required && b.restart_required {
+        out.push("RestartRequired would be cleared (vm.go:3056-3058)".into());
+    }
+    if let Some(e) = a
+        .sync_error
+        .as_ref()
+        .filter(|e| Some(*e) != b.sync_error.as_ref())
+    {
+        out.push(format!("the VM sync would fail: {e}"));
+    }
+    if w.rollout.change_needs_restart == Some(false) && !w.rollout.live_updatable_changes.is_empty()
+    {
+        out.push(w.rollout.summary.clone());
+    }
+    if let Some(f) = w.fit.as_ref().filter(|f| !f.fits && !f.nodes.is_empty()) {
+        out.push(format!("the rendered launcher pod is {}", f.summary));
+    }
+    if out.is_empty() {
+        if kinds(a) == kinds(b) && a.restart_required == b.restart_required {
+            out.push("no change: the controllers would do the same as now".into());
+        } else {
+            out.push(format!("the controllers would: {}", a.summary));
+        }
+    }
+    out
+}
+
+/// What the controllers would do, and the launcher pod they would render, after `change`:
+/// pure, on the gathered state (the clock is `g.now`; nothing is read or written).
+pub fn what_if(g: &Gathered, change: &Change) -> Result<WhatIf, ChangeError> {
+    let key = format!("{}/{}", g.namespace, g.name);
+    let before_vm =
+        g.vm.as_ref()
+            .ok_or_else(|| ChangeError::NoVm(key.clone()))?;
+    let after_vm = apply_change(before_vm, g.vmi.as_ref(), change)?;
+    let mut after_g = g.clone();
+    after_g.vm = Some(after_vm.clone());
+    let before_ins = analyze(g);
+    let after_ins = analyze(&after_g);
+    let before_d = decide_next(g, before_vm, &before_ins.expectations);
+    let after_d = decide_next(&after_g, &after_vm, &before_ins.expectations);
+    let err = |d: &crate::controller::vm::VmDecision| {
+        d.sync_error
+            .as_ref()
+            .map(|e| format!("{}: {}", e.reason, e.message))
+    };
+    let before = side(
+        &before_ins,
+        restart_required_in(&before_d.vm),
+        err(&before_d.vm),
+    );
+    let after = side(
+        &after_ins,
+        restart_required_in(&after_d.vm),
+        err(&after_d.vm),
+    );
+    let fields = changed_fields(before_vm, &after_vm);
+    let mut missing = Vec::new();
+    let rendered = pod_diff(g, before_vm, &after_vm, &mut missing);
+    let nodes: Vec<Node> = if g.candidate_nodes.is_empty() {
+        g.node.iter().cloned().collect()
+    } else {
+        g.candidate_nodes.clone()
+    };
+    let fit = rendered.as_ref().map(|(_, pod)| fit_check(pod, &nodes));
+    let rollout = rollout(g, before_vm, &after_vm, &fields, &after);
+    let mut w = WhatIf {
+        generated_at: g.now,
+        namespace: g.namespace.clone(),
+        name: g.name.clone(),
+        change: change.describe(),
+        changed_fields: fields,
+        before,
+        after,
+        outcome: Vec::new(),
+        rollout,
+        pod: rendered.map(|(d, _)| d),
+        fit,
+        missing,
+    };
+    w.outcome = outcome(&w, g);
+    Ok(w)
+}
+
+// ------------------------------------------------------------------------------------------
+// Reads
+// ------------------------------------------------------------------------------------------
+
+/// Gather as `inspect` does, plus every node (for the fit check of the rendered pod). Reads
+/// only; the VM is not touched.
+pub async fn gather_what_if(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    opts: &GatherOptions,
+) -> Result<Gathered, GatherError> {
+    let mut g = gather_raw(client, namespace, name, opts).await?;
+    if g.candidate_nodes.is_empty() {
+        let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+        match nodes.list(&kube::api::ListParams::default()).await {
+            Ok(list) => g.candidate_nodes = list.items,
+            Err(e) => g.missing.push(Missing {
+                what: "nodes".into(),
+                reason: format!("{}; the fit check is skipped", describe_error(&e)),
+            }),
+        }
+    }
+    Ok(g)
+}
+
+/// A [`Gathered`] from a manifest alone (`inspect -f FILE --what-if`): its first VM, the VMI of
+/// the same name, that VMI's launcher pods, Nodes, a KubeVirt CR (settings), the
+/// ControllerRevisions, DataVolumes and PVCs it holds. No cluster is read.
+pub fn gathered_from_manifest(
+    source: &str,
+    text: &str,
+    default_namespace: &str,
+    now: DateTime<Utc>,
+) -> Result<Gathered, String> {
+    let docs = crate::api::manifest::split_documents(source, text).map_err(|e| e.to_string())?;
+    let mut g = Gathered {
+        now,
+        ..Default::default()
+    };
+    let mut vmis = Vec::new();
+    let mut pods: Vec<Pod> = Vec::new();
+    let mut kubevirt = None;
+    for (index, doc) in docs {
+        let kind = doc
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let at = |field: String, message: String| {
+            format!("{source}: document {index} ({kind}): field {field}: {message}")
+        };
+        match kind.as_str() {
+            "VirtualMachine" if g.vm.is_none() => {
+                let vm: VirtualMachine = from_value_with_path(doc).map_err(|(f, m)| at(f, m))?;
+                g.vm = Some(vm);
+            }
+            "VirtualMachineInstance" => {
+                vmis.push(
+                    from_value_with_path::<VirtualMachineInstance>(doc)
+                        .map_err(|(f, m)| at(f, m))?,
+                );
+            }
+            "Pod" => pods.push(from_value_with_path(doc).map_err(|(f, m)| at(f, m))?),
+            "Node" => g
+                .candidate_nodes
+                .push(from_value_with_path(doc).map_err(|(f, m)| at(f, m))?),
+            "KubeVirt" => kubevirt = Some(doc),
+            "ControllerRevision" => g
+                .revisions
+                .push(from_value_with_path(doc).map_err(|(f, m)| at(f, m))?),
+            "DataVolume" => g
+                .data_volumes
+                .push(from_value_with_path(doc).map_err(|(f, m)| at(f, m))?),
+            "PersistentVolumeClaim" => {
+                let pvc: k8s_openapi::api::core::v1::PersistentVolumeClaim =
+                    from_value_with_path(doc).map_err(|(f, m)| at(f, m))?;
+                g.pvcs
+                    .insert(pvc.metadata.name.clone().unwrap_or_default(), pvc);
+            }
+            _ => {}
+        }
+    }
+    let mut vm =
+        g.vm.take()
+            .ok_or_else(|| format!("{source}: no VirtualMachine in the file"))?;
+    if vm.metadata.namespace.is_none() {
+        vm.metadata.namespace = Some(default_namespace.to_string());
+    }
+    g.namespace = vm.metadata.namespace.clone().unwrap_or_default();
+    g.name = vm.metadata.name.clone().unwrap_or_default();
+    g.vmi = vmis
+        .into_iter()
+        .find(|v| v.metadata.name.as_deref() == Some(g.name.as_str()));
+    if let Some(v) = g.vmi.as_mut()
+        && v.metadata.namespace.is_none()
+    {
+        v.metadata.namespace = Some(g.namespace.clone());
+    }
+    let uid = g.vmi.as_ref().and_then(|v| v.metadata.uid.clone());
+    g.pods = pods
+        .into_iter()
+        .filter(|p| {
+            uid.is_some()
+                && p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(crate::api::labels::CREATED_BY))
+                    == uid.as_ref()
+        })
+        .collect();
+    g.settings = match kubevirt {
+        Some(cr) => ClusterSettings::from_kubevirt_cr(&cr).map_err(|e| format!("{source}: {e}"))?,
+        None => {
+            g.missing.push(Missing {
+                what: "kubevirt".into(),
+                reason: format!("no KubeVirt CR in {source}; KubeVirt's default settings assumed"),
+            });
+            ClusterSettings::default()
+        }
+    };
+    if g.vmi.is_none() {
+        g.missing.push(Missing {
+            what: "vmi".into(),
+            reason: format!("no VirtualMachineInstance {} in {source}", g.name),
+        });
+    }
+    if g.candidate_nodes.is_empty() {
+        g.missing.push(Missing {
+            what: "nodes".into(),
+            reason: format!("no Node in {source}; the fit check is skipped"),
+        });
+    }
+    g.missing.push(Missing {
+        what: "controller".into(),
+        reason: "read from a file: no controller to ask; expectations taken as satisfied".into(),
+    });
+    g.vm = Some(vm);
+    Ok(g)
+}
+
+// ------------------------------------------------------------------------------------------
+// Text
+// ------------------------------------------------------------------------------------------
+
+fn opt_json(v: &Option<Value>) -> String {
+    match v {
+        None => "(unset)".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn delta_text(name: &str, d: Option<i64>) -> String {
+    match d {
+        Some(0) => "  (unchanged)".to_string(),
+        Some(d) if name.ends_with(".cpu") => format!("  ({d:+}m)"),
+        Some(d) if d > 0 => format!("  (+{})", human_bytes(d)),
+        Some(d) => format!("  ({})", human_bytes(d)),
+        None => String::new(),
+    }
+}
+
+fn side_lines(out: &mut String, label: &str, s: &DecisionSide) {
+    let _ = writeln!(out, "  {label:<6} {}", s.summary);
+    if s.actions.is_empty() {
+        let _ = writeln!(out, "         no actions");
+    }
+    for a in &s.actions {
+        let _ = writeln!(out, "         {} {}: {}", a.controller, a.kind, a.why);
+    }
+    let _ = writeln!(
+        out,
+        "         RestartRequired={}{}",
+        if s.restart_required { "True" } else { "False" },
+        s.printable_status
+            .as_ref()
+            .map(|p| format!("  printableStatus {p}"))
+            .unwrap_or_default()
+    );
+    if let Some(e) = &s.sync_error {
+        let _ = writeln!(out, "         sync error: {e}");
+    }
+}
+
+/// The plain-text what-if (`inspect vm/NAME --what-if …` without `-o`).
+pub fn render_text(w: &WhatIf) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "WHAT-IF {}/{}  (nothing is written)",
+        w.namespace, w.name
+    );
+    for c in &w.change {
+        let _ = writeln!(out, "  {c}");
+    }
+    out.push_str("\nCHANGED FIELDS\n");
+    if w.changed_fields.is_empty() {
+        out.push_str("  none\n");
+    }
+    for f in &w.changed_fields {
+        let _ = writeln!(
+            out,
+            "  {}: {} → {}",
+            f.path,
+            opt_json(&f.before),
+            opt_json(&f.after)
+        );
+    }
+    out.push_str("\nDECISION\n");
+    side_lines(&mut out, "now:", &w.before);
+    side_lines(&mut out, "after:", &w.after);
+    out.push_str("\nOUTCOME\n");
+    for o in &w.outcome {
+        let _ = writeln!(out, "  {o}");
+    }
+    let _ = writeln!(out, "\nROLLOUT\n  {}", w.rollout.summary);
+    if let Some(p) = &w.pod {
+        let _ = writeln!(
+            out,
+            "\nLAUNCHER POD  {} → rendered from the changed VM",
+            p.before_source
+        );
+        if let (Some(b), Some(a)) = (p.memory_request_before_bytes, p.memory_request_after_bytes) {
+            let _ = writeln!(
+                out,
+                "  compute memory request: {} → {}{}",
+                human_bytes(b),
+                human_bytes(a),
+                if a == b {
+                    "  (unchanged)".to_string()
+                } else {
+                    delta_text("memory", Some(a - b))
+                }
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  overhead: {} → {}{}",
+            human_bytes(p.overhead_before_bytes),
+            human_bytes(p.overhead_after_bytes),
+            delta_text(
+                "memory",
+                Some(p.overhead_after_bytes - p.overhead_before_bytes)
+            )
+        );
+        for t in &p.terms {
+            let _ = writeln!(
+                out,
+                "    term {}: {} → {}{}  {}",
+                t.name,
+                human_bytes(t.before_bytes),
+                human_bytes(t.after_bytes),
+                delta_text("memory", Some(t.delta_bytes)),
+                t.reason
+            );
+        }
+        for (title, list) in [
+            ("compute", &p.resources),
+            ("label", &p.labels),
+            ("annotation", &p.annotations),
+        ] {
+            for c in list {
+                let _ = writeln!(
+                    out,
+                    "  {title} {}: {} → {}{}",
+                    c.name,
+                    c.before.as_deref().unwrap_or("(unset)"),
+                    c.after.as_deref().unwrap_or("(unset)"),
+                    if title == "compute" {
+                        delta_text(&c.name, c.delta)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        }
+    }
+    if let Some(f) = &w.fit {
+        let _ = writeln!(out, "\nFIT\n  {}", f.summary);
+        for n in f.nodes.iter().filter(|n| !n.fits) {
+            let _ = writeln!(out, "  {}: {}", n.name, n.problems.join("; "));
+        }
+    }
+    if !w.missing.is_empty() {
+        out.push_str("\nMISSING\n");
+        for m in &w.missing {
+            let _ = writeln!(out, "  {}: {}", m.what, m.reason);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "whatif_tests.rs"]
+mod tests;

@@ -1,0 +1,498 @@
+//! What-if: the change parsing, the virt-api request rules, the diff and the fit, and the whole
+//! evaluation on hand-built gathered states ("now" is fixed).
+
+use super::*;
+use crate::controller::vm::revision::build_start_revision;
+use serde_json::json;
+
+const NOW: &str = "2026-12-01T10:00:00Z";
+
+fn now() -> DateTime<Utc> {
+    NOW.parse().expect("time")
+}
+
+fn vm(strategy: &str) -> VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {
+            "name": "vm-a", "namespace": "demo", "uid": "vm-uid", "resourceVersion": "10",
+            "generation": 2,
+            "annotations": {
+                "kubevirt.io/latest-observed-api-version": "v1",
+                "kubevirt.io/storage-observed-api-version": "v1"
+            },
+            "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]
+        },
+        "spec": {
+            "runStrategy": strategy,
+            "template": {
+                "metadata": {"labels": {"kubevirt.io/vm": "vm-a"}},
+                "spec": {
+                    "domain": {
+                        "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
+                        "devices": {},
+                        "resources": {"requests": {"memory": "128Mi"}}
+                    }
+                }
+            }
+        },
+        "status": {"printableStatus": "Running", "observedGeneration": 2, "desiredGeneration": 2}
+    }))
+    .expect("vm")
+}
+
+fn node(name: &str, memory: &str) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"kubevirt.io/schedulable": "true",
+            "kubernetes.io/arch": "amd64"}},
+        "status": {
+            "allocatable": {"cpu": "8", "memory": memory, "pods": "110",
+                "ephemeral-storage": "100Gi",
+                "devices.kubevirt.io/kvm": "1k", "devices.kubevirt.io/tun": "1k",
+                "devices.kubevirt.io/vhost-net": "1k"},
+            "conditions": [{"type": "Ready", "status": "True"}]
+        }
+    }))
+    .expect("node")
+}
+
+/// A VM running from its start revision, its VMI and the launcher pod the renderer gives it.
+fn running(settings: ClusterSettings) -> Gathered {
+    let vm = vm("Always");
+    let revision = build_start_revision(&vm).expect("revision");
+    let mut vmi = setup_vmi_from_vm(&vm).expect("vmi");
+    vmi.metadata.uid = Some("vmi-uid".into());
+    vmi.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("kubevirt.io/vm-generation".into(), "2".into());
+    let status = json!({
+        "phase": "Running", "nodeName": "node-a",
+        "virtualMachineRevisionName": revision.metadata.name.clone(),
+        "conditions": [{"type": "Ready", "status": "True"}]
+    });
+    vmi.status = Some(serde_json::from_value(status).expect("status"));
+    let mut pod = render_pod_with(&settings, &vmi).expect("pod");
+    pod.metadata.name = Some("virt-launcher-vm-a-abcde".into());
+    pod.status = Some(
+        serde_json::from_value(json!({"phase": "Running",
+            "conditions": [{"type": "PodScheduled", "status": "True"}]}))
+        .expect("pod status"),
+    );
+    Gathered {
+        now: now(),
+        namespace: "demo".into(),
+        name: "vm-a".into(),
+        vm: Some(vm),
+        vmi: Some(vmi),
+        pods: vec![pod],
+        revisions: vec![revision],
+        candidate_nodes: vec![node("node-a", "16Gi"), node("node-b", "64Gi")],
+        settings,
+        ..Default::default()
+    }
+}
+
+fn set(text: &str) -> Change {
+    Change {
+        sets: vec![parse_set(text).expect("set")],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn set_values_are_json_when_they_parse_else_strings() {
+    let s = parse_set("spec.template.spec.domain.cpu.sockets=2").unwrap();
+    assert_eq!(s.value, json!(2));
+    assert_eq!(s.steps.last(), Some(&PathStep::Key("sockets".into())));
+    assert_eq!(
+        parse_set("spec.runStrategy=Halted").unwrap().value,
+        json!("Halted")
+    );
+    assert_eq!(parse_set("a.b=8Gi").unwrap().value, json!("8Gi"));
+    assert_eq!(parse_set("a.b=false").unwrap().value, json!(false));
+    assert_eq!(parse_set("a.b=\"true\"").unwrap().value, json!("true"));
+    assert_eq!(parse_set("a.b={\"x\":1}").unwrap().value, json!({"x": 1}));
+    assert_eq!(parse_set("a.b=x=y").unwrap().value, json!("x=y"));
+    assert_eq!(
+        parse_path(r"metadata.labels.example\.com/tier").unwrap(),
+        vec![
+            PathStep::Key("metadata".into()),
+            PathStep::Key("labels".into()),
+            PathStep::Key("example.com/tier".into())
+        ]
+    );
+    assert_eq!(
+        parse_path("spec.disks[1].bootOrder").unwrap(),
+        vec![
+            PathStep::Key("spec".into()),
+            PathStep::Key("disks".into()),
+            PathStep::Index(1),
+            PathStep::Key("bootOrder".into())
+        ]
+    );
+    for bad in ["novalue", "=1", "a..b=1", "a[x]=1", "[0]=1", "a.=1"] {
+        assert!(parse_set(bad).is_err(), "{bad} should be refused");
+    }
+}
+
+#[test]
+fn patches_must_be_objects_json_or_yaml() {
+    assert_eq!(
+        parse_patch(r#"{"spec":{"runStrategy":"Halted"}}"#).unwrap(),
+        json!({"spec": {"runStrategy": "Halted"}})
+    );
+    assert_eq!(
+        parse_patch("spec:\n  runStrategy: Halted\n").unwrap(),
+        json!({"spec": {"runStrategy": "Halted"}})
+    );
+    assert!(
+        parse_patch("[1,2]")
+            .unwrap_err()
+            .to_string()
+            .contains("must be an object")
+    );
+    assert!(parse_patch("{").is_err());
+}
+
+#[test]
+fn set_edits_create_objects_index_lists_and_remove_with_null() {
+    let mut doc = json!({"spec": {"list": [{"a": 1}]}});
+    let change = Change {
+        sets: vec![
+            parse_set("spec.new.deep=1").unwrap(),
+            parse_set("spec.list[0].a=2").unwrap(),
+            parse_set("spec.list[1]={\"b\":3}").unwrap(),
+            parse_set("spec.new.deep=null").unwrap(),
+        ],
+        ..Default::default()
+    };
+    change.apply_to_value(&mut doc).unwrap();
+    assert_eq!(
+        doc,
+        json!({"spec": {"new": {}, "list": [{"a": 2}, {"b": 3}]}})
+    );
+    let past = Change {
+        sets: vec![parse_set("spec.list[5]=1").unwrap()],
+        ..Default::default()
+    };
+    assert!(
+        past.apply_to_value(&mut doc)
+            .unwrap_err()
+            .to_string()
+            .contains("past the end")
+    );
+}
+
+#[test]
+fn apply_change_bumps_generation_and_refuses_identity_status_and_bad_types() {
+    let before = vm("Always");
+    let after = apply_change(&before, None, &set("spec.runStrategy=Halted")).unwrap();
+    assert_eq!(after.spec.run_strategy.as_deref(), Some("Halted"));
+    assert_eq!(after.metadata.generation, Some(3));
+    let same = apply_change(&before, None, &set("metadata.labels.a=b")).unwrap();
+    assert_eq!(same.metadata.generation, Some(2), "metadata is not spec");
+    let e = apply_change(&before, None, &set("metadata.name=other")).unwrap_err();
+    assert!(e.to_string().contains("metadata.name"), "{e}");
+    let e = apply_change(&before, None, &set("status.printableStatus=Stopped")).unwrap_err();
+    assert!(e.to_string().contains("--what-if-request"), "{e}");
+    let e = apply_change(
+        &before,
+        None,
+        &set("spec.template.spec.domain.cpu.sockets=many"),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("spec.template.spec.domain.cpu.sockets"),
+        "{e}"
+    );
+    // Merge patches first, then --set.
+    let change = Change {
+        patches: vec![json!({"spec": {"runStrategy": "Manual"}})],
+        sets: vec![parse_set("spec.runStrategy=Once").unwrap()],
+        ..Default::default()
+    };
+    let after = apply_change(&before, None, &change).unwrap();
+    assert_eq!(after.spec.run_strategy.as_deref(), Some("Once"));
+}
+
+fn requests(vm: &VirtualMachine) -> Vec<(String, Option<String>)> {
+    vm.status
+        .as_ref()
+        .and_then(|s| s.state_change_requests.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.action, r.uid))
+        .collect()
+}
+
+/// lifecycle.go: stop on Always patches the spec; Manual gets a Stop request with the VMI uid;
+/// restart is [Stop{uid}, Start]; start on Always is a 409; a pending request blocks another.
+#[test]
+fn requests_follow_virt_apis_subresources() {
+    let g = running(ClusterSettings::default());
+    let vmi = g.vmi.as_ref();
+    let mut v = vm("Always");
+    apply_request(&mut v, vmi, LifecycleRequest::Stop).unwrap();
+    assert_eq!(v.spec.run_strategy.as_deref(), Some("Halted"));
+    let mut legacy = vm("Always");
+    legacy.spec.run_strategy = None;
+    legacy.spec.running = Some(true);
+    apply_request(&mut legacy, vmi, LifecycleRequest::Stop).unwrap();
+    assert_eq!(legacy.spec.running, Some(false));
+
+    let mut v = vm("Manual");
+    apply_request(&mut v, vmi, LifecycleRequest::Stop).unwrap();
+    assert_eq!(requests(&v), vec![("Stop".into(), Some("vmi-uid".into()))]);
+
+    let mut v = vm("Always");
+    v.status.as_mut().unwrap().start_failure = Some(Default::default());
+    apply_request(&mut v, vmi, LifecycleRequest::Restart).unwrap();
+    assert_eq!(
+        requests(&v),
+        vec![
+            ("Stop".into(), Some("vmi-uid".into())),
+            ("Start".into(), None)
+        ]
+    );
+    assert!(v.status.as_ref().unwrap().start_failure.is_none());
+    let e = apply_request(&mut v, vmi, LifecycleRequest::Restart).unwrap_err();
+    assert!(e.to_string().contains("already underway"), "{e}");
+
+    let e = apply_request(&mut vm("Always"), vmi, LifecycleRequest::Start).unwrap_err();
+    assert!(e.to_string().contains("VM is already running"), "{e}");
+    let e = apply_request(&mut vm("Always"), None, LifecycleRequest::Start).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Always does not support manual start requests"),
+        "{e}"
+    );
+    let mut v = vm("Halted");
+    apply_request(&mut v, None, LifecycleRequest::Start).unwrap();
+    assert_eq!(v.spec.run_strategy.as_deref(), Some("Always"));
+    let mut v = vm("Manual");
+    apply_request(&mut v, None, LifecycleRequest::Start).unwrap();
+    assert_eq!(requests(&v), vec![("Start".into(), None)]);
+    let e = apply_request(&mut vm("Halted"), vmi, LifecycleRequest::Restart).unwrap_err();
+    assert!(
+        e.to_string().contains("does not support manual restart"),
+        "{e}"
+    );
+    assert!("pause".parse::<LifecycleRequest>().is_err());
+}
+
+#[test]
+fn changed_fields_name_every_leaf() {
+    let before = vm("Always");
+    let after = apply_change(
+        &before,
+        None,
+        &Change {
+            patches: vec![json!({"spec": {"runStrategy": "Halted",
+                "template": {"spec": {"domain": {"memory": {"guest": "1Gi"}}}}}})],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let fields = changed_fields(&before, &after);
+    let paths: Vec<&str> = fields.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        vec!["spec.runStrategy", "spec.template.spec.domain.memory.guest"]
+    );
+    assert_eq!(fields[0].before, Some(json!("Always")));
+    assert_eq!(fields[1].before, None);
+}
+
+#[test]
+fn map_diffs_compare_quantities_by_value() {
+    let m = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let d = diff_maps(
+        &m(&[
+            ("requests.memory", "1Gi"),
+            ("requests.cpu", "100m"),
+            ("limits.x", "1"),
+        ]),
+        &m(&[
+            ("requests.memory", "1024Mi"),
+            ("requests.cpu", "200m"),
+            ("limits.y", "1"),
+        ]),
+        true,
+    );
+    let names: Vec<&str> = d.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, vec!["limits.x", "limits.y", "requests.cpu"]);
+    assert_eq!(d[2].delta, Some(100));
+    assert_eq!(human_bytes(-32 * MIB), "-32Mi");
+    assert_eq!(human_bytes(3 * 1024 * MIB / 2), "1.50Gi");
+}
+
+#[test]
+fn halted_would_delete_the_vmi() {
+    let g = running(ClusterSettings::default());
+    let w = what_if(&g, &set("spec.runStrategy=Halted")).unwrap();
+    assert!(
+        w.outcome
+            .iter()
+            .any(|o| o.starts_with("would delete VMI vm-a")),
+        "{:?}",
+        w.outcome
+    );
+    assert!(w.after.actions.iter().any(|a| a.kind == "DeleteVmi"));
+    assert!(!w.before.actions.iter().any(|a| a.kind == "DeleteVmi"));
+    assert!(render_text(&w).contains("would delete VMI vm-a"));
+}
+
+#[test]
+fn restart_request_is_a_restart() {
+    let g = running(ClusterSettings::default());
+    let w = what_if(
+        &g,
+        &Change {
+            request: Some(LifecycleRequest::Restart),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        w.outcome.iter().any(|o| o.starts_with("would restart")),
+        "{:?}",
+        w.outcome
+    );
+    assert!(
+        w.changed_fields
+            .iter()
+            .any(|f| f.path == "status.stateChangeRequests")
+    );
+}
+
+#[test]
+fn graphics_off_needs_a_restart_and_drops_video_ram() {
+    let g = running(ClusterSettings::default());
+    let w = what_if(
+        &g,
+        &set("spec.template.spec.domain.devices.autoattachGraphicsDevice=false"),
+    )
+    .unwrap();
+    assert!(!w.before.restart_required);
+    assert!(w.after.restart_required, "{:?}", w.after);
+    assert!(w.outcome.iter().any(|o| o.starts_with("RestartRequired")));
+    let pod = w.pod.expect("pod diff");
+    assert_eq!(pod.before_source, "pod/virt-launcher-vm-a-abcde");
+    let video = pod
+        .terms
+        .iter()
+        .find(|t| t.name == "videoRam")
+        .expect("videoRam moved");
+    assert_eq!(video.delta_bytes, -32 * MIB);
+    assert_eq!(pod.terms.len(), 1, "{:?}", pod.terms);
+    assert_eq!(
+        pod.memory_request_after_bytes.unwrap() - pod.memory_request_before_bytes.unwrap(),
+        -32 * MIB
+    );
+    assert!(
+        pod.annotations
+            .iter()
+            .any(|a| a.name == MEMORY_OVERHEAD_BYTES && a.delta == Some(-32 * MIB))
+    );
+    assert_eq!(w.rollout.change_needs_restart, Some(true));
+}
+
+#[test]
+fn memory_guest_follows_the_rollout_strategy() {
+    let change = set("spec.template.spec.domain.memory.guest=256Mi");
+    let live = what_if(&running(ClusterSettings::default()), &change).unwrap();
+    assert_eq!(live.rollout.strategy, "LiveUpdate");
+    assert!(!live.after.restart_required);
+    assert_eq!(live.rollout.change_needs_restart, Some(false));
+    assert!(
+        live.rollout
+            .summary
+            .contains("live update of spec.template.spec.domain.memory.guest")
+    );
+    let stage = ClusterSettings {
+        vm_rollout_strategy_live_update: false,
+        ..Default::default()
+    };
+    let staged = what_if(&running(stage), &change).unwrap();
+    assert_eq!(staged.rollout.strategy, "Stage");
+    assert!(staged.after.restart_required);
+    assert!(
+        staged.rollout.summary.contains("RestartRequired"),
+        "{}",
+        staged.rollout.summary
+    );
+}
+
+#[test]
+fn an_oversized_pod_fits_no_node_and_names_the_closest() {
+    let g = running(ClusterSettings::default());
+    let w = what_if(
+        &g,
+        &set("spec.template.spec.domain.resources.requests.memory=100Gi"),
+    )
+    .unwrap();
+    let fit = w.fit.expect("fit");
+    assert!(!fit.fits);
+    assert_eq!(fit.closest_node.as_deref(), Some("node-b"));
+    assert!(
+        fit.summary.contains("closest node-b: memory: needs"),
+        "{}",
+        fit.summary
+    );
+    assert!(w.outcome.iter().any(|o| o.contains("unschedulable")));
+    // The current template fits both.
+    let ok = what_if(&g, &set("metadata.labels.x=y")).unwrap();
+    assert_eq!(ok.fit.unwrap().fitting_nodes, vec!["node-a", "node-b"]);
+    assert_eq!(
+        ok.outcome,
+        vec!["no change: the controllers would do the same as now"]
+    );
+}
+
+#[test]
+fn fit_rules_out_cordoned_unready_and_unlabelled_nodes() {
+    let g = running(ClusterSettings::default());
+    let pod = &g.pods[0];
+    let mut cordoned = node("c", "64Gi");
+    cordoned.spec = Some(k8s_openapi::api::core::v1::NodeSpec {
+        unschedulable: Some(true),
+        ..Default::default()
+    });
+    let mut unlabelled = node("u", "64Gi");
+    unlabelled.metadata.labels = None;
+    let fit = fit_check(pod, &[cordoned, unlabelled]);
+    assert!(!fit.fits);
+    assert!(fit.nodes[0].problems[0].contains("cordoned"));
+    assert!(
+        fit.nodes[1]
+            .problems
+            .iter()
+            .any(|p| p.contains("nodeSelector kubevirt.io/schedulable=true")),
+        "{:?}",
+        fit.nodes[1]
+    );
+    assert!(pod_requests(pod).contains_key("devices.kubevirt.io/kvm"));
+}
+
+#[test]
+fn a_manifest_is_a_gathered_state() {
+    let text = serde_yaml::to_string(&vm("Always")).unwrap()
+        + "---\n"
+        + &serde_yaml::to_string(&node("node-a", "1Gi")).unwrap()
+        + "---\nkind: KubeVirt\napiVersion: kubevirt.io/v1\nmetadata: {name: kv}\nspec: {configuration: {vmRolloutStrategy: Stage}}\n";
+    let g = gathered_from_manifest("vm.yaml", &text, "default", now()).unwrap();
+    assert_eq!((g.namespace.as_str(), g.name.as_str()), ("demo", "vm-a"));
+    assert!(!g.settings.vm_rollout_strategy_live_update);
+    assert_eq!(g.candidate_nodes.len(), 1);
+    assert!(g.missing.iter().any(|m| m.what == "vmi"));
+    let w = what_if(&g, &set("spec.runStrategy=Halted")).unwrap();
+    assert_eq!(w.rollout.strategy, "Stage");
+    assert!(gathered_from_manifest("x.yaml", "kind: Pod\n", "default", now()).is_err());
+}
