@@ -35,6 +35,7 @@ use crate::runtime::expectations::EXPECTATIONS_TIMEOUT;
 use crate::runtime::lease::LeaseRecord;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Store names of the expectations (`vm-vmi`, `vm-datavolume`, `vmi-pod`, `vmi-self`).
@@ -631,7 +632,7 @@ pub fn analyze(g: &Gathered) -> Inspection {
         vmi_decision,
         exp_known,
     ));
-    ins.caught_up = Some(caught_up(vm, g.vmi.as_ref(), state));
+    ins.caught_up = Some(caught_up(vm, g.vmi.as_ref(), &g.revisions, state));
     match overhead_check(g, vm) {
         Ok(check) => ins.overhead_check = check,
         Err(reason) => ins.missing.push(Missing {
@@ -1090,9 +1091,45 @@ fn disagreement(
     None
 }
 
+/// The firmware UUID path the firmware synchronizer writes (firmware.go:48-81).
+const FIRMWARE_UUID_PATH: &str = "spec.template.spec.domain.firmware.uuid";
+
+/// The template fields that differ between the VMI's start ControllerRevision and the VM, or
+/// `None` when there is no VMI or its revision was not read. KubeVirt bumps the VMI's
+/// `kubevirt.io/vm-generation` annotation (and so `status.observedGeneration`) only when the
+/// two templates are semantically equal (vm.go:1438-1475,
+/// `conditionallyBumpGenerationAnnotationOnVmi`).
+fn template_changes_since_start(
+    vm: &VirtualMachine,
+    vmi: Option<&VirtualMachineInstance>,
+    revisions: &[k8s_openapi::api::apps::v1::ControllerRevision],
+) -> Option<Vec<FieldChange>> {
+    let name = vmi?
+        .status
+        .as_ref()?
+        .virtual_machine_revision_name
+        .as_deref()?;
+    let revision = revisions
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some(name))?;
+    let started = revision.data.as_ref()?.0.pointer("/spec/template")?.clone();
+    let current = serde_json::to_value(&vm.spec)
+        .ok()?
+        .get("template")?
+        .clone();
+    // Semantic equality first: nil and empty collections are the same to KubeVirt.
+    if crate::controller::common::semantic_eq(&started, &current) {
+        return Some(Vec::new());
+    }
+    let mut out = Vec::new();
+    changed_paths("spec.template", Some(&started), Some(&current), &mut out);
+    Some(out)
+}
+
 fn caught_up(
     vm: &VirtualMachine,
     vmi: Option<&VirtualMachineInstance>,
+    revisions: &[k8s_openapi::api::apps::v1::ControllerRevision],
     state: Option<&DebugState>,
 ) -> CaughtUp {
     let generation = vm.metadata.generation;
@@ -1114,10 +1151,41 @@ fn caught_up(
         observed.map_or("-".into(), |g| g.to_string()),
         desired.map_or("-".into(), |g| g.to_string()),
     )];
+    let template_changes = if generation_observed || vmi.is_none() {
+        Vec::new()
+    } else {
+        template_changes_since_start(vm, vmi, revisions).unwrap_or_default()
+    };
+    let vmi_uuid = vmi
+        .and_then(|v| v.spec.domain.firmware.as_ref())
+        .and_then(|f| f.uuid.as_deref());
+    let only_persisted_uuid = !template_changes.is_empty()
+        && template_changes.iter().all(|c| {
+            c.path == FIRMWARE_UUID_PATH
+                && c.after.as_ref().and_then(|v| v.as_str()).is_some()
+                && c.after.as_ref().and_then(|v| v.as_str()) == vmi_uuid
+        });
     parts.push(if generation_observed {
         "the VMI runs the current spec".into()
-    } else {
+    } else if vmi.is_none() {
+        "no VMI is running".into()
+    } else if only_persisted_uuid {
+        // The firmware synchronizer persists the UUID after the VMI was created from the
+        // template without it (vm.go sync, firmware.go:48-81), which bumps the generation; the
+        // start revision then never equals the template, so KubeVirt does not bump the VMI's
+        // generation annotation until the next start. The VMI already runs with that UUID.
+        "behind only because the controller persisted the firmware UUID after the VMI started \
+         (the VMI runs with that UUID; KubeVirt leaves observedGeneration behind until the next \
+         start, vm.go:1438-1475)"
+            .into()
+    } else if template_changes.is_empty() {
         "the running VMI does not reflect the latest spec yet".into()
+    } else {
+        let paths: Vec<&str> = template_changes.iter().map(|c| c.path.as_str()).collect();
+        format!(
+            "the running VMI does not reflect the latest spec: changed since it started: {}",
+            paths.join(", ")
+        )
     });
     match (vm_cache_current, vmi_cache_current) {
         (Some(true), Some(true)) => parts.push("the leader's caches are current".into()),
@@ -1132,6 +1200,7 @@ fn caught_up(
         generation_observed,
         vm_cache_current,
         vmi_cache_current,
+        template_changes,
         summary: parts.join("; "),
     }
 }
@@ -1652,3 +1721,49 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
 #[cfg(test)]
 #[path = "analyze_tests.rs"]
 mod tests;
+
+/// The dotted paths at which `b` differs from `a` (leaves only; an object present on one side
+/// only is listed leaf by leaf), in key order.
+pub fn changed_paths(
+    prefix: &str,
+    a: Option<&Value>,
+    b: Option<&Value>,
+    out: &mut Vec<FieldChange>,
+) {
+    match (a, b) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                changed_paths(&path, x.get(k), y.get(k), out);
+            }
+        }
+        (Some(Value::Object(x)), None) | (None, Some(Value::Object(x))) if !x.is_empty() => {
+            let present_before = a.is_some();
+            for (k, v) in x {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                if present_before {
+                    changed_paths(&path, Some(v), None, out);
+                } else {
+                    changed_paths(&path, None, Some(v), out);
+                }
+            }
+        }
+        (a, b) if a != b => out.push(FieldChange {
+            path: prefix.to_string(),
+            before: a.cloned(),
+            after: b.cloned(),
+        }),
+        _ => {}
+    }
+}

@@ -869,3 +869,71 @@ fn human_durations() {
     assert_eq!(human_duration(3700.0), "1 h 1 m");
     assert_eq!(human_duration(-5.0), "0 s");
 }
+
+/// `running()` with the VMI started from an earlier template: the start revision is built from
+/// the VM as `edit` leaves it, and the VM's status says generation 1 is the one observed.
+fn started_from(edit: impl FnOnce(&mut Value)) -> Gathered {
+    let mut g = running();
+    let vm = g.vm.as_mut().expect("vm");
+    let mut earlier = serde_json::to_value(&*vm).expect("vm json");
+    edit(&mut earlier);
+    let earlier: VirtualMachine = serde_json::from_value(earlier).expect("earlier vm");
+    g.revisions =
+        vec![crate::controller::vm::revision::build_start_revision(&earlier).expect("revision")];
+    vm.status.as_mut().expect("status").observed_generation = Some(1);
+    g
+}
+
+#[test]
+fn a_generation_behind_only_for_the_persisted_firmware_uuid_is_explained_as_such() {
+    // The VMI was created from a template without a firmware UUID; the firmware synchronizer
+    // then persisted it (generation bump). KubeVirt never bumps the VMI's generation
+    // annotation for that (the start revision differs from the template), so the inspector
+    // must not say the VMI runs an old spec: it runs with that very UUID.
+    let g = started_from(|vm| {
+        vm["spec"]["template"]["spec"]["domain"]
+            .as_object_mut()
+            .expect("domain")
+            .remove("firmware");
+    });
+    let caught = analyze(&g).caught_up.expect("caught up");
+    assert!(!caught.generation_observed);
+    let paths: Vec<&str> = caught
+        .template_changes
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(paths, ["spec.template.spec.domain.firmware.uuid"]);
+    assert!(
+        caught
+            .summary
+            .contains("behind only because the controller persisted the firmware UUID"),
+        "{}",
+        caught.summary
+    );
+    assert!(
+        !caught.summary.contains("does not reflect"),
+        "{}",
+        caught.summary
+    );
+}
+
+#[test]
+fn a_generation_behind_for_a_real_template_change_names_the_fields() {
+    let g = started_from(|vm| {
+        vm["spec"]["template"]["spec"]["domain"]["resources"]["requests"]["memory"] = json!("64Mi");
+    });
+    let caught = analyze(&g).caught_up.expect("caught up");
+    assert!(!caught.generation_observed);
+    assert!(
+        caught.summary.contains(
+            "does not reflect the latest spec: changed since it started: \
+             spec.template.spec.domain.resources.requests.memory"
+        ),
+        "{}",
+        caught.summary
+    );
+    let change = &caught.template_changes[0];
+    assert_eq!(change.before, Some(json!("64Mi")));
+    assert_eq!(change.after, Some(json!("128Mi")));
+}

@@ -13,6 +13,7 @@ use crate::controller::debug_state::DebugState;
 use crate::launcher::overhead::OverheadTerm;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// One VM, inspected.
@@ -436,6 +437,10 @@ pub struct CaughtUp {
     /// The leader's cached VMI resourceVersion equals the server's (debug endpoint only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vmi_cache_current: Option<bool>,
+    /// When the generation is not observed: the template fields that differ between the VMI's
+    /// start ControllerRevision and the VM (what keeps `observedGeneration` behind).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub template_changes: Vec<FieldChange>,
     /// One line for humans.
     pub summary: String,
 }
@@ -638,4 +643,18 @@ pub struct FleetRow {
     /// The first problem found (a Failure condition, a blocker, a reconcile error), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+}
+
+/// One changed field.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldChange {
+    /// Dotted path (`spec.template.spec.domain.memory.guest`).
+    pub path: String,
+    /// The value before (absent: not set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Value>,
+    /// The value after (absent: removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Value>,
 }

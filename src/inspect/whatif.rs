@@ -20,9 +20,9 @@
 //! [`what_if`] is pure (the terminal UI can call it on the `Gathered` it holds);
 //! [`gather_what_if`] does the reads; [`render_text`] is the plain-text form.
 
-use super::analyze::{analyze, decide_next};
+use super::analyze::{analyze, changed_paths, decide_next};
 use super::gather::{GatherError, GatherOptions, Gathered, describe_error, gather_raw};
-use super::model::{Inspection, Missing, PlannedActionView};
+use super::model::{FieldChange, Inspection, Missing, PlannedActionView};
 use crate::api::annotations::{MEMORY_OVERHEAD_BYTES, VM_GENERATION};
 use crate::api::manifest::{KubeVirtObject, from_value_with_path};
 use crate::api::quantity::ParsedQuantity;
@@ -608,20 +608,6 @@ pub struct WhatIf {
     pub missing: Vec<Missing>,
 }
 
-/// One changed field.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FieldChange {
-    /// Dotted path (`spec.template.spec.domain.memory.guest`).
-    pub path: String,
-    /// The value before (absent: not set).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<Value>,
-    /// The value after (absent: removed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after: Option<Value>,
-}
-
 /// The controllers' decision on one side.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -767,46 +753,6 @@ const LIVE_UPDATABLE: &[&str] = &[
     "spec.template.spec.affinity",
     "spec.template.spec.tolerations",
 ];
-
-/// Leaves (and whole subtrees that appear or vanish) that differ between two JSON values.
-fn changed_paths(prefix: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<FieldChange>) {
-    match (a, b) {
-        (Some(Value::Object(x)), Some(Value::Object(y))) => {
-            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                let path = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                changed_paths(&path, x.get(k), y.get(k), out);
-            }
-        }
-        (Some(Value::Object(x)), None) | (None, Some(Value::Object(x))) if !x.is_empty() => {
-            let present_before = a.is_some();
-            for (k, v) in x {
-                let path = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                if present_before {
-                    changed_paths(&path, Some(v), None, out);
-                } else {
-                    changed_paths(&path, None, Some(v), out);
-                }
-            }
-        }
-        (a, b) if a != b => out.push(FieldChange {
-            path: prefix.to_string(),
-            before: a.cloned(),
-            after: b.cloned(),
-        }),
-        _ => {}
-    }
-}
 
 /// The fields `after` changes in `before` (spec, metadata labels/annotations, status requests).
 pub fn changed_fields(before: &VirtualMachine, after: &VirtualMachine) -> Vec<FieldChange> {

@@ -153,6 +153,7 @@ fn caught_up() -> CaughtUp {
         generation_observed: true,
         vm_cache_current: Some(true),
         vmi_cache_current: Some(true),
+        template_changes: Vec::new(),
         summary: "generation 1 observed; the leader's caches hold the current VM and VMI".into(),
     }
 }
