@@ -1718,10 +1718,6 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
     }
 }
 
-#[cfg(test)]
-#[path = "analyze_tests.rs"]
-mod tests;
-
 /// The dotted paths at which `b` differs from `a` (leaves only; an object present on one side
 /// only is listed leaf by leaf), in key order.
 pub fn changed_paths(
@@ -1767,3 +1763,7 @@ pub fn changed_paths(
         _ => {}
     }
 }
+
+#[cfg(test)]
+#[path = "analyze_tests.rs"]
+mod tests;
