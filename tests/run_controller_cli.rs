@@ -355,11 +355,22 @@ async fn exit_when_ready_exits_zero_once_the_examples_run() {
         Some("all 4 VM(s) are Running"),
         "{stdout:#?}"
     );
+    let leading = stdout
+        .iter()
+        .position(|l| {
+            l.ends_with(
+                " leading: acquired the Lease kubevirt/virt-controller; the controllers are running",
+            )
+        })
+        .unwrap_or_else(|| panic!("no leading line: {stdout:#?}"));
+    // Nothing is written before the Lease is held, and the lines say so in their order: no
+    // VMI or launcher pod appears before "leading" (one printer prints both, Lease first).
+    let first_vmi = stdout
+        .iter()
+        .position(|l| l.contains("  vmi ") || l.contains(" pod virt-launcher-"));
     assert!(
-        stdout.iter().any(|l| l.ends_with(
-            " leading: acquired the Lease kubevirt/virt-controller; the controllers are running"
-        )),
-        "{stdout:#?}"
+        first_vmi.is_some_and(|i| i > leading),
+        "a VMI line came before the leading line: {stdout:#?}"
     );
 }
 

@@ -13,6 +13,7 @@ use crate::controller::debug_state::{DebugState, DebugStateSource, VM_CONTROLLER
 use crate::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
 use crate::controller::vmi::QUEUE_NAME as VMI_QUEUE_NAME;
 use crate::runtime::informer::key_of;
+use crate::runtime::lease::LeaderState;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -212,70 +213,106 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
 
 /// Print a line whenever a VM's progress changes, until `cancel`. Starts once the caches have
 /// synced (so a standby does not report VMs without their VMIs).
-pub async fn print_progress(ctx: Context, debug: DebugStateSource, cancel: CancellationToken) {
-    tokio::select! {
-        _ = cancel.cancelled() => return,
-        _ = ctx.caches.wait_synced() => {}
+pub async fn print_progress(
+    ctx: Context,
+    debug: DebugStateSource,
+    leader: impl Fn() -> LeaderState,
+    cancel: CancellationToken,
+) {
+    let mut leadership = LeadershipLines::default();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    // Until the caches are synced there are no VM lines, but the Lease lines still come.
+    let synced = ctx.caches.wait_synced();
+    tokio::pin!(synced);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = &mut synced => break,
+            _ = tick.tick() => {
+                if let Some(line) = leadership.next(&leader()) {
+                    crate::say!("{} {line}", chrono::Local::now().format("%H:%M:%S"));
+                }
+            }
+        }
     }
     let mut last: BTreeMap<String, VmProgress> = BTreeMap::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
+        // The Lease first: a VM line printed after "leading" in the same tick must not appear
+        // to come from before it.
+        let state = leader();
         let now = collect(&ctx, &debug);
+        let clock = chrono::Local::now().format("%H:%M:%S");
+        if let Some(line) = leadership.next(&state) {
+            crate::say!("{clock} {line}");
+        }
         for (key, p) in &now {
             if last.get(key).map(VmProgress::unchanged_part) != Some(p.unchanged_part()) {
-                crate::say!(
-                    "{} {}",
-                    chrono::Local::now().format("%H:%M:%S"),
-                    p.line(key)
-                );
+                crate::say!("{clock} {}", p.line(key));
             }
         }
         for key in last.keys() {
             if !now.contains_key(key) {
-                crate::say!("{} {key}  deleted", chrono::Local::now().format("%H:%M:%S"));
+                crate::say!("{clock} {key}  deleted");
             }
         }
         last = now;
     }
 }
 
-/// Print a line when this instance starts or stops leading, or the observed holder changes.
-pub async fn print_leadership(
-    leader: impl Fn() -> crate::runtime::lease::LeaderState,
-    cancel: CancellationToken,
-) {
-    let mut was_leading = false;
-    let mut last_holder: Option<String> = None;
+/// The leadership lines: one when this instance starts or stops leading, or the observed
+/// holder changes.
+#[derive(Debug, Default)]
+pub struct LeadershipLines {
+    was_leading: bool,
+    last_holder: Option<String>,
+}
+
+impl LeadershipLines {
+    /// The line `state` calls for, if any.
+    pub fn next(&mut self, state: &LeaderState) -> Option<String> {
+        let line = if state.leading && !self.was_leading {
+            Some(format!(
+                "leading: acquired the Lease {}; the controllers are running",
+                state.lease
+            ))
+        } else if !state.leading && self.was_leading {
+            Some(format!("stopped leading the Lease {}", state.lease))
+        } else if !state.leading && state.holder != self.last_holder {
+            state
+                .holder
+                .as_deref()
+                .filter(|h| *h != state.identity)
+                .map(|holder| {
+                    format!(
+                        "standby: the Lease {} is held by {holder}; not writing",
+                        state.lease
+                    )
+                })
+        } else {
+            None
+        };
+        self.was_leading = state.leading;
+        self.last_holder = state.holder.clone();
+        line
+    }
+}
+
+/// Print the leadership lines alone (`--quiet`: no VM lines).
+pub async fn print_leadership(leader: impl Fn() -> LeaderState, cancel: CancellationToken) {
+    let mut leadership = LeadershipLines::default();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let state = leader();
-        let clock = chrono::Local::now().format("%H:%M:%S");
-        if state.leading && !was_leading {
-            crate::say!(
-                "{clock} leading: acquired the Lease {}; the controllers are running",
-                state.lease
-            );
-        } else if !state.leading && was_leading {
-            crate::say!("{clock} stopped leading the Lease {}", state.lease);
-        } else if !state.leading
-            && state.holder != last_holder
-            && let Some(holder) = state.holder.as_deref().filter(|h| *h != state.identity)
-        {
-            crate::say!(
-                "{clock} standby: the Lease {} is held by {holder}; not writing",
-                state.lease
-            );
+        if let Some(line) = leadership.next(&leader()) {
+            crate::say!("{} {line}", chrono::Local::now().format("%H:%M:%S"));
         }
-        was_leading = state.leading;
-        last_holder = state.holder.clone();
     }
 }
 
@@ -316,6 +353,40 @@ pub async fn wait_all_running(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lease_state(leading: bool, holder: Option<&str>) -> LeaderState {
+        LeaderState {
+            lease: "kubevirt/virt-controller".into(),
+            identity: "me".into(),
+            leading,
+            holder: holder.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn leadership_lines_once_per_change() {
+        let mut l = LeadershipLines::default();
+        assert_eq!(l.next(&lease_state(false, None)), None);
+        assert_eq!(
+            l.next(&lease_state(false, Some("other"))).as_deref(),
+            Some("standby: the Lease kubevirt/virt-controller is held by other; not writing")
+        );
+        assert_eq!(l.next(&lease_state(false, Some("other"))), None);
+        assert_eq!(
+            l.next(&lease_state(true, Some("me"))).as_deref(),
+            Some(
+                "leading: acquired the Lease kubevirt/virt-controller; the controllers are running"
+            )
+        );
+        assert_eq!(l.next(&lease_state(true, Some("me"))), None);
+        assert_eq!(
+            l.next(&lease_state(false, Some("me"))).as_deref(),
+            Some("stopped leading the Lease kubevirt/virt-controller")
+        );
+        // Our own name as holder after we stopped is not "held by" someone else.
+        assert_eq!(l.next(&lease_state(false, Some("me"))), None);
+    }
     use crate::controller::context::ReconcileRecord;
     use crate::runtime::queue::{KeyRetries, QueueSnapshot};
 

@@ -337,19 +337,19 @@ async fn run_async(
     );
 
     let cancel = CancellationToken::new();
-    let leadership = {
-        let cancel = cancel.clone();
-        let state = manager.leader_state_handle();
-        tokio::spawn(super::progress::print_leadership(state, cancel))
-    };
+    // One printer for the Lease and the VM lines, so their order is the order things happened.
     let progress = if args.quiet {
-        None
+        tokio::spawn(super::progress::print_leadership(
+            manager.leader_state_handle(),
+            cancel.clone(),
+        ))
     } else {
-        Some(tokio::spawn(super::progress::print_progress(
+        tokio::spawn(super::progress::print_progress(
             manager.context().clone(),
             manager.debug_source(),
+            manager.leader_state_handle(),
             cancel.clone(),
-        )))
+        ))
     };
     let ready = {
         let ctx = manager.context().clone();
@@ -393,10 +393,7 @@ async fn run_async(
         }
     };
     cancel.cancel();
-    if let Some(p) = progress {
-        let _ = p.await;
-    }
-    let _ = leadership.await;
+    let _ = progress.await;
     drop(manager);
     if let Some(cluster) = embedded {
         cluster.shutdown().await;
