@@ -101,9 +101,39 @@ fn home_kubeconfig() -> Option<PathBuf> {
         .map(|h| PathBuf::from(h).join(".kube").join("config"))
 }
 
+/// The User-Agent this tool sends for `command` (`run-controller`, `inspect`, …): client-go's
+/// shape, `NAME/VERSION (OS/ARCH) COMMAND`, unless `--user-agent` overrides it. kube sends
+/// none by default, so an audit log could not tell this tool from any other client.
+pub fn user_agent(global: &GlobalArgs, command: &str) -> String {
+    global.user_agent.clone().unwrap_or_else(|| {
+        format!(
+            "virtctl-rs/{} ({}/{}) {command}",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        )
+    })
+}
+
+/// Add `User-Agent: agent` to `config`; an agent that is not a valid header value is a usage
+/// error naming the flag.
+pub fn with_user_agent(mut config: kube::Config, agent: &str) -> Result<kube::Config, CliError> {
+    let value = axum::http::HeaderValue::from_str(agent)
+        .map_err(|e| CliError::Usage(format!("--user-agent {agent:?}: {e}")))?;
+    config
+        .headers
+        .retain(|(name, _)| name != axum::http::header::USER_AGENT);
+    config.headers.push((axum::http::header::USER_AGENT, value));
+    Ok(config)
+}
+
 /// A client for the selected kubeconfig (see the module docs) with `--context` applied, and the
-/// cluster it talks to. Errors say which file or context failed.
-pub async fn connect(global: &GlobalArgs) -> Result<(kube::Client, ClusterTarget), CliError> {
+/// cluster it talks to, sending [`user_agent`] for `command`. Errors say which file or context
+/// failed.
+pub async fn connect(
+    global: &GlobalArgs,
+    command: &str,
+) -> Result<(kube::Client, ClusterTarget), CliError> {
     let options = KubeConfigOptions {
         context: global.context.clone(),
         ..Default::default()
@@ -145,19 +175,77 @@ pub async fn connect(global: &GlobalArgs) -> Result<(kube::Client, ClusterTarget
         context,
         source,
     };
+    let config = with_user_agent(config, &user_agent(global, command))?;
     let client = kube::Client::try_from(config)
         .map_err(|e| CliError::Failed(format!("cannot build a Kubernetes client: {e}")))?;
     Ok((client, target))
 }
 
 /// [`connect`] without the description.
-pub async fn client_from_flags(global: &GlobalArgs) -> Result<kube::Client, CliError> {
-    connect(global).await.map(|(client, _)| client)
+pub async fn client_from_flags(
+    global: &GlobalArgs,
+    command: &str,
+) -> Result<kube::Client, CliError> {
+    connect(global, command).await.map(|(client, _)| client)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn global_for(kubeconfig: &Path, agent: Option<&str>) -> GlobalArgs {
+        GlobalArgs {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            context: None,
+            namespace: None,
+            verbose: 0,
+            log_format: crate::cli::LogFormat::Text,
+            user_agent: agent.map(str::to_string),
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_carry_a_user_agent_naming_the_tool_and_command_or_the_override() {
+        use k8s_openapi::api::core::v1::Namespace;
+        let server = crate::sim::ApiServer::start(crate::sim::ApiServerConfig::default())
+            .await
+            .expect("server");
+        let path = server.kubeconfig_path().to_path_buf();
+        for (flag, expected) in [
+            (
+                None,
+                format!(
+                    "virtctl-rs/{} ({}/{}) inspect",
+                    env!("CARGO_PKG_VERSION"),
+                    std::env::consts::OS,
+                    std::env::consts::ARCH
+                ),
+            ),
+            (Some("ops-team-audit/1"), "ops-team-audit/1".to_string()),
+        ] {
+            let client = client_from_flags(&global_for(&path, flag), "inspect")
+                .await
+                .expect("client");
+            let api: kube::Api<Namespace> = kube::Api::all(client);
+            api.list(&Default::default()).await.expect("list");
+            let seen = server.audit().by_user_agent(&expected);
+            assert!(
+                seen.iter().any(|e| e.user_agent == expected),
+                "no request with User-Agent {expected:?}: {:?}",
+                server
+                    .audit()
+                    .entries()
+                    .iter()
+                    .map(|e| e.user_agent.clone())
+                    .collect::<Vec<_>>()
+            );
+        }
+        let bad = global_for(&path, Some("bad\nagent"));
+        match connect(&bad, "inspect").await {
+            Err(CliError::Usage(m)) => assert!(m.contains("--user-agent"), "{m}"),
+            other => panic!("expected a usage error, got {:?}", other.map(|_| ())),
+        }
+    }
 
     fn kubeconfig(current: Option<&str>, clusters: &[(&str, &str)], contexts: &[&str]) -> String {
         let mut s = String::from("apiVersion: v1\nkind: Config\n");

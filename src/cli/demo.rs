@@ -85,7 +85,7 @@ fn manager_config() -> ManagerConfig {
 }
 
 /// Run `demo`.
-pub fn run(_global: &GlobalArgs, args: DemoArgs) -> Result<ExitCode, CliError> {
+pub fn run(global: &GlobalArgs, args: DemoArgs) -> Result<ExitCode, CliError> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         return Err(CliError::Failed(
@@ -104,15 +104,18 @@ pub fn run(_global: &GlobalArgs, args: DemoArgs) -> Result<ExitCode, CliError> {
     }
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(run_async(args))
+    runtime.block_on(run_async(args, super::client::user_agent(global, "demo")))
 }
 
-async fn run_async(args: DemoArgs) -> Result<ExitCode, CliError> {
-    let (cluster, client) = start_embedded(crate::sim::cluster::EmbeddedClusterConfig {
-        nodes: args.nodes,
-        kubelet_delay: Duration::from_millis(args.kubelet_delay_ms),
-        ..Default::default()
-    })
+async fn run_async(args: DemoArgs, user_agent: String) -> Result<ExitCode, CliError> {
+    let (cluster, client) = start_embedded(
+        crate::sim::cluster::EmbeddedClusterConfig {
+            nodes: args.nodes,
+            kubelet_delay: Duration::from_millis(args.kubelet_delay_ms),
+            ..Default::default()
+        },
+        &user_agent,
+    )
     .await?;
     cluster
         .nodes()

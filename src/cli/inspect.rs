@@ -150,7 +150,7 @@ pub fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError>
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async move {
-        let client = client_from_flags(global).await?;
+        let client = client_from_flags(global, "inspect").await?;
         let namespace = global
             .namespace
             .clone()
@@ -272,7 +272,7 @@ fn run_what_if(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliEr
             let runtime = tokio::runtime::Runtime::new()
                 .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(async move {
-                let client = client_from_flags(global).await?;
+                let client = client_from_flags(global, "inspect").await?;
                 let namespace = global
                     .namespace
                     .clone()

@@ -54,6 +54,10 @@ pub struct GlobalArgs {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// The User-Agent sent to the API server (default: `virtctl-rs/VERSION (OS/ARCH) COMMAND`,
+    /// so audit logs and API Priority and Fairness can tell this tool apart).
+    #[arg(long, global = true, value_name = "AGENT")]
+    pub user_agent: Option<String>,
 }
 
 /// Log output format.

@@ -213,11 +213,12 @@ pub async fn shutdown_signal() -> &'static str {
 /// `run-controller --embedded` and `demo` run against. The caller shuts the cluster down.
 pub async fn start_embedded(
     config: crate::sim::cluster::EmbeddedClusterConfig,
+    user_agent: &str,
 ) -> Result<(crate::sim::cluster::EmbeddedCluster, kube::Client), CliError> {
     let cluster = crate::sim::cluster::EmbeddedCluster::start(config)
         .await
         .map_err(|e| CliError::Failed(format!("starting the embedded cluster: {e}")))?;
-    match cluster.client().await {
+    match cluster.api().client_with_agent(user_agent).await {
         Ok(client) => Ok((cluster, client)),
         Err(e) => {
             cluster.shutdown().await;
@@ -278,10 +279,13 @@ async fn run_async(
     // The embedded cluster lives as long as this function.
     let mut embedded = None;
     let client = if args.embedded {
-        let (cluster, client) = start_embedded(crate::sim::cluster::EmbeddedClusterConfig {
-            nodes: args.nodes,
-            ..Default::default()
-        })
+        let (cluster, client) = start_embedded(
+            crate::sim::cluster::EmbeddedClusterConfig {
+                nodes: args.nodes,
+                ..Default::default()
+            },
+            &super::client::user_agent(global, "run-controller"),
+        )
         .await?;
         let path = cluster.kubeconfig_path().display().to_string();
         crate::say!(
@@ -296,7 +300,7 @@ async fn run_async(
         embedded = Some(cluster);
         client
     } else {
-        let (client, target) = super::client::connect(global).await?;
+        let (client, target) = super::client::connect(global, "run-controller").await?;
         // Say which cluster before writing to it (--apply, and the controllers once leading).
         let doing = if args.apply.is_empty() {
             "running against"
