@@ -488,6 +488,15 @@ async fn one_leader_at_a_time_across_graceful_stop_and_kill() {
         !b.leading() && b.manager.debug_state()["queues"]["virt-controller-vm"].is_null(),
         "the standby runs no queues"
     );
+    // ... but exports their series at zero, as KubeVirt's standby does.
+    let standby_metrics = b.manager.context().metrics.encode().expect("metrics");
+    for queue in ["virt-controller-vm", "virt-controller-vmi"] {
+        let series = format!("kubevirt_workqueue_depth{{name=\"{queue}\"}} 0\n");
+        assert!(
+            standby_metrics.contains(&series),
+            "the standby's /metrics lacks {series:?}:\n{standby_metrics}"
+        );
+    }
 
     // 1. Graceful stop of A: its Lease is released and B takes over within one jittered retry.
     a.cancel.cancel();

@@ -203,6 +203,12 @@ impl Manager {
         };
 
         let metrics = Arc::new(Metrics::new());
+        // Both queues' series exist from the start, at zero, as in KubeVirt, whose queues exist
+        // on a standby too (a dashboard shows 0, not "no data"); the queues themselves are only
+        // built while leading.
+        for queue in [super::vm::QUEUE_NAME, super::vmi::QUEUE_NAME] {
+            metrics.workqueue().for_queue(queue);
+        }
         let leading_gauge = metrics.register_gauge(
             "kubevirt_virt_controller_leading_status",
             "Indication for an operating virt-controller (1 while leading the Lease)",
