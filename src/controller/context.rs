@@ -108,6 +108,38 @@ impl Default for Expectations {
     }
 }
 
+impl Expectations {
+    /// Add to its queue every key whose expectations expired unfulfilled since the last call
+    /// (VM keys of `vmi`/`data_volume` to `vm_queue`, VMI keys of `pod`/`vmi_self` to
+    /// `vmi_queue`); the number of keys added. Not in KubeVirt (see
+    /// [`ControllerExpectations::take_newly_expired`]): the manager calls this about once a
+    /// second while leading.
+    pub fn requeue_expired(&self, vm_queue: &WorkQueue, vmi_queue: &WorkQueue) -> usize {
+        let mut n = 0;
+        for (store, keys, queue) in [
+            ("vm-vmi", self.vmi.take_newly_expired(), vm_queue),
+            (
+                "vm-datavolume",
+                self.data_volume.take_newly_expired(),
+                vm_queue,
+            ),
+            ("vmi-pod", self.pod.take_newly_expired(), vmi_queue),
+            ("vmi-self", self.vmi_self.take_newly_expired(), vmi_queue),
+        ] {
+            for key in keys {
+                tracing::info!(
+                    expectations = store,
+                    key = %key,
+                    "expectations expired before the expected watch event came: requeueing the key"
+                );
+                queue.add(key);
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
 pub use crate::controller::common::record::{ReconcileLog, ReconcileRecord};
 
 /// Kubernetes Events, published in the background so a reconcile never waits for them (like
@@ -209,5 +241,39 @@ pub fn object_ref(
         uid: meta.uid.clone(),
         resource_version: meta.resource_version.clone(),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::expectations::EXPECTATIONS_TIMEOUT;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_expectations_requeue_their_key_on_the_owning_controllers_queue() {
+        let e = Expectations::default();
+        let vm_queue: WorkQueue = WorkQueue::builder("vm").build();
+        let vmi_queue: WorkQueue = WorkQueue::builder("vmi").build();
+        e.vmi.expect_creations("ns/vm-a", 1);
+        e.pod.expect_creations("ns/vmi-b", 1);
+        e.vmi_self.expect_creations("ns/vmi-c", 1);
+        e.data_volume.expect_creations("ns/vm-d", 1);
+        e.data_volume.creation_observed("ns/vm-d");
+        assert_eq!(e.requeue_expired(&vm_queue, &vmi_queue), 0);
+        assert_eq!((vm_queue.len(), vmi_queue.len()), (0, 0));
+        tokio::time::advance(EXPECTATIONS_TIMEOUT + Duration::from_secs(1)).await;
+        assert_eq!(e.requeue_expired(&vm_queue, &vmi_queue), 3);
+        assert_eq!(
+            vm_queue.len(),
+            1,
+            "ns/vm-a; ns/vm-d's expectation was fulfilled"
+        );
+        assert_eq!(vmi_queue.len(), 2);
+        assert_eq!(
+            e.requeue_expired(&vm_queue, &vmi_queue),
+            0,
+            "once per expiry"
+        );
     }
 }

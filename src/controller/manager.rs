@@ -486,9 +486,29 @@ async fn run_term(
                 term,
             )
         };
+    // Keys whose expected watch event never came are synced again when their expectations
+    // expire (not in KubeVirt, which waits for the informer resync).
+    let requeue_expired = {
+        let (e, vm_queue, vmi_queue, term) = (
+            ctx.expectations.clone(),
+            vm_queue.clone(),
+            vmi_queue.clone(),
+            term.clone(),
+        );
+        async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    _ = term.cancelled() => return,
+                    _ = tick.tick() => { e.requeue_expired(&vm_queue, &vmi_queue); }
+                }
+            }
+        }
+    };
     tokio::join!(
         run(vm_queue, vm_workers, vm, "vm"),
         run(vmi_queue, vmi_workers, vmi, "vmi"),
+        requeue_expired,
     );
     tracing::info!("stopped the VM and VMI controllers");
 }

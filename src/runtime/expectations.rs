@@ -32,6 +32,8 @@ struct Entry {
     add: i64,
     del: i64,
     timestamp: Instant,
+    /// [`ControllerExpectations::take_newly_expired`] has returned this entry already.
+    expiry_reported: bool,
 }
 
 impl Entry {
@@ -96,6 +98,28 @@ impl ControllerExpectations {
         }
     }
 
+    /// The keys whose expectations expired unfulfilled since the last call (each expiry is
+    /// returned once; a new `set_expectations` re-arms it).
+    ///
+    /// Not in KubeVirt: there, a key whose expected event never comes is synced again only by
+    /// the informer resync (12–24 h). This project requeues it when the expectation expires
+    /// (the manager polls this), so a lost or long-delayed watch event delays the key by five
+    /// minutes, not by hours. docs/run-controller.md lists the difference.
+    pub fn take_newly_expired(&self) -> Vec<String> {
+        let now = Instant::now();
+        let mut store = lock(&self.store);
+        let mut keys: Vec<String> = store
+            .iter_mut()
+            .filter(|(_, e)| !e.fulfilled() && e.expired(now) && !e.expiry_reported)
+            .map(|(k, e)| {
+                e.expiry_reported = true;
+                k.clone()
+            })
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// Remove `key`'s entry (`DeleteExpectations`; used when the owner object is gone).
     pub fn delete_expectations(&self, key: &str) {
         lock(&self.store).remove(key);
@@ -108,6 +132,7 @@ impl ControllerExpectations {
             add,
             del,
             timestamp: Instant::now(),
+            expiry_reported: false,
         };
         tracing::trace!(expectations = %self.name, key, add, del, "setting expectations");
         lock(&self.store).insert(key.to_string(), entry);
@@ -294,6 +319,11 @@ impl UidTrackingControllerExpectations {
         uids.remove(key);
     }
 
+    /// See [`ControllerExpectations::take_newly_expired`].
+    pub fn take_newly_expired(&self) -> Vec<String> {
+        self.expectations.take_newly_expired()
+    }
+
     /// See [`ControllerExpectations::satisfied_expectations`].
     pub fn satisfied_expectations(&self, key: &str) -> bool {
         self.expectations.satisfied_expectations(key)
@@ -382,6 +412,35 @@ pub struct ExpectationEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unfulfilled_expectation_is_reported_once_when_it_expires() {
+        let e = ControllerExpectations::new("vmi-pod");
+        e.expect_creations("ns/a", 1);
+        e.expect_creations("ns/b", 1);
+        e.creation_observed("ns/b");
+        assert!(e.take_newly_expired().is_empty(), "nothing expired yet");
+        tokio::time::advance(EXPECTATIONS_TIMEOUT).await;
+        assert!(
+            e.take_newly_expired().is_empty(),
+            "expiry is strictly after the timeout"
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(
+            e.take_newly_expired(),
+            ["ns/a"],
+            "fulfilled ns/b is not requeued"
+        );
+        assert!(e.take_newly_expired().is_empty(), "reported once");
+        // A new expectation re-arms the report.
+        e.expect_creations("ns/a", 1);
+        tokio::time::advance(EXPECTATIONS_TIMEOUT + Duration::from_millis(1)).await;
+        assert_eq!(e.take_newly_expired(), ["ns/a"]);
+        let u = UidTrackingControllerExpectations::new("vm-vmi");
+        u.expect_creations("ns/c", 1);
+        tokio::time::advance(EXPECTATIONS_TIMEOUT + Duration::from_millis(1)).await;
+        assert_eq!(u.take_newly_expired(), ["ns/c"]);
+    }
     use tokio::time::advance;
 
     const K: &str = "default/vm1";
