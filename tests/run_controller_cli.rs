@@ -525,3 +525,75 @@ spec:
     assert!(line.contains("problem: Unschedulable: "), "{line}");
     assert!(line.contains("node(s) didn't match"), "{line}");
 }
+
+/// Issue 13 item 6: an unreachable API server is said once, on stdout, naming the server and
+/// the cause; `/healthz` reports it; the informers' repeated failures are not a WARN each
+/// (one per informer, then at most one a minute); SIGTERM still stops it with exit 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_is_named_once_and_reported_on_healthz() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster:\n    server: https://127.0.0.1:{port}\n\
+             contexts:\n- name: dead\n  context:\n    cluster: dead\n    user: u\ncurrent-context: dead\n\
+             users:\n- name: u\n  user:\n    token: t\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let mut rc = RunController::spawn(&[
+        "--kubeconfig",
+        kubeconfig.to_str().expect("utf-8 path"),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let server = format!("https://127.0.0.1:{port}/");
+    let said = rc
+        .wait_line("the unreachable-server line", |l| {
+            l.starts_with("cannot reach the API server")
+                .then(|| l.to_string())
+        })
+        .await;
+    assert!(said.contains(&server), "{said}");
+    assert!(
+        said.contains("Connection refused"),
+        "the cause is named: {said}"
+    );
+    let addr = rc
+        .wait_line("the endpoints line", |l| {
+            l.strip_prefix("endpoints: http://")
+                .and_then(|r| r.split('/').next())
+                .map(str::to_string)
+        })
+        .await;
+    let (code, body) = http_get(&addr, "/healthz").await.expect("GET /healthz");
+    assert_eq!(code, 500, "{body}");
+    assert!(body.contains("\"connectivity\":\"failed\""), "{body}");
+    rc.sigterm();
+    let (status, stdout, stderr) = rc.finish().await;
+    assert!(status.success(), "{status:?} {stdout:#?} {stderr}");
+    assert_eq!(
+        stdout
+            .iter()
+            .filter(|l| l.starts_with("cannot reach"))
+            .count(),
+        1,
+        "{stdout:#?}"
+    );
+    for informer in ["virtualmachines", "virtualmachineinstances", "pods"] {
+        let warns = stderr
+            .lines()
+            .filter(|l| l.contains(" WARN ") && l.contains(&format!("informer={informer} ")))
+            .count();
+        assert!(
+            warns <= 1,
+            "{informer}: {warns} WARN lines in a run shorter than a minute:\n{stderr}"
+        );
+    }
+}

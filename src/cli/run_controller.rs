@@ -308,6 +308,21 @@ async fn run_async(
             "applying to and running against"
         };
         crate::say!("cluster: {doing} {}", target.describe());
+        // Say once, clearly, when the server cannot be reached; the informers and the Lease
+        // elector keep retrying with backoff (their repeats are logged once a minute) and
+        // /healthz answers 500 with the reason until it is reachable.
+        match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => crate::say!(
+                "cannot reach the API server {}: {}; retrying with backoff (see /healthz)",
+                target.server,
+                crate::runtime::error_chain(&e)
+            ),
+            Err(_) => crate::say!(
+                "cannot reach the API server {}: no answer in 10 s; retrying with backoff (see /healthz)",
+                target.server
+            ),
+        }
         client
     };
 

@@ -168,7 +168,7 @@ pub fn describe_error(e: &kube::Error) -> String {
         kube::Error::Api(s) if s.code == 404 => "not found".to_string(),
         kube::Error::Api(s) if s.code == 403 => format!("forbidden: {}", s.message),
         kube::Error::Api(s) => format!("{} ({}): {}", s.reason, s.code, s.message),
-        other => format!("unreachable: {other}"),
+        other => format!("unreachable: {}", crate::runtime::error_chain(other)),
     }
 }
 

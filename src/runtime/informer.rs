@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use std::collections::HashSet;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -149,6 +150,71 @@ where
     synced: watch::Receiver<bool>,
 }
 
+/// How often a failure that keeps repeating is logged at WARN again.
+pub const REPEAT_WARNING_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What to log for a failure (see [`RepeatedFailures`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// The first failure after a success (or ever): log it in full.
+    First,
+    /// Still failing, and the last WARN is older than the interval: log it again, with the
+    /// count of failures since the first.
+    StillFailing {
+        /// Failures since the last success.
+        failures: u64,
+    },
+    /// A repeat inside the interval: debug only.
+    Quiet,
+}
+
+/// Rate limit for a failure that repeats (an unreachable API server makes every informer fail
+/// on each backoff step): the first failure is a WARN, repeats are a WARN at most once per
+/// interval, and the recovery is reported with the number of failures.
+#[derive(Debug)]
+pub struct RepeatedFailures {
+    interval: Duration,
+    failures: u64,
+    last_warning: Option<tokio::time::Instant>,
+}
+
+impl RepeatedFailures {
+    /// No failure yet; repeats are reported at most once per `interval`.
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            failures: 0,
+            last_warning: None,
+        }
+    }
+
+    /// One more failure: what to log.
+    pub fn failed(&mut self) -> Report {
+        let now = tokio::time::Instant::now();
+        self.failures += 1;
+        match self.last_warning {
+            _ if self.failures == 1 => {
+                self.last_warning = Some(now);
+                Report::First
+            }
+            Some(at) if now.saturating_duration_since(at) < self.interval => Report::Quiet,
+            _ => {
+                self.last_warning = Some(now);
+                Report::StillFailing {
+                    failures: self.failures,
+                }
+            }
+        }
+    }
+
+    /// A success: the number of failures it ends, if any.
+    pub fn succeeded(&mut self) -> Option<u64> {
+        let n = std::mem::take(&mut self.failures);
+        self.last_warning = None;
+        (n > 0).then_some(n)
+    }
+}
+
 impl<K> Informer<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -170,6 +236,7 @@ where
         tokio::spawn(async move {
             use kube::runtime::WatchStreamExt;
             let mut stream = watcher(api, config).default_backoff().boxed();
+            let mut failures = RepeatedFailures::new(REPEAT_WARNING_INTERVAL);
             loop {
                 let next = tokio::select! {
                     _ = cancel.cancelled() => break,
@@ -177,10 +244,27 @@ where
                 };
                 match next {
                     None => break,
-                    Some(Err(err)) => {
-                        tracing::warn!(informer = %task_name, error = %err, "watch failed; retrying")
-                    }
+                    Some(Err(err)) => match failures.failed() {
+                        Report::First => tracing::warn!(
+                            informer = %task_name, error = %err,
+                            "watch failed; retrying with backoff (repeats are logged once a minute)"
+                        ),
+                        Report::StillFailing { failures } => tracing::warn!(
+                            informer = %task_name, error = %err, failures,
+                            "watch still failing; retrying with backoff"
+                        ),
+                        Report::Quiet => tracing::debug!(
+                            informer = %task_name, error = %err, "watch failed; retrying"
+                        ),
+                    },
                     Some(Ok(event)) => {
+                        // `Init` starts every list attempt, also those that then fail: only
+                        // what the server sent counts as a success.
+                        if !matches!(event, watcher::Event::Init)
+                            && let Some(n) = failures.succeeded()
+                        {
+                            tracing::info!(informer = %task_name, failures = n, "watch recovered");
+                        }
                         for n in state.apply(event) {
                             for h in &handlers {
                                 h(&n);
@@ -251,6 +335,26 @@ pub fn controller_of<K: Resource>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn repeated_failures_warn_once_then_once_per_interval_then_report_the_recovery() {
+        let mut f = RepeatedFailures::new(Duration::from_secs(60));
+        assert_eq!(f.succeeded(), None, "no failure to recover from");
+        assert_eq!(f.failed(), Report::First);
+        for _ in 0..20 {
+            tokio::time::advance(Duration::from_secs(1)).await;
+            assert_eq!(f.failed(), Report::Quiet);
+        }
+        tokio::time::advance(Duration::from_secs(40)).await;
+        assert_eq!(f.failed(), Report::StillFailing { failures: 22 });
+        assert_eq!(f.failed(), Report::Quiet);
+        assert_eq!(f.succeeded(), Some(23));
+        assert_eq!(
+            f.failed(),
+            Report::First,
+            "a new outage is reported in full"
+        );
+    }
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

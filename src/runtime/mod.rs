@@ -7,3 +7,50 @@ pub mod informer;
 pub mod lease;
 pub mod metrics;
 pub mod queue;
+
+/// An error and its sources, joined by `: ` (kube's `Display` stops at "client error
+/// (Connect)"; the cause, e.g. "Connection refused (os error 111)", is in the source chain).
+/// Repeated texts (a source that repeats its cause) are shown once.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn error_chain_shows_the_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let outer = std::io::Error::other(io);
+        // `other(io)` displays as its source: shown once.
+        assert_eq!(super::error_chain(&outer), "Connection refused");
+        #[derive(Debug)]
+        struct Wrap(std::io::Error);
+        impl std::fmt::Display for Wrap {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("client error (Connect)")
+            }
+        }
+        impl std::error::Error for Wrap {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let w = Wrap(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused",
+        ));
+        assert_eq!(
+            super::error_chain(&w),
+            "client error (Connect): Connection refused"
+        );
+    }
+}

@@ -94,6 +94,9 @@ pub struct LeaderElector<A: LeaseApi = KubeLeaseApi> {
     cached: Option<Lease>,
     /// Last holder reported in the "new leader elected" log (client-go `reportedLeader`).
     reported_leader: String,
+    /// Failed Lease reads since the last successful one: the first is logged at ERROR as
+    /// client-go does, repeats at most once a minute (client-go logs every attempt).
+    get_failures: crate::runtime::informer::RepeatedFailures,
     state: watch::Sender<LeaderState>,
 }
 
@@ -129,6 +132,9 @@ impl<A: LeaseApi> LeaderElector<A> {
             observed_time: None,
             cached: None,
             reported_leader: String::new(),
+            get_failures: crate::runtime::informer::RepeatedFailures::new(
+                crate::runtime::informer::REPEAT_WARNING_INTERVAL,
+            ),
             state,
         })
     }
@@ -384,7 +390,12 @@ impl<A: LeaseApi> LeaderElector<A> {
         // 2. Obtain or create the record.
         let mut record = self.our_record(now_wall);
         let current = match self.api.get(&name).await {
-            Ok(lease) => lease,
+            Ok(lease) => {
+                if let Some(n) = self.get_failures.succeeded() {
+                    info!(lock = %self.desc, failures = n, "lease lock {} readable again", self.desc);
+                }
+                lease
+            }
             Err(LeaseError::NotFound(_)) => {
                 let lease = self.new_lease(&record);
                 return match self.api.create(&lease).await {
@@ -400,7 +411,17 @@ impl<A: LeaseApi> LeaderElector<A> {
                 };
             }
             Err(e) => {
-                log_api_error(&self.desc, "error retrieving lease lock", &e);
+                use crate::runtime::informer::Report;
+                match self.get_failures.failed() {
+                    Report::First => log_api_error(&self.desc, "error retrieving lease lock", &e),
+                    Report::StillFailing { failures } => error!(
+                        lock = %self.desc, error = %e, failures,
+                        "still cannot retrieve lease lock {}", self.desc
+                    ),
+                    Report::Quiet => {
+                        debug!(lock = %self.desc, error = %e, "error retrieving lease lock")
+                    }
+                }
                 return Attempt::Failed(e);
             }
         };
