@@ -386,9 +386,7 @@ impl App {
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
             return Action::Quit;
         }
-        if self.what_if.editing {
-            return self.what_if_input_key(key);
-        }
+        // The help overlay first: a refused what-if can reopen the input under it.
         if self.view.help {
             return match key.code {
                 KeyCode::Char('q') => Action::Quit,
@@ -398,6 +396,9 @@ impl App {
                 }
                 _ => Action::None,
             };
+        }
+        if self.what_if.editing {
+            return self.what_if_input_key(key);
         }
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
@@ -993,8 +994,13 @@ mod tests {
         let g = crate::inspect::whatif::tests::running(Default::default());
         let refused =
             crate::inspect::whatif::what_if(&g, &parse_change_line("start").unwrap()).unwrap_err();
+        app.handle_key(key(KeyCode::Char('?')));
         app.set_what_if(Err(WhatIfError::Change(refused.clone())));
         assert!(app.what_if.editing);
+        app.handle_key(key(KeyCode::Char('x')));
+        assert!(app.view.help, "keys go to the help overlay over the input");
+        app.handle_key(key(KeyCode::Esc));
+        assert!(!app.view.help && app.what_if.editing);
         assert_eq!(app.what_if.text, "start");
         assert_eq!(app.what_if.error, Some(refused.to_string()));
         app.handle_key(key(KeyCode::Enter));
