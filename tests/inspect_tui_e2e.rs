@@ -1,8 +1,8 @@
 //! End to end: the real binary's `demo` (embedded cluster, controller under its Lease, a VM
 //! with runStrategy Always, the inspector) in a pseudo-terminal, its screen parsed by vt100.
-//! Keys are typed like a user would (Tab, `?`, Esc, Enter in the fleet view, `q`); the test
-//! waits for text on the screen (no fixed sleeps, a generous deadline), then checks the
-//! terminal was restored (alternate screen left, cursor shown) and the exit code is 0.
+//! Keys are typed like a user would (Tab, `?`, Esc, Enter in the fleet view, `w` and a what-if,
+//! `q`); the test waits for text on the screen (no fixed sleeps, a generous deadline), then
+//! checks the terminal was restored (alternate screen left, cursor shown) and the exit code is 0.
 
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 use std::io::{Read, Write};
@@ -208,6 +208,23 @@ fn demo_in_a_pty_tab_help_fleet_enter_quit_restores_the_terminal() {
         "the VM view again",
         &["VM default/vm-demo", "Phase timeline"],
     );
+
+    // w: a what-if typed in the input line, evaluated against the cluster (reads only), shown
+    // in the What-if panel; Esc closes it.
+    demo.press(b"w");
+    demo.screen.wait_for("the what-if input", &["what if: "]);
+    demo.press(b"spec.runStrategy=Halted\r");
+    demo.screen.wait_for(
+        "the What-if panel",
+        &[
+            "What-if default/vm-demo",
+            "DECISION",
+            "would delete VMI vm-demo",
+        ],
+    );
+    demo.press(b"\x1b");
+    demo.screen
+        .wait_gone("the What-if panel closed", "What-if default/vm-demo");
 
     // q quits: the terminal is restored and the exit code is 0.
     demo.press(b"q");

@@ -92,7 +92,7 @@ pub enum PathStep {
 }
 
 /// One `--set path=value`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetOp {
     /// The path as given (`spec.runStrategy`).
     pub path: String,
@@ -105,7 +105,7 @@ pub struct SetOp {
 
 /// A change to a VM: merge patches, then `--set` edits (each in the order given), then a
 /// lifecycle request.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Change {
     /// JSON merge patches (RFC 7386), applied in order.
     pub patches: Vec<Value>,
@@ -127,6 +127,9 @@ pub enum ChangeError {
     /// A `--what-if-request` value is unknown.
     #[error("--what-if-request {0}")]
     Request(String),
+    /// A line of the terminal UI's what-if input is not a change ([`parse_change_line`]).
+    #[error("{0}")]
+    Line(String),
     /// The changed object is not a valid VirtualMachine.
     #[error("{object}: after the change, field {field}: {message}")]
     Invalid {
@@ -251,6 +254,78 @@ pub fn parse_set(text: &str) -> Result<SetOp, ChangeError> {
         steps,
         value,
     })
+}
+
+/// Split a line of changes at spaces and `;` outside brackets, braces and double quotes, so a
+/// JSON value (`a={"b": 1}`) or a patch stays one item.
+fn split_items(text: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        let separator = depth == 0 && (c.is_whitespace() || c == ';');
+        if separator {
+            if let Some(s) = start.take() {
+                items.push(&text[s..i]);
+            }
+            continue;
+        }
+        start.get_or_insert(i);
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        items.push(&text[s..]);
+    }
+    items
+}
+
+/// Parse one line of changes, as the terminal UI's what-if input takes it: items separated by
+/// spaces or `;`, each a `path=value` (as `--set`), a JSON merge patch starting with `{` (as
+/// `--what-if`), or `start`, `stop`, `restart` (as `--what-if-request`, at most one). They
+/// apply as the flags do: patches, then edits, then the request.
+pub fn parse_change_line(text: &str) -> Result<Change, ChangeError> {
+    let mut change = Change::default();
+    for item in split_items(text) {
+        if item.starts_with('{') {
+            change.patches.push(parse_patch(item)?);
+        } else if let Ok(request) = item.parse::<LifecycleRequest>() {
+            if let Some(first) = change.request {
+                return Err(ChangeError::Line(format!(
+                    "{}: only one of start, stop, restart (got {} already)",
+                    request.as_str(),
+                    first.as_str()
+                )));
+            }
+            change.request = Some(request);
+        } else if item.contains('=') {
+            change.sets.push(parse_set(item)?);
+        } else {
+            return Err(ChangeError::Line(format!(
+                "{item:?}: expected path=value, a JSON merge patch {{…}}, or start, stop, restart"
+            )));
+        }
+    }
+    if change.is_empty() {
+        return Err(ChangeError::Line(
+            "nothing to change: type path=value, a JSON merge patch {…}, or start, stop, restart"
+                .into(),
+        ));
+    }
+    Ok(change)
 }
 
 fn apply_set(target: &mut Value, op: &SetOp) -> Result<(), ChangeError> {
@@ -1580,98 +1655,163 @@ fn delta_text(name: &str, d: Option<i64>) -> String {
     }
 }
 
-fn side_lines(out: &mut String, label: &str, s: &DecisionSide) {
-    let _ = writeln!(out, "  {label:<6} {}", s.summary);
+/// What a line of the what-if text is: the terminal UI styles it by this, the plain text
+/// ignores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextKind {
+    /// The first line (`WHAT-IF ns/name`).
+    Title,
+    /// A section heading (`DECISION`); a blank line comes before it.
+    Heading,
+    /// An ordinary line.
+    Plain,
+    /// A line that says nothing happens (`no actions`, `none`, `RestartRequired=False`).
+    Quiet,
+    /// Good news (the pod fits).
+    Good,
+    /// Bad news (a sync error, an unschedulable pod).
+    Bad,
+    /// What the change leads to (OUTCOME, `RestartRequired=True`).
+    Notice,
+}
+
+/// One line of the what-if text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextLine {
+    /// What the line is.
+    pub kind: TextKind,
+    /// The text, indented as in [`render_text`].
+    pub text: String,
+}
+
+fn push(out: &mut Vec<TextLine>, kind: TextKind, text: impl Into<String>) {
+    out.push(TextLine {
+        kind,
+        text: text.into(),
+    });
+}
+
+fn side_lines(out: &mut Vec<TextLine>, label: &str, s: &DecisionSide) {
+    push(out, TextKind::Plain, format!("  {label:<6} {}", s.summary));
     if s.actions.is_empty() {
-        let _ = writeln!(out, "         no actions");
+        push(out, TextKind::Quiet, "         no actions");
     }
     for a in &s.actions {
-        let _ = writeln!(out, "         {} {}: {}", a.controller, a.kind, a.why);
+        push(
+            out,
+            TextKind::Plain,
+            format!("         {} {}: {}", a.controller, a.kind, a.why),
+        );
     }
-    let _ = writeln!(
+    push(
         out,
-        "         RestartRequired={}{}",
-        if s.restart_required { "True" } else { "False" },
-        s.printable_status
-            .as_ref()
-            .map(|p| format!("  printableStatus {p}"))
-            .unwrap_or_default()
+        if s.restart_required {
+            TextKind::Notice
+        } else {
+            TextKind::Quiet
+        },
+        format!(
+            "         RestartRequired={}{}",
+            if s.restart_required { "True" } else { "False" },
+            s.printable_status
+                .as_ref()
+                .map(|p| format!("  printableStatus {p}"))
+                .unwrap_or_default()
+        ),
     );
     if let Some(e) = &s.sync_error {
-        let _ = writeln!(out, "         sync error: {e}");
+        push(out, TextKind::Bad, format!("         sync error: {e}"));
     }
 }
 
-/// The plain-text what-if (`inspect vm/NAME --what-if …` without `-o`).
-pub fn render_text(w: &WhatIf) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "WHAT-IF {}/{}  (nothing is written)",
-        w.namespace, w.name
+/// The what-if text line by line, each with its [`TextKind`]: [`render_text`] joins them, the
+/// terminal UI's What-if panel styles them.
+pub fn text_lines(w: &WhatIf) -> Vec<TextLine> {
+    use TextKind::*;
+    let mut out = Vec::new();
+    push(
+        &mut out,
+        Title,
+        format!("WHAT-IF {}/{}  (nothing is written)", w.namespace, w.name),
     );
     for c in &w.change {
-        let _ = writeln!(out, "  {c}");
+        push(&mut out, Plain, format!("  {c}"));
     }
-    out.push_str("\nCHANGED FIELDS\n");
+    push(&mut out, Heading, "CHANGED FIELDS");
     if w.changed_fields.is_empty() {
-        out.push_str("  none\n");
+        push(&mut out, Quiet, "  none");
     }
     for f in &w.changed_fields {
-        let _ = writeln!(
-            out,
-            "  {}: {} → {}",
-            f.path,
-            opt_json(&f.before),
-            opt_json(&f.after)
+        push(
+            &mut out,
+            Plain,
+            format!(
+                "  {}: {} → {}",
+                f.path,
+                opt_json(&f.before),
+                opt_json(&f.after)
+            ),
         );
     }
-    out.push_str("\nDECISION\n");
+    push(&mut out, Heading, "DECISION");
     side_lines(&mut out, "now:", &w.before);
     side_lines(&mut out, "after:", &w.after);
-    out.push_str("\nOUTCOME\n");
+    push(&mut out, Heading, "OUTCOME");
     for o in &w.outcome {
-        let _ = writeln!(out, "  {o}");
+        push(&mut out, Notice, format!("  {o}"));
     }
-    let _ = writeln!(out, "\nROLLOUT\n  {}", w.rollout.summary);
+    push(&mut out, Heading, "ROLLOUT");
+    push(&mut out, Plain, format!("  {}", w.rollout.summary));
     if let Some(p) = &w.pod {
-        let _ = writeln!(
-            out,
-            "\nLAUNCHER POD  {} → rendered from the changed VM",
-            p.before_source
+        push(
+            &mut out,
+            Heading,
+            format!(
+                "LAUNCHER POD  {} → rendered from the changed VM",
+                p.before_source
+            ),
         );
         if let (Some(b), Some(a)) = (p.memory_request_before_bytes, p.memory_request_after_bytes) {
-            let _ = writeln!(
-                out,
-                "  compute memory request: {} → {}{}",
-                human_bytes(b),
-                human_bytes(a),
-                if a == b {
-                    "  (unchanged)".to_string()
-                } else {
-                    delta_text("memory", Some(a - b))
-                }
+            push(
+                &mut out,
+                if a == b { Quiet } else { Plain },
+                format!(
+                    "  compute memory request: {} → {}{}",
+                    human_bytes(b),
+                    human_bytes(a),
+                    if a == b {
+                        "  (unchanged)".to_string()
+                    } else {
+                        delta_text("memory", Some(a - b))
+                    }
+                ),
             );
         }
-        let _ = writeln!(
-            out,
-            "  overhead: {} → {}{}",
-            human_bytes(p.overhead_before_bytes),
-            human_bytes(p.overhead_after_bytes),
-            delta_text(
-                "memory",
-                Some(p.overhead_after_bytes - p.overhead_before_bytes)
-            )
+        push(
+            &mut out,
+            Plain,
+            format!(
+                "  overhead: {} → {}{}",
+                human_bytes(p.overhead_before_bytes),
+                human_bytes(p.overhead_after_bytes),
+                delta_text(
+                    "memory",
+                    Some(p.overhead_after_bytes - p.overhead_before_bytes)
+                )
+            ),
         );
         for t in &p.terms {
-            let _ = writeln!(
-                out,
-                "    term {}: {} → {}{}  {}",
-                t.name,
-                human_bytes(t.before_bytes),
-                human_bytes(t.after_bytes),
-                delta_text("memory", Some(t.delta_bytes)),
-                t.reason
+            push(
+                &mut out,
+                Plain,
+                format!(
+                    "    term {}: {} → {}{}  {}",
+                    t.name,
+                    human_bytes(t.before_bytes),
+                    human_bytes(t.after_bytes),
+                    delta_text("memory", Some(t.delta_bytes)),
+                    t.reason
+                ),
             );
         }
         for (title, list) in [
@@ -1680,36 +1820,62 @@ pub fn render_text(w: &WhatIf) -> String {
             ("annotation", &p.annotations),
         ] {
             for c in list {
-                let _ = writeln!(
-                    out,
-                    "  {title} {}: {} → {}{}",
-                    c.name,
-                    c.before.as_deref().unwrap_or("(unset)"),
-                    c.after.as_deref().unwrap_or("(unset)"),
-                    if title == "compute" {
-                        delta_text(&c.name, c.delta)
-                    } else {
-                        String::new()
-                    }
+                push(
+                    &mut out,
+                    Plain,
+                    format!(
+                        "  {title} {}: {} → {}{}",
+                        c.name,
+                        c.before.as_deref().unwrap_or("(unset)"),
+                        c.after.as_deref().unwrap_or("(unset)"),
+                        if title == "compute" {
+                            delta_text(&c.name, c.delta)
+                        } else {
+                            String::new()
+                        }
+                    ),
                 );
             }
         }
     }
     if let Some(f) = &w.fit {
-        let _ = writeln!(out, "\nFIT\n  {}", f.summary);
+        push(&mut out, Heading, "FIT");
+        push(
+            &mut out,
+            if f.fits { Good } else { Bad },
+            format!("  {}", f.summary),
+        );
         for n in f.nodes.iter().filter(|n| !n.fits) {
-            let _ = writeln!(out, "  {}: {}", n.name, n.problems.join("; "));
+            push(
+                &mut out,
+                Plain,
+                format!("  {}: {}", n.name, n.problems.join("; ")),
+            );
         }
     }
     if !w.missing.is_empty() {
-        out.push_str("\nMISSING\n");
+        push(&mut out, Heading, "MISSING");
         for m in &w.missing {
-            let _ = writeln!(out, "  {}: {}", m.what, m.reason);
+            push(&mut out, Quiet, format!("  {}: {}", m.what, m.reason));
         }
+    }
+    out
+}
+
+/// The plain-text what-if (`inspect vm/NAME --what-if …` without `-o`): [`text_lines`], a
+/// blank line before each heading.
+pub fn render_text(w: &WhatIf) -> String {
+    let mut out = String::new();
+    for line in text_lines(w) {
+        if line.kind == TextKind::Heading {
+            out.push('\n');
+        }
+        out.push_str(&line.text);
+        out.push('\n');
     }
     out
 }
 
 #[cfg(test)]
 #[path = "whatif_tests.rs"]
-mod tests;
+pub(crate) mod tests;

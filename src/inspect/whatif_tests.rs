@@ -57,7 +57,7 @@ fn node(name: &str, memory: &str) -> Node {
 }
 
 /// A VM running from its start revision, its VMI and the launcher pod the renderer gives it.
-fn running(settings: ClusterSettings) -> Gathered {
+pub(crate) fn running(settings: ClusterSettings) -> Gathered {
     let vm = vm("Always");
     let revision = build_start_revision(&vm).expect("revision");
     let mut vmi = setup_vmi_from_vm(&vm).expect("vmi");
@@ -495,4 +495,58 @@ fn a_manifest_is_a_gathered_state() {
     let w = what_if(&g, &set("spec.runStrategy=Halted")).unwrap();
     assert_eq!(w.rollout.strategy, "Stage");
     assert!(gathered_from_manifest("x.yaml", "kind: Pod\n", "default", now()).is_err());
+}
+
+#[test]
+fn a_change_line_takes_sets_patches_and_one_request() {
+    let c = parse_change_line(
+        r#"spec.runStrategy=Halted; metadata.labels.a={"x": [1, 2]}  {"spec": {"running": null}} restart"#,
+    )
+    .unwrap();
+    assert_eq!(c.sets.len(), 2);
+    assert_eq!(c.sets[0].value, json!("Halted"));
+    assert_eq!(
+        c.sets[1].value,
+        json!({"x": [1, 2]}),
+        "spaces inside JSON stay"
+    );
+    assert_eq!(c.patches, vec![json!({"spec": {"running": null}})]);
+    assert_eq!(c.request, Some(LifecycleRequest::Restart));
+    assert_eq!(
+        parse_change_line("  stop ").unwrap().request,
+        Some(LifecycleRequest::Stop)
+    );
+    assert_eq!(
+        parse_change_line(r#"metadata.labels.a="b c""#)
+            .unwrap()
+            .sets[0]
+            .value,
+        json!("b c")
+    );
+    for bad in [
+        "",
+        " ; ",
+        "halted",
+        "start stop",
+        "{not json",
+        "[1]",
+        "=1",
+        "a..b=1",
+        "a=}}]]",
+    ] {
+        let e = parse_change_line(bad);
+        if bad == "a=}}]]" {
+            assert_eq!(
+                e.unwrap().sets[0].value,
+                json!("}}]]"),
+                "unbalanced closers are text"
+            );
+            continue;
+        }
+        assert!(e.is_err(), "{bad:?} parsed as {e:?}");
+    }
+    assert_eq!(
+        parse_change_line("halted").unwrap_err().to_string(),
+        r#""halted": expected path=value, a JSON merge patch {…}, or start, stop, restart"#
+    );
 }

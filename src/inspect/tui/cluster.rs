@@ -1,12 +1,15 @@
 //! [`Gather`] from a cluster: [`crate::inspect::gather_vm`] and [`crate::inspect::gather_fleet`]
 //! through one `kube::Client` (by-name reads for the VM view; one list per kind for the fleet),
-//! and a quick first page of the fleet for the first frame.
+//! a quick first page of the fleet for the first frame, and the what-if of a change
+//! ([`crate::inspect::whatif::gather_what_if`], then [`crate::inspect::whatif::what_if`]).
 
 use super::live::Gather;
+use super::state::WhatIfError;
 use crate::api::{VirtualMachine, VirtualMachineInstance};
 use crate::inspect::analyze::analyze_fleet;
 use crate::inspect::gather::{GatheredFleet, describe_error};
 use crate::inspect::model::{Fleet, Inspection};
+use crate::inspect::whatif::{Change, WhatIf, gather_what_if, what_if};
 use crate::inspect::{GatherOptions, gather_fleet, gather_vm};
 use futures::StreamExt;
 use kube::Api;
@@ -34,6 +37,20 @@ impl Gather for ClusterGather {
         gather_fleet(&self.client, self.namespace.as_deref(), &self.options)
             .await
             .map_err(|e| e.to_string())
+    }
+
+    /// A fresh gather of the VM (plus every node, for the fit), the change applied to a copy:
+    /// only reads.
+    async fn what_if(
+        &self,
+        namespace: &str,
+        name: &str,
+        change: Change,
+    ) -> Result<WhatIf, WhatIfError> {
+        let g = gather_what_if(&self.client, namespace, name, &self.options)
+            .await
+            .map_err(|e| WhatIfError::Gather(e.to_string()))?;
+        what_if(&g, &change).map_err(WhatIfError::Change)
     }
 
     /// One page of VMs (`limit`, in the API server's namespace/name order) and their VMIs by

@@ -3,11 +3,13 @@
 //! `r`; keys applied through [`App::handle_key`]; the last error shown in the status line.
 //!
 //! The loop knows nothing about the cluster: a [`Gather`] yields a fresh [`Inspection`] or
-//! [`Fleet`]. Only one gather is in flight at a time, and the UI keeps answering keys while it
-//! runs.
+//! [`Fleet`], or a [`WhatIf`] for a change typed after `w`. Only one gather and one what-if are
+//! in flight at a time (a new what-if replaces the one running), and the UI keeps answering
+//! keys while they run.
 
-use super::state::{Action, App, Screen};
+use super::state::{Action, App, Screen, WhatIfError};
 use crate::inspect::model::{Fleet, Inspection};
+use crate::inspect::whatif::{Change, WhatIf};
 use chrono::Utc;
 use ratatui::Terminal;
 use ratatui::backend::{Backend, CrosstermBackend};
@@ -37,6 +39,13 @@ pub trait Gather {
     /// A quick first page of the fleet: the first `limit` VMs by namespace/name with what can
     /// be had cheaply (no controller view, no pods), drawn while [`Gather::fleet`] runs.
     fn fleet_page(&self, limit: usize) -> impl Future<Output = Result<Fleet, String>> + Send;
+    /// What the controllers would do after `change` to one VM: reads only, nothing is written.
+    fn what_if(
+        &self,
+        namespace: &str,
+        name: &str,
+        change: Change,
+    ) -> impl Future<Output = Result<WhatIf, WhatIfError>> + Send;
 }
 
 /// Put the terminal back: leave the alternate screen, show the cursor, leave raw mode.
@@ -98,6 +107,17 @@ enum Fetched {
 }
 
 type InFlight<'a> = Pin<Box<dyn Future<Output = Fetched> + Send + 'a>>;
+
+type WhatIfInFlight<'a> = Pin<Box<dyn Future<Output = Result<WhatIf, WhatIfError>> + Send + 'a>>;
+
+fn start_what_if<'a, G: Gather + Sync>(
+    gather: &'a G,
+    namespace: String,
+    name: String,
+    change: Change,
+) -> WhatIfInFlight<'a> {
+    Box::pin(async move { gather.what_if(&namespace, &name, change).await })
+}
 
 fn start_gather<'a, G: Gather + Sync>(gather: &'a G, app: &App) -> Option<InFlight<'a>> {
     match app.screen {
@@ -176,6 +196,7 @@ pub async fn drive<B: Backend, G: Gather + Sync>(
     app.resize(size.width, size.height);
     app.status.loading = true;
     let mut in_flight = start_gather(gather, app);
+    let mut what_if: Option<WhatIfInFlight<'_>> = None;
     let mut ticker = tokio::time::interval(refresh_every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
@@ -205,6 +226,15 @@ pub async fn drive<B: Backend, G: Gather + Sync>(
                     _ => in_flight = start_gather(gather, app),
                 }
             }
+            result = async {
+                match what_if.as_mut() {
+                    Some(f) => f.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                what_if = None;
+                app.set_what_if(result);
+            }
             _ = ticker.tick() => {
                 if in_flight.is_none() {
                     in_flight = start_gather(gather, app);
@@ -216,9 +246,18 @@ pub async fn drive<B: Backend, G: Gather + Sync>(
                     Event::Key(key) => match app.handle_key(key) {
                         Action::None => {}
                         Action::Quit => break,
-                        Action::Refresh | Action::OpenVm { .. } | Action::BackToFleet => {
+                        Action::Refresh => {
                             in_flight = start_gather(gather, app);
                             ticker.reset();
+                        }
+                        Action::OpenVm { .. } | Action::BackToFleet => {
+                            // The what-if of the VM left is of no use any more.
+                            what_if = None;
+                            in_flight = start_gather(gather, app);
+                            ticker.reset();
+                        }
+                        Action::WhatIf { namespace, name, change } => {
+                            what_if = Some(start_what_if(gather, namespace, name, change));
                         }
                     },
                     Event::Resize(w, h) => app.resize(w, h),
@@ -268,6 +307,21 @@ mod tests {
             let _ = self.calls.send(format!("fleet page {limit}"));
             // The same rows as the whole fleet: Enter picks the same VM whichever is shown.
             Ok(fixtures::fleet())
+        }
+
+        /// On the what-if fixture's state (the VM demo/vm-a, running).
+        async fn what_if(
+            &self,
+            namespace: &str,
+            name: &str,
+            change: Change,
+        ) -> Result<WhatIf, WhatIfError> {
+            let _ = self.calls.send(format!(
+                "what-if {namespace}/{name}: {}",
+                change.describe().join("; ")
+            ));
+            let g = crate::inspect::whatif::tests::running(Default::default());
+            crate::inspect::whatif::what_if(&g, &change).map_err(WhatIfError::Change)
         }
     }
 
@@ -484,5 +538,86 @@ mod tests {
             script
         );
         result.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn w_asks_for_a_what_if_and_shows_it_while_the_refresh_goes_on() {
+        let Rig {
+            mut terminal,
+            keys,
+            mut events,
+            mut calls,
+            fake,
+        } = rig();
+        let mut app = App::vm("demo", "vm-a");
+        let script = async {
+            assert_eq!(calls.recv().await.unwrap(), "vm demo/vm-a");
+            keys.send(key(KeyCode::Char('w'))).unwrap();
+            for c in "spec.runStrategy=Halted".chars() {
+                keys.send(key(KeyCode::Char(c))).unwrap();
+            }
+            keys.send(key(KeyCode::Enter)).unwrap();
+            assert_eq!(
+                next_call(&mut calls, "vm demo/vm-a").await,
+                r#"what-if demo/vm-a: set spec.runStrategy="Halted""#
+            );
+            // The refresh goes on after it.
+            assert_eq!(calls.recv().await.unwrap(), "vm demo/vm-a");
+            // A refused change: back in the input line with virt-api's answer.
+            keys.send(key(KeyCode::Char('w'))).unwrap();
+            keys.send(key(KeyCode::Char('u'))).unwrap();
+            keys.send(Event::Key(KeyEvent::new(
+                KeyCode::Char('u'),
+                KeyModifiers::CONTROL,
+            )))
+            .unwrap();
+            for c in "start".chars() {
+                keys.send(key(KeyCode::Char(c))).unwrap();
+            }
+            keys.send(key(KeyCode::Enter)).unwrap();
+            assert_eq!(
+                next_call(&mut calls, "vm demo/vm-a").await,
+                "what-if demo/vm-a: start request (as virtctl start sends it)"
+            );
+            calls.recv().await.unwrap();
+            // Typed keys go to the input: Ctrl-C quits.
+            keys.send(Event::Key(KeyEvent::new(
+                KeyCode::Char('c'),
+                KeyModifiers::CONTROL,
+            )))
+            .unwrap();
+        };
+        let (result, ()) = tokio::join!(
+            drive(
+                &mut terminal,
+                &mut events,
+                std::future::pending(),
+                &fake,
+                &mut app,
+                REFRESH_EVERY
+            ),
+            script
+        );
+        result.unwrap();
+        let w = app.what_if.result.as_ref().expect("a what-if result");
+        assert!(
+            w.outcome
+                .iter()
+                .any(|o| o.starts_with("would delete VMI vm-a")),
+            "{:?}",
+            w.outcome
+        );
+        assert!(app.what_if.open, "the first result stays under the input");
+        assert!(app.what_if.editing);
+        let error = app.what_if.error.as_deref().unwrap_or_default();
+        assert!(error.contains("409 Conflict"), "{error}");
+        let shown = screen(&terminal);
+        assert!(shown.contains("What-if demo/vm-a"), "{shown}");
+        assert!(shown.contains("would delete VMI vm-a"), "{shown}");
+        assert!(shown.contains("what if: start"), "{shown}");
+        assert!(
+            shown.contains("✗ VirtualMachine demo/vm-a: virt-api would refuse"),
+            "{shown}"
+        );
     }
 }

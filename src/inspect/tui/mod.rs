@@ -18,6 +18,7 @@ pub mod queues;
 pub mod state;
 pub mod text;
 pub mod timeline;
+pub mod whatif;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -25,7 +26,7 @@ pub(crate) mod fixtures;
 mod snapshots;
 
 pub use live::{Gather, run, run_fleet, run_vm};
-pub use state::{Action, App, Panel, Screen, ViewState};
+pub use state::{Action, App, Panel, Screen, ViewState, WhatIfError, WhatIfState};
 
 use crate::inspect::model::{Fleet, Inspection};
 use ratatui::Frame;
@@ -127,10 +128,29 @@ pub fn draw(frame: &mut Frame, app: &App) {
         draw_too_small(frame, area);
         return;
     }
-    let [body, status] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(area);
+    let editing = app.screen == Screen::Vm && app.what_if.editing;
+    let input_rows = if editing {
+        whatif::input_height(&app.what_if, area.width)
+    } else {
+        0
+    };
+    let [body, input, status] = Layout::vertical([
+        Constraint::Fill(1),
+        Constraint::Length(input_rows),
+        Constraint::Length(1),
+    ])
+    .areas(area);
     match app.screen {
         Screen::Fleet => fleet::render(frame, body, app),
-        Screen::Vm => draw_vm(frame, body, app),
+        Screen::Vm => {
+            draw_vm(frame, body, app);
+            if let Some(w) = app.what_if.result.as_ref().filter(|_| app.what_if.open) {
+                whatif::render(frame, body, w, app.what_if.scroll);
+            }
+        }
+    }
+    if editing {
+        whatif::input_line(frame, input, &app.what_if);
     }
     draw_status(frame, status, app);
     if app.view.help {
@@ -272,13 +292,20 @@ fn draw_vm(frame: &mut Frame, area: Rect, app: &App) {
 
 fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     let keys = match app.screen {
+        Screen::Vm if app.what_if.editing => {
+            "Enter evaluate · Esc cancel · path=value, {patch}, start/stop/restart"
+        }
+        Screen::Vm if app.what_if.open => "↑↓ scroll · w change · Esc close · ? help · q quit",
         Screen::Fleet => "↑↓ select · Enter open · r refresh · ? help · q quit",
         Screen::Vm if app.has_fleet => {
             "Tab panel · ↑↓ scroll · Esc fleet · r refresh · ? help · q quit"
         }
         Screen::Vm => "Tab panel · ↑↓ scroll · r refresh · ? help · q quit",
     };
-    let mut spans = Vec::new();
+    let mut spans = match app.screen {
+        Screen::Vm => whatif::status_spans(app),
+        Screen::Fleet => Vec::new(),
+    };
     if let Some(e) = &app.status.error {
         let since = app
             .status
@@ -311,10 +338,11 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
             keys.push(("↑ ↓, j k", "scroll the focused panel"));
             keys.push(("PgUp PgDn", "scroll by half a screen"));
             keys.push(("Home End, g G", "top / bottom of the panel"));
+            keys.push(("w", "what-if: type a change, Enter evaluates it"));
             if app.has_fleet {
-                keys.push(("Esc", "back to the fleet view"));
+                keys.push(("Esc", "close the what-if, else back to the fleet view"));
             } else {
-                keys.push(("Esc", "quit"));
+                keys.push(("Esc", "close the what-if, else quit"));
             }
         }
         Screen::Fleet => {
@@ -338,7 +366,7 @@ pub fn help_lines(app: &App) -> Vec<Line<'static>> {
 fn draw_help(frame: &mut Frame, area: Rect, app: &App) {
     let lines = help_lines(app);
     let w = area.width.saturating_sub(4).min(72);
-    let h = (lines.len() as u16 + 2).min(area.height.saturating_sub(2));
+    let h = (wrapped_height(&lines, w.saturating_sub(2)) + 2).min(area.height.saturating_sub(2));
     let rect = Rect::new(
         area.x + (area.width - w) / 2,
         area.y + (area.height - h) / 2,

@@ -210,3 +210,66 @@ fn fleet_view_first_page_while_the_fleet_is_gathered() {
     app.set_fleet_page(page, fixtures::now());
     insta::assert_snapshot!(capture(&app, 140, 12));
 }
+
+/// The VM of the what-if fixture (demo/vm-a), with the result of `change` on its gathered state
+/// (`crate::inspect::whatif::tests::running`) open over the panels.
+fn what_if_app(change: &str) -> App {
+    use crate::inspect::whatif::{parse_change_line, tests::running, what_if};
+    let mut app = app_for_vm(crate::inspect::model::Inspection {
+        namespace: "demo".into(),
+        name: "vm-a".into(),
+        ..fixtures::running_ours()
+    });
+    let g = running(Default::default());
+    let w = what_if(&g, &parse_change_line(change).expect("a change")).expect("a what-if");
+    app.what_if.pending = true;
+    app.set_what_if(Ok(w));
+    app
+}
+
+#[test]
+fn what_if_panel_graphics_off() {
+    let app = what_if_app("spec.template.spec.domain.devices.autoattachGraphicsDevice=false");
+    insta::assert_snapshot!(capture(&app, WIDE.0, WIDE.1));
+}
+
+#[test]
+fn what_if_panel_scrolled_on_a_small_terminal() {
+    let mut app = what_if_app("spec.runStrategy=Halted");
+    app.resize(100, 24);
+    app.what_if.scroll = 6;
+    insta::assert_snapshot!(capture(&app, 100, 24));
+}
+
+/// The last `n` rows of a capture.
+fn bottom(screen: &str, n: usize) -> String {
+    let rows: Vec<&str> = screen.lines().collect();
+    rows[rows.len().saturating_sub(n)..].join("\n")
+}
+
+#[test]
+fn what_if_input_line() {
+    let mut app = app_for_vm(fixtures::running_ours());
+    app.what_if.editing = true;
+    app.what_if.text = "spec.template.spec.domain.memory.guest=8Gi".into();
+    let typing = bottom(&capture(&app, 100, 24), 3);
+    app.what_if.text = "spec.runStrategy".into();
+    app.what_if.error = Some(
+        crate::inspect::whatif::parse_change_line(&app.what_if.text)
+            .unwrap_err()
+            .to_string(),
+    );
+    let short = bottom(&capture(&app, 100, 24), 3);
+    app.what_if.text = "start".into();
+    // virt-api's answer to a start of a running VM (the what-if fixture's).
+    let refused = crate::inspect::whatif::what_if(
+        &crate::inspect::whatif::tests::running(Default::default()),
+        &crate::inspect::whatif::parse_change_line("start").expect("a change"),
+    )
+    .expect_err("a 409");
+    app.what_if.error = Some(refused.to_string());
+    let long = bottom(&capture(&app, 100, 24), 4);
+    insta::assert_snapshot!(format!(
+        "typing:\n{typing}\n\nbad input:\n{short}\n\nrefused, the reason below:\n{long}"
+    ));
+}

@@ -3,9 +3,10 @@
 //! [`App`] holds what is shown (the fleet, one VM's [`Inspection`], the last error) and how
 //! (screen, focused panel, scroll offsets, help overlay, terminal size); [`App::handle_key`]
 //! turns a key into a change of that state plus an [`Action`] for the live loop (refresh,
-//! open a VM, quit).
+//! open a VM, evaluate a what-if, quit).
 
 use crate::inspect::model::{Fleet, FleetRow, Inspection};
+use crate::inspect::whatif::{Change, ChangeError, WhatIf, parse_change_line};
 use chrono::{DateTime, Utc};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
@@ -126,6 +127,12 @@ pub enum Action {
     OpenVm { namespace: String, name: String },
     /// Back to the fleet view (Esc in a VM opened from it): gather the fleet.
     BackToFleet,
+    /// Evaluate this change to the VM shown (Enter in the what-if input); nothing is written.
+    WhatIf {
+        namespace: String,
+        name: String,
+        change: Change,
+    },
     /// Restore the terminal and exit.
     Quit,
 }
@@ -139,6 +146,37 @@ pub struct Status {
     pub error: Option<String>,
     /// A gather is in flight.
     pub loading: bool,
+}
+
+/// Why a what-if has no result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WhatIfError {
+    /// The change cannot be evaluated (refused, invalid, a 409 from virt-api's rules): shown in
+    /// the input line, which opens again with the text.
+    Change(ChangeError),
+    /// The reads failed: shown in the status line.
+    Gather(String),
+}
+
+/// The what-if of the VM view (`w`): the input line, the evaluation in flight, the result.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WhatIfState {
+    /// The input line is open: keys edit [`WhatIfState::text`].
+    pub editing: bool,
+    /// The text typed (kept after Enter and Esc, for the next `w`).
+    pub text: String,
+    /// Why the text was not evaluated (shown after it in the input line).
+    pub error: Option<String>,
+    /// An evaluation is in flight.
+    pub pending: bool,
+    /// The last evaluation failed to read the cluster (shown in the status line).
+    pub gather_error: Option<String>,
+    /// The last result; shown over the panels while [`WhatIfState::open`].
+    pub result: Option<WhatIf>,
+    /// The What-if panel is shown.
+    pub open: bool,
+    /// The What-if panel's scroll offset (first row shown).
+    pub scroll: u16,
 }
 
 /// The whole UI state.
@@ -167,6 +205,8 @@ pub struct App {
     pub view: ViewState,
     /// Refresh state.
     pub status: Status,
+    /// The what-if input and result of the VM view.
+    pub what_if: WhatIfState,
 }
 
 /// Rows of the fleet table below its header, for a terminal of `rows` lines (header line,
@@ -198,6 +238,7 @@ impl App {
             vm: None,
             view: ViewState::default(),
             status: Status::default(),
+            what_if: WhatIfState::default(),
         }
     }
 
@@ -345,6 +386,7 @@ impl App {
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
             return Action::Quit;
         }
+        // The help overlay first: a refused what-if can reopen the input under it.
         if self.view.help {
             return match key.code {
                 KeyCode::Char('q') => Action::Quit,
@@ -354,6 +396,9 @@ impl App {
                 }
                 _ => Action::None,
             };
+        }
+        if self.what_if.editing {
+            return self.what_if_input_key(key);
         }
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
@@ -368,9 +413,127 @@ impl App {
             _ => {}
         }
         match self.screen {
+            Screen::Vm if self.what_if.open => self.what_if_panel_key(key),
             Screen::Vm => self.vm_key(key),
             Screen::Fleet => self.fleet_key(key),
         }
+    }
+
+    /// A what-if result arrived (ignored unless one was asked for, for the VM shown).
+    pub fn set_what_if(&mut self, result: Result<WhatIf, WhatIfError>) {
+        if !self.what_if.pending || self.screen != Screen::Vm {
+            return;
+        }
+        self.what_if.pending = false;
+        match result {
+            Ok(w) => {
+                let ours = self
+                    .target
+                    .as_ref()
+                    .is_some_and(|(ns, n)| *ns == w.namespace && *n == w.name);
+                if !ours {
+                    return;
+                }
+                self.what_if.result = Some(w);
+                self.what_if.open = true;
+                self.what_if.scroll = 0;
+                self.what_if.gather_error = None;
+            }
+            Err(WhatIfError::Change(e)) => {
+                self.what_if.editing = true;
+                self.what_if.error = Some(e.to_string());
+            }
+            Err(WhatIfError::Gather(e)) => self.what_if.gather_error = Some(e),
+        }
+    }
+
+    /// Leaving the VM: its what-if goes (the text typed stays).
+    fn reset_what_if(&mut self) {
+        self.what_if = WhatIfState {
+            text: std::mem::take(&mut self.what_if.text),
+            ..WhatIfState::default()
+        };
+    }
+
+    fn what_if_input_key(&mut self, key: KeyEvent) -> Action {
+        let target = self.target.clone();
+        let w = &mut self.what_if;
+        match key.code {
+            KeyCode::Esc => {
+                w.editing = false;
+                w.error = None;
+                Action::None
+            }
+            KeyCode::Enter => match parse_change_line(&w.text) {
+                Err(e) => {
+                    w.error = Some(e.to_string());
+                    Action::None
+                }
+                Ok(change) => {
+                    let Some((namespace, name)) = target else {
+                        return Action::None;
+                    };
+                    w.editing = false;
+                    w.error = None;
+                    w.gather_error = None;
+                    w.pending = true;
+                    Action::WhatIf {
+                        namespace,
+                        name,
+                        change,
+                    }
+                }
+            },
+            KeyCode::Backspace => {
+                w.text.pop();
+                w.error = None;
+                Action::None
+            }
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                w.text.clear();
+                w.error = None;
+                Action::None
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                w.text.push(c);
+                w.error = None;
+                Action::None
+            }
+            _ => Action::None,
+        }
+    }
+
+    fn open_what_if_input(&mut self) -> Action {
+        self.what_if.editing = true;
+        self.what_if.error = None;
+        Action::None
+    }
+
+    fn what_if_panel_key(&mut self, key: KeyEvent) -> Action {
+        let page = i32::from(self.view.size.1 / 2).max(1);
+        let delta = match key.code {
+            KeyCode::Esc => {
+                self.what_if.open = false;
+                return Action::None;
+            }
+            KeyCode::Char('w') => return self.open_what_if_input(),
+            KeyCode::Down | KeyCode::Char('j') => 1,
+            KeyCode::Up | KeyCode::Char('k') => -1,
+            KeyCode::PageDown => page,
+            KeyCode::PageUp => -page,
+            KeyCode::Home | KeyCode::Char('g') => i32::MIN / 2,
+            KeyCode::End | KeyCode::Char('G') => i32::MAX / 2,
+            _ => return Action::None,
+        };
+        let max = self
+            .what_if
+            .result
+            .as_ref()
+            .map(|w| i32::from(super::whatif::max_scroll(w, self.view.size)))
+            .unwrap_or(0);
+        let s = &mut self.what_if.scroll;
+        *s = (i32::from(*s) + delta).clamp(0, max.max(0)) as u16;
+        Action::None
     }
 
     fn vm_key(&mut self, key: KeyEvent) -> Action {
@@ -393,9 +556,11 @@ impl App {
                 }
                 self.screen = Screen::Fleet;
                 self.status.loading = true;
+                self.reset_what_if();
                 Action::BackToFleet
             }
             KeyCode::Esc => Action::Quit,
+            KeyCode::Char('w') => self.open_what_if_input(),
             KeyCode::Tab => {
                 self.view.focus = self.view.focus.next();
                 Action::None
@@ -470,6 +635,7 @@ impl App {
                     self.vm = None;
                     self.view.scroll = [0; 8];
                 }
+                self.reset_what_if();
                 self.target = Some((namespace.clone(), name.clone()));
                 self.screen = Screen::Vm;
                 self.status.loading = true;
@@ -680,5 +846,194 @@ mod tests {
         app.set_fleet(Fleet::default(), fixtures::now());
         assert_eq!(app.handle_key(key(KeyCode::Enter)), Action::None);
         assert_eq!(app.screen, Screen::Fleet);
+    }
+
+    fn type_text(app: &mut App, text: &str) {
+        for c in text.chars() {
+            assert_eq!(app.handle_key(key(KeyCode::Char(c))), Action::None);
+        }
+    }
+
+    /// The VM of the what-if fixture, shown.
+    fn what_if_app() -> App {
+        let mut app = App::vm("demo", "vm-a");
+        app.set_vm(
+            Inspection {
+                namespace: "demo".into(),
+                name: "vm-a".into(),
+                ..fixtures::running_ours()
+            },
+            fixtures::now(),
+        );
+        app
+    }
+
+    #[test]
+    fn w_opens_the_input_and_keys_edit_it() {
+        let mut app = what_if_app();
+        app.handle_key(key(KeyCode::Char('w')));
+        assert!(app.what_if.editing);
+        // Keys that mean something elsewhere are text here.
+        type_text(&mut app, "spec.runStrategy=Hqr?jx");
+        assert_eq!(app.what_if.text, "spec.runStrategy=Hqr?jx");
+        assert!(!app.view.help && !app.status.loading);
+        for _ in 0..5 {
+            app.handle_key(key(KeyCode::Backspace));
+        }
+        type_text(&mut app, "alted");
+        assert_eq!(app.what_if.text, "spec.runStrategy=Halted");
+        assert_eq!(app.view.focus, Panel::Leader);
+        let ctrl_u = KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL);
+        app.handle_key(ctrl_u);
+        assert_eq!(app.what_if.text, "");
+        for _ in 0..3 {
+            app.handle_key(key(KeyCode::Backspace));
+        }
+        assert_eq!(app.what_if.text, "", "Backspace on nothing is nothing");
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(app.handle_key(ctrl_c), Action::Quit, "Ctrl-C still quits");
+    }
+
+    #[test]
+    fn esc_cancels_the_input_and_keeps_the_text_for_the_next_w() {
+        let mut app = what_if_app();
+        app.handle_key(key(KeyCode::Char('w')));
+        type_text(&mut app, "stop");
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None, "not Quit");
+        assert!(!app.what_if.editing && !app.what_if.pending);
+        assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
+        app.handle_key(key(KeyCode::Char('w')));
+        assert_eq!(app.what_if.text, "stop");
+    }
+
+    #[test]
+    fn enter_with_bad_input_keeps_the_text_and_shows_why() {
+        let mut app = what_if_app();
+        app.handle_key(key(KeyCode::Char('w')));
+        assert_eq!(app.handle_key(key(KeyCode::Enter)), Action::None);
+        assert!(
+            app.what_if
+                .error
+                .as_deref()
+                .unwrap()
+                .starts_with("nothing to change")
+        );
+        type_text(&mut app, "halted");
+        assert_eq!(app.what_if.error, None, "typing clears the error");
+        assert_eq!(app.handle_key(key(KeyCode::Enter)), Action::None);
+        assert!(app.what_if.editing, "still editing");
+        assert_eq!(app.what_if.text, "halted");
+        assert_eq!(
+            app.what_if.error.as_deref(),
+            Some(
+                r#""halted": expected path=value, a JSON merge patch {…}, or start, stop, restart"#
+            )
+        );
+        assert!(!app.what_if.pending);
+    }
+
+    #[test]
+    fn enter_with_a_change_asks_for_the_what_if_and_the_result_opens_the_panel() {
+        let mut app = what_if_app();
+        app.handle_key(key(KeyCode::Char('w')));
+        type_text(&mut app, "spec.runStrategy=Halted");
+        let action = app.handle_key(key(KeyCode::Enter));
+        let Action::WhatIf {
+            namespace,
+            name,
+            change,
+        } = action
+        else {
+            panic!("{action:?}");
+        };
+        assert_eq!((namespace.as_str(), name.as_str()), ("demo", "vm-a"));
+        assert_eq!(
+            change,
+            parse_change_line("spec.runStrategy=Halted").unwrap()
+        );
+        assert!(app.what_if.pending && !app.what_if.editing);
+        // Other keys are answered meanwhile.
+        app.handle_key(key(KeyCode::Tab));
+        assert_eq!(app.view.focus, Panel::Queues);
+        let g = crate::inspect::whatif::tests::running(Default::default());
+        let w = crate::inspect::whatif::what_if(&g, &change).unwrap();
+        app.set_what_if(Ok(w.clone()));
+        assert!(app.what_if.open && !app.what_if.pending);
+        assert_eq!(app.what_if.result.as_ref(), Some(&w));
+        // The panel scrolls, within its lines; Tab does nothing under it.
+        app.handle_key(key(KeyCode::Char('j')));
+        app.handle_key(key(KeyCode::Down));
+        assert_eq!(app.what_if.scroll, 2);
+        app.handle_key(key(KeyCode::End));
+        let max = crate::inspect::tui::whatif::max_scroll(&w, app.view.size);
+        assert!(max > 2);
+        assert_eq!(app.what_if.scroll, max);
+        app.handle_key(key(KeyCode::Home));
+        assert_eq!(app.what_if.scroll, 0);
+        app.handle_key(key(KeyCode::Tab));
+        assert_eq!(app.view.focus, Panel::Queues);
+        // w edits the change again over the panel; Esc closes the input, then the panel.
+        app.handle_key(key(KeyCode::Char('w')));
+        assert!(app.what_if.editing && app.what_if.open);
+        app.handle_key(key(KeyCode::Esc));
+        assert!(!app.what_if.editing && app.what_if.open);
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+        assert!(!app.what_if.open);
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::Quit);
+    }
+
+    #[test]
+    fn a_refused_change_reopens_the_input_and_a_failed_read_goes_to_the_status() {
+        let mut app = what_if_app();
+        app.handle_key(key(KeyCode::Char('w')));
+        type_text(&mut app, "start");
+        assert!(matches!(
+            app.handle_key(key(KeyCode::Enter)),
+            Action::WhatIf { .. }
+        ));
+        let g = crate::inspect::whatif::tests::running(Default::default());
+        let refused =
+            crate::inspect::whatif::what_if(&g, &parse_change_line("start").unwrap()).unwrap_err();
+        app.handle_key(key(KeyCode::Char('?')));
+        app.set_what_if(Err(WhatIfError::Change(refused.clone())));
+        assert!(app.what_if.editing);
+        app.handle_key(key(KeyCode::Char('x')));
+        assert!(app.view.help, "keys go to the help overlay over the input");
+        app.handle_key(key(KeyCode::Esc));
+        assert!(!app.view.help && app.what_if.editing);
+        assert_eq!(app.what_if.text, "start");
+        assert_eq!(app.what_if.error, Some(refused.to_string()));
+        app.handle_key(key(KeyCode::Enter));
+        app.set_what_if(Err(WhatIfError::Gather("connection refused".into())));
+        assert!(!app.what_if.editing && !app.what_if.open);
+        assert_eq!(
+            app.what_if.gather_error.as_deref(),
+            Some("connection refused")
+        );
+        // A late result (nothing asked for) is ignored.
+        app.set_what_if(Err(WhatIfError::Gather("late".into())));
+        assert_eq!(
+            app.what_if.gather_error.as_deref(),
+            Some("connection refused")
+        );
+    }
+
+    #[test]
+    fn leaving_the_vm_drops_its_what_if() {
+        let mut app = App::vm_in_fleet("demo", "vm-a");
+        app.handle_key(key(KeyCode::Char('w')));
+        type_text(&mut app, "stop");
+        assert!(matches!(
+            app.handle_key(key(KeyCode::Enter)),
+            Action::WhatIf { .. }
+        ));
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::BackToFleet);
+        assert!(!app.what_if.pending);
+        let g = crate::inspect::whatif::tests::running(Default::default());
+        let w = crate::inspect::whatif::what_if(&g, &parse_change_line("stop").unwrap()).unwrap();
+        app.set_what_if(Ok(w));
+        assert!(app.what_if.result.is_none(), "not shown on the fleet");
+        assert_eq!(app.handle_key(key(KeyCode::Char('w'))), Action::None);
+        assert!(!app.what_if.editing, "no what-if on the fleet view");
     }
 }

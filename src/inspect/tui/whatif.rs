@@ -1,0 +1,158 @@
+//! What-if panel: the result of a change typed after `w` ([`crate::inspect::whatif::what_if`]),
+//! drawn over the VM view's panels. The text is [`crate::inspect::whatif::text_lines`], the same
+//! lines `inspect --what-if` prints, styled by their kind; and the input line it is typed in.
+
+use super::state::{App, WhatIfState};
+use super::text::{bad, dim, good, warn};
+use crate::inspect::whatif::{TextKind, WhatIf, text_lines};
+use ratatui::Frame;
+use ratatui::layout::{Position, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
+
+/// The input line's prompt.
+pub const PROMPT: &str = "what if: ";
+
+/// The panel's lines: the what-if text, a blank line before each heading.
+pub fn lines(w: &WhatIf) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    for l in text_lines(w) {
+        let style = match l.kind {
+            TextKind::Title => Style::new().add_modifier(Modifier::BOLD),
+            TextKind::Heading => {
+                out.push(Line::raw(""));
+                Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD)
+            }
+            TextKind::Plain => Style::new(),
+            TextKind::Quiet => dim(),
+            TextKind::Good => good(),
+            TextKind::Bad => bad(),
+            TextKind::Notice => warn(),
+        };
+        out.push(Line::styled(l.text, style));
+    }
+    out
+}
+
+/// Where the panel goes in the VM view's body (everything below the header line).
+pub fn panel_rect(body: Rect) -> Rect {
+    Rect::new(
+        body.x,
+        body.y.saturating_add(1).min(body.bottom()),
+        body.width,
+        body.height.saturating_sub(1),
+    )
+}
+
+/// How far the panel scrolls on a terminal of `size` (columns, rows): until its last row is the
+/// first one shown, as the other panels.
+pub fn max_scroll(w: &WhatIf, size: (u16, u16)) -> u16 {
+    let inner = size.0.saturating_sub(2);
+    super::wrapped_height(&lines(w), inner).saturating_sub(1)
+}
+
+/// Draw the panel over `body` (the VM view below the status line).
+pub fn render(frame: &mut Frame, body: Rect, w: &WhatIf, scroll: u16) {
+    let rect = panel_rect(body);
+    let lines = lines(w);
+    let rows = super::wrapped_height(&lines, rect.width.saturating_sub(2));
+    let scroll = scroll.min(rows.saturating_sub(1));
+    let mut title = format!(
+        " What-if {}/{} at {} ",
+        w.namespace,
+        w.name,
+        super::text::clock(w.generated_at)
+    );
+    if scroll > 0 || rows > rect.height.saturating_sub(2) {
+        title.push_str(&format!("[{}/{}] ", scroll + 1, rows));
+    }
+    let cyan = Style::new().fg(Color::Cyan);
+    let block = Block::bordered()
+        .border_type(BorderType::Thick)
+        .border_style(cyan)
+        .title(Span::styled(title, cyan.add_modifier(Modifier::BOLD)));
+    frame.render_widget(Clear, rect);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false })
+            .scroll((scroll, 0)),
+        rect,
+    );
+}
+
+fn error_text(state: &WhatIfState) -> Option<String> {
+    state.error.as_ref().map(|e| format!("✗ {e}"))
+}
+
+/// The error fits on the input line after the text.
+fn error_inline(state: &WhatIfState, width: u16) -> bool {
+    error_text(state).is_none_or(|e| {
+        PROMPT.len() + state.text.chars().count() + 3 + e.chars().count() <= usize::from(width)
+    })
+}
+
+/// Rows the input takes: one, and the rows of an error too long to follow the text (at most
+/// four in all).
+pub fn input_height(state: &WhatIfState, width: u16) -> u16 {
+    if error_inline(state, width) {
+        return 1;
+    }
+    let error = Line::raw(error_text(state).unwrap_or_default());
+    (1 + super::wrapped_height(&[error], width)).min(4)
+}
+
+/// The input line: the prompt, the text (its end, when it is wider than the line), and why it
+/// was not evaluated, after it or on the rows below; the terminal cursor after the text.
+pub fn input_line(frame: &mut Frame, area: Rect, state: &WhatIfState) {
+    let width = usize::from(area.width);
+    let room = width.saturating_sub(PROMPT.len() + 1).max(1);
+    let chars: Vec<char> = state.text.chars().collect();
+    let shown: String = if chars.len() > room {
+        std::iter::once('…')
+            .chain(chars[chars.len() + 1 - room..].iter().copied())
+            .collect()
+    } else {
+        state.text.clone()
+    };
+    let cursor_x = PROMPT.len() + shown.chars().count();
+    let mut first = vec![
+        Span::styled(
+            PROMPT,
+            Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(shown),
+    ];
+    let mut lines = Vec::new();
+    match error_text(state) {
+        Some(e) if error_inline(state, area.width) => {
+            first.push(Span::raw("  "));
+            first.push(Span::styled(e, bad()));
+            lines.push(Line::from(first));
+        }
+        Some(e) => {
+            lines.push(Line::from(first));
+            lines.push(Line::styled(e, bad()));
+        }
+        None => lines.push(Line::from(first)),
+    }
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), area);
+    let x = area
+        .x
+        .saturating_add(u16::try_from(cursor_x).unwrap_or(u16::MAX))
+        .min(area.right().saturating_sub(1));
+    frame.set_cursor_position(Position::new(x, area.y));
+}
+
+/// The status line's part for the what-if: in flight, or why the reads failed.
+pub fn status_spans(app: &App) -> Vec<Span<'static>> {
+    let w = &app.what_if;
+    if w.pending {
+        vec![Span::styled("what-if…  ", warn())]
+    } else if let Some(e) = &w.gather_error {
+        vec![Span::styled(format!("what-if: {e}  "), bad())]
+    } else {
+        Vec::new()
+    }
+}
