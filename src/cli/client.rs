@@ -134,6 +134,18 @@ pub async fn connect(
     global: &GlobalArgs,
     command: &str,
 ) -> Result<(kube::Client, ClusterTarget), CliError> {
+    let (config, target) = load_config(global, command).await?;
+    let client = kube::Client::try_from(config)
+        .map_err(|e| CliError::Failed(format!("cannot build a Kubernetes client: {e}")))?;
+    Ok((client, target))
+}
+
+/// The client configuration [`connect`] builds its client from (User-Agent set), and the
+/// cluster it points at.
+pub async fn load_config(
+    global: &GlobalArgs,
+    command: &str,
+) -> Result<(kube::Config, ClusterTarget), CliError> {
     let options = KubeConfigOptions {
         context: global.context.clone(),
         ..Default::default()
@@ -176,9 +188,7 @@ pub async fn connect(
         source,
     };
     let config = with_user_agent(config, &user_agent(global, command))?;
-    let client = kube::Client::try_from(config)
-        .map_err(|e| CliError::Failed(format!("cannot build a Kubernetes client: {e}")))?;
-    Ok((client, target))
+    Ok((config, target))
 }
 
 /// [`connect`] without the description.

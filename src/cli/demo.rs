@@ -6,7 +6,7 @@
 //! `runStrategy: Always`, and opens the inspector on it, the fleet view one Esc away.
 //! Quitting stops the controller (releasing the Lease) and the cluster.
 
-use super::run_controller::{start_embedded, start_manager};
+use super::run_controller::{Clients, start_embedded, start_manager};
 use super::{CliError, GlobalArgs};
 use crate::api::VirtualMachine;
 use crate::config::ClusterSettings;
@@ -108,7 +108,7 @@ pub fn run(global: &GlobalArgs, args: DemoArgs) -> Result<ExitCode, CliError> {
 }
 
 async fn run_async(args: DemoArgs, user_agent: String) -> Result<ExitCode, CliError> {
-    let (cluster, client) = start_embedded(
+    let (cluster, clients) = start_embedded(
         crate::sim::cluster::EmbeddedClusterConfig {
             nodes: args.nodes,
             kubelet_delay: Duration::from_millis(args.kubelet_delay_ms),
@@ -120,7 +120,7 @@ async fn run_async(args: DemoArgs, user_agent: String) -> Result<ExitCode, CliEr
     cluster
         .nodes()
         .set_virt_handler_delay(Duration::from_millis(args.virt_handler_delay_ms));
-    let result = demo(&args, &client).await;
+    let result = demo(&args, &clients).await;
     cluster.shutdown().await;
     if result.is_ok() {
         println!("demo stopped: the Lease was released and the embedded cluster shut down");
@@ -128,14 +128,15 @@ async fn run_async(args: DemoArgs, user_agent: String) -> Result<ExitCode, CliEr
     result
 }
 
-async fn demo(args: &DemoArgs, client: &kube::Client) -> Result<ExitCode, CliError> {
+async fn demo(args: &DemoArgs, clients: &Clients) -> Result<ExitCode, CliError> {
+    let client = &clients.controllers;
     for path in &args.apply {
         crate::api::apply::apply_path(client, path)
             .await
             .map_err(|e| CliError::Failed(format!("--apply {}: {e}", path.display())))?;
     }
     let config = manager_config();
-    let manager = start_manager(client, &config).await?;
+    let manager = start_manager(clients, &config).await?;
     let vm: VirtualMachine = serde_yaml::from_str(DEMO_VM)
         .map_err(|e| CliError::Failed(format!("the demo VM manifest: {e}")))?;
     let vms: kube::Api<VirtualMachine> = kube::Api::namespaced(client.clone(), "default");

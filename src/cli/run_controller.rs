@@ -209,36 +209,68 @@ pub async fn shutdown_signal() -> &'static str {
     }
 }
 
-/// Start the embedded cluster (API server + simulated nodes) and a client for it: what
+/// The controllers' client and the Lease's: same server, user and User-Agent; the Lease's has
+/// no hidden retries ([`crate::runtime::lease::api::lease_client`]).
+#[derive(Clone)]
+pub struct Clients {
+    /// Informers, reconciles, `--apply`.
+    pub controllers: kube::Client,
+    /// The elector's Lease calls.
+    pub lease: kube::Client,
+}
+
+impl Clients {
+    /// Both clients from one configuration (User-Agent already set).
+    pub fn from_config(config: kube::Config) -> Result<Self, CliError> {
+        let built = |r: Result<kube::Client, kube::Error>| {
+            r.map_err(|e| CliError::Failed(format!("cannot build a Kubernetes client: {e}")))
+        };
+        Ok(Clients {
+            controllers: built(kube::Client::try_from(config.clone()))?,
+            lease: built(crate::runtime::lease::api::lease_client(config))?,
+        })
+    }
+}
+
+/// Start the embedded cluster (API server + simulated nodes) and the clients for it: what
 /// `run-controller --embedded` and `demo` run against. The caller shuts the cluster down.
 pub async fn start_embedded(
     config: crate::sim::cluster::EmbeddedClusterConfig,
     user_agent: &str,
-) -> Result<(crate::sim::cluster::EmbeddedCluster, kube::Client), CliError> {
+) -> Result<(crate::sim::cluster::EmbeddedCluster, Clients), CliError> {
     let cluster = crate::sim::cluster::EmbeddedCluster::start(config)
         .await
         .map_err(|e| CliError::Failed(format!("starting the embedded cluster: {e}")))?;
-    match cluster.api().client_with_agent(user_agent).await {
-        Ok(client) => Ok((cluster, client)),
+    let clients = match cluster.api().kube_config().await {
+        Ok(config) => {
+            super::client::with_user_agent(config, user_agent).and_then(Clients::from_config)
+        }
+        Err(e) => Err(CliError::Failed(format!(
+            "connecting to the embedded cluster: {e}"
+        ))),
+    };
+    match clients {
+        Ok(clients) => Ok((cluster, clients)),
         Err(e) => {
             cluster.shutdown().await;
-            Err(CliError::Failed(format!(
-                "connecting to the embedded cluster: {e}"
-            )))
+            Err(e)
         }
     }
 }
 
 /// Start the VM and VMI controllers, competing for their Lease: `run-controller` and `demo`.
 /// Nothing runs until [`Manager::run`]; cancelling that releases the Lease.
-pub async fn start_manager(
-    client: &kube::Client,
-    config: &ManagerConfig,
-) -> Result<Manager, CliError> {
+pub async fn start_manager(clients: &Clients, config: &ManagerConfig) -> Result<Manager, CliError> {
     let reconcilers = crate::controller::reconcilers();
-    Manager::start(client.clone(), config.clone(), reconcilers.0, reconcilers.1)
-        .await
-        .map_err(|e| CliError::Failed(e.to_string()))
+    Manager::start(
+        clients.controllers.clone(),
+        config.clone(),
+        reconcilers.0,
+        reconcilers.1,
+    )
+    .await
+    .map(|m| m.with_lease_client(clients.lease.clone()))
+    .map_err(|e| CliError::Failed(e.to_string()))
 }
 
 /// Run `run-controller`.
@@ -278,8 +310,8 @@ async fn run_async(
     }
     // The embedded cluster lives as long as this function.
     let mut embedded = None;
-    let client = if args.embedded {
-        let (cluster, client) = start_embedded(
+    let clients = if args.embedded {
+        let (cluster, clients) = start_embedded(
             crate::sim::cluster::EmbeddedClusterConfig {
                 nodes: args.nodes,
                 ..Default::default()
@@ -298,9 +330,11 @@ async fn run_async(
             "  export KUBECONFIG={path}    # in another shell, then: kubectl get vm,vmi,pods -A"
         );
         embedded = Some(cluster);
-        client
+        clients
     } else {
-        let (client, target) = super::client::connect(global, "run-controller").await?;
+        let (config, target) = super::client::load_config(global, "run-controller").await?;
+        let clients = Clients::from_config(config)?;
+        let client = &clients.controllers;
         // Say which cluster before writing to it (--apply, and the controllers once leading).
         let doing = if args.apply.is_empty() {
             "running against"
@@ -323,8 +357,9 @@ async fn run_async(
                 target.server
             ),
         }
-        client
+        clients
     };
+    let client = clients.controllers.clone();
 
     let mut applied_vms = Vec::new();
     for path in &args.apply {
@@ -343,7 +378,7 @@ async fn run_async(
         never_running(&client, &applied_vms).await?;
     }
 
-    let manager = start_manager(&client, &config).await?;
+    let manager = start_manager(&clients, &config).await?;
     if let Some(addr) = manager.listen_addr() {
         crate::say!("endpoints: http://{addr}/metrics /healthz /leader /debug/state");
     }

@@ -104,6 +104,9 @@ pub struct Manager {
     stop: CancellationToken,
     vm: Arc<dyn Reconciler>,
     vmi: Arc<dyn Reconciler>,
+    /// The client of the Lease calls (default: the controllers' client); see
+    /// [`Manager::with_lease_client`].
+    lease_client: Option<kube::Client>,
 }
 
 fn api_for<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
@@ -256,6 +259,7 @@ impl Manager {
             stop,
             vm,
             vmi,
+            lease_client: None,
         };
         if let Some(addr) = manager.config.listen {
             let (bound, _task) =
@@ -327,6 +331,14 @@ impl Manager {
         }
     }
 
+    /// Make the Lease calls through `client`: one built by
+    /// [`crate::runtime::lease::api::lease_client`] (no hidden retries) for the same server and
+    /// user as the controllers' client.
+    pub fn with_lease_client(mut self, client: kube::Client) -> Self {
+        self.lease_client = Some(client);
+        self
+    }
+
     /// A cheap handle that assembles the typed `/debug/state` document on demand.
     pub fn debug_source(&self) -> DebugStateSource {
         DebugStateSource::new(self.ctx.clone(), self.leader.clone())
@@ -341,9 +353,13 @@ impl Manager {
     /// in-flight work finishes, the Lease is released) or until the Lease is lost
     /// (`Err(LeaseLost)` unless `on_lost_lease` is `Standby`).
     pub async fn run(&self, cancel: CancellationToken) -> Result<(), ManagerError> {
+        let lease_client = self
+            .lease_client
+            .clone()
+            .unwrap_or_else(|| self.ctx.client.clone());
         loop {
             let elector =
-                LeaderElector::from_client(self.ctx.client.clone(), self.config.lease.clone())
+                LeaderElector::from_client(lease_client.clone(), self.config.lease.clone())
                     .map_err(|e| ManagerError::Config(e.to_string()))?;
             let mut rx = elector.subscribe();
             let shared = self.leader.clone();

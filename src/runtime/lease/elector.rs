@@ -106,7 +106,9 @@ impl LeaderElector<KubeLeaseApi> {
         client: kube::Client,
         config: LeaderElectionConfig,
     ) -> Result<Self, ConfigError> {
-        let api = KubeLeaseApi::new(client, &config.namespace);
+        // An attempt never outlives the renew deadline (client-go bounds each renewal by it).
+        let api =
+            KubeLeaseApi::new(client, &config.namespace).with_call_timeout(config.renew_deadline);
         Self::new(api, config)
     }
 }
