@@ -91,6 +91,16 @@ struct Instance {
 
 impl Instance {
     async fn start(cluster: &EmbeddedCluster, agent: &'static str, on_lost: OnLostLease) -> Self {
+        Self::start_as(cluster, agent, agent, on_lost).await
+    }
+
+    /// An instance whose Lease identity is `identity` (its user agent stays `agent`).
+    async fn start_as(
+        cluster: &EmbeddedCluster,
+        agent: &'static str,
+        identity: &str,
+        on_lost: OnLostLease,
+    ) -> Self {
         let client = cluster
             .api()
             .client_with_agent(agent)
@@ -98,7 +108,7 @@ impl Instance {
             .expect("kube client");
         let (vm, vmi) = virtctl_rs::controller::reconcilers();
         let manager = Arc::new(
-            Manager::start(client, manager_config(agent, on_lost), vm, vmi)
+            Manager::start(client, manager_config(identity, on_lost), vm, vmi)
                 .await
                 .expect("manager starts"),
         );
@@ -784,4 +794,63 @@ async fn lost_lease_with_exit_ends_run_with_lease_lost() {
     }
     assert!(!a.leading());
     cluster.shutdown().await;
+}
+
+/// Issue 13 item 1: two instances started with the same identity (a user running
+/// `run-controller --identity me` twice). client-go would let both lead; here the second
+/// stands by while the first renews, writes nothing, and takes over once the first stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_with_one_identity_never_both_lead_or_write() {
+    let cluster = start_cluster().await;
+    let client = cluster.client().await.expect("client");
+    apply_path(&client, &demo_vm_manifest())
+        .await
+        .expect("apply demo-vm");
+    let sampler = LeaderSampler::spawn();
+    let mut a = Instance::start_as(&cluster, "twin-a", "me", OnLostLease::Standby).await;
+    sampler.add(&a);
+    wait_for("twin-a to lead", || async { a.leading().then_some(()) }).await;
+    let mut b = Instance::start_as(&cluster, "twin-b", "me", OnLostLease::Standby).await;
+    sampler.add(&b);
+    let first_vmi = wait_vm_running_alone(&client).await;
+    // Several lease durations of A renewing under the shared identity.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+    let renewals = |l: &Lease| l.spec.as_ref().and_then(|s| s.renew_time.clone());
+    let seen = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
+    wait_for("A to renew several times while B runs", || {
+        let (leases, seen) = (leases.clone(), seen.clone());
+        async move {
+            let l = leases.get(LEASE_NAME).await.ok()?;
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.insert(format!("{:?}", renewals(&l)));
+            (seen.len() > 24).then_some(())
+        }
+    })
+    .await;
+    assert!(a.leading() && !b.leading(), "A leads, B stands by");
+    let b_writes: Vec<AuditEntry> = cluster
+        .api()
+        .audit()
+        .by_user_agent("twin-b")
+        .into_iter()
+        .filter(|e| e.is_write() && e.resource != "leases")
+        .collect();
+    assert!(b_writes.is_empty(), "B wrote: {b_writes:#?}");
+    let b_lease_writes = cluster
+        .api()
+        .audit()
+        .by_user_agent("twin-b")
+        .into_iter()
+        .filter(|e| e.is_write() && e.resource == "leases")
+        .count();
+    assert_eq!(b_lease_writes, 0, "B never renewed A's record");
+
+    // A stops (releasing): B takes over and keeps the VM running, with the same VMI.
+    a.cancel.cancel();
+    let _ = tokio::time::timeout(DEADLINE, &mut a.task).await;
+    wait_for("twin-b to lead", || async { b.leading().then_some(()) }).await;
+    assert_eq!(wait_vm_running_alone(&client).await, first_vmi);
+    sampler.finish();
+    b.cancel.cancel();
+    let _ = tokio::time::timeout(DEADLINE, &mut b.task).await;
 }

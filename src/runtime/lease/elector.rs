@@ -20,7 +20,12 @@
 //! * seeing another holder while renewing ends the term at once (client-go keeps retrying
 //!   until the deadline);
 //! * release never overwrites a Lease that another candidate now holds (client-go decides
-//!   from its last observation only).
+//!   from its last observation only);
+//! * a record naming our identity that this elector did not write (another renewTime) is a
+//!   foreign holder: a leader that sees it steps down, a candidate waits for it to expire.
+//!   client-go takes any record with its identity as its own, so two processes started with
+//!   one `--identity` both lead; here a restarted process waits up to one lease duration
+//!   instead of renewing its predecessor's record at once.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -92,6 +97,11 @@ pub struct LeaderElector<A: LeaseApi = KubeLeaseApi> {
     observed_time: Option<Instant>,
     /// The Lease object as last read or written; its resourceVersion guards the next PUT.
     cached: Option<Lease>,
+    /// The record of the last Lease this elector wrote, as the server returned it. A record
+    /// naming our identity that differs from it (another renewTime) was written by another
+    /// process with the same identity (not in client-go, which would take it as its own: two
+    /// leaders). Edits of the Lease's metadata by others do not count.
+    written_record: Option<LeaseRecord>,
     /// Last holder reported in the "new leader elected" log (client-go `reportedLeader`).
     reported_leader: String,
     /// Failed Lease reads since the last successful one: the first is logged at ERROR as
@@ -133,6 +143,7 @@ impl<A: LeaseApi> LeaderElector<A> {
             observed_raw: None,
             observed_time: None,
             cached: None,
+            written_record: None,
             reported_leader: String::new(),
             get_failures: crate::runtime::informer::RepeatedFailures::new(
                 crate::runtime::informer::REPEAT_WARNING_INTERVAL,
@@ -360,6 +371,26 @@ impl<A: LeaseApi> LeaderElector<A> {
         }
     }
 
+    /// Remember a Lease this elector wrote (create or replace).
+    fn note_written(&mut self, written: Lease) {
+        self.written_record = Some(LeaseRecord::from_spec(written.spec.as_ref()));
+        self.cached = Some(written);
+    }
+
+    /// Whether `current` (with record `record`) names our identity but was not written by
+    /// this elector: another process runs with the same identity (a restarted instance's
+    /// record, or a twin started by mistake). client-go takes such a record as its own; here
+    /// it is a foreign holder, so two processes with one identity never both lead (a
+    /// restarted instance waits for its predecessor's lease to expire instead of renewing it).
+    fn written_by_a_twin(&self, record: &LeaseRecord) -> bool {
+        record.holder_identity == self.config.identity
+            && self.written_record.as_ref() != Some(record)
+    }
+
+    fn state_snapshot_leading(&self) -> bool {
+        self.written_record.is_some() && self.is_leader()
+    }
+
     /// client-go `tryAcquireOrRenew` (see the module docs).
     async fn try_acquire_or_renew(&mut self) -> Attempt {
         let now_wall = self.now_wall();
@@ -367,9 +398,13 @@ impl<A: LeaseApi> LeaderElector<A> {
         let name = self.config.lease_name.clone();
 
         // 1. Fast path: the leader updates its cached Lease optimistically.
+        // Only over a Lease this elector wrote last: a record read from a twin with our
+        // identity is not ours to renew.
         if self.is_leader()
             && self.lease_valid(now)
             && let Some(mut lease) = self.cached.clone()
+            && self.written_record.is_some()
+            && Some(LeaseRecord::from_spec(lease.spec.as_ref())) == self.written_record
         {
             let mut record = self.our_record(now_wall);
             record.acquire_time = self.observed_record.acquire_time;
@@ -378,7 +413,7 @@ impl<A: LeaseApi> LeaderElector<A> {
             self.stamp(&mut lease);
             match self.api.replace(&name, &lease).await {
                 Ok(written) => {
-                    self.cached = Some(written);
+                    self.note_written(written);
                     self.set_observed(record);
                     return Attempt::Success;
                 }
@@ -402,7 +437,7 @@ impl<A: LeaseApi> LeaderElector<A> {
                 let lease = self.new_lease(&record);
                 return match self.api.create(&lease).await {
                     Ok(created) => {
-                        self.cached = Some(created);
+                        self.note_written(created);
                         self.set_observed(record);
                         Attempt::Success
                     }
@@ -435,7 +470,31 @@ impl<A: LeaseApi> LeaderElector<A> {
             self.set_observed(old.clone());
             self.observed_raw = Some(old.clone());
         }
-        if !old.holder_identity.is_empty() && self.lease_valid(now) && !self.is_leader() {
+        let twin = self.written_by_a_twin(&old);
+        if twin && self.lease_valid(now) {
+            let was_leading = self.state_snapshot_leading();
+            let holder = format!(
+                "{} (another process with this identity: renewTime {} was not written here)",
+                old.holder_identity,
+                old.renew_time
+                    .map_or_else(|| "-".to_string(), |t| t.to_rfc3339())
+            );
+            if was_leading {
+                error!(
+                    lock = %self.desc, identity = %self.config.identity,
+                    "another process renews the lease {} under this identity; stepping down \
+                     (give each instance its own --identity)", self.desc
+                );
+            } else {
+                warn!(
+                    lock = %self.desc, identity = %self.config.identity,
+                    "the lease {} is held under this identity by another process; standing by \
+                     until it expires (give each instance its own --identity)", self.desc
+                );
+            }
+            return Attempt::HeldBy(holder);
+        }
+        if !old.holder_identity.is_empty() && self.lease_valid(now) && !self.is_leader() && !twin {
             debug!(
                 lock = %self.desc, holder = %old.holder_identity,
                 "lease is held by {} and has not yet expired", old.holder_identity
@@ -444,7 +503,7 @@ impl<A: LeaseApi> LeaderElector<A> {
         }
 
         // 4. Take over or renew, guarded by the resourceVersion just read.
-        if self.is_leader() {
+        if self.is_leader() && !twin {
             record.acquire_time = old.acquire_time;
             record.lease_transitions = old.lease_transitions;
         } else {
@@ -455,7 +514,7 @@ impl<A: LeaseApi> LeaderElector<A> {
         self.stamp(&mut lease);
         match self.api.replace(&name, &lease).await {
             Ok(written) => {
-                self.cached = Some(written);
+                self.note_written(written);
                 self.set_observed(record);
                 Attempt::Success
             }
@@ -496,6 +555,13 @@ impl<A: LeaseApi> LeaderElector<A> {
                 }
             };
             let old = LeaseRecord::from_spec(current.spec.as_ref());
+            if self.written_by_a_twin(&old) {
+                info!(
+                    lock = %self.desc,
+                    "not releasing lease {}: another process with this identity wrote it last", self.desc
+                );
+                return Release::NotHolder;
+            }
             if old.holder_identity != self.config.identity {
                 info!(
                     lock = %self.desc, holder = %old.holder_identity,

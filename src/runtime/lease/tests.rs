@@ -722,17 +722,71 @@ async fn cancel_while_standing_by_leaves_the_lease_alone() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn restarted_process_with_same_identity_resumes_its_lease() {
-    // client-go: IsLeader() is true when the record names us, so we renew (keeping
-    // acquireTime and transitions) without waiting.
+async fn restarted_process_with_same_identity_waits_for_its_old_lease_to_expire() {
+    // Not client-go (which renews at once when the record names it): a record naming our
+    // identity that this elector did not write may belong to a live twin, so it is a foreign
+    // holder until it expires by our own observation (issue 13 item 1).
     let store = FakeLeaseStore::new();
     let ledger = Ledger::default();
     store.write_record(NAME, &other_record("a", epoch() - secs(1), 4));
     let mut a = spawn(&store, &ledger, "a", Opts::default());
-    assert!(wait_leading(&mut a, Duration::from_millis(1)).await);
+    assert!(
+        !wait_leading(&mut a, LEASE - Duration::from_secs(1)).await,
+        "not before expiry"
+    );
+    assert!(wait_leading(&mut a, Duration::from_secs(2) + MAX_JITTERED_RETRY).await);
     let rec = record(&store);
-    assert_eq!(rec.lease_transitions, 4);
-    assert_eq!(rec.acquire_time, Some(epoch() - secs(1)));
+    assert_eq!(rec.lease_transitions, 5, "a takeover, not a renewal");
+    assert_ne!(rec.acquire_time, Some(epoch() - secs(1)));
+    assert!(ledger.violations().is_empty(), "{:?}", ledger.violations());
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_processes_with_one_identity_never_both_lead() {
+    let store = FakeLeaseStore::new();
+    let ledger = Ledger::default();
+    let mut first = spawn(&store, &ledger, "twin", Opts::default());
+    assert!(wait_leading(&mut first, Duration::from_secs(1)).await);
+    let mut second = spawn(
+        &store,
+        &ledger,
+        "twin",
+        Opts {
+            seed: 7,
+            ..Opts::default()
+        },
+    );
+    // Many lease durations: the second sees every renewal of the first as a twin's.
+    assert!(!wait_leading(&mut second, LEASE * 4).await);
+    assert!(first.state.borrow().leading, "the first keeps leading");
+    // The first stops (releasing): the second takes over within one jittered retry.
+    first.cancel.cancel();
+    let _ = first.outcome().await;
+    assert!(wait_leading(&mut second, MAX_JITTERED_RETRY + Duration::from_secs(1)).await);
+    assert!(ledger.violations().is_empty(), "{:?}", ledger.violations());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_that_sees_a_twin_renew_under_its_identity_steps_down() {
+    // Started at the same moment, both may win a term; whoever then sees the other's renewal
+    // under its own identity steps down, so at most one keeps leading and the ledger of terms
+    // has no overlap longer than one renewal.
+    let store = FakeLeaseStore::new();
+    let ledger = Ledger::default();
+    let mut first = spawn(&store, &ledger, "twin", Opts::default());
+    assert!(wait_leading(&mut first, Duration::from_secs(1)).await);
+    // A twin writes a renewal of its own under the same identity.
+    let mut rec = record(&store);
+    rec.renew_time = rec
+        .renew_time
+        .map(|t| t + chrono::Duration::milliseconds(500));
+    store.write_record(NAME, &rec);
+    assert!(
+        wait_state(&mut first, RETRY * 2, |st| !st.leading)
+            .await
+            .is_some(),
+        "the first steps down on the twin's renewal"
+    );
 }
 
 #[tokio::test(start_paused = true)]
