@@ -728,19 +728,7 @@ pub fn decide_next(
 }
 
 fn events(g: &Gathered) -> Vec<EventView> {
-    let mut out: Vec<EventView> = g
-        .events
-        .iter()
-        .map(|e| EventView {
-            time: e.time,
-            type_: e.type_.clone(),
-            reason: e.reason.clone(),
-            object: e.object.clone(),
-            message: e.message.clone(),
-            count: e.count,
-            api: e.api.clone(),
-        })
-        .collect();
+    let mut out: Vec<EventView> = g.events.iter().map(|e| e.view.clone()).collect();
     out.sort_by(|a, b| a.time.cmp(&b.time).then(a.object.cmp(&b.object)));
     out
 }

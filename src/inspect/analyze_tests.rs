@@ -758,25 +758,29 @@ fn events_are_merged_oldest_first() {
     let mut g = running();
     g.events = vec![
         crate::inspect::gather::RawEvent {
-            time: Some(now()),
-            type_: "Normal".into(),
-            reason: "Started".into(),
-            object: "Pod/p".into(),
-            message: "started".into(),
-            count: 1,
-            api: "events.k8s.io/v1".into(),
+            view: crate::inspect::model::EventView {
+                time: Some(now()),
+                type_: "Normal".into(),
+                reason: "Started".into(),
+                object: "Pod/p".into(),
+                message: "started".into(),
+                count: 1,
+                api: "events.k8s.io/v1".into(),
+            },
             ..Default::default()
         },
         crate::inspect::gather::RawEvent {
-            time: Some(now() - chrono::Duration::seconds(9)),
-            type_: "Normal".into(),
-            reason: "SuccessfulCreate".into(),
-            object: "VirtualMachine/vm-a".into(),
-            message:
-                "Started the virtual machine by creating the new virtual machine instance vm-a"
-                    .into(),
-            count: 1,
-            api: "core/v1".into(),
+            view: crate::inspect::model::EventView {
+                time: Some(now() - chrono::Duration::seconds(9)),
+                type_: "Normal".into(),
+                reason: "SuccessfulCreate".into(),
+                object: "VirtualMachine/vm-a".into(),
+                message:
+                    "Started the virtual machine by creating the new virtual machine instance vm-a"
+                        .into(),
+                count: 1,
+                api: "core/v1".into(),
+            },
             ..Default::default()
         },
     ];

@@ -16,7 +16,7 @@
 //!   deployments.go:435-470 in KubeVirt v1.9).
 
 use super::analyze::analyze;
-use super::model::{Fleet, Inspection, Missing};
+use super::model::{EventView, Fleet, Inspection, Missing};
 use crate::api::labels::{APP, APP_VIRT_LAUNCHER, CREATED_BY};
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
@@ -146,20 +146,8 @@ pub struct Gathered {
 pub struct RawEvent {
     /// The event's own uid (to merge the two APIs' copies).
     pub uid: Option<String>,
-    /// Last occurrence.
-    pub time: Option<DateTime<Utc>>,
-    /// `Normal` / `Warning`.
-    pub type_: String,
-    /// Reason.
-    pub reason: String,
-    /// `Kind/name` of the object.
-    pub object: String,
-    /// Message / note.
-    pub message: String,
-    /// Occurrences.
-    pub count: i32,
-    /// `core/v1` or `events.k8s.io/v1`.
-    pub api: String,
+    /// The event as shown.
+    pub view: EventView,
 }
 
 /// Why a read failed, as a short phrase.
@@ -607,6 +595,12 @@ async fn read_events(
     let v1: Api<EventsV1> = Api::namespaced(client.clone(), namespace);
     let mut out: Vec<RawEvent> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
+    // Both APIs serve the same events: keep the first copy of each uid.
+    let mut push = |uid: Option<String>, view: EventView| {
+        if uid.as_ref().is_none_or(|u| seen.insert(u.clone())) {
+            out.push(RawEvent { uid, view });
+        }
+    };
     let mut errors = Vec::new();
     for (kind, name, uid) in &objects {
         let selector = |prefix: &str| match uid {
@@ -619,27 +613,26 @@ async fn read_events(
         {
             Ok(list) => {
                 for e in list.items {
-                    if let Some(u) = &e.metadata.uid
-                        && !seen.insert(u.clone())
-                    {
-                        continue;
-                    }
-                    out.push(RawEvent {
-                        uid: e.metadata.uid.clone(),
-                        time: e
-                            .last_timestamp
-                            .as_ref()
-                            .and_then(k8s_time)
-                            .or_else(|| e.event_time.as_ref().and_then(micro_time))
-                            .or_else(|| e.first_timestamp.as_ref().and_then(k8s_time))
-                            .or_else(|| e.metadata.creation_timestamp.as_ref().and_then(k8s_time)),
-                        type_: e.type_.unwrap_or_default(),
-                        reason: e.reason.unwrap_or_default(),
-                        object: format!("{kind}/{name}"),
-                        message: e.message.unwrap_or_default(),
-                        count: e.count.unwrap_or(1).max(1),
-                        api: "core/v1".into(),
-                    });
+                    push(
+                        e.metadata.uid.clone(),
+                        EventView {
+                            time: e
+                                .last_timestamp
+                                .as_ref()
+                                .and_then(k8s_time)
+                                .or_else(|| e.event_time.as_ref().and_then(micro_time))
+                                .or_else(|| e.first_timestamp.as_ref().and_then(k8s_time))
+                                .or_else(|| {
+                                    e.metadata.creation_timestamp.as_ref().and_then(k8s_time)
+                                }),
+                            type_: e.type_.unwrap_or_default(),
+                            reason: e.reason.unwrap_or_default(),
+                            object: format!("{kind}/{name}"),
+                            message: e.message.unwrap_or_default(),
+                            count: e.count.unwrap_or(1).max(1),
+                            api: "core/v1".into(),
+                        },
+                    );
                 }
             }
             Err(e) => errors.push(format!(
@@ -653,26 +646,25 @@ async fn read_events(
         {
             Ok(list) => {
                 for e in list.items {
-                    if let Some(u) = &e.metadata.uid
-                        && !seen.insert(u.clone())
-                    {
-                        continue;
-                    }
-                    out.push(RawEvent {
-                        uid: e.metadata.uid.clone(),
-                        time: e
-                            .series
-                            .as_ref()
-                            .and_then(|s| micro_time(&s.last_observed_time))
-                            .or_else(|| e.event_time.as_ref().and_then(micro_time))
-                            .or_else(|| e.deprecated_last_timestamp.as_ref().and_then(k8s_time)),
-                        type_: e.type_.unwrap_or_default(),
-                        reason: e.reason.unwrap_or_default(),
-                        object: format!("{kind}/{name}"),
-                        message: e.note.unwrap_or_default(),
-                        count: e.series.as_ref().map_or(1, |s| s.count.max(1)),
-                        api: "events.k8s.io/v1".into(),
-                    });
+                    push(
+                        e.metadata.uid.clone(),
+                        EventView {
+                            time: e
+                                .series
+                                .as_ref()
+                                .and_then(|s| micro_time(&s.last_observed_time))
+                                .or_else(|| e.event_time.as_ref().and_then(micro_time))
+                                .or_else(|| {
+                                    e.deprecated_last_timestamp.as_ref().and_then(k8s_time)
+                                }),
+                            type_: e.type_.unwrap_or_default(),
+                            reason: e.reason.unwrap_or_default(),
+                            object: format!("{kind}/{name}"),
+                            message: e.note.unwrap_or_default(),
+                            count: e.series.as_ref().map_or(1, |s| s.count.max(1)),
+                            api: "events.k8s.io/v1".into(),
+                        },
+                    );
                 }
             }
             Err(e) => errors.push(format!(
