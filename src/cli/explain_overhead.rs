@@ -349,22 +349,7 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
                 after,
             });
         }
-        let out = match args.output {
-            Output::Json => {
-                serde_json::to_string_pretty(&results)
-                    .map_err(|e| CliError::Failed(e.to_string()))?
-                    + "\n"
-            }
-            Output::Yaml => {
-                serde_yaml::to_string(&results).map_err(|e| CliError::Failed(e.to_string()))?
-            }
-            Output::Table => results
-                .iter()
-                .map(render_what_if_table)
-                .collect::<Vec<_>>()
-                .join("\n"),
-        };
-        print!("{out}");
+        print!("{}", render(args.output, &results, render_what_if_table)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut mismatch = false;
@@ -395,26 +380,28 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
         mismatch = !check.matches;
         target.pod_check = Some(check);
     }
-    let out = match args.output {
-        Output::Json => {
-            serde_json::to_string_pretty(&explanations)
-                .map_err(|e| CliError::Failed(e.to_string()))?
-                + "\n"
-        }
-        Output::Yaml => {
-            serde_yaml::to_string(&explanations).map_err(|e| CliError::Failed(e.to_string()))?
-        }
-        Output::Table => explanations
-            .iter()
-            .map(render_table)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    };
-    super::output::out(&out);
+    super::output::out(&render(args.output, &explanations, render_table)?);
     Ok(if mismatch {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// `items` in the chosen output format: a JSON or YAML list, or one table each.
+fn render<T: serde::Serialize>(
+    output: Output,
+    items: &[T],
+    table: fn(&T) -> String,
+) -> Result<String, CliError> {
+    Ok(match output {
+        Output::Json => {
+            serde_json::to_string_pretty(items).map_err(|e| CliError::Failed(e.to_string()))? + "\n"
+        }
+        Output::Yaml => {
+            serde_yaml::to_string(items).map_err(|e| CliError::Failed(e.to_string()))?
+        }
+        Output::Table => items.iter().map(table).collect::<Vec<_>>().join("\n"),
     })
 }
 
