@@ -29,6 +29,42 @@ fn k(s: &str) -> String {
     s.to_string()
 }
 
+/// Awaits `task`, which must end within 30 s (virtual time where paused) without panicking.
+async fn finish<T>(task: tokio::task::JoinHandle<T>) -> T {
+    timeout(Duration::from_secs(30), task)
+        .await
+        .expect("task did not finish in time")
+        .expect("task panicked")
+}
+
+/// `run_workers` spawned on a queue, with the token that stops it.
+struct Workers {
+    cancel: CancellationToken,
+    runner: tokio::task::JoinHandle<()>,
+}
+
+impl Workers {
+    fn spawn<F, Fut, E>(q: &WorkQueue, n: usize, handler: F) -> Self
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Requeue, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let cancel = CancellationToken::new();
+        let runner = tokio::spawn(run_workers(q.clone(), n, handler, cancel.clone()));
+        Self { cancel, runner }
+    }
+
+    /// Cancels the workers and waits (at most `limit`) for `run_workers` to return.
+    async fn stop(self, limit: Duration) {
+        self.cancel.cancel();
+        timeout(limit, self.runner)
+            .await
+            .expect("run_workers did not return")
+            .expect("run_workers panicked");
+    }
+}
+
 /// A limiter that always answers the same delay and counts calls per key.
 struct FixedLimiter {
     delay: Duration,
@@ -309,10 +345,7 @@ async fn shut_down_stops_a_pending_drain() {
     let drain = tokio::spawn(async move { q2.shut_down_with_drain().await });
     tokio::task::yield_now().await;
     q.shut_down();
-    timeout(Duration::from_secs(30), drain)
-        .await
-        .unwrap()
-        .unwrap();
+    finish(drain).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -320,7 +353,6 @@ async fn run_workers_forgets_on_success_and_backs_off_on_error() {
     let q = WorkQueue::new(VM_QUEUE_NAME);
     let start = Instant::now();
     let calls: Arc<Mutex<Vec<(Duration, usize)>>> = Arc::default();
-    let cancel = CancellationToken::new();
     let handler = {
         let calls = Arc::clone(&calls);
         let q = q.clone();
@@ -341,7 +373,7 @@ async fn run_workers_forgets_on_success_and_backs_off_on_error() {
             }
         }
     };
-    let runner = tokio::spawn(run_workers(q.clone(), VM_WORKERS, handler, cancel.clone()));
+    let workers = Workers::spawn(&q, VM_WORKERS, handler);
     q.add(k("default/vm1"));
     let deadline = Instant::now() + Duration::from_secs(60);
     while calls.lock().unwrap().len() < 4 {
@@ -363,11 +395,7 @@ async fn run_workers_forgets_on_success_and_backs_off_on_error() {
         "forgotten after success"
     );
     assert_eq!(q.len(), 0);
-    cancel.cancel();
-    timeout(Duration::from_secs(30), runner)
-        .await
-        .unwrap()
-        .unwrap();
+    workers.stop(Duration::from_secs(30)).await;
     assert!(q.is_shutting_down());
 }
 
@@ -376,7 +404,6 @@ async fn run_workers_requeue_after_and_panics() {
     let q = WorkQueue::new(VMI_QUEUE_NAME);
     let start = Instant::now();
     let seen: Arc<Mutex<Vec<(String, Duration)>>> = Arc::default();
-    let cancel = CancellationToken::new();
     let handler = {
         let seen = Arc::clone(&seen);
         move |key: String| {
@@ -395,7 +422,7 @@ async fn run_workers_requeue_after_and_panics() {
             }
         }
     };
-    let runner = tokio::spawn(run_workers(q.clone(), VMI_WORKERS, handler, cancel.clone()));
+    let workers = Workers::spawn(&q, VMI_WORKERS, handler);
     q.add(k("ns/again"));
     q.add(k("ns/boom"));
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -414,11 +441,7 @@ async fn run_workers_requeue_after_and_panics() {
             (k("ns/boom"), ms(5)),
         ]
     );
-    cancel.cancel();
-    timeout(Duration::from_secs(30), runner)
-        .await
-        .unwrap()
-        .unwrap();
+    workers.stop(Duration::from_secs(30)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -487,8 +510,7 @@ async fn one_worker_per_key_under_concurrent_workers() {
             }
         }
     };
-    let cancel = CancellationToken::new();
-    let runner = tokio::spawn(run_workers(q.clone(), VMI_WORKERS, handler, cancel.clone()));
+    let workers = Workers::spawn(&q, VMI_WORKERS, handler);
     let mut last_add: HashMap<String, u64> = HashMap::new();
     for round in 0..ROUNDS {
         for i in 0..KEYS {
@@ -521,11 +543,7 @@ async fn one_worker_per_key_under_concurrent_workers() {
         );
         tokio::time::sleep(ms(5)).await;
     }
-    cancel.cancel();
-    timeout(Duration::from_secs(60), runner)
-        .await
-        .unwrap()
-        .unwrap();
+    workers.stop(Duration::from_secs(60)).await;
     assert!(
         !violation.load(Ordering::SeqCst),
         "a key was processed by two workers at once"
@@ -708,8 +726,7 @@ async fn parked_keys_all_reach_waiting_workers() {
             Ok::<_, String>(Requeue::NONE)
         }
     };
-    let cancel = CancellationToken::new();
-    let runner = tokio::spawn(run_workers(q.clone(), VMI_WORKERS, handler, cancel.clone()));
+    let workers = Workers::spawn(&q, VMI_WORKERS, handler);
     for i in 0..N {
         q.add_after(
             format!("ns/vm-{i}"),
@@ -729,9 +746,5 @@ async fn parked_keys_all_reach_waiting_workers() {
         );
         tokio::time::sleep(ms(5)).await;
     }
-    cancel.cancel();
-    timeout(Duration::from_secs(60), runner)
-        .await
-        .unwrap()
-        .unwrap();
+    workers.stop(Duration::from_secs(60)).await;
 }
