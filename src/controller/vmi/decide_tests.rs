@@ -75,11 +75,62 @@ fn with_phase(mut vmi: VirtualMachineInstance, phase: Phase) -> VirtualMachineIn
 
 /// `setReadyCondition` (vmi_test.go:5404-5411).
 fn set_ready(vmi: &mut VirtualMachineInstance, status: &str, reason: &str) {
-    let st = status_mut(vmi);
-    conditions::remove(st, "Ready");
-    st.conditions
+    conditions::remove(status_mut(vmi), "Ready");
+    add_condition(vmi, cond("Ready", status, reason));
+}
+
+/// Appends `c` to the VMI's conditions.
+fn add_condition(vmi: &mut VirtualMachineInstance, c: Condition) {
+    status_mut(vmi)
+        .conditions
         .get_or_insert_with(Vec::new)
-        .push(cond("Ready", status, reason));
+        .push(c);
+}
+
+/// Sets (`Some`) or removes (`None`) annotation `key` of a pod that has annotations.
+fn annotate(pod: &mut Pod, key: &str, value: Option<&str>) {
+    if let Some(a) = pod.metadata.annotations.as_mut() {
+        match value {
+            Some(v) => a.insert(key.into(), v.into()),
+            None => a.remove(key),
+        };
+    }
+}
+
+/// A running launcher pod whose own `Ready` condition is `True`.
+fn ready_pod() -> Pod {
+    let mut pod = kv_pod("Running");
+    add_pod_condition(
+        &mut pod,
+        PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..Default::default()
+        },
+    );
+    pod
+}
+
+/// Appends `c` to the conditions of a pod that has a status with conditions.
+fn add_pod_condition(pod: &mut Pod, c: PodCondition) {
+    if let Some(conds) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        conds.push(c);
+    }
+}
+
+/// The first pod patch among `actions`, as JSON.
+fn pod_patch(actions: &[VmiAction]) -> Option<Value> {
+    actions.iter().find_map(|a| match a {
+        VmiAction::PatchPod { patch, .. } => serde_json::to_value(patch).ok(),
+        _ => None,
+    })
+}
+
+/// Whether the decision patches the pod's `VirtualMachineUnpaused` readiness gate.
+fn patches_readiness_gate(d: &VmiDecision) -> bool {
+    d.status_actions
+        .iter()
+        .any(|a| matches!(a, VmiAction::PatchPodReadinessCondition { .. }))
 }
 
 fn running_state() -> Option<ContainerState> {
@@ -92,18 +143,11 @@ fn running_state() -> Option<ContainerState> {
 /// `newPodForVirtualMachine` (vmi_test.go:5426-5458).
 /// A Running, Ready launcher pod whose compute container runs `image`.
 fn ready_pod_with_compute_image(image: &str) -> Pod {
-    let mut pod = kv_pod("Running");
+    let mut pod = ready_pod();
     if let Some(s) = pod.spec.as_mut() {
         s.containers.push(Container {
             name: "compute".into(),
             image: Some(image.into()),
-            ..Default::default()
-        });
-    }
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
             ..Default::default()
         });
     }
@@ -166,12 +210,11 @@ fn rendered_pod() -> Pod {
     pod.metadata.uid = None;
     pod.metadata.creation_timestamp = None;
     pod.metadata.generate_name = Some("virt-launcher-testvmi-".into());
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.insert(
-            "kubevirt.io/memory-overhead-bytes".into(),
-            (256u64 * 1024 * 1024).to_string(),
-        );
-    }
+    annotate(
+        &mut pod,
+        "kubevirt.io/memory-overhead-bytes",
+        Some(&(256u64 * 1024 * 1024).to_string()),
+    );
     pod.spec = Some(PodSpec {
         containers: vec![Container {
             name: "compute".into(),
@@ -324,10 +367,7 @@ fn needs_rendered_pod_only_when_creating() {
 #[test]
 fn creates_pod_then_moves_to_scheduling() {
     let mut vmi = pending_vmi();
-    status_mut(&mut vmi)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(cond("Synchronized", "False", "FailedCreate"));
+    add_condition(&mut vmi, cond("Synchronized", "False", "FailedCreate"));
     let mut s = snap(vmi);
     s.rendered_pod = Some(Ok(rendered_pod()));
 
@@ -434,11 +474,7 @@ fn failed_create_sets_synchronized_false_and_requeues() {
         c.message.as_deref(),
         Some("failed to create virtual machine pod: random error")
     );
-    assert!(
-        !d.status_actions
-            .iter()
-            .any(|a| matches!(a, VmiAction::PatchPodReadinessCondition { .. }))
-    );
+    assert!(!patches_readiness_gate(&d));
 }
 
 #[test]
@@ -770,15 +806,16 @@ fn unschedulable_pod_condition_is_copied() {
     let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
     set_ready(&mut vmi, "False", "GuestNotRunning");
     let mut pod = kv_pod("Pending");
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
+    add_pod_condition(
+        &mut pod,
+        PodCondition {
             type_: "PodScheduled".into(),
             status: "False".into(),
             reason: Some("Unschedulable".into()),
             message: Some("Insufficient memory".into()),
             ..Default::default()
-        });
-    }
+        },
+    );
     let d = decide(&snap_with_pod(vmi, pod));
     let w = updated(&d);
     assert_eq!(phase_of(w), Phase::Scheduling);
@@ -795,13 +832,13 @@ fn scheduling_condition_removed_when_pod_recovers() {
     for phase in ["Running", "Pending"] {
         let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
         set_ready(&mut vmi, "False", "PodConditionMissing");
-        status_mut(&mut vmi)
-            .conditions
-            .get_or_insert_with(Vec::new)
-            .push(Condition {
+        add_condition(
+            &mut vmi,
+            Condition {
                 message: Some("Insufficient memory".into()),
                 ..cond("PodScheduled", "False", "Unschedulable")
-            });
+            },
+        );
         let d = decide(&snap_with_pod(vmi, kv_pod(phase)));
         assert!(condition(updated(&d), "PodScheduled").is_none(), "{phase}");
     }
@@ -1047,9 +1084,7 @@ fn image_pull_reason_overrides_previous_reason() {
 fn migration_transport_unix_from_pod_annotation() {
     let vmi = with_phase(pending_vmi(), Phase::Scheduling);
     let mut pod = kv_pod("Running");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.insert("kubevirt.io/migrationTransportUnix".into(), "true".into());
-    }
+    annotate(&mut pod, "kubevirt.io/migrationTransportUnix", Some("true"));
     let d = decide(&snap_with_pod(vmi, pod));
     assert_eq!(
         updated(&d)
@@ -1167,19 +1202,9 @@ fn update_path_for_scheduling_patch_path_for_running_and_scheduled() {
 fn patch_path_keeps_synchronized_condition() {
     let mut vmi = with_phase(pending_vmi(), Phase::Scheduled);
     set_ready(&mut vmi, "False", "GuestNotRunning");
-    status_mut(&mut vmi)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(cond("Synchronized", "False", ""));
+    add_condition(&mut vmi, cond("Synchronized", "False", ""));
     status_mut(&mut vmi).active_pods = Some([("virt-launch-uid".into(), String::new())].into());
-    let mut pod = kv_pod("Running");
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            ..Default::default()
-        });
-    }
+    let pod = ready_pod();
     let d = decide(&snap_with_pod(vmi, pod));
     let nv = d.new_vmi.clone().expect("computed");
     assert!(condition(&nv, "Synchronized").is_some());
@@ -1225,14 +1250,7 @@ fn running_or_scheduled_without_pod_fails() {
 fn running_vmi_copies_pod_ready_condition() {
     let mut vmi = with_phase(pending_vmi(), Phase::Running);
     status_mut(&mut vmi).conditions = None;
-    let mut pod = kv_pod("Running");
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            ..Default::default()
-        });
-    }
+    let pod = ready_pod();
     let d = decide(&snap_with_pod(vmi, pod));
     let conds = replaced(&patch_ops(&d), "/status/conditions").expect("conditions patched");
     // unset times are written as null, as Go writes a zero metav1.Time
@@ -1295,14 +1313,7 @@ fn outdated_launcher_label_added_and_synced_to_pod() {
         replaced(&ops, "/metadata/labels"),
         Some(json!({"kubevirt.io/outdatedLauncherImage": ""}))
     );
-    let pod_patch = d
-        .status_actions
-        .iter()
-        .find_map(|a| match a {
-            VmiAction::PatchPod { patch, .. } => serde_json::to_value(patch).ok(),
-            _ => None,
-        })
-        .expect("pod label patch");
+    let pod_patch = pod_patch(&d.status_actions).expect("pod label patch");
     assert_eq!(
         replaced(&pod_patch, "/metadata/labels"),
         Some(json!({
@@ -1340,18 +1351,9 @@ fn ready_pod_gets_request_evict_only_annotation() {
     let mut vmi = with_phase(pending_vmi(), Phase::Running);
     set_ready(&mut vmi, "True", "");
     let mut pod = kv_pod("Running");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.remove(EVICT_ONLY_ANNOTATION);
-    }
+    annotate(&mut pod, EVICT_ONLY_ANNOTATION, None);
     let d = decide(&snap_with_pod(vmi, pod));
-    let p = d
-        .sync_actions
-        .iter()
-        .find_map(|a| match a {
-            VmiAction::PatchPod { patch, .. } => serde_json::to_value(patch).ok(),
-            _ => None,
-        })
-        .expect("annotation patch");
+    let p = pod_patch(&d.sync_actions).expect("annotation patch");
     assert_eq!(
         p,
         json!([{"op": "add",
@@ -1365,9 +1367,7 @@ fn failed_pod_patch_in_sync_is_failed_pod_patch_error() {
     let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
     set_ready(&mut vmi, "False", "GuestNotRunning");
     let mut pod = kv_pod("Running");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.remove(EVICT_ONLY_ANNOTATION);
-    }
+    annotate(&mut pod, EVICT_ONLY_ANNOTATION, None);
     let s = snap_with_pod(vmi, pod);
     let d = decide_after_sync(
         &s,
@@ -1410,10 +1410,10 @@ fn eviction_requested_condition_and_pod_mark() {
     ));
 
     let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    status_mut(&mut vmi)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(cond("EvictionRequested", "True", "EvictionRequested"));
+    add_condition(
+        &mut vmi,
+        cond("EvictionRequested", "True", "EvictionRequested"),
+    );
     let d = decide(&snap_with_pod(vmi, kv_pod("Running")));
     let conds = replaced(&patch_ops(&d), "/status/conditions").expect("conditions");
     assert!(
@@ -1430,10 +1430,7 @@ fn eviction_requested_condition_and_pod_mark() {
 #[test]
 fn paused_vmi_sets_gate_false() {
     let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    status_mut(&mut vmi)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(cond("Paused", "True", ""));
+    add_condition(&mut vmi, cond("Paused", "True", ""));
     let d = decide(&snap_with_pod(vmi, kv_pod("Running")));
     let (status, reason, message, body) = d
         .status_actions
@@ -1486,11 +1483,7 @@ fn unpaused_vmi_sets_gate_true_only_when_needed() {
             if status == "True" && reason == "NotPaused" && message == "the virtual machine is not paused")));
 
     let d = decide(&snap_with_pod(vmi, kv_pod("Running")));
-    assert!(
-        !d.status_actions
-            .iter()
-            .any(|a| matches!(a, VmiAction::PatchPodReadinessCondition { .. }))
-    );
+    assert!(!patches_readiness_gate(&d));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1501,12 +1494,11 @@ fn unpaused_vmi_sets_gate_true_only_when_needed() {
 fn memory_overhead_from_pod_annotation() {
     let vmi = with_phase(pending_vmi(), Phase::Scheduling);
     let mut pod = kv_pod("Pending");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.insert(
-            "kubevirt.io/memory-overhead-bytes".into(),
-            (256u64 * 1024 * 1024).to_string(),
-        );
-    }
+    annotate(
+        &mut pod,
+        "kubevirt.io/memory-overhead-bytes",
+        Some(&(256u64 * 1024 * 1024).to_string()),
+    );
     let d = decide(&snap_with_pod(vmi.clone(), pod.clone()));
     let st = updated(&d).status.clone().unwrap_or_default();
     assert_eq!(
@@ -1533,12 +1525,11 @@ fn memory_overhead_absent_without_annotation() {
 fn memory_overhead_not_divisible_by_1024_is_plain_bytes() {
     let vmi = with_phase(pending_vmi(), Phase::Scheduling);
     let mut pod = kv_pod("Pending");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.insert(
-            "kubevirt.io/memory-overhead-bytes".into(),
-            "282971493".into(),
-        );
-    }
+    annotate(
+        &mut pod,
+        "kubevirt.io/memory-overhead-bytes",
+        Some("282971493"),
+    );
     let d = decide(&snap_with_pod(vmi, pod));
     let st = updated(&d).status.clone().unwrap_or_default();
     assert_eq!(
