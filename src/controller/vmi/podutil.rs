@@ -208,11 +208,7 @@ pub fn has_annotation(pod: &Pod, key: &str) -> bool {
 
 /// A pod annotation's value.
 pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    crate::api::annotation(&pod.metadata, key)
 }
 
 /// `pod.status.qosClass`, `None` when absent or empty.
