@@ -198,6 +198,16 @@ impl VirtualMachine {
         }
     }
 
+    /// `spec.template.spec.volumes` (empty when unset).
+    pub fn template_volumes(&self) -> &[super::vmi::Volume] {
+        self.spec
+            .template
+            .as_ref()
+            .and_then(|t| t.spec.as_ref())
+            .and_then(|s| s.volumes.as_deref())
+            .unwrap_or(&[])
+    }
+
     /// A VM condition by type.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         super::common::find_condition(
