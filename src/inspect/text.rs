@@ -18,6 +18,17 @@ fn mib(bytes: i64) -> String {
     format!("{:.1}Mi", bytes as f64 / 1_048_576.0)
 }
 
+/// A section of one line per item (`none` when there are none).
+fn list_section<T>(o: &mut String, title: &str, items: &[T], line: impl Fn(&T) -> String) {
+    let _ = writeln!(o, "\n{title}");
+    if items.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for item in items {
+        let _ = writeln!(o, "  {}", line(item));
+    }
+}
+
 /// The whole inspection as text.
 pub fn render_vm(ins: &Inspection) -> String {
     let mut o = String::new();
@@ -65,17 +76,9 @@ pub fn render_vm(ins: &Inspection) -> String {
         }
     }
 
-    let _ = writeln!(o, "\nBLOCKERS (deepest first)");
-    if ins.blockers.is_empty() {
-        let _ = writeln!(o, "  none");
-    }
-    for b in &ins.blockers {
-        let _ = writeln!(
-            o,
-            "  [{}] {} {}: {}",
-            b.depth, b.object, b.reason, b.message
-        );
-    }
+    list_section(&mut o, "BLOCKERS (deepest first)", &ins.blockers, |b| {
+        format!("[{}] {} {}: {}", b.depth, b.object, b.reason, b.message)
+    });
 
     let _ = writeln!(o, "\nPRINTABLE STATUS");
     if let Some(p) = &ins.printable_status_reason {
@@ -319,14 +322,9 @@ pub fn render_vm(ins: &Inspection) -> String {
         );
     }
 
-    let _ = writeln!(o, "\nEVENTS (oldest first)");
-    if ins.events.is_empty() {
-        let _ = writeln!(o, "  none");
-    }
-    for e in &ins.events {
-        let _ = writeln!(
-            o,
-            "  {} {:<7} {:<22} {:<40} {}{}",
+    list_section(&mut o, "EVENTS (oldest first)", &ins.events, |e| {
+        format!(
+            "{} {:<7} {:<22} {:<40} {}{}",
             e.time.as_ref().map_or("--:--:--".into(), hms),
             e.type_,
             e.reason,
@@ -337,8 +335,8 @@ pub fn render_vm(ins: &Inspection) -> String {
             } else {
                 String::new()
             }
-        );
-    }
+        )
+    });
 
     if !ins.missing.is_empty() {
         let _ = writeln!(o, "\nMISSING");
