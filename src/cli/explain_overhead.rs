@@ -145,13 +145,7 @@ pub fn render_what_if_table(w: &WhatIfExplanation) -> String {
     for c in &w.change {
         let _ = writeln!(out, "  change: {c}");
     }
-    let width = w
-        .terms
-        .iter()
-        .map(|t| t.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(5);
+    let width = term_width(w.terms.iter().map(|t| t.name.as_str()));
     let _ = writeln!(
         out,
         "  {:<width$}  {:>12}  {:>12}  {:>9}  WHY (after)",
@@ -414,18 +408,16 @@ fn mib(bytes: i64) -> String {
     }
 }
 
+/// Width of a table's TERM column: the longest term name, at least `TERM` and a space.
+fn term_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names.map(str::len).max().unwrap_or(4).max(5)
+}
+
 /// The human-readable table for one object.
 pub fn render_table(e: &Explanation) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {}/{}", e.kind, e.namespace, e.name);
-    let width = e
-        .overhead
-        .terms
-        .iter()
-        .map(|t| t.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(5);
+    let width = term_width(e.overhead.terms.iter().map(|t| t.name.as_str()));
     let _ = writeln!(
         out,
         "  {:<width$}  {:>12}  {:>9}  WHY",
