@@ -114,9 +114,10 @@ impl Opts {
         }
     }
 
-    fn stopping_in(worker_stop: Duration) -> Self {
+    /// Workers that take `secs` seconds to stop.
+    fn stopping_in(secs: u64) -> Self {
         Self {
-            worker_stop,
+            worker_stop: Duration::from_secs(secs),
             ..Self::default()
         }
     }
@@ -582,13 +583,7 @@ async fn without_release_on_cancel_the_lease_stays_held() {
 #[tokio::test(start_paused = true)]
 async fn graceful_stop_keeps_renewing_until_workers_finish() {
     let (store, ledger) = setup();
-    let mut a = leader(
-        &store,
-        &ledger,
-        "a",
-        Opts::stopping_in(Duration::from_secs(7)),
-    )
-    .await;
+    let mut a = leader(&store, &ledger, "a", Opts::stopping_in(7)).await;
     let renewals_before = a.api.calls(Op::Replace);
     a.cancel.cancel();
     let s = wait_state(&mut a, Duration::from_secs(1), |s| {
@@ -615,13 +610,7 @@ async fn graceful_stop_keeps_renewing_until_workers_finish() {
 #[tokio::test(start_paused = true)]
 async fn stuck_workers_are_aborted_after_the_renew_deadline_on_stop() {
     let (store, ledger) = setup();
-    let a = leader(
-        &store,
-        &ledger,
-        "a",
-        Opts::stopping_in(Duration::from_secs(3600)),
-    )
-    .await;
+    let a = leader(&store, &ledger, "a", Opts::stopping_in(3600)).await;
     let t = Instant::now();
     a.cancel.cancel();
     assert!(matches!(
@@ -636,13 +625,7 @@ async fn dropping_the_run_while_leading_ends_the_term_and_its_worker() {
     // A killed leader's work must die with its renewals, or it keeps acting after another
     // candidate took over.
     let (store, ledger) = setup();
-    let mut a = leader(
-        &store,
-        &ledger,
-        "a",
-        Opts::stopping_in(Duration::from_secs(3600)),
-    )
-    .await;
+    let mut a = leader(&store, &ledger, "a", Opts::stopping_in(3600)).await;
     let term = ledger.last_term("a").expect("term");
     // The worker task holds the only other handle on the ledger.
     assert_eq!(Arc::strong_count(&ledger.cancelled_at), 2);

@@ -462,29 +462,28 @@ impl<K: QueueKey> WorkQueue<K> {
     /// workers get the keys still queued and then `None`. Also stops a pending
     /// `shut_down_with_drain` from waiting.
     pub fn shut_down(&self) {
+        self.begin_shut_down(false);
+        self.inner.idle.notify_waiters();
+    }
+
+    /// Marks the queue shutting down (`drain`: `shut_down_with_drain` waits for the keys in
+    /// flight), drops the parked keys and wakes the workers.
+    fn begin_shut_down(&self, drain: bool) {
         {
             let mut st = self.inner.state();
-            st.drain = false;
+            st.drain = drain;
             st.shutting_down = true;
             st.waiting.clear();
             st.waiting_by_key.clear();
         }
         self.inner.items.notify_waiters();
-        self.inner.idle.notify_waiters();
     }
 
     /// Like [`WorkQueue::shut_down`] but waits until no key is in flight (client-go
     /// `ShutDownWithDrain`). Workers must call `done` for every key they got, or this waits
     /// forever; a later `shut_down` stops the wait.
     pub async fn shut_down_with_drain(&self) {
-        {
-            let mut st = self.inner.state();
-            st.drain = true;
-            st.shutting_down = true;
-            st.waiting.clear();
-            st.waiting_by_key.clear();
-        }
-        self.inner.items.notify_waiters();
+        self.begin_shut_down(true);
         loop {
             let idle = self.inner.idle.notified();
             tokio::pin!(idle);

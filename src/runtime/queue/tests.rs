@@ -473,39 +473,35 @@ async fn run_workers_stop_when_queue_shut_down_elsewhere() {
 async fn one_worker_per_key_under_concurrent_workers() {
     const KEYS: usize = 20;
     const ROUNDS: usize = 200;
+    /// What the workers record, shared with the test.
+    #[derive(Default)]
+    struct Seen {
+        active: Mutex<HashSet<String>>,
+        violation: AtomicBool,
+        seq: AtomicU64,
+        last_start: Mutex<HashMap<String, u64>>,
+        starts: AtomicUsize,
+    }
     let q = WorkQueue::new("t");
-    let active: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let violation = Arc::new(AtomicBool::new(false));
-    let seq = Arc::new(AtomicU64::new(1));
-    let last_start: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-    let starts = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Seen {
+        seq: AtomicU64::new(1),
+        ..Seen::default()
+    });
     let handler = {
-        let (active, violation, seq, last_start, starts) = (
-            Arc::clone(&active),
-            Arc::clone(&violation),
-            Arc::clone(&seq),
-            Arc::clone(&last_start),
-            Arc::clone(&starts),
-        );
+        let seen = Arc::clone(&seen);
         move |key: String| {
-            let (active, violation, seq, last_start, starts) = (
-                Arc::clone(&active),
-                Arc::clone(&violation),
-                Arc::clone(&seq),
-                Arc::clone(&last_start),
-                Arc::clone(&starts),
-            );
+            let seen = Arc::clone(&seen);
             async move {
-                starts.fetch_add(1, Ordering::SeqCst);
-                if !active.lock().unwrap().insert(key.clone()) {
-                    violation.store(true, Ordering::SeqCst);
+                seen.starts.fetch_add(1, Ordering::SeqCst);
+                if !seen.active.lock().unwrap().insert(key.clone()) {
+                    seen.violation.store(true, Ordering::SeqCst);
                 }
-                let s = seq.fetch_add(1, Ordering::SeqCst);
-                last_start.lock().unwrap().insert(key.clone(), s);
+                let s = seen.seq.fetch_add(1, Ordering::SeqCst);
+                seen.last_start.lock().unwrap().insert(key.clone(), s);
                 for _ in 0..20 {
                     tokio::task::yield_now().await;
                 }
-                active.lock().unwrap().remove(&key);
+                seen.active.lock().unwrap().remove(&key);
                 Ok::<_, String>(Requeue::NONE)
             }
         }
@@ -518,12 +514,12 @@ async fn one_worker_per_key_under_concurrent_workers() {
                 continue;
             }
             let key = format!("ns/vm-{i}");
-            last_add.insert(key.clone(), seq.fetch_add(1, Ordering::SeqCst));
+            last_add.insert(key.clone(), seen.seq.fetch_add(1, Ordering::SeqCst));
             q.add(key);
         }
         // Pace the producer on the workers' progress so adds land while keys are in flight.
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while starts.load(Ordering::SeqCst) <= round {
+        while seen.starts.load(Ordering::SeqCst) <= round {
             assert!(
                 std::time::Instant::now() < deadline,
                 "workers made no progress"
@@ -545,10 +541,10 @@ async fn one_worker_per_key_under_concurrent_workers() {
     }
     workers.stop(Duration::from_secs(60)).await;
     assert!(
-        !violation.load(Ordering::SeqCst),
+        !seen.violation.load(Ordering::SeqCst),
         "a key was processed by two workers at once"
     );
-    let last_start = last_start.lock().unwrap();
+    let last_start = seen.last_start.lock().unwrap();
     for (key, added) in &last_add {
         let started = last_start.get(key).copied().unwrap_or(0);
         assert!(
