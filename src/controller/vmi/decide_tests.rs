@@ -79,6 +79,32 @@ fn set_ready(vmi: &mut VirtualMachineInstance, status: &str, reason: &str) {
     add_condition(vmi, cond("Ready", status, reason));
 }
 
+/// A Scheduling VMI whose guest is not running yet.
+fn scheduling_vmi() -> VirtualMachineInstance {
+    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
+    set_ready(&mut vmi, "False", "GuestNotRunning");
+    vmi
+}
+
+/// A Running VMI with `Ready=True`.
+fn ready_running_vmi() -> VirtualMachineInstance {
+    let mut vmi = with_phase(pending_vmi(), Phase::Running);
+    set_ready(&mut vmi, "True", "");
+    vmi
+}
+
+/// A Pending launcher pod annotated with the memory overhead `bytes`.
+fn pending_pod_with_overhead(bytes: &str) -> Pod {
+    let mut pod = kv_pod("Pending");
+    annotate(&mut pod, "kubevirt.io/memory-overhead-bytes", Some(bytes));
+    pod
+}
+
+/// The status of the VMI the decision writes.
+fn new_status(d: &VmiDecision) -> VirtualMachineInstanceStatus {
+    updated(d).status.clone().unwrap_or_default()
+}
+
 /// Appends `c` to the VMI's conditions.
 fn add_condition(vmi: &mut VirtualMachineInstance, c: Condition) {
     status_mut(vmi)
@@ -677,8 +703,7 @@ fn terminating_pods_are_skipped_unless_final() {
 // deletion and go to failed state, when in scheduling state"
 #[test]
 fn terminating_pod_of_deleted_scheduling_vmi_leads_to_failed() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let mut vmi = scheduling_vmi();
     vmi.metadata.deletion_timestamp = Some(k8s_time(2_000));
     let mut pod = kv_pod("Running");
     pod.metadata.deletion_timestamp = Some(k8s_time(2_001));
@@ -803,8 +828,7 @@ fn pending_with_pod_moves_to_scheduling_whatever_the_pod_state() {
 // vmi_test.go:1349-1377 "should set scheduling pod condition on the VirtualMachineInstance"
 #[test]
 fn unschedulable_pod_condition_is_copied() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let vmi = scheduling_vmi();
     let mut pod = kv_pod("Pending");
     add_pod_condition(
         &mut pod,
@@ -849,8 +873,7 @@ fn scheduling_condition_removed_when_pod_recovers() {
 // over to virt-handler"
 #[test]
 fn ready_pod_hands_over_to_virt_handler() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let mut vmi = scheduling_vmi();
     status_mut(&mut vmi).phase_transition_timestamps = Some(vec![PhaseTransitionTimestamp {
         phase: Phase::Scheduling,
         phase_transition_timestamp: Time(Utc.timestamp_opt(100, 0).single().expect("t")),
@@ -889,8 +912,7 @@ fn ready_pod_hands_over_to_virt_handler() {
 // vmi_test.go:1463-1486 "should not hand over pod to virt-handler if pod is ready and running"
 #[test]
 fn unready_infra_container_keeps_scheduling() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let vmi = scheduling_vmi();
     let mut pod = kv_pod("Running");
     if let Some(st) = pod.status.as_mut() {
         st.container_statuses = Some(vec![
@@ -916,8 +938,7 @@ fn unready_infra_container_keeps_scheduling() {
 // when cpu pinning has been requested"
 #[test]
 fn dedicated_cpus_need_guaranteed_qos() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let mut vmi = scheduling_vmi();
     vmi.spec.domain.cpu = Some(Cpu {
         dedicated_cpu_placement: Some(true),
         ..Default::default()
@@ -963,20 +984,13 @@ fn dedicated_cpus_with_guaranteed_qos_are_scheduled() {
 // class assigned"
 #[test]
 fn qos_class_copied_from_pod() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let vmi = scheduling_vmi();
     let mut pod = kv_pod("Running");
     if let Some(st) = pod.status.as_mut() {
         st.qos_class = Some("Guaranteed".into());
     }
     let d = decide(&snap_with_pod(vmi, pod));
-    assert_eq!(
-        updated(&d)
-            .status
-            .as_ref()
-            .and_then(|s| s.qos_class.as_deref()),
-        Some("Guaranteed")
-    );
+    assert_eq!(new_status(&d).qos_class.as_deref(), Some("Guaranteed"));
 }
 
 // vmi_test.go:1711-1730 "should update the virtual machine to failed if pod was not ready,
@@ -1086,13 +1100,7 @@ fn migration_transport_unix_from_pod_annotation() {
     let mut pod = kv_pod("Running");
     annotate(&mut pod, "kubevirt.io/migrationTransportUnix", Some("true"));
     let d = decide(&snap_with_pod(vmi, pod));
-    assert_eq!(
-        updated(&d)
-            .status
-            .as_ref()
-            .and_then(|s| s.migration_transport.as_deref()),
-        Some("Unix")
-    );
+    assert_eq!(new_status(&d).migration_transport.as_deref(), Some("Unix"));
 }
 
 #[test]
@@ -1294,16 +1302,19 @@ fn running_vmi_active_pods() {
     );
 }
 
+/// The decision on `vmi` with a ready pod running `pod_image`, the configured launcher image
+/// being `a`.
+fn decide_with_launcher_image(vmi: VirtualMachineInstance, pod_image: &str) -> VmiDecision {
+    let mut s = snap_with_pod(vmi, ready_pod_with_compute_image(pod_image));
+    s.launcher_image = Some("a".into());
+    decide(&s)
+}
+
 // vmi_test.go:1867-1894 "should add outdated label if pod's image is outdated and VMI is in
 // running state"
 #[test]
 fn outdated_launcher_label_added_and_synced_to_pod() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    set_ready(&mut vmi, "True", "");
-    let pod = ready_pod_with_compute_image("madeup");
-    let mut s = snap_with_pod(vmi, pod);
-    s.launcher_image = Some("a".into());
-    let d = decide(&s);
+    let d = decide_with_launcher_image(ready_running_vmi(), "madeup");
     let ops = patch_ops(&d);
     assert_eq!(
         replaced(&ops, "/status/launcherContainerImageVersion"),
@@ -1328,14 +1339,10 @@ fn outdated_launcher_label_added_and_synced_to_pod() {
 // running state"
 #[test]
 fn outdated_launcher_label_removed_when_up_to_date() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    set_ready(&mut vmi, "True", "");
+    let mut vmi = ready_running_vmi();
     vmi.metadata.labels =
         Some([("kubevirt.io/outdatedLauncherImage".into(), String::new())].into());
-    let pod = ready_pod_with_compute_image("a");
-    let mut s = snap_with_pod(vmi, pod);
-    s.launcher_image = Some("a".into());
-    let d = decide(&s);
+    let d = decide_with_launcher_image(vmi, "a");
     let ops = patch_ops(&d);
     assert_eq!(
         replaced(&ops, "/status/launcherContainerImageVersion"),
@@ -1348,8 +1355,7 @@ fn outdated_launcher_label_removed_when_up_to_date() {
 // annotation does not exist"
 #[test]
 fn ready_pod_gets_request_evict_only_annotation() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    set_ready(&mut vmi, "True", "");
+    let vmi = ready_running_vmi();
     let mut pod = kv_pod("Running");
     annotate(&mut pod, EVICT_ONLY_ANNOTATION, None);
     let d = decide(&snap_with_pod(vmi, pod));
@@ -1364,8 +1370,7 @@ fn ready_pod_gets_request_evict_only_annotation() {
 
 #[test]
 fn failed_pod_patch_in_sync_is_failed_pod_patch_error() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let vmi = scheduling_vmi();
     let mut pod = kv_pod("Running");
     annotate(&mut pod, EVICT_ONLY_ANNOTATION, None);
     let s = snap_with_pod(vmi, pod);
@@ -1493,12 +1498,7 @@ fn unpaused_vmi_sets_gate_true_only_when_needed() {
 #[test]
 fn memory_overhead_from_pod_annotation() {
     let vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    let mut pod = kv_pod("Pending");
-    annotate(
-        &mut pod,
-        "kubevirt.io/memory-overhead-bytes",
-        Some(&(256u64 * 1024 * 1024).to_string()),
-    );
+    let pod = pending_pod_with_overhead(&(256u64 * 1024 * 1024).to_string());
     let d = decide(&snap_with_pod(vmi.clone(), pod.clone()));
     let st = updated(&d).status.clone().unwrap_or_default();
     assert_eq!(
@@ -1524,12 +1524,7 @@ fn memory_overhead_absent_without_annotation() {
 #[test]
 fn memory_overhead_not_divisible_by_1024_is_plain_bytes() {
     let vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    let mut pod = kv_pod("Pending");
-    annotate(
-        &mut pod,
-        "kubevirt.io/memory-overhead-bytes",
-        Some("282971493"),
-    );
+    let pod = pending_pod_with_overhead("282971493");
     let d = decide(&snap_with_pod(vmi, pod));
     let st = updated(&d).status.clone().unwrap_or_default();
     assert_eq!(
