@@ -23,6 +23,15 @@ fn at(offset_seconds: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// The domain of the VM's template, and so of its VMI.
+fn domain() -> Value {
+    json!({
+        "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
+        "devices": {},
+        "resources": {"requests": {"memory": "128Mi"}}
+    })
+}
+
 fn vm(strategy: &str, volumes: Value, status: Value) -> VirtualMachine {
     serde_json::from_value(json!({
         "apiVersion": "kubevirt.io/v1",
@@ -40,14 +49,7 @@ fn vm(strategy: &str, volumes: Value, status: Value) -> VirtualMachine {
             "runStrategy": strategy,
             "template": {
                 "metadata": {"labels": {"kubevirt.io/vm": "vm-a"}},
-                "spec": {
-                    "domain": {
-                        "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
-                        "devices": {},
-                        "resources": {"requests": {"memory": "128Mi"}}
-                    },
-                    "volumes": volumes
-                }
+                "spec": {"domain": domain(), "volumes": volumes}
             }
         },
         "status": status
@@ -81,13 +83,7 @@ fn vmi(phase: &str, transitions: &[(&str, i64)], extra_status: Value) -> Virtual
             },
             "finalizers": ["kubevirt.io/foregroundDeleteVirtualMachine"]
         },
-        "spec": {
-            "domain": {
-                "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
-                "devices": {},
-                "resources": {"requests": {"memory": "128Mi"}}
-            }
-        },
+        "spec": {"domain": domain()},
         "status": status
     }))
     .expect("vmi")
