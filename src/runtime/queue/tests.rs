@@ -37,6 +37,18 @@ async fn finish<T>(task: tokio::task::JoinHandle<T>) -> T {
         .expect("task panicked")
 }
 
+/// A task blocked in `get` on (a clone of) `q`.
+fn spawn_get(q: &WorkQueue) -> tokio::task::JoinHandle<Option<String>> {
+    let q = q.clone();
+    tokio::spawn(async move { q.get().await })
+}
+
+/// A task in `shut_down_with_drain` on (a clone of) `q`.
+fn spawn_drain(q: &WorkQueue) -> tokio::task::JoinHandle<()> {
+    let q = q.clone();
+    tokio::spawn(async move { q.shut_down_with_drain().await })
+}
+
 /// `run_workers` spawned on a queue, with the token that stops it.
 struct Workers {
     cancel: CancellationToken,
@@ -124,15 +136,13 @@ fn re_add_while_processing_is_queued_after_done() {
 #[tokio::test(start_paused = true)]
 async fn blocked_get_wakes_on_add_and_on_shutdown() {
     let q = WorkQueue::new("t");
-    let q2 = q.clone();
-    let getter = tokio::spawn(async move { q2.get().await });
+    let getter = spawn_get(&q);
     tokio::task::yield_now().await;
     assert!(!getter.is_finished());
     q.add(k("ns/a"));
     assert_eq!(getter.await.unwrap(), Some(k("ns/a")));
 
-    let q3 = q.clone();
-    let getter = tokio::spawn(async move { q3.get().await });
+    let getter = spawn_get(&q);
     tokio::task::yield_now().await;
     q.shut_down();
     assert_eq!(getter.await.unwrap(), None);
@@ -311,8 +321,7 @@ async fn shut_down_with_drain_waits_for_in_flight() {
     q.add(k("ns/b"));
     let a = q.get().await.unwrap();
     let b = q.get().await.unwrap();
-    let q2 = q.clone();
-    let drain = tokio::spawn(async move { q2.shut_down_with_drain().await });
+    let drain = spawn_drain(&q);
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
@@ -324,10 +333,7 @@ async fn shut_down_with_drain_waits_for_in_flight() {
     }
     assert!(!drain.is_finished());
     q.done(&b);
-    timeout(Duration::from_secs(30), drain)
-        .await
-        .expect("drain returns once nothing is in flight")
-        .unwrap();
+    finish(drain).await;
 
     // With nothing in flight it returns at once.
     let q = WorkQueue::new("t");
@@ -341,8 +347,7 @@ async fn shut_down_stops_a_pending_drain() {
     let q = WorkQueue::new("t");
     q.add(k("ns/a"));
     let _a = q.get().await.unwrap();
-    let q2 = q.clone();
-    let drain = tokio::spawn(async move { q2.shut_down_with_drain().await });
+    let drain = spawn_drain(&q);
     tokio::task::yield_now().await;
     q.shut_down();
     finish(drain).await;
