@@ -64,6 +64,12 @@ impl ApiError {
         }
     }
 
+    /// The error with an empty `Status.details` object, as the server writes for errors about
+    /// no particular object.
+    fn empty_details(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        Self::new(code, reason, message.into()).with_details(Map::new())
+    }
+
     /// The error with `Status.details` set to `d`.
     fn with_details(mut self, d: Map<String, Value>) -> Self {
         self.details = Some(Box::new(d));
@@ -108,12 +114,11 @@ impl ApiError {
     /// The 404 for an unknown path or resource: go-restful's
     /// "the server could not find the requested resource" with empty details.
     pub fn unknown_resource() -> Self {
-        Self::new(
+        Self::empty_details(
             404,
             "NotFound",
-            "the server could not find the requested resource".into(),
+            "the server could not find the requested resource",
         )
-        .with_details(Map::new())
     }
 
     /// `NewAlreadyExists`: 409 `pods "x" already exists`.
@@ -219,12 +224,11 @@ impl ApiError {
     /// The 422 a failed JSON patch (including a failed `test` op) gets:
     /// `NewGenericServerResponse(422, ...)` in `handlers/patch.go`.
     pub fn patch_unprocessable() -> Self {
-        Self::new(
+        Self::empty_details(
             422,
             "Invalid",
-            "the server rejected our request due to an error in our request".into(),
+            "the server rejected our request due to an error in our request",
         )
-        .with_details(Map::new())
     }
 
     /// `NewBadRequest`: 400 with the message only.
@@ -262,12 +266,11 @@ impl ApiError {
 
     /// 405 for a verb a path does not serve at all.
     pub fn method_not_allowed() -> Self {
-        Self::new(
+        Self::empty_details(
             405,
             "MethodNotAllowed",
-            "the server does not allow this method on the requested resource".into(),
+            "the server does not allow this method on the requested resource",
         )
-        .with_details(Map::new())
     }
 
     /// `NewResourceExpired`: 410 reason `Expired`.
@@ -287,7 +290,7 @@ impl ApiError {
 
     /// 504 `Timeout` (e.g. a list with a resourceVersion from the future).
     pub fn timeout(message: impl Into<String>) -> Self {
-        Self::new(504, "Timeout", format!("Timeout: {}", message.into())).with_details(Map::new())
+        Self::empty_details(504, "Timeout", format!("Timeout: {}", message.into()))
     }
 
     /// `NewInternalError`: 500.
