@@ -14,6 +14,11 @@ fn hms(t: &DateTime<Utc>) -> String {
     t.format("%H:%M:%S").to_string()
 }
 
+/// The value, or `-` when unknown.
+fn or_dash(v: Option<impl std::fmt::Display>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
 fn mib(bytes: i64) -> String {
     format!("{:.1}Mi", bytes as f64 / 1_048_576.0)
 }
@@ -45,7 +50,7 @@ pub fn render_vm(ins: &Inspection) -> String {
             "  runStrategy {}  printableStatus {}  generation {}",
             vm.run_strategy.as_deref().unwrap_or("-"),
             vm.printable_status.as_deref().unwrap_or("-"),
-            vm.generation.map_or("-".into(), |g| g.to_string())
+            or_dash(vm.generation)
         );
     }
 
@@ -245,11 +250,10 @@ pub fn render_vm(ins: &Inspection) -> String {
                 if c.matches { "MATCH" } else { "DIFFERS" },
                 c.formula_bytes,
                 mib(c.formula_bytes),
-                c.formula_request_bytes
-                    .map_or("-".into(), |b| b.to_string()),
-                c.pod_request_bytes.map_or("-".into(), |b| b.to_string()),
-                c.annotation_bytes.map_or("-".into(), |b| b.to_string()),
-                c.status_bytes.map_or("-".into(), |b| b.to_string()),
+                or_dash(c.formula_request_bytes),
+                or_dash(c.pod_request_bytes),
+                or_dash(c.annotation_bytes),
+                or_dash(c.status_bytes),
             );
             for t in &c.terms {
                 let _ = writeln!(o, "    {:<22} {:>12}  {}", t.name, t.bytes, t.reason);
@@ -263,10 +267,8 @@ pub fn render_vm(ins: &Inspection) -> String {
                     "  cpu: {} vCPU(s) ÷ ratio {} → request {} (pod {}){}",
                     cpu.vcpus,
                     cpu.allocation_ratio,
-                    cpu.formula_request_millis
-                        .map_or("-".into(), |m| format!("{m}m")),
-                    cpu.pod_request_millis
-                        .map_or("-".into(), |m| format!("{m}m")),
+                    or_dash(cpu.formula_request_millis.map(|m| format!("{m}m"))),
+                    or_dash(cpu.pod_request_millis.map(|m| format!("{m}m"))),
                     if cpu.matches { " MATCH" } else { " DIFFERS" }
                 );
             }
