@@ -198,12 +198,14 @@ impl VirtualMachine {
         }
     }
 
+    /// `spec.template.spec`, the VMI spec the VM starts from.
+    pub fn template_spec(&self) -> Option<&VirtualMachineInstanceSpec> {
+        self.spec.template.as_ref()?.spec.as_ref()
+    }
+
     /// `spec.template.spec.volumes` (empty when unset).
     pub fn template_volumes(&self) -> &[super::vmi::Volume] {
-        self.spec
-            .template
-            .as_ref()
-            .and_then(|t| t.spec.as_ref())
+        self.template_spec()
             .and_then(|s| s.volumes.as_deref())
             .unwrap_or(&[])
     }

@@ -511,13 +511,7 @@ async fn read_node_and_scheduling(client: &kube::Client, g: &mut Gathered, vm: &
         .vmi
         .as_ref()
         .and_then(|v| v.spec.priority_class_name.clone())
-        .or_else(|| {
-            vm.spec
-                .template
-                .as_ref()
-                .and_then(|t| t.spec.as_ref())
-                .and_then(|s| s.priority_class_name.clone())
-        })
+        .or_else(|| vm.template_spec()?.priority_class_name.clone())
         .filter(|n| !n.is_empty());
     if let Some(pc) = wanted {
         let api: Api<PriorityClass> = Api::all(client.clone());
