@@ -90,6 +90,17 @@ impl Condition {
     }
 }
 
+/// An object's annotation by key.
+pub fn annotation<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<&'a str> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
 /// Find a condition by type.
 pub fn find_condition<'a>(
     conditions: Option<&'a Vec<Condition>>,

@@ -46,7 +46,7 @@ pub mod traits;
 pub mod vm;
 pub mod vmi;
 
-pub use common::{Condition, Extra, Time};
+pub use common::{Condition, Extra, Time, annotation};
 pub use datavolume::DataVolume;
 pub use vm::{RunStrategy, VirtualMachine};
 pub use vmi::{Phase, VirtualMachineInstance};

@@ -198,6 +198,18 @@ impl VirtualMachine {
         }
     }
 
+    /// `spec.template.spec`, the VMI spec the VM starts from.
+    pub fn template_spec(&self) -> Option<&VirtualMachineInstanceSpec> {
+        self.spec.template.as_ref()?.spec.as_ref()
+    }
+
+    /// `spec.template.spec.volumes` (empty when unset).
+    pub fn template_volumes(&self) -> &[super::vmi::Volume] {
+        self.template_spec()
+            .and_then(|s| s.volumes.as_deref())
+            .unwrap_or(&[])
+    }
+
     /// A VM condition by type.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         super::common::find_condition(

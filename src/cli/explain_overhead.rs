@@ -145,13 +145,7 @@ pub fn render_what_if_table(w: &WhatIfExplanation) -> String {
     for c in &w.change {
         let _ = writeln!(out, "  change: {c}");
     }
-    let width = w
-        .terms
-        .iter()
-        .map(|t| t.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(5);
+    let width = term_width(w.terms.iter().map(|t| t.name.as_str()));
     let _ = writeln!(
         out,
         "  {:<width$}  {:>12}  {:>12}  {:>9}  WHY (after)",
@@ -349,22 +343,7 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
                 after,
             });
         }
-        let out = match args.output {
-            Output::Json => {
-                serde_json::to_string_pretty(&results)
-                    .map_err(|e| CliError::Failed(e.to_string()))?
-                    + "\n"
-            }
-            Output::Yaml => {
-                serde_yaml::to_string(&results).map_err(|e| CliError::Failed(e.to_string()))?
-            }
-            Output::Table => results
-                .iter()
-                .map(render_what_if_table)
-                .collect::<Vec<_>>()
-                .join("\n"),
-        };
-        print!("{out}");
+        print!("{}", render(args.output, &results, render_what_if_table)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut mismatch = false;
@@ -395,26 +374,28 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
         mismatch = !check.matches;
         target.pod_check = Some(check);
     }
-    let out = match args.output {
-        Output::Json => {
-            serde_json::to_string_pretty(&explanations)
-                .map_err(|e| CliError::Failed(e.to_string()))?
-                + "\n"
-        }
-        Output::Yaml => {
-            serde_yaml::to_string(&explanations).map_err(|e| CliError::Failed(e.to_string()))?
-        }
-        Output::Table => explanations
-            .iter()
-            .map(render_table)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    };
-    super::output::out(&out);
+    super::output::out(&render(args.output, &explanations, render_table)?);
     Ok(if mismatch {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
+    })
+}
+
+/// `items` in the chosen output format: a JSON or YAML list, or one table each.
+fn render<T: serde::Serialize>(
+    output: Output,
+    items: &[T],
+    table: fn(&T) -> String,
+) -> Result<String, CliError> {
+    Ok(match output {
+        Output::Json => {
+            serde_json::to_string_pretty(items).map_err(|e| CliError::Failed(e.to_string()))? + "\n"
+        }
+        Output::Yaml => {
+            serde_yaml::to_string(items).map_err(|e| CliError::Failed(e.to_string()))?
+        }
+        Output::Table => items.iter().map(table).collect::<Vec<_>>().join("\n"),
     })
 }
 
@@ -427,18 +408,16 @@ fn mib(bytes: i64) -> String {
     }
 }
 
+/// Width of a table's TERM column: the longest term name, at least `TERM` and a space.
+fn term_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names.map(str::len).max().unwrap_or(4).max(5)
+}
+
 /// The human-readable table for one object.
 pub fn render_table(e: &Explanation) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {}/{}", e.kind, e.namespace, e.name);
-    let width = e
-        .overhead
-        .terms
-        .iter()
-        .map(|t| t.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(5);
+    let width = term_width(e.overhead.terms.iter().map(|t| t.name.as_str()));
     let _ = writeln!(
         out,
         "  {:<width$}  {:>12}  {:>9}  WHY",

@@ -64,14 +64,19 @@ pub fn human_duration(seconds: f64) -> String {
     }
 }
 
-fn condition_view(c: &Condition) -> ConditionView {
-    ConditionView {
-        type_: c.type_.clone(),
-        status: c.status.clone(),
-        reason: c.reason.clone().filter(|r| !r.is_empty()),
-        message: c.message.clone().filter(|m| !m.is_empty()),
-        last_transition_time: c.last_transition_time.map(|t| t.0),
-    }
+/// A VM's or VMI's `status.conditions` as shown.
+fn condition_views(conditions: Option<&Vec<Condition>>) -> Vec<ConditionView> {
+    conditions
+        .into_iter()
+        .flatten()
+        .map(|c| ConditionView {
+            type_: c.type_.clone(),
+            status: c.status.clone(),
+            reason: c.reason.clone().filter(|r| !r.is_empty()),
+            message: c.message.clone().filter(|m| !m.is_empty()),
+            last_transition_time: c.last_transition_time.map(|t| t.0),
+        })
+        .collect()
 }
 
 fn quantity_bytes(text: &str) -> Option<i64> {
@@ -104,12 +109,7 @@ fn vm_view(vm: &VirtualMachine, now: DateTime<Utc>) -> VmView {
                 retry_in_seconds: retry_after.map(|t| seconds(now, t)),
             }
         }),
-        conditions: status
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .map(condition_view)
-            .collect(),
+        conditions: condition_views(status.and_then(|s| s.conditions.as_ref())),
         created: vm.metadata.creation_timestamp.as_ref().and_then(k8s_time),
     }
 }
@@ -157,12 +157,7 @@ fn vmi_view(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> VmiView {
         node_name: status
             .and_then(|s| s.node_name.clone())
             .filter(|n| !n.is_empty()),
-        conditions: status
-            .and_then(|s| s.conditions.as_ref())
-            .into_iter()
-            .flatten()
-            .map(condition_view)
-            .collect(),
+        conditions: condition_views(status.and_then(|s| s.conditions.as_ref())),
         status_memory_overhead_bytes: status_overhead_bytes(vmi),
         deletion_timestamp: vmi.metadata.deletion_timestamp.as_ref().and_then(k8s_time),
     }
@@ -321,12 +316,11 @@ fn lease_view(g: &Gathered) -> (Option<LeaseView>, Vec<Missing>) {
     };
     let record = LeaseRecord::from_spec(lease.spec.as_ref());
     let holder = record.holder().map(str::to_string);
-    let endpoint = lease
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(crate::runtime::lease::DEBUG_ENDPOINT_ANNOTATION))
-        .cloned();
+    let endpoint = crate::api::annotation(
+        &lease.metadata,
+        crate::runtime::lease::DEBUG_ENDPOINT_ANNOTATION,
+    )
+    .map(str::to_owned);
     let holder_kind = match (&holder, &endpoint, g.holder_is_pod) {
         (None, _, _) => HolderKind::None,
         (Some(_), Some(_), _) => HolderKind::VirtctlRs,
@@ -684,18 +678,7 @@ pub fn decide_next(
     );
     // KubeVirt's VM controller has a PVC informer (our executor does not watch PVCs): the
     // inspector read them, so the WaitingForVolumeBinding rule sees them.
-    vm_snap.pvcs = g
-        .pvcs
-        .iter()
-        .map(|(n, p)| {
-            (
-                n.clone(),
-                PvcInfo {
-                    phase: p.status.as_ref().and_then(|s| s.phase.clone()),
-                },
-            )
-        })
-        .collect();
+    vm_snap.pvcs = pvc_infos(g);
     let vm_decision = crate::controller::vm::decide(&vm_snap);
     let vmi_decision = g.vmi.as_ref().map(|vmi| {
         let pod_entry = expectations.iter().find(|e| e.store == STORE_VMI_POD);
@@ -729,21 +712,20 @@ pub fn decide_next(
 }
 
 fn events(g: &Gathered) -> Vec<EventView> {
-    let mut out: Vec<EventView> = g
-        .events
-        .iter()
-        .map(|e| EventView {
-            time: e.time,
-            type_: e.type_.clone(),
-            reason: e.reason.clone(),
-            object: e.object.clone(),
-            message: e.message.clone(),
-            count: e.count,
-            api: e.api.clone(),
-        })
-        .collect();
+    let mut out: Vec<EventView> = g.events.iter().map(|e| e.view.clone()).collect();
     out.sort_by(|a, b| a.time.cmp(&b.time).then(a.object.cmp(&b.object)));
     out
+}
+
+/// The gathered PVCs as the VM rules see them.
+fn pvc_infos(g: &Gathered) -> BTreeMap<String, PvcInfo> {
+    g.pvcs
+        .iter()
+        .map(|(n, p)| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+            (n.clone(), PvcInfo { phase })
+        })
+        .collect()
 }
 
 fn printable_reason(
@@ -758,18 +740,7 @@ fn printable_reason(
     if let Some(status) = &decision.status {
         after.status = Some(status.clone());
     }
-    let pvcs: BTreeMap<String, PvcInfo> = g
-        .pvcs
-        .iter()
-        .map(|(n, p)| {
-            (
-                n.clone(),
-                PvcInfo {
-                    phase: p.status.as_ref().and_then(|s| s.phase.clone()),
-                },
-            )
-        })
-        .collect();
+    let pvcs: BTreeMap<String, PvcInfo> = pvc_infos(g);
     let (status, rule) = printable_status(&PrintableContext {
         vm: &after,
         vmi: g.vmi.as_ref(),
@@ -1019,32 +990,36 @@ fn disagreement(
 ) -> Option<String> {
     let state = debug_state(g)?;
     if let Some(cached) = state.cached.as_ref() {
-        let server_vm = vm.metadata.resource_version.as_deref();
-        let cached_vm = cached
-            .vm
-            .as_ref()
-            .and_then(|c| c.resource_version.as_deref());
-        if cached_vm != server_vm {
-            return Some(format!(
-                "the leader's cache holds VM resourceVersion {} while the server has {}: its last reconcile saw an older VM",
-                cached_vm.unwrap_or("(none)"),
-                server_vm.unwrap_or("(none)")
-            ));
-        }
-        let server_vmi = g
-            .vmi
-            .as_ref()
-            .and_then(|v| v.metadata.resource_version.as_deref());
-        let cached_vmi = cached
-            .vmi
-            .as_ref()
-            .and_then(|c| c.resource_version.as_deref());
-        if cached_vmi != server_vmi {
-            return Some(format!(
-                "the leader's cache holds VMI resourceVersion {} while the server has {}",
-                cached_vmi.unwrap_or("(none)"),
-                server_vmi.unwrap_or("(none)")
-            ));
+        let versions = [
+            (
+                "VM",
+                cached
+                    .vm
+                    .as_ref()
+                    .and_then(|c| c.resource_version.as_deref()),
+                vm.metadata.resource_version.as_deref(),
+                ": its last reconcile saw an older VM",
+            ),
+            (
+                "VMI",
+                cached
+                    .vmi
+                    .as_ref()
+                    .and_then(|c| c.resource_version.as_deref()),
+                g.vmi
+                    .as_ref()
+                    .and_then(|v| v.metadata.resource_version.as_deref()),
+                "",
+            ),
+        ];
+        for (kind, cached, server, consequence) in versions {
+            if cached != server {
+                return Some(format!(
+                    "the leader's cache holds {kind} resourceVersion {} while the server has {}{consequence}",
+                    cached.unwrap_or("(none)"),
+                    server.unwrap_or("(none)")
+                ));
+            }
         }
     }
     let idle = ins

@@ -23,6 +23,15 @@ fn at(offset_seconds: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// The domain of the VM's template, and so of its VMI.
+fn domain() -> Value {
+    json!({
+        "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
+        "devices": {},
+        "resources": {"requests": {"memory": "128Mi"}}
+    })
+}
+
 fn vm(strategy: &str, volumes: Value, status: Value) -> VirtualMachine {
     serde_json::from_value(json!({
         "apiVersion": "kubevirt.io/v1",
@@ -40,14 +49,7 @@ fn vm(strategy: &str, volumes: Value, status: Value) -> VirtualMachine {
             "runStrategy": strategy,
             "template": {
                 "metadata": {"labels": {"kubevirt.io/vm": "vm-a"}},
-                "spec": {
-                    "domain": {
-                        "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
-                        "devices": {},
-                        "resources": {"requests": {"memory": "128Mi"}}
-                    },
-                    "volumes": volumes
-                }
+                "spec": {"domain": domain(), "volumes": volumes}
             }
         },
         "status": status
@@ -81,13 +83,7 @@ fn vmi(phase: &str, transitions: &[(&str, i64)], extra_status: Value) -> Virtual
             },
             "finalizers": ["kubevirt.io/foregroundDeleteVirtualMachine"]
         },
-        "spec": {
-            "domain": {
-                "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
-                "devices": {},
-                "resources": {"requests": {"memory": "128Mi"}}
-            }
-        },
+        "spec": {"domain": domain()},
         "status": status
     }))
     .expect("vmi")
@@ -229,6 +225,19 @@ fn gathered(vm: VirtualMachine) -> Gathered {
     }
 }
 
+/// The gathered state of a VM without volumes, `status` its status (no VMI, no pods yet).
+fn gathered_vm(strategy: &str, status: Value) -> Gathered {
+    gathered(vm(strategy, json!([]), status))
+}
+
+/// The blocker `is` finds (`what`: which one, for the failure message).
+fn blocker<'a>(ins: &'a Inspection, is: impl Fn(&Blocker) -> bool, what: &str) -> &'a Blocker {
+    ins.blockers
+        .iter()
+        .find(|b| is(b))
+        .unwrap_or_else(|| panic!("{what}: {:#?}", ins.blockers))
+}
+
 fn under_our_controller(mut g: Gathered, state: DebugState) -> Gathered {
     g.lease = Some(our_lease(-2));
     g.controller = ControllerView::DebugState {
@@ -259,12 +268,11 @@ fn running() -> Gathered {
                {"type": "kubevirt.io/virtual-machine-unpaused", "status": "True",
                 "reason": "NotPaused", "message": "the virtual machine is not paused"}]),
     );
-    let mut g = gathered(vm(
+    let mut g = gathered_vm(
         "Always",
-        json!([]),
         json!({"printableStatus": "Running", "observedGeneration": 2, "desiredGeneration": 2,
                "created": true, "ready": true}),
-    ));
+    );
     g.vmi = Some(vmi);
     g.pods = vec![pod];
     g.revisions = vec![
@@ -415,11 +423,7 @@ fn a_leader_cache_behind_the_server_is_a_disagreement() {
 #[test]
 fn halted_with_no_vmi_does_nothing_and_is_stopped() {
     let g = under_our_controller(
-        gathered(vm(
-            "Halted",
-            json!([]),
-            json!({"printableStatus": "Stopped"}),
-        )),
+        gathered_vm("Halted", json!({"printableStatus": "Stopped"})),
         debug_state(Some("10"), None, Vec::new()),
     );
     let ins = analyze(&g);
@@ -455,12 +459,11 @@ fn halted_with_a_running_vmi_would_delete_it() {
 #[test]
 fn crash_loop_backoff_says_when_the_next_start_is() {
     let g = under_our_controller(
-        gathered(vm(
+        gathered_vm(
             "Always",
-            json!([]),
             json!({"printableStatus": "CrashLoopBackOff",
                    "startFailure": {"consecutiveFailCount": 3, "retryAfterTimestamp": at(42)}}),
-        )),
+        ),
         debug_state(Some("10"), None, Vec::new()),
     );
     let ins = analyze(&g);
@@ -486,11 +489,7 @@ fn crash_loop_backoff_says_when_the_next_start_is() {
 #[test]
 fn pending_expectations_make_the_controller_wait() {
     let g = under_our_controller(
-        gathered(vm(
-            "Always",
-            json!([]),
-            json!({"printableStatus": "Starting"}),
-        )),
+        gathered_vm("Always", json!({"printableStatus": "Starting"})),
         debug_state(Some("10"), None, vec![entry("demo/vm-a", 1, 3.0)]),
     );
     let ins = analyze(&g);
@@ -644,11 +643,7 @@ fn an_unschedulable_pod_names_the_scheduler_message_and_what_no_node_has() {
         json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                 "message": "0/2 nodes are available: 2 Insufficient memory."}]),
     );
-    let mut g = gathered(vm(
-        "Always",
-        json!([]),
-        json!({"printableStatus": "ErrorUnschedulable"}),
-    ));
+    let mut g = gathered_vm("Always", json!({"printableStatus": "ErrorUnschedulable"}));
     g.vmi = Some(vmi);
     g.pods = vec![pod];
     g.candidate_nodes = vec![
@@ -690,7 +685,7 @@ fn no_node_with_kvm_is_a_blocker() {
         json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                 "message": "0/1 nodes are available: 1 Insufficient devices.kubevirt.io/kvm."}]),
     );
-    let mut g = gathered(vm("Always", json!([]), json!({})));
+    let mut g = gathered_vm("Always", json!({}));
     g.vmi = Some(vmi);
     g.pods = vec![pod];
     g.candidate_nodes = vec![node("node01", "64Gi", None)];
@@ -715,11 +710,11 @@ fn a_pending_data_volume_blocks_the_start() {
         .expect("dv"),
     ];
     let ins = analyze(&g);
-    let b = ins
-        .blockers
-        .iter()
-        .find(|b| b.object == "DataVolume/dv-a")
-        .expect("DataVolume blocker");
+    let b = blocker(
+        &ins,
+        |b| b.object == "DataVolume/dv-a",
+        "DataVolume blocker",
+    );
     assert_eq!((b.reason.as_str(), b.depth), ("DataVolumeNotReady", 3));
     assert!(b.message.contains("ImportInProgress"));
     assert_eq!(ins.volumes[0].phase.as_deref(), Some("ImportInProgress"));
@@ -732,15 +727,11 @@ fn a_pending_data_volume_blocks_the_start() {
 fn a_missing_priority_class_is_a_blocker() {
     let mut v = vmi("Pending", &[("Pending", -5)], json!({}));
     v.spec.priority_class_name = Some("high".into());
-    let mut g = gathered(vm("Always", json!([]), json!({})));
+    let mut g = gathered_vm("Always", json!({}));
     g.vmi = Some(v);
     g.priority_class = Some(("high".into(), false));
     let ins = analyze(&g);
-    let b = ins
-        .blockers
-        .iter()
-        .find(|b| b.reason == "PriorityClassNotFound")
-        .expect("blocker");
+    let b = blocker(&ins, |b| b.reason == "PriorityClassNotFound", "blocker");
     assert_eq!(b.object, "PriorityClass/high");
     assert!(b.message.contains("no PriorityClass with name high"));
     assert!(
@@ -758,25 +749,29 @@ fn events_are_merged_oldest_first() {
     let mut g = running();
     g.events = vec![
         crate::inspect::gather::RawEvent {
-            time: Some(now()),
-            type_: "Normal".into(),
-            reason: "Started".into(),
-            object: "Pod/p".into(),
-            message: "started".into(),
-            count: 1,
-            api: "events.k8s.io/v1".into(),
+            view: crate::inspect::model::EventView {
+                time: Some(now()),
+                type_: "Normal".into(),
+                reason: "Started".into(),
+                object: "Pod/p".into(),
+                message: "started".into(),
+                count: 1,
+                api: "events.k8s.io/v1".into(),
+            },
             ..Default::default()
         },
         crate::inspect::gather::RawEvent {
-            time: Some(now() - chrono::Duration::seconds(9)),
-            type_: "Normal".into(),
-            reason: "SuccessfulCreate".into(),
-            object: "VirtualMachine/vm-a".into(),
-            message:
-                "Started the virtual machine by creating the new virtual machine instance vm-a"
-                    .into(),
-            count: 1,
-            api: "core/v1".into(),
+            view: crate::inspect::model::EventView {
+                time: Some(now() - chrono::Duration::seconds(9)),
+                type_: "Normal".into(),
+                reason: "SuccessfulCreate".into(),
+                object: "VirtualMachine/vm-a".into(),
+                message:
+                    "Started the virtual machine by creating the new virtual machine instance vm-a"
+                        .into(),
+                count: 1,
+                api: "core/v1".into(),
+            },
             ..Default::default()
         },
     ];

@@ -16,7 +16,7 @@
 //!   deployments.go:435-470 in KubeVirt v1.9).
 
 use super::analyze::analyze;
-use super::model::{Fleet, Inspection, Missing};
+use super::model::{EventView, Fleet, Inspection, Missing};
 use crate::api::labels::{APP, APP_VIRT_LAUNCHER, CREATED_BY};
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
@@ -146,20 +146,8 @@ pub struct Gathered {
 pub struct RawEvent {
     /// The event's own uid (to merge the two APIs' copies).
     pub uid: Option<String>,
-    /// Last occurrence.
-    pub time: Option<DateTime<Utc>>,
-    /// `Normal` / `Warning`.
-    pub type_: String,
-    /// Reason.
-    pub reason: String,
-    /// `Kind/name` of the object.
-    pub object: String,
-    /// Message / note.
-    pub message: String,
-    /// Occurrences.
-    pub count: i32,
-    /// `core/v1` or `events.k8s.io/v1`.
-    pub api: String,
+    /// The event as shown.
+    pub view: EventView,
 }
 
 /// Why a read failed, as a short phrase.
@@ -178,6 +166,21 @@ fn is_not_found(e: &kube::Error) -> bool {
 
 fn is_transport(e: &kube::Error) -> bool {
     !matches!(e, kube::Error::Api(_))
+}
+
+/// The object a `get_opt` found, or why `what` (`kind/name`) is missing.
+fn found<T>(read: Result<Option<T>, kube::Error>, what: String) -> Result<T, Missing> {
+    match read {
+        Ok(Some(o)) => Ok(o),
+        Ok(None) => Err(Missing {
+            what,
+            reason: "not found".into(),
+        }),
+        Err(e) => Err(Missing {
+            what,
+            reason: describe_error(&e),
+        }),
+    }
 }
 
 fn missing(list: &mut Vec<Missing>, what: impl Into<String>, reason: impl Into<String>) {
@@ -357,15 +360,7 @@ async fn read_revisions(
 /// The claim names of the VM's template volumes: `(volume, claim, is_data_volume)`.
 pub fn volume_claims(vm: &VirtualMachine) -> Vec<(String, String, bool)> {
     let mut out = Vec::new();
-    for v in vm
-        .spec
-        .template
-        .as_ref()
-        .and_then(|t| t.spec.as_ref())
-        .and_then(|s| s.volumes.as_ref())
-        .into_iter()
-        .flatten()
-    {
+    for v in vm.template_volumes() {
         if let Some(dv) = v.data_volume.as_ref().and_then(|d| d.name.clone()) {
             out.push((v.name.clone(), dv, true));
         } else if let Some(pvc) = v
@@ -397,34 +392,21 @@ async fn read_volumes(
     dv_names.sort();
     dv_names.dedup();
     for dv in &dv_names {
-        match dv_api.get_opt(dv).await {
-            Ok(Some(d)) => dvs.push(d),
-            Ok(None) => notes.push(Missing {
-                what: format!("dataVolume/{dv}"),
-                reason: "not found".into(),
-            }),
-            Err(e) => notes.push(Missing {
-                what: format!("dataVolume/{dv}"),
-                reason: describe_error(&e),
-            }),
+        match found(dv_api.get_opt(dv).await, format!("dataVolume/{dv}")) {
+            Ok(d) => dvs.push(d),
+            Err(m) => notes.push(m),
         }
     }
     let mut claims: Vec<String> = volume_claims(vm).into_iter().map(|(_, c, _)| c).collect();
     claims.sort();
     claims.dedup();
     for claim in claims {
-        match pvc_api.get_opt(&claim).await {
-            Ok(Some(p)) => {
+        let what = format!("persistentVolumeClaim/{claim}");
+        match found(pvc_api.get_opt(&claim).await, what) {
+            Ok(p) => {
                 pvcs.insert(claim, p);
             }
-            Ok(None) => notes.push(Missing {
-                what: format!("persistentVolumeClaim/{claim}"),
-                reason: "not found".into(),
-            }),
-            Err(e) => notes.push(Missing {
-                what: format!("persistentVolumeClaim/{claim}"),
-                reason: describe_error(&e),
-            }),
+            Err(m) => notes.push(m),
         }
     }
     (dvs, pvcs, notes)
@@ -435,21 +417,13 @@ async fn read_namespace(
     namespace: &str,
 ) -> Result<(BTreeMap<String, String>, (bool, bool), Option<Missing>), Missing> {
     let ns_api: Api<Namespace> = Api::all(client.clone());
-    let labels = match ns_api.get_opt(namespace).await {
-        Ok(Some(ns)) => ns.metadata.labels.unwrap_or_default(),
-        Ok(None) => {
-            return Err(Missing {
-                what: format!("namespace/{namespace}"),
-                reason: "not found".into(),
-            });
-        }
-        Err(e) => {
-            return Err(Missing {
-                what: format!("namespace/{namespace}"),
-                reason: describe_error(&e),
-            });
-        }
-    };
+    let labels = found(
+        ns_api.get_opt(namespace).await,
+        format!("namespace/{namespace}"),
+    )?
+    .metadata
+    .labels
+    .unwrap_or_default();
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), namespace);
     let quota = match quotas.list(&ListParams::default()).await {
         Ok(list) => list.items.iter().fold((false, false), |(c, m), q| {
@@ -522,10 +496,9 @@ async fn read_node_and_scheduling(client: &kube::Client, g: &mut Gathered, vm: &
                 .find_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
         });
     if let Some(n) = node_name {
-        match nodes.get_opt(&n).await {
-            Ok(Some(node)) => g.node = Some(node),
-            Ok(None) => missing(&mut g.missing, format!("node/{n}"), "not found"),
-            Err(e) => missing(&mut g.missing, format!("node/{n}"), describe_error(&e)),
+        match found(nodes.get_opt(&n).await, format!("node/{n}")) {
+            Ok(node) => g.node = Some(node),
+            Err(m) => g.missing.push(m),
         }
     } else if g.pods.iter().any(pod_unschedulable) {
         // Only to say which resource no node has: the fit check of the blocker chain.
@@ -538,13 +511,7 @@ async fn read_node_and_scheduling(client: &kube::Client, g: &mut Gathered, vm: &
         .vmi
         .as_ref()
         .and_then(|v| v.spec.priority_class_name.clone())
-        .or_else(|| {
-            vm.spec
-                .template
-                .as_ref()
-                .and_then(|t| t.spec.as_ref())
-                .and_then(|s| s.priority_class_name.clone())
-        })
+        .or_else(|| vm.template_spec()?.priority_class_name.clone())
         .filter(|n| !n.is_empty());
     if let Some(pc) = wanted {
         let api: Api<PriorityClass> = Api::all(client.clone());
@@ -567,6 +534,49 @@ fn micro_time(
     t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime,
 ) -> Option<DateTime<Utc>> {
     crate::runtime::lease::record::micro_time_to_chrono(t)
+}
+
+/// A `core/v1` Event about `object` (`Kind/name`).
+fn core_event(e: Event, object: &str) -> RawEvent {
+    RawEvent {
+        uid: e.metadata.uid.clone(),
+        view: EventView {
+            time: e
+                .last_timestamp
+                .as_ref()
+                .and_then(k8s_time)
+                .or_else(|| e.event_time.as_ref().and_then(micro_time))
+                .or_else(|| e.first_timestamp.as_ref().and_then(k8s_time))
+                .or_else(|| e.metadata.creation_timestamp.as_ref().and_then(k8s_time)),
+            type_: e.type_.unwrap_or_default(),
+            reason: e.reason.unwrap_or_default(),
+            object: object.to_owned(),
+            message: e.message.unwrap_or_default(),
+            count: e.count.unwrap_or(1).max(1),
+            api: "core/v1".into(),
+        },
+    }
+}
+
+/// An `events.k8s.io/v1` Event about `object` (`Kind/name`).
+fn v1_event(e: EventsV1, object: &str) -> RawEvent {
+    RawEvent {
+        uid: e.metadata.uid.clone(),
+        view: EventView {
+            time: e
+                .series
+                .as_ref()
+                .and_then(|s| micro_time(&s.last_observed_time))
+                .or_else(|| e.event_time.as_ref().and_then(micro_time))
+                .or_else(|| e.deprecated_last_timestamp.as_ref().and_then(k8s_time)),
+            type_: e.type_.unwrap_or_default(),
+            reason: e.reason.unwrap_or_default(),
+            object: object.to_owned(),
+            message: e.note.unwrap_or_default(),
+            count: e.series.as_ref().map_or(1, |s| s.count.max(1)),
+            api: "events.k8s.io/v1".into(),
+        },
+    }
 }
 
 async fn read_events(
@@ -609,76 +619,33 @@ async fn read_events(
     let mut seen = std::collections::BTreeSet::new();
     let mut errors = Vec::new();
     for (kind, name, uid) in &objects {
-        let selector = |prefix: &str| match uid {
-            Some(u) => format!("{prefix}.uid={u}"),
-            None => format!("{prefix}.kind={kind},{prefix}.name={name}"),
+        let object = format!("{kind}/{name}");
+        let selector = |prefix: &str| {
+            ListParams::default().fields(&match uid {
+                Some(u) => format!("{prefix}.uid={u}"),
+                None => format!("{prefix}.kind={kind},{prefix}.name={name}"),
+            })
         };
-        match core
-            .list(&ListParams::default().fields(&selector("involvedObject")))
+        let core_events = core.list(&selector("involvedObject")).await.map(|l| {
+            l.items
+                .into_iter()
+                .map(|e| core_event(e, &object))
+                .collect::<Vec<_>>()
+        });
+        let v1_events = v1
+            .list(&selector("regarding"))
             .await
-        {
-            Ok(list) => {
-                for e in list.items {
-                    if let Some(u) = &e.metadata.uid
-                        && !seen.insert(u.clone())
-                    {
-                        continue;
-                    }
-                    out.push(RawEvent {
-                        uid: e.metadata.uid.clone(),
-                        time: e
-                            .last_timestamp
-                            .as_ref()
-                            .and_then(k8s_time)
-                            .or_else(|| e.event_time.as_ref().and_then(micro_time))
-                            .or_else(|| e.first_timestamp.as_ref().and_then(k8s_time))
-                            .or_else(|| e.metadata.creation_timestamp.as_ref().and_then(k8s_time)),
-                        type_: e.type_.unwrap_or_default(),
-                        reason: e.reason.unwrap_or_default(),
-                        object: format!("{kind}/{name}"),
-                        message: e.message.unwrap_or_default(),
-                        count: e.count.unwrap_or(1).max(1),
-                        api: "core/v1".into(),
-                    });
-                }
+            .map(|l| l.items.into_iter().map(|e| v1_event(e, &object)).collect());
+        for (api, read) in [("core/v1", core_events), ("events.k8s.io/v1", v1_events)] {
+            match read {
+                // Both APIs serve the same events: keep the first copy of each uid.
+                Ok(events) => out.extend(
+                    events
+                        .into_iter()
+                        .filter(|e| e.uid.as_ref().is_none_or(|u| seen.insert(u.clone()))),
+                ),
+                Err(e) => errors.push(format!("{api} events of {object}: {}", describe_error(&e))),
             }
-            Err(e) => errors.push(format!(
-                "core/v1 events of {kind}/{name}: {}",
-                describe_error(&e)
-            )),
-        }
-        match v1
-            .list(&ListParams::default().fields(&selector("regarding")))
-            .await
-        {
-            Ok(list) => {
-                for e in list.items {
-                    if let Some(u) = &e.metadata.uid
-                        && !seen.insert(u.clone())
-                    {
-                        continue;
-                    }
-                    out.push(RawEvent {
-                        uid: e.metadata.uid.clone(),
-                        time: e
-                            .series
-                            .as_ref()
-                            .and_then(|s| micro_time(&s.last_observed_time))
-                            .or_else(|| e.event_time.as_ref().and_then(micro_time))
-                            .or_else(|| e.deprecated_last_timestamp.as_ref().and_then(k8s_time)),
-                        type_: e.type_.unwrap_or_default(),
-                        reason: e.reason.unwrap_or_default(),
-                        object: format!("{kind}/{name}"),
-                        message: e.note.unwrap_or_default(),
-                        count: e.series.as_ref().map_or(1, |s| s.count.max(1)),
-                        api: "events.k8s.io/v1".into(),
-                    });
-                }
-            }
-            Err(e) => errors.push(format!(
-                "events.k8s.io/v1 events of {kind}/{name}: {}",
-                describe_error(&e)
-            )),
         }
     }
     let missing = (!errors.is_empty()).then(|| Missing {
@@ -727,12 +694,8 @@ async fn read_controller(
             return;
         }
     };
-    let endpoint = lease
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DEBUG_ENDPOINT_ANNOTATION))
-        .cloned();
+    let endpoint =
+        crate::api::annotation(&lease.metadata, DEBUG_ENDPOINT_ANNOTATION).map(str::to_owned);
     let holder = lease
         .spec
         .as_ref()

@@ -14,8 +14,24 @@ fn hms(t: &DateTime<Utc>) -> String {
     t.format("%H:%M:%S").to_string()
 }
 
+/// The value, or `-` when unknown.
+fn or_dash(v: Option<impl std::fmt::Display>) -> String {
+    v.map_or("-".into(), |v| v.to_string())
+}
+
 fn mib(bytes: i64) -> String {
     format!("{:.1}Mi", bytes as f64 / 1_048_576.0)
+}
+
+/// A section of one line per item (`none` when there are none).
+fn list_section<T>(o: &mut String, title: &str, items: &[T], line: impl Fn(&T) -> String) {
+    let _ = writeln!(o, "\n{title}");
+    if items.is_empty() {
+        let _ = writeln!(o, "  none");
+    }
+    for item in items {
+        let _ = writeln!(o, "  {}", line(item));
+    }
 }
 
 /// The whole inspection as text.
@@ -34,7 +50,7 @@ pub fn render_vm(ins: &Inspection) -> String {
             "  runStrategy {}  printableStatus {}  generation {}",
             vm.run_strategy.as_deref().unwrap_or("-"),
             vm.printable_status.as_deref().unwrap_or("-"),
-            vm.generation.map_or("-".into(), |g| g.to_string())
+            or_dash(vm.generation)
         );
     }
 
@@ -65,17 +81,9 @@ pub fn render_vm(ins: &Inspection) -> String {
         }
     }
 
-    let _ = writeln!(o, "\nBLOCKERS (deepest first)");
-    if ins.blockers.is_empty() {
-        let _ = writeln!(o, "  none");
-    }
-    for b in &ins.blockers {
-        let _ = writeln!(
-            o,
-            "  [{}] {} {}: {}",
-            b.depth, b.object, b.reason, b.message
-        );
-    }
+    list_section(&mut o, "BLOCKERS (deepest first)", &ins.blockers, |b| {
+        format!("[{}] {} {}: {}", b.depth, b.object, b.reason, b.message)
+    });
 
     let _ = writeln!(o, "\nPRINTABLE STATUS");
     if let Some(p) = &ins.printable_status_reason {
@@ -242,11 +250,10 @@ pub fn render_vm(ins: &Inspection) -> String {
                 if c.matches { "MATCH" } else { "DIFFERS" },
                 c.formula_bytes,
                 mib(c.formula_bytes),
-                c.formula_request_bytes
-                    .map_or("-".into(), |b| b.to_string()),
-                c.pod_request_bytes.map_or("-".into(), |b| b.to_string()),
-                c.annotation_bytes.map_or("-".into(), |b| b.to_string()),
-                c.status_bytes.map_or("-".into(), |b| b.to_string()),
+                or_dash(c.formula_request_bytes),
+                or_dash(c.pod_request_bytes),
+                or_dash(c.annotation_bytes),
+                or_dash(c.status_bytes),
             );
             for t in &c.terms {
                 let _ = writeln!(o, "    {:<22} {:>12}  {}", t.name, t.bytes, t.reason);
@@ -260,10 +267,8 @@ pub fn render_vm(ins: &Inspection) -> String {
                     "  cpu: {} vCPU(s) ÷ ratio {} → request {} (pod {}){}",
                     cpu.vcpus,
                     cpu.allocation_ratio,
-                    cpu.formula_request_millis
-                        .map_or("-".into(), |m| format!("{m}m")),
-                    cpu.pod_request_millis
-                        .map_or("-".into(), |m| format!("{m}m")),
+                    or_dash(cpu.formula_request_millis.map(|m| format!("{m}m"))),
+                    or_dash(cpu.pod_request_millis.map(|m| format!("{m}m"))),
                     if cpu.matches { " MATCH" } else { " DIFFERS" }
                 );
             }
@@ -319,14 +324,9 @@ pub fn render_vm(ins: &Inspection) -> String {
         );
     }
 
-    let _ = writeln!(o, "\nEVENTS (oldest first)");
-    if ins.events.is_empty() {
-        let _ = writeln!(o, "  none");
-    }
-    for e in &ins.events {
-        let _ = writeln!(
-            o,
-            "  {} {:<7} {:<22} {:<40} {}{}",
+    list_section(&mut o, "EVENTS (oldest first)", &ins.events, |e| {
+        format!(
+            "{} {:<7} {:<22} {:<40} {}{}",
             e.time.as_ref().map_or("--:--:--".into(), hms),
             e.type_,
             e.reason,
@@ -337,8 +337,8 @@ pub fn render_vm(ins: &Inspection) -> String {
             } else {
                 String::new()
             }
-        );
-    }
+        )
+    });
 
     if !ins.missing.is_empty() {
         let _ = writeln!(o, "\nMISSING");

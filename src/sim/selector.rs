@@ -159,46 +159,27 @@ fn lex(s: &str) -> Result<Vec<Tok>, String> {
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
+        let followed_by_eq = chars.get(i + 1) == Some(&'=');
+        // The token at `i` and its length in characters (`None`: white space or identifier).
+        let tok = match c {
+            ',' => Some((Tok::Comma, 1)),
+            '(' => Some((Tok::Open, 1)),
+            ')' => Some((Tok::Close, 1)),
+            '>' => Some((Tok::Gt, 1)),
+            '<' => Some((Tok::Lt, 1)),
+            '=' if followed_by_eq => Some((Tok::DoubleEq, 2)),
+            '=' => Some((Tok::Eq, 1)),
+            '!' if followed_by_eq => Some((Tok::NotEq, 2)),
+            '!' => Some((Tok::Bang, 1)),
+            _ => None,
+        };
+        if let Some((t, len)) = tok {
+            out.push(t);
+            i += len;
+            continue;
+        }
         match c {
             ' ' | '\t' | '\n' => i += 1,
-            ',' => {
-                out.push(Tok::Comma);
-                i += 1
-            }
-            '(' => {
-                out.push(Tok::Open);
-                i += 1
-            }
-            ')' => {
-                out.push(Tok::Close);
-                i += 1
-            }
-            '>' => {
-                out.push(Tok::Gt);
-                i += 1
-            }
-            '<' => {
-                out.push(Tok::Lt);
-                i += 1
-            }
-            '=' => {
-                if chars.get(i + 1) == Some(&'=') {
-                    out.push(Tok::DoubleEq);
-                    i += 2
-                } else {
-                    out.push(Tok::Eq);
-                    i += 1
-                }
-            }
-            '!' => {
-                if chars.get(i + 1) == Some(&'=') {
-                    out.push(Tok::NotEq);
-                    i += 2
-                } else {
-                    out.push(Tok::Bang);
-                    i += 1
-                }
-            }
             _ => {
                 let start = i;
                 while i < chars.len() && !" \t\n,()=!<>".contains(chars[i]) {
@@ -543,22 +524,30 @@ mod tests {
     fn equality_and_sets() {
         let o = obj(json!({"app": "web", "tier": "fe", "n": "5"}));
         let m = |s: &str| LabelSelector::parse(s).unwrap().matches(&o);
-        assert!(m(""));
-        assert!(m("app=web"));
-        assert!(m("app==web"));
-        assert!(!m("app!=web"));
-        assert!(m("app in (web, db)"));
-        assert!(!m("app notin (web,db)"));
-        assert!(m("tier notin (be)"));
-        assert!(m("missing notin (x)"));
-        assert!(m("app"));
-        assert!(!m("!app"));
-        assert!(m("!missing"));
-        assert!(m("app=web,tier=fe"));
-        assert!(!m("app=web,tier=be"));
-        assert!(m("n>4"));
-        assert!(!m("n<4"));
-        assert!(m("example.com/x notin (y)"));
+        for s in [
+            "",
+            "app=web",
+            "app==web",
+            "app in (web, db)",
+            "tier notin (be)",
+            "missing notin (x)",
+            "app",
+            "!missing",
+            "app=web,tier=fe",
+            "n>4",
+            "example.com/x notin (y)",
+        ] {
+            assert!(m(s), "{s:?} matches");
+        }
+        for s in [
+            "app!=web",
+            "app notin (web,db)",
+            "!app",
+            "app=web,tier=be",
+            "n<4",
+        ] {
+            assert!(!m(s), "{s:?} does not match");
+        }
     }
 
     #[test]

@@ -64,6 +64,37 @@ impl ApiError {
         }
     }
 
+    /// The error with an empty `Status.details` object, as the server writes for errors about
+    /// no particular object.
+    fn empty_details(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        Self::new(code, reason, message.into()).with_details(Map::new())
+    }
+
+    /// The error with `Status.details` set to `d`.
+    fn with_details(mut self, d: Map<String, Value>) -> Self {
+        self.details = Some(Box::new(d));
+        self
+    }
+
+    /// `NewInvalid` with a single cause.
+    fn invalid_cause(
+        def: &ResourceDef,
+        name: &str,
+        reason: &str,
+        field: &str,
+        message: String,
+    ) -> Self {
+        Self::invalid(
+            def,
+            name,
+            vec![Cause {
+                reason: reason.into(),
+                message,
+                field: field.into(),
+            }],
+        )
+    }
+
     /// `NewNotFound`: 404 `pods "x" not found`.
     pub fn not_found(def: &ResourceDef, name: &str) -> Self {
         Self::not_found_raw(def.group, def.plural, name)
@@ -76,46 +107,41 @@ impl ApiError {
         } else {
             format!("{plural}.{group}")
         };
-        let mut e = Self::new(404, "NotFound", format!("{gr} {name:?} not found"));
-        e.details = Some(Box::new(details(group, plural, name)));
-        e
+        Self::new(404, "NotFound", format!("{gr} {name:?} not found"))
+            .with_details(details(group, plural, name))
     }
 
     /// The 404 for an unknown path or resource: go-restful's
     /// "the server could not find the requested resource" with empty details.
     pub fn unknown_resource() -> Self {
-        let mut e = Self::new(
+        Self::empty_details(
             404,
             "NotFound",
-            "the server could not find the requested resource".into(),
-        );
-        e.details = Some(Box::new(Map::new()));
-        e
+            "the server could not find the requested resource",
+        )
     }
 
     /// `NewAlreadyExists`: 409 `pods "x" already exists`.
     pub fn already_exists(def: &ResourceDef, name: &str) -> Self {
-        let mut e = Self::new(
+        Self::new(
             409,
             "AlreadyExists",
             format!("{} {name:?} already exists", def.group_resource()),
-        );
-        e.details = Some(Box::new(details(def.group, def.plural, name)));
-        e
+        )
+        .with_details(details(def.group, def.plural, name))
     }
 
     /// `NewConflict`: 409 `Operation cannot be fulfilled on pods "x": <why>`.
     pub fn conflict(def: &ResourceDef, name: &str, why: &str) -> Self {
-        let mut e = Self::new(
+        Self::new(
             409,
             "Conflict",
             format!(
                 "Operation cannot be fulfilled on {} {name:?}: {why}",
                 def.group_resource()
             ),
-        );
-        e.details = Some(Box::new(details(def.group, def.plural, name)));
-        e
+        )
+        .with_details(details(def.group, def.plural, name))
     }
 
     /// The optimistic-concurrency conflict (`storage.NewResourceVersionConflictsError` text).
@@ -138,11 +164,6 @@ impl ApiError {
         } else {
             format!("[{}]", summary.join(", "))
         };
-        let mut e = Self::new(
-            422,
-            "Invalid",
-            format!("{} {name:?} is invalid: {summary}", def.group_kind()),
-        );
         let mut d = details(def.group, def.kind, name);
         d.insert(
             "causes".into(),
@@ -153,8 +174,12 @@ impl ApiError {
                     .collect(),
             ),
         );
-        e.details = Some(Box::new(d));
-        e
+        Self::new(
+            422,
+            "Invalid",
+            format!("{} {name:?} is invalid: {summary}", def.group_kind()),
+        )
+        .with_details(d)
     }
 
     /// One `field.Invalid` cause: `Invalid value: "v": detail`.
@@ -165,53 +190,45 @@ impl ApiError {
         value: &str,
         detail: &str,
     ) -> Self {
-        Self::invalid(
+        Self::invalid_cause(
             def,
             name,
-            vec![Cause {
-                reason: "FieldValueInvalid".into(),
-                message: format!("Invalid value: {value:?}: {detail}"),
-                field: field.into(),
-            }],
+            "FieldValueInvalid",
+            field,
+            format!("Invalid value: {value:?}: {detail}"),
         )
     }
 
     /// One `field.Required` cause.
     pub fn required_field(def: &ResourceDef, name: &str, field: &str, detail: &str) -> Self {
-        Self::invalid(
+        Self::invalid_cause(
             def,
             name,
-            vec![Cause {
-                reason: "FieldValueRequired".into(),
-                message: format!("Required value: {detail}"),
-                field: field.into(),
-            }],
+            "FieldValueRequired",
+            field,
+            format!("Required value: {detail}"),
         )
     }
 
     /// One `field.Forbidden` cause.
     pub fn forbidden_field(def: &ResourceDef, name: &str, field: &str, detail: &str) -> Self {
-        Self::invalid(
+        Self::invalid_cause(
             def,
             name,
-            vec![Cause {
-                reason: "FieldValueForbidden".into(),
-                message: format!("Forbidden: {detail}"),
-                field: field.into(),
-            }],
+            "FieldValueForbidden",
+            field,
+            format!("Forbidden: {detail}"),
         )
     }
 
     /// The 422 a failed JSON patch (including a failed `test` op) gets:
     /// `NewGenericServerResponse(422, ...)` in `handlers/patch.go`.
     pub fn patch_unprocessable() -> Self {
-        let mut e = Self::new(
+        Self::empty_details(
             422,
             "Invalid",
-            "the server rejected our request due to an error in our request".into(),
-        );
-        e.details = Some(Box::new(Map::new()));
-        e
+            "the server rejected our request due to an error in our request",
+        )
     }
 
     /// `NewBadRequest`: 400 with the message only.
@@ -221,13 +238,12 @@ impl ApiError {
 
     /// `NewForbidden`: 403 `pods "x" is forbidden: <why>`.
     pub fn forbidden(def: &ResourceDef, name: &str, why: &str) -> Self {
-        let mut e = Self::new(
+        Self::new(
             403,
             "Forbidden",
             format!("{} {name:?} is forbidden: {why}", def.group_resource()),
-        );
-        e.details = Some(Box::new(details(def.group, def.plural, name)));
-        e
+        )
+        .with_details(details(def.group, def.plural, name))
     }
 
     /// `NewUnauthorized`: 401.
@@ -237,27 +253,24 @@ impl ApiError {
 
     /// `NewMethodNotSupported`: 405.
     pub fn method_not_supported(def: &ResourceDef, action: &str) -> Self {
-        let mut e = Self::new(
+        Self::new(
             405,
             "MethodNotAllowed",
             format!(
                 "{action} is not supported on resources of kind {:?}",
                 def.group_resource()
             ),
-        );
-        e.details = Some(Box::new(details(def.group, def.plural, "")));
-        e
+        )
+        .with_details(details(def.group, def.plural, ""))
     }
 
     /// 405 for a verb a path does not serve at all.
     pub fn method_not_allowed() -> Self {
-        let mut e = Self::new(
+        Self::empty_details(
             405,
             "MethodNotAllowed",
-            "the server does not allow this method on the requested resource".into(),
-        );
-        e.details = Some(Box::new(Map::new()));
-        e
+            "the server does not allow this method on the requested resource",
+        )
     }
 
     /// `NewResourceExpired`: 410 reason `Expired`.
@@ -277,23 +290,20 @@ impl ApiError {
 
     /// 504 `Timeout` (e.g. a list with a resourceVersion from the future).
     pub fn timeout(message: impl Into<String>) -> Self {
-        let mut e = Self::new(504, "Timeout", format!("Timeout: {}", message.into()));
-        e.details = Some(Box::new(Map::new()));
-        e
+        Self::empty_details(504, "Timeout", format!("Timeout: {}", message.into()))
     }
 
     /// `NewInternalError`: 500.
     pub fn internal(message: impl Into<String>) -> Self {
         let message = message.into();
-        let mut e = Self::new(
+        let mut d = Map::new();
+        d.insert("causes".into(), json!([{ "message": message }]));
+        Self::new(
             500,
             "InternalError",
             format!("Internal error occurred: {message}"),
-        );
-        let mut d = Map::new();
-        d.insert("causes".into(), json!([{ "message": message }]));
-        e.details = Some(Box::new(d));
-        e
+        )
+        .with_details(d)
     }
 
     /// An injected failure with an arbitrary code, shaped like
@@ -328,12 +338,11 @@ impl ApiError {
             ),
             _ => ("", format!("injected fault with status code {code}")),
         };
-        let mut e = Self::new(code, reason, message);
         let mut d = Map::new();
         if let Some(s) = retry_after {
             d.insert("retryAfterSeconds".into(), json!(s));
         }
-        e.details = Some(Box::new(d));
+        let mut e = Self::new(code, reason, message).with_details(d);
         e.retry_after = retry_after;
         e
     }

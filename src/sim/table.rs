@@ -85,12 +85,19 @@ const fn col(name: &'static str, cell: Cell) -> Col {
     }
 }
 
+/// A column of type `integer`.
+const fn integer(name: &'static str, cell: Cell) -> Col {
+    Col {
+        ty: "integer",
+        ..col(name, cell)
+    }
+}
+
+/// A column shown only with `-o wide` (priority 1).
 const fn wide(name: &'static str, cell: Cell) -> Col {
     Col {
-        name,
-        ty: "string",
         priority: 1,
-        cell,
+        ..col(name, cell)
     }
 }
 
@@ -103,10 +110,7 @@ fn columns(def: &ResourceDef) -> Vec<Col> {
             name,
             col("Ready", PodReady),
             col("Status", PodStatus),
-            Col {
-                ty: "integer",
-                ..col("Restarts", PodRestarts)
-            },
+            integer("Restarts", PodRestarts),
             age,
             wide("IP", Path("status.podIP")),
             wide("Node", Path("spec.nodeName")),
@@ -119,21 +123,11 @@ fn columns(def: &ResourceDef) -> Vec<Col> {
             age,
             col("Version", Path("status.nodeInfo.kubeletVersion")),
         ],
-        ("", "configmaps") => vec![
-            name,
-            Col {
-                ty: "integer",
-                ..col("Data", DataCount)
-            },
-            age,
-        ],
+        ("", "configmaps") => vec![name, integer("Data", DataCount), age],
         ("", "secrets") => vec![
             name,
             col("Type", Path("type")),
-            Col {
-                ty: "integer",
-                ..col("Data", DataCount)
-            },
+            integer("Data", DataCount),
             age,
         ],
         ("", "persistentvolumeclaims") => vec![
@@ -180,10 +174,7 @@ fn columns(def: &ResourceDef) -> Vec<Col> {
             name,
             col("Phase", Path("status.phase")),
             col("Progress", Path("status.progress")),
-            Col {
-                ty: "integer",
-                ..col("Restarts", Path("status.restartCount"))
-            },
+            integer("Restarts", Path("status.restartCount")),
             age,
         ],
         _ => vec![name, age],
@@ -219,30 +210,26 @@ pub fn human_duration(secs: i64) -> String {
     }
     let s = secs.max(0);
     let (m, h, d) = (s / 60, s / 3600, s / 86400);
+    // `<n><unit>`, then `<rest><smaller unit>` unless the rest is zero.
+    let two_units = |n: i64, unit: &str, rest: i64, smaller: &str| {
+        if rest == 0 {
+            format!("{n}{unit}")
+        } else {
+            format!("{n}{unit}{rest}{smaller}")
+        }
+    };
     if s < 120 {
         format!("{s}s")
     } else if m < 10 {
-        if s % 60 == 0 {
-            format!("{m}m")
-        } else {
-            format!("{m}m{}s", s % 60)
-        }
+        two_units(m, "m", s % 60, "s")
     } else if m < 180 {
         format!("{m}m")
     } else if h < 8 {
-        if m % 60 == 0 {
-            format!("{h}h")
-        } else {
-            format!("{h}h{}m", m % 60)
-        }
+        two_units(h, "h", m % 60, "m")
     } else if h < 48 {
         format!("{h}h")
     } else if h < 192 {
-        if h % 24 == 0 {
-            format!("{d}d")
-        } else {
-            format!("{d}d{}h", h % 24)
-        }
+        two_units(d, "d", h % 24, "h")
     } else if d < 365 * 2 {
         format!("{d}d")
     } else if d < 365 * 8 {

@@ -154,10 +154,7 @@ pub fn build_data_volume(vm: &VirtualMachine, template: &Value) -> Result<DataVo
     }
     metadata.owner_references = Some(vec![vm_controller_ref(vm)]);
     let vm_priority = vm
-        .spec
-        .template
-        .as_ref()
-        .and_then(|t| t.spec.as_ref())
+        .template_spec()
         .and_then(|s| s.priority_class_name.clone())
         .filter(|p| !p.is_empty());
     if let (Some(p), Some(obj)) = (vm_priority, spec.as_object_mut()) {

@@ -94,13 +94,8 @@ pub fn snapshot_data_volume_names(vm: &VirtualMachine) -> Vec<String> {
                 .map(str::to_string)
         })
         .chain(
-            vm.spec
-                .template
-                .as_ref()
-                .and_then(|t| t.spec.as_ref())
-                .and_then(|s| s.volumes.as_ref())
-                .into_iter()
-                .flatten()
+            vm.template_volumes()
+                .iter()
                 .filter_map(|v| v.data_volume.as_ref().and_then(|d| d.name.clone())),
         )
         .collect()

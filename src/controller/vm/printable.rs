@@ -6,7 +6,7 @@ use super::reasons::{condition, vmi_reason};
 use super::run_strategy::{Strategy, is_set_to_start, vm_strategy};
 use super::snapshot::{ExpectationsView, PvcInfo};
 use crate::api::vm::{RunStrategy, VirtualMachine};
-use crate::api::vmi::{Phase, VirtualMachineInstance, Volume};
+use crate::api::vmi::{Phase, VirtualMachineInstance};
 use crate::api::{DataVolume, Time};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -122,19 +122,10 @@ pub fn is_migrating(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> bool {
     running
 }
 
-fn template_volumes(vm: &VirtualMachine) -> &[Volume] {
-    vm.spec
-        .template
-        .as_ref()
-        .and_then(|t| t.spec.as_ref())
-        .and_then(|s| s.volumes.as_deref())
-        .unwrap_or(&[])
-}
-
 /// `HasUnboundPVC` (pkg/storage/types/pvc.go:199-221): a template volume's claim
 /// (`dataVolume.name` or `persistentVolumeClaim.claimName`) exists in the cache and is not Bound.
 fn has_unbound_pvc(vm: &VirtualMachine, pvcs: &BTreeMap<String, PvcInfo>) -> bool {
-    template_volumes(vm).iter().any(|v| {
+    vm.template_volumes().iter().any(|v| {
         let claim = if let Some(dv) = &v.data_volume {
             dv.name.as_deref().unwrap_or("")
         } else if let Some(pvc) = &v.persistent_volume_claim {
@@ -197,7 +188,7 @@ pub fn printable_status(ctx: &PrintableContext<'_>) -> (PrintableStatus, &'stati
             "VMI Synchronized=False reason FailedPvcNotFound (vm.go:2674-2680)",
         );
     }
-    if data_volume_error(template_volumes(ctx.vm), ctx.data_volumes).is_some() {
+    if data_volume_error(ctx.vm.template_volumes(), ctx.data_volumes).is_some() {
         return (
             P::DataVolumeError,
             "a template DataVolume reports an error (vm.go:2682-2690)",
@@ -214,7 +205,7 @@ pub fn printable_status(ctx: &PrintableContext<'_>) -> (PrintableStatus, &'stati
             "VMI PodScheduled=False reason Unschedulable (vm.go:2654-2660)",
         );
     }
-    if data_volume_provisioning(template_volumes(ctx.vm), ctx.data_volumes) {
+    if data_volume_provisioning(ctx.vm.template_volumes(), ctx.data_volumes) {
         return (
             P::Provisioning,
             "a template DataVolume is still provisioning (vm.go:2591-2594)",

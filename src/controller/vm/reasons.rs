@@ -64,12 +64,9 @@ pub mod condition {
     pub const RESTART_REQUIRED: &str = "RestartRequired";
     /// `ManualRecoveryRequired`: set after an interrupted volume migration.
     pub const MANUAL_RECOVERY_REQUIRED: &str = "ManualRecoveryRequired";
-    /// `Paused` (VMI).
-    pub const PAUSED: &str = "Paused";
-    /// `Synchronized` (VMI).
-    pub const SYNCHRONIZED: &str = "Synchronized";
-    /// `PodScheduled` (VMI, copied from the pod).
-    pub const POD_SCHEDULED: &str = "PodScheduled";
+    /// VMI conditions the VM controller reads: `Paused`, `Synchronized`, `PodScheduled` (copied
+    /// from the pod).
+    pub use crate::controller::vmi::conditions::types::{PAUSED, POD_SCHEDULED, SYNCHRONIZED};
     /// `VolumesChange` (VMI).
     pub const VOLUMES_CHANGE: &str = "VolumesChange";
 }
@@ -77,14 +74,14 @@ pub mod condition {
 /// Reasons read from VMI conditions by the printable status (pkg/controller/controller.go:89-112,
 /// k8s `PodReasonUnschedulable`).
 pub mod vmi_reason {
-    /// Synchronized=False: a PVC is missing.
-    pub const FAILED_PVC_NOT_FOUND: &str = "FailedPvcNotFound";
-    /// Synchronized=False: image pull error.
-    pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
-    /// Synchronized=False: image pull back-off.
-    pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
     /// PodScheduled=False.
-    pub const UNSCHEDULABLE: &str = "Unschedulable";
+    pub use crate::controller::vmi::conditions::reasons::UNSCHEDULABLE;
+    /// Synchronized=False: a PVC is missing.
+    pub use crate::controller::vmi::events::reasons::FAILED_PVC_NOT_FOUND;
+    /// Synchronized=False: image pull error, image pull back-off.
+    pub use crate::controller::vmi::podutil::{
+        ERR_IMAGE_PULL_REASON as ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF_REASON as IMAGE_PULL_BACK_OFF,
+    };
 }
 
 /// Message formats (vm.go:86-102).

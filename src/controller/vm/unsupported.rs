@@ -15,10 +15,6 @@ use serde_json::Value;
 
 const SUFFIX: &str = "is not supported by virtctl-rs yet";
 
-fn template_spec(vm: &VirtualMachine) -> Option<&VirtualMachineInstanceSpec> {
-    vm.spec.template.as_ref()?.spec.as_ref()
-}
-
 /// Step 7 of `sync` (instancetype synchronizer, vm.go:3268-3282): `spec.instancetype` or
 /// `spec.preference` set → FailedCreate.
 pub fn instancetype(vm: &VirtualMachine) -> Option<SyncError> {
@@ -52,7 +48,7 @@ pub fn network_hotplug(
     vm: &VirtualMachine,
     vmi: Option<&VirtualMachineInstance>,
 ) -> Option<SyncError> {
-    let spec = template_spec(vm)?;
+    let spec = vm.template_spec()?;
     let ifaces = spec.domain.devices.interfaces.as_deref().unwrap_or(&[]);
     let state = |extra: &crate::api::Extra| {
         extra
@@ -147,7 +143,7 @@ pub fn declarative_hotplug(
         names.sort();
         names
     };
-    if hotplug_names(template_spec(vm)) == hotplug_names(Some(&vmi.spec)) {
+    if hotplug_names(vm.template_spec()) == hotplug_names(Some(&vmi.spec)) {
         return None;
     }
     Some(SyncError::new(
@@ -177,7 +173,7 @@ pub fn memory_dump(vm: &VirtualMachine) -> Option<SyncError> {
 /// VM template and VMI, or `updateVolumesStrategy: Migration` (889-952).
 pub fn live_update(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) -> Option<SyncError> {
     let vmi = vmi.filter(|v| !v.is_deleting())?;
-    let spec = template_spec(vm)?;
+    let spec = vm.template_spec()?;
     let msg = |what: &str, prefix: &str| format!("{prefix}: live update of {what} {SUFFIX}");
     if let (Some(want), Some(have)) = (spec.domain.cpu.as_ref(), vmi.spec.domain.cpu.as_ref())
         && want.sockets.unwrap_or(0) != 0

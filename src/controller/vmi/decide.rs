@@ -798,11 +798,8 @@ fn patched_fields(p: &json_patch::Patch) -> Vec<String> {
 }
 
 fn api_version_observed(vmi: &VirtualMachineInstance) -> bool {
-    vmi.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(LATEST_OBSERVED_API_VERSION_ANNOTATION))
-        .is_some_and(|v| v == API_VERSION_V1)
+    crate::api::annotation(&vmi.metadata, LATEST_OBSERVED_API_VERSION_ANNOTATION)
+        == Some(API_VERSION_V1)
 }
 
 fn empty_decision(snap: &VmiSnapshot) -> VmiDecision {

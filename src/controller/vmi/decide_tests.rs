@@ -75,11 +75,88 @@ fn with_phase(mut vmi: VirtualMachineInstance, phase: Phase) -> VirtualMachineIn
 
 /// `setReadyCondition` (vmi_test.go:5404-5411).
 fn set_ready(vmi: &mut VirtualMachineInstance, status: &str, reason: &str) {
-    let st = status_mut(vmi);
-    conditions::remove(st, "Ready");
-    st.conditions
+    conditions::remove(status_mut(vmi), "Ready");
+    add_condition(vmi, cond("Ready", status, reason));
+}
+
+/// A Scheduling VMI whose guest is not running yet.
+fn scheduling_vmi() -> VirtualMachineInstance {
+    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
+    set_ready(&mut vmi, "False", "GuestNotRunning");
+    vmi
+}
+
+/// A Running VMI with `Ready=True`.
+fn ready_running_vmi() -> VirtualMachineInstance {
+    let mut vmi = with_phase(pending_vmi(), Phase::Running);
+    set_ready(&mut vmi, "True", "");
+    vmi
+}
+
+/// A Pending launcher pod annotated with the memory overhead `bytes`.
+fn pending_pod_with_overhead(bytes: &str) -> Pod {
+    let mut pod = kv_pod("Pending");
+    annotate(&mut pod, "kubevirt.io/memory-overhead-bytes", Some(bytes));
+    pod
+}
+
+/// The status of the VMI the decision writes.
+fn new_status(d: &VmiDecision) -> VirtualMachineInstanceStatus {
+    updated(d).status.clone().unwrap_or_default()
+}
+
+/// Appends `c` to the VMI's conditions.
+fn add_condition(vmi: &mut VirtualMachineInstance, c: Condition) {
+    status_mut(vmi)
+        .conditions
         .get_or_insert_with(Vec::new)
-        .push(cond("Ready", status, reason));
+        .push(c);
+}
+
+/// Sets (`Some`) or removes (`None`) annotation `key` of a pod that has annotations.
+fn annotate(pod: &mut Pod, key: &str, value: Option<&str>) {
+    if let Some(a) = pod.metadata.annotations.as_mut() {
+        match value {
+            Some(v) => a.insert(key.into(), v.into()),
+            None => a.remove(key),
+        };
+    }
+}
+
+/// A running launcher pod whose own `Ready` condition is `True`.
+fn ready_pod() -> Pod {
+    let mut pod = kv_pod("Running");
+    add_pod_condition(
+        &mut pod,
+        PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..Default::default()
+        },
+    );
+    pod
+}
+
+/// Appends `c` to the conditions of a pod that has a status with conditions.
+fn add_pod_condition(pod: &mut Pod, c: PodCondition) {
+    if let Some(conds) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        conds.push(c);
+    }
+}
+
+/// The first pod patch among `actions`, as JSON.
+fn pod_patch(actions: &[VmiAction]) -> Option<Value> {
+    actions.iter().find_map(|a| match a {
+        VmiAction::PatchPod { patch, .. } => serde_json::to_value(patch).ok(),
+        _ => None,
+    })
+}
+
+/// Whether the decision patches the pod's `VirtualMachineUnpaused` readiness gate.
+fn patches_readiness_gate(d: &VmiDecision) -> bool {
+    d.status_actions
+        .iter()
+        .any(|a| matches!(a, VmiAction::PatchPodReadinessCondition { .. }))
 }
 
 fn running_state() -> Option<ContainerState> {
@@ -92,18 +169,11 @@ fn running_state() -> Option<ContainerState> {
 /// `newPodForVirtualMachine` (vmi_test.go:5426-5458).
 /// A Running, Ready launcher pod whose compute container runs `image`.
 fn ready_pod_with_compute_image(image: &str) -> Pod {
-    let mut pod = kv_pod("Running");
+    let mut pod = ready_pod();
     if let Some(s) = pod.spec.as_mut() {
         s.containers.push(Container {
             name: "compute".into(),
             image: Some(image.into()),
-            ..Default::default()
-        });
-    }
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
             ..Default::default()
         });
     }
@@ -166,12 +236,11 @@ fn rendered_pod() -> Pod {
     pod.metadata.uid = None;
     pod.metadata.creation_timestamp = None;
     pod.metadata.generate_name = Some("virt-launcher-testvmi-".into());
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.insert(
-            "kubevirt.io/memory-overhead-bytes".into(),
-            (256u64 * 1024 * 1024).to_string(),
-        );
-    }
+    annotate(
+        &mut pod,
+        "kubevirt.io/memory-overhead-bytes",
+        Some(&(256u64 * 1024 * 1024).to_string()),
+    );
     pod.spec = Some(PodSpec {
         containers: vec![Container {
             name: "compute".into(),
@@ -324,10 +393,7 @@ fn needs_rendered_pod_only_when_creating() {
 #[test]
 fn creates_pod_then_moves_to_scheduling() {
     let mut vmi = pending_vmi();
-    status_mut(&mut vmi)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(cond("Synchronized", "False", "FailedCreate"));
+    add_condition(&mut vmi, cond("Synchronized", "False", "FailedCreate"));
     let mut s = snap(vmi);
     s.rendered_pod = Some(Ok(rendered_pod()));
 
@@ -434,11 +500,7 @@ fn failed_create_sets_synchronized_false_and_requeues() {
         c.message.as_deref(),
         Some("failed to create virtual machine pod: random error")
     );
-    assert!(
-        !d.status_actions
-            .iter()
-            .any(|a| matches!(a, VmiAction::PatchPodReadinessCondition { .. }))
-    );
+    assert!(!patches_readiness_gate(&d));
 }
 
 #[test]
@@ -641,8 +703,7 @@ fn terminating_pods_are_skipped_unless_final() {
 // deletion and go to failed state, when in scheduling state"
 #[test]
 fn terminating_pod_of_deleted_scheduling_vmi_leads_to_failed() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let mut vmi = scheduling_vmi();
     vmi.metadata.deletion_timestamp = Some(k8s_time(2_000));
     let mut pod = kv_pod("Running");
     pod.metadata.deletion_timestamp = Some(k8s_time(2_001));
@@ -767,18 +828,18 @@ fn pending_with_pod_moves_to_scheduling_whatever_the_pod_state() {
 // vmi_test.go:1349-1377 "should set scheduling pod condition on the VirtualMachineInstance"
 #[test]
 fn unschedulable_pod_condition_is_copied() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let vmi = scheduling_vmi();
     let mut pod = kv_pod("Pending");
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
+    add_pod_condition(
+        &mut pod,
+        PodCondition {
             type_: "PodScheduled".into(),
             status: "False".into(),
             reason: Some("Unschedulable".into()),
             message: Some("Insufficient memory".into()),
             ..Default::default()
-        });
-    }
+        },
+    );
     let d = decide(&snap_with_pod(vmi, pod));
     let w = updated(&d);
     assert_eq!(phase_of(w), Phase::Scheduling);
@@ -795,13 +856,13 @@ fn scheduling_condition_removed_when_pod_recovers() {
     for phase in ["Running", "Pending"] {
         let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
         set_ready(&mut vmi, "False", "PodConditionMissing");
-        status_mut(&mut vmi)
-            .conditions
-            .get_or_insert_with(Vec::new)
-            .push(Condition {
+        add_condition(
+            &mut vmi,
+            Condition {
                 message: Some("Insufficient memory".into()),
                 ..cond("PodScheduled", "False", "Unschedulable")
-            });
+            },
+        );
         let d = decide(&snap_with_pod(vmi, kv_pod(phase)));
         assert!(condition(updated(&d), "PodScheduled").is_none(), "{phase}");
     }
@@ -812,8 +873,7 @@ fn scheduling_condition_removed_when_pod_recovers() {
 // over to virt-handler"
 #[test]
 fn ready_pod_hands_over_to_virt_handler() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let mut vmi = scheduling_vmi();
     status_mut(&mut vmi).phase_transition_timestamps = Some(vec![PhaseTransitionTimestamp {
         phase: Phase::Scheduling,
         phase_transition_timestamp: Time(Utc.timestamp_opt(100, 0).single().expect("t")),
@@ -852,8 +912,7 @@ fn ready_pod_hands_over_to_virt_handler() {
 // vmi_test.go:1463-1486 "should not hand over pod to virt-handler if pod is ready and running"
 #[test]
 fn unready_infra_container_keeps_scheduling() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let vmi = scheduling_vmi();
     let mut pod = kv_pod("Running");
     if let Some(st) = pod.status.as_mut() {
         st.container_statuses = Some(vec![
@@ -879,8 +938,7 @@ fn unready_infra_container_keeps_scheduling() {
 // when cpu pinning has been requested"
 #[test]
 fn dedicated_cpus_need_guaranteed_qos() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let mut vmi = scheduling_vmi();
     vmi.spec.domain.cpu = Some(Cpu {
         dedicated_cpu_placement: Some(true),
         ..Default::default()
@@ -926,20 +984,13 @@ fn dedicated_cpus_with_guaranteed_qos_are_scheduled() {
 // class assigned"
 #[test]
 fn qos_class_copied_from_pod() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let vmi = scheduling_vmi();
     let mut pod = kv_pod("Running");
     if let Some(st) = pod.status.as_mut() {
         st.qos_class = Some("Guaranteed".into());
     }
     let d = decide(&snap_with_pod(vmi, pod));
-    assert_eq!(
-        updated(&d)
-            .status
-            .as_ref()
-            .and_then(|s| s.qos_class.as_deref()),
-        Some("Guaranteed")
-    );
+    assert_eq!(new_status(&d).qos_class.as_deref(), Some("Guaranteed"));
 }
 
 // vmi_test.go:1711-1730 "should update the virtual machine to failed if pod was not ready,
@@ -1047,17 +1098,9 @@ fn image_pull_reason_overrides_previous_reason() {
 fn migration_transport_unix_from_pod_annotation() {
     let vmi = with_phase(pending_vmi(), Phase::Scheduling);
     let mut pod = kv_pod("Running");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.insert("kubevirt.io/migrationTransportUnix".into(), "true".into());
-    }
+    annotate(&mut pod, "kubevirt.io/migrationTransportUnix", Some("true"));
     let d = decide(&snap_with_pod(vmi, pod));
-    assert_eq!(
-        updated(&d)
-            .status
-            .as_ref()
-            .and_then(|s| s.migration_transport.as_deref()),
-        Some("Unix")
-    );
+    assert_eq!(new_status(&d).migration_transport.as_deref(), Some("Unix"));
 }
 
 #[test]
@@ -1167,19 +1210,9 @@ fn update_path_for_scheduling_patch_path_for_running_and_scheduled() {
 fn patch_path_keeps_synchronized_condition() {
     let mut vmi = with_phase(pending_vmi(), Phase::Scheduled);
     set_ready(&mut vmi, "False", "GuestNotRunning");
-    status_mut(&mut vmi)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(cond("Synchronized", "False", ""));
+    add_condition(&mut vmi, cond("Synchronized", "False", ""));
     status_mut(&mut vmi).active_pods = Some([("virt-launch-uid".into(), String::new())].into());
-    let mut pod = kv_pod("Running");
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            ..Default::default()
-        });
-    }
+    let pod = ready_pod();
     let d = decide(&snap_with_pod(vmi, pod));
     let nv = d.new_vmi.clone().expect("computed");
     assert!(condition(&nv, "Synchronized").is_some());
@@ -1225,14 +1258,7 @@ fn running_or_scheduled_without_pod_fails() {
 fn running_vmi_copies_pod_ready_condition() {
     let mut vmi = with_phase(pending_vmi(), Phase::Running);
     status_mut(&mut vmi).conditions = None;
-    let mut pod = kv_pod("Running");
-    if let Some(c) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
-        c.push(PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            ..Default::default()
-        });
-    }
+    let pod = ready_pod();
     let d = decide(&snap_with_pod(vmi, pod));
     let conds = replaced(&patch_ops(&d), "/status/conditions").expect("conditions patched");
     // unset times are written as null, as Go writes a zero metav1.Time
@@ -1276,16 +1302,19 @@ fn running_vmi_active_pods() {
     );
 }
 
+/// The decision on `vmi` with a ready pod running `pod_image`, the configured launcher image
+/// being `a`.
+fn decide_with_launcher_image(vmi: VirtualMachineInstance, pod_image: &str) -> VmiDecision {
+    let mut s = snap_with_pod(vmi, ready_pod_with_compute_image(pod_image));
+    s.launcher_image = Some("a".into());
+    decide(&s)
+}
+
 // vmi_test.go:1867-1894 "should add outdated label if pod's image is outdated and VMI is in
 // running state"
 #[test]
 fn outdated_launcher_label_added_and_synced_to_pod() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    set_ready(&mut vmi, "True", "");
-    let pod = ready_pod_with_compute_image("madeup");
-    let mut s = snap_with_pod(vmi, pod);
-    s.launcher_image = Some("a".into());
-    let d = decide(&s);
+    let d = decide_with_launcher_image(ready_running_vmi(), "madeup");
     let ops = patch_ops(&d);
     assert_eq!(
         replaced(&ops, "/status/launcherContainerImageVersion"),
@@ -1295,14 +1324,7 @@ fn outdated_launcher_label_added_and_synced_to_pod() {
         replaced(&ops, "/metadata/labels"),
         Some(json!({"kubevirt.io/outdatedLauncherImage": ""}))
     );
-    let pod_patch = d
-        .status_actions
-        .iter()
-        .find_map(|a| match a {
-            VmiAction::PatchPod { patch, .. } => serde_json::to_value(patch).ok(),
-            _ => None,
-        })
-        .expect("pod label patch");
+    let pod_patch = pod_patch(&d.status_actions).expect("pod label patch");
     assert_eq!(
         replaced(&pod_patch, "/metadata/labels"),
         Some(json!({
@@ -1317,14 +1339,10 @@ fn outdated_launcher_label_added_and_synced_to_pod() {
 // running state"
 #[test]
 fn outdated_launcher_label_removed_when_up_to_date() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    set_ready(&mut vmi, "True", "");
+    let mut vmi = ready_running_vmi();
     vmi.metadata.labels =
         Some([("kubevirt.io/outdatedLauncherImage".into(), String::new())].into());
-    let pod = ready_pod_with_compute_image("a");
-    let mut s = snap_with_pod(vmi, pod);
-    s.launcher_image = Some("a".into());
-    let d = decide(&s);
+    let d = decide_with_launcher_image(vmi, "a");
     let ops = patch_ops(&d);
     assert_eq!(
         replaced(&ops, "/status/launcherContainerImageVersion"),
@@ -1337,21 +1355,11 @@ fn outdated_launcher_label_removed_when_up_to_date() {
 // annotation does not exist"
 #[test]
 fn ready_pod_gets_request_evict_only_annotation() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    set_ready(&mut vmi, "True", "");
+    let vmi = ready_running_vmi();
     let mut pod = kv_pod("Running");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.remove(EVICT_ONLY_ANNOTATION);
-    }
+    annotate(&mut pod, EVICT_ONLY_ANNOTATION, None);
     let d = decide(&snap_with_pod(vmi, pod));
-    let p = d
-        .sync_actions
-        .iter()
-        .find_map(|a| match a {
-            VmiAction::PatchPod { patch, .. } => serde_json::to_value(patch).ok(),
-            _ => None,
-        })
-        .expect("annotation patch");
+    let p = pod_patch(&d.sync_actions).expect("annotation patch");
     assert_eq!(
         p,
         json!([{"op": "add",
@@ -1362,12 +1370,9 @@ fn ready_pod_gets_request_evict_only_annotation() {
 
 #[test]
 fn failed_pod_patch_in_sync_is_failed_pod_patch_error() {
-    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    set_ready(&mut vmi, "False", "GuestNotRunning");
+    let vmi = scheduling_vmi();
     let mut pod = kv_pod("Running");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.remove(EVICT_ONLY_ANNOTATION);
-    }
+    annotate(&mut pod, EVICT_ONLY_ANNOTATION, None);
     let s = snap_with_pod(vmi, pod);
     let d = decide_after_sync(
         &s,
@@ -1410,10 +1415,10 @@ fn eviction_requested_condition_and_pod_mark() {
     ));
 
     let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    status_mut(&mut vmi)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(cond("EvictionRequested", "True", "EvictionRequested"));
+    add_condition(
+        &mut vmi,
+        cond("EvictionRequested", "True", "EvictionRequested"),
+    );
     let d = decide(&snap_with_pod(vmi, kv_pod("Running")));
     let conds = replaced(&patch_ops(&d), "/status/conditions").expect("conditions");
     assert!(
@@ -1430,10 +1435,7 @@ fn eviction_requested_condition_and_pod_mark() {
 #[test]
 fn paused_vmi_sets_gate_false() {
     let mut vmi = with_phase(pending_vmi(), Phase::Running);
-    status_mut(&mut vmi)
-        .conditions
-        .get_or_insert_with(Vec::new)
-        .push(cond("Paused", "True", ""));
+    add_condition(&mut vmi, cond("Paused", "True", ""));
     let d = decide(&snap_with_pod(vmi, kv_pod("Running")));
     let (status, reason, message, body) = d
         .status_actions
@@ -1486,11 +1488,7 @@ fn unpaused_vmi_sets_gate_true_only_when_needed() {
             if status == "True" && reason == "NotPaused" && message == "the virtual machine is not paused")));
 
     let d = decide(&snap_with_pod(vmi, kv_pod("Running")));
-    assert!(
-        !d.status_actions
-            .iter()
-            .any(|a| matches!(a, VmiAction::PatchPodReadinessCondition { .. }))
-    );
+    assert!(!patches_readiness_gate(&d));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1500,13 +1498,7 @@ fn unpaused_vmi_sets_gate_true_only_when_needed() {
 #[test]
 fn memory_overhead_from_pod_annotation() {
     let vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    let mut pod = kv_pod("Pending");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.insert(
-            "kubevirt.io/memory-overhead-bytes".into(),
-            (256u64 * 1024 * 1024).to_string(),
-        );
-    }
+    let pod = pending_pod_with_overhead(&(256u64 * 1024 * 1024).to_string());
     let d = decide(&snap_with_pod(vmi.clone(), pod.clone()));
     let st = updated(&d).status.clone().unwrap_or_default();
     assert_eq!(
@@ -1532,13 +1524,7 @@ fn memory_overhead_absent_without_annotation() {
 #[test]
 fn memory_overhead_not_divisible_by_1024_is_plain_bytes() {
     let vmi = with_phase(pending_vmi(), Phase::Scheduling);
-    let mut pod = kv_pod("Pending");
-    if let Some(a) = pod.metadata.annotations.as_mut() {
-        a.insert(
-            "kubevirt.io/memory-overhead-bytes".into(),
-            "282971493".into(),
-        );
-    }
+    let pod = pending_pod_with_overhead("282971493");
     let d = decide(&snap_with_pod(vmi, pod));
     let st = updated(&d).status.clone().unwrap_or_default();
     assert_eq!(

@@ -123,12 +123,7 @@ pub fn sync_pod_annotations_patch(pod: &Pod, wanted: &BTreeMap<String, String>) 
 /// `"true"`, or test its current value and remove it.
 pub fn eviction_in_progress_patch(pod: &Pod, mark: bool) -> Patch {
     const KEY: &str = "descheduler.alpha.kubernetes.io/eviction-in-progress";
-    let current = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(KEY))
-        .cloned();
+    let current = crate::api::annotation(&pod.metadata, KEY).map(str::to_owned);
     let p = ptr(&["metadata", "annotations", KEY]);
     let mut ops = PatchSet::new();
     match (mark, current) {

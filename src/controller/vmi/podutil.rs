@@ -208,11 +208,7 @@ pub fn has_annotation(pod: &Pod, key: &str) -> bool {
 
 /// A pod annotation's value.
 pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    crate::api::annotation(&pod.metadata, key)
 }
 
 /// `pod.status.qosClass`, `None` when absent or empty.
@@ -368,44 +364,43 @@ pub(crate) mod tests {
     }
 
     // vmi_test.go:1432-1462 "should hand over pod to virt-handler if pod is ready and running"
+    // and vmi_test.go:1463-1486 "should not hand over pod to virt-handler if pod is ready and
+    // running" (an unready infra container).
     #[test]
-    fn ready_with_running_compute_and_no_infra_container() {
-        let pod = launcher_pod(POD_RUNNING);
-        assert!(is_pod_ready(&pod));
-    }
-
-    #[test]
-    fn ready_with_running_compute_and_unready_istio_proxy() {
-        let mut pod = launcher_pod(POD_RUNNING);
-        set_statuses(
-            &mut pod,
-            vec![
-                status("compute", running(), false),
-                status("istio-proxy", running(), false),
-            ],
-        );
-        assert!(is_pod_ready(&pod));
-    }
-
-    // vmi_test.go:1463-1486 "should not hand over pod to virt-handler if pod is ready and running"
-    #[test]
-    fn not_ready_with_unready_infra_container() {
-        let mut pod = launcher_pod(POD_RUNNING);
-        set_statuses(
-            &mut pod,
-            vec![
-                status("compute", running(), false),
-                status("infra", running(), false),
-            ],
-        );
-        assert!(!is_pod_ready(&pod));
-    }
-
-    #[test]
-    fn not_ready_when_compute_not_running() {
-        let mut pod = launcher_pod(POD_RUNNING);
-        set_statuses(&mut pod, vec![status("compute", None, true)]);
-        assert!(!is_pod_ready(&pod));
+    fn readiness_of_a_running_pod_follows_its_containers() {
+        let cases = [
+            (
+                "running compute, no infra container",
+                vec![status("compute", running(), false)],
+                true,
+            ),
+            (
+                "running compute, unready istio-proxy",
+                vec![
+                    status("compute", running(), false),
+                    status("istio-proxy", running(), false),
+                ],
+                true,
+            ),
+            (
+                "unready infra container",
+                vec![
+                    status("compute", running(), false),
+                    status("infra", running(), false),
+                ],
+                false,
+            ),
+            (
+                "compute not running",
+                vec![status("compute", None, true)],
+                false,
+            ),
+        ];
+        for (case, statuses, ready) in cases {
+            let mut pod = launcher_pod(POD_RUNNING);
+            set_statuses(&mut pod, statuses);
+            assert_eq!(is_pod_ready(&pod), ready, "{case}");
+        }
     }
 
     #[test]

@@ -413,8 +413,7 @@ impl<A: LeaseApi> LeaderElector<A> {
             self.stamp(&mut lease);
             match self.api.replace(&name, &lease).await {
                 Ok(written) => {
-                    self.note_written(written);
-                    self.set_observed(record);
+                    self.wrote(written, record);
                     return Attempt::Success;
                 }
                 Err(e) => debug!(
@@ -435,17 +434,8 @@ impl<A: LeaseApi> LeaderElector<A> {
             }
             Err(LeaseError::NotFound(_)) => {
                 let lease = self.new_lease(&record);
-                return match self.api.create(&lease).await {
-                    Ok(created) => {
-                        self.note_written(created);
-                        self.set_observed(record);
-                        Attempt::Success
-                    }
-                    Err(e) => {
-                        log_api_error(&self.desc, "error initially creating lease lock", &e);
-                        Attempt::Failed(e)
-                    }
-                };
+                let created = self.api.create(&lease).await;
+                return self.attempted(created, record, "error initially creating lease lock");
             }
             Err(e) => {
                 use crate::runtime::informer::Report;
@@ -512,14 +502,30 @@ impl<A: LeaseApi> LeaderElector<A> {
         let mut lease = current;
         lease.spec = Some(record.to_spec());
         self.stamp(&mut lease);
-        match self.api.replace(&name, &lease).await {
+        let written = self.api.replace(&name, &lease).await;
+        self.attempted(written, record, "failed to update lease")
+    }
+
+    /// The Lease as the server wrote it, with `record` in it, is now ours.
+    fn wrote(&mut self, written: Lease, record: LeaseRecord) {
+        self.note_written(written);
+        self.set_observed(record);
+    }
+
+    /// The end of an acquire/renew attempt: the write's outcome (`failed`: the log message).
+    fn attempted(
+        &mut self,
+        result: Result<Lease, LeaseError>,
+        record: LeaseRecord,
+        failed: &str,
+    ) -> Attempt {
+        match result {
             Ok(written) => {
-                self.note_written(written);
-                self.set_observed(record);
+                self.wrote(written, record);
                 Attempt::Success
             }
             Err(e) => {
-                log_api_error(&self.desc, "failed to update lease", &e);
+                log_api_error(&self.desc, failed, &e);
                 Attempt::Failed(e)
             }
         }
@@ -586,8 +592,7 @@ impl<A: LeaseApi> LeaderElector<A> {
             self.unstamp(&mut lease);
             match self.api.replace(&name, &lease).await {
                 Ok(written) => {
-                    self.cached = Some(written);
-                    self.set_observed(record);
+                    self.wrote(written, record);
                     info!(lock = %self.desc, "released lease {}", self.desc);
                     return Release::Released;
                 }

@@ -106,6 +106,43 @@ struct Opts {
     config: Option<LeaderElectionConfig>,
 }
 
+impl Opts {
+    fn seeded(seed: u64) -> Self {
+        Self {
+            seed,
+            ..Self::default()
+        }
+    }
+
+    /// Workers that take `secs` seconds to stop.
+    fn stopping_in(secs: u64) -> Self {
+        Self {
+            worker_stop: Duration::from_secs(secs),
+            ..Self::default()
+        }
+    }
+}
+
+/// Cancelled while leading, lease handed back.
+const RELEASED: RunOutcome = RunOutcome::Cancelled {
+    was_leading: true,
+    released: true,
+};
+/// Cancelled while leading, lease left as it was.
+const KEPT: RunOutcome = RunOutcome::Cancelled {
+    was_leading: true,
+    released: false,
+};
+/// Cancelled while standing by.
+const STOOD_BY: RunOutcome = RunOutcome::Cancelled {
+    was_leading: false,
+    released: false,
+};
+
+fn setup() -> (FakeLeaseStore, Ledger) {
+    (FakeLeaseStore::new(), Ledger::default())
+}
+
 impl Default for Opts {
     fn default() -> Self {
         Self {
@@ -184,6 +221,16 @@ async fn wait_leading(c: &mut Candidate, limit: Duration) -> bool {
     wait_state(c, limit, |s| s.leading).await.is_some()
 }
 
+/// A candidate that must lead within a second (an absent or free lease).
+async fn leader(store: &FakeLeaseStore, ledger: &Ledger, id: &str, opts: Opts) -> Candidate {
+    let mut c = spawn(store, ledger, id, opts);
+    assert!(
+        wait_leading(&mut c, Duration::from_secs(1)).await,
+        "{id} leads"
+    );
+    c
+}
+
 fn record(store: &FakeLeaseStore) -> LeaseRecord {
     store.record(NAME).expect("lease exists")
 }
@@ -208,11 +255,9 @@ fn secs(s: i64) -> chrono::Duration {
 
 #[tokio::test(start_paused = true)]
 async fn acquires_by_creating_an_absent_lease_and_renews_on_the_fast_path() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     let t0 = Instant::now();
-    let mut a = spawn(&store, &ledger, "a", Opts::default());
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let a = leader(&store, &ledger, "a", Opts::default()).await;
     assert_eq!(
         t0.elapsed(),
         Duration::ZERO,
@@ -261,8 +306,7 @@ async fn acquires_by_creating_an_absent_lease_and_renews_on_the_fast_path() {
 
 #[tokio::test(start_paused = true)]
 async fn acquires_an_unrenewed_lease_after_lease_duration_of_own_observation() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     store.write_record(NAME, &other_record("old", epoch() - secs(3600), 3));
     let t0 = Instant::now();
     let mut a = spawn(&store, &ledger, "a", Opts::default());
@@ -287,8 +331,7 @@ async fn acquires_an_unrenewed_lease_after_lease_duration_of_own_observation() {
 
 #[tokio::test(start_paused = true)]
 async fn does_not_acquire_while_another_holder_renews() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     store.write_record(NAME, &other_record("b", epoch(), 0));
     let contender = {
         let store = store.clone();
@@ -316,8 +359,7 @@ async fn does_not_acquire_while_another_holder_renews() {
 
 #[tokio::test(start_paused = true)]
 async fn remote_renew_time_in_the_future_does_not_delay_takeover() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     // A holder whose clock runs an hour ahead, then died.
     store.write_record(NAME, &other_record("b", epoch() + secs(3600), 0));
     let t0 = Instant::now();
@@ -329,8 +371,7 @@ async fn remote_renew_time_in_the_future_does_not_delay_takeover() {
 
 #[tokio::test(start_paused = true)]
 async fn remote_renew_time_in_the_past_does_not_allow_takeover_while_it_changes() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     // A live holder whose clock runs an hour behind: its renewTime is always "expired" by
     // our wall clock, but it keeps changing.
     let behind = epoch() - secs(3600);
@@ -352,21 +393,11 @@ async fn remote_renew_time_in_the_past_does_not_allow_takeover_while_it_changes(
 
 #[tokio::test(start_paused = true)]
 async fn renew_failures_end_the_term_before_the_renew_deadline() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     let t0 = Instant::now();
-    let mut a = spawn(&store, &ledger, "a", Opts::default());
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let mut a = leader(&store, &ledger, "a", Opts::default()).await;
     sleep(Duration::from_secs(5)).await;
-    let mut b = spawn(
-        &store,
-        &ledger,
-        "b",
-        Opts {
-            seed: 2,
-            ..Opts::default()
-        },
-    );
+    let mut b = spawn(&store, &ledger, "b", Opts::seeded(2));
     sleep(Duration::from_millis(500)).await;
 
     a.api.set_down(true);
@@ -405,10 +436,8 @@ async fn renew_failures_end_the_term_before_the_renew_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hanging_renewal_is_abandoned_at_the_deadline() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
-    let mut a = spawn(&store, &ledger, "a", Opts::default());
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let (store, ledger) = setup();
+    let a = leader(&store, &ledger, "a", Opts::default()).await;
     let acquired = Instant::now();
     a.api
         .push_fault(Op::Replace, Fault::Delay(Duration::from_secs(3600)));
@@ -419,10 +448,8 @@ async fn a_hanging_renewal_is_abandoned_at_the_deadline() {
 
 #[tokio::test(start_paused = true)]
 async fn seeing_another_holder_while_renewing_ends_the_term_at_once() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
-    let mut a = spawn(&store, &ledger, "a", Opts::default());
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let (store, ledger) = setup();
+    let a = leader(&store, &ledger, "a", Opts::default()).await;
     sleep(Duration::from_millis(100)).await;
     let stolen_at = Instant::now();
     store.write_record(NAME, &other_record("thief", epoch(), 7));
@@ -435,10 +462,8 @@ async fn seeing_another_holder_while_renewing_ends_the_term_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn release_on_cancel_hands_over_within_one_retry() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
-    let mut a = spawn(&store, &ledger, "a", Opts::default());
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let (store, ledger) = setup();
+    let a = leader(&store, &ledger, "a", Opts::default()).await;
     // Somebody else's annotation must survive all our writes.
     let mut lease = store.lease(NAME).expect("lease");
     lease
@@ -447,28 +472,14 @@ async fn release_on_cancel_hands_over_within_one_retry() {
         .get_or_insert_with(Default::default)
         .insert("team".into(), "virt".into());
     store.put(lease);
-    let mut b = spawn(
-        &store,
-        &ledger,
-        "b",
-        Opts {
-            seed: 7,
-            ..Opts::default()
-        },
-    );
+    let mut b = spawn(&store, &ledger, "b", Opts::seeded(7));
     sleep(Duration::from_secs(3)).await;
     assert!(!b.state.borrow().leading);
 
     a.cancel.cancel();
     let cancelled_at = Instant::now();
     let a_api = a.api.clone();
-    assert_eq!(
-        a.outcome().await,
-        RunOutcome::Cancelled {
-            was_leading: true,
-            released: true
-        }
-    );
+    assert_eq!(a.outcome().await, RELEASED);
     let rec = record(&store);
     assert_eq!(rec.holder_identity, "");
     assert_eq!(rec.lease_duration_seconds, 1);
@@ -500,8 +511,7 @@ async fn release_on_cancel_hands_over_within_one_retry() {
 
 #[tokio::test(start_paused = true)]
 async fn release_writes_client_go_fields_and_drops_our_annotation() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     store.write_record(NAME, &other_record("old", epoch(), 5));
     let t0 = Instant::now();
     let mut a = spawn(&store, &ledger, "a", Opts::default());
@@ -509,13 +519,7 @@ async fn release_writes_client_go_fields_and_drops_our_annotation() {
     sleep(Duration::from_millis(300)).await;
     a.cancel.cancel();
     let cancelled = Instant::now();
-    assert_eq!(
-        a.outcome().await,
-        RunOutcome::Cancelled {
-            was_leading: true,
-            released: true
-        }
-    );
+    assert_eq!(a.outcome().await, RELEASED);
     let released = epoch() + chrono::Duration::from_std(cancelled - t0).unwrap_or_default();
     let rec = record(&store);
     assert_eq!(rec.holder_identity, "");
@@ -529,31 +533,21 @@ async fn release_writes_client_go_fields_and_drops_our_annotation() {
 
 #[tokio::test(start_paused = true)]
 async fn release_does_not_clear_a_lease_someone_else_took_meanwhile() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
-    let mut a = spawn(&store, &ledger, "a", Opts::default());
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let (store, ledger) = setup();
+    let a = leader(&store, &ledger, "a", Opts::default()).await;
     sleep(Duration::from_millis(100)).await;
     // Between renewals (a still believes it leads) another writer takes the lease.
     let thief = other_record("thief", epoch(), 9);
     store.write_record(NAME, &thief);
     a.cancel.cancel();
-    assert_eq!(
-        a.outcome().await,
-        RunOutcome::Cancelled {
-            was_leading: true,
-            released: false
-        }
-    );
+    assert_eq!(a.outcome().await, KEPT);
     assert_eq!(record(&store), thief);
 }
 
 #[tokio::test(start_paused = true)]
 async fn release_retries_on_conflict() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
-    let mut a = spawn(&store, &ledger, "a", Opts::default());
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let (store, ledger) = setup();
+    let a = leader(&store, &ledger, "a", Opts::default()).await;
     sleep(Duration::from_millis(100)).await;
     a.api.push_fault(
         Op::Replace,
@@ -561,24 +555,17 @@ async fn release_retries_on_conflict() {
     );
     a.cancel.cancel();
     let api = a.api.clone();
-    assert_eq!(
-        a.outcome().await,
-        RunOutcome::Cancelled {
-            was_leading: true,
-            released: true
-        }
-    );
+    assert_eq!(a.outcome().await, RELEASED);
     assert_eq!(api.conflicts(), 1);
     assert_eq!(record(&store).holder_identity, "");
 }
 
 #[tokio::test(start_paused = true)]
 async fn without_release_on_cancel_the_lease_stays_held() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     let mut cfg = config("a");
     cfg.release_on_cancel = false;
-    let mut a = spawn(
+    let a = leader(
         &store,
         &ledger,
         "a",
@@ -586,33 +573,17 @@ async fn without_release_on_cancel_the_lease_stays_held() {
             config: Some(cfg),
             ..Opts::default()
         },
-    );
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    )
+    .await;
     a.cancel.cancel();
-    assert_eq!(
-        a.outcome().await,
-        RunOutcome::Cancelled {
-            was_leading: true,
-            released: false
-        }
-    );
+    assert_eq!(a.outcome().await, KEPT);
     assert_eq!(record(&store).holder_identity, "a");
 }
 
 #[tokio::test(start_paused = true)]
 async fn graceful_stop_keeps_renewing_until_workers_finish() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
-    let mut a = spawn(
-        &store,
-        &ledger,
-        "a",
-        Opts {
-            worker_stop: Duration::from_secs(7),
-            ..Opts::default()
-        },
-    );
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let (store, ledger) = setup();
+    let mut a = leader(&store, &ledger, "a", Opts::stopping_in(7)).await;
     let renewals_before = a.api.calls(Op::Replace);
     a.cancel.cancel();
     let s = wait_state(&mut a, Duration::from_secs(1), |s| {
@@ -631,31 +602,15 @@ async fn graceful_stop_keeps_renewing_until_workers_finish() {
     );
     let api = a.api.clone();
     let outcome = a.outcome().await;
-    assert_eq!(
-        outcome,
-        RunOutcome::Cancelled {
-            was_leading: true,
-            released: true
-        }
-    );
+    assert_eq!(outcome, RELEASED);
     // Renewed 3 times during the 7 s drain, then one release PUT.
     assert_eq!(api.calls(Op::Replace) - renewals_before, 4);
 }
 
 #[tokio::test(start_paused = true)]
 async fn stuck_workers_are_aborted_after_the_renew_deadline_on_stop() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
-    let mut a = spawn(
-        &store,
-        &ledger,
-        "a",
-        Opts {
-            worker_stop: Duration::from_secs(3600),
-            ..Opts::default()
-        },
-    );
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let (store, ledger) = setup();
+    let a = leader(&store, &ledger, "a", Opts::stopping_in(3600)).await;
     let t = Instant::now();
     a.cancel.cancel();
     assert!(matches!(
@@ -669,18 +624,8 @@ async fn stuck_workers_are_aborted_after_the_renew_deadline_on_stop() {
 async fn dropping_the_run_while_leading_ends_the_term_and_its_worker() {
     // A killed leader's work must die with its renewals, or it keeps acting after another
     // candidate took over.
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
-    let mut a = spawn(
-        &store,
-        &ledger,
-        "a",
-        Opts {
-            worker_stop: Duration::from_secs(3600),
-            ..Opts::default()
-        },
-    );
-    assert!(wait_leading(&mut a, Duration::from_secs(1)).await);
+    let (store, ledger) = setup();
+    let mut a = leader(&store, &ledger, "a", Opts::stopping_in(3600)).await;
     let term = ledger.last_term("a").expect("term");
     // The worker task holds the only other handle on the ledger.
     assert_eq!(Arc::strong_count(&ledger.cancelled_at), 2);
@@ -701,21 +646,14 @@ async fn dropping_the_run_while_leading_ends_the_term_and_its_worker() {
 
 #[tokio::test(start_paused = true)]
 async fn cancel_while_standing_by_leaves_the_lease_alone() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     store.write_record(NAME, &other_record("b", epoch(), 2));
     let mut a = spawn(&store, &ledger, "a", Opts::default());
     let _ = wait_state(&mut a, Duration::from_secs(1), |s| s.holder.is_some()).await;
     sleep(Duration::from_secs(5)).await;
     a.cancel.cancel();
     let state = a.state.clone();
-    assert_eq!(
-        a.outcome().await,
-        RunOutcome::Cancelled {
-            was_leading: false,
-            released: false
-        }
-    );
+    assert_eq!(a.outcome().await, STOOD_BY);
     assert_eq!(state.borrow().phase, ElectionPhase::Stopped);
     assert_eq!(record(&store), other_record("b", epoch(), 2));
     assert_eq!(ledger.term_count(), 0);
@@ -726,8 +664,7 @@ async fn restarted_process_with_same_identity_waits_for_its_old_lease_to_expire(
     // Not client-go (which renews at once when the record names it): a record naming our
     // identity that this elector did not write may belong to a live twin, so it is a foreign
     // holder until it expires by our own observation (issue 13 item 1).
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     store.write_record(NAME, &other_record("a", epoch() - secs(1), 4));
     let mut a = spawn(&store, &ledger, "a", Opts::default());
     assert!(
@@ -791,8 +728,7 @@ async fn a_leader_that_sees_a_twin_renew_under_its_identity_steps_down() {
 
 #[tokio::test(start_paused = true)]
 async fn transitions_count_each_change_of_holder() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     for (expected, id) in (0..).zip(["a", "b", "a", "c"]) {
         let mut c = spawn(
             &store,
@@ -831,18 +767,9 @@ async fn transitions_count_each_change_of_holder() {
 
 #[tokio::test(start_paused = true)]
 async fn simultaneous_creates_have_exactly_one_winner() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     let mut a = spawn(&store, &ledger, "a", Opts::default());
-    let b = spawn(
-        &store,
-        &ledger,
-        "b",
-        Opts {
-            seed: 2,
-            ..Opts::default()
-        },
-    );
+    let b = spawn(&store, &ledger, "b", Opts::seeded(2));
     // Both GET (404) before either CREATE lands.
     a.api
         .push_fault(Op::Create, Fault::Delay(Duration::from_millis(100)));
@@ -862,8 +789,7 @@ async fn simultaneous_creates_have_exactly_one_winner() {
 
 #[tokio::test(start_paused = true)]
 async fn simultaneous_takeovers_of_an_expired_lease_have_exactly_one_winner() {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     store.write_record(NAME, &other_record("dead", epoch(), 0));
     let mut a = spawn(&store, &ledger, "a", Opts::default());
     let mut b = spawn(&store, &ledger, "b", Opts::default()); // same jitter: same schedule
@@ -887,8 +813,7 @@ async fn simultaneous_takeovers_of_an_expired_lease_have_exactly_one_winner() {
 #[tokio::test(start_paused = true)]
 async fn zero_lease_duration_in_the_record_counts_as_expired() {
     // client-go's isLeaseValid uses the observed record's leaseDurationSeconds.
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     let mut rec = other_record("b", epoch(), 0);
     rec.lease_duration_seconds = 0;
     store.write_record(NAME, &rec);
@@ -922,8 +847,7 @@ fn chaos_never_yields_two_leaders() {
 }
 
 async fn chaos_round(seed: u64) {
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
+    let (store, ledger) = setup();
     let mut rng = StdRng::seed_from_u64(seed);
     let skews = [secs(-3600), secs(0), secs(3600)];
     let mut next_id = 0;

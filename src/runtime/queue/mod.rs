@@ -462,29 +462,28 @@ impl<K: QueueKey> WorkQueue<K> {
     /// workers get the keys still queued and then `None`. Also stops a pending
     /// `shut_down_with_drain` from waiting.
     pub fn shut_down(&self) {
+        self.begin_shut_down(false);
+        self.inner.idle.notify_waiters();
+    }
+
+    /// Marks the queue shutting down (`drain`: `shut_down_with_drain` waits for the keys in
+    /// flight), drops the parked keys and wakes the workers.
+    fn begin_shut_down(&self, drain: bool) {
         {
             let mut st = self.inner.state();
-            st.drain = false;
+            st.drain = drain;
             st.shutting_down = true;
             st.waiting.clear();
             st.waiting_by_key.clear();
         }
         self.inner.items.notify_waiters();
-        self.inner.idle.notify_waiters();
     }
 
     /// Like [`WorkQueue::shut_down`] but waits until no key is in flight (client-go
     /// `ShutDownWithDrain`). Workers must call `done` for every key they got, or this waits
     /// forever; a later `shut_down` stops the wait.
     pub async fn shut_down_with_drain(&self) {
-        {
-            let mut st = self.inner.state();
-            st.drain = true;
-            st.shutting_down = true;
-            st.waiting.clear();
-            st.waiting_by_key.clear();
-        }
-        self.inner.items.notify_waiters();
+        self.begin_shut_down(true);
         loop {
             let idle = self.inner.idle.notified();
             tokio::pin!(idle);
@@ -515,131 +514,97 @@ impl<K: QueueKey> WorkQueue<K> {
     /// queue's, the lists hold at most this key's entry. Constant cost whatever the queue's size
     /// (hash lookups only), for `/debug/state?key=`.
     pub fn key_snapshot(&self, key: &K) -> QueueSnapshot {
-        let now = Instant::now();
-        let wall_now = Utc::now();
-        let wall = |t: Instant| -> DateTime<Utc> { wall_clock(now, wall_now, t) };
+        let clock = SnapshotClock::now();
         let (snap, pushed, rate_limited) = {
             let mut st = self.inner.state();
-            let pushed = self.inner.promote_ready(&mut st, now);
+            let pushed = self.inner.promote_ready(&mut st, clock.now);
             let processing = st.processing.get(key).copied();
             let queued = match (st.dirty.contains(key), processing) {
                 (true, None) => {
-                    let added = st.add_times.get(key).copied().unwrap_or(now);
-                    vec![QueuedKey {
-                        key: key.to_string(),
-                        added_at: wall(added),
-                        queued_seconds: now.saturating_duration_since(added).as_secs_f64(),
-                    }]
+                    let added = st.add_times.get(key).copied().unwrap_or(clock.now);
+                    vec![clock.queued(key, added)]
                 }
                 _ => Vec::new(),
             };
             let in_flight = processing
-                .map(|started| InFlightKey {
-                    key: key.to_string(),
-                    started_at: wall(started),
-                    running_seconds: now.saturating_duration_since(started).as_secs_f64(),
-                    added_again: st.dirty.contains(key),
-                })
+                .map(|started| clock.in_flight(key, started, st.dirty.contains(key)))
                 .into_iter()
                 .collect();
             let waiting = st
                 .waiting_by_key
                 .get(key)
-                .map(|(ready, _)| WaitingKey {
-                    key: key.to_string(),
-                    ready_at: wall(*ready),
-                    ready_in_seconds: ready.saturating_duration_since(now).as_secs_f64(),
-                })
+                .map(|(ready, _)| clock.waiting(key, *ready))
                 .into_iter()
                 .collect();
-            let snap = QueueSnapshot {
-                name: self.inner.name.clone(),
-                shutting_down: st.shutting_down,
-                depth: st.queue.len(),
-                queued,
-                in_flight,
-                waiting,
-                retries: Vec::new(),
-            };
+            let snap = self.snapshot_of(&st, queued, in_flight, waiting);
             (snap, pushed, st.rate_limited.contains(key))
         };
-        if pushed {
-            self.inner.items.notify_one();
-        }
-        let n = if rate_limited {
-            self.inner.rate_limiter.num_requeues(key)
-        } else {
-            0
-        };
-        let retries = (n > 0)
-            .then(|| KeyRetries {
-                key: key.to_string(),
-                num_requeues: n,
-            })
-            .into_iter()
-            .collect();
-        QueueSnapshot { retries, ..snap }
+        self.with_retries(snap, pushed, rate_limited.then_some(key))
     }
 
     /// Per-key view of the queue for the debug endpoint and the inspector.
     pub fn snapshot(&self) -> QueueSnapshot {
-        let now = Instant::now();
-        let wall_now = Utc::now();
-        let wall = |t: Instant| -> DateTime<Utc> { wall_clock(now, wall_now, t) };
+        let clock = SnapshotClock::now();
         let (snap, pushed, rate_limited) = {
             let mut st = self.inner.state();
-            let pushed = self.inner.promote_ready(&mut st, now);
+            let pushed = self.inner.promote_ready(&mut st, clock.now);
             let queued = st
                 .queue
                 .iter()
-                .map(|k| {
-                    let added = st.add_times.get(k).copied().unwrap_or(now);
-                    QueuedKey {
-                        key: k.to_string(),
-                        added_at: wall(added),
-                        queued_seconds: now.saturating_duration_since(added).as_secs_f64(),
-                    }
-                })
+                .map(|k| clock.queued(k, st.add_times.get(k).copied().unwrap_or(clock.now)))
                 .collect();
             let mut in_flight: Vec<InFlightKey> = st
                 .processing
                 .iter()
-                .map(|(k, started)| InFlightKey {
-                    key: k.to_string(),
-                    started_at: wall(*started),
-                    running_seconds: now.saturating_duration_since(*started).as_secs_f64(),
-                    added_again: st.dirty.contains(k),
-                })
+                .map(|(k, started)| clock.in_flight(k, *started, st.dirty.contains(k)))
                 .collect();
             in_flight.sort_by(|a, b| a.key.cmp(&b.key));
             let waiting = st
                 .waiting
                 .iter()
-                .map(|((ready, _), k)| WaitingKey {
-                    key: k.to_string(),
-                    ready_at: wall(*ready),
-                    ready_in_seconds: ready.saturating_duration_since(now).as_secs_f64(),
-                })
+                .map(|((ready, _), k)| clock.waiting(k, *ready))
                 .collect();
-            let snap = QueueSnapshot {
-                name: self.inner.name.clone(),
-                shutting_down: st.shutting_down,
-                depth: st.queue.len(),
-                queued,
-                in_flight,
-                waiting,
-                retries: Vec::new(),
-            };
+            let snap = self.snapshot_of(&st, queued, in_flight, waiting);
             let rate_limited: Vec<K> = st.rate_limited.iter().cloned().collect();
             (snap, pushed, rate_limited)
         };
+        self.with_retries(snap, pushed, &rate_limited)
+    }
+
+    /// A snapshot of the queue as `st` says, with these lists and no retries yet.
+    fn snapshot_of(
+        &self,
+        st: &State<K>,
+        queued: Vec<QueuedKey>,
+        in_flight: Vec<InFlightKey>,
+        waiting: Vec<WaitingKey>,
+    ) -> QueueSnapshot {
+        QueueSnapshot {
+            name: self.inner.name.clone(),
+            shutting_down: st.shutting_down,
+            depth: st.queue.len(),
+            queued,
+            in_flight,
+            waiting,
+            retries: Vec::new(),
+        }
+    }
+
+    /// `snap` with the failure counts of the `rate_limited` keys, read once the state lock is
+    /// released (waking a worker first when promoting parked keys `pushed` some).
+    fn with_retries<'k>(
+        &self,
+        snap: QueueSnapshot,
+        pushed: bool,
+        rate_limited: impl IntoIterator<Item = &'k K>,
+    ) -> QueueSnapshot {
         if pushed {
             self.inner.items.notify_one();
         }
         let retries = rate_limited
             .into_iter()
             .filter_map(|k| {
-                let n = self.inner.rate_limiter.num_requeues(&k);
+                let n = self.inner.rate_limiter.num_requeues(k);
                 (n > 0).then(|| KeyRetries {
                     key: k.to_string(),
                     num_requeues: n,
@@ -647,6 +612,55 @@ impl<K: QueueKey> WorkQueue<K> {
             })
             .collect();
         QueueSnapshot { retries, ..snap }
+    }
+}
+
+/// The clocks a snapshot is taken on, and its entries' times.
+struct SnapshotClock {
+    now: Instant,
+    wall_now: DateTime<Utc>,
+}
+
+impl SnapshotClock {
+    fn now() -> Self {
+        Self {
+            now: Instant::now(),
+            wall_now: Utc::now(),
+        }
+    }
+
+    fn wall(&self, t: Instant) -> DateTime<Utc> {
+        wall_clock(self.now, self.wall_now, t)
+    }
+
+    fn queued(&self, key: &impl std::fmt::Display, added: Instant) -> QueuedKey {
+        QueuedKey {
+            key: key.to_string(),
+            added_at: self.wall(added),
+            queued_seconds: self.now.saturating_duration_since(added).as_secs_f64(),
+        }
+    }
+
+    fn in_flight(
+        &self,
+        key: &impl std::fmt::Display,
+        started: Instant,
+        added_again: bool,
+    ) -> InFlightKey {
+        InFlightKey {
+            key: key.to_string(),
+            started_at: self.wall(started),
+            running_seconds: self.now.saturating_duration_since(started).as_secs_f64(),
+            added_again,
+        }
+    }
+
+    fn waiting(&self, key: &impl std::fmt::Display, ready: Instant) -> WaitingKey {
+        WaitingKey {
+            key: key.to_string(),
+            ready_at: self.wall(ready),
+            ready_in_seconds: ready.saturating_duration_since(self.now).as_secs_f64(),
+        }
     }
 }
 

@@ -29,6 +29,54 @@ fn k(s: &str) -> String {
     s.to_string()
 }
 
+/// Awaits `task`, which must end within 30 s (virtual time where paused) without panicking.
+async fn finish<T>(task: tokio::task::JoinHandle<T>) -> T {
+    timeout(Duration::from_secs(30), task)
+        .await
+        .expect("task did not finish in time")
+        .expect("task panicked")
+}
+
+/// A task blocked in `get` on (a clone of) `q`.
+fn spawn_get(q: &WorkQueue) -> tokio::task::JoinHandle<Option<String>> {
+    let q = q.clone();
+    tokio::spawn(async move { q.get().await })
+}
+
+/// A task in `shut_down_with_drain` on (a clone of) `q`.
+fn spawn_drain(q: &WorkQueue) -> tokio::task::JoinHandle<()> {
+    let q = q.clone();
+    tokio::spawn(async move { q.shut_down_with_drain().await })
+}
+
+/// `run_workers` spawned on a queue, with the token that stops it.
+struct Workers {
+    cancel: CancellationToken,
+    runner: tokio::task::JoinHandle<()>,
+}
+
+impl Workers {
+    fn spawn<F, Fut, E>(q: &WorkQueue, n: usize, handler: F) -> Self
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Requeue, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let cancel = CancellationToken::new();
+        let runner = tokio::spawn(run_workers(q.clone(), n, handler, cancel.clone()));
+        Self { cancel, runner }
+    }
+
+    /// Cancels the workers and waits (at most `limit`) for `run_workers` to return.
+    async fn stop(self, limit: Duration) {
+        self.cancel.cancel();
+        timeout(limit, self.runner)
+            .await
+            .expect("run_workers did not return")
+            .expect("run_workers panicked");
+    }
+}
+
 /// A limiter that always answers the same delay and counts calls per key.
 struct FixedLimiter {
     delay: Duration,
@@ -88,15 +136,13 @@ fn re_add_while_processing_is_queued_after_done() {
 #[tokio::test(start_paused = true)]
 async fn blocked_get_wakes_on_add_and_on_shutdown() {
     let q = WorkQueue::new("t");
-    let q2 = q.clone();
-    let getter = tokio::spawn(async move { q2.get().await });
+    let getter = spawn_get(&q);
     tokio::task::yield_now().await;
     assert!(!getter.is_finished());
     q.add(k("ns/a"));
     assert_eq!(getter.await.unwrap(), Some(k("ns/a")));
 
-    let q3 = q.clone();
-    let getter = tokio::spawn(async move { q3.get().await });
+    let getter = spawn_get(&q);
     tokio::task::yield_now().await;
     q.shut_down();
     assert_eq!(getter.await.unwrap(), None);
@@ -275,8 +321,7 @@ async fn shut_down_with_drain_waits_for_in_flight() {
     q.add(k("ns/b"));
     let a = q.get().await.unwrap();
     let b = q.get().await.unwrap();
-    let q2 = q.clone();
-    let drain = tokio::spawn(async move { q2.shut_down_with_drain().await });
+    let drain = spawn_drain(&q);
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
@@ -288,10 +333,7 @@ async fn shut_down_with_drain_waits_for_in_flight() {
     }
     assert!(!drain.is_finished());
     q.done(&b);
-    timeout(Duration::from_secs(30), drain)
-        .await
-        .expect("drain returns once nothing is in flight")
-        .unwrap();
+    finish(drain).await;
 
     // With nothing in flight it returns at once.
     let q = WorkQueue::new("t");
@@ -305,14 +347,10 @@ async fn shut_down_stops_a_pending_drain() {
     let q = WorkQueue::new("t");
     q.add(k("ns/a"));
     let _a = q.get().await.unwrap();
-    let q2 = q.clone();
-    let drain = tokio::spawn(async move { q2.shut_down_with_drain().await });
+    let drain = spawn_drain(&q);
     tokio::task::yield_now().await;
     q.shut_down();
-    timeout(Duration::from_secs(30), drain)
-        .await
-        .unwrap()
-        .unwrap();
+    finish(drain).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -320,7 +358,6 @@ async fn run_workers_forgets_on_success_and_backs_off_on_error() {
     let q = WorkQueue::new(VM_QUEUE_NAME);
     let start = Instant::now();
     let calls: Arc<Mutex<Vec<(Duration, usize)>>> = Arc::default();
-    let cancel = CancellationToken::new();
     let handler = {
         let calls = Arc::clone(&calls);
         let q = q.clone();
@@ -341,7 +378,7 @@ async fn run_workers_forgets_on_success_and_backs_off_on_error() {
             }
         }
     };
-    let runner = tokio::spawn(run_workers(q.clone(), VM_WORKERS, handler, cancel.clone()));
+    let workers = Workers::spawn(&q, VM_WORKERS, handler);
     q.add(k("default/vm1"));
     let deadline = Instant::now() + Duration::from_secs(60);
     while calls.lock().unwrap().len() < 4 {
@@ -363,11 +400,7 @@ async fn run_workers_forgets_on_success_and_backs_off_on_error() {
         "forgotten after success"
     );
     assert_eq!(q.len(), 0);
-    cancel.cancel();
-    timeout(Duration::from_secs(30), runner)
-        .await
-        .unwrap()
-        .unwrap();
+    workers.stop(Duration::from_secs(30)).await;
     assert!(q.is_shutting_down());
 }
 
@@ -376,7 +409,6 @@ async fn run_workers_requeue_after_and_panics() {
     let q = WorkQueue::new(VMI_QUEUE_NAME);
     let start = Instant::now();
     let seen: Arc<Mutex<Vec<(String, Duration)>>> = Arc::default();
-    let cancel = CancellationToken::new();
     let handler = {
         let seen = Arc::clone(&seen);
         move |key: String| {
@@ -395,7 +427,7 @@ async fn run_workers_requeue_after_and_panics() {
             }
         }
     };
-    let runner = tokio::spawn(run_workers(q.clone(), VMI_WORKERS, handler, cancel.clone()));
+    let workers = Workers::spawn(&q, VMI_WORKERS, handler);
     q.add(k("ns/again"));
     q.add(k("ns/boom"));
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -414,11 +446,7 @@ async fn run_workers_requeue_after_and_panics() {
             (k("ns/boom"), ms(5)),
         ]
     );
-    cancel.cancel();
-    timeout(Duration::from_secs(30), runner)
-        .await
-        .unwrap()
-        .unwrap();
+    workers.stop(Duration::from_secs(30)).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -450,45 +478,40 @@ async fn run_workers_stop_when_queue_shut_down_elsewhere() {
 async fn one_worker_per_key_under_concurrent_workers() {
     const KEYS: usize = 20;
     const ROUNDS: usize = 200;
+    /// What the workers record, shared with the test.
+    #[derive(Default)]
+    struct Seen {
+        active: Mutex<HashSet<String>>,
+        violation: AtomicBool,
+        seq: AtomicU64,
+        last_start: Mutex<HashMap<String, u64>>,
+        starts: AtomicUsize,
+    }
     let q = WorkQueue::new("t");
-    let active: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let violation = Arc::new(AtomicBool::new(false));
-    let seq = Arc::new(AtomicU64::new(1));
-    let last_start: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-    let starts = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Seen {
+        seq: AtomicU64::new(1),
+        ..Seen::default()
+    });
     let handler = {
-        let (active, violation, seq, last_start, starts) = (
-            Arc::clone(&active),
-            Arc::clone(&violation),
-            Arc::clone(&seq),
-            Arc::clone(&last_start),
-            Arc::clone(&starts),
-        );
+        let seen = Arc::clone(&seen);
         move |key: String| {
-            let (active, violation, seq, last_start, starts) = (
-                Arc::clone(&active),
-                Arc::clone(&violation),
-                Arc::clone(&seq),
-                Arc::clone(&last_start),
-                Arc::clone(&starts),
-            );
+            let seen = Arc::clone(&seen);
             async move {
-                starts.fetch_add(1, Ordering::SeqCst);
-                if !active.lock().unwrap().insert(key.clone()) {
-                    violation.store(true, Ordering::SeqCst);
+                seen.starts.fetch_add(1, Ordering::SeqCst);
+                if !seen.active.lock().unwrap().insert(key.clone()) {
+                    seen.violation.store(true, Ordering::SeqCst);
                 }
-                let s = seq.fetch_add(1, Ordering::SeqCst);
-                last_start.lock().unwrap().insert(key.clone(), s);
+                let s = seen.seq.fetch_add(1, Ordering::SeqCst);
+                seen.last_start.lock().unwrap().insert(key.clone(), s);
                 for _ in 0..20 {
                     tokio::task::yield_now().await;
                 }
-                active.lock().unwrap().remove(&key);
+                seen.active.lock().unwrap().remove(&key);
                 Ok::<_, String>(Requeue::NONE)
             }
         }
     };
-    let cancel = CancellationToken::new();
-    let runner = tokio::spawn(run_workers(q.clone(), VMI_WORKERS, handler, cancel.clone()));
+    let workers = Workers::spawn(&q, VMI_WORKERS, handler);
     let mut last_add: HashMap<String, u64> = HashMap::new();
     for round in 0..ROUNDS {
         for i in 0..KEYS {
@@ -496,12 +519,12 @@ async fn one_worker_per_key_under_concurrent_workers() {
                 continue;
             }
             let key = format!("ns/vm-{i}");
-            last_add.insert(key.clone(), seq.fetch_add(1, Ordering::SeqCst));
+            last_add.insert(key.clone(), seen.seq.fetch_add(1, Ordering::SeqCst));
             q.add(key);
         }
         // Pace the producer on the workers' progress so adds land while keys are in flight.
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while starts.load(Ordering::SeqCst) <= round {
+        while seen.starts.load(Ordering::SeqCst) <= round {
             assert!(
                 std::time::Instant::now() < deadline,
                 "workers made no progress"
@@ -521,16 +544,12 @@ async fn one_worker_per_key_under_concurrent_workers() {
         );
         tokio::time::sleep(ms(5)).await;
     }
-    cancel.cancel();
-    timeout(Duration::from_secs(60), runner)
-        .await
-        .unwrap()
-        .unwrap();
+    workers.stop(Duration::from_secs(60)).await;
     assert!(
-        !violation.load(Ordering::SeqCst),
+        !seen.violation.load(Ordering::SeqCst),
         "a key was processed by two workers at once"
     );
-    let last_start = last_start.lock().unwrap();
+    let last_start = seen.last_start.lock().unwrap();
     for (key, added) in &last_add {
         let started = last_start.get(key).copied().unwrap_or(0);
         assert!(
@@ -708,8 +727,7 @@ async fn parked_keys_all_reach_waiting_workers() {
             Ok::<_, String>(Requeue::NONE)
         }
     };
-    let cancel = CancellationToken::new();
-    let runner = tokio::spawn(run_workers(q.clone(), VMI_WORKERS, handler, cancel.clone()));
+    let workers = Workers::spawn(&q, VMI_WORKERS, handler);
     for i in 0..N {
         q.add_after(
             format!("ns/vm-{i}"),
@@ -729,9 +747,5 @@ async fn parked_keys_all_reach_waiting_workers() {
         );
         tokio::time::sleep(ms(5)).await;
     }
-    cancel.cancel();
-    timeout(Duration::from_secs(60), runner)
-        .await
-        .unwrap()
-        .unwrap();
+    workers.stop(Duration::from_secs(60)).await;
 }

@@ -167,82 +167,70 @@ mod tests {
         }
     }
 
+    /// A container's `(name, requests, limits)`.
+    type Spec<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [(&'a str, &'a str)]);
+
     #[test]
-    fn best_effort_without_cpu_or_memory() {
-        let s = spec(
-            vec![container(
-                "compute",
+    fn qos_class_follows_requests_and_limits() {
+        let gi = &[("cpu", "1"), ("memory", "1Gi")][..];
+        let cases: [(&str, &[Spec], &[Spec], &str); 6] = [
+            (
+                "no cpu or memory",
+                &[("compute", &[], &[("devices.kubevirt.io/kvm", "1")])],
                 &[],
-                &[("devices.kubevirt.io/kvm", "1")],
-            )],
-            vec![],
-        );
-        assert_eq!(qos_class(&s), "BestEffort");
-    }
-
-    #[test]
-    fn guaranteed_when_limits_equal_requests_in_every_container() {
-        let s = spec(
-            vec![
-                container(
-                    "a",
-                    &[("cpu", "1"), ("memory", "1Gi")],
-                    &[("cpu", "1000m"), ("memory", "1024Mi")],
-                ),
-                // Requests defaulted from limits.
-                container("b", &[], &[("cpu", "100m"), ("memory", "64Mi")]),
-            ],
-            vec![],
-        );
-        assert_eq!(qos_class(&s), "Guaranteed");
-    }
-
-    #[test]
-    fn burstable_when_any_container_lacks_limits_or_differs() {
-        let s = spec(
-            vec![
-                container(
-                    "a",
-                    &[("cpu", "1"), ("memory", "1Gi")],
-                    &[("cpu", "1"), ("memory", "1Gi")],
-                ),
-                container("b", &[("cpu", "100m")], &[]),
-            ],
-            vec![],
-        );
-        assert_eq!(qos_class(&s), "Burstable");
-        let s = spec(
-            vec![container(
-                "a",
-                &[("cpu", "500m"), ("memory", "1Gi")],
-                &[("cpu", "1"), ("memory", "1Gi")],
-            )],
-            vec![],
-        );
-        assert_eq!(qos_class(&s), "Burstable");
-        // A virt-launcher pod: memory request, no limits.
-        let s = spec(
-            vec![container(
-                "compute",
-                &[("cpu", "100m"), ("memory", "300Mi")],
-                &[("devices.kubevirt.io/kvm", "1")],
-            )],
-            vec![container(
-                "guest-console-log",
-                &[("cpu", "5m"), ("memory", "35M")],
-                &[("cpu", "15m"), ("memory", "60M")],
-            )],
-        );
-        assert_eq!(qos_class(&s), "Burstable");
-    }
-
-    #[test]
-    fn init_containers_count_for_guaranteed() {
-        let s = spec(
-            vec![container("a", &[], &[("cpu", "1"), ("memory", "1Gi")])],
-            vec![container("init", &[("cpu", "10m")], &[])],
-        );
-        assert_eq!(qos_class(&s), "Burstable");
+                "BestEffort",
+            ),
+            (
+                "limits equal requests in every container (b's requests defaulted from limits)",
+                &[
+                    ("a", gi, &[("cpu", "1000m"), ("memory", "1024Mi")]),
+                    ("b", &[], &[("cpu", "100m"), ("memory", "64Mi")]),
+                ],
+                &[],
+                "Guaranteed",
+            ),
+            (
+                "a container lacks limits",
+                &[("a", gi, gi), ("b", &[("cpu", "100m")], &[])],
+                &[],
+                "Burstable",
+            ),
+            (
+                "a request differs from its limit",
+                &[("a", &[("cpu", "500m"), ("memory", "1Gi")], gi)],
+                &[],
+                "Burstable",
+            ),
+            (
+                "a virt-launcher pod: memory request, no limits",
+                &[(
+                    "compute",
+                    &[("cpu", "100m"), ("memory", "300Mi")],
+                    &[("devices.kubevirt.io/kvm", "1")],
+                )],
+                &[(
+                    "guest-console-log",
+                    &[("cpu", "5m"), ("memory", "35M")],
+                    &[("cpu", "15m"), ("memory", "60M")],
+                )],
+                "Burstable",
+            ),
+            (
+                "init containers count for Guaranteed",
+                &[("a", &[], gi)],
+                &[("init", &[("cpu", "10m")], &[])],
+                "Burstable",
+            ),
+        ];
+        let build = |list: &[Spec]| -> Vec<Container> {
+            list.iter()
+                .map(|(name, req, lim)| container(name, req, lim))
+                .collect()
+        };
+        for (case, containers, init, want) in cases {
+            let s = spec(build(containers), build(init));
+            assert_eq!(qos_class(&s), want, "{case}");
+        }
     }
 
     #[test]

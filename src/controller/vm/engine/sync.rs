@@ -36,13 +36,9 @@ impl Engine<'_> {
         }
 
         // Step 2: the api-version annotations are always the first write (vm.go:374-386).
-        let observed = self
-            .vm
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(annotation::LATEST_OBSERVED_API_VERSION))
-            .is_some_and(|v| v == annotation::API_VERSION_V1);
+        let observed =
+            crate::api::annotation(&self.vm.metadata, annotation::LATEST_OBSERVED_API_VERSION)
+                == Some(annotation::API_VERSION_V1);
         if !observed {
             let mut updated = self.vm.clone();
             let ann = updated
@@ -280,14 +276,10 @@ impl Engine<'_> {
         }
 
         // 8. DataVolumes.
-        let immediate = self
-            .vm
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(crate::api::annotations::IMMEDIATE_DATA_VOLUME_CREATION))
-            .map(String::as_str)
-            != Some("false");
+        let immediate = crate::api::annotation(
+            &self.vm.metadata,
+            crate::api::annotations::IMMEDIATE_DATA_VOLUME_CREATION,
+        ) != Some("false");
         if immediate {
             match self.handle_data_volumes() {
                 Err(e) => {
