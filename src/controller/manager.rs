@@ -367,9 +367,16 @@ impl Manager {
             let forward = tokio::spawn(async move {
                 loop {
                     {
-                        let state = rx.borrow_and_update().clone();
+                        let mut state = rx.borrow_and_update().clone();
                         gauge.set(i64::from(state.leading));
-                        *shared.write().unwrap_or_else(|e| e.into_inner()) = state;
+                        let mut published = shared.write().unwrap_or_else(|e| e.into_inner());
+                        // A new elector starts with no error: until it leads, keep showing the
+                        // error that ended the previous term (why this instance lost the
+                        // Lease), in /debug/state, /leader consumers and the inspector.
+                        if state.last_error.is_none() && !state.leading {
+                            state.last_error = published.last_error.take();
+                        }
+                        *published = state;
                     }
                     if rx.changed().await.is_err() {
                         break;
