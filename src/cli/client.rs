@@ -170,9 +170,15 @@ pub async fn load_config(
         }
         None => {
             let config = kube::Config::incluster().map_err(|e| {
+                let no_cluster = if command == "run-controller" {
+                    "or add --embedded to run on the embedded simulated cluster"
+                } else {
+                    "or start the embedded cluster with `run-controller --embedded` (or `demo`) \
+                     and point --kubeconfig at the kubeconfig it prints"
+                };
                 CliError::Failed(format!(
                     "no cluster configuration found (no --kubeconfig, $KUBECONFIG or ~/.kube/config, and not in a pod: {e}); \
-                     pass --kubeconfig, or use --embedded to run on the embedded simulated cluster"
+                     pass --kubeconfig, {no_cluster}"
                 ))
             })?;
             (

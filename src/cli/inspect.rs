@@ -98,6 +98,17 @@ pub fn parse_target(target: &[String]) -> Result<Option<String>, CliError> {
     Ok(Some(name))
 }
 
+impl InspectArgs {
+    /// The Lease to read and the per-request timeout, from the flags.
+    fn gather_options(&self) -> GatherOptions {
+        GatherOptions {
+            lease_namespace: self.lease_namespace.clone(),
+            lease_name: self.lease_name.clone(),
+            timeout: Duration::from_secs(self.timeout_seconds.max(1)),
+        }
+    }
+}
+
 /// Write to stdout; a closed pipe (`| head`) is not an error.
 fn emit(text: &str) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
@@ -141,11 +152,7 @@ pub fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError>
             "-A/--all-namespaces is for the fleet view (inspect with no name)".into(),
         ));
     }
-    let opts = GatherOptions {
-        lease_namespace: args.lease_namespace.clone(),
-        lease_name: args.lease_name.clone(),
-        timeout: Duration::from_secs(args.timeout_seconds.max(1)),
-    };
+    let opts = args.gather_options();
     let interactive = args.output.is_none() && !args.once && std::io::stdout().is_terminal();
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
@@ -264,11 +271,7 @@ fn run_what_if(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliEr
                     "a what-if needs a VM: vm/NAME, or -f FILE".into(),
                 ));
             };
-            let opts = GatherOptions {
-                lease_namespace: args.lease_namespace.clone(),
-                lease_name: args.lease_name.clone(),
-                timeout: Duration::from_secs(args.timeout_seconds.max(1)),
-            };
+            let opts = args.gather_options();
             let runtime = tokio::runtime::Runtime::new()
                 .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(async move {

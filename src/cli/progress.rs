@@ -90,7 +90,13 @@ impl VmProgress {
 /// The last failed reconcile of `key` (the VM controller's first, then the VMI controller's) as
 /// `vm reconcile failed: <error>`, from the controller's own state; `None` for a key whose last
 /// reconciles succeeded.
+///
+/// An optimistic-concurrency conflict (HTTP 409 "the object has been modified", client-go's
+/// `IsConflict`) is routine: two writers raced, the key is requeued and the next sync reads the
+/// newer object. KubeVirt logs it at info level; it is a problem here only once it repeats
+/// ([`PERSISTENT_CONFLICT_RETRIES`] requeues of the key).
 pub fn reconcile_problem(state: &DebugState, key: &str) -> Option<String> {
+    let retried = retries(state, key);
     [VM_CONTROLLER, VMI_CONTROLLER]
         .into_iter()
         .find_map(|controller| {
@@ -98,9 +104,20 @@ pub fn reconcile_problem(state: &DebugState, key: &str) -> Option<String> {
             let error = record
                 .error
                 .as_deref()
-                .filter(|_| record.result == "error")?;
+                .filter(|_| record.result == "error")
+                .filter(|e| !is_conflict(e) || retried >= PERSISTENT_CONFLICT_RETRIES)?;
             Some(format!("{controller} reconcile failed: {error}"))
         })
+}
+
+/// How many requeues make a conflict worth reporting.
+pub const PERSISTENT_CONFLICT_RETRIES: usize = 3;
+
+/// The API server's text for a 409 Conflict on an update
+/// (apimachinery `NewConflict`: "Operation cannot be fulfilled on …: the object has been
+/// modified; please apply your changes to the latest version and try again").
+fn is_conflict(error: &str) -> bool {
+    error.contains("the object has been modified")
 }
 
 /// Requeues after failures of `key` in both work queues (the rate limiters' `NumRequeues`).
@@ -496,6 +513,43 @@ mod tests {
         assert_eq!(
             reconcile_problem(&state, key).as_deref(),
             Some("vmi reconcile failed: pod create refused")
+        );
+    }
+
+    #[test]
+    fn a_routine_conflict_is_not_a_problem_until_it_repeats() {
+        let key = "demo/vm";
+        let mut state: DebugState = serde_json::from_value(serde_json::json!({
+            "generatedAt": "2026-12-01T10:00:00Z", "identity": "me", "leading": true,
+            "lease": {"lease": "kubevirt/virt-controller", "identity": "me", "phase": "leading",
+                      "leading": true, "holder": "me", "observedAt": null, "leaseTransitions": null,
+                      "acquireTime": null, "lastRenew": null, "lastError": null},
+            "caches": {"synced": true}, "queues": {}, "expectations": [], "reconciles": {}
+        }))
+        .unwrap();
+        let conflict = "Operation cannot be fulfilled on virtualmachines.kubevirt.io \"vm\": \
+                        the object has been modified; please apply your changes to the latest \
+                        version and try again";
+        state.reconciles.insert(
+            VM_CONTROLLER.into(),
+            BTreeMap::from([(key.to_string(), failed(conflict))]),
+        );
+        state
+            .queues
+            .insert(VM_QUEUE_NAME.into(), queue(VM_QUEUE_NAME, &[(key, 1)]));
+        assert_eq!(
+            reconcile_problem(&state, key),
+            None,
+            "one conflict is routine"
+        );
+        state.queues.insert(
+            VM_QUEUE_NAME.into(),
+            queue(VM_QUEUE_NAME, &[(key, PERSISTENT_CONFLICT_RETRIES)]),
+        );
+        assert_eq!(
+            reconcile_problem(&state, key),
+            Some(format!("vm reconcile failed: {conflict}")),
+            "a conflict that keeps coming back is reported"
         );
     }
 

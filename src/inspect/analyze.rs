@@ -1149,9 +1149,9 @@ fn caught_up(
         // template without it (vm.go sync, firmware.go:48-81), which bumps the generation; the
         // start revision then never equals the template, so KubeVirt does not bump the VMI's
         // generation annotation until the next start. The VMI already runs with that UUID.
-        "behind only because the controller persisted the firmware UUID after the VMI started \
-         (the VMI runs with that UUID; KubeVirt leaves observedGeneration behind until the next \
-         start, vm.go:1438-1475)"
+        "behind only because the controller persisted the firmware UUID after creating the VMI \
+         (the VMI already has that UUID; KubeVirt leaves observedGeneration behind until the \
+         next start, vm.go:1438-1475)"
             .into()
     } else if template_changes.is_empty() {
         "the running VMI does not reflect the latest spec yet".into()
@@ -1313,6 +1313,42 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             depth,
         })
     };
+    // The controller itself (0): with no Lease, or a Lease nobody renews, nothing acts on the
+    // VM, whatever its objects say.
+    let lease_object = format!("Lease/{}", g.lease_key);
+    match &ins.lease {
+        None if g
+            .missing
+            .iter()
+            .any(|m| m.what == "lease" && m.reason.contains("not found")) =>
+        {
+            add(
+                lease_object,
+                "NoController",
+                format!(
+                    "Lease {} not found: no virt-controller (or run-controller) has run against \
+                     this cluster, so nothing will create, stop or update this VM's objects",
+                    g.lease_key
+                ),
+                0,
+            );
+        }
+        Some(lease) if lease.stale => add(
+            lease_object,
+            "ControllerNotRenewing",
+            format!(
+                "holder {} last renewed the Lease {} ago (duration {} s): no controller is \
+                 acting until another one takes the Lease over",
+                lease.holder_identity.as_deref().unwrap_or("(none)"),
+                lease
+                    .renew_age_seconds
+                    .map_or_else(|| "long".to_string(), human_duration),
+                lease.lease_duration_seconds.unwrap_or(0)
+            ),
+            0,
+        ),
+        _ => {}
+    }
     // VM (0)
     if let Some(c) = vm
         .status

@@ -617,6 +617,45 @@ fn a_stale_lease_is_flagged_with_its_age() {
     );
 }
 
+#[test]
+fn no_controller_is_a_blocker_whatever_the_objects_say() {
+    // A stale Lease: its holder stopped renewing, nobody acts.
+    let mut g = running();
+    g.lease = Some(our_lease(-60));
+    let ins = analyze(&g);
+    let b = ins
+        .blockers
+        .iter()
+        .find(|b| b.reason == "ControllerNotRenewing")
+        .unwrap_or_else(|| panic!("{:#?}", ins.blockers));
+    assert_eq!(b.object, format!("Lease/{}", g.lease_key));
+    assert!(
+        b.message
+            .contains("host_1234 last renewed the Lease 1 m 0 s ago"),
+        "{}",
+        b.message
+    );
+    // No Lease at all: no controller has ever run here (a fresh cluster without virt-controller,
+    // or a run-controller that was never started).
+    let mut g = running();
+    g.lease = None;
+    g.controller = ControllerView::None;
+    g.missing.push(Missing {
+        what: "lease".into(),
+        reason: format!("Lease {} not found: no controller has run", g.lease_key),
+    });
+    let ins = analyze(&g);
+    assert!(
+        ins.blockers
+            .iter()
+            .any(|b| b.reason == "NoController" && b.depth == 0),
+        "{:#?}",
+        ins.blockers
+    );
+    // With a live Lease there is no such blocker.
+    assert!(analyze(&running()).blockers.is_empty());
+}
+
 fn node(name: &str, memory: &str, kvm: Option<&str>) -> Node {
     let mut alloc = json!({"cpu": "4", "memory": memory});
     if let Some(k) = kvm {
