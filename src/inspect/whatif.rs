@@ -841,17 +841,27 @@ pub fn changed_fields(before: &VirtualMachine, after: &VirtualMachine) -> Vec<Fi
     out
 }
 
-fn side(ins: &Inspection, restart_required: bool, sync_error: Option<String>) -> DecisionSide {
+/// One side of the comparison. The printableStatus is the one the VM decision writes at the
+/// end of this sync when it writes a status (KubeVirt's `updateStatus` runs after the sync's
+/// actions, with the expectations they raised: a VMI being deleted makes it `Stopping`,
+/// vm.go `isVirtualMachineStatusStopping`), else the one the rules give on the state as it is.
+fn side(
+    ins: &Inspection,
+    d: &crate::controller::vm::VmDecision,
+    sync_error: Option<String>,
+) -> DecisionSide {
     let nd = ins.next_decision.clone().unwrap_or_default();
+    let written = d.status.as_ref().and_then(|s| s.printable_status.clone());
     DecisionSide {
         summary: nd.summary,
         actions: nd.actions,
-        restart_required,
+        restart_required: restart_required_in(d),
         sync_error,
-        printable_status: ins
-            .printable_status_reason
-            .as_ref()
-            .map(|p| p.computed.clone()),
+        printable_status: written.or_else(|| {
+            ins.printable_status_reason
+                .as_ref()
+                .map(|p| p.computed.clone())
+        }),
     }
 }
 
@@ -1454,16 +1464,8 @@ pub fn what_if(g: &Gathered, change: &Change) -> Result<WhatIf, ChangeError> {
             .as_ref()
             .map(|e| format!("{}: {}", e.reason, e.message))
     };
-    let before = side(
-        &before_ins,
-        restart_required_in(&before_d.vm),
-        err(&before_d.vm),
-    );
-    let after = side(
-        &after_ins,
-        restart_required_in(&after_d.vm),
-        err(&after_d.vm),
-    );
+    let before = side(&before_ins, &before_d.vm, err(&before_d.vm));
+    let after = side(&after_ins, &after_d.vm, err(&after_d.vm));
     let fields = changed_fields(before_vm, &after_vm);
     let mut missing = Vec::new();
     let rendered = pod_diff(g, before_vm, &after_vm, &mut missing);

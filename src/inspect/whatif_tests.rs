@@ -347,6 +347,9 @@ fn halted_would_delete_the_vmi() {
     assert!(w.after.actions.iter().any(|a| a.kind == "DeleteVmi"));
     assert!(!w.before.actions.iter().any(|a| a.kind == "DeleteVmi"));
     assert!(render_text(&w).contains("would delete VMI vm-a"));
+    // The status written after the delete, with the deletion expected: Stopping.
+    assert_eq!(w.after.printable_status.as_deref(), Some("Stopping"));
+    assert_eq!(w.before.printable_status.as_deref(), Some("Running"));
 }
 
 #[test]
