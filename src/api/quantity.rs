@@ -346,6 +346,41 @@ pub fn parse(q: &Quantity) -> Result<ParsedQuantity, QuantityError> {
     ParsedQuantity::parse(&q.0)
 }
 
+/// Bytes as a kubectl-style binary quantity, the one form every output uses (progress lines,
+/// what-if, explain-overhead): exact (`512Mi`, `4Gi`, `1024`)
+/// when the value is a whole number of the unit, otherwise rounded to two decimals in the
+/// largest unit that keeps it ≥ 1 (`4680843265` → `4.36Gi`); `Ki` is used exactly only below 1Mi.
+pub fn human_bytes(bytes: i64) -> String {
+    const UNITS: [(&str, i64); 5] = [
+        ("Pi", 1 << 50),
+        ("Ti", 1 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ];
+    if bytes == 0 {
+        return "0".into();
+    }
+    let abs = bytes.unsigned_abs();
+    for (suffix, size) in UNITS {
+        let size = size as u64;
+        // Exact in Ki only below 1Mi: `405760Ki` is exact but `396.25Mi` is what a reader wants.
+        if suffix == "Ki" && abs >= 1 << 20 {
+            continue;
+        }
+        if abs >= size && abs.is_multiple_of(size) {
+            return format!("{}{suffix}", bytes / size as i64);
+        }
+    }
+    for (suffix, size) in UNITS {
+        if abs >= size as u64 {
+            let v = bytes as f64 / size as f64;
+            return format!("{v:.2}{suffix}");
+        }
+    }
+    bytes.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,7 +128,8 @@ Exit codes:
 
 /// `demo --help`: keys, examples and exit codes.
 pub const DEMO_HELP: &str = "\
-Keys: Tab panels, ↑↓ scroll, Esc fleet view, Enter open a VM, r refresh, ? help, q quit.
+Keys: Tab panels, ↑↓ scroll, w what-if (a change, nothing written), Esc fleet view,
+Enter open a VM, r refresh, ? help, q quit.
 
 Examples:
   # The embedded cluster, the controller under its Lease, vm-demo, the inspector on it

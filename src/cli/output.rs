@@ -45,35 +45,7 @@ macro_rules! say {
     };
 }
 
-/// Bytes as a kubectl-style binary quantity for a progress line: exact (`512Mi`, `4Gi`, `1024`)
-/// when the value is a whole number of the unit, otherwise rounded to two decimals in the
-/// largest unit that keeps it ≥ 1 (`4680843265` → `4.36Gi`).
-pub fn human_bytes(bytes: i64) -> String {
-    const UNITS: [(&str, i64); 5] = [
-        ("Pi", 1 << 50),
-        ("Ti", 1 << 40),
-        ("Gi", 1 << 30),
-        ("Mi", 1 << 20),
-        ("Ki", 1 << 10),
-    ];
-    if bytes == 0 {
-        return "0".into();
-    }
-    let abs = bytes.unsigned_abs();
-    for (suffix, size) in UNITS {
-        let size = size as u64;
-        if abs >= size && abs.is_multiple_of(size) {
-            return format!("{}{suffix}", bytes / size as i64);
-        }
-    }
-    for (suffix, size) in UNITS {
-        if abs >= size as u64 {
-            let v = bytes as f64 / size as f64;
-            return format!("{v:.2}{suffix}");
-        }
-    }
-    bytes.to_string()
-}
+pub use crate::api::quantity::human_bytes;
 
 /// A memory quantity as written in a pod (`4680843265`, `512Mi`, `1G`) in [`human_bytes`] form;
 /// text that does not parse is shown unchanged.
@@ -97,6 +69,8 @@ mod tests {
         assert_eq!(human_bytes(1536 << 20), "1536Mi");
         assert_eq!(human_bytes(1000), "1000");
         assert_eq!(human_bytes(0), "0");
+        assert_eq!(human_bytes(2048), "2Ki");
+        assert_eq!(human_bytes(405_760 << 10), "396.25Mi", "not 405760Ki");
         assert_eq!(human_bytes(1_500_000), "1.43Mi");
         assert_eq!(human_memory("4680843265"), "4.36Gi");
         assert_eq!(human_memory("524Mi"), "524Mi");

@@ -1567,7 +1567,9 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
                     "Node/*".into(),
                     "InsufficientMemory",
                     format!(
-                        "no node has {req} bytes of allocatable memory for the guest request + overhead (largest: {largest})"
+                        "no node has {} of allocatable memory for the guest request + overhead ({req} bytes; the largest node has {})",
+                        crate::api::quantity::human_bytes(req),
+                        crate::api::quantity::human_bytes(largest)
                     ),
                     4,
                 );

@@ -33,7 +33,6 @@ use crate::controller::vm::restart_required::restart_required;
 use crate::controller::vm::setup_vmi_from_vm;
 use crate::controller::vmi::executor::render_pod_with;
 use crate::launcher::explain::{Explanation, explain};
-use crate::launcher::overhead::MIB;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
@@ -883,29 +882,7 @@ fn quantity_millis(text: &str) -> Option<i64> {
     ParsedQuantity::parse(text).ok().map(|q| q.milli_value())
 }
 
-/// `512Mi`, `-32Mi`, `1.5Gi`, or bytes.
-pub fn human_bytes(bytes: i64) -> String {
-    let abs = bytes.unsigned_abs() as f64;
-    let sign = if bytes < 0 { "-" } else { "" };
-    let gib = (MIB * 1024) as f64;
-    if abs >= gib {
-        let v = abs / gib;
-        if (v.fract()).abs() < 1e-9 {
-            format!("{sign}{v:.0}Gi")
-        } else {
-            format!("{sign}{v:.2}Gi")
-        }
-    } else if abs >= MIB as f64 {
-        let v = abs / MIB as f64;
-        if (v.fract()).abs() < 1e-9 {
-            format!("{sign}{v:.0}Mi")
-        } else {
-            format!("{sign}{v:.2}Mi")
-        }
-    } else {
-        format!("{bytes}")
-    }
-}
+pub use crate::api::quantity::human_bytes;
 
 fn compute(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::Container> {
     pod.spec

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::controller::vm::revision::build_start_revision;
+use crate::launcher::overhead::MIB;
 use serde_json::json;
 
 const NOW: &str = "2026-12-01T10:00:00Z";
@@ -330,7 +331,9 @@ fn map_diffs_compare_quantities_by_value() {
     assert_eq!(names, vec!["limits.x", "limits.y", "requests.cpu"]);
     assert_eq!(d[2].delta, Some(100));
     assert_eq!(human_bytes(-32 * MIB), "-32Mi");
-    assert_eq!(human_bytes(3 * 1024 * MIB / 2), "1.50Gi");
+    // Exact in the largest unit that divides it, as kubectl writes quantities.
+    assert_eq!(human_bytes(3 * 1024 * MIB / 2), "1536Mi");
+    assert_eq!(human_bytes(3 * 1024 * MIB / 2 + 1), "1.50Gi");
 }
 
 #[test]

@@ -163,7 +163,7 @@ pub enum WhatIfError {
 pub struct WhatIfState {
     /// The input line is open: keys edit [`WhatIfState::text`].
     pub editing: bool,
-    /// The text typed (kept after Enter and Esc, for the next `w`).
+    /// The text typed (kept after Enter and Esc for the next `w` on this VM; cleared on leaving it).
     pub text: String,
     /// Why the text was not evaluated (shown after it in the input line).
     pub error: Option<String>,
@@ -447,12 +447,10 @@ impl App {
         }
     }
 
-    /// Leaving the VM: its what-if goes (the text typed stays).
+    /// Leaving the VM: its what-if goes, the text typed too (a change for one VM is not a
+    /// draft for the next).
     fn reset_what_if(&mut self) {
-        self.what_if = WhatIfState {
-            text: std::mem::take(&mut self.what_if.text),
-            ..WhatIfState::default()
-        };
+        self.what_if = WhatIfState::default();
     }
 
     fn what_if_input_key(&mut self, key: KeyEvent) -> Action {
@@ -1029,6 +1027,10 @@ mod tests {
         ));
         assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::BackToFleet);
         assert!(!app.what_if.pending);
+        assert!(
+            app.what_if.text.is_empty(),
+            "the text typed for that VM goes with it"
+        );
         let g = crate::inspect::whatif::tests::running(Default::default());
         let w = crate::inspect::whatif::what_if(&g, &parse_change_line("stop").unwrap()).unwrap();
         app.set_what_if(Ok(w));
