@@ -353,6 +353,19 @@ fn settings_from_kubevirt_cr_and_flags() {
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// Found by a new-user trial: with nothing to explain the exit code was 1, while --help says
+/// usage errors exit 2.
+#[test]
+fn no_input_is_a_usage_error() {
+    let out = run(&["explain-overhead"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("give -f FILE"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn cluster_mode_is_not_available_yet_and_says_so() {
     let out = run(&["explain-overhead", "vm/foo"], None);

@@ -286,7 +286,7 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
         )));
     }
     let Some(filename) = args.filename.clone() else {
-        return Err(CliError::Failed(
+        return Err(CliError::Usage(
             "nothing to explain: give -f FILE (or -f - for stdin)".into(),
         ));
     };
