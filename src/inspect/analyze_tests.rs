@@ -705,7 +705,9 @@ fn an_unschedulable_pod_names_the_scheduler_message_and_what_no_node_has() {
     );
     assert!(ins.blockers[1].message.contains("Insufficient memory"));
     assert!(
-        ins.blockers[0].message.contains("the largest node has 100Mi"),
+        ins.blockers[0]
+            .message
+            .contains("the largest node has 100Mi"),
         "{}",
         ins.blockers[0].message
     );
