@@ -371,6 +371,18 @@ pub async fn wait_all_running(
 mod tests {
     use super::*;
 
+    /// The `/debug/state` of a leader with nothing queued or recorded.
+    fn leading_state() -> DebugState {
+        serde_json::from_value(serde_json::json!({
+            "generatedAt": "2026-12-01T10:00:00Z", "identity": "me", "leading": true,
+            "lease": {"lease": "kubevirt/virt-controller", "identity": "me", "phase": "leading",
+                      "leading": true, "holder": "me", "observedAt": null, "leaseTransitions": null,
+                      "acquireTime": null, "lastRenew": null, "lastError": null},
+            "caches": {"synced": true}, "queues": {}, "expectations": [], "reconciles": {}
+        }))
+        .unwrap()
+    }
+
     fn lease_state(leading: bool, holder: Option<&str>) -> LeaderState {
         LeaderState {
             lease: "kubevirt/virt-controller".into(),
@@ -470,14 +482,7 @@ mod tests {
     #[test]
     fn a_failing_reconcile_is_the_problem_with_its_retries() {
         let key = "demo/both";
-        let mut state: DebugState = serde_json::from_value(serde_json::json!({
-            "generatedAt": "2026-12-01T10:00:00Z", "identity": "me", "leading": true,
-            "lease": {"lease": "kubevirt/virt-controller", "identity": "me", "phase": "leading",
-                      "leading": true, "holder": "me", "observedAt": null, "leaseTransitions": null,
-                      "acquireTime": null, "lastRenew": null, "lastError": null},
-            "caches": {"synced": true}, "queues": {}, "expectations": [], "reconciles": {}
-        }))
-        .unwrap();
+        let mut state = leading_state();
         assert_eq!(reconcile_problem(&state, key), None);
         state.reconciles.insert(
             VMI_CONTROLLER.into(),
@@ -519,14 +524,7 @@ mod tests {
     #[test]
     fn a_routine_conflict_is_not_a_problem_until_it_repeats() {
         let key = "demo/vm";
-        let mut state: DebugState = serde_json::from_value(serde_json::json!({
-            "generatedAt": "2026-12-01T10:00:00Z", "identity": "me", "leading": true,
-            "lease": {"lease": "kubevirt/virt-controller", "identity": "me", "phase": "leading",
-                      "leading": true, "holder": "me", "observedAt": null, "leaseTransitions": null,
-                      "acquireTime": null, "lastRenew": null, "lastError": null},
-            "caches": {"synced": true}, "queues": {}, "expectations": [], "reconciles": {}
-        }))
-        .unwrap();
+        let mut state = leading_state();
         let conflict = "Operation cannot be fulfilled on virtualmachines.kubevirt.io \"vm\": \
                         the object has been modified; please apply your changes to the latest \
                         version and try again";
