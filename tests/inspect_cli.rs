@@ -5,25 +5,23 @@
 //!
 //! Conditions are polled with generous deadlines; nothing sleeps for a fixed time.
 
+mod common;
+
+use common::wait_for;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::VirtualMachine;
-use virtctl_rs::config::ClusterSettings;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
+use virtctl_rs::controller::manager::Manager;
 use virtctl_rs::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
-use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 use virtctl_rs::sim::faults::FaultRule;
 
 const NS: &str = "default";
-const DEADLINE: Duration = Duration::from_secs(40);
 const CONTROLLER_AGENT: &str = "virt-controller-inspect-e2e";
 
 async fn cluster() -> EmbeddedCluster {
@@ -35,24 +33,6 @@ async fn cluster() -> EmbeddedCluster {
     })
     .await
     .expect("embedded cluster starts")
-}
-
-async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// `inspect ARGS` against the cluster: (exit code, stdout, stderr).
@@ -110,49 +90,11 @@ async fn create_vm(client: &kube::Client, vm: &VirtualMachine) {
         .expect("create VM");
 }
 
-/// Our controller, leading, with its endpoints on 127.0.0.1:0 (so the Lease carries the debug
-/// endpoint annotation).
+/// Our controller, leading (see [`common::env::start_leading_manager`]).
 async fn start_manager(
     cluster: &EmbeddedCluster,
 ) -> (Arc<Manager>, CancellationToken, tokio::task::JoinHandle<()>) {
-    let client = cluster
-        .api()
-        .client_with_agent(CONTROLLER_AGENT)
-        .await
-        .expect("controller client");
-    let mut lease = LeaderElectionConfig::new("inspect-e2e");
-    lease.lease_duration = Duration::from_secs(2);
-    lease.renew_deadline = Duration::from_millis(1500);
-    lease.retry_period = Duration::from_millis(250);
-    let config = ManagerConfig {
-        namespace: None,
-        vm_workers: 2,
-        vmi_workers: 2,
-        settings: ClusterSettings::default(),
-        lease,
-        on_lost_lease: OnLostLease::Exit,
-        listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-    };
-    let (vm, vmi) = virtctl_rs::controller::reconcilers();
-    let manager = Arc::new(
-        Manager::start(client, config, vm, vmi)
-            .await
-            .expect("manager starts"),
-    );
-    let cancel = CancellationToken::new();
-    let run = {
-        let (m, c) = (manager.clone(), cancel.clone());
-        tokio::spawn(async move {
-            let _ = m.run(c).await;
-        })
-    };
-    wait_for("the manager to lead with synced caches", || async {
-        let ctx = manager.context();
-        (manager.leader_state().leading && ctx.caches.all_synced() && ctx.vm_queue.get().is_some())
-            .then_some(())
-    })
-    .await;
-    (manager, cancel, run)
+    common::env::start_leading_manager(cluster, CONTROLLER_AGENT, "inspect-e2e").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

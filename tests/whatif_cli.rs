@@ -7,22 +7,20 @@
 //!
 //! Conditions are polled with generous deadlines; nothing sleeps for a fixed time.
 
+mod common;
+
+use common::wait_for;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
-use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
-use virtctl_rs::config::ClusterSettings;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
-use virtctl_rs::runtime::lease::LeaderElectionConfig;
+use virtctl_rs::controller::manager::Manager;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 
 const NS: &str = "default";
-const DEADLINE: Duration = Duration::from_secs(40);
 const CONTROLLER_AGENT: &str = "virt-controller-whatif-e2e";
 /// User agents that are not the binary: the controller, the test's own client, the simulator.
 const OTHER_AGENTS: &[&str] = &[
@@ -33,24 +31,6 @@ const OTHER_AGENTS: &[&str] = &[
     "sim-virt-handler",
     "sim-node-lifecycle",
 ];
-
-async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"));
@@ -133,53 +113,18 @@ fn vm() -> VirtualMachine {
     .expect("vm")
 }
 
-async fn start_manager(
-    cluster: &EmbeddedCluster,
-) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let client = cluster
-        .api()
-        .client_with_agent(CONTROLLER_AGENT)
-        .await
-        .expect("controller client");
-    let mut lease = LeaderElectionConfig::new("whatif-e2e");
-    lease.lease_duration = Duration::from_secs(2);
-    lease.renew_deadline = Duration::from_millis(1500);
-    lease.retry_period = Duration::from_millis(250);
-    let config = ManagerConfig {
-        namespace: None,
-        vm_workers: 2,
-        vmi_workers: 2,
-        settings: ClusterSettings::default(),
-        lease,
-        on_lost_lease: OnLostLease::Exit,
-        listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-    };
-    let (vm, vmi) = virtctl_rs::controller::reconcilers();
-    let manager = Arc::new(
-        Manager::start(client, config, vm, vmi)
-            .await
-            .expect("manager starts"),
-    );
-    let cancel = CancellationToken::new();
-    let run = {
-        let (m, c) = (manager.clone(), cancel.clone());
-        tokio::spawn(async move {
-            let _ = m.run(c).await;
-        })
-    };
-    wait_for("the manager to lead with synced caches", || async {
-        let ctx = manager.context();
-        (manager.leader_state().leading && ctx.caches.all_synced()).then_some(())
-    })
-    .await;
-    (cancel, run)
-}
-
 fn outcome_has(json: &Value, needle: &str) -> bool {
     json["outcome"].as_array().is_some_and(|o| {
         o.iter()
             .any(|l| l.as_str().is_some_and(|s| s.contains(needle)))
     })
+}
+
+/// Our controller, leading (see [`common::env::start_leading_manager`]).
+async fn start_manager(
+    cluster: &EmbeddedCluster,
+) -> (Arc<Manager>, CancellationToken, tokio::task::JoinHandle<()>) {
+    common::env::start_leading_manager(cluster, CONTROLLER_AGENT, "whatif-e2e").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +138,7 @@ async fn what_if_on_a_running_vm_reads_only_and_answers() {
     .await
     .expect("embedded cluster starts");
     let client = cluster.client().await.expect("client");
-    let (cancel, run) = start_manager(&cluster).await;
+    let (_manager, cancel, run) = start_manager(&cluster).await;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), NS);
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), NS);
     vms.create(&PostParams::default(), &vm())

@@ -503,3 +503,51 @@ pub fn printable(vm: &VirtualMachine) -> String {
         .and_then(|s| s.printable_status.clone())
         .unwrap_or_default()
 }
+
+/// Our controller on `cluster`, with its endpoints on 127.0.0.1:0 (so the Lease carries the
+/// debug-endpoint annotation), short Lease timings, client user agent `agent`; returned once it
+/// leads with synced caches and its VM queue built. Cancel the token to stop it.
+pub async fn start_leading_manager(
+    cluster: &EmbeddedCluster,
+    agent: &str,
+    identity: &str,
+) -> (Arc<Manager>, CancellationToken, JoinHandle<()>) {
+    let client = cluster
+        .api()
+        .client_with_agent(agent)
+        .await
+        .expect("controller client");
+    let mut lease = LeaderElectionConfig::new(identity);
+    lease.lease_duration = Duration::from_secs(2);
+    lease.renew_deadline = Duration::from_millis(1500);
+    lease.retry_period = Duration::from_millis(250);
+    let config = ManagerConfig {
+        namespace: None,
+        vm_workers: 2,
+        vmi_workers: 2,
+        settings: ClusterSettings::default(),
+        lease,
+        on_lost_lease: OnLostLease::Exit,
+        listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+    };
+    let (vm, vmi) = virtctl_rs::controller::reconcilers();
+    let manager = Arc::new(
+        Manager::start(client, config, vm, vmi)
+            .await
+            .expect("manager starts"),
+    );
+    let cancel = CancellationToken::new();
+    let run = {
+        let (m, c) = (manager.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let _ = m.run(c).await;
+        })
+    };
+    super::wait_for("the manager to lead with synced caches", || async {
+        let ctx = manager.context();
+        (manager.leader_state().leading && ctx.caches.all_synced() && ctx.vm_queue.get().is_some())
+            .then_some(())
+    })
+    .await;
+    (manager, cancel, run)
+}
