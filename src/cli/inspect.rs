@@ -98,6 +98,16 @@ pub fn parse_target(target: &[String]) -> Result<Option<String>, CliError> {
     Ok(Some(name))
 }
 
+/// The client and the namespace in scope: `-n`, else the kubeconfig context's.
+async fn connect_in_namespace(global: &GlobalArgs) -> Result<(kube::Client, String), CliError> {
+    let client = client_from_flags(global, "inspect").await?;
+    let namespace = global
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    Ok((client, namespace))
+}
+
 impl InspectArgs {
     /// The Lease to read and the per-request timeout, from the flags.
     fn gather_options(&self) -> GatherOptions {
@@ -157,11 +167,7 @@ pub fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError>
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async move {
-        let client = client_from_flags(global, "inspect").await?;
-        let namespace = global
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
+        let (client, namespace) = connect_in_namespace(global).await?;
         if interactive {
             let scope = match &name {
                 Some(_) => Some(namespace.clone()),
@@ -275,11 +281,7 @@ fn run_what_if(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliEr
             let runtime = tokio::runtime::Runtime::new()
                 .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(async move {
-                let client = client_from_flags(global, "inspect").await?;
-                let namespace = global
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| client.default_namespace().to_string());
+                let (client, namespace) = connect_in_namespace(global).await?;
                 whatif::gather_what_if(&client, &namespace, &name, &opts)
                     .await
                     .map_err(gather_failed)
