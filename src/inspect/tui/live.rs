@@ -349,6 +349,29 @@ mod tests {
         fake: Fake,
     }
 
+    /// [`drive`] (no shutdown signal, the real refresh period) beside `script`, which sends
+    /// keys and reads the gather calls; `drive`'s result once both are done.
+    async fn drive_with<B: Backend>(
+        terminal: &mut Terminal<B>,
+        events: &mut UnboundedReceiver<Event>,
+        fake: &Fake,
+        app: &mut App,
+        script: impl Future<Output = ()>,
+    ) -> io::Result<()> {
+        let (result, ()) = tokio::join!(
+            drive(
+                terminal,
+                events,
+                std::future::pending(),
+                fake,
+                app,
+                REFRESH_EVERY
+            ),
+            script
+        );
+        result
+    }
+
     fn rig() -> Rig {
         let (keys, events) = unbounded_channel();
         let (calls_tx, calls) = unbounded_channel();
@@ -405,18 +428,9 @@ mod tests {
             keys.send(key(KeyCode::Tab)).unwrap();
             keys.send(key(KeyCode::Char('q'))).unwrap();
         };
-        let (result, ()) = tokio::join!(
-            drive(
-                &mut terminal,
-                &mut events,
-                std::future::pending(),
-                &fake,
-                &mut app,
-                REFRESH_EVERY
-            ),
-            script
-        );
-        result.unwrap();
+        drive_with(&mut terminal, &mut events, &fake, &mut app, script)
+            .await
+            .unwrap();
         assert_eq!(app.view.focus, crate::inspect::tui::Panel::Queues);
         assert!(app.vm.is_some());
         let shown = screen(&terminal);
@@ -445,18 +459,9 @@ mod tests {
             calls.recv().await.unwrap();
             keys.send(key(KeyCode::Char('q'))).unwrap();
         };
-        let (result, ()) = tokio::join!(
-            drive(
-                &mut terminal,
-                &mut events,
-                std::future::pending(),
-                &fake,
-                &mut app,
-                REFRESH_EVERY
-            ),
-            script
-        );
-        result.unwrap();
+        drive_with(&mut terminal, &mut events, &fake, &mut app, script)
+            .await
+            .unwrap();
         assert!(app.vm.is_some(), "the last good data is kept");
         let shown = screen(&terminal);
         assert!(
@@ -492,18 +497,9 @@ mod tests {
             assert_eq!(next_call(&mut calls, &want).await, "fleet");
             keys.send(key(KeyCode::Esc)).unwrap();
         };
-        let (result, ()) = tokio::join!(
-            drive(
-                &mut terminal,
-                &mut events,
-                std::future::pending(),
-                &fake,
-                &mut app,
-                REFRESH_EVERY
-            ),
-            script
-        );
-        result.unwrap();
+        drive_with(&mut terminal, &mut events, &fake, &mut app, script)
+            .await
+            .unwrap();
         assert_eq!(app.screen, Screen::Fleet);
         assert!(screen(&terminal).contains("Fleet all namespaces"));
     }
@@ -587,18 +583,9 @@ mod tests {
             )))
             .unwrap();
         };
-        let (result, ()) = tokio::join!(
-            drive(
-                &mut terminal,
-                &mut events,
-                std::future::pending(),
-                &fake,
-                &mut app,
-                REFRESH_EVERY
-            ),
-            script
-        );
-        result.unwrap();
+        drive_with(&mut terminal, &mut events, &fake, &mut app, script)
+            .await
+            .unwrap();
         let w = app.what_if.result.as_ref().expect("a what-if result");
         assert!(
             w.outcome
