@@ -63,6 +63,11 @@ pub struct ClusterSettings {
     /// `Stage`. Decides which template changes of a running VM need a restart.
     #[serde(default = "live_update_default")]
     pub vm_rollout_strategy_live_update: bool,
+    /// `autoCPULimitNamespaceLabelSelector`: VMIs in a namespace whose labels match get a CPU
+    /// limit without a ResourceQuota (template.go `doesVMIRequireAutoCPULimits`). `None`: unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_cpu_limit_namespace_label_selector:
+        Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
 
 fn live_update_default() -> bool {
@@ -87,6 +92,7 @@ impl Default for ClusterSettings {
             default_network_interface: "bridge".to_string(),
             permit_bridge_interface_on_pod_network: true,
             vm_rollout_strategy_live_update: true,
+            auto_cpu_limit_namespace_label_selector: None,
         }
     }
 }
@@ -227,6 +233,15 @@ impl ClusterSettings {
                     ));
                 }
             },
+        }
+        match cfg.get("autoCPULimitNamespaceLabelSelector") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(v) => {
+                let selector = serde_json::from_value(v.clone()).map_err(|e| {
+                    field_err("autoCPULimitNamespaceLabelSelector", e.to_string())
+                })?;
+                s.auto_cpu_limit_namespace_label_selector = Some(selector);
+            }
         }
         if let Some(arch) = cfg
             .pointer("/architectureConfiguration/defaultArchitecture")

@@ -154,7 +154,15 @@ fn explain_all(files: &[PathBuf]) -> usize {
         let text_in = std::fs::read_to_string(path).unwrap();
         let has_vm = text_in
             .lines()
-            .any(|l| l == "kind: VirtualMachine" || l == "kind: VirtualMachineInstance");
+            .any(|l| {
+                [
+                    "kind: VirtualMachine",
+                    "kind: VirtualMachineInstance",
+                    "kind: VirtualMachinePool",
+                    "kind: VirtualMachineInstanceReplicaSet",
+                ]
+                .contains(&l)
+            });
         let out = run(
             &[
                 "explain-overhead",
@@ -194,13 +202,14 @@ fn every_own_example_and_fixture_explains() {
     assert_eq!(explain_all(&files), files.len());
 }
 
-/// KubeVirt's 34 example files with a VM or VMI explain; the others are refused with a reason.
+/// KubeVirt's 36 example files with a VM, VMI, VM pool or VMI replica set explain (34 VM/VMI files,
+/// vm-pool-cirros.yaml, vmi-replicaset-cirros.yaml); the others are refused with a reason.
 #[test]
 fn every_upstream_example_explains() {
     let Some(dir) = common::upstream_examples("every_upstream_example_explains") else {
         return;
     };
-    assert_eq!(explain_all(&common::yaml_files(&dir)), 34);
+    assert_eq!(explain_all(&common::yaml_files(&dir)), 36);
 }
 
 #[test]
@@ -249,9 +258,11 @@ fn bad_input_names_document_object_and_field() {
     }
 }
 
+/// A launcher pod of fixture-masquerade with every `compute` resource KubeVirt renders for it
+/// but the memory request, and the overhead annotation, given.
 fn launcher_pod(overhead: &str, memory: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: virt-launcher-fixture-masquerade-abcde\n  namespace: default\n  annotations:\n    kubevirt.io/domain: fixture-masquerade\n    kubevirt.io/memory-overhead-bytes: \"{overhead}\"\nspec:\n  containers:\n  - name: compute\n    image: x\n    resources:\n      requests:\n        memory: \"{memory}\"\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: virt-launcher-fixture-masquerade-abcde\n  namespace: default\n  annotations:\n    kubevirt.io/domain: fixture-masquerade\n    kubevirt.io/memory-overhead-bytes: \"{overhead}\"\nspec:\n  containers:\n  - name: compute\n    image: x\n    resources:\n      requests:\n        cpu: 100m\n        ephemeral-storage: 50M\n        memory: \"{memory}\"\n      limits:\n        devices.kubevirt.io/kvm: \"1\"\n        devices.kubevirt.io/tun: \"1\"\n        devices.kubevirt.io/vhost-net: \"1\"\n"
     )
 }
 
@@ -366,11 +377,34 @@ fn no_input_is_a_usage_error() {
     );
 }
 
+/// Cluster mode (tests/explain_overhead_cluster.rs has it against a cluster): with no cluster
+/// to read, the error says which kubeconfig failed; -f and a TYPE/NAME do not mix.
 #[test]
-fn cluster_mode_is_not_available_yet_and_says_so() {
-    let out = run(&["explain-overhead", "vm/foo"], None);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("not available yet"));
+fn cluster_mode_without_a_cluster_says_which_configuration_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-kubeconfig");
+    let out = run(
+        &[
+            "explain-overhead",
+            "vm/foo",
+            "--kubeconfig",
+            missing.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no-such-kubeconfig"),
+        "{}",
+        text(&out.stderr)
+    );
+    let vmi = fixture("vmi-masquerade.yaml");
+    let out = run(
+        &["explain-overhead", "vm/foo", "-f", vmi.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("give one"), "{}", text(&out.stderr));
 }
 
 /// Found by a new-user trial: invalid cluster settings and mismatched pods were accepted.

@@ -57,8 +57,19 @@ fn documents(path: &Path) -> Vec<Value> {
 }
 
 /// The rules of the Role/ClusterRole `kind`/`name` in `file`, expanded to triples; also the
-/// Role's namespace.
+/// Role's namespace. Rules must not name resources (see [`role_with_names`]).
 fn role(file: &str, kind: &str, name: &str) -> (BTreeSet<Grant>, Option<String>) {
+    let (grants, ns, names) = role_with_names(file, kind, name);
+    assert!(names.is_empty(), "{file}: resourceNames are not compared");
+    (grants, ns)
+}
+
+/// [`role`], also returning the `resourceNames` its rules are limited to.
+fn role_with_names(
+    file: &str,
+    kind: &str,
+    name: &str,
+) -> (BTreeSet<Grant>, Option<String>, BTreeSet<String>) {
     let path = common::repo_path(file);
     let doc = documents(&path)
         .into_iter()
@@ -72,11 +83,11 @@ fn role(file: &str, kind: &str, name: &str) -> (BTreeSet<Grant>, Option<String>)
             .collect()
     };
     let mut out = BTreeSet::new();
+    let mut names = BTreeSet::new();
     for rule in doc["rules"].as_array().expect("rules") {
-        assert!(
-            rule.get("resourceNames").is_none(),
-            "{file}: resourceNames are not compared"
-        );
+        if let Some(n) = rule.get("resourceNames") {
+            names.extend(strings(n));
+        }
         for g in strings(&rule["apiGroups"]) {
             for r in strings(&rule["resources"]) {
                 for v in strings(&rule["verbs"]) {
@@ -90,7 +101,7 @@ fn role(file: &str, kind: &str, name: &str) -> (BTreeSet<Grant>, Option<String>)
         }
     }
     let ns = doc["metadata"]["namespace"].as_str().map(str::to_string);
-    (out, ns)
+    (out, ns, names)
 }
 
 /// `Ok` when the granted rules are exactly what was used; otherwise what is missing and unused.
@@ -261,8 +272,21 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         "Role",
         "virtctl-rs-controller",
     );
-    assert!(ns_role_ns.is_some());
-    compare("run-controller -n (Role)", &ns_role, &cluster_role).unwrap_or_else(|e| panic!("{e}"));
+    // ... plus the one cluster-scoped object, the namespace itself, in a ClusterRole limited to
+    // that namespace by name.
+    let (ns_itself, _, ns_names) = role_with_names(
+        "deploy/rbac/controller-namespaced.yaml",
+        "ClusterRole",
+        "virtctl-rs-controller-my-vms-namespace",
+    );
+    assert_eq!(
+        ns_names.into_iter().collect::<Vec<_>>(),
+        [ns_role_ns.clone().expect("the Role is namespaced")],
+        "the namespace ClusterRole names the Role's namespace"
+    );
+    assert!(ns_itself.iter().all(|(_, r, _)| r == "namespaces"));
+    let ns_scope: BTreeSet<Grant> = ns_role.union(&ns_itself).cloned().collect();
+    compare("run-controller -n (Role)", &ns_scope, &cluster_role).unwrap_or_else(|e| panic!("{e}"));
 
     let (inspect_role, _) = role(
         "deploy/rbac/inspect.yaml",

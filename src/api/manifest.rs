@@ -127,6 +127,34 @@ pub enum ManifestError {
     },
 }
 
+/// The object a template at `pointer` (`{metadata, spec}`) of `owner` creates, as a `kind`
+/// document named after the owner (in its namespace, with the template's labels and
+/// annotations); `None` without a template.
+fn templated(owner: &serde_json::Value, pointer: &str, kind: &str) -> Option<serde_json::Value> {
+    let template = owner.pointer(pointer)?;
+    let mut metadata = template
+        .get("metadata")
+        .cloned()
+        .filter(|m| m.is_object())
+        .unwrap_or_else(|| serde_json::json!({}));
+    for key in ["name", "namespace"] {
+        match owner.pointer(&format!("/metadata/{key}")) {
+            Some(v) => metadata[key] = v.clone(),
+            None => {
+                if let Some(m) = metadata.as_object_mut() {
+                    m.remove(key);
+                }
+            }
+        }
+    }
+    Some(serde_json::json!({
+        "apiVersion": format!("{}/{}", super::GROUP, super::VERSION),
+        "kind": kind,
+        "metadata": metadata,
+        "spec": template.get("spec").cloned().unwrap_or(serde_json::Value::Null),
+    }))
+}
+
 // Errors carry the document reference and field by value; they are built once, on a cold path.
 #[allow(clippy::result_large_err)]
 /// Split YAML/JSON text into JSON values, one per non-empty document; `List` kinds are expanded
@@ -267,6 +295,52 @@ pub fn read_manifest(source_name: &str, text: &str) -> Result<Manifest, Manifest
                     object: KubeVirtObject::Vmi(Box::new(vmi)),
                 });
             }
+            // A pool's VirtualMachine template (pool.kubevirt.io VirtualMachinePool) and a
+            // replica set's VMI template (VirtualMachineInstanceReplicaSet): explained as the
+            // VM / VMI they create, named after the owner.
+            (false, "VirtualMachinePool") if group == "pool.kubevirt.io" => {
+                let vm = templated(&value, "/spec/virtualMachineTemplate", "VirtualMachine")
+                    .ok_or_else(|| {
+                        invalid(
+                            doc.clone(),
+                            (
+                                "spec.virtualMachineTemplate".into(),
+                                "required field is missing".into(),
+                            ),
+                        )
+                    })?;
+                let vm: VirtualMachine = from_value_with_path(vm).map_err(|(f, m)| {
+                    invalid(doc.clone(), (format!("spec.virtualMachineTemplate.{f}"), m))
+                })?;
+                if vm.spec.template.is_none() {
+                    return Err(invalid(
+                        doc,
+                        (
+                            "spec.virtualMachineTemplate.spec.template".into(),
+                            "required field is missing".into(),
+                        ),
+                    ));
+                }
+                manifest.objects.push(ManifestObject {
+                    doc,
+                    object: KubeVirtObject::Vm(Box::new(vm)),
+                });
+            }
+            (true, "VirtualMachineInstanceReplicaSet") => {
+                let vmi = templated(&value, "/spec/template", "VirtualMachineInstance")
+                    .ok_or_else(|| {
+                        invalid(
+                            doc.clone(),
+                            ("spec.template".into(), "required field is missing".into()),
+                        )
+                    })?;
+                let vmi: VirtualMachineInstance = from_value_with_path(vmi)
+                    .map_err(|(f, m)| invalid(doc.clone(), (format!("spec.template.{f}"), m)))?;
+                manifest.objects.push(ManifestObject {
+                    doc,
+                    object: KubeVirtObject::Vmi(Box::new(vmi)),
+                });
+            }
             _ => manifest.skipped.push(SkippedDocument {
                 reason: format!(
                     "{kind} ({}) is not a kubevirt.io/v1 VirtualMachine or VirtualMachineInstance",
@@ -376,5 +450,37 @@ mod tests {
         let text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: kubevirt.io/v1\n  kind: VirtualMachineInstance\n  metadata: {name: a}\n  spec: {domain: {devices: {}}}\n- apiVersion: kubevirt.io/v1\n  kind: VirtualMachineInstance\n  metadata: {name: b}\n  spec: {domain: {devices: {}}}\n";
         let m = read_manifest("l.yaml", text).unwrap();
         assert_eq!(object_indices(&m), [1, 2]);
+    }
+
+    #[test]
+    fn pools_and_replica_sets_are_read_as_the_vm_and_vmi_their_templates_create() {
+        let text = "apiVersion: pool.kubevirt.io/v1beta1\nkind: VirtualMachinePool\nmetadata: {name: pool-a, namespace: prod}\nspec:\n  replicas: 3\n  virtualMachineTemplate:\n    metadata: {labels: {app: a}}\n    spec:\n      runStrategy: Always\n      template:\n        spec:\n          domain: {devices: {}, resources: {requests: {memory: 1Gi}}}\n---\napiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceReplicaSet\nmetadata: {name: rs-b}\nspec:\n  replicas: 2\n  template:\n    metadata: {name: ignored, labels: {app: b}}\n    spec:\n      domain: {devices: {}, memory: {guest: 2Gi}}\n";
+        let m = read_manifest("t.yaml", text).unwrap();
+        assert!(m.skipped.is_empty());
+        match &m.objects[0].object {
+            KubeVirtObject::Vm(vm) => {
+                assert_eq!(vm.metadata.name.as_deref(), Some("pool-a"));
+                assert_eq!(vm.metadata.namespace.as_deref(), Some("prod"));
+                assert!(vm.spec.template.is_some());
+            }
+            other => panic!("expected a VM, got {other:?}"),
+        }
+        match &m.objects[1].object {
+            KubeVirtObject::Vmi(vmi) => {
+                assert_eq!(vmi.metadata.name.as_deref(), Some("rs-b"));
+                assert_eq!(vmi.metadata.namespace, None);
+                assert_eq!(
+                    vmi.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str),
+                    Some("b")
+                );
+            }
+            other => panic!("expected a VMI, got {other:?}"),
+        }
+        // Errors name the field in the owner's own terms.
+        let bad = "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceReplicaSet\nmetadata: {name: rs}\nspec:\n  template:\n    spec:\n      domain: {devices: {}, memory: {guest: [1]}}\n";
+        let e = read_manifest("t.yaml", bad).unwrap_err().to_string();
+        assert!(e.contains("field spec.template.spec.domain.memory.guest"), "{e}");
+        let e = read_manifest("t.yaml", "apiVersion: pool.kubevirt.io/v1beta1\nkind: VirtualMachinePool\nmetadata: {name: p}\nspec: {}\n").unwrap_err().to_string();
+        assert!(e.contains("field spec.virtualMachineTemplate: required"), "{e}");
     }
 }

@@ -1,13 +1,20 @@
 //! `explain-overhead`: flags and output formatting. The numbers come from
-//! [`crate::launcher::explain`].
+//! [`crate::launcher::explain`]; the cluster reads from [`crate::inspect::overhead`].
 //!
-//! Exit codes: 0 success; 1 bad input (the message names the document, object and field);
-//! 2 not available yet (cluster mode); 3 with `--pod` when the pod does not match the formula.
+//! Three modes: files (`-f`, repeatable, a directory, `-` for stdin), one object of the cluster
+//! (`vm/NAME`, `vmi/NAME`, `pod/NAME`), and the fleet audit (`-A`, or `-n NS` alone).
+//!
+//! Exit codes: 0 success; 1 bad input or failed read (the message names the document or
+//! object, and the field); 2 usage; 3 when a pod does not match the formula (`--pod`, cluster
+//! mode) or the audit flags anything.
 
 use super::{CliError, GlobalArgs};
 use crate::api::manifest::{ManifestObject, read_manifest};
 use crate::config::ClusterSettings;
-use crate::launcher::explain::{Explanation, PodCheck, check_pod, explain};
+use crate::launcher::explain::{
+    Explanation, PodCheck, RenderInputs, check_pod, explain_in, likely_cause,
+};
+use crate::launcher::resources::NamespaceContext;
 use crate::launcher::overhead::MIB;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::Pod;
@@ -32,12 +39,37 @@ pub enum Output {
 /// Flags of `explain-overhead`.
 #[derive(Debug, Args)]
 pub struct ExplainOverheadArgs {
-    /// `vm/NAME` or `vmi/NAME` to read from the cluster (not available yet: use -f).
+    /// `vm/NAME`, `vmi/NAME` or `pod/NAME` (a virt-launcher pod) to explain from the cluster,
+    /// with its KubeVirt CR, namespace and ResourceQuotas, checked against the pod that runs.
     pub target: Option<String>,
-    /// Manifest with VirtualMachine / VirtualMachineInstance documents (`-` for stdin). Other
-    /// kinds are skipped with a note on stderr.
-    #[arg(short = 'f', long = "filename")]
-    pub filename: Option<String>,
+    /// Manifest with VirtualMachine / VirtualMachineInstance (or VirtualMachinePool,
+    /// VirtualMachineInstanceReplicaSet) documents: a file, a directory (its .yaml/.yml/.json
+    /// files), or `-` for stdin; repeatable. Other kinds are skipped with a note on stderr;
+    /// Namespace and ResourceQuota documents are used as the namespace context.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub filename: Vec<String>,
+    /// Audit every virt-launcher pod of every namespace (with `-n NS` alone: of one namespace)
+    /// against the formula, worst first; exit code 3 when anything is flagged.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// With the audit: a Prometheus server (`http://host:9090`) to read
+    /// `kubevirt_vmi_memory_resident_bytes` from and compare with each pod's limit.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// Namespace of the KubeVirt CR (cluster mode and audit).
+    #[arg(long, default_value = crate::runtime::lease::DEFAULT_NAMESPACE, value_name = "NS")]
+    pub kubevirt_namespace: String,
+    /// Timeout of reads outside the Kubernetes API (Prometheus), seconds.
+    #[arg(long, default_value_t = 5)]
+    pub timeout_seconds: u64,
+    /// File mode: the VMI's Namespace (YAML/JSON, as `kubectl get ns NAME -o yaml` prints), for
+    /// `alpha.kubevirt.io/auto-memory-limits-ratio` and the autoCPULimitNamespaceLabelSelector.
+    #[arg(long, value_name = "FILE")]
+    pub namespace_file: Option<PathBuf>,
+    /// File mode: the namespace's ResourceQuotas (a quota, several documents or a List;
+    /// repeatable): `limits.cpu` / `limits.memory` give the pod automatic limits.
+    #[arg(long = "resourcequota-file", value_name = "FILE")]
+    pub resourcequota_file: Vec<PathBuf>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -57,8 +89,9 @@ pub struct ExplainOverheadArgs {
     /// Override the cluster's default architecture.
     #[arg(long, value_parser = ["amd64", "arm64", "s390x"])]
     pub architecture: Option<String>,
-    /// A virt-launcher pod (YAML/JSON) to check against the formula: its
-    /// `kubevirt.io/memory-overhead-bytes` annotation and `compute` memory request.
+    /// Virt-launcher pods (YAML/JSON: one, several documents, or a List as `kubectl get pod -o
+    /// yaml` prints) to check against the formula: the `kubevirt.io/memory-overhead-bytes`
+    /// annotation and every request and limit of the `compute` container.
     #[arg(long, value_name = "FILE")]
     pub pod: Option<PathBuf>,
     /// What-if: a JSON merge patch (RFC 7386, JSON or YAML) applied to every VM/VMI of the
@@ -116,6 +149,7 @@ fn explain_changed(
     change: &crate::inspect::whatif::Change,
     namespace: &str,
     settings: &ClusterSettings,
+    ns_ctx: &NamespaceContext,
 ) -> Result<Explanation, String> {
     use crate::api::manifest::{KubeVirtObject, from_value_with_path};
     let mut doc = match object {
@@ -134,7 +168,7 @@ fn explain_changed(
                 .map_err(|(f, m)| format!("after the change, field {f}: {m}"))?,
         )),
     };
-    explain(&changed, namespace, settings).map_err(|e| format!("after the change: {e}"))
+    explain_in(&changed, namespace, settings, ns_ctx).map_err(|e| format!("after the change: {e}"))
 }
 
 /// The before/after table of one object.
@@ -247,10 +281,7 @@ fn settings(args: &ExplainOverheadArgs) -> Result<ClusterSettings, CliError> {
 
 /// Pick the explanation a pod belongs to: the only one, or the one named by the pod's
 /// `kubevirt.io/domain` annotation / `vm.kubevirt.io/name` label.
-fn pod_target<'a>(
-    explanations: &'a mut [Explanation],
-    pod: &Pod,
-) -> Result<&'a mut Explanation, String> {
+fn pod_target(explanations: &[Explanation], pod: &Pod) -> Result<usize, String> {
     let meta = &pod.metadata;
     let name = meta
         .annotations
@@ -264,13 +295,11 @@ fn pod_target<'a>(
     match name {
         Some(name) => {
             let known: Vec<String> = explanations.iter().map(|e| e.name.clone()).collect();
-            explanations.iter_mut().find(|e| &e.name == name).ok_or_else(|| {
+            explanations.iter().position(|e| &e.name == name).ok_or_else(|| {
                 format!("the pod belongs to VMI {name:?} (kubevirt.io/domain), which is not in the manifest ({})", known.join(", "))
             })
         }
-        None if explanations.len() == 1 => explanations
-            .first_mut()
-            .ok_or_else(|| "no VM/VMI to compare with".to_string()),
+        None if explanations.len() == 1 => Ok(0),
         None => Err(
             "cannot tell which VM/VMI the pod belongs to: it has no kubevirt.io/domain annotation"
                 .to_string(),
@@ -278,38 +307,240 @@ fn pod_target<'a>(
     }
 }
 
+/// The files `-f` names, in order: a directory stands for its `.yaml`, `.yml` and `.json`
+/// files, sorted (not recursive, as kubectl without `-R`); `-` is stdin (once).
+fn expand_inputs(names: &[String]) -> Result<Vec<String>, CliError> {
+    let mut out = Vec::new();
+    for name in names {
+        let path = std::path::Path::new(name);
+        if name != "-" && path.is_dir() {
+            let mut files: Vec<String> = std::fs::read_dir(path)
+                .map_err(|e| CliError::Failed(format!("reading directory {name}: {e}")))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.is_file()
+                        && p.extension()
+                            .and_then(|x| x.to_str())
+                            .is_some_and(|x| ["yaml", "yml", "json"].contains(&x))
+                })
+                .map(|p| p.display().to_string())
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(CliError::Failed(format!(
+                    "{name}: the directory has no .yaml, .yml or .json file"
+                )));
+            }
+            out.extend(files);
+        } else {
+            out.push(name.clone());
+        }
+    }
+    if out.iter().filter(|n| *n == "-").count() > 1 {
+        return Err(CliError::Usage("-f - (stdin) can be given once".into()));
+    }
+    Ok(out)
+}
+
+/// The namespace context given to file mode: Namespace and ResourceQuota documents of the
+/// inputs, `--namespace-file`, `--resourcequota-file`.
+#[derive(Default)]
+struct FileContext {
+    namespaces: Vec<k8s_openapi::api::core::v1::Namespace>,
+    quotas: Vec<k8s_openapi::api::core::v1::ResourceQuota>,
+}
+
+impl FileContext {
+    /// Add the Namespace / ResourceQuota documents of `text` (others are ignored here).
+    fn add_documents(&mut self, source: &str, text: &str, default_ns: &str) -> Result<(), CliError> {
+        let docs = crate::api::manifest::split_documents(source, text)
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        for (index, doc) in docs {
+            let kind = doc
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .unwrap_or("")
+                .to_string();
+            let bad = |e: serde_json::Error| {
+                CliError::Failed(format!("{source}: document {index} ({kind}): {e}"))
+            };
+            match kind.as_str() {
+                "Namespace" => self
+                    .namespaces
+                    .push(serde_json::from_value(doc).map_err(bad)?),
+                "ResourceQuota" => {
+                    let mut q: k8s_openapi::api::core::v1::ResourceQuota =
+                        serde_json::from_value(doc).map_err(bad)?;
+                    q.metadata
+                        .namespace
+                        .get_or_insert_with(|| default_ns.to_string());
+                    self.quotas.push(q);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// What the renderer knows of `namespace`.
+    fn context(&self, namespace: &str, settings: &ClusterSettings) -> NamespaceContext {
+        NamespaceContext::from_cluster(
+            self.namespaces
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(namespace)),
+            self.quotas
+                .iter()
+                .filter(|q| q.metadata.namespace.as_deref() == Some(namespace)),
+            settings,
+        )
+    }
+}
+
+/// The namespace an object is explained in: its own, else `-n`, else `default`.
+fn object_namespace(object: &crate::api::manifest::KubeVirtObject, default_ns: &str) -> String {
+    object.namespace().unwrap_or(default_ns).to_string()
+}
+
+/// Flags that only make sense with `-f`, set on this command line.
+fn file_only_flags(args: &ExplainOverheadArgs) -> Vec<&'static str> {
+    let mut set = Vec::new();
+    for (on, flag) in [
+        (args.kubevirt_cr.is_some(), "--kubevirt-cr"),
+        (args.cpu_allocation_ratio.is_some(), "--cpu-allocation-ratio"),
+        (args.memory_overcommit.is_some(), "--memory-overcommit"),
+        (
+            args.additional_guest_memory_overhead_ratio.is_some(),
+            "--additional-guest-memory-overhead-ratio",
+        ),
+        (args.architecture.is_some(), "--architecture"),
+        (args.pod.is_some(), "--pod"),
+        (!args.what_if.is_empty(), "--what-if"),
+        (!args.set.is_empty(), "--set"),
+        (args.namespace_file.is_some(), "--namespace-file"),
+        (!args.resourcequota_file.is_empty(), "--resourcequota-file"),
+    ] {
+        if on {
+            set.push(flag);
+        }
+    }
+    set
+}
+
+const MODES: &str = "give -f FILE (a manifest, a directory or - for stdin), vm/NAME | vmi/NAME | pod/NAME (from the cluster), or -A / -n NS (audit every virt-launcher pod)";
+
 /// Run `explain-overhead`.
 pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, CliError> {
-    if let Some(target) = &args.target {
-        return Err(CliError::Failed(format!(
-            "reading {target} from the cluster is not available yet in this build; use -f FILE (a VM/VMI manifest) instead"
-        )));
+    let target = args
+        .target
+        .as_deref()
+        .map(str::parse::<crate::inspect::overhead::Target>)
+        .transpose()
+        .map_err(CliError::Usage)?;
+    let audit = args.all_namespaces
+        || (target.is_none() && args.filename.is_empty() && global.namespace.is_some());
+    if target.is_some() || audit {
+        if !args.filename.is_empty() {
+            return Err(CliError::Usage(format!(
+                "-f reads files, {} reads the cluster: give one",
+                args.target.as_deref().unwrap_or("-A")
+            )));
+        }
+        if target.is_some() && args.all_namespaces {
+            return Err(CliError::Usage(
+                "-A audits every pod: not with a TYPE/NAME".into(),
+            ));
+        }
+        let file_only = file_only_flags(&args);
+        if !file_only.is_empty() {
+            return Err(CliError::Usage(format!(
+                "{} appl{} to -f only: in the cluster the settings come from the KubeVirt CR and the namespace from the API server",
+                file_only.join(", "),
+                if file_only.len() == 1 { "ies" } else { "y" }
+            )));
+        }
+        if args.prometheus.is_some() && !audit {
+            return Err(CliError::Usage(
+                "--prometheus goes with the audit (-A or -n NS without TYPE/NAME)".into(),
+            ));
+        }
+        return run_cluster(global, &args, target);
     }
-    let Some(filename) = args.filename.clone() else {
+    if args.filename.is_empty() {
+        return Err(CliError::Usage(format!("nothing to explain: {MODES}")));
+    }
+    if args.prometheus.is_some() {
         return Err(CliError::Usage(
-            "nothing to explain: give -f FILE (or -f - for stdin)".into(),
+            "--prometheus goes with the audit (-A or -n NS)".into(),
         ));
-    };
-    let settings = settings(&args)?;
-    let text = read_input(&filename)?;
-    let source = if filename == "-" {
-        "<stdin>".to_string()
-    } else {
-        filename.clone()
-    };
-    let manifest = read_manifest(&source, &text).map_err(|e| CliError::Failed(e.to_string()))?;
-    for skipped in &manifest.skipped {
-        eprintln!(
-            "note: {source}: {}: skipped: {}",
-            skipped.doc, skipped.reason
-        );
     }
-    let namespace = global
+    let settings = settings(&args)?;
+    let default_ns = global
         .namespace
         .clone()
         .unwrap_or_else(|| "default".to_string());
+    let inputs = expand_inputs(&args.filename)?;
+    let several = inputs.len() > 1;
+    let mut objects = Vec::new();
+    let mut context = FileContext::default();
+    for filename in &inputs {
+        let text = read_input(filename)?;
+        let source = if filename == "-" {
+            "<stdin>".to_string()
+        } else {
+            filename.clone()
+        };
+        context.add_documents(&source, &text, &default_ns)?;
+        let manifest = match read_manifest(&source, &text) {
+            Ok(m) => m,
+            // With several inputs, a file of other kinds (a Namespace, a quota) is fine.
+            Err(crate::api::manifest::ManifestError::NoKubeVirtObjects { .. }) if several => {
+                continue;
+            }
+            Err(e) => return Err(CliError::Failed(e.to_string())),
+        };
+        for skipped in &manifest.skipped {
+            if !matches!(
+                skipped.doc.kind.as_deref(),
+                Some("Namespace" | "ResourceQuota")
+            ) {
+                eprintln!(
+                    "note: {source}: {}: skipped: {}",
+                    skipped.doc, skipped.reason
+                );
+            }
+        }
+        objects.extend(manifest.objects.into_iter().map(|o| (source.clone(), o)));
+    }
+    if objects.is_empty() {
+        return Err(CliError::Failed(format!(
+            "{}: no VirtualMachine or VirtualMachineInstance found",
+            inputs.join(", ")
+        )));
+    }
+    if let Some(path) = &args.namespace_file {
+        let name = path.display().to_string();
+        let text = read_input(&name)?;
+        let before = context.namespaces.len();
+        context.add_documents(&name, &text, &default_ns)?;
+        if context.namespaces.len() == before {
+            return Err(CliError::Failed(format!(
+                "{name}: expected a Namespace, found none"
+            )));
+        }
+    }
+    for path in &args.resourcequota_file {
+        let name = path.display().to_string();
+        let text = read_input(&name)?;
+        let before = context.quotas.len();
+        context.add_documents(&name, &text, &default_ns)?;
+        if context.quotas.len() == before {
+            return Err(CliError::Failed(format!(
+                "{name}: expected a ResourceQuota, found none"
+            )));
+        }
+    }
     let mut explanations = Vec::new();
-    for ManifestObject { doc, object } in &manifest.objects {
+    for (source, ManifestObject { doc, object }) in &objects {
         if let crate::api::manifest::KubeVirtObject::Vm(vm) = object
             && (vm.spec.instancetype.is_some() || vm.spec.preference.is_some())
         {
@@ -318,7 +549,8 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
                  (and the controller refuses such VMs): the figures use the template alone"
             );
         }
-        let e = explain(object, &namespace, &settings)
+        let ns_ctx = context.context(&object_namespace(object, &default_ns), &settings);
+        let e = explain_in(object, &default_ns, &settings, &ns_ctx)
             .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
         explanations.push(e);
     }
@@ -330,8 +562,10 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
             ));
         }
         let mut results = Vec::new();
-        for (ManifestObject { doc, object }, before) in manifest.objects.iter().zip(explanations) {
-            let after = explain_changed(object, &change, &namespace, &settings)
+        for ((source, ManifestObject { doc, object }), before) in objects.iter().zip(explanations)
+        {
+            let ns_ctx = context.context(&object_namespace(object, &default_ns), &settings);
+            let after = explain_changed(object, &change, &default_ns, &settings, &ns_ctx)
                 .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
             results.push(WhatIfExplanation {
                 kind: before.kind.clone(),
@@ -348,31 +582,54 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
     }
     let mut mismatch = false;
     if let Some(pod_path) = &args.pod {
-        let pod_text = read_input(&pod_path.display().to_string())?;
+        let name = pod_path.display().to_string();
+        let pod_text = read_input(&name)?;
         if pod_text.trim().is_empty() {
             return Err(CliError::Failed(format!(
-                "{}: the file is empty: expected a virt-launcher Pod",
-                pod_path.display()
+                "{name}: the file is empty: expected a virt-launcher Pod"
             )));
         }
-        let value: serde_json::Value = serde_yaml::from_str(&pod_text)
-            .map_err(|e| CliError::Failed(format!("{}: invalid YAML: {e}", pod_path.display())))?;
-        match value.get("kind").and_then(|k| k.as_str()) {
-            Some("Pod") | None => {}
-            Some(other) => {
-                return Err(CliError::Failed(format!(
-                    "{}: expected a Pod, found kind {other}",
-                    pod_path.display()
+        let docs = crate::api::manifest::split_documents(&name, &pod_text)
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        let mut checked = std::collections::BTreeSet::new();
+        for (index, value) in docs {
+            let at = |m: String| CliError::Failed(format!("{name}: document {index}: {m}"));
+            match value.get("kind").and_then(|k| k.as_str()) {
+                Some("Pod") | None => {}
+                Some(other) => {
+                    return Err(CliError::Failed(format!(
+                        "{name}: expected a Pod, found kind {other}"
+                    )));
+                }
+            }
+            let pod: Pod =
+                serde_json::from_value(value).map_err(|e| at(format!("not a Pod: {e}")))?;
+            let i = pod_target(&explanations, &pod).map_err(|why| {
+                CliError::Failed(format!("{name}: {why}"))
+            })?;
+            if !checked.insert(i) {
+                return Err(at(format!(
+                    "a second pod for {} {}: give one pod per VM/VMI",
+                    explanations[i].kind, explanations[i].name
                 )));
             }
+            let (_, ManifestObject { object, .. }) = &objects[i];
+            let ns_ctx = context.context(&object_namespace(object, &default_ns), &settings);
+            let mut check = check_pod(&explanations[i], &pod);
+            check.likely_cause = likely_cause(
+                RenderInputs {
+                    object,
+                    default_namespace: &default_ns,
+                    settings: &settings,
+                    namespace: &ns_ctx,
+                },
+                &pod,
+                &check,
+                None,
+            );
+            mismatch |= !check.matches;
+            explanations[i].pod_check = Some(check);
         }
-        let pod: Pod = serde_json::from_value(value)
-            .map_err(|e| CliError::Failed(format!("{}: not a Pod: {e}", pod_path.display())))?;
-        let target = pod_target(&mut explanations, &pod)
-            .map_err(|why| CliError::Failed(format!("{}: {why}", pod_path.display())))?;
-        let check = check_pod(target, &pod);
-        mismatch = !check.matches;
-        target.pod_check = Some(check);
     }
     super::output::out(&render(args.output, &explanations, render_table)?);
     Ok(if mismatch {
@@ -380,6 +637,219 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `explain-overhead TYPE/NAME` and the audit.
+fn run_cluster(
+    global: &GlobalArgs,
+    args: &ExplainOverheadArgs,
+    target: Option<crate::inspect::overhead::Target>,
+) -> Result<ExitCode, CliError> {
+    use crate::inspect::overhead::{explain_target, gather_audit};
+    use std::io::IsTerminal;
+    let opts = crate::inspect::GatherOptions {
+        lease_namespace: args.kubevirt_namespace.clone(),
+        timeout: std::time::Duration::from_secs(args.timeout_seconds.max(1)),
+        ..Default::default()
+    };
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        let client = super::client::client_from_flags(global, "explain-overhead").await?;
+        let namespace = global
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        match target {
+            Some(target) => {
+                let e = explain_target(&client, &namespace, &target, &opts)
+                    .await
+                    .map_err(|e| CliError::Failed(e.to_string()))?;
+                let mismatch = e
+                    .explanation
+                    .pod_check
+                    .as_ref()
+                    .is_some_and(|c| !c.matches);
+                super::output::out(&render(
+                    args.output,
+                    std::slice::from_ref(&e),
+                    render_cluster_table,
+                )?);
+                Ok(if mismatch {
+                    ExitCode::from(3)
+                } else {
+                    ExitCode::SUCCESS
+                })
+            }
+            None => {
+                let scope = (!args.all_namespaces).then_some(namespace.as_str());
+                let tty = std::io::stderr().is_terminal();
+                let started = std::time::Instant::now();
+                let mut shown = false;
+                let mut progress = |what: &str| {
+                    // Only on a terminal, and only once the audit takes more than a moment.
+                    if tty && (shown || started.elapsed() > std::time::Duration::from_millis(500))
+                    {
+                        eprint!("\r\x1b[2K{what}…");
+                        shown = true;
+                    }
+                };
+                let report = gather_audit(
+                    &client,
+                    scope,
+                    &opts,
+                    args.prometheus.as_deref(),
+                    &mut progress,
+                )
+                .await;
+                if shown {
+                    eprint!("\r\x1b[2K");
+                }
+                let report = report.map_err(|e| CliError::Failed(e.to_string()))?;
+                let flagged = !report.findings.is_empty();
+                let text = match args.output {
+                    Output::Table => render_audit_table(&report),
+                    other => render(other, std::slice::from_ref(&report), render_audit_table)
+                        .map(|t| match other {
+                            // One report, not a list of one.
+                            Output::Json => serde_json::to_string_pretty(&report)
+                                .map(|s| s + "\n")
+                                .unwrap_or(t),
+                            _ => serde_yaml::to_string(&report).unwrap_or(t),
+                        })?,
+                };
+                super::output::out(&text);
+                Ok(if flagged {
+                    ExitCode::from(3)
+                } else {
+                    ExitCode::SUCCESS
+                })
+            }
+        }
+    })
+}
+
+/// The table of `explain-overhead TYPE/NAME`: the inputs, the formula, the pod beside it.
+pub fn render_cluster_table(e: &crate::inspect::overhead::ClusterExplanation) -> String {
+    let mut out = String::new();
+    let c = &e.cluster;
+    let _ = writeln!(
+        out,
+        "cluster: KubeVirt {} · settings from {} (cpuAllocationRatio {}, memoryOvercommit {}%, additionalGuestMemoryOverheadRatio {}) · namespace: {}",
+        c.kubevirt_version.as_deref().unwrap_or("(version not reported)"),
+        c.settings_source,
+        c.settings.cpu_allocation_ratio,
+        c.settings.memory_overcommit,
+        c.settings
+            .additional_guest_memory_overhead_ratio
+            .as_deref()
+            .unwrap_or("unset"),
+        namespace_summary(&c.namespace_context),
+    );
+    out.push_str(&render_table(&e.explanation));
+    if let Some(r) = e.reported_overhead_bytes {
+        let f = e.explanation.overhead.total_bytes;
+        let _ = writeln!(
+            out,
+            "  VMI status.memory.memoryOverhead: {r} ({})",
+            if r == f {
+                "same as the formula".to_string()
+            } else {
+                format!("{:+} bytes from the formula", r - f)
+            }
+        );
+    }
+    if let Some(why) = &e.no_pod {
+        let _ = writeln!(out, "  pod: none ({why})");
+    }
+    for m in &e.missing {
+        let _ = writeln!(out, "  could not read {}: {}", m.what, m.reason);
+    }
+    out
+}
+
+fn namespace_summary(ns: &NamespaceContext) -> String {
+    let mut parts = Vec::new();
+    if ns.quota_limits_memory {
+        let ratio = ns
+            .labels
+            .get(crate::launcher::resources::AUTO_MEMORY_LIMITS_RATIO_LABEL)
+            .map_or("2.0 (default)".to_string(), |r| format!("{r} (label)"));
+        parts.push(format!("ResourceQuota limits.memory → automatic memory limit × {ratio}"));
+    }
+    if ns.quota_limits_cpu {
+        parts.push("ResourceQuota limits.cpu → automatic CPU limit".to_string());
+    }
+    if ns.auto_cpu_limit_selector_matches {
+        parts.push("matches autoCPULimitNamespaceLabelSelector → automatic CPU limit".to_string());
+    }
+    if parts.is_empty() {
+        "no automatic limits".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The audit's table: a line of scope, then the findings worst first.
+pub fn render_audit_table(r: &crate::inspect::overhead::AuditReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Checked {} virt-launcher pod(s) in {} · KubeVirt {} · status.memory.memoryOverhead reported by {}/{} VMIs{}{}",
+        r.pods_checked,
+        r.namespace
+            .as_deref()
+            .map_or("every namespace".to_string(), |n| format!("namespace {n}")),
+        r.kubevirt_version.as_deref().unwrap_or("(version not reported)"),
+        r.overhead_reporting.reported,
+        r.overhead_reporting.vmis,
+        if r.overhead_reporting.reported > 0 {
+            " (used as the overhead where reported)"
+        } else {
+            " (VmiMemoryOverheadReport off or not supported: the formula is used)"
+        },
+        if r.prometheus {
+            " · resident memory from Prometheus"
+        } else {
+            ""
+        },
+    );
+    if r.findings.is_empty() {
+        let _ = writeln!(out, "Nothing flagged.");
+    } else {
+        let kind_w = r
+            .findings
+            .iter()
+            .map(|f| f.kind.as_str().len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let pod_w = r
+            .findings
+            .iter()
+            .map(|f| f.namespace.len() + f.pod.len() + 1)
+            .max()
+            .unwrap_or(3)
+            .max(3);
+        let _ = writeln!(out, "{:<kind_w$}  {:<pod_w$}  DETAIL", "KIND", "POD");
+        for f in &r.findings {
+            let _ = writeln!(
+                out,
+                "{:<kind_w$}  {:<pod_w$}  {}",
+                f.kind.as_str(),
+                format!("{}/{}", f.namespace, f.pod),
+                f.message
+            );
+        }
+        let _ = writeln!(out, "{} finding(s): exit code 3", r.findings.len());
+    }
+    for s in &r.pods_skipped {
+        let _ = writeln!(out, "not checked: {s}");
+    }
+    for m in &r.missing {
+        let _ = writeln!(out, "could not read {}: {}", m.what, m.reason);
+    }
+    out
 }
 
 /// `items` in the chosen output format: a JSON or YAML list, or one table each.
@@ -496,6 +966,34 @@ fn render_pod_check(c: &PodCheck) -> String {
             .map_or("-".into(), |v| v.to_string()),
         diff(c.memory_request_difference_bytes)
     );
+    if !c.differences.is_empty() {
+        let w = c
+            .differences
+            .iter()
+            .map(|d| d.resource.len())
+            .max()
+            .unwrap_or(8)
+            .max(8);
+        let _ = writeln!(
+            out,
+            "    {:<w$}  {:>14}  {:>14}  DIFFERENCE",
+            "RESOURCE", "POD", "KUBEVIRT"
+        );
+        for d in &c.differences {
+            let _ = writeln!(
+                out,
+                "    {:<w$}  {:>14}  {:>14}  {}",
+                d.resource,
+                d.pod.as_deref().unwrap_or("-"),
+                d.rendered.as_deref().unwrap_or("-"),
+                d.difference
+                    .map_or("not comparable".to_string(), |v| format!("{v:+} {}", d.unit))
+            );
+        }
+    }
+    if let Some(cause) = &c.likely_cause {
+        let _ = writeln!(out, "    likely cause: {cause}");
+    }
     for n in &c.notes {
         let _ = writeln!(out, "    note: {n}");
     }

@@ -12,7 +12,8 @@ use crate::runtime::informer::Informer;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::WorkQueue;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use crate::launcher::resources::NamespaceContext;
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod, ResourceQuota};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 use serde::Serialize;
 use std::sync::{Arc, RwLock};
@@ -28,6 +29,12 @@ pub struct Caches {
     pub revisions: Informer<ControllerRevision>,
     /// Empty and synced when the cluster has no CDI (DataVolume CRD absent).
     pub data_volumes: Informer<DataVolume>,
+    /// Namespaces (every one, or only `--namespace`'s): their labels decide the automatic
+    /// limits of launcher pods (KubeVirt's TemplateService `namespaceStore`).
+    pub namespaces: Informer<Namespace>,
+    /// ResourceQuotas: one with `limits.cpu` / `limits.memory` in a VMI's namespace makes the
+    /// launcher pod carry that limit (TemplateService `resourceQuotaStore`).
+    pub resource_quotas: Informer<ResourceQuota>,
 }
 
 impl Caches {
@@ -38,6 +45,8 @@ impl Caches {
             && self.pods.has_synced()
             && self.revisions.has_synced()
             && self.data_volumes.has_synced()
+            && self.namespaces.has_synced()
+            && self.resource_quotas.has_synced()
     }
 
     /// Wait for every cache's first list.
@@ -47,6 +56,39 @@ impl Caches {
         self.pods.wait_synced().await;
         self.revisions.wait_synced().await;
         self.data_volumes.wait_synced().await;
+        self.namespaces.wait_synced().await;
+        self.resource_quotas.wait_synced().await;
+    }
+
+    /// Caches that never watch: empty and synced (unit tests, dry runs).
+    pub fn disabled() -> Self {
+        Caches {
+            vms: Informer::disabled("virtualmachines"),
+            vmis: Informer::disabled("virtualmachineinstances"),
+            pods: Informer::disabled("pods"),
+            revisions: Informer::disabled("controllerrevisions"),
+            data_volumes: Informer::disabled("datavolumes"),
+            namespaces: Informer::disabled("namespaces"),
+            resource_quotas: Informer::disabled("resourcequotas"),
+        }
+    }
+
+    /// What the launcher renderer knows of `namespace` from the caches: its labels, its
+    /// ResourceQuotas' limits, the auto-CPU-limit selector ([`NamespaceContext::from_cluster`]).
+    pub fn namespace_context(&self, namespace: &str, settings: &ClusterSettings) -> NamespaceContext {
+        let ns = self
+            .namespaces
+            .store()
+            .get(&kube::runtime::reflector::ObjectRef::new(namespace));
+        let quotas = self.resource_quotas.store().state();
+        NamespaceContext::from_cluster(
+            ns.as_deref(),
+            quotas
+                .iter()
+                .map(|q| q.as_ref())
+                .filter(|q| q.metadata.namespace.as_deref() == Some(namespace)),
+            settings,
+        )
     }
 }
 

@@ -290,13 +290,7 @@ mod tests {
         let ctx = Context {
             client,
             settings: Arc::default(),
-            caches: Caches {
-                vms: Informer::disabled("virtualmachines"),
-                vmis: Informer::disabled("virtualmachineinstances"),
-                pods: Informer::disabled("pods"),
-                revisions: Informer::disabled("controllerrevisions"),
-                data_volumes: Informer::disabled("datavolumes"),
-            },
+            caches: Caches::disabled(),
             vm_queue: QueueSlot::default(),
             vmi_queue: QueueSlot::default(),
             expectations: Expectations::default(),

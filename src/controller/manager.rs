@@ -22,7 +22,7 @@ use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
 use kube::Api;
 use kube::runtime::watcher;
 use prometheus_client::metrics::gauge::Gauge;
@@ -205,6 +205,26 @@ impl Manager {
             Informer::disabled("datavolumes")
         };
 
+        // Namespaces are cluster-scoped: a controller limited to one namespace watches only that
+        // one (a field selector), so it needs no cluster-wide read of namespaces.
+        let namespaces = Informer::<Namespace>::spawn(
+            "namespaces",
+            Api::all(client.clone()),
+            match ns {
+                Some(ns) => watcher::Config::default().fields(&format!("metadata.name={ns}")),
+                None => watcher::Config::default(),
+            },
+            Vec::new(),
+            stop.clone(),
+        );
+        let resource_quotas = Informer::<ResourceQuota>::spawn(
+            "resourcequotas",
+            api_for(&client, ns),
+            watcher::Config::default(),
+            Vec::new(),
+            stop.clone(),
+        );
+
         let metrics = Arc::new(Metrics::new());
         // Both queues' series exist from the start, at zero, as in KubeVirt, whose queues exist
         // on a standby too (a dashboard shows 0, not "no data"); the queues themselves are only
@@ -230,6 +250,8 @@ impl Manager {
                 pods,
                 revisions,
                 data_volumes,
+                namespaces,
+                resource_quotas,
             },
             vm_queue,
             vmi_queue,

@@ -700,6 +700,7 @@ pub fn decide_next(
             state,
             data_volume,
             &g.settings,
+            &g.namespace_context(),
             Time::from_datetime(now),
         );
         crate::controller::vmi::decide(&snap)
@@ -1180,15 +1181,6 @@ fn caught_up(
     }
 }
 
-fn namespace_context(g: &Gathered) -> NamespaceContext {
-    NamespaceContext {
-        labels: g.namespace_labels.clone(),
-        quota_limits_cpu: g.quota_limits.0,
-        quota_limits_memory: g.quota_limits.1,
-        ..Default::default()
-    }
-}
-
 /// The formula against the newest live pod (and the VMI's reported overhead).
 fn overhead_check(g: &Gathered, vm: &VirtualMachine) -> Result<Option<OverheadCheck>, String> {
     let object = match &g.vmi {
@@ -1199,7 +1191,7 @@ fn overhead_check(g: &Gathered, vm: &VirtualMachine) -> Result<Option<OverheadCh
         &object,
         &g.namespace,
         &g.settings,
-        &namespace_context(g),
+        &g.namespace_context(),
         current_pod(&g.pods),
         g.vmi.as_ref(),
     )

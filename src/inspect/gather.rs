@@ -133,12 +133,24 @@ pub struct Gathered {
     pub controller: ControllerView,
     /// The cluster settings (KubeVirt CR, or KubeVirt's defaults).
     pub settings: ClusterSettings,
-    /// Labels of the VM's namespace.
-    pub namespace_labels: BTreeMap<String, String>,
-    /// ResourceQuotas of the namespace set `limits.cpu` / `limits.memory`.
-    pub quota_limits: (bool, bool),
+    /// The VM's Namespace object (`None`: not read).
+    pub namespace_object: Option<Namespace>,
+    /// The ResourceQuotas of the namespace.
+    pub resource_quotas: Vec<ResourceQuota>,
     /// What could not be read, with the reason.
     pub missing: Vec<Missing>,
+}
+
+impl Gathered {
+    /// What the launcher renderer knows of the VM's namespace (labels, quotas, the cluster's
+    /// auto-CPU-limit selector), as the controller computes it from its caches.
+    pub fn namespace_context(&self) -> crate::launcher::resources::NamespaceContext {
+        crate::launcher::resources::NamespaceContext::from_cluster(
+            self.namespace_object.as_ref(),
+            &self.resource_quotas,
+            &self.settings,
+        )
+    }
 }
 
 /// One event, from either API, reduced to what the inspector shows.
@@ -160,16 +172,16 @@ pub fn describe_error(e: &kube::Error) -> String {
     }
 }
 
-fn is_not_found(e: &kube::Error) -> bool {
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-fn is_transport(e: &kube::Error) -> bool {
+pub(crate) fn is_transport(e: &kube::Error) -> bool {
     !matches!(e, kube::Error::Api(_))
 }
 
 /// The object a `get_opt` found, or why `what` (`kind/name`) is missing.
-fn found<T>(read: Result<Option<T>, kube::Error>, what: String) -> Result<T, Missing> {
+pub(crate) fn found<T>(read: Result<Option<T>, kube::Error>, what: String) -> Result<T, Missing> {
     match read {
         Ok(Some(o)) => Ok(o),
         Ok(None) => Err(Missing {
@@ -265,9 +277,9 @@ pub async fn gather_raw(
     g.pvcs = pvcs;
     notes.extend(vol_missing);
     match ns {
-        Ok((labels, quota, note)) => {
-            g.namespace_labels = labels;
-            g.quota_limits = quota;
+        Ok((namespace_object, quotas, note)) => {
+            g.namespace_object = Some(namespace_object);
+            g.resource_quotas = quotas;
             notes.extend(note);
         }
         Err(m) => notes.push(m),
@@ -412,47 +424,46 @@ async fn read_volumes(
     (dvs, pvcs, notes)
 }
 
-async fn read_namespace(
+/// The namespace and its ResourceQuotas (what the renderer's automatic limits read); a quota
+/// list that fails is a note, and the limits are rendered as without a quota.
+pub async fn read_namespace(
     client: &kube::Client,
     namespace: &str,
-) -> Result<(BTreeMap<String, String>, (bool, bool), Option<Missing>), Missing> {
+) -> Result<(Namespace, Vec<ResourceQuota>, Option<Missing>), Missing> {
     let ns_api: Api<Namespace> = Api::all(client.clone());
-    let labels = found(
+    let ns = found(
         ns_api.get_opt(namespace).await,
         format!("namespace/{namespace}"),
-    )?
-    .metadata
-    .labels
-    .unwrap_or_default();
+    )?;
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), namespace);
-    let quota = match quotas.list(&ListParams::default()).await {
-        Ok(list) => list.items.iter().fold((false, false), |(c, m), q| {
-            let hard = q.spec.as_ref().and_then(|s| s.hard.as_ref());
-            (
-                c || hard.is_some_and(|h| h.contains_key("limits.cpu")),
-                m || hard.is_some_and(|h| h.contains_key("limits.memory")),
-            )
-        }),
-        Err(e) => {
-            return Ok((
-                labels,
-                (false, false),
-                Some(Missing {
-                    what: format!("resourceQuotas/{namespace}"),
-                    reason: format!(
-                        "{}; limits are rendered as without a quota",
-                        describe_error(&e)
-                    ),
-                }),
-            ));
-        }
-    };
-    Ok((labels, quota, None))
+    match quotas.list(&ListParams::default()).await {
+        Ok(list) => Ok((ns, list.items, None)),
+        Err(e) => Ok((
+            ns,
+            Vec::new(),
+            Some(Missing {
+                what: format!("resourceQuotas/{namespace}"),
+                reason: format!(
+                    "{}; limits are rendered as without a quota",
+                    describe_error(&e)
+                ),
+            }),
+        )),
+    }
 }
 
 /// The KubeVirt CR of the KubeVirt namespace, through the parser `explain-overhead
 /// --kubevirt-cr` uses; KubeVirt's defaults (and a note) when there is none.
 async fn read_settings(client: &kube::Client, namespace: &str) -> Result<ClusterSettings, Missing> {
+    read_kubevirt(client, namespace).await.map(|(s, _)| s)
+}
+
+/// [`read_settings`], with the CR's `status.observedKubeVirtVersion` (`None` when it reports
+/// none).
+pub async fn read_kubevirt(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<(ClusterSettings, Option<String>), Missing> {
     let gvk = GroupVersionKind::gvk(crate::api::GROUP, crate::api::VERSION, "KubeVirt");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "kubevirts");
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
@@ -467,7 +478,14 @@ async fn read_settings(client: &kube::Client, namespace: &str) -> Result<Cluster
             };
             let mut value = serde_json::to_value(&cr).unwrap_or_default();
             value["kind"] = "KubeVirt".into();
-            ClusterSettings::from_kubevirt_cr(&value).map_err(|e| note(e.to_string()))
+            let version = value
+                .pointer("/status/observedKubeVirtVersion")
+                .and_then(|v| v.as_str())
+                .filter(|v| !v.is_empty())
+                .map(str::to_string);
+            ClusterSettings::from_kubevirt_cr(&value)
+                .map(|s| (s, version))
+                .map_err(|e| note(e.to_string()))
         }
         Err(e) => Err(note(format!("KubeVirt CR: {}", describe_error(&e)))),
     }

@@ -7,6 +7,7 @@
 pub mod analyze;
 pub mod gather;
 pub mod model;
+pub mod overhead;
 pub mod text;
 pub mod tui;
 pub mod whatif;

@@ -1040,7 +1040,7 @@ fn pod_diff(
     let after_vmi = vmi_for(after_vm, running_vmi, &g.namespace)
         .map_err(|e| note("renderedPod", format!("the changed VM: {e}")))
         .ok()?;
-    let after_pod = render_pod_with(&g.settings, &after_vmi)
+    let after_pod = render_pod_with(&g.settings, &g.namespace_context(), &after_vmi)
         .map_err(|e| note("renderedPod", format!("the changed VM: {}", e.message)))
         .ok()?;
     let after_explained = explain_vmi(&after_vmi, &g.namespace, &g.settings)
@@ -1061,7 +1061,7 @@ fn pod_diff(
             format!("pod/{}", p.metadata.name.as_deref().unwrap_or("")),
         ),
         None => (
-            render_pod_with(&g.settings, &before_vmi)
+            render_pod_with(&g.settings, &g.namespace_context(), &before_vmi)
                 .map_err(|e| note("renderedPod", format!("the current VM: {}", e.message)))
                 .ok()?,
             "rendered from the current VM (no launcher pod runs)".to_string(),

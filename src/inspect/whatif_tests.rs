@@ -73,7 +73,7 @@ pub(crate) fn running(settings: ClusterSettings) -> Gathered {
         "conditions": [{"type": "Ready", "status": "True"}]
     });
     vmi.status = Some(serde_json::from_value(status).expect("status"));
-    let mut pod = render_pod_with(&settings, &vmi).expect("pod");
+    let mut pod = render_pod_with(&settings, &Default::default(), &vmi).expect("pod");
     pod.metadata.name = Some("virt-launcher-vm-a-abcde".into());
     pod.status = Some(
         serde_json::from_value(json!({"phase": "Running",

@@ -38,12 +38,40 @@ pub struct PodCheck {
     pub formula_memory_request_bytes: Option<i64>,
     /// pod − formula (bytes).
     pub memory_request_difference_bytes: Option<i64>,
-    /// True when both differences are zero.
+    /// Every request and limit of the `compute` container where the pod and the rendering
+    /// disagree (resources either side has; the pod's own values, not the formula's, on the
+    /// left).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<ResourceDifference>,
+    /// True when the overhead annotation equals the formula and every resource agrees.
     #[serde(rename = "match")]
     pub matches: bool,
+    /// Why the pod most likely differs (see [`likely_cause`]); `None` when it matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likely_cause: Option<String>,
     /// Problems reading the pod (missing container, unparseable quantity ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// One request or limit of the `compute` container on which a pod and the rendering disagree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceDifference {
+    /// `requests.memory`, `limits.cpu`, `limits.devices.kubevirt.io/kvm`, ...
+    pub resource: String,
+    /// The pod's quantity as written (`None`: the pod has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// The rendered quantity (`None`: KubeVirt would render none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendered: Option<String>,
+    /// pod − rendered, in [`ResourceDifference::unit`]s; a missing side counts as 0.
+    /// `None` when a quantity does not parse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difference: Option<i64>,
+    /// `bytes` (memory, hugepages, storage), `millicores` (cpu) or `units` (devices).
+    pub unit: String,
 }
 
 /// One object explained.
@@ -108,7 +136,8 @@ pub fn effective_vmi(
     Ok(vmi)
 }
 
-/// Explain one VM or VMI: overhead terms and compute resources.
+/// Explain one VM or VMI: overhead terms and compute resources, in a namespace without
+/// ResourceQuotas or labels ([`explain_in`] with [`NamespaceContext::default`]).
 ///
 /// Errors name the spec field at fault (relative to the VMI spec; for a VM the caller prefixes
 /// `spec.template.`).
@@ -116,6 +145,29 @@ pub fn explain(
     object: &KubeVirtObject,
     default_namespace: &str,
     settings: &ClusterSettings,
+) -> Result<Explanation, ExplainError> {
+    explain_in(object, default_namespace, settings, &NamespaceContext::default())
+}
+
+/// [`explain`] with what the renderer knows of the namespace (labels, ResourceQuotas: the
+/// automatic CPU and memory limits of template.go).
+pub fn explain_in(
+    object: &KubeVirtObject,
+    default_namespace: &str,
+    settings: &ClusterSettings,
+    namespace: &NamespaceContext,
+) -> Result<Explanation, ExplainError> {
+    explain_with_overhead(object, default_namespace, settings, namespace, None)
+}
+
+/// [`explain_in`], rendering the compute resources with `overhead` bytes instead of the
+/// formula's total when given (what a pod rendered with another overhead would carry).
+fn explain_with_overhead(
+    object: &KubeVirtObject,
+    default_namespace: &str,
+    settings: &ClusterSettings,
+    namespace: &NamespaceContext,
+    overhead_override: Option<i64>,
 ) -> Result<Explanation, ExplainError> {
     let vmi = effective_vmi(object, default_namespace, settings)?;
     // The VMI spec of a VM is its template's spec: errors name the VM's field.
@@ -129,8 +181,8 @@ pub fn explain(
         &vmi,
         &resources,
         settings,
-        overhead.total_bytes,
-        &NamespaceContext::default(),
+        overhead_override.unwrap_or(overhead.total_bytes),
+        namespace,
     )
     .map_err(|e| e.with_field_prefix(prefix))?;
     Ok(Explanation {
@@ -212,8 +264,12 @@ pub fn check_pod(explanation: &Explanation, pod: &Pod) -> PodCheck {
             (Some(p), Some(f)) => Some(p - f),
             _ => None,
         };
-    let matches =
-        overhead_difference_bytes == Some(0) && memory_request_difference_bytes == Some(0);
+    let differences = compute
+        .map(|c| compare_compute_resources(&explanation.compute_resources, c))
+        .unwrap_or_default();
+    let matches = overhead_difference_bytes == Some(0)
+        && memory_request_difference_bytes == Some(0)
+        && differences.is_empty();
     PodCheck {
         pod: pod_name,
         annotation_overhead_bytes,
@@ -222,7 +278,260 @@ pub fn check_pod(explanation: &Explanation, pod: &Pod) -> PodCheck {
         pod_memory_request_bytes,
         formula_memory_request_bytes,
         memory_request_difference_bytes,
+        differences,
         matches,
+        likely_cause: None,
         notes,
     }
+}
+
+/// The unit a resource is compared in: millicores for `cpu`, bytes for memory, hugepages and
+/// storage, whole units for devices.
+fn unit_of(resource: &str) -> &'static str {
+    if resource == "cpu" {
+        "millicores"
+    } else if resource == "memory"
+        || resource.starts_with("hugepages-")
+        || resource == "ephemeral-storage"
+    {
+        "bytes"
+    } else {
+        "units"
+    }
+}
+
+/// Every request and limit on which the `compute` container and the rendering disagree
+/// (compared as numbers: `1Gi` and `1073741824` agree), sorted by resource.
+pub fn compare_compute_resources(
+    rendered: &ComputeResources,
+    compute: &k8s_openapi::api::core::v1::Container,
+) -> Vec<ResourceDifference> {
+    let empty = std::collections::BTreeMap::new();
+    let res = compute.resources.as_ref();
+    let pod_requests = res.and_then(|r| r.requests.as_ref()).unwrap_or(&empty);
+    let pod_limits = res.and_then(|r| r.limits.as_ref()).unwrap_or(&empty);
+    let mut out = Vec::new();
+    for (side, pod, want) in [
+        ("requests", pod_requests, &rendered.requests),
+        ("limits", pod_limits, &rendered.limits),
+    ] {
+        let names: std::collections::BTreeSet<&String> = pod.keys().chain(want.keys()).collect();
+        for name in names {
+            let unit = unit_of(name);
+            let amount = |q: Option<&Quantity>| -> Option<Option<i64>> {
+                match q {
+                    None => Some(None),
+                    Some(q) => ParsedQuantity::parse(&q.0).ok().map(|p| {
+                        Some(if unit == "millicores" {
+                            p.milli_value()
+                        } else {
+                            p.value()
+                        })
+                    }),
+                }
+            };
+            let (p, r) = (pod.get(name), want.get(name));
+            let difference = match (amount(p), amount(r)) {
+                (Some(a), Some(b)) => {
+                    if a == b {
+                        continue;
+                    }
+                    Some(a.unwrap_or(0) - b.unwrap_or(0))
+                }
+                _ if p.map(|q| &q.0) == r.map(|q| &q.0) => continue,
+                _ => None,
+            };
+            out.push(ResourceDifference {
+                resource: format!("{side}.{name}"),
+                pod: p.map(|q| q.0.clone()),
+                rendered: r.map(|q| q.0.clone()),
+                difference,
+                unit: unit.to_string(),
+            });
+        }
+    }
+    out
+}
+
+/// What a pod was rendered from, for [`likely_cause`]: the VM/VMI, the namespace default, the
+/// cluster settings and namespace context of today.
+#[derive(Debug, Clone, Copy)]
+pub struct RenderInputs<'a> {
+    /// The VMI (or the VM whose template starts it).
+    pub object: &'a KubeVirtObject,
+    /// Namespace used when the object names none.
+    pub default_namespace: &'a str,
+    /// Today's cluster settings.
+    pub settings: &'a ClusterSettings,
+    /// Today's namespace context.
+    pub namespace: &'a NamespaceContext,
+}
+
+/// The tag of the `compute` container's image (`v1.8.2` of `.../virt-launcher:v1.8.2`), if any.
+pub fn launcher_image_tag(pod: &Pod) -> Option<String> {
+    let image = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "compute")?
+        .image
+        .as_deref()?;
+    let (_, tag) = image.rsplit_once(':')?;
+    (!tag.contains('/')).then(|| tag.split('@').next().unwrap_or(tag).to_string())
+}
+
+/// Why a launcher pod most likely differs from today's rendering, found by rendering again
+/// under each hypothesis and keeping the first under which the pod agrees in every resource:
+///
+/// 1. another overhead (the pod's `kubevirt.io/memory-overhead-bytes` ≠ the formula): the pod
+///    was rendered by another KubeVirt version (its launcher image tag says which) or with
+///    other overhead settings (`additionalGuestMemoryOverheadRatio`, binding plugins);
+/// 2. another `cpuAllocationRatio` or `memoryOvercommit` (the ratio the pod implies);
+/// 3. only a limit the VMI does not set differs: the namespace's ResourceQuotas or its
+///    `alpha.kubevirt.io/auto-memory-limits-ratio` label changed since the pod started;
+/// 4. none: the pod changed after it was rendered: by hand (`metadata.generation` > 1: its spec
+///    was updated, e.g. an in-place resize) or at admission (a mutating webhook, a LimitRange).
+///
+/// `cluster_version` is the KubeVirt version the cluster reports, when known.
+pub fn likely_cause(
+    inputs: RenderInputs,
+    pod: &Pod,
+    check: &PodCheck,
+    cluster_version: Option<&str>,
+) -> Option<String> {
+    if check.matches {
+        return None;
+    }
+    let compute = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "compute")?;
+    let agrees = |settings: &ClusterSettings, overhead: Option<i64>| {
+        explain_with_overhead(
+            inputs.object,
+            inputs.default_namespace,
+            settings,
+            inputs.namespace,
+            overhead,
+        )
+        .is_ok_and(|e| compare_compute_resources(&e.compute_resources, compute).is_empty())
+    };
+    let tag = launcher_image_tag(pod);
+    let version_note = match (tag.as_deref(), cluster_version) {
+        (Some(t), Some(c)) if t != c => format!(
+            "its launcher image is {t} while the cluster runs KubeVirt {c}: rendered by another KubeVirt version"
+        ),
+        (Some(t), _) => format!(
+            "its launcher image is {t}: rendered by another KubeVirt version, or with other overhead settings (additionalGuestMemoryOverheadRatio, network binding plugins) than today's"
+        ),
+        (None, _) => "rendered by another KubeVirt version, or with other overhead settings (additionalGuestMemoryOverheadRatio, network binding plugins) than today's".to_string(),
+    };
+    // 1. The overhead the pod says it was rendered with.
+    if let (Some(a), Some(d)) = (
+        check.annotation_overhead_bytes,
+        check.overhead_difference_bytes,
+    ) && d != 0
+        && agrees(inputs.settings, Some(a))
+    {
+        return Some(format!(
+            "the pod was rendered with an overhead of {a} bytes (its {} annotation), today's formula gives {} ({d:+} bytes): {version_note}",
+            annotations::MEMORY_OVERHEAD_BYTES,
+            check.formula_overhead_bytes
+        ));
+    }
+    let overhead = check.annotation_overhead_bytes;
+    // 2. The cluster settings the pod's CPU / memory requests imply.
+    let value = |side: &str, name: &str| -> Option<ParsedQuantity> {
+        let r = compute.resources.as_ref()?;
+        let m = if side == "requests" {
+            r.requests.as_ref()
+        } else {
+            r.limits.as_ref()
+        }?;
+        ParsedQuantity::parse(&m.get(name)?.0).ok()
+    };
+    let vmi = effective_vmi(inputs.object, inputs.default_namespace, inputs.settings).ok()?;
+    let vcpus = vmi.spec.domain.cpu.as_ref().map_or(1, |c| c.vcpus().max(1));
+    if let Some(cpu) = value("requests", "cpu").filter(|q| q.milli_value() > 0) {
+        let implied = ((vcpus * 1000) as f64 / cpu.milli_value() as f64).round() as u32;
+        if implied >= 1 && implied != inputs.settings.cpu_allocation_ratio {
+            let mut s = inputs.settings.clone();
+            s.cpu_allocation_ratio = implied;
+            if agrees(&s, overhead) {
+                return Some(format!(
+                    "the pod's CPU request {} fits cpuAllocationRatio {implied}, today's is {}: the cluster settings changed since the pod started",
+                    cpu.to_canonical(),
+                    inputs.settings.cpu_allocation_ratio
+                ));
+            }
+        }
+    }
+    if let (Some(guest), Some(req), Some(a)) = (
+        vmi.spec
+            .domain
+            .memory
+            .as_ref()
+            .and_then(|m| m.guest.as_ref())
+            .and_then(|g| ParsedQuantity::parse(&g.0).ok()),
+        value("requests", "memory"),
+        overhead,
+    ) {
+        let base = req.value() - a;
+        if base > 0 {
+            let implied = ((guest.value() as f64) * 100.0 / base as f64).round() as u32;
+            if implied >= 1 && implied != inputs.settings.memory_overcommit {
+                let mut s = inputs.settings.clone();
+                s.memory_overcommit = implied;
+                if agrees(&s, overhead) {
+                    return Some(format!(
+                        "the pod's memory request fits memoryOvercommit {implied}%, today's is {}%: the cluster settings changed since the pod started",
+                        inputs.settings.memory_overcommit
+                    ));
+                }
+            }
+        }
+    }
+    // 3. Only automatic limits differ.
+    let user_limit = |name: &str| {
+        vmi.spec
+            .domain
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .is_some_and(|l| l.contains_key(name))
+    };
+    let automatic = |d: &ResourceDifference| {
+        (d.resource == "limits.memory" && !user_limit("memory"))
+            || (d.resource == "limits.cpu" && !user_limit("cpu"))
+    };
+    if !check.differences.is_empty() && check.differences.iter().all(automatic) {
+        let what = check
+            .differences
+            .iter()
+            .map(|d| d.resource.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Some(format!(
+            "only the automatic {what} differs (the VMI sets no such limit): the namespace's ResourceQuotas (limits.cpu / limits.memory), its alpha.kubevirt.io/auto-memory-limits-ratio label or the autoCPULimitNamespaceLabelSelector changed since the pod started"
+        ));
+    }
+    // 4. Changed after rendering.
+    let generation = pod.metadata.generation.unwrap_or(0);
+    if check.overhead_difference_bytes == Some(0) || check.annotation_overhead_bytes.is_none() {
+        if generation > 1 {
+            return Some(format!(
+                "the pod's spec was changed after it was created (metadata.generation {generation}): edited by hand or resized in place"
+            ));
+        }
+        return Some(
+            "the pod's resources differ from the rendering its own overhead annotation implies: changed at admission (a mutating webhook or a LimitRange), or created by something other than virt-controller"
+                .to_string(),
+        );
+    }
+    Some(format!(
+        "the overhead and the resources both differ and no single change explains it: {version_note}"
+    ))
 }

@@ -69,6 +69,49 @@ pub struct NamespaceContext {
     pub pvcs: Option<BTreeMap<String, PvcInfo>>,
 }
 
+impl NamespaceContext {
+    /// What KubeVirt's `TemplateService` reads from its namespace and ResourceQuota informers
+    /// (pkg/virt-controller/services/template.go `doesVMIRequireAutoResourceLimits`,
+    /// `doesVMIRequireAutoCPULimits`, `getMemoryLimitsRatio`): the namespace's labels, whether
+    /// any of `quotas` (those of the VMI's namespace) sets `spec.hard["limits.cpu"]` /
+    /// `["limits.memory"]`, and whether the labels match the cluster's
+    /// `autoCPULimitNamespaceLabelSelector`. A namespace that is not known, or a selector that
+    /// does not parse, matches nothing (KubeVirt logs a warning and renders no limit). PVCs stay
+    /// unknown.
+    ///
+    /// The one place this rule is evaluated: the controller (from its informers), the inspector
+    /// and `explain-overhead` (from what they read) all call it.
+    pub fn from_cluster<'a>(
+        namespace: Option<&k8s_openapi::api::core::v1::Namespace>,
+        quotas: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::ResourceQuota>,
+        settings: &crate::config::ClusterSettings,
+    ) -> Self {
+        let labels = namespace
+            .and_then(|n| n.metadata.labels.clone())
+            .unwrap_or_default();
+        let (mut quota_limits_cpu, mut quota_limits_memory) = (false, false);
+        for q in quotas {
+            if let Some(hard) = q.spec.as_ref().and_then(|s| s.hard.as_ref()) {
+                quota_limits_cpu |= hard.contains_key("limits.cpu");
+                quota_limits_memory |= hard.contains_key("limits.memory");
+            }
+        }
+        let auto_cpu_limit_selector_matches = namespace.is_some()
+            && settings
+                .auto_cpu_limit_namespace_label_selector
+                .clone()
+                .and_then(|s| kube::core::Selector::try_from(s).ok())
+                .is_some_and(|s| kube::core::SelectorExt::matches(&s, &labels));
+        NamespaceContext {
+            labels,
+            quota_limits_cpu,
+            quota_limits_memory,
+            auto_cpu_limit_selector_matches,
+            pvcs: None,
+        }
+    }
+}
+
 /// The facts about a PVC the pod renderer uses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -137,5 +180,75 @@ impl ComputeResources {
             .get(name)
             .and_then(|q| ParsedQuantity::parse(&q.0).ok())
             .map(|q| q.value())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NamespaceContext;
+    use crate::config::ClusterSettings;
+    use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+    use serde_json::json;
+
+    fn namespace(labels: serde_json::Value) -> Namespace {
+        serde_json::from_value(json!({"metadata": {"name": "prod", "labels": labels}})).unwrap()
+    }
+
+    fn quota(hard: serde_json::Value) -> ResourceQuota {
+        serde_json::from_value(json!({"metadata": {"name": "q", "namespace": "prod"}, "spec": {"hard": hard}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn quotas_with_limits_turn_on_automatic_limits_each_for_its_own_resource() {
+        let s = ClusterSettings::default();
+        let ns = namespace(json!({"alpha.kubevirt.io/auto-memory-limits-ratio": "3.2"}));
+        let none = NamespaceContext::from_cluster(Some(&ns), [], &s);
+        assert!(!none.quota_limits_cpu && !none.quota_limits_memory);
+        assert_eq!(
+            none.labels["alpha.kubevirt.io/auto-memory-limits-ratio"],
+            "3.2"
+        );
+        let requests_only = quota(json!({"requests.memory": "10Gi", "pods": "10"}));
+        let mem = quota(json!({"limits.memory": "10Gi"}));
+        let cpu = quota(json!({"limits.cpu": "4"}));
+        let c = NamespaceContext::from_cluster(Some(&ns), [&requests_only], &s);
+        assert!(!c.quota_limits_cpu && !c.quota_limits_memory);
+        let c = NamespaceContext::from_cluster(Some(&ns), [&requests_only, &mem], &s);
+        assert!(!c.quota_limits_cpu && c.quota_limits_memory);
+        let c = NamespaceContext::from_cluster(Some(&ns), [&cpu, &mem], &s);
+        assert!(c.quota_limits_cpu && c.quota_limits_memory);
+        assert!(!c.auto_cpu_limit_selector_matches);
+    }
+
+    #[test]
+    fn the_auto_cpu_limit_selector_matches_namespace_labels_like_a_label_selector() {
+        let cr = |selector: serde_json::Value| {
+            ClusterSettings::from_kubevirt_cr(&json!({
+                "kind": "KubeVirt",
+                "spec": {"configuration": {"autoCPULimitNamespaceLabelSelector": selector}}
+            }))
+            .unwrap()
+        };
+        let team = namespace(json!({"team": "a", "tier": "gold"}));
+        let other = namespace(json!({"team": "b"}));
+        let by_labels = cr(json!({"matchLabels": {"team": "a"}}));
+        assert!(NamespaceContext::from_cluster(Some(&team), [], &by_labels).auto_cpu_limit_selector_matches);
+        assert!(!NamespaceContext::from_cluster(Some(&other), [], &by_labels).auto_cpu_limit_selector_matches);
+        let by_expr = cr(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold", "silver"]}]}));
+        assert!(NamespaceContext::from_cluster(Some(&team), [], &by_expr).auto_cpu_limit_selector_matches);
+        assert!(!NamespaceContext::from_cluster(Some(&other), [], &by_expr).auto_cpu_limit_selector_matches);
+        // Unset selector, unknown namespace, or an unparseable selector: no automatic CPU limit.
+        assert!(!NamespaceContext::from_cluster(Some(&team), [], &ClusterSettings::default()).auto_cpu_limit_selector_matches);
+        assert!(!NamespaceContext::from_cluster(None, [], &by_labels).auto_cpu_limit_selector_matches);
+        let bad = cr(json!({"matchExpressions": [{"key": "tier", "operator": "Like", "values": ["x"]}]}));
+        assert!(!NamespaceContext::from_cluster(Some(&team), [], &bad).auto_cpu_limit_selector_matches);
+        // A selector that is not a LabelSelector is a field error naming the field.
+        let e = ClusterSettings::from_kubevirt_cr(&json!({
+            "kind": "KubeVirt",
+            "spec": {"configuration": {"autoCPULimitNamespaceLabelSelector": {"matchLabels": "x"}}}
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("autoCPULimitNamespaceLabelSelector"), "{e}");
     }
 }

@@ -5,9 +5,10 @@
 //! KubeVirt: `Execute`/`execute` (pkg/virt-controller/watch/vmi/vmi.go:297-368).
 //!
 //! Modelled inputs: the VMI, its pods, the owner VM, expectations, DataVolume readiness and the
-//! rendered pod. Not watched: PersistentVolumeClaims (a missing PVC is found when the pod cannot
-//! start, not here) and ResourceQuotas (the renderer's auto CPU/memory limits see an empty
-//! [`NamespaceContext`]).
+//! rendered pod, whose automatic CPU/memory limits come from the namespace and ResourceQuota
+//! caches ([`Caches::namespace_context`](crate::controller::context::Caches::namespace_context)).
+//! Not watched: PersistentVolumeClaims (a missing PVC is found when the pod cannot start, not
+//! here).
 
 use super::action::{ApiFailure, SyncOutcome, VmiAction};
 use super::snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
@@ -43,27 +44,19 @@ impl Reconciler for VmiReconciler {
     }
 }
 
-/// Render the launcher pod for `vmi` with the cluster settings, applying virt-api's admission
-/// defaults to a copy first (a VMI in a real cluster already has them; the embedded cluster has
-/// no webhooks).
-pub fn render_pod(ctx: &Context, vmi: &VirtualMachineInstance) -> Result<Pod, RenderFailure> {
-    render_pod_with(&ctx.settings, vmi)
-}
-
-/// [`render_pod`] with explicit cluster settings (the inspector's, read from the KubeVirt CR).
+/// Render the launcher pod for `vmi` with the cluster settings and what the renderer knows of
+/// its namespace (the controller's caches, or the inspector's reads), applying virt-api's
+/// admission defaults to a copy first (a VMI in a real cluster already has them; the embedded
+/// cluster has no webhooks).
 pub fn render_pod_with(
     settings: &ClusterSettings,
+    ns: &NamespaceContext,
     vmi: &VirtualMachineInstance,
 ) -> Result<Pod, RenderFailure> {
     let mut copy = vmi.clone();
     apply_admission_defaults(&mut copy.spec, &settings.admission())
         .map_err(|e| RenderFailure::from(e.to_string()))?;
-    render_launch_manifest(
-        &copy,
-        settings,
-        &NamespaceContext::default(),
-        &mut rand::rng(),
-    )
+    render_launch_manifest(&copy, settings, ns, &mut rand::rng())
     .map_err(|e| RenderFailure {
         pvc_not_found: matches!(e, RenderError::PvcNotFound { .. }),
         message: e.to_string(),
@@ -109,6 +102,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
                 .map(|d| (*d).clone())
         },
         &ctx.settings,
+        &ctx.caches.namespace_context(ns, &ctx.settings),
         Time::now(),
     ))
 }
@@ -125,8 +119,8 @@ pub fn owner_vm_name(vmi: &VirtualMachineInstance) -> Option<String> {
 
 /// Build a [`VmiSnapshot`] from objects already read: the executor's caches, or the inspector's
 /// GETs. `pods` are candidates (only those controlled by the VMI are kept); `data_volume` looks a
-/// DataVolume of the VMI's namespace up by name. Renders the launcher pod when the decision needs
-/// one.
+/// DataVolume of the VMI's namespace up by name; `namespace` is what the renderer knows of the
+/// VMI's namespace. Renders the launcher pod when the decision needs one.
 pub fn snapshot_from_objects<'a>(
     vmi: VirtualMachineInstance,
     pods: impl IntoIterator<Item = &'a Pod>,
@@ -134,6 +128,7 @@ pub fn snapshot_from_objects<'a>(
     expectations: ExpectationsState,
     data_volume: impl Fn(&str) -> Option<DataVolume>,
     settings: &ClusterSettings,
+    namespace: &NamespaceContext,
     now: Time,
 ) -> VmiSnapshot {
     let uid = vmi.metadata.uid.clone();
@@ -180,7 +175,7 @@ pub fn snapshot_from_objects<'a>(
     snap.launcher_image = Some(settings.launcher_image.clone());
     snap.memory_overhead_report = settings.gate_enabled("VmiMemoryOverheadReport", true);
     if needs_rendered_pod(&snap) {
-        snap.rendered_pod = Some(render_pod_with(settings, &snap.vmi));
+        snap.rendered_pod = Some(render_pod_with(settings, namespace, &snap.vmi));
     }
     snap
 }

@@ -1,0 +1,933 @@
+//! `explain-overhead` against a live cluster: one VM, VMI or virt-launcher pod explained with
+//! the cluster's own inputs ([`explain_target`]), and the fleet-wide OOM-risk audit
+//! ([`gather_audit`] reads, [`audit`] decides).
+//!
+//! The inputs are those KubeVirt's virt-controller renders a launcher pod from
+//! (pkg/virt-controller/services/template.go): the VMI, the KubeVirt CR's configuration, the
+//! namespace's labels and ResourceQuotas. Each is read once — for the audit one list of pods,
+//! VMIs, namespaces and quotas for the whole scope, never a call per VM — and every object that
+//! could not be read is named with the reason ([`Missing`]), never fatal unless nothing can be
+//! explained at all.
+
+use super::gather::{
+    GatherOptions, describe_error, found, is_not_found, is_transport, read_kubevirt,
+    read_namespace,
+};
+use super::model::Missing;
+use crate::api::manifest::KubeVirtObject;
+use crate::api::quantity::{ParsedQuantity, human_bytes};
+use crate::api::{VirtualMachine, VirtualMachineInstance, annotations};
+use crate::config::ClusterSettings;
+use crate::launcher::explain::{
+    Explanation, RenderInputs, check_pod, explain_in, likely_cause,
+};
+use crate::launcher::resources::NamespaceContext;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
+use kube::Api;
+use kube::api::ListParams;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// Label of every virt-launcher pod (`kubevirt.io: virt-launcher`).
+pub const LAUNCHER_SELECTOR: &str = "kubevirt.io=virt-launcher";
+
+/// What `explain-overhead TYPE/NAME` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `vm/NAME`: the running VMI, or the VM's template when none runs.
+    Vm(String),
+    /// `vmi/NAME`.
+    Vmi(String),
+    /// `pod/NAME`: a virt-launcher pod (its VMI is `kubevirt.io/domain`).
+    Pod(String),
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+
+    /// kubectl's spellings: `vm/a`, `virtualmachine/a`, `vmi/a`, `pod/a`, `po/a`, ...
+    fn from_str(text: &str) -> Result<Self, String> {
+        let Some((kind, name)) = text.split_once('/') else {
+            return Err(format!(
+                "expected TYPE/NAME (vm/NAME, vmi/NAME or pod/NAME), got {text:?}"
+            ));
+        };
+        if name.is_empty() || name.contains('/') {
+            return Err(format!("expected TYPE/NAME, got {text:?}"));
+        }
+        let name = name.to_string();
+        match kind.to_ascii_lowercase().as_str() {
+            "vm" | "vms" | "virtualmachine" | "virtualmachines" => Ok(Target::Vm(name)),
+            "vmi" | "vmis" | "virtualmachineinstance" | "virtualmachineinstances" => {
+                Ok(Target::Vmi(name))
+            }
+            "pod" | "pods" | "po" => Ok(Target::Pod(name)),
+            other => Err(format!(
+                "explain-overhead explains VMs, VMIs and virt-launcher pods: resource type {other:?} is none of them"
+            )),
+        }
+    }
+}
+
+/// Why a cluster explanation could not be made (exit code 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// The named object (or the VMI a pod belongs to) does not exist.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The object exists but cannot be explained (the message names it and the field).
+    #[error("{0}")]
+    Invalid(String),
+    /// The API server could not be reached or refused the first read.
+    #[error("cluster unreachable: {0}")]
+    Unreachable(String),
+}
+
+fn first_read_error(what: String, e: &kube::Error) -> ClusterError {
+    if is_not_found(e) {
+        ClusterError::NotFound(what)
+    } else if is_transport(e) {
+        ClusterError::Unreachable(format!("get {what}: {}", describe_error(e)))
+    } else {
+        ClusterError::Invalid(format!("get {what}: {}", describe_error(e)))
+    }
+}
+
+/// The cluster's inputs as read: settings, version, namespace context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterInputs {
+    /// The KubeVirt CR's `status.observedKubeVirtVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubevirt_version: Option<String>,
+    /// Where the settings come from: `KubeVirt CR` or `KubeVirt's defaults`.
+    pub settings_source: String,
+    /// The settings used.
+    pub settings: ClusterSettings,
+    /// What the renderer knows of the namespace.
+    pub namespace_context: NamespaceContext,
+}
+
+/// `explain-overhead TYPE/NAME`: the formula, the rendering and the pod, with the cluster's
+/// inputs and what could not be read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterExplanation {
+    /// The formula and the rendered `compute` resources; `podCheck` when a launcher pod runs.
+    #[serde(flatten)]
+    pub explanation: Explanation,
+    /// What the explanation was computed from.
+    pub cluster: ClusterInputs,
+    /// The VMI's `status.memory.memoryOverhead` (VmiMemoryOverheadReport), bytes: KubeVirt's own
+    /// figure, ground truth where reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_overhead_bytes: Option<i64>,
+    /// Why no pod is compared, when none is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_pod: Option<String>,
+    /// What could not be read, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<Missing>,
+}
+
+/// The VMI's `status.memory.memoryOverhead` in bytes.
+pub fn reported_overhead(vmi: &VirtualMachineInstance) -> Option<i64> {
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.memory.as_ref())
+        .and_then(|m| m.memory_overhead.as_ref())
+        .and_then(|q| ParsedQuantity::parse(&q.0).ok())
+        .map(|q| q.value())
+}
+
+/// The live launcher pod of a VMI among `pods` (controlled by its uid, newest not being deleted
+/// first).
+fn launcher_pod_of<'a>(vmi: &VirtualMachineInstance, pods: &'a [Pod]) -> Option<&'a Pod> {
+    let uid = vmi.metadata.uid.as_deref()?;
+    let mut own: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.controller == Some(true) && r.uid == uid)
+        })
+        .collect();
+    own.sort_by_key(|p| {
+        (
+            p.metadata.deletion_timestamp.is_some(),
+            std::cmp::Reverse(p.metadata.creation_timestamp.clone().map(|t| t.0)),
+        )
+    });
+    own.into_iter().next()
+}
+
+/// Read the KubeVirt CR and the namespace context; notes go to `missing`.
+async fn read_inputs(
+    client: &kube::Client,
+    namespace: &str,
+    opts: &GatherOptions,
+    missing: &mut Vec<Missing>,
+) -> ClusterInputs {
+    let (kubevirt, ns) = tokio::join!(
+        read_kubevirt(client, &opts.lease_namespace),
+        read_namespace(client, namespace)
+    );
+    let (settings, kubevirt_version, settings_source) = match kubevirt {
+        Ok((s, v)) => (s, v, "KubeVirt CR".to_string()),
+        Err(m) => {
+            missing.push(m);
+            (
+                ClusterSettings::default(),
+                None,
+                "KubeVirt's defaults".to_string(),
+            )
+        }
+    };
+    let namespace_context = match ns {
+        Ok((n, quotas, note)) => {
+            missing.extend(note);
+            NamespaceContext::from_cluster(Some(&n), &quotas, &settings)
+        }
+        Err(m) => {
+            missing.push(Missing {
+                what: m.what,
+                reason: format!("{}; rendered as in a namespace without labels", m.reason),
+            });
+            NamespaceContext::default()
+        }
+    };
+    ClusterInputs {
+        kubevirt_version,
+        settings_source,
+        settings,
+        namespace_context,
+    }
+}
+
+/// Explain `target` in `namespace` with the cluster's inputs.
+pub async fn explain_target(
+    client: &kube::Client,
+    namespace: &str,
+    target: &Target,
+    opts: &GatherOptions,
+) -> Result<ClusterExplanation, ClusterError> {
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut missing = Vec::new();
+    let mut pod_named: Option<Pod> = None;
+    // The object to explain: a VMI when one runs, else the VM's template.
+    let object = match target {
+        Target::Vmi(name) => KubeVirtObject::Vmi(Box::new(
+            vmis.get(name)
+                .await
+                .map_err(|e| first_read_error(format!("VirtualMachineInstance {namespace}/{name}"), &e))?,
+        )),
+        Target::Vm(name) => {
+            let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+            let vm = vms
+                .get(name)
+                .await
+                .map_err(|e| first_read_error(format!("VirtualMachine {namespace}/{name}"), &e))?;
+            match vmis.get_opt(name).await {
+                Ok(Some(vmi)) => KubeVirtObject::Vmi(Box::new(vmi)),
+                Ok(None) => KubeVirtObject::Vm(Box::new(vm)),
+                Err(e) => {
+                    missing.push(Missing {
+                        what: format!("virtualMachineInstance/{name}"),
+                        reason: format!("{}; the VM's template is explained", describe_error(&e)),
+                    });
+                    KubeVirtObject::Vm(Box::new(vm))
+                }
+            }
+        }
+        Target::Pod(name) => {
+            let pod = pods
+                .get(name)
+                .await
+                .map_err(|e| first_read_error(format!("Pod {namespace}/{name}"), &e))?;
+            let Some(domain) = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(annotations::DOMAIN))
+                .cloned()
+            else {
+                return Err(ClusterError::Invalid(format!(
+                    "Pod {namespace}/{name}: field metadata.annotations[{}]: missing: not a virt-launcher pod",
+                    annotations::DOMAIN
+                )));
+            };
+            let vmi = vmis.get(&domain).await.map_err(|e| {
+                first_read_error(
+                    format!("VirtualMachineInstance {namespace}/{domain} (of pod {name})"),
+                    &e,
+                )
+            })?;
+            pod_named = Some(pod);
+            KubeVirtObject::Vmi(Box::new(vmi))
+        }
+    };
+    let cluster = read_inputs(client, namespace, opts, &mut missing).await;
+    let mut explanation = explain_in(
+        &object,
+        namespace,
+        &cluster.settings,
+        &cluster.namespace_context,
+    )
+    .map_err(|e| {
+        ClusterError::Invalid(format!("{} {namespace}/{}: {e}", object.kind(), object.name()))
+    })?;
+    let (mut reported_overhead_bytes, mut no_pod) = (None, None);
+    match &object {
+        KubeVirtObject::Vm(_) => {
+            no_pod = Some("no VMI runs: the VM's template is explained, no pod to compare".into())
+        }
+        KubeVirtObject::Vmi(vmi) => {
+            reported_overhead_bytes = reported_overhead(vmi);
+            let pod = match pod_named {
+                Some(p) => Some(p),
+                None => {
+                    let lp = ListParams::default().labels(LAUNCHER_SELECTOR);
+                    match pods.list(&lp).await {
+                        Ok(list) => launcher_pod_of(vmi, &list.items).cloned(),
+                        Err(e) => {
+                            missing.push(Missing {
+                                what: format!("pods/{namespace}"),
+                                reason: describe_error(&e),
+                            });
+                            None
+                        }
+                    }
+                }
+            };
+            match pod {
+                Some(pod) => {
+                    let mut check = check_pod(&explanation, &pod);
+                    let inputs = RenderInputs {
+                        object: &object,
+                        default_namespace: namespace,
+                        settings: &cluster.settings,
+                        namespace: &cluster.namespace_context,
+                    };
+                    check.likely_cause =
+                        likely_cause(inputs, &pod, &check, cluster.kubevirt_version.as_deref());
+                    explanation.pod_check = Some(check);
+                }
+                None => no_pod = Some("the VMI has no launcher pod".into()),
+            }
+        }
+    }
+    Ok(ClusterExplanation {
+        explanation,
+        cluster,
+        reported_overhead_bytes,
+        no_pod,
+        missing,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fleet audit
+
+/// How bad a finding is; findings are listed worst first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FindingKind {
+    /// The `compute` container was OOM-killed before (its last state).
+    OomKilled,
+    /// The guest's resident memory (Prometheus) is close to or above what the pod may use.
+    ResidentNearLimit,
+    /// The memory limit leaves less than the formula's overhead above the guest.
+    OomRisk,
+    /// The pod's resources differ from what the cluster's KubeVirt would render now.
+    Drift,
+    /// The rendering of the cluster's KubeVirt version is known to hurt (upstream defect).
+    UpstreamDefect,
+    /// A shape KubeVirt's maintainers call risky for the fixed estimate, with little headroom.
+    RiskyShape,
+}
+
+impl FindingKind {
+    /// The camelCase name used in JSON and the table.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::OomKilled => "oomKilled",
+            FindingKind::ResidentNearLimit => "residentNearLimit",
+            FindingKind::OomRisk => "oomRisk",
+            FindingKind::Drift => "drift",
+            FindingKind::UpstreamDefect => "upstreamDefect",
+            FindingKind::RiskyShape => "riskyShape",
+        }
+    }
+}
+
+/// One flagged launcher pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    /// What is wrong.
+    pub kind: FindingKind,
+    /// Namespace of the pod and its VMI.
+    pub namespace: String,
+    /// The virt-launcher pod.
+    pub pod: String,
+    /// The VMI (`kubevirt.io/domain`).
+    pub vmi: String,
+    /// For humans: the figures and the likely cause.
+    pub message: String,
+    /// The size of the problem in bytes where it has one (shortfall, drift), for ordering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+}
+
+/// Whether the cluster reports `status.memory.memoryOverhead` (VmiMemoryOverheadReport).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OverheadReporting {
+    /// VMIs with a reported overhead.
+    pub reported: usize,
+    /// VMIs with a launcher pod in scope.
+    pub vmis: usize,
+}
+
+/// `explain-overhead -A` / `-n NS`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditReport {
+    /// The namespace audited, `None` for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The KubeVirt CR's observed version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubevirt_version: Option<String>,
+    /// Launcher pods checked.
+    pub pods_checked: usize,
+    /// Launcher pods whose VMI is gone or unreadable (not checked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods_skipped: Vec<String>,
+    /// `status.memory.memoryOverhead` reporting; where reported it is the overhead used.
+    pub overhead_reporting: OverheadReporting,
+    /// Whether guest resident memory was read from Prometheus.
+    pub prometheus: bool,
+    /// Flagged pods, worst first.
+    pub findings: Vec<Finding>,
+    /// What could not be read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<Missing>,
+}
+
+/// Everything the audit reads, in one list each.
+#[derive(Debug, Clone, Default)]
+pub struct AuditInputs {
+    /// virt-launcher pods in scope.
+    pub pods: Vec<Pod>,
+    /// VMIs in scope.
+    pub vmis: Vec<VirtualMachineInstance>,
+    /// Namespaces (all, or the one in scope).
+    pub namespaces: Vec<Namespace>,
+    /// ResourceQuotas in scope.
+    pub quotas: Vec<ResourceQuota>,
+    /// The cluster settings.
+    pub settings: ClusterSettings,
+    /// The KubeVirt CR's observed version.
+    pub kubevirt_version: Option<String>,
+    /// Guest resident memory by `namespace/name` of the VMI (Prometheus), bytes.
+    pub resident_bytes: Option<HashMap<String, i64>>,
+}
+
+/// Guest memory of a VMI: `memory.guest`, else the memory request, else the limit (bytes).
+fn guest_bytes(vmi: &VirtualMachineInstance) -> Option<i64> {
+    let d = &vmi.spec.domain;
+    let q = |q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
+        q.and_then(|q| ParsedQuantity::parse(&q.0).ok())
+            .map(|p| p.value())
+    };
+    q(d.memory.as_ref().and_then(|m| m.guest.as_ref()))
+        .or_else(|| {
+            q(d.resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("memory")))
+        })
+        .or_else(|| {
+            q(d.resources
+                .as_ref()
+                .and_then(|r| r.limits.as_ref())
+                .and_then(|r| r.get("memory")))
+        })
+}
+
+fn compute_memory(pod: &Pod, side: &str) -> Option<i64> {
+    let c = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "compute")?;
+    let r = c.resources.as_ref()?;
+    let m = if side == "limits" {
+        r.limits.as_ref()
+    } else {
+        r.requests.as_ref()
+    }?;
+    ParsedQuantity::parse(&m.get("memory")?.0)
+        .ok()
+        .map(|q| q.value())
+}
+
+/// How often, and when last, the `compute` container was OOM-killed.
+fn oom_killed(pod: &Pod) -> Option<(i32, Option<String>)> {
+    let st = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|s| s.name == "compute")?;
+    let term = st.last_state.as_ref()?.terminated.as_ref()?;
+    (term.reason.as_deref() == Some("OOMKilled")).then(|| {
+        (
+            st.restart_count,
+            term.finished_at.as_ref().map(|t| t.0.to_string()),
+        )
+    })
+}
+
+/// Guest memory from which KubeVirt's maintainers call the fixed overhead estimate risky.
+pub const LARGE_GUEST_BYTES: i64 = 64 * 1024 * 1024 * 1024;
+/// Host devices + GPUs from which a VMI counts as "many devices".
+pub const MANY_HOST_DEVICES: usize = 2;
+/// Headroom above guest + base overhead below which a risky shape is flagged: this share of the
+/// base overhead.
+pub const RISKY_HEADROOM_PERCENT: i64 = 10;
+/// Resident memory above this share of what the pod may use is flagged.
+pub const RESIDENT_PERCENT: i64 = 90;
+
+/// The audit's decisions over what was read: pure, one pass over the pods.
+pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
+    let vmis: HashMap<(&str, &str), &VirtualMachineInstance> = inputs
+        .vmis
+        .iter()
+        .filter_map(|v| {
+            Some((
+                (v.metadata.namespace.as_deref()?, v.metadata.name.as_deref()?),
+                v,
+            ))
+        })
+        .collect();
+    let namespaces: HashMap<&str, &Namespace> = inputs
+        .namespaces
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
+        .collect();
+    let mut quotas: HashMap<&str, Vec<&ResourceQuota>> = HashMap::new();
+    for q in &inputs.quotas {
+        if let Some(ns) = q.metadata.namespace.as_deref() {
+            quotas.entry(ns).or_default().push(q);
+        }
+    }
+    let mut contexts: BTreeMap<&str, NamespaceContext> = BTreeMap::new();
+    let mut report = AuditReport {
+        namespace: namespace.map(str::to_string),
+        kubevirt_version: inputs.kubevirt_version.clone(),
+        pods_checked: 0,
+        pods_skipped: Vec::new(),
+        overhead_reporting: OverheadReporting::default(),
+        prometheus: inputs.resident_bytes.is_some(),
+        findings: Vec::new(),
+        missing: Vec::new(),
+    };
+    for pod in &inputs.pods {
+        let (Some(ns), Some(pod_name)) = (
+            pod.metadata.namespace.as_deref(),
+            pod.metadata.name.as_deref(),
+        ) else {
+            continue;
+        };
+        if pod.metadata.deletion_timestamp.is_some()
+            || pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|p| p == "Succeeded" || p == "Failed")
+        {
+            continue;
+        }
+        let domain = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::DOMAIN));
+        let Some(vmi) = domain.and_then(|d| vmis.get(&(ns, d.as_str()))) else {
+            report.pods_skipped.push(format!(
+                "{ns}/{pod_name}: {}",
+                match domain {
+                    Some(d) => format!("its VMI {d} is not in the list"),
+                    None => format!("no {} annotation", annotations::DOMAIN),
+                }
+            ));
+            continue;
+        };
+        // Only the VMI's own pod.
+        if launcher_pod_of(vmi, std::slice::from_ref(pod)).is_none() {
+            continue;
+        }
+        let vmi_name = domain.cloned().unwrap_or_default();
+        let ctx = contexts.entry(ns).or_insert_with(|| {
+            NamespaceContext::from_cluster(
+                namespaces.get(ns).copied(),
+                quotas.get(ns).into_iter().flatten().copied(),
+                &inputs.settings,
+            )
+        });
+        report.pods_checked += 1;
+        report.overhead_reporting.vmis += 1;
+        let reported = reported_overhead(vmi);
+        if reported.is_some() {
+            report.overhead_reporting.reported += 1;
+        }
+        let finding = |kind, message: String, bytes| Finding {
+            kind,
+            namespace: ns.to_string(),
+            pod: pod_name.to_string(),
+            vmi: vmi_name.clone(),
+            message,
+            bytes,
+        };
+        let object = KubeVirtObject::Vmi(Box::new((*vmi).clone()));
+        let explanation = match explain_in(&object, ns, &inputs.settings, ctx) {
+            Ok(e) => e,
+            Err(e) => {
+                report.pods_skipped.push(format!(
+                    "{ns}/{pod_name}: VirtualMachineInstance {ns}/{vmi_name}: {e}"
+                ));
+                report.pods_checked -= 1;
+                continue;
+            }
+        };
+        if let Some((restarts, at)) = oom_killed(pod) {
+            report.findings.push(finding(
+                FindingKind::OomKilled,
+                format!(
+                    "the compute container was OOM-killed (restarts {restarts}{})",
+                    at.map(|t| format!(", last at {t}")).unwrap_or_default()
+                ),
+                None,
+            ));
+        }
+        // Drift from what the cluster's KubeVirt renders now.
+        let mut check = check_pod(&explanation, pod);
+        if !check.matches {
+            let inputs_now = RenderInputs {
+                object: &object,
+                default_namespace: ns,
+                settings: &inputs.settings,
+                namespace: ctx,
+            };
+            check.likely_cause =
+                likely_cause(inputs_now, pod, &check, inputs.kubevirt_version.as_deref());
+            let mut parts: Vec<String> = check
+                .differences
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{} {} (KubeVirt renders {})",
+                        d.resource,
+                        d.pod.as_deref().unwrap_or("unset"),
+                        d.rendered.as_deref().unwrap_or("none")
+                    )
+                })
+                .collect();
+            if let Some(d) = check.overhead_difference_bytes.filter(|d| *d != 0) {
+                parts.push(format!("overhead annotation {d:+} bytes from the formula"));
+            }
+            if check.annotation_overhead_bytes.is_none() {
+                parts.push(format!("no {} annotation", annotations::MEMORY_OVERHEAD_BYTES));
+            }
+            let bytes = check
+                .differences
+                .iter()
+                .filter(|d| d.unit == "bytes")
+                .filter_map(|d| d.difference)
+                .map(i64::abs)
+                .max()
+                .or(check.overhead_difference_bytes.map(i64::abs));
+            report.findings.push(finding(
+                FindingKind::Drift,
+                format!(
+                    "{}{}",
+                    parts.join("; "),
+                    check
+                        .likely_cause
+                        .as_deref()
+                        .map(|c| format!(". Likely cause: {c}"))
+                        .unwrap_or_default()
+                ),
+                bytes,
+            ));
+        }
+        // OOM risk: the limit must hold guest + overhead (reported overhead where there is one).
+        let overhead = reported.unwrap_or(explanation.overhead.total_bytes);
+        let source = if reported.is_some() {
+            "status.memory.memoryOverhead"
+        } else {
+            "the formula's overhead"
+        };
+        let guest = guest_bytes(vmi);
+        let limit = compute_memory(pod, "limits");
+        let hugepages = vmi
+            .spec
+            .domain
+            .memory
+            .as_ref()
+            .is_some_and(|m| m.hugepages.is_some());
+        if let (Some(g), Some(l)) = (guest, limit) {
+            // With hugepages the guest is outside the memory limit (it lives in hugepages-*).
+            let above = if hugepages { l } else { l - g };
+            if above < overhead {
+                report.findings.push(finding(
+                    FindingKind::OomRisk,
+                    format!(
+                        "memory limit {} leaves {} above the guest ({}), {source} is {}: {} short",
+                        human_bytes(l),
+                        human_bytes(above),
+                        if hugepages { "in hugepages".to_string() } else { human_bytes(g) },
+                        human_bytes(overhead),
+                        human_bytes(overhead - above)
+                    ),
+                    Some(overhead - above),
+                ));
+            }
+        }
+        // Resident memory against what the pod may use.
+        if let Some(resident) = inputs
+            .resident_bytes
+            .as_ref()
+            .and_then(|r| r.get(&format!("{ns}/{vmi_name}")))
+        {
+            let (cap, what) = match limit {
+                Some(l) => (Some(l), "memory limit"),
+                None => (compute_memory(pod, "requests"), "memory request"),
+            };
+            if let Some(cap) = cap.filter(|c| *c > 0)
+                && resident * 100 >= cap * RESIDENT_PERCENT
+            {
+                report.findings.push(finding(
+                    FindingKind::ResidentNearLimit,
+                    format!(
+                        "guest resident memory {} (kubevirt_vmi_memory_resident_bytes) is {}% of the pod's {what} {}",
+                        human_bytes(*resident),
+                        resident * 100 / cap,
+                        human_bytes(cap)
+                    ),
+                    Some(resident - cap),
+                ));
+            }
+        }
+        // UPSTREAM-DEFECTS
+        // Shapes for which the fixed estimate is known to be tight.
+        let mut shape = Vec::new();
+        if guest.is_some_and(|g| g >= LARGE_GUEST_BYTES) {
+            shape.push(format!("{} guest memory", human_bytes(guest.unwrap_or(0))));
+        }
+        if vmi.spec.is_cpu_dedicated() {
+            shape.push("dedicated CPUs".to_string());
+        }
+        let devices = vmi.spec.domain.devices.host_devices.as_ref().map_or(0, Vec::len)
+            + vmi.spec.domain.devices.gpus.as_ref().map_or(0, Vec::len);
+        if devices >= MANY_HOST_DEVICES {
+            shape.push(format!("{devices} host devices/GPUs"));
+        }
+        if !shape.is_empty() {
+            let base: i64 = explanation
+                .overhead
+                .terms
+                .iter()
+                .filter(|t| t.name != "overheadRatio")
+                .map(|t| t.bytes)
+                .sum();
+            let room = limit.or(compute_memory(pod, "requests"));
+            if let (Some(g), Some(room)) = (guest, room) {
+                let inside = if hugepages { room } else { room - g };
+                let headroom = inside - base;
+                if headroom >= 0 && headroom * 100 < base * RISKY_HEADROOM_PERCENT {
+                    report.findings.push(finding(
+                        FindingKind::RiskyShape,
+                        format!(
+                            "{}: only {} above the fixed overhead estimate ({}); consider additionalGuestMemoryOverheadRatio or reservedOverhead",
+                            shape.join(", "),
+                            human_bytes(headroom),
+                            human_bytes(base)
+                        ),
+                        None,
+                    ));
+                }
+            }
+        }
+    }
+    report.findings.sort_by(|a, b| {
+        a.kind
+            .cmp(&b.kind)
+            .then(b.bytes.unwrap_or(0).cmp(&a.bytes.unwrap_or(0)))
+            .then((&a.namespace, &a.pod).cmp(&(&b.namespace, &b.pod)))
+    });
+    report
+}
+
+/// Read what the audit needs for `namespace` (`None`: every namespace) — one list each — and
+/// audit it. `progress` is told what is being read.
+pub async fn gather_audit(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    opts: &GatherOptions,
+    prometheus: Option<&str>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<AuditReport, ClusterError> {
+    let lp = ListParams::default();
+    let (pods_api, vmis_api, quotas_api): (Api<Pod>, Api<VirtualMachineInstance>, Api<ResourceQuota>) =
+        match namespace {
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+            ),
+            None => (
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+            ),
+        };
+    progress("listing virt-launcher pods, VMIs, namespaces, ResourceQuotas and the KubeVirt CR");
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    let launchers = ListParams::default().labels(LAUNCHER_SELECTOR);
+    let (pods, vmis, quotas, namespaces, kubevirt) = tokio::join!(
+        pods_api.list(&launchers),
+        vmis_api.list(&lp),
+        quotas_api.list(&lp),
+        async {
+            match namespace {
+                Some(ns) => found(ns_api.get_opt(ns).await, format!("namespace/{ns}")).map(|n| vec![n]),
+                None => ns_api.list(&lp).await.map(|l| l.items).map_err(|e| Missing {
+                    what: "namespaces".into(),
+                    reason: describe_error(&e),
+                }),
+            }
+        },
+        read_kubevirt(client, &opts.lease_namespace),
+    );
+    let scope = namespace.map_or("every namespace".to_string(), |n| format!("namespace {n}"));
+    let pods = pods.map_err(|e| {
+        if is_transport(&e) {
+            ClusterError::Unreachable(format!("list pods in {scope}: {}", describe_error(&e)))
+        } else {
+            ClusterError::Invalid(format!("list pods in {scope}: {}", describe_error(&e)))
+        }
+    })?;
+    let vmis = vmis.map_err(|e| {
+        ClusterError::Invalid(format!(
+            "list VirtualMachineInstances in {scope}: {}",
+            describe_error(&e)
+        ))
+    })?;
+    let mut missing = Vec::new();
+    let quotas = quotas.map(|l| l.items).unwrap_or_else(|e| {
+        missing.push(Missing {
+            what: "resourceQuotas".into(),
+            reason: format!("{}; limits are rendered as without a quota", describe_error(&e)),
+        });
+        Vec::new()
+    });
+    let namespaces = namespaces.unwrap_or_else(|m| {
+        missing.push(Missing {
+            what: m.what,
+            reason: format!("{}; rendered as in namespaces without labels", m.reason),
+        });
+        Vec::new()
+    });
+    let (settings, kubevirt_version) = kubevirt.unwrap_or_else(|m| {
+        missing.push(m);
+        (ClusterSettings::default(), None)
+    });
+    let resident_bytes = match prometheus {
+        None => None,
+        Some(url) => {
+            progress("querying Prometheus for kubevirt_vmi_memory_resident_bytes");
+            match resident_memory(url, opts.timeout).await {
+                Ok(map) => Some(map),
+                Err(reason) => {
+                    missing.push(Missing {
+                        what: format!("prometheus {url}"),
+                        reason,
+                    });
+                    None
+                }
+            }
+        }
+    };
+    progress(&format!("checking {} virt-launcher pods", pods.items.len()));
+    let inputs = AuditInputs {
+        pods: pods.items,
+        vmis: vmis.items,
+        namespaces,
+        quotas,
+        settings,
+        kubevirt_version,
+        resident_bytes,
+    };
+    let mut report = audit(&inputs, namespace);
+    report.missing.extend(missing);
+    Ok(report)
+}
+
+/// `kubevirt_vmi_memory_resident_bytes` by `namespace/name`, from a Prometheus HTTP API at
+/// `url` (`/api/v1/query`, instant vector; labels `namespace` and `name` as KubeVirt exports
+/// them). The reason as text when it cannot be read.
+pub async fn resident_memory(url: &str, timeout: std::time::Duration) -> Result<HashMap<String, i64>, String> {
+    let base: http::Uri = url
+        .trim_end_matches('/')
+        .parse()
+        .map_err(|e| format!("not a URL: {e}"))?;
+    let mut config = kube::Config::new(base);
+    config.read_timeout = Some(timeout);
+    config.connect_timeout = Some(timeout);
+    let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+    let request = http::Request::get("/api/v1/query?query=kubevirt_vmi_memory_resident_bytes")
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(|e| crate::runtime::error_chain(&e))?;
+    parse_resident_memory(&text)
+}
+
+/// The `namespace/name → bytes` map of a Prometheus instant-query answer.
+pub fn parse_resident_memory(text: &str) -> Result<HashMap<String, i64>, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not a Prometheus answer: {e}"))?;
+    if v["status"] != "success" {
+        return Err(format!(
+            "Prometheus answered {}: {}",
+            v["status"],
+            v["error"].as_str().unwrap_or("")
+        ));
+    }
+    let mut out = HashMap::new();
+    for sample in v["data"]["result"].as_array().into_iter().flatten() {
+        let (Some(ns), Some(name)) = (
+            sample["metric"]["namespace"].as_str(),
+            sample["metric"]["name"].as_str(),
+        ) else {
+            continue;
+        };
+        if let Some(bytes) = sample["value"][1]
+            .as_str()
+            .and_then(|s| s.parse::<f64>().ok())
+        {
+            out.insert(format!("{ns}/{name}"), bytes as i64);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,395 @@
+//! `explain-overhead` against the embedded cluster, through the built binary: cluster mode
+//! (`vm/NAME`, `vmi/NAME`, `pod/NAME`) on pods our controller rendered, the namespace's
+//! ResourceQuotas and ratio label in the controller's rendering and in the explanation, and the
+//! fleet audit (`-A`) with drift, OOM risk, an earlier OOM kill, Prometheus' resident memory,
+//! and reads the client may not make.
+
+mod common;
+
+use common::env::Env;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use std::path::Path;
+use tokio::process::Command;
+use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
+use virtctl_rs::config::ClusterSettings;
+use virtctl_rs::controller::vmi::executor::render_pod_with;
+use virtctl_rs::launcher::resources::NamespaceContext;
+use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::faults::{FaultRule, Verb};
+
+/// `explain-overhead ARGS` against a kubeconfig: (exit code, stdout, stderr).
+async fn explain(kubeconfig: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+        .arg("explain-overhead")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("run explain-overhead");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn explain_json(kubeconfig: &Path, args: &[&str], code: i32) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let (got, stdout, stderr) = explain(kubeconfig, &all).await;
+    assert_eq!(got, Some(code), "explain-overhead {args:?}: {stderr}\n{stdout}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+fn vm(name: &str, namespace: &str, resources: Value) -> VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"runStrategy": "Always", "template": {"spec": {
+            "domain": {"devices": {"disks": [{"name": "root", "disk": {"bus": "virtio"}}]},
+                       "resources": resources},
+            "volumes": [{"name": "root", "containerDisk": {"image": "quay.io/containerdisks/fedora:41"}}]
+        }}}
+    }))
+    .expect("static VM")
+}
+
+fn compute_memory(pod: &Pod, side: &str) -> Option<i64> {
+    let c = pod.spec.as_ref()?.containers.iter().find(|c| c.name == "compute")?;
+    let r = c.resources.as_ref()?;
+    let m = if side == "limits" { r.limits.as_ref() } else { r.requests.as_ref() }?;
+    virtctl_rs::api::quantity::ParsedQuantity::parse(&m.get("memory")?.0)
+        .ok()
+        .map(|q| q.value())
+}
+
+/// The running launcher pod of VM `name` in `namespace`, once its VMI runs.
+async fn running_pod(env: &Env, namespace: &str, name: &str) -> Pod {
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(env.client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), namespace);
+    env.wait_for(&format!("{namespace}/{name} Running with its pod"), || async {
+        let vmi = vmis.get_opt(name).await.ok()??;
+        if vmi.phase() != virtctl_rs::api::vmi::Phase::Running {
+            return None;
+        }
+        let uid = vmi.metadata.uid.clone()?;
+        pods.list(&ListParams::default().labels("kubevirt.io=virt-launcher"))
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && p.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|r| r.uid == uid)
+            })
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_mode_matches_the_controllers_pods_and_both_apply_the_namespace_quota() {
+    let env = Env::start().await;
+    let client = env.client.clone();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for (ns, labels) in [
+        ("quota-default", json!({})),
+        ("quota-label", json!({"alpha.kubevirt.io/auto-memory-limits-ratio": "3.2"})),
+    ] {
+        let n: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns, "labels": labels}})).unwrap();
+        namespaces.create(&PostParams::default(), &n).await.expect("namespace");
+        let q: ResourceQuota = serde_json::from_value(json!({
+            "metadata": {"name": "limits", "namespace": ns},
+            "spec": {"hard": {"limits.memory": "100Gi", "requests.memory": "100Gi"}}
+        }))
+        .unwrap();
+        Api::<ResourceQuota>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &q)
+            .await
+            .expect("quota");
+    }
+    let requests = json!({"requests": {"memory": "1Gi"}});
+    for ns in ["default", "quota-default", "quota-label"] {
+        Api::<VirtualMachine>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &vm("vm-q", ns, requests.clone()))
+            .await
+            .expect("create VM");
+    }
+    let plain = running_pod(&env, "default", "vm-q").await;
+    let two = running_pod(&env, "quota-default", "vm-q").await;
+    let three = running_pod(&env, "quota-label", "vm-q").await;
+
+    // The controller renders the automatic memory limit: trunc(request × ratio).
+    let request = compute_memory(&plain, "requests").expect("memory request");
+    assert_eq!(compute_memory(&plain, "limits"), None, "no quota: no limit");
+    assert_eq!(compute_memory(&two, "requests"), Some(request));
+    assert_eq!(compute_memory(&two, "limits"), Some(request * 2));
+    assert_eq!(
+        compute_memory(&three, "limits"),
+        Some((request as f64 * 3.2).trunc() as i64)
+    );
+
+    // explain-overhead says the same, and the pods MATCH; every way of naming the object works.
+    let kubeconfig = env.cluster().kubeconfig_path().to_path_buf();
+    for (ns, pod, limit) in [
+        ("default", &plain, None),
+        ("quota-default", &two, Some(request * 2)),
+        ("quota-label", &three, Some((request as f64 * 3.2).trunc() as i64)),
+    ] {
+        let pod_ref = format!("pod/{}", pod.metadata.name.as_deref().unwrap());
+        for target in ["vm/vm-q", "vmi/vm-q", pod_ref.as_str()] {
+            let v = explain_json(&kubeconfig, &[target, "-n", ns], 0).await;
+            let e = &v[0];
+            assert_eq!(e["podCheck"]["match"], true, "{ns} {target}: {e:#}");
+            assert_eq!(e["podCheck"]["pod"], format!("{ns}/{}", pod.metadata.name.as_deref().unwrap()));
+            let rendered = e["computeResources"]["limits"]["memory"].as_str().map(|q| {
+                virtctl_rs::api::quantity::ParsedQuantity::parse(q).unwrap().value()
+            });
+            assert_eq!(rendered, limit, "{ns} {target}");
+            assert_eq!(
+                e["cluster"]["namespaceContext"]["quotaLimitsMemory"],
+                ns != "default"
+            );
+            assert_eq!(e["reportedOverheadBytes"], e["overhead"]["totalBytes"]);
+        }
+    }
+    let (code, table, _) = explain(&kubeconfig, &["vm/vm-q", "-n", "quota-label"]).await;
+    assert_eq!(code, Some(0));
+    assert!(table.contains(": MATCH"), "{table}");
+    assert!(
+        table.contains("automatic memory limit × 3.2 (label)"),
+        "{table}"
+    );
+
+    // A VM that runs no VMI is explained from its template, with no pod to compare.
+    let mut halted = vm("vm-halted", "default", requests.clone());
+    halted.spec.run_strategy = Some("Halted".into());
+    env.create_vm(&halted).await;
+    let v = explain_json(&kubeconfig, &["vm/vm-halted"], 0).await;
+    assert_eq!(v[0]["kind"], "VirtualMachine");
+    assert!(v[0]["noPod"].as_str().unwrap().contains("no VMI runs"));
+
+    // Names that do not exist, and types that are none of ours.
+    let (code, _, err) = explain(&kubeconfig, &["vm/nope"]).await;
+    assert_eq!(code, Some(1));
+    assert!(err.contains("VirtualMachine default/nope not found"), "{err}");
+    let (code, _, err) = explain(&kubeconfig, &["deployment/x"]).await;
+    assert_eq!(code, Some(2));
+    assert!(err.contains("resource type \"deployment\""), "{err}");
+    let (code, _, err) = explain(&kubeconfig, &["vm/vm-q", "--pod", "x.yaml"]).await;
+    assert_eq!(code, Some(2), "{err}");
+    env.shutdown().await;
+}
+
+/// A VMI created through the API (no controller runs in the audit test), and its launcher pod
+/// as KubeVirt renders it with `settings`, changed by `edit`, created through the API too.
+async fn vmi_with_pod(
+    client: &kube::Client,
+    name: &str,
+    domain: Value,
+    settings: &ClusterSettings,
+    edit: impl FnOnce(&mut Value),
+) -> Pod {
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), "default");
+    let vmi: VirtualMachineInstance = serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"domain": domain}
+    }))
+    .unwrap();
+    let vmi = vmis.create(&PostParams::default(), &vmi).await.expect("create VMI");
+    let pod = render_pod_with(settings, &NamespaceContext::default(), &vmi).expect("render");
+    let mut value = serde_json::to_value(&pod).unwrap();
+    value["metadata"]["name"] = json!(format!("virt-launcher-{name}-x1y2z"));
+    value["metadata"].as_object_mut().unwrap().remove("generateName");
+    edit(&mut value);
+    let pod: Pod = serde_json::from_value(value).unwrap();
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod")
+}
+
+fn set_compute(value: &mut Value, pointer: &str, q: &str) {
+    let containers = value["spec"]["containers"].as_array_mut().unwrap();
+    let compute = containers.iter_mut().find(|c| c["name"] == "compute").unwrap();
+    *compute.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer}")) = json!(q);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_forbidden_reads() {
+    let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
+        nodes: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("embedded cluster");
+    let client = cluster.client().await.expect("client");
+    // The cluster's KubeVirt: cpuAllocationRatio 20, version v1.9.0.
+    let kv = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+        "spec": {"configuration": {"developerConfiguration": {"cpuAllocationRatio": 20}}}
+    });
+    let ar = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt"),
+        "kubevirts",
+    );
+    let kvs: Api<kube::core::DynamicObject> = Api::namespaced_with(client.clone(), "kubevirt", &ar);
+    kvs.create(&PostParams::default(), &serde_json::from_value(kv).unwrap())
+        .await
+        .expect("KubeVirt CR");
+    kvs.patch_status(
+        "kubevirt",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"observedKubeVirtVersion": "v1.9.0"}})),
+    )
+    .await
+    .expect("KubeVirt status");
+    let now = ClusterSettings {
+        cpu_allocation_ratio: 20,
+        ..Default::default()
+    };
+    let domain = json!({"devices": {}, "resources": {"requests": {"memory": "1Gi"}}});
+    // As KubeVirt renders today: not flagged (unless Prometheus says otherwise).
+    vmi_with_pod(&client, "ok", domain.clone(), &now, |_| {}).await;
+    // Rendered when the cluster had the default cpuAllocationRatio (10).
+    vmi_with_pod(&client, "old-ratio", domain.clone(), &ClusterSettings::default(), |_| {}).await;
+    // Its memory request changed after rendering (the annotation says what was rendered).
+    vmi_with_pod(&client, "edited", domain.clone(), &now, |p| {
+        set_compute(p, "/resources/requests/memory", "2000Mi")
+    })
+    .await;
+    // A memory limit the guest and the overhead do not fit in.
+    let limited = json!({"devices": {}, "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}});
+    vmi_with_pod(&client, "tight", limited, &now, |p| {
+        set_compute(p, "/resources/limits/memory", "1100Mi")
+    })
+    .await;
+    // OOM-killed before.
+    let killed = vmi_with_pod(&client, "killed", domain.clone(), &now, |_| {}).await;
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .patch_status(
+            killed.metadata.name.as_deref().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"containerStatuses": [{
+                "name": "compute", "image": "x", "imageID": "", "ready": true, "restartCount": 1,
+                "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+            }]}})),
+        )
+        .await
+        .expect("pod status");
+
+    let kubeconfig = cluster.kubeconfig_path().to_path_buf();
+    let report = explain_json(&kubeconfig, &["-A"], 3).await;
+    assert_eq!(report["podsChecked"], 5, "{report:#}");
+    assert_eq!(report["kubevirtVersion"], "v1.9.0");
+    let findings = report["findings"].as_array().expect("findings");
+    let of = |vmi: &str| -> Vec<String> {
+        findings
+            .iter()
+            .filter(|f| f["vmi"] == vmi)
+            .map(|f| f["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(of("ok"), Vec::<String>::new(), "{report:#}");
+    assert_eq!(of("old-ratio"), ["drift"]);
+    assert_eq!(of("edited"), ["drift"]);
+    assert_eq!(of("killed"), ["oomKilled"]);
+    assert_eq!(of("tight"), ["oomRisk", "drift"]);
+    assert_eq!(findings[0]["kind"], "oomKilled", "worst first");
+    let message = |vmi: &str, kind: &str| -> String {
+        findings
+            .iter()
+            .find(|f| f["vmi"] == vmi && f["kind"] == kind)
+            .and_then(|f| f["message"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let old = message("old-ratio", "drift");
+    assert!(old.contains("requests.cpu 100m (KubeVirt renders 50m)"), "{old}");
+    assert!(old.contains("fits cpuAllocationRatio 10, today's is 20"), "{old}");
+    let edited = message("edited", "drift");
+    assert!(edited.contains("requests.memory 2000Mi"), "{edited}");
+    assert!(edited.contains("changed at admission"), "{edited}");
+    let tight = message("tight", "oomRisk");
+    assert!(tight.contains("short"), "{tight}");
+    // The same in one namespace (-n alone is the audit of that namespace), and as a table.
+    let (code, table, _) = explain(&kubeconfig, &["-n", "default"]).await;
+    assert_eq!(code, Some(3));
+    assert!(table.starts_with("Checked 5 virt-launcher pod(s) in namespace default"), "{table}");
+    assert!(table.contains("5 finding(s): exit code 3") || table.contains("finding(s): exit code 3"), "{table}");
+
+    // Prometheus: the guest of "ok" uses 95% of its request.
+    let request = compute_memory(
+        &Api::<Pod>::namespaced(client.clone(), "default")
+            .get("virt-launcher-ok-x1y2z")
+            .await
+            .unwrap(),
+        "requests",
+    )
+    .unwrap();
+    let answer = json!({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"__name__": "kubevirt_vmi_memory_resident_bytes", "namespace": "default", "name": "ok"},
+         "value": [1764590000.0, (request * 95 / 100).to_string()]}
+    ]}});
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().route(
+        "/api/v1/query",
+        axum::routing::get(move || {
+            let a = answer.clone();
+            async move { axum::Json(a) }
+        }),
+    );
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let report = explain_json(&kubeconfig, &["-A", "--prometheus", &url], 3).await;
+    assert_eq!(report["prometheus"], true);
+    let ok: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["vmi"] == "ok")
+        .collect();
+    assert_eq!(ok.len(), 1, "{report:#}");
+    assert_eq!(ok[0]["kind"], "residentNearLimit");
+    let text = ok[0]["message"].as_str().unwrap();
+    assert!(text.contains("% of the pod's memory request"), "{text}");
+    assert_eq!(ok[0]["bytes"], request * 95 / 100 - request);
+    server.abort();
+
+    // Reads the client may not make are named, not fatal.
+    cluster.api().faults().add(
+        FaultRule::error(403)
+            .verbs(&[Verb::List])
+            .resource("resourcequotas")
+            .user_agent("explain-overhead"),
+    );
+    let report = explain_json(&kubeconfig, &["-A"], 3).await;
+    let missing = report["missing"].as_array().expect("missing");
+    assert!(
+        missing.iter().any(|m| m["what"] == "resourceQuotas"
+            && m["reason"].as_str().unwrap().contains("forbidden")),
+        "{missing:?}"
+    );
+    let v = explain_json(&kubeconfig, &["vmi/ok"], 0).await;
+    assert!(
+        v[0]["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["what"] == "resourceQuotas/default"),
+        "{v:#}"
+    );
+    cluster.shutdown().await;
+}
