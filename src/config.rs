@@ -237,9 +237,8 @@ impl ClusterSettings {
         match cfg.get("autoCPULimitNamespaceLabelSelector") {
             None | Some(serde_json::Value::Null) => {}
             Some(v) => {
-                let selector = serde_json::from_value(v.clone()).map_err(|e| {
-                    field_err("autoCPULimitNamespaceLabelSelector", e.to_string())
-                })?;
+                let selector = serde_json::from_value(v.clone())
+                    .map_err(|e| field_err("autoCPULimitNamespaceLabelSelector", e.to_string()))?;
                 s.auto_cpu_limit_namespace_label_selector = Some(selector);
             }
         }

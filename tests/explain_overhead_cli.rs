@@ -152,17 +152,15 @@ fn explain_all(files: &[PathBuf]) -> usize {
     let mut explained = 0;
     for path in files {
         let text_in = std::fs::read_to_string(path).unwrap();
-        let has_vm = text_in
-            .lines()
-            .any(|l| {
-                [
-                    "kind: VirtualMachine",
-                    "kind: VirtualMachineInstance",
-                    "kind: VirtualMachinePool",
-                    "kind: VirtualMachineInstanceReplicaSet",
-                ]
-                .contains(&l)
-            });
+        let has_vm = text_in.lines().any(|l| {
+            [
+                "kind: VirtualMachine",
+                "kind: VirtualMachineInstance",
+                "kind: VirtualMachinePool",
+                "kind: VirtualMachineInstanceReplicaSet",
+            ]
+            .contains(&l)
+        });
         let out = run(
             &[
                 "explain-overhead",
@@ -404,7 +402,11 @@ fn cluster_mode_without_a_cluster_says_which_configuration_failed() {
         None,
     );
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("give one"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("give one"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// Found by a new-user trial: invalid cluster settings and mismatched pods were accepted.
@@ -507,6 +509,164 @@ fn invalid_settings_and_mismatched_pods_are_rejected() {
     );
     assert!(
         text(&out.stderr).contains("skipped: Deployment d"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Inputs as kubectl takes them: -f repeated and -f DIR, Namespace and ResourceQuota documents
+/// (in the input or with --namespace-file / --resourcequota-file) as the namespace context, and
+/// a pod List for --pod.
+#[test]
+fn inputs_as_kubectl_takes_them_with_the_namespace_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let vmi = |name: &str, ns: &str| {
+        format!(
+            "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{domain: {{devices: {{}}, resources: {{requests: {{memory: 1Gi}}}}}}}}\n"
+        )
+    };
+    let vms = dir.path().join("vms");
+    std::fs::create_dir(&vms).unwrap();
+    std::fs::write(vms.join("a.yaml"), vmi("a", "prod")).unwrap();
+    std::fs::write(vms.join("b.yml"), vmi("b", "dev")).unwrap();
+    std::fs::write(vms.join("notes.txt"), "not a manifest").unwrap();
+    let context = dir.path().join("context.yaml");
+    std::fs::write(
+        &context,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: prod, labels: {alpha.kubevirt.io/auto-memory-limits-ratio: \"1.5\"}}\n---\napiVersion: v1\nkind: ResourceQuota\nmetadata: {name: q, namespace: prod}\nspec: {hard: {limits.memory: 10Gi, limits.cpu: \"8\"}}\n",
+    )
+    .unwrap();
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            vms.to_str().unwrap(),
+            "-f",
+            context.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["a", "b"],
+        "the directory's .yaml/.yml files, sorted"
+    );
+    // prod: 1294Mi request → limit trunc(1294Mi × 1.5), CPU limit = 1 vCPU; dev: no quota.
+    let request: i64 = 1294 * 1024 * 1024;
+    let bytes = |q: &serde_json::Value| {
+        virtctl_rs::api::quantity::ParsedQuantity::parse(q.as_str().expect("a quantity"))
+            .unwrap()
+            .value()
+    };
+    assert_eq!(
+        bytes(&v[0]["computeResources"]["limits"]["memory"]),
+        (request as f64 * 1.5) as i64
+    );
+    assert_eq!(v[0]["computeResources"]["limits"]["cpu"], "1");
+    assert!(v[1]["computeResources"]["limits"].get("memory").is_none());
+
+    // The same context from the dedicated flags.
+    let ns_file = dir.path().join("ns.yaml");
+    std::fs::write(
+        &ns_file,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: prod}\n",
+    )
+    .unwrap();
+    let quota_file = dir.path().join("quota.yaml");
+    std::fs::write(
+        &quota_file,
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ResourceQuota\n  metadata: {name: q, namespace: prod}\n  spec: {hard: {limits.memory: 10Gi}}\n",
+    )
+    .unwrap();
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            vms.join("a.yaml").to_str().unwrap(),
+            "--namespace-file",
+            ns_file.to_str().unwrap(),
+            "--resourcequota-file",
+            quota_file.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        bytes(&v[0]["computeResources"]["limits"]["memory"]),
+        request * 2
+    );
+    assert!(v[0]["computeResources"]["limits"].get("cpu").is_none());
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            vms.join("a.yaml").to_str().unwrap(),
+            "--namespace-file",
+            quota_file.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("expected a Namespace, found none"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // --pod with a List of pods, as `kubectl get pod -o yaml` prints: each finds its VMI.
+    let fixture_vmi = fixture("vmi-masquerade.yaml");
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n{}",
+        launcher_pod("281018368", "1300Mi")
+            .lines()
+            .enumerate()
+            .map(|(i, l)| if i == 0 {
+                format!("- {l}\n")
+            } else {
+                format!("  {l}\n")
+            })
+            .collect::<String>()
+    );
+    let pods = dir.path().join("pods.yaml");
+    std::fs::write(&pods, list).unwrap();
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            fixture_vmi.to_str().unwrap(),
+            "--pod",
+            pods.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("requests.memory"), "{table}");
+    assert!(
+        table.contains("likely cause: the pod's resources differ"),
+        "{table}"
+    );
+
+    // An empty directory is an error that names it.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = run(&["explain-overhead", "-f", empty.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("has no .yaml, .yml or .json file"),
         "{}",
         text(&out.stderr)
     );

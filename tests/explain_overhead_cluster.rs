@@ -43,7 +43,11 @@ async fn explain_json(kubeconfig: &Path, args: &[&str], code: i32) -> Value {
     let mut all = args.to_vec();
     all.extend(["-o", "json"]);
     let (got, stdout, stderr) = explain(kubeconfig, &all).await;
-    assert_eq!(got, Some(code), "explain-overhead {args:?}: {stderr}\n{stdout}");
+    assert_eq!(
+        got,
+        Some(code),
+        "explain-overhead {args:?}: {stderr}\n{stdout}"
+    );
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
 
@@ -61,9 +65,18 @@ fn vm(name: &str, namespace: &str, resources: Value) -> VirtualMachine {
 }
 
 fn compute_memory(pod: &Pod, side: &str) -> Option<i64> {
-    let c = pod.spec.as_ref()?.containers.iter().find(|c| c.name == "compute")?;
+    let c = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "compute")?;
     let r = c.resources.as_ref()?;
-    let m = if side == "limits" { r.limits.as_ref() } else { r.requests.as_ref() }?;
+    let m = if side == "limits" {
+        r.limits.as_ref()
+    } else {
+        r.requests.as_ref()
+    }?;
     virtctl_rs::api::quantity::ParsedQuantity::parse(&m.get("memory")?.0)
         .ok()
         .map(|q| q.value())
@@ -73,26 +86,29 @@ fn compute_memory(pod: &Pod, side: &str) -> Option<i64> {
 async fn running_pod(env: &Env, namespace: &str, name: &str) -> Pod {
     let vmis: Api<VirtualMachineInstance> = Api::namespaced(env.client.clone(), namespace);
     let pods: Api<Pod> = Api::namespaced(env.client.clone(), namespace);
-    env.wait_for(&format!("{namespace}/{name} Running with its pod"), || async {
-        let vmi = vmis.get_opt(name).await.ok()??;
-        if vmi.phase() != virtctl_rs::api::vmi::Phase::Running {
-            return None;
-        }
-        let uid = vmi.metadata.uid.clone()?;
-        pods.list(&ListParams::default().labels("kubevirt.io=virt-launcher"))
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|p| {
-                p.metadata.deletion_timestamp.is_none()
-                    && p.metadata
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .any(|r| r.uid == uid)
-            })
-    })
+    env.wait_for(
+        &format!("{namespace}/{name} Running with its pod"),
+        || async {
+            let vmi = vmis.get_opt(name).await.ok()??;
+            if vmi.phase() != virtctl_rs::api::vmi::Phase::Running {
+                return None;
+            }
+            let uid = vmi.metadata.uid.clone()?;
+            pods.list(&ListParams::default().labels("kubevirt.io=virt-launcher"))
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.metadata
+                            .owner_references
+                            .iter()
+                            .flatten()
+                            .any(|r| r.uid == uid)
+                })
+        },
+    )
     .await
 }
 
@@ -103,11 +119,17 @@ async fn cluster_mode_matches_the_controllers_pods_and_both_apply_the_namespace_
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for (ns, labels) in [
         ("quota-default", json!({})),
-        ("quota-label", json!({"alpha.kubevirt.io/auto-memory-limits-ratio": "3.2"})),
+        (
+            "quota-label",
+            json!({"alpha.kubevirt.io/auto-memory-limits-ratio": "3.2"}),
+        ),
     ] {
         let n: Namespace =
             serde_json::from_value(json!({"metadata": {"name": ns, "labels": labels}})).unwrap();
-        namespaces.create(&PostParams::default(), &n).await.expect("namespace");
+        namespaces
+            .create(&PostParams::default(), &n)
+            .await
+            .expect("namespace");
         let q: ResourceQuota = serde_json::from_value(json!({
             "metadata": {"name": "limits", "namespace": ns},
             "spec": {"hard": {"limits.memory": "100Gi", "requests.memory": "100Gi"}}
@@ -144,16 +166,25 @@ async fn cluster_mode_matches_the_controllers_pods_and_both_apply_the_namespace_
     for (ns, pod, limit) in [
         ("default", &plain, None),
         ("quota-default", &two, Some(request * 2)),
-        ("quota-label", &three, Some((request as f64 * 3.2).trunc() as i64)),
+        (
+            "quota-label",
+            &three,
+            Some((request as f64 * 3.2).trunc() as i64),
+        ),
     ] {
         let pod_ref = format!("pod/{}", pod.metadata.name.as_deref().unwrap());
         for target in ["vm/vm-q", "vmi/vm-q", pod_ref.as_str()] {
             let v = explain_json(&kubeconfig, &[target, "-n", ns], 0).await;
             let e = &v[0];
             assert_eq!(e["podCheck"]["match"], true, "{ns} {target}: {e:#}");
-            assert_eq!(e["podCheck"]["pod"], format!("{ns}/{}", pod.metadata.name.as_deref().unwrap()));
+            assert_eq!(
+                e["podCheck"]["pod"],
+                format!("{ns}/{}", pod.metadata.name.as_deref().unwrap())
+            );
             let rendered = e["computeResources"]["limits"]["memory"].as_str().map(|q| {
-                virtctl_rs::api::quantity::ParsedQuantity::parse(q).unwrap().value()
+                virtctl_rs::api::quantity::ParsedQuantity::parse(q)
+                    .unwrap()
+                    .value()
             });
             assert_eq!(rendered, limit, "{ns} {target}");
             assert_eq!(
@@ -182,7 +213,10 @@ async fn cluster_mode_matches_the_controllers_pods_and_both_apply_the_namespace_
     // Names that do not exist, and types that are none of ours.
     let (code, _, err) = explain(&kubeconfig, &["vm/nope"]).await;
     assert_eq!(code, Some(1));
-    assert!(err.contains("VirtualMachine default/nope not found"), "{err}");
+    assert!(
+        err.contains("VirtualMachine default/nope not found"),
+        "{err}"
+    );
     let (code, _, err) = explain(&kubeconfig, &["deployment/x"]).await;
     assert_eq!(code, Some(2));
     assert!(err.contains("resource type \"deployment\""), "{err}");
@@ -207,11 +241,17 @@ async fn vmi_with_pod(
         "spec": {"domain": domain}
     }))
     .unwrap();
-    let vmi = vmis.create(&PostParams::default(), &vmi).await.expect("create VMI");
+    let vmi = vmis
+        .create(&PostParams::default(), &vmi)
+        .await
+        .expect("create VMI");
     let pod = render_pod_with(settings, &NamespaceContext::default(), &vmi).expect("render");
     let mut value = serde_json::to_value(&pod).unwrap();
     value["metadata"]["name"] = json!(format!("virt-launcher-{name}-x1y2z"));
-    value["metadata"].as_object_mut().unwrap().remove("generateName");
+    value["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("generateName");
     edit(&mut value);
     let pod: Pod = serde_json::from_value(value).unwrap();
     Api::<Pod>::namespaced(client.clone(), "default")
@@ -222,8 +262,13 @@ async fn vmi_with_pod(
 
 fn set_compute(value: &mut Value, pointer: &str, q: &str) {
     let containers = value["spec"]["containers"].as_array_mut().unwrap();
-    let compute = containers.iter_mut().find(|c| c["name"] == "compute").unwrap();
-    *compute.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer}")) = json!(q);
+    let compute = containers
+        .iter_mut()
+        .find(|c| c["name"] == "compute")
+        .unwrap();
+    *compute
+        .pointer_mut(pointer)
+        .unwrap_or_else(|| panic!("{pointer}")) = json!(q);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,7 +309,14 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
     // As KubeVirt renders today: not flagged (unless Prometheus says otherwise).
     vmi_with_pod(&client, "ok", domain.clone(), &now, |_| {}).await;
     // Rendered when the cluster had the default cpuAllocationRatio (10).
-    vmi_with_pod(&client, "old-ratio", domain.clone(), &ClusterSettings::default(), |_| {}).await;
+    vmi_with_pod(
+        &client,
+        "old-ratio",
+        domain.clone(),
+        &ClusterSettings::default(),
+        |_| {},
+    )
+    .await;
     // Its memory request changed after rendering (the annotation says what was rendered).
     vmi_with_pod(&client, "edited", domain.clone(), &now, |p| {
         set_compute(p, "/resources/requests/memory", "2000Mi")
@@ -317,8 +369,14 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
             .to_string()
     };
     let old = message("old-ratio", "drift");
-    assert!(old.contains("requests.cpu 100m (KubeVirt renders 50m)"), "{old}");
-    assert!(old.contains("fits cpuAllocationRatio 10, today's is 20"), "{old}");
+    assert!(
+        old.contains("requests.cpu 100m (KubeVirt renders 50m)"),
+        "{old}"
+    );
+    assert!(
+        old.contains("fits cpuAllocationRatio 10, today's is 20"),
+        "{old}"
+    );
     let edited = message("edited", "drift");
     assert!(edited.contains("requests.memory 2000Mi"), "{edited}");
     assert!(edited.contains("changed at admission"), "{edited}");
@@ -327,8 +385,14 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
     // The same in one namespace (-n alone is the audit of that namespace), and as a table.
     let (code, table, _) = explain(&kubeconfig, &["-n", "default"]).await;
     assert_eq!(code, Some(3));
-    assert!(table.starts_with("Checked 5 virt-launcher pod(s) in namespace default"), "{table}");
-    assert!(table.contains("5 finding(s): exit code 3") || table.contains("finding(s): exit code 3"), "{table}");
+    assert!(
+        table.starts_with("Checked 5 virt-launcher pod(s) in namespace default"),
+        "{table}"
+    );
+    assert!(
+        table.contains("5 finding(s): exit code 3") || table.contains("finding(s): exit code 3"),
+        "{table}"
+    );
 
     // Prometheus: the guest of "ok" uses 95% of its request.
     let request = compute_memory(

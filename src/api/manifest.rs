@@ -470,7 +470,11 @@ mod tests {
                 assert_eq!(vmi.metadata.name.as_deref(), Some("rs-b"));
                 assert_eq!(vmi.metadata.namespace, None);
                 assert_eq!(
-                    vmi.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str),
+                    vmi.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("app"))
+                        .map(String::as_str),
                     Some("b")
                 );
             }
@@ -479,8 +483,14 @@ mod tests {
         // Errors name the field in the owner's own terms.
         let bad = "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceReplicaSet\nmetadata: {name: rs}\nspec:\n  template:\n    spec:\n      domain: {devices: {}, memory: {guest: [1]}}\n";
         let e = read_manifest("t.yaml", bad).unwrap_err().to_string();
-        assert!(e.contains("field spec.template.spec.domain.memory.guest"), "{e}");
+        assert!(
+            e.contains("field spec.template.spec.domain.memory.guest"),
+            "{e}"
+        );
         let e = read_manifest("t.yaml", "apiVersion: pool.kubevirt.io/v1beta1\nkind: VirtualMachinePool\nmetadata: {name: p}\nspec: {}\n").unwrap_err().to_string();
-        assert!(e.contains("field spec.virtualMachineTemplate: required"), "{e}");
+        assert!(
+            e.contains("field spec.virtualMachineTemplate: required"),
+            "{e}"
+        );
     }
 }

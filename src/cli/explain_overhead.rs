@@ -14,8 +14,8 @@ use crate::config::ClusterSettings;
 use crate::launcher::explain::{
     Explanation, PodCheck, RenderInputs, check_pod, explain_in, likely_cause,
 };
-use crate::launcher::resources::NamespaceContext;
 use crate::launcher::overhead::MIB;
+use crate::launcher::resources::NamespaceContext;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -352,7 +352,12 @@ struct FileContext {
 
 impl FileContext {
     /// Add the Namespace / ResourceQuota documents of `text` (others are ignored here).
-    fn add_documents(&mut self, source: &str, text: &str, default_ns: &str) -> Result<(), CliError> {
+    fn add_documents(
+        &mut self,
+        source: &str,
+        text: &str,
+        default_ns: &str,
+    ) -> Result<(), CliError> {
         let docs = crate::api::manifest::split_documents(source, text)
             .map_err(|e| CliError::Failed(e.to_string()))?;
         for (index, doc) in docs {
@@ -406,7 +411,10 @@ fn file_only_flags(args: &ExplainOverheadArgs) -> Vec<&'static str> {
     let mut set = Vec::new();
     for (on, flag) in [
         (args.kubevirt_cr.is_some(), "--kubevirt-cr"),
-        (args.cpu_allocation_ratio.is_some(), "--cpu-allocation-ratio"),
+        (
+            args.cpu_allocation_ratio.is_some(),
+            "--cpu-allocation-ratio",
+        ),
         (args.memory_overcommit.is_some(), "--memory-overcommit"),
         (
             args.additional_guest_memory_overhead_ratio.is_some(),
@@ -562,8 +570,7 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
             ));
         }
         let mut results = Vec::new();
-        for ((source, ManifestObject { doc, object }), before) in objects.iter().zip(explanations)
-        {
+        for ((source, ManifestObject { doc, object }), before) in objects.iter().zip(explanations) {
             let ns_ctx = context.context(&object_namespace(object, &default_ns), &settings);
             let after = explain_changed(object, &change, &default_ns, &settings, &ns_ctx)
                 .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
@@ -604,9 +611,8 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
             }
             let pod: Pod =
                 serde_json::from_value(value).map_err(|e| at(format!("not a Pod: {e}")))?;
-            let i = pod_target(&explanations, &pod).map_err(|why| {
-                CliError::Failed(format!("{name}: {why}"))
-            })?;
+            let i = pod_target(&explanations, &pod)
+                .map_err(|why| CliError::Failed(format!("{name}: {why}")))?;
             if !checked.insert(i) {
                 return Err(at(format!(
                     "a second pod for {} {}: give one pod per VM/VMI",
@@ -665,11 +671,7 @@ fn run_cluster(
                 let e = explain_target(&client, &namespace, &target, &opts)
                     .await
                     .map_err(|e| CliError::Failed(e.to_string()))?;
-                let mismatch = e
-                    .explanation
-                    .pod_check
-                    .as_ref()
-                    .is_some_and(|c| !c.matches);
+                let mismatch = e.explanation.pod_check.as_ref().is_some_and(|c| !c.matches);
                 super::output::out(&render(
                     args.output,
                     std::slice::from_ref(&e),
@@ -688,8 +690,7 @@ fn run_cluster(
                 let mut shown = false;
                 let mut progress = |what: &str| {
                     // Only on a terminal, and only once the audit takes more than a moment.
-                    if tty && (shown || started.elapsed() > std::time::Duration::from_millis(500))
-                    {
+                    if tty && (shown || started.elapsed() > std::time::Duration::from_millis(500)) {
                         eprint!("\r\x1b[2K{what}…");
                         shown = true;
                     }
@@ -709,14 +710,15 @@ fn run_cluster(
                 let flagged = !report.findings.is_empty();
                 let text = match args.output {
                     Output::Table => render_audit_table(&report),
-                    other => render(other, std::slice::from_ref(&report), render_audit_table)
-                        .map(|t| match other {
+                    other => render(other, std::slice::from_ref(&report), render_audit_table).map(
+                        |t| match other {
                             // One report, not a list of one.
                             Output::Json => serde_json::to_string_pretty(&report)
                                 .map(|s| s + "\n")
                                 .unwrap_or(t),
                             _ => serde_yaml::to_string(&report).unwrap_or(t),
-                        })?,
+                        },
+                    )?,
                 };
                 super::output::out(&text);
                 Ok(if flagged {
@@ -736,7 +738,9 @@ pub fn render_cluster_table(e: &crate::inspect::overhead::ClusterExplanation) ->
     let _ = writeln!(
         out,
         "cluster: KubeVirt {} · settings from {} (cpuAllocationRatio {}, memoryOvercommit {}%, additionalGuestMemoryOverheadRatio {}) · namespace: {}",
-        c.kubevirt_version.as_deref().unwrap_or("(version not reported)"),
+        c.kubevirt_version
+            .as_deref()
+            .unwrap_or("(version not reported)"),
         c.settings_source,
         c.settings.cpu_allocation_ratio,
         c.settings.memory_overcommit,
@@ -775,7 +779,9 @@ fn namespace_summary(ns: &NamespaceContext) -> String {
             .labels
             .get(crate::launcher::resources::AUTO_MEMORY_LIMITS_RATIO_LABEL)
             .map_or("2.0 (default)".to_string(), |r| format!("{r} (label)"));
-        parts.push(format!("ResourceQuota limits.memory → automatic memory limit × {ratio}"));
+        parts.push(format!(
+            "ResourceQuota limits.memory → automatic memory limit × {ratio}"
+        ));
     }
     if ns.quota_limits_cpu {
         parts.push("ResourceQuota limits.cpu → automatic CPU limit".to_string());
@@ -800,7 +806,9 @@ pub fn render_audit_table(r: &crate::inspect::overhead::AuditReport) -> String {
         r.namespace
             .as_deref()
             .map_or("every namespace".to_string(), |n| format!("namespace {n}")),
-        r.kubevirt_version.as_deref().unwrap_or("(version not reported)"),
+        r.kubevirt_version
+            .as_deref()
+            .unwrap_or("(version not reported)"),
         r.overhead_reporting.reported,
         r.overhead_reporting.vmis,
         if r.overhead_reporting.reported > 0 {
@@ -987,7 +995,10 @@ fn render_pod_check(c: &PodCheck) -> String {
                 d.pod.as_deref().unwrap_or("-"),
                 d.rendered.as_deref().unwrap_or("-"),
                 d.difference
-                    .map_or("not comparable".to_string(), |v| format!("{v:+} {}", d.unit))
+                    .map_or("not comparable".to_string(), |v| format!(
+                        "{v:+} {}",
+                        d.unit
+                    ))
             );
         }
     }

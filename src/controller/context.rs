@@ -7,12 +7,12 @@
 
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
+use crate::launcher::resources::NamespaceContext;
 use crate::runtime::expectations::{ControllerExpectations, UidTrackingControllerExpectations};
 use crate::runtime::informer::Informer;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::WorkQueue;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use crate::launcher::resources::NamespaceContext;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod, ResourceQuota};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 use serde::Serialize;
@@ -75,7 +75,11 @@ impl Caches {
 
     /// What the launcher renderer knows of `namespace` from the caches: its labels, its
     /// ResourceQuotas' limits, the auto-CPU-limit selector ([`NamespaceContext::from_cluster`]).
-    pub fn namespace_context(&self, namespace: &str, settings: &ClusterSettings) -> NamespaceContext {
+    pub fn namespace_context(
+        &self,
+        namespace: &str,
+        settings: &ClusterSettings,
+    ) -> NamespaceContext {
         let ns = self
             .namespaces
             .store()

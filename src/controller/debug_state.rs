@@ -274,7 +274,6 @@ impl DebugStateSource {
 mod tests {
     use super::*;
     use crate::controller::context::{Caches, EventSink, Expectations, ReconcileLog};
-    use crate::runtime::informer::Informer;
     use crate::runtime::metrics::Metrics;
     use crate::runtime::queue::WorkQueue;
     use std::time::Duration;

@@ -91,7 +91,8 @@ fn vmi(phase: &str, transitions: &[(&str, i64)], extra_status: Value) -> Virtual
 
 /// The launcher pod KubeVirt renders for `vmi`, with a status.
 fn pod_for(vmi: &VirtualMachineInstance, phase: &str, conditions: Value) -> Pod {
-    let mut pod = render_pod_with(&ClusterSettings::default(), &Default::default(), vmi).expect("render");
+    let mut pod =
+        render_pod_with(&ClusterSettings::default(), &Default::default(), vmi).expect("render");
     pod.metadata.name = Some("virt-launcher-vm-a-abcde".into());
     pod.metadata.namespace = Some("demo".into());
     if let (Some(spec), Some(node)) = (

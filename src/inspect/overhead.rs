@@ -10,17 +10,14 @@
 //! explained at all.
 
 use super::gather::{
-    GatherOptions, describe_error, found, is_not_found, is_transport, read_kubevirt,
-    read_namespace,
+    GatherOptions, describe_error, found, is_not_found, is_transport, read_kubevirt, read_namespace,
 };
 use super::model::Missing;
 use crate::api::manifest::KubeVirtObject;
 use crate::api::quantity::{ParsedQuantity, human_bytes};
 use crate::api::{VirtualMachine, VirtualMachineInstance, annotations};
 use crate::config::ClusterSettings;
-use crate::launcher::explain::{
-    Explanation, RenderInputs, check_pod, explain_in, likely_cause,
-};
+use crate::launcher::explain::{Explanation, RenderInputs, check_pod, explain_in, likely_cause};
 use crate::launcher::resources::NamespaceContext;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
 use kube::Api;
@@ -219,11 +216,9 @@ pub async fn explain_target(
     let mut pod_named: Option<Pod> = None;
     // The object to explain: a VMI when one runs, else the VM's template.
     let object = match target {
-        Target::Vmi(name) => KubeVirtObject::Vmi(Box::new(
-            vmis.get(name)
-                .await
-                .map_err(|e| first_read_error(format!("VirtualMachineInstance {namespace}/{name}"), &e))?,
-        )),
+        Target::Vmi(name) => KubeVirtObject::Vmi(Box::new(vmis.get(name).await.map_err(|e| {
+            first_read_error(format!("VirtualMachineInstance {namespace}/{name}"), &e)
+        })?)),
         Target::Vm(name) => {
             let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
             let vm = vms
@@ -277,7 +272,11 @@ pub async fn explain_target(
         &cluster.namespace_context,
     )
     .map_err(|e| {
-        ClusterError::Invalid(format!("{} {namespace}/{}: {e}", object.kind(), object.name()))
+        ClusterError::Invalid(format!(
+            "{} {namespace}/{}: {e}",
+            object.kind(),
+            object.name()
+        ))
     })?;
     let (mut reported_overhead_bytes, mut no_pod) = (None, None);
     match &object {
@@ -512,7 +511,10 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
         .iter()
         .filter_map(|v| {
             Some((
-                (v.metadata.namespace.as_deref()?, v.metadata.name.as_deref()?),
+                (
+                    v.metadata.namespace.as_deref()?,
+                    v.metadata.name.as_deref()?,
+                ),
                 v,
             ))
         })
@@ -644,7 +646,10 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
                 parts.push(format!("overhead annotation {d:+} bytes from the formula"));
             }
             if check.annotation_overhead_bytes.is_none() {
-                parts.push(format!("no {} annotation", annotations::MEMORY_OVERHEAD_BYTES));
+                parts.push(format!(
+                    "no {} annotation",
+                    annotations::MEMORY_OVERHEAD_BYTES
+                ));
             }
             let bytes = check
                 .differences
@@ -693,7 +698,11 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
                         "memory limit {} leaves {} above the guest ({}), {source} is {}: {} short",
                         human_bytes(l),
                         human_bytes(above),
-                        if hugepages { "in hugepages".to_string() } else { human_bytes(g) },
+                        if hugepages {
+                            "in hugepages".to_string()
+                        } else {
+                            human_bytes(g)
+                        },
                         human_bytes(overhead),
                         human_bytes(overhead - above)
                     ),
@@ -735,7 +744,13 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
         if vmi.spec.is_cpu_dedicated() {
             shape.push("dedicated CPUs".to_string());
         }
-        let devices = vmi.spec.domain.devices.host_devices.as_ref().map_or(0, Vec::len)
+        let devices = vmi
+            .spec
+            .domain
+            .devices
+            .host_devices
+            .as_ref()
+            .map_or(0, Vec::len)
             + vmi.spec.domain.devices.gpus.as_ref().map_or(0, Vec::len);
         if devices >= MANY_HOST_DEVICES {
             shape.push(format!("{devices} host devices/GPUs"));
@@ -786,19 +801,22 @@ pub async fn gather_audit(
     progress: &mut dyn FnMut(&str),
 ) -> Result<AuditReport, ClusterError> {
     let lp = ListParams::default();
-    let (pods_api, vmis_api, quotas_api): (Api<Pod>, Api<VirtualMachineInstance>, Api<ResourceQuota>) =
-        match namespace {
-            Some(ns) => (
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-            ),
-            None => (
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-            ),
-        };
+    let (pods_api, vmis_api, quotas_api): (
+        Api<Pod>,
+        Api<VirtualMachineInstance>,
+        Api<ResourceQuota>,
+    ) = match namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+        ),
+    };
     progress("listing virt-launcher pods, VMIs, namespaces, ResourceQuotas and the KubeVirt CR");
     let ns_api: Api<Namespace> = Api::all(client.clone());
     let launchers = ListParams::default().labels(LAUNCHER_SELECTOR);
@@ -808,11 +826,17 @@ pub async fn gather_audit(
         quotas_api.list(&lp),
         async {
             match namespace {
-                Some(ns) => found(ns_api.get_opt(ns).await, format!("namespace/{ns}")).map(|n| vec![n]),
-                None => ns_api.list(&lp).await.map(|l| l.items).map_err(|e| Missing {
-                    what: "namespaces".into(),
-                    reason: describe_error(&e),
-                }),
+                Some(ns) => {
+                    found(ns_api.get_opt(ns).await, format!("namespace/{ns}")).map(|n| vec![n])
+                }
+                None => ns_api
+                    .list(&lp)
+                    .await
+                    .map(|l| l.items)
+                    .map_err(|e| Missing {
+                        what: "namespaces".into(),
+                        reason: describe_error(&e),
+                    }),
             }
         },
         read_kubevirt(client, &opts.lease_namespace),
@@ -835,7 +859,10 @@ pub async fn gather_audit(
     let quotas = quotas.map(|l| l.items).unwrap_or_else(|e| {
         missing.push(Missing {
             what: "resourceQuotas".into(),
-            reason: format!("{}; limits are rendered as without a quota", describe_error(&e)),
+            reason: format!(
+                "{}; limits are rendered as without a quota",
+                describe_error(&e)
+            ),
         });
         Vec::new()
     });
@@ -884,7 +911,10 @@ pub async fn gather_audit(
 /// `kubevirt_vmi_memory_resident_bytes` by `namespace/name`, from a Prometheus HTTP API at
 /// `url` (`/api/v1/query`, instant vector; labels `namespace` and `name` as KubeVirt exports
 /// them). The reason as text when it cannot be read.
-pub async fn resident_memory(url: &str, timeout: std::time::Duration) -> Result<HashMap<String, i64>, String> {
+pub async fn resident_memory(
+    url: &str,
+    timeout: std::time::Duration,
+) -> Result<HashMap<String, i64>, String> {
     let base: http::Uri = url
         .trim_end_matches('/')
         .parse()

@@ -146,7 +146,12 @@ pub fn explain(
     default_namespace: &str,
     settings: &ClusterSettings,
 ) -> Result<Explanation, ExplainError> {
-    explain_in(object, default_namespace, settings, &NamespaceContext::default())
+    explain_in(
+        object,
+        default_namespace,
+        settings,
+        &NamespaceContext::default(),
+    )
 }
 
 /// [`explain`] with what the renderer knows of the namespace (labels, ResourceQuotas: the
@@ -534,4 +539,223 @@ pub fn likely_cause(
     Some(format!(
         "the overhead and the resources both differ and no single change explains it: {version_note}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::vmi::executor::render_pod_with;
+    use serde_json::{Value, json};
+
+    fn vmi(domain: Value) -> KubeVirtObject {
+        KubeVirtObject::Vmi(Box::new(
+            serde_json::from_value(json!({
+                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "v", "namespace": "ns", "uid": "u-1"},
+                "spec": {"domain": domain}
+            }))
+            .unwrap(),
+        ))
+    }
+
+    fn the_vmi(o: &KubeVirtObject) -> &VirtualMachineInstance {
+        match o {
+            KubeVirtObject::Vmi(v) => v,
+            KubeVirtObject::Vm(_) => unreachable!(),
+        }
+    }
+
+    /// The pod KubeVirt renders with `settings` / `ns`, then `edit`ed as JSON.
+    fn pod(
+        o: &KubeVirtObject,
+        settings: &ClusterSettings,
+        ns: &NamespaceContext,
+        edit: impl FnOnce(&mut Value),
+    ) -> Pod {
+        let mut v =
+            serde_json::to_value(render_pod_with(settings, ns, the_vmi(o)).unwrap()).unwrap();
+        edit(&mut v);
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// (matches, likely cause) of `pod` against today's `settings` / `ns`.
+    fn diagnose(
+        o: &KubeVirtObject,
+        settings: &ClusterSettings,
+        ns: &NamespaceContext,
+        pod: &Pod,
+        version: Option<&str>,
+    ) -> (bool, Option<String>, Vec<ResourceDifference>) {
+        let e = explain_in(o, "ns", settings, ns).unwrap();
+        let check = check_pod(&e, pod);
+        let inputs = RenderInputs {
+            object: o,
+            default_namespace: "ns",
+            settings,
+            namespace: ns,
+        };
+        let cause = likely_cause(inputs, pod, &check, version);
+        (check.matches, cause, check.differences)
+    }
+
+    fn compute(v: &mut Value) -> &mut Value {
+        v["spec"]["containers"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|c| c["name"] == "compute")
+            .unwrap()
+    }
+
+    #[test]
+    fn a_pod_as_rendered_matches_in_every_resource() {
+        let o = vmi(
+            json!({"devices": {}, "cpu": {"cores": 2}, "resources": {"requests": {"memory": "2Gi"}}}),
+        );
+        let s = ClusterSettings::default();
+        let ns = NamespaceContext::default();
+        let (ok, cause, diffs) = diagnose(&o, &s, &ns, &pod(&o, &s, &ns, |_| {}), None);
+        assert!(ok && cause.is_none() && diffs.is_empty(), "{diffs:?}");
+        // Quantities compare as numbers: 2Gi written as bytes is no difference.
+        let p = pod(&o, &s, &ns, |v| {
+            let q = compute(v)["resources"]["requests"]["memory"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let bytes = crate::api::quantity::ParsedQuantity::parse(&q)
+                .unwrap()
+                .value();
+            compute(v)["resources"]["requests"]["memory"] = json!(bytes.to_string());
+        });
+        assert!(diagnose(&o, &s, &ns, &p, None).0);
+    }
+
+    #[test]
+    fn each_hypothesis_names_its_cause() {
+        let o = vmi(json!({"devices": {}, "resources": {"requests": {"memory": "1Gi"}}}));
+        let s = ClusterSettings::default();
+        let ns = NamespaceContext::default();
+
+        // Rendered with another overhead (another version's formula): the annotation says so.
+        let other = ClusterSettings {
+            additional_guest_memory_overhead_ratio: Some("1.5".into()),
+            ..Default::default()
+        };
+        let p = pod(&o, &other, &ns, |v| {
+            compute(v)["image"] = json!("quay.io/kubevirt/virt-launcher:v1.8.2");
+        });
+        let (ok, cause, diffs) = diagnose(&o, &s, &ns, &p, Some("v1.9.0"));
+        assert!(!ok);
+        assert_eq!(
+            diffs
+                .iter()
+                .map(|d| d.resource.as_str())
+                .collect::<Vec<_>>(),
+            ["requests.memory"]
+        );
+        let cause = cause.unwrap();
+        assert!(cause.contains("rendered with an overhead of"), "{cause}");
+        assert!(
+            cause.contains("v1.8.2 while the cluster runs KubeVirt v1.9.0"),
+            "{cause}"
+        );
+
+        // Rendered with another cpuAllocationRatio.
+        let p = pod(
+            &o,
+            &ClusterSettings {
+                cpu_allocation_ratio: 4,
+                ..Default::default()
+            },
+            &ns,
+            |_| {},
+        );
+        let cause = diagnose(&o, &s, &ns, &p, None).1.unwrap();
+        assert!(
+            cause.contains("fits cpuAllocationRatio 4, today's is 10"),
+            "{cause}"
+        );
+
+        // Rendered with another memoryOvercommit (guest memory only).
+        let guest = vmi(json!({"devices": {}, "memory": {"guest": "4Gi"}}));
+        let p = pod(
+            &guest,
+            &ClusterSettings {
+                memory_overcommit: 150,
+                ..Default::default()
+            },
+            &ns,
+            |_| {},
+        );
+        let cause = diagnose(&guest, &s, &ns, &p, None).1.unwrap();
+        assert!(
+            cause.contains("fits memoryOvercommit 150%, today's is 100%"),
+            "{cause}"
+        );
+
+        // Rendered when the namespace had a limits.memory quota.
+        let quota = NamespaceContext {
+            quota_limits_memory: true,
+            ..Default::default()
+        };
+        let p = pod(&o, &s, &quota, |_| {});
+        let (_, cause, diffs) = diagnose(&o, &s, &ns, &p, None);
+        assert_eq!(diffs.len(), 1);
+        assert_eq!(diffs[0].resource, "limits.memory");
+        assert_eq!(diffs[0].rendered, None);
+        assert!(cause.unwrap().contains("ResourceQuotas"));
+
+        // Changed after rendering: by hand (generation > 1) or at admission.
+        let edited = |generation: i64| {
+            pod(&o, &s, &ns, move |v| {
+                compute(v)["resources"]["requests"]["memory"] = json!("3Gi");
+                v["metadata"]["generation"] = json!(generation);
+            })
+        };
+        let cause = diagnose(&o, &s, &ns, &edited(2), None).1.unwrap();
+        assert!(
+            cause.contains("changed after it was created (metadata.generation 2)"),
+            "{cause}"
+        );
+        let cause = diagnose(&o, &s, &ns, &edited(1), None).1.unwrap();
+        assert!(cause.contains("changed at admission"), "{cause}");
+    }
+
+    #[test]
+    fn differences_are_in_the_units_of_their_resource() {
+        let rendered = ComputeResources {
+            requests: [
+                ("cpu".to_string(), Quantity("100m".into())),
+                ("memory".to_string(), Quantity("1Gi".into())),
+            ]
+            .into(),
+            limits: [("devices.kubevirt.io/kvm".to_string(), Quantity("1".into()))].into(),
+            claims: Vec::new(),
+        };
+        let c: k8s_openapi::api::core::v1::Container = serde_json::from_value(json!({
+            "name": "compute",
+            "resources": {"requests": {"cpu": "250m", "memory": "1025Mi"}, "limits": {"memory": "2Gi"}}
+        }))
+        .unwrap();
+        let d = compare_compute_resources(&rendered, &c);
+        let by = |r: &str| d.iter().find(|x| x.resource == r).cloned().unwrap();
+        assert_eq!(
+            (
+                by("requests.cpu").difference,
+                by("requests.cpu").unit.as_str()
+            ),
+            (Some(150), "millicores")
+        );
+        assert_eq!(by("requests.memory").difference, Some(1024 * 1024));
+        assert_eq!(by("limits.memory").difference, Some(2 << 30));
+        assert_eq!(by("limits.memory").rendered, None);
+        assert_eq!(
+            (
+                by("limits.devices.kubevirt.io/kvm").difference,
+                by("limits.devices.kubevirt.io/kvm").pod.clone()
+            ),
+            (Some(-1), None)
+        );
+        assert_eq!(d.len(), 4);
+    }
 }

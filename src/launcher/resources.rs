@@ -195,8 +195,10 @@ mod tests {
     }
 
     fn quota(hard: serde_json::Value) -> ResourceQuota {
-        serde_json::from_value(json!({"metadata": {"name": "q", "namespace": "prod"}, "spec": {"hard": hard}}))
-            .unwrap()
+        serde_json::from_value(
+            json!({"metadata": {"name": "q", "namespace": "prod"}, "spec": {"hard": hard}}),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -233,22 +235,47 @@ mod tests {
         let team = namespace(json!({"team": "a", "tier": "gold"}));
         let other = namespace(json!({"team": "b"}));
         let by_labels = cr(json!({"matchLabels": {"team": "a"}}));
-        assert!(NamespaceContext::from_cluster(Some(&team), [], &by_labels).auto_cpu_limit_selector_matches);
-        assert!(!NamespaceContext::from_cluster(Some(&other), [], &by_labels).auto_cpu_limit_selector_matches);
-        let by_expr = cr(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold", "silver"]}]}));
-        assert!(NamespaceContext::from_cluster(Some(&team), [], &by_expr).auto_cpu_limit_selector_matches);
-        assert!(!NamespaceContext::from_cluster(Some(&other), [], &by_expr).auto_cpu_limit_selector_matches);
+        assert!(
+            NamespaceContext::from_cluster(Some(&team), [], &by_labels)
+                .auto_cpu_limit_selector_matches
+        );
+        assert!(
+            !NamespaceContext::from_cluster(Some(&other), [], &by_labels)
+                .auto_cpu_limit_selector_matches
+        );
+        let by_expr = cr(
+            json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold", "silver"]}]}),
+        );
+        assert!(
+            NamespaceContext::from_cluster(Some(&team), [], &by_expr)
+                .auto_cpu_limit_selector_matches
+        );
+        assert!(
+            !NamespaceContext::from_cluster(Some(&other), [], &by_expr)
+                .auto_cpu_limit_selector_matches
+        );
         // Unset selector, unknown namespace, or an unparseable selector: no automatic CPU limit.
-        assert!(!NamespaceContext::from_cluster(Some(&team), [], &ClusterSettings::default()).auto_cpu_limit_selector_matches);
-        assert!(!NamespaceContext::from_cluster(None, [], &by_labels).auto_cpu_limit_selector_matches);
-        let bad = cr(json!({"matchExpressions": [{"key": "tier", "operator": "Like", "values": ["x"]}]}));
-        assert!(!NamespaceContext::from_cluster(Some(&team), [], &bad).auto_cpu_limit_selector_matches);
+        assert!(
+            !NamespaceContext::from_cluster(Some(&team), [], &ClusterSettings::default())
+                .auto_cpu_limit_selector_matches
+        );
+        assert!(
+            !NamespaceContext::from_cluster(None, [], &by_labels).auto_cpu_limit_selector_matches
+        );
+        let bad =
+            cr(json!({"matchExpressions": [{"key": "tier", "operator": "Like", "values": ["x"]}]}));
+        assert!(
+            !NamespaceContext::from_cluster(Some(&team), [], &bad).auto_cpu_limit_selector_matches
+        );
         // A selector that is not a LabelSelector is a field error naming the field.
         let e = ClusterSettings::from_kubevirt_cr(&json!({
             "kind": "KubeVirt",
             "spec": {"configuration": {"autoCPULimitNamespaceLabelSelector": {"matchLabels": "x"}}}
         }))
         .unwrap_err();
-        assert!(e.to_string().contains("autoCPULimitNamespaceLabelSelector"), "{e}");
+        assert!(
+            e.to_string().contains("autoCPULimitNamespaceLabelSelector"),
+            "{e}"
+        );
     }
 }

@@ -56,8 +56,7 @@ pub fn render_pod_with(
     let mut copy = vmi.clone();
     apply_admission_defaults(&mut copy.spec, &settings.admission())
         .map_err(|e| RenderFailure::from(e.to_string()))?;
-    render_launch_manifest(&copy, settings, ns, &mut rand::rng())
-    .map_err(|e| RenderFailure {
+    render_launch_manifest(&copy, settings, ns, &mut rand::rng()).map_err(|e| RenderFailure {
         pvc_not_found: matches!(e, RenderError::PvcNotFound { .. }),
         message: e.to_string(),
     })
