@@ -2,7 +2,8 @@
 //! (API group, resource[/subresource], verb) triples the embedded API server's audit log shows
 //! in an end-to-end run — the controller (`run-controller`: informers, reconciles, events, the
 //! Lease) through a VM's whole life, and the inspector's reads (`inspect vm/NAME` and the fleet
-//! view, `src/inspect/gather.rs`). A rule nobody used fails the test, and so does a request no
+//! view, `src/inspect/gather.rs`; `explain-overhead`'s cluster mode and audit,
+//! `src/inspect/overhead.rs`). A rule nobody used fails the test, and so does a request no
 //! rule grants. Discovery (non-resource URLs) is granted to every authenticated user by
 //! Kubernetes' `system:discovery` and is left out.
 
@@ -228,6 +229,17 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     gather_fleet(&inspector, None, &opts)
         .await
         .expect("fleet, -A");
+    // explain-overhead's cluster mode and audit read with the same role.
+    use virtctl_rs::inspect::overhead::{Target, explain_target, gather_audit};
+    explain_target(&inspector, &ns, &Target::Vm("rbac-vm".into()), &opts)
+        .await
+        .expect("explain-overhead vm/rbac-vm");
+    gather_audit(&inspector, Some(&ns), &opts, None, &mut |_| {})
+        .await
+        .expect("explain-overhead -n");
+    gather_audit(&inspector, None, &opts, None, &mut |_| {})
+        .await
+        .expect("explain-overhead -A");
 
     let vmi_uid = env
         .vmi("rbac-vm")
