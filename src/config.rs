@@ -63,6 +63,11 @@ pub struct ClusterSettings {
     /// `Stage`. Decides which template changes of a running VM need a restart.
     #[serde(default = "live_update_default")]
     pub vm_rollout_strategy_live_update: bool,
+    /// The KubeVirt release whose formula and renderer to reproduce
+    /// ([`crate::kubevirt_version`]); v1.9.0 unless `--kubevirt-version` or, in cluster mode, the
+    /// CR's `status.observedKubeVirtVersion` says otherwise.
+    #[serde(default)]
+    pub kubevirt_version: crate::kubevirt_version::KubeVirtVersion,
 }
 
 fn live_update_default() -> bool {
@@ -87,6 +92,7 @@ impl Default for ClusterSettings {
             default_network_interface: "bridge".to_string(),
             permit_bridge_interface_on_pod_network: true,
             vm_rollout_strategy_live_update: true,
+            kubevirt_version: Default::default(),
         }
     }
 }
@@ -243,6 +249,8 @@ impl ClusterSettings {
             architecture: self.architecture.clone(),
             default_network_interface: self.default_network_interface.clone(),
             permit_bridge_interface_on_pod_network: self.permit_bridge_interface_on_pod_network,
+            kubevirt_version: self.kubevirt_version,
+            memory_overcommit: self.memory_overcommit,
         }
     }
 
