@@ -33,6 +33,17 @@ fn is_zero(q: Option<&Quantity>) -> bool {
     })
 }
 
+/// `spec.domain.resources.requests[name]` (or `.limits[name]` with `limits`).
+fn resource<'a>(
+    spec: &'a VirtualMachineInstanceSpec,
+    limits: bool,
+    name: &str,
+) -> Option<&'a Quantity> {
+    let res = spec.domain.resources.as_ref()?;
+    let list = if limits { &res.limits } else { &res.requests };
+    list.as_ref()?.get(name)
+}
+
 /// The cluster settings the admission defaults read (from the KubeVirt CR).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionSettings {
@@ -107,13 +118,8 @@ pub fn apply_admission_defaults(
         .as_ref()
         .is_some_and(|m| m.guest.is_some());
     if !has_guest {
-        let res = spec.domain.resources.as_ref();
-        let req = res
-            .and_then(|r| r.requests.as_ref())
-            .and_then(|r| r.get("memory"));
-        let lim = res
-            .and_then(|r| r.limits.as_ref())
-            .and_then(|r| r.get("memory"));
+        let req = resource(spec, false, "memory");
+        let lim = resource(spec, true, "memory");
         let page = spec
             .domain
             .memory
@@ -131,26 +137,18 @@ pub fn apply_admission_defaults(
         let memory = spec.domain.memory.get_or_insert_with(Memory::default);
         memory.guest = guest;
     }
-    // SetDefaultGuestCPUTopology.
+    // SetDefaultGuestCPUTopology (v1.9.0 pkg/defaults/defaults.go:285-308): an absent or
+    // all-zero topology gets sockets = CPU limit, else request, `.Value()`, else 1.
+    let value = |q: Option<&Quantity>| {
+        q.and_then(|q| ParsedQuantity::parse(&q.0).ok())
+            .map(|p| u32::try_from(p.value()).unwrap_or(0))
+    };
+    let sockets = value(resource(spec, true, "cpu"))
+        .or_else(|| value(resource(spec, false, "cpu")))
+        .unwrap_or(1);
     let cpu = spec.domain.cpu.get_or_insert_with(Cpu::default);
     let unset = |v: Option<u32>| v.unwrap_or(0) == 0;
     if unset(cpu.cores) && unset(cpu.sockets) && unset(cpu.threads) {
-        let res = spec.domain.resources.as_ref();
-        let value = |q: Option<&Quantity>| {
-            q.and_then(|q| ParsedQuantity::parse(&q.0).ok())
-                .map(|p| u32::try_from(p.value()).unwrap_or(0))
-        };
-        let sockets = value(
-            res.and_then(|r| r.limits.as_ref())
-                .and_then(|l| l.get("cpu")),
-        )
-        .or_else(|| {
-            value(
-                res.and_then(|r| r.requests.as_ref())
-                    .and_then(|r| r.get("cpu")),
-            )
-        })
-        .unwrap_or(1);
         cpu.sockets = Some(sockets);
         cpu.cores = Some(1);
         cpu.threads = Some(1);
@@ -162,13 +160,8 @@ pub fn apply_admission_defaults(
 /// 317-349): the limit when the request is zero; with no request at all, `memory.guest`, else the
 /// hugepage size, × 100 / `overcommit` (`resource.NewQuantity(value, memory.Format)`).
 fn set_default_memory_request(spec: &mut VirtualMachineInstanceSpec, overcommit: u32) {
-    let res = spec.domain.resources.as_ref();
-    let request = res
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("memory"));
-    let limit = res
-        .and_then(|r| r.limits.as_ref())
-        .and_then(|l| l.get("memory"));
+    let request = resource(spec, false, "memory");
+    let limit = resource(spec, true, "memory");
     let value = if !is_zero(limit) && is_zero(request) {
         limit.cloned()
     } else if request.is_none() {
@@ -180,15 +173,8 @@ fn set_default_memory_request(spec: &mut VirtualMachineInstanceSpec, overcommit:
                 .and_then(|h| h.page_size.as_deref())
                 .and_then(|p| ParsedQuantity::parse(p).ok()),
         };
-        base.filter(|m| m.value() > 0).map(|m| {
-            if overcommit == 100 || overcommit == 0 {
-                m.to_quantity()
-            } else {
-                let v = i128::from(m.value()) * 100 / i128::from(overcommit);
-                ParsedQuantity::from_units(i64::try_from(v).unwrap_or(i64::MAX), m.format)
-                    .to_quantity()
-            }
-        })
+        base.filter(|m| m.value() > 0)
+            .map(|m| m.overcommitted(overcommit).to_quantity())
     } else {
         None
     };

@@ -441,8 +441,7 @@ fn with_memory_requests(r: &mut ResourceRenderer, i: &RenderInput) -> Result<(),
                 FieldProblem::Invalid("must be positive".into()),
             ));
         }
-        let v = i128::from(base.value()) * 100 / i128::from(overcommit);
-        ParsedQuantity::from_units(i64::try_from(v).unwrap_or(i64::MAX), base.format)
+        base.overcommitted(overcommit)
     };
     r.vm_requests.insert("memory".into(), value);
     Ok(())
