@@ -4,28 +4,36 @@
 //!
 //! Selected by `explain-overhead --kubevirt-version`, or in cluster mode by the KubeVirt CR's
 //! `status.observedKubeVirtVersion` ([`KubeVirtVersion::parse`]); [`KubeVirtVersion::V1_9`] is
-//! the default. A patch release (`v1.8.2`) or a pre-release/dev build (`v1.9.0-rc.1`,
-//! `v1.9.0-12-gabcdef`) uses its minor's row: the formula did not change in patch releases
-//! checked (v1.8.0 … v1.8.4 carry the same `hypervisorbackend.go` as v1.8.0).
+//! the default. A pre-release or dev build (`v1.9.0-rc.1`, `v1.9.0-12-gabcdef`) uses its
+//! release's row. A patch release uses the row of the release it behaves like: every patch tag
+//! was compared with `git show` (the overhead function, its constants and probe helper,
+//! `WithMemoryRequests`, `WithHugePages`, `setDefaultResourceRequests`,
+//! `SetDefaultGuestCPUTopology`, the passt memory): v1.7.1 … v1.7.4 and v1.8.1 … v1.8.4 are
+//! identical to their .0, so they use it; the older branches got backports, hence the extra rows
+//! v1.5.1 (v1.5.1, v1.5.2: vTPM fix), v1.5.3 (also the 100Mi before the ratio) and v1.6.4
+//! (v1.6.4 … v1.6.6: PR 15896, the memory request moved to the renderer); v1.6.1 and v1.6.3 use
+//! v1.6.0. v1.6.2 is refused: its renderer scaled every memory request by memoryOvercommit, a
+//! user-set one included (a change reverted in v1.6.3), which is not modelled.
 //!
 //! Verified against the kubevirt/kubevirt git history (tags v1.5.0 … v1.9.0 and `main` at commit
 //! d923fdb815, 2026-08-22) with `git show TAG:FILE`:
 //!
-//! | what | v1.5 | v1.6 | v1.7 | v1.8 | v1.9 | main |
-//! |---|---|---|---|---|---|---|
-//! | QEMU estimate | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 50Mi (PR 18388) |
-//! | video RAM | 16Mi | 32Mi (PR 14673) | 32Mi | 32Mi | 32Mi | 32Mi |
-//! | dedicated/Guaranteed 100Mi | after the ratio | before it (PR 14933) | before | before | before | before |
-//! | `reservedOverhead.addedOverhead` | – | – | – | yes (PR 16384, v1.8 cherry-pick 16956) | yes | yes |
-//! | SEV term counts SNP | – | – | yes (PR 14845) | yes | yes | yes |
-//! | vTPM term honours `enabled: false` | – | yes (PR 14316) | yes | yes | yes | yes |
-//! | passt core binding 250Mi | – | – | – | yes | yes | yes |
-//! | `memory.guest` → `requests.memory` in virt-api | yes (× 100/overcommit) | yes | no (PR 15896, cherry-pick 16032) | no | no | no |
-//! | hugepages scaled by memoryOvercommit | yes (virt-api) | yes (virt-api) | yes (renderer) | yes | yes | no (PR 18880) |
+//! | what | v1.5.0 | v1.5.1 | v1.5.3 | v1.6.0 | v1.6.4 | v1.7 | v1.8 | v1.9 | main |
+//! |---|---|---|---|---|---|---|---|---|---|
+//! | QEMU estimate | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 50Mi (PR 18388) |
+//! | video RAM | 16Mi | 16Mi | 16Mi | 32Mi (PR 14673) | 32Mi | 32Mi | 32Mi | 32Mi | 32Mi |
+//! | dedicated/Guaranteed 100Mi | after the ratio | after | before (PR 14933) | before | before | before | before | before | before |
+//! | `reservedOverhead.addedOverhead` | – | – | – | – | – | – | yes (PR 16384, v1.8 cherry-pick 16956) | yes | yes |
+//! | SEV term counts SNP | – | – | – | – | – | yes (PR 14845) | yes | yes | yes |
+//! | vTPM term honours `enabled: false` | – | yes (PR 14316) | yes | yes | yes | yes | yes | yes | yes |
+//! | passt core binding 250Mi | – | – | – | – | – | – | yes | yes | yes |
+//! | `memory.guest` → `requests.memory` in virt-api | yes (× 100/overcommit) | yes | yes | yes | no (PR 15896) | no (cherry-pick 16032) | no | no | no |
+//! | hugepages scaled by memoryOvercommit | yes (virt-api) | yes | yes | yes | yes (renderer) | yes | yes | yes | no (PR 18880) |
 //!
 //! Two corrections to what issue 12 assumed: `reservedOverhead.addedOverhead` is already in
 //! v1.8.0 (not only v1.9), and the `memory.guest` copy left virt-api before v1.7.0 (PR 15896 was
-//! cherry-picked into release-1.7), so guest-only VMIs lose their page-table term from v1.7.0.
+//! cherry-picked into release-1.7, and into release-1.6 for v1.6.4), so guest-only VMIs lose
+//! their page-table term from v1.7.0 and v1.6.4.
 //! PR 18880 is merged upstream but after the `main` commit above: its content was read from its
 //! head commit 06135ce40d (renderresources.go `WithMemoryRequests`: overcommit skipped when
 //! hugepages are set), and the `main` row includes it.
@@ -43,8 +51,18 @@ use std::fmt;
 pub enum KubeVirtVersion {
     #[serde(rename = "v1.5.0")]
     V1_5,
+    /// v1.5.1 and v1.5.2: the vTPM fix backported (PR 14316).
+    #[serde(rename = "v1.5.1")]
+    V1_5_1,
+    /// v1.5.3: also the 100Mi moved before the ratio (PR 14933 backported).
+    #[serde(rename = "v1.5.3")]
+    V1_5_3,
+    /// v1.6.0, v1.6.1 and v1.6.3.
     #[serde(rename = "v1.6.0")]
     V1_6,
+    /// v1.6.4 … v1.6.6: PR 15896 backported (the memory request moved to the renderer).
+    #[serde(rename = "v1.6.4")]
+    V1_6_4,
     #[serde(rename = "v1.7.0")]
     V1_7,
     #[serde(rename = "v1.8.0")]
@@ -59,15 +77,30 @@ pub enum KubeVirtVersion {
 }
 
 /// A version string that names no row of the table.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown KubeVirt version {given:?}: known versions are {} (a patch release such as v1.8.2 uses its minor's row)",
-    KubeVirtVersion::known_list()
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownVersion {
     /// The text given.
     pub given: String,
+    /// Why a release that exists is not modelled (`None`: no such release known).
+    pub not_modelled: Option<&'static str>,
 }
+
+impl fmt::Display for UnknownVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.not_modelled {
+            Some(why) => write!(f, "KubeVirt {:?} is not modelled: {why}; ", self.given)?,
+            None => write!(f, "unknown KubeVirt version {:?}: ", self.given)?,
+        }
+        write!(
+            f,
+            "known versions are {} (a patch release uses the row of the release it behaves like: \
+             v1.8.2 → v1.8.0, v1.6.5 → v1.6.4)",
+            KubeVirtVersion::known_list()
+        )
+    }
+}
+
+impl std::error::Error for UnknownVersion {}
 
 /// A value of the table and where upstream it comes from (`TAG:FILE:LINES`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +209,162 @@ const V1_5: Formula = Formula {
         reserved_overhead: "",
         ratio: "v1.5.0:pkg/virt-controller/services/renderresources.go:418-427,711",
         network: "v1.5.0:pkg/virt-controller/services/template.go:1470-1474",
+    },
+};
+
+const V1_5_1: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.5.1:pkg/virt-controller/services/template.go:118",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:380-382",
+    ),
+    dedicated_after_ratio: s(
+        true,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:419-432",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:330-435 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:408",
+    ),
+    tpm_honours_enabled: s(
+        true,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:414",
+    ),
+    passt_memory: s(
+        false,
+        "v1.5.1:pkg/virt-controller/services/template.go:1483 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.5.1:pkg/defaults/defaults.go:302-340"),
+    hugepages_overcommitted: s(true, "v1.5.1:pkg/defaults/defaults.go:334-340"),
+    terms: TermSources {
+        page_tables: "v1.5.1:pkg/virt-controller/services/renderresources.go:337-339",
+        processes: "v1.5.1:pkg/virt-controller/services/template.go:114-118; renderresources.go:344-348",
+        vcpus: "v1.5.1:pkg/virt-controller/services/renderresources.go:352-374",
+        io_thread: "v1.5.1:pkg/virt-controller/services/renderresources.go:377",
+        video_ram: "v1.5.1:pkg/virt-controller/services/renderresources.go:380-382",
+        arm64: "v1.5.1:pkg/virt-controller/services/renderresources.go:387-389",
+        vfio: "v1.5.1:pkg/virt-controller/services/renderresources.go:394-396",
+        downward_metrics: "v1.5.1:pkg/virt-controller/services/renderresources.go:400-402",
+        exec_probes: "v1.5.1:pkg/virt-controller/services/renderresources.go:404; template.go:1224-1238",
+        sev: "v1.5.1:pkg/virt-controller/services/renderresources.go:408-410",
+        tpm: "v1.5.1:pkg/virt-controller/services/renderresources.go:414-416",
+        dedicated: "v1.5.1:pkg/virt-controller/services/renderresources.go:430-432",
+        reserved_overhead: "",
+        ratio: "v1.5.1:pkg/virt-controller/services/renderresources.go:419-428,712",
+        network: "v1.5.1:pkg/virt-controller/services/template.go:1481-1485",
+    },
+};
+
+const V1_5_3: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.5.3:pkg/virt-controller/services/template.go:118",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:372-374",
+    ),
+    dedicated_after_ratio: s(
+        false,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:410-424",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:322-427 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:400",
+    ),
+    tpm_honours_enabled: s(
+        true,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:406",
+    ),
+    passt_memory: s(
+        false,
+        "v1.5.3:pkg/virt-controller/services/template.go:1483 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.5.3:pkg/defaults/defaults.go:307-345"),
+    hugepages_overcommitted: s(true, "v1.5.3:pkg/defaults/defaults.go:339-345"),
+    terms: TermSources {
+        page_tables: "v1.5.3:pkg/virt-controller/services/renderresources.go:329-331",
+        processes: "v1.5.3:pkg/virt-controller/services/template.go:114-118; renderresources.go:336-340",
+        vcpus: "v1.5.3:pkg/virt-controller/services/renderresources.go:344-366",
+        io_thread: "v1.5.3:pkg/virt-controller/services/renderresources.go:369",
+        video_ram: "v1.5.3:pkg/virt-controller/services/renderresources.go:372-374",
+        arm64: "v1.5.3:pkg/virt-controller/services/renderresources.go:379-381",
+        vfio: "v1.5.3:pkg/virt-controller/services/renderresources.go:386-388",
+        downward_metrics: "v1.5.3:pkg/virt-controller/services/renderresources.go:392-394",
+        exec_probes: "v1.5.3:pkg/virt-controller/services/renderresources.go:396; template.go:1224-1238",
+        sev: "v1.5.3:pkg/virt-controller/services/renderresources.go:400-402",
+        tpm: "v1.5.3:pkg/virt-controller/services/renderresources.go:406-408",
+        dedicated: "v1.5.3:pkg/virt-controller/services/renderresources.go:410-412",
+        reserved_overhead: "",
+        ratio: "v1.5.3:pkg/virt-controller/services/renderresources.go:415-424,704",
+        network: "v1.5.3:pkg/virt-controller/services/template.go:1481-1485",
+    },
+};
+
+const V1_6_4: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.6.4:pkg/virt-controller/services/template.go:119",
+    ),
+    video_ram_bytes: s(
+        32 << 20,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:474-476",
+    ),
+    dedicated_after_ratio: s(
+        false,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:512-526",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:424-529 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:502; pkg/util/amd64.go:22-24",
+    ),
+    tpm_honours_enabled: s(
+        true,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:508",
+    ),
+    passt_memory: s(
+        false,
+        "v1.6.4:pkg/virt-controller/services/template.go:1513 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(
+        false,
+        "v1.6.4:pkg/defaults/defaults.go:309; renderresources.go:255-285 (PR 15896 backported)",
+    ),
+    hugepages_overcommitted: s(
+        true,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:277-282",
+    ),
+    terms: TermSources {
+        page_tables: "v1.6.4:pkg/virt-controller/services/renderresources.go:431-433",
+        processes: "v1.6.4:pkg/virt-controller/services/template.go:115-119; renderresources.go:438-442",
+        vcpus: "v1.6.4:pkg/virt-controller/services/renderresources.go:446-468",
+        io_thread: "v1.6.4:pkg/virt-controller/services/renderresources.go:471",
+        video_ram: "v1.6.4:pkg/virt-controller/services/renderresources.go:474-476",
+        arm64: "v1.6.4:pkg/virt-controller/services/renderresources.go:481-483",
+        vfio: "v1.6.4:pkg/virt-controller/services/renderresources.go:488-490",
+        downward_metrics: "v1.6.4:pkg/virt-controller/services/renderresources.go:494-496",
+        exec_probes: "v1.6.4:pkg/virt-controller/services/renderresources.go:498; template.go:1235",
+        sev: "v1.6.4:pkg/virt-controller/services/renderresources.go:502-504",
+        tpm: "v1.6.4:pkg/virt-controller/services/renderresources.go:508-510",
+        dedicated: "v1.6.4:pkg/virt-controller/services/renderresources.go:512-514",
+        reserved_overhead: "",
+        ratio: "v1.6.4:pkg/virt-controller/services/renderresources.go:517-526,809",
+        network: "v1.6.4:pkg/virt-controller/services/template.go:1511-1515",
     },
 };
 
@@ -434,9 +623,12 @@ const MAIN: Formula = Formula {
 
 impl KubeVirtVersion {
     /// Every row, oldest first.
-    pub const ALL: [KubeVirtVersion; 6] = [
+    pub const ALL: [KubeVirtVersion; 9] = [
         KubeVirtVersion::V1_5,
+        KubeVirtVersion::V1_5_1,
+        KubeVirtVersion::V1_5_3,
         KubeVirtVersion::V1_6,
+        KubeVirtVersion::V1_6_4,
         KubeVirtVersion::V1_7,
         KubeVirtVersion::V1_8,
         KubeVirtVersion::V1_9,
@@ -447,7 +639,10 @@ impl KubeVirtVersion {
     pub fn name(self) -> &'static str {
         match self {
             KubeVirtVersion::V1_5 => "v1.5.0",
+            KubeVirtVersion::V1_5_1 => "v1.5.1",
+            KubeVirtVersion::V1_5_3 => "v1.5.3",
             KubeVirtVersion::V1_6 => "v1.6.0",
+            KubeVirtVersion::V1_6_4 => "v1.6.4",
             KubeVirtVersion::V1_7 => "v1.7.0",
             KubeVirtVersion::V1_8 => "v1.8.0",
             KubeVirtVersion::V1_9 => "v1.9.0",
@@ -460,12 +655,13 @@ impl KubeVirtVersion {
     }
 
     /// Read a version as `--kubevirt-version` or `status.observedKubeVirtVersion` spell it:
-    /// `v1.8.0`, `1.8.0`, `v1.8`, a patch release `v1.8.2` (→ the v1.8.0 row), a pre-release or
-    /// dev build `v1.9.0-rc.1` (→ v1.9.0), or `main`. Anything else is an [`UnknownVersion`]
-    /// listing the known rows.
+    /// `v1.8.0`, `1.8.0`, `v1.8`, a patch release (`v1.8.2` → v1.8.0, `v1.6.5` → v1.6.4, see the
+    /// module docs), a pre-release or dev build `v1.9.0-rc.1` (→ v1.9.0), or `main`. Anything else,
+    /// and v1.6.2, is an [`UnknownVersion`] listing the known rows.
     pub fn parse(text: &str) -> Result<Self, UnknownVersion> {
         let unknown = || UnknownVersion {
             given: text.to_string(),
+            not_modelled: None,
         };
         let t = text.trim();
         if t.eq_ignore_ascii_case("main") {
@@ -477,20 +673,41 @@ impl KubeVirtVersion {
         let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
             return Err(unknown());
         };
-        let patch_ok = match parts.next() {
-            None => true,
-            Some(p) => !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()),
+        let patch = match parts.next() {
+            None => Some(0),
+            Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => p.parse().ok(),
+            Some(_) => None,
         };
-        if !patch_ok || parts.next().is_some() || major != "1" {
+        let Some(patch) = patch.filter(|_| parts.next().is_none() && major == "1") else {
             return Err(unknown());
+        };
+        let patch: u32 = patch;
+        match (minor, patch) {
+            ("5", 0) => Ok(KubeVirtVersion::V1_5),
+            ("5", 1 | 2) => Ok(KubeVirtVersion::V1_5_1),
+            ("5", _) => Ok(KubeVirtVersion::V1_5_3),
+            ("6", 2) => Err(UnknownVersion {
+                given: text.to_string(),
+                not_modelled: Some(
+                    "its renderer scales every memory request by memoryOvercommit, a user-set \
+                     one included (v1.6.2 renderresources.go:255-261, template.go:1530-1532; \
+                     reverted in v1.6.3)",
+                ),
+            }),
+            ("6", 0 | 1 | 3) => Ok(KubeVirtVersion::V1_6),
+            ("6", _) => Ok(KubeVirtVersion::V1_6_4),
+            (minor, _) => Self::minor_row(minor).ok_or_else(unknown),
         }
+    }
+
+    /// The row of v1.7 … v1.9: their patch releases carry the same overhead and memory
+    /// request code as the .0 release (checked up to v1.7.4 and v1.8.4).
+    fn minor_row(minor: &str) -> Option<Self> {
         match minor {
-            "5" => Ok(KubeVirtVersion::V1_5),
-            "6" => Ok(KubeVirtVersion::V1_6),
-            "7" => Ok(KubeVirtVersion::V1_7),
-            "8" => Ok(KubeVirtVersion::V1_8),
-            "9" => Ok(KubeVirtVersion::V1_9),
-            _ => Err(unknown()),
+            "7" => Some(KubeVirtVersion::V1_7),
+            "8" => Some(KubeVirtVersion::V1_8),
+            "9" => Some(KubeVirtVersion::V1_9),
+            _ => None,
         }
     }
 
@@ -498,7 +715,10 @@ impl KubeVirtVersion {
     pub fn formula(self) -> &'static Formula {
         match self {
             KubeVirtVersion::V1_5 => &V1_5,
+            KubeVirtVersion::V1_5_1 => &V1_5_1,
+            KubeVirtVersion::V1_5_3 => &V1_5_3,
             KubeVirtVersion::V1_6 => &V1_6,
+            KubeVirtVersion::V1_6_4 => &V1_6_4,
             KubeVirtVersion::V1_7 => &V1_7,
             KubeVirtVersion::V1_8 => &V1_8,
             KubeVirtVersion::V1_9 => &V1_9,
@@ -531,11 +751,18 @@ mod tests {
             ("v1.9.0", V1_9),
             ("1.9.0", V1_9),
             ("v1.8.2", V1_8),
+            ("v1.8.4", V1_8),
             ("v1.8", V1_8),
             ("v1.9.0-rc.1", V1_9),
             ("v1.7.0-12-gabcdef0", V1_7),
-            ("v1.6.6", V1_6),
-            ("v1.5.3", V1_5),
+            ("v1.7.4", V1_7),
+            ("v1.6.1", V1_6),
+            ("v1.6.3", V1_6),
+            ("v1.6.4", V1_6_4),
+            ("v1.6.6", V1_6_4),
+            ("v1.5.0", V1_5),
+            ("v1.5.2", V1_5_1),
+            ("v1.5.3", V1_5_3),
             ("main", Main),
             (" MAIN ", Main),
         ] {
@@ -557,11 +784,19 @@ mod tests {
             assert_eq!(
                 e.to_string(),
                 format!(
-                    "unknown KubeVirt version {text:?}: known versions are v1.5.0, v1.6.0, v1.7.0, \
-                     v1.8.0, v1.9.0, main (a patch release such as v1.8.2 uses its minor's row)"
+                    "unknown KubeVirt version {text:?}: known versions are v1.5.0, v1.5.1, \
+                     v1.5.3, v1.6.0, v1.6.4, v1.7.0, v1.8.0, v1.9.0, main (a patch release uses \
+                     the row of the release it behaves like: v1.8.2 → v1.8.0, v1.6.5 → v1.6.4)"
                 )
             );
         }
+        let e = KubeVirtVersion::parse("v1.6.2").unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "KubeVirt \"v1.6.2\" is not modelled: its renderer scales every memory request"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
@@ -631,8 +866,12 @@ mod tests {
         assert_eq!(f(V1_9).qemu_bytes.value, 30 << 20);
         assert_eq!(f(Main).qemu_bytes.value, 50 << 20);
         assert_eq!(f(V1_5).video_ram_bytes.value, 16 << 20);
+        assert_eq!(f(V1_5_3).video_ram_bytes.value, 16 << 20);
         assert_eq!(f(V1_6).video_ram_bytes.value, 32 << 20);
         assert!(f(V1_5).dedicated_after_ratio.value && !f(V1_6).dedicated_after_ratio.value);
+        assert!(f(V1_5_1).dedicated_after_ratio.value && !f(V1_5_3).dedicated_after_ratio.value);
+        assert!(!f(V1_5).tpm_honours_enabled.value && f(V1_5_1).tpm_honours_enabled.value);
+        assert!(!f(V1_6_4).admission_sets_memory_request.value);
         assert!(!f(V1_7).reserved_overhead.value && f(V1_8).reserved_overhead.value);
         assert!(f(V1_6).admission_sets_memory_request.value);
         assert!(!f(V1_7).admission_sets_memory_request.value);

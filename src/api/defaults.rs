@@ -14,7 +14,7 @@
 //! Per KubeVirt version ([`KubeVirtVersion`]): up to v1.6 `setDefaultResourceRequests` also set
 //! `requests.memory` (from the memory limit, else `memory.guest`, else the hugepage size, the
 //! last two × 100 / memoryOvercommit; v1.6.0 pkg/defaults/defaults.go:317-349, v1.5.0 303-335).
-//! From v1.7.0 (PR 15896, cherry-picked as PR 16032) the request stays unset and the renderer's
+//! From v1.7.0 and v1.6.4 (PR 15896, cherry-picked as PR 16032) the request stays unset and the renderer's
 //! `WithMemoryRequests` derives it for the pod only, so the VMI has no memory request.
 //! Not modelled (no effect on the overhead or resources): machine type, CPU model, eviction
 //! strategy, container disk pull policies, hyper-V dependencies, CPU/memory hotplug maxima, the
@@ -301,7 +301,7 @@ mod tests {
     /// v1.6.0 pkg/defaults/defaults.go:317-349 (and its unit tests in
     /// pkg/virt-api/webhooks/mutating-webhook/mutators/vmi-mutator_test.go, removed by PR 15896):
     /// the limit becomes the request; without one, memory.guest or the hugepage size × 100 /
-    /// overcommit. From v1.7 the VMI keeps no memory request.
+    /// overcommit. From v1.6.4 / v1.7 the VMI keeps no memory request.
     #[test]
     fn memory_request_from_admission_up_to_v1_6() {
         let at = |v: KubeVirtVersion, overcommit: u32| AdmissionSettings {
@@ -346,8 +346,9 @@ mod tests {
         let mut s = VirtualMachineInstanceSpec::default();
         apply_admission_defaults(&mut s, &at(KubeVirtVersion::V1_6, 150)).unwrap();
         assert!(s.domain.resources.is_none());
-        // From v1.7 virt-api leaves the request unset.
+        // From v1.6.4 (PR 15896 backported) and v1.7 virt-api leaves the request unset.
         for v in [
+            KubeVirtVersion::V1_6_4,
             KubeVirtVersion::V1_7,
             KubeVirtVersion::V1_9,
             KubeVirtVersion::Main,

@@ -5,7 +5,7 @@
 //!
 //! | id | releases | what | upstream |
 //! |---|---|---|---|
-//! | [`GUEST_ONLY_NO_PAGE_TABLES`] | v1.7.0 … main | a VMI with `memory.guest` and no `requests.memory` gets a zero page-table term (≈ 320Mi short at 160Gi) | PR 15896 (v1.7 cherry-pick 16032) moved the request out of virt-api; `GetMemoryOverhead` still reads the request |
+//! | [`GUEST_ONLY_NO_PAGE_TABLES`] | v1.6.4, v1.7.0 … main | a VMI with `memory.guest` and no `requests.memory` gets a zero page-table term (≈ 320Mi short at 160Gi) | PR 15896 (v1.7 cherry-pick 16032) moved the request out of virt-api; `GetMemoryOverhead` still reads the request |
 //! | [`HUGEPAGES_OVERCOMMITTED`] | v1.5.0 … v1.9.0 | with hugepages and memoryOvercommit ≠ 100 the `hugepages-<size>` request is scaled and no longer a multiple of the page size: the pod is rejected | fixed by PR 18880 (hugepages are never overcommitted) |
 
 use super::resources::ComputeResources;
@@ -27,7 +27,7 @@ pub struct Warning {
     pub upstream: String,
 }
 
-/// `memory.guest` without `requests.memory`: no page-table term (v1.7.0 and later).
+/// `memory.guest` without `requests.memory`: no page-table term (v1.6.4, v1.7.0 and later).
 pub const GUEST_ONLY_NO_PAGE_TABLES: &str = "guestOnlyNoPageTables";
 /// Hugepages scaled by memoryOvercommit, off the page-size grid (v1.5.0 … v1.9.0).
 pub const HUGEPAGES_OVERCOMMITTED: &str = "hugepagesOvercommitted";
@@ -60,7 +60,7 @@ pub fn known_defects(
                  ({:.1}Mi) short of the guest's page tables; set requests.memory to avoid an OOM kill",
                 missing as f64 / (1024.0 * 1024.0)
             ),
-            upstream: "kubevirt/kubevirt PR 15896 (cherry-picked into v1.7.0 as PR 16032) stopped \
+            upstream: "kubevirt/kubevirt PR 15896 (in v1.7.0 as cherry-pick PR 16032, backported to v1.6.4) stopped \
                        virt-api copying memory.guest into requests.memory; GetMemoryOverhead still \
                        reads requests.memory (v1.9.0 pkg/hypervisor/kvm/hypervisorbackend.go:71-78); \
                        not fixed upstream"
@@ -139,9 +139,9 @@ mod tests {
         e.warnings.iter().map(|w| w.id.as_str()).collect()
     }
 
-    /// A guest-only 160Gi VMI: from v1.7 no page-table term (≈ 320Mi short) and a warning; up to
-    /// v1.6 virt-api copied memory.guest into requests.memory (v1.6.0 defaults.go:324-348), so
-    /// the term is there and nothing is flagged.
+    /// A guest-only 160Gi VMI: from v1.7 (and v1.6.4) no page-table term (≈ 320Mi short) and a
+    /// warning; before, virt-api copied memory.guest into requests.memory (v1.6.0
+    /// defaults.go:324-348), so the term is there and nothing is flagged.
     #[test]
     fn guest_only_vmis_lose_page_tables_from_v1_7() {
         let domain = json!({"memory": {"guest": "160Gi"}});
@@ -150,7 +150,7 @@ mod tests {
         for v in KubeVirtVersion::ALL {
             let e = explain_at(v, 100, domain.clone());
             assert_eq!(e.kubevirt_version, v);
-            if v <= KubeVirtVersion::V1_6 {
+            if v.formula().admission_sets_memory_request.value {
                 assert_eq!(term(&e, "pageTables"), expected_pt, "{v}");
                 assert!(e.warnings.is_empty(), "{v}: {:?}", e.warnings);
                 assert_eq!(e.compute_resources.requests["memory"].0, {

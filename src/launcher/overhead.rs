@@ -820,13 +820,14 @@ mod tests {
 
     /// The base of each release's own GetMemoryOverhead unit test (1Gi request, no CPU, nothing
     /// else): staticOverhead + 7Mi + videoRAM + 8Mi, i.e.
-    /// v1.5.0 renderresources_test.go:471-503 (223 + 7 + 16 + 8 = 254Mi),
+    /// v1.5.0 renderresources_test.go:471-503 (223 + 7 + 16 + 8 = 254Mi; v1.5.1 the same lines,
+    /// v1.5.3 449-481), v1.6.4 566-598 = 270Mi,
     /// v1.6.0 renderresources_test.go:566-598 and v1.7.0 (the same lines) = 270Mi,
     /// v1.8.0/v1.9.0 pkg/hypervisor/kvm/hypervisorbackend_test.go:43-75 = 270Mi,
     /// main@d923fdb815 hypervisorbackend_test.go:43 (staticOverheadString 243Mi) = 290Mi.
     fn upstream_base(v: KubeVirtVersion) -> i64 {
         match v {
-            KubeVirtVersion::V1_5 => 254 * MIB,
+            KubeVirtVersion::V1_5 | KubeVirtVersion::V1_5_1 | KubeVirtVersion::V1_5_3 => 254 * MIB,
             KubeVirtVersion::Main => 290 * MIB,
             _ => 270 * MIB,
         }
@@ -866,10 +867,10 @@ mod tests {
                 "{v} ratio"
             );
             assert_eq!(total_at(v, &base_1gi(), Some("no_float")), base, "{v}");
-            // With both, the 100Mi is multiplied from v1.6 on (it is added before the ratio:
-            // v1.6.0 renderresources.go:480-494) and not before (v1.5.0 417-431).
+            // With both, the 100Mi is multiplied from v1.5.3 on (it is added before the ratio:
+            // v1.6.0 renderresources.go:480-494, v1.5.3 410-424) and not before (v1.5.0 417-431).
             let both = total_at(v, &dedicated, Some("3.2"));
-            if v == KubeVirtVersion::V1_5 {
+            if matches!(v, KubeVirtVersion::V1_5 | KubeVirtVersion::V1_5_1) {
                 assert_eq!(both, multiply_memory(base, 3.2) + 100 * MIB, "{v}");
                 let names: Vec<_> = memory_overhead(
                     &dedicated,
@@ -907,8 +908,8 @@ mod tests {
             }),
             ..Default::default()
         });
-        // A disabled vTPM: counted by v1.5 (`TPM != nil`, renderresources.go:413), not from v1.6
-        // (tpm.HasDevice, PR 14316).
+        // A disabled vTPM: counted by v1.5.0 (`TPM != nil`, renderresources.go:413), not from
+        // v1.5.1 (tpm.HasDevice, PR 14316 backported).
         let mut tpm_off = base_1gi();
         tpm_off.domain.devices.tpm = Some(Tpm {
             enabled: Some(false),

@@ -1340,7 +1340,7 @@ mod tests {
 
     /// Each release's template_test.go "should add cpu and memory constraints to a template"
     /// (requests cpu 1m / memory 1G, limits 2m / 2G, no domain.cpu): v1.5.0 template_test.go:1912-1913,
-    /// v1.6.0 1977-1978, v1.7.0 2045-2046, v1.8.0 2055-2056, v1.9.0 2228-2229,
+    /// v1.5.1 and v1.5.3 1943-1944, v1.6.0 and v1.6.4 1977-1978, v1.7.0 2045-2046, v1.8.0 2055-2056, v1.9.0 2228-2229,
     /// main@d923fdb815 2229-2230.
     #[test]
     fn cpu_and_memory_constraints_per_version() {
@@ -1352,7 +1352,22 @@ mod tests {
                 ("1400412005", "2400412005"),
             ),
             (
+                V1_5_1,
+                ("1266194277", "2266194277"),
+                ("1400412005", "2400412005"),
+            ),
+            (
+                V1_5_3,
+                ("1266194277", "2266194277"),
+                ("1400412005", "2400412005"),
+            ),
+            (
                 V1_6,
+                ("1282971493", "2282971493"),
+                ("1417189221", "2417189221"),
+            ),
+            (
+                V1_6_4,
                 ("1282971493", "2282971493"),
                 ("1417189221", "2417189221"),
             ),
@@ -1395,13 +1410,13 @@ mod tests {
 
     /// template_test.go:2483-2581 on main with PR 18880 (06135ce40d, template_test.go:2563,2571):
     /// "hugepages memory only" and "guest memory and hugepages" no longer expect overcommit;
-    /// "guest memory only" still does. v1.7 … v1.9 scale all three.
+    /// "guest memory only" still does. v1.6.4 … v1.9 scale all three.
     #[test]
     fn hugepages_overcommit_per_version_pr_18880() {
         let ns = NamespaceContext::default();
         for v in KubeVirtVersion::ALL
             .into_iter()
-            .filter(|v| *v >= KubeVirtVersion::V1_7)
+            .filter(|v| !v.formula().admission_sets_memory_request.value)
         {
             for (name, domain, hugepages) in [
                 ("guest", json!({"memory": {"guest": "1Gi"}}), false),
@@ -1456,11 +1471,11 @@ mod tests {
         let x =
             vmi(json!({"domain": {"memory": {"guest": "2Gi", "hugepages": {"pageSize": "1Gi"}}}}));
         let res = VmiResources::parse(&x.spec).unwrap();
-        // Up to v1.6 the request came from virt-api (tested with the admission defaults in
-        // crate::launcher::defects); the renderer derives it from v1.7.
+        // Before v1.6.4 the request came from virt-api (tested with the admission defaults in
+        // crate::launcher::defects); the renderer derives it from v1.6.4 / v1.7.
         for v in KubeVirtVersion::ALL
             .into_iter()
-            .filter(|v| *v >= KubeVirtVersion::V1_7)
+            .filter(|v| !v.formula().admission_sets_memory_request.value)
         {
             let s = ClusterSettings {
                 memory_overcommit: 150,
