@@ -68,6 +68,11 @@ pub struct ClusterSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_cpu_limit_namespace_label_selector:
         Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// The KubeVirt release whose formula and renderer to reproduce
+    /// ([`crate::kubevirt_version`]); v1.9.0 unless `--kubevirt-version` or, in cluster mode, the
+    /// CR's `status.observedKubeVirtVersion` says otherwise.
+    #[serde(default)]
+    pub kubevirt_version: crate::kubevirt_version::KubeVirtVersion,
 }
 
 fn live_update_default() -> bool {
@@ -93,6 +98,7 @@ impl Default for ClusterSettings {
             permit_bridge_interface_on_pod_network: true,
             vm_rollout_strategy_live_update: true,
             auto_cpu_limit_namespace_label_selector: None,
+            kubevirt_version: Default::default(),
         }
     }
 }
@@ -257,6 +263,8 @@ impl ClusterSettings {
             architecture: self.architecture.clone(),
             default_network_interface: self.default_network_interface.clone(),
             permit_bridge_interface_on_pod_network: self.permit_bridge_interface_on_pod_network,
+            kubevirt_version: self.kubevirt_version,
+            memory_overcommit: self.memory_overcommit,
         }
     }
 

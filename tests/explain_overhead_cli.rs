@@ -671,3 +671,70 @@ fn inputs_as_kubectl_takes_them_with_the_namespace_context() {
         text(&out.stderr)
     );
 }
+
+/// Issue 12 items 4 and 5 through the binary: `--kubevirt-version` selects a row of the version
+/// table (main's QEMU estimate is 50Mi, PR 18388), an unknown version is a usage error listing
+/// the known ones, and a known upstream defect comes out as a warning in the table and JSON.
+#[test]
+fn kubevirt_version_flag_and_warnings() {
+    let input = "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {name: g}\nspec: {domain: {devices: {}, memory: {guest: 160Gi}}}\n";
+    let json = |version: &str| {
+        let out = run(
+            &[
+                "explain-overhead",
+                "-f",
+                "-",
+                "-o",
+                "json",
+                "--kubevirt-version",
+                version,
+            ],
+            Some(input),
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let qemu = |v: &serde_json::Value| {
+        v[0]["overhead"]["terms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "qemu")
+            .unwrap()["bytes"]
+            .clone()
+    };
+    let main = json("main");
+    assert_eq!(main[0]["kubevirtVersion"], "main");
+    assert_eq!(qemu(&main), 50 * 1024 * 1024);
+    // A patch release uses its minor's row.
+    let v19 = json("v1.9.3");
+    assert_eq!(v19[0]["kubevirtVersion"], "v1.9.0");
+    assert_eq!(qemu(&v19), 30 * 1024 * 1024);
+    assert_eq!(v19[0]["warnings"][0]["id"], "guestOnlyNoPageTables");
+    // v1.6 copied memory.guest into the request: page tables counted, nothing flagged.
+    let v16 = json("v1.6.0");
+    assert!(v16[0].get("warnings").is_none(), "{}", v16[0]);
+    let table = run(&["explain-overhead", "-f", "-"], Some(input));
+    let table = text(&table.stdout);
+    assert!(table.contains("WARNING guestOnlyNoPageTables:"), "{table}");
+    assert!(
+        table.contains("upstream: kubevirt/kubevirt PR 15896"),
+        "{table}"
+    );
+    let out = run(
+        &[
+            "explain-overhead",
+            "-f",
+            "-",
+            "--kubevirt-version",
+            "v1.4.0",
+        ],
+        Some(input),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("unknown KubeVirt version \"v1.4.0\": known versions are v1.5.0, v1.5.1, v1.5.3, v1.6.0, v1.6.4, v1.7.0, v1.8.0, v1.9.0, main"),
+        "{err}"
+    );
+}

@@ -328,6 +328,15 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
         set_compute(p, "/resources/limits/memory", "1100Mi")
     })
     .await;
+    // Guest memory only: v1.9 sizes no page tables for it (16Mi short at 8Gi).
+    vmi_with_pod(
+        &client,
+        "guest-only",
+        json!({"devices": {}, "memory": {"guest": "8Gi"}}),
+        &now,
+        |_| {},
+    )
+    .await;
     // OOM-killed before.
     let killed = vmi_with_pod(&client, "killed", domain.clone(), &now, |_| {}).await;
     Api::<Pod>::namespaced(client.clone(), "default")
@@ -344,7 +353,7 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
 
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     let report = explain_json(&kubeconfig, &["-A"], 3).await;
-    assert_eq!(report["podsChecked"], 5, "{report:#}");
+    assert_eq!(report["podsChecked"], 6, "{report:#}");
     assert_eq!(report["kubevirtVersion"], "v1.9.0");
     let findings = report["findings"].as_array().expect("findings");
     let of = |vmi: &str| -> Vec<String> {
@@ -358,6 +367,13 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
     assert_eq!(of("old-ratio"), ["drift"]);
     assert_eq!(of("edited"), ["drift"]);
     assert_eq!(of("killed"), ["oomKilled"]);
+    assert_eq!(of("guest-only"), ["upstreamDefect"]);
+    let defect = &findings.iter().find(|f| f["vmi"] == "guest-only").unwrap();
+    assert_eq!(defect["bytes"], 8 * 1024 * 1024 * 1024i64 / 512);
+    assert!(
+        defect["message"].as_str().unwrap().contains("PR 15896"),
+        "{defect}"
+    );
     assert_eq!(of("tight"), ["oomRisk", "drift"]);
     assert_eq!(findings[0]["kind"], "oomKilled", "worst first");
     let message = |vmi: &str, kind: &str| -> String {

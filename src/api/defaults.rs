@@ -11,12 +11,18 @@
 //! `autoattachPodInterface` is not false and there are no interfaces and no networks, one
 //! interface `default` with the cluster's default binding — `bridge` unless configured — and
 //! the network `{name: default, pod: {}}`).
+//! Per KubeVirt version ([`KubeVirtVersion`]): up to v1.6 `setDefaultResourceRequests` also set
+//! `requests.memory` (from the memory limit, else `memory.guest`, else the hugepage size, the
+//! last two × 100 / memoryOvercommit; v1.6.0 pkg/defaults/defaults.go:317-349, v1.5.0 303-335).
+//! From v1.7.0 and v1.6.4 (PR 15896, cherry-picked as PR 16032) the request stays unset and the renderer's
+//! `WithMemoryRequests` derives it for the pod only, so the VMI has no memory request.
 //! Not modelled (no effect on the overhead or resources): machine type, CPU model, eviction
 //! strategy, container disk pull policies, hyper-V dependencies, CPU/memory hotplug maxima, the
 //! cluster-wide `cpuRequest` setting.
 
 use super::quantity::ParsedQuantity;
 use super::vmi::{Cpu, Interface, Memory, Network, VirtualMachineInstanceSpec};
+use crate::kubevirt_version::KubeVirtVersion;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 fn is_zero(q: Option<&Quantity>) -> bool {
@@ -25,6 +31,17 @@ fn is_zero(q: Option<&Quantity>) -> bool {
             .map(|p| p.is_zero())
             .unwrap_or(false)
     })
+}
+
+/// `spec.domain.resources.requests[name]` (or `.limits[name]` with `limits`).
+fn resource<'a>(
+    spec: &'a VirtualMachineInstanceSpec,
+    limits: bool,
+    name: &str,
+) -> Option<&'a Quantity> {
+    let res = spec.domain.resources.as_ref()?;
+    let list = if limits { &res.limits } else { &res.requests };
+    list.as_ref()?.get(name)
 }
 
 /// The cluster settings the admission defaults read (from the KubeVirt CR).
@@ -36,6 +53,10 @@ pub struct AdmissionSettings {
     pub default_network_interface: String,
     /// `network.permitBridgeInterfaceOnPodNetwork` (default true).
     pub permit_bridge_interface_on_pod_network: bool,
+    /// The release whose virt-api to reproduce (see the module docs).
+    pub kubevirt_version: KubeVirtVersion,
+    /// `developerConfiguration.memoryOvercommit` in percent (read by virt-api up to v1.6).
+    pub memory_overcommit: u32,
 }
 
 impl Default for AdmissionSettings {
@@ -44,6 +65,8 @@ impl Default for AdmissionSettings {
             architecture: "amd64".into(),
             default_network_interface: "bridge".into(),
             permit_bridge_interface_on_pod_network: true,
+            kubevirt_version: KubeVirtVersion::default(),
+            memory_overcommit: 100,
         }
     }
 }
@@ -80,6 +103,14 @@ pub fn apply_admission_defaults(
                 .insert("cpu".into(), limit);
         }
     }
+    if settings
+        .kubevirt_version
+        .formula()
+        .admission_sets_memory_request
+        .value
+    {
+        set_default_memory_request(spec, settings.memory_overcommit);
+    }
     // setGuestMemory.
     let has_guest = spec
         .domain
@@ -87,13 +118,8 @@ pub fn apply_admission_defaults(
         .as_ref()
         .is_some_and(|m| m.guest.is_some());
     if !has_guest {
-        let res = spec.domain.resources.as_ref();
-        let req = res
-            .and_then(|r| r.requests.as_ref())
-            .and_then(|r| r.get("memory"));
-        let lim = res
-            .and_then(|r| r.limits.as_ref())
-            .and_then(|r| r.get("memory"));
+        let req = resource(spec, false, "memory");
+        let lim = resource(spec, true, "memory");
         let page = spec
             .domain
             .memory
@@ -111,31 +137,55 @@ pub fn apply_admission_defaults(
         let memory = spec.domain.memory.get_or_insert_with(Memory::default);
         memory.guest = guest;
     }
-    // SetDefaultGuestCPUTopology.
+    // SetDefaultGuestCPUTopology (v1.9.0 pkg/defaults/defaults.go:285-308): an absent or
+    // all-zero topology gets sockets = CPU limit, else request, `.Value()`, else 1.
+    let value = |q: Option<&Quantity>| {
+        q.and_then(|q| ParsedQuantity::parse(&q.0).ok())
+            .map(|p| u32::try_from(p.value()).unwrap_or(0))
+    };
+    let sockets = value(resource(spec, true, "cpu"))
+        .or_else(|| value(resource(spec, false, "cpu")))
+        .unwrap_or(1);
     let cpu = spec.domain.cpu.get_or_insert_with(Cpu::default);
     let unset = |v: Option<u32>| v.unwrap_or(0) == 0;
     if unset(cpu.cores) && unset(cpu.sockets) && unset(cpu.threads) {
-        let res = spec.domain.resources.as_ref();
-        let value = |q: Option<&Quantity>| {
-            q.and_then(|q| ParsedQuantity::parse(&q.0).ok())
-                .map(|p| u32::try_from(p.value()).unwrap_or(0))
-        };
-        let sockets = value(
-            res.and_then(|r| r.limits.as_ref())
-                .and_then(|l| l.get("cpu")),
-        )
-        .or_else(|| {
-            value(
-                res.and_then(|r| r.requests.as_ref())
-                    .and_then(|r| r.get("cpu")),
-            )
-        })
-        .unwrap_or(1);
         cpu.sockets = Some(sockets);
         cpu.cores = Some(1);
         cpu.threads = Some(1);
     }
     set_default_network_interface(spec, settings)
+}
+
+/// The memory half of `setDefaultResourceRequests` up to v1.6 (v1.6.0 pkg/defaults/defaults.go:
+/// 317-349): the limit when the request is zero; with no request at all, `memory.guest`, else the
+/// hugepage size, × 100 / `overcommit` (`resource.NewQuantity(value, memory.Format)`).
+fn set_default_memory_request(spec: &mut VirtualMachineInstanceSpec, overcommit: u32) {
+    let request = resource(spec, false, "memory");
+    let limit = resource(spec, true, "memory");
+    let value = if !is_zero(limit) && is_zero(request) {
+        limit.cloned()
+    } else if request.is_none() {
+        let memory = spec.domain.memory.as_ref();
+        let base = match memory.and_then(|m| m.guest.as_ref()) {
+            Some(g) => ParsedQuantity::parse(&g.0).ok(),
+            None => memory
+                .and_then(|m| m.hugepages.as_ref())
+                .and_then(|h| h.page_size.as_deref())
+                .and_then(|p| ParsedQuantity::parse(p).ok()),
+        };
+        base.filter(|m| m.value() > 0)
+            .map(|m| m.overcommitted(overcommit).to_quantity())
+    } else {
+        None
+    };
+    if let Some(value) = value {
+        spec.domain
+            .resources
+            .get_or_insert_with(Default::default)
+            .requests
+            .get_or_insert_with(Default::default)
+            .insert("memory".into(), value);
+    }
 }
 
 /// `SetDefaultNetworkInterface` (pkg/network/vmispec/interface.go).
@@ -246,6 +296,67 @@ mod tests {
         apply_admission_defaults(&mut s, &AdmissionSettings::default()).unwrap();
         assert_eq!(s.domain.memory.unwrap().guest.unwrap().0, "2Gi");
         assert_eq!(s.domain.cpu.unwrap().sockets, None);
+    }
+
+    /// v1.6.0 pkg/defaults/defaults.go:317-349 (and its unit tests in
+    /// pkg/virt-api/webhooks/mutating-webhook/mutators/vmi-mutator_test.go, removed by PR 15896):
+    /// the limit becomes the request; without one, memory.guest or the hugepage size × 100 /
+    /// overcommit. From v1.6.4 / v1.7 the VMI keeps no memory request.
+    #[test]
+    fn memory_request_from_admission_up_to_v1_6() {
+        let at = |v: KubeVirtVersion, overcommit: u32| AdmissionSettings {
+            kubevirt_version: v,
+            memory_overcommit: overcommit,
+            ..Default::default()
+        };
+        let request = |s: &VirtualMachineInstanceSpec| {
+            s.domain
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get("memory"))
+                .map(|q| q.0.clone())
+        };
+        let guest = |g: &str, page: Option<&str>| {
+            let mut s = VirtualMachineInstanceSpec::default();
+            s.domain.memory = Some(Memory {
+                guest: (!g.is_empty()).then(|| Quantity(g.into())),
+                hugepages: page
+                    .map(|p| serde_json::from_value(serde_json::json!({"pageSize": p})).unwrap()),
+                ..Default::default()
+            });
+            s
+        };
+        let mut s = guest("1Gi", None);
+        apply_admission_defaults(&mut s, &at(KubeVirtVersion::V1_6, 100)).unwrap();
+        assert_eq!(request(&s).as_deref(), Some("1Gi"));
+        let mut s = guest("1Gi", None);
+        apply_admission_defaults(&mut s, &at(KubeVirtVersion::V1_6, 150)).unwrap();
+        assert_eq!(request(&s), Some(((1i64 << 30) * 100 / 150).to_string()));
+        // Hugepage size when there is no guest; setGuestMemory then copies the scaled request.
+        let mut s = guest("", Some("1Gi"));
+        apply_admission_defaults(&mut s, &at(KubeVirtVersion::V1_5, 200)).unwrap();
+        assert_eq!(request(&s).as_deref(), Some("512Mi"));
+        assert_eq!(s.domain.memory.unwrap().guest.unwrap().0, "512Mi");
+        // The limit when the request is missing.
+        let mut s = spec(&[], &[("memory", "2Gi")]);
+        apply_admission_defaults(&mut s, &at(KubeVirtVersion::V1_6, 150)).unwrap();
+        assert_eq!(request(&s).as_deref(), Some("2Gi"));
+        // Nothing to copy: no request is invented, no empty map either.
+        let mut s = VirtualMachineInstanceSpec::default();
+        apply_admission_defaults(&mut s, &at(KubeVirtVersion::V1_6, 150)).unwrap();
+        assert!(s.domain.resources.is_none());
+        // From v1.6.4 (PR 15896 backported) and v1.7 virt-api leaves the request unset.
+        for v in [
+            KubeVirtVersion::V1_6_4,
+            KubeVirtVersion::V1_7,
+            KubeVirtVersion::V1_9,
+            KubeVirtVersion::Main,
+        ] {
+            let mut s = guest("1Gi", None);
+            apply_admission_defaults(&mut s, &at(v, 150)).unwrap();
+            assert_eq!(request(&s), None, "{v}");
+        }
     }
 
     #[test]

@@ -227,6 +227,18 @@ impl ParsedQuantity {
         clamp_i64(ceil_div(self.nanos, 1_000_000))
     }
 
+    /// KubeVirt's memory overcommit of a guest size: `resource.NewQuantity(q.Value() * 100 /
+    /// percent, q.Format)` (renderresources.go `WithMemoryRequests`; virt-api's
+    /// `setDefaultResourceRequests` up to v1.6), saturating. `percent` 100 (or 0, which KubeVirt
+    /// rejects) returns the quantity unchanged.
+    pub fn overcommitted(self, percent: u32) -> Self {
+        if percent == 100 || percent == 0 {
+            return self;
+        }
+        let v = i128::from(self.value()) * 100 / i128::from(percent);
+        ParsedQuantity::from_units(clamp_i64(v), self.format)
+    }
+
     /// `Quantity.ScaledValue(resource.Kilo)`: ceil(value / 1000).
     pub fn scaled_kilo(&self) -> i64 {
         clamp_i64(ceil_div(self.nanos, NANO * 1000))

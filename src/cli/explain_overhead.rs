@@ -86,6 +86,10 @@ pub struct ExplainOverheadArgs {
     /// Override `additionalGuestMemoryOverheadRatio` (e.g. 1.5).
     #[arg(long)]
     pub additional_guest_memory_overhead_ratio: Option<String>,
+    /// KubeVirt release whose formula and renderer to reproduce: v1.5.0 … v1.9.0 or main
+    /// (default v1.9.0; a patch release such as v1.8.2 uses its minor's row).
+    #[arg(long, value_name = "VERSION")]
+    pub kubevirt_version: Option<String>,
     /// Override the cluster's default architecture.
     #[arg(long, value_parser = ["amd64", "arm64", "s390x"])]
     pub architecture: Option<String>,
@@ -275,6 +279,10 @@ fn settings(args: &ExplainOverheadArgs) -> Result<ClusterSettings, CliError> {
     }
     if let Some(a) = &args.architecture {
         s.architecture = a.clone();
+    }
+    if let Some(v) = &args.kubevirt_version {
+        s.kubevirt_version = crate::kubevirt_version::KubeVirtVersion::parse(v)
+            .map_err(|e| CliError::Usage(format!("--kubevirt-version: {e}")))?;
     }
     Ok(s)
 }
@@ -938,6 +946,13 @@ pub fn render_table(e: &Explanation) -> String {
         "  compute limits:   {}",
         list(&e.compute_resources.limits)
     );
+    if e.kubevirt_version != crate::kubevirt_version::KubeVirtVersion::default() {
+        let _ = writeln!(out, "  formula of KubeVirt {}", e.kubevirt_version);
+    }
+    for w in &e.warnings {
+        let _ = writeln!(out, "  WARNING {}: {}", w.id, w.message);
+        let _ = writeln!(out, "    upstream: {}", w.upstream);
+    }
     if let Some(c) = &e.pod_check {
         out.push_str(&render_pod_check(c));
     }

@@ -1,11 +1,14 @@
 //! The data behind `explain-overhead`: for one VM or VMI, the overhead breakdown and the `compute`
-//! container resources KubeVirt v1.9 would render, and optionally a check against a real pod.
+//! container resources the selected KubeVirt release (v1.9.0 unless told otherwise,
+//! [`crate::kubevirt_version`]) would render, the known upstream defects that hit it
+//! ([`super::defects`]), and optionally a check against a real pod.
 //!
 //! The JSON/YAML shape of [`Explanation`] is a stable interface (documented in
 //! docs/explain-overhead.md): `{"kind", "namespace", "name", "overhead": {"totalBytes", "terms":
 //! [{"name", "bytes", "reason", "source"}]}, "computeResources": {"requests", "limits"},
-//! "podCheck"?}`.
+//! "kubevirtVersion", "warnings"?: [{"id", "message", "upstream"}], "podCheck"?}`.
 
+use super::defects::{Warning, known_defects};
 use super::overhead::{OverheadBreakdown, memory_overhead_with};
 use super::renderer::render_compute_resources;
 use super::resources::{ComputeResources, NamespaceContext};
@@ -16,6 +19,7 @@ use crate::api::resources::{FieldError, VmiResources};
 use crate::api::vmi::VirtualMachineInstanceSpec;
 use crate::api::{VirtualMachineInstance, annotations};
 use crate::config::ClusterSettings;
+use crate::kubevirt_version::KubeVirtVersion;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Serialize};
@@ -84,6 +88,12 @@ pub struct Explanation {
     pub name: String,
     pub overhead: OverheadBreakdown,
     pub compute_resources: ComputeResources,
+    /// The KubeVirt release whose formula and renderer were reproduced.
+    #[serde(default)]
+    pub kubevirt_version: KubeVirtVersion,
+    /// Known upstream defects that hit this object with that release ([`super::defects`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_check: Option<PodCheck>,
 }
@@ -190,12 +200,15 @@ fn explain_with_overhead(
         namespace,
     )
     .map_err(|e| e.with_field_prefix(prefix))?;
+    let warnings = known_defects(&vmi, &resources, settings, &compute_resources);
     Ok(Explanation {
         kind: object.kind().to_string(),
         namespace: vmi.metadata.namespace.clone().unwrap_or_default(),
         name: object.name().to_string(),
         overhead,
         compute_resources,
+        kubevirt_version: settings.kubevirt_version,
+        warnings,
         pod_check: None,
     })
 }

@@ -6,6 +6,7 @@
 //! modules below.
 
 pub mod containers;
+pub mod defects;
 pub mod error;
 pub mod explain;
 pub mod overhead;
@@ -16,7 +17,9 @@ pub mod volumes;
 
 pub use error::RenderError;
 pub use pod::render_launch_manifest;
-pub use renderer::{compute_resources, render_compute_resources};
+pub use renderer::{
+    compute_resources, render_admissible_compute_resources, render_compute_resources,
+};
 pub use resources::{ComputeResources, NamespaceContext};
 
 #[cfg(test)]
@@ -27,6 +30,7 @@ mod tests {
     fn module_uses() -> BTreeMap<&'static str, BTreeSet<String>> {
         let sources = [
             ("containers", include_str!("containers.rs")),
+            ("defects", include_str!("defects.rs")),
             ("error", include_str!("error.rs")),
             ("explain", include_str!("explain.rs")),
             ("overhead", include_str!("overhead.rs")),

@@ -17,8 +17,6 @@ use serde::{Deserialize, Serialize};
 /// One MiB in bytes.
 pub const MIB: i64 = 1024 * 1024;
 
-const SRC: &str = "pkg/hypervisor/kvm/hypervisorbackend.go";
-
 /// One term of the overhead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -29,7 +27,7 @@ pub struct OverheadTerm {
     pub bytes: i64,
     /// Why the term applies (or its inputs), for humans.
     pub reason: String,
-    /// KubeVirt v1.9.0 source `file:lines` the term comes from.
+    /// The KubeVirt source the term comes from, `TAG:file:lines` of the selected version.
     pub source: String,
 }
 
@@ -105,22 +103,25 @@ pub fn memory_overhead(
 }
 
 /// [`memory_overhead`] of a spec whose quantities `res` are already parsed.
+///
+/// The terms and their sources are those of `settings.kubevirt_version`
+/// ([`crate::kubevirt_version::Formula`]): the QEMU and video sizes, whether the SEV term counts
+/// SNP, whether a disabled vTPM counts, where the dedicated-CPU 100Mi goes relative to the ratio,
+/// whether `reservedOverhead` and the passt binding count.
 pub fn memory_overhead_with(
     spec: &VirtualMachineInstanceSpec,
     res: &VmiResources,
     settings: &ClusterSettings,
 ) -> OverheadBreakdown {
+    let formula = settings.kubevirt_version.formula();
+    let src = &formula.terms;
     let mut terms = Vec::new();
-    let mut term = |name: &str, bytes: i64, reason: String, lines: &str| {
+    let mut term = |name: &str, bytes: i64, reason: String, source: &str| {
         terms.push(OverheadTerm {
             name: name.to_string(),
             bytes,
             reason,
-            source: if lines.contains(".go") {
-                lines.to_string()
-            } else {
-                format!("{SRC}:{lines}")
-            },
+            source: source.to_string(),
         });
     };
 
@@ -132,17 +133,17 @@ pub fn memory_overhead_with(
         }
         None => (0, "no memory request: KubeVirt sizes page tables from the request only (not memory.guest)".to_string()),
     };
-    term("pageTables", pt, pt_reason, "75-78");
+    term("pageTables", pt, pt_reason, src.page_tables);
 
-    // 2. Fixed process RSS estimates (hypervisorbackend.go:37-43).
+    // 2. Fixed process RSS estimates.
     for (name, bytes, process) in [
         ("virtLauncherMonitor", 25 * MIB, "virt-launcher-monitor"),
         ("virtLauncher", 100 * MIB, "virt-launcher"),
         ("virtlogd", 25 * MIB, "virtlogd"),
         ("virtqemud", 40 * MIB, "virtqemud"),
-        ("qemu", 30 * MIB, "QEMU"),
+        ("qemu", formula.qemu_bytes.value, "QEMU"),
     ] {
-        term(name, bytes, format!("{process} process"), "37-43,83-87");
+        term(name, bytes, format!("{process} process"), src.processes);
     }
 
     // 3. vCPUs: 8Mi each.
@@ -151,7 +152,7 @@ pub fn memory_overhead_with(
         "vcpus",
         (8 * MIB).saturating_mul(vcpus),
         format!("8Mi × {vcpus} vCPU(s): {why}"),
-        "91-113",
+        src.vcpus,
     );
 
     // 4-12. The terms that depend on devices and features, each a fixed size once its
@@ -173,33 +174,46 @@ pub fn memory_overhead_with(
         .flatten()
         .filter(|p| p.exec.is_some())
         .count() as i64;
+    let sev = if formula.sev_counts_snp.value {
+        spec.is_sev()
+    } else {
+        spec.domain
+            .launch_security
+            .as_ref()
+            .is_some_and(|l| l.sev.is_some())
+    };
+    let tpm = devices
+        .tpm
+        .as_ref()
+        .is_some_and(|t| !formula.tpm_honours_enabled.value || t.enabled != Some(false));
     let dedicated = spec.is_cpu_dedicated();
     let dedicated_why = if dedicated {
         "dedicatedCpuPlacement"
     } else {
         "Guaranteed QoS wanted (CPU and memory requests equal limits)"
     };
-    let rules: [(bool, &str, i64, String, &str); 9] = [
+    let video = formula.video_ram_bytes.value;
+    let rules: [(bool, &str, i64, String, &str); 8] = [
         (
             true,
             "ioThread",
             8 * MIB,
             "one IO thread, fixed (independent of ioThreadsPolicy)".into(),
-            "116",
+            src.io_thread,
         ),
         (
             devices.autoattach_graphics_device != Some(false),
             "videoRam",
-            32 * MIB,
+            video,
             "graphics device attached (autoattachGraphicsDevice not false)".into(),
-            "119-121",
+            src.video_ram,
         ),
         (
             arch == "arm64",
             "arm64",
             128 * MIB,
             "arm64: UEFI pflash".into(),
-            "126-128",
+            src.arm64,
         ),
         (
             host_devs + gpus + sriov > 0,
@@ -208,7 +222,7 @@ pub fn memory_overhead_with(
             format!(
                 "VFIO devices: {gpus} GPU(s), {host_devs} host device(s), {sriov} SR-IOV interface(s); added once"
             ),
-            "pkg/hypervisor/kvm/hypervisorbackend.go:133-135; pkg/vmitrait/vmitrait.go:33-52",
+            src.vfio,
         ),
         (
             spec.volumes
@@ -217,53 +231,60 @@ pub fn memory_overhead_with(
             "downwardMetrics",
             MIB,
             "a downwardMetrics volume".into(),
-            "139-141",
+            src.downward_metrics,
         ),
         (
             exec_probes > 0,
             "execProbes",
             100 * MIB + 10 * MIB * exec_probes,
             format!("{exec_probes} exec probe(s): 100Mi once + 10Mi each"),
-            "143,180-201",
+            src.exec_probes,
         ),
         (
-            spec.is_sev(),
+            sev,
             "sev",
             256 * MIB,
-            "AMD SEV/SEV-SNP launch security".into(),
-            "147-149",
+            if formula.sev_counts_snp.value {
+                "AMD SEV/SEV-SNP launch security".into()
+            } else {
+                "AMD SEV launch security".into()
+            },
+            src.sev,
         ),
         (
-            devices
-                .tpm
-                .as_ref()
-                .is_some_and(|t| t.enabled != Some(false)),
+            tpm,
             "tpm",
             53 * MIB, // swtpm, pkg/tpm/tpm.go:5-8
             "vTPM (swtpm) enabled".into(),
-            "153-155",
-        ),
-        (
-            dedicated || res.wants_guaranteed_qos(),
-            "dedicatedCpuOrGuaranteed",
-            100 * MIB,
-            dedicated_why.into(),
-            "157-159",
+            src.tpm,
         ),
     ];
-    for (applies, name, bytes, reason, lines) in rules {
+    for (applies, name, bytes, reason, source) in rules {
         if applies {
-            term(name, bytes, reason, lines);
+            term(name, bytes, reason, source);
         }
     }
-    // 13. reservedOverhead.addedOverhead.
-    if let Some(r) = res.reserved_overhead {
-        term(
-            "reservedOverhead",
-            r.value(),
-            format!("memory.reservedOverhead.addedOverhead {r}"),
-            "161-163",
-        );
+    // 12. Dedicated CPUs or Guaranteed QoS: before the ratio from v1.6, after it up to v1.5.
+    let dedicated_term = (dedicated || res.wants_guaranteed_qos()).then(|| OverheadTerm {
+        name: "dedicatedCpuOrGuaranteed".into(),
+        bytes: 100 * MIB,
+        reason: dedicated_why.into(),
+        source: src.dedicated.into(),
+    });
+    let after_ratio = formula.dedicated_after_ratio.value;
+    if !after_ratio && let Some(t) = dedicated_term.clone() {
+        terms.push(t);
+    }
+    // 13. reservedOverhead.addedOverhead (from v1.8).
+    if formula.reserved_overhead.value
+        && let Some(r) = res.reserved_overhead
+    {
+        terms.push(OverheadTerm {
+            name: "reservedOverhead".into(),
+            bytes: r.value(),
+            reason: format!("memory.reservedOverhead.addedOverhead {r}"),
+            source: src.reserved_overhead.into(),
+        });
     }
     let before_ratio: i64 = terms
         .iter()
@@ -283,18 +304,23 @@ pub fn memory_overhead_with(
             reason: format!(
                 "additionalGuestMemoryOverheadRatio {text}: the sum of the terms above × ({ratio} − 1), in whole kB"
             ),
-            source: format!("{SRC}:165-175,203-209"),
+            source: src.ratio.into(),
         });
     }
+    if after_ratio && let Some(mut t) = dedicated_term {
+        t.reason
+            .push_str(" (added after the ratio, not multiplied)");
+        terms.push(t);
+    }
 
-    // Network binding memory, added after the ratio (template.go:1685-1691).
+    // Network binding memory, added after the ratio (CalculateMemoryOverhead).
     let interfaces = devices.interfaces.as_deref().unwrap_or_default();
-    if interfaces.iter().any(|i| i.passt_binding.is_some()) {
+    if formula.passt_memory.value && interfaces.iter().any(|i| i.passt_binding.is_some()) {
         terms.push(OverheadTerm {
             name: "passt".into(),
             bytes: 250 * MIB,
             reason: "an interface uses the passt core binding".into(),
-            source: "pkg/network/resources/memory.go:getPasstMemoryOverhead; pkg/virt-controller/services/template.go:1685-1691".into(),
+            source: formula.passt_memory.source.into(),
         });
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -317,7 +343,7 @@ pub fn memory_overhead_with(
                 reason: format!(
                     "network binding plugin {plugin:?}: its computeResourceOverhead memory request"
                 ),
-                source: "pkg/network/resources/memory.go:34-100".into(),
+                source: src.network.into(),
             });
         }
     }
@@ -335,6 +361,7 @@ mod tests {
         Cpu, Interface, LaunchSecurity, Memory, NamedDevice, Probe, ReservedOverhead,
         ResourceRequirements, Tpm, Volume,
     };
+    use crate::kubevirt_version::KubeVirtVersion;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
 
@@ -754,6 +781,177 @@ mod tests {
         );
         let e = error(&[], &[("cpu", "x")]);
         assert!(e.starts_with("spec.domain.resources.limits.cpu"), "{e}");
+    }
+
+    /// Item 7 of issue 12, at the formula level (no admission defaults): a `domain.cpu` whose
+    /// cores, sockets and threads are all 0 counts 1 vCPU (`GetNumberOfVCPUs` gives 0, then the
+    /// floor of 1), and the CPU request/limit is consulted only without `domain.cpu`
+    /// (hypervisorbackend.go:91-113).
+    #[test]
+    fn all_zero_topology_counts_one_vcpu_and_ignores_cpu_resources() {
+        let mut s = spec_with(&[("memory", "1Gi"), ("cpu", "4")], &[("cpu", "6")]);
+        s.domain.cpu = Some(Cpu {
+            cores: Some(0),
+            sockets: Some(0),
+            threads: Some(0),
+            ..Default::default()
+        });
+        let res = VmiResources::parse(&s).unwrap();
+        assert_eq!(overhead_vcpus(&s, &res).0, 1);
+        assert_eq!(total(&s), BASE_1GI);
+        s.domain.cpu = None;
+        let res = VmiResources::parse(&s).unwrap();
+        assert_eq!(
+            overhead_vcpus(&s, &res).0,
+            6,
+            "the limit wins without domain.cpu"
+        );
+    }
+
+    /// The total of `spec` under KubeVirt `v` with `ratio` (if any).
+    fn total_at(v: KubeVirtVersion, spec: &VirtualMachineInstanceSpec, ratio: Option<&str>) -> i64 {
+        let settings = ClusterSettings {
+            kubevirt_version: v,
+            additional_guest_memory_overhead_ratio: ratio.map(str::to_string),
+            ..Default::default()
+        };
+        memory_overhead(spec, &settings).unwrap().total_bytes
+    }
+
+    /// The base of each release's own GetMemoryOverhead unit test (1Gi request, no CPU, nothing
+    /// else): staticOverhead + 7Mi + videoRAM + 8Mi, i.e.
+    /// v1.5.0 renderresources_test.go:471-503 (223 + 7 + 16 + 8 = 254Mi; v1.5.1 the same lines,
+    /// v1.5.3 449-481), v1.6.4 566-598 = 270Mi,
+    /// v1.6.0 renderresources_test.go:566-598 and v1.7.0 (the same lines) = 270Mi,
+    /// v1.8.0/v1.9.0 pkg/hypervisor/kvm/hypervisorbackend_test.go:43-75 = 270Mi,
+    /// main@d923fdb815 hypervisorbackend_test.go:43 (staticOverheadString 243Mi) = 290Mi.
+    fn upstream_base(v: KubeVirtVersion) -> i64 {
+        match v {
+            KubeVirtVersion::V1_5 | KubeVirtVersion::V1_5_1 | KubeVirtVersion::V1_5_3 => 254 * MIB,
+            KubeVirtVersion::Main => 290 * MIB,
+            _ => 270 * MIB,
+        }
+    }
+
+    /// Each release's "the vmi is not requesting any specific device" and "should add 100Mi of
+    /// overhead" (DedicatedCPU / QOSGuaranteed) cases, and "should adjust the overhead using the
+    /// given ratio" (3.2), at the lines cited in [`upstream_base`].
+    #[test]
+    fn per_version_base_dedicated_and_ratio() {
+        for v in KubeVirtVersion::ALL {
+            let base = upstream_base(v);
+            assert_eq!(total_at(v, &base_1gi(), None), base, "{v} base");
+            let mut dedicated = base_1gi();
+            dedicated.domain.cpu = Some(Cpu {
+                cores: Some(1),
+                dedicated_cpu_placement: Some(true),
+                ..Default::default()
+            });
+            assert_eq!(
+                total_at(v, &dedicated, None),
+                base + 100 * MIB,
+                "{v} dedicated"
+            );
+            let mut guaranteed = spec_with(
+                &[("memory", "1Gi"), ("cpu", "4")],
+                &[("memory", "1Gi"), ("cpu", "4")],
+            );
+            guaranteed.domain.cpu = Some(Cpu {
+                cores: Some(1),
+                ..Default::default()
+            });
+            assert_eq!(total_at(v, &guaranteed, None), base + 100 * MIB, "{v} QoS");
+            assert_eq!(
+                total_at(v, &base_1gi(), Some("3.2")),
+                multiply_memory(base, 3.2),
+                "{v} ratio"
+            );
+            assert_eq!(total_at(v, &base_1gi(), Some("no_float")), base, "{v}");
+            // With both, the 100Mi is multiplied from v1.5.3 on (it is added before the ratio:
+            // v1.6.0 renderresources.go:480-494, v1.5.3 410-424) and not before (v1.5.0 417-431).
+            let both = total_at(v, &dedicated, Some("3.2"));
+            if matches!(v, KubeVirtVersion::V1_5 | KubeVirtVersion::V1_5_1) {
+                assert_eq!(both, multiply_memory(base, 3.2) + 100 * MIB, "{v}");
+                let names: Vec<_> = memory_overhead(
+                    &dedicated,
+                    &ClusterSettings {
+                        kubevirt_version: v,
+                        additional_guest_memory_overhead_ratio: Some("3.2".into()),
+                        ..Default::default()
+                    },
+                )
+                .unwrap()
+                .terms
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+                assert_eq!(
+                    names[names.len() - 2..],
+                    ["overheadRatio", "dedicatedCpuOrGuaranteed"]
+                );
+            } else {
+                assert_eq!(both, multiply_memory(base + 100 * MIB, 3.2), "{v}");
+            }
+        }
+    }
+
+    /// The terms that exist in some releases only.
+    #[test]
+    fn per_version_feature_terms() {
+        use KubeVirtVersion::*;
+        // reservedOverhead: v1.8.0 hypervisorbackend_test.go:310-330 (100G); no such term before.
+        let mut reserved = base_1gi();
+        reserved.domain.memory = Some(Memory {
+            reserved_overhead: Some(ReservedOverhead {
+                added_overhead: Some(q("100G")),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        // A disabled vTPM: counted by v1.5.0 (`TPM != nil`, renderresources.go:413), not from
+        // v1.5.1 (tpm.HasDevice, PR 14316 backported).
+        let mut tpm_off = base_1gi();
+        tpm_off.domain.devices.tpm = Some(Tpm {
+            enabled: Some(false),
+            ..Default::default()
+        });
+        // SNP: the SEV term from v1.7 (PR 14845).
+        let mut snp = base_1gi();
+        snp.domain.launch_security = Some(LaunchSecurity {
+            snp: Some(serde_json::json!({})),
+            ..Default::default()
+        });
+        // The passt core binding: 250Mi from v1.8 (pkg/network/resources/memory.go).
+        let mut passt = base_1gi();
+        passt.domain.devices.interfaces = Some(vec![Interface {
+            name: "p".into(),
+            passt_binding: Some(serde_json::json!({})),
+            ..Default::default()
+        }]);
+        for v in KubeVirtVersion::ALL {
+            let base = upstream_base(v);
+            let extra = |s: &VirtualMachineInstanceSpec| total_at(v, s, None) - base;
+            assert_eq!(
+                extra(&reserved),
+                if v >= V1_8 { 100_000_000_000 } else { 0 },
+                "{v}"
+            );
+            assert_eq!(extra(&tpm_off), if v == V1_5 { 53 * MIB } else { 0 }, "{v}");
+            assert_eq!(extra(&snp), if v >= V1_7 { 256 * MIB } else { 0 }, "{v}");
+            assert_eq!(extra(&passt), if v >= V1_8 { 250 * MIB } else { 0 }, "{v}");
+            let b = memory_overhead(
+                &base_1gi(),
+                &ClusterSettings {
+                    kubevirt_version: v,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            assert!(b.terms.iter().all(|t| t.source.contains(".go:")), "{v}");
+            let qemu = b.terms.iter().find(|t| t.name == "qemu").unwrap();
+            assert_eq!(qemu.bytes, v.formula().qemu_bytes.value);
+            assert!(qemu.source.starts_with(v.formula().terms.processes));
+        }
     }
 
     mod prop {

@@ -39,7 +39,7 @@ use super::containers::{
 };
 use super::error::RenderError;
 use super::overhead::memory_overhead_with;
-use super::renderer::render_compute_resources;
+use super::renderer::render_admissible_compute_resources;
 use super::resources::NamespaceContext;
 use super::volumes::{
     CONTAINER_DISK_DIR, EPHEMERAL_DISK_DIR, KERNEL_BOOT_VOLUME, VIRT_SHARE_DIR, VolumeOptions,
@@ -422,11 +422,14 @@ fn render_pod(
     let kill_after = grace.saturating_add(GRACE_PERIOD_PADDING_SECONDS);
     let dedicated = spec.is_cpu_dedicated();
     let guaranteed = dedicated || resources.wants_guaranteed_qos();
-    let resources = render_compute_resources(vmi, resources, settings, overhead_bytes, ns)
-        .map_err(|source| RenderError::Resources {
-            vmi: object.clone(),
-            source,
-        })?;
+    // A pod that will be created: fix what the API server would reject (docs/run-controller.md).
+    let resources =
+        render_admissible_compute_resources(vmi, resources, settings, overhead_bytes, ns).map_err(
+            |source| RenderError::Resources {
+                vmi: object.clone(),
+                source,
+            },
+        )?;
 
     let image = settings.launcher_image.as_str();
     let pull_policy = DEFAULT_IMAGE_PULL_POLICY;

@@ -75,6 +75,9 @@ pub struct RenderInput<'a> {
     pub ns: &'a NamespaceContext,
     /// The launcher memory overhead.
     pub overhead: ParsedQuantity,
+    /// Fix, rather than reproduce, a rendering the API server or kubelet would reject
+    /// ([`render_admissible_compute_resources`]).
+    pub admissible: bool,
 }
 
 /// One row of [`RULES`]: a KubeVirt option, when it applies, and what it does.
@@ -105,7 +108,8 @@ const fn rule(
 pub const RULES: &[Rule] = &[
     rule("WithEphemeralStorageRequest", |_| true, with_ephemeral_storage_request),
     rule("WithVirtualizationResources", |_| true, with_virtualization_resources),
-    rule("WithMemoryRequests", empty_memory_request, with_memory_requests),
+    rule("WithMemoryRequests", |i| renderer_sets_memory_request(i) && empty_memory_request(i),
+        with_memory_requests),
     rule("WithCPUPinning", |i| i.vmi.spec.is_cpu_dedicated(), with_cpu_pinning),
     rule("WithoutDedicatedCPU", |i| !i.vmi.spec.is_cpu_dedicated(), without_dedicated_cpu),
     rule("WithHugePages", |i| i.vmi.spec.has_hugepages(), with_huge_pages),
@@ -219,13 +223,41 @@ pub fn compute_resources(
     render_compute_resources(vmi, &resources, settings, overhead_bytes, ns)
 }
 
-/// [`compute_resources`] of a VMI whose quantities `resources` are already parsed.
+/// [`compute_resources`] of a VMI whose quantities `resources` are already parsed: what
+/// `settings.kubevirt_version` renders, known defects included (`explain-overhead` reproduces
+/// them and warns, [`super::defects`]).
 pub fn render_compute_resources(
     vmi: &VirtualMachineInstance,
     resources: &VmiResources,
     settings: &ClusterSettings,
     overhead_bytes: i64,
     ns: &NamespaceContext,
+) -> Result<ComputeResources, FieldError> {
+    render(vmi, resources, settings, overhead_bytes, ns, false)
+}
+
+/// [`render_compute_resources`] for a pod that will be created (`run-controller`): a rendering
+/// the API server or kubelet would reject is fixed, not reproduced. Today one rule differs:
+/// hugepages are never scaled by memoryOvercommit (upstream PR 18880, `WithMemoryRequests`
+/// skips the overcommit when `memory.hugepages` is set), so every `hugepages-<size>` quantity
+/// stays a multiple of the page size for a VMI virt-api admits.
+pub fn render_admissible_compute_resources(
+    vmi: &VirtualMachineInstance,
+    resources: &VmiResources,
+    settings: &ClusterSettings,
+    overhead_bytes: i64,
+    ns: &NamespaceContext,
+) -> Result<ComputeResources, FieldError> {
+    render(vmi, resources, settings, overhead_bytes, ns, true)
+}
+
+fn render(
+    vmi: &VirtualMachineInstance,
+    resources: &VmiResources,
+    settings: &ClusterSettings,
+    overhead_bytes: i64,
+    ns: &NamespaceContext,
+    admissible: bool,
 ) -> Result<ComputeResources, FieldError> {
     let input = RenderInput {
         vmi,
@@ -234,6 +266,7 @@ pub fn render_compute_resources(
         ns,
         // The overhead is a DecimalSI quantity in KubeVirt (NewScaledQuantity(0, Kilo) + terms).
         overhead: ParsedQuantity::from_units(overhead_bytes, Format::DecimalSI),
+        admissible,
     };
     let mut renderer = ResourceRenderer::new(resources);
     renderer.apply_rules(&input)?;
@@ -242,6 +275,16 @@ pub fn render_compute_resources(
 
 // ---------------------------------------------------------------------------------------------
 // Predicates
+
+/// `WithMemoryRequests` exists (from v1.7.0; before, virt-api set the request:
+/// [`crate::api::defaults`]).
+fn renderer_sets_memory_request(i: &RenderInput) -> bool {
+    !i.settings
+        .kubevirt_version
+        .formula()
+        .admission_sets_memory_request
+        .value
+}
 
 /// `emptyMemoryRequest`: no memory request, or a zero one (renderresources.go:263-293).
 fn empty_memory_request(i: &RenderInput) -> bool {
@@ -355,7 +398,9 @@ fn with_virtualization_resources(
 }
 
 /// `WithMemoryRequests` (renderresources.go:263-293): the limit, else `memory.guest` (or the
-/// hugepage size) × 100 / memoryOvercommit.
+/// hugepage size) × 100 / memoryOvercommit. With hugepages the overcommit is skipped on `main`
+/// (PR 18880) and always for an admissible rendering; earlier releases scale it, which leaves
+/// `hugepages-<size>` off the page-size grid and the pod rejected.
 fn with_memory_requests(r: &mut ResourceRenderer, i: &RenderInput) -> Result<(), FieldError> {
     let limit = r.vm_limits.get("memory").copied();
     let request = r.vm_requests.get("memory").copied();
@@ -380,7 +425,14 @@ fn with_memory_requests(r: &mut ResourceRenderer, i: &RenderInput) -> Result<(),
         return Ok(());
     };
     let overcommit = i.settings.memory_overcommit;
-    let value = if overcommit == 100 {
+    let overcommit_hugepages = i
+        .settings
+        .kubevirt_version
+        .formula()
+        .hugepages_overcommitted
+        .value
+        && !i.admissible;
+    let value = if overcommit == 100 || (i.vmi.spec.has_hugepages() && !overcommit_hugepages) {
         base
     } else {
         if overcommit == 0 {
@@ -389,8 +441,7 @@ fn with_memory_requests(r: &mut ResourceRenderer, i: &RenderInput) -> Result<(),
                 FieldProblem::Invalid("must be positive".into()),
             ));
         }
-        let v = i128::from(base.value()) * 100 / i128::from(overcommit);
-        ParsedQuantity::from_units(i64::try_from(v).unwrap_or(i64::MAX), base.format)
+        base.overcommitted(overcommit)
     };
     r.vm_requests.insert("memory".into(), value);
     Ok(())
@@ -622,6 +673,7 @@ pub(crate) fn go_format_g(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubevirt_version::KubeVirtVersion;
     use crate::launcher::overhead::memory_overhead;
     use serde_json::json;
 
@@ -745,6 +797,7 @@ mod tests {
             settings: &s,
             ns: &ns,
             overhead: ParsedQuantity::from_units(0, Format::DecimalSI),
+            admissible: false,
         };
         let applied: Vec<&str> = RULES
             .iter()
@@ -1275,6 +1328,170 @@ mod tests {
         let s = ratio(u32::MAX);
         let e = render_error(&vmi(json!({"domain": {}})), &s);
         assert!(e.to_string().starts_with("spec.domain.cpu"), "{e}");
+    }
+
+    /// Settings of KubeVirt's template tests under release `v`.
+    fn at(v: KubeVirtVersion) -> ClusterSettings {
+        ClusterSettings {
+            kubevirt_version: v,
+            ..kubevirt_test_settings()
+        }
+    }
+
+    /// Each release's template_test.go "should add cpu and memory constraints to a template"
+    /// (requests cpu 1m / memory 1G, limits 2m / 2G, no domain.cpu): v1.5.0 template_test.go:1912-1913,
+    /// v1.5.1 and v1.5.3 1943-1944, v1.6.0 and v1.6.4 1977-1978, v1.7.0 2045-2046, v1.8.0 2055-2056, v1.9.0 2228-2229,
+    /// main@d923fdb815 2229-2230.
+    #[test]
+    fn cpu_and_memory_constraints_per_version() {
+        use KubeVirtVersion::*;
+        for (v, amd64, arm64) in [
+            (
+                V1_5,
+                ("1266194277", "2266194277"),
+                ("1400412005", "2400412005"),
+            ),
+            (
+                V1_5_1,
+                ("1266194277", "2266194277"),
+                ("1400412005", "2400412005"),
+            ),
+            (
+                V1_5_3,
+                ("1266194277", "2266194277"),
+                ("1400412005", "2400412005"),
+            ),
+            (
+                V1_6,
+                ("1282971493", "2282971493"),
+                ("1417189221", "2417189221"),
+            ),
+            (
+                V1_6_4,
+                ("1282971493", "2282971493"),
+                ("1417189221", "2417189221"),
+            ),
+            (
+                V1_7,
+                ("1282971493", "2282971493"),
+                ("1417189221", "2417189221"),
+            ),
+            (
+                V1_8,
+                ("1282971493", "2282971493"),
+                ("1417189221", "2417189221"),
+            ),
+            (
+                V1_9,
+                ("1282971493", "2282971493"),
+                ("1417189221", "2417189221"),
+            ),
+            (
+                Main,
+                ("1303943013", "2303943013"),
+                ("1438160741", "2438160741"),
+            ),
+        ] {
+            for (arch, (request, limit)) in [("amd64", amd64), ("arm64", arm64)] {
+                let x = vmi(json!({"architecture": arch, "domain": {
+                    "devices": {"disableHotplug": true},
+                    "resources": {"requests": {"cpu": "1m", "memory": "1G"},
+                                  "limits": {"cpu": "2m", "memory": "2G"}}}}));
+                let r = render_with(&x, &at(v), &NamespaceContext::default());
+                assert_eq!((req(&r, "cpu"), lim(&r, "cpu")), ("1m".into(), "2m".into()));
+                assert_eq!(
+                    (req(&r, "memory"), lim(&r, "memory")),
+                    (request.into(), limit.into()),
+                    "{v} {arch}"
+                );
+            }
+        }
+    }
+
+    /// template_test.go:2483-2581 on main with PR 18880 (06135ce40d, template_test.go:2563,2571):
+    /// "hugepages memory only" and "guest memory and hugepages" no longer expect overcommit;
+    /// "guest memory only" still does. v1.6.4 … v1.9 scale all three.
+    #[test]
+    fn hugepages_overcommit_per_version_pr_18880() {
+        let ns = NamespaceContext::default();
+        for v in KubeVirtVersion::ALL
+            .into_iter()
+            .filter(|v| !v.formula().admission_sets_memory_request.value)
+        {
+            for (name, domain, hugepages) in [
+                ("guest", json!({"memory": {"guest": "1Gi"}}), false),
+                (
+                    "hugepages",
+                    json!({"memory": {"hugepages": {"pageSize": "1Gi"}}}),
+                    true,
+                ),
+                (
+                    "guest+hugepages",
+                    json!({"memory": {"guest": "1Gi", "hugepages": {"pageSize": "1Gi"}}}),
+                    true,
+                ),
+            ] {
+                let x = vmi(json!({"domain": domain}));
+                let s110 = ClusterSettings {
+                    memory_overcommit: 110,
+                    ..at(v)
+                };
+                let overhead = memory_overhead(&x.spec, &s110).unwrap().total_bytes;
+                let mem = |s: &ClusterSettings| {
+                    let r = compute_resources(&x, s, overhead, &ns).unwrap();
+                    ParsedQuantity::parse(&req(&r, "memory")).unwrap().value()
+                };
+                let (m100, m110) = (mem(&at(v)), mem(&s110));
+                let expect_overcommit = !hugepages || v != KubeVirtVersion::Main;
+                if hugepages {
+                    // With hugepages the memory request is the overhead alone; the scaling shows
+                    // in hugepages-1Gi.
+                    let r = compute_resources(&x, &s110, overhead, &ns).unwrap();
+                    let hp = ParsedQuantity::parse(&req(&r, "hugepages-1Gi"))
+                        .unwrap()
+                        .value();
+                    let expected = if expect_overcommit {
+                        (1 << 30) * 100 / 110
+                    } else {
+                        1 << 30
+                    };
+                    assert_eq!(hp, expected, "{v} {name}");
+                    assert_eq!(m100, m110, "{v} {name}");
+                } else {
+                    assert_eq!((m100 - overhead) * 100 / 110, m110 - overhead, "{v} {name}");
+                }
+            }
+        }
+    }
+
+    /// run-controller's rendering ([`render_admissible_compute_resources`]) never scales
+    /// hugepages, whatever the release; [`render_compute_resources`] reproduces v1.9.0's scaling.
+    #[test]
+    fn admissible_rendering_never_overcommits_hugepages() {
+        let x =
+            vmi(json!({"domain": {"memory": {"guest": "2Gi", "hugepages": {"pageSize": "1Gi"}}}}));
+        let res = VmiResources::parse(&x.spec).unwrap();
+        // Before v1.6.4 the request came from virt-api (tested with the admission defaults in
+        // crate::launcher::defects); the renderer derives it from v1.6.4 / v1.7.
+        for v in KubeVirtVersion::ALL
+            .into_iter()
+            .filter(|v| !v.formula().admission_sets_memory_request.value)
+        {
+            let s = ClusterSettings {
+                memory_overcommit: 150,
+                ..at(v)
+            };
+            let ns = NamespaceContext::default();
+            let fixed = render_admissible_compute_resources(&x, &res, &s, 0, &ns).unwrap();
+            assert_eq!(req(&fixed, "hugepages-1Gi"), "2Gi", "{v}");
+            assert_eq!(lim(&fixed, "hugepages-1Gi"), "2Gi", "{v}");
+            let reproduced = render_compute_resources(&x, &res, &s, 0, &ns).unwrap();
+            let expected = match v {
+                KubeVirtVersion::Main => "2Gi".to_string(),
+                _ => ((2i64 << 30) * 100 / 150).to_string(),
+            };
+            assert_eq!(req(&reproduced, "hugepages-1Gi"), expected, "{v}");
+        }
     }
 
     #[test]

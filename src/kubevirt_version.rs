@@ -1,0 +1,880 @@
+//! The KubeVirt releases whose overhead formula and launcher resources this crate reproduces,
+//! and what differs between them: one [`Formula`] row per [`KubeVirtVersion`], each value with the
+//! upstream source (tag, file, lines) it was read from.
+//!
+//! Selected by `explain-overhead --kubevirt-version`, or in cluster mode by the KubeVirt CR's
+//! `status.observedKubeVirtVersion` ([`KubeVirtVersion::parse`]); [`KubeVirtVersion::V1_9`] is
+//! the default. A pre-release or dev build (`v1.9.0-rc.1`, `v1.9.0-12-gabcdef`) uses its
+//! release's row. A patch release uses the row of the release it behaves like: every patch tag
+//! was compared with `git show` (the overhead function, its constants and probe helper,
+//! `WithMemoryRequests`, `WithHugePages`, `setDefaultResourceRequests`,
+//! `SetDefaultGuestCPUTopology`, the passt memory): v1.7.1 … v1.7.4 and v1.8.1 … v1.8.4 are
+//! identical to their .0, so they use it; the older branches got backports, hence the extra rows
+//! v1.5.1 (v1.5.1, v1.5.2: vTPM fix), v1.5.3 (also the 100Mi before the ratio) and v1.6.4
+//! (v1.6.4 … v1.6.6: PR 15896, the memory request moved to the renderer); v1.6.1 and v1.6.3 use
+//! v1.6.0. v1.6.2 is refused: its renderer scaled every memory request by memoryOvercommit, a
+//! user-set one included (a change reverted in v1.6.3), which is not modelled.
+//!
+//! Verified against the kubevirt/kubevirt git history (tags v1.5.0 … v1.9.0 and `main` at commit
+//! d923fdb815, 2026-08-22) with `git show TAG:FILE`:
+//!
+//! | what | v1.5.0 | v1.5.1 | v1.5.3 | v1.6.0 | v1.6.4 | v1.7 | v1.8 | v1.9 | main |
+//! |---|---|---|---|---|---|---|---|---|---|
+//! | QEMU estimate | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 50Mi (PR 18388) |
+//! | video RAM | 16Mi | 16Mi | 16Mi | 32Mi (PR 14673) | 32Mi | 32Mi | 32Mi | 32Mi | 32Mi |
+//! | dedicated/Guaranteed 100Mi | after the ratio | after | before (PR 14933) | before | before | before | before | before | before |
+//! | `reservedOverhead.addedOverhead` | – | – | – | – | – | – | yes (PR 16384, v1.8 cherry-pick 16956) | yes | yes |
+//! | SEV term counts SNP | – | – | – | – | – | yes (PR 14845) | yes | yes | yes |
+//! | vTPM term honours `enabled: false` | – | yes (PR 14316) | yes | yes | yes | yes | yes | yes | yes |
+//! | passt core binding 250Mi | – | – | – | – | – | – | yes | yes | yes |
+//! | `memory.guest` → `requests.memory` in virt-api | yes (× 100/overcommit) | yes | yes | yes | no (PR 15896) | no (cherry-pick 16032) | no | no | no |
+//! | hugepages scaled by memoryOvercommit | yes (virt-api) | yes | yes | yes | yes (renderer) | yes | yes | yes | no (PR 18880) |
+//!
+//! Two corrections to what issue 12 assumed: `reservedOverhead.addedOverhead` is already in
+//! v1.8.0 (not only v1.9), and the `memory.guest` copy left virt-api before v1.7.0 (PR 15896 was
+//! cherry-picked into release-1.7, and into release-1.6 for v1.6.4), so guest-only VMIs lose
+//! their page-table term from v1.7.0 and v1.6.4.
+//! PR 18880 is merged upstream but after the `main` commit above: its content was read from its
+//! head commit 06135ce40d (renderresources.go `WithMemoryRequests`: overcommit skipped when
+//! hugepages are set), and the `main` row includes it.
+//!
+//! Not modelled per version (no effect on memory): the device rules `WithTDX`,
+//! `WithNetworksDRA` and `WithIOMMUFD` exist from v1.9 only; every row renders them.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A KubeVirt release with its own row of the formula table.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+pub enum KubeVirtVersion {
+    #[serde(rename = "v1.5.0")]
+    V1_5,
+    /// v1.5.1 and v1.5.2: the vTPM fix backported (PR 14316).
+    #[serde(rename = "v1.5.1")]
+    V1_5_1,
+    /// v1.5.3: also the 100Mi moved before the ratio (PR 14933 backported).
+    #[serde(rename = "v1.5.3")]
+    V1_5_3,
+    /// v1.6.0, v1.6.1 and v1.6.3.
+    #[serde(rename = "v1.6.0")]
+    V1_6,
+    /// v1.6.4 … v1.6.6: PR 15896 backported (the memory request moved to the renderer).
+    #[serde(rename = "v1.6.4")]
+    V1_6_4,
+    #[serde(rename = "v1.7.0")]
+    V1_7,
+    #[serde(rename = "v1.8.0")]
+    V1_8,
+    /// The default: the release this crate re-implements.
+    #[default]
+    #[serde(rename = "v1.9.0")]
+    V1_9,
+    /// Upstream `main` (see the module docs for the commit).
+    #[serde(rename = "main")]
+    Main,
+}
+
+/// A version string that names no row of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownVersion {
+    /// The text given.
+    pub given: String,
+    /// Why a release that exists is not modelled (`None`: no such release known).
+    pub not_modelled: Option<&'static str>,
+}
+
+impl fmt::Display for UnknownVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.not_modelled {
+            Some(why) => write!(f, "KubeVirt {:?} is not modelled: {why}; ", self.given)?,
+            None => write!(f, "unknown KubeVirt version {:?}: ", self.given)?,
+        }
+        write!(
+            f,
+            "known versions are {} (a patch release uses the row of the release it behaves like: \
+             v1.8.2 → v1.8.0, v1.6.5 → v1.6.4)",
+            KubeVirtVersion::known_list()
+        )
+    }
+}
+
+impl std::error::Error for UnknownVersion {}
+
+/// A value of the table and where upstream it comes from (`TAG:FILE:LINES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub source: &'static str,
+}
+
+const fn s<T>(value: T, source: &'static str) -> Sourced<T> {
+    Sourced { value, source }
+}
+
+/// Where each term of `GetMemoryOverhead` is, in one release (`TAG:FILE:LINES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TermSources {
+    pub page_tables: &'static str,
+    pub processes: &'static str,
+    pub vcpus: &'static str,
+    pub io_thread: &'static str,
+    pub video_ram: &'static str,
+    pub arm64: &'static str,
+    pub vfio: &'static str,
+    pub downward_metrics: &'static str,
+    pub exec_probes: &'static str,
+    pub sev: &'static str,
+    pub tpm: &'static str,
+    pub dedicated: &'static str,
+    pub reserved_overhead: &'static str,
+    pub ratio: &'static str,
+    pub network: &'static str,
+}
+
+/// One row of the table: what a release's formula and renderer do differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Formula {
+    /// The QEMU process estimate (`QemuOverhead`), bytes.
+    pub qemu_bytes: Sourced<i64>,
+    /// The video RAM term, bytes.
+    pub video_ram_bytes: Sourced<i64>,
+    /// The dedicated-CPU / Guaranteed-QoS 100Mi is added after `additionalGuestMemoryOverheadRatio`
+    /// (so it is not multiplied).
+    pub dedicated_after_ratio: Sourced<bool>,
+    /// `memory.reservedOverhead.addedOverhead` is added.
+    pub reserved_overhead: Sourced<bool>,
+    /// The 256Mi SEV term also applies to `launchSecurity.snp`.
+    pub sev_counts_snp: Sourced<bool>,
+    /// The vTPM term needs `tpm.enabled` unset or true (before: any `tpm` device).
+    pub tpm_honours_enabled: Sourced<bool>,
+    /// The passt core binding adds 250Mi (`pkg/network/resources/memory.go`).
+    pub passt_memory: Sourced<bool>,
+    /// virt-api's `setDefaultResourceRequests` copies the memory limit, else `memory.guest`, else
+    /// the hugepage size (× 100 / memoryOvercommit) into `requests.memory`; later releases leave
+    /// the request unset and the renderer's `WithMemoryRequests` derives it.
+    pub admission_sets_memory_request: Sourced<bool>,
+    /// A request derived from `memory.guest`/the hugepage size is scaled by memoryOvercommit even
+    /// with hugepages (so `hugepages-<size>` is no longer a multiple of the page size).
+    pub hugepages_overcommitted: Sourced<bool>,
+    /// Where each term is in this release.
+    pub terms: TermSources,
+}
+
+const V1_5: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.5.0:pkg/virt-controller/services/template.go:118",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.5.0:pkg/virt-controller/services/renderresources.go:379-381",
+    ),
+    dedicated_after_ratio: s(
+        true,
+        "v1.5.0:pkg/virt-controller/services/renderresources.go:417-431",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.5.0:pkg/virt-controller/services/renderresources.go:329-434 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.5.0:pkg/virt-controller/services/renderresources.go:407; pkg/util/amd64.go IsSEVVMI",
+    ),
+    tpm_honours_enabled: s(
+        false,
+        "v1.5.0:pkg/virt-controller/services/renderresources.go:413",
+    ),
+    passt_memory: s(
+        false,
+        "v1.5.0:pkg/virt-controller/services/template.go:1470-1474 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.5.0:pkg/defaults/defaults.go:303-335"),
+    hugepages_overcommitted: s(true, "v1.5.0:pkg/defaults/defaults.go:325-330"),
+    terms: TermSources {
+        page_tables: "v1.5.0:pkg/virt-controller/services/renderresources.go:336-338",
+        processes: "v1.5.0:pkg/virt-controller/services/template.go:114-118; renderresources.go:343-347",
+        vcpus: "v1.5.0:pkg/virt-controller/services/renderresources.go:351-373",
+        io_thread: "v1.5.0:pkg/virt-controller/services/renderresources.go:376",
+        video_ram: "v1.5.0:pkg/virt-controller/services/renderresources.go:379-381",
+        arm64: "v1.5.0:pkg/virt-controller/services/renderresources.go:386-388",
+        vfio: "v1.5.0:pkg/virt-controller/services/renderresources.go:393-395",
+        downward_metrics: "v1.5.0:pkg/virt-controller/services/renderresources.go:399-401",
+        exec_probes: "v1.5.0:pkg/virt-controller/services/renderresources.go:403; template.go:1206-1227",
+        sev: "v1.5.0:pkg/virt-controller/services/renderresources.go:407-409",
+        tpm: "v1.5.0:pkg/virt-controller/services/renderresources.go:413-415",
+        dedicated: "v1.5.0:pkg/virt-controller/services/renderresources.go:429-431",
+        reserved_overhead: "",
+        ratio: "v1.5.0:pkg/virt-controller/services/renderresources.go:418-427,711",
+        network: "v1.5.0:pkg/virt-controller/services/template.go:1470-1474",
+    },
+};
+
+const V1_5_1: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.5.1:pkg/virt-controller/services/template.go:118",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:380-382",
+    ),
+    dedicated_after_ratio: s(
+        true,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:419-432",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:330-435 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:408",
+    ),
+    tpm_honours_enabled: s(
+        true,
+        "v1.5.1:pkg/virt-controller/services/renderresources.go:414",
+    ),
+    passt_memory: s(
+        false,
+        "v1.5.1:pkg/virt-controller/services/template.go:1483 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.5.1:pkg/defaults/defaults.go:302-340"),
+    hugepages_overcommitted: s(true, "v1.5.1:pkg/defaults/defaults.go:334-340"),
+    terms: TermSources {
+        page_tables: "v1.5.1:pkg/virt-controller/services/renderresources.go:337-339",
+        processes: "v1.5.1:pkg/virt-controller/services/template.go:114-118; renderresources.go:344-348",
+        vcpus: "v1.5.1:pkg/virt-controller/services/renderresources.go:352-374",
+        io_thread: "v1.5.1:pkg/virt-controller/services/renderresources.go:377",
+        video_ram: "v1.5.1:pkg/virt-controller/services/renderresources.go:380-382",
+        arm64: "v1.5.1:pkg/virt-controller/services/renderresources.go:387-389",
+        vfio: "v1.5.1:pkg/virt-controller/services/renderresources.go:394-396",
+        downward_metrics: "v1.5.1:pkg/virt-controller/services/renderresources.go:400-402",
+        exec_probes: "v1.5.1:pkg/virt-controller/services/renderresources.go:404; template.go:1224-1238",
+        sev: "v1.5.1:pkg/virt-controller/services/renderresources.go:408-410",
+        tpm: "v1.5.1:pkg/virt-controller/services/renderresources.go:414-416",
+        dedicated: "v1.5.1:pkg/virt-controller/services/renderresources.go:430-432",
+        reserved_overhead: "",
+        ratio: "v1.5.1:pkg/virt-controller/services/renderresources.go:419-428,712",
+        network: "v1.5.1:pkg/virt-controller/services/template.go:1481-1485",
+    },
+};
+
+const V1_5_3: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.5.3:pkg/virt-controller/services/template.go:118",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:372-374",
+    ),
+    dedicated_after_ratio: s(
+        false,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:410-424",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:322-427 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:400",
+    ),
+    tpm_honours_enabled: s(
+        true,
+        "v1.5.3:pkg/virt-controller/services/renderresources.go:406",
+    ),
+    passt_memory: s(
+        false,
+        "v1.5.3:pkg/virt-controller/services/template.go:1483 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.5.3:pkg/defaults/defaults.go:307-345"),
+    hugepages_overcommitted: s(true, "v1.5.3:pkg/defaults/defaults.go:339-345"),
+    terms: TermSources {
+        page_tables: "v1.5.3:pkg/virt-controller/services/renderresources.go:329-331",
+        processes: "v1.5.3:pkg/virt-controller/services/template.go:114-118; renderresources.go:336-340",
+        vcpus: "v1.5.3:pkg/virt-controller/services/renderresources.go:344-366",
+        io_thread: "v1.5.3:pkg/virt-controller/services/renderresources.go:369",
+        video_ram: "v1.5.3:pkg/virt-controller/services/renderresources.go:372-374",
+        arm64: "v1.5.3:pkg/virt-controller/services/renderresources.go:379-381",
+        vfio: "v1.5.3:pkg/virt-controller/services/renderresources.go:386-388",
+        downward_metrics: "v1.5.3:pkg/virt-controller/services/renderresources.go:392-394",
+        exec_probes: "v1.5.3:pkg/virt-controller/services/renderresources.go:396; template.go:1224-1238",
+        sev: "v1.5.3:pkg/virt-controller/services/renderresources.go:400-402",
+        tpm: "v1.5.3:pkg/virt-controller/services/renderresources.go:406-408",
+        dedicated: "v1.5.3:pkg/virt-controller/services/renderresources.go:410-412",
+        reserved_overhead: "",
+        ratio: "v1.5.3:pkg/virt-controller/services/renderresources.go:415-424,704",
+        network: "v1.5.3:pkg/virt-controller/services/template.go:1481-1485",
+    },
+};
+
+const V1_6_4: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.6.4:pkg/virt-controller/services/template.go:119",
+    ),
+    video_ram_bytes: s(
+        32 << 20,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:474-476",
+    ),
+    dedicated_after_ratio: s(
+        false,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:512-526",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:424-529 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:502; pkg/util/amd64.go:22-24",
+    ),
+    tpm_honours_enabled: s(
+        true,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:508",
+    ),
+    passt_memory: s(
+        false,
+        "v1.6.4:pkg/virt-controller/services/template.go:1513 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(
+        false,
+        "v1.6.4:pkg/defaults/defaults.go:309; renderresources.go:255-285 (PR 15896 backported)",
+    ),
+    hugepages_overcommitted: s(
+        true,
+        "v1.6.4:pkg/virt-controller/services/renderresources.go:277-282",
+    ),
+    terms: TermSources {
+        page_tables: "v1.6.4:pkg/virt-controller/services/renderresources.go:431-433",
+        processes: "v1.6.4:pkg/virt-controller/services/template.go:115-119; renderresources.go:438-442",
+        vcpus: "v1.6.4:pkg/virt-controller/services/renderresources.go:446-468",
+        io_thread: "v1.6.4:pkg/virt-controller/services/renderresources.go:471",
+        video_ram: "v1.6.4:pkg/virt-controller/services/renderresources.go:474-476",
+        arm64: "v1.6.4:pkg/virt-controller/services/renderresources.go:481-483",
+        vfio: "v1.6.4:pkg/virt-controller/services/renderresources.go:488-490",
+        downward_metrics: "v1.6.4:pkg/virt-controller/services/renderresources.go:494-496",
+        exec_probes: "v1.6.4:pkg/virt-controller/services/renderresources.go:498; template.go:1235",
+        sev: "v1.6.4:pkg/virt-controller/services/renderresources.go:502-504",
+        tpm: "v1.6.4:pkg/virt-controller/services/renderresources.go:508-510",
+        dedicated: "v1.6.4:pkg/virt-controller/services/renderresources.go:512-514",
+        reserved_overhead: "",
+        ratio: "v1.6.4:pkg/virt-controller/services/renderresources.go:517-526,809",
+        network: "v1.6.4:pkg/virt-controller/services/template.go:1511-1515",
+    },
+};
+
+const V1_6: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.6.0:pkg/virt-controller/services/template.go:119",
+    ),
+    video_ram_bytes: s(
+        32 << 20,
+        "v1.6.0:pkg/virt-controller/services/renderresources.go:442-444",
+    ),
+    dedicated_after_ratio: s(
+        false,
+        "v1.6.0:pkg/virt-controller/services/renderresources.go:480-494",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.6.0:pkg/virt-controller/services/renderresources.go:392-497 (no such term)",
+    ),
+    sev_counts_snp: s(false, "v1.6.0:pkg/util/amd64.go:22-24"),
+    tpm_honours_enabled: s(
+        true,
+        "v1.6.0:pkg/virt-controller/services/renderresources.go:476; pkg/tpm/tpm.go:5-8",
+    ),
+    passt_memory: s(
+        false,
+        "v1.6.0:pkg/network/netbinding/memory.go:32-39 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.6.0:pkg/defaults/defaults.go:317-349"),
+    hugepages_overcommitted: s(true, "v1.6.0:pkg/defaults/defaults.go:335-345"),
+    terms: TermSources {
+        page_tables: "v1.6.0:pkg/virt-controller/services/renderresources.go:399-401",
+        processes: "v1.6.0:pkg/virt-controller/services/template.go:115-119; renderresources.go:406-410",
+        vcpus: "v1.6.0:pkg/virt-controller/services/renderresources.go:414-436",
+        io_thread: "v1.6.0:pkg/virt-controller/services/renderresources.go:439",
+        video_ram: "v1.6.0:pkg/virt-controller/services/renderresources.go:442-444",
+        arm64: "v1.6.0:pkg/virt-controller/services/renderresources.go:449-451",
+        vfio: "v1.6.0:pkg/virt-controller/services/renderresources.go:456-458",
+        downward_metrics: "v1.6.0:pkg/virt-controller/services/renderresources.go:462-464",
+        exec_probes: "v1.6.0:pkg/virt-controller/services/renderresources.go:466; template.go:1235",
+        sev: "v1.6.0:pkg/virt-controller/services/renderresources.go:470-472",
+        tpm: "v1.6.0:pkg/virt-controller/services/renderresources.go:476-478",
+        dedicated: "v1.6.0:pkg/virt-controller/services/renderresources.go:480-482",
+        reserved_overhead: "",
+        ratio: "v1.6.0:pkg/virt-controller/services/renderresources.go:485-494,777",
+        network: "v1.6.0:pkg/virt-controller/services/template.go:1499-1503; pkg/network/netbinding/memory.go:32-39",
+    },
+};
+
+const V1_7: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.7.0:pkg/virt-controller/services/template.go:120",
+    ),
+    video_ram_bytes: s(
+        32 << 20,
+        "v1.7.0:pkg/virt-controller/services/renderresources.go:475-477",
+    ),
+    dedicated_after_ratio: s(
+        false,
+        "v1.7.0:pkg/virt-controller/services/renderresources.go:513-527",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.7.0:pkg/virt-controller/services/renderresources.go:425-530 (no such term)",
+    ),
+    sev_counts_snp: s(
+        true,
+        "v1.7.0:pkg/virt-controller/services/renderresources.go:503",
+    ),
+    tpm_honours_enabled: s(
+        true,
+        "v1.7.0:pkg/virt-controller/services/renderresources.go:509",
+    ),
+    passt_memory: s(
+        false,
+        "v1.7.0:pkg/network/netbinding/memory.go:32-39 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(
+        false,
+        "v1.7.0:pkg/defaults/defaults.go:262-283; renderresources.go:256-286",
+    ),
+    hugepages_overcommitted: s(
+        true,
+        "v1.7.0:pkg/virt-controller/services/renderresources.go:278-283",
+    ),
+    terms: TermSources {
+        page_tables: "v1.7.0:pkg/virt-controller/services/renderresources.go:432-434",
+        processes: "v1.7.0:pkg/virt-controller/services/template.go:116-120; renderresources.go:439-443",
+        vcpus: "v1.7.0:pkg/virt-controller/services/renderresources.go:447-469",
+        io_thread: "v1.7.0:pkg/virt-controller/services/renderresources.go:472",
+        video_ram: "v1.7.0:pkg/virt-controller/services/renderresources.go:475-477",
+        arm64: "v1.7.0:pkg/virt-controller/services/renderresources.go:482-484",
+        vfio: "v1.7.0:pkg/virt-controller/services/renderresources.go:489-491",
+        downward_metrics: "v1.7.0:pkg/virt-controller/services/renderresources.go:495-497",
+        exec_probes: "v1.7.0:pkg/virt-controller/services/renderresources.go:499; template.go:1257",
+        sev: "v1.7.0:pkg/virt-controller/services/renderresources.go:503-505",
+        tpm: "v1.7.0:pkg/virt-controller/services/renderresources.go:509-511",
+        dedicated: "v1.7.0:pkg/virt-controller/services/renderresources.go:513-515",
+        reserved_overhead: "",
+        ratio: "v1.7.0:pkg/virt-controller/services/renderresources.go:518-527,810",
+        network: "v1.7.0:pkg/virt-controller/services/template.go:1533-1537; pkg/network/netbinding/memory.go:32-39",
+    },
+};
+
+const V1_8: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:41",
+    ),
+    video_ram_bytes: s(
+        32 << 20,
+        "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:118-120",
+    ),
+    dedicated_after_ratio: s(
+        false,
+        "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:156-174",
+    ),
+    reserved_overhead: s(
+        true,
+        "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:160-162",
+    ),
+    sev_counts_snp: s(true, "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:146"),
+    tpm_honours_enabled: s(true, "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:152"),
+    passt_memory: s(true, "v1.8.0:pkg/network/resources/memory.go:40-42,97-100"),
+    admission_sets_memory_request: s(
+        false,
+        "v1.8.0:pkg/virt-controller/services/renderresources.go:254-284",
+    ),
+    hugepages_overcommitted: s(
+        true,
+        "v1.8.0:pkg/virt-controller/services/renderresources.go:276-281",
+    ),
+    terms: TermSources {
+        page_tables: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:75-77",
+        processes: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:37-41,82-86",
+        vcpus: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:90-112",
+        io_thread: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:115",
+        video_ram: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:118-120",
+        arm64: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:125-127",
+        vfio: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:132-134",
+        downward_metrics: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:138-140",
+        exec_probes: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:142,179-200",
+        sev: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:146-148",
+        tpm: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:152-154",
+        dedicated: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:156-158",
+        reserved_overhead: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:160-162",
+        ratio: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:165-174,202-208",
+        network: "v1.8.0:pkg/virt-controller/services/template.go:1559-1575; pkg/network/resources/memory.go:34-100",
+    },
+};
+
+const V1_9: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:42",
+    ),
+    video_ram_bytes: s(
+        32 << 20,
+        "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:119-121",
+    ),
+    dedicated_after_ratio: s(
+        false,
+        "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:157-175",
+    ),
+    reserved_overhead: s(
+        true,
+        "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:161-163",
+    ),
+    sev_counts_snp: s(true, "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:147"),
+    tpm_honours_enabled: s(true, "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:153"),
+    passt_memory: s(true, "v1.9.0:pkg/network/resources/memory.go:40-42,97-100"),
+    admission_sets_memory_request: s(
+        false,
+        "v1.9.0:pkg/virt-controller/services/renderresources.go:263-293",
+    ),
+    hugepages_overcommitted: s(
+        true,
+        "v1.9.0:pkg/virt-controller/services/renderresources.go:285-290",
+    ),
+    terms: TermSources {
+        page_tables: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:76-78",
+        processes: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:38-42,83-87",
+        vcpus: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:91-113",
+        io_thread: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:116",
+        video_ram: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:119-121",
+        arm64: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:126-128",
+        vfio: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:133-135; pkg/vmitrait/vmitrait.go:33-52",
+        downward_metrics: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:139-141",
+        exec_probes: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:143,180-201",
+        sev: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:147-149",
+        tpm: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:153-155",
+        dedicated: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:157-159",
+        reserved_overhead: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:161-163",
+        ratio: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:166-175,203-209",
+        network: "v1.9.0:pkg/virt-controller/services/template.go:1678-1694; pkg/network/resources/memory.go:34-100",
+    },
+};
+
+const MAIN: Formula = Formula {
+    qemu_bytes: s(
+        50 << 20,
+        "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:42 (PR 18388)",
+    ),
+    video_ram_bytes: s(
+        32 << 20,
+        "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:119-121",
+    ),
+    dedicated_after_ratio: s(
+        false,
+        "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:157-175",
+    ),
+    reserved_overhead: s(
+        true,
+        "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:161-163",
+    ),
+    sev_counts_snp: s(
+        true,
+        "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:147",
+    ),
+    tpm_honours_enabled: s(
+        true,
+        "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:153",
+    ),
+    passt_memory: s(
+        true,
+        "main@d923fdb815:pkg/network/resources/memory.go:40-42,97-100",
+    ),
+    admission_sets_memory_request: s(
+        false,
+        "main@d923fdb815:pkg/virt-controller/services/renderresources.go:263-293",
+    ),
+    hugepages_overcommitted: s(
+        false,
+        "PR 18880 (06135ce40d):pkg/virt-controller/services/renderresources.go:284-286",
+    ),
+    terms: TermSources {
+        page_tables: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:76-78",
+        processes: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:38-42,83-87",
+        vcpus: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:91-113",
+        io_thread: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:116",
+        video_ram: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:119-121",
+        arm64: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:126-128",
+        vfio: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:133-135",
+        downward_metrics: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:139-141",
+        exec_probes: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:143,180-201",
+        sev: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:147-149",
+        tpm: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:153-155",
+        dedicated: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:157-159",
+        reserved_overhead: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:161-163",
+        ratio: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:166-175,203-209",
+        network: "main@d923fdb815:pkg/virt-controller/services/template.go:1686-1702; pkg/network/resources/memory.go:34-100",
+    },
+};
+
+impl KubeVirtVersion {
+    /// Every row, oldest first.
+    pub const ALL: [KubeVirtVersion; 9] = [
+        KubeVirtVersion::V1_5,
+        KubeVirtVersion::V1_5_1,
+        KubeVirtVersion::V1_5_3,
+        KubeVirtVersion::V1_6,
+        KubeVirtVersion::V1_6_4,
+        KubeVirtVersion::V1_7,
+        KubeVirtVersion::V1_8,
+        KubeVirtVersion::V1_9,
+        KubeVirtVersion::Main,
+    ];
+
+    /// The row's name: the release tag (`v1.9.0`) or `main`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KubeVirtVersion::V1_5 => "v1.5.0",
+            KubeVirtVersion::V1_5_1 => "v1.5.1",
+            KubeVirtVersion::V1_5_3 => "v1.5.3",
+            KubeVirtVersion::V1_6 => "v1.6.0",
+            KubeVirtVersion::V1_6_4 => "v1.6.4",
+            KubeVirtVersion::V1_7 => "v1.7.0",
+            KubeVirtVersion::V1_8 => "v1.8.0",
+            KubeVirtVersion::V1_9 => "v1.9.0",
+            KubeVirtVersion::Main => "main",
+        }
+    }
+
+    fn known_list() -> String {
+        Self::ALL.map(Self::name).join(", ")
+    }
+
+    /// Read a version as `--kubevirt-version` or `status.observedKubeVirtVersion` spell it:
+    /// `v1.8.0`, `1.8.0`, `v1.8`, a patch release (`v1.8.2` → v1.8.0, `v1.6.5` → v1.6.4, see the
+    /// module docs), a pre-release or dev build `v1.9.0-rc.1` (→ v1.9.0), or `main`. Anything else,
+    /// and v1.6.2, is an [`UnknownVersion`] listing the known rows.
+    pub fn parse(text: &str) -> Result<Self, UnknownVersion> {
+        let unknown = || UnknownVersion {
+            given: text.to_string(),
+            not_modelled: None,
+        };
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("main") {
+            return Ok(KubeVirtVersion::Main);
+        }
+        let t = t.strip_prefix('v').unwrap_or(t);
+        let core = t.split(['-', '+']).next().unwrap_or_default();
+        let mut parts = core.split('.');
+        let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
+            return Err(unknown());
+        };
+        let patch = match parts.next() {
+            None => Some(0),
+            Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => p.parse().ok(),
+            Some(_) => None,
+        };
+        let Some(patch) = patch.filter(|_| parts.next().is_none() && major == "1") else {
+            return Err(unknown());
+        };
+        let patch: u32 = patch;
+        match (minor, patch) {
+            ("5", 0) => Ok(KubeVirtVersion::V1_5),
+            ("5", 1 | 2) => Ok(KubeVirtVersion::V1_5_1),
+            ("5", _) => Ok(KubeVirtVersion::V1_5_3),
+            ("6", 2) => Err(UnknownVersion {
+                given: text.to_string(),
+                not_modelled: Some(
+                    "its renderer scales every memory request by memoryOvercommit, a user-set \
+                     one included (v1.6.2 renderresources.go:255-261, template.go:1530-1532; \
+                     reverted in v1.6.3)",
+                ),
+            }),
+            ("6", 0 | 1 | 3) => Ok(KubeVirtVersion::V1_6),
+            ("6", _) => Ok(KubeVirtVersion::V1_6_4),
+            (minor, _) => Self::minor_row(minor).ok_or_else(unknown),
+        }
+    }
+
+    /// The row of v1.7 … v1.9: their patch releases carry the same overhead and memory
+    /// request code as the .0 release (checked up to v1.7.4 and v1.8.4).
+    fn minor_row(minor: &str) -> Option<Self> {
+        match minor {
+            "7" => Some(KubeVirtVersion::V1_7),
+            "8" => Some(KubeVirtVersion::V1_8),
+            "9" => Some(KubeVirtVersion::V1_9),
+            _ => None,
+        }
+    }
+
+    /// This release's row of the table.
+    pub fn formula(self) -> &'static Formula {
+        match self {
+            KubeVirtVersion::V1_5 => &V1_5,
+            KubeVirtVersion::V1_5_1 => &V1_5_1,
+            KubeVirtVersion::V1_5_3 => &V1_5_3,
+            KubeVirtVersion::V1_6 => &V1_6,
+            KubeVirtVersion::V1_6_4 => &V1_6_4,
+            KubeVirtVersion::V1_7 => &V1_7,
+            KubeVirtVersion::V1_8 => &V1_8,
+            KubeVirtVersion::V1_9 => &V1_9,
+            KubeVirtVersion::Main => &MAIN,
+        }
+    }
+}
+
+impl fmt::Display for KubeVirtVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for KubeVirtVersion {
+    type Err = UnknownVersion;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tags_patch_releases_and_main() {
+        use KubeVirtVersion::*;
+        for (text, v) in [
+            ("v1.9.0", V1_9),
+            ("1.9.0", V1_9),
+            ("v1.8.2", V1_8),
+            ("v1.8.4", V1_8),
+            ("v1.8", V1_8),
+            ("v1.9.0-rc.1", V1_9),
+            ("v1.7.0-12-gabcdef0", V1_7),
+            ("v1.7.4", V1_7),
+            ("v1.6.1", V1_6),
+            ("v1.6.3", V1_6),
+            ("v1.6.4", V1_6_4),
+            ("v1.6.6", V1_6_4),
+            ("v1.5.0", V1_5),
+            ("v1.5.2", V1_5_1),
+            ("v1.5.3", V1_5_3),
+            ("main", Main),
+            (" MAIN ", Main),
+        ] {
+            assert_eq!(KubeVirtVersion::parse(text), Ok(v), "{text}");
+        }
+        for v in KubeVirtVersion::ALL {
+            assert_eq!(KubeVirtVersion::parse(v.name()), Ok(v));
+            assert_eq!(v.to_string(), v.name());
+        }
+    }
+
+    #[test]
+    fn unknown_versions_list_the_known_ones() {
+        for text in [
+            "v1.4.0", "v2.0.0", "v1.10.0", "latest", "", "v1.9.x", "v1.9.0.1",
+        ] {
+            let e = KubeVirtVersion::parse(text).unwrap_err();
+            assert_eq!(e.given, text);
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "unknown KubeVirt version {text:?}: known versions are v1.5.0, v1.5.1, \
+                     v1.5.3, v1.6.0, v1.6.4, v1.7.0, v1.8.0, v1.9.0, main (a patch release uses \
+                     the row of the release it behaves like: v1.8.2 → v1.8.0, v1.6.5 → v1.6.4)"
+                )
+            );
+        }
+        let e = KubeVirtVersion::parse("v1.6.2").unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "KubeVirt \"v1.6.2\" is not modelled: its renderer scales every memory request"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn default_is_v1_9_and_serializes_as_the_tag() {
+        assert_eq!(KubeVirtVersion::default(), KubeVirtVersion::V1_9);
+        assert_eq!(
+            serde_json::to_value(KubeVirtVersion::Main).unwrap(),
+            serde_json::json!("main")
+        );
+        assert_eq!(
+            serde_json::from_value::<KubeVirtVersion>(serde_json::json!("v1.6.0")).unwrap(),
+            KubeVirtVersion::V1_6
+        );
+    }
+
+    /// Every value cites a tag (or the main commit / PR) and a file.
+    #[test]
+    fn every_row_cites_its_sources() {
+        for v in KubeVirtVersion::ALL {
+            let f = v.formula();
+            let tag = match v {
+                KubeVirtVersion::Main => "main@",
+                _ => v.name(),
+            };
+            let t = &f.terms;
+            let mut all = vec![
+                t.page_tables,
+                t.processes,
+                t.vcpus,
+                t.io_thread,
+                t.video_ram,
+                t.arm64,
+                t.vfio,
+                t.downward_metrics,
+                t.exec_probes,
+                t.sev,
+                t.tpm,
+                t.dedicated,
+                t.ratio,
+                t.network,
+                f.qemu_bytes.source,
+                f.video_ram_bytes.source,
+                f.dedicated_after_ratio.source,
+                f.reserved_overhead.source,
+                f.sev_counts_snp.source,
+                f.tpm_honours_enabled.source,
+                f.passt_memory.source,
+                f.admission_sets_memory_request.source,
+            ];
+            if v != KubeVirtVersion::Main {
+                all.push(f.hugepages_overcommitted.source);
+            }
+            if f.reserved_overhead.value {
+                all.push(t.reserved_overhead);
+            }
+            for src in all {
+                assert!(src.starts_with(tag) && src.contains(".go:"), "{v}: {src}");
+            }
+        }
+    }
+
+    /// The known differences, as the table states them.
+    #[test]
+    fn known_differences() {
+        use KubeVirtVersion::*;
+        let f = |v: KubeVirtVersion| v.formula();
+        assert_eq!(f(V1_9).qemu_bytes.value, 30 << 20);
+        assert_eq!(f(Main).qemu_bytes.value, 50 << 20);
+        assert_eq!(f(V1_5).video_ram_bytes.value, 16 << 20);
+        assert_eq!(f(V1_5_3).video_ram_bytes.value, 16 << 20);
+        assert_eq!(f(V1_6).video_ram_bytes.value, 32 << 20);
+        assert!(f(V1_5).dedicated_after_ratio.value && !f(V1_6).dedicated_after_ratio.value);
+        assert!(f(V1_5_1).dedicated_after_ratio.value && !f(V1_5_3).dedicated_after_ratio.value);
+        assert!(!f(V1_5).tpm_honours_enabled.value && f(V1_5_1).tpm_honours_enabled.value);
+        assert!(!f(V1_6_4).admission_sets_memory_request.value);
+        assert!(!f(V1_7).reserved_overhead.value && f(V1_8).reserved_overhead.value);
+        assert!(f(V1_6).admission_sets_memory_request.value);
+        assert!(!f(V1_7).admission_sets_memory_request.value);
+        assert!(f(V1_9).hugepages_overcommitted.value && !f(Main).hugepages_overcommitted.value);
+    }
+}
