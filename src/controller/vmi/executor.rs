@@ -100,8 +100,10 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
                 .get(&ObjectRef::<DataVolume>::new(dv).within(ns))
                 .map(|d| (*d).clone())
         },
-        &ctx.settings,
-        &ctx.caches.namespace_context(ns, &ctx.settings),
+        (
+            &ctx.settings,
+            &ctx.caches.namespace_context(ns, &ctx.settings),
+        ),
         Time::now(),
     ))
 }
@@ -118,16 +120,15 @@ pub fn owner_vm_name(vmi: &VirtualMachineInstance) -> Option<String> {
 
 /// Build a [`VmiSnapshot`] from objects already read: the executor's caches, or the inspector's
 /// GETs. `pods` are candidates (only those controlled by the VMI are kept); `data_volume` looks a
-/// DataVolume of the VMI's namespace up by name; `namespace` is what the renderer knows of the
-/// VMI's namespace. Renders the launcher pod when the decision needs one.
+/// DataVolume of the VMI's namespace up by name; the renderer's inputs are the cluster settings
+/// and what it knows of the VMI's namespace. Renders the launcher pod when the decision needs one.
 pub fn snapshot_from_objects<'a>(
     vmi: VirtualMachineInstance,
     pods: impl IntoIterator<Item = &'a Pod>,
     owner_vm_uid: Option<String>,
     expectations: ExpectationsState,
     data_volume: impl Fn(&str) -> Option<DataVolume>,
-    settings: &ClusterSettings,
-    namespace: &NamespaceContext,
+    (settings, namespace): (&ClusterSettings, &NamespaceContext),
     now: Time,
 ) -> VmiSnapshot {
     let uid = vmi.metadata.uid.clone();
