@@ -54,8 +54,11 @@ async fn create_one(client: kube::Client, i: usize) {
     .expect("render");
     let mut value = serde_json::to_value(&pod).expect("pod JSON");
     value["metadata"]["name"] = serde_json::json!(format!("virt-launcher-vmi-{i:05}-abcde"));
-    if i % 10 == 0 {
-        for c in value["spec"]["containers"].as_array_mut().expect("containers") {
+    if i.is_multiple_of(10) {
+        for c in value["spec"]["containers"]
+            .as_array_mut()
+            .expect("containers")
+        {
             if c["name"] == "compute" {
                 c["resources"]["requests"]["memory"] = serde_json::json!("3Gi");
             }

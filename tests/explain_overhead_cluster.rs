@@ -65,21 +65,7 @@ fn vm(name: &str, namespace: &str, resources: Value) -> VirtualMachine {
 }
 
 fn compute_memory(pod: &Pod, side: &str) -> Option<i64> {
-    let c = pod
-        .spec
-        .as_ref()?
-        .containers
-        .iter()
-        .find(|c| c.name == "compute")?;
-    let r = c.resources.as_ref()?;
-    let m = if side == "limits" {
-        r.limits.as_ref()
-    } else {
-        r.requests.as_ref()
-    }?;
-    virtctl_rs::api::quantity::ParsedQuantity::parse(&m.get("memory")?.0)
-        .ok()
-        .map(|q| q.value())
+    virtctl_rs::launcher::containers::compute_quantity(pod, side, "memory")
 }
 
 /// The running launcher pod of VM `name` in `namespace`, once its VMI runs.

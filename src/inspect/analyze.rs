@@ -163,19 +163,8 @@ fn vmi_view(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> VmiView {
     }
 }
 
-fn status_overhead_bytes(vmi: &VirtualMachineInstance) -> Option<i64> {
-    vmi.status
-        .as_ref()
-        .and_then(|s| s.memory.as_ref())
-        .and_then(|m| m.memory_overhead.as_ref())
-        .and_then(|q| quantity_bytes(&q.0))
-}
-
-fn compute_container(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::Container> {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == "compute"))
-}
+use crate::inspect::overhead::reported_overhead as status_overhead_bytes;
+use crate::launcher::containers::compute_container;
 
 fn pod_view(pod: &Pod) -> PodView {
     let compute = compute_container(pod);

@@ -488,21 +488,7 @@ fn guest_bytes(vmi: &VirtualMachineInstance) -> Option<i64> {
 }
 
 fn compute_memory(pod: &Pod, side: &str) -> Option<i64> {
-    let c = pod
-        .spec
-        .as_ref()?
-        .containers
-        .iter()
-        .find(|c| c.name == "compute")?;
-    let r = c.resources.as_ref()?;
-    let m = if side == "limits" {
-        r.limits.as_ref()
-    } else {
-        r.requests.as_ref()
-    }?;
-    ParsedQuantity::parse(&m.get("memory")?.0)
-        .ok()
-        .map(|q| q.value())
+    crate::launcher::containers::compute_quantity(pod, side, "memory")
 }
 
 /// How often, and when last, the `compute` container was OOM-killed.

@@ -884,11 +884,7 @@ fn quantity_millis(text: &str) -> Option<i64> {
 
 pub use crate::api::quantity::human_bytes;
 
-fn compute(pod: &Pod) -> Option<&k8s_openapi::api::core::v1::Container> {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == "compute"))
-}
+use crate::launcher::containers::compute_container as compute;
 
 fn compute_quantities(pod: &Pod) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();

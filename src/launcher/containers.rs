@@ -23,6 +23,36 @@ use std::collections::BTreeMap;
 pub const NON_ROOT_UID: i64 = 107;
 /// Seconds added to custom probes' initial delay (`LibvirtStartupDelay`, template.go:108).
 pub const LIBVIRT_STARTUP_DELAY: i32 = 10;
+/// Name of the container that runs the guest (`compute`).
+pub const COMPUTE: &str = "compute";
+
+/// The `compute` container of a virt-launcher pod.
+pub fn compute_container(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&Container> {
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == COMPUTE)
+}
+
+/// A `compute` container quantity in whole units (bytes for memory): `side` is `requests` or
+/// `limits`; `None` when absent or unparseable.
+pub fn compute_quantity(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    side: &str,
+    name: &str,
+) -> Option<i64> {
+    let r = compute_container(pod)?.resources.as_ref()?;
+    let m = if side == "limits" {
+        r.limits.as_ref()
+    } else {
+        r.requests.as_ref()
+    }?;
+    crate::api::quantity::ParsedQuantity::parse(&m.get(name)?.0)
+        .ok()
+        .map(|q| q.value())
+}
+
 /// Container name of the serial console log sidecar.
 pub const GUEST_CONSOLE_LOG: &str = "guest-console-log";
 /// Env var carrying the launcher log verbosity.

@@ -255,10 +255,7 @@ pub fn check_pod(explanation: &Explanation, pod: &Pod) -> PodCheck {
             }
         },
     };
-    let compute = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == "compute"));
+    let compute = super::containers::compute_container(pod);
     if compute.is_none() {
         notes.push("pod has no container named compute".into());
     }
@@ -387,12 +384,7 @@ pub struct RenderInputs<'a> {
 
 /// The tag of the `compute` container's image (`v1.8.2` of `.../virt-launcher:v1.8.2`), if any.
 pub fn launcher_image_tag(pod: &Pod) -> Option<String> {
-    let image = pod
-        .spec
-        .as_ref()?
-        .containers
-        .iter()
-        .find(|c| c.name == "compute")?
+    let image = super::containers::compute_container(pod)?
         .image
         .as_deref()?;
     let (_, tag) = image.rsplit_once(':')?;
@@ -421,12 +413,7 @@ pub fn likely_cause(
     if check.matches {
         return None;
     }
-    let compute = pod
-        .spec
-        .as_ref()?
-        .containers
-        .iter()
-        .find(|c| c.name == "compute")?;
+    let compute = super::containers::compute_container(pod)?;
     let agrees = |settings: &ClusterSettings, overhead: Option<i64>| {
         explain_with_overhead(
             inputs.object,
