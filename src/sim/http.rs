@@ -25,6 +25,7 @@ use super::faults::{Faults, Verb};
 use super::object;
 use super::openapi;
 use super::patch::{self, PatchKind};
+use super::protobuf;
 use super::resources::{ResId, ResourceDef};
 use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::status::{self, ApiError};
@@ -212,6 +213,8 @@ fn decode_body(def: &ResourceDef, headers: &HeaderMap, body: &[u8]) -> Result<Va
     let v: Value = if ct.contains("yaml") {
         serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else if ct.starts_with(protobuf::CONTENT_TYPE) {
+        protobuf::decode(def, body)?
     } else if ct.contains("protobuf") || ct.contains("cbor") {
         return Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"

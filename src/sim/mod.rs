@@ -29,6 +29,7 @@ pub mod nodes;
 pub mod object;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod selector;
 pub mod status;
