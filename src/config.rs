@@ -63,6 +63,12 @@ pub struct ClusterSettings {
     /// `Stage`. Decides which template changes of a running VM need a restart.
     #[serde(default = "live_update_default")]
     pub vm_rollout_strategy_live_update: bool,
+    /// The cluster runs without virt-api (not a KubeVirt setting: a cluster without virt-api's
+    /// webhooks, such as `cluster serve --no-admission`), so the controller does the webhook
+    /// work it depends on itself: the `kubevirt.io/foregroundDeleteVirtualMachine` finalizer
+    /// virt-api's VMI mutator adds (vmi-mutator.go). Default `false`, as on a KubeVirt cluster.
+    #[serde(default)]
+    pub without_virt_api: bool,
 }
 
 fn live_update_default() -> bool {
@@ -87,6 +93,7 @@ impl Default for ClusterSettings {
             default_network_interface: "bridge".to_string(),
             permit_bridge_interface_on_pod_network: true,
             vm_rollout_strategy_live_update: true,
+            without_virt_api: false,
         }
     }
 }

@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::admission;
 use super::audit::{AuditLog, AuditRecord};
 use super::convert;
 use super::discovery;
@@ -52,6 +53,8 @@ pub struct App {
     pub bookmark_interval: Duration,
     /// `host:port` the server listens on (for `/api` `serverAddressByClientCIDRs`).
     pub addr: String,
+    /// Run virt-api's webhooks and Pod Security admission ([`super::admission`]).
+    pub admission: bool,
 }
 
 /// The router: every path goes through [`handle`].
@@ -765,6 +768,9 @@ impl Ctx<'_> {
     /// resource, converted to the storage version) and answers `201 Created`; the audit record
     /// gets the created name (a `generateName` may have chosen it).
     fn store_new(&self, mut obj: Value, rec: &mut AuditRecord) -> Result<Response, ApiError> {
+        if self.app.admission {
+            self.admit_create(&mut obj)?;
+        }
         if let Some(m) = obj.as_object_mut() {
             m.insert("apiVersion".into(), json!(self.def.api_version()));
             m.insert("kind".into(), json!(self.def.kind));
@@ -775,9 +781,36 @@ impl Ctx<'_> {
         Ok(self.obj_response(201, &created))
     }
 
+    /// Mutating then validating admission of a new object ([`admission`]).
+    fn admit_create(&self, obj: &mut Value) -> Result<(), ApiError> {
+        admission::mutate_create(self.def, obj)?;
+        admission::validate(self.def, obj)?;
+        if self.def.group.is_empty() && self.def.plural == "pods" {
+            let reg = self.app.store.registry();
+            let ns_res = reg.core("namespaces").unwrap_or(0);
+            if let Ok(ns) = self.app.store.get(ns_res, "", self.ns()) {
+                // Pod Security runs after the name is generated.
+                let name = match object::name(obj) {
+                    "" => format!(
+                        "{}{}",
+                        object::meta_str(obj, "generateName"),
+                        object::random_suffix()
+                    ),
+                    n => n.to_string(),
+                };
+                admission::pod_security(self.def, &ns, &name, obj)?;
+            }
+        }
+        Ok(())
+    }
+
     fn update(&self) -> Result<Response, ApiError> {
         reject_dry_run(self.q, None)?;
-        let obj = convert::to_storage(self.def, decode_body(self.def, self.headers, self.body)?);
+        let obj = decode_body(self.def, self.headers, self.body)?;
+        if self.app.admission && self.sub() == Sub::Main {
+            admission::validate(self.def, &obj)?;
+        }
+        let obj = convert::to_storage(self.def, obj);
         let updated = self.app.store.update(
             self.sres,
             self.ns(),
@@ -828,6 +861,13 @@ impl Ctx<'_> {
         }
         let def = self.def;
         let body = self.body.clone();
+        let validate = self.app.admission && self.sub() == Sub::Main;
+        let admit = move |patched: Value| {
+            if validate {
+                admission::validate(def, &patched)?;
+            }
+            Ok(patched)
+        };
         let patched = self.app.store.mutate(
             self.sres,
             self.ns(),
@@ -836,10 +876,10 @@ impl Ctx<'_> {
             false,
             true,
             |cur| match convert::from_storage(def, cur) {
-                Some(served) => {
-                    patch::apply(def, kind, &served, &body).map(|p| convert::to_storage(def, p))
-                }
-                None => patch::apply(def, kind, cur, &body),
+                Some(served) => patch::apply(def, kind, &served, &body)
+                    .and_then(admit)
+                    .map(|p| convert::to_storage(def, p)),
+                None => patch::apply(def, kind, cur, &body).and_then(admit),
             },
         )?;
         Ok(self.obj_response(200, &patched))

@@ -16,6 +16,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admission;
 pub mod audit;
 pub mod cluster;
 pub mod convert;
@@ -120,6 +121,9 @@ pub struct ApiServerConfig {
     pub namespaces: Vec<String>,
     /// Bind to this port on 127.0.0.1 (0 = pick a free one). Default 0.
     pub port: u16,
+    /// Run virt-api's admission webhooks and Pod Security admission (`src/sim/admission.rs`).
+    /// Default `true`; `false` is a cluster without virt-api (`cluster serve --no-admission`).
+    pub admission: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -135,6 +139,7 @@ impl Default for ApiServerConfig {
             strict_auth: false,
             namespaces: vec!["default".into(), "kube-system".into(), "kubevirt".into()],
             port: 0,
+            admission: true,
         }
     }
 }
@@ -230,6 +235,7 @@ impl ApiServer {
             strict_auth: config.strict_auth,
             bookmark_interval: config.bookmark_interval,
             addr: addr.to_string(),
+            admission: config.admission,
         });
         let stop = CancellationToken::new();
         let router = http::router(app);
