@@ -190,3 +190,28 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
             .find(|p| p.is_file())
     })
 }
+
+/// `cluster serve` starts its own cluster: `--kubeconfig`, `--context` and `-n` are refused
+/// (exit 2) rather than ignored; a `--fault` that does not parse is a usage error too.
+#[test]
+fn serve_rejects_flags_it_does_not_use_and_bad_faults() {
+    for args in [
+        &["--kubeconfig", "/nonexistent"][..],
+        &["--context", "x"][..],
+        &["-n", "prod"][..],
+        &["--fault", "explode"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+            .args(["cluster", "serve"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run cluster serve");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("does not use") || err.contains("unknown fault"),
+            "{args:?}: {err}"
+        );
+    }
+}

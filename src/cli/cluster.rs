@@ -39,12 +39,44 @@ pub struct ServeArgs {
     /// Factor applied to grace periods (0.01 turns 60 s into 0.6 s).
     #[arg(long, default_value_t = 0.01)]
     pub grace_scale: f64,
+    /// No admission: virt-api's webhooks and Pod Security do not run (a cluster without
+    /// virt-api; run the controller with --without-virt-api against it).
+    #[arg(long)]
+    pub no_admission: bool,
+    /// Install a fault at start (repeatable), e.g. `error=503,verbs=create,resource=pods` or
+    /// `stuck-image-pull=vmi:NAME`; docs/embedded-cluster.md lists the rules.
+    #[arg(long, value_name = "RULE")]
+    pub fault: Vec<String>,
+    /// Port of the loopback admin endpoint that adds and removes faults at run time (0 = any
+    /// free port; its bearer token is written next to the kubeconfig as `<kubeconfig>.admin-token`).
+    #[arg(long, default_value_t = 0)]
+    pub admin_port: u16,
+}
+
+/// `cluster serve` starts its own cluster: the flags naming an existing one make no sense.
+fn reject_cluster_flags(global: &GlobalArgs) -> Result<(), CliError> {
+    let given: Vec<&str> = [
+        (global.kubeconfig.is_some(), "--kubeconfig"),
+        (global.context.is_some(), "--context"),
+        (global.namespace.is_some(), "-n/--namespace"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "cluster serve starts its own cluster and does not use {} (use --kubeconfig-out to choose where its kubeconfig goes)",
+        given.join(", ")
+    )))
 }
 
 /// Run `cluster ...`.
-pub fn run(_global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, CliError> {
+pub fn run(global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, CliError> {
     match args.command {
         ClusterCommand::Serve(serve_args) => {
+            reject_cluster_flags(global)?;
             let runtime = tokio::runtime::Runtime::new()
                 .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(serve(serve_args))
@@ -71,11 +103,25 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         grace_scale: args.grace_scale,
         ..Default::default()
     };
+    config.api.admission = !args.no_admission;
     if let Some(out) = &args.kubeconfig_out {
         let out = std::path::absolute(out).map_err(|e| {
             CliError::Failed(format!("invalid --kubeconfig-out {}: {e}", out.display()))
         })?;
         config.api.kubeconfig_path = Some(out);
+    }
+    let faults = args
+        .fault
+        .iter()
+        .map(|r| {
+            crate::sim::faultspec::parse(r)
+                .map_err(|e| CliError::Usage(format!("--fault {r:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for f in &faults {
+        if let crate::sim::faultspec::FaultSpec::Api(rule) = f {
+            config.api.faults.push(rule.clone());
+        }
     }
     // Listen before starting so a signal during start-up is not lost.
     let signal = tokio::spawn(wait_for_signal());
@@ -83,7 +129,33 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         .await
         .map_err(|e| CliError::Failed(e.to_string()))?;
     let path = cluster.kubeconfig_path().to_path_buf();
+    let admin = match crate::sim::admin::AdminServer::start(
+        cluster.api().faults_handle(),
+        cluster.nodes().clone(),
+        args.admin_port,
+    )
+    .await
+    {
+        Ok(a) => a,
+        Err(e) => {
+            cluster.shutdown().await;
+            return Err(CliError::Failed(format!(
+                "admin endpoint on 127.0.0.1:{}: {e}",
+                args.admin_port
+            )));
+        }
+    };
+    let token_path = std::path::PathBuf::from(format!("{}.admin-token", path.display()));
     let prepared = async {
+        crate::sim::kubeconfig::write_private(&token_path, admin.token())
+            .map_err(|e| CliError::Failed(format!("writing {}: {e}", token_path.display())))?;
+        for f in &faults {
+            if let crate::sim::faultspec::FaultSpec::Node(nf) = f {
+                nf.apply(cluster.nodes())
+                    .await
+                    .map_err(|e| CliError::Failed(format!("--fault: {e}")))?;
+            }
+        }
         for p in &args.apply {
             let summary = cluster
                 .apply_path(p)
@@ -100,8 +172,13 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         Ok::<(), CliError>(())
     }
     .await;
-    if let Err(e) = prepared {
+    let stop = |cluster: EmbeddedCluster, admin: crate::sim::admin::AdminServer| async {
+        admin.shutdown().await;
+        let _ = std::fs::remove_file(&token_path);
         cluster.shutdown().await;
+    };
+    if let Err(e) = prepared {
+        stop(cluster, admin).await;
         return Err(e);
     }
     crate::say!(
@@ -112,17 +189,22 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
     );
     crate::say!("kubeconfig: {}", path.display());
     crate::say!("export KUBECONFIG={}", path.display());
+    crate::say!(
+        "admin: {}/faults (bearer token in {})",
+        admin.url(),
+        token_path.display()
+    );
     let outcome = signal
         .await
         .map_err(|e| CliError::Failed(format!("signal listener failed: {e}")));
     let name = match outcome {
         Ok(Ok(name)) => name,
         Ok(Err(e)) | Err(e) => {
-            cluster.shutdown().await;
+            stop(cluster, admin).await;
             return Err(e);
         }
     };
     eprintln!("{name} received, shutting down");
-    cluster.shutdown().await;
+    stop(cluster, admin).await;
     Ok(ExitCode::SUCCESS)
 }

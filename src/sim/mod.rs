@@ -16,12 +16,14 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admin;
 pub mod admission;
 pub mod audit;
 pub mod cluster;
 pub mod convert;
 pub mod discovery;
 pub mod faults;
+pub mod faultspec;
 pub mod gc;
 pub mod http;
 pub mod kinds;
@@ -319,6 +321,11 @@ impl ApiServer {
     /// Runtime fault injection.
     pub fn faults(&self) -> &Faults {
         &self.faults
+    }
+
+    /// A shared handle on [`ApiServer::faults`] (for the admin endpoint, [`admin`]).
+    pub fn faults_handle(&self) -> Arc<Faults> {
+        self.faults.clone()
     }
 
     /// The newest resourceVersion handed out.
