@@ -536,12 +536,37 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Verb::Delete => ctx.delete(),
         Verb::DeleteCollection => ctx.delete_collection(),
     };
-    let resp = match result {
+    let mut resp = match result {
         Ok(r) => r,
         Err(e) => error_response(&e),
     };
+    if verb.is_write() && resp.status().is_success() {
+        add_finalizer_warnings(&mut resp, &def).await;
+    }
     app.audit.record(time, rec, resp.status().as_u16());
     resp
+}
+
+/// `Warning: 299 - "<text>"` headers for unqualified finalizer names of the written object
+/// ([`super::kinds::finalizer_warnings`]).
+async fn add_finalizer_warnings(resp: &mut Response, def: &ResourceDef) {
+    if def.plural.contains('/') {
+        return;
+    }
+    // Write answers are small JSON objects already in memory.
+    let body = std::mem::replace(resp.body_mut(), Body::empty());
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .unwrap_or_default();
+    if let Ok(obj) = serde_json::from_slice::<Value>(&bytes) {
+        for w in super::kinds::finalizer_warnings(&obj) {
+            let text = format!("299 - {}", serde_json::Value::String(w));
+            if let Ok(h) = HeaderValue::from_str(&text) {
+                resp.headers_mut().append(header::WARNING, h);
+            }
+        }
+    }
+    *resp.body_mut() = Body::from(bytes);
 }
 
 struct Ctx<'a> {
