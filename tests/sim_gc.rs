@@ -23,7 +23,14 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    // The garbage collector alone: without admission, whose VMI mutator would add the
+    // foreground-delete finalizer to the owners.
+    let server = ApiServer::start(ApiServerConfig {
+        admission: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let client = server.client().await.unwrap();
     Fixture {
         vmis: Api::namespaced_with(client.clone(), "default", &vmi_resource()),

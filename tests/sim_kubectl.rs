@@ -109,7 +109,14 @@ async fn kubectl_get_apply_patch_delete() {
                 .any(|(_, k, _)| k == "VirtualMachineInstance"),
         "the repository's own examples hold a VM and a VMI: {examples:?}"
     );
-    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    // The wire protocol alone: without admission, whose VMI finalizer would keep
+    // `kubectl delete vmi` waiting for a controller that does not run here.
+    let server = ApiServer::start(ApiServerConfig {
+        admission: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let k = Kubectl {
         kubeconfig: server.kubeconfig_path().to_path_buf(),
         cache: tempfile::tempdir().unwrap(),

@@ -19,6 +19,23 @@ pub struct ClusterArgs {
 pub enum ClusterCommand {
     /// Run an embedded Kubernetes API server with simulated nodes until Ctrl-C / SIGTERM.
     Serve(ServeArgs),
+    /// Run simulated nodes (scheduler, kubelet, virt-handler) against the API server of
+    /// --kubeconfig / $KUBECONFIG until Ctrl-C / SIGTERM (kwok-style; see docs/simulated-nodes.md).
+    Nodes(NodesArgs),
+}
+
+/// Flags of `cluster nodes`.
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    /// Number of simulated nodes to register (sim-node-0, sim-node-1, ...).
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Milliseconds between a pod being bound and it running.
+    #[arg(long, default_value_t = 200)]
+    pub kubelet_delay_ms: u64,
+    /// Factor applied to grace periods (0.01 turns 60 s into 0.6 s).
+    #[arg(long, default_value_t = 0.01)]
+    pub grace_scale: f64,
 }
 
 /// Flags of `cluster serve`.
@@ -81,7 +98,53 @@ pub fn run(global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, CliError>
                 .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(serve(serve_args))
         }
+        ClusterCommand::Nodes(nodes_args) => {
+            if global.namespace.is_some() {
+                return Err(CliError::Usage(
+                    "cluster nodes runs cluster-wide and does not use -n/--namespace".into(),
+                ));
+            }
+            let runtime = tokio::runtime::Runtime::new()
+                .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+            runtime.block_on(nodes(global, nodes_args))
+        }
     }
+}
+
+async fn nodes(global: &GlobalArgs, args: NodesArgs) -> Result<ExitCode, CliError> {
+    let signal = tokio::spawn(wait_for_signal());
+    let (config, target) = super::client::load_config(global, "cluster nodes").await?;
+    let sim = crate::sim::nodes::NodeSimulator::start(
+        config,
+        crate::sim::nodes::NodeSimConfig {
+            nodes: args.nodes,
+            kubelet_delay: Duration::from_millis(args.kubelet_delay_ms),
+            grace_scale: args.grace_scale,
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|e| CliError::Failed(format!("simulated nodes against {}: {e}", target.server)))?;
+    crate::say!(
+        "{} simulated node(s) running against {} (context {}, from {}): {}",
+        sim.handle().node_names().len(),
+        target.server,
+        target.context,
+        target.source,
+        sim.handle().node_names().join(", ")
+    );
+    let outcome = signal
+        .await
+        .map_err(|e| CliError::Failed(format!("signal listener failed: {e}")));
+    let result = match outcome {
+        Ok(Ok(name)) => {
+            eprintln!("{name} received, stopping the simulated nodes (their Node objects stay)");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Err(e)) | Err(e) => Err(e),
+    };
+    sim.shutdown().await;
+    result
 }
 
 async fn wait_for_signal() -> Result<&'static str, CliError> {
