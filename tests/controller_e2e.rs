@@ -48,9 +48,7 @@ const DEMO_VM_UUID: &str = "c35fca7a-6445-5a56-a696-fcfdf46cd1be";
 
 /// A VM from `docs/examples/<file>.yaml` with the given run strategy, in namespace [`NS`].
 fn example_vm(file: &str, run_strategy: &str) -> VirtualMachine {
-    let mut vm = common::example_vm(&format!("{file}.yaml"));
-    vm.spec.running = None;
-    vm.spec.run_strategy = Some(run_strategy.to_string());
+    let mut vm = common::example_vm_with(file, run_strategy);
     vm.metadata.namespace = Some(NS.to_string());
     vm
 }

@@ -63,25 +63,16 @@ async fn a_fault_added_at_run_time_shows_in_the_controller_and_goes_when_removed
     let (_, listed) = call(&admin, "GET", "/faults", "", &token).await;
     assert_eq!(listed["faults"][0]["id"], id.as_str(), "{listed}");
 
-    let mut vm = common::example_vm("vm-containerdisk.yaml");
-    vm.spec.running = None;
-    vm.spec.run_strategy = Some("Always".into());
-    env.create_vm(&vm).await;
-    env.wait_vmi(
+    env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
+        .await;
+    env.wait_vmi_condition(
         "demo-vm",
         "a FailedCreate condition from the injected 500",
-        |vmi| {
-            vmi.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| {
-                    c.reason.as_deref() == Some("FailedCreate")
-                        && c.message
-                            .as_deref()
-                            .is_some_and(|m| m.contains("injected fault"))
-                })
+        |c| {
+            c.reason.as_deref() == Some("FailedCreate")
+                && c.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("injected fault"))
         },
     )
     .await;

@@ -43,12 +43,7 @@ async fn a_new_vmi_is_pending_with_its_timestamp_and_the_foreground_finalizer() 
 
 #[tokio::test]
 async fn without_admission_a_new_vmi_is_stored_as_sent() {
-    let server = ApiServer::start(ApiServerConfig {
-        admission: false,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let server = common::server_without_admission().await;
     let client = server.client().await.unwrap();
     let vmis: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vmi_resource());
     let created = to_value(
@@ -165,10 +160,9 @@ async fn same_name_vms_in_two_namespaces_get_different_firmware_uuids() {
 #[tokio::test]
 async fn the_controller_runs_on_admitted_vmis() {
     let env = Env::start().await;
-    let mut vm = common::example_vm("vm-containerdisk.yaml");
-    vm.spec.running = None;
-    vm.spec.run_strategy = Some("Always".into());
-    let created = env.create_vm(&vm).await;
+    let created = env
+        .create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
+        .await;
     let template_uuid = created
         .spec
         .template
@@ -224,26 +218,17 @@ async fn pod_security_refuses_the_launcher_pod_in_a_restricted_namespace() {
         )
         .await
         .expect("create namespace");
-    let mut vm = common::example_vm("vm-containerdisk.yaml");
-    vm.spec.running = None;
-    vm.spec.run_strategy = Some("Always".into());
+    let mut vm = common::example_vm_with("vm-containerdisk", "Always");
     vm.metadata.namespace = Some("locked".into());
     env.create_vm(&vm).await;
-    env.wait_vmi(
+    env.wait_vmi_condition(
         "demo-vm",
         "a FailedCreate condition naming PodSecurity",
-        |vmi| {
-            vmi.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| {
-                    c.message.as_deref().is_some_and(|m| {
-                        m.contains("it needs a privileged namespace to run")
-                            && m.contains("violates PodSecurity \"restricted:latest\"")
-                    })
-                })
+        |c| {
+            c.message.as_deref().is_some_and(|m| {
+                m.contains("it needs a privileged namespace to run")
+                    && m.contains("violates PodSecurity \"restricted:latest\"")
+            })
         },
     )
     .await;

@@ -89,7 +89,20 @@ async fn the_kubelet_retries_a_conflicting_status_write_from_the_current_pod() {
             .resource("pods")
             .user_agent("sim-kubelet"),
     );
+    let mark = cluster.api().audit().len() as u64;
     cluster.api().faults().drop_watches();
+    // The kubelet's new (lagging) pod watch is open, so the old one is closed.
+    common::wait_for("the kubelet to watch pods again", || async {
+        let watches = cluster.api().audit().query(&AuditQuery {
+            verbs: Some(vec!["watch".into()]),
+            resource: Some("pods".into()),
+            user_agent: Some("sim-kubelet".into()),
+            since: Some(mark),
+            ..Default::default()
+        });
+        (!watches.is_empty()).then_some(())
+    })
+    .await;
     pods.patch(
         "p",
         &PatchParams::default(),
@@ -122,11 +135,9 @@ async fn deleting_a_running_launcher_pod_fails_the_vmi() {
     let mut config = EnvConfig::new("ctrl-launcher-delete");
     config.cluster.grace_scale = 1.0;
     let env = Env::start_with(config, |_| {}).await;
-    let mut vm = common::example_vm("vm-containerdisk.yaml");
-    vm.spec.running = None;
     // Once: the failed VMI stays (no restart replaces it).
-    vm.spec.run_strategy = Some("Once".into());
-    env.create_vm(&vm).await;
+    env.create_vm(&common::example_vm_with("vm-containerdisk", "Once"))
+        .await;
     let (_, vmi) = env.wait_running("demo-vm").await;
     let uid = vmi.metadata.uid.clone().unwrap();
     let pod = env.launcher_pods(&uid).await.pop().expect("launcher pod");

@@ -111,12 +111,7 @@ async fn kubectl_get_apply_patch_delete() {
     );
     // The wire protocol alone: without admission, whose VMI finalizer would keep
     // `kubectl delete vmi` waiting for a controller that does not run here.
-    let server = ApiServer::start(ApiServerConfig {
-        admission: false,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let server = common::server_without_admission().await;
     let k = Kubectl {
         kubeconfig: server.kubeconfig_path().to_path_buf(),
         cache: tempfile::tempdir().unwrap(),

@@ -429,6 +429,43 @@ fn all_containers(spec: &Value) -> Vec<&Value> {
         .collect()
 }
 
+/// The containers adding capabilities that `allowed` refuses, and those capabilities (each
+/// once, in order of appearance).
+fn added_capabilities(
+    containers: &[&Value],
+    allowed: impl Fn(&str) -> bool,
+) -> (Vec<String>, Vec<String>) {
+    let mut names = Vec::new();
+    let mut caps: Vec<String> = Vec::new();
+    for c in containers {
+        let extra: Vec<&str> = c
+            .pointer("/securityContext/capabilities/add")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|a| !allowed(a))
+            .collect();
+        if extra.is_empty() {
+            continue;
+        }
+        names.push(container_name(c));
+        for a in extra {
+            if !caps.iter().any(|x| x == a) {
+                caps.push(a.to_string());
+            }
+        }
+    }
+    (names, caps)
+}
+
+fn volume_name(v: &Value) -> String {
+    v.get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
 fn container_name(c: &Value) -> String {
     c.get("name")
         .and_then(Value::as_str)
@@ -498,12 +535,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
     let host_paths: Vec<String> = volumes
         .iter()
         .filter(|v| v.get("hostPath").is_some())
-        .map(|v| {
-            v.get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        })
+        .map(|v| volume_name(v))
         .collect();
     if !host_paths.is_empty() && level == "baseline" {
         out.push(format!(
@@ -531,32 +563,8 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         ));
     }
     // capabilities (baseline)
-    let added = |c: &Value| -> Vec<String> {
-        csc(c)
-            .pointer("/capabilities/add")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect()
-    };
-    let mut bad_caps: Vec<String> = Vec::new();
-    let mut bad_cap_containers: Vec<String> = Vec::new();
-    for c in &containers {
-        let extra: Vec<String> = added(c)
-            .into_iter()
-            .filter(|a| !BASELINE_CAPS.contains(&a.as_str()))
-            .collect();
-        if !extra.is_empty() {
-            bad_cap_containers.push(container_name(c));
-            for a in extra {
-                if !bad_caps.contains(&a) {
-                    bad_caps.push(a);
-                }
-            }
-        }
-    }
+    let (bad_cap_containers, bad_caps) =
+        added_capabilities(&containers, |a| BASELINE_CAPS.contains(&a));
     if !bad_caps.is_empty() && level == "baseline" {
         out.push(format!(
             "non-default capabilities ({} must not include {} in securityContext.capabilities.add)",
@@ -576,12 +584,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
                     .any(|k| k != "name" && !RESTRICTED_VOLUMES.contains(&k.as_str()))
             })
         })
-        .map(|v| {
-            v.get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        })
+        .map(|v| volume_name(v))
         .collect();
     if !bad_volumes.is_empty() {
         out.push(format!(
@@ -622,22 +625,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         })
         .map(|c| container_name(c))
         .collect();
-    let mut adding: Vec<String> = Vec::new();
-    let mut adding_caps: Vec<String> = Vec::new();
-    for c in &containers {
-        let extra: Vec<String> = added(c)
-            .into_iter()
-            .filter(|a| a != "NET_BIND_SERVICE")
-            .collect();
-        if !extra.is_empty() {
-            adding.push(container_name(c));
-            for a in extra {
-                if !adding_caps.contains(&a) {
-                    adding_caps.push(a);
-                }
-            }
-        }
-    }
+    let (adding, adding_caps) = added_capabilities(&containers, |a| a == "NET_BIND_SERVICE");
     let mut cap_details = Vec::new();
     if !not_dropping.is_empty() {
         cap_details.push(format!(

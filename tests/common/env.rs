@@ -390,6 +390,24 @@ impl Env {
     }
 
     /// Wait until the VM is Running (printable status, ready) and its VMI Running; returns both.
+    /// Wait until VMI `name` has a condition for which `pick` holds.
+    pub async fn wait_vmi_condition(
+        &self,
+        name: &str,
+        what: &str,
+        pick: impl Fn(&virtctl_rs::api::Condition) -> bool,
+    ) -> VirtualMachineInstance {
+        self.wait_vmi(name, what, |vmi| {
+            vmi.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(&pick)
+        })
+        .await
+    }
+
     pub async fn wait_running(&self, name: &str) -> (VirtualMachine, VirtualMachineInstance) {
         self.wait_for(&format!("VM {name} and its VMI Running"), || async {
             let vm = self.vm(name).await?;
