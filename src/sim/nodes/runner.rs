@@ -996,8 +996,15 @@ impl Runner {
                     Api::<Pod>::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
                 match api.get_opt(&pod.name_any()).await {
                     Ok(Some(fresh)) => {
+                        // At once when the pod did change; a conflict on an unchanged pod (an
+                        // injected one) waits like any other failure.
+                        let changed = fresh.resource_version() != pod.resource_version();
                         self.pods.upsert(fresh);
-                        result.at(Instant::now());
+                        result.at(if changed {
+                            Instant::now()
+                        } else {
+                            Instant::now() + RETRY_AFTER
+                        });
                     }
                     Ok(None) => {}
                     Err(_) => result.at(Instant::now() + RETRY_AFTER),
