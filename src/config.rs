@@ -73,6 +73,12 @@ pub struct ClusterSettings {
     /// CR's `status.observedKubeVirtVersion` says otherwise.
     #[serde(default)]
     pub kubevirt_version: crate::kubevirt_version::KubeVirtVersion,
+    /// The cluster runs without virt-api (not a KubeVirt setting: a cluster without virt-api's
+    /// webhooks, such as `cluster serve --no-admission`), so the controller does the webhook
+    /// work it depends on itself: the `kubevirt.io/foregroundDeleteVirtualMachine` finalizer
+    /// virt-api's VMI mutator adds (vmi-mutator.go). Default `false`, as on a KubeVirt cluster.
+    #[serde(default)]
+    pub without_virt_api: bool,
 }
 
 fn live_update_default() -> bool {
@@ -99,6 +105,7 @@ impl Default for ClusterSettings {
             vm_rollout_strategy_live_update: true,
             auto_cpu_limit_namespace_label_selector: None,
             kubevirt_version: Default::default(),
+            without_virt_api: false,
         }
     }
 }

@@ -48,9 +48,7 @@ const DEMO_VM_UUID: &str = "c35fca7a-6445-5a56-a696-fcfdf46cd1be";
 
 /// A VM from `docs/examples/<file>.yaml` with the given run strategy, in namespace [`NS`].
 fn example_vm(file: &str, run_strategy: &str) -> VirtualMachine {
-    let mut vm = common::example_vm(&format!("{file}.yaml"));
-    vm.spec.running = None;
-    vm.spec.run_strategy = Some(run_strategy.to_string());
+    let mut vm = common::example_vm_with(file, run_strategy);
     vm.metadata.namespace = Some(NS.to_string());
     vm
 }
@@ -114,7 +112,9 @@ fn start_failure(vm: &VirtualMachine) -> Option<(i64, DateTime<Utc>, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
-    let env = Env::start().await;
+    // The legacy firmware UUID: a cluster without virt-api, whose VM mutator would set a
+    // random one at creation.
+    let env = Env::start_without_virt_api().await;
     let created = env
         .create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
@@ -373,7 +373,9 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_restarts_a_crashed_guest_with_a_new_vmi() {
-    let env = Env::start().await;
+    // The legacy firmware UUID: a cluster without virt-api, whose VM mutator would set a
+    // random one at creation.
+    let env = Env::start_without_virt_api().await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     let (_, first) = env.wait_running("demo-vm").await;
@@ -1100,7 +1102,9 @@ async fn losing_the_node_restarts_an_always_vm_elsewhere() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it() {
-    let env = Env::start().await;
+    // The legacy firmware UUID: a cluster without virt-api, whose VM mutator would set a
+    // random one at creation.
+    let env = Env::start_without_virt_api().await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     let (_, first) = env.wait_running("demo-vm").await;

@@ -11,7 +11,7 @@ use kube::api::{
 };
 use serde_json::json;
 use std::time::Duration;
-use virtctl_rs::sim::{ApiServer, ApiServerConfig, gc::GC_USER_AGENT};
+use virtctl_rs::sim::{ApiServer, gc::GC_USER_AGENT};
 
 /// Deadline of every wait for the garbage collector.
 const GC_DEADLINE: Duration = Duration::from_secs(10);
@@ -23,7 +23,9 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    // The garbage collector alone: without admission, whose VMI mutator would add the
+    // foreground-delete finalizer to the owners.
+    let server = common::server_without_admission().await;
     let client = server.client().await.unwrap();
     Fixture {
         vmis: Api::namespaced_with(client.clone(), "default", &vmi_resource()),

@@ -19,9 +19,15 @@ const GATE: &str = "kubevirt.io/virtual-machine-unpaused";
 const DEADLINE: Duration = Duration::from_secs(30);
 
 async fn start() -> EmbeddedCluster {
+    // The nodes alone, with no virt-controller: without admission, whose VMI finalizer only
+    // virt-controller removes.
     EmbeddedCluster::start(EmbeddedClusterConfig {
         kubelet_delay: Duration::from_millis(50),
         grace_scale: 0.01,
+        api: virtctl_rs::sim::ApiServerConfig {
+            admission: false,
+            ..Default::default()
+        },
         ..Default::default()
     })
     .await

@@ -2,6 +2,8 @@
 //! prints its kubeconfig, serves clients (kube-rs and, when installed, kubectl) and exits
 //! cleanly on SIGTERM. No fixed sleeps: output lines and exit are awaited with deadlines.
 
+mod common;
+
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
 use kube::{Api, ResourceExt};
 use std::io::{BufRead, BufReader};
@@ -28,8 +30,13 @@ impl Drop for Serve {
 }
 
 fn serve(args: &[&str]) -> Serve {
+    cluster_command("serve", args)
+}
+
+/// `cluster <sub> <args>` with stdout read line by line.
+fn cluster_command(sub: &str, args: &[&str]) -> Serve {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
-        .args(["cluster", "serve"])
+        .args(["cluster", sub])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -67,6 +74,20 @@ impl Serve {
                     seen.push(line);
                 }
                 Err(e) => panic!("no `export KUBECONFIG=` line ({e}); output so far: {seen:?}"),
+            }
+        }
+    }
+
+    /// Wait for a stdout line containing `text` and return it.
+    fn line_containing(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(line) => seen.push(line),
+                Err(e) => panic!("no line with {text:?} ({e}); output so far: {seen:?}"),
             }
         }
     }
@@ -189,4 +210,77 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
             .map(|dir| dir.join(program))
             .find(|p| p.is_file())
     })
+}
+
+/// `cluster serve` starts its own cluster: `--kubeconfig`, `--context` and `-n` are refused
+/// (exit 2) rather than ignored; a `--fault` that does not parse is a usage error too.
+#[test]
+fn serve_rejects_flags_it_does_not_use_and_bad_faults() {
+    for args in [
+        &["--kubeconfig", "/nonexistent"][..],
+        &["--context", "x"][..],
+        &["-n", "prod"][..],
+        &["--fault", "explode"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+            .args(["cluster", "serve"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run cluster serve");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("does not use") || err.contains("unknown fault"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `cluster nodes --kubeconfig FILE` runs the simulated scheduler, kubelet and virt-handler
+/// against another API server: here a second embedded cluster started without nodes.
+#[tokio::test]
+async fn cluster_nodes_runs_simulated_nodes_against_another_api_server() {
+    use k8s_openapi::api::core::v1::Pod;
+    let mut server = serve(&["--nodes", "0"]);
+    let path = server.kubeconfig();
+    let client = client_for(&path).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    assert!(
+        nodes
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    let path_arg = path.display().to_string();
+    let mut sim = cluster_command("nodes", &["--kubeconfig", &path_arg, "--nodes", "2"]);
+    let line = sim.line_containing("simulated node(s) running against");
+    assert!(line.contains("sim-node-0, sim-node-1"), "{line}");
+    let names: Vec<String> = nodes
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    assert_eq!(names, ["sim-node-0", "sim-node-1"]);
+
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    common::wait_for("the pod to run on a simulated node", || async {
+        let p = pods.get("p").await.ok()?;
+        (p.status?.phase.as_deref() == Some("Running")).then_some(())
+    })
+    .await;
+    sim.terminate();
+    server.terminate();
 }

@@ -19,6 +19,23 @@ pub struct ClusterArgs {
 pub enum ClusterCommand {
     /// Run an embedded Kubernetes API server with simulated nodes until Ctrl-C / SIGTERM.
     Serve(ServeArgs),
+    /// Run simulated nodes (scheduler, kubelet, virt-handler) against the API server of
+    /// --kubeconfig / $KUBECONFIG until Ctrl-C / SIGTERM (kwok-style; see docs/simulated-nodes.md).
+    Nodes(NodesArgs),
+}
+
+/// Flags of `cluster nodes`.
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    /// Number of simulated nodes to register (sim-node-0, sim-node-1, ...).
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Milliseconds between a pod being bound and it running.
+    #[arg(long, default_value_t = 200)]
+    pub kubelet_delay_ms: u64,
+    /// Factor applied to grace periods (0.01 turns 60 s into 0.6 s).
+    #[arg(long, default_value_t = 0.01)]
+    pub grace_scale: f64,
 }
 
 /// Flags of `cluster serve`.
@@ -39,17 +56,95 @@ pub struct ServeArgs {
     /// Factor applied to grace periods (0.01 turns 60 s into 0.6 s).
     #[arg(long, default_value_t = 0.01)]
     pub grace_scale: f64,
+    /// No admission: virt-api's webhooks and Pod Security do not run (a cluster without
+    /// virt-api; run the controller with --without-virt-api against it).
+    #[arg(long)]
+    pub no_admission: bool,
+    /// Install a fault at start (repeatable), e.g. `error=503,verbs=create,resource=pods` or
+    /// `stuck-image-pull=vmi:NAME`; docs/embedded-cluster.md lists the rules.
+    #[arg(long, value_name = "RULE")]
+    pub fault: Vec<String>,
+    /// Port of the loopback admin endpoint that adds and removes faults at run time (0 = any
+    /// free port; its bearer token is written next to the kubeconfig as `<kubeconfig>.admin-token`).
+    #[arg(long, default_value_t = 0)]
+    pub admin_port: u16,
+}
+
+/// `cluster serve` starts its own cluster: the flags naming an existing one make no sense.
+fn reject_cluster_flags(global: &GlobalArgs) -> Result<(), CliError> {
+    let given: Vec<&str> = [
+        (global.kubeconfig.is_some(), "--kubeconfig"),
+        (global.context.is_some(), "--context"),
+        (global.namespace.is_some(), "-n/--namespace"),
+    ]
+    .into_iter()
+    .filter_map(|(set, flag)| set.then_some(flag))
+    .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "cluster serve starts its own cluster and does not use {} (use --kubeconfig-out to choose where its kubeconfig goes)",
+        given.join(", ")
+    )))
 }
 
 /// Run `cluster ...`.
-pub fn run(_global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, CliError> {
+pub fn run(global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, CliError> {
     match args.command {
         ClusterCommand::Serve(serve_args) => {
+            reject_cluster_flags(global)?;
             let runtime = tokio::runtime::Runtime::new()
                 .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(serve(serve_args))
         }
+        ClusterCommand::Nodes(nodes_args) => {
+            if global.namespace.is_some() {
+                return Err(CliError::Usage(
+                    "cluster nodes runs cluster-wide and does not use -n/--namespace".into(),
+                ));
+            }
+            let runtime = tokio::runtime::Runtime::new()
+                .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+            runtime.block_on(nodes(global, nodes_args))
+        }
     }
+}
+
+async fn nodes(global: &GlobalArgs, args: NodesArgs) -> Result<ExitCode, CliError> {
+    let signal = tokio::spawn(wait_for_signal());
+    let (config, target) = super::client::load_config(global, "cluster nodes").await?;
+    let sim = crate::sim::nodes::NodeSimulator::start(
+        config,
+        crate::sim::nodes::NodeSimConfig {
+            nodes: args.nodes,
+            kubelet_delay: Duration::from_millis(args.kubelet_delay_ms),
+            grace_scale: args.grace_scale,
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|e| CliError::Failed(format!("simulated nodes against {}: {e}", target.server)))?;
+    crate::say!(
+        "{} simulated node(s) running against {} (context {}, from {}): {}",
+        sim.handle().node_names().len(),
+        target.server,
+        target.context,
+        target.source,
+        sim.handle().node_names().join(", ")
+    );
+    let outcome = signal
+        .await
+        .map_err(|e| CliError::Failed(format!("signal listener failed: {e}")));
+    let result = match outcome {
+        Ok(Ok(name)) => {
+            eprintln!("{name} received, stopping the simulated nodes (their Node objects stay)");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Err(e)) | Err(e) => Err(e),
+    };
+    sim.shutdown().await;
+    result
 }
 
 async fn wait_for_signal() -> Result<&'static str, CliError> {
@@ -71,11 +166,25 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         grace_scale: args.grace_scale,
         ..Default::default()
     };
+    config.api.admission = !args.no_admission;
     if let Some(out) = &args.kubeconfig_out {
         let out = std::path::absolute(out).map_err(|e| {
             CliError::Failed(format!("invalid --kubeconfig-out {}: {e}", out.display()))
         })?;
         config.api.kubeconfig_path = Some(out);
+    }
+    let faults = args
+        .fault
+        .iter()
+        .map(|r| {
+            crate::sim::faultspec::parse(r)
+                .map_err(|e| CliError::Usage(format!("--fault {r:?}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for f in &faults {
+        if let crate::sim::faultspec::FaultSpec::Api(rule) = f {
+            config.api.faults.push(rule.clone());
+        }
     }
     // Listen before starting so a signal during start-up is not lost.
     let signal = tokio::spawn(wait_for_signal());
@@ -83,7 +192,33 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         .await
         .map_err(|e| CliError::Failed(e.to_string()))?;
     let path = cluster.kubeconfig_path().to_path_buf();
+    let admin = match crate::sim::admin::AdminServer::start(
+        cluster.api().faults_handle(),
+        cluster.nodes().clone(),
+        args.admin_port,
+    )
+    .await
+    {
+        Ok(a) => a,
+        Err(e) => {
+            cluster.shutdown().await;
+            return Err(CliError::Failed(format!(
+                "admin endpoint on 127.0.0.1:{}: {e}",
+                args.admin_port
+            )));
+        }
+    };
+    let token_path = std::path::PathBuf::from(format!("{}.admin-token", path.display()));
     let prepared = async {
+        crate::sim::kubeconfig::write_private(&token_path, admin.token())
+            .map_err(|e| CliError::Failed(format!("writing {}: {e}", token_path.display())))?;
+        for f in &faults {
+            if let crate::sim::faultspec::FaultSpec::Node(nf) = f {
+                nf.apply(cluster.nodes())
+                    .await
+                    .map_err(|e| CliError::Failed(format!("--fault: {e}")))?;
+            }
+        }
         for p in &args.apply {
             let summary = cluster
                 .apply_path(p)
@@ -100,8 +235,13 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         Ok::<(), CliError>(())
     }
     .await;
-    if let Err(e) = prepared {
+    let stop = |cluster: EmbeddedCluster, admin: crate::sim::admin::AdminServer| async {
+        admin.shutdown().await;
+        let _ = std::fs::remove_file(&token_path);
         cluster.shutdown().await;
+    };
+    if let Err(e) = prepared {
+        stop(cluster, admin).await;
         return Err(e);
     }
     crate::say!(
@@ -112,17 +252,22 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
     );
     crate::say!("kubeconfig: {}", path.display());
     crate::say!("export KUBECONFIG={}", path.display());
+    crate::say!(
+        "admin: {}/faults (bearer token in {})",
+        admin.url(),
+        token_path.display()
+    );
     let outcome = signal
         .await
         .map_err(|e| CliError::Failed(format!("signal listener failed: {e}")));
     let name = match outcome {
         Ok(Ok(name)) => name,
         Ok(Err(e)) | Err(e) => {
-            cluster.shutdown().await;
+            stop(cluster, admin).await;
             return Err(e);
         }
     };
     eprintln!("{name} received, shutting down");
-    cluster.shutdown().await;
+    stop(cluster, admin).await;
     Ok(ExitCode::SUCCESS)
 }

@@ -120,6 +120,8 @@ pub const CLUSTER_HELP: &str = "\
 Examples:
   kubectl virtctl-rs cluster serve --kubeconfig-out /tmp/sim.kubeconfig
   KUBECONFIG=/tmp/sim.kubeconfig kubectl get nodes
+  kubectl virtctl-rs cluster serve --fault 'error=503,verbs=create,resource=pods,probability=0.2'
+  kubectl virtctl-rs cluster nodes --kubeconfig ~/.kube/empty-control-plane --nodes 20
 
 Exit codes:
   0  stopped by SIGINT/SIGTERM (or stdout closed)

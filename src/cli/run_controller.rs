@@ -94,6 +94,14 @@ pub struct RunControllerArgs {
     /// Do not print a line per VM change (logs only).
     #[arg(long)]
     pub quiet: bool,
+    /// The cluster has no virt-api: add the `kubevirt.io/foregroundDeleteVirtualMachine`
+    /// finalizer to new VMIs as virt-api's mutating webhook would.
+    #[arg(long)]
+    pub without_virt_api: bool,
+    /// Run the embedded cluster without admission (no virt-api webhooks, no Pod Security);
+    /// implies --without-virt-api.
+    #[arg(long, requires = "embedded")]
+    pub no_admission: bool,
 }
 
 fn seconds(v: f64, flag: &str) -> Result<Duration, CliError> {
@@ -156,7 +164,10 @@ pub fn manager_config(
         },
         vm_workers: args.vm_workers,
         vmi_workers: args.vmi_workers,
-        settings: settings(&args.kubevirt_cr)?,
+        settings: ClusterSettings {
+            without_virt_api: args.without_virt_api || args.no_admission,
+            ..settings(&args.kubevirt_cr)?
+        },
         lease,
         on_lost_lease: args.on_lost_lease.into(),
         listen,
@@ -314,6 +325,10 @@ async fn run_async(
         let (cluster, clients) = start_embedded(
             crate::sim::cluster::EmbeddedClusterConfig {
                 nodes: args.nodes,
+                api: crate::sim::ApiServerConfig {
+                    admission: !args.no_admission,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             &super::client::user_agent(global, "run-controller"),

@@ -208,6 +208,25 @@ impl FaultRule {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FaultId(u64);
 
+impl FaultId {
+    /// The number behind the handle (what the admin endpoint shows).
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The handle with this number (from [`FaultId::get`]).
+    pub fn from_raw(n: u64) -> Self {
+        FaultId(n)
+    }
+}
+
+impl Faults {
+    /// The installed rules with their handles, in evaluation order.
+    pub fn installed(&self) -> Vec<(FaultId, FaultRule)> {
+        self.lock().rules.clone()
+    }
+}
+
 struct State {
     rng: StdRng,
     rules: Vec<(FaultId, FaultRule)>,

@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::admission;
 use super::audit::{AuditLog, AuditRecord};
 use super::convert;
 use super::discovery;
@@ -25,6 +26,7 @@ use super::faults::{Faults, Verb};
 use super::object;
 use super::openapi;
 use super::patch::{self, PatchKind};
+use super::protobuf;
 use super::resources::{ResId, ResourceDef};
 use super::selector::{FieldSelector, Filter, LabelSelector};
 use super::status::{self, ApiError};
@@ -51,6 +53,8 @@ pub struct App {
     pub bookmark_interval: Duration,
     /// `host:port` the server listens on (for `/api` `serverAddressByClientCIDRs`).
     pub addr: String,
+    /// Run virt-api's webhooks and Pod Security admission ([`super::admission`]).
+    pub admission: bool,
 }
 
 /// The router: every path goes through [`handle`].
@@ -212,6 +216,8 @@ fn decode_body(def: &ResourceDef, headers: &HeaderMap, body: &[u8]) -> Result<Va
     let v: Value = if ct.contains("yaml") {
         serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else if ct.starts_with(protobuf::CONTENT_TYPE) {
+        protobuf::decode(def, body)?
     } else if ct.contains("protobuf") || ct.contains("cbor") {
         return Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct})"
@@ -530,12 +536,37 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Verb::Delete => ctx.delete(),
         Verb::DeleteCollection => ctx.delete_collection(),
     };
-    let resp = match result {
+    let mut resp = match result {
         Ok(r) => r,
         Err(e) => error_response(&e),
     };
+    if verb.is_write() && resp.status().is_success() {
+        add_finalizer_warnings(&mut resp, &def).await;
+    }
     app.audit.record(time, rec, resp.status().as_u16());
     resp
+}
+
+/// `Warning: 299 - "<text>"` headers for unqualified finalizer names of the written object
+/// ([`super::kinds::finalizer_warnings`]).
+async fn add_finalizer_warnings(resp: &mut Response, def: &ResourceDef) {
+    if def.plural.contains('/') {
+        return;
+    }
+    // Write answers are small JSON objects already in memory.
+    let body = std::mem::replace(resp.body_mut(), Body::empty());
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .unwrap_or_default();
+    if let Ok(obj) = serde_json::from_slice::<Value>(&bytes) {
+        for w in super::kinds::finalizer_warnings(&obj) {
+            let text = format!("299 - {}", serde_json::Value::String(w));
+            if let Ok(h) = HeaderValue::from_str(&text) {
+                resp.headers_mut().append(header::WARNING, h);
+            }
+        }
+    }
+    *resp.body_mut() = Body::from(bytes);
 }
 
 struct Ctx<'a> {
@@ -762,6 +793,9 @@ impl Ctx<'_> {
     /// resource, converted to the storage version) and answers `201 Created`; the audit record
     /// gets the created name (a `generateName` may have chosen it).
     fn store_new(&self, mut obj: Value, rec: &mut AuditRecord) -> Result<Response, ApiError> {
+        if self.app.admission {
+            self.admit_create(&mut obj)?;
+        }
         if let Some(m) = obj.as_object_mut() {
             m.insert("apiVersion".into(), json!(self.def.api_version()));
             m.insert("kind".into(), json!(self.def.kind));
@@ -772,9 +806,36 @@ impl Ctx<'_> {
         Ok(self.obj_response(201, &created))
     }
 
+    /// Mutating then validating admission of a new object ([`admission`]).
+    fn admit_create(&self, obj: &mut Value) -> Result<(), ApiError> {
+        admission::mutate_create(self.def, obj)?;
+        admission::validate(self.def, obj)?;
+        if self.def.group.is_empty() && self.def.plural == "pods" {
+            let reg = self.app.store.registry();
+            let ns_res = reg.core("namespaces").unwrap_or(0);
+            if let Ok(ns) = self.app.store.get(ns_res, "", self.ns()) {
+                // Pod Security runs after the name is generated.
+                let name = match object::name(obj) {
+                    "" => format!(
+                        "{}{}",
+                        object::meta_str(obj, "generateName"),
+                        object::random_suffix()
+                    ),
+                    n => n.to_string(),
+                };
+                admission::pod_security(self.def, &ns, &name, obj)?;
+            }
+        }
+        Ok(())
+    }
+
     fn update(&self) -> Result<Response, ApiError> {
         reject_dry_run(self.q, None)?;
-        let obj = convert::to_storage(self.def, decode_body(self.def, self.headers, self.body)?);
+        let obj = decode_body(self.def, self.headers, self.body)?;
+        if self.app.admission && self.sub() == Sub::Main {
+            admission::validate(self.def, &obj)?;
+        }
+        let obj = convert::to_storage(self.def, obj);
         let updated = self.app.store.update(
             self.sres,
             self.ns(),
@@ -825,6 +886,13 @@ impl Ctx<'_> {
         }
         let def = self.def;
         let body = self.body.clone();
+        let validate = self.app.admission && self.sub() == Sub::Main;
+        let admit = move |patched: Value| {
+            if validate {
+                admission::validate(def, &patched)?;
+            }
+            Ok(patched)
+        };
         let patched = self.app.store.mutate(
             self.sres,
             self.ns(),
@@ -833,10 +901,10 @@ impl Ctx<'_> {
             false,
             true,
             |cur| match convert::from_storage(def, cur) {
-                Some(served) => {
-                    patch::apply(def, kind, &served, &body).map(|p| convert::to_storage(def, p))
-                }
-                None => patch::apply(def, kind, cur, &body),
+                Some(served) => patch::apply(def, kind, &served, &body)
+                    .and_then(admit)
+                    .map(|p| convert::to_storage(def, p)),
+                None => patch::apply(def, kind, cur, &body).and_then(admit),
             },
         )?;
         Ok(self.obj_response(200, &patched))

@@ -17,6 +17,22 @@ use super::status::{ApiError, Cause};
 /// Finalizer names the API server accepts without a `/` (`validation.go` standard finalizers).
 pub const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
 
+/// The API server's warnings for finalizer names without a domain prefix (other than the
+/// standard ones): `metadata.finalizers: "x": prefer a domain-qualified finalizer name
+/// including a path (/) to avoid accidental conflicts with other finalizer writers`, sent in
+/// `Warning` headers; the write succeeds.
+pub fn finalizer_warnings(obj: &Value) -> Vec<String> {
+    super::object::finalizers(obj)
+        .iter()
+        .filter(|f| !f.contains('/') && !STANDARD_FINALIZERS.contains(&f.as_str()))
+        .map(|f| {
+            format!(
+                "metadata.finalizers: {f:?}: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers"
+            )
+        })
+        .collect()
+}
+
 /// Defaulting and status reset on create. `obj` already carries name/namespace.
 pub fn prepare_create(def: &ResourceDef, obj: &mut Value) {
     match (def.group, def.plural) {
@@ -221,11 +237,13 @@ pub fn validate_meta(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
         )));
     }
     for (i, f) in super::object::finalizers(obj).iter().enumerate() {
-        if !f.contains('/') && !STANDARD_FINALIZERS.contains(&f.as_str()) {
+        // A name without a prefix is accepted (apimachinery's ValidateFinalizerName is
+        // IsQualifiedName), with a warning: see `finalizer_warnings`.
+        if !f.contains('/') && !is_dns_subdomain(&f.to_ascii_lowercase()) {
             causes.push(Cause {
                 reason: "FieldValueInvalid".into(),
                 message: format!(
-                    "Invalid value: {f:?}: name is neither a standard finalizer name nor is it fully qualified"
+                    "Invalid value: {f:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
                 ),
                 field: format!("metadata.finalizers[{i}]"),
             });
@@ -382,7 +400,14 @@ mod tests {
     fn finalizer_names_validated() {
         let ok = json!({"metadata": {"name": "a", "finalizers": ["kubevirt.io/foregroundDeleteVirtualMachine", "orphan"]}});
         assert!(validate_meta(&def("pods"), &ok).is_ok());
-        let bad = json!({"metadata": {"name": "a", "finalizers": ["bogus"]}});
+        // An unqualified name is accepted (with a warning); a malformed one is not.
+        let unqualified = json!({"metadata": {"name": "a", "finalizers": ["bogus", "orphan"]}});
+        assert!(validate_meta(&def("pods"), &unqualified).is_ok());
+        assert_eq!(
+            finalizer_warnings(&unqualified),
+            vec!["metadata.finalizers: \"bogus\": prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers".to_string()]
+        );
+        let bad = json!({"metadata": {"name": "a", "finalizers": ["-bogus"]}});
         assert_eq!(validate_meta(&def("pods"), &bad).unwrap_err().code, 422);
         let bad_name = json!({"metadata": {"name": "Bad_Name"}});
         assert_eq!(

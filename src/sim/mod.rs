@@ -16,11 +16,14 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admin;
+pub mod admission;
 pub mod audit;
 pub mod cluster;
 pub mod convert;
 pub mod discovery;
 pub mod faults;
+pub mod faultspec;
 pub mod gc;
 pub mod http;
 pub mod kinds;
@@ -29,6 +32,7 @@ pub mod nodes;
 pub mod object;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod resources;
 pub mod selector;
 pub mod status;
@@ -119,6 +123,9 @@ pub struct ApiServerConfig {
     pub namespaces: Vec<String>,
     /// Bind to this port on 127.0.0.1 (0 = pick a free one). Default 0.
     pub port: u16,
+    /// Run virt-api's admission webhooks and Pod Security admission (`src/sim/admission.rs`).
+    /// Default `true`; `false` is a cluster without virt-api (`cluster serve --no-admission`).
+    pub admission: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -134,6 +141,7 @@ impl Default for ApiServerConfig {
             strict_auth: false,
             namespaces: vec!["default".into(), "kube-system".into(), "kubevirt".into()],
             port: 0,
+            admission: true,
         }
     }
 }
@@ -229,6 +237,7 @@ impl ApiServer {
             strict_auth: config.strict_auth,
             bookmark_interval: config.bookmark_interval,
             addr: addr.to_string(),
+            admission: config.admission,
         });
         let stop = CancellationToken::new();
         let router = http::router(app);
@@ -312,6 +321,11 @@ impl ApiServer {
     /// Runtime fault injection.
     pub fn faults(&self) -> &Faults {
         &self.faults
+    }
+
+    /// A shared handle on [`ApiServer::faults`] (for the admin endpoint, [`admin`]).
+    pub fn faults_handle(&self) -> Arc<Faults> {
+        self.faults.clone()
     }
 
     /// The newest resourceVersion handed out.

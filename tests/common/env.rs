@@ -44,9 +44,19 @@ pub struct EnvConfig {
     pub namespace: String,
     /// Deadline of [`Env::wait_for`].
     pub deadline: Duration,
+    /// Controller settings (default: KubeVirt's).
+    pub settings: ClusterSettings,
 }
 
 impl EnvConfig {
+    /// A cluster without virt-api: the API server runs no admission and the controller does
+    /// the webhook work it depends on itself (`ClusterSettings::without_virt_api`).
+    pub fn without_virt_api(mut self) -> Self {
+        self.cluster.api.admission = false;
+        self.settings.without_virt_api = true;
+        self
+    }
+
     /// The end-to-end tests' settings, with Lease holder `identity`.
     pub fn new(identity: &str) -> EnvConfig {
         let mut lease = LeaderElectionConfig::new(identity);
@@ -65,6 +75,7 @@ impl EnvConfig {
             lease,
             namespace: "default".into(),
             deadline: Duration::from_secs(40),
+            settings: ClusterSettings::default(),
         }
     }
 
@@ -98,6 +109,11 @@ impl Env {
         Env::start_with(EnvConfig::new("ctrl-e2e"), |_| {}).await
     }
 
+    /// [`Env::start`] on a cluster without virt-api ([`EnvConfig::without_virt_api`]).
+    pub async fn start_without_virt_api() -> Env {
+        Env::start_with(EnvConfig::new("ctrl-e2e").without_virt_api(), |_| {}).await
+    }
+
     /// Start the cluster, call `before_manager` with it (to install faults, say), start the
     /// manager and wait until it leads with synced caches and both work queues exist.
     pub async fn start_with(
@@ -125,7 +141,7 @@ impl Env {
             namespace: None,
             vm_workers: 3,
             vmi_workers: 10,
-            settings: ClusterSettings::default(),
+            settings: config.settings,
             lease: config.lease,
             on_lost_lease: OnLostLease::Exit,
             listen: None,
@@ -374,6 +390,24 @@ impl Env {
     }
 
     /// Wait until the VM is Running (printable status, ready) and its VMI Running; returns both.
+    /// Wait until VMI `name` has a condition for which `pick` holds.
+    pub async fn wait_vmi_condition(
+        &self,
+        name: &str,
+        what: &str,
+        pick: impl Fn(&virtctl_rs::api::Condition) -> bool,
+    ) -> VirtualMachineInstance {
+        self.wait_vmi(name, what, |vmi| {
+            vmi.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .any(&pick)
+        })
+        .await
+    }
+
     pub async fn wait_running(&self, name: &str) -> (VirtualMachine, VirtualMachineInstance) {
         self.wait_for(&format!("VM {name} and its VMI Running"), || async {
             let vm = self.vm(name).await?;

@@ -122,6 +122,26 @@ pub fn example_vm(rel: &str) -> VirtualMachine {
     serde_json::from_value(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// [`example_vm`] `docs/examples/<file>.yaml` with `runStrategy` set (and `running` cleared, as
+/// virt-api refuses both).
+pub fn example_vm_with(file: &str, run_strategy: &str) -> VirtualMachine {
+    let mut vm = example_vm(&format!("{file}.yaml"));
+    vm.spec.running = None;
+    vm.spec.run_strategy = Some(run_strategy.to_string());
+    vm
+}
+
+/// An embedded API server without admission (no virt-api webhooks, no Pod Security): the
+/// server's own behaviour, for tests where no virt-controller removes what virt-api adds.
+pub async fn server_without_admission() -> virtctl_rs::sim::ApiServer {
+    virtctl_rs::sim::ApiServer::start(virtctl_rs::sim::ApiServerConfig {
+        admission: false,
+        ..Default::default()
+    })
+    .await
+    .expect("embedded API server starts")
+}
+
 /// KubeVirt's v1.9.0 example manifests, for the conformance sweeps: see
 /// [`locate_upstream_examples`]. When they are not found, prints one line saying why `test` is
 /// skipped (straight to stderr, so that it shows even when the harness captures output) and

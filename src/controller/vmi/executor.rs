@@ -174,6 +174,8 @@ pub fn snapshot_from_objects<'a>(
     snap.storage = storage;
     snap.launcher_image = Some(settings.launcher_image.clone());
     snap.memory_overhead_report = settings.gate_enabled("VmiMemoryOverheadReport", true);
+    // virt-api's mutator adds the foreground finalizer; stand in only without virt-api.
+    snap.ensure_vmi_finalizer = settings.without_virt_api;
     if needs_rendered_pod(&snap) {
         snap.rendered_pod = Some(render_pod_with(settings, namespace, &snap.vmi));
     }

@@ -28,7 +28,8 @@ pub const KUBELET_VERSION: &str = "v1.33.0-sim";
 ///
 /// Defaults: 32 CPUs, 128Gi memory, 110 pods, 500Gi ephemeral storage, and 1k (1000) each of
 /// `devices.kubevirt.io/kvm`, `devices.kubevirt.io/tun`, `devices.kubevirt.io/vhost-net`
-/// (virt-handler's device plugins advertise 1000 of each by default).
+/// (virt-handler's device plugins advertise 1000 of each by default), plus `hugepages-2Mi: 4Gi`
+/// and `hugepages-1Gi: 8Gi`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeCapacity {
     /// Resource name → quantity string (e.g. `"cpu" → "32"`).
@@ -45,6 +46,9 @@ impl Default for NodeCapacity {
             ("devices.kubevirt.io/kvm", "1k"),
             ("devices.kubevirt.io/tun", "1k"),
             ("devices.kubevirt.io/vhost-net", "1k"),
+            // Pre-allocated huge pages (a kubelet reports each size the node has).
+            ("hugepages-2Mi", "4Gi"),
+            ("hugepages-1Gi", "8Gi"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -79,9 +83,16 @@ pub fn pod_ip(node_index: usize, seq: u64) -> String {
     format!("10.244.{}.{}", node_index % 256, seq % 252 + 2)
 }
 
+/// Machine-type label of the `q35` alias libvirt reports on x86 hosts
+/// (`v1.SupportedMachineTypeLabel`, set by virt-handler's node labeller,
+/// pkg/virt-handler/node-labeller/node_labeller.go): launcher pods of a VMI with
+/// `machine.type: q35` (what virt-api's mutator defaults) select it.
+pub const LABEL_MACHINE_TYPE_Q35: &str = "machine-type.node.kubevirt.io/q35";
+
 /// Labels of a simulated node.
 pub fn node_labels(name: &str) -> BTreeMap<String, String> {
     [
+        (LABEL_MACHINE_TYPE_Q35, "true"),
         ("beta.kubernetes.io/arch", "amd64"),
         ("beta.kubernetes.io/os", "linux"),
         ("kubernetes.io/arch", "amd64"),
@@ -220,6 +231,7 @@ mod tests {
             ("kubernetes.io/arch", "amd64"),
             ("kubernetes.io/os", "linux"),
             ("kubernetes.io/hostname", "sim-node-1"),
+            ("machine-type.node.kubevirt.io/q35", "true"),
         ] {
             assert_eq!(labels.get(key).map(String::as_str), Some(value), "{key}");
         }
@@ -232,6 +244,8 @@ mod tests {
         ] {
             assert_eq!(alloc.get(device), Some(&Quantity("1k".into())), "{device}");
         }
+        assert_eq!(alloc.get("hugepages-2Mi"), Some(&Quantity("4Gi".into())));
+        assert_eq!(alloc.get("hugepages-1Gi"), Some(&Quantity("8Gi".into())));
         assert!(node_is_ready(&node));
     }
 

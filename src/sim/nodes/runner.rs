@@ -330,6 +330,52 @@ async fn write_pod_status(
         .await
 }
 
+/// The `FailedScheduling` Warning event kube-scheduler records for a pod it cannot place
+/// (pkg/scheduler/schedule_one.go, `handleSchedulingFailure`: reason `FailedScheduling`, the
+/// fit error's message), so `kubectl describe pod` shows why. Best effort, as event recording
+/// is.
+async fn failed_scheduling_event(client: &Client, pod: &Pod, message: &str) {
+    use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+    let ns = pod.namespace().unwrap_or_default();
+    let now = now_time();
+    let micros = chrono::Utc::now().timestamp_micros();
+    let event = Event {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{}.{:x}", pod.name_any(), micros)),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: pod.metadata.name.clone(),
+            namespace: Some(ns.clone()),
+            uid: pod.metadata.uid.clone(),
+            resource_version: pod.metadata.resource_version.clone(),
+            ..Default::default()
+        },
+        reason: Some("FailedScheduling".into()),
+        message: Some(message.to_string()),
+        type_: Some("Warning".into()),
+        source: Some(EventSource {
+            component: Some("default-scheduler".into()),
+            host: None,
+        }),
+        reporting_component: Some("default-scheduler".into()),
+        action: Some("Scheduling".into()),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        ..Default::default()
+    };
+    if let Err(e) = Api::<Event>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &event)
+        .await
+    {
+        tracing::debug!(pod = %key_of(pod), error = %e, "FailedScheduling event not recorded");
+    }
+}
+
 async fn delete_pod_now(client: &Client, pod: &Pod) -> Result<(), kube::Error> {
     let ns = pod.namespace().unwrap_or_default();
     let dp = DeleteParams {
@@ -940,6 +986,31 @@ impl Runner {
                 result.at(Instant::now());
                 true
             }
+            Err(e) if is_status(&e, 409) => {
+                // The status manager's answer to a conflict: fetch the current pod and compute
+                // the status again from it at once (pkg/kubelet/status/status_manager.go,
+                // syncPod reads the latest pod before every write), instead of retrying from a
+                // cached copy the watch may be slow to replace.
+                tracing::debug!(pod = %key_of(pod), "pod status write conflicted; re-reading the pod");
+                let api =
+                    Api::<Pod>::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+                match api.get_opt(&pod.name_any()).await {
+                    Ok(Some(fresh)) => {
+                        // At once when the pod did change; a conflict on an unchanged pod (an
+                        // injected one) waits like any other failure.
+                        let changed = fresh.resource_version() != pod.resource_version();
+                        self.pods.upsert(fresh);
+                        result.at(if changed {
+                            Instant::now()
+                        } else {
+                            Instant::now() + RETRY_AFTER
+                        });
+                    }
+                    Ok(None) => {}
+                    Err(_) => result.at(Instant::now() + RETRY_AFTER),
+                }
+                false
+            }
             Err(e) => {
                 tracing::debug!(pod = %key_of(pod), error = %e, "pod status write failed");
                 result.at(Instant::now() + RETRY_AFTER);
@@ -1030,15 +1101,22 @@ impl Runner {
             } else {
                 None
             };
-            let candidates = vmi
+            let candidates: Vec<&Pod> = vmi
                 .pointer("/metadata/uid")
                 .and_then(Value::as_str)
                 .and_then(|uid| pods_by_vmi.get(uid))
                 .into_iter()
                 .flatten()
-                .filter_map(|key| self.pods.items.get(key));
-            let launcher = virt_handler::find_launcher_pod(&vmi, candidates).cloned();
-            let decision = virt_handler::decide(&vmi, launcher.as_ref(), early.is_some(), &now);
+                .filter_map(|key| self.pods.items.get(key))
+                .collect();
+            let launcher =
+                virt_handler::find_launcher_pod(&vmi, candidates.iter().copied()).cloned();
+            let decision =
+                match virt_handler::decide_launcher_deleted(&vmi, candidates.iter().copied(), &now)
+                {
+                    Some(d) => d,
+                    None => virt_handler::decide(&vmi, launcher.as_ref(), early.is_some(), &now),
+                };
             let (new_vmi, launcher_exit) = match decision {
                 VmiDecision::Nothing => continue,
                 VmiDecision::Start(v) => {
@@ -1168,7 +1246,9 @@ impl Runner {
                     );
                     status.conditions = Some(conditions);
                     status.phase.get_or_insert_with(|| "Pending".to_string());
-                    self.put_pod_status(&client, &pod, status, result).await;
+                    if self.put_pod_status(&client, &pod, status, result).await {
+                        failed_scheduling_event(&client, &pod, &message).await;
+                    }
                 }
             }
         }

@@ -120,6 +120,36 @@ pub fn find_launcher_pod<'a>(
         })
 }
 
+/// The guest of a Scheduled or Running VMI (not being deleted itself) whose launcher pod is
+/// being deleted, with no other launcher pod: the kubelet's SIGTERM stops virt-launcher and
+/// its domain, and virt-handler, finding no domain for a VMI that is not final, reports it
+/// `Failed` (`calculateVmPhaseForStatusReason`, pkg/virt-handler/vm.go:2346-2352). `None` when
+/// that is not the case.
+pub fn decide_launcher_deleted<'a>(
+    vmi: &Value,
+    pods: impl IntoIterator<Item = &'a Pod>,
+    now_rfc3339: &str,
+) -> Option<VmiDecision> {
+    let phase = vmi_phase(vmi);
+    if vmi_is_final(vmi)
+        || vmi_is_deleting(vmi)
+        || !matches!(phase, PHASE_SCHEDULED | PHASE_RUNNING)
+    {
+        return None;
+    }
+    let ns = vmi.pointer("/metadata/namespace").and_then(Value::as_str);
+    let pods: Vec<&Pod> = pods
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == ns && is_launcher_of(p, vmi))
+        .collect();
+    let deleting = pods.iter().any(|p| p.metadata.deletion_timestamp.is_some());
+    let live = pods.iter().any(|p| p.metadata.deletion_timestamp.is_none());
+    (deleting && !live).then(|| VmiDecision::Stop {
+        vmi: final_vmi(vmi, PHASE_FAILED, now_rfc3339),
+        launcher_exit: None,
+    })
+}
+
 /// Whether the launcher pod runs: phase Running and container `compute` running.
 pub fn launcher_running(pod: &Pod) -> bool {
     let Some(status) = pod.status.as_ref() else {
