@@ -39,6 +39,10 @@ pub struct ServeArgs {
     /// Factor applied to grace periods (0.01 turns 60 s into 0.6 s).
     #[arg(long, default_value_t = 0.01)]
     pub grace_scale: f64,
+    /// Append the API server's audit log to this file, one JSON object a line (every request:
+    /// verb, resource, name, user agent, code; the leader-election fields of Lease writes).
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
 }
 
 /// Run `cluster ...`.
@@ -77,6 +81,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         })?;
         config.api.kubeconfig_path = Some(out);
     }
+    config.api.audit_file = args.audit_log.clone();
     // Listen before starting so a signal during start-up is not lost.
     let signal = tokio::spawn(wait_for_signal());
     let cluster = EmbeddedCluster::start(config)

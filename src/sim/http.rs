@@ -534,6 +534,12 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Ok(r) => r,
         Err(e) => error_response(&e),
     };
+    if def.plural == "leases"
+        && matches!(verb, Verb::Create | Verb::Update)
+        && resp.status().is_success()
+    {
+        rec.lease = super::audit::LeaseAudit::from_body(&body);
+    }
     app.audit.record(time, rec, resp.status().as_u16());
     resp
 }
