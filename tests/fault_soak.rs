@@ -504,7 +504,7 @@ async fn run_soak(soak: Soak) -> Figures {
         let actual = serde_json::to_value(&vmi.spec).expect("VMI spec");
         missing_fields(&expected, &actual, &format!("{name} spec"), &mut lost);
         let labels =
-            serde_json::to_value(&template.metadata.as_ref().and_then(|m| m.labels.clone()))
+            serde_json::to_value(template.metadata.as_ref().and_then(|m| m.labels.clone()))
                 .expect("labels");
         let vmi_labels = serde_json::to_value(&vmi.metadata.labels).expect("labels");
         missing_fields(&labels, &vmi_labels, &format!("{name} labels"), &mut lost);
@@ -518,15 +518,18 @@ async fn run_soak(soak: Soak) -> Figures {
     for o in &observers {
         o.abort();
     }
-    let observed = seen.lock().unwrap_or_else(|e| e.into_inner());
+    let (observer_events, violations) = {
+        let o = seen.lock().unwrap_or_else(|e| e.into_inner());
+        (o.events, o.violations.clone())
+    };
     assert!(
-        observed.events > soak.vms,
+        observer_events > soak.vms,
         "the observer saw the VMIs and pods"
     );
     assert!(
-        observed.violations.is_empty(),
+        violations.is_empty(),
         "two live objects for one VM:\n{}",
-        observed.violations.join("\n")
+        violations.join("\n")
     );
     assert_eq!(panics.load(Ordering::SeqCst), 0, "a thread panicked");
     assert!(
@@ -550,9 +553,8 @@ async fn run_soak(soak: Soak) -> Figures {
         injected_5xx: writes.iter().filter(|e| e.code >= 500).count(),
         injected_409: writes.iter().filter(|e| e.code == 409).count(),
         watches: controller.iter().filter(|e| e.verb == "watch").count(),
-        observer_events: observed.events,
+        observer_events,
     };
-    drop(observed);
     println!(
         "fault soak: {} VMs, {} flips each: converged {:.1} s after the last flip ({:.1} s in all); \
          {} controller writes ({:.1} per VM), {} failed ({:.1} %: {} 5xx, {} 409); {} watch requests; \
