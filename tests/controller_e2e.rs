@@ -1571,3 +1571,68 @@ async fn deprecated_running_field_folds_into_always_and_halted() {
 
     env.shutdown().await;
 }
+
+/// Issue 13 item 7: a deleted launcher pod used to take the VM from Running straight to
+/// Starting with no word why. The progress line of the replacement's start now says how the
+/// last VMI ended. Pod creations are refused after the deletion, so the replacement stays
+/// Pending and the line can be read without racing its start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_launcher_pod_says_why_the_vm_starts_again() {
+    use virtctl_rs::sim::faults::{FaultRule, Verb};
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, first) = env.wait_running("demo-vm").await;
+    let first_uid = uid(&first.metadata);
+    let pod = env.launcher_pods(&first_uid).await.remove(0);
+    env.cluster().api().faults().add(
+        FaultRule::error(500)
+            .verbs(&[Verb::Create])
+            .resource("pods")
+            .user_agent(CONTROLLER_AGENT),
+    );
+    env.pods()
+        .delete(
+            pod.metadata.name.as_deref().expect("pod name"),
+            &DeleteParams::default(),
+        )
+        .await
+        .expect("delete the launcher pod");
+
+    let key = format!("{NS}/demo-vm");
+    let debug = env.manager.debug_source();
+    let line = env
+        .wait_for("the replacement VMI's progress line", || async {
+            let vmi = env.cached_vmi("demo-vm")?;
+            (vmi.metadata.uid.as_deref() != Some(first_uid.as_str())).then_some(())?;
+            let progress = virtctl_rs::cli::progress::collect(env.manager.context(), &debug);
+            let p = progress.get(&key)?;
+            p.ended.is_some().then(|| p.line(&key))
+        })
+        .await;
+    let pod_name = pod.metadata.name.as_deref().expect("pod name");
+    assert!(
+        line.contains("last vmi Failed (was Running): its launcher pod vanished")
+            || line.contains(&format!(
+                "last vmi Failed (was Running): virt-handler reported it Failed; its launcher pod {pod_name} "
+            )),
+        "{line}"
+    );
+    let ending = debug
+        .for_key(&key)
+        .expect("key")
+        .vmi_ending(&key)
+        .cloned()
+        .expect("ending recorded");
+    assert_eq!(ending.uid, first_uid);
+
+    env.cluster().api().faults().clear();
+    // Once the replacement runs, the note is no longer news.
+    env.wait_for("the VM Running again with no note", || async {
+        let progress = virtctl_rs::cli::progress::collect(env.manager.context(), &debug);
+        let p = progress.get(&key)?;
+        (p.printable_status == "Running" && p.ended.is_none()).then_some(())
+    })
+    .await;
+    env.shutdown().await;
+}

@@ -11,10 +11,11 @@
 //! * a graceful stop (cancelling `run`) releases the Lease and the standby takes over within one
 //!   jittered retry period; killing the leader (aborting its `run` task, no release) hands over
 //!   after the Lease expires, never before;
-//! * from the audit log: leadership epochs (maximal runs of successful Lease writes by one
-//!   agent) never interleave, and every non-Lease write of an agent (VMs, VMIs, pods, events,
-//!   revisions...) happens inside one of its own epochs, i.e. a standby never writes anything
-//!   but the Lease, and a former leader stops writing before the next one acquires;
+//! * from the audit log (`tests/common/split_brain.rs`): leadership terms never overlap, and
+//!   every non-Lease write of an agent (VMs, VMIs, pods, events, revisions...) happens inside
+//!   one of its own terms, i.e. a standby never writes anything but the Lease, and a former
+//!   leader stops writing before the next one acquires; the handover times are read from
+//!   *epochs* (maximal runs of successful Lease writes by one agent);
 //! * the VM stays Running with exactly one VMI and one launcher pod across handovers (creates
 //!   counted in the audit log);
 //! * `OnLostLease::Standby`: a leader that cannot renew stops its workers, keeps `run` going,
@@ -26,6 +27,7 @@
 
 mod common;
 
+use common::split_brain::assert_no_split_brain;
 use common::wait_for;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -267,65 +269,6 @@ fn epochs(entries: &[AuditEntry], agents: &[&str]) -> Vec<Epoch> {
         }
     }
     out
-}
-
-/// Every non-Lease write (any outcome) by `agents` must fall inside one of the writer's own
-/// epochs: after its acquire and before the next epoch (another agent's acquire) begins.
-/// Returns the epochs.
-fn assert_writes_inside_own_epochs(entries: &[AuditEntry], agents: &[&str]) -> Vec<Epoch> {
-    let epochs = epochs(entries, agents);
-    // The old leader's last renewal (or release) precedes the new leader's acquire, in the
-    // server's order and in time.
-    for pair in epochs.windows(2) {
-        assert!(
-            pair[0].last.seq < pair[1].first.seq && pair[0].last.time <= pair[1].first.time,
-            "overlapping epochs: {} until #{} {}, {} from #{} {}",
-            pair[0].agent,
-            pair[0].last.seq,
-            pair[0].last.time,
-            pair[1].agent,
-            pair[1].first.seq,
-            pair[1].first.time
-        );
-    }
-    let mut violations = Vec::new();
-    for w in entries
-        .iter()
-        .filter(|e| e.is_write() && e.resource != "leases")
-    {
-        let Some(agent) = agents.iter().find(|a| w.user_agent.contains(**a)) else {
-            continue;
-        };
-        let current = epochs.iter().rev().find(|ep| ep.first.seq < w.seq);
-        if current.is_none_or(|ep| ep.agent != *agent) {
-            violations.push(format!(
-                "#{} {} {} {}/{} {}/{} by {} (code {}) during the epoch of {:?}",
-                w.seq,
-                w.time,
-                w.verb,
-                w.resource,
-                w.subresource,
-                w.namespace,
-                w.name,
-                w.user_agent,
-                w.code,
-                current.map(|ep| ep.agent.as_str())
-            ));
-        }
-    }
-    assert!(
-        violations.is_empty(),
-        "writes outside the writer's own leadership epoch:\n{}\nepochs: {:#?}",
-        violations.join("\n"),
-        epochs
-            .iter()
-            .map(|e| format!(
-                "{} #{}..#{} {}..{}",
-                e.agent, e.first.seq, e.last.seq, e.first.time, e.last.time
-            ))
-            .collect::<Vec<_>>()
-    );
-    epochs
 }
 
 /// Successful creates of `resource` in `default` whose name starts with `prefix`.
@@ -649,7 +592,11 @@ async fn one_leader_at_a_time_across_graceful_stop_and_kill() {
     );
 
     // Whole history: epochs A, B, A in that order, and nobody wrote outside its own epoch.
-    let eps = assert_writes_inside_own_epochs(&entries, &["controller-a", "controller-b"]);
+    let eps = assert_no_split_brain(
+        &entries,
+        (LEASE_NAMESPACE, LEASE_NAME),
+        &["controller-a", "controller-b"],
+    );
     let order: Vec<&str> = eps.iter().map(|e| e.agent.as_str()).collect();
     assert_eq!(order, ["controller-a", "controller-b", "controller-a"]);
     print_write_summary(&entries);
@@ -741,7 +688,11 @@ async fn lost_lease_with_standby_stops_the_workers_and_leads_again_later() {
     assert_creates(&cluster, 3, "controller-a");
 
     let entries = cluster.api().audit().entries();
-    let eps = assert_writes_inside_own_epochs(&entries, &["controller-a", "controller-b"]);
+    let eps = assert_no_split_brain(
+        &entries,
+        (LEASE_NAMESPACE, LEASE_NAME),
+        &["controller-a", "controller-b"],
+    );
     let order: Vec<&str> = eps.iter().map(|e| e.agent.as_str()).collect();
     assert_eq!(order, ["controller-a", "controller-b", "controller-a"]);
     // Nothing but (failed) Lease writes from A between its loss and its next acquire.
@@ -749,7 +700,7 @@ async fn lost_lease_with_standby_stops_the_workers_and_leads_again_later() {
         .iter()
         .filter(|e| {
             e.seq >= lost_at
-                && e.seq < eps[2].first.seq
+                && e.seq < eps[2].start_seq
                 && e.is_write()
                 && e.user_agent.contains("controller-a")
                 && e.resource != "leases"

@@ -68,6 +68,10 @@ pub struct ServeArgs {
     /// free port; its bearer token is written next to the kubeconfig as `<kubeconfig>.admin-token`).
     #[arg(long, default_value_t = 0)]
     pub admin_port: u16,
+    /// Append the API server's audit log to this file, one JSON object a line (every request:
+    /// verb, resource, name, user agent, code; the leader-election fields of Lease writes).
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
 }
 
 /// `cluster serve` starts its own cluster: the flags naming an existing one make no sense.
@@ -186,6 +190,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
             config.api.faults.push(rule.clone());
         }
     }
+    config.api.audit_file = args.audit_log.clone();
     // Listen before starting so a signal during start-up is not lost.
     let signal = tokio::spawn(wait_for_signal());
     let cluster = EmbeddedCluster::start(config)

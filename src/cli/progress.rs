@@ -7,8 +7,8 @@
 //!
 //! Read from the controller's informer caches and its typed [`DebugState`] (no extra API calls).
 
-use crate::api::{VirtualMachine, VirtualMachineInstance, labels};
-use crate::controller::context::Context;
+use crate::api::{Phase, VirtualMachine, VirtualMachineInstance, labels};
+use crate::controller::context::{Context, VmiEnding};
 use crate::controller::debug_state::{DebugState, DebugStateSource, VM_CONTROLLER, VMI_CONTROLLER};
 use crate::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
 use crate::controller::vmi::QUEUE_NAME as VMI_QUEUE_NAME;
@@ -35,6 +35,9 @@ pub struct VmProgress {
     pub problem: Option<String>,
     /// Requeues after failures of the key (VM and VMI queues), shown after the problem.
     pub retries: usize,
+    /// How the VM's last VMI ended, while that is the news: the ended VMI is still there, or
+    /// no newer VMI runs yet (see [`ending_note`]).
+    pub ended: Option<String>,
 }
 
 impl VmProgress {
@@ -75,6 +78,9 @@ impl VmProgress {
                 s.push_str(&format!(" (memory request {m})"));
             }
         }
+        if let Some(e) = &self.ended {
+            s.push_str(&format!("  {e}"));
+        }
         if let Some(p) = &self.problem {
             s.push_str(&format!("  problem: {p}"));
             match self.retries {
@@ -108,6 +114,26 @@ pub fn reconcile_problem(state: &DebugState, key: &str) -> Option<String> {
                 .filter(|e| !is_conflict(e) || retried >= PERSISTENT_CONFLICT_RETRIES)?;
             Some(format!("{controller} reconcile failed: {error}"))
         })
+}
+
+/// What a progress line says about how the VM's last VMI ended (`last vmi Failed (was Running):
+/// its launcher pod vanished`), given the VMI in the cache now (`uid`, phase): shown while the
+/// ended VMI is still cached, and while its replacement has not reached Running. Without it a
+/// VM whose launcher pod is deleted goes from Running to Starting with no word why: the VMI
+/// controller fails the VMI without a condition (lifecycle.go:480-485) and the VM controller
+/// replaces it within a tick of the progress printer.
+pub fn ending_note(ending: &VmiEnding, current: Option<(&str, Phase)>) -> Option<String> {
+    let news = match current {
+        None => true,
+        Some((uid, _)) if uid == ending.uid => true,
+        Some((_, phase)) => !matches!(phase, Phase::Running) && !phase.is_final(),
+    };
+    news.then(|| {
+        format!(
+            "last vmi {} (was {}): {}",
+            ending.phase, ending.from_phase, ending.reason
+        )
+    })
 }
 
 /// How many requeues make a conflict worth reporting.
@@ -212,6 +238,15 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
                 (Some(_), Some(state)) => retries(state, &key),
                 _ => 0,
             };
+            let ended = state
+                .as_ref()
+                .and_then(|s| s.vmi_ending(&key))
+                .and_then(|e| {
+                    ending_note(
+                        e,
+                        vmi.map(|v| (v.metadata.uid.as_deref().unwrap_or(""), v.phase())),
+                    )
+                });
             let progress = VmProgress {
                 printable_status: vm
                     .status
@@ -222,6 +257,7 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
                 pod,
                 problem,
                 retries,
+                ended,
             };
             (key, progress)
         })
@@ -552,6 +588,39 @@ mod tests {
     }
 
     #[test]
+    fn a_vmi_that_lost_its_pod_says_so_until_its_replacement_runs() {
+        let ending = VmiEnding {
+            uid: "old".into(),
+            phase: "Failed".into(),
+            from_phase: "Running".into(),
+            reason: crate::controller::vmi::decide::POD_VANISHED.into(),
+            at: "2026-12-01T10:00:00Z".parse().unwrap(),
+        };
+        let note = "last vmi Failed (was Running): its launcher pod vanished";
+        for current in [
+            None,
+            Some(("old", Phase::Failed)),
+            Some(("new", Phase::Pending)),
+            Some(("new", Phase::Scheduled)),
+        ] {
+            assert_eq!(
+                ending_note(&ending, current).as_deref(),
+                Some(note),
+                "{current:?}"
+            );
+        }
+        assert_eq!(ending_note(&ending, Some(("new", Phase::Running))), None);
+        let line = VmProgress {
+            printable_status: "Starting".into(),
+            vmi_phase: Some(("Pending".into(), None)),
+            ended: ending_note(&ending, Some(("new", Phase::Pending))),
+            ..Default::default()
+        }
+        .line("ns/a");
+        assert_eq!(line, format!("ns/a  Starting  vmi Pending  {note}"));
+    }
+
+    #[test]
     fn the_pod_memory_request_is_human_readable() {
         let pod = |memory: &str| -> Pod {
             serde_json::from_value(serde_json::json!({
@@ -583,6 +652,7 @@ mod tests {
             pod: Some(("virt-launcher-a-x".into(), Some("396Mi".into()))),
             problem: None,
             retries: 0,
+            ended: None,
         };
         assert_eq!(
             p.line("default/a"),

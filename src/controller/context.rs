@@ -186,7 +186,7 @@ impl Expectations {
     }
 }
 
-pub use crate::controller::common::record::{ReconcileLog, ReconcileRecord};
+pub use crate::controller::common::record::{ReconcileLog, ReconcileRecord, VmiEnding};
 
 /// Kubernetes Events, published in the background so a reconcile never waits for them (like
 /// client-go's event broadcaster). Writes `events.k8s.io/v1` Events through kube's `Recorder`,

@@ -12,7 +12,7 @@
 //!
 //! The JSON field names are stable (documented in docs/run-controller.md and docs/inspect.md).
 
-use super::context::{Context, QueueSlot, ReconcileRecord};
+use super::context::{Context, QueueSlot, ReconcileRecord, VmiEnding};
 use crate::api::{VirtualMachine, VirtualMachineInstance};
 use crate::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
 use crate::controller::vmi::QUEUE_NAME as VMI_QUEUE_NAME;
@@ -55,6 +55,10 @@ pub struct DebugState {
     pub expectations: Vec<ExpectationsSnapshot>,
     /// The last reconcile of each key, by controller (`vm`, `vmi`) then key.
     pub reconciles: BTreeMap<String, BTreeMap<String, ReconcileRecord>>,
+    /// By key, how its last VMI ended when the VMI controller moved it to a final phase (kept
+    /// after the VMI is gone, until the VM is).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vmi_endings: BTreeMap<String, VmiEnding>,
     /// The key this document is restricted to (`namespace/name`); absent for the full document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
@@ -148,6 +152,11 @@ impl DebugState {
         self.reconciles.get(controller).and_then(|m| m.get(key))
     }
 
+    /// How the last VMI of `key` ended, if the VMI controller ended it.
+    pub fn vmi_ending(&self, key: &str) -> Option<&VmiEnding> {
+        self.vmi_endings.get(key)
+    }
+
     /// How often `key` was requeued after a failure in the queue `name` (the rate limiter's
     /// `NumRequeues`), 0 when it has no failures or the instance does not lead.
     pub fn retries(&self, name: &str, key: &str) -> usize {
@@ -208,6 +217,7 @@ impl DebugStateSource {
                 e.vmi_self.snapshot(),
             ],
             reconciles: self.ctx.reconciles.snapshot(),
+            vmi_endings: self.ctx.reconciles.endings(),
             key: None,
             cached: None,
         }
@@ -264,6 +274,12 @@ impl DebugStateSource {
                 e.vmi_self.key_snapshot(key),
             ],
             reconciles,
+            vmi_endings: self
+                .ctx
+                .reconciles
+                .ending(key)
+                .map(|e| BTreeMap::from([(owned.clone(), e)]))
+                .unwrap_or_default(),
             key: Some(owned),
             cached: Some(CachedObjects { vm, vmi }),
         })
@@ -431,6 +447,7 @@ mod tests {
             queues: BTreeMap::from([(VM_QUEUE_NAME.to_string(), None)]),
             expectations: Vec::new(),
             reconciles: BTreeMap::new(),
+            vmi_endings: BTreeMap::new(),
             key: Some("demo/vm-a".into()),
             cached: Some(CachedObjects::default()),
         };

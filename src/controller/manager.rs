@@ -16,7 +16,7 @@ use crate::config::ClusterSettings;
 use crate::runtime::informer::{Informer, key_of};
 use crate::runtime::lease::{
     DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,
-    RunOutcome,
+    RunOutcome, TermFence, fenced_client,
 };
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
@@ -107,6 +107,10 @@ pub struct Manager {
     /// The client of the Lease calls (default: the controllers' client); see
     /// [`Manager::with_lease_client`].
     lease_client: Option<kube::Client>,
+    /// The elector's wall clock (default `Utc::now`); see [`Manager::with_wall_clock`].
+    wall_clock: Option<crate::runtime::lease::WallClock>,
+    /// The term fence of the controllers' client, published by each elector.
+    fence: TermFence,
 }
 
 fn api_for<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
@@ -241,8 +245,12 @@ impl Manager {
             "Indication for a virt-controller that is ready to take the lead",
         );
         ready_gauge.set(1);
+        // Every controller write (and event) is fenced by the leadership term: none is sent
+        // once the term is over by our monotonic clock (runtime::lease::fence).
+        let fence = TermFence::default();
+        let writer = fenced_client(client.clone(), fence.clone());
         let ctx = Context {
-            client: client.clone(),
+            client: writer.clone(),
             settings: Arc::new(config.settings.clone()),
             caches: Caches {
                 vms,
@@ -256,7 +264,7 @@ impl Manager {
             vm_queue,
             vmi_queue,
             expectations,
-            events: EventSink::spawn(client.clone(), config.lease.identity.clone()),
+            events: EventSink::spawn(writer, config.lease.identity.clone()),
             reconciles: ReconcileLog::default(),
             metrics,
         };
@@ -282,6 +290,8 @@ impl Manager {
             vm,
             vmi,
             lease_client: None,
+            wall_clock: None,
+            fence,
         };
         if let Some(addr) = manager.config.listen {
             let (bound, _task) =
@@ -361,6 +371,14 @@ impl Manager {
         self
     }
 
+    /// Write the Lease's `acquireTime`/`renewTime` from `clock` instead of `Utc::now` (tests of
+    /// clock skew between instances: expiry never depends on it, see
+    /// [`LeaderElector::with_wall_clock`]).
+    pub fn with_wall_clock(mut self, clock: crate::runtime::lease::WallClock) -> Self {
+        self.wall_clock = Some(clock);
+        self
+    }
+
     /// A cheap handle that assembles the typed `/debug/state` document on demand.
     pub fn debug_source(&self) -> DebugStateSource {
         DebugStateSource::new(self.ctx.clone(), self.leader.clone())
@@ -380,9 +398,13 @@ impl Manager {
             .clone()
             .unwrap_or_else(|| self.ctx.client.clone());
         loop {
-            let elector =
+            let mut elector =
                 LeaderElector::from_client(lease_client.clone(), self.config.lease.clone())
                     .map_err(|e| ManagerError::Config(e.to_string()))?;
+            if let Some(clock) = &self.wall_clock {
+                elector = elector.with_wall_clock(clock.clone());
+            }
+            elector = elector.with_term_fence(self.fence.clone());
             let mut rx = elector.subscribe();
             let shared = self.leader.clone();
             let gauge = self.leading_gauge.clone();

@@ -201,6 +201,7 @@ fn debug_state(
                 },
             )]),
         )]),
+        vmi_endings: BTreeMap::new(),
         key: Some("demo/vm-a".into()),
         cached: Some(CachedObjects {
             vm: vm_rv.map(|rv| CachedObject {

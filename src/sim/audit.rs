@@ -10,10 +10,46 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// The leader-election fields of a Lease as a successful create or update wrote it (from the
+/// request body, as a `RequestResponse`-level audit policy of a real API server would show
+/// them). Present only on Lease writes, so tests can derive leadership terms from the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseAudit {
+    /// `spec.holderIdentity` (`""` when released or absent).
+    pub holder_identity: String,
+    /// `spec.renewTime` as written, on the writer's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_time: Option<String>,
+    /// `spec.leaseDurationSeconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_duration_seconds: Option<i64>,
+}
+
+impl LeaseAudit {
+    /// The fields of a Lease request body, `None` when it is not JSON with a `spec`.
+    pub fn from_body(body: &[u8]) -> Option<Self> {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let spec = v.get("spec")?;
+        Some(LeaseAudit {
+            holder_identity: spec
+                .get("holderIdentity")
+                .and_then(|h| h.as_str())
+                .unwrap_or_default()
+                .to_string(),
+            renew_time: spec
+                .get("renewTime")
+                .and_then(|t| t.as_str())
+                .map(str::to_string),
+            lease_duration_seconds: spec.get("leaseDurationSeconds").and_then(|d| d.as_i64()),
+        })
+    }
+}
 
 /// One answered request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
     /// Position in the log, from 0.
@@ -39,6 +75,9 @@ pub struct AuditEntry {
     pub code: u16,
     /// Request path.
     pub path: String,
+    /// For a successful Lease create/update: the leader-election fields written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseAudit>,
 }
 
 impl AuditEntry {
@@ -121,6 +160,8 @@ pub struct AuditRecord {
     pub user_agent: String,
     /// See [`AuditEntry::path`].
     pub path: String,
+    /// See [`AuditEntry::lease`].
+    pub lease: Option<LeaseAudit>,
 }
 
 impl AuditLog {
@@ -160,6 +201,7 @@ impl AuditLog {
                 user_agent: r.user_agent,
                 code,
                 path: r.path,
+                lease: r.lease,
             };
             entries.push(e.clone());
             e

@@ -81,6 +81,9 @@ pub enum FaultAction {
     DropWatchAfter(u64),
     /// Deliver every event of a matching watch stream this long after it was committed.
     DelayWatchEvents(Duration),
+    /// Close a matching watch stream after a number of events drawn uniformly from
+    /// `0..=max` (decided once per watch request): streams dropped at random points.
+    DropWatchAfterRandom(u64),
 }
 
 /// One fault rule.
@@ -92,6 +95,9 @@ pub struct FaultRule {
     pub verbs: Vec<Verb>,
     /// Resource plural it applies to (`None` = all).
     pub resource: Option<String>,
+    /// Resource plurals it never applies to (e.g. `leases`, to fault everything but the
+    /// leader election).
+    pub except_resources: Vec<String>,
     /// Substring of the user agent it applies to (`None` = all).
     pub user_agent: Option<String>,
     /// Chance per matching request, 0.0..=1.0.
@@ -106,6 +112,7 @@ impl FaultRule {
             action,
             verbs: Vec::new(),
             resource: None,
+            except_resources: Vec::new(),
             user_agent: None,
             probability: 1.0,
             times: None,
@@ -147,6 +154,13 @@ impl FaultRule {
         r
     }
 
+    /// Close watch streams after a random number of events in `0..=max`.
+    pub fn drop_watch_randomly(max: u64) -> Self {
+        let mut r = Self::new(FaultAction::DropWatchAfterRandom(max));
+        r.verbs = vec![Verb::Watch];
+        r
+    }
+
     /// Delay watch event delivery.
     pub fn delay_watch_events(d: Duration) -> Self {
         let mut r = Self::new(FaultAction::DelayWatchEvents(d));
@@ -163,6 +177,12 @@ impl FaultRule {
     /// Restrict to a resource plural (`pods`, `virtualmachineinstances`).
     pub fn resource(mut self, resource: &str) -> Self {
         self.resource = Some(resource.to_string());
+        self
+    }
+
+    /// Never apply to the resource plural `resource` (repeatable).
+    pub fn except_resource(mut self, resource: &str) -> Self {
+        self.except_resources.push(resource.to_string());
         self
     }
 
@@ -199,6 +219,7 @@ impl FaultRule {
     fn applies(&self, verb: Verb, resource: &str, ua: &str) -> bool {
         (self.verbs.is_empty() || self.verbs.contains(&verb))
             && self.resource.as_deref().is_none_or(|r| r == resource)
+            && !self.except_resources.iter().any(|r| r == resource)
             && self.user_agent.as_deref().is_none_or(|u| ua.contains(u))
             && self.times != Some(0)
     }
@@ -363,6 +384,12 @@ impl Faults {
                         d.watch_delay += *l;
                     }
                 }
+                FaultAction::DropWatchAfterRandom(max) => {
+                    if verb == Verb::Watch {
+                        let n = rng.random_range(0..=*max);
+                        d.drop_watch_after = Some(d.drop_watch_after.map_or(n, |m| m.min(n)));
+                    }
+                }
             }
         }
         d
@@ -393,6 +420,22 @@ mod tests {
         assert!(f.decide(Verb::Create, "pods", "other").error.is_none());
         assert!(f.decide(Verb::Get, "pods", "ctrl").error.is_none());
         assert!(f.decide(Verb::Create, "nodes", "ctrl").error.is_none());
+    }
+
+    #[test]
+    fn excepted_resources_and_random_watch_drops() {
+        let f = Faults::new(3);
+        f.add(FaultRule::error(500).except_resource("leases"));
+        assert!(f.decide(Verb::Update, "pods", "").error.is_some());
+        assert!(f.decide(Verb::Update, "leases", "").error.is_none());
+        let f = Faults::new(3);
+        f.add(FaultRule::drop_watch_randomly(10));
+        let drops: Vec<u64> = (0..64)
+            .map(|_| f.decide(Verb::Watch, "pods", "").drop_watch_after.unwrap())
+            .collect();
+        assert!(drops.iter().all(|n| *n <= 10));
+        assert!(drops.iter().any(|n| *n != drops[0]), "{drops:?}");
+        assert_eq!(f.decide(Verb::Get, "pods", "").drop_watch_after, None);
     }
 
     #[test]

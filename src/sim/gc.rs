@@ -62,6 +62,7 @@ impl Gc {
                 name: key.name.clone(),
                 user_agent: GC_USER_AGENT.into(),
                 path: String::new(),
+                lease: None,
             },
             code,
         );

@@ -543,6 +543,12 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     if verb.is_write() && resp.status().is_success() {
         add_finalizer_warnings(&mut resp, &def).await;
     }
+    if def.plural == "leases"
+        && matches!(verb, Verb::Create | Verb::Update)
+        && resp.status().is_success()
+    {
+        rec.lease = super::audit::LeaseAudit::from_body(&body);
+    }
     app.audit.record(time, rec, resp.status().as_u16());
     resp
 }

@@ -49,7 +49,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use audit::{AuditEntry, AuditLog, AuditQuery};
+pub use audit::{AuditEntry, AuditLog, AuditQuery, LeaseAudit};
 pub use faults::{FaultAction, FaultId, FaultRule, Faults, Verb};
 pub use resources::ResourceDef;
 pub use status::ApiError;

@@ -7,13 +7,16 @@
 //! - [`upstream_examples`]: where KubeVirt's own example manifests are, for the optional
 //!   conformance sweeps (`KUBEVIRT_EXAMPLES`, see README "Tests");
 //! - [`env`]: the `Env` scenario builder (embedded cluster + a leading controller manager);
-//! - [`objects`]: small objects and API helpers for the `sim_*` tests.
+//! - [`objects`]: small objects and API helpers for the `sim_*` tests;
+//! - [`split_brain`]: leadership terms from the audit log and the check that no two overlap
+//!   and nobody writes outside its own.
 //!
 //! Every test binary compiles this module, and none uses all of it.
 #![allow(dead_code)]
 
 pub mod env;
 pub mod objects;
+pub mod split_brain;
 
 use std::ffi::OsString;
 use std::future::Future;

@@ -48,10 +48,31 @@ impl ReconcileRecord {
     }
 }
 
-/// Last reconcile per controller and key.
+/// How a VMI of a key last ended, as the VMI controller decided it: the write that moved it into
+/// a final phase and why. Kept after the VMI is gone (a restarted VM gets a new VMI under the
+/// same key), so that the progress lines and the inspector can say why a Running VM went back
+/// to Starting (KubeVirt logs the reason only; it records no condition when a pod vanishes,
+/// lifecycle.go:480-485).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiEnding {
+    /// `metadata.uid` of the VMI that ended.
+    pub uid: String,
+    /// The final phase written (`Failed`, `Succeeded`).
+    pub phase: String,
+    /// The phase it left.
+    pub from_phase: String,
+    /// Why, in a few words (`its launcher pod vanished`).
+    pub reason: String,
+    /// When the write succeeded.
+    pub at: DateTime<Utc>,
+}
+
+/// Last reconcile per controller and key, and the last VMI ending per key.
 #[derive(Clone, Default)]
 pub struct ReconcileLog {
     inner: Arc<Mutex<BTreeMap<String, BTreeMap<String, ReconcileRecord>>>>,
+    endings: Arc<Mutex<BTreeMap<String, VmiEnding>>>,
 }
 
 impl ReconcileLog {
@@ -78,12 +99,44 @@ impl ReconcileLog {
         self.record(controller, key, record);
     }
 
-    /// Forget a key whose object is gone.
+    /// Forget a key whose object is gone. The VM controller's `forget` (the VM is gone) also
+    /// drops the key's [`VmiEnding`]; the VMI controller's keeps it for the VMI that follows.
     pub fn forget(&self, controller: &str, key: &str) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = g.get_mut(controller) {
             m.remove(key);
         }
+        if controller == "vm" {
+            self.endings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(key);
+        }
+    }
+
+    /// Record that the VMI of `key` ended (replacing the key's previous ending).
+    pub fn record_ending(&self, key: &str, ending: VmiEnding) {
+        self.endings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), ending);
+    }
+
+    /// The last VMI ending of `key`.
+    pub fn ending(&self, key: &str) -> Option<VmiEnding> {
+        self.endings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// Every key's last VMI ending, for `/debug/state`.
+    pub fn endings(&self) -> BTreeMap<String, VmiEnding> {
+        self.endings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The last record of one key.
@@ -136,8 +189,19 @@ mod tests {
             serde_json::json!(err.duration_seconds)
         );
         assert!(json.get("requeueAfterSeconds").is_none());
+        let ending = VmiEnding {
+            uid: "u1".into(),
+            phase: "Failed".into(),
+            from_phase: "Running".into(),
+            reason: "its launcher pod vanished".into(),
+            at: Utc::now(),
+        };
+        log.record_ending("ns/a", ending.clone());
+        log.forget("vmi", "ns/a");
+        assert_eq!(log.ending("ns/a"), Some(ending), "outlives the VMI");
         log.forget("vm", "ns/a");
         assert!(log.get("vm", "ns/a").is_none());
         assert!(log.snapshot()["vm"].is_empty());
+        assert!(log.ending("ns/a").is_none(), "not the VM");
     }
 }

@@ -206,6 +206,9 @@ pub struct VmiDecision {
     pub from_phase: Phase,
     /// Phase after the decision's VMI write.
     pub to_phase: Phase,
+    /// Why `updateStatus` moves the VMI to a final phase, in a few words (`its launcher pod
+    /// vanished`); `None` when it does not.
+    pub phase_reason: Option<String>,
     /// Human-readable reasoning, in the order the controller went through it.
     pub explanation: Vec<String>,
 }
@@ -247,6 +250,7 @@ mod tests {
             new_vmi: None,
             from_phase: Phase::Pending,
             to_phase: Phase::Pending,
+            phase_reason: None,
             explanation: vec![],
         };
         assert!(!d.requeue());

@@ -67,6 +67,7 @@ fn add_finalizer(vmi: &mut VirtualMachineInstance, f: &str) {
 fn fail_without_pod(
     new: &mut VirtualMachineInstance,
     expl: &mut Vec<String>,
+    phase_reason: &mut Option<String>,
     has_pod: bool,
     failed: &str,
     kept: &str,
@@ -75,8 +76,45 @@ fn fail_without_pod(
         expl.push(kept.into());
     } else {
         status_mut(new).phase = Some(Phase::Failed);
+        *phase_reason = Some(POD_VANISHED.into());
         expl.push(failed.into());
     }
+}
+
+/// [`VmiDecision::phase_reason`] of a VMI failed because its launcher pod is gone from the
+/// cache (deleted, or force-deleted with its node).
+pub const POD_VANISHED: &str = "its launcher pod vanished";
+
+/// Why a VMI that some other writer (virt-handler) put in a final phase ended, as far as the
+/// VMI controller can tell from its launcher pod: deleted, ended in a phase, or still there.
+/// For the progress lines and the inspector ([`crate::controller::context::VmiEnding`]).
+pub fn observed_ending_reason(snap: &VmiSnapshot) -> String {
+    let who = format!("virt-handler reported it {}", snap.vmi.phase().as_str());
+    if snap.vmi.is_deleting() {
+        return format!("{who} after the VMI was deleted");
+    }
+    match podutil::current_vmi_pod(&snap.vmi, &snap.pods) {
+        None => format!("{who}; its launcher pod is gone"),
+        Some(p) if podutil::is_pod_deleting(p) => {
+            format!("{who}; its launcher pod {} was deleted", pod_name(p))
+        }
+        Some(p) if podutil::pod_is_down(p) => format!(
+            "{who}; its launcher pod {} ended {}",
+            pod_name(p),
+            podutil::pod_phase(p)
+        ),
+        Some(_) => who,
+    }
+}
+
+/// The last phase a VMI was in before its final one, from `status.phaseTransitionTimestamps`
+/// (`Running` when they say nothing else).
+pub fn phase_before_final(vmi: &VirtualMachineInstance) -> Phase {
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.phase_transition_timestamps.as_ref())
+        .and_then(|t| t.iter().rev().map(|e| e.phase).find(|p| !p.is_final()))
+        .unwrap_or(Phase::Running)
 }
 
 fn status_mut(vmi: &mut VirtualMachineInstance) -> &mut VirtualMachineInstanceStatus {
@@ -292,6 +330,7 @@ struct StatusResult {
     condition_error: Option<SyncError>,
     update_status_error: Option<String>,
     to_phase: Phase,
+    phase_reason: Option<String>,
     explanation: Vec<String>,
 }
 
@@ -437,6 +476,7 @@ fn update_status(
 
     // Phase machine (lifecycle.go:320-552), keyed on the phase *before* this sync.
     let mut update_status_error = None;
+    let mut phase_reason = None;
     match old_phase {
         Phase::Unset | Phase::Pending => {
             if vmi_pod.is_some() {
@@ -447,6 +487,14 @@ fn update_status(
                 ));
             } else if vmi.is_deleting() || snap.storage.has_failed_data_volume {
                 status_mut(&mut new).phase = Some(Phase::Failed);
+                phase_reason = Some(
+                    if vmi.is_deleting() {
+                        "it was deleted before its launcher pod existed"
+                    } else {
+                        "a DataVolume it uses failed"
+                    }
+                    .to_string(),
+                );
                 expl.push(format!(
                     "phase {} → Failed: {} and no launcher pod exists (lifecycle.go:324-325)",
                     old_phase.as_str(),
@@ -536,6 +584,10 @@ fn update_status(
                         }
                     } else if podutil::is_pod_down_or_going_down(p) {
                         status_mut(&mut new).phase = Some(Phase::Failed);
+                        phase_reason = Some(format!(
+                            "its launcher pod {} is down or going down",
+                            pod_name(p)
+                        ));
                         expl.push(format!(
                             "phase Scheduling → Failed: pod {} is down or going down (lifecycle.go:442-448)",
                             pod_name(p)
@@ -546,6 +598,7 @@ fn update_status(
                 }
                 None => {
                     status_mut(&mut new).phase = Some(Phase::Failed);
+                    phase_reason = Some(POD_VANISHED.into());
                     expl.push("phase Scheduling → Failed: the launcher pod vanished (lifecycle.go:450-457)".into());
                 }
             }
@@ -575,6 +628,7 @@ fn update_status(
         Phase::Running => fail_without_pod(
             &mut new,
             &mut expl,
+            &mut phase_reason,
             vmi_pod.is_some(),
             "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
             "phase Running: owned by virt-handler (volume/interface status, hotplug and migration \
@@ -583,6 +637,7 @@ fn update_status(
         Phase::Scheduled => fail_without_pod(
             &mut new,
             &mut expl,
+            &mut phase_reason,
             vmi_pod.is_some(),
             "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)",
             "phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)",
@@ -613,6 +668,7 @@ fn update_status(
             condition_error,
             update_status_error: Some(err),
             to_phase: old_phase,
+            phase_reason: None,
             explanation: expl,
         };
     }
@@ -727,6 +783,7 @@ fn update_status(
         condition_error,
         update_status_error: None,
         to_phase,
+        phase_reason,
         explanation: expl,
     }
 }
@@ -815,6 +872,7 @@ fn empty_decision(snap: &VmiSnapshot) -> VmiDecision {
         new_vmi: None,
         from_phase: phase,
         to_phase: phase,
+        phase_reason: None,
         explanation: Vec::new(),
     }
 }
@@ -1043,6 +1101,7 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<&SyncOutcome>) -> VmiDecisio
     d.update_status_error = st.update_status_error;
     d.new_vmi = st.new_vmi.map(Box::new);
     d.to_phase = st.to_phase;
+    d.phase_reason = st.phase_reason;
     d
 }
 

@@ -10,7 +10,7 @@
 //! Not watched: PersistentVolumeClaims (a missing PVC is found when the pod cannot start, not
 //! here).
 
-use super::action::{ApiFailure, SyncOutcome, VmiAction};
+use super::action::{ApiFailure, SyncOutcome, VmiAction, VmiDecision};
 use super::snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
 use super::{decide, decide_after_sync, needs_rendered_pod};
 use crate::api::defaults::apply_admission_defaults;
@@ -19,7 +19,7 @@ use crate::api::{DataVolume, Time, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
 use crate::controller::apicall::{api, json_patch};
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
-use crate::controller::context::{Context, object_ref};
+use crate::controller::context::{Context, VmiEnding, object_ref};
 use crate::controller::manager::{ReconcileError, Reconciler};
 use crate::launcher::resources::NamespaceContext;
 use crate::launcher::{RenderError, render_launch_manifest};
@@ -192,6 +192,7 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         ctx.reconciles.forget("vmi", key);
         return Ok(Requeue::NONE);
     };
+    record_observed_ending(ctx, key, &snap);
     let first = decide(&snap);
     if first.skipped.is_some() {
         return Ok(Requeue::NONE);
@@ -223,6 +224,9 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         }
     }
     let stage2 = run.finish();
+    if stage2.stopped_at.is_none() && second.vmi_write().is_some() {
+        record_ending(ctx, key, &snap, &second);
+    }
     let status_error = stage2.stopped_at.map(|(index, error)| {
         format!(
             "{}: {}",
@@ -247,6 +251,49 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         Some(e) => Err(ReconcileError(e)),
         None => Ok(Requeue::NONE),
     }
+}
+
+/// After a successful VMI write: if it moved the VMI into a final phase for a reason the
+/// decision knows, remember it ([`crate::controller::context::VmiEnding`]).
+fn record_ending(ctx: &Context, key: &str, snap: &VmiSnapshot, decision: &VmiDecision) {
+    let (Some(reason), Some(uid)) = (&decision.phase_reason, &snap.vmi.metadata.uid) else {
+        return;
+    };
+    if decision.to_phase.is_final() && !decision.from_phase.is_final() {
+        ctx.reconciles.record_ending(
+            key,
+            VmiEnding {
+                uid: uid.clone(),
+                phase: decision.to_phase.as_str().to_string(),
+                from_phase: decision.from_phase.as_str().to_string(),
+                reason: reason.clone(),
+                at: chrono::Utc::now(),
+            },
+        );
+    }
+}
+
+/// A VMI found in a final phase that the controller did not write (virt-handler did): remember
+/// how it ended, once per VMI.
+fn record_observed_ending(ctx: &Context, key: &str, snap: &VmiSnapshot) {
+    let Some(uid) = &snap.vmi.metadata.uid else {
+        return;
+    };
+    if !snap.vmi.phase().is_final() || ctx.reconciles.ending(key).is_some_and(|e| &e.uid == uid) {
+        return;
+    }
+    ctx.reconciles.record_ending(
+        key,
+        VmiEnding {
+            uid: uid.clone(),
+            phase: snap.vmi.phase().as_str().to_string(),
+            from_phase: super::decide::phase_before_final(&snap.vmi)
+                .as_str()
+                .to_string(),
+            reason: super::decide::observed_ending_reason(snap),
+            at: chrono::Utc::now(),
+        },
+    );
 }
 
 fn describe(action: &VmiAction) -> String {

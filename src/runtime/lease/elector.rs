@@ -23,6 +23,9 @@
 //!   from its last observation only);
 //! * a record naming our identity that this elector did not write (another renewTime) is a
 //!   foreign holder: a leader that sees it steps down, a candidate waits for it to expire.
+//! * the term's validity is published to a [`TermFence`] that the controllers' client checks
+//!   at every write ([`super::fence`]), so a process paused past its renew deadline cannot
+//!   write once more before the term is cancelled.
 //!   client-go takes any record with its identity as its own, so two processes started with
 //!   one `--identity` both lead; here a restarted process waits up to one lease duration
 //!   instead of renewing its predecessor's record at once.
@@ -44,6 +47,7 @@ use tracing::{debug, error, info, warn};
 
 use super::api::{KubeLeaseApi, LeaseApi, LeaseError};
 use super::config::{ConfigError, JITTER_FACTOR, LeaderElectionConfig};
+use super::fence::TermFence;
 use super::record::{LeaseRecord, truncate_to_micros};
 use super::state::{ElectionPhase, LeaderState, RunOutcome};
 
@@ -108,6 +112,9 @@ pub struct LeaderElector<A: LeaseApi = KubeLeaseApi> {
     /// client-go does, repeats at most once a minute (client-go logs every attempt).
     get_failures: crate::runtime::informer::RepeatedFailures,
     state: watch::Sender<LeaderState>,
+    /// Published term validity for fenced writes (see [`super::fence`]); a private one when
+    /// none is given.
+    fence: TermFence,
 }
 
 impl LeaderElector<KubeLeaseApi> {
@@ -149,7 +156,16 @@ impl<A: LeaseApi> LeaderElector<A> {
                 crate::runtime::informer::REPEAT_WARNING_INTERVAL,
             ),
             state,
+            fence: TermFence::default(),
         })
+    }
+
+    /// Publish the term's validity to `fence` (open until the start of the last successful
+    /// acquire or renewal + renewDeadline, closed when the term ends), for
+    /// [`super::fence::fenced_client`].
+    pub fn with_term_fence(mut self, fence: TermFence) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// Replaces the wall clock used for written timestamps (default `Utc::now`).
@@ -217,6 +233,7 @@ impl<A: LeaseApi> LeaderElector<A> {
             };
         };
         let term = cancel.child_token();
+        self.fence.extend(acquired_at + self.config.renew_deadline);
         self.state.send_modify(|s| {
             s.phase = ElectionPhase::Leading;
             s.leading = true;
@@ -225,8 +242,11 @@ impl<A: LeaseApi> LeaderElector<A> {
         let _term_guard = TermGuard {
             term: term.clone(),
             worker: worker.as_ref().map(JoinHandle::abort_handle),
+            fence: self.fence.clone(),
         };
-        match self.renew(&cancel, &mut worker, acquired_at).await {
+        let end = self.renew(&cancel, &mut worker, acquired_at).await;
+        self.fence.close();
+        match end {
             RenewEnd::Lost(reason) => {
                 term.cancel();
                 self.state.send_modify(|s| {
@@ -355,6 +375,7 @@ impl<A: LeaseApi> LeaderElector<A> {
             match attempt {
                 Some(Attempt::Success) => {
                     last_success = started;
+                    self.fence.extend(started + renew_deadline);
                     self.note_success();
                     debug!(lock = %self.desc, "successfully renewed lease {}", self.desc);
                 }
@@ -736,10 +757,12 @@ impl<A: LeaseApi> LeaderElector<A> {
 struct TermGuard {
     term: CancellationToken,
     worker: Option<AbortHandle>,
+    fence: TermFence,
 }
 
 impl Drop for TermGuard {
     fn drop(&mut self) {
+        self.fence.close();
         self.term.cancel();
         if let Some(worker) = &self.worker {
             worker.abort();

@@ -9,6 +9,7 @@
 //! * [`elector`]: [`LeaderElector`], the algorithm and the tokio run loop.
 //! * [`state`]: the published [`LeaderState`] and the [`RunOutcome`].
 //! * [`fake`]: an in-memory Lease store with scripted faults, for tests.
+//! * [`fence`]: [`TermFence`] and the client whose writes it fences.
 //!
 //! Typical use:
 //!
@@ -38,6 +39,7 @@ pub mod api;
 pub mod config;
 pub mod elector;
 pub mod fake;
+pub mod fence;
 pub mod record;
 pub mod state;
 
@@ -51,5 +53,6 @@ pub use config::{
     LeaderElectionConfig, default_identity,
 };
 pub use elector::{LeaderElector, WallClock};
+pub use fence::{TermFence, fenced_client};
 pub use record::LeaseRecord;
 pub use state::{ElectionPhase, LeaderState, RunOutcome};
