@@ -323,6 +323,15 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
         |_| {},
     )
     .await;
+    // ... while a 512Mi guest misses only 1 MiB: below the audit's threshold.
+    vmi_with_pod(
+        &client,
+        "small-guest-only",
+        json!({"devices": {}, "memory": {"guest": "512Mi"}}),
+        &now,
+        |_| {},
+    )
+    .await;
     // OOM-killed before.
     let killed = vmi_with_pod(&client, "killed", domain.clone(), &now, |_| {}).await;
     Api::<Pod>::namespaced(client.clone(), "default")
@@ -339,7 +348,7 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
 
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
     let report = explain_json(&kubeconfig, &["-A"], 3).await;
-    assert_eq!(report["podsChecked"], 6, "{report:#}");
+    assert_eq!(report["podsChecked"], 7, "{report:#}");
     assert_eq!(report["kubevirtVersion"], "v1.9.0");
     let findings = report["findings"].as_array().expect("findings");
     let of = |vmi: &str| -> Vec<String> {
@@ -354,6 +363,7 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
     assert_eq!(of("edited"), ["drift"]);
     assert_eq!(of("killed"), ["oomKilled"]);
     assert_eq!(of("guest-only"), ["upstreamDefect"]);
+    assert_eq!(of("small-guest-only"), Vec::<String>::new());
     let defect = &findings.iter().find(|f| f["vmi"] == "guest-only").unwrap();
     assert_eq!(defect["bytes"], 8 * 1024 * 1024 * 1024i64 / 512);
     assert!(
@@ -388,7 +398,7 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
     let (code, table, _) = explain(&kubeconfig, &["-n", "default"]).await;
     assert_eq!(code, Some(3));
     assert!(
-        table.starts_with("Checked 6 virt-launcher pod(s) in namespace default · KubeVirt v1.9.0"),
+        table.starts_with("Checked 7 virt-launcher pod(s) in namespace default · KubeVirt v1.9.0"),
         "{table}"
     );
     assert!(table.contains("\n6 finding(s): exit code 3\n"), "{table}");
