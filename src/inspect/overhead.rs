@@ -994,3 +994,122 @@ pub fn parse_resident_memory(text: &str) -> Result<HashMap<String, i64>, String>
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::vmi::executor::render_pod_with;
+    use serde_json::json;
+
+    fn vmi(name: &str, domain: serde_json::Value) -> VirtualMachineInstance {
+        serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
+            "spec": {"domain": domain}
+        }))
+        .unwrap()
+    }
+
+    fn inputs(vmis: Vec<VirtualMachineInstance>, settings: ClusterSettings) -> AuditInputs {
+        let pods = vmis
+            .iter()
+            .map(|v| {
+                let mut p = render_pod_with(&settings, &NamespaceContext::default(), v).unwrap();
+                p.metadata.name = Some(format!(
+                    "virt-launcher-{}",
+                    v.metadata.name.as_deref().unwrap()
+                ));
+                p
+            })
+            .collect();
+        AuditInputs {
+            pods,
+            vmis,
+            settings,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn risky_shapes_are_flagged_only_with_little_headroom_above_the_fixed_estimate() {
+        let dedicated = vmi(
+            "pinned",
+            json!({"devices": {}, "cpu": {"cores": 4, "dedicatedCpuPlacement": true},
+                   "resources": {"requests": {"memory": "4Gi", "cpu": "4"}, "limits": {"memory": "4Gi", "cpu": "4"}}}),
+        );
+        let plain = vmi(
+            "plain",
+            json!({"devices": {}, "resources": {"requests": {"memory": "4Gi"}}}),
+        );
+        let r = audit(
+            &inputs(
+                vec![dedicated.clone(), plain.clone()],
+                ClusterSettings::default(),
+            ),
+            None,
+        );
+        assert_eq!(r.pods_checked, 2);
+        let kinds: Vec<(&str, FindingKind)> = r
+            .findings
+            .iter()
+            .map(|f| (f.vmi.as_str(), f.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [("pinned", FindingKind::RiskyShape)],
+            "{:#?}",
+            r.findings
+        );
+        assert!(
+            r.findings[0].message.contains("dedicated CPUs"),
+            "{}",
+            r.findings[0].message
+        );
+        // With an overhead ratio the pod has headroom above the fixed estimate: not flagged.
+        let roomy = ClusterSettings {
+            additional_guest_memory_overhead_ratio: Some("1.5".into()),
+            ..Default::default()
+        };
+        let r = audit(&inputs(vec![dedicated, plain], roomy), None);
+        assert!(r.findings.is_empty(), "{:#?}", r.findings);
+    }
+
+    #[test]
+    fn pods_of_gone_vmis_are_listed_as_not_checked_and_final_pods_are_ignored() {
+        let mut i = inputs(
+            vec![vmi(
+                "a",
+                json!({"devices": {}, "resources": {"requests": {"memory": "1Gi"}}}),
+            )],
+            ClusterSettings::default(),
+        );
+        let mut done = i.pods[0].clone();
+        done.metadata.name = Some("virt-launcher-a-old".into());
+        done.status = Some(serde_json::from_value(json!({"phase": "Failed"})).unwrap());
+        i.pods.push(done);
+        i.vmis.clear();
+        let r = audit(&i, Some("ns"));
+        assert_eq!(r.pods_checked, 0);
+        assert_eq!(r.pods_skipped.len(), 1, "{:?}", r.pods_skipped);
+        assert!(r.pods_skipped[0].contains("its VMI a is not in the list"));
+    }
+
+    #[test]
+    fn prometheus_answers_are_read_by_namespace_and_name() {
+        let m = parse_resident_memory(
+            r#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"namespace":"ns","name":"a"},"value":[1,"1048576"]},
+            {"metric":{"name":"no-namespace"},"value":[1,"5"]}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(m.len(), 1);
+        assert_eq!(m["ns/a"], 1_048_576);
+        let e = parse_resident_memory(r#"{"status":"error","error":"bad query"}"#).unwrap_err();
+        assert!(e.contains("bad query"), "{e}");
+        assert!(
+            parse_resident_memory("<html>")
+                .unwrap_err()
+                .contains("not a Prometheus answer")
+        );
+    }
+}
