@@ -688,7 +688,7 @@ pub fn decide_next(
             owner_uid,
             state,
             data_volume,
-            (&g.settings, &g.namespace_context()),
+            (&g.settings, || g.namespace_context()),
             Time::from_datetime(now),
         );
         crate::controller::vmi::decide(&snap)

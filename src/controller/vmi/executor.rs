@@ -100,10 +100,9 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
                 .get(&ObjectRef::<DataVolume>::new(dv).within(ns))
                 .map(|d| (*d).clone())
         },
-        (
-            &ctx.settings,
-            &ctx.caches.namespace_context(ns, &ctx.settings),
-        ),
+        (&ctx.settings, || {
+            ctx.caches.namespace_context(ns, &ctx.settings)
+        }),
         Time::now(),
     ))
 }
@@ -121,14 +120,15 @@ pub fn owner_vm_name(vmi: &VirtualMachineInstance) -> Option<String> {
 /// Build a [`VmiSnapshot`] from objects already read: the executor's caches, or the inspector's
 /// GETs. `pods` are candidates (only those controlled by the VMI are kept); `data_volume` looks a
 /// DataVolume of the VMI's namespace up by name; the renderer's inputs are the cluster settings
-/// and what it knows of the VMI's namespace. Renders the launcher pod when the decision needs one.
+/// and what it knows of the VMI's namespace (asked for only when a pod is rendered: most
+/// reconciles render none). Renders the launcher pod when the decision needs one.
 pub fn snapshot_from_objects<'a>(
     vmi: VirtualMachineInstance,
     pods: impl IntoIterator<Item = &'a Pod>,
     owner_vm_uid: Option<String>,
     expectations: ExpectationsState,
     data_volume: impl Fn(&str) -> Option<DataVolume>,
-    (settings, namespace): (&ClusterSettings, &NamespaceContext),
+    (settings, namespace): (&ClusterSettings, impl FnOnce() -> NamespaceContext),
     now: Time,
 ) -> VmiSnapshot {
     let uid = vmi.metadata.uid.clone();
@@ -177,7 +177,7 @@ pub fn snapshot_from_objects<'a>(
     // virt-api's mutator adds the foreground finalizer; stand in only without virt-api.
     snap.ensure_vmi_finalizer = settings.without_virt_api;
     if needs_rendered_pod(&snap) {
-        snap.rendered_pod = Some(render_pod_with(settings, namespace, &snap.vmi));
+        snap.rendered_pod = Some(render_pod_with(settings, &namespace(), &snap.vmi));
     }
     snap
 }
