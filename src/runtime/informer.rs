@@ -285,6 +285,23 @@ where
         }
     }
 
+    /// An informer that never watches and holds exactly `objects`, synced: a cache frozen at
+    /// one instant, for tests that need a controller to act on a copy older than the server's.
+    pub fn fixed(name: &str, objects: impl IntoIterator<Item = K>) -> Self {
+        let mut state = InformerState::<K>::new();
+        state.apply(watcher::Event::Init);
+        for object in objects {
+            state.apply(watcher::Event::InitApply(object));
+        }
+        state.apply(watcher::Event::InitDone);
+        let (_tx, rx) = watch::channel(true);
+        Informer {
+            name: name.to_string(),
+            store: state.store(),
+            synced: rx,
+        }
+    }
+
     /// An informer that never watches (the resource is not served): empty and synced.
     pub fn disabled(name: &str) -> Self {
         let state = InformerState::<K>::new();

@@ -188,6 +188,34 @@ impl VmAction {
         )
     }
 
+    /// For a full-object VM write, where its resourceVersion comes from.
+    pub fn resource_version_from(&self) -> Option<ResourceVersionFrom> {
+        match self {
+            VmAction::UpdateVm {
+                resource_version_from,
+                ..
+            }
+            | VmAction::UpdateVmStatus {
+                resource_version_from,
+                ..
+            } => Some(*resource_version_from),
+            _ => None,
+        }
+    }
+
+    /// For a JSON patch of the VM (or its status), the patch: it carries no resourceVersion,
+    /// so the VM it returns may hold changes the decision did not see (see
+    /// [`super::returned`]).
+    pub fn vm_patch(&self) -> Option<&serde_json::Value> {
+        match self {
+            VmAction::AddVmFinalizer { patch }
+            | VmAction::RemoveVmFinalizer { patch }
+            | VmAction::PatchVmFirmware { patch }
+            | VmAction::AddStartRequest { patch } => Some(patch),
+            _ => None,
+        }
+    }
+
     /// A short name for logs and the inspector (`CreateVmi`, `Event`, ...).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -176,22 +176,46 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
     let mut decision = decide_with_failures(&snap, &failures);
     let mut returned_vms: std::collections::BTreeMap<usize, VirtualMachine> = Default::default();
     let mut requeue_after: Option<Duration> = None;
+    // The VM as the server holds it after the last write whose answer matched the decision's
+    // prediction, and the first write whose answer did not (super::returned).
+    let mut server_vm = snap.vm.clone();
+    let mut foreign: Option<(usize, String)> = None;
     let mut run = ActionRun::new(decision.actions.clone());
     while let Some((i, planned)) = run.next() {
         let action = &planned.action;
-        let result = apply(
-            ctx,
-            ns,
-            key,
-            &snap,
-            action,
-            &returned_vms,
-            &mut requeue_after,
-        )
-        .await;
+        let result = match (action.resource_version_from(), &foreign) {
+            (Some(ResourceVersionFrom::Action(k)), Some((first, change))) if k >= *first => {
+                Err(changed_since_cache_copy(key, change))
+            }
+            _ => {
+                apply(
+                    ctx,
+                    ns,
+                    key,
+                    &snap,
+                    action,
+                    &returned_vms,
+                    &mut requeue_after,
+                )
+                .await
+            }
+        };
         match result {
             Ok(returned) => {
                 if let Some(vm) = returned {
+                    match action.vm_patch() {
+                        Some(patch) if foreign.is_none() => {
+                            match super::returned::foreign_change(&server_vm, patch, &vm) {
+                                None => server_vm = vm.clone(),
+                                Some(change) => {
+                                    tracing::debug!(key, %change, "VM changed since the cache copy");
+                                    foreign = Some((i, change));
+                                }
+                            }
+                        }
+                        Some(_) => {}
+                        None => server_vm = vm.clone(),
+                    }
                     returned_vms.insert(i, vm);
                 }
                 run.succeeded(action.kind().to_string());
@@ -215,6 +239,20 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
     ctx.reconciles
         .finish("vm", key, started, error, requeue_after, applied);
     result
+}
+
+/// The local Conflict for a full-object write that would put the decision's stale view over a
+/// change another writer made after the cache copy (see [`super::returned`]).
+fn changed_since_cache_copy(key: &str, change: &str) -> ApiFailure {
+    ApiFailure::new(
+        409,
+        "Conflict",
+        format!(
+            "Operation cannot be fulfilled on virtualmachines.kubevirt.io \"{key}\": the object \
+             has been modified since the cache copy this sync started from ({change} changed); \
+             not writing over it, retrying with the newer object"
+        ),
+    )
 }
 
 /// The VM with `resourceVersion` taken from the named source.

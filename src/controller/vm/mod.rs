@@ -45,6 +45,7 @@ pub mod patches;
 pub mod printable;
 pub mod reasons;
 pub mod restart_required;
+pub mod returned;
 pub mod revision;
 pub mod run_strategy;
 pub mod setup_vmi;

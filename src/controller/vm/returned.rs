@@ -1,0 +1,199 @@
+//! Whether the VM a patch answered with is the VM the decision assumed.
+//!
+//! KubeVirt's VM sync keeps going on the object a finalizer or firmware patch returns
+//! (`vm, err = c.addVMFinalizer(vm)`, vm.go:3250-3255; `removeVMFinalizer`, vm.go:2338-2360;
+//! the firmware synchronizer's returned VM, vm.go sync step 12), so every later decision of
+//! that sync, and the final `UpdateStatus`/`Update`, see what the server holds, including a
+//! change someone else made after the cache copy was taken.
+//!
+//! Our decision is made once, from the cache copy, and *predicts* the patch's result (the copy
+//! with the patch applied); the executor sends the later full-object writes with the
+//! resourceVersion the patch returned ([`ResourceVersionFrom::Action`]). A JSON patch carries no
+//! resourceVersion, so when another writer changed the VM between the cache copy and the patch
+//! (a user's `runStrategy` patch, virt-api's `stateChangeRequests`), the prediction is wrong and
+//! those writes would put the stale spec or status back under a fresh resourceVersion: a lost
+//! update the API server cannot refuse. [`foreign_change`] finds that case; the executor then
+//! refuses those writes locally as a Conflict, and the key is retried with the newer VM, which
+//! is where KubeVirt's sync would have gone in one pass.
+//!
+//! [`ResourceVersionFrom::Action`]: super::action::ResourceVersionFrom::Action
+
+use crate::api::VirtualMachine;
+use serde_json::Value;
+
+/// What of `returned` differs from `base` with `patch` applied, ignoring what the server
+/// maintains by itself (`resourceVersion`, `generation`, `managedFields`). `None` when the
+/// answer is exactly the predicted VM.
+///
+/// Only the patch's effects are predicted: its `test` operations were checked by the server
+/// against what it held, and `replace` is applied as `add` (the same for a present member; the
+/// API server's JSON patch, like Go's evanphx/json-patch that KubeVirt's patches are written
+/// for, also accepts a `test` of `null` or a `replace` on a missing `metadata.finalizers`). A
+/// patch whose effects cannot be applied to `base` means `base` was not what the server held:
+/// reported as a change.
+pub fn foreign_change(
+    base: &VirtualMachine,
+    patch: &Value,
+    returned: &VirtualMachine,
+) -> Option<String> {
+    let mut predicted = match serde_json::to_value(base) {
+        Ok(v) => v,
+        Err(e) => return Some(format!("cannot serialise the cached VM: {e}")),
+    };
+    let effects: Vec<Value> = patch
+        .as_array()
+        .map(|ops| {
+            ops.iter()
+                .filter(|op| op["op"] != "test")
+                .map(|op| {
+                    let mut op = op.clone();
+                    if op["op"] == "replace" {
+                        op["op"] = "add".into();
+                    }
+                    op
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let ops: json_patch::Patch = match serde_json::from_value(Value::Array(effects)) {
+        Ok(p) => p,
+        Err(e) => return Some(format!("not a JSON patch: {e}")),
+    };
+    if let Err(e) = json_patch::patch(&mut predicted, &ops) {
+        return Some(format!("the patch does not apply to the cached VM: {e}"));
+    }
+    let actual = match serde_json::to_value(returned) {
+        Ok(v) => v,
+        Err(e) => return Some(format!("cannot serialise the returned VM: {e}")),
+    };
+    let mut changed = Vec::new();
+    for part in ["spec", "status"] {
+        if predicted.get(part) != actual.get(part) {
+            changed.push(part.to_string());
+        }
+    }
+    let (pm, am) = (&predicted["metadata"], &actual["metadata"]);
+    for field in [
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "deletionTimestamp",
+        "uid",
+    ] {
+        if pm.get(field) != am.get(field) {
+            changed.push(format!("metadata.{field}"));
+        }
+    }
+    (!changed.is_empty()).then(|| changed.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vm(value: Value) -> VirtualMachine {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn base() -> Value {
+        json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "a", "namespace": "d", "uid": "u1", "resourceVersion": "10",
+                         "generation": 1, "finalizers": ["other"]},
+            "spec": {"runStrategy": "Manual", "template": {"spec": {"domain": {"devices": {}}}}},
+            "status": {"printableStatus": "Stopped"}
+        })
+    }
+
+    fn finalizer_patch() -> Value {
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": ["other"]},
+            {"op": "replace", "path": "/metadata/finalizers",
+             "value": ["other", "kubevirt.io/virtualMachineControllerFinalize"]},
+        ])
+    }
+
+    /// The server's answer to `finalizer_patch` on `server`.
+    fn answer(mut server: Value) -> VirtualMachine {
+        server["metadata"]["finalizers"] =
+            json!(["other", "kubevirt.io/virtualMachineControllerFinalize"]);
+        server["metadata"]["resourceVersion"] = json!("12");
+        vm(server)
+    }
+
+    #[test]
+    fn the_predicted_answer_is_no_change() {
+        let returned = answer(base());
+        assert_eq!(
+            foreign_change(&vm(base()), &finalizer_patch(), &returned),
+            None
+        );
+    }
+
+    #[test]
+    fn a_request_written_after_the_cache_copy_is_a_status_change() {
+        // virt-api wrote a Stop request (status subresource) after the cache copy.
+        let mut server = base();
+        server["status"]["stateChangeRequests"] = json!([{"action": "Stop", "uid": "i1"}]);
+        server["metadata"]["resourceVersion"] = json!("11");
+        let change = foreign_change(&vm(base()), &finalizer_patch(), &answer(server));
+        assert_eq!(change.as_deref(), Some("status"));
+    }
+
+    #[test]
+    fn a_run_strategy_patched_after_the_cache_copy_is_a_spec_change() {
+        let mut server = base();
+        server["spec"]["runStrategy"] = json!("Halted");
+        server["metadata"]["generation"] = json!(2);
+        let change = foreign_change(&vm(base()), &finalizer_patch(), &answer(server));
+        assert_eq!(change.as_deref(), Some("spec"));
+    }
+
+    #[test]
+    fn a_label_added_after_the_cache_copy_is_a_metadata_change() {
+        let mut server = base();
+        server["metadata"]["labels"] = json!({"team": "x"});
+        let change = foreign_change(&vm(base()), &finalizer_patch(), &answer(server));
+        assert_eq!(change.as_deref(), Some("metadata.labels"));
+    }
+
+    #[test]
+    fn a_patch_that_cannot_apply_to_the_cached_copy_is_a_change() {
+        let patch = json!([{"op": "remove", "path": "/metadata/labels/gone"}]);
+        let change = foreign_change(&vm(base()), &patch, &vm(base()));
+        assert!(
+            change.is_some_and(|c| c.starts_with("the patch does not apply")),
+            "the server removed a label the cache copy does not have"
+        );
+    }
+
+    #[test]
+    fn a_finalizer_patch_on_a_vm_without_finalizers_is_predicted() {
+        // The first sync of a new VM: `test` of null, `replace` of a missing list.
+        let mut cached = base();
+        cached["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("finalizers");
+        let patch = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "replace", "path": "/metadata/finalizers",
+             "value": ["kubevirt.io/virtualMachineControllerFinalize"]},
+        ]);
+        let mut server = cached.clone();
+        server["metadata"]["finalizers"] = json!(["kubevirt.io/virtualMachineControllerFinalize"]);
+        assert_eq!(foreign_change(&vm(cached), &patch, &vm(server)), None);
+    }
+
+    #[test]
+    fn a_firmware_patch_predicts_the_spec_it_writes() {
+        let patch = json!([{"op": "add", "path": "/spec/template/spec/domain/firmware",
+                            "value": {"uuid": "5f0c..."}}]);
+        let mut server = base();
+        server["spec"]["template"]["spec"]["domain"]["firmware"] = json!({"uuid": "5f0c..."});
+        server["metadata"]["generation"] = json!(2);
+        assert_eq!(foreign_change(&vm(base()), &patch, &vm(server)), None);
+    }
+}
