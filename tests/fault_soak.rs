@@ -299,7 +299,7 @@ fn converged(
 }
 
 /// How many VMs are in their step's state, from one list of each kind.
-async fn count_converged(env: &Env, steps: &BTreeMap<String, Step>) -> (usize, Vec<String>) {
+async fn count_converged(env: &Env, steps: &BTreeMap<String, Step>) -> Convergence {
     let lp = ListParams::default();
     let (Ok(vms), Ok(vmis), Ok(pods)) = (
         env.vms().list(&lp).await,
@@ -308,7 +308,11 @@ async fn count_converged(env: &Env, steps: &BTreeMap<String, Step>) -> (usize, V
             .list(&ListParams::default().labels("kubevirt.io=virt-launcher"))
             .await,
     ) else {
-        return (0, vec!["list failed".into()]);
+        return Convergence {
+            converged: 0,
+            behind: steps.keys().cloned().collect(),
+            examples: vec!["list failed".into()],
+        };
     };
     let vms: BTreeMap<String, VirtualMachine> = vms
         .items
@@ -326,47 +330,169 @@ async fn count_converged(env: &Env, steps: &BTreeMap<String, Step>) -> (usize, V
             *live.entry(vm).or_default() += 1;
         }
     }
-    let mut behind = Vec::new();
-    let mut n = 0;
+    let mut c = Convergence {
+        converged: 0,
+        behind: Vec::new(),
+        examples: Vec::new(),
+    };
     for (name, step) in steps {
         let (vm, vmi) = (vms.get(name), vmis.get(name));
         let pods = live.get(name).copied().unwrap_or(0);
         if converged(*step, vm, vmi, pods) {
-            n += 1;
-        } else if behind.len() < 10 {
-            behind.push(format!(
-                "{name}: wants {step:?}; VM {:?} runStrategy {:?}, VMI {:?}, {pods} live pod(s)",
+            c.converged += 1;
+            continue;
+        }
+        c.behind.push(name.clone());
+        if c.examples.len() < 10 {
+            c.examples.push(format!(
+                "{name}: wants {step:?}; VM {:?} runStrategy {:?} stateChangeRequests {:?}, \
+                 VMI {:?}, {pods} live pod(s)",
                 vm.map(printable),
                 vm.and_then(|v| v.spec.run_strategy.clone()),
-                vmi.map(|v| (v.phase(), v.metadata.deletion_timestamp.is_some()))
+                vm.and_then(|v| v.status.as_ref())
+                    .and_then(|s| s.state_change_requests.as_ref())
+                    .map(|r| r
+                        .iter()
+                        .map(|r| (r.action.clone(), r.uid.clone()))
+                        .collect::<Vec<_>>()),
+                vmi.map(|v| (
+                    v.metadata.uid.clone(),
+                    v.phase(),
+                    v.metadata.deletion_timestamp.is_some()
+                ))
             ));
         }
     }
-    (n, behind)
+    c
+}
+
+/// One look at the fleet: how many VMs are in their step's state, which are not, and a few
+/// of those described.
+struct Convergence {
+    converged: usize,
+    behind: Vec<String>,
+    examples: Vec<String>,
+}
+
+/// What a Manual step's request found and wrote, per VM.
+#[derive(Debug, Clone, Default)]
+struct Applied {
+    /// A request was written (Start, or Stop for `live`).
+    wrote: bool,
+    /// The live VMI's UID when the step was applied.
+    live: Option<String>,
+}
+
+/// The soak's user retrying virtctl, for the one race KubeVirt has by design: a controller
+/// whose cache still holds the previous run strategy (or a request the step cleared) may create
+/// or stop a VMI after the step's request was decided. A Manual "stop" VM then runs a VMI that
+/// did not exist (or was not the one stopped) at the step, or a Manual "start" VM that had a
+/// live VMI (so no Start was written) lost it. Only those cases are retried: a written request
+/// that was dropped without effect is not, so a controller losing requests still fails the soak.
+/// Returns how many requests were written again.
+async fn reassert(
+    env: &Env,
+    steps: &BTreeMap<String, Step>,
+    behind: &[String],
+    applied: &Mutex<BTreeMap<String, Applied>>,
+) -> usize {
+    let mut again = 0;
+    for name in behind {
+        let Some(step) = steps.get(name).copied() else {
+            continue;
+        };
+        if !matches!(step, Step::ManualStart | Step::ManualStop) {
+            continue;
+        }
+        let pending = env
+            .vm(name)
+            .await
+            .and_then(|vm| vm.status)
+            .and_then(|s| s.state_change_requests)
+            .is_some_and(|r| !r.is_empty());
+        if pending {
+            continue;
+        }
+        let live = env
+            .vmi(name)
+            .await
+            .filter(|v| !v.phase().is_final() && v.metadata.deletion_timestamp.is_none())
+            .and_then(|v| v.metadata.uid);
+        let before = applied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+            .unwrap_or_default();
+        let raced = match step {
+            Step::ManualStop => live.is_some() && live != before.live,
+            _ => !before.wrote && live.is_none(),
+        };
+        if raced {
+            let now = request_for_step(env, name, step).await;
+            again += usize::from(now.wrote);
+            applied
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone(), now);
+        }
+    }
+    again
 }
 
 /// Wait until at least `n` VMs are in their step's state; `false` after `bound`. Polled every
 /// 250 ms, not every 20 ms: each poll lists every VM, VMI and launcher pod.
+///
+/// With `applied`, every 5 s the VMs still behind get [`reassert`]ed; the count of requests
+/// written again is added to `reasserted`.
 async fn until_converged(
     env: &Env,
     steps: &BTreeMap<String, Step>,
     n: usize,
     bound: Duration,
+    applied: Option<(&Mutex<BTreeMap<String, Applied>>, &AtomicUsize)>,
 ) -> bool {
     let deadline = tokio::time::Instant::now() + bound;
+    let mut polls = 0u32;
     loop {
-        if count_converged(env, steps).await.0 >= n {
+        let c = count_converged(env, steps).await;
+        if c.converged >= n {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {
             return false;
         }
+        polls += 1;
+        if let Some((applied, reasserted)) = applied
+            && polls.is_multiple_of(20)
+        {
+            let again = reassert(env, steps, &c.behind, applied).await;
+            reasserted.fetch_add(again, Ordering::SeqCst);
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
-/// Apply one step to VM `name`: the run strategy, then the virtctl-like request.
-async fn apply_step(env: &Env, name: &str, step: Step) {
+/// Apply one step to VM `name` as a user with virtctl would, except that a step first clears
+/// the requests an earlier step left unconsumed.
+///
+/// Why the clearing: KubeVirt acts on a leftover request whatever the run strategy became, and
+/// virt-api refuses the request that would cancel it. A `Start` still queued from a Manual
+/// step makes a later `Halted` VM rewrite itself to `Always` (vm.go:1115-1131) and a later
+/// Manual "stop" VM start anyway; a queued `Stop` stops a later Manual "start" VM. Those are
+/// KubeVirt's rules, not lost writes, so the soak's user clears what it no longer wants before
+/// it changes the run strategy (in that order, so that no cache can hold the new strategy with
+/// the old requests).
+async fn apply_step(env: &Env, name: &str, step: Step) -> Applied {
+    let pending = env
+        .vm(name)
+        .await
+        .and_then(|vm| vm.status)
+        .and_then(|s| s.state_change_requests)
+        .is_some_and(|r| !r.is_empty());
+    if pending {
+        env.set_state_change_requests(name, json!([])).await;
+    }
     let vms = env.vms();
     vms.patch(
         name,
@@ -375,8 +501,13 @@ async fn apply_step(env: &Env, name: &str, step: Step) {
     )
     .await
     .expect("patch runStrategy");
-    // virt-api's start/stop subresources (not served by the embedded cluster) write these
-    // requests: start only when nothing runs, stop naming the running VMI.
+    request_for_step(env, name, step).await
+}
+
+/// The virtctl-like request of a Manual step, if it applies now: start only when nothing runs,
+/// stop naming the running VMI (virt-api's start/stop subresources, lifecycle.go:43-248, are
+/// not served by the embedded cluster; they write these requests).
+async fn request_for_step(env: &Env, name: &str, step: Step) -> Applied {
     let vmi = env
         .vmi(name)
         .await
@@ -388,8 +519,13 @@ async fn apply_step(env: &Env, name: &str, step: Step) {
         }
         _ => None,
     };
+    let wrote = requests.is_some();
     if let Some(requests) = requests {
         env.set_state_change_requests(name, requests).await;
+    }
+    Applied {
+        wrote,
+        live: vmi.and_then(|v| v.metadata.uid),
     }
 }
 
@@ -406,6 +542,8 @@ struct Figures {
     injected_409: usize,
     watches: usize,
     observer_events: usize,
+    /// Manual requests written again by [`reassert`].
+    reasserted: usize,
 }
 
 async fn run_soak(soak: Soak) -> Figures {
@@ -459,6 +597,8 @@ async fn run_soak(soak: Soak) -> Figures {
     let mut steps: BTreeMap<String, Step> =
         names.iter().map(|n| (n.clone(), Step::Always)).collect();
     let mut last_flip = Instant::now();
+    let applied: Mutex<BTreeMap<String, Applied>> = Mutex::default();
+    let reasserted = AtomicUsize::new(0);
     for round in 0..soak.flips {
         for step in steps.values_mut() {
             let others: Vec<Step> = Step::ALL.into_iter().filter(|s| s != step).collect();
@@ -466,25 +606,41 @@ async fn run_soak(soak: Soak) -> Figures {
         }
         futures::stream::iter(steps.iter())
             .for_each_concurrent(16, |(name, step)| {
-                let env = &env;
-                async move { apply_step(env, name, *step).await }
+                let (env, applied) = (&env, &applied);
+                async move {
+                    let a = apply_step(env, name, *step).await;
+                    applied
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(name.clone(), a);
+                }
             })
             .await;
         last_flip = Instant::now();
         if round + 1 < soak.flips {
             let half = soak.vms / 2;
-            let reached = until_converged(&env, &steps, half, soak.bound).await;
+            let reached = until_converged(&env, &steps, half, soak.bound, None).await;
             assert!(reached, "round {round}: half the VMs in their state");
         }
     }
-    let all = until_converged(&env, &steps, soak.vms, soak.bound).await;
+    let all = until_converged(
+        &env,
+        &steps,
+        soak.vms,
+        soak.bound,
+        Some((&applied, &reasserted)),
+    )
+    .await;
     if !all {
-        let (n, behind) = count_converged(&env, &steps).await;
+        let c = count_converged(&env, &steps).await;
         panic!(
-            "{n}/{} VMs converged {:?} after the last flip; for example:\n{}",
+            "{}/{} VMs converged {:?} after the last flip ({} requests written again); \
+             for example:\n{}",
+            c.converged,
             soak.vms,
             soak.bound,
-            behind.join("\n")
+            reasserted.load(Ordering::SeqCst),
+            c.examples.join("\n")
         );
     }
     let converge_after_last_flip = last_flip.elapsed();
@@ -554,11 +710,12 @@ async fn run_soak(soak: Soak) -> Figures {
         injected_409: writes.iter().filter(|e| e.code == 409).count(),
         watches: controller.iter().filter(|e| e.verb == "watch").count(),
         observer_events,
+        reasserted: reasserted.load(Ordering::SeqCst),
     };
     println!(
         "fault soak: {} VMs, {} flips each: converged {:.1} s after the last flip ({:.1} s in all); \
          {} controller writes ({:.1} per VM), {} failed ({:.1} %: {} 5xx, {} 409); {} watch requests; \
-         the observer saw {} events",
+         the observer saw {} events; {} Manual requests written again",
         figures.vms,
         figures.flips,
         figures.converge_after_last_flip.as_secs_f64(),
@@ -570,7 +727,8 @@ async fn run_soak(soak: Soak) -> Figures {
         figures.injected_5xx,
         figures.injected_409,
         figures.watches,
-        figures.observer_events
+        figures.observer_events,
+        figures.reasserted
     );
     env.shutdown().await;
     figures
