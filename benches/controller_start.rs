@@ -104,6 +104,82 @@ fn usage(pid: &str) -> Usage {
     }
 }
 
+/// Current resident memory (`VmRSS`, KiB) of a process.
+fn rss_kib(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Per-VM start latencies in milliseconds, from the API server's audit log (arrival times,
+/// one clock): the bench's VM create → the controller's VMI create, → its launcher pod create,
+/// → the simulated virt-handler's first VMI write (the one that sets `Running`).
+#[derive(Debug, Default)]
+struct Latencies {
+    vmi_created: Vec<f64>,
+    pod_created: Vec<f64>,
+    running: Vec<f64>,
+}
+
+fn start_latencies(entries: &[Audited]) -> Latencies {
+    use std::collections::HashMap;
+    type Time = chrono::DateTime<chrono::Utc>;
+    let mut vm: HashMap<&str, Time> = HashMap::new();
+    let mut vmi: HashMap<&str, Time> = HashMap::new();
+    let mut pod: HashMap<&str, Time> = HashMap::new();
+    let mut running: HashMap<&str, Time> = HashMap::new();
+    for a in entries.iter().filter(|a| a.ok()) {
+        let (map, key): (&mut HashMap<&str, Time>, &str) =
+            match (a.verb.as_str(), a.res.as_str(), agent(&a.ua)) {
+                ("create", "virtualmachines", "bench-user") => (&mut vm, &a.name),
+                ("create", "virtualmachineinstances", CONTROLLER_AGENT) => (&mut vmi, &a.name),
+                // virt-launcher-<vm>-<5 random characters>
+                ("create", "pods", CONTROLLER_AGENT) => match a
+                    .name
+                    .strip_prefix("virt-launcher-")
+                    .and_then(|r| r.rsplit_once('-'))
+                {
+                    Some((owner, _)) => (&mut pod, owner),
+                    None => continue,
+                },
+                ("update" | "patch", r, "sim-virt-handler")
+                    if r.starts_with("virtualmachineinstances") =>
+                {
+                    (&mut running, &a.name)
+                }
+                _ => continue,
+            };
+        map.entry(key).or_insert(a.time);
+    }
+    let since_vm = |m: &HashMap<&str, Time>| {
+        let mut v: Vec<f64> = m
+            .iter()
+            .filter_map(|(name, t)| vm.get(name).map(|c| (*t - *c).num_microseconds()))
+            .flatten()
+            .map(|us| us as f64 / 1000.0)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    Latencies {
+        vmi_created: since_vm(&vmi),
+        pod_created: since_vm(&pod),
+        running: since_vm(&running),
+    }
+}
+
+/// `p` (0..=1) percentile of sorted `v` (nearest rank).
+fn percentile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
 /// The child role: run the embedded cluster until stdin closes.
 fn serve_cluster(dir: PathBuf) {
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -132,28 +208,54 @@ enum ClusterHandle {
         child: Child,
         dir: tempfile::TempDir,
         /// Audit entries parsed so far and the file offset they end at.
-        audit: Vec<AuditTuple>,
+        audit: Vec<Audited>,
         offset: u64,
     },
 }
 
-/// (verb, resource[/subresource], user agent, HTTP code, arrival time) of one audited request.
-type AuditTuple = (String, String, String, u16, chrono::DateTime<chrono::Utc>);
-
-fn audit_tuple(
-    verb: &str,
-    res: &str,
-    sub: &str,
-    ua: &str,
+/// One audited request, as far as the bench reads it.
+#[derive(Debug, Clone)]
+struct Audited {
+    verb: String,
+    /// `resource` or `resource/subresource`.
+    res: String,
+    /// Object name (for a create: the name as created).
+    name: String,
+    /// User agent.
+    ua: String,
     code: u16,
+    /// Arrival time at the API server (one clock for every agent).
     time: chrono::DateTime<chrono::Utc>,
-) -> AuditTuple {
-    let res = if sub.is_empty() {
-        res.to_string()
-    } else {
-        format!("{res}/{sub}")
-    };
-    (verb.to_string(), res, ua.to_string(), code, time)
+}
+
+impl Audited {
+    fn new(
+        verb: &str,
+        res: &str,
+        sub: &str,
+        name: &str,
+        ua: &str,
+        code: u16,
+        time: chrono::DateTime<chrono::Utc>,
+    ) -> Audited {
+        let res = if sub.is_empty() {
+            res.to_string()
+        } else {
+            format!("{res}/{sub}")
+        };
+        Audited {
+            verb: verb.to_string(),
+            res,
+            name: name.to_string(),
+            ua: ua.to_string(),
+            code,
+            time,
+        }
+    }
+
+    fn ok(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
 }
 
 impl ClusterHandle {
@@ -215,7 +317,7 @@ impl ClusterHandle {
 
     /// Every audited request from index `from` on (the child's audit file is read
     /// incrementally: only lines added since the last call are parsed).
-    fn audit_since(&mut self, from: usize) -> Vec<AuditTuple> {
+    fn audit_since(&mut self, from: usize) -> Vec<Audited> {
         match self {
             ClusterHandle::InProcess(c) => c
                 .api()
@@ -226,10 +328,11 @@ impl ClusterHandle {
                 })
                 .iter()
                 .map(|e| {
-                    audit_tuple(
+                    Audited::new(
                         &e.verb,
                         &e.resource,
                         &e.subresource,
+                        &e.name,
                         &e.user_agent,
                         e.code,
                         e.time,
@@ -249,10 +352,11 @@ impl ClusterHandle {
                     for line in text[..complete].lines() {
                         if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
                             let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
-                            audit.push(audit_tuple(
+                            audit.push(Audited::new(
                                 &s("verb"),
                                 &s("resource"),
                                 &s("subresource"),
+                                &s("name"),
                                 &s("userAgent"),
                                 v["code"].as_u64().unwrap_or(0) as u16,
                                 s("time").parse().unwrap_or_default(),
@@ -405,6 +509,7 @@ async fn run(n: usize, in_process: bool) {
     }
 
     let audit_mark = cluster.audit_len();
+    let rss_before = rss_kib(&me);
     let ctrl_before = usage(&me);
     let cluster_before = cluster.usage();
     let vms: Api<VirtualMachine> = Api::namespaced(user.clone(), "default");
@@ -463,9 +568,9 @@ async fn run(n: usize, in_process: bool) {
         cluster
             .audit_since(from)
             .into_iter()
-            .filter(|(verb, res, _, _, _)| {
-                matches!(verb.as_str(), "create" | "update" | "patch" | "delete")
-                    && !res.starts_with("leases")
+            .filter(|a| {
+                matches!(a.verb.as_str(), "create" | "update" | "patch" | "delete")
+                    && !a.res.starts_with("leases")
             })
             .collect::<Vec<_>>()
     };
@@ -488,17 +593,18 @@ async fn run(n: usize, in_process: bool) {
         started.elapsed() - Duration::from_millis(50 * 40)
     };
     let ctrl_after = usage(&me);
+    let rss_after = rss_kib(&me);
     let cluster_after = cluster.usage();
 
     let mut by_agent: BTreeMap<&str, BTreeMap<String, (usize, usize)>> = BTreeMap::new();
     let all = writes(&mut cluster, audit_mark);
-    for (verb, res, ua, code, _) in &all {
+    for a in &all {
         let slot = by_agent
-            .entry(agent(ua))
+            .entry(agent(&a.ua))
             .or_default()
-            .entry(format!("{verb} {res}"))
+            .entry(format!("{} {}", a.verb, a.res))
             .or_default();
-        if (200..300).contains(code) {
+        if a.ok() {
             slot.0 += 1;
         } else {
             slot.1 += 1;
@@ -509,10 +615,13 @@ async fn run(n: usize, in_process: bool) {
     let renewals: Vec<chrono::DateTime<chrono::Utc>> = cluster
         .audit_since(audit_mark)
         .into_iter()
-        .filter(|(verb, res, ua, code, _)| {
-            verb == "update" && res == "leases" && ua.contains(CONTROLLER_AGENT) && *code == 200
+        .filter(|a| {
+            a.verb == "update"
+                && a.res == "leases"
+                && a.ua.contains(CONTROLLER_AGENT)
+                && a.code == 200
         })
-        .map(|t| t.4)
+        .map(|a| a.time)
         .collect();
     let longest_gap = renewals
         .windows(2)
@@ -576,6 +685,29 @@ async fn run(n: usize, in_process: bool) {
         ctrl_after.cpu_seconds - ctrl_before.cpu_seconds,
         ctrl_after.peak_rss_kib as f64 / 1024.0
     );
+    if !in_process {
+        println!(
+            "  controller process RSS: {:.1} MiB leading with no VM, {:.1} MiB idle with {n}: \
+             {:.1} KiB per VM (VM + VMI + launcher pod cached, queues, expectations, records)",
+            rss_before as f64 / 1024.0,
+            rss_after as f64 / 1024.0,
+            rss_after.saturating_sub(rss_before) as f64 / n as f64
+        );
+    }
+    let lat = start_latencies(&cluster.audit_since(audit_mark));
+    for (what, v) in [
+        ("VM create -> VMI create", &lat.vmi_created),
+        ("VM create -> launcher pod create", &lat.pod_created),
+        ("VM create -> VMI Running", &lat.running),
+    ] {
+        println!(
+            "  {what:<34} p50 {:>9.1} ms  p99 {:>9.1} ms  max {:>9.1} ms  ({} VMs)",
+            percentile(v, 0.5),
+            percentile(v, 0.99),
+            v.last().copied().unwrap_or(f64::NAN),
+            v.len()
+        );
+    }
     if let (Some(b), Some(a)) = (cluster_before, cluster_after) {
         println!(
             "  cluster process (API server + simulated nodes): CPU {:.2} s during the run, peak RSS {:.1} MiB",
