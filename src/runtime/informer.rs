@@ -84,7 +84,13 @@ where
     }
 
     /// Apply one watcher event; returns the notifications to deliver (after the store update).
-    pub fn apply(&mut self, event: watcher::Event<K>) -> Vec<Notification<K>> {
+    /// Objects are cached without `metadata.managedFields` (see [`strip_for_cache`]).
+    pub fn apply(&mut self, mut event: watcher::Event<K>) -> Vec<Notification<K>> {
+        match &mut event {
+            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => strip_for_cache(obj),
+            watcher::Event::Delete(obj) => strip_for_cache(obj),
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
         let mut out = Vec::new();
         match &event {
             watcher::Event::Init => self.relist_buffer.clear(),
@@ -125,6 +131,15 @@ where
         self.writer.apply_watcher_event(&event);
         out
     }
+}
+
+/// What the caches drop from every object before storing it: `metadata.managedFields`, the
+/// server-side-apply bookkeeping no controller decision reads, often the largest part of a
+/// small object's metadata on a real API server (a client-go `TransformFunc` doing the same
+/// is the usual remedy; KubeVirt v1.9's informers keep it). Everything else is kept: the
+/// decisions copy unmodelled fields through.
+pub fn strip_for_cache<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
 }
 
 impl<K> Default for InformerState<K>
@@ -397,6 +412,36 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    #[test]
+    fn cached_objects_and_notifications_carry_no_managed_fields_and_keep_the_rest() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let mut p = pod("a", "1");
+        p.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl".into()),
+            operation: Some("Apply".into()),
+            ..Default::default()
+        }]);
+        p.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+        let mut s = InformerState::<Pod>::new();
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(p.clone()));
+        let listed = s.apply(watcher::Event::InitDone);
+        let mut changed = p.clone();
+        changed.metadata.resource_version = Some("2".into());
+        let watched = s.apply(watcher::Event::Apply(changed));
+        for n in listed.iter().chain(&watched) {
+            let (Notification::Add(obj) | Notification::Update { new: obj, .. }) = n else {
+                panic!("unexpected {}", kinds(std::slice::from_ref(n)).join(""));
+            };
+            assert_eq!(obj.metadata.managed_fields, None);
+            assert_eq!(obj.metadata.labels, p.metadata.labels);
+        }
+        let cached = s.store().get(&ObjectRef::from_obj(&p)).expect("cached");
+        assert_eq!(cached.metadata.managed_fields, None);
+        assert_eq!(cached.metadata.resource_version.as_deref(), Some("2"));
+        assert_eq!(cached.metadata.labels, p.metadata.labels);
     }
 
     #[test]
