@@ -176,12 +176,13 @@ impl Manager {
             ],
             stop.clone(),
         );
-        let pods = Informer::<Pod>::spawn(
+        let pods = Informer::<Pod>::spawn_transformed(
             "pods",
             api_for(&client, ns),
             watcher::Config::default().labels("kubevirt.io=virt-launcher"),
             vec![pod_to_vmi_handler(vmi_queue.clone(), expectations.clone())],
             stop.clone(),
+            crate::controller::vmi::podutil::launcher_pod_for_cache,
         );
         let revisions = Informer::<ControllerRevision>::spawn(
             "controllerrevisions",

@@ -54,6 +54,9 @@ where
     store: Store<K>,
     relist_buffer: Vec<Arc<K>>,
     synced: bool,
+    /// Applied to every object before it is cached or handed to handlers (client-go's
+    /// `SetTransform`); [`strip_for_cache`] unless set with [`InformerState::with_transform`].
+    transform: fn(&mut K),
 }
 
 impl<K> InformerState<K>
@@ -70,7 +73,14 @@ where
             store,
             relist_buffer: Vec::new(),
             synced: false,
+            transform: strip_for_cache::<K>,
         }
+    }
+
+    /// The same state with another transform (which should call [`strip_for_cache`] too).
+    pub fn with_transform(mut self, transform: fn(&mut K)) -> Self {
+        self.transform = transform;
+        self
     }
 
     /// A reader of the cache.
@@ -84,11 +94,13 @@ where
     }
 
     /// Apply one watcher event; returns the notifications to deliver (after the store update).
-    /// Objects are cached without `metadata.managedFields` (see [`strip_for_cache`]).
+    /// Objects pass through the transform first (by default: without `metadata.managedFields`,
+    /// see [`strip_for_cache`]).
     pub fn apply(&mut self, mut event: watcher::Event<K>) -> Vec<Notification<K>> {
         match &mut event {
-            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => strip_for_cache(obj),
-            watcher::Event::Delete(obj) => strip_for_cache(obj),
+            watcher::Event::InitApply(obj)
+            | watcher::Event::Apply(obj)
+            | watcher::Event::Delete(obj) => (self.transform)(obj),
             watcher::Event::Init | watcher::Event::InitDone => {}
         }
         let mut out = Vec::new();
@@ -244,7 +256,30 @@ where
         handlers: Vec<Handler<K>>,
         cancel: CancellationToken,
     ) -> Self {
-        let mut state = InformerState::<K>::new();
+        Self::spawn_with(InformerState::new(), name, api, config, handlers, cancel)
+    }
+
+    /// [`Informer::spawn`] caching through `transform` (see [`InformerState::with_transform`]).
+    pub fn spawn_transformed(
+        name: &str,
+        api: Api<K>,
+        config: watcher::Config,
+        handlers: Vec<Handler<K>>,
+        cancel: CancellationToken,
+        transform: fn(&mut K),
+    ) -> Self {
+        let state = InformerState::new().with_transform(transform);
+        Self::spawn_with(state, name, api, config, handlers, cancel)
+    }
+
+    fn spawn_with(
+        mut state: InformerState<K>,
+        name: &str,
+        api: Api<K>,
+        config: watcher::Config,
+        handlers: Vec<Handler<K>>,
+        cancel: CancellationToken,
+    ) -> Self {
         let store = state.store();
         let (tx, rx) = watch::channel(false);
         let task_name = name.to_string();

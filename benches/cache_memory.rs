@@ -1,0 +1,294 @@
+//! What one VM costs in the controller's caches: the heap bytes a cached VirtualMachine,
+//! VirtualMachineInstance, virt-launcher Pod and start ControllerRevision keep alive, measured
+//! with a counting global allocator (issue 15 item 3).
+//!
+//! The objects are real: `demo-vm` copies (docs/examples/vm-containerdisk.yaml) started by the
+//! real controller on the embedded cluster until Running. Each object is then read back from
+//! the API server as JSON and decoded again into the type the informer caches (`Arc<K>`, as
+//! kube's reflector store holds it), while the allocator counts the bytes and allocations that
+//! stay live. Heap bytes do not depend on the build profile, so `cargo test --bench
+//! cache_memory` (debug, 20 VMs) gives the same per-object figures as `cargo bench`.
+//!
+//! Not counted: the store's map entries and `ObjectRef` keys, allocator headers (about 16
+//! bytes per live allocation with glibc malloc; the allocation counts are printed so this can
+//! be estimated) and fragmentation; the controller process's RSS per VM is what
+//! `benches/controller_start.rs` reports.
+//!
+//! Run: `cargo bench --bench cache_memory` (`CACHE_MEMORY_VMS`, default 200). Figures:
+//! docs/performance.md ("Bytes per cached VM").
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
+use virtctl_rs::config::ClusterSettings;
+use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
+use virtctl_rs::controller::vmi::podutil::launcher_pod_for_cache;
+use virtctl_rs::runtime::informer::strip_for_cache;
+use virtctl_rs::runtime::lease::LeaderElectionConfig;
+use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+
+/// The system allocator, counting live bytes and live allocations.
+struct Counting;
+
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+static LIVE_ALLOCATIONS: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            LIVE_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        LIVE_ALLOCATIONS.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn demo_vms(n: usize) -> Vec<VirtualMachine> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/examples/vm-containerdisk.yaml"
+    ))
+    .expect("docs/examples/vm-containerdisk.yaml");
+    let base: VirtualMachine = serde_yaml::from_str(&text).expect("vm-containerdisk.yaml");
+    (0..n)
+        .map(|i| {
+            let mut vm = base.clone();
+            vm.metadata.name = Some(format!("demo-vm-{i:04}"));
+            vm.metadata.namespace = Some("default".into());
+            vm
+        })
+        .collect()
+}
+
+/// Per-kind figures: objects, mean JSON size, mean live heap bytes and allocations per object.
+struct KindCost {
+    kind: &'static str,
+    objects: usize,
+    json_bytes: f64,
+    heap_bytes: f64,
+    allocations: f64,
+}
+
+/// Decode every object of `texts` into `Arc<K>` as the informer caches it (through the
+/// controller's `transform` for that kind), keeping all of them alive, and count what stays
+/// allocated.
+fn cost<K: Resource + DeserializeOwned>(
+    kind: &'static str,
+    texts: &[String],
+    transform: fn(&mut K),
+) -> KindCost {
+    let mut kept: Vec<Arc<K>> = Vec::with_capacity(texts.len());
+    let (bytes0, allocs0) = (
+        LIVE_BYTES.load(Ordering::SeqCst),
+        LIVE_ALLOCATIONS.load(Ordering::SeqCst),
+    );
+    for text in texts {
+        let mut obj: K = serde_json::from_str(text).expect("decode cached kind");
+        transform(&mut obj);
+        kept.push(Arc::new(obj));
+    }
+    // The Vec of pointers is the bench's, not the cache's.
+    let vec_bytes = (kept.capacity() * std::mem::size_of::<Arc<K>>()) as isize;
+    let bytes = LIVE_BYTES.load(Ordering::SeqCst) - bytes0;
+    let allocs = LIVE_ALLOCATIONS.load(Ordering::SeqCst) - allocs0;
+    let n = texts.len().max(1) as f64;
+    let cost = KindCost {
+        kind,
+        objects: texts.len(),
+        json_bytes: texts.iter().map(String::len).sum::<usize>() as f64 / n,
+        heap_bytes: (bytes - vec_bytes) as f64 / n,
+        allocations: allocs as f64 / n,
+    };
+    drop(kept);
+    cost
+}
+
+/// Each item of a list of `K`, as the JSON text the API server sent.
+async fn item_texts<K>(client: &kube::Client, params: &ListParams) -> Vec<String>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + std::fmt::Debug,
+{
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::api::ApiResource::erase::<K>(&()),
+    );
+    api.list(params)
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|o| serde_json::to_string(o).expect("JSON"))
+        .collect()
+}
+
+async fn run(n: usize) {
+    let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
+        nodes: (n / 100).max(2),
+        ..Default::default()
+    })
+    .await
+    .expect("embedded cluster");
+    let ctrl = cluster
+        .api()
+        .client_with_agent("virt-controller")
+        .await
+        .expect("client");
+    let config = ManagerConfig {
+        namespace: None,
+        vm_workers: virtctl_rs::controller::vm::WORKERS,
+        vmi_workers: virtctl_rs::controller::vmi::WORKERS,
+        settings: ClusterSettings::default(),
+        lease: LeaderElectionConfig::new("cache-memory-bench"),
+        on_lost_lease: OnLostLease::Exit,
+        listen: None,
+    };
+    let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
+    let manager = Arc::new(
+        Manager::start(ctrl, config, vm_rec, vmi_rec)
+            .await
+            .expect("manager"),
+    );
+    let cancel = CancellationToken::new();
+    let task = {
+        let (m, c) = (manager.clone(), cancel.clone());
+        tokio::spawn(async move { m.run(c).await })
+    };
+    let user = cluster.client().await.expect("client");
+    let vms: Api<VirtualMachine> = Api::namespaced(user.clone(), "default");
+    futures::stream::iter(demo_vms(n))
+        .for_each_concurrent(16, |vm| {
+            let vms = vms.clone();
+            async move {
+                vms.create(&PostParams::default(), &vm)
+                    .await
+                    .expect("create VM");
+            }
+        })
+        .await;
+    let started = Instant::now();
+    loop {
+        let running = vms
+            .list(&ListParams::default())
+            .await
+            .map(|l| {
+                l.items
+                    .iter()
+                    .filter(|v| {
+                        v.status
+                            .as_ref()
+                            .and_then(|s| s.printable_status.as_deref())
+                            == Some("Running")
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        if running == n {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(900),
+            "only {running}/{n} Running"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let all = ListParams::default();
+    let launchers = ListParams::default().labels("kubevirt.io=virt-launcher");
+    let vm_texts = item_texts::<VirtualMachine>(&user, &all).await;
+    let vmi_texts = item_texts::<VirtualMachineInstance>(&user, &all).await;
+    let pod_texts = item_texts::<Pod>(&user, &launchers).await;
+    let rev_texts = item_texts::<ControllerRevision>(&user, &all).await;
+    cancel.cancel();
+    let _ = task.await;
+    drop(manager);
+    cluster.shutdown().await;
+
+    let costs = [
+        cost::<VirtualMachine>("VirtualMachine", &vm_texts, strip_for_cache),
+        cost::<VirtualMachineInstance>("VirtualMachineInstance", &vmi_texts, strip_for_cache),
+        cost::<Pod>("Pod (virt-launcher)", &pod_texts, launcher_pod_for_cache),
+        cost::<Pod>("  (with its volumes)", &pod_texts, strip_for_cache),
+        cost::<ControllerRevision>("ControllerRevision", &rev_texts, strip_for_cache),
+    ];
+    println!(
+        "\ncache_memory: {n} Running demo-vm copies, objects decoded as the informers cache them"
+    );
+    println!(
+        "  {:<24} {:>7} {:>12} {:>16} {:>14}",
+        "kind", "objects", "JSON bytes", "heap bytes/obj", "allocs/obj"
+    );
+    for c in &costs {
+        println!(
+            "  {:<24} {:>7} {:>12.0} {:>16.0} {:>14.1}",
+            c.kind, c.objects, c.json_bytes, c.heap_bytes, c.allocations
+        );
+    }
+    let per_vm = |f: fn(&KindCost) -> f64| {
+        costs
+            .iter()
+            .filter(|c| !c.kind.starts_with(' '))
+            .map(|c| f(c) * c.objects as f64 / n as f64)
+            .sum::<f64>()
+    };
+    println!(
+        "  per VM (the four cached kinds): {:.0} JSON bytes, {:.0} heap bytes ({:.1} KiB), {:.0} allocations \
+         (+ about {:.1} KiB of malloc headers at 16 bytes each)",
+        per_vm(|c| c.json_bytes),
+        per_vm(|c| c.heap_bytes),
+        per_vm(|c| c.heap_bytes) / 1024.0,
+        per_vm(|c| c.allocations),
+        per_vm(|c| c.allocations) * 16.0 / 1024.0
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let benching = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let n = if benching {
+        env_usize("CACHE_MEMORY_VMS", 200)
+    } else {
+        20
+    };
+    tokio::runtime::Runtime::new()
+        .expect("tokio runtime")
+        .block_on(run(n));
+}
