@@ -238,3 +238,55 @@ async fn a_dropped_event_is_skipped_and_the_stream_carries_on() {
     );
     server.shutdown().await;
 }
+
+/// A dropped `DELETED` is not made good by anything but a relist: the informer keeps the
+/// object while later events of other objects arrive.
+#[tokio::test]
+async fn a_dropped_deletion_stays_in_the_informer_cache() {
+    let (server, watched, writer) = server_and_api().await;
+    writer
+        .create(&PostParams::default(), &cm("a"))
+        .await
+        .unwrap();
+    server.faults().add(
+        FaultRule::drop_event(1, Some(virtctl_rs::sim::store::EventKind::Deleted))
+            .user_agent(AGENT),
+    );
+    let cancel = CancellationToken::new();
+    let informer = Informer::spawn(
+        "configmaps",
+        watched,
+        kube::runtime::watcher::Config::default(),
+        Vec::new(),
+        cancel.clone(),
+    );
+    informer.wait_synced().await;
+    writer.delete("a", &DeleteParams::default()).await.unwrap();
+    writer
+        .create(&PostParams::default(), &cm("b"))
+        .await
+        .unwrap();
+    let cached = |informer: &Informer<ConfigMap>| {
+        let mut n = names(
+            &informer
+                .store()
+                .state()
+                .iter()
+                .map(|c| (**c).clone())
+                .collect::<Vec<_>>(),
+        );
+        n.sort();
+        n
+    };
+    wait_for("b in the cache", || async {
+        cached(&informer).contains(&"b".to_string()).then_some(())
+    })
+    .await;
+    assert_eq!(
+        cached(&informer),
+        ["a", "b"],
+        "a was deleted before b was created"
+    );
+    cancel.cancel();
+    server.shutdown().await;
+}

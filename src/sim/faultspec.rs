@@ -278,8 +278,8 @@ pub fn parse(rule: &str) -> Result<FaultSpec, String> {
 fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
     match ms {
-        _ if ms % 60_000 == 0 && ms > 0 => format!("{}m", ms / 60_000),
-        _ if ms % 1000 == 0 && ms > 0 => format!("{}s", ms / 1000),
+        _ if ms.is_multiple_of(60_000) && ms > 0 => format!("{}m", ms / 60_000),
+        _ if ms.is_multiple_of(1000) && ms > 0 => format!("{}s", ms / 1000),
         _ => format!("{ms}ms"),
     }
 }
