@@ -42,6 +42,35 @@ fn names(list: &[ConfigMap]) -> Vec<String> {
         .collect()
 }
 
+/// Our informer on `api`, synced; cancel the token to stop it.
+async fn synced_informer(
+    api: Api<ConfigMap>,
+    handlers: Vec<Handler<ConfigMap>>,
+) -> (Informer<ConfigMap>, CancellationToken) {
+    let cancel = CancellationToken::new();
+    let informer = Informer::spawn(
+        "configmaps",
+        api,
+        kube::runtime::watcher::Config::default(),
+        handlers,
+        cancel.clone(),
+    );
+    informer.wait_synced().await;
+    (informer, cancel)
+}
+
+/// The names in the informer's cache, sorted.
+fn cached(informer: &Informer<ConfigMap>) -> Vec<String> {
+    let mut n: Vec<String> = informer
+        .store()
+        .state()
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap_or_default())
+        .collect();
+    n.sort();
+    n
+}
+
 #[tokio::test]
 async fn a_tombstone_deletion_reaches_the_informer_only_through_the_relist() {
     let (server, watched, writer) = server_and_api().await;
@@ -67,15 +96,7 @@ async fn a_tombstone_deletion_reaches_the_informer_only_through_the_relist() {
             seen.lock().unwrap().push(line);
         })
     };
-    let cancel = CancellationToken::new();
-    let informer = Informer::spawn(
-        "configmaps",
-        watched,
-        kube::runtime::watcher::Config::default(),
-        vec![handler],
-        cancel.clone(),
-    );
-    informer.wait_synced().await;
+    let (informer, cancel) = synced_informer(watched, vec![handler]).await;
     let lists_before = lists(&server);
     writer.delete("a", &DeleteParams::default()).await.unwrap();
     wait_for("the deletion of a", || async {
@@ -93,17 +114,7 @@ async fn a_tombstone_deletion_reaches_the_informer_only_through_the_relist() {
     );
     assert!(!lines.contains(&"delete default/a relisted=false".to_string()));
     assert_eq!(lists(&server), lists_before + 1, "one relist");
-    assert_eq!(
-        names(
-            &informer
-                .store()
-                .state()
-                .iter()
-                .map(|c| (**c).clone())
-                .collect::<Vec<_>>()
-        ),
-        ["b"]
-    );
+    assert_eq!(cached(&informer), ["b"]);
     cancel.cancel();
     server.shutdown().await;
 }
@@ -252,32 +263,12 @@ async fn a_dropped_deletion_stays_in_the_informer_cache() {
         FaultRule::drop_event(1, Some(virtctl_rs::sim::store::EventKind::Deleted))
             .user_agent(AGENT),
     );
-    let cancel = CancellationToken::new();
-    let informer = Informer::spawn(
-        "configmaps",
-        watched,
-        kube::runtime::watcher::Config::default(),
-        Vec::new(),
-        cancel.clone(),
-    );
-    informer.wait_synced().await;
+    let (informer, cancel) = synced_informer(watched, Vec::new()).await;
     writer.delete("a", &DeleteParams::default()).await.unwrap();
     writer
         .create(&PostParams::default(), &cm("b"))
         .await
         .unwrap();
-    let cached = |informer: &Informer<ConfigMap>| {
-        let mut n = names(
-            &informer
-                .store()
-                .state()
-                .iter()
-                .map(|c| (**c).clone())
-                .collect::<Vec<_>>(),
-        );
-        n.sort();
-        n
-    };
     wait_for("b in the cache", || async {
         cached(&informer).contains(&"b".to_string()).then_some(())
     })

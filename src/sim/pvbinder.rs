@@ -184,68 +184,44 @@ pub async fn run(
 
 /// Mark the claim bound: annotations on the object, then its status.
 fn bind(store: &Store, audit: &AuditLog, key: &ObjKey, node: Option<&str>) {
-    let r = store.mutate(
-        key.res,
-        &key.ns,
-        &key.name,
-        Sub::Main,
-        false,
-        false,
-        |cur| {
-            let mut next = cur.clone();
-            let m = object::meta_mut(&mut next);
-            let ann = m.entry("annotations").or_insert_with(|| json!({}));
-            if let Some(ann) = ann.as_object_mut() {
-                ann.insert("pv.kubernetes.io/bind-completed".into(), json!("yes"));
-                ann.insert("pv.kubernetes.io/bound-by-controller".into(), json!("yes"));
-                if let Some(node) = node {
-                    ann.insert("volume.kubernetes.io/selected-node".into(), json!(node));
-                }
+    // One write of `sub`, audited; whether it succeeded.
+    let write = |sub: Sub, f: &dyn Fn(&Value) -> Value| {
+        let r = store.mutate(key.res, &key.ns, &key.name, sub, false, false, |cur| {
+            Ok(f(cur))
+        });
+        let name = if sub == Sub::Status { "status" } else { "" };
+        let code = r.as_ref().map(|_| 200).unwrap_or_else(|e| e.code);
+        record_write(store, audit, BINDER_USER_AGENT, "update", key, name, code);
+        r.is_ok()
+    };
+    let annotated = write(Sub::Main, &|cur| {
+        let mut next = cur.clone();
+        let m = object::meta_mut(&mut next);
+        let ann = m.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(ann) = ann.as_object_mut() {
+            ann.insert("pv.kubernetes.io/bind-completed".into(), json!("yes"));
+            ann.insert("pv.kubernetes.io/bound-by-controller".into(), json!("yes"));
+            if let Some(node) = node {
+                ann.insert("volume.kubernetes.io/selected-node".into(), json!(node));
             }
-            Ok(next)
-        },
-    );
-    record_write(
-        store,
-        audit,
-        BINDER_USER_AGENT,
-        "update",
-        key,
-        "",
-        r.as_ref().map(|_| 200).unwrap_or_else(|e| e.code),
-    );
-    if r.is_err() {
+        }
+        next
+    });
+    if !annotated {
         return;
     }
-    let r = store.mutate(
-        key.res,
-        &key.ns,
-        &key.name,
-        Sub::Status,
-        false,
-        false,
-        |cur| {
-            let mut next = cur.clone();
-            let mut status = json!({"phase": "Bound"});
-            if let Some(modes) = cur["spec"]["accessModes"].as_array() {
-                status["accessModes"] = Value::Array(modes.clone());
-            }
-            if let Some(size) = cur["spec"]["resources"]["requests"]["storage"].as_str() {
-                status["capacity"] = json!({"storage": size});
-            }
-            next["status"] = status;
-            Ok(next)
-        },
-    );
-    record_write(
-        store,
-        audit,
-        BINDER_USER_AGENT,
-        "update",
-        key,
-        "status",
-        r.map(|_| 200).unwrap_or_else(|e| e.code),
-    );
+    write(Sub::Status, &|cur| {
+        let mut next = cur.clone();
+        let mut status = json!({"phase": "Bound"});
+        if let Some(modes) = cur["spec"]["accessModes"].as_array() {
+            status["accessModes"] = Value::Array(modes.clone());
+        }
+        if let Some(size) = cur["spec"]["resources"]["requests"]["storage"].as_str() {
+            status["capacity"] = json!({"storage": size});
+        }
+        next["status"] = status;
+        next
+    });
 }
 
 #[cfg(test)]
