@@ -24,12 +24,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::env::{CONTROLLER_AGENT, Env, EnvConfig};
+use common::one_per_vm::{assert_one_at_a_time, pod_vm};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::sim::cluster::EmbeddedCluster;
-use virtctl_rs::sim::{ApiServerConfig, AuditEntry, AuditQuery, FaultRule, Verb};
+use virtctl_rs::sim::{ApiServerConfig, AuditQuery, FaultRule, Verb};
 
 const NAMESPACE: &str = "default";
 const VMS: usize = 8;
@@ -130,22 +131,6 @@ async fn printable_statuses(client: &kube::Client) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// VM name of a launcher pod name `virt-launcher-<vm>-<5 chars>`.
-fn pod_vm(pod: &str) -> Option<&str> {
-    let rest = pod.strip_prefix("virt-launcher-")?;
-    let cut = rest.len().checked_sub(6)?;
-    rest[cut..].starts_with('-').then(|| &rest[..cut])
-}
-
-fn controller_creates(audit: &[AuditEntry], resource: &str) -> Vec<AuditEntry> {
-    audit
-        .iter()
-        .filter(|e| e.verb == "create" && e.resource == resource && e.subresource.is_empty())
-        .filter(|e| e.user_agent.contains(CONTROLLER_AGENT))
-        .cloned()
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_vmi_and_one_pod_per_vm_under_lagging_cache_and_api_errors() {
     let mut config = EnvConfig::new("reliability-test").long_lease(Duration::from_millis(500));
@@ -204,30 +189,10 @@ async fn one_vmi_and_one_pod_per_vm_under_lagging_cache_and_api_errors() {
         "only {failed_writes} controller writes failed: the faults did not bite"
     );
 
-    // VMIs: exactly one successful create per VM, and no create refused as AlreadyExists.
-    let vmi_creates = controller_creates(&audit, "virtualmachineinstances");
-    let mut vmi_ok: BTreeMap<String, usize> = BTreeMap::new();
-    for e in vmi_creates.iter().filter(|e| (200..300).contains(&e.code)) {
-        *vmi_ok.entry(e.name.clone()).or_default() += 1;
-    }
-    let already_exists: Vec<&AuditEntry> = vmi_creates.iter().filter(|e| e.code == 409).collect();
-    assert!(
-        already_exists.is_empty(),
-        "VMI creates refused with 409 AlreadyExists (created from a stale cache): {already_exists:#?}"
-    );
-    // Launcher pods: exactly one successful create per VM (pods use generateName, so a
-    // duplicate would succeed).
-    let mut pod_ok: BTreeMap<String, usize> = BTreeMap::new();
-    for e in controller_creates(&audit, "pods")
-        .iter()
-        .filter(|e| (200..300).contains(&e.code))
-    {
-        let vm = pod_vm(&e.name).unwrap_or(&e.name).to_string();
-        *pod_ok.entry(vm).or_default() += 1;
-    }
+    // Exactly one successful VMI create and one launcher pod create per VM, no VMI create
+    // refused as AlreadyExists, never two launcher pods of one VM.
     let want: BTreeMap<String, usize> = (0..VMS).map(|i| (vm_name(i), 1)).collect();
-    assert_eq!(vmi_ok, want, "successful VMI creates per VM");
-    assert_eq!(pod_ok, want, "successful launcher pod creates per VM");
+    assert_one_at_a_time(&audit, CONTROLLER_AGENT, &want);
 
     // And the live objects agree: one VMI per VM, one pod per VMI (by controller owner UID).
     let vmis = Api::<VirtualMachineInstance>::namespaced(user.clone(), NAMESPACE)

@@ -62,6 +62,32 @@ async fn a_fault_added_at_run_time_shows_in_the_controller_and_goes_when_removed
     let id = body["id"].as_str().expect("id").to_string();
     let (_, listed) = call(&admin, "GET", "/faults", "", &token).await;
     assert_eq!(listed["faults"][0]["id"], id.as_str(), "{listed}");
+    // Listed in the syntax `--fault` and POST take, so it can be pasted back.
+    assert_eq!(listed["faults"][0]["rule"], rule.as_str(), "{listed}");
+    let (code, body) = call(
+        &admin,
+        "POST",
+        "/faults",
+        "tombstone,resource=pods,probability=0.5,times=2",
+        &token,
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (_, listed) = call(&admin, "GET", "/faults", "", &token).await;
+    assert_eq!(
+        listed["faults"][1]["rule"], "tombstone,resource=pods,probability=0.5,times=2",
+        "{listed}"
+    );
+    let tombstone = listed["faults"][1]["id"].as_str().expect("id").to_string();
+    let (code, _) = call(
+        &admin,
+        "DELETE",
+        &format!("/faults/{tombstone}"),
+        "",
+        &token,
+    )
+    .await;
+    assert_eq!(code, 200);
 
     env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
         .await;

@@ -213,7 +213,8 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 }
 
 /// `cluster serve` starts its own cluster: `--kubeconfig`, `--context` and `-n` are refused
-/// (exit 2) rather than ignored; a `--fault` that does not parse is a usage error too.
+/// (exit 2) rather than ignored; a `--fault` or `--pvc-bind-delay` that does not parse is a
+/// usage error too.
 #[test]
 fn serve_rejects_flags_it_does_not_use_and_bad_faults() {
     for args in [
@@ -221,6 +222,7 @@ fn serve_rejects_flags_it_does_not_use_and_bad_faults() {
         &["--context", "x"][..],
         &["-n", "prod"][..],
         &["--fault", "explode"][..],
+        &["--pvc-bind-delay", "soon"][..],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
             .args(["cluster", "serve"])
@@ -231,7 +233,9 @@ fn serve_rejects_flags_it_does_not_use_and_bad_faults() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
-            err.contains("does not use") || err.contains("unknown fault"),
+            err.contains("does not use")
+                || err.contains("unknown fault")
+                || err.contains("--pvc-bind-delay: invalid duration"),
             "{args:?}: {err}"
         );
     }

@@ -72,6 +72,12 @@ pub struct ServeArgs {
     /// verb, resource, name, user agent, code; the leader-election fields of Lease writes).
     #[arg(long, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// How long a new PersistentVolumeClaim stays Pending before it is Bound (`250ms`, `2s`,
+    /// `1m`; `never`: claims stay Pending). Claims of a missing StorageClass, of one with
+    /// `volumeBindingMode: WaitForFirstConsumer` until a pod using them is scheduled, and those
+    /// annotated `sim.virtctl-rs.io/hold-binding: "true"` stay Pending.
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub pvc_bind_delay: String,
 }
 
 /// `cluster serve` starts its own cluster: the flags naming an existing one make no sense.
@@ -171,6 +177,13 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         ..Default::default()
     };
     config.api.admission = !args.no_admission;
+    config.api.pvc_bind_delay = match args.pvc_bind_delay.as_str() {
+        "never" => None,
+        d => Some(
+            crate::sim::faultspec::parse_duration(d)
+                .map_err(|e| CliError::Usage(format!("--pvc-bind-delay: {e}")))?,
+        ),
+    };
     if let Some(out) = &args.kubeconfig_out {
         let out = std::path::absolute(out).map_err(|e| {
             CliError::Failed(format!("invalid --kubeconfig-out {}: {e}", out.display()))

@@ -135,7 +135,7 @@ async fn list(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> Respo
         .faults
         .installed()
         .into_iter()
-        .map(|(id, r)| json!({"id": id.get().to_string(), "rule": format!("{r:?}")}))
+        .map(|(id, r)| json!({"id": id.get().to_string(), "rule": faultspec::format_rule(&r)}))
         .collect();
     out.extend(
         lock(&state)

@@ -1,6 +1,7 @@
 //! Runtime fault injection for reliability tests: error responses (500/503/429 with
 //! `Retry-After`), added latency, injected 409 conflicts on update/patch, watch streams closed
-//! mid-way and watch events delivered late (a lagging informer).
+//! mid-way and watch events delivered late (a lagging informer), and the three ways a client
+//! loses events: a deletion seen only on relist (a tombstone), a stale list, a dropped event.
 //!
 //! Everything is off by default. Decisions come from one seeded RNG (`StdRng::seed_from_u64`),
 //! so a run is reproducible as long as requests arrive in the same order; rules with
@@ -14,6 +15,7 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
 use super::status::ApiError;
+use super::store::EventKind;
 
 /// A Kubernetes request verb, for scoping faults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,6 +86,33 @@ pub enum FaultAction {
     /// Close a matching watch stream after a number of events drawn uniformly from
     /// `0..=max` (decided once per watch request): streams dropped at random points.
     DropWatchAfterRandom(u64),
+    /// A *tombstone deletion*: when a matching watch stream reaches a `DELETED` event, it sends
+    /// an `ERROR` event with `410 Expired` ("too old resource version") instead and ends, so the
+    /// client relists and learns of the deletion only because the object is missing from the
+    /// list. This is what happens when the watch cache's window has moved past a client's
+    /// resourceVersion (k8s.io/apiserver `pkg/storage/cacher/watch_cache.go`,
+    /// `getAllEventsSinceLocked` → `NewResourceExpired`); client-go's reflector relists on it
+    /// (`tools/cache/reflector.go`, `isExpiredError`) and its `DeltaFIFO.Replace` reports the
+    /// object as `DeletedFinalStateUnknown` (`tools/cache/delta_fifo.go`). Decided once per
+    /// watch request.
+    TombstoneDeletes,
+    /// A *stale list*: a matching list answers the resource as it was this many of its events
+    /// ago, with that older `resourceVersion` (never older than a `resourceVersion` the request
+    /// asked for: `NotOlderThan`), as a list served by a lagging watch cache does
+    /// (`resourceVersion=0` lists, k8s.io/apiserver `pkg/storage/cacher/cacher.go`
+    /// `GetList`; kubernetes/kubernetes#59848). A watch from that resourceVersion then replays
+    /// the events the list lacked. Applies to every matching list, also a consistent one
+    /// (`resourceVersion` unset) that a real server would answer from etcd: a harsher fault.
+    StaleList(u64),
+    /// A *dropped event*: a matching watch stream silently skips its `nth` event (1-based,
+    /// counting only events of `kind` when set) and carries on. Nothing tells the client: it
+    /// holds the old state until a later event of the object or a relist.
+    DropEvent {
+        /// Which event (1 = the first the stream would send).
+        nth: u64,
+        /// Count only `ADDED` / `MODIFIED` / `DELETED` events (as the client would see them).
+        kind: Option<EventKind>,
+    },
 }
 
 /// One fault rule.
@@ -157,6 +186,28 @@ impl FaultRule {
     /// Close watch streams after a random number of events in `0..=max`.
     pub fn drop_watch_randomly(max: u64) -> Self {
         let mut r = Self::new(FaultAction::DropWatchAfterRandom(max));
+        r.verbs = vec![Verb::Watch];
+        r
+    }
+
+    /// Watches end with `410 Expired` instead of delivering a `DELETED` event (a tombstone
+    /// deletion, see [`FaultAction::TombstoneDeletes`]).
+    pub fn tombstone_deletes() -> Self {
+        let mut r = Self::new(FaultAction::TombstoneDeletes);
+        r.verbs = vec![Verb::Watch];
+        r
+    }
+
+    /// Lists answer the state of `events_behind` events ago ([`FaultAction::StaleList`]).
+    pub fn stale_list(events_behind: u64) -> Self {
+        let mut r = Self::new(FaultAction::StaleList(events_behind));
+        r.verbs = vec![Verb::List];
+        r
+    }
+
+    /// Watches silently skip their `nth` event, of `kind` when set ([`FaultAction::DropEvent`]).
+    pub fn drop_event(nth: u64, kind: Option<EventKind>) -> Self {
+        let mut r = Self::new(FaultAction::DropEvent { nth, kind });
         r.verbs = vec![Verb::Watch];
         r
     }
@@ -267,6 +318,12 @@ pub struct Decision {
     pub watch_delay: Duration,
     /// For update/patch: answer 409 Conflict.
     pub conflict: bool,
+    /// For a watch: end with `410 Expired` instead of sending a `DELETED` event.
+    pub tombstone_deletes: bool,
+    /// For a list: answer the state of this many events of the resource ago.
+    pub stale_list: Option<u64>,
+    /// For a watch: skip these events (`nth`, counted among events of `kind` when set).
+    pub drop_events: Vec<(u64, Option<EventKind>)>,
 }
 
 /// Runtime fault-injection control (see the module docs).
@@ -390,6 +447,17 @@ impl Faults {
                         d.drop_watch_after = Some(d.drop_watch_after.map_or(n, |m| m.min(n)));
                     }
                 }
+                FaultAction::TombstoneDeletes => d.tombstone_deletes |= verb == Verb::Watch,
+                FaultAction::StaleList(n) => {
+                    if verb == Verb::List {
+                        d.stale_list = Some(d.stale_list.map_or(*n, |m| m.max(*n)));
+                    }
+                }
+                FaultAction::DropEvent { nth, kind } => {
+                    if verb == Verb::Watch {
+                        d.drop_events.push((*nth, *kind));
+                    }
+                }
             }
         }
         d
@@ -436,6 +504,28 @@ mod tests {
         assert!(drops.iter().all(|n| *n <= 10));
         assert!(drops.iter().any(|n| *n != drops[0]), "{drops:?}");
         assert_eq!(f.decide(Verb::Get, "pods", "").drop_watch_after, None);
+    }
+
+    #[test]
+    fn lost_event_rules_reach_their_verbs_only() {
+        let f = Faults::new(0);
+        f.add(FaultRule::tombstone_deletes().resource("pods"));
+        f.add(FaultRule::stale_list(3).resource("pods"));
+        f.add(FaultRule::stale_list(5).resource("pods"));
+        f.add(FaultRule::drop_event(2, Some(EventKind::Modified)).resource("pods"));
+        f.add(FaultRule::drop_event(4, None).resource("pods"));
+        let w = f.decide(Verb::Watch, "pods", "");
+        assert!(w.tombstone_deletes);
+        assert_eq!(
+            w.drop_events,
+            vec![(2, Some(EventKind::Modified)), (4, None)]
+        );
+        assert_eq!(w.stale_list, None);
+        let l = f.decide(Verb::List, "pods", "");
+        assert_eq!(l.stale_list, Some(5), "the stalest rule wins");
+        assert!(!l.tombstone_deletes && l.drop_events.is_empty());
+        let other = f.decide(Verb::Watch, "nodes", "");
+        assert!(!other.tombstone_deletes && other.drop_events.is_empty());
     }
 
     #[test]

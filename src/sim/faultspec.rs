@@ -12,6 +12,10 @@
 //! | `conflict` | [`FaultRule::conflict`] |
 //! | `drop-watch-after=N` | [`FaultRule::drop_watch_after`] |
 //! | `delay-watch=DURATION` | [`FaultRule::delay_watch_events`] |
+//! | `drop-watch-randomly=MAX` | [`FaultRule::drop_watch_randomly`] |
+//! | `tombstone` | [`FaultRule::tombstone_deletes`]: watches end with 410 instead of a `DELETED` |
+//! | `stale-list=N` | [`FaultRule::stale_list`]: lists answer the state of N events ago |
+//! | `drop-event=N` (`event=ADDED\|MODIFIED\|DELETED`) | [`FaultRule::drop_event`]: the Nth event of a watch is skipped |
 //! | `stuck-image-pull=MATCHER` | [`NodeSimHandle::stick_image_pull`] (removed with the rule) |
 //! | `fail-before-running=MATCHER,count=N` | [`NodeSimHandle::fail_vmis_before_running`] |
 //! | `fail-pod=NS/NAME` | [`NodeSimHandle::fail_pod`] (a failing launcher pod) |
@@ -19,14 +23,17 @@
 //! | `remove-node=NAME`, `add-node` | node loss, a new node |
 //!
 //! Keys of API faults: `verbs=create|update|...` (Kubernetes verbs), `resource=PLURAL`,
-//! `agent=SUBSTRING` (user agent), `probability=0..1`, `times=N`, `retry-after=SECONDS`.
+//! `except=PLURAL|...` (resources it never applies to), `agent=SUBSTRING` (user agent),
+//! `probability=0..1`, `times=N`, `retry-after=SECONDS`, and for `drop-event` only
+//! `event=KIND`. [`format_rule`] writes an installed rule back in this syntax.
 //! Durations are `250ms`, `2s`, `1m`. Matchers: `any`, `vmi:NAME`, `prefix:NAME`,
 //! `label:KEY=VALUE`.
 
 use std::time::Duration;
 
-use super::faults::{FaultRule, Verb};
+use super::faults::{FaultAction, FaultRule, Verb};
 use super::nodes::{Matcher, NodeSimError, NodeSimHandle};
+use super::store::EventKind;
 
 /// A parsed rule.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,6 +183,10 @@ pub fn parse(rule: &str) -> Result<FaultSpec, String> {
         "conflict" => FaultRule::conflict(),
         "drop-watch-after" => FaultRule::drop_watch_after(num(need("N")?, action)?),
         "delay-watch" => FaultRule::delay_watch_events(parse_duration(need("DURATION")?)?),
+        "drop-watch-randomly" => FaultRule::drop_watch_randomly(num(need("MAX")?, action)?),
+        "tombstone" => FaultRule::tombstone_deletes(),
+        "stale-list" => FaultRule::stale_list(num(need("N")?, action)?),
+        "drop-event" => FaultRule::drop_event(num(need("N")?, action)?, None),
         "stuck-image-pull" => {
             return node(
                 NodeFault::StuckImagePull(parse_matcher(need("MATCHER")?)?),
@@ -209,7 +220,7 @@ pub fn parse(rule: &str) -> Result<FaultSpec, String> {
         "add-node" => return node(NodeFault::AddNode, &keys),
         other => {
             return Err(format!(
-                "unknown fault {other:?} (error, too-many-requests, latency, conflict, drop-watch-after, delay-watch, stuck-image-pull, fail-before-running, fail-pod, crash-guest, shutdown-guest, remove-node, add-node)"
+                "unknown fault {other:?} (error, too-many-requests, latency, conflict, drop-watch-after, delay-watch, drop-watch-randomly, tombstone, stale-list, drop-event, stuck-image-pull, fail-before-running, fail-pod, crash-guest, shutdown-guest, remove-node, add-node)"
             ));
         }
     };
@@ -223,6 +234,25 @@ pub fn parse(rule: &str) -> Result<FaultSpec, String> {
                 rule.verbs(&verbs)
             }
             "resource" => rule.resource(v),
+            "except" => v.split('|').fold(rule, |r, e| r.except_resource(e)),
+            "event" => {
+                let FaultAction::DropEvent { nth, .. } = rule.action else {
+                    return Err(format!("{action} takes no key \"event\" (drop-event does)"));
+                };
+                let kind = match v {
+                    "ADDED" => EventKind::Added,
+                    "MODIFIED" => EventKind::Modified,
+                    "DELETED" => EventKind::Deleted,
+                    _ => return Err(format!("event: {v:?} is not ADDED, MODIFIED or DELETED")),
+                };
+                FaultRule {
+                    action: FaultAction::DropEvent {
+                        nth,
+                        kind: Some(kind),
+                    },
+                    ..rule
+                }
+            }
             "agent" => rule.user_agent(v),
             "probability" => {
                 let p: f64 = v
@@ -236,12 +266,93 @@ pub fn parse(rule: &str) -> Result<FaultSpec, String> {
             "retry-after" => rule.retry_after(num(v, k)? as u32),
             _ => {
                 return Err(format!(
-                    "unknown key {k:?} (verbs, resource, agent, probability, times, retry-after)"
+                    "unknown key {k:?} (verbs, resource, except, agent, probability, times, retry-after, event)"
                 ));
             }
         };
     }
     Ok(FaultSpec::Api(rule))
+}
+
+/// A duration as [`parse_duration`] reads it (`250ms`, `2s`, `1m`).
+fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        _ if ms.is_multiple_of(60_000) && ms > 0 => format!("{}m", ms / 60_000),
+        _ if ms.is_multiple_of(1000) && ms > 0 => format!("{}s", ms / 1000),
+        _ => format!("{ms}ms"),
+    }
+}
+
+/// An installed API rule in the syntax [`parse`] reads (what `GET /faults` shows); `times` is
+/// what is left of its budget. `parse(&format_rule(r))` gives `r` back.
+pub fn format_rule(rule: &FaultRule) -> String {
+    let (head, default) = match &rule.action {
+        FaultAction::Error {
+            code: 429,
+            retry_after_seconds: Some(s),
+        } => (
+            format!("too-many-requests={s}"),
+            FaultRule::too_many_requests(*s),
+        ),
+        FaultAction::Error {
+            code,
+            retry_after_seconds,
+        } => {
+            let mut head = format!("error={code}");
+            if let Some(s) = retry_after_seconds {
+                head.push_str(&format!(",retry-after={s}"));
+            }
+            (head, FaultRule::error(*code))
+        }
+        FaultAction::Latency(d) => (
+            format!("latency={}", format_duration(*d)),
+            FaultRule::latency(*d),
+        ),
+        FaultAction::Conflict => ("conflict".into(), FaultRule::conflict()),
+        FaultAction::DropWatchAfter(n) => (
+            format!("drop-watch-after={n}"),
+            FaultRule::drop_watch_after(*n),
+        ),
+        FaultAction::DelayWatchEvents(d) => (
+            format!("delay-watch={}", format_duration(*d)),
+            FaultRule::delay_watch_events(*d),
+        ),
+        FaultAction::DropWatchAfterRandom(n) => (
+            format!("drop-watch-randomly={n}"),
+            FaultRule::drop_watch_randomly(*n),
+        ),
+        FaultAction::TombstoneDeletes => ("tombstone".into(), FaultRule::tombstone_deletes()),
+        FaultAction::StaleList(n) => (format!("stale-list={n}"), FaultRule::stale_list(*n)),
+        FaultAction::DropEvent { nth, kind } => {
+            let mut head = format!("drop-event={nth}");
+            if let Some(k) = kind {
+                head.push_str(&format!(",event={}", k.as_str()));
+            }
+            (head, FaultRule::drop_event(*nth, *kind))
+        }
+    };
+    let mut out = vec![head];
+    if rule.verbs != default.verbs {
+        let verbs: Vec<&str> = rule.verbs.iter().map(|v| v.as_str()).collect();
+        out.push(format!("verbs={}", verbs.join("|")));
+    }
+    if let Some(r) = &rule.resource {
+        out.push(format!("resource={r}"));
+    }
+    if !rule.except_resources.is_empty() {
+        out.push(format!("except={}", rule.except_resources.join("|")));
+    }
+    if let Some(a) = &rule.user_agent {
+        out.push(format!("agent={a}"));
+    }
+    if rule.probability < 1.0 {
+        out.push(format!("probability={}", rule.probability));
+    }
+    if let Some(t) = rule.times {
+        out.push(format!("times={t}"));
+    }
+    out.join(",")
 }
 
 #[cfg(test)]
@@ -287,6 +398,82 @@ mod tests {
         assert_eq!(
             parse("too-many-requests=2").unwrap(),
             FaultSpec::Api(FaultRule::too_many_requests(2))
+        );
+    }
+
+    #[test]
+    fn lost_event_rules() {
+        assert_eq!(
+            parse("tombstone,resource=virtualmachineinstances,agent=virt-controller").unwrap(),
+            FaultSpec::Api(
+                FaultRule::tombstone_deletes()
+                    .resource("virtualmachineinstances")
+                    .user_agent("virt-controller")
+            )
+        );
+        assert_eq!(
+            parse("stale-list=5,resource=pods").unwrap(),
+            FaultSpec::Api(FaultRule::stale_list(5).resource("pods"))
+        );
+        assert_eq!(
+            parse("drop-event=2,event=DELETED").unwrap(),
+            FaultSpec::Api(FaultRule::drop_event(2, Some(EventKind::Deleted)))
+        );
+        assert_eq!(
+            parse("drop-watch-randomly=40,except=leases|events").unwrap(),
+            FaultSpec::Api(
+                FaultRule::drop_watch_randomly(40)
+                    .except_resource("leases")
+                    .except_resource("events")
+            )
+        );
+        assert!(
+            parse("error=500,event=ADDED")
+                .unwrap_err()
+                .contains("drop-event does")
+        );
+        assert!(
+            parse("drop-event=1,event=GONE")
+                .unwrap_err()
+                .contains("GONE")
+        );
+    }
+
+    /// `GET /faults` shows rules in `--fault` syntax: every rule prints as text that parses
+    /// back to the same rule.
+    #[test]
+    fn rules_print_in_the_syntax_they_parse_from() {
+        let rules = [
+            FaultRule::error(503)
+                .verbs(&[Verb::Create, Verb::Patch])
+                .resource("pods")
+                .user_agent("virt-controller")
+                .probability(0.025)
+                .times(3),
+            FaultRule::error(500).retry_after(2),
+            FaultRule::too_many_requests(4),
+            FaultRule::latency(Duration::from_millis(250)),
+            FaultRule::latency(Duration::from_secs(120)),
+            FaultRule::conflict().except_resource("leases"),
+            FaultRule::drop_watch_after(0),
+            FaultRule::drop_watch_randomly(40).user_agent("virt-controller"),
+            FaultRule::delay_watch_events(Duration::from_secs(2)).probability(0.25),
+            FaultRule::tombstone_deletes().resource("pods"),
+            FaultRule::stale_list(7).verbs(&[Verb::List, Verb::Get]),
+            FaultRule::drop_event(3, Some(EventKind::Modified)),
+            FaultRule::drop_event(1, None).times(1),
+        ];
+        for rule in rules {
+            let text = format_rule(&rule);
+            assert_eq!(parse(&text), Ok(FaultSpec::Api(rule.clone())), "{text}");
+        }
+        assert_eq!(
+            format_rule(&FaultRule::error(503).resource("pods").probability(0.5)),
+            "error=503,resource=pods,probability=0.5"
+        );
+        assert_eq!(
+            format_rule(&FaultRule::drop_event(2, Some(EventKind::Deleted))),
+            "drop-event=2,event=DELETED"
         );
     }
 

@@ -48,22 +48,43 @@ struct Gc {
     audit: Arc<AuditLog>,
 }
 
+/// Audit a write an in-server controller (`agent`) made to `key` directly in the store.
+pub(super) fn record_write(
+    store: &Store,
+    audit: &AuditLog,
+    agent: &str,
+    verb: &str,
+    key: &ObjKey,
+    sub: &str,
+    code: u16,
+) {
+    let def = store.registry().get(key.res);
+    audit.record(
+        chrono::Utc::now(),
+        AuditRecord {
+            verb: verb.into(),
+            group: def.group.into(),
+            resource: def.plural.into(),
+            subresource: sub.into(),
+            namespace: key.ns.clone(),
+            name: key.name.clone(),
+            user_agent: agent.into(),
+            path: String::new(),
+            lease: None,
+        },
+        code,
+    );
+}
+
 impl Gc {
     fn record(&self, verb: &str, key: &ObjKey, sub: &str, code: u16) {
-        let def = self.store.registry().get(key.res);
-        self.audit.record(
-            chrono::Utc::now(),
-            AuditRecord {
-                verb: verb.into(),
-                group: def.group.into(),
-                resource: def.plural.into(),
-                subresource: sub.into(),
-                namespace: key.ns.clone(),
-                name: key.name.clone(),
-                user_agent: GC_USER_AGENT.into(),
-                path: String::new(),
-                lease: None,
-            },
+        record_write(
+            &self.store,
+            &self.audit,
+            GC_USER_AGENT,
+            verb,
+            key,
+            sub,
             code,
         );
     }

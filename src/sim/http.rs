@@ -527,8 +527,8 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     };
     let result = match verb {
         Verb::Get => ctx.get(),
-        Verb::List => ctx.list(),
-        Verb::Watch => ctx.watch(decision.drop_watch_after, decision.watch_delay),
+        Verb::List => ctx.list(decision.stale_list),
+        Verb::Watch => ctx.watch(&decision),
         Verb::Create if rr.sub.as_deref() == Some("binding") => ctx.bind(),
         Verb::Create => ctx.create(&mut rec),
         Verb::Update => ctx.update(),
@@ -645,7 +645,8 @@ impl Ctx<'_> {
         Ok(self.obj_response(200, &obj))
     }
 
-    fn list(&self) -> Result<Response, ApiError> {
+    /// A list; `stale`: the stale-list fault's number of events behind.
+    fn list(&self, stale: Option<u64>) -> Result<Response, ApiError> {
         let filter = parse_filter(self.def, self.q)?;
         let limit = match self.q.get("limit") {
             Some(l) if !l.is_empty() => l
@@ -682,13 +683,36 @@ impl Ctx<'_> {
                 return Err(e);
             }
         }
-        let page = self.app.store.list(
-            self.sres,
-            self.rr.ns.as_deref(),
-            &filter,
-            limit,
-            self.q.get("continue").map(String::as_str),
-        )?;
+        let continue_token = self
+            .q
+            .get("continue")
+            .map(String::as_str)
+            .filter(|c| !c.is_empty());
+        let page = match stale {
+            // A continued list resumes at its first page's resourceVersion already.
+            Some(behind) if continue_token.is_none() => {
+                let not_older_than = self
+                    .q
+                    .get("resourceVersion")
+                    .and_then(|rv| rv.parse().ok())
+                    .unwrap_or(0);
+                self.app.store.list_stale(
+                    self.sres,
+                    self.rr.ns.as_deref(),
+                    &filter,
+                    limit,
+                    behind,
+                    not_older_than,
+                )
+            }
+            _ => self.app.store.list(
+                self.sres,
+                self.rr.ns.as_deref(),
+                &filter,
+                limit,
+                continue_token,
+            )?,
+        };
         if let Some(tv) = self.table_version() {
             let served: Vec<Value> = page.items.iter().map(|o| self.served(o)).collect();
             let refs: Vec<&Value> = served.iter().collect();
@@ -705,7 +729,7 @@ impl Ctx<'_> {
         Ok(json_bytes(200, list_body(self.def, &page)))
     }
 
-    fn watch(&self, drop_after: Option<u64>, delay: Duration) -> Result<Response, ApiError> {
+    fn watch(&self, faults: &super::faults::Decision) -> Result<Response, ApiError> {
         let filter = parse_filter(self.def, self.q)?;
         let send_initial = parse_bool(self.q, "sendInitialEvents");
         let rv = self
@@ -750,8 +774,10 @@ impl Ctx<'_> {
             initial_events_end: send_initial,
             timeout,
             bookmark_interval: self.app.bookmark_interval,
-            drop_after,
-            delay,
+            drop_after: faults.drop_watch_after,
+            delay: faults.watch_delay,
+            tombstone_deletes: faults.tombstone_deletes,
+            drop_events: faults.drop_events.clone(),
             kind: self.def.kind.to_string(),
             api_version: self.def.api_version(),
             convert: self.def.storage.is_some().then(|| self.def.clone()),

@@ -62,6 +62,18 @@ pub fn prepare_create(def: &ResourceDef, obj: &mut Value) {
                 l.insert("kubernetes.io/metadata.name".into(), name);
             }
         }
+        // `pkg/registry/core/persistentvolumeclaim/strategy.go` PrepareForCreate clears the
+        // status; `pkg/apis/core/v1/defaults.go` `SetDefaults_PersistentVolumeClaim` sets
+        // phase Pending and volumeMode Filesystem.
+        ("", "persistentvolumeclaims") => {
+            if let Some(m) = obj.as_object_mut() {
+                let spec = m.entry("spec").or_insert_with(|| json!({}));
+                if let Some(s) = spec.as_object_mut() {
+                    s.entry("volumeMode").or_insert_with(|| json!("Filesystem"));
+                }
+                m.insert("status".into(), json!({"phase": "Pending"}));
+            }
+        }
         // Nodes register with their status (kubelet), services keep theirs.
         ("", "nodes") | ("", "services") => {}
         _ if def.status_subresource => {

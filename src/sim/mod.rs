@@ -33,6 +33,7 @@ pub mod object;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;
+pub mod pvbinder;
 pub mod resources;
 pub mod selector;
 pub mod status;
@@ -126,6 +127,10 @@ pub struct ApiServerConfig {
     /// Run virt-api's admission webhooks and Pod Security admission (`src/sim/admission.rs`).
     /// Default `true`; `false` is a cluster without virt-api (`cluster serve --no-admission`).
     pub admission: bool,
+    /// How long a bindable PersistentVolumeClaim stays Pending before the binder
+    /// (`src/sim/pvbinder.rs`) marks it Bound; `None`: claims are never bound. Default 1 s
+    /// (a quick dynamic provisioner); `cluster serve --pvc-bind-delay`.
+    pub pvc_bind_delay: Option<Duration>,
 }
 
 impl Default for ApiServerConfig {
@@ -142,6 +147,7 @@ impl Default for ApiServerConfig {
             namespaces: vec!["default".into(), "kube-system".into(), "kubevirt".into()],
             port: 0,
             admission: true,
+            pvc_bind_delay: Some(Duration::from_secs(1)),
         }
     }
 }
@@ -250,6 +256,14 @@ impl ApiServer {
             }
         });
         let gc_task = tokio::spawn(gc::run(store.clone(), audit.clone(), stop.clone()));
+        let binder_task = config.pvc_bind_delay.map(|delay| {
+            tokio::spawn(pvbinder::run(
+                store.clone(),
+                audit.clone(),
+                delay,
+                stop.clone(),
+            ))
+        });
         Ok(ApiServer {
             url,
             token,
@@ -259,7 +273,10 @@ impl ApiServer {
             audit,
             faults,
             stop,
-            tasks: vec![server_task, gc_task],
+            tasks: [server_task, gc_task]
+                .into_iter()
+                .chain(binder_task)
+                .collect(),
         })
     }
 

@@ -229,6 +229,60 @@ struct Commit {
     prev: Option<Arc<Value>>,
 }
 
+/// One page of a list over `objects` (sorted by namespace then name): those in `ns` matching
+/// `filter`, at most `limit` (0 = all), after `start` (a decoded continue token), at `list_rv`.
+fn page(
+    objects: &BTreeMap<(String, String), Arc<Value>>,
+    start: Option<&(u64, String, String)>,
+    ns: Option<&str>,
+    filter: &Filter,
+    limit: usize,
+    list_rv: u64,
+) -> ListPage {
+    let lower: (String, String) = match (start, ns) {
+        (Some((_, k_ns, k_name)), _) => (k_ns.clone(), k_name.clone()),
+        (None, Some(ns)) => (ns.to_string(), String::new()),
+        (None, None) => (String::new(), String::new()),
+    };
+    let mut items = Vec::new();
+    let mut more = false;
+    let mut remaining = 0u64;
+    let mut last: Option<(String, String)> = None;
+    for ((k_ns, k_name), obj) in objects.range(lower.clone()..) {
+        if start.is_some() && (k_ns, k_name) == (&lower.0, &lower.1) {
+            continue;
+        }
+        if let Some(ns) = ns
+            && k_ns != ns
+        {
+            break;
+        }
+        if !filter.matches(obj) {
+            continue;
+        }
+        if limit > 0 && items.len() >= limit {
+            more = true;
+            remaining += 1;
+            continue;
+        }
+        last = Some((k_ns.clone(), k_name.clone()));
+        items.push(obj.clone());
+    }
+    let (continue_token, remaining) = match (more, last) {
+        (true, Some((l_ns, l_name))) => (
+            Some(encode_continue(list_rv, &l_ns, &l_name)),
+            Some(remaining),
+        ),
+        _ => (None, None),
+    };
+    ListPage {
+        items,
+        rv: list_rv,
+        continue_token,
+        remaining,
+    }
+}
+
 impl Store {
     /// An empty store over `reg`, keeping `history_size` events per resource for watches.
     pub fn new(reg: Arc<Registry>, history_size: usize) -> Self {
@@ -351,50 +405,71 @@ impl Store {
             _ => None,
         };
         let inner = self.lock();
-        let col = &inner.cols[res];
         let list_rv = start.as_ref().map(|s| s.0).unwrap_or(inner.rv);
-        let lower: (String, String) = match (&start, ns) {
-            (Some((_, k_ns, k_name)), _) => (k_ns.clone(), k_name.clone()),
-            (None, Some(ns)) => (ns.to_string(), String::new()),
-            (None, None) => (String::new(), String::new()),
+        Ok(page(
+            &inner.cols[res].objects,
+            start.as_ref(),
+            ns,
+            filter,
+            limit,
+            list_rv,
+        ))
+    }
+
+    /// A first page of [`Store::list`] as the resource was `events_behind` of its events ago
+    /// (the stale-list fault, `super::faults::FaultAction::StaleList`): the newest events of
+    /// `res` are undone (an `ADDED` object removed, a `MODIFIED` or `DELETED` one put back as
+    /// it was before), and the page carries the resourceVersion just before the oldest event
+    /// undone, so that a watch from it replays them. Never older than `not_older_than` (a
+    /// `resourceVersion` the request asked for) nor than the event history reaches.
+    pub fn list_stale(
+        &self,
+        res: ResId,
+        ns: Option<&str>,
+        filter: &Filter,
+        limit: usize,
+        events_behind: u64,
+        not_older_than: u64,
+    ) -> ListPage {
+        let inner = self.lock();
+        let col = &inner.cols[res];
+        let undo: Vec<&Arc<Event>> = col
+            .history
+            .iter()
+            .rev()
+            .take(usize::try_from(events_behind).unwrap_or(usize::MAX))
+            .take_while(|e| e.rv > not_older_than)
+            .collect();
+        let Some(oldest) = undo.last() else {
+            return page(&col.objects, None, ns, filter, limit, inner.rv);
         };
-        let mut items = Vec::new();
-        let mut more = false;
-        let mut remaining = 0u64;
-        let mut last: Option<(String, String)> = None;
-        for ((k_ns, k_name), obj) in col.objects.range(lower.clone()..) {
-            if start.is_some() && (k_ns, k_name) == (&lower.0, &lower.1) {
+        let list_rv = oldest.rv - 1;
+        let in_scope = |ns_of: &str| ns.is_none_or(|n| n == ns_of);
+        let mut snapshot: BTreeMap<(String, String), Arc<Value>> = col
+            .objects
+            .iter()
+            .filter(|((n, _), _)| in_scope(n))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for ev in &undo {
+            let key = (
+                object::namespace(&ev.object).to_string(),
+                object::name(&ev.object).to_string(),
+            );
+            if !in_scope(&key.0) {
                 continue;
             }
-            if let Some(ns) = ns
-                && k_ns != ns
-            {
-                break;
+            match (ev.kind, &ev.prev) {
+                (EventKind::Added, _) => {
+                    snapshot.remove(&key);
+                }
+                (_, Some(prev)) => {
+                    snapshot.insert(key, prev.clone());
+                }
+                (_, None) => {}
             }
-            if !filter.matches(obj) {
-                continue;
-            }
-            if limit > 0 && items.len() >= limit {
-                more = true;
-                remaining += 1;
-                continue;
-            }
-            last = Some((k_ns.clone(), k_name.clone()));
-            items.push(obj.clone());
         }
-        let (continue_token, remaining) = match (more, last) {
-            (true, Some((l_ns, l_name))) => (
-                Some(encode_continue(list_rv, &l_ns, &l_name)),
-                Some(remaining),
-            ),
-            _ => (None, None),
-        };
-        Ok(ListPage {
-            items,
-            rv: list_rv,
-            continue_token,
-            remaining,
-        })
+        page(&snapshot, None, ns, filter, limit, list_rv)
     }
 
     /// Register a watch on `res` in `ns` (all when `None`).

@@ -36,6 +36,11 @@ pub struct WatchOptions {
     pub drop_after: Option<u64>,
     /// Fault: deliver each event this long after its commit.
     pub delay: Duration,
+    /// Fault: end with `410 Expired` instead of sending a `DELETED` event (a tombstone
+    /// deletion, [`super::faults::FaultAction::TombstoneDeletes`]).
+    pub tombstone_deletes: bool,
+    /// Fault: skip these events, `(nth, kind)` ([`super::faults::FaultAction::DropEvent`]).
+    pub drop_events: Vec<(u64, Option<EventKind>)>,
     /// `kind` for bookmarks.
     pub kind: String,
     /// `apiVersion` for bookmarks.
@@ -66,35 +71,54 @@ struct State {
     next_bookmark: Instant,
     drop_rx: watch::Receiver<u64>,
     sent: u64,
+    /// Events the stream would have sent (dropped ones included): all, and per kind
+    /// (ADDED, MODIFIED, DELETED), for the dropped-event fault.
+    offered: u64,
+    offered_by_kind: [u64; 3],
     last_rv: u64,
     done: bool,
 }
 
-/// One serialized line for an event, or `None` when the filter hides it.
-fn render(ev: &Event, opts: &WatchOptions) -> Option<Bytes> {
-    let filter = &opts.filter;
-    let kind = if filter.is_empty() {
-        ev.kind
-    } else {
-        let now = filter.matches(&ev.object);
-        match ev.kind {
-            EventKind::Added | EventKind::Deleted => {
-                if !now {
-                    return None;
-                }
-                ev.kind
-            }
-            EventKind::Modified => {
-                let before = ev.prev.as_deref().is_some_and(|p| filter.matches(p));
-                match (before, now) {
-                    (true, true) => EventKind::Modified,
-                    (false, true) => EventKind::Added,
-                    (true, false) => EventKind::Deleted,
-                    (false, false) => return None,
-                }
+impl State {
+    /// Count an event about to be sent; `true` when the dropped-event fault skips it.
+    fn skips(&mut self, kind: EventKind) -> bool {
+        let k = match kind {
+            EventKind::Added => 0,
+            EventKind::Modified => 1,
+            EventKind::Deleted => 2,
+        };
+        self.offered += 1;
+        self.offered_by_kind[k] += 1;
+        let (all, of_kind) = (self.offered, self.offered_by_kind[k]);
+        self.opts.drop_events.iter().any(|(nth, only)| match only {
+            None => *nth == all,
+            Some(only) => *only == kind && *nth == of_kind,
+        })
+    }
+}
+
+/// The kind of the event as this watch sends it, or `None` when the filter hides it.
+fn sent_kind(ev: &Event, filter: &Filter) -> Option<EventKind> {
+    if filter.is_empty() {
+        return Some(ev.kind);
+    }
+    let now = filter.matches(&ev.object);
+    match ev.kind {
+        EventKind::Added | EventKind::Deleted => now.then_some(ev.kind),
+        EventKind::Modified => {
+            let before = ev.prev.as_deref().is_some_and(|p| filter.matches(p));
+            match (before, now) {
+                (true, true) => Some(EventKind::Modified),
+                (false, true) => Some(EventKind::Added),
+                (true, false) => Some(EventKind::Deleted),
+                (false, false) => None,
             }
         }
-    };
+    }
+}
+
+/// One serialized line for an event sent as `kind`.
+fn render(ev: &Event, kind: EventKind, opts: &WatchOptions) -> Option<Bytes> {
     let served = opts
         .convert
         .as_ref()
@@ -169,6 +193,8 @@ pub fn stream(
         rx,
         drop_rx,
         sent: 0,
+        offered: 0,
+        offered_by_kind: [0; 3],
         last_rv: start_rv,
         done: false,
     };
@@ -199,8 +225,24 @@ pub fn stream(
                 };
                 match out {
                     Out::Event(ev) => {
+                        let before = st.last_rv;
                         st.last_rv = st.last_rv.max(ev.rv);
-                        if let Some(b) = render(&ev, &st.opts) {
+                        let Some(kind) = sent_kind(&ev, &st.opts.filter) else {
+                            continue;
+                        };
+                        if kind == EventKind::Deleted && st.opts.tombstone_deletes {
+                            // The DELETED never reaches this client: its window is gone.
+                            st.done = true;
+                            let e = super::status::ApiError::expired(format!(
+                                "too old resource version: {before} ({})",
+                                ev.rv
+                            ));
+                            return Some((Ok(error_line(&e.to_status())), st));
+                        }
+                        if st.skips(kind) {
+                            continue;
+                        }
+                        if let Some(b) = render(&ev, kind, &st.opts) {
                             st.sent += 1;
                             if st.opts.drop_after.is_some_and(|n| st.sent > n) {
                                 return None;
@@ -284,23 +326,29 @@ mod tests {
             bookmark_interval: Duration::from_secs(1),
             drop_after: None,
             delay: Duration::ZERO,
+            tombstone_deletes: false,
+            drop_events: Vec::new(),
             kind: "ConfigMap".into(),
             api_version: "v1".into(),
             convert: None,
             table: None,
         };
+        let sent = |e: &Event| {
+            let kind = sent_kind(e, &f.filter)?;
+            render(e, kind, &f).map(|b| kind_of(&b))
+        };
         let enter = ev(EventKind::Modified, json!({"app": "x"}), Some(json!({})));
-        assert_eq!(kind_of(&render(&enter, &f).unwrap()), "ADDED");
+        assert_eq!(sent(&enter).as_deref(), Some("ADDED"));
         let leave = ev(EventKind::Modified, json!({}), Some(json!({"app": "x"})));
-        assert_eq!(kind_of(&render(&leave, &f).unwrap()), "DELETED");
+        assert_eq!(sent(&leave).as_deref(), Some("DELETED"));
         let stay_out = ev(EventKind::Modified, json!({}), Some(json!({})));
-        assert!(render(&stay_out, &f).is_none());
+        assert_eq!(sent(&stay_out), None);
         let stay = ev(
             EventKind::Modified,
             json!({"app": "x"}),
             Some(json!({"app": "x"})),
         );
-        assert_eq!(kind_of(&render(&stay, &f).unwrap()), "MODIFIED");
+        assert_eq!(sent(&stay).as_deref(), Some("MODIFIED"));
     }
 
     #[test]

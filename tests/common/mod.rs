@@ -8,6 +8,7 @@
 //!   conformance sweeps (`KUBEVIRT_EXAMPLES`, see README "Tests");
 //! - [`env`]: the `Env` scenario builder (embedded cluster + a leading controller manager);
 //! - [`objects`]: small objects and API helpers for the `sim_*` tests;
+//! - [`one_per_vm`]: exactly one VMI and one launcher pod per VM, from the audit log;
 //! - [`split_brain`]: leadership terms from the audit log and the check that no two overlap
 //!   and nobody writes outside its own.
 //!
@@ -16,6 +17,7 @@
 
 pub mod env;
 pub mod objects;
+pub mod one_per_vm;
 pub mod split_brain;
 
 use std::ffi::OsString;
