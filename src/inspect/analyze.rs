@@ -11,7 +11,7 @@
 use super::gather::{ControllerView, Gathered, GatheredFleet, volume_claims};
 use super::model::*;
 use crate::api::annotations::MEMORY_OVERHEAD_BYTES;
-use crate::api::common::Condition;
+use crate::api::common::{Condition, ObjectVersion};
 use crate::api::labels::CREATED_BY;
 use crate::api::manifest::KubeVirtObject;
 use crate::api::quantity::ParsedQuantity;
@@ -94,9 +94,7 @@ fn quantity_millis(text: &str) -> Option<i64> {
 fn vm_view(vm: &VirtualMachine, now: DateTime<Utc>) -> VmView {
     let status = vm.status.as_ref();
     VmView {
-        uid: vm.metadata.uid.clone(),
-        resource_version: vm.metadata.resource_version.clone(),
-        generation: vm.metadata.generation,
+        object: ObjectVersion::of(&vm.metadata),
         run_strategy: vm_strategy(vm).ok().map(|s| s.as_str().to_string()),
         printable_status: status.and_then(|s| s.printable_status.clone()),
         observed_generation: status.and_then(|s| s.observed_generation),
@@ -1186,7 +1184,8 @@ fn overhead_check(g: &Gathered, vm: &VirtualMachine) -> Result<Option<OverheadCh
     .map(Some)
 }
 
-fn current_pod(pods: &[Pod]) -> Option<&Pod> {
+/// The gathered pod the VMI runs in: the first (newest) one not being deleted, else the newest.
+pub(crate) fn current_pod(pods: &[Pod]) -> Option<&Pod> {
     pods.iter()
         .find(|p| p.metadata.deletion_timestamp.is_none())
         .or(pods.first())

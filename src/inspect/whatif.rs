@@ -20,7 +20,7 @@
 //! [`what_if`] is pure (the terminal UI can call it on the `Gathered` it holds);
 //! [`gather_what_if`] does the reads; [`render_text`] is the plain-text form.
 
-use super::analyze::{analyze, changed_paths, decide_next};
+use super::analyze::{analyze, changed_paths, current_pod, decide_next};
 use super::gather::{GatherError, GatherOptions, Gathered, describe_error, gather_raw};
 use super::model::{FieldChange, Inspection, Missing, PlannedActionView};
 use crate::api::annotations::{MEMORY_OVERHEAD_BYTES, VM_GENERATION};
@@ -941,12 +941,6 @@ fn diff_maps(
 
 fn meta_map(m: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
     m.cloned().unwrap_or_default()
-}
-
-fn current_pod(pods: &[Pod]) -> Option<&Pod> {
-    pods.iter()
-        .find(|p| p.metadata.deletion_timestamp.is_none())
-        .or(pods.first())
 }
 
 /// The VMI the VM starts (`SetupVMIFromVM`), with the running VMI's uid when one runs (so the

@@ -4,42 +4,16 @@
 use super::*;
 use crate::controller::vm::revision::build_start_revision;
 use crate::launcher::overhead::MIB;
-use serde_json::json;
+use serde_json::{Value, json};
 
-const NOW: &str = "2026-12-01T10:00:00Z";
-
-fn now() -> DateTime<Utc> {
-    NOW.parse().expect("time")
-}
+use crate::inspect::test_support::{now, vm_a};
 
 fn vm(strategy: &str) -> VirtualMachine {
-    serde_json::from_value(json!({
-        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-        "metadata": {
-            "name": "vm-a", "namespace": "demo", "uid": "vm-uid", "resourceVersion": "10",
-            "generation": 2,
-            "annotations": {
-                "kubevirt.io/latest-observed-api-version": "v1",
-                "kubevirt.io/storage-observed-api-version": "v1"
-            },
-            "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]
-        },
-        "spec": {
-            "runStrategy": strategy,
-            "template": {
-                "metadata": {"labels": {"kubevirt.io/vm": "vm-a"}},
-                "spec": {
-                    "domain": {
-                        "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
-                        "devices": {},
-                        "resources": {"requests": {"memory": "128Mi"}}
-                    }
-                }
-            }
-        },
-        "status": {"printableStatus": "Running", "observedGeneration": 2, "desiredGeneration": 2}
-    }))
-    .expect("vm")
+    vm_a(
+        strategy,
+        Value::Null,
+        json!({"printableStatus": "Running", "observedGeneration": 2, "desiredGeneration": 2}),
+    )
 }
 
 fn node(name: &str, memory: &str) -> Node {
