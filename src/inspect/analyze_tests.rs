@@ -867,10 +867,14 @@ fn the_fleet_puts_problems_first() {
 
 #[test]
 fn human_durations() {
-    assert_eq!(human_duration(3.2), "3 s");
-    assert_eq!(human_duration(297.0), "4 m 57 s");
-    assert_eq!(human_duration(3700.0), "1 h 1 m");
-    assert_eq!(human_duration(-5.0), "0 s");
+    for (seconds, want) in [
+        (3.2, "3 s"),
+        (297.0, "4 m 57 s"),
+        (3700.0, "1 h 1 m"),
+        (-5.0, "0 s"),
+    ] {
+        assert_eq!(human_duration(seconds), want, "{seconds}");
+    }
 }
 
 /// `running()` with the VMI started from an earlier template: the start revision is built from

@@ -587,13 +587,7 @@ mod tests {
             .await
             .unwrap();
         let w = app.what_if.result.as_ref().expect("a what-if result");
-        assert!(
-            w.outcome
-                .iter()
-                .any(|o| o.starts_with("would delete VMI vm-a")),
-            "{:?}",
-            w.outcome
-        );
+        crate::inspect::whatif::tests::assert_outcome(w, "would delete VMI vm-a");
         assert!(app.what_if.open, "the first result stays under the input");
         assert!(app.what_if.editing);
         let error = app.what_if.error.as_deref().unwrap_or_default();
