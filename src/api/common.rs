@@ -128,6 +128,17 @@ pub fn annotation<'a>(
         .map(String::as_str)
 }
 
+/// An object's label by key.
+pub fn label<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<&'a str> {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
 /// Find a condition by type.
 pub fn find_condition<'a>(
     conditions: Option<&'a Vec<Condition>>,

@@ -291,19 +291,12 @@ fn settings(args: &ExplainOverheadArgs) -> Result<ClusterSettings, CliError> {
 /// `kubevirt.io/domain` annotation / `vm.kubevirt.io/name` label.
 fn pod_target(explanations: &[Explanation], pod: &Pod) -> Result<usize, String> {
     let meta = &pod.metadata;
-    let name = meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(crate::api::annotations::DOMAIN))
-        .or_else(|| {
-            meta.labels
-                .as_ref()
-                .and_then(|l| l.get(crate::api::labels::VM_NAME))
-        });
+    let name = crate::api::annotation(meta, crate::api::annotations::DOMAIN)
+        .or_else(|| crate::api::label(meta, crate::api::labels::VM_NAME));
     match name {
         Some(name) => {
             let known: Vec<String> = explanations.iter().map(|e| e.name.clone()).collect();
-            explanations.iter().position(|e| &e.name == name).ok_or_else(|| {
+            explanations.iter().position(|e| e.name == name).ok_or_else(|| {
                 format!("the pod belongs to VMI {name:?} (kubevirt.io/domain), which is not in the manifest ({})", known.join(", "))
             })
         }

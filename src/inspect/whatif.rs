@@ -1565,11 +1565,7 @@ pub fn gathered_from_manifest(
         .into_iter()
         .filter(|p| {
             uid.is_some()
-                && p.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(crate::api::labels::CREATED_BY))
-                    == uid.as_ref()
+                && crate::api::label(&p.metadata, crate::api::labels::CREATED_BY) == uid.as_deref()
         })
         .collect();
     g.settings = match kubevirt {
