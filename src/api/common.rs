@@ -122,10 +122,7 @@ pub fn annotation<'a>(
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     key: &str,
 ) -> Option<&'a str> {
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    entry(meta.annotations.as_ref(), key)
 }
 
 /// An object's label by key.
@@ -133,10 +130,14 @@ pub fn label<'a>(
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     key: &str,
 ) -> Option<&'a str> {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
+    entry(meta.labels.as_ref(), key)
+}
+
+fn entry<'a>(
+    map: Option<&'a std::collections::BTreeMap<String, String>>,
+    key: &str,
+) -> Option<&'a str> {
+    map?.get(key).map(String::as_str)
 }
 
 /// Find a condition by type.
