@@ -5,11 +5,13 @@
 //!
 //! Processes are waited for with generous deadlines; nothing sleeps for a fixed time.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::cluster::EmbeddedCluster;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -138,14 +140,7 @@ fn run_controller_and_cluster_serve_end_quietly_on_a_closed_pipe() {
 }
 
 async fn cluster() -> EmbeddedCluster {
-    EmbeddedCluster::start(EmbeddedClusterConfig {
-        nodes: 1,
-        kubelet_delay: Duration::from_millis(50),
-        grace_scale: 0.01,
-        ..Default::default()
-    })
-    .await
-    .expect("embedded cluster starts")
+    common::fast_cluster(1).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

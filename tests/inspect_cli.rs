@@ -18,21 +18,14 @@ use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::VirtualMachine;
 use virtctl_rs::controller::manager::Manager;
 use virtctl_rs::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
-use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::cluster::EmbeddedCluster;
 use virtctl_rs::sim::faults::FaultRule;
 
 const NS: &str = "default";
 const CONTROLLER_AGENT: &str = "virt-controller-inspect-e2e";
 
 async fn cluster() -> EmbeddedCluster {
-    EmbeddedCluster::start(EmbeddedClusterConfig {
-        nodes: 1,
-        kubelet_delay: Duration::from_millis(50),
-        grace_scale: 0.01,
-        ..Default::default()
-    })
-    .await
-    .expect("embedded cluster starts")
+    common::fast_cluster(1).await
 }
 
 /// `inspect ARGS` against the cluster: (exit code, stdout, stderr).
@@ -61,26 +54,7 @@ async fn inspect_json(cluster: &EmbeddedCluster, args: &[&str]) -> Value {
 }
 
 fn vm(name: &str, run_strategy: &str) -> VirtualMachine {
-    serde_json::from_value(json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "runStrategy": run_strategy,
-            "template": {
-                "metadata": {"labels": {"kubevirt.io/vm": name}},
-                "spec": {
-                    "domain": {
-                        "devices": {"disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}]},
-                        "resources": {"requests": {"memory": "128Mi"}}
-                    },
-                    "volumes": [{"name": "containerdisk",
-                        "containerDisk": {"image": "quay.io/kubevirt/cirros-container-disk-demo"}}]
-                }
-            }
-        }
-    }))
-    .expect("vm")
+    common::objects::container_disk_vm(NS, name, run_strategy)
 }
 
 async fn create_vm(client: &kube::Client, vm: &VirtualMachine) {

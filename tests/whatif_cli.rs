@@ -13,12 +13,11 @@ use common::wait_for;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::controller::manager::Manager;
-use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::cluster::EmbeddedCluster;
 
 const NS: &str = "default";
 const CONTROLLER_AGENT: &str = "virt-controller-whatif-e2e";
@@ -91,26 +90,7 @@ async fn what_if_json(cluster: &EmbeddedCluster, args: &[&str]) -> Value {
 }
 
 fn vm() -> VirtualMachine {
-    serde_json::from_value(json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {"name": "vm-w", "namespace": NS},
-        "spec": {
-            "runStrategy": "Always",
-            "template": {
-                "metadata": {"labels": {"kubevirt.io/vm": "vm-w"}},
-                "spec": {
-                    "domain": {
-                        "devices": {"disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}]},
-                        "resources": {"requests": {"memory": "128Mi"}}
-                    },
-                    "volumes": [{"name": "containerdisk",
-                        "containerDisk": {"image": "quay.io/kubevirt/cirros-container-disk-demo"}}]
-                }
-            }
-        }
-    }))
-    .expect("vm")
+    common::objects::container_disk_vm(NS, "vm-w", "Always")
 }
 
 fn outcome_has(json: &Value, needle: &str) -> bool {
@@ -129,14 +109,7 @@ async fn start_manager(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_if_on_a_running_vm_reads_only_and_answers() {
-    let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
-        nodes: 2,
-        kubelet_delay: Duration::from_millis(50),
-        grace_scale: 0.01,
-        ..Default::default()
-    })
-    .await
-    .expect("embedded cluster starts");
+    let cluster = common::fast_cluster(2).await;
     let client = cluster.client().await.expect("client");
     let (_manager, cancel, run) = start_manager(&cluster).await;
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), NS);

@@ -90,15 +90,54 @@ impl Condition {
     }
 }
 
+/// One object's identity and version, from its `metadata` (the VM of `inspect`'s model, the
+/// cached VM and VMI of `/debug/state?key=`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectVersion {
+    /// `metadata.uid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// `metadata.generation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+}
+
+impl ObjectVersion {
+    /// The version of the object whose metadata is `meta`.
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        ObjectVersion {
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            generation: meta.generation,
+        }
+    }
+}
+
 /// An object's annotation by key.
 pub fn annotation<'a>(
     meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     key: &str,
 ) -> Option<&'a str> {
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    entry(meta.annotations.as_ref(), key)
+}
+
+/// An object's label by key.
+pub fn label<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<&'a str> {
+    entry(meta.labels.as_ref(), key)
+}
+
+fn entry<'a>(
+    map: Option<&'a std::collections::BTreeMap<String, String>>,
+    key: &str,
+) -> Option<&'a str> {
+    map?.get(key).map(String::as_str)
 }
 
 /// Find a condition by type.

@@ -469,14 +469,7 @@ mod tests {
             KubeVirtObject::Vmi(vmi) => {
                 assert_eq!(vmi.metadata.name.as_deref(), Some("rs-b"));
                 assert_eq!(vmi.metadata.namespace, None);
-                assert_eq!(
-                    vmi.metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get("app"))
-                        .map(String::as_str),
-                    Some("b")
-                );
+                assert_eq!(crate::api::label(&vmi.metadata, "app"), Some("b"));
             }
             other => panic!("expected a VMI, got {other:?}"),
         }

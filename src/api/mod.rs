@@ -46,7 +46,7 @@ pub mod traits;
 pub mod vm;
 pub mod vmi;
 
-pub use common::{Condition, Extra, Time, annotation};
+pub use common::{Condition, Extra, Time, annotation, label};
 pub use datavolume::DataVolume;
 pub use vm::{RunStrategy, VirtualMachine};
 pub use vmi::{Phase, VirtualMachineInstance};

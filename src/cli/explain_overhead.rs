@@ -291,19 +291,12 @@ fn settings(args: &ExplainOverheadArgs) -> Result<ClusterSettings, CliError> {
 /// `kubevirt.io/domain` annotation / `vm.kubevirt.io/name` label.
 fn pod_target(explanations: &[Explanation], pod: &Pod) -> Result<usize, String> {
     let meta = &pod.metadata;
-    let name = meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(crate::api::annotations::DOMAIN))
-        .or_else(|| {
-            meta.labels
-                .as_ref()
-                .and_then(|l| l.get(crate::api::labels::VM_NAME))
-        });
+    let name = crate::api::annotation(meta, crate::api::annotations::DOMAIN)
+        .or_else(|| crate::api::label(meta, crate::api::labels::VM_NAME));
     match name {
         Some(name) => {
             let known: Vec<String> = explanations.iter().map(|e| e.name.clone()).collect();
-            explanations.iter().position(|e| &e.name == name).ok_or_else(|| {
+            explanations.iter().position(|e| e.name == name).ok_or_else(|| {
                 format!("the pod belongs to VMI {name:?} (kubevirt.io/domain), which is not in the manifest ({})", known.join(", "))
             })
         }
@@ -359,6 +352,30 @@ struct FileContext {
 }
 
 impl FileContext {
+    /// Add the documents of the file `path` (`-` for stdin), which must hold at least one `kind`
+    /// (`Namespace` or `ResourceQuota`).
+    fn add_file(
+        &mut self,
+        path: &std::path::Path,
+        kind: &str,
+        default_ns: &str,
+    ) -> Result<(), CliError> {
+        let name = path.display().to_string();
+        let text = read_input(&name)?;
+        let count = |c: &Self| match kind {
+            "Namespace" => c.namespaces.len(),
+            _ => c.quotas.len(),
+        };
+        let before = count(self);
+        self.add_documents(&name, &text, default_ns)?;
+        if count(self) == before {
+            return Err(CliError::Failed(format!(
+                "{name}: expected a {kind}, found none"
+            )));
+        }
+        Ok(())
+    }
+
     /// Add the Namespace / ResourceQuota documents of `text` (others are ignored here).
     fn add_documents(
         &mut self,
@@ -534,26 +551,10 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
         )));
     }
     if let Some(path) = &args.namespace_file {
-        let name = path.display().to_string();
-        let text = read_input(&name)?;
-        let before = context.namespaces.len();
-        context.add_documents(&name, &text, &default_ns)?;
-        if context.namespaces.len() == before {
-            return Err(CliError::Failed(format!(
-                "{name}: expected a Namespace, found none"
-            )));
-        }
+        context.add_file(path, "Namespace", &default_ns)?;
     }
     for path in &args.resourcequota_file {
-        let name = path.display().to_string();
-        let text = read_input(&name)?;
-        let before = context.quotas.len();
-        context.add_documents(&name, &text, &default_ns)?;
-        if context.quotas.len() == before {
-            return Err(CliError::Failed(format!(
-                "{name}: expected a ResourceQuota, found none"
-            )));
-        }
+        context.add_file(path, "ResourceQuota", &default_ns)?;
     }
     let mut explanations = Vec::new();
     for (source, ManifestObject { doc, object }) in &objects {

@@ -200,14 +200,7 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
                 let uid = v.metadata.uid.as_deref()?;
                 let pod: &std::sync::Arc<Pod> = pods
                     .iter()
-                    .filter(|p| {
-                        p.metadata
-                            .labels
-                            .as_ref()
-                            .and_then(|l| l.get(labels::CREATED_BY))
-                            .map(String::as_str)
-                            == Some(uid)
-                    })
+                    .filter(|p| crate::api::label(&p.metadata, labels::CREATED_BY) == Some(uid))
                     .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
                 let memory = compute_memory_request(pod);
                 Some((pod.metadata.name.clone().unwrap_or_default(), memory))

@@ -274,6 +274,22 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
 }
 
+impl Context {
+    /// The object of `key` is gone from the cache: drop the key's expectations of that
+    /// `controller` (`"vm"`: VMI and DataVolume, vm.go:362-366; `"vmi"`: pod and own-VMI,
+    /// vmi.go:305-311) and forget its reconcile record.
+    pub fn forget_gone(&self, controller: &str, key: &str) {
+        if controller == "vm" {
+            self.expectations.vmi.delete_expectations(key);
+            self.expectations.data_volume.delete_expectations(key);
+        } else {
+            self.expectations.pod.delete_expectations(key);
+            self.expectations.vmi_self.delete_expectations(key);
+        }
+        self.reconciles.forget(controller, key);
+    }
+}
+
 /// An `ObjectReference` for events about a kubevirt.io object.
 pub fn object_ref(
     kind: &str,

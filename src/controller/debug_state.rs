@@ -13,6 +13,7 @@
 //! The JSON field names are stable (documented in docs/run-controller.md and docs/inspect.md).
 
 use super::context::{Context, QueueSlot, ReconcileRecord, VmiEnding};
+use crate::api::common::ObjectVersion;
 use crate::api::{VirtualMachine, VirtualMachineInstance};
 use crate::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
 use crate::controller::vmi::QUEUE_NAME as VMI_QUEUE_NAME;
@@ -95,35 +96,10 @@ pub struct CacheState {
 pub struct CachedObjects {
     /// The VM, if cached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vm: Option<CachedObject>,
+    pub vm: Option<ObjectVersion>,
     /// The VMI, if cached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vmi: Option<CachedObject>,
-}
-
-/// One cached object's identity and version.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CachedObject {
-    /// `metadata.uid`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
-    /// `metadata.resourceVersion` of the cached copy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_version: Option<String>,
-    /// `metadata.generation` of the cached copy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generation: Option<i64>,
-}
-
-impl CachedObject {
-    fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
-        CachedObject {
-            uid: meta.uid.clone(),
-            resource_version: meta.resource_version.clone(),
-            generation: meta.generation,
-        }
-    }
+    pub vmi: Option<ObjectVersion>,
 }
 
 /// Why a `?key=` value was refused.
@@ -236,12 +212,12 @@ impl DebugStateSource {
             .vms
             .store()
             .get(&ObjectRef::<VirtualMachine>::new(name).within(namespace))
-            .map(|o| CachedObject::of(&o.metadata));
+            .map(|o| ObjectVersion::of(&o.metadata));
         let vmi = caches
             .vmis
             .store()
             .get(&ObjectRef::<VirtualMachineInstance>::new(name).within(namespace))
-            .map(|o| CachedObject::of(&o.metadata));
+            .map(|o| ObjectVersion::of(&o.metadata));
         let reconciles = [VM_CONTROLLER, VMI_CONTROLLER]
             .into_iter()
             .map(|c| {

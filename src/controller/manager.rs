@@ -13,7 +13,7 @@ use super::handlers::{
 };
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
-use crate::runtime::informer::{Informer, key_of};
+use crate::runtime::informer::{Handler, Informer, key_of};
 use crate::runtime::lease::{
     DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,
     RunOutcome, TermFence, fenced_client,
@@ -75,6 +75,30 @@ pub trait Reconciler: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<Requeue, ReconcileError>>;
 }
 
+/// Declares the unit struct `$name` as the [`Reconciler`] that runs a controller executor's
+/// `async fn reconcile(&Context, &str)`.
+macro_rules! reconciler {
+    ($(#[$meta:meta])* $name:ident => $reconcile:path) => {
+        $(#[$meta])*
+        #[derive(Debug, Default, Clone, Copy)]
+        pub struct $name;
+
+        impl $crate::controller::manager::Reconciler for $name {
+            fn reconcile(
+                &self,
+                ctx: $crate::controller::context::Context,
+                key: String,
+            ) -> futures::future::BoxFuture<
+                'static,
+                Result<$crate::runtime::queue::Requeue, $crate::controller::manager::ReconcileError>,
+            > {
+                Box::pin(async move { $reconcile(&ctx, &key).await })
+            }
+        }
+    };
+}
+pub(crate) use reconciler;
+
 /// Errors that stop the manager.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
@@ -127,6 +151,35 @@ where
     }
 }
 
+/// Start the informer `name` over every `K` of `namespace` (`None`: all namespaces), feeding
+/// `handlers`, until `stop`.
+fn spawn_in<K>(
+    name: &str,
+    client: &kube::Client,
+    namespace: Option<&str>,
+    handlers: Vec<Handler<K>>,
+    stop: &CancellationToken,
+) -> Informer<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    let api = api_for(client, namespace);
+    Informer::spawn(
+        name,
+        api,
+        watcher::Config::default(),
+        handlers,
+        stop.clone(),
+    )
+}
+
 /// True when the API server serves `cdi.kubevirt.io/v1beta1` DataVolumes.
 async fn data_volumes_served(client: &kube::Client) -> bool {
     match client
@@ -158,23 +211,19 @@ impl Manager {
         let expectations = Expectations::default();
         let vm_cell = VmStoreCell::default();
 
-        let vms = Informer::<VirtualMachine>::spawn(
-            "virtualmachines",
-            api_for(&client, ns),
-            watcher::Config::default(),
-            vec![vm_handler(vm_queue.clone())],
-            stop.clone(),
-        );
+        let vm_handlers = vec![vm_handler(vm_queue.clone())];
+        let vms = spawn_in::<VirtualMachine>("virtualmachines", &client, ns, vm_handlers, &stop);
         let _ = vm_cell.set(vms.store().clone());
-        let vmis = Informer::<VirtualMachineInstance>::spawn(
+        let vmi_handlers = vec![
+            vmi_to_vm_handler(vm_queue.clone(), expectations.clone(), vm_cell.clone()),
+            vmi_handler(vmi_queue.clone(), expectations.clone()),
+        ];
+        let vmis = spawn_in::<VirtualMachineInstance>(
             "virtualmachineinstances",
-            api_for(&client, ns),
-            watcher::Config::default(),
-            vec![
-                vmi_to_vm_handler(vm_queue.clone(), expectations.clone(), vm_cell.clone()),
-                vmi_handler(vmi_queue.clone(), expectations.clone()),
-            ],
-            stop.clone(),
+            &client,
+            ns,
+            vmi_handlers,
+            &stop,
         );
         let pods = Informer::<Pod>::spawn_transformed(
             "pods",
@@ -184,25 +233,15 @@ impl Manager {
             stop.clone(),
             crate::controller::vmi::podutil::launcher_pod_for_cache,
         );
-        let revisions = Informer::<ControllerRevision>::spawn(
-            "controllerrevisions",
-            api_for(&client, ns),
-            watcher::Config::default(),
-            Vec::new(),
-            stop.clone(),
-        );
+        let revisions =
+            spawn_in::<ControllerRevision>("controllerrevisions", &client, ns, vec![], &stop);
         let data_volumes = if data_volumes_served(&client).await {
-            Informer::<DataVolume>::spawn(
-                "datavolumes",
-                api_for(&client, ns),
-                watcher::Config::default(),
-                vec![dv_to_vm_handler(
-                    vm_queue.clone(),
-                    expectations.clone(),
-                    vm_cell.clone(),
-                )],
-                stop.clone(),
-            )
+            let dv_handlers = vec![dv_to_vm_handler(
+                vm_queue.clone(),
+                expectations.clone(),
+                vm_cell.clone(),
+            )];
+            spawn_in::<DataVolume>("datavolumes", &client, ns, dv_handlers, &stop)
         } else {
             tracing::info!(
                 "cdi.kubevirt.io/v1beta1 DataVolumes are not served by this cluster: DataVolume templates cannot be handled"
@@ -222,13 +261,8 @@ impl Manager {
             Vec::new(),
             stop.clone(),
         );
-        let resource_quotas = Informer::<ResourceQuota>::spawn(
-            "resourcequotas",
-            api_for(&client, ns),
-            watcher::Config::default(),
-            Vec::new(),
-            stop.clone(),
-        );
+        let resource_quotas =
+            spawn_in::<ResourceQuota>("resourcequotas", &client, ns, vec![], &stop);
 
         let metrics = Arc::new(Metrics::new());
         // Both queues' series exist from the start, at zero, as in KubeVirt, whose queues exist

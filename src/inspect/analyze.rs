@@ -11,7 +11,8 @@
 use super::gather::{ControllerView, Gathered, GatheredFleet, volume_claims};
 use super::model::*;
 use crate::api::annotations::MEMORY_OVERHEAD_BYTES;
-use crate::api::common::Condition;
+use crate::api::common::{Condition, ObjectVersion};
+use crate::api::key::ObjectKey;
 use crate::api::labels::CREATED_BY;
 use crate::api::manifest::KubeVirtObject;
 use crate::api::quantity::ParsedQuantity;
@@ -94,9 +95,7 @@ fn quantity_millis(text: &str) -> Option<i64> {
 fn vm_view(vm: &VirtualMachine, now: DateTime<Utc>) -> VmView {
     let status = vm.status.as_ref();
     VmView {
-        uid: vm.metadata.uid.clone(),
-        resource_version: vm.metadata.resource_version.clone(),
-        generation: vm.metadata.generation,
+        object: ObjectVersion::of(&vm.metadata),
         run_strategy: vm_strategy(vm).ok().map(|s| s.as_str().to_string()),
         printable_status: status.and_then(|s| s.printable_status.clone()),
         observed_generation: status.and_then(|s| s.observed_generation),
@@ -1186,7 +1185,8 @@ fn overhead_check(g: &Gathered, vm: &VirtualMachine) -> Result<Option<OverheadCh
     .map(Some)
 }
 
-fn current_pod(pods: &[Pod]) -> Option<&Pod> {
+/// The gathered pod the VMI runs in: the first (newest) one not being deleted, else the newest.
+pub(crate) fn current_pod(pods: &[Pod]) -> Option<&Pod> {
     pods.iter()
         .find(|p| p.metadata.deletion_timestamp.is_none())
         .or(pods.first())
@@ -1581,23 +1581,15 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
     let mut missing = f.missing.clone();
     missing.extend(part.missing);
     let state = debug_state(&f.controller);
-    let vmis: BTreeMap<(String, String), &VirtualMachineInstance> = f
-        .vmis
-        .iter()
-        .map(|v| {
-            (
-                (
-                    v.metadata.namespace.clone().unwrap_or_default(),
-                    v.metadata.name.clone().unwrap_or_default(),
-                ),
-                v,
-            )
-        })
-        .collect();
+    let vmis: BTreeMap<ObjectKey, &VirtualMachineInstance> =
+        f.vmis.iter().map(|v| (ObjectKey::of(v), v)).collect();
     let mut pods_by_vmi: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
     for p in &f.pods {
-        if let Some(uid) = p.metadata.labels.as_ref().and_then(|l| l.get(CREATED_BY)) {
-            pods_by_vmi.entry(uid.clone()).or_default().push(p.clone());
+        if let Some(uid) = crate::api::label(&p.metadata, CREATED_BY) {
+            pods_by_vmi
+                .entry(uid.to_string())
+                .or_default()
+                .push(p.clone());
         }
     }
     for pods in pods_by_vmi.values_mut() {
@@ -1611,10 +1603,13 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
         .vms
         .iter()
         .map(|vm| {
-            let ns = vm.metadata.namespace.clone().unwrap_or_default();
-            let name = vm.metadata.name.clone().unwrap_or_default();
+            let id = ObjectKey::of(vm);
+            let vmi = vmis.get(&id).copied();
+            let ObjectKey {
+                namespace: ns,
+                name,
+            } = id;
             let key = format!("{ns}/{name}");
-            let vmi = vmis.get(&(ns.clone(), name.clone())).copied();
             let mut row = FleetRow {
                 namespace: ns.clone(),
                 name,

@@ -2,8 +2,9 @@
 //! way the API server returns the objects; "now" is fixed.
 
 use super::*;
+use crate::api::common::ObjectVersion;
 use crate::controller::context::ReconcileRecord;
-use crate::controller::debug_state::{CacheState, CachedObject, CachedObjects};
+use crate::controller::debug_state::{CacheState, CachedObjects};
 use crate::controller::vmi::executor::render_pod_with;
 use crate::inspect::gather::{ControllerView, Gathered};
 use crate::runtime::expectations::{ExpectationEntry, ExpectationsSnapshot};
@@ -12,49 +13,13 @@ use crate::runtime::queue::QueueSnapshot;
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::{Value, json};
 
-const NOW: &str = "2026-12-01T10:00:00Z";
+use crate::inspect::test_support::{at, domain, now, vm_a};
 
-fn now() -> DateTime<Utc> {
-    NOW.parse().expect("time")
-}
-
-fn at(offset_seconds: i64) -> String {
-    (now() + chrono::Duration::seconds(offset_seconds))
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// The domain of the VM's template, and so of its VMI.
-fn domain() -> Value {
-    json!({
-        "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
-        "devices": {},
-        "resources": {"requests": {"memory": "128Mi"}}
-    })
-}
-
+/// [`vm_a`] created two minutes before the tests' now.
 fn vm(strategy: &str, volumes: Value, status: Value) -> VirtualMachine {
-    serde_json::from_value(json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachine",
-        "metadata": {
-            "name": "vm-a", "namespace": "demo", "uid": "vm-uid", "resourceVersion": "10",
-            "generation": 2, "creationTimestamp": at(-120),
-            "annotations": {
-                "kubevirt.io/latest-observed-api-version": "v1",
-                "kubevirt.io/storage-observed-api-version": "v1"
-            },
-            "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]
-        },
-        "spec": {
-            "runStrategy": strategy,
-            "template": {
-                "metadata": {"labels": {"kubevirt.io/vm": "vm-a"}},
-                "spec": {"domain": domain(), "volumes": volumes}
-            }
-        },
-        "status": status
-    }))
-    .expect("vm")
+    let mut vm = vm_a(strategy, volumes, status);
+    vm.metadata.creation_timestamp = serde_json::from_value(json!(at(-120))).expect("time");
+    vm
 }
 
 fn vmi(phase: &str, transitions: &[(&str, i64)], extra_status: Value) -> VirtualMachineInstance {
@@ -204,11 +169,11 @@ fn debug_state(
         vmi_endings: BTreeMap::new(),
         key: Some("demo/vm-a".into()),
         cached: Some(CachedObjects {
-            vm: vm_rv.map(|rv| CachedObject {
+            vm: vm_rv.map(|rv| ObjectVersion {
                 resource_version: Some(rv.into()),
                 ..Default::default()
             }),
-            vmi: vmi_rv.map(|rv| CachedObject {
+            vmi: vmi_rv.map(|rv| ObjectVersion {
                 resource_version: Some(rv.into()),
                 ..Default::default()
             }),
@@ -902,10 +867,14 @@ fn the_fleet_puts_problems_first() {
 
 #[test]
 fn human_durations() {
-    assert_eq!(human_duration(3.2), "3 s");
-    assert_eq!(human_duration(297.0), "4 m 57 s");
-    assert_eq!(human_duration(3700.0), "1 h 1 m");
-    assert_eq!(human_duration(-5.0), "0 s");
+    for (seconds, want) in [
+        (3.2, "3 s"),
+        (297.0, "4 m 57 s"),
+        (3700.0, "1 h 1 m"),
+        (-5.0, "0 s"),
+    ] {
+        assert_eq!(human_duration(seconds), want, "{seconds}");
+    }
 }
 
 /// `running()` with the VMI started from an earlier template: the start revision is built from

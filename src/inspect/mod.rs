@@ -8,6 +8,8 @@ pub mod analyze;
 pub mod gather;
 pub mod model;
 pub mod overhead;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod text;
 pub mod tui;
 pub mod whatif;

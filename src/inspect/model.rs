@@ -9,6 +9,7 @@
 //! Every piece that could not be had is recorded in [`Inspection::missing`] with its reason (no
 //! VMI yet, RBAC forbidden, endpoint unreachable, stale Lease): never a blank, never a crash.
 
+use crate::api::common::ObjectVersion;
 use crate::controller::debug_state::DebugState;
 use crate::launcher::overhead::OverheadTerm;
 use chrono::{DateTime, Utc};
@@ -83,15 +84,10 @@ pub struct Inspection {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VmView {
-    /// `metadata.uid`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
-    /// `metadata.resourceVersion`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_version: Option<String>,
-    /// `metadata.generation`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generation: Option<i64>,
+    /// `metadata.uid`, `metadata.resourceVersion`, `metadata.generation` (flattened: `uid`,
+    /// `resourceVersion`, `generation`).
+    #[serde(flatten)]
+    pub object: ObjectVersion,
     /// The effective run strategy (`spec.runStrategy`, or derived from `spec.running`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_strategy: Option<String>,

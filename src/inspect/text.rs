@@ -50,7 +50,7 @@ pub fn render_vm(ins: &Inspection) -> String {
             "  runStrategy {}  printableStatus {}  generation {}",
             vm.run_strategy.as_deref().unwrap_or("-"),
             vm.printable_status.as_deref().unwrap_or("-"),
-            or_dash(vm.generation)
+            or_dash(vm.object.generation)
         );
     }
 

@@ -20,7 +20,7 @@
 //! [`what_if`] is pure (the terminal UI can call it on the `Gathered` it holds);
 //! [`gather_what_if`] does the reads; [`render_text`] is the plain-text form.
 
-use super::analyze::{analyze, changed_paths, decide_next};
+use super::analyze::{analyze, changed_paths, current_pod, decide_next};
 use super::gather::{GatherError, GatherOptions, Gathered, describe_error, gather_raw};
 use super::model::{FieldChange, Inspection, Missing, PlannedActionView};
 use crate::api::annotations::{MEMORY_OVERHEAD_BYTES, VM_GENERATION};
@@ -943,12 +943,6 @@ fn meta_map(m: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
     m.cloned().unwrap_or_default()
 }
 
-fn current_pod(pods: &[Pod]) -> Option<&Pod> {
-    pods.iter()
-        .find(|p| p.metadata.deletion_timestamp.is_none())
-        .or(pods.first())
-}
-
 /// The VMI the VM starts (`SetupVMIFromVM`), with the running VMI's uid when one runs (so the
 /// diff shows what the change moves, not the new identity).
 fn vmi_for(
@@ -1571,11 +1565,7 @@ pub fn gathered_from_manifest(
         .into_iter()
         .filter(|p| {
             uid.is_some()
-                && p.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(crate::api::labels::CREATED_BY))
-                    == uid.as_ref()
+                && crate::api::label(&p.metadata, crate::api::labels::CREATED_BY) == uid.as_deref()
         })
         .collect();
     g.settings = match kubevirt {

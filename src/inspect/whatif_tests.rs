@@ -4,42 +4,16 @@
 use super::*;
 use crate::controller::vm::revision::build_start_revision;
 use crate::launcher::overhead::MIB;
-use serde_json::json;
+use serde_json::{Value, json};
 
-const NOW: &str = "2026-12-01T10:00:00Z";
-
-fn now() -> DateTime<Utc> {
-    NOW.parse().expect("time")
-}
+use crate::inspect::test_support::{now, vm_a};
 
 fn vm(strategy: &str) -> VirtualMachine {
-    serde_json::from_value(json!({
-        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-        "metadata": {
-            "name": "vm-a", "namespace": "demo", "uid": "vm-uid", "resourceVersion": "10",
-            "generation": 2,
-            "annotations": {
-                "kubevirt.io/latest-observed-api-version": "v1",
-                "kubevirt.io/storage-observed-api-version": "v1"
-            },
-            "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]
-        },
-        "spec": {
-            "runStrategy": strategy,
-            "template": {
-                "metadata": {"labels": {"kubevirt.io/vm": "vm-a"}},
-                "spec": {
-                    "domain": {
-                        "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
-                        "devices": {},
-                        "resources": {"requests": {"memory": "128Mi"}}
-                    }
-                }
-            }
-        },
-        "status": {"printableStatus": "Running", "observedGeneration": 2, "desiredGeneration": 2}
-    }))
-    .expect("vm")
+    vm_a(
+        strategy,
+        Value::Null,
+        json!({"printableStatus": "Running", "observedGeneration": 2, "desiredGeneration": 2}),
+    )
 }
 
 fn node(name: &str, memory: &str) -> Node {
@@ -336,17 +310,24 @@ fn map_diffs_compare_quantities_by_value() {
     assert_eq!(human_bytes(3 * 1024 * MIB / 2 + 1), "1.50Gi");
 }
 
-#[test]
-fn halted_would_delete_the_vmi() {
-    let g = running(ClusterSettings::default());
-    let w = what_if(&g, &set("spec.runStrategy=Halted")).unwrap();
+/// The what-if of `change` on [`running`] with the default settings.
+fn on_running(change: &Change) -> WhatIf {
+    what_if(&running(ClusterSettings::default()), change).expect("what-if")
+}
+
+/// Asserts that a line of `w.outcome` starts with `prefix`.
+pub(crate) fn assert_outcome(w: &WhatIf, prefix: &str) {
     assert!(
-        w.outcome
-            .iter()
-            .any(|o| o.starts_with("would delete VMI vm-a")),
+        w.outcome.iter().any(|o| o.starts_with(prefix)),
         "{:?}",
         w.outcome
     );
+}
+
+#[test]
+fn halted_would_delete_the_vmi() {
+    let w = on_running(&set("spec.runStrategy=Halted"));
+    assert_outcome(&w, "would delete VMI vm-a");
     assert!(w.after.actions.iter().any(|a| a.kind == "DeleteVmi"));
     assert!(!w.before.actions.iter().any(|a| a.kind == "DeleteVmi"));
     assert!(render_text(&w).contains("would delete VMI vm-a"));
@@ -357,20 +338,11 @@ fn halted_would_delete_the_vmi() {
 
 #[test]
 fn restart_request_is_a_restart() {
-    let g = running(ClusterSettings::default());
-    let w = what_if(
-        &g,
-        &Change {
-            request: Some(LifecycleRequest::Restart),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    assert!(
-        w.outcome.iter().any(|o| o.starts_with("would restart")),
-        "{:?}",
-        w.outcome
-    );
+    let w = on_running(&Change {
+        request: Some(LifecycleRequest::Restart),
+        ..Default::default()
+    });
+    assert_outcome(&w, "would restart");
     assert!(
         w.changed_fields
             .iter()
@@ -380,15 +352,12 @@ fn restart_request_is_a_restart() {
 
 #[test]
 fn graphics_off_needs_a_restart_and_drops_video_ram() {
-    let g = running(ClusterSettings::default());
-    let w = what_if(
-        &g,
-        &set("spec.template.spec.domain.devices.autoattachGraphicsDevice=false"),
-    )
-    .unwrap();
+    let w = on_running(&set(
+        "spec.template.spec.domain.devices.autoattachGraphicsDevice=false",
+    ));
     assert!(!w.before.restart_required);
     assert!(w.after.restart_required, "{:?}", w.after);
-    assert!(w.outcome.iter().any(|o| o.starts_with("RestartRequired")));
+    assert_outcome(&w, "RestartRequired");
     let pod = w.pod.expect("pod diff");
     assert_eq!(pod.before_source, "pod/virt-launcher-vm-a-abcde");
     let video = pod
@@ -413,7 +382,7 @@ fn graphics_off_needs_a_restart_and_drops_video_ram() {
 #[test]
 fn memory_guest_follows_the_rollout_strategy() {
     let change = set("spec.template.spec.domain.memory.guest=256Mi");
-    let live = what_if(&running(ClusterSettings::default()), &change).unwrap();
+    let live = on_running(&change);
     assert_eq!(live.rollout.strategy, "LiveUpdate");
     assert!(!live.after.restart_required);
     assert_eq!(live.rollout.change_needs_restart, Some(false));

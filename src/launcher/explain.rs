@@ -660,38 +660,29 @@ mod tests {
             "{cause}"
         );
 
-        // Rendered with another cpuAllocationRatio.
-        let p = pod(
-            &o,
-            &ClusterSettings {
-                cpu_allocation_ratio: 4,
-                ..Default::default()
-            },
-            &ns,
-            |_| {},
-        );
-        let cause = diagnose(&o, &s, &ns, &p, None).1.unwrap();
-        assert!(
-            cause.contains("fits cpuAllocationRatio 4, today's is 10"),
-            "{cause}"
-        );
-
-        // Rendered with another memoryOvercommit (guest memory only).
+        // Rendered with another cpuAllocationRatio, or another memoryOvercommit (guest memory
+        // only).
         let guest = vmi(json!({"devices": {}, "memory": {"guest": "4Gi"}}));
-        let p = pod(
-            &guest,
-            &ClusterSettings {
-                memory_overcommit: 150,
-                ..Default::default()
-            },
-            &ns,
-            |_| {},
-        );
-        let cause = diagnose(&guest, &s, &ns, &p, None).1.unwrap();
-        assert!(
-            cause.contains("fits memoryOvercommit 150%, today's is 100%"),
-            "{cause}"
-        );
+        let ratio_4 = ClusterSettings {
+            cpu_allocation_ratio: 4,
+            ..Default::default()
+        };
+        let overcommit_150 = ClusterSettings {
+            memory_overcommit: 150,
+            ..Default::default()
+        };
+        for (object, rendered_with, named) in [
+            (&o, &ratio_4, "fits cpuAllocationRatio 4, today's is 10"),
+            (
+                &guest,
+                &overcommit_150,
+                "fits memoryOvercommit 150%, today's is 100%",
+            ),
+        ] {
+            let p = pod(object, rendered_with, &ns, |_| {});
+            let cause = diagnose(object, &s, &ns, &p, None).1.unwrap();
+            assert!(cause.contains(named), "{cause}");
+        }
 
         // Rendered when the namespace had a limits.memory quota.
         let quota = NamespaceContext {

@@ -235,38 +235,29 @@ mod tests {
         let team = namespace(json!({"team": "a", "tier": "gold"}));
         let other = namespace(json!({"team": "b"}));
         let by_labels = cr(json!({"matchLabels": {"team": "a"}}));
-        assert!(
-            NamespaceContext::from_cluster(Some(&team), [], &by_labels)
-                .auto_cpu_limit_selector_matches
-        );
-        assert!(
-            !NamespaceContext::from_cluster(Some(&other), [], &by_labels)
-                .auto_cpu_limit_selector_matches
-        );
         let by_expr = cr(
             json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold", "silver"]}]}),
         );
-        assert!(
-            NamespaceContext::from_cluster(Some(&team), [], &by_expr)
-                .auto_cpu_limit_selector_matches
-        );
-        assert!(
-            !NamespaceContext::from_cluster(Some(&other), [], &by_expr)
-                .auto_cpu_limit_selector_matches
-        );
-        // Unset selector, unknown namespace, or an unparseable selector: no automatic CPU limit.
-        assert!(
-            !NamespaceContext::from_cluster(Some(&team), [], &ClusterSettings::default())
-                .auto_cpu_limit_selector_matches
-        );
-        assert!(
-            !NamespaceContext::from_cluster(None, [], &by_labels).auto_cpu_limit_selector_matches
-        );
         let bad =
             cr(json!({"matchExpressions": [{"key": "tier", "operator": "Like", "values": ["x"]}]}));
-        assert!(
-            !NamespaceContext::from_cluster(Some(&team), [], &bad).auto_cpu_limit_selector_matches
-        );
+        let unset = ClusterSettings::default();
+        // Unset selector, unknown namespace, or an unparseable selector: no automatic CPU limit.
+        for (case, namespace, settings, matches) in [
+            ("matchLabels, matching", Some(&team), &by_labels, true),
+            ("matchLabels, other", Some(&other), &by_labels, false),
+            ("matchExpressions, matching", Some(&team), &by_expr, true),
+            ("matchExpressions, other", Some(&other), &by_expr, false),
+            ("no selector", Some(&team), &unset, false),
+            ("namespace not known", None, &by_labels, false),
+            ("unparseable selector", Some(&team), &bad, false),
+        ] {
+            assert_eq!(
+                NamespaceContext::from_cluster(namespace, [], settings)
+                    .auto_cpu_limit_selector_matches,
+                matches,
+                "{case}"
+            );
+        }
         // A selector that is not a LabelSelector is a field error naming the field.
         let e = ClusterSettings::from_kubevirt_cr(&json!({
             "kind": "KubeVirt",

@@ -227,14 +227,8 @@ fn mutate_vm(obj: &mut Value) {
         s.insert("architecture".into(), json!("amd64"));
     }
     let supports_pcie = {
-        let arch = spec_v
-            .get("architecture")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let machine = spec_v
-            .pointer("/domain/machine/type")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let arch = object::str_at(&spec_v, "/architecture");
+        let machine = object::str_at(&spec_v, "/domain/machine/type");
         // defaults.SupportsPCIeHotplug
         matches!(arch, "amd64" | "arm64" | "")
             && (machine.contains("q35") || machine.starts_with("virt"))
@@ -449,7 +443,7 @@ fn added_capabilities(
         if extra.is_empty() {
             continue;
         }
-        names.push(container_name(c));
+        names.push(entry_name(c));
         for a in extra {
             if !caps.iter().any(|x| x == a) {
                 caps.push(a.to_string());
@@ -459,18 +453,18 @@ fn added_capabilities(
     (names, caps)
 }
 
-fn volume_name(v: &Value) -> String {
-    v.get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
+/// The names of the `entries` (containers or volumes) for which `hit` holds.
+fn names_where(entries: &[&Value], hit: impl Fn(&Value) -> bool) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| hit(e))
+        .map(|e| entry_name(e))
+        .collect()
 }
 
-fn container_name(c: &Value) -> String {
-    c.get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
+/// The `name` of a volume or container entry (`""` when absent).
+fn entry_name(v: &Value) -> String {
+    object::str_at(v, "/name").to_string()
 }
 
 fn quoted(names: &[String]) -> String {
@@ -500,11 +494,9 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
     let mut out = Vec::new();
 
     // privileged
-    let privileged: Vec<String> = containers
-        .iter()
-        .filter(|c| csc(c).get("privileged").and_then(Value::as_bool) == Some(true))
-        .map(|c| container_name(c))
-        .collect();
+    let privileged = names_where(&containers, |c| {
+        csc(c).get("privileged").and_then(Value::as_bool) == Some(true)
+    });
     if !privileged.is_empty() {
         out.push(format!(
             "privileged ({} must not set securityContext.privileged=true)",
@@ -532,11 +524,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         .flatten()
         .collect();
     // hostPath volumes
-    let host_paths: Vec<String> = volumes
-        .iter()
-        .filter(|v| v.get("hostPath").is_some())
-        .map(|v| volume_name(v))
-        .collect();
+    let host_paths = names_where(&volumes, |v| v.get("hostPath").is_some());
     if !host_paths.is_empty() && level == "baseline" {
         out.push(format!(
             "hostPath volumes (volume{} {})",
@@ -545,17 +533,13 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         ));
     }
     // hostPort
-    let host_port: Vec<String> = containers
-        .iter()
-        .filter(|c| {
-            c.get("ports")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .any(|p| p.get("hostPort").and_then(Value::as_i64).unwrap_or(0) != 0)
-        })
-        .map(|c| container_name(c))
-        .collect();
+    let host_port = names_where(&containers, |c| {
+        c.get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|p| p.get("hostPort").and_then(Value::as_i64).unwrap_or(0) != 0)
+    });
     if !host_port.is_empty() {
         out.push(format!(
             "hostPort ({} uses hostPort)",
@@ -576,16 +560,12 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         return out;
     }
     // restricted volume types
-    let bad_volumes: Vec<String> = volumes
-        .iter()
-        .filter(|v| {
-            v.as_object().is_some_and(|m| {
-                m.keys()
-                    .any(|k| k != "name" && !RESTRICTED_VOLUMES.contains(&k.as_str()))
-            })
+    let bad_volumes = names_where(&volumes, |v| {
+        v.as_object().is_some_and(|m| {
+            m.keys()
+                .any(|k| k != "name" && !RESTRICTED_VOLUMES.contains(&k.as_str()))
         })
-        .map(|v| volume_name(v))
-        .collect();
+    });
     if !bad_volumes.is_empty() {
         out.push(format!(
             "restricted volume types (volume{} {} use{} restricted volume type{})",
@@ -596,16 +576,12 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         ));
     }
     // allowPrivilegeEscalation
-    let escalation: Vec<String> = containers
-        .iter()
-        .filter(|c| {
-            csc(c)
-                .get("allowPrivilegeEscalation")
-                .and_then(Value::as_bool)
-                != Some(false)
-        })
-        .map(|c| container_name(c))
-        .collect();
+    let escalation = names_where(&containers, |c| {
+        csc(c)
+            .get("allowPrivilegeEscalation")
+            .and_then(Value::as_bool)
+            != Some(false)
+    });
     if !escalation.is_empty() {
         out.push(format!(
             "allowPrivilegeEscalation != false ({} must set securityContext.allowPrivilegeEscalation=false)",
@@ -613,18 +589,14 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         ));
     }
     // capabilities (restricted)
-    let not_dropping: Vec<String> = containers
-        .iter()
-        .filter(|c| {
-            !csc(c)
-                .pointer("/capabilities/drop")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .any(|d| d.as_str() == Some("ALL"))
-        })
-        .map(|c| container_name(c))
-        .collect();
+    let not_dropping = names_where(&containers, |c| {
+        !csc(c)
+            .pointer("/capabilities/drop")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|d| d.as_str() == Some("ALL"))
+    });
     let (adding, adding_caps) = added_capabilities(&containers, |a| a == "NET_BIND_SERVICE");
     let mut cap_details = Vec::new();
     if !not_dropping.is_empty() {
@@ -648,14 +620,10 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
     }
     // runAsNonRoot
     let pod_non_root = psc.get("runAsNonRoot").and_then(Value::as_bool);
-    let not_non_root: Vec<String> = containers
-        .iter()
-        .filter(|c| {
-            let own = csc(c).get("runAsNonRoot").and_then(Value::as_bool);
-            own.or(pod_non_root) != Some(true)
-        })
-        .map(|c| container_name(c))
-        .collect();
+    let not_non_root = names_where(&containers, |c| {
+        let own = csc(c).get("runAsNonRoot").and_then(Value::as_bool);
+        own.or(pod_non_root) != Some(true)
+    });
     if pod_non_root == Some(false) || !not_non_root.is_empty() {
         out.push(format!(
             "runAsNonRoot != true (pod or {} must set securityContext.runAsNonRoot=true)",
@@ -664,11 +632,9 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
     }
     // runAsUser=0
     let pod_root = psc.get("runAsUser").and_then(Value::as_i64) == Some(0);
-    let root: Vec<String> = containers
-        .iter()
-        .filter(|c| csc(c).get("runAsUser").and_then(Value::as_i64) == Some(0))
-        .map(|c| container_name(c))
-        .collect();
+    let root = names_where(&containers, |c| {
+        csc(c).get("runAsUser").and_then(Value::as_i64) == Some(0)
+    });
     if pod_root || !root.is_empty() {
         let who = if pod_root && root.is_empty() {
             "pod must not set runAsUser=0".to_string()
@@ -685,18 +651,14 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         )
     };
     let pod_seccomp = allowed(psc);
-    let no_seccomp: Vec<String> = containers
-        .iter()
-        .filter(|c| {
-            let own = csc(c);
-            if own.pointer("/seccompProfile/type").is_some() {
-                !allowed(&own)
-            } else {
-                !pod_seccomp
-            }
-        })
-        .map(|c| container_name(c))
-        .collect();
+    let no_seccomp = names_where(&containers, |c| {
+        let own = csc(c);
+        if own.pointer("/seccompProfile/type").is_some() {
+            !allowed(&own)
+        } else {
+            !pod_seccomp
+        }
+    });
     if !no_seccomp.is_empty() {
         out.push(format!(
             "seccompProfile (pod or {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")",

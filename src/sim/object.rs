@@ -30,6 +30,11 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// The string at the JSON `pointer` of `obj` (`""` when absent or not a string).
+pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
 /// `metadata.name`.
 pub fn name(obj: &Value) -> &str {
     meta_str(obj, "name")

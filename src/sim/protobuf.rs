@@ -76,27 +76,17 @@ pub fn decode(def: &ResourceDef, body: &[u8]) -> Result<Value, ApiError> {
         content_type: _,
     } = unknown;
     let raw = raw.unwrap_or_default();
+    let raw = raw.as_slice();
     let mut obj = match def.kind {
-        "Namespace" => core::Namespace::decode(raw.as_slice())
-            .map_err(bad)?
-            .to_json(),
-        "ConfigMap" => core::ConfigMap::decode(raw.as_slice())
-            .map_err(bad)?
-            .to_json(),
-        "Secret" => core::Secret::decode(raw.as_slice()).map_err(bad)?.to_json(),
-        "ServiceAccount" => core::ServiceAccount::decode(raw.as_slice())
-            .map_err(bad)?
-            .to_json(),
-        "Service" => core::Service::decode(raw.as_slice())
-            .map_err(bad)?
-            .to_json(),
-        "ResourceQuota" => core::ResourceQuota::decode(raw.as_slice())
-            .map_err(bad)?
-            .to_json(),
-        _ => scheduling::PriorityClass::decode(raw.as_slice())
-            .map_err(bad)?
-            .to_json(),
-    };
+        "Namespace" => json_of::<core::Namespace>(raw),
+        "ConfigMap" => json_of::<core::ConfigMap>(raw),
+        "Secret" => json_of::<core::Secret>(raw),
+        "ServiceAccount" => json_of::<core::ServiceAccount>(raw),
+        "Service" => json_of::<core::Service>(raw),
+        "ResourceQuota" => json_of::<core::ResourceQuota>(raw),
+        _ => json_of::<scheduling::PriorityClass>(raw),
+    }
+    .map_err(bad)?;
     if let (Some(m), Some(tm)) = (obj.as_object_mut(), type_meta) {
         // apiVersion and kind first, as in JSON requests.
         let mut out = Map::new();
@@ -114,6 +104,11 @@ pub fn decode(def: &ResourceDef, body: &[u8]) -> Result<Value, ApiError> {
 
 /// Conversion of a decoded protobuf value to its JSON form; `None` when Go's `omitempty`
 /// leaves it out.
+/// Decode the protobuf message `M` from `raw` into its JSON form.
+fn json_of<M: Message + Default + ToJson>(raw: &[u8]) -> Result<Value, prost::DecodeError> {
+    Ok(M::decode(raw)?.to_json())
+}
+
 trait ToJson {
     fn to_json_opt(self) -> Option<Value>;
     fn to_json(self) -> Value

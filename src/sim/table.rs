@@ -317,14 +317,8 @@ fn cell(obj: &Value, c: Cell) -> Value {
             json!(n("data") + n("binaryData"))
         }
         Cell::EventObject => {
-            let kind = obj
-                .pointer("/involvedObject/kind")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let name = obj
-                .pointer("/involvedObject/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let kind = object::str_at(obj, "/involvedObject/kind");
+            let name = object::str_at(obj, "/involvedObject/name");
             json!(format!("{}/{name}", kind.to_lowercase()))
         }
         Cell::EventLastSeen => age_of(

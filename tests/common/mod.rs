@@ -7,7 +7,9 @@
 //! - [`upstream_examples`]: where KubeVirt's own example manifests are, for the optional
 //!   conformance sweeps (`KUBEVIRT_EXAMPLES`, see README "Tests");
 //! - [`env`]: the `Env` scenario builder (embedded cluster + a leading controller manager);
-//! - [`objects`]: small objects and API helpers for the `sim_*` tests;
+//! - [`objects`]: small objects and API helpers for the `sim_*` tests, and the container-disk
+//!   VM the CLI tests run;
+//! - [`fast_cluster`]: an embedded cluster whose simulated nodes start pods in 50 ms;
 //! - [`one_per_vm`]: exactly one VMI and one launcher pod per VM, from the audit log;
 //! - [`split_brain`]: leadership terms from the audit log and the check that no two overlap
 //!   and nobody writes outside its own.
@@ -27,6 +29,21 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use virtctl_rs::api::VirtualMachine;
+
+/// An embedded cluster of `nodes` simulated nodes whose kubelets start pods after 50 ms and
+/// whose grace periods are scaled to 1 %.
+pub async fn fast_cluster(nodes: usize) -> virtctl_rs::sim::cluster::EmbeddedCluster {
+    virtctl_rs::sim::cluster::EmbeddedCluster::start(
+        virtctl_rs::sim::cluster::EmbeddedClusterConfig {
+            nodes,
+            kubelet_delay: Duration::from_millis(50),
+            grace_scale: 0.01,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("embedded cluster starts")
+}
 
 /// How often [`poll_until`] asks again.
 pub const POLL: Duration = Duration::from_millis(20);

@@ -3,6 +3,35 @@
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
+/// The VM `namespace/name` with `runStrategy` `run_strategy`: one virtio container disk
+/// (`quay.io/kubevirt/cirros-container-disk-demo`) and 128Mi of memory.
+pub fn container_disk_vm(
+    namespace: &str,
+    name: &str,
+    run_strategy: &str,
+) -> virtctl_rs::api::VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "runStrategy": run_strategy,
+            "template": {
+                "metadata": {"labels": {"kubevirt.io/vm": name}},
+                "spec": {
+                    "domain": {
+                        "devices": {"disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}]},
+                        "resources": {"requests": {"memory": "128Mi"}}
+                    },
+                    "volumes": [{"name": "containerdisk",
+                        "containerDisk": {"image": "quay.io/kubevirt/cirros-container-disk-demo"}}]
+                }
+            }
+        }
+    }))
+    .expect("vm")
+}
+
 /// `kubevirt.io/v1` VirtualMachineInstance.
 pub fn vmi_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(

@@ -16,28 +16,19 @@ use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::controller::apicall::{api, json_patch};
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, object_ref};
-use crate::controller::manager::{ReconcileError, Reconciler};
+use crate::controller::manager::{ReconcileError, reconciler};
 use crate::runtime::expectations::UidTrackingControllerExpectations;
 use crate::runtime::queue::Requeue;
-use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use std::time::{Duration, Instant};
 
-/// The VM controller as a [`Reconciler`] for the manager.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct VmReconciler;
-
-impl Reconciler for VmReconciler {
-    fn reconcile(
-        &self,
-        ctx: Context,
-        key: String,
-    ) -> BoxFuture<'static, Result<Requeue, ReconcileError>> {
-        Box::pin(async move { reconcile(&ctx, &key).await })
-    }
-}
+reconciler!(
+    /// The VM controller as a [`Reconciler`](crate::controller::manager::Reconciler) for
+    /// the manager.
+    VmReconciler => reconcile
+);
 
 fn counts(store: &UidTrackingControllerExpectations, key: &str) -> Option<ExpectationCounts> {
     let (adds, dels) = store.get_expectations(key)?;
@@ -166,9 +157,7 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
     let started = Instant::now();
     let Some(snap) = snapshot(ctx, key) else {
         // vm.go:362-366: the VM is gone.
-        ctx.expectations.vmi.delete_expectations(key);
-        ctx.expectations.data_volume.delete_expectations(key);
-        ctx.reconciles.forget("vm", key);
+        ctx.forget_gone("vm", key);
         return Ok(Requeue::NONE);
     };
     let (ns, _) = split_key(key);

@@ -887,11 +887,7 @@ fn ready_pod_hands_over_to_virt_handler() {
     let w = updated(&d);
     assert_eq!(phase_of(w), Phase::Scheduled);
     assert_eq!(
-        w.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("kubevirt.io/nodeName"))
-            .map(String::as_str),
+        crate::api::label(&w.metadata, "kubevirt.io/nodeName"),
         Some("node01")
     );
     let st = w.status.clone().unwrap_or_default();
@@ -1840,12 +1836,7 @@ fn lifecycle_from_creation_to_finalizer_removal() {
     assert_eq!(s.vmi.phase(), Phase::Scheduled);
     execute(&mut s); // Scheduled: patch path; syncs kubevirt.io/nodeName to the pod
     assert_eq!(
-        s.pods[0]
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("kubevirt.io/nodeName"))
-            .map(String::as_str),
+        crate::api::label(&s.pods[0].metadata, "kubevirt.io/nodeName"),
         Some("node01")
     );
 

@@ -20,29 +20,20 @@ use crate::config::ClusterSettings;
 use crate::controller::apicall::{api, json_patch};
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, VmiEnding, object_ref};
-use crate::controller::manager::{ReconcileError, Reconciler};
+use crate::controller::manager::{ReconcileError, reconciler};
 use crate::launcher::resources::NamespaceContext;
 use crate::launcher::{RenderError, render_launch_manifest};
 use crate::runtime::queue::Requeue;
-use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use std::time::Instant;
 
-/// The VMI controller as a [`Reconciler`] for the manager.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct VmiReconciler;
-
-impl Reconciler for VmiReconciler {
-    fn reconcile(
-        &self,
-        ctx: Context,
-        key: String,
-    ) -> BoxFuture<'static, Result<Requeue, ReconcileError>> {
-        Box::pin(async move { reconcile(&ctx, &key).await })
-    }
-}
+reconciler!(
+    /// The VMI controller as a [`Reconciler`](crate::controller::manager::Reconciler) for
+    /// the manager.
+    VmiReconciler => reconcile
+);
 
 /// Render the launcher pod for `vmi` with the cluster settings and what the renderer knows of
 /// its namespace (the controller's caches, or the inspector's reads), applying virt-api's
@@ -187,9 +178,7 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
     let started = Instant::now();
     let Some(snap) = snapshot(ctx, key) else {
         // vmi.go:305-311: the VMI is gone.
-        ctx.expectations.pod.delete_expectations(key);
-        ctx.expectations.vmi_self.delete_expectations(key);
-        ctx.reconciles.forget("vmi", key);
+        ctx.forget_gone("vmi", key);
         return Ok(Requeue::NONE);
     };
     record_observed_ending(ctx, key, &snap);

@@ -5,6 +5,7 @@
 
 use super::live::Gather;
 use super::state::WhatIfError;
+use crate::api::key::ObjectKey;
 use crate::api::{VirtualMachine, VirtualMachineInstance};
 use crate::inspect::analyze::analyze_fleet;
 use crate::inspect::gather::{GatheredFleet, describe_error};
@@ -66,22 +67,18 @@ impl Gather for ClusterGather {
             .list(&ListParams::default().limit(limit))
             .await
             .map_err(|e| format!("list VirtualMachines: {}", describe_error(&e)))?;
-        let keys: Vec<(String, String)> = page
-            .items
-            .iter()
-            .map(|vm| {
-                (
-                    vm.metadata.namespace.clone().unwrap_or_default(),
-                    vm.metadata.name.clone().unwrap_or_default(),
-                )
-            })
-            .collect();
+        let keys: Vec<ObjectKey> = page.items.iter().map(ObjectKey::of).collect();
         let client = self.client.clone();
         let vmis: Vec<VirtualMachineInstance> = futures::stream::iter(keys)
-            .map(move |(ns, name)| {
-                let api: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), &ns);
-                async move { api.get_opt(&name).await.ok().flatten() }
-            })
+            .map(
+                move |ObjectKey {
+                          namespace: ns,
+                          name,
+                      }| {
+                    let api: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), &ns);
+                    async move { api.get_opt(&name).await.ok().flatten() }
+                },
+            )
             .buffer_unordered(16)
             .filter_map(|v| async move { v })
             .collect()

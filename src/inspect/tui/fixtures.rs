@@ -1,6 +1,7 @@
 //! Hand-built [`Inspection`] and [`Fleet`] values for the scenarios of issue 10, shared by the
 //! state tests and the snapshot tests. One clock: [`now`] = 2026-11-30T00:42:40Z.
 
+use crate::api::common::ObjectVersion;
 use crate::inspect::model::*;
 use crate::launcher::overhead::OverheadTerm;
 use chrono::{DateTime, Duration, Utc};
@@ -121,9 +122,11 @@ fn event(ago: i64, type_: &str, reason: &str, object: &str, message: &str) -> Ev
 
 fn vm(status: &str, strategy: &str) -> VmView {
     VmView {
-        uid: Some("3f6c1a52-0000-4000-8000-000000000001".into()),
-        resource_version: Some("1042".into()),
-        generation: Some(1),
+        object: ObjectVersion {
+            uid: Some("3f6c1a52-0000-4000-8000-000000000001".into()),
+            resource_version: Some("1042".into()),
+            generation: Some(1),
+        },
         run_strategy: Some(strategy.into()),
         printable_status: Some(status.into()),
         observed_generation: Some(1),

@@ -119,6 +119,15 @@ fn start_what_if<'a, G: Gather + Sync>(
     Box::pin(async move { gather.what_if(&namespace, &name, change).await })
 }
 
+/// The output of the future in `slot`; never ready while the slot is empty (a `select!` arm for a
+/// call that may not be in flight).
+async fn output_of<F: Future + Unpin>(slot: &mut Option<F>) -> F::Output {
+    match slot.as_mut() {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
 fn start_gather<'a, G: Gather + Sync>(gather: &'a G, app: &App) -> Option<InFlight<'a>> {
     match app.screen {
         // Nothing to show yet: a first page first (a full fleet can take a while to list).
@@ -204,12 +213,7 @@ pub async fn drive<B: Backend, G: Gather + Sync>(
     loop {
         terminal.draw(|f| super::draw(f, app)).map_err(draw_err)?;
         tokio::select! {
-            fetched = async {
-                match in_flight.as_mut() {
-                    Some(f) => f.await,
-                    None => std::future::pending().await,
-                }
-            } => {
+            fetched = output_of(&mut in_flight) => {
                 in_flight = None;
                 let now = Utc::now();
                 match fetched {
@@ -226,12 +230,7 @@ pub async fn drive<B: Backend, G: Gather + Sync>(
                     _ => in_flight = start_gather(gather, app),
                 }
             }
-            result = async {
-                match what_if.as_mut() {
-                    Some(f) => f.await,
-                    None => std::future::pending().await,
-                }
-            } => {
+            result = output_of(&mut what_if) => {
                 what_if = None;
                 app.set_what_if(result);
             }
@@ -276,13 +275,14 @@ mod tests {
     use crate::inspect::tui::fixtures;
     use ratatui::backend::TestBackend;
     use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
     use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-    /// Answers from fixtures and reports every call (`vm default/x`, `fleet`).
+    /// Answers from fixtures and reports every call (`vm default/x`, `fleet`); VM gathers fail
+    /// with `vm_error` while it is set.
     struct Fake {
         calls: UnboundedSender<String>,
-        vm_error: Mutex<Option<String>>,
+        vm_error: Arc<Mutex<Option<String>>>,
     }
 
     impl Gather for Fake {
@@ -341,50 +341,56 @@ mod tests {
             .join("\n")
     }
 
+    /// The loop's side of a test: a 140×44 test terminal, the key events and the [`Fake`].
     struct Rig {
         terminal: Terminal<TestBackend>,
-        keys: UnboundedSender<Event>,
         events: UnboundedReceiver<Event>,
-        calls: UnboundedReceiver<String>,
         fake: Fake,
     }
 
-    /// [`drive`] (no shutdown signal, the real refresh period) beside `script`, which sends
-    /// keys and reads the gather calls; `drive`'s result once both are done.
-    async fn drive_with<B: Backend>(
-        terminal: &mut Terminal<B>,
-        events: &mut UnboundedReceiver<Event>,
-        fake: &Fake,
-        app: &mut App,
-        script: impl Future<Output = ()>,
-    ) -> io::Result<()> {
-        let (result, ()) = tokio::join!(
-            drive(
-                terminal,
-                events,
-                std::future::pending(),
-                fake,
-                app,
-                REFRESH_EVERY
-            ),
-            script
-        );
-        result
+    impl Rig {
+        /// [`drive`] (no shutdown signal, the real refresh period) beside `script`, which sends
+        /// keys and reads the gather calls; `drive`'s result once both are done.
+        async fn drive_with(
+            &mut self,
+            app: &mut App,
+            script: impl Future<Output = ()>,
+        ) -> io::Result<()> {
+            let stop = std::future::pending();
+            let (result, ()) = tokio::join!(
+                drive(
+                    &mut self.terminal,
+                    &mut self.events,
+                    stop,
+                    &self.fake,
+                    app,
+                    REFRESH_EVERY
+                ),
+                script
+            );
+            result
+        }
+
+        /// Asserts that the terminal shows `text`.
+        fn assert_shows(&self, text: &str) {
+            let shown = screen(&self.terminal);
+            assert!(shown.contains(text), "{text:?} not in\n{shown}");
+        }
     }
 
-    fn rig() -> Rig {
+    /// The rig, and the script's side: the key sender and the gather calls.
+    fn rig() -> (Rig, UnboundedSender<Event>, UnboundedReceiver<String>) {
         let (keys, events) = unbounded_channel();
         let (calls_tx, calls) = unbounded_channel();
-        Rig {
+        let rig = Rig {
             terminal: Terminal::new(TestBackend::new(140, 44)).unwrap(),
-            keys,
             events,
-            calls,
             fake: Fake {
                 calls: calls_tx,
-                vm_error: Mutex::new(None),
+                vm_error: Arc::default(),
             },
-        }
+        };
+        (rig, keys, calls)
     }
 
     /// The next call other than a periodic refresh of `skip`.
@@ -399,13 +405,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn gathers_at_start_on_r_and_every_second_then_quits_on_q() {
-        let Rig {
-            mut terminal,
-            keys,
-            mut events,
-            mut calls,
-            fake,
-        } = rig();
+        let (mut rig, keys, mut calls) = rig();
         let mut app = App::vm("default", "vm-cirros");
         let script = async {
             assert_eq!(
@@ -428,57 +428,34 @@ mod tests {
             keys.send(key(KeyCode::Tab)).unwrap();
             keys.send(key(KeyCode::Char('q'))).unwrap();
         };
-        drive_with(&mut terminal, &mut events, &fake, &mut app, script)
-            .await
-            .unwrap();
+        rig.drive_with(&mut app, script).await.unwrap();
         assert_eq!(app.view.focus, crate::inspect::tui::Panel::Queues);
         assert!(app.vm.is_some());
-        let shown = screen(&terminal);
-        assert!(
-            shown.contains("VMI Running: the Always branch does nothing"),
-            "{shown}"
-        );
+        rig.assert_shows("VMI Running: the Always branch does nothing");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_gather_is_shown_in_the_status_line_and_the_loop_goes_on() {
-        let Rig {
-            mut terminal,
-            keys,
-            mut events,
-            mut calls,
-            fake,
-        } = rig();
+        let (mut rig, keys, mut calls) = rig();
+        let vm_error = rig.fake.vm_error.clone();
         let mut app = App::vm("default", "vm-cirros");
         let script = async {
             calls.recv().await.unwrap();
-            *fake.vm_error.lock().unwrap() = Some("cluster unreachable: connection refused".into());
+            *vm_error.lock().unwrap() = Some("cluster unreachable: connection refused".into());
             keys.send(key(KeyCode::Char('r'))).unwrap();
             calls.recv().await.unwrap();
             // One more tick after the error: still running, still drawing.
             calls.recv().await.unwrap();
             keys.send(key(KeyCode::Char('q'))).unwrap();
         };
-        drive_with(&mut terminal, &mut events, &fake, &mut app, script)
-            .await
-            .unwrap();
+        rig.drive_with(&mut app, script).await.unwrap();
         assert!(app.vm.is_some(), "the last good data is kept");
-        let shown = screen(&terminal);
-        assert!(
-            shown.contains("error: cluster unreachable: connection refused"),
-            "{shown}"
-        );
+        rig.assert_shows("error: cluster unreachable: connection refused");
     }
 
     #[tokio::test(start_paused = true)]
     async fn fleet_enter_gathers_the_selected_vm_and_esc_the_fleet_again() {
-        let Rig {
-            mut terminal,
-            keys,
-            mut events,
-            mut calls,
-            fake,
-        } = rig();
+        let (mut rig, keys, mut calls) = rig();
         let mut app = App::fleet();
         let first = App {
             fleet: Some(fixtures::fleet()),
@@ -497,22 +474,14 @@ mod tests {
             assert_eq!(next_call(&mut calls, &want).await, "fleet");
             keys.send(key(KeyCode::Esc)).unwrap();
         };
-        drive_with(&mut terminal, &mut events, &fake, &mut app, script)
-            .await
-            .unwrap();
+        rig.drive_with(&mut app, script).await.unwrap();
         assert_eq!(app.screen, Screen::Fleet);
-        assert!(screen(&terminal).contains("Fleet all namespaces"));
+        rig.assert_shows("Fleet all namespaces");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_signal_ends_the_loop() {
-        let Rig {
-            mut terminal,
-            keys: _keys,
-            mut events,
-            mut calls,
-            fake,
-        } = rig();
+        let (mut rig, _keys, mut calls) = rig();
         let mut app = App::vm("default", "vm-cirros");
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let stop = async move {
@@ -524,10 +493,10 @@ mod tests {
         };
         let (result, ()) = tokio::join!(
             drive(
-                &mut terminal,
-                &mut events,
+                &mut rig.terminal,
+                &mut rig.events,
                 stop,
-                &fake,
+                &rig.fake,
                 &mut app,
                 REFRESH_EVERY
             ),
@@ -538,13 +507,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn w_asks_for_a_what_if_and_shows_it_while_the_refresh_goes_on() {
-        let Rig {
-            mut terminal,
-            keys,
-            mut events,
-            mut calls,
-            fake,
-        } = rig();
+        let (mut rig, keys, mut calls) = rig();
         let mut app = App::vm("demo", "vm-a");
         let script = async {
             assert_eq!(calls.recv().await.unwrap(), "vm demo/vm-a");
@@ -583,28 +546,16 @@ mod tests {
             )))
             .unwrap();
         };
-        drive_with(&mut terminal, &mut events, &fake, &mut app, script)
-            .await
-            .unwrap();
+        rig.drive_with(&mut app, script).await.unwrap();
         let w = app.what_if.result.as_ref().expect("a what-if result");
-        assert!(
-            w.outcome
-                .iter()
-                .any(|o| o.starts_with("would delete VMI vm-a")),
-            "{:?}",
-            w.outcome
-        );
+        crate::inspect::whatif::tests::assert_outcome(w, "would delete VMI vm-a");
         assert!(app.what_if.open, "the first result stays under the input");
         assert!(app.what_if.editing);
         let error = app.what_if.error.as_deref().unwrap_or_default();
         assert!(error.contains("409 Conflict"), "{error}");
-        let shown = screen(&terminal);
-        assert!(shown.contains("What-if demo/vm-a"), "{shown}");
-        assert!(shown.contains("would delete VMI vm-a"), "{shown}");
-        assert!(shown.contains("what if: start"), "{shown}");
-        assert!(
-            shown.contains("✗ VirtualMachine demo/vm-a: virt-api would refuse"),
-            "{shown}"
-        );
+        rig.assert_shows("What-if demo/vm-a");
+        rig.assert_shows("would delete VMI vm-a");
+        rig.assert_shows("what if: start");
+        rig.assert_shows("✗ VirtualMachine demo/vm-a: virt-api would refuse");
     }
 }

@@ -307,13 +307,16 @@ impl App {
         self.status.loading = true;
     }
 
+    /// Whether `namespace/name` is the VM shown (or to be shown).
+    fn is_target(&self, namespace: &str, name: &str) -> bool {
+        self.target
+            .as_ref()
+            .is_some_and(|(ns, n)| ns == namespace && n == name)
+    }
+
     /// A fresh inspection arrived (ignored if it is not of the VM shown).
     pub fn set_vm(&mut self, inspection: Inspection, at: DateTime<Utc>) {
-        let ours = self
-            .target
-            .as_ref()
-            .is_some_and(|(ns, n)| *ns == inspection.namespace && *n == inspection.name);
-        if !ours {
+        if !self.is_target(&inspection.namespace, &inspection.name) {
             return;
         }
         self.vm = Some(inspection);
@@ -361,11 +364,11 @@ impl App {
         }
     }
 
-    fn scroll_by(&mut self, delta: i32) {
+    fn scroll_by(&mut self, delta: i64) {
         let panel = self.view.focus;
-        let max = self.panel_len(panel).saturating_sub(1) as i32;
+        let max = self.panel_len(panel).saturating_sub(1) as i64;
         let s = &mut self.view.scroll[panel.index()];
-        *s = (i32::from(*s) + delta).clamp(0, max.max(0)) as u16;
+        *s = (i64::from(*s) + delta).clamp(0, max.max(0)) as u16;
     }
 
     fn select_by(&mut self, delta: i64) {
@@ -427,11 +430,7 @@ impl App {
         self.what_if.pending = false;
         match result {
             Ok(w) => {
-                let ours = self
-                    .target
-                    .as_ref()
-                    .is_some_and(|(ns, n)| *ns == w.namespace && *n == w.name);
-                if !ours {
+                if !self.is_target(&w.namespace, &w.name) {
                     return;
                 }
                 self.what_if.result = Some(w);
@@ -508,34 +507,31 @@ impl App {
     }
 
     fn what_if_panel_key(&mut self, key: KeyEvent) -> Action {
-        let page = i32::from(self.view.size.1 / 2).max(1);
+        let page = i64::from(self.view.size.1 / 2).max(1);
         let delta = match key.code {
             KeyCode::Esc => {
                 self.what_if.open = false;
                 return Action::None;
             }
             KeyCode::Char('w') => return self.open_what_if_input(),
-            KeyCode::Down | KeyCode::Char('j') => 1,
-            KeyCode::Up | KeyCode::Char('k') => -1,
-            KeyCode::PageDown => page,
-            KeyCode::PageUp => -page,
-            KeyCode::Home | KeyCode::Char('g') => i32::MIN / 2,
-            KeyCode::End | KeyCode::Char('G') => i32::MAX / 2,
-            _ => return Action::None,
+            code => match movement(code, page) {
+                Some(delta) => delta,
+                None => return Action::None,
+            },
         };
         let max = self
             .what_if
             .result
             .as_ref()
-            .map(|w| i32::from(super::whatif::max_scroll(w, self.view.size)))
+            .map(|w| i64::from(super::whatif::max_scroll(w, self.view.size)))
             .unwrap_or(0);
         let s = &mut self.what_if.scroll;
-        *s = (i32::from(*s) + delta).clamp(0, max.max(0)) as u16;
+        *s = (i64::from(*s) + delta).clamp(0, max.max(0)) as u16;
         Action::None
     }
 
     fn vm_key(&mut self, key: KeyEvent) -> Action {
-        let page = i32::from(self.view.size.1 / 2).max(1);
+        let page = i64::from(self.view.size.1 / 2).max(1);
         match key.code {
             KeyCode::Esc if self.has_fleet => {
                 // Back on the fleet, the VM just left stays selected.
@@ -567,31 +563,12 @@ impl App {
                 self.view.focus = self.view.focus.prev();
                 Action::None
             }
-            KeyCode::Down | KeyCode::Char('j') => {
-                self.scroll_by(1);
+            code => {
+                if let Some(delta) = movement(code, page) {
+                    self.scroll_by(delta);
+                }
                 Action::None
             }
-            KeyCode::Up | KeyCode::Char('k') => {
-                self.scroll_by(-1);
-                Action::None
-            }
-            KeyCode::PageDown => {
-                self.scroll_by(page);
-                Action::None
-            }
-            KeyCode::PageUp => {
-                self.scroll_by(-page);
-                Action::None
-            }
-            KeyCode::Home | KeyCode::Char('g') => {
-                self.scroll_by(i32::MIN / 2);
-                Action::None
-            }
-            KeyCode::End | KeyCode::Char('G') => {
-                self.scroll_by(i32::MAX / 2);
-                Action::None
-            }
-            _ => Action::None,
         }
     }
 
@@ -599,30 +576,6 @@ impl App {
         let page = fleet_page(self.view.size.1) as i64;
         match key.code {
             KeyCode::Esc => Action::Quit,
-            KeyCode::Down | KeyCode::Char('j') => {
-                self.select_by(1);
-                Action::None
-            }
-            KeyCode::Up | KeyCode::Char('k') => {
-                self.select_by(-1);
-                Action::None
-            }
-            KeyCode::PageDown => {
-                self.select_by(page);
-                Action::None
-            }
-            KeyCode::PageUp => {
-                self.select_by(-page);
-                Action::None
-            }
-            KeyCode::Home | KeyCode::Char('g') => {
-                self.select_by(i64::MIN / 2);
-                Action::None
-            }
-            KeyCode::End | KeyCode::Char('G') => {
-                self.select_by(i64::MAX / 2);
-                Action::None
-            }
             KeyCode::Enter => {
                 let Some(row) = self.fleet_rows().get(self.selected).copied() else {
                     return Action::None;
@@ -639,8 +592,28 @@ impl App {
                 self.status.loading = true;
                 Action::OpenVm { namespace, name }
             }
-            _ => Action::None,
+            code => {
+                if let Some(delta) = movement(code, page) {
+                    self.select_by(delta);
+                }
+                Action::None
+            }
         }
+    }
+}
+
+/// How far a navigation key moves a scroll position or the fleet selection: ↓/`j` and ↑/`k` one
+/// line, PgDn/PgUp `page` lines, Home/`g` and End/`G` to the start and the end (clamped by the
+/// caller); `None` for any other key.
+fn movement(code: KeyCode, page: i64) -> Option<i64> {
+    match code {
+        KeyCode::Down | KeyCode::Char('j') => Some(1),
+        KeyCode::Up | KeyCode::Char('k') => Some(-1),
+        KeyCode::PageDown => Some(page),
+        KeyCode::PageUp => Some(-page),
+        KeyCode::Home | KeyCode::Char('g') => Some(i64::MIN / 2),
+        KeyCode::End | KeyCode::Char('G') => Some(i64::MAX / 2),
+        _ => None,
     }
 }
 

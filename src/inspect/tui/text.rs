@@ -122,19 +122,23 @@ mod tests {
 
     #[test]
     fn durations_read_like_a_person_would_say_them() {
-        assert_eq!(duration(0.0), "0 s");
-        assert_eq!(duration(0.4), "0.4 s");
-        assert_eq!(duration(0.04), "0 s");
-        assert_eq!(duration(-0.01), "0 s");
-        assert_eq!(duration(3.0), "3 s");
-        assert_eq!(duration(1.98), "2 s", "not 2.0 s");
-        assert_eq!(duration(9.96), "10 s");
-        assert_eq!(duration(42.4), "42 s");
-        assert_eq!(duration(297.0), "4 m 57 s");
-        assert_eq!(duration(7500.0), "2 h 5 m");
-        assert_eq!(duration(3.0 * 86400.0 + 4.0 * 3600.0), "3 d 4 h");
-        assert_eq!(duration(-42.0), "-42 s");
-        assert_eq!(duration(f64::NAN), "?");
+        for (seconds, want) in [
+            (0.0, "0 s"),
+            (0.4, "0.4 s"),
+            (0.04, "0 s"),
+            (-0.01, "0 s"),
+            (3.0, "3 s"),
+            (1.98, "2 s"), // not 2.0 s
+            (9.96, "10 s"),
+            (42.4, "42 s"),
+            (297.0, "4 m 57 s"),
+            (7500.0, "2 h 5 m"),
+            (3.0 * 86400.0 + 4.0 * 3600.0, "3 d 4 h"),
+            (-42.0, "-42 s"),
+            (f64::NAN, "?"),
+        ] {
+            assert_eq!(duration(seconds), want, "{seconds}");
+        }
     }
 
     #[test]

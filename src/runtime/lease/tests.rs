@@ -61,6 +61,12 @@ impl Ledger {
         self.violations.lock().unwrap().clone()
     }
 
+    /// Asserts that no two terms overlapped.
+    fn assert_no_violations(&self) {
+        let violations = self.violations();
+        assert!(violations.is_empty(), "{violations:?}");
+    }
+
     fn term_count(&self) -> usize {
         self.terms.lock().unwrap().len()
     }
@@ -301,7 +307,7 @@ async fn acquires_by_creating_an_absent_lease_and_renews_on_the_fast_path() {
     assert_eq!(s.last_renew, Some(epoch() + secs(10)));
     assert_eq!(s.lease_transitions, Some(0));
     assert_eq!(s.lease, "kubevirt/virt-controller");
-    assert!(ledger.violations().is_empty());
+    ledger.assert_no_violations();
 }
 
 #[tokio::test(start_paused = true)]
@@ -431,7 +437,7 @@ async fn renew_failures_end_the_term_before_the_renew_deadline() {
     assert!(wait_leading(&mut b, Duration::from_secs(60)).await);
     assert_eq!(record(&store).holder_identity, "b");
     assert_eq!(record(&store).lease_transitions, 1);
-    assert!(ledger.violations().is_empty(), "{:?}", ledger.violations());
+    ledger.assert_no_violations();
 }
 
 #[tokio::test(start_paused = true)]
@@ -506,7 +512,7 @@ async fn release_on_cancel_hands_over_within_one_retry() {
             .map(String::as_str),
         Some("http://b:8443/debug/state")
     );
-    assert!(ledger.violations().is_empty());
+    ledger.assert_no_violations();
 }
 
 #[tokio::test(start_paused = true)]
@@ -675,15 +681,14 @@ async fn restarted_process_with_same_identity_waits_for_its_old_lease_to_expire(
     let rec = record(&store);
     assert_eq!(rec.lease_transitions, 5, "a takeover, not a renewal");
     assert_ne!(rec.acquire_time, Some(epoch() - secs(1)));
-    assert!(ledger.violations().is_empty(), "{:?}", ledger.violations());
+    ledger.assert_no_violations();
 }
 
 #[tokio::test(start_paused = true)]
 async fn two_processes_with_one_identity_never_both_lead() {
     let store = FakeLeaseStore::new();
     let ledger = Ledger::default();
-    let mut first = spawn(&store, &ledger, "twin", Opts::default());
-    assert!(wait_leading(&mut first, Duration::from_secs(1)).await);
+    let first = leader(&store, &ledger, "twin", Opts::default()).await;
     let mut second = spawn(
         &store,
         &ledger,
@@ -700,7 +705,7 @@ async fn two_processes_with_one_identity_never_both_lead() {
     first.cancel.cancel();
     let _ = first.outcome().await;
     assert!(wait_leading(&mut second, MAX_JITTERED_RETRY + Duration::from_secs(1)).await);
-    assert!(ledger.violations().is_empty(), "{:?}", ledger.violations());
+    ledger.assert_no_violations();
 }
 
 #[tokio::test(start_paused = true)]
@@ -710,8 +715,7 @@ async fn a_leader_that_sees_a_twin_renew_under_its_identity_steps_down() {
     // has no overlap longer than one renewal.
     let store = FakeLeaseStore::new();
     let ledger = Ledger::default();
-    let mut first = spawn(&store, &ledger, "twin", Opts::default());
-    assert!(wait_leading(&mut first, Duration::from_secs(1)).await);
+    let mut first = leader(&store, &ledger, "twin", Opts::default()).await;
     // A twin writes a renewal of its own under the same identity.
     let mut rec = record(&store);
     rec.renew_time = rec
@@ -762,7 +766,7 @@ async fn transitions_count_each_change_of_holder() {
     let mut e = spawn(&store, &ledger, "e", Opts::default());
     assert!(wait_leading(&mut e, Duration::from_secs(60)).await);
     assert_eq!(record(&store).lease_transitions, 5);
-    assert!(ledger.violations().is_empty());
+    ledger.assert_no_violations();
 }
 
 #[tokio::test(start_paused = true)]
@@ -807,7 +811,7 @@ async fn simultaneous_takeovers_of_an_expired_lease_have_exactly_one_winner() {
     assert_eq!(b.state.borrow().leading, !a_won);
     assert_eq!(a.api.conflicts() + b.api.conflicts(), 1);
     assert_eq!(record(&store).lease_transitions, 1);
-    assert!(ledger.violations().is_empty());
+    ledger.assert_no_violations();
 }
 
 #[tokio::test(start_paused = true)]
