@@ -34,23 +34,45 @@ const ROUNDS: usize = 5;
 /// The producer yields to the runtime after this many adds.
 const YIELD_EVERY: usize = 1_000;
 
+/// `workers` tasks looping `get` → (`forget` →) `done` until `get` returns `None`; each returns
+/// how many keys it processed.
+fn spawn_workers<K: QueueKey>(
+    q: &WorkQueue<K>,
+    workers: usize,
+    forget: bool,
+) -> Vec<tokio::task::JoinHandle<usize>> {
+    (0..workers)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let mut n = 0usize;
+                while let Some(key) = q.get().await {
+                    if forget {
+                        q.forget(&key);
+                    }
+                    q.done(&key);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect()
+}
+
+/// The keys processed by all of `tasks`.
+async fn join_workers(tasks: Vec<tokio::task::JoinHandle<usize>>) -> usize {
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.expect("worker");
+    }
+    total
+}
+
 /// The client-go scenario once; returns the time from the first add until the queue is
 /// drained and every worker has returned.
 async fn client_go_scenario<K: QueueKey>(keys: Arc<Vec<K>>, workers: usize) -> Duration {
     let q: WorkQueue<K> = WorkQueue::builder("bench").build();
-    let mut tasks = Vec::with_capacity(workers);
-    for _ in 0..workers {
-        let q = q.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0usize;
-            while let Some(key) = q.get().await {
-                q.forget(&key);
-                q.done(&key);
-                n += 1;
-            }
-            n
-        }));
-    }
+    let tasks = spawn_workers(&q, workers, true);
     let producer = {
         let q = q.clone();
         tokio::spawn(async move {
@@ -71,10 +93,7 @@ async fn client_go_scenario<K: QueueKey>(keys: Arc<Vec<K>>, workers: usize) -> D
         })
     };
     let start = producer.await.expect("producer");
-    let mut processed = 0;
-    for t in tasks {
-        processed += t.await.expect("worker");
-    }
+    let processed = join_workers(tasks).await;
     let elapsed = start.elapsed();
     // Every key is processed at least once; dedup makes it at most once per round.
     assert!((KEYS..=KEYS * ROUNDS).contains(&processed), "{processed}");
@@ -87,22 +106,7 @@ async fn add_get_done(keys: &[String], workers: usize) -> usize {
         q.add(key.clone());
     }
     q.shut_down();
-    let mut tasks = Vec::with_capacity(workers);
-    for _ in 0..workers {
-        let q = q.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut n = 0usize;
-            while let Some(key) = q.get().await {
-                q.done(&key);
-                n += 1;
-            }
-            n
-        }));
-    }
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.unwrap_or(0);
-    }
+    let total = join_workers(spawn_workers(&q, workers, false)).await;
     assert_eq!(total, keys.len());
     total
 }

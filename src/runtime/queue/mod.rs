@@ -21,6 +21,12 @@
 //! time, so the queue-duration metric is unaffected. Time is `tokio::time::Instant`, so tests
 //! run under tokio's paused clock.
 //!
+//! Cost of the hot path (docs/performance.md has the figures): the three client-go collections
+//! are one key table (`keys.rs`: one hash per add, each key stored once); a `get` that finds a
+//! key takes the lock once and touches no `Notify`; wake-ups go only to getters that sleep,
+//! one at a time (the woken getter wakes the next if keys remain, like client-go's
+//! `cond.Signal` per add but without a wake-up per add while a woken worker is on its way).
+//!
 //! [`run_workers`] runs KubeVirt's worker loop (vm.go:336-355) over a queue.
 
 mod keys;
