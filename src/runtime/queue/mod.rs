@@ -21,14 +21,22 @@
 //! time, so the queue-duration metric is unaffected. Time is `tokio::time::Instant`, so tests
 //! run under tokio's paused clock.
 //!
+//! Cost of the hot path (docs/performance.md has the figures): the three client-go collections
+//! are one key table (`keys.rs`: one hash per add, each key stored once); a `get` that finds a
+//! key takes the lock once and touches no `Notify`; wake-ups go only to getters that sleep,
+//! one at a time (the woken getter wakes the next if keys remain, like client-go's
+//! `cond.Signal` per add but without a wake-up per add while a woken worker is on its way).
+//!
 //! [`run_workers`] runs KubeVirt's worker loop (vm.go:336-355) over a queue.
 
+mod keys;
 pub mod rate_limiter;
 mod workers;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Display;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -44,6 +52,7 @@ pub use rate_limiter::{
 pub use workers::{Requeue, run_workers};
 
 use crate::runtime::metrics::{QueueMetrics, UnfinishedWork, WorkqueueMetrics};
+use keys::{Added, KeyTable};
 use rate_limiter::lock;
 
 /// What a queue key must be: `String` (`namespace/name`) in practice.
@@ -69,8 +78,8 @@ impl<K: QueueKey> std::fmt::Debug for WorkQueue<K> {
         let st = self.inner.state();
         f.debug_struct("WorkQueue")
             .field("name", &self.inner.name)
-            .field("queued", &st.queue.len())
-            .field("processing", &st.processing.len())
+            .field("queued", &st.keys.queued_len())
+            .field("processing", &st.keys.in_flight_len())
             .field("waiting", &st.waiting.len())
             .field("shutting_down", &st.shutting_down)
             .finish()
@@ -110,6 +119,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
                 .rate_limiter
                 .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
             metrics: queue_metrics,
+            rate_limited: AtomicUsize::new(0),
         });
         if let Some(m) = &self.metrics {
             let weak: Weak<Inner<K>> = Arc::downgrade(&inner);
@@ -128,23 +138,33 @@ struct Inner<K> {
     idle: Notify,
     rate_limiter: Box<dyn RateLimiter<K>>,
     metrics: Option<QueueMetrics>,
+    /// `State::rate_limited.len()`, readable without the lock: `forget` of a key that was never
+    /// rate-limited (the common case) does not take the lock.
+    rate_limited: AtomicUsize,
 }
 
+/// The hasher of the queue's maps (see Cargo.toml on foldhash).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 struct State<K> {
-    /// Processing order. Every key here is dirty and not processing.
-    queue: VecDeque<K>,
-    /// Keys that need processing (queued, or re-added while processing).
-    dirty: HashSet<K>,
-    /// Keys handed out by `get` and not yet `done`, with the time they were handed out.
-    processing: HashMap<K, Instant>,
-    /// When each dirty key was added (queue-duration metric and snapshot).
-    add_times: HashMap<K, Instant>,
+    /// client-go's `queue`, `dirty` and `processing`, with each key's add and start times.
+    keys: KeyTable<K>,
     /// Parked keys ordered by (ready time, insertion sequence).
     waiting: BTreeMap<(Instant, u64), K>,
-    waiting_by_key: HashMap<K, (Instant, u64)>,
+    waiting_by_key: FastMap<K, (Instant, u64)>,
     seq: u64,
     /// Keys passed to `add_rate_limited` since their last `forget` (for the snapshot).
     rate_limited: BTreeSet<K>,
+    /// Getters that found nothing and sleep on `Inner::items` (or are about to), until they
+    /// look at the state again.
+    sleepers: usize,
+    /// Wake-ups (`notify_one`) sent to sleepers that have not looked at the state again yet:
+    /// 0 or 1 (a lower bound: every sleeper that looks again takes one off). At most one
+    /// sleeper is woken at a time; whoever takes a key and leaves more queued wakes the next
+    /// (a chain), so a burst of adds costs one wake-up per worker actually needed rather than
+    /// one per add, and an add with nobody asleep costs none. A key is never queued with a
+    /// sleeper and no wake-up on its way: see `wake_needed`.
+    woken: usize,
     shutting_down: bool,
     drain: bool,
 }
@@ -152,14 +172,13 @@ struct State<K> {
 impl<K> Default for State<K> {
     fn default() -> Self {
         Self {
-            queue: VecDeque::new(),
-            dirty: HashSet::new(),
-            processing: HashMap::new(),
-            add_times: HashMap::new(),
+            keys: KeyTable::default(),
             waiting: BTreeMap::new(),
-            waiting_by_key: HashMap::new(),
+            waiting_by_key: FastMap::default(),
             seq: 0,
             rate_limited: BTreeSet::new(),
+            sleepers: 0,
+            woken: 0,
             shutting_down: false,
             drain: false,
         }
@@ -175,27 +194,36 @@ impl<K: QueueKey> Inner<K> {
         if let Some(m) = &self.metrics {
             // client-go: +1 per accepted add, -1 per get, i.e. the size of the dirty set.
             m.depth
-                .set(i64::try_from(st.dirty.len()).unwrap_or(i64::MAX));
+                .set(i64::try_from(st.keys.dirty_len()).unwrap_or(i64::MAX));
         }
     }
 
     /// client-go `Add` under the lock; `added_at` is the logical add time. Returns whether the
     /// key was pushed onto the queue (a getter should be woken).
     fn add_locked(&self, st: &mut State<K>, key: K, added_at: Instant) -> bool {
-        if st.shutting_down || st.dirty.contains(&key) {
+        if st.shutting_down {
+            return false;
+        }
+        let added = st.keys.add(key, added_at);
+        if added == Added::AlreadyDirty {
             return false;
         }
         if let Some(m) = &self.metrics {
             m.adds.inc();
         }
-        st.add_times.entry(key.clone()).or_insert(added_at);
-        st.dirty.insert(key.clone());
         self.set_depth(st);
-        if st.processing.contains_key(&key) {
-            return false;
+        added == Added::Queued
+    }
+
+    /// Whether the caller, having queued a key (`pushed`), must wake a sleeper: some getter
+    /// sleeps and no wake-up is on its way (the woken getter takes a key and, if more are
+    /// queued, wakes the next itself). Counts the wake-up the caller must then send.
+    fn wake_needed(st: &mut State<K>, pushed: bool) -> bool {
+        let needed = pushed && st.woken == 0 && st.sleepers > 0;
+        if needed {
+            st.woken += 1;
         }
-        st.queue.push_back(key);
-        true
+        needed
     }
 
     /// Move parked keys whose ready time has come onto the queue (client-go `waitingLoop`).
@@ -218,16 +246,28 @@ impl<K: QueueKey> Inner<K> {
     }
 
     fn pop_locked(&self, st: &mut State<K>, now: Instant) -> Option<K> {
-        let key = st.queue.pop_front()?;
-        st.dirty.remove(&key);
-        st.processing.insert(key.clone(), now);
-        let added = st.add_times.remove(&key);
-        if let (Some(m), Some(added)) = (&self.metrics, added) {
+        let (key, added) = st.keys.pop(now)?;
+        if let Some(m) = &self.metrics {
             m.latency
                 .observe(now.saturating_duration_since(added).as_secs_f64());
         }
         self.set_depth(st);
         Some(key)
+    }
+
+    /// One attempt of `get` under the lock: `Some(Some(key))` when a key is ready,
+    /// `Some(None)` when shutting down with nothing queued, `None` when the getter must wait.
+    /// Wakes the next sleeper when keys remain queued (see `State::woken`).
+    fn try_take(&self, st: &mut State<K>, now: Instant) -> Option<Option<K>> {
+        self.promote_ready(st, now);
+        if let Some(key) = self.pop_locked(st, now) {
+            if st.keys.queued_len() > 0 && Self::wake_needed(st, true) {
+                // More keys are queued and getters sleep: pass the baton to one of them.
+                self.items.notify_one();
+            }
+            return Some(Some(key));
+        }
+        st.shutting_down.then_some(None)
     }
 }
 
@@ -243,15 +283,15 @@ impl<K: QueueKey> UnfinishedWork for Inner<K> {
             if let Some(m) = &self.metrics {
                 let mut total = 0.0;
                 let mut oldest: f64 = 0.0;
-                for started in st.processing.values() {
-                    let age = now.saturating_duration_since(*started).as_secs_f64();
+                for started in st.keys.in_flight().filter_map(|e| e.started) {
+                    let age = now.saturating_duration_since(started).as_secs_f64();
                     total += age;
                     oldest = oldest.max(age);
                 }
                 m.unfinished_work.set(total);
                 m.longest_running.set(oldest);
             }
-            pushed
+            Self::wake_needed(&mut st, pushed)
         };
         if pushed {
             self.items.notify_one();
@@ -285,11 +325,13 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Mark `key` as needing processing (client-go `Add`). Ignored while shutting down or when
     /// the key is already queued; a key currently being processed is queued again on `done`.
     pub fn add(&self, key: K) {
-        let pushed = {
+        let now = Instant::now();
+        let wake = {
             let mut st = self.inner.state();
-            self.inner.add_locked(&mut st, key, Instant::now())
+            let pushed = self.inner.add_locked(&mut st, key, now);
+            Inner::wake_needed(&mut st, pushed)
         };
-        if pushed {
+        if wake {
             self.inner.items.notify_one();
         }
     }
@@ -308,8 +350,9 @@ impl<K: QueueKey> WorkQueue<K> {
         }
         if delay.is_zero() {
             let pushed = self.inner.add_locked(&mut st, key, now);
+            let wake = Inner::wake_needed(&mut st, pushed);
             drop(st);
-            if pushed {
+            if wake {
                 self.inner.items.notify_one();
             }
             return;
@@ -341,6 +384,9 @@ impl<K: QueueKey> WorkQueue<K> {
             let mut st = self.inner.state();
             if !st.shutting_down {
                 st.rate_limited.insert(key.clone());
+                self.inner
+                    .rate_limited
+                    .store(st.rate_limited.len(), Ordering::Release);
             }
         }
         self.add_after(key, delay);
@@ -350,7 +396,16 @@ impl<K: QueueKey> WorkQueue<K> {
     /// remove the key from the queue; `done` must still be called.
     pub fn forget(&self, key: &K) {
         self.inner.rate_limiter.forget(key);
-        self.inner.state().rate_limited.remove(key);
+        // Zero means no key was rate-limited when we looked: nothing to remove. A concurrent
+        // `add_rate_limited` of this key is then ordered after this `forget`, as if it had
+        // taken the lock after us.
+        if self.inner.rate_limited.load(Ordering::Acquire) > 0 {
+            let mut st = self.inner.state();
+            st.rate_limited.remove(key);
+            self.inner
+                .rate_limited
+                .store(st.rate_limited.len(), Ordering::Release);
+        }
     }
 
     /// How many times `key` was rate-limited since its last `forget` (client-go `NumRequeues`).
@@ -363,34 +418,35 @@ impl<K: QueueKey> WorkQueue<K> {
     ///
     /// Cancel-safe: dropping the future before it completes loses nothing.
     pub async fn get(&self) -> Option<K> {
+        // Counted in `State::sleepers` from finding nothing until the next look at the state;
+        // dropping the future (cancellation) uncounts it.
+        let mut sleeper = Sleeper {
+            inner: &self.inner,
+            counted: false,
+        };
         loop {
+            // Made before looking at the state, so it completes on any `notify_waiters`
+            // (shutdown, a parked key with an earlier ready time) after the look, even before
+            // it is first polled. Cheap: nothing is registered until it is polled.
             let notified = self.inner.items.notified();
-            tokio::pin!(notified);
-            // Register as a waiter before looking at the state so no wake-up is missed.
-            notified.as_mut().enable();
             let deadline = {
                 let now = Instant::now();
                 let mut st = self.inner.state();
-                let promoted = self.inner.promote_ready(&mut st, now);
-                if let Some(key) = self.inner.pop_locked(&mut st, now) {
-                    let more = promoted && !st.queue.is_empty();
-                    drop(st);
-                    if more {
-                        // Several parked keys became ready at once but only one getter was
-                        // woken for them: pass the baton. (Plain adds wake a getter each.)
-                        self.inner.items.notify_one();
-                    }
-                    return Some(key);
+                sleeper.uncount(&mut st);
+                if let Some(taken) = self.inner.try_take(&mut st, now) {
+                    return taken;
                 }
-                if st.shutting_down {
-                    return None;
-                }
+                // Counted before registering on `items`: an `add` from now on sends a
+                // `notify_one`, which wakes a registered getter or leaves a permit for the
+                // next one to poll (only counted getters ever poll `items`).
+                st.sleepers += 1;
+                sleeper.counted = true;
                 Inner::earliest_ready(&st)
             };
             match deadline {
                 Some(at) => {
                     tokio::select! {
-                        _ = &mut notified => {}
+                        _ = notified => {}
                         _ = tokio::time::sleep_until(at) => {}
                     }
                 }
@@ -403,36 +459,30 @@ impl<K: QueueKey> WorkQueue<K> {
     pub fn try_get(&self) -> Option<K> {
         let now = Instant::now();
         let mut st = self.inner.state();
-        let promoted = self.inner.promote_ready(&mut st, now);
-        let key = self.inner.pop_locked(&mut st, now);
-        let more = promoted && !st.queue.is_empty();
-        drop(st);
-        if more {
-            self.inner.items.notify_one();
-        }
-        key
+        self.inner.try_take(&mut st, now).flatten()
     }
 
     /// Mark `key` as processed (client-go `Done`); if it was added again meanwhile it is queued
     /// again. A key that is not in flight is ignored (client-go would queue it a second time).
     pub fn done(&self, key: &K) {
-        let now = Instant::now();
         let mut st = self.inner.state();
-        let Some(started) = st.processing.remove(key) else {
+        let Some((started, requeued)) = st.keys.done(key) else {
+            drop(st);
             tracing::warn!(queue = %self.inner.name, %key, "done() for a key that is not being processed");
             return;
         };
         if let Some(m) = &self.inner.metrics {
-            m.work_duration
-                .observe(now.saturating_duration_since(started).as_secs_f64());
+            m.work_duration.observe(
+                Instant::now()
+                    .saturating_duration_since(started)
+                    .as_secs_f64(),
+            );
         }
-        let requeued = st.dirty.contains(key);
-        if requeued {
-            st.queue.push_back(key.clone());
-        }
-        let idle = st.processing.is_empty();
+        let wake = Inner::wake_needed(&mut st, requeued);
+        // Only `shut_down_with_drain` waits for idleness, and it sets `drain` first.
+        let idle = st.drain && st.keys.in_flight_len() == 0;
         drop(st);
-        if requeued {
+        if wake {
             self.inner.items.notify_one();
         }
         if idle {
@@ -445,9 +495,10 @@ impl<K: QueueKey> WorkQueue<K> {
     pub fn len(&self) -> usize {
         let mut st = self.inner.state();
         let pushed = self.inner.promote_ready(&mut st, Instant::now());
-        let n = st.queue.len();
+        let n = st.keys.queued_len();
+        let wake = Inner::wake_needed(&mut st, pushed);
         drop(st);
-        if pushed {
+        if wake {
             self.inner.items.notify_one();
         }
         n
@@ -490,7 +541,7 @@ impl<K: QueueKey> WorkQueue<K> {
             idle.as_mut().enable();
             {
                 let st = self.inner.state();
-                if st.processing.is_empty() || !st.drain {
+                if st.keys.in_flight_len() == 0 || !st.drain {
                     return;
                 }
             }
@@ -518,16 +569,16 @@ impl<K: QueueKey> WorkQueue<K> {
         let (snap, pushed, rate_limited) = {
             let mut st = self.inner.state();
             let pushed = self.inner.promote_ready(&mut st, clock.now);
-            let processing = st.processing.get(key).copied();
-            let queued = match (st.dirty.contains(key), processing) {
-                (true, None) => {
-                    let added = st.add_times.get(key).copied().unwrap_or(clock.now);
-                    vec![clock.queued(key, added)]
-                }
+            let entry = st.keys.get(key);
+            let queued = match entry {
+                Some(e) if e.dirty && e.started.is_none() => vec![clock.queued(key, e.added_at)],
                 _ => Vec::new(),
             };
-            let in_flight = processing
-                .map(|started| clock.in_flight(key, started, st.dirty.contains(key)))
+            let in_flight = entry
+                .and_then(|e| {
+                    e.started
+                        .map(|started| clock.in_flight(key, started, e.dirty))
+                })
                 .into_iter()
                 .collect();
             let waiting = st
@@ -537,7 +588,8 @@ impl<K: QueueKey> WorkQueue<K> {
                 .into_iter()
                 .collect();
             let snap = self.snapshot_of(&st, queued, in_flight, waiting);
-            (snap, pushed, st.rate_limited.contains(key))
+            let wake = Inner::wake_needed(&mut st, pushed);
+            (snap, wake, st.rate_limited.contains(key))
         };
         self.with_retries(snap, pushed, rate_limited.then_some(key))
     }
@@ -549,14 +601,17 @@ impl<K: QueueKey> WorkQueue<K> {
             let mut st = self.inner.state();
             let pushed = self.inner.promote_ready(&mut st, clock.now);
             let queued = st
-                .queue
-                .iter()
-                .map(|k| clock.queued(k, st.add_times.get(k).copied().unwrap_or(clock.now)))
+                .keys
+                .queued()
+                .map(|e| clock.queued(&e.key, e.added_at))
                 .collect();
             let mut in_flight: Vec<InFlightKey> = st
-                .processing
-                .iter()
-                .map(|(k, started)| clock.in_flight(k, *started, st.dirty.contains(k)))
+                .keys
+                .in_flight()
+                .filter_map(|e| {
+                    e.started
+                        .map(|started| clock.in_flight(&e.key, started, e.dirty))
+                })
                 .collect();
             in_flight.sort_by(|a, b| a.key.cmp(&b.key));
             let waiting = st
@@ -566,7 +621,8 @@ impl<K: QueueKey> WorkQueue<K> {
                 .collect();
             let snap = self.snapshot_of(&st, queued, in_flight, waiting);
             let rate_limited: Vec<K> = st.rate_limited.iter().cloned().collect();
-            (snap, pushed, rate_limited)
+            let wake = Inner::wake_needed(&mut st, pushed);
+            (snap, wake, rate_limited)
         };
         self.with_retries(snap, pushed, &rate_limited)
     }
@@ -582,7 +638,7 @@ impl<K: QueueKey> WorkQueue<K> {
         QueueSnapshot {
             name: self.inner.name.clone(),
             shutting_down: st.shutting_down,
-            depth: st.queue.len(),
+            depth: st.keys.queued_len(),
             queued,
             in_flight,
             waiting,
@@ -591,7 +647,8 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// `snap` with the failure counts of the `rate_limited` keys, read once the state lock is
-    /// released (waking a worker first when promoting parked keys `pushed` some).
+    /// released (waking a worker first when promoting parked keys `pushed` some for a
+    /// sleeping getter).
     fn with_retries<'k>(
         &self,
         snap: QueueSnapshot,
@@ -612,6 +669,34 @@ impl<K: QueueKey> WorkQueue<K> {
             })
             .collect();
         QueueSnapshot { retries, ..snap }
+    }
+}
+
+/// A getter's place in `State::sleepers` (see [`WorkQueue::get`]).
+struct Sleeper<'q, K: QueueKey> {
+    inner: &'q Inner<K>,
+    counted: bool,
+}
+
+impl<K: QueueKey> Sleeper<'_, K> {
+    /// Leave the count, under the lock the caller holds, taking one wake-up off `woken` (the
+    /// one meant for us, or for another sleeper who then counts as not woken: at worst one
+    /// wake-up too many later, never one too few).
+    fn uncount(&mut self, st: &mut State<K>) {
+        if self.counted {
+            st.sleepers -= 1;
+            st.woken = st.woken.saturating_sub(1);
+            self.counted = false;
+        }
+    }
+}
+
+impl<K: QueueKey> Drop for Sleeper<'_, K> {
+    fn drop(&mut self) {
+        if self.counted {
+            let inner = self.inner;
+            self.uncount(&mut inner.state());
+        }
     }
 }
 

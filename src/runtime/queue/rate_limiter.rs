@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -64,7 +65,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct ItemExponentialFailureRateLimiter<K> {
     base: Duration,
     max: Duration,
-    failures: Mutex<HashMap<K, u32>>,
+    failures: Mutex<HashMap<K, u32, foldhash::fast::RandomState>>,
+    /// `failures.len()`, readable without the lock: `forget` and `num_requeues` of a key when
+    /// no key has failed (a worker's every success) do not take the lock.
+    tracked: AtomicUsize,
 }
 
 impl<K> ItemExponentialFailureRateLimiter<K> {
@@ -73,7 +77,8 @@ impl<K> ItemExponentialFailureRateLimiter<K> {
         Self {
             base,
             max,
-            failures: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::default()),
+            tracked: AtomicUsize::new(0),
         }
     }
 }
@@ -85,6 +90,7 @@ impl<K: Eq + Hash + Clone + Send> RateLimiter<K> for ItemExponentialFailureRateL
             let count = failures.entry(key.clone()).or_insert(0);
             let exp = *count;
             *count = count.saturating_add(1);
+            self.tracked.store(failures.len(), Ordering::Release);
             exp
         };
         // Computed in floating point like client-go so that huge exponents cannot overflow.
@@ -98,10 +104,20 @@ impl<K: Eq + Hash + Clone + Send> RateLimiter<K> for ItemExponentialFailureRateL
     }
 
     fn forget(&self, key: &K) {
-        lock(&self.failures).remove(key);
+        // Zero: no key had failed when we looked, so there is nothing to remove; a concurrent
+        // `when` is then ordered after this `forget`, as if it had taken the lock after us.
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut failures = lock(&self.failures);
+        failures.remove(key);
+        self.tracked.store(failures.len(), Ordering::Release);
     }
 
     fn num_requeues(&self, key: &K) -> usize {
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
         lock(&self.failures).get(key).map_or(0, |n| *n as usize)
     }
 }
@@ -286,6 +302,24 @@ mod tests {
         rl.forget(&a);
         assert_eq!(rl.num_requeues(&a), 0);
         assert_eq!(rl.when(&a), ms(5));
+    }
+
+    #[test]
+    fn exponential_counts_survive_forgetting_keys_that_never_failed() {
+        let rl = ItemExponentialFailureRateLimiter::<String>::new(ms(5), Duration::from_secs(1000));
+        let (a, b) = ("ns/a".to_string(), "ns/b".to_string());
+        // Nothing tracked: forget and num_requeues answer without the map.
+        rl.forget(&a);
+        assert_eq!(rl.num_requeues(&a), 0);
+        rl.when(&a);
+        rl.forget(&b);
+        assert_eq!(rl.num_requeues(&a), 1);
+        assert_eq!(rl.num_requeues(&b), 0);
+        rl.forget(&a);
+        assert_eq!(rl.num_requeues(&a), 0);
+        // Tracking starts again after the map emptied.
+        assert_eq!(rl.when(&a), ms(5));
+        assert_eq!(rl.num_requeues(&a), 1);
     }
 
     #[tokio::test(start_paused = true)]

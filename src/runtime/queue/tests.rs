@@ -749,3 +749,207 @@ async fn parked_keys_all_reach_waiting_workers() {
     }
     workers.stop(Duration::from_secs(60)).await;
 }
+
+/// Lets every spawned task run until it blocks (current-thread runtime: each yield runs the
+/// other ready tasks once).
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sleeping_getter_is_woken_by_a_single_add() {
+    let q = WorkQueue::new("t");
+    let getter = spawn_get(&q);
+    settle().await;
+    assert!(!getter.is_finished());
+    q.add(k("ns/a"));
+    assert_eq!(finish(getter).await, Some(k("ns/a")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn adds_in_a_burst_wake_every_sleeping_getter() {
+    // Three adds with no yield between them: each must wake its own getter (the adds after
+    // the first must not assume the first wake-up covers them).
+    let q = WorkQueue::new("t");
+    let getters: Vec<_> = (0..3).map(|_| spawn_get(&q)).collect();
+    settle().await;
+    for name in ["ns/a", "ns/b", "ns/c"] {
+        q.add(k(name));
+    }
+    let mut got = Vec::new();
+    for g in getters {
+        got.push(finish(g).await.expect("a key"));
+    }
+    got.sort();
+    assert_eq!(got, vec![k("ns/a"), k("ns/b"), k("ns/c")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_woken_getter_cancelled_before_running_passes_the_wake_up_on() {
+    let q = WorkQueue::new("t");
+    let first = spawn_get(&q);
+    settle().await;
+    let second = spawn_get(&q);
+    settle().await;
+    // The add wakes the first sleeper; it is cancelled before it runs.
+    q.add(k("ns/a"));
+    first.abort();
+    assert_eq!(finish(second).await, Some(k("ns/a")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_sleeper_does_not_hide_another_one() {
+    let q = WorkQueue::new("t");
+    let cancelled = spawn_get(&q);
+    let waiting = spawn_get(&q);
+    settle().await;
+    cancelled.abort();
+    settle().await;
+    q.add(k("ns/a"));
+    assert_eq!(finish(waiting).await, Some(k("ns/a")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_getter_woken_for_a_key_taken_by_another_sleeps_again_and_wakes_again() {
+    let q = WorkQueue::new("t");
+    let getter = spawn_get(&q);
+    settle().await;
+    q.add(k("ns/a"));
+    // Someone else takes the key before the woken getter runs.
+    assert_eq!(q.try_get(), Some(k("ns/a")));
+    settle().await;
+    assert!(!getter.is_finished());
+    q.add(k("ns/b"));
+    assert_eq!(finish(getter).await, Some(k("ns/b")));
+    q.done(&k("ns/a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn done_requeue_wakes_a_sleeping_getter() {
+    let q = WorkQueue::new("t");
+    q.add(k("ns/a"));
+    let a = q.try_get().unwrap();
+    q.add(k("ns/a"));
+    let getter = spawn_get(&q);
+    settle().await;
+    assert!(!getter.is_finished());
+    q.done(&a);
+    assert_eq!(finish(getter).await, Some(k("ns/a")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn forget_without_rate_limited_keys_keeps_other_failures() {
+    let q = WorkQueue::new("t");
+    q.forget(&k("ns/never-failed"));
+    q.add_rate_limited(k("ns/a"));
+    q.forget(&k("ns/b"));
+    assert_eq!(q.num_requeues(&k("ns/a")), 1);
+    assert_eq!(q.snapshot().retries.len(), 1);
+    q.forget(&k("ns/a"));
+    assert_eq!(q.num_requeues(&k("ns/a")), 0);
+    assert!(q.snapshot().retries.is_empty());
+}
+
+/// One operation of the model test.
+#[derive(Debug, Clone)]
+enum ModelOp {
+    Add(u8),
+    Get,
+    Done(u8),
+    ShutDown,
+}
+
+fn model_op() -> impl Strategy<Value = ModelOp> {
+    prop_oneof![
+        4 => (0u8..8).prop_map(ModelOp::Add),
+        3 => Just(ModelOp::Get),
+        3 => (0u8..8).prop_map(ModelOp::Done),
+        1 => Just(ModelOp::ShutDown),
+    ]
+}
+
+/// client-go's queue.go, transcribed as simply as possible: `queue` (a slice), `dirty` and
+/// `processing` (sets), `shuttingDown`.
+#[derive(Default)]
+struct ClientGoModel {
+    queue: Vec<String>,
+    dirty: HashSet<String>,
+    processing: HashSet<String>,
+    shutting_down: bool,
+}
+
+impl ClientGoModel {
+    fn add(&mut self, key: String) {
+        if self.shutting_down || self.dirty.contains(&key) {
+            return;
+        }
+        self.dirty.insert(key.clone());
+        if self.processing.contains(&key) {
+            return;
+        }
+        self.queue.push(key);
+    }
+
+    fn get(&mut self) -> Option<String> {
+        if self.queue.is_empty() {
+            return None;
+        }
+        let key = self.queue.remove(0);
+        self.processing.insert(key.clone());
+        self.dirty.remove(&key);
+        Some(key)
+    }
+
+    fn done(&mut self, key: &str) {
+        // Ours ignores a done for a key not in flight (client-go would queue it again).
+        if !self.processing.remove(key) {
+            return;
+        }
+        if self.dirty.contains(key) {
+            self.queue.push(key.to_string());
+        }
+    }
+}
+
+proptest! {
+    /// The queue hands out exactly what client-go's queue would, in the same order, with the
+    /// same length and in-flight set after every step.
+    #[test]
+    fn matches_client_go_model(ops in prop::collection::vec(model_op(), 1..300)) {
+        let q = WorkQueue::new("model");
+        let mut model = ClientGoModel::default();
+        for op in ops {
+            match op {
+                ModelOp::Add(i) => {
+                    q.add(format!("ns/k{i}"));
+                    model.add(format!("ns/k{i}"));
+                }
+                ModelOp::Get => prop_assert_eq!(q.try_get(), model.get()),
+                ModelOp::Done(i) => {
+                    q.done(&format!("ns/k{i}"));
+                    model.done(&format!("ns/k{i}"));
+                }
+                ModelOp::ShutDown => {
+                    q.shut_down();
+                    model.shutting_down = true;
+                }
+            }
+            prop_assert_eq!(q.len(), model.queue.len());
+            let snap = q.snapshot();
+            let queued: Vec<String> = snap.queued.iter().map(|e| e.key.clone()).collect();
+            prop_assert_eq!(&queued, &model.queue);
+            let mut in_flight: Vec<(String, bool)> =
+                snap.in_flight.iter().map(|e| (e.key.clone(), e.added_again)).collect();
+            in_flight.sort();
+            let mut expected: Vec<(String, bool)> = model
+                .processing
+                .iter()
+                .map(|key| (key.clone(), model.dirty.contains(key)))
+                .collect();
+            expected.sort();
+            prop_assert_eq!(in_flight, expected);
+        }
+    }
+}
