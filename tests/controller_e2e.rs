@@ -1610,12 +1610,18 @@ async fn a_deleted_launcher_pod_says_why_the_vm_starts_again() {
             p.ended.is_some().then(|| p.line(&key))
         })
         .await;
+    // Who wrote Failed first (the VMI controller, or the simulated virt-handler) and whether the
+    // deleted pod is still in the cache when the VMI controller looks are both timing: each
+    // line names the pod's deletion as the cause.
     let pod_name = pod.metadata.name.as_deref().expect("pod name");
     assert!(
         line.contains("last vmi Failed (was Running): its launcher pod vanished")
             || line.contains(&format!(
                 "last vmi Failed (was Running): virt-handler reported it Failed; its launcher pod {pod_name} "
-            )),
+            ))
+            || line.contains(
+                "last vmi Failed (was Running): virt-handler reported it Failed; its launcher pod is gone"
+            ),
         "{line}"
     );
     let ending = debug

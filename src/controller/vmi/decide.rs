@@ -90,7 +90,7 @@ pub const POD_VANISHED: &str = "its launcher pod vanished";
 /// For the progress lines and the inspector ([`crate::controller::context::VmiEnding`]).
 pub fn observed_ending_reason(snap: &VmiSnapshot) -> String {
     let who = format!("virt-handler reported it {}", snap.vmi.phase().as_str());
-    if snap.vmi.is_deleting() {
+    if deleted_before_it_ended(&snap.vmi) {
         return format!("{who} after the VMI was deleted");
     }
     match podutil::current_vmi_pod(&snap.vmi, &snap.pods) {
@@ -105,6 +105,25 @@ pub fn observed_ending_reason(snap: &VmiSnapshot) -> String {
         ),
         Some(_) => who,
     }
+}
+
+/// Whether the VMI was deleted before it reached its final phase. A VMI the VM controller
+/// deletes *because* it failed (run strategy Always, vm.go:979-1037) carries a deletionTimestamp
+/// by the time the VMI controller sees it too, but it ended first: its final phase's transition
+/// timestamp is not later than the deletion (both have second precision; the same second counts
+/// as ended first). Without a transition timestamp, a deletionTimestamp counts as first.
+fn deleted_before_it_ended(vmi: &VirtualMachineInstance) -> bool {
+    let Some(deleted) = &vmi.metadata.deletion_timestamp else {
+        return false;
+    };
+    let phase = vmi.phase();
+    let ended = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.phase_transition_timestamps.as_ref())
+        .and_then(|t| t.iter().rev().find(|e| e.phase == phase))
+        .map(|e| e.phase_transition_timestamp.0.timestamp());
+    ended.is_none_or(|ended| deleted.0.as_second() < ended)
 }
 
 /// The last phase a VMI was in before its final one, from `status.phaseTransitionTimestamps`

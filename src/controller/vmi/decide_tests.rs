@@ -1885,3 +1885,44 @@ fn lifecycle_from_creation_to_finalizer_removal() {
     let d = execute(&mut s);
     assert!(no_writes(&d));
 }
+
+/// A VMI the VM controller deleted because it had failed carries a deletionTimestamp when the
+/// VMI controller first sees it: its ending is the pod's story, not "after the VMI was deleted"
+/// (which read as if the deletion had caused the failure: a flaky progress line in
+/// controller_e2e `a_deleted_launcher_pod_says_why_the_vm_starts_again`).
+#[test]
+fn an_ending_is_after_the_deletion_only_when_the_deletion_came_first() {
+    let at = |secs: i64| Utc.timestamp_opt(secs, 0).single().expect("t");
+    let failed_at = |ended: i64, deleted: Option<i64>| {
+        let mut vmi = scheduling_vmi();
+        status_mut(&mut vmi).phase = Some(Phase::Failed);
+        status_mut(&mut vmi).phase_transition_timestamps = Some(vec![
+            PhaseTransitionTimestamp {
+                phase: Phase::Running,
+                phase_transition_timestamp: Time(at(100)),
+                extra: Default::default(),
+            },
+            PhaseTransitionTimestamp {
+                phase: Phase::Failed,
+                phase_transition_timestamp: Time(at(ended)),
+                extra: Default::default(),
+            },
+        ]);
+        vmi.metadata.deletion_timestamp = deleted.map(|d| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(d).expect("t"),
+            )
+        });
+        observed_ending_reason(&snap(vmi))
+    };
+    let after = "virt-handler reported it Failed after the VMI was deleted";
+    assert_eq!(failed_at(200, Some(150)), after, "deleted first");
+    for (ended, deleted) in [(200, Some(200)), (200, Some(201)), (200, None)] {
+        let reason = failed_at(ended, deleted);
+        assert_ne!(reason, after, "ended at {ended}, deleted at {deleted:?}");
+        assert!(
+            reason.starts_with("virt-handler reported it Failed"),
+            "{reason}"
+        );
+    }
+}
