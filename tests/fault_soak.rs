@@ -404,20 +404,11 @@ async fn reassert(
         if !matches!(step, Step::ManualStart | Step::ManualStop) {
             continue;
         }
-        let pending = env
-            .vm(name)
-            .await
-            .and_then(|vm| vm.status)
-            .and_then(|s| s.state_change_requests)
-            .is_some_and(|r| !r.is_empty());
+        let pending = has_requests(env, name).await;
         if pending {
             continue;
         }
-        let live = env
-            .vmi(name)
-            .await
-            .filter(|v| !v.phase().is_final() && v.metadata.deletion_timestamp.is_none())
-            .and_then(|v| v.metadata.uid);
+        let live = live_vmi(env, name).await.and_then(|v| v.metadata.uid);
         let before = applied
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -473,6 +464,22 @@ async fn until_converged(
     }
 }
 
+/// Whether VM `name` has unconsumed `status.stateChangeRequests`.
+async fn has_requests(env: &Env, name: &str) -> bool {
+    env.vm(name)
+        .await
+        .and_then(|vm| vm.status)
+        .and_then(|s| s.state_change_requests)
+        .is_some_and(|r| !r.is_empty())
+}
+
+/// VM `name`'s VMI if it is live: not final and not being deleted.
+async fn live_vmi(env: &Env, name: &str) -> Option<VirtualMachineInstance> {
+    env.vmi(name)
+        .await
+        .filter(|v| !v.phase().is_final() && v.metadata.deletion_timestamp.is_none())
+}
+
 /// Apply one step to VM `name` as a user with virtctl would, except that a step first clears
 /// the requests an earlier step left unconsumed.
 ///
@@ -484,12 +491,7 @@ async fn until_converged(
 /// it changes the run strategy (in that order, so that no cache can hold the new strategy with
 /// the old requests).
 async fn apply_step(env: &Env, name: &str, step: Step) -> Applied {
-    let pending = env
-        .vm(name)
-        .await
-        .and_then(|vm| vm.status)
-        .and_then(|s| s.state_change_requests)
-        .is_some_and(|r| !r.is_empty());
+    let pending = has_requests(env, name).await;
     if pending {
         env.set_state_change_requests(name, json!([])).await;
     }
@@ -508,10 +510,7 @@ async fn apply_step(env: &Env, name: &str, step: Step) -> Applied {
 /// stop naming the running VMI (virt-api's start/stop subresources, lifecycle.go:43-248, are
 /// not served by the embedded cluster; they write these requests).
 async fn request_for_step(env: &Env, name: &str, step: Step) -> Applied {
-    let vmi = env
-        .vmi(name)
-        .await
-        .filter(|v| !v.phase().is_final() && v.metadata.deletion_timestamp.is_none());
+    let vmi = live_vmi(env, name).await;
     let requests = match (step, &vmi) {
         (Step::ManualStart, None) => Some(json!([{"action": "Start"}])),
         (Step::ManualStop, Some(v)) => {

@@ -44,6 +44,28 @@ fn manual_vm() -> VirtualMachine {
     .expect("VM")
 }
 
+/// An embedded cluster (with or without virt-api's admission) holding [`manual_vm`], a client,
+/// and the VM as created: the copy the tests freeze the controller's cache at.
+async fn cluster_with_vm(
+    admission: bool,
+) -> (
+    EmbeddedCluster,
+    kube::Client,
+    Api<VirtualMachine>,
+    VirtualMachine,
+) {
+    let mut config = EmbeddedClusterConfig::default();
+    config.api.admission = admission;
+    let cluster = EmbeddedCluster::start(config).await.expect("cluster");
+    let client = cluster.client().await.expect("client");
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), "default");
+    let cached = vms
+        .create(&PostParams::default(), &manual_vm())
+        .await
+        .expect("create VM");
+    (cluster, client, vms, cached)
+}
+
 /// A controller context whose VM cache holds exactly `cached`, every other cache empty.
 fn context(client: kube::Client, cached: VirtualMachine) -> Context {
     let mut caches = Caches::disabled();
@@ -63,15 +85,7 @@ fn context(client: kube::Client, cached: VirtualMachine) -> Context {
 
 #[tokio::test]
 async fn a_start_request_written_after_the_cache_copy_survives_the_sync() {
-    let cluster = EmbeddedCluster::start(EmbeddedClusterConfig::default())
-        .await
-        .expect("cluster");
-    let client = cluster.client().await.expect("client");
-    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), "default");
-    let cached = vms
-        .create(&PostParams::default(), &manual_vm())
-        .await
-        .expect("create VM");
+    let (cluster, client, vms, cached) = cluster_with_vm(true).await;
     // virt-api's start subresource (lifecycle.go:43-160) after the controller's cache copy.
     vms.patch_status(
         "late",
@@ -130,15 +144,7 @@ async fn a_run_strategy_changed_after_the_cache_copy_survives_the_sync() {
     // Without virt-api no firmware UUID is set at creation, so the sync patches one into the
     // template (firmware.go:48-81) and then Updates the whole VM (vm.go:3379-3387) with the
     // resourceVersion that patch returned: the write that would put `Manual` back.
-    let mut config = EmbeddedClusterConfig::default();
-    config.api.admission = false;
-    let cluster = EmbeddedCluster::start(config).await.expect("cluster");
-    let client = cluster.client().await.expect("client");
-    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), "default");
-    let cached = vms
-        .create(&PostParams::default(), &manual_vm())
-        .await
-        .expect("create VM");
+    let (cluster, client, vms, cached) = cluster_with_vm(false).await;
     vms.patch(
         "late",
         &PatchParams::default(),
@@ -159,15 +165,7 @@ async fn a_run_strategy_changed_after_the_cache_copy_survives_the_sync() {
 async fn a_sync_from_a_current_copy_writes_its_status() {
     // The same sync with a current cache copy: the finalizer patch's answer is the predicted
     // VM, so the status write goes through (the check must not refuse every write).
-    let cluster = EmbeddedCluster::start(EmbeddedClusterConfig::default())
-        .await
-        .expect("cluster");
-    let client = cluster.client().await.expect("client");
-    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), "default");
-    let cached = vms
-        .create(&PostParams::default(), &manual_vm())
-        .await
-        .expect("create VM");
+    let (cluster, client, vms, cached) = cluster_with_vm(true).await;
     let ctx = context(client.clone(), cached);
     let result = executor::reconcile(&ctx, "default/late").await;
     assert!(result.is_ok(), "{result:?}");
