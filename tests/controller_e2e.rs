@@ -367,6 +367,47 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
     env.shutdown().await;
 }
 
+/// The controllers' launcher-pod cache goes through `launcher_pod_for_cache`: the server's pod
+/// has its volumes, the cached copy has none and keeps what the decisions read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_launcher_pod_is_cached_without_its_volumes() {
+    let env = Env::start().await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, vmi) = env.wait_running("demo-vm").await;
+    let vmi_uid = uid(&vmi.metadata);
+    // The same version of the pod on the server and in the cache.
+    let (server, cached) = env
+        .wait_for(
+            "the pod's current version in the controllers' cache",
+            || async {
+                let server = env.launcher_pods(&vmi_uid).await.pop()?;
+                let key = kube::runtime::reflector::ObjectRef::from_obj(&server);
+                let cached = env.manager.context().caches.pods.store().get(&key)?;
+                (cached.metadata.resource_version == server.metadata.resource_version)
+                    .then_some((server, cached))
+            },
+        )
+        .await;
+    let volumes = server.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    assert!(
+        volumes.is_some_and(|v| !v.is_empty()),
+        "the server's pod has volumes"
+    );
+    let spec = cached.spec.as_ref().expect("cached spec");
+    assert_eq!(spec.volumes, None);
+    assert_eq!(
+        spec.node_name,
+        server.spec.as_ref().and_then(|s| s.node_name.clone())
+    );
+    assert_eq!(
+        spec.containers,
+        server.spec.as_ref().expect("spec").containers
+    );
+    assert_eq!(cached.status, server.status);
+    env.shutdown().await;
+}
+
 // ------------------------------------------------------------------------------------------
 // 2. Always: a guest crash → a new VMI
 // ------------------------------------------------------------------------------------------
