@@ -9,14 +9,10 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use std::sync::Arc;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
-use virtctl_rs::controller::context::{
-    Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog,
-};
+use virtctl_rs::controller::context::{Caches, Context};
 use virtctl_rs::controller::vm::executor;
 use virtctl_rs::runtime::informer::Informer;
-use virtctl_rs::runtime::metrics::Metrics;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 
 /// A Manual VM past its first sync (api-version annotations set) that lacks the controller's
@@ -70,17 +66,7 @@ async fn cluster_with_vm(
 fn context(client: kube::Client, cached: VirtualMachine) -> Context {
     let mut caches = Caches::disabled();
     caches.vms = Informer::fixed("virtualmachines", [cached]);
-    Context {
-        client,
-        settings: Arc::default(),
-        caches,
-        vm_queue: QueueSlot::default(),
-        vmi_queue: QueueSlot::default(),
-        expectations: Expectations::default(),
-        events: EventSink::disabled(),
-        reconciles: ReconcileLog::default(),
-        metrics: Arc::new(Metrics::new()),
-    }
+    Context::offline(client, caches)
 }
 
 #[tokio::test]

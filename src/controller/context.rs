@@ -275,6 +275,25 @@ pub struct Context {
 }
 
 impl Context {
+    /// A context that is not part of a running manager: the given caches, default settings, no
+    /// work queue installed (not leading), fresh expectations, a reconcile log and metrics of its
+    /// own, events dropped. For tests and tools that run single reconciles against `client`.
+    pub fn offline(client: kube::Client, caches: Caches) -> Self {
+        Context {
+            client,
+            settings: Arc::default(),
+            caches,
+            vm_queue: QueueSlot::default(),
+            vmi_queue: QueueSlot::default(),
+            expectations: Expectations::default(),
+            events: EventSink::disabled(),
+            reconciles: ReconcileLog::default(),
+            metrics: Arc::new(Metrics::new()),
+        }
+    }
+}
+
+impl Context {
     /// The object of `key` is gone from the cache: drop the key's expectations of that
     /// `controller` (`"vm"`: VMI and DataVolume, vm.go:362-366; `"vmi"`: pod and own-VMI,
     /// vmi.go:305-311) and forget its reconcile record.

@@ -265,8 +265,7 @@ impl DebugStateSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::context::{Caches, EventSink, Expectations, ReconcileLog};
-    use crate::runtime::metrics::Metrics;
+    use crate::controller::context::Caches;
     use crate::runtime::queue::WorkQueue;
     use std::time::Duration;
 
@@ -278,17 +277,7 @@ mod tests {
             "http://127.0.0.1:9".parse().expect("url"),
         ))
         .expect("client");
-        let ctx = Context {
-            client,
-            settings: Arc::default(),
-            caches: Caches::disabled(),
-            vm_queue: QueueSlot::default(),
-            vmi_queue: QueueSlot::default(),
-            expectations: Expectations::default(),
-            events: EventSink::disabled(),
-            reconciles: ReconcileLog::default(),
-            metrics: Arc::new(Metrics::new()),
-        };
+        let ctx = Context::offline(client, Caches::disabled());
         let vm_queue: WorkQueue = WorkQueue::builder(VM_QUEUE_NAME).build();
         let vmi_queue: WorkQueue = WorkQueue::builder(VMI_QUEUE_NAME).build();
         for i in 0..vms {
