@@ -13,7 +13,7 @@ use super::handlers::{
 };
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
-use crate::runtime::informer::{Handler, Informer, key_of};
+use crate::runtime::informer::{Handler, Informer, InformerState, key_of};
 use crate::runtime::lease::{
     DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,
     RunOutcome, TermFence, fenced_client,
@@ -225,16 +225,24 @@ impl Manager {
             vmi_handlers,
             &stop,
         );
-        let pods = Informer::<Pod>::spawn_transformed(
+        let pods = Informer::<Pod>::spawn_with(
+            InformerState::new()
+                .with_transform(crate::controller::vmi::podutil::launcher_pod_for_cache)
+                .with_index(&crate::runtime::index::CONTROLLER_UID),
             "pods",
             api_for(&client, ns),
             watcher::Config::default().labels("kubevirt.io=virt-launcher"),
             vec![pod_to_vmi_handler(vmi_queue.clone(), expectations.clone())],
             stop.clone(),
-            crate::controller::vmi::podutil::launcher_pod_for_cache,
         );
-        let revisions =
-            spawn_in::<ControllerRevision>("controllerrevisions", &client, ns, vec![], &stop);
+        let revisions = Informer::<ControllerRevision>::spawn_with(
+            InformerState::new().with_index(&crate::controller::vm::revision::VM_INDEX),
+            "controllerrevisions",
+            api_for(&client, ns),
+            watcher::Config::default(),
+            vec![],
+            stop.clone(),
+        );
         let data_volumes = if data_volumes_served(&client).await {
             let dv_handlers = vec![dv_to_vm_handler(
                 vm_queue.clone(),

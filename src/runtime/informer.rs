@@ -26,6 +26,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::index::{Index, IndexFn};
+
 /// A change an informer reports to its handlers. Objects are the store's copies: never mutate
 /// them, clone first (KubeVirt's `DeepCopy()` rule).
 #[derive(Debug, Clone)]
@@ -57,6 +59,8 @@ where
     /// Applied to every object before it is cached or handed to handlers (client-go's
     /// `SetTransform`); [`strip_for_cache`] unless set with [`InformerState::with_transform`].
     transform: fn(&mut K),
+    /// Secondary indexes kept with the store ([`InformerState::with_index`]).
+    indexes: Vec<Arc<Index<K>>>,
 }
 
 impl<K> InformerState<K>
@@ -74,12 +78,20 @@ where
             relist_buffer: Vec::new(),
             synced: false,
             transform: strip_for_cache::<K>,
+            indexes: Vec::new(),
         }
     }
 
     /// The same state with another transform (which should call [`strip_for_cache`] too).
     pub fn with_transform(mut self, transform: fn(&mut K)) -> Self {
         self.transform = transform;
+        self
+    }
+
+    /// The same state keeping one more secondary index (client-go `AddIndexers`), read with
+    /// [`Informer::by_index`].
+    pub fn with_index(mut self, func: &'static IndexFn<K>) -> Self {
+        self.indexes.push(Arc::new(Index::new(func)));
         self
     }
 
@@ -140,8 +152,57 @@ where
                 relisted: false,
             }),
         }
+        // The cached copy a deletion removes: its index value is the one listed (the deleted
+        // object's final state may differ from it when an update was missed).
+        let deleted_copy = match &event {
+            watcher::Event::Delete(obj) if !self.indexes.is_empty() => {
+                self.store.get(&ObjectRef::from_obj(obj))
+            }
+            _ => None,
+        };
         self.writer.apply_watcher_event(&event);
+        self.update_indexes(&event, &out, deleted_copy.as_deref());
         out
+    }
+
+    /// Bring the indexes up to date with the store after `event` (the store first: a lookup in
+    /// between finds a candidate the store no longer has, or misses an object whose
+    /// notification is still to come, never a wrong one, see [`Informer::by_index`]).
+    fn update_indexes(
+        &self,
+        event: &watcher::Event<K>,
+        out: &[Notification<K>],
+        deleted_copy: Option<&K>,
+    ) {
+        if self.indexes.is_empty() {
+            return;
+        }
+        match event {
+            watcher::Event::InitDone => {
+                let all = self.store.state();
+                for index in &self.indexes {
+                    index.rebuild(all.iter().map(|o| o.as_ref()));
+                }
+            }
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => {
+                for n in out {
+                    let (old, new) = match n {
+                        Notification::Add(new) => (None, Some(new.as_ref())),
+                        Notification::Update { old, new } => {
+                            (Some(old.as_ref()), Some(new.as_ref()))
+                        }
+                        Notification::Delete { obj, .. } => (Some(obj.as_ref()), None),
+                    };
+                    for index in &self.indexes {
+                        index.update(old, new);
+                        if let Some(copy) = deleted_copy {
+                            index.update(Some(copy), None);
+                        }
+                    }
+                }
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => {}
+        }
     }
 }
 
@@ -174,6 +235,7 @@ where
     /// Human name for logs (`virtualmachineinstances`).
     pub name: String,
     store: Store<K>,
+    indexes: Vec<Arc<Index<K>>>,
     synced: watch::Receiver<bool>,
 }
 
@@ -259,20 +321,9 @@ where
         Self::spawn_with(InformerState::new(), name, api, config, handlers, cancel)
     }
 
-    /// [`Informer::spawn`] caching through `transform` (see [`InformerState::with_transform`]).
-    pub fn spawn_transformed(
-        name: &str,
-        api: Api<K>,
-        config: watcher::Config,
-        handlers: Vec<Handler<K>>,
-        cancel: CancellationToken,
-        transform: fn(&mut K),
-    ) -> Self {
-        let state = InformerState::new().with_transform(transform);
-        Self::spawn_with(state, name, api, config, handlers, cancel)
-    }
-
-    fn spawn_with(
+    /// [`Informer::spawn`] from a configured state: a transform
+    /// ([`InformerState::with_transform`]), indexes ([`InformerState::with_index`]).
+    pub fn spawn_with(
         mut state: InformerState<K>,
         name: &str,
         api: Api<K>,
@@ -281,6 +332,7 @@ where
         cancel: CancellationToken,
     ) -> Self {
         let store = state.store();
+        let indexes = state.indexes.clone();
         let (tx, rx) = watch::channel(false);
         let task_name = name.to_string();
         tokio::spawn(async move {
@@ -331,6 +383,7 @@ where
         Informer {
             name: name.to_string(),
             store,
+            indexes,
             synced: rx,
         }
     }
@@ -348,6 +401,7 @@ where
         Informer {
             name: name.to_string(),
             store: state.store(),
+            indexes: state.indexes.clone(),
             synced: rx,
         }
     }
@@ -359,6 +413,7 @@ where
         Informer {
             name: name.to_string(),
             store: state.store(),
+            indexes: state.indexes.clone(),
             synced: rx,
         }
     }
@@ -372,6 +427,29 @@ where
     /// The cache.
     pub fn store(&self) -> &Store<K> {
         &self.store
+    }
+
+    /// The cached objects `func` indexes under `value` (client-go `ByIndex`), from the index
+    /// the informer keeps for `func`, or by filtering the whole cache when it keeps none. Every
+    /// candidate is checked with `func` again, so the answer is the filter's either way.
+    pub fn by_index(&self, func: &IndexFn<K>, value: &str) -> Vec<Arc<K>>
+    where
+        K::DynamicType: Default,
+    {
+        match self.indexes.iter().find(|i| i.func.name == func.name) {
+            Some(index) => index
+                .refs(value)
+                .iter()
+                .filter_map(|r| self.store.get(r))
+                .filter(|o| func.matches(o, value))
+                .collect(),
+            None => self
+                .store
+                .state()
+                .into_iter()
+                .filter(|o| func.matches(o, value))
+                .collect(),
+        }
     }
 
     /// True once the first list completed.
@@ -534,5 +612,108 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["a", "c"]);
+    }
+
+    fn owned(name: &str, rv: &str, owner_uid: Option<&str>) -> Pod {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let mut p = pod(name, rv);
+        p.metadata.owner_references = owner_uid.map(|uid| {
+            vec![OwnerReference {
+                api_version: "kubevirt.io/v1".into(),
+                kind: "VirtualMachineInstance".into(),
+                name: "vmi".into(),
+                uid: uid.into(),
+                controller: Some(true),
+                ..Default::default()
+            }]
+        });
+        p
+    }
+
+    fn informer_of(s: &InformerState<Pod>) -> Informer<Pod> {
+        let (_tx, rx) = watch::channel(true);
+        Informer {
+            name: "pods".into(),
+            store: s.store(),
+            indexes: s.indexes.clone(),
+            synced: rx,
+        }
+    }
+
+    fn names(pods: Vec<Arc<Pod>>) -> Vec<String> {
+        let mut n: Vec<String> = pods
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        n.sort();
+        n
+    }
+
+    /// The index follows every change the store sees: a listed object, a new one, one whose
+    /// controller changed, a deleted one (by its cached copy), and a relist that drops one.
+    #[test]
+    fn the_controller_uid_index_follows_adds_moves_deletes_and_relists() {
+        use crate::runtime::index::CONTROLLER_UID;
+        let mut s = InformerState::<Pod>::new().with_index(&CONTROLLER_UID);
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(owned("a", "1", Some("u1"))));
+        s.apply(watcher::Event::InitApply(owned("b", "2", Some("u2"))));
+        s.apply(watcher::Event::InitApply(owned("free", "3", None)));
+        s.apply(watcher::Event::InitDone);
+        let i = informer_of(&s);
+        assert_eq!(names(i.by_index(&CONTROLLER_UID, "u1")), ["a"]);
+        assert_eq!(names(i.by_index(&CONTROLLER_UID, "u2")), ["b"]);
+
+        s.apply(watcher::Event::Apply(owned("c", "4", Some("u1"))));
+        assert_eq!(names(i.by_index(&CONTROLLER_UID, "u1")), ["a", "c"]);
+        // b is re-owned (a controller reference replaced): it moves.
+        s.apply(watcher::Event::Apply(owned("b", "5", Some("u1"))));
+        assert_eq!(names(i.by_index(&CONTROLLER_UID, "u1")), ["a", "b", "c"]);
+        assert!(i.by_index(&CONTROLLER_UID, "u2").is_empty());
+        // The final state of a deletion lost its owner reference: the cached copy's entry goes.
+        s.apply(watcher::Event::Delete(owned("c", "6", None)));
+        assert_eq!(names(i.by_index(&CONTROLLER_UID, "u1")), ["a", "b"]);
+        assert_eq!(
+            s.indexes[0].refs("u1").len(),
+            2,
+            "c's entry is gone, not filtered"
+        );
+        // A relist without a: rebuilt from the list.
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(owned("b", "7", Some("u1"))));
+        s.apply(watcher::Event::InitApply(owned("free", "3", Some("u3"))));
+        s.apply(watcher::Event::InitDone);
+        assert_eq!(names(i.by_index(&CONTROLLER_UID, "u1")), ["b"]);
+        assert_eq!(names(i.by_index(&CONTROLLER_UID, "u3")), ["free"]);
+        assert_eq!(s.indexes[0].values(), 2, "no empty value is kept");
+    }
+
+    /// Without the index (a test's fixed informer) a lookup filters the whole cache, and with
+    /// it an entry the store has moved past is not returned.
+    #[test]
+    fn a_lookup_without_the_index_filters_the_cache_and_never_returns_a_wrong_object() {
+        use crate::runtime::index::{CONTROLLER_UID, IndexFn};
+        let plain = Informer::fixed(
+            "pods",
+            [owned("a", "1", Some("u1")), owned("b", "2", Some("u2"))],
+        );
+        assert_eq!(names(plain.by_index(&CONTROLLER_UID, "u1")), ["a"]);
+
+        static BY_NAME: IndexFn<Pod> = IndexFn {
+            name: "name",
+            value: |p| p.metadata.name.clone(),
+        };
+        let mut s = InformerState::<Pod>::new().with_index(&CONTROLLER_UID);
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(owned("a", "1", Some("u1"))));
+        s.apply(watcher::Event::InitDone);
+        let i = informer_of(&s);
+        // An index the informer does not keep: the fallback, same answer.
+        assert_eq!(names(i.by_index(&BY_NAME, "a")), ["a"]);
+        // The store moved on without the index (as between the two updates): the stale entry
+        // is checked against the stored object and dropped.
+        s.writer
+            .apply_watcher_event(&watcher::Event::Apply(owned("a", "2", Some("u9"))));
+        assert!(i.by_index(&CONTROLLER_UID, "u1").is_empty());
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod expectations;
 pub mod http;
+pub mod index;
 pub mod informer;
 pub mod lease;
 pub mod metrics;

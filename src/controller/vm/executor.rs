@@ -9,7 +9,7 @@
 
 use super::action::{ApiFailure, ApiFailures, ResourceVersionFrom, SyncOutcome, VmAction};
 use super::decide_with_failures;
-use super::revision::in_vm_index;
+use super::revision::{VM_INDEX, in_vm_index};
 use super::snapshot::{ExpectationCounts, ExpectationsView, VmControllerConfig, VmSnapshot};
 use crate::api::key::split_key;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
@@ -58,7 +58,28 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
         vmi: counts(&ctx.expectations.vmi, key),
         data_volumes: counts(&ctx.expectations.data_volume, key),
     };
-    let revisions = ctx.caches.revisions.store().state();
+    // The candidates `vm_revisions` keeps: the VM's `vm` index entries and the revision the
+    // VMI names, not every cached revision.
+    let mut revisions = match vm.metadata.uid.as_deref() {
+        Some(uid) => ctx.caches.revisions.by_index(&VM_INDEX, uid),
+        None => Vec::new(),
+    };
+    if let Some(named) = vmi
+        .as_ref()
+        .and_then(|v| v.status.as_ref())
+        .and_then(|s| s.virtual_machine_revision_name.as_deref())
+        .and_then(|n| {
+            ctx.caches
+                .revisions
+                .store()
+                .get(&ObjectRef::new(n).within(ns))
+        })
+        && !revisions
+            .iter()
+            .any(|r| r.metadata.name == named.metadata.name)
+    {
+        revisions.push(named);
+    }
     let mut snap = snapshot_from_objects(
         vm,
         vmi,

@@ -4,6 +4,7 @@
 use super::error::VmSyncError;
 use super::setup_vmi::vm_controller_ref;
 use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
+use crate::runtime::index::IndexFn;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
@@ -50,13 +51,22 @@ pub fn indexed_revisions<'r>(
 /// Whether `cr` is in the `vm` index under `vm_uid`: its first owner reference of kind
 /// `VirtualMachine` has that UID (pkg/controller/virtinformers.go:1175-1189).
 pub fn in_vm_index(cr: &ControllerRevision, vm_uid: &str) -> bool {
-    cr.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.kind == "VirtualMachine")
-        .is_some_and(|r| r.uid == vm_uid)
+    VM_INDEX.matches(cr, vm_uid)
 }
+
+/// The ControllerRevision informer's `vm` index (pkg/controller/virtinformers.go:1175-1189):
+/// the UID of the first owner reference of kind `VirtualMachine`.
+pub static VM_INDEX: IndexFn<ControllerRevision> = IndexFn {
+    name: "vm",
+    value: |cr| {
+        cr.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.kind == "VirtualMachine")
+            .map(|r| r.uid.clone())
+    },
+};
 
 pub(super) fn cr_key(cr: &ControllerRevision) -> String {
     crate::api::key::meta_key(&cr.metadata)

@@ -23,6 +23,7 @@ use crate::controller::context::{Context, VmiEnding, object_ref};
 use crate::controller::manager::{ReconcileError, reconciler};
 use crate::launcher::resources::NamespaceContext;
 use crate::launcher::{RenderError, render_launch_manifest};
+use crate::runtime::index::CONTROLLER_UID;
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -78,10 +79,15 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
         vmi_satisfied: ctx.expectations.vmi_self.satisfied_expectations(key),
         pvcs_satisfied: true,
     };
-    let all_pods = ctx.caches.pods.store().state();
+    // The pods the VMI controls, from the pod informer's controller-UID index (the filter in
+    // `snapshot_from_objects` keeps the same pods from the whole cache).
+    let own_pods = match vmi.metadata.uid.as_deref() {
+        Some(uid) => ctx.caches.pods.by_index(&CONTROLLER_UID, uid),
+        None => Vec::new(),
+    };
     Some(snapshot_from_objects(
         vmi,
-        all_pods.iter().map(|p| p.as_ref()),
+        own_pods.iter().map(|p| p.as_ref()),
         owner_vm_uid,
         expectations,
         |dv| {

@@ -1,0 +1,149 @@
+//! Secondary indexes of an informer's cache, client-go's `Indexers` / `ByIndex`
+//! (`tools/cache/index.go`, `thread_safe_store.go`): a named function gives each cached object
+//! an index value, and the index lists the objects under each value, so a controller asks
+//! "the pods this VMI controls" without walking every cached pod.
+//!
+//! KubeVirt registers such indexes on its informers (`pkg/controller/virtinformers.go`: the
+//! `vm` index of ControllerRevisions by owning VM, 1175-1189; namespace indexes on pods). An
+//! index only narrows the candidates: [`crate::runtime::informer::Informer::by_index`] checks
+//! each candidate with the index function again, so a lookup returns exactly what filtering
+//! the whole cache would, also while the index and the cache are between two updates, or when
+//! the informer was built without that index (then it filters the whole cache).
+
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+/// A named index function: the value an object is indexed under, if any (client-go's
+/// `IndexFunc`, one value per object: every index here has at most one).
+pub struct IndexFn<K> {
+    /// Index name (`vm`, `controller-uid`); lookups find the informer's index by it.
+    pub name: &'static str,
+    /// The object's index value.
+    pub value: fn(&K) -> Option<String>,
+}
+
+impl<K> IndexFn<K> {
+    /// Whether `obj` is indexed under `value`.
+    pub fn matches(&self, obj: &K, value: &str) -> bool {
+        (self.value)(obj).as_deref() == Some(value)
+    }
+}
+
+/// One index of a cache: value → (namespace, name) of the objects under it. Written by the
+/// informer's task on every change, read by reconciles.
+pub(crate) struct Index<K: Resource + 'static>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    pub(crate) func: &'static IndexFn<K>,
+    entries: RwLock<HashMap<String, Vec<ObjectRef<K>>>>,
+}
+
+/// The key an object is listed under (without the resourceVersion and UID `from_obj` adds).
+fn short_ref<K>(obj: &K) -> ObjectRef<K>
+where
+    K: Resource,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    let meta = obj.meta();
+    let r = ObjectRef::new(meta.name.as_deref().unwrap_or(""));
+    match meta.namespace.as_deref() {
+        Some(ns) => r.within(ns),
+        None => r,
+    }
+}
+
+impl<K> Index<K>
+where
+    K: Resource + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    pub(crate) fn new(func: &'static IndexFn<K>) -> Self {
+        Index {
+            func,
+            entries: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Vec<ObjectRef<K>>>> {
+        // A panic while holding the lock leaves the map consistent (every edit is one call).
+        self.entries.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Record that the cached copy of one object went from `old` to `new` (`None`: absent).
+    pub(crate) fn update(&self, old: Option<&K>, new: Option<&K>) {
+        let Some(any) = new.or(old) else { return };
+        let key = short_ref(any);
+        let old_value = old.and_then(self.func.value);
+        let new_value = new.and_then(self.func.value);
+        if old_value == new_value && new_value.is_some() {
+            // Same value: listed already (an update that did not move the object).
+            let mut entries = self.write();
+            let refs = entries.entry(new_value.unwrap_or_default()).or_default();
+            if !refs.contains(&key) {
+                refs.push(key);
+            }
+            return;
+        }
+        let mut entries = self.write();
+        if let Some(v) = old_value {
+            remove(&mut entries, &v, &key);
+        }
+        if let Some(v) = new_value {
+            let refs = entries.entry(v).or_default();
+            if !refs.contains(&key) {
+                refs.push(key);
+            }
+        }
+    }
+
+    /// Replace the whole index with the objects of a complete list (after a relist).
+    pub(crate) fn rebuild<'a>(&self, objects: impl IntoIterator<Item = &'a K>)
+    where
+        K: 'a,
+    {
+        let mut fresh: HashMap<String, Vec<ObjectRef<K>>> = HashMap::new();
+        for obj in objects {
+            if let Some(v) = (self.func.value)(obj) {
+                fresh.entry(v).or_default().push(short_ref(obj));
+            }
+        }
+        *self.write() = fresh;
+    }
+
+    /// The objects listed under `value`.
+    pub(crate) fn refs(&self, value: &str) -> Vec<ObjectRef<K>> {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries.get(value).cloned().unwrap_or_default()
+    }
+
+    /// How many values the index holds (for tests and diagnostics).
+    #[cfg(test)]
+    pub(crate) fn values(&self) -> usize {
+        self.entries.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+fn remove<K>(entries: &mut HashMap<String, Vec<ObjectRef<K>>>, value: &str, key: &ObjectRef<K>)
+where
+    K: Resource,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    if let Some(refs) = entries.get_mut(value) {
+        refs.retain(|r| r != key);
+        if refs.is_empty() {
+            entries.remove(value);
+        }
+    }
+}
+
+/// The UID of an object's controller owner reference: the `controller-uid` index, which finds
+/// the launcher pods of a VMI. KubeVirt reads a namespace index and keeps the pods the VMI
+/// controls (`vmi.go` `listPodsFromNamespace` + `controller.IsControlledBy`); indexing by the
+/// controller UID gives the same pods without the namespace walk.
+pub static CONTROLLER_UID: IndexFn<k8s_openapi::api::core::v1::Pod> = IndexFn {
+    name: "controller-uid",
+    value: |pod| crate::runtime::informer::controller_of(pod).map(|r| r.uid.clone()),
+};
