@@ -177,7 +177,23 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
         .into_iter()
         .map(|v| (key_of(v.as_ref()), v))
         .collect();
+    // Launcher pods by the VMI UID in their `kubevirt.io/created-by` label, newest kept: one
+    // pass over the pods, not one per VM.
+    let mut newest_pod: std::collections::HashMap<&str, &std::sync::Arc<Pod>> =
+        std::collections::HashMap::new();
     let pods = ctx.caches.pods.store().state();
+    for pod in &pods {
+        let Some(uid) = crate::api::label(&pod.metadata, labels::CREATED_BY) else {
+            continue;
+        };
+        let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        match newest_pod.get(uid) {
+            Some(seen) if created(seen) > created(pod) => {}
+            _ => {
+                newest_pod.insert(uid, pod);
+            }
+        }
+    }
     ctx.caches
         .vms
         .store()
@@ -198,10 +214,7 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
             });
             let pod = vmi.and_then(|v| {
                 let uid = v.metadata.uid.as_deref()?;
-                let pod: &std::sync::Arc<Pod> = pods
-                    .iter()
-                    .filter(|p| crate::api::label(&p.metadata, labels::CREATED_BY) == Some(uid))
-                    .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+                let pod: &std::sync::Arc<Pod> = newest_pod.get(uid)?;
                 let memory = compute_memory_request(pod);
                 Some((pod.metadata.name.clone().unwrap_or_default(), memory))
             });
