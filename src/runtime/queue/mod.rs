@@ -19,7 +19,8 @@
 //! ready keys whenever it is touched (`get`, `len`, `snapshot`, metric refresh) and waiting
 //! getters sleep until the earliest ready time. A promoted key counts as added at its ready
 //! time, so the queue-duration metric is unaffected. Time is `tokio::time::Instant`, so tests
-//! run under tokio's paused clock.
+//! run under tokio's paused clock; the add and start stamps come from the time-stamp counter
+//! mapped onto it (`clock.rs`), ready times and sleeps from tokio's clock.
 //!
 //! Cost of the hot path (docs/performance.md has the figures): the three client-go collections
 //! are one key table (`keys.rs`: one hash per add, each key stored once); a `get` that finds a
@@ -29,6 +30,7 @@
 //!
 //! [`run_workers`] runs KubeVirt's worker loop (vm.go:336-355) over a queue.
 
+mod clock;
 mod keys;
 pub mod rate_limiter;
 mod workers;
@@ -52,6 +54,7 @@ pub use rate_limiter::{
 pub use workers::{Requeue, run_workers};
 
 use crate::runtime::metrics::{QueueMetrics, UnfinishedWork, WorkqueueMetrics};
+use clock::StampClock;
 use keys::{Added, KeyTable};
 use rate_limiter::lock;
 
@@ -120,6 +123,7 @@ impl<K: QueueKey> WorkQueueBuilder<K> {
                 .unwrap_or_else(|| Box::new(default_controller_rate_limiter())),
             metrics: queue_metrics,
             rate_limited: AtomicUsize::new(0),
+            stamps: StampClock::new(),
         });
         if let Some(m) = &self.metrics {
             let weak: Weak<Inner<K>> = Arc::downgrade(&inner);
@@ -141,6 +145,8 @@ struct Inner<K> {
     /// `State::rate_limited.len()`, readable without the lock: `forget` of a key that was never
     /// rate-limited (the common case) does not take the lock.
     rate_limited: AtomicUsize,
+    /// The add and start stamps' clock (`clock.rs`).
+    stamps: StampClock,
 }
 
 /// The hasher of the queue's maps (see Cargo.toml on foldhash).
@@ -227,7 +233,14 @@ impl<K: QueueKey> Inner<K> {
     }
 
     /// Move parked keys whose ready time has come onto the queue (client-go `waitingLoop`).
-    fn promote_ready(&self, st: &mut State<K>, now: Instant) -> bool {
+    /// `now` is tokio's clock, read here when the caller has not and a key is parked. A
+    /// promoted key's add stamp is its ready time, on the stamps' clock.
+    fn promote_ready(&self, st: &mut State<K>, now: Option<Instant>) -> bool {
+        if st.waiting.is_empty() {
+            return false;
+        }
+        let now = now.unwrap_or_else(Instant::now);
+        let mut stamp_now = None;
         let mut pushed = false;
         while let Some(entry) = st.waiting.first_entry() {
             let (ready_at, _) = *entry.key();
@@ -236,7 +249,9 @@ impl<K: QueueKey> Inner<K> {
             }
             let key = entry.remove();
             st.waiting_by_key.remove(&key);
-            pushed |= self.add_locked(st, key, ready_at);
+            let stamp_now = *stamp_now.get_or_insert_with(|| self.stamps.now());
+            let added_at = stamp_now.checked_sub(now - ready_at).unwrap_or(stamp_now);
+            pushed |= self.add_locked(st, key, added_at);
         }
         pushed
     }
@@ -258,9 +273,10 @@ impl<K: QueueKey> Inner<K> {
     /// One attempt of `get` under the lock: `Some(Some(key))` when a key is ready,
     /// `Some(None)` when shutting down with nothing queued, `None` when the getter must wait.
     /// Wakes the next sleeper when keys remain queued (see `State::woken`).
-    fn try_take(&self, st: &mut State<K>, now: Instant) -> Option<Option<K>> {
-        self.promote_ready(st, now);
-        if let Some(key) = self.pop_locked(st, now) {
+    /// `stamp` is the stamps' clock, for the start time.
+    fn try_take(&self, st: &mut State<K>, stamp: Instant) -> Option<Option<K>> {
+        self.promote_ready(st, None);
+        if let Some(key) = self.pop_locked(st, stamp) {
             if st.keys.queued_len() > 0 && Self::wake_needed(st, true) {
                 // More keys are queued and getters sleep: pass the baton to one of them.
                 self.items.notify_one();
@@ -273,13 +289,13 @@ impl<K: QueueKey> Inner<K> {
 
 impl<K: QueueKey> UnfinishedWork for Inner<K> {
     fn update_unfinished_work(&self) {
-        let now = Instant::now();
+        let now = self.stamps.now();
         let pushed = {
             let mut st = self.state();
             if st.shutting_down {
                 return;
             }
-            let pushed = self.promote_ready(&mut st, now);
+            let pushed = self.promote_ready(&mut st, None);
             if let Some(m) = &self.metrics {
                 let mut total = 0.0;
                 let mut oldest: f64 = 0.0;
@@ -325,7 +341,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Mark `key` as needing processing (client-go `Add`). Ignored while shutting down or when
     /// the key is already queued; a key currently being processed is queued again on `done`.
     pub fn add(&self, key: K) {
-        let now = Instant::now();
+        let now = self.inner.stamps.now();
         let wake = {
             let mut st = self.inner.state();
             let pushed = self.inner.add_locked(&mut st, key, now);
@@ -349,7 +365,7 @@ impl<K: QueueKey> WorkQueue<K> {
             m.retries.inc();
         }
         if delay.is_zero() {
-            let pushed = self.inner.add_locked(&mut st, key, now);
+            let pushed = self.inner.add_locked(&mut st, key, self.inner.stamps.now());
             let wake = Inner::wake_needed(&mut st, pushed);
             drop(st);
             if wake {
@@ -430,7 +446,7 @@ impl<K: QueueKey> WorkQueue<K> {
             // it is first polled. Cheap: nothing is registered until it is polled.
             let notified = self.inner.items.notified();
             let deadline = {
-                let now = Instant::now();
+                let now = self.inner.stamps.now();
                 let mut st = self.inner.state();
                 sleeper.uncount(&mut st);
                 if let Some(taken) = self.inner.try_take(&mut st, now) {
@@ -457,7 +473,7 @@ impl<K: QueueKey> WorkQueue<K> {
 
     /// The next key if one is ready now, without waiting. `None` also when shutting down.
     pub fn try_get(&self) -> Option<K> {
-        let now = Instant::now();
+        let now = self.inner.stamps.now();
         let mut st = self.inner.state();
         self.inner.try_take(&mut st, now).flatten()
     }
@@ -473,7 +489,9 @@ impl<K: QueueKey> WorkQueue<K> {
         };
         if let Some(m) = &self.inner.metrics {
             m.work_duration.observe(
-                Instant::now()
+                self.inner
+                    .stamps
+                    .now()
                     .saturating_duration_since(started)
                     .as_secs_f64(),
             );
@@ -494,7 +512,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// are not counted until `done`; the depth metric counts them.
     pub fn len(&self) -> usize {
         let mut st = self.inner.state();
-        let pushed = self.inner.promote_ready(&mut st, Instant::now());
+        let pushed = self.inner.promote_ready(&mut st, None);
         let n = st.keys.queued_len();
         let wake = Inner::wake_needed(&mut st, pushed);
         drop(st);
@@ -565,10 +583,10 @@ impl<K: QueueKey> WorkQueue<K> {
     /// queue's, the lists hold at most this key's entry. Constant cost whatever the queue's size
     /// (hash lookups only), for `/debug/state?key=`.
     pub fn key_snapshot(&self, key: &K) -> QueueSnapshot {
-        let clock = SnapshotClock::now();
+        let clock = SnapshotClock::now(&self.inner.stamps);
         let (snap, pushed, rate_limited) = {
             let mut st = self.inner.state();
-            let pushed = self.inner.promote_ready(&mut st, clock.now);
+            let pushed = self.inner.promote_ready(&mut st, Some(clock.now));
             let entry = st.keys.get(key);
             let queued = match entry {
                 Some(e) if e.dirty && e.started.is_none() => vec![clock.queued(key, e.added_at)],
@@ -596,10 +614,10 @@ impl<K: QueueKey> WorkQueue<K> {
 
     /// Per-key view of the queue for the debug endpoint and the inspector.
     pub fn snapshot(&self) -> QueueSnapshot {
-        let clock = SnapshotClock::now();
+        let clock = SnapshotClock::now(&self.inner.stamps);
         let (snap, pushed, rate_limited) = {
             let mut st = self.inner.state();
-            let pushed = self.inner.promote_ready(&mut st, clock.now);
+            let pushed = self.inner.promote_ready(&mut st, Some(clock.now));
             let queued = st
                 .keys
                 .queued()
@@ -700,16 +718,19 @@ impl<K: QueueKey> Drop for Sleeper<'_, K> {
     }
 }
 
-/// The clocks a snapshot is taken on, and its entries' times.
+/// The clocks a snapshot is taken on, and its entries' times: tokio's for ready times, the
+/// stamps' for add and start times.
 struct SnapshotClock {
     now: Instant,
+    stamp_now: Instant,
     wall_now: DateTime<Utc>,
 }
 
 impl SnapshotClock {
-    fn now() -> Self {
+    fn now(stamps: &StampClock) -> Self {
         Self {
             now: Instant::now(),
+            stamp_now: stamps.now(),
             wall_now: Utc::now(),
         }
     }
@@ -718,11 +739,18 @@ impl SnapshotClock {
         wall_clock(self.now, self.wall_now, t)
     }
 
+    fn stamp_wall(&self, t: Instant) -> DateTime<Utc> {
+        wall_clock(self.stamp_now, self.wall_now, t)
+    }
+
     fn queued(&self, key: &impl std::fmt::Display, added: Instant) -> QueuedKey {
         QueuedKey {
             key: key.to_string(),
-            added_at: self.wall(added),
-            queued_seconds: self.now.saturating_duration_since(added).as_secs_f64(),
+            added_at: self.stamp_wall(added),
+            queued_seconds: self
+                .stamp_now
+                .saturating_duration_since(added)
+                .as_secs_f64(),
         }
     }
 
@@ -734,8 +762,11 @@ impl SnapshotClock {
     ) -> InFlightKey {
         InFlightKey {
             key: key.to_string(),
-            started_at: self.wall(started),
-            running_seconds: self.now.saturating_duration_since(started).as_secs_f64(),
+            started_at: self.stamp_wall(started),
+            running_seconds: self
+                .stamp_now
+                .saturating_duration_since(started)
+                .as_secs_f64(),
             added_again,
         }
     }
