@@ -13,22 +13,27 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::time::Instant;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
-use virtctl_rs::sim::nodes::Matcher;
+use virtctl_rs::sim::nodes::{Matcher, NodeCapacity};
 
 const GATE: &str = "kubevirt.io/virtual-machine-unpaused";
 const DEADLINE: Duration = Duration::from_secs(30);
 
 async fn start() -> EmbeddedCluster {
+    start_with(2, NodeCapacity::default()).await
+}
+
+async fn start_with(nodes: usize, capacity: NodeCapacity) -> EmbeddedCluster {
     // The nodes alone, with no virt-controller: without admission, whose VMI finalizer only
     // virt-controller removes.
     EmbeddedCluster::start(EmbeddedClusterConfig {
+        nodes,
         kubelet_delay: Duration::from_millis(50),
         grace_scale: 0.01,
+        capacity,
         api: virtctl_rs::sim::ApiServerConfig {
             admission: false,
             ..Default::default()
         },
-        ..Default::default()
     })
     .await
     .expect("embedded cluster starts")
@@ -354,6 +359,15 @@ async fn terminating_pod_is_terminated_then_deleted_after_its_scaled_grace() {
     cluster.shutdown().await;
 }
 
+/// Wait until the pod `name` is Running; returns it.
+async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {
+    wait_for(&format!("pod {name} Running"), || async {
+        let p = get_pod(pods, name).await?;
+        (phase(&p) == "Running").then_some(p)
+    })
+    .await
+}
+
 /// Writes to the pod `name` (any agent, in log order): (user agent, subresource).
 fn pod_writes(cluster: &EmbeddedCluster, name: &str) -> Vec<(String, String)> {
     cluster
@@ -371,30 +385,15 @@ fn pod_writes(cluster: &EmbeddedCluster, name: &str) -> Vec<(String, String)> {
 /// nothing happens to the pending pod itself.
 #[tokio::test]
 async fn pending_pod_is_scheduled_once_another_pod_frees_capacity() {
-    let mut capacity = virtctl_rs::sim::nodes::NodeCapacity::default();
+    let mut capacity = NodeCapacity::default();
     capacity.resources.insert("pods".into(), "1".into());
-    let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
-        nodes: 1,
-        kubelet_delay: Duration::from_millis(50),
-        grace_scale: 0.01,
-        capacity,
-        api: virtctl_rs::sim::ApiServerConfig {
-            admission: false,
-            ..Default::default()
-        },
-    })
-    .await
-    .expect("embedded cluster starts");
+    let cluster = start_with(1, capacity).await;
     let client = cluster.client().await.expect("client");
     let pods: Api<Pod> = Api::namespaced(client, "default");
     pods.create(&PostParams::default(), &pod_manifest("first", json!({})))
         .await
         .expect("create pod");
-    wait_for("first pod Running", || async {
-        let p = get_pod(&pods, "first").await?;
-        (phase(&p) == "Running").then_some(())
-    })
-    .await;
+    wait_running(&pods, "first").await;
     pods.create(&PostParams::default(), &pod_manifest("second", json!({})))
         .await
         .expect("create pod");
@@ -415,11 +414,7 @@ async fn pending_pod_is_scheduled_once_another_pod_frees_capacity() {
     pods.delete("first", &DeleteParams::default())
         .await
         .expect("delete pod");
-    let bound = wait_for("second pod bound and Running", || async {
-        let p = get_pod(&pods, "second").await?;
-        (phase(&p) == "Running").then_some(p)
-    })
-    .await;
+    let bound = wait_running(&pods, "second").await;
     assert_eq!(
         bound.spec.and_then(|s| s.node_name).as_deref(),
         Some("sim-node-0")
@@ -456,11 +451,7 @@ async fn bound_pod_runs_when_its_kubelet_delay_is_over_with_no_event() {
     pods.create(&PostParams::default(), &pod_manifest("delayed", json!({})))
         .await
         .expect("create pod");
-    wait_for("pod Running", || async {
-        let p = get_pod(&pods, "delayed").await?;
-        (phase(&p) == "Running").then_some(())
-    })
-    .await;
+    wait_running(&pods, "delayed").await;
     // Created, bound, PodScheduled, Running: the last write before Running was the
     // scheduler's own, so the kubelet acted on its timer.
     let writes = pod_writes(&cluster, "delayed");
