@@ -2,10 +2,12 @@
 //!
 //! One task watches Pods, Nodes and VirtualMachineInstances (kube-runtime `watcher`, list +
 //! watch with back-off), keeps its own cache of them, and after every batch of events runs a
-//! level-triggered pass: PodGC for removed nodes → virt-handler → scheduler → kubelet. Each step
-//! asks a pure decision function what to write and writes it with that component's client.
-//! Write responses go straight into the cache (newest `resourceVersion` wins) so the next pass
-//! builds on them; conflicts are simply retried on a later pass.
+//! level-triggered pass: PodGC for removed nodes → virt-handler → scheduler → kubelet. A pass
+//! decides only for the objects that changed since the last one, those whose timer is due, and
+//! the pending pods when capacity changed (module `work`); a handle call makes it decide for
+//! everything. Each step asks a pure decision function what to write and writes it with that
+//! component's client. Write responses go straight into the cache (newest `resourceVersion`
+//! wins) and mark the object for the next pass; failed writes are retried after a delay.
 
 use super::faults::{FaultState, Matcher};
 use super::kubelet::{self, KubeletAction, KubeletInputs, find_condition, set_condition};
