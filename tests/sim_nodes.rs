@@ -13,22 +13,27 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::time::Instant;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
-use virtctl_rs::sim::nodes::Matcher;
+use virtctl_rs::sim::nodes::{Matcher, NodeCapacity};
 
 const GATE: &str = "kubevirt.io/virtual-machine-unpaused";
 const DEADLINE: Duration = Duration::from_secs(30);
 
 async fn start() -> EmbeddedCluster {
+    start_with(2, NodeCapacity::default()).await
+}
+
+async fn start_with(nodes: usize, capacity: NodeCapacity) -> EmbeddedCluster {
     // The nodes alone, with no virt-controller: without admission, whose VMI finalizer only
     // virt-controller removes.
     EmbeddedCluster::start(EmbeddedClusterConfig {
+        nodes,
         kubelet_delay: Duration::from_millis(50),
         grace_scale: 0.01,
+        capacity,
         api: virtctl_rs::sim::ApiServerConfig {
             admission: false,
             ..Default::default()
         },
-        ..Default::default()
     })
     .await
     .expect("embedded cluster starts")
@@ -351,6 +356,111 @@ async fn terminating_pod_is_terminated_then_deleted_after_its_scaled_grace() {
         "containers terminated before deletion: {cs:?}"
     );
     assert_eq!(st.phase.as_deref(), Some("Succeeded"));
+    cluster.shutdown().await;
+}
+
+/// Wait until the pod `name` is Running; returns it.
+async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {
+    wait_for(&format!("pod {name} Running"), || async {
+        let p = get_pod(pods, name).await?;
+        (phase(&p) == "Running").then_some(p)
+    })
+    .await
+}
+
+/// Writes to the pod `name` (any agent, in log order): (user agent, subresource).
+fn pod_writes(cluster: &EmbeddedCluster, name: &str) -> Vec<(String, String)> {
+    cluster
+        .api()
+        .audit()
+        .writes()
+        .iter()
+        .filter(|e| e.resource == "pods" && e.name == name && e.code < 300)
+        .map(|e| (e.user_agent.clone(), e.subresource.clone()))
+        .collect()
+}
+
+/// The node loop decides only for what changed (src/sim/nodes/work.rs); a pod left pending for
+/// want of capacity must still be placed as soon as another pod's end frees it, although
+/// nothing happens to the pending pod itself.
+#[tokio::test]
+async fn pending_pod_is_scheduled_once_another_pod_frees_capacity() {
+    let mut capacity = NodeCapacity::default();
+    capacity.resources.insert("pods".into(), "1".into());
+    let cluster = start_with(1, capacity).await;
+    let client = cluster.client().await.expect("client");
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    pods.create(&PostParams::default(), &pod_manifest("first", json!({})))
+        .await
+        .expect("create pod");
+    wait_running(&pods, "first").await;
+    pods.create(&PostParams::default(), &pod_manifest("second", json!({})))
+        .await
+        .expect("create pod");
+    let cond = wait_for("second pod unschedulable", || async {
+        let p = get_pod(&pods, "second").await?;
+        condition(&p, "PodScheduled")
+            .filter(|c| c.status == "False")
+            .cloned()
+    })
+    .await;
+    let message = cond.message.unwrap_or_default();
+    assert!(
+        message.starts_with("0/1 nodes are available: 1 Too many pods."),
+        "{message}"
+    );
+    let writes_while_pending = pod_writes(&cluster, "second");
+    // Its 30 s grace period × 0.01: the first pod ends and is deleted after 0.3 s.
+    pods.delete("first", &DeleteParams::default())
+        .await
+        .expect("delete pod");
+    let bound = wait_running(&pods, "second").await;
+    assert_eq!(
+        bound.spec.and_then(|s| s.node_name).as_deref(),
+        Some("sim-node-0")
+    );
+    // Nothing but the simulator touched the pending pod: its placement came from the first
+    // pod's end alone.
+    let writes = pod_writes(&cluster, "second");
+    assert!(
+        writes[writes_while_pending.len()..]
+            .iter()
+            .all(|(agent, _)| agent.starts_with("sim-")),
+        "{writes:?}"
+    );
+    assert!(
+        writes[writes_while_pending.len()..]
+            .iter()
+            .any(|(agent, sub)| agent == "sim-scheduler" && sub == "binding"),
+        "{writes:?}"
+    );
+    cluster.shutdown().await;
+}
+
+/// A timer alone moves a bound pod to Running: once it is bound and `PodScheduled`, nothing
+/// changes until its kubelet delay has passed, so the node loop must come back to it by
+/// itself.
+#[tokio::test]
+async fn bound_pod_runs_when_its_kubelet_delay_is_over_with_no_event() {
+    let cluster = start().await;
+    cluster
+        .nodes()
+        .set_kubelet_delay(Duration::from_millis(500));
+    let client = cluster.client().await.expect("client");
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    pods.create(&PostParams::default(), &pod_manifest("delayed", json!({})))
+        .await
+        .expect("create pod");
+    wait_running(&pods, "delayed").await;
+    // Created, bound, PodScheduled, Running: the last write before Running was the
+    // scheduler's own, so the kubelet acted on its timer.
+    let writes = pod_writes(&cluster, "delayed");
+    let agents: Vec<&str> = writes.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(
+        agents.get(1..4),
+        Some(&["sim-scheduler", "sim-scheduler", "sim-kubelet"][..]),
+        "{writes:?}"
+    );
     cluster.shutdown().await;
 }
 

@@ -169,16 +169,53 @@ pub fn spec_part(obj: &Value) -> Value {
     }
 }
 
-/// `obj` equal to `other` when `metadata.resourceVersion` is ignored (a no-op update).
-pub fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
+/// Whether the fields of `a` and `b` that `keep` keeps are equal as `Map` equality has it (the
+/// same keys, values equal by `eq`, in any order), without copying either.
+fn same_fields(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    keep: impl Fn(&str) -> bool,
+    eq: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let kept = |m: &Map<String, Value>| m.keys().filter(|k| keep(k)).count();
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(k, _)| keep(k))
+            .all(|(k, va)| b.get(k).is_some_and(|vb| eq(k, va, vb)))
+}
+
+/// `spec_part(a) == spec_part(b)` without the copies.
+pub fn same_spec_part(a: &Value, b: &Value) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            same_fields(a, b, |k| k != "metadata" && k != "status", |_, x, y| x == y)
         }
-        v
+        _ => a == b,
+    }
+}
+
+/// `a` equal to `b` when `metadata.resourceVersion` is ignored (a no-op update). Compares in
+/// place: the store calls it under its lock on every update.
+pub fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
+    let same_meta = |x: &Value, y: &Value| match (x.as_object(), y.as_object()) {
+        (Some(x), Some(y)) => same_fields(x, y, |k| k != "resourceVersion", |_, p, q| p == q),
+        _ => x == y,
     };
-    strip(a) == strip(b)
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => same_fields(
+            a,
+            b,
+            |_| true,
+            |k, x, y| {
+                if k == "metadata" {
+                    same_meta(x, y)
+                } else {
+                    x == y
+                }
+            },
+        ),
+        _ => a == b,
+    }
 }
 
 /// Random suffix for `generateName`, from the alphabet of `k8s.io/apimachinery/pkg/util/rand`
@@ -224,5 +261,55 @@ mod tests {
     fn spec_part_drops_meta_and_status() {
         let o = json!({"metadata": {"a": 1}, "spec": {"x": 1}, "status": {"y": 2}});
         assert_eq!(spec_part(&o), json!({"spec": {"x": 1}}));
+    }
+
+    #[test]
+    fn in_place_comparisons_agree_with_comparing_copies() {
+        let strip_rv = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+            }
+            v
+        };
+        let base = json!({"metadata": {"name": "a", "resourceVersion": "5", "labels": {"x": "1"}},
+                          "spec": {"x": 1}, "status": {"y": 2}});
+        let variants = [
+            base.clone(),
+            json!({"metadata": {"resourceVersion": "6", "labels": {"x": "1"}, "name": "a"},
+                   "status": {"y": 2}, "spec": {"x": 1}}),
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"x": 1}, "status": {"y": 2}}),
+            json!({"metadata": {"name": "a", "resourceVersion": "5", "labels": {"x": "2"}},
+                   "spec": {"x": 1}, "status": {"y": 2}}),
+            json!({"metadata": {"name": "a", "resourceVersion": "5", "labels": {"x": "1"}},
+                   "spec": {"x": 1}, "status": {"y": 3}}),
+            json!({"metadata": {"name": "a", "resourceVersion": "5", "labels": {"x": "1"}},
+                   "spec": {"x": 2}, "status": {"y": 2}}),
+            json!({"metadata": {"name": "a", "resourceVersion": "5", "labels": {"x": "1"}},
+                   "spec": {"x": 1}}),
+            json!({"metadata": "odd", "spec": {"x": 1}}),
+            json!({"spec": {"x": 1}, "status": {"y": 2}}),
+            json!({"spec": {"x": 1}, "status": {"y": 2}, "extra": null}),
+            json!([1, 2]),
+            json!(null),
+        ];
+        for a in &variants {
+            for b in &variants {
+                assert_eq!(
+                    same_ignoring_rv(a, b),
+                    strip_rv(a) == strip_rv(b),
+                    "same_ignoring_rv({a}, {b})"
+                );
+                assert_eq!(
+                    same_spec_part(a, b),
+                    spec_part(a) == spec_part(b),
+                    "same_spec_part({a}, {b})"
+                );
+            }
+        }
+        assert!(same_ignoring_rv(&variants[0], &variants[1]));
+        assert!(!same_ignoring_rv(&variants[0], &variants[3]));
+        assert!(same_spec_part(&variants[0], &variants[4]));
+        assert!(!same_spec_part(&variants[0], &variants[5]));
     }
 }

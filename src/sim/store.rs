@@ -944,7 +944,7 @@ impl Store {
                 }
             }
         }
-        if def.generation && object::spec_part(&merged) != object::spec_part(&old) {
+        if def.generation && !object::same_spec_part(&merged, &old) {
             let g = object::generation(&old) + 1;
             meta_mut(&mut merged).insert("generation".into(), json!(g));
         }

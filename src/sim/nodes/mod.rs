@@ -14,7 +14,9 @@
 //!
 //! Each component is a pure decision function (modules [`scheduler`], [`kubelet`],
 //! [`virt_handler`]) applied by one event loop (`runner`) fed by watches on Pods, Nodes and
-//! VirtualMachineInstances. Faults are injected through [`NodeSimHandle`].
+//! VirtualMachineInstances. A pass decides only for the objects that changed or whose timer is
+//! due, and for every pending pod when capacity changed (module `work`). Faults are injected
+//! through [`NodeSimHandle`].
 
 pub mod faults;
 pub mod kubelet;
@@ -24,6 +26,7 @@ pub mod resources;
 mod runner;
 pub mod scheduler;
 pub mod virt_handler;
+mod work;
 
 pub use faults::Matcher;
 pub use node::NodeCapacity;

@@ -2,16 +2,19 @@
 //!
 //! One task watches Pods, Nodes and VirtualMachineInstances (kube-runtime `watcher`, list +
 //! watch with back-off), keeps its own cache of them, and after every batch of events runs a
-//! level-triggered pass: PodGC for removed nodes → virt-handler → scheduler → kubelet. Each step
-//! asks a pure decision function what to write and writes it with that component's client.
-//! Write responses go straight into the cache (newest `resourceVersion` wins) so the next pass
-//! builds on them; conflicts are simply retried on a later pass.
+//! level-triggered pass: PodGC for removed nodes → virt-handler → scheduler → kubelet. A pass
+//! decides only for the objects that changed since the last one, those whose timer is due, and
+//! the pending pods when capacity changed (module `work`); a handle call makes it decide for
+//! everything. Each step asks a pure decision function what to write and writes it with that
+//! component's client. Write responses go straight into the cache (newest `resourceVersion`
+//! wins) and mark the object for the next pass; failed writes are retried after a delay.
 
 use super::faults::{FaultState, Matcher};
 use super::kubelet::{self, KubeletAction, KubeletInputs, find_condition, set_condition};
 use super::node::{NodeCapacity, build_node, node_internal_ip, pod_ip};
-use super::scheduler::{self, ScheduleDecision, node_usage, wants_scheduling};
+use super::scheduler::{self, ScheduleDecision};
 use super::virt_handler::{self, VmiDecision, vmi_node};
+use super::work::{PodIndex, WorkSet};
 use super::{
     AGENT_KUBELET, AGENT_NODE_LIFECYCLE, AGENT_SCHEDULER, AGENT_VIRT_HANDLER, NodeSimConfig,
     NodeSimError, validate_grace_scale,
@@ -154,6 +157,16 @@ struct Cache<K> {
     init: Option<BTreeMap<String, K>>,
 }
 
+/// What applying a watch event did to a [`Cache`].
+enum Applied<K> {
+    /// Nothing the loop has to look at (an old or already-cached version, a relist under way).
+    Unchanged,
+    /// The object at `key` was inserted, replaced or removed; `old` is the copy it replaced.
+    Changed { key: String, old: Option<K> },
+    /// A relist replaced the whole cache.
+    Relisted,
+}
+
 impl<K: ResourceExt + Clone> Cache<K> {
     fn new() -> Self {
         Cache {
@@ -162,47 +175,69 @@ impl<K: ResourceExt + Clone> Cache<K> {
         }
     }
 
-    /// Insert unless the cached copy of the same object is newer.
-    fn upsert(&mut self, obj: K) {
+    /// Insert unless the cached copy of the same object is newer or the same version. Returns
+    /// the copy replaced (`Some(None)` for a new key), `None` when nothing changed.
+    fn upsert(&mut self, obj: K) -> Option<Option<K>> {
         let key = key_of(&obj);
         if let Some(old) = self.items.get(&key)
             && old.uid() == obj.uid()
             && let (Some(a), Some(b)) = (rv_number(old), rv_number(&obj))
-            && a > b
+            && a >= b
         {
-            return;
+            return None;
         }
-        self.items.insert(key, obj);
+        Some(self.items.insert(key, obj))
     }
 
-    fn remove(&mut self, obj: &K) {
+    /// Remove the cached copy of `obj` (same UID); returns it.
+    fn remove(&mut self, obj: &K) -> Option<K> {
         let key = key_of(obj);
         if self
             .items
             .get(&key)
             .is_some_and(|old| old.uid() == obj.uid())
         {
-            self.items.remove(&key);
+            return self.items.remove(&key);
         }
+        None
     }
 
-    fn apply(&mut self, event: watcher::Event<K>) {
+    fn apply(&mut self, event: watcher::Event<K>) -> Applied<K> {
+        let changed = |key: String, old: Option<Option<K>>| match old {
+            Some(old) => Applied::Changed { key, old },
+            None => Applied::Unchanged,
+        };
         match event {
-            watcher::Event::Apply(o) => self.upsert(o),
-            watcher::Event::Delete(o) => self.remove(&o),
-            watcher::Event::Init => self.init = Some(BTreeMap::new()),
+            watcher::Event::Apply(o) => {
+                let key = key_of(&o);
+                let old = self.upsert(o);
+                changed(key, old)
+            }
+            watcher::Event::Delete(o) => {
+                let old = self.remove(&o).map(Some);
+                changed(key_of(&o), old)
+            }
+            watcher::Event::Init => {
+                self.init = Some(BTreeMap::new());
+                Applied::Unchanged
+            }
             watcher::Event::InitApply(o) => {
                 if let Some(buf) = self.init.as_mut() {
                     buf.insert(key_of(&o), o);
+                    Applied::Unchanged
                 } else {
-                    self.upsert(o);
+                    let key = key_of(&o);
+                    let old = self.upsert(o);
+                    changed(key, old)
                 }
             }
-            watcher::Event::InitDone => {
-                if let Some(buf) = self.init.take() {
+            watcher::Event::InitDone => match self.init.take() {
+                Some(buf) => {
                     self.items = buf;
+                    Applied::Relisted
                 }
-            }
+                None => Applied::Unchanged,
+            },
         }
     }
 }
@@ -804,18 +839,19 @@ struct Runner {
     pod_ips: HashMap<String, String>,
     /// Pods bound by us whose bound copy has not arrived through the watch yet: UID → node.
     awaiting_bind: HashMap<String, String>,
-}
-
-/// Outcome of one pass.
-#[derive(Default)]
-struct PassResult {
-    next: Option<Instant>,
-}
-
-impl PassResult {
-    fn at(&mut self, when: Instant) {
-        self.next = Some(self.next.map_or(when, |n| n.min(when)));
-    }
+    /// What the next pass decides for.
+    work: WorkSet,
+    /// Pods by owning VMI, node usage, pending pods.
+    index: PodIndex,
+    /// VMI UID → key.
+    vmi_keys: HashMap<String, String>,
+    /// While a pass runs: the pods and VMIs it decides for (objects changed by its own writes
+    /// join, for the steps still to come).
+    pass_pods: BTreeSet<String>,
+    pass_vmis: BTreeSet<String>,
+    in_pass: bool,
+    /// [`PodIndex::epoch`] when the scheduler last placed the pending pods.
+    scheduled_at_epoch: Option<u64>,
 }
 
 impl Runner {
@@ -833,6 +869,13 @@ impl Runner {
             ip_seq: BTreeMap::new(),
             pod_ips: HashMap::new(),
             awaiting_bind: HashMap::new(),
+            work: WorkSet::default(),
+            index: PodIndex::default(),
+            vmi_keys: HashMap::new(),
+            pass_pods: BTreeSet::new(),
+            pass_vmis: BTreeSet::new(),
+            in_pass: false,
+            scheduled_at_epoch: None,
         }
     }
 
@@ -873,7 +916,8 @@ impl Runner {
                 Some(ev) = pods.next() => self.on_pod(ev),
                 Some(ev) = nodes.next() => self.on_node(ev),
                 Some(ev) = vmis.next() => self.on_vmi(ev),
-                _ = self.inner.wake.notified() => {}
+                // A handle call (fault, knob, node added or removed) may change any decision.
+                _ = self.inner.wake.notified() => self.work.full = true,
                 _ = sleep => {}
             }
             // Take every event that is already there before acting.
@@ -898,47 +942,141 @@ impl Runner {
             if cancel.is_cancelled() {
                 break;
             }
-            next = self.pass().await.next;
+            self.pass().await;
+            next = self.work.next_wake(Instant::now());
         }
     }
 
     fn on_pod(&mut self, ev: Result<watcher::Event<Pod>, watcher::Error>) {
         match ev {
-            Ok(e) => self.pods.apply(e),
+            Ok(e) => match self.pods.apply(e) {
+                Applied::Unchanged => {}
+                Applied::Changed { key, old } => self.pod_changed(&key, old),
+                Applied::Relisted => self.pods_relisted(),
+            },
             Err(e) => tracing::debug!(error = %e, "pod watch"),
         }
     }
 
     fn on_node(&mut self, ev: Result<watcher::Event<Node>, watcher::Error>) {
         match ev {
-            Ok(e) => self.nodes.apply(e),
+            Ok(e) => match self.nodes.apply(e) {
+                Applied::Unchanged => {}
+                Applied::Changed { .. } | Applied::Relisted => self.index.nodes_changed(),
+            },
             Err(e) => tracing::debug!(error = %e, "node watch"),
         }
     }
 
     fn on_vmi(&mut self, ev: Result<watcher::Event<DynamicObject>, watcher::Error>) {
         match ev {
-            Ok(e) => self.vmis.apply(e),
+            Ok(e) => match self.vmis.apply(e) {
+                Applied::Unchanged => {}
+                Applied::Changed { key, old } => self.vmi_changed(&key, old),
+                Applied::Relisted => self.vmis_relisted(),
+            },
             Err(e) => tracing::debug!(error = %e, "virtualmachineinstance watch"),
         }
     }
 
-    async fn pass(&mut self) -> PassResult {
-        let state = self.inner.state().clone();
-        let mut result = PassResult::default();
-        let now = Instant::now();
-        self.pod_gc(&state, &mut result).await;
-        self.virt_handler(&state, &mut result).await;
-        self.scheduler(&state, &mut result, now).await;
-        self.kubelet(&state, &mut result, now).await;
-        // Forget objects that are gone.
+    /// Decide for the pod at `key` on this pass (in the steps still to come) and the next.
+    fn mark_pod(&mut self, key: &str) {
+        if self.in_pass {
+            self.pass_pods.insert(key.to_string());
+        }
+        self.work.pods.insert(key.to_string());
+    }
+
+    fn mark_vmi(&mut self, key: &str) {
+        if self.in_pass {
+            self.pass_vmis.insert(key.to_string());
+        }
+        self.work.vmis.insert(key.to_string());
+    }
+
+    fn retry_pod(&mut self, pod: &Pod) {
+        self.work.pod_at(&key_of(pod), Instant::now() + RETRY_AFTER);
+    }
+
+    /// The cached pod at `key` changed from `old`: forget a pod that is gone, re-index it, and
+    /// decide again for it and for the VMIs it belongs (or belonged) to.
+    fn pod_changed(&mut self, key: &str, old: Option<Pod>) {
+        let new_uid = self.pods.items.get(key).and_then(|p| p.uid());
+        if let Some(old_uid) = old.and_then(|p| p.uid())
+            && new_uid.as_ref() != Some(&old_uid)
+        {
+            self.forget_pod(&old_uid);
+        }
+        if let Some(uid) = &new_uid
+            && self.pods.items.get(key).and_then(bound_node).is_some()
+        {
+            // The bound copy arrived.
+            self.awaiting_bind.remove(uid);
+        }
+        for uid in self.reindex_pod(key) {
+            if let Some(vmi_key) = self.vmi_keys.get(&uid).cloned() {
+                self.mark_vmi(&vmi_key);
+            }
+        }
+        self.mark_pod(key);
+    }
+
+    /// Bring the index entry of the pod at `key` up to date; returns the VMI UIDs affected.
+    fn reindex_pod(&mut self, key: &str) -> Vec<String> {
+        let pod = self.pods.items.get(key);
+        let bound_by_us = pod.and_then(|p| awaiting_node(&self.awaiting_bind, p));
+        self.index.update(key, pod, bound_by_us)
+    }
+
+    /// Bookkeeping of a pod UID that left the cache.
+    fn forget_pod(&mut self, uid: &str) {
+        self.bound_seen.remove(uid);
+        self.deletion_seen.remove(uid);
+        self.last_status_write.remove(uid);
+        self.deleted.remove(uid);
+        self.pod_ips.remove(uid);
+        self.awaiting_bind.remove(uid);
+    }
+
+    /// A write response: cache it and decide again for it (even when the watch already brought
+    /// the same version).
+    fn pod_written(&mut self, pod: Pod) {
+        let key = key_of(&pod);
+        match self.pods.upsert(pod) {
+            Some(old) => self.pod_changed(&key, old),
+            None => self.mark_pod(&key),
+        }
+    }
+
+    fn vmi_written(&mut self, vmi: DynamicObject) {
+        let key = key_of(&vmi);
+        match self.vmis.upsert(vmi) {
+            Some(old) => self.vmi_changed(&key, old),
+            None => self.mark_vmi(&key),
+        }
+    }
+
+    fn vmi_changed(&mut self, key: &str, old: Option<DynamicObject>) {
+        let new_uid = self.vmis.items.get(key).and_then(|v| v.uid());
+        if let Some(old_uid) = old.and_then(|v| v.uid())
+            && new_uid.as_ref() != Some(&old_uid)
+        {
+            self.start_seen.remove(&old_uid);
+            self.vmi_keys.remove(&old_uid);
+        }
+        if let Some(uid) = new_uid {
+            self.vmi_keys.insert(uid, key.to_string());
+        }
+        self.mark_vmi(key);
+    }
+
+    /// Forget every pod UID no longer cached (after a relist; a full pass checks too).
+    fn forget_gone_pods(&mut self) {
         let live: HashSet<String> = self.pods.items.values().filter_map(|p| p.uid()).collect();
         self.bound_seen.retain(|uid, _| live.contains(uid));
         self.deletion_seen.retain(|uid, _| live.contains(uid));
         self.last_status_write.retain(|uid, _| live.contains(uid));
         self.deleted.retain(|uid| live.contains(uid));
-        let live_vmis: HashSet<String> = self.vmis.items.values().filter_map(|v| v.uid()).collect();
-        self.start_seen.retain(|uid, _| live_vmis.contains(uid));
         self.pod_ips.retain(|uid, _| live.contains(uid));
         let unbound: HashSet<String> = self
             .pods
@@ -948,7 +1086,63 @@ impl Runner {
             .filter_map(|p| p.uid())
             .collect();
         self.awaiting_bind.retain(|uid, _| unbound.contains(uid));
-        result
+    }
+
+    fn pods_relisted(&mut self) {
+        self.forget_gone_pods();
+        self.index.clear();
+        let keys: Vec<String> = self.pods.items.keys().cloned().collect();
+        for key in &keys {
+            self.reindex_pod(key);
+        }
+        self.work.full = true;
+    }
+
+    fn vmis_relisted(&mut self) {
+        self.vmi_keys = self
+            .vmis
+            .items
+            .iter()
+            .filter_map(|(key, v)| Some((v.uid()?, key.clone())))
+            .collect();
+        let live = &self.vmi_keys;
+        self.start_seen.retain(|uid, _| live.contains_key(uid));
+        self.work.full = true;
+    }
+
+    async fn pass(&mut self) {
+        let state = self.inner.state().clone();
+        let now = Instant::now();
+        self.work.take_due(now);
+        let full = std::mem::take(&mut self.work.full);
+        self.pass_pods = std::mem::take(&mut self.work.pods);
+        self.pass_vmis = std::mem::take(&mut self.work.vmis);
+        if full {
+            self.forget_gone_pods();
+            let live_vmis: HashSet<String> =
+                self.vmis.items.values().filter_map(|v| v.uid()).collect();
+            self.start_seen.retain(|uid, _| live_vmis.contains(uid));
+            self.pass_pods.extend(self.pods.items.keys().cloned());
+            self.pass_vmis.extend(self.vmis.items.keys().cloned());
+        }
+        self.in_pass = true;
+        self.pod_gc(&state).await;
+        self.virt_handler(&state).await;
+        self.scheduler(&state, now, full).await;
+        self.kubelet(&state, now).await;
+        self.in_pass = false;
+        self.pass_pods.clear();
+        self.pass_vmis.clear();
+    }
+
+    /// The cached copies of this pass's pods matching `keep`.
+    fn pass_pods_where(&self, keep: impl Fn(&Pod) -> bool) -> Vec<Pod> {
+        self.pass_pods
+            .iter()
+            .filter_map(|k| self.pods.items.get(k))
+            .filter(|p| keep(p))
+            .cloned()
+            .collect()
     }
 
     /// Whether the cached copy of `pod` predates a binding we made (its watch update is due).
@@ -965,13 +1159,7 @@ impl Runner {
             })
     }
 
-    async fn put_pod_status(
-        &mut self,
-        client: &Client,
-        pod: &Pod,
-        status: PodStatus,
-        result: &mut PassResult,
-    ) -> bool {
+    async fn put_pod_status(&mut self, client: &Client, pod: &Pod, status: PodStatus) -> bool {
         if self.pod_status_unchanged_since_our_write(pod, &status) {
             // The server normalised what we wrote; writing it again would only churn.
             return false;
@@ -982,8 +1170,7 @@ impl Runner {
                     self.last_status_write
                         .insert(uid, (updated.resource_version(), status));
                 }
-                self.pods.upsert(updated);
-                result.at(Instant::now());
+                self.pod_written(updated);
                 true
             }
             Err(e) if is_status(&e, 409) => {
@@ -998,28 +1185,27 @@ impl Runner {
                     Ok(Some(fresh)) => {
                         // At once when the pod did change; a conflict on an unchanged pod (an
                         // injected one) waits like any other failure.
-                        let changed = fresh.resource_version() != pod.resource_version();
-                        self.pods.upsert(fresh);
-                        result.at(if changed {
-                            Instant::now()
+                        if fresh.resource_version() != pod.resource_version() {
+                            self.pod_written(fresh);
                         } else {
-                            Instant::now() + RETRY_AFTER
-                        });
+                            self.pods.upsert(fresh);
+                            self.retry_pod(pod);
+                        }
                     }
                     Ok(None) => {}
-                    Err(_) => result.at(Instant::now() + RETRY_AFTER),
+                    Err(_) => self.retry_pod(pod),
                 }
                 false
             }
             Err(e) => {
                 tracing::debug!(pod = %key_of(pod), error = %e, "pod status write failed");
-                result.at(Instant::now() + RETRY_AFTER);
+                self.retry_pod(pod);
                 false
             }
         }
     }
 
-    async fn delete_pod(&mut self, client: &Client, pod: &Pod, result: &mut PassResult) {
+    async fn delete_pod(&mut self, client: &Client, pod: &Pod) {
         let Some(uid) = pod.uid() else { return };
         if self.deleted.contains(&uid) {
             return;
@@ -1030,59 +1216,48 @@ impl Runner {
             }
             Err(e) => {
                 tracing::debug!(pod = %key_of(pod), error = %e, "pod delete failed");
-                result.at(Instant::now() + RETRY_AFTER);
+                self.retry_pod(pod);
             }
         }
     }
 
     /// PodGC stand-in for pods bound to nodes removed through the handle.
-    async fn pod_gc(&mut self, state: &SimState, result: &mut PassResult) {
+    async fn pod_gc(&mut self, state: &SimState) {
         if state.removed.is_empty() {
             return;
         }
         let client = self.inner.clients.lifecycle.clone();
-        let orphans: Vec<Pod> = self
-            .pods
-            .items
-            .values()
-            .filter(|p| bound_node(p).is_some_and(|n| state.removed.contains(n)))
-            .cloned()
-            .collect();
+        let orphans =
+            self.pass_pods_where(|p| bound_node(p).is_some_and(|n| state.removed.contains(n)));
         let now = now_time();
         for pod in orphans {
             let gc_marked = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
                 && find_condition(pod.status.as_ref(), kubelet::COND_DISRUPTION_TARGET).is_some();
             if !gc_marked && !kubelet::is_terminal(&pod) {
                 let status = kubelet::pod_gc_status(&pod, &now);
-                if !self.put_pod_status(&client, &pod, status, result).await {
+                if !self.put_pod_status(&client, &pod, status).await {
                     continue;
                 }
             }
             let current = self.pods.items.get(&key_of(&pod)).cloned().unwrap_or(pod);
-            self.delete_pod(&client, &current, result).await;
+            self.delete_pod(&client, &current).await;
         }
     }
 
-    async fn virt_handler(&mut self, state: &SimState, result: &mut PassResult) {
+    async fn virt_handler(&mut self, state: &SimState) {
         let now = now_rfc3339();
-        let vmis: Vec<Value> = self
-            .vmis
-            .items
-            .values()
-            .filter_map(|o| serde_json::to_value(o).ok())
-            .filter(|v| vmi_node(v).is_some_and(|n| state.managed.contains_key(n)))
+        let vmis: Vec<(String, Value)> = self
+            .pass_vmis
+            .iter()
+            .filter_map(|k| {
+                Some((
+                    k.clone(),
+                    serde_json::to_value(self.vmis.items.get(k)?).ok()?,
+                ))
+            })
+            .filter(|(_, v)| vmi_node(v).is_some_and(|n| state.managed.contains_key(n)))
             .collect();
-        // Pod keys by the VMI UID they may belong to: one pass over the pods, not one per VMI.
-        let mut pods_by_vmi: HashMap<String, Vec<String>> = HashMap::new();
-        for (key, pod) in &self.pods.items {
-            for uid in virt_handler::launcher_owner_uids(pod) {
-                let keys = pods_by_vmi.entry(uid.to_string()).or_default();
-                if !keys.contains(key) {
-                    keys.push(key.clone());
-                }
-            }
-        }
-        for vmi in vmis {
+        for (key, vmi) in vmis {
             let name = vmi
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
@@ -1104,9 +1279,8 @@ impl Runner {
             let candidates: Vec<&Pod> = vmi
                 .pointer("/metadata/uid")
                 .and_then(Value::as_str)
-                .and_then(|uid| pods_by_vmi.get(uid))
                 .into_iter()
-                .flatten()
+                .flat_map(|uid| self.index.launchers_of(uid))
                 .filter_map(|key| self.pods.items.get(key))
                 .collect();
             let launcher =
@@ -1128,7 +1302,7 @@ impl Runner {
                         let seen = *self.start_seen.entry(uid.to_string()).or_insert(now);
                         let ready = seen + state.virt_handler_delay;
                         if now < ready {
-                            result.at(ready);
+                            self.work.vmi_at(&key, ready);
                             continue;
                         }
                     }
@@ -1138,15 +1312,14 @@ impl Runner {
             };
             match self.inner.write_vmi(&new_vmi).await {
                 Ok(updated) => {
-                    self.vmis.upsert(updated);
-                    result.at(Instant::now());
+                    self.vmi_written(updated);
                     if let Some(i) = early {
                         self.inner.state().faults.consume_early_failure(i);
                     }
                 }
                 Err(e) => {
                     tracing::debug!(vmi = %name, error = %e, "vmi status write failed");
-                    result.at(Instant::now() + RETRY_AFTER);
+                    self.work.vmi_at(&key, Instant::now() + RETRY_AFTER);
                     continue;
                 }
             }
@@ -1156,14 +1329,46 @@ impl Runner {
                     let reason = if code == 0 { "Completed" } else { "Error" };
                     let status = kubelet::terminated_status(&pod, code, reason, None, &now_time());
                     let client = self.inner.clients.kubelet.clone();
-                    self.put_pod_status(&client, &pod, status, result).await;
+                    self.put_pod_status(&client, &pod, status).await;
                 }
             }
         }
     }
 
-    async fn scheduler(&mut self, state: &SimState, result: &mut PassResult, now: Instant) {
+    /// Places the pending pods, all of them in creation order, whenever one of them changed,
+    /// or a node's usage or the Nodes did (their verdicts, and the unschedulable message,
+    /// depend on every node); otherwise every pending pod would get last pass's verdict.
+    async fn scheduler(&mut self, state: &SimState, now: Instant, full: bool) {
         let client = self.inner.clients.scheduler.clone();
+        let place = full
+            || self.scheduled_at_epoch != Some(self.index.epoch)
+            || self.pass_pods.iter().any(|k| self.index.is_pending(k));
+        if place {
+            // Bindings made below change the usage again: the next pass places the pods left
+            // pending against it.
+            self.scheduled_at_epoch = Some(self.index.epoch);
+            self.place_pending(state, &client, now).await;
+        }
+        // The binding API sets PodScheduled=True; add it where the server did not.
+        let time = now_time();
+        let bound = self.pass_pods_where(|p| {
+            bound_node(p).is_some_and(|n| state.managed.contains_key(n))
+                && p.metadata.deletion_timestamp.is_none()
+                && !kubelet::is_terminal(p)
+                && !self.stale_after_bind(p)
+                && find_condition(p.status.as_ref(), "PodScheduled")
+                    .is_none_or(|c| c.status != "True")
+        });
+        for pod in bound {
+            let mut status = pod.status.clone().unwrap_or_default();
+            let mut conditions = status.conditions.take().unwrap_or_default();
+            set_condition(&mut conditions, "PodScheduled", "True", None, None, &time);
+            status.conditions = Some(conditions);
+            self.put_pod_status(&client, &pod, status).await;
+        }
+    }
+
+    async fn place_pending(&mut self, state: &SimState, client: &Client, now: Instant) {
         let mut managed_nodes: Vec<(usize, Node)> = self
             .nodes
             .items
@@ -1172,56 +1377,30 @@ impl Runner {
             .collect();
         managed_nodes.sort_by_key(|(i, _)| *i);
         let node_refs: Vec<&Node> = managed_nodes.iter().map(|(_, n)| n).collect();
-        // Pods bound by us but not yet seen bound already count on their node.
-        let effective: Vec<Pod> = self
-            .pods
-            .items
-            .values()
-            .map(|p| match awaiting_node(&self.awaiting_bind, p) {
-                Some(node) => {
-                    let mut bound = p.clone();
-                    if let Some(spec) = bound.spec.as_mut() {
-                        spec.node_name = Some(node.to_string());
-                    }
-                    bound
-                }
-                None => p.clone(),
-            })
-            .collect();
-        let mut usage = node_usage(effective.iter());
-        let mut pending: Vec<Pod> = effective.into_iter().filter(wants_scheduling).collect();
-        pending.sort_by(|a, b| {
-            a.metadata
-                .creation_timestamp
-                .cmp(&b.metadata.creation_timestamp)
-                .then_with(|| key_of(a).cmp(&key_of(b)))
-        });
         let time = now_time();
-        for pod in pending {
-            match scheduler::schedule(&pod, &node_refs, &usage) {
-                ScheduleDecision::Bind { node } => match bind_pod(&client, &pod, &node).await {
+        for key in self.index.pending() {
+            let Some(pod) = self.pods.items.get(&key).cloned() else {
+                continue;
+            };
+            match scheduler::schedule(&pod, &node_refs, self.index.usage()) {
+                ScheduleDecision::Bind { node } => match bind_pod(client, &pod, &node).await {
                     Ok(updated) => {
                         if let Some(uid) = pod.uid() {
                             self.bound_seen.insert(uid.clone(), now);
                             if updated.is_none() {
                                 // The binding response carries no pod: the watch brings it.
+                                // Until then the pod counts on its node.
                                 self.awaiting_bind.insert(uid, node.clone());
-                            }
-                        }
-                        let entry = usage.entry(node).or_default();
-                        entry.pods += 1;
-                        if let Some(spec) = pod.spec.as_ref() {
-                            for (k, v) in super::resources::pod_requests(spec) {
-                                entry.requests.entry(k).or_default().0 += v.0;
+                                self.reindex_pod(&key);
                             }
                         }
                         if let Some(bound) = updated {
-                            self.pods.upsert(bound);
+                            self.pod_written(bound);
                         }
                     }
                     Err(e) => {
-                        tracing::debug!(pod = %key_of(&pod), error = %e, "binding failed");
-                        result.at(Instant::now() + RETRY_AFTER);
+                        tracing::debug!(pod = %key, error = %e, "binding failed");
+                        self.retry_pod(&pod);
                     }
                 },
                 ScheduleDecision::Unschedulable { message } => {
@@ -1246,33 +1425,11 @@ impl Runner {
                     );
                     status.conditions = Some(conditions);
                     status.phase.get_or_insert_with(|| "Pending".to_string());
-                    if self.put_pod_status(&client, &pod, status, result).await {
-                        failed_scheduling_event(&client, &pod, &message).await;
+                    if self.put_pod_status(client, &pod, status).await {
+                        failed_scheduling_event(client, &pod, &message).await;
                     }
                 }
             }
-        }
-        // The binding API sets PodScheduled=True; add it where the server did not.
-        let bound: Vec<Pod> = self
-            .pods
-            .items
-            .values()
-            .filter(|p| {
-                bound_node(p).is_some_and(|n| state.managed.contains_key(n))
-                    && p.metadata.deletion_timestamp.is_none()
-                    && !kubelet::is_terminal(p)
-                    && !self.stale_after_bind(p)
-                    && find_condition(p.status.as_ref(), "PodScheduled")
-                        .is_none_or(|c| c.status != "True")
-            })
-            .cloned()
-            .collect();
-        for pod in bound {
-            let mut status = pod.status.clone().unwrap_or_default();
-            let mut conditions = status.conditions.take().unwrap_or_default();
-            set_condition(&mut conditions, "PodScheduled", "True", None, None, &time);
-            status.conditions = Some(conditions);
-            self.put_pod_status(&client, &pod, status, result).await;
         }
     }
 
@@ -1296,12 +1453,12 @@ impl Runner {
         ip
     }
 
-    async fn kubelet(&mut self, state: &SimState, result: &mut PassResult, now: Instant) {
+    async fn kubelet(&mut self, state: &SimState, now: Instant) {
         let client = self.inner.clients.kubelet.clone();
         let ours: Vec<(Pod, String, usize)> = self
-            .pods
-            .items
-            .values()
+            .pass_pods
+            .iter()
+            .filter_map(|k| self.pods.items.get(k))
             .filter_map(|p| {
                 let node = p.spec.as_ref()?.node_name.clone()?;
                 let index = *state.managed.get(&node)?;
@@ -1337,11 +1494,19 @@ impl Runner {
             };
             match kubelet::decide(&pod, &inputs) {
                 KubeletAction::Nothing => {}
-                KubeletAction::WaitFor(d) => result.at(elapsed_now + d),
+                KubeletAction::WaitFor(d) => self.work.pod_at(&key_of(&pod), elapsed_now + d),
                 KubeletAction::WriteStatus(status) => {
-                    self.put_pod_status(&client, &pod, *status, result).await;
+                    if stuck && self.pod_status_unchanged_since_our_write(&pod, &status) {
+                        // The churn guard keeps the pod as it is; its image pull still moves
+                        // on to back-off at twice the kubelet delay.
+                        let back_off = bound_at + state.kubelet_delay * 2;
+                        if back_off > elapsed_now {
+                            self.work.pod_at(&key_of(&pod), back_off);
+                        }
+                    }
+                    self.put_pod_status(&client, &pod, *status).await;
                 }
-                KubeletAction::Delete => self.delete_pod(&client, &pod, result).await,
+                KubeletAction::Delete => self.delete_pod(&client, &pod).await,
             }
         }
     }

@@ -89,27 +89,59 @@ pub struct NodeUsage {
     pub requests: ResourceList,
 }
 
+impl NodeUsage {
+    /// Count one more pod with these requests.
+    pub fn add(&mut self, requests: &ResourceList) {
+        self.pods += 1;
+        for (k, v) in requests {
+            self.requests.entry(k.clone()).or_default().0 += v.0;
+        }
+    }
+
+    /// Count one pod with these requests less (the inverse of [`NodeUsage::add`]; amounts that
+    /// drop to zero are removed, so the result equals a usage that never counted the pod).
+    pub fn remove(&mut self, requests: &ResourceList) {
+        self.pods = self.pods.saturating_sub(1);
+        for (k, v) in requests {
+            if let Some(have) = self.requests.get_mut(k) {
+                have.0 -= v.0;
+                if have.0 == 0 {
+                    self.requests.remove(k);
+                }
+            }
+        }
+    }
+
+    /// Whether nothing is counted.
+    pub fn is_empty(&self) -> bool {
+        self.pods == 0 && self.requests.is_empty()
+    }
+}
+
+/// What `pod` counts for in [`node_usage`]: its node and effective requests, when it is bound
+/// to a node (`spec.nodeName`, or `node` for a pod whose binding the caller made but whose
+/// cached copy does not show it yet) and not Succeeded/Failed.
+pub fn pod_usage(pod: &Pod, node: Option<&str>) -> Option<(String, ResourceList)> {
+    let spec = pod.spec.as_ref()?;
+    let node = spec
+        .node_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .or(node)?;
+    if matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    ) {
+        return None;
+    }
+    Some((node.to_string(), pod_requests(spec)))
+}
+
 /// Usage per node name, from every pod bound to a node and not Succeeded/Failed.
 pub fn node_usage<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, NodeUsage> {
     let mut usage: BTreeMap<String, NodeUsage> = BTreeMap::new();
-    for pod in pods {
-        let Some(spec) = pod.spec.as_ref() else {
-            continue;
-        };
-        let Some(node) = spec.node_name.as_deref().filter(|n| !n.is_empty()) else {
-            continue;
-        };
-        if matches!(
-            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-            Some("Succeeded" | "Failed")
-        ) {
-            continue;
-        }
-        let entry = usage.entry(node.to_string()).or_default();
-        entry.pods += 1;
-        for (k, v) in pod_requests(spec) {
-            entry.requests.entry(k).or_default().0 += v.0;
-        }
+    for (node, requests) in pods.into_iter().filter_map(|p| pod_usage(p, None)) {
+        usage.entry(node).or_default().add(&requests);
     }
     usage
 }
