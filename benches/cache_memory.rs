@@ -30,8 +30,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
-use virtctl_rs::config::ClusterSettings;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
+use virtctl_rs::controller::manager::{Manager, ManagerConfig};
 use virtctl_rs::controller::vmi::podutil::launcher_pod_for_cache;
 use virtctl_rs::runtime::informer::strip_for_cache;
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
@@ -172,15 +171,7 @@ async fn run(n: usize) {
         .client_with_agent("virt-controller")
         .await
         .expect("client");
-    let config = ManagerConfig {
-        namespace: None,
-        vm_workers: virtctl_rs::controller::vm::WORKERS,
-        vmi_workers: virtctl_rs::controller::vmi::WORKERS,
-        settings: ClusterSettings::default(),
-        lease: LeaderElectionConfig::new("cache-memory-bench"),
-        on_lost_lease: OnLostLease::Exit,
-        listen: None,
-    };
+    let config = ManagerConfig::new(LeaderElectionConfig::new("cache-memory-bench"));
     let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
     let manager = Arc::new(
         Manager::start(ctrl, config, vm_rec, vmi_rec)

@@ -32,8 +32,7 @@ use kube::Api;
 use kube::api::PostParams;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::VirtualMachine;
-use virtctl_rs::config::ClusterSettings;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
+use virtctl_rs::controller::manager::{Manager, ManagerConfig};
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::ApiServerConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
@@ -482,15 +481,7 @@ async fn run(n: usize, in_process: bool) {
     let ctrl = cluster.client(CONTROLLER_AGENT).await;
     let user = cluster.client("bench-user").await;
     let lease = LeaderElectionConfig::new("controller-start-bench");
-    let config = ManagerConfig {
-        namespace: None,
-        vm_workers: virtctl_rs::controller::vm::WORKERS,
-        vmi_workers: virtctl_rs::controller::vmi::WORKERS,
-        settings: ClusterSettings::default(),
-        lease,
-        on_lost_lease: OnLostLease::Exit,
-        listen: None,
-    };
+    let config = ManagerConfig::new(lease);
     let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
     let manager = Arc::new(
         Manager::start(ctrl, config, vm_rec, vmi_rec)

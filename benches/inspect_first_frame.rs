@@ -22,8 +22,7 @@ use kube::Api;
 use kube::api::PostParams;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::VirtualMachine;
-use virtctl_rs::config::ClusterSettings;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig, OnLostLease};
+use virtctl_rs::controller::manager::{Manager, ManagerConfig};
 use virtctl_rs::inspect::tui::cluster::ClusterGather;
 use virtctl_rs::inspect::tui::{App, Gather, app_for_fleet, app_for_vm, capture};
 use virtctl_rs::inspect::{GatherOptions, gather_fleet, gather_vm};
@@ -123,13 +122,8 @@ async fn run(n: usize) {
     println!("{n} VMs created in {:.1} s", setup.elapsed().as_secs_f64());
 
     let config = ManagerConfig {
-        namespace: None,
-        vm_workers: virtctl_rs::controller::vm::WORKERS,
-        vmi_workers: virtctl_rs::controller::vmi::WORKERS,
-        settings: ClusterSettings::default(),
-        lease: LeaderElectionConfig::new("inspect-bench"),
-        on_lost_lease: OnLostLease::Exit,
         listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..ManagerConfig::new(LeaderElectionConfig::new("inspect-bench"))
     };
     let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
     let manager = Arc::new(

@@ -9,8 +9,7 @@
 use super::run_controller::{Clients, start_embedded, start_manager};
 use super::{CliError, GlobalArgs};
 use crate::api::VirtualMachine;
-use crate::config::ClusterSettings;
-use crate::controller::manager::{ManagerConfig, OnLostLease};
+use crate::controller::manager::ManagerConfig;
 use crate::inspect::GatherOptions;
 use crate::inspect::tui::App;
 use crate::inspect::tui::cluster::ClusterGather;
@@ -74,13 +73,8 @@ pub struct DemoArgs {
 /// free local port (the inspector finds them through the Lease annotation).
 fn manager_config() -> ManagerConfig {
     ManagerConfig {
-        namespace: None,
-        vm_workers: crate::controller::vm::WORKERS,
-        vmi_workers: crate::controller::vmi::WORKERS,
-        settings: ClusterSettings::default(),
-        lease: LeaderElectionConfig::new(default_identity()),
-        on_lost_lease: OnLostLease::Exit,
         listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..ManagerConfig::new(LeaderElectionConfig::new(default_identity()))
     }
 }
 

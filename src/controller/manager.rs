@@ -60,6 +60,23 @@ pub struct ManagerConfig {
     pub listen: Option<SocketAddr>,
 }
 
+impl ManagerConfig {
+    /// KubeVirt's defaults under `lease`: every namespace, 3 VM and 10 VMI workers, default
+    /// cluster settings, exit when the Lease is lost, no HTTP endpoints. Callers change what
+    /// differs with struct update syntax (`ManagerConfig { listen, ..ManagerConfig::new(lease) }`).
+    pub fn new(lease: LeaderElectionConfig) -> Self {
+        ManagerConfig {
+            namespace: None,
+            vm_workers: crate::controller::vm::WORKERS,
+            vmi_workers: crate::controller::vmi::WORKERS,
+            settings: ClusterSettings::default(),
+            lease,
+            on_lost_lease: OnLostLease::Exit,
+            listen: None,
+        }
+    }
+}
+
 /// A reconcile failed; the key is requeued rate-limited.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]

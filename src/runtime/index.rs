@@ -78,18 +78,12 @@ where
         let key = short_ref(any);
         let old_value = old.and_then(self.func.value);
         let new_value = new.and_then(self.func.value);
-        if old_value == new_value && new_value.is_some() {
-            // Same value: listed already (an update that did not move the object).
-            let mut entries = self.write();
-            let refs = entries.entry(new_value.unwrap_or_default()).or_default();
-            if !refs.contains(&key) {
-                refs.push(key);
-            }
-            return;
-        }
         let mut entries = self.write();
-        if let Some(v) = old_value {
-            remove(&mut entries, &v, &key);
+        if let Some(v) = old_value
+            .as_ref()
+            .filter(|v| Some(*v) != new_value.as_ref())
+        {
+            remove(&mut entries, v, &key);
         }
         if let Some(v) = new_value {
             let refs = entries.entry(v).or_default();

@@ -22,7 +22,7 @@ use virtctl_rs::api::labels::CREATED_BY;
 use virtctl_rs::api::{Phase, VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::controller::context::ReconcileRecord;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError, OnLostLease};
+use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError};
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 
@@ -138,13 +138,8 @@ impl Env {
             .await
             .expect("controller client");
         let manager_config = ManagerConfig {
-            namespace: None,
-            vm_workers: 3,
-            vmi_workers: 10,
             settings: config.settings,
-            lease: config.lease,
-            on_lost_lease: OnLostLease::Exit,
-            listen: None,
+            ..ManagerConfig::new(config.lease)
         };
         let (vm, vmi) = virtctl_rs::controller::reconcilers();
         let manager = Arc::new(
@@ -556,13 +551,10 @@ pub async fn start_leading_manager(
     lease.renew_deadline = Duration::from_millis(1500);
     lease.retry_period = Duration::from_millis(250);
     let config = ManagerConfig {
-        namespace: None,
         vm_workers: 2,
         vmi_workers: 2,
-        settings: ClusterSettings::default(),
-        lease,
-        on_lost_lease: OnLostLease::Exit,
         listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..ManagerConfig::new(lease)
     };
     let (vm, vmi) = virtctl_rs::controller::reconcilers();
     let manager = Arc::new(
