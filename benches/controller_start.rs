@@ -5,6 +5,8 @@
 //! criterion could sample. It reports
 //! - time from the first VM create to every VM `printableStatus: Running` (read from the
 //!   controller's VM cache every 50 ms), and to "controller idle" (queues empty, no write);
+//! - VM create → VMI create / launcher pod create / VMI Running percentiles, for the bulk start
+//!   and for paced starts on the idle controller;
 //! - writes per VM from the API server's audit log, by user agent and `verb resource/sub`;
 //! - CPU time (user + system, from `/proc/<pid>/stat`) and peak resident memory (`VmHWM` in
 //!   `/proc/<pid>/status`) of the controller process and of the cluster process.
@@ -16,7 +18,9 @@
 //! `CONTROLLER_BENCH_IN_PROCESS=1` runs everything in one process instead.
 //!
 //! Knobs: `CONTROLLER_BENCH_VMS` (default 1000), `CONTROLLER_BENCH_NODES` (20),
-//! `CONTROLLER_BENCH_KUBELET_DELAY_MS` (10). Under `cargo test --benches` / `--test`, 20 VMs.
+//! `CONTROLLER_BENCH_KUBELET_DELAY_MS` (10), `CONTROLLER_BENCH_PACED` (100 VMs started one at a
+//! time after the bulk start, for the idle-controller latency). Under `cargo test --benches` /
+//! `--test`, 20 VMs and 5 paced.
 //!
 //! Run: `cargo bench --bench controller_start`. Figures: docs/performance.md ("1,000 VM start").
 
@@ -36,6 +40,11 @@ use virtctl_rs::controller::manager::{Manager, ManagerConfig};
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::ApiServerConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+
+/// The product binary's allocator (src/main.rs), so both processes allocate as
+/// `kubectl virtctl-rs run-controller` and `cluster serve` do.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const ROLE_ENV: &str = "CONTROLLER_BENCH_ROLE";
 const DIR_ENV: &str = "CONTROLLER_BENCH_DIR";
@@ -167,6 +176,24 @@ fn start_latencies(entries: &[Audited]) -> Latencies {
         vmi_created: since_vm(&vmi),
         pod_created: since_vm(&pod),
         running: since_vm(&running),
+    }
+}
+
+impl Latencies {
+    fn print(&self) {
+        for (what, v) in [
+            ("VM create -> VMI create", &self.vmi_created),
+            ("VM create -> launcher pod create", &self.pod_created),
+            ("VM create -> VMI Running", &self.running),
+        ] {
+            println!(
+                "  {what:<34} p50 {:>9.1} ms  p99 {:>9.1} ms  max {:>9.1} ms  ({} VMs)",
+                percentile(v, 0.5),
+                percentile(v, 0.99),
+                v.last().copied().unwrap_or(f64::NAN),
+                v.len()
+            );
+        }
     }
 }
 
@@ -402,17 +429,18 @@ impl ClusterHandle {
     }
 }
 
-fn vm_copies(n: usize) -> Vec<VirtualMachine> {
+/// Copies of demo-vm named `<prefix>-<i>` for `i` in `range`, each labelled with its own name.
+fn vm_copies(prefix: &str, range: std::ops::Range<usize>) -> Vec<VirtualMachine> {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/docs/examples/vm-containerdisk.yaml"
     ))
     .expect("docs/examples/vm-containerdisk.yaml");
     let base: VirtualMachine = serde_yaml::from_str(&text).expect("vm-containerdisk.yaml");
-    (0..n)
+    range
         .map(|i| {
             let mut vm = base.clone();
-            let name = format!("demo-vm-{i:04}");
+            let name = format!("{prefix}-{i:04}");
             vm.metadata.name = Some(name.clone());
             vm.metadata.namespace = Some("default".into());
             vm.metadata
@@ -508,7 +536,7 @@ async fn run(n: usize, in_process: bool) {
     let creating = {
         let vms = vms.clone();
         tokio::spawn(async move {
-            futures::stream::iter(vm_copies(n))
+            futures::stream::iter(vm_copies("demo-vm", 0..n))
                 .map(|vm| {
                     let vms = vms.clone();
                     async move { vms.create(&PostParams::default(), &vm).await.map(|_| ()) }
@@ -685,26 +713,17 @@ async fn run(n: usize, in_process: bool) {
             rss_after.saturating_sub(rss_before) as f64 / n as f64
         );
     }
-    let lat = start_latencies(&cluster.audit_since(audit_mark));
-    for (what, v) in [
-        ("VM create -> VMI create", &lat.vmi_created),
-        ("VM create -> launcher pod create", &lat.pod_created),
-        ("VM create -> VMI Running", &lat.running),
-    ] {
-        println!(
-            "  {what:<34} p50 {:>9.1} ms  p99 {:>9.1} ms  max {:>9.1} ms  ({} VMs)",
-            percentile(v, 0.5),
-            percentile(v, 0.99),
-            v.last().copied().unwrap_or(f64::NAN),
-            v.len()
-        );
-    }
+    start_latencies(&cluster.audit_since(audit_mark)).print();
     if let (Some(b), Some(a)) = (cluster_before, cluster_after) {
         println!(
             "  cluster process (API server + simulated nodes): CPU {:.2} s during the run, peak RSS {:.1} MiB",
             a.cpu_seconds - b.cpu_seconds,
             a.peak_rss_kib as f64 / 1024.0
         );
+    }
+
+    if stopped.is_none() {
+        paced_starts(&manager, &mut cluster, &vms).await;
     }
 
     cancel.cancel();
@@ -715,16 +734,46 @@ async fn run(n: usize, in_process: bool) {
     cluster.shutdown().await;
 }
 
+/// Start-latency on an idle controller: `CONTROLLER_BENCH_PACED` (default 100; 5 under test)
+/// more VMs, each created once the previous one is Running and both queues are idle, so no
+/// VM waits behind another in a queue. The bulk start's percentiles measure the backlog; these
+/// measure one VM's path (watch event, queue, reconcile, create) on loopback. Timestamps come
+/// from the API server's audit log, as for the bulk start.
+async fn paced_starts(manager: &Manager, cluster: &mut ClusterHandle, vms: &Api<VirtualMachine>) {
+    let count = if benching() {
+        env_usize("CONTROLLER_BENCH_PACED", 100)
+    } else {
+        5
+    };
+    let mark = cluster.audit_len();
+    let before = running(manager);
+    let started = Instant::now();
+    for (i, vm) in vm_copies("paced-vm", 0..count).into_iter().enumerate() {
+        vms.create(&PostParams::default(), &vm)
+            .await
+            .expect("paced VM create");
+        while !(running(manager) == before + i + 1 && queues_idle(manager)) {
+            assert!(started.elapsed() < DEADLINE, "paced VM {i} never Running");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    println!("  paced starts ({count} VMs, one at a time on the idle controller):");
+    start_latencies(&cluster.audit_since(mark)).print();
+}
+
+/// `cargo test --benches` passes no `--bench`; `cargo bench` does.
+fn benching() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test")
+}
+
 fn main() {
     if std::env::var(ROLE_ENV).as_deref() == Ok("cluster") {
         let dir = std::env::var_os(DIR_ENV).expect("CONTROLLER_BENCH_DIR");
         serve_cluster(PathBuf::from(dir));
         return;
     }
-    // `cargo test --benches` passes no `--bench`; `cargo bench` does.
-    let args: Vec<String> = std::env::args().collect();
-    let benching = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
-    let n = if benching {
+    let n = if benching() {
         env_usize("CONTROLLER_BENCH_VMS", 1000)
     } else {
         20

@@ -3,6 +3,11 @@
 use clap::Parser;
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc malloc: reconciles and watch decoding allocate and free many small
+/// objects; docs/performance.md has the before and after.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = virtctl_rs::cli::Cli::parse();
     virtctl_rs::cli::run(cli)
