@@ -12,9 +12,10 @@ use super::context::{Expectations, QueueSlot};
 use crate::api::key::ObjectKey;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::runtime::informer::{Handler, Notification, controller_of, key_of};
+use crate::runtime::store::Store;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use std::sync::{Arc, OnceLock};
 
 /// The VM cache, bound after the VM informer starts (handlers of other informers need it to

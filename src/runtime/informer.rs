@@ -1,5 +1,6 @@
-//! Informers: a kube-runtime `watcher` feeding a reflector [`Store`] and client-go style event
-//! handlers (add / update / delete notifications).
+//! Informers: a kube-runtime `watcher` feeding a [`Store`] (ours, [`super::store`]: one `Arc`
+//! per object, shared with the notifications) and client-go style event handlers (add / update
+//! / delete notifications).
 //!
 //! Differences from using kube's `reflector()` directly, and why:
 //! - Handlers see the store *after* it was updated, as client-go's shared informer guarantees.
@@ -15,11 +16,10 @@
 //! (`Replace`), `controller.go` (`processDeltas`).
 
 use futures::StreamExt;
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
-use std::collections::HashSet;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::index::{Index, IndexFn};
+pub use super::store::Store;
 
 /// A change an informer reports to its handlers. Objects are the store's copies: never mutate
 /// them, clone first (KubeVirt's `DeepCopy()` rule).
@@ -45,14 +46,13 @@ pub enum Notification<K> {
 /// expectation) and never block.
 pub type Handler<K> = Arc<dyn Fn(&Notification<K>) + Send + Sync>;
 
-/// The pure part of an informer: applies watcher events to a reflector writer and says which
+/// The pure part of an informer: applies watcher events to its [`Store`] and says which
 /// notifications they produce.
 pub struct InformerState<K>
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
-    writer: Writer<K>,
     store: Store<K>,
     relist_buffer: Vec<Arc<K>>,
     synced: bool,
@@ -70,11 +70,8 @@ where
 {
     /// An empty, not yet synced state.
     pub fn new() -> Self {
-        let writer = Writer::new(K::DynamicType::default());
-        let store = writer.as_reader();
         InformerState {
-            writer,
-            store,
+            store: Store::default(),
             relist_buffer: Vec::new(),
             synced: false,
             transform: strip_for_cache::<K>,
@@ -107,101 +104,91 @@ where
 
     /// Apply one watcher event; returns the notifications to deliver (after the store update).
     /// Objects pass through the transform first (by default: without `metadata.managedFields`,
-    /// see [`strip_for_cache`]).
-    pub fn apply(&mut self, mut event: watcher::Event<K>) -> Vec<Notification<K>> {
-        match &mut event {
-            watcher::Event::InitApply(obj)
-            | watcher::Event::Apply(obj)
-            | watcher::Event::Delete(obj) => (self.transform)(obj),
-            watcher::Event::Init | watcher::Event::InitDone => {}
-        }
+    /// see [`strip_for_cache`]). Each object is moved into one `Arc` that the store and the
+    /// notification share.
+    pub fn apply(&mut self, event: watcher::Event<K>) -> Vec<Notification<K>> {
         let mut out = Vec::new();
-        match &event {
+        match event {
             watcher::Event::Init => self.relist_buffer.clear(),
-            watcher::Event::InitApply(obj) => self.relist_buffer.push(Arc::new(obj.clone())),
+            watcher::Event::InitApply(mut obj) => {
+                (self.transform)(&mut obj);
+                self.relist_buffer.push(Arc::new(obj));
+            }
             watcher::Event::InitDone => {
-                let mut listed = HashSet::new();
+                let mut listed = hashbrown::HashMap::with_capacity_and_hasher(
+                    self.relist_buffer.len(),
+                    foldhash::fast::RandomState::default(),
+                );
                 for new in self.relist_buffer.drain(..) {
                     let key = ObjectRef::from_obj(new.as_ref());
                     match self.store.get(&key) {
-                        Some(old) => out.push(Notification::Update { old, new }),
-                        None => out.push(Notification::Add(new)),
+                        Some(old) => out.push(Notification::Update {
+                            old,
+                            new: new.clone(),
+                        }),
+                        None => out.push(Notification::Add(new.clone())),
                     }
-                    listed.insert(key);
+                    listed.insert(key, new);
                 }
                 for old in self.store.state() {
-                    if !listed.contains(&ObjectRef::from_obj(old.as_ref())) {
+                    if !listed.contains_key(&ObjectRef::from_obj(old.as_ref())) {
                         out.push(Notification::Delete {
                             obj: old,
                             relisted: true,
                         });
                     }
                 }
+                self.store.replace(listed);
+                if !self.indexes.is_empty() {
+                    let all = self.store.state();
+                    for index in &self.indexes {
+                        index.rebuild(all.iter().map(|o| o.as_ref()));
+                    }
+                }
                 self.synced = true;
             }
-            watcher::Event::Apply(obj) => {
-                let key = ObjectRef::from_obj(obj);
-                let new = Arc::new(obj.clone());
-                match self.store.get(&key) {
-                    Some(old) => out.push(Notification::Update { old, new }),
-                    None => out.push(Notification::Add(new)),
-                }
+            watcher::Event::Apply(mut obj) => {
+                (self.transform)(&mut obj);
+                let key = ObjectRef::from_obj(&obj);
+                let new = Arc::new(obj);
+                let n = match self.store.insert(key, new.clone()) {
+                    Some(old) => Notification::Update { old, new },
+                    None => Notification::Add(new),
+                };
+                self.update_indexes(&n, None);
+                out.push(n);
             }
-            watcher::Event::Delete(obj) => out.push(Notification::Delete {
-                obj: Arc::new(obj.clone()),
-                relisted: false,
-            }),
+            watcher::Event::Delete(mut obj) => {
+                (self.transform)(&mut obj);
+                // The cached copy a deletion removes: its index value is the one listed (the
+                // deleted object's final state may differ from it when an update was missed).
+                let cached = self.store.remove(&ObjectRef::from_obj(&obj));
+                let n = Notification::Delete {
+                    obj: Arc::new(obj),
+                    relisted: false,
+                };
+                self.update_indexes(&n, cached.as_deref());
+                out.push(n);
+            }
         }
-        // The cached copy a deletion removes: its index value is the one listed (the deleted
-        // object's final state may differ from it when an update was missed).
-        let deleted_copy = match &event {
-            watcher::Event::Delete(obj) if !self.indexes.is_empty() => {
-                self.store.get(&ObjectRef::from_obj(obj))
-            }
-            _ => None,
-        };
-        self.writer.apply_watcher_event(&event);
-        self.update_indexes(&event, &out, deleted_copy.as_deref());
         out
     }
 
-    /// Bring the indexes up to date with the store after `event` (the store first: a lookup in
-    /// between finds a candidate the store no longer has, or misses an object whose
-    /// notification is still to come, never a wrong one, see [`Informer::by_index`]).
-    fn update_indexes(
-        &self,
-        event: &watcher::Event<K>,
-        out: &[Notification<K>],
-        deleted_copy: Option<&K>,
-    ) {
-        if self.indexes.is_empty() {
-            return;
-        }
-        match event {
-            watcher::Event::InitDone => {
-                let all = self.store.state();
-                for index in &self.indexes {
-                    index.rebuild(all.iter().map(|o| o.as_ref()));
-                }
+    /// Bring the indexes up to date with the store after a watch event's notification `n`
+    /// (the store first: a lookup in between finds a candidate the store no longer has, or
+    /// misses an object whose notification is still to come, never a wrong one, see
+    /// [`Informer::by_index`]).
+    fn update_indexes(&self, n: &Notification<K>, deleted_copy: Option<&K>) {
+        let (old, new) = match n {
+            Notification::Add(new) => (None, Some(new.as_ref())),
+            Notification::Update { old, new } => (Some(old.as_ref()), Some(new.as_ref())),
+            Notification::Delete { obj, .. } => (Some(obj.as_ref()), None),
+        };
+        for index in &self.indexes {
+            index.update(old, new);
+            if let Some(copy) = deleted_copy {
+                index.update(Some(copy), None);
             }
-            watcher::Event::Apply(_) | watcher::Event::Delete(_) => {
-                for n in out {
-                    let (old, new) = match n {
-                        Notification::Add(new) => (None, Some(new.as_ref())),
-                        Notification::Update { old, new } => {
-                            (Some(old.as_ref()), Some(new.as_ref()))
-                        }
-                        Notification::Delete { obj, .. } => (Some(obj.as_ref()), None),
-                    };
-                    for index in &self.indexes {
-                        index.update(old, new);
-                        if let Some(copy) = deleted_copy {
-                            index.update(Some(copy), None);
-                        }
-                    }
-                }
-            }
-            watcher::Event::Init | watcher::Event::InitApply(_) => {}
         }
     }
 }
@@ -528,6 +515,25 @@ mod tests {
     }
 
     #[test]
+    fn notifications_hand_over_the_cached_object_itself() {
+        let mut s = InformerState::<Pod>::new();
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(pod("a", "1")));
+        let listed = s.apply(watcher::Event::InitDone);
+        let key = ObjectRef::new("a").within("ns");
+        let Notification::Add(added) = &listed[0] else {
+            panic!("expected an add, got {listed:?}");
+        };
+        assert!(Arc::ptr_eq(added, &s.store().get(&key).expect("cached")));
+        let updated = s.apply(watcher::Event::Apply(pod("a", "2")));
+        let Notification::Update { old, new } = &updated[0] else {
+            panic!("expected an update, got {updated:?}");
+        };
+        assert!(Arc::ptr_eq(old, added), "old is the copy that was cached");
+        assert!(Arc::ptr_eq(new, &s.store().get(&key).expect("cached")));
+    }
+
+    #[test]
     fn cached_objects_and_notifications_carry_no_managed_fields_and_keep_the_rest() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
         let mut p = pod("a", "1");
@@ -712,8 +718,10 @@ mod tests {
         assert_eq!(names(i.by_index(&BY_NAME, "a")), ["a"]);
         // The store moved on without the index (as between the two updates): the stale entry
         // is checked against the stored object and dropped.
-        s.writer
-            .apply_watcher_event(&watcher::Event::Apply(owned("a", "2", Some("u9"))));
+        s.store.insert(
+            ObjectRef::new("a").within("ns"),
+            Arc::new(owned("a", "2", Some("u9"))),
+        );
         assert!(i.by_index(&CONTROLLER_UID, "u1").is_empty());
     }
 }

@@ -8,6 +8,8 @@ pub mod informer;
 pub mod lease;
 pub mod metrics;
 pub mod queue;
+pub mod recorder;
+pub mod store;
 
 /// An error and its sources, joined by `: ` (kube's `Display` stops at "client error
 /// (Connect)"; the cause, e.g. "Connection refused (os error 111)", is in the source chain).

@@ -207,7 +207,7 @@ impl Env {
         ) else {
             return false;
         };
-        fn same<K>(store: &kube::runtime::reflector::Store<K>, items: &[K]) -> bool
+        fn same<K>(store: &virtctl_rs::runtime::store::Store<K>, items: &[K]) -> bool
         where
             K: Resource<DynamicType = ()> + Clone + 'static,
         {

@@ -40,7 +40,7 @@ fn counts(store: &UidTrackingControllerExpectations, key: &str) -> Option<Expect
     })
 }
 
-fn get<K>(store: &kube::runtime::reflector::Store<K>, ns: &str, name: &str) -> Option<K>
+fn get<K>(store: &crate::runtime::store::Store<K>, ns: &str, name: &str) -> Option<K>
 where
     K: kube::Resource<DynamicType = ()> + Clone + 'static,
 {
