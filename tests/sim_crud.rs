@@ -1137,3 +1137,59 @@ async fn events_k8s_io_and_core_events_share_storage() {
     );
     server.shutdown().await;
 }
+
+/// The controller's recorder (src/runtime/recorder.rs) writes what kube's `Recorder` wrote: a
+/// repeat within six minutes patches the first Event's series, another reason is a new Event.
+#[tokio::test]
+async fn the_controllers_recorder_folds_a_repeat_into_the_first_events_series() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use virtctl_rs::runtime::recorder::{Event, Recorder};
+    let (server, client) = server().await;
+    let mut recorder = Recorder::new(client.clone(), "virt-controller".into(), "host_1234".into());
+    let regarding = ObjectReference {
+        api_version: Some("kubevirt.io/v1".into()),
+        kind: Some("VirtualMachineInstance".into()),
+        name: Some("vmi-1".into()),
+        namespace: Some("default".into()),
+        uid: Some("u-1".into()),
+        ..Default::default()
+    };
+    let created = Event {
+        type_: "Normal",
+        reason: "SuccessfulCreate".into(),
+        note: "Created virtual machine pod virt-launcher-vmi-1-abcde".into(),
+        action: "SuccessfulCreate".into(),
+    };
+    for _ in 0..3 {
+        recorder.publish(&created, &regarding).await.unwrap();
+    }
+    let deleted = Event {
+        reason: "SuccessfulDelete".into(),
+        note: "Deleted virtual machine pod virt-launcher-vmi-1-abcde".into(),
+        action: "SuccessfulDelete".into(),
+        ..created.clone()
+    };
+    recorder.publish(&deleted, &regarding).await.unwrap();
+    assert_eq!(recorder.cached(), 2);
+
+    let events: Api<K8sEvent> = Api::namespaced(client, "default");
+    let mut list = events
+        .list(&ListParams::default().fields("regarding.name=vmi-1"))
+        .await
+        .unwrap()
+        .items;
+    list.sort_by(|a, b| a.reason.cmp(&b.reason));
+    assert_eq!(list.len(), 2, "{list:?}");
+    let (c, d) = (&list[0], &list[1]);
+    assert_eq!(c.reason.as_deref(), Some("SuccessfulCreate"));
+    assert_eq!(c.series.as_ref().map(|s| s.count), Some(3));
+    assert_eq!(c.note.as_deref(), Some(created.note.as_str()));
+    assert_eq!(c.reporting_controller.as_deref(), Some("virt-controller"));
+    assert_eq!(c.reporting_instance.as_deref(), Some("host_1234"));
+    assert_eq!(c.type_.as_deref(), Some("Normal"));
+    assert!(c.metadata.name.as_deref().unwrap().starts_with("vmi-1."));
+    assert_eq!(d.reason.as_deref(), Some("SuccessfulDelete"));
+    assert!(d.series.is_none());
+    server.shutdown().await;
+}

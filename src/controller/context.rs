@@ -12,9 +12,9 @@ use crate::runtime::expectations::{ControllerExpectations, UidTrackingController
 use crate::runtime::informer::Informer;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::WorkQueue;
+use crate::runtime::recorder::{Event, Recorder};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod, ResourceQuota};
-use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 use serde::Serialize;
 use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
@@ -189,8 +189,8 @@ impl Expectations {
 pub use crate::controller::common::record::{ReconcileLog, ReconcileRecord, VmiEnding};
 
 /// Kubernetes Events, published in the background so a reconcile never waits for them (like
-/// client-go's event broadcaster). Writes `events.k8s.io/v1` Events through kube's `Recorder`,
-/// reporting controller `virt-controller`.
+/// client-go's event broadcaster, which also drops events when its queue is full). Writes
+/// `events.k8s.io/v1` Events through [`Recorder`], reporting controller `virt-controller`.
 #[derive(Clone)]
 pub struct EventSink {
     tx: mpsc::Sender<(Event, ObjectReference)>,
@@ -200,13 +200,7 @@ impl EventSink {
     /// Start the background publisher. `instance` is our identity.
     pub fn spawn(client: kube::Client, instance: String) -> Self {
         let (tx, mut rx) = mpsc::channel::<(Event, ObjectReference)>(1024);
-        let recorder = Recorder::new(
-            client,
-            Reporter {
-                controller: "virt-controller".into(),
-                instance: Some(instance),
-            },
-        );
+        let mut recorder = Recorder::new(client, "virt-controller".into(), instance);
         tokio::spawn(async move {
             while let Some((event, reference)) = rx.recv().await {
                 if let Err(e) = recorder.publish(&event, &reference).await {
@@ -226,14 +220,10 @@ impl EventSink {
     /// Queue an event about `reference`; dropped (with a debug log) if the queue is full.
     pub fn emit(&self, reference: ObjectReference, type_: EventType, reason: &str, message: &str) {
         let event = Event {
-            type_: match type_ {
-                EventType::Warning => KubeEventType::Warning,
-                EventType::Normal => KubeEventType::Normal,
-            },
+            type_: type_.as_str(),
             reason: reason.to_string(),
-            note: Some(message.chars().take(1024).collect()),
+            note: message.chars().take(1024).collect(),
             action: reason.to_string(),
-            secondary: None,
         };
         if self.tx.try_send((event, reference)).is_err() {
             tracing::debug!(reason, "event dropped: sink full or closed");

@@ -1,0 +1,272 @@
+//! Writes `events.k8s.io/v1` Events, folding a repeat into the first one's `series` as kube's
+//! `Recorder` does, with bounded, constant-time bookkeeping.
+//!
+//! kube-runtime 5's `Recorder::publish` walks its whole cache on every publish to expire
+//! entries older than six minutes. The cache holds every distinct event of those six minutes,
+//! so at 10,000 VM starts (two events each) a publish cost tens of thousands of steps and the
+//! controller's event queue overflowed. Here the entries also expire after six minutes, but
+//! from the front of a queue ordered by last use, and there are at most
+//! [`MAX_CACHED_EVENTS`] of them, client-go's bound (`maxLruCacheEntries`,
+//! k8s.io/client-go/tools/record/events_cache.go).
+//!
+//! What is written is what kube's `Recorder` writes: a new Event named
+//! `<regarding name>.<unix nanoseconds in hex>` (client-go's naming too), or, for a repeat of a
+//! cached one (same type, reason, action, reporter and regarding object), a merge patch of that
+//! Event with `series: {count, lastObservedTime}`.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff;
+use kube::Api;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// How long a published event is remembered for folding repeats (kube's `CACHE_TTL`).
+pub const CACHE_TTL: Duration = Duration::from_secs(6 * 60);
+
+/// At most this many distinct events are remembered (client-go `maxLruCacheEntries`).
+pub const MAX_CACHED_EVENTS: usize = 4096;
+
+/// One event to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    /// Machine-readable reason (`SuccessfulCreate`).
+    pub reason: String,
+    /// The human-readable note (at most 1 KiB, the API's limit).
+    pub note: String,
+    /// What was done (we record the reason, as KubeVirt's recorder has no action).
+    pub action: String,
+}
+
+/// What makes two events the same series: type, reason, action (the reporter is the
+/// recorder's own) and the regarding object's API version, kind, namespace, name and UID.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    type_: &'static str,
+    reason: String,
+    action: String,
+    regarding: [Option<String>; 5],
+}
+
+impl Key {
+    fn new(event: &Event, regarding: &ObjectReference) -> Self {
+        Key {
+            type_: event.type_,
+            reason: event.reason.clone(),
+            action: event.action.clone(),
+            regarding: [
+                regarding.api_version.clone(),
+                regarding.kind.clone(),
+                regarding.namespace.clone(),
+                regarding.name.clone(),
+                regarding.uid.clone(),
+            ],
+        }
+    }
+}
+
+struct Cached {
+    event: K8sEvent,
+    /// When it was last published (creation or series patch).
+    last: jiff::Timestamp,
+}
+
+/// The cache of published events: a map for lookups and a queue of `(last use, key)` in use
+/// order; a queue entry whose time is no longer its key's last use is stale and skipped.
+#[derive(Default)]
+struct Cache {
+    map: hashbrown::HashMap<Key, Cached, foldhash::fast::RandomState>,
+    order: VecDeque<(jiff::Timestamp, Key)>,
+}
+
+impl Cache {
+    /// Forget what expired at `now`, and the least recently used entries beyond the bound.
+    fn expire(&mut self, now: jiff::Timestamp) {
+        let ttl = jiff::SignedDuration::try_from(CACHE_TTL).unwrap_or(jiff::SignedDuration::MAX);
+        while let Some((at, key)) = self.order.front() {
+            let current = self.map.get(key).map(|c| c.last);
+            if current != Some(*at) {
+                // Stale: the key was used again later (or is gone).
+                self.order.pop_front();
+                continue;
+            }
+            let expired = at.saturating_add(ttl).is_ok_and(|until| until <= now);
+            if !(expired || self.map.len() > MAX_CACHED_EVENTS) {
+                break;
+            }
+            let (_, key) = self.order.pop_front().expect("front exists");
+            self.map.remove(&key);
+        }
+        // Stale entries pile up when one key repeats often: compact once they dominate.
+        if self.order.len() > 2 * MAX_CACHED_EVENTS.max(self.map.len()) {
+            let map = &self.map;
+            self.order
+                .retain(|(at, key)| map.get(key).is_some_and(|c| c.last == *at));
+        }
+    }
+
+    fn remember(&mut self, key: Key, event: K8sEvent, now: jiff::Timestamp) {
+        self.order.push_back((now, key.clone()));
+        self.map.insert(key, Cached { event, last: now });
+        self.expire(now);
+    }
+}
+
+/// Publishes events as `reporting_controller` / `reporting_instance`.
+pub struct Recorder {
+    client: kube::Client,
+    controller: String,
+    instance: String,
+    cache: Cache,
+}
+
+impl Recorder {
+    /// A recorder writing through `client`.
+    pub fn new(client: kube::Client, controller: String, instance: String) -> Self {
+        Recorder {
+            client,
+            controller,
+            instance,
+            cache: Cache::default(),
+        }
+    }
+
+    /// Write `event` about `regarding`: create it, or patch the series of the same cached
+    /// event. A failed write is not remembered (the next repeat creates it again).
+    pub async fn publish(
+        &mut self,
+        event: &Event,
+        regarding: &ObjectReference,
+    ) -> Result<(), kube::Error> {
+        let now = jiff::Timestamp::now();
+        self.cache.expire(now);
+        let key = Key::new(event, regarding);
+        let ns = regarding.namespace.as_deref().unwrap_or("default");
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), ns);
+        let written = match self.cache.map.get(&key) {
+            Some(cached) => {
+                let mut repeat = cached.event.clone();
+                repeat.series = Some(EventSeries {
+                    count: repeat.series.as_ref().map_or(2, |s| s.count + 1),
+                    last_observed_time: MicroTime(now),
+                });
+                let name = repeat.metadata.name.clone().unwrap_or_default();
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&repeat))
+                    .await?;
+                repeat
+            }
+            None => {
+                let new = self.new_event(event, regarding, now);
+                api.create(&PostParams::default(), &new).await?;
+                new
+            }
+        };
+        self.cache.remember(key, written, now);
+        Ok(())
+    }
+
+    fn new_event(
+        &self,
+        event: &Event,
+        regarding: &ObjectReference,
+        now: jiff::Timestamp,
+    ) -> K8sEvent {
+        K8sEvent {
+            action: Some(event.action.clone()),
+            reason: Some(event.reason.clone()),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding.clone()),
+            note: Some(event.note.clone()),
+            metadata: ObjectMeta {
+                namespace: regarding.namespace.clone(),
+                name: Some(format!(
+                    "{}.{:x}",
+                    regarding.name.as_deref().unwrap_or(&self.controller),
+                    now.as_nanosecond()
+                )),
+                ..Default::default()
+            },
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            type_: Some(event.type_.to_string()),
+            ..Default::default()
+        }
+    }
+
+    /// How many distinct events are remembered.
+    pub fn cached(&self) -> usize {
+        self.cache.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: usize) -> Key {
+        Key::new(
+            &Event {
+                type_: "Normal",
+                reason: "SuccessfulCreate".into(),
+                note: String::new(),
+                action: "SuccessfulCreate".into(),
+            },
+            &ObjectReference {
+                name: Some(format!("vmi-{i}")),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn at(seconds: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_800_000_000 + seconds).expect("valid")
+    }
+
+    #[test]
+    fn entries_expire_after_six_minutes_from_their_last_use() {
+        let mut c = Cache::default();
+        c.remember(key(1), K8sEvent::default(), at(0));
+        c.remember(key(2), K8sEvent::default(), at(100));
+        // key 1 used again at 300: it now lives until 660.
+        c.remember(key(1), K8sEvent::default(), at(300));
+        c.expire(at(459));
+        assert_eq!(c.map.len(), 2);
+        c.expire(at(460));
+        assert!(c.map.contains_key(&key(1)) && !c.map.contains_key(&key(2)));
+        c.expire(at(659));
+        assert!(c.map.contains_key(&key(1)));
+        c.expire(at(660));
+        assert!(c.map.is_empty());
+        assert!(c.order.is_empty(), "stale queue entries are dropped too");
+    }
+
+    #[test]
+    fn at_most_4096_entries_and_the_least_recently_used_go_first() {
+        let mut c = Cache::default();
+        for i in 0..MAX_CACHED_EVENTS {
+            c.remember(key(i), K8sEvent::default(), at(i as i64 / 100));
+        }
+        // Touch the oldest one: the second oldest is now the least recently used.
+        c.remember(key(0), K8sEvent::default(), at(50));
+        c.remember(key(MAX_CACHED_EVENTS), K8sEvent::default(), at(51));
+        assert_eq!(c.map.len(), MAX_CACHED_EVENTS);
+        assert!(c.map.contains_key(&key(0)));
+        assert!(!c.map.contains_key(&key(1)));
+        assert!(c.map.contains_key(&key(MAX_CACHED_EVENTS)));
+    }
+
+    #[test]
+    fn one_key_repeated_many_times_keeps_the_queue_bounded() {
+        let mut c = Cache::default();
+        for i in 0..(10 * MAX_CACHED_EVENTS) {
+            c.remember(key(7), K8sEvent::default(), at(i as i64 / 1000));
+        }
+        assert_eq!(c.map.len(), 1);
+        assert!(c.order.len() <= 2 * MAX_CACHED_EVENTS + 1);
+    }
+}
