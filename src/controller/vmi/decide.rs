@@ -969,6 +969,14 @@ pub fn needs_rendered_pod(snap: &VmiSnapshot) -> bool {
 /// hotplug conditions, the `DataVolumesReady` condition, the `MigrationRequired` condition,
 /// extra configured label/annotation sync keys and storage (Velero) annotations.
 pub fn decide(snap: &VmiSnapshot) -> VmiDecision {
+    decide_inner(snap, Some(None))
+}
+
+/// The part of [`decide`] the executor's first stage needs: the same `skipped`,
+/// `sync_actions` and the plan's explanation, without the optimistic `updateStatus`
+/// ([`decide_after_sync`] computes the real one once the sync has run). Saves computing the
+/// status twice per reconcile.
+pub fn decide_sync(snap: &VmiSnapshot) -> VmiDecision {
     decide_inner(snap, None)
 }
 
@@ -977,7 +985,7 @@ pub fn decide(snap: &VmiSnapshot) -> VmiDecision {
 /// outcome (SuccessfulCreate/FailedCreate/SuccessfulDelete/FailedDelete), followed by what
 /// `updateStatus` does given the real created pod and sync error.
 pub fn decide_after_sync(snap: &VmiSnapshot, outcome: &SyncOutcome) -> VmiDecision {
-    decide_inner(snap, Some(outcome))
+    decide_inner(snap, Some(Some(outcome)))
 }
 
 fn predicted_pod(snap: &VmiSnapshot, rendered: &Pod) -> Pod {
@@ -994,7 +1002,9 @@ fn predicted_pod(snap: &VmiSnapshot, rendered: &Pod) -> Pod {
     pod
 }
 
-fn decide_inner(snap: &VmiSnapshot, outcome: Option<&SyncOutcome>) -> VmiDecision {
+/// `outcome`: `None` = stop after planning the sync ([`decide_sync`]); `Some(None)` = assume
+/// the sync succeeds ([`decide`]); `Some(Some(o))` = what the executor observed.
+fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> VmiDecision {
     if let Some(d) = pre_sync(snap) {
         return d;
     }
@@ -1007,6 +1017,9 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<&SyncOutcome>) -> VmiDecisio
         return d;
     }
     d.sync_actions = plan.actions.clone();
+    let Some(outcome) = outcome else {
+        return d;
+    };
     d.status_actions.extend(plan.events.iter().cloned());
     let mut sync_error = plan.error.clone();
 

@@ -18,6 +18,17 @@ use serde_json::{Value, json};
 
 const VMI_UID: &str = "1234";
 
+/// [`super::decide`], checking on every test's snapshot that [`decide_sync`] (the executor's
+/// first stage) gives the same skip, sync actions and plan explanation.
+fn decide(snap: &VmiSnapshot) -> VmiDecision {
+    let full = super::decide(snap);
+    let sync = decide_sync(snap);
+    assert_eq!(sync.skipped, full.skipped);
+    assert_eq!(sync.sync_actions, full.sync_actions);
+    assert!(full.explanation.starts_with(&sync.explanation));
+    full
+}
+
 fn now() -> Time {
     Time(
         Utc.with_ymd_and_hms(2026, 3, 4, 5, 6, 7)

@@ -12,7 +12,7 @@
 
 use super::action::{ApiFailure, SyncOutcome, VmiAction, VmiDecision};
 use super::snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
-use super::{decide, decide_after_sync, needs_rendered_pod};
+use super::{decide_after_sync, decide_sync, needs_rendered_pod};
 use crate::api::defaults::apply_admission_defaults;
 use crate::api::key::split_key;
 use crate::api::{DataVolume, Time, VirtualMachine, VirtualMachineInstance};
@@ -188,7 +188,7 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         return Ok(Requeue::NONE);
     };
     record_observed_ending(ctx, key, &snap);
-    let first = decide(&snap);
+    let first = decide_sync(&snap);
     if first.skipped.is_some() {
         return Ok(Requeue::NONE);
     }

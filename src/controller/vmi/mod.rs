@@ -31,7 +31,7 @@ pub mod snapshot;
 pub use action::{
     ApiFailure, EventType, SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision, VmiEvent,
 };
-pub use decide::{decide, decide_after_sync, needs_rendered_pod};
+pub use decide::{decide, decide_after_sync, decide_sync, needs_rendered_pod};
 pub use events::{map_pod_create_error, map_pod_delete_error};
 pub use snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
 
