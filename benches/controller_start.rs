@@ -44,7 +44,7 @@ use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 /// The product binary's allocator (src/main.rs), so both processes allocate as
 /// `kubectl virtctl-rs run-controller` and `cluster serve` do.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const ROLE_ENV: &str = "CONTROLLER_BENCH_ROLE";
 const DIR_ENV: &str = "CONTROLLER_BENCH_DIR";

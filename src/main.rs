@@ -3,10 +3,10 @@
 use clap::Parser;
 use std::process::ExitCode;
 
-/// mimalloc instead of glibc malloc: reconciles and watch decoding allocate and free many small
+/// jemalloc instead of glibc malloc: reconciles and watch decoding allocate and free many small
 /// objects; docs/performance.md has the before and after.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let cli = virtctl_rs::cli::Cli::parse();
