@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::controller::manager::{Manager, ManagerConfig};
 use virtctl_rs::controller::vmi::podutil::launcher_pod_for_cache;
-use virtctl_rs::runtime::informer::strip_for_cache;
+use virtctl_rs::runtime::informer::{cache_copy, strip_for_cache};
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 
@@ -106,10 +106,10 @@ struct KindCost {
     allocations: f64,
 }
 
-/// Decode every object of `texts` into `Arc<K>` as the informer caches it (through the
-/// controller's `transform` for that kind), keeping all of them alive, and count what stays
-/// allocated.
-fn cost<K: Resource + DeserializeOwned>(
+/// Decode every object of `texts` and keep it as the informer caches it (through the
+/// controller's `transform` for that kind, then `cache_copy`), keeping all of them alive, and
+/// count what stays allocated.
+fn cost<K: Resource + DeserializeOwned + Clone>(
     kind: &'static str,
     texts: &[String],
     transform: fn(&mut K),
@@ -122,7 +122,7 @@ fn cost<K: Resource + DeserializeOwned>(
     for text in texts {
         let mut obj: K = serde_json::from_str(text).expect("decode cached kind");
         transform(&mut obj);
-        kept.push(Arc::new(obj));
+        kept.push(cache_copy(obj));
     }
     // The Vec of pointers is the bench's, not the cache's.
     let vec_bytes = (kept.capacity() * std::mem::size_of::<Arc<K>>()) as isize;
