@@ -1062,7 +1062,7 @@ async fn list_resource_version_semantics() {
 
 #[tokio::test]
 async fn events_k8s_io_and_core_events_share_storage() {
-    use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
     use kube::runtime::events::{Event, EventType, Recorder, Reporter};
     let (server, client) = server().await;
     let reporter = Reporter {
@@ -1070,14 +1070,7 @@ async fn events_k8s_io_and_core_events_share_storage() {
         instance: Some("virt-controller-1".into()),
     };
     let recorder = Recorder::new(client.clone(), reporter);
-    let regarding = ObjectReference {
-        api_version: Some("kubevirt.io/v1".into()),
-        kind: Some("VirtualMachineInstance".into()),
-        name: Some("vmi-1".into()),
-        namespace: Some("default".into()),
-        uid: Some("u-1".into()),
-        ..Default::default()
-    };
+    let regarding = vmi_1_reference();
     recorder
         .publish(
             &Event {
@@ -1142,19 +1135,11 @@ async fn events_k8s_io_and_core_events_share_storage() {
 /// repeat within six minutes patches the first Event's series, another reason is a new Event.
 #[tokio::test]
 async fn the_controllers_recorder_folds_a_repeat_into_the_first_events_series() {
-    use k8s_openapi::api::core::v1::ObjectReference;
     use k8s_openapi::api::events::v1::Event as K8sEvent;
     use virtctl_rs::runtime::recorder::{Event, Recorder};
     let (server, client) = server().await;
     let mut recorder = Recorder::new(client.clone(), "virt-controller".into(), "host_1234".into());
-    let regarding = ObjectReference {
-        api_version: Some("kubevirt.io/v1".into()),
-        kind: Some("VirtualMachineInstance".into()),
-        name: Some("vmi-1".into()),
-        namespace: Some("default".into()),
-        uid: Some("u-1".into()),
-        ..Default::default()
-    };
+    let regarding = vmi_1_reference();
     let created = Event {
         type_: "Normal",
         reason: "SuccessfulCreate".into(),
@@ -1192,4 +1177,16 @@ async fn the_controllers_recorder_folds_a_repeat_into_the_first_events_series() 
     assert_eq!(d.reason.as_deref(), Some("SuccessfulDelete"));
     assert!(d.series.is_none());
     server.shutdown().await;
+}
+
+/// The events tests' regarding object: VMI `default/vmi-1`.
+fn vmi_1_reference() -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("kubevirt.io/v1".into()),
+        kind: Some("VirtualMachineInstance".into()),
+        name: Some("vmi-1".into()),
+        namespace: Some("default".into()),
+        uid: Some("u-1".into()),
+        ..Default::default()
+    }
 }

@@ -11,8 +11,8 @@
 //!
 //! What is written is what kube's `Recorder` writes: a new Event named
 //! `<regarding name>.<unix nanoseconds in hex>` (client-go's naming too), or, for a repeat of a
-//! cached one (same type, reason, action, reporter and regarding object), a merge patch of that
-//! Event with `series: {count, lastObservedTime}`.
+//! cached one (same type, reason, action, reporter and regarding reference, resource version
+//! included), a merge patch of that Event with `series: {count, lastObservedTime}`.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
@@ -43,13 +43,16 @@ pub struct Event {
 }
 
 /// What makes two events the same series: type, reason, action (the reporter is the
-/// recorder's own) and the regarding object's API version, kind, namespace, name and UID.
+/// recorder's own) and the whole regarding reference, `resourceVersion` and `fieldPath`
+/// included, as kube's `EventKey` compares it (its `Reference` hashes five fields but its
+/// equality is the whole `ObjectReference`'s). So an event about a newer version of the object
+/// is a new Event, and only a repeat about the same version patches a series.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     type_: &'static str,
     reason: String,
     action: String,
-    regarding: [Option<String>; 5],
+    regarding: [Option<String>; 7],
 }
 
 impl Key {
@@ -64,6 +67,8 @@ impl Key {
                 regarding.namespace.clone(),
                 regarding.name.clone(),
                 regarding.uid.clone(),
+                regarding.resource_version.clone(),
+                regarding.field_path.clone(),
             ],
         }
     }
@@ -225,6 +230,31 @@ mod tests {
 
     fn at(seconds: i64) -> jiff::Timestamp {
         jiff::Timestamp::from_second(1_800_000_000 + seconds).expect("valid")
+    }
+
+    #[test]
+    fn the_same_event_about_a_newer_version_of_the_object_is_another_series() {
+        let event = Event {
+            type_: "Normal",
+            reason: "SuccessfulCreate".into(),
+            note: String::new(),
+            action: "SuccessfulCreate".into(),
+        };
+        let at_version = |rv: &str| ObjectReference {
+            name: Some("vmi-1".into()),
+            namespace: Some("default".into()),
+            uid: Some("u-1".into()),
+            resource_version: Some(rv.into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            Key::new(&event, &at_version("7")),
+            Key::new(&event, &at_version("7"))
+        );
+        assert_ne!(
+            Key::new(&event, &at_version("7")),
+            Key::new(&event, &at_version("8"))
+        );
     }
 
     #[test]
