@@ -188,36 +188,55 @@ impl Expectations {
 
 pub use crate::controller::common::record::{ReconcileLog, ReconcileRecord, VmiEnding};
 
-/// Kubernetes Events, published in the background so a reconcile never waits for them (like
-/// client-go's event broadcaster, which also drops events when its queue is full). Writes
+/// Kubernetes Events, published in the background so a reconcile never waits for them. Writes
 /// `events.k8s.io/v1` Events through [`Recorder`], reporting controller `virt-controller`.
+///
+/// Like KubeVirt, which gives the VM and the VMI controller a recorder each, every one with its
+/// own client-go broadcaster (pkg/virt-controller/watch/application.go:392, 819, 681-685):
+/// events about VirtualMachines and events about anything else are published by two
+/// independent tasks, each from a queue of [`EVENT_QUEUE`] that drops what does not fit, as the
+/// broadcaster's does (client-go `maxQueuedEvents`, `watch.DropIfChannelFull`).
 #[derive(Clone)]
 pub struct EventSink {
-    tx: mpsc::Sender<(Event, ObjectReference)>,
+    vm: mpsc::Sender<(Event, ObjectReference)>,
+    other: mpsc::Sender<(Event, ObjectReference)>,
 }
 
+/// Events each publisher queues before dropping (client-go's `maxQueuedEvents` is 1,000).
+pub const EVENT_QUEUE: usize = 1024;
+
 impl EventSink {
-    /// Start the background publisher. `instance` is our identity.
+    /// Start the background publishers. `instance` is our identity.
     pub fn spawn(client: kube::Client, instance: String) -> Self {
-        let (tx, mut rx) = mpsc::channel::<(Event, ObjectReference)>(1024);
-        let mut recorder = Recorder::new(client, "virt-controller".into(), instance);
-        tokio::spawn(async move {
-            while let Some((event, reference)) = rx.recv().await {
-                if let Err(e) = recorder.publish(&event, &reference).await {
-                    tracing::debug!(error = %e, reason = %event.reason, "could not publish event");
+        let publisher = |client: kube::Client| {
+            let (tx, mut rx) = mpsc::channel::<(Event, ObjectReference)>(EVENT_QUEUE);
+            let mut recorder = Recorder::new(client, "virt-controller".into(), instance.clone());
+            tokio::spawn(async move {
+                while let Some((event, reference)) = rx.recv().await {
+                    if let Err(e) = recorder.publish(&event, &reference).await {
+                        tracing::debug!(error = %e, reason = %event.reason, "could not publish event");
+                    }
                 }
-            }
-        });
-        EventSink { tx }
+            });
+            tx
+        };
+        let vm = publisher(client.clone());
+        EventSink {
+            vm,
+            other: publisher(client),
+        }
     }
 
     /// An event sink that drops everything (tests, dry runs).
     pub fn disabled() -> Self {
         let (tx, _rx) = mpsc::channel(1);
-        EventSink { tx }
+        EventSink {
+            vm: tx.clone(),
+            other: tx,
+        }
     }
 
-    /// Queue an event about `reference`; dropped (with a debug log) if the queue is full.
+    /// Queue an event about `reference`; dropped (with a debug log) if its queue is full.
     pub fn emit(&self, reference: ObjectReference, type_: EventType, reason: &str, message: &str) {
         let event = Event {
             type_: type_.as_str(),
@@ -225,7 +244,12 @@ impl EventSink {
             note: message.chars().take(1024).collect(),
             action: reason.to_string(),
         };
-        if self.tx.try_send((event, reference)).is_err() {
+        let queue = if reference.kind.as_deref() == Some("VirtualMachine") {
+            &self.vm
+        } else {
+            &self.other
+        };
+        if queue.try_send((event, reference)).is_err() {
             tracing::debug!(reason, "event dropped: sink full or closed");
         }
     }
@@ -320,6 +344,48 @@ mod tests {
     use super::*;
     use crate::runtime::expectations::EXPECTATIONS_TIMEOUT;
     use std::time::Duration;
+
+    #[test]
+    fn vm_events_and_vmi_events_queue_for_separate_publishers_and_overflow_drops() {
+        let (vm_tx, mut vm_rx) = mpsc::channel(EVENT_QUEUE);
+        let (other_tx, mut other_rx) = mpsc::channel(1);
+        let sink = EventSink {
+            vm: vm_tx,
+            other: other_tx,
+        };
+        let reference = |kind: &str, name: &str| ObjectReference {
+            kind: Some(kind.into()),
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        };
+        sink.emit(
+            reference("VirtualMachine", "vm-1"),
+            EventType::Normal,
+            "SuccessfulCreate",
+            "Started the virtual machine by creating the new virtual machine instance vm-1",
+        );
+        sink.emit(
+            reference("VirtualMachineInstance", "vm-1"),
+            EventType::Normal,
+            "SuccessfulCreate",
+            "Created virtual machine pod virt-launcher-vm-1-abcde",
+        );
+        // The VMI queue (capacity 1 here) is full: dropped, and emit does not wait.
+        sink.emit(
+            reference("VirtualMachineInstance", "vm-2"),
+            EventType::Warning,
+            "FailedCreate",
+            "x",
+        );
+        let (vm_event, vm_ref) = vm_rx.try_recv().expect("the VM event");
+        assert_eq!(vm_ref.kind.as_deref(), Some("VirtualMachine"));
+        assert_eq!(vm_event.type_, "Normal");
+        assert!(vm_rx.try_recv().is_err());
+        let (_, vmi_ref) = other_rx.try_recv().expect("the VMI event");
+        assert_eq!(vmi_ref.name.as_deref(), Some("vm-1"));
+        assert!(other_rx.try_recv().is_err(), "the overflow was dropped");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn expired_expectations_requeue_their_key_on_the_owning_controllers_queue() {
