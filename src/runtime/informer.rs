@@ -115,9 +115,9 @@ where
                 self.relist_buffer.push(cache_copy(obj));
             }
             watcher::Event::InitDone => {
-                let mut listed = hashbrown::HashMap::with_capacity_and_hasher(
+                let mut listed = super::store::Map::with_capacity_and_hasher(
                     self.relist_buffer.len(),
-                    foldhash::fast::RandomState::default(),
+                    Default::default(),
                 );
                 for new in self.relist_buffer.drain(..) {
                     let key = ObjectRef::from_obj(new.as_ref());

@@ -13,7 +13,8 @@ use kube::runtime::reflector::ObjectRef;
 use std::hash::Hash;
 use std::sync::{Arc, PoisonError, RwLock};
 
-type Map<K> = hashbrown::HashMap<ObjectRef<K>, Arc<K>, foldhash::fast::RandomState>;
+/// The map behind a [`Store`] (what [`Store::replace`] takes).
+pub(crate) type Map<K> = hashbrown::HashMap<ObjectRef<K>, Arc<K>, foldhash::fast::RandomState>;
 
 /// A reader of an informer's cache. Cheap to clone; every clone sees the same objects.
 pub struct Store<K>
@@ -98,9 +99,8 @@ where
         map.remove(key)
     }
 
-    /// Replace the whole cache (after a complete list) with `objects`.
-    pub(crate) fn replace(&self, objects: impl IntoIterator<Item = (ObjectRef<K>, Arc<K>)>) {
-        let fresh: Map<K> = objects.into_iter().collect();
+    /// Replace the whole cache (after a complete list) with `fresh`.
+    pub(crate) fn replace(&self, fresh: Map<K>) {
         let old = {
             let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
             std::mem::replace(&mut *map, fresh)
@@ -174,7 +174,7 @@ mod tests {
             ObjectRef::new("kept").within("ns"),
             Arc::new(cm("ns", "kept", "1")),
         );
-        store.replace([
+        store.replace(Map::from_iter([
             (
                 ObjectRef::new("kept").within("ns"),
                 Arc::new(cm("ns", "kept", "2")),
@@ -183,7 +183,7 @@ mod tests {
                 ObjectRef::new("new").within("ns"),
                 Arc::new(cm("ns", "new", "1")),
             ),
-        ]);
+        ]));
         let mut names: Vec<String> = store
             .state()
             .iter()
