@@ -319,26 +319,34 @@ impl ClusterHandle {
         }
     }
 
-    async fn client(&self, agent: &str) -> kube::Client {
-        match self {
-            ClusterHandle::InProcess(c) => c.api().client_with_agent(agent).await.expect("client"),
+    /// The client configuration for `agent` (its User-Agent).
+    async fn config(&self, agent: &str) -> kube::Config {
+        use axum::http;
+        let mut config = match self {
+            ClusterHandle::InProcess(c) => c.api().kube_config().await.expect("client config"),
             ClusterHandle::Child { dir, .. } => {
-                use axum::http;
                 let kc = kube::config::Kubeconfig::read_from(dir.path().join("kubeconfig"))
                     .expect("child kubeconfig");
-                let mut config = kube::Config::from_custom_kubeconfig(
+                kube::Config::from_custom_kubeconfig(
                     kc,
                     &kube::config::KubeConfigOptions::default(),
                 )
                 .await
-                .expect("client config");
-                config.headers.push((
-                    http::header::USER_AGENT,
-                    http::HeaderValue::from_str(agent).expect("agent"),
-                ));
-                kube::Client::try_from(config).expect("client")
+                .expect("client config")
             }
-        }
+        };
+        config
+            .headers
+            .retain(|(name, _)| name != http::header::USER_AGENT);
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_str(agent).expect("agent"),
+        ));
+        config
+    }
+
+    async fn client(&self, agent: &str) -> kube::Client {
+        kube::Client::try_from(self.config(agent).await).expect("client")
     }
 
     /// Every audited request from index `from` on (the child's audit file is read
@@ -511,10 +519,17 @@ async fn run(n: usize, in_process: bool) {
     let lease = LeaderElectionConfig::new("controller-start-bench");
     let config = ManagerConfig::new(lease);
     let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
+    // As `run-controller` starts it: writes through their own fenced connection pool.
     let manager = Arc::new(
-        Manager::start(ctrl, config, vm_rec, vmi_rec)
-            .await
-            .expect("manager starts"),
+        Manager::start_with_write_pool(
+            ctrl,
+            cluster.config(CONTROLLER_AGENT).await,
+            config,
+            vm_rec,
+            vmi_rec,
+        )
+        .await
+        .expect("manager starts"),
     );
     let cancel = CancellationToken::new();
     let run_task = {

@@ -221,13 +221,17 @@ pub async fn shutdown_signal() -> &'static str {
 }
 
 /// The controllers' client and the Lease's: same server, user and User-Agent; the Lease's has
-/// no hidden retries ([`crate::runtime::lease::api::lease_client`]).
+/// no hidden retries ([`crate::runtime::lease::api::lease_client`]). The controllers' writes get
+/// a third, fenced client built by the manager from `config`.
 #[derive(Clone)]
 pub struct Clients {
-    /// Informers, reconciles, `--apply`.
+    /// Informers, reads, `--apply`.
     pub controllers: kube::Client,
     /// The elector's Lease calls.
     pub lease: kube::Client,
+    /// The configuration both were built from: the manager builds the controllers' write
+    /// client (its own connection pool, fenced by the leadership term) from it.
+    pub config: kube::Config,
 }
 
 impl Clients {
@@ -238,7 +242,8 @@ impl Clients {
         };
         Ok(Clients {
             controllers: built(kube::Client::try_from(config.clone()))?,
-            lease: built(crate::runtime::lease::api::lease_client(config))?,
+            lease: built(crate::runtime::lease::api::lease_client(config.clone()))?,
+            config,
         })
     }
 }
@@ -273,8 +278,9 @@ pub async fn start_embedded(
 /// Nothing runs until [`Manager::run`]; cancelling that releases the Lease.
 pub async fn start_manager(clients: &Clients, config: &ManagerConfig) -> Result<Manager, CliError> {
     let reconcilers = crate::controller::reconcilers();
-    Manager::start(
+    Manager::start_with_write_pool(
         clients.controllers.clone(),
+        clients.config.clone(),
         config.clone(),
         reconcilers.0,
         reconcilers.1,

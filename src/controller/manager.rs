@@ -16,7 +16,7 @@ use crate::config::ClusterSettings;
 use crate::runtime::informer::{Handler, Informer, InformerState, key_of};
 use crate::runtime::lease::{
     DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,
-    RunOutcome, TermFence, fenced_client,
+    RunOutcome, TermFence, fenced_client, fenced_client_from_config,
 };
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
@@ -127,6 +127,9 @@ pub enum ManagerError {
     /// Invalid leader election settings.
     #[error("leader election: {0}")]
     Config(String),
+    /// The controllers' write client could not be built from its configuration.
+    #[error("cannot build the controllers' write client: {0}")]
+    WriteClient(String),
     /// The HTTP endpoints could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -213,6 +216,31 @@ impl Manager {
     /// [`Manager::run`] acquires the Lease.
     pub async fn start(
         client: kube::Client,
+        config: ManagerConfig,
+        vm: Arc<dyn Reconciler>,
+        vmi: Arc<dyn Reconciler>,
+    ) -> Result<Self, ManagerError> {
+        Self::start_inner(client, None, config, vm, vmi).await
+    }
+
+    /// [`Manager::start`], with the controllers' writes (and Events) sent through a connection
+    /// pool of their own built from `write_config`, fenced at every connection task as well as
+    /// at every request ([`crate::runtime::lease::fenced_client_from_config`]): a process
+    /// stopped between a write's request check and its bytes reaching the socket sends nothing
+    /// once it wakes past its term. `run-controller` starts this way.
+    pub async fn start_with_write_pool(
+        client: kube::Client,
+        write_config: kube::Config,
+        config: ManagerConfig,
+        vm: Arc<dyn Reconciler>,
+        vmi: Arc<dyn Reconciler>,
+    ) -> Result<Self, ManagerError> {
+        Self::start_inner(client, Some(write_config), config, vm, vmi).await
+    }
+
+    async fn start_inner(
+        client: kube::Client,
+        write_config: Option<kube::Config>,
         config: ManagerConfig,
         vm: Arc<dyn Reconciler>,
         vmi: Arc<dyn Reconciler>,
@@ -308,7 +336,11 @@ impl Manager {
         // Every controller write (and event) is fenced by the leadership term: none is sent
         // once the term is over by our monotonic clock (runtime::lease::fence).
         let fence = TermFence::default();
-        let writer = fenced_client(client.clone(), fence.clone());
+        let writer = match write_config {
+            Some(write_config) => fenced_client_from_config(write_config, fence.clone())
+                .map_err(|e| ManagerError::WriteClient(e.to_string()))?,
+            None => fenced_client(client.clone(), fence.clone()),
+        };
         let ctx = Context {
             client: writer.clone(),
             settings: Arc::new(config.settings.clone()),

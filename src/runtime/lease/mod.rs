@@ -53,6 +53,6 @@ pub use config::{
     LeaderElectionConfig, default_identity,
 };
 pub use elector::{LeaderElector, WallClock};
-pub use fence::{TermFence, fenced_client};
+pub use fence::{TermFence, fenced_client, fenced_client_from_config};
 pub use record::LeaseRecord;
 pub use state::{ElectionPhase, LeaderState, RunOutcome};
