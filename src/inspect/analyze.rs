@@ -657,9 +657,9 @@ pub fn decide_next(
     };
     let mut vm_snap = vm_snapshot(
         vm.clone(),
-        g.vmi.clone(),
+        g.vmi.clone().map(std::sync::Arc::new),
         data_volume,
-        g.revisions.iter(),
+        g.revisions.iter().cloned().map(std::sync::Arc::new),
         vm_exp,
         &g.settings,
         now,
@@ -683,7 +683,7 @@ pub fn decide_next(
             .and(vm.metadata.uid.clone());
         let snap = vmi_snapshot(
             vmi.clone(),
-            g.pods.iter(),
+            g.pods.iter().cloned().map(std::sync::Arc::new),
             owner_uid,
             state,
             data_volume,

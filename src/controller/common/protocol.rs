@@ -44,7 +44,7 @@ pub struct ActionRun<A> {
     applied: Applied,
 }
 
-impl<A: Clone> ActionRun<A> {
+impl<A> ActionRun<A> {
     /// Start with the decision's actions.
     pub fn new(actions: Vec<A>) -> Self {
         ActionRun {
@@ -54,14 +54,13 @@ impl<A: Clone> ActionRun<A> {
         }
     }
 
-    /// The next action to apply and its index, or `None` when the run is over.
-    pub fn next(&self) -> Option<(usize, A)> {
+    /// The next action to apply and its index, or `None` when the run is over. Borrowed, not
+    /// copied: an action may carry a whole VMI or pod.
+    pub fn next(&self) -> Option<(usize, &A)> {
         if self.applied.stopped_at.is_some() {
             return None;
         }
-        self.actions
-            .get(self.index)
-            .map(|a| (self.index, a.clone()))
+        self.actions.get(self.index).map(|a| (self.index, a))
     }
 
     /// The current action succeeded.

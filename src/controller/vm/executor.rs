@@ -22,6 +22,7 @@ use crate::runtime::queue::Requeue;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 reconciler!(
@@ -52,8 +53,16 @@ where
 /// Build the snapshot for `key` from the caches, or `None` when the VM is not cached.
 pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
     let (ns, name) = split_key(key);
-    let vm = get(ctx.caches.vms.store(), ns, name)?;
-    let vmi = get(ctx.caches.vmis.store(), ns, name);
+    let vm = ctx
+        .caches
+        .vms
+        .store()
+        .get(&ObjectRef::new(name).within(ns))?;
+    let vmi = ctx
+        .caches
+        .vmis
+        .store()
+        .get(&ObjectRef::new(name).within(ns));
     let expectations = ExpectationsView {
         vmi: counts(&ctx.expectations.vmi, key),
         data_volumes: counts(&ctx.expectations.data_volume, key),
@@ -84,7 +93,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
         vm,
         vmi,
         |dv| get::<DataVolume>(ctx.caches.data_volumes.store(), ns, dv),
-        revisions.iter().map(|r| r.as_ref()),
+        revisions,
         expectations,
         &ctx.settings,
         chrono::Utc::now(),
@@ -116,15 +125,16 @@ pub fn snapshot_data_volume_names(vm: &VirtualMachine) -> Vec<String> {
 /// Build a [`VmSnapshot`] from objects already read: the executor's caches, or the inspector's
 /// GETs. `data_volume` looks a DataVolume of the VM's namespace up by name; `revisions` are
 /// candidate ControllerRevisions (filtered here as [`vm_revisions`] does). The jitter is 0.
-pub fn snapshot_from_objects<'a>(
-    vm: VirtualMachine,
-    vmi: Option<VirtualMachineInstance>,
+pub fn snapshot_from_objects(
+    vm: impl Into<Arc<VirtualMachine>>,
+    vmi: Option<Arc<VirtualMachineInstance>>,
     data_volume: impl Fn(&str) -> Option<DataVolume>,
-    revisions: impl IntoIterator<Item = &'a ControllerRevision>,
+    revisions: impl IntoIterator<Item = Arc<ControllerRevision>>,
     expectations: ExpectationsView,
     settings: &crate::config::ClusterSettings,
     now: chrono::DateTime<chrono::Utc>,
 ) -> VmSnapshot {
+    let vm = vm.into();
     let ns = vm.metadata.namespace.clone().unwrap_or_default();
     let mut snap = VmSnapshot::new(vm, now);
     snap.vmi = vmi;
@@ -155,21 +165,20 @@ pub fn snapshot_from_objects<'a>(
 
 /// The ControllerRevisions of namespace `ns` a VM sync may read ([`VmSnapshot::revisions`]):
 /// those in the `vm` index under `vm_uid` and the one named `vmi_revision` (the VMI's
-/// `status.virtualMachineRevisionName`). Only these are cloned: copying every revision of the
-/// namespace made each VM reconcile O(number of VMs).
-pub fn vm_revisions<'a>(
+/// `status.virtualMachineRevisionName`). Only these are kept (shared with the cache): copying
+/// every revision of the namespace made each VM reconcile O(number of VMs).
+pub fn vm_revisions(
     vm_uid: &str,
     ns: &str,
     vmi_revision: Option<&str>,
-    all: impl IntoIterator<Item = &'a ControllerRevision>,
-) -> Vec<ControllerRevision> {
+    all: impl IntoIterator<Item = Arc<ControllerRevision>>,
+) -> Vec<Arc<ControllerRevision>> {
     all.into_iter()
         .filter(|r| r.metadata.namespace.as_deref() == Some(ns))
         .filter(|r| {
             (!vm_uid.is_empty() && in_vm_index(r, vm_uid))
                 || (vmi_revision.is_some() && r.metadata.name.as_deref() == vmi_revision)
         })
-        .cloned()
         .collect()
 }
 
@@ -190,9 +199,10 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
     // prediction, and the first write whose answer did not (super::returned).
     let mut server_vm = snap.vm.clone();
     let mut foreign: Option<(usize, String)> = None;
-    let mut run = ActionRun::new(decision.actions.clone());
+    let mut run = ActionRun::new(std::mem::take(&mut decision.actions));
     while let Some((i, planned)) = run.next() {
         let action = &planned.action;
+        let kind = action.kind();
         let result = match (action.resource_version_from(), &foreign) {
             (Some(ResourceVersionFrom::Action(k)), Some((first, change))) if k >= *first => {
                 Err(changed_since_cache_copy(key, change))
@@ -216,7 +226,7 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
                     match action.vm_patch() {
                         Some(patch) if foreign.is_none() => {
                             match super::returned::foreign_change(&server_vm, patch, &vm) {
-                                None => server_vm = vm.clone(),
+                                None => server_vm = Arc::new(vm.clone()),
                                 Some(change) => {
                                     tracing::debug!(key, %change, "VM changed since the cache copy");
                                     foreign = Some((i, change));
@@ -224,17 +234,17 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
                             }
                         }
                         Some(_) => {}
-                        None => server_vm = vm.clone(),
+                        None => server_vm = Arc::new(vm.clone()),
                     }
                     returned_vms.insert(i, vm);
                 }
-                run.succeeded(action.kind().to_string());
+                run.succeeded(kind.to_string());
             }
-            Err(e) => run.failed(action.kind().to_string(), e, |i, e| {
-                tracing::debug!(key, action = action.kind(), error = %e.message, "VM action failed");
+            Err(e) => run.failed(kind.to_string(), e, |i, e| {
+                tracing::debug!(key, action = kind, error = %e.message, "VM action failed");
                 failures.insert(i, e.clone());
                 decision = decide_with_failures(&snap, &failures);
-                AfterFailure::Continue(decision.actions.clone())
+                AfterFailure::Continue(std::mem::take(&mut decision.actions))
             }),
         }
     }
@@ -345,7 +355,7 @@ async fn apply(
             resource_version_from,
         } => {
             let mut vm =
-                with_resource_version(snap.vm.clone(), *resource_version_from, snap, returned);
+                with_resource_version((*snap.vm).clone(), *resource_version_from, snap, returned);
             vm.status = Some((**status).clone());
             return vms
                 .replace_status(&vm_name, &pp, &vm)
@@ -473,7 +483,7 @@ mod tests {
         .expect("revision")
     }
 
-    fn names(v: &[ControllerRevision]) -> Vec<&str> {
+    fn names(v: &[Arc<ControllerRevision>]) -> Vec<&str> {
         v.iter()
             .filter_map(|r| r.metadata.name.as_deref())
             .collect()
@@ -489,7 +499,12 @@ mod tests {
             revision("ns", "revision-start-vm-uid-c-3", Some("uid-c")),
         ];
         assert_eq!(
-            names(&vm_revisions("uid-a", "ns", None, &all)),
+            names(&vm_revisions(
+                "uid-a",
+                "ns",
+                None,
+                all.iter().cloned().map(Arc::new)
+            )),
             ["revision-start-vm-uid-a-1"]
         );
         assert_eq!(
@@ -497,14 +512,19 @@ mod tests {
                 "uid-a",
                 "ns",
                 Some("revision-start-vm-uid-c-3"),
-                &all
+                all.iter().cloned().map(Arc::new)
             )),
             ["revision-start-vm-uid-a-1", "revision-start-vm-uid-c-3"]
         );
         assert_eq!(
-            names(&vm_revisions("", "ns", Some("adopted-elsewhere"), &all)),
+            names(&vm_revisions(
+                "",
+                "ns",
+                Some("adopted-elsewhere"),
+                all.iter().cloned().map(Arc::new)
+            )),
             ["adopted-elsewhere"]
         );
-        assert!(vm_revisions("uid-z", "ns", None, &all).is_empty());
+        assert!(vm_revisions("uid-z", "ns", None, all.iter().cloned().map(Arc::new)).is_empty());
     }
 }

@@ -9,6 +9,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde::Deserialize;
+use std::borrow::Borrow;
 
 /// `vmRevisionName(uid)` (vm.go:1694-1696): `revision-start-vm-<uid>`.
 pub fn revision_prefix(vm_uid: &str) -> String {
@@ -36,12 +37,13 @@ fn gen_from_key(key: &str) -> Result<i64, VmSyncError> {
 
 /// The ControllerRevisions in the `vm` index for this UID (pkg/controller/virtinformers.go:
 /// 1175-1189: the first owner reference of kind `VirtualMachine` decides), sorted by name.
-pub fn indexed_revisions<'r>(
+pub fn indexed_revisions<'r, R: Borrow<ControllerRevision>>(
     vm_uid: &str,
-    revisions: &'r [ControllerRevision],
+    revisions: &'r [R],
 ) -> Vec<&'r ControllerRevision> {
-    let mut out: Vec<_> = revisions
+    let mut out: Vec<&ControllerRevision> = revisions
         .iter()
+        .map(Borrow::borrow)
         .filter(|cr| in_vm_index(cr, vm_uid))
         .collect();
     out.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -92,9 +94,9 @@ pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, VmSy
 /// `getLastVMRevisionSpec` (vm.go:1804-1838): among the VM's indexed revisions whose key contains
 /// `revision-start-vm-<uid>`, the one with the highest generation (> 0) parsed from the key.
 /// Errors (an unparsable generation, undecodable data) stop the sync, as in KubeVirt.
-pub fn last_revision_spec(
+pub fn last_revision_spec<R: Borrow<ControllerRevision>>(
     vm: &VirtualMachine,
-    revisions: &[ControllerRevision],
+    revisions: &[R],
 ) -> Result<Option<VirtualMachineSpec>, VmSyncError> {
     let uid = vm.metadata.uid.as_deref().unwrap_or("");
     let prefix = revision_prefix(uid);
@@ -233,7 +235,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(spec.run_strategy.as_deref(), Some("Manual"));
-        assert_eq!(last_revision_spec(&vm(3), &[]).unwrap(), None);
+        assert_eq!(
+            last_revision_spec(&vm(3), &[] as &[ControllerRevision]).unwrap(),
+            None
+        );
         // A revision with an unparsable generation is an error, as in KubeVirt.
         let mut bad = old;
         bad.metadata.name = Some("revision-start-vm-uid1-x".into());

@@ -5,6 +5,7 @@ use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One entry of a `ControllerExpectations` store for the VM's key (pkg/controller/expectations.go).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -121,13 +122,13 @@ impl Default for VmControllerConfig {
 /// anything else (no clock, no randomness, no API server).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VmSnapshot {
-    /// The VM from the VM cache (a clone; `decide` works on copies of it).
-    pub vm: VirtualMachine,
+    /// The VM from the VM cache, shared with it (`decide` works on copies of it).
+    pub vm: Arc<VirtualMachine>,
     /// The VMI in the VMI cache with the VM's namespace **and name**, whatever its owner
     /// references say. `decide` claims it itself (`ClaimVirtualMachineInstanceByName`,
     /// pkg/controller/controller_ref_manager.go:381-411): owned by this VM → used; orphan →
     /// adopted (an `AdoptVmi` action) then used; owned by another controller → ignored.
-    pub vmi: Option<VirtualMachineInstance>,
+    pub vmi: Option<Arc<VirtualMachineInstance>>,
     /// DataVolumes from the DataVolume cache in the VM's namespace whose names appear in
     /// `spec.dataVolumeTemplates` or in a template volume's `dataVolume.name` (both are read).
     pub data_volumes: Vec<DataVolume>,
@@ -139,7 +140,7 @@ pub struct VmSnapshot {
     /// first `VirtualMachine` owner reference has the VM's UID (the `vm` index,
     /// pkg/controller/virtinformers.go:1175-1189), plus the one named by the VMI's
     /// `status.virtualMachineRevisionName` if any (KubeVirt GETs that one live). Others are ignored.
-    pub revisions: Vec<ControllerRevision>,
+    pub revisions: Vec<Arc<ControllerRevision>>,
     /// The VM's entries in the expectation stores.
     pub expectations: ExpectationsView,
     /// "Now" for every timestamp the sync writes (conditions, `startFailure.retryAfterTimestamp`)
@@ -156,9 +157,9 @@ pub struct VmSnapshot {
 impl VmSnapshot {
     /// A snapshot with no VMI, DataVolumes, PVCs or revisions, no expectations, jitter 0 and the
     /// default configuration.
-    pub fn new(vm: VirtualMachine, now: DateTime<Utc>) -> Self {
+    pub fn new(vm: impl Into<Arc<VirtualMachine>>, now: DateTime<Utc>) -> Self {
         VmSnapshot {
-            vm,
+            vm: vm.into(),
             vmi: None,
             data_volumes: Vec::new(),
             pvcs: BTreeMap::new(),

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 const FW_UUID: &str = "f8918e71-270a-598e-a2a4-1afac39e1394";
 
@@ -108,7 +109,7 @@ fn snap(vm: VirtualMachine) -> VmSnapshot {
 
 fn snap_with(vm: VirtualMachine, vmi: VirtualMachineInstance) -> VmSnapshot {
     let mut s = snap(vm);
-    s.vmi = Some(vmi);
+    s.vmi = Some(vmi.into());
     s
 }
 
@@ -946,7 +947,7 @@ fn stale_start_revisions_are_deleted() {
     let mut g2 = v.clone();
     g2.metadata.generation = Some(2);
     let mut s = snap(v.clone());
-    s.revisions = vec![start_revision(&g1), start_revision(&g2)];
+    s.revisions = vec![Arc::new(start_revision(&g1)), Arc::new(start_revision(&g2))];
     let d = decide(&s);
     assert_eq!(
         kinds(&d)[..3],
@@ -964,7 +965,7 @@ fn stale_start_revisions_are_deleted() {
         Some("revision-start-vm-vm-uid-3")
     );
     // The current one exists: only the stale one goes, no create.
-    s.revisions = vec![start_revision(&g1), start_revision(&v)];
+    s.revisions = vec![Arc::new(start_revision(&g1)), Arc::new(start_revision(&v))];
     let d = decide(&s);
     assert_eq!(
         kinds(&d)[..2],
@@ -986,7 +987,7 @@ fn generation_annotation_bumped_when_template_unchanged() {
     let mut v = strategy("Manual");
     v.metadata.generation = Some(2);
     let mut s = snap_with(v.clone(), vmi("Running"));
-    s.revisions = vec![start_revision(&g1)];
+    s.revisions = vec![Arc::new(start_revision(&g1))];
     let d = decide(&s);
     assert_eq!(kinds(&d)[0], "PatchVmiGenerationAnnotation");
     assert_eq!(status(&d).observed_generation, Some(2));
@@ -1003,7 +1004,7 @@ fn generation_annotation_bumped_when_template_unchanged() {
         .unwrap()
         .image = Some("other".into());
     let mut s = snap_with(changed, vmi("Running"));
-    s.revisions = vec![start_revision(&g1)];
+    s.revisions = vec![Arc::new(start_revision(&g1))];
     let d = decide(&s);
     assert!(!kinds(&d).contains(&"PatchVmiGenerationAnnotation"));
     assert_eq!(status(&d).observed_generation, Some(1));
@@ -1022,7 +1023,7 @@ fn observed_generation_back_filled_from_revision() {
     let mut i = vmi("Running");
     i.metadata.annotations = None;
     let mut s = snap_with(strategy("Always"), i);
-    s.revisions = vec![start_revision(&strategy("Always"))];
+    s.revisions = vec![Arc::new(start_revision(&strategy("Always")))];
     let d = decide(&s);
     // conditionallyBump patches first (same template), so updateStatus needs no back-fill.
     assert_eq!(
@@ -1045,7 +1046,7 @@ fn restart_required_cleared_and_live_updates_refused() {
         json!({"conditions": [{"type": "RestartRequired", "status": "True"}]}),
     );
     let mut s = snap_with(v, vmi("Running"));
-    s.revisions = vec![start_revision(&strategy("Always"))];
+    s.revisions = vec![Arc::new(start_revision(&strategy("Always")))];
     let d = decide(&s);
     assert!(condition(&d, "RestartRequired").is_none());
 
@@ -1053,7 +1054,7 @@ fn restart_required_cleared_and_live_updates_refused() {
     crate::controller::vm::template_spec_mut(&mut changed).tolerations =
         Some(json!([{"key": "k", "operator": "Exists"}]));
     let mut s = snap_with(changed.clone(), vmi("Running"));
-    s.revisions = vec![start_revision(&strategy("Always"))];
+    s.revisions = vec![Arc::new(start_revision(&strategy("Always")))];
     let d = decide(&s);
     assert!(condition(&d, "RestartRequired").is_none());
     assert_eq!(

@@ -359,7 +359,7 @@ fn update_status(
     pod: Option<&Pod>,
     sync_error: Option<&SyncError>,
 ) -> StatusResult {
-    let vmi = &snap.vmi;
+    let vmi: &VirtualMachineInstance = &snap.vmi;
     let now = snap.now;
     let old_phase = vmi.phase();
     let mut new = vmi.clone();
@@ -901,7 +901,7 @@ fn empty_decision(snap: &VmiSnapshot) -> VmiDecision {
 fn pre_sync(snap: &VmiSnapshot) -> Option<VmiDecision> {
     if !api_version_observed(&snap.vmi) {
         let mut d = empty_decision(snap);
-        let mut vmi = snap.vmi.clone();
+        let mut vmi = (*snap.vmi).clone();
         let a = vmi.metadata.annotations.get_or_insert_with(BTreeMap::new);
         a.insert(
             LATEST_OBSERVED_API_VERSION_ANNOTATION.into(),

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 const VMI_UID: &str = "1234";
 
@@ -279,7 +280,7 @@ fn snap(vmi: VirtualMachineInstance) -> VmiSnapshot {
 
 fn snap_with_pod(vmi: VirtualMachineInstance, pod: Pod) -> VmiSnapshot {
     let mut s = snap(vmi);
-    s.pods = vec![pod];
+    s.pods = vec![pod.into()];
     s
 }
 
@@ -663,9 +664,9 @@ fn deleting_vmi_deletes_its_pods_in_every_phase() {
         }
         let mut s = snap(vmi);
         s.pods = vec![
-            second_pod("test", "456-456-456"),
-            second_pod("test2", "123-123-123"),
-            foreign,
+            second_pod("test", "456-456-456").into(),
+            second_pod("test2", "123-123-123").into(),
+            foreign.into(),
         ];
         let d = decide(&s);
         let deleted: Vec<&str> = d
@@ -702,7 +703,7 @@ fn terminating_pods_are_skipped_unless_final() {
     terminating.metadata.name = Some("terminating".into());
     terminating.metadata.deletion_timestamp = Some(k8s_time(1_500));
     let mut s = snap(vmi);
-    s.pods = vec![finalized, terminating];
+    s.pods = vec![finalized.into(), terminating.into()];
     let d = decide(&s);
     assert_eq!(d.sync_actions.len(), 1);
     assert!(
@@ -1755,7 +1756,7 @@ fn execute(s: &mut VmiSnapshot) -> VmiDecision {
                     .iter_mut()
                     .filter(|p| p.metadata.name.as_deref() == Some(name))
                 {
-                    *p = apply_json_patch(p, patch);
+                    *p = Arc::new(apply_json_patch(p.as_ref(), patch));
                 }
             }
             other => panic!("unexpected sync action {other:?}"),
@@ -1768,19 +1769,21 @@ fn execute(s: &mut VmiSnapshot) -> VmiDecision {
         },
     );
     if let Some(p) = created {
-        s.pods.push(*p);
+        s.pods.push(Arc::new(*p));
     }
     for a in &after.status_actions {
         match a {
-            VmiAction::UpdateVmi { vmi, .. } => s.vmi = (**vmi).clone(),
-            VmiAction::PatchVmi { patch, .. } => s.vmi = apply_json_patch(&s.vmi, patch),
+            VmiAction::UpdateVmi { vmi, .. } => s.vmi = Arc::new((**vmi).clone()),
+            VmiAction::PatchVmi { patch, .. } => {
+                s.vmi = Arc::new(apply_json_patch(s.vmi.as_ref(), patch))
+            }
             VmiAction::PatchPod { name, patch, .. } => {
                 for p in s
                     .pods
                     .iter_mut()
                     .filter(|p| p.metadata.name.as_deref() == Some(name))
                 {
-                    *p = apply_json_patch(p, patch);
+                    *p = Arc::new(apply_json_patch(p.as_ref(), patch));
                 }
             }
             VmiAction::PatchPodReadinessCondition { pod, condition, .. } => {
@@ -1789,7 +1792,7 @@ fn execute(s: &mut VmiSnapshot) -> VmiDecision {
                     .iter_mut()
                     .filter(|p| p.metadata.name.as_deref() == Some(pod))
                 {
-                    let st = p.status.get_or_insert_with(Default::default);
+                    let st = Arc::make_mut(p).status.get_or_insert_with(Default::default);
                     let conds = st.conditions.get_or_insert_with(Vec::new);
                     conds.retain(|c| c.type_ != condition.type_);
                     conds.push((**condition).clone());
@@ -1832,7 +1835,7 @@ fn lifecycle_from_creation_to_finalizer_removal() {
     assert!(no_writes(&d), "{:#?}", d.status_actions);
 
     // 3. the pod is scheduled and running → Scheduled, node label synced to the pod next time
-    if let Some(p) = s.pods.first_mut() {
+    if let Some(p) = s.pods.first_mut().map(Arc::make_mut) {
         p.spec.get_or_insert_with(Default::default).node_name = Some("node01".into());
         let st = p.status.get_or_insert_with(Default::default);
         st.phase = Some("Running".into());
@@ -1852,8 +1855,8 @@ fn lifecycle_from_creation_to_finalizer_removal() {
     );
 
     // 4. virt-handler reports Running and the pod becomes Ready
-    status_mut(&mut s.vmi).phase = Some(Phase::Running);
-    if let Some(c) = s.pods[0]
+    status_mut(Arc::make_mut(&mut s.vmi)).phase = Some(Phase::Running);
+    if let Some(c) = Arc::make_mut(&mut s.pods[0])
         .status
         .as_mut()
         .and_then(|st| st.conditions.as_mut())

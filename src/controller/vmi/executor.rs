@@ -28,6 +28,7 @@ use crate::runtime::queue::Requeue;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
+use std::sync::Arc;
 use std::time::Instant;
 
 reconciler!(
@@ -61,8 +62,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
         .caches
         .vmis
         .store()
-        .get(&ObjectRef::new(name).within(ns))
-        .map(|v| (*v).clone())?;
+        .get(&ObjectRef::new(name).within(ns))?;
     let owner_vm_uid = owner_vm_name(&vmi).and_then(|n| {
         ctx.caches
             .vms
@@ -87,7 +87,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
     };
     Some(snapshot_from_objects(
         vmi,
-        own_pods.iter().map(|p| p.as_ref()),
+        own_pods,
         owner_vm_uid,
         expectations,
         |dv| {
@@ -119,15 +119,16 @@ pub fn owner_vm_name(vmi: &VirtualMachineInstance) -> Option<String> {
 /// DataVolume of the VMI's namespace up by name; the renderer's inputs are the cluster settings
 /// and what it knows of the VMI's namespace (asked for only when a pod is rendered: most
 /// reconciles render none). Renders the launcher pod when the decision needs one.
-pub fn snapshot_from_objects<'a>(
-    vmi: VirtualMachineInstance,
-    pods: impl IntoIterator<Item = &'a Pod>,
+pub fn snapshot_from_objects(
+    vmi: impl Into<Arc<VirtualMachineInstance>>,
+    pods: impl IntoIterator<Item = Arc<Pod>>,
     owner_vm_uid: Option<String>,
     expectations: ExpectationsState,
     data_volume: impl Fn(&str) -> Option<DataVolume>,
     (settings, namespace): (&ClusterSettings, impl FnOnce() -> NamespaceContext),
     now: Time,
 ) -> VmiSnapshot {
+    let vmi = vmi.into();
     let uid = vmi.metadata.uid.clone();
     let ns = vmi.metadata.namespace.clone();
     let mut snap = VmiSnapshot::new(vmi, now);
@@ -141,7 +142,6 @@ pub fn snapshot_from_objects<'a>(
                     .flatten()
                     .any(|r| r.controller == Some(true) && Some(&r.uid) == uid.as_ref())
         })
-        .cloned()
         .collect();
     snap.owner_vm_uid = owner_vm_uid;
     snap.expectations = expectations;
@@ -188,20 +188,20 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         return Ok(Requeue::NONE);
     };
     record_observed_ending(ctx, key, &snap);
-    let first = decide_sync(&snap);
+    let mut first = decide_sync(&snap);
     if first.skipped.is_some() {
         return Ok(Requeue::NONE);
     }
     // Stage 1: sync, which returns on its first error.
     let mut created_pod = None;
-    let mut run = ActionRun::new(first.sync_actions.clone());
+    let mut run = ActionRun::new(std::mem::take(&mut first.sync_actions));
     while let Some((_, action)) = run.next() {
-        match apply(ctx, key, &snap, &action).await {
+        match apply(ctx, key, &snap, action).await {
             Ok(created) => {
                 created_pod = created.map(Box::new).or(created_pod);
-                run.succeeded(describe(&action));
+                run.succeeded(describe(action));
             }
-            Err(e) => run.failed(describe(&action), e, |_, _| AfterFailure::Stop),
+            Err(e) => run.failed(describe(action), e, |_, _| AfterFailure::Stop),
         }
     }
     let stage1 = run.finish();
@@ -210,25 +210,27 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         None => SyncOutcome::Succeeded { created_pod },
     };
     // Stage 2: events about stage 1, then updateStatus; a failed write ends it.
-    let second = decide_after_sync(&snap, &outcome);
-    let mut run = ActionRun::new(second.status_actions.clone());
+    let mut second = decide_after_sync(&snap, &outcome);
+    let writes_vmi = second.vmi_write().is_some();
+    let mut failed_action = None;
+    let mut run = ActionRun::new(std::mem::take(&mut second.status_actions));
     while let Some((_, action)) = run.next() {
-        match apply(ctx, key, &snap, &action).await {
-            Ok(_) => run.succeeded(describe(&action)),
-            Err(e) => run.failed(describe(&action), e, |_, _| AfterFailure::Stop),
+        match apply(ctx, key, &snap, action).await {
+            Ok(_) => run.succeeded(describe(action)),
+            Err(e) => {
+                let what = describe(action);
+                failed_action = Some(what.clone());
+                run.failed(what, e, |_, _| AfterFailure::Stop)
+            }
         }
     }
     let stage2 = run.finish();
-    if stage2.stopped_at.is_none() && second.vmi_write().is_some() {
+    if stage2.stopped_at.is_none() && writes_vmi {
         record_ending(ctx, key, &snap, &second);
     }
-    let status_error = stage2.stopped_at.map(|(index, error)| {
-        format!(
-            "{}: {}",
-            describe(&second.status_actions[index]),
-            error.message
-        )
-    });
+    let status_error = stage2
+        .stopped_at
+        .map(|(_, error)| format!("{}: {}", failed_action.unwrap_or_default(), error.message));
     let mut applied = stage1.lines;
     applied.extend(stage2.lines);
     let error = status_error

@@ -7,6 +7,7 @@
 
 use crate::api::VirtualMachineInstance;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
+use std::borrow::Borrow;
 
 /// Name of the launcher's main container (`compute`).
 pub const COMPUTE_CONTAINER: &str = "compute";
@@ -93,18 +94,23 @@ pub fn is_controlled_by(pod: &Pod, owner_uid: &str) -> bool {
 
 /// The pods among `pods` controlled by the VMI (controller reference UID = VMI UID), in input
 /// order.
-pub fn pods_controlled_by<'a>(
+pub fn pods_controlled_by<'a, P: Borrow<Pod>>(
     vmi: &'a VirtualMachineInstance,
-    pods: &'a [Pod],
+    pods: &'a [P],
 ) -> impl Iterator<Item = &'a Pod> + 'a {
     let uid = vmi.metadata.uid.as_deref().unwrap_or("");
-    pods.iter().filter(move |p| is_controlled_by(p, uid))
+    pods.iter()
+        .map(Borrow::borrow)
+        .filter(move |p| is_controlled_by(p, uid))
 }
 
 /// The VMI's current pod (`CurrentVMIPod`, controller.go:323-359): among the pods controlled by
 /// the VMI, ignoring pods on another node than `status.nodeName` when that is set, the one with
 /// the newest `creationTimestamp` (the first one wins a tie; an absent timestamp is oldest).
-pub fn current_vmi_pod<'a>(vmi: &'a VirtualMachineInstance, pods: &'a [Pod]) -> Option<&'a Pod> {
+pub fn current_vmi_pod<'a, P: Borrow<Pod>>(
+    vmi: &'a VirtualMachineInstance,
+    pods: &'a [P],
+) -> Option<&'a Pod> {
     let node = vmi
         .status
         .as_ref()

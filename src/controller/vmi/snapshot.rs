@@ -1,6 +1,8 @@
 //! The input of the VMI decision: everything `execute` (vmi.go:297-368) reads from the informer
 //! caches and expectation stores for one VMI key, frozen at one instant.
 
+use std::sync::Arc;
+
 use crate::api::{Time, VirtualMachineInstance};
 use k8s_openapi::api::core::v1::Pod;
 
@@ -102,12 +104,13 @@ impl Default for StorageState {
 #[derive(Debug, Clone)]
 pub struct VmiSnapshot {
     /// The VMI as in the informer cache (a VMI absent from the cache needs no decision: the
-    /// executor deletes the key's pod and VMI expectations, vmi.go:305-311).
-    pub vmi: VirtualMachineInstance,
-    /// Pods from the VMI's namespace (at least all pods controlled by the VMI). The decision
-    /// keeps only those whose controller owner reference has the VMI's UID, and picks the
-    /// current pod itself ([`super::podutil::current_vmi_pod`]).
-    pub pods: Vec<Pod>,
+    /// executor deletes the key's pod and VMI expectations, vmi.go:305-311). Shared with the
+    /// cache, never copied: the decision reads it and writes a new object.
+    pub vmi: Arc<VirtualMachineInstance>,
+    /// Pods from the VMI's namespace (at least all pods controlled by the VMI), shared with the
+    /// cache. The decision keeps only those whose controller owner reference has the VMI's UID,
+    /// and picks the current pod itself ([`super::podutil::current_vmi_pod`]).
+    pub pods: Vec<Arc<Pod>>,
     /// UID of the VirtualMachine found in the VM cache under the name of the VMI's controller
     /// reference; `None` when no such VM is cached. `hasOwnerVM` (lifecycle.go:861-872) is true
     /// when the VMI's controller reference has kind `VirtualMachine` and this UID equals the
@@ -145,9 +148,9 @@ impl VmiSnapshot {
     /// A snapshot with no pods, no owner VM in the cache, satisfied expectations, ready storage,
     /// no rendered pod, unknown launcher image, memory-overhead report on and the virt-api
     /// finalizer stand-in on.
-    pub fn new(vmi: VirtualMachineInstance, now: Time) -> Self {
+    pub fn new(vmi: impl Into<Arc<VirtualMachineInstance>>, now: Time) -> Self {
         VmiSnapshot {
-            vmi,
+            vmi: vmi.into(),
             pods: Vec::new(),
             owner_vm_uid: None,
             expectations: ExpectationsState::default(),

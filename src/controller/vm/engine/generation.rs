@@ -7,6 +7,7 @@ use crate::controller::vm::action::VmAction;
 use crate::controller::vm::generation::{generation_annotation, generation_annotation_patch};
 use crate::controller::vm::revision::{parse_generation, revision_spec};
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use std::sync::Arc;
 
 impl Engine<'_> {
     /// `getControllerRevision(ns, name)` (vm.go:1763-1773), answered from the snapshot: `Ok(None)`
@@ -19,6 +20,7 @@ impl Engine<'_> {
             .snap
             .revisions
             .iter()
+            .map(|cr| cr.as_ref())
             .find(|cr| cr.metadata.name.as_deref() == Some(name)))
     }
 
@@ -44,7 +46,7 @@ impl Engine<'_> {
             why,
         );
         res?;
-        if let Some(v) = self.vmi.as_mut() {
+        if let Some(v) = self.vmi.as_mut().map(Arc::make_mut) {
             v.metadata.annotations = Some(new);
         }
         Ok(())

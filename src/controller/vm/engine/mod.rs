@@ -22,6 +22,7 @@ use crate::controller::vm::action::{
 use crate::controller::vm::conditions;
 use crate::controller::vm::reasons::condition;
 use crate::controller::vm::snapshot::{ExpectationCounts, ExpectationsView, VmSnapshot};
+use std::sync::Arc;
 
 /// Decide what one sync of the VM does, assuming every API call succeeds.
 pub fn decide(snapshot: &VmSnapshot) -> VmDecision {
@@ -62,8 +63,9 @@ pub(super) struct Engine<'a> {
     vm_rv: ResourceVersionFrom,
     /// The VM status as stored on the server (changed only by status patches).
     server_status: Option<VirtualMachineStatus>,
-    /// The claimed VMI as KubeVirt holds it (patched in memory after VMI patches).
-    vmi: Option<VirtualMachineInstance>,
+    /// The claimed VMI as KubeVirt holds it: shared with the snapshot until a VMI patch
+    /// changes it in memory (copied then, `Arc::make_mut`).
+    vmi: Option<Arc<VirtualMachineInstance>>,
     sync_error: Option<SyncError>,
     status: Option<VirtualMachineStatus>,
 }
@@ -77,7 +79,7 @@ impl<'a> Engine<'a> {
             explanation: Vec::new(),
             key: snap.key(),
             expectations: snap.expectations,
-            vm: snap.vm.clone(),
+            vm: (*snap.vm).clone(),
             vm_rv: ResourceVersionFrom::Snapshot,
             server_status: snap.vm.status.clone(),
             vmi: None,

@@ -48,7 +48,7 @@ impl Engine<'_> {
 
         // State change requests.
         let vmi_now = self.vmi.clone();
-        if trim_first_change_request_needed(&status, vmi_now.as_ref())
+        if trim_first_change_request_needed(&status, vmi_now.as_deref())
             && let Some(reqs) = status.state_change_requests.as_mut()
         {
             let popped = reqs.remove(0);
@@ -63,7 +63,7 @@ impl Engine<'_> {
         if let Some(delay) = sync_start_failure_status(
             &mut status,
             strategy.as_ref(),
-            vmi_now.as_ref(),
+            vmi_now.as_deref(),
             self.snap.now,
             self.snap.backoff_jitter,
         ) {
@@ -80,7 +80,7 @@ impl Engine<'_> {
 
         // Conditions.
         let mut conds = status.conditions.take().unwrap_or_default();
-        sync_conditions(&mut conds, vmi_now.as_ref(), sync_error, self.snap.now);
+        sync_conditions(&mut conds, vmi_now.as_deref(), sync_error, self.snap.now);
         status.conditions = Some(conds);
 
         // Printable status.
@@ -88,7 +88,7 @@ impl Engine<'_> {
         vm_view.status = Some(status.clone());
         let ctx = PrintableContext {
             vm: &vm_view,
-            vmi: vmi_now.as_ref(),
+            vmi: vmi_now.as_deref(),
             expectations: &self.expectations,
             data_volumes: &self.snap.data_volumes,
             pvcs: &self.snap.pvcs,

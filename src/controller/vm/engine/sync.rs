@@ -16,6 +16,7 @@ use crate::controller::vm::patches::{
 use crate::controller::vm::reasons::{annotation, condition, message, sync as reason};
 use crate::controller::vm::run_strategy::vm_strategy;
 use crate::controller::vm::{metadata_sync, restart_required, unsupported};
+use std::sync::Arc;
 
 impl Engine<'_> {
     // ------------------------------------------------------------------------------------
@@ -318,7 +319,7 @@ impl Engine<'_> {
         let mut copy_rv = self.vm_rv;
 
         // 12. Synchronizers.
-        if let Some(e) = unsupported::network_hotplug(&vm_copy, self.vmi.as_ref()) {
+        if let Some(e) = unsupported::network_hotplug(&vm_copy, self.vmi.as_deref()) {
             return Ok(Some(e));
         }
         if let Some((patch, firmware)) =
@@ -354,7 +355,7 @@ impl Engine<'_> {
         }
         if let Some(e) = [
             unsupported::volume_requests(&vm_copy),
-            unsupported::declarative_hotplug(&vm_copy, self.vmi.as_ref()),
+            unsupported::declarative_hotplug(&vm_copy, self.vmi.as_deref()),
             unsupported::memory_dump(&vm_copy),
         ]
         .into_iter()
@@ -366,7 +367,7 @@ impl Engine<'_> {
         if let Some(e) = self.sync_dynamic_metadata(&vm_copy) {
             return Ok(Some(e));
         }
-        metadata_sync::sync_pci_topology_annotations_to_vm(&mut vm_copy, self.vmi.as_ref());
+        metadata_sync::sync_pci_topology_annotations_to_vm(&mut vm_copy, self.vmi.as_deref());
 
         // 13. Live updates (refused where KubeVirt would act).
         let has_restart_required = self
@@ -378,7 +379,7 @@ impl Engine<'_> {
         if self.snap.config.rollout_strategy_live_update
             && !restart_required
             && !has_restart_required
-            && let Some(e) = unsupported::live_update(&vm_copy, self.vmi.as_ref())
+            && let Some(e) = unsupported::live_update(&vm_copy, self.vmi.as_deref())
         {
             return Ok(Some(e));
         }
@@ -505,7 +506,7 @@ impl Engine<'_> {
         );
         match res {
             Ok(()) => {
-                if let Some(v) = self.vmi.as_mut() {
+                if let Some(v) = self.vmi.as_mut().map(Arc::make_mut) {
                     v.metadata.labels = result.labels;
                     v.metadata.annotations = result.annotations;
                 }
