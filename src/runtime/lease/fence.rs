@@ -20,19 +20,27 @@
 //! the socket open: the request crosses kube's buffer task, the connection pool (perhaps a new
 //! connection and its TLS handshake) and hyper's connection task, and a process stopped on that
 //! path writes the request when it wakes, past its term. [`fenced_client_from_config`] closes
-//! that path too: the write client gets a connection pool of its own whose connection tasks
-//! (hyper runs every read and write of a connection in one task, spawned through the client's
-//! executor) check the fence at each poll and end, dropping the connection, once it is
-//! closed. What remains is the instant between that check and the `write(2)` in the same poll.
-//! The price: a response still being read when the term ends is lost with its connection (the
-//! write may have been applied; the reconcile sees a connection error, as after a timeout), and
-//! every request of that pool is refused outside a term, reads included, so nothing but the
-//! controllers' writes (and Events) goes through it.
+//! that path too: the write client gets a connection pool of its own whose sockets refuse
+//! every write once the fence is closed ([`FencedIo`]; the connection fails and is dropped).
+//! What remains is the instant between that check and the `write(2)` right after it. With a
+//! proxy (`proxy-url` in the kubeconfig) kube's own stack is kept and the check moves up to
+//! each poll of the pool's connection tasks ([`FencedExecutor`]): hyper reads and writes a
+//! connection in one task, so that check is one task poll away from the socket.
+//!
+//! The price: a response still being read when the term ends may be lost with its connection
+//! (the write may have been applied; the reconcile sees a connection error, as after a
+//! timeout), and every request of that pool is refused outside a term, reads included, so
+//! nothing but the controllers' writes (and Events) goes through it.
 
 use std::future::Future;
+use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
+
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::TokioExecutor;
+use kube::client::ConfigExt;
 
 use axum::http::{Method, Request};
 use futures::future::BoxFuture;
@@ -95,18 +103,149 @@ pub fn fenced_client(client: kube::Client, fence: TermFence) -> kube::Client {
 }
 
 /// A client built from `config` with a connection pool of its own, its writes fenced by
-/// `fence` at the request (as [`fenced_client`]) and at every poll of its connection tasks
-/// (see the module docs): once the fence is closed nothing more is written on any of its
-/// connections, whatever was already on its way to them.
+/// `fence` at the request (as [`fenced_client`]) and at every write to its sockets (see the
+/// module docs): once the fence is closed nothing more is written on any of its connections,
+/// whatever was already on its way to them.
 pub fn fenced_client_from_config(
     config: kube::Config,
     fence: TermFence,
 ) -> Result<kube::Client, kube::Error> {
-    let pool = connection_fenced_client(config, fence.clone())?;
+    let pool = if config.proxy_url.is_some() {
+        connection_fenced_client(config, fence.clone())?
+    } else {
+        socket_fenced_client(config, fence.clone())?
+    };
     Ok(fenced_client(pool, fence))
 }
 
-/// The pool alone: every connection task fenced, no request check.
+/// The pool alone, every socket write fenced, no request check: kube's stack for a config
+/// without proxy (`kube_client::client::builder::make_generic_builder`: HTTP connector, TLS,
+/// timeouts, base URI, authentication, extra headers) over [`FencedConnector`]. Left out:
+/// kube's tracing spans and gzip decompression (no feature here enables them) and its retry
+/// layer (off unless `Config::default_retry`; writes are not retried blindly here).
+fn socket_fenced_client(
+    config: kube::Config,
+    fence: TermFence,
+) -> Result<kube::Client, kube::Error> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let https =
+        config.rustls_https_connector_with_connector(FencedConnector { inner: http, fence })?;
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    let pool: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Builder::new(TokioExecutor::new()).build(connector);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+        .service(pool);
+    Ok(kube::Client::new(service, config.default_namespace))
+}
+
+/// hyper-util's HTTP connector, its sockets wrapped in [`FencedIo`].
+#[derive(Clone)]
+struct FencedConnector {
+    inner: HttpConnector,
+    fence: TermFence,
+}
+
+impl tower::Service<axum::http::Uri> for FencedConnector {
+    type Response = FencedIo<<HttpConnector as tower::Service<axum::http::Uri>>::Response>;
+    type Error = <HttpConnector as tower::Service<axum::http::Uri>>::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: axum::http::Uri) -> Self::Future {
+        let connecting = self.inner.call(uri);
+        let fence = self.fence.clone();
+        Box::pin(async move {
+            Ok(FencedIo {
+                io: connecting.await?,
+                fence,
+            })
+        })
+    }
+}
+
+/// A socket that refuses every write while the fence is closed: the check sits right before
+/// the `write(2)` (below TLS, so handshakes and alerts are refused too).
+struct FencedIo<T> {
+    io: T,
+    fence: TermFence,
+}
+
+impl<T> FencedIo<T> {
+    fn refused(&self) -> Option<io::Error> {
+        (!self.fence.is_open()).then(|| {
+            tracing::debug!("write fence closed: a socket write of the write client refused");
+            io::Error::other("write refused: this instance's leadership term is over")
+        })
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for FencedIo<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for FencedIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(e) = this.refused() {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(e) = this.refused() {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+impl<T: Connection> Connection for FencedIo<T> {
+    fn connected(&self) -> Connected {
+        self.io.connected()
+    }
+}
+
+/// The pool alone with kube's own stack (proxies included), every connection task fenced, no
+/// request check.
 fn connection_fenced_client(
     config: kube::Config,
     fence: TermFence,
@@ -293,15 +432,22 @@ mod tests {
 
     /// The request check passed (it is left out here, as for a process stopped right after
     /// it): the write still never leaves, on a pooled connection or a new one; and the pool
-    /// works again in the next term.
+    /// works again in the next term. Both pools: sockets fenced, connection tasks fenced.
     #[tokio::test]
     async fn the_pool_sends_nothing_outside_the_term_even_past_the_request_check() {
+        pool_sends_nothing_outside_the_term(socket_fenced_client).await;
+        pool_sends_nothing_outside_the_term(connection_fenced_client).await;
+    }
+
+    async fn pool_sends_nothing_outside_the_term(
+        build: fn(kube::Config, TermFence) -> Result<kube::Client, kube::Error>,
+    ) {
         let server = ApiServer::start(ApiServerConfig::default())
             .await
             .expect("server");
         let fence = TermFence::default();
         fence.extend(Instant::now() + Duration::from_secs(60));
-        let pool = connection_fenced_client(
+        let pool = build(
             server.kube_config().await.expect("kube config"),
             fence.clone(),
         )
