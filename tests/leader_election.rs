@@ -805,3 +805,64 @@ async fn two_instances_with_one_identity_never_both_lead_or_write() {
     b.cancel.cancel();
     let _ = tokio::time::timeout(DEADLINE, &mut b.task).await;
 }
+
+/// A manager whose writes have their own fenced connection pool (as `run-controller` starts
+/// it) and no Lease client of its own acquires the Lease through the client it was started
+/// with and runs a VM: the write pool refuses everything outside a term, so an elector that
+/// used it could never acquire (the 1,000-VM bench caught that: "no leadership").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_with_its_own_write_pool_acquires_and_runs_a_vm() {
+    let cluster = start_cluster().await;
+    let agent = "ctl-pool";
+    let client = cluster
+        .api()
+        .client_with_agent(agent)
+        .await
+        .expect("kube client");
+    let mut write_config = cluster.api().kube_config().await.expect("kube config");
+    write_config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_static("ctl-pool"),
+    ));
+    let (vm, vmi) = virtctl_rs::controller::reconcilers();
+    let manager = Arc::new(
+        Manager::start_with_write_pool(
+            client.clone(),
+            write_config,
+            manager_config(agent, OnLostLease::Exit),
+            vm,
+            vmi,
+        )
+        .await
+        .expect("manager starts"),
+    );
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let (manager, cancel) = (manager.clone(), cancel.clone());
+        async move { manager.run(cancel).await }
+    });
+    wait_for("the manager to lead", || async {
+        manager.leader_state().leading.then_some(())
+    })
+    .await;
+    apply_path(&client, &demo_vm_manifest())
+        .await
+        .expect("apply demo-vm");
+    wait_vm_running_alone(&client).await;
+    cancel.cancel();
+    task.await.expect("run task").expect("graceful stop");
+    let writes: Vec<_> = cluster
+        .api()
+        .audit()
+        .entries()
+        .into_iter()
+        .filter(|e| e.user_agent.contains(agent) && e.resource == "virtualmachineinstances")
+        .filter(|e| e.verb == "create" && (200..300).contains(&e.code))
+        .collect();
+    assert_eq!(
+        writes.len(),
+        1,
+        "the VMI was created through the write pool"
+    );
+    cluster.shutdown().await;
+}

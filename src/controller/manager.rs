@@ -148,9 +148,11 @@ pub struct Manager {
     stop: CancellationToken,
     vm: Arc<dyn Reconciler>,
     vmi: Arc<dyn Reconciler>,
-    /// The client of the Lease calls (default: the controllers' client); see
-    /// [`Manager::with_lease_client`].
+    /// The client of the Lease calls (default: `client`); see [`Manager::with_lease_client`].
     lease_client: Option<kube::Client>,
+    /// The client the manager was started with (informers, reads): never the write client,
+    /// whose own pool refuses everything outside a term, the Lease acquire included.
+    client: kube::Client,
     /// The elector's wall clock (default `Utc::now`); see [`Manager::with_wall_clock`].
     wall_clock: Option<crate::runtime::lease::WallClock>,
     /// The term fence of the controllers' client, published by each elector.
@@ -382,6 +384,7 @@ impl Manager {
             vm,
             vmi,
             lease_client: None,
+            client: client.clone(),
             wall_clock: None,
             fence,
         };
@@ -488,7 +491,7 @@ impl Manager {
         let lease_client = self
             .lease_client
             .clone()
-            .unwrap_or_else(|| self.ctx.client.clone());
+            .unwrap_or_else(|| self.client.clone());
         loop {
             let mut elector =
                 LeaderElector::from_client(lease_client.clone(), self.config.lease.clone())
