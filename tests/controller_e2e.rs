@@ -368,7 +368,8 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
 }
 
 /// The controllers' launcher-pod cache goes through `launcher_pod_for_cache`: the server's pod
-/// has its volumes, the cached copy has none and keeps what the decisions read.
+/// has its volumes and containers, the cached copy keeps what the decisions read (the node and
+/// the compute container's name, image and resources).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_launcher_pod_is_cached_without_its_volumes() {
     let env = Env::start().await;
@@ -400,11 +401,26 @@ async fn the_launcher_pod_is_cached_without_its_volumes() {
         spec.node_name,
         server.spec.as_ref().and_then(|s| s.node_name.clone())
     );
+    let server_containers = &server.spec.as_ref().expect("spec").containers;
+    assert!(server_containers.len() > 1, "{server_containers:?}");
+    let compute = server_containers
+        .iter()
+        .find(|c| c.name == "compute")
+        .expect("the server's pod has a compute container");
+    assert!(compute.env.is_some() || compute.volume_mounts.is_some());
     assert_eq!(
         spec.containers,
-        server.spec.as_ref().expect("spec").containers
+        [k8s_openapi::api::core::v1::Container {
+            name: "compute".into(),
+            image: compute.image.clone(),
+            resources: compute.resources.clone(),
+            ..Default::default()
+        }]
     );
+    assert_eq!(spec.init_containers, None);
     assert_eq!(cached.status, server.status);
+    assert_eq!(cached.metadata.labels, server.metadata.labels);
+    assert_eq!(cached.metadata.annotations, server.metadata.annotations);
     env.shutdown().await;
 }
 

@@ -6,7 +6,7 @@
 //! absent container state is "not running, not terminated, not waiting").
 
 use crate::api::VirtualMachineInstance;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodCondition, PodSpec};
 use std::borrow::Borrow;
 
 /// Name of the launcher's main container (`compute`).
@@ -45,20 +45,39 @@ pub fn pod_name(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or("")
 }
 
-/// The controllers' launcher-pod cache transform: [`strip_for_cache`] and no `spec.volumes`.
+/// The controllers' launcher-pod cache transform: [`strip_for_cache`], and of the spec only
+/// what the decisions read: `spec.nodeName` and the `compute` container's name, image and
+/// resources.
 ///
 /// A virt-launcher pod carries a dozen volumes (container disks, sockets, hotplug, private
-/// and public directories); k8s-openapi's `Volume` is 3 KiB inline, so they were most of a
-/// cached pod's heap (83 KB of a 7.7 KB JSON pod, `benches/cache_memory.rs`). Nothing the VM
-/// and VMI controllers or the progress lines decide reads them (they read the metadata, the
-/// status, `spec.nodeName` and the `compute` container), and every write to a pod is a patch,
-/// never a copy of the cached object, so no field is lost on the server.
+/// and public directories; k8s-openapi's `Volume` is 3 KiB inline), several containers and
+/// init containers with their environment, mounts and security contexts: most of a cached
+/// pod's heap (`benches/cache_memory.rs`). Nothing the VM and VMI controllers or the progress
+/// lines decide reads them: they read the metadata, the status, `spec.nodeName` (the current
+/// pod is the newest on the VMI's node, controller.go:323-359), the `compute` container's image
+/// (the outdated-launcher label, lifecycle.go:287-294) and its memory request (progress
+/// lines). Every write to a pod is a patch of metadata or status, never a copy of the cached
+/// object, so nothing is lost on the server; the inspector reads pods from the API server, not
+/// from this cache.
 ///
 /// [`strip_for_cache`]: crate::runtime::informer::strip_for_cache
 pub fn launcher_pod_for_cache(pod: &mut Pod) {
     crate::runtime::informer::strip_for_cache(pod);
     if let Some(spec) = pod.spec.as_mut() {
-        spec.volumes = None;
+        let compute = std::mem::take(&mut spec.containers)
+            .into_iter()
+            .find(|c| c.name == COMPUTE_CONTAINER)
+            .map(|c| Container {
+                name: c.name,
+                image: c.image,
+                resources: c.resources,
+                ..Default::default()
+            });
+        *spec = PodSpec {
+            node_name: spec.node_name.take(),
+            containers: compute.into_iter().collect(),
+            ..Default::default()
+        };
     }
 }
 
@@ -408,10 +427,23 @@ pub(crate) mod tests {
             requests: Some([("memory".to_string(), Quantity("1Gi".into()))].into()),
             ..Default::default()
         });
+        spec.containers[0].env = Some(vec![k8s_openapi::api::core::v1::EnvVar {
+            name: "POD_NAME".into(),
+            ..Default::default()
+        }]);
+        spec.containers.push(Container {
+            name: "volumecontainerdisk".into(),
+            image: Some("disk:v1".into()),
+            ..Default::default()
+        });
+        spec.init_containers = Some(vec![Container {
+            name: "container-disk-binary".into(),
+            ..Default::default()
+        }]);
+        spec.hostname = Some("demo".into());
         let mut cached = pod.clone();
         launcher_pod_for_cache(&mut cached);
 
-        assert_eq!(cached.spec.as_ref().and_then(|s| s.volumes.as_ref()), None);
         assert_eq!(cached.metadata.managed_fields, None);
         assert_eq!(pod_node_name(&cached), "node01");
         assert_eq!(compute_container_image(&cached), "launcher:v1");
@@ -419,13 +451,27 @@ pub(crate) mod tests {
             crate::cli::progress::compute_memory_request(&cached).as_deref(),
             Some("1Gi")
         );
+        // Of the spec: the node and the compute container's name, image and resources.
+        let compute = &pod.spec.as_ref().expect("spec").containers[0];
+        assert_eq!(
+            cached.spec,
+            Some(PodSpec {
+                node_name: Some("node01".into()),
+                containers: vec![Container {
+                    name: "compute".into(),
+                    image: compute.image.clone(),
+                    resources: compute.resources.clone(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+        );
         // Everything else is the pod as listed.
         let (mut a, mut b) = (pod, cached);
         a.metadata.managed_fields = None;
-        if let Some(s) = a.spec.as_mut() {
-            s.volumes = None;
-        }
+        a.spec = None;
         b.metadata.managed_fields = None;
+        b.spec = None;
         assert_eq!(a, b);
     }
 
