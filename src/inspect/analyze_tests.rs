@@ -266,7 +266,7 @@ fn settle(mut g: Gathered) -> Gathered {
             g.vm.as_mut().expect("vm").status = Some(status);
         }
         if let Some(new) = d.vmi.and_then(|v| v.new_vmi) {
-            g.vmi = Some(*new);
+            g.vmi = Some((*new).clone());
         }
     }
     panic!("the fixture does not settle");

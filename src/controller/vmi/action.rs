@@ -4,6 +4,7 @@
 use crate::api::{Phase, VirtualMachineInstance};
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use serde::Serialize;
+use std::sync::Arc;
 
 pub use crate::controller::context::EventType;
 
@@ -82,8 +83,8 @@ pub enum VmiAction {
     /// Scheduled. Executor: `vmiExpectations.SetExpectations(key, 1, 0)` before, `(key, 0, 0)`
     /// on failure. The object keeps the cached `resourceVersion` (optimistic concurrency).
     UpdateVmi {
-        /// The VMI to write.
-        vmi: Box<VirtualMachineInstance>,
+        /// The VMI to write (shared with the decision's `new_vmi`).
+        vmi: Arc<VirtualMachineInstance>,
         /// Why.
         why: String,
     },
@@ -201,7 +202,7 @@ pub struct VmiDecision {
     /// `updateStatus` failed before writing anything (only `unknown vmi phase <phase>`): requeue.
     pub update_status_error: Option<String>,
     /// The VMI as `updateStatus` computed it (`vmiCopy`), whether or not it differs.
-    pub new_vmi: Option<Box<VirtualMachineInstance>>,
+    pub new_vmi: Option<Arc<VirtualMachineInstance>>,
     /// Phase before the decision.
     pub from_phase: Phase,
     /// Phase after the decision's VMI write.

@@ -13,6 +13,7 @@ use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalize
 use crate::controller::common::semantic_eq;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// `kubevirt.io/latest-observed-api-version` (`ControllerAPILatestVersionObservedAnnotation`,
 /// types.go:1141).
@@ -345,7 +346,7 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
 /// Result of `updateStatus`.
 struct StatusResult {
     actions: Vec<VmiAction>,
-    new_vmi: Option<VirtualMachineInstance>,
+    new_vmi: Option<Arc<VirtualMachineInstance>>,
     condition_error: Option<SyncError>,
     update_status_error: Option<String>,
     to_phase: Phase,
@@ -363,6 +364,7 @@ fn update_status(
     let now = snap.now;
     let old_phase = vmi.phase();
     let mut new = vmi.clone();
+    let mut shared: Option<Arc<VirtualMachineInstance>> = None;
     let mut actions = Vec::new();
     let mut expl = Vec::new();
     let mut changes: Vec<String> = Vec::new();
@@ -779,11 +781,13 @@ fn update_status(
                     old_phase.as_str()
                 }
             ));
+            // The object written and the decision's `new_vmi` are one copy.
+            let written = Arc::new(std::mem::take(&mut new));
             actions.push(VmiAction::UpdateVmi {
-                vmi: Box::new(new.clone()),
+                vmi: written.clone(),
                 why: format!(
                     "{} changed{}: full Update with a VMI self-expectation (lifecycle.go:594-610)",
-                    changed_fields(vmi, &new).join(", "),
+                    changed_fields(vmi, &written).join(", "),
                     if changes.is_empty() {
                         String::new()
                     } else {
@@ -791,6 +795,7 @@ fn update_status(
                     }
                 ),
             });
+            shared = Some(written);
         } else {
             expl.push("VMI unchanged: no write (lifecycle.go:600-602)".into());
         }
@@ -798,7 +803,7 @@ fn update_status(
 
     StatusResult {
         actions,
-        new_vmi: Some(new),
+        new_vmi: Some(shared.unwrap_or_else(|| Arc::new(new))),
         condition_error,
         update_status_error: None,
         to_phase,
@@ -914,12 +919,13 @@ fn pre_sync(snap: &VmiSnapshot) -> Option<VmiDecision> {
         d.explanation.push(format!(
             "the VMI lacks {LATEST_OBSERVED_API_VERSION_ANNOTATION}=v1: write the api-version annotations first and stop (vmi.go:316-330)"
         ));
+        let vmi = Arc::new(vmi);
         d.status_actions.push(VmiAction::UpdateVmi {
-            vmi: Box::new(vmi.clone()),
+            vmi: vmi.clone(),
             why: "first step of every sync: record the observed API versions (vmi.go:316-330)"
                 .into(),
         });
-        d.new_vmi = Some(Box::new(vmi));
+        d.new_vmi = Some(vmi);
         return Some(d);
     }
     let e = &snap.expectations;
@@ -1131,7 +1137,7 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
     d.sync_error = sync_error;
     d.condition_error = st.condition_error;
     d.update_status_error = st.update_status_error;
-    d.new_vmi = st.new_vmi.map(Box::new);
+    d.new_vmi = st.new_vmi;
     d.to_phase = st.to_phase;
     d.phase_reason = st.phase_reason;
     d

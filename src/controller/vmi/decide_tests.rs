@@ -1516,7 +1516,7 @@ fn memory_overhead_from_pod_annotation() {
     let mut off = snap_with_pod(vmi, pod);
     off.memory_overhead_report = false;
     let d = decide(&off);
-    let st = d.new_vmi.and_then(|v| v.status).unwrap_or_default();
+    let st = d.new_vmi.and_then(|v| v.status.clone()).unwrap_or_default();
     assert_eq!(st.memory, None);
 }
 
@@ -1525,7 +1525,7 @@ fn memory_overhead_from_pod_annotation() {
 fn memory_overhead_absent_without_annotation() {
     let vmi = with_phase(pending_vmi(), Phase::Scheduling);
     let d = decide(&snap_with_pod(vmi, kv_pod("Pending")));
-    let st = d.new_vmi.and_then(|v| v.status).unwrap_or_default();
+    let st = d.new_vmi.and_then(|v| v.status.clone()).unwrap_or_default();
     assert_eq!(st.memory, None);
 }
 
