@@ -283,7 +283,9 @@ impl Manager {
             stop.clone(),
         );
         let revisions = Informer::<ControllerRevision>::spawn_with(
-            InformerState::new().with_index(&crate::controller::vm::revision::VM_INDEX),
+            InformerState::new()
+                .with_transform(crate::controller::vm::revision::revision_for_cache)
+                .with_index(&crate::controller::vm::revision::VM_INDEX),
             "controllerrevisions",
             api_for(&client, ns),
             watcher::Config::default(),

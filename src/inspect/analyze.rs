@@ -1075,7 +1075,9 @@ fn template_changes_since_start(
     let revision = revisions
         .iter()
         .find(|r| r.metadata.name.as_deref() == Some(name))?;
-    let started = revision.data.as_ref()?.0.pointer("/spec/template")?.clone();
+    let started = crate::controller::vm::revision::revision_data(revision)?
+        .pointer("/spec/template")?
+        .clone();
     let current = serde_json::to_value(&vm.spec)
         .ok()?
         .get("template")?
