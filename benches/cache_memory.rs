@@ -31,6 +31,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::controller::manager::{Manager, ManagerConfig};
+use virtctl_rs::controller::vm::revision::revision_for_cache;
 use virtctl_rs::controller::vmi::podutil::launcher_pod_for_cache;
 use virtctl_rs::runtime::informer::{cache_copy, strip_for_cache};
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
@@ -237,8 +238,9 @@ async fn run(n: usize) {
         cost::<VirtualMachine>("VirtualMachine", &vm_texts, strip_for_cache),
         cost::<VirtualMachineInstance>("VirtualMachineInstance", &vmi_texts, strip_for_cache),
         cost::<Pod>("Pod (virt-launcher)", &pod_texts, launcher_pod_for_cache),
-        cost::<Pod>("  (with its volumes)", &pod_texts, strip_for_cache),
-        cost::<ControllerRevision>("ControllerRevision", &rev_texts, strip_for_cache),
+        cost::<Pod>("  (whole spec)", &pod_texts, strip_for_cache),
+        cost::<ControllerRevision>("ControllerRevision", &rev_texts, revision_for_cache),
+        cost::<ControllerRevision>("  (data as a Value)", &rev_texts, strip_for_cache),
     ];
     println!(
         "\ncache_memory: {n} Running demo-vm copies, objects decoded as the informers cache them"
