@@ -120,9 +120,10 @@ pub fn fenced_client_from_config(
 
 /// The pool alone, every socket write fenced, no request check: kube's stack for a config
 /// without proxy (`kube_client::client::builder::make_generic_builder`: HTTP connector, TLS,
-/// timeouts, base URI, authentication, extra headers) over [`FencedConnector`]. Left out:
-/// kube's tracing spans and gzip decompression (no feature here enables them) and its retry
-/// layer (off unless `Config::default_retry`; writes are not retried blindly here).
+/// timeouts, base URI, kube's retry of 429/503/504 answers when `Config::default_retry`,
+/// authentication, extra headers, in kube's order) over [`FencedConnector`]. Left out: kube's
+/// tracing spans and gzip decompression (no feature here enables it). A retried attempt is a
+/// new write to a socket, so the fence checks it too.
 fn socket_fenced_client(
     config: kube::Config,
     fence: TermFence,
@@ -137,8 +138,12 @@ fn socket_fenced_client(
     connector.set_write_timeout(config.write_timeout);
     let pool: hyper_util::client::legacy::Client<_, kube::client::Body> =
         hyper_util::client::legacy::Builder::new(TokioExecutor::new()).build(connector);
+    let retry = config
+        .default_retry
+        .then(|| tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()));
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
+        .option_layer(retry)
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
@@ -437,6 +442,46 @@ mod tests {
     async fn the_pool_sends_nothing_outside_the_term_even_past_the_request_check() {
         pool_sends_nothing_outside_the_term(socket_fenced_client).await;
         pool_sends_nothing_outside_the_term(connection_fenced_client).await;
+    }
+
+    /// The socket-fenced pool keeps kube's retry of a 503 answer (`Config::default_retry`), as
+    /// the writes had through kube's own client.
+    #[tokio::test]
+    async fn the_write_pool_retries_a_503_as_kubes_client_does() {
+        use crate::sim::{FaultRule, Verb};
+        let server = ApiServer::start(ApiServerConfig::default())
+            .await
+            .expect("server");
+        server.faults().add(
+            FaultRule::error(503)
+                .verbs(&[Verb::Create])
+                .resource("configmaps")
+                .times(1),
+        );
+        let fence = TermFence::default();
+        fence.extend(Instant::now() + Duration::from_secs(60));
+        let client =
+            fenced_client_from_config(server.kube_config().await.expect("kube config"), fence)
+                .expect("client");
+        let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some("retried".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        maps.create(&PostParams::default(), &cm)
+            .await
+            .expect("created on the second attempt");
+        let codes: Vec<u16> = server
+            .audit()
+            .entries()
+            .into_iter()
+            .filter(|e| e.verb == "create" && e.resource == "configmaps")
+            .map(|e| e.code)
+            .collect();
+        assert_eq!(codes, [503, 201]);
     }
 
     async fn pool_sends_nothing_outside_the_term(
