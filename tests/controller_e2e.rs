@@ -935,6 +935,25 @@ async fn a_vmi_orphaned_by_its_deleted_vm_is_adopted_by_a_new_vm() {
     let (_, vmi) = env.wait_running("demo-vm").await;
     let vmi_uid = uid(&vmi.metadata);
 
+    // The order this scenario is about: the VM controller leaves an orphaned VMI alone when it
+    // sees the VMI orphaned no later than the VM without its `orphan` finalizer. Two watches
+    // promise no such order, and KubeVirt races the same way: with the VMI still owned in its
+    // cache and the VM already without `orphan`, it stops the VMI (vm.go:3244-3255), and the
+    // VMI's Delete event, without a controller reference by then, never lowers the deletion
+    // expectation (vm.go:2129), so the VM waits out the 5-minute expectation timeout. Under
+    // load that happened here once. Delaying the controllers' VM watch pins the order.
+    let faults = env.cluster().api().faults();
+    faults.add(
+        virtctl_rs::sim::FaultRule::delay_watch_events(Duration::from_millis(500))
+            .resource("virtualmachines")
+            .user_agent(CONTROLLER_AGENT),
+    );
+    faults.drop_watches();
+    env.wait_for("the controllers' caches to be current again", || async {
+        env.caches_current().await.then_some(())
+    })
+    .await;
+
     // Delete the VM, orphaning its dependents: the VM controller drops its finalizer at once
     // (the `orphan` finalizer is set, vm.go:3236-3241) and the garbage collector removes the
     // owner reference from the VMI.
