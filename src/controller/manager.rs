@@ -226,10 +226,11 @@ impl Manager {
     }
 
     /// [`Manager::start`], with the controllers' writes (and Events) sent through a connection
-    /// pool of their own built from `write_config`, fenced at every connection task as well as
-    /// at every request ([`crate::runtime::lease::fenced_client_from_config`]): a process
-    /// stopped between a write's request check and its bytes reaching the socket sends nothing
-    /// once it wakes past its term. `run-controller` starts this way.
+    /// pool of their own built from `write_config`, fenced at every socket write (every
+    /// connection task when the configuration has a proxy) as well as at every request
+    /// ([`crate::runtime::lease::fenced_client_from_config`]): a process stopped between a
+    /// write's request check and its bytes reaching the socket sends nothing once it wakes past
+    /// its term. The Lease calls never use that pool. `run-controller` starts this way.
     pub async fn start_with_write_pool(
         client: kube::Client,
         write_config: kube::Config,
