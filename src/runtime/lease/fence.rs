@@ -325,9 +325,6 @@ impl tower::Service<Request<Body>> for FencedService {
                     path: request.uri().path().to_string(),
                 }) as Self::Error);
             }
-            if tracing::enabled!(tracing::Level::TRACE) && is_write(request.method()) {
-                tracing::trace!(method = %request.method(), path = request.uri().path(), "write passed the fence");
-            }
             client
                 .send(request)
                 .await
@@ -344,6 +341,16 @@ mod tests {
     use kube::api::{Api, PostParams};
     use std::time::Duration;
 
+    fn config_map(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
     #[tokio::test]
     async fn writes_pass_only_while_the_term_is_open() {
         let server = ApiServer::start(ApiServerConfig::default())
@@ -352,14 +359,7 @@ mod tests {
         let fence = TermFence::default();
         let client = fenced_client(server.client().await.expect("client"), fence.clone());
         let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-        let cm = |name: &str| ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let refused = maps.create(&PostParams::default(), &cm("a")).await;
+        let refused = maps.create(&PostParams::default(), &config_map("a")).await;
         assert!(
             refused
                 .as_ref()
@@ -368,13 +368,17 @@ mod tests {
         );
         assert!(maps.list(&Default::default()).await.is_ok(), "reads pass");
         fence.extend(Instant::now() + Duration::from_secs(60));
-        maps.create(&PostParams::default(), &cm("b"))
+        maps.create(&PostParams::default(), &config_map("b"))
             .await
             .expect("a write inside the term");
         // A deadline in the past (a process that slept through it) closes the fence at once.
         fence.extend(Instant::now() - Duration::from_millis(1));
         assert!(!fence.is_open());
-        assert!(maps.create(&PostParams::default(), &cm("c")).await.is_err());
+        assert!(
+            maps.create(&PostParams::default(), &config_map("c"))
+                .await
+                .is_err()
+        );
         // Lease calls always pass (the elector must be able to acquire).
         let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
             Api::namespaced(client, "default");
@@ -464,14 +468,7 @@ mod tests {
             fenced_client_from_config(server.kube_config().await.expect("kube config"), fence)
                 .expect("client");
         let maps: Api<ConfigMap> = Api::namespaced(client, "default");
-        let cm = ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some("retried".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        maps.create(&PostParams::default(), &cm)
+        maps.create(&PostParams::default(), &config_map("retried"))
             .await
             .expect("created on the second attempt");
         let codes: Vec<u16> = server
@@ -498,23 +495,16 @@ mod tests {
         )
         .expect("client");
         let maps: Api<ConfigMap> = Api::namespaced(pool, "default");
-        let cm = |name: &str| ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        maps.create(&PostParams::default(), &cm("in-term"))
+        maps.create(&PostParams::default(), &config_map("in-term"))
             .await
             .expect("a write inside the term; its connection stays pooled");
         fence.extend(Instant::now() - Duration::from_millis(1));
         for name in ["pooled-connection", "new-connection"] {
-            let refused = maps.create(&PostParams::default(), &cm(name)).await;
+            let refused = maps.create(&PostParams::default(), &config_map(name)).await;
             assert!(refused.is_err(), "{name}: {refused:?}");
         }
         fence.extend(Instant::now() + Duration::from_secs(60));
-        maps.create(&PostParams::default(), &cm("next-term"))
+        maps.create(&PostParams::default(), &config_map("next-term"))
             .await
             .expect("a write in the next term, on a new connection");
         let created: Vec<String> = server
