@@ -528,6 +528,49 @@ spec:
     assert!(line.contains("node(s) didn't match"), "{line}");
 }
 
+/// A SIGTERM that comes while the controller is still starting (here: right after it names the
+/// cluster, before it has tried to reach it) stops the run cleanly once it is up. Before the
+/// handlers were registered first thing (src/cli/signals.rs), the default action of SIGTERM
+/// killed the process in that window, without a chance to release a Lease it might hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigterm_during_start_up_stops_the_run_cleanly() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster:\n    server: https://127.0.0.1:{port}\n\
+             contexts:\n- name: dead\n  context:\n    cluster: dead\n    user: u\ncurrent-context: dead\n\
+             users:\n- name: u\n  user:\n    token: t\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let mut rc = RunController::spawn(&[
+        "--kubeconfig",
+        kubeconfig.to_str().expect("utf-8 path"),
+        "--listen",
+        "none",
+    ]);
+    rc.wait_line("the cluster line", |l| {
+        l.starts_with("cluster: ").then_some(())
+    })
+    .await;
+    rc.sigterm();
+    let (status, stdout, stderr) = rc.finish().await;
+    assert!(
+        status.success(),
+        "a SIGTERM during start-up ends the run cleanly: {status:?} {stdout:#?} {stderr}"
+    );
+    assert!(
+        stdout.iter().any(|l| l == "SIGTERM: stopping"),
+        "it says why it stopped: {stdout:#?}"
+    );
+}
+
 /// Issue 13 item 6: an unreachable API server is said once, on stdout, naming the server and
 /// the cause; `/healthz` reports it; the informers' repeated failures are not a WARN each
 /// (one per informer, then at most one a minute); SIGTERM still stops it with exit 0.

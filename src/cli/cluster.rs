@@ -122,7 +122,8 @@ pub fn run(global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, CliError>
 }
 
 async fn nodes(global: &GlobalArgs, args: NodesArgs) -> Result<ExitCode, CliError> {
-    let signal = tokio::spawn(wait_for_signal());
+    // Listen before starting so a signal during start-up is kept (src/cli/signals.rs).
+    let mut signals = super::signals::ShutdownSignals::listen()?;
     let (config, target) = super::client::load_config(global, "cluster nodes").await?;
     let sim = crate::sim::nodes::NodeSimulator::start(
         config,
@@ -143,30 +144,10 @@ async fn nodes(global: &GlobalArgs, args: NodesArgs) -> Result<ExitCode, CliErro
         target.source,
         sim.handle().node_names().join(", ")
     );
-    let outcome = signal
-        .await
-        .map_err(|e| CliError::Failed(format!("signal listener failed: {e}")));
-    let result = match outcome {
-        Ok(Ok(name)) => {
-            eprintln!("{name} received, stopping the simulated nodes (their Node objects stay)");
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(Err(e)) | Err(e) => Err(e),
-    };
+    let name = signals.recv().await;
+    eprintln!("{name} received, stopping the simulated nodes (their Node objects stay)");
     sim.shutdown().await;
-    result
-}
-
-async fn wait_for_signal() -> Result<&'static str, CliError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())
-        .map_err(|e| CliError::Failed(format!("cannot listen for SIGTERM: {e}")))?;
-    let mut int = signal(SignalKind::interrupt())
-        .map_err(|e| CliError::Failed(format!("cannot listen for SIGINT: {e}")))?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    })
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
@@ -204,8 +185,8 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         }
     }
     config.api.audit_file = args.audit_log.clone();
-    // Listen before starting so a signal during start-up is not lost.
-    let signal = tokio::spawn(wait_for_signal());
+    // Listen before starting so a signal during start-up is kept (src/cli/signals.rs).
+    let mut signals = super::signals::ShutdownSignals::listen()?;
     let cluster = EmbeddedCluster::start(config)
         .await
         .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -275,16 +256,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         admin.url(),
         token_path.display()
     );
-    let outcome = signal
-        .await
-        .map_err(|e| CliError::Failed(format!("signal listener failed: {e}")));
-    let name = match outcome {
-        Ok(Ok(name)) => name,
-        Ok(Err(e)) | Err(e) => {
-            stop(cluster, admin).await;
-            return Err(e);
-        }
-    };
+    let name = signals.recv().await;
     eprintln!("{name} received, shutting down");
     stop(cluster, admin).await;
     Ok(ExitCode::SUCCESS)

@@ -14,6 +14,7 @@ pub mod inspect;
 pub mod output;
 pub mod progress;
 pub mod run_controller;
+pub mod signals;
 pub mod version;
 
 use clap::{Args, Parser, Subcommand};

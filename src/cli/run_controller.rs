@@ -204,22 +204,6 @@ async fn never_running(client: &kube::Client, vms: &[String]) -> Result<(), CliE
     Ok(())
 }
 
-/// Wait for SIGINT or SIGTERM.
-pub async fn shutdown_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers, run until killed.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    }
-}
-
 /// The controllers' client and the Lease's: same server, user and User-Agent; the Lease's has
 /// no hidden retries ([`crate::runtime::lease::api::lease_client`]). The controllers' writes get
 /// a third, fenced client built by the manager from `config`.
@@ -303,6 +287,9 @@ async fn run_async(
     args: RunControllerArgs,
     config: ManagerConfig,
 ) -> Result<ExitCode, CliError> {
+    // Listen first: a signal during start-up then stops the run once it is up instead of
+    // killing the process (src/cli/signals.rs).
+    let mut signals = super::signals::ShutdownSignals::listen()?;
     // Check what can be checked before starting anything.
     if args.exit_when_ready && args.apply.is_empty() {
         return Err(CliError::Failed(
@@ -444,7 +431,7 @@ async fn run_async(
         tokio::pin!(run);
         tokio::select! {
             r = &mut run => r.map(|_| ExitCode::SUCCESS).map_err(|e| CliError::Failed(e.to_string())),
-            sig = shutdown_signal() => {
+            sig = signals.recv() => {
                 if manager.leader_state().leading {
                 crate::say!("{sig}: stopping (finishing in-flight work, then releasing the Lease)");
             } else {
