@@ -3,7 +3,7 @@
 //! example manifests (`KUBEVIRT_EXAMPLES`, see tests/common) must survive deserialise →
 //! serialise without losing or changing a field.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use virtctl_rs::api::manifest::split_documents;

@@ -5,7 +5,7 @@
 //!
 //! Processes are waited for with generous deadlines; nothing sleeps for a fixed time.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;

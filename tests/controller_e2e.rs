@@ -22,7 +22,7 @@
 //!   commented): an adopted hand-made VMI makes every VM sync fail with "resource name may not be
 //!   empty", and a failed Start-request patch loses a RerunOnFailure restart.
 
-mod common;
+use crate::common;
 
 use chrono::{DateTime, Utc};
 use common::env::{CONTROLLER_AGENT, Env, printable, vm_status};

@@ -18,7 +18,7 @@
 //! vm.go:3225-3227 and 3303-3308, VMI controller vmi.go:320-327): with the VM controller's
 //! expectations gate bypassed, this scenario shows duplicate VMI create attempts in the audit log.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! change that adds writes fails this test and must update the budget and docs/performance.md
 //! ("Writes per VM start") together.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

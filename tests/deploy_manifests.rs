@@ -4,7 +4,7 @@
 //! `/healthz`, the Lease Role in the `--lease-namespace` — and they apply to the embedded
 //! cluster where it serves the kinds (the rest are reported as skipped).
 
-mod common;
+use crate::common;
 
 use clap::Parser;
 use k8s_openapi::api::core::v1::ServiceAccount;

@@ -2,9 +2,9 @@
 //! repository's fixtures (tests/fixtures/) and examples (docs/examples/), plus a sweep over
 //! KubeVirt's own v1.9.0 examples when they are available (`KUBEVIRT_EXAMPLES`, see
 //! tests/common). Golden outputs live in tests/golden/explain/ (regenerate with
-//! `UPDATE_GOLDEN=1 cargo test --test explain_overhead_cli`, then review the diff).
+//! `UPDATE_GOLDEN=1 cargo test --test integration explain_overhead_cli::`, then review the diff).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! fleet audit (`-A`) with drift, OOM risk, an earlier OOM kill, Prometheus' resident memory,
 //! and reads the client may not make.
 
-mod common;
+use crate::common;
 
 use common::env::Env;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};

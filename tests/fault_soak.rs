@@ -19,18 +19,18 @@
 //! delivering every event 250 ms late. The seed is fixed, so the fault draws are reproducible
 //! up to request ordering.
 //!
-//! `cargo test --test fault_soak` runs the small variant (20 VMs, 3 flips). The full soak is
-//! ignored by default:
+//! `cargo test --test integration fault_soak::` runs the small variant (20 VMs, 3 flips). The
+//! full soak is ignored by default:
 //!
 //! ```sh
-//! cargo test --release --test fault_soak -- --ignored --nocapture
-//! FAULT_SOAK_VMS=1000 cargo test --release --test fault_soak -- --ignored --nocapture
+//! cargo test --release --test integration fault_soak:: -- --ignored --nocapture
+//! FAULT_SOAK_VMS=1000 cargo test --release --test integration fault_soak:: -- --ignored --nocapture
 //! ```
 //!
 //! (`FAULT_SOAK_VMS`, default 500; `FAULT_SOAK_FLIPS`, default 4.) Figures from a run are in
 //! docs/performance.md.
 
-mod common;
+use crate::common;
 
 use common::env::{CONTROLLER_AGENT, Env, EnvConfig, printable};
 use futures::{StreamExt, TryStreamExt};
@@ -756,7 +756,7 @@ async fn fault_soak_small() {
 /// The full soak: `FAULT_SOAK_VMS` VMs (500), `FAULT_SOAK_FLIPS` flips (4), converging within
 /// 10 minutes of the last flip.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "minutes of work: cargo test --release --test fault_soak -- --ignored"]
+#[ignore = "minutes of work: cargo test --release --test integration fault_soak:: -- --ignored"]
 async fn fault_soak() {
     let f = run_soak(Soak {
         vms: env_usize("FAULT_SOAK_VMS", 500),

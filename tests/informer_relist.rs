@@ -13,7 +13,7 @@
 //! Outages are made with the server's faults (`drop_watches` plus a 500 on the informer's
 //! watch requests) and observed in the audit log; no fixed sleeps.
 
-mod common;
+use crate::common;
 
 use common::wait_for;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -5,7 +5,7 @@
 //!
 //! Conditions are polled with generous deadlines; nothing sleeps for a fixed time.
 
-mod common;
+use crate::common;
 
 use common::wait_for;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -6,7 +6,7 @@
 //! into a directory on PATH, answers `kubectl virtctl-rs --help` (skipped, with the reason
 //! printed, when kubectl is not installed).
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};

@@ -8,9 +8,9 @@
 //! namespace `default` with a fixed UID. Settings are KubeVirt's defaults (serial console log on,
 //! ImageVolume on); `vmi-arm` is rendered for an arm64 cluster.
 //!
-//! Regenerate with `UPDATE_GOLDEN=1 cargo test --test launcher_render`, then review the diff.
+//! Regenerate with `UPDATE_GOLDEN=1 cargo test --test integration launcher_render::`, then review the diff.
 
-mod common;
+use crate::common;
 
 use pretty_assertions::assert_eq;
 use std::path::{Path, PathBuf};
@@ -90,7 +90,7 @@ fn check(name: &str, source: &str, vmi: &VirtualMachineInstance, settings: &Clus
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let text = format!(
         "# virt-launcher pod for {source}, rendered by tests/launcher_render.rs.\n\
-         # Regenerate with UPDATE_GOLDEN=1 cargo test --test launcher_render\n{}",
+         # Regenerate with UPDATE_GOLDEN=1 cargo test --test integration launcher_render::\n{}",
         serde_yaml::to_string(&pod).unwrap()
     );
     let path = golden_dir().join(format!("{name}.yaml"));

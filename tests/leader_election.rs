@@ -25,7 +25,7 @@
 //! deadlines; the only timing bounds asserted are the handover bounds the acceptance criteria
 //! ask for, with an allowance of a second on top of the algorithm's own bound.
 
-mod common;
+use crate::common;
 
 use common::split_brain::assert_no_split_brain;
 use common::wait_for;

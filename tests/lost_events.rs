@@ -24,7 +24,7 @@
 //!
 //! No fixed sleeps: every wait is for a condition, with the scenario's deadline.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! rule grants. Discovery (non-resource URLs) is granted to every authenticated user by
 //! Kubernetes' `system:discovery` and is left out.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -6,7 +6,7 @@
 //! Output lines are read with deadlines, endpoints are polled until they answer; no fixed
 //! sleeps. Every instance listens on `127.0.0.1:0`, so tests can run in parallel.
 
-mod common;
+use crate::common;
 
 use common::wait_for;
 use futures::StreamExt;

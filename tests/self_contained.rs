@@ -17,7 +17,7 @@
 //! The manual check it stands in for (copy `git ls-files` to an empty folder, `cargo test`
 //! there) is described in docs/examples/README.md.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

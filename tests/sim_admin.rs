@@ -1,7 +1,7 @@
 //! The admin endpoint (src/sim/admin.rs) with the controller running: a fault added at run time
 //! changes what the controller does, and it stops when the fault is removed.
 
-mod common;
+use crate::common;
 
 use common::env::{CONTROLLER_AGENT, Env, printable};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! Pod Security admission do, seen through a kube client and with the controller running; and
 //! `admission: false`, a cluster without virt-api.
 
-mod common;
+use crate::common;
 
 use common::env::{Env, EnvConfig};
 use common::objects::{api_err, vm, vm_resource, vmi, vmi_resource};

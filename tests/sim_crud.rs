@@ -1,7 +1,7 @@
 //! CRUD, metadata semantics, conflicts, status subresource, patches, selectors, pagination and
 //! error shapes of the embedded API server, driven through the real `kube::Client`.
 
-mod common;
+use crate::common;
 
 use common::objects::{api_err, pod, vm, vm_resource, vmi, vmi_resource};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};

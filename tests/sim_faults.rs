@@ -1,6 +1,6 @@
 //! Fault injection and the audit log of the embedded API server.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Simulator behaviours that differed from a real cluster (issue 14), each seen end to end.
 
-mod common;
+use crate::common;
 
 use common::env::{Env, EnvConfig};
 use k8s_openapi::api::core::v1::{Node, Pod};

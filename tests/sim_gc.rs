@@ -1,7 +1,7 @@
 //! Garbage collection through ownerReferences (background, foreground with
 //! `blockOwnerDeletion`, orphan) and namespace deletion in the embedded API server.
 
-mod common;
+use crate::common;
 
 use common::objects::{pod, vmi, vmi_resource};
 use common::wait_for_within;

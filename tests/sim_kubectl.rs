@@ -4,7 +4,7 @@
 //! tests/common), of KubeVirt's v1.9.0 examples; `get -o yaml`, `patch --type=json`, `delete`.
 //! Skipped (with a printed reason) when kubectl is missing.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

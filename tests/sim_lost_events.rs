@@ -8,7 +8,7 @@
 //!   replays what the list lacked;
 //! * a dropped event: one event of the stream is skipped, the stream carries on.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -1,7 +1,7 @@
 //! Simulated nodes against the real embedded API server: scheduling, kubelet, virt-handler and
 //! fault injection. Every wait is a poll with a generous deadline.
 
-mod common;
+use crate::common;
 
 use common::wait_for;
 use futures::StreamExt;

@@ -2,7 +2,7 @@
 //! prints its kubeconfig, serves clients (kube-rs and, when installed, kubectl) and exits
 //! cleanly on SIGTERM. No fixed sleeps: output lines and exit are awaited with deadlines.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
 use kube::{Api, ResourceExt};

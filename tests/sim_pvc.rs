@@ -4,7 +4,7 @@
 //! without a scheduled consumer stay Pending; the consumer's node binds the last. Also through
 //! `kubectl`, when it is installed.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `reflector`: initial state, selector transitions, bookmarks, 410 Expired and relist,
 //! dropped streams, delayed delivery and streaming lists.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

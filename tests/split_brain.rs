@@ -16,7 +16,7 @@
 //! something to write. Lease timings are short (2 s / 1.5 s / 0.25 s); nothing sleeps for a
 //! fixed time except the pause itself, which is what is under test.
 
-mod common;
+use crate::common;
 
 use common::split_brain::{Term, assert_no_split_brain, describe};
 use common::wait_for;

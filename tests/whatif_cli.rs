@@ -7,7 +7,7 @@
 //!
 //! Conditions are polled with generous deadlines; nothing sleeps for a fixed time.
 
-mod common;
+use crate::common;
 
 use common::wait_for;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};

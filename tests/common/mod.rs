@@ -1,4 +1,5 @@
-//! Support shared by the integration tests. A test file says `mod common;` and uses:
+//! Support shared by the integration tests (one binary, tests/integration.rs). A test file says
+//! `use crate::common;` and uses:
 //!
 //! - [`wait_for`] / [`wait_for_within`] / [`poll_until`]: poll a condition with a generous
 //!   deadline (no test sleeps for a fixed time);
@@ -14,7 +15,7 @@
 //! - [`split_brain`]: leadership terms from the audit log and the check that no two overlap
 //!   and nobody writes outside its own.
 //!
-//! Every test binary compiles this module, and none uses all of it.
+//! No test file uses all of it.
 #![allow(dead_code)]
 
 pub mod env;
