@@ -1,9 +1,12 @@
 //! Small helpers the executors use to talk to the API server: RFC 6902 JSON patches (sent as
-//! `application/json-patch+json`, like client-go's `types.JSONPatchType`), and typed `Api`
-//! handles for the namespaced kinds.
+//! `application/json-patch+json`, like client-go's `types.JSONPatchType`), typed `Api`
+//! handles for the namespaced kinds, and writes whose answer is not decoded ([`create_unread`],
+//! [`replace_unread`], [`json_patch_unread`], [`strategic_status_patch_unread`]).
 
 use axum::http;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// PATCH `name` (optionally its `subresource`, e.g. `status`) in `namespace` with a JSON patch
@@ -21,18 +24,122 @@ pub async fn json_patch<K>(
 where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
+    client
+        .request::<K>(json_patch_request::<K>(
+            namespace,
+            name,
+            subresource,
+            patch,
+        )?)
+        .await
+}
+
+fn json_patch_request<K>(
+    namespace: &str,
+    name: &str,
+    subresource: Option<&str>,
+    patch: &serde_json::Value,
+) -> Result<http::Request<Vec<u8>>, kube::Error>
+where
+    K: Resource<DynamicType = ()>,
+{
     let mut url = format!("{}/{}", K::url_path(&(), Some(namespace)), name);
     if let Some(sub) = subresource {
         url.push('/');
         url.push_str(sub);
     }
     let body = serde_json::to_vec(patch).map_err(kube::Error::SerdeError)?;
-    let request = http::Request::patch(url)
+    http::Request::patch(url)
         .header(http::header::CONTENT_TYPE, "application/json-patch+json")
         .header(http::header::ACCEPT, "application/json")
         .body(body)
-        .map_err(kube::Error::HttpError)?;
-    client.request::<K>(request).await
+        .map_err(kube::Error::HttpError)
+}
+
+// Writes whose caller does not read the object the server answers with (the controllers learn
+// the new state from their informers, as KubeVirt's do: its VMI controller drops the result of
+// `Update`, vmi.go, and of the pod patches). The request is the one `Api<K>`'s typed method
+// sends and the answer's status is checked the same way (`Client::request_text`: an error
+// status is the same `kube::Error::Api`), but the body is not decoded into a `K`: a launcher
+// pod's answer is 7-8 KB of JSON, and a VMI is updated about five times per start.
+
+/// `Api::<K>::create` without decoding the created object.
+pub async fn create_unread<K>(
+    client: &kube::Client,
+    namespace: &str,
+    obj: &K,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+{
+    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .create(&PostParams::default(), data)
+        .map_err(kube::Error::BuildRequest)?;
+    send_unread(client, request).await
+}
+
+/// `Api::<K>::replace` without decoding the stored object.
+pub async fn replace_unread<K>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    obj: &K,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+{
+    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .replace(name, &PostParams::default(), data)
+        .map_err(kube::Error::BuildRequest)?;
+    send_unread(client, request).await
+}
+
+/// [`json_patch`] without decoding the patched object.
+pub async fn json_patch_unread<K>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    subresource: Option<&str>,
+    patch: &serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()>,
+{
+    send_unread(
+        client,
+        json_patch_request::<K>(namespace, name, subresource, patch)?,
+    )
+    .await
+}
+
+/// `Api::<K>::patch_status` with a strategic merge patch, without decoding the patched object.
+pub async fn strategic_status_patch_unread<K>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .patch_subresource(
+            "status",
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .map_err(kube::Error::BuildRequest)?;
+    send_unread(client, request).await
+}
+
+async fn send_unread(
+    client: &kube::Client,
+    request: http::Request<Vec<u8>>,
+) -> Result<(), kube::Error> {
+    client.request_text(request).await.map(drop)
 }
 
 /// A namespaced `Api` for `K`.
@@ -41,4 +148,116 @@ where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {
     Api::namespaced(client.clone(), namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{ApiServer, ApiServerConfig};
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn pod(name: &str) -> Pod {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"a": "1"}},
+            "spec": {"containers": [{"name": "compute", "image": "img"}]}
+        }))
+        .expect("pod")
+    }
+
+    /// The API error a failed write reports: what the executors branch on.
+    fn api_error(r: Result<impl std::fmt::Debug, kube::Error>) -> (u16, String) {
+        match r {
+            Err(kube::Error::Api(s)) => (s.code, s.reason.clone()),
+            other => panic!("expected an API error, got {other:?}"),
+        }
+    }
+
+    /// Each unread write changes the object as its typed counterpart does, and fails with the
+    /// same API error (code and reason) where the typed one fails.
+    #[tokio::test]
+    async fn unread_writes_act_and_fail_like_the_typed_ones() {
+        let server = ApiServer::start(ApiServerConfig::default())
+            .await
+            .expect("server");
+        let client = server.client().await.expect("client");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+
+        // create: the object is stored; a second create is the same 409 AlreadyExists.
+        create_unread(&client, "default", &pod("p"))
+            .await
+            .expect("create");
+        let stored = pods.get("p").await.expect("created pod");
+        assert_eq!(
+            api_error(create_unread(&client, "default", &pod("p")).await),
+            api_error(pods.create(&PostParams::default(), &pod("p")).await),
+        );
+        assert_eq!(
+            api_error(create_unread(&client, "default", &pod("p")).await).0,
+            409
+        );
+
+        // replace: applied; with a stale resourceVersion, the same 409 Conflict.
+        let mut changed = stored.clone();
+        changed.metadata.labels = Some([("a".to_string(), "2".to_string())].into());
+        replace_unread(&client, "default", "p", &changed)
+            .await
+            .expect("replace");
+        let replaced = pods.get("p").await.expect("pod");
+        assert_eq!(replaced.metadata.labels, changed.metadata.labels);
+        assert_eq!(
+            api_error(replace_unread(&client, "default", "p", &changed).await),
+            api_error(pods.replace("p", &PostParams::default(), &changed).await),
+        );
+        assert_eq!(
+            api_error(replace_unread(&client, "default", "p", &changed).await).0,
+            409
+        );
+
+        // JSON patch: applied; a failing `test` operation, the same error as json_patch's.
+        let patch = json!([{"op": "replace", "path": "/metadata/labels/a", "value": "3"}]);
+        json_patch_unread::<Pod>(&client, "default", "p", None, &patch)
+            .await
+            .expect("patch");
+        let labels = pods.get("p").await.expect("pod").metadata.labels;
+        assert_eq!(
+            labels.as_ref().and_then(|l| l.get("a")).map(String::as_str),
+            Some("3")
+        );
+        let failing = json!([{"op": "test", "path": "/metadata/labels/a", "value": "1"}]);
+        assert_eq!(
+            api_error(json_patch_unread::<Pod>(&client, "default", "p", None, &failing).await),
+            api_error(json_patch::<Pod>(&client, "default", "p", None, &failing).await),
+        );
+
+        // Strategic status patch: applied to the status; a missing pod, the same 404.
+        let status = json!({"status": {"phase": "Running"}});
+        strategic_status_patch_unread::<Pod>(&client, "default", "p", &status)
+            .await
+            .expect("status patch");
+        let phase = pods
+            .get("p")
+            .await
+            .expect("pod")
+            .status
+            .and_then(|s| s.phase);
+        assert_eq!(phase.as_deref(), Some("Running"));
+        assert_eq!(
+            api_error(
+                strategic_status_patch_unread::<Pod>(&client, "default", "gone", &status).await
+            ),
+            api_error(
+                pods.patch_status("gone", &PatchParams::default(), &Patch::Strategic(&status))
+                    .await
+            ),
+        );
+        assert_eq!(
+            api_error(
+                strategic_status_patch_unread::<Pod>(&client, "default", "gone", &status).await
+            )
+            .0,
+            404
+        );
+    }
 }

@@ -13,7 +13,7 @@ use super::revision::{VM_INDEX, in_vm_index};
 use super::snapshot::{ExpectationCounts, ExpectationsView, VmControllerConfig, VmSnapshot};
 use crate::api::key::split_key;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
-use crate::controller::apicall::{api, json_patch};
+use crate::controller::apicall::{api, create_unread, json_patch, json_patch_unread};
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, object_ref};
 use crate::controller::manager::{ReconcileError, reconciler};
@@ -378,7 +378,7 @@ async fn apply(
                 .map_err(e);
         }
         VmAction::CreateVmi { vmi } => {
-            vmis.create(&pp, vmi).await.map_err(e)?;
+            create_unread(client, ns, vmi.as_ref()).await.map_err(e)?;
         }
         VmAction::DeleteVmi { name, .. } => {
             vmis.delete(name, &DeleteParams::default())
@@ -388,7 +388,7 @@ async fn apply(
         VmAction::PatchVmiGenerationAnnotation { name, patch }
         | VmAction::PatchVmiMetadata { name, patch }
         | VmAction::RemoveVmiFinalizer { name, patch } => {
-            json_patch::<VirtualMachineInstance>(client, ns, name, None, patch)
+            json_patch_unread::<VirtualMachineInstance>(client, ns, name, None, patch)
                 .await
                 .map_err(e)?;
         }
@@ -427,8 +427,7 @@ async fn apply(
                 .map_err(e)?;
         }
         VmAction::CreateControllerRevision { revision } => {
-            api::<ControllerRevision>(client, ns)
-                .create(&pp, revision)
+            create_unread(client, ns, revision.as_ref())
                 .await
                 .map_err(e)?;
         }

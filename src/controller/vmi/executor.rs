@@ -17,7 +17,9 @@ use crate::api::defaults::apply_admission_defaults;
 use crate::api::key::split_key;
 use crate::api::{DataVolume, Time, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
-use crate::controller::apicall::{api, json_patch};
+use crate::controller::apicall::{
+    api, json_patch_unread, replace_unread, strategic_status_patch_unread,
+};
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, VmiEnding, object_ref};
 use crate::controller::manager::{ReconcileError, reconciler};
@@ -26,7 +28,7 @@ use crate::launcher::{RenderError, render_launch_manifest};
 use crate::runtime::index::CONTROLLER_UID;
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use std::sync::Arc;
 use std::time::Instant;
@@ -324,7 +326,6 @@ async fn apply(
     let (ns, _) = split_key(key);
     let client = &ctx.client;
     let pods = api::<Pod>(client, ns);
-    let vmis = api::<VirtualMachineInstance>(client, ns);
     let vmi_name = snap.vmi.metadata.name.clone().unwrap_or_default();
     let fail = |e: kube::Error| ApiFailure::from(&e);
     match action {
@@ -353,25 +354,26 @@ async fn apply(
         }
         VmiAction::PatchPod { name, patch, .. } => {
             let body = serde_json::to_value(patch).unwrap_or_default();
-            json_patch::<Pod>(client, ns, name, None, &body)
+            json_patch_unread::<Pod>(client, ns, name, None, &body)
                 .await
                 .map_err(fail)?;
         }
         VmiAction::PatchPodReadinessCondition { pod, patch, .. } => {
-            pods.patch_status(pod, &PatchParams::default(), &Patch::Strategic(patch))
+            strategic_status_patch_unread::<Pod>(client, ns, pod, patch)
                 .await
                 .map_err(fail)?;
         }
         VmiAction::UpdateVmi { vmi, .. } => {
             ctx.expectations.vmi_self.set_expectations(key, 1, 0);
-            if let Err(e) = vmis.replace(&vmi_name, &PostParams::default(), vmi).await {
+            // vmi.go updateStatus drops the answer too (`_, err := ...Update(...)`).
+            if let Err(e) = replace_unread(client, ns, &vmi_name, vmi.as_ref()).await {
                 ctx.expectations.vmi_self.set_expectations(key, 0, 0);
                 return Err(fail(e));
             }
         }
         VmiAction::PatchVmi { patch, .. } => {
             let body = serde_json::to_value(patch).unwrap_or_default();
-            json_patch::<VirtualMachineInstance>(client, ns, &vmi_name, None, &body)
+            json_patch_unread::<VirtualMachineInstance>(client, ns, &vmi_name, None, &body)
                 .await
                 .map_err(fail)?;
         }
