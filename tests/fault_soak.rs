@@ -729,6 +729,21 @@ async fn run_soak(soak: Soak) -> Figures {
         figures.observer_events,
         figures.reasserted
     );
+    // Which writes failed, and how: tells injected faults from real conflicts.
+    let mut failed: std::collections::BTreeMap<String, usize> = Default::default();
+    for e in writes.iter().filter(|e| e.code >= 400) {
+        let sub = if e.subresource.is_empty() {
+            String::new()
+        } else {
+            format!("/{}", e.subresource)
+        };
+        *failed
+            .entry(format!("{} {}{sub} {}", e.verb, e.resource, e.code))
+            .or_default() += 1;
+    }
+    let mut failed: Vec<_> = failed.into_iter().collect();
+    failed.sort_by(|a, b| b.1.cmp(&a.1));
+    println!("fault soak: failed writes by request and code: {failed:?}");
     env.shutdown().await;
     figures
 }
