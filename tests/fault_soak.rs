@@ -742,7 +742,7 @@ async fn run_soak(soak: Soak) -> Figures {
             .or_default() += 1;
     }
     let mut failed: Vec<_> = failed.into_iter().collect();
-    failed.sort_by(|a, b| b.1.cmp(&a.1));
+    failed.sort_by_key(|b| std::cmp::Reverse(b.1));
     println!("fault soak: failed writes by request and code: {failed:?}");
     env.shutdown().await;
     figures
