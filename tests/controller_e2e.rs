@@ -367,7 +367,7 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
     env.shutdown().await;
 }
 
-/// The controllers' launcher-pod cache goes through `launcher_pod_for_cache`: the server's pod
+/// The controllers' launcher-pod cache decodes pods as `LauncherPodForCache`: the server's pod
 /// has its volumes and full containers, the cached copy keeps what the decisions read (the node
 /// and the compute container's name, image and resources).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

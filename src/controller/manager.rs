@@ -273,12 +273,10 @@ impl Manager {
             vmi_handlers,
             &stop,
         );
-        let pods = Informer::<Pod>::spawn_with(
-            InformerState::new()
-                .with_transform(crate::controller::vmi::podutil::launcher_pod_for_cache)
-                .with_index(&crate::runtime::index::CONTROLLER_UID),
+        let pods = Informer::<Pod>::spawn_decoding(
+            InformerState::new().with_index(&crate::runtime::index::CONTROLLER_UID),
             "pods",
-            api_for(&client, ns),
+            api_for::<crate::controller::vmi::launcher_cache::LauncherPodForCache>(&client, ns),
             watcher::Config::default().labels("kubevirt.io=virt-launcher"),
             vec![pod_to_vmi_handler(vmi_queue.clone(), expectations.clone())],
             stop.clone(),

@@ -193,6 +193,17 @@ where
     }
 }
 
+/// A watcher event of wire objects as one of the cached type.
+fn event_into<W, K: From<W>>(event: watcher::Event<W>) -> watcher::Event<K> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.into()),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.into()),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.into()),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
 /// The copy the cache keeps: a clone of the decoded object, dropping the decoded one.
 ///
 /// serde grows every `Vec` by doubling while it decodes, so a decoded object carries unused
@@ -321,20 +332,44 @@ where
     /// [`Informer::spawn`] from a configured state: a transform
     /// ([`InformerState::with_transform`]), indexes ([`InformerState::with_index`]).
     pub fn spawn_with(
-        mut state: InformerState<K>,
+        state: InformerState<K>,
         name: &str,
         api: Api<K>,
         config: watcher::Config,
         handlers: Vec<Handler<K>>,
         cancel: CancellationToken,
     ) -> Self {
+        Self::spawn_decoding(state, name, api, config, handlers, cancel)
+    }
+
+    /// [`Informer::spawn_with`] watching `api` as the wire type `W` and caching each object as
+    /// the `K` it converts into: a `W` narrower than `K` skips, while decoding, the fields a
+    /// transform would drop (client-go has no counterpart: its informers decode whole objects
+    /// and `SetTransform` trims them after). The transform and indexes still apply to the `K`.
+    pub fn spawn_decoding<W>(
+        mut state: InformerState<K>,
+        name: &str,
+        api: Api<W>,
+        config: watcher::Config,
+        handlers: Vec<Handler<K>>,
+        cancel: CancellationToken,
+    ) -> Self
+    where
+        W: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+        W::DynamicType: Eq + std::hash::Hash + Clone + Default,
+        K: From<W>,
+    {
         let store = state.store();
         let indexes = state.indexes.clone();
         let (tx, rx) = watch::channel(false);
         let task_name = name.to_string();
         tokio::spawn(async move {
+            use futures::TryStreamExt;
             use kube::runtime::WatchStreamExt;
-            let mut stream = watcher(api, config).default_backoff().boxed();
+            let mut stream = watcher(api, config)
+                .default_backoff()
+                .map_ok(|event| event_into::<W, K>(event))
+                .boxed();
             let mut failures = RepeatedFailures::new(REPEAT_WARNING_INTERVAL);
             loop {
                 let next = tokio::select! {

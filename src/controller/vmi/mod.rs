@@ -24,6 +24,7 @@ pub mod conditions;
 pub mod decide;
 pub mod events;
 pub mod executor;
+pub mod launcher_cache;
 pub mod patch;
 pub mod podutil;
 pub mod snapshot;

@@ -6,7 +6,7 @@
 //! absent container state is "not running, not terminated, not waiting").
 
 use crate::api::VirtualMachineInstance;
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodCondition, PodSpec};
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 use std::borrow::Borrow;
 
 /// Name of the launcher's main container (`compute`).
@@ -43,42 +43,6 @@ pub fn pod_phase(pod: &Pod) -> &str {
 /// `pod.metadata.name`, `""` when absent.
 pub fn pod_name(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or("")
-}
-
-/// The controllers' launcher-pod cache transform: [`strip_for_cache`], and of the spec only
-/// what the decisions read: `spec.nodeName` and the `compute` container's name, image and
-/// resources.
-///
-/// A virt-launcher pod carries a dozen volumes (container disks, sockets, hotplug, private
-/// and public directories; k8s-openapi's `Volume` is 3 KiB inline), several containers and
-/// init containers with their environment, mounts and security contexts: most of a cached
-/// pod's heap (`benches/cache_memory.rs`). Nothing the VM and VMI controllers or the progress
-/// lines decide reads them: they read the metadata, the status, `spec.nodeName` (the current
-/// pod is the newest on the VMI's node, controller.go:323-359), the `compute` container's image
-/// (the outdated-launcher label, lifecycle.go:287-294) and its memory request (progress
-/// lines). Every write to a pod is a patch of metadata or status, never a copy of the cached
-/// object, so nothing is lost on the server; the inspector reads pods from the API server, not
-/// from this cache.
-///
-/// [`strip_for_cache`]: crate::runtime::informer::strip_for_cache
-pub fn launcher_pod_for_cache(pod: &mut Pod) {
-    crate::runtime::informer::strip_for_cache(pod);
-    if let Some(spec) = pod.spec.as_mut() {
-        let compute = std::mem::take(&mut spec.containers)
-            .into_iter()
-            .find(|c| c.name == COMPUTE_CONTAINER)
-            .map(|c| Container {
-                name: c.name,
-                image: c.image,
-                resources: c.resources,
-                ..Default::default()
-            });
-        *spec = PodSpec {
-            node_name: spec.node_name.take(),
-            containers: compute.into_iter().collect(),
-            ..Default::default()
-        };
-    }
 }
 
 /// `pod.spec.nodeName`, `""` when absent.
@@ -408,73 +372,6 @@ pub(crate) mod tests {
     // vmi_test.go:1432-1462 "should hand over pod to virt-handler if pod is ready and running"
     // and vmi_test.go:1463-1486 "should not hand over pod to virt-handler if pod is ready and
     // running" (an unready infra container).
-    #[test]
-    fn the_launcher_pod_cache_keeps_what_the_controllers_read_and_drops_volumes() {
-        use k8s_openapi::api::core::v1::{ResourceRequirements, Volume};
-        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-        let mut pod = launcher_pod("Running");
-        pod.metadata.labels =
-            Some([("kubevirt.io/created-by".to_string(), "1234".to_string())].into());
-        pod.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-        let spec = pod.spec.as_mut().expect("spec");
-        spec.node_name = Some("node01".into());
-        spec.volumes = Some(vec![Volume {
-            name: "private".into(),
-            ..Default::default()
-        }]);
-        spec.containers[0].resources = Some(ResourceRequirements {
-            requests: Some([("memory".to_string(), Quantity("1Gi".into()))].into()),
-            ..Default::default()
-        });
-        spec.containers[0].env = Some(vec![k8s_openapi::api::core::v1::EnvVar {
-            name: "POD_NAME".into(),
-            ..Default::default()
-        }]);
-        spec.containers.push(Container {
-            name: "volumecontainerdisk".into(),
-            image: Some("disk:v1".into()),
-            ..Default::default()
-        });
-        spec.init_containers = Some(vec![Container {
-            name: "container-disk-binary".into(),
-            ..Default::default()
-        }]);
-        spec.hostname = Some("demo".into());
-        let mut cached = pod.clone();
-        launcher_pod_for_cache(&mut cached);
-
-        assert_eq!(cached.metadata.managed_fields, None);
-        assert_eq!(pod_node_name(&cached), "node01");
-        assert_eq!(compute_container_image(&cached), "launcher:v1");
-        assert_eq!(
-            crate::cli::progress::compute_memory_request(&cached).as_deref(),
-            Some("1Gi")
-        );
-        // Of the spec: the node and the compute container's name, image and resources.
-        let compute = &pod.spec.as_ref().expect("spec").containers[0];
-        assert_eq!(
-            cached.spec,
-            Some(PodSpec {
-                node_name: Some("node01".into()),
-                containers: vec![Container {
-                    name: "compute".into(),
-                    image: compute.image.clone(),
-                    resources: compute.resources.clone(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            })
-        );
-        // Everything else is the pod as listed.
-        let (mut a, mut b) = (pod, cached);
-        a.metadata.managed_fields = None;
-        a.spec = None;
-        b.metadata.managed_fields = None;
-        b.spec = None;
-        assert_eq!(a, b);
-    }
-
     #[test]
     fn readiness_of_a_running_pod_follows_its_containers() {
         let cases = [
