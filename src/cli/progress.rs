@@ -487,6 +487,7 @@ mod tests {
                     num_requeues: *n,
                 })
                 .collect(),
+            rate_limiter_wait_seconds: 0.0,
         })
     }
 

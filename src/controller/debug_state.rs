@@ -310,8 +310,8 @@ mod tests {
     }
 
     /// The document as text with every timestamp replaced by one fixed value (wall-clock times
-    /// differ in length by their fractional digits) and every queue depth by 0 (the depth is the
-    /// whole queue's, by design).
+    /// differ in length by their fractional digits) and every queue depth and rate-limiter wait
+    /// by 0 (both are the whole queue's, by design).
     fn normalised(state: &DebugState) -> String {
         fn walk(v: &mut serde_json::Value) {
             match v {
@@ -320,8 +320,10 @@ mod tests {
                 }
                 serde_json::Value::Array(a) => a.iter_mut().for_each(walk),
                 serde_json::Value::Object(o) => {
-                    if let Some(depth) = o.get_mut("depth") {
-                        *depth = 0.into();
+                    for whole_queue in ["depth", "rateLimiterWaitSeconds"] {
+                        if let Some(v) = o.get_mut(whole_queue) {
+                            *v = 0.into();
+                        }
                     }
                     o.values_mut().for_each(walk)
                 }
@@ -358,6 +360,11 @@ mod tests {
         assert_eq!(vm_q.waiting[0].ready_in_seconds, 60.0);
         let vmi_q = thousand.queue(VMI_QUEUE_NAME).expect("vmi queue");
         assert_eq!(vmi_q.queued.len(), 1, "queued once its 5 ms backoff passed");
+        // 1,000 keys rate limited at once spent the bucket's burst of 100: a key failing now
+        // waits for the 900th refill at 10 a second, less the 1.5 s gone by.
+        assert_eq!(vmi_q.rate_limiter_wait_seconds, 88.6);
+        let one_vmi_q = one.queue(VMI_QUEUE_NAME).expect("vmi queue");
+        assert_eq!(one_vmi_q.rate_limiter_wait_seconds, 0.0);
         assert_eq!(thousand.expectations[0].entries.len(), 1);
         assert_eq!(thousand.expectations[0].entries[0].add, 1);
         assert_eq!(

@@ -417,6 +417,43 @@ pub fn queues_from_metrics(text: &str) -> Vec<QueueView> {
     by_name.into_values().collect()
 }
 
+/// Shorter waits than this are a key's ordinary retry, not worth a line.
+const NOTABLE_RETRY_WAIT_SECONDS: f64 = 1.0;
+
+/// This key parked after failed reconciles, when it is due and why so late: each failure
+/// re-adds the key through the queue's rate limiter (`AddRateLimited`, vm.go:336-355; the VMI
+/// controller's `Execute` does the same), the maximum of its own backoff (5 ms × 2^failures) and a token bucket all keys
+/// share (10 a second after a burst of 100; client-go `DefaultTypedControllerRateLimiter`,
+/// vm.go:153-156). After a burst of failures the bucket is reserved minutes ahead and a key
+/// that failed once waits that long (kubernetes/kubernetes#104554); a watch event for the key
+/// (a change to the VM or its VMI) queues it at once.
+fn rate_limited_retry(queues: &[QueueView]) -> Option<String> {
+    let q = queues.iter().find(|q| {
+        q.key_state == Some(KeyState::Waiting)
+            && q.retries > 0
+            && q.key_seconds.unwrap_or(0.0) >= NOTABLE_RETRY_WAIT_SECONDS
+    })?;
+    let left = q.key_seconds.unwrap_or(0.0);
+    let shared = q.rate_limiter_wait_seconds.unwrap_or(0.0);
+    let why = if shared >= NOTABLE_RETRY_WAIT_SECONDS {
+        format!(
+            "; the queue's shared rate limit is reserved {} ahead (10 retries a second after a \
+             burst of 100, for all keys)",
+            human_duration(shared)
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "retry after {} failed reconcile{}: {} runs this key again in {}{why}; a change to the VM \
+         or its VMI runs it sooner",
+        q.retries,
+        if q.retries == 1 { "" } else { "s" },
+        q.name,
+        human_duration(left)
+    ))
+}
+
 fn queues_from_debug(state: &DebugState, key: Option<&str>) -> Vec<QueueView> {
     [VM_QUEUE_NAME, VMI_QUEUE_NAME]
         .into_iter()
@@ -425,6 +462,7 @@ fn queues_from_debug(state: &DebugState, key: Option<&str>) -> Vec<QueueView> {
             let mut view = QueueView {
                 name: name.to_string(),
                 depth: q.depth as u64,
+                rate_limiter_wait_seconds: Some(q.rate_limiter_wait_seconds),
                 ..Default::default()
             };
             match key {
@@ -926,6 +964,16 @@ fn next_decision(
             human_duration(backoff_left as f64)
         ));
     }
+    // Not a wait of the decision itself: the summary stays what the controllers would do.
+    let retry = nd
+        .waiting
+        .is_none()
+        .then(|| rate_limited_retry(&ins.queues))
+        .flatten();
+    let decision_wait = nd.waiting.clone();
+    if retry.is_some() {
+        nd.waiting = retry;
+    }
 
     let find_vm = |kind: &str| vm_d.actions.iter().find(|a| a.action.kind() == kind);
     nd.summary = if let (Some(w), Some(_)) = (&nd.waiting, vm_entry) {
@@ -936,7 +984,7 @@ fn next_decision(
         format!("{strategy}: would create VMI {} ({})", g.name, a.why)
     } else if backoff_left > 0 {
         nd.waiting.clone().unwrap_or_default()
-    } else if let Some(w) = &nd.waiting {
+    } else if let Some(w) = &decision_wait {
         w.clone()
     } else {
         let vmi_write = vmi_d.and_then(|d| d.actions().find(|a| a.is_write()));

@@ -115,6 +115,7 @@ fn queue(name: &str, depth: usize) -> QueueSnapshot {
         in_flight: Vec::new(),
         waiting: Vec::new(),
         retries: Vec::new(),
+        rate_limiter_wait_seconds: 0.0,
     }
 }
 
@@ -451,6 +452,69 @@ fn crash_loop_backoff_says_when_the_next_start_is() {
     let b = &ins.blockers[0];
     assert_eq!((b.reason.as_str(), b.depth), ("CrashLoopBackOff", 0));
     assert!(b.message.contains("3 consecutive"), "{}", b.message);
+}
+
+/// `running()` with the VM key parked after one failed reconcile: due in `due` seconds, the VM
+/// queue's shared rate limit reserved `shared` seconds ahead.
+fn running_with_vm_key_parked(due: f64, shared: f64) -> Gathered {
+    let mut g = running();
+    let ControllerView::DebugState { state, .. } = &mut g.controller else {
+        panic!("our controller");
+    };
+    let q = state
+        .queues
+        .get_mut(VM_QUEUE_NAME)
+        .and_then(Option::as_mut)
+        .expect("VM queue");
+    q.waiting = vec![crate::runtime::queue::WaitingKey {
+        key: "demo/vm-a".into(),
+        ready_at: now() + chrono::Duration::milliseconds((due * 1000.0) as i64),
+        ready_in_seconds: due,
+    }];
+    q.retries = vec![crate::runtime::queue::KeyRetries {
+        key: "demo/vm-a".into(),
+        num_requeues: 1,
+    }];
+    q.rate_limiter_wait_seconds = shared;
+    g
+}
+
+#[test]
+fn a_key_parked_behind_the_shared_rate_limit_says_when_and_why() {
+    let quiet = analyze(&running());
+    let ins = analyze(&running_with_vm_key_parked(469.0, 471.0));
+    let q = &ins.queues[0];
+    assert_eq!(q.key_state, Some(KeyState::Waiting));
+    assert_eq!(q.rate_limiter_wait_seconds, Some(471.0));
+    let nd = ins.next_decision.as_ref().expect("decision");
+    assert_eq!(
+        nd.waiting.as_deref(),
+        Some(
+            "retry after 1 failed reconcile: virt-controller-vm runs this key again in 7 m 49 s; \
+             the queue's shared rate limit is reserved 7 m 51 s ahead (10 retries a second after \
+             a burst of 100, for all keys); a change to the VM or its VMI runs it sooner"
+        )
+    );
+    // The summary is still what the controllers would do.
+    assert_eq!(
+        nd.summary,
+        quiet.next_decision.as_ref().expect("decision").summary
+    );
+
+    // Its own backoff, with the bucket not reserved: when, without the bucket clause.
+    let ins = analyze(&running_with_vm_key_parked(2.5, 0.0));
+    assert_eq!(
+        ins.next_decision
+            .as_ref()
+            .and_then(|d| d.waiting.as_deref()),
+        Some(
+            "retry after 1 failed reconcile: virt-controller-vm runs this key again in 3 s; a \
+             change to the VM or its VMI runs it sooner"
+        )
+    );
+    // An ordinary 5 ms retry is not worth a line.
+    let ins = analyze(&running_with_vm_key_parked(0.005, 0.0));
+    assert_eq!(ins.next_decision.as_ref().expect("d").waiting, None);
 }
 
 #[test]

@@ -363,6 +363,11 @@ pub struct QueueView {
     /// ready (waiting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_seconds: Option<f64>,
+    /// How long a key that fails now waits for the limit all the queue's keys share (client-go's
+    /// token bucket: 10 retries a second after a burst of 100), whatever its own backoff (debug
+    /// endpoint only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limiter_wait_seconds: Option<f64>,
 }
 
 /// Where a key is in a work queue.

@@ -193,8 +193,7 @@ mod tests {
         let pod = rendered_launcher_pod();
         let spec = pod.spec.as_ref().expect("spec");
         assert!(
-            spec.volumes.as_ref().is_some_and(|v| !v.is_empty())
-                && spec.containers.len() > 1,
+            spec.volumes.as_ref().is_some_and(|v| !v.is_empty()) && spec.containers.len() > 1,
             "the rendered pod has what the cache drops"
         );
         let compute = spec

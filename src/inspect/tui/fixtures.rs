@@ -272,6 +272,54 @@ pub fn running_ours() -> Inspection {
     }
 }
 
+/// A VM status update refused with a Conflict, retried late: after a burst of failures the VM
+/// queue's shared rate limit (client-go's token bucket) is reserved minutes ahead, so the key
+/// waits far longer than its own 5 ms backoff.
+pub fn rate_limited_retry() -> Inspection {
+    let wait = 471.0;
+    Inspection {
+        queues: vec![
+            QueueView {
+                name: "virt-controller-vm".into(),
+                depth: 0,
+                retries: 1,
+                key_state: Some(KeyState::Waiting),
+                key_seconds: Some(wait - 2.0),
+                rate_limiter_wait_seconds: Some(wait),
+                ..Default::default()
+            },
+            QueueView {
+                rate_limiter_wait_seconds: Some(0.0),
+                ..idle_queues().remove(1)
+            },
+        ],
+        last_reconciles: vec![ReconcileView {
+            controller: "vm".into(),
+            at: at(2),
+            result: "error".into(),
+            error: Some(
+                "Operation cannot be fulfilled on virtualmachines.kubevirt.io \"vm-cirros\": the \
+                 object has been modified; please apply your changes to the latest version and \
+                 try again"
+                    .into(),
+            ),
+            actions: vec!["UpdateVmStatus".into()],
+        }],
+        next_decision: Some(NextDecision {
+            summary: "VMI Running: the Always branch does nothing (vm.go:979)".into(),
+            waiting: Some(
+                "retry after 1 failed reconcile: virt-controller-vm runs this key again in 7 m 49 s; \
+                 the queue's shared rate limit is reserved 7 m 51 s ahead (10 retries a second \
+                 after a burst of 100, for all keys); a change to the VM or its VMI runs it sooner"
+                    .into(),
+            ),
+            explanation: vec!["runStrategy Always and the VMI is running (vm.go:979)".into()],
+            ..Default::default()
+        }),
+        ..running_ours()
+    }
+}
+
 /// runStrategy Halted: no VMI, no pod, nothing to do.
 pub fn halted_no_vmi() -> Inspection {
     Inspection {

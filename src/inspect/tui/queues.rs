@@ -7,7 +7,8 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-/// One line per queue: `virt-controller-vm   depth 0  retries 0  key idle`.
+/// One line per queue: `virt-controller-vm   depth 0  retries 0  key idle`, and a second when
+/// the queue's shared rate limit makes every failing key wait a second or more.
 pub fn queue_lines(queues: &[QueueView]) -> Vec<Line<'static>> {
     if queues.is_empty() {
         return vec![note("no queue figures (see Blockers)")];
@@ -52,6 +53,15 @@ pub fn queue_lines(queues: &[QueueView]) -> Vec<Line<'static>> {
             ));
         }
         out.push(Line::from(spans));
+        if let Some(w) = q.rate_limiter_wait_seconds.filter(|w| *w >= 1.0) {
+            out.push(Line::styled(
+                format!(
+                    "  shared rate limit: a key failing now waits {}",
+                    duration(w)
+                ),
+                warn(),
+            ));
+        }
     }
     out
 }

@@ -28,6 +28,11 @@ fn crash_loop_back_off() {
 }
 
 #[test]
+fn rate_limited_retry() {
+    insta::assert_snapshot!(vm(fixtures::rate_limited_retry()));
+}
+
+#[test]
 fn pending_expectations() {
     insta::assert_snapshot!(vm(fixtures::pending_expectations()));
 }

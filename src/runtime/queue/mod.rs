@@ -645,7 +645,8 @@ impl<K: QueueKey> WorkQueue<K> {
         self.with_retries(snap, pushed, &rate_limited)
     }
 
-    /// A snapshot of the queue as `st` says, with these lists and no retries yet.
+    /// A snapshot of the queue as `st` says, with these lists and no retries (nor rate-limiter
+    /// wait) yet.
     fn snapshot_of(
         &self,
         st: &State<K>,
@@ -661,11 +662,12 @@ impl<K: QueueKey> WorkQueue<K> {
             in_flight,
             waiting,
             retries: Vec::new(),
+            rate_limiter_wait_seconds: 0.0,
         }
     }
 
-    /// `snap` with the failure counts of the `rate_limited` keys, read once the state lock is
-    /// released (waking a worker first when promoting parked keys `pushed` some for a
+    /// `snap` with the failure counts of the `rate_limited` keys and the rate limiter's shared
+    /// wait, read once the state lock is released (waking a worker first when promoting parked keys `pushed` some for a
     /// sleeping getter).
     fn with_retries<'k>(
         &self,
@@ -686,7 +688,11 @@ impl<K: QueueKey> WorkQueue<K> {
                 })
             })
             .collect();
-        QueueSnapshot { retries, ..snap }
+        QueueSnapshot {
+            retries,
+            rate_limiter_wait_seconds: self.inner.rate_limiter.shared_wait().as_secs_f64(),
+            ..snap
+        }
     }
 }
 
@@ -819,6 +825,13 @@ pub struct QueueSnapshot {
     pub waiting: Vec<WaitingKey>,
     /// Keys with a non-zero failure count in the rate limiter, sorted by key.
     pub retries: Vec<KeyRetries>,
+    /// How long a key that fails now would wait for the limit all keys share (the token bucket
+    /// of client-go's default controller rate limiter, 10 per second after a burst of 100),
+    /// whatever its own backoff: 0 until retries come faster than that. After a burst of
+    /// failures this, not a key's 5 ms backoff, is why a key that failed once waits minutes
+    /// (kubernetes/kubernetes#104554). Absent from documents of older versions (read as 0).
+    #[serde(default)]
+    pub rate_limiter_wait_seconds: f64,
 }
 
 /// A queued key.

@@ -27,6 +27,14 @@ pub trait RateLimiter<K>: Send + Sync {
     fn forget(&self, key: &K);
     /// How many failures `key` has had since it was last forgotten (client-go `NumRequeues`).
     fn num_requeues(&self, key: &K) -> usize;
+    /// How long any key would wait if it failed now, for reasons all keys share (a token bucket
+    /// reserved ahead by earlier failures), without reserving anything. client-go has no such
+    /// call; the debug endpoint and the inspector report it, because after a burst of failures
+    /// it, not the key's own backoff, is how long a key that failed once waits
+    /// (kubernetes/kubernetes#104554).
+    fn shared_wait(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 impl<K, R: RateLimiter<K> + ?Sized> RateLimiter<K> for Box<R> {
@@ -38,6 +46,9 @@ impl<K, R: RateLimiter<K> + ?Sized> RateLimiter<K> for Box<R> {
     }
     fn num_requeues(&self, key: &K) -> usize {
         (**self).num_requeues(key)
+    }
+    fn shared_wait(&self) -> Duration {
+        (**self).shared_wait()
     }
 }
 
@@ -164,29 +175,49 @@ impl BucketRateLimiter {
         }
         let now = Instant::now();
         let mut b = lock(&self.bucket);
+        let tokens = self.tokens_at(&b, now) - 1.0;
+        let Some(wait) = self.wait_for(tokens) else {
+            // A zero rate never refills: x/time/rate reports an infinite delay; cap it.
+            return Duration::MAX;
+        };
+        b.tokens = tokens;
+        b.last = Some(now);
+        wait
+    }
+
+    /// How long a reservation made now would wait, without making it.
+    pub fn reserved_ahead(&self) -> Duration {
+        if !(self.qps.is_finite()) {
+            return Duration::ZERO;
+        }
+        let b = lock(&self.bucket);
+        self.wait_for(self.tokens_at(&b, Instant::now()) - 1.0)
+            .unwrap_or(Duration::MAX)
+    }
+
+    /// The tokens in `b` at `now`: refilled at `qps` since the last reservation, at most
+    /// `burst`.
+    fn tokens_at(&self, b: &Bucket, now: Instant) -> f64 {
         let burst = f64::from(self.burst);
-        let mut tokens = match b.last {
+        match b.last {
             None => burst,
             Some(last) => {
                 // A clock going backwards counts as no time elapsed (like x/time/rate).
                 let elapsed = now.saturating_duration_since(last).as_secs_f64();
                 (b.tokens + elapsed * self.qps).min(burst)
             }
-        };
-        tokens -= 1.0;
-        let wait = if tokens < 0.0 {
-            if self.qps <= 0.0 {
-                // A zero rate never refills: x/time/rate reports an infinite delay; cap it.
-                return Duration::MAX;
-            }
-            let nanos = (-tokens / self.qps) * 1e9;
-            Duration::from_nanos(nanos as u64)
-        } else {
-            Duration::ZERO
-        };
-        b.tokens = tokens;
-        b.last = Some(now);
-        wait
+        }
+    }
+
+    /// The wait for a reservation leaving `tokens` in the bucket; `None` if it never refills.
+    fn wait_for(&self, tokens: f64) -> Option<Duration> {
+        if tokens >= 0.0 {
+            return Some(Duration::ZERO);
+        }
+        if self.qps <= 0.0 {
+            return None;
+        }
+        Some(Duration::from_nanos(((-tokens / self.qps) * 1e9) as u64))
     }
 }
 
@@ -197,6 +228,9 @@ impl<K> RateLimiter<K> for BucketRateLimiter {
     fn forget(&self, _key: &K) {}
     fn num_requeues(&self, _key: &K) -> usize {
         0
+    }
+    fn shared_wait(&self) -> Duration {
+        self.reserved_ahead()
     }
 }
 
@@ -241,6 +275,12 @@ impl<K> RateLimiter<K> for MaxOfRateLimiter<K> {
             .map(|l| l.num_requeues(key))
             .max()
             .unwrap_or(0)
+    }
+    fn shared_wait(&self) -> Duration {
+        self.limiters
+            .iter()
+            .map(|l| l.shared_wait())
+            .fold(Duration::ZERO, Duration::max)
     }
 }
 
@@ -341,6 +381,31 @@ mod tests {
             assert_eq!(rl.reserve(), Duration::ZERO);
         }
         assert_eq!(rl.reserve(), ms(100));
+    }
+
+    /// kubernetes/kubernetes#104554: once the burst is spent, every failure pushes the next
+    /// one's wait 1/qps further out, for every key; `shared_wait` reports how far without
+    /// reserving.
+    #[tokio::test(start_paused = true)]
+    async fn the_shared_wait_is_how_far_ahead_the_bucket_is_reserved() {
+        let rl = default_controller_rate_limiter::<String>();
+        assert_eq!(rl.shared_wait(), Duration::ZERO, "a full bucket");
+        for i in 0..100 {
+            rl.when(&format!("ns/vm-{i}"));
+        }
+        // The burst is spent: the next reservation would wait one refill.
+        assert_eq!(rl.shared_wait(), ms(100));
+        assert_eq!(rl.shared_wait(), ms(100), "asking reserves nothing");
+        for i in 0..50 {
+            rl.when(&format!("ns/other-{i}"));
+        }
+        assert_eq!(rl.shared_wait(), ms(5_100));
+        // A key failing for the first time waits the bucket, not its own 5 ms.
+        assert_eq!(rl.when(&"ns/fresh".to_string()), ms(5_100));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(rl.shared_wait(), ms(3_200));
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(rl.shared_wait(), Duration::ZERO, "refilled");
     }
 
     #[tokio::test(start_paused = true)]
