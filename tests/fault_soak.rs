@@ -431,22 +431,77 @@ async fn reassert(
     again
 }
 
+/// How the fleet converged after the last flip, from the polls of [`until_converged`]: the
+/// converged count per poll and when each VM was last seen out of its step's state.
+struct Timeline {
+    start: Instant,
+    polls: Vec<(Duration, usize)>,
+    last_behind: BTreeMap<String, Duration>,
+}
+
+impl Timeline {
+    fn new(start: Instant) -> Self {
+        Timeline {
+            start,
+            polls: Vec::new(),
+            last_behind: BTreeMap::new(),
+        }
+    }
+
+    fn record(&mut self, c: &Convergence) {
+        let at = self.start.elapsed();
+        self.polls.push((at, c.converged));
+        for name in &c.behind {
+            self.last_behind.insert(name.clone(), at);
+        }
+    }
+
+    /// When the converged count first reached each share of `vms`, e.g.
+    /// `50 %: 12.3 s`.
+    fn shares(&self, vms: usize) -> Vec<String> {
+        [50, 90, 99, 100]
+            .into_iter()
+            .filter_map(|pct| {
+                let want = (vms * pct).div_ceil(100);
+                let (at, _) = self.polls.iter().find(|(_, n)| *n >= want)?;
+                Some(format!("{pct} %: {:.1} s", at.as_secs_f64()))
+            })
+            .collect()
+    }
+
+    /// The `n` VMs that were out of their state last, latest first.
+    fn stragglers(&self, n: usize) -> Vec<(String, Duration)> {
+        let mut all: Vec<_> = self
+            .last_behind
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        all.sort_by_key(|(_, at)| std::cmp::Reverse(*at));
+        all.truncate(n);
+        all
+    }
+}
+
 /// Wait until at least `n` VMs are in their step's state; `false` after `bound`. Polled every
 /// 250 ms, not every 20 ms: each poll lists every VM, VMI and launcher pod.
 ///
 /// With `applied`, every 5 s the VMs still behind get [`reassert`]ed; the count of requests
-/// written again is added to `reasserted`.
+/// written again is added to `reasserted`. With `timeline`, every poll is recorded in it.
 async fn until_converged(
     env: &Env,
     steps: &BTreeMap<String, Step>,
     n: usize,
     bound: Duration,
     applied: Option<(&Mutex<BTreeMap<String, Applied>>, &AtomicUsize)>,
+    mut timeline: Option<&mut Timeline>,
 ) -> bool {
     let deadline = tokio::time::Instant::now() + bound;
     let mut polls = 0u32;
     loop {
         let c = count_converged(env, steps).await;
+        if let Some(t) = timeline.as_deref_mut() {
+            t.record(&c);
+        }
         if c.converged >= n {
             return true;
         }
@@ -596,6 +651,7 @@ async fn run_soak(soak: Soak) -> Figures {
     let mut steps: BTreeMap<String, Step> =
         names.iter().map(|n| (n.clone(), Step::Always)).collect();
     let mut last_flip = Instant::now();
+    let mut last_flip_utc = chrono::Utc::now();
     let applied: Mutex<BTreeMap<String, Applied>> = Mutex::default();
     let reasserted = AtomicUsize::new(0);
     for round in 0..soak.flips {
@@ -616,18 +672,21 @@ async fn run_soak(soak: Soak) -> Figures {
             })
             .await;
         last_flip = Instant::now();
+        last_flip_utc = chrono::Utc::now();
         if round + 1 < soak.flips {
             let half = soak.vms / 2;
-            let reached = until_converged(&env, &steps, half, soak.bound, None).await;
+            let reached = until_converged(&env, &steps, half, soak.bound, None, None).await;
             assert!(reached, "round {round}: half the VMs in their state");
         }
     }
+    let mut timeline = Timeline::new(last_flip);
     let all = until_converged(
         &env,
         &steps,
         soak.vms,
         soak.bound,
         Some((&applied, &reasserted)),
+        Some(&mut timeline),
     )
     .await;
     if !all {
@@ -744,6 +803,57 @@ async fn run_soak(soak: Soak) -> Figures {
     let mut failed: Vec<_> = failed.into_iter().collect();
     failed.sort_by_key(|b| std::cmp::Reverse(b.1));
     println!("fault soak: failed writes by request and code: {failed:?}");
+    println!(
+        "fault soak: converged after the last flip: {}",
+        timeline.shares(soak.vms).join(", ")
+    );
+    // Every failed reconcile is re-added through the queue's rate limiter, whose token bucket
+    // (10 per second, burst 100) all keys share: N retries reserve it about (N - 100) / 10 s
+    // ahead, which is how long a key that failed last, with no watch event to wake it, waits.
+    let metrics = env.manager.context().metrics.encode().unwrap_or_default();
+    let retries: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("kubevirt_workqueue_retries_total"))
+        .collect();
+    println!("fault soak: work queue retries: {retries:?}");
+    // The last VMs to converge, with every write to their objects since the last flip: shows
+    // whether the tail is the work queue's backoff, a stale cache or something else.
+    for (name, at) in timeline.stragglers(3) {
+        let launcher = format!("virt-launcher-{name}-");
+        let history: Vec<String> = entries
+            .iter()
+            .filter(|e| e.time >= last_flip_utc && e.is_write() && e.resource != "leases")
+            .filter(|e| e.name == name || e.name.starts_with(&launcher))
+            .map(|e| {
+                let sub = if e.subresource.is_empty() {
+                    String::new()
+                } else {
+                    format!("/{}", e.subresource)
+                };
+                let who = e.user_agent.split('/').next().unwrap_or_default();
+                format!(
+                    "  {:>8.3} s {who} {} {}{sub} {}",
+                    (e.time - last_flip_utc).num_milliseconds() as f64 / 1000.0,
+                    e.verb,
+                    e.resource,
+                    e.code
+                )
+            })
+            .collect();
+        println!(
+            "fault soak: {name} ({:?}) was out of its state until {:.1} s; its writes since the \
+             last flip ({}):\n{}",
+            steps.get(&name),
+            at.as_secs_f64(),
+            history.len(),
+            history
+                .iter()
+                .take(120)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
     env.shutdown().await;
     figures
 }
