@@ -163,6 +163,72 @@ async fn with_our_controller_leading_json_has_the_real_queue_and_a_held_open_exp
     cluster.shutdown().await;
 }
 
+/// Every VMI create of the controller fails (500, which kube's client does not retry), for
+/// enough VMs that their retries spend the VM queue's shared token bucket (a burst of 100): the
+/// inspector reports how far ahead the bucket is reserved and says, for a VM whose key is
+/// parked behind it, when the key runs again and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_parked_behind_the_spent_shared_rate_limit_is_explained() {
+    let cluster = cluster().await;
+    let client = cluster.client().await.expect("client");
+    cluster.api().faults().add(
+        FaultRule::error(500)
+            .verbs(&[virtctl_rs::sim::Verb::Create])
+            .resource("virtualmachineinstances")
+            .user_agent(CONTROLLER_AGENT),
+    );
+    let (manager, cancel, run) = start_manager(&cluster).await;
+    for i in 0..40 {
+        create_vm(&client, &vm(&format!("vm-{i:02}"), "Always")).await;
+    }
+    let queue = manager.context().vm_queue.get().expect("vm queue");
+    wait_for(
+        "the VM queue's shared rate limit to be reserved",
+        || async { (queue.snapshot().rate_limiter_wait_seconds >= 2.0).then_some(()) },
+    )
+    .await;
+    let json = wait_for("inspect to explain a parked key", || async {
+        for i in 0..40 {
+            let name = format!("vm/vm-{i:02}");
+            let json = inspect_json(&cluster, &[name.as_str(), "-n", NS, "-o", "json"]).await;
+            let waiting = json["nextDecision"]["waiting"].as_str().unwrap_or("");
+            if waiting.contains("the queue's shared rate limit is reserved") {
+                return Some(json);
+            }
+        }
+        None
+    })
+    .await;
+    let waiting = json["nextDecision"]["waiting"].as_str().unwrap_or("");
+    assert!(
+        waiting.starts_with("retry after ")
+            && waiting.contains("virt-controller-vm runs this key again in "),
+        "{waiting}"
+    );
+    let vm_q = json["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .find(|q| q["name"] == VM_QUEUE_NAME)
+        .expect("vm queue in the JSON")
+        .clone();
+    assert_eq!(vm_q["keyState"], "waiting");
+    assert!(vm_q["retries"].as_u64().is_some_and(|n| n > 0), "{vm_q}");
+    assert!(
+        vm_q["rateLimiterWaitSeconds"]
+            .as_f64()
+            .is_some_and(|w| w >= 1.0),
+        "{vm_q}"
+    );
+    // No VMI was created: the decision is still to create one.
+    let summary = json["nextDecision"]["summary"].as_str().unwrap_or("");
+    assert!(summary.contains("would create VMI"), "{summary}");
+
+    cancel.cancel();
+    let _ = run.await;
+    cluster.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_held_by_a_name_with_no_endpoint_is_shown_and_explained() {
     let cluster = cluster().await;
