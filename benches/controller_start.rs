@@ -112,6 +112,17 @@ fn usage(pid: &str) -> Usage {
     }
 }
 
+/// jemalloc's view of this process's heap in KiB: (allocated, resident). `allocated` is the
+/// bytes live in allocations; `resident` also counts the pages jemalloc keeps mapped (freed
+/// memory not yet returned, metadata). `None` if the statistics cannot be read.
+fn jemalloc_kib() -> Option<(u64, u64)> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    let allocated = stats::allocated::read().ok()? as u64 / 1024;
+    let resident = stats::resident::read().ok()? as u64 / 1024;
+    Some((allocated, resident))
+}
+
 /// Current resident memory (`VmRSS`, KiB) of a process.
 fn rss_kib(pid: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -544,6 +555,7 @@ async fn run(n: usize, in_process: bool) {
 
     let audit_mark = cluster.audit_len();
     let rss_before = rss_kib(&me);
+    let heap_before = jemalloc_kib();
     let ctrl_before = usage(&me);
     let cluster_before = cluster.usage();
     let vms: Api<VirtualMachine> = Api::namespaced(user.clone(), "default");
@@ -632,6 +644,7 @@ async fn run(n: usize, in_process: bool) {
     };
     let ctrl_after = usage(&me);
     let rss_after = rss_kib(&me);
+    let heap_after = jemalloc_kib();
     let cluster_after = cluster.usage();
 
     let mut by_agent: BTreeMap<&str, BTreeMap<String, (usize, usize)>> = BTreeMap::new();
@@ -731,6 +744,18 @@ async fn run(n: usize, in_process: bool) {
             rss_after as f64 / 1024.0,
             rss_after.saturating_sub(rss_before) as f64 / n as f64
         );
+        if let (Some((alloc_b, res_b)), Some((alloc_a, res_a))) = (heap_before, heap_after) {
+            println!(
+                "  controller process heap (jemalloc): {:.1} → {:.1} MiB allocated ({:.1} KiB per \
+                 VM live), {:.1} → {:.1} MiB resident ({:.1} KiB per VM)",
+                alloc_b as f64 / 1024.0,
+                alloc_a as f64 / 1024.0,
+                alloc_a.saturating_sub(alloc_b) as f64 / n as f64,
+                res_b as f64 / 1024.0,
+                res_a as f64 / 1024.0,
+                res_a.saturating_sub(res_b) as f64 / n as f64
+            );
+        }
     }
     start_latencies(&cluster.audit_since(audit_mark)).print();
     if let (Some(b), Some(a)) = (cluster_before, cluster_after) {
