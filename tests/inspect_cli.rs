@@ -53,6 +53,17 @@ async fn inspect_json(cluster: &EmbeddedCluster, args: &[&str]) -> Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
 }
 
+/// The VM queue's entry in an inspect JSON document.
+fn vm_queue_of(json: &Value) -> Value {
+    json["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .find(|q| q["name"] == VM_QUEUE_NAME)
+        .expect("vm queue in the JSON")
+        .clone()
+}
+
 fn vm(name: &str, run_strategy: &str) -> VirtualMachine {
     common::objects::container_disk_vm(NS, name, run_strategy)
 }
@@ -85,18 +96,24 @@ async fn with_our_controller_leading_json_has_the_real_queue_and_a_held_open_exp
     create_vm(&client, &vm("vm-a", "Always")).await;
 
     let key = format!("{NS}/vm-a");
-    let json = wait_for("inspect to show the pending VMI creation", || async {
-        let json = inspect_json(&cluster, &["vm/vm-a", "-n", NS, "-o", "json"]).await;
-        let pending = json["expectations"].as_array().is_some_and(|es| {
-            es.iter().any(|e| {
-                e["store"] == "vm-vmi"
-                    && e["key"] == key.as_str()
-                    && e["adds"] == 1
-                    && e["satisfied"] == false
-            })
-        });
-        pending.then_some(json)
-    })
+    let json = wait_for(
+        "inspect to show the pending VMI creation of a created VMI",
+        || async {
+            let json = inspect_json(&cluster, &["vm/vm-a", "-n", NS, "-o", "json"]).await;
+            let pending = json["expectations"].as_array().is_some_and(|es| {
+                es.iter().any(|e| {
+                    e["store"] == "vm-vmi"
+                        && e["key"] == key.as_str()
+                        && e["adds"] == 1
+                        && e["satisfied"] == false
+                })
+            });
+            // The expectation is raised before the create is sent (KubeVirt's order): wait for the
+            // VMI to be on the server too, or a loaded machine inspects in between.
+            let created = json["vmi"]["phase"].is_string();
+            (pending && created).then_some(json)
+        },
+    )
     .await;
     assert_eq!(json["controller"]["kind"], "debugEndpoint");
     assert_eq!(json["controller"]["expectationsExposed"], true);
@@ -129,13 +146,7 @@ async fn with_our_controller_leading_json_has_the_real_queue_and_a_held_open_exp
 
     // The queue depth is the leader's own: idle key, and the same depth its queue reports.
     let queue = manager.context().vm_queue.get().expect("vm queue");
-    let vm_q = json["queues"]
-        .as_array()
-        .expect("queues")
-        .iter()
-        .find(|q| q["name"] == VM_QUEUE_NAME)
-        .expect("vm queue in the JSON")
-        .clone();
+    let vm_q = vm_queue_of(&json);
     assert_eq!(vm_q["depth"], queue.len());
     assert!(vm_q["retries"].is_u64());
     assert!(vm_q["keyState"].is_string());
@@ -205,13 +216,7 @@ async fn a_key_parked_behind_the_spent_shared_rate_limit_is_explained() {
             && waiting.contains("virt-controller-vm runs this key again in "),
         "{waiting}"
     );
-    let vm_q = json["queues"]
-        .as_array()
-        .expect("queues")
-        .iter()
-        .find(|q| q["name"] == VM_QUEUE_NAME)
-        .expect("vm queue in the JSON")
-        .clone();
+    let vm_q = vm_queue_of(&json);
     assert_eq!(vm_q["keyState"], "waiting");
     assert!(vm_q["retries"].as_u64().is_some_and(|n| n > 0), "{vm_q}");
     assert!(
