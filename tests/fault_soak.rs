@@ -691,13 +691,25 @@ async fn run_soak(soak: Soak) -> Figures {
     .await;
     if !all {
         let c = count_converged(&env, &steps).await;
+        // A key still parked behind the shared token bucket is the rate limit at work (see the
+        // retries line of the printout), not a lost request: say how far ahead it is reserved.
+        let ctx = env.manager.context();
+        let reserved: Vec<String> = [ctx.vm_queue.get(), ctx.vmi_queue.get()]
+            .into_iter()
+            .flatten()
+            .map(|q| {
+                let s = q.snapshot();
+                format!("{} {:.1} s", s.name, s.rate_limiter_wait_seconds)
+            })
+            .collect();
         panic!(
-            "{}/{} VMs converged {:?} after the last flip ({} requests written again); \
-             for example:\n{}",
+            "{}/{} VMs converged {:?} after the last flip ({} requests written again; shared \
+             rate limit reserved ahead: {}); for example:\n{}",
             c.converged,
             soak.vms,
             soak.bound,
             reasserted.load(Ordering::SeqCst),
+            reserved.join(", "),
             c.examples.join("\n")
         );
     }
