@@ -422,11 +422,15 @@ const NOTABLE_RETRY_WAIT_SECONDS: f64 = 1.0;
 
 /// This key parked after failed reconciles, when it is due and why so late: each failure
 /// re-adds the key through the queue's rate limiter (`AddRateLimited`, vm.go:336-355; the VMI
-/// controller's `Execute` does the same), the maximum of its own backoff (5 ms × 2^failures) and a token bucket all keys
-/// share (10 a second after a burst of 100; client-go `DefaultTypedControllerRateLimiter`,
-/// vm.go:153-156). After a burst of failures the bucket is reserved minutes ahead and a key
-/// that failed once waits that long (kubernetes/kubernetes#104554); a watch event for the key
-/// (a change to the VM or its VMI) queues it at once.
+/// controller's `Execute` does the same), the maximum of its own backoff (5 ms × 2^(failures-1))
+/// and a token bucket all keys share (10 a second after a burst of 100; client-go
+/// `DefaultTypedControllerRateLimiter`, vm.go:153-156). After a burst of failures the bucket is
+/// reserved minutes ahead and a key that failed once waits that long
+/// (kubernetes/kubernetes#104554); a watch event for the key queues it at once.
+///
+/// The bucket is named as the cause only when it is reserved at least as far ahead as the key
+/// waits (a key parked by the bucket leaves it reserved past its own ready time); otherwise the
+/// key's own backoff is, when it reaches that far.
 fn rate_limited_retry(queues: &[QueueView]) -> Option<String> {
     let q = queues.iter().find(|q| {
         q.key_state == Some(KeyState::Waiting)
@@ -435,20 +439,36 @@ fn rate_limited_retry(queues: &[QueueView]) -> Option<String> {
     })?;
     let left = q.key_seconds.unwrap_or(0.0);
     let shared = q.rate_limiter_wait_seconds.unwrap_or(0.0);
-    let why = if shared >= NOTABLE_RETRY_WAIT_SECONDS {
+    let failures = format!(
+        "{} failed reconcile{}",
+        q.retries,
+        if q.retries == 1 { "" } else { "s" }
+    );
+    // Its own backoff after `retries` failures: 5 ms × 2^(retries-1), capped at 1000 s.
+    let own = (0.005 * 2f64.powi(q.retries.saturating_sub(1).min(40) as i32)).min(1000.0);
+    // Reservations and ready times are taken a few ms apart: allow for it.
+    let slack = 0.05;
+    let why = if shared + slack >= left {
         format!(
             "; the queue's shared rate limit is reserved {} ahead (10 retries a second after a \
              burst of 100, for all keys)",
             human_duration(shared)
         )
+    } else if own + slack >= left {
+        format!(
+            "; its own backoff after {failures} is {} (5 ms doubling per failure)",
+            human_duration(own)
+        )
     } else {
         String::new()
     };
+    let wakes = if q.name == VMI_QUEUE_NAME {
+        "a change to the VMI or its launcher pod"
+    } else {
+        "a change to the VM, its VMI or its DataVolumes"
+    };
     Some(format!(
-        "retry after {} failed reconcile{}: {} runs this key again in {}{why}; a change to the VM \
-         or its VMI runs it sooner",
-        q.retries,
-        if q.retries == 1 { "" } else { "s" },
+        "retry after {failures}: {} runs this key again in {}{why}; {wakes} runs it sooner",
         q.name,
         human_duration(left)
     ))

@@ -454,18 +454,18 @@ fn crash_loop_backoff_says_when_the_next_start_is() {
     assert!(b.message.contains("3 consecutive"), "{}", b.message);
 }
 
-/// `running()` with the VM key parked after one failed reconcile: due in `due` seconds, the VM
-/// queue's shared rate limit reserved `shared` seconds ahead.
-fn running_with_vm_key_parked(due: f64, shared: f64) -> Gathered {
+/// `running()` with the key parked in `queue` after `failures` failed reconciles: due in `due`
+/// seconds, that queue's shared rate limit reserved `shared` seconds ahead.
+fn running_with_key_parked(queue: &str, failures: usize, due: f64, shared: f64) -> Gathered {
     let mut g = running();
     let ControllerView::DebugState { state, .. } = &mut g.controller else {
         panic!("our controller");
     };
     let q = state
         .queues
-        .get_mut(VM_QUEUE_NAME)
+        .get_mut(queue)
         .and_then(Option::as_mut)
-        .expect("VM queue");
+        .expect("queue");
     q.waiting = vec![crate::runtime::queue::WaitingKey {
         key: "demo/vm-a".into(),
         ready_at: now() + chrono::Duration::milliseconds((due * 1000.0) as i64),
@@ -473,16 +473,20 @@ fn running_with_vm_key_parked(due: f64, shared: f64) -> Gathered {
     }];
     q.retries = vec![crate::runtime::queue::KeyRetries {
         key: "demo/vm-a".into(),
-        num_requeues: 1,
+        num_requeues: failures,
     }];
     q.rate_limiter_wait_seconds = shared;
     g
 }
 
+fn waiting_line(g: &Gathered) -> Option<String> {
+    analyze(g).next_decision.and_then(|d| d.waiting)
+}
+
 #[test]
 fn a_key_parked_behind_the_shared_rate_limit_says_when_and_why() {
     let quiet = analyze(&running());
-    let ins = analyze(&running_with_vm_key_parked(469.0, 471.0));
+    let ins = analyze(&running_with_key_parked(VM_QUEUE_NAME, 1, 469.0, 471.0));
     let q = &ins.queues[0];
     assert_eq!(q.key_state, Some(KeyState::Waiting));
     assert_eq!(q.rate_limiter_wait_seconds, Some(471.0));
@@ -492,7 +496,8 @@ fn a_key_parked_behind_the_shared_rate_limit_says_when_and_why() {
         Some(
             "retry after 1 failed reconcile: virt-controller-vm runs this key again in 7 m 49 s; \
              the queue's shared rate limit is reserved 7 m 51 s ahead (10 retries a second after \
-             a burst of 100, for all keys); a change to the VM or its VMI runs it sooner"
+             a burst of 100, for all keys); a change to the VM, its VMI or its DataVolumes runs \
+             it sooner"
         )
     );
     // The summary is still what the controllers would do.
@@ -501,20 +506,37 @@ fn a_key_parked_behind_the_shared_rate_limit_says_when_and_why() {
         quiet.next_decision.as_ref().expect("decision").summary
     );
 
-    // Its own backoff, with the bucket not reserved: when, without the bucket clause.
-    let ins = analyze(&running_with_vm_key_parked(2.5, 0.0));
+    // Ten failures in a row, the bucket not reserved: the key's own backoff, 5 ms × 2^9.
     assert_eq!(
-        ins.next_decision
-            .as_ref()
-            .and_then(|d| d.waiting.as_deref()),
+        waiting_line(&running_with_key_parked(VM_QUEUE_NAME, 10, 2.5, 0.0)).as_deref(),
         Some(
-            "retry after 1 failed reconcile: virt-controller-vm runs this key again in 3 s; a \
-             change to the VM or its VMI runs it sooner"
+            "retry after 10 failed reconciles: virt-controller-vm runs this key again in 3 s; its \
+             own backoff after 10 failed reconciles is 3 s (5 ms doubling per failure); a change \
+             to the VM, its VMI or its DataVolumes runs it sooner"
         )
     );
+    // The bucket reserved less far ahead than the key waits is not its cause, and one failure's
+    // 5 ms backoff is not either: when, without a cause.
+    assert_eq!(
+        waiting_line(&running_with_key_parked(VM_QUEUE_NAME, 1, 60.0, 3.0)).as_deref(),
+        Some(
+            "retry after 1 failed reconcile: virt-controller-vm runs this key again in 1 m 0 s; \
+             a change to the VM, its VMI or its DataVolumes runs it sooner"
+        )
+    );
+    // The VMI queue is woken by the VMI and its launcher pod.
+    let line = waiting_line(&running_with_key_parked(VMI_QUEUE_NAME, 1, 30.0, 31.0))
+        .expect("a line for the VMI queue");
+    assert!(
+        line.starts_with("retry after 1 failed reconcile: virt-controller-vmi runs this key")
+            && line.ends_with("; a change to the VMI or its launcher pod runs it sooner"),
+        "{line}"
+    );
     // An ordinary 5 ms retry is not worth a line.
-    let ins = analyze(&running_with_vm_key_parked(0.005, 0.0));
-    assert_eq!(ins.next_decision.as_ref().expect("d").waiting, None);
+    assert_eq!(
+        waiting_line(&running_with_key_parked(VM_QUEUE_NAME, 1, 0.005, 0.0)),
+        None
+    );
 }
 
 #[test]

@@ -16,7 +16,8 @@
 //! So the pod informer watches [`LauncherPodForCache`], whose decoding keeps exactly that
 //! (the metadata without `managedFields`, the whole status, and of the spec the node and the
 //! compute container's name, image and resources) and skips the rest of the JSON without
-//! building it, and caches the [`Pod`] it converts into. KubeVirt's informers cache whole pods
+//! building it (`managedFields`, part of the metadata, is decoded and dropped after; the
+//! embedded cluster never sets it), and caches the [`Pod`] it converts into. KubeVirt's informers cache whole pods
 //! (client-go `SetTransform` is the way to trim them there; a narrower decode has no client-go
 //! counterpart).
 
@@ -38,11 +39,13 @@ impl From<LauncherPodForCache> for Pod {
 }
 
 /// The JSON of a pod, with only the fields [`LauncherPodForCache`] keeps; serde skips every
-/// other field without building it.
+/// other field without building it (`metadata.managedFields` is decoded with the metadata and
+/// dropped after). Absent and `null` fields decode as k8s-openapi's `Pod` decodes them, so no
+/// pod that decodes as a `Pod` fails here.
 #[derive(Deserialize)]
 struct Wire {
     #[serde(default)]
-    metadata: ObjectMeta,
+    metadata: Option<ObjectMeta>,
     #[serde(default)]
     spec: Option<WireSpec>,
     #[serde(default)]
@@ -60,7 +63,9 @@ struct WireSpec {
 
 #[derive(Deserialize)]
 struct WireContainer {
-    name: String,
+    /// k8s-openapi reads an absent or `null` name as `""`.
+    #[serde(default)]
+    name: Option<String>,
     #[serde(default)]
     image: Option<String>,
     #[serde(default)]
@@ -76,18 +81,18 @@ impl<'de> Deserialize<'de> for LauncherPodForCache {
                 .containers
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|c| c.name == COMPUTE_CONTAINER)
-                .take(1)
+                .find(|c| c.name.as_deref() == Some(COMPUTE_CONTAINER))
                 .map(|c| Container {
-                    name: c.name,
+                    name: c.name.unwrap_or_default(),
                     image: c.image,
                     resources: c.resources,
                     ..Default::default()
                 })
+                .into_iter()
                 .collect(),
             ..Default::default()
         });
-        let mut metadata = wire.metadata;
+        let mut metadata = wire.metadata.unwrap_or_default();
         metadata.managed_fields = None;
         Ok(LauncherPodForCache(Pod {
             metadata,
@@ -267,13 +272,31 @@ mod tests {
         }
     }
 
+    /// Whatever decodes as a `Pod` decodes here: a nameless container (k8s-openapi reads its
+    /// name as `""`) is just not the compute container, `null` metadata is empty metadata.
     #[test]
-    fn a_container_without_a_name_is_an_error_naming_the_field() {
-        let err = serde_json::from_value::<LauncherPodForCache>(json!({
-            "metadata": {"name": "p"}, "spec": {"containers": [{"image": "i"}]}
-        }))
-        .expect_err("a nameless container");
-        assert!(err.to_string().contains("missing field `name`"), "{err}");
+    fn what_decodes_as_a_pod_decodes_here() {
+        for (case, body) in [
+            (
+                "nameless container",
+                json!({"metadata": {"name": "p"}, "spec": {"containers": [{"image": "i"}]}}),
+            ),
+            (
+                "null container name",
+                json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": null}]}}),
+            ),
+            ("null metadata", json!({"metadata": null, "spec": {}})),
+        ] {
+            let full: Pod = serde_json::from_value(body.clone())
+                .unwrap_or_else(|e| panic!("{case}: a Pod decodes it: {e}"));
+            let ours = cached(&body);
+            assert_eq!(ours.metadata, full.metadata, "{case}");
+            assert_eq!(
+                ours.spec.map(|s| s.containers),
+                Some(vec![]),
+                "{case}: no compute container"
+            );
+        }
     }
 
     #[test]

@@ -310,7 +310,8 @@ pub fn rate_limited_retry() -> Inspection {
             waiting: Some(
                 "retry after 1 failed reconcile: virt-controller-vm runs this key again in 7 m 49 s; \
                  the queue's shared rate limit is reserved 7 m 51 s ahead (10 retries a second \
-                 after a burst of 100, for all keys); a change to the VM or its VMI runs it sooner"
+                 after a burst of 100, for all keys); a change to the VM, its VMI or its \
+                 DataVolumes runs it sooner"
                     .into(),
             ),
             explanation: vec!["runStrategy Always and the VMI is running (vm.go:979)".into()],
