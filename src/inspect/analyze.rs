@@ -34,6 +34,9 @@ use crate::launcher::overhead::{memory_overhead, overhead_vcpus};
 use crate::launcher::resources::NamespaceContext;
 use crate::runtime::expectations::EXPECTATIONS_TIMEOUT;
 use crate::runtime::lease::LeaseRecord;
+use crate::runtime::queue::rate_limiter::{
+    DEFAULT_BASE_DELAY, DEFAULT_BUCKET_BURST, DEFAULT_BUCKET_QPS, DEFAULT_MAX_DELAY,
+};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::Value;
@@ -444,14 +447,16 @@ fn rate_limited_retry(queues: &[QueueView]) -> Option<String> {
         q.retries,
         if q.retries == 1 { "" } else { "s" }
     );
-    // Its own backoff after `retries` failures: 5 ms × 2^(retries-1), capped at 1000 s.
-    let own = (0.005 * 2f64.powi(q.retries.saturating_sub(1).min(40) as i32)).min(1000.0);
+    // Its own backoff after `retries` failures: base × 2^(retries-1), capped.
+    let own = (DEFAULT_BASE_DELAY.as_secs_f64()
+        * 2f64.powi(q.retries.saturating_sub(1).min(40) as i32))
+    .min(DEFAULT_MAX_DELAY.as_secs_f64());
     // Reservations and ready times are taken a few ms apart: allow for it.
     let slack = 0.05;
     let why = if shared + slack >= left {
         format!(
-            "; the queue's shared rate limit is reserved {} ahead (10 retries a second after a \
-             burst of 100, for all keys)",
+            "; the queue's shared rate limit is reserved {} ahead ({DEFAULT_BUCKET_QPS} retries \
+             a second after a burst of {DEFAULT_BUCKET_BURST}, for all keys)",
             human_duration(shared)
         )
     } else if own + slack >= left {
@@ -984,16 +989,12 @@ fn next_decision(
             human_duration(backoff_left as f64)
         ));
     }
-    // Not a wait of the decision itself: the summary stays what the controllers would do.
-    let retry = nd
-        .waiting
-        .is_none()
-        .then(|| rate_limited_retry(&ins.queues))
-        .flatten();
+    // A parked retry is not a wait of the decision itself: the summary below stays what the
+    // controllers would do.
     let decision_wait = nd.waiting.clone();
-    if retry.is_some() {
-        nd.waiting = retry;
-    }
+    nd.waiting = decision_wait
+        .clone()
+        .or_else(|| rate_limited_retry(&ins.queues));
 
     let find_vm = |kind: &str| vm_d.actions.iter().find(|a| a.action.kind() == kind);
     nd.summary = if let (Some(w), Some(_)) = (&nd.waiting, vm_entry) {

@@ -667,8 +667,8 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// `snap` with the failure counts of the `rate_limited` keys and the rate limiter's shared
-    /// wait, read once the state lock is released (waking a worker first when promoting parked keys `pushed` some for a
-    /// sleeping getter).
+    /// wait, read once the state lock is released (waking a worker first when promoting parked
+    /// keys `pushed` some for a sleeping getter).
     fn with_retries<'k>(
         &self,
         snap: QueueSnapshot,
