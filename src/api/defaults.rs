@@ -215,11 +215,11 @@ pub fn set_default_network_interface(
             if !settings.permit_bridge_interface_on_pod_network {
                 return Err(DefaultsError::BridgeNotPermitted);
             }
-            iface.bridge = Some(serde_json::json!({}));
+            iface.bridge = Some(Box::new(serde_json::json!({})));
             spec.domain.devices.interfaces = Some(vec![iface]);
         }
         "masquerade" => {
-            iface.masquerade = Some(serde_json::json!({}));
+            iface.masquerade = Some(Box::new(serde_json::json!({})));
             spec.domain.devices.interfaces = Some(vec![iface]);
         }
         "slirp" => return Err(DefaultsError::SlirpDeprecated),
@@ -228,7 +228,7 @@ pub fn set_default_network_interface(
     }
     spec.networks = Some(vec![Network {
         name: "default".into(),
-        pod: Some(serde_json::json!({})),
+        pod: Some(Box::new(serde_json::json!({}))),
         ..Default::default()
     }]);
     Ok(())

@@ -50,9 +50,9 @@ pub struct VirtualMachineSpec {
     pub data_volume_templates: Option<Vec<serde_json::Value>>,
     /// Instancetype matcher (`{kind, name}`), kept raw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instancetype: Option<serde_json::Value>,
+    pub instancetype: Option<Box<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preference: Option<serde_json::Value>,
+    pub preference: Option<Box<serde_json::Value>>,
     #[serde(flatten)]
     pub extra: Extra,
 }

@@ -72,14 +72,14 @@ pub struct VirtualMachineInstanceSpec {
     pub eviction_strategy: Option<String>,
     /// Kept as raw JSON (core/v1 Affinity); copied to the pod unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<serde_json::Value>,
+    pub affinity: Option<Box<serde_json::Value>>,
     /// Kept as raw JSON (core/v1 Tolerations); copied to the pod unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tolerations: Option<serde_json::Value>,
+    pub tolerations: Option<Box<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topology_spread_constraints: Option<serde_json::Value>,
+    pub topology_spread_constraints: Option<Box<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns_config: Option<serde_json::Value>,
+    pub dns_config: Option<Box<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_policy: Option<String>,
     #[serde(flatten)]
@@ -205,11 +205,11 @@ pub struct Firmware {
 #[serde(rename_all = "camelCase")]
 pub struct LaunchSecurity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sev: Option<serde_json::Value>,
+    pub sev: Option<Box<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snp: Option<serde_json::Value>,
+    pub snp: Option<Box<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tdx: Option<serde_json::Value>,
+    pub tdx: Option<Box<serde_json::Value>>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -261,7 +261,7 @@ pub struct Devices {
     pub disable_hotplug: Option<bool>,
     /// The downwardMetrics *device* (not the volume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub downward_metrics: Option<serde_json::Value>,
+    pub downward_metrics: Option<Box<serde_json::Value>>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -285,20 +285,20 @@ pub struct Interface {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sriov: Option<serde_json::Value>,
+    pub sriov: Option<Box<serde_json::Value>>,
     /// Deprecated `passt` binding method (not counted by the v1.9 overhead formula).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub passt: Option<serde_json::Value>,
+    pub passt: Option<Box<serde_json::Value>>,
     /// Core passt binding (`passtBinding: {}`): +250Mi network overhead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub passt_binding: Option<serde_json::Value>,
+    pub passt_binding: Option<Box<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub masquerade: Option<serde_json::Value>,
+    pub masquerade: Option<Box<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bridge: Option<serde_json::Value>,
+    pub bridge: Option<Box<serde_json::Value>>,
     /// Network binding plugin (`{"name": "passt"}` etc.).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub binding: Option<serde_json::Value>,
+    pub binding: Option<Box<serde_json::Value>>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -340,7 +340,7 @@ pub struct Volume {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_volume: Option<ClaimSource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub downward_metrics: Option<serde_json::Value>,
+    pub downward_metrics: Option<Box<serde_json::Value>>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -383,9 +383,9 @@ pub struct ClaimSource {
 pub struct Network {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<serde_json::Value>,
+    pub pod: Option<Box<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub multus: Option<serde_json::Value>,
+    pub multus: Option<Box<serde_json::Value>>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -395,7 +395,7 @@ pub struct Network {
 #[serde(rename_all = "camelCase")]
 pub struct Probe {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exec: Option<serde_json::Value>,
+    pub exec: Option<Box<serde_json::Value>>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -495,7 +495,7 @@ pub struct VirtualMachineInstanceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_status: Option<Vec<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub migration_state: Option<serde_json::Value>,
+    pub migration_state: Option<Box<serde_json::Value>>,
     /// `Unix` when the launcher pod announced unix-socket migrations (annotation
     /// `kubevirt.io/migrationTransportUnix`); set by the VMI controller at Scheduled
     /// (lifecycle.go:432-434).

@@ -193,7 +193,7 @@ pub(crate) fn compute_probe(
     let initial = int_field(p, "initialDelaySeconds").saturating_add(LIBVIRT_STARTUP_DELAY);
     let exec: Option<ExecAction> = match &p.exec {
         Some(v) if !v.is_null() => {
-            Some(serde_json::from_value(v.clone()).map_err(|e| err("exec", e))?)
+            Some(serde_json::from_value((**v).clone()).map_err(|e| err("exec", e))?)
         }
         _ => None,
     };

@@ -510,7 +510,7 @@ mod tests {
         let mut s = base_1gi();
         s.domain.devices.interfaces = Some(vec![Interface {
             name: "x".into(),
-            sriov: Some(serde_json::json!({})),
+            sriov: Some(serde_json::json!({}).into()),
             ..Default::default()
         }]);
         assert_eq!(total(&s), BASE_1GI + 1024 * MIB);
@@ -520,11 +520,11 @@ mod tests {
     #[test]
     fn downward_metrics_volume() {
         let mut s = base_1gi();
-        s.domain.devices.downward_metrics = Some(serde_json::json!({}));
+        s.domain.devices.downward_metrics = Some(serde_json::json!({}).into());
         assert_eq!(total(&s), BASE_1GI);
         s.volumes = Some(vec![Volume {
             name: "m".into(),
-            downward_metrics: Some(serde_json::json!({})),
+            downward_metrics: Some(serde_json::json!({}).into()),
             ..Default::default()
         }]);
         assert_eq!(total(&s), BASE_1GI + MIB);
@@ -535,7 +535,7 @@ mod tests {
     fn exec_probes() {
         let exec = || {
             Some(Probe {
-                exec: Some(serde_json::json!({"command": ["true"]})),
+                exec: Some(serde_json::json!({"command": ["true"]}).into()),
                 ..Default::default()
             })
         };
@@ -566,7 +566,7 @@ mod tests {
             (false, false, true, 0),
         ] {
             let mut s = base_1gi();
-            let v = |b: bool| b.then(|| serde_json::json!({}));
+            let v = |b: bool| b.then(|| Box::new(serde_json::json!({})));
             s.domain.launch_security = Some(LaunchSecurity {
                 sev: v(sev),
                 snp: v(snp),
@@ -663,22 +663,22 @@ mod tests {
         s.domain.devices.interfaces = Some(vec![
             Interface {
                 name: "a".into(),
-                passt_binding: Some(serde_json::json!({})),
+                passt_binding: Some(serde_json::json!({}).into()),
                 ..Default::default()
             },
             Interface {
                 name: "b".into(),
-                binding: Some(serde_json::json!({"name": "slirp"})),
+                binding: Some(serde_json::json!({"name": "slirp"}).into()),
                 ..Default::default()
             },
             Interface {
                 name: "c".into(),
-                binding: Some(serde_json::json!({"name": "slirp"})),
+                binding: Some(serde_json::json!({"name": "slirp"}).into()),
                 ..Default::default()
             },
             Interface {
                 name: "d".into(),
-                binding: Some(serde_json::json!({"name": "unregistered"})),
+                binding: Some(serde_json::json!({"name": "unregistered"}).into()),
                 ..Default::default()
             },
         ]);
@@ -918,14 +918,14 @@ mod tests {
         // SNP: the SEV term from v1.7 (PR 14845).
         let mut snp = base_1gi();
         snp.domain.launch_security = Some(LaunchSecurity {
-            snp: Some(serde_json::json!({})),
+            snp: Some(serde_json::json!({}).into()),
             ..Default::default()
         });
         // The passt core binding: 250Mi from v1.8 (pkg/network/resources/memory.go).
         let mut passt = base_1gi();
         passt.domain.devices.interfaces = Some(vec![Interface {
             name: "p".into(),
-            passt_binding: Some(serde_json::json!({})),
+            passt_binding: Some(serde_json::json!({}).into()),
             ..Default::default()
         }]);
         for v in KubeVirtVersion::ALL {

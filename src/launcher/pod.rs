@@ -734,7 +734,7 @@ fn render_pod(
     }
 
     // Affinity (template.go:228-234, 956-975).
-    let mut affinity: Option<Affinity> = typed(spec.affinity.as_ref(), "spec.affinity", &object)?;
+    let mut affinity: Option<Affinity> = typed(spec.affinity.as_deref(), "spec.affinity", &object)?;
     let model = spec.cpu_model();
     if model.is_empty() || model == "host-model" {
         affinity = Some(reject_label(affinity, NODE_HOST_MODEL_IS_OBSOLETE_LABEL));
@@ -781,14 +781,14 @@ fn render_pod(
     let automount = sa_volume.as_deref().is_some_and(|s| !s.is_empty()) || istio;
 
     let tolerations: Option<Vec<Toleration>> =
-        typed(spec.tolerations.as_ref(), "spec.tolerations", &object)?;
+        typed(spec.tolerations.as_deref(), "spec.tolerations", &object)?;
     let topology: Option<Vec<TopologySpreadConstraint>> = typed(
-        spec.topology_spread_constraints.as_ref(),
+        spec.topology_spread_constraints.as_deref(),
         "spec.topologySpreadConstraints",
         &object,
     )?;
     let dns_config: Option<PodDNSConfig> =
-        typed(spec.dns_config.as_ref(), "spec.dnsConfig", &object)?;
+        typed(spec.dns_config.as_deref(), "spec.dnsConfig", &object)?;
     let resource_claims: Option<Vec<PodResourceClaim>> = typed(
         spec.extra.get("resourceClaims"),
         "spec.resourceClaims",

@@ -442,10 +442,10 @@ mod tests {
     fn rule_3_migrating() {
         let mut c = Case::new("Always").vmi("Running", json!([]));
         vmi_status_mut(&mut c).migration_state =
-            Some(json!({"startTimestamp": "2023-11-14T22:13:00Z"}));
+            Some(json!({"startTimestamp": "2023-11-14T22:13:00Z"}).into());
         assert_eq!(c.run(), PrintableStatus::Migrating);
         vmi_status_mut(&mut c).migration_state = Some(
-            json!({"startTimestamp": "2023-11-14T22:13:00Z", "endTimestamp": "2023-11-14T22:13:10Z"}),
+            json!({"startTimestamp": "2023-11-14T22:13:00Z", "endTimestamp": "2023-11-14T22:13:10Z"}).into(),
         );
         assert_eq!(c.run(), PrintableStatus::Running);
     }

@@ -272,7 +272,7 @@ mod tests {
     #[test]
     fn instancetype_revision_names_are_filled() {
         let mut v = vm(1);
-        v.spec.instancetype = Some(json!({"name": "u1.small"}));
+        v.spec.instancetype = Some(json!({"name": "u1.small"}).into());
         v.status = Some(
             serde_json::from_value(json!({
                 "instancetypeRef": {"controllerRevisionRef": {"name": "rev-it"}},

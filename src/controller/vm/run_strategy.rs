@@ -261,19 +261,25 @@ mod tests {
     #[test]
     fn decentralized_migration_detection() {
         let mut v = vmi("u", "Succeeded");
-        v.status.as_mut().unwrap().migration_state = Some(json!({
-            "completed": true,
-            "targetState": {},
-            "sourceState": {"syncAddress": "127.0.0.1:5900"}
-        }));
+        v.status.as_mut().unwrap().migration_state = Some(
+            json!({
+                "completed": true,
+                "targetState": {},
+                "sourceState": {"syncAddress": "127.0.0.1:5900"}
+            })
+            .into(),
+        );
         assert!(is_decentralized_migration(&v));
         assert!(is_migration_completed(&v));
-        v.status.as_mut().unwrap().migration_state = Some(json!({
-            "targetState": {"syncAddress": "a"},
-            "sourceState": {"syncAddress": "b"}
-        }));
+        v.status.as_mut().unwrap().migration_state = Some(
+            json!({
+                "targetState": {"syncAddress": "a"},
+                "sourceState": {"syncAddress": "b"}
+            })
+            .into(),
+        );
         assert!(!is_decentralized_migration(&v));
-        v.status.as_mut().unwrap().migration_state = Some(json!({"completed": true}));
+        v.status.as_mut().unwrap().migration_state = Some(json!({"completed": true}).into());
         assert!(!is_decentralized_migration(&v));
     }
 }

@@ -815,7 +815,7 @@ fn running_and_run_strategy_together_stop_the_sync() {
 #[test]
 fn instancetype_vm_is_refused() {
     let mut v = strategy("Always");
-    v.spec.instancetype = Some(json!({"name": "u1.small"}));
+    v.spec.instancetype = Some(json!({"name": "u1.small"}).into());
     let d = decide(&snap(v));
     assert!(!kinds(&d).contains(&"CreateVmi"));
     assert_eq!(d.sync_error.as_ref().unwrap().reason, "FailedCreate");
@@ -1052,7 +1052,7 @@ fn restart_required_cleared_and_live_updates_refused() {
 
     let mut changed = strategy("Always");
     crate::controller::vm::template_spec_mut(&mut changed).tolerations =
-        Some(json!([{"key": "k", "operator": "Exists"}]));
+        Some(json!([{"key": "k", "operator": "Exists"}]).into());
     let mut s = snap_with(changed.clone(), vmi("Running"));
     s.revisions = vec![Arc::new(start_revision(&strategy("Always")))];
     let d = decide(&s);
