@@ -1681,13 +1681,19 @@ async fn a_deleted_launcher_pod_says_why_the_vm_starts_again() {
     let key = format!("{NS}/demo-vm");
     let debug = env.manager.debug_source();
     let line = env
-        .wait_for("the replacement VMI's progress line", || async {
-            let vmi = env.cached_vmi("demo-vm")?;
-            (vmi.metadata.uid.as_deref() != Some(first_uid.as_str())).then_some(())?;
-            let progress = virtctl_rs::cli::progress::collect(env.manager.context(), &debug);
-            let p = progress.get(&key)?;
-            p.ended.is_some().then(|| p.line(&key))
-        })
+        .wait_for(
+            "the replacement VMI's progress line naming the launcher pod",
+            || async {
+                let vmi = env.cached_vmi("demo-vm")?;
+                (vmi.metadata.uid.as_deref() != Some(first_uid.as_str())).then_some(())?;
+                let progress = virtctl_rs::cli::progress::collect(env.manager.context(), &debug);
+                let p = progress.get(&key)?;
+                let line = p.line(&key);
+                // An ending virt-handler wrote while the pod cache still held the pod as running
+                // gets its cause on the next reconcile (vmi decide::observed_ending).
+                (p.ended.is_some() && line.contains("its launcher pod")).then_some(line)
+            },
+        )
         .await;
     // Who wrote Failed first (the VMI controller, or the simulated virt-handler) and whether the
     // deleted pod is still in the cache when the VMI controller looks are both timing: each

@@ -10,6 +10,7 @@ use super::snapshot::VmiSnapshot;
 use crate::api::quantity::{Format, ParsedQuantity};
 use crate::api::vmi::{MemoryStatus, VirtualMachineInstanceStatus};
 use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalizers, labels};
+use crate::controller::common::record::VmiEnding;
 use crate::controller::common::semantic_eq;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
@@ -90,7 +91,7 @@ pub const POD_VANISHED: &str = "its launcher pod vanished";
 /// VMI controller can tell from its launcher pod: deleted, ended in a phase, or still there.
 /// For the progress lines and the inspector ([`crate::controller::context::VmiEnding`]).
 pub fn observed_ending_reason(snap: &VmiSnapshot) -> String {
-    let who = format!("virt-handler reported it {}", snap.vmi.phase().as_str());
+    let who = reported_by_handler(&snap.vmi);
     if deleted_before_it_ended(&snap.vmi) {
         return format!("{who} after the VMI was deleted");
     }
@@ -105,6 +106,47 @@ pub fn observed_ending_reason(snap: &VmiSnapshot) -> String {
             podutil::pod_phase(p)
         ),
         Some(_) => who,
+    }
+}
+
+/// [`observed_ending_reason`] when the launcher pod still looks alive in the controller's cache:
+/// virt-handler's word only, no cause. The pod's own update (its deletion, its end) can reach
+/// the pod informer after virt-handler's VMI write reaches the VMI informer, so a later
+/// reconcile of the same VMI may see the cause ([`observed_ending`] then fills it in).
+pub fn reported_by_handler(vmi: &VirtualMachineInstance) -> String {
+    format!("virt-handler reported it {}", vmi.phase().as_str())
+}
+
+/// The ending to record for a VMI found in a final phase that the controller did not write
+/// (virt-handler did), given the key's last recorded ending: `None` when nothing changes.
+/// Recorded once per VMI (by UID); an ending recorded while the launcher pod still looked alive
+/// ([`reported_by_handler`]) gets its cause when a later reconcile sees the pod deleted, ended
+/// or gone, keeping when and from which phase it ended.
+pub fn observed_ending(
+    snap: &VmiSnapshot,
+    known: Option<&VmiEnding>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<VmiEnding> {
+    let uid = snap.vmi.metadata.uid.as_ref()?;
+    if !snap.vmi.phase().is_final() {
+        return None;
+    }
+    let reason = observed_ending_reason(snap);
+    match known.filter(|e| &e.uid == uid) {
+        Some(e) if e.reason == reported_by_handler(&snap.vmi) && reason != e.reason => {
+            Some(VmiEnding {
+                reason,
+                ..e.clone()
+            })
+        }
+        Some(_) => None,
+        None => Some(VmiEnding {
+            uid: uid.clone(),
+            phase: snap.vmi.phase().as_str().to_string(),
+            from_phase: phase_before_final(&snap.vmi).as_str().to_string(),
+            reason,
+            at: now,
+        }),
     }
 }
 

@@ -1940,3 +1940,70 @@ fn an_ending_is_after_the_deletion_only_when_the_deletion_came_first() {
         );
     }
 }
+
+/// An ending virt-handler wrote while the controller's pod cache still held the launcher pod as
+/// running says only "virt-handler reported it Failed"; the pod's deletion reaches the pod
+/// informer a moment later and the next reconcile names it. The first cause seen stays (the pod
+/// vanishing later does not replace "was deleted"), and a new VMI under the key starts afresh.
+/// (The flaky progress line of controller_e2e `a_deleted_launcher_pod_says_why_the_vm_starts_again`
+/// was the first case left as it was.)
+#[test]
+fn an_observed_ending_gets_its_cause_when_the_pod_cache_catches_up() {
+    let at = |secs: i64| Utc.timestamp_opt(secs, 0).single().expect("t");
+    let mut vmi = scheduling_vmi();
+    vmi.metadata.uid = Some(VMI_UID.into());
+    status_mut(&mut vmi).phase = Some(Phase::Failed);
+    status_mut(&mut vmi).phase_transition_timestamps = Some(vec![
+        PhaseTransitionTimestamp {
+            phase: Phase::Running,
+            phase_transition_timestamp: Time(at(100)),
+            extra: Default::default(),
+        },
+        PhaseTransitionTimestamp {
+            phase: Phase::Failed,
+            phase_transition_timestamp: Time(at(200)),
+            extra: Default::default(),
+        },
+    ]);
+    let alive = kv_pod("Running");
+    let mut deleting = alive.clone();
+    deleting.metadata.deletion_timestamp = Some(k8s_time(199));
+
+    let first = observed_ending(&snap_with_pod(vmi.clone(), alive.clone()), None, at(201))
+        .expect("a first ending is recorded");
+    assert_eq!(first.reason, "virt-handler reported it Failed");
+    assert_eq!(
+        (first.uid.as_str(), first.from_phase.as_str()),
+        (VMI_UID, "Running")
+    );
+    assert_eq!(
+        observed_ending(&snap_with_pod(vmi.clone(), alive), Some(&first), at(202)),
+        None,
+        "nothing new"
+    );
+
+    let refined = observed_ending(&snap_with_pod(vmi.clone(), deleting), Some(&first), at(203))
+        .expect("the cause is filled in");
+    assert_eq!(
+        refined.reason,
+        "virt-handler reported it Failed; its launcher pod test was deleted"
+    );
+    assert_eq!(refined.at, first.at, "when it ended stays");
+    assert_eq!(refined.from_phase, first.from_phase);
+
+    assert_eq!(
+        observed_ending(&snap(vmi.clone()), Some(&refined), at(204)),
+        None,
+        "a cause once seen stays"
+    );
+
+    let mut next = vmi;
+    next.metadata.uid = Some("another-vmi".into());
+    let fresh = observed_ending(&snap(next), Some(&refined), at(205)).expect("a new VMI");
+    assert_eq!(fresh.uid, "another-vmi");
+    assert_eq!(
+        fresh.reason,
+        "virt-handler reported it Failed; its launcher pod is gone"
+    );
+    assert_eq!(fresh.at, at(205));
+}

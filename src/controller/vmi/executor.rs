@@ -273,26 +273,15 @@ fn record_ending(ctx: &Context, key: &str, snap: &VmiSnapshot, decision: &VmiDec
 }
 
 /// A VMI found in a final phase that the controller did not write (virt-handler did): remember
-/// how it ended, once per VMI.
+/// how it ended ([`super::decide::observed_ending`]).
 fn record_observed_ending(ctx: &Context, key: &str, snap: &VmiSnapshot) {
-    let Some(uid) = &snap.vmi.metadata.uid else {
-        return;
-    };
-    if !snap.vmi.phase().is_final() || ctx.reconciles.ending(key).is_some_and(|e| &e.uid == uid) {
+    if !snap.vmi.phase().is_final() {
         return;
     }
-    ctx.reconciles.record_ending(
-        key,
-        VmiEnding {
-            uid: uid.clone(),
-            phase: snap.vmi.phase().as_str().to_string(),
-            from_phase: super::decide::phase_before_final(&snap.vmi)
-                .as_str()
-                .to_string(),
-            reason: super::decide::observed_ending_reason(snap),
-            at: chrono::Utc::now(),
-        },
-    );
+    let known = ctx.reconciles.ending(key);
+    if let Some(ending) = super::decide::observed_ending(snap, known.as_ref(), chrono::Utc::now()) {
+        ctx.reconciles.record_ending(key, ending);
+    }
 }
 
 fn describe(action: &VmiAction) -> String {
