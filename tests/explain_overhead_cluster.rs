@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::env::Env;
+use common::env::{CONTROLLER_AGENT, Env};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -101,6 +101,20 @@ async fn running_pod(env: &Env, namespace: &str, name: &str) -> Pod {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_mode_matches_the_controllers_pods_and_both_apply_the_namespace_quota() {
     let env = Env::start().await;
+    // The controller renders a launcher pod from what its namespace and ResourceQuota caches
+    // hold at that moment, as KubeVirt's TemplateService does (template.go
+    // `doesVMIRequireAutoResourceLimits`). Those watches lag here on purpose, so that the
+    // test must wait until the controller has seen the quotas and the label before it creates
+    // the VMs: without that wait it raced the watches (CI failed on it once).
+    let faults = env.cluster().api().faults();
+    for resource in ["resourcequotas", "namespaces"] {
+        faults.add(
+            FaultRule::delay_watch_events(std::time::Duration::from_millis(700))
+                .resource(resource)
+                .user_agent(CONTROLLER_AGENT),
+        );
+    }
+    faults.drop_watches();
     let client = env.client.clone();
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for (ns, labels) in [
@@ -126,6 +140,22 @@ async fn cluster_mode_matches_the_controllers_pods_and_both_apply_the_namespace_
             .await
             .expect("quota");
     }
+    env.wait_for(
+        "the controller's caches to hold the quotas and the ratio label",
+        || async {
+            let caches = &env.manager.context().caches;
+            let settings = ClusterSettings::default();
+            let two = caches.namespace_context("quota-default", &settings);
+            let three = caches.namespace_context("quota-label", &settings);
+            (two.quota_limits_memory
+                && three.quota_limits_memory
+                && three
+                    .labels
+                    .contains_key(virtctl_rs::launcher::resources::AUTO_MEMORY_LIMITS_RATIO_LABEL))
+            .then_some(())
+        },
+    )
+    .await;
     let requests = json!({"requests": {"memory": "1Gi"}});
     for ns in ["default", "quota-default", "quota-label"] {
         Api::<VirtualMachine>::namespaced(client.clone(), ns)
