@@ -368,8 +368,9 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
 }
 
 /// The controllers' launcher-pod cache decodes pods as `LauncherPodForCache`: the server's pod
-/// has its volumes and full containers, the cached copy keeps what the decisions read (the node
-/// and the compute container's name, image and resources).
+/// has its volumes and full containers, the cached copy keeps what the decisions read (the node,
+/// the compute container's name, image and resource requests; the phase, conditions, QOS class
+/// and each container's name, readiness and state).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_launcher_pod_is_cached_without_its_volumes() {
     let env = Env::start().await;
@@ -416,12 +417,49 @@ async fn the_launcher_pod_is_cached_without_its_volumes() {
         [k8s_openapi::api::core::v1::Container {
             name: "compute".into(),
             image: compute.image.clone(),
-            resources: compute.resources.clone(),
+            resources: compute.resources.as_ref().map(|r| {
+                k8s_openapi::api::core::v1::ResourceRequirements {
+                    requests: r.requests.clone(),
+                    ..Default::default()
+                }
+            }),
             ..Default::default()
         }]
     );
     assert_eq!(spec.init_containers, None);
-    assert_eq!(cached.status, server.status);
+    let (cs, ss) = (
+        cached.status.as_ref().expect("cached status"),
+        server.status.as_ref().expect("server status"),
+    );
+    assert_eq!(
+        (&cs.phase, &cs.conditions, &cs.qos_class),
+        (&ss.phase, &ss.conditions, &ss.qos_class)
+    );
+    let read = |c: &k8s_openapi::api::core::v1::ContainerStatus| {
+        let mut state = c.state.clone();
+        if let Some(t) = state.as_mut().and_then(|s| s.terminated.as_mut()) {
+            t.container_id = None;
+        }
+        (c.name.clone(), c.ready, c.restart_count, c.started, state)
+    };
+    let server_containers: Vec<_> = ss.container_statuses.iter().flatten().map(read).collect();
+    assert!(!server_containers.is_empty(), "{ss:?}");
+    assert_eq!(
+        cs.container_statuses
+            .iter()
+            .flatten()
+            .map(read)
+            .collect::<Vec<_>>(),
+        server_containers
+    );
+    // Running: no init container waits, and the server's pod has what the cache leaves out.
+    assert_eq!(cs.init_container_statuses, None);
+    assert!(
+        ss.init_container_statuses
+            .as_ref()
+            .is_some_and(|i| !i.is_empty())
+    );
+    assert!(ss.pod_ip.is_some() && cs.pod_ip.is_none() && cs.host_ips.is_none());
     assert_eq!(cached.metadata.labels, server.metadata.labels);
     assert_eq!(cached.metadata.annotations, server.metadata.annotations);
     env.shutdown().await;

@@ -6,26 +6,42 @@
 //! containers with their environment, mounts and security contexts: most of a cached pod's
 //! heap (`benches/cache_memory.rs`), and, decoded into k8s-openapi's wide structs only to be
 //! dropped, the largest single cost of the controller's watch decoding (docs/performance.md).
-//! Nothing the VM and VMI controllers or the progress lines decide reads them: they read the
-//! metadata, the status, `spec.nodeName` (the current pod is the newest on the VMI's node,
-//! controller.go:323-359), the `compute` container's image (the outdated-launcher label,
-//! lifecycle.go:287-294) and its memory request (progress lines). Every write to a pod is a
-//! patch of metadata or status, never a copy of the cached object, so nothing is lost on the
-//! server; the inspector reads pods from the API server, not from this cache.
+//! Nothing the VM and VMI controllers or the progress lines decide reads them. They read:
+//! - the metadata (without `managedFields`);
+//! - `spec.nodeName` (the current pod is the newest on the VMI's node, controller.go:323-359),
+//!   the `compute` container's image (the outdated-launcher label, lifecycle.go:287-294) and
+//!   its resource requests (the memory request in the progress lines);
+//! - of the status: the phase, every condition (copied to the VMI's conditions,
+//!   lifecycle.go:1398-1466, and the readiness gate, lifecycle.go:926-976), the QOS class
+//!   (lifecycle.go:360-367), and of each container status its name, readiness and state
+//!   (`IsPodReady`, `isComputeContainerDown`/`Failed`, controller.go:492-545; the image pull
+//!   errors, lifecycle.go:978-992). Init containers matter only while they wait (an image pull
+//!   error is a waiting state), so only the waiting init container statuses are kept.
 //!
-//! So the pod informer watches [`LauncherPodForCache`], whose decoding keeps exactly that
-//! (the metadata without `managedFields`, the whole status, and of the spec the node and the
-//! compute container's name, image and resources) and skips the rest of the JSON without
-//! building it (`managedFields`, part of the metadata, is decoded and dropped after; the
-//! embedded cluster never sets it), and caches the [`Pod`] it converts into. KubeVirt's informers cache whole pods
-//! (client-go `SetTransform` is the way to trim them there; a narrower decode has no client-go
+//! Every write to a pod is a patch of metadata or status, never a copy of the cached object, so
+//! nothing is lost on the server; the inspector reads pods from the API server, not from this
+//! cache. A reader of a pod field not listed here must add it to the decoding below; the unit
+//! tests check every `podutil` answer on cached copies against the whole pod.
+//!
+//! So the pod informer watches [`LauncherPodForCache`], whose decoding keeps exactly that and
+//! skips the rest of the JSON without building it (`managedFields`, part of the metadata, is
+//! decoded and dropped after; the embedded cluster never sets it), and caches the [`Pod`] it
+//! converts into. Left out of a container status: the container ID, image and image ID, the
+//! last state, the allocated resources and mounts (about 2.5 KB of a running launcher pod's
+//! status, docs/performance.md "Eighth pass"). KubeVirt's informers cache whole pods (client-go
+//! `SetTransform` is the way to trim them there; a narrower decode has no client-go
 //! counterpart).
 
 use super::podutil::COMPUTE_CONTAINER;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
+    ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// A launcher pod decoded with only what the controllers read (module docs); `Pod::from` gives
 /// the pod the cache holds.
@@ -49,7 +65,84 @@ struct Wire {
     #[serde(default)]
     spec: Option<WireSpec>,
     #[serde(default)]
-    status: Option<PodStatus>,
+    status: Option<WireStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireStatus {
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    conditions: Option<Vec<PodCondition>>,
+    #[serde(default)]
+    qos_class: Option<String>,
+    #[serde(default)]
+    container_statuses: Option<Vec<WireContainerStatus>>,
+    #[serde(default)]
+    init_container_statuses: Option<Vec<WireContainerStatus>>,
+}
+
+/// A container status with what the decisions read; the boolean and count fields decode as
+/// k8s-openapi's do (absent or `null` → `false` / `0`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireContainerStatus {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    ready: Option<bool>,
+    #[serde(default)]
+    restart_count: Option<i32>,
+    #[serde(default)]
+    started: Option<bool>,
+    #[serde(default)]
+    state: Option<ContainerState>,
+}
+
+impl WireContainerStatus {
+    fn into_status(self) -> ContainerStatus {
+        let mut state = self.state;
+        if let Some(t) = state.as_mut().and_then(|s| s.terminated.as_mut()) {
+            t.container_id = None;
+        }
+        ContainerStatus {
+            name: self.name.unwrap_or_default(),
+            ready: self.ready.unwrap_or_default(),
+            restart_count: self.restart_count.unwrap_or_default(),
+            started: self.started,
+            state,
+            ..Default::default()
+        }
+    }
+
+    fn is_waiting(&self) -> bool {
+        self.state.as_ref().is_some_and(|s| s.waiting.is_some())
+    }
+}
+
+impl WireStatus {
+    fn into_status(self) -> PodStatus {
+        PodStatus {
+            phase: self.phase,
+            conditions: self.conditions,
+            qos_class: self.qos_class,
+            container_statuses: self.container_statuses.map(|c| {
+                c.into_iter()
+                    .map(WireContainerStatus::into_status)
+                    .collect()
+            }),
+            init_container_statuses: self.init_container_statuses.and_then(|c| {
+                let waiting: Vec<ContainerStatus> = c
+                    .into_iter()
+                    .filter(WireContainerStatus::is_waiting)
+                    .map(WireContainerStatus::into_status)
+                    .collect();
+                (!waiting.is_empty()).then_some(waiting)
+            }),
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -69,7 +162,13 @@ struct WireContainer {
     #[serde(default)]
     image: Option<String>,
     #[serde(default)]
-    resources: Option<ResourceRequirements>,
+    resources: Option<WireResources>,
+}
+
+#[derive(Deserialize)]
+struct WireResources {
+    #[serde(default)]
+    requests: Option<BTreeMap<String, Quantity>>,
 }
 
 impl<'de> Deserialize<'de> for LauncherPodForCache {
@@ -85,7 +184,10 @@ impl<'de> Deserialize<'de> for LauncherPodForCache {
                 .map(|c| Container {
                     name: c.name.unwrap_or_default(),
                     image: c.image,
-                    resources: c.resources,
+                    resources: c.resources.map(|r| ResourceRequirements {
+                        requests: r.requests,
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 })
                 .into_iter()
@@ -97,7 +199,7 @@ impl<'de> Deserialize<'de> for LauncherPodForCache {
         Ok(LauncherPodForCache(Pod {
             metadata,
             spec,
-            status: wire.status,
+            status: wire.status.map(WireStatus::into_status),
         }))
     }
 }
@@ -219,12 +321,29 @@ mod tests {
                 containers: vec![Container {
                     name: COMPUTE_CONTAINER.into(),
                     image: compute.image.clone(),
-                    resources: compute.resources.clone(),
+                    resources: compute.resources.as_ref().map(|r| ResourceRequirements {
+                        requests: r.requests.clone(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }],
                 ..Default::default()
             }),
-            status: pod.status.clone(),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                conditions: pod.status.as_ref().and_then(|s| s.conditions.clone()),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: COMPUTE_CONTAINER.into(),
+                    ready: true,
+                    state: pod.status.as_ref().and_then(|s| {
+                        s.container_statuses
+                            .as_ref()
+                            .and_then(|c| c[0].state.clone())
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
         };
         assert_eq!(got, want);
         // What the decisions and progress lines read from it.
@@ -239,6 +358,249 @@ mod tests {
             crate::cli::progress::compute_memory_request(&pod)
         );
         assert!(podutil::is_pod_ready(&got));
+    }
+
+    /// Launcher pod statuses as a kubelet reports them, with everything the cache drops (IDs,
+    /// images, last states, IPs): starting, waiting on image pulls (init and regular), running
+    /// with a sidecar not ready, the compute container terminated with and without an error,
+    /// failed, succeeded.
+    fn statuses() -> Vec<(&'static str, serde_json::Value)> {
+        let cs = |name: &str, ready: bool, state: serde_json::Value| {
+            json!({"name": name, "ready": ready, "restartCount": 1, "started": ready,
+                   "containerID": format!("containerd://{name}-0123456789abcdef"),
+                   "image": "quay.io/kubevirt/virt-launcher:v1.9.0",
+                   "imageID": "quay.io/kubevirt/virt-launcher@sha256:0123456789abcdef",
+                   "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+                   "allocatedResources": {"memory": "1Gi"},
+                   "state": state})
+        };
+        let running = json!({"running": {"startedAt": "2026-12-03T10:00:00Z"}});
+        let waiting = |reason: &str| json!({"waiting": {"reason": reason, "message": format!("{reason}: quay.io/x")}});
+        let terminated = |code: i32| {
+            json!({"terminated": {"exitCode": code, "reason": "Completed",
+            "containerID": "containerd://gone", "startedAt": "2026-12-03T10:00:00Z",
+            "finishedAt": "2026-12-03T10:05:00Z"}})
+        };
+        let conditions = |ready: &str| {
+            json!([
+                {"type": "kubevirt.io/virtual-machine-unpaused", "status": "True", "reason": "NotPaused",
+                 "message": "the virtual machine is not paused",
+                 "lastTransitionTime": "2026-12-03T10:00:00Z"},
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": ready, "reason": "ContainersNotReady", "message": "containers with unready status: [compute]"}
+            ])
+        };
+        let status =
+            |phase: &str, ready: &str, init: serde_json::Value, regular: serde_json::Value| {
+                json!({
+                    "phase": phase, "conditions": conditions(ready), "qosClass": "Burstable",
+                    "hostIP": "10.0.0.1", "hostIPs": [{"ip": "10.0.0.1"}], "podIP": "10.244.0.9",
+                    "podIPs": [{"ip": "10.244.0.9"}], "startTime": "2026-12-03T10:00:00Z",
+                    "initContainerStatuses": init, "containerStatuses": regular
+                })
+            };
+        vec![
+            (
+                "pending, init image pull",
+                status(
+                    "Pending",
+                    "False",
+                    json!([
+                        cs("guest-console-log", true, running.clone()),
+                        cs("volumeroot", false, waiting("ErrImagePull"))
+                    ]),
+                    json!([cs("compute", false, waiting("PodInitializing"))]),
+                ),
+            ),
+            (
+                "pending, compute image back-off",
+                status(
+                    "Pending",
+                    "False",
+                    json!([cs("volumeroot", true, terminated(0))]),
+                    json!([cs("compute", false, waiting("ImagePullBackOff"))]),
+                ),
+            ),
+            (
+                "running and ready",
+                status(
+                    "Running",
+                    "True",
+                    json!([
+                        cs("guest-console-log", true, running.clone()),
+                        cs("volumeroot", false, terminated(0))
+                    ]),
+                    json!([cs("compute", true, running.clone())]),
+                ),
+            ),
+            (
+                "running, a sidecar not ready",
+                status(
+                    "Running",
+                    "False",
+                    json!([]),
+                    json!([
+                        cs("hook-sidecar-0", false, running.clone()),
+                        cs("compute", false, running.clone())
+                    ]),
+                ),
+            ),
+            (
+                "running, istio not ready",
+                status(
+                    "Running",
+                    "False",
+                    json!(null),
+                    json!([
+                        cs("compute", true, running.clone()),
+                        cs("istio-proxy", false, running.clone())
+                    ]),
+                ),
+            ),
+            (
+                "compute exited cleanly",
+                status(
+                    "Running",
+                    "False",
+                    json!([]),
+                    json!([cs("compute", false, terminated(0))]),
+                ),
+            ),
+            (
+                "compute failed",
+                status(
+                    "Running",
+                    "False",
+                    json!([]),
+                    json!([cs("compute", false, terminated(1))]),
+                ),
+            ),
+            (
+                "failed",
+                status(
+                    "Failed",
+                    "False",
+                    json!([]),
+                    json!([cs("compute", false, terminated(2))]),
+                ),
+            ),
+            (
+                "succeeded",
+                status(
+                    "Succeeded",
+                    "False",
+                    json!([]),
+                    json!([cs("compute", false, terminated(0))]),
+                ),
+            ),
+            ("no statuses yet", json!({"phase": "Pending"})),
+        ]
+    }
+
+    /// Every answer the decisions and progress lines take from a pod is the same on the cached
+    /// copy as on the whole pod (the contract of the module docs).
+    #[test]
+    fn every_pod_reading_answers_the_same_on_the_cached_copy() {
+        use crate::api::common::Time;
+        use crate::controller::vmi::{conditions, podutil};
+        let base = serde_json::to_value(rendered_launcher_pod()).expect("JSON");
+        let now = Time::now();
+        for (case, status) in statuses() {
+            let mut body = base.clone();
+            body["status"] = status;
+            let full: Pod = serde_json::from_value(body.clone())
+                .unwrap_or_else(|e| panic!("{case}: a Pod decodes it: {e}"));
+            let ours = cached(&body);
+            assert_eq!(
+                podutil::pod_phase(&ours),
+                podutil::pod_phase(&full),
+                "{case}"
+            );
+            assert_eq!(
+                podutil::is_pod_ready(&ours),
+                podutil::is_pod_ready(&full),
+                "{case}"
+            );
+            assert_eq!(
+                podutil::is_pod_down_or_going_down(&ours),
+                podutil::is_pod_down_or_going_down(&full),
+                "{case}"
+            );
+            assert_eq!(
+                podutil::is_pod_failed_or_going_down(&ours),
+                podutil::is_pod_failed_or_going_down(&full),
+                "{case}"
+            );
+            assert_eq!(
+                podutil::is_compute_container_failed(&ours),
+                podutil::is_compute_container_failed(&full),
+                "{case}"
+            );
+            assert_eq!(
+                podutil::container_image_error(&ours),
+                podutil::container_image_error(&full),
+                "{case}"
+            );
+            assert_eq!(
+                podutil::pod_qos_class(&ours),
+                podutil::pod_qos_class(&full),
+                "{case}"
+            );
+            for t in [
+                "kubevirt.io/virtual-machine-unpaused",
+                "PodScheduled",
+                "Ready",
+                "Other",
+            ] {
+                assert_eq!(
+                    podutil::pod_condition(&ours, t),
+                    podutil::pod_condition(&full, t),
+                    "{case}: condition {t}"
+                );
+            }
+            for running in [false, true] {
+                assert_eq!(
+                    conditions::desired_ready_condition(Some(&ours), running, now),
+                    conditions::desired_ready_condition(Some(&full), running, now),
+                    "{case}"
+                );
+            }
+            for paused in [false, true] {
+                assert_eq!(
+                    conditions::readiness_gate_update(paused, &ours, now),
+                    conditions::readiness_gate_update(paused, &full, now),
+                    "{case}"
+                );
+            }
+            assert_eq!(
+                podutil::compute_container_image(&ours),
+                podutil::compute_container_image(&full)
+            );
+            assert_eq!(
+                crate::cli::progress::compute_memory_request(&ours),
+                crate::cli::progress::compute_memory_request(&full)
+            );
+            assert_eq!(ours.metadata, {
+                let mut m = full.metadata.clone();
+                m.managed_fields = None;
+                m
+            });
+            // What it leaves out.
+            let st = ours.status.as_ref().expect("status");
+            assert!(st.host_ips.is_none() && st.pod_ip.is_none() && st.start_time.is_none());
+            for c in st.container_statuses.iter().flatten() {
+                assert!(
+                    c.container_id.is_none() && c.image_id.is_empty() && c.last_state.is_none()
+                );
+            }
+            assert!(
+                st.init_container_statuses
+                    .iter()
+                    .flatten()
+                    .all(|c| c.state.as_ref().is_some_and(|s| s.waiting.is_some())),
+                "{case}: only waiting init containers are kept"
+            );
+        }
     }
 
     #[test]
