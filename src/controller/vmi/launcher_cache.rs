@@ -27,7 +27,7 @@
 //! skips the rest of the JSON without building it (`managedFields`, part of the metadata, is
 //! decoded and dropped after; the embedded cluster never sets it), and caches the [`Pod`] it
 //! converts into. Left out of a container status: the container ID, image and image ID, the
-//! last state, the allocated resources and mounts (about 2.5 KB of a running launcher pod's
+//! last state, the allocated resources and mounts (about 3 KB of a running launcher pod's
 //! status, docs/performance.md "Eighth pass"). KubeVirt's informers cache whole pods (client-go
 //! `SetTransform` is the way to trim them there; a narrower decode has no client-go
 //! counterpart).
