@@ -375,6 +375,25 @@ mod tests {
         assert!(copy.clone().extra.0.unwrap().map.get().is_none());
     }
 
+    /// The text is parsed again on each copy's first read, so a number must survive text ->
+    /// map -> text unchanged: serde_json's default float parser can be off by one unit in the
+    /// last place for rare values (this one read as `...823e-75`), hence `float_roundtrip`.
+    #[test]
+    fn floats_survive_decode_copy_read_and_encode_exactly() {
+        let text = r#"{"name":"a","ratio":1.0715660391465826e-75,"w":[0.1,2.5e300,-7.0e-310]}"#;
+        let decoded: Modelled = serde_json::from_str(text).expect("decodes");
+        let copy = decoded.clone();
+        assert_eq!(copy.extra["ratio"].as_f64(), Some(1.0715660391465826e-75));
+        let again = copy.clone();
+        let encoded = serde_json::to_string(&again).expect("encodes");
+        let want = r#"{"name":"a","ratio":1.0715660391465826e-75,"w":[0.1,2.5e+300,-7e-310]}"#;
+        assert_eq!(encoded, want);
+        let mut written = copy.clone();
+        written.extra.insert("k".into(), json!(true));
+        let encoded = serde_json::to_string(&written.clone()).expect("encodes");
+        assert!(encoded.contains("1.0715660391465826e-75"), "{encoded}");
+    }
+
     #[test]
     fn a_write_is_kept_by_copies_and_encodings() {
         let mut m: Modelled =
