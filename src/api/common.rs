@@ -150,9 +150,140 @@ impl Serialize for Extra {
     }
 }
 
+/// Decoded straight into its compact text ([`ToJson`]): no map is built and dropped on the
+/// way (`serde_json::Map::deserialize` then `Extra::from` was about 5 % of the controller's
+/// CPU in a 1,000-VM start, docs/performance.md "Ninth pass"). Keys are read as `String`s and
+/// values as a `serde_json::Value` reads them, so what decodes and what errors is the same.
 impl<'de> Deserialize<'de> for Extra {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        serde_json::Map::deserialize(deserializer).map(Extra::from)
+        let mut text = Vec::new();
+        let entries = deserializer.deserialize_map(ToJson::new(&mut text))?;
+        if entries == 0 {
+            return Ok(Extra(None));
+        }
+        // Only `serde_json`'s writer and ASCII punctuation went into it.
+        let text = String::from_utf8(text).map_err(serde::de::Error::custom)?;
+        Ok(Extra(Some(Box::new(ExtraFields {
+            text: Some(text.into_boxed_str()),
+            map: std::sync::OnceLock::new(),
+        }))))
+    }
+}
+
+/// A visitor (and seed) that writes the value it is handed as compact JSON into a buffer, as
+/// `serde_json::Value`'s `Display` would write the value it decodes to; answers how many
+/// entries or elements it wrote.
+struct ToJson<'a>(&'a mut Vec<u8>);
+
+impl<'a> ToJson<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        ToJson(out)
+    }
+
+    fn scalar<T: Serialize + ?Sized, E: serde::de::Error>(self, v: &T) -> Result<usize, E> {
+        serde_json::to_writer(&mut *self.0, v).map_err(E::custom)?;
+        Ok(0)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ToJson<'_> {
+    type Value = usize;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ToJson<'_> {
+    type Value = usize;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<usize, E> {
+        self.scalar(&v)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<usize, E> {
+        self.scalar(&v)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<usize, E> {
+        self.scalar(&v)
+    }
+
+    fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<usize, E> {
+        match (i64::try_from(v), u64::try_from(v)) {
+            (Ok(v), _) => self.scalar(&v),
+            (_, Ok(v)) => self.scalar(&v),
+            _ => Err(E::custom("number out of range")),
+        }
+    }
+
+    fn visit_u128<E: serde::de::Error>(self, v: u128) -> Result<usize, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.scalar(&v),
+            Err(_) => Err(E::custom("number out of range")),
+        }
+    }
+
+    /// A non-finite float is `null`, as `serde_json::Value` holds it.
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<usize, E> {
+        self.scalar(&v)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<usize, E> {
+        self.scalar(v)
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<usize, E> {
+        self.scalar(&())
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<usize, E> {
+        self.scalar(&())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<usize, D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
+        self.0.push(b'[');
+        let mut n = 0;
+        loop {
+            let mark = self.0.len();
+            if n > 0 {
+                self.0.push(b',');
+            }
+            if seq.next_element_seed(ToJson(self.0))?.is_none() {
+                self.0.truncate(mark);
+                break;
+            }
+            n += 1;
+        }
+        self.0.push(b']');
+        Ok(n)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<usize, A::Error> {
+        self.0.push(b'{');
+        let mut n = 0;
+        while let Some(key) = map.next_key::<String>()? {
+            if n > 0 {
+                self.0.push(b',');
+            }
+            serde_json::to_writer(&mut *self.0, &key).map_err(serde::de::Error::custom)?;
+            self.0.push(b':');
+            map.next_value_seed(ToJson(self.0))?;
+            n += 1;
+        }
+        self.0.push(b'}');
+        Ok(n)
     }
 }
 
@@ -373,6 +504,50 @@ mod tests {
         assert!(copy.extra.0.as_ref().unwrap().map.get().is_some());
         // A clone of a read copy is text only again.
         assert!(copy.clone().extra.0.unwrap().map.get().is_none());
+    }
+
+    /// Decoding writes the text `Extra::from` would write from the decoded map, from JSON and
+    /// from YAML, and fails where decoding the map fails.
+    #[test]
+    fn decoding_writes_the_text_of_the_decoded_map() {
+        let via_map = |m: serde_json::Map<String, serde_json::Value>| {
+            Extra::from(m).0.and_then(|f| f.text).map(String::from)
+        };
+        let text_of = |e: &Extra| {
+            e.0.as_ref()
+                .and_then(|f| f.text.as_deref())
+                .map(String::from)
+        };
+        let json_doc = r#"{"name":"a","s":"q\"u\u00e9\n","n":[-1,18446744073709551615,0.5,1e-7],
+            "o":{"z":{},"a":[],"b":[[null,true,false]]},"e":""}"#;
+        let m: Modelled = serde_json::from_str(json_doc).expect("decodes");
+        let mut map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(json_doc).expect("map");
+        map.shift_remove("name");
+        assert_eq!(text_of(&m.extra), via_map(map.clone()));
+        let yaml_doc = "name: a\nf: .nan\ng: 2.5\nlist: [1, x, ~]\nnested: {k: {j: yes}}\n";
+        let m: Modelled = serde_yaml::from_str(yaml_doc).expect("yaml decodes");
+        let mut ymap: serde_json::Map<String, serde_json::Value> =
+            serde_yaml::from_str(yaml_doc).expect("yaml map");
+        ymap.shift_remove("name");
+        assert_eq!(text_of(&m.extra), via_map(ymap));
+        assert_eq!(m.extra["f"], serde_json::Value::Null);
+        // No unmodelled field: nothing allocated.
+        let m: Modelled = serde_json::from_str(r#"{"name":"a"}"#).expect("decodes");
+        assert!(m.extra.0.is_none());
+        // A duplicated key reads as the map reads it (the last value, the first position).
+        let m: Modelled = serde_json::from_str(r#"{"k":1,"j":2,"k":3}"#).expect("decodes");
+        let want: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"k":1,"j":2,"k":3}"#).expect("map");
+        assert_eq!(*m.extra, want);
+        assert_eq!(
+            serde_json::to_string(&m).expect("encodes"),
+            r#"{"k":3,"j":2}"#
+        );
+        // What the map refuses, decoding refuses.
+        let bad = "name: a\nm: {[1, 2]: x}\n";
+        assert!(serde_yaml::from_str::<serde_json::Map<String, serde_json::Value>>(bad).is_err());
+        assert!(serde_yaml::from_str::<Modelled>(bad).is_err());
     }
 
     /// The text is parsed again on each copy's first read, so a number must survive text ->
