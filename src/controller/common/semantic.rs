@@ -87,14 +87,18 @@ pub fn semantic_eq<T: Serialize + PartialEq + ?Sized>(a: &T, b: &T) -> bool {
 /// [`semantic_eq`] on the serialised values only (also for two different types).
 pub fn serialized_semantic_eq<A: Serialize + ?Sized, B: Serialize + ?Sized>(a: &A, b: &B) -> bool {
     match (serde_json::to_value(a), serde_json::to_value(b)) {
-        (Ok(a), Ok(b)) => {
-            if is_top_zero(&a) || is_top_zero(&b) {
-                is_top_zero(&a) && is_top_zero(&b)
-            } else {
-                normalized_eq(&a, &b)
-            }
-        }
+        (Ok(a), Ok(b)) => values_semantic_eq(&a, &b),
         _ => false,
+    }
+}
+
+/// [`semantic_eq`] of two values already serialised (a caller that also reads them, such as
+/// the VMI decision naming the changed status fields, serialises once).
+pub fn values_semantic_eq(a: &Value, b: &Value) -> bool {
+    if is_top_zero(a) || is_top_zero(b) {
+        is_top_zero(a) && is_top_zero(b)
+    } else {
+        normalized_eq(a, b)
     }
 }
 

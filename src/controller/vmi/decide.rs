@@ -11,6 +11,7 @@ use crate::api::quantity::{Format, ParsedQuantity};
 use crate::api::vmi::{MemoryStatus, VirtualMachineInstanceStatus};
 use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalizers, labels};
 use crate::controller::common::record::VmiEnding;
+use crate::controller::common::semantic::values_semantic_eq;
 use crate::controller::common::semantic_eq;
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
@@ -810,7 +811,9 @@ fn update_status(
                 now.to_rfc3339()
             ));
         }
-        let changed = !semantic_eq(&vmi.status, &new.status)
+        // Both statuses serialised once, for the comparison and for naming the changed fields.
+        let statuses = (vmi.status != new.status).then(|| StatusValues::of(vmi, &new));
+        let changed = statuses.as_ref().is_some_and(|s| !s.equal())
             || !semantic_eq(&vmi.metadata.finalizers, &new.metadata.finalizers)
             || !semantic_eq(&vmi.metadata.annotations, &new.metadata.annotations)
             || !semantic_eq(&vmi.metadata.labels, &new.metadata.labels);
@@ -829,7 +832,7 @@ fn update_status(
                 vmi: written.clone(),
                 why: format!(
                     "{} changed{}: full Update with a VMI self-expectation (lifecycle.go:594-610)",
-                    changed_fields(vmi, &written).join(", "),
+                    changed_fields(statuses.as_ref(), vmi, &written).join(", "),
                     if changes.is_empty() {
                         String::new()
                     } else {
@@ -854,21 +857,47 @@ fn update_status(
     }
 }
 
+/// The old and new VMI statuses as JSON (`null` for none or one that cannot be serialised).
+struct StatusValues {
+    old: serde_json::Value,
+    new: serde_json::Value,
+}
+
+impl StatusValues {
+    fn of(old: &VirtualMachineInstance, new: &VirtualMachineInstance) -> Self {
+        let value = |v: &VirtualMachineInstance| {
+            serde_json::to_value(&v.status).unwrap_or(serde_json::Value::Null)
+        };
+        StatusValues {
+            old: value(old),
+            new: value(new),
+        }
+    }
+
+    /// `equality.Semantic.DeepEqual` of the statuses (see `semantic_eq`).
+    fn equal(&self) -> bool {
+        values_semantic_eq(&self.old, &self.new)
+    }
+}
+
 /// Names of the top-level status fields and of the metadata maps/lists that differ
 /// (semantically) between the two VMIs, e.g. `status.activePods`, `metadata.finalizers`.
-fn changed_fields(old: &VirtualMachineInstance, new: &VirtualMachineInstance) -> Vec<String> {
+/// `statuses` is `None` when the statuses are equal.
+fn changed_fields(
+    statuses: Option<&StatusValues>,
+    old: &VirtualMachineInstance,
+    new: &VirtualMachineInstance,
+) -> Vec<String> {
     let mut out = Vec::new();
-    let as_map = |v: &VirtualMachineInstance| match serde_json::to_value(&v.status) {
-        Ok(serde_json::Value::Object(m)) => m,
-        _ => serde_json::Map::new(),
-    };
-    let (om, nm) = (as_map(old), as_map(new));
-    let mut keys: Vec<&String> = om.keys().chain(nm.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    for k in keys {
-        if !semantic_eq(&om.get(k), &nm.get(k)) {
-            out.push(format!("status.{k}"));
+    if let Some(s) = statuses {
+        let (om, nm) = (s.old.as_object(), s.new.as_object());
+        let mut keys: Vec<&String> = om.into_iter().chain(nm).flat_map(|m| m.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            if !semantic_eq(&om.and_then(|m| m.get(k)), &nm.and_then(|m| m.get(k))) {
+                out.push(format!("status.{k}"));
+            }
         }
     }
     if !semantic_eq(&old.metadata.labels, &new.metadata.labels) {

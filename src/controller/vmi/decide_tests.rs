@@ -2007,3 +2007,43 @@ fn an_observed_ending_gets_its_cause_when_the_pod_cache_catches_up() {
     );
     assert_eq!(fresh.at, at(205));
 }
+
+/// The statuses serialised once answer both questions as the two serialisations did: whether
+/// the VMI changed (`equality.Semantic.DeepEqual`, where a nil `migrationState` differs from
+/// a pointer to an empty one) and which top-level status fields changed.
+#[test]
+fn changed_status_fields_are_named_from_one_serialisation() {
+    let old = VirtualMachineInstance {
+        status: Some(VirtualMachineInstanceStatus {
+            phase: Some(Phase::Pending),
+            active_pods: Some(Default::default()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut new = old.clone();
+    let status = new.status.as_mut().expect("status");
+    status.phase = Some(Phase::Scheduling);
+    status.active_pods = None;
+    status.node_name = Some("node-1".into());
+    let values = StatusValues::of(&old, &new);
+    assert!(!values.equal());
+    assert_eq!(
+        changed_fields(Some(&values), &old, &new),
+        ["status.nodeName", "status.phase"]
+    );
+    assert!(changed_fields(None, &old, &old).is_empty());
+
+    // An empty list and no list are the same; a pointer to an empty struct is not nothing.
+    let mut emptied = old.clone();
+    emptied.status.as_mut().expect("status").conditions = Some(vec![]);
+    assert!(StatusValues::of(&old, &emptied).equal());
+    assert!(changed_fields(Some(&StatusValues::of(&old, &emptied)), &old, &emptied).is_empty());
+    let mut migrating = old.clone();
+    migrating.status.as_mut().expect("status").migration_state = Some(Box::new(json!({})));
+    assert!(!StatusValues::of(&old, &migrating).equal());
+    assert!(!semantic_eq(&old.status, &migrating.status));
+    // Labels are named with the metadata maps.
+    migrating.metadata.labels = Some([("a".to_string(), "1".to_string())].into());
+    assert_eq!(changed_fields(None, &old, &migrating), ["metadata.labels"]);
+}
