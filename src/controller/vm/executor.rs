@@ -304,8 +304,10 @@ async fn apply(
 ) -> Result<Option<VirtualMachine>, ApiFailure> {
     let client = &ctx.client;
     let vm_name = snap.vm.metadata.name.clone().unwrap_or_default();
-    let vms = api::<VirtualMachine>(client, ns);
-    let vmis = api::<VirtualMachineInstance>(client, ns);
+    // Built in the arms that write: most actions are bookkeeping, and an `Api` is a client
+    // clone and a formatted URL path.
+    let vms = || api::<VirtualMachine>(client, ns);
+    let vmis = || api::<VirtualMachineInstance>(client, ns);
     let e = |e: kube::Error| ApiFailure::from(&e);
     let pp = PostParams::default();
     match action {
@@ -348,7 +350,7 @@ async fn apply(
             ..
         } => {
             let vm = with_resource_version((**vm).clone(), *resource_version_from, snap, returned);
-            return vms.replace(&vm_name, &pp, &vm).await.map(Some).map_err(e);
+            return vms().replace(&vm_name, &pp, &vm).await.map(Some).map_err(e);
         }
         VmAction::UpdateVmStatus {
             status,
@@ -357,7 +359,7 @@ async fn apply(
             let mut vm =
                 with_resource_version((*snap.vm).clone(), *resource_version_from, snap, returned);
             vm.status = Some((**status).clone());
-            return vms
+            return vms()
                 .replace_status(&vm_name, &pp, &vm)
                 .await
                 .map(Some)
@@ -381,7 +383,8 @@ async fn apply(
             create_unread(client, ns, vmi.as_ref()).await.map_err(e)?;
         }
         VmAction::DeleteVmi { name, .. } => {
-            vmis.delete(name, &DeleteParams::default())
+            vmis()
+                .delete(name, &DeleteParams::default())
                 .await
                 .map_err(e)?;
         }
@@ -393,14 +396,15 @@ async fn apply(
                 .map_err(e)?;
         }
         VmAction::AdoptVmi { name, patch, .. } => {
-            can_adopt(&vms, snap).await?;
-            vmis.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            can_adopt(&vms(), snap).await?;
+            vmis()
+                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map_err(e)?;
         }
         VmAction::ReleaseVmi { name, patch } => {
             // controller_ref_manager.go:429-455: NotFound and Invalid are ignored.
-            match vmis
+            match vmis()
                 .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
             {
@@ -414,7 +418,7 @@ async fn apply(
             }
         }
         VmAction::AdoptDataVolume { name, patch, .. } => {
-            can_adopt(&vms, snap).await?;
+            can_adopt(&vms(), snap).await?;
             api::<DataVolume>(client, ns)
                 .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                 .await

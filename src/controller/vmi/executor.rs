@@ -314,13 +314,14 @@ async fn apply(
 ) -> Result<Option<Pod>, ApiFailure> {
     let (ns, _) = split_key(key);
     let client = &ctx.client;
-    let pods = api::<Pod>(client, ns);
+    // Built in the arms that write (see the VM executor's `apply`).
+    let pods = || api::<Pod>(client, ns);
     let vmi_name = snap.vmi.metadata.name.clone().unwrap_or_default();
     let fail = |e: kube::Error| ApiFailure::from(&e);
     match action {
         VmiAction::CreatePod { pod, .. } => {
             ctx.expectations.pod.expect_creations(key, 1);
-            match pods.create(&PostParams::default(), pod).await {
+            match pods().create(&PostParams::default(), pod).await {
                 Ok(created) => return Ok(Some(created)),
                 Err(e) => {
                     ctx.expectations.pod.creation_observed(key);
@@ -333,7 +334,7 @@ async fn apply(
             ctx.expectations
                 .pod
                 .expect_deletions(key, vec![pod_key.clone()]);
-            if let Err(e) = pods.delete(name, &DeleteParams::default()).await {
+            if let Err(e) = pods().delete(name, &DeleteParams::default()).await {
                 ctx.expectations.pod.deletion_observed(key, &pod_key);
                 let failure = fail(e);
                 if !failure.is_not_found() {
