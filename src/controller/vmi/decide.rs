@@ -857,26 +857,28 @@ fn update_status(
     }
 }
 
-/// The old and new VMI statuses as JSON (`null` for none or one that cannot be serialised).
+/// The old and new VMI statuses as JSON; `None` for one that cannot be serialised.
 struct StatusValues {
-    old: serde_json::Value,
-    new: serde_json::Value,
+    old: Option<serde_json::Value>,
+    new: Option<serde_json::Value>,
 }
 
 impl StatusValues {
     fn of(old: &VirtualMachineInstance, new: &VirtualMachineInstance) -> Self {
-        let value = |v: &VirtualMachineInstance| {
-            serde_json::to_value(&v.status).unwrap_or(serde_json::Value::Null)
-        };
+        let value = |v: &VirtualMachineInstance| serde_json::to_value(&v.status).ok();
         StatusValues {
             old: value(old),
             new: value(new),
         }
     }
 
-    /// `equality.Semantic.DeepEqual` of the statuses (see `semantic_eq`).
+    /// `equality.Semantic.DeepEqual` of the statuses (see `semantic_eq`: a status that cannot
+    /// be serialised is unequal to everything).
     fn equal(&self) -> bool {
-        values_semantic_eq(&self.old, &self.new)
+        match (&self.old, &self.new) {
+            (Some(a), Some(b)) => values_semantic_eq(a, b),
+            _ => false,
+        }
     }
 }
 
@@ -890,7 +892,8 @@ fn changed_fields(
 ) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(s) = statuses {
-        let (om, nm) = (s.old.as_object(), s.new.as_object());
+        let om = s.old.as_ref().and_then(serde_json::Value::as_object);
+        let nm = s.new.as_ref().and_then(serde_json::Value::as_object);
         let mut keys: Vec<&String> = om.into_iter().chain(nm).flat_map(|m| m.keys()).collect();
         keys.sort();
         keys.dedup();
