@@ -53,22 +53,7 @@ fn compare_as_json(
         Ok(v) => v,
         Err(e) => return Some(format!("cannot serialise the cached VM: {e}")),
     };
-    let effects: Vec<Value> = patch
-        .as_array()
-        .map(|ops| {
-            ops.iter()
-                .filter(|op| op["op"] != "test")
-                .map(|op| {
-                    let mut op = op.clone();
-                    if op["op"] == "replace" {
-                        op["op"] = "add".into();
-                    }
-                    op
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let ops: json_patch::Patch = match serde_json::from_value(Value::Array(effects)) {
+    let ops = match effects(patch) {
         Ok(p) => p,
         Err(e) => return Some(format!("not a JSON patch: {e}")),
     };
@@ -101,6 +86,27 @@ fn compare_as_json(
     (!changed.is_empty()).then(|| changed.join(", "))
 }
 
+/// The patch's effects as [`foreign_change`] predicts them: its `test` operations dropped (the
+/// server checked them) and `replace` applied as `add`. Not an array: no effects.
+fn effects(patch: &Value) -> Result<json_patch::Patch, serde_json::Error> {
+    let ops: Vec<Value> = patch
+        .as_array()
+        .map(|ops| {
+            ops.iter()
+                .filter(|op| op["op"] != "test")
+                .map(|op| {
+                    let mut op = op.clone();
+                    if op["op"] == "replace" {
+                        op["op"] = "add".into();
+                    }
+                    op
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    serde_json::from_value(Value::Array(ops))
+}
+
 /// The common case without serialising either VM: a patch of `metadata.finalizers` only (the
 /// finalizer patches, once per VM start) whose answer equals the cached VM in every compared
 /// part and holds the finalizers the patch writes. Typed equality implies equal JSON, so a
@@ -121,18 +127,7 @@ fn finalizers_only_as_predicted(
     if ops.is_empty() || !ops.iter().all(on_finalizers) {
         return false;
     }
-    let effects: Vec<Value> = ops
-        .iter()
-        .filter(|op| op["op"] != "test")
-        .map(|op| {
-            let mut op = op.clone();
-            if op["op"] == "replace" {
-                op["op"] = "add".into();
-            }
-            op
-        })
-        .collect();
-    let Ok(ops) = serde_json::from_value::<json_patch::Patch>(Value::Array(effects)) else {
+    let Ok(ops) = effects(patch) else {
         return false;
     };
     let mut doc = serde_json::json!({ "metadata": {} });
