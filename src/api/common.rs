@@ -151,13 +151,13 @@ impl Serialize for Extra {
 }
 
 /// Decoded straight into its compact text ([`ToJson`]): no map is built and dropped on the
-/// way (`serde_json::Map::deserialize` then `Extra::from` was about 5 % of the controller's
+/// way (`serde_json::Map::deserialize` then `Extra::from` was about 3 % of the controller's
 /// CPU in a 1,000-VM start, docs/performance.md "Ninth pass"). Keys are read as `String`s and
 /// values as a `serde_json::Value` reads them, so what decodes and what errors is the same.
 impl<'de> Deserialize<'de> for Extra {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut text = Vec::new();
-        let entries = deserializer.deserialize_map(ToJson::new(&mut text))?;
+        let entries = deserializer.deserialize_map(ToJson(&mut text))?;
         if entries == 0 {
             return Ok(Extra(None));
         }
@@ -175,11 +175,7 @@ impl<'de> Deserialize<'de> for Extra {
 /// entries or elements it wrote.
 struct ToJson<'a>(&'a mut Vec<u8>);
 
-impl<'a> ToJson<'a> {
-    fn new(out: &'a mut Vec<u8>) -> Self {
-        ToJson(out)
-    }
-
+impl ToJson<'_> {
     fn scalar<T: Serialize + ?Sized, E: serde::de::Error>(self, v: &T) -> Result<usize, E> {
         serde_json::to_writer(&mut *self.0, v).map_err(E::custom)?;
         Ok(0)
