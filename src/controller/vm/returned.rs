@@ -182,6 +182,31 @@ mod tests {
         ])
     }
 
+    /// A new VM's cached copy: no finalizers yet.
+    fn without_finalizers() -> Value {
+        let mut cached = base();
+        cached["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("finalizers");
+        cached
+    }
+
+    /// The first sync's finalizer patch: `test` of null, `replace` of a missing list.
+    fn first_finalizer_patch() -> Value {
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "replace", "path": "/metadata/finalizers",
+             "value": ["kubevirt.io/virtualMachineControllerFinalize"]},
+        ])
+    }
+
+    /// `server` with the finalizer `first_finalizer_patch` writes.
+    fn first_finalizer_added(mut server: Value) -> Value {
+        server["metadata"]["finalizers"] = json!(["kubevirt.io/virtualMachineControllerFinalize"]);
+        server
+    }
+
     /// The server's answer to `finalizer_patch` on `server`.
     fn answer(mut server: Value) -> VirtualMachine {
         server["metadata"]["finalizers"] =
@@ -198,18 +223,8 @@ mod tests {
         with_label["metadata"]["labels"] = json!({"x": "y"});
         let mut with_status = base();
         with_status["status"]["printableStatus"] = json!("Starting");
-        let mut no_finalizers = base();
-        no_finalizers["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .remove("finalizers");
-        let add_to_none = json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/finalizers",
-             "value": ["kubevirt.io/virtualMachineControllerFinalize"]},
-        ]);
-        let mut added = no_finalizers.clone();
-        added["metadata"]["finalizers"] = json!(["kubevirt.io/virtualMachineControllerFinalize"]);
+        let no_finalizers = without_finalizers();
+        let added = first_finalizer_added(no_finalizers.clone());
         let firmware = json!([{"op": "add", "path": "/spec/template/spec/domain/firmware",
                                "value": {"uuid": "u"}}]);
         let cases = [
@@ -219,7 +234,7 @@ mod tests {
                 serde_json::to_value(answer(base())).unwrap(),
                 true,
             ),
-            (no_finalizers.clone(), add_to_none, added, true),
+            (no_finalizers, first_finalizer_patch(), added, true),
             (
                 base(),
                 finalizer_patch(),
@@ -299,19 +314,12 @@ mod tests {
     #[test]
     fn a_finalizer_patch_on_a_vm_without_finalizers_is_predicted() {
         // The first sync of a new VM: `test` of null, `replace` of a missing list.
-        let mut cached = base();
-        cached["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .remove("finalizers");
-        let patch = json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "replace", "path": "/metadata/finalizers",
-             "value": ["kubevirt.io/virtualMachineControllerFinalize"]},
-        ]);
-        let mut server = cached.clone();
-        server["metadata"]["finalizers"] = json!(["kubevirt.io/virtualMachineControllerFinalize"]);
-        assert_eq!(foreign_change(&vm(cached), &patch, &vm(server)), None);
+        let cached = without_finalizers();
+        let server = first_finalizer_added(cached.clone());
+        assert_eq!(
+            foreign_change(&vm(cached), &first_finalizer_patch(), &vm(server)),
+            None
+        );
     }
 
     #[test]
