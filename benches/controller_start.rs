@@ -9,7 +9,10 @@
 //!   and for paced starts on the idle controller;
 //! - writes per VM from the API server's audit log, by user agent and `verb resource/sub`;
 //! - CPU time (user + system, from `/proc/<pid>/stat`) and peak resident memory (`VmHWM` in
-//!   `/proc/<pid>/status`) of the controller process and of the cluster process.
+//!   `/proc/<pid>/status`) of the controller process and of the cluster process, and the
+//!   controller's share of its process's CPU: the VM-creating client runs on a thread of its
+//!   own and the polling on the main thread, and both threads' CPU (`/proc/<pid>/task/<tid>/stat`)
+//!   is taken off.
 //!
 //! By default the embedded cluster (API server + simulated nodes) runs in a **child process**
 //! (this bench executable re-executed with `CONTROLLER_BENCH_ROLE=cluster`, writing its
@@ -87,19 +90,7 @@ struct Usage {
 }
 
 fn usage(pid: &str) -> Usage {
-    // /proc/<pid>/stat: fields 14 and 15 (utime, stime) in clock ticks, counted after the
-    // parenthesised command name. Linux's USER_HZ is 100 on every mainstream architecture.
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // `after` starts at field 3 (state), so utime (14) is index 11 and stime (15) index 12.
-    let cpu_seconds = (ticks(11) + ticks(12)) / 100.0;
+    let cpu_seconds = stat_cpu_seconds(&format!("/proc/{pid}/stat"));
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let peak_rss_kib = status
         .lines()
@@ -110,6 +101,24 @@ fn usage(pid: &str) -> Usage {
         cpu_seconds,
         peak_rss_kib,
     }
+}
+
+/// CPU seconds (user + system) in a procfs `stat` file: a process's (`/proc/<pid>/stat`) or
+/// one thread's (`/proc/<pid>/task/<tid>/stat`, `/proc/thread-self/stat`); 0 if unreadable.
+fn stat_cpu_seconds(path: &str) -> f64 {
+    // Fields 14 and 15 (utime, stime) in clock ticks, counted after the parenthesised command
+    // name. Linux's USER_HZ is 100 on every mainstream architecture.
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // `after` starts at field 3 (state), so utime (14) is index 11 and stime (15) index 12.
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// jemalloc's view of this process's heap in KiB: (allocated, resident). `allocated` is the
@@ -559,20 +568,40 @@ async fn run(n: usize, in_process: bool) {
     let ctrl_before = usage(&me);
     let cluster_before = cluster.usage();
     let vms: Api<VirtualMachine> = Api::namespaced(user.clone(), "default");
+    let user_config = cluster.config("bench-user").await;
+    let main_thread_before = stat_cpu_seconds(&format!("/proc/{me}/task/{me}/stat"));
     let started = Instant::now();
-    let creating = {
-        let vms = vms.clone();
-        tokio::spawn(async move {
-            futures::stream::iter(vm_copies("demo-vm", 0..n))
-                .map(|vm| {
-                    let vms = vms.clone();
-                    async move { vms.create(&PostParams::default(), &vm).await.map(|_| ()) }
-                })
-                .buffer_unordered(IN_FLIGHT)
-                .collect::<Vec<_>>()
-                .await
+    // The VM-creating client runs on a thread and a runtime of its own, so that its CPU
+    // (serialising the VMs, its HTTP connection, decoding the answers) can be told apart from
+    // the controller's. The thread reports its CPU time when it is done.
+    let creating = std::thread::Builder::new()
+        .name("bench-client".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("client runtime");
+            let failed = runtime.block_on(async move {
+                let vms: Api<VirtualMachine> = Api::namespaced(
+                    kube::Client::try_from(user_config).expect("client"),
+                    "default",
+                );
+                futures::stream::iter(vm_copies("demo-vm", 0..n))
+                    .map(|vm| {
+                        let vms = vms.clone();
+                        async move { vms.create(&PostParams::default(), &vm).await }
+                    })
+                    .buffer_unordered(IN_FLIGHT)
+                    .filter(|r| std::future::ready(r.is_err()))
+                    .count()
+                    .await
+            });
+            // Its connection task stops with the runtime, on this thread.
+            drop(runtime);
+            (failed, stat_cpu_seconds("/proc/thread-self/stat"))
         })
-    };
+        .expect("client thread");
+    let mut client_cpu = 0.0;
     let mut created_at = None;
     let mut creating = Some(creating);
     let mut progress = Instant::now();
@@ -580,12 +609,16 @@ async fn run(n: usize, in_process: bool) {
     // exit, and so does the manager with `OnLostLease::Exit`).
     let mut stopped: Option<String> = None;
     let all_running = loop {
-        if let Some(task) = creating.as_ref()
-            && task.is_finished()
+        if let Some(thread) = creating.as_ref()
+            && thread.is_finished()
         {
-            let results = creating.take().expect("task").await.expect("create task");
-            let failed = results.iter().filter(|r| r.is_err()).count();
+            let (failed, cpu) = creating
+                .take()
+                .expect("thread")
+                .join()
+                .expect("client thread");
             assert_eq!(failed, 0, "{failed} VM creates failed");
+            client_cpu = cpu;
             created_at = Some(started.elapsed());
         }
         let r = running(&manager);
@@ -643,6 +676,8 @@ async fn run(n: usize, in_process: bool) {
         started.elapsed() - Duration::from_millis(50 * 40)
     };
     let ctrl_after = usage(&me);
+    let main_thread_cpu =
+        stat_cpu_seconds(&format!("/proc/{me}/task/{me}/stat")) - main_thread_before;
     let rss_after = rss_kib(&me);
     let heap_after = jemalloc_kib();
     let cluster_after = cluster.usage();
@@ -731,10 +766,23 @@ async fn run(n: usize, in_process: bool) {
     } else {
         "controller process (controller + VM-creating client)"
     };
+    let process_cpu = ctrl_after.cpu_seconds - ctrl_before.cpu_seconds;
     println!(
-        "  {label}: CPU {:.2} s during the run, peak RSS {:.1} MiB",
-        ctrl_after.cpu_seconds - ctrl_before.cpu_seconds,
+        "  {label}: CPU {process_cpu:.2} s during the run, peak RSS {:.1} MiB",
         ctrl_after.peak_rss_kib as f64 / 1024.0
+    );
+    // Every thread but the client's and the main one (this function: the polling) is the
+    // runtime the manager runs on, and jemalloc's.
+    let controller_cpu = process_cpu - client_cpu - main_thread_cpu;
+    println!(
+        "    of which the {}: {controller_cpu:.2} s ({:.2} ms per VM); the VM-creating client's \
+         thread {client_cpu:.2} s, the bench's polling (main thread) {main_thread_cpu:.2} s",
+        if in_process {
+            "controller's and the cluster's threads"
+        } else {
+            "controller's threads"
+        },
+        1000.0 * controller_cpu / n as f64
     );
     if !in_process {
         println!(
