@@ -31,8 +31,10 @@ pub enum VmiAction {
     /// events come from [`super::decide_after_sync`] (Normal `SuccessfulCreate`
     /// `Created virtual machine pod <name>`, or see [`super::map_pod_create_error`]).
     CreatePod {
-        /// The rendered pod, unchanged.
-        pod: Box<Pod>,
+        /// The rendered pod, unchanged: the snapshot's [`super::VmiSnapshot::rendered_pod`]
+        /// itself, shared (a launcher pod is some 8 KB of strings; the two decisions of a
+        /// creating reconcile copied it five times).
+        pod: Arc<Pod>,
         /// Why, with the KubeVirt source line.
         why: String,
     },

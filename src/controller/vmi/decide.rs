@@ -333,7 +333,7 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
             }
             Some(Ok(rendered)) => {
                 plan.actions.push(VmiAction::CreatePod {
-                    pod: Box::new(rendered.clone()),
+                    pod: rendered.clone(),
                     why: format!(
                         "no launcher pod exists and the VMI is {}: create it (lifecycle.go:100-185)",
                         if vmi.phase() == Phase::Unset {
@@ -1133,7 +1133,8 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
 
     let ns = snap.vmi.metadata.namespace.as_deref().unwrap_or("");
     let name = snap.vmi.metadata.name.as_deref().unwrap_or("");
-    let mut created_pod: Option<Pod> = None;
+    // Borrowed from the executor's outcome when it has the created pod, else predicted.
+    let mut created_pod: Option<std::borrow::Cow<'_, Pod>> = None;
     let mut create_failed = false;
     for action in &plan.actions[..succeeded_upto] {
         match action {
@@ -1141,8 +1142,8 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
                 let created = match outcome {
                     SyncOutcome::Succeeded {
                         created_pod: Some(p),
-                    } => (**p).clone(),
-                    _ => predicted_pod(snap, pod),
+                    } => std::borrow::Cow::Borrowed(&**p),
+                    _ => std::borrow::Cow::Owned(predicted_pod(snap, pod)),
                 };
                 d.status_actions.push(VmiAction::event(
                     events::pod_created(pod_name(&created)),
@@ -1198,7 +1199,7 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
     // The pod `sync` hands to `updateStatus`: the created pod, nil after a failed create, else
     // the current pod.
     let status_pod: Option<&Pod> = if created_pod.is_some() {
-        created_pod.as_ref()
+        created_pod.as_deref()
     } else if create_failed {
         None
     } else {

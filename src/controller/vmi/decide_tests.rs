@@ -367,7 +367,7 @@ fn unsatisfied_expectations_skip_the_sync() {
     let mut s = snap(pending_vmi());
     s.expectations.pods_satisfied = false;
     s.expectations.pending_pod_creations = 1;
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
     let d = decide(&s);
     assert!(
         matches!(d.skipped, Some(SkipReason::ExpectationsPending(ref t)) if t.contains("creations 1"))
@@ -407,12 +407,19 @@ fn creates_pod_then_moves_to_scheduling() {
     let mut vmi = pending_vmi();
     add_condition(&mut vmi, cond("Synchronized", "False", "FailedCreate"));
     let mut s = snap(vmi);
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
 
     let d = decide(&s);
     assert_eq!(d.sync_actions.len(), 1);
     assert!(
         matches!(&d.sync_actions[0], VmiAction::CreatePod { pod, .. } if **pod == rendered_pod())
+    );
+    // The action carries the snapshot's rendered pod itself, not a copy.
+    let Some(Ok(rendered)) = &s.rendered_pod else {
+        panic!("the snapshot has a rendered pod");
+    };
+    assert!(
+        matches!(&d.sync_actions[0], VmiAction::CreatePod { pod, .. } if Arc::ptr_eq(pod, rendered))
     );
 
     let d = decide_after_sync(
@@ -471,7 +478,7 @@ fn creates_pod_then_moves_to_scheduling() {
 #[test]
 fn optimistic_decision_predicts_the_generated_name() {
     let mut s = snap(with_phase(pending_vmi(), Phase::Unset));
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
     let d = decide(&s);
     assert_eq!(
         events(&d)[0].2,
@@ -486,7 +493,7 @@ fn optimistic_decision_predicts_the_generated_name() {
 #[test]
 fn failed_create_sets_synchronized_false_and_requeues() {
     let mut s = snap(pending_vmi());
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
     let d = decide_after_sync(
         &s,
         &SyncOutcome::Failed {
@@ -518,7 +525,7 @@ fn failed_create_sets_synchronized_false_and_requeues() {
 #[test]
 fn pod_security_rejection_uses_the_privileged_namespace_message() {
     let mut s = snap(pending_vmi());
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
     let api = "pods \"virt-launcher-testvmi-x\" is forbidden: violates PodSecurity \"baseline:latest\": privileged";
     let d = decide_after_sync(
         &s,
@@ -1672,7 +1679,7 @@ fn virt_api_finalizer_stand_in() {
     // added to a live VMI
     let mut s = snap(pending_vmi());
     s.ensure_vmi_finalizer = true;
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
     let d = decide(&s);
     assert_eq!(
         updated(&d).metadata.finalizers,
@@ -1695,7 +1702,7 @@ fn virt_api_finalizer_stand_in() {
     assert_eq!(updated(&decide(&s)).metadata.finalizers, None);
     // off: the controller alone never adds it
     let mut s = snap(pending_vmi());
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
     assert_eq!(updated(&decide(&s)).metadata.finalizers, None);
 }
 
@@ -1705,7 +1712,7 @@ fn virt_api_finalizer_stand_in() {
 #[test]
 fn every_action_says_why_with_a_source_line() {
     let mut s = snap(pending_vmi());
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
     let d = decide(&s);
     assert!(d.actions().count() >= 3);
     for a in d.actions() {
@@ -1717,7 +1724,7 @@ fn every_action_says_why_with_a_source_line() {
 #[test]
 fn decision_serialises_for_the_inspector() {
     let mut s = snap(pending_vmi());
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
     let v = serde_json::to_value(decide(&s)).expect("serialises");
     assert_eq!(v["sync_actions"][0]["action"], "CreatePod");
     assert_eq!(v["to_phase"], "Scheduling");
@@ -1810,7 +1817,7 @@ fn lifecycle_from_creation_to_finalizer_removal() {
     let mut vmi = with_phase(pending_vmi(), Phase::Unset);
     vmi.status = None;
     let mut s = VmiSnapshot::new(vmi, now());
-    s.rendered_pod = Some(Ok(rendered_pod()));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
     s.launcher_image = Some("quay.io/kubevirt/virt-launcher:v1.9.0".into());
 
     // 1. "" → pod created, Scheduling, finalizer added (virt-api stand-in)

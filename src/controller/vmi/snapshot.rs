@@ -124,7 +124,7 @@ pub struct VmiSnapshot {
     /// The launcher pod rendered for this VMI, needed only when the decision creates a pod
     /// (see [`super::needs_rendered_pod`]). Rendering stays outside so that the decision is
     /// pure: `None` = not rendered; `Some(Err)` = rendering failed.
-    pub rendered_pod: Option<Result<Pod, RenderFailure>>,
+    pub rendered_pod: Option<Result<Arc<Pod>, RenderFailure>>,
     /// The configured virt-launcher image (`templateService.GetLauncherImage()`); a pod whose
     /// compute image differs gets the VMI label `kubevirt.io/outdatedLauncherImage: ""`
     /// (lifecycle.go:846-858). `None`: unknown, the label is left as it is.
