@@ -787,13 +787,11 @@ fn printable_reason(
 ) -> PrintableStatusReason {
     // The rules read the VM as the sync left it (its new status), as KubeVirt's
     // setPrintableStatus does at the end of updateStatus.
-    let mut after = vm.clone();
-    if let Some(status) = &decision.status {
-        after.status = Some(status.clone());
-    }
+    let after = decision.status.as_ref().or(vm.status.as_ref());
     let pvcs: BTreeMap<String, PvcInfo> = pvc_infos(g);
     let (status, rule) = printable_status(&PrintableContext {
-        vm: &after,
+        vm,
+        status: after,
         vmi: g.vmi.as_ref(),
         expectations,
         data_volumes: &g.data_volumes,
@@ -872,7 +870,7 @@ fn printable_reason(
         "expectations.vmiStopExpected".into(),
         expectations.vmi_stop_expected().to_string(),
     );
-    if let Some(f) = after.status.as_ref().and_then(|s| s.start_failure.as_ref()) {
+    if let Some(f) = after.and_then(|s| s.start_failure.as_ref()) {
         inputs.insert(
             "startFailure.consecutiveFailCount".into(),
             f.consecutive_fail_count.to_string(),

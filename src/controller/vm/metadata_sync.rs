@@ -10,6 +10,7 @@ use crate::controller::common::PatchSet;
 use crate::controller::common::patch::path;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 type Map = BTreeMap<String, String>;
 
@@ -142,9 +143,10 @@ pub fn dynamic_metadata_patch(
 
 /// `syncPCITopologyAnnotationsToVM` (vm.go:3190-3213): when the VMI has
 /// `kubevirt.io/pci-topology-version` and the VM template has none, copy it (and
-/// `kubevirt.io/pci-interface-slot-count` if present) into the template annotations.
+/// `kubevirt.io/pci-interface-slot-count` if present) into the template annotations. The
+/// sync's working copy `vm` is copied (`Arc::make_mut`) only when it changes.
 pub fn sync_pci_topology_annotations_to_vm(
-    vm: &mut VirtualMachine,
+    vm: &mut Arc<VirtualMachine>,
     vmi: Option<&VirtualMachineInstance>,
 ) {
     let Some(vmi_ann) = vmi.and_then(|v| v.metadata.annotations.as_ref()) else {
@@ -156,17 +158,23 @@ pub fn sync_pci_topology_annotations_to_vm(
     else {
         return;
     };
-    let Some(template) = vm.spec.template.as_mut() else {
+    let Some(template) = vm.spec.template.as_ref() else {
         return;
     };
-    let meta = template.metadata.get_or_insert_with(Default::default);
-    let ann = meta.annotations.get_or_insert_with(Default::default);
-    if ann
-        .get(annotation::PCI_TOPOLOGY_VERSION)
+    if template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(annotation::PCI_TOPOLOGY_VERSION))
         .is_some_and(|v| !v.is_empty())
     {
         return;
     }
+    let Some(template) = Arc::make_mut(vm).spec.template.as_mut() else {
+        return;
+    };
+    let meta = template.metadata.get_or_insert_with(Default::default);
+    let ann = meta.annotations.get_or_insert_with(Default::default);
     ann.insert(annotation::PCI_TOPOLOGY_VERSION.into(), version.clone());
     if let Some(count) = vmi_ann.get(annotation::PCI_INTERFACE_SLOT_COUNT) {
         ann.insert(annotation::PCI_INTERFACE_SLOT_COUNT.into(), count.clone());
@@ -255,7 +263,7 @@ mod tests {
 
     #[test]
     fn pci_topology_copied_once() {
-        let mut v = vm(json!({}), json!(null));
+        let mut v = Arc::new(vm(json!({}), json!(null)));
         let i = vmi(
             json!({"annotations": {"kubevirt.io/pci-topology-version": "v2",
                                             "kubevirt.io/pci-interface-slot-count": "4"}}),
@@ -277,5 +285,14 @@ mod tests {
             ann.get("kubevirt.io/pci-interface-slot-count").unwrap(),
             "4"
         );
+        // Present now: nothing is copied again, and the shared VM is not copied either.
+        let before = v.clone();
+        sync_pci_topology_annotations_to_vm(&mut v, Some(&i));
+        assert!(Arc::ptr_eq(&before, &v));
+        // A VMI without the annotation leaves the VM shared too.
+        let mut bare = Arc::new(vm(json!({}), json!(null)));
+        let shared = bare.clone();
+        sync_pci_topology_annotations_to_vm(&mut bare, Some(&vmi(json!({}))));
+        assert!(Arc::ptr_eq(&shared, &bare));
     }
 }

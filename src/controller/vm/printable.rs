@@ -3,9 +3,9 @@
 
 use super::datavolume::{data_volume_error, data_volume_provisioning};
 use super::reasons::{condition, vmi_reason};
-use super::run_strategy::{Strategy, is_set_to_start, vm_strategy};
+use super::run_strategy::{Strategy, is_set_to_start_with, vm_strategy};
 use super::snapshot::{ExpectationsView, PvcInfo};
-use crate::api::vm::{RunStrategy, VirtualMachine};
+use crate::api::vm::{RunStrategy, VirtualMachine, VirtualMachineStatus};
 use crate::api::vmi::{Phase, VirtualMachineInstance};
 use crate::api::{DataVolume, Time};
 use chrono::{DateTime, Utc};
@@ -78,9 +78,12 @@ impl PrintableStatus {
 /// What the predicates read.
 #[derive(Debug, Clone, Copy)]
 pub struct PrintableContext<'a> {
-    /// The VM after the sync, carrying the status being computed (state change requests already
-    /// trimmed, `startFailure` already updated), as KubeVirt's `vm` is at this point.
+    /// The VM after the sync (its metadata and spec).
     pub vm: &'a VirtualMachine,
+    /// The status being computed (state change requests already trimmed, `startFailure`
+    /// already updated), which KubeVirt's `vm` carries at this point: the rules read the
+    /// status from here, never from `vm` (the sync's VM still has the old one).
+    pub status: Option<&'a VirtualMachineStatus>,
     /// The claimed VMI.
     pub vmi: Option<&'a VirtualMachineInstance>,
     /// Expectations after the sync's own creates/deletes.
@@ -211,7 +214,7 @@ pub fn printable_status(ctx: &PrintableContext<'_>) -> (PrintableStatus, &'stati
             "a template DataVolume is still provisioning (vm.go:2591-2594)",
         );
     }
-    if is_set_to_start(ctx.vm, vmi) && has_unbound_pvc(ctx.vm, ctx.pvcs) {
+    if is_set_to_start_with(ctx.vm, ctx.status, vmi) && has_unbound_pvc(ctx.vm, ctx.pvcs) {
         return (
             P::WaitingForVolumeBinding,
             "set to start and a referenced PVC is not Bound (vm.go:2596-2603)",
@@ -261,9 +264,7 @@ pub fn printable_status(ctx: &PrintableContext<'_>) -> (PrintableStatus, &'stati
     if vmi.is_none_or(|v| v.is_final())
         && !start_expected
         && ctx
-            .vm
             .status
-            .as_ref()
             .and_then(|s| s.start_failure.as_ref())
             .is_some_and(|f| f.consecutive_fail_count > 0)
         && restarts_failures
@@ -352,13 +353,13 @@ mod tests {
             self.run_with_failure(None)
         }
         fn run_with_failure(&self, failure: Option<&StartFailure>) -> PrintableStatus {
-            let mut vm = self.vm.clone();
-            vm.status = Some(VirtualMachineStatus {
+            let status = VirtualMachineStatus {
                 start_failure: failure.cloned(),
                 ..Default::default()
-            });
+            };
             printable_status(&PrintableContext {
-                vm: &vm,
+                vm: &self.vm,
+                status: Some(&status),
                 vmi: self.vmi.as_ref(),
                 expectations: &self.expectations,
                 data_volumes: &self.dvs,

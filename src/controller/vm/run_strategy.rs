@@ -84,6 +84,16 @@ pub fn has_stop_request_for_vmi(
 /// stop request; else: a start request); RerunOnFailure → (VMI: phase ≠ Succeeded; else true);
 /// Once → no VMI; anything else (or a run-strategy error) → false.
 pub fn is_set_to_start(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) -> bool {
+    is_set_to_start_with(vm, vm.status.as_ref(), vmi)
+}
+
+/// [`is_set_to_start`] of `vm`'s spec with the start and stop requests of `status` (the status
+/// a sync is computing, which `vm` does not carry yet).
+pub fn is_set_to_start_with(
+    vm: &VirtualMachine,
+    status: Option<&VirtualMachineStatus>,
+    vmi: Option<&VirtualMachineInstance>,
+) -> bool {
     let Ok(Strategy::Known(s)) = vm_strategy(vm) else {
         return false;
     };
@@ -91,8 +101,8 @@ pub fn is_set_to_start(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>
         RunStrategy::Always => true,
         RunStrategy::Halted => false,
         RunStrategy::Manual => match vmi {
-            Some(v) => !has_stop_request_for_vmi(vm.status.as_ref(), v),
-            None => has_start_request(vm.status.as_ref()),
+            Some(v) => !has_stop_request_for_vmi(status, v),
+            None => has_start_request(status),
         },
         RunStrategy::RerunOnFailure => vmi.is_none_or(|v| v.phase() != Phase::Succeeded),
         RunStrategy::Once => vmi.is_none(),

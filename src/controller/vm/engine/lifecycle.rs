@@ -19,6 +19,7 @@ use crate::controller::vm::reasons::{condition, event};
 use crate::controller::vm::setup_vmi::{
     auto_attach_input_device, set_default_network_interface, setup_vmi_from_vm,
 };
+use std::sync::Arc;
 
 impl Engine<'_> {
     /// `startVMI` (vm.go:1257-1345). `Err` carries the error text that becomes
@@ -211,7 +212,7 @@ impl Engine<'_> {
         let mut server = self.server_status.clone().unwrap_or_default();
         server.state_change_requests = Some(requests);
         self.server_status = Some(server.clone());
-        self.vm.status = Some(server);
+        Arc::make_mut(&mut self.vm).status = Some(server);
         Ok(())
     }
 }

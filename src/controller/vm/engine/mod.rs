@@ -57,8 +57,9 @@ pub(super) struct Engine<'a> {
     key: String,
     /// Expectation counters as they evolve during the sync.
     expectations: ExpectationsView,
-    /// KubeVirt's working `vm` object.
-    vm: VirtualMachine,
+    /// KubeVirt's working `vm` object: shared with the snapshot until the sync changes it
+    /// (copied then, `Arc::make_mut`; most syncs only read it).
+    vm: Arc<VirtualMachine>,
     /// Where `vm`'s resourceVersion comes from.
     vm_rv: ResourceVersionFrom,
     /// The VM status as stored on the server (changed only by status patches).
@@ -79,7 +80,7 @@ impl<'a> Engine<'a> {
             explanation: Vec::new(),
             key: snap.key(),
             expectations: snap.expectations,
-            vm: (*snap.vm).clone(),
+            vm: snap.vm.clone(),
             vm_rv: ResourceVersionFrom::Snapshot,
             server_status: snap.vm.status.clone(),
             vmi: None,
@@ -171,7 +172,7 @@ impl<'a> Engine<'a> {
 
     /// The working VM's conditions, created on demand.
     pub(super) fn vm_conditions_mut(&mut self) -> &mut Vec<crate::api::Condition> {
-        self.vm
+        Arc::make_mut(&mut self.vm)
             .status
             .get_or_insert_with(Default::default)
             .conditions
@@ -180,7 +181,19 @@ impl<'a> Engine<'a> {
 
     /// `cleanupRestartRequired` (vm.go:1248-1255).
     pub(super) fn remove_restart_required(&mut self) {
-        if let Some(conds) = self.vm.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        let has = |vm: &VirtualMachine| {
+            vm.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_deref())
+                .is_some_and(|c| conditions::has_condition(c, condition::RESTART_REQUIRED))
+        };
+        // Copied only when there is a condition to remove.
+        if has(&self.vm)
+            && let Some(conds) = Arc::make_mut(&mut self.vm)
+                .status
+                .as_mut()
+                .and_then(|s| s.conditions.as_mut())
+        {
             conditions::remove_condition(conds, condition::RESTART_REQUIRED);
         }
     }

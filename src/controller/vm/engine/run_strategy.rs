@@ -11,6 +11,7 @@ use crate::controller::vm::run_strategy::{
     is_decentralized_migration, is_migration_completed, start_error,
 };
 use crate::controller::vm::unsupported;
+use std::sync::Arc;
 
 impl Engine<'_> {
     /// Honour the start-failure backoff (vm.go:1026-1031, 1073-1078): `true` when the start must
@@ -46,7 +47,7 @@ impl Engine<'_> {
                                     "decentralized migration completed: set runStrategy Halted \
                                      (vm.go:988-996)",
                                 );
-                                self.vm.spec.run_strategy =
+                                Arc::make_mut(&mut self.vm).spec.run_strategy =
                                     Some(RunStrategy::Halted.as_str().to_string());
                                 return None;
                             }
@@ -208,7 +209,7 @@ impl Engine<'_> {
                     self.explain(format!(
                         "receiver VMI migrated: restore runStrategy {restore} (vm.go:1155-1162)"
                     ));
-                    self.vm.spec.run_strategy = Some(restore);
+                    Arc::make_mut(&mut self.vm).spec.run_strategy = Some(restore);
                 }
                 None
             }
@@ -233,7 +234,7 @@ impl Engine<'_> {
     /// discarded, and report a FailedCreate sync error `Failure while starting VMI: <err>` — with
     /// `<nil>` when the update worked (KubeVirt's quirk).
     fn halted_start_request(&mut self) -> SyncError {
-        let mut copy = self.vm.clone();
+        let mut copy = (*self.vm).clone();
         if copy.spec.run_strategy.is_some() {
             copy.spec.run_strategy = Some(RunStrategy::Always.as_str().to_string());
         } else {

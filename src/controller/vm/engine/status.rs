@@ -84,10 +84,9 @@ impl Engine<'_> {
         status.conditions = Some(conds);
 
         // Printable status.
-        let mut vm_view = self.vm.clone();
-        vm_view.status = Some(status.clone());
         let ctx = PrintableContext {
-            vm: &vm_view,
+            vm: &self.vm,
+            status: Some(&status),
             vmi: vmi_now.as_deref(),
             expectations: &self.expectations,
             data_volumes: &self.snap.data_volumes,

@@ -41,7 +41,7 @@ impl Engine<'_> {
             crate::api::annotation(&self.vm.metadata, annotation::LATEST_OBSERVED_API_VERSION)
                 == Some(annotation::API_VERSION_V1);
         if !observed {
-            let mut updated = self.vm.clone();
+            let mut updated = (*self.vm).clone();
             let ann = updated
                 .metadata
                 .annotations
@@ -314,8 +314,12 @@ impl Engine<'_> {
             );
             return Ok(None);
         }
+        // KubeVirt's `vmCopy := vm.DeepCopy()`, copied on the first change (`Arc::make_mut`):
+        // most syncs change nothing, and then both are the same object.
         let mut vm_copy = self.vm.clone();
-        self.vm.spec.run_strategy = orig_run_strategy;
+        if self.vm.spec.run_strategy != orig_run_strategy {
+            Arc::make_mut(&mut self.vm).spec.run_strategy = orig_run_strategy;
+        }
         let mut copy_rv = self.vm_rv;
 
         // 12. Synchronizers.
@@ -338,7 +342,8 @@ impl Engine<'_> {
                     format!("error encountered when trying to patch VM firmware: {e}"),
                 )));
             }
-            if let Some(spec) = vm_copy
+            let copy = Arc::make_mut(&mut vm_copy);
+            if let Some(spec) = copy
                 .spec
                 .template
                 .as_mut()
@@ -350,7 +355,7 @@ impl Engine<'_> {
             // (`vmCopy.ObjectMeta = syncedVM.ObjectMeta`, vm.go sync step 12): the server bumped
             // metadata.generation for the spec change, and updateStatus reports that generation
             // as status.desiredGeneration in the same status write.
-            vm_copy.metadata.generation = vm_copy.metadata.generation.map(|g| g + 1);
+            copy.metadata.generation = copy.metadata.generation.map(|g| g + 1);
             copy_rv = ResourceVersionFrom::Action(index);
         }
         if let Some(e) = [
@@ -384,20 +389,20 @@ impl Engine<'_> {
             return Ok(Some(e));
         }
 
-        // 14. Persist spec/metadata changes.
-        if !crate::controller::common::semantic::semantic_eq(&self.vm.spec, &vm_copy.spec)
-            || !crate::controller::common::semantic::semantic_eq(
-                &self.vm.metadata,
-                &vm_copy.metadata,
-            )
-            || copy_rv != self.vm_rv
-        {
+        // 14. Persist spec/metadata changes (none when the copy was never written to).
+        let changed = !Arc::ptr_eq(&self.vm, &vm_copy)
+            && (!crate::controller::common::semantic::semantic_eq(&self.vm.spec, &vm_copy.spec)
+                || !crate::controller::common::semantic::semantic_eq(
+                    &self.vm.metadata,
+                    &vm_copy.metadata,
+                ));
+        if changed || copy_rv != self.vm_rv {
             self.explain(
                 "spec or metadata changed during the sync: Update the VM (vm.go:3379-3387)",
             );
             let (index, res) = self.api(
                 VmAction::UpdateVm {
-                    vm: Box::new(vm_copy.clone()),
+                    vm: Box::new((*vm_copy).clone()),
                     purpose: VmUpdatePurpose::SyncedSpec,
                     resource_version_from: copy_rv,
                 },
@@ -415,7 +420,7 @@ impl Engine<'_> {
             // `vm = updatedVm`: the returned object carries the stored status, so in-memory
             // status changes of this sync are dropped.
             self.vm = vm_copy;
-            self.vm.status = self.server_status.clone();
+            Arc::make_mut(&mut self.vm).status = self.server_status.clone();
             self.vm_rv = ResourceVersionFrom::Action(index);
         } else {
             self.vm = vm_copy;
@@ -436,8 +441,9 @@ impl Engine<'_> {
              (vm.go:2338-2360)",
         );
         res?;
-        self.vm.metadata.finalizers = Some(new);
-        self.vm.status = self.server_status.clone();
+        let vm = Arc::make_mut(&mut self.vm);
+        vm.metadata.finalizers = Some(new);
+        vm.status = self.server_status.clone();
         self.vm_rv = ResourceVersionFrom::Action(index);
         Ok(())
     }
@@ -455,8 +461,9 @@ impl Engine<'_> {
             "ensure kubevirt.io/virtualMachineControllerFinalize on the VM (vm.go:2362-2382)",
         );
         res?;
-        self.vm.metadata.finalizers = Some(new);
-        self.vm.status = self.server_status.clone();
+        let vm = Arc::make_mut(&mut self.vm);
+        vm.metadata.finalizers = Some(new);
+        vm.status = self.server_status.clone();
         self.vm_rv = ResourceVersionFrom::Action(index);
         Ok(())
     }
