@@ -631,10 +631,7 @@ async fn run_term(
                         let result = reconciler.reconcile(ctx.clone(), key.clone()).await;
                         // The executors record their own outcome with the actions they applied;
                         // record here only when they did not (a failure before recording).
-                        let recorded = ctx
-                            .reconciles
-                            .get(name, &key)
-                            .is_some_and(|r| r.at >= started_at);
+                        let recorded = ctx.reconciles.recorded_since(name, &key, started_at);
                         if let (Err(e), false) = (&result, recorded) {
                             ctx.reconciles.finish(
                                 name,

@@ -68,10 +68,15 @@ pub struct VmiEnding {
     pub at: DateTime<Utc>,
 }
 
+/// One controller's last records by key: hashed, since every reconcile writes one (a sorted
+/// map of 10,000 keys compared a dozen key strings per write); [`ReconcileLog::snapshot`]
+/// sorts.
+type Records = hashbrown::HashMap<String, ReconcileRecord, foldhash::fast::RandomState>;
+
 /// Last reconcile per controller and key, and the last VMI ending per key.
 #[derive(Clone, Default)]
 pub struct ReconcileLog {
-    inner: Arc<Mutex<BTreeMap<String, BTreeMap<String, ReconcileRecord>>>>,
+    inner: Arc<Mutex<BTreeMap<String, Records>>>,
     endings: Arc<Mutex<BTreeMap<String, VmiEnding>>>,
 }
 
@@ -79,9 +84,13 @@ impl ReconcileLog {
     /// Record the outcome of a reconcile of `key` by `controller` (`vm` / `vmi`).
     pub fn record(&self, controller: &str, key: &str, record: ReconcileRecord) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.entry(controller.to_string())
-            .or_default()
-            .insert(key.to_string(), record);
+        if !g.contains_key(controller) {
+            g.insert(controller.to_string(), Records::default());
+        }
+        if let Some(records) = g.get_mut(controller) {
+            // The key's text is copied only for a key without a record yet.
+            records.entry_ref(key).insert(record);
+        }
     }
 
     /// Record a reconcile that started at `started` and ends now (see
@@ -145,9 +154,26 @@ impl ReconcileLog {
         g.get(controller).and_then(|m| m.get(key)).cloned()
     }
 
-    /// Everything, for `/debug/state`.
+    /// Whether the last record of one key was made at `since` or later (without copying it).
+    pub fn recorded_since(&self, controller: &str, key: &str, since: DateTime<Utc>) -> bool {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.get(controller)
+            .and_then(|m| m.get(key))
+            .is_some_and(|r| r.at >= since)
+    }
+
+    /// Everything, sorted by controller and key, for `/debug/state`.
     pub fn snapshot(&self) -> BTreeMap<String, BTreeMap<String, ReconcileRecord>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.iter()
+            .map(|(controller, records)| {
+                let sorted = records
+                    .iter()
+                    .map(|(key, r)| (key.clone(), r.clone()))
+                    .collect();
+                (controller.clone(), sorted)
+            })
+            .collect()
     }
 }
 
@@ -203,5 +229,33 @@ mod tests {
         assert!(log.get("vm", "ns/a").is_none());
         assert!(log.snapshot()["vm"].is_empty());
         assert!(log.ending("ns/a").is_none(), "not the VM");
+    }
+
+    #[test]
+    fn snapshot_is_sorted_and_recorded_since_reads_the_last_record() {
+        let log = ReconcileLog::default();
+        let record = |at: DateTime<Utc>| ReconcileRecord {
+            at,
+            ..ReconcileRecord::finished(Instant::now(), None, None, vec![])
+        };
+        let t0 = Utc::now();
+        let later = t0 + chrono::Duration::seconds(5);
+        for key in ["ns/c", "ns/a", "other/b"] {
+            log.record("vmi", key, record(t0));
+        }
+        log.record("vm", "ns/a", record(t0));
+        log.record("vmi", "ns/a", record(later));
+        let snap = log.snapshot();
+        assert_eq!(snap.keys().collect::<Vec<_>>(), ["vm", "vmi"]);
+        assert_eq!(
+            snap["vmi"].keys().collect::<Vec<_>>(),
+            ["ns/a", "ns/c", "other/b"]
+        );
+        assert_eq!(snap["vmi"]["ns/a"].at, later, "replaced, not added");
+        assert!(log.recorded_since("vmi", "ns/a", later));
+        assert!(!log.recorded_since("vmi", "ns/c", later));
+        assert!(log.recorded_since("vm", "ns/a", t0));
+        assert!(!log.recorded_since("vm", "ns/c", t0), "no record");
+        assert!(!log.recorded_since("x", "ns/a", t0), "no controller");
     }
 }
