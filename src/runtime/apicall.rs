@@ -1,7 +1,8 @@
-//! Small helpers the executors use to talk to the API server: RFC 6902 JSON patches (sent as
-//! `application/json-patch+json`, like client-go's `types.JSONPatchType`), typed `Api`
-//! handles for the namespaced kinds, and writes whose answer is not decoded ([`create_unread`],
-//! [`replace_unread`], [`json_patch_unread`], [`strategic_status_patch_unread`]).
+//! Small helpers the executors and the Event recorder use to talk to the API server: RFC 6902
+//! JSON patches (sent as `application/json-patch+json`, like client-go's
+//! `types.JSONPatchType`), typed `Api` handles for the namespaced kinds, and writes whose answer
+//! is not decoded ([`create_unread`], [`replace_unread`], [`json_patch_unread`],
+//! [`merge_patch_unread`], [`strategic_status_patch_unread`]).
 
 use axum::http;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -58,7 +59,8 @@ where
 
 // Writes whose caller does not read the object the server answers with (the controllers learn
 // the new state from their informers, as KubeVirt's do: its VMI controller drops the result of
-// `Update`, vmi.go, and of the pod patches). The request is the one `Api<K>`'s typed method
+// `Update`, vmi.go, and of the pod patches; the Event recorder keeps what it wrote, not the
+// answer). The request is the one `Api<K>`'s typed method
 // sends and the answer's status is checked the same way (`Client::request_text`: an error
 // status is the same `kube::Error::Api`), but the body is not decoded into a `K`: a launcher
 // pod's answer is 7-8 KB of JSON, and a VMI is updated about five times per start.
@@ -112,6 +114,23 @@ where
         json_patch_request::<K>(namespace, name, subresource, patch)?,
     )
     .await
+}
+
+/// `Api::<K>::patch` with a JSON merge patch (RFC 7386), without decoding the patched object.
+pub async fn merge_patch_unread<K, P>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    patch: &P,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()>,
+    P: Serialize + std::fmt::Debug,
+{
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .map_err(kube::Error::BuildRequest)?;
+    send_unread(client, request).await
 }
 
 /// `Api::<K>::patch_status` with a strategic merge patch, without decoding the patched object.
@@ -229,6 +248,25 @@ mod tests {
         assert_eq!(
             api_error(json_patch_unread::<Pod>(&client, "default", "p", None, &failing).await),
             api_error(json_patch::<Pod>(&client, "default", "p", None, &failing).await),
+        );
+
+        // Merge patch: applied (a null removes the key); a missing pod, the same 404.
+        let merge = json!({"metadata": {"labels": {"a": null, "b": "4"}}});
+        merge_patch_unread::<Pod, _>(&client, "default", "p", &merge)
+            .await
+            .expect("merge patch");
+        let labels = pods.get("p").await.expect("pod").metadata.labels;
+        assert_eq!(labels, Some([("b".to_string(), "4".to_string())].into()));
+        assert_eq!(
+            api_error(merge_patch_unread::<Pod, _>(&client, "default", "gone", &merge).await),
+            api_error(
+                pods.patch("gone", &PatchParams::default(), &Patch::Merge(&merge))
+                    .await
+            ),
+        );
+        assert_eq!(
+            api_error(merge_patch_unread::<Pod, _>(&client, "default", "gone", &merge).await).0,
+            404
         );
 
         // Strategic status patch: applied to the status; a missing pod, the same 404.

@@ -1,6 +1,7 @@
 //! The controller runtime: names-only work queues, expectations, informers, the Lease and HTTP
 //! endpoints. Nothing here knows about VMs; the controllers in `crate::controller` plug into it.
 
+pub mod apicall;
 pub mod expectations;
 pub mod http;
 pub mod index;

@@ -21,12 +21,12 @@
 //! whole cached `Event` was about 3.3 KB per entry with its table slot (6.7 MB for the 2,000
 //! Events of a 1,000-VM start; docs/performance.md "Eighth pass").
 
+use super::apicall::{create_unread, merge_patch_unread};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff;
-use kube::Api;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::ObjectMeta;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -197,7 +197,6 @@ impl Recorder {
         self.cache.expire(now);
         let key = Key::new(event, regarding);
         let ns = regarding.namespace.as_deref().unwrap_or("default");
-        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), ns);
         let written = match self.cache.map.get(&key) {
             Some(cached) => {
                 let repeat = Cached {
@@ -205,18 +204,18 @@ impl Recorder {
                     last: now,
                     ..cached.clone()
                 };
-                api.patch(
+                merge_patch_unread::<K8sEvent, _>(
+                    &self.client,
+                    ns,
                     &repeat.name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&self.event(&key, &repeat)),
+                    &self.event(&key, &repeat),
                 )
                 .await?;
                 repeat
             }
             None => {
                 let new = self.new_event(event, regarding, now);
-                api.create(&PostParams::default(), &self.event(&key, &new))
-                    .await?;
+                create_unread(&self.client, ns, &self.event(&key, &new)).await?;
                 new
             }
         };

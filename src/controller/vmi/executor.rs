@@ -17,14 +17,14 @@ use crate::api::defaults::apply_admission_defaults;
 use crate::api::key::split_key;
 use crate::api::{DataVolume, Time, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
-use crate::controller::apicall::{
-    api, json_patch_unread, replace_unread, strategic_status_patch_unread,
-};
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, VmiEnding, object_ref};
 use crate::controller::manager::{ReconcileError, reconciler};
 use crate::launcher::resources::NamespaceContext;
 use crate::launcher::{RenderError, render_launch_manifest};
+use crate::runtime::apicall::{
+    api, json_patch_unread, replace_unread, strategic_status_patch_unread,
+};
 use crate::runtime::index::CONTROLLER_UID;
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::core::v1::Pod;
