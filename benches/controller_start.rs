@@ -837,6 +837,9 @@ async fn paced_starts(manager: &Manager, cluster: &mut ClusterHandle, vms: &Api<
     } else {
         5
     };
+    if count == 0 {
+        return;
+    }
     let mark = cluster.audit_len();
     let started = Instant::now();
     let store = manager.context().caches.vms.store().clone();

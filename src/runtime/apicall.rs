@@ -35,6 +35,56 @@ where
         .await
 }
 
+// Typed writes whose answer is read, sent through the caller's client: an `Api<K>` would be a
+// client clone (a `String` and a `tower::Buffer` handle, made and dropped per write) for the
+// same request.
+
+/// `Api::<K>::create`.
+pub async fn create<K>(client: &kube::Client, namespace: &str, obj: &K) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+{
+    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .create(&PostParams::default(), data)
+        .map_err(kube::Error::BuildRequest)?;
+    client.request::<K>(request).await
+}
+
+/// `Api::<K>::replace`.
+pub async fn replace<K>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    obj: &K,
+) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+{
+    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .replace(name, &PostParams::default(), data)
+        .map_err(kube::Error::BuildRequest)?;
+    client.request::<K>(request).await
+}
+
+/// `Api::<K>::replace_status` with `obj` (its status subresource).
+pub async fn replace_status<K>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    obj: &K,
+) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+{
+    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .replace_subresource("status", name, &PostParams::default(), data)
+        .map_err(kube::Error::BuildRequest)?;
+    client.request::<K>(request).await
+}
+
 fn json_patch_request<K>(
     namespace: &str,
     name: &str,
@@ -191,6 +241,60 @@ mod tests {
             Err(kube::Error::Api(s)) => (s.code, s.reason.clone()),
             other => panic!("expected an API error, got {other:?}"),
         }
+    }
+
+    /// The typed writes answer what `Api<K>`'s methods answer, and fail the same way.
+    #[tokio::test]
+    async fn typed_writes_answer_and_fail_like_api() {
+        let server = ApiServer::start(ApiServerConfig::default())
+            .await
+            .expect("server");
+        let client = server.client().await.expect("client");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+
+        let created = create(&client, "default", &pod("p")).await.expect("create");
+        assert_eq!(created, pods.get("p").await.expect("stored"));
+        assert_eq!(
+            api_error(create(&client, "default", &pod("p")).await),
+            api_error(pods.create(&PostParams::default(), &pod("p")).await),
+        );
+
+        let mut changed = created.clone();
+        changed.metadata.labels = Some([("a".to_string(), "2".to_string())].into());
+        let replaced = replace(&client, "default", "p", &changed)
+            .await
+            .expect("replace");
+        assert_eq!(replaced, pods.get("p").await.expect("stored"));
+        assert_eq!(replaced.metadata.labels, changed.metadata.labels);
+        // `changed` is stale now: the same 409 Conflict.
+        assert_eq!(
+            api_error(replace(&client, "default", "p", &changed).await),
+            api_error(pods.replace("p", &PostParams::default(), &changed).await),
+        );
+
+        // The status subresource: the status is written, a label change is not.
+        let mut with_status = replaced.clone();
+        with_status.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        });
+        with_status.metadata.labels = Some([("a".to_string(), "9".to_string())].into());
+        let answered = replace_status(&client, "default", "p", &with_status)
+            .await
+            .expect("replace status");
+        assert_eq!(answered, pods.get("p").await.expect("stored"));
+        assert_eq!(
+            answered.status.and_then(|s| s.phase).as_deref(),
+            Some("Running")
+        );
+        assert_eq!(answered.metadata.labels, replaced.metadata.labels);
+        assert_eq!(
+            api_error(replace_status(&client, "default", "gone", &pod("gone")).await),
+            api_error(
+                pods.replace_status("gone", &PostParams::default(), &pod("gone"))
+                    .await
+            ),
+        );
     }
 
     /// Each unread write changes the object as its typed counterpart does, and fails with the

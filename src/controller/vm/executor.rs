@@ -16,7 +16,9 @@ use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, object_ref};
 use crate::controller::manager::{ReconcileError, reconciler};
-use crate::runtime::apicall::{api, create_unread, json_patch, json_patch_unread};
+use crate::runtime::apicall::{
+    api, create_unread, json_patch, json_patch_unread, replace, replace_status,
+};
 use crate::runtime::expectations::UidTrackingControllerExpectations;
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -350,7 +352,10 @@ async fn apply(
             ..
         } => {
             let vm = with_resource_version((**vm).clone(), *resource_version_from, snap, returned);
-            return vms().replace(&vm_name, &pp, &vm).await.map(Some).map_err(e);
+            return replace(client, ns, &vm_name, &vm)
+                .await
+                .map(Some)
+                .map_err(e);
         }
         VmAction::UpdateVmStatus {
             status,
@@ -359,8 +364,7 @@ async fn apply(
             let mut vm =
                 with_resource_version((*snap.vm).clone(), *resource_version_from, snap, returned);
             vm.status = Some((**status).clone());
-            return vms()
-                .replace_status(&vm_name, &pp, &vm)
+            return replace_status(client, ns, &vm_name, &vm)
                 .await
                 .map(Some)
                 .map_err(e);

@@ -23,12 +23,12 @@ use crate::controller::manager::{ReconcileError, reconciler};
 use crate::launcher::resources::NamespaceContext;
 use crate::launcher::{RenderError, render_launch_manifest};
 use crate::runtime::apicall::{
-    api, json_patch_unread, replace_unread, strategic_status_patch_unread,
+    api, create, json_patch_unread, replace_unread, strategic_status_patch_unread,
 };
 use crate::runtime::index::CONTROLLER_UID;
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::DeleteParams;
 use kube::runtime::reflector::ObjectRef;
 use std::sync::Arc;
 use std::time::Instant;
@@ -321,7 +321,7 @@ async fn apply(
     match action {
         VmiAction::CreatePod { pod, .. } => {
             ctx.expectations.pod.expect_creations(key, 1);
-            match pods().create(&PostParams::default(), pod).await {
+            match create(client, ns, pod.as_ref()).await {
                 Ok(created) => return Ok(Some(created)),
                 Err(e) => {
                     ctx.expectations.pod.creation_observed(key);
