@@ -44,11 +44,25 @@ pub async fn create<K>(client: &kube::Client, namespace: &str, obj: &K) -> Resul
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
 {
+    create_read_as::<K, K>(client, namespace, obj).await
+}
+
+/// [`create`] decoding the created object as `A`: a type that reads only part of it (the
+/// launcher pod the VMI controller creates is read as its informer caches pods).
+pub async fn create_read_as<K, A>(
+    client: &kube::Client,
+    namespace: &str,
+    obj: &K,
+) -> Result<A, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+    A: DeserializeOwned,
+{
     let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
     let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
         .create(&PostParams::default(), data)
         .map_err(kube::Error::BuildRequest)?;
-    client.request::<K>(request).await
+    client.request::<A>(request).await
 }
 
 /// `Api::<K>::replace`.
@@ -258,6 +272,13 @@ mod tests {
             api_error(create(&client, "default", &pod("p")).await),
             api_error(pods.create(&PostParams::default(), &pod("p")).await),
         );
+
+        // Read as another type: here the whole answer as JSON.
+        let answer: serde_json::Value = create_read_as(&client, "default", &pod("q"))
+            .await
+            .expect("create q");
+        let stored = pods.get("q").await.expect("stored q");
+        assert_eq!(answer, serde_json::to_value(&stored).expect("json"));
 
         let mut changed = created.clone();
         changed.metadata.labels = Some([("a".to_string(), "2".to_string())].into());

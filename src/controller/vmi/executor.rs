@@ -11,6 +11,7 @@
 //! here).
 
 use super::action::{ApiFailure, SyncOutcome, VmiAction, VmiDecision};
+use super::launcher_cache::LauncherPodForCache;
 use super::snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
 use super::{decide_after_sync, decide_sync, needs_rendered_pod};
 use crate::api::defaults::apply_admission_defaults;
@@ -23,7 +24,7 @@ use crate::controller::manager::{ReconcileError, reconciler};
 use crate::launcher::resources::NamespaceContext;
 use crate::launcher::{RenderError, render_launch_manifest};
 use crate::runtime::apicall::{
-    api, create, json_patch_unread, replace_unread, strategic_status_patch_unread,
+    api, create_read_as, json_patch_unread, replace_unread, strategic_status_patch_unread,
 };
 use crate::runtime::index::CONTROLLER_UID;
 use crate::runtime::queue::Requeue;
@@ -321,8 +322,10 @@ async fn apply(
     match action {
         VmiAction::CreatePod { pod, .. } => {
             ctx.expectations.pod.expect_creations(key, 1);
-            match create(client, ns, pod.as_ref()).await {
-                Ok(created) => return Ok(Some(created)),
+            // The answer is read as the pod informer reads pods: the decisions read only that
+            // of a pod (launcher_cache.rs), and a full launcher pod is 8 KB to decode.
+            match create_read_as::<Pod, LauncherPodForCache>(client, ns, pod).await {
+                Ok(created) => return Ok(Some(created.into())),
                 Err(e) => {
                     ctx.expectations.pod.creation_observed(key);
                     return Err(fail(e));
