@@ -129,16 +129,23 @@ pub fn is_migrating(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> bool {
 /// (`dataVolume.name` or `persistentVolumeClaim.claimName`) exists in the cache and is not Bound.
 fn has_unbound_pvc(vm: &VirtualMachine, pvcs: &BTreeMap<String, PvcInfo>) -> bool {
     vm.template_volumes().iter().any(|v| {
-        let claim = if let Some(dv) = &v.data_volume {
-            dv.name.as_deref().unwrap_or("")
-        } else if let Some(pvc) = &v.persistent_volume_claim {
-            pvc.claim_name.as_deref().unwrap_or("")
-        } else if let Some(md) = v.extra.get("memoryDump") {
-            md.get("claimName").and_then(|c| c.as_str()).unwrap_or("")
-        } else {
-            ""
+        let memory_dump_claim = || {
+            v.extra.read(|m| {
+                m.get("memoryDump")
+                    .and_then(|md| md.get("claimName"))
+                    .and_then(|c| c.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            })
         };
-        !claim.is_empty() && pvcs.get(claim).is_some_and(|p| !p.is_bound())
+        let claim = if let Some(dv) = &v.data_volume {
+            dv.name.clone().unwrap_or_default()
+        } else if let Some(pvc) = &v.persistent_volume_claim {
+            pvc.claim_name.clone().unwrap_or_default()
+        } else {
+            memory_dump_claim()
+        };
+        !claim.is_empty() && pvcs.get(&claim).is_some_and(|p| !p.is_bound())
     })
 }
 

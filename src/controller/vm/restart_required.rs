@@ -24,10 +24,11 @@ fn template_spec(spec: &VirtualMachineSpec) -> Cow<'_, VirtualMachineInstanceSpe
 }
 
 fn claim_hotpluggable(v: &Option<crate::api::vmi::ClaimSource>) -> bool {
-    v.as_ref()
-        .and_then(|c| c.extra.get("hotpluggable"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
+    v.as_ref().is_some_and(|c| {
+        c.extra
+            .read(|m| m.get("hotpluggable").and_then(Value::as_bool))
+            .unwrap_or(false)
+    })
 }
 
 /// `IsHotplugVolume` (pkg/storage/types/volume.go:33-66): a `persistentVolumeClaim` or
@@ -35,11 +36,12 @@ fn claim_hotpluggable(v: &Option<crate::api::vmi::ClaimSource>) -> bool {
 pub fn is_hotplug_volume(v: &Volume) -> bool {
     claim_hotpluggable(&v.persistent_volume_claim)
         || claim_hotpluggable(&v.data_volume)
-        || v.extra
-            .get("memoryDump")
-            .and_then(|m| m.get("hotpluggable"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
+        || v.extra.read(|e| {
+            e.get("memoryDump")
+                .and_then(|m| m.get("hotpluggable"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        })
 }
 
 fn volumes_by_name(spec: &VirtualMachineInstanceSpec) -> BTreeMap<&str, &Volume> {
@@ -63,9 +65,7 @@ fn disks_by_name(spec: &VirtualMachineInstanceSpec) -> BTreeMap<&str, &Disk> {
 fn update_volumes_strategy_is_migration(vm: &VirtualMachine) -> bool {
     vm.spec
         .extra
-        .get("updateVolumesStrategy")
-        .and_then(Value::as_str)
-        == Some("Migration")
+        .read(|m| m.get("updateVolumesStrategy").and_then(Value::as_str) == Some("Migration"))
 }
 
 /// `validLiveUpdateVolumes` (vm.go:2902-2935): only hotplug volumes were added/removed/changed
@@ -125,7 +125,9 @@ pub fn valid_live_update_disks(old: &VirtualMachineSpec, vm: &VirtualMachine) ->
         if old_vols.get(name).is_some_and(|v| !is_hotplug_volume(v)) {
             return false;
         }
-        let is_cdrom = old_d.extra.get("cdrom").is_some_and(|c| !c.is_null());
+        let is_cdrom = old_d
+            .extra
+            .read(|m| m.get("cdrom").is_some_and(|c| !c.is_null()));
         if is_cdrom && !new_disks.contains_key(name) {
             return false;
         }

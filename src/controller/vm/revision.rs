@@ -164,12 +164,16 @@ pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, V
         ("instancetype", "instancetypeRef"),
         ("preference", "preferenceRef"),
     ] {
-        let revision = status_extra
-            .and_then(|e| e.get(reference))
-            .and_then(|r| r.get("controllerRevisionRef"))
-            .and_then(|r| r.get("name"))
-            .and_then(|n| n.as_str())
-            .filter(|n| !n.is_empty());
+        let revision = status_extra.and_then(|e| {
+            e.read(|m| {
+                m.get(reference)
+                    .and_then(|r| r.get("controllerRevisionRef"))
+                    .and_then(|r| r.get("name"))
+                    .and_then(|n| n.as_str())
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+            })
+        });
         if let (Some(revision), Some(matcher)) = (
             revision,
             spec.get_mut(field).and_then(|m| m.as_object_mut()),

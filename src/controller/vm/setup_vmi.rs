@@ -41,17 +41,19 @@ pub fn vm_controller_ref(vm: &VirtualMachine) -> OwnerReference {
 /// `memorydump.HasCompleted` (pkg/storage/memorydump/memorydump.go:44-46) and the claim name:
 /// `status.memoryDumpRequest` exists with a phase other than `Associating`/`InProgress`.
 fn completed_memory_dump_claim(vm: &VirtualMachine) -> Option<String> {
-    let req = vm.status.as_ref()?.extra.get("memoryDumpRequest")?;
-    let phase = req.get("phase").and_then(|p| p.as_str()).unwrap_or("");
-    if matches!(phase, "Associating" | "InProgress") {
-        return None;
-    }
-    Some(
-        req.get("claimName")
-            .and_then(|c| c.as_str())
-            .unwrap_or("")
-            .to_string(),
-    )
+    vm.status.as_ref()?.extra.read(|m| {
+        let req = m.get("memoryDumpRequest")?;
+        let phase = req.get("phase").and_then(|p| p.as_str()).unwrap_or("");
+        if matches!(phase, "Associating" | "InProgress") {
+            return None;
+        }
+        Some(
+            req.get("claimName")
+                .and_then(|c| c.as_str())
+                .unwrap_or("")
+                .to_string(),
+        )
+    })
 }
 
 /// `SetupVMIFromVM` (vm.go:1868-1897):

@@ -1390,3 +1390,64 @@ fn adopted_vmi_without_revision_name_stops_the_sync() {
     );
     assert_eq!(d.status, None);
 }
+
+/// The sync reads the snapshot's VM itself (no working copy until it changes something), so
+/// it must read unmodelled fields without leaving a parsed map in that shared, cached copy.
+#[test]
+fn syncs_leave_no_parsed_unmodelled_fields_in_the_shared_vm() {
+    let parsed = |vm: &VirtualMachine| {
+        let t = vm
+            .spec
+            .template
+            .as_ref()
+            .and_then(|t| t.spec.as_ref())
+            .unwrap();
+        let mut holders = vec![("spec", vm.spec.extra.holds_parsed_map())];
+        holders.push(("devices", t.domain.devices.extra.holds_parsed_map()));
+        for d in t.domain.devices.disks.iter().flatten() {
+            holders.push(("disk", d.extra.holds_parsed_map()));
+        }
+        for v in t.volumes.iter().flatten() {
+            holders.push(("volume", v.extra.holds_parsed_map()));
+        }
+        if let Some(st) = &vm.status {
+            holders.push(("status", st.extra.holds_parsed_map()));
+        }
+        holders
+            .into_iter()
+            .filter(|(_, p)| *p)
+            .map(|(w, _)| w)
+            .collect::<Vec<_>>()
+    };
+    let running = || {
+        let mut i = vmi("Running");
+        i.status.as_mut().unwrap().conditions =
+            Some(serde_json::from_value(json!([{"type": "Ready", "status": "True"}])).unwrap());
+        i
+    };
+    let status = json!({"volumeSnapshotStatuses": [{"name": "root", "enabled": false}]});
+    let cases = [
+        (
+            "Always, no VMI",
+            snap(with_status(strategy("Always"), status.clone())),
+        ),
+        (
+            "Always, VMI Running",
+            snap_with(with_status(strategy("Always"), status.clone()), running()),
+        ),
+        (
+            "Manual, no VMI",
+            snap(with_status(strategy("Manual"), status.clone())),
+        ),
+        (
+            "Halted, VMI Running",
+            snap_with(strategy("Halted"), running()),
+        ),
+    ];
+    for (name, s) in cases {
+        assert!(parsed(&s.vm).is_empty(), "{name}: decoded parsed");
+        let d = decide(&s);
+        assert!(!d.explanation.is_empty(), "{name}: decided");
+        assert_eq!(parsed(&s.vm), Vec::<&str>::new(), "{name}");
+    }
+}

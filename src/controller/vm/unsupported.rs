@@ -51,11 +51,12 @@ pub fn network_hotplug(
     let spec = vm.template_spec()?;
     let ifaces = spec.domain.devices.interfaces.as_deref().unwrap_or(&[]);
     let state = |extra: &crate::api::Extra| {
-        extra
-            .get("state")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
+        extra.read(|m| {
+            m.get("state")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        })
     };
     let err = |what: String| {
         Some(SyncError::new(
@@ -108,13 +109,12 @@ pub fn network_hotplug(
 
 /// `handleVolumeRequests` (vm.go:808-847): non-empty `status.volumeRequests`.
 pub fn volume_requests(vm: &VirtualMachine) -> Option<SyncError> {
-    let requests = vm
-        .status
-        .as_ref()?
-        .extra
-        .get("volumeRequests")?
-        .as_array()?;
-    if requests.is_empty() {
+    let requested = vm.status.as_ref()?.extra.read(|m| {
+        m.get("volumeRequests")
+            .and_then(Value::as_array)
+            .is_some_and(|r| !r.is_empty())
+    });
+    if !requested {
         return None;
     }
     Some(SyncError::new(
@@ -156,8 +156,12 @@ pub fn declarative_hotplug(
 
 /// `memorydump.HandleRequest` (vm.go:3351-3353): `status.memoryDumpRequest` present.
 pub fn memory_dump(vm: &VirtualMachine) -> Option<SyncError> {
-    let req = vm.status.as_ref()?.extra.get("memoryDumpRequest")?;
-    if req.is_null() {
+    let requested = vm
+        .status
+        .as_ref()?
+        .extra
+        .read(|m| m.get("memoryDumpRequest").is_some_and(|r| !r.is_null()));
+    if !requested {
         return None;
     }
     Some(SyncError::new(
@@ -216,7 +220,10 @@ pub fn live_update(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) ->
         .status
         .as_ref()
         .and_then(|s| s.memory.as_ref())
-        .is_some_and(|m| m.extra.get("guestCurrent").is_some_and(|g| !g.is_null()));
+        .is_some_and(|m| {
+            m.extra
+                .read(|e| e.get("guestCurrent").is_some_and(|g| !g.is_null()))
+        });
     if let (Some(want), Some(have)) = (
         guest(spec.domain.memory.as_ref()),
         guest(vmi.spec.domain.memory.as_ref()),
@@ -234,9 +241,7 @@ pub fn live_update(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) ->
     if vm
         .spec
         .extra
-        .get("updateVolumesStrategy")
-        .and_then(Value::as_str)
-        == Some("Migration")
+        .read(|m| m.get("updateVolumesStrategy").and_then(Value::as_str) == Some("Migration"))
     {
         return Some(SyncError::new(
             reason::VOLUMES_UPDATE_ERROR,
