@@ -58,11 +58,7 @@ where
     K: Resource<DynamicType = ()> + Serialize,
     A: DeserializeOwned,
 {
-    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
-    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
-        .create(&PostParams::default(), data)
-        .map_err(kube::Error::BuildRequest)?;
-    client.request::<A>(request).await
+    client.request::<A>(create_request(namespace, obj)?).await
 }
 
 /// `Api::<K>::replace`.
@@ -75,11 +71,9 @@ pub async fn replace<K>(
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
 {
-    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
-    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
-        .replace(name, &PostParams::default(), data)
-        .map_err(kube::Error::BuildRequest)?;
-    client.request::<K>(request).await
+    client
+        .request::<K>(replace_request(namespace, name, None, obj)?)
+        .await
 }
 
 /// `Api::<K>::replace_status` with `obj` (its status subresource).
@@ -92,11 +86,39 @@ pub async fn replace_status<K>(
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
 {
+    client
+        .request::<K>(replace_request(namespace, name, Some("status"), obj)?)
+        .await
+}
+
+/// The POST `Api::<K>::create` sends.
+fn create_request<K>(namespace: &str, obj: &K) -> Result<http::Request<Vec<u8>>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+{
     let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
-    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
-        .replace_subresource("status", name, &PostParams::default(), data)
-        .map_err(kube::Error::BuildRequest)?;
-    client.request::<K>(request).await
+    kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .create(&PostParams::default(), data)
+        .map_err(kube::Error::BuildRequest)
+}
+
+/// The PUT `Api::<K>::replace` sends, or `replace_status` with `subresource` `status`.
+fn replace_request<K>(
+    namespace: &str,
+    name: &str,
+    subresource: Option<&str>,
+    obj: &K,
+) -> Result<http::Request<Vec<u8>>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+{
+    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)));
+    match subresource {
+        None => request.replace(name, &PostParams::default(), data),
+        Some(sub) => request.replace_subresource(sub, name, &PostParams::default(), data),
+    }
+    .map_err(kube::Error::BuildRequest)
 }
 
 fn json_patch_request<K>(
@@ -138,11 +160,7 @@ pub async fn create_unread<K>(
 where
     K: Resource<DynamicType = ()> + Serialize,
 {
-    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
-    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
-        .create(&PostParams::default(), data)
-        .map_err(kube::Error::BuildRequest)?;
-    send_unread(client, request).await
+    send_unread(client, create_request(namespace, obj)?).await
 }
 
 /// `Api::<K>::replace` without decoding the stored object.
@@ -155,11 +173,7 @@ pub async fn replace_unread<K>(
 where
     K: Resource<DynamicType = ()> + Serialize,
 {
-    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
-    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
-        .replace(name, &PostParams::default(), data)
-        .map_err(kube::Error::BuildRequest)?;
-    send_unread(client, request).await
+    send_unread(client, replace_request(namespace, name, None, obj)?).await
 }
 
 /// [`json_patch`] without decoding the patched object.

@@ -179,16 +179,19 @@ impl<'a> Engine<'a> {
             .get_or_insert_with(Vec::new)
     }
 
+    /// Whether the working VM has the RestartRequired condition.
+    pub(super) fn has_restart_required(&self) -> bool {
+        self.vm
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .is_some_and(|c| conditions::has_condition(c, condition::RESTART_REQUIRED))
+    }
+
     /// `cleanupRestartRequired` (vm.go:1248-1255).
     pub(super) fn remove_restart_required(&mut self) {
-        let has = |vm: &VirtualMachine| {
-            vm.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_deref())
-                .is_some_and(|c| conditions::has_condition(c, condition::RESTART_REQUIRED))
-        };
         // Copied only when there is a condition to remove.
-        if has(&self.vm)
+        if self.has_restart_required()
             && let Some(conds) = Arc::make_mut(&mut self.vm)
                 .status
                 .as_mut()

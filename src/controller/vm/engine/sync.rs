@@ -13,7 +13,7 @@ use crate::controller::vm::patches::{
     self, adopt_patch, finalizers_patch, has_finalizer, with_vm_controller_finalizer,
     without_vm_controller_finalizer,
 };
-use crate::controller::vm::reasons::{annotation, condition, message, sync as reason};
+use crate::controller::vm::reasons::{annotation, message, sync as reason};
 use crate::controller::vm::run_strategy::vm_strategy;
 use crate::controller::vm::{metadata_sync, restart_required, unsupported};
 use std::sync::Arc;
@@ -375,12 +375,7 @@ impl Engine<'_> {
         metadata_sync::sync_pci_topology_annotations_to_vm(&mut vm_copy, self.vmi.as_deref());
 
         // 13. Live updates (refused where KubeVirt would act).
-        let has_restart_required = self
-            .vm
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_deref())
-            .is_some_and(|c| conditions::has_condition(c, condition::RESTART_REQUIRED));
+        let has_restart_required = self.has_restart_required();
         if self.snap.config.rollout_strategy_live_update
             && !restart_required
             && !has_restart_required
