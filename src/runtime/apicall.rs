@@ -61,33 +61,20 @@ where
     client.request::<A>(create_request(namespace, obj)?).await
 }
 
-/// `Api::<K>::replace`.
+/// `Api::<K>::replace`, or with `subresource` `status` `Api::<K>::replace_status` (as
+/// [`json_patch`] takes its subresource).
 pub async fn replace<K>(
     client: &kube::Client,
     namespace: &str,
     name: &str,
+    subresource: Option<&str>,
     obj: &K,
 ) -> Result<K, kube::Error>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
 {
     client
-        .request::<K>(replace_request(namespace, name, None, obj)?)
-        .await
-}
-
-/// `Api::<K>::replace_status` with `obj` (its status subresource).
-pub async fn replace_status<K>(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    obj: &K,
-) -> Result<K, kube::Error>
-where
-    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
-{
-    client
-        .request::<K>(replace_request(namespace, name, Some("status"), obj)?)
+        .request::<K>(replace_request(namespace, name, subresource, obj)?)
         .await
 }
 
@@ -296,14 +283,14 @@ mod tests {
 
         let mut changed = created.clone();
         changed.metadata.labels = Some([("a".to_string(), "2".to_string())].into());
-        let replaced = replace(&client, "default", "p", &changed)
+        let replaced = replace(&client, "default", "p", None, &changed)
             .await
             .expect("replace");
         assert_eq!(replaced, pods.get("p").await.expect("stored"));
         assert_eq!(replaced.metadata.labels, changed.metadata.labels);
         // `changed` is stale now: the same 409 Conflict.
         assert_eq!(
-            api_error(replace(&client, "default", "p", &changed).await),
+            api_error(replace(&client, "default", "p", None, &changed).await),
             api_error(pods.replace("p", &PostParams::default(), &changed).await),
         );
 
@@ -314,7 +301,7 @@ mod tests {
             ..Default::default()
         });
         with_status.metadata.labels = Some([("a".to_string(), "9".to_string())].into());
-        let answered = replace_status(&client, "default", "p", &with_status)
+        let answered = replace(&client, "default", "p", Some("status"), &with_status)
             .await
             .expect("replace status");
         assert_eq!(answered, pods.get("p").await.expect("stored"));
@@ -324,7 +311,7 @@ mod tests {
         );
         assert_eq!(answered.metadata.labels, replaced.metadata.labels);
         assert_eq!(
-            api_error(replace_status(&client, "default", "gone", &pod("gone")).await),
+            api_error(replace(&client, "default", "gone", Some("status"), &pod("gone")).await),
             api_error(
                 pods.replace_status("gone", &PostParams::default(), &pod("gone"))
                     .await

@@ -16,9 +16,7 @@ use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, object_ref};
 use crate::controller::manager::{ReconcileError, reconciler};
-use crate::runtime::apicall::{
-    api, create_unread, json_patch, json_patch_unread, replace, replace_status,
-};
+use crate::runtime::apicall::{api, create_unread, json_patch, json_patch_unread, replace};
 use crate::runtime::expectations::UidTrackingControllerExpectations;
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -352,7 +350,7 @@ async fn apply(
             ..
         } => {
             let vm = with_resource_version((**vm).clone(), *resource_version_from, snap, returned);
-            return replace(client, ns, &vm_name, &vm)
+            return replace(client, ns, &vm_name, None, &vm)
                 .await
                 .map(Some)
                 .map_err(e);
@@ -364,7 +362,7 @@ async fn apply(
             let mut vm =
                 with_resource_version((*snap.vm).clone(), *resource_version_from, snap, returned);
             vm.status = Some((**status).clone());
-            return replace_status(client, ns, &vm_name, &vm)
+            return replace(client, ns, &vm_name, Some("status"), &vm)
                 .await
                 .map(Some)
                 .map_err(e);
