@@ -885,6 +885,15 @@ fn main() {
         20
     };
     let in_process = std::env::var("CONTROLLER_BENCH_IN_PROCESS").is_ok_and(|v| v == "1");
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    // The controller's runtime as `run-controller` builds it: against a cluster (here the
+    // child process) its default threads; in-process the cluster shares the runtime, as
+    // with `run-controller --embedded`.
+    let threads = if in_process {
+        None
+    } else {
+        Some(virtctl_rs::cli::run_controller::DEFAULT_WORKER_THREADS)
+    };
+    let runtime =
+        virtctl_rs::cli::run_controller::controller_runtime(threads).expect("tokio runtime");
     runtime.block_on(run(n, in_process));
 }

@@ -53,6 +53,12 @@ fn bad_flags_are_rejected_with_usage() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--vm-workers"));
     let out = bin()
+        .args(["run-controller", "--worker-threads", "0", "--embedded"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--worker-threads must be at least 1"));
+    let out = bin()
         .args([
             "run-controller",
             "--leader-elect-lease-duration",

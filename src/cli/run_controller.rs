@@ -64,6 +64,12 @@ pub struct RunControllerArgs {
     /// VMI controller workers (KubeVirt default 10).
     #[arg(long, default_value_t = crate::controller::vmi::WORKERS)]
     pub vmi_workers: usize,
+    /// Threads the controller runs on (tokio worker threads). Default: 1 against a cluster,
+    /// where the controller mostly waits on the API server (a second thread made a VM start
+    /// cost 20 % more CPU in wake-ups; docs/performance.md "Eleventh pass"); one per CPU with
+    /// --embedded, whose API server and nodes run on the same threads.
+    #[arg(long, value_name = "N")]
+    pub worker_threads: Option<usize>,
     /// Address of /metrics, /healthz, /leader and /debug/state (`none` to disable).
     #[arg(long, default_value = "127.0.0.1:8182")]
     pub listen: String,
@@ -151,6 +157,11 @@ pub fn manager_config(
                 .map_err(|e| CliError::Failed(format!("--listen {}: {e}", args.listen)))?,
         )
     };
+    if args.worker_threads == Some(0) {
+        return Err(CliError::Failed(
+            "--worker-threads must be at least 1".into(),
+        ));
+    }
     if args.vm_workers == 0 || args.vmi_workers == 0 {
         return Err(CliError::Failed(
             "--vm-workers and --vmi-workers must be at least 1".into(),
@@ -274,10 +285,47 @@ pub async fn start_manager(clients: &Clients, config: &ManagerConfig) -> Result<
     .map_err(|e| CliError::Failed(e.to_string()))
 }
 
+/// The controller's threads against a cluster when `--worker-threads` is not given.
+///
+/// The controller spends most of a VM start waiting on the API server: at 10,000 VMs its one
+/// thread was busy about half the time. With two, each wake-up that hands work to the other
+/// thread costs a futex and a context switch, and a VM start cost about 20 % more CPU, 2.07
+/// against 1.71 ms (docs/performance.md "Eleventh pass"). One thread still keeps up with the API
+/// server's write rate many times over.
+pub const DEFAULT_WORKER_THREADS: usize = 1;
+
+/// The tokio worker threads for `run-controller`: `--worker-threads`, else
+/// [`DEFAULT_WORKER_THREADS`] against a cluster, or `None` (tokio's default, one per CPU) with
+/// `--embedded`, whose API server and simulated nodes share the runtime.
+pub fn worker_threads(args: &RunControllerArgs) -> Option<usize> {
+    match (args.worker_threads, args.embedded) {
+        (Some(n), _) => Some(n),
+        (None, true) => None,
+        (None, false) => Some(DEFAULT_WORKER_THREADS),
+    }
+}
+
+/// The runtime the controller runs on: `threads` tokio worker threads (`None`: one per CPU),
+/// with I/O and timers. The controller bench builds its controller's runtime here too, so that
+/// it measures what `run-controller` runs.
+pub fn controller_runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a runtime needs at least one worker thread",
+            ));
+        }
+        builder.worker_threads(n);
+    }
+    builder.enable_all().build()
+}
+
 /// Run `run-controller`.
 pub fn run(global: &GlobalArgs, args: RunControllerArgs) -> Result<ExitCode, CliError> {
     let config = manager_config(global, &args)?;
-    let runtime = tokio::runtime::Runtime::new()
+    let runtime = controller_runtime(worker_threads(&args))
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(run_async(global, args, config))
 }
@@ -508,5 +556,57 @@ mod lost_lease_tests {
             Some("vms")
         );
         assert!(Cli::try_parse_from(["x", "-A", "-n", "vms"]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(flags: &[&str]) -> RunControllerArgs {
+        let argv = ["kubectl-virtctl_rs", "run-controller"]
+            .into_iter()
+            .chain(flags.iter().copied());
+        match crate::cli::Cli::try_parse_from(argv)
+            .expect("flags parse")
+            .command
+        {
+            crate::cli::Command::RunController(args) => args,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_controller_runs_on_one_thread_unless_told_or_embedded() {
+        assert_eq!(worker_threads(&args(&[])), Some(DEFAULT_WORKER_THREADS));
+        assert_eq!(DEFAULT_WORKER_THREADS, 1);
+        assert_eq!(worker_threads(&args(&["--embedded"])), None);
+        assert_eq!(worker_threads(&args(&["--worker-threads", "3"])), Some(3));
+        assert_eq!(
+            worker_threads(&args(&["--embedded", "--worker-threads", "2"])),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn the_runtime_has_the_threads_asked_for() {
+        for n in [1, 3] {
+            let runtime = controller_runtime(Some(n)).expect("runtime");
+            assert_eq!(runtime.metrics().num_workers(), n);
+            // Timers and I/O are enabled: a sleep completes.
+            runtime.block_on(async {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            });
+        }
+        let err = controller_runtime(Some(0)).expect_err("no threads");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn zero_worker_threads_is_refused_naming_the_flag() {
+        let global = GlobalArgs::default();
+        let err = manager_config(&global, &args(&["--worker-threads", "0"])).expect_err("0");
+        assert!(err.to_string().contains("--worker-threads"), "{err}");
     }
 }
