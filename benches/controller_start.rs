@@ -22,7 +22,9 @@
 //!
 //! Knobs: `CONTROLLER_BENCH_VMS` (default 1000), `CONTROLLER_BENCH_NODES` (20),
 //! `CONTROLLER_BENCH_KUBELET_DELAY_MS` (10), `CONTROLLER_BENCH_PACED` (100 VMs started one at a
-//! time after the bulk start, for the idle-controller latency). Under `cargo test --benches` /
+//! time after the bulk start, for the idle-controller latency), `CONTROLLER_BENCH_WORKER_THREADS`
+//! (the controller's tokio worker threads, `run-controller --worker-threads`; default 1, or one
+//! per CPU in-process). Under `cargo test --benches` /
 //! `--test`, 20 VMs and 5 paced.
 //!
 //! Run: `cargo bench --bench controller_start`. Figures: docs/performance.md ("1,000 VM start").
@@ -887,12 +889,24 @@ fn main() {
     let in_process = std::env::var("CONTROLLER_BENCH_IN_PROCESS").is_ok_and(|v| v == "1");
     // The controller's runtime as `run-controller` builds it: against a cluster (here the
     // child process) its default threads; in-process the cluster shares the runtime, as
-    // with `run-controller --embedded`.
-    let threads = if in_process {
-        None
-    } else {
-        Some(virtctl_rs::cli::run_controller::DEFAULT_WORKER_THREADS)
+    // with `run-controller --embedded`. `CONTROLLER_BENCH_WORKER_THREADS` is
+    // `--worker-threads`.
+    let threads = match std::env::var("CONTROLLER_BENCH_WORKER_THREADS") {
+        Ok(v) => Some(
+            v.parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .unwrap_or_else(|| {
+                    panic!("CONTROLLER_BENCH_WORKER_THREADS={v:?}: not a count of 1 or more")
+                }),
+        ),
+        Err(_) if in_process => None,
+        Err(_) => Some(virtctl_rs::cli::run_controller::DEFAULT_WORKER_THREADS),
     };
+    eprintln!(
+        "controller runtime: {} worker thread(s)",
+        threads.map_or_else(|| "one per CPU".to_string(), |n| n.to_string())
+    );
     let runtime =
         virtctl_rs::cli::run_controller::controller_runtime(threads).expect("tokio runtime");
     runtime.block_on(run(n, in_process));
