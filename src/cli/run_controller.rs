@@ -65,9 +65,9 @@ pub struct RunControllerArgs {
     #[arg(long, default_value_t = crate::controller::vmi::WORKERS)]
     pub vmi_workers: usize,
     /// Threads the controller runs on (tokio worker threads). Default: 1 against a cluster,
-    /// where the controller mostly waits on the API server (a second thread made a VM start
-    /// cost 20 % more CPU in wake-ups; docs/performance.md "Eleventh pass"); one per CPU with
-    /// --embedded, whose API server and nodes run on the same threads.
+    /// where the controller mostly waits on the API server (with a second thread a VM start
+    /// cost about 12 % more CPU at 10,000 VMs; docs/performance.md "Eleventh pass"); one per
+    /// CPU with --embedded, whose API server and nodes run on the same threads.
     #[arg(long, value_name = "N")]
     pub worker_threads: Option<usize>,
     /// Address of /metrics, /healthz, /leader and /debug/state (`none` to disable).
@@ -288,10 +288,12 @@ pub async fn start_manager(clients: &Clients, config: &ManagerConfig) -> Result<
 /// The controller's threads against a cluster when `--worker-threads` is not given.
 ///
 /// The controller spends most of a VM start waiting on the API server: at 10,000 VMs its one
-/// thread was busy about half the time. With two, each wake-up that hands work to the other
-/// thread costs a futex and a context switch, and a VM start cost about 20 % more CPU, 2.07
-/// against 1.71 ms (docs/performance.md "Eleventh pass"). One thread still keeps up with the API
-/// server's write rate many times over.
+/// thread was busy 37–45 % of the wall time. With two, each wake-up that hands work to the
+/// other thread costs a futex and a context switch: over four back-to-back pairs of
+/// 10,000-VM starts a VM start cost 2.49 ms of CPU on one thread against 2.80 ms on two, and
+/// one thread was lower in every pair (docs/performance.md "Eleventh pass"). One thread still
+/// keeps up with the API server: all 10,000 VMs were Running in 52.9–75.4 s, against
+/// 50.5–67.6 s with two, within the spread between runs.
 pub const DEFAULT_WORKER_THREADS: usize = 1;
 
 /// The tokio worker threads for `run-controller`: `--worker-threads`, else
