@@ -891,23 +891,18 @@ fn main() {
     // child process) its default threads; in-process the cluster shares the runtime, as
     // with `run-controller --embedded`. `CONTROLLER_BENCH_WORKER_THREADS` is
     // `--worker-threads`.
-    let threads = match std::env::var("CONTROLLER_BENCH_WORKER_THREADS") {
-        Ok(v) => Some(
+    let requested = std::env::var("CONTROLLER_BENCH_WORKER_THREADS")
+        .ok()
+        .map(|v| {
             v.parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .unwrap_or_else(|| {
-                    panic!("CONTROLLER_BENCH_WORKER_THREADS={v:?}: not a count of 1 or more")
-                }),
-        ),
-        Err(_) if in_process => None,
-        Err(_) => Some(virtctl_rs::cli::run_controller::DEFAULT_WORKER_THREADS),
-    };
+                .unwrap_or_else(|e| panic!("CONTROLLER_BENCH_WORKER_THREADS={v:?}: {e}"))
+        });
+    let threads = virtctl_rs::cli::run_controller::threads_for(requested, in_process);
     eprintln!(
         "controller runtime: {} worker thread(s)",
         threads.map_or_else(|| "one per CPU".to_string(), |n| n.to_string())
     );
-    let runtime =
-        virtctl_rs::cli::run_controller::controller_runtime(threads).expect("tokio runtime");
+    let runtime = virtctl_rs::cli::run_controller::controller_runtime(threads)
+        .unwrap_or_else(|e| panic!("controller runtime with {threads:?} worker threads: {e}"));
     runtime.block_on(run(n, in_process));
 }

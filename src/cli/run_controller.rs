@@ -300,7 +300,13 @@ pub const DEFAULT_WORKER_THREADS: usize = 1;
 /// [`DEFAULT_WORKER_THREADS`] against a cluster, or `None` (tokio's default, one per CPU) with
 /// `--embedded`, whose API server and simulated nodes share the runtime.
 pub fn worker_threads(args: &RunControllerArgs) -> Option<usize> {
-    match (args.worker_threads, args.embedded) {
+    threads_for(args.worker_threads, args.embedded)
+}
+
+/// [`worker_threads`] from its two inputs: the threads asked for (`--worker-threads`) and
+/// whether the cluster shares the runtime (`--embedded`). The controller bench calls this too.
+pub fn threads_for(requested: Option<usize>, cluster_in_process: bool) -> Option<usize> {
+    match (requested, cluster_in_process) {
         (Some(n), _) => Some(n),
         (None, true) => None,
         (None, false) => Some(DEFAULT_WORKER_THREADS),
