@@ -825,6 +825,9 @@ impl Ctx<'_> {
     /// resource, converted to the storage version) and answers `201 Created`; the audit record
     /// gets the created name (a `generateName` may have chosen it).
     fn store_new(&self, mut obj: Value, rec: &mut AuditRecord) -> Result<Response, ApiError> {
+        if self.def.group.is_empty() && self.def.plural == "pods" {
+            self.admit_pod(&mut obj)?;
+        }
         if self.app.admission {
             self.admit_create(&mut obj)?;
         }
@@ -836,6 +839,23 @@ impl Ctx<'_> {
         let created = self.app.store.create(self.sres, self.ns(), obj)?;
         rec.name = object::name(&created).to_string();
         Ok(self.obj_response(201, &created))
+    }
+
+    /// Kubernetes' own admission plugins for a new pod ([`super::pod_admission`]), which run
+    /// with or without virt-api's webhooks.
+    fn admit_pod(&self, obj: &mut Value) -> Result<(), ApiError> {
+        let name = match object::name(obj) {
+            "" => object::meta_str(obj, "generateName").to_string(),
+            n => n.to_string(),
+        };
+        let store = &self.app.store;
+        let classes = store
+            .registry()
+            .find("scheduling.k8s.io", "v1", "priorityclasses");
+        super::pod_admission::admit_pod(self.def, &name, obj, |class| {
+            let res = classes?;
+            store.get(res, "", class).ok().map(|pc| (*pc).clone())
+        })
     }
 
     /// Mutating then validating admission of a new object ([`admission`]).
@@ -1010,7 +1030,7 @@ impl Ctx<'_> {
             self.rr.res,
             self.ns(),
             &pod,
-            Sub::Main,
+            Sub::Binding,
             false,
             false,
             |cur| {

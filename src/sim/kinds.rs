@@ -115,16 +115,91 @@ fn default_pod_spec(obj: &mut Value) {
                 c.entry("terminationMessagePolicy").or_insert(json!("File"));
                 if !c.contains_key("imagePullPolicy") {
                     let image = c.get("image").and_then(Value::as_str).unwrap_or("");
-                    let tag_latest = {
-                        let last = image.rsplit('/').next().unwrap_or(image);
-                        !last.contains(':') && !last.contains('@') || last.ends_with(":latest")
-                    };
-                    let policy = if tag_latest { "Always" } else { "IfNotPresent" };
-                    c.insert("imagePullPolicy".into(), json!(policy));
+                    c.insert("imagePullPolicy".into(), json!(pull_policy_for(image)));
                 }
                 c.entry("resources").or_insert(json!({}));
+                default_requests_to_limits(c);
+                for var in c
+                    .get_mut("env")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    default_field_ref(var.pointer_mut("/valueFrom/fieldRef"));
+                }
             }
         }
+    }
+    for volume in spec
+        .get_mut("volumes")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        default_volume(volume);
+    }
+}
+
+/// `SetDefaults_Pod` (defaults.go): a limit without a request gives the request (on a Pod
+/// only, not a pod template).
+fn default_requests_to_limits(container: &mut Map<String, Value>) {
+    let Some(resources) = container
+        .get_mut("resources")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+        return;
+    };
+    let requests = resources.entry("requests").or_insert_with(|| json!({}));
+    if let Some(requests) = requests.as_object_mut() {
+        for (name, value) in limits {
+            requests.entry(name).or_insert(value);
+        }
+    }
+}
+
+/// `SetDefaults_ObjectFieldSelector`: a field reference's `apiVersion` is `v1`.
+fn default_field_ref(field_ref: Option<&mut Value>) {
+    if let Some(r) = field_ref.and_then(Value::as_object_mut) {
+        r.entry("apiVersion").or_insert(json!("v1"));
+    }
+}
+
+/// Volume defaults: the field references of downward API items (also inside projected
+/// volumes) and an image volume's `pullPolicy` (`SetDefaults_ImageVolumeSource`: `Always` for
+/// `:latest` or no tag, else `IfNotPresent`, as for containers).
+fn default_volume(volume: &mut Value) {
+    let default_items = |items: Option<&mut Value>| {
+        for item in items.and_then(Value::as_array_mut).into_iter().flatten() {
+            default_field_ref(item.get_mut("fieldRef"));
+        }
+    };
+    default_items(volume.pointer_mut("/downwardAPI/items"));
+    for source in volume
+        .pointer_mut("/projected/sources")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        default_items(source.pointer_mut("/downwardAPI/items"));
+    }
+    if let Some(image) = volume.get_mut("image").and_then(Value::as_object_mut)
+        && !image.contains_key("pullPolicy")
+    {
+        let reference = image.get("reference").and_then(Value::as_str).unwrap_or("");
+        image.insert("pullPolicy".into(), json!(pull_policy_for(reference)));
+    }
+}
+
+/// `Always` for an image without a tag or digest or with `:latest`, else `IfNotPresent`.
+fn pull_policy_for(image: &str) -> &'static str {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    if !last.contains(':') && !last.contains('@') || last.ends_with(":latest") {
+        "Always"
+    } else {
+        "IfNotPresent"
     }
 }
 

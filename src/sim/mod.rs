@@ -32,6 +32,7 @@ pub mod nodes;
 pub mod object;
 pub mod openapi;
 pub mod patch;
+mod pod_admission;
 pub mod protobuf;
 pub mod pvbinder;
 pub mod resources;

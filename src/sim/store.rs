@@ -86,6 +86,10 @@ pub enum Sub {
     Main,
     /// `/status`: only `.status` is taken.
     Status,
+    /// `pods/<name>/binding`: taken like [`Sub::Main`], but written by the registry itself
+    /// (`assignPod` in `pkg/registry/core/pod/storage/storage.go` updates storage directly,
+    /// not through the update strategy), so `metadata.generation` stays as it was.
+    Binding,
 }
 
 /// `propagationPolicy` of a delete.
@@ -876,7 +880,7 @@ impl Store {
                 }
                 m
             }
-            Sub::Main => {
+            Sub::Main | Sub::Binding => {
                 let mut m = new;
                 if let Some(o) = m.as_object_mut() {
                     o.insert("apiVersion".into(), json!(def.api_version()));
@@ -944,7 +948,7 @@ impl Store {
                 }
             }
         }
-        if def.generation && !object::same_spec_part(&merged, &old) {
+        if def.generation && sub != Sub::Binding && !object::same_spec_part(&merged, &old) {
             let g = object::generation(&old) + 1;
             meta_mut(&mut merged).insert("generation".into(), json!(g));
         }
