@@ -321,10 +321,17 @@ pub fn compare_compute_resources(
     rendered: &ComputeResources,
     compute: &k8s_openapi::api::core::v1::Container,
 ) -> Vec<ResourceDifference> {
-    let empty = std::collections::BTreeMap::new();
+    // Both sides as the API server stores a pod (a limit without a request gives the
+    // request): a running pod has those defaults, a pod file written by hand may not.
+    let rendered = rendered.as_stored();
     let res = compute.resources.as_ref();
-    let pod_requests = res.and_then(|r| r.requests.as_ref()).unwrap_or(&empty);
-    let pod_limits = res.and_then(|r| r.limits.as_ref()).unwrap_or(&empty);
+    let pod = ComputeResources {
+        requests: res.and_then(|r| r.requests.clone()).unwrap_or_default(),
+        limits: res.and_then(|r| r.limits.clone()).unwrap_or_default(),
+        claims: Vec::new(),
+    }
+    .as_stored();
+    let (pod_requests, pod_limits) = (&pod.requests, &pod.limits);
     let mut out = Vec::new();
     for (side, pod, want) in [
         ("requests", pod_requests, &rendered.requests),
@@ -747,6 +754,35 @@ mod tests {
             ),
             (Some(-1), None)
         );
-        assert_eq!(d.len(), 4);
+        // The API server gives the device limit a request too (SetDefaults_Pod).
+        assert_eq!(by("requests.devices.kubevirt.io/kvm").difference, Some(-1));
+        assert_eq!(d.len(), 5);
+    }
+
+    #[test]
+    fn a_pod_as_the_api_server_stores_it_matches_its_rendering() {
+        // kube-apiserver defaults a request from each limit without one, so a running
+        // launcher pod has requests for the device plugins' resources KubeVirt renders as
+        // limits only (found on kube-apiserver v1.36: tests/server_conformance.rs).
+        let rendered = ComputeResources {
+            requests: [("memory".to_string(), Quantity("1Gi".into()))].into(),
+            limits: [("devices.kubevirt.io/kvm".to_string(), Quantity("1".into()))].into(),
+            claims: Vec::new(),
+        };
+        let stored: k8s_openapi::api::core::v1::Container = serde_json::from_value(json!({
+            "name": "compute",
+            "resources": {
+                "requests": {"memory": "1Gi", "devices.kubevirt.io/kvm": "1"},
+                "limits": {"devices.kubevirt.io/kvm": "1"}
+            }
+        }))
+        .unwrap();
+        assert_eq!(compare_compute_resources(&rendered, &stored), vec![]);
+        let as_written: k8s_openapi::api::core::v1::Container = serde_json::from_value(json!({
+            "name": "compute",
+            "resources": {"requests": {"memory": "1Gi"}, "limits": {"devices.kubevirt.io/kvm": "1"}}
+        }))
+        .unwrap();
+        assert_eq!(compare_compute_resources(&rendered, &as_written), vec![]);
     }
 }

@@ -148,6 +148,21 @@ pub struct ComputeResources {
 }
 
 impl ComputeResources {
+    /// These resources as the API server stores them in a Pod: every limit without a request
+    /// gives the request (Kubernetes `SetDefaults_Pod`, pkg/apis/core/v1/defaults.go), so the
+    /// device plugins' limits KubeVirt renders (`devices.kubevirt.io/kvm`, …) are requests too.
+    /// What a running launcher pod is compared with.
+    pub fn as_stored(&self) -> ComputeResources {
+        let mut stored = self.clone();
+        for (name, limit) in &self.limits {
+            stored
+                .requests
+                .entry(name.clone())
+                .or_insert_with(|| limit.clone());
+        }
+        stored
+    }
+
     /// As k8s-openapi `ResourceRequirements` (empty maps/lists become `None`).
     pub fn to_resource_requirements(&self) -> ResourceRequirements {
         ResourceRequirements {
