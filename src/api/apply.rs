@@ -178,6 +178,17 @@ fn gvk_of(obj: &Value) -> GroupVersionKind {
 /// Errors: [`ApplyError::Io`], [`ApplyError::Manifest`], [`ApplyError::Apply`] (stops at the
 /// first refused object).
 pub async fn apply_path(client: &Client, path: &Path) -> Result<ApplySummary, ApplyError> {
+    apply_path_in(client, path, None).await
+}
+
+/// [`apply_path`] as `kubectl apply -n NAMESPACE` does it when `namespace` is given: namespaced
+/// objects without a namespace go there, and an object that names another namespace is refused
+/// (kubectl's message), so nothing lands where the caller does not look.
+pub async fn apply_path_in(
+    client: &Client,
+    path: &Path,
+    namespace: Option<&str>,
+) -> Result<ApplySummary, ApplyError> {
     let mut summary = ApplySummary::default();
     let mut kinds: HashMap<(String, String, String), Option<(ApiResource, ApiCapabilities)>> =
         HashMap::new();
@@ -218,12 +229,25 @@ pub async fn apply_path(client: &Client, path: &Path) -> Result<ApplySummary, Ap
                 continue;
             };
             let api: Api<DynamicObject> = if caps.scope == Scope::Namespaced {
-                let ns = obj
+                let named = obj
                     .pointer("/metadata/namespace")
                     .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or("default")
-                    .to_string();
+                    .filter(|s| !s.is_empty());
+                if let (Some(named), Some(wanted)) = (named, namespace)
+                    && named != wanted
+                {
+                    return Err(ApplyError::Manifest {
+                        path: file.clone(),
+                        index: 0,
+                        message: format!(
+                            "{} {name}: the namespace from the provided object {named:?} does not \
+                             match the namespace {wanted:?}. You must pass '--namespace={named}' \
+                             to perform this operation.",
+                            gvk.kind
+                        ),
+                    });
+                }
+                let ns = named.or(namespace).unwrap_or("default").to_string();
                 obj["metadata"]["namespace"] = Value::String(ns.clone());
                 Api::namespaced_with(client.clone(), &ns, resource)
             } else {
@@ -336,5 +360,52 @@ items:
             .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .collect();
         assert_eq!(names, ["a.yml", "b.yaml", "c.json"]);
+    }
+
+    #[tokio::test]
+    async fn a_namespace_given_places_objects_without_one_and_refuses_another() {
+        let server = crate::sim::ApiServer::start(crate::sim::ApiServerConfig::default())
+            .await
+            .expect("server");
+        let client = server.client().await.expect("client");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let namespaces = dir.path().join("ns.yaml");
+        std::fs::write(
+            &namespaces,
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: my-vms}\n---\n\
+             apiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n",
+        )
+        .expect("write");
+        apply_path(&client, &namespaces).await.expect("namespaces");
+        let file = dir.path().join("cm.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n",
+        )
+        .expect("write");
+        apply_path_in(&client, &file, Some("my-vms"))
+            .await
+            .expect("applied");
+        let in_ns: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client.clone(), "my-vms");
+        assert!(in_ns.get_opt("plain").await.expect("get").is_some());
+
+        std::fs::write(
+            &file,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: elsewhere, namespace: other}\n",
+        )
+        .expect("write");
+        let err = apply_path_in(&client, &file, Some("my-vms"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "the namespace from the provided object \"other\" does not match the namespace \"my-vms\""
+            ),
+            "{err}"
+        );
+        // Without -n, each object keeps its own namespace.
+        apply_path(&client, &file).await.expect("applied");
+        server.shutdown().await;
     }
 }

@@ -427,7 +427,7 @@ async fn run_async(
 
     let mut applied_vms = Vec::new();
     for path in &args.apply {
-        let summary = crate::api::apply::apply_path(&client, path)
+        let summary = crate::api::apply::apply_path_in(&client, path, global.namespace.as_deref())
             .await
             .map_err(|e| CliError::Failed(format!("--apply {}: {e}", path.display())))?;
         crate::say!("applied {}: {}", path.display(), summary.describe());
