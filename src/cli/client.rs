@@ -194,7 +194,28 @@ pub async fn load_config(
         source,
     };
     let config = with_user_agent(config, &user_agent(global, command))?;
+    let config = with_impersonation(config, global)?;
     Ok((config, target))
+}
+
+/// Apply `--as` / `--as-group` as kubectl does (Impersonate-User / Impersonate-Group headers);
+/// groups without a user are a usage error, as in kubectl.
+pub fn with_impersonation(
+    mut config: kube::Config,
+    global: &GlobalArgs,
+) -> Result<kube::Config, CliError> {
+    if global.as_user.is_none() && !global.as_group.is_empty() {
+        return Err(CliError::Usage(
+            "--as-group needs --as (a user to impersonate)".into(),
+        ));
+    }
+    if let Some(user) = &global.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+        if !global.as_group.is_empty() {
+            config.auth_info.impersonate_groups = Some(global.as_group.clone());
+        }
+    }
+    Ok(config)
 }
 
 /// [`connect`] without the description.
@@ -217,6 +238,40 @@ mod tests {
             verbose: 0,
             log_format: crate::cli::LogFormat::Text,
             user_agent: agent.map(str::to_string),
+            as_user: None,
+            as_group: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn as_and_as_group_impersonate_as_kubectl_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(
+            &path,
+            kubeconfig(Some("a"), &[("shared", "https://127.0.0.1:1")], &["a"]),
+        )
+        .expect("write kubeconfig");
+        let mut global = global_for(&path, None);
+        let (config, _) = load_config(&global, "inspect").await.expect("config");
+        assert_eq!(config.auth_info.impersonate, None);
+
+        global.as_user = Some("system:serviceaccount:virtctl-rs:controller".into());
+        global.as_group = vec!["ops".into(), "audit".into()];
+        let (config, _) = load_config(&global, "inspect").await.expect("config");
+        assert_eq!(
+            config.auth_info.impersonate.as_deref(),
+            Some("system:serviceaccount:virtctl-rs:controller")
+        );
+        assert_eq!(
+            config.auth_info.impersonate_groups,
+            Some(vec!["ops".to_string(), "audit".to_string()])
+        );
+
+        global.as_user = None;
+        match load_config(&global, "inspect").await {
+            Err(CliError::Usage(m)) => assert!(m.contains("--as-group needs --as"), "{m}"),
+            other => panic!("expected a usage error, got {:?}", other.map(|_| ())),
         }
     }
 

@@ -59,6 +59,13 @@ pub struct GlobalArgs {
     /// so audit logs and API Priority and Fairness can tell this tool apart).
     #[arg(long, global = true, value_name = "AGENT")]
     pub user_agent: Option<String>,
+    /// Act as this user (kubectl's `--as`: a user, or `system:serviceaccount:NS:NAME`), for
+    /// example to check that a ServiceAccount's RBAC suffices.
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Act as a member of this group (kubectl's `--as-group`; repeat for more).
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_group: Vec<String>,
 }
 
 /// Log output format.
