@@ -25,7 +25,7 @@
 use crate::common;
 
 use chrono::{DateTime, Utc};
-use common::env::{CONTROLLER_AGENT, Env, printable, vm_status};
+use common::env::{CONTROLLER_AGENT, Env, EnvConfig, Server, printable, vm_status};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -110,11 +110,10 @@ fn start_failure(vm: &VirtualMachine) -> Option<(i64, DateTime<Utc>, String)> {
 // 1. Always: one VMI, one start revision, one launcher pod, status
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
+async fn always_vm_starts_one_vmi_with_revision_pod_and_status(server: Server) {
     // The legacy firmware UUID: a cluster without virt-api, whose VM mutator would set a
     // random one at creation.
-    let env = Env::start_without_virt_api().await;
+    let env = Env::start_on_with(server, EnvConfig::new("ctrl-e2e").without_virt_api()).await;
     let created = env
         .create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
@@ -214,7 +213,7 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
         .as_ref()
         .and_then(|s| s.node_name.clone())
         .expect("status.nodeName");
-    assert!(env.cluster().nodes().node_names().contains(&node), "{node}");
+    assert!(env.nodes().node_names().contains(&node), "{node}");
     assert_eq!(
         vmi.metadata.labels.as_ref().and_then(|l| l.get(NODE_NAME)),
         Some(&node)
@@ -296,7 +295,9 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
         .resources
         .clone()
         .expect("compute resources");
-    assert_eq!(resources, expected.to_resource_requirements());
+    // As stored: the API server defaults each request without one to its limit
+    // (SetDefaults_Pod), which gives the device plugins' resources requests too.
+    assert_eq!(resources, expected.as_stored().to_resource_requirements());
     assert_eq!(
         resources.requests.as_ref().and_then(|r| r.get("memory")),
         Some(&quantity("524Mi")),
@@ -328,7 +329,7 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
     let pod_note = format!("Created virtual machine pod {pod_name}");
     env.wait_for("the SuccessfulCreate events", || async {
         let events: Api<k8s_openapi::api::events::v1::Event> =
-            Api::namespaced(env.client.clone(), NS);
+            Api::namespaced(env.client.clone(), &env.namespace);
         let list = events.list(&ListParams::default()).await.ok()?;
         let has = |kind: &str, note: &str| {
             list.items.iter().any(|e| {
@@ -371,9 +372,8 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status() {
 /// has its volumes and full containers, the cached copy keeps what the decisions read (the node,
 /// the compute container's name, image and resource requests; the phase, conditions, QOS class
 /// and each container's name, readiness and state).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_launcher_pod_is_cached_without_its_volumes() {
-    let env = Env::start().await;
+async fn the_launcher_pod_is_cached_without_its_volumes(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     let (_, vmi) = env.wait_running("demo-vm").await;
@@ -469,19 +469,17 @@ async fn the_launcher_pod_is_cached_without_its_volumes() {
 // 2. Always: a guest crash → a new VMI
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn always_restarts_a_crashed_guest_with_a_new_vmi() {
+async fn always_restarts_a_crashed_guest_with_a_new_vmi(server: Server) {
     // The legacy firmware UUID: a cluster without virt-api, whose VM mutator would set a
     // random one at creation.
-    let env = Env::start_without_virt_api().await;
+    let env = Env::start_on_with(server, EnvConfig::new("ctrl-e2e").without_virt_api()).await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
 
-    env.cluster()
-        .nodes()
-        .crash_guest(NS, "demo-vm")
+    env.nodes()
+        .crash_guest(&env.namespace, "demo-vm")
         .await
         .expect("crash the guest");
 
@@ -511,17 +509,15 @@ async fn always_restarts_a_crashed_guest_with_a_new_vmi() {
 // 3. RerunOnFailure: crash → restart; guest shutdown → stays stopped
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown() {
-    let env = Env::start().await;
+async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "RerunOnFailure"))
         .await;
     let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
 
-    env.cluster()
-        .nodes()
-        .crash_guest(NS, "demo-vm")
+    env.nodes()
+        .crash_guest(&env.namespace, "demo-vm")
         .await
         .expect("crash");
     let second = env
@@ -538,9 +534,8 @@ async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown() {
     )
     .await;
 
-    env.cluster()
-        .nodes()
-        .shutdown_guest(NS, "demo-vm")
+    env.nodes()
+        .shutdown_guest(&env.namespace, "demo-vm")
         .await
         .expect("shut the guest down");
     // (The Succeeded VMI may be deleted before a poll sees it.)
@@ -581,16 +576,14 @@ async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown() {
 // 4. Once: never restarted
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn once_is_never_restarted_after_a_crash() {
-    let env = Env::start().await;
+async fn once_is_never_restarted_after_a_crash(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Once")).await;
     let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
 
-    env.cluster()
-        .nodes()
-        .crash_guest(NS, "demo-vm")
+    env.nodes()
+        .crash_guest(&env.namespace, "demo-vm")
         .await
         .expect("crash");
     env.wait_for("the Failed VMI in the controller's cache", || async {
@@ -631,9 +624,8 @@ async fn once_is_never_restarted_after_a_crash() {
 // 5. Always → Halted stops the VM
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn switching_to_halted_stops_the_vm() {
-    let env = Env::start().await;
+async fn switching_to_halted_stops_the_vm(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     let (_, vmi) = env.wait_running("demo-vm").await;
@@ -670,9 +662,8 @@ async fn switching_to_halted_stops_the_vm() {
 // 6. Manual: start and stop requests
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn manual_starts_and_stops_on_state_change_requests() {
-    let env = Env::start().await;
+async fn manual_starts_and_stops_on_state_change_requests(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Manual"))
         .await;
     env.wait_vm("demo-vm", "Stopped", |vm| printable(vm) == "Stopped")
@@ -695,9 +686,8 @@ async fn manual_starts_and_stops_on_state_change_requests() {
     .await;
 
     // A guest shutdown leaves the Succeeded VMI in place: Manual does nothing by itself.
-    env.cluster()
-        .nodes()
-        .shutdown_guest(NS, "demo-vm")
+    env.nodes()
+        .shutdown_guest(&env.namespace, "demo-vm")
         .await
         .expect("shut the guest down");
     env.wait_for("the Succeeded VMI in the controller's cache", || async {
@@ -755,11 +745,9 @@ async fn manual_starts_and_stops_on_state_change_requests() {
 // 7. Crash loop: start-failure backoff
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn early_failures_back_off_as_crash_loop() {
-    let env = Env::start().await;
-    env.cluster()
-        .nodes()
+async fn early_failures_back_off_as_crash_loop(server: Server) {
+    let env = Env::start_on(server).await;
+    env.nodes()
         .fail_vmis_before_running(Matcher::vmi("demo-vm"), 2);
     let t0 = Utc::now();
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
@@ -818,9 +806,8 @@ async fn early_failures_back_off_as_crash_loop() {
 // 8. VM deletion
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_the_vm_removes_vmi_pod_and_finalizers() {
-    let env = Env::start().await;
+async fn deleting_the_vm_removes_vmi_pod_and_finalizers(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     let (vm, vmi) = env.wait_running("demo-vm").await;
@@ -849,10 +836,7 @@ async fn deleting_the_vm_removes_vmi_pod_and_finalizers() {
     // The VM controller deleted the VMI (stopVMI, vm.go:3242-3248): the VM's finalizer keeps
     // the garbage collector from doing it.
     let deletes: Vec<_> = env
-        .cluster()
-        .api()
         .audit()
-        .entries()
         .into_iter()
         .filter(|e| e.verb == "delete" && e.resource == "virtualmachineinstances")
         .collect();
@@ -891,14 +875,13 @@ fn is_controlled_by(vmi: &VirtualMachineInstance, vm_uid: &str) -> bool {
         .any(|o| o.uid == vm_uid && o.controller == Some(true))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm() {
-    let env = Env::start().await;
+async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm(server: Server) {
+    let env = Env::start_on(server).await;
     let vm = example_vm("vm-containerdisk", "Always");
     let template = vm.spec.template.clone().expect("template");
     let mut metadata = template.metadata.clone().unwrap_or_default();
     metadata.name = Some("demo-vm".into());
-    metadata.namespace = Some(NS.into());
+    metadata.namespace = Some(env.namespace.clone());
     let orphan = VirtualMachineInstance {
         api_version: Some("kubevirt.io/v1".into()),
         kind: Some("VirtualMachineInstance".into()),
@@ -1040,9 +1023,8 @@ async fn a_vmi_orphaned_by_its_deleted_vm_is_adopted_by_a_new_vm() {
 // 10. RestartRequired
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn template_change_requires_restart_until_restarted() {
-    let env = Env::start().await;
+async fn template_change_requires_restart_until_restarted(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     let (_, first) = env.wait_running("demo-vm").await;
@@ -1130,9 +1112,11 @@ async fn template_change_requires_restart_until_restarted() {
 // 11. demo-pvc and demo-priority
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pvc_and_priority_class_examples_run() {
-    let env = Env::start().await;
+async fn pvc_and_priority_class_examples_run(server: Server) {
+    let env = Env::start_on(server).await;
+    // The PriorityClass of the example file: without it the API server refuses the pod
+    // (Priority admission).
+    env.create_example_priority_class().await;
     env.create_vm(&example_vm("vm-pvc", "Always")).await;
     env.create_vm(&example_vm("vm-priorityclass", "Always"))
         .await;
@@ -1179,9 +1163,8 @@ async fn pvc_and_priority_class_examples_run() {
 // Beyond the list: node loss, launcher failure, start-paused, strategy switches
 // ------------------------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn losing_the_node_restarts_an_always_vm_elsewhere() {
-    let env = Env::start().await;
+async fn losing_the_node_restarts_an_always_vm_elsewhere(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     let (_, first) = env.wait_running("demo-vm").await;
@@ -1192,11 +1175,7 @@ async fn losing_the_node_restarts_an_always_vm_elsewhere() {
         .and_then(|s| s.node_name.clone())
         .expect("nodeName");
 
-    env.cluster()
-        .nodes()
-        .remove_node(&node)
-        .await
-        .expect("remove node");
+    env.nodes().remove_node(&node).await.expect("remove node");
     // The launcher pod is failed and force-deleted (PodGC): the VMI controller fails the VMI
     // (pod vanished, lifecycle.go), the VM controller replaces it.
     let second = env
@@ -1217,20 +1196,21 @@ async fn losing_the_node_restarts_an_always_vm_elsewhere() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it() {
+async fn a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it(server: Server) {
     // The legacy firmware UUID: a cluster without virt-api, whose VM mutator would set a
     // random one at creation.
-    let env = Env::start_without_virt_api().await;
+    let env = Env::start_on_with(server, EnvConfig::new("ctrl-e2e").without_virt_api()).await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     let (_, first) = env.wait_running("demo-vm").await;
     let first_uid = uid(&first.metadata);
     let pod = env.launcher_pods(&first_uid).await.remove(0);
 
-    env.cluster()
-        .nodes()
-        .fail_pod(NS, pod.metadata.name.as_deref().expect("pod name"))
+    env.nodes()
+        .fail_pod(
+            &env.namespace,
+            pod.metadata.name.as_deref().expect("pod name"),
+        )
         .await
         .expect("fail the launcher pod");
     let second = env
@@ -1246,9 +1226,8 @@ async fn a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn halted_with_a_paused_start_request_switches_to_always_and_starts_paused() {
-    let env = Env::start().await;
+async fn halted_with_a_paused_start_request_switches_to_always_and_starts_paused(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Halted"))
         .await;
     env.wait_vm("demo-vm", "Stopped", |vm| printable(vm) == "Stopped")
@@ -1278,9 +1257,8 @@ async fn halted_with_a_paused_start_request_switches_to_always_and_starts_paused
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn switching_halted_to_rerun_on_failure_starts_the_vm() {
-    let env = Env::start().await;
+async fn switching_halted_to_rerun_on_failure_starts_the_vm(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Halted"))
         .await;
     env.wait_vm("demo-vm", "Stopped", |vm| printable(vm) == "Stopped")
@@ -1308,11 +1286,11 @@ async fn switching_halted_to_rerun_on_failure_starts_the_vm() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_running() {
-    let env = Env::start().await;
-    env.cluster()
-        .nodes()
+async fn rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_running(
+    server: Server,
+) {
+    let env = Env::start_on(server).await;
+    env.nodes()
         .fail_vmis_before_running(Matcher::vmi("demo-vm"), 1);
     env.create_vm(&example_vm("vm-containerdisk", "RerunOnFailure"))
         .await;
@@ -1351,15 +1329,13 @@ async fn rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_r
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_a_once_vm_with_a_failed_vmi() {
-    let env = Env::start().await;
+async fn deleting_a_once_vm_with_a_failed_vmi(server: Server) {
+    let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Once")).await;
     let (_, vmi) = env.wait_running("demo-vm").await;
     let vmi_uid = uid(&vmi.metadata);
-    env.cluster()
-        .nodes()
-        .crash_guest(NS, "demo-vm")
+    env.nodes()
+        .crash_guest(&env.namespace, "demo-vm")
         .await
         .expect("crash");
     env.wait_vmi("demo-vm", "Failed", |vmi| vmi.phase() == Phase::Failed)
@@ -1378,9 +1354,8 @@ async fn deleting_a_once_vm_with_a_failed_vmi() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unschedulable_vm_reports_error_unschedulable() {
-    let env = Env::start().await;
+async fn an_unschedulable_vm_reports_error_unschedulable(server: Server) {
+    let env = Env::start_on(server).await;
     let mut vm = example_vm("vm-containerdisk", "Always");
     if let Some(spec) = vm.spec.template.as_mut().and_then(|t| t.spec.as_mut()) {
         spec.node_selector =
@@ -1412,12 +1387,9 @@ async fn an_unschedulable_vm_reports_error_unschedulable() {
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn image_pull_errors_show_on_the_vm_until_the_image_arrives() {
-    let env = Env::start().await;
-    env.cluster()
-        .nodes()
-        .stick_image_pull(Matcher::vmi("demo-vm"));
+async fn image_pull_errors_show_on_the_vm_until_the_image_arrives(server: Server) {
+    let env = Env::start_on(server).await;
+    env.nodes().stick_image_pull(Matcher::vmi("demo-vm"));
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
     // Synchronized=False with the container's waiting reason on the VMI (lifecycle.go, facts
@@ -1446,7 +1418,7 @@ async fn image_pull_errors_show_on_the_vm_until_the_image_arrives() {
     })
     .await;
 
-    env.cluster().nodes().clear_image_pull_faults();
+    env.nodes().clear_image_pull_faults();
     let (_, vmi) = env.wait_running("demo-vm").await;
     assert!(
         vmi.condition("Synchronized").is_none(),
@@ -1461,6 +1433,7 @@ async fn image_pull_errors_show_on_the_vm_until_the_image_arrives() {
 async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
     use virtctl_rs::sim::faults::{FaultRule, Verb};
     let env = Env::start().await;
+    env.create_example_priority_class().await;
     let faults = env.cluster().api().faults();
     faults.reseed(
         std::env::var("E2E_SEED")
@@ -1662,9 +1635,8 @@ async fn kubevirt_quirk_rerun_on_failure_restart_is_lost_if_the_start_request_pa
     env.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deprecated_running_field_folds_into_always_and_halted() {
-    let env = Env::start().await;
+async fn deprecated_running_field_folds_into_always_and_halted(server: Server) {
+    let env = Env::start_on(server).await;
     let mut vm = example_vm("vm-containerdisk", "Always");
     vm.spec.run_strategy = None;
     vm.spec.running = Some(true);
@@ -1765,3 +1737,27 @@ async fn a_deleted_launcher_pod_says_why_the_vm_starts_again() {
     .await;
     env.shutdown().await;
 }
+
+on_both_servers!(
+    always_vm_starts_one_vmi_with_revision_pod_and_status,
+    the_launcher_pod_is_cached_without_its_volumes,
+    always_restarts_a_crashed_guest_with_a_new_vmi,
+    rerun_on_failure_restarts_after_crash_but_not_after_shutdown,
+    once_is_never_restarted_after_a_crash,
+    switching_to_halted_stops_the_vm,
+    manual_starts_and_stops_on_state_change_requests,
+    early_failures_back_off_as_crash_loop,
+    deleting_the_vm_removes_vmi_pod_and_finalizers,
+    a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm,
+    template_change_requires_restart_until_restarted,
+    pvc_and_priority_class_examples_run,
+    losing_the_node_restarts_an_always_vm_elsewhere,
+    a_failed_launcher_pod_fails_the_vmi_and_always_restarts_it,
+    halted_with_a_paused_start_request_switches_to_always_and_starts_paused,
+    switching_halted_to_rerun_on_failure_starts_the_vm,
+    rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_running,
+    deleting_a_once_vm_with_a_failed_vmi,
+    an_unschedulable_vm_reports_error_unschedulable,
+    image_pull_errors_show_on_the_vm_until_the_image_arrives,
+    deprecated_running_field_folds_into_always_and_halted,
+);

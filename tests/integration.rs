@@ -6,11 +6,13 @@
 //! dependencies (about 120 MB in the dev profile), and 37 of them filled the disk of a CI
 //! machine before the tests ran. `tests/common/` is the support they share.
 
+#[macro_use]
 mod common;
 
 mod api_roundtrip;
 mod cli_basics;
 mod cli_conventions;
+mod cli_on_both_servers;
 mod controller_e2e;
 mod controller_reliability;
 mod controller_writes;
@@ -30,6 +32,7 @@ mod rbac;
 mod readme;
 mod run_controller_cli;
 mod self_contained;
+mod server_conformance;
 mod sim_admin;
 mod sim_admission;
 mod sim_crud;

@@ -250,6 +250,16 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         .await;
     env.wait_vmi_gone("rbac-vm").await;
     env.wait_pods_gone(&vmi_uid).await;
+    // Started again at a newer generation: the controller deletes the older start revision
+    // (vm.go:1726-1757 deleteOlderVMRevision). The real API server's RBAC found this one.
+    env.merge_patch_vm("rbac-vm", json!({"spec": {"runStrategy": "Always"}}))
+        .await;
+    let (_, vmi) = env.wait_running("rbac-vm").await;
+    let vmi_uid = vmi.metadata.uid.clone().expect("VMI uid");
+    env.merge_patch_vm("rbac-vm", json!({"spec": {"runStrategy": "Halted"}}))
+        .await;
+    env.wait_vmi_gone("rbac-vm").await;
+    env.wait_pods_gone(&vmi_uid).await;
     env.vms()
         .delete("rbac-vm", &DeleteParams::default())
         .await
@@ -313,4 +323,146 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     );
     compare("inspect", &inspect_role, &inspector_used).unwrap_or_else(|e| panic!("{e}"));
     assert_comparison_is_strict(&inspect_role, &inspector_used);
+}
+
+/// On the real API server, where RBAC is enforced (the embedded one serves no RBAC API).
+mod real_apiserver {
+    use crate::cli_on_both_servers::{
+        env_without_controller, run, run_controller, run_json, running_demo_vm,
+    };
+    use crate::common;
+    use crate::common::env::{Env, Server, printable};
+    use kube::Api;
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    use serde_json::{Value, json};
+
+    /// Apply (server-side) `doc`, in `namespace` when the kind is namespaced.
+    async fn apply_doc(env: &Env, mut doc: Value, namespace: &str) {
+        let api_version = doc["apiVersion"].as_str().unwrap_or("").to_string();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+        let kind = doc["kind"].as_str().unwrap_or("").to_string();
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
+        let (resource, caps) = kube::discovery::pinned_kind(&env.client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("discovery of {kind}: {e}"));
+        let name = doc["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
+            doc["metadata"]["namespace"] = json!(namespace);
+            Api::namespaced_with(env.client.clone(), namespace, &resource)
+        } else {
+            Api::all_with(env.client.clone(), &resource)
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("virtctl-rs-e2e").force(),
+            &Patch::Apply(&doc),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
+    }
+
+    /// [`apply_doc`] every document of the repository's `file`.
+    async fn apply_file(env: &Env, file: &str, namespace: &str) {
+        let text = std::fs::read_to_string(common::repo_path(file)).expect("manifest");
+        for (_, doc) in virtctl_rs::api::manifest::split_documents(file, &text).expect("yaml") {
+            apply_doc(env, doc, namespace).await;
+        }
+    }
+
+    /// Bind `role` (a ClusterRole, cluster-wide; a Role, in `namespace`) to the user `user`.
+    async fn bind(env: &Env, kind: &str, role: &str, namespace: &str, user: &str) {
+        let (binding, name) = if kind == "ClusterRole" {
+            ("ClusterRoleBinding", format!("{role}-{namespace}"))
+        } else {
+            ("RoleBinding", role.to_string())
+        };
+        let doc = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": binding,
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+        });
+        apply_doc(env, doc, namespace).await;
+    }
+
+    /// The RBAC of deploy/rbac, enforced: run-controller and inspect impersonate ServiceAccounts
+    /// bound to exactly those roles (`--as`) through a VM's start, stop and restart (a restart at a
+    /// newer generation deletes the older start revision: the `delete` this found missing).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deploy_rbac_suffices_for_run_controller_and_inspect() {
+        let Some(plane) = common::control_plane::shared("deploy_rbac_suffices") else {
+            return;
+        };
+        let env = env_without_controller(Server::Real(plane)).await;
+        let ns = env.namespace.clone();
+        let controller = format!("system:serviceaccount:{ns}:virtctl-rs-controller");
+        let inspector = format!("system:serviceaccount:{ns}:virtctl-rs-inspect");
+        apply_file(&env, "deploy/rbac/controller.yaml", &ns).await;
+        apply_file(&env, "deploy/rbac/inspect.yaml", &ns).await;
+        bind(
+            &env,
+            "ClusterRole",
+            "virtctl-rs-controller",
+            &ns,
+            &controller,
+        )
+        .await;
+        bind(
+            &env,
+            "Role",
+            "virtctl-rs-controller-lease",
+            &ns,
+            &controller,
+        )
+        .await;
+        bind(&env, "ClusterRole", "virtctl-rs-inspect", &ns, &inspector).await;
+
+        let mut proc = run_controller(&env, "rbac", &["--as", &controller]);
+        running_demo_vm(&env).await;
+        env.merge_patch_vm("demo-vm", json!({"spec": {"runStrategy": "Halted"}}))
+            .await;
+        env.wait_vm("demo-vm", "Stopped", |vm| printable(vm) == "Stopped")
+            .await;
+        env.merge_patch_vm("demo-vm", json!({"spec": {"runStrategy": "Always"}}))
+            .await;
+        env.wait_running("demo-vm").await;
+
+        let json = run_json(
+            &env,
+            &[
+                "inspect",
+                "vm/demo-vm",
+                "-n",
+                &ns,
+                "--lease-namespace",
+                &ns,
+                "--as",
+                &inspector,
+            ],
+            0,
+        )
+        .await;
+        assert_eq!(json["vmi"]["phase"], "Running");
+        let text = json.to_string();
+        assert!(
+            !text.contains("forbidden"),
+            "the inspect role misses a read: {text}"
+        );
+        let (code, audit, stderr) = run(
+            &env,
+            &["explain-overhead", "-n", &ns, "-A", "--as", &inspector],
+        )
+        .await;
+        assert_eq!(code, Some(0), "{audit}\n{stderr}");
+        assert!(
+            !audit.contains("forbidden") && !stderr.contains("forbidden"),
+            "{audit}\n{stderr}"
+        );
+
+        // Nothing either sent was refused (the real server's audit log has each answer).
+        let refused: Vec<_> = env.audit().into_iter().filter(|e| e.code == 403).collect();
+        assert!(refused.is_empty(), "refused by RBAC: {refused:#?}");
+        proc.kill().await.expect("kill");
+        env.shutdown().await;
+    }
 }

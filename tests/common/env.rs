@@ -1,9 +1,17 @@
-//! The `Env` scenario builder: one embedded cluster (real HTTP API server, simulated nodes)
-//! plus one controller manager with the real reconcilers, leading under a short Lease.
+//! The `Env` scenario builder: one cluster plus one controller manager with the real
+//! reconcilers, leading under a short Lease.
+//!
+//! The cluster is the one [`Server`] says: the embedded cluster (the project's API server and
+//! simulated nodes, with fault rules), or the real control plane (kube-apiserver + etcd +
+//! kube-controller-manager, [`super::control_plane`]) with the same simulated nodes pointed at
+//! it. Scenarios written against `Env` run on both; [`on_both_servers!`] declares the two tests.
+//! On the real server every test has a namespace of its own, the manager watches only that
+//! namespace and keeps its Lease there, and the tests run one at a time (the simulated nodes
+//! and the `kubectl virtctl-rs` processes act cluster-wide).
 //!
 //! [`EnvConfig::new`] gives the end-to-end tests' settings; the reliability and writes tests
 //! change the cluster (faults, node count) and the Lease timing, and install faults between
-//! cluster start and manager start with [`Env::start_with`].
+//! cluster start and manager start with [`Env::start_with`] (embedded server only).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,7 +32,73 @@ use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::controller::context::ReconcileRecord;
 use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError};
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
+use virtctl_rs::sim::AuditEntry;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::nodes::{NodeSimConfig, NodeSimHandle, NodeSimulator};
+
+use super::control_plane::ControlPlane;
+
+/// The API server a scenario runs against.
+#[derive(Debug, Clone, Copy)]
+pub enum Server {
+    /// The project's embedded cluster, one per test.
+    Embedded,
+    /// The test binary's real control plane ([`super::control_plane::shared`]), a namespace
+    /// per test.
+    Real(&'static ControlPlane),
+}
+
+impl Server {
+    /// Whether virt-api's webhooks run: on the embedded server unless switched off; never on
+    /// the real one, whose controller then does the webhook work it depends on itself.
+    pub fn is_real(&self) -> bool {
+        matches!(self, Server::Real(_))
+    }
+}
+
+/// Declare each listed `async fn NAME(server: Server)` scenario as two tests,
+/// `embedded::NAME` and `real_apiserver::NAME`; the second prints a `SKIP` line and passes when
+/// the control plane is not built (`cargo test real_apiserver` runs exactly the second kind).
+macro_rules! on_both_servers {
+    ($($name:ident),+ $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(crate::common::env::Server::Embedded).await
+                }
+            )+
+        }
+        mod real_apiserver {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(plane) = crate::common::control_plane::shared(stringify!($name))
+                    else {
+                        return;
+                    };
+                    super::$name(crate::common::env::Server::Real(plane)).await
+                }
+            )+
+        }
+    };
+}
+
+/// Real-server scenarios run one at a time (a `tokio` mutex works across the tests' runtimes).
+static REAL_SERVER_TURN: std::sync::LazyLock<Arc<tokio::sync::Mutex<()>>> =
+    std::sync::LazyLock::new(|| Arc::new(tokio::sync::Mutex::new(())));
+
+/// Wait for the real server's turn: the guard ends it when dropped.
+pub async fn real_server_turn() -> tokio::sync::OwnedMutexGuard<()> {
+    REAL_SERVER_TURN.clone().lock_owned().await
+}
+
+/// The real server's side of an [`Env`].
+pub struct RealCluster {
+    pub plane: &'static ControlPlane,
+    nodes: Option<NodeSimulator>,
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+}
 
 /// User agent of the controller manager's client (the default [`EnvConfig::controller_agent`]).
 pub const CONTROLLER_AGENT: &str = "virt-controller";
@@ -89,9 +163,12 @@ impl EnvConfig {
     }
 }
 
-/// One embedded cluster plus one leading controller manager.
+/// One cluster plus one leading controller manager.
 pub struct Env {
+    /// The embedded cluster ([`Server::Embedded`]).
     pub cluster: Option<EmbeddedCluster>,
+    /// The real server's namespace and simulated nodes ([`Server::Real`]).
+    pub real: Option<RealCluster>,
     /// The test's client.
     pub client: Client,
     pub manager: Arc<Manager>,
@@ -101,6 +178,8 @@ pub struct Env {
     pub namespace: String,
     /// Deadline of [`Env::wait_for`].
     pub deadline: Duration,
+    /// Namespace of the manager's Lease.
+    lease_namespace: String,
 }
 
 impl Env {
@@ -114,13 +193,27 @@ impl Env {
         Env::start_with(EnvConfig::new("ctrl-e2e").without_virt_api(), |_| {}).await
     }
 
+    /// [`EnvConfig::new`]`("ctrl-e2e")` on `server` (on the real server, without virt-api).
+    pub async fn start_on(server: Server) -> Env {
+        Env::start_on_with(server, EnvConfig::new("ctrl-e2e")).await
+    }
+
+    /// `config` on `server`. On the real server the cluster's node settings apply, its API
+    /// server settings (faults, admission) do not, and there is no virt-api.
+    pub async fn start_on_with(server: Server, config: EnvConfig) -> Env {
+        match server {
+            Server::Embedded => Env::start_with(config, |_| {}).await,
+            Server::Real(plane) => Env::start_real(plane, config).await,
+        }
+    }
+
     /// Start the cluster, call `before_manager` with it (to install faults, say), start the
     /// manager and wait until it leads with synced caches and both work queues exist.
     pub async fn start_with(
         config: EnvConfig,
         before_manager: impl FnOnce(&EmbeddedCluster),
     ) -> Env {
-        let cluster = EmbeddedCluster::start(config.cluster)
+        let cluster = EmbeddedCluster::start(config.cluster.clone())
             .await
             .expect("embedded cluster starts");
         before_manager(&cluster);
@@ -137,8 +230,55 @@ impl Env {
             .client_with_agent(config.controller_agent)
             .await
             .expect("controller client");
+        let mut env = Env::start_manager(controller_client, client, config, None).await;
+        env.cluster = Some(cluster);
+        env.wait_manager_ready().await;
+        env
+    }
+
+    async fn start_real(plane: &'static ControlPlane, mut config: EnvConfig) -> Env {
+        let turn = real_server_turn().await;
+        let namespace = ControlPlane::fresh_namespace("e2e");
+        plane.create_namespace(&namespace).await;
+        let nodes = NodeSimulator::start(
+            plane.kube_config("sim-nodes").await,
+            NodeSimConfig {
+                nodes: config.cluster.nodes,
+                kubelet_delay: config.cluster.kubelet_delay,
+                grace_scale: config.cluster.grace_scale,
+                capacity: config.cluster.capacity.clone(),
+            },
+        )
+        .await
+        .expect("simulated nodes on the real server");
+        let client = plane
+            .client(config.user_agent.unwrap_or("virtctl-rs-e2e"))
+            .await;
+        let controller_client = plane.client(config.controller_agent).await;
+        config.namespace = namespace.clone();
+        config.settings.without_virt_api = true;
+        config.lease.namespace = namespace.clone();
+        let real = RealCluster {
+            plane,
+            nodes: Some(nodes),
+            _turn: turn,
+        };
+        let mut env = Env::start_manager(controller_client, client, config, Some(namespace)).await;
+        env.real = Some(real);
+        env.wait_manager_ready().await;
+        env
+    }
+
+    async fn start_manager(
+        controller_client: Client,
+        client: Client,
+        config: EnvConfig,
+        watch_namespace: Option<String>,
+    ) -> Env {
+        let lease_namespace = config.lease.namespace.clone();
         let manager_config = ManagerConfig {
             settings: config.settings,
+            namespace: watch_namespace,
             ..ManagerConfig::new(config.lease)
         };
         let (vm, vmi) = virtctl_rs::controller::reconcilers();
@@ -153,25 +293,71 @@ impl Env {
             let c = cancel.clone();
             tokio::spawn(async move { m.run(c).await })
         };
-        let env = Env {
-            cluster: Some(cluster),
+        Env {
+            cluster: None,
+            real: None,
             client,
             manager,
             cancel,
             run: Some(run),
             namespace: config.namespace,
             deadline: config.deadline,
-        };
-        env.wait_for("the manager to lead with synced caches", || async {
-            let ctx = env.manager.context();
-            (env.manager.leader_state().leading
+            lease_namespace,
+        }
+    }
+
+    /// The namespace of the manager's Lease (`kubevirt`; the scenario's namespace on the real
+    /// server), for `inspect --lease-namespace`.
+    pub fn manager_lease_namespace(&self) -> String {
+        self.lease_namespace.clone()
+    }
+
+    async fn wait_manager_ready(&self) {
+        self.wait_for("the manager to lead with synced caches", || async {
+            let ctx = self.manager.context();
+            (self.manager.leader_state().leading
                 && ctx.caches.all_synced()
                 && ctx.vm_queue.get().is_some()
                 && ctx.vmi_queue.get().is_some())
             .then_some(())
         })
         .await;
-        env
+    }
+
+    /// Which server this scenario runs on.
+    pub fn server(&self) -> Server {
+        match &self.real {
+            Some(real) => Server::Real(real.plane),
+            None => Server::Embedded,
+        }
+    }
+
+    /// The simulated nodes' control handle (crash a guest, remove a node, …), on either server.
+    pub fn nodes(&self) -> &NodeSimHandle {
+        match (&self.cluster, &self.real) {
+            (Some(cluster), _) => cluster.nodes(),
+            (None, Some(real)) => real.nodes.as_ref().expect("nodes running").handle(),
+            (None, None) => panic!("no cluster"),
+        }
+    }
+
+    /// The server's record of write requests in this scenario's namespace (the embedded
+    /// server's audit log, or kube-apiserver's; reads are only in the embedded one).
+    pub fn audit(&self) -> Vec<AuditEntry> {
+        match (&self.cluster, &self.real) {
+            (Some(cluster), _) => cluster.api().audit().entries(),
+            (None, Some(real)) => real.plane.audit(&self.namespace),
+            (None, None) => panic!("no cluster"),
+        }
+    }
+
+    /// Path of a kubeconfig for the cluster (the admin's, on the real server).
+    pub fn kubeconfig_path(&self) -> std::path::PathBuf {
+        match (&self.cluster, &self.real) {
+            (Some(cluster), _) => cluster.kubeconfig_path().to_path_buf(),
+            (None, Some(real)) => real.plane.kubeconfig.clone(),
+            (None, None) => panic!("no cluster"),
+        }
     }
 
     /// Wait until this instance leads and both work queues are empty.
@@ -245,11 +431,37 @@ impl Env {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Create `vm` in the scenario's namespace (whatever namespace it names).
     pub async fn create_vm(&self, vm: &VirtualMachine) -> VirtualMachine {
+        let mut vm = vm.clone();
+        vm.metadata.namespace = Some(self.namespace.clone());
         self.vms()
-            .create(&PostParams::default(), vm)
+            .create(&PostParams::default(), &vm)
             .await
             .expect("create VM")
+    }
+
+    /// Create docs/examples/vm-priorityclass.yaml's PriorityClass (once: it is cluster-scoped
+    /// and the real server is shared).
+    pub async fn create_example_priority_class(&self) {
+        use k8s_openapi::api::scheduling::v1::PriorityClass;
+        let path = super::repo_path("docs/examples/vm-priorityclass.yaml");
+        let text = std::fs::read_to_string(&path).expect("example");
+        let doc = virtctl_rs::api::manifest::split_documents("vm-priorityclass.yaml", &text)
+            .expect("documents")
+            .into_iter()
+            .map(|(_, d)| d)
+            .find(|d| d["kind"] == "PriorityClass")
+            .expect("the example's PriorityClass");
+        let class: PriorityClass = serde_json::from_value(doc).expect("PriorityClass");
+        match Api::<PriorityClass>::all(self.client.clone())
+            .create(&PostParams::default(), &class)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("create the example PriorityClass: {e}"),
+        }
     }
 
     pub async fn vm(&self, name: &str) -> Option<VirtualMachine> {
@@ -281,15 +493,13 @@ impl Env {
 
     /// Successful VMI creations recorded by the API server's audit log for `name`.
     pub fn vmi_creations(&self, name: &str) -> Vec<DateTime<Utc>> {
-        self.cluster()
-            .api()
-            .audit()
-            .entries()
+        self.audit()
             .into_iter()
             .filter(|e| {
                 e.verb == "create"
                     && e.resource == "virtualmachineinstances"
                     && e.subresource.is_empty()
+                    && e.namespace == self.namespace
                     && e.name == name
                     && (200..300).contains(&e.code)
             })
@@ -516,6 +726,12 @@ impl Env {
         }
         if let Some(cluster) = self.cluster.take() {
             cluster.shutdown().await;
+        }
+        if let Some(mut real) = self.real.take() {
+            if let Some(nodes) = real.nodes.take() {
+                nodes.shutdown().await;
+            }
+            real.plane.remove_namespace(&self.namespace).await;
         }
     }
 }

@@ -7,7 +7,9 @@
 //!   (`docs/examples/`, `docs/examples/more/`, `tests/fixtures/`);
 //! - [`upstream_examples`]: where KubeVirt's own example manifests are, for the optional
 //!   conformance sweeps (`KUBEVIRT_EXAMPLES`, see README "Tests");
-//! - [`env`]: the `Env` scenario builder (embedded cluster + a leading controller manager);
+//! - [`env`]: the `Env` scenario builder (a cluster + a leading controller manager) and
+//!   `on_both_servers!`, which runs a scenario on the embedded server and on the real one;
+//! - [`control_plane`]: the real kube-apiserver + etcd the `real_apiserver` tests run on;
 //! - [`objects`]: small objects and API helpers for the `sim_*` tests, and the container-disk
 //!   VM the CLI tests run;
 //! - [`fast_cluster`]: an embedded cluster whose simulated nodes start pods in 50 ms;
@@ -18,6 +20,8 @@
 //! No test file uses all of it.
 #![allow(dead_code)]
 
+pub mod control_plane;
+#[macro_use]
 pub mod env;
 pub mod objects;
 pub mod one_per_vm;

@@ -1,0 +1,646 @@
+//! The real control plane under the tests ("envtest" for Rust): etcd, kube-apiserver and
+//! kube-controller-manager of Kubernetes v1.36, built from the Go module proxy by
+//! `scripts/envtest.sh`, with KubeVirt v1.9.0's and CDI's CRDs installed as generated from their
+//! API modules.
+//!
+//! One control plane serves the whole test binary: [`shared`] starts it on first use (free
+//! loopback ports, a temporary data folder, kube-apiserver's self-signed serving certificate, a
+//! static admin token, RBAC, ServiceAccount token signing, an audit log) and it lives until the
+//! process ends. Its processes are started by a supervisor thread that never ends and carry
+//! `PR_SET_PDEATHSIG`, so they die with the test process, also after a panic or a kill; the
+//! data folders of dead runs are removed by the next run.
+//!
+//! The binaries are found through `VIRTCTL_ENVTEST_BIN` (a folder with `etcd`,
+//! `kube-apiserver`, `kube-controller-manager` and `kubectl`, with `../crds` and the
+//! ServiceAccount keys beside it, as the script lays them out) or in the script's cache
+//! (`target/envtest/<version>/`). With neither, [`shared`] prints one `SKIP real-apiserver: …`
+//! line and returns `None`, and the test passes: `cargo test` runs on a machine without Go.
+//! `.ci/run` always builds them, so CI never skips.
+//!
+//! What the control plane deliberately lacks, and who stands in: no scheduler, kubelet or
+//! virt-handler (the project's simulated nodes, `NodeSimulator`, point at it), no virt-api
+//! (the controller runs with `without_virt_api`), no CDI (tests play CDI by writing a
+//! DataVolume's status), no node-lifecycle controller (so the `TaintNodesByCondition` admission
+//! plugin, whose taints that controller removes, is off).
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use virtctl_rs::sim::AuditEntry;
+
+/// Environment variable naming the folder of the control plane's binaries.
+pub const BIN_ENV: &str = "VIRTCTL_ENVTEST_BIN";
+/// Environment variable moving the script's cache (default `target/envtest`).
+pub const CACHE_ENV: &str = "VIRTCTL_ENVTEST_CACHE";
+/// The admin's bearer token (group `system:masters`).
+const ADMIN_TOKEN: &str = "virtctl-envtest-admin";
+/// How long the control plane may take to become ready (two cores shared with test builds).
+const READY_DEADLINE: Duration = Duration::from_secs(180);
+
+/// What `scripts/envtest.sh` built.
+#[derive(Debug, Clone)]
+pub struct Assets {
+    pub bin: PathBuf,
+    pub crds: PathBuf,
+    pub sa_key: PathBuf,
+    pub sa_pub: PathBuf,
+}
+
+impl Assets {
+    /// The assets of `bin` (a folder with the binaries; CRDs and keys beside it), when complete.
+    fn at(bin: &Path) -> Result<Assets, String> {
+        let home = bin.parent().unwrap_or(bin);
+        let assets = Assets {
+            bin: bin.to_path_buf(),
+            crds: home.join("crds"),
+            sa_key: home.join("service-account.key"),
+            sa_pub: home.join("service-account.pub"),
+        };
+        for binary in [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kubectl",
+        ] {
+            if !bin.join(binary).is_file() {
+                return Err(format!("{} has no {binary}", bin.display()));
+            }
+        }
+        for file in [&assets.crds, &assets.sa_key, &assets.sa_pub] {
+            if !file.exists() {
+                return Err(format!("{} is missing", file.display()));
+            }
+        }
+        Ok(assets)
+    }
+
+    pub fn binary(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+}
+
+/// The Kubernetes version `tests/envtest/go.mod` builds (`v1.36.3`).
+pub fn kubernetes_version() -> String {
+    let gomod = super::repo_path("tests/envtest/go.mod");
+    let text =
+        std::fs::read_to_string(&gomod).unwrap_or_else(|e| panic!("{}: {e}", gomod.display()));
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("k8s.io/kubernetes "))
+        .filter_map(|v| v.split_whitespace().next().map(str::to_string))
+        .next()
+        .unwrap_or_else(|| panic!("{} names no k8s.io/kubernetes version", gomod.display()))
+}
+
+/// Where the assets are: `VIRTCTL_ENVTEST_BIN` (which must then be complete), else the script's
+/// cache when its build finished, else `Err` with the reason they are not there.
+pub fn locate_assets() -> Result<Assets, String> {
+    if let Some(bin) = std::env::var_os(BIN_ENV).filter(|v| !v.is_empty()) {
+        return Assets::at(Path::new(&bin))
+            .map_err(|e| panic!("{BIN_ENV}={}: {e}", PathBuf::from(&bin).display()));
+    }
+    let cache = std::env::var_os(CACHE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target/envtest"));
+    let cache = if cache.is_absolute() {
+        cache
+    } else {
+        super::repo_path(&cache.to_string_lossy())
+    };
+    let home = cache.join(kubernetes_version());
+    if !home.join("stamp").is_file() {
+        return Err(format!(
+            "no control plane built in {}; run scripts/envtest.sh (needs Go 1.26) or set {BIN_ENV}",
+            home.display()
+        ));
+    }
+    Assets::at(&home.join("bin"))
+}
+
+/// The running control plane.
+#[derive(Debug)]
+pub struct ControlPlane {
+    /// An admin kubeconfig (token of group `system:masters`).
+    pub kubeconfig: PathBuf,
+    /// `https://127.0.0.1:PORT`.
+    pub server: String,
+    /// kube-apiserver's audit log (JSON lines; see [`ControlPlane::audit`]).
+    pub audit_log: PathBuf,
+    pub assets: Assets,
+    /// The run's data folder.
+    pub dir: PathBuf,
+    _supervisor: Supervisor,
+}
+
+static PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+static NAMESPACES: AtomicU32 = AtomicU32::new(0);
+
+/// The test binary's control plane, started on first use; `None` (after one `SKIP` line naming
+/// `test`) when the binaries are not built. Panics when they are but it does not start.
+pub fn shared(test: &str) -> Option<&'static ControlPlane> {
+    let assets = match locate_assets() {
+        Ok(a) => a,
+        Err(reason) => {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "SKIP real-apiserver: {test}: {reason}"
+            );
+            return None;
+        }
+    };
+    match PLANE.get_or_init(|| start(assets)) {
+        Ok(plane) => Some(plane),
+        Err(e) => panic!("the real control plane did not start: {e}"),
+    }
+}
+
+impl ControlPlane {
+    /// A `kube::Config` for the admin, sending `agent` as its user agent.
+    pub async fn kube_config(&self, agent: &str) -> kube::Config {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .expect("kube config from the envtest kubeconfig");
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_str(agent).expect("user agent"),
+        ));
+        config
+    }
+
+    /// An admin client sending `agent` as its user agent.
+    pub async fn client(&self, agent: &str) -> kube::Client {
+        kube::Client::try_from(self.kube_config(agent).await).expect("client")
+    }
+
+    /// A fresh namespace name for one test (`<prefix>-<n>`).
+    pub fn fresh_namespace(prefix: &str) -> String {
+        let n = NAMESPACES.fetch_add(1, Ordering::Relaxed);
+        format!("{prefix}-{}-{n}", std::process::id() % 100_000)
+    }
+
+    /// The built kubectl against this control plane as the admin.
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new(self.assets.binary("kubectl"));
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig);
+        cmd
+    }
+
+    /// Run the built kubectl with `args`; panics with its output when it fails.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl().args(args).output().expect("run kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The audit log's write requests of `namespace` (and cluster-scoped ones when
+    /// `namespace` is empty), as [`AuditEntry`]s in the order the server answered them.
+    pub fn audit(&self, namespace: &str) -> Vec<AuditEntry> {
+        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .enumerate()
+            .filter_map(|(seq, event)| audit_entry(seq as u64, &event))
+            .filter(|e| e.namespace == namespace)
+            .collect()
+    }
+}
+
+/// An [`AuditEntry`] from one of kube-apiserver's audit events (`audit.k8s.io/v1` `Event`).
+fn audit_entry(seq: u64, event: &serde_json::Value) -> Option<AuditEntry> {
+    let object = event.get("objectRef")?;
+    let text = |v: &serde_json::Value, key: &str| {
+        v.get(key)
+            .and_then(|s| s.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut name = text(object, "name");
+    if name.is_empty() {
+        // A create of a generated name: the name is in the object answered.
+        name = event
+            .pointer("/responseObject/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_string();
+    }
+    let time: DateTime<Utc> = event
+        .get("requestReceivedTimestamp")
+        .and_then(|t| t.as_str())
+        .and_then(|t| t.parse().ok())?;
+    Some(AuditEntry {
+        seq,
+        time,
+        verb: text(event, "verb"),
+        group: text(object, "apiGroup"),
+        resource: text(object, "resource"),
+        subresource: text(object, "subresource"),
+        namespace: text(object, "namespace"),
+        name,
+        user_agent: text(event, "userAgent"),
+        code: event
+            .pointer("/responseStatus/code")
+            .and_then(|c| c.as_u64())
+            .unwrap_or(0) as u16,
+        path: text(event, "requestURI"),
+        lease: None,
+    })
+}
+
+/// A free loopback port (bound, read and released: another process could take it before the
+/// server binds it, which the readiness wait then reports).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Run folders live here, one per test process: `envtest-<pid>`.
+fn runs_root() -> PathBuf {
+    std::env::temp_dir().join("virtctl-envtest")
+}
+
+/// Remove the folders of runs whose process is gone.
+fn remove_stale_runs(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("run-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The commands of the three processes, in start order.
+fn commands(
+    assets: &Assets,
+    dir: &Path,
+    etcd: (u16, u16),
+    apiserver: u16,
+) -> Vec<(&'static str, Command)> {
+    let etcd_url = format!("http://127.0.0.1:{}", etcd.0);
+    let peer_url = format!("http://127.0.0.1:{}", etcd.1);
+    let mut etcd_cmd = Command::new(assets.binary("etcd"));
+    etcd_cmd.args([
+        "--name=envtest",
+        &format!("--data-dir={}", dir.join("etcd").display()),
+        &format!("--listen-client-urls={etcd_url}"),
+        &format!("--advertise-client-urls={etcd_url}"),
+        &format!("--listen-peer-urls={peer_url}"),
+        &format!("--initial-advertise-peer-urls={peer_url}"),
+        &format!("--initial-cluster=envtest={peer_url}"),
+        "--unsafe-no-fsync",
+        "--log-level=warn",
+    ]);
+
+    let mut api = Command::new(assets.binary("kube-apiserver"));
+    api.args([
+        &format!("--etcd-servers={etcd_url}"),
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        &format!("--secure-port={apiserver}"),
+        &format!("--cert-dir={}", dir.join("certs").display()),
+        &format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+        "--authorization-mode=RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        &format!("--service-account-key-file={}", assets.sa_pub.display()),
+        &format!(
+            "--service-account-signing-key-file={}",
+            assets.sa_key.display()
+        ),
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--allow-privileged=true",
+        // Its taints are lifted by the node-lifecycle controller, which the simulated nodes
+        // replace (see the module documentation).
+        "--disable-admission-plugins=TaintNodesByCondition",
+        &format!(
+            "--audit-policy-file={}",
+            dir.join("audit-policy.yaml").display()
+        ),
+        &format!("--audit-log-path={}", dir.join("audit.log").display()),
+        "--audit-log-mode=blocking",
+        "--v=0",
+    ]);
+
+    let mut kcm = Command::new(assets.binary("kube-controller-manager"));
+    kcm.args([
+        &format!("--kubeconfig={}", dir.join("kubeconfig").display()),
+        "--controllers=garbagecollector,namespace,serviceaccount",
+        "--leader-elect=false",
+        "--secure-port=0",
+        "--v=0",
+    ]);
+    vec![
+        ("etcd", etcd_cmd),
+        ("kube-apiserver", api),
+        ("kube-controller-manager", kcm),
+    ]
+}
+
+/// The audit policy: every write, with the created object for pods and VMIs (so that a
+/// generated pod name is known); no reads.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: RequestResponse
+  verbs: [create]
+  resources:
+  - group: \"\"
+    resources: [pods]
+  - group: kubevirt.io
+    resources: [virtualmachineinstances]
+- level: Metadata
+";
+
+fn write_run_files(dir: &Path, apiserver: u16) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir.join("certs"))?;
+    std::fs::write(
+        dir.join("tokens.csv"),
+        format!("{ADMIN_TOKEN},envtest-admin,envtest-admin,\"system:masters\"\n"),
+    )?;
+    std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY)?;
+    // The serving certificate kube-apiserver generates is written before it serves; the
+    // kubeconfig names the file, which kube reads when a client is built.
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1
+kind: Config
+clusters:
+- name: envtest
+  cluster:
+    server: https://127.0.0.1:{apiserver}
+    certificate-authority: {ca}
+contexts:
+- name: envtest
+  context: {{cluster: envtest, user: admin, namespace: default}}
+current-context: envtest
+users:
+- name: admin
+  user: {{token: {ADMIN_TOKEN}}}
+",
+            ca = dir.join("certs").join("apiserver.crt").display()
+        ),
+    )?;
+    Ok(kubeconfig)
+}
+
+type SpawnRequest = (
+    &'static str,
+    Command,
+    std::sync::mpsc::Sender<Result<(), String>>,
+);
+
+/// Starts the control plane's processes from one thread that lives as long as the test
+/// process: their parent-death signal is tied to the thread that forked them.
+struct Supervisor {
+    requests: std::sync::Mutex<std::sync::mpsc::Sender<SpawnRequest>>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl Supervisor {
+    fn start(dir: &Path) -> Result<Supervisor, String> {
+        let (tx, rx) = std::sync::mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("envtest-supervisor".into())
+            .spawn(move || {
+                // The children are owned here and never waited for: they end with the process.
+                let mut children: Vec<Child> = Vec::new();
+                while let Ok((name, mut cmd, reply)) = rx.recv() {
+                    die_with_parent(&mut cmd);
+                    let result = cmd
+                        .spawn()
+                        .map(|child| children.push(child))
+                        .map_err(|e| format!("start {name}: {e}"));
+                    let _ = reply.send(result);
+                }
+                loop {
+                    std::thread::park();
+                }
+            })
+            .map_err(|e| format!("supervisor thread: {e}"))?;
+        Ok(Supervisor {
+            requests: std::sync::Mutex::new(tx),
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Start `cmd`, its output in `<dir>/<name>.log`.
+    fn spawn(&self, name: &'static str, mut cmd: Command) -> Result<(), String> {
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log")))
+            .map_err(|e| format!("{name}.log: {e}"))?;
+        let err = log.try_clone().map_err(|e| format!("{name}.log: {e}"))?;
+        cmd.stdin(Stdio::null()).stdout(log).stderr(err);
+        let (reply, answer) = std::sync::mpsc::channel();
+        self.requests
+            .lock()
+            .map_err(|_| "supervisor lock poisoned".to_string())?
+            .send((name, cmd, reply))
+            .map_err(|e| format!("supervisor: {e}"))?;
+        answer.recv().map_err(|e| format!("supervisor: {e}"))?
+    }
+}
+
+/// SIGKILL the child when the thread that started it ends, which for the supervisor thread is
+/// when the test process ends.
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches only the child's own state.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+fn start(assets: Assets) -> Result<ControlPlane, String> {
+    let root = runs_root();
+    remove_stale_runs(&root);
+    let dir = root.join(format!("run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let etcd = (free_port(), free_port());
+    let apiserver = free_port();
+    let kubeconfig =
+        write_run_files(&dir, apiserver).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let supervisor = Supervisor::start(&dir)?;
+    let mut commands = commands(&assets, &dir, etcd, apiserver).into_iter();
+    // etcd and kube-apiserver first; kube-controller-manager reads the serving certificate
+    // kube-apiserver writes, so it starts once the server is ready.
+    for (name, cmd) in commands.by_ref().take(2) {
+        supervisor.spawn(name, cmd)?;
+    }
+    let plane = ControlPlane {
+        kubeconfig,
+        server: format!("https://127.0.0.1:{apiserver}"),
+        audit_log: dir.join("audit.log"),
+        assets,
+        dir,
+        _supervisor: supervisor,
+    };
+    plane.wait_ready()?;
+    for (name, cmd) in commands {
+        plane._supervisor.spawn(name, cmd)?;
+    }
+    plane.install_crds()?;
+    Ok(plane)
+}
+
+impl ControlPlane {
+    /// Wait for `/readyz` (through the built kubectl), naming the logs when it does not come.
+    fn wait_ready(&self) -> Result<(), String> {
+        let started = Instant::now();
+        let mut last = String::new();
+        while started.elapsed() < READY_DEADLINE {
+            if self.dir.join("certs").join("apiserver.crt").exists() {
+                let out = self
+                    .kubectl()
+                    .args(["get", "--raw", "/readyz"])
+                    .output()
+                    .map_err(|e| format!("run kubectl: {e}"))?;
+                if out.status.success() {
+                    return Ok(());
+                }
+                last = String::from_utf8_lossy(&out.stderr).into_owned();
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Err(format!(
+            "kube-apiserver not ready after {READY_DEADLINE:?} ({last}); logs in {}",
+            self.dir.display()
+        ))
+    }
+
+    /// Create the CRDs and wait until they are established.
+    fn install_crds(&self) -> Result<(), String> {
+        let crds = self.assets.crds.display().to_string();
+        for args in [
+            vec!["create", "-f", crds.as_str()],
+            vec![
+                "wait",
+                "--for=condition=Established",
+                "--timeout=120s",
+                "-f",
+                crds.as_str(),
+            ],
+        ] {
+            let out = self
+                .kubectl()
+                .args(&args)
+                .output()
+                .map_err(|e| format!("run kubectl: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "kubectl {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ControlPlane {
+    /// Create `namespace` and wait for its `default` ServiceAccount, which pods need (the
+    /// ServiceAccount admission plugin refuses pods until kube-controller-manager made it).
+    pub async fn create_namespace(&self, namespace: &str) {
+        use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+        use kube::api::{Api, PostParams};
+        let client = self.client("virtctl-rs-e2e").await;
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": namespace}
+        }))
+        .expect("namespace");
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("create namespace {namespace}: {e}"));
+        let accounts: Api<ServiceAccount> = Api::namespaced(client, namespace);
+        super::wait_for(
+            &format!("the default ServiceAccount of {namespace}"),
+            || async { accounts.get_opt("default").await.ok().flatten().map(|_| ()) },
+        )
+        .await;
+    }
+
+    /// Remove what a test left in `namespace` once its controller is gone: finalizers of its
+    /// VMs and VMIs (nobody is left to release them), its pods at once, then the namespace.
+    pub async fn remove_namespace(&self, namespace: &str) {
+        use k8s_openapi::api::core::v1::{Namespace, Pod};
+        use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+        use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
+        let client = self.client("virtctl-rs-e2e").await;
+        let no_finalizers = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+        let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+        for vm in vms
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let name = vm.metadata.name.unwrap_or_default();
+            let _ = vms
+                .patch(&name, &PatchParams::default(), &no_finalizers)
+                .await;
+        }
+        let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), namespace);
+        for vmi in vmis
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let name = vmi.metadata.name.unwrap_or_default();
+            let _ = vmis
+                .patch(&name, &PatchParams::default(), &no_finalizers)
+                .await;
+        }
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let _ = pods
+            .delete_collection(
+                &DeleteParams::default().grace_period(0),
+                &ListParams::default(),
+            )
+            .await;
+        let _ = Api::<Namespace>::all(client)
+            .delete(namespace, &DeleteParams::default())
+            .await;
+    }
+}
