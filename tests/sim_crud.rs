@@ -200,6 +200,44 @@ async fn generation_bumps_only_on_spec_changes() {
 }
 
 #[tokio::test]
+async fn a_vmi_status_write_bumps_its_generation() {
+    // KubeVirt's VMI CRD has no status subresource, so kube-apiserver counts a status change
+    // as a change of the object (apiextensions strategy.go PrepareForUpdate); found by
+    // comparing the VMIs both servers store (tests/server_conformance.rs).
+    let (server, client) = server().await;
+    let vmis: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vmi_resource());
+    let v = vmis
+        .create(&PostParams::default(), &vmi("g"))
+        .await
+        .unwrap();
+    assert_eq!(v.metadata.generation, Some(1));
+    let pp = PatchParams::default();
+    let v = vmis
+        .patch(
+            "g",
+            &pp,
+            &Patch::Merge(json!({"status": {"phase": "Scheduling"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v.metadata.generation, Some(2));
+    let v = vmis
+        .patch(
+            "g",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        v.metadata.generation,
+        Some(2),
+        "metadata alone is not counted"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn status_subresource_separation() {
     let (server, client) = server().await;
     let vms: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &vm_resource());

@@ -194,6 +194,15 @@ pub fn same_spec_part(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// `a` equal to `b` outside `metadata`: what a custom resource without a status
+/// subresource tracks in `metadata.generation`.
+pub fn same_ignoring_metadata(a: &Value, b: &Value) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => same_fields(a, b, |k| k != "metadata", |_, x, y| x == y),
+        _ => a == b,
+    }
+}
+
 /// `a` equal to `b` when `metadata.resourceVersion` is ignored (a no-op update). Compares in
 /// place: the store calls it under its lock on every update.
 pub fn same_ignoring_rv(a: &Value, b: &Value) -> bool {

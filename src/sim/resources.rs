@@ -28,7 +28,9 @@ pub struct ResourceDef {
     /// everything else (apiextensions `status_strategy.go`, core `podStatusStrategy`).
     pub status_subresource: bool,
     /// `metadata.generation` is set to 1 on create and bumped when anything outside
-    /// `metadata`/`status` changes.
+    /// `metadata` changes, and outside `status` too when `status` is a subresource: a custom
+    /// resource without one (KubeVirt's VMI) counts status writes as changes
+    /// (apiextensions-apiserver `strategy.go` `PrepareForUpdate`).
     pub generation: bool,
     /// A built-in kind: strategic merge patch is accepted and updates without
     /// `metadata.resourceVersion` are allowed. `false` models a CustomResourceDefinition:

@@ -948,7 +948,12 @@ impl Store {
                 }
             }
         }
-        if def.generation && sub != Sub::Binding && !object::same_spec_part(&merged, &old) {
+        let changed = if def.status_subresource || def.builtin {
+            !object::same_spec_part(&merged, &old)
+        } else {
+            !object::same_ignoring_metadata(&merged, &old)
+        };
+        if def.generation && sub != Sub::Binding && changed {
             let g = object::generation(&old) + 1;
             meta_mut(&mut merged).insert("generation".into(), json!(g));
         }
