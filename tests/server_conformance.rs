@@ -70,10 +70,10 @@ async fn create_examples(env: &Env) {
 }
 
 /// What is left of a stored object once what differs between any two stores is removed:
-/// names and UIDs generated (the VMI's UID appears in the pod's paths too), times, versions,
+/// names and UIDs generated (the VM's and VMI's appear in names and paths too), times, versions,
 /// the node it was bound to, the status, and the qemu timeout KubeVirt draws at random
 /// (`--qemu-timeout`, template.go). The namespace is written as `default`.
-fn comparable(mut obj: Value, namespace: &str, vmi_uid: &str) -> Value {
+fn comparable(mut obj: Value, namespace: &str, uids: &[(&str, &str)]) -> Value {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         for key in [
             "name",
@@ -94,7 +94,19 @@ fn comparable(mut obj: Value, namespace: &str, vmi_uid: &str) -> Value {
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
         spec.remove("nodeName");
     }
-    if let Some(o) = obj.as_object_mut() {
+    let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+    if kind == "VirtualMachineInstance" {
+        // Every status write counts here (no status subresource), and how many writes a
+        // start takes depends on timing: tests/sim_crud.rs pins the rule itself.
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("generation");
+        }
+    }
+    if kind == "VirtualMachine" || kind == "VirtualMachineInstance" {
+        if let Some(status) = obj.get_mut("status") {
+            drop_volatile_status(status);
+        }
+    } else if let Some(o) = obj.as_object_mut() {
         o.remove("status");
     }
     for list in ["containers", "initContainers"] {
@@ -114,13 +126,55 @@ fn comparable(mut obj: Value, namespace: &str, vmi_uid: &str) -> Value {
             }
         }
     }
-    let mut text = serde_json::to_string(&obj)
-        .expect("json")
-        .replace(vmi_uid, "VMI-UID");
+    let mut text = serde_json::to_string(&obj).expect("json");
+    for (uid, placeholder) in uids {
+        text = text.replace(uid, placeholder);
+    }
     if namespace != "default" {
         text = text.replace(namespace, "default");
     }
     serde_json::from_str(&text).expect("json")
+}
+
+/// Remove from a VM's or VMI's status what depends on the moment and the node: times, the
+/// node and its addresses, the pod UIDs.
+fn drop_volatile_status(status: &mut Value) {
+    let Some(s) = status.as_object_mut() else {
+        return;
+    };
+    for key in ["nodeName", "activePods"] {
+        s.remove(key);
+    }
+    for c in s
+        .get_mut("conditions")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        c.remove("lastProbeTime");
+        c.remove("lastTransitionTime");
+    }
+    for t in s
+        .get_mut("phaseTransitionTimestamps")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        t.remove("phaseTransitionTimestamp");
+    }
+    for i in s
+        .get_mut("interfaces")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        for key in ["ipAddress", "ipAddresses", "mac"] {
+            i.remove(key);
+        }
+    }
 }
 
 /// The JSON paths where `a` and `b` differ, with both values.
@@ -146,21 +200,45 @@ fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// Start the examples on `server` and return each VM's launcher pod as stored.
-async fn launcher_pods(server: Server) -> BTreeMap<String, Value> {
+/// What each server stores for one example: the VM, its VMI and its launcher pod.
+#[derive(Debug, Default)]
+struct Stored {
+    vms: BTreeMap<String, Value>,
+    vmis: BTreeMap<String, Value>,
+    pods: BTreeMap<String, Value>,
+}
+
+/// Start the examples on `server` and return each VM, VMI and launcher pod as stored.
+async fn stored_objects(server: Server) -> Stored {
     let env = Env::start_on_with(server, EnvConfig::new("conformance").without_virt_api()).await;
     create_examples(&env).await;
-    let mut pods = BTreeMap::new();
+    let mut stored = Stored::default();
     for name in ["demo-vm", "demo-sata", "demo-priority", "demo-pvc"] {
-        let (_, vmi) = env.wait_running(name).await;
+        env.wait_running(name).await;
+        // Settled: the controllers have nothing left to write.
+        env.wait_leading_and_idle().await;
+        let (vm, vmi) = env.wait_running(name).await;
         let uid = vmi.metadata.uid.clone().unwrap_or_default();
+        let vm_uid = vm.metadata.uid.clone().unwrap_or_default();
+        let uids = [(uid.as_str(), "VMI-UID"), (vm_uid.as_str(), "VM-UID")];
         let found: Vec<Pod> = env.launcher_pods(&uid).await;
         assert_eq!(found.len(), 1, "{name}: one launcher pod");
         let pod = serde_json::to_value(&found[0]).expect("pod json");
-        pods.insert(name.to_string(), comparable(pod, &env.namespace, &uid));
+        let ns = &env.namespace;
+        stored
+            .pods
+            .insert(name.to_string(), comparable(pod, ns, &uids));
+        let vm = serde_json::to_value(&vm).expect("vm json");
+        stored
+            .vms
+            .insert(name.to_string(), comparable(vm, ns, &uids));
+        let vmi = serde_json::to_value(&vmi).expect("vmi json");
+        stored
+            .vmis
+            .insert(name.to_string(), comparable(vmi, ns, &uids));
     }
     env.shutdown().await;
-    pods
+    stored
 }
 
 #[test]
@@ -184,23 +262,79 @@ fn differences_name_each_path() {
 mod real_apiserver {
     use super::*;
 
-    /// The same controller writes the same launcher pods to both servers; what kube-apiserver
-    /// adds (defaults, admission) the embedded server must add too.
+    /// The same controller writes the same objects to both servers. What kube-apiserver adds
+    /// (defaults, admission) the embedded server must add too, and what kube-apiserver drops
+    /// (fields outside KubeVirt's CRD schema: pruning) the controller must not write: the
+    /// embedded server keeps every field, so a pruned one shows as a difference.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn launcher_pods_are_stored_as_kube_apiserver_stores_them() {
-        let Some(plane) = common::control_plane::shared("launcher_pods_are_stored_alike") else {
+    async fn examples_are_stored_as_kube_apiserver_stores_them() {
+        let Some(plane) = common::control_plane::shared("examples_are_stored_alike") else {
             return;
         };
-        let embedded = launcher_pods(Server::Embedded).await;
-        let real = launcher_pods(Server::Real(plane)).await;
+        let embedded = stored_objects(Server::Embedded).await;
+        let real = stored_objects(Server::Real(plane)).await;
         let mut found = Vec::new();
-        for (name, pod) in &embedded {
-            differences(name, pod, &real[name], &mut found);
+        for (what, ours, theirs) in [
+            ("pod", &embedded.pods, &real.pods),
+            ("vm", &embedded.vms, &real.vms),
+            ("vmi", &embedded.vmis, &real.vmis),
+        ] {
+            for (name, object) in ours {
+                differences(&format!("{what} {name}"), object, &theirs[name], &mut found);
+            }
         }
         assert!(
             found.is_empty(),
-            "the servers store the launcher pods differently:\n{}",
+            "the servers store the examples differently:\n{}",
             found.join("\n")
         );
+    }
+
+    /// Pruning is on: a VMI field outside KubeVirt's schema is dropped by kube-apiserver (and
+    /// refused under strict field validation), while the embedded server keeps it. A field the
+    /// controller wrote outside the schema would therefore fail the comparison above.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_vmi_field_outside_the_schema_is_pruned() {
+        let Some(plane) = common::control_plane::shared("a_vmi_field_outside_the_schema") else {
+            return;
+        };
+        let namespace = common::control_plane::ControlPlane::fresh_namespace("prune");
+        plane.create_namespace(&namespace).await;
+        let client = plane.client("virtctl-rs-e2e").await;
+        let vmis: kube::Api<kube::api::DynamicObject> =
+            kube::Api::namespaced_with(client, &namespace, &common::objects::vmi_resource());
+        let mut vmi = common::objects::vmi("pruned");
+        vmi.metadata.namespace = Some(namespace.clone());
+        vmi.data["spec"]["domain"]["notAKubeVirtField"] = json!(true);
+        vmi.data["status"] = json!({"phase": "Pending", "notAStatusField": "x"});
+
+        let strict = kube::api::PatchParams::apply("virtctl-rs-e2e")
+            .validation(kube::api::ValidationDirective::Strict);
+        let refused = vmis
+            .patch("pruned", &strict, &kube::api::Patch::Apply(&vmi))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("notAKubeVirtField"),
+            "strict validation names the field: {refused}"
+        );
+
+        let stored = vmis
+            .create(&PostParams::default(), &vmi)
+            .await
+            .expect("create");
+        assert!(
+            stored.data["spec"]["domain"]
+                .get("notAKubeVirtField")
+                .is_none(),
+            "{}",
+            stored.data["spec"]["domain"]
+        );
+        assert!(stored.data["status"].get("notAStatusField").is_none());
+        assert_eq!(
+            stored.data["status"]["phase"], "Pending",
+            "known fields stay"
+        );
+        plane.remove_namespace(&namespace).await;
     }
 }
