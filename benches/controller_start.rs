@@ -20,6 +20,13 @@
 //! controller, the client that creates the VMs and the bench's own polling.
 //! `CONTROLLER_BENCH_IN_PROCESS=1` runs everything in one process instead.
 //!
+//! `CONTROLLER_BENCH_SERVER=real` runs the same start on the real control plane instead
+//! (kube-apiserver, etcd and kube-controller-manager of Kubernetes v1.36 with KubeVirt's CRDs,
+//! built by `scripts/envtest.sh` and started as the tests start it,
+//! tests/common/control_plane.rs) with the simulated nodes in a child process pointed at it;
+//! the controller runs without virt-api (`without_virt_api`), and the cluster's figures are
+//! those processes' together. Writes come from kube-apiserver's audit log.
+//!
 //! Knobs: `CONTROLLER_BENCH_VMS` (default 1000), `CONTROLLER_BENCH_NODES` (20),
 //! `CONTROLLER_BENCH_KUBELET_DELAY_MS` (10), `CONTROLLER_BENCH_PACED` (100 VMs started one at a
 //! time after the bulk start, for the idle-controller latency), `CONTROLLER_BENCH_WORKER_THREADS`
@@ -46,6 +53,11 @@ use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::ApiServerConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 
+/// The tests' real control plane, shared with them (it depends on nothing else of the tests).
+#[path = "../tests/common/control_plane.rs"]
+#[allow(dead_code)]
+mod control_plane;
+
 /// The product binary's allocator (src/main.rs), so both processes allocate as
 /// `kubectl virtctl-rs run-controller` and `cluster serve` do.
 #[global_allocator]
@@ -53,6 +65,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const ROLE_ENV: &str = "CONTROLLER_BENCH_ROLE";
 const DIR_ENV: &str = "CONTROLLER_BENCH_DIR";
+const KUBECONFIG_ENV: &str = "CONTROLLER_BENCH_KUBECONFIG";
 const CONTROLLER_AGENT: &str = "virt-controller";
 /// VM creates in flight.
 const IN_FLIGHT: usize = 16;
@@ -249,9 +262,69 @@ fn serve_cluster(dir: PathBuf) {
     });
 }
 
+/// The simulated nodes alone, against the real control plane (`ROLE=nodes`), until stdin
+/// closes.
+fn serve_nodes(kubeconfig: PathBuf) {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(async move {
+        let cluster = cluster_config(None);
+        let nodes = virtctl_rs::sim::nodes::NodeSimulator::start_from_kubeconfig(
+            &kubeconfig,
+            virtctl_rs::sim::nodes::NodeSimConfig {
+                nodes: cluster.nodes,
+                kubelet_delay: cluster.kubelet_delay,
+                grace_scale: cluster.grace_scale,
+                capacity: cluster.capacity,
+            },
+        )
+        .await
+        .expect("simulated nodes start");
+        println!("ready");
+        let _ = std::io::stdout().flush();
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut sink = String::new();
+            while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {
+                sink.clear();
+            }
+        })
+        .await;
+        nodes.shutdown().await;
+    });
+}
+
+/// Re-execute this bench in `role` with `envs`, and wait for its `ready` line.
+async fn start_child(role: &str, envs: &[(&str, &std::ffi::OsStr)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().expect("bench executable"));
+    cmd.env(ROLE_ENV, role);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("child process starts");
+    let stdout = child.stdout.take().expect("child stdout");
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        line
+    })
+    .await
+    .unwrap_or_default();
+    assert_eq!(line.trim(), "ready", "{role} child did not start");
+    child
+}
+
 /// Where the cluster runs.
 enum ClusterHandle {
     InProcess(EmbeddedCluster),
+    /// The real control plane, the simulated nodes in a child process.
+    Real {
+        plane: &'static control_plane::ControlPlane,
+        nodes: Child,
+    },
     Child {
         child: Child,
         dir: tempfile::TempDir,
@@ -308,6 +381,20 @@ impl Audited {
 
 impl ClusterHandle {
     async fn start(in_process: bool) -> ClusterHandle {
+        if real_server() {
+            let Some(plane) = control_plane::shared("controller_start") else {
+                eprintln!(
+                    "CONTROLLER_BENCH_SERVER=real needs the control plane: scripts/envtest.sh"
+                );
+                std::process::exit(2);
+            };
+            // The Lease's namespace and the VMs' (with its ServiceAccount, for the pods).
+            plane.create_namespace("kubevirt").await;
+            plane.create_namespace("default").await;
+            let nodes =
+                start_child("nodes", &[(KUBECONFIG_ENV, plane.kubeconfig.as_os_str())]).await;
+            return ClusterHandle::Real { plane, nodes };
+        }
         if in_process {
             return ClusterHandle::InProcess(
                 EmbeddedCluster::start(cluster_config(None))
@@ -316,23 +403,7 @@ impl ClusterHandle {
             );
         }
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut child = Command::new(std::env::current_exe().expect("bench executable"))
-            .env(ROLE_ENV, "cluster")
-            .env(DIR_ENV, dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("cluster child process starts");
-        let stdout = child.stdout.take().expect("child stdout");
-        let line = tokio::task::spawn_blocking(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            line
-        })
-        .await
-        .unwrap_or_default();
-        assert_eq!(line.trim(), "ready", "cluster child did not start");
+        let child = start_child("cluster", &[(DIR_ENV, dir.path().as_os_str())]).await;
         ClusterHandle::Child {
             child,
             dir,
@@ -346,6 +417,7 @@ impl ClusterHandle {
         use axum::http;
         let mut config = match self {
             ClusterHandle::InProcess(c) => c.api().kube_config().await.expect("client config"),
+            ClusterHandle::Real { plane, .. } => plane.kube_config(agent).await,
             ClusterHandle::Child { dir, .. } => {
                 let kc = kube::config::Kubeconfig::read_from(dir.path().join("kubeconfig"))
                     .expect("child kubeconfig");
@@ -395,6 +467,22 @@ impl ClusterHandle {
                     )
                 })
                 .collect(),
+            ClusterHandle::Real { plane, .. } => plane
+                .audit_all()
+                .iter()
+                .skip(from)
+                .map(|e| {
+                    Audited::new(
+                        &e.verb,
+                        &e.resource,
+                        &e.subresource,
+                        &e.name,
+                        &e.user_agent,
+                        e.code,
+                        e.time,
+                    )
+                })
+                .collect(),
             ClusterHandle::Child {
                 dir, audit, offset, ..
             } => {
@@ -430,11 +518,12 @@ impl ClusterHandle {
     fn audit_len(&mut self) -> usize {
         match self {
             ClusterHandle::InProcess(c) => c.api().audit().len(),
+            ClusterHandle::Real { plane, .. } => plane.audit_all().len(),
             ClusterHandle::Child { .. } => {
                 let _ = self.audit_since(usize::MAX);
                 match self {
                     ClusterHandle::Child { audit, .. } => audit.len(),
-                    ClusterHandle::InProcess(_) => 0,
+                    _ => 0,
                 }
             }
         }
@@ -444,12 +533,33 @@ impl ClusterHandle {
         match self {
             ClusterHandle::InProcess(_) => None,
             ClusterHandle::Child { child, .. } => Some(usage(&child.id().to_string())),
+            // Every process of the cluster together: CPU added up, peak RSS added up.
+            ClusterHandle::Real { plane, nodes } => {
+                let mut pids: Vec<String> = plane
+                    .processes()
+                    .iter()
+                    .map(|(_, p)| p.to_string())
+                    .collect();
+                pids.push(nodes.id().to_string());
+                Some(
+                    pids.iter()
+                        .map(|p| usage(p))
+                        .fold(Usage::default(), |a, u| Usage {
+                            cpu_seconds: a.cpu_seconds + u.cpu_seconds,
+                            peak_rss_kib: a.peak_rss_kib + u.peak_rss_kib,
+                        }),
+                )
+            }
         }
     }
 
     async fn shutdown(self) {
         match self {
             ClusterHandle::InProcess(c) => c.shutdown().await,
+            ClusterHandle::Real { mut nodes, .. } => {
+                drop(nodes.stdin.take());
+                let _ = tokio::task::spawn_blocking(move || nodes.wait()).await;
+            }
             ClusterHandle::Child { mut child, dir, .. } => {
                 drop(child.stdin.take());
                 let _ = tokio::task::spawn_blocking(move || child.wait()).await;
@@ -539,7 +649,9 @@ async fn run(n: usize, in_process: bool) {
     let ctrl = cluster.client(CONTROLLER_AGENT).await;
     let user = cluster.client("bench-user").await;
     let lease = LeaderElectionConfig::new("controller-start-bench");
-    let config = ManagerConfig::new(lease);
+    let mut config = ManagerConfig::new(lease);
+    // No virt-api on the real control plane: the controller adds its VMI finalizer itself.
+    config.settings.without_virt_api = real_server();
     let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
     // As `run-controller` starts it: writes through their own fenced connection pool.
     let manager = Arc::new(
@@ -721,7 +833,9 @@ async fn run(n: usize, in_process: bool) {
         "\ncontroller_start: {n} VMs, {} nodes, kubelet delay {} ms, cluster {}",
         env_usize("CONTROLLER_BENCH_NODES", 20),
         env_usize("CONTROLLER_BENCH_KUBELET_DELAY_MS", 10),
-        if in_process {
+        if real_server() {
+            "real (kube-apiserver v1.36 + etcd; simulated nodes in a child process)"
+        } else if in_process {
             "in the bench process"
         } else {
             "in a child process"
@@ -810,7 +924,7 @@ async fn run(n: usize, in_process: bool) {
     start_latencies(&cluster.audit_since(audit_mark)).print();
     if let (Some(b), Some(a)) = (cluster_before, cluster_after) {
         println!(
-            "  cluster process (API server + simulated nodes): CPU {:.2} s during the run, peak RSS {:.1} MiB",
+            "  cluster processes (API server, etcd and controller-manager when real; simulated nodes): CPU {:.2} s during the run, peak RSS {:.1} MiB",
             a.cpu_seconds - b.cpu_seconds,
             a.peak_rss_kib as f64 / 1024.0
         );
@@ -875,7 +989,17 @@ fn benching() -> bool {
     args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test")
 }
 
+/// `CONTROLLER_BENCH_SERVER=real`: the run is on the real control plane.
+fn real_server() -> bool {
+    std::env::var("CONTROLLER_BENCH_SERVER").is_ok_and(|v| v == "real")
+}
+
 fn main() {
+    if std::env::var(ROLE_ENV).as_deref() == Ok("nodes") {
+        let kubeconfig = std::env::var_os(KUBECONFIG_ENV).expect("CONTROLLER_BENCH_KUBECONFIG");
+        serve_nodes(PathBuf::from(kubeconfig));
+        return;
+    }
     if std::env::var(ROLE_ENV).as_deref() == Ok("cluster") {
         let dir = std::env::var_os(DIR_ENV).expect("CONTROLLER_BENCH_DIR");
         serve_cluster(PathBuf::from(dir));

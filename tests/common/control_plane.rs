@@ -17,6 +17,9 @@
 //! line and returns `None`, and the test passes: `cargo test` runs on a machine without Go.
 //! `.ci/run` always builds them, so CI never skips.
 //!
+//! The module stands alone (no other test support), so that the controller benchmark can
+//! include it too (`benches/controller_start.rs`, `CONTROLLER_BENCH_SERVER=real`).
+//!
 //! What the control plane deliberately lacks, and who stands in: no scheduler, kubelet or
 //! virt-handler (the project's simulated nodes, `NodeSimulator`, point at it), no virt-api
 //! (the controller runs with `without_virt_api`), no CDI (tests play CDI by writing a
@@ -85,9 +88,14 @@ impl Assets {
     }
 }
 
+/// A path inside the repository.
+fn repo_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
 /// The Kubernetes version `tests/envtest/go.mod` builds (`v1.36.3`).
 pub fn kubernetes_version() -> String {
-    let gomod = super::repo_path("tests/envtest/go.mod");
+    let gomod = repo_path("tests/envtest/go.mod");
     let text =
         std::fs::read_to_string(&gomod).unwrap_or_else(|e| panic!("{}: {e}", gomod.display()));
     text.lines()
@@ -111,7 +119,7 @@ pub fn locate_assets() -> Result<Assets, String> {
     let cache = if cache.is_absolute() {
         cache
     } else {
-        super::repo_path(&cache.to_string_lossy())
+        repo_path(&cache.to_string_lossy())
     };
     let home = cache.join(kubernetes_version());
     if !home.join("stamp").is_file() {
@@ -135,7 +143,7 @@ pub struct ControlPlane {
     pub assets: Assets,
     /// The run's data folder.
     pub dir: PathBuf,
-    _supervisor: Supervisor,
+    supervisor: Supervisor,
 }
 
 static PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
@@ -180,6 +188,16 @@ impl ControlPlane {
         kube::Client::try_from(self.kube_config(agent).await).expect("client")
     }
 
+    /// Name and process ID of etcd, kube-apiserver and kube-controller-manager (for the
+    /// benchmark's CPU and memory figures).
+    pub fn processes(&self) -> Vec<(&'static str, u32)> {
+        self.supervisor
+            .pids
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_default()
+    }
+
     /// A fresh namespace name for one test (`<prefix>-<n>`).
     pub fn fresh_namespace(prefix: &str) -> String {
         let n = NAMESPACES.fetch_add(1, Ordering::Relaxed);
@@ -205,14 +223,21 @@ impl ControlPlane {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// The audit log's write requests of `namespace` (and cluster-scoped ones when
-    /// `namespace` is empty), as [`AuditEntry`]s in the order the server answered them.
-    pub fn audit(&self, namespace: &str) -> Vec<AuditEntry> {
+    /// Every write request in the audit log, in the order the server answered them.
+    pub fn audit_all(&self) -> Vec<AuditEntry> {
         let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
         text.lines()
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
             .enumerate()
             .filter_map(|(seq, event)| audit_entry(seq as u64, &event))
+            .collect()
+    }
+
+    /// The audit log's write requests of `namespace` (and cluster-scoped ones when
+    /// `namespace` is empty), as [`AuditEntry`]s in the order the server answered them.
+    pub fn audit(&self, namespace: &str) -> Vec<AuditEntry> {
+        self.audit_all()
+            .into_iter()
             .filter(|e| e.namespace == namespace)
             .collect()
     }
@@ -414,7 +439,7 @@ users:
 type SpawnRequest = (
     &'static str,
     Command,
-    std::sync::mpsc::Sender<Result<(), String>>,
+    std::sync::mpsc::Sender<Result<u32, String>>,
 );
 
 /// Starts the control plane's processes from one thread that lives as long as the test
@@ -422,6 +447,8 @@ type SpawnRequest = (
 struct Supervisor {
     requests: std::sync::Mutex<std::sync::mpsc::Sender<SpawnRequest>>,
     dir: PathBuf,
+    /// Name and process ID of each process started.
+    pids: std::sync::Mutex<Vec<(&'static str, u32)>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -444,7 +471,11 @@ impl Supervisor {
                     die_with_parent(&mut cmd);
                     let result = cmd
                         .spawn()
-                        .map(|child| children.push(child))
+                        .map(|child| {
+                            let pid = child.id();
+                            children.push(child);
+                            pid
+                        })
                         .map_err(|e| format!("start {name}: {e}"));
                     let _ = reply.send(result);
                 }
@@ -456,6 +487,7 @@ impl Supervisor {
         Ok(Supervisor {
             requests: std::sync::Mutex::new(tx),
             dir: dir.to_path_buf(),
+            pids: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -471,7 +503,11 @@ impl Supervisor {
             .map_err(|_| "supervisor lock poisoned".to_string())?
             .send((name, cmd, reply))
             .map_err(|e| format!("supervisor: {e}"))?;
-        answer.recv().map_err(|e| format!("supervisor: {e}"))?
+        let pid = answer.recv().map_err(|e| format!("supervisor: {e}"))??;
+        if let Ok(mut pids) = self.pids.lock() {
+            pids.push((name, pid));
+        }
+        Ok(())
     }
 }
 
@@ -512,11 +548,11 @@ fn start(assets: Assets) -> Result<ControlPlane, String> {
         audit_log: dir.join("audit.log"),
         assets,
         dir,
-        _supervisor: supervisor,
+        supervisor,
     };
     plane.wait_ready()?;
     for (name, cmd) in commands {
-        plane._supervisor.spawn(name, cmd)?;
+        plane.supervisor.spawn(name, cmd)?;
     }
     plane.install_crds()?;
     Ok(plane)
@@ -578,7 +614,7 @@ impl ControlPlane {
 }
 
 impl ControlPlane {
-    /// Create `namespace` and wait for its `default` ServiceAccount, which pods need (the
+    /// Create `namespace` (unless it exists) and wait for its `default` ServiceAccount, which pods need (the
     /// ServiceAccount admission plugin refuses pods until kube-controller-manager made it).
     pub async fn create_namespace(&self, namespace: &str) {
         use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
@@ -588,16 +624,23 @@ impl ControlPlane {
             "metadata": {"name": namespace}
         }))
         .expect("namespace");
-        Api::<Namespace>::all(client.clone())
+        match Api::<Namespace>::all(client.clone())
             .create(&PostParams::default(), &ns)
             .await
-            .unwrap_or_else(|e| panic!("create namespace {namespace}: {e}"));
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("create namespace {namespace}: {e}"),
+        }
         let accounts: Api<ServiceAccount> = Api::namespaced(client, namespace);
-        super::wait_for(
-            &format!("the default ServiceAccount of {namespace}"),
-            || async { accounts.get_opt("default").await.ok().flatten().map(|_| ()) },
-        )
-        .await;
+        let deadline = Instant::now() + READY_DEADLINE;
+        while accounts.get_opt("default").await.ok().flatten().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "no default ServiceAccount in {namespace} after {READY_DEADLINE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// Remove what a test left in `namespace` once its controller is gone: finalizers of its
