@@ -1738,7 +1738,91 @@ async fn a_deleted_launcher_pod_says_why_the_vm_starts_again() {
     env.shutdown().await;
 }
 
+// ------------------------------------------------------------------------------------------
+// DataVolume templates: the start waits for CDI
+// ------------------------------------------------------------------------------------------
+
+/// demo-vm with a `dataVolumeTemplates` entry `demo-dv-disk` as its disk.
+fn vm_with_data_volume() -> VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "demo-dv", "namespace": NS},
+        "spec": {
+            "runStrategy": "Always",
+            "dataVolumeTemplates": [{
+                "metadata": {"name": "demo-dv-disk"},
+                "spec": {"source": {"blank": {}},
+                         "storage": {"resources": {"requests": {"storage": "1Gi"}}}}
+            }],
+            "template": {"spec": {
+                "domain": {"devices": {"disks": [{"name": "disk", "disk": {"bus": "virtio"}}]},
+                           "resources": {"requests": {"memory": "128Mi"}}},
+                "volumes": [{"name": "disk", "dataVolume": {"name": "demo-dv-disk"}}]
+            }}
+        }
+    }))
+    .expect("static VM")
+}
+
+/// The VM controller creates the DataVolume (owned by the VM) and waits for it before it
+/// creates the VMI (vm.go:3285-3295, `handleDataVolumes`; the VM shows `Provisioning`); the test
+/// plays CDI and reports the import Succeeded, and the VM starts on the DataVolume's claim.
+async fn a_data_volume_template_holds_the_start_until_cdi_reports_it_ready(server: Server) {
+    let env = Env::start_on(server).await;
+    env.create_vm(&vm_with_data_volume()).await;
+    let dvs: Api<virtctl_rs::api::DataVolume> = Api::namespaced(env.client.clone(), &env.namespace);
+    let dv = env
+        .wait_for("the DataVolume of demo-dv", || async {
+            dvs.get_opt("demo-dv-disk").await.ok().flatten()
+        })
+        .await;
+    let vm = env.vm("demo-dv").await.expect("VM");
+    let owner = dv
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .expect("a controller owner");
+    assert_eq!(Some(&owner.uid), vm.metadata.uid.as_ref());
+    env.wait_vm("demo-dv", "Provisioning", |vm| {
+        printable(vm) == "Provisioning"
+    })
+    .await;
+    env.resync_and_settle("demo-dv").await;
+    assert!(
+        env.vmi("demo-dv").await.is_none(),
+        "no VMI while the DataVolume is not ready"
+    );
+
+    // CDI's import is done.
+    dvs.patch_status(
+        "demo-dv-disk",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {"phase": "Succeeded", "progress": "100.0%"}})),
+    )
+    .await
+    .expect("DataVolume status");
+    let (vm, vmi) = env.wait_running("demo-dv").await;
+    assert_eq!(printable(&vm), "Running");
+    let pods = env.launcher_pods(&uid(&vmi.metadata)).await;
+    assert_eq!(pods.len(), 1, "one launcher pod");
+    let claims: Vec<String> = pods[0]
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| Some(v.persistent_volume_claim.as_ref()?.claim_name.clone()))
+        .collect();
+    assert_eq!(
+        claims,
+        vec!["demo-dv-disk".to_string()],
+        "the DataVolume's claim"
+    );
+    env.shutdown().await;
+}
+
 on_both_servers!(
+    a_data_volume_template_holds_the_start_until_cdi_reports_it_ready,
     always_vm_starts_one_vmi_with_revision_pod_and_status,
     the_launcher_pod_is_cached_without_its_volumes,
     always_restarts_a_crashed_guest_with_a_new_vmi,
