@@ -32,7 +32,7 @@ use common::wait_for;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,7 +44,7 @@ use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError, OnLostLease};
 use virtctl_rs::runtime::lease::{JITTER_FACTOR, LeaderElectionConfig};
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
-use virtctl_rs::sim::{AuditEntry, FaultRule, Verb};
+use virtctl_rs::sim::{AuditEntry, DEFAULT_USER_AGENT, FaultRule, Verb};
 
 const LEASE_DURATION: Duration = Duration::from_secs(2);
 const RENEW_DEADLINE: Duration = Duration::from_millis(1500);
@@ -744,6 +744,150 @@ async fn lost_lease_with_exit_ends_run_with_lease_lost() {
         other => panic!("expected LeaseLost, got {other:?}"),
     }
     assert!(!a.leading());
+    cluster.shutdown().await;
+}
+
+/// Issue 38 item 3: `kubectl patch lease virt-controller` with a renewTime the leader did not
+/// write made the leader step down ("another process renews the lease … under this identity")
+/// and exit, leaving the controllers without a leader for 18–21 s. Such a write keeps the
+/// holder and its acquisition (acquireTime, leaseTransitions): the leader renews over it and
+/// keeps leading, without a gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renew_time_patched_by_someone_else_does_not_unseat_the_leader() {
+    let cluster = start_cluster().await;
+    // A normal client, as `kubectl patch` would use.
+    let client = cluster.client().await.expect("client");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+    // Exit on a lost Lease, as KubeVirt does: stepping down would end `run`.
+    let mut a = Instance::start(&cluster, "controller-a", OnLostLease::Exit).await;
+    wait_for("controller-a to lead", || async {
+        a.leading().then_some(())
+    })
+    .await;
+    wait_sole_leader(&leases, &a, &[&a]).await;
+    let spec = |l: &Lease| l.spec.clone().unwrap_or_default();
+    let acquired = spec(&leases.get(LEASE_NAME).await.expect("the Lease"));
+
+    // Every instant at which A did not claim to lead, from now on.
+    let gaps = Arc::new(Mutex::new(Vec::new()));
+    let stop_sampling = CancellationToken::new();
+    let sampler = tokio::spawn({
+        let (manager, gaps, stop) = (a.manager.clone(), gaps.clone(), stop_sampling.clone());
+        async move {
+            let mut samples = 0u64;
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return samples,
+                    _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                }
+                samples += 1;
+                let state = manager.leader_state();
+                if !state.leading {
+                    gaps.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(format!("{} not leading: {state:?}", chrono::Utc::now()));
+                }
+            }
+        }
+    });
+
+    let patched_at = cluster.api().audit().len() as u64;
+    for round in 0..3 {
+        // A renewTime an hour ahead: certainly not one A wrote.
+        let foreign = (chrono::Utc::now() + chrono::Duration::hours(1))
+            .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        let patch = serde_json::json!({"spec": {"renewTime": foreign}});
+        let patched = leases
+            .patch(LEASE_NAME, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch the Lease's renewTime");
+        assert_eq!(
+            spec(&patched).holder_identity.as_deref(),
+            Some("controller-a"),
+            "round {round}: the patch keeps the holder"
+        );
+        let patched_rv = patched.metadata.resource_version.clone();
+        // A renews over the patch: a newer resourceVersion with A's own renewTime.
+        wait_for("A to renew over the patched renewTime", || {
+            let leases = leases.clone();
+            let patched_rv = patched_rv.clone();
+            async move {
+                let lease = leases.get(LEASE_NAME).await.ok()?;
+                let renewed = lease.metadata.resource_version != patched_rv
+                    && spec(&lease).holder_identity.as_deref() == Some("controller-a");
+                renewed.then_some(())
+            }
+        })
+        .await;
+    }
+
+    // A keeps renewing for longer than a lease duration plus the renew deadline after the
+    // last patch: were it going to step down or lose the Lease, it would have by then.
+    let last_patch = cluster
+        .api()
+        .audit()
+        .entries()
+        .into_iter()
+        .rfind(|e| e.seq >= patched_at && e.verb == "patch" && e.resource == "leases")
+        .expect("the patches are audited");
+    let enough = chrono::TimeDelta::from_std(LEASE_DURATION + RENEW_DEADLINE).expect("delta");
+    wait_for(
+        "A to renew for a lease duration after the patches",
+        || async {
+            cluster
+                .api()
+                .audit()
+                .by_user_agent("controller-a")
+                .into_iter()
+                .any(|e| is_lease_write(&e) && e.time - last_patch.time > enough)
+                .then_some(())
+        },
+    )
+    .await;
+    stop_sampling.cancel();
+    let samples = sampler.await.expect("sampler");
+    assert!(samples > 100, "the sampler ran ({samples} samples)");
+    let gaps = gaps.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert!(gaps.is_empty(), "A stopped leading: {gaps:#?}");
+    assert!(!a.task.is_finished(), "A's run goes on (no exit)");
+    let now = spec(&leases.get(LEASE_NAME).await.expect("the Lease"));
+    assert_eq!(now.holder_identity.as_deref(), Some("controller-a"));
+    let renewed = now
+        .renew_time
+        .and_then(|t| chrono::DateTime::from_timestamp_micros(t.0.as_microsecond()))
+        .expect("a renewTime");
+    assert!(
+        renewed < chrono::Utc::now() + chrono::Duration::minutes(30),
+        "A's own renewTime replaced the patched one: {renewed}"
+    );
+    assert_eq!(
+        (now.acquire_time, now.lease_transitions),
+        (acquired.acquire_time, acquired.lease_transitions),
+        "the same acquisition: no step-down and re-acquire"
+    );
+    // Every Lease write after the first patch is A's (a renewal) or a patch of this test.
+    let writers: std::collections::BTreeSet<String> = cluster
+        .api()
+        .audit()
+        .entries()
+        .into_iter()
+        .filter(|e| e.seq >= patched_at && is_lease_write(e))
+        .map(|e| e.user_agent.clone())
+        .collect();
+    assert!(
+        writers
+            .iter()
+            .all(|w| w.contains("controller-a") || w.contains(DEFAULT_USER_AGENT)),
+        "{writers:?}"
+    );
+
+    a.cancel.cancel();
+    let stopped = tokio::time::timeout(DEADLINE, &mut a.task)
+        .await
+        .expect("A's run returns")
+        .expect("no panic");
+    assert!(stopped.is_ok(), "{stopped:?}");
     cluster.shutdown().await;
 }
 

@@ -21,8 +21,11 @@
 //!   until the deadline);
 //! * release never overwrites a Lease that another candidate now holds (client-go decides
 //!   from its last observation only);
-//! * a record naming our identity that this elector did not write (another renewTime) is a
-//!   foreign holder: a leader that sees it steps down, a candidate waits for it to expire.
+//! * a record naming our identity whose acquisition (acquireTime, leaseTransitions) is not one
+//!   this elector wrote was acquired by another process started with the same identity: a
+//!   leader that sees it steps down, a candidate waits for it to expire. Any other write that
+//!   keeps our identity as holder (a `kubectl patch` of renewTime, leaseDurationSeconds or
+//!   annotations) is renewed over, as client-go does.
 //! * the term's validity is published to a [`TermFence`] that the controllers' client checks
 //!   at every write ([`super::fence`]), so a process paused past its renew deadline cannot
 //!   write once more before the term is cancelled.
@@ -102,9 +105,9 @@ pub struct LeaderElector<A: LeaseApi = KubeLeaseApi> {
     /// The Lease object as last read or written; its resourceVersion guards the next PUT.
     cached: Option<Lease>,
     /// The record of the last Lease this elector wrote, as the server returned it. A record
-    /// naming our identity that differs from it (another renewTime) was written by another
-    /// process with the same identity (not in client-go, which would take it as its own: two
-    /// leaders). Edits of the Lease's metadata by others do not count.
+    /// naming our identity with another acquisition (acquireTime, leaseTransitions) was
+    /// acquired by another process with the same identity (not in client-go, which would take
+    /// it as its own: two leaders); see [`LeaderElector::acquired_by_a_twin`].
     written_record: Option<LeaseRecord>,
     /// Last holder reported in the "new leader elected" log (client-go `reportedLeader`).
     reported_leader: String,
@@ -398,14 +401,27 @@ impl<A: LeaseApi> LeaderElector<A> {
         self.cached = Some(written);
     }
 
-    /// Whether `current` (with record `record`) names our identity but was not written by
-    /// this elector: another process runs with the same identity (a restarted instance's
-    /// record, or a twin started by mistake). client-go takes such a record as its own; here
-    /// it is a foreign holder, so two processes with one identity never both lead (a
-    /// restarted instance waits for its predecessor's lease to expire instead of renewing it).
-    fn written_by_a_twin(&self, record: &LeaseRecord) -> bool {
+    /// Whether `record` names our identity but holds an acquisition this elector did not
+    /// write: another process runs with the same identity (a restarted instance's record, or
+    /// a twin started by mistake) and acquired the Lease itself.
+    ///
+    /// client-go (`tools/leaderelection/leaderelection.go`, `tryAcquireOrRenew`) compares the
+    /// record it reads with the one it observed last (`observedRawRecord`) only to restart its
+    /// expiry clock, and decides who holds the Lease by `holderIdentity` alone (`IsLeader`):
+    /// any record naming it is its own to renew, whoever wrote its renewTime. So two processes
+    /// with one identity both lead. Here a record naming us is ours only while it carries the
+    /// acquisition we wrote: an acquirer writes its own `acquireTime` and the next
+    /// `leaseTransitions` (the `else` branch of that function's step 3), and a renewal keeps
+    /// both. A write that keeps them (a person or tool patching renewTime,
+    /// leaseDurationSeconds or annotations) is not a twin's: we renew over it, based on the
+    /// record just read, as client-go would.
+    fn acquired_by_a_twin(&self, record: &LeaseRecord) -> bool {
         record.holder_identity == self.config.identity
-            && self.written_record.as_ref() != Some(record)
+            && !self.written_record.as_ref().is_some_and(|ours| {
+                ours.holder_identity == record.holder_identity
+                    && ours.acquire_time == record.acquire_time
+                    && ours.lease_transitions == record.lease_transitions
+            })
     }
 
     fn state_snapshot_leading(&self) -> bool {
@@ -481,19 +497,21 @@ impl<A: LeaseApi> LeaderElector<A> {
             self.set_observed(old.clone());
             self.observed_raw = Some(old.clone());
         }
-        let twin = self.written_by_a_twin(&old);
+        let twin = self.acquired_by_a_twin(&old);
         if twin && self.lease_valid(now) {
             let was_leading = self.state_snapshot_leading();
             let holder = format!(
-                "{} (another process with this identity: renewTime {} was not written here)",
+                "{} (another process with this identity acquired it: acquireTime {}, \
+                 leaseTransitions {})",
                 old.holder_identity,
-                old.renew_time
-                    .map_or_else(|| "-".to_string(), |t| t.to_rfc3339())
+                old.acquire_time
+                    .map_or_else(|| "-".to_string(), |t| t.to_rfc3339()),
+                old.lease_transitions
             );
             if was_leading {
                 error!(
                     lock = %self.desc, identity = %self.config.identity,
-                    "another process renews the lease {} under this identity; stepping down \
+                    "another process with this identity acquired the lease {}; stepping down \
                      (give each instance its own --identity)", self.desc
                 );
             } else {
@@ -582,7 +600,7 @@ impl<A: LeaseApi> LeaderElector<A> {
                 }
             };
             let old = LeaseRecord::from_spec(current.spec.as_ref());
-            if self.written_by_a_twin(&old) {
+            if self.acquired_by_a_twin(&old) {
                 info!(
                     lock = %self.desc,
                     "not releasing lease {}: another process with this identity wrote it last", self.desc

@@ -709,25 +709,121 @@ async fn two_processes_with_one_identity_never_both_lead() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_leader_that_sees_a_twin_renew_under_its_identity_steps_down() {
-    // Started at the same moment, both may win a term; whoever then sees the other's renewal
-    // under its own identity steps down, so at most one keeps leading and the ledger of terms
-    // has no overlap longer than one renewal.
-    let store = FakeLeaseStore::new();
-    let ledger = Ledger::default();
-    let mut first = leader(&store, &ledger, "twin", Opts::default()).await;
-    // A twin writes a renewal of its own under the same identity.
-    let mut rec = record(&store);
-    rec.renew_time = rec
-        .renew_time
-        .map(|t| t + chrono::Duration::milliseconds(500));
-    store.write_record(NAME, &rec);
-    assert!(
-        wait_state(&mut first, RETRY * 2, |st| !st.leading)
-            .await
-            .is_some(),
-        "the first steps down on the twin's renewal"
-    );
+async fn a_leader_that_sees_a_twin_acquire_under_its_identity_steps_down() {
+    // A twin (same identity) that acquired the Lease, e.g. while this leader was paused past
+    // the lease duration, writes its own acquireTime and the next leaseTransitions; a leader
+    // that sees either steps down, so at most one keeps leading.
+    for (what, later, next) in [
+        ("acquireTime", true, false),
+        ("leaseTransitions", false, true),
+        ("both", true, true),
+    ] {
+        let store = FakeLeaseStore::new();
+        let ledger = Ledger::default();
+        let mut first = leader(&store, &ledger, "twin", Opts::default()).await;
+        let mut rec = record(&store);
+        rec.renew_time = rec
+            .renew_time
+            .map(|t| t + chrono::Duration::milliseconds(500));
+        if later {
+            rec.acquire_time = rec.renew_time;
+        }
+        if next {
+            rec.lease_transitions += 1;
+        }
+        store.write_record(NAME, &rec);
+        assert!(
+            wait_state(&mut first, RETRY * 2, |st| !st.leading)
+                .await
+                .is_some(),
+            "{what}: the first steps down on the twin's acquisition"
+        );
+        assert_eq!(first.outcome().await, RunOutcome::Lost, "{what}");
+        assert_eq!(
+            record(&store),
+            rec,
+            "{what}: the twin's record is left alone"
+        );
+    }
+}
+
+/// How a person or a tool may rewrite the Lease while we lead, keeping our identity as holder.
+fn edit_lease(store: &FakeLeaseStore, edit: &str) {
+    let mut lease = store.lease(NAME).expect("lease");
+    let mut rec = LeaseRecord::from_spec(lease.spec.as_ref());
+    match edit {
+        "renewTime" => rec.renew_time = Some(epoch() + secs(3600)),
+        "leaseDurationSeconds" => rec.lease_duration_seconds = 3600,
+        "annotations" => {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert("example.com/patched-by".into(), "kubectl".into());
+        }
+        other => panic!("unknown edit {other}"),
+    }
+    lease.spec = Some(rec.to_spec());
+    store.put(lease);
+}
+
+#[tokio::test(start_paused = true)]
+async fn edits_of_our_lease_that_are_no_acquisition_do_not_end_the_term() {
+    // Issue 38 item 3: `kubectl patch lease` with a renewTime the leader did not write made it
+    // step down and exit. Such a write names our identity and keeps our acquisition
+    // (acquireTime, leaseTransitions): the leader renews over it and keeps leading.
+    for edit in ["renewTime", "leaseDurationSeconds", "annotations"] {
+        let (store, ledger) = setup();
+        let a = leader(&store, &ledger, "a", Opts::default()).await;
+        let acquired = record(&store);
+        for round in 0..3 {
+            sleep(RETRY / 2).await;
+            edit_lease(&store, edit);
+            let edited = record(&store);
+            // a's next renewal (within one retry period) is written over the edit.
+            sleep(RETRY).await;
+            let renewed = record(&store);
+            assert_ne!(renewed, edited, "{edit} {round}: a renewed over the edit");
+            assert_eq!(renewed.holder_identity, "a", "{edit} {round}");
+            assert_eq!(
+                renewed.acquire_time, acquired.acquire_time,
+                "{edit} {round}"
+            );
+            assert_eq!(renewed.lease_transitions, 0, "{edit} {round}: no takeover");
+            assert_eq!(renewed.lease_duration_seconds, 15, "{edit} {round}");
+            assert!(
+                renewed.renew_time < Some(epoch() + secs(3600)),
+                "{edit} {round}: our own renewTime: {renewed:?}"
+            );
+        }
+        sleep(LEASE * 3).await;
+        let s = a.state.borrow().clone();
+        assert!(s.leading, "{edit}: still leading: {s:?}");
+        assert_eq!(s.phase, ElectionPhase::Leading, "{edit}");
+        assert!(!a.handle.is_finished(), "{edit}: the run goes on");
+        assert_eq!(
+            ledger.term_count(),
+            1,
+            "{edit}: one term, never interrupted"
+        );
+        let term = ledger.last_term("a").expect("term");
+        assert!(!term.is_cancelled(), "{edit}: the term was never cancelled");
+        if edit == "annotations" {
+            let lease = store.lease(NAME).expect("lease");
+            let annotations = lease.metadata.annotations.unwrap_or_default();
+            assert_eq!(
+                annotations
+                    .get("example.com/patched-by")
+                    .map(String::as_str),
+                Some("kubectl"),
+                "the renewal keeps other writers' annotations"
+            );
+        }
+        a.cancel.cancel();
+        let api = a.api.clone();
+        assert_eq!(a.outcome().await, RELEASED, "{edit}");
+        assert!(api.conflicts() >= 3, "{edit}: renewals raced the edits");
+    }
 }
 
 #[tokio::test(start_paused = true)]
