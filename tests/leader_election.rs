@@ -42,7 +42,7 @@ use virtctl_rs::api::apply::apply_path;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError, OnLostLease};
-use virtctl_rs::runtime::lease::{JITTER_FACTOR, LeaderElectionConfig};
+use virtctl_rs::runtime::lease::{JITTER_FACTOR, LeaderElectionConfig, LostReason};
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 use virtctl_rs::sim::{AuditEntry, DEFAULT_USER_AGENT, FaultRule, Verb};
 
@@ -739,10 +739,25 @@ async fn lost_lease_with_exit_ends_run_with_lease_lost() {
         .await
         .expect("run returns after losing the Lease")
         .expect("no panic");
-    match result {
-        Err(ManagerError::LeaseLost(lease)) => assert_eq!(lease, "kubevirt/virt-controller"),
+    match &result {
+        Err(ManagerError::LeaseLost { lease, reason }) => {
+            assert_eq!(lease, "kubevirt/virt-controller");
+            assert!(
+                matches!(reason, LostReason::NotRenewed { last_error: Some(e), .. } if e.contains("500")),
+                "the renewals' error is the reason: {reason:?}"
+            );
+        }
         other => panic!("expected LeaseLost, got {other:?}"),
     }
+    // The exit message says why: the renewals failed, and with which error (issue 38 item 3).
+    let message = result
+        .map(|()| String::new())
+        .unwrap_or_else(|e| e.to_string());
+    println!("exit message: {message}");
+    assert!(
+        message.contains("kubevirt/virt-controller") && message.contains("500"),
+        "the message names the Lease and the renewals' error: {message}"
+    );
     assert!(!a.leading());
     cluster.shutdown().await;
 }

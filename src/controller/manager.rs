@@ -16,7 +16,7 @@ use crate::config::ClusterSettings;
 use crate::runtime::informer::{Handler, Informer, InformerState, key_of};
 use crate::runtime::lease::{
     DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,
-    RunOutcome, TermFence, fenced_client, fenced_client_from_config,
+    LostReason, RunOutcome, TermFence, fenced_client, fenced_client_from_config,
 };
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
@@ -121,11 +121,16 @@ pub(crate) use reconciler;
 /// Errors that stop the manager.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
-    /// The Lease was lost while leading (exit code non-zero, like KubeVirt).
-    #[error(
-        "leaderelection lost: the Lease {0} was not renewed within the renew deadline; stopped all work"
-    )]
-    LeaseLost(String),
+    /// The Lease was lost while leading (exit code non-zero, like KubeVirt); the message says
+    /// why (e.g. "… was not renewed within the renew deadline (10s): the renewal requests
+    /// failed, the last one with: …", "… was taken over by \"b\"").
+    #[error("leaderelection lost: the Lease {lease} {reason}; stopped all work")]
+    LeaseLost {
+        /// `namespace/name` of the Lease.
+        lease: String,
+        /// What ended the term.
+        reason: LostReason,
+    },
     /// Invalid leader election settings.
     #[error("leader election: {0}")]
     Config(String),
@@ -545,12 +550,16 @@ impl Manager {
             let _ = forward.await;
             self.leading_gauge.set(0);
             match outcome {
-                RunOutcome::Lost => match self.config.on_lost_lease {
+                RunOutcome::Lost { reason } => match self.config.on_lost_lease {
                     OnLostLease::Exit => {
-                        return Err(ManagerError::LeaseLost(self.config.lease.describe()));
+                        return Err(ManagerError::LeaseLost {
+                            lease: self.config.lease.describe(),
+                            reason,
+                        });
                     }
                     OnLostLease::Standby => {
-                        tracing::warn!(lease = %self.config.lease.describe(), "lost the Lease: all work cancelled; back to standby");
+                        let lease = self.config.lease.describe();
+                        tracing::warn!(%lease, "lost the Lease: it {reason}; all work cancelled; back to standby");
                         continue;
                     }
                 },

@@ -38,7 +38,14 @@ impl LeaseError {
             {
                 LeaseError::Conflict(status.message.clone())
             }
-            _ => LeaseError::Other(err.to_string()),
+            // The status without kube's debug dump of it: this text ends up in the exit message
+            // of a lost Lease.
+            kube::Error::Api(status) => LeaseError::Other(format!(
+                "{} {}: {}",
+                status.code, status.reason, status.message
+            )),
+            // Transport errors with their cause ("client error (Connect): Connection refused").
+            _ => LeaseError::Other(crate::runtime::error_chain(&err)),
         }
     }
 }
@@ -250,7 +257,11 @@ mod tests {
                     "{code} {reason}: {e:?}"
                 );
             } else {
-                assert!(matches!(e, LeaseError::Other(_)), "{code} {reason}: {e:?}");
+                assert_eq!(
+                    e,
+                    LeaseError::Other(format!("{code} {reason}: {reason} happened")),
+                    "the status in a line, for the lost-Lease message"
+                );
             }
         }
     }

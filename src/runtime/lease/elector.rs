@@ -52,7 +52,7 @@ use super::api::{KubeLeaseApi, LeaseApi, LeaseError};
 use super::config::{ConfigError, JITTER_FACTOR, LeaderElectionConfig};
 use super::fence::TermFence;
 use super::record::{LeaseRecord, truncate_to_micros};
-use super::state::{ElectionPhase, LeaderState, RunOutcome};
+use super::state::{ElectionPhase, LeaderState, LostReason, RunOutcome};
 
 /// Source of wall-clock time for the `acquireTime`/`renewTime` we write (display only; expiry
 /// uses tokio's monotonic clock). Tests inject one derived from tokio's paused clock.
@@ -68,6 +68,9 @@ enum Attempt {
     Success,
     /// Someone else holds it and it has not expired by our observation.
     HeldBy(String),
+    /// Another process with our identity acquired it (this record) and it has not expired by
+    /// our observation.
+    Twin(LeaseRecord),
     /// An API call failed (including 409 Conflict: another writer won).
     Failed(LeaseError),
 }
@@ -82,7 +85,7 @@ enum Release {
 
 /// How the renew loop ended.
 enum RenewEnd {
-    Lost(String),
+    Lost(LostReason),
     Cancelled,
 }
 
@@ -256,7 +259,7 @@ impl<A: LeaseApi> LeaderElector<A> {
                     s.phase = ElectionPhase::Lost;
                     s.leading = false;
                 });
-                info!(lock = %self.desc, "failed to renew lease {}: {reason}", self.desc);
+                info!(lock = %self.desc, "stopped leading: the lease {} {reason}", self.desc);
                 let grace = self
                     .config
                     .lease_duration
@@ -267,7 +270,7 @@ impl<A: LeaseApi> LeaderElector<A> {
                 if self.config.release_on_cancel {
                     self.release().await;
                 }
-                RunOutcome::Lost
+                RunOutcome::Lost { reason }
             }
             RenewEnd::Cancelled => {
                 let released = if self.config.release_on_cancel {
@@ -311,6 +314,11 @@ impl<A: LeaseApi> LeaderElector<A> {
                 Attempt::HeldBy(_) => {
                     debug!(lock = %self.desc, "failed to acquire lease {}", self.desc);
                 }
+                Attempt::Twin(_) => warn!(
+                    lock = %self.desc, identity = %self.config.identity,
+                    "the lease {} is held under this identity by another process; standing by \
+                     until it expires (give each instance its own --identity)", self.desc
+                ),
                 Attempt::Failed(e) => {
                     debug!(lock = %self.desc, error = %e, "failed to acquire lease {}", self.desc);
                     self.note_error(&e);
@@ -337,6 +345,9 @@ impl<A: LeaseApi> LeaderElector<A> {
         let renew_deadline = self.config.renew_deadline;
         let mut next_attempt = Instant::now() + retry;
         let mut drain_until: Option<Instant> = None;
+        // The error of the last failed renewal since the last success: why the term ends if
+        // none succeeds in time.
+        let mut last_error: Option<String> = None;
         loop {
             if drain_until.is_some() && worker.is_none() {
                 return RenewEnd::Cancelled;
@@ -363,9 +374,10 @@ impl<A: LeaseApi> LeaderElector<A> {
                 _ = sleep_until(next_attempt.min(deadline)) => {}
             }
             if Instant::now() >= deadline {
-                return RenewEnd::Lost(format!(
-                    "timed out: no successful renewal within renewDeadline {renew_deadline:?}"
-                ));
+                return RenewEnd::Lost(LostReason::NotRenewed {
+                    renew_deadline,
+                    last_error,
+                });
             }
             let started = Instant::now();
             let attempt = tokio::select! {
@@ -378,18 +390,37 @@ impl<A: LeaseApi> LeaderElector<A> {
             match attempt {
                 Some(Attempt::Success) => {
                     last_success = started;
+                    last_error = None;
                     self.fence.extend(started + renew_deadline);
                     self.note_success();
                     debug!(lock = %self.desc, "successfully renewed lease {}", self.desc);
                 }
                 Some(Attempt::HeldBy(holder)) => {
-                    return RenewEnd::Lost(format!("lease is now held by {holder}"));
+                    return RenewEnd::Lost(LostReason::HeldBy { holder });
                 }
-                Some(Attempt::Failed(e)) => self.note_error(&e),
+                Some(Attempt::Twin(record)) => {
+                    error!(
+                        lock = %self.desc, identity = %self.config.identity,
+                        acquire_time = ?record.acquire_time,
+                        lease_transitions = record.lease_transitions,
+                        "another process with this identity acquired the lease {}; stepping down \
+                         (give each instance its own --identity)", self.desc
+                    );
+                    return RenewEnd::Lost(LostReason::SameIdentity {
+                        identity: record.holder_identity,
+                        acquire_time: record.acquire_time,
+                        lease_transitions: record.lease_transitions,
+                    });
+                }
+                Some(Attempt::Failed(e)) => {
+                    self.note_error(&e);
+                    last_error = Some(e.to_string());
+                }
                 None => {
-                    return RenewEnd::Lost(format!(
-                        "timed out: renewal still in flight at renewDeadline {renew_deadline:?}"
-                    ));
+                    return RenewEnd::Lost(LostReason::RenewalUnanswered {
+                        renew_deadline,
+                        last_error,
+                    });
                 }
             }
         }
@@ -422,10 +453,6 @@ impl<A: LeaseApi> LeaderElector<A> {
                     && ours.acquire_time == record.acquire_time
                     && ours.lease_transitions == record.lease_transitions
             })
-    }
-
-    fn state_snapshot_leading(&self) -> bool {
-        self.written_record.is_some() && self.is_leader()
     }
 
     /// client-go `tryAcquireOrRenew` (see the module docs).
@@ -499,29 +526,7 @@ impl<A: LeaseApi> LeaderElector<A> {
         }
         let twin = self.acquired_by_a_twin(&old);
         if twin && self.lease_valid(now) {
-            let was_leading = self.state_snapshot_leading();
-            let holder = format!(
-                "{} (another process with this identity acquired it: acquireTime {}, \
-                 leaseTransitions {})",
-                old.holder_identity,
-                old.acquire_time
-                    .map_or_else(|| "-".to_string(), |t| t.to_rfc3339()),
-                old.lease_transitions
-            );
-            if was_leading {
-                error!(
-                    lock = %self.desc, identity = %self.config.identity,
-                    "another process with this identity acquired the lease {}; stepping down \
-                     (give each instance its own --identity)", self.desc
-                );
-            } else {
-                warn!(
-                    lock = %self.desc, identity = %self.config.identity,
-                    "the lease {} is held under this identity by another process; standing by \
-                     until it expires (give each instance its own --identity)", self.desc
-                );
-            }
-            return Attempt::HeldBy(holder);
+            return Attempt::Twin(old);
         }
         if !old.holder_identity.is_empty() && self.lease_valid(now) && !self.is_leader() && !twin {
             debug!(

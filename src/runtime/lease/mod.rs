@@ -55,4 +55,4 @@ pub use config::{
 pub use elector::{LeaderElector, WallClock};
 pub use fence::{TermFence, fenced_client, fenced_client_from_config};
 pub use record::LeaseRecord;
-pub use state::{ElectionPhase, LeaderState, RunOutcome};
+pub use state::{ElectionPhase, LeaderState, LostReason, RunOutcome};

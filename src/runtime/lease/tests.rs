@@ -253,6 +253,14 @@ fn other_record(holder: &str, renew: DateTime<Utc>, transitions: i32) -> LeaseRe
     }
 }
 
+/// The reason of a [`RunOutcome::Lost`].
+fn lost(outcome: RunOutcome) -> LostReason {
+    match outcome {
+        RunOutcome::Lost { reason } => reason,
+        other => panic!("expected a lost lease, got {other:?}"),
+    }
+}
+
 fn secs(s: i64) -> chrono::Duration {
     chrono::Duration::seconds(s)
 }
@@ -432,7 +440,16 @@ async fn renew_failures_end_the_term_before_the_renew_deadline() {
         "gave up too early: {since_renew:?}"
     );
 
-    assert_eq!(a.outcome().await, RunOutcome::Lost);
+    assert_eq!(
+        lost(a.outcome().await),
+        LostReason::NotRenewed {
+            renew_deadline: RENEW,
+            last_error: Some(
+                "lease API error: connection refused (fake API server unreachable)".into()
+            ),
+        },
+        "the last renewal's error is the reason"
+    );
     // b takes over only after a's record stopped changing for a full leaseDuration.
     assert!(wait_leading(&mut b, Duration::from_secs(60)).await);
     assert_eq!(record(&store).holder_identity, "b");
@@ -447,7 +464,13 @@ async fn a_hanging_renewal_is_abandoned_at_the_deadline() {
     let acquired = Instant::now();
     a.api
         .push_fault(Op::Replace, Fault::Delay(Duration::from_secs(3600)));
-    assert_eq!(a.outcome().await, RunOutcome::Lost);
+    assert_eq!(
+        lost(a.outcome().await),
+        LostReason::RenewalUnanswered {
+            renew_deadline: RENEW,
+            last_error: None,
+        }
+    );
     let cancelled = ledger.cancelled_at("a").expect("term cancelled");
     assert_eq!(cancelled - acquired, RENEW);
 }
@@ -459,7 +482,12 @@ async fn seeing_another_holder_while_renewing_ends_the_term_at_once() {
     sleep(Duration::from_millis(100)).await;
     let stolen_at = Instant::now();
     store.write_record(NAME, &other_record("thief", epoch(), 7));
-    assert_eq!(a.outcome().await, RunOutcome::Lost);
+    assert_eq!(
+        lost(a.outcome().await),
+        LostReason::HeldBy {
+            holder: "thief".into()
+        }
+    );
     let cancelled = ledger.cancelled_at("a").expect("term cancelled");
     assert!(cancelled - stolen_at <= RETRY);
     // With release-on-cancel, a must not clear the thief's lease.
@@ -738,7 +766,15 @@ async fn a_leader_that_sees_a_twin_acquire_under_its_identity_steps_down() {
                 .is_some(),
             "{what}: the first steps down on the twin's acquisition"
         );
-        assert_eq!(first.outcome().await, RunOutcome::Lost, "{what}");
+        assert_eq!(
+            lost(first.outcome().await),
+            LostReason::SameIdentity {
+                identity: "twin".into(),
+                acquire_time: rec.acquire_time,
+                lease_transitions: rec.lease_transitions,
+            },
+            "{what}"
+        );
         assert_eq!(
             record(&store),
             rec,
@@ -858,7 +894,7 @@ async fn transitions_count_each_change_of_holder() {
     assert!(wait_leading(&mut d, Duration::from_secs(10)).await);
     assert_eq!(record(&store).lease_transitions, 4);
     d.api.set_down(true);
-    assert_eq!(d.outcome().await, RunOutcome::Lost);
+    assert!(d.outcome().await.is_lost());
     let mut e = spawn(&store, &ledger, "e", Opts::default());
     assert!(wait_leading(&mut e, Duration::from_secs(60)).await);
     assert_eq!(record(&store).lease_transitions, 5);
