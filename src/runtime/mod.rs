@@ -7,6 +7,9 @@ pub mod http;
 pub mod index;
 pub mod informer;
 pub mod lease;
+#[cfg(test)]
+pub(crate) mod log_capture;
+pub mod log_limit;
 pub mod metrics;
 pub mod queue;
 pub mod recorder;

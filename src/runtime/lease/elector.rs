@@ -53,6 +53,7 @@ use super::config::{ConfigError, JITTER_FACTOR, LeaderElectionConfig};
 use super::fence::TermFence;
 use super::record::{LeaseRecord, truncate_to_micros};
 use super::state::{ElectionPhase, LeaderState, LostReason, RunOutcome};
+use crate::runtime::log_limit::LogLimiter;
 
 /// Source of wall-clock time for the `acquireTime`/`renewTime` we write (display only; expiry
 /// uses tokio's monotonic clock). Tests inject one derived from tokio's paused clock.
@@ -114,9 +115,9 @@ pub struct LeaderElector<A: LeaseApi = KubeLeaseApi> {
     written_record: Option<LeaseRecord>,
     /// Last holder reported in the "new leader elected" log (client-go `reportedLeader`).
     reported_leader: String,
-    /// Failed Lease reads since the last successful one: the first is logged at ERROR as
-    /// client-go does, repeats at most once a minute (client-go logs every attempt).
-    get_failures: crate::runtime::informer::RepeatedFailures,
+    /// Failed Lease reads since the last successful one. client-go logs each at ERROR; here
+    /// at most one a minute is (see [`LogLimiter`]), with this count.
+    get_failures: u64,
     state: watch::Sender<LeaderState>,
     /// Published term validity for fenced writes (see [`super::fence`]); a private one when
     /// none is given.
@@ -158,9 +159,7 @@ impl<A: LeaseApi> LeaderElector<A> {
             cached: None,
             written_record: None,
             reported_leader: String::new(),
-            get_failures: crate::runtime::informer::RepeatedFailures::new(
-                crate::runtime::informer::REPEAT_WARNING_INTERVAL,
-            ),
+            get_failures: 0,
             state,
             fence: TermFence::default(),
         })
@@ -314,11 +313,23 @@ impl<A: LeaseApi> LeaderElector<A> {
                 Attempt::HeldBy(_) => {
                     debug!(lock = %self.desc, "failed to acquire lease {}", self.desc);
                 }
-                Attempt::Twin(_) => warn!(
-                    lock = %self.desc, identity = %self.config.identity,
-                    "the lease {} is held under this identity by another process; standing by \
-                     until it expires (give each instance its own --identity)", self.desc
-                ),
+                Attempt::Twin(record) => {
+                    // Every retry period while the twin leads: rate-limited per Lease.
+                    let kind = format!("same-identity standby: {}", self.desc);
+                    match LogLimiter::shared().allow(&kind) {
+                        Some(note) => warn!(
+                            lock = %self.desc, identity = %self.config.identity,
+                            acquire_time = ?record.acquire_time, suppressed = note.suppressed,
+                            "the lease {} is held under this identity by another process; \
+                             standing by until it expires (give each instance its own \
+                             --identity) {note}", self.desc
+                        ),
+                        None => debug!(
+                            lock = %self.desc, identity = %self.config.identity,
+                            "the lease is held under this identity by another process"
+                        ),
+                    }
+                }
                 Attempt::Failed(e) => {
                     debug!(lock = %self.desc, error = %e, "failed to acquire lease {}", self.desc);
                     self.note_error(&e);
@@ -491,8 +502,18 @@ impl<A: LeaseApi> LeaderElector<A> {
         let mut record = self.our_record(now_wall);
         let current = match self.api.get(&name).await {
             Ok(lease) => {
-                if let Some(n) = self.get_failures.succeeded() {
-                    info!(lock = %self.desc, failures = n, "lease lock {} readable again", self.desc);
+                if self.get_failures > 0 {
+                    let n = std::mem::take(&mut self.get_failures);
+                    let kind = format!("lease readable again: {}", self.desc);
+                    match LogLimiter::shared().allow(&kind) {
+                        Some(note) => info!(
+                            lock = %self.desc, failures = n, suppressed = note.suppressed,
+                            "lease lock {} readable again {note}", self.desc
+                        ),
+                        None => {
+                            debug!(lock = %self.desc, failures = n, "lease lock readable again")
+                        }
+                    }
                 }
                 lease
             }
@@ -502,15 +523,16 @@ impl<A: LeaseApi> LeaderElector<A> {
                 return self.attempted(created, record, "error initially creating lease lock");
             }
             Err(e) => {
-                use crate::runtime::informer::Report;
-                match self.get_failures.failed() {
-                    Report::First => log_api_error(&self.desc, "error retrieving lease lock", &e),
-                    Report::StillFailing { failures } => error!(
-                        lock = %self.desc, error = %e, failures,
-                        "still cannot retrieve lease lock {}", self.desc
+                self.get_failures += 1;
+                let failures = self.get_failures;
+                let kind = format!("lease read failed: {}", self.desc);
+                match LogLimiter::shared().allow(&kind) {
+                    Some(note) => error!(
+                        lock = %self.desc, error = %e, failures, suppressed = note.suppressed,
+                        "error retrieving lease lock {} {note}", self.desc
                     ),
-                    Report::Quiet => {
-                        debug!(lock = %self.desc, error = %e, "error retrieving lease lock")
+                    None => {
+                        debug!(lock = %self.desc, error = %e, failures, "error retrieving lease lock")
                     }
                 }
                 return Attempt::Failed(e);

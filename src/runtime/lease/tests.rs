@@ -863,6 +863,44 @@ async fn edits_of_our_lease_that_are_no_acquisition_do_not_end_the_term() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_same_identity_standby_says_so_once_a_minute() {
+    // Issue 38 item 8: the standby warned at every retry (every 2-4.4 s). The warning is
+    // rate-limited per Lease; the next one counts the repeats not logged. The Lease has a name
+    // of its own, so no other test shares the rate limit's key.
+    let (captured, _guard) = crate::runtime::log_capture::capture();
+    let store = FakeLeaseStore::new();
+    let ledger = Ledger::default();
+    let opts = |seed| {
+        let mut cfg = config("twin");
+        cfg.lease_name = "same-identity-standby-says-so-once".into();
+        Opts {
+            seed,
+            config: Some(cfg),
+            ..Opts::default()
+        }
+    };
+    let first = leader(&store, &ledger, "twin", opts(1)).await;
+    let mut second = spawn(&store, &ledger, "twin", opts(7));
+    let standing_by = || captured.matching("WARN", "held under this identity by another process");
+    assert!(!wait_leading(&mut second, Duration::from_secs(50)).await);
+    let calls = second.api.calls(Op::Get);
+    assert!(calls >= 10, "the standby kept trying ({calls} reads)");
+    assert_eq!(standing_by().len(), 1, "{:#?}", captured.lines());
+    // A minute after the first warning: the next attempt warns again, with the count.
+    assert!(!wait_leading(&mut second, Duration::from_secs(15)).await);
+    let lines = standing_by();
+    assert_eq!(lines.len(), 2, "{:#?}", captured.lines());
+    assert!(
+        lines[1].contains("not logged since the last one"),
+        "the second warning counts the repeats: {}",
+        lines[1]
+    );
+    assert!(first.state.borrow().leading);
+    first.cancel.cancel();
+    second.cancel.cancel();
+}
+
+#[tokio::test(start_paused = true)]
 async fn transitions_count_each_change_of_holder() {
     let (store, ledger) = setup();
     for (expected, id) in (0..).zip(["a", "b", "a", "c"]) {
