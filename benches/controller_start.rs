@@ -324,6 +324,10 @@ enum ClusterHandle {
     Real {
         plane: &'static control_plane::ControlPlane,
         nodes: Child,
+        /// Audit entries parsed so far and the file offset they end at (kube-apiserver's log
+        /// of a 1,000-VM start is tens of MB: it is read incrementally, as the child's).
+        audit: Vec<Audited>,
+        offset: u64,
     },
     Child {
         child: Child,
@@ -393,7 +397,12 @@ impl ClusterHandle {
             plane.create_namespace("default").await;
             let nodes =
                 start_child("nodes", &[(KUBECONFIG_ENV, plane.kubeconfig.as_os_str())]).await;
-            return ClusterHandle::Real { plane, nodes };
+            return ClusterHandle::Real {
+                plane,
+                nodes,
+                audit: Vec::new(),
+                offset: 0,
+            };
         }
         if in_process {
             return ClusterHandle::InProcess(
@@ -467,47 +476,46 @@ impl ClusterHandle {
                     )
                 })
                 .collect(),
-            ClusterHandle::Real { plane, .. } => plane
-                .audit_all()
-                .iter()
-                .skip(from)
-                .map(|e| {
-                    Audited::new(
-                        &e.verb,
-                        &e.resource,
-                        &e.subresource,
-                        &e.name,
-                        &e.user_agent,
-                        e.code,
-                        e.time,
-                    )
-                })
-                .collect(),
+            ClusterHandle::Real {
+                plane,
+                audit,
+                offset,
+                ..
+            } => {
+                for line in read_new_lines(&plane.audit_log, offset) {
+                    let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+                        continue;
+                    };
+                    if let Some(e) = control_plane::audit_entry(audit.len() as u64, &event) {
+                        audit.push(Audited::new(
+                            &e.verb,
+                            &e.resource,
+                            &e.subresource,
+                            &e.name,
+                            &e.user_agent,
+                            e.code,
+                            e.time,
+                        ));
+                    }
+                }
+                audit.iter().skip(from).cloned().collect()
+            }
             ClusterHandle::Child {
                 dir, audit, offset, ..
             } => {
-                if let Ok(mut f) = std::fs::File::open(dir.path().join("audit.jsonl"))
-                    && f.seek(SeekFrom::Start(*offset)).is_ok()
-                {
-                    let mut text = String::new();
-                    let _ = f.read_to_string(&mut text);
-                    // Only complete lines; a partial last line is read again next time.
-                    let complete = text.rfind('\n').map_or(0, |i| i + 1);
-                    for line in text[..complete].lines() {
-                        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
-                            let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
-                            audit.push(Audited::new(
-                                &s("verb"),
-                                &s("resource"),
-                                &s("subresource"),
-                                &s("name"),
-                                &s("userAgent"),
-                                v["code"].as_u64().unwrap_or(0) as u16,
-                                s("time").parse().unwrap_or_default(),
-                            ));
-                        }
+                for line in read_new_lines(&dir.path().join("audit.jsonl"), offset) {
+                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                        let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+                        audit.push(Audited::new(
+                            &s("verb"),
+                            &s("resource"),
+                            &s("subresource"),
+                            &s("name"),
+                            &s("userAgent"),
+                            v["code"].as_u64().unwrap_or(0) as u16,
+                            s("time").parse().unwrap_or_default(),
+                        ));
                     }
-                    *offset += complete as u64;
                 }
                 audit.iter().skip(from).cloned().collect()
             }
@@ -518,12 +526,13 @@ impl ClusterHandle {
     fn audit_len(&mut self) -> usize {
         match self {
             ClusterHandle::InProcess(c) => c.api().audit().len(),
-            ClusterHandle::Real { plane, .. } => plane.audit_all().len(),
-            ClusterHandle::Child { .. } => {
+            ClusterHandle::Real { .. } | ClusterHandle::Child { .. } => {
                 let _ = self.audit_since(usize::MAX);
                 match self {
-                    ClusterHandle::Child { audit, .. } => audit.len(),
-                    _ => 0,
+                    ClusterHandle::Child { audit, .. } | ClusterHandle::Real { audit, .. } => {
+                        audit.len()
+                    }
+                    ClusterHandle::InProcess(_) => 0,
                 }
             }
         }
@@ -534,7 +543,7 @@ impl ClusterHandle {
             ClusterHandle::InProcess(_) => None,
             ClusterHandle::Child { child, .. } => Some(usage(&child.id().to_string())),
             // Every process of the cluster together: CPU added up, peak RSS added up.
-            ClusterHandle::Real { plane, nodes } => {
+            ClusterHandle::Real { plane, nodes, .. } => {
                 let mut pids: Vec<String> = plane
                     .processes()
                     .iter()
@@ -567,6 +576,22 @@ impl ClusterHandle {
             }
         }
     }
+}
+
+/// The complete lines added to `path` since `offset`, which moves past them (a partial last
+/// line is read again next time).
+fn read_new_lines(path: &Path, offset: &mut u64) -> Vec<String> {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    if f.seek(SeekFrom::Start(*offset)).is_err() {
+        return Vec::new();
+    }
+    let mut text = String::new();
+    let _ = f.read_to_string(&mut text);
+    let complete = text.rfind('\n').map_or(0, |i| i + 1);
+    *offset += complete as u64;
+    text[..complete].lines().map(str::to_string).collect()
 }
 
 /// Copies of demo-vm named `<prefix>-<i>` for `i` in `range`, each labelled with its own name.

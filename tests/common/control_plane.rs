@@ -247,7 +247,7 @@ impl ControlPlane {
 }
 
 /// An [`AuditEntry`] from one of kube-apiserver's audit events (`audit.k8s.io/v1` `Event`).
-fn audit_entry(seq: u64, event: &serde_json::Value) -> Option<AuditEntry> {
+pub fn audit_entry(seq: u64, event: &serde_json::Value) -> Option<AuditEntry> {
     let object = event.get("objectRef")?;
     let text = |v: &serde_json::Value, key: &str| {
         v.get(key)
