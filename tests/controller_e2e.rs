@@ -1821,7 +1821,39 @@ async fn a_data_volume_template_holds_the_start_until_cdi_reports_it_ready(serve
     env.shutdown().await;
 }
 
+/// Deleting the running launcher pod of an Always VM ends its VMI, and the VM controller starts
+/// a new one with a launcher pod of its own (vm.go syncRunStrategy, RunStrategyAlways).
+async fn a_deleted_launcher_pod_is_replaced_with_a_new_vmi(server: Server) {
+    let env = Env::start_on(server).await;
+    env.create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, first) = env.wait_running("demo-vm").await;
+    let first_uid = uid(&first.metadata);
+    let pods = env.launcher_pods(&first_uid).await;
+    assert_eq!(pods.len(), 1);
+    env.pods()
+        .delete(
+            pods[0].metadata.name.as_deref().expect("pod name"),
+            &DeleteParams::default(),
+        )
+        .await
+        .expect("delete the launcher pod");
+    let second = env
+        .wait_vmi("demo-vm", "a new VMI Running", |vmi| {
+            uid(&vmi.metadata) != first_uid && vmi.phase() == Phase::Running
+        })
+        .await;
+    env.wait_pods_gone(&first_uid).await;
+    let pods = env.launcher_pods(&uid(&second.metadata)).await;
+    assert_eq!(pods.len(), 1, "one launcher pod for the new VMI");
+    env.wait_vm("demo-vm", "Running", |vm| printable(vm) == "Running")
+        .await;
+    assert_eq!(env.vmi_creations("demo-vm").len(), 2, "two VMIs in all");
+    env.shutdown().await;
+}
+
 on_both_servers!(
+    a_deleted_launcher_pod_is_replaced_with_a_new_vmi,
     a_data_volume_template_holds_the_start_until_cdi_reports_it_ready,
     always_vm_starts_one_vmi_with_revision_pod_and_status,
     the_launcher_pod_is_cached_without_its_volumes,
