@@ -78,12 +78,14 @@ where
         .await
 }
 
-/// The POST `Api::<K>::create` sends.
+/// The POST `Api::<K>::create` sends. The body is written as Go writes JSON
+/// ([`super::gojson`]): a ControllerRevision's `data` is kept as the bytes sent, and only Go's
+/// form survives a later merge patch of the revision.
 fn create_request<K>(namespace: &str, obj: &K) -> Result<http::Request<Vec<u8>>, kube::Error>
 where
     K: Resource<DynamicType = ()> + Serialize,
 {
-    let data = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let data = super::gojson::to_vec(obj).map_err(kube::Error::SerdeError)?;
     kube::core::Request::new(K::url_path(&(), Some(namespace)))
         .create(&PostParams::default(), data)
         .map_err(kube::Error::BuildRequest)

@@ -188,7 +188,11 @@ pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, V
             owner_references: Some(vec![vm_controller_ref(vm)]),
             ..Default::default()
         },
-        data: Some(RawExtension(serde_json::json!({ "spec": spec }))),
+        // Members sorted as `getVMRevisionData`'s map writes them (vm.go:1702-1724): the API
+        // server keeps these bytes and refuses any later change of them (runtime::gojson).
+        data: Some(RawExtension(crate::runtime::gojson::sorted(
+            serde_json::json!({ "spec": spec }),
+        ))),
         revision: generation,
     })
 }
@@ -239,6 +243,31 @@ mod tests {
         assert!(cr.metadata.labels.is_none());
         // It decodes back to the same spec.
         assert_eq!(revision_spec(&cr).unwrap(), vm(2).spec);
+    }
+
+    /// kube-apiserver keeps `data` as the bytes sent and refuses a change of them, so they must
+    /// be what Go's re-encoding in a merge patch writes: members sorted, HTML-safe escapes
+    /// (found on kube-apiserver v1.36: the garbage collector could not orphan the revision of a
+    /// VM deleted with orphan propagation, "data: field is immutable").
+    #[test]
+    fn revision_data_is_written_as_go_writes_a_map() {
+        let vm: VirtualMachine = serde_json::from_value(json!({
+            "metadata": {"name": "v", "namespace": "default", "uid": "u", "generation": 1},
+            "spec": {"runStrategy": "Always", "template": {"spec": {
+                "volumes": [{"name": "seed", "cloudInitNoCloud": {"userData": "a && b"}}],
+                "domain": {"resources": {}, "memory": {"guest": "1Gi"}, "devices": {}}
+            }}}
+        }))
+        .unwrap();
+        let cr = build_start_revision(&vm).unwrap();
+        let body = String::from_utf8(crate::runtime::gojson::to_vec(&cr).unwrap()).unwrap();
+        let data = &body[body.find("\"data\":").unwrap() + 7..];
+        assert!(
+            data.starts_with(
+                r#"{"spec":{"runStrategy":"Always","template":{"spec":{"domain":{"devices":{},"memory":{"guest":"1Gi"},"resources":{}},"volumes":[{"cloudInitNoCloud":{"userData":"a \u0026\u0026 b"},"name":"seed"}]}}}}"#
+            ),
+            "{data}"
+        );
     }
 
     /// The cached form keeps `data` as text: it decodes to the same spec and the same `data`
