@@ -1852,7 +1852,68 @@ async fn a_deleted_launcher_pod_is_replaced_with_a_new_vmi(server: Server) {
     env.shutdown().await;
 }
 
+/// A VM deleted with orphan propagation leaves its running VMI to the garbage collector, which
+/// removes the owner reference (the embedded server's, or kube-controller-manager's); a new VM
+/// of the same name adopts that VMI (vm.go ClaimVirtualMachineInstanceByName) instead of
+/// starting another. The controller is stopped while the VM is deleted, so that the order in
+/// which it sees the VM and the VMI change is fixed (see the embedded variant above for the
+/// live race).
+async fn a_vm_deleted_with_orphan_propagation_leaves_its_vmi_to_a_new_vm(server: Server) {
+    let mut env = Env::start_on(server).await;
+    let old = env
+        .create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let (_, vmi) = env.wait_running("demo-vm").await;
+    let vmi_uid = uid(&vmi.metadata);
+
+    env.stop_manager().await;
+    env.vms()
+        .delete("demo-vm", &DeleteParams::orphan())
+        .await
+        .expect("delete VM orphaning the VMI");
+    let orphan = env
+        .wait_vmi("demo-vm", "orphaned by the garbage collector", |vmi| {
+            vmi.metadata
+                .owner_references
+                .as_ref()
+                .is_none_or(|o| o.is_empty())
+        })
+        .await;
+    assert_eq!(uid(&orphan.metadata), vmi_uid);
+    // The VM waits for its controller's finalizer.
+    assert!(
+        env.vm("demo-vm")
+            .await
+            .is_some_and(|vm| vm.metadata.deletion_timestamp.is_some())
+    );
+
+    env.start_manager_again().await;
+    env.wait_for("the old VM to be gone", || async {
+        env.vm("demo-vm").await.is_none().then_some(())
+    })
+    .await;
+    let orphan = env.vmi("demo-vm").await.expect("the VMI is left");
+    assert_eq!(orphan.phase(), Phase::Running, "orphaned, not stopped");
+    assert!(!orphan.is_deleting());
+
+    let new = env
+        .create_vm(&example_vm("vm-containerdisk", "Always"))
+        .await;
+    let new_uid = uid(&new.metadata);
+    assert_ne!(new_uid, uid(&old.metadata));
+    env.wait_vmi("demo-vm", "adopted by the new VM", |vmi| {
+        is_controlled_by(vmi, &new_uid)
+    })
+    .await;
+    let (_, vmi) = env.wait_running("demo-vm").await;
+    assert_eq!(uid(&vmi.metadata), vmi_uid, "the same VMI, not a new one");
+    env.resync_and_settle("demo-vm").await;
+    assert_eq!(env.vmi_creations("demo-vm").len(), 1, "never restarted");
+    env.shutdown().await;
+}
+
 on_both_servers!(
+    a_vm_deleted_with_orphan_propagation_leaves_its_vmi_to_a_new_vm,
     a_deleted_launcher_pod_is_replaced_with_a_new_vmi,
     a_data_volume_template_holds_the_start_until_cdi_reports_it_ready,
     always_vm_starts_one_vmi_with_revision_pod_and_status,

@@ -5,7 +5,8 @@
 //!
 //! One control plane serves the whole test binary: [`shared`] starts it on first use (free
 //! loopback ports, a temporary data folder, kube-apiserver's self-signed serving certificate, a
-//! static admin token, RBAC, ServiceAccount token signing, an audit log) and it lives until the
+//! static admin token, RBAC, ServiceAccount token signing, an audit log; then the CRDs; then
+//! kube-controller-manager, ready once its garbage collector has synced) and it lives until the
 //! process ends. Its processes are started by a supervisor thread that never ends and carry
 //! `PR_SET_PDEATHSIG`, so they die with the test process, also after a panic or a kill; the
 //! data folders of dead runs are removed by the next run.
@@ -560,10 +561,17 @@ fn start(assets: Assets) -> Result<ControlPlane, String> {
         supervisor,
     };
     plane.wait_ready()?;
+    // The CRDs before kube-controller-manager, and its garbage collector synced before any
+    // test: it watches only the kinds discovery showed it, so a VMI created earlier would not be
+    // in its graph (found when a VM deleted with orphan propagation kept its VMI owned).
+    plane.install_crds()?;
     for (name, cmd) in commands {
         plane.supervisor.spawn(name, cmd)?;
     }
-    plane.install_crds()?;
+    plane.wait_for_log(
+        "kube-controller-manager",
+        "all resource monitors have synced",
+    )?;
     Ok(plane)
 }
 
@@ -589,6 +597,22 @@ impl ControlPlane {
         Err(format!(
             "kube-apiserver not ready after {READY_DEADLINE:?} ({last}); logs in {}",
             self.dir.display()
+        ))
+    }
+
+    /// Wait until `<dir>/<name>.log` says `needle` (readiness a component only logs).
+    fn wait_for_log(&self, name: &str, needle: &str) -> Result<(), String> {
+        let log = self.dir.join(format!("{name}.log"));
+        let started = Instant::now();
+        while started.elapsed() < READY_DEADLINE {
+            if std::fs::read_to_string(&log).is_ok_and(|t| t.contains(needle)) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!(
+            "{name} did not log {needle:?} within {READY_DEADLINE:?}; see {}",
+            log.display()
         ))
     }
 

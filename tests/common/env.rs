@@ -180,6 +180,8 @@ pub struct Env {
     pub deadline: Duration,
     /// Namespace of the manager's Lease.
     lease_namespace: String,
+    /// What [`Env::start_manager_again`] starts a new manager with.
+    restart: (Client, ManagerConfig),
 }
 
 impl Env {
@@ -281,18 +283,8 @@ impl Env {
             namespace: watch_namespace,
             ..ManagerConfig::new(config.lease)
         };
-        let (vm, vmi) = virtctl_rs::controller::reconcilers();
-        let manager = Arc::new(
-            Manager::start(controller_client, manager_config, vm, vmi)
-                .await
-                .expect("manager starts"),
-        );
-        let cancel = CancellationToken::new();
-        let run = {
-            let m = manager.clone();
-            let c = cancel.clone();
-            tokio::spawn(async move { m.run(c).await })
-        };
+        let restart = (controller_client.clone(), manager_config.clone());
+        let (manager, cancel, run) = Env::spawn_manager(controller_client, manager_config).await;
         Env {
             cluster: None,
             real: None,
@@ -303,7 +295,51 @@ impl Env {
             namespace: config.namespace,
             deadline: config.deadline,
             lease_namespace,
+            restart,
         }
+    }
+
+    async fn spawn_manager(
+        client: Client,
+        config: ManagerConfig,
+    ) -> (
+        Arc<Manager>,
+        CancellationToken,
+        JoinHandle<Result<(), ManagerError>>,
+    ) {
+        let (vm, vmi) = virtctl_rs::controller::reconcilers();
+        let manager = Arc::new(
+            Manager::start(client, config, vm, vmi)
+                .await
+                .expect("manager starts"),
+        );
+        let cancel = CancellationToken::new();
+        let run = {
+            let m = manager.clone();
+            let c = cancel.clone();
+            tokio::spawn(async move { m.run(c).await })
+        };
+        (manager, cancel, run)
+    }
+
+    /// Stop the manager (it releases its Lease); the cluster goes on without a controller.
+    pub async fn stop_manager(&mut self) {
+        self.cancel.cancel();
+        if let Some(run) = self.run.take() {
+            let r = run.await.expect("manager task");
+            assert!(r.is_ok(), "manager stopped with an error: {r:?}");
+        }
+    }
+
+    /// Start a new manager with the first one's settings, as a restarted controller process
+    /// would, and wait until it leads with synced caches.
+    pub async fn start_manager_again(&mut self) {
+        let (client, config) = self.restart.clone();
+        let (manager, cancel, run) = Env::spawn_manager(client, config).await;
+        self.manager = manager;
+        self.cancel = cancel;
+        self.run = Some(run);
+        self.wait_manager_ready().await;
     }
 
     /// The namespace of the manager's Lease (`kubevirt`; the scenario's namespace on the real
