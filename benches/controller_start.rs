@@ -241,6 +241,20 @@ fn percentile(v: &[f64], p: f64) -> f64 {
     v[rank - 1]
 }
 
+/// A child's side of [`start_child`]: say `ready`, then wait until the parent closes our stdin
+/// (or dies).
+async fn ready_until_stdin_closes() {
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    let _ = tokio::task::spawn_blocking(|| {
+        let mut sink = String::new();
+        while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {
+            sink.clear();
+        }
+    })
+    .await;
+}
+
 /// The child role: run the embedded cluster until stdin closes.
 fn serve_cluster(dir: PathBuf) {
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -248,16 +262,7 @@ fn serve_cluster(dir: PathBuf) {
         let cluster = EmbeddedCluster::start(cluster_config(Some(&dir)))
             .await
             .expect("embedded cluster starts");
-        println!("ready");
-        let _ = std::io::stdout().flush();
-        // Parent closes our stdin (or dies) → shut down.
-        let _ = tokio::task::spawn_blocking(|| {
-            let mut sink = String::new();
-            while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {
-                sink.clear();
-            }
-        })
-        .await;
+        ready_until_stdin_closes().await;
         cluster.shutdown().await;
     });
 }
@@ -279,15 +284,7 @@ fn serve_nodes(kubeconfig: PathBuf) {
         )
         .await
         .expect("simulated nodes start");
-        println!("ready");
-        let _ = std::io::stdout().flush();
-        let _ = tokio::task::spawn_blocking(|| {
-            let mut sink = String::new();
-            while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {
-                sink.clear();
-            }
-        })
-        .await;
+        ready_until_stdin_closes().await;
         nodes.shutdown().await;
     });
 }
