@@ -375,6 +375,19 @@ impl Audited {
         }
     }
 
+    /// From an audit entry of the embedded server or of kube-apiserver.
+    fn from_entry(e: &virtctl_rs::sim::AuditEntry) -> Audited {
+        Audited::new(
+            &e.verb,
+            &e.resource,
+            &e.subresource,
+            &e.name,
+            &e.user_agent,
+            e.code,
+            e.time,
+        )
+    }
+
     fn ok(&self) -> bool {
         (200..300).contains(&self.code)
     }
@@ -461,17 +474,7 @@ impl ClusterHandle {
                     ..Default::default()
                 })
                 .iter()
-                .map(|e| {
-                    Audited::new(
-                        &e.verb,
-                        &e.resource,
-                        &e.subresource,
-                        &e.name,
-                        &e.user_agent,
-                        e.code,
-                        e.time,
-                    )
-                })
+                .map(Audited::from_entry)
                 .collect(),
             ClusterHandle::Real {
                 plane,
@@ -484,15 +487,7 @@ impl ClusterHandle {
                         continue;
                     };
                     if let Some(e) = control_plane::audit_entry(audit.len() as u64, &event) {
-                        audit.push(Audited::new(
-                            &e.verb,
-                            &e.resource,
-                            &e.subresource,
-                            &e.name,
-                            &e.user_agent,
-                            e.code,
-                            e.time,
-                        ));
+                        audit.push(Audited::from_entry(&e));
                     }
                 }
                 audit.iter().skip(from).cloned().collect()

@@ -200,7 +200,7 @@ pub async fn load_config(
 
 /// Apply `--as` / `--as-group` as kubectl does (Impersonate-User / Impersonate-Group headers);
 /// groups without a user are a usage error, as in kubectl.
-pub fn with_impersonation(
+fn with_impersonation(
     mut config: kube::Config,
     global: &GlobalArgs,
 ) -> Result<kube::Config, CliError> {

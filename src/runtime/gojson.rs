@@ -16,7 +16,7 @@ use std::io;
 
 /// `value` with every object's members in sorted order (what `json.Marshal` of a Go map
 /// writes); arrays keep their order.
-pub fn sorted(value: Value) -> Value {
+pub(crate) fn sorted(value: Value) -> Value {
     match value {
         Value::Object(map) => {
             let mut members: Vec<(String, Value)> = map.into_iter().collect();
@@ -31,7 +31,7 @@ pub fn sorted(value: Value) -> Value {
 /// Compact JSON of `value` with Go's HTML-safe escaping of strings (`json.Marshal`'s default:
 /// `<` `>` `&` as `\u003c` `\u003e` `\u0026`, and U+2028 U+2029 escaped). Member order is the
 /// value's own: pass a [`sorted`] value for Go's map order.
-pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Vec<u8>> {
+pub(crate) fn to_vec<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(128);
     let mut ser = serde_json::Serializer::with_formatter(&mut out, GoFormatter);
     value.serialize(&mut ser)?;

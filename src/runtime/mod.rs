@@ -10,7 +10,7 @@ pub mod informer;
 pub mod lease;
 #[cfg(test)]
 pub(crate) mod log_capture;
-pub mod log_limit;
+pub(crate) mod log_limit;
 pub mod metrics;
 pub mod queue;
 pub mod recorder;

@@ -196,7 +196,7 @@ pub fn same_spec_part(a: &Value, b: &Value) -> bool {
 
 /// `a` equal to `b` outside `metadata`: what a custom resource without a status
 /// subresource tracks in `metadata.generation`.
-pub fn same_ignoring_metadata(a: &Value, b: &Value) -> bool {
+pub(crate) fn same_ignoring_metadata(a: &Value, b: &Value) -> bool {
     match (a.as_object(), b.as_object()) {
         (Some(a), Some(b)) => same_fields(a, b, |k| k != "metadata", |_, x, y| x == y),
         _ => a == b,

@@ -31,7 +31,7 @@ const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 
 /// Admit a new pod: `lookup_class` finds a PriorityClass by name. `name` names the pod in
 /// errors (its `generateName` when the name is not chosen yet, as kube-apiserver does).
-pub fn admit_pod(
+pub(super) fn admit_pod(
     def: &ResourceDef,
     name: &str,
     pod: &mut Value,
