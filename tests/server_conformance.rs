@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 
 use common::env::{Env, EnvConfig, Server};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::PostParams;
 use serde_json::{Value, json};
 
 /// The example VMs of docs/examples that start on both servers, with what they need.
@@ -20,52 +19,14 @@ const EXAMPLES: [&str; 4] = [
     "vm-pvc.yaml",
 ];
 
-/// Every document of `docs/examples/<file>`.
-fn documents(file: &str) -> Vec<Value> {
-    let path = common::repo_path("docs/examples").join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    virtctl_rs::api::manifest::split_documents(&path.display().to_string(), &text)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into_iter()
-        .map(|(_, doc)| doc)
-        .collect()
-}
-
-/// Create the examples' documents in the scenario's namespace (cluster-scoped ones once:
-/// the real server is shared by every test).
+/// Apply the examples in the scenario's namespace, as `run-controller -n NS --apply` does
+/// (a cluster-scoped PriorityClass already there is replaced: the real server is shared).
 async fn create_examples(env: &Env) {
     for file in EXAMPLES {
-        for mut doc in documents(file) {
-            let kind = doc["kind"].as_str().unwrap_or_default().to_string();
-            if kind == "VirtualMachine" {
-                let vm = serde_json::from_value(doc).expect("example VM");
-                env.create_vm(&vm).await;
-                continue;
-            }
-            let gvk = match kind.as_str() {
-                "PriorityClass" => {
-                    kube::api::GroupVersionKind::gvk("scheduling.k8s.io", "v1", &kind)
-                }
-                "PersistentVolumeClaim" => kube::api::GroupVersionKind::gvk("", "v1", &kind),
-                other => panic!("{file}: no rule to create a {other}"),
-            };
-            let (resource, caps) = kube::discovery::pinned_kind(&env.client, &gvk)
-                .await
-                .expect("discovery");
-            let api: kube::Api<kube::api::DynamicObject> =
-                if caps.scope == kube::discovery::Scope::Namespaced {
-                    doc["metadata"]["namespace"] = json!(env.namespace);
-                    kube::Api::namespaced_with(env.client.clone(), &env.namespace, &resource)
-                } else {
-                    kube::Api::all_with(env.client.clone(), &resource)
-                };
-            let obj: kube::api::DynamicObject = serde_json::from_value(doc).expect("object");
-            match api.create(&PostParams::default(), &obj).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => panic!("{file}: create {kind}: {e}"),
-            }
-        }
+        let path = common::repo_path("docs/examples").join(file);
+        virtctl_rs::api::apply::apply_path_in(&env.client, &path, Some(&env.namespace))
+            .await
+            .unwrap_or_else(|e| panic!("apply {file}: {e}"));
     }
 }
 
@@ -320,7 +281,7 @@ mod real_apiserver {
         );
 
         let stored = vmis
-            .create(&PostParams::default(), &vmi)
+            .create(&kube::api::PostParams::default(), &vmi)
             .await
             .expect("create");
         assert!(

@@ -680,34 +680,15 @@ impl ControlPlane {
     /// VMs and VMIs (nobody is left to release them), its pods at once, then the namespace.
     pub async fn remove_namespace(&self, namespace: &str) {
         use k8s_openapi::api::core::v1::{Namespace, Pod};
-        use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+        use kube::api::{Api, DeleteParams, ListParams};
         use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
         let client = self.client("virtctl-rs-e2e").await;
-        let no_finalizers = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
-        let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
-        for vm in vms
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
-            let name = vm.metadata.name.unwrap_or_default();
-            let _ = vms
-                .patch(&name, &PatchParams::default(), &no_finalizers)
-                .await;
-        }
-        let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), namespace);
-        for vmi in vmis
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
-            let name = vmi.metadata.name.unwrap_or_default();
-            let _ = vmis
-                .patch(&name, &PatchParams::default(), &no_finalizers)
-                .await;
-        }
+        strip_finalizers(Api::<VirtualMachine>::namespaced(client.clone(), namespace)).await;
+        strip_finalizers(Api::<VirtualMachineInstance>::namespaced(
+            client.clone(),
+            namespace,
+        ))
+        .await;
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let _ = pods
             .delete_collection(
@@ -717,6 +698,26 @@ impl ControlPlane {
             .await;
         let _ = Api::<Namespace>::all(client)
             .delete(namespace, &DeleteParams::default())
+            .await;
+    }
+}
+
+/// Remove the finalizers of every object `api` lists (best effort: the namespace is going).
+async fn strip_finalizers<K>(api: kube::Api<K>)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use kube::api::{ListParams, Patch, PatchParams};
+    let no_finalizers = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    let items = api
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    for object in items {
+        let name = object.meta().name.clone().unwrap_or_default();
+        let _ = api
+            .patch(&name, &PatchParams::default(), &no_finalizers)
             .await;
     }
 }
