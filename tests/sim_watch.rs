@@ -459,3 +459,41 @@ async fn timeout_seconds_ends_the_stream() {
     );
     server.shutdown().await;
 }
+
+/// A drop that lands after the server decided to serve a watch but before the stream started
+/// (here: during an injected latency) still closes that stream. Before the fix the stream
+/// subscribed to the drop signal only when it started, so it stayed open past the drop, and an
+/// informer meant to be cut off kept watching (the flake in `informer_relist`).
+#[tokio::test]
+async fn a_drop_during_a_watch_request_closes_the_stream_it_starts() {
+    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+    server.faults().add(
+        FaultRule::latency(Duration::from_secs(1))
+            .verbs(&[virtctl_rs::sim::Verb::Watch])
+            .user_agent("slow-watch")
+            .times(1),
+    );
+    let client = server.client_with_agent("slow-watch").await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let watch = tokio::spawn(async move {
+        let mut s = cms.watch(&WatchParams::default(), "0").await?.boxed();
+        while let Some(ev) = s.next().await {
+            ev?;
+        }
+        Ok::<(), kube::Error>(())
+    });
+    // The rule's single use is spent once the server decided on the request.
+    wait_for_within(
+        "the watch request to be decided",
+        Duration::from_secs(30),
+        || async { (server.faults().rules()[0].times == Some(0)).then_some(()) },
+    )
+    .await;
+    server.faults().drop_watches();
+    tokio::time::timeout(Duration::from_secs(30), watch)
+        .await
+        .expect("the stream ended after the drop")
+        .expect("watch task")
+        .expect("watch ok");
+    server.shutdown().await;
+}

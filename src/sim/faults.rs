@@ -324,6 +324,9 @@ pub struct Decision {
     pub stale_list: Option<u64>,
     /// For a watch: skip these events (`nth`, counted among events of `kind` when set).
     pub drop_events: Vec<(u64, Option<EventKind>)>,
+    /// For a watch: the [`Faults::drop_watches`] signal, subscribed while deciding, so a drop
+    /// that lands between the decision and the stream's start still closes the stream.
+    pub drop_signal: Option<watch::Receiver<u64>>,
 }
 
 /// Runtime fault-injection control (see the module docs).
@@ -394,14 +397,12 @@ impl Faults {
         self.drop_epoch.send_modify(|e| *e += 1);
     }
 
-    /// Subscribe to [`Faults::drop_watches`] calls (used by watch streams).
-    pub fn drop_signal(&self) -> watch::Receiver<u64> {
-        self.drop_epoch.subscribe()
-    }
-
     /// Decide what happens to one request.
     pub fn decide(&self, verb: Verb, resource: &str, user_agent: &str) -> Decision {
-        let mut d = Decision::default();
+        let mut d = Decision {
+            drop_signal: (verb == Verb::Watch).then(|| self.drop_epoch.subscribe()),
+            ..Decision::default()
+        };
         let mut s = self.lock();
         let State { rng, rules, .. } = &mut *s;
         for (_, rule) in rules.iter_mut() {

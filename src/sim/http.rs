@@ -754,7 +754,10 @@ impl Ctx<'_> {
         };
         // Named watches (`fieldSelector=metadata.name=x` is how clients do it) need nothing
         // special; `/pods/<name>?watch=true` is not routed here.
-        let drop_rx = self.app.faults.drop_signal();
+        let drop_rx = faults
+            .drop_signal
+            .clone()
+            .ok_or_else(|| ApiError::internal("a watch decided without its drop signal"))?;
         let reg = match self.app.store.watch(self.sres, self.rr.ns.as_deref(), from) {
             Ok(r) => r,
             Err(e) if e.code == 410 => {
