@@ -40,7 +40,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::apply::apply_path;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
-use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError, OnLostLease};
 use virtctl_rs::runtime::lease::{JITTER_FACTOR, LeaderElectionConfig, LostReason};
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
@@ -67,18 +66,15 @@ async fn start_cluster() -> EmbeddedCluster {
 
 fn manager_config(identity: &str, on_lost_lease: OnLostLease) -> ManagerConfig {
     ManagerConfig {
-        namespace: None,
         vm_workers: 2,
         vmi_workers: 2,
-        settings: ClusterSettings::default(),
-        lease: LeaderElectionConfig {
+        on_lost_lease,
+        ..ManagerConfig::new(LeaderElectionConfig {
             lease_duration: LEASE_DURATION,
             renew_deadline: RENEW_DEADLINE,
             retry_period: RETRY_PERIOD,
             ..LeaderElectionConfig::new(identity)
-        },
-        on_lost_lease,
-        listen: None,
+        })
     }
 }
 

@@ -28,7 +28,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::VirtualMachineInstance;
 use virtctl_rs::api::apply::apply_path;
-use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::controller::manager::{Manager, ManagerConfig, ManagerError, OnLostLease};
 use virtctl_rs::runtime::lease::{LeaderElectionConfig, WallClock};
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
@@ -68,13 +67,10 @@ impl Instance {
             .await
             .expect("kube client");
         let config = ManagerConfig {
-            namespace: None,
             vm_workers: 2,
             vmi_workers: 2,
-            settings: ClusterSettings::default(),
-            lease: lease_config(agent),
             on_lost_lease: OnLostLease::Standby,
-            listen: None,
+            ..ManagerConfig::new(lease_config(agent))
         };
         let (vm, vmi) = virtctl_rs::controller::reconcilers();
         let mut manager = Manager::start(client, config, vm, vmi)

@@ -182,6 +182,7 @@ pub fn manager_config(
         lease,
         on_lost_lease: args.on_lost_lease.into(),
         listen,
+        expectations_timeout: crate::runtime::expectations::EXPECTATIONS_TIMEOUT,
     })
 }
 

@@ -155,6 +155,17 @@ impl Default for Expectations {
 }
 
 impl Expectations {
+    /// Fresh stores honouring entries for `timeout` (KubeVirt: five minutes, the default).
+    pub fn with_timeout(timeout: std::time::Duration) -> Self {
+        let d = Expectations::default();
+        Expectations {
+            vmi: d.vmi.with_timeout(timeout),
+            data_volume: d.data_volume.with_timeout(timeout),
+            pod: d.pod.with_timeout(timeout),
+            vmi_self: d.vmi_self.with_timeout(timeout),
+        }
+    }
+
     /// Add to its queue every key whose expectations expired unfulfilled since the last call
     /// (VM keys of `vmi`/`data_volume` to `vm_queue`, VMI keys of `pod`/`vmi_self` to
     /// `vmi_queue`); the number of keys added. Not in KubeVirt (see

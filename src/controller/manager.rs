@@ -58,6 +58,9 @@ pub struct ManagerConfig {
     pub on_lost_lease: OnLostLease,
     /// HTTP endpoints address (`None`: no endpoints).
     pub listen: Option<SocketAddr>,
+    /// How long expectations hold a key back (KubeVirt's `ExpectationsTimeout`, five minutes;
+    /// tests shorten it to see an expiry).
+    pub expectations_timeout: std::time::Duration,
 }
 
 impl ManagerConfig {
@@ -73,6 +76,7 @@ impl ManagerConfig {
             lease,
             on_lost_lease: OnLostLease::Exit,
             listen: None,
+            expectations_timeout: crate::runtime::expectations::EXPECTATIONS_TIMEOUT,
         }
     }
 }
@@ -263,7 +267,7 @@ impl Manager {
         let ns = config.namespace.as_deref();
         let vm_queue = QueueSlot::default();
         let vmi_queue = QueueSlot::default();
-        let expectations = Expectations::default();
+        let expectations = Expectations::with_timeout(config.expectations_timeout);
         let vm_cell = VmStoreCell::default();
 
         let vm_handlers = vec![vm_handler(vm_queue.clone())];

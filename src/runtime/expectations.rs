@@ -32,6 +32,8 @@ struct Entry {
     add: i64,
     del: i64,
     timestamp: Instant,
+    /// The store's timeout when the entry was set ([`ControllerExpectations::with_timeout`]).
+    timeout: Duration,
     /// [`ControllerExpectations::take_newly_expired`] has returned this entry already.
     expiry_reported: bool,
 }
@@ -45,7 +47,7 @@ impl Entry {
     }
     fn expired(&self, now: Instant) -> bool {
         // expectations.go `isExpired`: strictly older than the timeout.
-        self.age(now) > EXPECTATIONS_TIMEOUT
+        self.age(now) > self.timeout
     }
 }
 
@@ -56,6 +58,7 @@ impl Entry {
 pub struct ControllerExpectations {
     name: Arc<str>,
     store: Arc<Mutex<HashMap<String, Entry>>>,
+    timeout: Duration,
 }
 
 impl ControllerExpectations {
@@ -65,7 +68,15 @@ impl ControllerExpectations {
         Self {
             name: name.into(),
             store: Arc::new(Mutex::new(HashMap::new())),
+            timeout: EXPECTATIONS_TIMEOUT,
         }
+    }
+
+    /// The same store honouring entries for `timeout` instead of [`EXPECTATIONS_TIMEOUT`]
+    /// (for tests that wait for an expiry; entries set before keep theirs).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// The store's name.
@@ -132,6 +143,7 @@ impl ControllerExpectations {
             add,
             del,
             timestamp: Instant::now(),
+            timeout: self.timeout,
             expiry_reported: false,
         };
         tracing::trace!(expectations = %self.name, key, add, del, "setting expectations");
@@ -265,6 +277,12 @@ impl UidTrackingControllerExpectations {
             expectations: ControllerExpectations::new(name),
             uids: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// The same store honouring entries for `timeout` ([`ControllerExpectations::with_timeout`]).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.expectations = self.expectations.with_timeout(timeout);
+        self
     }
 
     /// The counters without the deletion-key tracking.

@@ -120,6 +120,8 @@ pub struct EnvConfig {
     pub deadline: Duration,
     /// Controller settings (default: KubeVirt's).
     pub settings: ClusterSettings,
+    /// How long expectations hold a key back (default: KubeVirt's five minutes).
+    pub expectations_timeout: Duration,
 }
 
 impl EnvConfig {
@@ -150,6 +152,7 @@ impl EnvConfig {
             namespace: "default".into(),
             deadline: Duration::from_secs(40),
             settings: ClusterSettings::default(),
+            expectations_timeout: virtctl_rs::runtime::expectations::EXPECTATIONS_TIMEOUT,
         }
     }
 
@@ -281,6 +284,7 @@ impl Env {
         let manager_config = ManagerConfig {
             settings: config.settings,
             namespace: watch_namespace,
+            expectations_timeout: config.expectations_timeout,
             ..ManagerConfig::new(config.lease)
         };
         let restart = (controller_client.clone(), manager_config.clone());
