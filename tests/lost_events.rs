@@ -259,3 +259,39 @@ async fn dropped_events_are_made_good_by_later_ones() {
     assert_one_at_a_time(&audit, CONTROLLER_AGENT, &starts(&[1; VMS]));
     env.shutdown().await;
 }
+
+/// Issue 38 item 2: the controller's pod watch drops the `DELETED` of the launcher pod of a
+/// stopped VM. The pod expectation waits for it until it expires (shortened here from five
+/// minutes to five seconds); the sync that follows deletes the pod again and gets 404. A 404
+/// means the pod is gone: the cache must say so and the VMI's finalizer go, rather than the VMI
+/// staying Terminating until a relist that never comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_pod_deletion_does_not_hold_the_vmi_terminating() {
+    let mut config = config("lost-delete");
+    config.expectations_timeout = Duration::from_secs(5);
+    let env = Env::start_with(config, |cluster: &EmbeddedCluster| {
+        cluster.api().faults().add(
+            FaultRule::drop_event(1, Some(EventKind::Deleted))
+                .resource("pods")
+                .user_agent(CONTROLLER_AGENT)
+                .times(1),
+        );
+    })
+    .await;
+    let name = vm_name(0);
+    env.create_vm(&vm(&name)).await;
+    let (_, vmi) = env.wait_running(&name).await;
+    let uid = vmi.metadata.uid.clone().unwrap_or_default();
+    env.merge_patch_vm(&name, json!({"spec": {"runStrategy": "Halted"}}))
+        .await;
+    env.wait_pods_gone(&uid).await;
+    env.wait_vmi_gone(&name).await;
+    env.wait_vm(&name, "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    assert!(
+        env.cluster().api().faults().rules()[0].times == Some(0),
+        "the drop rule reached the controller's pod watch"
+    );
+    settle(&env).await;
+    env.shutdown().await;
+}

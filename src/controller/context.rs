@@ -15,6 +15,7 @@ use crate::runtime::queue::WorkQueue;
 use crate::runtime::recorder::{Event, Recorder};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod, ResourceQuota};
+use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
 use std::sync::{Arc, RwLock};
 use tokio::sync::mpsc;
@@ -299,6 +300,22 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
 }
 
+/// Drop the cached `ns/name` of `informer` (the one cached now, by its UID) as gone.
+fn forget_cached<K>(informer: &Informer<K>, ns: &str, name: &str)
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    let key = ObjectRef::<K>::new(name).within(ns);
+    if let Some(uid) = informer
+        .store()
+        .get(&key)
+        .and_then(|o| o.meta().uid.clone())
+    {
+        informer.forget_gone(key, &uid);
+    }
+}
+
 impl Context {
     /// A context that is not part of a running manager: the given caches, default settings, no
     /// work queue installed (not leading), fresh expectations, a reconcile log and metrics of its
@@ -319,6 +336,17 @@ impl Context {
 }
 
 impl Context {
+    /// The API server answered 404 to a delete of the launcher pod `ns/name`: the pod is gone,
+    /// so the pod cache must not hold it ([`Informer::forget_gone`]; issue 38 item 2).
+    pub fn pod_gone(&self, ns: &str, name: &str) {
+        forget_cached(&self.caches.pods, ns, name);
+    }
+
+    /// The API server answered 404 to a delete of the VMI `ns/name` ([`Context::pod_gone`]).
+    pub fn vmi_gone(&self, ns: &str, name: &str) {
+        forget_cached(&self.caches.vmis, ns, name);
+    }
+
     /// The object of `key` is gone from the cache: drop the key's expectations of that
     /// `controller` (`"vm"`: VMI and DataVolume, vm.go:362-366; `"vmi"`: pod and own-VMI,
     /// vmi.go:305-311) and forget its reconcile record.

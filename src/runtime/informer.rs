@@ -22,7 +22,7 @@ use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::index::{Index, IndexFn};
@@ -61,6 +61,9 @@ where
     transform: fn(&mut K),
     /// Secondary indexes kept with the store ([`InformerState::with_index`]).
     indexes: Vec<Arc<Index<K>>>,
+    /// UIDs of objects the API server said are gone ([`InformerState::forget_gone`]): a watch
+    /// event of one of them that arrives later (a delayed one) is stale and not applied.
+    gone: GoneUids,
 }
 
 impl<K> InformerState<K>
@@ -76,6 +79,7 @@ where
             synced: false,
             transform: strip_for_cache::<K>,
             indexes: Vec::new(),
+            gone: GoneUids::default(),
         }
     }
 
@@ -148,6 +152,9 @@ where
                 self.synced = true;
             }
             watcher::Event::Apply(mut obj) => {
+                if self.gone.contains(obj.meta().uid.as_deref()) {
+                    return out;
+                }
                 (self.transform)(&mut obj);
                 let key = ObjectRef::from_obj(&obj);
                 let new = cache_copy(obj);
@@ -174,6 +181,29 @@ where
         out
     }
 
+    /// The API server answered 404 for the object `key` (a delete or a read by name), so the
+    /// object with `uid` is gone although the cache still holds it: its `DELETED` was lost or
+    /// is still on its way. Remove it and report a relisted deletion (the last state known, as
+    /// a relist would), if the cached object is that one; later watch events of `uid` are
+    /// ignored. client-go has no counterpart: its caches agree with the server again only
+    /// through a relist (issue 38 item 2).
+    pub fn forget_gone(&mut self, key: &ObjectRef<K>, uid: &str) -> Vec<Notification<K>> {
+        self.gone.insert(uid);
+        let Some(cached) = self.store.get(key) else {
+            return Vec::new();
+        };
+        if cached.meta().uid.as_deref() != Some(uid) {
+            return Vec::new();
+        }
+        self.store.remove(key);
+        let n = Notification::Delete {
+            obj: cached,
+            relisted: true,
+        };
+        self.update_indexes(&n, None);
+        vec![n]
+    }
+
     /// Bring the indexes up to date with the store after a watch event's notification `n`
     /// (the store first: a lookup in between finds a candidate the store no longer has, or
     /// misses an object whose notification is still to come, never a wrong one, see
@@ -190,6 +220,34 @@ where
                 index.update(Some(copy), None);
             }
         }
+    }
+}
+
+/// A bounded set of UIDs the API server said are gone. UIDs are never reused, so forgetting
+/// the oldest only gives up the guard against an event delayed past that many later 404s.
+#[derive(Default)]
+struct GoneUids {
+    order: std::collections::VecDeque<String>,
+    set: std::collections::HashSet<String>,
+}
+
+impl GoneUids {
+    const CAPACITY: usize = 4096;
+
+    fn insert(&mut self, uid: &str) {
+        if !self.set.insert(uid.to_string()) {
+            return;
+        }
+        self.order.push_back(uid.to_string());
+        if self.order.len() > Self::CAPACITY
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.set.remove(&oldest);
+        }
+    }
+
+    fn contains(&self, uid: Option<&str>) -> bool {
+        uid.is_some_and(|u| self.set.contains(u))
     }
 }
 
@@ -245,6 +303,8 @@ where
     store: Store<K>,
     indexes: Vec<Arc<Index<K>>>,
     synced: watch::Receiver<bool>,
+    /// To the informer's task: objects the API server said are gone ([`Informer::forget_gone`]).
+    gone: mpsc::UnboundedSender<(ObjectRef<K>, String)>,
 }
 
 impl<K> Informer<K>
@@ -297,6 +357,7 @@ where
         let store = state.store();
         let indexes = state.indexes.clone();
         let (tx, rx) = watch::channel(false);
+        let (gone_tx, mut gone_rx) = mpsc::unbounded_channel::<(ObjectRef<K>, String)>();
         let task_name = name.to_string();
         tokio::spawn(async move {
             use futures::TryStreamExt;
@@ -316,6 +377,15 @@ where
             loop {
                 let next = tokio::select! {
                     _ = cancel.cancelled() => break,
+                    Some((key, uid)) = gone_rx.recv() => {
+                        for n in state.forget_gone(&key, &uid) {
+                            tracing::debug!(informer = %task_name, key = %key, uid, "the API server says it is gone; dropped from the cache");
+                            for h in &handlers {
+                                h(&n);
+                            }
+                        }
+                        continue;
+                    }
                     next = stream.next() => next,
                 };
                 match next {
@@ -367,6 +437,7 @@ where
             store,
             indexes,
             synced: rx,
+            gone: gone_tx,
         }
     }
 
@@ -385,6 +456,7 @@ where
             store: state.store(),
             indexes: state.indexes.clone(),
             synced: rx,
+            gone: mpsc::unbounded_channel().0,
         }
     }
 
@@ -397,6 +469,7 @@ where
             store: state.store(),
             indexes: state.indexes.clone(),
             synced: rx,
+            gone: mpsc::unbounded_channel().0,
         }
     }
 }
@@ -409,6 +482,13 @@ where
     /// The cache.
     pub fn store(&self) -> &Store<K> {
         &self.store
+    }
+
+    /// The API server answered 404 for `key`: drop the cached object with `uid` and notify the
+    /// handlers of its deletion ([`InformerState::forget_gone`]), on the informer's task, in
+    /// order with its watch events. Does nothing for an informer that does not watch.
+    pub fn forget_gone(&self, key: ObjectRef<K>, uid: &str) {
+        let _ = self.gone.send((key, uid.to_string()));
     }
 
     /// The cached objects `func` indexes under `value` (client-go `ByIndex`), from the index
@@ -489,6 +569,54 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    fn pod_with_uid(name: &str, rv: &str, uid: &str) -> Pod {
+        let mut p = pod(name, rv);
+        p.metadata.uid = Some(uid.into());
+        p
+    }
+
+    #[test]
+    fn an_object_the_server_says_is_gone_leaves_the_cache_once_and_stays_out() {
+        let mut s = InformerState::<Pod>::new();
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(pod_with_uid("a", "1", "uid-a")));
+        s.apply(watcher::Event::InitDone);
+        let key = ObjectRef::new("a").within("ns");
+        // Another object of that name (a newer one) is not forgotten for the old UID.
+        assert!(s.forget_gone(&key, "uid-older").is_empty());
+        assert!(s.store().get(&key).is_some());
+        assert_eq!(
+            kinds(&s.forget_gone(&key, "uid-a")),
+            ["delete ns/a relisted=true"]
+        );
+        assert!(s.store().get(&key).is_none());
+        assert!(s.forget_gone(&key, "uid-a").is_empty(), "reported once");
+        // A delayed event of the gone object does not bring it back; a new one of the name
+        // is cached.
+        assert!(
+            s.apply(watcher::Event::Apply(pod_with_uid("a", "2", "uid-a")))
+                .is_empty()
+        );
+        assert!(s.store().get(&key).is_none());
+        assert_eq!(
+            kinds(&s.apply(watcher::Event::Apply(pod_with_uid("a", "3", "uid-new")))),
+            ["add ns/a"]
+        );
+    }
+
+    #[test]
+    fn the_gone_uids_are_bounded() {
+        let mut g = GoneUids::default();
+        for i in 0..=GoneUids::CAPACITY {
+            g.insert(&format!("u{i}"));
+        }
+        assert!(!g.contains(Some("u0")), "the oldest was forgotten");
+        assert!(g.contains(Some("u1")));
+        assert!(g.contains(Some(&format!("u{}", GoneUids::CAPACITY))));
+        assert_eq!(g.set.len(), GoneUids::CAPACITY);
+        assert!(!g.contains(None));
     }
 
     #[test]
@@ -620,6 +748,7 @@ mod tests {
             store: s.store(),
             indexes: s.indexes.clone(),
             synced: rx,
+            gone: mpsc::unbounded_channel().0,
         }
     }
 

@@ -385,10 +385,15 @@ async fn apply(
             create_unread(client, ns, vmi.as_ref()).await.map_err(e)?;
         }
         VmAction::DeleteVmi { name, .. } => {
-            vmis()
-                .delete(name, &DeleteParams::default())
-                .await
-                .map_err(e)?;
+            if let Err(err) = vmis().delete(name, &DeleteParams::default()).await {
+                let failure = e(err);
+                // vm.go:1672-1680 reports the failure; a 404 also means the cached VMI is gone
+                // (its DELETED was lost), which the next sync must see (issue 38 item 2).
+                if failure.is_not_found() {
+                    ctx.vmi_gone(ns, name);
+                }
+                return Err(failure);
+            }
         }
         VmAction::PatchVmiGenerationAnnotation { name, patch }
         | VmAction::PatchVmiMetadata { name, patch }

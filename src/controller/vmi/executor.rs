@@ -343,6 +343,9 @@ async fn apply(
                 if !failure.is_not_found() {
                     return Err(failure);
                 }
+                // lifecycle.go:1069 takes the 404 as done; the cache must agree, or a pod whose
+                // DELETED was lost holds the VMI Terminating for good.
+                ctx.pod_gone(ns, name);
             }
         }
         VmiAction::PatchPod { name, patch, .. } => {
