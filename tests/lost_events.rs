@@ -33,7 +33,7 @@ use common::env::{CONTROLLER_AGENT, Env, EnvConfig, printable, start_leading_man
 use common::one_per_vm::assert_one_at_a_time;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
-use virtctl_rs::api::{Phase, VirtualMachine};
+use virtctl_rs::api::{Phase, VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::sim::cluster::EmbeddedCluster;
 use virtctl_rs::sim::store::EventKind;
 use virtctl_rs::sim::{AuditEntry, FaultRule};
@@ -293,5 +293,90 @@ async fn a_dropped_pod_deletion_does_not_hold_the_vmi_terminating() {
         "the drop rule reached the controller's pod watch"
     );
     settle(&env).await;
+    env.shutdown().await;
+}
+
+/// Issue 38 item 1: the controller's pod events arrive 10 s late, and its VMI watch ends in
+/// `410 Expired` at every deletion, after which its relist answers the VMIs of eight events
+/// ago. A VM is started, and while its launcher pod's `ADDED` is still on its way, an unrelated
+/// VMI is deleted: the stale relist lacks the new VMI (a relisted deletion), and the watch from
+/// that older resourceVersion brings it back. The pod created before must keep the VMI from a
+/// second one: exactly one VMI and one launcher pod per VM throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_relist_while_pod_events_lag_does_not_duplicate_the_launcher_pod() {
+    let env = Env::start_with(config("lost-stale-relist"), |cluster: &EmbeddedCluster| {
+        let faults = cluster.api().faults();
+        faults.add(
+            FaultRule::delay_watch_events(Duration::from_secs(10))
+                .resource("pods")
+                .user_agent(CONTROLLER_AGENT),
+        );
+        faults.add(
+            FaultRule::tombstone_deletes()
+                .resource("virtualmachineinstances")
+                .user_agent(CONTROLLER_AGENT),
+        );
+    })
+    .await;
+    // The unrelated VMI: no VM owns it.
+    let template = vm("unrelated").spec.template.clone().expect("template");
+    let mut unrelated = VirtualMachineInstance {
+        spec: template.spec.unwrap_or_default(),
+        ..Default::default()
+    };
+    unrelated.metadata.name = Some("unrelated".into());
+    env.vmis()
+        .create(&kube::api::PostParams::default(), &unrelated)
+        .await
+        .expect("create the unrelated VMI");
+    env.wait_vmi("unrelated", "Running", |v| v.phase() == Phase::Running)
+        .await;
+    settle(&env).await;
+
+    let name = vm_name(0);
+    env.cluster().api().faults().add(
+        FaultRule::stale_list(8)
+            .resource("virtualmachineinstances")
+            .user_agent(CONTROLLER_AGENT)
+            .times(1),
+    );
+    env.create_vm(&vm(&name)).await;
+    // The launcher pod exists on the server; the controller will hear of it in 10 s.
+    env.wait_for("the launcher pod on the server", || async {
+        let vmi = env.vmi(&name).await?;
+        let uid = vmi.metadata.uid.clone()?;
+        (!env.launcher_pods(&uid).await.is_empty()).then_some(())
+    })
+    .await;
+    // Deleted at once (no finalizer to wait on): its DELETED, a 410 for the controller, is
+    // sent while the pod's ADDED is still held back.
+    env.vmis()
+        .patch(
+            "unrelated",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("clear the unrelated VMI's finalizers");
+    env.vmis()
+        .delete("unrelated", &DeleteParams::default())
+        .await
+        .expect("delete the unrelated VMI");
+    env.wait_for("the stale relist of VMIs", || async {
+        (env.cluster().api().faults().rules()[2].times == Some(0)).then_some(())
+    })
+    .await;
+    env.wait_running(&name).await;
+    settle(&env).await;
+    // The VMs' objects only (the unrelated VMI's launcher pod is the controller's too).
+    let audit: Vec<AuditEntry> = env
+        .cluster()
+        .api()
+        .audit()
+        .entries()
+        .into_iter()
+        .filter(|e| !e.name.contains("unrelated"))
+        .collect();
+    assert_one_at_a_time(&audit, CONTROLLER_AGENT, &starts(&[1]));
     env.shutdown().await;
 }

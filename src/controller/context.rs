@@ -142,6 +142,8 @@ pub struct Expectations {
     pub pod: UidTrackingControllerExpectations,
     /// VMI controller: its own VMI updates (vmi.go:95).
     pub vmi_self: ControllerExpectations,
+    /// VM controller: VM keys whose VMI left the cache in a relist ([`UnverifiedAbsences`]).
+    pub vmi_relisted_away: UnverifiedAbsences,
 }
 
 impl Default for Expectations {
@@ -151,7 +153,41 @@ impl Default for Expectations {
             data_volume: UidTrackingControllerExpectations::new("vm-datavolume"),
             pod: UidTrackingControllerExpectations::new("vmi-pod"),
             vmi_self: ControllerExpectations::new("vmi-self"),
+            vmi_relisted_away: UnverifiedAbsences::default(),
         }
+    }
+}
+
+/// Keys whose object the cache lost in a relist rather than through a `DELETED` event.
+///
+/// A relist reports every cached object it does not list as deleted (client-go's
+/// `DeletedFinalStateUnknown`); a list older than the cache (a lagging watch cache, the
+/// embedded server's `stale-list` fault) lacks objects that exist, and the watch from its
+/// resourceVersion brings them back moments later. The VM controller must not create a VMI in
+/// that moment (the API server would refuse it as AlreadyExists): it reads the VMI from the
+/// server first ([`crate::controller::vm`]'s reconcile). Not in KubeVirt, whose consistent
+/// relists after a `410` do not lack existing objects.
+#[derive(Clone, Default)]
+pub struct UnverifiedAbsences(Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+impl UnverifiedAbsences {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `key`'s object left the cache in a relist.
+    pub fn mark(&self, key: &str) {
+        self.lock().insert(key.to_string());
+    }
+
+    /// `key`'s object was seen again, or the server confirmed it is gone.
+    pub fn clear(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    /// Whether `key` is marked.
+    pub fn contains(&self, key: &str) -> bool {
+        self.lock().contains(key)
     }
 }
 
@@ -164,6 +200,7 @@ impl Expectations {
             data_volume: d.data_volume.with_timeout(timeout),
             pod: d.pod.with_timeout(timeout),
             vmi_self: d.vmi_self.with_timeout(timeout),
+            vmi_relisted_away: d.vmi_relisted_away,
         }
     }
 
@@ -350,13 +387,22 @@ impl Context {
     /// The object of `key` is gone from the cache: drop the key's expectations of that
     /// `controller` (`"vm"`: VMI and DataVolume, vm.go:362-366; `"vmi"`: pod and own-VMI,
     /// vmi.go:305-311) and forget its reconcile record.
+    ///
+    /// Unlike KubeVirt, an unfulfilled, unexpired expectation is kept: the object may have left
+    /// the cache in a relist that lacked it and come back a moment later (a stale list), and
+    /// then its creations still on their way must hold it back, or it creates a second launcher
+    /// pod (issue 38 item 1). A truly gone key's entry goes at its expiry requeue.
     pub fn forget_gone(&self, controller: &str, key: &str) {
         if controller == "vm" {
-            self.expectations.vmi.delete_expectations(key);
-            self.expectations.data_volume.delete_expectations(key);
+            self.expectations.vmi.delete_expectations_if_satisfied(key);
+            self.expectations
+                .data_volume
+                .delete_expectations_if_satisfied(key);
         } else {
-            self.expectations.pod.delete_expectations(key);
-            self.expectations.vmi_self.delete_expectations(key);
+            self.expectations.pod.delete_expectations_if_satisfied(key);
+            self.expectations
+                .vmi_self
+                .delete_expectations_if_satisfied(key);
         }
         self.reconciles.forget(controller, key);
     }

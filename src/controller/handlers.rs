@@ -67,13 +67,25 @@ pub fn vmi_to_vm_handler(
     vms: VmStoreCell,
 ) -> Handler<VirtualMachineInstance> {
     Arc::new(move |n: &Notification<VirtualMachineInstance>| {
-        let deletion_observed = |vmi: &VirtualMachineInstance| {
+        let deletion_observed = |vmi: &VirtualMachineInstance, relisted: bool| {
             let ns = vmi.metadata.namespace.as_deref();
             if let Some((name, uid)) = controller_named(vmi, "VirtualMachine")
                 && let Some(vm_key) = resolve_vm(&vms, ns, &name, &uid)
             {
                 expectations.vmi.deletion_observed(&vm_key, &key_of(vmi));
+                if relisted {
+                    expectations.vmi_relisted_away.mark(&vm_key);
+                }
                 vm_queue.add(vm_key);
+            }
+        };
+        // A VMI event of a VM's VMI: its cache entry is current again.
+        let seen = |vmi: &VirtualMachineInstance| {
+            let ns = vmi.metadata.namespace.as_deref();
+            if let Some((name, _)) = controller_named(vmi, "VirtualMachine") {
+                expectations
+                    .vmi_relisted_away
+                    .clear(&ObjectKey::new(ns, &name).to_string());
             }
         };
         // Owned → the owner; orphan → the same-named VM, if any (it may adopt it).
@@ -105,8 +117,9 @@ pub fn vmi_to_vm_handler(
         };
         match n {
             Notification::Add(vmi) => {
+                seen(vmi);
                 if vmi.metadata.deletion_timestamp.is_some() {
-                    deletion_observed(vmi);
+                    deletion_observed(vmi, false);
                 } else {
                     enqueue_owner_or_namesake(vmi, true);
                 }
@@ -115,10 +128,11 @@ pub fn vmi_to_vm_handler(
                 if same_rv(old.as_ref(), new.as_ref()) {
                     return;
                 }
+                seen(new);
                 if new.metadata.deletion_timestamp.is_some()
                     && old.metadata.deletion_timestamp.is_none()
                 {
-                    deletion_observed(new);
+                    deletion_observed(new, false);
                 }
                 if controller_of(old.as_ref()).map(|r| &r.uid)
                     != controller_of(new.as_ref()).map(|r| &r.uid)
@@ -127,7 +141,7 @@ pub fn vmi_to_vm_handler(
                 }
                 enqueue_owner_or_namesake(new, false);
             }
-            Notification::Delete { obj, .. } => deletion_observed(obj),
+            Notification::Delete { obj, relisted } => deletion_observed(obj, *relisted),
         }
     })
 }
@@ -349,6 +363,26 @@ mod tests {
             relisted: true,
         });
         assert!(exp.vmi.satisfied_expectations("ns/a"));
+        assert_eq!(drain(&q), ["ns/a"]);
+    }
+
+    #[tokio::test]
+    async fn a_vmi_lost_in_a_relist_is_marked_until_it_is_seen_again() {
+        let (q, slot, exp) = leading();
+        let h = vmi_to_vm_handler(slot, exp.clone(), vm_store(&[vm("a", "uid-a")]));
+        let owned = |rv: &str| Arc::new(vmi("a", rv, Some(("VirtualMachine", "a", "uid-a"))));
+        h(&Notification::Delete {
+            obj: owned("1"),
+            relisted: false,
+        });
+        assert!(!exp.vmi_relisted_away.contains("ns/a"), "a DELETED is sure");
+        h(&Notification::Delete {
+            obj: owned("1"),
+            relisted: true,
+        });
+        assert!(exp.vmi_relisted_away.contains("ns/a"));
+        h(&Notification::Add(owned("2")));
+        assert!(!exp.vmi_relisted_away.contains("ns/a"), "seen again");
         assert_eq!(drain(&q), ["ns/a"]);
     }
 

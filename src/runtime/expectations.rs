@@ -136,6 +136,21 @@ impl ControllerExpectations {
         lock(&self.store).remove(key);
     }
 
+    /// Remove `key`'s entry if it is satisfied (fulfilled or expired); true if no entry is left.
+    /// For an owner that left the cache: a relist can drop an owner that still exists, and its
+    /// unfulfilled entry must keep holding it back until the awaited event (or the expiry).
+    pub fn delete_expectations_if_satisfied(&self, key: &str) -> bool {
+        let now = Instant::now();
+        let mut store = lock(&self.store);
+        match store.get(key) {
+            Some(e) if !e.fulfilled() && !e.expired(now) => false,
+            _ => {
+                store.remove(key);
+                true
+            }
+        }
+    }
+
     /// Replace `key`'s entry with `(add, del)` and a fresh timestamp (`SetExpectations`,
     /// expectations.go:161-168).
     pub fn set_expectations(&self, key: &str, add: i64, del: i64) {
@@ -337,6 +352,16 @@ impl UidTrackingControllerExpectations {
         uids.remove(key);
     }
 
+    /// [`ControllerExpectations::delete_expectations_if_satisfied`], with the tracked keys.
+    pub fn delete_expectations_if_satisfied(&self, key: &str) -> bool {
+        let mut uids = lock(&self.uids);
+        let deleted = self.expectations.delete_expectations_if_satisfied(key);
+        if deleted {
+            uids.remove(key);
+        }
+        deleted
+    }
+
     /// See [`ControllerExpectations::take_newly_expired`].
     pub fn take_newly_expired(&self) -> Vec<String> {
         self.expectations.take_newly_expired()
@@ -430,6 +455,22 @@ pub struct ExpectationEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn only_satisfied_entries_go_with_their_owner() {
+        let u = UidTrackingControllerExpectations::new("t");
+        u.expect_creations("ns/a", 1);
+        assert!(!u.delete_expectations_if_satisfied("ns/a"), "a creation is awaited");
+        assert_eq!(u.expectations().get_expectations("ns/a"), Some((1, 0)));
+        u.creation_observed("ns/a");
+        assert!(u.delete_expectations_if_satisfied("ns/a"));
+        assert_eq!(u.expectations().get_expectations("ns/a"), None);
+        u.expect_deletions("ns/b", vec!["ns/p".into()]);
+        tokio::time::advance(EXPECTATIONS_TIMEOUT + Duration::from_millis(1)).await;
+        assert!(u.delete_expectations_if_satisfied("ns/b"), "expired");
+        assert_eq!(u.get_uids("ns/b"), None);
+        assert!(u.delete_expectations_if_satisfied("ns/none"));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn an_unfulfilled_expectation_is_reported_once_when_it_expires() {

@@ -85,16 +85,35 @@ pub fn creates(audit: &[AuditEntry], agent: &str) -> Creates {
 /// a VMI create refused as AlreadyExists, and never a launcher pod beside a live one.
 pub fn assert_one_at_a_time(audit: &[AuditEntry], agent: &str, starts: &BTreeMap<String, usize>) {
     let c = creates(audit, agent);
+    let refused: Vec<String> = c
+        .vmi_already_exists
+        .iter()
+        .map(|e| format!("#{} {}/{}", e.seq, e.namespace, e.name))
+        .collect();
+    let mut problems = Vec::new();
+    if !refused.is_empty() {
+        problems.push(format!(
+            "VMI creates refused with 409 AlreadyExists (created from a stale cache): {refused:?}"
+        ));
+    }
+    if !c.overlapping_pods.is_empty() {
+        problems.push(format!(
+            "two launcher pods for one VM: {:?}",
+            c.overlapping_pods
+        ));
+    }
+    if &c.vmis != starts {
+        problems.push(format!("successful VMI creates per VM: {:?}", c.vmis));
+    }
+    if &c.pods != starts {
+        problems.push(format!(
+            "successful launcher pod creates per VM: {:?}",
+            c.pods
+        ));
+    }
     assert!(
-        c.vmi_already_exists.is_empty(),
-        "VMI creates refused with 409 AlreadyExists (created from a stale cache): {:#?}",
-        c.vmi_already_exists
+        problems.is_empty(),
+        "not one VMI and one launcher pod per VM at a time (expected {starts:?}):\n{}",
+        problems.join("\n")
     );
-    assert!(
-        c.overlapping_pods.is_empty(),
-        "two launcher pods for one VM: {:#?}",
-        c.overlapping_pods
-    );
-    assert_eq!(&c.vmis, starts, "successful VMI creates per VM");
-    assert_eq!(&c.pods, starts, "successful launcher pod creates per VM");
 }

@@ -182,6 +182,37 @@ pub fn vm_revisions(
         .collect()
 }
 
+/// Whether a VM whose VMI is not in the cache may act on that absence: yes, unless the VMI
+/// left the cache in a relist ([`crate::controller::context::UnverifiedAbsences`]); then the
+/// server is asked, and an existing VMI means the cache is behind (no sync until it catches
+/// up). Not in KubeVirt (issue 38 item 1).
+async fn vmi_absence_confirmed(ctx: &Context, key: &str) -> Result<bool, ReconcileError> {
+    let marks = &ctx.expectations.vmi_relisted_away;
+    if !marks.contains(key) {
+        return Ok(true);
+    }
+    let (ns, name) = split_key(key);
+    match api::<VirtualMachineInstance>(&ctx.client, ns)
+        .get_metadata_opt(name)
+        .await
+    {
+        Ok(None) => {
+            marks.clear(key);
+            Ok(true)
+        }
+        Ok(Some(_)) => {
+            tracing::debug!(
+                key,
+                "the VMI left the cache in a relist but exists; waiting for the watch"
+            );
+            Ok(false)
+        }
+        Err(e) => Err(ReconcileError(format!(
+            "reading VMI {key} (it left the cache in a relist): {e}"
+        ))),
+    }
+}
+
 /// Reconcile one VM key: snapshot, decide, apply, replay failures.
 pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileError> {
     let started = Instant::now();
@@ -191,6 +222,10 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         return Ok(Requeue::NONE);
     };
     let (ns, _) = split_key(key);
+    if snap.vmi.is_none() && !vmi_absence_confirmed(ctx, key).await? {
+        // The watch brings the VMI back (and requeues the key); the requeue is a fallback.
+        return Ok(Requeue::after(Duration::from_secs(1)));
+    }
     let mut failures = ApiFailures::none();
     let mut decision = decide_with_failures(&snap, &failures);
     let mut returned_vms: std::collections::BTreeMap<usize, VirtualMachine> = Default::default();
