@@ -831,6 +831,9 @@ struct Runner {
     deletion_seen: HashMap<String, Instant>,
     /// VMI UID → when virt-handler first could start it (Scheduled, launcher running).
     start_seen: HashMap<String, Instant>,
+    /// Pod UID → exit code of its containers, once virt-handler stopped the domain: the
+    /// kubelet reports it until a status write succeeds.
+    exited: HashMap<String, i32>,
     /// Pod UID → (resourceVersion our write produced, status we wrote).
     last_status_write: HashMap<String, (Option<String>, PodStatus)>,
     deleted: HashSet<String>,
@@ -864,6 +867,7 @@ impl Runner {
             bound_seen: HashMap::new(),
             deletion_seen: HashMap::new(),
             start_seen: HashMap::new(),
+            exited: HashMap::new(),
             last_status_write: HashMap::new(),
             deleted: HashSet::new(),
             ip_seq: BTreeMap::new(),
@@ -1032,6 +1036,7 @@ impl Runner {
     fn forget_pod(&mut self, uid: &str) {
         self.bound_seen.remove(uid);
         self.deletion_seen.remove(uid);
+        self.exited.remove(uid);
         self.last_status_write.remove(uid);
         self.deleted.remove(uid);
         self.pod_ips.remove(uid);
@@ -1323,14 +1328,13 @@ impl Runner {
                     continue;
                 }
             }
-            if let (Some(code), Some(pod)) = (launcher_exit, launcher) {
-                let pod = self.pods.items.get(&key_of(&pod)).cloned().unwrap_or(pod);
-                if !kubelet::is_terminal(&pod) {
-                    let reason = if code == 0 { "Completed" } else { "Error" };
-                    let status = kubelet::terminated_status(&pod, code, reason, None, &now_time());
-                    let client = self.inner.clients.kubelet.clone();
-                    self.put_pod_status(&client, &pod, status).await;
-                }
+            if let (Some(code), Some(pod)) = (launcher_exit, launcher)
+                && let Some(uid) = pod.uid()
+            {
+                // The domain is gone, so virt-launcher exits: the kubelet step of this pass
+                // reports it, and keeps reporting it until a write goes through.
+                self.exited.insert(uid, code);
+                self.mark_pod(&key_of(&pod));
             }
         }
     }
@@ -1491,6 +1495,7 @@ impl Runner {
                 kubelet_delay: state.kubelet_delay,
                 grace_scale: state.grace_scale,
                 image_pull_stuck: stuck,
+                exited: self.exited.get(&uid).copied(),
             };
             match kubelet::decide(&pod, &inputs) {
                 KubeletAction::Nothing => {}
