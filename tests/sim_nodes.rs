@@ -31,6 +31,7 @@ async fn start_with(nodes: usize, capacity: NodeCapacity) -> EmbeddedCluster {
         kubelet_delay: Duration::from_millis(50),
         grace_scale: 0.01,
         capacity,
+        labels: Vec::new(),
         api: virtctl_rs::sim::ApiServerConfig {
             admission: false,
             ..Default::default()

@@ -11,7 +11,7 @@
 
 use super::faults::{FaultState, Matcher};
 use super::kubelet::{self, KubeletAction, KubeletInputs, find_condition, set_condition};
-use super::node::{NodeCapacity, build_node, node_internal_ip, pod_ip};
+use super::node::{NodeCapacity, NodeLabel, build_node, node_internal_ip, pod_ip};
 use super::scheduler::{self, ScheduleDecision};
 use super::virt_handler::{self, VmiDecision, vmi_node};
 use super::work::{PodIndex, WorkSet};
@@ -75,6 +75,8 @@ struct SimState {
     virt_handler_delay: Duration,
     grace_scale: f64,
     capacity: NodeCapacity,
+    /// Labels added to the nodes ([`super::NodeSimConfig::labels`]).
+    labels: Vec<NodeLabel>,
     /// Managed node name → index.
     managed: BTreeMap<String, usize>,
     /// Nodes removed through the handle (their pods are garbage-collected).
@@ -293,6 +295,7 @@ impl NodeSimulator {
                 virt_handler_delay: Duration::ZERO,
                 grace_scale: config.grace_scale,
                 capacity: config.capacity.clone(),
+                labels: config.labels.clone(),
                 managed: BTreeMap::new(),
                 removed: BTreeSet::new(),
                 next_index: 0,
@@ -753,13 +756,13 @@ impl NodeSimHandle {
     ///
     /// Errors: [`NodeSimError::Api`] when the Node cannot be created.
     pub async fn add_node(&self) -> Result<String, NodeSimError> {
-        let (index, capacity) = {
+        let (index, capacity, labels) = {
             let mut state = self.inner.state();
             let index = state.next_index;
             state.next_index += 1;
-            (index, state.capacity.clone())
+            (index, state.capacity.clone(), state.labels.clone())
         };
-        let node = build_node(index, &capacity, &now_time());
+        let node = build_node(index, &capacity, &labels, &now_time());
         let name = node.name_any();
         let api = Api::<Node>::all(self.inner.clients.kubelet.clone());
         let what = format!("registering Node {name}");
