@@ -280,6 +280,7 @@ fn serve_nodes(kubeconfig: PathBuf) {
                 kubelet_delay: cluster.kubelet_delay,
                 grace_scale: cluster.grace_scale,
                 capacity: cluster.capacity,
+                labels: cluster.labels,
             },
         )
         .await

@@ -40,7 +40,7 @@ use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::launcher::compute_resources;
 use virtctl_rs::launcher::overhead::memory_overhead;
 use virtctl_rs::launcher::resources::NamespaceContext;
-use virtctl_rs::sim::nodes::Matcher;
+use virtctl_rs::sim::nodes::{Matcher, NodeLabel};
 
 const NS: &str = "default";
 /// `CalculateLegacyUUID("demo-vm")` (facts §1.7.3).
@@ -1387,6 +1387,49 @@ async fn an_unschedulable_vm_reports_error_unschedulable(server: Server) {
     env.shutdown().await;
 }
 
+/// The launcher pod of a dedicated-CPU VMI selects `kubevirt.io/cpumanager=true`
+/// (pkg/virt-controller/services/template.go, `v1.CPUManager` in the node selector): on nodes
+/// without that label the VM is unschedulable with the scheduler's reason; on nodes labelled
+/// so (`cluster serve --node-label kubevirt.io/cpumanager=true`) it runs.
+async fn a_dedicated_cpu_vm_runs_only_on_cpu_manager_nodes(server: Server) {
+    const NAME: &str = "demo-dedicated-cpu";
+    let vm = example_vm("more/vm-dedicated-cpu", "Always");
+
+    let env = Env::start_on(server).await;
+    env.create_vm(&vm).await;
+    env.wait_vm(NAME, "ErrorUnschedulable", |vm| {
+        printable(vm) == "ErrorUnschedulable"
+    })
+    .await;
+    let vmi = env.vmi(NAME).await.expect("VMI");
+    let cond = vmi
+        .condition("PodScheduled")
+        .expect("PodScheduled on the VMI");
+    let message = cond.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("node(s) didn't match Pod's node affinity/selector"),
+        "{message}"
+    );
+    env.shutdown().await;
+
+    let mut config = EnvConfig::new("ctrl-e2e");
+    config.cluster.labels = vec![NodeLabel::parse("kubevirt.io/cpumanager=true").expect("label")];
+    let env = Env::start_on_with(server, config).await;
+    env.create_vm(&vm).await;
+    let (_, vmi) = env.wait_running(NAME).await;
+    let pods = env.launcher_pods(&uid(&vmi.metadata)).await;
+    let selector = pods
+        .first()
+        .and_then(|p| p.spec.as_ref()?.node_selector.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        selector.get("kubevirt.io/cpumanager").map(String::as_str),
+        Some("true"),
+        "the launcher pod selects CPU-manager nodes: {selector:?}"
+    );
+    env.shutdown().await;
+}
+
 async fn image_pull_errors_show_on_the_vm_until_the_image_arrives(server: Server) {
     let env = Env::start_on(server).await;
     env.nodes().stick_image_pull(Matcher::vmi("demo-vm"));
@@ -1935,6 +1978,7 @@ on_both_servers!(
     rerun_on_failure_backs_off_after_an_early_failure_then_clears_it_once_running,
     deleting_a_once_vm_with_a_failed_vmi,
     an_unschedulable_vm_reports_error_unschedulable,
+    a_dedicated_cpu_vm_runs_only_on_cpu_manager_nodes,
     image_pull_errors_show_on_the_vm_until_the_image_arrives,
     deprecated_running_field_folds_into_always_and_halted,
 );

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::time::Instant;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::faults::{FaultRule, Verb};
 use virtctl_rs::sim::nodes::{Matcher, NodeCapacity};
 
 const GATE: &str = "kubevirt.io/virtual-machine-unpaused";
@@ -30,6 +31,7 @@ async fn start_with(nodes: usize, capacity: NodeCapacity) -> EmbeddedCluster {
         kubelet_delay: Duration::from_millis(50),
         grace_scale: 0.01,
         capacity,
+        labels: Vec::new(),
         api: virtctl_rs::sim::ApiServerConfig {
             admission: false,
             ..Default::default()
@@ -657,6 +659,14 @@ impl VmiFixture {
     /// Create a VMI and its launcher pod, wait for the pod to run, then mark the VMI
     /// Scheduled on the pod's node. Returns the pod name.
     async fn scheduled_vmi(&self, name: &str, finalizer: bool) -> String {
+        let (pod_name, node) = self.running_launcher(name, finalizer).await;
+        self.mark_scheduled(name, &node).await;
+        pod_name
+    }
+
+    /// Create a VMI and its launcher pod and wait for the pod to run. Returns the pod's name
+    /// and node.
+    async fn running_launcher(&self, name: &str, finalizer: bool) -> (String, String) {
         let mut vmi = json!({
             "apiVersion": "kubevirt.io/v1",
             "kind": "VirtualMachineInstance",
@@ -710,6 +720,11 @@ impl VmiFixture {
             p.spec.as_ref()?.node_name.clone()
         })
         .await;
+        (pod_name, node)
+    }
+
+    /// Mark the VMI Scheduled on `node`, as virt-controller does once its launcher runs.
+    async fn mark_scheduled(&self, name: &str, node: &str) {
         self.update_vmi_status(name, |v| {
             v["status"] = json!({
                 "phase": "Scheduled",
@@ -722,7 +737,6 @@ impl VmiFixture {
             });
         })
         .await;
-        pod_name
     }
 
     async fn wait_phase(&self, name: &str, want: &str) -> Value {
@@ -864,6 +878,47 @@ async fn vmis_can_be_made_to_fail_before_running() {
     // Budget used up: the third one runs.
     fx.scheduled_vmi("flaky", false).await;
     fx.wait_phase("flaky", "Running").await;
+    cluster.shutdown().await;
+}
+
+/// The launcher of a VMI that fails before running exits; the kubelet reports that even when
+/// its first status writes answer 409 Conflict: the status manager re-reads the pod and writes
+/// again (pkg/kubelet/status/status_manager.go, syncPod), it does not forget the exit.
+#[tokio::test]
+async fn launcher_exit_is_reported_through_status_conflicts() {
+    let cluster = start().await;
+    let fx = VmiFixture::new(cluster.client().await.expect("client"));
+    let (pod, node) = fx.running_launcher("flaky", false).await;
+    let conflicts = 2;
+    cluster.api().faults().add(
+        FaultRule::conflict()
+            .verbs(&[Verb::Update])
+            .resource("pods")
+            .user_agent("sim-kubelet")
+            .times(conflicts),
+    );
+    cluster
+        .nodes()
+        .fail_vmis_before_running(Matcher::vmi("flaky"), 1);
+    fx.mark_scheduled("flaky", &node).await;
+    let failed = fx.wait_phase("flaky", "Failed").await;
+    assert_eq!(transitions(&failed, "Running"), 0);
+    wait_for("launcher pod Failed", || async {
+        let p = get_pod(&fx.pods, &pod).await?;
+        (phase(&p) == "Failed").then_some(())
+    })
+    .await;
+    let refused = cluster
+        .api()
+        .audit()
+        .writes()
+        .iter()
+        .filter(|e| e.resource == "pods" && e.name == pod && e.code == 409)
+        .count();
+    assert_eq!(
+        refused, conflicts as usize,
+        "the kubelet's writes met the conflicts"
+    );
     cluster.shutdown().await;
 }
 

@@ -124,7 +124,14 @@ async fn client_for(path: &Path) -> kube::Client {
 
 #[tokio::test]
 async fn serve_prints_kubeconfig_serves_clients_and_stops_on_sigterm() {
-    let mut server = serve(&["--nodes", "3"]);
+    let mut server = serve(&[
+        "--nodes",
+        "3",
+        "--node-label",
+        "kubevirt.io/cpumanager=true",
+        "--node-memory",
+        "16Gi",
+    ]);
     let path = server.kubeconfig();
     assert!(path.is_file(), "{} exists", path.display());
     let client = client_for(&path).await;
@@ -138,16 +145,25 @@ async fn serve_prints_kubeconfig_serves_clients_and_stops_on_sigterm() {
         "default namespace listed"
     );
     let nodes: Api<Node> = Api::all(client);
-    let mut names: Vec<String> = nodes
-        .list(&Default::default())
-        .await
-        .expect("list nodes")
-        .items
-        .iter()
-        .map(|n| n.name_any())
-        .collect();
+    let listed = nodes.list(&Default::default()).await.expect("list nodes");
+    let mut names: Vec<String> = listed.items.iter().map(|n| n.name_any()).collect();
     names.sort();
     assert_eq!(names, ["sim-node-0", "sim-node-1", "sim-node-2"]);
+    for node in &listed.items {
+        assert_eq!(
+            node.labels()
+                .get("kubevirt.io/cpumanager")
+                .map(String::as_str),
+            Some("true"),
+            "{}",
+            node.name_any()
+        );
+        let status = node.status.clone().unwrap_or_default();
+        for amounts in [status.capacity, status.allocatable] {
+            let memory = amounts.unwrap_or_default().get("memory").cloned();
+            assert_eq!(memory.map(|q| q.0).as_deref(), Some("16Gi"));
+        }
+    }
     server.terminate();
 }
 
@@ -213,8 +229,8 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
 }
 
 /// `cluster serve` starts its own cluster: `--kubeconfig`, `--context` and `-n` are refused
-/// (exit 2) rather than ignored; a `--fault` or `--pvc-bind-delay` that does not parse is a
-/// usage error too.
+/// (exit 2) rather than ignored; a `--fault`, `--pvc-bind-delay`, `--node-label`, `--node-cpu`
+/// or `--node-capacity` that does not parse is a usage error naming the flag and its value.
 #[test]
 fn serve_rejects_flags_it_does_not_use_and_bad_faults() {
     for args in [
@@ -223,6 +239,10 @@ fn serve_rejects_flags_it_does_not_use_and_bad_faults() {
         &["-n", "prod"][..],
         &["--fault", "explode"][..],
         &["--pvc-bind-delay", "soon"][..],
+        &["--node-label", "cpumanager"][..],
+        &["--node-label", "sim-node-2=k=v"][..],
+        &["--node-cpu", "lots"][..],
+        &["--node-capacity", "nvidia.com/gpu"][..],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
             .args(["cluster", "serve"])
@@ -235,7 +255,8 @@ fn serve_rejects_flags_it_does_not_use_and_bad_faults() {
         assert!(
             err.contains("does not use")
                 || err.contains("unknown fault")
-                || err.contains("--pvc-bind-delay: invalid duration"),
+                || err.contains("--pvc-bind-delay: invalid duration")
+                || err.contains(&format!("{} {:?}: ", args[0], args[1])),
             "{args:?}: {err}"
         );
     }
@@ -260,18 +281,34 @@ async fn cluster_nodes_runs_simulated_nodes_against_another_api_server() {
     );
 
     let path_arg = path.display().to_string();
-    let mut sim = cluster_command("nodes", &["--kubeconfig", &path_arg, "--nodes", "2"]);
+    let mut sim = cluster_command(
+        "nodes",
+        &[
+            "--kubeconfig",
+            &path_arg,
+            "--nodes",
+            "2",
+            "--node-label",
+            "sim-node-1=kubevirt.io/cpumanager=true",
+            "--node-cpu",
+            "4",
+        ],
+    );
     let line = sim.line_containing("simulated node(s) running against");
     assert!(line.contains("sim-node-0, sim-node-1"), "{line}");
-    let names: Vec<String> = nodes
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|n| n.name_any())
-        .collect();
+    let listed = nodes.list(&Default::default()).await.unwrap().items;
+    let names: Vec<String> = listed.iter().map(|n| n.name_any()).collect();
     assert_eq!(names, ["sim-node-0", "sim-node-1"]);
+    let cpu_manager: Vec<Option<&String>> = listed
+        .iter()
+        .map(|n| n.labels().get("kubevirt.io/cpumanager"))
+        .collect();
+    assert_eq!(cpu_manager, [None, Some(&"true".to_string())]);
+    for node in &listed {
+        let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        let cpu = allocatable.and_then(|a| a.get("cpu")).map(|q| q.0.as_str());
+        assert_eq!(cpu, Some("4"), "{}", node.name_any());
+    }
 
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let pod: Pod = serde_json::from_value(serde_json::json!({

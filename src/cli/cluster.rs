@@ -2,6 +2,7 @@
 
 use super::{CliError, GlobalArgs};
 use crate::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use crate::sim::nodes::{NodeCapacity, NodeLabel};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,12 +25,73 @@ pub enum ClusterCommand {
     Nodes(NodesArgs),
 }
 
+/// Flags shaping the simulated nodes, shared by `cluster serve` and `cluster nodes`.
+#[derive(Debug, Args)]
+pub struct NodeShapeArgs {
+    /// Add a label to every simulated node (KEY=VALUE) or to one (NODE=KEY=VALUE), after the
+    /// simulator's own (repeatable); e.g. kubevirt.io/cpumanager=true, which the launcher pods
+    /// of dedicated-CPU VMs select.
+    #[arg(long, value_name = "[NODE=]KEY=VALUE")]
+    pub node_label: Vec<String>,
+    /// CPUs of every node, capacity = allocatable (default 32).
+    #[arg(long, value_name = "QUANTITY")]
+    pub node_cpu: Option<String>,
+    /// Memory of every node, capacity = allocatable (default 128Gi).
+    #[arg(long, value_name = "QUANTITY")]
+    pub node_memory: Option<String>,
+    /// Capacity (= allocatable) of any resource of every node (repeatable), e.g.
+    /// nvidia.com/gpu=2 or hugepages-1Gi=16Gi.
+    #[arg(long, value_name = "NAME=QUANTITY")]
+    pub node_capacity: Vec<String>,
+}
+
+impl NodeShapeArgs {
+    /// The nodes' capacity and extra labels, for `nodes` nodes. Errors name the flag and value.
+    fn resolve(&self, nodes: usize) -> Result<(NodeCapacity, Vec<NodeLabel>), CliError> {
+        let mut capacity = NodeCapacity::default();
+        let mut set = |flag: &str, resource: &str, amount: &str, given: &str| {
+            capacity
+                .set(resource, amount)
+                .map_err(|e| CliError::Usage(format!("{flag} {given:?}: {e}")))
+        };
+        for given in &self.node_capacity {
+            let Some((resource, amount)) = given.split_once('=') else {
+                return Err(CliError::Usage(format!(
+                    "--node-capacity {given:?}: expected NAME=QUANTITY (e.g. nvidia.com/gpu=2)"
+                )));
+            };
+            set("--node-capacity", resource, amount, given)?;
+        }
+        // The dedicated flags win over --node-capacity cpu=/memory=.
+        for (flag, resource, amount) in [
+            ("--node-cpu", "cpu", &self.node_cpu),
+            ("--node-memory", "memory", &self.node_memory),
+        ] {
+            if let Some(amount) = amount {
+                set(flag, resource, amount, amount)?;
+            }
+        }
+        let labels = self
+            .node_label
+            .iter()
+            .map(|given| {
+                NodeLabel::parse(given)
+                    .and_then(|l| l.validate_node_count(nodes).map(|()| l))
+                    .map_err(|e| CliError::Usage(format!("--node-label {given:?}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((capacity, labels))
+    }
+}
+
 /// Flags of `cluster nodes`.
 #[derive(Debug, Args)]
 pub struct NodesArgs {
     /// Number of simulated nodes to register (sim-node-0, sim-node-1, ...).
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,
+    #[command(flatten)]
+    pub shape: NodeShapeArgs,
     /// Milliseconds between a pod being bound and it running.
     #[arg(long, default_value_t = 200)]
     pub kubelet_delay_ms: u64,
@@ -44,6 +106,8 @@ pub struct ServeArgs {
     /// Number of simulated nodes (sim-node-0, sim-node-1, ...).
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,
+    #[command(flatten)]
+    pub shape: NodeShapeArgs,
     /// Write the kubeconfig to this file (mode 0600) instead of a private temp dir.
     #[arg(long)]
     pub kubeconfig_out: Option<PathBuf>,
@@ -122,6 +186,7 @@ pub fn run(global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, CliError>
 }
 
 async fn nodes(global: &GlobalArgs, args: NodesArgs) -> Result<ExitCode, CliError> {
+    let (capacity, labels) = args.shape.resolve(args.nodes)?;
     // Listen before starting so a signal during start-up is kept (src/cli/signals.rs).
     let mut signals = super::signals::ShutdownSignals::listen()?;
     let (config, target) = super::client::load_config(global, "cluster nodes").await?;
@@ -131,7 +196,8 @@ async fn nodes(global: &GlobalArgs, args: NodesArgs) -> Result<ExitCode, CliErro
             nodes: args.nodes,
             kubelet_delay: Duration::from_millis(args.kubelet_delay_ms),
             grace_scale: args.grace_scale,
-            ..Default::default()
+            capacity,
+            labels,
         },
     )
     .await
@@ -151,10 +217,13 @@ async fn nodes(global: &GlobalArgs, args: NodesArgs) -> Result<ExitCode, CliErro
 }
 
 async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
+    let (capacity, labels) = args.shape.resolve(args.nodes)?;
     let mut config = EmbeddedClusterConfig {
         nodes: args.nodes,
         kubelet_delay: Duration::from_millis(args.kubelet_delay_ms),
         grace_scale: args.grace_scale,
+        capacity,
+        labels,
         ..Default::default()
     };
     config.api.admission = !args.no_admission;
@@ -260,4 +329,74 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
     eprintln!("{name} received, shutting down");
     stop(cluster, admin).await;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(labels: &[&str], cpu: Option<&str>, capacity: &[&str]) -> NodeShapeArgs {
+        NodeShapeArgs {
+            node_label: labels.iter().map(|s| s.to_string()).collect(),
+            node_cpu: cpu.map(str::to_string),
+            node_memory: None,
+            node_capacity: capacity.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn usage(r: Result<(NodeCapacity, Vec<NodeLabel>), CliError>) -> String {
+        match r {
+            Err(CliError::Usage(m)) => m,
+            other => panic!("expected a usage error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn node_shape_flags_become_labels_and_capacity() {
+        let (capacity, labels) = shape(
+            &["kubevirt.io/cpumanager=true", "sim-node-1=zone=b"],
+            Some("8"),
+            &["nvidia.com/gpu=2", "cpu=4"],
+        )
+        .resolve(2)
+        .unwrap();
+        let amount = |r: &str| capacity.resources.get(r).map(String::as_str);
+        // --node-cpu wins over --node-capacity cpu=.
+        assert_eq!(amount("cpu"), Some("8"));
+        assert_eq!(amount("nvidia.com/gpu"), Some("2"));
+        assert_eq!(amount("memory"), Some("128Gi"));
+        assert_eq!(
+            labels.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["kubevirt.io/cpumanager=true", "sim-node-1=zone=b"]
+        );
+    }
+
+    #[test]
+    fn bad_node_shape_flags_name_the_flag() {
+        for (args, says) in [
+            (
+                shape(&["cpumanager"], None, &[]),
+                "--node-label \"cpumanager\": \"cpumanager\" is not KEY=VALUE or NODE=KEY=VALUE",
+            ),
+            (
+                shape(&["sim-node-2=k=v"], None, &[]),
+                "--node-label \"sim-node-2=k=v\": sim-node-2 is not one of the 2 simulated node(s)",
+            ),
+            (
+                shape(&[], Some("many"), &[]),
+                "--node-cpu \"many\": \"many\" is not a quantity",
+            ),
+            (
+                shape(&[], None, &["gpu"]),
+                "--node-capacity \"gpu\": expected NAME=QUANTITY",
+            ),
+            (
+                shape(&[], None, &["memory=-1Gi"]),
+                "--node-capacity \"memory=-1Gi\": \"-1Gi\" is negative",
+            ),
+        ] {
+            let m = usage(args.resolve(2));
+            assert!(m.starts_with(says), "{m}");
+        }
+    }
 }

@@ -10,6 +10,7 @@
 
 use super::defects::{Warning, known_defects};
 use super::overhead::{OverheadBreakdown, memory_overhead_with};
+use super::pod_changes::{SpecHistory, spec_history};
 use super::renderer::render_compute_resources;
 use super::resources::{ComputeResources, NamespaceContext};
 use crate::api::defaults::apply_admission_defaults;
@@ -407,8 +408,10 @@ pub fn launcher_image_tag(pod: &Pod) -> Option<String> {
 /// 2. another `cpuAllocationRatio` or `memoryOvercommit` (the ratio the pod implies);
 /// 3. only a limit the VMI does not set differs: the namespace's ResourceQuotas or its
 ///    `alpha.kubevirt.io/auto-memory-limits-ratio` label changed since the pod started;
-/// 4. none: the pod changed after it was rendered: by hand (`metadata.generation` > 1: its spec
-///    was updated, e.g. an in-place resize) or at admission (a mutating webhook, a LimitRange).
+/// 4. none: the pod changed after it was rendered: since its creation when its status shows a
+///    resize under way or its `metadata.generation` is above what its binding, deletion,
+///    ephemeral containers and added tolerations account for (compared with the rendering:
+///    [`super::pod_changes`]), else at admission (a mutating webhook, a LimitRange).
 ///
 /// `cluster_version` is the KubeVirt version the cluster reports, when known.
 pub fn likely_cause(
@@ -530,22 +533,48 @@ pub fn likely_cause(
             "only the automatic {what} differs (the VMI sets no such limit): the namespace's ResourceQuotas (limits.cpu / limits.memory), its alpha.kubevirt.io/auto-memory-limits-ratio label or the autoCPULimitNamespaceLabelSelector changed since the pod started"
         ));
     }
-    // 4. Changed after rendering.
-    let generation = pod.metadata.generation.unwrap_or(0);
+    // 4. Changed after rendering: since creation, or at admission.
     if check.overhead_difference_bytes == Some(0) || check.annotation_overhead_bytes.is_none() {
-        if generation > 1 {
-            return Some(format!(
-                "the pod's spec was changed after it was created (metadata.generation {generation}): edited by hand or resized in place"
-            ));
-        }
-        return Some(
-            "the pod's resources differ from the rendering its own overhead annotation implies: changed at admission (a mutating webhook or a LimitRange), or created by something other than virt-controller"
-                .to_string(),
-        );
+        let rendered = super::pod::render_launch_manifest(
+            &vmi,
+            inputs.settings,
+            inputs.namespace,
+            &mut rand::rng(),
+        )
+        .ok();
+        return Some(changed_after_rendering(spec_history(
+            pod,
+            rendered.as_ref(),
+        )));
     }
     Some(format!(
         "the overhead and the resources both differ and no single change explains it: {version_note}"
     ))
+}
+
+/// The likely cause of a pod whose resources differ from its own rendering, from what the pod
+/// tells about its spec since creation.
+fn changed_after_rendering(history: SpecHistory) -> String {
+    const AT_ADMISSION: &str = "the pod's resources differ from the rendering its own overhead annotation implies: changed at admission (a mutating webhook or a LimitRange), or created by something other than virt-controller";
+    match history {
+        SpecHistory::Resizing(evidence) => format!(
+            "the pod is being resized in place ({evidence}): its resources were changed after it was created"
+        ),
+        SpecHistory::Updated {
+            generation,
+            accounted,
+        } => format!(
+            "the pod's spec was updated after it was created (metadata.generation {generation}; its binding, deletion, ephemeral containers and added tolerations account for at most {accounted}): resized in place or edited by hand"
+        ),
+        SpecHistory::Unchanged { accounted, .. } if accounted.is_empty() => AT_ADMISSION.into(),
+        SpecHistory::Unchanged {
+            generation,
+            accounted,
+        } => format!(
+            "{AT_ADMISSION}; its metadata.generation {generation} is accounted for by {}, so nothing shows a change since it was created",
+            accounted.join(", ")
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -703,7 +732,8 @@ mod tests {
         assert_eq!(diffs[0].rendered, None);
         assert!(cause.unwrap().contains("ResourceQuotas"));
 
-        // Changed after rendering: by hand (generation > 1) or at admission.
+        // Changed after rendering: since creation (a generation nothing visible accounts
+        // for) or at admission.
         let edited = |generation: i64| {
             pod(&o, &s, &ns, move |v| {
                 compute(v)["resources"]["requests"]["memory"] = json!("3Gi");
@@ -712,11 +742,62 @@ mod tests {
         };
         let cause = diagnose(&o, &s, &ns, &edited(2), None).1.unwrap();
         assert!(
-            cause.contains("changed after it was created (metadata.generation 2)"),
+            cause.contains("updated after it was created (metadata.generation 2;")
+                && cause.contains("account for at most 1): resized in place or edited by hand"),
             "{cause}"
         );
         let cause = diagnose(&o, &s, &ns, &edited(1), None).1.unwrap();
         assert!(cause.contains("changed at admission"), "{cause}");
+    }
+
+    /// A running launcher pod is bound, defaulted at admission and written by the kubelet;
+    /// none of that is an edit, whatever its generation (some API servers bump it for the
+    /// binding, every one for a graceful deletion).
+    #[test]
+    fn binding_admission_and_kubelet_changes_are_not_edits() {
+        let o = vmi(json!({"devices": {}, "resources": {"requests": {"memory": "1Gi"}}}));
+        let s = ClusterSettings::default();
+        let ns = NamespaceContext::default();
+        let running = |generation: i64, deleting: bool| {
+            pod(&o, &s, &ns, move |v| {
+                // A LimitRange raised the request at admission.
+                compute(v)["resources"]["requests"]["memory"] = json!("3Gi");
+                v["metadata"]["generation"] = json!(generation);
+                if deleting {
+                    v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                }
+                v["spec"]["nodeName"] = json!("node-1");
+                v["spec"]["priority"] = json!(0);
+                v["spec"]["enableServiceLinks"] = json!(true);
+                v["spec"]["tolerations"] = json!([
+                    {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                     "effect": "NoExecute", "tolerationSeconds": 300},
+                    {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                     "effect": "NoExecute", "tolerationSeconds": 300}]);
+                v["spec"]["volumes"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"name": "kube-api-access-x", "projected": {"sources": []}}));
+                v["status"] = json!({"phase": "Running", "podIP": "10.0.0.1"});
+            })
+        };
+        for (generation, deleting) in [(2, false), (3, true)] {
+            let cause = diagnose(&o, &s, &ns, &running(generation, deleting), None)
+                .1
+                .unwrap();
+            assert!(
+                cause.contains("changed at admission")
+                    && cause.contains(&format!("metadata.generation {generation} is accounted for by the binding (spec.nodeName)"))
+                    && !cause.contains("edited by hand"),
+                "{cause}"
+            );
+        }
+        // One bump more than those account for is an update since creation.
+        let cause = diagnose(&o, &s, &ns, &running(3, false), None).1.unwrap();
+        assert!(
+            cause.contains("resized in place or edited by hand"),
+            "{cause}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod error;
 pub mod explain;
 pub mod overhead;
 pub mod pod;
+mod pod_changes;
 pub mod renderer;
 pub mod resources;
 pub mod volumes;
@@ -35,6 +36,7 @@ mod tests {
             ("explain", include_str!("explain.rs")),
             ("overhead", include_str!("overhead.rs")),
             ("pod", include_str!("pod.rs")),
+            ("pod_changes", include_str!("pod_changes.rs")),
             ("renderer", include_str!("renderer.rs")),
             ("resources", include_str!("resources.rs")),
             ("volumes", include_str!("volumes.rs")),

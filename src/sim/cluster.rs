@@ -1,7 +1,9 @@
 //! The embedded cluster: the in-process API server plus simulated nodes. Manifests are applied
 //! to it with [`crate::api::apply`], like to any cluster.
 
-use super::nodes::{NodeCapacity, NodeSimConfig, NodeSimError, NodeSimHandle, NodeSimulator};
+use super::nodes::{
+    NodeCapacity, NodeLabel, NodeSimConfig, NodeSimError, NodeSimHandle, NodeSimulator,
+};
 use super::{ApiServer, ApiServerConfig, SimError};
 use crate::api::apply::{ApplyError, ApplySummary, apply_path};
 use kube::Client;
@@ -19,6 +21,8 @@ pub struct EmbeddedClusterConfig {
     pub grace_scale: f64,
     /// Capacity of every node.
     pub capacity: NodeCapacity,
+    /// Labels added to the nodes ([`NodeSimConfig::labels`]).
+    pub labels: Vec<NodeLabel>,
     /// API server settings.
     pub api: ApiServerConfig,
 }
@@ -31,6 +35,7 @@ impl Default for EmbeddedClusterConfig {
             kubelet_delay: nodes.kubelet_delay,
             grace_scale: nodes.grace_scale,
             capacity: nodes.capacity,
+            labels: nodes.labels,
             api: ApiServerConfig::default(),
         }
     }
@@ -74,6 +79,7 @@ impl EmbeddedCluster {
             kubelet_delay: config.kubelet_delay,
             grace_scale: config.grace_scale,
             capacity: config.capacity,
+            labels: config.labels,
         };
         match NodeSimulator::start_from_kubeconfig(api.kubeconfig_path(), node_config).await {
             Ok(nodes) => Ok(EmbeddedCluster { api, nodes }),

@@ -252,6 +252,7 @@ impl Env {
                 kubelet_delay: config.cluster.kubelet_delay,
                 grace_scale: config.cluster.grace_scale,
                 capacity: config.cluster.capacity.clone(),
+                labels: config.cluster.labels.clone(),
             },
         )
         .await

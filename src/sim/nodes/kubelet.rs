@@ -69,6 +69,9 @@ pub struct KubeletInputs<'a> {
     pub grace_scale: f64,
     /// The pod's images cannot be pulled (fault injection).
     pub image_pull_stuck: bool,
+    /// The pod's containers have exited with this code (virt-handler saw the domain end, or
+    /// failed it before it ran): the kubelet reports it until the pod's status shows it.
+    pub exited: Option<i32>,
 }
 
 /// `grace_seconds × scale` as a Duration (negative or NaN inputs give zero).
@@ -616,6 +619,10 @@ fn remaining(total: Duration, elapsed: Duration) -> Option<Duration> {
 
 /// Decide the kubelet's next step for a pod bound to one of our nodes.
 ///
+/// - Containers exited ([`KubeletInputs::exited`]) and the pod not yet Succeeded/Failed: its
+///   containers terminated with that code (`Completed` for 0, else `Error`), whatever else
+///   holds; the status manager keeps the latest status to report until a write succeeds
+///   (pkg/kubelet/status/status_manager.go, `syncPod`).
 /// - Being deleted: a pod that never ran or already ended is deleted at once; a running pod
 ///   keeps running until its grace period (× `grace_scale`) has passed since the deletion was
 ///   seen, then its containers are marked terminated (exit code 0) and the pod is deleted.
@@ -624,6 +631,14 @@ fn remaining(total: Duration, elapsed: Duration) -> Option<Duration> {
 /// - Otherwise: Running after `kubelet_delay`; afterwards the status is kept in line with
 ///   [`running_status`] (so Ready follows readiness-gate changes).
 pub fn decide(pod: &Pod, inputs: &KubeletInputs<'_>) -> KubeletAction {
+    if let Some(code) = inputs.exited
+        && !is_terminal(pod)
+    {
+        let reason = if code == 0 { "Completed" } else { "Error" };
+        return KubeletAction::WriteStatus(Box::new(terminated_status(
+            pod, code, reason, None, inputs.now,
+        )));
+    }
     if let Some(since) = inputs.since_deletion {
         if is_terminal(pod) || !has_running_containers(pod) {
             return KubeletAction::Delete;
@@ -783,6 +798,7 @@ mod tests {
             kubelet_delay: Duration::from_millis(200),
             grace_scale: 0.01,
             image_pull_stuck: false,
+            exited: None,
         }
     }
 
@@ -994,6 +1010,33 @@ mod tests {
         assert_eq!(cond(&st, "Ready").reason.as_deref(), Some("PodFailed"));
         let now = t(1);
         assert_eq!(decide(&pod, &inputs(&now)), KubeletAction::Nothing);
+    }
+
+    #[test]
+    fn exited_containers_are_reported_until_the_pod_has_ended() {
+        let now = t(1);
+        let mut i = inputs(&now);
+        i.exited = Some(1);
+        // Running, or still being deleted within its grace period: the exit is what counts.
+        let running = with_gate(&launcher_pod(), "True");
+        let mut deleting = running.clone();
+        deleting.metadata.deletion_timestamp = Some(t(60));
+        for (pod, since_deletion) in [(&running, None), (&deleting, Some(Duration::ZERO))] {
+            i.since_deletion = since_deletion;
+            let st = written(decide(pod, &i), "a Failed status");
+            assert_eq!(st.phase.as_deref(), Some("Failed"));
+            let compute = &st.container_statuses.clone().unwrap_or_default()[0];
+            let term = terminated(compute).expect("terminated");
+            assert_eq!((term.exit_code, term.reason.as_deref()), (1, Some("Error")));
+        }
+        // Once the status shows it, the kubelet has nothing more to say.
+        let mut ended = running.clone();
+        ended.status = Some(terminated_status(&running, 1, "Error", None, &now));
+        i.since_deletion = None;
+        assert_eq!(decide(&ended, &i), KubeletAction::Nothing);
+        i.exited = Some(0);
+        let st = written(decide(&running, &i), "a Succeeded status");
+        assert_eq!(st.phase.as_deref(), Some("Succeeded"));
     }
 
     #[test]

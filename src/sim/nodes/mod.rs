@@ -29,7 +29,7 @@ pub mod virt_handler;
 mod work;
 
 pub use faults::Matcher;
-pub use node::NodeCapacity;
+pub use node::{NodeCapacity, NodeLabel};
 pub use runner::{NodeSimHandle, NodeSimulator};
 
 use std::time::Duration;
@@ -58,6 +58,9 @@ pub struct NodeSimConfig {
     pub grace_scale: f64,
     /// Capacity (= allocatable) of every node.
     pub capacity: NodeCapacity,
+    /// Labels added to every node or to one (after the simulator's own, which they can
+    /// override), e.g. `kubevirt.io/cpumanager=true` for dedicated-CPU VMs.
+    pub labels: Vec<NodeLabel>,
 }
 
 impl Default for NodeSimConfig {
@@ -67,6 +70,7 @@ impl Default for NodeSimConfig {
             kubelet_delay: Duration::from_millis(200),
             grace_scale: 0.01,
             capacity: NodeCapacity::default(),
+            labels: Vec::new(),
         }
     }
 }
@@ -80,7 +84,17 @@ impl NodeSimConfig {
                 self.nodes
             )));
         }
-        validate_grace_scale(self.grace_scale)
+        validate_grace_scale(self.grace_scale)?;
+        self.capacity
+            .validate()
+            .map_err(|e| NodeSimError::Config(format!("capacity.{e}")))?;
+        for label in &self.labels {
+            label
+                .validate()
+                .and_then(|()| label.validate_node_count(self.nodes))
+                .map_err(|e| NodeSimError::Config(format!("labels: {label}: {e}")))?;
+        }
+        Ok(())
     }
 }
 

@@ -57,6 +57,34 @@ impl Default for NodeCapacity {
     }
 }
 
+impl NodeCapacity {
+    /// Set the capacity (= allocatable) of `resource` to `amount`. Errors: a resource name
+    /// that is not a qualified name, an amount that is not a quantity or is negative.
+    pub fn set(&mut self, resource: &str, amount: &str) -> Result<(), String> {
+        crate::sim::selector::validate_label_key(resource)
+            .map_err(|e| format!("resource name {resource:?}: {e}"))?;
+        check_amount(amount)?;
+        self.resources
+            .insert(resource.to_string(), amount.to_string());
+        Ok(())
+    }
+
+    /// Check every amount. Errors name the resource.
+    pub fn validate(&self) -> Result<(), String> {
+        self.resources
+            .iter()
+            .try_for_each(|(r, a)| check_amount(a).map_err(|e| format!("{r}: {e}")))
+    }
+}
+
+fn check_amount(amount: &str) -> Result<(), String> {
+    match super::quantity::parse_quantity(amount) {
+        Ok(q) if q.0 >= 0 => Ok(()),
+        Ok(_) => Err(format!("{amount:?} is negative")),
+        Err(e) => Err(format!("{amount:?} is not a quantity: {e}")),
+    }
+}
+
 /// Name of the simulated node with the given index: `sim-node-<index>`.
 pub fn node_name(index: usize) -> String {
     format!("sim-node-{index}")
@@ -89,9 +117,94 @@ pub fn pod_ip(node_index: usize, seq: u64) -> String {
 /// `machine.type: q35` (what virt-api's mutator defaults) select it.
 pub const LABEL_MACHINE_TYPE_Q35: &str = "machine-type.node.kubevirt.io/q35";
 
-/// Labels of a simulated node.
-pub fn node_labels(name: &str) -> BTreeMap<String, String> {
-    [
+/// A label added to the simulated nodes: to every node, or to the one named.
+///
+/// Written `KEY=VALUE` (every node) or `NODE=KEY=VALUE` (one node), e.g.
+/// `kubevirt.io/cpumanager=true`, the label virt-handler's CPU manager check puts on nodes
+/// whose kubelet runs the static CPU manager policy and that launcher pods of
+/// dedicated-CPU VMIs select (pkg/virt-controller/services/template.go:
+/// `v1.CPUManager`; pkg/virt-handler/heartbeat/heartbeat.go).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLabel {
+    /// The node it is added to (`sim-node-<i>`); `None`: every node.
+    pub node: Option<String>,
+    /// Label key (`[prefix/]name`).
+    pub key: String,
+    /// Label value (may be empty).
+    pub value: String,
+}
+
+impl NodeLabel {
+    /// Parse `KEY=VALUE` or `NODE=KEY=VALUE`. Errors name what is wrong (the caller adds the
+    /// flag or field).
+    pub fn parse(text: &str) -> Result<NodeLabel, String> {
+        let parts: Vec<&str> = text.split('=').collect();
+        let label = match parts.as_slice() {
+            [key, value] => NodeLabel {
+                node: None,
+                key: key.to_string(),
+                value: value.to_string(),
+            },
+            [node, key, value] => NodeLabel {
+                node: Some(node.to_string()),
+                key: key.to_string(),
+                value: value.to_string(),
+            },
+            _ => {
+                return Err(format!(
+                    "{text:?} is not KEY=VALUE or NODE=KEY=VALUE (e.g. kubevirt.io/cpumanager=true, sim-node-0=kubevirt.io/cpumanager=true)"
+                ));
+            }
+        };
+        label.validate()?;
+        Ok(label)
+    }
+
+    /// Check the key, the value and the node name as the API server and this simulator would.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(node) = &self.node
+            && node_index(node).is_none()
+        {
+            return Err(format!(
+                "{node:?} is not a simulated node name (sim-node-0, sim-node-1, ...)"
+            ));
+        }
+        crate::sim::selector::validate_label_key(&self.key)
+            .map_err(|e| format!("label key {:?}: {e}", self.key))?;
+        crate::sim::selector::validate_label_value(&self.value)
+            .map_err(|e| format!("label value {:?} of {}: {e}", self.value, self.key))
+    }
+
+    /// Check that the node it names is among the first `nodes` simulated nodes.
+    pub fn validate_node_count(&self, nodes: usize) -> Result<(), String> {
+        match self.node.as_deref().and_then(node_index) {
+            Some(index) if index >= nodes => Err(format!(
+                "{} is not one of the {nodes} simulated node(s){}",
+                self.node.as_deref().unwrap_or_default(),
+                if nodes > 0 {
+                    format!(" (sim-node-0 to sim-node-{})", nodes - 1)
+                } else {
+                    String::new()
+                }
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Display for NodeLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(node) = &self.node {
+            write!(f, "{node}=")?;
+        }
+        write!(f, "{}={}", self.key, self.value)
+    }
+}
+
+/// Labels of the simulated node `name`: what a kubelet and virt-handler put there, then the
+/// `extra` labels for every node, then those for this node (later ones win).
+pub fn node_labels(name: &str, extra: &[NodeLabel]) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> = [
         (LABEL_MACHINE_TYPE_Q35, "true"),
         ("beta.kubernetes.io/arch", "amd64"),
         ("beta.kubernetes.io/os", "linux"),
@@ -102,7 +215,13 @@ pub fn node_labels(name: &str) -> BTreeMap<String, String> {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    .collect();
+    let every = extra.iter().filter(|l| l.node.is_none());
+    let this = extra.iter().filter(|l| l.node.as_deref() == Some(name));
+    for l in every.chain(this) {
+        labels.insert(l.key.clone(), l.value.clone());
+    }
+    labels
 }
 
 fn condition(type_: &str, status: &str, reason: &str, message: &str, now: &Time) -> NodeCondition {
@@ -118,7 +237,7 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str, now: &Time)
 
 /// The Node object (metadata, spec and status) for simulated node `index`, as registered at
 /// time `now`.
-pub fn build_node(index: usize, capacity: &NodeCapacity, now: &Time) -> Node {
+pub fn build_node(index: usize, capacity: &NodeCapacity, labels: &[NodeLabel], now: &Time) -> Node {
     let name = node_name(index);
     let resources: BTreeMap<String, Quantity> = capacity
         .resources
@@ -129,7 +248,7 @@ pub fn build_node(index: usize, capacity: &NodeCapacity, now: &Time) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(name.clone()),
-            labels: Some(node_labels(&name)),
+            labels: Some(node_labels(&name, labels)),
             annotations: Some(BTreeMap::from([(
                 SIMULATED_NODE_ANNOTATION.to_string(),
                 "true".to_string(),
@@ -223,7 +342,7 @@ mod tests {
 
     #[test]
     fn node_has_kubevirt_labels_capacity_and_ready_condition() {
-        let node = build_node(1, &NodeCapacity::default(), &now());
+        let node = build_node(1, &NodeCapacity::default(), &[], &now());
         assert_eq!(node.metadata.name.as_deref(), Some("sim-node-1"));
         let labels = node.metadata.labels.clone().unwrap_or_default();
         for (key, value) in [
@@ -247,6 +366,75 @@ mod tests {
         assert_eq!(alloc.get("hugepages-2Mi"), Some(&Quantity("4Gi".into())));
         assert_eq!(alloc.get("hugepages-1Gi"), Some(&Quantity("8Gi".into())));
         assert!(node_is_ready(&node));
+    }
+
+    #[test]
+    fn extra_labels_go_to_every_node_or_the_one_named() {
+        let extra = [
+            NodeLabel::parse("kubevirt.io/cpumanager=true").unwrap(),
+            NodeLabel::parse("sim-node-1=kubevirt.io/cpumanager=false").unwrap(),
+            NodeLabel::parse("sim-node-1=zone=").unwrap(),
+        ];
+        let label = |index: usize, key: &str| {
+            let node = build_node(index, &NodeCapacity::default(), &extra, &now());
+            node.metadata.labels.unwrap_or_default().get(key).cloned()
+        };
+        assert_eq!(label(0, "kubevirt.io/cpumanager").as_deref(), Some("true"));
+        assert_eq!(label(1, "kubevirt.io/cpumanager").as_deref(), Some("false"));
+        assert_eq!(label(1, "zone").as_deref(), Some(""));
+        assert_eq!(label(0, "zone"), None);
+        // The simulator's own labels stay unless overridden.
+        assert_eq!(label(1, LABEL_SCHEDULABLE).as_deref(), Some("true"));
+        assert_eq!(
+            extra[1].to_string(),
+            "sim-node-1=kubevirt.io/cpumanager=false"
+        );
+    }
+
+    #[test]
+    fn bad_node_labels_say_what_is_wrong() {
+        for (text, says) in [
+            ("cpumanager", "is not KEY=VALUE or NODE=KEY=VALUE"),
+            ("a=b=c=d", "is not KEY=VALUE or NODE=KEY=VALUE"),
+            ("worker-1=k=v", "\"worker-1\" is not a simulated node name"),
+            ("=true", "label key \"\": name part must be non-empty"),
+            ("-bad=true", "label key \"-bad\""),
+            ("k=not ok", "label value \"not ok\" of k"),
+        ] {
+            let e = NodeLabel::parse(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn capacity_amounts_are_checked() {
+        let mut c = NodeCapacity::default();
+        c.set("cpu", "4").unwrap();
+        c.set("nvidia.com/gpu", "2").unwrap();
+        assert_eq!(c.resources.get("cpu").map(String::as_str), Some("4"));
+        assert!(
+            c.set("memory", "lots")
+                .unwrap_err()
+                .contains("\"lots\" is not a quantity")
+        );
+        assert!(c.set("memory", "-1Gi").unwrap_err().contains("is negative"));
+        assert!(
+            c.set("bad name", "1")
+                .unwrap_err()
+                .contains("resource name \"bad name\"")
+        );
+        assert!(c.validate().is_ok());
+        c.resources.insert("pods".into(), "many".into());
+        assert!(c.validate().unwrap_err().starts_with("pods: "));
+        let label = NodeLabel::parse("sim-node-2=k=v").unwrap();
+        assert!(label.validate_node_count(3).is_ok());
+        let e = label.validate_node_count(2).unwrap_err();
+        assert!(
+            e.contains(
+                "sim-node-2 is not one of the 2 simulated node(s) (sim-node-0 to sim-node-1)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use super::faults::{FaultState, Matcher};
 use super::kubelet::{self, KubeletAction, KubeletInputs, find_condition, set_condition};
-use super::node::{NodeCapacity, build_node, node_internal_ip, pod_ip};
+use super::node::{NodeCapacity, NodeLabel, build_node, node_internal_ip, pod_ip};
 use super::scheduler::{self, ScheduleDecision};
 use super::virt_handler::{self, VmiDecision, vmi_node};
 use super::work::{PodIndex, WorkSet};
@@ -75,6 +75,8 @@ struct SimState {
     virt_handler_delay: Duration,
     grace_scale: f64,
     capacity: NodeCapacity,
+    /// Labels added to the nodes ([`super::NodeSimConfig::labels`]).
+    labels: Vec<NodeLabel>,
     /// Managed node name → index.
     managed: BTreeMap<String, usize>,
     /// Nodes removed through the handle (their pods are garbage-collected).
@@ -293,6 +295,7 @@ impl NodeSimulator {
                 virt_handler_delay: Duration::ZERO,
                 grace_scale: config.grace_scale,
                 capacity: config.capacity.clone(),
+                labels: config.labels.clone(),
                 managed: BTreeMap::new(),
                 removed: BTreeSet::new(),
                 next_index: 0,
@@ -753,13 +756,13 @@ impl NodeSimHandle {
     ///
     /// Errors: [`NodeSimError::Api`] when the Node cannot be created.
     pub async fn add_node(&self) -> Result<String, NodeSimError> {
-        let (index, capacity) = {
+        let (index, capacity, labels) = {
             let mut state = self.inner.state();
             let index = state.next_index;
             state.next_index += 1;
-            (index, state.capacity.clone())
+            (index, state.capacity.clone(), state.labels.clone())
         };
-        let node = build_node(index, &capacity, &now_time());
+        let node = build_node(index, &capacity, &labels, &now_time());
         let name = node.name_any();
         let api = Api::<Node>::all(self.inner.clients.kubelet.clone());
         let what = format!("registering Node {name}");
@@ -831,6 +834,9 @@ struct Runner {
     deletion_seen: HashMap<String, Instant>,
     /// VMI UID → when virt-handler first could start it (Scheduled, launcher running).
     start_seen: HashMap<String, Instant>,
+    /// Pod UID → exit code of its containers, once virt-handler stopped the domain: the
+    /// kubelet reports it until a status write succeeds.
+    exited: HashMap<String, i32>,
     /// Pod UID → (resourceVersion our write produced, status we wrote).
     last_status_write: HashMap<String, (Option<String>, PodStatus)>,
     deleted: HashSet<String>,
@@ -864,6 +870,7 @@ impl Runner {
             bound_seen: HashMap::new(),
             deletion_seen: HashMap::new(),
             start_seen: HashMap::new(),
+            exited: HashMap::new(),
             last_status_write: HashMap::new(),
             deleted: HashSet::new(),
             ip_seq: BTreeMap::new(),
@@ -1032,6 +1039,7 @@ impl Runner {
     fn forget_pod(&mut self, uid: &str) {
         self.bound_seen.remove(uid);
         self.deletion_seen.remove(uid);
+        self.exited.remove(uid);
         self.last_status_write.remove(uid);
         self.deleted.remove(uid);
         self.pod_ips.remove(uid);
@@ -1323,14 +1331,13 @@ impl Runner {
                     continue;
                 }
             }
-            if let (Some(code), Some(pod)) = (launcher_exit, launcher) {
-                let pod = self.pods.items.get(&key_of(&pod)).cloned().unwrap_or(pod);
-                if !kubelet::is_terminal(&pod) {
-                    let reason = if code == 0 { "Completed" } else { "Error" };
-                    let status = kubelet::terminated_status(&pod, code, reason, None, &now_time());
-                    let client = self.inner.clients.kubelet.clone();
-                    self.put_pod_status(&client, &pod, status).await;
-                }
+            if let (Some(code), Some(pod)) = (launcher_exit, launcher)
+                && let Some(uid) = pod.uid()
+            {
+                // The domain is gone, so virt-launcher exits: the kubelet step of this pass
+                // reports it, and keeps reporting it until a write goes through.
+                self.exited.insert(uid, code);
+                self.mark_pod(&key_of(&pod));
             }
         }
     }
@@ -1491,6 +1498,7 @@ impl Runner {
                 kubelet_delay: state.kubelet_delay,
                 grace_scale: state.grace_scale,
                 image_pull_stuck: stuck,
+                exited: self.exited.get(&uid).copied(),
             };
             match kubelet::decide(&pod, &inputs) {
                 KubeletAction::Nothing => {}

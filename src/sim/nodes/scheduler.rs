@@ -401,7 +401,7 @@ mod tests {
     fn nodes(n: usize) -> Vec<Node> {
         let now = Time(k8s_openapi::jiff::Timestamp::from_second(0).expect("epoch"));
         (0..n)
-            .map(|i| build_node(i, &NodeCapacity::default(), &now))
+            .map(|i| build_node(i, &NodeCapacity::default(), &[], &now))
             .collect()
     }
 
