@@ -448,3 +448,76 @@ async fn a_running_vm_under_our_controller_is_steady_and_matches_the_formula() {
     let _ = run.await;
     cluster.shutdown().await;
 }
+
+/// A second launcher pod for a running VMI, made by hand (a copy of the real one under another
+/// name, still controlled by the VMI): `inspect` names both as a blocker, in JSON and in text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_made_second_launcher_pod_is_a_blocker_naming_both_pods() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::ListParams;
+    let cluster = cluster().await;
+    let client = cluster.client().await.expect("client");
+    let (_manager, cancel, run) = start_manager(&cluster).await;
+    create_vm(&client, &vm("vm-dup", "Always")).await;
+    wait_for("vm-dup Running", || async {
+        let json = inspect_json(&cluster, &["vm/vm-dup", "-n", NS, "-o", "json"]).await;
+        (json["vmi"]["phase"] == "Running").then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let vmi: virtctl_rs::api::VirtualMachineInstance = Api::namespaced(client.clone(), NS)
+        .get("vm-dup")
+        .await
+        .expect("vmi");
+    let uid = vmi.metadata.uid.clone().expect("vmi uid");
+    let lp = ListParams::default().labels(&format!("kubevirt.io/created-by={uid}"));
+    let original = pods.list(&lp).await.expect("pods").items.remove(0);
+    let original_name = original.metadata.name.clone().expect("name");
+    let copy_name = format!("{original_name}-copy");
+    let mut copy = original.clone();
+    copy.metadata = kube::api::ObjectMeta {
+        name: Some(copy_name.clone()),
+        namespace: original.metadata.namespace.clone(),
+        labels: original.metadata.labels.clone(),
+        annotations: original.metadata.annotations.clone(),
+        owner_references: original.metadata.owner_references.clone(),
+        ..Default::default()
+    };
+    copy.status = None;
+    pods.create(&PostParams::default(), &copy)
+        .await
+        .expect("create the copy");
+
+    let blocker = wait_for("inspect to name the duplicate launcher pod", || async {
+        let json = inspect_json(&cluster, &["vm/vm-dup", "-n", NS, "-o", "json"]).await;
+        json["blockers"]
+            .as_array()
+            .and_then(|bs| bs.iter().find(|b| b["reason"] == "DuplicateLauncherPod"))
+            .cloned()
+    })
+    .await;
+    let message = blocker["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("2 live launcher pods are controlled by VMI vm-dup")
+            && message.contains(&format!("{original_name} (Running on "))
+            && message.contains(&format!("{copy_name} (")),
+        "{blocker}"
+    );
+    assert_eq!(blocker["depth"], 2);
+    let (code, text, stderr) = inspect(&cluster, &["vm/vm-dup", "-n", NS, "--once"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let blockers = text
+        .split("BLOCKERS (deepest first)\n")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .unwrap_or("");
+    assert!(
+        blockers.contains("DuplicateLauncherPod: 2 live launcher pods")
+            && blockers.contains(&original_name)
+            && blockers.contains(&copy_name),
+        "{text}"
+    );
+    cancel.cancel();
+    let _ = run.await;
+    cluster.shutdown().await;
+}

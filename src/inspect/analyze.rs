@@ -1360,6 +1360,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             reason: reason.to_string(),
             message,
             depth,
+            fix: None,
         })
     };
     // The controller itself (0): with no Lease, or a Lease nobody renews, nothing acts on the
@@ -1625,7 +1626,49 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             }
         }
     }
+    out.extend(diagnostics(g, vm, ins));
     out.sort_by_key(|b| std::cmp::Reverse(b.depth));
+    out
+}
+
+/// The checks of [`super::diagnose`] on one VM: its launcher pods, finalizers, firmware UUID
+/// against the namespace's other machines, the Lease against the leader's own view, and a
+/// Pod Security refusal.
+fn diagnostics(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker> {
+    use super::diagnose;
+    let mut out = diagnose::foreign_finalizers("VirtualMachine", &vm.metadata, 0, g.now);
+    if let Some(vmi) = &g.vmi {
+        out.extend(diagnose::foreign_finalizers(
+            "VirtualMachineInstance",
+            &vmi.metadata,
+            1,
+            g.now,
+        ));
+        out.extend(diagnose::duplicate_launcher_pods(vmi, &g.pods));
+    }
+    out.extend(diagnose::duplicate_firmware_uuid(
+        vm,
+        &g.namespace_vms,
+        &g.namespace_vmis,
+    ));
+    if let (Some(lease), ControllerView::DebugState { url, state }) = (&g.lease, &g.controller) {
+        out.extend(diagnose::duplicate_identity(
+            &g.lease_key,
+            lease,
+            url,
+            state,
+        ));
+    }
+    let enforced = g
+        .namespace_object
+        .as_ref()
+        .and_then(|n| crate::api::label(&n.metadata, diagnose::PSA_ENFORCE_LABEL));
+    out.extend(diagnose::pod_security_rejection(
+        &g.namespace,
+        g.vmi.as_ref(),
+        &ins.events,
+        enforced,
+    ));
     out
 }
 
@@ -1668,6 +1711,7 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
                 .cmp(&a.metadata.creation_timestamp)
         });
     }
+    let uuid_peers = firmware_uuid_groups(&f.vms);
     let mut rows: Vec<FleetRow> = f
         .vms
         .iter()
@@ -1723,38 +1767,47 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
                     }
                 }
             }
-            row.problem = vm
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|cs| cs.iter().find(|c| c.type_ == "Failure" && c.is_true()))
-                .map(|c| {
-                    format!(
-                        "{}: {}",
-                        c.reason.as_deref().unwrap_or("Failure"),
-                        c.message.as_deref().unwrap_or("")
-                    )
-                })
-                .or_else(|| {
-                    row.printable_status
-                        .as_deref()
-                        .filter(|s| PROBLEM_STATUSES.contains(s))
-                        .map(|s| format!("printableStatus {s}"))
-                })
-                .or_else(|| {
-                    state.and_then(|s| {
-                        [VM_CONTROLLER, VMI_CONTROLLER].into_iter().find_map(|c| {
-                            s.reconcile(c, &key)
-                                .and_then(|r| r.error.clone())
-                                .map(|e| format!("{c} reconcile failed: {e}"))
-                        })
+            let no_pods = Vec::new();
+            let peers = uuid_peers.get(&super::diagnose::vm_firmware_uuid(vm));
+            row.problem = fleet_diagnostic(
+                vm,
+                vmi,
+                pods.unwrap_or(&no_pods),
+                peers.map_or(&[][..], Vec::as_slice),
+                f.controller.now,
+            )
+            .or_else(|| {
+                vm.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|cs| cs.iter().find(|c| c.type_ == "Failure" && c.is_true()))
+                    .map(|c| {
+                        format!(
+                            "{}: {}",
+                            c.reason.as_deref().unwrap_or("Failure"),
+                            c.message.as_deref().unwrap_or("")
+                        )
+                    })
+            })
+            .or_else(|| {
+                row.printable_status
+                    .as_deref()
+                    .filter(|s| PROBLEM_STATUSES.contains(s))
+                    .map(|s| format!("printableStatus {s}"))
+            })
+            .or_else(|| {
+                state.and_then(|s| {
+                    [VM_CONTROLLER, VMI_CONTROLLER].into_iter().find_map(|c| {
+                        s.reconcile(c, &key)
+                            .and_then(|r| r.error.clone())
+                            .map(|e| format!("{c} reconcile failed: {e}"))
                     })
                 })
-                .or_else(|| {
-                    row.overhead_difference_bytes.map(|d| {
-                        format!("pod memory request differs from the formula by {d} bytes")
-                    })
-                });
+            })
+            .or_else(|| {
+                row.overhead_difference_bytes
+                    .map(|d| format!("pod memory request differs from the formula by {d} bytes"))
+            });
             row
         })
         .collect();
@@ -1773,6 +1826,50 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
         rows,
         missing,
     }
+}
+
+/// The VMs that share a firmware UUID with another VM of the list, by UUID (one pass: a fleet
+/// of 10,000 VMs is not compared pairwise).
+fn firmware_uuid_groups(vms: &[VirtualMachine]) -> BTreeMap<String, Vec<VirtualMachine>> {
+    let mut groups: BTreeMap<String, Vec<&VirtualMachine>> = BTreeMap::new();
+    for vm in vms {
+        groups
+            .entry(super::diagnose::vm_firmware_uuid(vm))
+            .or_default()
+            .push(vm);
+    }
+    groups
+        .into_iter()
+        .filter(|(_, g)| g.len() > 1)
+        .map(|(u, g)| (u, g.into_iter().cloned().collect()))
+        .collect()
+}
+
+/// A fleet row's problem from [`super::diagnose`]: the first finding, as `reason: message`.
+fn fleet_diagnostic(
+    vm: &VirtualMachine,
+    vmi: Option<&VirtualMachineInstance>,
+    pods: &[Pod],
+    uuid_peers: &[VirtualMachine],
+    now: DateTime<Utc>,
+) -> Option<String> {
+    use super::diagnose;
+    let ns = vm.metadata.namespace.as_deref().unwrap_or("");
+    diagnose::foreign_finalizers("VirtualMachine", &vm.metadata, 0, now)
+        .into_iter()
+        .chain(vmi.into_iter().flat_map(|v| {
+            diagnose::foreign_finalizers("VirtualMachineInstance", &v.metadata, 1, now)
+                .into_iter()
+                .chain(diagnose::duplicate_launcher_pods(v, pods))
+        }))
+        .chain(diagnose::pod_security_rejection(ns, vmi, &[], None))
+        .chain(
+            (!uuid_peers.is_empty())
+                .then(|| diagnose::duplicate_firmware_uuid(vm, uuid_peers, &[]))
+                .flatten(),
+        )
+        .next()
+        .map(|b| format!("{} {}: {}", b.object, b.reason, b.message))
 }
 
 /// The dotted paths at which `b` differs from `a` (leaves only; an object present on one side

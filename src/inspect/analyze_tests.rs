@@ -908,6 +908,17 @@ fn the_fleet_puts_problems_first() {
                "startFailure": {"consecutiveFailCount": 2, "retryAfterTimestamp": at(10)}}),
     );
     crash.metadata.name = Some("vm-z".into());
+    // Its own firmware UUID (a copy keeping vm-a's would be a problem of both).
+    crash
+        .spec
+        .template
+        .as_mut()
+        .expect("template")
+        .spec
+        .as_mut()
+        .expect("spec")
+        .domain
+        .firmware = None;
     let mut ok = running_g.vm.clone().expect("vm");
     ok.metadata.name = Some("vm-a".into());
     let single = analyze(&running_g);
@@ -1029,4 +1040,479 @@ fn a_generation_behind_for_a_real_template_change_names_the_fields() {
     let change = &caught.template_changes[0];
     assert_eq!(change.before, Some(json!("64Mi")));
     assert_eq!(change.after, Some(json!("128Mi")));
+}
+
+// ------------------------------------------------------------------------------------------
+// The diagnostics of `diagnose.rs`
+// ------------------------------------------------------------------------------------------
+
+/// [`running`] with a hand-made copy of its launcher pod (`name`, created `created` seconds from
+/// now, phase `phase`) beside the real one, created a minute ago.
+fn running_with_pod_copy(name: &str, created: i64, phase: &str) -> Gathered {
+    let mut g = running();
+    let time = |offset: i64| serde_json::from_value(json!(at(offset))).expect("time");
+    g.pods[0].metadata.creation_timestamp = Some(time(-60));
+    let mut copy = g.pods[0].clone();
+    copy.metadata.name = Some(name.into());
+    copy.metadata.uid = Some("copy-uid".into());
+    copy.metadata.creation_timestamp = Some(time(created));
+    copy.status.as_mut().expect("status").phase = Some(phase.into());
+    g.pods.insert(0, copy);
+    g
+}
+
+#[test]
+fn two_live_launcher_pods_of_one_vmi_are_a_blocker_naming_both() {
+    let ins = analyze(&running_with_pod_copy(
+        "virt-launcher-vm-a-copy",
+        -5,
+        "Pending",
+    ));
+    let b = blocker(
+        &ins,
+        |b| b.reason == "DuplicateLauncherPod",
+        "duplicate launcher pod",
+    );
+    // KubeVirt acts on the newest pod on the VMI's node (the copy); the original is the extra.
+    assert_eq!(b.object, "Pod/virt-launcher-vm-a-abcde");
+    assert_eq!(b.depth, 2);
+    for part in [
+        "2 live launcher pods are controlled by VMI vm-a",
+        "virt-launcher-vm-a-copy (Pending on node01)",
+        "virt-launcher-vm-a-abcde (Running on node01)",
+        "acts on virt-launcher-vm-a-copy only",
+        "controller.go:323-358",
+    ] {
+        assert!(b.message.contains(part), "{part:?} not in {}", b.message);
+    }
+}
+
+#[test]
+fn a_finished_or_deleted_second_pod_or_a_migration_target_is_no_duplicate() {
+    let finished = analyze(&running_with_pod_copy(
+        "virt-launcher-vm-a-old",
+        -5,
+        "Failed",
+    ));
+    let mut deleting = running_with_pod_copy("virt-launcher-vm-a-old", -5, "Running");
+    deleting.pods[0].metadata.deletion_timestamp =
+        serde_json::from_value(json!(at(-1))).expect("time");
+    let mut migrating = running_with_pod_copy("virt-launcher-vm-a-target", -5, "Running");
+    migrating
+        .vmi
+        .as_mut()
+        .expect("vmi")
+        .status
+        .as_mut()
+        .expect("status")
+        .migration_state = Some(Box::new(
+        json!({"sourceNode": "node01", "targetNode": "node02"}),
+    ));
+    for ins in [finished, analyze(&deleting), analyze(&migrating)] {
+        assert!(
+            !ins.blockers
+                .iter()
+                .any(|b| b.reason == "DuplicateLauncherPod"),
+            "{:#?}",
+            ins.blockers
+        );
+    }
+}
+
+/// [`running`] with its VM deleted `ago` seconds before now, still holding `finalizers`, and
+/// `managed` as its `metadata.managedFields`.
+fn deleted_vm_with(finalizers: &[&str], ago: i64, managed: Value) -> Gathered {
+    let mut g = running();
+    let vm = g.vm.as_mut().expect("vm");
+    vm.metadata.deletion_timestamp = serde_json::from_value(json!(at(-ago))).expect("time");
+    vm.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+    vm.metadata.managed_fields = serde_json::from_value(managed).expect("managedFields");
+    g
+}
+
+#[test]
+fn a_foreign_finalizer_on_a_terminating_vm_names_it_its_manager_and_the_time() {
+    let managed = json!([
+        {"manager": "kubectl-create", "operation": "Update", "apiVersion": "kubevirt.io/v1",
+         "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}},
+        {"manager": "backup-operator", "operation": "Update", "apiVersion": "kubevirt.io/v1",
+         "time": "2026-12-01T09:00:00Z", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:finalizers": {".": {}, "v:\"backup.example.com/protect\"": {}}}}}
+    ]);
+    let g = deleted_vm_with(
+        &[
+            "kubevirt.io/virtualMachineControllerFinalize",
+            "backup.example.com/protect",
+        ],
+        300,
+        managed,
+    );
+    let ins = analyze(&g);
+    let foreign: Vec<&Blocker> = ins
+        .blockers
+        .iter()
+        .filter(|b| b.reason == "ForeignFinalizer")
+        .collect();
+    assert_eq!(
+        foreign.len(),
+        1,
+        "KubeVirt's own finalizer is not foreign: {foreign:#?}"
+    );
+    let b = foreign[0];
+    assert_eq!(b.object, "VirtualMachine/vm-a");
+    for part in [
+        "terminating for 5 m 0 s",
+        "finalizer backup.example.com/protect",
+        "added by manager \"backup-operator\" (Update at 2026-12-01T09:00:00Z)",
+    ] {
+        assert!(b.message.contains(part), "{part:?} not in {}", b.message);
+    }
+    assert!(!b.message.contains("kubectl-create"), "{}", b.message);
+    let fix = b.fix.as_deref().expect("fix");
+    assert!(
+        fix.contains("kubectl patch vm vm-a -n demo --type json")
+            && fix.contains(
+                "\"path\":\"/metadata/finalizers/1\",\"value\":\"backup.example.com/protect\""
+            ),
+        "{fix}"
+    );
+}
+
+#[test]
+fn without_managed_fields_the_finalizer_prefix_says_whose_it_is() {
+    let ins = analyze(&deleted_vm_with(
+        &["backup.example.com/protect"],
+        30,
+        json!(null),
+    ));
+    let b = blocker(
+        &ins,
+        |b| b.reason == "ForeignFinalizer",
+        "foreign finalizer",
+    );
+    assert!(
+        b.message.contains("terminating for 30 s")
+            && b.message
+                .contains("the controller of backup.example.com added it"),
+        "{}",
+        b.message
+    );
+    // KubeVirt's and the garbage collector's own finalizers are not foreign; nor is anything on
+    // a VM that is not being deleted.
+    let own = deleted_vm_with(
+        &[
+            "kubevirt.io/virtualMachineControllerFinalize",
+            "foregroundDeletion",
+            "orphan",
+        ],
+        30,
+        json!(null),
+    );
+    let mut live = running();
+    live.vm.as_mut().expect("vm").metadata.finalizers =
+        Some(vec!["backup.example.com/protect".into()]);
+    for g in [own, live] {
+        let ins = analyze(&g);
+        assert!(
+            !ins.blockers.iter().any(|b| b.reason == "ForeignFinalizer"),
+            "{:#?}",
+            ins.blockers
+        );
+    }
+}
+
+#[test]
+fn a_foreign_finalizer_on_the_vmi_is_named_too() {
+    let mut g = running();
+    let vmi = g.vmi.as_mut().expect("vmi");
+    vmi.metadata.deletion_timestamp = serde_json::from_value(json!(at(-10))).expect("time");
+    vmi.metadata.finalizers = Some(vec![
+        "kubevirt.io/foregroundDeleteVirtualMachine".into(),
+        "storage.example.io/detach".into(),
+    ]);
+    let ins = analyze(&g);
+    let b = blocker(&ins, |b| b.reason == "ForeignFinalizer", "VMI finalizer");
+    assert_eq!(b.object, "VirtualMachineInstance/vm-a");
+    assert_eq!(b.depth, 1);
+    assert!(
+        b.fix
+            .as_deref()
+            .is_some_and(|f| f.contains("kubectl patch vmi vm-a -n demo"))
+    );
+}
+
+#[test]
+fn another_vm_with_the_same_firmware_uuid_is_named() {
+    let mut g = running();
+    let me = g.vm.clone().expect("vm");
+    let mut twin = me.clone();
+    twin.metadata.name = Some("vm-copy".into());
+    twin.metadata.uid = Some("copy-uid".into());
+    let mut other = me.clone();
+    other.metadata.name = Some("vm-other".into());
+    other
+        .spec
+        .template
+        .as_mut()
+        .expect("template")
+        .spec
+        .as_mut()
+        .expect("spec")
+        .domain
+        .firmware = None;
+    g.namespace_vms = vec![me, twin, other];
+    g.namespace_vmis = vec![g.vmi.clone().expect("vmi")];
+    let ins = analyze(&g);
+    let b = blocker(
+        &ins,
+        |b| b.reason == "DuplicateFirmwareUUID",
+        "duplicate UUID",
+    );
+    assert_eq!(b.object, "VirtualMachine/vm-a");
+    assert!(
+        b.message.contains("firmware UUID 0d2a2043-41c0-59c3-9b17-025022203668 is also that of VirtualMachine demo/vm-copy:"),
+        "{}",
+        b.message
+    );
+    assert!(
+        !b.message.contains("vm-other") && !b.message.contains("VirtualMachineInstance"),
+        "{}",
+        b.message
+    );
+    assert!(
+        b.fix.as_deref().is_some_and(
+            |f| f.contains("kubectl patch vm vm-a -n demo") && f.contains("$(uuidgen)")
+        )
+    );
+}
+
+#[test]
+fn a_firmware_uuid_derived_from_the_name_collides_across_namespaces_in_the_fleet() {
+    let g = running();
+    let mut a = g.vm.clone().expect("vm");
+    a.spec
+        .template
+        .as_mut()
+        .expect("template")
+        .spec
+        .as_mut()
+        .expect("spec")
+        .domain
+        .firmware = None;
+    let mut b = a.clone();
+    b.metadata.namespace = Some("other".into());
+    b.metadata.uid = Some("other-uid".into());
+    assert_eq!(
+        crate::inspect::diagnose::vm_firmware_uuid(&a),
+        crate::controller::vm::firmware::calculate_legacy_uuid("vm-a")
+    );
+    let f = GatheredFleet {
+        vms: vec![a, b],
+        controller: g,
+        ..Default::default()
+    };
+    let fleet = analyze_fleet(&f);
+    for row in &fleet.rows {
+        let problem = row.problem.as_deref().unwrap_or("");
+        assert!(
+            problem.starts_with("VirtualMachine/vm-a DuplicateFirmwareUUID:")
+                && problem.contains("derived from the name"),
+            "{problem}"
+        );
+    }
+    assert!(
+        fleet.rows[0]
+            .problem
+            .as_deref()
+            .is_some_and(|p| p.contains("VirtualMachine other/vm-a"))
+    );
+}
+
+/// [`running`] whose leader reports `leading` and its last renewal `last_renew` seconds from
+/// now (the Lease was renewed 2 s ago).
+fn leader_reporting(leading: bool, last_renew: Option<i64>) -> Gathered {
+    let mut g = running();
+    if let ControllerView::DebugState { state, .. } = &mut g.controller {
+        state.leading = leading;
+        state.lease.leading = leading;
+        state.lease.phase = if leading {
+            crate::runtime::lease::ElectionPhase::Leading
+        } else {
+            crate::runtime::lease::ElectionPhase::Acquiring
+        };
+        state.lease.last_renew = last_renew.map(|s| {
+            crate::runtime::lease::record::truncate_to_micros(now() + chrono::Duration::seconds(s))
+        });
+    }
+    g
+}
+
+#[test]
+fn a_lease_renewed_under_the_leaders_identity_by_another_process_is_a_blocker() {
+    // A standby with the holder's identity (it never renewed), and a leader whose last renewal
+    // is older than the Lease's: someone else renews under the identity.
+    for g in [
+        leader_reporting(false, None),
+        leader_reporting(true, Some(-9)),
+    ] {
+        let ins = analyze(&g);
+        let b = blocker(
+            &ins,
+            |b| b.reason == "DuplicateControllerIdentity",
+            "same identity",
+        );
+        assert_eq!(b.object, "Lease/kubevirt/virt-controller");
+        assert!(
+            b.message.contains("the Lease names holder host_1234")
+                && b.message
+                    .contains("http://127.0.0.1:8182/debug/state?key=demo%2Fvm-a")
+                && b.message
+                    .contains("a second instance with the same identity renews it"),
+            "{}",
+            b.message
+        );
+        assert!(b.fix.as_deref().is_some_and(|f| f.contains("--identity")));
+    }
+    // The leader wrote the Lease's renewTime itself: one instance.
+    let ins = analyze(&leader_reporting(true, Some(-2)));
+    assert!(
+        !ins.blockers
+            .iter()
+            .any(|b| b.reason == "DuplicateControllerIdentity"),
+        "{:#?}",
+        ins.blockers
+    );
+}
+
+/// A VMI whose launcher pod Pod Security admission refused at `policy` with `violations`, as the
+/// VMI controller reports it (lifecycle.go:174-183).
+fn refused_by_pod_security(policy: &str, violations: &str) -> Gathered {
+    let msg = format!(
+        "failed to create pod for vmi demo/vm-a, it needs a privileged namespace to run: pods \
+         \"virt-launcher-vm-a-x7k2p\" is forbidden: violates PodSecurity \"{policy}\": {violations}"
+    );
+    let vmi = vmi(
+        "Pending",
+        &[("Pending", -30)],
+        json!({"conditions": [{"type": "Synchronized", "status": "False",
+               "reason": "FailedCreate", "message": msg}]}),
+    );
+    let mut g = gathered_vm("Always", json!({"printableStatus": "Starting"}));
+    g.vmi = Some(vmi);
+    g.namespace_object = Some(
+        serde_json::from_value(json!({"metadata": {"name": "demo",
+            "labels": {"pod-security.kubernetes.io/enforce": policy.split(':').next()}}}))
+        .expect("namespace"),
+    );
+    g
+}
+
+#[test]
+fn a_pod_security_refusal_names_the_label_that_admits_the_launcher() {
+    // Only restricted-level checks fail: baseline admits the pod.
+    let restricted_only = refused_by_pod_security(
+        "restricted:latest",
+        "allowPrivilegeEscalation != false (container \"compute\" must set \
+         securityContext.allowPrivilegeEscalation=false), unrestricted capabilities (container \
+         \"compute\" must set securityContext.capabilities.drop=[\"ALL\"]), runAsNonRoot != true \
+         (pod or containers \"compute\", \"guest-console-log\" must set \
+         securityContext.runAsNonRoot=true), seccompProfile (pod or container \"compute\" must \
+         set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")",
+    );
+    // A baseline check fails too: only privileged admits it.
+    let privileged = refused_by_pod_security(
+        "restricted:latest",
+        "privileged (container \"compute\" must not set securityContext.privileged=true), \
+         runAsNonRoot != true (pod or container \"compute\" must set securityContext.runAsNonRoot=true)",
+    );
+    let baseline_refused = refused_by_pod_security(
+        "baseline:v1.36",
+        "non-default capabilities (container \"compute\" must not include \"SYS_NICE\" in \
+         securityContext.capabilities.add)",
+    );
+    for (g, level) in [
+        (restricted_only, "baseline"),
+        (privileged, "privileged"),
+        (baseline_refused, "privileged"),
+    ] {
+        let ins = analyze(&g);
+        let b = blocker(&ins, |b| b.reason == "PodSecurityRejected", "PodSecurity");
+        assert_eq!(b.object, "Namespace/demo");
+        assert_eq!(
+            b.fix.as_deref(),
+            Some(format!("kubectl label namespace demo pod-security.kubernetes.io/enforce={level} --overwrite").as_str())
+        );
+        assert!(
+            b.message.contains(&format!(
+                "the namespace label pod-security.kubernetes.io/enforce={level} admits it"
+            )),
+            "{}",
+            b.message
+        );
+    }
+}
+
+#[test]
+fn a_pod_security_refusal_is_found_in_the_events_too() {
+    let mut g = gathered_vm("Always", json!({}));
+    g.vmi = Some(vmi("Pending", &[("Pending", -30)], json!({})));
+    g.events = vec![crate::inspect::gather::RawEvent {
+        uid: Some("e1".into()),
+        view: EventView {
+            type_: "Warning".into(),
+            reason: "FailedCreate".into(),
+            object: "VirtualMachineInstance/vm-a".into(),
+            message: "failed to render launch manifest: failed to create pod for vmi demo/vm-a, \
+                      it needs a privileged namespace to run: pods \"virt-launcher-vm-a-x\" is \
+                      forbidden: violates PodSecurity \"restricted:latest\": runAsUser=0 (pod \
+                      must not set runAsUser=0)"
+                .into(),
+            count: 3,
+            api: "core/v1".into(),
+            time: None,
+        },
+    }];
+    let ins = analyze(&g);
+    let b = blocker(
+        &ins,
+        |b| b.reason == "PodSecurityRejected",
+        "PodSecurity event",
+    );
+    assert!(
+        b.message.contains("(enforce restricted:latest) refused the launcher pod: runAsUser=0 (pod must not set runAsUser=0);"),
+        "{}",
+        b.message
+    );
+    assert!(
+        b.fix
+            .as_deref()
+            .is_some_and(|f| f.ends_with("enforce=baseline --overwrite"))
+    );
+    let text = crate::inspect::text::render_vm(&ins);
+    assert!(
+        text.contains("[2] Namespace/demo PodSecurityRejected: Pod Security admission")
+            && text.contains("\n      fix: kubectl label namespace demo pod-security.kubernetes.io/enforce=baseline --overwrite\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_text_names_a_duplicate_launcher_pod_as_a_blocker() {
+    let ins = analyze(&running_with_pod_copy(
+        "virt-launcher-vm-a-copy",
+        -5,
+        "Running",
+    ));
+    let text = crate::inspect::text::render_vm(&ins);
+    let section = text
+        .split("BLOCKERS (deepest first)\n")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .unwrap_or("");
+    assert!(
+        section.starts_with(
+            "  [2] Pod/virt-launcher-vm-a-abcde DuplicateLauncherPod: 2 live launcher pods"
+        ),
+        "{text}"
+    );
 }

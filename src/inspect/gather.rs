@@ -137,6 +137,10 @@ pub struct Gathered {
     pub namespace_object: Option<Namespace>,
     /// The ResourceQuotas of the namespace.
     pub resource_quotas: Vec<ResourceQuota>,
+    /// The VMs of the namespace (for the firmware UUID check; empty when not read).
+    pub namespace_vms: Vec<VirtualMachine>,
+    /// The VMIs of the namespace (for the firmware UUID check; empty when not read).
+    pub namespace_vmis: Vec<VirtualMachineInstance>,
     /// What could not be read, with the reason.
     pub missing: Vec<Missing>,
 }
@@ -256,14 +260,19 @@ pub async fn gather_raw(
             None
         }
     };
-    let (pods, revisions, volumes, ns, kubevirt) = tokio::join!(
+    let (pods, revisions, volumes, ns, kubevirt, peers) = tokio::join!(
         read_pods(client, namespace, g.vmi.as_ref()),
         read_revisions(client, namespace, g.vmi.as_ref()),
         read_volumes(client, namespace, &vm),
         read_namespace(client, namespace),
         read_settings(client, &opts.lease_namespace),
+        read_namespace_machines(client, namespace),
     );
     let mut notes = Vec::new();
+    match peers {
+        Ok((vms, vmis)) => (g.namespace_vms, g.namespace_vmis) = (vms, vmis),
+        Err(m) => notes.push(m),
+    }
     g.pods = pods.unwrap_or_else(|m| {
         notes.push(m);
         Vec::new()
@@ -342,6 +351,25 @@ async fn read_pods(
             reason: describe_error(&e),
         }),
     }
+}
+
+/// Every VM and VMI of the namespace: the firmware UUID check compares the VM with them.
+async fn read_namespace_machines(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<(Vec<VirtualMachine>, Vec<VirtualMachineInstance>), Missing> {
+    let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+    let vmis: Api<VirtualMachineInstance> = Api::namespaced(client.clone(), namespace);
+    let lp = ListParams::default();
+    let (vms, vmis) = tokio::join!(vms.list(&lp), vmis.list(&lp));
+    let note = |e: kube::Error| Missing {
+        what: "firmwareUuidCheck".into(),
+        reason: format!(
+            "list the VMs and VMIs of namespace {namespace}: {}",
+            describe_error(&e)
+        ),
+    };
+    Ok((vms.map_err(note)?.items, vmis.map_err(note)?.items))
 }
 
 async fn read_revisions(

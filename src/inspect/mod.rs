@@ -5,6 +5,7 @@
 //! [`model::Inspection`] → render (`-o json|yaml`, plain text [`text`], the terminal UI).
 
 pub mod analyze;
+mod diagnose;
 pub mod gather;
 pub mod model;
 pub mod overhead;

@@ -556,6 +556,9 @@ pub struct Blocker {
     pub message: String,
     /// Depth in the chain VM(0) → VMI(1) → pod(2) → volume(3) → node(4); sorted deepest first.
     pub depth: u8,
+    /// What would clear it, when one command does (`kubectl label namespace …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
 }
 
 /// One event.

@@ -82,7 +82,12 @@ pub fn render_vm(ins: &Inspection) -> String {
     }
 
     list_section(&mut o, "BLOCKERS (deepest first)", &ins.blockers, |b| {
-        format!("[{}] {} {}: {}", b.depth, b.object, b.reason, b.message)
+        let mut line = format!("[{}] {} {}: {}", b.depth, b.object, b.reason, b.message);
+        if let Some(fix) = &b.fix {
+            line.push_str("\n      fix: ");
+            line.push_str(fix);
+        }
+        line
     });
 
     let _ = writeln!(o, "\nPRINTABLE STATUS");

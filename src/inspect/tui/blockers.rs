@@ -2,7 +2,7 @@
 //! first, then every piece the inspector could not read, with the reason.
 
 use super::state::{Panel, ViewState};
-use super::text::{bad, dim, good, note, warn};
+use super::text::{bad, dim, field_styled, good, note, warn};
 use crate::inspect::model::Inspection;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -22,6 +22,9 @@ pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
             Span::styled(format!("{}: ", b.reason), bad()),
             Span::raw(b.message.clone()),
         ]));
+        if let Some(fix) = &b.fix {
+            out.push(field_styled("  fix", fix.clone(), warn()));
+        }
     }
     for m in &insp.missing {
         out.push(Line::from(vec![

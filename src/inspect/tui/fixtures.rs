@@ -397,6 +397,7 @@ pub fn crash_loop() -> Inspection {
             reason: "CrashLoopBackOff".into(),
             message: "the VMI failed 3 times in a row; next start in 42 s".into(),
             depth: 0,
+            fix: None,
         }],
         events: vec![
             event(
@@ -606,6 +607,7 @@ pub fn unschedulable() -> Inspection {
                 reason: "Unschedulable".into(),
                 message: msg.into(),
                 depth: 2,
+                fix: None,
             },
             Blocker {
                 object: "Node/*".into(),
@@ -614,6 +616,7 @@ pub fn unschedulable() -> Inspection {
                     "no node has a free devices.kubevirt.io/kvm (2 nodes, 0 with capacity left)"
                         .into(),
                 depth: 4,
+                fix: None,
             },
         ],
         events: vec![
@@ -674,6 +677,7 @@ pub fn datavolume_pending() -> Inspection {
             reason: "DataVolumePending".into(),
             message: "phase Pending, Ready=False".into(),
             depth: 3,
+            fix: None,
         }],
         events: vec![event(
             20,
@@ -739,6 +743,7 @@ pub fn missing_priority_class() -> Inspection {
             reason: "PriorityClassNotFound".into(),
             message: msg.into(),
             depth: 2,
+            fix: None,
         }],
         events: vec![EventView {
             count: 4,
@@ -832,5 +837,40 @@ pub fn big_fleet(n: usize) -> Fleet {
             })
             .collect(),
         ..fleet()
+    }
+}
+
+/// The launcher pod refused by Pod Security admission in a `restricted` namespace: the VMI's
+/// `FailedCreate`, and the label that would admit the pod (the diagnostic's own text).
+pub fn pod_security_rejected() -> Inspection {
+    let msg = "failed to create pod for vmi default/vm-cirros, it needs a privileged namespace to run: pods \"virt-launcher-vm-cirros-\" is forbidden: violates PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false (container \"compute\" must set securityContext.allowPrivilegeEscalation=false), seccompProfile (pod or container \"compute\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")";
+    let events = vec![EventView {
+        count: 4,
+        ..event(
+            8,
+            "Warning",
+            "FailedCreate",
+            "VirtualMachineInstance/vm-cirros",
+            msg,
+        )
+    }];
+    let psa = crate::inspect::diagnose::pod_security_rejection(
+        "default",
+        None,
+        &events,
+        Some("restricted"),
+    );
+    Inspection {
+        blockers: std::iter::once(Blocker {
+            object: "VirtualMachineInstance/vm-cirros".into(),
+            reason: "FailedCreate".into(),
+            message: msg.into(),
+            depth: 1,
+            fix: None,
+        })
+        .chain(psa)
+        .collect(),
+        events,
+        ..missing_priority_class()
     }
 }

@@ -68,6 +68,11 @@ fn missing_priority_class() {
 }
 
 #[test]
+fn pod_security_rejected() {
+    insta::assert_snapshot!(vm(fixtures::pod_security_rejected()));
+}
+
+#[test]
 fn small_terminal_shows_the_focused_panel_under_a_tab_bar() {
     let mut app = app_for_vm(fixtures::unschedulable());
     app.view.focus = Panel::Blockers;
@@ -171,6 +176,11 @@ pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
             Panel::Blockers,
             "unschedulable",
             capture_panel(Panel::Blockers, &fixtures::unschedulable(), w),
+        ),
+        (
+            Panel::Blockers,
+            "PodSecurity rejection",
+            capture_panel(Panel::Blockers, &fixtures::pod_security_rejected(), w),
         ),
         (
             Panel::Events,
