@@ -10,5 +10,6 @@ pub mod controller;
 pub mod inspect;
 pub mod kubevirt_version;
 pub mod launcher;
+pub mod lifecycle;
 pub mod runtime;
 pub mod sim;

@@ -27,6 +27,7 @@ mod krew_manifest;
 mod launcher_proptest;
 mod launcher_render;
 mod leader_election;
+mod lifecycle_cli;
 mod lost_events;
 mod rbac;
 mod readme;

@@ -63,7 +63,7 @@ pub enum Output {
 }
 
 /// Resource names `inspect` accepts for a VM (kubectl's: plural, singular, short, with group).
-const VM_TYPES: &[&str] = &[
+pub(crate) const VM_TYPES: &[&str] = &[
     "vm",
     "vms",
     "virtualmachine",

@@ -11,6 +11,7 @@ pub mod completion;
 pub mod demo;
 pub mod explain_overhead;
 pub mod inspect;
+pub mod lifecycle;
 pub mod output;
 pub mod progress;
 pub mod run_controller;
@@ -152,6 +153,51 @@ Exit codes:
   1  not a terminal, the cluster or the controller could not start, or --apply failed
   2  usage error";
 
+/// `start --help`: examples and exit codes.
+pub const START_HELP: &str = "\
+Examples:
+  kubectl virtctl-rs start vm/my-vm -n my-vms
+  kubectl virtctl-rs start my-vm --dry-run
+  # The VMI starts paused (startStrategy: Paused)
+  kubectl virtctl-rs start vm/my-vm --paused
+
+Through virt-api's subresource when the cluster serves subresources.kubevirt.io/v1; otherwise
+the writes virt-api would make, made directly (the output says which).
+
+Exit codes:
+  0  scheduled to start (or --dry-run shown)
+  1  refused (KubeVirt's message: VM is already running, Always does not support manual start
+     requests, ...), VM not found, a conflict that outlasted the retries, or unreachable
+  2  usage error";
+
+/// `stop --help`: examples and exit codes.
+pub const STOP_HELP: &str = "\
+Examples:
+  kubectl virtctl-rs stop vm/my-vm -n my-vms
+  # Lower the VMI's grace period to 0 s before stopping it
+  kubectl virtctl-rs stop vm/my-vm --force --grace-period=0
+
+Exit codes:
+  0  scheduled to stop (or --dry-run shown)
+  1  refused (KubeVirt's message: VM is not running, ...), VM not found, a conflict that
+     outlasted the retries, or unreachable
+  2  usage error (--force and --grace-period go together)";
+
+/// `restart --help`: examples and exit codes.
+pub const RESTART_HELP: &str = "\
+Examples:
+  kubectl virtctl-rs restart vm/my-vm -n my-vms
+  # Set the VMI's grace period to 1 s before the restart is asked for, so whichever
+  # deletion of the pod comes first shuts the guest down promptly
+  kubectl virtctl-rs restart vm/my-vm --force --grace-period=0
+
+Exit codes:
+  0  scheduled to restart (a new VMI follows; or --dry-run shown)
+  1  refused (KubeVirt's message: RunStategy Halted does not support manual restart requests,
+     VM is not running, ...), VM not found, a conflict that outlasted the retries, or
+     unreachable
+  2  usage error (--force and --grace-period go together)";
+
 /// `version --help`: examples and exit codes.
 pub const VERSION_HELP: &str = "\
 Examples:
@@ -189,6 +235,15 @@ pub enum Command {
     /// Explain the virt-launcher memory overhead of a VM or VMI, term by term.
     #[command(after_help = EXPLAIN_OVERHEAD_HELP)]
     ExplainOverhead(explain_overhead::ExplainOverheadArgs),
+    /// Start a VM (`start vm/NAME`), as `virtctl start` does.
+    #[command(after_help = START_HELP)]
+    Start(lifecycle::StartArgs),
+    /// Stop a VM (`stop vm/NAME`), as `virtctl stop` does.
+    #[command(after_help = STOP_HELP)]
+    Stop(lifecycle::StopArgs),
+    /// Restart a VM (`restart vm/NAME`): a new VMI, as `virtctl restart` does.
+    #[command(after_help = RESTART_HELP)]
+    Restart(lifecycle::StopArgs),
     /// Run an embedded cluster (API server + simulated nodes) for local experiments.
     #[command(after_help = CLUSTER_HELP)]
     Cluster(cluster::ClusterArgs),
@@ -251,6 +306,11 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Demo(args) => demo::run(&cli.global, args),
         Command::ExplainOverhead(args) => explain_overhead::run(&cli.global, args),
         Command::Cluster(args) => cluster::run(&cli.global, args),
+        Command::Start(args) => lifecycle::run_start(&cli.global, args),
+        Command::Stop(args) => lifecycle::run_stop(&cli.global, crate::lifecycle::Verb::Stop, args),
+        Command::Restart(args) => {
+            lifecycle::run_stop(&cli.global, crate::lifecycle::Verb::Restart, args)
+        }
         Command::Version(args) => version::run(args),
         Command::Completion(args) => completion::run(args),
     };
