@@ -71,6 +71,7 @@ fn manager_config(identity: &str, on_lost_lease: OnLostLease) -> ManagerConfig {
         vm_workers: 2,
         vmi_workers: 2,
         settings: ClusterSettings::default(),
+        kubevirt_namespace: None,
         lease: LeaderElectionConfig {
             lease_duration: LEASE_DURATION,
             renew_deadline: RENEW_DEADLINE,

@@ -72,6 +72,7 @@ impl Instance {
             vm_workers: 2,
             vmi_workers: 2,
             settings: ClusterSettings::default(),
+            kubevirt_namespace: None,
             lease: lease_config(agent),
             on_lost_lease: OnLostLease::Standby,
             listen: None,

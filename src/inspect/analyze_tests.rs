@@ -179,6 +179,7 @@ fn debug_state(
                 ..Default::default()
             }),
         }),
+        settings: None,
     }
 }
 
@@ -1029,4 +1030,31 @@ fn a_generation_behind_for_a_real_template_change_names_the_fields() {
     let change = &caught.template_changes[0];
     assert_eq!(change.before, Some(json!("64Mi")));
     assert_eq!(change.after, Some(json!("128Mi")));
+}
+
+/// A leader that renders with other settings than the KubeVirt CR's says so, field by field,
+/// in the model and the text (issue 38 item 4: its own pods looked like drift otherwise).
+#[test]
+fn a_leader_behind_the_kubevirt_cr_is_named() {
+    use crate::controller::cluster_config::ClusterConfig;
+    let mut g = running();
+    g.settings.memory_overcommit = 150;
+    let ControllerView::DebugState { state, .. } = &mut g.controller else {
+        panic!("under our controller");
+    };
+    state.settings = Some(ClusterConfig::fixed(ClusterSettings::default()).state());
+    let ins = analyze(&g);
+    let check = ins.settings.as_ref().expect("settings");
+    assert_eq!(
+        check.differences,
+        ["memoryOvercommit: controller 100, KubeVirt CR 150"]
+    );
+    let text = crate::inspect::text::render_vm(&ins);
+    assert!(
+        text.contains(
+            "settings: the controller's (KubeVirt's defaults) DIFFER from the KubeVirt CR's: \
+             memoryOvercommit: controller 100, KubeVirt CR 150"
+        ),
+        "{text}"
+    );
 }

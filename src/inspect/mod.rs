@@ -8,6 +8,7 @@ pub mod analyze;
 pub mod gather;
 pub mod model;
 pub mod overhead;
+mod settings_check;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod text;

@@ -120,6 +120,9 @@ pub struct EnvConfig {
     pub deadline: Duration,
     /// Controller settings (default: KubeVirt's).
     pub settings: ClusterSettings,
+    /// The manager's HTTP endpoints (default: none); with an address, the Lease names its
+    /// `/debug/state` and `inspect` reads it.
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 impl EnvConfig {
@@ -150,6 +153,7 @@ impl EnvConfig {
             namespace: "default".into(),
             deadline: Duration::from_secs(40),
             settings: ClusterSettings::default(),
+            listen: None,
         }
     }
 
@@ -281,6 +285,11 @@ impl Env {
         let manager_config = ManagerConfig {
             settings: config.settings,
             namespace: watch_namespace,
+            listen: config.listen,
+            // The KubeVirt CR is the scenario's, beside its Lease (`kubevirt` on the embedded
+            // server, the scenario's namespace on the real one), where `inspect
+            // --lease-namespace` reads it too.
+            kubevirt_namespace: Some(lease_namespace.clone()),
             ..ManagerConfig::new(config.lease)
         };
         let restart = (controller_client.clone(), manager_config.clone());
