@@ -24,6 +24,7 @@ mod informer_relist;
 mod inspect_cli;
 mod inspect_tui_e2e;
 mod krew_manifest;
+mod kubevirt_config;
 mod launcher_proptest;
 mod launcher_render;
 mod leader_election;

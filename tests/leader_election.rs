@@ -69,6 +69,7 @@ fn manager_config(identity: &str, on_lost_lease: OnLostLease) -> ManagerConfig {
         vm_workers: 2,
         vmi_workers: 2,
         on_lost_lease,
+        kubevirt_namespace: None,
         ..ManagerConfig::new(LeaderElectionConfig {
             lease_duration: LEASE_DURATION,
             renew_deadline: RENEW_DEADLINE,

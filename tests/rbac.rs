@@ -307,7 +307,19 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         "the namespace ClusterRole names the Role's namespace"
     );
     assert!(ns_itself.iter().all(|(_, r, _)| r == "namespaces"));
-    let ns_scope: BTreeSet<Grant> = ns_role.union(&ns_itself).cloned().collect();
+    // ... and the KubeVirt CR, in KubeVirt's namespace.
+    let (kubevirt_config, kubevirt_ns) = role(
+        "deploy/rbac/controller-namespaced.yaml",
+        "Role",
+        "virtctl-rs-controller-kubevirt-config",
+    );
+    assert_eq!(kubevirt_ns.as_deref(), Some("kubevirt"));
+    assert!(kubevirt_config.iter().all(|(_, r, _)| r == "kubevirts"));
+    let ns_scope: BTreeSet<Grant> = ns_role
+        .union(&ns_itself)
+        .chain(&kubevirt_config)
+        .cloned()
+        .collect();
     compare("run-controller -n (Role)", &ns_scope, &cluster_role).unwrap_or_else(|e| panic!("{e}"));
 
     let (inspect_role, _) = role(

@@ -70,6 +70,7 @@ impl Instance {
             vm_workers: 2,
             vmi_workers: 2,
             on_lost_lease: OnLostLease::Standby,
+            kubevirt_namespace: None,
             ..ManagerConfig::new(lease_config(agent))
         };
         let (vm, vmi) = virtctl_rs::controller::reconcilers();

@@ -39,6 +39,7 @@ pub mod common;
 pub mod datavolume;
 pub mod defaults;
 pub mod key;
+pub mod kubevirt;
 pub mod manifest;
 pub mod quantity;
 pub mod resources;
@@ -48,6 +49,7 @@ pub mod vmi;
 
 pub use common::{Condition, Extra, Time, annotation, label};
 pub use datavolume::DataVolume;
+pub use kubevirt::KubeVirt;
 pub use vm::{RunStrategy, VirtualMachine};
 pub use vmi::{Phase, VirtualMachineInstance};
 

@@ -94,9 +94,14 @@ pub struct RunControllerArgs {
     /// What to do when the Lease is lost: exit non-zero (KubeVirt) or go back to standby.
     #[arg(long, value_enum, default_value_t = LostLeaseArg::Exit)]
     pub on_lost_lease: LostLeaseArg,
-    /// KubeVirt custom resource (YAML/JSON) to read cluster settings from.
+    /// Cluster settings from this KubeVirt custom resource (YAML/JSON) instead of the
+    /// cluster's: fixed for the whole run, nothing watched.
     #[arg(long, value_name = "FILE")]
     pub kubevirt_cr: Option<PathBuf>,
+    /// Namespace of the KubeVirt CR whose configuration the controllers follow (KubeVirt's
+    /// install namespace).
+    #[arg(long, default_value = DEFAULT_NAMESPACE, value_name = "NS", conflicts_with = "kubevirt_cr")]
+    pub kubevirt_namespace: String,
     /// Do not print a line per VM change (logs only).
     #[arg(long)]
     pub quiet: bool,
@@ -178,6 +183,11 @@ pub fn manager_config(
         settings: ClusterSettings {
             without_virt_api: args.without_virt_api || args.no_admission,
             ..settings(&args.kubevirt_cr)?
+        },
+        // A file wins: its settings are fixed, the cluster's CR is not watched.
+        kubevirt_namespace: match args.kubevirt_cr {
+            Some(_) => None,
+            None => Some(args.kubevirt_namespace.clone()),
         },
         lease,
         on_lost_lease: args.on_lost_lease.into(),

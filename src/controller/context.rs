@@ -5,7 +5,8 @@
 //! KubeVirt equivalent: the fields of `VMController` / `Controller` in
 //! pkg/virt-controller/watch/vm/vm.go:140-180 and watch/vmi/vmi.go:80-110.
 
-use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use super::cluster_config::ClusterConfig;
+use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
 use crate::launcher::resources::NamespaceContext;
 use crate::runtime::expectations::{ControllerExpectations, UidTrackingControllerExpectations};
@@ -36,6 +37,10 @@ pub struct Caches {
     /// ResourceQuotas: one with `limits.cpu` / `limits.memory` in a VMI's namespace makes the
     /// launcher pod carry that limit (TemplateService `resourceQuotaStore`).
     pub resource_quotas: Informer<ResourceQuota>,
+    /// The KubeVirt CRs of KubeVirt's namespace, whose configuration the controllers render
+    /// with ([`ClusterConfig`]); disabled when the settings are fixed or the CRD is not served.
+    /// KubeVirt waits for this cache before it starts (application.go:358).
+    pub kubevirts: Informer<KubeVirt>,
 }
 
 impl Caches {
@@ -48,6 +53,7 @@ impl Caches {
             && self.data_volumes.has_synced()
             && self.namespaces.has_synced()
             && self.resource_quotas.has_synced()
+            && self.kubevirts.has_synced()
     }
 
     /// Wait for every cache's first list.
@@ -59,6 +65,7 @@ impl Caches {
         self.data_volumes.wait_synced().await;
         self.namespaces.wait_synced().await;
         self.resource_quotas.wait_synced().await;
+        self.kubevirts.wait_synced().await;
     }
 
     /// Caches that never watch: empty and synced (unit tests, dry runs).
@@ -71,6 +78,7 @@ impl Caches {
             data_volumes: Informer::disabled("datavolumes"),
             namespaces: Informer::disabled("namespaces"),
             resource_quotas: Informer::disabled("resourcequotas"),
+            kubevirts: Informer::disabled("kubevirts"),
         }
     }
 
@@ -327,7 +335,9 @@ impl EventType {
 #[derive(Clone)]
 pub struct Context {
     pub client: kube::Client,
-    pub settings: Arc<ClusterSettings>,
+    /// The cluster settings in use (the KubeVirt CR's, reloaded when it changes): read them
+    /// once per reconcile with [`ClusterConfig::settings`].
+    pub cluster_config: Arc<ClusterConfig>,
     pub caches: Caches,
     pub vm_queue: QueueSlot,
     pub vmi_queue: QueueSlot,
@@ -360,7 +370,7 @@ impl Context {
     pub fn offline(client: kube::Client, caches: Caches) -> Self {
         Context {
             client,
-            settings: Arc::default(),
+            cluster_config: Arc::new(ClusterConfig::fixed(ClusterSettings::default())),
             caches,
             vm_queue: QueueSlot::default(),
             vmi_queue: QueueSlot::default(),

@@ -12,6 +12,7 @@
 //!
 //! The JSON field names are stable (documented in docs/run-controller.md and docs/inspect.md).
 
+use super::cluster_config::ConfigState;
 use super::context::{Context, QueueSlot, ReconcileRecord, VmiEnding};
 use crate::api::common::ObjectVersion;
 use crate::api::{VirtualMachine, VirtualMachineInstance};
@@ -66,6 +67,11 @@ pub struct DebugState {
     /// Key mode only: the VM and VMI as the leader's caches hold them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached: Option<CachedObjects>,
+    /// The cluster settings the controllers render with and where they came from (the
+    /// KubeVirt CR's resourceVersion, when loaded, a refused version); in both modes. Absent
+    /// from the documents of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<ConfigState>,
 }
 
 /// The informer caches: whether they finished their first list, and how many objects each holds
@@ -196,6 +202,7 @@ impl DebugStateSource {
             vmi_endings: self.ctx.reconciles.endings(),
             key: None,
             cached: None,
+            settings: Some(self.ctx.cluster_config.state()),
         }
     }
 
@@ -258,6 +265,7 @@ impl DebugStateSource {
                 .unwrap_or_default(),
             key: Some(owned),
             cached: Some(CachedObjects { vm, vmi }),
+            settings: Some(self.ctx.cluster_config.state()),
         })
     }
 }
@@ -422,8 +430,14 @@ mod tests {
             vmi_endings: BTreeMap::new(),
             key: Some("demo/vm-a".into()),
             cached: Some(CachedObjects::default()),
+            settings: Some(
+                crate::controller::cluster_config::ClusterConfig::fixed(Default::default()).state(),
+            ),
         };
         let json = serde_json::to_value(&state).unwrap();
+        assert_eq!(json["settings"]["source"], "fixed");
+        assert_eq!(json["settings"]["current"]["memoryOvercommit"], 100);
+        assert!(json["settings"]["loadedAt"].is_string());
         assert_eq!(json["generatedAt"], "2026-12-01T10:00:00Z");
         assert_eq!(json["lease"]["holder"], "me");
         assert!(json["queues"]["virt-controller-vm"].is_null());

@@ -6,12 +6,13 @@
 //! KubeVirt: pkg/virt-controller/watch/application.go (`Execute`, `onStartedLeading`:609-677,
 //! `setupLeaderElector`:1132-1177, worker defaults:125-128).
 
+use super::cluster_config::ClusterConfig;
 use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
 use super::handlers::{
     VmStoreCell, dv_to_vm_handler, pod_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
 };
-use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
 use crate::runtime::informer::{Handler, Informer, InformerState, key_of};
 use crate::runtime::lease::{
@@ -50,8 +51,12 @@ pub struct ManagerConfig {
     pub vm_workers: usize,
     /// VMI controller workers (KubeVirt default 10).
     pub vmi_workers: usize,
-    /// Cluster settings for the launcher renderer.
+    /// Cluster settings for the launcher renderer: the process's own, and the configuration
+    /// used until (or without) a KubeVirt CR.
     pub settings: ClusterSettings,
+    /// Follow the KubeVirt CR of this namespace ([`ClusterConfig`]); `None`: `settings` are
+    /// fixed (`--kubevirt-cr FILE`).
+    pub kubevirt_namespace: Option<String>,
     /// Leader election.
     pub lease: LeaderElectionConfig,
     /// Behaviour when the Lease is lost.
@@ -64,8 +69,9 @@ pub struct ManagerConfig {
 }
 
 impl ManagerConfig {
-    /// KubeVirt's defaults under `lease`: every namespace, 3 VM and 10 VMI workers, default
-    /// cluster settings, exit when the Lease is lost, no HTTP endpoints. Callers change what
+    /// KubeVirt's defaults under `lease`: every namespace, 3 VM and 10 VMI workers, the
+    /// settings of the KubeVirt CR in `kubevirt` (KubeVirt's defaults without one), exit when
+    /// the Lease is lost, no HTTP endpoints. Callers change what
     /// differs with struct update syntax (`ManagerConfig { listen, ..ManagerConfig::new(lease) }`).
     pub fn new(lease: LeaderElectionConfig) -> Self {
         ManagerConfig {
@@ -73,6 +79,7 @@ impl ManagerConfig {
             vm_workers: crate::controller::vm::WORKERS,
             vmi_workers: crate::controller::vmi::WORKERS,
             settings: ClusterSettings::default(),
+            kubevirt_namespace: Some(crate::runtime::lease::DEFAULT_NAMESPACE.to_string()),
             lease,
             on_lost_lease: OnLostLease::Exit,
             listen: None,
@@ -224,6 +231,55 @@ async fn data_volumes_served(client: &kube::Client) -> bool {
     }
 }
 
+/// True when the API server serves `kubevirt.io/v1` KubeVirts (the KubeVirt CRD is installed).
+async fn kubevirts_served(client: &kube::Client) -> bool {
+    match client
+        .list_api_group_resources(crate::api::API_VERSION)
+        .await
+    {
+        Ok(list) => list.resources.iter().any(|r| r.name == "kubevirts"),
+        Err(_) => false,
+    }
+}
+
+/// The cluster settings and, unless they are fixed, the informer on the KubeVirt CRs of
+/// `config.kubevirt_namespace` that reloads them on every change of its cache (KubeVirt's
+/// `ClusterConfig` event handlers, configuration.go:90-121).
+async fn spawn_cluster_config(
+    client: &kube::Client,
+    config: &ManagerConfig,
+    stop: &CancellationToken,
+) -> (Informer<KubeVirt>, Arc<ClusterConfig>) {
+    let Some(ns) = config.kubevirt_namespace.as_deref() else {
+        let fixed = ClusterConfig::fixed(config.settings.clone());
+        return (Informer::disabled("kubevirts"), Arc::new(fixed));
+    };
+    let cluster_config = Arc::new(ClusterConfig::watching(config.settings.clone(), ns));
+    if !kubevirts_served(client).await {
+        tracing::info!(
+            "kubevirt.io/v1 KubeVirts are not served by this cluster: KubeVirt's default settings"
+        );
+        return (Informer::disabled("kubevirts"), cluster_config);
+    }
+    let state = InformerState::<KubeVirt>::new();
+    let store = state.store();
+    let reload: Handler<KubeVirt> = {
+        let cluster_config = cluster_config.clone();
+        Arc::new(move |_| {
+            cluster_config.observe(&store.state(), chrono::Utc::now());
+        })
+    };
+    let informer = Informer::spawn_with(
+        state,
+        "kubevirts",
+        Api::namespaced(client.clone(), ns),
+        watcher::Config::default(),
+        vec![reload],
+        stop.clone(),
+    );
+    (informer, cluster_config)
+}
+
 impl Manager {
     /// Start the informers and the HTTP endpoints. Nothing is written to the cluster until
     /// [`Manager::run`] acquires the Lease.
@@ -330,6 +386,7 @@ impl Manager {
         );
         let resource_quotas =
             spawn_in::<ResourceQuota>("resourcequotas", &client, ns, vec![], &stop);
+        let (kubevirts, cluster_config) = spawn_cluster_config(&client, &config, &stop).await;
 
         let metrics = Arc::new(Metrics::new());
         // Both queues' series exist from the start, at zero, as in KubeVirt, whose queues exist
@@ -347,6 +404,7 @@ impl Manager {
             "Indication for a virt-controller that is ready to take the lead",
         );
         ready_gauge.set(1);
+        cluster_config.register_metrics(&metrics);
         // Every controller write (and event) is fenced by the leadership term: none is sent
         // once the term is over by our monotonic clock (runtime::lease::fence).
         let fence = TermFence::default();
@@ -357,7 +415,7 @@ impl Manager {
         };
         let ctx = Context {
             client: writer.clone(),
-            settings: Arc::new(config.settings.clone()),
+            cluster_config,
             caches: Caches {
                 vms,
                 vmis,
@@ -366,6 +424,7 @@ impl Manager {
                 data_volumes,
                 namespaces,
                 resource_quotas,
+                kubevirts,
             },
             vm_queue,
             vmi_queue,

@@ -1,6 +1,7 @@
 //! The VM and VMI controllers: each a pure decision (snapshot → intended actions) plus a thin
 //! executor, and what they share (context, informer handlers, the manager).
 
+pub mod cluster_config;
 pub mod common;
 pub mod context;
 pub mod debug_state;

@@ -631,6 +631,7 @@ pub fn analyze(g: &Gathered) -> Inspection {
     ins.queues = part.queues;
     ins.missing.extend(part.missing);
     let state = debug_state(g);
+    ins.settings = Some(super::settings_check::settings_check(&g.settings, state));
     if let Some(state) = state {
         ins.expectations = expectation_views(state, &key);
         for controller in [VM_CONTROLLER, VMI_CONTROLLER] {

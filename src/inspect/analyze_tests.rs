@@ -179,6 +179,7 @@ fn debug_state(
                 ..Default::default()
             }),
         }),
+        settings: None,
     }
 }
 
@@ -1512,6 +1513,33 @@ fn the_text_names_a_duplicate_launcher_pod_as_a_blocker() {
     assert!(
         section.starts_with(
             "  [2] Pod/virt-launcher-vm-a-abcde DuplicateLauncherPod: 2 live launcher pods"
+        ),
+        "{text}"
+    );
+}
+
+/// A leader that renders with other settings than the KubeVirt CR's says so, field by field,
+/// in the model and the text (issue 38 item 4: its own pods looked like drift otherwise).
+#[test]
+fn a_leader_behind_the_kubevirt_cr_is_named() {
+    use crate::controller::cluster_config::ClusterConfig;
+    let mut g = running();
+    g.settings.memory_overcommit = 150;
+    let ControllerView::DebugState { state, .. } = &mut g.controller else {
+        panic!("under our controller");
+    };
+    state.settings = Some(ClusterConfig::fixed(ClusterSettings::default()).state());
+    let ins = analyze(&g);
+    let check = ins.settings.as_ref().expect("settings");
+    assert_eq!(
+        check.differences,
+        ["memoryOvercommit: controller 100, KubeVirt CR 150"]
+    );
+    let text = crate::inspect::text::render_vm(&ins);
+    assert!(
+        text.contains(
+            "settings: the controller's (KubeVirt's defaults) DIFFER from the KubeVirt CR's: \
+             memoryOvercommit: controller 100, KubeVirt CR 150"
         ),
         "{text}"
     );

@@ -18,8 +18,8 @@
 use super::analyze::analyze;
 use super::model::{EventView, Fleet, Inspection, Missing};
 use crate::api::labels::{APP, APP_VIRT_LAUNCHER, CREATED_BY};
-use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
-use crate::config::ClusterSettings;
+use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
+use crate::config::{ClusterSettings, select_kubevirt_cr};
 use crate::controller::debug_state::DebugState;
 use crate::controller::vm::executor::snapshot_data_volume_names;
 use crate::runtime::lease::{DEBUG_ENDPOINT_ANNOTATION, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE};
@@ -31,7 +31,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::events::v1::Event as EventsV1;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Api, ListParams};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -492,20 +492,20 @@ pub async fn read_kubevirt(
     client: &kube::Client,
     namespace: &str,
 ) -> Result<(ClusterSettings, Option<String>), Missing> {
-    let gvk = GroupVersionKind::gvk(crate::api::GROUP, crate::api::VERSION, "KubeVirt");
-    let ar = ApiResource::from_gvk_with_plural(&gvk, "kubevirts");
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    let api: Api<KubeVirt> = Api::namespaced(client.clone(), namespace);
     let note = |reason: String| Missing {
         what: "kubevirt".into(),
         reason: format!("{reason}; KubeVirt's default settings assumed"),
     };
     match api.list(&ListParams::default()).await {
         Ok(list) => {
-            let Some(cr) = list.items.into_iter().next() else {
-                return Err(note(format!("no KubeVirt CR in namespace {namespace}")));
+            // The controller's rule (it follows the same CR): crate::config::select_kubevirt_cr.
+            let cr = match select_kubevirt_cr(&list.items, namespace) {
+                Ok(Some(cr)) => cr,
+                Ok(None) => return Err(note(format!("no KubeVirt CR in namespace {namespace}"))),
+                Err(e) => return Err(note(e.to_string())),
             };
-            let mut value = serde_json::to_value(&cr).unwrap_or_default();
-            value["kind"] = "KubeVirt".into();
+            let value = cr.to_cr_value();
             let version = value
                 .pointer("/status/observedKubeVirtVersion")
                 .and_then(|v| v.as_str())

@@ -10,6 +10,8 @@
 //! VMI yet, RBAC forbidden, endpoint unreachable, stale Lease): never a blank, never a crash.
 
 use crate::api::common::ObjectVersion;
+use crate::config::ClusterSettings;
+use crate::controller::cluster_config::SettingsSource;
 use crate::controller::debug_state::DebugState;
 use crate::launcher::overhead::OverheadTerm;
 use chrono::{DateTime, Utc};
@@ -66,6 +68,9 @@ pub struct Inspection {
     /// The formula vs the pod (memory overhead term by term, CPU request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead_check: Option<OverheadCheck>,
+    /// The settings the controller renders with against the KubeVirt CR's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SettingsCheck>,
     /// What the VM and VMI controllers would do next on the gathered state, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_decision: Option<NextDecision>,
@@ -460,6 +465,35 @@ pub struct PrintableStatusReason {
     /// The inputs the rules read (run strategy, VMI phase, pod conditions, volume phases, ...).
     #[serde(default)]
     pub inputs: BTreeMap<String, String>,
+}
+
+/// The cluster settings the leader renders with against the cluster's KubeVirt CR: a pod the
+/// leader renders with other settings than the CR's differs from the overhead check's formula.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsCheck {
+    /// The KubeVirt CR's settings as read now (KubeVirt's defaults when there is none); what
+    /// the overhead check uses.
+    pub cluster: ClusterSettings,
+    /// The leader's settings, from its `/debug/state` (our controller only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<ClusterSettings>,
+    /// Where the leader's settings came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_source: Option<SettingsSource>,
+    /// The KubeVirt CR resourceVersion the leader's settings come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_resource_version: Option<String>,
+    /// When the leader loaded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_loaded_at: Option<DateTime<Utc>>,
+    /// The CR version the leader refused, and why (it keeps its last good settings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_refused: Option<String>,
+    /// Each CR setting where the leader's differ: `memoryOvercommit: controller 100, KubeVirt
+    /// CR 150`. Empty when they agree or the leader's are unknown.
+    #[serde(default)]
+    pub differences: Vec<String>,
 }
 
 /// The overhead formula against the pod.

@@ -2,7 +2,7 @@
 //! topic, in the order an operator reads them: what happens next, what blocks, then the details.
 
 use super::analyze::human_duration;
-use super::model::{ControllerSourceKind, Fleet, HolderKind, Inspection, KeyState};
+use super::model::{ControllerSourceKind, Fleet, HolderKind, Inspection, KeyState, SettingsCheck};
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::fmt::Write;
 
@@ -282,6 +282,9 @@ pub fn render_vm(ins: &Inspection) -> String {
             let _ = writeln!(o, "  unavailable");
         }
     }
+    if let Some(line) = ins.settings.as_ref().and_then(settings_line) {
+        let _ = writeln!(o, "  {line}");
+    }
 
     let _ = writeln!(o, "\nOBJECTS");
     if let Some(vmi) = &ins.vmi {
@@ -355,6 +358,27 @@ pub fn render_vm(ins: &Inspection) -> String {
 }
 
 /// The fleet as a table, problems first.
+/// The leader's settings against the KubeVirt CR's, when the leader's are known.
+fn settings_line(s: &SettingsCheck) -> Option<String> {
+    s.controller.as_ref()?;
+    let from = match &s.controller_resource_version {
+        Some(rv) => format!("KubeVirt CR resourceVersion {rv}"),
+        None => "KubeVirt's defaults".to_string(),
+    };
+    let mut line = if s.differences.is_empty() {
+        format!("settings: the controller's ({from}) are the KubeVirt CR's")
+    } else {
+        format!(
+            "settings: the controller's ({from}) DIFFER from the KubeVirt CR's: {}",
+            s.differences.join("; ")
+        )
+    };
+    if let Some(refused) = &s.controller_refused {
+        let _ = write!(line, "; it refused {refused}");
+    }
+    Some(line)
+}
+
 pub fn render_fleet(f: &Fleet) -> String {
     let mut o = String::new();
     let _ = writeln!(

@@ -460,7 +460,10 @@ mod tests {
     async fn only_satisfied_entries_go_with_their_owner() {
         let u = UidTrackingControllerExpectations::new("t");
         u.expect_creations("ns/a", 1);
-        assert!(!u.delete_expectations_if_satisfied("ns/a"), "a creation is awaited");
+        assert!(
+            !u.delete_expectations_if_satisfied("ns/a"),
+            "a creation is awaited"
+        );
         assert_eq!(u.expectations().get_expectations("ns/a"), Some((1, 0)));
         u.creation_observed("ns/a");
         assert!(u.delete_expectations_if_satisfied("ns/a"));

@@ -122,6 +122,9 @@ pub struct EnvConfig {
     pub settings: ClusterSettings,
     /// How long expectations hold a key back (default: KubeVirt's five minutes).
     pub expectations_timeout: Duration,
+    /// The manager's HTTP endpoints (default: none); with an address, the Lease names its
+    /// `/debug/state` and `inspect` reads it.
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 impl EnvConfig {
@@ -153,6 +156,7 @@ impl EnvConfig {
             deadline: Duration::from_secs(40),
             settings: ClusterSettings::default(),
             expectations_timeout: virtctl_rs::runtime::expectations::EXPECTATIONS_TIMEOUT,
+            listen: None,
         }
     }
 
@@ -286,6 +290,11 @@ impl Env {
             settings: config.settings,
             namespace: watch_namespace,
             expectations_timeout: config.expectations_timeout,
+            listen: config.listen,
+            // The KubeVirt CR is the scenario's, beside its Lease (`kubevirt` on the embedded
+            // server, the scenario's namespace on the real one), where `inspect
+            // --lease-namespace` reads it too.
+            kubevirt_namespace: Some(lease_namespace.clone()),
             ..ManagerConfig::new(config.lease)
         };
         let restart = (controller_client.clone(), manager_config.clone());

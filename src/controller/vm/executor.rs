@@ -95,7 +95,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
         |dv| get::<DataVolume>(ctx.caches.data_volumes.store(), ns, dv),
         revisions,
         expectations,
-        &ctx.settings,
+        &ctx.cluster_config.settings(),
         chrono::Utc::now(),
     );
     snap.backoff_jitter = rand::random::<f64>();

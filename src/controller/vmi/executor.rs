@@ -88,6 +88,8 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
         Some(uid) => ctx.caches.pods.by_index(&CONTROLLER_UID, uid),
         None => Vec::new(),
     };
+    // One configuration for the whole reconcile, even if the KubeVirt CR changes meanwhile.
+    let settings = ctx.cluster_config.settings();
     Some(snapshot_from_objects(
         vmi,
         own_pods,
@@ -100,9 +102,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
                 .get(&ObjectRef::<DataVolume>::new(dv).within(ns))
                 .map(|d| (*d).clone())
         },
-        (&ctx.settings, || {
-            ctx.caches.namespace_context(ns, &ctx.settings)
-        }),
+        (&settings, || ctx.caches.namespace_context(ns, &settings)),
         Time::now(),
     ))
 }

@@ -3,7 +3,13 @@
 //! (pkg/virt-config/virt-config.go, pkg/virt-controller/watch/application.go).
 //!
 //! They come from the KubeVirt custom resource (`spec.configuration`), can be read from a file
-//! (`--kubevirt-cr FILE`) or, in cluster mode, from the live CR, and can be overridden by flags.
+//! (`--kubevirt-cr FILE`) or, in cluster mode, from the live CR ([`select_kubevirt_cr`]: which
+//! one; `run-controller` follows its changes, [`crate::controller::cluster_config`]), and can be
+//! overridden by flags.
+
+mod kubevirt_cr;
+
+pub use kubevirt_cr::{SettingChange, select_kubevirt_cr};
 
 use crate::api::quantity::ParsedQuantity;
 use serde::{Deserialize, Serialize};
