@@ -474,6 +474,13 @@ async fn stuck_image_pull_keeps_the_pod_pending_until_cleared() {
         .stick_image_pull(Matcher::name_prefix("stuck-"));
     let client = cluster.client().await.expect("client");
     let pods: Api<Pod> = Api::namespaced(client, "default");
+    // Every state of the pod, from a watch: `ErrImagePull` lasts one kubelet delay (50 ms), too
+    // short for polling on a loaded machine.
+    let mut states = watcher(
+        pods.clone(),
+        watcher::Config::default().fields("metadata.name=stuck-1"),
+    )
+    .boxed();
     pods.create(&PostParams::default(), &pod_manifest("stuck-1", json!({})))
         .await
         .expect("create pod");
@@ -495,20 +502,25 @@ async fn stuck_image_pull_keeps_the_pod_pending_until_cleared() {
                 )
             })
     };
-    let (_, message) = wait_for("ErrImagePull", || async {
-        let p = get_pod(&pods, "stuck-1").await?;
-        waiting_reason(&p).filter(|(r, _)| r == "ErrImagePull")
-    })
-    .await;
+    let mut next_waiting = async |reason: &str| loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), states.next())
+            .await
+            .unwrap_or_else(|_| panic!("timed out after 60s waiting for {reason}"))
+            .expect("watch open")
+            .expect("watch event");
+        if let watcher::Event::Apply(p) | watcher::Event::InitApply(p) = event
+            && let Some((r, message)) = waiting_reason(&p)
+            && r == reason
+        {
+            return message;
+        }
+    };
+    let message = next_waiting("ErrImagePull").await;
     assert!(
         message.contains("quay.io/kubevirt/virt-launcher:v1.9.0"),
         "{message}"
     );
-    let (_, message) = wait_for("ImagePullBackOff", || async {
-        let p = get_pod(&pods, "stuck-1").await?;
-        waiting_reason(&p).filter(|(r, _)| r == "ImagePullBackOff")
-    })
-    .await;
+    let message = next_waiting("ImagePullBackOff").await;
     assert_eq!(
         message,
         "Back-off pulling image \"quay.io/kubevirt/virt-launcher:v1.9.0\""
