@@ -298,6 +298,22 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status(server: Server) {
     // As stored: the API server defaults each request without one to its limit
     // (SetDefaults_Pod), which gives the device plugins' resources requests too.
     assert_eq!(resources, expected.as_stored().to_resource_requirements());
+    // Velero freezes the guest around a backup through the pod's hooks
+    // (pkg/storage/pod/annotations/generator.go:65-79).
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    let ns = &env.namespace;
+    assert_eq!(
+        annotations
+            .get("pre.hook.backup.velero.io/command")
+            .map(String::as_str),
+        Some(
+            format!(
+                "[\"/usr/bin/virt-freezer\", \"--freeze\", \"--name\", \"demo-vm\", \"--namespace\", \"{ns}\"]"
+            )
+            .as_str()
+        ),
+        "{annotations:?}"
+    );
     assert_eq!(
         resources.requests.as_ref().and_then(|r| r.get("memory")),
         Some(&quantity("524Mi")),

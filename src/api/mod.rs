@@ -96,6 +96,9 @@ pub mod annotations {
     pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
     /// VMI runs as non-root.
     pub const NON_ROOT: &str = "kubevirt.io/nonroot";
+    /// On a VMI or the KubeVirt CR: no Velero backup hooks on the launcher pod
+    /// (pkg/storage/velero, `SkipHooksAnnotation`).
+    pub const SKIP_BACKUP_HOOKS: &str = "kubevirt.io/skip-backup-hooks";
 }
 
 /// Finalizers.

@@ -85,6 +85,11 @@ pub struct ClusterSettings {
     /// virt-api's VMI mutator adds (vmi-mutator.go). Default `false`, as on a KubeVirt cluster.
     #[serde(default)]
     pub without_virt_api: bool,
+    /// The KubeVirt CR's `kubevirt.io/skip-backup-hooks` annotation (`metadata.annotations`):
+    /// the VMI controller's sync of a running pod's Velero hooks reads it for a VMI without
+    /// its own (pkg/storage/pod/annotations/generator.go:56-63).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_backup_hooks: Option<String>,
 }
 
 fn live_update_default() -> bool {
@@ -112,6 +117,7 @@ impl Default for ClusterSettings {
             auto_cpu_limit_namespace_label_selector: None,
             kubevirt_version: Default::default(),
             without_virt_api: false,
+            skip_backup_hooks: None,
         }
     }
 }
@@ -155,6 +161,11 @@ impl ClusterSettings {
                 "expected kind KubeVirt, found {kind:?}"
             )));
         }
+        s.skip_backup_hooks = cr
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(crate::api::annotations::SKIP_BACKUP_HOOKS))
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
         let cfg = cr
             .pointer("/spec/configuration")
             .cloned()

@@ -5,6 +5,7 @@
 //! Module tree: see docs/architecture.md ("The launcher"); there is no import cycle between the
 //! modules below.
 
+pub mod annotations;
 pub mod containers;
 pub mod defects;
 pub mod error;
@@ -30,6 +31,7 @@ mod tests {
     /// The launcher's modules and the siblings each one `use`s (outside its tests).
     fn module_uses() -> BTreeMap<&'static str, BTreeSet<String>> {
         let sources = [
+            ("annotations", include_str!("annotations.rs")),
             ("containers", include_str!("containers.rs")),
             ("defects", include_str!("defects.rs")),
             ("error", include_str!("error.rs")),

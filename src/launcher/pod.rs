@@ -24,7 +24,7 @@
 //! - hook sidecars (`hooks.kubevirt.io/hookSidecars`; `--hook-sidecars` is always `0`),
 //!   virtiofs containers and volumes (`devices.filesystems`), the backend-storage PVC
 //!   (`vm-state`: persistent TPM/EFI/CBT state);
-//! - network annotations from the network/storage annotation generators (multus
+//! - the Multus annotations of the network annotation generator (multus
 //!   `k8s.v1.cni.cncf.io/networks`, `kubevirt.io/network-info` content, SR-IOV resource names —
 //!   the SR-IOV downward-API volume itself is rendered), binding-plugin sidecars;
 //! - TSC-frequency node labels, Hyper-V strict-check node labels (Alpha gate), SEV/TDX pod
@@ -726,6 +726,9 @@ fn render_pod(
     pod_annotations.insert(annotations::DEFAULT_CONTAINER.into(), "compute".into());
     pod_annotations.insert(MIGRATION_TRANSPORT_UNIX.into(), "true".into());
     pod_annotations.insert(EVICT_ONLY.into(), String::new());
+    // The network generator, then the storage one, over what is there (template.go:1552-1559).
+    pod_annotations.extend(super::annotations::istio(vmi));
+    pod_annotations.extend(super::annotations::velero(vmi, None));
     if gate("VmiMemoryOverheadReport", true) {
         pod_annotations.insert(
             annotations::MEMORY_OVERHEAD_BYTES.into(),

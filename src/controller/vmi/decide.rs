@@ -509,12 +509,13 @@ fn update_status(
         }
 
         // Dynamic labels/annotations VMI → pod (lifecycle.go:301-303, 724-844).
-        let dynamic = patch::dynamic_pod_metadata_patch(&new, p);
+        let dynamic =
+            patch::dynamic_pod_metadata_patch(&new, p, snap.cluster_skip_backup_hooks.as_deref());
         if !dynamic.0.is_empty() {
             actions.push(VmiAction::PatchPod {
                 name: pod_name(p).to_string(),
                 patch: dynamic,
-                why: "sync the VMI's kubevirt.io/nodeName, kubevirt.io/outdatedLauncherImage labels and descheduler annotations to the launcher pod (lifecycle.go:724-844)".into(),
+                why: "sync the VMI's kubevirt.io/nodeName, kubevirt.io/outdatedLauncherImage labels, descheduler annotations and Velero backup hooks to the launcher pod (lifecycle.go:724-844)".into(),
             });
         }
 

@@ -206,13 +206,13 @@ fn kv_pod(phase: &str) -> Pod {
                 ]
                 .into(),
             ),
-            annotations: Some(
-                [
-                    ("kubevirt.io/domain".to_string(), "testvmi".to_string()),
-                    (EVICT_ONLY_ANNOTATION.to_string(), String::new()),
-                ]
-                .into(),
-            ),
+            // As rendered for `pending_vmi` (with its Velero hooks, which the sync keeps).
+            annotations: Some({
+                let mut a = crate::launcher::annotations::velero(&pending_vmi(), None);
+                a.insert("kubevirt.io/domain".to_string(), "testvmi".to_string());
+                a.insert(EVICT_ONLY_ANNOTATION.to_string(), String::new());
+                a
+            }),
             owner_references: Some(vec![OwnerReference {
                 api_version: "kubevirt.io/v1".into(),
                 kind: "VirtualMachineInstance".into(),

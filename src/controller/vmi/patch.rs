@@ -5,7 +5,7 @@
 //! - `SyncPodAnnotations` (pkg/controller/controller.go:575-597) is
 //!   [`sync_pod_annotations_patch`].
 //! - `syncDynamicAnnotationsAndLabelsToPod` (lifecycle.go:724-844) is
-//!   [`dynamic_pod_metadata_patch`], for the fixed keys only.
+//!   [`dynamic_pod_metadata_patch`], for the fixed and the Velero keys.
 //!
 //! Patches are built with the shared [`PatchSet`]; semantic equality is the shared
 //! [`semantic_eq`] (both in `controller::common`).
@@ -14,6 +14,7 @@ use crate::api::VirtualMachineInstance;
 use crate::api::vmi::VirtualMachineInstanceStatus;
 use crate::controller::common::patch::path as ptr;
 use crate::controller::common::{PatchSet, semantic_eq};
+use crate::launcher::annotations;
 use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
@@ -23,7 +24,8 @@ use std::collections::BTreeMap;
 /// (`additionalLauncherLabelsSync`) are not modelled.
 pub const DYNAMIC_LABELS: &[&str] = &["kubevirt.io/nodeName", "kubevirt.io/outdatedLauncherImage"];
 /// Annotation keys synced VMI → pod (`dynamicAnnotations`, lifecycle.go:808-810): the descheduler
-/// opt-in/opt-out keys. Configured extra keys and storage (Velero) annotations are not modelled.
+/// opt-in/opt-out keys; the Velero keys are added by [`dynamic_pod_metadata_patch`]. Configured
+/// extra keys (`additionalLauncherAnnotationsSync`) are not modelled.
 pub const DYNAMIC_ANNOTATIONS: &[&str] = &[
     "descheduler.alpha.kubernetes.io/evict",
     "descheduler.alpha.kubernetes.io/prefer-no-eviction",
@@ -166,11 +168,18 @@ fn sync_keys(
     changed.then_some(out)
 }
 
-/// `syncDynamicAnnotationsAndLabelsToPod` (lifecycle.go:724-844) for [`DYNAMIC_LABELS`] and
-/// [`DYNAMIC_ANNOTATIONS`]: make the pod's values of those keys equal the VMI's (copy or
-/// delete). For each changed map: `add /metadata/<labels|annotations>` when the pod had none,
-/// else `test` the old map and `replace` it.
-pub fn dynamic_pod_metadata_patch(vmi: &VirtualMachineInstance, pod: &Pod) -> Patch {
+/// `syncDynamicAnnotationsAndLabelsToPod` (lifecycle.go:724-844) for [`DYNAMIC_LABELS`],
+/// [`DYNAMIC_ANNOTATIONS`] and the storage generator's Velero keys: make the pod's values of
+/// those keys equal the VMI's, where the Velero keys' values are generated from the VMI with
+/// the KubeVirt CR's `kubevirt.io/skip-backup-hooks` (`cluster_skip_backup_hooks`) as the
+/// fallback (lifecycle.go:804-821), copied or deleted. For each changed map: `add
+/// /metadata/<labels|annotations>` when the pod had none, else `test` the old map and
+/// `replace` it.
+pub fn dynamic_pod_metadata_patch(
+    vmi: &VirtualMachineInstance,
+    pod: &Pod,
+    cluster_skip_backup_hooks: Option<&str>,
+) -> Patch {
     let mut ops = PatchSet::new();
     let mut one = |keys: &[&str],
                    vmi_map: Option<&BTreeMap<String, String>>,
@@ -186,9 +195,16 @@ pub fn dynamic_pod_metadata_patch(vmi: &VirtualMachineInstance, pod: &Pod) -> Pa
         pod.metadata.labels.as_ref(),
         "labels",
     );
+    let mut annotations = vmi.metadata.annotations.clone().unwrap_or_default();
+    annotations.extend(annotations::velero(vmi, cluster_skip_backup_hooks));
+    let keys: Vec<&str> = DYNAMIC_ANNOTATIONS
+        .iter()
+        .copied()
+        .chain(annotations::VELERO_KEYS)
+        .collect();
     one(
-        DYNAMIC_ANNOTATIONS,
-        vmi.metadata.annotations.as_ref(),
+        &keys,
+        Some(&annotations),
         pod.metadata.annotations.as_ref(),
         "annotations",
     );
@@ -198,6 +214,7 @@ pub fn dynamic_pod_metadata_patch(vmi: &VirtualMachineInstance, pod: &Pod) -> Pa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::annotations::SKIP_BACKUP_HOOKS;
     use crate::api::{Condition, Phase};
     use crate::controller::vmi::podutil::tests::launcher_pod;
     use serde_json::json;
@@ -388,9 +405,17 @@ mod tests {
     }
 
     // vmi_test.go:2150-2260 "when VMI dynamic annotations and label sets changes" (fixed keys)
+    /// [`running_vmi`] with the Velero hooks turned off (the tests of the other keys).
+    fn running_vmi_without_hooks() -> VirtualMachineInstance {
+        let mut vmi = running_vmi();
+        vmi.metadata.annotations =
+            Some([(SKIP_BACKUP_HOOKS.to_string(), "true".to_string())].into());
+        vmi
+    }
+
     #[test]
     fn dynamic_labels_follow_vmi() {
-        let mut vmi = running_vmi();
+        let mut vmi = running_vmi_without_hooks();
         vmi.metadata.labels = Some(
             [
                 ("kubevirt.io/nodeName".to_string(), "node01".to_string()),
@@ -410,7 +435,7 @@ mod tests {
             .into(),
         );
         assert_eq!(
-            ops_json(&dynamic_pod_metadata_patch(&vmi, &pod)),
+            ops_json(&dynamic_pod_metadata_patch(&vmi, &pod, None)),
             json!([
                 {"op": "test", "path": "/metadata/labels",
                  "value": {"kubevirt.io": "virt-launcher", "kubevirt.io/outdatedLauncherImage": ""}},
@@ -426,24 +451,52 @@ mod tests {
             ]
             .into(),
         );
-        assert!(dynamic_pod_metadata_patch(&vmi, &synced).0.is_empty());
+        assert!(dynamic_pod_metadata_patch(&vmi, &synced, None).0.is_empty());
     }
 
     #[test]
     fn dynamic_annotation_added_to_pod_without_annotations() {
-        let mut vmi = running_vmi();
-        vmi.metadata.annotations = Some(
-            [(
+        let mut vmi = running_vmi_without_hooks();
+        if let Some(a) = vmi.metadata.annotations.as_mut() {
+            a.insert(
                 "descheduler.alpha.kubernetes.io/evict".to_string(),
                 "true".to_string(),
-            )]
-            .into(),
-        );
+            );
+        }
         let pod = launcher_pod("Running");
         assert_eq!(
-            ops_json(&dynamic_pod_metadata_patch(&vmi, &pod)),
+            ops_json(&dynamic_pod_metadata_patch(&vmi, &pod, None)),
             json!([{"op": "add", "path": "/metadata/annotations",
                     "value": {"descheduler.alpha.kubernetes.io/evict": "true"}}])
+        );
+    }
+
+    // lifecycle.go:804-821: the storage generator's keys follow the VMI and the KubeVirt CR.
+    #[test]
+    fn the_velero_hooks_follow_the_vmi_and_the_cluster_annotation() {
+        let mut vmi = running_vmi();
+        vmi.metadata.name = Some("db".into());
+        vmi.metadata.namespace = Some("prod".into());
+        let pod = launcher_pod("Running");
+        let added = ops_json(&dynamic_pod_metadata_patch(&vmi, &pod, None));
+        let value = &added[0]["value"];
+        assert_eq!(added[0]["op"], "add", "{added}");
+        assert_eq!(value["pre.hook.backup.velero.io/container"], "compute");
+        assert_eq!(value.as_object().map(|m| m.len()), Some(5), "{value}");
+        // The pod as created (hooks in place): nothing to do, unless the cluster turns them off.
+        let mut hooked = pod.clone();
+        hooked.metadata.annotations = Some(crate::launcher::annotations::velero(&vmi, None));
+        assert!(dynamic_pod_metadata_patch(&vmi, &hooked, None).0.is_empty());
+        let removed = ops_json(&dynamic_pod_metadata_patch(&vmi, &hooked, Some("true")));
+        assert_eq!(removed[1]["op"], "replace", "{removed}");
+        assert_eq!(removed[1]["value"], json!({}));
+        // The VMI's own annotation wins over the cluster's.
+        vmi.metadata.annotations =
+            Some([(SKIP_BACKUP_HOOKS.to_string(), "false".to_string())].into());
+        assert!(
+            dynamic_pod_metadata_patch(&vmi, &hooked, Some("true"))
+                .0
+                .is_empty()
         );
     }
 }

@@ -140,6 +140,9 @@ pub struct VmiSnapshot {
     /// itself only migrates the legacy un-prefixed finalizer (lifecycle.go:268-276); set this to
     /// false to reproduce the controller alone (as KubeVirt's unit tests do).
     pub ensure_vmi_finalizer: bool,
+    /// The KubeVirt CR's `kubevirt.io/skip-backup-hooks` annotation, for the sync of a running
+    /// pod's Velero hooks (lifecycle.go:804; [`crate::config::ClusterSettings::skip_backup_hooks`]).
+    pub cluster_skip_backup_hooks: Option<String>,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
@@ -159,6 +162,7 @@ impl VmiSnapshot {
             launcher_image: None,
             memory_overhead_report: true,
             ensure_vmi_finalizer: true,
+            cluster_skip_backup_hooks: None,
             now: Time::from_datetime(now.0),
         }
     }
