@@ -264,13 +264,24 @@ fn render(
         resources,
         settings,
         ns,
-        // The overhead is a DecimalSI quantity in KubeVirt (NewScaledQuantity(0, Kilo) + terms).
-        overhead: ParsedQuantity::from_units(overhead_bytes, Format::DecimalSI),
+        overhead: ParsedQuantity::from_units(overhead_bytes, overhead_format(resources)),
         admissible,
     };
     let mut renderer = ResourceRenderer::new(resources);
     renderer.apply_rules(&input)?;
     Ok(renderer.finish())
+}
+
+/// The format of KubeVirt's overhead quantity: `NewScaledQuantity(0, Kilo)` takes the format of
+/// its first non-zero addend (`Quantity.Add`), the page-table term (DecimalSI) when the VMI
+/// requests memory, else the first fixed term, `25Mi` (BinarySI): kvm/hypervisorbackend.go:73-84.
+/// A request made of the overhead alone (hugepages with only `memory.guest`) is then written
+/// `268Mi`, not `281018368`.
+fn overhead_format(resources: &VmiResources) -> Format {
+    match resources.requests.get("memory") {
+        Some(request) if !request.is_zero() => Format::DecimalSI,
+        _ => Format::BinarySI,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1016,6 +1027,22 @@ mod tests {
         }
     }
 
+    /// A hugepages VMI with only `memory.guest`: its memory request is the overhead alone, whose
+    /// Go quantity is BinarySI (no page-table term), so KubeVirt writes it in `Mi`
+    /// (kvm/hypervisorbackend.go:73-84); with a request it stays DecimalSI, as above.
+    #[test]
+    fn an_overhead_without_page_tables_is_written_in_binary_units() {
+        let v = vmi(json!({"domain": {"devices": {"disableHotplug": true},
+            "memory": {"hugepages": {"pageSize": "2Mi"}, "guest": "64Mi"}}}));
+        let r = render(&v);
+        let request = req(&r, "memory");
+        let overhead = memory_overhead(&v.spec, &kubevirt_test_settings())
+            .unwrap()
+            .total_bytes;
+        assert_eq!(overhead % (1 << 20), 0, "a whole number of MiB: {overhead}");
+        assert_eq!(request, format!("{}Mi", overhead >> 20));
+    }
+
     /// template_test.go:2661-2737: guest 64M, request = limit = 70M → hugepages 64M and memory
     /// = overhead + 6M.
     #[test]
@@ -1159,7 +1186,8 @@ mod tests {
     }
 
     /// Quantity formats follow apimachinery: BinarySI stays BinarySI when divisible, DecimalSI
-    /// prints decimal bytes, no request at all takes the overhead's (DecimalSI) format.
+    /// prints decimal bytes, no request at all takes the overhead's format, BinarySI without a
+    /// page-table term ([`overhead_format`]).
     #[test]
     fn memory_formats_follow_apimachinery() {
         let gi = vmi(
@@ -1178,10 +1206,7 @@ mod tests {
         // Request copied from memory.guest (BinarySI) → 128Mi + 268Mi.
         assert_eq!(req(&render(&guest), "memory"), "396Mi");
         let nothing = vmi(json!({"domain": {}}));
-        assert_eq!(
-            req(&render(&nothing), "memory"),
-            (268 * 1024 * 1024).to_string()
-        );
+        assert_eq!(req(&render(&nothing), "memory"), "268Mi");
         assert_eq!(req(&render(&nothing), "ephemeral-storage"), "50M");
     }
 
