@@ -588,6 +588,78 @@ async fn rerun_on_failure_restarts_after_crash_but_not_after_shutdown(server: Se
     env.shutdown().await;
 }
 
+/// Issue 38 item 6: deleting the running launcher pod of a RerunOnFailure VM shuts its guest
+/// down (the pod's SIGTERM makes virt-launcher ask for a graceful shutdown, virt-handler
+/// reports the VMI Succeeded: pkg/virt-handler/vm.go:1474-1482, 2372-2373), so the VM stays
+/// Stopped; the simulated virt-handler used to report it Failed, and the VM restarted. A force
+/// delete (grace period 0) kills the guest: the VMI fails (the VMI controller: the pod vanished,
+/// lifecycle.go:480-485) and RerunOnFailure starts a new one.
+async fn rerun_on_failure_stays_stopped_after_its_launcher_pod_is_deleted(server: Server) {
+    let env = Env::start_on(server).await;
+    env.create_vm(&example_vm("vm-containerdisk", "RerunOnFailure"))
+        .await;
+    let (_, first) = env.wait_running("demo-vm").await;
+    let first_uid = uid(&first.metadata);
+
+    // Force delete: Failed, restarted.
+    let pod = env.launcher_pods(&first_uid).await.remove(0);
+    env.pods()
+        .delete(
+            pod.metadata.name.as_deref().expect("pod name"),
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            },
+        )
+        .await
+        .expect("force-delete the launcher pod");
+    let second = env
+        .wait_vmi("demo-vm", "restarted after the force delete", |vmi| {
+            uid(&vmi.metadata) != first_uid && vmi.phase() == Phase::Running
+        })
+        .await;
+    let second_uid = uid(&second.metadata);
+    env.wait_vm(
+        "demo-vm",
+        "Running with no pending state change request",
+        |vm| printable(vm) == "Running" && no_state_change_requests(vm),
+    )
+    .await;
+
+    // Graceful delete: Succeeded, stays stopped.
+    let pod = env.launcher_pods(&second_uid).await.remove(0);
+    env.pods()
+        .delete(
+            pod.metadata.name.as_deref().expect("pod name"),
+            &DeleteParams::default(),
+        )
+        .await
+        .expect("delete the launcher pod");
+    env.wait_for("the VMI ended or gone", || async {
+        match env.vmi("demo-vm").await {
+            None => Some(()),
+            Some(v) if uid(&v.metadata) != second_uid => panic!("a new VMI was started"),
+            Some(v) if v.phase() == Phase::Failed => panic!("the guest failed: {v:?}"),
+            Some(v) => (v.phase() == Phase::Succeeded).then_some(()),
+        }
+    })
+    .await;
+    env.wait_vm("demo-vm", "Stopped with no state change request", |vm| {
+        printable(vm) == "Stopped" && no_state_change_requests(vm)
+    })
+    .await;
+    env.wait_for("the VMI to leave the controller's cache", || async {
+        env.cached_vmi("demo-vm").is_none().then_some(())
+    })
+    .await;
+    env.resync_and_settle("demo-vm").await;
+    assert!(env.vmi("demo-vm").await.is_none(), "not restarted");
+    assert_eq!(env.vmi_creations("demo-vm").len(), 2, "no third VMI");
+    let vm = env.vm("demo-vm").await.expect("VM");
+    assert_eq!(printable(&vm), "Stopped");
+    env.shutdown().await;
+}
+
 // ------------------------------------------------------------------------------------------
 // 4. Once: never restarted
 // ------------------------------------------------------------------------------------------
@@ -1764,17 +1836,18 @@ async fn a_deleted_launcher_pod_says_why_the_vm_starts_again() {
             },
         )
         .await;
-    // Who wrote Failed first (the VMI controller, or the simulated virt-handler) and whether the
-    // deleted pod is still in the cache when the VMI controller looks are both timing: each
-    // line names the pod's deletion as the cause.
+    // Who ended the VMI first (the VMI controller: Failed, the pod vanished; or the simulated
+    // virt-handler: Succeeded, the guest shut down on the pod's SIGTERM) and whether the deleted
+    // pod is still in the cache when the VMI controller looks are both timing: each line names
+    // the pod's deletion as the cause.
     let pod_name = pod.metadata.name.as_deref().expect("pod name");
     assert!(
         line.contains("last vmi Failed (was Running): its launcher pod vanished")
             || line.contains(&format!(
-                "last vmi Failed (was Running): virt-handler reported it Failed; its launcher pod {pod_name} "
+                "last vmi Succeeded (was Running): virt-handler reported it Succeeded; its launcher pod {pod_name} "
             ))
             || line.contains(
-                "last vmi Failed (was Running): virt-handler reported it Failed; its launcher pod is gone"
+                "last vmi Succeeded (was Running): virt-handler reported it Succeeded; its launcher pod is gone"
             ),
         "{line}"
     );
@@ -1979,6 +2052,7 @@ on_both_servers!(
     the_launcher_pod_is_cached_without_its_volumes,
     always_restarts_a_crashed_guest_with_a_new_vmi,
     rerun_on_failure_restarts_after_crash_but_not_after_shutdown,
+    rerun_on_failure_stays_stopped_after_its_launcher_pod_is_deleted,
     once_is_never_restarted_after_a_crash,
     switching_to_halted_stops_the_vm,
     manual_starts_and_stops_on_state_change_requests,

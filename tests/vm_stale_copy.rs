@@ -163,3 +163,80 @@ async fn a_sync_from_a_current_copy_writes_its_status() {
     );
     cluster.shutdown().await;
 }
+
+/// The controller's writes of `default/late` in the audit log from `since` on.
+fn controller_writes(cluster: &EmbeddedCluster, since: u64) -> Vec<String> {
+    cluster
+        .api()
+        .audit()
+        .entries()
+        .into_iter()
+        .filter(|e| e.seq >= since && e.is_write() && e.name == "late")
+        .map(|e| format!("{} {}/{} → {}", e.verb, e.resource, e.subresource, e.code))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_sync_before_the_cache_has_our_last_write_starts_from_that_write() {
+    // Issue 38 item 7: the next sync of a key used to start from the cache copy older than the
+    // controller's own last write (its watch event not in yet), so it patched the finalizer
+    // again, found the answer unlike its prediction and refused its status write (against the
+    // server: a 409 Conflict). It now starts from the VM that write returned.
+    let (cluster, client, _vms, cached) = cluster_with_vm(true).await;
+    let ctx = context(client.clone(), cached);
+    executor::reconcile(&ctx, "default/late")
+        .await
+        .expect("first sync: finalizer and status");
+    let mark = cluster.api().audit().len() as u64;
+    // The cache still holds the VM as created.
+    let second = executor::reconcile(&ctx, "default/late").await;
+    assert!(second.is_ok(), "{second:?}");
+    assert_eq!(
+        controller_writes(&cluster, mark),
+        Vec::<String>::new(),
+        "nothing left to write"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_later_foreign_write_still_conflicts_with_our_last_write() {
+    // The VM our last write returned is newer than the cache's, but virt-api wrote a Start
+    // request after it: the status write made from our copy carries its resourceVersion, the
+    // server answers 409 and the request survives (the mutation cache masks no conflict).
+    let (cluster, client, vms, cached) = cluster_with_vm(true).await;
+    let mut ours = cached.clone();
+    ours.metadata.finalizers = Some(vec![
+        "kubevirt.io/virtualMachineControllerFinalize".to_string(),
+    ]);
+    let ours = vms
+        .replace("late", &PostParams::default(), &ours)
+        .await
+        .expect("our finalizer write");
+    let ctx = context(client.clone(), cached);
+    ctx.vm_mutations
+        .mutation("default/late", std::sync::Arc::new(ours));
+    vms.patch_status(
+        "late",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"stateChangeRequests": [{"action": "Start"}]}})),
+    )
+    .await
+    .expect("start request");
+    let mark = cluster.api().audit().len() as u64;
+
+    let result = executor::reconcile(&ctx, "default/late").await;
+
+    assert!(result.is_err(), "the sync stops: {result:?}");
+    assert_eq!(
+        controller_writes(&cluster, mark),
+        vec!["update virtualmachines/status → 409".to_string()]
+    );
+    let vm = vms.get("late").await.expect("VM");
+    let requests = vm
+        .status
+        .and_then(|s| s.state_change_requests)
+        .unwrap_or_default();
+    assert_eq!(requests.len(), 1, "the Start request survives");
+    cluster.shutdown().await;
+}

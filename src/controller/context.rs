@@ -12,6 +12,7 @@ use crate::launcher::resources::NamespaceContext;
 use crate::runtime::expectations::{ControllerExpectations, UidTrackingControllerExpectations};
 use crate::runtime::informer::Informer;
 use crate::runtime::metrics::Metrics;
+use crate::runtime::mutation_cache::MutationCache;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::recorder::{Event, Recorder};
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -345,6 +346,10 @@ pub struct Context {
     pub events: EventSink,
     pub reconciles: ReconcileLog,
     pub metrics: Arc<Metrics>,
+    /// The VMs the VM controller's own writes returned, until the VM cache catches up: a sync
+    /// decides from the newer of the two, so its status write carries the resourceVersion of
+    /// the controller's last write (issue 38 item 7).
+    pub vm_mutations: Arc<MutationCache<VirtualMachine>>,
 }
 
 /// Drop the cached `ns/name` of `informer` (the one cached now, by its UID) as gone.
@@ -378,6 +383,7 @@ impl Context {
             events: EventSink::disabled(),
             reconciles: ReconcileLog::default(),
             metrics: Arc::new(Metrics::new()),
+            vm_mutations: Arc::default(),
         }
     }
 }
@@ -404,6 +410,7 @@ impl Context {
     /// pod (issue 38 item 1). A truly gone key's entry goes at its expiry requeue.
     pub fn forget_gone(&self, controller: &str, key: &str) {
         if controller == "vm" {
+            self.vm_mutations.forget(key);
             self.expectations.vmi.delete_expectations_if_satisfied(key);
             self.expectations
                 .data_volume

@@ -432,6 +432,7 @@ impl Manager {
             events: EventSink::spawn(writer, config.lease.identity.clone()),
             reconciles: ReconcileLog::default(),
             metrics,
+            vm_mutations: Default::default(),
         };
         let leader = Arc::new(RwLock::new(LeaderState {
             lease: config.lease.describe(),

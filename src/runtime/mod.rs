@@ -12,6 +12,7 @@ pub mod lease;
 pub(crate) mod log_capture;
 pub(crate) mod log_limit;
 pub mod metrics;
+pub mod mutation_cache;
 pub mod queue;
 pub mod recorder;
 pub mod store;

@@ -53,11 +53,16 @@ where
 /// Build the snapshot for `key` from the caches, or `None` when the VM is not cached.
 pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
     let (ns, name) = split_key(key);
-    let vm = ctx
+    let cached = ctx
         .caches
         .vms
         .store()
         .get(&ObjectRef::new(name).within(ns))?;
+    // The VM our last write returned while the cache has not caught up with it: KubeVirt's
+    // sync goes on with the VM each write returns (vm.go:3250-3255, 3379-3387); across syncs
+    // the mutation cache carries it (not in KubeVirt, whose next sync of a key may start from
+    // the older cached copy and lose its status write to a 409; issue 38 item 7).
+    let vm = ctx.vm_mutations.newer(key, cached);
     let vmi = ctx
         .caches
         .vmis
@@ -258,6 +263,7 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         match result {
             Ok(returned) => {
                 if let Some(vm) = returned {
+                    ctx.vm_mutations.mutation(key, Arc::new(vm.clone()));
                     match action.vm_patch() {
                         Some(patch) if foreign.is_none() => {
                             match super::returned::foreign_change(&server_vm, patch, &vm) {

@@ -655,15 +655,24 @@ mod tests {
     }
 
     /// Mirrors vm_test.go:3946 "Should set a Stopped status when running=false and VMI doesn't
-    /// exist" and 3960 "should set a Stopped status when VMI exists but stopped".
+    /// exist" and 3960 "should set a Stopped status when VMI exists but stopped" (all four
+    /// entries). That table's VM is `running: true` (Always): while an Always VM restarts, the
+    /// syncs that see the ended VMI (the one deleting it, with its deletion expected, and the
+    /// ones that see its deletionTimestamp) show Stopped, not Starting; Starting comes with the
+    /// new VMI's expected creation (rule 13). Issue 38 item 6 asked for Starting there; KubeVirt
+    /// v1.9 shows Stopped.
     #[test]
     fn rule_15_stopped() {
         assert_eq!(Case::new("Halted").run(), PrintableStatus::Stopped);
         for phase in ["Succeeded", "Failed"] {
-            assert_eq!(
-                Case::new("Always").vmi(phase, json!([])).run(),
-                PrintableStatus::Stopped
-            );
+            for strategy in ["Always", "RerunOnFailure"] {
+                let mut c = Case::new(strategy).vmi(phase, json!([]));
+                assert_eq!(c.run(), PrintableStatus::Stopped, "{strategy} {phase}");
+                c.expectations = expect_delete();
+                assert_eq!(c.run(), PrintableStatus::Stopped, "{strategy} {phase}");
+                c.vmi.as_mut().unwrap().metadata.deletion_timestamp = deletion();
+                assert_eq!(c.run(), PrintableStatus::Stopped, "{strategy} {phase}");
+            }
         }
     }
 

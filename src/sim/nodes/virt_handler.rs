@@ -121,10 +121,16 @@ pub fn find_launcher_pod<'a>(
 }
 
 /// The guest of a Scheduled or Running VMI (not being deleted itself) whose launcher pod is
-/// being deleted, with no other launcher pod: the kubelet's SIGTERM stops virt-launcher and
-/// its domain, and virt-handler, finding no domain for a VMI that is not final, reports it
-/// `Failed` (`calculateVmPhaseForStatusReason`, pkg/virt-handler/vm.go:2346-2352). `None` when
-/// that is not the case.
+/// being deleted, with no other launcher pod. `None` when that is not the case.
+///
+/// - A Running VMI whose pod got a grace period: the kubelet's SIGTERM makes virt-launcher mark
+///   the domain for graceful shutdown (cmd/virt-launcher/virt-launcher.go:484-487, 504-517),
+///   virt-handler shuts the guest down (pkg/virt-handler/vm.go:1474-1482, `processVmShutdown`),
+///   the domain goes Shutoff with reason Shutdown and the VMI `Succeeded` (vm.go:2372-2373).
+///   The guest is taken to shut down within the grace period.
+/// - A Scheduled VMI (no domain yet), or a pod deleted with grace period 0 (killed before the
+///   guest can shut down): virt-handler finds no domain for a VMI that is not final and reports
+///   it `Failed` (`calculateVmPhaseForStatusReason`, vm.go:2319-2352).
 pub fn decide_launcher_deleted<'a>(
     vmi: &Value,
     pods: impl IntoIterator<Item = &'a Pod>,
@@ -142,10 +148,26 @@ pub fn decide_launcher_deleted<'a>(
         .into_iter()
         .filter(|p| p.metadata.namespace.as_deref() == ns && is_launcher_of(p, vmi))
         .collect();
-    let deleting = pods.iter().any(|p| p.metadata.deletion_timestamp.is_some());
-    let live = pods.iter().any(|p| p.metadata.deletion_timestamp.is_none());
-    (deleting && !live).then(|| VmiDecision::Stop {
-        vmi: final_vmi(vmi, PHASE_FAILED, now_rfc3339),
+    if pods.iter().any(|p| p.metadata.deletion_timestamp.is_none()) {
+        return None;
+    }
+    let deleting: Vec<&Pod> = pods
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .collect();
+    if deleting.is_empty() {
+        return None;
+    }
+    let graceful = deleting
+        .iter()
+        .all(|p| p.metadata.deletion_grace_period_seconds.unwrap_or(0) > 0);
+    let ends = if phase == PHASE_RUNNING && graceful {
+        PHASE_SUCCEEDED
+    } else {
+        PHASE_FAILED
+    };
+    Some(VmiDecision::Stop {
+        vmi: final_vmi(vmi, ends, now_rfc3339),
         launcher_exit: None,
     })
 }
@@ -582,6 +604,51 @@ mod tests {
                 assert!(out.pointer("/status/reason").is_none());
             }
         }
+    }
+
+    /// A launcher pod being deleted: `deletionTimestamp` and `deletionGracePeriodSeconds`.
+    fn deleting_launcher(grace: i64) -> Pod {
+        let mut pod = launcher(true);
+        pod.metadata.deletion_timestamp = Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(1).expect("time"),
+        ));
+        pod.metadata.deletion_grace_period_seconds = Some(grace);
+        pod
+    }
+
+    #[test]
+    fn a_deleted_launcher_shuts_a_running_guest_down() {
+        // Graceful delete of a Running VMI's pod: the guest shuts down, Succeeded.
+        let pod = deleting_launcher(30);
+        let (out, launcher_exit) = stopped(
+            decide_launcher_deleted(&vmi("Running"), [&pod], NOW).expect("a decision"),
+            "expected Succeeded",
+        );
+        assert_eq!(vmi_phase(&out), "Succeeded");
+        assert_eq!(entries(&out, "Succeeded"), 1);
+        assert_eq!(launcher_exit, None, "the pod ends by its own deletion");
+        // Force delete (grace 0): killed under the guest, Failed.
+        let (out, _) = stopped(
+            decide_launcher_deleted(&vmi("Running"), [&deleting_launcher(0)], NOW)
+                .expect("a decision"),
+            "expected Failed",
+        );
+        assert_eq!(vmi_phase(&out), "Failed");
+        // Scheduled (no domain yet): the launcher is gone before the guest ran, Failed.
+        let (out, _) = stopped(
+            decide_launcher_deleted(&vmi("Scheduled"), [&pod], NOW).expect("a decision"),
+            "expected Failed",
+        );
+        assert_eq!(vmi_phase(&out), "Failed");
+        // Another launcher pod still running, or a VMI being deleted itself: not this rule.
+        let live = launcher(true);
+        assert_eq!(
+            decide_launcher_deleted(&vmi("Running"), [&pod, &live], NOW),
+            None
+        );
+        let mut deleting_vmi = vmi("Running");
+        deleting_vmi["metadata"]["deletionTimestamp"] = json!(NOW);
+        assert_eq!(decide_launcher_deleted(&deleting_vmi, [&pod], NOW), None);
     }
 
     #[test]
