@@ -235,7 +235,7 @@ pub fn change_from_args(args: &InspectArgs) -> Result<Change, CliError> {
         change.sets.push(whatif::parse_set(s).map_err(usage)?);
     }
     if let Some(r) = &args.what_if_request {
-        change.request = Some(r.parse().map_err(usage)?);
+        change.request = Some(whatif::parse_request(r).map_err(usage)?);
     }
     if change.is_empty() {
         return Err(CliError::Usage(

@@ -283,7 +283,7 @@ fn what_if_input_line() {
     )
     .expect_err("a 409");
     app.what_if.error = Some(refused.to_string());
-    let long = bottom(&capture(&app, 100, 24), 4);
+    let long = bottom(&capture(&app, 100, 24), 5);
     insta::assert_snapshot!(format!(
         "typing:\n{typing}\n\nbad input:\n{short}\n\nrefused, the reason below:\n{long}"
     ));
