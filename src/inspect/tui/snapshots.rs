@@ -43,6 +43,11 @@ fn pod_memory_mismatch() {
 }
 
 #[test]
+fn settings_behind_the_kubevirt_cr() {
+    insta::assert_snapshot!(vm(fixtures::settings_behind_the_cr()));
+}
+
+#[test]
 fn kubevirt_lease_metrics_only() {
     insta::assert_snapshot!(vm(fixtures::kubevirt_metrics()));
 }
@@ -166,6 +171,11 @@ pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
             Panel::Overhead,
             "pod memory mismatch",
             capture_panel(Panel::Overhead, &fixtures::memory_mismatch(), w),
+        ),
+        (
+            Panel::Overhead,
+            "the controller's settings behind the KubeVirt CR",
+            capture_panel(Panel::Overhead, &fixtures::settings_behind_the_cr(), w),
         ),
         (
             Panel::Decision,
