@@ -4,7 +4,9 @@
 //! pod and the CR, and an invalid update is refused with the last good settings kept.
 //!
 //! The CR lives in the namespace the scenario's controller reads it from: `kubevirt` on the
-//! embedded server, the scenario's own namespace on the real one (as its Lease does).
+//! embedded server, the scenario's own namespace on the real one (as its Lease does); in the
+//! deploy layout (deploy/controller.yaml) the Lease is elsewhere and `inspect` still reads the
+//! CR the controller follows.
 
 use crate::cli_on_both_servers::run_json;
 use crate::common;
@@ -74,7 +76,8 @@ async fn a_kubevirt_cr_change_reaches_the_next_launcher_pod(server: Server) {
     };
     let env = Env::start_on_with(server, config).await;
     let ns = env.namespace.clone();
-    let kv_ns = env.manager_lease_namespace();
+    let kv_ns = env.manager_kubevirt_namespace();
+    let lease_ns = env.manager_lease_namespace();
     let api = kubevirts(&env, &kv_ns);
     // The controller started before the CR existed; the CR appears, then memoryOvercommit is
     // set to 150.
@@ -125,6 +128,8 @@ async fn a_kubevirt_cr_change_reaches_the_next_launcher_pod(server: Server) {
                 "-n",
                 &ns,
                 "--lease-namespace",
+                &lease_ns,
+                "--kubevirt-namespace",
                 &kv_ns,
             ];
             let json = run_json(&env, &args, 0).await;
@@ -166,3 +171,65 @@ async fn a_kubevirt_cr_change_reaches_the_next_launcher_pod(server: Server) {
 }
 
 on_both_servers!(a_kubevirt_cr_change_reaches_the_next_launcher_pod);
+
+/// deploy/controller.yaml's layout: the controller's Lease in `virtctl-rs`, the KubeVirt CR in
+/// KubeVirt's install namespace `kubevirt`. `inspect --lease-namespace virtctl-rs` reads the CR
+/// from `--kubevirt-namespace` (default `kubevirt`), where the controller follows it: the CR's
+/// settings, and no difference from the controller's.
+#[tokio::test]
+async fn inspect_reads_the_kubevirt_cr_where_the_controller_does_not_beside_the_lease() {
+    const LEASE_NS: &str = "virtctl-rs";
+    let mut config = EnvConfig {
+        listen: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        kubevirt_namespace: Some("kubevirt".into()),
+        ..EnvConfig::new("kv-deploy")
+    };
+    config.cluster.api.namespaces.push(LEASE_NS.into());
+    config.lease.namespace = LEASE_NS.into();
+    let env = Env::start_on_with(Server::Embedded, config).await;
+    let cr = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+        "spec": {"configuration": {"developerConfiguration": {"memoryOvercommit": 150}}}
+    });
+    let created = kubevirts(&env, "kubevirt")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(cr).expect("a KubeVirt CR"),
+        )
+        .await
+        .expect("create the KubeVirt CR");
+    let rv = created
+        .metadata
+        .resource_version
+        .expect("a resourceVersion");
+    env.wait_for("the controller to load the KubeVirt CR", || async {
+        let s = env.manager.debug_state()["settings"].clone();
+        (s["kubevirt"]["resourceVersion"] == json!(rv)).then_some(())
+    })
+    .await;
+    env.create_vm(&common::example_vm_with("vm-containerdisk", "Halted"))
+        .await;
+
+    let ns = env.namespace.clone();
+    let args = [
+        "inspect",
+        "vm/demo-vm",
+        "-n",
+        &ns,
+        "--lease-namespace",
+        LEASE_NS,
+    ];
+    let json = run_json(&env, &args, 0).await;
+    let view = &json["settings"];
+    assert_eq!(view["controller"]["memoryOvercommit"], 150, "{view:#}");
+    assert_eq!(view["cluster"]["memoryOvercommit"], 150, "{view:#}");
+    assert_eq!(view["differences"], json!([]), "{view:#}");
+    assert_eq!(view["controllerResourceVersion"], json!(rv), "{view:#}");
+    let missing = json["missing"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !missing.iter().any(|m| m["what"] == "kubevirt"),
+        "{missing:?}"
+    );
+    env.shutdown().await;
+}

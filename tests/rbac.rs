@@ -208,6 +208,7 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         lease_namespace: virtctl_rs::runtime::lease::DEFAULT_NAMESPACE.into(),
         lease_name: virtctl_rs::runtime::lease::DEFAULT_LEASE_NAME.into(),
         timeout: Duration::from_secs(5),
+        ..GatherOptions::default()
     };
     gather_vm(&inspector, &ns, "rbac-vm", &opts)
         .await

@@ -144,6 +144,10 @@ async fn demo(args: &DemoArgs, clients: &Clients) -> Result<ExitCode, CliError> 
         options: GatherOptions {
             lease_namespace: config.lease.namespace.clone(),
             lease_name: config.lease.lease_name.clone(),
+            kubevirt_namespace: config
+                .kubevirt_namespace
+                .clone()
+                .unwrap_or_else(|| GatherOptions::default().kubevirt_namespace),
             ..GatherOptions::default()
         },
     };

@@ -56,9 +56,8 @@ pub struct ExplainOverheadArgs {
     /// `kubevirt_vmi_memory_resident_bytes` from and compare with each pod's limit.
     #[arg(long, value_name = "URL")]
     pub prometheus: Option<String>,
-    /// Namespace of the KubeVirt CR (cluster mode and audit).
-    #[arg(long, default_value = crate::runtime::lease::DEFAULT_NAMESPACE, value_name = "NS")]
-    pub kubevirt_namespace: String,
+    #[command(flatten)]
+    pub kubevirt: super::KubeVirtNamespaceArg,
     /// Timeout of reads outside the Kubernetes API (Prometheus), seconds.
     #[arg(long, default_value_t = 5)]
     pub timeout_seconds: u64,
@@ -663,7 +662,7 @@ fn run_cluster(
     use crate::inspect::overhead::{explain_target, gather_audit};
     use std::io::IsTerminal;
     let opts = crate::inspect::GatherOptions {
-        lease_namespace: args.kubevirt_namespace.clone(),
+        kubevirt_namespace: args.kubevirt.kubevirt_namespace.clone(),
         timeout: std::time::Duration::from_secs(args.timeout_seconds.max(1)),
         ..Default::default()
     };

@@ -35,6 +35,8 @@ pub struct InspectArgs {
     /// Name of the controller Lease.
     #[arg(long, default_value = DEFAULT_LEASE_NAME)]
     pub lease_name: String,
+    #[command(flatten)]
+    pub kubevirt: super::KubeVirtNamespaceArg,
     /// Timeout of the debug-endpoint and metrics reads, seconds.
     #[arg(long, default_value_t = 5)]
     pub timeout_seconds: u64,
@@ -114,6 +116,7 @@ impl InspectArgs {
         GatherOptions {
             lease_namespace: self.lease_namespace.clone(),
             lease_name: self.lease_name.clone(),
+            kubevirt_namespace: self.kubevirt.kubevirt_namespace.clone(),
             timeout: Duration::from_secs(self.timeout_seconds.max(1)),
         }
     }
@@ -235,7 +238,7 @@ pub fn change_from_args(args: &InspectArgs) -> Result<Change, CliError> {
         change.sets.push(whatif::parse_set(s).map_err(usage)?);
     }
     if let Some(r) = &args.what_if_request {
-        change.request = Some(r.parse().map_err(usage)?);
+        change.request = Some(whatif::parse_request(r).map_err(usage)?);
     }
     if change.is_empty() {
         return Err(CliError::Usage(

@@ -37,6 +37,18 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `--kubevirt-namespace`: where the KubeVirt CR that configures the cluster lives. One
+/// definition for `run-controller` (the CR it follows), `inspect` (the settings it compares
+/// with the controller's) and `explain-overhead` (the settings of the formula), so all three
+/// read the same CR (`crate::config::select_kubevirt_cr`).
+#[derive(Debug, Clone, Args)]
+pub struct KubeVirtNamespaceArg {
+    /// Namespace of the KubeVirt CR that configures the cluster (KubeVirt's install namespace;
+    /// the controller follows it, inspect and explain-overhead read it).
+    #[arg(long, default_value = crate::runtime::lease::DEFAULT_NAMESPACE, value_name = "NS")]
+    pub kubevirt_namespace: String,
+}
+
 /// kubectl-style flags shared by every subcommand.
 #[derive(Debug, Clone, Args, Default)]
 pub struct GlobalArgs {

@@ -96,12 +96,10 @@ pub struct RunControllerArgs {
     pub on_lost_lease: LostLeaseArg,
     /// Cluster settings from this KubeVirt custom resource (YAML/JSON) instead of the
     /// cluster's: fixed for the whole run, nothing watched.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "kubevirt_namespace")]
     pub kubevirt_cr: Option<PathBuf>,
-    /// Namespace of the KubeVirt CR whose configuration the controllers follow (KubeVirt's
-    /// install namespace).
-    #[arg(long, default_value = DEFAULT_NAMESPACE, value_name = "NS", conflicts_with = "kubevirt_cr")]
-    pub kubevirt_namespace: String,
+    #[command(flatten)]
+    pub kubevirt: super::KubeVirtNamespaceArg,
     /// Do not print a line per VM change (logs only).
     #[arg(long)]
     pub quiet: bool,
@@ -187,7 +185,7 @@ pub fn manager_config(
         // A file wins: its settings are fixed, the cluster's CR is not watched.
         kubevirt_namespace: match args.kubevirt_cr {
             Some(_) => None,
-            None => Some(args.kubevirt_namespace.clone()),
+            None => Some(args.kubevirt.kubevirt_namespace.clone()),
         },
         lease,
         on_lost_lease: args.on_lost_lease.into(),

@@ -1519,7 +1519,9 @@ fn the_text_names_a_duplicate_launcher_pod_as_a_blocker() {
 }
 
 /// A leader that renders with other settings than the KubeVirt CR's says so, field by field,
-/// in the model and the text (issue 38 item 4: its own pods looked like drift otherwise).
+/// in the model and the text (issue 38 item 4: its own pods looked like drift otherwise); a
+/// leader whose settings were fixed at start (`--kubevirt-cr FILE`) is not said to run with
+/// KubeVirt's defaults.
 #[test]
 fn a_leader_behind_the_kubevirt_cr_is_named() {
     use crate::controller::cluster_config::ClusterConfig;
@@ -1538,7 +1540,7 @@ fn a_leader_behind_the_kubevirt_cr_is_named() {
     let text = crate::inspect::text::render_vm(&ins);
     assert!(
         text.contains(
-            "settings: the controller's (KubeVirt's defaults) DIFFER from the KubeVirt CR's: \
+            "settings: the controller's (fixed at start) DIFFER from the KubeVirt CR's: \
              memoryOvercommit: controller 100, KubeVirt CR 150"
         ),
         "{text}"

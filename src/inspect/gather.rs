@@ -42,6 +42,10 @@ pub struct GatherOptions {
     pub lease_namespace: String,
     /// Name of the controller Lease (KubeVirt: `virt-controller`).
     pub lease_name: String,
+    /// Namespace of the KubeVirt CR whose settings are read (KubeVirt: `kubevirt`); the
+    /// controller's `--kubevirt-namespace`, which need not be the Lease's (deploy/controller.yaml
+    /// keeps its Lease in `virtctl-rs`).
+    pub kubevirt_namespace: String,
     /// Timeout of each read outside the Kubernetes client (debug endpoint, metrics).
     pub timeout: Duration,
 }
@@ -51,6 +55,7 @@ impl Default for GatherOptions {
         GatherOptions {
             lease_namespace: DEFAULT_NAMESPACE.to_string(),
             lease_name: DEFAULT_LEASE_NAME.to_string(),
+            kubevirt_namespace: DEFAULT_NAMESPACE.to_string(),
             timeout: Duration::from_secs(5),
         }
     }
@@ -265,7 +270,7 @@ pub async fn gather_raw(
         read_revisions(client, namespace, g.vmi.as_ref()),
         read_volumes(client, namespace, &vm),
         read_namespace(client, namespace),
-        read_settings(client, &opts.lease_namespace),
+        read_settings(client, &opts.kubevirt_namespace),
         read_namespace_machines(client, namespace),
     );
     let mut notes = Vec::new();
@@ -984,7 +989,7 @@ pub async fn gather_fleet(
         Ok(l) => f.pods = l.items,
         Err(e) => missing(&mut f.missing, "pods", describe_error(&e)),
     }
-    match read_settings(client, &opts.lease_namespace).await {
+    match read_settings(client, &opts.kubevirt_namespace).await {
         Ok(s) => f.settings = s,
         Err(m) => f.missing.push(m),
     }

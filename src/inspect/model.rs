@@ -496,6 +496,21 @@ pub struct SettingsCheck {
     pub differences: Vec<String>,
 }
 
+impl SettingsCheck {
+    /// Where the leader's settings come from, for a line (`KubeVirt CR resourceVersion 812`,
+    /// `fixed at start`, `KubeVirt's defaults`); `None` when the leader's are unknown.
+    pub fn controller_origin(&self) -> Option<String> {
+        self.controller.as_ref()?;
+        Some(
+            match (&self.controller_resource_version, self.controller_source) {
+                (Some(rv), _) => format!("KubeVirt CR resourceVersion {rv}"),
+                (None, Some(SettingsSource::Fixed)) => "fixed at start".to_string(),
+                (None, _) => "KubeVirt's defaults".to_string(),
+            },
+        )
+    }
+}
+
 /// The overhead formula against the pod.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

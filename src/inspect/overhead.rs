@@ -194,7 +194,7 @@ async fn read_inputs(
     missing: &mut Vec<Missing>,
 ) -> ClusterInputs {
     let (kubevirt, ns) = tokio::join!(
-        read_kubevirt(client, &opts.lease_namespace),
+        read_kubevirt(client, &opts.kubevirt_namespace),
         read_namespace(client, namespace)
     );
     let (settings, kubevirt_version, settings_source) = match kubevirt {
@@ -871,7 +871,7 @@ pub async fn gather_audit(
                     }),
             }
         },
-        read_kubevirt(client, &opts.lease_namespace),
+        read_kubevirt(client, &opts.kubevirt_namespace),
     );
     let scope = namespace.map_or("every namespace".to_string(), |n| format!("namespace {n}"));
     let pods = pods.map_err(|e| {

@@ -360,11 +360,7 @@ pub fn render_vm(ins: &Inspection) -> String {
 /// The fleet as a table, problems first.
 /// The leader's settings against the KubeVirt CR's, when the leader's are known.
 fn settings_line(s: &SettingsCheck) -> Option<String> {
-    s.controller.as_ref()?;
-    let from = match &s.controller_resource_version {
-        Some(rv) => format!("KubeVirt CR resourceVersion {rv}"),
-        None => "KubeVirt's defaults".to_string(),
-    };
+    let from = s.controller_origin()?;
     let mut line = if s.differences.is_empty() {
         format!("settings: the controller's ({from}) are the KubeVirt CR's")
     } else {

@@ -4,10 +4,9 @@
 //!
 //! - The change ([`Change`]): JSON merge patches (RFC 7386, `json_patch::merge`), `--set
 //!   path=value` edits, and a start/stop/restart request applied as virt-api's subresources
-//!   would ([`apply_request`], pkg/virt-api/rest/lifecycle.go `StartVMRequestHandler`,
-//!   `StopVMRequestHandler`, `RestartVMRequestHandler`, `getChangeRequestJson`,
-//!   `getRunningPatch`). A spec change bumps `metadata.generation`, as the API server does for a
-//!   resource with a status subresource.
+//!   would ([`apply_request`]: the handlers' decision is [`crate::lifecycle::decide`], the same
+//!   `start`/`stop`/`restart` use). A spec change bumps `metadata.generation`, as the API server
+//!   does for a resource with a status subresource.
 //! - The decisions: [`super::analyze::analyze`] (and so [`super::analyze::decide_next`], the VM
 //!   and VMI controllers' own `decide`) on the gathered state and on the changed one; the
 //!   `RestartRequired` condition is the one the VM decision writes
@@ -26,13 +25,15 @@ use super::model::{FieldChange, Inspection, Missing, PlannedActionView};
 use crate::api::annotations::{MEMORY_OVERHEAD_BYTES, VM_GENERATION};
 use crate::api::manifest::{KubeVirtObject, from_value_with_path};
 use crate::api::quantity::ParsedQuantity;
-use crate::api::{RunStrategy, VirtualMachine, VirtualMachineInstance};
+use crate::api::{VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
 use crate::controller::common::semantic_eq;
 use crate::controller::vm::restart_required::restart_required;
 use crate::controller::vm::setup_vmi_from_vm;
 use crate::controller::vmi::executor::render_pod_with;
 use crate::launcher::explain::{Explanation, explain};
+use crate::lifecycle::decide::{Observed, decide};
+use crate::lifecycle::{Options, Refusal, Verb, Write};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
@@ -43,43 +44,6 @@ use std::fmt::Write as _;
 // ------------------------------------------------------------------------------------------
 // The change
 // ------------------------------------------------------------------------------------------
-
-/// A start/stop/restart request, as `virtctl start|stop|restart` sends it to virt-api.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum LifecycleRequest {
-    /// `virtctl start` (`StartVMRequestHandler`).
-    Start,
-    /// `virtctl stop` (`StopVMRequestHandler`, no grace period).
-    Stop,
-    /// `virtctl restart` (`RestartVMRequestHandler`).
-    Restart,
-}
-
-impl LifecycleRequest {
-    /// `start`, `stop`, `restart`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LifecycleRequest::Start => "start",
-            LifecycleRequest::Stop => "stop",
-            LifecycleRequest::Restart => "restart",
-        }
-    }
-}
-
-impl std::str::FromStr for LifecycleRequest {
-    type Err = ChangeError;
-    fn from_str(s: &str) -> Result<Self, ChangeError> {
-        match s {
-            "start" => Ok(LifecycleRequest::Start),
-            "stop" => Ok(LifecycleRequest::Stop),
-            "restart" => Ok(LifecycleRequest::Restart),
-            other => Err(ChangeError::Request(format!(
-                "{other:?}: expected start, stop or restart"
-            ))),
-        }
-    }
-}
 
 /// One step of a `--set` path: an object key or an array index (`disks[0]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,8 +74,9 @@ pub struct Change {
     pub patches: Vec<Value>,
     /// `--set` edits, applied in order after the patches.
     pub sets: Vec<SetOp>,
-    /// A start/stop/restart request, applied last.
-    pub request: Option<LifecycleRequest>,
+    /// A start/stop/restart request (as `virtctl start|stop|restart` sends it, no options),
+    /// applied last.
+    pub request: Option<Verb>,
 }
 
 /// Why a change could not be evaluated.
@@ -147,19 +112,18 @@ pub enum ChangeError {
         /// Why.
         message: String,
     },
-    /// virt-api would answer the request with 409 Conflict.
+    /// virt-api would answer the request with an error (its HTTP code, reason and message).
     #[error(
-        "{object}: virt-api would refuse the {request} request with 409 Conflict: {message} (pkg/virt-api/rest/lifecycle.go {handler})"
+        "{object}: virt-api would refuse the {} request with {} {}: {} (pkg/virt-api/rest/lifecycle.go {})",
+        verb.as_str(), refusal.code, refusal.reason, refusal.message, verb.handler()
     )]
-    Conflict {
+    VirtApi {
         /// `VirtualMachine ns/name`.
         object: String,
-        /// `start`, `stop`, `restart`.
-        request: &'static str,
-        /// virt-api's message.
-        message: String,
-        /// The handler.
-        handler: &'static str,
+        /// The request.
+        verb: Verb,
+        /// virt-api's answer.
+        refusal: Refusal,
     },
     /// There is no VM to change.
     #[error("VirtualMachine {0} was not gathered: nothing to change")]
@@ -301,7 +265,7 @@ pub fn parse_change_line(text: &str) -> Result<Change, ChangeError> {
     for item in split_items(text) {
         if item.starts_with('{') {
             change.patches.push(parse_patch(item)?);
-        } else if let Ok(request) = item.parse::<LifecycleRequest>() {
+        } else if let Ok(request) = parse_request(item) {
             if let Some(first) = change.request {
                 return Err(ChangeError::Line(format!(
                     "{}: only one of start, stop, restart (got {} already)",
@@ -487,162 +451,69 @@ pub fn apply_change(
     Ok(after)
 }
 
-/// `getRunningPatch` (lifecycle.go): `runStrategy` Always/Halted, or `running` when the VM uses
-/// it.
-fn set_running(vm: &mut VirtualMachine, running: bool) {
-    if vm.spec.run_strategy.is_some() || vm.spec.running.is_none() {
-        vm.spec.run_strategy = Some(if running { "Always" } else { "Halted" }.to_string());
-        vm.spec.running = None;
-    } else {
-        vm.spec.running = Some(running);
-    }
+/// Parse a request (`start`, `stop`, `restart`), as `--what-if-request` and the terminal UI's
+/// what-if line give it.
+pub fn parse_request(text: &str) -> Result<Verb, ChangeError> {
+    text.parse::<Verb>()
+        .map_err(|e| ChangeError::Request(format!("{text:?}: {e}")))
 }
 
-/// `getChangeRequestJson` (lifecycle.go): add the requests to an empty list, replace the list
-/// with a single Stop, refuse otherwise ("stop/start already underway"); drop
-/// `status.startFailure`.
-fn add_change_requests(
-    vm: &mut VirtualMachine,
-    request: LifecycleRequest,
-    handler: &'static str,
-    changes: Vec<crate::api::vm::StateChangeRequest>,
-) -> Result<(), ChangeError> {
-    let object = object_name(vm);
-    let status = vm.status.get_or_insert_with(Default::default);
-    let existing = status.state_change_requests.clone().unwrap_or_default();
-    let single_stop = changes.len() == 1 && changes[0].action == "Stop";
-    if !existing.is_empty() && !single_stop {
-        return Err(ChangeError::Conflict {
-            object,
-            request: request.as_str(),
-            message: "unable to complete request: stop/start already underway".into(),
-            handler,
-        });
-    }
-    status.state_change_requests = Some(changes);
-    status.start_failure = None;
-    Ok(())
-}
-
-fn change_request(action: &str, uid: Option<&str>) -> crate::api::vm::StateChangeRequest {
-    crate::api::vm::StateChangeRequest {
-        action: action.to_string(),
-        uid: uid.map(str::to_string),
-        ..Default::default()
-    }
-}
-
-/// Apply a start/stop/restart request as virt-api's subresource handlers do
-/// (pkg/virt-api/rest/lifecycle.go): spec patches for Halted/Always/Once, state change requests
-/// for Manual/RerunOnFailure (and restart), 409 Conflict where virt-api refuses. Start paused
-/// and stop with a grace period are not offered.
+/// Apply a start/stop/restart request to `vm` as virt-api's subresource handler would: the
+/// handler's decision is [`decide`] (pkg/virt-api/rest/lifecycle.go `StartVMRequestHandler`,
+/// `StopVMRequestHandler`, `RestartVMRequestHandler`), its VM patches (`getRunningPatch`,
+/// `getChangeRequestJson`) are applied to the VM as read, and an error virt-api would answer
+/// is [`ChangeError::VirtApi`] with its code. The request carries no options (no paused start,
+/// no grace period), so no VMI write arises.
 pub fn apply_request(
     vm: &mut VirtualMachine,
     vmi: Option<&VirtualMachineInstance>,
-    request: LifecycleRequest,
+    verb: Verb,
 ) -> Result<(), ChangeError> {
-    use crate::api::Phase;
     let object = object_name(vm);
-    let strategy = vm.run_strategy().map_err(|e| ChangeError::Refused {
+    let refused = |refusal: Refusal| ChangeError::VirtApi {
         object: object.clone(),
-        message: format!("the run strategy cannot be read: {e}"),
-    })?;
-    let conflict = |handler: &'static str, message: String| ChangeError::Conflict {
-        object: object.clone(),
-        request: request.as_str(),
-        message,
-        handler,
+        verb,
+        refusal,
     };
-    let vmi_uid = vmi.and_then(|v| v.metadata.uid.as_deref());
-    match request {
-        LifecycleRequest::Start => {
-            const H: &str = "StartVMRequestHandler";
-            if let Some(v) = vmi
-                && !v.is_final()
-                && !matches!(v.phase(), Phase::Unknown | Phase::Unset)
-            {
-                return Err(conflict(H, "VM is already running".into()));
-            }
-            match strategy {
-                RunStrategy::Halted => set_running(vm, true),
-                RunStrategy::RerunOnFailure | RunStrategy::Manual => {
-                    let phase = vmi.map(|v| v.phase());
-                    let needs_restart = (strategy == RunStrategy::RerunOnFailure
-                        && phase == Some(Phase::Succeeded))
-                        || (strategy == RunStrategy::Manual && vmi.is_some_and(|v| v.is_final()));
-                    if strategy == RunStrategy::RerunOnFailure && phase == Some(Phase::Failed) {
-                        return Err(conflict(
-                            H,
-                            "RerunOnFailure does not support starting VM from failed state".into(),
-                        ));
-                    }
-                    let changes = if needs_restart {
-                        vec![
-                            change_request("Stop", vmi_uid),
-                            change_request("Start", None),
-                        ]
-                    } else {
-                        vec![change_request("Start", None)]
-                    };
-                    add_change_requests(vm, request, H, changes)?;
-                }
-                other => {
-                    return Err(conflict(
-                        H,
-                        format!("{} does not support manual start requests", other.as_str()),
-                    ));
-                }
-            }
-        }
-        LifecycleRequest::Stop => {
-            const H: &str = "StopVMRequestHandler";
-            let running = vmi.is_some_and(|v| !v.is_final());
-            match strategy {
-                RunStrategy::Halted => {
-                    if !running {
-                        return Err(conflict(H, "VM is not running".into()));
-                    }
-                    return Err(conflict(
-                        H,
-                        "Halted only supports manual stop requests with a shorter graceperiod"
-                            .into(),
-                    ));
-                }
-                RunStrategy::RerunOnFailure | RunStrategy::Manual => {
-                    if !running {
-                        return Err(conflict(H, "VM is not running".into()));
-                    }
-                    add_change_requests(vm, request, H, vec![change_request("Stop", vmi_uid)])?;
-                }
-                _ => set_running(vm, false),
-            }
-        }
-        LifecycleRequest::Restart => {
-            const H: &str = "RestartVMRequestHandler";
-            if matches!(strategy, RunStrategy::Halted | RunStrategy::Once) {
-                return Err(conflict(
-                    H,
-                    format!(
-                        "RunStategy {} does not support manual restart requests",
-                        strategy.as_str()
-                    ),
-                ));
-            }
-            if vmi.is_none() {
-                return Err(conflict(H, "VM is not running: Halted".into()));
-            }
-            add_change_requests(
-                vm,
-                request,
-                H,
-                vec![
-                    change_request("Stop", vmi_uid),
-                    change_request("Start", None),
-                ],
-            )?;
-        }
+    let mut doc = serde_json::to_value(&*vm).map_err(|e| ChangeError::Refused {
+        object: object.clone(),
+        message: format!("cannot serialise the VM: {e}"),
+    })?;
+    let observed = Observed {
+        vm_raw: doc.clone(),
+        vm: vm.clone(),
+        vmi: vmi.cloned(),
+    };
+    let plan = decide(verb, &observed, Options::default()).map_err(refused)?;
+    for write in &plan.writes {
+        let (Write::Vm { patch, .. } | Write::VmStatus { patch, .. }) = write else {
+            // The VMI's grace period: only with a grace period, which the what-if does not
+            // offer; the what-if changes the VM alone.
+            continue;
+        };
+        // The patch tests what it replaces against the VM it was made from; what fails to
+        // apply is what the API server would refuse, and virt-api answers with a 500
+        // (lifecycle.go:150-156).
+        apply_json_patch(&mut doc, patch)
+            .map_err(|e| refused(Refusal::internal(&format!("{}: {e}", write.summary()))))?;
     }
+    if let Some(refusal) = plan.refusal {
+        return Err(refused(refusal));
+    }
+    *vm = from_value_with_path(doc).map_err(|(field, message)| ChangeError::Invalid {
+        object: object.clone(),
+        field,
+        message,
+    })?;
     Ok(())
+}
+
+/// Apply an RFC 6902 JSON patch to `doc` as the API server does
+/// ([`crate::sim::patch::apply_json_patch`]: a `test` of `null` passes on an absent path).
+fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), String> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch.clone()).map_err(|e| format!("not a JSON patch: {e}"))?;
+    crate::sim::patch::apply_json_patch(doc, patch).map_err(|e| e.to_string())
 }
 
 // ------------------------------------------------------------------------------------------

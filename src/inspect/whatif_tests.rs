@@ -209,21 +209,21 @@ fn requests_follow_virt_apis_subresources() {
     let g = running(ClusterSettings::default());
     let vmi = g.vmi.as_ref();
     let mut v = vm("Always");
-    apply_request(&mut v, vmi, LifecycleRequest::Stop).unwrap();
+    apply_request(&mut v, vmi, Verb::Stop).unwrap();
     assert_eq!(v.spec.run_strategy.as_deref(), Some("Halted"));
     let mut legacy = vm("Always");
     legacy.spec.run_strategy = None;
     legacy.spec.running = Some(true);
-    apply_request(&mut legacy, vmi, LifecycleRequest::Stop).unwrap();
+    apply_request(&mut legacy, vmi, Verb::Stop).unwrap();
     assert_eq!(legacy.spec.running, Some(false));
 
     let mut v = vm("Manual");
-    apply_request(&mut v, vmi, LifecycleRequest::Stop).unwrap();
+    apply_request(&mut v, vmi, Verb::Stop).unwrap();
     assert_eq!(requests(&v), vec![("Stop".into(), Some("vmi-uid".into()))]);
 
     let mut v = vm("Always");
     v.status.as_mut().unwrap().start_failure = Some(Default::default());
-    apply_request(&mut v, vmi, LifecycleRequest::Restart).unwrap();
+    apply_request(&mut v, vmi, Verb::Restart).unwrap();
     assert_eq!(
         requests(&v),
         vec![
@@ -232,29 +232,29 @@ fn requests_follow_virt_apis_subresources() {
         ]
     );
     assert!(v.status.as_ref().unwrap().start_failure.is_none());
-    let e = apply_request(&mut v, vmi, LifecycleRequest::Restart).unwrap_err();
+    let e = apply_request(&mut v, vmi, Verb::Restart).unwrap_err();
     assert!(e.to_string().contains("already underway"), "{e}");
 
-    let e = apply_request(&mut vm("Always"), vmi, LifecycleRequest::Start).unwrap_err();
+    let e = apply_request(&mut vm("Always"), vmi, Verb::Start).unwrap_err();
     assert!(e.to_string().contains("VM is already running"), "{e}");
-    let e = apply_request(&mut vm("Always"), None, LifecycleRequest::Start).unwrap_err();
+    let e = apply_request(&mut vm("Always"), None, Verb::Start).unwrap_err();
     assert!(
         e.to_string()
             .contains("Always does not support manual start requests"),
         "{e}"
     );
     let mut v = vm("Halted");
-    apply_request(&mut v, None, LifecycleRequest::Start).unwrap();
+    apply_request(&mut v, None, Verb::Start).unwrap();
     assert_eq!(v.spec.run_strategy.as_deref(), Some("Always"));
     let mut v = vm("Manual");
-    apply_request(&mut v, None, LifecycleRequest::Start).unwrap();
+    apply_request(&mut v, None, Verb::Start).unwrap();
     assert_eq!(requests(&v), vec![("Start".into(), None)]);
-    let e = apply_request(&mut vm("Halted"), vmi, LifecycleRequest::Restart).unwrap_err();
+    let e = apply_request(&mut vm("Halted"), vmi, Verb::Restart).unwrap_err();
     assert!(
         e.to_string().contains("does not support manual restart"),
         "{e}"
     );
-    assert!("pause".parse::<LifecycleRequest>().is_err());
+    assert!(parse_request("pause").is_err());
 }
 
 #[test]
@@ -339,7 +339,7 @@ fn halted_would_delete_the_vmi() {
 #[test]
 fn restart_request_is_a_restart() {
     let w = on_running(&Change {
-        request: Some(LifecycleRequest::Restart),
+        request: Some(Verb::Restart),
         ..Default::default()
     });
     assert_outcome(&w, "would restart");
@@ -486,10 +486,10 @@ fn a_change_line_takes_sets_patches_and_one_request() {
         "spaces inside JSON stay"
     );
     assert_eq!(c.patches, vec![json!({"spec": {"running": null}})]);
-    assert_eq!(c.request, Some(LifecycleRequest::Restart));
+    assert_eq!(c.request, Some(Verb::Restart));
     assert_eq!(
         parse_change_line("  stop ").unwrap().request,
-        Some(LifecycleRequest::Stop)
+        Some(Verb::Stop)
     );
     assert_eq!(
         parse_change_line(r#"metadata.labels.a="b c""#)
@@ -524,4 +524,54 @@ fn a_change_line_takes_sets_patches_and_one_request() {
         parse_change_line("halted").unwrap_err().to_string(),
         r#""halted": expected path=value, a JSON merge patch {…}, or start, stop, restart"#
     );
+}
+
+/// virt-api's checks before the run strategy (lifecycle.go:63-64, 427-429): a VM whose volume
+/// migration needs manual recovery may not be started (`ManualRecoveryRequired`) nor restarted
+/// (`VolumesChange`); both are 409 Conflict.
+#[test]
+fn manual_recovery_refuses_start_and_restart() {
+    let recovery = |type_: &str| {
+        let status = json!({"conditions": [{"type": type_, "status": "True"}]});
+        vm_a("Manual", Value::Null, status)
+    };
+    let g = running(ClusterSettings::default());
+    let e = apply_request(&mut recovery("ManualRecoveryRequired"), None, Verb::Start).unwrap_err();
+    assert!(e.to_string().contains("409 Conflict"), "{e}");
+    assert!(
+        e.to_string().contains("manual intervention is needed"),
+        "{e}"
+    );
+    let e = apply_request(
+        &mut recovery("VolumesChange"),
+        g.vmi.as_ref(),
+        Verb::Restart,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("409 Conflict"), "{e}");
+    assert!(e.to_string().contains("RestartVMRequestHandler"), "{e}");
+    // A condition that is not True refuses nothing.
+    let mut v = vm_a(
+        "Manual",
+        Value::Null,
+        json!({"conditions": [{"type": "ManualRecoveryRequired", "status": "False"}]}),
+    );
+    apply_request(&mut v, None, Verb::Start).unwrap();
+    assert_eq!(requests(&v), vec![("Start".into(), None)]);
+}
+
+/// getChangeRequestJson's "stop/start already underway" is not a Conflict: the handlers wrap
+/// it in errors.NewInternalError, a 500 (lifecycle.go:471-475, 606-624).
+#[test]
+fn a_request_while_another_is_underway_is_a_500() {
+    let g = running(ClusterSettings::default());
+    let mut v = vm_a(
+        "Manual",
+        Value::Null,
+        json!({"stateChangeRequests": [{"action": "Stop", "uid": "vmi-uid"}]}),
+    );
+    let e = apply_request(&mut v, g.vmi.as_ref(), Verb::Restart).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("500 InternalError"), "{text}");
+    assert!(text.contains("stop/start already underway"), "{text}");
 }

@@ -48,6 +48,19 @@ impl Verb {
     }
 }
 
+impl std::str::FromStr for Verb {
+    type Err = String;
+    /// `start`, `stop` or `restart`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "start" => Ok(Verb::Start),
+            "stop" => Ok(Verb::Stop),
+            "restart" => Ok(Verb::Restart),
+            _ => Err("expected start, stop or restart".into()),
+        }
+    }
+}
+
 /// The request body's options (`v1.StartOptions.Paused`, `v1.StopOptions.GracePeriod`,
 /// `v1.RestartOptions.GracePeriodSeconds`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -61,9 +61,14 @@ pub fn unsupported_patch(def: &ResourceDef) -> ApiError {
 /// - a `replace` of an absent key of an existing **object** sets it (like `add`).
 ///
 /// KubeVirt relies on both: `test /metadata/finalizers null` + `replace /metadata/finalizers`
-/// adds the first finalizer of a VM (vm.go:2362-2382). Operations are applied in order; the
-/// caller works on a copy, so a failure leaves the stored object unchanged.
-fn apply_json_patch(doc: &mut Value, p: json_patch::Patch) -> Result<(), json_patch::PatchError> {
+/// adds the first finalizer of a VM (vm.go:2362-2382), and virt-api `test`s an absent
+/// `status.stateChangeRequests` against `null` (lifecycle.go:614). Operations are applied in
+/// order; a failure leaves `doc` partly patched, so callers work on a copy. `inspect`'s what-if
+/// applies virt-api's patches with it.
+pub fn apply_json_patch(
+    doc: &mut Value,
+    p: json_patch::Patch,
+) -> Result<(), json_patch::PatchError> {
     use json_patch::{AddOperation, PatchOperation};
     for op in p.0 {
         let op = match op {

@@ -125,6 +125,8 @@ pub struct EnvConfig {
     /// The manager's HTTP endpoints (default: none); with an address, the Lease names its
     /// `/debug/state` and `inspect` reads it.
     pub listen: Option<std::net::SocketAddr>,
+    /// Namespace of the KubeVirt CR the controller follows (default `None`: beside its Lease).
+    pub kubevirt_namespace: Option<String>,
 }
 
 impl EnvConfig {
@@ -157,6 +159,7 @@ impl EnvConfig {
             settings: ClusterSettings::default(),
             expectations_timeout: virtctl_rs::runtime::expectations::EXPECTATIONS_TIMEOUT,
             listen: None,
+            kubevirt_namespace: None,
         }
     }
 
@@ -187,6 +190,8 @@ pub struct Env {
     pub deadline: Duration,
     /// Namespace of the manager's Lease.
     lease_namespace: String,
+    /// The namespace of the KubeVirt CR the manager follows.
+    kubevirt_namespace: String,
     /// What [`Env::start_manager_again`] starts a new manager with.
     restart: (Client, ManagerConfig),
 }
@@ -286,15 +291,18 @@ impl Env {
         watch_namespace: Option<String>,
     ) -> Env {
         let lease_namespace = config.lease.namespace.clone();
+        let kubevirt_namespace = config
+            .kubevirt_namespace
+            .unwrap_or_else(|| lease_namespace.clone());
         let manager_config = ManagerConfig {
             settings: config.settings,
             namespace: watch_namespace,
             expectations_timeout: config.expectations_timeout,
             listen: config.listen,
-            // The KubeVirt CR is the scenario's, beside its Lease (`kubevirt` on the embedded
-            // server, the scenario's namespace on the real one), where `inspect
-            // --lease-namespace` reads it too.
-            kubevirt_namespace: Some(lease_namespace.clone()),
+            // The KubeVirt CR is the scenario's, beside its Lease unless the config says
+            // otherwise (`kubevirt` on the embedded server, the scenario's namespace on the real
+            // one); `inspect --kubevirt-namespace` reads it there.
+            kubevirt_namespace: Some(kubevirt_namespace.clone()),
             ..ManagerConfig::new(config.lease)
         };
         let restart = (controller_client.clone(), manager_config.clone());
@@ -309,6 +317,7 @@ impl Env {
             namespace: config.namespace,
             deadline: config.deadline,
             lease_namespace,
+            kubevirt_namespace,
             restart,
         }
     }
@@ -360,6 +369,12 @@ impl Env {
     /// server), for `inspect --lease-namespace`.
     pub fn manager_lease_namespace(&self) -> String {
         self.lease_namespace.clone()
+    }
+
+    /// The namespace of the KubeVirt CR the manager follows, for `inspect
+    /// --kubevirt-namespace`.
+    pub fn manager_kubevirt_namespace(&self) -> String {
+        self.kubevirt_namespace.clone()
     }
 
     async fn wait_manager_ready(&self) {

@@ -490,6 +490,39 @@ pub fn memory_mismatch() -> Inspection {
     }
 }
 
+/// The leader renders with the KubeVirt CR it loaded at resourceVersion 812
+/// (`cpuAllocationRatio` 10); the CR now says 5. The check, computed with the CR's, finds the
+/// pod's CPU request half the formula's.
+pub fn settings_behind_the_cr() -> Inspection {
+    let cr = crate::config::ClusterSettings {
+        cpu_allocation_ratio: 5,
+        ..Default::default()
+    };
+    let mut check = matching_overhead();
+    if let Some(cpu) = check.cpu.as_mut() {
+        cpu.allocation_ratio = 5;
+        cpu.formula_request_millis = Some(200);
+        cpu.matches = false;
+    }
+    check.matches = false;
+    check.differences = vec![
+        "pod compute CPU request is 100m, the formula 200m (1 vCPUs ÷ cpuAllocationRatio 5)".into(),
+    ];
+    Inspection {
+        overhead_check: Some(check),
+        settings: Some(SettingsCheck {
+            cluster: cr,
+            controller: Some(Default::default()),
+            controller_source: Some(crate::controller::cluster_config::SettingsSource::KubevirtCr),
+            controller_resource_version: Some("812".into()),
+            controller_loaded_at: Some(at(600)),
+            controller_refused: None,
+            differences: vec!["cpuAllocationRatio: controller 10, KubeVirt CR 5".into()],
+        }),
+        ..running_ours()
+    }
+}
+
 /// The Lease is held by KubeVirt's virt-controller: metrics only, no expectations.
 pub fn kubevirt_metrics() -> Inspection {
     Inspection {

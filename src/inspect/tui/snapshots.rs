@@ -43,6 +43,11 @@ fn pod_memory_mismatch() {
 }
 
 #[test]
+fn settings_behind_the_kubevirt_cr() {
+    insta::assert_snapshot!(vm(fixtures::settings_behind_the_cr()));
+}
+
+#[test]
 fn kubevirt_lease_metrics_only() {
     insta::assert_snapshot!(vm(fixtures::kubevirt_metrics()));
 }
@@ -168,6 +173,11 @@ pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
             capture_panel(Panel::Overhead, &fixtures::memory_mismatch(), w),
         ),
         (
+            Panel::Overhead,
+            "the controller's settings behind the KubeVirt CR",
+            capture_panel(Panel::Overhead, &fixtures::settings_behind_the_cr(), w),
+        ),
+        (
             Panel::Decision,
             "CrashLoopBackOff",
             capture_panel(Panel::Decision, &fixtures::crash_loop(), w),
@@ -283,7 +293,7 @@ fn what_if_input_line() {
     )
     .expect_err("a 409");
     app.what_if.error = Some(refused.to_string());
-    let long = bottom(&capture(&app, 100, 24), 4);
+    let long = bottom(&capture(&app, 100, 24), 5);
     insta::assert_snapshot!(format!(
         "typing:\n{typing}\n\nbad input:\n{short}\n\nrefused, the reason below:\n{long}"
     ));
