@@ -303,6 +303,8 @@ struct State {
     rng: StdRng,
     rules: Vec<(FaultId, FaultRule)>,
     next: u64,
+    /// How often each rule fired, kept after the rule is removed.
+    fired: std::collections::HashMap<FaultId, u64>,
 }
 
 /// What the server does to one request.
@@ -351,6 +353,7 @@ impl Faults {
                 rng: StdRng::seed_from_u64(seed),
                 rules: Vec::new(),
                 next: 0,
+                fired: std::collections::HashMap::new(),
             }),
             drop_epoch: watch::Sender::new(0),
         }
@@ -392,6 +395,13 @@ impl Faults {
         self.lock().rules.iter().map(|(_, r)| r.clone()).collect()
     }
 
+    /// How many requests rule `id` fired on so far (also after it was removed): answers it
+    /// failed, or for the watch and list actions the requests it was applied to (a watch whose
+    /// drop point or dropped event it never reached still counts).
+    pub fn fired(&self, id: FaultId) -> u64 {
+        self.lock().fired.get(&id).copied().unwrap_or(0)
+    }
+
     /// Close every watch stream open right now (clients see the connection end and re-watch).
     pub fn drop_watches(&self) {
         self.drop_epoch.send_modify(|e| *e += 1);
@@ -404,8 +414,10 @@ impl Faults {
             ..Decision::default()
         };
         let mut s = self.lock();
-        let State { rng, rules, .. } = &mut *s;
-        for (_, rule) in rules.iter_mut() {
+        let State {
+            rng, rules, fired, ..
+        } = &mut *s;
+        for (id, rule) in rules.iter_mut() {
             if !rule.applies(verb, resource, user_agent) {
                 continue;
             }
@@ -417,6 +429,7 @@ impl Faults {
             if let Some(t) = rule.times.as_mut() {
                 *t -= 1;
             }
+            *fired.entry(*id).or_default() += 1;
             match &rule.action {
                 FaultAction::Error {
                     code,
@@ -537,6 +550,25 @@ mod tests {
         assert!(!f.decide(Verb::Patch, "pods", "").conflict);
         assert!(f.remove(id));
         assert!(!f.remove(id));
+    }
+
+    #[test]
+    fn fired_counts_survive_removal() {
+        let f = Faults::new(5);
+        let always = f.add(FaultRule::error(503).verbs(&[Verb::Create]));
+        let half = f.add(FaultRule::conflict().probability(0.5));
+        for _ in 0..3 {
+            f.decide(Verb::Create, "pods", "");
+        }
+        let conflicts = (0..40)
+            .filter(|_| f.decide(Verb::Patch, "pods", "").conflict)
+            .count() as u64;
+        f.clear();
+        f.decide(Verb::Create, "pods", "");
+        assert_eq!(f.fired(always), 3);
+        assert_eq!(f.fired(half), conflicts);
+        assert!(conflicts > 0 && conflicts < 40, "{conflicts}");
+        assert_eq!(f.fired(FaultId::from_raw(99)), 0);
     }
 
     #[test]

@@ -365,6 +365,35 @@ impl Env {
         self.wait_manager_ready().await;
     }
 
+    /// Kill the manager as a crashed process dies: its task is aborted, so the Lease is not
+    /// released and stays held until it expires; its term's work and write fence end with it.
+    pub async fn kill_manager(&mut self) {
+        if let Some(run) = self.run.take() {
+            run.abort();
+            let _ = run.await;
+        }
+        self.cancel.cancel();
+    }
+
+    /// Start a new manager with the first one's settings but another Lease identity and client
+    /// user agent (an instance on another host), on the embedded cluster, and wait until it
+    /// leads with synced caches.
+    pub async fn start_manager_as(&mut self, agent: &str, identity: &str) {
+        let client = self
+            .cluster()
+            .api()
+            .client_with_agent(agent)
+            .await
+            .expect("controller client");
+        let mut config = self.restart.1.clone();
+        config.lease.identity = identity.to_string();
+        let (manager, cancel, run) = Env::spawn_manager(client, config).await;
+        self.manager = manager;
+        self.cancel = cancel;
+        self.run = Some(run);
+        self.wait_manager_ready().await;
+    }
+
     /// The namespace of the manager's Lease (`kubevirt`; the scenario's namespace on the real
     /// server), for `inspect --lease-namespace`.
     pub fn manager_lease_namespace(&self) -> String {

@@ -6,7 +6,10 @@
 //! VMIs are named after their VM, so the API server itself refuses a second live one (409
 //! AlreadyExists: counted, since it means the controller created from a stale cache). Launcher
 //! pods use `generateName`, so a duplicate would be stored: a pod create is a violation unless
-//! the VM's previous launcher pod had a successful `delete` before it.
+//! the VM's previous launcher pod had a successful `delete` before it. The same timeline is
+//! kept for VMIs (a create is a violation unless the previous VMI of that name was deleted
+//! after its own create), which also catches a VMI created while an earlier one was still
+//! there by a server that let it through.
 
 use std::collections::BTreeMap;
 
@@ -40,45 +43,76 @@ pub struct Creates {
     pub vmi_already_exists: Vec<AuditEntry>,
     /// Launcher pods created while the VM's previous one had not been deleted.
     pub overlapping_pods: Vec<String>,
+    /// VMIs created while the VM's previous VMI (the same name) had not been deleted since it
+    /// was created.
+    pub overlapping_vmis: Vec<String>,
 }
 
 fn ok(e: &AuditEntry) -> bool {
     (200..300).contains(&e.code)
 }
 
-/// Read [`Creates`] from `audit` for the controller with user agent `agent`.
-pub fn creates(audit: &[AuditEntry], agent: &str) -> Creates {
-    let mut out = Creates::default();
-    let vmi_creates = controller_creates(audit, "virtualmachineinstances", agent);
-    for e in vmi_creates.iter().filter(|e| ok(e)) {
-        *out.vmis.entry(e.name.clone()).or_default() += 1;
+/// Audit positions of the successful `delete`s of `resource` (main resource, by anyone), per
+/// object name.
+fn deletes<'a>(audit: &'a [AuditEntry], resource: &str) -> BTreeMap<&'a str, Vec<u64>> {
+    let mut out: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for d in audit.iter().filter(|d| {
+        d.verb == "delete" && d.resource == resource && d.subresource.is_empty() && ok(d)
+    }) {
+        out.entry(d.name.as_str()).or_default().push(d.seq);
     }
-    out.vmi_already_exists = vmi_creates.into_iter().filter(|e| e.code == 409).collect();
-    let mut last_pod: BTreeMap<String, String> = BTreeMap::new();
-    for e in controller_creates(audit, "pods", agent)
+    out
+}
+
+/// For each successful create of `resource` by `agent` after a VM's first (in audit order),
+/// whether the VM's previous object got a successful `delete` between its create and this one:
+/// a timeline of live objects per VM, where an object is live from its create until its first
+/// delete request (it may then still be terminating, but nothing asks for it any more).
+/// Returns the creates per VM and one line per create that overlapped a live predecessor.
+fn live_timeline(
+    audit: &[AuditEntry],
+    resource: &str,
+    agent: &str,
+    vm_of: impl Fn(&str) -> &str,
+) -> (BTreeMap<String, usize>, Vec<String>) {
+    let deleted = deletes(audit, resource);
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    let mut overlaps = Vec::new();
+    let mut last: BTreeMap<String, (String, u64)> = BTreeMap::new();
+    for e in controller_creates(audit, resource, agent)
         .iter()
         .filter(|e| ok(e))
     {
-        let vm = pod_vm(&e.name).unwrap_or(&e.name).to_string();
-        *out.pods.entry(vm.clone()).or_default() += 1;
-        if let Some(prev) = last_pod.insert(vm.clone(), e.name.clone()) {
-            let deleted_before = audit.iter().any(|d| {
-                d.seq < e.seq
-                    && d.verb == "delete"
-                    && d.resource == "pods"
-                    && d.subresource.is_empty()
-                    && d.name == prev
-                    && ok(d)
-            });
-            if !deleted_before {
-                out.overlapping_pods.push(format!(
-                    "{vm}: pod {} created (#{}) while {prev} was not deleted",
+        let vm = vm_of(&e.name).to_string();
+        *count.entry(vm.clone()).or_default() += 1;
+        if let Some((prev, prev_seq)) = last.insert(vm.clone(), (e.name.clone(), e.seq)) {
+            let deleted_between = deleted
+                .get(prev.as_str())
+                .is_some_and(|seqs| seqs.iter().any(|d| prev_seq < *d && *d < e.seq));
+            if !deleted_between {
+                overlaps.push(format!(
+                    "{vm}: {resource} {} created (#{}) while {prev} (created #{prev_seq}) was not \
+                     deleted",
                     e.name, e.seq
                 ));
             }
         }
     }
-    out
+    (count, overlaps)
+}
+
+/// Read [`Creates`] from `audit` for the controller(s) with user agents containing `agent`.
+pub fn creates(audit: &[AuditEntry], agent: &str) -> Creates {
+    let vmi_creates = controller_creates(audit, "virtualmachineinstances", agent);
+    let (vmis, overlapping_vmis) = live_timeline(audit, "virtualmachineinstances", agent, |n| n);
+    let (pods, overlapping_pods) = live_timeline(audit, "pods", agent, |n| pod_vm(n).unwrap_or(n));
+    Creates {
+        vmis,
+        pods,
+        vmi_already_exists: vmi_creates.into_iter().filter(|e| e.code == 409).collect(),
+        overlapping_pods,
+        overlapping_vmis,
+    }
 }
 
 /// Assert that each VM of `starts` had exactly that many VMIs and launcher pods created, never
@@ -101,6 +135,9 @@ pub fn assert_one_at_a_time(audit: &[AuditEntry], agent: &str, starts: &BTreeMap
             "two launcher pods for one VM: {:?}",
             c.overlapping_pods
         ));
+    }
+    if !c.overlapping_vmis.is_empty() {
+        problems.push(format!("two VMIs for one VM: {:?}", c.overlapping_vmis));
     }
     if &c.vmis != starts {
         problems.push(format!("successful VMI creates per VM: {:?}", c.vmis));
