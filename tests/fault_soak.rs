@@ -33,8 +33,10 @@
 //! cargo test --test integration fault_soak::      # CI: seeds 1..=20, 20 VMs, 3 rounds each
 //! FAULT_SOAK_SEED=7 cargo test --test integration fault_soak::fault_soak_seeds -- --nocapture
 //! FAULT_SOAK_VMS=200 FAULT_SOAK_EVENTS=10000 FAULT_SOAK_SEED=1 \
-//!   cargo test --release --test integration fault_soak::fault_soak_long -- --ignored --nocapture
+//!   cargo test --test integration fault_soak::fault_soak_long -- --ignored --nocapture
 //! ```
+//!
+//! (`scripts/fault-soak.sh` runs the last one with those defaults and the machine's load.)
 //!
 //! `FAULT_SOAK_STRAGGLERS=1` prints the writes to the last VMs to converge. Figures from runs
 //! are in docs/performance.md.

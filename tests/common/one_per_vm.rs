@@ -154,3 +154,49 @@ pub fn assert_one_at_a_time(audit: &[AuditEntry], agent: &str, starts: &BTreeMap
         problems.join("\n")
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(seq: u64, verb: &str, resource: &str, name: &str, agent: &str) -> AuditEntry {
+        AuditEntry {
+            seq,
+            time: chrono::Utc::now(),
+            verb: verb.into(),
+            group: String::new(),
+            resource: resource.into(),
+            subresource: String::new(),
+            namespace: "ns".into(),
+            name: name.into(),
+            user_agent: agent.into(),
+            code: 201,
+            path: String::new(),
+            lease: None,
+        }
+    }
+
+    #[test]
+    fn a_vmi_or_pod_created_beside_a_live_one_is_reported() {
+        let vmi = "virtualmachineinstances";
+        let audit = [
+            entry(0, "create", vmi, "vm-a", "ctl-a"),
+            entry(1, "create", "pods", "virt-launcher-vm-a-abcde", "ctl-a"),
+            entry(2, "delete", vmi, "vm-a", "user"),
+            entry(3, "delete", "pods", "virt-launcher-vm-a-abcde", "gc"),
+            // Deleted before: fine.
+            entry(4, "create", vmi, "vm-a", "ctl-b"),
+            entry(5, "create", "pods", "virt-launcher-vm-a-fghij", "ctl-b"),
+            // No delete of the previous ones since their creates: two live.
+            entry(6, "create", vmi, "vm-a", "ctl-a"),
+            entry(7, "create", "pods", "virt-launcher-vm-a-klmno", "ctl-a"),
+        ];
+        let c = creates(&audit, "ctl-");
+        assert_eq!(c.vmis["vm-a"], 3);
+        assert_eq!(c.pods["vm-a"], 3);
+        assert_eq!(c.overlapping_vmis.len(), 1, "{:?}", c.overlapping_vmis);
+        assert!(c.overlapping_vmis[0].contains("(#6)"));
+        assert_eq!(c.overlapping_pods.len(), 1, "{:?}", c.overlapping_pods);
+        assert!(c.overlapping_pods[0].contains("virt-launcher-vm-a-klmno"));
+    }
+}
