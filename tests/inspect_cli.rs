@@ -119,7 +119,7 @@ async fn with_our_controller_leading_json_has_the_real_queue_and_a_held_open_exp
     assert_eq!(json["controller"]["expectationsExposed"], true);
     assert_eq!(json["lease"]["holderKind"], "virtctlRs");
     assert_eq!(json["lease"]["stale"], false);
-    assert_eq!(json["lease"]["leaseDurationSeconds"], 2);
+    assert_eq!(json["lease"]["leaseDurationSeconds"], 6);
     assert!(
         json["lease"]["holderIdentity"]
             .as_str()

@@ -112,7 +112,7 @@ pub struct EnvConfig {
     pub controller_agent: &'static str,
     /// User agent of the test's client (`None`: the server's default client).
     pub user_agent: Option<&'static str>,
-    /// The controller's Lease (default: 2 s duration, 1.5 s renew deadline, 250 ms retry).
+    /// The controller's Lease (default: [`e2e_lease`]).
     pub lease: LeaderElectionConfig,
     /// Namespace of the test's objects.
     pub namespace: String,
@@ -140,10 +140,7 @@ impl EnvConfig {
 
     /// The end-to-end tests' settings, with Lease holder `identity`.
     pub fn new(identity: &str) -> EnvConfig {
-        let mut lease = LeaderElectionConfig::new(identity);
-        lease.lease_duration = Duration::from_secs(2);
-        lease.renew_deadline = Duration::from_millis(1500);
-        lease.retry_period = Duration::from_millis(250);
+        let lease = e2e_lease(identity);
         EnvConfig {
             cluster: EmbeddedClusterConfig {
                 nodes: 2,
@@ -856,10 +853,7 @@ pub async fn start_leading_manager(
         .client_with_agent(agent)
         .await
         .expect("controller client");
-    let mut lease = LeaderElectionConfig::new(identity);
-    lease.lease_duration = Duration::from_secs(2);
-    lease.renew_deadline = Duration::from_millis(1500);
-    lease.retry_period = Duration::from_millis(250);
+    let lease = e2e_lease(identity);
     let config = ManagerConfig {
         vm_workers: 2,
         vmi_workers: 2,
@@ -886,4 +880,16 @@ pub async fn start_leading_manager(
     })
     .await;
     (manager, cancel, run)
+}
+
+/// The end-to-end tests' Lease: 6 s duration, 4 s renew deadline, 250 ms retry period. Short
+/// enough that a takeover is quick, long enough that a renewal delayed by a busy two-core
+/// machine (the whole suite runs in parallel) is not a lost Lease: with 2 s / 1.5 s, leaders
+/// exited with `LeaseLost` in loaded runs.
+pub fn e2e_lease(identity: &str) -> LeaderElectionConfig {
+    let mut lease = LeaderElectionConfig::new(identity);
+    lease.lease_duration = Duration::from_secs(6);
+    lease.renew_deadline = Duration::from_secs(4);
+    lease.retry_period = Duration::from_millis(250);
+    lease
 }
