@@ -27,7 +27,7 @@ namespaced_resource!(
 impl KubeVirt {
     /// The whole object as JSON with `kind` set (items of a list may come without one), what
     /// [`crate::config::ClusterSettings::from_kubevirt_cr`] reads.
-    pub fn to_cr_value(&self) -> serde_json::Value {
+    pub(crate) fn to_cr_value(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
         value["kind"] = "KubeVirt".into();
         value

@@ -46,7 +46,7 @@ pub struct StopArgs {
 }
 
 /// The VM name of `TYPE/NAME` (a VirtualMachine type, kubectl's names) or `NAME`.
-pub fn parse_vm(target: &str) -> Result<String, CliError> {
+pub(crate) fn parse_vm(target: &str) -> Result<String, CliError> {
     let name = match target.split_once('/') {
         Some((kind, name)) => {
             if !VM_TYPES.contains(&kind.to_ascii_lowercase().as_str()) {
@@ -66,7 +66,7 @@ pub fn parse_vm(target: &str) -> Result<String, CliError> {
 }
 
 /// Run `start`.
-pub fn run_start(global: &GlobalArgs, args: StartArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run_start(global: &GlobalArgs, args: StartArgs) -> Result<ExitCode, CliError> {
     let name = parse_vm(&args.target)?;
     let options = Options {
         paused: args.paused,
@@ -76,7 +76,11 @@ pub fn run_start(global: &GlobalArgs, args: StartArgs) -> Result<ExitCode, CliEr
 }
 
 /// Run `stop` or `restart`.
-pub fn run_stop(global: &GlobalArgs, verb: Verb, args: StopArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run_stop(
+    global: &GlobalArgs,
+    verb: Verb,
+    args: StopArgs,
+) -> Result<ExitCode, CliError> {
     let name = parse_vm(&args.target)?;
     // virtctl: `gracePeriodChanged != forceRestart` (stop.go, restart.go).
     if args.grace_period.is_some() != args.force {

@@ -29,7 +29,7 @@ const NOT_FROM_THE_CR: [&str; 4] = [
 /// KubeVirt also skips a CR whose `status.phase` is empty (one virt-operator has not yet
 /// processed); this reader does not, so a CR written by hand (the embedded cluster has no
 /// operator) configures the controller too.
-pub fn select_kubevirt_cr<'a, K: Borrow<KubeVirt>>(
+pub(crate) fn select_kubevirt_cr<'a, K: Borrow<KubeVirt>>(
     crs: &'a [K],
     namespace: &str,
 ) -> Result<Option<&'a KubeVirt>, SettingsError> {
@@ -62,7 +62,7 @@ impl ClusterSettings {
     /// over KubeVirt's defaults ([`ClusterSettings::from_kubevirt_cr`]; a field the CR leaves
     /// out is the default, not this value), the fields the process sets (launcher image, qemu
     /// timeout, KubeVirt version, no virt-api) are kept. Errors name the field.
-    pub fn with_kubevirt_cr(&self, cr: &serde_json::Value) -> Result<Self, SettingsError> {
+    pub(crate) fn with_kubevirt_cr(&self, cr: &serde_json::Value) -> Result<Self, SettingsError> {
         let mut s = ClusterSettings::from_kubevirt_cr(cr)?;
         s.launcher_image = self.launcher_image.clone();
         s.qemu_timeout_seconds = self.qemu_timeout_seconds;
@@ -73,7 +73,7 @@ impl ClusterSettings {
 
     /// What differs in the fields the KubeVirt CR configures, in field order; empty when they
     /// agree. Displayed `memoryOvercommit 100 → 150`.
-    pub fn cr_changes_to(&self, new: &ClusterSettings) -> Vec<SettingChange> {
+    pub(crate) fn cr_changes_to(&self, new: &ClusterSettings) -> Vec<SettingChange> {
         let (old, new) = (as_map(self), as_map(new));
         let mut fields: Vec<&String> = new.keys().collect();
         fields.extend(old.keys().filter(|k| !new.contains_key(*k)));

@@ -9,7 +9,8 @@
 
 mod kubevirt_cr;
 
-pub use kubevirt_cr::{SettingChange, select_kubevirt_cr};
+pub use kubevirt_cr::SettingChange;
+pub(crate) use kubevirt_cr::select_kubevirt_cr;
 
 use crate::api::quantity::ParsedQuantity;
 use serde::{Deserialize, Serialize};

@@ -150,7 +150,7 @@ impl ClusterConfig {
 
     /// Count reloads and refusals in `metrics`: `virtctl_rs_kubevirt_config_reloads_total`,
     /// `virtctl_rs_kubevirt_config_refused_total`.
-    pub fn register_metrics(&self, metrics: &Metrics) {
+    pub(crate) fn register_metrics(&self, metrics: &Metrics) {
         let (reloads, refusals) = (Counter::default(), Counter::default());
         metrics.register(
             "virtctl_rs_kubevirt_config_reloads",

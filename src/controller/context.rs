@@ -202,7 +202,7 @@ impl UnverifiedAbsences {
 
 impl Expectations {
     /// Fresh stores honouring entries for `timeout` (KubeVirt: five minutes, the default).
-    pub fn with_timeout(timeout: std::time::Duration) -> Self {
+    pub(crate) fn with_timeout(timeout: std::time::Duration) -> Self {
         let d = Expectations::default();
         Expectations {
             vmi: d.vmi.with_timeout(timeout),
@@ -391,12 +391,12 @@ impl Context {
 impl Context {
     /// The API server answered 404 to a delete of the launcher pod `ns/name`: the pod is gone,
     /// so the pod cache must not hold it ([`Informer::forget_gone`]; issue 38 item 2).
-    pub fn pod_gone(&self, ns: &str, name: &str) {
+    pub(crate) fn pod_gone(&self, ns: &str, name: &str) {
         forget_cached(&self.caches.pods, ns, name);
     }
 
     /// The API server answered 404 to a delete of the VMI `ns/name` ([`Context::pod_gone`]).
-    pub fn vmi_gone(&self, ns: &str, name: &str) {
+    pub(crate) fn vmi_gone(&self, ns: &str, name: &str) {
         forget_cached(&self.caches.vmis, ns, name);
     }
 

@@ -69,7 +69,10 @@ fn migrating(vmi: &VirtualMachineInstance) -> bool {
 /// acts on one of them only, the newest on the VMI's node (`CurrentVMIPod`,
 /// controller.go:323-358, used by vmi.go:342); nothing deletes the others while the VMI lives.
 /// Pods being deleted and a migration in progress (source and target) are not duplicates.
-pub fn duplicate_launcher_pods(vmi: &VirtualMachineInstance, pods: &[Pod]) -> Option<Blocker> {
+pub(crate) fn duplicate_launcher_pods(
+    vmi: &VirtualMachineInstance,
+    pods: &[Pod],
+) -> Option<Blocker> {
     if migrating(vmi) {
         return None;
     }
@@ -164,7 +167,7 @@ fn finalizer_owner(meta: &ObjectMeta, finalizer: &str) -> String {
 /// place in the chain. Whoever added such a finalizer must remove it before the API server
 /// deletes the object, and KubeVirt's controllers never do (vm.go:2315-2371 and lifecycle.go:268-274
 /// touch only their own).
-pub fn foreign_finalizers(
+pub(crate) fn foreign_finalizers(
     kind: &str,
     meta: &ObjectMeta,
     depth: u8,
@@ -206,7 +209,7 @@ pub fn foreign_finalizers(
 
 /// The firmware UUID a VM's VMIs get: the template's, else `CalculateLegacyUUID(vm name)`
 /// (vm.go:1933-1947, firmware.go:48-66).
-pub fn vm_firmware_uuid(vm: &VirtualMachine) -> String {
+pub(crate) fn vm_firmware_uuid(vm: &VirtualMachine) -> String {
     vm.template_spec()
         .and_then(|s| s.domain.firmware.as_ref())
         .and_then(|f| f.uuid.clone())
@@ -234,7 +237,7 @@ fn ns_name(meta: &ObjectMeta) -> String {
 /// Other VMs (and VMIs without a VM of their name) with the firmware UUID of `vm`: the guests
 /// see one SMBIOS system UUID, which guest software and licensing take as one machine. `vms`
 /// and `vmis` may include `vm` and its VMI (skipped).
-pub fn duplicate_firmware_uuid(
+pub(crate) fn duplicate_firmware_uuid(
     vm: &VirtualMachine,
     vms: &[VirtualMachine],
     vmis: &[VirtualMachineInstance],
@@ -293,7 +296,7 @@ pub fn duplicate_firmware_uuid(
 /// runs with the same identity and renews the Lease. client-go takes any record with its
 /// identity as its own (leaderelection.go `IsLeader`), so with KubeVirt's controllers both
 /// lead; our elector makes the second one stand by (src/runtime/lease/elector.rs).
-pub fn duplicate_identity(
+pub(crate) fn duplicate_identity(
     lease_key: &str,
     lease: &Lease,
     endpoint: &str,
@@ -384,7 +387,7 @@ fn admitting_level(level: &str, violations: &[&str]) -> &'static str {
 /// "LEVEL:VERSION": ...` (KubeVirt wraps it as "it needs a privileged namespace to run",
 /// lifecycle.go:174-183). Names the label value that admits the violations listed: `baseline`
 /// when `restricted` refused only restricted-level checks, else `privileged`.
-pub fn pod_security_rejection(
+pub(crate) fn pod_security_rejection(
     namespace: &str,
     vmi: Option<&VirtualMachineInstance>,
     events: &[EventView],

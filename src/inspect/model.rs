@@ -499,7 +499,7 @@ pub struct SettingsCheck {
 impl SettingsCheck {
     /// Where the leader's settings come from, for a line (`KubeVirt CR resourceVersion 812`,
     /// `fixed at start`, `KubeVirt's defaults`); `None` when the leader's are unknown.
-    pub fn controller_origin(&self) -> Option<String> {
+    pub(crate) fn controller_origin(&self) -> Option<String> {
         self.controller.as_ref()?;
         Some(
             match (&self.controller_resource_version, self.controller_source) {

@@ -7,7 +7,10 @@ use crate::config::ClusterSettings;
 use crate::controller::debug_state::DebugState;
 
 /// Compare `cluster` (the CR as read now) with the leader's settings in `state`, if read.
-pub fn settings_check(cluster: &ClusterSettings, state: Option<&DebugState>) -> SettingsCheck {
+pub(crate) fn settings_check(
+    cluster: &ClusterSettings,
+    state: Option<&DebugState>,
+) -> SettingsCheck {
     let mut check = SettingsCheck {
         cluster: cluster.clone(),
         ..Default::default()

@@ -453,7 +453,7 @@ pub fn apply_change(
 
 /// Parse a request (`start`, `stop`, `restart`), as `--what-if-request` and the terminal UI's
 /// what-if line give it.
-pub fn parse_request(text: &str) -> Result<Verb, ChangeError> {
+pub(crate) fn parse_request(text: &str) -> Result<Verb, ChangeError> {
     text.parse::<Verb>()
         .map_err(|e| ChangeError::Request(format!("{text:?}: {e}")))
 }

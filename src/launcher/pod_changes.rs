@@ -61,7 +61,7 @@ pub enum SpecHistory {
 
 /// Read `pod`'s history against `rendered`, what the renderer makes of its VMI today (`None`
 /// when it cannot render it: then every toleration and deadline counts as a possible update).
-pub fn spec_history(pod: &Pod, rendered: Option<&Pod>) -> SpecHistory {
+pub(crate) fn spec_history(pod: &Pod, rendered: Option<&Pod>) -> SpecHistory {
     if let Some(evidence) = resize_under_way(pod) {
         return SpecHistory::Resizing(evidence);
     }

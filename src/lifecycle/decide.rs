@@ -104,7 +104,7 @@ impl Refusal {
     }
 
     /// `errors.NewBadRequest(msg)`.
-    pub fn bad_request(why: &str) -> Self {
+    pub(crate) fn bad_request(why: &str) -> Self {
         Refusal {
             code: 400,
             reason: "BadRequest",
@@ -122,7 +122,7 @@ impl Refusal {
     }
 
     /// `errors.NewNotFound(v1.Resource("virtualmachine"), name)` (`fetchVirtualMachine`).
-    pub fn not_found(name: &str) -> Self {
+    pub(crate) fn not_found(name: &str) -> Self {
         Refusal {
             code: 404,
             reason: "NotFound",

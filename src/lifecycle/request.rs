@@ -46,7 +46,7 @@ impl Request {
     }
 
     /// The path of the subresource endpoint.
-    pub fn subresource_path(&self) -> String {
+    pub(crate) fn subresource_path(&self) -> String {
         format!(
             "/apis/{SUBRESOURCE_GROUP_VERSION}/namespaces/{}/virtualmachines/{}/{}",
             self.namespace,
@@ -136,8 +136,9 @@ pub enum Cause {
 }
 
 impl LifecycleError {
-    /// The refusal, when virt-api's rules refused the request.
-    pub fn refusal(&self) -> Option<&Refusal> {
+    /// The refusal, when virt-api's rules refused the request (read by the tests).
+    #[cfg(test)]
+    pub(crate) fn refusal(&self) -> Option<&Refusal> {
         match &*self.cause {
             Cause::Refused { refusal, .. } => Some(refusal),
             _ => None,
@@ -268,7 +269,7 @@ fn known_reason(reason: &str) -> &'static str {
 
 /// Whether a write failed on its `test` operation (the object changed since it was read): a
 /// 409, or the API server's 422 for a JSON patch that does not apply.
-pub fn is_test_failure(e: &kube::Error) -> bool {
+pub(crate) fn is_test_failure(e: &kube::Error) -> bool {
     match e {
         kube::Error::Api(s) => {
             s.code == 409 || (s.code == 422 && s.reason == "Invalid" && s.message == PATCH_REJECTED)

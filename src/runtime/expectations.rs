@@ -74,7 +74,7 @@ impl ControllerExpectations {
 
     /// The same store honouring entries for `timeout` instead of [`EXPECTATIONS_TIMEOUT`]
     /// (for tests that wait for an expiry; entries set before keep theirs).
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+    pub(crate) fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
@@ -139,7 +139,7 @@ impl ControllerExpectations {
     /// Remove `key`'s entry if it is satisfied (fulfilled or expired); true if no entry is left.
     /// For an owner that left the cache: a relist can drop an owner that still exists, and its
     /// unfulfilled entry must keep holding it back until the awaited event (or the expiry).
-    pub fn delete_expectations_if_satisfied(&self, key: &str) -> bool {
+    pub(crate) fn delete_expectations_if_satisfied(&self, key: &str) -> bool {
         let now = Instant::now();
         let mut store = lock(&self.store);
         match store.get(key) {
@@ -295,7 +295,7 @@ impl UidTrackingControllerExpectations {
     }
 
     /// The same store honouring entries for `timeout` ([`ControllerExpectations::with_timeout`]).
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+    pub(crate) fn with_timeout(mut self, timeout: Duration) -> Self {
         self.expectations = self.expectations.with_timeout(timeout);
         self
     }
@@ -353,7 +353,7 @@ impl UidTrackingControllerExpectations {
     }
 
     /// [`ControllerExpectations::delete_expectations_if_satisfied`], with the tracked keys.
-    pub fn delete_expectations_if_satisfied(&self, key: &str) -> bool {
+    pub(crate) fn delete_expectations_if_satisfied(&self, key: &str) -> bool {
         let mut uids = lock(&self.uids);
         let deleted = self.expectations.delete_expectations_if_satisfied(key);
         if deleted {

@@ -187,7 +187,7 @@ where
     /// a relist would), if the cached object is that one; later watch events of `uid` are
     /// ignored. client-go has no counterpart: its caches agree with the server again only
     /// through a relist (issue 38 item 2).
-    pub fn forget_gone(&mut self, key: &ObjectRef<K>, uid: &str) -> Vec<Notification<K>> {
+    pub(crate) fn forget_gone(&mut self, key: &ObjectRef<K>, uid: &str) -> Vec<Notification<K>> {
         self.gone.insert(uid);
         let Some(cached) = self.store.get(key) else {
             return Vec::new();
@@ -487,7 +487,7 @@ where
     /// The API server answered 404 for `key`: drop the cached object with `uid` and notify the
     /// handlers of its deletion ([`InformerState::forget_gone`]), on the informer's task, in
     /// order with its watch events. Does nothing for an informer that does not watch.
-    pub fn forget_gone(&self, key: ObjectRef<K>, uid: &str) {
+    pub(crate) fn forget_gone(&self, key: ObjectRef<K>, uid: &str) {
         let _ = self.gone.send((key, uid.to_string()));
     }
 

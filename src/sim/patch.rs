@@ -65,7 +65,7 @@ pub fn unsupported_patch(def: &ResourceDef) -> ApiError {
 /// `status.stateChangeRequests` against `null` (lifecycle.go:614). Operations are applied in
 /// order; a failure leaves `doc` partly patched, so callers work on a copy. `inspect`'s what-if
 /// applies virt-api's patches with it.
-pub fn apply_json_patch(
+pub(crate) fn apply_json_patch(
     doc: &mut Value,
     p: json_patch::Patch,
 ) -> Result<(), json_patch::PatchError> {

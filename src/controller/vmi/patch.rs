@@ -175,7 +175,7 @@ fn sync_keys(
 /// fallback (lifecycle.go:804-821), copied or deleted. For each changed map: `add
 /// /metadata/<labels|annotations>` when the pod had none, else `test` the old map and
 /// `replace` it.
-pub fn dynamic_pod_metadata_patch(
+pub(crate) fn dynamic_pod_metadata_patch(
     vmi: &VirtualMachineInstance,
     pod: &Pod,
     cluster_skip_backup_hooks: Option<&str>,

@@ -493,7 +493,7 @@ pub fn memory_mismatch() -> Inspection {
 /// The leader renders with the KubeVirt CR it loaded at resourceVersion 812
 /// (`cpuAllocationRatio` 10); the CR now says 5. The check, computed with the CR's, finds the
 /// pod's CPU request half the formula's.
-pub fn settings_behind_the_cr() -> Inspection {
+pub(crate) fn settings_behind_the_cr() -> Inspection {
     let cr = crate::config::ClusterSettings {
         cpu_allocation_ratio: 5,
         ..Default::default()
@@ -875,7 +875,7 @@ pub fn big_fleet(n: usize) -> Fleet {
 
 /// The launcher pod refused by Pod Security admission in a `restricted` namespace: the VMI's
 /// `FailedCreate`, and the label that would admit the pod (the diagnostic's own text).
-pub fn pod_security_rejected() -> Inspection {
+pub(crate) fn pod_security_rejected() -> Inspection {
     let msg = "failed to create pod for vmi default/vm-cirros, it needs a privileged namespace to run: pods \"virt-launcher-vm-cirros-\" is forbidden: violates PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false (container \"compute\" must set securityContext.allowPrivilegeEscalation=false), seccompProfile (pod or container \"compute\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")";
     let events = vec![EventView {
         count: 4,

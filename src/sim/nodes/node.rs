@@ -176,7 +176,7 @@ impl NodeLabel {
     }
 
     /// Check that the node it names is among the first `nodes` simulated nodes.
-    pub fn validate_node_count(&self, nodes: usize) -> Result<(), String> {
+    pub(crate) fn validate_node_count(&self, nodes: usize) -> Result<(), String> {
         match self.node.as_deref().and_then(node_index) {
             Some(index) if index >= nodes => Err(format!(
                 "{} is not one of the {nodes} simulated node(s){}",
@@ -203,7 +203,7 @@ impl std::fmt::Display for NodeLabel {
 
 /// Labels of the simulated node `name`: what a kubelet and virt-handler put there, then the
 /// `extra` labels for every node, then those for this node (later ones win).
-pub fn node_labels(name: &str, extra: &[NodeLabel]) -> BTreeMap<String, String> {
+pub(crate) fn node_labels(name: &str, extra: &[NodeLabel]) -> BTreeMap<String, String> {
     let mut labels: BTreeMap<String, String> = [
         (LABEL_MACHINE_TYPE_Q35, "true"),
         ("beta.kubernetes.io/arch", "amd64"),
@@ -237,7 +237,12 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str, now: &Time)
 
 /// The Node object (metadata, spec and status) for simulated node `index`, as registered at
 /// time `now`.
-pub fn build_node(index: usize, capacity: &NodeCapacity, labels: &[NodeLabel], now: &Time) -> Node {
+pub(crate) fn build_node(
+    index: usize,
+    capacity: &NodeCapacity,
+    labels: &[NodeLabel],
+    now: &Time,
+) -> Node {
     let name = node_name(index);
     let resources: BTreeMap<String, Quantity> = capacity
         .resources
