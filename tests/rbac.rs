@@ -18,7 +18,7 @@ use kube::Api;
 use kube::api::DeleteParams;
 use serde_json::{Value, json};
 use virtctl_rs::api::{DataVolume, VirtualMachine};
-use virtctl_rs::inspect::gather::{GatherOptions, gather_fleet, gather_vm};
+use virtctl_rs::inspect::{GatherOptions, gather_fleet, gather_vm};
 use virtctl_rs::sim::audit::AuditEntry;
 
 /// (apiGroup, resource or resource/subresource, verb).

@@ -1,8 +1,9 @@
 //! The object key, `namespace/name` — the one definition the work queues, expectations,
 //! informer handlers, controllers and tools share (client-go `cache.MetaNamespaceKeyFunc` and
-//! `cache.SplitMetaNamespaceKey`, k8s.io/client-go/tools/cache/store.go).
+//! `cache.SplitMetaNamespaceKey`, k8s.io/client-go/tools/cache/store.go), and the controller
+//! owner reference that ties an object to the controller that owns it.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 use std::fmt;
 
@@ -57,6 +58,15 @@ impl fmt::Display for ObjectKey {
             write!(f, "{}/{}", self.namespace, self.name)
         }
     }
+}
+
+/// `metav1.GetControllerOf` (apimachinery pkg/apis/meta/v1/controller_ref.go): the owner
+/// reference with `controller: true`.
+pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
 }
 
 /// `MetaNamespaceKeyFunc` as a string: `namespace/name`, or `name` without a namespace.

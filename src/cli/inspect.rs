@@ -4,7 +4,7 @@
 
 use super::client::client_from_flags;
 use super::{CliError, GlobalArgs};
-use crate::inspect::gather::{GatherError, GatherOptions, gather_fleet, gather_vm};
+use crate::inspect::{GatherError, GatherOptions, gather_fleet, gather_vm};
 use crate::inspect::text::{render_fleet, render_vm};
 use crate::inspect::tui::cluster::ClusterGather;
 use crate::inspect::whatif::{self, Change};

@@ -11,7 +11,8 @@
 use super::context::{Expectations, QueueSlot};
 use crate::api::key::ObjectKey;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
-use crate::runtime::informer::{Handler, Notification, controller_of, key_of};
+use crate::api::key::controller_of;
+use crate::runtime::informer::{Handler, Notification, key_of};
 use crate::runtime::store::Store;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
@@ -29,7 +30,7 @@ fn same_rv<K: Resource>(old: &K, new: &K) -> bool {
 
 /// Owner (kind, name, uid) of an object if its controller reference has that kind.
 fn controller_named<K: Resource>(obj: &K, kind: &str) -> Option<(String, String)> {
-    controller_of(obj)
+    controller_of(obj.meta())
         .filter(|r| r.kind == kind)
         .map(|r| (r.name.clone(), r.uid.clone()))
 }
@@ -100,7 +101,7 @@ pub fn vmi_to_vm_handler(
                         vm_queue.add(vm_key);
                     }
                 }
-                None if controller_of(vmi).is_none() => {
+                None if controller_of(&vmi.metadata).is_none() => {
                     let name = vmi.metadata.name.as_deref().unwrap_or("");
                     if let Some(store) = vms.get() {
                         let mut r = ObjectRef::<VirtualMachine>::new(name);
@@ -134,8 +135,8 @@ pub fn vmi_to_vm_handler(
                 {
                     deletion_observed(new, false);
                 }
-                if controller_of(old.as_ref()).map(|r| &r.uid)
-                    != controller_of(new.as_ref()).map(|r| &r.uid)
+                if controller_of(old.meta()).map(|r| &r.uid)
+                    != controller_of(new.meta()).map(|r| &r.uid)
                 {
                     enqueue_owner_or_namesake(old, false);
                 }

@@ -9,6 +9,7 @@
 //! [`start_failure_backoff_time_left`]. This module only reads their answers and phrases them.
 
 use super::gather::{ControllerView, Gathered, GatheredFleet, volume_claims};
+use super::model::human_duration;
 use super::model::*;
 use crate::api::annotations::MEMORY_OVERHEAD_BYTES;
 use crate::api::common::{Condition, ObjectVersion};
@@ -56,16 +57,6 @@ fn k8s_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Option<
 
 fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
     (to - from).num_milliseconds() as f64 / 1000.0
-}
-
-/// `4 m 57 s`, `42 s`, `1 h 3 m`.
-pub fn human_duration(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as i64;
-    match s {
-        0..=59 => format!("{s} s"),
-        60..=3599 => format!("{} m {} s", s / 60, s % 60),
-        _ => format!("{} h {} m", s / 3600, (s % 3600) / 60),
-    }
 }
 
 /// A VM's or VMI's `status.conditions` as shown.

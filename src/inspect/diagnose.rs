@@ -5,7 +5,7 @@
 //! pure function of gathered objects that returns the [`Blocker`]s it finds; `analyze.rs` adds
 //! them to the blocker chain, and the fleet view names the first one as a row's problem.
 
-use super::analyze::human_duration;
+use super::model::human_duration;
 use super::model::{Blocker, EventView};
 use crate::api::finalizers;
 use crate::api::{VirtualMachine, VirtualMachineInstance};

@@ -1,6 +1,6 @@
 //! Gathering: read one VM's objects (by name, label and field selectors; never the whole
 //! cluster) and the controller's view of it, into a [`Gathered`] value that
-//! [`super::analyze::analyze`] turns into an [`Inspection`].
+//! `inspect::analyze` turns into an `Inspection` (the two are joined in `inspect/mod.rs`).
 //!
 //! Every read that fails is recorded in [`Gathered::missing`] with its reason (not found,
 //! forbidden, unreachable, timed out); only "the VM does not exist" and "the API server cannot be
@@ -15,8 +15,7 @@
 //!   port 8443 (`--port 8443` set by virt-operator, metrics served over TLS: application.go:1042,
 //!   deployments.go:435-470 in KubeVirt v1.9).
 
-use super::analyze::analyze;
-use super::model::{EventView, Fleet, Inspection, Missing};
+use super::model::{EventView, Missing};
 use crate::api::labels::{APP, APP_VIRT_LAUNCHER, CREATED_BY};
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::{ClusterSettings, select_kubevirt_cr};
@@ -211,18 +210,7 @@ fn missing(list: &mut Vec<Missing>, what: impl Into<String>, reason: impl Into<S
     });
 }
 
-/// Gather one VM and the controller's view of it, then analyse it.
-pub async fn gather_vm(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    opts: &GatherOptions,
-) -> Result<Inspection, GatherError> {
-    let g = gather_raw(client, namespace, name, opts).await?;
-    Ok(analyze(&g))
-}
-
-/// The reads of [`gather_vm`], without the analysis.
+/// Gather one VM and the controller's view of it.
 pub async fn gather_raw(
     client: &kube::Client,
     namespace: &str,
@@ -950,11 +938,11 @@ pub struct GatheredFleet {
 
 /// One list each of VMs, VMIs and launcher pods in scope, plus the leader's full
 /// `/debug/state` (or KubeVirt's metrics); rows problems first.
-pub async fn gather_fleet(
+pub async fn gather_fleet_raw(
     client: &kube::Client,
     namespace: Option<&str>,
     opts: &GatherOptions,
-) -> Result<Fleet, GatherError> {
+) -> Result<GatheredFleet, GatherError> {
     let vms: Api<VirtualMachine> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -998,7 +986,7 @@ pub async fn gather_fleet(
     f.missing.append(&mut c.missing);
     c.now = Utc::now();
     f.controller = c;
-    Ok(super::analyze::analyze_fleet(&f))
+    Ok(f)
 }
 
 #[cfg(test)]

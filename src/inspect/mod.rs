@@ -16,4 +16,27 @@ pub mod text;
 pub mod tui;
 pub mod whatif;
 
-pub use gather::{GatherError, GatherOptions, gather_fleet, gather_vm};
+pub use gather::{GatherError, GatherOptions};
+
+/// Gather one VM and the controller's view of it ([`gather::gather_raw`]), then analyse it
+/// ([`analyze::analyze`]).
+pub async fn gather_vm(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    opts: &GatherOptions,
+) -> Result<model::Inspection, GatherError> {
+    let g = gather::gather_raw(client, namespace, name, opts).await?;
+    Ok(analyze::analyze(&g))
+}
+
+/// One list each of VMs, VMIs and launcher pods in scope plus the controller's view
+/// ([`gather::gather_fleet_raw`]), analysed into fleet rows, problems first.
+pub async fn gather_fleet(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    opts: &GatherOptions,
+) -> Result<model::Fleet, GatherError> {
+    let f = gather::gather_fleet_raw(client, namespace, opts).await?;
+    Ok(analyze::analyze_fleet(&f))
+}

@@ -711,3 +711,13 @@ pub struct FieldChange {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Value>,
 }
+
+/// `4 m 57 s`, `42 s`, `1 h 3 m`.
+pub fn human_duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as i64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} m {} s", s / 60, s % 60),
+        _ => format!("{} h {} m", s / 3600, (s % 3600) / 60),
+    }
+}

@@ -1,7 +1,7 @@
 //! `inspect --once`: the [`Inspection`] (and the [`Fleet`]) as plain text, one section per
 //! topic, in the order an operator reads them: what happens next, what blocks, then the details.
 
-use super::analyze::human_duration;
+use super::model::human_duration;
 use super::model::{ControllerSourceKind, Fleet, HolderKind, Inspection, KeyState, SettingsCheck};
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::fmt::Write;

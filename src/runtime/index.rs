@@ -139,5 +139,5 @@ where
 /// controller UID gives the same pods without the namespace walk.
 pub static CONTROLLER_UID: IndexFn<k8s_openapi::api::core::v1::Pod> = IndexFn {
     name: "controller-uid",
-    value: |pod| crate::runtime::informer::controller_of(pod).map(|r| r.uid.clone()),
+    value: |pod| crate::api::key::controller_of(&pod.metadata).map(|r| r.uid.clone()),
 };

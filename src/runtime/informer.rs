@@ -528,17 +528,6 @@ where
 
 pub use crate::api::key::key_of;
 
-/// The controller owner reference of an object, if any.
-pub fn controller_of<K: Resource>(
-    obj: &K,
-) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
-    obj.meta()
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|r| r.controller == Some(true))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

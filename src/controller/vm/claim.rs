@@ -4,7 +4,7 @@
 use crate::api::DataVolume;
 use crate::api::vm::VirtualMachine;
 use crate::api::vmi::VirtualMachineInstance;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use crate::api::key::controller_of;
 
 /// What claiming the same-named VMI results in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,14 +17,6 @@ pub enum VmiClaim {
     Release,
     /// Not claimed: the VMI is treated as absent. The text says why.
     NotClaimed(String),
-}
-
-/// `metav1.GetControllerOf`: the owner reference with `controller: true`.
-pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .as_ref()?
-        .iter()
-        .find(|r| r.controller == Some(true))
 }
 
 /// `ClaimVirtualMachineInstanceByName` (controller_ref_manager.go:381-411): the match is "VMI name
@@ -74,6 +66,7 @@ pub fn claim_data_volume(vm: &VirtualMachine, dv: &DataVolume) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use serde_json::json;
 
     fn vm() -> VirtualMachine {

@@ -26,7 +26,8 @@ pub(crate) mod fixtures;
 mod snapshots;
 
 pub use live::{Gather, run, run_fleet, run_vm};
-pub use state::{Action, App, Panel, Screen, ViewState, WhatIfError, WhatIfState};
+pub use state::{Action, App, Panel, Screen, ViewState, WhatIfError};
+pub use whatif::WhatIfState;
 
 use crate::inspect::model::{Fleet, Inspection};
 use ratatui::Frame;
@@ -303,7 +304,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
         Screen::Vm => "Tab panel · ↑↓ scroll · r refresh · ? help · q quit",
     };
     let mut spans = match app.screen {
-        Screen::Vm => whatif::status_spans(app),
+        Screen::Vm => whatif::status_spans(&app.what_if),
         Screen::Fleet => Vec::new(),
     };
     if let Some(e) = &app.status.error {

@@ -5,6 +5,7 @@
 //! turns a key into a change of that state plus an [`Action`] for the live loop (refresh,
 //! open a VM, evaluate a what-if, quit).
 
+use super::whatif::{WhatIfState, max_scroll};
 use crate::inspect::model::{Fleet, FleetRow, Inspection};
 use crate::inspect::whatif::{Change, ChangeError, WhatIf, parse_change_line};
 use chrono::{DateTime, Utc};
@@ -156,27 +157,6 @@ pub enum WhatIfError {
     Change(ChangeError),
     /// The reads failed: shown in the status line.
     Gather(String),
-}
-
-/// The what-if of the VM view (`w`): the input line, the evaluation in flight, the result.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct WhatIfState {
-    /// The input line is open: keys edit [`WhatIfState::text`].
-    pub editing: bool,
-    /// The text typed (kept after Enter and Esc for the next `w` on this VM; cleared on leaving it).
-    pub text: String,
-    /// Why the text was not evaluated (shown after it in the input line).
-    pub error: Option<String>,
-    /// An evaluation is in flight.
-    pub pending: bool,
-    /// The last evaluation failed to read the cluster (shown in the status line).
-    pub gather_error: Option<String>,
-    /// The last result; shown over the panels while [`WhatIfState::open`].
-    pub result: Option<WhatIf>,
-    /// The What-if panel is shown.
-    pub open: bool,
-    /// The What-if panel's scroll offset (first row shown).
-    pub scroll: u16,
 }
 
 /// The whole UI state.
@@ -523,7 +503,7 @@ impl App {
             .what_if
             .result
             .as_ref()
-            .map(|w| i64::from(super::whatif::max_scroll(w, self.view.size)))
+            .map(|w| i64::from(max_scroll(w, self.view.size)))
             .unwrap_or(0);
         let s = &mut self.what_if.scroll;
         *s = (i64::from(*s) + delta).clamp(0, max.max(0)) as u16;

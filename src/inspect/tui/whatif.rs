@@ -2,7 +2,6 @@
 //! drawn over the VM view's panels. The text is [`crate::inspect::whatif::text_lines`], the same
 //! lines `inspect --what-if` prints, styled by their kind; and the input line it is typed in.
 
-use super::state::{App, WhatIfState};
 use super::text::{bad, dim, good, warn};
 use crate::inspect::whatif::{TextKind, WhatIf, text_lines};
 use ratatui::Frame;
@@ -10,6 +9,27 @@ use ratatui::layout::{Position, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
+
+/// The what-if of the VM view (`w`): the input line, the evaluation in flight, the result.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WhatIfState {
+    /// The input line is open: keys edit [`WhatIfState::text`].
+    pub editing: bool,
+    /// The text typed (kept after Enter and Esc for the next `w` on this VM; cleared on leaving it).
+    pub text: String,
+    /// Why the text was not evaluated (shown after it in the input line).
+    pub error: Option<String>,
+    /// An evaluation is in flight.
+    pub pending: bool,
+    /// The last evaluation failed to read the cluster (shown in the status line).
+    pub gather_error: Option<String>,
+    /// The last result; shown over the panels while [`WhatIfState::open`].
+    pub result: Option<WhatIf>,
+    /// The What-if panel is shown.
+    pub open: bool,
+    /// The What-if panel's scroll offset (first row shown).
+    pub scroll: u16,
+}
 
 /// The input line's prompt.
 pub const PROMPT: &str = "what if: ";
@@ -146,8 +166,7 @@ pub fn input_line(frame: &mut Frame, area: Rect, state: &WhatIfState) {
 }
 
 /// The status line's part for the what-if: in flight, or why the reads failed.
-pub fn status_spans(app: &App) -> Vec<Span<'static>> {
-    let w = &app.what_if;
+pub fn status_spans(w: &WhatIfState) -> Vec<Span<'static>> {
     if w.pending {
         vec![Span::styled("what-if…  ", warn())]
     } else if let Some(e) = &w.gather_error {
