@@ -23,7 +23,10 @@ fn module_files(root: &Path) -> BTreeMap<ModPath, PathBuf> {
             .collect();
         entries.sort();
         for path in entries {
-            let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            let name = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default();
             if path.is_dir() {
                 let mut p = prefix.clone();
                 p.push(name.to_string());
@@ -76,7 +79,10 @@ impl Paths {
     fn push(&mut self, prefix: &[String], last: Option<String>) {
         let mut path = prefix.to_vec();
         path.extend(last);
-        if matches!(path.first().map(String::as_str), Some("crate" | "super" | "self")) {
+        if matches!(
+            path.first().map(String::as_str),
+            Some("crate" | "super" | "self")
+        ) {
             self.found.push(path);
         }
     }
@@ -145,8 +151,8 @@ fn edges(root: &Path) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
     let mut graph = BTreeMap::new();
     for (module, file) in &files {
         let text = std::fs::read_to_string(file).expect("source file");
-        let ast = syn::parse_file(&text)
-            .unwrap_or_else(|e| panic!("parsing {}: {e}", file.display()));
+        let ast =
+            syn::parse_file(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", file.display()));
         let mut paths = Paths::default();
         paths.visit_file(&ast);
         let from = module.clone();
@@ -275,6 +281,9 @@ fn paths_resolve_against_the_file_module() {
         absolute(&from, &p("crate::api::vm::VirtualMachine")),
         Some(p("api::vm::VirtualMachine"))
     );
-    assert_eq!(absolute(&from, &p("self::x")), Some(p("runtime::informer::x")));
+    assert_eq!(
+        absolute(&from, &p("self::x")),
+        Some(p("runtime::informer::x"))
+    );
     assert_eq!(absolute(&from, &p("std::mem")), None);
 }

@@ -4,10 +4,10 @@
 
 use super::client::client_from_flags;
 use super::{CliError, GlobalArgs};
-use crate::inspect::{GatherError, GatherOptions, gather_fleet, gather_vm};
 use crate::inspect::text::{render_fleet, render_vm};
 use crate::inspect::tui::cluster::ClusterGather;
 use crate::inspect::whatif::{self, Change};
+use crate::inspect::{GatherError, GatherOptions, gather_fleet, gather_vm};
 use crate::runtime::lease::{DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE};
 use clap::Args;
 use std::io::{IsTerminal, Write};

@@ -10,8 +10,8 @@
 
 use super::context::{Expectations, QueueSlot};
 use crate::api::key::ObjectKey;
-use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::api::key::controller_of;
+use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::runtime::informer::{Handler, Notification, key_of};
 use crate::runtime::store::Store;
 use k8s_openapi::api::core::v1::Pod;

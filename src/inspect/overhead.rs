@@ -524,30 +524,7 @@ pub const RESIDENT_PERCENT: i64 = 90;
 
 /// The audit's decisions over what was read: pure, one pass over the pods.
 pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
-    let vmis: HashMap<(&str, &str), &VirtualMachineInstance> = inputs
-        .vmis
-        .iter()
-        .filter_map(|v| {
-            Some((
-                (
-                    v.metadata.namespace.as_deref()?,
-                    v.metadata.name.as_deref()?,
-                ),
-                v,
-            ))
-        })
-        .collect();
-    let namespaces: HashMap<&str, &Namespace> = inputs
-        .namespaces
-        .iter()
-        .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
-        .collect();
-    let mut quotas: HashMap<&str, Vec<&ResourceQuota>> = HashMap::new();
-    for q in &inputs.quotas {
-        if let Some(ns) = q.metadata.namespace.as_deref() {
-            quotas.entry(ns).or_default().push(q);
-        }
-    }
+    let index = AuditIndex::new(inputs);
     let mut contexts: BTreeMap<&str, NamespaceContext> = BTreeMap::new();
     let mut report = AuditReport {
         namespace: namespace.map(str::to_string),
@@ -560,259 +537,59 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
         missing: Vec::new(),
     };
     for pod in &inputs.pods {
-        let (Some(ns), Some(pod_name)) = (
-            pod.metadata.namespace.as_deref(),
-            pod.metadata.name.as_deref(),
-        ) else {
+        let Some((ns, pod_name, vmi)) = index.running_launcher_pod(pod, &mut report) else {
             continue;
         };
-        if pod.metadata.deletion_timestamp.is_some()
-            || pod
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .is_some_and(|p| p == "Succeeded" || p == "Failed")
-        {
-            continue;
-        }
-        let domain = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(annotations::DOMAIN));
-        let Some(vmi) = domain.and_then(|d| vmis.get(&(ns, d.as_str()))) else {
-            report.pods_skipped.push(format!(
-                "{ns}/{pod_name}: {}",
-                match domain {
-                    Some(d) => format!("its VMI {d} is not in the list"),
-                    None => format!("no {} annotation", annotations::DOMAIN),
-                }
-            ));
-            continue;
-        };
-        // Only the VMI's own pod.
-        if launcher_pod_of(vmi, std::slice::from_ref(pod)).is_none() {
-            continue;
-        }
-        let vmi_name = domain.cloned().unwrap_or_default();
-        let ctx = contexts.entry(ns).or_insert_with(|| {
-            NamespaceContext::from_cluster(
-                namespaces.get(ns).copied(),
-                quotas.get(ns).into_iter().flatten().copied(),
-                &inputs.settings,
-            )
-        });
-        report.pods_checked += 1;
+        let ctx = contexts
+            .entry(ns)
+            .or_insert_with(|| index.namespace_context(ns, inputs));
+        let vmi_name = vmi.metadata.name.clone().unwrap_or_default();
+        // A VMI the formula cannot read is skipped but still counted for overhead reporting.
         report.overhead_reporting.vmis += 1;
         let reported = reported_overhead(vmi);
         if reported.is_some() {
             report.overhead_reporting.reported += 1;
         }
-        let finding = |kind, message: String, bytes| Finding {
-            kind,
-            namespace: ns.to_string(),
-            pod: pod_name.to_string(),
-            vmi: vmi_name.clone(),
-            message,
-            bytes,
-        };
-        let object = KubeVirtObject::Vmi(Box::new((*vmi).clone()));
+        let object = KubeVirtObject::Vmi(Box::new(vmi.clone()));
         let explanation = match explain_in(&object, ns, &inputs.settings, ctx) {
             Ok(e) => e,
             Err(e) => {
                 report.pods_skipped.push(format!(
                     "{ns}/{pod_name}: VirtualMachineInstance {ns}/{vmi_name}: {e}"
                 ));
-                report.pods_checked -= 1;
                 continue;
             }
         };
-        if let Some((restarts, at)) = oom_killed(pod) {
-            report.findings.push(finding(
-                FindingKind::OomKilled,
-                format!(
-                    "the compute container was OOM-killed (restarts {restarts}{})",
-                    at.map(|t| format!(", last at {t}")).unwrap_or_default()
-                ),
-                None,
-            ));
-        }
-        // Drift from what the cluster's KubeVirt renders now.
-        let mut check = check_pod(&explanation, pod);
-        if !check.matches {
-            let inputs_now = RenderInputs {
-                object: &object,
-                default_namespace: ns,
-                settings: &inputs.settings,
-                namespace: ctx,
-            };
-            check.likely_cause =
-                likely_cause(inputs_now, pod, &check, inputs.kubevirt_version.as_deref());
-            let mut parts: Vec<String> = check
-                .differences
-                .iter()
-                .map(|d| {
-                    format!(
-                        "{} {} (KubeVirt renders {})",
-                        d.resource,
-                        d.pod.as_deref().unwrap_or("unset"),
-                        d.rendered.as_deref().unwrap_or("none")
-                    )
-                })
-                .collect();
-            if let Some(d) = check.overhead_difference_bytes.filter(|d| *d != 0) {
-                parts.push(format!("overhead annotation {d:+} bytes from the formula"));
-            }
-            if check.annotation_overhead_bytes.is_none() {
-                parts.push(format!(
-                    "no {} annotation",
-                    annotations::MEMORY_OVERHEAD_BYTES
-                ));
-            }
-            let bytes = check
-                .differences
-                .iter()
-                .filter(|d| d.unit == "bytes")
-                .filter_map(|d| d.difference)
-                .map(i64::abs)
-                .max()
-                .or(check.overhead_difference_bytes.map(i64::abs));
-            report.findings.push(finding(
-                FindingKind::Drift,
-                format!(
-                    "{}{}",
-                    parts.join("; "),
-                    check
-                        .likely_cause
-                        .as_deref()
-                        .map(|c| format!(". Likely cause: {c}"))
-                        .unwrap_or_default()
-                ),
-                bytes,
-            ));
-        }
-        // OOM risk: the limit must hold guest + overhead (reported overhead where there is one).
-        let overhead = reported.unwrap_or(explanation.overhead.total_bytes);
-        let source = if reported.is_some() {
-            "status.memory.memoryOverhead"
-        } else {
-            "the formula's overhead"
+        report.pods_checked += 1;
+        let a = PodAudit {
+            ns,
+            pod_name,
+            pod,
+            vmi,
+            vmi_name,
+            explanation: &explanation,
+            reported,
+            guest: guest_bytes(vmi),
+            limit: compute_memory(pod, "limits"),
+            hugepages: vmi
+                .spec
+                .domain
+                .memory
+                .as_ref()
+                .is_some_and(|m| m.hugepages.is_some()),
         };
-        let guest = guest_bytes(vmi);
-        let limit = compute_memory(pod, "limits");
-        let hugepages = vmi
-            .spec
-            .domain
-            .memory
-            .as_ref()
-            .is_some_and(|m| m.hugepages.is_some());
-        if let (Some(g), Some(l)) = (guest, limit) {
-            // With hugepages the guest is outside the memory limit (it lives in hugepages-*).
-            let above = if hugepages { l } else { l - g };
-            if above < overhead {
-                report.findings.push(finding(
-                    FindingKind::OomRisk,
-                    format!(
-                        "memory limit {} leaves {} above the guest ({}), {source} is {}: {} short",
-                        human_bytes(l),
-                        human_bytes(above),
-                        if hugepages {
-                            "in hugepages".to_string()
-                        } else {
-                            human_bytes(g)
-                        },
-                        human_bytes(overhead),
-                        human_bytes(overhead - above)
-                    ),
-                    Some(overhead - above),
-                ));
-            }
-        }
-        // Resident memory against what the pod may use.
-        if let Some(resident) = inputs
-            .resident_bytes
-            .as_ref()
-            .and_then(|r| r.get(&format!("{ns}/{vmi_name}")))
-        {
-            let (cap, what) = match limit {
-                Some(l) => (Some(l), "memory limit"),
-                None => (compute_memory(pod, "requests"), "memory request"),
-            };
-            if let Some(cap) = cap.filter(|c| *c > 0)
-                && resident * 100 >= cap * RESIDENT_PERCENT
-            {
-                report.findings.push(finding(
-                    FindingKind::ResidentNearLimit,
-                    format!(
-                        "guest resident memory {} (kubevirt_vmi_memory_resident_bytes) is {}% of the pod's {what} {}",
-                        human_bytes(*resident),
-                        resident * 100 / cap,
-                        human_bytes(cap)
-                    ),
-                    Some(resident - cap),
-                ));
-            }
-        }
-        // Known upstream defects of the version's rendering: a rejected pod always, a
-        // shortfall from 8 MiB (a 4Gi guest-only VMI; a 512Mi one misses 1 MiB of page
-        // tables, less than the fixed estimates' own rounding).
-        for w in &explanation.warnings {
-            if w.shortfall_bytes
-                .is_some_and(|b| b < DEFECT_SHORTFALL_BYTES)
-            {
-                continue;
-            }
-            report.findings.push(finding(
-                FindingKind::UpstreamDefect,
-                format!("{} ({})", w.message, w.upstream),
-                w.shortfall_bytes,
-            ));
-        }
-        // Shapes for which the fixed estimate is known to be tight.
-        let mut shape = Vec::new();
-        if guest.is_some_and(|g| g >= LARGE_GUEST_BYTES) {
-            shape.push(format!("{} guest memory", human_bytes(guest.unwrap_or(0))));
-        }
-        if vmi.spec.is_cpu_dedicated() {
-            shape.push("dedicated CPUs".to_string());
-        }
-        let devices = vmi
-            .spec
-            .domain
-            .devices
-            .host_devices
-            .as_ref()
-            .map_or(0, Vec::len)
-            + vmi.spec.domain.devices.gpus.as_ref().map_or(0, Vec::len);
-        if devices >= MANY_HOST_DEVICES {
-            shape.push(format!("{devices} host devices/GPUs"));
-        }
-        if !shape.is_empty() {
-            let base: i64 = explanation
-                .overhead
-                .terms
-                .iter()
-                .filter(|t| t.name != "overheadRatio")
-                .map(|t| t.bytes)
-                .sum();
-            let room = limit.or(compute_memory(pod, "requests"));
-            if let (Some(g), Some(room)) = (guest, room) {
-                let inside = if hugepages { room } else { room - g };
-                let headroom = inside - base;
-                if headroom >= 0 && headroom * 100 < base * RISKY_HEADROOM_PERCENT {
-                    report.findings.push(finding(
-                        FindingKind::RiskyShape,
-                        format!(
-                            "{}: only {} above the fixed overhead estimate ({}); consider additionalGuestMemoryOverheadRatio or reservedOverhead",
-                            shape.join(", "),
-                            human_bytes(headroom),
-                            human_bytes(base)
-                        ),
-                        None,
-                    ));
-                }
-            }
-        }
+        report.findings.extend(a.oom_killed());
+        let render_inputs = RenderInputs {
+            object: &object,
+            default_namespace: ns,
+            settings: &inputs.settings,
+            namespace: ctx,
+        };
+        report.findings.extend(a.drift(render_inputs, inputs));
+        report.findings.extend(a.oom_risk());
+        report.findings.extend(a.resident_near_limit(inputs));
+        report.findings.extend(a.upstream_defects());
+        report.findings.extend(a.risky_shape());
     }
     report.findings.sort_by(|a, b| {
         a.kind
@@ -821,6 +598,315 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
             .then((&a.namespace, &a.pod).cmp(&(&b.namespace, &b.pod)))
     });
     report
+}
+
+/// The audit's lookups over what was read: VMIs by namespace and name, namespaces by name,
+/// quotas by namespace.
+struct AuditIndex<'a> {
+    vmis: HashMap<(&'a str, &'a str), &'a VirtualMachineInstance>,
+    namespaces: HashMap<&'a str, &'a Namespace>,
+    quotas: HashMap<&'a str, Vec<&'a ResourceQuota>>,
+}
+
+impl<'a> AuditIndex<'a> {
+    fn new(inputs: &'a AuditInputs) -> Self {
+        let vmis = inputs
+            .vmis
+            .iter()
+            .filter_map(|v| {
+                let key = (
+                    v.metadata.namespace.as_deref()?,
+                    v.metadata.name.as_deref()?,
+                );
+                Some((key, v))
+            })
+            .collect();
+        let namespaces = inputs
+            .namespaces
+            .iter()
+            .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
+            .collect();
+        let mut quotas: HashMap<&str, Vec<&ResourceQuota>> = HashMap::new();
+        for q in &inputs.quotas {
+            if let Some(ns) = q.metadata.namespace.as_deref() {
+                quotas.entry(ns).or_default().push(q);
+            }
+        }
+        AuditIndex {
+            vmis,
+            namespaces,
+            quotas,
+        }
+    }
+
+    /// The namespace rules the controller renders `ns`'s pods with.
+    fn namespace_context(&self, ns: &str, inputs: &AuditInputs) -> NamespaceContext {
+        NamespaceContext::from_cluster(
+            self.namespaces.get(ns).copied(),
+            self.quotas.get(ns).into_iter().flatten().copied(),
+            &inputs.settings,
+        )
+    }
+
+    /// A running, not deleted pod that is its VMI's own launcher pod: its namespace, name and
+    /// VMI. A pod whose VMI is not in the list is recorded as skipped.
+    fn running_launcher_pod(
+        &self,
+        pod: &'a Pod,
+        report: &mut AuditReport,
+    ) -> Option<(&'a str, &'a str, &'a VirtualMachineInstance)> {
+        let ns = pod.metadata.namespace.as_deref()?;
+        let pod_name = pod.metadata.name.as_deref()?;
+        let finished = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|p| p == "Succeeded" || p == "Failed");
+        if pod.metadata.deletion_timestamp.is_some() || finished {
+            return None;
+        }
+        let domain = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::DOMAIN));
+        let Some(vmi) = domain.and_then(|d| self.vmis.get(&(ns, d.as_str()))) else {
+            report.pods_skipped.push(format!(
+                "{ns}/{pod_name}: {}",
+                match domain {
+                    Some(d) => format!("its VMI {d} is not in the list"),
+                    None => format!("no {} annotation", annotations::DOMAIN),
+                }
+            ));
+            return None;
+        };
+        // Only the VMI's own pod.
+        launcher_pod_of(vmi, std::slice::from_ref(pod))?;
+        Some((ns, pod_name, vmi))
+    }
+}
+
+/// One launcher pod under audit, with what the checks share.
+struct PodAudit<'a> {
+    ns: &'a str,
+    pod_name: &'a str,
+    pod: &'a Pod,
+    vmi: &'a VirtualMachineInstance,
+    vmi_name: String,
+    explanation: &'a Explanation,
+    /// `status.memory.memoryOverhead`, when the VMI reports one.
+    reported: Option<i64>,
+    guest: Option<i64>,
+    limit: Option<i64>,
+    /// With hugepages the guest is outside the memory limit (it lives in hugepages-*).
+    hugepages: bool,
+}
+
+impl PodAudit<'_> {
+    fn finding(&self, kind: FindingKind, message: String, bytes: Option<i64>) -> Finding {
+        Finding {
+            kind,
+            namespace: self.ns.to_string(),
+            pod: self.pod_name.to_string(),
+            vmi: self.vmi_name.clone(),
+            message,
+            bytes,
+        }
+    }
+
+    fn oom_killed(&self) -> Option<Finding> {
+        let (restarts, at) = oom_killed(self.pod)?;
+        Some(self.finding(
+            FindingKind::OomKilled,
+            format!(
+                "the compute container was OOM-killed (restarts {restarts}{})",
+                at.map(|t| format!(", last at {t}")).unwrap_or_default()
+            ),
+            None,
+        ))
+    }
+
+    /// Drift from what the cluster's KubeVirt renders now.
+    fn drift(&self, now: RenderInputs<'_>, inputs: &AuditInputs) -> Option<Finding> {
+        let mut check = check_pod(self.explanation, self.pod);
+        if check.matches {
+            return None;
+        }
+        check.likely_cause =
+            likely_cause(now, self.pod, &check, inputs.kubevirt_version.as_deref());
+        let mut parts: Vec<String> = check
+            .differences
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {} (KubeVirt renders {})",
+                    d.resource,
+                    d.pod.as_deref().unwrap_or("unset"),
+                    d.rendered.as_deref().unwrap_or("none")
+                )
+            })
+            .collect();
+        if let Some(d) = check.overhead_difference_bytes.filter(|d| *d != 0) {
+            parts.push(format!("overhead annotation {d:+} bytes from the formula"));
+        }
+        if check.annotation_overhead_bytes.is_none() {
+            parts.push(format!(
+                "no {} annotation",
+                annotations::MEMORY_OVERHEAD_BYTES
+            ));
+        }
+        let bytes = check
+            .differences
+            .iter()
+            .filter(|d| d.unit == "bytes")
+            .filter_map(|d| d.difference)
+            .map(i64::abs)
+            .max()
+            .or(check.overhead_difference_bytes.map(i64::abs));
+        let cause = check
+            .likely_cause
+            .as_deref()
+            .map(|c| format!(". Likely cause: {c}"))
+            .unwrap_or_default();
+        Some(self.finding(
+            FindingKind::Drift,
+            format!("{}{cause}", parts.join("; ")),
+            bytes,
+        ))
+    }
+
+    /// OOM risk: the limit must hold guest + overhead (reported overhead where there is one).
+    fn oom_risk(&self) -> Option<Finding> {
+        let overhead = self
+            .reported
+            .unwrap_or(self.explanation.overhead.total_bytes);
+        let source = if self.reported.is_some() {
+            "status.memory.memoryOverhead"
+        } else {
+            "the formula's overhead"
+        };
+        let (g, l) = (self.guest?, self.limit?);
+        let above = if self.hugepages { l } else { l - g };
+        if above >= overhead {
+            return None;
+        }
+        let guest = if self.hugepages {
+            "in hugepages".to_string()
+        } else {
+            human_bytes(g)
+        };
+        Some(self.finding(
+            FindingKind::OomRisk,
+            format!(
+                "memory limit {} leaves {} above the guest ({guest}), {source} is {}: {} short",
+                human_bytes(l),
+                human_bytes(above),
+                human_bytes(overhead),
+                human_bytes(overhead - above)
+            ),
+            Some(overhead - above),
+        ))
+    }
+
+    /// Resident memory against what the pod may use.
+    fn resident_near_limit(&self, inputs: &AuditInputs) -> Option<Finding> {
+        let resident = inputs
+            .resident_bytes
+            .as_ref()?
+            .get(&format!("{}/{}", self.ns, self.vmi_name))?;
+        let (cap, what) = match self.limit {
+            Some(l) => (Some(l), "memory limit"),
+            None => (compute_memory(self.pod, "requests"), "memory request"),
+        };
+        let cap = cap.filter(|c| *c > 0)?;
+        if resident * 100 < cap * RESIDENT_PERCENT {
+            return None;
+        }
+        Some(self.finding(
+            FindingKind::ResidentNearLimit,
+            format!(
+                "guest resident memory {} (kubevirt_vmi_memory_resident_bytes) is {}% of the pod's {what} {}",
+                human_bytes(*resident),
+                resident * 100 / cap,
+                human_bytes(cap)
+            ),
+            Some(resident - cap),
+        ))
+    }
+
+    /// Known upstream defects of the version's rendering: a rejected pod always, a shortfall
+    /// from 8 MiB (a 4Gi guest-only VMI; a 512Mi one misses 1 MiB of page tables, less than
+    /// the fixed estimates' own rounding).
+    fn upstream_defects(&self) -> Vec<Finding> {
+        self.explanation
+            .warnings
+            .iter()
+            .filter(|w| {
+                !w.shortfall_bytes
+                    .is_some_and(|b| b < DEFECT_SHORTFALL_BYTES)
+            })
+            .map(|w| {
+                self.finding(
+                    FindingKind::UpstreamDefect,
+                    format!("{} ({})", w.message, w.upstream),
+                    w.shortfall_bytes,
+                )
+            })
+            .collect()
+    }
+
+    /// Shapes for which the fixed estimate is known to be tight.
+    fn risky_shape(&self) -> Option<Finding> {
+        let mut shape = Vec::new();
+        if self.guest.is_some_and(|g| g >= LARGE_GUEST_BYTES) {
+            shape.push(format!(
+                "{} guest memory",
+                human_bytes(self.guest.unwrap_or(0))
+            ));
+        }
+        let spec = &self.vmi.spec;
+        if spec.is_cpu_dedicated() {
+            shape.push("dedicated CPUs".to_string());
+        }
+        let devices = spec
+            .domain
+            .devices
+            .host_devices
+            .as_ref()
+            .map_or(0, Vec::len)
+            + spec.domain.devices.gpus.as_ref().map_or(0, Vec::len);
+        if devices >= MANY_HOST_DEVICES {
+            shape.push(format!("{devices} host devices/GPUs"));
+        }
+        if shape.is_empty() {
+            return None;
+        }
+        let base: i64 = self
+            .explanation
+            .overhead
+            .terms
+            .iter()
+            .filter(|t| t.name != "overheadRatio")
+            .map(|t| t.bytes)
+            .sum();
+        let guest = self.guest?;
+        let room = self.limit.or(compute_memory(self.pod, "requests"))?;
+        let inside = if self.hugepages { room } else { room - guest };
+        let headroom = inside - base;
+        if headroom < 0 || headroom * 100 >= base * RISKY_HEADROOM_PERCENT {
+            return None;
+        }
+        Some(self.finding(
+            FindingKind::RiskyShape,
+            format!(
+                "{}: only {} above the fixed overhead estimate ({}); consider additionalGuestMemoryOverheadRatio or reservedOverhead",
+                shape.join(", "),
+                human_bytes(headroom),
+                human_bytes(base)
+            ),
+            None,
+        ))
+    }
 }
 
 /// Read what the audit needs for `namespace` (`None`: every namespace) — one list each — and

@@ -37,6 +37,23 @@ fn list_section<T>(o: &mut String, title: &str, items: &[T], line: impl Fn(&T) -
 /// The whole inspection as text.
 pub fn render_vm(ins: &Inspection) -> String {
     let mut o = String::new();
+    header(&mut o, ins);
+    next_decision(&mut o, ins);
+    blockers(&mut o, ins);
+    printable_status(&mut o, ins);
+    leader(&mut o, ins);
+    queues(&mut o, ins);
+    expectations(&mut o, ins);
+    phase_timeline(&mut o, ins);
+    overhead_check(&mut o, ins);
+    objects(&mut o, ins);
+    events(&mut o, ins);
+    missing(&mut o, ins);
+    o
+}
+
+/// The title line and the VM's run strategy, printableStatus and generation.
+fn header(o: &mut String, ins: &Inspection) {
     let _ = writeln!(
         o,
         "VirtualMachine {}/{}  (at {})",
@@ -53,7 +70,10 @@ pub fn render_vm(ins: &Inspection) -> String {
             or_dash(vm.object.generation)
         );
     }
+}
 
+/// What the controllers do next, and why.
+fn next_decision(o: &mut String, ins: &Inspection) {
     let _ = writeln!(o, "\nNEXT DECISION");
     match &ins.next_decision {
         Some(nd) => {
@@ -80,8 +100,11 @@ pub fn render_vm(ins: &Inspection) -> String {
             let _ = writeln!(o, "  (none: no VM)");
         }
     }
+}
 
-    list_section(&mut o, "BLOCKERS (deepest first)", &ins.blockers, |b| {
+/// What holds the VM, deepest cause first.
+fn blockers(o: &mut String, ins: &Inspection) {
+    list_section(o, "BLOCKERS (deepest first)", &ins.blockers, |b| {
         let mut line = format!("[{}] {} {}: {}", b.depth, b.object, b.reason, b.message);
         if let Some(fix) = &b.fix {
             line.push_str("\n      fix: ");
@@ -89,7 +112,10 @@ pub fn render_vm(ins: &Inspection) -> String {
         }
         line
     });
+}
 
+/// How printableStatus was computed, from which inputs.
+fn printable_status(o: &mut String, ins: &Inspection) {
     let _ = writeln!(o, "\nPRINTABLE STATUS");
     if let Some(p) = &ins.printable_status_reason {
         let _ = writeln!(
@@ -105,7 +131,10 @@ pub fn render_vm(ins: &Inspection) -> String {
     if let Some(c) = &ins.caught_up {
         let _ = writeln!(o, "  caught up: {}", c.summary);
     }
+}
 
+/// The Lease holder and where the controller view came from.
+fn leader(o: &mut String, ins: &Inspection) {
     let _ = writeln!(o, "\nLEADER");
     match &ins.lease {
         Some(l) => {
@@ -144,7 +173,10 @@ pub fn render_vm(ins: &Inspection) -> String {
             .map(|u| format!(" ({u})"))
             .unwrap_or_default()
     );
+}
 
+/// The work queues and where this VM's key is in them.
+fn queues(o: &mut String, ins: &Inspection) {
     let _ = writeln!(o, "\nQUEUES");
     if ins.queues.is_empty() {
         let _ = writeln!(o, "  unknown");
@@ -178,7 +210,10 @@ pub fn render_vm(ins: &Inspection) -> String {
                 .unwrap_or_default()
         );
     }
+}
 
+/// Pending expectations and the last reconcile of each controller.
+fn expectations(o: &mut String, ins: &Inspection) {
     let _ = writeln!(o, "\nEXPECTATIONS");
     if !ins.controller.expectations_exposed {
         let _ = writeln!(o, "  not exposed by this controller");
@@ -220,7 +255,10 @@ pub fn render_vm(ins: &Inspection) -> String {
             }
         );
     }
+}
 
+/// The VMI's phase transitions.
+fn phase_timeline(o: &mut String, ins: &Inspection) {
     let _ = writeln!(o, "\nPHASE TIMELINE");
     match &ins.vmi {
         Some(vmi) if !vmi.phase_transitions.is_empty() => {
@@ -245,7 +283,10 @@ pub fn render_vm(ins: &Inspection) -> String {
             let _ = writeln!(o, "  no VMI");
         }
     }
+}
 
+/// The memory overhead formula against the pod, annotation and status.
+fn overhead_check(o: &mut String, ins: &Inspection) {
     let _ = writeln!(o, "\nOVERHEAD CHECK");
     match &ins.overhead_check {
         Some(c) => {
@@ -285,7 +326,10 @@ pub fn render_vm(ins: &Inspection) -> String {
     if let Some(line) = ins.settings.as_ref().and_then(settings_line) {
         let _ = writeln!(o, "  {line}");
     }
+}
 
+/// The VMI, launcher pods, volumes and node.
+fn objects(o: &mut String, ins: &Inspection) {
     let _ = writeln!(o, "\nOBJECTS");
     if let Some(vmi) = &ins.vmi {
         let _ = writeln!(
@@ -331,8 +375,11 @@ pub fn render_vm(ins: &Inspection) -> String {
             n.ready.as_deref().unwrap_or("-")
         );
     }
+}
 
-    list_section(&mut o, "EVENTS (oldest first)", &ins.events, |e| {
+/// The events, oldest first.
+fn events(o: &mut String, ins: &Inspection) {
+    list_section(o, "EVENTS (oldest first)", &ins.events, |e| {
         format!(
             "{} {:<7} {:<22} {:<40} {}{}",
             e.time.as_ref().map_or("--:--:--".into(), hms),
@@ -347,14 +394,16 @@ pub fn render_vm(ins: &Inspection) -> String {
             }
         )
     });
+}
 
+/// What could not be read.
+fn missing(o: &mut String, ins: &Inspection) {
     if !ins.missing.is_empty() {
         let _ = writeln!(o, "\nMISSING");
         for m in &ins.missing {
             let _ = writeln!(o, "  {}: {}", m.what, m.reason);
         }
     }
-    o
 }
 
 /// The fleet as a table, problems first.

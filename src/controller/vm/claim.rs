@@ -2,9 +2,9 @@
 //! generic `ClaimObject` (pkg/controller/controller_ref_manager.go:149-205, 338-411).
 
 use crate::api::DataVolume;
+use crate::api::key::controller_of;
 use crate::api::vm::VirtualMachine;
 use crate::api::vmi::VirtualMachineInstance;
-use crate::api::key::controller_of;
 
 /// What claiming the same-named VMI results in.
 #[derive(Debug, Clone, PartialEq, Eq)]
