@@ -842,8 +842,8 @@ impl PodAudit<'_> {
             .warnings
             .iter()
             .filter(|w| {
-                !w.shortfall_bytes
-                    .is_some_and(|b| b < DEFECT_SHORTFALL_BYTES)
+                w.shortfall_bytes
+                    .is_none_or(|b| b >= DEFECT_SHORTFALL_BYTES)
             })
             .map(|w| {
                 self.finding(

@@ -488,7 +488,6 @@ fn containers_phrase(names: &[String]) -> String {
 fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
     let null = Value::Null;
     let spec = pod.get("spec").unwrap_or(&null);
-    let psc = spec.get("securityContext").unwrap_or(&null);
     let containers = all_containers(spec);
     let csc = |c: &Value| c.get("securityContext").cloned().unwrap_or(Value::Null);
     let mut out = Vec::new();
@@ -556,11 +555,20 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
             quoted(&bad_caps)
         ));
     }
-    if level != "restricted" {
-        return out;
+    if level == "restricted" {
+        out.extend(restricted_violations(spec, &containers, &volumes));
     }
+    out
+}
+
+/// The checks only the `restricted` level adds, in the registry's order.
+fn restricted_violations(spec: &Value, containers: &[&Value], volumes: &[&Value]) -> Vec<String> {
+    let null = Value::Null;
+    let psc = spec.get("securityContext").unwrap_or(&null);
+    let csc = |c: &Value| c.get("securityContext").cloned().unwrap_or(Value::Null);
+    let mut out = Vec::new();
     // restricted volume types
-    let bad_volumes = names_where(&volumes, |v| {
+    let bad_volumes = names_where(volumes, |v| {
         v.as_object().is_some_and(|m| {
             m.keys()
                 .any(|k| k != "name" && !RESTRICTED_VOLUMES.contains(&k.as_str()))
@@ -576,7 +584,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         ));
     }
     // allowPrivilegeEscalation
-    let escalation = names_where(&containers, |c| {
+    let escalation = names_where(containers, |c| {
         csc(c)
             .get("allowPrivilegeEscalation")
             .and_then(Value::as_bool)
@@ -589,7 +597,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         ));
     }
     // capabilities (restricted)
-    let not_dropping = names_where(&containers, |c| {
+    let not_dropping = names_where(containers, |c| {
         !csc(c)
             .pointer("/capabilities/drop")
             .and_then(Value::as_array)
@@ -597,7 +605,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
             .flatten()
             .any(|d| d.as_str() == Some("ALL"))
     });
-    let (adding, adding_caps) = added_capabilities(&containers, |a| a == "NET_BIND_SERVICE");
+    let (adding, adding_caps) = added_capabilities(containers, |a| a == "NET_BIND_SERVICE");
     let mut cap_details = Vec::new();
     if !not_dropping.is_empty() {
         cap_details.push(format!(
@@ -620,7 +628,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
     }
     // runAsNonRoot
     let pod_non_root = psc.get("runAsNonRoot").and_then(Value::as_bool);
-    let not_non_root = names_where(&containers, |c| {
+    let not_non_root = names_where(containers, |c| {
         let own = csc(c).get("runAsNonRoot").and_then(Value::as_bool);
         own.or(pod_non_root) != Some(true)
     });
@@ -632,7 +640,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
     }
     // runAsUser=0
     let pod_root = psc.get("runAsUser").and_then(Value::as_i64) == Some(0);
-    let root = names_where(&containers, |c| {
+    let root = names_where(containers, |c| {
         csc(c).get("runAsUser").and_then(Value::as_i64) == Some(0)
     });
     if pod_root || !root.is_empty() {
@@ -651,7 +659,7 @@ fn pod_security_violations(level: &str, pod: &Value) -> Vec<String> {
         )
     };
     let pod_seccomp = allowed(psc);
-    let no_seccomp = names_where(&containers, |c| {
+    let no_seccomp = names_where(containers, |c| {
         let own = csc(c);
         if own.pointer("/seccompProfile/type").is_some() {
             !allowed(&own)

@@ -436,38 +436,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let rr = match target {
         Target::Resource(rr) => rr,
         other => {
-            let resp = if matches!(other, Target::NotFound) {
-                error_response(&ApiError::unknown_resource())
-            } else if method != Method::GET {
-                error_response(&ApiError::method_not_allowed())
-            } else {
-                let reg = app.store.registry();
-                match other {
-                    Target::Version => json_response(200, &discovery::version()),
-                    Target::Health => {
-                        let mut r = Response::new(Body::from("ok"));
-                        r.headers_mut()
-                            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-                        r
-                    }
-                    Target::Api => json_response(200, &discovery::api_versions(&app.addr)),
-                    Target::Apis => json_response(200, &discovery::api_group_list(reg)),
-                    Target::Group(g) => match discovery::api_group(reg, &g) {
-                        Some(v) => json_response(200, &v),
-                        None => error_response(&ApiError::unknown_resource()),
-                    },
-                    Target::OpenApiRoot => json_response(200, &openapi::root(reg)),
-                    Target::OpenApiGv(p) => match openapi::group_version(reg, &p) {
-                        Some(v) => json_response(200, &v),
-                        None => error_response(&ApiError::unknown_resource()),
-                    },
-                    Target::GroupVersion(g, v) => match discovery::resource_list(reg, &g, &v) {
-                        Some(v) => json_response(200, &v),
-                        None => error_response(&ApiError::unknown_resource()),
-                    },
-                    _ => error_response(&ApiError::unknown_resource()),
-                }
-            };
+            let resp = non_resource(&app, other, &method);
             app.audit.record(time, rec, resp.status().as_u16());
             return resp;
         }
@@ -480,18 +449,7 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
             return error_response(&e);
         }
     };
-    let verb = match (&method, rr.name.is_some(), rr.sub.as_deref()) {
-        (&Method::GET, false, _) if parse_bool(&q, "watch") => Some(Verb::Watch),
-        (&Method::GET, false, _) => Some(Verb::List),
-        (&Method::GET, true, None | Some("status")) => Some(Verb::Get),
-        (&Method::POST, false, None) => Some(Verb::Create),
-        (&Method::POST, true, Some("binding")) => Some(Verb::Create),
-        (&Method::PUT, true, None | Some("status")) => Some(Verb::Update),
-        (&Method::PATCH, true, None | Some("status")) => Some(Verb::Patch),
-        (&Method::DELETE, true, None) => Some(Verb::Delete),
-        (&Method::DELETE, false, None) => Some(Verb::DeleteCollection),
-        _ => None,
-    };
+    let verb = verb_of(&method, &rr, &q);
     rec.group = def.group.to_string();
     rec.resource = def.plural.to_string();
     rec.subresource = rr.sub.clone().unwrap_or_default();
@@ -551,6 +509,60 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     }
     app.audit.record(time, rec, resp.status().as_u16());
     resp
+}
+
+/// A request for something other than a resource: discovery, OpenAPI, version, health, or a
+/// path that resolves to nothing.
+fn non_resource(app: &App, target: Target, method: &Method) -> Response {
+    if matches!(target, Target::NotFound) {
+        error_response(&ApiError::unknown_resource())
+    } else if *method != Method::GET {
+        error_response(&ApiError::method_not_allowed())
+    } else {
+        let reg = app.store.registry();
+        match target {
+            Target::Version => json_response(200, &discovery::version()),
+            Target::Health => {
+                let mut r = Response::new(Body::from("ok"));
+                r.headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+                r
+            }
+            Target::Api => json_response(200, &discovery::api_versions(&app.addr)),
+            Target::Apis => json_response(200, &discovery::api_group_list(reg)),
+            Target::Group(g) => match discovery::api_group(reg, &g) {
+                Some(v) => json_response(200, &v),
+                None => error_response(&ApiError::unknown_resource()),
+            },
+            Target::OpenApiRoot => json_response(200, &openapi::root(reg)),
+            Target::OpenApiGv(p) => match openapi::group_version(reg, &p) {
+                Some(v) => json_response(200, &v),
+                None => error_response(&ApiError::unknown_resource()),
+            },
+            Target::GroupVersion(g, v) => match discovery::resource_list(reg, &g, &v) {
+                Some(v) => json_response(200, &v),
+                None => error_response(&ApiError::unknown_resource()),
+            },
+            _ => error_response(&ApiError::unknown_resource()),
+        }
+    }
+}
+
+/// The verb of a resource request, as the real server's request-info resolver names it; `None`
+/// for a method the path does not serve.
+fn verb_of(method: &Method, rr: &ResReq, q: &HashMap<String, String>) -> Option<Verb> {
+    match (method, rr.name.is_some(), rr.sub.as_deref()) {
+        (&Method::GET, false, _) if parse_bool(q, "watch") => Some(Verb::Watch),
+        (&Method::GET, false, _) => Some(Verb::List),
+        (&Method::GET, true, None | Some("status")) => Some(Verb::Get),
+        (&Method::POST, false, None) => Some(Verb::Create),
+        (&Method::POST, true, Some("binding")) => Some(Verb::Create),
+        (&Method::PUT, true, None | Some("status")) => Some(Verb::Update),
+        (&Method::PATCH, true, None | Some("status")) => Some(Verb::Patch),
+        (&Method::DELETE, true, None) => Some(Verb::Delete),
+        (&Method::DELETE, false, None) => Some(Verb::DeleteCollection),
+        _ => None,
+    }
 }
 
 /// `Warning: 299 - "<text>"` headers for unqualified finalizer names of the written object
