@@ -5,8 +5,7 @@
 //! handle from [`FakeLeaseStore::client`], whose faults (errors, 409s, latency, partitions)
 //! affect only that candidate. A test can also play a contender by hand with
 //! [`FakeLeaseStore::write_record`]. Time (latency, delays) is tokio time, so tests run on the
-//! paused clock. Public (not `cfg(test)`) so integration tests and other modules' tests can use
-//! it.
+//! paused clock. Test code only (`#[cfg(test)]`): it is not in the binary.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -118,11 +117,6 @@ impl FakeLeaseStore {
         lease
     }
 
-    /// Removes the Lease.
-    pub fn delete(&self, name: &str) -> Option<Lease> {
-        lock(&self.store).leases.remove(name)
-    }
-
     fn get(&self, name: &str) -> Result<Lease, LeaseError> {
         self.lease(name)
             .ok_or_else(|| LeaseError::NotFound(format!("leases \"{name}\" not found")))
@@ -220,11 +214,6 @@ impl FakeLeaseApi {
     /// How many calls returned [`LeaseError::Conflict`] to this handle.
     pub fn conflicts(&self) -> u64 {
         lock(&self.plan).conflicts
-    }
-
-    /// The store behind this handle.
-    pub fn store(&self) -> &FakeLeaseStore {
-        &self.store
     }
 
     async fn call<T>(

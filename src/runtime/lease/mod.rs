@@ -38,7 +38,8 @@
 pub mod api;
 pub mod config;
 pub mod elector;
-pub mod fake;
+#[cfg(test)]
+mod fake;
 pub mod fence;
 pub mod record;
 pub mod state;
