@@ -636,7 +636,7 @@ impl KubeVirtVersion {
     ];
 
     /// The row's name: the release tag (`v1.9.0`) or `main`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             KubeVirtVersion::V1_5 => "v1.5.0",
             KubeVirtVersion::V1_5_1 => "v1.5.1",
@@ -658,7 +658,7 @@ impl KubeVirtVersion {
     /// `v1.8.0`, `1.8.0`, `v1.8`, a patch release (`v1.8.2` → v1.8.0, `v1.6.5` → v1.6.4, see the
     /// module docs), a pre-release or dev build `v1.9.0-rc.1` (→ v1.9.0), or `main`. Anything else,
     /// and v1.6.2, is an [`UnknownVersion`] listing the known rows.
-    pub fn parse(text: &str) -> Result<Self, UnknownVersion> {
+    pub(crate) fn parse(text: &str) -> Result<Self, UnknownVersion> {
         let unknown = || UnknownVersion {
             given: text.to_string(),
             not_modelled: None,
@@ -712,7 +712,7 @@ impl KubeVirtVersion {
     }
 
     /// This release's row of the table.
-    pub fn formula(self) -> &'static Formula {
+    pub(crate) fn formula(self) -> &'static Formula {
         match self {
             KubeVirtVersion::V1_5 => &V1_5,
             KubeVirtVersion::V1_5_1 => &V1_5_1,

@@ -61,7 +61,7 @@ pub struct ApplySummary {
 
 impl ApplySummary {
     /// One line: `2 created, 1 replaced, 1 skipped (Kind ns/name, ...)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut s = format!(
             "{} created, {} replaced",
             self.created.len(),
@@ -78,7 +78,7 @@ impl ApplySummary {
     }
 
     /// `namespace/name` of every VirtualMachine created or replaced.
-    pub fn virtual_machines(&self) -> Vec<String> {
+    pub(crate) fn virtual_machines(&self) -> Vec<String> {
         self.created
             .iter()
             .chain(&self.replaced)
@@ -97,7 +97,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ApplyError + '_ {
 
 /// The manifest files `path` stands for: itself, or the YAML/JSON files of a directory (not
 /// recursive, in name order).
-pub fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, ApplyError> {
+pub(crate) fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, ApplyError> {
     let meta = std::fs::metadata(path).map_err(io_err(path))?;
     if !meta.is_dir() {
         return Ok(vec![path.to_path_buf()]);
@@ -119,7 +119,7 @@ pub fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, ApplyError> {
 
 /// The objects of a manifest text ([`split_documents`]), each checked to have `apiVersion`,
 /// `kind` and `metadata.name`. Errors: [`ApplyError::Manifest`] naming the document.
-pub fn parse_objects(path: &Path, text: &str) -> Result<Vec<Value>, ApplyError> {
+pub(crate) fn parse_objects(path: &Path, text: &str) -> Result<Vec<Value>, ApplyError> {
     let docs = split_documents(&path.display().to_string(), text).map_err(|e| match e {
         ManifestError::Syntax { index, message, .. } => ApplyError::Manifest {
             path: path.to_path_buf(),

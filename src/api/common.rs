@@ -65,7 +65,8 @@ static NO_EXTRA: std::sync::LazyLock<serde_json::Map<String, serde_json::Value>>
 
 impl Extra {
     /// No fields.
-    pub fn new() -> Self {
+    #[cfg(test)]
+    pub(crate) fn new() -> Self {
         Extra(None)
     }
 
@@ -73,7 +74,10 @@ impl Extra {
     /// cached object, which a read through [`Deref`](std::ops::Deref) would leave holding the
     /// map for as long as the cache holds it (the VM sync reads the cached VM itself, so at
     /// 10,000 VMs such reads kept 0.9 KiB per VM; docs/performance.md "Tenth pass").
-    pub fn read<R>(&self, f: impl FnOnce(&serde_json::Map<String, serde_json::Value>) -> R) -> R {
+    pub(crate) fn read<R>(
+        &self,
+        f: impl FnOnce(&serde_json::Map<String, serde_json::Value>) -> R,
+    ) -> R {
         self.with_map(f)
     }
 
@@ -303,29 +307,31 @@ pub struct Time(pub DateTime<Utc>);
 
 impl Time {
     /// The current wall-clock time, truncated to whole seconds as `metav1.Now()` serialises.
-    pub fn now() -> Self {
+    pub(crate) fn now() -> Self {
         Time::from_datetime(Utc::now())
     }
 
     /// Truncate a chrono time to whole seconds.
-    pub fn from_datetime(t: DateTime<Utc>) -> Self {
+    pub(crate) fn from_datetime(t: DateTime<Utc>) -> Self {
         use chrono::Timelike;
         Time(t.with_nanosecond(0).unwrap_or(t))
     }
 
     /// RFC 3339, seconds precision, `Z` suffix.
-    pub fn to_rfc3339(&self) -> String {
+    pub(crate) fn to_rfc3339(self) -> String {
         self.0.to_rfc3339_opts(SecondsFormat::Secs, true)
     }
 
     /// Convert from k8s-openapi's (jiff based) `Time`.
-    pub fn from_k8s(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> Option<Self> {
+    pub(crate) fn from_k8s(
+        t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    ) -> Option<Self> {
         let secs = t.0.as_second();
         DateTime::<Utc>::from_timestamp(secs, 0).map(Time)
     }
 
     /// Convert to k8s-openapi's (jiff based) `Time`.
-    pub fn to_k8s(&self) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+    pub(crate) fn to_k8s(self) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
         k8s_openapi::jiff::Timestamp::from_second(self.0.timestamp())
             .ok()
             .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)
@@ -375,7 +381,7 @@ pub struct Condition {
 
 impl Condition {
     /// True when `status == "True"`.
-    pub fn is_true(&self) -> bool {
+    pub(crate) fn is_true(&self) -> bool {
         self.status == "True"
     }
 }
@@ -398,7 +404,7 @@ pub struct ObjectVersion {
 
 impl ObjectVersion {
     /// The version of the object whose metadata is `meta`.
-    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+    pub(crate) fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
         ObjectVersion {
             uid: meta.uid.clone(),
             resource_version: meta.resource_version.clone(),
@@ -431,7 +437,7 @@ fn entry<'a>(
 }
 
 /// Find a condition by type.
-pub fn find_condition<'a>(
+pub(crate) fn find_condition<'a>(
     conditions: Option<&'a Vec<Condition>>,
     type_: &str,
 ) -> Option<&'a Condition> {

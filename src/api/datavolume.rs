@@ -44,7 +44,7 @@ namespaced_resource!(
 impl DataVolume {
     /// Ready for the VM controller: phase Succeeded, WaitForFirstConsumer or PendingPopulation
     /// (pkg/virt-controller/watch/util/util.go:106-118).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         matches!(
             self.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded" | "WaitForFirstConsumer" | "PendingPopulation")

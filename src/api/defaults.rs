@@ -189,7 +189,7 @@ fn set_default_memory_request(spec: &mut VirtualMachineInstanceSpec, overcommit:
 }
 
 /// `SetDefaultNetworkInterface` (pkg/network/vmispec/interface.go).
-pub fn set_default_network_interface(
+pub(crate) fn set_default_network_interface(
     spec: &mut VirtualMachineInstanceSpec,
     settings: &AdmissionSettings,
 ) -> Result<(), DefaultsError> {

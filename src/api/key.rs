@@ -19,7 +19,7 @@ pub struct ObjectKey {
 
 impl ObjectKey {
     /// The key of `name` in `namespace` (`None` or `""` for cluster-scoped).
-    pub fn new(namespace: Option<&str>, name: &str) -> Self {
+    pub(crate) fn new(namespace: Option<&str>, name: &str) -> Self {
         ObjectKey {
             namespace: namespace.unwrap_or_default().to_string(),
             name: name.to_string(),
@@ -27,7 +27,7 @@ impl ObjectKey {
     }
 
     /// The key of an object's metadata.
-    pub fn of_meta(meta: &ObjectMeta) -> Self {
+    pub(crate) fn of_meta(meta: &ObjectMeta) -> Self {
         ObjectKey::new(
             meta.namespace.as_deref(),
             meta.name.as_deref().unwrap_or(""),
@@ -35,13 +35,14 @@ impl ObjectKey {
     }
 
     /// The key of an object.
-    pub fn of<K: Resource>(obj: &K) -> Self {
+    pub(crate) fn of<K: Resource>(obj: &K) -> Self {
         ObjectKey::of_meta(obj.meta())
     }
 
     /// `SplitMetaNamespaceKey`: `ns/name` → (`ns`, `name`); a key without `/` is a
     /// cluster-scoped name.
-    pub fn parse(key: &str) -> Self {
+    #[cfg(test)]
+    pub(crate) fn parse(key: &str) -> Self {
         let (namespace, name) = split_key(key);
         ObjectKey {
             namespace: namespace.to_string(),
@@ -62,7 +63,7 @@ impl fmt::Display for ObjectKey {
 
 /// `metav1.GetControllerOf` (apimachinery pkg/apis/meta/v1/controller_ref.go): the owner
 /// reference with `controller: true`.
-pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+pub(crate) fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
     meta.owner_references
         .as_ref()?
         .iter()
@@ -81,7 +82,7 @@ pub fn meta_key(meta: &ObjectMeta) -> String {
 
 /// `SplitMetaNamespaceKey` without allocating: (`namespace`, `name`), namespace empty when the
 /// key has no `/`.
-pub fn split_key(key: &str) -> (&str, &str) {
+pub(crate) fn split_key(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("", key))
 }
 

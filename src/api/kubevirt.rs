@@ -34,7 +34,8 @@ impl KubeVirt {
     }
 
     /// `namespace/name`.
-    pub fn key(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn key(&self) -> String {
         format!(
             "{}/{}",
             self.metadata.namespace.as_deref().unwrap_or_default(),

@@ -17,7 +17,7 @@ pub enum KubeVirtObject {
 
 impl KubeVirtObject {
     /// `VirtualMachine` or `VirtualMachineInstance`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             KubeVirtObject::Vm(_) => "VirtualMachine",
             KubeVirtObject::Vmi(_) => "VirtualMachineInstance",
@@ -25,7 +25,7 @@ impl KubeVirtObject {
     }
 
     /// `metadata.name` (or `""`).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         let meta = match self {
             KubeVirtObject::Vm(vm) => &vm.metadata,
             KubeVirtObject::Vmi(vmi) => &vmi.metadata,
@@ -34,7 +34,7 @@ impl KubeVirtObject {
     }
 
     /// `metadata.namespace` if set.
-    pub fn namespace(&self) -> Option<&str> {
+    pub(crate) fn namespace(&self) -> Option<&str> {
         match self {
             KubeVirtObject::Vm(vm) => vm.metadata.namespace.as_deref(),
             KubeVirtObject::Vmi(vmi) => vmi.metadata.namespace.as_deref(),
@@ -209,7 +209,7 @@ fn doc_ref(index: usize, value: &serde_json::Value) -> DocumentRef {
 }
 
 /// Deserialize a JSON value into `T`, reporting the path of the offending field.
-pub fn from_value_with_path<T: serde::de::DeserializeOwned>(
+pub(crate) fn from_value_with_path<T: serde::de::DeserializeOwned>(
     value: serde_json::Value,
 ) -> Result<T, (String, String)> {
     serde_path_to_error::deserialize(value).map_err(|e| {
@@ -234,7 +234,7 @@ pub fn from_value_with_path<T: serde::de::DeserializeOwned>(
 /// VM/VMI whose fields have the wrong shape (the field path is named), a VM without
 /// `spec.template`, or a stream with no VM/VMI at all.
 #[allow(clippy::result_large_err)]
-pub fn read_manifest(source_name: &str, text: &str) -> Result<Manifest, ManifestError> {
+pub(crate) fn read_manifest(source_name: &str, text: &str) -> Result<Manifest, ManifestError> {
     let docs = split_documents(source_name, text)?;
     if docs.is_empty() {
         return Err(ManifestError::Empty {

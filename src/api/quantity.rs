@@ -201,17 +201,9 @@ impl ParsedQuantity {
     }
 
     /// Build from a whole number of units (bytes, cores) in a given format.
-    pub fn from_units(units: i64, format: Format) -> Self {
+    pub(crate) fn from_units(units: i64, format: Format) -> Self {
         ParsedQuantity {
             nanos: i128::from(units) * NANO,
-            format,
-        }
-    }
-
-    /// Build from milli-units (e.g. millicores).
-    pub fn from_millis(millis: i64, format: Format) -> Self {
-        ParsedQuantity {
-            nanos: i128::from(millis) * 1_000_000,
             format,
         }
     }
@@ -223,7 +215,7 @@ impl ParsedQuantity {
     }
 
     /// `Quantity.MilliValue()`: the value in milli-units, rounded up.
-    pub fn milli_value(&self) -> i64 {
+    pub(crate) fn milli_value(&self) -> i64 {
         clamp_i64(ceil_div(self.nanos, 1_000_000))
     }
 
@@ -231,7 +223,7 @@ impl ParsedQuantity {
     /// percent, q.Format)` (renderresources.go `WithMemoryRequests`; virt-api's
     /// `setDefaultResourceRequests` up to v1.6), saturating. `percent` 100 (or 0, which KubeVirt
     /// rejects) returns the quantity unchanged.
-    pub fn overcommitted(self, percent: u32) -> Self {
+    pub(crate) fn overcommitted(self, percent: u32) -> Self {
         if percent == 100 || percent == 0 {
             return self;
         }
@@ -240,23 +232,18 @@ impl ParsedQuantity {
     }
 
     /// `Quantity.ScaledValue(resource.Kilo)`: ceil(value / 1000).
-    pub fn scaled_kilo(&self) -> i64 {
+    pub(crate) fn scaled_kilo(&self) -> i64 {
         clamp_i64(ceil_div(self.nanos, NANO * 1000))
     }
 
-    /// Exact value as f64 (for ratios and display only).
-    pub fn as_f64(&self) -> f64 {
-        self.nanos as f64 / NANO as f64
-    }
-
     /// True when the value is exactly zero.
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         self.nanos == 0
     }
 
     /// Kubernetes' canonical text (`Quantity.String()` after `CanonicalizeBytes`): `300m`,
     /// `62500u`, `1294Mi`, `1306971493`, `2k`.
-    pub fn to_canonical(&self) -> String {
+    pub(crate) fn to_canonical(self) -> String {
         if self.nanos == 0 {
             return "0".to_string();
         }
@@ -316,7 +303,7 @@ impl ParsedQuantity {
     }
 
     /// As a k8s-openapi [`Quantity`] in canonical text.
-    pub fn to_quantity(&self) -> Quantity {
+    pub(crate) fn to_quantity(self) -> Quantity {
         Quantity(self.to_canonical())
     }
 }
@@ -354,7 +341,7 @@ fn clamp_i64(v: i128) -> i64 {
 }
 
 /// Parse a k8s-openapi [`Quantity`].
-pub fn parse(q: &Quantity) -> Result<ParsedQuantity, QuantityError> {
+pub(crate) fn parse(q: &Quantity) -> Result<ParsedQuantity, QuantityError> {
     ParsedQuantity::parse(&q.0)
 }
 

@@ -47,7 +47,7 @@ pub enum FieldProblem {
 
 impl FieldError {
     /// An error of `field`.
-    pub fn new(field: impl Into<String>, problem: FieldProblem) -> Self {
+    pub(crate) fn new(field: impl Into<String>, problem: FieldProblem) -> Self {
         FieldError {
             field: field.into(),
             problem,
@@ -55,24 +55,25 @@ impl FieldError {
     }
 
     /// The field path.
-    pub fn field(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn field(&self) -> &str {
         &self.field
     }
 
     /// The same error with `prefix` before the field path (a VM's template: `spec.template.`).
-    pub fn with_field_prefix(mut self, prefix: &str) -> Self {
+    pub(crate) fn with_field_prefix(mut self, prefix: &str) -> Self {
         self.field.insert_str(0, prefix);
         self
     }
 }
 
 /// Parse one quantity, naming `field` in the error.
-pub fn parse_quantity(q: &Quantity, field: &str) -> Result<ParsedQuantity, FieldError> {
+pub(crate) fn parse_quantity(q: &Quantity, field: &str) -> Result<ParsedQuantity, FieldError> {
     ParsedQuantity::parse(&q.0).map_err(|e| FieldError::new(field, FieldProblem::Quantity(e)))
 }
 
 /// Parse an optional memory/CPU quantity that must be ≥ 0 and ≤ [`MAX_QUANTITY`].
-pub fn parse_non_negative(
+pub(crate) fn parse_non_negative(
     q: Option<&Quantity>,
     field: &str,
 ) -> Result<Option<ParsedQuantity>, FieldError> {
@@ -108,7 +109,7 @@ impl VmiResources {
     /// Checked in this order, the first failure wins: memory and CPU requests and limits (must
     /// be ≥ 0 and ≤ 1Ei), `reservedOverhead.addedOverhead` (the same), then every other limit
     /// and request, then `memory.guest` (must parse).
-    pub fn parse(spec: &VirtualMachineInstanceSpec) -> Result<Self, FieldError> {
+    pub(crate) fn parse(spec: &VirtualMachineInstanceSpec) -> Result<Self, FieldError> {
         let res = spec.domain.resources.as_ref();
         let requests = res.and_then(|r| r.requests.as_ref());
         let limits = res.and_then(|r| r.limits.as_ref());
@@ -157,18 +158,18 @@ impl VmiResources {
     }
 
     /// `requests[name]`.
-    pub fn request(&self, name: &str) -> Option<ParsedQuantity> {
+    pub(crate) fn request(&self, name: &str) -> Option<ParsedQuantity> {
         self.requests.get(name).copied()
     }
 
     /// `limits[name]`.
-    pub fn limit(&self, name: &str) -> Option<ParsedQuantity> {
+    pub(crate) fn limit(&self, name: &str) -> Option<ParsedQuantity> {
         self.limits.get(name).copied()
     }
 
     /// `vmi.WantsToHaveQOSGuaranteed()` (staging/src/kubevirt.io/api/core/v1/types.go:577-586):
     /// memory (only a limit, or request == limit ≠ 0) and CPU (request == limit ≠ 0).
-    pub fn wants_guaranteed_qos(&self) -> bool {
+    pub(crate) fn wants_guaranteed_qos(&self) -> bool {
         let nanos = |q: Option<ParsedQuantity>| q.map_or(0, |q| q.nanos);
         let (mem_req, mem_lim) = (nanos(self.request("memory")), nanos(self.limit("memory")));
         let (cpu_req, cpu_lim) = (nanos(self.request("cpu")), nanos(self.limit("cpu")));

@@ -9,7 +9,7 @@ use crate::api::vmi::{Cpu, VirtualMachineInstanceSpec};
 impl Cpu {
     /// `hardware.GetNumberOfVCPUs` (pkg/util/hardware/hw_utils.go:87-104): cores × sockets ×
     /// threads with zero factors skipped; uint32 arithmetic (wrapping, as in Go).
-    pub fn vcpus(&self) -> i64 {
+    pub(crate) fn vcpus(&self) -> i64 {
         let mut n: u32 = self.cores.unwrap_or(0);
         for f in [self.sockets.unwrap_or(0), self.threads.unwrap_or(0)] {
             if f != 0 {
@@ -23,7 +23,7 @@ impl Cpu {
 impl VirtualMachineInstanceSpec {
     /// `vmi.IsCPUDedicated()`: `domain.cpu.dedicatedCpuPlacement`
     /// (staging/src/kubevirt.io/api/core/v1/types.go:568-570).
-    pub fn is_cpu_dedicated(&self) -> bool {
+    pub(crate) fn is_cpu_dedicated(&self) -> bool {
         self.domain
             .cpu
             .as_ref()
@@ -32,7 +32,7 @@ impl VirtualMachineInstanceSpec {
     }
 
     /// `domain.cpu.model`, `""` when unset.
-    pub fn cpu_model(&self) -> &str {
+    pub(crate) fn cpu_model(&self) -> &str {
         self.domain
             .cpu
             .as_ref()
@@ -41,7 +41,7 @@ impl VirtualMachineInstanceSpec {
     }
 
     /// `domain.memory.hugepages` is set (`util.HasHugePages`, pkg/util/util.go).
-    pub fn has_hugepages(&self) -> bool {
+    pub(crate) fn has_hugepages(&self) -> bool {
         self.domain
             .memory
             .as_ref()
@@ -49,7 +49,7 @@ impl VirtualMachineInstanceSpec {
     }
 
     /// `domain.memory.hugepages.pageSize`, if set.
-    pub fn hugepage_size(&self) -> Option<&str> {
+    pub(crate) fn hugepage_size(&self) -> Option<&str> {
         self.domain
             .memory
             .as_ref()
@@ -59,7 +59,7 @@ impl VirtualMachineInstanceSpec {
 
     /// `ioThreads.supplementalPoolThreadCount`, whatever the policy (`getIOThreadsCount`,
     /// renderresources.go:120-126); 0 when unset.
-    pub fn supplemental_io_threads(&self) -> i64 {
+    pub(crate) fn supplemental_io_threads(&self) -> i64 {
         self.domain
             .io_threads
             .as_ref()
@@ -70,7 +70,7 @@ impl VirtualMachineInstanceSpec {
 
     /// Interfaces exist, or the pod interface is auto-attached (`RequiresTunDevice`,
     /// pkg/network/vmispec/devices.go:30-34).
-    pub fn requires_tun(&self) -> bool {
+    pub(crate) fn requires_tun(&self) -> bool {
         let d = &self.domain.devices;
         d.interfaces.as_ref().is_some_and(|i| !i.is_empty())
             || d.autoattach_pod_interface != Some(false)
@@ -78,7 +78,7 @@ impl VirtualMachineInstanceSpec {
 
     /// Some interface has model "" or `virtio` (`hasVirtioIface`,
     /// pkg/network/vmispec/interface.go:174-181).
-    pub fn has_virtio_iface(&self) -> bool {
+    pub(crate) fn has_virtio_iface(&self) -> bool {
         self.domain
             .devices
             .interfaces
@@ -91,12 +91,12 @@ impl VirtualMachineInstanceSpec {
     }
 
     /// `devices.autoattachVSOCK: true` (`util.IsAutoAttachVSOCK`).
-    pub fn autoattach_vsock(&self) -> bool {
+    pub(crate) fn autoattach_vsock(&self) -> bool {
         self.domain.devices.autoattach_vsock == Some(true)
     }
 
     /// `launchSecurity.sev` or `.snp` (`IsSEVVMI`, pkg/util/amd64.go:22-27).
-    pub fn is_sev(&self) -> bool {
+    pub(crate) fn is_sev(&self) -> bool {
         self.domain
             .launch_security
             .as_ref()
@@ -104,7 +104,7 @@ impl VirtualMachineInstanceSpec {
     }
 
     /// `launchSecurity.tdx` (`IsTDXVMI`).
-    pub fn is_tdx(&self) -> bool {
+    pub(crate) fn is_tdx(&self) -> bool {
         self.domain
             .launch_security
             .as_ref()
@@ -113,7 +113,7 @@ impl VirtualMachineInstanceSpec {
 
     /// A `lun` disk with `reservation: true` (`HasVMIPersistentReservation`,
     /// pkg/storage/reservation/pr.go:62-73).
-    pub fn has_persistent_reservation(&self) -> bool {
+    pub(crate) fn has_persistent_reservation(&self) -> bool {
         self.domain.devices.disks.as_ref().is_some_and(|disks| {
             disks.iter().any(|d| {
                 d.extra.read(|m| {

@@ -143,7 +143,7 @@ pub enum RunStrategy {
 
 impl RunStrategy {
     /// Parse the wire name; `None` for unknown values.
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "Always" => RunStrategy::Always,
             "Halted" => RunStrategy::Halted,
@@ -156,7 +156,7 @@ impl RunStrategy {
     }
 
     /// The wire name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunStrategy::Always => "Always",
             RunStrategy::Halted => "Halted",
@@ -189,7 +189,7 @@ impl VirtualMachine {
     /// `VirtualMachine.RunStrategy()` (types.go:1957-1970): `running: true` → Always,
     /// `running: false` → Halted, only `runStrategy` → that value, neither → Halted; both →
     /// [`RunStrategyError::MutuallyExclusive`].
-    pub fn run_strategy(&self) -> Result<RunStrategy, RunStrategyError> {
+    pub(crate) fn run_strategy(&self) -> Result<RunStrategy, RunStrategyError> {
         match (self.spec.running, self.spec.run_strategy.as_deref()) {
             (Some(_), Some(_)) => Err(RunStrategyError::MutuallyExclusive),
             (Some(true), None) => Ok(RunStrategy::Always),
@@ -201,12 +201,12 @@ impl VirtualMachine {
     }
 
     /// `spec.template.spec`, the VMI spec the VM starts from.
-    pub fn template_spec(&self) -> Option<&VirtualMachineInstanceSpec> {
+    pub(crate) fn template_spec(&self) -> Option<&VirtualMachineInstanceSpec> {
         self.spec.template.as_ref()?.spec.as_ref()
     }
 
     /// `spec.template.spec.volumes` (empty when unset).
-    pub fn template_volumes(&self) -> &[super::vmi::Volume] {
+    pub(crate) fn template_volumes(&self) -> &[super::vmi::Volume] {
         self.template_spec()
             .and_then(|s| s.volumes.as_deref())
             .unwrap_or(&[])

@@ -347,13 +347,7 @@ pub struct Volume {
     pub extra: Extra,
 }
 
-impl Volume {
-    /// True when the volume has no source recognised as a disk-less kind and so needs a disk
-    /// (see `SetDefaultVolumeDisk`, pkg/util/util.go). Only `name` matters to the caller.
-    pub fn is_data_volume(&self) -> bool {
-        self.data_volume.is_some()
-    }
-}
+impl Volume {}
 
 /// `containerDisk` volume source.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -514,7 +508,7 @@ pub struct VirtualMachineInstanceStatus {
 impl VirtualMachineInstance {
     /// A new VMI (`apiVersion: kubevirt.io/v1`, `kind: VirtualMachineInstance`, no status), as the
     /// VM controller creates one from a template.
-    pub fn new(metadata: ObjectMeta, spec: VirtualMachineInstanceSpec) -> Self {
+    pub(crate) fn new(metadata: ObjectMeta, spec: VirtualMachineInstanceSpec) -> Self {
         VirtualMachineInstance {
             api_version: Some(super::API_VERSION.into()),
             kind: Some("VirtualMachineInstance".into()),

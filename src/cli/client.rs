@@ -24,7 +24,7 @@ pub struct ClusterTarget {
 
 impl ClusterTarget {
     /// `https://10.0.0.1:6443 (context prod, from KUBECONFIG=a:b)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "{} (context {}, from {})",
             self.server, self.context, self.source
@@ -35,7 +35,7 @@ impl ClusterTarget {
 /// Read and merge the kubeconfig files of `$KUBECONFIG` (its raw value) as kubectl does;
 /// `Ok(None)` when the value names no file. A file that exists but does not parse is an error
 /// naming it.
-pub fn merged_kubeconfig(value: &OsStr) -> Result<Option<Kubeconfig>, CliError> {
+pub(crate) fn merged_kubeconfig(value: &OsStr) -> Result<Option<Kubeconfig>, CliError> {
     let paths: Vec<PathBuf> = std::env::split_paths(value)
         .filter(|p| !p.as_os_str().is_empty())
         .collect();
@@ -63,7 +63,7 @@ fn read(path: &Path) -> Result<Kubeconfig, CliError> {
 
 /// The kubeconfig the flags and environment select, with a description of where it came from;
 /// `None` when there is none (the caller then tries the in-cluster configuration).
-pub fn select_kubeconfig(
+pub(crate) fn select_kubeconfig(
     explicit: Option<&Path>,
     env: Option<&OsStr>,
     home_config: Option<PathBuf>,
@@ -104,7 +104,7 @@ fn home_kubeconfig() -> Option<PathBuf> {
 /// The User-Agent this tool sends for `command` (`run-controller`, `inspect`, …): client-go's
 /// shape, `NAME/VERSION (OS/ARCH) COMMAND`, unless `--user-agent` overrides it. kube sends
 /// none by default, so an audit log could not tell this tool from any other client.
-pub fn user_agent(global: &GlobalArgs, command: &str) -> String {
+pub(crate) fn user_agent(global: &GlobalArgs, command: &str) -> String {
     global.user_agent.clone().unwrap_or_else(|| {
         format!(
             "virtctl-rs/{} ({}/{}) {command}",
@@ -117,7 +117,10 @@ pub fn user_agent(global: &GlobalArgs, command: &str) -> String {
 
 /// Add `User-Agent: agent` to `config`; an agent that is not a valid header value is a usage
 /// error naming the flag.
-pub fn with_user_agent(mut config: kube::Config, agent: &str) -> Result<kube::Config, CliError> {
+pub(crate) fn with_user_agent(
+    mut config: kube::Config,
+    agent: &str,
+) -> Result<kube::Config, CliError> {
     let value = axum::http::HeaderValue::from_str(agent)
         .map_err(|e| CliError::Usage(format!("--user-agent {agent:?}: {e}")))?;
     config
@@ -130,7 +133,7 @@ pub fn with_user_agent(mut config: kube::Config, agent: &str) -> Result<kube::Co
 /// A client for the selected kubeconfig (see the module docs) with `--context` applied, and the
 /// cluster it talks to, sending [`user_agent`] for `command`. Errors say which file or context
 /// failed.
-pub async fn connect(
+pub(crate) async fn connect(
     global: &GlobalArgs,
     command: &str,
 ) -> Result<(kube::Client, ClusterTarget), CliError> {
@@ -142,7 +145,7 @@ pub async fn connect(
 
 /// The client configuration [`connect`] builds its client from (User-Agent set), and the
 /// cluster it points at.
-pub async fn load_config(
+pub(crate) async fn load_config(
     global: &GlobalArgs,
     command: &str,
 ) -> Result<(kube::Config, ClusterTarget), CliError> {
@@ -219,7 +222,7 @@ fn with_impersonation(
 }
 
 /// [`connect`] without the description.
-pub async fn client_from_flags(
+pub(crate) async fn client_from_flags(
     global: &GlobalArgs,
     command: &str,
 ) -> Result<kube::Client, CliError> {

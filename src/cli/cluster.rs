@@ -164,7 +164,7 @@ fn reject_cluster_flags(global: &GlobalArgs) -> Result<(), CliError> {
 }
 
 /// Run `cluster ...`.
-pub fn run(global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, CliError> {
     match args.command {
         ClusterCommand::Serve(serve_args) => {
             reject_cluster_flags(global)?;

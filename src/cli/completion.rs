@@ -38,7 +38,7 @@ impl From<CompletionShell> for Shell {
 }
 
 /// The completion script for `shell`.
-pub fn script(shell: CompletionShell) -> String {
+pub(crate) fn script(shell: CompletionShell) -> String {
     let mut cmd = Cli::command();
     let mut buf = Vec::new();
     clap_complete::generate(Shell::from(shell), &mut cmd, BIN_NAME, &mut buf);
@@ -46,7 +46,7 @@ pub fn script(shell: CompletionShell) -> String {
 }
 
 /// Run `completion`.
-pub fn run(args: CompletionArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(args: CompletionArgs) -> Result<ExitCode, CliError> {
     super::output::out(&script(args.shell));
     Ok(ExitCode::SUCCESS)
 }

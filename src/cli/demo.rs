@@ -79,7 +79,7 @@ fn manager_config() -> ManagerConfig {
 }
 
 /// Run `demo`.
-pub fn run(global: &GlobalArgs, args: DemoArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(global: &GlobalArgs, args: DemoArgs) -> Result<ExitCode, CliError> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         return Err(CliError::Failed(

@@ -75,7 +75,7 @@ pub(crate) const VM_TYPES: &[&str] = &[
 ];
 
 /// The VM name of `TYPE/NAME` or `TYPE NAME`; `None` for no target (the fleet).
-pub fn parse_target(target: &[String]) -> Result<Option<String>, CliError> {
+pub(crate) fn parse_target(target: &[String]) -> Result<Option<String>, CliError> {
     let (kind, name) = match target {
         [] => return Ok(None),
         [one] => match one.split_once('/') {
@@ -148,7 +148,7 @@ fn gather_failed(e: GatherError) -> CliError {
 }
 
 /// Run `inspect`.
-pub fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError> {
     if !args.what_if.is_empty()
         || !args.set.is_empty()
         || args.what_if_request.is_some()
@@ -228,7 +228,7 @@ pub fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError>
 }
 
 /// The what-if flags as a [`Change`] (bad syntax is a usage error).
-pub fn change_from_args(args: &InspectArgs) -> Result<Change, CliError> {
+pub(crate) fn change_from_args(args: &InspectArgs) -> Result<Change, CliError> {
     let usage = |e: crate::inspect::whatif::ChangeError| CliError::Usage(e.to_string());
     let mut change = Change::default();
     for p in &args.what_if {

@@ -287,7 +287,7 @@ pub enum CliError {
 }
 
 /// Set up logging on stderr according to the global flags.
-pub fn init_logging(global: &GlobalArgs) {
+pub(crate) fn init_logging(global: &GlobalArgs) {
     use std::io::IsTerminal;
     // kube's client logs every failed connection at ERROR; our own informers and executors
     // already report failures once, at WARN, so keep kube's quiet unless asked for (-v).

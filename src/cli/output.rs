@@ -10,7 +10,7 @@ pub const BROKEN_PIPE_EXIT: i32 = 0;
 /// Write `text` to stdout and flush. On a broken pipe the process exits with
 /// [`BROKEN_PIPE_EXIT`] at once: nobody reads what follows. Other write errors are reported on
 /// stderr once and the output is dropped (the work itself goes on).
-pub fn out(text: &str) {
+pub(crate) fn out(text: &str) {
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout
         .write_all(text.as_bytes())
@@ -21,7 +21,7 @@ pub fn out(text: &str) {
 }
 
 /// [`out`] with a newline.
-pub fn outln(text: &str) {
+pub(crate) fn outln(text: &str) {
     let mut line = String::with_capacity(text.len() + 1);
     line.push_str(text);
     line.push('\n');
@@ -49,7 +49,7 @@ pub use crate::api::quantity::human_bytes;
 
 /// A memory quantity as written in a pod (`4680843265`, `512Mi`, `1G`) in [`human_bytes`] form;
 /// text that does not parse is shown unchanged.
-pub fn human_memory(quantity: &str) -> String {
+pub(crate) fn human_memory(quantity: &str) -> String {
     match crate::api::quantity::ParsedQuantity::parse(quantity) {
         Ok(q) => human_bytes(q.value()),
         Err(_) => quantity.to_string(),

@@ -101,7 +101,7 @@ impl VmProgress {
 /// `IsConflict`) is routine: two writers raced, the key is requeued and the next sync reads the
 /// newer object. KubeVirt logs it at info level; it is a problem here only once it repeats
 /// ([`PERSISTENT_CONFLICT_RETRIES`] requeues of the key).
-pub fn reconcile_problem(state: &DebugState, key: &str) -> Option<String> {
+pub(crate) fn reconcile_problem(state: &DebugState, key: &str) -> Option<String> {
     let retried = retries(state, key);
     [VM_CONTROLLER, VMI_CONTROLLER]
         .into_iter()
@@ -122,7 +122,7 @@ pub fn reconcile_problem(state: &DebugState, key: &str) -> Option<String> {
 /// VM whose launcher pod is deleted goes from Running to Starting with no word why: the VMI
 /// controller fails the VMI without a condition (lifecycle.go:480-485) and the VM controller
 /// replaces it within a tick of the progress printer.
-pub fn ending_note(ending: &VmiEnding, current: Option<(&str, Phase)>) -> Option<String> {
+pub(crate) fn ending_note(ending: &VmiEnding, current: Option<(&str, Phase)>) -> Option<String> {
     let news = match current {
         None => true,
         Some((uid, _)) if uid == ending.uid => true,
@@ -147,13 +147,13 @@ fn is_conflict(error: &str) -> bool {
 }
 
 /// Requeues after failures of `key` in both work queues (the rate limiters' `NumRequeues`).
-pub fn retries(state: &DebugState, key: &str) -> usize {
+pub(crate) fn retries(state: &DebugState, key: &str) -> usize {
     state.retries(VM_QUEUE_NAME, key) + state.retries(VMI_QUEUE_NAME, key)
 }
 
 /// The `compute` container's memory request of a launcher pod, human-readable
 /// (`4.36Gi` for `4680843265`, exact as `524Mi` when whole).
-pub fn compute_memory_request(pod: &Pod) -> Option<String> {
+pub(crate) fn compute_memory_request(pod: &Pod) -> Option<String> {
     pod.spec
         .as_ref()?
         .containers
@@ -272,7 +272,7 @@ pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmPr
 
 /// Print a line whenever a VM's progress changes, until `cancel`. Starts once the caches have
 /// synced (so a standby does not report VMs without their VMIs).
-pub async fn print_progress(
+pub(crate) async fn print_progress(
     ctx: Context,
     debug: DebugStateSource,
     leader: impl Fn() -> LeaderState,
@@ -332,7 +332,7 @@ pub struct LeadershipLines {
 
 impl LeadershipLines {
     /// The line `state` calls for, if any.
-    pub fn next(&mut self, state: &LeaderState) -> Option<String> {
+    pub(crate) fn next(&mut self, state: &LeaderState) -> Option<String> {
         let line = if state.leading && !self.was_leading {
             Some(format!(
                 "leading: acquired the Lease {}; the controllers are running",
@@ -361,7 +361,7 @@ impl LeadershipLines {
 }
 
 /// Print the leadership lines alone (`--quiet`: no VM lines).
-pub async fn print_leadership(leader: impl Fn() -> LeaderState, cancel: CancellationToken) {
+pub(crate) async fn print_leadership(leader: impl Fn() -> LeaderState, cancel: CancellationToken) {
     let mut leadership = LeadershipLines::default();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -377,7 +377,7 @@ pub async fn print_leadership(leader: impl Fn() -> LeaderState, cancel: Cancella
 
 /// Wait until every VM in `vms` (`namespace/name`) has printableStatus `Running`; on timeout,
 /// an error listing the VMs that are not, with their status.
-pub async fn wait_all_running(
+pub(crate) async fn wait_all_running(
     ctx: &Context,
     debug: &DebugStateSource,
     vms: &[String],

@@ -19,7 +19,7 @@ pub struct ShutdownSignals {
 
 impl ShutdownSignals {
     /// Register both handlers now. Must be called inside the tokio runtime.
-    pub fn listen() -> Result<Self, CliError> {
+    pub(crate) fn listen() -> Result<Self, CliError> {
         let term = signal(SignalKind::terminate())
             .map_err(|e| CliError::Failed(format!("cannot listen for SIGTERM: {e}")))?;
         let int = signal(SignalKind::interrupt())
@@ -29,7 +29,7 @@ impl ShutdownSignals {
 
     /// The first signal received since [`listen`](Self::listen) (at once if one already came),
     /// by name: `"SIGTERM"` or `"SIGINT"`.
-    pub async fn recv(&mut self) -> &'static str {
+    pub(crate) async fn recv(&mut self) -> &'static str {
         tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",

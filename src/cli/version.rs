@@ -41,7 +41,7 @@ pub struct VersionInfo {
 
 impl VersionInfo {
     /// This build's facts.
-    pub fn current() -> Self {
+    pub(crate) fn current() -> Self {
         VersionInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             git_commit: env!("VIRTCTL_GIT_COMMIT").to_string(),
@@ -51,7 +51,7 @@ impl VersionInfo {
     }
 
     /// The plain-text form.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         format!(
             "virtctl-rs {}\ngit commit: {}\nKubernetes API level (k8s-openapi): {}\nKubeVirt behaviour: virt-controller {}\n",
             self.version, self.git_commit, self.kubernetes_api_level, self.kubevirt_version
@@ -60,7 +60,7 @@ impl VersionInfo {
 }
 
 /// Run `version`.
-pub fn run(args: VersionArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(args: VersionArgs) -> Result<ExitCode, CliError> {
     let info = VersionInfo::current();
     let text = match args.output {
         None => info.text(),

@@ -58,7 +58,7 @@ impl Caches {
     }
 
     /// Wait for every cache's first list.
-    pub async fn wait_synced(&self) {
+    pub(crate) async fn wait_synced(&self) {
         self.vms.wait_synced().await;
         self.vmis.wait_synced().await;
         self.pods.wait_synced().await;
@@ -116,7 +116,7 @@ pub struct QueueSlot {
 
 impl QueueSlot {
     /// Install the queue of a new term (or `None` when the term ends).
-    pub fn set(&self, queue: Option<WorkQueue>) {
+    pub(crate) fn set(&self, queue: Option<WorkQueue>) {
         *self.inner.write().unwrap_or_else(|e| e.into_inner()) = queue;
     }
 
@@ -129,13 +129,6 @@ impl QueueSlot {
     pub fn add(&self, key: String) {
         if let Some(q) = self.get() {
             q.add(key);
-        }
-    }
-
-    /// Enqueue a key after a delay if leading.
-    pub fn add_after(&self, key: String, delay: std::time::Duration) {
-        if let Some(q) = self.get() {
-            q.add_after(key, delay);
         }
     }
 }
@@ -185,17 +178,17 @@ impl UnverifiedAbsences {
     }
 
     /// `key`'s object left the cache in a relist.
-    pub fn mark(&self, key: &str) {
+    pub(crate) fn mark(&self, key: &str) {
         self.lock().insert(key.to_string());
     }
 
     /// `key`'s object was seen again, or the server confirmed it is gone.
-    pub fn clear(&self, key: &str) {
+    pub(crate) fn clear(&self, key: &str) {
         self.lock().remove(key);
     }
 
     /// Whether `key` is marked.
-    pub fn contains(&self, key: &str) -> bool {
+    pub(crate) fn contains(&self, key: &str) -> bool {
         self.lock().contains(key)
     }
 }
@@ -218,7 +211,7 @@ impl Expectations {
     /// `vmi_queue`); the number of keys added. Not in KubeVirt (see
     /// [`ControllerExpectations::take_newly_expired`]): the manager calls this about once a
     /// second while leading.
-    pub fn requeue_expired(&self, vm_queue: &WorkQueue, vmi_queue: &WorkQueue) -> usize {
+    pub(crate) fn requeue_expired(&self, vm_queue: &WorkQueue, vmi_queue: &WorkQueue) -> usize {
         let mut n = 0;
         for (store, keys, queue) in [
             ("vm-vmi", self.vmi.take_newly_expired(), vm_queue),
@@ -265,7 +258,7 @@ pub const EVENT_QUEUE: usize = 1024;
 
 impl EventSink {
     /// Start the background publishers. `instance` is our identity.
-    pub fn spawn(client: kube::Client, instance: String) -> Self {
+    pub(crate) fn spawn(client: kube::Client, instance: String) -> Self {
         let publisher = |client: kube::Client| {
             let (tx, mut rx) = mpsc::channel::<(Event, ObjectReference)>(EVENT_QUEUE);
             let mut recorder = Recorder::new(client, "virt-controller".into(), instance.clone());
@@ -286,7 +279,7 @@ impl EventSink {
     }
 
     /// An event sink that drops everything (tests, dry runs).
-    pub fn disabled() -> Self {
+    pub(crate) fn disabled() -> Self {
         let (tx, _rx) = mpsc::channel(1);
         EventSink {
             vm: tx.clone(),
@@ -295,7 +288,13 @@ impl EventSink {
     }
 
     /// Queue an event about `reference`; dropped (with a debug log) if its queue is full.
-    pub fn emit(&self, reference: ObjectReference, type_: EventType, reason: &str, message: &str) {
+    pub(crate) fn emit(
+        &self,
+        reference: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) {
         let event = Event {
             type_: type_.as_str(),
             reason: reason.to_string(),
@@ -324,7 +323,7 @@ pub enum EventType {
 
 impl EventType {
     /// `"Normal"` or `"Warning"`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
@@ -408,7 +407,7 @@ impl Context {
     /// the cache in a relist that lacked it and come back a moment later (a stale list), and
     /// then its creations still on their way must hold it back, or it creates a second launcher
     /// pod (issue 38 item 1). A truly gone key's entry goes at its expiry requeue.
-    pub fn forget_gone(&self, controller: &str, key: &str) {
+    pub(crate) fn forget_gone(&self, controller: &str, key: &str) {
         if controller == "vm" {
             self.vm_mutations.forget(key);
             self.expectations.vmi.delete_expectations_if_satisfied(key);
@@ -426,7 +425,7 @@ impl Context {
 }
 
 /// An `ObjectReference` for events about a kubevirt.io object.
-pub fn object_ref(
+pub(crate) fn object_ref(
     kind: &str,
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> ObjectReference {

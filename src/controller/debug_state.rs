@@ -114,7 +114,7 @@ pub struct CachedObjects {
 pub struct BadKey(pub String);
 
 /// Check a `namespace/name` key: two non-empty parts separated by one `/`.
-pub fn parse_key(key: &str) -> Result<(&str, &str), BadKey> {
+pub(crate) fn parse_key(key: &str) -> Result<(&str, &str), BadKey> {
     match key.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
             Ok((ns, name))
@@ -125,12 +125,12 @@ pub fn parse_key(key: &str) -> Result<(&str, &str), BadKey> {
 
 impl DebugState {
     /// The queue named `name`, if the instance leads.
-    pub fn queue(&self, name: &str) -> Option<&QueueSnapshot> {
+    pub(crate) fn queue(&self, name: &str) -> Option<&QueueSnapshot> {
         self.queues.get(name).and_then(Option::as_ref)
     }
 
     /// The last reconcile of `key` by `controller` ([`VM_CONTROLLER`] / [`VMI_CONTROLLER`]).
-    pub fn reconcile(&self, controller: &str, key: &str) -> Option<&ReconcileRecord> {
+    pub(crate) fn reconcile(&self, controller: &str, key: &str) -> Option<&ReconcileRecord> {
         self.reconciles.get(controller).and_then(|m| m.get(key))
     }
 
@@ -141,7 +141,7 @@ impl DebugState {
 
     /// How often `key` was requeued after a failure in the queue `name` (the rate limiter's
     /// `NumRequeues`), 0 when it has no failures or the instance does not lead.
-    pub fn retries(&self, name: &str, key: &str) -> usize {
+    pub(crate) fn retries(&self, name: &str, key: &str) -> usize {
         self.queue(name)
             .and_then(|q| q.retries.iter().find(|r| r.key == key))
             .map_or(0, |r| r.num_requeues)
@@ -157,7 +157,7 @@ pub struct DebugStateSource {
 
 impl DebugStateSource {
     /// A source over a controller context and its published leader election state.
-    pub fn new(ctx: Context, leader: Arc<RwLock<LeaderState>>) -> Self {
+    pub(crate) fn new(ctx: Context, leader: Arc<RwLock<LeaderState>>) -> Self {
         DebugStateSource { ctx, leader }
     }
 
@@ -170,7 +170,7 @@ impl DebugStateSource {
 
     /// The full document: every queued key, expectation and reconcile record. Its size grows
     /// with the fleet; ask for one key with [`DebugStateSource::for_key`].
-    pub fn full(&self) -> DebugState {
+    pub(crate) fn full(&self) -> DebugState {
         let leader = self.leader();
         let caches = &self.ctx.caches;
         let e = &self.ctx.expectations;

@@ -713,7 +713,7 @@ pub struct FieldChange {
 }
 
 /// `4 m 57 s`, `42 s`, `1 h 3 m`.
-pub fn human_duration(seconds: f64) -> String {
+pub(crate) fn human_duration(seconds: f64) -> String {
     let s = seconds.max(0.0).round() as i64;
     match s {
         0..=59 => format!("{s} s"),

@@ -131,7 +131,7 @@ pub enum ChangeError {
 }
 
 /// Parse a `--what-if` merge patch (JSON or YAML); it must be an object (a VM is an object).
-pub fn parse_patch(text: &str) -> Result<Value, ChangeError> {
+pub(crate) fn parse_patch(text: &str) -> Result<Value, ChangeError> {
     let value: Value = serde_yaml::from_str(text)
         .map_err(|e| ChangeError::Patch(format!("not JSON or YAML: {e}")))?;
     if !value.is_object() {
@@ -144,7 +144,7 @@ pub fn parse_patch(text: &str) -> Result<Value, ChangeError> {
 
 /// Parse a dotted path: `a.b[0].c`, with `\.` for a dot inside a key
 /// (`metadata.labels.example\.com/tier`).
-pub fn parse_path(path: &str) -> Result<Vec<PathStep>, String> {
+pub(crate) fn parse_path(path: &str) -> Result<Vec<PathStep>, String> {
     let mut steps = Vec::new();
     let mut key = String::new();
     let mut chars = path.chars().peekable();
@@ -205,7 +205,7 @@ pub fn parse_path(path: &str) -> Result<Vec<PathStep>, String> {
 }
 
 /// Parse one `--set path=value` (the value is JSON when it parses as JSON, else a string).
-pub fn parse_set(text: &str) -> Result<SetOp, ChangeError> {
+pub(crate) fn parse_set(text: &str) -> Result<SetOp, ChangeError> {
     let (path, raw) = text
         .split_once('=')
         .ok_or_else(|| ChangeError::Set(format!("{text:?}: expected path=value")))?;
@@ -260,7 +260,7 @@ fn split_items(text: &str) -> Vec<&str> {
 /// spaces or `;`, each a `path=value` (as `--set`), a JSON merge patch starting with `{` (as
 /// `--what-if`), or `start`, `stop`, `restart` (as `--what-if-request`, at most one). They
 /// apply as the flags do: patches, then edits, then the request.
-pub fn parse_change_line(text: &str) -> Result<Change, ChangeError> {
+pub(crate) fn parse_change_line(text: &str) -> Result<Change, ChangeError> {
     let mut change = Change::default();
     for item in split_items(text) {
         if item.starts_with('{') {
@@ -359,12 +359,12 @@ fn apply_set(target: &mut Value, op: &SetOp) -> Result<(), ChangeError> {
 
 impl Change {
     /// Nothing to change.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.patches.is_empty() && self.sets.is_empty() && self.request.is_none()
     }
 
     /// Apply the patches and `--set` edits (not the request) to a JSON document.
-    pub fn apply_to_value(&self, doc: &mut Value) -> Result<(), ChangeError> {
+    pub(crate) fn apply_to_value(&self, doc: &mut Value) -> Result<(), ChangeError> {
         for p in &self.patches {
             json_patch::merge(doc, p);
         }
@@ -375,7 +375,7 @@ impl Change {
     }
 
     /// One line per step, for humans.
-    pub fn describe(&self) -> Vec<String> {
+    pub(crate) fn describe(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .patches
             .iter()
@@ -406,7 +406,7 @@ fn object_name(vm: &VirtualMachine) -> String {
 }
 
 /// Apply `change` to a copy of `vm` (with the VMI of the same name, for the request rules).
-pub fn apply_change(
+pub(crate) fn apply_change(
     vm: &VirtualMachine,
     vmi: Option<&VirtualMachineInstance>,
     change: &Change,
@@ -464,7 +464,7 @@ pub(crate) fn parse_request(text: &str) -> Result<Verb, ChangeError> {
 /// `getChangeRequestJson`) are applied to the VM as read, and an error virt-api would answer
 /// is [`ChangeError::VirtApi`] with its code. The request carries no options (no paused start,
 /// no grace period), so no VMI write arises.
-pub fn apply_request(
+pub(crate) fn apply_request(
     vm: &mut VirtualMachine,
     vmi: Option<&VirtualMachineInstance>,
     verb: Verb,
@@ -700,7 +700,7 @@ const LIVE_UPDATABLE: &[&str] = &[
 ];
 
 /// The fields `after` changes in `before` (spec, metadata labels/annotations, status requests).
-pub fn changed_fields(before: &VirtualMachine, after: &VirtualMachine) -> Vec<FieldChange> {
+pub(crate) fn changed_fields(before: &VirtualMachine, after: &VirtualMachine) -> Vec<FieldChange> {
     let a = serde_json::to_value(before).unwrap_or_default();
     let b = serde_json::to_value(after).unwrap_or_default();
     let mut out = Vec::new();
@@ -852,7 +852,7 @@ fn explain_vmi(
 }
 
 /// Term-by-term difference of two explanations (terms in the after order, then vanished ones).
-pub fn term_changes(before: &Explanation, after: &Explanation) -> Vec<TermChange> {
+pub(crate) fn term_changes(before: &Explanation, after: &Explanation) -> Vec<TermChange> {
     let mut out = Vec::new();
     let bytes = |e: &Explanation, name: &str| {
         e.overhead
@@ -981,7 +981,7 @@ fn pod_diff(
 /// The pod's effective requests as the scheduler sums them: each container's requests (its
 /// limits where it sets no request), the larger of that sum and any init container, plus
 /// `spec.overhead`. Values in base units (bytes; millicores for `cpu`).
-pub fn pod_requests(pod: &Pod) -> BTreeMap<String, i64> {
+pub(crate) fn pod_requests(pod: &Pod) -> BTreeMap<String, i64> {
     let value = |name: &str, q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| {
         if name == "cpu" {
             quantity_millis(&q.0)
@@ -1042,7 +1042,7 @@ fn show(resource: &str, v: i64) -> String {
 /// The rendered pod against each node: cordoned, not Ready, nodeSelector, and every request
 /// within the node's allocatable. Other pods' requests are not subtracted (the inspector reads
 /// no other workload): "fits" means the node is large enough.
-pub fn fit_check(pod: &Pod, nodes: &[Node]) -> FitCheck {
+pub(crate) fn fit_check(pod: &Pod, nodes: &[Node]) -> FitCheck {
     let requests = pod_requests(pod);
     let selector = pod
         .spec
@@ -1285,7 +1285,7 @@ fn outcome(w: &WhatIf, g: &Gathered) -> Vec<String> {
 
 /// What the controllers would do, and the launcher pod they would render, after `change`:
 /// pure, on the gathered state (the clock is `g.now`; nothing is read or written).
-pub fn what_if(g: &Gathered, change: &Change) -> Result<WhatIf, ChangeError> {
+pub(crate) fn what_if(g: &Gathered, change: &Change) -> Result<WhatIf, ChangeError> {
     let key = format!("{}/{}", g.namespace, g.name);
     let before_vm =
         g.vm.as_ref()
@@ -1338,7 +1338,7 @@ pub fn what_if(g: &Gathered, change: &Change) -> Result<WhatIf, ChangeError> {
 
 /// Gather as `inspect` does, plus every node (for the fit check of the rendered pod). Reads
 /// only; the VM is not touched.
-pub async fn gather_what_if(
+pub(crate) async fn gather_what_if(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -1361,7 +1361,7 @@ pub async fn gather_what_if(
 /// A [`Gathered`] from a manifest alone (`inspect -f FILE --what-if`): its first VM, the VMI of
 /// the same name, that VMI's launcher pods, Nodes, a KubeVirt CR (settings), the
 /// ControllerRevisions, DataVolumes and PVCs it holds. No cluster is read.
-pub fn gathered_from_manifest(
+pub(crate) fn gathered_from_manifest(
     source: &str,
     text: &str,
     default_namespace: &str,
@@ -1562,7 +1562,7 @@ fn side_lines(out: &mut Vec<TextLine>, label: &str, s: &DecisionSide) {
 
 /// The what-if text line by line, each with its [`TextKind`]: [`render_text`] joins them, the
 /// terminal UI's What-if panel styles them.
-pub fn text_lines(w: &WhatIf) -> Vec<TextLine> {
+pub(crate) fn text_lines(w: &WhatIf) -> Vec<TextLine> {
     use TextKind::*;
     let mut out = Vec::new();
     push(
@@ -1700,7 +1700,7 @@ pub fn text_lines(w: &WhatIf) -> Vec<TextLine> {
 
 /// The plain-text what-if (`inspect vm/NAME --what-if …` without `-o`): [`text_lines`], a
 /// blank line before each heading.
-pub fn render_text(w: &WhatIf) -> String {
+pub(crate) fn render_text(w: &WhatIf) -> String {
     let mut out = String::new();
     for line in text_lines(w) {
         if line.kind == TextKind::Heading {

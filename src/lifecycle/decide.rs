@@ -30,7 +30,7 @@ pub enum Verb {
 
 impl Verb {
     /// `start`, `stop`, `restart`: the subresource and the command.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verb::Start => "start",
             Verb::Stop => "stop",
@@ -39,7 +39,7 @@ impl Verb {
     }
 
     /// The virt-api handler whose decision this is.
-    pub fn handler(self) -> &'static str {
+    pub(crate) fn handler(self) -> &'static str {
         match self {
             Verb::Start => "StartVMRequestHandler",
             Verb::Stop => "StopVMRequestHandler",
@@ -93,7 +93,7 @@ pub struct Refusal {
 
 impl Refusal {
     /// `errors.NewConflict(v1.Resource("virtualmachine"), name, err)`.
-    pub fn conflict(name: &str, why: &str) -> Self {
+    pub(crate) fn conflict(name: &str, why: &str) -> Self {
         Refusal {
             code: 409,
             reason: "Conflict",
@@ -113,7 +113,7 @@ impl Refusal {
     }
 
     /// `errors.NewInternalError(err)`.
-    pub fn internal(why: &str) -> Self {
+    pub(crate) fn internal(why: &str) -> Self {
         Refusal {
             code: 500,
             reason: "InternalError",
@@ -150,7 +150,7 @@ pub enum Write {
 
 impl Write {
     /// The JSON patch.
-    pub fn patch(&self) -> &Value {
+    pub(crate) fn patch(&self) -> &Value {
         match self {
             Write::VmiGracePeriod { patch, .. }
             | Write::Vm { patch, .. }
@@ -159,7 +159,7 @@ impl Write {
     }
 
     /// One line: what the write changes.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         match self {
             Write::VmiGracePeriod { from, to, .. } => format!(
                 "VMI spec.terminationGracePeriodSeconds {} -> {to}",
@@ -185,7 +185,7 @@ pub struct Plan {
 }
 
 /// The decision of `verb`'s handler for `observed` with `options`.
-pub fn decide(verb: Verb, observed: &Observed, options: Options) -> Result<Plan, Refusal> {
+pub(crate) fn decide(verb: Verb, observed: &Observed, options: Options) -> Result<Plan, Refusal> {
     match verb {
         Verb::Start => decide_start(observed, options.paused),
         Verb::Stop => decide_stop(observed, options),

@@ -56,7 +56,7 @@ impl Request {
     }
 
     /// The body virt-api decodes (`v1.StartOptions`, `v1.StopOptions`, `v1.RestartOptions`).
-    pub fn body(&self) -> Value {
+    pub(crate) fn body(&self) -> Value {
         let mut body = json!({});
         if let Some(g) = self.options.grace_period {
             let field = match self.verb {
@@ -167,7 +167,7 @@ pub async fn send(client: &kube::Client, request: &Request) -> Result<Outcome, L
 }
 
 /// Which route: discovery of `subresources.kubevirt.io/v1` listing `virtualmachines/VERB`.
-pub async fn route(client: &kube::Client, verb: Verb) -> Route {
+pub(crate) async fn route(client: &kube::Client, verb: Verb) -> Route {
     let wanted = format!("virtualmachines/{}", verb.as_str());
     match client
         .list_api_group_resources(SUBRESOURCE_GROUP_VERSION)

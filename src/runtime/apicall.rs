@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 ///
 /// Errors: the API server's answer (409 when a `test` operation fails is reported by Kubernetes
 /// as 422 Invalid), or a transport error.
-pub async fn json_patch<K>(
+pub(crate) async fn json_patch<K>(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -40,7 +40,12 @@ where
 // same request.
 
 /// `Api::<K>::create`.
-pub async fn create<K>(client: &kube::Client, namespace: &str, obj: &K) -> Result<K, kube::Error>
+#[cfg(test)]
+pub(crate) async fn create<K>(
+    client: &kube::Client,
+    namespace: &str,
+    obj: &K,
+) -> Result<K, kube::Error>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
 {
@@ -49,7 +54,7 @@ where
 
 /// [`create`] decoding the created object as `A`: a type that reads only part of it (the
 /// launcher pod the VMI controller creates is read as its informer caches pods).
-pub async fn create_read_as<K, A>(
+pub(crate) async fn create_read_as<K, A>(
     client: &kube::Client,
     namespace: &str,
     obj: &K,
@@ -63,7 +68,7 @@ where
 
 /// `Api::<K>::replace`, or with `subresource` `status` `Api::<K>::replace_status` (as
 /// [`json_patch`] takes its subresource).
-pub async fn replace<K>(
+pub(crate) async fn replace<K>(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -141,7 +146,7 @@ where
 // pod's answer is 7-8 KB of JSON, and a VMI is updated about five times per start.
 
 /// `Api::<K>::create` without decoding the created object.
-pub async fn create_unread<K>(
+pub(crate) async fn create_unread<K>(
     client: &kube::Client,
     namespace: &str,
     obj: &K,
@@ -153,7 +158,7 @@ where
 }
 
 /// `Api::<K>::replace` without decoding the stored object.
-pub async fn replace_unread<K>(
+pub(crate) async fn replace_unread<K>(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -166,7 +171,7 @@ where
 }
 
 /// [`json_patch`] without decoding the patched object.
-pub async fn json_patch_unread<K>(
+pub(crate) async fn json_patch_unread<K>(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -184,7 +189,7 @@ where
 }
 
 /// `Api::<K>::patch` with a JSON merge patch (RFC 7386), without decoding the patched object.
-pub async fn merge_patch_unread<K, P>(
+pub(crate) async fn merge_patch_unread<K, P>(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -201,7 +206,7 @@ where
 }
 
 /// `Api::<K>::patch_status` with a strategic merge patch, without decoding the patched object.
-pub async fn strategic_status_patch_unread<K>(
+pub(crate) async fn strategic_status_patch_unread<K>(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -229,7 +234,7 @@ async fn send_unread(
 }
 
 /// A namespaced `Api` for `K`.
-pub fn api<K>(client: &kube::Client, namespace: &str) -> Api<K>
+pub(crate) fn api<K>(client: &kube::Client, namespace: &str) -> Api<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
 {

@@ -63,7 +63,7 @@ pub struct ControllerExpectations {
 
 impl ControllerExpectations {
     /// An empty store; `name` identifies it in logs and snapshots (e.g. `vmi`, `dataVolume`).
-    pub fn new(name: impl Into<String>) -> Self {
+    pub(crate) fn new(name: impl Into<String>) -> Self {
         let name: String = name.into();
         Self {
             name: name.into(),
@@ -79,20 +79,15 @@ impl ControllerExpectations {
         self
     }
 
-    /// The store's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Current `(add, del)` counters of `key`, if an entry exists (`GetExpectations`).
-    pub fn get_expectations(&self, key: &str) -> Option<(i64, i64)> {
+    pub(crate) fn get_expectations(&self, key: &str) -> Option<(i64, i64)> {
         lock(&self.store).get(key).map(|e| (e.add, e.del))
     }
 
     /// Whether the controller may sync `key` (`SatisfiedExpectations`, expectations.go:120-145):
     /// true when there is no entry, when add ≤ 0 and del ≤ 0, or when the entry is older than
     /// [`EXPECTATIONS_TIMEOUT`] (the expired entry is kept); false otherwise.
-    pub fn satisfied_expectations(&self, key: &str) -> bool {
+    pub(crate) fn satisfied_expectations(&self, key: &str) -> bool {
         let now = Instant::now();
         let store = lock(&self.store);
         match store.get(key) {
@@ -116,7 +111,7 @@ impl ControllerExpectations {
     /// the informer resync (12–24 h). This project requeues it when the expectation expires
     /// (the manager polls this), so a lost or long-delayed watch event delays the key by five
     /// minutes, not by hours. docs/run-controller.md lists the difference.
-    pub fn take_newly_expired(&self) -> Vec<String> {
+    pub(crate) fn take_newly_expired(&self) -> Vec<String> {
         let now = Instant::now();
         let mut store = lock(&self.store);
         let mut keys: Vec<String> = store
@@ -132,7 +127,7 @@ impl ControllerExpectations {
     }
 
     /// Remove `key`'s entry (`DeleteExpectations`; used when the owner object is gone).
-    pub fn delete_expectations(&self, key: &str) {
+    pub(crate) fn delete_expectations(&self, key: &str) {
         lock(&self.store).remove(key);
     }
 
@@ -153,7 +148,7 @@ impl ControllerExpectations {
 
     /// Replace `key`'s entry with `(add, del)` and a fresh timestamp (`SetExpectations`,
     /// expectations.go:161-168).
-    pub fn set_expectations(&self, key: &str, add: i64, del: i64) {
+    pub(crate) fn set_expectations(&self, key: &str, add: i64, del: i64) {
         let entry = Entry {
             add,
             del,
@@ -166,18 +161,18 @@ impl ControllerExpectations {
     }
 
     /// `set_expectations(key, adds, 0)` (`ExpectCreations`): overwrites any pending deletions.
-    pub fn expect_creations(&self, key: &str, adds: i64) {
+    pub(crate) fn expect_creations(&self, key: &str, adds: i64) {
         self.set_expectations(key, adds, 0);
     }
 
     /// `set_expectations(key, 0, dels)` (`ExpectDeletions`): overwrites any pending creations.
-    pub fn expect_deletions(&self, key: &str, dels: i64) {
+    pub(crate) fn expect_deletions(&self, key: &str, dels: i64) {
         self.set_expectations(key, 0, dels);
     }
 
     /// Subtract `add`/`del` from an existing entry (`LowerExpectations`); no entry → no-op.
     /// Counters may go negative. The timestamp is not refreshed.
-    pub fn lower_expectations(&self, key: &str, add: i64, del: i64) {
+    pub(crate) fn lower_expectations(&self, key: &str, add: i64, del: i64) {
         if let Some(e) = lock(&self.store).get_mut(key) {
             e.add = e.add.saturating_sub(add);
             e.del = e.del.saturating_sub(del);
@@ -186,7 +181,8 @@ impl ControllerExpectations {
 
     /// Add `add`/`del` to an existing entry (`RaiseExpectations`); no entry → no-op. The
     /// timestamp is not refreshed.
-    pub fn raise_expectations(&self, key: &str, add: i64, del: i64) {
+    #[cfg(test)]
+    pub(crate) fn raise_expectations(&self, key: &str, add: i64, del: i64) {
         if let Some(e) = lock(&self.store).get_mut(key) {
             e.add = e.add.saturating_add(add);
             e.del = e.del.saturating_add(del);
@@ -194,27 +190,28 @@ impl ControllerExpectations {
     }
 
     /// One expected creation was observed (`CreationObserved`): add −= 1.
-    pub fn creation_observed(&self, key: &str) {
+    pub(crate) fn creation_observed(&self, key: &str) {
         self.lower_expectations(key, 1, 0);
     }
 
     /// One expected deletion was observed (`DeletionObserved`): del −= 1.
-    pub fn deletion_observed(&self, key: &str) {
+    pub(crate) fn deletion_observed(&self, key: &str) {
         self.lower_expectations(key, 0, 1);
     }
 
     /// Sum of the `add` counters of all entries (`AllPendingCreations`).
-    pub fn all_pending_creations(&self) -> i64 {
+    #[cfg(test)]
+    pub(crate) fn all_pending_creations(&self) -> i64 {
         lock(&self.store).values().map(|e| e.add).sum()
     }
 
     /// Every entry, sorted by key.
-    pub fn snapshot(&self) -> ExpectationsSnapshot {
+    pub(crate) fn snapshot(&self) -> ExpectationsSnapshot {
         self.snapshot_with(&HashMap::new())
     }
 
     /// The entry of one key only (zero or one entry), for `/debug/state?key=`.
-    pub fn key_snapshot(&self, key: &str) -> ExpectationsSnapshot {
+    pub(crate) fn key_snapshot(&self, key: &str) -> ExpectationsSnapshot {
         self.key_snapshot_with(key, None)
     }
 
@@ -287,7 +284,7 @@ pub struct UidTrackingControllerExpectations {
 
 impl UidTrackingControllerExpectations {
     /// An empty store named `name`.
-    pub fn new(name: impl Into<String>) -> Self {
+    pub(crate) fn new(name: impl Into<String>) -> Self {
         Self {
             expectations: ControllerExpectations::new(name),
             uids: Arc::new(Mutex::new(HashMap::new())),
@@ -301,19 +298,21 @@ impl UidTrackingControllerExpectations {
     }
 
     /// The counters without the deletion-key tracking.
-    pub fn expectations(&self) -> &ControllerExpectations {
+    #[cfg(test)]
+    pub(crate) fn expectations(&self) -> &ControllerExpectations {
         &self.expectations
     }
 
     /// The deletion keys still expected for `key` (`GetUIDs`), if any were recorded.
-    pub fn get_uids(&self, key: &str) -> Option<BTreeSet<String>> {
+    #[cfg(test)]
+    pub(crate) fn get_uids(&self, key: &str) -> Option<BTreeSet<String>> {
         lock(&self.uids).get(key).cloned()
     }
 
     /// Expect the deletion of exactly `delete_keys` (`ExpectDeletions`): replaces the tracked set
     /// and sets the entry to (0, set size) with a fresh timestamp. Replacing a non-empty set is
     /// logged as an error, as in KubeVirt.
-    pub fn expect_deletions(&self, key: &str, delete_keys: Vec<String>) {
+    pub(crate) fn expect_deletions(&self, key: &str, delete_keys: Vec<String>) {
         let mut uids = lock(&self.uids);
         if let Some(existing) = uids.get(key).filter(|s| !s.is_empty()) {
             tracing::error!(expectations = %self.expectations.name, key, ?existing, "clobbering existing delete keys");
@@ -326,7 +325,8 @@ impl UidTrackingControllerExpectations {
 
     /// Add one expected deletion key (`AddExpectedDeletion`): the entry becomes (0, set size)
     /// with a fresh timestamp — pending creations are overwritten, as in KubeVirt.
-    pub fn add_expected_deletion(&self, key: &str, delete_key: String) {
+    #[cfg(test)]
+    pub(crate) fn add_expected_deletion(&self, key: &str, delete_key: String) {
         let mut uids = lock(&self.uids);
         let set = uids.entry(key.to_string()).or_default();
         set.insert(delete_key);
@@ -336,7 +336,7 @@ impl UidTrackingControllerExpectations {
 
     /// `delete_key` was deleted (`DeletionObserved`): decrements del and forgets the key only
     /// if it was expected; otherwise nothing happens.
-    pub fn deletion_observed(&self, key: &str, delete_key: &str) {
+    pub(crate) fn deletion_observed(&self, key: &str, delete_key: &str) {
         let mut uids = lock(&self.uids);
         if let Some(set) = uids.get_mut(key)
             && set.remove(delete_key)
@@ -346,7 +346,7 @@ impl UidTrackingControllerExpectations {
     }
 
     /// Remove the counters and the tracked keys of `key` (`DeleteExpectations`).
-    pub fn delete_expectations(&self, key: &str) {
+    pub(crate) fn delete_expectations(&self, key: &str) {
         let mut uids = lock(&self.uids);
         self.expectations.delete_expectations(key);
         uids.remove(key);
@@ -363,58 +363,44 @@ impl UidTrackingControllerExpectations {
     }
 
     /// See [`ControllerExpectations::take_newly_expired`].
-    pub fn take_newly_expired(&self) -> Vec<String> {
+    pub(crate) fn take_newly_expired(&self) -> Vec<String> {
         self.expectations.take_newly_expired()
     }
 
     /// See [`ControllerExpectations::satisfied_expectations`].
-    pub fn satisfied_expectations(&self, key: &str) -> bool {
+    pub(crate) fn satisfied_expectations(&self, key: &str) -> bool {
         self.expectations.satisfied_expectations(key)
     }
 
     /// See [`ControllerExpectations::get_expectations`].
-    pub fn get_expectations(&self, key: &str) -> Option<(i64, i64)> {
+    pub(crate) fn get_expectations(&self, key: &str) -> Option<(i64, i64)> {
         self.expectations.get_expectations(key)
     }
 
-    /// See [`ControllerExpectations::set_expectations`] (the tracked keys are untouched).
-    pub fn set_expectations(&self, key: &str, add: i64, del: i64) {
-        self.expectations.set_expectations(key, add, del);
-    }
-
     /// See [`ControllerExpectations::expect_creations`] (the tracked keys are untouched).
-    pub fn expect_creations(&self, key: &str, adds: i64) {
+    pub(crate) fn expect_creations(&self, key: &str, adds: i64) {
         self.expectations.expect_creations(key, adds);
     }
 
     /// See [`ControllerExpectations::creation_observed`].
-    pub fn creation_observed(&self, key: &str) {
+    pub(crate) fn creation_observed(&self, key: &str) {
         self.expectations.creation_observed(key);
     }
 
-    /// See [`ControllerExpectations::raise_expectations`].
-    pub fn raise_expectations(&self, key: &str, add: i64, del: i64) {
-        self.expectations.raise_expectations(key, add, del);
-    }
-
     /// See [`ControllerExpectations::lower_expectations`] (the tracked keys are untouched).
-    pub fn lower_expectations(&self, key: &str, add: i64, del: i64) {
+    #[cfg(test)]
+    pub(crate) fn lower_expectations(&self, key: &str, add: i64, del: i64) {
         self.expectations.lower_expectations(key, add, del);
     }
 
-    /// See [`ControllerExpectations::all_pending_creations`].
-    pub fn all_pending_creations(&self) -> i64 {
-        self.expectations.all_pending_creations()
-    }
-
     /// Every entry with its still-expected deletion keys, sorted by key.
-    pub fn snapshot(&self) -> ExpectationsSnapshot {
+    pub(crate) fn snapshot(&self) -> ExpectationsSnapshot {
         let uids = lock(&self.uids).clone();
         self.expectations.snapshot_with(&uids)
     }
 
     /// The entry of one key with its still-expected deletion keys, for `/debug/state?key=`.
-    pub fn key_snapshot(&self, key: &str) -> ExpectationsSnapshot {
+    pub(crate) fn key_snapshot(&self, key: &str) -> ExpectationsSnapshot {
         let uids = lock(&self.uids).get(key).cloned();
         self.expectations.key_snapshot_with(key, uids.as_ref())
     }

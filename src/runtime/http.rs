@@ -94,7 +94,7 @@ async fn debug_state(State(s): State<EndpointSources>, Query(q): Query<DebugQuer
 }
 
 /// The router with all four endpoints.
-pub fn router(sources: EndpointSources) -> Router {
+pub(crate) fn router(sources: EndpointSources) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -105,7 +105,7 @@ pub fn router(sources: EndpointSources) -> Router {
 
 /// Bind `addr` and serve until `cancel`. Returns the bound address (useful with port 0) and the
 /// server task. Errors: the address cannot be bound.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     sources: EndpointSources,
     cancel: CancellationToken,

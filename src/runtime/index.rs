@@ -26,7 +26,7 @@ pub struct IndexFn<K> {
 
 impl<K> IndexFn<K> {
     /// Whether `obj` is indexed under `value`.
-    pub fn matches(&self, obj: &K, value: &str) -> bool {
+    pub(crate) fn matches(&self, obj: &K, value: &str) -> bool {
         (self.value)(obj).as_deref() == Some(value)
     }
 }

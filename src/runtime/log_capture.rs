@@ -16,7 +16,7 @@ pub struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl Captured {
     /// Every captured line.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         let bytes = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
         String::from_utf8_lossy(&bytes)
             .lines()
@@ -25,7 +25,7 @@ impl Captured {
     }
 
     /// The captured lines at `level` (`"WARN"`, `"ERROR"`...) that contain `text`.
-    pub fn matching(&self, level: &str, text: &str) -> Vec<String> {
+    pub(crate) fn matching(&self, level: &str, text: &str) -> Vec<String> {
         self.lines()
             .into_iter()
             .filter(|l| l.split_whitespace().nth(1) == Some(level) && l.contains(text))
@@ -59,7 +59,7 @@ impl<'a> MakeWriter<'a> for Captured {
 }
 
 /// Captures the INFO-and-above events of this thread until the guard drops.
-pub fn capture() -> (Captured, DefaultGuard) {
+pub(crate) fn capture() -> (Captured, DefaultGuard) {
     let captured = Captured::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(captured.clone())

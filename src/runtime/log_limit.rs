@@ -56,7 +56,7 @@ impl fmt::Display for Allowed {
 
 impl LogLimiter {
     /// A limiter allowing one line of each kind per `interval`.
-    pub fn new(interval: Duration) -> Self {
+    pub(crate) fn new(interval: Duration) -> Self {
         Self {
             interval,
             kinds: Arc::default(),
@@ -65,7 +65,7 @@ impl LogLimiter {
 
     /// The process-wide limiter ([`REPEAT_INTERVAL`]), so that one kind is limited however many
     /// tasks log it.
-    pub fn shared() -> &'static LogLimiter {
+    pub(crate) fn shared() -> &'static LogLimiter {
         static SHARED: OnceLock<LogLimiter> = OnceLock::new();
         SHARED.get_or_init(|| LogLimiter::new(REPEAT_INTERVAL))
     }
@@ -74,7 +74,7 @@ impl LogLimiter {
     /// for the first one at least an interval after the previous logged one (carrying the count
     /// of lines held back in between), else `None` (the line is counted as held back; log it at
     /// debug level at most).
-    pub fn allow(&self, kind: &str) -> Option<Allowed> {
+    pub(crate) fn allow(&self, kind: &str) -> Option<Allowed> {
         let now = Instant::now();
         let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
         let suppressed = match kinds.get_mut(kind) {

@@ -67,7 +67,7 @@ impl Default for Metrics {
 impl Metrics {
     /// A registry with KubeVirt's work-queue metric families already registered (they are
     /// encoded only once a queue uses them, like client_golang omits empty vectors).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let workqueue = WorkqueueMetrics::new();
         let mut registry = Registry::default();
         registry.register_collector(Box::new(workqueue.clone()));
@@ -79,28 +79,23 @@ impl Metrics {
 
     /// The work-queue metric families; pass them to
     /// [`WorkQueueBuilder::metrics`](crate::runtime::queue::WorkQueueBuilder::metrics).
-    pub fn workqueue(&self) -> &WorkqueueMetrics {
+    pub(crate) fn workqueue(&self) -> &WorkqueueMetrics {
         &self.workqueue
     }
 
     /// Register any `prometheus_client` metric. `name` is exposed as given except that counters
     /// get `_total` appended by the encoder (so pass counter names without it); `help` gets a
     /// full stop appended by `prometheus_client`.
-    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+    pub(crate) fn register(&self, name: &str, help: &str, metric: impl Metric) {
         lock(&self.registry).register(name, help, metric);
     }
 
     /// Register an unlabelled integer gauge (e.g. `kubevirt_virt_controller_leading_status`)
     /// and return its handle.
-    pub fn register_gauge(&self, name: &str, help: &str) -> Gauge {
+    pub(crate) fn register_gauge(&self, name: &str, help: &str) -> Gauge {
         let gauge = Gauge::default();
         self.register(name, help, gauge.clone());
         gauge
-    }
-
-    /// Register a custom collector, called on every scrape.
-    pub fn register_collector(&self, collector: Box<dyn Collector>) {
-        lock(&self.registry).register_collector(collector);
     }
 
     /// Refresh the scrape-time gauges and encode every metric in the Prometheus text format
@@ -167,7 +162,7 @@ impl Default for WorkqueueMetrics {
 
 impl WorkqueueMetrics {
     /// Empty families, not registered anywhere (use [`Metrics::new`] for the registered set).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             depth: Family::default(),
             adds: Family::default(),
@@ -182,7 +177,7 @@ impl WorkqueueMetrics {
 
     /// The metric handles of the queue called `name` (client-go `MetricsProvider.New*Metric`).
     /// Creates the labelled series (at zero) if they do not exist yet.
-    pub fn for_queue(&self, name: &str) -> QueueMetrics {
+    pub(crate) fn for_queue(&self, name: &str) -> QueueMetrics {
         let l = QueueLabels {
             name: name.to_string(),
         };
@@ -199,12 +194,12 @@ impl WorkqueueMetrics {
 
     /// Remember `queue` so that its unfinished-work gauges are refreshed on scrape. Only a weak
     /// reference is kept: dropped queues are skipped and pruned.
-    pub fn track(&self, queue: Weak<dyn UnfinishedWork>) {
+    pub(crate) fn track(&self, queue: Weak<dyn UnfinishedWork>) {
         lock(&self.queues).push(queue);
     }
 
     /// Refresh the unfinished-work gauges of every live tracked queue.
-    pub fn update_unfinished_work(&self) {
+    pub(crate) fn update_unfinished_work(&self) {
         let live: Vec<Arc<dyn UnfinishedWork>> = {
             let mut queues = lock(&self.queues);
             queues.retain(|q| q.strong_count() > 0);

@@ -51,7 +51,7 @@ impl<K: Resource> MutationCache<K> {
     /// (`GetByKey`). The record is dropped once the cache holds that version or a later one,
     /// or a different object (another UID) of the same name, or a resourceVersion that is not
     /// an integer.
-    pub fn newer(&self, key: &str, cached: Arc<K>) -> Arc<K> {
+    pub(crate) fn newer(&self, key: &str, cached: Arc<K>) -> Arc<K> {
         let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(last) = written.get(key) else {
             return cached;
@@ -68,7 +68,7 @@ impl<K: Resource> MutationCache<K> {
     }
 
     /// Forget `key` (its object left the cache).
-    pub fn forget(&self, key: &str) {
+    pub(crate) fn forget(&self, key: &str) {
         self.written
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -76,7 +76,8 @@ impl<K: Resource> MutationCache<K> {
     }
 
     /// How many keys hold a written object newer than the cache's, as last looked at.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.written
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -84,7 +85,8 @@ impl<K: Resource> MutationCache<K> {
     }
 
     /// Whether no key holds a written object.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -75,7 +75,8 @@ where
     }
 
     /// How many objects are cached.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.map
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -83,7 +84,8 @@ where
     }
 
     /// True when nothing is cached.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 

@@ -108,7 +108,7 @@ fn denied_with_causes(webhook: &str, causes: &[Cause]) -> ApiError {
 ///
 /// # Errors
 /// The mutators' refusals (malformed quantities).
-pub fn mutate_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+pub(crate) fn mutate_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
     if is_kubevirt(def, "VirtualMachineInstance") {
         check_quantities(VMI_MUTATOR, obj.get("spec"))?;
         mutate_vmi(obj);
@@ -131,7 +131,7 @@ pub fn mutate_create(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError>
 ///
 /// # Errors
 /// The validators' refusals.
-pub fn validate(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
+pub(crate) fn validate(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
     if is_kubevirt(def, "VirtualMachine") {
         let causes = validate_run_strategy(obj);
         if !causes.is_empty() {
@@ -368,7 +368,7 @@ fn check_data_volume_templates(webhook: &str, vm: &Value) -> Result<(), ApiError
 /// The Pod Security level a namespace enforces: `(level, version)` from its
 /// `pod-security.kubernetes.io/enforce` and `enforce-version` labels; `None` for no label or
 /// `privileged`.
-pub fn enforced_level(namespace: &Value) -> Option<(String, String)> {
+pub(crate) fn enforced_level(namespace: &Value) -> Option<(String, String)> {
     let labels = namespace.pointer("/metadata/labels")?;
     let level = labels
         .get("pod-security.kubernetes.io/enforce")?
@@ -685,7 +685,7 @@ fn plural(names: &[String]) -> &'static str {
 ///
 /// # Errors
 /// 403 Forbidden `pods "<name>" is forbidden: violates PodSecurity "<level>:<version>": ...`.
-pub fn pod_security(
+pub(crate) fn pod_security(
     def: &ResourceDef,
     namespace: &Value,
     name: &str,

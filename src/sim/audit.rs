@@ -30,7 +30,7 @@ pub struct LeaseAudit {
 
 impl LeaseAudit {
     /// The fields of a Lease request body, `None` when it is not JSON with a `spec`.
-    pub fn from_body(body: &[u8]) -> Option<Self> {
+    pub(crate) fn from_body(body: &[u8]) -> Option<Self> {
         let v: serde_json::Value = serde_json::from_slice(body).ok()?;
         let spec = v.get("spec")?;
         Some(LeaseAudit {
@@ -115,7 +115,7 @@ pub struct AuditQuery {
 
 impl AuditQuery {
     /// Whether `e` passes the filter.
-    pub fn matches(&self, e: &AuditEntry) -> bool {
+    pub(crate) fn matches(&self, e: &AuditEntry) -> bool {
         self.verbs.as_ref().is_none_or(|v| v.contains(&e.verb))
             && (!self.writes_only || e.is_write())
             && self.resource.as_ref().is_none_or(|r| *r == e.resource)
@@ -169,7 +169,7 @@ impl AuditLog {
     ///
     /// # Errors
     /// The file cannot be created.
-    pub fn new(file: Option<&Path>) -> std::io::Result<Self> {
+    pub(crate) fn new(file: Option<&Path>) -> std::io::Result<Self> {
         let file = match file {
             Some(p) => Some(Mutex::new(BufWriter::new(
                 std::fs::OpenOptions::new()
@@ -186,7 +186,7 @@ impl AuditLog {
     }
 
     /// Append one entry.
-    pub fn record(&self, time: DateTime<Utc>, r: AuditRecord, code: u16) {
+    pub(crate) fn record(&self, time: DateTime<Utc>, r: AuditRecord, code: u16) {
         let entry = {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             let e = AuditEntry {
@@ -251,30 +251,14 @@ impl AuditLog {
         })
     }
 
-    /// Entries for resource plural `resource`.
-    pub fn by_resource(&self, resource: &str) -> Vec<AuditEntry> {
-        self.query(&AuditQuery {
-            resource: Some(resource.to_string()),
-            ..Default::default()
-        })
-    }
-
     /// Number of entries so far (use as a `since` mark).
     pub fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// No entries yet.
+    /// No entry yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Forget every in-memory entry (the file is kept). Sequence numbers restart at 0.
-    pub fn clear(&self) {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
     }
 }
 

@@ -45,7 +45,7 @@ fn rename(obj: &Value, from_new: bool, api_version: &str) -> Value {
 }
 
 /// The stored form of an object sent to `def`.
-pub fn to_storage(def: &ResourceDef, obj: Value) -> Value {
+pub(crate) fn to_storage(def: &ResourceDef, obj: Value) -> Value {
     if is_new_event(def) {
         rename(&obj, true, "v1")
     } else {
@@ -54,13 +54,13 @@ pub fn to_storage(def: &ResourceDef, obj: Value) -> Value {
 }
 
 /// The served form (for `def`) of a stored object.
-pub fn from_storage(def: &ResourceDef, obj: &Value) -> Option<Value> {
+pub(crate) fn from_storage(def: &ResourceDef, obj: &Value) -> Option<Value> {
     is_new_event(def).then(|| rename(obj, false, &def.api_version()))
 }
 
 /// The stored field label a field selector on `def` means (`regarding.name` →
 /// `involvedObject.name`).
-pub fn storage_field(def: &ResourceDef, label: &str) -> String {
+pub(crate) fn storage_field(def: &ResourceDef, label: &str) -> String {
     if !is_new_event(def) {
         return label.to_string();
     }

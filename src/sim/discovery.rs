@@ -14,7 +14,7 @@ use super::resources::{Registry, ResourceDef};
 pub const KUBE_MINOR: &str = "33";
 
 /// `/version`.
-pub fn version() -> Value {
+pub(crate) fn version() -> Value {
     json!({
         "major": "1",
         "minor": KUBE_MINOR,
@@ -33,7 +33,7 @@ pub fn version() -> Value {
 }
 
 /// `/api`.
-pub fn api_versions(server_address: &str) -> Value {
+pub(crate) fn api_versions(server_address: &str) -> Value {
     json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -54,7 +54,7 @@ fn group_json(group: &str, versions: &[&str]) -> Value {
 }
 
 /// `/apis`.
-pub fn api_group_list(reg: &Registry) -> Value {
+pub(crate) fn api_group_list(reg: &Registry) -> Value {
     let groups: Vec<Value> = reg
         .groups()
         .iter()
@@ -64,7 +64,7 @@ pub fn api_group_list(reg: &Registry) -> Value {
 }
 
 /// `/apis/<group>`, or `None` when the group is not served.
-pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
+pub(crate) fn api_group(reg: &Registry, group: &str) -> Option<Value> {
     let groups = reg.groups();
     let (g, vs) = groups.iter().find(|(g, _)| *g == group)?;
     let mut v = group_json(g, vs);
@@ -88,7 +88,7 @@ fn verbs(d: &ResourceDef) -> Vec<&'static str> {
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`.
-pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+pub(crate) fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     if !reg.serves_group_version(group, version) {
         return None;
     }

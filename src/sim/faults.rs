@@ -40,7 +40,7 @@ pub enum Verb {
 
 impl Verb {
     /// The audit name (`get`, `deletecollection`, ...).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "get",
             Verb::List => "list",
@@ -54,7 +54,7 @@ impl Verb {
     }
 
     /// Whether the verb writes.
-    pub fn is_write(self) -> bool {
+    pub(crate) fn is_write(self) -> bool {
         matches!(
             self,
             Verb::Create | Verb::Update | Verb::Patch | Verb::Delete | Verb::DeleteCollection
@@ -256,7 +256,7 @@ impl FaultRule {
     }
 
     /// Set `Retry-After` on an error rule.
-    pub fn retry_after(mut self, seconds: u32) -> Self {
+    pub(crate) fn retry_after(mut self, seconds: u32) -> Self {
         if let FaultAction::Error {
             retry_after_seconds,
             ..
@@ -282,12 +282,12 @@ pub struct FaultId(u64);
 
 impl FaultId {
     /// The number behind the handle (what the admin endpoint shows).
-    pub fn get(self) -> u64 {
+    pub(crate) fn get(self) -> u64 {
         self.0
     }
 
     /// The handle with this number (from [`FaultId::get`]).
-    pub fn from_raw(n: u64) -> Self {
+    pub(crate) fn from_raw(n: u64) -> Self {
         FaultId(n)
     }
 }
@@ -347,7 +347,7 @@ impl std::fmt::Debug for Faults {
 
 impl Faults {
     /// No rules, RNG seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self {
             state: Mutex::new(State {
                 rng: StdRng::seed_from_u64(seed),
@@ -408,7 +408,7 @@ impl Faults {
     }
 
     /// Decide what happens to one request.
-    pub fn decide(&self, verb: Verb, resource: &str, user_agent: &str) -> Decision {
+    pub(crate) fn decide(&self, verb: Verb, resource: &str, user_agent: &str) -> Decision {
         let mut d = Decision {
             drop_signal: (verb == Verb::Watch).then(|| self.drop_epoch.subscribe()),
             ..Decision::default()

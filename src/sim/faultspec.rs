@@ -64,16 +64,11 @@ pub enum NodeFault {
 }
 
 impl NodeFault {
-    /// Whether the fault stays in force until removed (`false`: it happens once).
-    pub fn is_standing(&self) -> bool {
-        matches!(self, NodeFault::StuckImagePull(_))
-    }
-
     /// Make it happen on `nodes`.
     ///
     /// # Errors
     /// The simulator's error (an unknown pod, VMI or node).
-    pub async fn apply(&self, nodes: &NodeSimHandle) -> Result<(), NodeSimError> {
+    pub(crate) async fn apply(&self, nodes: &NodeSimHandle) -> Result<(), NodeSimError> {
         match self {
             NodeFault::StuckImagePull(m) => nodes.stick_image_pull(m.clone()),
             NodeFault::FailBeforeRunning(m, n) => nodes.fail_vmis_before_running(m.clone(), *n),
@@ -90,7 +85,7 @@ impl NodeFault {
 }
 
 /// `250ms`, `2s`, `1m`, or a number of milliseconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("invalid duration {s:?} (use e.g. 250ms, 2s, 1m)");
     let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => s.split_at(i),
@@ -148,7 +143,7 @@ fn namespaced(s: &str, what: &str) -> Result<(String, String), String> {
 ///
 /// # Errors
 /// A message naming the part that is wrong.
-pub fn parse(rule: &str) -> Result<FaultSpec, String> {
+pub(crate) fn parse(rule: &str) -> Result<FaultSpec, String> {
     let mut parts = rule.trim().split(',');
     let head = parts.next().unwrap_or("");
     let (action, arg) = match head.split_once('=') {
@@ -286,7 +281,7 @@ fn format_duration(d: Duration) -> String {
 
 /// An installed API rule in the syntax [`parse`] reads (what `GET /faults` shows); `times` is
 /// what is left of its budget. `parse(&format_rule(r))` gives `r` back.
-pub fn format_rule(rule: &FaultRule) -> String {
+pub(crate) fn format_rule(rule: &FaultRule) -> String {
     let (head, default) = match &rule.action {
         FaultAction::Error {
             code: 429,

@@ -29,7 +29,7 @@ use super::store::{DeleteOpts, GcItem, ObjKey, Propagation, Store, Sub};
 pub const GC_USER_AGENT: &str = "kube-controller-manager/v1.33.0 (sim) garbage-collector";
 
 /// Run until `stop` is cancelled.
-pub async fn run(store: Arc<Store>, audit: Arc<AuditLog>, stop: CancellationToken) {
+pub(crate) async fn run(store: Arc<Store>, audit: Arc<AuditLog>, stop: CancellationToken) {
     let gc = Gc { store, audit };
     loop {
         tokio::select! {

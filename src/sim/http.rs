@@ -58,7 +58,7 @@ pub struct App {
 }
 
 /// The router: every path goes through [`handle`].
-pub fn router(app: Arc<App>) -> Router {
+pub(crate) fn router(app: Arc<App>) -> Router {
     Router::new().fallback(handle).with_state(app)
 }
 
@@ -396,7 +396,7 @@ fn list_body(def: &ResourceDef, page: &super::store::ListPage) -> Vec<u8> {
 }
 
 /// Entry point for every request.
-pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let time = chrono::Utc::now();
     let method = parts.method.clone();

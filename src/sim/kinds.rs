@@ -21,7 +21,7 @@ pub const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDe
 /// standard ones): `metadata.finalizers: "x": prefer a domain-qualified finalizer name
 /// including a path (/) to avoid accidental conflicts with other finalizer writers`, sent in
 /// `Warning` headers; the write succeeds.
-pub fn finalizer_warnings(obj: &Value) -> Vec<String> {
+pub(crate) fn finalizer_warnings(obj: &Value) -> Vec<String> {
     super::object::finalizers(obj)
         .iter()
         .filter(|f| !f.contains('/') && !STANDARD_FINALIZERS.contains(&f.as_str()))
@@ -34,7 +34,7 @@ pub fn finalizer_warnings(obj: &Value) -> Vec<String> {
 }
 
 /// Defaulting and status reset on create. `obj` already carries name/namespace.
-pub fn prepare_create(def: &ResourceDef, obj: &mut Value) {
+pub(crate) fn prepare_create(def: &ResourceDef, obj: &mut Value) {
     match (def.group, def.plural) {
         ("", "pods") => {
             default_pod_spec(obj);
@@ -205,7 +205,7 @@ fn pull_policy_for(image: &str) -> &'static str {
 
 /// `GetPodQOS` (`pkg/apis/core/helper/qos/qos.go`), simplified to cpu and memory over
 /// `containers` and `initContainers`.
-pub fn qos_class(pod: &Value) -> &'static str {
+pub(crate) fn qos_class(pod: &Value) -> &'static str {
     let mut any = false;
     let mut guaranteed = true;
     for list in ["containers", "initContainers"] {
@@ -245,7 +245,7 @@ pub fn qos_class(pod: &Value) -> &'static str {
 
 /// Validate `metadata` of an object about to be stored: name format, labels, annotations size
 /// is not checked, finalizer names.
-pub fn validate_meta(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
+pub(crate) fn validate_meta(def: &ResourceDef, obj: &Value) -> Result<(), ApiError> {
     let name = super::object::name(obj);
     let name_ok = if def.plural == "namespaces" {
         is_dns_label(name)
@@ -367,7 +367,7 @@ fn json_type(v: &Value) -> &'static str {
 /// Extra update validation for the main endpoint (`ValidatePodUpdate`): a pod's spec may only
 /// change container images, `activeDeadlineSeconds`, added tolerations and removed scheduling
 /// gates. `spec.nodeName` is set through the `binding` subresource, not by update.
-pub fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Result<(), ApiError> {
+pub(crate) fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Result<(), ApiError> {
     if def.group.is_empty() && def.plural == "pods" {
         let mask = |v: &Value| {
             let mut s = v.get("spec").cloned().unwrap_or(Value::Null);
@@ -411,7 +411,7 @@ pub fn validate_update(def: &ResourceDef, old: &Value, new: &Value) -> Result<()
 /// The grace period a delete uses (`CheckGracefulDelete`): only pods are graceful. The
 /// requested period, else `spec.terminationGracePeriodSeconds` (default 30); 0 for pods not
 /// bound to a node and for pods in phase `Succeeded`/`Failed`. Negative values become 1.
-pub fn grace_period(def: &ResourceDef, obj: &Value, requested: Option<i64>) -> i64 {
+pub(crate) fn grace_period(def: &ResourceDef, obj: &Value, requested: Option<i64>) -> i64 {
     if !(def.group.is_empty() && def.plural == "pods") {
         return 0;
     }
@@ -436,7 +436,7 @@ pub fn grace_period(def: &ResourceDef, obj: &Value, requested: Option<i64>) -> i
 
 /// Whether an object with a deletionTimestamp and no finalizers must still stay: a namespace
 /// keeps existing until the namespace controller has emptied it and cleared `spec.finalizers`.
-pub fn blocks_removal(def: &ResourceDef, obj: &Value) -> bool {
+pub(crate) fn blocks_removal(def: &ResourceDef, obj: &Value) -> bool {
     def.group.is_empty()
         && def.plural == "namespaces"
         && obj

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 pub const CONTEXT_NAME: &str = "virtctl-sim";
 
 /// Render the kubeconfig YAML.
-pub fn render(url: &str, token: &str) -> String {
+pub(crate) fn render(url: &str, token: &str) -> String {
     let doc = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Config",
@@ -26,7 +26,7 @@ pub fn render(url: &str, token: &str) -> String {
 ///
 /// # Errors
 /// I/O errors creating or writing the file.
-pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     if path.exists() {
         std::fs::remove_file(path)?;
     }
@@ -43,14 +43,14 @@ pub fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
 ///
 /// # Errors
 /// I/O errors creating the directory.
-pub fn private_temp_dir() -> std::io::Result<PathBuf> {
+pub(crate) fn private_temp_dir() -> std::io::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("virtctl-sim-{}", uuid::Uuid::new_v4()));
     std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
     Ok(dir)
 }
 
 /// A random bearer token (two UUIDv4s, hex).
-pub fn random_token() -> String {
+pub(crate) fn random_token() -> String {
     format!(
         "{}{}",
         uuid::Uuid::new_v4().simple(),

@@ -3,12 +3,12 @@
 use serde_json::{Map, Value};
 
 /// `metadata` of an object, if it is a JSON object.
-pub fn meta(obj: &Value) -> Option<&Map<String, Value>> {
+pub(crate) fn meta(obj: &Value) -> Option<&Map<String, Value>> {
     obj.get("metadata").and_then(Value::as_object)
 }
 
 /// Mutable `metadata`, created (as `{}`) when missing or not an object.
-pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.is_object() {
         *obj = Value::Object(Map::new());
     }
@@ -23,7 +23,7 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 }
 
 /// A string field of `metadata` (`""` when absent).
-pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
     meta(obj)
         .and_then(|m| m.get(field))
         .and_then(Value::as_str)
@@ -31,27 +31,27 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
 }
 
 /// The string at the JSON `pointer` of `obj` (`""` when absent or not a string).
-pub fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+pub(crate) fn str_at<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 /// `metadata.name`.
-pub fn name(obj: &Value) -> &str {
+pub(crate) fn name(obj: &Value) -> &str {
     meta_str(obj, "name")
 }
 
 /// `metadata.namespace`.
-pub fn namespace(obj: &Value) -> &str {
+pub(crate) fn namespace(obj: &Value) -> &str {
     meta_str(obj, "namespace")
 }
 
 /// `metadata.uid`.
-pub fn uid(obj: &Value) -> &str {
+pub(crate) fn uid(obj: &Value) -> &str {
     meta_str(obj, "uid")
 }
 
 /// `metadata.resourceVersion`.
-pub fn resource_version(obj: &Value) -> &str {
+pub(crate) fn resource_version(obj: &Value) -> &str {
     meta_str(obj, "resourceVersion")
 }
 
@@ -64,7 +64,7 @@ fn meta_list<'a>(obj: &'a Value, field: &str) -> &'a [Value] {
 }
 
 /// `metadata.finalizers` as strings.
-pub fn finalizers(obj: &Value) -> Vec<String> {
+pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
     meta_list(obj, "finalizers")
         .iter()
         .filter_map(Value::as_str)
@@ -73,7 +73,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
 }
 
 /// Replace `metadata.finalizers` (removing the key when empty, as the real server's JSON does).
-pub fn set_finalizers(obj: &mut Value, f: &[String]) {
+pub(crate) fn set_finalizers(obj: &mut Value, f: &[String]) {
     let m = meta_mut(obj);
     if f.is_empty() {
         m.remove("finalizers");
@@ -86,19 +86,19 @@ pub fn set_finalizers(obj: &mut Value, f: &[String]) {
 }
 
 /// Whether `metadata.deletionTimestamp` is set.
-pub fn is_deleting(obj: &Value) -> bool {
+pub(crate) fn is_deleting(obj: &Value) -> bool {
     meta(obj).is_some_and(|m| m.get("deletionTimestamp").is_some_and(|v| !v.is_null()))
 }
 
 /// `metadata.deletionGracePeriodSeconds`.
-pub fn deletion_grace(obj: &Value) -> Option<i64> {
+pub(crate) fn deletion_grace(obj: &Value) -> Option<i64> {
     meta(obj)
         .and_then(|m| m.get("deletionGracePeriodSeconds"))
         .and_then(Value::as_i64)
 }
 
 /// `metadata.generation` (0 when absent).
-pub fn generation(obj: &Value) -> i64 {
+pub(crate) fn generation(obj: &Value) -> i64 {
     meta(obj)
         .and_then(|m| m.get("generation"))
         .and_then(Value::as_i64)
@@ -123,7 +123,7 @@ pub struct OwnerRef {
 }
 
 /// Parsed `metadata.ownerReferences` (entries without a uid are skipped).
-pub fn owner_refs(obj: &Value) -> Vec<OwnerRef> {
+pub(crate) fn owner_refs(obj: &Value) -> Vec<OwnerRef> {
     meta_list(obj, "ownerReferences")
         .iter()
         .filter_map(|r| {
@@ -146,18 +146,19 @@ pub fn owner_refs(obj: &Value) -> Vec<OwnerRef> {
 }
 
 /// The current time as `metav1.Time` JSON (RFC 3339, seconds precision, `Z`).
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// `now + seconds` as `metav1.Time` JSON.
-pub fn rfc3339_in(seconds: i64) -> String {
+pub(crate) fn rfc3339_in(seconds: i64) -> String {
     (chrono::Utc::now() + chrono::Duration::seconds(seconds))
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// A copy of `obj` without `metadata` and `status`: what `metadata.generation` tracks.
-pub fn spec_part(obj: &Value) -> Value {
+#[cfg(test)]
+pub(crate) fn spec_part(obj: &Value) -> Value {
     match obj {
         Value::Object(m) => Value::Object(
             m.iter()
@@ -185,7 +186,7 @@ fn same_fields(
 }
 
 /// `spec_part(a) == spec_part(b)` without the copies.
-pub fn same_spec_part(a: &Value, b: &Value) -> bool {
+pub(crate) fn same_spec_part(a: &Value, b: &Value) -> bool {
     match (a.as_object(), b.as_object()) {
         (Some(a), Some(b)) => {
             same_fields(a, b, |k| k != "metadata" && k != "status", |_, x, y| x == y)
@@ -205,7 +206,7 @@ pub(crate) fn same_ignoring_metadata(a: &Value, b: &Value) -> bool {
 
 /// `a` equal to `b` when `metadata.resourceVersion` is ignored (a no-op update). Compares in
 /// place: the store calls it under its lock on every update.
-pub fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
+pub(crate) fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
     let same_meta = |x: &Value, y: &Value| match (x.as_object(), y.as_object()) {
         (Some(x), Some(y)) => same_fields(x, y, |k| k != "resourceVersion", |_, p, q| p == q),
         _ => x == y,
@@ -229,7 +230,7 @@ pub fn same_ignoring_rv(a: &Value, b: &Value) -> bool {
 
 /// Random suffix for `generateName`, from the alphabet of `k8s.io/apimachinery/pkg/util/rand`
 /// (`bcdfghjklmnpqrstvwxz2456789`), 5 characters.
-pub fn random_suffix() -> String {
+pub(crate) fn random_suffix() -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();

@@ -31,7 +31,7 @@ fn served_gvs(reg: &Registry) -> Vec<(&'static str, &'static str)> {
 }
 
 /// `/openapi/v3`: the discovery root.
-pub fn root(reg: &Registry) -> Value {
+pub(crate) fn root(reg: &Registry) -> Value {
     let mut paths = Map::new();
     for (g, v) in served_gvs(reg) {
         let p = gv_path(g, v);
@@ -44,7 +44,7 @@ pub fn root(reg: &Registry) -> Value {
 }
 
 /// `/openapi/v3/<api/v1 | apis/g/v>`, or `None` when not served.
-pub fn group_version(reg: &Registry, path: &str) -> Option<Value> {
+pub(crate) fn group_version(reg: &Registry, path: &str) -> Option<Value> {
     let (g, v) = served_gvs(reg)
         .into_iter()
         .find(|(g, v)| gv_path(g, v) == path)?;

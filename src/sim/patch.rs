@@ -31,7 +31,7 @@ pub enum PatchKind {
 
 impl PatchKind {
     /// Parse a `Content-Type` (parameters ignored).
-    pub fn from_content_type(ct: &str) -> Option<Self> {
+    pub(crate) fn from_content_type(ct: &str) -> Option<Self> {
         let base = ct.split(';').next().unwrap_or("").trim();
         match base {
             "application/json-patch+json" => Some(Self::Json),
@@ -44,7 +44,7 @@ impl PatchKind {
 }
 
 /// The 415 the real server sends for a patch type the resource does not accept.
-pub fn unsupported_patch(def: &ResourceDef) -> ApiError {
+pub(crate) fn unsupported_patch(def: &ResourceDef) -> ApiError {
     let accepted = if def.builtin {
         "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
     } else {
@@ -100,7 +100,7 @@ pub(crate) fn apply_json_patch(
 }
 
 /// Apply a patch body to `current`, returning the patched object.
-pub fn apply(
+pub(crate) fn apply(
     def: &ResourceDef,
     kind: PatchKind,
     current: &Value,
@@ -142,7 +142,7 @@ pub fn apply(
 }
 
 /// Decode an apply-patch body (YAML or JSON).
-pub fn parse_apply(body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn parse_apply(body: &[u8]) -> Result<Value, ApiError> {
     let v: Value = serde_yaml::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     if !v.is_object() {
@@ -157,7 +157,7 @@ pub fn parse_apply(body: &[u8]) -> Result<Value, ApiError> {
 /// (strategic rules for built-in kinds, recursive map merge otherwise). There are no managed
 /// fields, so fields dropped from a later configuration are not removed, and there are no
 /// apply conflicts.
-pub fn apply_merge(def: &ResourceDef, current: &Value, cfg: &Value) -> Value {
+pub(crate) fn apply_merge(def: &ResourceDef, current: &Value, cfg: &Value) -> Value {
     if def.builtin {
         strategic_merge(current, cfg, "").unwrap_or_else(|_| cfg.clone())
     } else {
@@ -199,7 +199,7 @@ pub enum ListStrategy {
 /// The merge strategy of the lists of built-in kinds this server serves (from the
 /// `patchStrategy`/`patchMergeKey` tags in `k8s.io/api/core/v1/types.go` and
 /// `k8s.io/apimachinery/pkg/apis/meta/v1/types.go`).
-pub fn merge_key(path: &str) -> ListStrategy {
+pub(crate) fn merge_key(path: &str) -> ListStrategy {
     use ListStrategy::*;
     let last = path.rsplit('.').next().unwrap_or("");
     match path {
@@ -238,7 +238,11 @@ fn join(path: &str, k: &str) -> String {
 }
 
 /// Strategic merge of `patch` into `original` (both JSON objects) at `path`.
-pub fn strategic_merge(original: &Value, patch: &Value, path: &str) -> Result<Value, String> {
+pub(crate) fn strategic_merge(
+    original: &Value,
+    patch: &Value,
+    path: &str,
+) -> Result<Value, String> {
     let Some(p) = patch.as_object() else {
         return Ok(patch.clone());
     };

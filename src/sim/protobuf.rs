@@ -50,7 +50,7 @@ pub const KINDS: &[(&str, &str)] = &[
 /// # Errors
 /// 415 UnsupportedMediaType for a kind this server cannot decode from protobuf; 400 BadRequest
 /// for a body that is not a `k8s\0`-prefixed `runtime.Unknown` or whose object does not decode.
-pub fn decode(def: &ResourceDef, body: &[u8]) -> Result<Value, ApiError> {
+pub(crate) fn decode(def: &ResourceDef, body: &[u8]) -> Result<Value, ApiError> {
     if !KINDS.contains(&(def.group, def.kind)) {
         return Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({} {:?} is not decoded from {CONTENT_TYPE} by the embedded API server)",

@@ -58,7 +58,7 @@ pub enum Binding {
 }
 
 /// Whether `pvc` can be bound, given the StorageClasses and the pods of its namespace.
-pub fn binding(pvc: &Value, classes: &[Arc<Value>], pods: &[Arc<Value>]) -> Binding {
+pub(crate) fn binding(pvc: &Value, classes: &[Arc<Value>], pods: &[Arc<Value>]) -> Binding {
     if object::is_deleting(pvc) || pvc["status"]["phase"] == "Bound" {
         return Binding::Done;
     }
@@ -93,7 +93,7 @@ pub fn binding(pvc: &Value, classes: &[Arc<Value>], pods: &[Arc<Value>]) -> Bind
 }
 
 /// Run until `stop`: bind claims `delay` after they become bindable.
-pub async fn run(
+pub(crate) async fn run(
     store: Arc<Store>,
     audit: Arc<AuditLog>,
     delay: Duration,

@@ -58,12 +58,12 @@ pub struct Filter {
 
 impl Filter {
     /// Whether `obj` matches both selectors.
-    pub fn matches(&self, obj: &Value) -> bool {
+    pub(crate) fn matches(&self, obj: &Value) -> bool {
         self.labels.matches(obj) && self.fields.matches(obj)
     }
 
     /// No requirements at all.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.labels.reqs.is_empty() && self.fields.reqs.is_empty()
     }
 }
@@ -74,7 +74,7 @@ fn is_alnum(c: char) -> bool {
 
 /// `IsQualifiedName`: `[prefix/]name`, name ≤63 chars of `[A-Za-z0-9_.-]` starting/ending
 /// alphanumeric; prefix a DNS subdomain.
-pub fn validate_label_key(key: &str) -> Result<(), String> {
+pub(crate) fn validate_label_key(key: &str) -> Result<(), String> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -111,7 +111,7 @@ fn valid_label_chars(s: &str) -> bool {
 }
 
 /// `IsValidLabelValue`: empty, or ≤63 chars of `[A-Za-z0-9_.-]` starting/ending alphanumeric.
-pub fn validate_label_value(v: &str) -> Result<(), String> {
+pub(crate) fn validate_label_value(v: &str) -> Result<(), String> {
     if v.is_empty() {
         return Ok(());
     }
@@ -125,12 +125,12 @@ pub fn validate_label_value(v: &str) -> Result<(), String> {
 }
 
 /// `IsDNS1123Subdomain`.
-pub fn is_dns_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// `IsDNS1123Label`.
-pub fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.chars()
@@ -195,7 +195,7 @@ fn lex(s: &str) -> Result<Vec<Tok>, String> {
 impl LabelSelector {
     /// Parse a label selector string. Errors carry the message the real server puts in its
     /// 400 BadRequest (`unable to parse requirement: ...`).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
         let toks = lex(s)?;
         let mut reqs = Vec::new();
         let mut i = 0;
@@ -226,7 +226,7 @@ impl LabelSelector {
     }
 
     /// Whether the labels of `obj` (`metadata.labels`) satisfy every requirement.
-    pub fn matches(&self, obj: &Value) -> bool {
+    pub(crate) fn matches(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
         let get = |k: &str| labels.and_then(|m| m.get(k)).and_then(Value::as_str);
         self.reqs.iter().all(|r| match r {
@@ -400,7 +400,7 @@ fn parse_req(toks: &[Tok], mut i: usize) -> Result<(LabelReq, usize), String> {
 impl FieldSelector {
     /// Parse `a=b,c!=d` (`fields.ParseSelector`), then check every field label is supported by
     /// `def` (`field label not supported: x`, the real server's 400 text).
-    pub fn parse(s: &str, def: &ResourceDef) -> Result<Self, String> {
+    pub(crate) fn parse(s: &str, def: &ResourceDef) -> Result<Self, String> {
         let mut reqs = Vec::new();
         for part in split_unescaped_commas(s) {
             let part = part.trim();
@@ -432,19 +432,11 @@ impl FieldSelector {
     }
 
     /// Whether every requirement holds for `obj`. A missing field compares as `""`.
-    pub fn matches(&self, obj: &Value) -> bool {
+    pub(crate) fn matches(&self, obj: &Value) -> bool {
         self.reqs.iter().all(|r| {
             let actual = field_value(obj, &r.field);
             (actual == r.value) != r.negate
         })
-    }
-
-    /// The value required by an `=` requirement on `field`, if any (used for index lookups).
-    pub fn equals(&self, field: &str) -> Option<&str> {
-        self.reqs
-            .iter()
-            .find(|r| r.field == field && !r.negate)
-            .map(|r| r.value.as_str())
     }
 }
 
@@ -487,7 +479,7 @@ fn unescape(v: &str) -> String {
 
 /// The string value of a dotted field label in `obj` (`""` when absent; booleans and numbers
 /// are printed, as the real field-set functions do with `strconv`).
-pub fn field_value(obj: &Value, field: &str) -> String {
+pub(crate) fn field_value(obj: &Value, field: &str) -> String {
     // events.k8s.io `source` in core events is an object; the real label is `source.component`.
     let field = if field == "source" {
         "source.component"

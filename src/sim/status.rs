@@ -96,12 +96,12 @@ impl ApiError {
     }
 
     /// `NewNotFound`: 404 `pods "x" not found`.
-    pub fn not_found(def: &ResourceDef, name: &str) -> Self {
+    pub(crate) fn not_found(def: &ResourceDef, name: &str) -> Self {
         Self::not_found_raw(def.group, def.plural, name)
     }
 
     /// `NewNotFound` for an arbitrary group/resource (e.g. the namespace of a request).
-    pub fn not_found_raw(group: &str, plural: &str, name: &str) -> Self {
+    pub(crate) fn not_found_raw(group: &str, plural: &str, name: &str) -> Self {
         let gr = if group.is_empty() {
             plural.to_string()
         } else {
@@ -113,7 +113,7 @@ impl ApiError {
 
     /// The 404 for an unknown path or resource: go-restful's
     /// "the server could not find the requested resource" with empty details.
-    pub fn unknown_resource() -> Self {
+    pub(crate) fn unknown_resource() -> Self {
         Self::empty_details(
             404,
             "NotFound",
@@ -122,7 +122,7 @@ impl ApiError {
     }
 
     /// `NewAlreadyExists`: 409 `pods "x" already exists`.
-    pub fn already_exists(def: &ResourceDef, name: &str) -> Self {
+    pub(crate) fn already_exists(def: &ResourceDef, name: &str) -> Self {
         Self::new(
             409,
             "AlreadyExists",
@@ -132,7 +132,7 @@ impl ApiError {
     }
 
     /// `NewConflict`: 409 `Operation cannot be fulfilled on pods "x": <why>`.
-    pub fn conflict(def: &ResourceDef, name: &str, why: &str) -> Self {
+    pub(crate) fn conflict(def: &ResourceDef, name: &str, why: &str) -> Self {
         Self::new(
             409,
             "Conflict",
@@ -145,7 +145,7 @@ impl ApiError {
     }
 
     /// The optimistic-concurrency conflict (`storage.NewResourceVersionConflictsError` text).
-    pub fn stale(def: &ResourceDef, name: &str) -> Self {
+    pub(crate) fn stale(def: &ResourceDef, name: &str) -> Self {
         Self::conflict(
             def,
             name,
@@ -154,7 +154,7 @@ impl ApiError {
     }
 
     /// `NewInvalid`: 422 `Pod "x" is invalid: <field>: <detail>` with causes.
-    pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> Self {
+    pub(crate) fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> Self {
         let summary: Vec<String> = causes
             .iter()
             .map(|c| format!("{}: {}", c.field, c.message))
@@ -183,7 +183,7 @@ impl ApiError {
     }
 
     /// One `field.Invalid` cause: `Invalid value: "v": detail`.
-    pub fn invalid_field(
+    pub(crate) fn invalid_field(
         def: &ResourceDef,
         name: &str,
         field: &str,
@@ -200,7 +200,7 @@ impl ApiError {
     }
 
     /// One `field.Required` cause.
-    pub fn required_field(def: &ResourceDef, name: &str, field: &str, detail: &str) -> Self {
+    pub(crate) fn required_field(def: &ResourceDef, name: &str, field: &str, detail: &str) -> Self {
         Self::invalid_cause(
             def,
             name,
@@ -211,7 +211,12 @@ impl ApiError {
     }
 
     /// One `field.Forbidden` cause.
-    pub fn forbidden_field(def: &ResourceDef, name: &str, field: &str, detail: &str) -> Self {
+    pub(crate) fn forbidden_field(
+        def: &ResourceDef,
+        name: &str,
+        field: &str,
+        detail: &str,
+    ) -> Self {
         Self::invalid_cause(
             def,
             name,
@@ -223,7 +228,7 @@ impl ApiError {
 
     /// The 422 a failed JSON patch (including a failed `test` op) gets:
     /// `NewGenericServerResponse(422, ...)` in `handlers/patch.go`.
-    pub fn patch_unprocessable() -> Self {
+    pub(crate) fn patch_unprocessable() -> Self {
         Self::empty_details(
             422,
             "Invalid",
@@ -232,12 +237,12 @@ impl ApiError {
     }
 
     /// `NewBadRequest`: 400 with the message only.
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message.into())
     }
 
     /// `NewForbidden`: 403 `pods "x" is forbidden: <why>`.
-    pub fn forbidden(def: &ResourceDef, name: &str, why: &str) -> Self {
+    pub(crate) fn forbidden(def: &ResourceDef, name: &str, why: &str) -> Self {
         Self::new(
             403,
             "Forbidden",
@@ -247,25 +252,12 @@ impl ApiError {
     }
 
     /// `NewUnauthorized`: 401.
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized".into())
     }
 
-    /// `NewMethodNotSupported`: 405.
-    pub fn method_not_supported(def: &ResourceDef, action: &str) -> Self {
-        Self::new(
-            405,
-            "MethodNotAllowed",
-            format!(
-                "{action} is not supported on resources of kind {:?}",
-                def.group_resource()
-            ),
-        )
-        .with_details(details(def.group, def.plural, ""))
-    }
-
     /// 405 for a verb a path does not serve at all.
-    pub fn method_not_allowed() -> Self {
+    pub(crate) fn method_not_allowed() -> Self {
         Self::empty_details(
             405,
             "MethodNotAllowed",
@@ -274,27 +266,22 @@ impl ApiError {
     }
 
     /// `NewResourceExpired`: 410 reason `Expired`.
-    pub fn expired(message: impl Into<String>) -> Self {
+    pub(crate) fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message.into())
     }
 
     /// 415 for a patch/content type the resource does not accept.
-    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+    pub(crate) fn unsupported_media_type(message: impl Into<String>) -> Self {
         Self::new(415, "UnsupportedMediaType", message.into())
     }
 
-    /// 406 for an `Accept` the server cannot satisfy.
-    pub fn not_acceptable(message: impl Into<String>) -> Self {
-        Self::new(406, "NotAcceptable", message.into())
-    }
-
     /// 504 `Timeout` (e.g. a list with a resourceVersion from the future).
-    pub fn timeout(message: impl Into<String>) -> Self {
+    pub(crate) fn timeout(message: impl Into<String>) -> Self {
         Self::empty_details(504, "Timeout", format!("Timeout: {}", message.into()))
     }
 
     /// `NewInternalError`: 500.
-    pub fn internal(message: impl Into<String>) -> Self {
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
         let message = message.into();
         let mut d = Map::new();
         d.insert("causes".into(), json!([{ "message": message }]));
@@ -309,7 +296,7 @@ impl ApiError {
     /// An injected failure with an arbitrary code, shaped like
     /// `NewGenericServerResponse` (429 `TooManyRequests`, 503 `ServiceUnavailable`, 5xx
     /// `InternalError`), with `retry_after` seconds when given.
-    pub fn injected(code: u16, retry_after: Option<u32>) -> Self {
+    pub(crate) fn injected(code: u16, retry_after: Option<u32>) -> Self {
         let (reason, message) = match code {
             429 => (
                 "TooManyRequests",
@@ -347,17 +334,8 @@ impl ApiError {
         e
     }
 
-    /// Set `Status.details` fields from a causes list (used by tests and callers that extend).
-    pub fn with_retry_after(mut self, seconds: u32) -> Self {
-        self.retry_after = Some(seconds);
-        self.details
-            .get_or_insert_with(Default::default)
-            .insert("retryAfterSeconds".into(), json!(seconds));
-        self
-    }
-
     /// The `metav1.Status` JSON body.
-    pub fn to_status(&self) -> Value {
+    pub(crate) fn to_status(&self) -> Value {
         let mut m = Map::new();
         m.insert("kind".into(), json!("Status"));
         m.insert("apiVersion".into(), json!("v1"));
@@ -376,7 +354,7 @@ impl ApiError {
 }
 
 /// The `Status` a successful immediate delete returns (`finalizeDelete` in the generic registry).
-pub fn delete_success(def: &ResourceDef, name: &str, uid: &str) -> Value {
+pub(crate) fn delete_success(def: &ResourceDef, name: &str, uid: &str) -> Value {
     let mut d = details(def.group, def.plural, name);
     if !uid.is_empty() {
         d.insert("uid".into(), json!(uid));

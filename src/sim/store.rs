@@ -62,7 +62,7 @@ pub struct Event {
 
 impl Event {
     /// The serialised object (computed on first use, outside the store lock).
-    pub fn object_json(&self) -> &[u8] {
+    pub(crate) fn object_json(&self) -> &[u8] {
         self.json
             .get_or_init(|| serde_json::to_vec(self.object.as_ref()).unwrap_or_default())
     }
@@ -289,7 +289,7 @@ fn page(
 
 impl Store {
     /// An empty store over `reg`, keeping `history_size` events per resource for watches.
-    pub fn new(reg: Arc<Registry>, history_size: usize) -> Self {
+    pub(crate) fn new(reg: Arc<Registry>, history_size: usize) -> Self {
         let cols = (0..reg.defs().len())
             .map(|_| Collection::default())
             .collect();
@@ -308,7 +308,7 @@ impl Store {
     }
 
     /// The resource table.
-    pub fn registry(&self) -> &Arc<Registry> {
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
         &self.reg
     }
 
@@ -319,17 +319,17 @@ impl Store {
     }
 
     /// The newest resourceVersion handed out.
-    pub fn current_rv(&self) -> u64 {
+    pub(crate) fn current_rv(&self) -> u64 {
         self.lock().rv
     }
 
     /// Wait until the GC has work (or a spurious wake).
-    pub async fn gc_notified(&self) {
+    pub(crate) async fn gc_notified(&self) {
         self.gc_wake.notified().await
     }
 
     /// Take queued GC work.
-    pub fn take_gc_work(&self) -> Vec<GcItem> {
+    pub(crate) fn take_gc_work(&self) -> Vec<GcItem> {
         let mut inner = self.lock();
         let mut seen = HashSet::new();
         inner
@@ -339,13 +339,8 @@ impl Store {
             .collect()
     }
 
-    /// Look an object up by uid.
-    pub fn key_for_uid(&self, uid: &str) -> Option<ObjKey> {
-        self.lock().uids.get(uid).cloned()
-    }
-
     /// Dependents currently referencing `uid` as owner.
-    pub fn dependents_of(&self, uid: &str) -> Vec<ObjKey> {
+    pub(crate) fn dependents_of(&self, uid: &str) -> Vec<ObjKey> {
         let inner = self.lock();
         let mut v: Vec<ObjKey> = inner
             .dependents
@@ -357,7 +352,7 @@ impl Store {
     }
 
     /// Get by key.
-    pub fn get_key(&self, key: &ObjKey) -> Option<Arc<Value>> {
+    pub(crate) fn get_key(&self, key: &ObjKey) -> Option<Arc<Value>> {
         self.lock().cols[key.res]
             .objects
             .get(&(key.ns.clone(), key.name.clone()))
@@ -365,7 +360,7 @@ impl Store {
     }
 
     /// Keys of every object in namespace `ns` (namespaced resources only).
-    pub fn keys_in_namespace(&self, ns: &str) -> Vec<ObjKey> {
+    pub(crate) fn keys_in_namespace(&self, ns: &str) -> Vec<ObjKey> {
         let inner = self.lock();
         let mut out = Vec::new();
         for (res, col) in inner.cols.iter().enumerate() {
@@ -389,14 +384,14 @@ impl Store {
     }
 
     /// Get one object.
-    pub fn get(&self, res: ResId, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+    pub(crate) fn get(&self, res: ResId, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
         let (_, obj) = self.lock().existing(self.reg.get(res), res, ns, name)?;
         Ok(obj)
     }
 
     /// List objects of `res` in `ns` (all namespaces when `None`) matching `filter`, at most
     /// `limit` (0 = all) starting after the `continue` token.
-    pub fn list(
+    pub(crate) fn list(
         &self,
         res: ResId,
         ns: Option<&str>,
@@ -426,7 +421,7 @@ impl Store {
     /// it was before), and the page carries the resourceVersion just before the oldest event
     /// undone, so that a watch from it replays them. Never older than `not_older_than` (a
     /// `resourceVersion` the request asked for) nor than the event history reaches.
-    pub fn list_stale(
+    pub(crate) fn list_stale(
         &self,
         res: ResId,
         ns: Option<&str>,
@@ -477,7 +472,7 @@ impl Store {
     }
 
     /// Register a watch on `res` in `ns` (all when `None`).
-    pub fn watch(
+    pub(crate) fn watch(
         &self,
         res: ResId,
         ns: Option<&str>,
@@ -662,7 +657,12 @@ impl Store {
 
     /// Create an object. `obj` must already be validated JSON of the right kind; name,
     /// namespace and server-owned metadata are set here.
-    pub fn create(&self, res: ResId, ns: &str, mut obj: Value) -> Result<Arc<Value>, ApiError> {
+    pub(crate) fn create(
+        &self,
+        res: ResId,
+        ns: &str,
+        mut obj: Value,
+    ) -> Result<Arc<Value>, ApiError> {
         let def = self.reg.get(res);
         // generateName: pick a name now (collisions are retried below).
         let generate = object::meta_str(&obj, "generateName").to_string();
@@ -789,7 +789,7 @@ impl Store {
 
     /// Replace an object (PUT). `require_rv` models custom resources, which reject an update
     /// without `metadata.resourceVersion`.
-    pub fn update(
+    pub(crate) fn update(
         &self,
         res: ResId,
         ns: &str,
@@ -805,7 +805,7 @@ impl Store {
     /// one, which then goes through the same rules as an update. Used by PATCH and internal
     /// writers (GC, binding).
     #[allow(clippy::too_many_arguments)]
-    pub fn mutate(
+    pub(crate) fn mutate(
         &self,
         res: ResId,
         ns: &str,
@@ -971,7 +971,7 @@ impl Store {
 
     /// Delete an object (`DELETE`), honouring preconditions, graceful deletion (pods), and
     /// finalizers including the propagation finalizers `orphan` / `foregroundDeletion`.
-    pub fn delete(
+    pub(crate) fn delete(
         &self,
         res: ResId,
         ns: &str,
@@ -1069,25 +1069,9 @@ impl Store {
         obj
     }
 
-    /// Remove an object unconditionally (namespace controller's last step, tests).
-    pub fn remove(&self, key: &ObjKey) -> Option<Arc<Value>> {
-        let mut inner = self.lock();
-        let old = inner.cols[key.res]
-            .objects
-            .get(&(key.ns.clone(), key.name.clone()))
-            .cloned()?;
-        let last = (*old).clone();
-        Some(self.commit_next_rv(&mut inner, key.clone(), EventKind::Deleted, last, old))
-    }
-
-    /// Number of stored objects of `res` (all namespaces).
-    pub fn count(&self, res: ResId) -> usize {
-        self.lock().cols[res].objects.len()
-    }
-
     /// A deep snapshot of every stored object (for tests proving a rejected request changed
     /// nothing), keyed by resource plural, namespace and name.
-    pub fn snapshot(&self) -> BTreeMap<(String, String, String), Value> {
+    pub(crate) fn snapshot(&self) -> BTreeMap<(String, String, String), Value> {
         let inner = self.lock();
         let mut out = BTreeMap::new();
         for (res, col) in inner.cols.iter().enumerate() {

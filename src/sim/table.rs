@@ -24,7 +24,7 @@ pub enum IncludeObject {
 
 impl IncludeObject {
     /// Parse the `includeObject` query parameter.
-    pub fn parse(v: Option<&str>) -> Self {
+    pub(crate) fn parse(v: Option<&str>) -> Self {
         match v {
             Some("None") => Self::None,
             Some("Object") => Self::Object,
@@ -34,7 +34,7 @@ impl IncludeObject {
 }
 
 /// Whether an `Accept` header asks for a Table, and which `meta.k8s.io` version.
-pub fn wants_table(accept: &str) -> Option<&'static str> {
+pub(crate) fn wants_table(accept: &str) -> Option<&'static str> {
     let mut best = None;
     for part in accept.split(',') {
         let p = part.replace(' ', "");
@@ -204,7 +204,7 @@ fn condition(obj: &Value, ty: &str) -> Value {
 }
 
 /// `duration.HumanDuration` (`k8s.io/apimachinery/pkg/util/duration`).
-pub fn human_duration(secs: i64) -> String {
+pub(crate) fn human_duration(secs: i64) -> String {
     if secs < -1 {
         return "<invalid>".into();
     }
@@ -354,7 +354,7 @@ fn row(def: &ResourceDef, cols: &[Col], obj: &Value, include: IncludeObject) -> 
 }
 
 /// A `Table` for `items` (already in the served form).
-pub fn table(
+pub(crate) fn table(
     def: &ResourceDef,
     api_version: &str,
     items: &[&Value],

@@ -153,7 +153,7 @@ fn line(kind: &str, obj: &Value) -> Option<Bytes> {
 }
 
 /// A `BOOKMARK` line.
-pub fn bookmark_line(kind: &str, api_version: &str, rv: u64, initial_end: bool) -> Bytes {
+pub(crate) fn bookmark_line(kind: &str, api_version: &str, rv: u64, initial_end: bool) -> Bytes {
     let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
@@ -163,12 +163,12 @@ pub fn bookmark_line(kind: &str, api_version: &str, rv: u64, initial_end: bool) 
 }
 
 /// An `ERROR` line carrying a `Status`.
-pub fn error_line(status: &Value) -> Bytes {
+pub(crate) fn error_line(status: &Value) -> Bytes {
     line("ERROR", status).unwrap_or_default()
 }
 
 /// Build the body stream of a watch.
-pub fn stream(
+pub(crate) fn stream(
     store: Arc<Store>,
     initial: Vec<Arc<Event>>,
     start_rv: u64,

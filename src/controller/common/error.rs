@@ -24,7 +24,7 @@ pub struct SyncError {
 
 impl SyncError {
     /// A sync error that requests a requeue (`common.NewSyncError`).
-    pub fn new(reason: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(reason: impl Into<String>, message: impl Into<String>) -> Self {
         SyncError {
             reason: reason.into(),
             message: message.into(),
@@ -33,7 +33,7 @@ impl SyncError {
     }
 
     /// An informal sync error: condition only, no requeue.
-    pub fn informal(reason: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn informal(reason: impl Into<String>, message: impl Into<String>) -> Self {
         SyncError {
             reason: reason.into(),
             message: message.into(),
@@ -112,7 +112,7 @@ const KNOWN_STATUS_REASONS: &[&str] = &[
 
 impl ApiFailure {
     /// An API answer with this status code, reason and message.
-    pub fn new(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
         ApiFailure {
             code,
             reason: reason.into(),
@@ -122,7 +122,7 @@ impl ApiFailure {
 
     /// A failure that is not an API answer (a transport error, or a local check such as the
     /// `CanAdopt` recheck): code 0, no reason.
-    pub fn other(message: impl Into<String>) -> Self {
+    pub(crate) fn other(message: impl Into<String>) -> Self {
         ApiFailure {
             code: 0,
             reason: String::new(),
@@ -138,28 +138,30 @@ impl ApiFailure {
     }
 
     /// `k8serrors.IsForbidden`: reason `Forbidden`, or an unknown reason with code 403.
-    pub fn is_forbidden(&self) -> bool {
+    pub(crate) fn is_forbidden(&self) -> bool {
         self.reason_or_code("Forbidden", 403)
     }
 
     /// `k8serrors.IsNotFound`: reason `NotFound`, or an unknown reason with code 404.
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         self.reason_or_code("NotFound", 404)
     }
 
     /// `k8serrors.IsAlreadyExists`: reason `AlreadyExists` (409 with an unknown reason is a
     /// Conflict, as in apimachinery).
-    pub fn is_already_exists(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_already_exists(&self) -> bool {
         self.reason == "AlreadyExists"
     }
 
     /// `k8serrors.IsConflict`: reason `Conflict`, or an unknown reason with code 409.
-    pub fn is_conflict(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_conflict(&self) -> bool {
         self.reason_or_code("Conflict", 409)
     }
 
     /// `k8serrors.IsInvalid`: reason `Invalid`, or an unknown reason with code 422.
-    pub fn is_invalid(&self) -> bool {
+    pub(crate) fn is_invalid(&self) -> bool {
         self.reason_or_code("Invalid", 422)
     }
 }

@@ -14,12 +14,12 @@ use serde_json::Value;
 
 /// A JSON pointer from unescaped tokens: `path(&["metadata", "finalizers"])` is
 /// `/metadata/finalizers`.
-pub fn path(tokens: &[&str]) -> PointerBuf {
+pub(crate) fn path(tokens: &[&str]) -> PointerBuf {
     PointerBuf::from_tokens(tokens.iter().copied())
 }
 
 /// A value as JSON; one that cannot be serialised (never the case for API types) is `null`.
-pub fn to_json<T: Serialize + ?Sized>(value: &T) -> Value {
+pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
@@ -29,12 +29,12 @@ pub struct PatchSet(Vec<PatchOperation>);
 
 impl PatchSet {
     /// No operations yet (`patch.New()`).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         PatchSet::default()
     }
 
     /// `patch.WithTest(path, value)`. A `None`/nil value is `null`.
-    pub fn test<T: Serialize + ?Sized>(&mut self, path: PointerBuf, value: &T) -> &mut Self {
+    pub(crate) fn test<T: Serialize + ?Sized>(&mut self, path: PointerBuf, value: &T) -> &mut Self {
         let value = to_json(value);
         self.0
             .push(PatchOperation::Test(TestOperation { path, value }));
@@ -42,7 +42,11 @@ impl PatchSet {
     }
 
     /// `patch.WithReplace(path, value)`.
-    pub fn replace<T: Serialize + ?Sized>(&mut self, path: PointerBuf, value: &T) -> &mut Self {
+    pub(crate) fn replace<T: Serialize + ?Sized>(
+        &mut self,
+        path: PointerBuf,
+        value: &T,
+    ) -> &mut Self {
         let value = to_json(value);
         self.0
             .push(PatchOperation::Replace(ReplaceOperation { path, value }));
@@ -50,7 +54,7 @@ impl PatchSet {
     }
 
     /// `patch.WithAdd(path, value)`.
-    pub fn add<T: Serialize + ?Sized>(&mut self, path: PointerBuf, value: &T) -> &mut Self {
+    pub(crate) fn add<T: Serialize + ?Sized>(&mut self, path: PointerBuf, value: &T) -> &mut Self {
         let value = to_json(value);
         self.0
             .push(PatchOperation::Add(AddOperation { path, value }));
@@ -60,7 +64,7 @@ impl PatchSet {
     /// The idiom KubeVirt writes at every call site: when there was no old value, `add` the new
     /// one; otherwise `test` the old value and `replace` it (lifecycle.go:627-721,
     /// vm.go:3067-3188).
-    pub fn add_or_test_and_replace<O, N>(
+    pub(crate) fn add_or_test_and_replace<O, N>(
         &mut self,
         path: PointerBuf,
         old: Option<&O>,
@@ -77,24 +81,25 @@ impl PatchSet {
     }
 
     /// `patch.WithRemove(path)`.
-    pub fn remove(&mut self, path: PointerBuf) -> &mut Self {
+    pub(crate) fn remove(&mut self, path: PointerBuf) -> &mut Self {
         self.0
             .push(PatchOperation::Remove(RemoveOperation { path }));
         self
     }
 
     /// True when there are no operations.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// The typed patch (what the VMI actions carry).
-    pub fn into_patch(self) -> Patch {
+    pub(crate) fn into_patch(self) -> Patch {
         Patch(self.0)
     }
 
     /// The patch document as a JSON array (`GeneratePayload`; what the VM actions carry).
-    pub fn into_value(self) -> Value {
+    pub(crate) fn into_value(self) -> Value {
         to_json(&Patch(self.0))
     }
 }

@@ -46,7 +46,7 @@ pub struct ActionRun<A> {
 
 impl<A> ActionRun<A> {
     /// Start with the decision's actions.
-    pub fn new(actions: Vec<A>) -> Self {
+    pub(crate) fn new(actions: Vec<A>) -> Self {
         ActionRun {
             actions,
             index: 0,
@@ -56,7 +56,7 @@ impl<A> ActionRun<A> {
 
     /// The next action to apply and its index, or `None` when the run is over. Borrowed, not
     /// copied: an action may carry a whole VMI or pod.
-    pub fn next(&self) -> Option<(usize, &A)> {
+    pub(crate) fn next(&self) -> Option<(usize, &A)> {
         if self.applied.stopped_at.is_some() {
             return None;
         }
@@ -64,13 +64,13 @@ impl<A> ActionRun<A> {
     }
 
     /// The current action succeeded.
-    pub fn succeeded(&mut self, description: String) {
+    pub(crate) fn succeeded(&mut self, description: String) {
         self.applied.lines.push(description);
         self.index += 1;
     }
 
     /// The current action failed with `error`: `on_failure(index, &error)` says what comes next.
-    pub fn failed(
+    pub(crate) fn failed(
         &mut self,
         description: String,
         error: ApiFailure,
@@ -89,7 +89,7 @@ impl<A> ActionRun<A> {
     }
 
     /// What was applied.
-    pub fn finish(self) -> Applied {
+    pub(crate) fn finish(self) -> Applied {
         self.applied
     }
 }

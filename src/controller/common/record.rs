@@ -31,7 +31,7 @@ pub struct ReconcileRecord {
 impl ReconcileRecord {
     /// The record of a reconcile that started at `started` and ends now: `result` is `error`
     /// exactly when `error` is set.
-    pub fn finished(
+    pub(crate) fn finished(
         started: Instant,
         error: Option<String>,
         requeue_after: Option<Duration>,
@@ -82,7 +82,7 @@ pub struct ReconcileLog {
 
 impl ReconcileLog {
     /// Record the outcome of a reconcile of `key` by `controller` (`vm` / `vmi`).
-    pub fn record(&self, controller: &str, key: &str, record: ReconcileRecord) {
+    pub(crate) fn record(&self, controller: &str, key: &str, record: ReconcileRecord) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if !g.contains_key(controller) {
             g.insert(controller.to_string(), Records::default());
@@ -95,7 +95,7 @@ impl ReconcileLog {
 
     /// Record a reconcile that started at `started` and ends now (see
     /// [`ReconcileRecord::finished`]).
-    pub fn finish(
+    pub(crate) fn finish(
         &self,
         controller: &str,
         key: &str,
@@ -110,7 +110,7 @@ impl ReconcileLog {
 
     /// Forget a key whose object is gone. The VM controller's `forget` (the VM is gone) also
     /// drops the key's [`VmiEnding`]; the VMI controller's keeps it for the VMI that follows.
-    pub fn forget(&self, controller: &str, key: &str) {
+    pub(crate) fn forget(&self, controller: &str, key: &str) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = g.get_mut(controller) {
             m.remove(key);
@@ -124,7 +124,7 @@ impl ReconcileLog {
     }
 
     /// Record that the VMI of `key` ended (replacing the key's previous ending).
-    pub fn record_ending(&self, key: &str, ending: VmiEnding) {
+    pub(crate) fn record_ending(&self, key: &str, ending: VmiEnding) {
         self.endings
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -132,7 +132,7 @@ impl ReconcileLog {
     }
 
     /// The last VMI ending of `key`.
-    pub fn ending(&self, key: &str) -> Option<VmiEnding> {
+    pub(crate) fn ending(&self, key: &str) -> Option<VmiEnding> {
         self.endings
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -141,7 +141,7 @@ impl ReconcileLog {
     }
 
     /// Every key's last VMI ending, for `/debug/state`.
-    pub fn endings(&self) -> BTreeMap<String, VmiEnding> {
+    pub(crate) fn endings(&self) -> BTreeMap<String, VmiEnding> {
         self.endings
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -155,7 +155,7 @@ impl ReconcileLog {
     }
 
     /// Whether the last record of one key was made at `since` or later (without copying it).
-    pub fn recorded_since(&self, controller: &str, key: &str, since: DateTime<Utc>) -> bool {
+    pub(crate) fn recorded_since(&self, controller: &str, key: &str, since: DateTime<Utc>) -> bool {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.get(controller)
             .and_then(|m| m.get(key))

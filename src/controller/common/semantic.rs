@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// Drop `null` members and empty-array members, recursively; keep `{}` members.
-pub fn normalize(value: &Value) -> Value {
+pub(crate) fn normalize(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
@@ -85,7 +85,10 @@ pub fn semantic_eq<T: Serialize + PartialEq + ?Sized>(a: &T, b: &T) -> bool {
 }
 
 /// [`semantic_eq`] on the serialised values only (also for two different types).
-pub fn serialized_semantic_eq<A: Serialize + ?Sized, B: Serialize + ?Sized>(a: &A, b: &B) -> bool {
+pub(crate) fn serialized_semantic_eq<A: Serialize + ?Sized, B: Serialize + ?Sized>(
+    a: &A,
+    b: &B,
+) -> bool {
     match (serde_json::to_value(a), serde_json::to_value(b)) {
         (Ok(a), Ok(b)) => values_semantic_eq(&a, &b),
         _ => false,
@@ -94,7 +97,7 @@ pub fn serialized_semantic_eq<A: Serialize + ?Sized, B: Serialize + ?Sized>(a: &
 
 /// [`semantic_eq`] of two values already serialised (a caller that also reads them, such as
 /// the VMI decision naming the changed status fields, serialises once).
-pub fn values_semantic_eq(a: &Value, b: &Value) -> bool {
+pub(crate) fn values_semantic_eq(a: &Value, b: &Value) -> bool {
     if is_top_zero(a) || is_top_zero(b) {
         is_top_zero(a) && is_top_zero(b)
     } else {

@@ -11,7 +11,7 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 
 /// The panel's lines.
-pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
+pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     match &insp.next_decision {
         None => out.push(note("no decision computed (see Blockers)")),
@@ -75,6 +75,6 @@ pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
 }
 
 /// Draw the panel.
-pub fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
+pub(crate) fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
     super::draw_panel(frame, area, Panel::Decision, lines(insp), view);
 }

@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 /// The panel's lines.
-pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
+pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
     if insp.events.is_empty() {
         return vec![note("no events")];
     }
@@ -36,6 +36,6 @@ pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
 }
 
 /// Draw the panel.
-pub fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
+pub(crate) fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
     super::draw_panel(frame, area, Panel::Events, lines(insp), view);
 }

@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use std::collections::BTreeMap;
 
 /// The instant every fixture was "gathered" at.
-pub fn now() -> DateTime<Utc> {
+pub(crate) fn now() -> DateTime<Utc> {
     "2026-11-30T00:42:40Z".parse().expect("a valid timestamp")
 }
 
@@ -189,7 +189,7 @@ fn printable(computed: &str, rule: &str, inputs: &[(&str, &str)]) -> PrintableSt
 }
 
 /// A VM Running under our controller: Lease ours, queues idle, nothing pending, MATCH.
-pub fn running_ours() -> Inspection {
+pub(crate) fn running_ours() -> Inspection {
     Inspection {
         generated_at: now(),
         namespace: "default".into(),
@@ -275,7 +275,7 @@ pub fn running_ours() -> Inspection {
 /// A VM status update refused with a Conflict, retried late: after a burst of failures the VM
 /// queue's shared rate limit (client-go's token bucket) is reserved minutes ahead, so the key
 /// waits far longer than its own 5 ms backoff.
-pub fn rate_limited_retry() -> Inspection {
+pub(crate) fn rate_limited_retry() -> Inspection {
     let wait = 471.0;
     Inspection {
         queues: vec![
@@ -322,7 +322,7 @@ pub fn rate_limited_retry() -> Inspection {
 }
 
 /// runStrategy Halted: no VMI, no pod, nothing to do.
-pub fn halted_no_vmi() -> Inspection {
+pub(crate) fn halted_no_vmi() -> Inspection {
     Inspection {
         vm: Some(vm("Stopped", "Halted")),
         vmi: None,
@@ -349,7 +349,7 @@ pub fn halted_no_vmi() -> Inspection {
 }
 
 /// CrashLoopBackOff: three failed starts, the next in 42 s.
-pub fn crash_loop() -> Inspection {
+pub(crate) fn crash_loop() -> Inspection {
     let mut vm = vm("CrashLoopBackOff", "Always");
     vm.start_failure = Some(StartFailureView {
         consecutive_fail_count: 3,
@@ -424,7 +424,7 @@ pub fn crash_loop() -> Inspection {
 }
 
 /// A VMI creation expected 3 s ago and not yet seen by the informer.
-pub fn pending_expectations() -> Inspection {
+pub(crate) fn pending_expectations() -> Inspection {
     Inspection {
         vm: Some(vm("Stopped", "Always")),
         vmi: None,
@@ -478,7 +478,7 @@ pub fn pending_expectations() -> Inspection {
 }
 
 /// The pod's memory request is 1 Mi more than the formula.
-pub fn memory_mismatch() -> Inspection {
+pub(crate) fn memory_mismatch() -> Inspection {
     let mut check = matching_overhead();
     let extra = 1024 * 1024;
     check.pod_request_bytes = check.formula_request_bytes.map(|b| b + extra);
@@ -524,7 +524,7 @@ pub(crate) fn settings_behind_the_cr() -> Inspection {
 }
 
 /// The Lease is held by KubeVirt's virt-controller: metrics only, no expectations.
-pub fn kubevirt_metrics() -> Inspection {
+pub(crate) fn kubevirt_metrics() -> Inspection {
     Inspection {
         lease: Some(LeaseView {
             holder_identity: Some("virt-controller-7d9f8b6c5-x2k4q".into()),
@@ -566,7 +566,7 @@ pub fn kubevirt_metrics() -> Inspection {
 }
 
 /// The Lease was last renewed 2 minutes ago with a 15 s duration: stale.
-pub fn stale_lease() -> Inspection {
+pub(crate) fn stale_lease() -> Inspection {
     Inspection {
         lease: Some(LeaseView {
             renew_time: Some(at(120)),
@@ -591,7 +591,7 @@ pub fn stale_lease() -> Inspection {
 }
 
 /// The launcher pod cannot be scheduled: no node has a free devices.kubevirt.io/kvm.
-pub fn unschedulable() -> Inspection {
+pub(crate) fn unschedulable() -> Inspection {
     let mut pod = launcher_pod("Pending", None);
     let msg = "0/2 nodes are available: 2 Insufficient devices.kubevirt.io/kvm. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.";
     pod.conditions = vec![cond(
@@ -676,7 +676,7 @@ pub fn unschedulable() -> Inspection {
 }
 
 /// The VM's DataVolume is still Pending.
-pub fn datavolume_pending() -> Inspection {
+pub(crate) fn datavolume_pending() -> Inspection {
     Inspection {
         vm: Some(vm("Provisioning", "Always")),
         vmi: None,
@@ -729,7 +729,7 @@ pub fn datavolume_pending() -> Inspection {
 }
 
 /// The VMI names a PriorityClass that does not exist: the pod is never created.
-pub fn missing_priority_class() -> Inspection {
+pub(crate) fn missing_priority_class() -> Inspection {
     let msg = "pods \"virt-launcher-vm-cirros-\" is forbidden: no PriorityClass with name vm-high was found";
     Inspection {
         vm: Some(vm("Starting", "Always")),
@@ -799,7 +799,7 @@ fn row(name: &str, status: &str, phase: Option<&str>, secs: Option<f64>) -> Flee
 }
 
 /// A fleet mixing healthy VMs and the scenarios above, in no particular order.
-pub fn fleet() -> Fleet {
+pub(crate) fn fleet() -> Fleet {
     Fleet {
         generated_at: now(),
         namespace: None,
@@ -857,7 +857,7 @@ pub fn fleet() -> Fleet {
 }
 
 /// `n` healthy VMs `vm-00000`… (paging and selection tests).
-pub fn big_fleet(n: usize) -> Fleet {
+pub(crate) fn big_fleet(n: usize) -> Fleet {
     Fleet {
         rows: (0..n)
             .map(|i| {

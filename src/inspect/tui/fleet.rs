@@ -88,7 +88,7 @@ fn row_line(row: &FleetRow, selected: bool, partial: bool) -> Line<'static> {
 }
 
 /// The heading line of the table.
-pub fn heading_line() -> Line<'static> {
+pub(crate) fn heading_line() -> Line<'static> {
     let h = HEADINGS;
     Line::styled(
         format!(
@@ -108,7 +108,7 @@ pub fn heading_line() -> Line<'static> {
 }
 
 /// Draw the fleet view into `area`.
-pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+pub(crate) fn render(frame: &mut Frame, area: Rect, app: &App) {
     let [head, table] = Layout::vertical([Constraint::Length(2), Constraint::Fill(1)]).areas(area);
     let Some(fleet) = &app.fleet else {
         let msg = match &app.status.error {

@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use ratatui::text::Line;
 
 /// The Lease lines (shared with the fleet view's header).
-pub fn lease_lines(lease: Option<&LeaseView>) -> Vec<Line<'static>> {
+pub(crate) fn lease_lines(lease: Option<&LeaseView>) -> Vec<Line<'static>> {
     let Some(lease) = lease else {
         return vec![note("Lease: not read (see Blockers)")];
     };
@@ -46,7 +46,7 @@ pub fn lease_lines(lease: Option<&LeaseView>) -> Vec<Line<'static>> {
 }
 
 /// The panel's lines.
-pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
+pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
     let mut out = lease_lines(insp.lease.as_ref());
     let src = &insp.controller;
     let how = match src.kind {
@@ -80,6 +80,6 @@ pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
 }
 
 /// Draw the panel.
-pub fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
+pub(crate) fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
     super::draw_panel(frame, area, Panel::Leader, lines(insp), view);
 }

@@ -49,7 +49,7 @@ pub trait Gather {
 }
 
 /// Put the terminal back: leave the alternate screen, show the cursor, leave raw mode.
-pub fn restore_terminal() {
+pub(crate) fn restore_terminal() {
     let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
     let _ = terminal::disable_raw_mode();
 }
@@ -193,7 +193,7 @@ fn draw_err(e: impl std::fmt::Display) -> io::Error {
 /// The loop of [`run`] on any backend and event source: draw, then wait for a gather result,
 /// the refresh tick, a terminal event or `stop`. Returns on [`Action::Quit`], when the events
 /// end, or when `stop` completes.
-pub async fn drive<B: Backend, G: Gather + Sync>(
+pub(crate) async fn drive<B: Backend, G: Gather + Sync>(
     terminal: &mut Terminal<B>,
     events: &mut UnboundedReceiver<Event>,
     stop: impl Future<Output = ()>,

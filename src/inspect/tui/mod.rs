@@ -48,7 +48,7 @@ pub const GRID_COLUMNS: u16 = 120;
 pub const GRID_ROWS: u16 = 34;
 
 /// The lines of one panel.
-pub fn panel_lines(panel: Panel, insp: &Inspection) -> Vec<Line<'static>> {
+pub(crate) fn panel_lines(panel: Panel, insp: &Inspection) -> Vec<Line<'static>> {
     match panel {
         Panel::Leader => leader::lines(insp),
         Panel::Queues => queues::lines(insp),
@@ -76,7 +76,7 @@ fn render_panel(frame: &mut Frame, area: Rect, panel: Panel, insp: &Inspection, 
 
 /// Draw one panel: a bordered block titled with the panel's name (highlighted when focused),
 /// its lines wrapped and scrolled; `[n/m]` in the title when it scrolls.
-pub fn draw_panel(
+pub(crate) fn draw_panel(
     frame: &mut Frame,
     area: Rect,
     panel: Panel,
@@ -116,14 +116,14 @@ pub fn draw_panel(
 }
 
 /// About how many rows `lines` take when wrapped at `width` columns (at least one per line).
-pub fn wrapped_height(lines: &[Line<'_>], width: u16) -> u16 {
+pub(crate) fn wrapped_height(lines: &[Line<'_>], width: u16) -> u16 {
     let width = usize::from(width.max(1));
     let rows: usize = lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum();
     rows.min(usize::from(u16::MAX)) as u16
 }
 
 /// Draw the whole UI.
-pub fn draw(frame: &mut Frame, app: &App) {
+pub(crate) fn draw(frame: &mut Frame, app: &App) {
     let area = frame.area();
     if area.width < MIN_COLUMNS || area.height < MIN_ROWS {
         draw_too_small(frame, area);
@@ -327,7 +327,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
 }
 
 /// The help overlay's text.
-pub fn help_lines(app: &App) -> Vec<Line<'static>> {
+pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
     let mut keys = vec![
         ("r", "refresh now (it also refreshes about once a second)"),
         ("q, Ctrl-C", "quit"),
@@ -426,7 +426,8 @@ pub fn app_for_fleet(fleet: Fleet) -> App {
 
 /// One panel alone, `columns` wide and as tall as its wrapped lines, as plain text (the
 /// captures of docs/inspect.md).
-pub fn capture_panel(panel: Panel, insp: &Inspection, columns: u16) -> String {
+#[cfg(test)]
+pub(crate) fn capture_panel(panel: Panel, insp: &Inspection, columns: u16) -> String {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
     let lines = panel_lines(panel, insp);

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 
 /// One line per queue: `virt-controller-vm   depth 0  retries 0  key idle`, and a second when
 /// the queue's shared rate limit makes every failing key wait a second or more.
-pub fn queue_lines(queues: &[QueueView]) -> Vec<Line<'static>> {
+pub(crate) fn queue_lines(queues: &[QueueView]) -> Vec<Line<'static>> {
     if queues.is_empty() {
         return vec![note("no queue figures (see Blockers)")];
     }
@@ -67,11 +67,11 @@ pub fn queue_lines(queues: &[QueueView]) -> Vec<Line<'static>> {
 }
 
 /// The panel's lines.
-pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
+pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
     queue_lines(&insp.queues)
 }
 
 /// Draw the panel.
-pub fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
+pub(crate) fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
     super::draw_panel(frame, area, Panel::Queues, lines(insp), view);
 }

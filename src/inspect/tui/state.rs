@@ -38,7 +38,7 @@ impl Panel {
     ];
 
     /// The panel's title.
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Panel::Leader => "Leader",
             Panel::Queues => "Queues",
@@ -52,7 +52,7 @@ impl Panel {
     }
 
     /// The panel's name in the tab bar of small terminals.
-    pub fn short_title(self) -> &'static str {
+    pub(crate) fn short_title(self) -> &'static str {
         match self {
             Panel::Expectations => "Expect",
             Panel::Timeline => "Timeline",
@@ -67,12 +67,12 @@ impl Panel {
     }
 
     /// The next panel (Tab), wrapping around.
-    pub fn next(self) -> Panel {
+    pub(crate) fn next(self) -> Panel {
         Panel::ALL[(self.index() + 1) % Panel::ALL.len()]
     }
 
     /// The previous panel (Shift-Tab), wrapping around.
-    pub fn prev(self) -> Panel {
+    pub(crate) fn prev(self) -> Panel {
         Panel::ALL[(self.index() + Panel::ALL.len() - 1) % Panel::ALL.len()]
     }
 }
@@ -103,7 +103,7 @@ impl Default for ViewState {
 
 impl ViewState {
     /// The scroll offset of a panel.
-    pub fn scroll_of(&self, panel: Panel) -> u16 {
+    pub(crate) fn scroll_of(&self, panel: Panel) -> u16 {
         self.scroll[panel.index()]
     }
 }
@@ -196,7 +196,7 @@ pub fn fleet_page(rows: u16) -> usize {
 }
 
 /// Whether a fleet row shows a problem (it sorts first).
-pub fn row_has_problem(row: &FleetRow) -> bool {
+pub(crate) fn row_has_problem(row: &FleetRow) -> bool {
     row.problem.is_some()
         || row.overhead_match == Some(false)
         || row.pending_expectations > 0
@@ -205,7 +205,7 @@ pub fn row_has_problem(row: &FleetRow) -> bool {
 
 impl App {
     /// The VM view of one VM (`inspect vm/NAME`).
-    pub fn vm(namespace: &str, name: &str) -> App {
+    pub(crate) fn vm(namespace: &str, name: &str) -> App {
         App {
             screen: Screen::Vm,
             has_fleet: false,
@@ -223,7 +223,7 @@ impl App {
     }
 
     /// The VM view of one VM with the fleet view behind it (Esc returns to it): `demo`.
-    pub fn vm_in_fleet(namespace: &str, name: &str) -> App {
+    pub(crate) fn vm_in_fleet(namespace: &str, name: &str) -> App {
         App {
             has_fleet: true,
             ..App::vm(namespace, name)
@@ -242,7 +242,7 @@ impl App {
 
     /// The fleet rows in display order: problems first, then by namespace/name (a stable sort,
     /// whatever order the gatherer used).
-    pub fn fleet_rows(&self) -> Vec<&FleetRow> {
+    pub(crate) fn fleet_rows(&self) -> Vec<&FleetRow> {
         let mut rows: Vec<&FleetRow> = self.fleet.iter().flat_map(|f| f.rows.iter()).collect();
         rows.sort_by(|a, b| {
             row_has_problem(b)
@@ -254,7 +254,7 @@ impl App {
     }
 
     /// A fresh fleet arrived: keep the same VM selected if it is still there.
-    pub fn set_fleet(&mut self, fleet: Fleet, at: DateTime<Utc>) {
+    pub(crate) fn set_fleet(&mut self, fleet: Fleet, at: DateTime<Utc>) {
         let keep = self.select_next.take().or_else(|| {
             self.fleet_rows()
                 .get(self.selected)
@@ -295,7 +295,7 @@ impl App {
     }
 
     /// A fresh inspection arrived (ignored if it is not of the VM shown).
-    pub fn set_vm(&mut self, inspection: Inspection, at: DateTime<Utc>) {
+    pub(crate) fn set_vm(&mut self, inspection: Inspection, at: DateTime<Utc>) {
         if !self.is_target(&inspection.namespace, &inspection.name) {
             return;
         }
@@ -309,7 +309,7 @@ impl App {
     }
 
     /// A gather failed: keep the data on screen, show the error.
-    pub fn set_error(&mut self, error: String) {
+    pub(crate) fn set_error(&mut self, error: String) {
         self.status.error = Some(error);
         self.status.loading = false;
     }
@@ -362,7 +362,7 @@ impl App {
     }
 
     /// Apply one key; returns what the live loop must do.
-    pub fn handle_key(&mut self, key: KeyEvent) -> Action {
+    pub(crate) fn handle_key(&mut self, key: KeyEvent) -> Action {
         if key.kind == KeyEventKind::Release {
             return Action::None;
         }
@@ -403,7 +403,7 @@ impl App {
     }
 
     /// A what-if result arrived (ignored unless one was asked for, for the VM shown).
-    pub fn set_what_if(&mut self, result: Result<WhatIf, WhatIfError>) {
+    pub(crate) fn set_what_if(&mut self, result: Result<WhatIf, WhatIfError>) {
         if !self.what_if.pending || self.screen != Screen::Vm {
             return;
         }

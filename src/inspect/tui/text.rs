@@ -5,7 +5,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
 /// A duration in seconds for humans: `0.4 s`, `42 s`, `4 m 57 s`, `2 h 5 m`, `3 d 4 h`.
-pub fn duration(seconds: f64) -> String {
+pub(crate) fn duration(seconds: f64) -> String {
     if !seconds.is_finite() {
         return "?".into();
     }
@@ -28,33 +28,18 @@ pub fn duration(seconds: f64) -> String {
     format!("{sign}{body}")
 }
 
-/// Seconds from `t` to `now` (positive: `t` is in the past).
-pub fn seconds_since(now: DateTime<Utc>, t: DateTime<Utc>) -> f64 {
-    (now - t).num_milliseconds() as f64 / 1000.0
-}
-
-/// `3 s ago`, or `in 3 s` for a time after `now`.
-pub fn ago(now: DateTime<Utc>, t: DateTime<Utc>) -> String {
-    let s = seconds_since(now, t);
-    if s < 0.0 {
-        format!("in {}", duration(-s))
-    } else {
-        format!("{} ago", duration(s))
-    }
-}
-
 /// `HH:MM:SS` (UTC).
-pub fn clock(t: DateTime<Utc>) -> String {
+pub(crate) fn clock(t: DateTime<Utc>) -> String {
     t.format("%H:%M:%S").to_string()
 }
 
 /// Bytes with their MiB: `415236096 (396 Mi)`, `1048576 (1 Mi)`, `1000 (0.001 Mi)`.
-pub fn bytes(b: i64) -> String {
+pub(crate) fn bytes(b: i64) -> String {
     format!("{b} ({} Mi)", mib(b))
 }
 
 /// Bytes as MiB, without a trailing `.0`.
-pub fn mib(b: i64) -> String {
+pub(crate) fn mib(b: i64) -> String {
     const MI: i64 = 1024 * 1024;
     if b % MI == 0 {
         format!("{}", b / MI)
@@ -66,27 +51,27 @@ pub fn mib(b: i64) -> String {
 }
 
 /// The style of a dim label.
-pub fn dim() -> Style {
+pub(crate) fn dim() -> Style {
     Style::new().fg(Color::DarkGray)
 }
 
 /// The style of something good (MATCH, Running, caught up).
-pub fn good() -> Style {
+pub(crate) fn good() -> Style {
     Style::new().fg(Color::Green)
 }
 
 /// The style of something wrong (a difference, a blocker, a stale Lease, a Warning event).
-pub fn bad() -> Style {
+pub(crate) fn bad() -> Style {
     Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
 }
 
 /// The style of something to watch (waiting, pending).
-pub fn warn() -> Style {
+pub(crate) fn warn() -> Style {
     Style::new().fg(Color::Yellow)
 }
 
 /// `label: value` with a dim label.
-pub fn field(label: &str, value: impl Into<String>) -> Line<'static> {
+pub(crate) fn field(label: &str, value: impl Into<String>) -> Line<'static> {
     Line::from(vec![
         Span::styled(format!("{label}: "), dim()),
         Span::raw(value.into()),
@@ -94,7 +79,7 @@ pub fn field(label: &str, value: impl Into<String>) -> Line<'static> {
 }
 
 /// `label: value` with a dim label and a styled value.
-pub fn field_styled(label: &str, value: impl Into<String>, style: Style) -> Line<'static> {
+pub(crate) fn field_styled(label: &str, value: impl Into<String>, style: Style) -> Line<'static> {
     Line::from(vec![
         Span::styled(format!("{label}: "), dim()),
         Span::styled(value.into(), style),
@@ -102,17 +87,17 @@ pub fn field_styled(label: &str, value: impl Into<String>, style: Style) -> Line
 }
 
 /// A dim line (a note, or "none").
-pub fn note(text: impl Into<String>) -> Line<'static> {
+pub(crate) fn note(text: impl Into<String>) -> Line<'static> {
     Line::styled(text.into(), dim())
 }
 
 /// Left-aligned in `width` columns (longer text is kept whole).
-pub fn pad(text: &str, width: usize) -> String {
+pub(crate) fn pad(text: &str, width: usize) -> String {
     format!("{text:<width$}")
 }
 
 /// Right-aligned in `width` columns.
-pub fn rpad(text: &str, width: usize) -> String {
+pub(crate) fn rpad(text: &str, width: usize) -> String {
     format!("{text:>width$}")
 }
 
@@ -142,12 +127,8 @@ mod tests {
     }
 
     #[test]
-    fn ago_and_in() {
-        let now: DateTime<Utc> = "2026-11-30T00:42:40Z".parse().unwrap();
+    fn clock_shows_utc_time_of_day() {
         let before: DateTime<Utc> = "2026-11-30T00:42:37Z".parse().unwrap();
-        let after: DateTime<Utc> = "2026-11-30T00:43:22Z".parse().unwrap();
-        assert_eq!(ago(now, before), "3 s ago");
-        assert_eq!(ago(now, after), "in 42 s");
         assert_eq!(clock(before), "00:42:37");
     }
 

@@ -17,7 +17,7 @@ fn phase_style(phase: &str) -> ratatui::style::Style {
 }
 
 /// The panel's lines.
-pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
+pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     match &insp.vmi {
         None => out.push(note("no VMI")),
@@ -78,6 +78,6 @@ pub fn lines(insp: &Inspection) -> Vec<Line<'static>> {
 }
 
 /// Draw the panel.
-pub fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
+pub(crate) fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
     super::draw_panel(frame, area, Panel::Timeline, lines(insp), view);
 }

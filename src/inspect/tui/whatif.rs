@@ -35,7 +35,7 @@ pub struct WhatIfState {
 pub const PROMPT: &str = "what if: ";
 
 /// The panel's lines: the what-if text, a blank line before each heading.
-pub fn lines(w: &WhatIf) -> Vec<Line<'static>> {
+pub(crate) fn lines(w: &WhatIf) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     for l in text_lines(w) {
         let style = match l.kind {
@@ -56,7 +56,7 @@ pub fn lines(w: &WhatIf) -> Vec<Line<'static>> {
 }
 
 /// Where the panel goes in the VM view's body (everything below the header line).
-pub fn panel_rect(body: Rect) -> Rect {
+pub(crate) fn panel_rect(body: Rect) -> Rect {
     Rect::new(
         body.x,
         body.y.saturating_add(1).min(body.bottom()),
@@ -67,13 +67,13 @@ pub fn panel_rect(body: Rect) -> Rect {
 
 /// How far the panel scrolls on a terminal of `size` (columns, rows): until its last row is the
 /// first one shown, as the other panels.
-pub fn max_scroll(w: &WhatIf, size: (u16, u16)) -> u16 {
+pub(crate) fn max_scroll(w: &WhatIf, size: (u16, u16)) -> u16 {
     let inner = size.0.saturating_sub(2);
     super::wrapped_height(&lines(w), inner).saturating_sub(1)
 }
 
 /// Draw the panel over `body` (the VM view below the status line).
-pub fn render(frame: &mut Frame, body: Rect, w: &WhatIf, scroll: u16) {
+pub(crate) fn render(frame: &mut Frame, body: Rect, w: &WhatIf, scroll: u16) {
     let rect = panel_rect(body);
     let lines = lines(w);
     let rows = super::wrapped_height(&lines, rect.width.saturating_sub(2));
@@ -115,7 +115,7 @@ fn error_inline(state: &WhatIfState, width: u16) -> bool {
 
 /// Rows the input takes: one, and the rows of an error too long to follow the text (at most
 /// four in all).
-pub fn input_height(state: &WhatIfState, width: u16) -> u16 {
+pub(crate) fn input_height(state: &WhatIfState, width: u16) -> u16 {
     if error_inline(state, width) {
         return 1;
     }
@@ -125,7 +125,7 @@ pub fn input_height(state: &WhatIfState, width: u16) -> u16 {
 
 /// The input line: the prompt, the text (its end, when it is wider than the line), and why it
 /// was not evaluated, after it or on the rows below; the terminal cursor after the text.
-pub fn input_line(frame: &mut Frame, area: Rect, state: &WhatIfState) {
+pub(crate) fn input_line(frame: &mut Frame, area: Rect, state: &WhatIfState) {
     let width = usize::from(area.width);
     let room = width.saturating_sub(PROMPT.len() + 1).max(1);
     let chars: Vec<char> = state.text.chars().collect();
@@ -166,7 +166,7 @@ pub fn input_line(frame: &mut Frame, area: Rect, state: &WhatIfState) {
 }
 
 /// The status line's part for the what-if: in flight, or why the reads failed.
-pub fn status_spans(w: &WhatIfState) -> Vec<Span<'static>> {
+pub(crate) fn status_spans(w: &WhatIfState) -> Vec<Span<'static>> {
     if w.pending {
         vec![Span::styled("what-if…  ", warn())]
     } else if let Some(e) = &w.gather_error {

@@ -28,7 +28,7 @@ pub enum LeaseError {
 
 impl LeaseError {
     /// Classifies a kube client error: 404 → `NotFound`, 409 (any reason) → `Conflict`.
-    pub fn from_kube(err: kube::Error) -> Self {
+    pub(crate) fn from_kube(err: kube::Error) -> Self {
         match &err {
             kube::Error::Api(status) if status.is_not_found() => {
                 LeaseError::NotFound(status.message.clone())
@@ -78,7 +78,7 @@ pub trait LeaseApi: Send + Sync + 'static {
 ///
 /// # Errors
 /// What `kube::Client::try_from` returns for the configuration.
-pub fn lease_client(mut config: kube::Config) -> Result<kube::Client, kube::Error> {
+pub(crate) fn lease_client(mut config: kube::Config) -> Result<kube::Client, kube::Error> {
     config.default_retry = false;
     kube::Client::try_from(config)
 }
@@ -94,23 +94,15 @@ pub struct KubeLeaseApi {
 impl KubeLeaseApi {
     /// Leases in `namespace`, through `client` (no call timeout: see
     /// [`KubeLeaseApi::with_call_timeout`]).
-    pub fn new(client: kube::Client, namespace: &str) -> Self {
+    pub(crate) fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
             api: Api::namespaced(client, namespace),
             call_timeout: None,
         }
     }
 
-    /// Wraps an existing (namespaced) `Api<Lease>`.
-    pub fn from_api(api: Api<Lease>) -> Self {
-        Self {
-            api,
-            call_timeout: None,
-        }
-    }
-
     /// Fail each call that takes longer than `timeout`.
-    pub fn with_call_timeout(mut self, timeout: std::time::Duration) -> Self {
+    pub(crate) fn with_call_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.call_timeout = Some(timeout);
         self
     }

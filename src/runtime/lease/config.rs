@@ -73,19 +73,19 @@ impl LeaderElectionConfig {
     }
 
     /// `namespace/name`, as client-go's `LeaseLock.Describe()` (used in log lines).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!("{}/{}", self.namespace, self.lease_name)
     }
 
     /// `leaseDurationSeconds` we write: `lease_duration` truncated to whole seconds (as
     /// client-go's `int(LeaseDuration / time.Second)`), saturating at `i32::MAX`.
-    pub fn lease_duration_seconds(&self) -> i32 {
+    pub(crate) fn lease_duration_seconds(&self) -> i32 {
         i32::try_from(self.lease_duration.as_secs()).unwrap_or(i32::MAX)
     }
 
     /// client-go's `NewLeaderElector` checks, in its order, plus the checks that make sense for
     /// a Lease (names present, whole-second duration).
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         let retry_jittered =
             Duration::try_from_secs_f64(self.retry_period.as_secs_f64() * JITTER_FACTOR)
                 .unwrap_or(Duration::MAX);
@@ -190,7 +190,7 @@ pub fn default_identity() -> String {
 }
 
 /// Best-effort hostname without extra dependencies (see [`default_identity`]).
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     let from_env = std::env::var("HOSTNAME").ok();
     let from_files = || {
         ["/proc/sys/kernel/hostname", "/etc/hostname"]

@@ -126,7 +126,7 @@ pub struct LeaderElector<A: LeaseApi = KubeLeaseApi> {
 
 impl LeaderElector<KubeLeaseApi> {
     /// An elector on the Lease `config.namespace/config.lease_name`, through `client`.
-    pub fn from_client(
+    pub(crate) fn from_client(
         client: kube::Client,
         config: LeaderElectionConfig,
     ) -> Result<Self, ConfigError> {
@@ -139,7 +139,7 @@ impl LeaderElector<KubeLeaseApi> {
 
 impl<A: LeaseApi> LeaderElector<A> {
     /// Validates `config` (see [`LeaderElectionConfig::validate`]) and builds an idle elector.
-    pub fn new(api: A, config: LeaderElectionConfig) -> Result<Self, ConfigError> {
+    pub(crate) fn new(api: A, config: LeaderElectionConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let desc = config.describe();
         let (state, _) = watch::channel(LeaderState {
@@ -168,37 +168,27 @@ impl<A: LeaseApi> LeaderElector<A> {
     /// Publish the term's validity to `fence` (open until the start of the last successful
     /// acquire or renewal + renewDeadline, closed when the term ends), for
     /// [`super::fence::fenced_client`].
-    pub fn with_term_fence(mut self, fence: TermFence) -> Self {
+    pub(crate) fn with_term_fence(mut self, fence: TermFence) -> Self {
         self.fence = fence;
         self
     }
 
     /// Replaces the wall clock used for written timestamps (default `Utc::now`).
-    pub fn with_wall_clock(mut self, clock: WallClock) -> Self {
+    pub(crate) fn with_wall_clock(mut self, clock: WallClock) -> Self {
         self.wall_clock = clock;
         self
     }
 
     /// Seeds the acquire-retry jitter (default: from the OS), for reproducible tests.
-    pub fn with_jitter_seed(mut self, seed: u64) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_jitter_seed(mut self, seed: u64) -> Self {
         self.rng = StdRng::seed_from_u64(seed);
         self
     }
 
-    /// The validated configuration.
-    pub fn config(&self) -> &LeaderElectionConfig {
-        &self.config
-    }
-
     /// A receiver of [`LeaderState`] updates; valid after `run` finished (last state kept).
-    pub fn subscribe(&self) -> watch::Receiver<LeaderState> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<LeaderState> {
         self.state.subscribe()
-    }
-
-    /// Runs the election without leader work: acquire, renew until lost or `cancel`, release
-    /// if configured. Same as [`LeaderElector::run_with`] with a no-op worker.
-    pub async fn run(self, cancel: CancellationToken) -> RunOutcome {
-        self.run_with(cancel, |_term| async {}).await
     }
 
     /// Runs the election; on acquiring, spawns `on_started_leading(term)` as a tokio task
@@ -218,7 +208,7 @@ impl<A: LeaseApi> LeaderElector<A> {
     /// Dropping the returned future while leading (e.g. aborting its task) stops renewing
     /// without a release; the term is then cancelled and the worker task aborted at once, so no
     /// leader work survives the renewals (a killed process's work dies with it too).
-    pub async fn run_with<F, Fut>(
+    pub(crate) async fn run_with<F, Fut>(
         mut self,
         cancel: CancellationToken,
         on_started_leading: F,

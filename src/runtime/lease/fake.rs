@@ -65,12 +65,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl FakeLeaseStore {
     /// An empty store.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// A new client handle with its own fault plan.
-    pub fn client(&self) -> FakeLeaseApi {
+    pub(crate) fn client(&self) -> FakeLeaseApi {
         FakeLeaseApi {
             store: self.clone(),
             plan: Arc::new(Mutex::new(Plan::default())),
@@ -78,19 +78,19 @@ impl FakeLeaseStore {
     }
 
     /// The stored Lease, if any.
-    pub fn lease(&self, name: &str) -> Option<Lease> {
+    pub(crate) fn lease(&self, name: &str) -> Option<Lease> {
         lock(&self.store).leases.get(name).cloned()
     }
 
     /// The stored Lease's election record, if the Lease exists.
-    pub fn record(&self, name: &str) -> Option<LeaseRecord> {
+    pub(crate) fn record(&self, name: &str) -> Option<LeaseRecord> {
         self.lease(name)
             .map(|l| LeaseRecord::from_spec(l.spec.as_ref()))
     }
 
     /// Unconditionally writes `record` as the Lease's spec (creating the Lease if needed),
     /// keeping its metadata, and bumps the resourceVersion: a contender played by the test.
-    pub fn write_record(&self, name: &str, record: &LeaseRecord) -> Lease {
+    pub(crate) fn write_record(&self, name: &str, record: &LeaseRecord) -> Lease {
         let mut store = lock(&self.store);
         let rv = store.bump();
         let lease = store
@@ -109,7 +109,7 @@ impl FakeLeaseStore {
     }
 
     /// Unconditionally stores `lease` (by its name), bumping the resourceVersion.
-    pub fn put(&self, mut lease: Lease) -> Lease {
+    pub(crate) fn put(&self, mut lease: Lease) -> Lease {
         let mut store = lock(&self.store);
         lease.metadata.resource_version = Some(store.bump());
         let name = lease.metadata.name.clone().unwrap_or_default();
@@ -186,7 +186,7 @@ pub struct FakeLeaseApi {
 
 impl FakeLeaseApi {
     /// Queues `fault` for the next call of `op` (faults of one op apply in order).
-    pub fn push_fault(&self, op: Op, fault: Fault) {
+    pub(crate) fn push_fault(&self, op: Op, fault: Fault) {
         lock(&self.plan)
             .scripted
             .entry(op)
@@ -196,23 +196,23 @@ impl FakeLeaseApi {
 
     /// While `down`, every call fails with [`LeaseError::Other`] (network partition / API
     /// server outage as seen by this candidate).
-    pub fn set_down(&self, down: bool) {
+    pub(crate) fn set_down(&self, down: bool) {
         lock(&self.plan).down = down;
     }
 
     /// Every call waits a random time in `[0, max]` before reaching the store and again before
     /// returning, drawn from a generator seeded with `seed` (deterministic interleavings).
-    pub fn set_random_latency(&self, seed: u64, max: Duration) {
+    pub(crate) fn set_random_latency(&self, seed: u64, max: Duration) {
         lock(&self.plan).latency = Some((StdRng::seed_from_u64(seed), max));
     }
 
     /// How many calls of `op` this handle has received.
-    pub fn calls(&self, op: Op) -> u64 {
+    pub(crate) fn calls(&self, op: Op) -> u64 {
         lock(&self.plan).calls.get(&op).copied().unwrap_or(0)
     }
 
     /// How many calls returned [`LeaseError::Conflict`] to this handle.
-    pub fn conflicts(&self) -> u64 {
+    pub(crate) fn conflicts(&self) -> u64 {
         lock(&self.plan).conflicts
     }
 

@@ -55,17 +55,17 @@ pub struct TermFence {
 
 impl TermFence {
     /// The term is valid until `until` (an acquire or renewal succeeded).
-    pub fn extend(&self, until: Instant) {
+    pub(crate) fn extend(&self, until: Instant) {
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(until);
     }
 
     /// The term ended.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Whether a write sent now falls inside the term.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.valid_until
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -37,7 +37,7 @@ pub struct LeaseRecord {
 
 impl LeaseRecord {
     /// Reads the record out of a Lease spec; a missing spec reads as the empty record.
-    pub fn from_spec(spec: Option<&LeaseSpec>) -> Self {
+    pub(crate) fn from_spec(spec: Option<&LeaseSpec>) -> Self {
         let Some(spec) = spec else {
             return Self::default();
         };
@@ -55,7 +55,7 @@ impl LeaseRecord {
     /// Writes the record as a Lease spec. `holderIdentity`, `leaseDurationSeconds` and
     /// `leaseTransitions` are always written (an empty holder is written as `""`, as client-go
     /// does on release); times are written when present.
-    pub fn to_spec(&self) -> LeaseSpec {
+    pub(crate) fn to_spec(&self) -> LeaseSpec {
         LeaseSpec {
             holder_identity: Some(self.holder_identity.clone()),
             lease_duration_seconds: Some(self.lease_duration_seconds),
@@ -68,25 +68,25 @@ impl LeaseRecord {
     }
 
     /// The holder, or `None` when the lease is free (empty holder).
-    pub fn holder(&self) -> Option<&str> {
+    pub(crate) fn holder(&self) -> Option<&str> {
         (!self.holder_identity.is_empty()).then_some(self.holder_identity.as_str())
     }
 }
 
 /// Truncates a wall-clock time to the microsecond precision a `MicroTime` carries, so that a
 /// record we write compares equal to the same record read back.
-pub fn truncate_to_micros(t: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn truncate_to_micros(t: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
 }
 
 /// `MicroTime` (jiff) → chrono; `None` if out of chrono's range (cannot happen for jiff's range).
-pub fn micro_time_to_chrono(t: &MicroTime) -> Option<DateTime<Utc>> {
+pub(crate) fn micro_time_to_chrono(t: &MicroTime) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp_micros(t.0.as_microsecond())
 }
 
 /// chrono → `MicroTime` (jiff), truncated to microseconds; `None` if outside jiff's range
 /// (years -9999..=9999).
-pub fn chrono_to_micro_time(t: DateTime<Utc>) -> Option<MicroTime> {
+pub(crate) fn chrono_to_micro_time(t: DateTime<Utc>) -> Option<MicroTime> {
     jiff::Timestamp::from_microsecond(t.timestamp_micros())
         .ok()
         .map(MicroTime)

@@ -99,13 +99,14 @@ pub struct WorkQueueBuilder<K> {
 
 impl<K: QueueKey> WorkQueueBuilder<K> {
     /// Use `limiter` instead of [`default_controller_rate_limiter`].
-    pub fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
+    #[cfg(test)]
+    pub(crate) fn rate_limiter(mut self, limiter: impl RateLimiter<K> + 'static) -> Self {
         self.rate_limiter = Some(Box::new(limiter));
         self
     }
 
     /// Report KubeVirt's `kubevirt_workqueue_*` metrics with label `name` = the queue name.
-    pub fn metrics(mut self, metrics: &WorkqueueMetrics) -> Self {
+    pub(crate) fn metrics(mut self, metrics: &WorkqueueMetrics) -> Self {
         self.metrics = Some(metrics.clone());
         self
     }
@@ -334,7 +335,7 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// The queue name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.inner.name
     }
 
@@ -355,7 +356,7 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Add `key` once `delay` has passed (client-go `AddAfter`). A zero delay adds now. If the
     /// key is already parked, the earlier ready time wins. Counts one
     /// `kubevirt_workqueue_retries_total`. Ignored while shutting down.
-    pub fn add_after(&self, key: K, delay: Duration) {
+    pub(crate) fn add_after(&self, key: K, delay: Duration) {
         let now = Instant::now();
         let mut st = self.inner.state();
         if st.shutting_down {
@@ -394,7 +395,7 @@ impl<K: QueueKey> WorkQueue<K> {
 
     /// Add `key` after the rate limiter's delay for it (client-go `AddRateLimited`); counts a
     /// failure in the limiter.
-    pub fn add_rate_limited(&self, key: K) {
+    pub(crate) fn add_rate_limited(&self, key: K) {
         let delay = self.inner.rate_limiter.when(&key);
         {
             let mut st = self.inner.state();
@@ -425,7 +426,8 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// How many times `key` was rate-limited since its last `forget` (client-go `NumRequeues`).
-    pub fn num_requeues(&self, key: &K) -> usize {
+    #[cfg(test)]
+    pub(crate) fn num_requeues(&self, key: &K) -> usize {
         self.inner.rate_limiter.num_requeues(key)
     }
 
@@ -472,7 +474,8 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// The next key if one is ready now, without waiting. `None` also when shutting down.
-    pub fn try_get(&self) -> Option<K> {
+    #[cfg(test)]
+    pub(crate) fn try_get(&self) -> Option<K> {
         let now = self.inner.stamps.now();
         let mut st = self.inner.state();
         self.inner.try_take(&mut st, now).flatten()
@@ -551,7 +554,8 @@ impl<K: QueueKey> WorkQueue<K> {
     /// Like [`WorkQueue::shut_down`] but waits until no key is in flight (client-go
     /// `ShutDownWithDrain`). Workers must call `done` for every key they got, or this waits
     /// forever; a later `shut_down` stops the wait.
-    pub async fn shut_down_with_drain(&self) {
+    #[cfg(test)]
+    pub(crate) async fn shut_down_with_drain(&self) {
         self.begin_shut_down(true);
         loop {
             let idle = self.inner.idle.notified();
@@ -568,21 +572,15 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// Whether `shut_down` or `shut_down_with_drain` was called (client-go `ShuttingDown`).
-    pub fn is_shutting_down(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_shutting_down(&self) -> bool {
         self.inner.state().shutting_down
-    }
-
-    /// Refresh the `unfinished_work_seconds` / `longest_running_processor_seconds` gauges (and
-    /// promote parked keys that are ready). [`crate::runtime::metrics::Metrics::encode`] calls
-    /// this for every queue built with metrics.
-    pub fn update_unfinished_work(&self) {
-        self.inner.update_unfinished_work();
     }
 
     /// The view of [`WorkQueue::snapshot`] restricted to one key: `depth` is still the whole
     /// queue's, the lists hold at most this key's entry. Constant cost whatever the queue's size
     /// (hash lookups only), for `/debug/state?key=`.
-    pub fn key_snapshot(&self, key: &K) -> QueueSnapshot {
+    pub(crate) fn key_snapshot(&self, key: &K) -> QueueSnapshot {
         let clock = SnapshotClock::now(&self.inner.stamps);
         let (snap, pushed, rate_limited) = {
             let mut st = self.inner.state();

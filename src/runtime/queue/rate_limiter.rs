@@ -84,7 +84,7 @@ pub struct ItemExponentialFailureRateLimiter<K> {
 
 impl<K> ItemExponentialFailureRateLimiter<K> {
     /// A limiter starting at `base` and never exceeding `max`.
-    pub fn new(base: Duration, max: Duration) -> Self {
+    pub(crate) fn new(base: Duration, max: Duration) -> Self {
         Self {
             base,
             max,
@@ -156,7 +156,7 @@ pub struct BucketRateLimiter {
 impl BucketRateLimiter {
     /// A bucket refilled at `qps` tokens per second holding at most `burst` tokens; it starts
     /// full.
-    pub fn new(qps: f64, burst: u32) -> Self {
+    pub(crate) fn new(qps: f64, burst: u32) -> Self {
         Self {
             qps,
             burst,
@@ -169,7 +169,7 @@ impl BucketRateLimiter {
 
     /// Reserve one token now and return how long the caller must wait for it
     /// (`rate.Limiter.Reserve().Delay()`).
-    pub fn reserve(&self) -> Duration {
+    pub(crate) fn reserve(&self) -> Duration {
         if !(self.qps.is_finite()) {
             return Duration::ZERO;
         }
@@ -186,7 +186,7 @@ impl BucketRateLimiter {
     }
 
     /// How long a reservation made now would wait, without making it.
-    pub fn reserved_ahead(&self) -> Duration {
+    pub(crate) fn reserved_ahead(&self) -> Duration {
         if !(self.qps.is_finite()) {
             return Duration::ZERO;
         }
@@ -250,7 +250,7 @@ impl<K> std::fmt::Debug for MaxOfRateLimiter<K> {
 
 impl<K> MaxOfRateLimiter<K> {
     /// Combine `limiters`; every one of them is consulted on each call.
-    pub fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Self {
+    pub(crate) fn new(limiters: Vec<Box<dyn RateLimiter<K>>>) -> Self {
         Self { limiters }
     }
 }

@@ -26,7 +26,7 @@ impl Requeue {
     pub const NONE: Requeue = Requeue { after: None };
 
     /// Process the key again after `delay`.
-    pub fn after(delay: Duration) -> Self {
+    pub(crate) fn after(delay: Duration) -> Self {
         Requeue { after: Some(delay) }
     }
 }

@@ -38,7 +38,7 @@ impl Matcher {
 
     /// Whether an object with this kind (`"Pod"` or `"VirtualMachineInstance"`), name, labels
     /// and annotations matches.
-    pub fn matches(
+    pub(crate) fn matches(
         &self,
         kind: &str,
         name: &str,
@@ -68,7 +68,7 @@ pub struct FaultState {
 
 impl FaultState {
     /// Whether the pod's images are stuck.
-    pub fn image_pull_stuck(
+    pub(crate) fn image_pull_stuck(
         &self,
         name: &str,
         labels: Option<&BTreeMap<String, String>>,
@@ -80,7 +80,7 @@ impl FaultState {
     }
 
     /// Index of the first early-failure rule with budget left that matches the VMI.
-    pub fn early_failure(
+    pub(crate) fn early_failure(
         &self,
         name: &str,
         labels: Option<&BTreeMap<String, String>>,
@@ -91,7 +91,7 @@ impl FaultState {
     }
 
     /// Use up one failure of rule `index` (dropping the rule at zero).
-    pub fn consume_early_failure(&mut self, index: usize) {
+    pub(crate) fn consume_early_failure(&mut self, index: usize) {
         if let Some((_, n)) = self.fail_before_running.get_mut(index) {
             *n = n.saturating_sub(1);
         }

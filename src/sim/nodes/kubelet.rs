@@ -75,7 +75,7 @@ pub struct KubeletInputs<'a> {
 }
 
 /// `grace_seconds × scale` as a Duration (negative or NaN inputs give zero).
-pub fn scaled_grace(grace_seconds: i64, scale: f64) -> Duration {
+pub(crate) fn scaled_grace(grace_seconds: i64, scale: f64) -> Duration {
     let secs = grace_seconds.max(0) as f64 * scale;
     if secs.is_finite() && secs > 0.0 {
         Duration::from_secs_f64(secs)
@@ -86,7 +86,7 @@ pub fn scaled_grace(grace_seconds: i64, scale: f64) -> Duration {
 
 /// The grace period of a terminating pod: `metadata.deletionGracePeriodSeconds`, else
 /// `spec.terminationGracePeriodSeconds`, else 30.
-pub fn deletion_grace_seconds(pod: &Pod) -> i64 {
+pub(crate) fn deletion_grace_seconds(pod: &Pod) -> i64 {
     pod.metadata
         .deletion_grace_period_seconds
         .or_else(|| {
@@ -105,12 +105,12 @@ fn phase(pod: &Pod) -> &str {
 }
 
 /// Whether the pod is Succeeded or Failed.
-pub fn is_terminal(pod: &Pod) -> bool {
+pub(crate) fn is_terminal(pod: &Pod) -> bool {
     matches!(phase(pod), "Succeeded" | "Failed")
 }
 
 /// Whether any container or init container of the pod is running.
-pub fn has_running_containers(pod: &Pod) -> bool {
+pub(crate) fn has_running_containers(pod: &Pod) -> bool {
     let Some(status) = pod.status.as_ref() else {
         return false;
     };
@@ -133,13 +133,13 @@ fn hex_id(seed: &str) -> String {
 }
 
 /// `containerd://<64 hex>` derived from the pod UID and container name (stable across writes).
-pub fn container_id(pod: &Pod, container: &str) -> String {
+pub(crate) fn container_id(pod: &Pod, container: &str) -> String {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     format!("containerd://{}", hex_id(&format!("{uid}/{container}")))
 }
 
 /// `<image>@sha256:<64 hex>` derived from the image reference.
-pub fn image_id(image: &str) -> String {
+pub(crate) fn image_id(image: &str) -> String {
     let repo = image.split('@').next().unwrap_or(image);
     let repo = match repo.rsplit_once(':') {
         Some((r, tag)) if !tag.contains('/') => r,
@@ -154,7 +154,7 @@ fn set_true(conditions: &mut Vec<PodCondition>, type_: &str, now: &Time) {
 }
 
 /// Insert or update a condition, keeping `lastTransitionTime` when the status does not change.
-pub fn set_condition(
+pub(crate) fn set_condition(
     conditions: &mut Vec<PodCondition>,
     type_: &str,
     status: &str,
@@ -186,7 +186,10 @@ pub fn set_condition(
 }
 
 /// The condition of the given type, if present.
-pub fn find_condition<'a>(status: Option<&'a PodStatus>, type_: &str) -> Option<&'a PodCondition> {
+pub(crate) fn find_condition<'a>(
+    status: Option<&'a PodStatus>,
+    type_: &str,
+) -> Option<&'a PodCondition> {
     status?
         .conditions
         .as_ref()?
@@ -198,7 +201,7 @@ pub fn find_condition<'a>(status: Option<&'a PodStatus>, type_: &str) -> Option<
 /// condition with status `True`; otherwise the kubelet's message
 /// (`corresponding condition of pod readiness gate "X" does not exist.` /
 /// `the status of pod readiness gate "X" is not "True", but False`), joined with ", ".
-pub fn readiness_gates(pod: &Pod, status: &PodStatus) -> Result<(), String> {
+pub(crate) fn readiness_gates(pod: &Pod, status: &PodStatus) -> Result<(), String> {
     let mut problems = Vec::new();
     for gate in pod
         .spec
@@ -327,7 +330,7 @@ fn base_status(pod: &Pod, pod_ip: &str, host_ip: &str, now: &Time) -> PodStatus 
 
 /// Recompute `ContainersReady` and `Ready` on `status` from its container statuses and the pod's
 /// readiness gates. `Ready` is True only when containers are ready and every gate is True.
-pub fn apply_readiness(pod: &Pod, status: &mut PodStatus, now: &Time) {
+pub(crate) fn apply_readiness(pod: &Pod, status: &mut PodStatus, now: &Time) {
     let spec = pod.spec.clone().unwrap_or_default();
     let mut unready = Vec::new();
     for c in &spec.containers {
@@ -408,7 +411,7 @@ pub fn apply_readiness(pod: &Pod, status: &mut PodStatus, now: &Time) {
 /// running and ready, regular init containers Completed, native sidecars running and ready,
 /// conditions PodReadyToStartContainers/Initialized/ContainersReady True and Ready per
 /// [`apply_readiness`]. Conditions written by others (readiness gates, PodScheduled) are kept.
-pub fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str, now: &Time) -> PodStatus {
+pub(crate) fn running_status(pod: &Pod, pod_ip: &str, host_ip: &str, now: &Time) -> PodStatus {
     let spec = pod.spec.clone().unwrap_or_default();
     let mut status = base_status(pod, pod_ip, host_ip, now);
     let previous = pod.status.clone().unwrap_or_default();
@@ -473,7 +476,7 @@ fn waiting(c: &Container, reason: &str, message: Option<String>) -> ContainerSta
 /// The status of a pod whose images cannot be pulled: phase Pending, the first init container
 /// (or every app container when there are none) waiting with `ErrImagePull` /
 /// `ImagePullBackOff` and the runtime's message, the rest waiting `PodInitializing`.
-pub fn image_pull_status(
+pub(crate) fn image_pull_status(
     pod: &Pod,
     stage: ImagePullStage,
     pod_ip: &str,
@@ -540,7 +543,7 @@ pub fn image_pull_status(
 /// The status of a pod whose containers all exited: every running (or never started)
 /// container and sidecar terminated with `exit_code` (`reason`, `message`), phase Succeeded for
 /// exit code 0 and Failed otherwise, Ready/ContainersReady False (`PodCompleted`/`PodFailed`).
-pub fn terminated_status(
+pub(crate) fn terminated_status(
     pod: &Pod,
     exit_code: i32,
     reason: &str,
@@ -597,7 +600,7 @@ pub fn terminated_status(
 /// The status PodGC writes before force-deleting a pod whose node is gone: phase Failed and
 /// condition `DisruptionTarget=True`, reason `DeletionByPodGC`, message
 /// `PodGC: node no longer exists` (kubernetes pkg/controller/podgc/gc_controller.go).
-pub fn pod_gc_status(pod: &Pod, now: &Time) -> PodStatus {
+pub(crate) fn pod_gc_status(pod: &Pod, now: &Time) -> PodStatus {
     let mut status = pod.status.clone().unwrap_or_default();
     status.phase = Some("Failed".into());
     let mut conditions = status.conditions.take().unwrap_or_default();
@@ -630,7 +633,7 @@ fn remaining(total: Duration, elapsed: Duration) -> Option<Duration> {
 /// - Image pull stuck: `ErrImagePull` after `kubelet_delay`, `ImagePullBackOff` after twice that.
 /// - Otherwise: Running after `kubelet_delay`; afterwards the status is kept in line with
 ///   [`running_status`] (so Ready follows readiness-gate changes).
-pub fn decide(pod: &Pod, inputs: &KubeletInputs<'_>) -> KubeletAction {
+pub(crate) fn decide(pod: &Pod, inputs: &KubeletInputs<'_>) -> KubeletAction {
     if let Some(code) = inputs.exited
         && !is_terminal(pod)
     {

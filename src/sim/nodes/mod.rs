@@ -77,7 +77,7 @@ impl Default for NodeSimConfig {
 
 impl NodeSimConfig {
     /// Check the settings. Errors: [`NodeSimError::Config`] naming the bad field.
-    pub fn validate(&self) -> Result<(), NodeSimError> {
+    pub(crate) fn validate(&self) -> Result<(), NodeSimError> {
         if self.nodes > MAX_NODES {
             return Err(NodeSimError::Config(format!(
                 "nodes: {} is more than the maximum of {MAX_NODES}",

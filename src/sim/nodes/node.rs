@@ -60,7 +60,7 @@ impl Default for NodeCapacity {
 impl NodeCapacity {
     /// Set the capacity (= allocatable) of `resource` to `amount`. Errors: a resource name
     /// that is not a qualified name, an amount that is not a quantity or is negative.
-    pub fn set(&mut self, resource: &str, amount: &str) -> Result<(), String> {
+    pub(crate) fn set(&mut self, resource: &str, amount: &str) -> Result<(), String> {
         crate::sim::selector::validate_label_key(resource)
             .map_err(|e| format!("resource name {resource:?}: {e}"))?;
         check_amount(amount)?;
@@ -70,7 +70,7 @@ impl NodeCapacity {
     }
 
     /// Check every amount. Errors name the resource.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         self.resources
             .iter()
             .try_for_each(|(r, a)| check_amount(a).map_err(|e| format!("{r}: {e}")))
@@ -86,28 +86,28 @@ fn check_amount(amount: &str) -> Result<(), String> {
 }
 
 /// Name of the simulated node with the given index: `sim-node-<index>`.
-pub fn node_name(index: usize) -> String {
+pub(crate) fn node_name(index: usize) -> String {
     format!("sim-node-{index}")
 }
 
 /// Index of a simulated node from its name (`sim-node-3` → 3); `None` for any other name.
-pub fn node_index(name: &str) -> Option<usize> {
+pub(crate) fn node_index(name: &str) -> Option<usize> {
     name.strip_prefix("sim-node-")?.parse().ok()
 }
 
 /// The node's InternalIP: `10.89.<index / 250>.<index % 250 + 2>` (a label only: nothing listens).
-pub fn node_internal_ip(index: usize) -> String {
+pub(crate) fn node_internal_ip(index: usize) -> String {
     format!("10.89.{}.{}", (index / 250) % 256, index % 250 + 2)
 }
 
 /// The node's pod CIDR: `10.244.<index % 256>.0/24`.
-pub fn node_pod_cidr(index: usize) -> String {
+pub(crate) fn node_pod_cidr(index: usize) -> String {
     format!("10.244.{}.0/24", index % 256)
 }
 
 /// The `seq`-th pod IP handed out on a node: `10.244.<index % 256>.<seq % 252 + 2>` (wraps after
 /// 252 pods; only used as a status value).
-pub fn pod_ip(node_index: usize, seq: u64) -> String {
+pub(crate) fn pod_ip(node_index: usize, seq: u64) -> String {
     format!("10.244.{}.{}", node_index % 256, seq % 252 + 2)
 }
 
@@ -161,7 +161,7 @@ impl NodeLabel {
     }
 
     /// Check the key, the value and the node name as the API server and this simulator would.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if let Some(node) = &self.node
             && node_index(node).is_none()
         {
@@ -330,7 +330,8 @@ pub(crate) fn build_node(
 }
 
 /// Whether a Node reports condition `Ready=True`.
-pub fn node_is_ready(node: &Node) -> bool {
+#[cfg(test)]
+pub(crate) fn node_is_ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())

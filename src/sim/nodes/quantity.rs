@@ -20,7 +20,7 @@ impl fmt::Display for Milli {
 }
 
 /// Parse a Kubernetes quantity into milli-units, rounding up like `MilliValue`.
-pub fn parse_quantity(text: &str) -> Result<Milli, QuantityError> {
+pub(crate) fn parse_quantity(text: &str) -> Result<Milli, QuantityError> {
     let q = ParsedQuantity::parse(text)?;
     Ok(Milli(
         q.nanos.div_euclid(1_000_000) + i128::from(q.nanos.rem_euclid(1_000_000) != 0),

@@ -28,13 +28,13 @@ fn to_list(map: Option<&BTreeMap<String, Quantity>>) -> ResourceList {
 }
 
 /// A container's limits.
-pub fn container_limits(c: &Container) -> ResourceList {
+pub(crate) fn container_limits(c: &Container) -> ResourceList {
     to_list(c.resources.as_ref().and_then(|r| r.limits.as_ref()))
 }
 
 /// A container's requests after API-server defaulting: a resource with a limit and no request
 /// gets request = limit.
-pub fn container_requests(c: &Container) -> ResourceList {
+pub(crate) fn container_requests(c: &Container) -> ResourceList {
     let mut requests = to_list(c.resources.as_ref().and_then(|r| r.requests.as_ref()));
     for (name, limit) in container_limits(c) {
         requests.entry(name).or_insert(limit);
@@ -59,14 +59,14 @@ fn max_into(total: &mut ResourceList, other: &ResourceList) {
 }
 
 /// Whether an init container is a native sidecar (`restartPolicy: Always`).
-pub fn is_restartable_init(c: &Container) -> bool {
+pub(crate) fn is_restartable_init(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
 /// Effective requests of a pod, as the scheduler computes them: sum of containers plus native
 /// sidecars, at least the peak of any regular init container (plus the sidecars started before
 /// it), plus `spec.overhead`.
-pub fn pod_requests(spec: &PodSpec) -> ResourceList {
+pub(crate) fn pod_requests(spec: &PodSpec) -> ResourceList {
     let mut requests = ResourceList::new();
     for c in &spec.containers {
         add_into(&mut requests, &container_requests(c));
@@ -92,7 +92,7 @@ pub fn pod_requests(spec: &PodSpec) -> ResourceList {
 
 /// The pod's QoS class (`Guaranteed`, `Burstable` or `BestEffort`), computed from cpu and memory
 /// of all containers and init containers like `ComputePodQOS`.
-pub fn qos_class(spec: &PodSpec) -> &'static str {
+pub(crate) fn qos_class(spec: &PodSpec) -> &'static str {
     const QOS_RESOURCES: [&str; 2] = ["cpu", "memory"];
     let mut requests = ResourceList::new();
     let mut limits = ResourceList::new();

@@ -17,7 +17,7 @@ use super::virt_handler::{self, VmiDecision, vmi_node};
 use super::work::{PodIndex, WorkSet};
 use super::{
     AGENT_KUBELET, AGENT_NODE_LIFECYCLE, AGENT_SCHEDULER, AGENT_VIRT_HANDLER, NodeSimConfig,
-    NodeSimError, validate_grace_scale,
+    NodeSimError,
 };
 use axum::http::{HeaderValue, header::USER_AGENT};
 use futures::{FutureExt, StreamExt, stream::BoxStream};
@@ -581,14 +581,6 @@ impl NodeSimHandle {
         self.wake();
     }
 
-    /// Change the grace-period factor. Errors: [`NodeSimError::Config`] if not finite and ≥ 0.
-    pub fn set_grace_scale(&self, scale: f64) -> Result<(), NodeSimError> {
-        validate_grace_scale(scale)?;
-        self.inner.state().grace_scale = scale;
-        self.wake();
-        Ok(())
-    }
-
     /// Pods matching `matcher` that are not running yet stay Pending with their containers
     /// waiting `ErrImagePull`, then `ImagePullBackOff`, until [`Self::clear_image_pull_faults`].
     pub fn stick_image_pull(&self, matcher: Matcher) {
@@ -755,7 +747,7 @@ impl NodeSimHandle {
     /// Register one more node (`sim-node-<next index>`) and return its name.
     ///
     /// Errors: [`NodeSimError::Api`] when the Node cannot be created.
-    pub async fn add_node(&self) -> Result<String, NodeSimError> {
+    pub(crate) async fn add_node(&self) -> Result<String, NodeSimError> {
         let (index, capacity, labels) = {
             let mut state = self.inner.state();
             let index = state.next_index;

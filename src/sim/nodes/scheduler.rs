@@ -21,7 +21,7 @@ pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
 /// Whether the scheduler should try to place this pod: no `spec.nodeName`, not being deleted,
 /// not in a final phase, and `spec.schedulerName` empty or `default-scheduler`.
-pub fn wants_scheduling(pod: &Pod) -> bool {
+pub(crate) fn wants_scheduling(pod: &Pod) -> bool {
     let Some(spec) = pod.spec.as_ref() else {
         return false;
     };
@@ -60,7 +60,7 @@ pub enum FitFailure {
 
 impl FitFailure {
     /// The plugin's reason string as it appears in the scheduler's message.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         match self {
             FitFailure::Unschedulable => "node(s) were unschedulable".to_string(),
             FitFailure::UntoleratedTaint { key, value } => {
@@ -91,7 +91,7 @@ pub struct NodeUsage {
 
 impl NodeUsage {
     /// Count one more pod with these requests.
-    pub fn add(&mut self, requests: &ResourceList) {
+    pub(crate) fn add(&mut self, requests: &ResourceList) {
         self.pods += 1;
         for (k, v) in requests {
             self.requests.entry(k.clone()).or_default().0 += v.0;
@@ -100,7 +100,7 @@ impl NodeUsage {
 
     /// Count one pod with these requests less (the inverse of [`NodeUsage::add`]; amounts that
     /// drop to zero are removed, so the result equals a usage that never counted the pod).
-    pub fn remove(&mut self, requests: &ResourceList) {
+    pub(crate) fn remove(&mut self, requests: &ResourceList) {
         self.pods = self.pods.saturating_sub(1);
         for (k, v) in requests {
             if let Some(have) = self.requests.get_mut(k) {
@@ -113,7 +113,7 @@ impl NodeUsage {
     }
 
     /// Whether nothing is counted.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pods == 0 && self.requests.is_empty()
     }
 }
@@ -121,7 +121,7 @@ impl NodeUsage {
 /// What `pod` counts for in [`node_usage`]: its node and effective requests, when it is bound
 /// to a node (`spec.nodeName`, or `node` for a pod whose binding the caller made but whose
 /// cached copy does not show it yet) and not Succeeded/Failed.
-pub fn pod_usage(pod: &Pod, node: Option<&str>) -> Option<(String, ResourceList)> {
+pub(crate) fn pod_usage(pod: &Pod, node: Option<&str>) -> Option<(String, ResourceList)> {
     let spec = pod.spec.as_ref()?;
     let node = spec
         .node_name
@@ -138,7 +138,10 @@ pub fn pod_usage(pod: &Pod, node: Option<&str>) -> Option<(String, ResourceList)
 }
 
 /// Usage per node name, from every pod bound to a node and not Succeeded/Failed.
-pub fn node_usage<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeMap<String, NodeUsage> {
+#[cfg(test)]
+pub(crate) fn node_usage<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> BTreeMap<String, NodeUsage> {
     let mut usage: BTreeMap<String, NodeUsage> = BTreeMap::new();
     for (node, requests) in pods.into_iter().filter_map(|p| pod_usage(p, None)) {
         usage.entry(node).or_default().add(&requests);
@@ -210,7 +213,7 @@ fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
 /// NodeAffinity filter: `spec.nodeSelector` labels all equal, and, when present, at least one
 /// required node-affinity term matches (In, NotIn, Exists, DoesNotExist, Gt, Lt;
 /// `matchFields` on `metadata.name`).
-pub fn matches_node_affinity(pod: &Pod, node: &Node) -> bool {
+pub(crate) fn matches_node_affinity(pod: &Pod, node: &Node) -> bool {
     let Some(spec) = pod.spec.as_ref() else {
         return false;
     };
@@ -242,7 +245,7 @@ pub fn matches_node_affinity(pod: &Pod, node: &Node) -> bool {
 
 /// Run the filters for one node. `Ok(())` when the pod fits; otherwise the failures of the
 /// first failing filter.
-pub fn node_fits(
+pub(crate) fn node_fits(
     pod: &Pod,
     requests: &ResourceList,
     node: &Node,
@@ -329,7 +332,7 @@ fn histogram(total: usize, reasons: &BTreeMap<String, usize>) -> String {
 /// `FitError.Error()` for `total` nodes and the failures of each node, e.g.
 /// `0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption:
 /// 0/2 nodes are available: 2 Preemption is not helpful for scheduling.`
-pub fn unschedulable_message(total: usize, per_node: &[Vec<FitFailure>]) -> String {
+pub(crate) fn unschedulable_message(total: usize, per_node: &[Vec<FitFailure>]) -> String {
     if total == 0 {
         return "no nodes available to schedule pods".to_string();
     }
@@ -355,7 +358,7 @@ pub fn unschedulable_message(total: usize, per_node: &[Vec<FitFailure>]) -> Stri
 
 /// Pick a node for `pod` among `nodes` (in preference order on ties): every fitting node is a
 /// candidate; the one with the fewest pods wins.
-pub fn schedule(
+pub(crate) fn schedule(
     pod: &Pod,
     nodes: &[&Node],
     usage: &BTreeMap<String, NodeUsage>,

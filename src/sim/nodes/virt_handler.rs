@@ -31,26 +31,26 @@ pub const LABEL_CREATED_BY: &str = "kubevirt.io/created-by";
 pub const ANNOTATION_DOMAIN: &str = "kubevirt.io/domain";
 
 /// `status.phase` of a VMI ("" when unset).
-pub fn vmi_phase(vmi: &Value) -> &str {
+pub(crate) fn vmi_phase(vmi: &Value) -> &str {
     vmi.pointer("/status/phase")
         .and_then(Value::as_str)
         .unwrap_or("")
 }
 
 /// `status.nodeName` of a VMI.
-pub fn vmi_node(vmi: &Value) -> Option<&str> {
+pub(crate) fn vmi_node(vmi: &Value) -> Option<&str> {
     vmi.pointer("/status/nodeName")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
 }
 
 /// Whether the VMI is Succeeded or Failed.
-pub fn vmi_is_final(vmi: &Value) -> bool {
+pub(crate) fn vmi_is_final(vmi: &Value) -> bool {
     matches!(vmi_phase(vmi), PHASE_SUCCEEDED | PHASE_FAILED)
 }
 
 /// Whether the VMI has `metadata.deletionTimestamp`.
-pub fn vmi_is_deleting(vmi: &Value) -> bool {
+pub(crate) fn vmi_is_deleting(vmi: &Value) -> bool {
     vmi.pointer("/metadata/deletionTimestamp")
         .is_some_and(|v| !v.is_null())
 }
@@ -61,7 +61,7 @@ fn uid(v: &Value) -> Option<&str> {
 
 /// Whether `pod` is a virt-launcher pod of `vmi`: label `kubevirt.io/created-by=<VMI UID>`, or a
 /// controller owner reference to the VMI's UID.
-pub fn is_launcher_of(pod: &Pod, vmi: &Value) -> bool {
+pub(crate) fn is_launcher_of(pod: &Pod, vmi: &Value) -> bool {
     let Some(vmi_uid) = uid(vmi) else {
         return false;
     };
@@ -83,7 +83,7 @@ pub fn is_launcher_of(pod: &Pod, vmi: &Value) -> bool {
 /// The VMI UIDs `pod` may be the launcher of (its `kubevirt.io/created-by` label and controller
 /// owner reference), for indexing pods by VMI once per pass instead of scanning every pod for
 /// every VMI.
-pub fn launcher_owner_uids(pod: &Pod) -> impl Iterator<Item = &str> {
+pub(crate) fn launcher_owner_uids(pod: &Pod) -> impl Iterator<Item = &str> {
     let by_label = pod
         .metadata
         .labels
@@ -102,7 +102,7 @@ pub fn launcher_owner_uids(pod: &Pod) -> impl Iterator<Item = &str> {
 
 /// The VMI's current launcher pod among `pods`: a launcher pod on the VMI's node, not being
 /// deleted, preferring the newest (by creation timestamp).
-pub fn find_launcher_pod<'a>(
+pub(crate) fn find_launcher_pod<'a>(
     vmi: &Value,
     pods: impl IntoIterator<Item = &'a Pod>,
 ) -> Option<&'a Pod> {
@@ -131,7 +131,7 @@ pub fn find_launcher_pod<'a>(
 /// - A Scheduled VMI (no domain yet), or a pod deleted with grace period 0 (killed before the
 ///   guest can shut down): virt-handler finds no domain for a VMI that is not final and reports
 ///   it `Failed` (`calculateVmPhaseForStatusReason`, vm.go:2319-2352).
-pub fn decide_launcher_deleted<'a>(
+pub(crate) fn decide_launcher_deleted<'a>(
     vmi: &Value,
     pods: impl IntoIterator<Item = &'a Pod>,
     now_rfc3339: &str,
@@ -173,7 +173,7 @@ pub fn decide_launcher_deleted<'a>(
 }
 
 /// Whether the launcher pod runs: phase Running and container `compute` running.
-pub fn launcher_running(pod: &Pod) -> bool {
+pub(crate) fn launcher_running(pod: &Pod) -> bool {
     let Some(status) = pod.status.as_ref() else {
         return false;
     };
@@ -195,7 +195,7 @@ fn status_mut(vmi: &mut Value) -> Option<&mut Map<String, Value>> {
 /// Append `{"phase": phase, "phaseTransitionTimestamp": now}` to
 /// `status.phaseTransitionTimestamps` unless an entry for `phase` exists. Returns whether it
 /// appended.
-pub fn append_phase_transition(
+pub(crate) fn append_phase_transition(
     status: &mut Map<String, Value>,
     phase: &str,
     now_rfc3339: &str,
@@ -242,7 +242,7 @@ fn set_vmi_condition(status: &mut Map<String, Value>, cond: Value) {
 }
 
 /// A locally administered unicast MAC derived from the VMI UID and interface name.
-pub fn mac_for(vmi_uid: &str, iface: &str) -> String {
+pub(crate) fn mac_for(vmi_uid: &str, iface: &str) -> String {
     let id = uuid::Uuid::new_v5(
         &uuid::Uuid::NAMESPACE_OID,
         format!("{vmi_uid}/{iface}").as_bytes(),
@@ -257,7 +257,7 @@ pub fn mac_for(vmi_uid: &str, iface: &str) -> String {
 /// The VMI after the guest started: phase `Running`, the `Running` phase-transition timestamp
 /// (once), condition `Ready` copied from the launcher pod's `Ready` condition, and
 /// `status.interfaces` (the first interface, or `default`, gets the pod IP).
-pub fn running_vmi(vmi: &Value, launcher: &Pod, now_rfc3339: &str) -> Value {
+pub(crate) fn running_vmi(vmi: &Value, launcher: &Pod, now_rfc3339: &str) -> Value {
     let mut out = vmi.clone();
     let vmi_uid = uid(vmi).unwrap_or_default().to_string();
     let spec_ifaces: Vec<String> = vmi
@@ -333,7 +333,7 @@ pub fn running_vmi(vmi: &Value, launcher: &Pod, now_rfc3339: &str) -> Value {
 /// The VMI after the guest stopped: phase `Succeeded` (shutdown) or `Failed` (crash), the
 /// phase's transition timestamp (once), and condition `Ready=False` reason `GuestNotRunning`.
 /// No `status.reason` is set (virt-handler sets none).
-pub fn final_vmi(vmi: &Value, phase: &str, now_rfc3339: &str) -> Value {
+pub(crate) fn final_vmi(vmi: &Value, phase: &str, now_rfc3339: &str) -> Value {
     let mut out = vmi.clone();
     if let Some(status) = status_mut(&mut out) {
         status.insert("phase".into(), json!(phase));
@@ -376,7 +376,7 @@ pub enum VmiDecision {
 /// - Scheduled/Running and the launcher pod ended (Succeeded/Failed) → Failed (domain gone);
 /// - Scheduled and `fail_before_running` → Failed, launcher exits 1;
 /// - Scheduled and the launcher pod runs → Running.
-pub fn decide(
+pub(crate) fn decide(
     vmi: &Value,
     launcher: Option<&Pod>,
     fail_before_running: bool,

@@ -49,17 +49,17 @@ pub(super) struct WorkSet {
 
 impl WorkSet {
     /// Decide for the pod at `key` at `when` (at once if it is already past).
-    pub fn pod_at(&mut self, key: &str, when: Instant) {
+    pub(crate) fn pod_at(&mut self, key: &str, when: Instant) {
         self.due.insert((when, Target::Pod(key.to_string())));
     }
 
     /// Decide for the VMI at `key` at `when`.
-    pub fn vmi_at(&mut self, key: &str, when: Instant) {
+    pub(crate) fn vmi_at(&mut self, key: &str, when: Instant) {
         self.due.insert((when, Target::Vmi(key.to_string())));
     }
 
     /// Move the timers due at `now` into the sets.
-    pub fn take_due(&mut self, now: Instant) {
+    pub(crate) fn take_due(&mut self, now: Instant) {
         while let Some(first) = self.due.first() {
             if first.0 > now {
                 break;
@@ -76,7 +76,7 @@ impl WorkSet {
 
     /// When the next pass is needed: `now` when something is waiting already, else the
     /// earliest timer.
-    pub fn next_wake(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn next_wake(&self, now: Instant) -> Option<Instant> {
         if self.full || !self.pods.is_empty() || !self.vmis.is_empty() {
             return Some(now);
         }
@@ -85,7 +85,7 @@ impl WorkSet {
 
     /// Number of timers set (for tests).
     #[cfg(test)]
-    pub fn timers(&self) -> usize {
+    pub(crate) fn timers(&self) -> usize {
         self.due.len()
     }
 }
@@ -121,7 +121,7 @@ impl PodIndex {
     /// bound the pod to when its cached copy does not show the binding yet (it already counts
     /// on that node and is not pending). Returns the VMI UIDs whose launcher pods changed
     /// (the pod's owners before and after).
-    pub fn update(
+    pub(crate) fn update(
         &mut self,
         key: &str,
         pod: Option<&Pod>,
@@ -187,12 +187,12 @@ impl PodIndex {
     }
 
     /// The Nodes changed: pending pods must be placed again.
-    pub fn nodes_changed(&mut self) {
+    pub(crate) fn nodes_changed(&mut self) {
         self.epoch += 1;
     }
 
     /// Drop everything (before re-indexing a relisted cache).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         let epoch = self.epoch + 1;
         *self = PodIndex {
             epoch,
@@ -201,22 +201,22 @@ impl PodIndex {
     }
 
     /// Keys of the pods that may be launchers of the VMI with this UID, in key order.
-    pub fn launchers_of(&self, vmi_uid: &str) -> impl Iterator<Item = &String> {
+    pub(crate) fn launchers_of(&self, vmi_uid: &str) -> impl Iterator<Item = &String> {
         self.by_vmi.get(vmi_uid).into_iter().flatten()
     }
 
     /// Usage per node.
-    pub fn usage(&self) -> &BTreeMap<String, NodeUsage> {
+    pub(crate) fn usage(&self) -> &BTreeMap<String, NodeUsage> {
         &self.usage
     }
 
     /// Keys of the pending pods, in scheduling order.
-    pub fn pending(&self) -> Vec<String> {
+    pub(crate) fn pending(&self) -> Vec<String> {
         self.pending.iter().map(|(_, k)| k.clone()).collect()
     }
 
     /// Whether the pod at `key` is pending.
-    pub fn is_pending(&self, key: &str) -> bool {
+    pub(crate) fn is_pending(&self, key: &str) -> bool {
         self.entries.get(key).is_some_and(|e| e.pending.is_some())
     }
 }
