@@ -12,7 +12,8 @@
 //! runs). Reported: min / median / max, and how many rounds were within 200 ms.
 //!
 //! Knobs: `INSPECT_BENCH_VMS` (default 10000). Under `cargo test --benches`, 50 VMs.
-//! Run: `cargo bench --bench inspect_first_frame`. Figures: docs/performance.md.
+//! Run: `cargo bench --bench inspect_first_frame`. Figures: docs/performance.md ("Inspector
+//! first frame, 10,000 VMs").
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -9,7 +9,8 @@
 //! findings to sort). Measured `ROUNDS` times with a fresh client each: min / median / max.
 //!
 //! Knobs: `OVERHEAD_AUDIT_VMS` (default 10000). Under `cargo test --benches`, 50 VMIs.
-//! Run: `cargo bench --bench overhead_audit`. Figures: docs/performance.md.
+//! Run: `cargo bench --bench overhead_audit`. Figures: docs/performance.md ("`explain-overhead
+//! -A`, 10,000 launcher pods").
 
 use std::time::{Duration, Instant};
 

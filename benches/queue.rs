@@ -16,7 +16,7 @@
 //! - `workqueue_add_duplicate_100k/already_queued`: 100k adds of keys already queued (the dedup
 //!   path hit by informer resyncs).
 //!
-//! Run: `cargo bench --bench queue`. Figures are recorded in docs/performance.md.
+//! Run: `cargo bench --bench queue`. Figures: docs/performance.md ("Work queue").
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! cloud-init disk) the way a creating VMI reconcile does (`render_pod_with`: admission
 //! defaults on a copy of the VMI, then `render_launch_manifest`), once per VM start.
 //!
-//! Run: `cargo bench --bench render`. Figures: docs/performance.md ("Eleventh pass").
+//! Run: `cargo bench --bench render`. Figures: docs/performance.md ("Launcher pod render").
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use virtctl_rs::api::VirtualMachine;

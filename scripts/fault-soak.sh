@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The long fault soak (tests/fault_soak.rs, issue 38): FAULT_SOAK_VMS VMs (200) under one
 # seed's fault plan, in rounds until FAULT_SOAK_EVENTS VM events (10000), then the soak's
-# invariants. Prints the plan first and the run's figures last (docs/performance.md records
-# them), plus the machine's load before and after.
+# invariants. Prints the plan first and the run's figures last (docs/performance.md,
+# "Property-based fault soak (issue 38)", records them), plus the machine's load before and after.
 #
 # usage: [FAULT_SOAK_SEED=N] [FAULT_SOAK_VMS=N] [FAULT_SOAK_EVENTS=N] scripts/fault-soak.sh [--release]
 #   --release   build with the release profile (fat LTO: a long first build)

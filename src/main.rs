@@ -4,7 +4,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 /// jemalloc instead of glibc malloc: reconciles and watch decoding allocate and free many small
-/// objects; docs/performance.md has the before and after.
+/// objects; docs/performance.md "Controller start, 1,000 and 10,000 VMs" has the figures.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -8,13 +8,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 ///
 /// Almost always empty, and there is one in every struct of a VM's template, so an empty one
 /// costs one word and allocates nothing (`serde_json::Map` with `preserve_order` is 72 bytes
-/// inline; 33 kinds of struct carry one, docs/performance.md "Sixth pass").
+/// inline; 33 kinds of struct carry one, docs/performance.md "Bytes per cached VM").
 ///
 /// A non-empty one is kept as its compact JSON text, parsed into the map on the first read
 /// ([`Deref`](std::ops::Deref)) and kept parsed in that copy; a clone copies only the text. The
 /// informer caches hold clones, so a cached disk's `{"disk":{"bus":"virtio"}}` is about 64
 /// bytes in two allocations instead of about 450 in eight as a map of maps (each
-/// `serde_json::Map` is an entry vector and an index table; docs/performance.md "Eighth pass").
+/// `serde_json::Map` is an entry vector and an index table; docs/performance.md "Bytes per
+/// cached VM").
 /// Writing through it ([`DerefMut`](std::ops::DerefMut), which allocates the map if there is
 /// none) makes the map the truth until the next clone writes its text again.
 #[derive(Default)]
@@ -73,7 +74,8 @@ impl Extra {
     /// Apply `f` to the fields without keeping a parsed map in this copy: the read for a shared
     /// cached object, which a read through [`Deref`](std::ops::Deref) would leave holding the
     /// map for as long as the cache holds it (the VM sync reads the cached VM itself, so at
-    /// 10,000 VMs such reads kept 0.9 KiB per VM; docs/performance.md "Tenth pass").
+    /// 10,000 VMs such reads kept 0.9 KiB per VM; "Tenth pass" in
+    /// `git show 6c3c857:docs/performance.md`).
     pub(crate) fn read<R>(
         &self,
         f: impl FnOnce(&serde_json::Map<String, serde_json::Value>) -> R,
@@ -170,8 +172,9 @@ impl Serialize for Extra {
 
 /// Decoded straight into its compact text ([`ToJson`]): no map is built and dropped on the
 /// way (`serde_json::Map::deserialize` then `Extra::from` was about 3 % of the controller's
-/// CPU in a 1,000-VM start, docs/performance.md "Ninth pass"). Keys are read as `String`s and
-/// values as a `serde_json::Value` reads them, so what decodes and what errors is the same.
+/// CPU in a 1,000-VM start, "Ninth pass" in `git show 6c3c857:docs/performance.md`). Keys are
+/// read as `String`s and values as a `serde_json::Value` reads them, so what decodes and what
+/// errors is the same.
 impl<'de> Deserialize<'de> for Extra {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut text = Vec::new();

@@ -1,6 +1,6 @@
 //! `kubevirt.io/v1` VirtualMachine.
 //! Fields kept as raw JSON are `Option<Box<Value>>`: mostly absent, and an inline `Value` is
-//! 80 bytes in every cached copy (docs/performance.md "Sixth pass").
+//! 80 bytes in every cached copy (docs/performance.md "Bytes per cached VM").
 //!
 //! Schema: KubeVirt `staging/src/kubevirt.io/api/core/v1/types.go` (v1.9.0).
 

@@ -1,7 +1,7 @@
 //! `kubevirt.io/v1` VirtualMachineInstance, with the fields the controller, the launcher renderer
 //! and the inspector read. Everything else is kept verbatim in `extra` maps.
 //! Fields kept as raw JSON are `Option<Box<Value>>`: mostly absent, and an inline `Value` is
-//! 80 bytes in every cached copy (docs/performance.md "Sixth pass").
+//! 80 bytes in every cached copy (docs/performance.md "Bytes per cached VM").
 //!
 //! Schema: KubeVirt `staging/src/kubevirt.io/api/core/v1/types.go` and `schema.go` (v1.9.0).
 

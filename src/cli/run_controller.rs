@@ -66,8 +66,9 @@ pub struct RunControllerArgs {
     pub vmi_workers: usize,
     /// Threads the controller runs on (tokio worker threads). Default: 1 against a cluster,
     /// where the controller mostly waits on the API server (with a second thread a VM start
-    /// cost about 12 % more CPU at 10,000 VMs; docs/performance.md "Eleventh pass"); one per
-    /// CPU with --embedded, whose API server and nodes run on the same threads.
+    /// cost about 12 % more CPU at 10,000 VMs; docs/performance.md "Controller start, 1,000 and
+    /// 10,000 VMs"); one per CPU with --embedded, whose API server and nodes run on the same
+    /// threads.
     #[arg(long, value_name = "N")]
     pub worker_threads: Option<usize>,
     /// Address of /metrics, /healthz, /leader and /debug/state (`none` to disable).
@@ -300,9 +301,9 @@ pub async fn start_manager(clients: &Clients, config: &ManagerConfig) -> Result<
 /// thread was busy 37–45 % of the wall time. With two, each wake-up that hands work to the
 /// other thread costs a futex and a context switch: over four back-to-back pairs of
 /// 10,000-VM starts a VM start cost 2.49 ms of CPU on one thread against 2.80 ms on two, and
-/// one thread was lower in every pair (docs/performance.md "Eleventh pass"). One thread still
-/// keeps up with the API server: all 10,000 VMs were Running in 52.9–75.4 s, against
-/// 50.5–67.6 s with two, within the spread between runs.
+/// one thread was lower in every pair (docs/performance.md "Controller start, 1,000 and 10,000
+/// VMs"). One thread still keeps up with the API server: all 10,000 VMs were Running in
+/// 52.9–75.4 s, against 50.5–67.6 s with two, within the spread between runs.
 pub const DEFAULT_WORKER_THREADS: usize = 1;
 
 /// The tokio worker threads for `run-controller`: `--worker-threads`, else

@@ -267,7 +267,8 @@ fn event_into<W, K: From<W>>(event: watcher::Event<W>) -> watcher::Event<K> {
 /// serde grows every `Vec` by doubling while it decodes, so a decoded object carries unused
 /// capacity; a clone allocates each `Vec` and `String` at its length. At 1,000 VMs caching the
 /// decoded objects themselves cost about 12 KiB more RSS per VM than caching clones
-/// (docs/performance.md), for a clone that is about 1 % of the controller's CPU.
+/// (docs/performance.md "Bytes per cached VM"), for a clone that is about 1 % of the
+/// controller's CPU.
 pub fn cache_copy<K: Clone>(decoded: K) -> Arc<K> {
     Arc::new(decoded.clone())
 }

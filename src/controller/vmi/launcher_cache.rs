@@ -5,7 +5,8 @@
 //! public directories; k8s-openapi's `Volume` is 3 KiB inline), several containers and init
 //! containers with their environment, mounts and security contexts: most of a cached pod's
 //! heap (`benches/cache_memory.rs`), and, decoded into k8s-openapi's wide structs only to be
-//! dropped, the largest single cost of the controller's watch decoding (docs/performance.md).
+//! dropped, the largest single cost of the controller's watch decoding ("Fourth pass" in
+//! `git show 6c3c857:docs/performance.md`).
 //! Nothing the VM and VMI controllers or the progress lines decide reads them. They read:
 //! - the metadata (without `managedFields`);
 //! - `spec.nodeName` (the current pod is the newest on the VMI's node, controller.go:323-359),
@@ -28,9 +29,9 @@
 //! decoded and dropped after; the embedded cluster never sets it), and caches the [`Pod`] it
 //! converts into. Left out of a container status: the container ID, image and image ID, the
 //! last state, the allocated resources and mounts (about 3 KB of a running launcher pod's
-//! status, docs/performance.md "Eighth pass"). KubeVirt's informers cache whole pods (client-go
-//! `SetTransform` is the way to trim them there; a narrower decode has no client-go
-//! counterpart).
+//! status, "Eighth pass" in `git show 6c3c857:docs/performance.md`). KubeVirt's informers
+//! cache whole pods (client-go `SetTransform` is the way to trim them there; a narrower decode
+//! has no client-go counterpart).
 
 use super::podutil::COMPUTE_CONTAINER;
 use k8s_openapi::api::core::v1::{

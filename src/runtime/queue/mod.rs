@@ -22,7 +22,7 @@
 //! run under tokio's paused clock; the add and start stamps come from the time-stamp counter
 //! mapped onto it (`clock.rs`), ready times and sleeps from tokio's clock.
 //!
-//! Cost of the hot path (docs/performance.md has the figures): the three client-go collections
+//! Cost of the hot path (docs/performance.md "Work queue"): the three client-go collections
 //! are one key table (`keys.rs`: one hash per add, each key stored once); a `get` that finds a
 //! key takes the lock once and touches no `Notify`; wake-ups go only to getters that sleep,
 //! one at a time (the woken getter wakes the next if keys remain, like client-go's
