@@ -14,6 +14,7 @@ mod cli_basics;
 mod cli_conventions;
 mod cli_on_both_servers;
 mod controller_e2e;
+mod controller_events;
 mod controller_reliability;
 mod controller_writes;
 mod deploy_manifests;

@@ -429,7 +429,7 @@ impl Manager {
             vm_queue,
             vmi_queue,
             expectations,
-            events: EventSink::spawn(writer, config.lease.identity.clone()),
+            events: EventSink::spawn(writer),
             reconciles: ReconcileLog::default(),
             metrics,
             vm_mutations: Default::default(),
