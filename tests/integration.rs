@@ -13,6 +13,7 @@ mod api_roundtrip;
 mod cli_basics;
 mod cli_conventions;
 mod cli_on_both_servers;
+mod client_rate_limit;
 mod controller_e2e;
 mod controller_events;
 mod controller_reliability;
