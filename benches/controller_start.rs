@@ -31,7 +31,8 @@
 //! `CONTROLLER_BENCH_KUBELET_DELAY_MS` (10), `CONTROLLER_BENCH_PACED` (100 VMs started one at a
 //! time after the bulk start, for the idle-controller latency), `CONTROLLER_BENCH_WORKER_THREADS`
 //! (the controller's tokio worker threads, `run-controller --worker-threads`; default 1, or one
-//! per CPU in-process). Under `cargo test --benches` /
+//! per CPU in-process), `CONTROLLER_BENCH_CLIENT_LIMIT=none` (the controller's API client
+//! unlimited; by default KubeVirt's 200 requests/s, burst 400). Under `cargo test --benches` /
 //! `--test`, 20 VMs and 5 paced.
 //!
 //! Run: `cargo bench --bench controller_start`. Figures: docs/performance.md ("Controller start,
@@ -49,7 +50,7 @@ use kube::Api;
 use kube::api::PostParams;
 use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::VirtualMachine;
-use virtctl_rs::controller::manager::{Manager, ManagerConfig};
+use virtctl_rs::controller::manager::{ClientRateLimit, Manager, ManagerConfig};
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::ApiServerConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
@@ -671,6 +672,9 @@ async fn run(n: usize, in_process: bool) {
     let mut config = ManagerConfig::new(lease);
     // No virt-api on the real control plane: the controller adds its VMI finalizer itself.
     config.settings.without_virt_api = real_server();
+    if unlimited_client() {
+        config.client_rate_limit = ClientRateLimit::Unlimited;
+    }
     let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
     // As `run-controller` starts it: writes through their own fenced connection pool.
     let manager = Arc::new(
@@ -849,9 +853,14 @@ async fn run(n: usize, in_process: bool) {
         .unwrap_or(0);
 
     println!(
-        "\ncontroller_start: {n} VMs, {} nodes, kubelet delay {} ms, cluster {}",
+        "\ncontroller_start: {n} VMs, {} nodes, kubelet delay {} ms, client limit {}, cluster {}",
         env_usize("CONTROLLER_BENCH_NODES", 20),
         env_usize("CONTROLLER_BENCH_KUBELET_DELAY_MS", 10),
+        if unlimited_client() {
+            "none"
+        } else {
+            "200/s burst 400"
+        },
         if real_server() {
             "real (kube-apiserver v1.36 + etcd; simulated nodes in a child process)"
         } else if in_process {
@@ -1006,6 +1015,12 @@ async fn paced_starts(manager: &Manager, cluster: &mut ClusterHandle, vms: &Api<
 fn benching() -> bool {
     let args: Vec<String> = std::env::args().collect();
     args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test")
+}
+
+/// `CONTROLLER_BENCH_CLIENT_LIMIT=none`: the controller's API client is not rate-limited
+/// (otherwise KubeVirt's 200 requests/s, burst 400).
+fn unlimited_client() -> bool {
+    std::env::var("CONTROLLER_BENCH_CLIENT_LIMIT").is_ok_and(|v| v == "none")
 }
 
 /// `CONTROLLER_BENCH_SERVER=real`: the run is on the real control plane.

@@ -41,7 +41,7 @@ const BUDGET: [(&str, usize); 10] = [
     // kubevirt.io/nodeName label VMI → pod.
     ("patch pods", 1),
     // SuccessfulCreate (VMI, on the VM) and SuccessfulCreate (pod, on the VMI).
-    ("create events.events.k8s.io", 2),
+    ("create events", 2),
 ];
 /// Sum of [`BUDGET`].
 const BUDGET_TOTAL: usize = 21;

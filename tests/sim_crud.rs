@@ -1169,51 +1169,66 @@ async fn events_k8s_io_and_core_events_share_storage() {
     server.shutdown().await;
 }
 
-/// The controller's recorder (src/runtime/recorder.rs) writes what kube's `Recorder` wrote: a
-/// repeat within six minutes patches the first Event's series, another reason is a new Event.
+/// The controller's recorder (src/runtime/recorder.rs) writes what client-go's writes: a repeat
+/// patches the first Event's count (through the embedded server's strategic merge patch),
+/// another reason is a new Event, and an Event deleted meanwhile is created again.
 #[tokio::test]
-async fn the_controllers_recorder_folds_a_repeat_into_the_first_events_series() {
-    use k8s_openapi::api::events::v1::Event as K8sEvent;
-    use virtctl_rs::runtime::recorder::{Event, Recorder};
+async fn the_controllers_recorder_counts_a_repeat_on_the_first_event() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use virtctl_rs::runtime::recorder::{COMPONENT, Event, Recorder};
     let (server, client) = server().await;
-    let mut recorder = Recorder::new(client.clone(), "virt-controller".into(), "host_1234".into());
+    let mut recorder = Recorder::new(client.clone(), COMPONENT.into());
     let regarding = vmi_1_reference();
     let created = Event {
         type_: "Normal",
         reason: "SuccessfulCreate".into(),
-        note: "Created virtual machine pod virt-launcher-vmi-1-abcde".into(),
-        action: "SuccessfulCreate".into(),
+        message: "Created virtual machine pod virt-launcher-vmi-1-abcde".into(),
     };
     for _ in 0..3 {
         recorder.publish(&created, &regarding).await.unwrap();
     }
     let deleted = Event {
         reason: "SuccessfulDelete".into(),
-        note: "Deleted virtual machine pod virt-launcher-vmi-1-abcde".into(),
-        action: "SuccessfulDelete".into(),
+        message: "Deleted virtual machine pod virt-launcher-vmi-1-abcde".into(),
         ..created.clone()
     };
     recorder.publish(&deleted, &regarding).await.unwrap();
     assert_eq!(recorder.cached(), 2);
 
-    let events: Api<K8sEvent> = Api::namespaced(client, "default");
-    let mut list = events
-        .list(&ListParams::default().fields("regarding.name=vmi-1"))
-        .await
-        .unwrap()
-        .items;
-    list.sort_by(|a, b| a.reason.cmp(&b.reason));
-    assert_eq!(list.len(), 2, "{list:?}");
-    let (c, d) = (&list[0], &list[1]);
+    let events: Api<CoreEvent> = Api::namespaced(client, "default");
+    let list = |events: Api<CoreEvent>| async move {
+        let mut list = events
+            .list(&ListParams::default().fields("involvedObject.name=vmi-1"))
+            .await
+            .unwrap()
+            .items;
+        list.sort_by(|a, b| a.reason.cmp(&b.reason));
+        list
+    };
+    let items = list(events.clone()).await;
+    assert_eq!(items.len(), 2, "{items:?}");
+    let (c, d) = (&items[0], &items[1]);
     assert_eq!(c.reason.as_deref(), Some("SuccessfulCreate"));
-    assert_eq!(c.series.as_ref().map(|s| s.count), Some(3));
-    assert_eq!(c.note.as_deref(), Some(created.note.as_str()));
-    assert_eq!(c.reporting_controller.as_deref(), Some("virt-controller"));
-    assert_eq!(c.reporting_instance.as_deref(), Some("host_1234"));
+    assert_eq!(c.count, Some(3));
+    assert!(c.last_timestamp >= c.first_timestamp);
+    assert_eq!(c.message.as_deref(), Some(created.message.as_str()));
+    assert_eq!(c.reporting_component.as_deref(), Some(COMPONENT));
+    assert_eq!(
+        c.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some(COMPONENT)
+    );
     assert_eq!(c.type_.as_deref(), Some("Normal"));
     assert!(c.metadata.name.as_deref().unwrap().starts_with("vmi-1."));
     assert_eq!(d.reason.as_deref(), Some("SuccessfulDelete"));
-    assert!(d.series.is_none());
+    assert_eq!(d.count, Some(1));
+
+    // Deleted meanwhile: the next repeat's patch gets 404 and creates it again, counted on.
+    let name = c.metadata.name.clone().unwrap();
+    events.delete(&name, &Default::default()).await.unwrap();
+    recorder.publish(&created, &regarding).await.unwrap();
+    let again = events.get(&name).await.unwrap();
+    assert_eq!(again.count, Some(4));
+    assert_eq!(again.first_timestamp, c.first_timestamp);
     server.shutdown().await;
 }
 

@@ -6,8 +6,8 @@
 //! `--exit-when-ready` times out (the message lists the VMs that are not Running).
 
 use super::{CliError, GlobalArgs};
-use crate::config::ClusterSettings;
-use crate::controller::manager::{Manager, ManagerConfig, OnLostLease};
+use crate::config::{ClusterSettings, TokenBucket};
+use crate::controller::manager::{ClientRateLimit, Manager, ManagerConfig, OnLostLease};
 use crate::runtime::lease::{
     DEFAULT_LEASE_DURATION, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, DEFAULT_RENEW_DEADLINE,
     DEFAULT_RETRY_PERIOD, LeaderElectionConfig, default_identity,
@@ -112,6 +112,36 @@ pub struct RunControllerArgs {
     /// implies --without-virt-api.
     #[arg(long, requires = "embedded")]
     pub no_admission: bool,
+    /// Requests per second of the controller's API client, whatever the KubeVirt CR's
+    /// `controllerConfiguration.restClient.rateLimiter.tokenBucketRateLimiter` says (default:
+    /// the CR's, KubeVirt's 200 without one); negative: no limit.
+    #[arg(long, value_name = "QPS", allow_negative_numbers = true)]
+    pub qps: Option<f32>,
+    /// Burst of the controller's API client (default: the CR's, KubeVirt's 400 without one).
+    #[arg(long, value_name = "N")]
+    pub burst: Option<u32>,
+}
+
+/// `--qps`/`--burst`: the CR's limit unless either is given; a missing one is the CR default.
+fn client_rate_limit(qps: Option<f32>, burst: Option<u32>) -> Result<ClientRateLimit, CliError> {
+    if qps.is_none() && burst.is_none() {
+        return Ok(ClientRateLimit::FromSettings);
+    }
+    let default = TokenBucket::default();
+    let qps = qps.unwrap_or(default.qps);
+    if qps < 0.0 {
+        return Ok(ClientRateLimit::Unlimited);
+    }
+    if qps == 0.0 || !qps.is_finite() || burst == Some(0) {
+        return Err(CliError::Failed(format!(
+            "--qps must be positive (negative: no limit) and --burst at least 1, found {qps} and {}",
+            burst.unwrap_or(default.burst)
+        )));
+    }
+    Ok(ClientRateLimit::Fixed(TokenBucket {
+        qps,
+        burst: burst.unwrap_or(default.burst),
+    }))
 }
 
 fn seconds(v: f64, flag: &str) -> Result<Duration, CliError> {
@@ -192,6 +222,7 @@ pub fn manager_config(
         on_lost_lease: args.on_lost_lease.into(),
         listen,
         expectations_timeout: crate::runtime::expectations::EXPECTATIONS_TIMEOUT,
+        client_rate_limit: client_rate_limit(args.qps, args.burst)?,
     })
 }
 
@@ -593,6 +624,37 @@ mod tests {
             crate::cli::Command::RunController(args) => args,
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    /// No flag: the KubeVirt CR's limit; `--qps`/`--burst` fix it (the other at KubeVirt's
+    /// default); a negative rate lifts it; zero is refused.
+    #[test]
+    fn qps_and_burst_fix_the_clients_limit() {
+        let limit = |flags: &[&str]| {
+            let a = args(flags);
+            client_rate_limit(a.qps, a.burst)
+        };
+        assert_eq!(limit(&[]).ok(), Some(ClientRateLimit::FromSettings));
+        assert_eq!(
+            limit(&["--qps", "5"]).ok(),
+            Some(ClientRateLimit::Fixed(TokenBucket {
+                qps: 5.0,
+                burst: 400
+            }))
+        );
+        assert_eq!(
+            limit(&["--burst", "10"]).ok(),
+            Some(ClientRateLimit::Fixed(TokenBucket {
+                qps: 200.0,
+                burst: 10
+            }))
+        );
+        assert_eq!(
+            limit(&["--qps", "-1"]).ok(),
+            Some(ClientRateLimit::Unlimited)
+        );
+        assert!(limit(&["--qps", "0"]).is_err());
+        assert!(limit(&["--burst", "0"]).is_err());
     }
 
     #[test]

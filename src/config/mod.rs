@@ -91,6 +91,31 @@ pub struct ClusterSettings {
     /// its own (pkg/storage/pod/annotations/generator.go:56-63).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_backup_hooks: Option<String>,
+    /// `controllerConfiguration.restClient.rateLimiter.tokenBucketRateLimiter`: the token bucket
+    /// of the controller's API client (virt-config.go:101-102, configuration.go:236-240),
+    /// applied again whenever the CR changes (application.go:371, 557-563).
+    #[serde(default)]
+    pub controller_rate_limiter: TokenBucket,
+}
+
+/// A client's token bucket (KubeVirt's `TokenBucketRateLimiter`, core/v1/types.go:3052-3060).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenBucket {
+    /// Requests per second.
+    pub qps: f32,
+    /// Requests allowed at once.
+    pub burst: u32,
+}
+
+impl Default for TokenBucket {
+    /// virt-controller's: 200 requests/s, burst 400.
+    fn default() -> Self {
+        TokenBucket {
+            qps: crate::runtime::rest_limiter::DEFAULT_QPS,
+            burst: crate::runtime::rest_limiter::DEFAULT_BURST,
+        }
+    }
 }
 
 fn live_update_default() -> bool {
@@ -119,6 +144,7 @@ impl Default for ClusterSettings {
             kubevirt_version: Default::default(),
             without_virt_api: false,
             skip_backup_hooks: None,
+            controller_rate_limiter: TokenBucket::default(),
         }
     }
 }
@@ -134,6 +160,45 @@ pub fn validate_overhead_ratio(text: &str) -> Result<f64, String> {
         )),
         Err(_) => Err(format!("{text:?} is not a number")),
     }
+}
+
+/// Where the controller's client limit is in `spec.configuration`, as a JSON pointer and as
+/// the field's name.
+const CONTROLLER_TOKEN_BUCKET: &str =
+    "/controllerConfiguration/restClient/rateLimiter/tokenBucketRateLimiter";
+const CONTROLLER_TOKEN_BUCKET_FIELD: &str =
+    "controllerConfiguration.restClient.rateLimiter.tokenBucketRateLimiter";
+
+/// A `tokenBucketRateLimiter` over `base`: what it sets replaces `base`'s (Go's JSON decoding
+/// into the defaults). A rate or burst that is not positive is refused naming it: client-go's
+/// bucket would stop every request once the burst is spent (zero rate) or at once (zero
+/// burst); KubeVirt applies it as given.
+fn token_bucket(
+    v: &serde_json::Value,
+    base: TokenBucket,
+) -> Result<TokenBucket, (&'static str, String)> {
+    if v.is_null() {
+        return Ok(base);
+    }
+    let Some(map) = v.as_object() else {
+        return Err(("", format!("must be an object, found {v}")));
+    };
+    let mut out = base;
+    if let Some(q) = map.get("qps") {
+        out.qps = q
+            .as_f64()
+            .filter(|q| *q > 0.0 && q.is_finite())
+            .map(|q| q as f32)
+            .ok_or_else(|| ("qps", format!("must be a positive number, found {q}")))?;
+    }
+    if let Some(b) = map.get("burst") {
+        out.burst = b
+            .as_u64()
+            .filter(|b| *b > 0)
+            .and_then(|b| u32::try_from(b).ok())
+            .ok_or_else(|| ("burst", format!("must be a positive integer, found {b}")))?;
+    }
+    Ok(out)
 }
 
 /// A KubeVirt CR that could not be read.
@@ -273,6 +338,13 @@ impl ClusterSettings {
                 s.auto_cpu_limit_namespace_label_selector = Some(selector);
             }
         }
+        if let Some(bucket) = cfg.pointer(CONTROLLER_TOKEN_BUCKET) {
+            s.controller_rate_limiter =
+                token_bucket(bucket, s.controller_rate_limiter).map_err(|(f, m)| {
+                    let dot = if f.is_empty() { "" } else { "." };
+                    field_err(&format!("{CONTROLLER_TOKEN_BUCKET_FIELD}{dot}{f}"), m)
+                })?;
+        }
         if let Some(arch) = cfg
             .pointer("/architectureConfiguration/defaultArchitecture")
             .and_then(|v| v.as_str())
@@ -376,6 +448,54 @@ mod tests {
             "{e}"
         );
         assert!(ClusterSettings::from_kubevirt_cr(&json!({"kind": "Pod"})).is_err());
+    }
+
+    /// The controller's client limit: KubeVirt's 200/400 unless the CR sets it; a field the CR
+    /// leaves out keeps its default; a rate or burst that is not positive is refused naming it.
+    #[test]
+    fn controller_rate_limiter() {
+        assert_eq!(
+            ClusterSettings::default().controller_rate_limiter,
+            TokenBucket {
+                qps: 200.0,
+                burst: 400
+            }
+        );
+        let cr = |v: serde_json::Value| {
+            json!({"kind": "KubeVirt", "spec": {"configuration": {
+                "controllerConfiguration": {"restClient": {"rateLimiter": {"tokenBucketRateLimiter": v}}}
+            }}})
+        };
+        let read = |v| ClusterSettings::from_kubevirt_cr(&cr(v)).map(|s| s.controller_rate_limiter);
+        assert_eq!(
+            read(json!({"qps": 5, "burst": 10})),
+            Ok(TokenBucket {
+                qps: 5.0,
+                burst: 10
+            })
+        );
+        assert_eq!(
+            read(json!({"qps": 2.5})),
+            Ok(TokenBucket {
+                qps: 2.5,
+                burst: 400
+            })
+        );
+        for (bad, field) in [
+            (json!({"qps": 0, "burst": 10}), "tokenBucketRateLimiter.qps"),
+            (
+                json!({"qps": 5, "burst": -1}),
+                "tokenBucketRateLimiter.burst",
+            ),
+        ] {
+            let e = read(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "spec.configuration.controllerConfiguration.restClient.rateLimiter.{field}"
+                )),
+                "{e}"
+            );
+        }
     }
 
     /// virt-config.go:514-517: unset or `LiveUpdate` is live update, `Stage` is not; anything

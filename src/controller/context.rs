@@ -14,7 +14,7 @@ use crate::runtime::informer::Informer;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::mutation_cache::MutationCache;
 use crate::runtime::queue::WorkQueue;
-use crate::runtime::recorder::{Event, Recorder};
+use crate::runtime::recorder::{COMPONENT, Event, Recorder};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod, ResourceQuota};
 use kube::runtime::reflector::ObjectRef;
@@ -240,7 +240,8 @@ impl Expectations {
 pub use crate::controller::common::record::{ReconcileLog, ReconcileRecord, VmiEnding};
 
 /// Kubernetes Events, published in the background so a reconcile never waits for them. Writes
-/// `events.k8s.io/v1` Events through [`Recorder`], reporting controller `virt-controller`.
+/// core/v1 Events through [`Recorder`] as client-go's recorder does, source component
+/// `virtualmachine-controller` ([`crate::runtime::recorder::COMPONENT`]).
 ///
 /// Like KubeVirt, which gives the VM and the VMI controller a recorder each, every one with its
 /// own client-go broadcaster (pkg/virt-controller/watch/application.go:392, 819, 681-685):
@@ -257,11 +258,12 @@ pub struct EventSink {
 pub const EVENT_QUEUE: usize = 1024;
 
 impl EventSink {
-    /// Start the background publishers. `instance` is our identity.
-    pub(crate) fn spawn(client: kube::Client, instance: String) -> Self {
+    /// Start the background publishers. KubeVirt's recorders have no host: the Events carry
+    /// no instance (`reportingInstance` is empty).
+    pub(crate) fn spawn(client: kube::Client) -> Self {
         let publisher = |client: kube::Client| {
             let (tx, mut rx) = mpsc::channel::<(Event, ObjectReference)>(EVENT_QUEUE);
-            let mut recorder = Recorder::new(client, "virt-controller".into(), instance.clone());
+            let mut recorder = Recorder::new(client, COMPONENT.into());
             tokio::spawn(async move {
                 while let Some((event, reference)) = rx.recv().await {
                     if let Err(e) = recorder.publish(&event, &reference).await {
@@ -298,8 +300,7 @@ impl EventSink {
         let event = Event {
             type_: type_.as_str(),
             reason: reason.to_string(),
-            note: message.chars().take(1024).collect(),
-            action: reason.to_string(),
+            message: message.to_string(),
         };
         let queue = if reference.kind.as_deref() == Some("VirtualMachine") {
             &self.vm

@@ -13,7 +13,7 @@ use super::handlers::{
     VmStoreCell, dv_to_vm_handler, pod_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
 };
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
-use crate::config::ClusterSettings;
+use crate::config::{ClusterSettings, TokenBucket};
 use crate::runtime::informer::{Handler, Informer, InformerState, key_of};
 use crate::runtime::lease::{
     DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,
@@ -21,6 +21,7 @@ use crate::runtime::lease::{
 };
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
+use crate::runtime::rest_limiter::{ReloadableRateLimiter, rate_limited_client};
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
@@ -66,6 +67,21 @@ pub struct ManagerConfig {
     /// How long expectations hold a key back (KubeVirt's `ExpectationsTimeout`, five minutes;
     /// tests shorten it to see an expiry).
     pub expectations_timeout: std::time::Duration,
+    /// The rate limit of the controllers' API client (informers and writes; never the Lease's).
+    pub client_rate_limit: ClientRateLimit,
+}
+
+/// How the controllers' API client is rate-limited ([`crate::runtime::rest_limiter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum ClientRateLimit {
+    /// KubeVirt's: the settings' `controllerConfiguration.restClient.rateLimiter.
+    /// tokenBucketRateLimiter` (200/400 by default), applied again on every KubeVirt CR change.
+    #[default]
+    FromSettings,
+    /// This bucket, whatever the CR says (`run-controller --client-qps/--client-burst`).
+    Fixed(TokenBucket),
+    /// No limit (client-go's negative QPS).
+    Unlimited,
 }
 
 impl ManagerConfig {
@@ -84,6 +100,7 @@ impl ManagerConfig {
             on_lost_lease: OnLostLease::Exit,
             listen: None,
             expectations_timeout: crate::runtime::expectations::EXPECTATIONS_TIMEOUT,
+            client_rate_limit: ClientRateLimit::FromSettings,
         }
     }
 }
@@ -168,8 +185,9 @@ pub struct Manager {
     vmi: Arc<dyn Reconciler>,
     /// The client of the Lease calls (default: `client`); see [`Manager::with_lease_client`].
     lease_client: Option<kube::Client>,
-    /// The client the manager was started with (informers, reads): never the write client,
-    /// whose own pool refuses everything outside a term, the Lease acquire included.
+    /// The client the manager was started with, without the rate limiter: the Lease calls'
+    /// when no Lease client is given. Never the write client, whose own pool refuses
+    /// everything outside a term, the Lease acquire included.
     client: kube::Client,
     /// The elector's wall clock (default `Utc::now`); see [`Manager::with_wall_clock`].
     wall_clock: Option<crate::runtime::lease::WallClock>,
@@ -245,9 +263,14 @@ async fn kubevirts_served(client: &kube::Client) -> bool {
 /// The cluster settings and, unless they are fixed, the informer on the KubeVirt CRs of
 /// `config.kubevirt_namespace` that reloads them on every change of its cache (KubeVirt's
 /// `ClusterConfig` event handlers, configuration.go:90-121).
+///
+/// `limiter`, when given, follows the settings' client limit: set from the settings in use
+/// after every reload, as KubeVirt's `shouldChangeRateLimiter` callback does (application.go:
+/// 371, 557-563).
 async fn spawn_cluster_config(
     client: &kube::Client,
     config: &ManagerConfig,
+    limiter: Option<ReloadableRateLimiter>,
     stop: &CancellationToken,
 ) -> (Informer<KubeVirt>, Arc<ClusterConfig>) {
     let Some(ns) = config.kubevirt_namespace.as_deref() else {
@@ -267,6 +290,10 @@ async fn spawn_cluster_config(
         let cluster_config = cluster_config.clone();
         Arc::new(move |_| {
             cluster_config.observe(&store.state(), chrono::Utc::now());
+            if let Some(limiter) = &limiter {
+                let bucket = cluster_config.settings().controller_rate_limiter;
+                limiter.set(bucket.qps, bucket.burst);
+            }
         })
     };
     let informer = Informer::spawn_with(
@@ -278,6 +305,21 @@ async fn spawn_cluster_config(
         stop.clone(),
     );
     (informer, cluster_config)
+}
+
+/// The controllers' client limiter for `limit`, starting from `settings`' bucket, its waits
+/// exported in `metrics`; `None` when unlimited.
+fn client_limiter(
+    limit: ClientRateLimit,
+    settings: &ClusterSettings,
+    metrics: &Metrics,
+) -> Option<ReloadableRateLimiter> {
+    let bucket = match limit {
+        ClientRateLimit::FromSettings => settings.controller_rate_limiter,
+        ClientRateLimit::Fixed(bucket) => bucket,
+        ClientRateLimit::Unlimited => return None,
+    };
+    Some(ReloadableRateLimiter::new(bucket.qps, bucket.burst).with_metrics(metrics))
 }
 
 impl Manager {
@@ -321,6 +363,15 @@ impl Manager {
             .map_err(|e| ManagerError::Config(e.to_string()))?;
         let stop = CancellationToken::new();
         let ns = config.namespace.as_deref();
+        let metrics = Arc::new(Metrics::new());
+        // One bucket for every request of the controllers, reads, watches and writes (KubeVirt's
+        // rest client limiter); the Lease calls keep `client`, unlimited.
+        let limiter = client_limiter(config.client_rate_limit, &config.settings, &metrics);
+        let unlimited = client.clone();
+        let client = match &limiter {
+            Some(limiter) => rate_limited_client(client, limiter.clone()),
+            None => client,
+        };
         let vm_queue = QueueSlot::default();
         let vmi_queue = QueueSlot::default();
         let expectations = Expectations::with_timeout(config.expectations_timeout);
@@ -386,9 +437,13 @@ impl Manager {
         );
         let resource_quotas =
             spawn_in::<ResourceQuota>("resourcequotas", &client, ns, vec![], &stop);
-        let (kubevirts, cluster_config) = spawn_cluster_config(&client, &config, &stop).await;
+        let following = match config.client_rate_limit {
+            ClientRateLimit::FromSettings => limiter.clone(),
+            ClientRateLimit::Fixed(_) | ClientRateLimit::Unlimited => None,
+        };
+        let (kubevirts, cluster_config) =
+            spawn_cluster_config(&client, &config, following, &stop).await;
 
-        let metrics = Arc::new(Metrics::new());
         // Both queues' series exist from the start, at zero, as in KubeVirt, whose queues exist
         // on a standby too (a dashboard shows 0, not "no data"); the queues themselves are only
         // built while leading.
@@ -411,7 +466,12 @@ impl Manager {
         let writer = match write_config {
             Some(write_config) => fenced_client_from_config(write_config, fence.clone())
                 .map_err(|e| ManagerError::WriteClient(e.to_string()))?,
-            None => fenced_client(client.clone(), fence.clone()),
+            None => fenced_client(unlimited.clone(), fence.clone()),
+        };
+        // The limiter first, the fence after it: a write that waited past the term is refused.
+        let writer = match &limiter {
+            Some(limiter) => rate_limited_client(writer, limiter.clone()),
+            None => writer,
         };
         let ctx = Context {
             client: writer.clone(),
@@ -429,7 +489,7 @@ impl Manager {
             vm_queue,
             vmi_queue,
             expectations,
-            events: EventSink::spawn(writer, config.lease.identity.clone()),
+            events: EventSink::spawn(writer),
             reconciles: ReconcileLog::default(),
             metrics,
             vm_mutations: Default::default(),
@@ -456,7 +516,7 @@ impl Manager {
             vm,
             vmi,
             lease_client: None,
-            client: client.clone(),
+            client: unlimited,
             wall_clock: None,
             fence,
         };

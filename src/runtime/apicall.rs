@@ -2,7 +2,7 @@
 //! JSON patches (sent as `application/json-patch+json`, like client-go's
 //! `types.JSONPatchType`), typed `Api` handles for the namespaced kinds, and writes whose answer
 //! is not decoded ([`create_unread`], [`replace_unread`], [`json_patch_unread`],
-//! [`merge_patch_unread`], [`strategic_status_patch_unread`]).
+//! [`merge_patch_unread`], [`strategic_patch_unread`], [`strategic_status_patch_unread`]).
 
 use axum::http;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -189,6 +189,7 @@ where
 }
 
 /// `Api::<K>::patch` with a JSON merge patch (RFC 7386), without decoding the patched object.
+#[cfg(test)]
 pub(crate) async fn merge_patch_unread<K, P>(
     client: &kube::Client,
     namespace: &str,
@@ -201,6 +202,23 @@ where
 {
     let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .map_err(kube::Error::BuildRequest)?;
+    send_unread(client, request).await
+}
+
+/// `Api::<K>::patch` with a strategic merge patch, without decoding the patched object (the
+/// Event recorder's repeats, as client-go's `EventSinkImpl.Patch`).
+pub async fn strategic_patch_unread<K>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let request = kube::core::Request::new(K::url_path(&(), Some(namespace)))
+        .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
         .map_err(kube::Error::BuildRequest)?;
     send_unread(client, request).await
 }

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod mutation_cache;
 pub mod queue;
 pub mod recorder;
+pub mod rest_limiter;
 pub mod store;
 
 /// An error and its sources, joined by `: ` (kube's `Display` stops at "client error

@@ -1,456 +1,448 @@
-//! Writes `events.k8s.io/v1` Events, folding a repeat into the first one's `series` as kube's
-//! `Recorder` does, with bounded, constant-time bookkeeping.
+//! Writes core/v1 Events as client-go's `record.EventRecorder` does for KubeVirt's
+//! virt-controller, with bounded, constant-time bookkeeping.
 //!
-//! kube-runtime 5's `Recorder::publish` walks its whole cache on every publish to expire
-//! entries older than six minutes. The cache holds every distinct event of those six minutes,
-//! so at 10,000 VM starts (two events each) a publish cost tens of thousands of steps and the
-//! controller's event queue overflowed. Here the entries also expire after six minutes, but
-//! from the front of a queue ordered by last use, and there are at most
-//! [`MAX_CACHED_EVENTS`] of them, client-go's bound (`maxLruCacheEntries`,
-//! k8s.io/client-go/tools/record/events_cache.go).
+//! KubeVirt gives its VM and VMI controllers a recorder each, both with the source component
+//! `virtualmachine-controller` and no host (pkg/virt-controller/watch/application.go:391,
+//! 817, 680-684: `record.NewBroadcaster`, `StartRecordingToSink` on
+//! `CoreV1().Events(NamespaceAll)`, `NewRecorder(scheme, EventSource{Component})`). client-go
+//! then writes `source.component` = `reportingComponent` = that component and
+//! `source.host` = `reportingInstance` = "" (k8s.io/client-go/tools/record/event.go:451-455),
+//! a new Event with `count: 1` and `firstTimestamp` = `lastTimestamp` = now (event.go:484-503).
 //!
-//! What is written is what kube's `Recorder` writes: a new Event named
-//! `<regarding name>.<unix nanoseconds in hex>` (client-go's naming too), or, for a repeat of a
-//! cached one (same type, reason, action, reporter and regarding reference, resource version
-//! included), a merge patch of that Event with `series: {count, lastObservedTime}`.
+//! Each broadcaster runs every event through an `EventCorrelator`
+//! (tools/record/events_cache.go:433-516), in this order, as [`Correlator::correlate`] does:
+//! 1. **aggregation** (`EventAggregator`, events_cache.go:238-306): events that differ only by
+//!    message (same object, type, reason) are counted per distinct message; the tenth distinct
+//!    message within ten minutes of the previous one turns them into one Event
+//!    `(combined from similar events): <message>`, which later ones update;
+//! 2. **counting** (`eventLogger`, events_cache.go:323-367): a repeat of an Event written
+//!    before (same object, field path, type, reason and message; the object's
+//!    resourceVersion is not compared) is a strategic merge patch of that Event's `count`,
+//!    `lastTimestamp` and `message`, not a new Event; a patch answered 404 creates it again
+//!    (event.go:330-346);
+//! 3. **the spam filter** (`EventSourceObjectSpamFilter`, events_cache.go:127-150): a token
+//!    bucket per object and type, burst 25, refilled one token every five minutes; an event
+//!    with no token is not written (but was counted in 2, so the next write's count includes
+//!    it, as client-go's does).
 //!
-//! The cache keeps what rebuilds the Event it wrote, not the Event: the key (type, reason,
-//! action and the regarding reference, shared by the map and the use-order queue) and the
-//! Event's name, note, event time and series count. client-go's `eventLogger` keeps the same
-//! kind of record (count, first timestamp, name, resourceVersion) rather than the Event. A
-//! whole cached `Event` was about 3.3 KB per entry with its table slot (6.7 MB for the 2,000
-//! Events of a 1,000-VM start; "Eighth pass" in `git show 6c3c857:docs/performance.md`).
+//! Every stage keeps a least-recently-used cache of at most [`MAX_CACHED_EVENTS`] entries
+//! (client-go's `maxLruCacheEntries`), each lookup and update O(1) (the `lru` crate), so a
+//! publish costs the same at 10,000 VM starts as at one (kube's
+//! `Recorder` walked its whole cache on every publish and its queue overflowed). The entries
+//! hold what the next decision needs, not the Event: the name, first timestamp and count
+//! (client-go's `eventLog`), the distinct messages, the bucket's tokens. The source and the
+//! reporting fields are the same for every event of one recorder, so the keys leave them out.
+//!
+//! Left out: client-go retries a write that failed below HTTP up to 12 times, 10 s apart
+//! (event.go:300-323); here a failed write is logged by the caller and the next occurrence
+//! writes again (its count includes the lost one). client-go also re-keys its counting cache by
+//! the Event the server returned (`UpdateState`, event.go:342-345); the server returns what
+//! was sent, so that changes nothing but an entry under the combined message's own key, which
+//! no event the controllers record can match.
 
-use super::apicall::{create_unread, merge_patch_unread};
-use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use super::apicall::{create_unread, strategic_patch_unread};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff;
 use kube::api::ObjectMeta;
-use std::collections::VecDeque;
-use std::sync::Arc;
+use lru::LruCache;
+use std::collections::HashSet;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 
-/// How long a published event is remembered for folding repeats (kube's `CACHE_TTL`).
-pub const CACHE_TTL: Duration = Duration::from_secs(6 * 60);
+/// The source component of the events KubeVirt's VM and VMI controllers record
+/// (application.go:391, 817).
+pub const COMPONENT: &str = "virtualmachine-controller";
 
-/// At most this many distinct events are remembered (client-go `maxLruCacheEntries`).
+/// At most this many entries in each of the correlator's caches (client-go
+/// `maxLruCacheEntries`, events_cache.go:36).
 pub const MAX_CACHED_EVENTS: usize = 4096;
 
-/// One event to record.
+/// Distinct messages of one object, type and reason that make a combined Event
+/// (`defaultAggregateMaxEvents`, events_cache.go:40).
+const AGGREGATE_MAX_EVENTS: usize = 10;
+
+/// How long after the last similar event aggregation keeps counting
+/// (`defaultAggregateIntervalInSeconds`, events_cache.go:41).
+const AGGREGATE_INTERVAL: Duration = Duration::from_secs(600);
+
+/// Events an object may get at once from one recorder (`defaultSpamBurst`,
+/// events_cache.go:47).
+const SPAM_BURST: f64 = 25.0;
+
+/// The spam filter's refill: one event every five minutes (`defaultSpamQPS`,
+/// events_cache.go:48).
+const SPAM_QPS: f64 = 1.0 / 300.0;
+
+/// The message prefix of a combined Event (`EventAggregatorByReasonMessageFunc`,
+/// events_cache.go:182-184).
+const COMBINED_PREFIX: &str = "(combined from similar events): ";
+
+/// One event to record (`recorder.Eventf(object, type, reason, message)`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     /// `Normal` or `Warning`.
     pub type_: &'static str,
     /// Machine-readable reason (`SuccessfulCreate`).
     pub reason: String,
-    /// The human-readable note (at most 1 KiB, the API's limit).
-    pub note: String,
-    /// What was done (we record the reason, as KubeVirt's recorder has no action).
-    pub action: String,
+    /// The human-readable message.
+    pub message: String,
 }
 
-/// What makes two events the same series: type, reason, action (the reporter is the
-/// recorder's own) and the whole regarding reference, `resourceVersion` and `fieldPath`
-/// included, as kube's `EventKey` compares it (its `Reference` hashes five fields but its
-/// equality is the whole `ObjectReference`'s). So an event about a newer version of the object
-/// is a new Event, and only a repeat about the same version patches a series.
+/// The involved object as client-go's keys compare it: kind, namespace, name, UID and
+/// apiVersion (not its resourceVersion; the field path only in [`LogKey`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
+struct Subject([Option<String>; 5]);
+
+impl Subject {
+    fn of(object: &ObjectReference) -> Self {
+        Subject([
+            object.kind.clone(),
+            object.namespace.clone(),
+            object.name.clone(),
+            object.uid.clone(),
+            object.api_version.clone(),
+        ])
+    }
+}
+
+/// `EventAggregatorByReasonFunc`'s aggregate key (events_cache.go:161-179): object, type and
+/// reason.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct AggregateKey {
+    subject: Subject,
     type_: &'static str,
     reason: String,
-    action: String,
-    regarding: [Option<String>; 7],
 }
 
-impl Key {
-    fn new(event: &Event, regarding: &ObjectReference) -> Self {
-        Key {
-            type_: event.type_,
-            reason: event.reason.clone(),
-            action: event.action.clone(),
-            regarding: [
-                regarding.api_version.clone(),
-                regarding.kind.clone(),
-                regarding.namespace.clone(),
-                regarding.name.clone(),
-                regarding.uid.clone(),
-                regarding.resource_version.clone(),
-                regarding.field_path.clone(),
-            ],
-        }
-    }
-
-    /// The regarding reference the key was made from.
-    fn regarding(&self) -> ObjectReference {
-        let [
-            api_version,
-            kind,
-            namespace,
-            name,
-            uid,
-            resource_version,
-            field_path,
-        ] = self.regarding.clone();
-        ObjectReference {
-            api_version,
-            kind,
-            namespace,
-            name,
-            uid,
-            resource_version,
-            field_path,
-        }
-    }
+/// The counting cache's key: `getEventKey` (events_cache.go:52-67) for an event written as
+/// recorded, the aggregate key for a combined one (the key `EventAggregate` returns).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum LogKey {
+    Exact {
+        aggregate: AggregateKey,
+        field_path: Option<String>,
+        message: String,
+    },
+    Combined(AggregateKey),
 }
 
-/// A published Event, as much of it as its key does not hold ([`Recorder::event`] rebuilds
-/// it).
-#[derive(Debug, Clone, PartialEq)]
-struct Cached {
-    /// `metadata.name`.
-    name: String,
-    /// The note of the first occurrence (a repeat's patch sends it again, as kube's does).
-    note: String,
-    /// `eventTime`: when the first occurrence was created.
-    event_time: jiff::Timestamp,
-    /// `series.count`: `None` until the first repeat.
-    count: Option<i32>,
-    /// When it was last published (creation or series patch); `series.lastObservedTime`.
+/// `aggregateRecord`: the distinct messages seen and when the last similar event came.
+struct AggregateRecord {
+    messages: HashSet<String>,
     last: jiff::Timestamp,
 }
 
-/// The cache of published events: a map for lookups and a queue of `(last use, key)` in use
-/// order; a queue entry whose time is no longer its key's last use is stale and skipped.
-#[derive(Default)]
-struct Cache {
-    map: hashbrown::HashMap<Arc<Key>, Cached, foldhash::fast::RandomState>,
-    order: VecDeque<(jiff::Timestamp, Arc<Key>)>,
+/// `eventLog`: what a repeat needs of the Event written first.
+#[derive(Debug, Clone)]
+struct LogRecord {
+    name: String,
+    first: jiff::Timestamp,
+    count: i32,
 }
 
-impl Cache {
-    /// Forget what expired at `now`, and the least recently used entries beyond the bound.
-    fn expire(&mut self, now: jiff::Timestamp) {
-        let ttl = jiff::SignedDuration::try_from(CACHE_TTL).unwrap_or(jiff::SignedDuration::MAX);
-        while let Some((at, key)) = self.order.front() {
-            let current = self.map.get(key.as_ref()).map(|c| c.last);
-            if current != Some(*at) {
-                // Stale: the key was used again later (or is gone).
-                self.order.pop_front();
-                continue;
-            }
-            let expired = at.saturating_add(ttl).is_ok_and(|until| until <= now);
-            if !(expired || self.map.len() > MAX_CACHED_EVENTS) {
-                break;
-            }
-            let (_, key) = self.order.pop_front().expect("front exists");
-            self.map.remove(key.as_ref());
-        }
-        // Stale entries pile up when one key repeats often: compact once they dominate.
-        if self.order.len() > 2 * MAX_CACHED_EVENTS.max(self.map.len()) {
-            let map = &self.map;
-            self.order
-                .retain(|(at, key)| map.get(key.as_ref()).is_some_and(|c| c.last == *at));
+/// A passive token bucket (`flowcontrol.NewTokenBucketPassiveRateLimiterWithClock` over
+/// `x/time/rate`): starts full, refills continuously.
+struct SpamBucket {
+    tokens: f64,
+    last: jiff::Timestamp,
+}
+
+impl SpamBucket {
+    /// `TryAccept`: take a token if there is one at `now`.
+    fn try_accept(&mut self, now: jiff::Timestamp) -> bool {
+        let elapsed = now.duration_since(self.last).as_secs_f64().max(0.0);
+        self.tokens = (self.tokens + elapsed * SPAM_QPS).min(SPAM_BURST);
+        self.last = self.last.max(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
         }
     }
+}
 
-    /// Remember `cached` (published at `cached.last`) under `key`.
-    fn remember(&mut self, key: Key, cached: Cached) {
-        let now = cached.last;
-        let key = match self.map.get_key_value(&key) {
-            Some((shared, _)) => shared.clone(),
-            None => Arc::new(key),
+/// One Event as it is to be written: created whole when `count` is 1, else patched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Occurrence {
+    /// `metadata.name`.
+    pub name: String,
+    /// `message` (a combined Event's carries the prefix).
+    pub message: String,
+    /// `firstTimestamp`.
+    pub first: jiff::Timestamp,
+    /// `lastTimestamp`.
+    pub last: jiff::Timestamp,
+    /// `count`.
+    pub count: i32,
+    /// A combined Event: client-go writes it with no reporting fields (events_cache.go:278-290).
+    pub combined: bool,
+}
+
+/// What the correlator decided for one event (`EventCorrelateResult`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Correlated {
+    /// Filtered as spam: nothing is written.
+    Skip,
+    /// Create or patch this occurrence.
+    Write(Occurrence),
+}
+
+/// client-go's `EventCorrelator` with its default options, time passed in.
+pub struct Correlator {
+    aggregates: LruCache<AggregateKey, AggregateRecord>,
+    logs: LruCache<LogKey, LogRecord>,
+    spam: LruCache<(Subject, &'static str), SpamBucket>,
+}
+
+impl Default for Correlator {
+    fn default() -> Self {
+        let size = NonZeroUsize::new(MAX_CACHED_EVENTS).expect("non-zero");
+        Correlator {
+            aggregates: LruCache::new(size),
+            logs: LruCache::new(size),
+            spam: LruCache::new(size),
+        }
+    }
+}
+
+impl Correlator {
+    /// `EventCorrelate`: aggregate, count, then filter `event` about `object` at `now`.
+    pub fn correlate(
+        &mut self,
+        event: &Event,
+        object: &ObjectReference,
+        now: jiff::Timestamp,
+    ) -> Correlated {
+        let subject = Subject::of(object);
+        let aggregate = AggregateKey {
+            subject: subject.clone(),
+            type_: event.type_,
+            reason: event.reason.clone(),
         };
-        self.order.push_back((now, key.clone()));
-        self.map.insert(key, cached);
-        self.expire(now);
+        let combined = self.aggregate(&aggregate, &event.message, now);
+        let (key, message) = if combined {
+            (
+                LogKey::Combined(aggregate),
+                format!("{COMBINED_PREFIX}{}", event.message),
+            )
+        } else {
+            let key = LogKey::Exact {
+                aggregate,
+                field_path: object.field_path.clone(),
+                message: event.message.clone(),
+            };
+            (key, event.message.clone())
+        };
+        let occurrence = self.observe(key, object, message, combined, now);
+        if self.filtered(subject, event.type_, now) {
+            return Correlated::Skip;
+        }
+        Correlated::Write(occurrence)
+    }
+
+    /// `EventAggregate`: whether to write the combined Event of `key` rather than the event as
+    /// recorded.
+    fn aggregate(&mut self, key: &AggregateKey, message: &str, now: jiff::Timestamp) -> bool {
+        let fresh = || AggregateRecord {
+            messages: HashSet::new(),
+            last: now,
+        };
+        let record = match self.aggregates.get_mut(key) {
+            Some(record) => record,
+            None => self.aggregates.get_or_insert_mut(key.clone(), fresh),
+        };
+        let interval = now.duration_since(record.last).as_secs_f64();
+        if interval > AGGREGATE_INTERVAL.as_secs_f64() {
+            record.messages.clear();
+        }
+        record.last = now;
+        if !record.messages.contains(message) {
+            record.messages.insert(message.to_string());
+        }
+        if record.messages.len() < AGGREGATE_MAX_EVENTS {
+            return false;
+        }
+        // `localKeys.PopAny()`: the set never grows past the threshold.
+        if let Some(any) = record.messages.iter().next().cloned() {
+            record.messages.remove(&any);
+        }
+        true
+    }
+
+    /// `eventObserve`: the occurrence to write for `key`, and the count remembered.
+    fn observe(
+        &mut self,
+        key: LogKey,
+        object: &ObjectReference,
+        message: String,
+        combined: bool,
+        now: jiff::Timestamp,
+    ) -> Occurrence {
+        let record = match self.logs.get(&key) {
+            Some(seen) => LogRecord {
+                count: seen.count.saturating_add(1),
+                ..seen.clone()
+            },
+            None => LogRecord {
+                name: event_name(object.name.as_deref().unwrap_or_default(), now),
+                first: now,
+                count: 1,
+            },
+        };
+        let occurrence = Occurrence {
+            name: record.name.clone(),
+            message,
+            first: record.first,
+            last: now,
+            count: record.count,
+            combined,
+        };
+        self.logs.put(key, record);
+        occurrence
+    }
+
+    /// `EventSourceObjectSpamFilter.Filter`: true when the object has no token left.
+    fn filtered(&mut self, subject: Subject, type_: &'static str, now: jiff::Timestamp) -> bool {
+        let bucket = self
+            .spam
+            .get_or_insert_mut((subject, type_), || SpamBucket {
+                tokens: SPAM_BURST,
+                last: now,
+            });
+        !bucket.try_accept(now)
+    }
+
+    /// How many distinct Events are remembered for counting.
+    pub fn cached(&self) -> usize {
+        self.logs.len()
     }
 }
 
-/// Publishes events as `reporting_controller` / `reporting_instance`.
+/// `util.GenerateEventName` (tools/record/util/util.go:50-57): `<object name>.<unix nanoseconds
+/// in hex>`, or a random UUID when that is not a valid object name.
+fn event_name(object: &str, now: jiff::Timestamp) -> String {
+    let name = format!("{object}.{:x}", now.as_nanosecond());
+    let valid = name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if valid {
+        name
+    } else {
+        uuid::Uuid::new_v4().to_string()
+    }
+}
+
+/// Publishes events as [`COMPONENT`], through one [`Correlator`] (one client-go broadcaster).
 pub struct Recorder {
     client: kube::Client,
-    controller: String,
-    instance: String,
-    cache: Cache,
+    component: String,
+    correlator: Correlator,
 }
 
 impl Recorder {
-    /// A recorder writing through `client`.
-    pub fn new(client: kube::Client, controller: String, instance: String) -> Self {
+    /// A recorder writing through `client` with source component `component`.
+    pub fn new(client: kube::Client, component: String) -> Self {
         Recorder {
             client,
-            controller,
-            instance,
-            cache: Cache::default(),
+            component,
+            correlator: Correlator::default(),
         }
     }
 
-    /// Write `event` about `regarding`: create it, or patch the series of the same cached
-    /// event. A failed write is not remembered (the next repeat creates it again).
+    /// Record `event` about `object`: create its Event, patch the one a repeat counts, or
+    /// nothing when the spam filter drops it.
     pub async fn publish(
         &mut self,
         event: &Event,
-        regarding: &ObjectReference,
+        object: &ObjectReference,
     ) -> Result<(), kube::Error> {
         let now = jiff::Timestamp::now();
-        self.cache.expire(now);
-        let key = Key::new(event, regarding);
-        let ns = regarding.namespace.as_deref().unwrap_or("default");
-        let written = match self.cache.map.get(&key) {
-            Some(cached) => {
-                let repeat = Cached {
-                    count: Some(cached.count.map_or(2, |n| n + 1)),
-                    last: now,
-                    ..cached.clone()
-                };
-                merge_patch_unread::<K8sEvent, _>(
-                    &self.client,
-                    ns,
-                    &repeat.name,
-                    &self.event(&key, &repeat),
-                )
-                .await?;
-                repeat
-            }
-            None => {
-                let new = self.new_event(event, regarding, now);
-                create_unread(&self.client, ns, &self.event(&key, &new)).await?;
-                new
-            }
+        let Correlated::Write(occurrence) = self.correlator.correlate(event, object, now) else {
+            tracing::debug!(reason = %event.reason, "event filtered as spam (client-go's per-object token bucket)");
+            return Ok(());
         };
-        self.cache.remember(key, written);
-        Ok(())
-    }
-
-    /// The first occurrence of `event` about `regarding`, published at `now`.
-    fn new_event(
-        &self,
-        event: &Event,
-        regarding: &ObjectReference,
-        now: jiff::Timestamp,
-    ) -> Cached {
-        Cached {
-            name: format!(
-                "{}.{:x}",
-                regarding.name.as_deref().unwrap_or(&self.controller),
-                now.as_nanosecond()
-            ),
-            note: event.note.clone(),
-            event_time: now,
-            count: None,
-            last: now,
+        let whole = self.event(event, object, &occurrence);
+        let ns = whole.metadata.namespace.clone().unwrap_or_default();
+        if occurrence.count > 1 {
+            let patched = strategic_patch_unread::<CoreEvent>(
+                &self.client,
+                &ns,
+                &occurrence.name,
+                &repeat_patch(&occurrence),
+            )
+            .await;
+            match patched {
+                // Gone (expired, deleted): create it again, count and all (event.go:336-341).
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                other => return other,
+            }
         }
+        create_unread(&self.client, &ns, &whole).await
     }
 
-    /// The Event written for `key` as `cached` records it: created with no series, patched
-    /// with `series: {count, lastObservedTime}` on a repeat.
-    fn event(&self, key: &Key, cached: &Cached) -> K8sEvent {
-        let regarding = key.regarding();
-        K8sEvent {
-            action: Some(key.action.clone()),
-            reason: Some(key.reason.clone()),
-            event_time: Some(MicroTime(cached.event_time)),
-            note: Some(cached.note.clone()),
+    /// The whole Event for `occurrence` (event.go:484-503 with the source of 451-455; a
+    /// combined one as events_cache.go:278-290 builds it).
+    fn event(&self, event: &Event, object: &ObjectReference, o: &Occurrence) -> CoreEvent {
+        let reporting = (!o.combined).then(|| self.component.clone());
+        CoreEvent {
             metadata: ObjectMeta {
-                namespace: regarding.namespace.clone(),
-                name: Some(cached.name.clone()),
+                name: Some(o.name.clone()),
+                namespace: Some(
+                    object
+                        .namespace
+                        .clone()
+                        .filter(|ns| !ns.is_empty())
+                        .unwrap_or_else(|| "default".into()),
+                ),
                 ..Default::default()
             },
-            regarding: Some(regarding),
-            reporting_controller: Some(self.controller.clone()),
-            reporting_instance: Some(self.instance.clone()),
-            series: cached.count.map(|count| EventSeries {
-                count,
-                last_observed_time: MicroTime(cached.last),
+            involved_object: object.clone(),
+            reason: Some(event.reason.clone()),
+            message: Some(o.message.clone()),
+            first_timestamp: Some(Time(o.first)),
+            last_timestamp: Some(Time(o.last)),
+            count: Some(o.count),
+            type_: Some(event.type_.to_string()),
+            source: Some(EventSource {
+                component: Some(self.component.clone()),
+                host: None,
             }),
-            type_: Some(key.type_.to_string()),
+            // `json:"reportingComponent"` / `json:"reportingInstance"`: never omitted.
+            reporting_component: Some(reporting.unwrap_or_default()),
+            reporting_instance: Some(String::new()),
             ..Default::default()
         }
     }
 
-    /// How many distinct events are remembered.
+    /// How many distinct Events are remembered for counting.
     pub fn cached(&self) -> usize {
-        self.cache.map.len()
+        self.correlator.cached()
     }
+}
+
+/// The strategic merge patch of a repeat: what `CreateTwoWayMergePatch` finds between the
+/// Event with `count` 0, `lastTimestamp` at the epoch and no message and the Event to write
+/// (events_cache.go:344-352), keys in Go's sorted order.
+fn repeat_patch(o: &Occurrence) -> serde_json::Value {
+    let mut patch = serde_json::Map::new();
+    patch.insert("count".into(), o.count.into());
+    patch.insert(
+        "lastTimestamp".into(),
+        serde_json::to_value(Time(o.last)).unwrap_or_default(),
+    );
+    if !o.message.is_empty() {
+        patch.insert("message".into(), o.message.clone().into());
+    }
+    serde_json::Value::Object(patch)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(i: usize) -> Key {
-        Key::new(
-            &Event {
-                type_: "Normal",
-                reason: "SuccessfulCreate".into(),
-                note: String::new(),
-                action: "SuccessfulCreate".into(),
-            },
-            &ObjectReference {
-                name: Some(format!("vmi-{i}")),
-                namespace: Some("default".into()),
-                ..Default::default()
-            },
-        )
-    }
-
-    fn at(seconds: i64) -> jiff::Timestamp {
-        jiff::Timestamp::from_second(1_800_000_000 + seconds).expect("valid")
-    }
-
-    impl Cache {
-        fn remember_at(&mut self, key: Key, now: jiff::Timestamp) {
-            let cached = Cached {
-                name: "e".into(),
-                note: String::new(),
-                event_time: now,
-                count: None,
-                last: now,
-            };
-            self.remember(key, cached);
-        }
-    }
-
-    /// The Events rebuilt from the cache are the ones kube's `Recorder` writes: the first one
-    /// whole, with no series, and a repeat as the first one with `series` (the note of the
-    /// first occurrence, `lastObservedTime` the repeat's time).
-    #[tokio::test]
-    async fn the_written_events_are_rebuilt_exactly_from_the_cache() {
-        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("URL"));
-        let recorder = Recorder::new(
-            kube::Client::try_from(config).expect("client"),
-            "virt-controller".into(),
-            "virt-controller-abc".into(),
-        );
-        let event = Event {
-            type_: "Warning",
-            reason: "FailedCreate".into(),
-            note: "Error creating pod: quota exceeded".into(),
-            action: "FailedCreate".into(),
-        };
-        let regarding = ObjectReference {
-            api_version: Some("kubevirt.io/v1".into()),
-            kind: Some("VirtualMachineInstance".into()),
-            namespace: Some("prod".into()),
-            name: Some("vm-1".into()),
-            uid: Some("u-1".into()),
-            resource_version: Some("41".into()),
-            field_path: Some("spec".into()),
-        };
-        let key = Key::new(&event, &regarding);
-        assert_eq!(key.regarding(), regarding);
-        let first = recorder.new_event(&event, &regarding, at(0));
-        let want = K8sEvent {
-            action: Some("FailedCreate".into()),
-            reason: Some("FailedCreate".into()),
-            event_time: Some(MicroTime(at(0))),
-            regarding: Some(regarding.clone()),
-            note: Some("Error creating pod: quota exceeded".into()),
-            metadata: ObjectMeta {
-                namespace: Some("prod".into()),
-                name: Some(format!("vm-1.{:x}", at(0).as_nanosecond())),
-                ..Default::default()
-            },
-            reporting_controller: Some("virt-controller".into()),
-            reporting_instance: Some("virt-controller-abc".into()),
-            type_: Some("Warning".into()),
-            ..Default::default()
-        };
-        assert_eq!(recorder.event(&key, &first), want);
-        let repeat = Cached {
-            count: Some(2),
-            last: at(30),
-            ..first
-        };
-        assert_eq!(
-            recorder.event(&key, &repeat),
-            K8sEvent {
-                series: Some(EventSeries {
-                    count: 2,
-                    last_observed_time: MicroTime(at(30)),
-                }),
-                ..want
-            }
-        );
-    }
-
-    #[test]
-    fn the_map_and_the_queue_share_one_key() {
-        let mut c = Cache::default();
-        c.remember_at(key(1), at(0));
-        c.remember_at(key(1), at(1));
-        let (shared, _) = c.map.get_key_value(&key(1)).expect("cached");
-        assert!(c.order.iter().all(|(_, k)| Arc::ptr_eq(k, shared)));
-        assert!(!c.order.is_empty());
-        assert_eq!(Arc::strong_count(shared), 1 + c.order.len());
-    }
-
-    #[test]
-    fn the_same_event_about_a_newer_version_of_the_object_is_another_series() {
-        let event = Event {
-            type_: "Normal",
-            reason: "SuccessfulCreate".into(),
-            note: String::new(),
-            action: "SuccessfulCreate".into(),
-        };
-        let at_version = |rv: &str| ObjectReference {
-            name: Some("vmi-1".into()),
-            namespace: Some("default".into()),
-            uid: Some("u-1".into()),
-            resource_version: Some(rv.into()),
-            ..Default::default()
-        };
-        assert_eq!(
-            Key::new(&event, &at_version("7")),
-            Key::new(&event, &at_version("7"))
-        );
-        assert_ne!(
-            Key::new(&event, &at_version("7")),
-            Key::new(&event, &at_version("8"))
-        );
-    }
-
-    #[test]
-    fn entries_expire_after_six_minutes_from_their_last_use() {
-        let mut c = Cache::default();
-        c.remember_at(key(1), at(0));
-        c.remember_at(key(2), at(100));
-        // key 1 used again at 300: it now lives until 660.
-        c.remember_at(key(1), at(300));
-        c.expire(at(459));
-        assert_eq!(c.map.len(), 2);
-        c.expire(at(460));
-        assert!(c.map.contains_key(&key(1)) && !c.map.contains_key(&key(2)));
-        c.expire(at(659));
-        assert!(c.map.contains_key(&key(1)));
-        c.expire(at(660));
-        assert!(c.map.is_empty());
-        assert!(c.order.is_empty(), "stale queue entries are dropped too");
-    }
-
-    #[test]
-    fn at_most_4096_entries_and_the_least_recently_used_go_first() {
-        let mut c = Cache::default();
-        for i in 0..MAX_CACHED_EVENTS {
-            c.remember_at(key(i), at(i as i64 / 100));
-        }
-        // Touch the oldest one: the second oldest is now the least recently used.
-        c.remember_at(key(0), at(50));
-        c.remember_at(key(MAX_CACHED_EVENTS), at(51));
-        assert_eq!(c.map.len(), MAX_CACHED_EVENTS);
-        assert!(c.map.contains_key(&key(0)));
-        assert!(!c.map.contains_key(&key(1)));
-        assert!(c.map.contains_key(&key(MAX_CACHED_EVENTS)));
-    }
-
-    #[test]
-    fn one_key_repeated_many_times_keeps_the_queue_bounded() {
-        let mut c = Cache::default();
-        for i in 0..(10 * MAX_CACHED_EVENTS) {
-            c.remember_at(key(7), at(i as i64 / 1000));
-        }
-        assert_eq!(c.map.len(), 1);
-        assert!(c.order.len() <= 2 * MAX_CACHED_EVENTS + 1);
-    }
-}
+mod tests;

@@ -1,0 +1,126 @@
+//! KubeVirt's client rate limiter (src/runtime/rest_limiter.rs): the controller's requests
+//! keep to the KubeVirt CR's `controllerConfiguration.restClient.rateLimiter.
+//! tokenBucketRateLimiter`, and a change of the CR takes effect without a restart
+//! (pkg/virt-controller/watch/application.go:557-563).
+
+use crate::common;
+
+use common::env::{CONTROLLER_AGENT, Env, EnvConfig, Server};
+use kube::Api;
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use std::time::Duration;
+use virtctl_rs::sim::audit::AuditEntry;
+
+fn kubevirts(env: &Env, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "kubevirts");
+    Api::namespaced_with(env.client.clone(), namespace, &ar)
+}
+
+fn bucket(qps: f64, burst: u32) -> serde_json::Value {
+    json!({"controllerConfiguration": {"restClient": {"rateLimiter": {
+        "tokenBucketRateLimiter": {"qps": qps, "burst": burst}
+    }}}})
+}
+
+/// Wait until the controller's settings carry `qps`; the audit log's length then.
+async fn wait_applied(env: &Env, qps: f64) -> usize {
+    env.wait_for("the controller to apply the CR's client limit", || async {
+        let s = env.manager.debug_state()["settings"]["current"]["controllerRateLimiter"].clone();
+        (s["qps"].as_f64() == Some(qps)).then_some(())
+    })
+    .await;
+    env.audit().len()
+}
+
+/// The times of the controller's requests after the first `skip` audit entries, Lease calls
+/// left out (they have a client of their own).
+fn controller_requests(entries: &[AuditEntry], skip: usize) -> Vec<chrono::DateTime<chrono::Utc>> {
+    let mut times: Vec<_> = entries[skip.min(entries.len())..]
+        .iter()
+        .filter(|e| e.user_agent.starts_with(CONTROLLER_AGENT) && e.resource != "leases")
+        .map(|e| e.time)
+        .collect();
+    times.sort();
+    times
+}
+
+/// The most requests in any window of `window` that starts at a request.
+fn busiest(times: &[chrono::DateTime<chrono::Utc>], window: Duration) -> usize {
+    let window = chrono::Duration::from_std(window).expect("window");
+    (0..times.len())
+        .map(|i| {
+            times[i..]
+                .iter()
+                .take_while(|t| **t < times[i] + window)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Create `names` (container-disk VMs, Always) and wait until each runs.
+async fn start_vms(env: &Env, names: &[&str]) {
+    for name in names {
+        let mut vm = common::example_vm_with("vm-containerdisk", "Always");
+        vm.metadata.name = Some((*name).to_string());
+        env.create_vm(&vm).await;
+    }
+    for name in names {
+        env.wait_running(name).await;
+    }
+}
+
+/// At 5 requests/s with a burst of 5 the controller's requests never exceed 5 + 5/s in any
+/// window (one more for the window's edge and the server's clock); raised to 1,000/s in the
+/// CR, the next starts go faster than the old limit allows, with no restart.
+async fn the_kubevirt_crs_client_limit_holds_and_reloads(server: Server) {
+    let config = EnvConfig {
+        deadline: Duration::from_secs(120),
+        ..EnvConfig::new("client-limit")
+    };
+    let env = Env::start_on_with(server, config).await;
+    let kv_ns = env.manager_kubevirt_namespace();
+    let api = kubevirts(&env, &kv_ns);
+    let cr = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt", "namespace": kv_ns},
+        "spec": {"configuration": bucket(5.0, 5)}
+    });
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(cr).expect("CR"),
+    )
+    .await
+    .expect("create the KubeVirt CR");
+    let from = wait_applied(&env, 5.0).await;
+    start_vms(&env, &["limited-a", "limited-b", "limited-c"]).await;
+    let limited = controller_requests(&env.audit(), from);
+    assert!(limited.len() > 30, "{} requests", limited.len());
+    for seconds in [1, 2, 5] {
+        let most = busiest(&limited, Duration::from_secs(seconds));
+        let allowed = 5 + 5 * seconds as usize + 1;
+        assert!(
+            most <= allowed,
+            "{most} requests within {seconds} s at 5/s burst 5 (at most {allowed})"
+        );
+    }
+
+    let patch = json!({"spec": {"configuration": bucket(1000.0, 1000)}});
+    api.patch("kubevirt", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("raise the limit");
+    let from = wait_applied(&env, 1000.0).await;
+    start_vms(&env, &["fast-a", "fast-b", "fast-c", "fast-d"]).await;
+    let fast = controller_requests(&env.audit(), from);
+    let most = busiest(&fast, Duration::from_secs(2));
+    assert!(
+        most > 5 + 5 * 2 + 1,
+        "{most} requests within 2 s: the raised limit did not take effect"
+    );
+    env.shutdown().await;
+}
+
+on_both_servers!(the_kubevirt_crs_client_limit_holds_and_reloads);
