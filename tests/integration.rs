@@ -30,6 +30,7 @@ mod launcher_render;
 mod leader_election;
 mod lifecycle_cli;
 mod lost_events;
+mod pvc_status;
 mod rbac;
 mod readme;
 mod run_controller_cli;

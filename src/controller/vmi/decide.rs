@@ -539,6 +539,16 @@ fn update_status(
         }
     }
 
+    // DataVolumesReady (lifecycle.go:306, datavolumes.go:143-178).
+    if let Some(cond) = &snap.storage.data_volumes_ready {
+        expl.push(format!(
+            "DataVolumesReady → {} {} (datavolumes.go:143-178)",
+            cond.status,
+            cond.reason.as_deref().unwrap_or("")
+        ));
+        conditions::update(status_mut(&mut new), cond.clone());
+    }
+
     // Phase machine (lifecycle.go:320-552), keyed on the phase *before* this sync.
     let mut update_status_error = None;
     let mut phase_reason = None;

@@ -2054,3 +2054,31 @@ fn changed_status_fields_are_named_from_one_serialisation() {
     migrating.metadata.labels = Some([("a".to_string(), "1".to_string())].into());
     assert_eq!(changed_fields(None, &old, &migrating), ["metadata.labels"]);
 }
+
+/// lifecycle.go:306 with datavolumes.go:143-178: updateStatus writes the aggregated
+/// `DataVolumesReady` condition, and leaves an equal status and reason alone (UpdateCondition).
+#[test]
+fn data_volumes_ready_condition_is_written() {
+    let cond = |status: &str, reason: &str, message: &str| Condition {
+        type_: "DataVolumesReady".into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        ..Default::default()
+    };
+    let mut s = snap(pending_vmi());
+    s.storage.volumes_ready = false;
+    s.storage.data_volumes_ready = Some(cond(
+        "Unknown",
+        "NotAllDVsReady",
+        "Not all of the VMI's DVs are ready",
+    ));
+    let d = decide(&s);
+    let c = condition(updated(&d), "DataVolumesReady")
+        .cloned()
+        .expect("DataVolumesReady");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref()),
+        ("Unknown", Some("NotAllDVsReady"))
+    );
+}

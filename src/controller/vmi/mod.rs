@@ -28,6 +28,7 @@ pub mod launcher_cache;
 pub mod patch;
 pub mod podutil;
 pub mod snapshot;
+pub mod storage;
 
 pub use action::{
     ApiFailure, EventType, SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision, VmiEvent,
