@@ -78,7 +78,8 @@ fn condition_of(
 /// A VM whose claim does not exist: no launcher pod, the VMI `Synchronized=False` and
 /// `PodScheduled=False` with KubeVirt's message, a Normal `FailedPvcNotFound` event, the VM
 /// `ErrorPvcNotFound`; the claim appears and the VM starts (datavolumes.go:120-126,
-/// lifecycle.go:361-368, vm.go:2673-2679; the claim's add enqueues the VMI, vmi/storage.go:43-63).
+/// lifecycle.go:361-368, vm.go:2673-2679; the claim's add enqueues the VMI, vmi/storage.go:43-63)
+/// with the claim in the VMI's `volumeStatus`.
 async fn a_missing_claim_holds_the_start_until_it_appears(server: Server) {
     let env = Env::start_on(server).await;
     env.create_vm(&example_vm()).await;
@@ -128,6 +129,30 @@ async fn a_missing_claim_holds_the_start_until_it_appears(server: Server) {
     );
     assert_eq!(condition_of(&vmi, "Synchronized"), None, "cleared");
     assert_eq!(env.launcher_pods(&vmi_uid).await.len(), 1);
+
+    // volumeStatus, written at the hand-over to virt-handler (lifecycle.go:410,
+    // vmi/storage.go:231-340): every volume by name, the claim's info for the claim.
+    let vmi = env
+        .wait_vmi("demo-pvc", "volumeStatus", |vmi| {
+            vmi.status
+                .as_ref()
+                .and_then(|s| s.volume_status.as_ref())
+                .is_some_and(|v| v.len() == 2)
+        })
+        .await;
+    let statuses = vmi
+        .status
+        .and_then(|s| s.volume_status)
+        .expect("volumeStatus");
+    let names: Vec<&str> = statuses.iter().filter_map(|v| v["name"].as_str()).collect();
+    assert_eq!(names, ["data", "root"]);
+    let info = &statuses[0]["persistentVolumeClaimInfo"];
+    assert_eq!(info["claimName"], json!(CLAIM));
+    assert_eq!(info["accessModes"], json!(["ReadWriteOnce"]));
+    assert_eq!(info["volumeMode"], json!("Filesystem"));
+    assert_eq!(info["requests"], json!({"storage": "2Gi"}));
+    assert_eq!(info["filesystemOverhead"], json!("0.055"));
+    assert!(statuses[1].get("persistentVolumeClaimInfo").is_none());
     env.shutdown().await;
 }
 

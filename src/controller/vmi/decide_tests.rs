@@ -2082,3 +2082,34 @@ fn data_volumes_ready_condition_is_written() {
         ("Unknown", Some("NotAllDVsReady"))
     );
 }
+
+/// lifecycle.go:404-411: at the hand-over to virt-handler (pod ready) updateStatus writes
+/// `volumeStatus`, one entry per volume with the claims' `persistentVolumeClaimInfo`.
+#[test]
+fn the_hand_over_writes_volume_status() {
+    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
+    vmi.spec.volumes = Some(
+        serde_json::from_value(json!([
+            {"name": "root", "containerDisk": {"image": "img"}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": "c"}}
+        ]))
+        .expect("volumes"),
+    );
+    let mut s = snap(vmi);
+    s.pods = vec![Arc::new(kv_pod("Running"))];
+    s.storage.claims.insert(
+        "c".into(),
+        json!({"claimName": "c", "filesystemOverhead": "0.055"}),
+    );
+    let d = decide(&s);
+    let w = updated(&d);
+    assert_eq!(phase_of(w), Phase::Scheduled, "{:?}", d.explanation);
+    assert_eq!(
+        w.status.as_ref().and_then(|s| s.volume_status.clone()),
+        Some(vec![
+            json!({"name": "data", "target": "",
+                   "persistentVolumeClaimInfo": {"claimName": "c", "filesystemOverhead": "0.055"}}),
+            json!({"name": "root", "target": ""}),
+        ])
+    );
+}

@@ -1,6 +1,7 @@
 //! The input of the VMI decision: everything `execute` (vmi.go:297-368) reads from the informer
 //! caches and expectation stores for one VMI key, frozen at one instant.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::api::{Condition, Time, VirtualMachineInstance};
@@ -90,6 +91,9 @@ pub struct StorageState {
     /// The `DataVolumesReady` condition `updateStatus` sets (lifecycle.go:306,
     /// datavolumes.go:143-178); `None` when the VMI uses no DataVolume.
     pub data_volumes_ready: Option<Condition>,
+    /// `persistentVolumeClaimInfo` of each volume claim found in the cache, by claim name
+    /// ([`super::storage::claim_info`]), for `status.volumeStatus`.
+    pub claims: BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for StorageState {
@@ -99,6 +103,7 @@ impl Default for StorageState {
             has_failed_data_volume: false,
             missing_pvc: None,
             data_volumes_ready: None,
+            claims: BTreeMap::new(),
         }
     }
 }

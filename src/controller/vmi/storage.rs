@@ -81,6 +81,115 @@ fn ready_condition_status(dv: &DataVolume) -> String {
         .unwrap_or_else(|| "Unknown".to_string())
 }
 
+/// `storagetypes.DefaultFSOverhead` (pkg/storage/types/cdi.go:36): the filesystem overhead
+/// `getFilesystemOverhead` reports without exactly one CDI instance (vmi/storage.go:353-362).
+pub const DEFAULT_FS_OVERHEAD: &str = "0.055";
+
+/// The claim of a `memoryDump` volume (`PVCNameFromVirtVolume`, pvc.go:117-119).
+fn memory_dump_claim(volume: &Volume) -> Option<String> {
+    volume.extra.read(|m| {
+        m.get("memoryDump")?
+            .get("claimName")?
+            .as_str()
+            .map(str::to_string)
+    })
+}
+
+/// `PersistentVolumeClaimInfo` of a claim as `processPVCInfo` fills it (vmi/storage.go:193-228):
+/// its name, `spec.accessModes`, `spec.volumeMode`, `status.capacity`,
+/// `spec.resources.requests`, `preallocated` (`IsPreallocated`, pvc.go:99-109) and the
+/// filesystem overhead. KubeVirt reads the overhead from CDI's `CDIConfig` when exactly one CDI
+/// is installed; the CDI CRs are not watched here, so it is always the default 5.5 %.
+pub fn claim_info(pvc: &PersistentVolumeClaim) -> serde_json::Value {
+    use serde_json::{Map, Value, json};
+    let mut info = Map::new();
+    let spec = pvc.spec.as_ref();
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v.filter(|v| match v {
+            Value::Array(a) => !a.is_empty(),
+            Value::Object(o) => !o.is_empty(),
+            Value::String(s) => !s.is_empty(),
+            _ => true,
+        }) {
+            info.insert(k.to_string(), v);
+        }
+    };
+    put("claimName", pvc.metadata.name.clone().map(Value::String));
+    put(
+        "accessModes",
+        spec.and_then(|s| s.access_modes.as_ref()).map(|m| json!(m)),
+    );
+    put(
+        "volumeMode",
+        spec.and_then(|s| s.volume_mode.clone()).map(Value::String),
+    );
+    put(
+        "capacity",
+        pvc.status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .map(|c| json!(c)),
+    );
+    put(
+        "requests",
+        spec.and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .map(|r| json!(r)),
+    );
+    let preallocated = pvc.metadata.annotations.iter().flatten().any(|(k, v)| {
+        (k.contains("/storage.preallocation") || k.contains("/storage.thick-provisioned"))
+            && v == "true"
+    });
+    put("preallocated", preallocated.then_some(Value::Bool(true)));
+    put("filesystemOverhead", Some(json!(DEFAULT_FS_OVERHEAD)));
+    Value::Object(info)
+}
+
+/// `updateVolumeStatus` (vmi/storage.go:231-340) for the modelled volumes: one entry per spec
+/// volume, sorted by name, each the VMI's existing entry of that name (what virt-handler wrote
+/// is kept) or a new `{name, target: ""}` (`target` has no omitempty), with
+/// `persistentVolumeClaimInfo` replaced for `persistentVolumeClaim`, `dataVolume` and
+/// `memoryDump` volumes whose claim is in `claims` (left as it was otherwise), and
+/// `memoryDumpVolume.claimName` (the volume's name, as KubeVirt writes it) added to a memory
+/// dump volume that has none. Entries of volumes gone from the spec are dropped (KubeVirt keeps
+/// them while a hotplug attachment pod exists; hotplug is not modelled, nor are utility volumes
+/// and the backend-storage entry). `None` for no volumes (the field is omitempty).
+pub fn volume_status(
+    vmi: &VirtualMachineInstance,
+    claims: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> Option<Vec<serde_json::Value>> {
+    use serde_json::{Value, json};
+    let old = vmi.status.as_ref().and_then(|s| s.volume_status.as_ref());
+    let mut out: Vec<Value> = Vec::new();
+    for volume in vmi.spec.volumes.iter().flatten() {
+        let mut entry = old
+            .into_iter()
+            .flatten()
+            .find(|e| e.get("name").and_then(|n| n.as_str()) == Some(volume.name.as_str()))
+            .cloned()
+            .unwrap_or_else(|| json!({"name": volume.name, "target": ""}));
+        let dump_claim = memory_dump_claim(volume);
+        if dump_claim.is_some() && entry.get("memoryDumpVolume").is_none() {
+            entry["memoryDumpVolume"] = json!({"claimName": volume.name});
+        }
+        let claim = claim_name(volume).map(str::to_string).or(dump_claim);
+        if let Some(info) = claim.and_then(|c| claims.get(&c)) {
+            entry["persistentVolumeClaimInfo"] = info.clone();
+        }
+        out.push(entry);
+    }
+    out.sort_by(|a, b| {
+        let name = |v: &Value| {
+            v.get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        name(a).cmp(&name(b))
+    });
+    (!out.is_empty()).then_some(out)
+}
+
 /// The storage facts of `vmi` from the caches: `pvc` and `data_volume` look an object of the
 /// VMI's namespace up by name.
 pub fn storage_state(
@@ -91,10 +200,18 @@ pub fn storage_state(
     let mut state = StorageState::default();
     let mut dvs: Vec<DataVolume> = Vec::new();
     for volume in vmi.spec.volumes.iter().flatten() {
+        if let Some(dump) = memory_dump_claim(volume)
+            && let Some(p) = pvc(&dump)
+        {
+            state.claims.insert(dump, claim_info(&p));
+        }
         let Some(claim) = claim_name(volume) else {
             continue;
         };
         let claim_obj = pvc(claim);
+        if let Some(p) = &claim_obj {
+            state.claims.insert(claim.to_string(), claim_info(p));
+        }
         // ListDataVolumesFromVolumes (dv.go:255-292).
         let dv_name = if volume.data_volume.is_some() {
             Some(claim.to_string())
@@ -311,5 +428,67 @@ mod tests {
             cond(&[failed, unknown, ready]),
             Some(("False".into(), NOT_ALL_DVS_READY.into(), not_all))
         );
+    }
+
+    /// vmi/storage.go:193-228: the claim's modes, sizes and the default overhead.
+    #[test]
+    fn claim_info_reads_the_claim_as_process_pvc_info_does() {
+        let mut p: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "ns",
+                         "annotations": {"cdi.kubevirt.io/storage.preallocation": "true"}},
+            "spec": {"accessModes": ["ReadWriteMany"], "volumeMode": "Block",
+                     "resources": {"requests": {"storage": "2Gi"}}},
+            "status": {"phase": "Bound", "capacity": {"storage": "3Gi"}}
+        }))
+        .expect("PVC");
+        assert_eq!(
+            claim_info(&p),
+            json!({"claimName": "c", "accessModes": ["ReadWriteMany"], "volumeMode": "Block",
+                   "capacity": {"storage": "3Gi"}, "requests": {"storage": "2Gi"},
+                   "preallocated": true, "filesystemOverhead": "0.055"})
+        );
+        // Pending, no volume mode, not preallocated: those fields are omitted (omitempty).
+        p.metadata.annotations = None;
+        p.spec.as_mut().expect("spec").volume_mode = None;
+        p.status = None;
+        assert_eq!(
+            claim_info(&p),
+            json!({"claimName": "c", "accessModes": ["ReadWriteMany"],
+                   "requests": {"storage": "2Gi"}, "filesystemOverhead": "0.055"})
+        );
+    }
+
+    /// vmi/storage.go:231-340: every spec volume, sorted by name; existing entries keep what
+    /// virt-handler wrote; claims get their info; a memory dump its claim; gone volumes go.
+    #[test]
+    fn volume_status_has_an_entry_per_volume_sorted_by_name() {
+        let mut v = vmi(json!([
+            {"name": "root", "containerDisk": {"image": "img"}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": "c"}},
+            {"name": "dump", "memoryDump": {"claimName": "d"}},
+            {"name": "absent", "dataVolume": {"name": "nowhere"}}
+        ]));
+        v.status = Some(
+            serde_json::from_value(json!({"volumeStatus": [
+                {"name": "root", "target": "vda", "phase": "Ready"},
+                {"name": "removed", "target": "vdz"}
+            ]}))
+            .expect("status"),
+        );
+        let claims = std::collections::BTreeMap::from([
+            ("c".to_string(), json!({"claimName": "c"})),
+            ("d".to_string(), json!({"claimName": "d"})),
+        ]);
+        assert_eq!(
+            volume_status(&v, &claims),
+            Some(vec![
+                json!({"name": "absent", "target": ""}),
+                json!({"name": "data", "target": "", "persistentVolumeClaimInfo": {"claimName": "c"}}),
+                json!({"name": "dump", "target": "", "memoryDumpVolume": {"claimName": "dump"},
+                       "persistentVolumeClaimInfo": {"claimName": "d"}}),
+                json!({"name": "root", "target": "vda", "phase": "Ready"}),
+            ])
+        );
+        assert_eq!(volume_status(&vmi(json!([])), &claims), None);
     }
 }
