@@ -101,6 +101,24 @@ fn update_volume_status(
     status_mut(new).volume_status = statuses;
 }
 
+/// `updateNetworkStatus` (pkg/network/controllers/vmi.go:36-60) into the new VMI's
+/// `status.interfaces` ([`super::network_status::interface_status`]); `at` is the lifecycle.go
+/// line that calls it.
+fn update_interface_status(
+    new: &mut VirtualMachineInstance,
+    pod: &Pod,
+    expl: &mut Vec<String>,
+    at: &str,
+) {
+    let interfaces = super::network_status::interface_status(new, pod);
+    if interfaces != new.status.as_ref().and_then(|s| s.interfaces.clone()) {
+        expl.push(format!(
+            "status.interfaces: the networks' pod interface names ({at}, pkg/network/controllers/vmi.go:36-60)"
+        ));
+    }
+    status_mut(new).interfaces = interfaces;
+}
+
 /// [`VmiDecision::phase_reason`] of a VMI failed because its launcher pod is gone from the
 /// cache (deleted, or force-deleted with its node).
 pub const POD_VANISHED: &str = "its launcher pod vanished";
@@ -670,10 +688,11 @@ fn update_status(
                                 status.migration_transport = Some("Unix".into());
                             }
                             expl.push(format!(
-                                "phase Scheduling → Scheduled: pod {} is ready on node {node:?}; label kubevirt.io/nodeName and status.nodeName set (lifecycle.go:396-441; interface status and VSOCK not modelled)",
+                                "phase Scheduling → Scheduled: pod {} is ready on node {node:?}; label kubevirt.io/nodeName and status.nodeName set (lifecycle.go:396-441; VSOCK not modelled)",
                                 pod_name(p)
                             ));
                             update_volume_status(snap, &mut new, &mut expl, "lifecycle.go:410");
+                            update_interface_status(&mut new, p, &mut expl, "lifecycle.go:415");
                         }
                     } else if podutil::is_pod_down_or_going_down(p) {
                         status_mut(&mut new).phase = Some(Phase::Failed);
@@ -725,11 +744,12 @@ fn update_status(
                 &mut phase_reason,
                 vmi_pod.is_some(),
                 "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
-                "phase Running: owned by virt-handler (interface status, hotplug and migration \
-                 conditions not modelled) (lifecycle.go:480-514)",
+                "phase Running: owned by virt-handler (hotplug and migration conditions not \
+                 modelled) (lifecycle.go:480-514)",
             );
-            if vmi_pod.is_some() {
+            if let Some(p) = vmi_pod {
                 update_volume_status(snap, &mut new, &mut expl, "lifecycle.go:493");
+                update_interface_status(&mut new, p, &mut expl, "lifecycle.go:498");
             }
         }
         Phase::Scheduled => {

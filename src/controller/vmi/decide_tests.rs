@@ -2113,3 +2113,21 @@ fn the_hand_over_writes_volume_status() {
         ])
     );
 }
+
+/// lifecycle.go:415 (pkg/network/controllers/vmi.go:81-104): at the hand-over the pod
+/// network's interface status gets its pod interface, `eth0` without a Multus report.
+#[test]
+fn the_hand_over_writes_interface_status() {
+    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
+    vmi.spec.networks =
+        Some(serde_json::from_value(json!([{"name": "default", "pod": {}}])).expect("networks"));
+    let mut s = snap(vmi);
+    s.pods = vec![Arc::new(kv_pod("Running"))];
+    let d = decide(&s);
+    let w = updated(&d);
+    assert_eq!(phase_of(w), Phase::Scheduled);
+    assert_eq!(
+        w.status.as_ref().and_then(|s| s.interfaces.clone()),
+        Some(vec![json!({"name": "default", "podInterfaceName": "eth0"})])
+    );
+}

@@ -25,6 +25,7 @@ pub mod decide;
 pub mod events;
 pub mod executor;
 pub mod launcher_cache;
+pub mod network_status;
 pub mod patch;
 pub mod podutil;
 pub mod snapshot;
