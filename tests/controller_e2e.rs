@@ -1205,6 +1205,7 @@ async fn pvc_and_priority_class_examples_run(server: Server) {
     // The PriorityClass of the example file: without it the API server refuses the pod
     // (Priority admission).
     env.create_example_priority_class().await;
+    env.create_example_claims("vm-pvc.yaml").await;
     env.create_vm(&example_vm("vm-pvc", "Always")).await;
     env.create_vm(&example_vm("vm-priorityclass", "Always"))
         .await;
@@ -1610,6 +1611,7 @@ async fn converges_under_api_errors_conflicts_and_dropped_or_late_watches() {
     }
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
+    env.create_example_claims("vm-pvc.yaml").await;
     env.create_vm(&example_vm("vm-pvc", "Manual")).await;
     env.create_vm(&example_vm("vm-priorityclass", "Always"))
         .await;
@@ -1927,7 +1929,25 @@ async fn a_data_volume_template_holds_the_start_until_cdi_reports_it_ready(serve
         "no VMI while the DataVolume is not ready"
     );
 
-    // CDI's import is done.
+    // CDI's import is done: the claim it populated (owned by the DataVolume, same name) and
+    // the DataVolume's phase. KubeVirt's VMI controller needs the claim
+    // (datavolumes.go:120-126).
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {
+            "name": "demo-dv-disk",
+            "ownerReferences": [{
+                "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+                "name": "demo-dv-disk", "uid": uid(&dv.metadata),
+                "controller": true, "blockOwnerDeletion": true
+            }]
+        },
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    env.pvcs()
+        .create(&kube::api::PostParams::default(), &claim)
+        .await
+        .expect("create the DataVolume's claim");
     dvs.patch_status(
         "demo-dv-disk",
         &kube::api::PatchParams::default(),

@@ -33,6 +33,7 @@ mod leader_election;
 mod lifecycle_cli;
 mod lost_events;
 mod module_graph;
+mod pvc_status;
 mod rbac;
 mod readme;
 mod run_controller_cli;

@@ -16,7 +16,9 @@ use crate::runtime::mutation_cache::MutationCache;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::recorder::{COMPONENT, Event, Recorder};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{
+    Namespace, ObjectReference, PersistentVolumeClaim, Pod, ResourceQuota,
+};
 use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
 use std::sync::{Arc, RwLock};
@@ -38,6 +40,10 @@ pub struct Caches {
     /// ResourceQuotas: one with `limits.cpu` / `limits.memory` in a VMI's namespace makes the
     /// launcher pod carry that limit (TemplateService `resourceQuotaStore`).
     pub resource_quotas: Informer<ResourceQuota>,
+    /// PersistentVolumeClaims: what the VMI controller waits for before it creates a launcher
+    /// pod, and what the VM's printableStatus reads (KubeVirt's `pvcInformer`,
+    /// pkg/controller/virtinformers.go:1167-1173).
+    pub pvcs: Informer<PersistentVolumeClaim>,
     /// The KubeVirt CRs of KubeVirt's namespace, whose configuration the controllers render
     /// with ([`ClusterConfig`]); disabled when the settings are fixed or the CRD is not served.
     /// KubeVirt waits for this cache before it starts (application.go:358).
@@ -54,6 +60,7 @@ impl Caches {
             && self.data_volumes.has_synced()
             && self.namespaces.has_synced()
             && self.resource_quotas.has_synced()
+            && self.pvcs.has_synced()
             && self.kubevirts.has_synced()
     }
 
@@ -66,6 +73,7 @@ impl Caches {
         self.data_volumes.wait_synced().await;
         self.namespaces.wait_synced().await;
         self.resource_quotas.wait_synced().await;
+        self.pvcs.wait_synced().await;
         self.kubevirts.wait_synced().await;
     }
 
@@ -79,6 +87,7 @@ impl Caches {
             data_volumes: Informer::disabled("datavolumes"),
             namespaces: Informer::disabled("namespaces"),
             resource_quotas: Informer::disabled("resourcequotas"),
+            pvcs: Informer::disabled("persistentvolumeclaims"),
             kubevirts: Informer::disabled("kubevirts"),
         }
     }

@@ -14,7 +14,7 @@ use crate::api::key::controller_of;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::runtime::informer::{Handler, Notification, key_of};
 use crate::runtime::store::Store;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use std::sync::{Arc, OnceLock};
@@ -172,6 +172,92 @@ pub fn dv_to_vm_handler(
                 expectations.data_volume.creation_observed(&vm_key);
             }
             vm_queue.add(vm_key);
+        }
+    })
+}
+
+/// The VMI cache, bound after the VMI informer starts (the PVC handler finds the VMIs that use
+/// a claim in it).
+pub type VmiStoreCell = Arc<OnceLock<Store<VirtualMachineInstance>>>;
+
+/// Whether a volume list names `claim` as a `dataVolume` or a `persistentVolumeClaim`: KubeVirt's
+/// `dv` and `pvc` informer indexes (pkg/controller/virtinformers.go:449-480, 603-630).
+fn uses_claim(volumes: Option<&[crate::api::vmi::Volume]>, claim: &str) -> bool {
+    volumes.unwrap_or_default().iter().any(|v| {
+        v.data_volume.as_ref().and_then(|d| d.name.as_deref()) == Some(claim)
+            || v.persistent_volume_claim
+                .as_ref()
+                .and_then(|p| p.claim_name.as_deref())
+                == Some(claim)
+    })
+}
+
+/// PersistentVolumeClaim informer → VM queue: a claim that appears (not being deleted) enqueues
+/// every VM of its namespace whose template uses it (`addPVC` / `listVMsMatchingPVC`,
+/// vm.go:2136-2165). Updates and deletions enqueue nothing: the VM controller registers only
+/// an add handler (vm.go:213-215).
+pub fn pvc_to_vm_handler(vm_queue: QueueSlot, vms: VmStoreCell) -> Handler<PersistentVolumeClaim> {
+    Arc::new(move |n: &Notification<PersistentVolumeClaim>| {
+        let Notification::Add(pvc) = n else { return };
+        if pvc.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let (Some(store), Some(claim)) = (vms.get(), pvc.metadata.name.as_deref()) else {
+            return;
+        };
+        let ns = pvc.metadata.namespace.as_deref();
+        for vm in store.state() {
+            if vm.metadata.namespace.as_deref() == ns
+                && uses_claim(Some(vm.template_volumes()), claim)
+            {
+                vm_queue.add(key_of(vm.as_ref()));
+            }
+        }
+    })
+}
+
+/// PersistentVolumeClaim informer → VMI queue (`addPVC` / `updatePVC` / `listVMIsMatchingDV`,
+/// pkg/virt-controller/watch/vmi/storage.go:43-109): a claim that appears, or whose
+/// `status.capacity` or `spec.resources.requests` changes, enqueues every VMI of its namespace
+/// that uses it; claims being deleted and resyncs enqueue nothing. Backend-storage claims are
+/// not modelled.
+pub fn pvc_to_vmi_handler(
+    vmi_queue: QueueSlot,
+    vmis: VmiStoreCell,
+) -> Handler<PersistentVolumeClaim> {
+    Arc::new(move |n: &Notification<PersistentVolumeClaim>| {
+        let pvc = match n {
+            Notification::Add(pvc) => pvc,
+            Notification::Update { old, new } => {
+                let size = |p: &PersistentVolumeClaim| {
+                    (
+                        p.status.as_ref().and_then(|s| s.capacity.clone()),
+                        p.spec
+                            .as_ref()
+                            .and_then(|s| s.resources.as_ref())
+                            .and_then(|r| r.requests.clone()),
+                    )
+                };
+                if same_rv(old.as_ref(), new.as_ref()) || size(old) == size(new) {
+                    return;
+                }
+                new
+            }
+            Notification::Delete { .. } => return,
+        };
+        if pvc.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let (Some(store), Some(claim)) = (vmis.get(), pvc.metadata.name.as_deref()) else {
+            return;
+        };
+        let ns = pvc.metadata.namespace.as_deref();
+        for vmi in store.state() {
+            if vmi.metadata.namespace.as_deref() == ns
+                && uses_claim(vmi.spec.volumes.as_deref(), claim)
+            {
+                vmi_queue.add(key_of(vmi.as_ref()));
+            }
         }
     })
 }
@@ -397,6 +483,115 @@ mod tests {
         assert!(drain(&q).is_empty());
         h(&Notification::Add(Arc::new(vm("a", "u"))));
         assert_eq!(drain(&q), ["ns/a"]);
+    }
+
+    fn claim(
+        ns: &str,
+        name: &str,
+        rv: &str,
+        phase: &str,
+        size: &str,
+    ) -> Arc<PersistentVolumeClaim> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": ns, "resourceVersion": rv},
+                "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+                "status": {"phase": phase, "capacity": {"storage": size}}
+            }))
+            .expect("PVC"),
+        )
+    }
+
+    fn vmi_store(vmis: &[VirtualMachineInstance]) -> VmiStoreCell {
+        let mut state = crate::runtime::informer::InformerState::new();
+        state.apply(watcher::Event::Init);
+        for vmi in vmis {
+            state.apply(watcher::Event::InitApply(vmi.clone()));
+        }
+        state.apply(watcher::Event::InitDone);
+        let cell = VmiStoreCell::default();
+        let _ = cell.set(state.store());
+        cell
+    }
+
+    /// vm.go:2136-2165, 213-215: a new claim enqueues the VMs of its namespace whose template
+    /// names it (as a dataVolume or a claim); updates and deletions enqueue nothing.
+    #[tokio::test]
+    async fn a_new_claim_enqueues_the_vms_that_use_it() {
+        let (q, slot, _) = leading();
+        let with_volumes = |name: &str, volumes: serde_json::Value| -> VirtualMachine {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns", "uid": name},
+                "spec": {"template": {"spec": {"domain": {}, "volumes": volumes}}}
+            }))
+            .expect("VM")
+        };
+        let vms = vm_store(&[
+            with_volumes(
+                "a",
+                serde_json::json!([{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]),
+            ),
+            with_volumes(
+                "b",
+                serde_json::json!([{"name": "d", "dataVolume": {"name": "c"}}]),
+            ),
+            with_volumes(
+                "other",
+                serde_json::json!([{"name": "d", "dataVolume": {"name": "x"}}]),
+            ),
+        ]);
+        let h = pvc_to_vm_handler(slot, vms);
+        h(&Notification::Add(claim(
+            "elsewhere",
+            "c",
+            "1",
+            "Pending",
+            "1Gi",
+        )));
+        assert!(drain(&q).is_empty(), "another namespace");
+        h(&Notification::Add(claim("ns", "c", "1", "Pending", "1Gi")));
+        let mut keys = drain(&q);
+        keys.sort();
+        assert_eq!(keys, ["ns/a", "ns/b"]);
+        h(&Notification::Update {
+            old: claim("ns", "c", "1", "Pending", "1Gi"),
+            new: claim("ns", "c", "2", "Bound", "2Gi"),
+        });
+        h(&Notification::Delete {
+            obj: claim("ns", "c", "2", "Bound", "2Gi"),
+            relisted: false,
+        });
+        assert!(drain(&q).is_empty(), "only adds enqueue VMs");
+    }
+
+    /// vmi/storage.go:43-109: a new claim, or a change of its capacity or requests, enqueues
+    /// the VMIs that use it; a phase change alone, a resync or a deletion does not.
+    #[tokio::test]
+    async fn claim_changes_of_size_enqueue_the_vmis_that_use_it() {
+        let (q, slot, _) = leading();
+        let user: VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "v", "namespace": "ns"},
+            "spec": {"domain": {}, "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]}
+        }))
+        .expect("VMI");
+        let h = pvc_to_vmi_handler(slot, vmi_store(&[user, vmi("unrelated", "1", None)]));
+        h(&Notification::Add(claim("ns", "c", "1", "Pending", "1Gi")));
+        assert_eq!(drain(&q), ["ns/v"]);
+        h(&Notification::Update {
+            old: claim("ns", "c", "1", "Pending", "1Gi"),
+            new: claim("ns", "c", "2", "Bound", "1Gi"),
+        });
+        assert!(drain(&q).is_empty(), "same size");
+        h(&Notification::Update {
+            old: claim("ns", "c", "2", "Bound", "1Gi"),
+            new: claim("ns", "c", "3", "Bound", "2Gi"),
+        });
+        assert_eq!(drain(&q), ["ns/v"]);
+        h(&Notification::Delete {
+            obj: claim("ns", "c", "3", "Bound", "2Gi"),
+            relisted: false,
+        });
+        assert!(drain(&q).is_empty());
     }
 
     #[tokio::test]

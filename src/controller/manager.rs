@@ -10,7 +10,8 @@ use super::cluster_config::ClusterConfig;
 use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
 use super::handlers::{
-    VmStoreCell, dv_to_vm_handler, pod_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
+    VmStoreCell, VmiStoreCell, dv_to_vm_handler, pod_to_vmi_handler, pvc_to_vm_handler,
+    pvc_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
 };
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::{ClusterSettings, TokenBucket};
@@ -24,7 +25,7 @@ use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
 use crate::runtime::rest_limiter::{ReloadableRateLimiter, rate_limited_client};
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, ResourceQuota};
 use kube::Api;
 use kube::runtime::watcher;
 use prometheus_client::metrics::gauge::Gauge;
@@ -391,6 +392,8 @@ impl Manager {
             vmi_handlers,
             &stop,
         );
+        let vmi_cell = VmiStoreCell::default();
+        let _ = vmi_cell.set(vmis.store().clone());
         let pods = Informer::<Pod>::spawn_decoding(
             InformerState::new().with_index(&crate::runtime::index::CONTROLLER_UID),
             "pods",
@@ -437,6 +440,17 @@ impl Manager {
         );
         let resource_quotas =
             spawn_in::<ResourceQuota>("resourcequotas", &client, ns, vec![], &stop);
+        let pvc_handlers = vec![
+            pvc_to_vm_handler(vm_queue.clone(), vm_cell.clone()),
+            pvc_to_vmi_handler(vmi_queue.clone(), vmi_cell),
+        ];
+        let pvcs = spawn_in::<PersistentVolumeClaim>(
+            "persistentvolumeclaims",
+            &client,
+            ns,
+            pvc_handlers,
+            &stop,
+        );
         let following = match config.client_rate_limit {
             ClientRateLimit::FromSettings => limiter.clone(),
             ClientRateLimit::Fixed(_) | ClientRateLimit::Unlimited => None,
@@ -484,6 +498,7 @@ impl Manager {
                 data_volumes,
                 namespaces,
                 resource_quotas,
+                pvcs,
                 kubevirts,
             },
             vm_queue,

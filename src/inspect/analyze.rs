@@ -22,7 +22,7 @@ use crate::config::ClusterSettings;
 use crate::controller::debug_state::{DebugState, VM_CONTROLLER, VMI_CONTROLLER};
 use crate::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
 use crate::controller::vm::backoff::start_failure_backoff_time_left;
-use crate::controller::vm::executor::snapshot_from_objects as vm_snapshot;
+use crate::controller::vm::executor::{snapshot_from_objects as vm_snapshot, template_pvcs};
 use crate::controller::vm::printable::{PrintableContext, printable_status};
 use crate::controller::vm::run_strategy::vm_strategy;
 use crate::controller::vm::{ExpectationCounts, ExpectationsView, PvcInfo, VmAction, VmDecision};
@@ -719,9 +719,8 @@ pub fn decide_next(
         &g.settings,
         now,
     );
-    // KubeVirt's VM controller has a PVC informer (our executor does not watch PVCs): the
-    // inspector read them, so the WaitingForVolumeBinding rule sees them.
-    vm_snap.pvcs = pvc_infos(g);
+    // The claims the inspector read, as the VM controller's PVC cache would give them.
+    vm_snap.pvcs = template_pvcs(vm, |claim| g.pvcs.get(claim).cloned());
     let vm_decision = crate::controller::vm::decide(&vm_snap);
     let vmi_decision = g.vmi.as_ref().map(|vmi| {
         let pod_entry = expectations.iter().find(|e| e.store == STORE_VMI_POD);
@@ -741,7 +740,7 @@ pub fn decide_next(
             g.pods.iter().cloned().map(std::sync::Arc::new),
             owner_uid,
             state,
-            data_volume,
+            (data_volume, |claim: &str| g.pvcs.get(claim).cloned()),
             (&g.settings, || g.namespace_context()),
             Time::from_datetime(now),
         );

@@ -1546,3 +1546,45 @@ fn a_leader_behind_the_kubevirt_cr_is_named() {
         "{text}"
     );
 }
+
+/// The inspector's VMI decision reads the claims it gathered through the controller's own
+/// storage rule (controller::vmi::storage, datavolumes.go:116-141): without the claim the VMI
+/// waits with FailedPvcNotFound; with it the launcher pod is created.
+#[test]
+fn the_next_vmi_decision_waits_for_a_missing_claim() {
+    let volumes = json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data-claim"}}]);
+    let vm = vm("Always", volumes.clone(), json!({"created": true}));
+    let mut pending = vmi("Pending", &[("Pending", -5)], json!({}));
+    pending.spec.volumes = Some(serde_json::from_value(volumes).expect("volumes"));
+    let mut g = gathered(vm.clone());
+    g.vmi = Some(pending);
+    let d = decide_next(&g, &vm, &[]).vmi.expect("VMI decision");
+    let err = d.sync_error.as_ref().expect("sync error");
+    assert_eq!(err.reason, "FailedPvcNotFound");
+    assert_eq!(
+        err.message,
+        "PVC demo/data-claim does not exist, waiting for it to appear"
+    );
+    assert!(
+        !d.sync_actions
+            .iter()
+            .any(|a| matches!(a, crate::controller::vmi::VmiAction::CreatePod { .. }))
+    );
+
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data-claim", "namespace": "demo"},
+        "spec": {"accessModes": ["ReadWriteOnce"]},
+        "status": {"phase": "Pending"}
+    }))
+    .expect("claim");
+    g.pvcs.insert("data-claim".into(), claim);
+    let d = decide_next(&g, &vm, &[]).vmi.expect("VMI decision");
+    assert!(d.sync_error.is_none(), "{:?}", d.sync_error);
+    assert!(
+        d.sync_actions
+            .iter()
+            .any(|a| matches!(a, crate::controller::vmi::VmiAction::CreatePod { .. })),
+        "{:?}",
+        d.explanation
+    );
+}

@@ -555,6 +555,28 @@ impl Env {
         }
     }
 
+    pub fn pvcs(&self) -> Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Create the PersistentVolumeClaims of `docs/examples/<file>` in the test namespace.
+    pub async fn create_example_claims(&self, file: &str) {
+        use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+        let path = super::repo_path("docs/examples").join(file);
+        let text = std::fs::read_to_string(&path).expect("example");
+        let docs = virtctl_rs::api::manifest::split_documents(file, &text).expect("documents");
+        for doc in docs.into_iter().map(|(_, d)| d) {
+            if doc["kind"] != "PersistentVolumeClaim" {
+                continue;
+            }
+            let claim: PersistentVolumeClaim = serde_json::from_value(doc).expect("claim");
+            self.pvcs()
+                .create(&PostParams::default(), &claim)
+                .await
+                .expect("create the example's claim");
+        }
+    }
+
     pub async fn vm(&self, name: &str) -> Option<VirtualMachine> {
         self.vms().get_opt(name).await.expect("get VM")
     }

@@ -10,7 +10,9 @@
 use super::action::{ApiFailure, ApiFailures, ResourceVersionFrom, SyncOutcome, VmAction};
 use super::decide_with_failures;
 use super::revision::{VM_INDEX, in_vm_index};
-use super::snapshot::{ExpectationCounts, ExpectationsView, VmControllerConfig, VmSnapshot};
+use super::snapshot::{
+    ExpectationCounts, ExpectationsView, PvcInfo, VmControllerConfig, VmSnapshot,
+};
 use crate::api::key::split_key;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
@@ -20,8 +22,10 @@ use crate::runtime::apicall::{api, create_unread, json_patch, json_patch_unread,
 use crate::runtime::expectations::UidTrackingControllerExpectations;
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -103,8 +107,35 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
         &ctx.cluster_config.settings(),
         chrono::Utc::now(),
     );
+    snap.pvcs = template_pvcs(&snap.vm, |claim| {
+        get::<PersistentVolumeClaim>(ctx.caches.pvcs.store(), ns, claim)
+    });
     snap.backoff_jitter = rand::random::<f64>();
     Some(snap)
+}
+
+/// The claims of the VM's template volumes found by `pvc`, as the printableStatus rules read
+/// them ([`VmSnapshot::pvcs`]; KubeVirt's VM controller reads its PVC cache,
+/// vm.go:2596-2603, and `handleDataVolumes` the claims of its templates, vm.go:524-528): the
+/// claim of each `dataVolume` (same name), `persistentVolumeClaim` and `memoryDump` volume and
+/// of each `dataVolumeTemplates` entry.
+pub fn template_pvcs(
+    vm: &VirtualMachine,
+    pvc: impl Fn(&str) -> Option<PersistentVolumeClaim>,
+) -> BTreeMap<String, PvcInfo> {
+    let mut out = BTreeMap::new();
+    let claims = super::printable::template_claim_names(vm).chain(
+        super::datavolume::template_names(vm)
+            .into_iter()
+            .filter(|n| !n.is_empty()),
+    );
+    for claim in claims {
+        if let Some(p) = pvc(&claim) {
+            let phase = p.status.and_then(|s| s.phase);
+            out.insert(claim, PvcInfo { phase });
+        }
+    }
+    out
 }
 
 /// The DataVolume names a VM sync reads ([`VmSnapshot::data_volumes`]): the

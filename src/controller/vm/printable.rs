@@ -125,11 +125,15 @@ pub fn is_migrating(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> bool {
     running
 }
 
-/// `HasUnboundPVC` (pkg/storage/types/pvc.go:199-221): a template volume's claim
-/// (`dataVolume.name` or `persistentVolumeClaim.claimName`) exists in the cache and is not Bound.
-fn has_unbound_pvc(vm: &VirtualMachine, pvcs: &BTreeMap<String, PvcInfo>) -> bool {
-    vm.template_volumes().iter().any(|v| {
-        let memory_dump_claim = || {
+/// `PVCNameFromVirtVolume` (pkg/storage/types/pvc.go:111-122) of every template volume that
+/// has a claim: `dataVolume.name`, `persistentVolumeClaim.claimName`, `memoryDump.claimName`.
+pub fn template_claim_names(vm: &VirtualMachine) -> impl Iterator<Item = String> + '_ {
+    vm.template_volumes().iter().filter_map(|v| {
+        let claim = if let Some(dv) = &v.data_volume {
+            dv.name.clone().unwrap_or_default()
+        } else if let Some(pvc) = &v.persistent_volume_claim {
+            pvc.claim_name.clone().unwrap_or_default()
+        } else {
             v.extra.read(|m| {
                 m.get("memoryDump")
                     .and_then(|md| md.get("claimName"))
@@ -138,15 +142,14 @@ fn has_unbound_pvc(vm: &VirtualMachine, pvcs: &BTreeMap<String, PvcInfo>) -> boo
                     .to_string()
             })
         };
-        let claim = if let Some(dv) = &v.data_volume {
-            dv.name.clone().unwrap_or_default()
-        } else if let Some(pvc) = &v.persistent_volume_claim {
-            pvc.claim_name.clone().unwrap_or_default()
-        } else {
-            memory_dump_claim()
-        };
-        !claim.is_empty() && pvcs.get(&claim).is_some_and(|p| !p.is_bound())
+        (!claim.is_empty()).then_some(claim)
     })
+}
+
+/// `HasUnboundPVC` (pkg/storage/types/pvc.go:199-221): a template volume's claim
+/// (`dataVolume.name` or `persistentVolumeClaim.claimName`) exists in the cache and is not Bound.
+fn has_unbound_pvc(vm: &VirtualMachine, pvcs: &BTreeMap<String, PvcInfo>) -> bool {
+    template_claim_names(vm).any(|claim| pvcs.get(&claim).is_some_and(|p| !p.is_bound()))
 }
 
 /// `setPrintableStatus` (vm.go:2516-2557): the first matching rule, and a note naming it.

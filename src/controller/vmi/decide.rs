@@ -84,6 +84,41 @@ fn fail_without_pod(
     }
 }
 
+/// `updateVolumeStatus` (vmi/storage.go:231-340) into the new VMI's `status.volumeStatus`
+/// ([`super::storage::volume_status`]); `at` is the lifecycle.go line that calls it.
+fn update_volume_status(
+    snap: &VmiSnapshot,
+    new: &mut VirtualMachineInstance,
+    expl: &mut Vec<String>,
+    at: &str,
+) {
+    let statuses = super::storage::volume_status(new, &snap.storage.claims);
+    if statuses != new.status.as_ref().and_then(|s| s.volume_status.clone()) {
+        expl.push(format!(
+            "status.volumeStatus: one entry per volume, claims' persistentVolumeClaimInfo ({at}, vmi/storage.go:231-340)"
+        ));
+    }
+    status_mut(new).volume_status = statuses;
+}
+
+/// `updateNetworkStatus` (pkg/network/controllers/vmi.go:36-60) into the new VMI's
+/// `status.interfaces` ([`super::network_status::interface_status`]); `at` is the lifecycle.go
+/// line that calls it.
+fn update_interface_status(
+    new: &mut VirtualMachineInstance,
+    pod: &Pod,
+    expl: &mut Vec<String>,
+    at: &str,
+) {
+    let interfaces = super::network_status::interface_status(new, pod);
+    if interfaces != new.status.as_ref().and_then(|s| s.interfaces.clone()) {
+        expl.push(format!(
+            "status.interfaces: the networks' pod interface names ({at}, pkg/network/controllers/vmi.go:36-60)"
+        ));
+    }
+    status_mut(new).interfaces = interfaces;
+}
+
 /// [`VmiDecision::phase_reason`] of a VMI failed because its launcher pod is gone from the
 /// cache (deleted, or force-deleted with its node).
 pub const POD_VANISHED: &str = "its launcher pod vanished";
@@ -539,6 +574,16 @@ fn update_status(
         }
     }
 
+    // DataVolumesReady (lifecycle.go:306, datavolumes.go:143-178).
+    if let Some(cond) = &snap.storage.data_volumes_ready {
+        expl.push(format!(
+            "DataVolumesReady → {} {} (datavolumes.go:143-178)",
+            cond.status,
+            cond.reason.as_deref().unwrap_or("")
+        ));
+        conditions::update(status_mut(&mut new), cond.clone());
+    }
+
     // Phase machine (lifecycle.go:320-552), keyed on the phase *before* this sync.
     let mut update_status_error = None;
     let mut phase_reason = None;
@@ -643,9 +688,11 @@ fn update_status(
                                 status.migration_transport = Some("Unix".into());
                             }
                             expl.push(format!(
-                                "phase Scheduling → Scheduled: pod {} is ready on node {node:?}; label kubevirt.io/nodeName and status.nodeName set (lifecycle.go:396-441; volume/interface status and VSOCK not modelled)",
+                                "phase Scheduling → Scheduled: pod {} is ready on node {node:?}; label kubevirt.io/nodeName and status.nodeName set (lifecycle.go:396-441; VSOCK not modelled)",
                                 pod_name(p)
                             ));
+                            update_volume_status(snap, &mut new, &mut expl, "lifecycle.go:410");
+                            update_interface_status(&mut new, p, &mut expl, "lifecycle.go:415");
                         }
                     } else if podutil::is_pod_down_or_going_down(p) {
                         status_mut(&mut new).phase = Some(Phase::Failed);
@@ -690,23 +737,34 @@ fn update_status(
             }
             strip_vm_controller_finalizer(snap, &mut new, &mut expl);
         }
-        Phase::Running => fail_without_pod(
-            &mut new,
-            &mut expl,
-            &mut phase_reason,
-            vmi_pod.is_some(),
-            "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
-            "phase Running: owned by virt-handler (volume/interface status, hotplug and migration \
-             conditions not modelled) (lifecycle.go:480-514)",
-        ),
-        Phase::Scheduled => fail_without_pod(
-            &mut new,
-            &mut expl,
-            &mut phase_reason,
-            vmi_pod.is_some(),
-            "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)",
-            "phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)",
-        ),
+        Phase::Running => {
+            fail_without_pod(
+                &mut new,
+                &mut expl,
+                &mut phase_reason,
+                vmi_pod.is_some(),
+                "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
+                "phase Running: owned by virt-handler (hotplug and migration conditions not \
+                 modelled) (lifecycle.go:480-514)",
+            );
+            if let Some(p) = vmi_pod {
+                update_volume_status(snap, &mut new, &mut expl, "lifecycle.go:493");
+                update_interface_status(&mut new, p, &mut expl, "lifecycle.go:498");
+            }
+        }
+        Phase::Scheduled => {
+            fail_without_pod(
+                &mut new,
+                &mut expl,
+                &mut phase_reason,
+                vmi_pod.is_some(),
+                "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)",
+                "phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)",
+            );
+            if vmi_pod.is_some() {
+                update_volume_status(snap, &mut new, &mut expl, "lifecycle.go:533");
+            }
+        }
         Phase::WaitingForSync => {
             if vmi.is_deleting() {
                 remove_finalizer(&mut new, finalizers::LEGACY_FOREGROUND_DELETE_VM);

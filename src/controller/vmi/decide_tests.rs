@@ -2054,3 +2054,80 @@ fn changed_status_fields_are_named_from_one_serialisation() {
     migrating.metadata.labels = Some([("a".to_string(), "1".to_string())].into());
     assert_eq!(changed_fields(None, &old, &migrating), ["metadata.labels"]);
 }
+
+/// lifecycle.go:306 with datavolumes.go:143-178: updateStatus writes the aggregated
+/// `DataVolumesReady` condition, and leaves an equal status and reason alone (UpdateCondition).
+#[test]
+fn data_volumes_ready_condition_is_written() {
+    let cond = |status: &str, reason: &str, message: &str| Condition {
+        type_: "DataVolumesReady".into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        ..Default::default()
+    };
+    let mut s = snap(pending_vmi());
+    s.storage.volumes_ready = false;
+    s.storage.data_volumes_ready = Some(cond(
+        "Unknown",
+        "NotAllDVsReady",
+        "Not all of the VMI's DVs are ready",
+    ));
+    let d = decide(&s);
+    let c = condition(updated(&d), "DataVolumesReady")
+        .cloned()
+        .expect("DataVolumesReady");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref()),
+        ("Unknown", Some("NotAllDVsReady"))
+    );
+}
+
+/// lifecycle.go:404-411: at the hand-over to virt-handler (pod ready) updateStatus writes
+/// `volumeStatus`, one entry per volume with the claims' `persistentVolumeClaimInfo`.
+#[test]
+fn the_hand_over_writes_volume_status() {
+    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
+    vmi.spec.volumes = Some(
+        serde_json::from_value(json!([
+            {"name": "root", "containerDisk": {"image": "img"}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": "c"}}
+        ]))
+        .expect("volumes"),
+    );
+    let mut s = snap(vmi);
+    s.pods = vec![Arc::new(kv_pod("Running"))];
+    s.storage.claims.insert(
+        "c".into(),
+        json!({"claimName": "c", "filesystemOverhead": "0.055"}),
+    );
+    let d = decide(&s);
+    let w = updated(&d);
+    assert_eq!(phase_of(w), Phase::Scheduled, "{:?}", d.explanation);
+    assert_eq!(
+        w.status.as_ref().and_then(|s| s.volume_status.clone()),
+        Some(vec![
+            json!({"name": "data", "target": "",
+                   "persistentVolumeClaimInfo": {"claimName": "c", "filesystemOverhead": "0.055"}}),
+            json!({"name": "root", "target": ""}),
+        ])
+    );
+}
+
+/// lifecycle.go:415 (pkg/network/controllers/vmi.go:81-104): at the hand-over the pod
+/// network's interface status gets its pod interface, `eth0` without a Multus report.
+#[test]
+fn the_hand_over_writes_interface_status() {
+    let mut vmi = with_phase(pending_vmi(), Phase::Scheduling);
+    vmi.spec.networks =
+        Some(serde_json::from_value(json!([{"name": "default", "pod": {}}])).expect("networks"));
+    let mut s = snap(vmi);
+    s.pods = vec![Arc::new(kv_pod("Running"))];
+    let d = decide(&s);
+    let w = updated(&d);
+    assert_eq!(phase_of(w), Phase::Scheduled);
+    assert_eq!(
+        w.status.as_ref().and_then(|s| s.interfaces.clone()),
+        Some(vec![json!({"name": "default", "podInterfaceName": "eth0"})])
+    );
+}

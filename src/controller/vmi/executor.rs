@@ -4,15 +4,14 @@
 //!
 //! KubeVirt: `Execute`/`execute` (pkg/virt-controller/watch/vmi/vmi.go:297-368).
 //!
-//! Modelled inputs: the VMI, its pods, the owner VM, expectations, DataVolume readiness and the
-//! rendered pod, whose automatic CPU/memory limits come from the namespace and ResourceQuota
-//! caches ([`Caches::namespace_context`](crate::controller::context::Caches::namespace_context)).
-//! Not watched: PersistentVolumeClaims (a missing PVC is found when the pod cannot start, not
-//! here).
+//! Modelled inputs: the VMI, its pods, the owner VM, expectations, the DataVolumes and
+//! PersistentVolumeClaims of its volumes ([`super::storage`]) and the rendered pod, whose
+//! automatic CPU/memory limits come from the namespace and ResourceQuota caches
+//! ([`Caches::namespace_context`](crate::controller::context::Caches::namespace_context)).
 
 use super::action::{ApiFailure, SyncOutcome, VmiAction, VmiDecision};
 use super::launcher_cache::LauncherPodForCache;
-use super::snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
+use super::snapshot::{ExpectationsState, RenderFailure, VmiSnapshot};
 use super::{decide_after_sync, decide_sync, needs_rendered_pod};
 use crate::api::defaults::apply_admission_defaults;
 use crate::api::key::split_key;
@@ -21,14 +20,14 @@ use crate::config::ClusterSettings;
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, VmiEnding, object_ref};
 use crate::controller::manager::{ReconcileError, reconciler};
-use crate::launcher::resources::NamespaceContext;
+use crate::launcher::resources::{NamespaceContext, PvcInfo};
 use crate::launcher::{RenderError, render_launch_manifest};
 use crate::runtime::apicall::{
     api, create_read_as, json_patch_unread, replace_unread, strategic_status_patch_unread,
 };
 use crate::runtime::index::CONTROLLER_UID;
 use crate::runtime::queue::Requeue;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::DeleteParams;
 use kube::runtime::reflector::ObjectRef;
 use std::sync::Arc;
@@ -95,13 +94,22 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
         own_pods,
         owner_vm_uid,
         expectations,
-        |dv| {
-            ctx.caches
-                .data_volumes
-                .store()
-                .get(&ObjectRef::<DataVolume>::new(dv).within(ns))
-                .map(|d| (*d).clone())
-        },
+        (
+            |dv: &str| {
+                ctx.caches
+                    .data_volumes
+                    .store()
+                    .get(&ObjectRef::<DataVolume>::new(dv).within(ns))
+                    .map(|d| (*d).clone())
+            },
+            |claim: &str| {
+                ctx.caches
+                    .pvcs
+                    .store()
+                    .get(&ObjectRef::<PersistentVolumeClaim>::new(claim).within(ns))
+                    .map(|p| (*p).clone())
+            },
+        ),
         (&settings, || ctx.caches.namespace_context(ns, &settings)),
         Time::now(),
     ))
@@ -118,8 +126,11 @@ pub fn owner_vm_name(vmi: &VirtualMachineInstance) -> Option<String> {
 }
 
 /// Build a [`VmiSnapshot`] from objects already read: the executor's caches, or the inspector's
-/// GETs. `pods` are candidates (only those controlled by the VMI are kept); `data_volume` looks a
-/// DataVolume of the VMI's namespace up by name; the renderer's inputs are the cluster settings
+/// GETs. `pods` are candidates (only those controlled by the VMI are kept); `data_volume` and
+/// `pvc` look a DataVolume / PersistentVolumeClaim of the VMI's namespace up by name (the
+/// storage facts: [`super::storage`]; the claims' volume mode and access modes are the
+/// renderer's too, as KubeVirt's TemplateService reads its PVC cache,
+/// rendervolumes.go:501-531); the renderer's inputs are the cluster settings
 /// and what it knows of the VMI's namespace (asked for only when a pod is rendered: most
 /// reconciles render none). Renders the launcher pod when the decision needs one.
 pub fn snapshot_from_objects(
@@ -127,7 +138,10 @@ pub fn snapshot_from_objects(
     pods: impl IntoIterator<Item = Arc<Pod>>,
     owner_vm_uid: Option<String>,
     expectations: ExpectationsState,
-    data_volume: impl Fn(&str) -> Option<DataVolume>,
+    (data_volume, pvc): (
+        impl Fn(&str) -> Option<DataVolume>,
+        impl Fn(&str) -> Option<PersistentVolumeClaim>,
+    ),
     (settings, namespace): (&ClusterSettings, impl FnOnce() -> NamespaceContext),
     now: Time,
 ) -> VmiSnapshot {
@@ -148,39 +162,57 @@ pub fn snapshot_from_objects(
         .collect();
     snap.owner_vm_uid = owner_vm_uid;
     snap.expectations = expectations;
-    // DataVolume volumes: ready when the DataVolume is (areDataVolumesReady); a Failed one fails
-    // a Pending VMI.
-    let mut storage = StorageState::default();
-    for dv_name in snap
-        .vmi
-        .spec
-        .volumes
-        .iter()
-        .flatten()
-        .filter_map(|v| v.data_volume.as_ref()?.name.clone())
-    {
-        match data_volume(&dv_name) {
-            Some(dv) => {
-                if dv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed") {
-                    storage.has_failed_data_volume = true;
-                }
-                if !dv.is_ready() {
-                    storage.volumes_ready = false;
-                }
-            }
-            None => storage.volumes_ready = false,
-        }
-    }
-    snap.storage = storage;
+    snap.storage = super::storage::storage_state(&snap.vmi, &pvc, &data_volume);
     snap.launcher_image = Some(settings.launcher_image.clone());
     snap.memory_overhead_report = settings.gate_enabled("VmiMemoryOverheadReport", true);
     // virt-api's mutator adds the foreground finalizer; stand in only without virt-api.
     snap.ensure_vmi_finalizer = settings.without_virt_api;
     snap.cluster_skip_backup_hooks = settings.skip_backup_hooks.clone();
     if needs_rendered_pod(&snap) {
-        snap.rendered_pod = Some(render_pod_with(settings, &namespace(), &snap.vmi).map(Arc::new));
+        let mut ns = namespace();
+        ns.pvcs = Some(render_pvcs(&snap.vmi, &pvc));
+        snap.rendered_pod = Some(render_pod_with(settings, &ns, &snap.vmi).map(Arc::new));
     }
     snap
+}
+
+/// What the pod renderer knows of the VMI's claims (block volume mode, shared access): every
+/// `persistentVolumeClaim`, `dataVolume` and `ephemeral` volume's claim found by `pvc`. A claim
+/// not found makes the renderer fail with KubeVirt's `PvcNotFoundError`
+/// (rendervolumes.go:501-531).
+fn render_pvcs(
+    vmi: &VirtualMachineInstance,
+    pvc: impl Fn(&str) -> Option<PersistentVolumeClaim>,
+) -> std::collections::BTreeMap<String, PvcInfo> {
+    let mut out = std::collections::BTreeMap::new();
+    for v in vmi.spec.volumes.iter().flatten() {
+        let claim = match super::storage::claim_name(v) {
+            Some(c) => Some(c.to_string()),
+            None => v.extra.read(|m| {
+                m.get("ephemeral")?
+                    .pointer("/persistentVolumeClaim/claimName")?
+                    .as_str()
+                    .map(str::to_string)
+            }),
+        };
+        if let Some(claim) = claim
+            && let Some(p) = pvc(&claim)
+        {
+            out.insert(claim, pvc_render_info(&p));
+        }
+    }
+    out
+}
+
+/// `IsPVCBlock` (pvc.go:64-70) and `HasSharedAccessMode` (pvc.go:72-79) of a claim.
+fn pvc_render_info(pvc: &PersistentVolumeClaim) -> PvcInfo {
+    let spec = pvc.spec.as_ref();
+    PvcInfo {
+        block: spec.and_then(|s| s.volume_mode.as_deref()) == Some("Block"),
+        shared: spec
+            .and_then(|s| s.access_modes.as_ref())
+            .is_some_and(|m| m.iter().any(|m| m == "ReadWriteMany")),
+    }
 }
 
 /// Reconcile one VMI key.

@@ -25,9 +25,11 @@ pub mod decide;
 pub mod events;
 pub mod executor;
 pub mod launcher_cache;
+pub mod network_status;
 pub mod patch;
 pub mod podutil;
 pub mod snapshot;
+pub mod storage;
 
 pub use action::{
     ApiFailure, EventType, SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision, VmiEvent,

@@ -1,9 +1,10 @@
 //! The input of the VMI decision: everything `execute` (vmi.go:297-368) reads from the informer
 //! caches and expectation stores for one VMI key, frozen at one instant.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::api::{Time, VirtualMachineInstance};
+use crate::api::{Condition, Time, VirtualMachineInstance};
 use k8s_openapi::api::core::v1::Pod;
 
 /// Why the launcher pod could not be rendered (the caller ran
@@ -71,10 +72,11 @@ impl ExpectationsState {
     }
 }
 
-/// What the caller found out about the VMI's DataVolumes/PVCs (`areDataVolumesReady`,
-/// datavolumes.go; `HasFailedDataVolumes`). Only these three facts are modelled: WaitForFirstConsumer
-/// doppelganger pods, the `DataVolumesReady` condition and hotplug volumes are not.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the caller found out about the VMI's DataVolumes and PersistentVolumeClaims
+/// ([`super::storage::storage_state`]: `areDataVolumesReady`, datavolumes.go:116-141;
+/// `HasFailedDataVolumes`; `aggregateDataVolumesConditions`). WaitForFirstConsumer temporary
+/// pods and hotplug attachment are not modelled.
+#[derive(Debug, Clone, PartialEq)]
 pub struct StorageState {
     /// Every non-hotplug DataVolume/PVC volume is ready to attach: pod creation waits otherwise
     /// (lifecycle.go:110-114, no error).
@@ -84,8 +86,14 @@ pub struct StorageState {
     pub has_failed_data_volume: bool,
     /// Name of a volume's PVC that does not exist. Informal sync error `FailedPvcNotFound`
     /// `PVC <ns>/<name> does not exist, waiting for it to appear` plus a Normal event
-    /// (datavolumes.go areDataVolumesReady).
+    /// (datavolumes.go:120-126).
     pub missing_pvc: Option<String>,
+    /// The `DataVolumesReady` condition `updateStatus` sets (lifecycle.go:306,
+    /// datavolumes.go:143-178); `None` when the VMI uses no DataVolume.
+    pub data_volumes_ready: Option<Condition>,
+    /// `persistentVolumeClaimInfo` of each volume claim found in the cache, by claim name
+    /// ([`super::storage::claim_info`]), for `status.volumeStatus`.
+    pub claims: BTreeMap<String, serde_json::Value>,
 }
 
 impl Default for StorageState {
@@ -94,6 +102,8 @@ impl Default for StorageState {
             volumes_ready: true,
             has_failed_data_volume: false,
             missing_pvc: None,
+            data_volumes_ready: None,
+            claims: BTreeMap::new(),
         }
     }
 }

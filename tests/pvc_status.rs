@@ -1,0 +1,303 @@
+//! PersistentVolumeClaim- and DataVolume-driven status end to end (KubeVirt v1.9's VMI
+//! controller `areDataVolumesReady`, pkg/virt-controller/watch/vmi/datavolumes.go:116-141,
+//! lifecycle.go:91-114, 361-368; the VM's printableStatus, vm.go:2516-2690): a missing claim
+//! holds the start (`ErrorPvcNotFound`) until it appears, an unbound one shows
+//! `WaitingForVolumeBinding`, a failing DataVolume `DataVolumeError`; each clears.
+//!
+//! The real API server has no PersistentVolume controller and no CDI: the tests write the
+//! claim's and the DataVolume's status themselves, as those controllers would. On the embedded
+//! cluster the claims carry the binder's hold annotation so that only the test binds them.
+
+use crate::common;
+
+use common::env::{Env, Server, printable};
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim};
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use virtctl_rs::api::{DataVolume, Phase, VirtualMachine};
+use virtctl_rs::sim::nodes::Matcher;
+use virtctl_rs::sim::pvbinder::HOLD_ANNOTATION;
+
+/// The claim docs/examples/vm-pvc.yaml's VM uses.
+const CLAIM: &str = "demo-pvc-data";
+
+fn example_vm() -> VirtualMachine {
+    common::example_vm_with("vm-pvc", "Always")
+}
+
+/// The example's claim, held Pending on the embedded cluster.
+async fn create_held_claim(env: &Env, name: &str, owner: Option<&DataVolume>) {
+    let mut claim = json!({
+        "metadata": {"name": name, "annotations": {HOLD_ANNOTATION: "true"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+                 "resources": {"requests": {"storage": "2Gi"}}}
+    });
+    if let Some(dv) = owner {
+        claim["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "name": dv.metadata.name, "uid": dv.metadata.uid,
+            "controller": true, "blockOwnerDeletion": true
+        }]);
+    }
+    let claim: PersistentVolumeClaim = serde_json::from_value(claim).expect("claim");
+    env.pvcs()
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create the claim");
+}
+
+/// What the PersistentVolume controller writes when it binds a claim.
+async fn bind(env: &Env, name: &str) {
+    env.pvcs()
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                "capacity": {"storage": "2Gi"}
+            }})),
+        )
+        .await
+        .expect("bind the claim");
+}
+
+fn condition_of(
+    vmi: &virtctl_rs::api::VirtualMachineInstance,
+    type_: &str,
+) -> Option<(String, String, String)> {
+    vmi.condition(type_).map(|c| {
+        (
+            c.status.clone(),
+            c.reason.clone().unwrap_or_default(),
+            c.message.clone().unwrap_or_default(),
+        )
+    })
+}
+
+/// A VM whose claim does not exist: no launcher pod, the VMI `Synchronized=False` and
+/// `PodScheduled=False` with KubeVirt's message, a Normal `FailedPvcNotFound` event, the VM
+/// `ErrorPvcNotFound`; the claim appears and the VM starts (datavolumes.go:120-126,
+/// lifecycle.go:361-368, vm.go:2673-2679; the claim's add enqueues the VMI, vmi/storage.go:43-63)
+/// with the claim in the VMI's `volumeStatus`.
+async fn a_missing_claim_holds_the_start_until_it_appears(server: Server) {
+    let env = Env::start_on(server).await;
+    env.create_vm(&example_vm()).await;
+    env.wait_vm("demo-pvc", "ErrorPvcNotFound", |vm| {
+        printable(vm) == "ErrorPvcNotFound"
+    })
+    .await;
+    let message = format!(
+        "PVC {}/{CLAIM} does not exist, waiting for it to appear",
+        env.namespace
+    );
+    let vmi = env.vmi("demo-pvc").await.expect("VMI");
+    assert_eq!(vmi.phase(), Phase::Pending);
+    assert_eq!(
+        condition_of(&vmi, "Synchronized"),
+        Some(("False".into(), "FailedPvcNotFound".into(), message.clone()))
+    );
+    assert_eq!(
+        condition_of(&vmi, "PodScheduled"),
+        Some(("False".into(), "Unschedulable".into(), message.clone()))
+    );
+    let vmi_uid = vmi.metadata.uid.clone().expect("uid");
+    assert!(env.launcher_pods(&vmi_uid).await.is_empty(), "no pod");
+    env.wait_for("the Normal FailedPvcNotFound event", || async {
+        let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("FailedPvcNotFound")
+                    && e.type_.as_deref() == Some("Normal")
+                    && e.message.as_deref() == Some(message.as_str())
+                    && e.involved_object.kind.as_deref() == Some("VirtualMachineInstance")
+                    && e.involved_object.name.as_deref() == Some("demo-pvc")
+            })
+            .then_some(())
+    })
+    .await;
+
+    env.create_example_claims("vm-pvc.yaml").await;
+    let (vm, vmi) = env.wait_running("demo-pvc").await;
+    assert_eq!(printable(&vm), "Running");
+    assert_eq!(
+        vmi.metadata.uid.as_deref(),
+        Some(vmi_uid.as_str()),
+        "same VMI"
+    );
+    assert_eq!(condition_of(&vmi, "Synchronized"), None, "cleared");
+    assert_eq!(env.launcher_pods(&vmi_uid).await.len(), 1);
+
+    // volumeStatus, written at the hand-over to virt-handler (lifecycle.go:410,
+    // vmi/storage.go:231-340): every volume by name, the claim's info for the claim.
+    let vmi = env
+        .wait_vmi("demo-pvc", "volumeStatus", |vmi| {
+            vmi.status
+                .as_ref()
+                .and_then(|s| s.volume_status.as_ref())
+                .is_some_and(|v| v.len() == 2)
+        })
+        .await;
+    let statuses = vmi
+        .status
+        .and_then(|s| s.volume_status)
+        .expect("volumeStatus");
+    let names: Vec<&str> = statuses.iter().filter_map(|v| v["name"].as_str()).collect();
+    assert_eq!(names, ["data", "root"]);
+    let info = &statuses[0]["persistentVolumeClaimInfo"];
+    assert_eq!(info["claimName"], json!(CLAIM));
+    assert_eq!(info["accessModes"], json!(["ReadWriteOnce"]));
+    assert_eq!(info["volumeMode"], json!("Filesystem"));
+    assert_eq!(info["requests"], json!({"storage": "2Gi"}));
+    assert_eq!(info["filesystemOverhead"], json!("0.055"));
+    assert!(statuses[1].get("persistentVolumeClaimInfo").is_none());
+    env.shutdown().await;
+}
+
+/// A claim that exists but is not Bound: KubeVirt creates the launcher pod (a claim no
+/// DataVolume controls is ready as it is, pvc.go:233-235) and shows `WaitingForVolumeBinding`
+/// while the VMI has not started (vm.go:2596-2603; the launcher's image pull is held so that it
+/// does not). Once the claim is Bound the VM's next sync shows what follows in the precedence
+/// (`Starting`, or the image pull once the kubelet reported it); the VM
+/// controller hears only of claims that appear (vm.go:213-215), so the test asks for that sync.
+async fn an_unbound_claim_shows_waiting_for_volume_binding_until_it_binds(server: Server) {
+    let env = Env::start_on(server).await;
+    env.nodes().stick_image_pull(Matcher::vmi("demo-pvc"));
+    create_held_claim(&env, CLAIM, None).await;
+    env.create_vm(&example_vm()).await;
+    env.wait_vm("demo-pvc", "WaitingForVolumeBinding", |vm| {
+        printable(vm) == "WaitingForVolumeBinding"
+    })
+    .await;
+    let vmi = env.vmi("demo-pvc").await.expect("VMI");
+    let vmi_uid = vmi.metadata.uid.clone().expect("uid");
+    env.wait_for("the launcher pod", || async {
+        (env.launcher_pods(&vmi_uid).await.len() == 1).then_some(())
+    })
+    .await;
+
+    bind(&env, CLAIM).await;
+    env.wait_for("the claim Bound in the controller's cache", || async {
+        let store = env.manager.context().caches.pvcs.store().clone();
+        store
+            .state()
+            .iter()
+            .any(|c| {
+                c.metadata.name.as_deref() == Some(CLAIM)
+                    && c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+            })
+            .then_some(())
+    })
+    .await;
+    env.resync_and_settle("demo-pvc").await;
+    let vm = env.vm("demo-pvc").await.expect("VM");
+    // The rules after WaitingForVolumeBinding: the image pull, or Starting before the kubelet
+    // reported it.
+    assert!(
+        matches!(
+            printable(&vm).as_str(),
+            "ErrImagePull" | "ImagePullBackOff" | "Starting"
+        ),
+        "{}",
+        printable(&vm)
+    );
+    env.nodes().clear_image_pull_faults();
+    env.wait_running("demo-pvc").await;
+    env.shutdown().await;
+}
+
+/// demo-vm-like VM with a `dataVolumeTemplates` entry `demo-dve-disk` as its disk.
+fn vm_with_data_volume() -> VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "demo-dve"},
+        "spec": {
+            "runStrategy": "Always",
+            "dataVolumeTemplates": [{
+                "metadata": {"name": "demo-dve-disk"},
+                "spec": {"source": {"http": {"url": "http://images.invalid/disk.img"}},
+                         "storage": {"resources": {"requests": {"storage": "2Gi"}}}}
+            }],
+            "template": {"spec": {
+                "domain": {"devices": {"disks": [{"name": "disk", "disk": {"bus": "virtio"}}]},
+                           "resources": {"requests": {"memory": "128Mi"}}},
+                "volumes": [{"name": "disk", "dataVolume": {"name": "demo-dve-disk"}}]
+            }}
+        }
+    }))
+    .expect("static VM")
+}
+
+async fn dv_status(dvs: &Api<DataVolume>, status: serde_json::Value) {
+    dvs.patch_status(
+        "demo-dve-disk",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .expect("DataVolume status");
+}
+
+/// A DataVolume whose importer stopped with an error shows `DataVolumeError` on the VM
+/// (`HasDataVolumeErrors`, dv.go:171-196; vm.go:2681-2690); once CDI reports the import done and
+/// its claim exists, the VM starts and the VMI carries `DataVolumesReady=True`
+/// (datavolumes.go:143-178).
+async fn a_failing_data_volume_shows_data_volume_error_until_it_recovers(server: Server) {
+    let env = Env::start_on(server).await;
+    env.create_vm(&vm_with_data_volume()).await;
+    let dvs: Api<DataVolume> = Api::namespaced(env.client.clone(), &env.namespace);
+    let dv = env
+        .wait_for("the DataVolume of demo-dve", || async {
+            dvs.get_opt("demo-dve-disk").await.ok().flatten()
+        })
+        .await;
+    dv_status(
+        &dvs,
+        json!({"phase": "ImportInProgress", "conditions": [
+            {"type": "Running", "status": "False", "reason": "Error",
+             "message": "Unable to connect to http data source"}
+        ]}),
+    )
+    .await;
+    env.wait_vm("demo-dve", "DataVolumeError", |vm| {
+        printable(vm) == "DataVolumeError"
+    })
+    .await;
+    assert!(env.vmi("demo-dve").await.is_none(), "no VMI");
+
+    create_held_claim(&env, "demo-dve-disk", Some(&dv)).await;
+    bind(&env, "demo-dve-disk").await;
+    dv_status(
+        &dvs,
+        json!({"phase": "Succeeded", "progress": "100.0%", "conditions": [
+            {"type": "Running", "status": "False", "reason": "Completed"},
+            {"type": "Ready", "status": "True"},
+            {"type": "Bound", "status": "True"}
+        ]}),
+    )
+    .await;
+    let (vm, _) = env.wait_running("demo-dve").await;
+    assert_eq!(printable(&vm), "Running");
+    let vmi = env
+        .wait_vmi("demo-dve", "DataVolumesReady", |vmi| {
+            vmi.condition("DataVolumesReady").is_some()
+        })
+        .await;
+    assert_eq!(
+        condition_of(&vmi, "DataVolumesReady"),
+        Some((
+            "True".into(),
+            "AllDVsReady".into(),
+            "All of the VMI's DVs are bound and ready".into()
+        ))
+    );
+    env.shutdown().await;
+}
+
+on_both_servers!(
+    a_missing_claim_holds_the_start_until_it_appears,
+    an_unbound_claim_shows_waiting_for_volume_binding_until_it_binds,
+    a_failing_data_volume_shows_data_volume_error_until_it_recovers,
+);
