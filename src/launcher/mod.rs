@@ -10,11 +10,15 @@ pub mod containers;
 pub mod defects;
 pub mod error;
 pub mod explain;
+pub mod lookups;
+pub mod network;
 pub mod overhead;
 pub mod pod;
 mod pod_changes;
 pub mod renderer;
 pub mod resources;
+pub mod sidecars;
+pub mod virtiofs;
 pub mod volumes;
 
 pub use error::RenderError;
@@ -36,11 +40,15 @@ mod tests {
             ("defects", include_str!("defects.rs")),
             ("error", include_str!("error.rs")),
             ("explain", include_str!("explain.rs")),
+            ("lookups", include_str!("lookups.rs")),
+            ("network", include_str!("network.rs")),
             ("overhead", include_str!("overhead.rs")),
             ("pod", include_str!("pod.rs")),
             ("pod_changes", include_str!("pod_changes.rs")),
             ("renderer", include_str!("renderer.rs")),
             ("resources", include_str!("resources.rs")),
+            ("sidecars", include_str!("sidecars.rs")),
+            ("virtiofs", include_str!("virtiofs.rs")),
             ("volumes", include_str!("volumes.rs")),
         ];
         let names: BTreeSet<&str> = sources.iter().map(|(n, _)| *n).collect();
