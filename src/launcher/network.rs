@@ -90,12 +90,13 @@ pub fn nad_namespaced_name(namespace: &str, full_name: &str) -> (String, String)
     }
 }
 
-fn binding_name(iface: &Interface) -> Option<&str> {
+/// The binding plugin an interface names (`binding.name`; `""` for a `binding` without one,
+/// which no registration matches, as in KubeVirt).
+pub fn binding_name(iface: &Interface) -> Option<&str> {
     iface
         .binding
         .as_deref()
-        .and_then(|b| b.get("name"))
-        .and_then(Value::as_str)
+        .map(|b| b.get("name").and_then(Value::as_str).unwrap_or_default())
 }
 
 fn interfaces(vmi: &VirtualMachineInstance) -> &[Interface] {
@@ -308,6 +309,13 @@ mod tests {
         assert_eq!(
             multus_annotations(&v, &bindings).unwrap_err(),
             "unable to find the network binding plugin 'test-binding' in Kubevirt configuration"
+        );
+        let nameless = vmi(json!({"domain": {"devices": {"interfaces": [
+                {"name": "default", "binding": {}}]}},
+            "networks": [{"name": "default", "pod": {}}]}));
+        assert_eq!(
+            multus_annotations(&nameless, &bindings).unwrap_err(),
+            "unable to find the network binding plugin '' in Kubevirt configuration"
         );
     }
 

@@ -28,7 +28,7 @@
 
 use super::containers::{security_context, xdg_env};
 use super::error::RenderError;
-use super::network::DEVICE_INFO;
+use super::network::{DEVICE_INFO, binding_name};
 use super::resources::NamespaceContext;
 use super::volumes::{
     HOOK_SIDECAR_SOCKETS, HOOK_SOCKETS_DIR, NETWORK_INFO_MOUNT, NETWORK_INFO_VOLUME, mount,
@@ -107,10 +107,9 @@ pub fn requested_sidecars(
     let mut list = annotation_sidecars(vmi, object)?;
     let mut plugins = BTreeMap::new();
     for iface in vmi.spec.domain.devices.interfaces.iter().flatten() {
-        let Some(name) = iface.binding.as_deref().and_then(|b| b.get("name")) else {
+        let Some(name) = binding_name(iface) else {
             continue;
         };
-        let name = name.as_str().unwrap_or_default();
         let Some(plugin) = settings.network_bindings.get(name) else {
             return Err(RenderError::Input {
                 vmi: object.to_string(),
