@@ -10,6 +10,9 @@
 //!   annotation with hashed interface names, `virtiofs-shared-files` then `hook-sidecar-0`, the
 //!   network-info, hook-sockets and virtiofs volumes, the hook's ConfigMap volume last — the
 //!   pure renderer's golden (tests/golden/render/) checked field by field on the created pod.
+//! - With `ExternalNetResourceInjection` disabled, an SR-IOV network's NAD is read while
+//!   rendering: missing, `FailedCreate` and no pod; present, its `resourceName` is requested.
+//! - A binding plugin registered in the live KubeVirt CR adds its sidecar and its memory.
 
 use crate::common;
 
@@ -19,7 +22,11 @@ use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
+use virtctl_rs::api::manifest::KubeVirtObject;
+use virtctl_rs::api::quantity::ParsedQuantity;
 use virtctl_rs::api::vmi::VirtualMachineInstance;
+use virtctl_rs::config::ClusterSettings;
+use virtctl_rs::launcher::explain::explain;
 
 const FAILED_RENDER: &str = "failed to render launch manifest: ";
 
@@ -306,8 +313,85 @@ async fn an_sriov_network_requests_the_resource_its_nad_names(server: Server) {
     env.shutdown().await;
 }
 
+/// netbinding.go:29-70 with the KubeVirt CR followed live: once the CR registers the binding
+/// plugin of docs/examples/more/vm-binding-plugin.yaml, the VM's launcher pod gets the plugin's
+/// sidecar (`hook-sidecar-0`, `NETWORK_BINDING_PLUGIN_NAME`, `--hook-sidecars 1`) and the
+/// plugin's memory in the compute container's request (explain-overhead's term).
+async fn a_registered_binding_plugin_adds_its_sidecar(server: Server) {
+    let env = Env::start_on(server).await;
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.manager_kubevirt_namespace(),
+        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
+    );
+    let binding = json!({"sidecarImage": "example.org/demo-slirp-binding:1",
+        "computeResourceOverhead": {"requests": {"memory": "200Mi"}}});
+    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt"},
+        "spec": {"configuration": {"network": {"binding": {"demo-slirp": binding}}}}});
+    kubevirts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(cr.clone()).unwrap(),
+        )
+        .await
+        .expect("create the KubeVirt CR");
+    env.wait_for("the controller to load the binding plugin", || async {
+        let s = env.manager.debug_state()["settings"]["current"].clone();
+        s["networkBindings"]["demo-slirp"]["sidecarImage"]
+            .as_str()
+            .map(|_| ())
+    })
+    .await;
+    let vm: virtctl_rs::api::VirtualMachine = common::example_vm("more/vm-binding-plugin.yaml");
+    env.create_vm(&vm).await;
+    let pod = the_pod(&env, "demo-binding-plugin").await;
+    let spec = pod.spec.expect("pod spec");
+    let sidecar = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "hook-sidecar-0")
+        .expect("the binding plugin's sidecar");
+    assert_eq!(
+        sidecar.image.as_deref(),
+        Some("example.org/demo-slirp-binding:1")
+    );
+    let env_vars: Vec<(String, String)> = sidecar
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect();
+    assert!(env_vars.contains(&("NETWORK_BINDING_PLUGIN_NAME".into(), "demo-slirp".into())));
+    let command = spec.containers[0].command.clone().unwrap_or_default();
+    let at = command.iter().position(|a| a == "--hook-sidecars").unwrap();
+    assert_eq!(command[at + 1], "1");
+    // The formula's request with the CR's settings, 200Mi above the one without the plugin.
+    let memory = &spec.containers[0]
+        .resources
+        .clone()
+        .unwrap()
+        .requests
+        .unwrap()["memory"];
+    let request = |settings: &ClusterSettings| {
+        let object = KubeVirtObject::Vm(Box::new(vm.clone()));
+        let explained = explain(&object, &env.namespace, settings).expect("explain the VM");
+        explained.compute_resources.requests["memory"].0.clone()
+    };
+    let with_plugin = ClusterSettings::from_kubevirt_cr(&cr).expect("the CR's settings");
+    let bytes = |q: &str| ParsedQuantity::parse(q).unwrap().value();
+    assert_eq!(memory.0, request(&with_plugin));
+    assert_eq!(
+        bytes(&memory.0) - bytes(&request(&ClusterSettings::default())),
+        200 * 1024 * 1024
+    );
+    env.shutdown().await;
+}
+
 on_both_servers!(
     a_hook_sidecar_configmap_is_read_while_rendering,
     a_vmi_with_networks_hooks_and_virtiofs_gets_kubevirts_pod,
     an_sriov_network_requests_the_resource_its_nad_names,
+    a_registered_binding_plugin_adds_its_sidecar,
 );
