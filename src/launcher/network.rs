@@ -19,6 +19,9 @@
 //!   namespace; `NetworkToResource` (nad.go:48-70): a GET of every Multus network's NAD, its
 //!   `k8s.v1.cni.cncf.io/resourceName` annotation, only when the Beta gate
 //!   `ExternalNetResourceInjection` is disabled (template.go:427-433).
+//! - `GenerateFromActivePod` (generator.go:116-165): the `kubevirt.io/network-info` annotation
+//!   the VMI controller keeps on a ready pod, from Multus' `network-status`
+//!   ([`network_info_annotation`]).
 
 use super::resources::{NamespaceContext, RenderLookups};
 use crate::api::vmi::{Interface, Network, VirtualMachineInstance};
@@ -244,6 +247,165 @@ pub fn network_to_resource(
     Ok(out)
 }
 
+/// The Multus annotation listing the pod's attachments (`networkv1.NetworkStatusAnnot`).
+pub const MULTUS_NETWORK_STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
+/// The annotation the network-info volume exposes (`downwardapi.NetworkInfoAnnot`).
+pub const NETWORK_INFO: &str = "kubevirt.io/network-info";
+
+/// Declares a Multus device-info struct: string fields, each omitted when empty, in Go's order
+/// (network-attachment-definition-client v1.7.7 types.go:53-101).
+macro_rules! device_struct {
+    ($name:ident { $($field:ident => $json:literal),+ $(,)? }) => {
+        #[derive(Debug, Default, Serialize, serde::Deserialize)]
+        struct $name {
+            $(#[serde(rename = $json, default, skip_serializing_if = "String::is_empty")]
+            $field: String,)+
+        }
+    };
+}
+device_struct!(PciDevice { pci_address => "pci-address", vhost_net => "vhost-net",
+    rdma_device => "rdma-device", pf_pci_address => "pf-pci-address",
+    representor_device => "representor-device" });
+device_struct!(VdpaDevice { parent_device => "parent-device", driver => "driver", path => "path",
+    pci_address => "pci-address", pf_pci_address => "pf-pci-address",
+    representor_device => "representor-device" });
+device_struct!(VhostDevice { mode => "mode", path => "path" });
+device_struct!(MemifDevice { role => "role", path => "path", mode => "mode" });
+
+/// Multus' `DeviceInfo`.
+#[derive(Debug, Default, Serialize, serde::Deserialize)]
+struct DeviceInfo {
+    #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
+    type_: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pci: Option<PciDevice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    vdpa: Option<VdpaDevice>,
+    #[serde(
+        rename = "vhost-user",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    vhost_user: Option<VhostDevice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memif: Option<MemifDevice>,
+}
+
+/// The fields of a Multus `NetworkStatus` the network-info annotation uses.
+#[derive(Debug, serde::Deserialize)]
+struct NetworkStatus {
+    #[serde(default)]
+    interface: String,
+    #[serde(default)]
+    mac: String,
+    #[serde(default)]
+    mtu: i64,
+    #[serde(rename = "device-info", default)]
+    device_info: Option<DeviceInfo>,
+}
+
+/// One interface of the network-info annotation (pkg/network/downwardapi/types.go).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InfoInterface<'a> {
+    network: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device_info: Option<&'a DeviceInfo>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    mac: &'a str,
+    #[serde(skip_serializing_if = "is_zero")]
+    mtu: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+/// `CreateFromNetworkStatuses` (networknamescheme.go:103-109): network name → pod interface
+/// name, ordinal (`net1`, `net2`, … for the secondary Multus networks) when the pod's statuses
+/// use ordinal names, hashed otherwise; the default Multus network is `eth0`.
+fn pod_interface_names(
+    networks: &[Network],
+    statuses: &[NetworkStatus],
+) -> BTreeMap<String, String> {
+    let ordinal = statuses.iter().any(|s| {
+        s.interface
+            .strip_prefix("net")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    });
+    let mut names = BTreeMap::new();
+    for (i, net) in networks
+        .iter()
+        .filter(|n| is_secondary_multus(n))
+        .enumerate()
+    {
+        let name = if ordinal {
+            format!("net{}", i + 1)
+        } else {
+            hashed_interface_name(&net.name)
+        };
+        names.insert(net.name.clone(), name);
+    }
+    if let Some(default) = networks.iter().find(|n| is_multus_default(n)) {
+        names.insert(default.name.clone(), "eth0".to_string());
+    }
+    names
+}
+
+/// The `kubevirt.io/network-info` value the VMI controller keeps on a ready launcher pod
+/// (`GenerateFromActivePod`, generator.go:116-165; `CreateNetworkInfoAnnotationValue`,
+/// downwardapi/networkinfo.go): for each SR-IOV interface and each interface of a binding
+/// plugin with `downwardAPI: device-info`, the Multus network status of its pod interface
+/// (`pod_annotations[k8s.v1.cni.cncf.io/network-status]`): device info, MAC, MTU, sorted by
+/// network name. `None` when no such interface has a status (or the statuses do not parse, which
+/// KubeVirt logs and treats as none).
+pub fn network_info_annotation(
+    vmi: &VirtualMachineInstance,
+    bindings: &BTreeMap<String, NetworkBindingPlugin>,
+    pod_annotations: Option<&BTreeMap<String, String>>,
+) -> Option<String> {
+    let device_info = |i: &&Interface| {
+        i.sriov.is_some()
+            || binding_name(i)
+                .and_then(|b| bindings.get(b))
+                .is_some_and(|p| p.downward_api.as_deref() == Some(DEVICE_INFO))
+    };
+    let ifaces: Vec<&Interface> = interfaces(vmi).iter().filter(device_info).collect();
+    if ifaces.is_empty() {
+        return None;
+    }
+    let text = pod_annotations.and_then(|a| a.get(MULTUS_NETWORK_STATUS))?;
+    let statuses: Vec<NetworkStatus> = serde_json::from_str(text).unwrap_or_default();
+    let names = pod_interface_names(networks(vmi), &statuses);
+    let mut out: Vec<InfoInterface> = ifaces
+        .iter()
+        .filter_map(|iface| {
+            let pod_iface = names
+                .get(&iface.name)
+                .map(String::as_str)
+                .unwrap_or_default();
+            let status = statuses.iter().rev().find(|s| s.interface == pod_iface)?;
+            Some(InfoInterface {
+                network: &iface.name,
+                device_info: status.device_info.as_ref(),
+                mac: &status.mac,
+                mtu: status.mtu,
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        return None;
+    }
+    out.sort_by(|a, b| a.network.cmp(b.network));
+    #[derive(Serialize)]
+    struct NetworkInfo<'a> {
+        interfaces: Vec<InfoInterface<'a>>,
+    }
+    serde_json::to_string(&NetworkInfo { interfaces: out }).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,6 +546,52 @@ mod tests {
         assert_eq!(
             network_to_resource(&v, &off, &read(&[])).unwrap_err(),
             "failed to locate network attachment definition other/sriov-net"
+        );
+    }
+
+    /// generator_test.go:366-392 ("Should add mac address ... binding plugin with device info"):
+    /// the status of the hashed pod interface of `woo`, device info in Multus' field order.
+    #[test]
+    fn network_info_from_the_pods_network_status() {
+        let v = vmi(json!({"domain": {"devices": {"interfaces": [
+                {"name": "woo", "binding": {"name": "deviceinfo"}}]}},
+            "networks": [{"name": "woo", "multus": {"networkName": "with-mac-and-device-info"}}]}));
+        let bindings = BTreeMap::from([(
+            "deviceinfo".to_string(),
+            NetworkBindingPlugin {
+                downward_api: Some(DEVICE_INFO.into()),
+                ..Default::default()
+            },
+        )]);
+        let status = r#"[{"name":"k8s-pod-network","ips":["10.244.196.146"],"default":true,"dns":{}},
+            {"name":"default/with-mac-and-device-info","interface":"podb260539511e","mac":"3a:17:d7:e5:0f:08","dns":{},
+            "device-info":{"version": "1.0.0","pci": {"pci-address": "0000:65:00.4"},"type": "pci"}}]"#;
+        let pod = BTreeMap::from([(MULTUS_NETWORK_STATUS.to_string(), status.to_string())]);
+        assert_eq!(
+            network_info_annotation(&v, &bindings, Some(&pod)).unwrap(),
+            r#"{"interfaces":[{"network":"woo","deviceInfo":{"type":"pci","version":"1.0.0","pci":{"pci-address":"0000:65:00.4"}},"mac":"3a:17:d7:e5:0f:08"}]}"#
+        );
+        // Not a device-info plugin, or no status for the interface yet: no annotation.
+        assert_eq!(
+            network_info_annotation(&v, &BTreeMap::new(), Some(&pod)),
+            None
+        );
+        assert_eq!(network_info_annotation(&v, &bindings, None), None);
+    }
+
+    /// generator_test.go:164-190: a pod whose secondary interfaces have ordinal names (`net1`)
+    /// is matched with the ordinal scheme.
+    #[test]
+    fn network_info_with_ordinal_pod_interface_names() {
+        let v = vmi(json!({"domain": {"devices": {"interfaces": [
+                {"name": "default", "masquerade": {}}, {"name": "fast", "sriov": {}}]}},
+            "networks": [{"name": "default", "pod": {}}, {"name": "fast", "multus": {"networkName": "sriov"}}]}));
+        let status = r#"[{"name":"default/sriov","interface":"net1","mtu":9000,
+            "device-info":{"type":"pci","version":"1.0.0","pci":{"pci-address":"0000:65:00.3"}}}]"#;
+        let pod = BTreeMap::from([(MULTUS_NETWORK_STATUS.to_string(), status.to_string())]);
+        assert_eq!(
+            network_info_annotation(&v, &BTreeMap::new(), Some(&pod)).unwrap(),
+            r#"{"interfaces":[{"network":"fast","deviceInfo":{"type":"pci","version":"1.0.0","pci":{"pci-address":"0000:65:00.3"}},"mtu":9000}]}"#
         );
     }
 }

@@ -239,6 +239,7 @@ pub fn snapshot_from_objects(
     // virt-api's mutator adds the foreground finalizer; stand in only without virt-api.
     snap.ensure_vmi_finalizer = settings.without_virt_api;
     snap.cluster_skip_backup_hooks = settings.skip_backup_hooks.clone();
+    snap.network_bindings = settings.network_bindings.clone();
     if needs_rendered_pod(&snap) {
         snap.rendered_pod = Some(render_pod_with(settings, &namespace(), &snap.vmi).map(Arc::new));
     }
