@@ -27,6 +27,7 @@ mod inspect_cli;
 mod inspect_tui_e2e;
 mod krew_manifest;
 mod kubevirt_config;
+mod launcher_pod_e2e;
 mod launcher_proptest;
 mod launcher_render;
 mod leader_election;

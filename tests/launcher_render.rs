@@ -172,6 +172,25 @@ fn golden_vmi_sriov() {
     );
 }
 
+/// A Multus secondary network, an SR-IOV interface, a ConfigMap hook sidecar and a virtiofs
+/// filesystem (issue 39): the Multus annotation with hashed interface names
+/// (multus/annotation.go), `hook-sidecar-0` after `virtiofs-shared-files`, the network-info,
+/// hook-sockets and virtiofs volumes, the hook's ConfigMap volume last (template.go:573-620, 794).
+#[test]
+fn golden_vmi_networks_hooks_virtiofs() {
+    let vmi = example_vmi(
+        "vmi-networks-hooks-virtiofs.yaml",
+        "5d0bcb47-0000-4000-8000-00000000f006",
+        "amd64",
+    );
+    check(
+        "vmi-networks-hooks-virtiofs",
+        "tests/fixtures/vmi-networks-hooks-virtiofs.yaml",
+        &vmi,
+        &ClusterSettings::default(),
+    );
+}
+
 #[test]
 fn golden_vm_containerdisk() {
     let vmi = demo_vmi("5d0bcb47-0000-4000-8000-00000000f005");
@@ -194,6 +213,7 @@ fn golden_files_are_pods() {
         "vmi-gpu",
         "vmi-arm",
         "vmi-sriov",
+        "vmi-networks-hooks-virtiofs",
         "vm-containerdisk",
     ] {
         let text = std::fs::read_to_string(golden_dir().join(format!("{name}.yaml"))).unwrap();

@@ -177,6 +177,15 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         env.wait_running(name).await;
     }
 
+    // A hook sidecar whose ConfigMap the VMI controller reads while rendering the pod.
+    env.cluster()
+        .apply_path(&common::repo_path(
+            "docs/examples/more/vm-hook-sidecar.yaml",
+        ))
+        .await
+        .expect("apply the hook-sidecar example");
+    env.wait_running("demo-hook-sidecar").await;
+
     // A VM no node can take: its launcher pod stays unschedulable (the inspector then lists
     // the nodes to say which resource none has).
     let mut huge = common::example_vm("vm-containerdisk.yaml");

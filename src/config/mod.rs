@@ -47,6 +47,10 @@ pub struct ClusterSettings {
     /// (`network.binding.<name>.computeResourceOverhead.requests.memory`). `passt` core binding
     /// adds 250Mi regardless (pkg/network/resources/memory.go).
     pub binding_plugin_memory: std::collections::BTreeMap<String, i64>,
+    /// The registered network binding plugins (`network.binding`) by name: what the launcher
+    /// pod gets for an interface that uses one (sidecar, Multus NAD, network-info volume).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub network_bindings: std::collections::BTreeMap<String, NetworkBindingPlugin>,
     /// Serial console log sidecar enabled cluster-wide (`virtualMachineOptions.disableSerialConsoleLog` unset/false).
     pub serial_console_log: bool,
     /// Launcher image for the `compute` container.
@@ -118,6 +122,26 @@ impl Default for TokenBucket {
     }
 }
 
+/// One registered network binding plugin (`InterfaceBindingPlugin`,
+/// staging/src/kubevirt.io/api/core/v1/types.go): the fields the launcher pod depends on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkBindingPlugin {
+    /// `sidecarImage`: a hook sidecar running it is added to the pod (netbinding.go:55-66).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sidecar_image: Option<String>,
+    /// `networkAttachmentDefinition` (`name` or `namespace/name`): an entry of the Multus
+    /// annotation (multus/annotation.go:131-160).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_attachment_definition: Option<String>,
+    /// `downwardAPI`: `device-info` mounts the network-info volume (template.go:994-1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downward_api: Option<String>,
+    /// `migration.method` (`link-refresh`): read by migrations, which are not modelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration_method: Option<String>,
+}
+
 fn live_update_default() -> bool {
     true
 }
@@ -130,6 +154,7 @@ impl Default for ClusterSettings {
             additional_guest_memory_overhead_ratio: None,
             architecture: "amd64".to_string(),
             binding_plugin_memory: Default::default(),
+            network_bindings: Default::default(),
             serial_console_log: true,
             launcher_image: DEFAULT_LAUNCHER_IMAGE.to_string(),
             qemu_timeout_seconds: DEFAULT_QEMU_TIMEOUT_SECONDS,
@@ -291,6 +316,22 @@ impl ClusterSettings {
         }
         if let Some(bindings) = cfg.pointer("/network/binding").and_then(|v| v.as_object()) {
             for (name, binding) in bindings {
+                let text = |path: &str| {
+                    binding
+                        .pointer(path)
+                        .and_then(|v| v.as_str())
+                        .filter(|v| !v.is_empty())
+                        .map(str::to_string)
+                };
+                s.network_bindings.insert(
+                    name.clone(),
+                    NetworkBindingPlugin {
+                        sidecar_image: text("/sidecarImage"),
+                        network_attachment_definition: text("/networkAttachmentDefinition"),
+                        downward_api: text("/downwardAPI"),
+                        migration_method: text("/migration/method"),
+                    },
+                );
                 if let Some(mem) = binding.pointer("/computeResourceOverhead/requests/memory") {
                     let text = mem.as_str().unwrap_or_default();
                     let q = ParsedQuantity::parse(text).map_err(|e| {
@@ -403,13 +444,24 @@ mod tests {
         let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "spec": {"configuration": {
             "additionalGuestMemoryOverheadRatio": "1.5",
             "developerConfiguration": {"cpuAllocationRatio": 16, "memoryOvercommit": 150, "featureGates": ["Sidecar"]},
-            "network": {"binding": {"mybind": {"computeResourceOverhead": {"requests": {"memory": "10Mi"}}}}}
+            "network": {"binding": {"mybind": {"computeResourceOverhead": {"requests": {"memory": "10Mi"}},
+                "sidecarImage": "registry.example/mybind:1", "networkAttachmentDefinition": "infra/mybind-nad",
+                "downwardAPI": "device-info", "migration": {"method": "link-refresh"}}}}
         }}});
         let s = ClusterSettings::from_kubevirt_cr(&cr).unwrap();
         assert_eq!(s.cpu_allocation_ratio, 16);
         assert_eq!(s.memory_overcommit, 150);
         assert_eq!(s.overhead_ratio(), Some(1.5));
         assert_eq!(s.binding_plugin_memory["mybind"], 10 * 1024 * 1024);
+        assert_eq!(
+            s.network_bindings["mybind"],
+            NetworkBindingPlugin {
+                sidecar_image: Some("registry.example/mybind:1".into()),
+                network_attachment_definition: Some("infra/mybind-nad".into()),
+                downward_api: Some("device-info".into()),
+                migration_method: Some("link-refresh".into()),
+            }
+        );
         assert!(s.gate_enabled("Sidecar", false));
         let both = ClusterSettings {
             feature_gates: vec!["G".into()],

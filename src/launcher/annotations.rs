@@ -12,7 +12,7 @@
 //!   (or, for the VMI controller's later sync only, on the KubeVirt CR: the renderer's generator
 //!   has no cluster configuration, application.go:719 `storageannotations.Generator{}`).
 //!
-//! The Multus annotations of the network generator are not modelled yet (docs/comparison.md).
+//! The network generator's Multus annotations are [`super::network::multus_annotations`].
 
 use std::collections::BTreeMap;
 

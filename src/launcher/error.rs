@@ -26,6 +26,18 @@ pub enum RenderError {
         /// Claim name.
         claim: String,
     },
+    /// Something KubeVirt's renderer reads besides the VMI is missing or rejects it: a hook
+    /// sidecar's ConfigMap, a NetworkAttachmentDefinition, a network binding plugin of the
+    /// KubeVirt CR. Displayed as KubeVirt's text alone (`configmaps "NAME" not found`), which the
+    /// VMI controller's `FailedCreate` event on the VMI carries after `failed to render launch
+    /// manifest: `.
+    #[error("{message}")]
+    Input {
+        /// `namespace/name`.
+        vmi: String,
+        /// KubeVirt's error text.
+        message: String,
+    },
     /// A quantity of the VMI (requests, limits, guest memory, reserved overhead) is invalid, so
     /// neither the memory overhead nor the compute container's resources can be computed.
     #[error("VirtualMachineInstance {vmi}: {source}")]

@@ -10,11 +10,15 @@ pub mod containers;
 pub mod defects;
 pub mod error;
 pub mod explain;
+pub mod lookups;
+pub mod network;
 pub mod overhead;
 pub mod pod;
 mod pod_changes;
 pub mod renderer;
 pub mod resources;
+pub mod sidecars;
+pub mod virtiofs;
 pub mod volumes;
 
 pub use error::RenderError;

@@ -20,13 +20,13 @@
 //!   pull secret, no runtime class, no SELinux launcher type, no seccomp profile, OVMF paths
 //!   `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF` (arm64), `""` (s390x).
 //!
-//! Not modelled (the rendered pod lacks them; KubeVirt would add them):
-//! - hook sidecars (`hooks.kubevirt.io/hookSidecars`; `--hook-sidecars` is always `0`),
-//!   virtiofs containers and volumes (`devices.filesystems`), the backend-storage PVC
-//!   (`vm-state`: persistent TPM/EFI/CBT state);
-//! - the Multus annotations of the network annotation generator (multus
-//!   `k8s.v1.cni.cncf.io/networks`, `kubevirt.io/network-info` content, SR-IOV resource names —
-//!   the SR-IOV downward-API volume itself is rendered), binding-plugin sidecars;
+//! Also rendered: hook sidecars and network binding plugin sidecars ([`super::sidecars`]; a
+//! hook's ConfigMap and, with `ExternalNetResourceInjection` disabled, a Multus network's
+//! NetworkAttachmentDefinition are read by the caller: `NamespaceContext::lookups`), the Multus
+//! annotations ([`super::network`]) and virtiofsd containers ([`super::virtiofs`]).
+//!
+//! Not modelled (the rendered pod lacks them; KubeVirt would add them), docs/comparison.md:
+//! - the backend-storage PVC (`vm-state`: persistent TPM/EFI/CBT state);
 //! - TSC-frequency node labels, Hyper-V strict-check node labels (Alpha gate), SEV/TDX pod
 //!   labels beyond the node selectors, persistent-reservation PVC labels and pod anti-affinity,
 //!   `permittedHostDevices` validation, `supportContainerResources` overrides, temporary
@@ -38,9 +38,13 @@ use super::containers::{
     container_ports, image_volume_init_container, security_context, xdg_env,
 };
 use super::error::RenderError;
+use super::network::{multus_annotations, needs_network_info, network_to_resource};
 use super::overhead::memory_overhead_with;
 use super::renderer::render_admissible_compute_resources;
 use super::resources::NamespaceContext;
+use super::sidecars::{
+    compute_shared_mounts, requested_sidecars, sidecar_container, sidecar_volumes,
+};
 use super::volumes::{
     CONTAINER_DISK_DIR, EPHEMERAL_DISK_DIR, KERNEL_BOOT_VOLUME, VIRT_SHARE_DIR, VolumeOptions,
     image_pull_secrets, kernel_boot_container, render_volumes, service_account_volume,
@@ -422,6 +426,12 @@ fn render_pod(
     let kill_after = grace.saturating_add(GRACE_PERIOD_PADDING_SECONDS);
     let dedicated = spec.is_cpu_dedicated();
     let guaranteed = dedicated || resources.wants_guaranteed_qos();
+    // The networks' NADs, read while rendering (template.go:427-433): a missing one fails the
+    // render; their resources are the renderer's `WithNetworkResources`.
+    network_to_resource(vmi, settings, ns).map_err(|message| RenderError::Input {
+        vmi: object.clone(),
+        message,
+    })?;
     // A pod that will be created: fix what the API server would reject (docs/run-controller.md).
     let resources =
         render_admissible_compute_resources(vmi, resources, settings, overhead_bytes, ns).map_err(
@@ -437,6 +447,10 @@ fn render_pod(
     let image_volume = gate("ImageVolume", true);
     let cross_arch = gate("CrossArchitectureVirtualization", false);
     let arch = spec.architecture.as_deref().unwrap_or_default();
+
+    // The sidecars (template.go:443-450).
+    let sidecars = requested_sidecars(vmi, settings, &object)?;
+    let virtiofs = super::virtiofs::is_enabled(vmi);
 
     // The compute command (template.go:426-485).
     let mut command: Vec<String> = [
@@ -458,7 +472,7 @@ fn render_pod(
         "--grace-period-seconds",
         &grace.to_string(),
         "--hook-sidecars",
-        "0",
+        &sidecars.len().to_string(),
         "--ovmf-path",
         ovmf_path(arch),
         "--disk-memory-limit",
@@ -515,7 +529,10 @@ fn render_pod(
         ns,
         &VolumeOptions {
             image_volume,
+            hook_sidecars: !sidecars.is_empty(),
             plugins: gate("Plugins", false),
+            network_info: needs_network_info(vmi, settings),
+            virtiofs,
             launcher_image: image,
             image_pull_policy: pull_policy,
         },
@@ -658,6 +675,17 @@ fn render_pod(
     if !image_volume {
         containers.extend(disk_containers(false));
     }
+    containers.extend(super::virtiofs::containers(vmi, image, guaranteed));
+    // Hook sidecars, their ConfigMap (read while rendering) and PVC volumes (template.go:578-620).
+    let sidecar_volumes = sidecar_volumes(&sidecars, ns, &object)?;
+    if let Some(mounts) = containers[0].volume_mounts.as_mut() {
+        mounts.extend(compute_shared_mounts(&sidecars));
+    }
+    for (i, sidecar) in sidecars.iter().enumerate() {
+        containers.push(sidecar_container(
+            i, sidecar, settings, non_root, guaranteed,
+        ));
+    }
 
     let mut init_containers = Vec::new();
     let devices = &spec.domain.devices;
@@ -727,6 +755,13 @@ fn render_pod(
     pod_annotations.insert(MIGRATION_TRANSPORT_UNIX.into(), "true".into());
     pod_annotations.insert(EVICT_ONLY.into(), String::new());
     // The network generator, then the storage one, over what is there (template.go:1552-1559).
+    let multus = multus_annotations(vmi, &settings.network_bindings).map_err(|message| {
+        RenderError::Input {
+            vmi: object.clone(),
+            message,
+        }
+    })?;
+    pod_annotations.extend(multus);
     pod_annotations.extend(super::annotations::istio(vmi));
     pod_annotations.extend(super::annotations::velero(vmi, None));
     if gate("VmiMemoryOverheadReport", true) {
@@ -842,7 +877,7 @@ fn render_pod(
             containers,
             init_containers: (!init_containers.is_empty()).then_some(init_containers),
             node_selector: Some(node_selector(vmi, settings, cross_arch)),
-            volumes: Some(vols.volumes),
+            volumes: Some(vols.volumes.into_iter().chain(sidecar_volumes).collect()),
             image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
                 pull_secrets
                     .into_iter()
@@ -942,8 +977,7 @@ mod tests {
     }
 
     /// template_test.go:530-620 ("should work"), with ImageVolume and
-    /// PodSecondaryInterfaceNamingUpgrade disabled as in the test. Hook sidecars are not
-    /// modelled, so `--hook-sidecars` is 0 here (1 in KubeVirt's test, whose VMI has one).
+    /// PodSecondaryInterfaceNamingUpgrade disabled as in the test, and its hook sidecar.
     #[test]
     fn launch_template_should_work_template_test_530() {
         for (arch, ovmf) in [
@@ -958,7 +992,8 @@ mod tests {
                 ..test_settings()
             };
             let v = root(vmi(
-                json!({"annotations": {"test": "shouldBeInPod"}}),
+                json!({"annotations": {"test": "shouldBeInPod",
+                    "hooks.kubevirt.io/hookSidecars": r#"[{"image": "some-image:v1", "imagePullPolicy": "IfNotPresent"}]"#}}),
                 json!({"domain": {"devices": {"disableHotplug": true}}, "architecture": arch}),
             ));
             let pod = render(&v, &s);
@@ -1032,7 +1067,7 @@ mod tests {
                 "--grace-period-seconds",
                 "45",
                 "--hook-sidecars",
-                "0",
+                "1",
                 "--ovmf-path",
                 ovmf,
                 "--disk-memory-limit",
@@ -1045,6 +1080,11 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
             assert_eq!(command(&pod), expected);
+            assert_eq!(spec(&pod).containers[1].name, "hook-sidecar-0");
+            assert_eq!(
+                spec(&pod).containers[1].image.as_deref(),
+                Some("some-image:v1")
+            );
             assert_eq!(spec(&pod).termination_grace_period_seconds, Some(60));
             assert!(spec(&pod).init_containers.is_none());
             assert_eq!(spec(&pod).hostname.as_deref(), Some("testvmi"));
@@ -1993,6 +2033,318 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "VirtualMachineInstance testns/testvmi: spec.domain.resources.requests.memory: quantity \"2Gx\" does not match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
+    }
+
+    fn with_lookups(cms: &[&str], nads: &[(&str, &str)]) -> NamespaceContext {
+        NamespaceContext {
+            lookups: Some(crate::launcher::resources::RenderLookups {
+                config_maps: cms.iter().map(|c| (c.to_string(), Ok(()))).collect(),
+                network_attachment_definitions: nads
+                    .iter()
+                    .map(|(k, r)| (k.to_string(), Some(r.to_string())))
+                    .collect(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn render_in(
+        v: &VirtualMachineInstance,
+        s: &ClusterSettings,
+        ns: &NamespaceContext,
+    ) -> Result<Pod, RenderError> {
+        render_launch_manifest_with(v, s, ns, 0, 240)
+    }
+
+    fn container<'a>(p: &'a Pod, name: &str) -> &'a Container {
+        spec(p).containers.iter().find(|c| c.name == name).unwrap()
+    }
+
+    fn mounts(c: &Container) -> Vec<(String, String, Option<String>)> {
+        c.volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| (m.name.clone(), m.mount_path.clone(), m.sub_path.clone()))
+            .collect()
+    }
+
+    const CM_HOOK: &str = r#"[{"image": "test:test", "configMap": {"name": "test-cm",
+"key": "script.sh", "hookPath": "/usr/bin/onDefineDomain"}}]"#;
+
+    /// template_test.go:5072-5124: the ConfigMap read while rendering becomes a 0755 volume
+    /// (after every other volume) mounted at `hookPath` with `key` as subPath; a missing one
+    /// fails the render with the GET's error, which the VMI controller puts in its event.
+    #[test]
+    fn hook_sidecar_config_map_template_test_5072() {
+        let v = root(vmi(
+            json!({"annotations": {"hooks.kubevirt.io/hookSidecars": CM_HOOK}}),
+            json!({"domain": {}}),
+        ));
+        let s = test_settings();
+        let pod = render_in(&v, &s, &with_lookups(&["test-cm"], &[])).unwrap();
+        let volumes = spec(&pod).volumes.clone().unwrap();
+        let last = volumes.last().unwrap();
+        assert_eq!(last.name, "test-cm");
+        let cm = last.config_map.clone().unwrap();
+        assert_eq!(
+            (cm.name.as_str(), cm.default_mode),
+            ("test-cm", Some(0o755))
+        );
+        assert!(
+            volumes
+                .iter()
+                .any(|v| v.name == "hook-sidecar-sockets" && v.empty_dir.is_some())
+        );
+        let sidecar = container(&pod, "hook-sidecar-0");
+        assert_eq!(
+            mounts(sidecar),
+            [
+                (
+                    "hook-sidecar-sockets".into(),
+                    "/var/run/kubevirt-hooks".into(),
+                    Some("hook-sidecar-0".into())
+                ),
+                (
+                    "test-cm".into(),
+                    "/usr/bin/onDefineDomain".into(),
+                    Some("script.sh".into())
+                ),
+            ]
+        );
+        assert!(mounts(compute(&pod)).contains(&(
+            "hook-sidecar-sockets".into(),
+            "/var/run/kubevirt-hooks".into(),
+            None
+        )));
+        assert_eq!(
+            sidecar.env.clone().unwrap()[0].value.as_deref(),
+            Some("hook-sidecar-0")
+        );
+        let sc = sidecar.security_context.clone().unwrap();
+        assert_eq!(
+            (sc.run_as_user, sc.run_as_non_root, sc.capabilities),
+            (Some(0), Some(false), None)
+        );
+        assert_eq!(
+            sidecar.resources, None,
+            "no support container resources without dedicated CPUs"
+        );
+        assert_eq!(flag_value(&pod, "--hook-sidecars").as_deref(), Some("1"));
+
+        let e = render_in(&v, &s, &with_lookups(&[], &[])).unwrap_err();
+        assert_eq!(e.to_string(), r#"configmaps "test-cm" not found"#);
+        assert!(matches!(e, RenderError::Input { ref vmi, .. } if vmi == "testns/testvmi"));
+        // Not read (explain-overhead, inspect): rendered as if present.
+        assert!(render_in(&v, &s, &NamespaceContext::default()).is_ok());
+    }
+
+    /// template_test.go:5127-5175: a PVC hook is a pod volume mounted in the sidecar at
+    /// `volumePath` and in `compute` at `sharedComputePath`.
+    #[test]
+    fn hook_sidecar_pvc_template_test_5127() {
+        let hook = r#"[{"image": "test:test", "pvc": {"name": "test-pvc", "volumePath": "/debug", "sharedComputePath": "/var/run/debug"}}]"#;
+        let v = root(vmi(
+            json!({"annotations": {"hooks.kubevirt.io/hookSidecars": hook}}),
+            json!({"domain": {}}),
+        ));
+        let pod = render(&v, &test_settings());
+        let last = spec(&pod).volumes.clone().unwrap().pop().unwrap();
+        assert_eq!(last.persistent_volume_claim.unwrap().claim_name, "test-pvc");
+        assert_eq!(
+            mounts(compute(&pod)).last().unwrap(),
+            &("test-pvc".into(), "/var/run/debug".into(), None)
+        );
+        assert!(mounts(container(&pod, "hook-sidecar-0")).contains(&(
+            "test-pvc".into(),
+            "/debug".into(),
+            None
+        )));
+    }
+
+    /// template_test.go:4636-4641: a non-root sidecar drops every capability and gets the XDG
+    /// variables before `CONTAINER_NAME`; with dedicated CPUs it gets 200m / 64M
+    /// (renderresources.go:549-559). A bad annotation names the field.
+    #[test]
+    fn non_root_and_dedicated_sidecar_template_test_4636() {
+        let hook = r#"[{"args": ["--version", "v1alpha2"],"image": "test/test:test", "imagePullPolicy": "IfNotPresent"}]"#;
+        let v = vmi(
+            json!({"annotations": {"hooks.kubevirt.io/hookSidecars": hook}}),
+            json!({"domain": {"cpu": {"cores": 2, "dedicatedCpuPlacement": true}, "resources": {"requests": {"memory": "64M"}}}}),
+        );
+        let pod = render(&v, &test_settings());
+        let sidecar = container(&pod, "hook-sidecar-0");
+        let sc = sidecar.security_context.clone().unwrap();
+        assert_eq!(sc.capabilities.unwrap().drop, Some(vec!["ALL".to_string()]));
+        assert_eq!((sc.run_as_user, sc.run_as_group), (Some(107), Some(107)));
+        let env: Vec<String> = sidecar
+            .env
+            .iter()
+            .flatten()
+            .map(|e| e.name.clone())
+            .collect();
+        assert_eq!(
+            env,
+            [
+                "XDG_CACHE_HOME",
+                "XDG_CONFIG_HOME",
+                "XDG_RUNTIME_DIR",
+                "CONTAINER_NAME"
+            ]
+        );
+        assert_eq!(sidecar.args.clone().unwrap(), ["--version", "v1alpha2"]);
+        assert_eq!(sidecar.image_pull_policy.as_deref(), Some("IfNotPresent"));
+        let r = sidecar.resources.clone().unwrap();
+        assert_eq!(r.requests, r.limits);
+        assert_eq!(r.limits.unwrap()["memory"].0, "64M");
+
+        let bad = vmi(
+            json!({"annotations": {"hooks.kubevirt.io/hookSidecars": "{"}}),
+            json!({"domain": {}}),
+        );
+        let e = render_in(&bad, &test_settings(), &NamespaceContext::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("VirtualMachineInstance testns/testvmi: metadata.annotations[hooks.kubevirt.io/hookSidecars]: "), "{e}");
+    }
+
+    /// netbinding_test.go and template.go:994-1000: a registered plugin with a sidecar image
+    /// gets `hook-sidecar-0` (after the annotation's) with its name in the environment and the
+    /// network-info volume for `device-info`; its NAD joins the Multus annotation with the
+    /// logical network name. An unregistered plugin fails the render with KubeVirt's text.
+    #[test]
+    fn binding_plugin_sidecar_and_network_info() {
+        let mut s = test_settings();
+        s.network_bindings.insert(
+            "mybind".into(),
+            crate::config::NetworkBindingPlugin {
+                sidecar_image: Some("registry.example/mybind-sidecar:1".into()),
+                network_attachment_definition: Some("mybind-nad".into()),
+                downward_api: Some("device-info".into()),
+                migration_method: None,
+            },
+        );
+        let v = root(vmi(
+            json!({}),
+            json!({"domain": {"devices": {"interfaces": [{"name": "default", "binding": {"name": "mybind"}}]}},
+                "networks": [{"name": "default", "pod": {}}]}),
+        ));
+        let pod = render(&v, &s);
+        let sidecar = container(&pod, "hook-sidecar-0");
+        assert_eq!(
+            sidecar.image.as_deref(),
+            Some("registry.example/mybind-sidecar:1")
+        );
+        assert_eq!(sidecar.image_pull_policy.as_deref(), Some("IfNotPresent"));
+        let env: Vec<(String, String)> = sidecar
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                ("CONTAINER_NAME".to_string(), "hook-sidecar-0".to_string()),
+                ("NETWORK_BINDING_PLUGIN_NAME".into(), "mybind".into())
+            ]
+        );
+        assert!(mounts(sidecar).contains(&(
+            "network-info-annotation".into(),
+            "/etc/podinfo".into(),
+            None
+        )));
+        assert!(mounts(compute(&pod)).contains(&(
+            "network-info-annotation".into(),
+            "/etc/podinfo".into(),
+            None
+        )));
+        let ann = pod.metadata.annotations.clone().unwrap();
+        assert_eq!(
+            ann["k8s.v1.cni.cncf.io/networks"],
+            r#"[{"name":"mybind-nad","namespace":"testns","cni-args":{"logicNetworkName":"default"}}]"#
+        );
+
+        let unknown = root(vmi(
+            json!({}),
+            json!({"domain": {"devices": {"interfaces": [{"name": "default", "binding": {"name": "other"}}]}},
+                "networks": [{"name": "default", "pod": {}}]}),
+        ));
+        let e = render_in(&unknown, &s, &NamespaceContext::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "couldn't find configuration for network binding: other"
+        );
+    }
+
+    /// template.go:427-433 with nad.go:48-70 and renderresources.go:363-374: with the gate
+    /// `ExternalNetResourceInjection` disabled, each Multus network's NAD resource is requested
+    /// once (limits too); a NAD that could not be read fails the render. With the gate on
+    /// (KubeVirt's default) no NAD is read and no resource requested.
+    #[test]
+    fn sriov_resource_from_the_nad() {
+        let v = root(vmi(
+            json!({}),
+            json!({"domain": {"devices": {"interfaces": [{"name": "default", "masquerade": {}}, {"name": "fast", "sriov": {}}]}},
+                "networks": [{"name": "default", "pod": {}}, {"name": "fast", "multus": {"networkName": "infra/sriov-net"}}]}),
+        ));
+        let off = ClusterSettings {
+            disabled_feature_gates: vec!["ExternalNetResourceInjection".into()],
+            ..test_settings()
+        };
+        let ns = with_lookups(&[], &[("infra/sriov-net", "intel.com/sriov_vf")]);
+        let pod = render_in(&v, &off, &ns).unwrap();
+        let r = compute(&pod).resources.clone().unwrap();
+        assert_eq!(r.requests.unwrap()["intel.com/sriov_vf"].0, "1");
+        assert_eq!(r.limits.unwrap()["intel.com/sriov_vf"].0, "1");
+        let e = render_in(&v, &off, &with_lookups(&[], &[])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "failed to locate network attachment definition infra/sriov-net"
+        );
+        let on = render_in(&v, &test_settings(), &ns).unwrap();
+        let requests = compute(&on).resources.clone().unwrap().requests.unwrap();
+        assert!(!requests.contains_key("intel.com/sriov_vf"));
+        assert_eq!(
+            on.metadata.annotations.unwrap()["k8s.v1.cni.cncf.io/networks"],
+            r#"[{"name":"sriov-net","namespace":"infra","interface":"pod115dc3606fb"}]"#
+        );
+    }
+
+    /// template.go:573-576, 1002-1004: virtiofsd containers after the container-disk ones and
+    /// before the hook sidecars; the sockets emptyDir mounted in `compute`, last.
+    #[test]
+    fn virtiofs_containers_in_the_pod() {
+        let hook = r#"[{"image": "some-image:v1"}]"#;
+        let v = root(vmi(
+            json!({"annotations": {"hooks.kubevirt.io/hookSidecars": hook}}),
+            json!({"domain": {"devices": {"filesystems": [{"name": "shared", "virtiofs": {}}]}},
+                "volumes": [{"name": "shared", "persistentVolumeClaim": {"claimName": "shared-pvc"}}]}),
+        ));
+        let pod = render(&v, &test_settings());
+        let names: Vec<&str> = spec(&pod)
+            .containers
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(names, ["compute", "virtiofs-shared", "hook-sidecar-0"]);
+        assert_eq!(
+            mounts(compute(&pod)).last().unwrap(),
+            &(
+                "virtiofs-containers".into(),
+                "/var/run/kubevirt/virtiofs-containers".into(),
+                None
+            )
+        );
+        let volumes: Vec<String> = spec(&pod)
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| v.name.clone())
+            .collect();
+        assert_eq!(
+            volumes.last().map(String::as_str),
+            Some("virtiofs-containers")
         );
     }
 }

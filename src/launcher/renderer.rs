@@ -19,6 +19,7 @@
 //! | `WithHugePages` (220-261) | hugepages |
 //! | `WithMemoryOverhead` (295-308) | no hugepages |
 //! | `WithAutoMemoryLimits` (310-317, 731-763) | a quota with `limits.memory`, no memory limit |
+//! | `WithNetworkResources` (363-374) | a Multus network's NAD was read (gate `ExternalNetResourceInjection` off): +1 of its `resourceName` |
 //! | `WithGPUsDevicePlugins`, `WithGPUsDRA` | device-plugin GPUs; DRA GPUs (gate `GPUsWithDRA`) |
 //! | `WithHostDevicesDevicePlugins`, `WithHostDevicesDRA` | the same for host devices (`HostDevicesWithDRA`) |
 //! | `WithNetworksDRA` | gate `NetworkDevicesWithDRA` |
@@ -115,6 +116,8 @@ pub const RULES: &[Rule] = &[
     rule("WithHugePages", |i| i.vmi.spec.has_hugepages(), with_huge_pages),
     rule("WithMemoryOverhead", |i| !i.vmi.spec.has_hugepages(), with_memory_overhead),
     rule("WithAutoMemoryLimits", does_vmi_require_auto_memory_limits, with_auto_memory_limits),
+    rule("WithNetworkResources", |i| !network_resources(i).is_empty(),
+        |r, i| r.request_devices(&network_resources(i).into_values().filter(|n| !n.is_empty()).collect::<Vec<_>>())),
     rule("WithGPUsDevicePlugins", |i| !plugin_devices(gpus(i)).is_empty(),
         |r, i| r.request_devices(&plugin_devices(gpus(i)))),
     rule("WithGPUsDRA", |i| i.settings.gate_enabled("GPUsWithDRA", true),
@@ -336,6 +339,12 @@ fn host_devices<'a>(i: &RenderInput<'a>) -> &'a [NamedDevice] {
 }
 
 /// Device-plugin devices: a `deviceName` and no `claimRequest`.
+/// `NetworkToResource`'s map (network → its NAD's resource name), from what the caller read
+/// ([`super::network::network_to_resource`]; the pod renderer reports a NAD it could not read).
+fn network_resources(i: &RenderInput) -> BTreeMap<String, String> {
+    super::network::network_to_resource(i.vmi, i.settings, i.ns).unwrap_or_default()
+}
+
 fn plugin_devices(list: &[NamedDevice]) -> Vec<String> {
     list.iter()
         .filter(|d| {
@@ -776,6 +785,7 @@ mod tests {
                 "WithHugePages",
                 "WithMemoryOverhead",
                 "WithAutoMemoryLimits",
+                "WithNetworkResources",
                 "WithGPUsDevicePlugins",
                 "WithGPUsDRA",
                 "WithHostDevicesDevicePlugins",

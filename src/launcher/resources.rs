@@ -3,9 +3,9 @@
 //! and the result ([`ComputeResources`]). The rules that compute them are in
 //! `renderer.rs` (KubeVirt's `ResourceRenderer`).
 //!
-//! Not modelled (no input for them here): multus network resource names (only looked up by
-//! KubeVirt when the Beta gate `ExternalNetResourceInjection` is disabled — it is on by default,
-//! so the default KubeVirt renders none either), `permittedHostDevices` validation,
+//! Multus network resource names come from the NADs the caller read ([`RenderLookups`]; KubeVirt
+//! reads them only when the Beta gate `ExternalNetResourceInjection` is disabled — it is on by
+//! default, so the default KubeVirt renders none either). Not modelled: `permittedHostDevices` validation,
 //! `supportContainerResources`, the Hyper-V (`mshv`) hypervisor device.
 
 use crate::api::quantity::ParsedQuantity;
@@ -67,6 +67,26 @@ pub struct NamespaceContext {
     /// (rendervolumes.go:501-531).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pvcs: Option<BTreeMap<String, PvcInfo>>,
+    /// The objects KubeVirt GETs while rendering, as the caller read them. `None`: not read —
+    /// every hook-sidecar ConfigMap is assumed to exist and every NetworkAttachmentDefinition
+    /// to name no resource (what `explain-overhead` and `inspect` render with).
+    #[serde(skip)]
+    pub lookups: Option<RenderLookups>,
+}
+
+/// The objects KubeVirt's renderer reads through the API while rendering, not from a cache:
+/// hook-sidecar ConfigMaps (template.go:583-587) and, with the Beta gate
+/// `ExternalNetResourceInjection` disabled, the NetworkAttachmentDefinitions of Multus networks
+/// (template.go:427-433, pkg/network/multus/nad.go:48-70); `lookups::wanted` says which.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderLookups {
+    /// ConfigMaps of the VMI's namespace by name: `Ok` read, `Err` the GET's error text
+    /// (`configmaps "NAME" not found`). A name missing from the map counts as not found.
+    pub config_maps: BTreeMap<String, Result<(), String>>,
+    /// NetworkAttachmentDefinitions by `namespace/name`: the value of their
+    /// `k8s.v1.cni.cncf.io/resourceName` annotation (`""` without one), `None` when the GET
+    /// failed. A key missing from the map counts as a failed GET.
+    pub network_attachment_definitions: BTreeMap<String, Option<String>>,
 }
 
 impl NamespaceContext {
@@ -108,6 +128,7 @@ impl NamespaceContext {
             quota_limits_memory,
             auto_cpu_limit_selector_matches,
             pvcs: None,
+            lookups: None,
         }
     }
 }

@@ -6,10 +6,12 @@
 //! config volumes (secret / configMap / downwardAPI), VMI volumes (PVC, ephemeral, hostDisk,
 //! DataVolume, downwardMetrics, cloud-init secret refs, sysprep), access credentials, image
 //! volumes (ImageVolume gate), plugin sockets (Plugins gate), hugepages, hotplug disks (unless
-//! `disableHotplug`), the network-info downward API volume (SR-IOV interfaces).
+//! `disableHotplug`), the network-info downward API volume (SR-IOV interfaces, binding plugins
+//! with `downwardAPI: device-info`), the virtiofs sockets. The hook-sidecar sockets come after
+//! the image volumes; the sidecars' ConfigMap and PVC volumes are the pod renderer's
+//! (`super::sidecars`), after all of these.
 //!
-//! Not modelled: the backend-storage PVC (`vm-state`, persistent TPM/EFI/CBT state), hook-sidecar
-//! and virtiofs volumes, network-info for binding plugins with `downwardAPI: device-info`.
+//! Not modelled: the backend-storage PVC (`vm-state`, persistent TPM/EFI/CBT state).
 
 use super::error::RenderError;
 use super::resources::{NamespaceContext, PvcInfo};
@@ -47,6 +49,20 @@ pub const KERNEL_BOOT_VOLUME: &str = "kernel-boot-volume";
 pub const VIRT_BIN_SHARE_DIR: &str = "virt-bin-share-dir";
 /// emptyDir holding container disks when ImageVolume is off.
 pub const CONTAINER_DISKS: &str = "container-disks";
+/// The emptyDir holding the hook sockets (`hookSidecarSocks`, template.go:76).
+pub const HOOK_SIDECAR_SOCKETS: &str = "hook-sidecar-sockets";
+/// Where the hook sockets are mounted (`hooks.HookSocketsSharedDirectory`, hooks.go:30).
+pub const HOOK_SOCKETS_DIR: &str = "/var/run/kubevirt-hooks";
+/// The network-info downward-API volume (`downwardapi.NetworkInfoVolumeName`).
+pub const NETWORK_INFO_VOLUME: &str = "network-info-annotation";
+/// Where the network-info volume is mounted (`downwardapi.MountPath`).
+pub const NETWORK_INFO_MOUNT: &str = "/etc/podinfo";
+/// The emptyDir shared by `compute` and the virtiofsd containers (`virtiofs.VirtioFSContainers`).
+pub const VIRTIOFS_CONTAINERS: &str = "virtiofs-containers";
+/// `VirtioFSContainersMountBaseDir`: `/var/run/kubevirt/virtiofs-containers`.
+pub fn virtiofs_containers_dir() -> String {
+    format!("{VIRT_SHARE_DIR}/{VIRTIOFS_CONTAINERS}")
+}
 /// emptyDir for hotplugged disks.
 pub const HOTPLUG_DISKS: &str = "hotplug-disks";
 /// Where container-disk containers put their disks when ImageVolume is off:
@@ -68,7 +84,13 @@ pub(crate) struct RenderedVolumes {
 /// Which optional volume groups apply (decided by the pod renderer from settings and the VMI).
 pub(crate) struct VolumeOptions<'a> {
     pub image_volume: bool,
+    /// Any hook sidecar: the `hook-sidecar-sockets` emptyDir (`withSidecarVolumes`).
+    pub hook_sidecars: bool,
     pub plugins: bool,
+    /// An SR-IOV or device-info binding-plugin interface: the network-info volume.
+    pub network_info: bool,
+    /// A virtiofs filesystem: the `virtiofs-containers` emptyDir (`withVirioFS`).
+    pub virtiofs: bool,
     pub launcher_image: &'a str,
     pub image_pull_policy: &'a str,
 }
@@ -487,6 +509,13 @@ pub(crate) fn render_volumes(
         }
     }
 
+    // withSidecarVolumes (rendervolumes.go:467-478).
+    if opts.hook_sidecars {
+        out.volumes.push(empty_dir(HOOK_SIDECAR_SOCKETS));
+        out.mounts
+            .push(mount(HOOK_SIDECAR_SOCKETS, HOOK_SOCKETS_DIR));
+    }
+
     // withPluginSocketVolume (Alpha gate Plugins).
     if opts.plugins {
         out.volumes.push(empty_dir("kubevirt-plugin-sockets"));
@@ -519,20 +548,13 @@ pub(crate) fn render_volumes(
         out.volumes.push(empty_dir(HOTPLUG_DISKS));
     }
 
-    // Network info for SR-IOV interfaces (template.go:1036-1043; pkg/network/downwardapi).
-    let sriov = vmi
-        .spec
-        .domain
-        .devices
-        .interfaces
-        .iter()
-        .flatten()
-        .any(|i| i.sriov.is_some());
-    if sriov {
+    // Network info for SR-IOV and device-info binding-plugin interfaces (template.go:994-1000;
+    // pkg/network/downwardapi).
+    if opts.network_info {
         out.mounts
-            .push(mount("network-info-annotation", "/etc/podinfo"));
+            .push(mount(NETWORK_INFO_VOLUME, NETWORK_INFO_MOUNT));
         out.volumes.push(Volume {
-            name: "network-info-annotation".into(),
+            name: NETWORK_INFO_VOLUME.into(),
             downward_api: Some(DownwardAPIVolumeSource {
                 items: Some(vec![DownwardAPIVolumeFile {
                     path: "network-info".into(),
@@ -546,6 +568,13 @@ pub(crate) fn render_volumes(
             }),
             ..Default::default()
         });
+    }
+
+    // withVirioFS (rendervolumes.go:491-497).
+    if opts.virtiofs {
+        let dir = virtiofs_containers_dir();
+        out.mounts.push(mount(VIRTIOFS_CONTAINERS, &dir));
+        out.volumes.push(empty_dir(VIRTIOFS_CONTAINERS));
     }
     Ok(out)
 }

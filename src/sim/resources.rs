@@ -161,7 +161,8 @@ const fn def(
 ///
 /// Short names and categories follow the real API server (core) and the KubeVirt / CDI CRDs
 /// (`kubevirt.io/v1` `virtualmachines` → `vm`, `vms`; `virtualmachineinstances` → `vmi`, `vmis`;
-/// `cdi.kubevirt.io/v1beta1` `datavolumes` → `dv`, `dvs`).
+/// `cdi.kubevirt.io/v1beta1` `datavolumes` → `dv`, `dvs`; `k8s.cni.cncf.io/v1`
+/// `network-attachment-definitions` → `net-attach-def`).
 pub fn builtin_resources() -> Vec<ResourceDef> {
     let core = |plural, singular, kind, namespaced, short, status| {
         def(
@@ -418,6 +419,21 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
             true,
             &["vmpool", "vmpools"],
             true,
+            true,
+            false,
+        ),
+        // Multus' NetworkAttachmentDefinitions: KubeVirt's VMI controller reads a Multus
+        // network's NAD while rendering when `ExternalNetResourceInjection` is disabled
+        // (pkg/network/multus/nad.go:48-70); short name as the NAD CRD's.
+        def(
+            "k8s.cni.cncf.io",
+            "v1",
+            "network-attachment-definitions",
+            "network-attachment-definition",
+            "NetworkAttachmentDefinition",
+            true,
+            &["net-attach-def"],
+            false,
             true,
             false,
         ),

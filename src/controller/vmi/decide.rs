@@ -13,6 +13,7 @@ use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalize
 use crate::controller::common::record::VmiEnding;
 use crate::controller::common::semantic::values_semantic_eq;
 use crate::controller::common::semantic_eq;
+use crate::launcher::network::{NETWORK_INFO, network_info_annotation};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -386,15 +387,19 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
     };
 
     if !podutil::is_temp_pod(pod) && podutil::is_pod_ready(pod) {
-        let wanted: BTreeMap<String, String> =
+        let mut wanted: BTreeMap<String, String> =
             [(EVICT_ONLY_ANNOTATION.to_string(), String::new())].into();
+        let annotations = pod.metadata.annotations.as_ref();
+        if let Some(info) = network_info_annotation(vmi, &snap.network_bindings, annotations) {
+            wanted.insert(NETWORK_INFO.to_string(), info);
+        }
         let p = patch::sync_pod_annotations_patch(pod, &wanted);
         if !p.0.is_empty() {
             plan.actions.push(VmiAction::PatchPod {
                 name: pod_name(pod).to_string(),
                 patch: p,
                 why: format!(
-                    "the launcher pod is ready: ensure annotation {EVICT_ONLY_ANNOTATION}: \"\" (network annotations not modelled) (lifecycle.go:207-214)"
+                    "the launcher pod is ready: ensure annotation {EVICT_ONLY_ANNOTATION}: \"\" and the network-info annotation from Multus' network status (lifecycle.go:207-214; the Multus annotation of interface hotplug is not modelled)"
                 ),
             });
         }

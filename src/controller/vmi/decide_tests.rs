@@ -1383,6 +1383,33 @@ fn ready_pod_gets_request_evict_only_annotation() {
     );
 }
 
+// lifecycle.go:207-214 with generator.go:116-165: a ready pod of a VMI with an SR-IOV interface
+// gets `kubevirt.io/network-info` from Multus' network status of the interface's hashed pod
+// interface (`pod` + SHA-256 prefix of `fast`).
+#[test]
+fn ready_pod_gets_the_network_info_annotation() {
+    let mut vmi = ready_running_vmi();
+    vmi.spec.domain.devices.interfaces = Some(vec![
+        serde_json::from_value(json!({"name": "fast", "sriov": {}})).unwrap(),
+    ]);
+    vmi.spec.networks = Some(vec![
+        serde_json::from_value(json!({"name": "fast", "multus": {"networkName": "sriov-net"}}))
+            .unwrap(),
+    ]);
+    let mut pod = kv_pod("Running");
+    annotate(&mut pod, EVICT_ONLY_ANNOTATION, Some(""));
+    let status = r#"[{"name":"default/sriov-net","interface":"pod115dc3606fb","mac":"02:00:00:00:00:01",
+        "device-info":{"type":"pci","version":"1.0.0","pci":{"pci-address":"0000:65:00.3"}}}]"#;
+    annotate(&mut pod, "k8s.v1.cni.cncf.io/network-status", Some(status));
+    let d = decide(&snap_with_pod(vmi, pod));
+    let p = pod_patch(&d.sync_actions).expect("annotation patch");
+    assert_eq!(
+        p,
+        json!([{"op": "add", "path": "/metadata/annotations/kubevirt.io~1network-info",
+                "value": r#"{"interfaces":[{"network":"fast","deviceInfo":{"type":"pci","version":"1.0.0","pci":{"pci-address":"0000:65:00.3"}},"mac":"02:00:00:00:00:01"}]}"#}])
+    );
+}
+
 #[test]
 fn failed_pod_patch_in_sync_is_failed_pod_patch_error() {
     let vmi = scheduling_vmi();

@@ -20,14 +20,16 @@ use crate::config::ClusterSettings;
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, VmiEnding, object_ref};
 use crate::controller::manager::{ReconcileError, reconciler};
-use crate::launcher::resources::{NamespaceContext, PvcInfo};
+use crate::launcher::lookups::Wanted;
+use crate::launcher::network::RESOURCE_NAME_ANNOTATION;
+use crate::launcher::resources::{NamespaceContext, PvcInfo, RenderLookups};
 use crate::launcher::{RenderError, render_launch_manifest};
 use crate::runtime::apicall::{
     api, create_read_as, json_patch_unread, replace_unread, strategic_status_patch_unread,
 };
 use crate::runtime::index::CONTROLLER_UID;
 use crate::runtime::queue::Requeue;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use kube::api::DeleteParams;
 use kube::runtime::reflector::ObjectRef;
 use std::sync::Arc;
@@ -57,8 +59,10 @@ pub fn render_pod_with(
     })
 }
 
-/// Build the snapshot for `key` from the caches, or `None` when the VMI is not cached.
-pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
+/// Build the snapshot for `key` from the caches, or `None` when the VMI is not cached. A pod is
+/// rendered with `lookups` (what [`read_lookups`] read; `None`: not read, see
+/// [`NamespaceContext::lookups`]).
+pub fn snapshot(ctx: &Context, key: &str, lookups: Option<RenderLookups>) -> Option<VmiSnapshot> {
     let (ns, name) = split_key(key);
     let vmi = ctx
         .caches
@@ -110,9 +114,67 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
                     .map(|p| (*p).clone())
             },
         ),
-        (&settings, || ctx.caches.namespace_context(ns, &settings)),
+        (&settings, || NamespaceContext {
+            lookups,
+            ..ctx.caches.namespace_context(ns, &settings)
+        }),
         Time::now(),
     ))
+}
+
+/// [`snapshot`], with the objects KubeVirt's renderer GETs itself (hook-sidecar ConfigMaps,
+/// NetworkAttachmentDefinitions: template.go:427-433, 583-587) read when the snapshot renders a
+/// pod that needs them, so a missing one fails the render as in KubeVirt.
+async fn snapshot_reading_lookups(ctx: &Context, key: &str) -> Option<VmiSnapshot> {
+    let snap = snapshot(ctx, key, None)?;
+    if snap.rendered_pod.is_none() {
+        return Some(snap);
+    }
+    let wanted = crate::launcher::lookups::wanted(&snap.vmi, &ctx.cluster_config.settings());
+    if wanted.is_empty() {
+        return Some(snap);
+    }
+    let (ns, _) = split_key(key);
+    let lookups = read_lookups(&ctx.client, ns, &wanted).await;
+    snapshot(ctx, key, Some(lookups))
+}
+
+/// GET the objects `wanted` names: a ConfigMap's error is the API's text (`configmaps "NAME"
+/// not found`, what client-go's error prints); a NAD's annotation
+/// `k8s.v1.cni.cncf.io/resourceName`, or `None` when the GET failed.
+pub async fn read_lookups(
+    client: &kube::Client,
+    namespace: &str,
+    wanted: &Wanted,
+) -> RenderLookups {
+    let mut lookups = RenderLookups::default();
+    let config_maps: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), namespace);
+    for name in &wanted.config_maps {
+        let read = match config_maps.get(name).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) => Err(status.message),
+            Err(e) => Err(e.to_string()),
+        };
+        lookups.config_maps.insert(name.clone(), read);
+    }
+    let gvk =
+        kube::core::GroupVersionKind::gvk("k8s.cni.cncf.io", "v1", "NetworkAttachmentDefinition");
+    let resource =
+        kube::core::ApiResource::from_gvk_with_plural(&gvk, "network-attachment-definitions");
+    for (nad_ns, name) in &wanted.network_attachment_definitions {
+        let nads: kube::Api<kube::core::DynamicObject> =
+            kube::Api::namespaced_with(client.clone(), nad_ns, &resource);
+        let read = nads.get(name).await.ok().map(|nad| {
+            nad.metadata
+                .annotations
+                .and_then(|a| a.get(RESOURCE_NAME_ANNOTATION).cloned())
+                .unwrap_or_default()
+        });
+        lookups
+            .network_attachment_definitions
+            .insert(format!("{nad_ns}/{name}"), read);
+    }
+    lookups
 }
 
 /// The name of the VirtualMachine in the VMI's controller owner reference, if any.
@@ -168,6 +230,7 @@ pub fn snapshot_from_objects(
     // virt-api's mutator adds the foreground finalizer; stand in only without virt-api.
     snap.ensure_vmi_finalizer = settings.without_virt_api;
     snap.cluster_skip_backup_hooks = settings.skip_backup_hooks.clone();
+    snap.network_bindings = settings.network_bindings.clone();
     if needs_rendered_pod(&snap) {
         let mut ns = namespace();
         ns.pvcs = Some(render_pvcs(&snap.vmi, &pvc));
@@ -218,7 +281,7 @@ fn pvc_render_info(pvc: &PersistentVolumeClaim) -> PvcInfo {
 /// Reconcile one VMI key.
 pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileError> {
     let started = Instant::now();
-    let Some(snap) = snapshot(ctx, key) else {
+    let Some(snap) = snapshot_reading_lookups(ctx, key).await else {
         // vmi.go:305-311: the VMI is gone.
         ctx.forget_gone("vmi", key);
         return Ok(Requeue::NONE);

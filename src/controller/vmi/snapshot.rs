@@ -153,6 +153,9 @@ pub struct VmiSnapshot {
     /// The KubeVirt CR's `kubevirt.io/skip-backup-hooks` annotation, for the sync of a running
     /// pod's Velero hooks (lifecycle.go:804; [`crate::config::ClusterSettings::skip_backup_hooks`]).
     pub cluster_skip_backup_hooks: Option<String>,
+    /// The KubeVirt CR's network binding plugins, for the `kubevirt.io/network-info` annotation
+    /// of a ready pod (generator.go:116-165; [`crate::config::ClusterSettings::network_bindings`]).
+    pub network_bindings: std::collections::BTreeMap<String, crate::config::NetworkBindingPlugin>,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
@@ -173,6 +176,7 @@ impl VmiSnapshot {
             memory_overhead_report: true,
             ensure_vmi_finalizer: true,
             cluster_skip_backup_hooks: None,
+            network_bindings: Default::default(),
             now: Time::from_datetime(now.0),
         }
     }

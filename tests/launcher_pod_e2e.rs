@@ -1,0 +1,397 @@
+//! The launcher pod of VMIs with Multus networks, SR-IOV, hook sidecars and virtiofs, created by
+//! the running controller on both API servers (issue 39, items 2 and 3).
+//!
+//! - A hook sidecar's ConfigMap is read while rendering (template.go:583-587): while it is
+//!   missing the VMI gets `Synchronized=False` `FailedCreate` "failed to render launch manifest:
+//!   configmaps \"NAME\" not found" and no pod (lifecycle.go:161-162 records no event for a
+//!   render error other than a missing PVC); once it exists, a retry (the sync error requeues
+//!   with backoff) creates the pod with the ConfigMap volume.
+//! - tests/fixtures/vmi-networks-hooks-virtiofs.yaml gets the pod KubeVirt renders: the Multus
+//!   annotation with hashed interface names, `virtiofs-shared-files` then `hook-sidecar-0`, the
+//!   network-info, hook-sockets and virtiofs volumes, the hook's ConfigMap volume last — the
+//!   pure renderer's golden (tests/golden/render/) checked field by field on the created pod.
+//! - With `ExternalNetResourceInjection` disabled, an SR-IOV network's NAD is read while
+//!   rendering: missing, `FailedCreate` and no pod; present, its `resourceName` is requested.
+//! - A binding plugin registered in the live KubeVirt CR adds its sidecar and its memory.
+
+use crate::common;
+
+use common::env::{Env, Server};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::Api;
+use kube::api::{DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use virtctl_rs::api::manifest::KubeVirtObject;
+use virtctl_rs::api::quantity::ParsedQuantity;
+use virtctl_rs::api::vmi::VirtualMachineInstance;
+use virtctl_rs::config::ClusterSettings;
+use virtctl_rs::launcher::explain::explain;
+
+const FAILED_RENDER: &str = "failed to render launch manifest: ";
+
+async fn create_config_map(env: &Env, name: &str, key: &str, value: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name}, "data": {key: value}});
+    api.create(&PostParams::default(), &serde_json::from_value(cm).unwrap())
+        .await
+        .expect("create the ConfigMap");
+}
+
+fn fixture_vmi(namespace: &str) -> VirtualMachineInstance {
+    let path = common::repo_path("tests/fixtures/vmi-networks-hooks-virtiofs.yaml");
+    let text = std::fs::read_to_string(&path).expect("read the fixture");
+    let mut vmi: VirtualMachineInstance = serde_yaml::from_str(&text).expect("a VMI");
+    vmi.metadata.namespace = Some(namespace.to_string());
+    vmi
+}
+
+async fn the_pod(env: &Env, vmi: &str) -> Pod {
+    env.wait_for(&format!("the launcher pod of {vmi}"), || async {
+        let uid = env.vmi(vmi).await?.metadata.uid?;
+        env.launcher_pods(&uid).await.into_iter().next()
+    })
+    .await
+}
+
+fn names<T>(list: Option<&Vec<T>>, name: impl Fn(&T) -> &str) -> Vec<String> {
+    list.into_iter()
+        .flatten()
+        .map(|x| name(x).to_string())
+        .collect()
+}
+
+async fn a_hook_sidecar_configmap_is_read_while_rendering(server: Server) {
+    let env = Env::start_on(server).await;
+    let mut vmi = fixture_vmi(&env.namespace);
+    vmi.metadata.name = Some("hook-cm".into());
+    env.vmis()
+        .create(&PostParams::default(), &vmi)
+        .await
+        .expect("create the VMI");
+    let expected = format!("{FAILED_RENDER}configmaps \"fixture-hook-script\" not found");
+    env.wait_vmi_condition("hook-cm", "Synchronized=False FailedCreate", |c| {
+        c.type_ == "Synchronized"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("FailedCreate")
+            && c.message.as_deref() == Some(expected.as_str())
+    })
+    .await;
+    let uid = env.vmi("hook-cm").await.unwrap().metadata.uid.unwrap();
+    assert!(
+        env.launcher_pods(&uid).await.is_empty(),
+        "no pod without the ConfigMap"
+    );
+
+    // Once the ConfigMaps exist, a retry renders the pod with the hook's volume.
+    create_config_map(
+        &env,
+        "fixture-hook-script",
+        "hook.sh",
+        "#!/bin/sh\nexit 0\n",
+    )
+    .await;
+    create_config_map(&env, "fixture-shared-files", "motd", "hello\n").await;
+    let pod = the_pod(&env, "hook-cm").await;
+    let spec = pod.spec.expect("pod spec");
+    let hook = spec.volumes.iter().flatten().last().expect("volumes");
+    assert_eq!(hook.name, "fixture-hook-script");
+    assert_eq!(
+        hook.config_map.as_ref().and_then(|c| c.default_mode),
+        Some(0o755)
+    );
+    env.shutdown().await;
+}
+
+async fn a_vmi_with_networks_hooks_and_virtiofs_gets_kubevirts_pod(server: Server) {
+    let env = Env::start_on(server).await;
+    let ns = env.namespace.clone();
+    create_config_map(
+        &env,
+        "fixture-hook-script",
+        "hook.sh",
+        "#!/bin/sh\nexit 0\n",
+    )
+    .await;
+    create_config_map(&env, "fixture-shared-files", "motd", "hello\n").await;
+    env.vmis()
+        .create(&PostParams::default(), &fixture_vmi(&ns))
+        .await
+        .expect("create the VMI");
+    let pod = the_pod(&env, "fixture-netvirtiofs").await;
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    // multus/annotation.go: interface order, hashed names (SHA-256 of the network name), the
+    // VMI's namespace for a bare NAD name, the MAC request.
+    assert_eq!(
+        annotations["k8s.v1.cni.cncf.io/networks"],
+        format!(
+            r#"[{{"name":"backend-bridge","namespace":"{ns}","mac":"02:00:00:00:00:2a","interface":"pod10e08a419e8"}},{{"name":"sriov-fast","namespace":"fixtures-infra","interface":"podc406e50018d"}}]"#
+        )
+    );
+    let spec = pod.spec.expect("pod spec");
+    assert_eq!(
+        names(Some(&spec.containers), |c| &c.name),
+        ["compute", "virtiofs-shared-files", "hook-sidecar-0"]
+    );
+    let compute = &spec.containers[0];
+    let command = compute.command.clone().unwrap_or_default();
+    let at = command.iter().position(|a| a == "--hook-sidecars").unwrap();
+    assert_eq!(command[at + 1], "1");
+    let volumes = names(spec.volumes.as_ref(), |v| &v.name);
+    let tail: Vec<&str> = volumes
+        .iter()
+        .rev()
+        .take(5)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "hook-sidecar-sockets",
+            "hotplug-disks",
+            "network-info-annotation",
+            "virtiofs-containers",
+            "fixture-hook-script"
+        ]
+    );
+    let mounts = names(compute.volume_mounts.as_ref(), |m| &m.name);
+    for m in [
+        "hook-sidecar-sockets",
+        "network-info-annotation",
+        "virtiofs-containers",
+    ] {
+        assert!(
+            mounts.contains(&m.to_string()),
+            "compute mounts {m}: {mounts:?}"
+        );
+    }
+    let virtiofs = &spec.containers[1];
+    assert_eq!(
+        virtiofs.args.clone().unwrap_or_default()[..2],
+        [
+            "--socket-path=/var/run/kubevirt/virtiofs-containers/shared-files.sock",
+            "--shared-dir=/var/run/kubevirt-private/config-map/shared-files"
+        ]
+    );
+    let sidecar = &spec.containers[2];
+    assert_eq!(
+        sidecar.image.as_deref(),
+        Some("example.org/fixtures/hook-runner:1.0")
+    );
+    assert_eq!(
+        names(sidecar.volume_mounts.as_ref(), |m| &m.name),
+        ["hook-sidecar-sockets", "fixture-hook-script"]
+    );
+    env.shutdown().await;
+}
+
+/// The NetworkAttachmentDefinition CRD as Multus installs it (our own minimal YAML: group,
+/// names, a schemaless v1), for the real API server; the embedded one serves NADs itself.
+const NAD_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: network-attachment-definitions.k8s.cni.cncf.io
+spec:
+  group: k8s.cni.cncf.io
+  scope: Namespaced
+  names:
+    plural: network-attachment-definitions
+    singular: network-attachment-definition
+    kind: NetworkAttachmentDefinition
+    shortNames: [net-attach-def]
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+"#;
+
+fn nads(env: &Env) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("k8s.cni.cncf.io", "v1", "NetworkAttachmentDefinition");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "network-attachment-definitions");
+    Api::namespaced_with(env.client.clone(), &env.namespace, &ar)
+}
+
+/// Install the NAD CRD on the real server (once; kept for later scenarios) and wait until NADs
+/// can be listed.
+async fn serve_nads(env: &Env) {
+    if env.server().is_real() {
+        let crds: Api<DynamicObject> = Api::all_with(
+            env.client.clone(),
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+                "customresourcedefinitions",
+            ),
+        );
+        let crd: DynamicObject = serde_yaml::from_str(NAD_CRD).unwrap();
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("create the NAD CRD: {e}"),
+        }
+    }
+    let api = nads(env);
+    env.wait_for("NetworkAttachmentDefinitions to be served", || async {
+        api.list(&Default::default()).await.ok()
+    })
+    .await;
+}
+
+/// template.go:427-433 and nad.go:48-70 with the Beta gate `ExternalNetResourceInjection`
+/// disabled in the KubeVirt CR: the VMI controller reads the SR-IOV network's NAD while
+/// rendering. Missing, the VMI gets `FailedCreate` "failed to render launch manifest: failed to
+/// locate network attachment definition NS/NAME" and no pod; created with a
+/// `k8s.v1.cni.cncf.io/resourceName`, the compute container requests and limits one of it.
+async fn an_sriov_network_requests_the_resource_its_nad_names(server: Server) {
+    let env = Env::start_on(server).await;
+    let ns = env.namespace.clone();
+    serve_nads(&env).await;
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.manager_kubevirt_namespace(),
+        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
+    );
+    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt"},
+        "spec": {"configuration": {"developerConfiguration": {
+            "disabledFeatureGates": ["ExternalNetResourceInjection"]}}}});
+    kubevirts
+        .create(&PostParams::default(), &serde_json::from_value(cr).unwrap())
+        .await
+        .expect("create the KubeVirt CR");
+    env.wait_for("the controller to load the KubeVirt CR", || async {
+        let s = env.manager.debug_state()["settings"]["current"].clone();
+        (s["disabledFeatureGates"] == json!(["ExternalNetResourceInjection"])).then_some(())
+    })
+    .await;
+
+    let vmi: VirtualMachineInstance = serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "sriov-vmi", "namespace": ns},
+        "spec": {"domain": {"memory": {"guest": "256Mi"}, "devices": {"interfaces": [
+                {"name": "default", "masquerade": {}}, {"name": "fast", "sriov": {}}]}},
+            "networks": [{"name": "default", "pod": {}},
+                {"name": "fast", "multus": {"networkName": "sriov-a"}}]}}))
+    .unwrap();
+    env.vmis()
+        .create(&PostParams::default(), &vmi)
+        .await
+        .expect("create the VMI");
+    let expected =
+        format!("{FAILED_RENDER}failed to locate network attachment definition {ns}/sriov-a");
+    env.wait_vmi_condition("sriov-vmi", "FailedCreate for the missing NAD", |c| {
+        c.reason.as_deref() == Some("FailedCreate") && c.message.as_deref() == Some(&expected)
+    })
+    .await;
+    let uid = env.vmi("sriov-vmi").await.unwrap().metadata.uid.unwrap();
+    assert!(
+        env.launcher_pods(&uid).await.is_empty(),
+        "no pod without the NAD"
+    );
+
+    let nad: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": "sriov-a",
+            "annotations": {"k8s.v1.cni.cncf.io/resourceName": "example.org/sriov_a"}},
+        "spec": {"config": "{\"cniVersion\": \"0.3.1\", \"type\": \"sriov\"}"}}))
+    .unwrap();
+    nads(&env)
+        .create(&PostParams::default(), &nad)
+        .await
+        .expect("create the NAD");
+    let pod = the_pod(&env, "sriov-vmi").await;
+    let resources = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+    assert_eq!(resources.requests.unwrap()["example.org/sriov_a"].0, "1");
+    assert_eq!(resources.limits.unwrap()["example.org/sriov_a"].0, "1");
+    env.shutdown().await;
+}
+
+/// netbinding.go:29-70 with the KubeVirt CR followed live: once the CR registers the binding
+/// plugin of docs/examples/more/vm-binding-plugin.yaml, the VM's launcher pod gets the plugin's
+/// sidecar (`hook-sidecar-0`, `NETWORK_BINDING_PLUGIN_NAME`, `--hook-sidecars 1`) and the
+/// plugin's memory in the compute container's request (explain-overhead's term).
+async fn a_registered_binding_plugin_adds_its_sidecar(server: Server) {
+    let env = Env::start_on(server).await;
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.manager_kubevirt_namespace(),
+        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
+    );
+    let binding = json!({"sidecarImage": "example.org/demo-slirp-binding:1",
+        "computeResourceOverhead": {"requests": {"memory": "200Mi"}}});
+    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt"},
+        "spec": {"configuration": {"network": {"binding": {"demo-slirp": binding}}}}});
+    kubevirts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(cr.clone()).unwrap(),
+        )
+        .await
+        .expect("create the KubeVirt CR");
+    env.wait_for("the controller to load the binding plugin", || async {
+        let s = env.manager.debug_state()["settings"]["current"].clone();
+        s["networkBindings"]["demo-slirp"]["sidecarImage"]
+            .as_str()
+            .map(|_| ())
+    })
+    .await;
+    let vm: virtctl_rs::api::VirtualMachine = common::example_vm("more/vm-binding-plugin.yaml");
+    env.create_vm(&vm).await;
+    let pod = the_pod(&env, "demo-binding-plugin").await;
+    let spec = pod.spec.expect("pod spec");
+    let sidecar = spec
+        .containers
+        .iter()
+        .find(|c| c.name == "hook-sidecar-0")
+        .expect("the binding plugin's sidecar");
+    assert_eq!(
+        sidecar.image.as_deref(),
+        Some("example.org/demo-slirp-binding:1")
+    );
+    let env_vars: Vec<(String, String)> = sidecar
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect();
+    assert!(env_vars.contains(&("NETWORK_BINDING_PLUGIN_NAME".into(), "demo-slirp".into())));
+    let command = spec.containers[0].command.clone().unwrap_or_default();
+    let at = command.iter().position(|a| a == "--hook-sidecars").unwrap();
+    assert_eq!(command[at + 1], "1");
+    // The formula's request with the CR's settings, 200Mi above the one without the plugin.
+    let memory = &spec.containers[0]
+        .resources
+        .clone()
+        .unwrap()
+        .requests
+        .unwrap()["memory"];
+    let request = |settings: &ClusterSettings| {
+        let object = KubeVirtObject::Vm(Box::new(vm.clone()));
+        let explained = explain(&object, &env.namespace, settings).expect("explain the VM");
+        explained.compute_resources.requests["memory"].0.clone()
+    };
+    let with_plugin = ClusterSettings::from_kubevirt_cr(&cr).expect("the CR's settings");
+    let bytes = |q: &str| ParsedQuantity::parse(q).unwrap().value();
+    assert_eq!(memory.0, request(&with_plugin));
+    assert_eq!(
+        bytes(&memory.0) - bytes(&request(&ClusterSettings::default())),
+        200 * 1024 * 1024
+    );
+    env.shutdown().await;
+}
+
+on_both_servers!(
+    a_hook_sidecar_configmap_is_read_while_rendering,
+    a_vmi_with_networks_hooks_and_virtiofs_gets_kubevirts_pod,
+    an_sriov_network_requests_the_resource_its_nad_names,
+    a_registered_binding_plugin_adds_its_sidecar,
+);
