@@ -42,6 +42,8 @@ pub struct Caches {
     /// with ([`ClusterConfig`]); disabled when the settings are fixed or the CRD is not served.
     /// KubeVirt waits for this cache before it starts (application.go:358).
     pub kubevirts: Informer<KubeVirt>,
+    /// The instancetypes and preferences VMs name (`instancetype.kubevirt.io/v1beta1`).
+    pub instancetypes: super::instancetype_cache::InstancetypeCaches,
 }
 
 impl Caches {
@@ -55,6 +57,7 @@ impl Caches {
             && self.namespaces.has_synced()
             && self.resource_quotas.has_synced()
             && self.kubevirts.has_synced()
+            && self.instancetypes.has_synced()
     }
 
     /// Wait for every cache's first list.
@@ -67,6 +70,7 @@ impl Caches {
         self.namespaces.wait_synced().await;
         self.resource_quotas.wait_synced().await;
         self.kubevirts.wait_synced().await;
+        self.instancetypes.wait_synced().await;
     }
 
     /// Caches that never watch: empty and synced (unit tests, dry runs).
@@ -80,6 +84,7 @@ impl Caches {
             namespaces: Informer::disabled("namespaces"),
             resource_quotas: Informer::disabled("resourcequotas"),
             kubevirts: Informer::disabled("kubevirts"),
+            instancetypes: super::instancetype_cache::InstancetypeCaches::disabled(),
         }
     }
 

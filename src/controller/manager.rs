@@ -231,6 +231,50 @@ async fn data_volumes_served(client: &kube::Client) -> bool {
     }
 }
 
+/// The four instancetype informers (namespaced ones limited to `ns`), or disabled ones when the
+/// cluster does not serve `instancetype.kubevirt.io/v1beta1`.
+async fn spawn_instancetype_caches(
+    client: &kube::Client,
+    ns: Option<&str>,
+    stop: &CancellationToken,
+) -> super::instancetype_cache::InstancetypeCaches {
+    use super::instancetype_cache::InstancetypeCaches;
+    let served = match client
+        .list_api_group_resources(crate::api::instancetype::API_VERSION)
+        .await
+    {
+        Ok(list) => list
+            .resources
+            .iter()
+            .any(|r| r.name == "virtualmachineclusterinstancetypes"),
+        Err(_) => false,
+    };
+    if !served {
+        tracing::info!(
+            "instancetype.kubevirt.io/v1beta1 is not served by this cluster: VMs naming instancetypes or preferences cannot find them"
+        );
+        return InstancetypeCaches::disabled();
+    }
+    InstancetypeCaches {
+        instancetypes: spawn_in("virtualmachineinstancetypes", client, ns, vec![], stop),
+        cluster_instancetypes: Informer::spawn(
+            "virtualmachineclusterinstancetypes",
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            Vec::new(),
+            stop.clone(),
+        ),
+        preferences: spawn_in("virtualmachinepreferences", client, ns, vec![], stop),
+        cluster_preferences: Informer::spawn(
+            "virtualmachineclusterpreferences",
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            Vec::new(),
+            stop.clone(),
+        ),
+    }
+}
+
 /// True when the API server serves `kubevirt.io/v1` KubeVirts (the KubeVirt CRD is installed).
 async fn kubevirts_served(client: &kube::Client) -> bool {
     match client
@@ -387,6 +431,7 @@ impl Manager {
         let resource_quotas =
             spawn_in::<ResourceQuota>("resourcequotas", &client, ns, vec![], &stop);
         let (kubevirts, cluster_config) = spawn_cluster_config(&client, &config, &stop).await;
+        let instancetypes = spawn_instancetype_caches(&client, ns, &stop).await;
 
         let metrics = Arc::new(Metrics::new());
         // Both queues' series exist from the start, at zero, as in KubeVirt, whose queues exist
@@ -425,6 +470,7 @@ impl Manager {
                 namespaces,
                 resource_quotas,
                 kubevirts,
+                instancetypes,
             },
             vm_queue,
             vmi_queue,

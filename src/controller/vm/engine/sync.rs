@@ -271,8 +271,10 @@ impl Engine<'_> {
         };
         self.explain(format!("run strategy: {}", strategy.as_str()));
 
-        // 7. Instancetypes (refused).
-        if let Some(e) = unsupported::instancetype(&self.vm) {
+        // 7. Instancetypes: stash the referenced specs in ControllerRevisions (vm.go:3268-3282).
+        // The working VM is the one the synchronizer returns, so no early return: its spec and
+        // status compare equal to themselves (the `Reference` policy returns the same object).
+        if let Some(e) = self.sync_instancetype() {
             return Ok(Some(e));
         }
 
@@ -379,8 +381,13 @@ impl Engine<'_> {
         if self.snap.config.rollout_strategy_live_update
             && !restart_required
             && !has_restart_required
-            && let Some(e) = unsupported::live_update(&vm_copy, self.vmi.as_deref())
+            && let Some(e) = self
+                .expanded(&vm_copy)
+                .ok()
+                .and_then(|expanded| unsupported::live_update(&expanded, self.vmi.as_deref()))
         {
+            // KubeVirt's live-update handlers read the VM with its instancetype expanded
+            // (vmCopyWithInstancetype, vm.go:627-631, 754-757, 780-783, 3449-3452).
             return Ok(Some(e));
         }
 
@@ -469,7 +476,29 @@ impl Engine<'_> {
             return false;
         };
         let live = self.snap.config.rollout_strategy_live_update;
-        let required = restart_required::restart_required(last_seen, &self.vm, &vmi, live);
+        // Both sides with their instancetype and preference expanded; an expansion error leaves
+        // the condition as it is (vm.go:2994-3007).
+        let current = match self.expanded(&self.vm) {
+            Ok(vm) => vm,
+            Err(e) => {
+                self.explain(format!(
+                    "RestartRequired not evaluated: {e} (vm.go:2996-2998)"
+                ));
+                return false;
+            }
+        };
+        let mut seen_vm = (*self.vm).clone();
+        seen_vm.spec = last_seen.clone();
+        let seen = match self.expanded(&seen_vm) {
+            Ok(vm) => vm.spec,
+            Err(e) => {
+                self.explain(format!(
+                    "RestartRequired not evaluated: {e} (vm.go:3004-3006)"
+                ));
+                return false;
+            }
+        };
+        let required = restart_required::restart_required(&seen, &current, &vmi, live);
         let now = self.snap.now;
         if required {
             self.explain(
