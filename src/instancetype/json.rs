@@ -54,7 +54,7 @@ pub fn set_omitempty(obj: &mut Value, key: &str, value: Value) {
     let Some(map) = obj.as_object_mut() else {
         return;
     };
-    if non_zero(Some(&value)) || matches!(value, Value::Object(_) | Value::Array(_)) {
+    if non_zero(Some(&value)) {
         map.insert(key.to_string(), value);
     } else {
         map.remove(key);

@@ -16,6 +16,7 @@ use crate::controller::vm::patches::{
 use crate::controller::vm::reasons::{annotation, message, sync as reason};
 use crate::controller::vm::run_strategy::vm_strategy;
 use crate::controller::vm::{metadata_sync, restart_required, unsupported};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 impl Engine<'_> {
@@ -381,10 +382,7 @@ impl Engine<'_> {
         if self.snap.config.rollout_strategy_live_update
             && !restart_required
             && !has_restart_required
-            && let Some(e) = self
-                .expanded(&vm_copy)
-                .ok()
-                .and_then(|expanded| unsupported::live_update(&expanded, self.vmi.as_deref()))
+            && let Some(e) = self.live_update_refusal(&vm_copy)
         {
             // KubeVirt's live-update handlers read the VM with its instancetype expanded
             // (vmCopyWithInstancetype, vm.go:627-631, 754-757, 780-783, 3449-3452).
@@ -470,6 +468,16 @@ impl Engine<'_> {
         Ok(())
     }
 
+    /// The live-update refusal for `vm` with its instancetype expanded, as KubeVirt's handlers
+    /// read it (`vmCopyWithInstancetype`); a VM without one is read as it is.
+    fn live_update_refusal(&self, vm: &VirtualMachine) -> Option<SyncError> {
+        if vm.spec.instancetype.is_none() && vm.spec.preference.is_none() {
+            return unsupported::live_update(vm, self.vmi.as_deref());
+        }
+        let expanded = self.expanded(vm).ok()?;
+        unsupported::live_update(&expanded, self.vmi.as_deref())
+    }
+
     /// `syncRestartRequired` (vm.go:2989-3065) on the working VM.
     fn sync_restart_required(&mut self, start_spec: Option<&VirtualMachineSpec>) -> bool {
         let (Some(last_seen), Some(vmi)) = (start_spec, self.vmi.clone()) else {
@@ -477,26 +485,31 @@ impl Engine<'_> {
         };
         let live = self.snap.config.rollout_strategy_live_update;
         // Both sides with their instancetype and preference expanded; an expansion error leaves
-        // the condition as it is (vm.go:2994-3007).
-        let current = match self.expanded(&self.vm) {
-            Ok(vm) => vm,
-            Err(e) => {
-                self.explain(format!(
-                    "RestartRequired not evaluated: {e} (vm.go:2996-2998)"
-                ));
-                return false;
+        // the condition as it is (vm.go:2994-3007). Without any, both are used as they are.
+        let uses = |s: &VirtualMachineSpec| s.instancetype.is_some() || s.preference.is_some();
+        let (current, seen) = if uses(&self.vm.spec) || uses(last_seen) {
+            let current = match self.expanded(&self.vm) {
+                Ok(vm) => vm,
+                Err(e) => {
+                    self.explain(format!(
+                        "RestartRequired not evaluated: {e} (vm.go:2996-2998)"
+                    ));
+                    return false;
+                }
+            };
+            let mut seen_vm = (*self.vm).clone();
+            seen_vm.spec = last_seen.clone();
+            match self.expanded(&seen_vm) {
+                Ok(vm) => (Cow::Owned(current), Cow::Owned(vm.spec)),
+                Err(e) => {
+                    self.explain(format!(
+                        "RestartRequired not evaluated: {e} (vm.go:3004-3006)"
+                    ));
+                    return false;
+                }
             }
-        };
-        let mut seen_vm = (*self.vm).clone();
-        seen_vm.spec = last_seen.clone();
-        let seen = match self.expanded(&seen_vm) {
-            Ok(vm) => vm.spec,
-            Err(e) => {
-                self.explain(format!(
-                    "RestartRequired not evaluated: {e} (vm.go:3004-3006)"
-                ));
-                return false;
-            }
+        } else {
+            (Cow::Borrowed(&*self.vm), Cow::Borrowed(last_seen))
         };
         let required = restart_required::restart_required(&seen, &current, &vmi, live);
         let now = self.snap.now;
