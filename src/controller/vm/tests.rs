@@ -979,6 +979,67 @@ fn failed_ref_patch_still_writes_the_refs_through_update_status() {
     );
 }
 
+/// upgrade/handler.go:52-161: a stash without the v1beta1 version label is stashed again under
+/// KubeVirt's current name, the status ref moved with test + replace, the old one deleted.
+#[test]
+fn unlabelled_stash_is_upgraded() {
+    let first = decide(&itype_snap(itype_vm(), 2));
+    let mut old = first
+        .actions
+        .iter()
+        .find_map(|a| match &a.action {
+            VmAction::CreateInstancetypeRevision { revision } => Some((**revision).clone()),
+            _ => None,
+        })
+        .unwrap();
+    let new_name = old.metadata.name.clone().unwrap();
+    old.metadata.name = Some("old-stash".into());
+    old.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove("instancetype.kubevirt.io/object-version");
+    let vm = with_status(
+        {
+            let mut v = itype_vm();
+            v.spec.preference = None;
+            v
+        },
+        json!({"instancetypeRef": {"name": "cx1.medium",
+                                   "controllerRevisionRef": {"name": "old-stash"}}}),
+    );
+    let mut s = itype_snap(vm, 2);
+    s.revisions = vec![Arc::new(old)];
+    let d = decide(&s);
+    assert_eq!(
+        &kinds(&d)[..3],
+        [
+            "CreateControllerRevision",
+            "PatchVmInstancetypeRefs",
+            "DeleteControllerRevision"
+        ]
+    );
+    let VmAction::PatchVmInstancetypeRefs { patch } = &d.actions[1].action else {
+        panic!()
+    };
+    let path = "/status/instancetypeRef/controllerRevisionRef/name";
+    assert_eq!(
+        patch,
+        &json!([{"op": "test", "path": path, "value": "old-stash"},
+                {"op": "replace", "path": path, "value": new_name}])
+    );
+    let st = serde_json::to_value(status(&d)).unwrap();
+    assert_eq!(
+        st["instancetypeRef"]["controllerRevisionRef"]["name"],
+        new_name
+    );
+    // The VMI is built from the upgraded stash: 2 vCPUs as sockets (no preference).
+    assert_eq!(
+        serde_json::to_value(created_vmi(&d)).unwrap()["spec"]["domain"]["cpu"],
+        json!({"sockets": 2, "cores": 1, "threads": 1})
+    );
+}
+
 /// controller_test.go "should fail if the VirtualMachine has conflicts": a template that sets
 /// what the instancetype sets gets KubeVirt's error; the status ref KubeVirt allocated in memory
 /// is written empty.
