@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod controller;
 pub mod inspect;
+pub mod instancetype;
 pub mod kubevirt_version;
 pub mod launcher;
 pub mod lifecycle;

@@ -486,7 +486,8 @@ fn invalid_settings_and_mismatched_pods_are_rejected() {
         text(&out.stderr)
     );
 
-    // A VM with an instancetype is explained from its template, with a note saying so.
+    // A VM whose instancetype is not in the input is explained from its template, with a note
+    // saying so.
     let out = run(
         &[
             "explain-overhead",
@@ -497,7 +498,8 @@ fn invalid_settings_and_mismatched_pods_are_rejected() {
     );
     assert!(out.status.success());
     assert!(
-        text(&out.stderr).contains("spec.instancetype/spec.preference are not resolved"),
+        text(&out.stderr)
+            .contains("instancetype fixture-medium and preference fixture-linux not resolved"),
         "{}",
         text(&out.stderr)
     );
@@ -735,5 +737,42 @@ fn kubevirt_version_flag_and_warnings() {
     assert!(
         err.contains("unknown KubeVirt version \"v1.4.0\": known versions are v1.5.0, v1.5.1, v1.5.3, v1.6.0, v1.6.4, v1.7.0, v1.8.0, v1.9.0, main"),
         "{err}"
+    );
+}
+
+/// A VM naming an instancetype and a preference is explained with both applied when the input
+/// holds them (KubeVirt's `ApplyToVM`, pkg/instancetype/apply/vm.go:67-87): 2 vCPUs as cores,
+/// 2Gi of guest memory from demo-cx-medium; without them, a note and the template alone.
+#[test]
+fn instancetype_vms_are_explained_expanded() {
+    let example = common::repo_path("docs/examples/more/vm-instancetype.yaml");
+    let out = run(&["explain-overhead", "-f", example.to_str().unwrap()], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("8Mi × 2 vCPU(s): domain.cpu: cores 2 × sockets 1 × threads 1"),
+        "{stdout}"
+    );
+    // 2Gi guest + 276Mi overhead.
+    assert!(stdout.contains("memory=2324Mi"), "{stdout}");
+    assert!(
+        text(&out.stderr)
+            .contains("expanded with instancetype demo-cx-medium and preference demo-linux-virtio"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Only the VM: the references cannot be resolved.
+    let text_all = std::fs::read_to_string(&example).unwrap();
+    let vm_only = text_all
+        .split("\n---\n")
+        .find(|d| d.contains("kind: VirtualMachine\n"))
+        .unwrap();
+    let out = run(&["explain-overhead", "-f", "-"], Some(vm_only));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("not resolved (virtualmachineclusterinstancetypes.instancetype.kubevirt.io \"demo-cx-medium\" not found"),
+        "{stderr}"
     );
 }

@@ -176,6 +176,15 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     for name in EXAMPLE_VMS {
         env.wait_running(name).await;
     }
+    // A VM with a cluster instancetype and preference: the instancetype informers, the
+    // ControllerRevisions stashing them, the status patch recording them.
+    env.cluster()
+        .apply_path(&common::repo_path(
+            "docs/examples/more/vm-instancetype.yaml",
+        ))
+        .await
+        .expect("apply vm-instancetype.yaml");
+    env.wait_running("demo-instancetype").await;
 
     // A hook sidecar whose ConfigMap the VMI controller reads while rendering the pod.
     env.cluster()
@@ -281,6 +290,17 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     env.wait_leading_and_idle().await;
 
     let entries = env.cluster().api().audit().entries();
+    for e in &entries {
+        if (e.resource == "controllerrevisions"
+            || (e.resource == "virtualmachines" && e.name == "demo-instancetype"))
+            && e.user_agent.contains("controller")
+        {
+            eprintln!(
+                "AUDIT {} {} {}/{} {} {}",
+                e.seq, e.verb, e.resource, e.subresource, e.name, e.code
+            );
+        }
+    }
     let controller_used = used(&entries, CONTROLLER_AGENT);
     let inspector_used = used(&entries, INSPECT_AGENT);
     env.shutdown().await;
@@ -325,9 +345,21 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     );
     assert_eq!(kubevirt_ns.as_deref(), Some("kubevirt"));
     assert!(kubevirt_config.iter().all(|(_, r, _)| r == "kubevirts"));
+    // ... and the cluster-wide instancetypes and preferences, in a ClusterRole.
+    let (cluster_instancetypes, _) = role(
+        "deploy/rbac/controller-namespaced.yaml",
+        "ClusterRole",
+        "virtctl-rs-controller-cluster-instancetypes",
+    );
+    assert!(
+        cluster_instancetypes
+            .iter()
+            .all(|(g, _, _)| g == "instancetype.kubevirt.io")
+    );
     let ns_scope: BTreeSet<Grant> = ns_role
         .union(&ns_itself)
         .chain(&kubevirt_config)
+        .chain(&cluster_instancetypes)
         .cloned()
         .collect();
     compare("run-controller -n (Role)", &ns_scope, &cluster_role).unwrap_or_else(|e| panic!("{e}"));

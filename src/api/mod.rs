@@ -38,6 +38,7 @@ pub mod apply;
 pub mod common;
 pub mod datavolume;
 pub mod defaults;
+pub mod instancetype;
 pub mod key;
 pub mod kubevirt;
 pub mod manifest;

@@ -514,6 +514,7 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
     let several = inputs.len() > 1;
     let mut objects = Vec::new();
     let mut context = FileContext::default();
+    let mut instancetypes = crate::instancetype::Objects::default();
     for filename in &inputs {
         let text = read_input(filename)?;
         let source = if filename == "-" {
@@ -522,6 +523,7 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
             filename.clone()
         };
         context.add_documents(&source, &text, &default_ns)?;
+        add_instancetype_documents(&mut instancetypes, &source, &text);
         let manifest = match read_manifest(&source, &text) {
             Ok(m) => m,
             // With several inputs, a file of other kinds (a Namespace, a quota) is fine.
@@ -531,10 +533,13 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
             Err(e) => return Err(CliError::Failed(e.to_string())),
         };
         for skipped in &manifest.skipped {
-            if !matches!(
+            let used = matches!(
                 skipped.doc.kind.as_deref(),
                 Some("Namespace" | "ResourceQuota")
-            ) {
+            ) || crate::instancetype::Resource::ALL
+                .iter()
+                .any(|r| skipped.doc.kind.as_deref() == Some(r.kind()));
+            if !used {
                 eprintln!(
                     "note: {source}: {}: skipped: {}",
                     skipped.doc, skipped.reason
@@ -555,16 +560,11 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
     for path in &args.resourcequota_file {
         context.add_file(path, "ResourceQuota", &default_ns)?;
     }
+    for (source, ManifestObject { doc, object }) in &mut objects {
+        expand_instancetype(source, doc, object, &instancetypes);
+    }
     let mut explanations = Vec::new();
     for (source, ManifestObject { doc, object }) in &objects {
-        if let crate::api::manifest::KubeVirtObject::Vm(vm) = object
-            && (vm.spec.instancetype.is_some() || vm.spec.preference.is_some())
-        {
-            eprintln!(
-                "note: {source}: {doc}: spec.instancetype/spec.preference are not resolved by explain-overhead \
-                 (and the controller refuses such VMs): the figures use the template alone"
-            );
-        }
         let ns_ctx = context.context(&object_namespace(object, &default_ns), &settings);
         let e = explain_in(object, &default_ns, &settings, &ns_ctx)
             .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
@@ -1024,4 +1024,73 @@ fn render_pod_check(c: &PodCheck) -> String {
         let _ = writeln!(out, "    note: {n}");
     }
     out
+}
+
+/// The instancetypes and preferences among the input documents, for expanding the VMs that name
+/// them (documents that do not parse were reported by the manifest reader already).
+fn add_instancetype_documents(
+    objects: &mut crate::instancetype::Objects,
+    source: &str,
+    text: &str,
+) {
+    let Ok(docs) = crate::api::manifest::split_documents(source, text) else {
+        return;
+    };
+    for (_, doc) in docs {
+        let kind = doc.get("kind").and_then(serde_json::Value::as_str);
+        let name = doc
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str);
+        let resource = crate::instancetype::Resource::ALL
+            .into_iter()
+            .find(|r| Some(r.kind()) == kind);
+        if let (Some(resource), Some(name)) = (resource, name) {
+            let key = (resource, name.to_string());
+            objects.0.insert(key, std::sync::Arc::new(doc.clone()));
+        }
+    }
+}
+
+/// A VM naming an instancetype or preference: expanded as KubeVirt's `ApplyToVM` does
+/// (pkg/instancetype/apply/vm.go:67-87) when the input holds them, which a note says; otherwise
+/// a note that the figures use the template alone.
+fn expand_instancetype(
+    source: &str,
+    doc: &crate::api::manifest::DocumentRef,
+    object: &mut crate::api::manifest::KubeVirtObject,
+    instancetypes: &crate::instancetype::Objects,
+) {
+    let crate::api::manifest::KubeVirtObject::Vm(vm) = object else {
+        return;
+    };
+    if vm.spec.instancetype.is_none() && vm.spec.preference.is_none() {
+        return;
+    }
+    let named = |m: Option<crate::instancetype::Matcher>, what: &str| {
+        m.map(|m| format!("{what} {}", m.name))
+    };
+    let from = [
+        named(
+            crate::instancetype::Matcher::instancetype(vm),
+            "instancetype",
+        ),
+        named(crate::instancetype::Matcher::preference(vm), "preference"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" and ");
+    match crate::instancetype::apply_to_vm(vm, instancetypes, &[]) {
+        Ok(expanded) => {
+            eprintln!(
+                "note: {source}: {doc}: expanded with {from} (the CPU, memory and other fields \
+                 they set come from them)"
+            );
+            **vm = expanded;
+        }
+        Err(e) => eprintln!(
+            "note: {source}: {doc}: {from} not resolved ({e}; give their manifests with -f): \
+             the figures use the template alone"
+        ),
+    }
 }

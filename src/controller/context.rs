@@ -48,6 +48,8 @@ pub struct Caches {
     /// with ([`ClusterConfig`]); disabled when the settings are fixed or the CRD is not served.
     /// KubeVirt waits for this cache before it starts (application.go:358).
     pub kubevirts: Informer<KubeVirt>,
+    /// The instancetypes and preferences VMs name (`instancetype.kubevirt.io/v1beta1`).
+    pub instancetypes: super::instancetype_cache::InstancetypeCaches,
 }
 
 impl Caches {
@@ -62,6 +64,7 @@ impl Caches {
             && self.resource_quotas.has_synced()
             && self.pvcs.has_synced()
             && self.kubevirts.has_synced()
+            && self.instancetypes.has_synced()
     }
 
     /// Wait for every cache's first list.
@@ -75,6 +78,7 @@ impl Caches {
         self.resource_quotas.wait_synced().await;
         self.pvcs.wait_synced().await;
         self.kubevirts.wait_synced().await;
+        self.instancetypes.wait_synced().await;
     }
 
     /// Caches that never watch: empty and synced (unit tests, dry runs).
@@ -89,6 +93,7 @@ impl Caches {
             resource_quotas: Informer::disabled("resourcequotas"),
             pvcs: Informer::disabled("persistentvolumeclaims"),
             kubevirts: Informer::disabled("kubevirts"),
+            instancetypes: super::instancetype_cache::InstancetypeCaches::disabled(),
         }
     }
 

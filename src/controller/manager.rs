@@ -250,6 +250,50 @@ async fn data_volumes_served(client: &kube::Client) -> bool {
     }
 }
 
+/// The four instancetype informers (namespaced ones limited to `ns`), or disabled ones when the
+/// cluster does not serve `instancetype.kubevirt.io/v1beta1`.
+async fn spawn_instancetype_caches(
+    client: &kube::Client,
+    ns: Option<&str>,
+    stop: &CancellationToken,
+) -> super::instancetype_cache::InstancetypeCaches {
+    use super::instancetype_cache::InstancetypeCaches;
+    let served = match client
+        .list_api_group_resources(crate::api::instancetype::API_VERSION)
+        .await
+    {
+        Ok(list) => list
+            .resources
+            .iter()
+            .any(|r| r.name == "virtualmachineclusterinstancetypes"),
+        Err(_) => false,
+    };
+    if !served {
+        tracing::info!(
+            "instancetype.kubevirt.io/v1beta1 is not served by this cluster: VMs naming instancetypes or preferences cannot find them"
+        );
+        return InstancetypeCaches::disabled();
+    }
+    InstancetypeCaches {
+        instancetypes: spawn_in("virtualmachineinstancetypes", client, ns, vec![], stop),
+        cluster_instancetypes: Informer::spawn(
+            "virtualmachineclusterinstancetypes",
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            Vec::new(),
+            stop.clone(),
+        ),
+        preferences: spawn_in("virtualmachinepreferences", client, ns, vec![], stop),
+        cluster_preferences: Informer::spawn(
+            "virtualmachineclusterpreferences",
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            Vec::new(),
+            stop.clone(),
+        ),
+    }
+}
+
 /// True when the API server serves `kubevirt.io/v1` KubeVirts (the KubeVirt CRD is installed).
 async fn kubevirts_served(client: &kube::Client) -> bool {
     match client
@@ -457,6 +501,7 @@ impl Manager {
         };
         let (kubevirts, cluster_config) =
             spawn_cluster_config(&client, &config, following, &stop).await;
+        let instancetypes = spawn_instancetype_caches(&client, ns, &stop).await;
 
         // Both queues' series exist from the start, at zero, as in KubeVirt, whose queues exist
         // on a standby too (a dashboard shows 0, not "no data"); the queues themselves are only
@@ -500,6 +545,7 @@ impl Manager {
                 resource_quotas,
                 pvcs,
                 kubevirts,
+                instancetypes,
             },
             vm_queue,
             vmi_queue,

@@ -6,6 +6,7 @@ pub mod common;
 pub mod context;
 pub mod debug_state;
 pub mod handlers;
+pub mod instancetype_cache;
 pub mod manager;
 pub mod vm;
 pub mod vmi;

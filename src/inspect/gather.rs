@@ -274,6 +274,11 @@ pub async fn gather_raw(
         notes.push(m);
         Vec::new()
     });
+    if let Some(vm) = &g.vm {
+        let stashed = read_instancetype_revisions(client, namespace, vm, &g.revisions).await;
+        g.revisions.extend(stashed.0);
+        notes.extend(stashed.1);
+    }
     let (dvs, pvcs, vol_missing) = volumes;
     g.data_volumes = dvs;
     g.pvcs = pvcs;
@@ -388,6 +393,50 @@ async fn read_revisions(
             reason: describe_error(&e),
         }),
     }
+}
+
+/// The ControllerRevisions stashing the VM's instancetype and preference (its status refs and
+/// `spec.*.revisionName`), which the VM sync and the what-if expansion read
+/// (pkg/instancetype/find/revision.go:36-64); those already read are skipped.
+async fn read_instancetype_revisions(
+    client: &kube::Client,
+    namespace: &str,
+    vm: &VirtualMachine,
+    have: &[ControllerRevision],
+) -> (Vec<ControllerRevision>, Vec<Missing>) {
+    let api: Api<ControllerRevision> = Api::namespaced(client.clone(), namespace);
+    let mut names: Vec<String> = Vec::new();
+    for preference in [false, true] {
+        let matcher = if preference {
+            crate::instancetype::Matcher::preference(vm)
+        } else {
+            crate::instancetype::Matcher::instancetype(vm)
+        };
+        let status = crate::instancetype::status_revision_name(vm, preference);
+        for name in [matcher.map(|m| m.revision_name).unwrap_or_default(), status] {
+            let known = have
+                .iter()
+                .any(|r| r.metadata.name.as_deref() == Some(&name));
+            if !name.is_empty() && !known && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    let (mut found, mut missing) = (Vec::new(), Vec::new());
+    for name in names {
+        match api.get_opt(&name).await {
+            Ok(Some(r)) => found.push(r),
+            Ok(None) => missing.push(Missing {
+                what: format!("controllerRevision/{name}"),
+                reason: "not found (a stashed instancetype or preference)".into(),
+            }),
+            Err(e) => missing.push(Missing {
+                what: format!("controllerRevision/{name}"),
+                reason: describe_error(&e),
+            }),
+        }
+    }
+    (found, missing)
 }
 
 /// The claim names of the VM's template volumes: `(volume, claim, is_data_volume)`.

@@ -35,6 +35,7 @@ use crate::launcher::explain::{Explanation, explain};
 use crate::lifecycle::decide::{Observed, decide};
 use crate::lifecycle::{Options, Refusal, Verb, Write};
 use chrono::{DateTime, Utc};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -816,12 +817,28 @@ fn meta_map(m: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
 
 /// The VMI the VM starts (`SetupVMIFromVM`), with the running VMI's uid when one runs (so the
 /// diff shows what the change moves, not the new identity).
+///
+/// A VM naming an instancetype or preference is expanded first (`ApplyToVM`,
+/// pkg/instancetype/apply/vm.go:67-87) from the stashed ControllerRevisions in `revisions`,
+/// and the VMI gets the name annotations (annotations/annotations.go:28-44).
 fn vmi_for(
     vm: &VirtualMachine,
     running: Option<&VirtualMachineInstance>,
     namespace: &str,
+    revisions: &[ControllerRevision],
 ) -> Result<VirtualMachineInstance, String> {
-    let mut vmi = setup_vmi_from_vm(vm).map_err(|e| e.to_string())?;
+    let shared: Vec<std::sync::Arc<ControllerRevision>> =
+        revisions.iter().cloned().map(std::sync::Arc::new).collect();
+    let expanded =
+        crate::instancetype::apply_to_vm(vm, &crate::instancetype::Objects::default(), &shared)?;
+    let mut vmi = setup_vmi_from_vm(&expanded).map_err(|e| e.to_string())?;
+    if vm.spec.instancetype.is_some() || vm.spec.preference.is_some() {
+        let annotations = vmi
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        crate::instancetype::set_name_annotations(vm, annotations);
+    }
     if vmi.metadata.namespace.is_none() {
         vmi.metadata.namespace = Some(namespace.to_string());
     }
@@ -898,7 +915,7 @@ fn pod_diff(
         })
     };
     let running_vmi = g.vmi.as_ref();
-    let after_vmi = vmi_for(after_vm, running_vmi, &g.namespace)
+    let after_vmi = vmi_for(after_vm, running_vmi, &g.namespace, &g.revisions)
         .map_err(|e| note("renderedPod", format!("the changed VM: {e}")))
         .ok()?;
     let after_pod = render_pod_with(&g.settings, &g.namespace_context(), &after_vmi)
@@ -909,7 +926,7 @@ fn pod_diff(
         .ok()?;
     let before_vmi = match running_vmi {
         Some(v) => v.clone(),
-        None => vmi_for(before_vm, None, &g.namespace)
+        None => vmi_for(before_vm, None, &g.namespace, &g.revisions)
             .map_err(|e| note("renderedPod", format!("the current VM: {e}")))
             .ok()?,
     };

@@ -575,3 +575,51 @@ fn a_request_while_another_is_underway_is_a_500() {
     assert!(text.contains("500 InternalError"), "{text}");
     assert!(text.contains("stop/start already underway"), "{text}");
 }
+
+/// The VMI a what-if renders for a VM with an instancetype is the expanded one
+/// (pkg/instancetype/apply/vm.go:67-87), from the stash the status ref names; without that
+/// stash it cannot be rendered and says why.
+#[test]
+fn instancetype_vms_render_expanded() {
+    let mut vm = vm("Always");
+    vm.spec.instancetype = Some(json!({"name": "cx1.medium"}).into());
+    if let Some(m) = vm.spec.template.as_mut().and_then(|t| t.spec.as_mut()) {
+        m.domain.memory = None;
+        m.domain.cpu = None;
+        m.domain.resources = None;
+    }
+    let object = json!({
+        "apiVersion": "instancetype.kubevirt.io/v1beta1",
+        "kind": "VirtualMachineClusterInstancetype",
+        "metadata": {"name": "cx1.medium", "uid": "it-uid", "generation": 1},
+        "spec": {"cpu": {"guest": 4}, "memory": {"guest": "8Gi"}}
+    });
+    let stash = crate::instancetype::revision::build(
+        &vm,
+        crate::instancetype::Resource::ClusterInstancetype,
+        &object,
+    );
+    let name = stash.metadata.name.clone().unwrap();
+    vm.status = Some(
+        serde_json::from_value(json!({
+            "instancetypeRef": {"name": "cx1.medium", "controllerRevisionRef": {"name": name}}
+        }))
+        .unwrap(),
+    );
+    let vmi = vmi_for(&vm, None, "demo", std::slice::from_ref(&stash)).expect("vmi");
+    let spec = serde_json::to_value(&vmi.spec).unwrap();
+    assert_eq!(
+        spec["domain"]["cpu"],
+        json!({"sockets": 4, "cores": 1, "threads": 1})
+    );
+    assert_eq!(spec["domain"]["memory"]["guest"], "8Gi");
+    assert_eq!(
+        vmi.metadata.annotations.as_ref().unwrap()["kubevirt.io/cluster-instancetype-name"],
+        "cx1.medium"
+    );
+    let err = vmi_for(&vm, None, "demo", &[]).unwrap_err();
+    assert_eq!(
+        err,
+        format!("controllerrevisions.apps \"{name}\" not found")
+    );
+}

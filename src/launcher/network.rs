@@ -67,14 +67,14 @@ pub fn multus_network_name(net: &Network) -> &str {
         .unwrap_or_default()
 }
 
-fn is_multus_default(net: &Network) -> bool {
+pub(crate) fn is_multus_default(net: &Network) -> bool {
     multus_field(net, "default")
         .and_then(Value::as_bool)
         .unwrap_or(false)
 }
 
 /// `vmispec.IsSecondaryMultusNetwork`: a Multus network not marked `default`.
-fn is_secondary_multus(net: &Network) -> bool {
+pub(crate) fn is_secondary_multus(net: &Network) -> bool {
     net.multus.is_some() && !is_multus_default(net)
 }
 
@@ -83,6 +83,14 @@ pub fn hashed_interface_name(network: &str) -> String {
     let digest = Sha256::digest(network.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("pod{}", &hex[..11])
+}
+
+/// `namescheme.OrdinalSecondaryInterfaceName`'s pattern: `net` and digits, the pod interface
+/// names of the scheme before hashed names.
+pub(crate) fn is_ordinal_interface(interface: &str) -> bool {
+    interface
+        .strip_prefix("net")
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `NetAttachDefNamespacedName`: `(namespace, name)` of `ns/name`, or `name` in `namespace`.
@@ -330,11 +338,7 @@ fn pod_interface_names(
     networks: &[Network],
     statuses: &[NetworkStatus],
 ) -> BTreeMap<String, String> {
-    let ordinal = statuses.iter().any(|s| {
-        s.interface
-            .strip_prefix("net")
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    });
+    let ordinal = statuses.iter().any(|s| is_ordinal_interface(&s.interface));
     let mut names = BTreeMap::new();
     for (i, net) in networks
         .iter()

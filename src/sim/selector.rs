@@ -125,8 +125,19 @@ pub(crate) fn validate_label_value(v: &str) -> Result<(), String> {
 }
 
 /// `IsDNS1123Subdomain`.
+/// `IsDNS1123Subdomain`: at most 253 characters matching
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`; the parts between dots have
+/// no length limit of their own (names such as `vm-instancetype-v1beta1-<uid>-1` are longer than
+/// a label).
 pub(crate) fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+    let part_ok = |p: &str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !p.starts_with('-')
+            && !p.ends_with('-')
+    };
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(part_ok)
 }
 
 /// `IsDNS1123Label`.
@@ -592,6 +603,11 @@ mod tests {
         assert!(is_dns_subdomain("a.b-c.d"));
         assert!(!is_dns_subdomain("A"));
         assert!(!is_dns_subdomain("-a"));
+        // No 63-character limit between dots (a label's limit): an instancetype revision name.
+        let long = format!("vm-{}-v1beta1-{}-1", "i".repeat(40), "u".repeat(36));
+        assert!(long.len() > 63 && is_dns_subdomain(&long));
+        assert!(!is_dns_label(&long));
+        assert!(!is_dns_subdomain(&"a".repeat(254)));
         assert!(is_dns_label("abc-1"));
         assert!(!is_dns_label("a.b"));
     }

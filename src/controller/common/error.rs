@@ -149,7 +149,6 @@ impl ApiFailure {
 
     /// `k8serrors.IsAlreadyExists`: reason `AlreadyExists` (409 with an unknown reason is a
     /// Conflict, as in apimachinery).
-    #[cfg(test)]
     pub(crate) fn is_already_exists(&self) -> bool {
         self.reason == "AlreadyExists"
     }

@@ -110,6 +110,10 @@ pub enum VmAction {
     /// JSON patch on the status subresource: `add /status/stateChangeRequests` with the current
     /// list plus `{action: Start}` (`addStartRequest`, vm.go:954-968).
     AddStartRequest { patch: serde_json::Value },
+    /// JSON patch on the status subresource adding (`add`) or moving (`test` + `replace`)
+    /// `status.instancetypeRef` / `status.preferenceRef` (revision/patch.go:30-75,
+    /// upgrade/handler.go:76-86). Returns the VM.
+    PatchVmInstancetypeRefs { patch: serde_json::Value },
     /// PUT the status subresource (`UpdateStatus`) with this status; only emitted when the status
     /// changed (vm.go:2495-2500).
     UpdateVmStatus {
@@ -168,8 +172,13 @@ pub enum VmAction {
     CreateDataVolume { data_volume: Box<DataVolume> },
     /// POST the start ControllerRevision.
     CreateControllerRevision { revision: Box<ControllerRevision> },
-    /// DELETE a stale start ControllerRevision.
+    /// DELETE a stale start ControllerRevision (or an upgraded instancetype one).
     DeleteControllerRevision { name: String },
+    /// POST a ControllerRevision stashing an instancetype or preference
+    /// (revision/store.go:278-320). On AlreadyExists, GET the existing one: success when it
+    /// stashes the same spec, else "found existing ControllerRevision with unexpected data:
+    /// NAME"; any other failure is "failed to create ControllerRevision: <err>".
+    CreateInstancetypeRevision { revision: Box<ControllerRevision> },
 }
 
 impl VmAction {
@@ -211,7 +220,8 @@ impl VmAction {
             VmAction::AddVmFinalizer { patch }
             | VmAction::RemoveVmFinalizer { patch }
             | VmAction::PatchVmFirmware { patch }
-            | VmAction::AddStartRequest { patch } => Some(patch),
+            | VmAction::AddStartRequest { patch }
+            | VmAction::PatchVmInstancetypeRefs { patch } => Some(patch),
             _ => None,
         }
     }
@@ -232,6 +242,7 @@ impl VmAction {
             VmAction::RemoveVmFinalizer { .. } => "RemoveVmFinalizer",
             VmAction::PatchVmFirmware { .. } => "PatchVmFirmware",
             VmAction::AddStartRequest { .. } => "AddStartRequest",
+            VmAction::PatchVmInstancetypeRefs { .. } => "PatchVmInstancetypeRefs",
             VmAction::UpdateVmStatus { .. } => "UpdateVmStatus",
             VmAction::CreateVmi { .. } => "CreateVmi",
             VmAction::DeleteVmi { .. } => "DeleteVmi",
@@ -244,6 +255,7 @@ impl VmAction {
             VmAction::CreateDataVolume { .. } => "CreateDataVolume",
             VmAction::CreateControllerRevision { .. } => "CreateControllerRevision",
             VmAction::DeleteControllerRevision { .. } => "DeleteControllerRevision",
+            VmAction::CreateInstancetypeRevision { .. } => "CreateInstancetypeRevision",
         }
     }
 }

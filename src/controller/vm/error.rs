@@ -35,6 +35,9 @@ pub enum VmSyncError {
     /// A start ControllerRevision cannot be read, named or built (vm.go:1798-1838).
     #[error("{0}")]
     Revision(String),
+    /// The instancetype or preference cannot be found or applied to the VMI (vm.go:1302-1322).
+    #[error("{0}")]
+    Instancetype(String),
     /// A revision looked up without a name (the API client's own check).
     #[error("resource name may not be empty")]
     EmptyResourceName,

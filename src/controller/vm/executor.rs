@@ -5,7 +5,7 @@
 //! KubeVirt: `Execute`/`execute` (pkg/virt-controller/watch/vm/vm.go:336-458).
 //!
 //! Not watched, so not in the snapshot: PersistentVolumeClaims (the `WaitingForVolumeBinding`
-//! printable status needs them; it is never shown) and instancetypes.
+//! printable status needs them; it is never shown).
 
 use super::action::{ApiFailure, ApiFailures, ResourceVersionFrom, SyncOutcome, VmAction};
 use super::decide_with_failures;
@@ -110,6 +110,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
     snap.pvcs = template_pvcs(&snap.vm, |claim| {
         get::<PersistentVolumeClaim>(ctx.caches.pvcs.store(), ns, claim)
     });
+    snap.instancetypes = instancetype_objects(&ctx.caches, &snap.vm);
     snap.backoff_jitter = rand::random::<f64>();
     Some(snap)
 }
@@ -136,6 +137,21 @@ pub fn template_pvcs(
         }
     }
     out
+}
+
+/// The instancetypes and preferences `vm` names, from the instancetype informer stores.
+fn instancetype_objects(
+    caches: &crate::controller::context::Caches,
+    vm: &VirtualMachine,
+) -> crate::instancetype::Objects {
+    let ns = vm.metadata.namespace.as_deref().unwrap_or("");
+    let mut objects = crate::instancetype::Objects::default();
+    for (resource, name) in crate::instancetype::Objects::wanted(vm) {
+        if let Some(object) = caches.instancetypes.get(resource, ns, &name) {
+            objects.0.insert((resource, name), object);
+        }
+    }
+    objects
 }
 
 /// The DataVolume names a VM sync reads ([`VmSnapshot::data_volumes`]): the
@@ -447,7 +463,7 @@ async fn apply(
                 .map(Some)
                 .map_err(e);
         }
-        VmAction::AddStartRequest { patch } => {
+        VmAction::AddStartRequest { patch } | VmAction::PatchVmInstancetypeRefs { patch } => {
             return json_patch::<VirtualMachine>(client, ns, &vm_name, Some("status"), patch)
                 .await
                 .map(Some)
@@ -514,6 +530,9 @@ async fn apply(
                 .await
                 .map_err(e)?;
         }
+        VmAction::CreateInstancetypeRevision { revision } => {
+            return create_instancetype_revision(client, ns, revision).await;
+        }
         VmAction::DeleteControllerRevision { name } => {
             api::<ControllerRevision>(client, ns)
                 .delete(name, &DeleteParams::default())
@@ -523,6 +542,42 @@ async fn apply(
     }
     let _ = key;
     Ok(None)
+}
+
+/// `storeControllerRevision` (pkg/instancetype/revision/store.go:278-320): create; on
+/// AlreadyExists GET the existing revision and accept it when it stashes the same spec.
+async fn create_instancetype_revision(
+    client: &kube::Client,
+    ns: &str,
+    revision: &ControllerRevision,
+) -> Result<Option<VirtualMachine>, ApiFailure> {
+    let Err(err) = create_unread(client, ns, revision).await else {
+        return Ok(None);
+    };
+    let failure = ApiFailure::from(&err);
+    if !failure.is_already_exists() {
+        return Err(ApiFailure::other(format!(
+            "failed to create ControllerRevision: {}",
+            failure.message
+        )));
+    }
+    let name = revision.metadata.name.clone().unwrap_or_default();
+    let existing = api::<ControllerRevision>(client, ns)
+        .get(&name)
+        .await
+        .map_err(|e| {
+            ApiFailure::other(format!(
+                "failed to get ControllerRevision: {}",
+                ApiFailure::from(&e).message
+            ))
+        })?;
+    if crate::instancetype::revision::same_spec(revision, &existing) {
+        Ok(None)
+    } else {
+        Err(ApiFailure::other(format!(
+            "found existing ControllerRevision with unexpected data: {name}"
+        )))
+    }
 }
 
 /// `CanAdopt` (vm.go:394-407, controller_ref_manager.go:581-593): an uncached GET of the VM; adoption

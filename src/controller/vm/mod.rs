@@ -22,10 +22,11 @@
 //! (`SetupVMIFromVM`, default disks, default pod network, input device, firmware UUID, start
 //! revision, generation annotation, finalizer); `stopVMI`; generation tracking; RestartRequired;
 //! the firmware UUID synchronizer; dynamic label/annotation sync; PCI topology annotations;
-//! DataVolume templates; `updateStatus` with conditions and `printableStatus` (all 16 rules).
+//! DataVolume templates; instancetypes and preferences (`engine/instancetype.rs` over
+//! [`crate::instancetype`], the `Reference` policy); `updateStatus` with conditions and `printableStatus` (all 16 rules).
 //!
 //! Not modelled — refused with a `Failure` condition where ignoring would be wrong (see
-//! [`unsupported`]): instancetypes/preferences, WaitAsReceiver VMI creation, network interface
+//! [`unsupported`]): WaitAsReceiver VMI creation, network interface
 //! hotplug, volume hotplug, memory dumps, live updates of a running VMI, DataSource/clone
 //! DataVolumes. Silently not modelled: changed-block tracking, volume-migration status
 //! (`syncVolumeMigration`), network validation of the new VMI (virt-api does it on create).

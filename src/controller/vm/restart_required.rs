@@ -3,7 +3,8 @@
 //! `validLiveUpdateDisks`, pkg/virt-controller/watch/vm/vm.go:2902-3065; network part
 //! `IsRestartRequired`, pkg/network/vmliveupdate/restart.go).
 //!
-//! Instancetype expansion is not modelled (VMs with instancetypes are refused by `sync`).
+//! Both sides arrive with their instancetype and preference expanded (`ApplyToVM`, done by the
+//! engine before calling [`restart_required`], vm.go:2994-3007).
 
 use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
 use crate::api::vmi::{

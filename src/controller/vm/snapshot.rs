@@ -141,6 +141,9 @@ pub struct VmSnapshot {
     /// pkg/controller/virtinformers.go:1175-1189), plus the one named by the VMI's
     /// `status.virtualMachineRevisionName` if any (KubeVirt GETs that one live). Others are ignored.
     pub revisions: Vec<Arc<ControllerRevision>>,
+    /// The instancetypes and preferences the VM's matchers name, from the four instancetype
+    /// informer stores (absent = not in the store).
+    pub instancetypes: crate::instancetype::Objects,
     /// The VM's entries in the expectation stores.
     pub expectations: ExpectationsView,
     /// "Now" for every timestamp the sync writes (conditions, `startFailure.retryAfterTimestamp`)
@@ -164,6 +167,7 @@ impl VmSnapshot {
             data_volumes: Vec::new(),
             pvcs: BTreeMap::new(),
             revisions: Vec::new(),
+            instancetypes: Default::default(),
             expectations: ExpectationsView::default(),
             now,
             backoff_jitter: 0.0,

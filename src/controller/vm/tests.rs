@@ -812,14 +812,377 @@ fn running_and_run_strategy_together_stop_the_sync() {
     );
 }
 
-#[test]
-fn instancetype_vm_is_refused() {
+// Instancetypes and preferences (pkg/instancetype/controller/vm/controller_test.go,
+// revision/store_test.go and vm_test.go's instancetype contexts); values worked out here.
+
+fn cluster_object(kind: &str, name: &str, generation: i64, spec: Value) -> Arc<Value> {
+    Arc::new(json!({
+        "apiVersion": "instancetype.kubevirt.io/v1beta1", "kind": kind,
+        "metadata": {"name": name, "uid": format!("{name}-uid"), "generation": generation,
+                     "resourceVersion": "5"},
+        "spec": spec
+    }))
+}
+
+fn itype_snap(vm: VirtualMachine, cpus: u32) -> VmSnapshot {
+    use crate::instancetype::Resource;
+    let mut s = snap(vm);
+    s.instancetypes.0.insert(
+        (Resource::ClusterInstancetype, "cx1.medium".into()),
+        cluster_object(
+            "VirtualMachineClusterInstancetype",
+            "cx1.medium",
+            1,
+            json!({"cpu": {"guest": cpus}, "memory": {"guest": "4096Mi"}}),
+        ),
+    );
+    s.instancetypes.0.insert(
+        (Resource::ClusterPreference, "linux".into()),
+        cluster_object(
+            "VirtualMachineClusterPreference",
+            "linux",
+            2,
+            json!({
+                "cpu": {"preferredCPUTopology": "cores"},
+                "devices": {"preferredDiskBus": "virtio", "preferredInterfaceModel": "virtio",
+                            "preferredAutoattachInputDevice": true, "preferredInputBus": "virtio",
+                            "preferredInputType": "tablet"},
+                "features": {"preferredSmm": {}},
+                "firmware": {"preferredUseEfi": true},
+                "machine": {"preferredMachineType": "q35"},
+                "preferredTerminationGracePeriodSeconds": 180
+            }),
+        ),
+    );
+    s
+}
+
+fn itype_vm() -> VirtualMachine {
     let mut v = strategy("Always");
-    v.spec.instancetype = Some(json!({"name": "u1.small"}).into());
-    let d = decide(&snap(v));
+    v.spec.instancetype = Some(json!({"name": "cx1.medium"}).into());
+    v.spec.preference =
+        Some(json!({"name": "linux", "kind": "VirtualMachineClusterPreference"}).into());
+    let spec = v.spec.template.as_mut().unwrap().spec.as_mut().unwrap();
+    spec.domain.memory = None;
+    v
+}
+
+/// A VM with a cluster instancetype and preference starts: both are stashed in
+/// ControllerRevisions recorded in the status refs, the start revision pins them, and the VMI is
+/// the template with both applied.
+#[test]
+fn instancetype_and_preference_are_stashed_and_expanded() {
+    let d = decide(&itype_snap(itype_vm(), 2));
+    assert_eq!(
+        kinds(&d),
+        [
+            "CreateInstancetypeRevision",
+            "CreateInstancetypeRevision",
+            "PatchVmInstancetypeRefs",
+            "CreateControllerRevision",
+            "ExpectVmiCreations",
+            "CreateVmi",
+            "Event",
+            "UpdateVmStatus",
+        ]
+    );
+    let it_rev = "testvmi-cx1.medium-v1beta1-cx1.medium-uid-1";
+    let pref_rev = "testvmi-linux-v1beta1-linux-uid-2";
+    let VmAction::PatchVmInstancetypeRefs { patch } = &d.actions[2].action else {
+        panic!()
+    };
+    assert_eq!(
+        patch,
+        &json!([
+        {"op": "add", "path": "/status/instancetypeRef",
+         "value": {"name": "cx1.medium", "controllerRevisionRef": {"name": it_rev}}},
+        {"op": "add", "path": "/status/preferenceRef",
+         "value": {"name": "linux", "kind": "VirtualMachineClusterPreference",
+                   "controllerRevisionRef": {"name": pref_rev}}}])
+    );
+    assert_eq!(status_write_rv(&d, 7), ResourceVersionFrom::Action(2));
+    let st = serde_json::to_value(status(&d)).unwrap();
+    assert_eq!(
+        st["instancetypeRef"]["controllerRevisionRef"]["name"],
+        it_rev
+    );
+    assert_eq!(
+        st["preferenceRef"]["controllerRevisionRef"]["name"],
+        pref_rev
+    );
+    let VmAction::CreateControllerRevision { revision } = &d.actions[3].action else {
+        panic!()
+    };
+    let data = &revision.data.as_ref().unwrap().0;
+    assert_eq!(data["spec"]["instancetype"]["revisionName"], it_rev);
+    assert_eq!(data["spec"]["preference"]["revisionName"], pref_rev);
+
+    let vmi = serde_json::to_value(created_vmi(&d)).unwrap();
+    let ann = &vmi["metadata"]["annotations"];
+    assert_eq!(ann["kubevirt.io/cluster-instancetype-name"], "cx1.medium");
+    assert_eq!(ann["kubevirt.io/cluster-preference-name"], "linux");
+    let spec = &vmi["spec"];
+    assert_eq!(
+        spec["domain"]["cpu"],
+        json!({"sockets": 1, "cores": 2, "threads": 1})
+    );
+    assert_eq!(spec["domain"]["memory"], json!({"guest": "4Gi"}));
+    assert_eq!(spec["domain"]["features"], json!({"acpi": {}, "smm": {}}));
+    assert_eq!(
+        spec["domain"]["firmware"],
+        json!({"uuid": FW_UUID, "bootloader": {"efi": {}}})
+    );
+    assert_eq!(spec["domain"]["machine"], json!({"type": "q35"}));
+    assert_eq!(spec["terminationGracePeriodSeconds"], 180);
+    let dev = &spec["domain"]["devices"];
+    assert_eq!(dev["autoattachInputDevice"], true);
+    assert_eq!(
+        dev["inputs"],
+        json!([{"name": "default-0", "bus": "virtio", "type": "tablet"}])
+    );
+    assert_eq!(
+        dev["disks"],
+        json!([
+        {"name": "root", "disk": {"bus": "virtio"}},
+        {"name": "cloudinit", "disk": {"bus": "virtio"}}])
+    );
+    assert_eq!(
+        dev["interfaces"],
+        json!([{"name": "default", "bridge": {}, "model": "virtio"}])
+    );
+}
+
+/// A failed status patch (a VM without any status yet: the JSON patch's `add` has no parent)
+/// leaves the new refs in the working VM, which updateStatus then writes with the Failure
+/// condition (store.go:93-98, patch.go:40-47): the next sync finds them and stashes nothing again.
+#[test]
+fn failed_ref_patch_still_writes_the_refs_through_update_status() {
+    let s = itype_snap(itype_vm(), 2);
+    let ok = decide(&s);
+    let i = index_of(&ok, "PatchVmInstancetypeRefs");
+    let d = fail_at(&s, i, "doc is missing path");
+    assert_eq!(kinds(&d)[i + 1..], ["Event", "UpdateVmStatus"]);
+    let e = d.sync_error.as_ref().unwrap();
+    assert_eq!(
+        e.message,
+        "error encountered while storing instancetype.kubevirt.io controllerRevisions: doc is \
+         missing path"
+    );
+    let st = serde_json::to_value(status(&d)).unwrap();
+    assert_eq!(
+        st["instancetypeRef"]["controllerRevisionRef"]["name"],
+        "testvmi-cx1.medium-v1beta1-cx1.medium-uid-1"
+    );
+    assert_eq!(
+        st["preferenceRef"]["controllerRevisionRef"]["name"],
+        "testvmi-linux-v1beta1-linux-uid-2"
+    );
+}
+
+/// upgrade/handler.go:52-161: a stash without the v1beta1 version label is stashed again under
+/// KubeVirt's current name, the status ref moved with test + replace, the old one deleted.
+#[test]
+fn unlabelled_stash_is_upgraded() {
+    let first = decide(&itype_snap(itype_vm(), 2));
+    let mut old = first
+        .actions
+        .iter()
+        .find_map(|a| match &a.action {
+            VmAction::CreateInstancetypeRevision { revision } => Some((**revision).clone()),
+            _ => None,
+        })
+        .unwrap();
+    let new_name = old.metadata.name.clone().unwrap();
+    old.metadata.name = Some("old-stash".into());
+    old.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove("instancetype.kubevirt.io/object-version");
+    let vm = with_status(
+        {
+            let mut v = itype_vm();
+            v.spec.preference = None;
+            v
+        },
+        json!({"instancetypeRef": {"name": "cx1.medium",
+                                   "controllerRevisionRef": {"name": "old-stash"}}}),
+    );
+    let mut s = itype_snap(vm, 2);
+    s.revisions = vec![Arc::new(old)];
+    let d = decide(&s);
+    assert_eq!(
+        &kinds(&d)[..3],
+        [
+            "CreateControllerRevision",
+            "PatchVmInstancetypeRefs",
+            "DeleteControllerRevision"
+        ]
+    );
+    let VmAction::PatchVmInstancetypeRefs { patch } = &d.actions[1].action else {
+        panic!()
+    };
+    let path = "/status/instancetypeRef/controllerRevisionRef/name";
+    assert_eq!(
+        patch,
+        &json!([{"op": "test", "path": path, "value": "old-stash"},
+                {"op": "replace", "path": path, "value": new_name}])
+    );
+    let st = serde_json::to_value(status(&d)).unwrap();
+    assert_eq!(
+        st["instancetypeRef"]["controllerRevisionRef"]["name"],
+        new_name
+    );
+    // The VMI is built from the upgraded stash: 2 vCPUs as sockets (no preference).
+    assert_eq!(
+        serde_json::to_value(created_vmi(&d)).unwrap()["spec"]["domain"]["cpu"],
+        json!({"sockets": 2, "cores": 1, "threads": 1})
+    );
+}
+
+/// controller_test.go "should fail if the VirtualMachine has conflicts": a template that sets
+/// what the instancetype sets gets KubeVirt's error; the status ref KubeVirt allocated in memory
+/// is written empty.
+#[test]
+fn instancetype_conflict_is_a_failure() {
+    let mut v = itype_vm();
+    let spec = v.spec.template.as_mut().unwrap().spec.as_mut().unwrap();
+    spec.domain.memory = Some(serde_json::from_value(json!({"guest": "1Gi"})).unwrap());
+    spec.domain.cpu = Some(serde_json::from_value(json!({"sockets": 2})).unwrap());
+    let d = decide(&itype_snap(v, 2));
     assert!(!kinds(&d).contains(&"CreateVmi"));
-    assert_eq!(d.sync_error.as_ref().unwrap().reason, "FailedCreate");
-    assert!(condition(&d, "Failure").is_some());
+    let msg = "error encountered while storing instancetype.kubevirt.io controllerRevisions: VM \
+               field(s) spec.template.spec.domain.cpu.sockets, \
+               spec.template.spec.domain.memory.guest conflicts with selected instance type";
+    let e = d.sync_error.as_ref().unwrap();
+    assert_eq!(
+        (e.reason.as_str(), e.message.as_str()),
+        ("FailedCreate", msg)
+    );
+    assert!(d.actions.iter().any(|a| matches!(&a.action,
+        VmAction::Event { reason, message, .. } if reason == "FailedCreate" && message == msg)));
+    assert_eq!(
+        condition(&d, "Failure").unwrap().message.as_deref(),
+        Some(msg)
+    );
+    let st = serde_json::to_value(status(&d)).unwrap();
+    assert_eq!(st["instancetypeRef"], json!({}));
+}
+
+/// controller_test.go "should fail to find instancetype": reason FailedFindInstancetype, the Go
+/// client's NotFound text.
+#[test]
+fn missing_instancetype_is_reported() {
+    let mut s = itype_snap(itype_vm(), 2);
+    s.instancetypes.0.clear();
+    let d = decide(&s);
+    let e = d.sync_error.as_ref().unwrap();
+    assert_eq!(e.reason, "FailedFindInstancetype");
+    assert_eq!(
+        e.message,
+        "virtualmachineclusterinstancetypes.instancetype.kubevirt.io \"cx1.medium\" not found"
+    );
+    assert!(!kinds(&d).contains(&"CreateInstancetypeRevision"));
+}
+
+/// A VM whose refs are recorded changes nothing, and reads the stashed spec even after the
+/// instancetype object changed (vm_test.go "should use the stashed ControllerRevision").
+#[test]
+fn stashed_revision_wins_over_a_changed_instancetype() {
+    let first = decide(&itype_snap(itype_vm(), 2));
+    let stashed: Vec<Arc<ControllerRevision>> = first
+        .actions
+        .iter()
+        .filter_map(|a| match &a.action {
+            VmAction::CreateInstancetypeRevision { revision } => {
+                Some(Arc::new((**revision).clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let vm = with_status(itype_vm(), serde_json::to_value(status(&first)).unwrap());
+    let mut s = itype_snap(vm, 8); // the instancetype now says 8 vCPUs
+    s.revisions = stashed;
+    let d = decide(&s);
+    assert!(!kinds(&d).contains(&"CreateInstancetypeRevision"));
+    assert!(!kinds(&d).contains(&"PatchVmInstancetypeRefs"));
+    let vmi = serde_json::to_value(created_vmi(&d)).unwrap();
+    assert_eq!(vmi["spec"]["domain"]["cpu"]["cores"], 2);
+}
+
+/// vm_test.go "should appear when the instancetype reference changes": the start revision pins
+/// the old stash; the VM now names another, whose expansion differs in a field that needs a
+/// restart (cores under a cores topology).
+#[test]
+fn changed_instancetype_reference_requires_a_restart() {
+    let first = decide(&itype_snap(itype_vm(), 2));
+    let mut revisions: Vec<Arc<ControllerRevision>> = first
+        .actions
+        .iter()
+        .filter_map(|a| match &a.action {
+            VmAction::CreateInstancetypeRevision { revision }
+            | VmAction::CreateControllerRevision { revision } => {
+                Some(Arc::new((**revision).clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let old_status = serde_json::to_value(status(&first)).unwrap();
+    let running = || {
+        let mut v = vmi("Running");
+        v.spec = created_vmi(&first).spec.clone();
+        v
+    };
+    // Unchanged: no RestartRequired.
+    let unchanged = with_status(itype_vm(), old_status.clone());
+    let mut s = itype_snap(unchanged, 2);
+    s.revisions = revisions.clone();
+    s.vmi = Some(running().into());
+    assert!(condition(&decide(&s), "RestartRequired").is_none());
+
+    // The VM now names cx1.large (4 vCPUs): stashed in this sync, then compared.
+    let mut changed = itype_vm();
+    changed.spec.instancetype = Some(json!({"name": "cx1.large"}).into());
+    changed.metadata.generation = Some(2);
+    let changed = with_status(changed, old_status);
+    let mut s = itype_snap(changed, 2);
+    s.instancetypes.0.insert(
+        (
+            crate::instancetype::Resource::ClusterInstancetype,
+            "cx1.large".into(),
+        ),
+        cluster_object(
+            "VirtualMachineClusterInstancetype",
+            "cx1.large",
+            1,
+            json!({"cpu": {"guest": 4}, "memory": {"guest": "4Gi"}}),
+        ),
+    );
+    revisions.retain(|r| !r.metadata.name.as_deref().unwrap().contains("large"));
+    s.revisions = revisions;
+    s.vmi = Some(running().into());
+    let d = decide(&s);
+    // The template itself is unchanged, so the VMI's generation annotation follows the VM
+    // first (vm.go:1438-1475 compares templates only); then the new stash.
+    assert_eq!(
+        &kinds(&d)[..3],
+        [
+            "PatchVmiGenerationAnnotation",
+            "CreateInstancetypeRevision",
+            "PatchVmInstancetypeRefs"
+        ]
+    );
+    let st = serde_json::to_value(status(&d)).unwrap();
+    assert_eq!(
+        st["instancetypeRef"],
+        json!({"name": "cx1.large",
+        "controllerRevisionRef": {"name": "testvmi-cx1.large-v1beta1-cx1.large-uid-1"}})
+    );
+    let rr = condition(&d, "RestartRequired").expect("RestartRequired");
+    assert_eq!(
+        rr.message.as_deref(),
+        Some("a non-live-updatable field was changed in the template spec")
+    );
 }
 
 // ------------------------------------------------------------------------------------------

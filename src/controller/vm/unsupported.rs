@@ -2,7 +2,7 @@
 //! stops with a clear `Failure` condition instead of silently doing something else. Each check
 //! fires only where KubeVirt would act; the reasons are the ones KubeVirt uses for that step.
 //!
-//! Not modelled: instancetypes/preferences, `WaitAsReceiver` (decentralized live migration),
+//! Not modelled: `WaitAsReceiver` (decentralized live migration),
 //! network interface hotplug/unplug, volume hotplug (legacy requests and declarative), memory
 //! dumps, live updates of a running VMI (CPU sockets, memory, node selector/affinity,
 //! tolerations, volume migration).
@@ -14,22 +14,6 @@ use crate::api::vmi::{Phase, VirtualMachineInstance, VirtualMachineInstanceSpec}
 use serde_json::Value;
 
 const SUFFIX: &str = "is not supported by virtctl-rs yet";
-
-/// Step 7 of `sync` (instancetype synchronizer, vm.go:3268-3282): `spec.instancetype` or
-/// `spec.preference` set → FailedCreate.
-pub fn instancetype(vm: &VirtualMachine) -> Option<SyncError> {
-    let field = if vm.spec.instancetype.as_ref().is_some_and(|v| !v.is_null()) {
-        "spec.instancetype"
-    } else if vm.spec.preference.as_ref().is_some_and(|v| !v.is_null()) {
-        "spec.preference"
-    } else {
-        return None;
-    };
-    Some(SyncError::new(
-        reason::FAILED_CREATE,
-        format!("instancetypes and preferences ({field}) {SUFFIX}"),
-    ))
-}
 
 /// `WaitAsReceiver` without a VMI: creating a receiver VMI for a decentralized live migration
 /// (vm.go:1166-1172).
@@ -270,16 +254,6 @@ mod tests {
 
     fn tmpl(spec: Value) -> Value {
         json!({"template": {"spec": spec}})
-    }
-
-    #[test]
-    fn instancetype_refused() {
-        let mut s = tmpl(json!({"domain": {"devices": {}}}));
-        assert!(instancetype(&vm(s.clone())).is_none());
-        s["instancetype"] = json!({"name": "u1.small"});
-        let e = instancetype(&vm(s)).unwrap();
-        assert_eq!(e.reason, "FailedCreate");
-        assert!(e.message.contains("spec.instancetype"));
     }
 
     #[test]

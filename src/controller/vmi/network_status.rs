@@ -9,9 +9,11 @@
 
 use crate::api::VirtualMachineInstance;
 use crate::api::vmi::Network;
+use crate::launcher::network::{
+    hashed_interface_name, is_multus_default, is_ordinal_interface, is_secondary_multus,
+};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 /// `networkv1.NetworkStatusAnnot`.
 pub const NETWORK_STATUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/network-status";
@@ -46,26 +48,6 @@ fn network_statuses(pod: &Pod) -> Vec<NetworkStatus> {
         .collect()
 }
 
-fn multus_default(n: &Network) -> bool {
-    n.multus
-        .as_ref()
-        .is_some_and(|m| m["default"].as_bool().unwrap_or(false))
-}
-
-/// `vmispec.IsSecondaryMultusNetwork`.
-fn is_secondary_multus(n: &Network) -> bool {
-    n.multus.is_some() && !multus_default(n)
-}
-
-/// `namescheme.GenerateHashedInterfaceName` (networknamescheme.go:80-85).
-pub fn hashed_interface_name(network: &str) -> String {
-    let hex: String = Sha256::digest(network.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("pod{}", &hex[..11])
-}
-
 /// `namescheme.CreateFromNetworkStatuses` (networknamescheme.go:129-136) for one secondary
 /// network: `net<N>` (N counting the secondary Multus networks from 1) when a pod interface
 /// has an ordinal name (`^net\d+$`), the hashed name otherwise.
@@ -79,12 +61,6 @@ fn secondary_interface_name(networks: &[Network], name: &str, ordinal: bool) -> 
         .position(|n| n.name == name)
         .map_or(0, |i| i + 1);
     format!("net{n}")
-}
-
-fn is_ordinal(interface: &str) -> bool {
-    interface
-        .strip_prefix("net")
-        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `vmispec.AddInfoSource` / `RemoveInfoSource` (infosource.go:32-55): a `", "`-separated list.
@@ -134,7 +110,7 @@ pub fn interface_status(vmi: &VirtualMachineInstance, pod: &Pod) -> Option<Vec<V
     // calculatePrimaryIfaceStatus (vmi.go:81-104).
     if let Some(primary) = networks
         .iter()
-        .find(|n| n.pod.is_some() || multus_default(n))
+        .find(|n| n.pod.is_some() || is_multus_default(n))
     {
         let pod_iface = statuses
             .iter()
@@ -145,7 +121,7 @@ pub fn interface_status(vmi: &VirtualMachineInstance, pod: &Pod) -> Option<Vec<V
         out.push(entry);
     }
     // calculateSecondaryIfaceStatuses (vmi.go:106-144).
-    let ordinal = statuses.iter().any(|s| is_ordinal(&s.interface));
+    let ordinal = statuses.iter().any(|s| is_ordinal_interface(&s.interface));
     for net in networks.iter().filter(|n| is_secondary_multus(n)) {
         let pod_iface = secondary_interface_name(networks, &net.name, ordinal);
         let reported = statuses.iter().any(|s| s.interface == pod_iface);

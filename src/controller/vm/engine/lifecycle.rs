@@ -1,9 +1,8 @@
 //! Starting and stopping: `startVMI` (pkg/virt-controller/watch/vm/vm.go:1257-1345), `stopVMI`
 //! (vm.go:1658-1688) and `addStartRequest` (vm.go:954-968).
 //!
-//! Not modelled in `startVMI`: instancetype auto-attach preferences and `ApplyToVMI` (VMs with
-//! instancetypes are refused earlier), changed-block tracking (`cbt.SetChangedBlockTrackingOnVMI`)
-//! and the network admitter's creation validation (virt-api validates the VMI on create anyway).
+//! Not modelled in `startVMI`: changed-block tracking (`cbt.SetChangedBlockTrackingOnVMI`) and
+//! the network admitter's creation validation (virt-api validates the VMI on create anyway).
 
 use super::{Abort, Engine};
 use crate::api::annotations::{CREATE_MIGRATION_TARGET, VM_GENERATION};
@@ -76,12 +75,44 @@ impl Engine<'_> {
             .get_or_insert_with(Vec::new)
             .push(VM_CONTROLLER.to_string());
 
-        // 9. Input device and default network.
+        // 9. Preferred auto-attach devices first (vm.go:1302-1307), then the input device and the
+        // default network, then the instancetype and preference (vm.go:1318-1322).
+        if let Err(e) = self.auto_attach_preferences(&mut vmi) {
+            self.event(
+                EventType::Warning,
+                event::FAILED_CREATE,
+                format!("Error applying device preferences again: {e}"),
+                "applying the preference's auto-attach devices failed (vm.go:1303-1306)",
+            );
+            return Err(Abort::Instancetype(e));
+        }
         auto_attach_input_device(&mut vmi.spec);
         set_default_network_interface(&self.snap.config, &mut vmi.spec)?;
+        if let Err(e) = self.apply_instancetype_to_vmi(&mut vmi) {
+            self.event(
+                EventType::Warning,
+                event::FAILED_CREATE,
+                format!(
+                    "Error creating virtual machine instance: Failed to apply instancetype: {e}"
+                ),
+                "applying the instancetype/preference to the VMI failed (vm.go:1318-1322)",
+            );
+            return Err(Abort::Instancetype(e));
+        }
 
         // 11. Create.
         self.create_vmi(vmi)
+    }
+
+    /// `ApplyAutoAttachPreferences` on the VMI being built.
+    fn auto_attach_preferences(&self, vmi: &mut VirtualMachineInstance) -> Result<(), String> {
+        if self.vm.spec.preference.is_none() {
+            return Ok(());
+        }
+        let mut spec = serde_json::to_value(&vmi.spec).map_err(|e| e.to_string())?;
+        self.apply_auto_attach_preferences(&mut spec)?;
+        vmi.spec = serde_json::from_value(spec).map_err(|e| e.to_string())?;
+        Ok(())
     }
 
     fn create_vmi(&mut self, vmi: VirtualMachineInstance) -> Result<(), Abort> {

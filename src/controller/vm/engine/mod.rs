@@ -8,6 +8,7 @@
 
 mod datavolume;
 mod generation;
+mod instancetype;
 mod lifecycle;
 mod revision;
 mod run_strategy;
@@ -69,6 +70,9 @@ pub(super) struct Engine<'a> {
     vmi: Option<Arc<VirtualMachineInstance>>,
     sync_error: Option<SyncError>,
     status: Option<VirtualMachineStatus>,
+    /// Instancetype/preference ControllerRevisions created in this sync (the finders read them
+    /// back, as KubeVirt's GET does).
+    created_revisions: Vec<Arc<k8s_openapi::api::apps::v1::ControllerRevision>>,
 }
 
 impl<'a> Engine<'a> {
@@ -86,6 +90,7 @@ impl<'a> Engine<'a> {
             vmi: None,
             sync_error: None,
             status: None,
+            created_revisions: Vec::new(),
         }
     }
 

@@ -16,6 +16,7 @@ use crate::controller::vm::patches::{
 use crate::controller::vm::reasons::{annotation, message, sync as reason};
 use crate::controller::vm::run_strategy::vm_strategy;
 use crate::controller::vm::{metadata_sync, restart_required, unsupported};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 impl Engine<'_> {
@@ -271,8 +272,10 @@ impl Engine<'_> {
         };
         self.explain(format!("run strategy: {}", strategy.as_str()));
 
-        // 7. Instancetypes (refused).
-        if let Some(e) = unsupported::instancetype(&self.vm) {
+        // 7. Instancetypes: stash the referenced specs in ControllerRevisions (vm.go:3268-3282).
+        // The working VM is the one the synchronizer returns, so no early return: its spec and
+        // status compare equal to themselves (the `Reference` policy returns the same object).
+        if let Some(e) = self.sync_instancetype() {
             return Ok(Some(e));
         }
 
@@ -379,8 +382,10 @@ impl Engine<'_> {
         if self.snap.config.rollout_strategy_live_update
             && !restart_required
             && !has_restart_required
-            && let Some(e) = unsupported::live_update(&vm_copy, self.vmi.as_deref())
+            && let Some(e) = self.live_update_refusal(&vm_copy)
         {
+            // KubeVirt's live-update handlers read the VM with its instancetype expanded
+            // (vmCopyWithInstancetype, vm.go:627-631, 754-757, 780-783, 3449-3452).
             return Ok(Some(e));
         }
 
@@ -463,13 +468,50 @@ impl Engine<'_> {
         Ok(())
     }
 
+    /// The live-update refusal for `vm` with its instancetype expanded, as KubeVirt's handlers
+    /// read it (`vmCopyWithInstancetype`); a VM without one is read as it is.
+    fn live_update_refusal(&self, vm: &VirtualMachine) -> Option<SyncError> {
+        if vm.spec.instancetype.is_none() && vm.spec.preference.is_none() {
+            return unsupported::live_update(vm, self.vmi.as_deref());
+        }
+        let expanded = self.expanded(vm).ok()?;
+        unsupported::live_update(&expanded, self.vmi.as_deref())
+    }
+
     /// `syncRestartRequired` (vm.go:2989-3065) on the working VM.
     fn sync_restart_required(&mut self, start_spec: Option<&VirtualMachineSpec>) -> bool {
         let (Some(last_seen), Some(vmi)) = (start_spec, self.vmi.clone()) else {
             return false;
         };
         let live = self.snap.config.rollout_strategy_live_update;
-        let required = restart_required::restart_required(last_seen, &self.vm, &vmi, live);
+        // Both sides with their instancetype and preference expanded; an expansion error leaves
+        // the condition as it is (vm.go:2994-3007). Without any, both are used as they are.
+        let uses = |s: &VirtualMachineSpec| s.instancetype.is_some() || s.preference.is_some();
+        let (current, seen) = if uses(&self.vm.spec) || uses(last_seen) {
+            let current = match self.expanded(&self.vm) {
+                Ok(vm) => vm,
+                Err(e) => {
+                    self.explain(format!(
+                        "RestartRequired not evaluated: {e} (vm.go:2996-2998)"
+                    ));
+                    return false;
+                }
+            };
+            let mut seen_vm = (*self.vm).clone();
+            seen_vm.spec = last_seen.clone();
+            match self.expanded(&seen_vm) {
+                Ok(vm) => (Cow::Owned(current), Cow::Owned(vm.spec)),
+                Err(e) => {
+                    self.explain(format!(
+                        "RestartRequired not evaluated: {e} (vm.go:3004-3006)"
+                    ));
+                    return false;
+                }
+            }
+        } else {
+            (Cow::Borrowed(&*self.vm), Cow::Borrowed(last_seen))
+        };
+        let required = restart_required::restart_required(&seen, &current, &vmi, live);
         let now = self.snap.now;
         if required {
             self.explain(
