@@ -8,7 +8,7 @@
 //! * [`api`]: the [`LeaseApi`] trait (get/create/replace) and its `kube` implementation.
 //! * [`elector`]: [`LeaderElector`], the algorithm and the tokio run loop.
 //! * [`state`]: the published [`LeaderState`] and the [`RunOutcome`].
-//! * [`fake`]: an in-memory Lease store with scripted faults, for tests.
+//! * `fake` (test code only): an in-memory Lease store with scripted faults.
 //! * [`fence`]: [`TermFence`] and the client whose writes it fences.
 //!
 //! Typical use:
