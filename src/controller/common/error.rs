@@ -78,6 +78,81 @@ impl From<&kube::Error> for ApiFailure {
     }
 }
 
+/// The reason kube's client gives an error answer whose body is not a `metav1.Status` (a
+/// plain-text `404 page not found` for a group the server does not serve, a proxy's HTML page).
+const UNPARSED_REASON: &str = "Failed to parse error data";
+
+impl ApiFailure {
+    /// What client-go makes of an error answer that is not a `metav1.Status`
+    /// (rest/request.go `newUnstructuredResponseError` → apimachinery's
+    /// `NewGenericServerResponse`, pkg/api/errors/errors.go:437-519): a reason and a fixed text by
+    /// status code, then `(verb group.resource[ name])`. kube's client keeps the body as the
+    /// message instead, so `err.Error()` differs from KubeVirt's unless this is applied where
+    /// the request is known. An answer that was a `Status` is returned unchanged.
+    pub(crate) fn for_request(self, verb: &str, group_resource: &str, name: &str) -> Self {
+        if self.reason != UNPARSED_REASON {
+            return self;
+        }
+        let server = self.message;
+        let (reason, text) = match self.code {
+            409 if verb == "POST" => ("AlreadyExists", "the server reported a conflict".into()),
+            409 => ("Conflict", "the server reported a conflict".into()),
+            404 => (
+                "NotFound",
+                "the server could not find the requested resource".into(),
+            ),
+            400 => (
+                "BadRequest",
+                "the server rejected our request for an unknown reason".into(),
+            ),
+            401 => (
+                "Unauthorized",
+                "the server has asked for the client to provide credentials".into(),
+            ),
+            403 => ("Forbidden", server.clone()),
+            405 => (
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource".into(),
+            ),
+            422 => (
+                "Invalid",
+                "the server rejected our request due to an error in our request".into(),
+            ),
+            503 => (
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request".into(),
+            ),
+            429 => (
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later"
+                    .into(),
+            ),
+            code if code >= 500 => (
+                "InternalError",
+                format!(
+                    "an error on the server ({server:?}) has prevented the request from succeeding"
+                ),
+            ),
+            code => (
+                "",
+                format!(
+                    "the server responded with the status code {code} but did not return more information"
+                ),
+            ),
+        };
+        let target = if name.is_empty() {
+            group_resource.to_string()
+        } else {
+            format!("{group_resource} {name}")
+        };
+        ApiFailure {
+            code: self.code,
+            reason: reason.to_string(),
+            message: format!("{text} ({} {target})", verb.to_lowercase()),
+        }
+    }
+}
+
 impl fmt::Display for ApiFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
@@ -219,5 +294,44 @@ mod tests {
         assert!(SyncError::new("FailedCreate", "x").requeue);
         assert!(!SyncError::informal("FailedPvcNotFound", "x").requeue);
         assert_eq!(SyncError::new("R", "m").to_string(), "R: m");
+    }
+
+    /// A DataVolume create against a cluster without CDI: kube-apiserver answers
+    /// `404 page not found` as text; KubeVirt's client reports the generic NotFound.
+    #[test]
+    fn an_answer_that_is_not_a_status_reads_as_client_go_reports_it() {
+        let unparsed = |code, body: &str| ApiFailure {
+            code,
+            reason: UNPARSED_REASON.into(),
+            message: body.into(),
+        };
+        let a = unparsed(404, "404 page not found").for_request(
+            "POST",
+            "datavolumes.cdi.kubevirt.io",
+            "",
+        );
+        assert_eq!(
+            a.message,
+            "the server could not find the requested resource (post datavolumes.cdi.kubevirt.io)"
+        );
+        assert!(a.is_not_found());
+        let b =
+            unparsed(502, "bad gateway").for_request("PATCH", "virtualmachines.kubevirt.io", "vm1");
+        assert_eq!(
+            b.message,
+            "an error on the server (\"bad gateway\") has prevented the request from succeeding \
+             (patch virtualmachines.kubevirt.io vm1)"
+        );
+        let status = ApiFailure {
+            code: 404,
+            reason: "NotFound".into(),
+            message: "datavolumes.cdi.kubevirt.io \"x\" not found".into(),
+        };
+        assert_eq!(
+            status
+                .clone()
+                .for_request("POST", "datavolumes.cdi.kubevirt.io", ""),
+            status
+        );
     }
 }

@@ -523,7 +523,7 @@ async fn apply(
             api::<DataVolume>(client, ns)
                 .create(&pp, data_volume)
                 .await
-                .map_err(e)?;
+                .map_err(|err| e(err).for_request("POST", "datavolumes.cdi.kubevirt.io", ""))?;
         }
         VmAction::CreateControllerRevision { revision } => {
             create_unread(client, ns, revision.as_ref())
