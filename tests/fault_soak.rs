@@ -978,7 +978,13 @@ async fn run_soak(mut plan: Plan, bound: Duration, round_wait: Duration) -> Figu
         .await;
     let rounds = run_rounds(&mut env, &mut plan, round_wait, &mut f).await;
 
+    // A watch never loses an event and stays open: a lost event comes with a broken stream and
+    // the informer's relist recovers it (tombstones). The faults drop single events from open
+    // streams, so once they stop every stream is broken once, as a real API server's restart
+    // would; without it a dropped pod DELETED stayed in the VMI controller's cache until the
+    // watch timed out (minutes), holding a Failed VMI's finalizer past the bound.
     env.cluster().api().faults().clear();
+    env.cluster().api().faults().drop_watches();
     f.fault_phase = started.elapsed();
     for (family, id) in &rules {
         *f.fired.entry(family).or_default() += env.cluster().api().faults().fired(*id);
