@@ -48,7 +48,7 @@ fn resolve_vm(vms: &VmStoreCell, namespace: Option<&str>, name: &str, uid: &str)
 }
 
 /// VM informer → VM queue: every add/update/delete enqueues the VM's key.
-pub fn vm_handler(vm_queue: QueueSlot) -> Handler<VirtualMachine> {
+pub(crate) fn vm_handler(vm_queue: QueueSlot) -> Handler<VirtualMachine> {
     Arc::new(move |n: &Notification<VirtualMachine>| match n {
         Notification::Add(vm) | Notification::Delete { obj: vm, .. } => {
             vm_queue.add(key_of(vm.as_ref()))
@@ -62,7 +62,7 @@ pub fn vm_handler(vm_queue: QueueSlot) -> Handler<VirtualMachine> {
 }
 
 /// VMI informer → VM queue, lowering the VM controller's VMI expectations.
-pub fn vmi_to_vm_handler(
+pub(crate) fn vmi_to_vm_handler(
     vm_queue: QueueSlot,
     expectations: Expectations,
     vms: VmStoreCell,
@@ -148,7 +148,7 @@ pub fn vmi_to_vm_handler(
 }
 
 /// DataVolume informer → VM queue, lowering DataVolume creation expectations.
-pub fn dv_to_vm_handler(
+pub(crate) fn dv_to_vm_handler(
     vm_queue: QueueSlot,
     expectations: Expectations,
     vms: VmStoreCell,
@@ -196,7 +196,10 @@ fn uses_claim(volumes: Option<&[crate::api::vmi::Volume]>, claim: &str) -> bool 
 /// every VM of its namespace whose template uses it (`addPVC` / `listVMsMatchingPVC`,
 /// vm.go:2136-2165). Updates and deletions enqueue nothing: the VM controller registers only
 /// an add handler (vm.go:213-215).
-pub fn pvc_to_vm_handler(vm_queue: QueueSlot, vms: VmStoreCell) -> Handler<PersistentVolumeClaim> {
+pub(crate) fn pvc_to_vm_handler(
+    vm_queue: QueueSlot,
+    vms: VmStoreCell,
+) -> Handler<PersistentVolumeClaim> {
     Arc::new(move |n: &Notification<PersistentVolumeClaim>| {
         let Notification::Add(pvc) = n else { return };
         if pvc.metadata.deletion_timestamp.is_some() {
@@ -221,7 +224,7 @@ pub fn pvc_to_vm_handler(vm_queue: QueueSlot, vms: VmStoreCell) -> Handler<Persi
 /// `status.capacity` or `spec.resources.requests` changes, enqueues every VMI of its namespace
 /// that uses it; claims being deleted and resyncs enqueue nothing. Backend-storage claims are
 /// not modelled.
-pub fn pvc_to_vmi_handler(
+pub(crate) fn pvc_to_vmi_handler(
     vmi_queue: QueueSlot,
     vmis: VmiStoreCell,
 ) -> Handler<PersistentVolumeClaim> {
@@ -263,7 +266,7 @@ pub fn pvc_to_vmi_handler(
 }
 
 /// VMI informer → VMI queue; any event for a VMI settles its self-update expectation.
-pub fn vmi_handler(
+pub(crate) fn vmi_handler(
     vmi_queue: QueueSlot,
     expectations: Expectations,
 ) -> Handler<VirtualMachineInstance> {
@@ -284,7 +287,7 @@ pub fn vmi_handler(
 }
 
 /// Pod informer → VMI queue, lowering pod expectations of the owning VMI.
-pub fn pod_to_vmi_handler(vmi_queue: QueueSlot, expectations: Expectations) -> Handler<Pod> {
+pub(crate) fn pod_to_vmi_handler(vmi_queue: QueueSlot, expectations: Expectations) -> Handler<Pod> {
     Arc::new(move |n: &Notification<Pod>| {
         let owner_key = |pod: &Pod| {
             controller_named(pod, "VirtualMachineInstance").map(|(name, _)| {

@@ -23,7 +23,7 @@ pub struct InstancetypeCaches {
 
 impl InstancetypeCaches {
     /// Never watching (unit tests, a cluster without the CRDs).
-    pub fn disabled() -> Self {
+    pub(crate) fn disabled() -> Self {
         InstancetypeCaches {
             instancetypes: Informer::disabled("virtualmachineinstancetypes"),
             cluster_instancetypes: Informer::disabled("virtualmachineclusterinstancetypes"),
@@ -33,7 +33,7 @@ impl InstancetypeCaches {
     }
 
     /// Every store completed its first list.
-    pub fn has_synced(&self) -> bool {
+    pub(crate) fn has_synced(&self) -> bool {
         self.instancetypes.has_synced()
             && self.cluster_instancetypes.has_synced()
             && self.preferences.has_synced()
@@ -41,7 +41,7 @@ impl InstancetypeCaches {
     }
 
     /// Wait for every store's first list.
-    pub async fn wait_synced(&self) {
+    pub(crate) async fn wait_synced(&self) {
         self.instancetypes.wait_synced().await;
         self.cluster_instancetypes.wait_synced().await;
         self.preferences.wait_synced().await;
@@ -50,7 +50,7 @@ impl InstancetypeCaches {
 
     /// The cached object of `resource` named `name` (in `namespace` for the namespaced kinds),
     /// as JSON.
-    pub fn get(
+    pub(crate) fn get(
         &self,
         resource: Resource,
         namespace: &str,

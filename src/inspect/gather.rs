@@ -152,7 +152,7 @@ pub struct Gathered {
 impl Gathered {
     /// What the launcher renderer knows of the VM's namespace (labels, quotas, the cluster's
     /// auto-CPU-limit selector), as the controller computes it from its caches.
-    pub fn namespace_context(&self) -> crate::launcher::resources::NamespaceContext {
+    pub(crate) fn namespace_context(&self) -> crate::launcher::resources::NamespaceContext {
         crate::launcher::resources::NamespaceContext::from_cluster(
             self.namespace_object.as_ref(),
             &self.resource_quotas,
@@ -171,7 +171,7 @@ pub struct RawEvent {
 }
 
 /// Why a read failed, as a short phrase.
-pub fn describe_error(e: &kube::Error) -> String {
+pub(crate) fn describe_error(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) if s.code == 404 => "not found".to_string(),
         kube::Error::Api(s) if s.code == 403 => format!("forbidden: {}", s.message),
@@ -211,7 +211,7 @@ fn missing(list: &mut Vec<Missing>, what: impl Into<String>, reason: impl Into<S
 }
 
 /// Gather one VM and the controller's view of it.
-pub async fn gather_raw(
+pub(crate) async fn gather_raw(
     client: &kube::Client,
     namespace: &str,
     name: &str,
@@ -440,7 +440,7 @@ async fn read_instancetype_revisions(
 }
 
 /// The claim names of the VM's template volumes: `(volume, claim, is_data_volume)`.
-pub fn volume_claims(vm: &VirtualMachine) -> Vec<(String, String, bool)> {
+pub(crate) fn volume_claims(vm: &VirtualMachine) -> Vec<(String, String, bool)> {
     let mut out = Vec::new();
     for v in vm.template_volumes() {
         if let Some(dv) = v.data_volume.as_ref().and_then(|d| d.name.clone()) {
@@ -496,7 +496,7 @@ async fn read_volumes(
 
 /// The namespace and its ResourceQuotas (what the renderer's automatic limits read); a quota
 /// list that fails is a note, and the limits are rendered as without a quota.
-pub async fn read_namespace(
+pub(crate) async fn read_namespace(
     client: &kube::Client,
     namespace: &str,
 ) -> Result<(Namespace, Vec<ResourceQuota>, Option<Missing>), Missing> {
@@ -530,7 +530,7 @@ async fn read_settings(client: &kube::Client, namespace: &str) -> Result<Cluster
 
 /// [`read_settings`], with the CR's `status.observedKubeVirtVersion` (`None` when it reports
 /// none).
-pub async fn read_kubevirt(
+pub(crate) async fn read_kubevirt(
     client: &kube::Client,
     namespace: &str,
 ) -> Result<(ClusterSettings, Option<String>), Missing> {
@@ -884,7 +884,7 @@ async fn read_controller(
 }
 
 /// The API server's pod-proxy path of virt-controller's metrics (HTTPS port 8443).
-pub fn metrics_path(namespace: &str, pod: &str) -> String {
+pub(crate) fn metrics_path(namespace: &str, pod: &str) -> String {
     format!("/api/v1/namespaces/{namespace}/pods/https:{pod}:8443/proxy/metrics")
 }
 
@@ -987,7 +987,7 @@ pub struct GatheredFleet {
 
 /// One list each of VMs, VMIs and launcher pods in scope, plus the leader's full
 /// `/debug/state` (or KubeVirt's metrics); rows problems first.
-pub async fn gather_fleet_raw(
+pub(crate) async fn gather_fleet_raw(
     client: &kube::Client,
     namespace: Option<&str>,
     opts: &GatherOptions,

@@ -15,12 +15,12 @@ pub struct Conflicts(pub Vec<String>);
 
 impl Conflicts {
     /// `Conflicts.String()` (conflicts.go:84-90): the paths joined with ", ".
-    pub fn paths(&self) -> String {
+    pub(crate) fn paths(&self) -> String {
         self.0.join(", ")
     }
 
     /// No conflict.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 }
@@ -41,7 +41,7 @@ impl fmt::Display for Conflicts {
 /// `base` is the path conflicts are reported under (`spec` for a VMI, `spec.template.spec` for a
 /// VM). With conflicts nothing of the preference is applied; the instancetype's
 /// non-conflicting steps have been (KubeVirt applies step by step too).
-pub fn apply_to_vmi(
+pub(crate) fn apply_to_vmi(
     base: &str,
     instancetype: Option<&Value>,
     preference: Option<&Value>,
@@ -173,7 +173,7 @@ fn cpu(it: &Value, pref: Option<&Value>, spec: &mut Value, p: PathFn) -> Vec<Str
 /// CPUs under the preference's preferred topology (default `sockets`, preference/apply/cpu.go:45-53).
 /// An unknown topology keeps 1/1/1, as KubeVirt's switch does; a spread ratio of 0 (refused by
 /// virt-api's validation) gives 0 where KubeVirt would divide by zero.
-pub fn guest_topology(vcpus: u32, pref: Option<&Value>) -> (u32, u32, u32) {
+pub(crate) fn guest_topology(vcpus: u32, pref: Option<&Value>) -> (u32, u32, u32) {
     let (mut sockets, mut cores, mut threads) = (1, 1, 1);
     if vcpus == 1 {
         return (sockets, cores, threads);
@@ -288,7 +288,7 @@ fn memory(it: &Value, spec: &mut Value, p: PathFn) -> Vec<String> {
 /// The memory request for an overcommitted guest (apply/memory.go:50-58):
 /// `int64(float32(guest) * (1 - float32(percent)/100))` bytes, in the guest's format. The
 /// arithmetic is float32, as KubeVirt's.
-pub fn overcommitted_request(guest: &Value, percent: i64) -> String {
+pub(crate) fn overcommitted_request(guest: &Value, percent: i64) -> String {
     use crate::api::quantity::{Format, ParsedQuantity};
     let parsed = guest.as_str().map(ParsedQuantity::parse);
     let (value, format) = match parsed {

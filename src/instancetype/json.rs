@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 /// The object at `key` of `parent`, created (`&T{}`) when absent or null.
-pub fn child<'a>(parent: &'a mut Value, key: &str) -> &'a mut Value {
+pub(crate) fn child<'a>(parent: &'a mut Value, key: &str) -> &'a mut Value {
     if !parent.is_object() {
         *parent = Value::Object(Map::new());
     }
@@ -19,7 +19,7 @@ pub fn child<'a>(parent: &'a mut Value, key: &str) -> &'a mut Value {
 }
 
 /// The value at `path` below `v`, if every step is present and not null.
-pub fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     let mut cur = v;
     for key in path {
         cur = cur.get(*key)?;
@@ -29,7 +29,7 @@ pub fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
 
 /// Go's "is not the zero value" for a field of a decoded struct: a pointer/slice/map that is
 /// set, a non-empty string, a non-zero number, `true`.
-pub fn non_zero(v: Option<&Value>) -> bool {
+pub(crate) fn non_zero(v: Option<&Value>) -> bool {
     match v {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -40,17 +40,17 @@ pub fn non_zero(v: Option<&Value>) -> bool {
 }
 
 /// A non-empty list (Go `len(x) > 0`).
-pub fn non_empty_list(v: Option<&Value>) -> bool {
+pub(crate) fn non_empty_list(v: Option<&Value>) -> bool {
     v.and_then(Value::as_array).is_some_and(|a| !a.is_empty())
 }
 
 /// The string at `path`, `""` when absent (Go's zero string).
-pub fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+pub(crate) fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
     at(v, path).and_then(Value::as_str).unwrap_or("")
 }
 
 /// Set `key` to `value`, or remove it when `value` is Go's zero value for an omitempty field.
-pub fn set_omitempty(obj: &mut Value, key: &str, value: Value) {
+pub(crate) fn set_omitempty(obj: &mut Value, key: &str, value: Value) {
     let Some(map) = obj.as_object_mut() else {
         return;
     };
@@ -62,7 +62,7 @@ pub fn set_omitempty(obj: &mut Value, key: &str, value: Value) {
 }
 
 /// Set `key` when it is absent or null (KubeVirt's "only when the user has not set it").
-pub fn set_if_nil(obj: &mut Value, key: &str, value: &Value) {
+pub(crate) fn set_if_nil(obj: &mut Value, key: &str, value: &Value) {
     if at(obj, &[key]).is_none()
         && let Some(map) = obj.as_object_mut()
     {
@@ -72,7 +72,7 @@ pub fn set_if_nil(obj: &mut Value, key: &str, value: &Value) {
 
 /// A quantity in Kubernetes' canonical text (what a Go `resource.Quantity` re-encodes to); the
 /// text unchanged when it does not parse (the API server's schema accepted it as a string).
-pub fn canonical_quantity(v: &Value) -> Value {
+pub(crate) fn canonical_quantity(v: &Value) -> Value {
     match v.as_str().map(crate::api::quantity::ParsedQuantity::parse) {
         Some(Ok(q)) => Value::String(q.to_canonical()),
         _ => v.clone(),

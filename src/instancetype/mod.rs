@@ -50,7 +50,7 @@ impl Resource {
     ];
 
     /// The kind.
-    pub fn kind(self) -> &'static str {
+    pub(crate) fn kind(self) -> &'static str {
         match self {
             Resource::Instancetype => "VirtualMachineInstancetype",
             Resource::ClusterInstancetype => "VirtualMachineClusterInstancetype",
@@ -60,7 +60,7 @@ impl Resource {
     }
 
     /// The resource (plural) name.
-    pub fn plural(self) -> &'static str {
+    pub(crate) fn plural(self) -> &'static str {
         match self {
             Resource::Instancetype => "virtualmachineinstancetypes",
             Resource::ClusterInstancetype => "virtualmachineclusterinstancetypes",
@@ -69,18 +69,13 @@ impl Resource {
         }
     }
 
-    /// A preference kind.
-    pub fn is_preference(self) -> bool {
-        matches!(self, Resource::Preference | Resource::ClusterPreference)
-    }
-
     /// Namespaced (the VM's namespace) rather than cluster-wide.
-    pub fn is_namespaced(self) -> bool {
+    pub(crate) fn is_namespaced(self) -> bool {
         matches!(self, Resource::Instancetype | Resource::Preference)
     }
 
     /// The Go client's NotFound text for a GET of `name`.
-    pub fn not_found(self, name: &str) -> String {
+    pub(crate) fn not_found(self, name: &str) -> String {
         format!(
             "{}.{} \"{name}\" not found",
             self.plural(),
@@ -117,19 +112,19 @@ impl Matcher {
     }
 
     /// The VM's instancetype matcher.
-    pub fn instancetype(vm: &VirtualMachine) -> Option<Matcher> {
+    pub(crate) fn instancetype(vm: &VirtualMachine) -> Option<Matcher> {
         Matcher::parse(vm.spec.instancetype.as_deref())
     }
 
     /// The VM's preference matcher.
-    pub fn preference(vm: &VirtualMachine) -> Option<Matcher> {
+    pub(crate) fn preference(vm: &VirtualMachine) -> Option<Matcher> {
         Matcher::parse(vm.spec.preference.as_deref())
     }
 
     /// The kind switch of the finders (find/spec.go:52-81, preference/find/spec.go:51-79): the
     /// namespaced kind by singular or plural name (any case), the cluster kind by name or when
     /// empty; anything else is KubeVirt's "got unexpected kind" error.
-    pub fn resource(&self, preference: bool) -> Result<Resource, String> {
+    pub(crate) fn resource(&self, preference: bool) -> Result<Resource, String> {
         let kind = self.kind.to_lowercase();
         let (ns, cluster, matcher) = if preference {
             (
@@ -163,7 +158,7 @@ pub struct Objects(pub BTreeMap<(Resource, String), Arc<Value>>);
 
 impl Objects {
     /// The object of `resource` named `name`.
-    pub fn get(&self, resource: Resource, name: &str) -> Option<&Value> {
+    pub(crate) fn get(&self, resource: Resource, name: &str) -> Option<&Value> {
         self.0
             .get(&(resource, name.to_string()))
             .map(|v| v.as_ref())
@@ -171,7 +166,7 @@ impl Objects {
 
     /// The (kind, name) pairs a VM's matchers name, for filling [`Objects`] from stores
     /// (unknown kinds are left out: the sync reports them).
-    pub fn wanted(vm: &VirtualMachine) -> Vec<(Resource, String)> {
+    pub(crate) fn wanted(vm: &VirtualMachine) -> Vec<(Resource, String)> {
         [
             (Matcher::instancetype(vm), false),
             (Matcher::preference(vm), true),
@@ -187,7 +182,7 @@ impl Objects {
 
 /// `status.instancetypeRef` / `status.preferenceRef` (`InstancetypeStatusRef`,
 /// core/v1/types.go:2189-2215) as raw JSON; `None` when absent.
-pub fn status_ref(vm: &VirtualMachine, preference: bool) -> Option<Value> {
+pub(crate) fn status_ref(vm: &VirtualMachine, preference: bool) -> Option<Value> {
     let key = if preference {
         "preferenceRef"
     } else {
@@ -200,7 +195,7 @@ pub fn status_ref(vm: &VirtualMachine, preference: bool) -> Option<Value> {
 }
 
 /// `status.*Ref.controllerRevisionRef.name`, `""` when unset.
-pub fn status_revision_name(vm: &VirtualMachine, preference: bool) -> String {
+pub(crate) fn status_revision_name(vm: &VirtualMachine, preference: bool) -> String {
     status_ref(vm, preference)
         .and_then(|r| {
             r.pointer("/controllerRevisionRef/name")
@@ -227,7 +222,7 @@ fn revision_by_name<'a>(
 /// (`preference` false) or preference: from `spec.*.revisionName`'s ControllerRevision, else from
 /// the status ref's one when it stashes the object the matcher names, else from the object.
 /// `Ok(None)` without a matcher; `Err` is KubeVirt's error text.
-pub fn find_spec(
+pub(crate) fn find_spec(
     vm: &VirtualMachine,
     preference: bool,
     objects: &Objects,
@@ -273,7 +268,7 @@ pub fn find_spec(
 /// The instancetype and preference annotations `ApplyToVMI` puts on the VMI
 /// (pkg/instancetype/annotations/annotations.go:28-44, preference/annotations/annotations.go):
 /// the name under the namespaced or the cluster key; an unknown kind sets nothing.
-pub fn set_name_annotations(vm: &VirtualMachine, target: &mut BTreeMap<String, String>) {
+pub(crate) fn set_name_annotations(vm: &VirtualMachine, target: &mut BTreeMap<String, String>) {
     let pairs = [
         (
             Matcher::instancetype(vm),
@@ -306,7 +301,7 @@ pub fn set_name_annotations(vm: &VirtualMachine, target: &mut BTreeMap<String, S
 /// `spec.template` (used for RestartRequired and the live-update checks, and by `inspect`).
 /// `Err` is KubeVirt's error text (a find error, or "VM conflicts with instancetype spec in
 /// fields: [...]").
-pub fn apply_to_vm(
+pub(crate) fn apply_to_vm(
     vm: &VirtualMachine,
     objects: &Objects,
     revisions: &[Arc<ControllerRevision>],

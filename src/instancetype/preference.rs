@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `vmiApplier.Apply` (preference/apply/vmi.go:36-54), in KubeVirt's order.
-pub fn apply(pref: &Value, spec: &mut Value, annotations: &mut BTreeMap<String, String>) {
+pub(crate) fn apply(pref: &Value, spec: &mut Value, annotations: &mut BTreeMap<String, String>) {
     cpu_features(pref, spec);
     devices(pref, spec);
     features(pref, spec);
@@ -40,7 +40,7 @@ pub fn apply(pref: &Value, spec: &mut Value, annotations: &mut BTreeMap<String, 
 }
 
 /// `ApplyArchitecturePreferences` (preference/apply/architecture.go:26-34).
-pub fn architecture(pref: &Value, spec: &mut Value) {
+pub(crate) fn architecture(pref: &Value, spec: &mut Value) {
     let arch = str_at(pref, &["preferredArchitecture"]);
     if !arch.is_empty() && !non_zero(at(spec, &["architecture"])) {
         spec["architecture"] = json!(arch);
@@ -87,7 +87,7 @@ fn cpu_features(pref: &Value, spec: &mut Value) {
 /// `ApplyAutoAttachPreferences` (preference/apply/device.go:34-53): the `autoattach*` booleans
 /// the VMI leaves unset. Also called by `startVMI` before the input device and the default
 /// network are added (vm.go:1302-1307).
-pub fn auto_attach(pref: &Value, spec: &mut Value) {
+pub(crate) fn auto_attach(pref: &Value, spec: &mut Value) {
     let Some(dev) = at(pref, &["devices"]) else {
         return;
     };

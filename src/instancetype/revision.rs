@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// `GenerateName` (revision/store.go:232-234): `VM-OBJECT-VERSION-UID-GENERATION`.
-pub fn name(vm: &str, object: &str, version: &str, uid: &str, generation: i64) -> String {
+pub(crate) fn name(vm: &str, object: &str, version: &str, uid: &str, generation: i64) -> String {
     format!("{vm}-{object}-{version}-{uid}-{generation}")
 }
 
@@ -22,7 +22,7 @@ pub fn name(vm: &str, object: &str, version: &str, uid: &str, generation: i64) -
 /// name, UID and version, `data` = the object with `apiVersion`/`kind` set and its labels,
 /// annotations, finalizers, owner references and managed fields removed. Quantities in the spec
 /// are written in canonical form, as KubeVirt's Go encoding writes them.
-pub fn build(vm: &VirtualMachine, kind: Resource, object: &Value) -> ControllerRevision {
+pub(crate) fn build(vm: &VirtualMachine, kind: Resource, object: &Value) -> ControllerRevision {
     let meta = object.get("metadata").cloned().unwrap_or(Value::Null);
     let s = |k: &str| {
         meta.get(k)
@@ -91,7 +91,7 @@ fn data(cr: &ControllerRevision) -> Option<Value> {
 /// `compatibility.Decode` + the kind switch of `GetInstancetypeSpec` / `GetPreferenceSpec`
 /// (compatibility/compatibility.go:30-79): the stashed object's spec, when `data` is a v1beta1
 /// object of one of `kinds`.
-pub fn stashed_spec(cr: &ControllerRevision, preference: bool) -> Result<Value, String> {
+pub(crate) fn stashed_spec(cr: &ControllerRevision, preference: bool) -> Result<Value, String> {
     let Some(data) = data(cr).filter(|d| !d.is_null()) else {
         return Err("unexpected type in ControllerRevision: <nil>".into());
     };
@@ -120,7 +120,7 @@ pub fn stashed_spec(cr: &ControllerRevision, preference: bool) -> Result<Value, 
 }
 
 /// `Compare` (revision/compare.go:30-52): the two revisions stash semantically equal specs.
-pub fn same_spec(a: &ControllerRevision, b: &ControllerRevision) -> bool {
+pub(crate) fn same_spec(a: &ControllerRevision, b: &ControllerRevision) -> bool {
     let spec = |cr| {
         data(cr)
             .and_then(|d| d.get("spec").cloned())
@@ -130,7 +130,7 @@ pub fn same_spec(a: &ControllerRevision, b: &ControllerRevision) -> bool {
 }
 
 /// `IsObjectLatestVersion` (upgrade/handler.go:163-168): labelled with object version `v1beta1`.
-pub fn is_latest_version(cr: &ControllerRevision) -> bool {
+pub(crate) fn is_latest_version(cr: &ControllerRevision) -> bool {
     cr.metadata
         .labels
         .as_ref()
@@ -139,7 +139,7 @@ pub fn is_latest_version(cr: &ControllerRevision) -> bool {
 }
 
 /// The object a stashed revision holds, for [`build`] when upgrading it (upgrade/handler.go:140-150).
-pub fn stashed_object(cr: &ControllerRevision) -> Result<(Resource, Value), String> {
+pub(crate) fn stashed_object(cr: &ControllerRevision) -> Result<(Resource, Value), String> {
     let data = data(cr).unwrap_or(Value::Null);
     let kind = data.get("kind").and_then(Value::as_str).unwrap_or("");
     let preference = matches!(

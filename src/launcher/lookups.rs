@@ -20,13 +20,13 @@ pub struct Wanted {
 
 impl Wanted {
     /// Nothing to read: the render needs no lookups.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.config_maps.is_empty() && self.network_attachment_definitions.is_empty()
     }
 }
 
 /// What rendering `vmi` with `settings` reads besides the caches.
-pub fn wanted(vmi: &VirtualMachineInstance, settings: &ClusterSettings) -> Wanted {
+pub(crate) fn wanted(vmi: &VirtualMachineInstance, settings: &ClusterSettings) -> Wanted {
     Wanted {
         config_maps: wanted_config_maps(vmi),
         network_attachment_definitions: wanted_nads(vmi, settings),

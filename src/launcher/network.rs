@@ -61,7 +61,7 @@ fn multus_field<'a>(net: &'a Network, key: &str) -> Option<&'a Value> {
 }
 
 /// `multus.networkName` of a Multus network (`""` for any other).
-pub fn multus_network_name(net: &Network) -> &str {
+pub(crate) fn multus_network_name(net: &Network) -> &str {
     multus_field(net, "networkName")
         .and_then(Value::as_str)
         .unwrap_or_default()
@@ -79,7 +79,7 @@ pub(crate) fn is_secondary_multus(net: &Network) -> bool {
 }
 
 /// `namescheme.GenerateHashedInterfaceName`: `pod` + 11 hex digits of SHA-256(network name).
-pub fn hashed_interface_name(network: &str) -> String {
+pub(crate) fn hashed_interface_name(network: &str) -> String {
     let digest = Sha256::digest(network.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("pod{}", &hex[..11])
@@ -94,7 +94,7 @@ pub(crate) fn is_ordinal_interface(interface: &str) -> bool {
 }
 
 /// `NetAttachDefNamespacedName`: `(namespace, name)` of `ns/name`, or `name` in `namespace`.
-pub fn nad_namespaced_name(namespace: &str, full_name: &str) -> (String, String) {
+pub(crate) fn nad_namespaced_name(namespace: &str, full_name: &str) -> (String, String) {
     match full_name.split_once('/') {
         Some((ns, name)) => (ns.to_string(), name.to_string()),
         None => (namespace.to_string(), full_name.to_string()),
@@ -103,7 +103,7 @@ pub fn nad_namespaced_name(namespace: &str, full_name: &str) -> (String, String)
 
 /// The binding plugin an interface names (`binding.name`; `""` for a `binding` without one,
 /// which no registration matches, as in KubeVirt).
-pub fn binding_name(iface: &Interface) -> Option<&str> {
+pub(crate) fn binding_name(iface: &Interface) -> Option<&str> {
     iface
         .binding
         .as_deref()
@@ -141,7 +141,7 @@ fn present(vmi: &VirtualMachineInstance) -> Vec<(&Interface, &Network)> {
 /// The network generator's Multus annotations for `vmi` (none without Multus networks or
 /// binding plugins with a NAD). Errors with KubeVirt's text when an interface names a binding
 /// plugin the KubeVirt CR does not register (annotation.go:138-141).
-pub fn multus_annotations(
+pub(crate) fn multus_annotations(
     vmi: &VirtualMachineInstance,
     bindings: &BTreeMap<String, NetworkBindingPlugin>,
 ) -> Result<BTreeMap<String, String>, String> {
@@ -192,7 +192,7 @@ pub fn multus_annotations(
 
 /// Does the pod get the `network-info-annotation` downward-API volume: an SR-IOV interface, or
 /// an interface of a binding plugin with `downwardAPI: device-info` (template.go:994-1000).
-pub fn needs_network_info(vmi: &VirtualMachineInstance, settings: &ClusterSettings) -> bool {
+pub(crate) fn needs_network_info(vmi: &VirtualMachineInstance, settings: &ClusterSettings) -> bool {
     interfaces(vmi).iter().any(|i| {
         i.sriov.is_some()
             || binding_name(i)
@@ -203,7 +203,7 @@ pub fn needs_network_info(vmi: &VirtualMachineInstance, settings: &ClusterSettin
 
 /// The NADs (`(namespace, name)`) KubeVirt GETs while rendering `vmi`: every Multus network's,
 /// when the gate `ExternalNetResourceInjection` is disabled; none otherwise.
-pub fn wanted_nads(
+pub(crate) fn wanted_nads(
     vmi: &VirtualMachineInstance,
     settings: &ClusterSettings,
 ) -> Vec<(String, String)> {
@@ -221,7 +221,7 @@ pub fn wanted_nads(
 /// `NetworkToResource`: network name → its NAD's resource name (`""` without one), read from
 /// `ns.lookups`. Empty when the gate is on (KubeVirt reads nothing) or the NADs were not read.
 /// Errors with KubeVirt's text for a NAD the GET did not return (nad.go:61-63).
-pub fn network_to_resource(
+pub(crate) fn network_to_resource(
     vmi: &VirtualMachineInstance,
     settings: &ClusterSettings,
     ns: &NamespaceContext,
@@ -365,7 +365,7 @@ fn pod_interface_names(
 /// (`pod_annotations[k8s.v1.cni.cncf.io/network-status]`): device info, MAC, MTU, sorted by
 /// network name. `None` when no such interface has a status (or the statuses do not parse, which
 /// KubeVirt logs and treats as none).
-pub fn network_info_annotation(
+pub(crate) fn network_info_annotation(
     vmi: &VirtualMachineInstance,
     bindings: &BTreeMap<String, NetworkBindingPlugin>,
     pod_annotations: Option<&BTreeMap<String, String>>,

@@ -99,7 +99,7 @@ pub struct HookSidecar {
 }
 
 /// The sidecars KubeVirt renders for `vmi`: the annotation's, then the binding plugins'.
-pub fn requested_sidecars(
+pub(crate) fn requested_sidecars(
     vmi: &VirtualMachineInstance,
     settings: &ClusterSettings,
     object: &str,
@@ -155,7 +155,7 @@ fn annotation_sidecars(
 
 /// The ConfigMaps KubeVirt GETs while rendering `vmi` (its ConfigMap hooks), or none when the
 /// annotation does not parse (the render fails before any GET).
-pub fn wanted_config_maps(vmi: &VirtualMachineInstance) -> Vec<String> {
+pub(crate) fn wanted_config_maps(vmi: &VirtualMachineInstance) -> Vec<String> {
     annotation_sidecars(vmi, "")
         .unwrap_or_default()
         .into_iter()
@@ -165,7 +165,7 @@ pub fn wanted_config_maps(vmi: &VirtualMachineInstance) -> Vec<String> {
 
 /// virt-controller's `SIDECAR_SHIM_IMAGE`: the launcher image's repository with `sidecar-shim`
 /// as last path element, same tag or digest.
-pub fn sidecar_shim_image(launcher_image: &str) -> String {
+pub(crate) fn sidecar_shim_image(launcher_image: &str) -> String {
     let (repo, rest) = match launcher_image.find(['@']) {
         Some(i) => launcher_image.split_at(i),
         None => match launcher_image.rfind(':') {

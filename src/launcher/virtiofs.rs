@@ -30,7 +30,7 @@ const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount
 const NON_ROOT_UID: i64 = 107;
 
 /// `util.IsVMIVirtiofsEnabled`: a filesystem with `virtiofs` set.
-pub fn is_enabled(vmi: &VirtualMachineInstance) -> bool {
+pub(crate) fn is_enabled(vmi: &VirtualMachineInstance) -> bool {
     filesystems(vmi)
         .iter()
         .any(|f| f.get("virtiofs").is_some_and(|v| !v.is_null()))

@@ -60,14 +60,14 @@ pub const NETWORK_INFO_MOUNT: &str = "/etc/podinfo";
 /// The emptyDir shared by `compute` and the virtiofsd containers (`virtiofs.VirtioFSContainers`).
 pub const VIRTIOFS_CONTAINERS: &str = "virtiofs-containers";
 /// `VirtioFSContainersMountBaseDir`: `/var/run/kubevirt/virtiofs-containers`.
-pub fn virtiofs_containers_dir() -> String {
+pub(crate) fn virtiofs_containers_dir() -> String {
     format!("{VIRT_SHARE_DIR}/{VIRTIOFS_CONTAINERS}")
 }
 /// emptyDir for hotplugged disks.
 pub const HOTPLUG_DISKS: &str = "hotplug-disks";
 /// Where container-disk containers put their disks when ImageVolume is off:
 /// `<ephemeral-disk-dir>/container-disk-data/<VMI UID>` (application.go:694, container-disk.go:67-69).
-pub fn container_disk_mount_dir(uid: &str) -> String {
+pub(crate) fn container_disk_mount_dir(uid: &str) -> String {
     format!("{EPHEMERAL_DISK_DIR}/container-disk-data/{uid}")
 }
 

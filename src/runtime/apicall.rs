@@ -208,7 +208,7 @@ where
 
 /// `Api::<K>::patch` with a strategic merge patch, without decoding the patched object (the
 /// Event recorder's repeats, as client-go's `EventSinkImpl.Patch`).
-pub async fn strategic_patch_unread<K>(
+pub(crate) async fn strategic_patch_unread<K>(
     client: &kube::Client,
     namespace: &str,
     name: &str,

@@ -209,7 +209,7 @@ impl Default for Correlator {
 
 impl Correlator {
     /// `EventCorrelate`: aggregate, count, then filter `event` about `object` at `now`.
-    pub fn correlate(
+    pub(crate) fn correlate(
         &mut self,
         event: &Event,
         object: &ObjectReference,
@@ -315,7 +315,7 @@ impl Correlator {
     }
 
     /// How many distinct Events are remembered for counting.
-    pub fn cached(&self) -> usize {
+    pub(crate) fn cached(&self) -> usize {
         self.logs.len()
     }
 }

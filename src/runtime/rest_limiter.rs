@@ -79,7 +79,7 @@ struct Limit {
 
 impl ReloadableRateLimiter {
     /// A full bucket of `burst` tokens refilled at `qps` per second.
-    pub fn new(qps: f32, burst: u32) -> Self {
+    pub(crate) fn new(qps: f32, burst: u32) -> Self {
         ReloadableRateLimiter {
             current: Arc::new(Mutex::new(Limit::new(qps, burst))),
             waits: None,
@@ -87,7 +87,7 @@ impl ReloadableRateLimiter {
     }
 
     /// Record every wait in `metrics` as [`WAIT_METRIC`].
-    pub fn with_metrics(mut self, metrics: &Metrics) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: &Metrics) -> Self {
         let family = WaitFamily::new_with_constructor(wait_histogram);
         metrics.register(
             WAIT_METRIC,
@@ -102,7 +102,7 @@ impl ReloadableRateLimiter {
     /// (`shouldChangeRateLimiter` runs on every configuration change; a new bucket with equal
     /// limits would hand out a fresh burst each time, which `Set` does in KubeVirt; keeping the
     /// bucket here is the only difference, and it never lets more through).
-    pub fn set(&self, qps: f32, burst: u32) {
+    pub(crate) fn set(&self, qps: f32, burst: u32) {
         let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         if (current.qps, current.burst) == (qps, burst) {
             return;
@@ -112,13 +112,14 @@ impl ReloadableRateLimiter {
     }
 
     /// The limits in use: (qps, burst).
-    pub fn limits(&self) -> (f32, u32) {
+    #[cfg(test)]
+    pub(crate) fn limits(&self) -> (f32, u32) {
         let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         (current.qps, current.burst)
     }
 
     /// Take a token, waiting for it if there is none (`Wait`); returns how long it waited.
-    pub async fn wait(&self) -> Duration {
+    pub(crate) async fn wait(&self) -> Duration {
         let bucket = self
             .current
             .lock()
@@ -154,7 +155,10 @@ impl Limit {
 }
 
 /// `client` with every request waiting for `limiter` first.
-pub fn rate_limited_client(client: kube::Client, limiter: ReloadableRateLimiter) -> kube::Client {
+pub(crate) fn rate_limited_client(
+    client: kube::Client,
+    limiter: ReloadableRateLimiter,
+) -> kube::Client {
     let namespace = client.default_namespace().to_string();
     kube::Client::new(LimitedService { client, limiter }, namespace)
 }

@@ -55,7 +55,7 @@ where
 }
 
 /// Build the snapshot for `key` from the caches, or `None` when the VM is not cached.
-pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
+pub(crate) fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
     let (ns, name) = split_key(key);
     let cached = ctx
         .caches
@@ -120,7 +120,7 @@ pub fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
 /// vm.go:2596-2603, and `handleDataVolumes` the claims of its templates, vm.go:524-528): the
 /// claim of each `dataVolume` (same name), `persistentVolumeClaim` and `memoryDump` volume and
 /// of each `dataVolumeTemplates` entry.
-pub fn template_pvcs(
+pub(crate) fn template_pvcs(
     vm: &VirtualMachine,
     pvc: impl Fn(&str) -> Option<PersistentVolumeClaim>,
 ) -> BTreeMap<String, PvcInfo> {
@@ -156,7 +156,7 @@ fn instancetype_objects(
 
 /// The DataVolume names a VM sync reads ([`VmSnapshot::data_volumes`]): the
 /// `spec.dataVolumeTemplates` names, then the template volumes' `dataVolume.name`.
-pub fn snapshot_data_volume_names(vm: &VirtualMachine) -> Vec<String> {
+pub(crate) fn snapshot_data_volume_names(vm: &VirtualMachine) -> Vec<String> {
     vm.spec
         .data_volume_templates
         .iter()
@@ -177,7 +177,7 @@ pub fn snapshot_data_volume_names(vm: &VirtualMachine) -> Vec<String> {
 /// Build a [`VmSnapshot`] from objects already read: the executor's caches, or the inspector's
 /// GETs. `data_volume` looks a DataVolume of the VM's namespace up by name; `revisions` are
 /// candidate ControllerRevisions (filtered here as [`vm_revisions`] does). The jitter is 0.
-pub fn snapshot_from_objects(
+pub(crate) fn snapshot_from_objects(
     vm: impl Into<Arc<VirtualMachine>>,
     vmi: Option<Arc<VirtualMachineInstance>>,
     data_volume: impl Fn(&str) -> Option<DataVolume>,
@@ -219,7 +219,7 @@ pub fn snapshot_from_objects(
 /// those in the `vm` index under `vm_uid` and the one named `vmi_revision` (the VMI's
 /// `status.virtualMachineRevisionName`). Only these are kept (shared with the cache): copying
 /// every revision of the namespace made each VM reconcile O(number of VMs).
-pub fn vm_revisions(
+pub(crate) fn vm_revisions(
     vm_uid: &str,
     ns: &str,
     vmi_revision: Option<&str>,

@@ -52,7 +52,7 @@ pub enum PrintableStatus {
 
 impl PrintableStatus {
     /// The wire value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PrintableStatus::Terminating => "Terminating",
             PrintableStatus::Stopping => "Stopping",
@@ -108,7 +108,7 @@ fn vmi_condition_is(
 
 /// `migrations.IsMigrating` (pkg/util/migrations/migrations.go:76-97): `migrationState` has a
 /// start timestamp not after `now` and no end timestamp at or before `now`.
-pub fn is_migrating(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> bool {
+pub(crate) fn is_migrating(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> bool {
     let Some(ms) = vmi.status.as_ref().and_then(|s| s.migration_state.as_ref()) else {
         return false;
     };
@@ -127,7 +127,7 @@ pub fn is_migrating(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> bool {
 
 /// `PVCNameFromVirtVolume` (pkg/storage/types/pvc.go:111-122) of every template volume that
 /// has a claim: `dataVolume.name`, `persistentVolumeClaim.claimName`, `memoryDump.claimName`.
-pub fn template_claim_names(vm: &VirtualMachine) -> impl Iterator<Item = String> + '_ {
+pub(crate) fn template_claim_names(vm: &VirtualMachine) -> impl Iterator<Item = String> + '_ {
     vm.template_volumes().iter().filter_map(|v| {
         let claim = if let Some(dv) = &v.data_volume {
             dv.name.clone().unwrap_or_default()
@@ -153,7 +153,7 @@ fn has_unbound_pvc(vm: &VirtualMachine, pvcs: &BTreeMap<String, PvcInfo>) -> boo
 }
 
 /// `setPrintableStatus` (vm.go:2516-2557): the first matching rule, and a note naming it.
-pub fn printable_status(ctx: &PrintableContext<'_>) -> (PrintableStatus, &'static str) {
+pub(crate) fn printable_status(ctx: &PrintableContext<'_>) -> (PrintableStatus, &'static str) {
     use PrintableStatus as P;
     let vmi = ctx.vmi;
     let phase = vmi.map(|v| v.phase());

@@ -62,7 +62,11 @@ pub fn render_pod_with(
 /// Build the snapshot for `key` from the caches, or `None` when the VMI is not cached. A pod is
 /// rendered with `lookups` (what [`read_lookups`] read; `None`: not read, see
 /// [`NamespaceContext::lookups`]).
-pub fn snapshot(ctx: &Context, key: &str, lookups: Option<RenderLookups>) -> Option<VmiSnapshot> {
+pub(crate) fn snapshot(
+    ctx: &Context,
+    key: &str,
+    lookups: Option<RenderLookups>,
+) -> Option<VmiSnapshot> {
     let (ns, name) = split_key(key);
     let vmi = ctx
         .caches
@@ -142,7 +146,7 @@ async fn snapshot_reading_lookups(ctx: &Context, key: &str) -> Option<VmiSnapsho
 /// GET the objects `wanted` names: a ConfigMap's error is the API's text (`configmaps "NAME"
 /// not found`, what client-go's error prints); a NAD's annotation
 /// `k8s.v1.cni.cncf.io/resourceName`, or `None` when the GET failed.
-pub async fn read_lookups(
+pub(crate) async fn read_lookups(
     client: &kube::Client,
     namespace: &str,
     wanted: &Wanted,
@@ -178,7 +182,7 @@ pub async fn read_lookups(
 }
 
 /// The name of the VirtualMachine in the VMI's controller owner reference, if any.
-pub fn owner_vm_name(vmi: &VirtualMachineInstance) -> Option<String> {
+pub(crate) fn owner_vm_name(vmi: &VirtualMachineInstance) -> Option<String> {
     vmi.metadata
         .owner_references
         .iter()
@@ -195,7 +199,7 @@ pub fn owner_vm_name(vmi: &VirtualMachineInstance) -> Option<String> {
 /// rendervolumes.go:501-531); the renderer's inputs are the cluster settings
 /// and what it knows of the VMI's namespace (asked for only when a pod is rendered: most
 /// reconciles render none). Renders the launcher pod when the decision needs one.
-pub fn snapshot_from_objects(
+pub(crate) fn snapshot_from_objects(
     vmi: impl Into<Arc<VirtualMachineInstance>>,
     pods: impl IntoIterator<Item = Arc<Pod>>,
     owner_vm_uid: Option<String>,
@@ -279,7 +283,7 @@ fn pvc_render_info(pvc: &PersistentVolumeClaim) -> PvcInfo {
 }
 
 /// Reconcile one VMI key.
-pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileError> {
+pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileError> {
     let started = Instant::now();
     let Some(snap) = snapshot_reading_lookups(ctx, key).await else {
         // vmi.go:305-311: the VMI is gone.

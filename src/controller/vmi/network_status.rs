@@ -93,7 +93,7 @@ fn with_info_source(entry: &mut Value, add: bool) {
 
 /// `UpdateVMIStatus` (pkg/network/controllers/vmi.go:36-60) on `vmi` with its launcher `pod`:
 /// the new `status.interfaces`, `None` when empty (the field is omitempty).
-pub fn interface_status(vmi: &VirtualMachineInstance, pod: &Pod) -> Option<Vec<Value>> {
+pub(crate) fn interface_status(vmi: &VirtualMachineInstance, pod: &Pod) -> Option<Vec<Value>> {
     let networks: &[Network] = vmi.spec.networks.as_deref().unwrap_or_default();
     let old: &[Value] = vmi
         .status

@@ -30,7 +30,7 @@ pub const NOT_ALL_DVS_READY: &str = "NotAllDVsReady";
 
 /// `PVCNameFromVirtVolume` (pvc.go:111-122) for the two kinds the readiness check reads: the
 /// DataVolume's name (its claim has the same name) or the claim name.
-pub fn claim_name(volume: &Volume) -> Option<&str> {
+pub(crate) fn claim_name(volume: &Volume) -> Option<&str> {
     if let Some(dv) = &volume.data_volume {
         return dv.name.as_deref();
     }
@@ -100,7 +100,7 @@ fn memory_dump_claim(volume: &Volume) -> Option<String> {
 /// `spec.resources.requests`, `preallocated` (`IsPreallocated`, pvc.go:99-109) and the
 /// filesystem overhead. KubeVirt reads the overhead from CDI's `CDIConfig` when exactly one CDI
 /// is installed; the CDI CRs are not watched here, so it is always the default 5.5 %.
-pub fn claim_info(pvc: &PersistentVolumeClaim) -> serde_json::Value {
+pub(crate) fn claim_info(pvc: &PersistentVolumeClaim) -> serde_json::Value {
     use serde_json::{Map, Value, json};
     let mut info = Map::new();
     let spec = pvc.spec.as_ref();
@@ -154,7 +154,7 @@ pub fn claim_info(pvc: &PersistentVolumeClaim) -> serde_json::Value {
 /// dump volume that has none. Entries of volumes gone from the spec are dropped (KubeVirt keeps
 /// them while a hotplug attachment pod exists; hotplug is not modelled, nor are utility volumes
 /// and the backend-storage entry). `None` for no volumes (the field is omitempty).
-pub fn volume_status(
+pub(crate) fn volume_status(
     vmi: &VirtualMachineInstance,
     claims: &std::collections::BTreeMap<String, serde_json::Value>,
 ) -> Option<Vec<serde_json::Value>> {
@@ -192,7 +192,7 @@ pub fn volume_status(
 
 /// The storage facts of `vmi` from the caches: `pvc` and `data_volume` look an object of the
 /// VMI's namespace up by name.
-pub fn storage_state(
+pub(crate) fn storage_state(
     vmi: &VirtualMachineInstance,
     pvc: impl Fn(&str) -> Option<PersistentVolumeClaim>,
     data_volume: impl Fn(&str) -> Option<DataVolume>,
@@ -253,7 +253,7 @@ pub fn storage_state(
 /// `aggregateDataVolumesConditions` (datavolumes.go:143-178): no condition without DataVolumes;
 /// `True`/`AllDVsReady` when every one is `Ready=True`; otherwise `NotAllDVsReady`, `False`
 /// if one is `Ready=False`, else `Unknown`.
-pub fn aggregate_data_volumes_ready(dvs: &[DataVolume]) -> Option<Condition> {
+pub(crate) fn aggregate_data_volumes_ready(dvs: &[DataVolume]) -> Option<Condition> {
     if dvs.is_empty() {
         return None;
     }
