@@ -60,7 +60,7 @@ use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, LocalObjectReference, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, Pod, PodDNSConfig,
     PodReadinessGate, PodResourceClaim, PodSecurityContext, PodSpec, PreferredSchedulingTerm,
-    Toleration, TopologySpreadConstraint,
+    ResourceRequirements, Toleration, TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::de::DeserializeOwned;
@@ -390,6 +390,110 @@ pub fn render_launch_manifest_with(
     )
 }
 
+/// What every part of the pod is rendered from, read once from the VMI and the settings
+/// (template.go:368-425).
+struct PodInputs<'a> {
+    vmi: &'a VirtualMachineInstance,
+    settings: &'a ClusterSettings,
+    /// `namespace/name`, for errors.
+    object: String,
+    name: String,
+    namespace: String,
+    uid: String,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    non_root: bool,
+    user_id: i64,
+    /// Dedicated CPUs or Guaranteed QoS wanted: support containers get requests = limits.
+    guaranteed: bool,
+    image: &'a str,
+    image_volume: bool,
+    cross_arch: bool,
+    arch: &'a str,
+}
+
+impl<'a> PodInputs<'a> {
+    fn read(
+        vmi: &'a VirtualMachineInstance,
+        resources: &VmiResources,
+        settings: &'a ClusterSettings,
+    ) -> Result<Self, RenderError> {
+        let object = object_key(vmi);
+        let required = |value: &Option<String>, field: &str| {
+            value
+                .clone()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| RenderError::Field {
+                    vmi: object.clone(),
+                    field: field.to_string(),
+                    message: "must not be empty".into(),
+                })
+        };
+        let name = required(&vmi.metadata.name, "metadata.name")?;
+        let namespace = required(&vmi.metadata.namespace, "metadata.namespace")?;
+        let non_root = is_non_root(vmi);
+        Ok(Self {
+            vmi,
+            settings,
+            name,
+            namespace,
+            uid: vmi.metadata.uid.clone().unwrap_or_default(),
+            labels: vmi.metadata.labels.clone().unwrap_or_default(),
+            annotations: vmi.metadata.annotations.clone().unwrap_or_default(),
+            non_root,
+            user_id: if non_root { NON_ROOT_UID } else { 0 },
+            guaranteed: vmi.spec.is_cpu_dedicated() || resources.wants_guaranteed_qos(),
+            image: settings.launcher_image.as_str(),
+            image_volume: settings.gate_enabled("ImageVolume", true),
+            cross_arch: settings.gate_enabled("CrossArchitectureVirtualization", false),
+            arch: vmi.spec.architecture.as_deref().unwrap_or_default(),
+            object,
+        })
+    }
+
+    fn gate(&self, gate: &str, beta: bool) -> bool {
+        self.settings.gate_enabled(gate, beta)
+    }
+
+    fn input_error(&self, message: String) -> RenderError {
+        RenderError::Input {
+            vmi: self.object.clone(),
+            message,
+        }
+    }
+
+    /// `--grace-period-seconds`: the VMI's grace period plus padding (template.go:405-413).
+    fn grace_period(&self) -> i64 {
+        self.vmi
+            .spec
+            .termination_grace_period_seconds
+            .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
+            .saturating_add(GRACE_PERIOD_PADDING_SECONDS)
+    }
+
+    /// The `logVerbosity` label, or the default (template.go:487-500).
+    fn log_verbosity(&self) -> Result<Option<(u64, &str)>, RenderError> {
+        let Some(v) = self.labels.get("logVerbosity") else {
+            return Ok(None);
+        };
+        let parsed: i64 = v
+            .trim_start_matches('+')
+            .parse()
+            .map_err(|e| RenderError::Field {
+                vmi: self.object.clone(),
+                field: "metadata.labels.logVerbosity".into(),
+                message: format!("verbosity {v} cannot cast to int: {e}"),
+            })?;
+        Ok(Some((parsed as u64, v.as_str())))
+    }
+
+    fn verbosity(&self) -> Result<u64, RenderError> {
+        Ok(self
+            .log_verbosity()?
+            .map_or(DEFAULT_LAUNCHER_LOG_VERBOSITY, |(v, _)| v))
+    }
+}
+
 fn render_pod(
     vmi: &VirtualMachineInstance,
     resources: &VmiResources,
@@ -398,71 +502,92 @@ fn render_pod(
     overhead_bytes: i64,
     qemu_timeout_seconds: u32,
 ) -> Result<Pod, RenderError> {
-    let object = object_key(vmi);
-    let field_err = |field: &str, message: String| RenderError::Field {
-        vmi: object.clone(),
-        field: field.to_string(),
-        message,
-    };
-    let required = |value: &Option<String>, field: &str| {
-        value
-            .clone()
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| field_err(field, "must not be empty".into()))
-    };
-    let name = required(&vmi.metadata.name, "metadata.name")?;
-    let namespace = required(&vmi.metadata.namespace, "metadata.namespace")?;
-    let uid = vmi.metadata.uid.clone().unwrap_or_default();
-    let vmi_labels = vmi.metadata.labels.clone().unwrap_or_default();
-    let vmi_annotations = vmi.metadata.annotations.clone().unwrap_or_default();
-    let spec = &vmi.spec;
-
-    let non_root = is_non_root(vmi);
-    let user_id = if non_root { NON_ROOT_UID } else { 0 };
-    let grace = spec
-        .termination_grace_period_seconds
-        .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
-        .saturating_add(GRACE_PERIOD_PADDING_SECONDS);
-    let kill_after = grace.saturating_add(GRACE_PERIOD_PADDING_SECONDS);
-    let dedicated = spec.is_cpu_dedicated();
-    let guaranteed = dedicated || resources.wants_guaranteed_qos();
+    let input = PodInputs::read(vmi, resources, settings)?;
     // The networks' NADs, read while rendering (template.go:427-433): a missing one fails the
     // render; their resources are the renderer's `WithNetworkResources`.
-    network_to_resource(vmi, settings, ns).map_err(|message| RenderError::Input {
-        vmi: object.clone(),
-        message,
-    })?;
+    network_to_resource(vmi, settings, ns).map_err(|m| input.input_error(m))?;
     // A pod that will be created: fix what the API server would reject (docs/run-controller.md).
-    let resources =
+    let compute_resources =
         render_admissible_compute_resources(vmi, resources, settings, overhead_bytes, ns).map_err(
             |source| RenderError::Resources {
-                vmi: object.clone(),
+                vmi: input.object.clone(),
                 source,
             },
         )?;
-
-    let image = settings.launcher_image.as_str();
-    let pull_policy = DEFAULT_IMAGE_PULL_POLICY;
-    let gate = |g: &str, beta: bool| settings.gate_enabled(g, beta);
-    let image_volume = gate("ImageVolume", true);
-    let cross_arch = gate("CrossArchitectureVirtualization", false);
-    let arch = spec.architecture.as_deref().unwrap_or_default();
-
     // The sidecars (template.go:443-450).
-    let sidecars = requested_sidecars(vmi, settings, &object)?;
-    let virtiofs = super::virtiofs::is_enabled(vmi);
+    let sidecars = requested_sidecars(vmi, settings, &input.object)?;
+    let vols = render_volumes(
+        vmi,
+        ns,
+        &VolumeOptions {
+            image_volume: input.image_volume,
+            hook_sidecars: !sidecars.is_empty(),
+            plugins: input.gate("Plugins", false),
+            network_info: needs_network_info(vmi, settings),
+            virtiofs: super::virtiofs::is_enabled(vmi),
+            launcher_image: input.image,
+            image_pull_policy: DEFAULT_IMAGE_PULL_POLICY,
+        },
+        &input.object,
+    )?;
+    let mut compute = compute_container(
+        &input,
+        compute_command(&input, qemu_timeout_seconds, sidecars.len()),
+        &vols,
+        compute_resources.to_resource_requirements(),
+    )?;
+    // Hook sidecars, their ConfigMap (read while rendering) and PVC volumes (template.go:578-620).
+    let sidecar_volumes = sidecar_volumes(&sidecars, ns, &input.object)?;
+    if let Some(mounts) = compute.volume_mounts.as_mut() {
+        mounts.extend(compute_shared_mounts(&sidecars));
+    }
+    // Containers and init containers (template.go:522-711).
+    let mut containers = vec![compute];
+    if !input.image_volume {
+        containers.extend(disk_containers(&input, false));
+    }
+    containers.extend(super::virtiofs::containers(
+        vmi,
+        input.image,
+        input.guaranteed,
+    ));
+    for (i, sidecar) in sidecars.iter().enumerate() {
+        containers.push(sidecar_container(
+            i,
+            sidecar,
+            settings,
+            input.non_root,
+            input.guaranteed,
+        ));
+    }
+    let init_containers = init_containers(&input)?;
+    let metadata = pod_metadata(&input, overhead_bytes)?;
+    let volumes = vols.volumes.into_iter().chain(sidecar_volumes).collect();
+    let spec = pod_spec(&input, containers, init_containers, volumes)?;
+    Ok(Pod {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    })
+}
 
-    // The compute command (template.go:426-485).
+/// The compute container's command: virt-launcher-monitor and its flags in KubeVirt's order
+/// (template.go:426-485).
+fn compute_command(
+    input: &PodInputs<'_>,
+    qemu_timeout_seconds: u32,
+    sidecars: usize,
+) -> Vec<String> {
     let mut command: Vec<String> = [
         "/usr/bin/virt-launcher-monitor",
         "--qemu-timeout",
         &format!("{qemu_timeout_seconds}s"),
         "--name",
-        &name,
+        &input.name,
         "--uid",
-        &uid,
+        &input.uid,
         "--namespace",
-        &namespace,
+        &input.namespace,
         "--kubevirt-share-dir",
         VIRT_SHARE_DIR,
         "--ephemeral-disk-dir",
@@ -470,11 +595,11 @@ fn render_pod(
         "--container-disk-dir",
         CONTAINER_DISK_DIR,
         "--grace-period-seconds",
-        &grace.to_string(),
+        &input.grace_period().to_string(),
         "--hook-sidecars",
-        &sidecars.len().to_string(),
+        &sidecars.to_string(),
         "--ovmf-path",
-        ovmf_path(arch),
+        ovmf_path(input.arch),
         "--disk-memory-limit",
         &DEFAULT_DISK_MEMORY_LIMIT_BYTES.to_string(),
         "--hypervisor",
@@ -483,86 +608,81 @@ fn render_pod(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let mut flag = |on: bool, f: &str| {
-        if on {
-            command.push(f.to_string());
-        }
-    };
-    flag(non_root, "--run-as-nonroot");
-    flag(image_volume, "--image-volume");
-    flag(
-        gate("LibvirtHooksServerAndClient", true),
-        "--libvirt-hook-server-and-client",
+    let annotations = &input.annotations;
+    let keep = annotations.iter().any(|(k, v)| {
+        k.starts_with(KEEP_LAUNCHER_AFTER_FAILURE) && (v.is_empty() || v.starts_with("true"))
+    });
+    let flags = [
+        (input.non_root, "--run-as-nonroot"),
+        (input.image_volume, "--image-volume"),
+        (
+            input.gate("LibvirtHooksServerAndClient", true),
+            "--libvirt-hook-server-and-client",
+        ),
+        (
+            input.gate("PodSecondaryInterfaceNamingUpgrade", true),
+            "--upgrade-ordinal-ifaces",
+        ),
+        (
+            input.gate("VGPULiveMigration", false),
+            "--vgpu-dedicated-hook",
+        ),
+        (
+            input.gate("VMStatsCollector", false),
+            "--vm-stats-collector",
+        ),
+        (
+            input.gate("FirmwareAutoSelection", false),
+            "--firmware-auto-selection",
+        ),
+    ];
+    command.extend(
+        flags
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, f)| f.to_string()),
     );
-    flag(
-        gate("PodSecondaryInterfaceNamingUpgrade", true),
-        "--upgrade-ordinal-ifaces",
-    );
-    flag(gate("VGPULiveMigration", false), "--vgpu-dedicated-hook");
-    flag(gate("VMStatsCollector", false), "--vm-stats-collector");
-    flag(
-        gate("FirmwareAutoSelection", false),
-        "--firmware-auto-selection",
-    );
-    if let Some(filters) = vmi_annotations.get(CUSTOM_LIBVIRT_LOG_FILTERS) {
+    if let Some(filters) = annotations.get(CUSTOM_LIBVIRT_LOG_FILTERS) {
         command.push("--libvirt-log-filters".into());
         command.push(filters.clone());
     }
-    if settings.use_emulation {
-        command.push("--allow-emulation".into());
-    }
-    if cross_arch {
-        command.push("--allow-cross-arch-emulation".into());
-    }
-    let keep = vmi_annotations.iter().any(|(k, v)| {
-        k.starts_with(KEEP_LAUNCHER_AFTER_FAILURE) && (v.is_empty() || v.starts_with("true"))
-    });
-    if keep {
-        command.push("--keep-after-failure".into());
-    }
-    if vmi_annotations.contains_key(FUNC_TEST_LAUNCHER_FAIL_FAST) {
-        command.push("--simulate-crash".into());
-    }
+    let tail = [
+        (input.settings.use_emulation, "--allow-emulation"),
+        (input.cross_arch, "--allow-cross-arch-emulation"),
+        (keep, "--keep-after-failure"),
+        (
+            annotations.contains_key(FUNC_TEST_LAUNCHER_FAIL_FAST),
+            "--simulate-crash",
+        ),
+    ];
+    command.extend(
+        tail.iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, f)| f.to_string()),
+    );
+    command
+}
 
-    let vols = render_volumes(
-        vmi,
-        ns,
-        &VolumeOptions {
-            image_volume,
-            hook_sidecars: !sidecars.is_empty(),
-            plugins: gate("Plugins", false),
-            network_info: needs_network_info(vmi, settings),
-            virtiofs,
-            launcher_image: image,
-            image_pull_policy: pull_policy,
-        },
-        &object,
-    )?;
-
-    // Env (rendercontainer.go:74-94, template.go:487-520).
+/// The compute container's env (rendercontainer.go:74-94, template.go:487-520).
+fn compute_env(input: &PodInputs<'_>, shared_paths: &[String]) -> Result<Vec<EnvVar>, RenderError> {
     let mut env: Vec<EnvVar> = Vec::new();
-    if non_root {
+    if input.non_root {
         env.extend(xdg_env());
     }
-    if !vols.shared_paths.is_empty() {
+    if !shared_paths.is_empty() {
         env.push(env_value(
             "SHARED_FILESYSTEM_PATHS",
-            &vols.shared_paths.join(":"),
+            &shared_paths.join(":"),
         ));
     }
     let mut verbosity = DEFAULT_LAUNCHER_LOG_VERBOSITY;
-    if let Some(v) = vmi_labels.get("logVerbosity") {
-        let parsed: i64 = v.trim_start_matches('+').parse().map_err(|e| {
-            field_err(
-                "metadata.labels.logVerbosity",
-                format!("verbosity {v} cannot cast to int: {e}"),
-            )
-        })?;
-        verbosity = parsed as u64;
-        env.push(env_value(ENV_VIRT_LAUNCHER_LOG_VERBOSITY, v));
+    if let Some((parsed, raw)) = input.log_verbosity()? {
+        verbosity = parsed;
+        env.push(env_value(ENV_VIRT_LAUNCHER_LOG_VERBOSITY, raw));
     }
     let label_true = |k: &str| {
-        vmi_labels
+        input
+            .labels
             .get(k)
             .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     };
@@ -583,209 +703,241 @@ fn render_pod(
             ..Default::default()
         }),
     });
+    Ok(env)
+}
 
-    let readiness_probe = match &spec.readiness_probe {
-        Some(p) => Some(compute_probe(vmi, p, "spec.readinessProbe", &object)?),
-        None => None,
+/// The `compute` container (template.go:522-560).
+fn compute_container(
+    input: &PodInputs<'_>,
+    command: Vec<String>,
+    vols: &super::volumes::RenderedVolumes,
+    resources: ResourceRequirements,
+) -> Result<Container, RenderError> {
+    let (vmi, object) = (input.vmi, input.object.as_str());
+    let env = compute_env(input, &vols.shared_paths)?;
+    let probe = |p: &Option<crate::api::vmi::Probe>, field: &str| match p {
+        Some(p) => compute_probe(vmi, p, field, object).map(Some),
+        None => Ok(None),
     };
-    let liveness_probe = match &spec.liveness_probe {
-        Some(p) => Some(compute_probe(vmi, p, "spec.livenessProbe", &object)?),
-        None => None,
-    };
-    let ports = container_ports(vmi, &object)?;
-    let compute = Container {
+    let readiness_probe = probe(&vmi.spec.readiness_probe, "spec.readinessProbe")?;
+    let liveness_probe = probe(&vmi.spec.liveness_probe, "spec.livenessProbe")?;
+    let ports = container_ports(vmi, object)?;
+    Ok(Container {
         name: "compute".into(),
-        image: Some(image.into()),
-        image_pull_policy: Some(pull_policy.into()),
+        image: Some(input.image.into()),
+        image_pull_policy: Some(DEFAULT_IMAGE_PULL_POLICY.into()),
         security_context: Some(security_context(
-            user_id,
-            Some(compute_capabilities(non_root)),
+            input.user_id,
+            Some(compute_capabilities(input.non_root)),
         )),
         command: Some(command),
         volume_devices: (!vols.devices.is_empty()).then(|| vols.devices.clone()),
         volume_mounts: Some(vols.mounts.clone()),
-        resources: Some(resources.to_resource_requirements()),
+        resources: Some(resources),
         ports: (!ports.is_empty()).then_some(ports),
         env: Some(env),
         liveness_probe,
         readiness_probe,
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Default::default()
-    };
+    })
+}
 
-    // Containers and init containers (template.go:522-711).
-    let volumes = spec.volumes.as_deref().unwrap_or_default();
-    let kernel = kernel_boot_container(vmi);
-    let kernel_image = kernel
-        .and_then(|k| k.get("image"))
-        .and_then(|i| i.as_str())
-        .unwrap_or_default()
-        .to_string();
-    let kernel_pull = kernel
-        .and_then(|k| k.get("imagePullPolicy"))
-        .and_then(|i| i.as_str())
-        .filter(|p| !p.is_empty())
-        .map(str::to_string);
-    let disk_pull = |v: &crate::api::vmi::Volume| {
-        v.container_disk.as_ref().and_then(|cd| {
-            cd.extra
-                .get("imagePullPolicy")
-                .and_then(|p| p.as_str())
-                .filter(|p| !p.is_empty())
-                .map(str::to_string)
-        })
+/// A container disk to pull: the volume's name, image and pull policy.
+struct DiskImage<'v> {
+    volume: &'v str,
+    image: String,
+    pull_policy: Option<String>,
+}
+
+/// The VMI's container disks, in volume order, then the kernel-boot image (template.go:562-576).
+fn disk_images(
+    vmi: &VirtualMachineInstance,
+) -> (Vec<(usize, DiskImage<'_>)>, Option<DiskImage<'_>>) {
+    let policy = |v: Option<&Value>| {
+        v.and_then(|p| p.as_str())
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
     };
-    let disk_image = |v: &crate::api::vmi::Volume| {
-        v.container_disk
-            .as_ref()
-            .and_then(|cd| cd.image.clone())
-            .unwrap_or_default()
-    };
-    let mut containers = vec![compute];
-    let disk_containers = |init: bool| -> Vec<Container> {
-        let mut out: Vec<Container> = volumes
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.container_disk.is_some() && v.name != KERNEL_BOOT_VOLUME)
-            .map(|(i, v)| {
-                container_disk_container(
-                    &uid,
-                    &v.name,
-                    &disk_image(v),
-                    disk_pull(v),
-                    &format!("disk_{i}"),
-                    init,
-                    guaranteed,
-                )
+    let volumes = vmi.spec.volumes.as_deref().unwrap_or_default();
+    let disks = volumes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let cd = v.container_disk.as_ref()?;
+            (v.name != KERNEL_BOOT_VOLUME).then(|| {
+                let disk = DiskImage {
+                    volume: &v.name,
+                    image: cd.image.clone().unwrap_or_default(),
+                    pull_policy: policy(cd.extra.get("imagePullPolicy")),
+                };
+                (i, disk)
             })
-            .collect();
-        if kernel.is_some() {
-            out.push(container_disk_container(
-                &uid,
-                KERNEL_BOOT_VOLUME,
-                &kernel_image,
-                kernel_pull.clone(),
-                "kernel-boot",
-                init,
-                guaranteed,
-            ));
-        }
-        out
-    };
-    if !image_volume {
-        containers.extend(disk_containers(false));
-    }
-    containers.extend(super::virtiofs::containers(vmi, image, guaranteed));
-    // Hook sidecars, their ConfigMap (read while rendering) and PVC volumes (template.go:578-620).
-    let sidecar_volumes = sidecar_volumes(&sidecars, ns, &object)?;
-    if let Some(mounts) = containers[0].volume_mounts.as_mut() {
-        mounts.extend(compute_shared_mounts(&sidecars));
-    }
-    for (i, sidecar) in sidecars.iter().enumerate() {
-        containers.push(sidecar_container(
-            i, sidecar, settings, non_root, guaranteed,
-        ));
-    }
+        })
+        .collect();
+    let kernel = kernel_boot_container(vmi).map(|k| DiskImage {
+        volume: KERNEL_BOOT_VOLUME,
+        image: k
+            .get("image")
+            .and_then(|i| i.as_str())
+            .unwrap_or_default()
+            .to_string(),
+        pull_policy: policy(k.get("imagePullPolicy")),
+    });
+    (disks, kernel)
+}
 
-    let mut init_containers = Vec::new();
-    let devices = &spec.domain.devices;
+/// Container-disk containers (ImageVolume off), as sidecars or as init containers.
+fn disk_containers(input: &PodInputs<'_>, init: bool) -> Vec<Container> {
+    let (disks, kernel) = disk_images(input.vmi);
+    let named = disks
+        .into_iter()
+        .map(|(i, d)| (d, format!("disk_{i}")))
+        .chain(kernel.map(|k| (k, "kernel-boot".to_string())));
+    named
+        .map(|(d, binary)| {
+            container_disk_container(
+                &input.uid,
+                d.volume,
+                &d.image,
+                d.pull_policy,
+                &binary,
+                init,
+                input.guaranteed,
+            )
+        })
+        .collect()
+}
+
+/// Init containers: the serial console log, then the container-disk binary and disks, or the
+/// image-volume init containers (template.go:622-711).
+fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError> {
+    let mut out = Vec::new();
+    let devices = &input.vmi.spec.domain.devices;
     let console_log = devices.autoattach_serial_console != Some(false)
         && devices
             .log_serial_console
-            .unwrap_or(settings.serial_console_log);
+            .unwrap_or(input.settings.serial_console_log);
     if console_log {
-        init_containers.push(console_log_container(
-            &uid,
-            image,
-            pull_policy,
-            verbosity,
-            guaranteed,
+        out.push(console_log_container(
+            &input.uid,
+            input.image,
+            DEFAULT_IMAGE_PULL_POLICY,
+            input.verbosity()?,
+            input.guaranteed,
         ));
     }
+    let volumes = input.vmi.spec.volumes.as_deref().unwrap_or_default();
     let has_container_disk = volumes.iter().any(|v| v.container_disk.is_some());
-    if !image_volume && (has_container_disk || kernel.is_some()) {
-        init_containers.push(container_disk_binary_container(
-            image,
-            pull_policy,
-            user_id,
-            guaranteed,
+    let (_, kernel) = disk_images(input.vmi);
+    if !input.image_volume && (has_container_disk || kernel.is_some()) {
+        out.push(container_disk_binary_container(
+            input.image,
+            DEFAULT_IMAGE_PULL_POLICY,
+            input.user_id,
+            input.guaranteed,
         ));
-        init_containers.extend(disk_containers(true));
-    } else if image_volume {
-        for v in volumes.iter().filter(|v| v.container_disk.is_some()) {
-            init_containers.push(image_volume_init_container(
-                &v.name,
-                &disk_image(v),
-                disk_pull(v),
-                guaranteed,
-            ));
+        out.extend(disk_containers(input, true));
+    } else if input.image_volume {
+        // Every container disk here, the kernel-boot volume's too, then the kernel image.
+        for v in volumes {
+            if let Some(cd) = v.container_disk.as_ref() {
+                out.push(image_volume_init_container(
+                    &v.name,
+                    &cd.image.clone().unwrap_or_default(),
+                    cd.extra
+                        .get("imagePullPolicy")
+                        .and_then(|p| p.as_str())
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string),
+                    input.guaranteed,
+                ));
+            }
         }
-        if kernel.is_some() {
-            init_containers.push(image_volume_init_container(
-                KERNEL_BOOT_VOLUME,
-                &kernel_image,
-                kernel_pull.clone(),
-                guaranteed,
+        if let Some(k) = kernel {
+            out.push(image_volume_init_container(
+                k.volume,
+                &k.image,
+                k.pull_policy,
+                input.guaranteed,
             ));
         }
     }
+    Ok(out)
+}
 
-    // Metadata (template.go:1539-1575, 1726-1740).
-    let hostname = pod_hostname(vmi);
-    let mut pod_labels = vmi_labels.clone();
+/// The pod's metadata: labels, annotations (the VMI's, then the generators'), the controller
+/// owner reference (template.go:1539-1575, 1726-1740).
+fn pod_metadata(input: &PodInputs<'_>, overhead_bytes: i64) -> Result<ObjectMeta, RenderError> {
+    let mut pod_labels = input.labels.clone();
     pod_labels.insert(labels::APP.into(), labels::APP_VIRT_LAUNCHER.into());
-    pod_labels.insert(labels::CREATED_BY.into(), uid.clone());
-    pod_labels.insert(labels::VM_NAME.into(), hostname.clone());
-    pod_labels.insert(labels::VMI_ID.into(), vmi_id_label(&name));
-    if let Some(v) = vmi_annotations.get(ISTIO_INJECT) {
+    pod_labels.insert(labels::CREATED_BY.into(), input.uid.clone());
+    pod_labels.insert(labels::VM_NAME.into(), pod_hostname(input.vmi));
+    pod_labels.insert(labels::VMI_ID.into(), vmi_id_label(&input.name));
+    if let Some(v) = input.annotations.get(ISTIO_INJECT) {
         pod_labels.insert(ISTIO_INJECT.into(), v.clone());
     }
     let mut pod_annotations = BTreeMap::new();
-    pod_annotations.insert(annotations::DOMAIN.to_string(), name.clone());
-    for (k, v) in &vmi_annotations {
-        if k.starts_with("kubectl.kubernetes.io")
-            || k.starts_with("kubevirt.io/storage-observed-api-version")
-            || k.starts_with("kubevirt.io/latest-observed-api-version")
-        {
-            continue;
+    pod_annotations.insert(annotations::DOMAIN.to_string(), input.name.clone());
+    let skipped = [
+        "kubectl.kubernetes.io",
+        "kubevirt.io/storage-observed-api-version",
+        "kubevirt.io/latest-observed-api-version",
+    ];
+    for (k, v) in &input.annotations {
+        if !skipped.iter().any(|p| k.starts_with(p)) {
+            pod_annotations.insert(k.clone(), v.clone());
         }
-        pod_annotations.insert(k.clone(), v.clone());
     }
     pod_annotations.insert(annotations::DEFAULT_CONTAINER.into(), "compute".into());
     pod_annotations.insert(MIGRATION_TRANSPORT_UNIX.into(), "true".into());
     pod_annotations.insert(EVICT_ONLY.into(), String::new());
     // The network generator, then the storage one, over what is there (template.go:1552-1559).
-    let multus = multus_annotations(vmi, &settings.network_bindings).map_err(|message| {
-        RenderError::Input {
-            vmi: object.clone(),
-            message,
-        }
-    })?;
+    let multus = multus_annotations(input.vmi, &input.settings.network_bindings)
+        .map_err(|m| input.input_error(m))?;
     pod_annotations.extend(multus);
-    pod_annotations.extend(super::annotations::istio(vmi));
-    pod_annotations.extend(super::annotations::velero(vmi, None));
-    if gate("VmiMemoryOverheadReport", true) {
+    pod_annotations.extend(super::annotations::istio(input.vmi));
+    pod_annotations.extend(super::annotations::velero(input.vmi, None));
+    if input.gate("VmiMemoryOverheadReport", true) {
         pod_annotations.insert(
             annotations::MEMORY_OVERHEAD_BYTES.into(),
             overhead_bytes.to_string(),
         );
     }
+    Ok(ObjectMeta {
+        generate_name: Some(format!("virt-launcher-{}-", input.name)),
+        namespace: Some(input.namespace.clone()),
+        labels: Some(pod_labels),
+        annotations: Some(pod_annotations),
+        owner_references: Some(vec![OwnerReference {
+            api_version: API_VERSION.into(),
+            kind: "VirtualMachineInstance".into(),
+            name: input.name.clone(),
+            uid: input.uid.clone(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }]),
+        ..Default::default()
+    })
+}
 
-    // Affinity (template.go:228-234, 956-975).
-    let mut affinity: Option<Affinity> = typed(spec.affinity.as_deref(), "spec.affinity", &object)?;
+/// The VMI's affinity plus the obsolete-host-model and forbidden-feature terms, and the
+/// cross-architecture preference (template.go:228-234, 956-975).
+fn pod_affinity(input: &PodInputs<'_>) -> Result<Option<Affinity>, RenderError> {
+    let spec = &input.vmi.spec;
+    let mut affinity: Option<Affinity> =
+        typed(spec.affinity.as_deref(), "spec.affinity", &input.object)?;
     let model = spec.cpu_model();
     if model.is_empty() || model == "host-model" {
         affinity = Some(reject_label(affinity, NODE_HOST_MODEL_IS_OBSOLETE_LABEL));
     }
-    for (feature, policy) in cpu_features(vmi) {
+    for (feature, policy) in cpu_features(input.vmi) {
         if policy == "forbid" {
-            affinity = Some(reject_label(
-                affinity,
-                &format!("{CPU_FEATURE_LABEL}{feature}"),
-            ));
+            let label = format!("{CPU_FEATURE_LABEL}{feature}");
+            affinity = Some(reject_label(affinity, &label));
         }
     }
-    if cross_arch && !arch.is_empty() {
+    if input.cross_arch && !input.arch.is_empty() {
         let mut a = affinity.unwrap_or_default();
         let na = a.node_affinity.get_or_insert_with(NodeAffinity::default);
         na.preferred_during_scheduling_ignored_during_execution
@@ -796,111 +948,122 @@ fn render_pod(
                     match_expressions: Some(vec![NodeSelectorRequirement {
                         key: ARCH_LABEL.into(),
                         operator: "In".into(),
-                        values: Some(vec![arch.to_lowercase()]),
+                        values: Some(vec![input.arch.to_lowercase()]),
                     }]),
                     match_fields: None,
                 },
             });
         affinity = Some(a);
     }
+    Ok(affinity)
+}
 
-    // Service account (template.go:977-992).
-    let sa_volume = service_account_volume(vmi);
-    let service_account_name = spec
+/// `spec.resourceClaims`, as the pod's claims (template.go:990-1005).
+fn resource_claims(input: &PodInputs<'_>) -> Result<Option<Vec<PodResourceClaim>>, RenderError> {
+    let claims: Option<Vec<PodResourceClaim>> = typed(
+        input.vmi.spec.extra.get("resourceClaims"),
+        "spec.resourceClaims",
+        &input.object,
+    )?;
+    Ok(claims
+        .map(|claims| {
+            claims
+                .into_iter()
+                .map(|c| PodResourceClaim {
+                    name: c.name,
+                    resource_claim_name: c.resource_claim_name,
+                    resource_claim_template_name: c.resource_claim_template_name,
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| !c.is_empty()))
+}
+
+/// The service account and whether its token is mounted (template.go:977-992).
+fn service_account(input: &PodInputs<'_>) -> (Option<String>, bool) {
+    let sa_volume = service_account_volume(input.vmi);
+    let name = input
+        .vmi
+        .spec
         .extra
         .get("serviceAccountName")
         .and_then(|s| s.as_str())
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .or_else(|| sa_volume.clone().filter(|s| !s.is_empty()));
-    let istio = vmi_annotations
+    let istio = input
+        .annotations
         .get(ISTIO_INJECT)
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     let automount = sa_volume.as_deref().is_some_and(|s| !s.is_empty()) || istio;
+    (name, automount)
+}
 
+/// The pod spec around the containers and volumes (template.go:713-1007).
+fn pod_spec(
+    input: &PodInputs<'_>,
+    containers: Vec<Container>,
+    init_containers: Vec<Container>,
+    volumes: Vec<k8s_openapi::api::core::v1::Volume>,
+) -> Result<PodSpec, RenderError> {
+    let (spec, object) = (&input.vmi.spec, input.object.as_str());
+    let non_empty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+    let (service_account_name, automount) = service_account(input);
+    let pull_secrets = image_pull_secrets(input.vmi);
+    let non_root = input.non_root;
+    // Read in KubeVirt's order, so the first malformed field is the one reported.
+    let affinity = pod_affinity(input)?;
     let tolerations: Option<Vec<Toleration>> =
-        typed(spec.tolerations.as_deref(), "spec.tolerations", &object)?;
+        typed(spec.tolerations.as_deref(), "spec.tolerations", object)?;
     let topology: Option<Vec<TopologySpreadConstraint>> = typed(
         spec.topology_spread_constraints.as_deref(),
         "spec.topologySpreadConstraints",
-        &object,
+        object,
     )?;
     let dns_config: Option<PodDNSConfig> =
-        typed(spec.dns_config.as_deref(), "spec.dnsConfig", &object)?;
-    let resource_claims: Option<Vec<PodResourceClaim>> = typed(
-        spec.extra.get("resourceClaims"),
-        "spec.resourceClaims",
-        &object,
-    )?
-    .map(|claims: Vec<PodResourceClaim>| {
-        claims
-            .into_iter()
-            .map(|c| PodResourceClaim {
-                name: c.name,
-                resource_claim_name: c.resource_claim_name,
-                resource_claim_template_name: c.resource_claim_template_name,
-            })
-            .collect::<Vec<_>>()
-    })
-    .filter(|c| !c.is_empty());
-    let pull_secrets = image_pull_secrets(vmi);
-    let non_empty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
-
-    Ok(Pod {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("virt-launcher-{name}-")),
-            namespace: Some(namespace.clone()),
-            labels: Some(pod_labels),
-            annotations: Some(pod_annotations),
-            owner_references: Some(vec![OwnerReference {
-                api_version: API_VERSION.into(),
-                kind: "VirtualMachineInstance".into(),
-                name: name.clone(),
-                uid: uid.clone(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            hostname: Some(hostname),
-            subdomain: non_empty(&spec.subdomain),
-            security_context: Some(PodSecurityContext {
-                fs_group: Some(NON_ROOT_UID),
-                run_as_user: Some(user_id),
-                run_as_group: non_root.then_some(NON_ROOT_UID),
-                run_as_non_root: non_root.then_some(true),
-                ..Default::default()
-            }),
-            termination_grace_period_seconds: Some(kill_after),
-            restart_policy: Some("Never".into()),
-            containers,
-            init_containers: (!init_containers.is_empty()).then_some(init_containers),
-            node_selector: Some(node_selector(vmi, settings, cross_arch)),
-            volumes: Some(vols.volumes.into_iter().chain(sidecar_volumes).collect()),
-            image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
-                pull_secrets
-                    .into_iter()
-                    .map(|n| LocalObjectReference { name: n })
-                    .collect()
-            }),
-            dns_config,
-            dns_policy: non_empty(&spec.dns_policy),
-            readiness_gates: Some(vec![PodReadinessGate {
-                condition_type: VIRTUAL_MACHINE_UNPAUSED.into(),
-            }]),
-            enable_service_links: Some(false),
-            scheduler_name: non_empty(&spec.scheduler_name),
-            tolerations,
-            topology_spread_constraints: topology,
-            resource_claims,
-            priority_class_name: non_empty(&spec.priority_class_name),
-            affinity,
-            service_account_name,
-            automount_service_account_token: Some(automount),
+        typed(spec.dns_config.as_deref(), "spec.dnsConfig", object)?;
+    let resource_claims = resource_claims(input)?;
+    Ok(PodSpec {
+        hostname: Some(pod_hostname(input.vmi)),
+        subdomain: non_empty(&spec.subdomain),
+        security_context: Some(PodSecurityContext {
+            fs_group: Some(NON_ROOT_UID),
+            run_as_user: Some(input.user_id),
+            run_as_group: non_root.then_some(NON_ROOT_UID),
+            run_as_non_root: non_root.then_some(true),
             ..Default::default()
         }),
-        status: None,
+        termination_grace_period_seconds: Some(
+            input
+                .grace_period()
+                .saturating_add(GRACE_PERIOD_PADDING_SECONDS),
+        ),
+        restart_policy: Some("Never".into()),
+        containers,
+        init_containers: (!init_containers.is_empty()).then_some(init_containers),
+        node_selector: Some(node_selector(input.vmi, input.settings, input.cross_arch)),
+        volumes: Some(volumes),
+        image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
+            pull_secrets
+                .into_iter()
+                .map(|n| LocalObjectReference { name: n })
+                .collect()
+        }),
+        dns_config,
+        dns_policy: non_empty(&spec.dns_policy),
+        readiness_gates: Some(vec![PodReadinessGate {
+            condition_type: VIRTUAL_MACHINE_UNPAUSED.into(),
+        }]),
+        enable_service_links: Some(false),
+        scheduler_name: non_empty(&spec.scheduler_name),
+        tolerations,
+        topology_spread_constraints: topology,
+        resource_claims,
+        priority_class_name: non_empty(&spec.priority_class_name),
+        affinity,
+        service_account_name,
+        automount_service_account_token: Some(automount),
+        ..Default::default()
     })
 }
 

@@ -170,7 +170,8 @@ fn extra<'a>(v: &'a VmiVolume, key: &str) -> Option<&'a Value> {
     v.extra.get(key).filter(|x| !x.is_null())
 }
 
-/// Render the pod volumes, the compute mounts and the compute volume devices.
+/// Render the pod volumes, the compute mounts and the compute volume devices: KubeVirt's
+/// volume renderer options, in its order (rendervolumes.go).
 pub(crate) fn render_volumes(
     vmi: &VirtualMachineInstance,
     ns: &NamespaceContext,
@@ -178,14 +179,27 @@ pub(crate) fn render_volumes(
     object: &str,
 ) -> Result<RenderedVolumes, RenderError> {
     let mut out = RenderedVolumes::default();
-    let field = |f: String, message: String| RenderError::Field {
-        vmi: object.to_string(),
-        field: f,
-        message,
-    };
-    let volumes = vmi.spec.volumes.as_deref().unwrap_or_default();
+    with_fixed_volumes(&mut out, opts);
+    with_vmi_config_volumes(&mut out, vmi, object)?;
+    with_vmi_volumes(&mut out, vmi, ns, object)?;
+    with_access_credentials(&mut out, vmi);
+    if opts.image_volume {
+        with_image_volumes(&mut out, vmi, opts);
+    }
+    with_support_volumes(&mut out, vmi, opts);
+    Ok(out)
+}
 
-    // Fixed emptyDirs and mounts (rendervolumes.go:70-97).
+fn field_error(object: &str, field: String, message: String) -> RenderError {
+    RenderError::Field {
+        vmi: object.to_string(),
+        field,
+        message,
+    }
+}
+
+/// Fixed emptyDirs and mounts (rendervolumes.go:70-97).
+fn with_fixed_volumes(out: &mut RenderedVolumes, opts: &VolumeOptions<'_>) {
     for name in [
         "private",
         "public",
@@ -211,9 +225,16 @@ pub(crate) fn render_volumes(
             ..mount(CONTAINER_DISKS, CONTAINER_DISK_DIR)
         });
     }
+}
 
-    // withVMIConfigVolumes (rendervolumes.go:195-233): volumes for every secret/configMap/
-    // downwardAPI volume, mounts only for those referenced by a disk.
+/// `withVMIConfigVolumes` (rendervolumes.go:195-233): volumes for every secret/configMap/
+/// downwardAPI volume, mounts only for those referenced by a disk.
+fn with_vmi_config_volumes(
+    out: &mut RenderedVolumes,
+    vmi: &VirtualMachineInstance,
+    object: &str,
+) -> Result<(), RenderError> {
+    let volumes = vmi.spec.volumes.as_deref().unwrap_or_default();
     for v in volumes {
         if let Some(s) = extra(v, "secret") {
             out.volumes.push(Volume {
@@ -241,7 +262,8 @@ pub(crate) fn render_volumes(
             let items: Option<Vec<DownwardAPIVolumeFile>> = match d.get("fields") {
                 Some(f) if !f.is_null() => {
                     Some(serde_json::from_value(f.clone()).map_err(|e| {
-                        field(
+                        field_error(
+                            object,
                             format!("spec.volumes[{}].downwardAPI.fields", v.name),
                             e.to_string(),
                         )
@@ -282,148 +304,196 @@ pub(crate) fn render_volumes(
             ));
         }
     }
+    Ok(())
+}
 
-    // withVMIVolumes (rendervolumes.go:144-193).
+/// `withVMIVolumes` (rendervolumes.go:144-193): each volume's pod volume and mount, hotplugged
+/// volumes excepted.
+fn with_vmi_volumes(
+    out: &mut RenderedVolumes,
+    vmi: &VirtualMachineInstance,
+    ns: &NamespaceContext,
+    object: &str,
+) -> Result<(), RenderError> {
     let hotplug = hotplug_volumes(vmi);
-    for v in volumes {
-        if hotplug.contains(&v.name) {
-            continue;
-        }
-        if let Some(pvc) = &v.persistent_volume_claim {
-            let claim = pvc.claim_name.clone().unwrap_or_default();
-            add_pvc(&mut out, ns, &v.name, &claim, object)?;
-            let read_only = pvc
-                .extra
-                .get("readOnly")
-                .and_then(|r| r.as_bool())
-                .unwrap_or(false);
-            out.volumes.push(Volume {
-                name: v.name.clone(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: claim,
-                    read_only: read_only.then_some(true),
-                }),
-                ..Default::default()
-            });
-        }
-        if let Some(eph) = extra(v, "ephemeral") {
-            let source = eph
-                .get("persistentVolumeClaim")
-                .cloned()
-                .unwrap_or_default();
-            let claim = str_at(Some(&source), &["claimName"])
-                .unwrap_or_default()
-                .to_string();
-            add_pvc(&mut out, ns, &v.name, &claim, object)?;
-            let source: Option<PersistentVolumeClaimVolumeSource> = if source.is_null() {
-                None
-            } else {
-                Some(serde_json::from_value(source).map_err(|e| {
-                    field(
-                        format!("spec.volumes[{}].ephemeral.persistentVolumeClaim", v.name),
-                        e.to_string(),
-                    )
-                })?)
-            };
-            out.volumes.push(Volume {
-                name: v.name.clone(),
-                persistent_volume_claim: source,
-                ..Default::default()
-            });
-        }
-        if let Some(hd) = extra(v, "hostDisk") {
-            let path = str_at(Some(hd), &["path"]).unwrap_or_default();
-            let dir = match path.rfind('/') {
-                Some(0) => "/".to_string(),
-                Some(i) => path[..i].to_string(),
-                None => ".".to_string(),
-            };
-            let type_ = match str_at(Some(hd), &["type"]) {
-                Some("Disk") => "Directory",
-                Some("DiskOrCreate") => "DirectoryOrCreate",
-                _ => "",
-            };
-            out.mounts.push(mount(
-                &v.name,
-                &format!("{VIRT_PRIVATE_DIR}/vmi-disks/{}", v.name),
-            ));
-            out.volumes.push(Volume {
-                name: v.name.clone(),
-                host_path: Some(HostPathVolumeSource {
-                    path: dir,
-                    type_: Some(type_.to_string()),
-                }),
-                ..Default::default()
-            });
-        }
-        if let Some(dv) = &v.data_volume {
-            let claim = dv.name.clone().unwrap_or_default();
-            add_pvc(&mut out, ns, &v.name, &claim, object)?;
-            out.volumes.push(Volume {
-                name: v.name.clone(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: claim,
-                    read_only: None,
-                }),
-                ..Default::default()
-            });
-        }
-        if v.downward_metrics.is_some() {
-            out.volumes.push(Volume {
-                name: v.name.clone(),
-                empty_dir: Some(EmptyDirVolumeSource {
-                    medium: Some("Memory".into()),
-                    size_limit: Some(Quantity("1Mi".into())),
-                }),
-                ..Default::default()
-            });
-            out.mounts.push(mount(
-                &v.name,
-                &format!("{VIRT_PRIVATE_DIR}/downwardmetric-disk"),
-            ));
-        }
-        if let Some(ci) = extra(v, "cloudInitNoCloud") {
-            cloud_init_secrets(&mut out, &v.name, ci);
-        }
-        if let Some(sp) = extra(v, "sysprep") {
-            let secret = str_at(Some(sp), &["secret", "name"]);
-            let cm = str_at(Some(sp), &["configMap", "name"]);
-            let vol = if sp.get("secret").is_some_and(|s| !s.is_null()) {
-                Volume {
-                    name: v.name.clone(),
-                    secret: Some(SecretVolumeSource {
-                        secret_name: Some(secret.unwrap_or_default().to_string()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }
-            } else if sp.get("configMap").is_some_and(|c| !c.is_null()) {
-                Volume {
-                    name: v.name.clone(),
-                    config_map: Some(ConfigMapVolumeSource {
-                        name: cm.unwrap_or_default().to_string(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }
-            } else {
-                return Err(field(
-                    format!("spec.volumes[{}].sysprep", v.name),
-                    "Sysprep must have Secret or ConfigMap reference set".into(),
-                ));
-            };
-            out.volumes.push(vol);
-            out.mounts.push(mount_ro(
-                &v.name,
-                &format!("{VIRT_PRIVATE_DIR}/sysprep/{}", v.name),
-            ));
-        }
-        if let Some(cd) = extra(v, "cloudInitConfigDrive") {
-            cloud_init_secrets(&mut out, &v.name, cd);
-        }
+    let volumes = vmi.spec.volumes.as_deref().unwrap_or_default();
+    for v in volumes.iter().filter(|v| !hotplug.contains(&v.name)) {
+        with_vmi_volume(out, v, ns, object)?;
     }
+    Ok(())
+}
 
-    // withAccessCredentials (rendervolumes.go:354-384).
+/// One volume of `withVMIVolumes`: a claim (PVC, ephemeral, DataVolume), a host disk, the
+/// downward metrics disk, cloud-init and sysprep sources (rendervolumes.go:144-193).
+fn with_vmi_volume(
+    out: &mut RenderedVolumes,
+    v: &VmiVolume,
+    ns: &NamespaceContext,
+    object: &str,
+) -> Result<(), RenderError> {
+    if let Some(pvc) = &v.persistent_volume_claim {
+        let claim = pvc.claim_name.clone().unwrap_or_default();
+        add_pvc(out, ns, &v.name, &claim, object)?;
+        let read_only = pvc
+            .extra
+            .get("readOnly")
+            .and_then(|r| r.as_bool())
+            .unwrap_or(false);
+        out.volumes
+            .push(claim_volume(&v.name, claim, read_only.then_some(true)));
+    }
+    if let Some(eph) = extra(v, "ephemeral") {
+        with_ephemeral_volume(out, v, eph, ns, object)?;
+    }
+    if let Some(hd) = extra(v, "hostDisk") {
+        with_host_disk(out, &v.name, hd);
+    }
+    if let Some(dv) = &v.data_volume {
+        let claim = dv.name.clone().unwrap_or_default();
+        add_pvc(out, ns, &v.name, &claim, object)?;
+        out.volumes.push(claim_volume(&v.name, claim, None));
+    }
+    if v.downward_metrics.is_some() {
+        out.volumes.push(Volume {
+            name: v.name.clone(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("Memory".into()),
+                size_limit: Some(Quantity("1Mi".into())),
+            }),
+            ..Default::default()
+        });
+        out.mounts.push(mount(
+            &v.name,
+            &format!("{VIRT_PRIVATE_DIR}/downwardmetric-disk"),
+        ));
+    }
+    if let Some(ci) = extra(v, "cloudInitNoCloud") {
+        cloud_init_secrets(out, &v.name, ci);
+    }
+    if let Some(sp) = extra(v, "sysprep") {
+        out.volumes.push(sysprep_volume(&v.name, sp, object)?);
+        out.mounts.push(mount_ro(
+            &v.name,
+            &format!("{VIRT_PRIVATE_DIR}/sysprep/{}", v.name),
+        ));
+    }
+    if let Some(cd) = extra(v, "cloudInitConfigDrive") {
+        cloud_init_secrets(out, &v.name, cd);
+    }
+    Ok(())
+}
+
+fn claim_volume(name: &str, claim: String, read_only: Option<bool>) -> Volume {
+    Volume {
+        name: name.to_string(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim,
+            read_only,
+        }),
+        ..Default::default()
+    }
+}
+
+/// An `ephemeral` volume: its PVC as the source of the pod volume.
+fn with_ephemeral_volume(
+    out: &mut RenderedVolumes,
+    v: &VmiVolume,
+    eph: &Value,
+    ns: &NamespaceContext,
+    object: &str,
+) -> Result<(), RenderError> {
+    let source = eph
+        .get("persistentVolumeClaim")
+        .cloned()
+        .unwrap_or_default();
+    let claim = str_at(Some(&source), &["claimName"])
+        .unwrap_or_default()
+        .to_string();
+    add_pvc(out, ns, &v.name, &claim, object)?;
+    let source: Option<PersistentVolumeClaimVolumeSource> = if source.is_null() {
+        None
+    } else {
+        Some(serde_json::from_value(source).map_err(|e| {
+            field_error(
+                object,
+                format!("spec.volumes[{}].ephemeral.persistentVolumeClaim", v.name),
+                e.to_string(),
+            )
+        })?)
+    };
+    out.volumes.push(Volume {
+        name: v.name.clone(),
+        persistent_volume_claim: source,
+        ..Default::default()
+    });
+    Ok(())
+}
+
+/// A `hostDisk`: the image's directory from the host, mounted under vmi-disks.
+fn with_host_disk(out: &mut RenderedVolumes, volume: &str, hd: &Value) {
+    let path = str_at(Some(hd), &["path"]).unwrap_or_default();
+    let dir = match path.rfind('/') {
+        Some(0) => "/".to_string(),
+        Some(i) => path[..i].to_string(),
+        None => ".".to_string(),
+    };
+    let type_ = match str_at(Some(hd), &["type"]) {
+        Some("Disk") => "Directory",
+        Some("DiskOrCreate") => "DirectoryOrCreate",
+        _ => "",
+    };
+    out.mounts.push(mount(
+        volume,
+        &format!("{VIRT_PRIVATE_DIR}/vmi-disks/{volume}"),
+    ));
+    out.volumes.push(Volume {
+        name: volume.to_string(),
+        host_path: Some(HostPathVolumeSource {
+            path: dir,
+            type_: Some(type_.to_string()),
+        }),
+        ..Default::default()
+    });
+}
+
+/// A `sysprep` volume: its Secret or ConfigMap; one of them must be set.
+fn sysprep_volume(volume: &str, sp: &Value, object: &str) -> Result<Volume, RenderError> {
+    let set = |key: &str| sp.get(key).is_some_and(|s| !s.is_null());
+    if set("secret") {
+        Ok(Volume {
+            name: volume.to_string(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(
+                    str_at(Some(sp), &["secret", "name"])
+                        .unwrap_or_default()
+                        .to_string(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    } else if set("configMap") {
+        Ok(Volume {
+            name: volume.to_string(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: str_at(Some(sp), &["configMap", "name"])
+                    .unwrap_or_default()
+                    .to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    } else {
+        Err(field_error(
+            object,
+            format!("spec.volumes[{volume}].sysprep"),
+            "Sysprep must have Secret or ConfigMap reference set".into(),
+        ))
+    }
+}
+
+/// withAccessCredentials (rendervolumes.go:354-384).
+fn with_access_credentials(out: &mut RenderedVolumes, vmi: &VirtualMachineInstance) {
     let creds = vmi
         .spec
         .extra
@@ -458,57 +528,70 @@ pub(crate) fn render_volumes(
             &format!("{VIRT_PRIVATE_DIR}/secret/{name}"),
         ));
     }
+}
 
-    // withImageVolumes (rendervolumes.go:235-257, 760-820).
-    if opts.image_volume {
-        for (i, v) in volumes.iter().enumerate() {
-            if let Some(cd) = &v.container_disk {
-                out.volumes.push(Volume {
-                    name: v.name.clone(),
-                    image: Some(ImageVolumeSource {
-                        reference: Some(cd.image.clone().unwrap_or_default()),
-                        pull_policy: cd
-                            .extra
-                            .get("imagePullPolicy")
-                            .and_then(|p| p.as_str())
-                            .filter(|p| !p.is_empty())
-                            .map(str::to_string),
-                    }),
-                    ..Default::default()
-                });
-                out.mounts
-                    .push(mount_ro(&v.name, &format!("{IMAGE_VOLUME_DIR}/disk_{i}")));
-            }
-        }
-        let kernel = kernel_boot_container(vmi);
-        if let Some(kb) = kernel {
+/// `withImageVolumes` (rendervolumes.go:235-257, 760-820).
+fn with_image_volumes(
+    out: &mut RenderedVolumes,
+    vmi: &VirtualMachineInstance,
+    opts: &VolumeOptions<'_>,
+) {
+    let volumes = vmi.spec.volumes.as_deref().unwrap_or_default();
+    for (i, v) in volumes.iter().enumerate() {
+        if let Some(cd) = &v.container_disk {
             out.volumes.push(Volume {
-                name: KERNEL_BOOT_VOLUME.into(),
+                name: v.name.clone(),
                 image: Some(ImageVolumeSource {
-                    reference: Some(str_at(Some(kb), &["image"]).unwrap_or_default().into()),
-                    pull_policy: str_at(Some(kb), &["imagePullPolicy"])
+                    reference: Some(cd.image.clone().unwrap_or_default()),
+                    pull_policy: cd
+                        .extra
+                        .get("imagePullPolicy")
+                        .and_then(|p| p.as_str())
                         .filter(|p| !p.is_empty())
                         .map(str::to_string),
                 }),
                 ..Default::default()
             });
             out.mounts
-                .push(mount_ro(KERNEL_BOOT_VOLUME, KERNEL_BOOT_VOLUME_DIR));
-        }
-        // No image digests are known when rendering a fresh pod, so any containerDisk or kernel
-        // boot image needs the launcher binary volume (shouldAddLauncherBinaryVolume).
-        if volumes.iter().any(|v| v.container_disk.is_some()) || kernel.is_some() {
-            out.volumes.push(Volume {
-                name: LAUNCHER_VOLUME.into(),
-                image: Some(ImageVolumeSource {
-                    reference: Some(opts.launcher_image.to_string()),
-                    pull_policy: Some(opts.image_pull_policy.to_string()),
-                }),
-                ..Default::default()
-            });
+                .push(mount_ro(&v.name, &format!("{IMAGE_VOLUME_DIR}/disk_{i}")));
         }
     }
+    let kernel = kernel_boot_container(vmi);
+    if let Some(kb) = kernel {
+        out.volumes.push(Volume {
+            name: KERNEL_BOOT_VOLUME.into(),
+            image: Some(ImageVolumeSource {
+                reference: Some(str_at(Some(kb), &["image"]).unwrap_or_default().into()),
+                pull_policy: str_at(Some(kb), &["imagePullPolicy"])
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string),
+            }),
+            ..Default::default()
+        });
+        out.mounts
+            .push(mount_ro(KERNEL_BOOT_VOLUME, KERNEL_BOOT_VOLUME_DIR));
+    }
+    // No image digests are known when rendering a fresh pod, so any containerDisk or kernel
+    // boot image needs the launcher binary volume (shouldAddLauncherBinaryVolume).
+    if volumes.iter().any(|v| v.container_disk.is_some()) || kernel.is_some() {
+        out.volumes.push(Volume {
+            name: LAUNCHER_VOLUME.into(),
+            image: Some(ImageVolumeSource {
+                reference: Some(opts.launcher_image.to_string()),
+                pull_policy: Some(opts.image_pull_policy.to_string()),
+            }),
+            ..Default::default()
+        });
+    }
+}
 
+/// The volumes of KubeVirt's optional renderer options: hook sidecars, plugins, hugepages,
+/// hotplug, network info, virtiofs.
+fn with_support_volumes(
+    out: &mut RenderedVolumes,
+    vmi: &VirtualMachineInstance,
+    opts: &VolumeOptions<'_>,
+) {
     // withSidecarVolumes (rendervolumes.go:467-478).
     if opts.hook_sidecars {
         out.volumes.push(empty_dir(HOOK_SIDECAR_SOCKETS));
@@ -576,7 +659,6 @@ pub(crate) fn render_volumes(
         out.mounts.push(mount(VIRTIOFS_CONTAINERS, &dir));
         out.volumes.push(empty_dir(VIRTIOFS_CONTAINERS));
     }
-    Ok(out)
 }
 
 /// `spec.domain.firmware.kernelBoot.container`, if set (`util.HasKernelBootContainerImage`).
