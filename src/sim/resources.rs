@@ -164,6 +164,15 @@ const fn def(
 /// `cdi.kubevirt.io/v1beta1` `datavolumes` → `dv`, `dvs`; `k8s.cni.cncf.io/v1`
 /// `network-attachment-definitions` → `net-attach-def`).
 pub fn builtin_resources() -> Vec<ResourceDef> {
+    let mut defs = core_resources();
+    defs.extend(api_group_resources());
+    defs.extend(kubevirt_resources());
+    defs.extend(add_on_resources());
+    defs
+}
+
+/// The core group (`/api/v1`).
+fn core_resources() -> Vec<ResourceDef> {
     let core = |plural, singular, kind, namespaced, short, status| {
         def(
             "", "v1", plural, singular, kind, namespaced, short, status, false, true,
@@ -179,20 +188,6 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
     nodes.field_labels = &["spec.unschedulable"];
     let mut events = core("events", "event", "Event", true, &["ev"], false);
     events.field_labels = EVENT_FIELDS;
-    let mut new_events = def(
-        "events.k8s.io",
-        "v1",
-        "events",
-        "event",
-        "Event",
-        true,
-        &["ev"],
-        false,
-        false,
-        true,
-    );
-    new_events.field_labels = NEW_EVENT_FIELDS;
-    new_events.storage = Some(("", "v1", "events"));
     let mut pvcs = core(
         "persistentvolumeclaims",
         "persistentvolumeclaim",
@@ -204,38 +199,6 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
     pvcs.field_labels = &["status.phase"];
     let mut services = core("services", "service", "Service", true, &["svc"], true);
     services.categories = &["all"];
-
-    let kv = |plural, singular, kind, short, status| {
-        let mut d = def(
-            "kubevirt.io",
-            "v1",
-            plural,
-            singular,
-            kind,
-            true,
-            short,
-            status,
-            true,
-            false,
-        );
-        d.categories = &["all"];
-        d
-    };
-    let instancetype = |plural, singular, kind, namespaced, short| {
-        def(
-            "instancetype.kubevirt.io",
-            "v1beta1",
-            plural,
-            singular,
-            kind,
-            namespaced,
-            short,
-            false,
-            true,
-            false,
-        )
-    };
-
     vec![
         pods,
         namespaces,
@@ -277,6 +240,27 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
             &["pv"],
             true,
         ),
+    ]
+}
+
+/// The built-in named groups: Leases, ControllerRevisions, `events.k8s.io`, PriorityClasses,
+/// StorageClasses.
+fn api_group_resources() -> Vec<ResourceDef> {
+    let mut new_events = def(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        true,
+        &["ev"],
+        false,
+        false,
+        true,
+    );
+    new_events.field_labels = NEW_EVENT_FIELDS;
+    new_events.storage = Some(("", "v1", "events"));
+    vec![
         def(
             "coordination.k8s.io",
             "v1",
@@ -326,6 +310,42 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
             false,
             true,
         ),
+    ]
+}
+
+/// KubeVirt's CRDs.
+fn kubevirt_resources() -> Vec<ResourceDef> {
+    let kv = |plural, singular, kind, short, status| {
+        let mut d = def(
+            "kubevirt.io",
+            "v1",
+            plural,
+            singular,
+            kind,
+            true,
+            short,
+            status,
+            true,
+            false,
+        );
+        d.categories = &["all"];
+        d
+    };
+    let instancetype = |plural, singular, kind, namespaced, short| {
+        def(
+            "instancetype.kubevirt.io",
+            "v1beta1",
+            plural,
+            singular,
+            kind,
+            namespaced,
+            short,
+            false,
+            true,
+            false,
+        )
+    };
+    vec![
         kv(
             "virtualmachines",
             "virtualmachine",
@@ -422,6 +442,12 @@ pub fn builtin_resources() -> Vec<ResourceDef> {
             true,
             false,
         ),
+    ]
+}
+
+/// CRDs of KubeVirt's neighbours: Multus' NetworkAttachmentDefinitions, CDI's DataVolumes.
+fn add_on_resources() -> Vec<ResourceDef> {
+    vec![
         // Multus' NetworkAttachmentDefinitions: KubeVirt's VMI controller reads a Multus
         // network's NAD while rendering when `ExternalNetResourceInjection` is disabled
         // (pkg/network/multus/nad.go:48-70); short name as the NAD CRD's.
