@@ -1342,20 +1342,42 @@ fn formula_against(
     })
 }
 
+/// What keeps the VM from running, deepest object first: the controller (0), the VM (0), its
+/// VMI (1), the launcher pod (2), volumes (3), nodes (4), then the diagnostics.
 fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker> {
-    let vm_name = format!("VirtualMachine/{}", g.name);
-    let mut out = Vec::new();
-    let mut add = |object: String, reason: &str, message: String, depth: u8| {
-        out.push(Blocker {
+    let mut out = Blockers(Vec::new());
+    lease_blockers(&mut out, g, ins);
+    vm_blockers(&mut out, g, vm);
+    vmi_blockers(&mut out, g);
+    let unschedulable = pod_blockers(&mut out, g);
+    volume_blockers(&mut out, g, ins);
+    node_blockers(&mut out, ins);
+    if unschedulable {
+        capacity_blockers(&mut out, g, ins);
+    }
+    let mut out = out.0;
+    out.extend(diagnostics(g, vm, ins));
+    out.sort_by_key(|b| std::cmp::Reverse(b.depth));
+    out
+}
+
+struct Blockers(Vec<Blocker>);
+
+impl Blockers {
+    fn add(&mut self, object: String, reason: &str, message: String, depth: u8) {
+        self.0.push(Blocker {
             object,
             reason: reason.to_string(),
             message,
             depth,
             fix: None,
         })
-    };
-    // The controller itself (0): with no Lease, or a Lease nobody renews, nothing acts on the
-    // VM, whatever its objects say.
+    }
+}
+
+/// The controller itself (0): with no Lease, or a Lease nobody renews, nothing acts on the VM,
+/// whatever its objects say.
+fn lease_blockers(out: &mut Blockers, g: &Gathered, ins: &Inspection) {
     let lease_object = format!("Lease/{}", g.lease_key);
     match &ins.lease {
         None if g
@@ -1363,7 +1385,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             .iter()
             .any(|m| m.what == "lease" && m.reason.contains("not found")) =>
         {
-            add(
+            out.add(
                 lease_object,
                 "NoController",
                 format!(
@@ -1374,7 +1396,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
                 0,
             );
         }
-        Some(lease) if lease.stale => add(
+        Some(lease) if lease.stale => out.add(
             lease_object,
             "ControllerNotRenewing",
             format!(
@@ -1390,14 +1412,18 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
         ),
         _ => {}
     }
-    // VM (0)
+}
+
+/// The VM's Failure condition and start backoff (0).
+fn vm_blockers(out: &mut Blockers, g: &Gathered, vm: &VirtualMachine) {
+    let vm_name = format!("VirtualMachine/{}", g.name);
     if let Some(c) = vm
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Failure" && c.is_true()))
     {
-        add(
+        out.add(
             vm_name.clone(),
             c.reason.as_deref().unwrap_or("Failure"),
             c.message.clone().unwrap_or_default(),
@@ -1411,7 +1437,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             .as_ref()
             .and_then(|s| s.start_failure.as_ref())
             .map_or(0, |f| f.consecutive_fail_count);
-        add(
+        out.add(
             vm_name.clone(),
             "CrashLoopBackOff",
             format!(
@@ -1421,14 +1447,17 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             0,
         );
     }
-    // VMI (1)
+}
+
+/// The VMI's Synchronized=False condition and its failure (1).
+fn vmi_blockers(out: &mut Blockers, g: &Gathered) {
     if let Some(vmi) = &g.vmi {
         let vmi_name = format!("VirtualMachineInstance/{}", g.name);
         if let Some(c) = vmi
             .condition("Synchronized")
             .filter(|c| c.status == "False")
         {
-            add(
+            out.add(
                 vmi_name.clone(),
                 c.reason.as_deref().unwrap_or("NotSynchronized"),
                 c.message.clone().unwrap_or_default(),
@@ -1436,7 +1465,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             );
         }
         if vmi.phase() == crate::api::Phase::Failed {
-            add(
+            out.add(
                 vmi_name,
                 "Failed",
                 vmi.status
@@ -1447,9 +1476,13 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             );
         }
     }
-    // Pod (2)
+}
+
+/// The launcher pod (2): its PriorityClass, scheduling, the compute container's waits and
+/// OOM kills. True when the pod is unschedulable.
+fn pod_blockers(out: &mut Blockers, g: &Gathered) -> bool {
     if let Some((pc, false)) = &g.priority_class {
-        add(
+        out.add(
             format!("PriorityClass/{pc}"),
             "PriorityClassNotFound",
             format!(
@@ -1471,7 +1504,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             })
         {
             unschedulable = true;
-            add(
+            out.add(
                 pod_name.clone(),
                 c.reason.as_deref().unwrap_or("Unschedulable"),
                 c.message.clone().unwrap_or_default(),
@@ -1483,7 +1516,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             .compute_waiting_reason
             .filter(|r| r != "ContainerCreating")
         {
-            add(
+            out.add(
                 pod_name.clone(),
                 &r,
                 "the compute container is waiting".into(),
@@ -1494,7 +1527,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             .compute_last_termination_reason
             .filter(|r| r == "OOMKilled")
         {
-            add(
+            out.add(
                 pod_name,
                 &r,
                 "the compute container was OOM-killed".into(),
@@ -1502,11 +1535,15 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             );
         }
     }
-    // Volumes (3)
+    unschedulable
+}
+
+/// The VM's volumes (3): missing, failed or not ready DataVolumes, unbound PVCs.
+fn volume_blockers(out: &mut Blockers, g: &Gathered, ins: &Inspection) {
     for v in &ins.volumes {
         let object = format!("{}/{}", v.kind, v.name);
         if !v.exists {
-            add(
+            out.add(
                 object,
                 "NotFound",
                 format!(
@@ -1518,7 +1555,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             continue;
         }
         match (v.kind.as_str(), v.phase.as_deref()) {
-            ("DataVolume", Some("Failed")) => add(
+            ("DataVolume", Some("Failed")) => out.add(
                 object,
                 "DataVolumeFailed",
                 "the DataVolume failed".into(),
@@ -1531,7 +1568,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
                     .find(|d| d.metadata.name.as_deref() == Some(&v.name))
                     .is_some_and(|d| d.is_ready());
                 if !ready {
-                    add(
+                    out.add(
                         object,
                         "DataVolumeNotReady",
                         format!(
@@ -1543,7 +1580,7 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
                 }
             }
             ("PersistentVolumeClaim", Some("Bound")) => {}
-            ("PersistentVolumeClaim", phase) => add(
+            ("PersistentVolumeClaim", phase) => out.add(
                 object,
                 "PvcNotBound",
                 format!("PVC phase {}", phase.unwrap_or("(none)")),
@@ -1552,11 +1589,14 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             _ => {}
         }
     }
-    // Node (4)
+}
+
+/// The VMI's node (4).
+fn node_blockers(out: &mut Blockers, ins: &Inspection) {
     if let Some(node) = &ins.node {
         let object = format!("Node/{}", node.name);
         if node.ready.as_deref() != Some("True") {
-            add(
+            out.add(
                 object.clone(),
                 "NodeNotReady",
                 format!("node Ready={}", node.ready.as_deref().unwrap_or("Unknown")),
@@ -1564,62 +1604,64 @@ fn blockers(g: &Gathered, vm: &VirtualMachine, ins: &Inspection) -> Vec<Blocker>
             );
         }
         if node.unschedulable {
-            add(object, "NodeUnschedulable", "node is cordoned".into(), 4);
+            out.add(object, "NodeUnschedulable", "node is cordoned".into(), 4);
         }
     }
-    if unschedulable && !g.candidate_nodes.is_empty() {
-        let request = ins
-            .overhead_check
+}
+
+/// An unschedulable pod against the candidate nodes (4): no KVM device, not enough memory.
+fn capacity_blockers(out: &mut Blockers, g: &Gathered, ins: &Inspection) {
+    if g.candidate_nodes.is_empty() {
+        return;
+    }
+    let request = ins
+        .overhead_check
+        .as_ref()
+        .and_then(|o| o.formula_request_bytes);
+    let alloc = |n: &Node, r: &str| {
+        n.status
             .as_ref()
-            .and_then(|o| o.formula_request_bytes);
-        let alloc = |n: &Node, r: &str| {
-            n.status
-                .as_ref()
-                .and_then(|s| s.allocatable.as_ref())
-                .and_then(|a| a.get(r))
-                .and_then(|q| quantity_bytes(&q.0))
-        };
-        let needs_kvm = !g.settings.use_emulation;
-        let kvm_nodes = g
+            .and_then(|s| s.allocatable.as_ref())
+            .and_then(|a| a.get(r))
+            .and_then(|q| quantity_bytes(&q.0))
+    };
+    let needs_kvm = !g.settings.use_emulation;
+    let kvm_nodes = g
+        .candidate_nodes
+        .iter()
+        .filter(|n| alloc(n, KVM_RESOURCE).is_some_and(|v| v > 0))
+        .count();
+    if needs_kvm && kvm_nodes == 0 {
+        out.add(
+            "Node/*".into(),
+            "NoKvmDevice",
+            format!(
+                "none of {} node(s) has allocatable {KVM_RESOURCE} (is virt-handler running, or is useEmulation needed?)",
+                g.candidate_nodes.len()
+            ),
+            4,
+        );
+    }
+    if let Some(req) = request {
+        let largest = g
             .candidate_nodes
             .iter()
-            .filter(|n| alloc(n, KVM_RESOURCE).is_some_and(|v| v > 0))
-            .count();
-        if needs_kvm && kvm_nodes == 0 {
-            add(
+            .filter_map(|n| alloc(n, "memory"))
+            .max()
+            .unwrap_or(0);
+        if largest < req {
+            out.add(
                 "Node/*".into(),
-                "NoKvmDevice",
+                "InsufficientMemory",
                 format!(
-                    "none of {} node(s) has allocatable {KVM_RESOURCE} (is virt-handler running, or is useEmulation needed?)",
-                    g.candidate_nodes.len()
+                    "no node has {} of allocatable memory for the guest request + overhead ({req} bytes; the largest node has {})",
+                    crate::api::quantity::human_bytes(req),
+                    crate::api::quantity::human_bytes(largest)
                 ),
                 4,
             );
         }
-        if let Some(req) = request {
-            let largest = g
-                .candidate_nodes
-                .iter()
-                .filter_map(|n| alloc(n, "memory"))
-                .max()
-                .unwrap_or(0);
-            if largest < req {
-                add(
-                    "Node/*".into(),
-                    "InsufficientMemory",
-                    format!(
-                        "no node has {} of allocatable memory for the guest request + overhead ({req} bytes; the largest node has {})",
-                        crate::api::quantity::human_bytes(req),
-                        crate::api::quantity::human_bytes(largest)
-                    ),
-                    4,
-                );
-            }
-        }
     }
-    out.extend(diagnostics(g, vm, ins));
-    out.sort_by_key(|b| std::cmp::Reverse(b.depth));
-    out
 }
 
 /// The checks of [`super::diagnose`] on one VM: its launcher pods, finalizers, firmware UUID
