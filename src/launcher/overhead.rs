@@ -12,6 +12,7 @@
 use crate::api::resources::{FieldError, VmiResources};
 use crate::api::vmi::VirtualMachineInstanceSpec;
 use crate::config::ClusterSettings;
+use crate::kubevirt_version::Formula;
 use serde::{Deserialize, Serialize};
 
 /// One MiB in bytes.
@@ -114,17 +115,43 @@ pub fn memory_overhead_with(
     settings: &ClusterSettings,
 ) -> OverheadBreakdown {
     let formula = settings.kubevirt_version.formula();
-    let src = &formula.terms;
-    let mut terms = Vec::new();
-    let mut term = |name: &str, bytes: i64, reason: String, source: &str| {
-        terms.push(OverheadTerm {
+    let mut terms = Terms(Vec::new());
+    base_terms(&mut terms, spec, res, formula);
+    device_terms(&mut terms, spec, settings, formula);
+    let mut terms = terms.0;
+    ratio_terms(&mut terms, spec, res, settings, formula);
+    network_terms(&mut terms, spec, settings, formula);
+    let total_bytes = terms
+        .iter()
+        .fold(0i64, |acc, t| acc.saturating_add(t.bytes));
+    OverheadBreakdown { total_bytes, terms }
+}
+
+/// The terms as they are added, in KubeVirt's order.
+struct Terms(Vec<OverheadTerm>);
+
+impl Terms {
+    fn term(&mut self, name: &str, bytes: i64, reason: String, source: &str) {
+        self.0.push(OverheadTerm {
             name: name.to_string(),
             bytes,
             reason,
             source: source.to_string(),
         });
-    };
+    }
+}
 
+/// Page tables, the fixed processes, the vCPUs (terms 1-3).
+fn base_terms(
+    terms: &mut Terms,
+    spec: &VirtualMachineInstanceSpec,
+    res: &VmiResources,
+    formula: &Formula,
+) {
+    let src = &formula.terms;
+    let mut term = |name: &str, bytes: i64, reason: String, source: &str| {
+        terms.term(name, bytes, reason, source)
+    };
     // 1. Page tables: memory *request* / 512, through ScaledValue(Kilo).
     let (pt, pt_reason) = match res.request("memory") {
         Some(r) => {
@@ -154,7 +181,17 @@ pub fn memory_overhead_with(
         format!("8Mi × {vcpus} vCPU(s): {why}"),
         src.vcpus,
     );
+}
 
+/// The terms that depend on devices and features (4-11), each a fixed size once its condition
+/// holds.
+fn device_terms(
+    terms: &mut Terms,
+    spec: &VirtualMachineInstanceSpec,
+    settings: &ClusterSettings,
+    formula: &Formula,
+) {
+    let src = &formula.terms;
     // 4-12. The terms that depend on devices and features, each a fixed size once its
     // condition holds: (applies, name, bytes, reason, source lines), in KubeVirt's order.
     let devices = &spec.domain.devices;
@@ -186,12 +223,6 @@ pub fn memory_overhead_with(
         .tpm
         .as_ref()
         .is_some_and(|t| !formula.tpm_honours_enabled.value || t.enabled != Some(false));
-    let dedicated = spec.is_cpu_dedicated();
-    let dedicated_why = if dedicated {
-        "dedicatedCpuPlacement"
-    } else {
-        "Guaranteed QoS wanted (CPU and memory requests equal limits)"
-    };
     let video = formula.video_ram_bytes.value;
     let rules: [(bool, &str, i64, String, &str); 8] = [
         (
@@ -261,9 +292,27 @@ pub fn memory_overhead_with(
     ];
     for (applies, name, bytes, reason, source) in rules {
         if applies {
-            term(name, bytes, reason, source);
+            terms.term(name, bytes, reason, source);
         }
     }
+}
+
+/// The dedicated-CPU term (12; before the ratio from v1.6, after it up to v1.5),
+/// `reservedOverhead` (13) and the ratio (14).
+fn ratio_terms(
+    terms: &mut Vec<OverheadTerm>,
+    spec: &VirtualMachineInstanceSpec,
+    res: &VmiResources,
+    settings: &ClusterSettings,
+    formula: &Formula,
+) {
+    let src = &formula.terms;
+    let dedicated = spec.is_cpu_dedicated();
+    let dedicated_why = if dedicated {
+        "dedicatedCpuPlacement"
+    } else {
+        "Guaranteed QoS wanted (CPU and memory requests equal limits)"
+    };
     // 12. Dedicated CPUs or Guaranteed QoS: before the ratio from v1.6, after it up to v1.5.
     let dedicated_term = (dedicated || res.wants_guaranteed_qos()).then(|| OverheadTerm {
         name: "dedicatedCpuOrGuaranteed".into(),
@@ -312,8 +361,17 @@ pub fn memory_overhead_with(
             .push_str(" (added after the ratio, not multiplied)");
         terms.push(t);
     }
+}
 
-    // Network binding memory, added after the ratio (CalculateMemoryOverhead).
+/// Network binding memory, added after the ratio (`CalculateMemoryOverhead`).
+fn network_terms(
+    terms: &mut Vec<OverheadTerm>,
+    spec: &VirtualMachineInstanceSpec,
+    settings: &ClusterSettings,
+    formula: &Formula,
+) {
+    let src = &formula.terms;
+    let devices = &spec.domain.devices;
     let interfaces = devices.interfaces.as_deref().unwrap_or_default();
     if formula.passt_memory.value && interfaces.iter().any(|i| i.passt_binding.is_some()) {
         terms.push(OverheadTerm {
@@ -347,10 +405,6 @@ pub fn memory_overhead_with(
             });
         }
     }
-    let total_bytes = terms
-        .iter()
-        .fold(0i64, |acc, t| acc.saturating_add(t.bytes));
-    OverheadBreakdown { total_bytes, terms }
 }
 
 #[cfg(test)]
