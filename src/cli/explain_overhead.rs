@@ -471,30 +471,7 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
     let audit = args.all_namespaces
         || (target.is_none() && args.filename.is_empty() && global.namespace.is_some());
     if target.is_some() || audit {
-        if !args.filename.is_empty() {
-            return Err(CliError::Usage(format!(
-                "-f reads files, {} reads the cluster: give one",
-                args.target.as_deref().unwrap_or("-A")
-            )));
-        }
-        if target.is_some() && args.all_namespaces {
-            return Err(CliError::Usage(
-                "-A audits every pod: not with a TYPE/NAME".into(),
-            ));
-        }
-        let file_only = file_only_flags(&args);
-        if !file_only.is_empty() {
-            return Err(CliError::Usage(format!(
-                "{} appl{} to -f only: in the cluster the settings come from the KubeVirt CR and the namespace from the API server",
-                file_only.join(", "),
-                if file_only.len() == 1 { "ies" } else { "y" }
-            )));
-        }
-        if args.prometheus.is_some() && !audit {
-            return Err(CliError::Usage(
-                "--prometheus goes with the audit (-A or -n NS without TYPE/NAME)".into(),
-            ));
-        }
+        check_cluster_flags(&args, target.is_some(), audit)?;
         return run_cluster(global, &args, target);
     }
     if args.filename.is_empty() {
@@ -505,11 +482,50 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
             "--prometheus goes with the audit (-A or -n NS)".into(),
         ));
     }
-    let settings = settings(&args)?;
-    let default_ns = global
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".to_string());
+    run_files(global, &args)
+}
+
+/// The flags that make no sense when the cluster is read (`TYPE/NAME` or the audit).
+fn check_cluster_flags(
+    args: &ExplainOverheadArgs,
+    has_target: bool,
+    audit: bool,
+) -> Result<(), CliError> {
+    if !args.filename.is_empty() {
+        return Err(CliError::Usage(format!(
+            "-f reads files, {} reads the cluster: give one",
+            args.target.as_deref().unwrap_or("-A")
+        )));
+    }
+    if has_target && args.all_namespaces {
+        return Err(CliError::Usage(
+            "-A audits every pod: not with a TYPE/NAME".into(),
+        ));
+    }
+    let file_only = file_only_flags(args);
+    if !file_only.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{} appl{} to -f only: in the cluster the settings come from the KubeVirt CR and the namespace from the API server",
+            file_only.join(", "),
+            if file_only.len() == 1 { "ies" } else { "y" }
+        )));
+    }
+    if args.prometheus.is_some() && !audit {
+        return Err(CliError::Usage(
+            "--prometheus goes with the audit (-A or -n NS without TYPE/NAME)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The objects of `-f` (with the file each came from, instancetypes and preferences of the
+/// files applied), and the namespace context the files give.
+struct FileInputs {
+    objects: Vec<(String, ManifestObject)>,
+    context: FileContext,
+}
+
+fn read_files(args: &ExplainOverheadArgs, default_ns: &str) -> Result<FileInputs, CliError> {
     let inputs = expand_inputs(&args.filename)?;
     let several = inputs.len() > 1;
     let mut objects = Vec::new();
@@ -522,7 +538,7 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
         } else {
             filename.clone()
         };
-        context.add_documents(&source, &text, &default_ns)?;
+        context.add_documents(&source, &text, default_ns)?;
         add_instancetype_documents(&mut instancetypes, &source, &text);
         let manifest = match read_manifest(&source, &text) {
             Ok(m) => m,
@@ -555,14 +571,25 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
         )));
     }
     if let Some(path) = &args.namespace_file {
-        context.add_file(path, "Namespace", &default_ns)?;
+        context.add_file(path, "Namespace", default_ns)?;
     }
     for path in &args.resourcequota_file {
-        context.add_file(path, "ResourceQuota", &default_ns)?;
+        context.add_file(path, "ResourceQuota", default_ns)?;
     }
     for (source, ManifestObject { doc, object }) in &mut objects {
         expand_instancetype(source, doc, object, &instancetypes);
     }
+    Ok(FileInputs { objects, context })
+}
+
+/// `explain-overhead -f FILE`: explain, then `--what-if` or `--pod` if given.
+fn run_files(global: &GlobalArgs, args: &ExplainOverheadArgs) -> Result<ExitCode, CliError> {
+    let settings = settings(args)?;
+    let default_ns = global
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_string());
+    let FileInputs { objects, context } = read_files(args, &default_ns)?;
     let mut explanations = Vec::new();
     for (source, ManifestObject { doc, object }) in &objects {
         let ns_ctx = context.context(&object_namespace(object, &default_ns), &settings);
@@ -570,80 +597,24 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
             .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
         explanations.push(e);
     }
-    if let Some(change) = what_if_change(&args)? {
+    let files = Files {
+        objects: &objects,
+        context: &context,
+        settings: &settings,
+        default_ns: &default_ns,
+    };
+    if let Some(change) = what_if_change(args)? {
         if args.pod.is_some() {
             return Err(CliError::Usage(
                 "--pod checks a running pod against the manifest as is: not with --what-if/--set"
                     .into(),
             ));
         }
-        let mut results = Vec::new();
-        for ((source, ManifestObject { doc, object }), before) in objects.iter().zip(explanations) {
-            let ns_ctx = context.context(&object_namespace(object, &default_ns), &settings);
-            let after = explain_changed(object, &change, &default_ns, &settings, &ns_ctx)
-                .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
-            results.push(WhatIfExplanation {
-                kind: before.kind.clone(),
-                namespace: before.namespace.clone(),
-                name: before.name.clone(),
-                change: change.describe(),
-                terms: crate::inspect::whatif::term_changes(&before, &after),
-                before,
-                after,
-            });
-        }
-        print!("{}", render(args.output, &results, render_what_if_table)?);
-        return Ok(ExitCode::SUCCESS);
+        return run_what_if(args, &files, explanations, &change);
     }
     let mut mismatch = false;
     if let Some(pod_path) = &args.pod {
-        let name = pod_path.display().to_string();
-        let pod_text = read_input(&name)?;
-        if pod_text.trim().is_empty() {
-            return Err(CliError::Failed(format!(
-                "{name}: the file is empty: expected a virt-launcher Pod"
-            )));
-        }
-        let docs = crate::api::manifest::split_documents(&name, &pod_text)
-            .map_err(|e| CliError::Failed(e.to_string()))?;
-        let mut checked = std::collections::BTreeSet::new();
-        for (index, value) in docs {
-            let at = |m: String| CliError::Failed(format!("{name}: document {index}: {m}"));
-            match value.get("kind").and_then(|k| k.as_str()) {
-                Some("Pod") | None => {}
-                Some(other) => {
-                    return Err(CliError::Failed(format!(
-                        "{name}: expected a Pod, found kind {other}"
-                    )));
-                }
-            }
-            let pod: Pod =
-                serde_json::from_value(value).map_err(|e| at(format!("not a Pod: {e}")))?;
-            let i = pod_target(&explanations, &pod)
-                .map_err(|why| CliError::Failed(format!("{name}: {why}")))?;
-            if !checked.insert(i) {
-                return Err(at(format!(
-                    "a second pod for {} {}: give one pod per VM/VMI",
-                    explanations[i].kind, explanations[i].name
-                )));
-            }
-            let (_, ManifestObject { object, .. }) = &objects[i];
-            let ns_ctx = context.context(&object_namespace(object, &default_ns), &settings);
-            let mut check = check_pod(&explanations[i], &pod);
-            check.likely_cause = likely_cause(
-                RenderInputs {
-                    object,
-                    default_namespace: &default_ns,
-                    settings: &settings,
-                    namespace: &ns_ctx,
-                },
-                &pod,
-                &check,
-                None,
-            );
-            mismatch |= !check.matches;
-            explanations[i].pod_check = Some(check);
-        }
+        mismatch = check_pods(pod_path, &files, &mut explanations)?;
     }
     super::output::out(&render(args.output, &explanations, render_table)?);
     Ok(if mismatch {
@@ -651,6 +622,108 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What the file mode's steps after the first explanation share.
+struct Files<'a> {
+    objects: &'a [(String, ManifestObject)],
+    context: &'a FileContext,
+    settings: &'a ClusterSettings,
+    default_ns: &'a str,
+}
+
+/// `--what-if`/`--set`: each object explained again with the change, term by term.
+fn run_what_if(
+    args: &ExplainOverheadArgs,
+    files: &Files<'_>,
+    explanations: Vec<Explanation>,
+    change: &crate::inspect::whatif::Change,
+) -> Result<ExitCode, CliError> {
+    let (objects, context, settings, default_ns) = (
+        files.objects,
+        files.context,
+        files.settings,
+        files.default_ns,
+    );
+    let mut results = Vec::new();
+    for ((source, ManifestObject { doc, object }), before) in objects.iter().zip(explanations) {
+        let ns_ctx = context.context(&object_namespace(object, default_ns), settings);
+        let after = explain_changed(object, change, default_ns, settings, &ns_ctx)
+            .map_err(|e| CliError::Failed(format!("{source}: {doc}: {e}")))?;
+        results.push(WhatIfExplanation {
+            kind: before.kind.clone(),
+            namespace: before.namespace.clone(),
+            name: before.name.clone(),
+            change: change.describe(),
+            terms: crate::inspect::whatif::term_changes(&before, &after),
+            before,
+            after,
+        });
+    }
+    print!("{}", render(args.output, &results, render_what_if_table)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--pod FILE`: each pod checked against the object it belongs to; true on a mismatch.
+fn check_pods(
+    pod_path: &std::path::Path,
+    files: &Files<'_>,
+    explanations: &mut [Explanation],
+) -> Result<bool, CliError> {
+    let (objects, context, settings, default_ns) = (
+        files.objects,
+        files.context,
+        files.settings,
+        files.default_ns,
+    );
+    let mut mismatch = false;
+    let name = pod_path.display().to_string();
+    let pod_text = read_input(&name)?;
+    if pod_text.trim().is_empty() {
+        return Err(CliError::Failed(format!(
+            "{name}: the file is empty: expected a virt-launcher Pod"
+        )));
+    }
+    let docs = crate::api::manifest::split_documents(&name, &pod_text)
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let mut checked = std::collections::BTreeSet::new();
+    for (index, value) in docs {
+        let at = |m: String| CliError::Failed(format!("{name}: document {index}: {m}"));
+        match value.get("kind").and_then(|k| k.as_str()) {
+            Some("Pod") | None => {}
+            Some(other) => {
+                return Err(CliError::Failed(format!(
+                    "{name}: expected a Pod, found kind {other}"
+                )));
+            }
+        }
+        let pod: Pod = serde_json::from_value(value).map_err(|e| at(format!("not a Pod: {e}")))?;
+        let i = pod_target(explanations, &pod)
+            .map_err(|why| CliError::Failed(format!("{name}: {why}")))?;
+        if !checked.insert(i) {
+            return Err(at(format!(
+                "a second pod for {} {}: give one pod per VM/VMI",
+                explanations[i].kind, explanations[i].name
+            )));
+        }
+        let (_, ManifestObject { object, .. }) = &objects[i];
+        let ns_ctx = context.context(&object_namespace(object, default_ns), settings);
+        let mut check = check_pod(&explanations[i], &pod);
+        check.likely_cause = likely_cause(
+            RenderInputs {
+                object,
+                default_namespace: default_ns,
+                settings,
+                namespace: &ns_ctx,
+            },
+            &pod,
+            &check,
+            None,
+        );
+        mismatch |= !check.matches;
+        explanations[i].pod_check = Some(check);
+    }
+    Ok(mismatch)
 }
 
 /// `explain-overhead TYPE/NAME` and the audit.
