@@ -932,6 +932,15 @@ pub fn render_audit_table(r: &crate::inspect::overhead::AuditReport) -> String {
         }
         let _ = writeln!(out, "{} finding(s): exit code 3", r.findings.len());
     }
+    if !r.older_renderings.is_empty() {
+        let _ = writeln!(
+            out,
+            "Rendered by an older KubeVirt, as it renders them (not flagged; they change on their next restart):"
+        );
+        for f in &r.older_renderings {
+            let _ = writeln!(out, "  {}/{}  {}", f.namespace, f.pod, f.message);
+        }
+    }
     for s in &r.pods_skipped {
         let _ = writeln!(out, "not checked: {s}");
     }

@@ -17,7 +17,10 @@ use crate::api::manifest::KubeVirtObject;
 use crate::api::quantity::{ParsedQuantity, human_bytes};
 use crate::api::{VirtualMachine, VirtualMachineInstance, annotations};
 use crate::config::ClusterSettings;
-use crate::launcher::explain::{Explanation, RenderInputs, check_pod, explain_in, likely_cause};
+use crate::kubevirt_version::KubeVirtVersion;
+use crate::launcher::explain::{
+    Explanation, RenderInputs, check_pod, explain_in, launcher_image_tag, likely_cause,
+};
 use crate::launcher::resources::NamespaceContext;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
 use kube::Api;
@@ -375,6 +378,9 @@ pub enum FindingKind {
     UpstreamDefect,
     /// A shape KubeVirt's maintainers call risky for the fixed estimate, with little headroom.
     RiskyShape,
+    /// Rendered by an older KubeVirt release, as that release renders it: it changes on the
+    /// pod's next restart. Listed apart from the findings ([`AuditReport::older_renderings`]).
+    OlderRendering,
 }
 
 impl FindingKind {
@@ -387,6 +393,7 @@ impl FindingKind {
             FindingKind::Drift => "drift",
             FindingKind::UpstreamDefect => "upstreamDefect",
             FindingKind::RiskyShape => "riskyShape",
+            FindingKind::OlderRendering => "olderRendering",
         }
     }
 }
@@ -441,6 +448,10 @@ pub struct AuditReport {
     pub prometheus: bool,
     /// Flagged pods, worst first.
     pub findings: Vec<Finding>,
+    /// Pods rendered by an older KubeVirt release that agree with that release's rendering:
+    /// not drift, but they change on their next restart (kind `olderRendering`; not flagged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub older_renderings: Vec<Finding>,
     /// What could not be read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<Missing>,
@@ -534,6 +545,7 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
         overhead_reporting: OverheadReporting::default(),
         prometheus: inputs.resident_bytes.is_some(),
         findings: Vec::new(),
+        older_renderings: Vec::new(),
         missing: Vec::new(),
     };
     for pod in &inputs.pods {
@@ -585,7 +597,10 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
             settings: &inputs.settings,
             namespace: ctx,
         };
-        report.findings.extend(a.drift(render_inputs, inputs));
+        match a.drift(render_inputs, inputs) {
+            Some(f) if f.kind == FindingKind::OlderRendering => report.older_renderings.push(f),
+            other => report.findings.extend(other),
+        }
         report.findings.extend(a.oom_risk());
         report.findings.extend(a.resident_near_limit(inputs));
         report.findings.extend(a.upstream_defects());
@@ -732,8 +747,11 @@ impl PodAudit<'_> {
         if check.matches {
             return None;
         }
-        check.likely_cause =
-            likely_cause(now, self.pod, &check, inputs.kubevirt_version.as_deref());
+        let older = self.older_rendering(now);
+        if older.is_none() {
+            check.likely_cause =
+                likely_cause(now, self.pod, &check, inputs.kubevirt_version.as_deref());
+        }
         let mut parts: Vec<String> = check
             .differences
             .iter()
@@ -768,11 +786,41 @@ impl PodAudit<'_> {
             .as_deref()
             .map(|c| format!(". Likely cause: {c}"))
             .unwrap_or_default();
+        if let Some(version) = older {
+            return Some(self.finding(
+                FindingKind::OlderRendering,
+                format!(
+                    "rendered by KubeVirt {} (its launcher image tag) as that release renders it; \
+                     on its next restart the cluster's {} renders it otherwise: {}",
+                    version.name(),
+                    now.settings.kubevirt_version.name(),
+                    parts.join("; ")
+                ),
+                bytes,
+            ));
+        }
         Some(self.finding(
             FindingKind::Drift,
             format!("{}{cause}", parts.join("; ")),
             bytes,
         ))
+    }
+
+    /// The release that rendered the pod, when its launcher image tag names one older than the
+    /// cluster's and the VMI rendered under that release gives the pod's resources and overhead
+    /// annotation exactly (KubeVirt's own audit mistake, fixed in PR 16746, was to compare every
+    /// pod with today's formula).
+    fn older_rendering(&self, now: RenderInputs<'_>) -> Option<KubeVirtVersion> {
+        let version = KubeVirtVersion::parse(&launcher_image_tag(self.pod)?).ok()?;
+        if version >= now.settings.kubevirt_version {
+            return None;
+        }
+        let settings = ClusterSettings {
+            kubevirt_version: version,
+            ..now.settings.clone()
+        };
+        let then = explain_in(now.object, now.default_namespace, &settings, now.namespace).ok()?;
+        check_pod(&then, self.pod).matches.then_some(version)
     }
 
     /// OOM risk: the limit must hold guest + overhead (reported overhead where there is one).
@@ -1158,6 +1206,75 @@ mod tests {
         };
         let r = audit(&inputs(vec![dedicated, plain], roomy), None);
         assert!(r.findings.is_empty(), "{:#?}", r.findings);
+    }
+
+    /// A fleet rendered by v1.5.0 (video 16Mi, the 100Mi after the ratio) and audited on a
+    /// v1.9.0 cluster: each pod agrees with its own release, so it is an older rendering, not
+    /// drift; a pod whose tag names v1.5.0 but whose resources fit no release stays drift.
+    #[test]
+    fn pods_rendered_by_an_older_release_are_older_renderings_not_drift() {
+        let old = ClusterSettings {
+            kubevirt_version: KubeVirtVersion::V1_5,
+            launcher_image: "quay.io/kubevirt/virt-launcher:v1.5.0".into(),
+            ..Default::default()
+        };
+        let shapes = [
+            (
+                "plain",
+                json!({"devices": {}, "resources": {"requests": {"memory": "2Gi"}}}),
+            ),
+            (
+                "guaranteed",
+                json!({"devices": {}, "resources": {"requests": {"memory": "2Gi", "cpu": "2"},
+                       "limits": {"memory": "2Gi", "cpu": "2"}}}),
+            ),
+        ];
+        let vmis = shapes.iter().map(|(n, d)| vmi(n, d.clone())).collect();
+        let mut i = inputs(vmis, old);
+        i.settings = ClusterSettings::default();
+        i.kubevirt_version = Some("v1.9.0".into());
+        let r = audit(&i, None);
+        assert_eq!(r.pods_checked, 2);
+        assert!(
+            r.findings.iter().all(|f| f.kind != FindingKind::Drift),
+            "{:#?}",
+            r.findings
+        );
+        let older: Vec<&str> = r.older_renderings.iter().map(|f| f.vmi.as_str()).collect();
+        assert_eq!(older, ["plain", "guaranteed"], "{:#?}", r.older_renderings);
+        assert!(
+            r.older_renderings[0]
+                .message
+                .contains("rendered by KubeVirt v1.5.0"),
+            "{}",
+            r.older_renderings[0].message
+        );
+        // The same pods on a v1.5.0 cluster match: nothing to report.
+        let mut same = i.clone();
+        same.settings.kubevirt_version = KubeVirtVersion::V1_5;
+        let r = audit(&same, None);
+        assert!(
+            r.older_renderings.is_empty() && r.findings.is_empty(),
+            "{r:#?}"
+        );
+        // A pod changed after it was rendered fits neither release: drift.
+        let compute = i.pods[0].spec.as_mut().unwrap().containers[0]
+            .resources
+            .as_mut()
+            .unwrap();
+        compute.requests.as_mut().unwrap().insert(
+            "memory".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("3Gi".into()),
+        );
+        let r = audit(&i, None);
+        let drift: Vec<&str> = r
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::Drift)
+            .map(|f| f.vmi.as_str())
+            .collect();
+        assert_eq!(drift, ["plain"], "{:#?}", r.findings);
+        assert_eq!(r.older_renderings.len(), 1);
     }
 
     #[test]
