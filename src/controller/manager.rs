@@ -124,9 +124,10 @@ pub trait Reconciler: Send + Sync + 'static {
 }
 
 /// Declares the unit struct `$name` as the [`Reconciler`] that runs a controller executor's
-/// `async fn reconcile(&Context, &str)`.
+/// `async fn reconcile(&Context, &str)`, each reconcile in a `reconcile` tracing span with the
+/// controller's name and the key (`RUST_LOG=virtctl_rs=debug` shows them on every event).
 macro_rules! reconciler {
-    ($(#[$meta:meta])* $name:ident => $reconcile:path) => {
+    ($(#[$meta:meta])* $name:ident ($controller:literal) => $reconcile:path) => {
         $(#[$meta])*
         #[derive(Debug, Default, Clone, Copy)]
         pub struct $name;
@@ -140,7 +141,9 @@ macro_rules! reconciler {
                 'static,
                 Result<$crate::runtime::queue::Requeue, $crate::controller::manager::ReconcileError>,
             > {
-                Box::pin(async move { $reconcile(&ctx, &key).await })
+                use tracing::Instrument as _;
+                let span = tracing::debug_span!("reconcile", controller = $controller, key = %key);
+                Box::pin(async move { $reconcile(&ctx, &key).await }.instrument(span))
             }
         }
     };

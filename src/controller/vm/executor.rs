@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 reconciler!(
     /// The VM controller as a [`Reconciler`](crate::controller::manager::Reconciler) for
     /// the manager.
-    VmReconciler => reconcile
+    VmReconciler ("virtualmachine") => reconcile
 );
 
 fn counts(store: &UidTrackingControllerExpectations, key: &str) -> Option<ExpectationCounts> {
@@ -294,18 +294,7 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
             (Some(ResourceVersionFrom::Action(k)), Some((first, change))) if k >= *first => {
                 Err(changed_since_cache_copy(key, change))
             }
-            _ => {
-                apply(
-                    ctx,
-                    ns,
-                    key,
-                    &snap,
-                    action,
-                    &returned_vms,
-                    &mut requeue_after,
-                )
-                .await
-            }
+            _ => apply(ctx, ns, &snap, action, &returned_vms, &mut requeue_after).await,
         };
         match result {
             Ok(returned) => {
@@ -384,7 +373,6 @@ fn with_resource_version(
 async fn apply(
     ctx: &Context,
     ns: &str,
-    key: &str,
     snap: &VmSnapshot,
     action: &VmAction,
     returned: &std::collections::BTreeMap<usize, VirtualMachine>,
@@ -540,7 +528,6 @@ async fn apply(
                 .map_err(e)?;
         }
     }
-    let _ = key;
     Ok(None)
 }
 

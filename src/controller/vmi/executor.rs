@@ -38,7 +38,7 @@ use std::time::Instant;
 reconciler!(
     /// The VMI controller as a [`Reconciler`](crate::controller::manager::Reconciler) for
     /// the manager.
-    VmiReconciler => reconcile
+    VmiReconciler ("virtualmachineinstance") => reconcile
 );
 
 /// Render the launcher pod for `vmi` with the cluster settings and what the renderer knows of
