@@ -33,6 +33,7 @@ mod launcher_proptest;
 mod launcher_render;
 mod leader_election;
 mod lifecycle_cli;
+mod live_update_e2e;
 mod lost_events;
 mod module_graph;
 mod pvc_status;

@@ -564,6 +564,10 @@ pub struct DecisionSide {
     pub actions: Vec<PlannedActionView>,
     /// The VM status the sync writes has `RestartRequired=True`.
     pub restart_required: bool,
+    /// That condition's message: the template comparison's, or a live-update handler's (a
+    /// socket count above `maxSockets`, memory not hot-pluggable, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_required_message: Option<String>,
     /// The sync error (`reason: message`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_error: Option<String>,
@@ -726,7 +730,8 @@ fn side(
     DecisionSide {
         summary: nd.summary,
         actions: nd.actions,
-        restart_required: restart_required_in(d),
+        restart_required: restart_required_in(d).is_some(),
+        restart_required_message: restart_required_in(d).flatten(),
         sync_error,
         printable_status: written.or_else(|| {
             ins.printable_status_reason
@@ -736,14 +741,14 @@ fn side(
     }
 }
 
-fn restart_required_in(d: &crate::controller::vm::VmDecision) -> bool {
+/// `Some(message)` when the status the sync writes has `RestartRequired=True`.
+fn restart_required_in(d: &crate::controller::vm::VmDecision) -> Option<Option<String>> {
     d.status
         .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "RestartRequired" && c.status == "True")
-        })
+        .and_then(|s| s.conditions.as_ref())?
+        .iter()
+        .find(|c| c.type_ == "RestartRequired" && c.status == "True")
+        .map(|c| c.message.clone())
 }
 
 fn quantity(text: &str) -> Option<i64> {
@@ -1170,6 +1175,40 @@ pub(crate) fn fit_check(pod: &Pod, nodes: &[Node]) -> FitCheck {
     out
 }
 
+/// The rollout line of a live update: the VMI patches the VM decision sends, or the handler's
+/// refusal (a hotplug or migration in progress) that keeps it from being applied now.
+fn live_update_summary(strategy: &str, changes: &[String], after: &DecisionSide) -> String {
+    let mut s = format!(
+        "rollout strategy {strategy}: live update of {} on the running VMI, no RestartRequired (vm.go:3351-3377)",
+        changes.join(", ")
+    );
+    let patches = after
+        .actions
+        .iter()
+        .filter(|a| a.kind == "PatchVmiSpec")
+        .count();
+    if patches > 0 {
+        let _ = write!(
+            s,
+            ": the VM controller patches the VMI's spec ({patches} patch"
+        );
+        s.push_str(if patches == 1 { ")" } else { "es)" });
+    }
+    if let Some(e) = after.sync_error.as_ref().filter(|e| {
+        [
+            "HotPlugCPUError",
+            "HotPlugMemoryError",
+            "AffinityChangeError",
+            "TolerationsChangeError",
+        ]
+        .iter()
+        .any(|r| e.starts_with(r))
+    }) {
+        let _ = write!(s, "; not now: {e}");
+    }
+    s
+}
+
 fn rollout(
     g: &Gathered,
     before: &VirtualMachine,
@@ -1199,7 +1238,13 @@ fn rollout(
         (Some(_), true) => {
             let needs = change_needs_restart.unwrap_or(false);
             if needs || after_side.restart_required {
-                let why = if !live && !live_changes.is_empty() {
+                let handler_message = after_side
+                    .restart_required_message
+                    .as_ref()
+                    .filter(|_| !needs);
+                let why = if let Some(m) = handler_message {
+                    format!("the live update cannot be applied: {m} (vm.go:622-673, 3444-3566)")
+                } else if !live && !live_changes.is_empty() {
                     format!(
                         "under Stage every template change waits for a restart, including {}",
                         live_changes.join(", ")
@@ -1211,18 +1256,7 @@ fn rollout(
                     "rollout strategy {strategy}: RestartRequired: {why}; the running VMI keeps its spec until restarted (vm.go:3052-3055)"
                 )
             } else if !live_changes.is_empty() {
-                let mut s = format!(
-                    "rollout strategy {strategy}: live update of {} on the running VMI, no RestartRequired (vm.go:3358-3377)",
-                    live_changes.join(", ")
-                );
-                if let Some(e) = after_side
-                    .sync_error
-                    .as_ref()
-                    .filter(|e| e.contains("live update"))
-                {
-                    let _ = write!(s, "; this controller does not perform live updates: {e}");
-                }
-                s
+                live_update_summary(strategy, &live_changes, after_side)
             } else {
                 format!(
                     "rollout strategy {strategy}: the change needs no restart (hotplug or neutral fields)"

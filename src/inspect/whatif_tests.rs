@@ -623,3 +623,75 @@ fn instancetype_vms_render_expanded() {
         format!("controllerrevisions.apps \"{name}\" not found")
     );
 }
+
+/// [`running`] with 1 socket of at most 2 in the template, its start revision and its VMI.
+fn running_hotpluggable() -> Gathered {
+    let mut g = running(ClusterSettings::default());
+    let cpu: crate::api::vmi::Cpu =
+        serde_json::from_value(json!({"sockets": 1, "cores": 1, "maxSockets": 2})).unwrap();
+    let vm = g.vm.as_mut().unwrap();
+    crate::controller::vm::template_spec_mut(vm).domain.cpu = Some(cpu.clone());
+    let revision = build_start_revision(vm).expect("revision");
+    let vmi = g.vmi.as_mut().unwrap();
+    vmi.spec.domain.cpu = Some(cpu);
+    vmi.status.as_mut().unwrap().virtual_machine_revision_name = revision.metadata.name.clone();
+    g.revisions = vec![revision];
+    g
+}
+
+/// The rollout line tells a live update the VM controller applies (its VMI patch) from one its
+/// handler turns into RestartRequired (vm.go:622-673), with the handler's message.
+#[test]
+fn live_updates_show_the_vmi_patch_or_the_handlers_restart() {
+    let g = running_hotpluggable();
+    let live = what_if(&g, &set("spec.template.spec.domain.cpu.sockets=2")).unwrap();
+    assert!(!live.after.restart_required);
+    assert!(live.after.actions.iter().any(|a| a.kind == "PatchVmiSpec"));
+    assert!(
+        live.rollout
+            .summary
+            .contains("the VM controller patches the VMI's spec (1 patch)"),
+        "{}",
+        live.rollout.summary
+    );
+
+    let beyond = what_if(&g, &set("spec.template.spec.domain.cpu.sockets=3")).unwrap();
+    let message = "CPU sockets updated in template spec to a value higher than what's available";
+    assert!(beyond.after.restart_required);
+    assert_eq!(
+        beyond.after.restart_required_message.as_deref(),
+        Some(message)
+    );
+    assert!(
+        !beyond
+            .after
+            .actions
+            .iter()
+            .any(|a| a.kind == "PatchVmiSpec")
+    );
+    assert!(
+        beyond
+            .rollout
+            .summary
+            .contains(&format!("the live update cannot be applied: {message}")),
+        "{}",
+        beyond.rollout.summary
+    );
+
+    let tolerations = what_if(
+        &g,
+        &Change {
+            patches: vec![json!({"spec": {"template": {"spec": {"tolerations": [{"key": "k"}]}}}})],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        tolerations
+            .rollout
+            .summary
+            .contains("patches the VMI's spec"),
+        "{}",
+        tolerations.rollout.summary
+    );
+}

@@ -137,6 +137,13 @@ pub enum VmAction {
         name: String,
         patch: serde_json::Value,
     },
+    /// JSON patch of the VMI's spec carrying a live update from the template (CPU sockets and
+    /// resources, guest memory, affinity, node selector, tolerations; vm.go:575-806,
+    /// 3444-3566; see [`super::live_update`]).
+    PatchVmiSpec {
+        name: String,
+        patch: serde_json::Value,
+    },
     /// JSON patch test+replace of `/metadata/finalizers` dropping the VM controller finalizer
     /// from a final VMI (vm.go:2314-2336).
     RemoveVmiFinalizer {
@@ -248,6 +255,7 @@ impl VmAction {
             VmAction::DeleteVmi { .. } => "DeleteVmi",
             VmAction::PatchVmiGenerationAnnotation { .. } => "PatchVmiGenerationAnnotation",
             VmAction::PatchVmiMetadata { .. } => "PatchVmiMetadata",
+            VmAction::PatchVmiSpec { .. } => "PatchVmiSpec",
             VmAction::RemoveVmiFinalizer { .. } => "RemoveVmiFinalizer",
             VmAction::AdoptVmi { .. } => "AdoptVmi",
             VmAction::ReleaseVmi { .. } => "ReleaseVmi",

@@ -210,6 +210,7 @@ pub(crate) fn snapshot_from_objects(
         default_network_interface: settings.default_network_interface.clone(),
         permit_bridge_interface_on_pod_network: settings.permit_bridge_interface_on_pod_network,
         rollout_strategy_live_update: settings.vm_rollout_strategy_live_update,
+        cpu_allocation_ratio: settings.cpu_allocation_ratio,
         ..Default::default()
     };
     snap
@@ -473,6 +474,7 @@ async fn apply(
         }
         VmAction::PatchVmiGenerationAnnotation { name, patch }
         | VmAction::PatchVmiMetadata { name, patch }
+        | VmAction::PatchVmiSpec { name, patch }
         | VmAction::RemoveVmiFinalizer { name, patch } => {
             json_patch_unread::<VirtualMachineInstance>(client, ns, name, None, patch)
                 .await

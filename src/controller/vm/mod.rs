@@ -41,6 +41,7 @@ pub mod error;
 pub mod executor;
 pub mod firmware;
 pub mod generation;
+pub(crate) mod live_update;
 pub mod metadata_sync;
 pub mod patches;
 pub mod printable;

@@ -102,6 +102,9 @@ pub struct VmControllerConfig {
     /// `vmRolloutStrategy == LiveUpdate` (virt-config.go:514-517; nil counts as LiveUpdate, the
     /// default since v1.9 sets `LiveUpdate`). Changes which template fields need a restart.
     pub rollout_strategy_live_update: bool,
+    /// `developerConfiguration.cpuAllocationRatio` (virt-config.go, default 10): a hotplugged
+    /// vCPU adds `1000 / ratio` millicores to the VMI's CPU request and limit (vm.go:581-582).
+    pub cpu_allocation_ratio: u32,
 }
 
 impl Default for VmControllerConfig {
@@ -112,6 +115,7 @@ impl Default for VmControllerConfig {
             additional_launcher_labels_sync: Vec::new(),
             additional_launcher_annotations_sync: Vec::new(),
             rollout_strategy_live_update: true,
+            cpu_allocation_ratio: crate::config::DEFAULT_CPU_ALLOCATION_RATIO,
         }
     }
 }

@@ -1400,10 +1400,10 @@ fn observed_generation_back_filled_from_revision() {
 }
 
 /// RestartRequired is cleared when the template matches the start revision again (6827), and
-/// live-updatable changes do not raise it under LiveUpdate... but since live updates are not
-/// modelled, the sync refuses them (6492).
+/// live-updatable changes do not raise it under LiveUpdate: the tolerations are patched into
+/// the running VMI instead (6492, 5917).
 #[test]
-fn restart_required_cleared_and_live_updates_refused() {
+fn restart_required_cleared_and_live_updates_applied() {
     let v = with_status(
         strategy("Always"),
         json!({"conditions": [{"type": "RestartRequired", "status": "True"}]}),
@@ -1420,15 +1420,116 @@ fn restart_required_cleared_and_live_updates_refused() {
     s.revisions = vec![Arc::new(start_revision(&strategy("Always")))];
     let d = decide(&s);
     assert!(condition(&d, "RestartRequired").is_none());
-    assert_eq!(
-        d.sync_error.as_ref().unwrap().reason,
-        "TolerationsChangeError"
-    );
+    assert_eq!(d.sync_error, None);
+    let patch = live_patch(&d);
+    assert_eq!(patch[0]["op"], "add");
+    assert_eq!(patch[0]["path"], "/spec/tolerations");
     // With the Stage rollout strategy the same change needs a restart instead.
     s.config.rollout_strategy_live_update = false;
     let d = decide(&s);
     assert!(condition(&d, "RestartRequired").is_some());
+    assert!(!kinds(&d).contains(&"PatchVmiSpec"));
     assert_eq!(d.sync_error, None);
+}
+
+/// The one `PatchVmiSpec` of a decision.
+fn live_patch(d: &VmDecision) -> &Value {
+    let mut patches = d.actions.iter().filter_map(|a| match &a.action {
+        VmAction::PatchVmiSpec { name, patch } => {
+            assert_eq!(name, "testvmi");
+            Some(patch)
+        }
+        _ => None,
+    });
+    let p = patches.next().expect("a PatchVmiSpec action");
+    assert!(patches.next().is_none(), "one PatchVmiSpec");
+    p
+}
+
+/// A running VM started with 1 socket (maxSockets 2) and 1Gi (maxGuest 2Gi), whose template
+/// asks for `sockets` and `guest`.
+fn hotplug_snap(sockets: u32, guest: &str) -> VmSnapshot {
+    let started = |sockets: u32, guest: &str| {
+        let mut v = strategy("Always");
+        let spec = crate::controller::vm::template_spec_mut(&mut v);
+        spec.architecture = Some("amd64".into());
+        spec.domain.cpu =
+            Some(serde_json::from_value(json!({"sockets": sockets, "maxSockets": 2})).unwrap());
+        spec.domain.memory =
+            Some(serde_json::from_value(json!({"guest": guest, "maxGuest": "2Gi"})).unwrap());
+        v
+    };
+    let mut running = vmi("Running");
+    running.spec = started(1, "1Gi").template_spec().unwrap().clone();
+    running.status = Some(
+        serde_json::from_value(json!({
+            "phase": "Running", "virtualMachineRevisionName": "revision-start-vm-vm-uid-1",
+            "conditions": [{"type": "LiveMigratable", "status": "True"}],
+            "memory": {"guestAtBoot": "1Gi", "guestCurrent": "1Gi", "guestRequested": "1Gi"},
+            "currentCPUTopology": {"sockets": 1}
+        }))
+        .unwrap(),
+    );
+    let mut s = snap_with(started(sockets, guest), running);
+    s.revisions = vec![Arc::new(start_revision(&started(1, "1Gi")))];
+    s
+}
+
+/// vm_test.go:5394/5569: a socket and memory within the maxima are patched into the VMI, no
+/// RestartRequired; above `maxSockets` RestartRequired with KubeVirt's message and no patch;
+/// with the Stage strategy the template comparison asks for a restart (6492).
+#[test]
+fn cpu_and_memory_hotplug_within_and_beyond_the_maxima() {
+    let d = decide(&hotplug_snap(2, "1Gi"));
+    assert_eq!(d.sync_error, None);
+    assert!(condition(&d, "RestartRequired").is_none());
+    assert_eq!(live_patch(&d)[1]["path"], "/spec/domain/cpu/sockets");
+    assert_eq!(live_patch(&d)[1]["value"], 2);
+
+    let d = decide(&hotplug_snap(1, "2Gi"));
+    assert_eq!(d.sync_error, None);
+    assert_eq!(live_patch(&d)[1]["path"], "/spec/domain/memory/guest");
+    assert_eq!(live_patch(&d)[1]["value"], "2Gi");
+
+    let d = decide(&hotplug_snap(3, "1Gi"));
+    assert!(!kinds(&d).contains(&"PatchVmiSpec"));
+    let c = condition(&d, "RestartRequired").expect("RestartRequired");
+    assert_eq!(
+        c.message.as_deref(),
+        Some("CPU sockets updated in template spec to a value higher than what's available")
+    );
+
+    let mut s = hotplug_snap(2, "2Gi");
+    s.config.rollout_strategy_live_update = false;
+    let d = decide(&s);
+    assert!(!kinds(&d).contains(&"PatchVmiSpec"));
+    assert!(condition(&d, "RestartRequired").is_some());
+}
+
+/// A failed VMI patch is the handler's sync error (vm.go:3352-3354), and a hotplug in progress
+/// refuses the next one (vm.go:640-643).
+#[test]
+fn live_update_failures_are_sync_errors() {
+    let s = hotplug_snap(2, "1Gi");
+    let i = index_of(&decide(&s), "PatchVmiSpec");
+    let d = fail_at(&s, i, "conflict");
+    let e = d.sync_error.expect("sync error");
+    assert_eq!(e.reason, "HotPlugCPUError");
+    assert!(
+        e.message
+            .starts_with("Error encountered while handling CPU change request: ")
+    );
+
+    let mut s = hotplug_snap(2, "1Gi");
+    let mut v = (*s.vmi.take().unwrap()).clone();
+    v.status.as_mut().unwrap().conditions =
+        Some(serde_json::from_value(json!([{"type": "HotVCPUChange", "status": "True"}])).unwrap());
+    s.vmi = Some(Arc::new(v));
+    let e = decide(&s).sync_error.expect("sync error");
+    assert_eq!(
+        e.message,
+        "Error encountered while handling CPU change request: another CPU hotplug is in progress"
+    );
 }
 
 /// The firmware synchronizer persists the legacy UUID, then the VM is updated with the patched

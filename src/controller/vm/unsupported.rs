@@ -4,8 +4,8 @@
 //!
 //! Not modelled: `WaitAsReceiver` (decentralized live migration),
 //! network interface hotplug/unplug, volume hotplug (legacy requests and declarative), memory
-//! dumps, live updates of a running VMI (CPU sockets, memory, node selector/affinity,
-//! tolerations, volume migration).
+//! dumps, volume migration (`updateVolumesStrategy: Migration`). Live updates of CPU sockets,
+//! memory, node selector/affinity and tolerations are modelled ([`super::live_update`]).
 
 use super::action::SyncError;
 use super::reasons::sync as reason;
@@ -154,88 +154,23 @@ pub fn memory_dump(vm: &VirtualMachine) -> Option<SyncError> {
     ))
 }
 
-/// The LiveUpdate handlers (vm.go:3358-3377): with a VMI not being deleted, CPU sockets
-/// (vm.go:622-673; only when the template sets a non-zero `sockets`, since virt-api defaults
-/// the VMI's), node selector/affinity (775-806), tolerations (749-773), guest memory by value
-/// (3444-3566; when both set and the VMI reports `status.memory.guestCurrent`) differing between
-/// VM template and VMI, or `updateVolumesStrategy: Migration` (889-952).
-pub fn live_update(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) -> Option<SyncError> {
-    let vmi = vmi.filter(|v| !v.is_deleting())?;
-    let spec = vm.template_spec()?;
-    let msg = |what: &str, prefix: &str| format!("{prefix}: live update of {what} {SUFFIX}");
-    if let (Some(want), Some(have)) = (spec.domain.cpu.as_ref(), vmi.spec.domain.cpu.as_ref())
-        && want.sockets.unwrap_or(0) != 0
-        && want.sockets.unwrap_or(0) != have.sockets.unwrap_or(0)
-    {
-        return Some(SyncError::new(
-            reason::HOTPLUG_CPU_ERROR,
-            msg(
-                "CPU sockets",
-                "Error encountered while handling CPU change request",
-            ),
-        ));
-    }
-    if !crate::controller::common::semantic_eq(&spec.node_selector, &vmi.spec.node_selector)
-        || !crate::controller::common::semantic_eq(&spec.affinity, &vmi.spec.affinity)
-    {
-        return Some(SyncError::new(
-            reason::AFFINITY_CHANGE_ERROR,
-            msg(
-                "node selector/affinity",
-                "Error encountered while handling node affinity change request",
-            ),
-        ));
-    }
-    if !crate::controller::common::semantic_eq(&spec.tolerations, &vmi.spec.tolerations) {
-        return Some(SyncError::new(
-            reason::TOLERATIONS_CHANGE_ERROR,
-            msg(
-                "tolerations",
-                "Error encountered while handling tolerations change request",
-            ),
-        ));
-    }
-    let guest = |m: Option<&crate::api::vmi::Memory>| {
-        m.and_then(|m| m.guest.as_ref())
-            .and_then(|q| crate::api::quantity::parse(q).ok())
-            .map(|q| q.value())
-    };
-    let has_guest_current = vmi
-        .status
-        .as_ref()
-        .and_then(|s| s.memory.as_ref())
-        .is_some_and(|m| {
-            m.extra
-                .read(|e| e.get("guestCurrent").is_some_and(|g| !g.is_null()))
-        });
-    if let (Some(want), Some(have)) = (
-        guest(spec.domain.memory.as_ref()),
-        guest(vmi.spec.domain.memory.as_ref()),
-    ) && has_guest_current
-        && want != have
-    {
-        return Some(SyncError::new(
-            reason::HOTPLUG_MEMORY_ERROR,
-            msg(
-                "guest memory",
-                "error encountered while handling memory hotplug requests",
-            ),
-        ));
-    }
-    if vm
+/// `handleVolumeUpdateRequest` (vm.go:889-952), the last LiveUpdate handler: with
+/// `updateVolumesStrategy: Migration`, volume migration.
+pub fn volume_update(vm: &VirtualMachine) -> Option<SyncError> {
+    if !vm
         .spec
         .extra
         .read(|m| m.get("updateVolumesStrategy").and_then(Value::as_str) == Some("Migration"))
     {
-        return Some(SyncError::new(
-            reason::VOLUMES_UPDATE_ERROR,
-            msg(
-                "volumes (updateVolumesStrategy Migration)",
-                "error encountered while handling volumes update requests",
-            ),
-        ));
+        return None;
     }
-    None
+    Some(SyncError::new(
+        reason::VOLUMES_UPDATE_ERROR,
+        format!(
+            "error encountered while handling volumes update requests: live update of volumes \
+             (updateVolumesStrategy Migration) {SUFFIX}"
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -257,44 +192,12 @@ mod tests {
     }
 
     #[test]
-    fn live_update_detection() {
-        let base = json!({"domain": {"cpu": {"sockets": 1}, "memory": {"guest": "1Gi"},
-                                     "devices": {}}});
-        let running = vmi(
-            base.clone(),
-            json!({"phase": "Running", "memory": {"guestCurrent": "1Gi"}}),
-        );
-        assert!(live_update(&vm(tmpl(base.clone())), Some(&running)).is_none());
-        let mut s = base.clone();
-        s["domain"]["cpu"]["sockets"] = json!(2);
-        assert_eq!(
-            live_update(&vm(tmpl(s)), Some(&running)).unwrap().reason,
-            "HotPlugCPUError"
-        );
-        let mut s = base.clone();
-        s["domain"]["memory"]["guest"] = json!("1024Mi");
-        assert!(live_update(&vm(tmpl(s)), Some(&running)).is_none());
-        let mut s = base.clone();
-        s["domain"]["memory"]["guest"] = json!("2Gi");
-        assert_eq!(
-            live_update(&vm(tmpl(s)), Some(&running)).unwrap().reason,
-            "HotPlugMemoryError"
-        );
-        let mut s = base.clone();
-        s["tolerations"] = json!([{"key": "k"}]);
-        assert_eq!(
-            live_update(&vm(tmpl(s)), Some(&running)).unwrap().reason,
-            "TolerationsChangeError"
-        );
-        let mut s = base.clone();
-        s["nodeSelector"] = json!({});
-        assert!(live_update(&vm(tmpl(s)), Some(&running)).is_none());
-        let mut s = base;
-        s["nodeSelector"] = json!({"a": "b"});
-        assert_eq!(
-            live_update(&vm(tmpl(s)), Some(&running)).unwrap().reason,
-            "AffinityChangeError"
-        );
+    fn volume_migration_refused() {
+        assert!(volume_update(&vm(tmpl(json!({"domain": {"devices": {}}})))).is_none());
+        let mut v = vm(tmpl(json!({"domain": {"devices": {}}})));
+        v.spec.extra =
+            serde_json::from_value(json!({"updateVolumesStrategy": "Migration"})).unwrap();
+        assert_eq!(volume_update(&v).unwrap().reason, "VolumesUpdateError");
     }
 
     #[test]

@@ -749,12 +749,13 @@ fn update_status(
                 &mut phase_reason,
                 vmi_pod.is_some(),
                 "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
-                "phase Running: owned by virt-handler (hotplug and migration conditions not \
+                "phase Running: owned by virt-handler (the MigrationRequired condition is not \
                  modelled) (lifecycle.go:480-514)",
             );
             if let Some(p) = vmi_pod {
                 update_volume_status(snap, &mut new, &mut expl, "lifecycle.go:493");
                 update_interface_status(&mut new, p, &mut expl, "lifecycle.go:498");
+                super::hotplug::sync_hotplug_conditions(&mut new, &mut expl);
             }
         }
         Phase::Scheduled => {
@@ -1109,8 +1110,8 @@ pub fn needs_rendered_pod(snap: &VmiSnapshot) -> bool {
 /// Not modelled (the decision behaves as if absent): live migration (source and target, decentralized),
 /// hotplug volumes and attachment pods, virtiofs/ContainerPath volumes, WaitForFirstConsumer
 /// temporary pods (they are recognised, never created or cleaned up), backend storage, topology
-/// hints / TSC, VSOCK CIDs, network annotations and interface status, volume status, CPU/memory
-/// hotplug conditions, the `DataVolumesReady` condition, the `MigrationRequired` condition,
+/// hints / TSC, VSOCK CIDs, network annotations and interface status, volume status, the
+/// `DataVolumesReady` condition, the `MigrationRequired` condition,
 /// extra configured label/annotation sync keys and storage (Velero) annotations.
 pub fn decide(snap: &VmiSnapshot) -> VmiDecision {
     decide_inner(snap, Some(None))

@@ -2158,3 +2158,30 @@ fn the_hand_over_writes_interface_status() {
         Some(vec![json!({"name": "default", "podInterfaceName": "eth0"})])
     );
 }
+
+/// lifecycle.go:502-508: a Running VMI whose spec the VM controller hot-plugged (a socket and
+/// guest memory beyond the status) gets HotVCPUChange and HotMemoryChange in its status patch.
+#[test]
+fn running_vmi_gets_the_hotplug_conditions() {
+    let mut vmi = ready_running_vmi();
+    vmi.spec.domain.cpu =
+        Some(serde_json::from_value(json!({"sockets": 2, "cores": 1, "maxSockets": 4})).unwrap());
+    vmi.spec.domain.memory =
+        Some(serde_json::from_value(json!({"guest": "2Gi", "maxGuest": "4Gi"})).unwrap());
+    let status = vmi.status.as_mut().unwrap();
+    status.memory = Some(serde_json::from_value(json!({"guestRequested": "1Gi"})).unwrap());
+    status.extra =
+        serde_json::from_value(json!({"currentCPUTopology": {"sockets": 1, "cores": 1}})).unwrap();
+    let d = decide(&snap_with_pod(vmi, ready_pod()));
+    let conds = replaced(&patch_ops(&d), "/status/conditions").expect("conditions patched");
+    let status = |t: &str| {
+        conds
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == t)
+            .map(|c| c["status"].clone())
+    };
+    assert_eq!(status("HotVCPUChange"), Some(json!("True")));
+    assert_eq!(status("HotMemoryChange"), Some(json!("True")));
+}

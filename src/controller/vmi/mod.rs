@@ -24,6 +24,7 @@ pub mod conditions;
 pub mod decide;
 pub mod events;
 pub mod executor;
+mod hotplug;
 pub mod launcher_cache;
 pub mod network_status;
 pub mod patch;

@@ -327,7 +327,78 @@ pub(crate) fn running_vmi(vmi: &Value, launcher: &Pod, now_rfc3339: &str) -> Val
         })
         .collect();
     status.insert("interfaces".into(), Value::Array(interfaces));
+    set_hotplug_status(status, vmi, now_rfc3339);
     out
+}
+
+/// What a running domain reports for CPU and memory hotplug, filled where absent: the
+/// current CPU topology and `status.memory` with `guestAtBoot`/`guestRequested` (virt-api sets
+/// them when the VMI is created, pkg/defaults/defaults.go:137-158; the real kube-apiserver of
+/// the tests has no virt-api), `guestCurrent` (virt-handler's `updateMemoryInfo`, the domain's
+/// current memory: the boot size until a hotplug completes, pkg/virt-handler/vm.go:1050-1060),
+/// and `LiveMigratable`, from the pod network's binding only (`IsPodNetworkWithMigratableBinding`,
+/// pkg/network/vmispec/interface.go:55-88; storage and other reasons are not modelled).
+fn set_hotplug_status(status: &mut Map<String, Value>, vmi: &Value, now_rfc3339: &str) {
+    if let Some(cpu) = vmi.pointer("/spec/domain/cpu").filter(|c| c.is_object()) {
+        status.entry("currentCPUTopology").or_insert_with(|| {
+            let f = |k: &str| cpu.get(k).cloned().unwrap_or(json!(0));
+            json!({"sockets": f("sockets"), "cores": f("cores"), "threads": f("threads")})
+        });
+    }
+    if let Some(guest) = vmi
+        .pointer("/spec/domain/memory/guest")
+        .filter(|g| g.is_string())
+    {
+        let memory = status.entry("memory").or_insert_with(|| json!({}));
+        if let Some(m) = memory.as_object_mut() {
+            for key in ["guestAtBoot", "guestCurrent", "guestRequested"] {
+                m.entry(key).or_insert_with(|| guest.clone());
+            }
+        }
+    }
+    let (migratable, reason, message) = match pod_network_not_migratable(vmi) {
+        None => ("True", None, None),
+        Some(m) => ("False", Some("InterfaceNotLiveMigratable"), Some(m)),
+    };
+    let mut cond = json!({"type": "LiveMigratable", "status": migratable,
+                          "lastProbeTime": null, "lastTransitionTime": now_rfc3339});
+    if let (Some(r), Some(m), Some(o)) = (reason, message, cond.as_object_mut()) {
+        o.insert("reason".into(), json!(r));
+        o.insert("message".into(), json!(m));
+    }
+    set_vmi_condition(status, cond);
+}
+
+/// `IsPodNetworkWithMigratableBinding` (pkg/network/vmispec/interface.go:55-88): the error
+/// text when the pod network's interface is neither masquerade nor passt (nor a bridge the
+/// VMI's `kubevirt.io/allow-pod-bridge-network-live-migration` annotation allows, nor a
+/// binding plugin, which counts as migratable here).
+fn pod_network_not_migratable(vmi: &Value) -> Option<String> {
+    let ifaces = vmi.pointer("/spec/domain/devices/interfaces")?.as_array()?;
+    if ifaces.is_empty() {
+        return None;
+    }
+    let networks = vmi.pointer("/spec/networks").and_then(Value::as_array)?;
+    let pod = networks.iter().find(|n| n.get("pod").is_some())?;
+    let name = pod.get("name");
+    let Some(primary) = ifaces.iter().find(|i| i.get("name") == name) else {
+        let name = name.and_then(Value::as_str).unwrap_or_default();
+        return Some(format!("no primary interface found for network {name}"));
+    };
+    let allowed_bridge = primary.get("bridge").is_some()
+        && vmi
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get("kubevirt.io/allow-pod-bridge-network-live-migration"))
+            .is_some();
+    let migratable = ["masquerade", "passt", "binding"]
+        .iter()
+        .any(|k| primary.get(*k).is_some())
+        || allowed_bridge;
+    (!migratable).then(|| {
+        "cannot migrate VMI which does not use masquerade or a migratable plugin to connect to \
+         the pod network"
+            .to_string()
+    })
 }
 
 /// The VMI after the guest stopped: phase `Succeeded` (shutdown) or `Failed` (crash), the
@@ -491,6 +562,44 @@ mod tests {
             VmiDecision::Stop { vmi, launcher_exit } => (vmi, launcher_exit),
             other => panic!("{expected}, got {other:?}"),
         }
+    }
+
+    /// A started domain reports its topology, memory sizes and migratability; what virt-api
+    /// already set is kept.
+    #[test]
+    fn running_vmi_reports_hotplug_status() {
+        let mut v = vmi("Scheduled");
+        v["spec"]["domain"]["cpu"] = json!({"sockets": 1, "cores": 2, "maxSockets": 4});
+        v["spec"]["domain"]["memory"] = json!({"guest": "1Gi"});
+        v["spec"]["domain"]["devices"]["interfaces"] = json!([{"name": "d", "masquerade": {}}]);
+        v["spec"]["networks"] = json!([{"name": "d", "pod": {}}]);
+        v["status"]["memory"] = json!({"guestAtBoot": "512Mi", "memoryOverhead": "200Mi"});
+        let out = running_vmi(&v, &launcher(true), NOW);
+        let st = &out["status"];
+        assert_eq!(
+            st["currentCPUTopology"],
+            json!({"sockets": 1, "cores": 2, "threads": 0})
+        );
+        assert_eq!(
+            st["memory"],
+            json!({"guestAtBoot": "512Mi", "memoryOverhead": "200Mi", "guestCurrent": "1Gi",
+                   "guestRequested": "1Gi"})
+        );
+        let migratable = |o: &Value| {
+            o["status"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == "LiveMigratable")
+                .map(|c| (c["status"].clone(), c["reason"].clone()))
+        };
+        assert_eq!(migratable(&out), Some((json!("True"), Value::Null)));
+        v["spec"]["domain"]["devices"]["interfaces"] = json!([{"name": "d", "bridge": {}}]);
+        let out = running_vmi(&v, &launcher(true), NOW);
+        assert_eq!(
+            migratable(&out),
+            Some((json!("False"), json!("InterfaceNotLiveMigratable")))
+        );
     }
 
     #[test]

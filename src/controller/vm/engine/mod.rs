@@ -10,6 +10,7 @@ mod datavolume;
 mod generation;
 mod instancetype;
 mod lifecycle;
+mod live_update;
 mod revision;
 mod run_strategy;
 mod status;

@@ -377,15 +377,13 @@ impl Engine<'_> {
         }
         metadata_sync::sync_pci_topology_annotations_to_vm(&mut vm_copy, self.vmi.as_deref());
 
-        // 13. Live updates (refused where KubeVirt would act).
+        // 13. Live updates (vm.go:3350-3377): only with LiveUpdate and no restart pending.
         let has_restart_required = self.has_restart_required();
         if self.snap.config.rollout_strategy_live_update
             && !restart_required
             && !has_restart_required
-            && let Some(e) = self.live_update_refusal(&vm_copy)
+            && let Some(e) = self.sync_live_updates(&mut vm_copy)
         {
-            // KubeVirt's live-update handlers read the VM with its instancetype expanded
-            // (vmCopyWithInstancetype, vm.go:627-631, 754-757, 780-783, 3449-3452).
             return Ok(Some(e));
         }
 
@@ -466,16 +464,6 @@ impl Engine<'_> {
         vm.status = self.server_status.clone();
         self.vm_rv = ResourceVersionFrom::Action(index);
         Ok(())
-    }
-
-    /// The live-update refusal for `vm` with its instancetype expanded, as KubeVirt's handlers
-    /// read it (`vmCopyWithInstancetype`); a VM without one is read as it is.
-    fn live_update_refusal(&self, vm: &VirtualMachine) -> Option<SyncError> {
-        if vm.spec.instancetype.is_none() && vm.spec.preference.is_none() {
-            return unsupported::live_update(vm, self.vmi.as_deref());
-        }
-        let expanded = self.expanded(vm).ok()?;
-        unsupported::live_update(&expanded, self.vmi.as_deref())
     }
 
     /// `syncRestartRequired` (vm.go:2989-3065) on the working VM.

@@ -1,0 +1,138 @@
+//! `sync`'s LiveUpdate step (vm.go:3351-3377): the CPU, affinity, tolerations and memory
+//! handlers of [`crate::controller::vm::live_update`] in KubeVirt's order, their VMI patches
+//! sent as API calls, their `RestartRequired` set on the working copy (`vmCopy`).
+
+use super::Engine;
+use crate::api::vm::VirtualMachine;
+use crate::api::vmi::VirtualMachineInstanceSpec;
+use crate::controller::vm::action::{SyncError, VmAction};
+use crate::controller::vm::conditions;
+use crate::controller::vm::live_update::{self as lu, Outcome};
+use crate::controller::vm::reasons::sync as reason;
+use crate::controller::vm::unsupported;
+use std::sync::Arc;
+
+/// One handler: its sync-error reason and message prefix (vm.go:3352-3370).
+struct Handler {
+    reason: &'static str,
+    prefix: &'static str,
+}
+
+const CPU: Handler = Handler {
+    reason: reason::HOTPLUG_CPU_ERROR,
+    prefix: "Error encountered while handling CPU change request",
+};
+const AFFINITY: Handler = Handler {
+    reason: reason::AFFINITY_CHANGE_ERROR,
+    prefix: "Error encountered while handling node affinity change request",
+};
+const TOLERATIONS: Handler = Handler {
+    reason: reason::TOLERATIONS_CHANGE_ERROR,
+    prefix: "Error encountered while handling tolerations change request",
+};
+const MEMORY: Handler = Handler {
+    reason: reason::HOTPLUG_MEMORY_ERROR,
+    prefix: "error encountered while handling memory hotplug requests",
+};
+
+impl Engine<'_> {
+    /// The handlers on `vm_copy` and the claimed VMI (not being deleted). Each reads the
+    /// template with its instancetype expanded (`vmCopyWithInstancetype`, vm.go:627-631);
+    /// an expansion error is the CPU handler's, the first to expand.
+    pub(super) fn sync_live_updates(
+        &mut self,
+        vm_copy: &mut Arc<VirtualMachine>,
+    ) -> Option<SyncError> {
+        let vmi = self.vmi.clone().filter(|v| !v.is_deleting())?;
+        let expanded = if vm_copy.spec.instancetype.is_some() || vm_copy.spec.preference.is_some() {
+            match self.expanded(vm_copy) {
+                Ok(vm) => Arc::new(vm),
+                Err(e) => {
+                    return Some(SyncError::new(CPU.reason, format!("{}: {e}", CPU.prefix)));
+                }
+            }
+        } else {
+            vm_copy.clone()
+        };
+        let want = expanded
+            .template_spec()
+            .cloned()
+            .unwrap_or_else(VirtualMachineInstanceSpec::default);
+        let architecture = vm_copy
+            .template_spec()
+            .and_then(|s| s.architecture.clone())
+            .unwrap_or_default();
+        let now = self.snap.now;
+        let ratio = self.snap.config.cpu_allocation_ratio;
+        let name = vmi.metadata.name.clone().unwrap_or_default();
+        let steps: [(&Handler, &dyn Fn() -> Outcome); 4] = [
+            (&CPU, &|| {
+                lu::cpu_change(&want, &architecture, &vmi, now, ratio)
+            }),
+            (&AFFINITY, &|| lu::affinity_change(&want, &vmi, now)),
+            (&TOLERATIONS, &|| lu::tolerations_change(&want, &vmi, now)),
+            (&MEMORY, &|| lu::memory_change(&want, &vmi, now)),
+        ];
+        for (handler, run) in steps {
+            if let Some(e) = self.apply_live_update(handler, run(), &name, vm_copy) {
+                return Some(e);
+            }
+        }
+        // handleVolumeUpdateRequest (vm.go:3372-3375): volume migration is not modelled.
+        unsupported::volume_update(vm_copy)
+    }
+
+    /// Act on one handler's outcome: patches as API calls (the first failure is the handler's
+    /// error), `setRestartRequired` on `vm_copy` (vm.go:2978-2986), or the handler's error.
+    fn apply_live_update(
+        &mut self,
+        handler: &Handler,
+        outcome: Outcome,
+        vmi_name: &str,
+        vm_copy: &mut Arc<VirtualMachine>,
+    ) -> Option<SyncError> {
+        let error = |msg: &dyn std::fmt::Display| {
+            Some(SyncError::new(
+                handler.reason,
+                format!("{}: {msg}", handler.prefix),
+            ))
+        };
+        match outcome {
+            Outcome::Unchanged => None,
+            Outcome::Refused(msg) => {
+                self.explain(format!("live update refused: {msg} (vm.go:3351-3377)"));
+                error(&msg)
+            }
+            Outcome::RestartRequired(msg) => {
+                self.explain(format!(
+                    "the change cannot be applied live: RestartRequired=True, \"{msg}\" \
+                     (setRestartRequired, vm.go:2978-2986)"
+                ));
+                let now = self.snap.now;
+                let conds = Arc::make_mut(vm_copy)
+                    .status
+                    .get_or_insert_with(Default::default)
+                    .conditions
+                    .get_or_insert_with(Vec::new);
+                conditions::set_restart_required(conds, &msg, now);
+                None
+            }
+            Outcome::Patch(patches) => {
+                for p in patches {
+                    self.explain(format!("live update: {}", p.why));
+                    let (_, res) = self.api(
+                        VmAction::PatchVmiSpec {
+                            name: vmi_name.to_string(),
+                            patch: p.patch,
+                        },
+                        p.why,
+                    );
+                    if let Err(e) = res {
+                        return error(&e);
+                    }
+                }
+                None
+            }
+        }
+    }
+}
