@@ -9,8 +9,8 @@
 //! → owning VMI; VMI events reset the VMI self-expectation).
 
 use super::context::{Expectations, QueueSlot};
-use crate::api::key::ObjectKey;
 use crate::api::key::controller_of;
+use crate::api::key::join_key;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::runtime::informer::{Handler, Notification, key_of};
 use crate::runtime::store::Store;
@@ -44,7 +44,7 @@ fn resolve_vm(vms: &VmStoreCell, namespace: Option<&str>, name: &str, uid: &str)
         r = r.within(ns);
     }
     let vm = store.get(&r)?;
-    (vm.metadata.uid.as_deref() == Some(uid)).then(|| ObjectKey::new(namespace, name).to_string())
+    (vm.metadata.uid.as_deref() == Some(uid)).then(|| join_key(namespace, name))
 }
 
 /// VM informer → VM queue: every add/update/delete enqueues the VM's key.
@@ -84,9 +84,7 @@ pub(crate) fn vmi_to_vm_handler(
         let seen = |vmi: &VirtualMachineInstance| {
             let ns = vmi.metadata.namespace.as_deref();
             if let Some((name, _)) = controller_named(vmi, "VirtualMachine") {
-                expectations
-                    .vmi_relisted_away
-                    .clear(&ObjectKey::new(ns, &name).to_string());
+                expectations.vmi_relisted_away.clear(&join_key(ns, &name));
             }
         };
         // Owned → the owner; orphan → the same-named VM, if any (it may adopt it).
@@ -109,7 +107,7 @@ pub(crate) fn vmi_to_vm_handler(
                             r = r.within(ns);
                         }
                         if store.get(&r).is_some() {
-                            vm_queue.add(ObjectKey::new(ns, name).to_string());
+                            vm_queue.add(join_key(ns, name));
                         }
                     }
                 }
@@ -290,9 +288,8 @@ pub(crate) fn vmi_handler(
 pub(crate) fn pod_to_vmi_handler(vmi_queue: QueueSlot, expectations: Expectations) -> Handler<Pod> {
     Arc::new(move |n: &Notification<Pod>| {
         let owner_key = |pod: &Pod| {
-            controller_named(pod, "VirtualMachineInstance").map(|(name, _)| {
-                ObjectKey::new(pod.metadata.namespace.as_deref(), &name).to_string()
-            })
+            controller_named(pod, "VirtualMachineInstance")
+                .map(|(name, _)| join_key(pod.metadata.namespace.as_deref(), &name))
         };
         match n {
             Notification::Add(pod) => {
