@@ -335,3 +335,35 @@ async fn a_rerun_on_failure_crash_loop_names_the_start_failure_and_its_backoff()
     );
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_handover_during_a_start_is_named() {
+    let mut env = Env::start().await;
+    // virt-handler holds the new VMI at Scheduled while the controller changes hands.
+    env.nodes().set_virt_handler_delay(Duration::from_secs(120));
+    env.create_vm(&example_vm("Always")).await;
+    let vmi = env
+        .wait_vmi(VM, "Scheduled", |v| v.phase() == Phase::Scheduled)
+        .await;
+    // A crashed controller: its Lease expires, then another instance takes it over.
+    env.kill_manager().await;
+    env.start_manager_as("virt-controller-2", "ctrl-e2e-2")
+        .await;
+    env.nodes().set_virt_handler_delay(Duration::ZERO);
+    env.wait_running(VM).await;
+
+    let r = why(&env).await;
+    let run = r.runs.last().expect("a run");
+    assert_eq!(run.vmi_uid.as_deref(), Some(uid_of(&vmi).as_str()));
+    let link = r
+        .now_chain
+        .iter()
+        .find(|l| {
+            l.claim
+                .starts_with("the controller Lease changed hands meanwhile: ctrl-e2e-2 acquired it")
+        })
+        .unwrap_or_else(|| panic!("{:#?}", r.now_chain));
+    assert!(link.evidence[0].contains("leaseTransitions 1"), "{link:?}");
+    assert!(r.leader.contains("held by ctrl-e2e-2"), "{}", r.leader);
+    env.shutdown().await;
+}

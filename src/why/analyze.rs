@@ -114,6 +114,9 @@ fn end_of(g: &WhyGathered, t: &RunTrace<'_>, next: Option<&RunTrace<'_>>) -> Opt
     {
         end.defects.push(d);
     }
+    let end_at = end.at.or_else(|| t.deleted_at()).unwrap_or(g.now);
+    end.chain
+        .extend(super::present::handover_within(g, t.started, end_at));
     let (after, restarted) = super::aftermath::link(g, t, next);
     end.chain.extend(after);
     end.sentence = sentence(&end, restarted);

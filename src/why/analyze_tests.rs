@@ -446,3 +446,39 @@ fn a_leaderless_gap_is_named() {
             .any(|l| l.claim == "no VM controller acts on this VM now")
     );
 }
+
+#[test]
+fn a_lease_handover_during_a_run_is_a_link() {
+    let mut g = gathered(vm("Always", json!({})));
+    g.vmi = Some(vmi(
+        "u1",
+        &[("Scheduling", -50), ("Running", -40)],
+        "node-1",
+    ));
+    let mut l = lease(Some("ctrl-2"), -1);
+    let spec = l.spec.as_mut().expect("spec");
+    spec.lease_transitions = Some(1);
+    spec.acquire_time = lease(None, -45).spec.and_then(|s| s.renew_time);
+    g.lease = Some(l.clone());
+    let r = analyze(&g);
+    let link = r
+        .now_chain
+        .iter()
+        .find(|l| {
+            l.claim
+                .starts_with("the controller Lease changed hands meanwhile: ctrl-2 acquired it at")
+        })
+        .unwrap_or_else(|| panic!("{:#?}", r.now_chain));
+    assert!(link.evidence[0].contains("leaseTransitions 1"), "{link:?}");
+    // Acquired before the VMI was created: not a handover during this run.
+    l.spec.as_mut().expect("spec").acquire_time = lease(None, -60).spec.and_then(|s| s.renew_time);
+    g.lease = Some(l);
+    let r = analyze(&g);
+    assert!(
+        !r.now_chain
+            .iter()
+            .any(|l| l.claim.contains("changed hands")),
+        "{:#?}",
+        r.now_chain
+    );
+}

@@ -35,6 +35,32 @@ pub(crate) fn leader_acting(g: &WhyGathered) -> Result<String, String> {
     }
 }
 
+/// A Lease handover between `from` and `to`: the holder's `acquireTime` falls inside and the
+/// Lease changed hands before (`leaseTransitions` > 0). Decisions on either side of it came
+/// from different controller processes (informers re-listed, expectations started empty).
+pub(crate) fn handover_within(
+    g: &WhyGathered,
+    from: Option<DateTime<Utc>>,
+    to: DateTime<Utc>,
+) -> Option<Link> {
+    let spec = g.lease.as_ref()?.spec.as_ref()?;
+    let acquired = spec.acquire_time.as_ref().and_then(micro)?;
+    let transitions = spec.lease_transitions.unwrap_or(0);
+    let inside = from.is_some_and(|f| f <= acquired) && acquired <= to;
+    (inside && transitions > 0).then(|| Link {
+        claim: format!(
+            "the controller Lease changed hands meanwhile: {} acquired it at {}",
+            spec.holder_identity.as_deref().unwrap_or("(no holder now)"),
+            stamp(Some(acquired))
+        ),
+        evidence: vec![format!(
+            "Lease {} spec.acquireTime {}, leaseTransitions {transitions}",
+            g.lease_key,
+            stamp(Some(acquired))
+        )],
+    })
+}
+
 /// The Lease in one sentence.
 pub(crate) fn leader_sentence(g: &WhyGathered) -> String {
     let transitions = g
@@ -123,6 +149,12 @@ pub(crate) fn now_chain(g: &WhyGathered) -> Vec<Link> {
             });
         }
     }
+    let current_start = g
+        .vmi
+        .as_ref()
+        .and_then(|v| v.metadata.creation_timestamp.as_ref())
+        .and_then(super::evidence::k8s_time);
+    links.extend(handover_within(g, current_start, g.now));
     if let Err(why) = leader_acting(g) {
         links.push(Link {
             claim: "no VM controller acts on this VM now".into(),
