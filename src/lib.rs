@@ -14,3 +14,4 @@ pub mod launcher;
 pub mod lifecycle;
 pub mod runtime;
 pub mod sim;
+pub mod why;

@@ -160,6 +160,8 @@ async fn inspect_ends_quietly_on_a_closed_pipe() {
             vec!["inspect", vm, "--once", "--kubeconfig", kc],
             vec!["inspect", vm, "-o", "json", "--kubeconfig", kc],
             vec!["inspect", vm, "-o", "yaml", "--kubeconfig", kc],
+            vec!["why", vm, "--kubeconfig", kc],
+            vec!["why", vm, "-o", "json", "--kubeconfig", kc],
         ];
         for args in &cases {
             assert_quiet_success(args, Reader::ClosedAtOnce);
@@ -189,6 +191,7 @@ fn every_subcommand_help_has_examples_and_exit_codes() {
     for sub in [
         "run-controller",
         "inspect",
+        "why",
         "explain-overhead",
         "cluster",
         "version",

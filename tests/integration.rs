@@ -57,3 +57,4 @@ mod sim_watch;
 mod split_brain;
 mod vm_stale_copy;
 mod whatif_cli;
+mod why_e2e;

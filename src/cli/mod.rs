@@ -17,6 +17,7 @@ pub mod progress;
 pub mod run_controller;
 pub mod signals;
 pub mod version;
+pub mod why;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -115,6 +116,19 @@ Examples:
   kubectl virtctl-rs inspect vm/my-vm -o json
   # The fleet: every VM of every namespace
   kubectl virtctl-rs inspect -A --once
+
+Exit codes:
+  0  shown (or stdout closed)
+  1  VM not found, or the cluster unreachable (reason on stderr)
+  2  usage error";
+
+/// `why --help`: examples and exit codes.
+pub const WHY_HELP: &str = "\
+Examples:
+  # The VM's recent starts and stops, each end with its cause chain and evidence
+  kubectl virtctl-rs why vm/my-vm -n my-vms
+  # The same as JSON, for scripts
+  kubectl virtctl-rs why vm/my-vm -o json
 
 Exit codes:
   0  shown (or stdout closed)
@@ -244,6 +258,9 @@ pub enum Command {
     /// What the controller thinks about one VM (`inspect vm/NAME`), and what it will do next.
     #[command(after_help = INSPECT_HELP)]
     Inspect(inspect::InspectArgs),
+    /// Why a VM restarted, stopped or failed: its recent runs, each end with its causes.
+    #[command(after_help = WHY_HELP)]
+    Why(why::WhyArgs),
     /// Explain the virt-launcher memory overhead of a VM or VMI, term by term.
     #[command(after_help = EXPLAIN_OVERHEAD_HELP)]
     ExplainOverhead(explain_overhead::ExplainOverheadArgs),
@@ -316,6 +333,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::RunController(args) => run_controller::run(&cli.global, args),
         Command::Inspect(args) => inspect::run(&cli.global, args),
         Command::Demo(args) => demo::run(&cli.global, args),
+        Command::Why(args) => why::run(&cli.global, args),
         Command::ExplainOverhead(args) => explain_overhead::run(&cli.global, args),
         Command::Cluster(args) => cluster::run(&cli.global, args),
         Command::Start(args) => lifecycle::run_start(&cli.global, args),

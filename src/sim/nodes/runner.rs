@@ -414,6 +414,54 @@ async fn failed_scheduling_event(client: &Client, pod: &Pod, message: &str) {
     }
 }
 
+/// A core/v1 Event about a VMI from `virt-handler` (its recorder's source component), on the
+/// VMI's node.
+async fn vmi_event(client: &Client, vmi: &DynamicObject, type_: &str, reason: &str, message: &str) {
+    use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+    let ns = vmi.namespace().unwrap_or_default();
+    let now = now_time();
+    let micros = chrono::Utc::now().timestamp_micros();
+    let node = vmi
+        .data
+        .pointer("/status/nodeName")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let event = Event {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{}.{:x}", vmi.name_any(), micros)),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("kubevirt.io/v1".into()),
+            kind: Some("VirtualMachineInstance".into()),
+            name: vmi.metadata.name.clone(),
+            namespace: Some(ns.clone()),
+            uid: vmi.metadata.uid.clone(),
+            resource_version: vmi.metadata.resource_version.clone(),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.to_string()),
+        type_: Some(type_.into()),
+        source: Some(EventSource {
+            component: Some("virt-handler".into()),
+            host: node,
+        }),
+        reporting_component: Some("virt-handler".into()),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        ..Default::default()
+    };
+    if let Err(e) = Api::<Event>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &event)
+        .await
+    {
+        tracing::debug!(vmi = %vmi.name_any(), error = %e, "VMI phase event not recorded");
+    }
+}
+
 async fn delete_pod_now(client: &Client, pod: &Pod) -> Result<(), kube::Error> {
     let ns = pod.namespace().unwrap_or_default();
     let dp = DeleteParams {
@@ -492,6 +540,24 @@ async fn bind_pod(client: &Client, pod: &Pod, node: &str) -> Result<Option<Pod>,
 }
 
 impl Inner {
+    /// [`Self::write_vmi`], then the event virt-handler records when the phase changed
+    /// ([`virt_handler::phase_change_event`]; best effort, as event recording is).
+    async fn write_vmi_phase(
+        &self,
+        old: &Value,
+        new: &Value,
+    ) -> Result<DynamicObject, NodeSimError> {
+        let written = self.write_vmi(new).await?;
+        let event = virt_handler::phase_change_event(
+            virt_handler::vmi_phase(old),
+            virt_handler::vmi_phase(new),
+        );
+        if let Some((type_, reason, message)) = event {
+            vmi_event(&self.clients.virt_handler, &written, type_, reason, message).await;
+        }
+        Ok(written)
+    }
+
     /// PUT a VMI's status: through `status` when the server serves it for VMIs, else the whole
     /// object (KubeVirt's VMI CRD has no status subresource).
     async fn write_vmi(&self, vmi: &Value) -> Result<DynamicObject, NodeSimError> {
@@ -623,6 +689,28 @@ impl NodeSimHandle {
     /// Errors: [`NodeSimError::NotFound`], [`NodeSimError::InvalidState`] when the pod is not on
     /// one of our nodes or already ended, [`NodeSimError::Api`].
     pub async fn fail_pod(&self, namespace: &str, name: &str) -> Result<(), NodeSimError> {
+        self.terminate_pod(namespace, name, 1, "Error", Some("simulated failure"))
+            .await
+    }
+
+    /// The kernel OOM-kills a pod on a simulated node: every container terminated with exit
+    /// code 137 (128 + SIGKILL) and reason `OOMKilled`, as the container runtime reports a
+    /// cgroup OOM kill, phase `Failed`. virt-handler then fails the VMI (its domain is gone).
+    ///
+    /// Errors: as [`Self::fail_pod`].
+    pub async fn oom_kill_pod(&self, namespace: &str, name: &str) -> Result<(), NodeSimError> {
+        self.terminate_pod(namespace, name, 137, "OOMKilled", None)
+            .await
+    }
+
+    async fn terminate_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        exit_code: i32,
+        reason: &str,
+        message: Option<&str>,
+    ) -> Result<(), NodeSimError> {
         let key = format!("{namespace}/{name}");
         let api = Api::<Pod>::namespaced(self.inner.clients.kubelet.clone(), namespace);
         with_conflict_retry(|| async {
@@ -641,13 +729,7 @@ impl NodeSimHandle {
                     message: "status.phase is already Succeeded or Failed".into(),
                 });
             }
-            let status = kubelet::terminated_status(
-                &pod,
-                1,
-                "Error",
-                Some("simulated failure"),
-                &now_time(),
-            );
+            let status = kubelet::terminated_status(&pod, exit_code, reason, message, &now_time());
             write_pod_status(&self.inner.clients.kubelet, &pod, status)
                 .await
                 .map_err(api_err(format!("updating status of Pod {key}")))
@@ -704,7 +786,7 @@ impl NodeSimHandle {
                 });
             }
             let new = virt_handler::final_vmi(&vmi, phase, &now_rfc3339());
-            self.inner.write_vmi(&new).await?;
+            self.inner.write_vmi_phase(&vmi, &new).await?;
             Ok(vmi)
         })
         .await?;
@@ -1310,7 +1392,7 @@ impl Runner {
                 }
                 VmiDecision::Stop { vmi, launcher_exit } => (vmi, launcher_exit),
             };
-            match self.inner.write_vmi(&new_vmi).await {
+            match self.inner.write_vmi_phase(&vmi, &new_vmi).await {
                 Ok(updated) => {
                     self.vmi_written(updated);
                     if let Some(i) = early {

@@ -44,6 +44,28 @@ pub(crate) fn vmi_node(vmi: &Value) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The event virt-handler records on a VMI whose phase it changed (`recordPhaseChangeEvent`,
+/// pkg/virt-handler/vm.go:1147-1149, 1185-1194; texts controller.go:75-79): `(type, reason,
+/// message)`, `None` when the phase did not change or is another one.
+pub(crate) fn phase_change_event(
+    old_phase: &str,
+    new_phase: &str,
+) -> Option<(&'static str, &'static str, &'static str)> {
+    if old_phase == new_phase {
+        return None;
+    }
+    match new_phase {
+        PHASE_RUNNING => Some(("Normal", "Started", "VirtualMachineInstance started.")),
+        PHASE_SUCCEEDED => Some((
+            "Normal",
+            "Stopped",
+            "The VirtualMachineInstance was shut down.",
+        )),
+        PHASE_FAILED => Some(("Warning", "Stopped", "The VirtualMachineInstance crashed.")),
+        _ => None,
+    }
+}
+
 /// Whether the VMI is Succeeded or Failed.
 pub(crate) fn vmi_is_final(vmi: &Value) -> bool {
     matches!(vmi_phase(vmi), PHASE_SUCCEEDED | PHASE_FAILED)
@@ -648,6 +670,24 @@ mod tests {
             decide(&running, Some(&pod), false, NOW),
             VmiDecision::Nothing
         );
+    }
+
+    #[test]
+    fn phase_changes_record_virt_handlers_events() {
+        assert_eq!(
+            phase_change_event("Scheduled", "Running"),
+            Some(("Normal", "Started", "VirtualMachineInstance started."))
+        );
+        assert_eq!(
+            phase_change_event("Running", "Failed").map(|e| (e.0, e.2)),
+            Some(("Warning", "The VirtualMachineInstance crashed."))
+        );
+        assert_eq!(
+            phase_change_event("Running", "Succeeded").map(|e| e.2),
+            Some("The VirtualMachineInstance was shut down.")
+        );
+        assert_eq!(phase_change_event("Failed", "Failed"), None);
+        assert_eq!(phase_change_event("", "Scheduled"), None);
     }
 
     #[test]

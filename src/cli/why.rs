@@ -1,0 +1,112 @@
+//! `kubectl virtctl-rs why vm/NAME`: the VM's recent starts and stops, each end with its cause
+//! chain and evidence (docs/why.md). Text by default, `-o json` for scripts. Exit codes: 0
+//! shown, 1 VM not found or cluster unreachable, 2 usage.
+
+use super::client::client_from_flags;
+use super::inspect::VM_TYPES;
+use super::{CliError, GlobalArgs};
+use crate::inspect::GatherOptions;
+use crate::runtime::lease::{DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE};
+use clap::Args;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Flags of `why`.
+#[derive(Debug, Args)]
+pub struct WhyArgs {
+    /// The VM, kubectl style: `vm/NAME` (or `vm NAME`).
+    #[arg(value_name = "TYPE/NAME", num_args = 1..=2, required = true)]
+    pub target: Vec<String>,
+    /// Print the report as JSON.
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<WhyOutput>,
+    /// Namespace of the controller Lease.
+    #[arg(long, default_value = DEFAULT_NAMESPACE)]
+    pub lease_namespace: String,
+    /// Name of the controller Lease.
+    #[arg(long, default_value = DEFAULT_LEASE_NAME)]
+    pub lease_name: String,
+    #[command(flatten)]
+    pub kubevirt: super::KubeVirtNamespaceArg,
+}
+
+/// `-o` formats of `why`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WhyOutput {
+    Json,
+}
+
+/// The VM name of `TYPE/NAME` or `TYPE NAME`.
+fn vm_name(target: &[String]) -> Result<String, CliError> {
+    let (kind, name) = match target {
+        [one] => one.split_once('/').ok_or_else(|| {
+            CliError::Usage(format!("expected TYPE/NAME (e.g. vm/{one}), got {one:?}"))
+        })?,
+        [k, n] => (k.as_str(), n.as_str()),
+        _ => return Err(CliError::Usage("expected one TYPE/NAME".into())),
+    };
+    if !VM_TYPES.contains(&kind.to_ascii_lowercase().as_str()) {
+        return Err(CliError::Usage(format!(
+            "why explains VirtualMachines: resource type {kind:?} is not one (use vm/NAME)"
+        )));
+    }
+    if name.is_empty() || name.contains('/') {
+        return Err(CliError::Usage(format!("invalid VM name {name:?}")));
+    }
+    Ok(name.to_string())
+}
+
+/// Run `why`.
+pub(crate) fn run(global: &GlobalArgs, args: WhyArgs) -> Result<ExitCode, CliError> {
+    let name = vm_name(&args.target)?;
+    let opts = GatherOptions {
+        lease_namespace: args.lease_namespace.clone(),
+        lease_name: args.lease_name.clone(),
+        kubevirt_namespace: args.kubevirt.kubevirt_namespace.clone(),
+        timeout: Duration::from_secs(5),
+    };
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+    let report = runtime.block_on(async {
+        let client = client_from_flags(global, "why").await?;
+        let namespace = global
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        crate::why::why_vm(&client, &namespace, &name, &opts)
+            .await
+            .map_err(|e| CliError::Failed(e.to_string()))
+    })?;
+    let text = match args.output {
+        Some(WhyOutput::Json) => serde_json::to_string_pretty(&report)
+            .map(|s| s + "\n")
+            .map_err(|e| CliError::Failed(format!("serialising: {e}")))?,
+        None => crate::why::render_text(&report),
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::Failed(format!("writing to stdout: {e}")))
+        }
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(args: &[&str]) -> Result<String, String> {
+        vm_name(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn targets_follow_kubectl() {
+        assert_eq!(t(&["vm/a"]), Ok("a".into()));
+        assert_eq!(t(&["virtualmachines.kubevirt.io", "a"]), Ok("a".into()));
+        assert!(t(&["a"]).unwrap_err().contains("TYPE/NAME"));
+        assert!(t(&["pod/a"]).unwrap_err().contains("\"pod\""));
+        assert!(t(&["vm/"]).is_err());
+    }
+}
