@@ -13,4 +13,5 @@ pub mod kubevirt_version;
 pub mod launcher;
 pub mod lifecycle;
 pub mod runtime;
+pub mod shadow;
 pub mod sim;
