@@ -13,5 +13,6 @@ pub mod kubevirt_version;
 pub mod launcher;
 pub mod lifecycle;
 pub mod runtime;
+pub mod shadow;
 pub mod sim;
 pub mod why;

@@ -42,6 +42,7 @@ mod readme;
 mod run_controller_cli;
 mod self_contained;
 mod server_conformance;
+mod shadow;
 mod sim_admin;
 mod sim_admission;
 mod sim_crud;

@@ -15,6 +15,7 @@ pub mod lifecycle;
 pub mod output;
 pub mod progress;
 pub mod run_controller;
+pub mod shadow;
 pub mod signals;
 pub mod version;
 pub mod why;
@@ -150,6 +151,21 @@ Exit codes:
   2  usage error
   3  --pod given and the pod does not match the formula";
 
+/// `shadow --help`: examples and exit codes.
+pub const SHADOW_HELP: &str = "\
+Examples:
+  # Ten minutes beside KubeVirt's virt-controller, every namespace, then the summary
+  kubectl virtctl-rs shadow -A --for 10m
+  # One namespace, as JSON, each difference's objects written to ./repro
+  kubectl virtctl-rs shadow -n my-vms --for 1h -o json --reproductions repro
+
+Nothing is written (the client sends GET requests only); read-only RBAC suffices.
+
+Exit codes:
+  0  the summary printed (after --for, or on SIGINT/SIGTERM), or stdout closed
+  1  the cluster unreachable, or the reproductions could not be written
+  2  usage error";
+
 /// `cluster --help`: examples and exit codes.
 pub const CLUSTER_HELP: &str = "\
 Examples:
@@ -273,6 +289,9 @@ pub enum Command {
     /// Restart a VM (`restart vm/NAME`): a new VMI, as `virtctl restart` does.
     #[command(after_help = RESTART_HELP)]
     Restart(lifecycle::StopArgs),
+    /// Compare the Lease holder's writes with our controllers' decisions, writing nothing.
+    #[command(after_help = SHADOW_HELP)]
+    Shadow(shadow::ShadowArgs),
     /// Run an embedded cluster (API server + simulated nodes) for local experiments.
     #[command(after_help = CLUSTER_HELP)]
     Cluster(cluster::ClusterArgs),
@@ -301,6 +320,22 @@ pub enum CliError {
     Failed(String),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
+}
+
+/// The settings of the KubeVirt CR in the file `path` (`--kubevirt-cr`); KubeVirt's defaults
+/// without one.
+pub(crate) fn kubevirt_cr_settings(
+    path: &Option<PathBuf>,
+) -> Result<crate::config::ClusterSettings, CliError> {
+    let Some(path) = path else {
+        return Ok(Default::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Failed(format!("reading {}: {e}", path.display())))?;
+    let value: serde_json::Value = serde_yaml::from_str(&text)
+        .map_err(|e| CliError::Failed(format!("{}: invalid YAML: {e}", path.display())))?;
+    crate::config::ClusterSettings::from_kubevirt_cr(&value)
+        .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))
 }
 
 /// Set up logging on stderr according to the global flags.
@@ -336,6 +371,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Why(args) => why::run(&cli.global, args),
         Command::ExplainOverhead(args) => explain_overhead::run(&cli.global, args),
         Command::Cluster(args) => cluster::run(&cli.global, args),
+        Command::Shadow(args) => shadow::run(&cli.global, args),
         Command::Start(args) => lifecycle::run_start(&cli.global, args),
         Command::Stop(args) => lifecycle::run_stop(&cli.global, crate::lifecycle::Verb::Stop, args),
         Command::Restart(args) => {

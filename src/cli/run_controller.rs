@@ -120,6 +120,10 @@ pub struct RunControllerArgs {
     /// Burst of the controller's API client (default: the CR's, KubeVirt's 400 without one).
     #[arg(long, value_name = "N")]
     pub burst: Option<u32>,
+    /// Shadow mode: never take the Lease, write nothing; compare the leader's writes with our
+    /// decisions and print a summary on Ctrl-C (as `shadow`; docs/shadow.md).
+    #[arg(long, conflicts_with_all = ["embedded", "apply", "exit_when_ready"])]
+    pub shadow: bool,
 }
 
 /// `--qps`/`--burst`: the CR's limit unless either is given; a missing one is the CR default.
@@ -147,18 +151,6 @@ fn client_rate_limit(qps: Option<f32>, burst: Option<u32>) -> Result<ClientRateL
 fn seconds(v: f64, flag: &str) -> Result<Duration, CliError> {
     Duration::try_from_secs_f64(v)
         .map_err(|_| CliError::Failed(format!("--{flag}: {v} is not a valid number of seconds")))
-}
-
-fn settings(path: &Option<PathBuf>) -> Result<ClusterSettings, CliError> {
-    let Some(path) = path else {
-        return Ok(ClusterSettings::default());
-    };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::Failed(format!("reading {}: {e}", path.display())))?;
-    let value: serde_json::Value = serde_yaml::from_str(&text)
-        .map_err(|e| CliError::Failed(format!("{}: invalid YAML: {e}", path.display())))?;
-    ClusterSettings::from_kubevirt_cr(&value)
-        .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))
 }
 
 /// Build the manager configuration from the flags.
@@ -211,7 +203,7 @@ pub fn manager_config(
         vmi_workers: args.vmi_workers,
         settings: ClusterSettings {
             without_virt_api: args.without_virt_api || args.no_admission,
-            ..settings(&args.kubevirt_cr)?
+            ..super::kubevirt_cr_settings(&args.kubevirt_cr)?
         },
         // A file wins: its settings are fixed, the cluster's CR is not watched.
         kubevirt_namespace: match args.kubevirt_cr {
@@ -373,10 +365,27 @@ pub fn controller_runtime(threads: Option<usize>) -> std::io::Result<tokio::runt
 
 /// Run `run-controller`.
 pub fn run(global: &GlobalArgs, args: RunControllerArgs) -> Result<ExitCode, CliError> {
+    if args.shadow {
+        return super::shadow::run(global, shadow_args(args));
+    }
     let config = manager_config(global, &args)?;
     let runtime = controller_runtime(worker_threads(&args))
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(run_async(global, args, config))
+}
+
+/// `run-controller --shadow`: `shadow` with the run's scope and settings, until Ctrl-C.
+fn shadow_args(args: RunControllerArgs) -> super::shadow::ShadowArgs {
+    super::shadow::ShadowArgs {
+        duration: None,
+        all_namespaces: args.all_namespaces,
+        output: super::shadow::Output::Text,
+        reproductions: None,
+        leader_managers: Vec::new(),
+        kubevirt_cr: args.kubevirt_cr,
+        kubevirt: args.kubevirt,
+        without_virt_api: args.without_virt_api,
+    }
 }
 
 async fn run_async(

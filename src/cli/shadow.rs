@@ -1,0 +1,185 @@
+//! `shadow` (and `run-controller --shadow`): our controllers' decisions beside the leader's
+//! writes, nothing written ([`crate::shadow`]); a summary at the end.
+
+use super::{CliError, GlobalArgs};
+use crate::shadow::{DEFAULT_LEADER_MANAGERS, ShadowConfig, ShadowReport, write_reproductions};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `-o` formats of `shadow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// "agreed on N of M decisions over D; K differ: …"
+    Text,
+    /// The report as JSON.
+    Json,
+}
+
+/// Flags of `shadow`.
+#[derive(Debug, Args)]
+pub struct ShadowArgs {
+    /// Compare for this long (`90s`, `10m`, `1h`; a bare number is seconds), then print the
+    /// summary (default: until Ctrl-C).
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Every namespace (the default when -n is not given), kubectl's -A.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    /// Output format of the summary.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Write each difference's reproduction (the VM, VMI and pods before the write, YAML) here.
+    #[arg(long, value_name = "DIR")]
+    pub reproductions: Option<PathBuf>,
+    /// A field manager whose writes are the leader's (repeatable; default: virt-controller and
+    /// virtctl-rs).
+    #[arg(long = "leader-manager", value_name = "NAME")]
+    pub leader_managers: Vec<String>,
+    /// Render with this KubeVirt custom resource (YAML/JSON) instead of the cluster's.
+    #[arg(long, value_name = "FILE", conflicts_with = "kubevirt_namespace")]
+    pub kubevirt_cr: Option<PathBuf>,
+    #[command(flatten)]
+    pub kubevirt: super::KubeVirtNamespaceArg,
+    /// The cluster has no virt-api (the leader adds the VMI finalizer virt-api would).
+    #[arg(long)]
+    pub without_virt_api: bool,
+}
+
+/// `90s`, `10m`, `1h`, `1h30m`, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    if let Ok(secs) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{text:?}: {e}"));
+    }
+    let mut total = 0f64;
+    let mut number = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1.0,
+            'm' => 60.0,
+            'h' => 3600.0,
+            _ => return Err(format!("{text:?}: unknown unit {c:?} (use s, m or h)")),
+        };
+        let n: f64 = number
+            .parse()
+            .map_err(|_| format!("{text:?}: a number must come before {c:?}"))?;
+        total += n * unit;
+        number.clear();
+    }
+    if !number.is_empty() {
+        return Err(format!("{text:?}: {number} has no unit (s, m or h)"));
+    }
+    Duration::try_from_secs_f64(total).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// Run `shadow`.
+pub fn run(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(run_async(global, args))
+}
+
+async fn settings(
+    client: &kube::Client,
+    args: &ShadowArgs,
+) -> Result<crate::config::ClusterSettings, CliError> {
+    let mut settings = match &args.kubevirt_cr {
+        Some(path) => super::kubevirt_cr_settings(&Some(path.clone()))?,
+        None => {
+            match crate::inspect::gather::read_kubevirt(client, &args.kubevirt.kubevirt_namespace)
+                .await
+            {
+                Ok((s, _)) => s,
+                Err(missing) => {
+                    eprintln!("{}: {}", missing.what, missing.reason);
+                    Default::default()
+                }
+            }
+        }
+    };
+    settings.without_virt_api |= args.without_virt_api;
+    Ok(settings)
+}
+
+async fn run_async(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, CliError> {
+    let mut signals = super::signals::ShutdownSignals::listen()?;
+    let (config, target) = super::client::load_config(global, "shadow").await?;
+    let client = kube::Client::try_from(config)
+        .map_err(|e| CliError::Failed(format!("cannot build a client: {e}")))?;
+    let client = crate::shadow::read_only(client);
+    let namespace = if args.all_namespaces {
+        None
+    } else {
+        global.namespace.clone()
+    };
+    let config = ShadowConfig {
+        namespace: namespace.clone(),
+        duration: args.duration,
+        leader_managers: if args.leader_managers.is_empty() {
+            DEFAULT_LEADER_MANAGERS.map(String::from).to_vec()
+        } else {
+            args.leader_managers.clone()
+        },
+        settings: settings(&client, &args).await?,
+        perturbation: None,
+    };
+    eprintln!(
+        "shadow: comparing the writes of {} on {} ({}), writing nothing",
+        config.leader_managers.join(", "),
+        target.describe(),
+        namespace
+            .as_deref()
+            .map_or("all namespaces".into(), |n| format!("namespace {n}")),
+    );
+    let handle = crate::shadow::spawn(client, config);
+    let stop = handle.stop.clone();
+    let mut done = handle.done;
+    let run = tokio::select! {
+        r = &mut done => r,
+        _ = signals.recv() => {
+            stop.cancel();
+            done.await
+        }
+    }
+    .map_err(|e| CliError::Failed(format!("the shadow stopped: {e}")))?;
+    let mut report = run.report;
+    if let Some(dir) = &args.reproductions {
+        write_reproductions(&mut report, &run.records, dir).map_err(CliError::Failed)?;
+    }
+    print(&report, args.output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print(report: &ShadowReport, output: Output) -> Result<(), CliError> {
+    match output {
+        Output::Text => crate::cli::output::out(&report.text()),
+        Output::Json => {
+            let text = serde_json::to_string_pretty(report)
+                .map_err(|e| CliError::Failed(format!("cannot print the report: {e}")))?;
+            crate::say!("{text}");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_kubectl_writes_them() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert!(parse_duration("10d").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("10m5").unwrap_err().contains("no unit"));
+    }
+}

@@ -1,0 +1,225 @@
+//! The shadow's caches: every watched object as JSON, by kind and `namespace/name`, and our
+//! decisions for one VM key computed from them with the controllers' own pure functions
+//! (through the inspector's [`decide_next`], which builds the snapshots the executors build).
+
+use super::predict::{Intended, Kind, vm_writes, vmi_writes};
+use crate::api::{Time, VirtualMachine, VirtualMachineInstance};
+use crate::config::ClusterSettings;
+use crate::inspect::analyze::decide_next;
+use crate::inspect::gather::Gathered;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Objects of one kind by `namespace/name`.
+pub type Objects = BTreeMap<String, Value>;
+
+/// The watched objects.
+#[derive(Debug, Clone, Default)]
+pub struct Mirror {
+    /// One map per compared kind.
+    pub objects: BTreeMap<Kind, Objects>,
+    /// PersistentVolumeClaims (read by both decisions, never compared).
+    pub pvcs: Objects,
+    /// The settings the decisions render with.
+    pub settings: ClusterSettings,
+}
+
+/// `namespace/name` of a JSON object.
+pub fn key_of(obj: &Value) -> String {
+    let meta = &obj["metadata"];
+    format!(
+        "{}/{}",
+        meta["namespace"].as_str().unwrap_or(""),
+        meta["name"].as_str().unwrap_or("")
+    )
+}
+
+/// The name of the controller owner of `obj` of kind `owner_kind`.
+fn controller_owner<'a>(obj: &'a Value, owner_kind: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"] == Value::Bool(true) && r["kind"] == owner_kind)?
+        .get("name")?
+        .as_str()
+}
+
+/// The VM key whose reconcile writes `obj` of `kind`: the VM itself, the VMI's namesake VM,
+/// the owner VMI of a pod, the owner VM of a revision or DataVolume. `None`: no VM or VMI
+/// controller reconciles it.
+pub fn vm_key(kind: Kind, obj: &Value) -> Option<String> {
+    let ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let owner = match kind {
+        Kind::VirtualMachine | Kind::VirtualMachineInstance => return Some(key_of(obj)),
+        Kind::Pod => controller_owner(obj, "VirtualMachineInstance"),
+        Kind::ControllerRevision | Kind::DataVolume => controller_owner(obj, "VirtualMachine"),
+    }?;
+    Some(format!("{ns}/{owner}"))
+}
+
+impl Mirror {
+    /// The objects of `kind`.
+    pub fn of(&self, kind: Kind) -> Option<&Objects> {
+        self.objects.get(&kind)
+    }
+
+    /// The object of `kind` at `key`.
+    pub fn get(&self, kind: Kind, key: &str) -> Option<&Value> {
+        self.of(kind)?.get(key)
+    }
+
+    /// Store (`Some`) or forget (`None`) the object of `kind` at `key`.
+    pub fn set(&mut self, kind: Kind, key: &str, obj: Option<Value>) {
+        let map = self.objects.entry(kind).or_default();
+        match obj {
+            Some(v) => {
+                map.insert(key.to_string(), v);
+            }
+            None => {
+                map.remove(key);
+            }
+        }
+    }
+
+    fn in_namespace<T: serde::de::DeserializeOwned>(&self, kind: Kind, ns: &str) -> Vec<T> {
+        let prefix = format!("{ns}/");
+        self.of(kind)
+            .into_iter()
+            .flat_map(|m| m.range(prefix.clone()..))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter_map(|(_, v)| serde_json::from_value(v.clone()).ok())
+            .collect()
+    }
+
+    fn typed<T: serde::de::DeserializeOwned>(
+        &self,
+        kind: Kind,
+        key: &str,
+    ) -> Result<Option<T>, String> {
+        self.get(kind, key)
+            .map(|v| {
+                serde_json::from_value(v.clone())
+                    .map_err(|e| format!("{} {key}: cannot be read: {e}", kind.as_str()))
+            })
+            .transpose()
+    }
+
+    /// The writes our VM and VMI controllers would make for VM key `key` (`namespace/name`)
+    /// from these objects at `now`, expectations satisfied (the shadow cannot see the
+    /// leader's). An object that does not decode is an error naming it.
+    pub fn decide(&self, key: &str, now: DateTime<Utc>) -> Result<Vec<Intended>, String> {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        let vm: Option<VirtualMachine> = self.typed(Kind::VirtualMachine, key)?;
+        let vmi: Option<VirtualMachineInstance> = self.typed(Kind::VirtualMachineInstance, key)?;
+        let pvcs = |claim: &str| {
+            self.pvcs
+                .get(&format!("{ns}/{claim}"))
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+        };
+        let Some(vm) = vm else {
+            return Ok(match vmi {
+                Some(vmi) => self.decide_vmi_alone(vmi, now, pvcs),
+                None => Vec::new(),
+            });
+        };
+        let g = Gathered {
+            now,
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            vm: Some(vm.clone()),
+            vmi,
+            pods: self.in_namespace(Kind::Pod, ns),
+            revisions: self.in_namespace(Kind::ControllerRevision, ns),
+            data_volumes: self.in_namespace(Kind::DataVolume, ns),
+            pvcs: self
+                .pvcs_in(ns)
+                .into_iter()
+                .filter_map(|p| p.metadata.name.clone().map(|n| (n, p)))
+                .collect(),
+            settings: self.settings.clone(),
+            ..Gathered::default()
+        };
+        let d = decide_next(&g, &vm, &[]);
+        let mut out = vm_writes(&d.vm, name);
+        if let Some(vmi) = &d.vmi {
+            out.extend(vmi_writes(vmi, name));
+        }
+        Ok(out)
+    }
+
+    fn pvcs_in(&self, ns: &str) -> Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
+        let prefix = format!("{ns}/");
+        self.pvcs
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter_map(|(_, v)| serde_json::from_value(v.clone()).ok())
+            .collect()
+    }
+
+    fn decide_vmi_alone(
+        &self,
+        vmi: VirtualMachineInstance,
+        now: DateTime<Utc>,
+        pvc: impl Fn(&str) -> Option<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+    ) -> Vec<Intended> {
+        let ns = vmi.metadata.namespace.clone().unwrap_or_default();
+        let name = vmi.metadata.name.clone().unwrap_or_default();
+        let pods: Vec<_> = self.in_namespace(Kind::Pod, &ns);
+        let dvs: Vec<crate::api::DataVolume> = self.in_namespace(Kind::DataVolume, &ns);
+        let dv = |n: &str| {
+            dvs.iter()
+                .find(|d| d.metadata.name.as_deref() == Some(n))
+                .cloned()
+        };
+        let settings = &self.settings;
+        let snap = crate::controller::vmi::executor::snapshot_from_objects(
+            vmi,
+            pods.into_iter().map(std::sync::Arc::new),
+            None,
+            crate::controller::vmi::ExpectationsState::default(),
+            (dv, pvc),
+            (settings, || {
+                crate::launcher::resources::NamespaceContext::from_cluster(None, &[], settings)
+            }),
+            Time::from_datetime(now),
+        );
+        vmi_writes(&crate::controller::vmi::decide(&snap), &name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn writes_map_to_the_vm_key_that_reconciles_them() {
+        let pod = json!({"metadata": {"namespace": "ns", "name": "virt-launcher-a-x",
+            "ownerReferences": [{"kind": "VirtualMachineInstance", "name": "a",
+                "controller": true, "uid": "u", "apiVersion": "kubevirt.io/v1"}]}});
+        assert_eq!(vm_key(Kind::Pod, &pod).as_deref(), Some("ns/a"));
+        let stray = json!({"metadata": {"namespace": "ns", "name": "p"}});
+        assert_eq!(vm_key(Kind::Pod, &stray), None);
+        let vmi = json!({"metadata": {"namespace": "ns", "name": "b"}});
+        assert_eq!(
+            vm_key(Kind::VirtualMachineInstance, &vmi).as_deref(),
+            Some("ns/b")
+        );
+    }
+
+    #[test]
+    fn an_object_that_does_not_decode_is_named() {
+        let mut m = Mirror::default();
+        m.set(
+            Kind::VirtualMachine,
+            "ns/a",
+            Some(json!({"metadata": {"name": "a", "namespace": "ns"}, "spec": {"runStrategy": 7}})),
+        );
+        let err = m.decide("ns/a", Utc::now()).unwrap_err();
+        assert!(err.contains("VirtualMachine ns/a"), "{err}");
+    }
+}

@@ -1,0 +1,224 @@
+//! Shadow mode: our VM and VMI controllers beside the controller that holds the Lease, with
+//! warm caches and no way to write. Every write the leader makes to a VM, VMI, launcher pod,
+//! ControllerRevision or DataVolume is compared with what our decision from the state just
+//! before it would have written (docs/shadow.md).
+//!
+//! ```text
+//! read-only client ─► watch.rs (list+watch per kind, one stream) ─► tracker.rs
+//!                                                                    │ state before the write
+//!                             mirror.rs (the caches; our decisions) ◄┘
+//!                             predict.rs (decisions as writes) ─► compare.rs (normalise, diff)
+//!                                                                    │
+//!                                                 report.rs (counts, differences, reproductions)
+//! ```
+//!
+//! Nothing here can write: the only client is [`read_only`] (GET requests only), the Lease is
+//! never read for an election, and there is no executor: our decisions are data.
+
+mod compare;
+mod mirror;
+mod predict;
+mod report;
+mod tracker;
+mod watch;
+
+pub use compare::Verdict;
+pub use predict::Kind;
+pub use report::{Difference, ShadowReport, write_reproductions};
+pub use tracker::{Perturbation, Record};
+pub use watch::read_only;
+
+use crate::config::ClusterSettings;
+use futures::StreamExt;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// The field managers of the controllers the shadow compares with by default: KubeVirt's
+/// virt-controller, and this project's `run-controller` (the API server names a manager after
+/// the client's User-Agent up to its first `/`).
+pub const DEFAULT_LEADER_MANAGERS: [&str; 2] = ["virt-controller", "virtctl-rs"];
+
+/// Shadow settings.
+#[derive(Debug, Clone)]
+pub struct ShadowConfig {
+    /// Watch one namespace, or all (`None`).
+    pub namespace: Option<String>,
+    /// Stop after this long (`None`: when cancelled).
+    pub duration: Option<Duration>,
+    /// The field managers whose writes are the leader's.
+    pub leader_managers: Vec<String>,
+    /// The settings our decisions render with (the KubeVirt CR's, as the leader's).
+    pub settings: ClusterSettings,
+    /// Test only: change our decisions, to show a wrong one is reported ([`Perturbation`]).
+    #[doc(hidden)]
+    pub perturbation: Option<Perturbation>,
+}
+
+impl ShadowConfig {
+    /// Every namespace, until cancelled, the default managers, KubeVirt's default settings.
+    pub fn new() -> Self {
+        ShadowConfig {
+            namespace: None,
+            duration: None,
+            leader_managers: DEFAULT_LEADER_MANAGERS.map(String::from).to_vec(),
+            settings: ClusterSettings::default(),
+            perturbation: None,
+        }
+    }
+}
+
+impl Default for ShadowConfig {
+    fn default() -> Self {
+        ShadowConfig::new()
+    }
+}
+
+/// What a shadow run produced: the summary and the classified writes it counts.
+#[derive(Debug, Clone)]
+pub struct ShadowRun {
+    /// The summary.
+    pub report: ShadowReport,
+    /// Every classified write (the reproductions are written from these).
+    pub records: Vec<Record>,
+}
+
+/// What a running shadow has seen so far (for waiting on it).
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// Every watch has listed: the comparison runs.
+    pub synced: bool,
+    /// The last resourceVersion seen per `Kind namespace/name` (deleted: removed).
+    pub resource_versions: std::collections::BTreeMap<String, String>,
+    /// Writes classified so far.
+    pub decisions: usize,
+    /// Writes waiting for our next reconcile.
+    pub held: usize,
+}
+
+/// A running shadow ([`spawn`]).
+pub struct ShadowHandle {
+    /// Cancel to stop the shadow (the report is then complete).
+    pub stop: CancellationToken,
+    /// What it has seen so far.
+    pub progress: tokio::sync::watch::Receiver<Progress>,
+    /// Its result.
+    pub done: tokio::task::JoinHandle<ShadowRun>,
+}
+
+impl ShadowHandle {
+    /// Stop and return the result.
+    pub async fn finish(self) -> ShadowRun {
+        self.stop.cancel();
+        self.done
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
+}
+
+/// Start [`run`] on a task.
+pub fn spawn(client: kube::Client, config: ShadowConfig) -> ShadowHandle {
+    let stop = CancellationToken::new();
+    let (tx, rx) = tokio::sync::watch::channel(Progress::default());
+    let done = tokio::spawn(run(client, config, stop.clone(), tx));
+    ShadowHandle {
+        stop,
+        progress: rx,
+        done,
+    }
+}
+
+fn track_progress(
+    progress: &tokio::sync::watch::Sender<Progress>,
+    item: &watch::Item,
+    t: &tracker::Tracker,
+) {
+    progress.send_modify(|p| {
+        if let watch::Item::Changed(watch::Source::Compared(kind), key, obj) = item {
+            let id = format!("{} {key}", kind.as_str());
+            match obj
+                .as_ref()
+                .and_then(|o| o.pointer("/metadata/resourceVersion"))
+            {
+                Some(rv) => {
+                    p.resource_versions
+                        .insert(id, rv.as_str().unwrap_or("").to_string());
+                }
+                None => {
+                    p.resource_versions.remove(&id);
+                }
+            }
+        }
+        p.decisions = t.records.len();
+        p.held = t.held();
+    });
+}
+
+/// Watch through a [`read_only`] copy of `client` and compare until `config.duration` passed
+/// or `stop` is cancelled, publishing [`Progress`]. The comparison starts once every watch
+/// has listed. A watch that fails is retried with back-off; its errors go to the log.
+pub async fn run(
+    client: kube::Client,
+    config: ShadowConfig,
+    stop: CancellationToken,
+    progress: tokio::sync::watch::Sender<Progress>,
+) -> ShadowRun {
+    let client = read_only(client);
+    let mut stream = watch::watch_all(&client, config.namespace.as_deref());
+    let mirror = mirror::Mirror {
+        settings: config.settings.clone(),
+        ..Default::default()
+    };
+    let mut tracker = tracker::Tracker::new(mirror, config.leader_managers, config.perturbation);
+    let mut pending: Vec<watch::Source> = watch::Source::ALL.to_vec();
+    let started = Instant::now();
+    let deadline = async {
+        match config.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        let item = tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = &mut deadline => break,
+            _ = tick.tick() => {
+                tracker.settle_held_before(chrono::Utc::now() - tracker::LATER_WAIT);
+                progress.send_modify(|p| {
+                    p.decisions = tracker.records.len();
+                    p.held = tracker.held();
+                });
+                continue;
+            }
+            item = stream.next() => match item { Some(i) => i, None => break },
+        };
+        let listed = match &item {
+            watch::Item::Synced(s) => Some(*s),
+            // A kind the cluster does not serve (no CDI: no DataVolumes) is not waited for.
+            watch::Item::Failed(s, e) => {
+                tracing::warn!(source = ?s, error = %e, "shadow: watch failed");
+                (e.contains("404") || e.contains("not found")).then_some(*s)
+            }
+            watch::Item::Changed(..) => None,
+        };
+        if let Some(s) = listed {
+            pending.retain(|p| *p != s);
+            if pending.is_empty() {
+                progress.send_modify(|p| p.synced = true);
+            }
+        }
+        watch::feed(&mut tracker, &item, pending.is_empty(), chrono::Utc::now());
+        track_progress(&progress, &item, &tracker);
+    }
+    tracker.finish();
+    let report = ShadowReport::new(
+        &tracker.records,
+        started.elapsed().as_secs_f64(),
+        std::mem::take(&mut tracker.errors),
+    );
+    ShadowRun {
+        report,
+        records: tracker.records,
+    }
+}

@@ -1,0 +1,201 @@
+//! The shadow's summary: counts by verdict, each difference with its paths, both values and a
+//! reproduction (the objects as they were before the write, as YAML).
+
+use super::compare::Verdict;
+use super::tracker::Record;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What `shadow -o json` prints.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowReport {
+    /// How long the shadow compared, in seconds.
+    pub duration_seconds: f64,
+    /// Writes of the leader compared.
+    pub decisions: usize,
+    /// Those our decision from the state before wrote the same.
+    pub agree: usize,
+    /// Those our next reconcile wrote the same.
+    pub agree_later: usize,
+    /// Those our decision wrote differently.
+    pub differ: usize,
+    /// Those our decision would not have made.
+    pub we_would_not_write: usize,
+    /// Those our decision made with more.
+    pub we_would_write_more: usize,
+    /// Every write that did not agree.
+    pub differences: Vec<Difference>,
+    /// Decisions that could not be computed, with the reason.
+    pub errors: Vec<String>,
+}
+
+/// One write that did not agree.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Difference {
+    /// `namespace/name` of the written object.
+    pub key: String,
+    /// Its kind.
+    pub kind: &'static str,
+    /// `differ`, `we-would-not-write` or `we-would-write-more`.
+    pub verdict: Verdict,
+    /// `main` or `status`: the part written.
+    pub part: &'static str,
+    /// Our action compared (`CreateVmi`, `UpdateVmStatus`, …); absent: we would not write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<&'static str>,
+    /// The dotted paths where ours and theirs differ.
+    pub paths: Vec<String>,
+    /// Our value at each path (absent: not set).
+    pub ours: BTreeMap<String, Value>,
+    /// The leader's value at each path (absent: not set).
+    pub theirs: BTreeMap<String, Value>,
+    /// The reproduction file, when written (`--reproductions DIR`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reproduction: Option<PathBuf>,
+    /// When the write was seen.
+    pub seen: String,
+}
+
+impl ShadowReport {
+    /// Count `records` and list the writes that did not agree.
+    pub fn new(records: &[Record], duration_seconds: f64, errors: Vec<String>) -> Self {
+        let count = |v: Verdict| records.iter().filter(|r| r.verdict == v).count();
+        let differences = records
+            .iter()
+            .filter(|r| !matches!(r.verdict, Verdict::Agree | Verdict::AgreeLater))
+            .map(difference)
+            .collect();
+        ShadowReport {
+            duration_seconds,
+            decisions: records.len(),
+            agree: count(Verdict::Agree),
+            agree_later: count(Verdict::AgreeLater),
+            differ: count(Verdict::Differ),
+            we_would_not_write: count(Verdict::WeWouldNotWrite),
+            we_would_write_more: count(Verdict::WeWouldWriteMore),
+            differences,
+            errors,
+        }
+    }
+
+    /// "agreed on N of M decisions over D; K differ: …", one line per difference after it.
+    pub fn text(&self) -> String {
+        let agreed = self.agree + self.agree_later;
+        let mut out = format!(
+            "agreed on {agreed} of {} decisions over {}",
+            self.decisions,
+            crate::inspect::model::human_duration(self.duration_seconds)
+        );
+        if self.agree_later > 0 {
+            out.push_str(&format!(" ({} on our next reconcile)", self.agree_later));
+        }
+        if self.differences.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(&format!("; {} differ:\n", self.differences.len()));
+        }
+        for d in &self.differences {
+            let action = d.action.map(|a| format!(" ({a})")).unwrap_or_default();
+            out.push_str(&format!(
+                "  {} {} {}{}: {}",
+                d.kind,
+                d.key,
+                d.verdict.as_str(),
+                action,
+                d.paths.join(", ")
+            ));
+            if let Some(file) = &d.reproduction {
+                out.push_str(&format!("  [{}]", file.display()));
+            }
+            out.push('\n');
+        }
+        for e in &self.errors {
+            out.push_str(&format!("  error: {e}\n"));
+        }
+        out
+    }
+}
+
+fn difference(r: &Record) -> Difference {
+    let side = |pick: fn(&super::compare::PathDiff) -> &Option<Value>| {
+        r.paths
+            .iter()
+            .filter_map(|p| pick(p).clone().map(|v| (p.path.clone(), v)))
+            .collect()
+    };
+    Difference {
+        key: r.key.clone(),
+        kind: r.kind.as_str(),
+        verdict: r.verdict,
+        part: match r.part {
+            super::predict::Part::Main => "main",
+            super::predict::Part::Status => "status",
+        },
+        action: r.action,
+        paths: r.paths.iter().map(|p| p.path.clone()).collect(),
+        ours: side(|p| &p.ours),
+        theirs: side(|p| &p.theirs),
+        reproduction: None,
+        seen: r.seen.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    }
+}
+
+/// What a reproduction keeps of an object: everything but what the server sets on creation,
+/// so `kubectl apply -f` (or a test) can recreate it.
+fn reproducible(obj: &Value) -> Value {
+    let mut out = obj.clone();
+    if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
+        for f in [
+            "uid",
+            "resourceVersion",
+            "managedFields",
+            "generation",
+            "selfLink",
+        ] {
+            meta.remove(f);
+        }
+    }
+    out
+}
+
+/// Write one YAML file per difference into `dir` (created if missing): a comment with the
+/// verdict and paths, then the VM, VMI and pods as they were before the leader's write. Sets
+/// each difference's `reproduction`.
+pub fn write_reproductions(
+    report: &mut ShadowReport,
+    records: &[Record],
+    dir: &Path,
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let disagreeing = records
+        .iter()
+        .filter(|r| !matches!(r.verdict, Verdict::Agree | Verdict::AgreeLater));
+    for (i, (d, r)) in report.differences.iter_mut().zip(disagreeing).enumerate() {
+        let file = dir.join(format!(
+            "{:03}-{}-{}.yaml",
+            i + 1,
+            d.key.replace('/', "-"),
+            d.kind.to_lowercase()
+        ));
+        let mut text = format!(
+            "# {} {} {}: {}\n# the objects below are the state before the leader's write\n",
+            d.kind,
+            d.key,
+            d.verdict.as_str(),
+            d.paths.join(", ")
+        );
+        for obj in &r.state_before {
+            let yaml = serde_yaml::to_string(&reproducible(obj))
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            text.push_str("---\n");
+            text.push_str(&yaml);
+        }
+        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+        d.reproduction = Some(file);
+    }
+    Ok(())
+}

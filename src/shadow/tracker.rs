@@ -1,0 +1,711 @@
+//! The shadow's state machine: each change seen on the watches is, if it is a write of the
+//! leading controller, compared with our decision from the state just before it; then the
+//! change goes into the [`Mirror`].
+//!
+//! - A write that matches one of our intended writes is `agree`. The writes of one reconcile
+//!   arrive one by one: the intended writes of the decision that matched stay expected for the
+//!   next writes of the same VM key.
+//! - A write that does not is held: at each of the next [`LATER_TRIES`] changes of the same VM
+//!   key (for at most [`LATER_WAIT`]) we decide again, from the newer state with the written object as it was before the
+//!   write (the leader may have seen a change our watches deliver later). A match then is
+//!   `agree-later`; otherwise the write is `differ` / `we-would-write-more` (our closest
+//!   write to the object) or `we-would-not-write` (none).
+//!
+//! Attribution: a write is the leader's when the `managedFields` entry it stamped names one of
+//! the leader's field managers ([`author`]). A server that keeps no `managedFields` (the embedded
+//! one), and every deletion (a DELETE leaves no author on the object), gives no author: such a
+//! change counts when our decision makes the same write (now or on the next reconcile), and,
+//! when it does not, only if it creates an owned object (no one but the controllers creates a
+//! VM's VMI or a VMI's launcher pod); otherwise it may be another writer's and is left out.
+
+use super::compare::{Comparison, PathDiff, Verdict, compare, normalise};
+use super::mirror::{Mirror, vm_key};
+use super::predict::{Effect, Intended, Kind, Part};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// How many later changes of the same VM key a held write waits for its `agree-later`.
+pub const LATER_TRIES: u8 = 8;
+
+/// How long a held write waits for its `agree-later` at most.
+pub const LATER_WAIT: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
+/// One change seen on a watch.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The object's kind.
+    pub kind: Kind,
+    /// `namespace/name`.
+    pub key: String,
+    /// The object now; `None`: deleted.
+    pub object: Option<Value>,
+}
+
+/// Who wrote a change, as far as the object tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Author {
+    /// The newest `managedFields` entry is one of the leader's managers.
+    Leader,
+    /// It is someone else's.
+    Other,
+    /// The object names no author.
+    Unknown,
+}
+
+/// Who made the write that turned `before` into `after`: the manager of the one
+/// `managedFields` entry the write stamped (new, or with a new time: the API server sets the
+/// writer's entry's time on every write that changes its fields; fields another manager
+/// loses change its entry but not its time); checked against `leader_managers`. No entry, or
+/// no single stamped one (a write in the same second as the last one of that manager):
+/// [`Author::Unknown`].
+pub fn author(before: Option<&Value>, after: &Value, leader_managers: &[String]) -> Author {
+    let entries = |v: &Value| {
+        v.pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .cloned()
+    };
+    let Some(now) = entries(after) else {
+        return Author::Unknown;
+    };
+    let was = before.and_then(entries).unwrap_or_default();
+    let id = |e: &Value| {
+        (
+            e["manager"].clone(),
+            e["operation"].clone(),
+            e["subresource"].clone(),
+        )
+    };
+    let stamped: Vec<&Value> = now
+        .iter()
+        .filter(|e| !was.iter().any(|w| id(w) == id(e) && w["time"] == e["time"]))
+        .collect();
+    match stamped.as_slice() {
+        [one] => match one["manager"].as_str() {
+            Some(m) if leader_managers.iter().any(|l| l == m) => Author::Leader,
+            _ => Author::Other,
+        },
+        _ => Author::Unknown,
+    }
+}
+
+/// A test-only change to our decision: set `pointer` to `value` in every object of `kind`
+/// our decision writes. It exists to show that a wrong decision is reported; nothing but
+/// tests sets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Perturbation {
+    /// The kind whose intended objects are changed.
+    pub kind: Kind,
+    /// RFC 6901 pointer (`/metadata/labels/x`); missing parents are created.
+    pub pointer: String,
+    /// The value set.
+    pub value: Value,
+}
+
+impl Perturbation {
+    fn apply(&self, kind: Kind, obj: &mut Value) {
+        if kind != self.kind {
+            return;
+        }
+        let mut cur = obj;
+        let steps: Vec<&str> = self.pointer.split('/').skip(1).collect();
+        for (i, step) in steps.iter().enumerate() {
+            if !cur.is_object() {
+                *cur = Value::Object(Default::default());
+            }
+            let Some(map) = cur.as_object_mut() else {
+                return;
+            };
+            if i + 1 == steps.len() {
+                map.insert((*step).to_string(), self.value.clone());
+                return;
+            }
+            cur = map.entry((*step).to_string()).or_insert(Value::Null);
+        }
+    }
+}
+
+/// One classified write.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// The VM key whose reconcile wrote it.
+    pub vm_key: String,
+    /// The written object's kind.
+    pub kind: Kind,
+    /// The written object's `namespace/name`.
+    pub key: String,
+    /// The part written.
+    pub part: Part,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Our action compared (`None`: we would not write).
+    pub action: Option<&'static str>,
+    /// Where ours and theirs differ.
+    pub paths: Vec<PathDiff>,
+    /// The VM key's objects (VM, VMI, pods) as they were before the write, for a verdict other
+    /// than agreement.
+    pub state_before: Vec<Value>,
+    /// When the write was seen.
+    pub seen: DateTime<Utc>,
+}
+
+struct Held {
+    since: DateTime<Utc>,
+    record: Record,
+    before: Option<Value>,
+    after: Option<Value>,
+    author: Author,
+    best: Option<(&'static str, Comparison)>,
+    tries: u8,
+}
+
+/// The state machine (see the module docs).
+pub struct Tracker {
+    /// The watched objects.
+    pub mirror: Mirror,
+    leader_managers: Vec<String>,
+    perturbation: Option<Perturbation>,
+    /// Per VM key, the intended writes of the decision that last matched, not yet seen.
+    expected: BTreeMap<String, Vec<Intended>>,
+    held: Vec<Held>,
+    /// Classified writes, in the order they were decided.
+    pub records: Vec<Record>,
+    /// Decisions that could not be computed (an object that does not decode), with the reason.
+    pub errors: Vec<String>,
+}
+
+/// What a change is as a write.
+struct Write {
+    part: Part,
+    deletion: bool,
+    creation: bool,
+}
+
+fn as_write(before: Option<&Value>, after: Option<&Value>) -> Option<Write> {
+    let deleting = |v: &Value| {
+        v.pointer("/metadata/deletionTimestamp")
+            .is_some_and(|t| !t.is_null())
+    };
+    match (before, after) {
+        (None, None) => None,
+        (None, Some(_)) => Some(Write {
+            part: Part::Main,
+            deletion: false,
+            creation: true,
+        }),
+        // The server removing an object whose deletion was already seen is no write.
+        (Some(b), None) if deleting(b) => None,
+        (Some(_), None) => Some(Write {
+            part: Part::Main,
+            deletion: true,
+            creation: false,
+        }),
+        (Some(b), Some(a)) => {
+            if !deleting(b) && deleting(a) {
+                return Some(Write {
+                    part: Part::Main,
+                    deletion: true,
+                    creation: false,
+                });
+            }
+            let changes = super::compare::diff(&normalise(a), &normalise(b));
+            if changes.is_empty() {
+                return None;
+            }
+            let status = changes
+                .iter()
+                .all(|c| c.path == "status" || c.path.starts_with("status."));
+            Some(Write {
+                part: if status { Part::Status } else { Part::Main },
+                deletion: false,
+                creation: false,
+            })
+        }
+    }
+}
+
+fn generate_name(obj: Option<&Value>) -> Option<&str> {
+    obj?.pointer("/metadata/generateName")?.as_str()
+}
+
+/// Does `w` write the object `name` of `kind` the way the change does?
+fn targets(w: &Intended, kind: Kind, name: &str, write: &Write, after: Option<&Value>) -> bool {
+    if w.kind != kind || w.part.is_some_and(|p| p != write.part) {
+        return false;
+    }
+    let op_matches = match &w.effect {
+        Effect::Create(_) => write.creation,
+        Effect::Delete => write.deletion,
+        _ => !write.creation && !write.deletion,
+    };
+    let name_matches = match (&w.name, &w.effect) {
+        (Some(n), _) => n == name,
+        (None, Effect::Create(obj)) => generate_name(Some(obj)) == generate_name(after),
+        (None, _) => false,
+    };
+    op_matches && name_matches
+}
+
+impl Tracker {
+    /// A tracker over `mirror` (the watches' initial lists), attributing writes to
+    /// `leader_managers`.
+    pub fn new(
+        mirror: Mirror,
+        leader_managers: Vec<String>,
+        perturbation: Option<Perturbation>,
+    ) -> Self {
+        Tracker {
+            mirror,
+            leader_managers,
+            perturbation,
+            expected: BTreeMap::new(),
+            held: Vec::new(),
+            records: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Classify `change` (if it is a write of the leader) against the state before it, store
+    /// it, then give the held writes of its VM key their next try.
+    pub fn observe(&mut self, change: Change, now: DateTime<Utc>) {
+        let before = self.mirror.get(change.kind, &change.key).cloned();
+        let vm_key = change
+            .object
+            .as_ref()
+            .or(before.as_ref())
+            .and_then(|o| vm_key(change.kind, o));
+        if let Some(vm_key) = &vm_key {
+            self.finish_held_on(change.kind, &change.key);
+            self.classify(vm_key, &change, before.as_ref(), now);
+        }
+        self.mirror
+            .set(change.kind, &change.key, change.object.clone());
+        if let Some(vm_key) = vm_key {
+            self.retry_held(&vm_key, now);
+        }
+    }
+
+    /// Writes waiting for our next reconcile.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Decide the held writes held since before `deadline`: no change of their VM key came
+    /// to agree with them.
+    pub fn settle_held_before(&mut self, deadline: DateTime<Utc>) {
+        let (done, keep): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| h.since < deadline);
+        self.held = keep;
+        for h in done {
+            self.settle(h);
+        }
+    }
+
+    /// Decide every held write (the watches ended).
+    pub fn finish(&mut self) {
+        for h in std::mem::take(&mut self.held) {
+            self.settle(h);
+        }
+    }
+
+    fn decide(&mut self, mirror: &Mirror, vm_key: &str, now: DateTime<Utc>) -> Vec<Intended> {
+        match mirror.decide(vm_key, now) {
+            Ok(list) => list,
+            Err(e) => {
+                self.errors.push(e);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The first of `list` that writes what the change wrote, else the closest one to the
+    /// object: (index, our action, comparison).
+    fn best_match(
+        &self,
+        list: &[Intended],
+        change: &Change,
+        write: &Write,
+        before: Option<&Value>,
+    ) -> Option<(usize, &'static str, Comparison)> {
+        let name = change
+            .key
+            .split_once('/')
+            .map_or(change.key.as_str(), |(_, n)| n);
+        // A deletion leaves no object, whether the server removed it or marked it.
+        let after = if write.deletion {
+            None
+        } else {
+            change.object.as_ref()
+        };
+        let mut best: Option<(usize, &'static str, Comparison)> = None;
+        for (i, w) in list.iter().enumerate() {
+            if !targets(w, change.kind, name, write, change.object.as_ref()) {
+                continue;
+            }
+            let ours = match w.apply(before) {
+                Ok(mut ours) => {
+                    if let (Some(p), Some(o)) = (&self.perturbation, ours.as_mut()) {
+                        p.apply(change.kind, o);
+                    }
+                    ours
+                }
+                Err(_) => continue,
+            };
+            let c = compare(before, ours.as_ref(), after);
+            if c.verdict == Verdict::Agree {
+                return Some((i, w.action, c));
+            }
+            if best
+                .as_ref()
+                .is_none_or(|(_, _, b)| c.paths.len() < b.paths.len())
+            {
+                best = Some((i, w.action, c));
+            }
+        }
+        best
+    }
+
+    fn classify(
+        &mut self,
+        vm_key: &str,
+        change: &Change,
+        before: Option<&Value>,
+        now: DateTime<Utc>,
+    ) {
+        let Some(write) = as_write(before, change.object.as_ref()) else {
+            return;
+        };
+        let author = match (&change.object, write.deletion) {
+            (Some(obj), false) => author(before, obj, &self.leader_managers),
+            _ => Author::Unknown,
+        };
+        if author == Author::Other {
+            return;
+        }
+        // The writes still expected from the decision that matched last, then a fresh one.
+        let expected = self.expected.remove(vm_key).unwrap_or_default();
+        if let Some((i, action, _)) = self
+            .best_match(&expected, change, &write, before)
+            .filter(|(_, _, c)| c.verdict == Verdict::Agree)
+        {
+            let mut rest = expected;
+            rest.remove(i);
+            self.expected.insert(vm_key.to_string(), rest);
+            self.push(
+                vm_key,
+                change,
+                write.part,
+                Verdict::Agree,
+                Some(action),
+                Vec::new(),
+                now,
+            );
+            return;
+        }
+        let mirror = std::mem::take(&mut self.mirror);
+        let fresh = self.decide(&mirror, vm_key, now);
+        self.mirror = mirror;
+        let found = self.best_match(&fresh, change, &write, before);
+        match found {
+            Some((i, action, c)) if c.verdict == Verdict::Agree => {
+                let mut rest = fresh;
+                rest.remove(i);
+                self.expected.insert(vm_key.to_string(), rest);
+                self.push(
+                    vm_key,
+                    change,
+                    write.part,
+                    Verdict::Agree,
+                    Some(action),
+                    Vec::new(),
+                    now,
+                );
+            }
+            // No author, nothing of ours on it: another writer's, unless it creates an owned
+            // object (our caches may lag behind the leader's: wait for our next reconcile).
+            None if author == Author::Unknown && !write.creation => {}
+            best => self.hold(vm_key, change, &write, before, author, best, now),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        vm_key: &str,
+        change: &Change,
+        part: Part,
+        verdict: Verdict,
+        action: Option<&'static str>,
+        paths: Vec<PathDiff>,
+        now: DateTime<Utc>,
+    ) {
+        self.records.push(Record {
+            vm_key: vm_key.to_string(),
+            kind: change.kind,
+            key: change.key.clone(),
+            part,
+            verdict,
+            action,
+            paths,
+            state_before: Vec::new(),
+            seen: now,
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn hold(
+        &mut self,
+        vm_key: &str,
+        change: &Change,
+        write: &Write,
+        before: Option<&Value>,
+        author: Author,
+        best: Option<(usize, &'static str, Comparison)>,
+        now: DateTime<Utc>,
+    ) {
+        let record = Record {
+            vm_key: vm_key.to_string(),
+            kind: change.kind,
+            key: change.key.clone(),
+            part: write.part,
+            verdict: Verdict::WeWouldNotWrite,
+            action: None,
+            paths: Vec::new(),
+            state_before: self.state_of(vm_key),
+            seen: now,
+        };
+        self.held.push(Held {
+            since: now,
+            record,
+            before: before.cloned(),
+            after: change.object.clone(),
+            author,
+            best: best.map(|(_, a, c)| (a, c)),
+            tries: 0,
+        });
+    }
+
+    /// The VM, VMI and launcher pods of `vm_key`, as stored now.
+    fn state_of(&self, vm_key: &str) -> Vec<Value> {
+        let m = &self.mirror;
+        let mut out: Vec<Value> = [Kind::VirtualMachine, Kind::VirtualMachineInstance]
+            .iter()
+            .filter_map(|k| m.get(*k, vm_key).cloned())
+            .collect();
+        let pods = m.of(Kind::Pod).into_iter().flat_map(|p| p.values());
+        out.extend(
+            pods.filter(|p| vm_key_of_pod(p).as_deref() == Some(vm_key))
+                .cloned(),
+        );
+        out
+    }
+
+    /// A newer write to the object of a held update: its "before" is gone, decide it now.
+    fn finish_held_on(&mut self, kind: Kind, key: &str) {
+        let (done, keep): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held)
+            .into_iter()
+            // A creation's "before" (no object) stays valid: it keeps waiting.
+            .partition(|h| h.record.kind == kind && h.record.key == key && h.before.is_some());
+        self.held = keep;
+        for h in done {
+            self.settle(h);
+        }
+    }
+
+    fn retry_held(&mut self, vm_key: &str, now: DateTime<Utc>) {
+        for mut h in std::mem::take(&mut self.held) {
+            if h.record.vm_key != vm_key {
+                self.held.push(h);
+                continue;
+            }
+            let mut mirror = self.mirror.clone();
+            mirror.set(h.record.kind, &h.record.key, h.before.clone());
+            let fresh = self.decide(&mirror, vm_key, now);
+            let write = as_write(h.before.as_ref(), h.after.as_ref());
+            let change = Change {
+                kind: h.record.kind,
+                key: h.record.key.clone(),
+                object: h.after.clone(),
+            };
+            let found = write.and_then(|w| self.best_match(&fresh, &change, &w, h.before.as_ref()));
+            if let Some((_, action, c)) = &found
+                && c.verdict == Verdict::Agree
+            {
+                h.record.verdict = Verdict::AgreeLater;
+                h.record.action = Some(action);
+                h.record.state_before.clear();
+                self.records.push(h.record);
+                continue;
+            }
+            if let Some((_, action, c)) = found
+                && h.best
+                    .as_ref()
+                    .is_none_or(|(_, b)| c.paths.len() < b.paths.len())
+            {
+                h.best = Some((action, c));
+            }
+            h.tries += 1;
+            if h.tries >= LATER_TRIES {
+                self.settle(h);
+            } else {
+                self.held.push(h);
+            }
+        }
+    }
+
+    fn settle(&mut self, mut h: Held) {
+        match h.best {
+            Some((action, c)) => {
+                h.record.verdict = c.verdict;
+                h.record.action = Some(action);
+                h.record.paths = c.paths;
+            }
+            None => h.record.verdict = Verdict::WeWouldNotWrite,
+        }
+        // Without an author only a creation of an owned object is surely the leader's (no
+        // one else creates a VM's VMI or a VMI's pod); any other write that never agreed may
+        // be another writer's (virt-handler, a user) and is not counted.
+        let owned_creation = h.before.is_none()
+            && h.after.as_ref().is_some_and(|a| {
+                a.pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| refs.iter().any(|r| r["controller"] == Value::Bool(true)))
+            });
+        if h.author == Author::Unknown && !owned_creation {
+            return;
+        }
+        self.records.push(h.record);
+    }
+}
+
+fn vm_key_of_pod(pod: &Value) -> Option<String> {
+    vm_key(Kind::Pod, pod)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn managed(entries: Value) -> Value {
+        json!({"metadata": {"name": "a", "namespace": "ns", "managedFields": entries}})
+    }
+
+    #[test]
+    fn the_author_is_the_manager_whose_entry_the_write_stamped() {
+        let leader = vec!["virt-controller".to_string()];
+        let before = managed(json!([
+            {"manager": "virt-controller", "time": "2026-12-01T08:00:01Z", "fieldsV1": {"a": 1}},
+            {"manager": "sim-nodes", "time": "2026-12-01T08:00:01Z", "fieldsV1": {"b": 1}}]));
+        // The controller writes in the same second as its last write.
+        let after = managed(json!([
+            {"manager": "virt-controller", "time": "2026-12-01T08:00:01Z", "fieldsV1": {"a": 2}},
+            {"manager": "sim-nodes", "time": "2026-12-01T08:00:01Z", "fieldsV1": {"b": 1}}]));
+        // Only fields changed, no new time: no single stamped entry.
+        assert_eq!(author(Some(&before), &after, &leader), Author::Unknown);
+        let stamped = managed(json!([
+            {"manager": "virt-controller", "time": "2026-12-01T08:00:02Z", "fieldsV1": {"a": 2}},
+            {"manager": "sim-nodes", "time": "2026-12-01T08:00:01Z", "fieldsV1": {}}]));
+        assert_eq!(author(Some(&before), &stamped, &leader), Author::Leader);
+        let by_node = managed(json!([
+            {"manager": "virt-controller", "time": "2026-12-01T08:00:01Z", "fieldsV1": {"a": 1}},
+            {"manager": "sim-nodes", "time": "2026-12-01T08:00:02Z", "fieldsV1": {"b": 1}}]));
+        assert_eq!(author(Some(&before), &by_node, &leader), Author::Other);
+        assert_eq!(
+            author(None, &json!({"metadata": {}}), &leader),
+            Author::Unknown
+        );
+    }
+
+    fn vm(strategy: &str, status: Value) -> Value {
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "vm-uid",
+                "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"],
+                "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                    "kubevirt.io/storage-observed-api-version": "v1"}},
+            "spec": {"runStrategy": strategy, "template": {"spec": {"domain": {"devices": {},
+                "resources": {"requests": {"memory": "128Mi"}}}}}},
+            "status": status})
+    }
+
+    #[test]
+    fn a_write_our_decision_makes_agrees_and_an_unattributed_other_one_is_ignored() {
+        let mut t = Tracker::new(Mirror::default(), vec![], None);
+        let before = vm("Halted", json!({}));
+        t.mirror
+            .set(Kind::VirtualMachine, "ns/a", Some(before.clone()));
+        let ours = t.mirror.decide("ns/a", Utc::now()).expect("decides");
+        let status = ours
+            .iter()
+            .find(|w| w.action == "UpdateVmStatus")
+            .and_then(|w| w.apply(Some(&before)).ok().flatten())
+            .expect("our decision writes the VM status");
+        t.observe(
+            Change {
+                kind: Kind::VirtualMachine,
+                key: "ns/a".into(),
+                object: Some(status),
+            },
+            Utc::now(),
+        );
+        assert_eq!(t.records.len(), 1);
+        assert_eq!(t.records[0].verdict, Verdict::Agree);
+        // A label a user adds: no author, nothing of ours: not counted.
+        let mut labelled = t.mirror.get(Kind::VirtualMachine, "ns/a").cloned().unwrap();
+        labelled["metadata"]["labels"] = json!({"team": "x"});
+        t.observe(
+            Change {
+                kind: Kind::VirtualMachine,
+                key: "ns/a".into(),
+                object: Some(labelled),
+            },
+            Utc::now(),
+        );
+        t.finish();
+        assert_eq!(t.records.len(), 1);
+    }
+
+    #[test]
+    fn a_perturbed_decision_differs_at_its_path() {
+        let p = Perturbation {
+            kind: Kind::VirtualMachine,
+            pointer: "/status/printableStatus".into(),
+            value: json!("Perturbed"),
+        };
+        let leader = vec!["virt-controller".to_string()];
+        let mut t = Tracker::new(Mirror::default(), leader, Some(p));
+        let before = vm("Halted", json!({}));
+        t.mirror
+            .set(Kind::VirtualMachine, "ns/a", Some(before.clone()));
+        let ours = t.mirror.decide("ns/a", Utc::now()).expect("decides");
+        let status = ours
+            .iter()
+            .find(|w| w.action == "UpdateVmStatus")
+            .and_then(|w| w.apply(Some(&before)).ok().flatten())
+            .expect("status");
+        // The leader's write, as the API server stamps it.
+        let mut status = status;
+        status["metadata"]["managedFields"] = json!([{"manager": "virt-controller",
+            "operation": "Update", "subresource": "status", "time": "2026-12-01T08:00:01Z"}]);
+        t.observe(
+            Change {
+                kind: Kind::VirtualMachine,
+                key: "ns/a".into(),
+                object: Some(status),
+            },
+            Utc::now(),
+        );
+        t.finish();
+        assert_eq!(t.records.len(), 1);
+        let r = &t.records[0];
+        assert_eq!(r.verdict, Verdict::Differ);
+        assert_eq!(r.paths[0].path, "status.printableStatus");
+        assert_eq!(r.paths[0].ours, Some(json!("Perturbed")));
+        assert_eq!(r.paths[0].theirs, Some(json!("Stopped")));
+        assert!(
+            !r.state_before.is_empty(),
+            "a reproduction has the VM as it was"
+        );
+    }
+}

@@ -1,0 +1,217 @@
+//! The shadow's watches: one read-only client, a list+watch per kind merged into one stream,
+//! so the [`Tracker`] sees the changes in one order.
+
+use super::predict::Kind;
+use super::tracker::{Change, Tracker};
+use axum::http::{Method, Request};
+use futures::future::BoxFuture;
+use futures::stream::{BoxStream, StreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::client::Body;
+use kube::runtime::watcher;
+use serde_json::Value;
+use std::task::{Context as TaskContext, Poll};
+
+/// What a watched object is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A compared kind.
+    Compared(Kind),
+    /// PersistentVolumeClaims: read by the decisions, never compared.
+    Claims,
+}
+
+impl Source {
+    pub(crate) const ALL: [Source; 6] = [
+        Source::Compared(Kind::VirtualMachine),
+        Source::Compared(Kind::VirtualMachineInstance),
+        Source::Compared(Kind::Pod),
+        Source::Compared(Kind::ControllerRevision),
+        Source::Compared(Kind::DataVolume),
+        Source::Claims,
+    ];
+
+    fn resource(self) -> ApiResource {
+        let gvk = |g: &str, v: &str, k: &str| GroupVersionKind::gvk(g, v, k);
+        let (gvk, plural) = match self {
+            Source::Compared(Kind::VirtualMachine) => (
+                gvk("kubevirt.io", "v1", "VirtualMachine"),
+                "virtualmachines",
+            ),
+            Source::Compared(Kind::VirtualMachineInstance) => (
+                gvk("kubevirt.io", "v1", "VirtualMachineInstance"),
+                "virtualmachineinstances",
+            ),
+            Source::Compared(Kind::Pod) => (gvk("", "v1", "Pod"), "pods"),
+            Source::Compared(Kind::ControllerRevision) => (
+                gvk("apps", "v1", "ControllerRevision"),
+                "controllerrevisions",
+            ),
+            Source::Compared(Kind::DataVolume) => (
+                gvk("cdi.kubevirt.io", "v1beta1", "DataVolume"),
+                "datavolumes",
+            ),
+            Source::Claims => (
+                gvk("", "v1", "PersistentVolumeClaim"),
+                "persistentvolumeclaims",
+            ),
+        };
+        ApiResource::from_gvk_with_plural(&gvk, plural)
+    }
+
+    /// The label selector of the list+watch: launcher pods only, as the VMI controller's pod
+    /// informer (KubeVirt's `kubevirt.io` label).
+    fn selector(self) -> Option<&'static str> {
+        matches!(self, Source::Compared(Kind::Pod)).then_some("kubevirt.io=virt-launcher")
+    }
+}
+
+/// One item of the merged stream.
+pub(crate) enum Item {
+    /// An object changed (`None`: deleted) at `key`.
+    Changed(Source, String, Option<Value>),
+    /// A source's initial list is complete.
+    Synced(Source),
+    /// A watch failed (it is retried with back-off); the text says which.
+    Failed(Source, String),
+}
+
+fn to_item(
+    source: Source,
+    event: Result<watcher::Event<DynamicObject>, watcher::Error>,
+) -> Vec<Item> {
+    let changed = |obj: DynamicObject, gone: bool| {
+        let value = serde_json::to_value(&obj).unwrap_or(Value::Null);
+        let key = super::mirror::key_of(&value);
+        Item::Changed(source, key, (!gone).then_some(value))
+    };
+    match event {
+        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => vec![changed(o, false)],
+        Ok(watcher::Event::Delete(o)) => vec![changed(o, true)],
+        Ok(watcher::Event::Init) => Vec::new(),
+        Ok(watcher::Event::InitDone) => vec![Item::Synced(source)],
+        Err(e) => vec![Item::Failed(source, e.to_string())],
+    }
+}
+
+/// The merged list+watch of every [`Source`] in `namespace` (`None`: all), through `client`.
+pub(crate) fn watch_all(
+    client: &kube::Client,
+    namespace: Option<&str>,
+) -> BoxStream<'static, Item> {
+    let streams = Source::ALL.into_iter().map(|source| {
+        let ar = source.resource();
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let mut config = watcher::Config::default();
+        if let Some(sel) = source.selector() {
+            config = config.labels(sel);
+        }
+        watcher::watcher(api, config)
+            .flat_map(move |e| futures::stream::iter(to_item(source, e)))
+            .boxed()
+    });
+    futures::stream::select_all(streams).boxed()
+}
+
+/// Hand one item to the tracker: before every source has listed, objects only fill the
+/// caches; after, each change is classified.
+pub(crate) fn feed(
+    tracker: &mut Tracker,
+    item: &Item,
+    live: bool,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    let Item::Changed(source, key, object) = item else {
+        return;
+    };
+    let (key, object) = (key.clone(), object.clone());
+    match *source {
+        Source::Claims => match object {
+            Some(v) => {
+                tracker.mirror.pvcs.insert(key, v);
+            }
+            None => {
+                tracker.mirror.pvcs.remove(&key);
+            }
+        },
+        Source::Compared(kind) if live => tracker.observe(Change { kind, key, object }, now),
+        Source::Compared(kind) => tracker.mirror.set(kind, &key, object),
+    }
+}
+
+/// Why the shadow's client refused a request.
+#[derive(Debug, thiserror::Error)]
+#[error("the shadow never writes: {method} {path} refused")]
+pub struct ReadOnly {
+    method: Method,
+    path: String,
+}
+
+/// `client` that sends GET requests (gets, lists, watches) only: any other method fails
+/// with [`ReadOnly`] without being sent. The shadow's only client.
+pub fn read_only(client: kube::Client) -> kube::Client {
+    let namespace = client.default_namespace().to_string();
+    kube::Client::new(ReadOnlyService { client }, namespace)
+}
+
+struct ReadOnlyService {
+    client: kube::Client,
+}
+
+impl tower::Service<Request<Body>> for ReadOnlyService {
+    type Response = axum::http::Response<Body>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let client = self.client.clone();
+        Box::pin(async move {
+            if request.method() != Method::GET {
+                return Err(Box::new(ReadOnly {
+                    method: request.method().clone(),
+                    path: request.uri().path().to_string(),
+                }) as Self::Error);
+            }
+            client
+                .send(request)
+                .await
+                .map_err(|e| Box::new(e) as Self::Error)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{ApiServer, ApiServerConfig};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::PostParams;
+
+    #[tokio::test]
+    async fn the_read_only_client_refuses_every_write_and_reads() {
+        let server = ApiServer::start(ApiServerConfig::default())
+            .await
+            .expect("server");
+        let client = read_only(server.client().await.expect("client"));
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some("x".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let err = api.create(&PostParams::default(), &cm).await.unwrap_err();
+        assert!(err.to_string().contains("the shadow never writes"), "{err}");
+        assert!(api.list(&Default::default()).await.is_ok());
+        let audit = server.audit().by_user_agent("");
+        assert!(audit.iter().all(|e| e.verb != "create"), "{audit:?}");
+    }
+}
