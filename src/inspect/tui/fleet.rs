@@ -8,7 +8,7 @@ use super::text::{bad, dim, duration, good, pad, rpad, warn};
 use crate::inspect::model::FleetRow;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
@@ -82,7 +82,7 @@ fn row_line(row: &FleetRow, selected: bool, partial: bool) -> Line<'static> {
     }
     let mut line = Line::from(spans);
     if selected {
-        line = line.style(Style::new().add_modifier(Modifier::REVERSED));
+        line = line.style(super::text::selected());
     }
     line
 }
@@ -205,7 +205,7 @@ pub(crate) fn render(frame: &mut Frame, area: Rect, app: &App) {
         Paragraph::new(lines).block(
             Block::bordered()
                 .title(title)
-                .border_style(Style::new().fg(Color::Cyan)),
+                .border_style(super::text::accent()),
         ),
         table,
     );

@@ -32,7 +32,7 @@ pub use whatif::WhatIfState;
 use crate::inspect::model::{Fleet, Inspection};
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 use text::{bad, dim, good, warn};
@@ -93,10 +93,7 @@ pub(crate) fn draw_panel(
         title = format!(" {} [{}/{}] ", panel.title(), scroll + 1, total);
     }
     let (border, title_style) = if focused {
-        (
-            Style::new().fg(Color::Cyan),
-            Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
-        )
+        (text::accent(), text::accent().add_modifier(Modifier::BOLD))
     } else {
         (dim(), Style::new())
     };
@@ -274,10 +271,7 @@ fn draw_vm(frame: &mut Frame, area: Rect, app: &App) {
         let mut spans = Vec::new();
         for p in Panel::ALL {
             let style = if p == view.focus {
-                Style::new()
-                    .fg(Color::Black)
-                    .bg(Color::Cyan)
-                    .add_modifier(Modifier::BOLD)
+                text::selected().add_modifier(Modifier::BOLD)
             } else {
                 dim()
             };
@@ -296,7 +290,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
         Screen::Vm if app.what_if.editing => {
             "Enter evaluate · Esc cancel · path=value, {patch}, start/stop/restart"
         }
-        Screen::Vm if app.what_if.open => "↑↓ scroll · w change · Esc close · ? help · q quit",
+        Screen::Vm if app.what_if.open => "↑↓ scroll · w change · Esc back · ? help · q quit",
         Screen::Fleet => "↑↓ select · Enter open · r refresh · ? help · q quit",
         Screen::Vm if app.has_fleet => {
             "Tab panel · ↑↓ scroll · Esc fleet · r refresh · ? help · q quit"
@@ -326,14 +320,19 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-/// The help overlay's text.
-pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
-    let mut keys = vec![
-        ("r", "refresh now (it also refreshes about once a second)"),
-        ("q, Ctrl-C", "quit"),
-        ("?", "this help (Esc or ? closes it)"),
-    ];
+/// The keys of the view shown: `(keys, what they do)`, for the help overlay. Esc goes back one
+/// level (what-if → VM → fleet) and never quits; `q` and Ctrl-C quit from every view (in the
+/// what-if input `q` is text, Ctrl-C still quits).
+pub(crate) fn view_keys(app: &App) -> Vec<(&'static str, &'static str)> {
+    let mut keys = Vec::new();
     match app.screen {
+        Screen::Vm if app.what_if.open => {
+            keys.push(("↑ ↓, j k", "scroll the what-if"));
+            keys.push(("PgUp PgDn", "scroll by half a screen"));
+            keys.push(("Home End, g G", "top / bottom"));
+            keys.push(("w", "change the what-if"));
+            keys.push(("Esc", "close the what-if, back to the VM"));
+        }
         Screen::Vm => {
             keys.push(("Tab, Shift-Tab", "next / previous panel"));
             keys.push(("↑ ↓, j k", "scroll the focused panel"));
@@ -341,9 +340,7 @@ pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
             keys.push(("Home End, g G", "top / bottom of the panel"));
             keys.push(("w", "what-if: type a change, Enter evaluates it"));
             if app.has_fleet {
-                keys.push(("Esc", "close the what-if, else back to the fleet view"));
-            } else {
-                keys.push(("Esc", "close the what-if, else quit"));
+                keys.push(("Esc", "back to the fleet view"));
             }
         }
         Screen::Fleet => {
@@ -351,17 +348,32 @@ pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
             keys.push(("PgUp PgDn", "a page up / down"));
             keys.push(("Home End, g G", "first / last VM"));
             keys.push(("Enter", "open the selected VM"));
-            keys.push(("Esc", "quit"));
         }
     }
-    keys.into_iter()
-        .map(|(k, what)| {
-            Line::from(vec![
-                Span::styled(format!("{k:>15}  "), Style::new().fg(Color::Cyan)),
-                Span::raw(what),
-            ])
-        })
-        .collect()
+    keys.push(("r", "refresh now (it also refreshes about once a second)"));
+    keys.push(("?", "this help (Esc or ? closes it)"));
+    keys.push(("q, Ctrl-C", "quit"));
+    keys
+}
+
+/// The help overlay's text.
+pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
+    let view = match app.screen {
+        Screen::Vm if app.what_if.open => "Keys of the what-if",
+        Screen::Vm => "Keys of the VM view",
+        Screen::Fleet => "Keys of the fleet view",
+    };
+    let mut out = vec![Line::styled(
+        view,
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    out.extend(view_keys(app).into_iter().map(|(k, what)| {
+        Line::from(vec![
+            Span::styled(format!("{k:>15}  "), text::accent()),
+            Span::raw(what),
+        ])
+    }));
+    out
 }
 
 fn draw_help(frame: &mut Frame, area: Rect, app: &App) {
@@ -379,7 +391,7 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App) {
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(
             Block::bordered()
                 .title(" Keys ")
-                .border_style(Style::new().fg(Color::Cyan)),
+                .border_style(text::accent()),
         ),
         rect,
     );

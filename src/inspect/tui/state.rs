@@ -533,7 +533,8 @@ impl App {
                 self.reset_what_if();
                 Action::BackToFleet
             }
-            KeyCode::Esc => Action::Quit,
+            // Esc goes back one level and never quits: nothing is behind a VM shown alone.
+            KeyCode::Esc => Action::None,
             KeyCode::Char('w') => self.open_what_if_input(),
             KeyCode::Tab => {
                 self.view.focus = self.view.focus.next();
@@ -555,7 +556,7 @@ impl App {
     fn fleet_key(&mut self, key: KeyEvent) -> Action {
         let page = fleet_page(self.view.size.1) as i64;
         match key.code {
-            KeyCode::Esc => Action::Quit,
+            KeyCode::Esc => Action::None,
             KeyCode::Enter => {
                 let Some(row) = self.fleet_rows().get(self.selected).copied() else {
                     return Action::None;
@@ -621,12 +622,67 @@ mod tests {
     }
 
     #[test]
-    fn q_esc_and_ctrl_c_quit_a_vm_view_without_fleet() {
+    fn q_and_ctrl_c_quit_a_vm_view_without_fleet_and_esc_does_not() {
         let mut app = App::vm("default", "vm-a");
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+        assert_eq!(app.screen, Screen::Vm, "nothing behind it to go back to");
         assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
-        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::Quit);
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(app.handle_key(ctrl_c), Action::Quit);
+    }
+
+    #[test]
+    fn esc_goes_back_one_level_and_q_quits_from_every_view() {
+        let what_if_open = |app: &mut App| {
+            let g = crate::inspect::whatif::tests::running(Default::default());
+            let w =
+                crate::inspect::whatif::what_if(&g, &parse_change_line("stop").unwrap()).unwrap();
+            app.target = Some((w.namespace.clone(), w.name.clone()));
+            app.what_if.pending = true;
+            app.set_what_if(Ok(w));
+            assert!(app.what_if.open);
+        };
+        // what-if → VM → fleet, then Esc stays on the fleet.
+        let mut app = App::vm_in_fleet("demo", "vm-a");
+        what_if_open(&mut app);
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+        assert!(!app.what_if.open && app.screen == Screen::Vm);
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::BackToFleet);
+        assert_eq!(app.screen, Screen::Fleet);
+        for _ in 0..3 {
+            assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+            assert_eq!(app.screen, Screen::Fleet);
+        }
+        // q quits the fleet, a VM, a VM under a what-if, and the help overlay of each.
+        let mut views = vec![App::fleet(), App::vm("demo", "vm-a"), {
+            let mut a = App::vm("demo", "vm-a");
+            what_if_open(&mut a);
+            a
+        }];
+        for app in &mut views {
+            assert_eq!(
+                app.clone().handle_key(key(KeyCode::Char('q'))),
+                Action::Quit
+            );
+            app.handle_key(key(KeyCode::Char('?')));
+            assert!(app.view.help);
+            assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
+        }
+    }
+
+    #[test]
+    fn help_lists_the_keys_of_the_view_shown() {
+        use crate::inspect::tui::view_keys;
+        let has = |app: &App, k: &str| view_keys(app).iter().any(|(key, _)| *key == k);
+        let fleet = App::fleet();
+        assert!(has(&fleet, "Enter") && !has(&fleet, "Tab, Shift-Tab") && !has(&fleet, "Esc"));
+        let alone = App::vm("default", "vm-a");
+        assert!(has(&alone, "Tab, Shift-Tab") && !has(&alone, "Esc"));
+        let in_fleet = App::vm_in_fleet("default", "vm-a");
+        assert!(has(&in_fleet, "Esc"));
+        for app in [fleet, alone, in_fleet] {
+            assert!(has(&app, "q, Ctrl-C") && has(&app, "?"));
+        }
     }
 
     #[test]
@@ -724,7 +780,13 @@ mod tests {
         assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::BackToFleet);
         assert_eq!(app.screen, Screen::Fleet);
         assert_eq!(app.selected, 1, "the selection is kept");
-        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::Quit);
+        assert_eq!(
+            app.handle_key(key(KeyCode::Esc)),
+            Action::None,
+            "never quits"
+        );
+        assert_eq!(app.screen, Screen::Fleet);
+        assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
     }
 
     #[test]
@@ -930,7 +992,11 @@ mod tests {
         assert!(!app.what_if.editing && app.what_if.open);
         assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
         assert!(!app.what_if.open);
-        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::Quit);
+        assert_eq!(
+            app.handle_key(key(KeyCode::Esc)),
+            Action::None,
+            "never quits"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use super::text::{bad, dim, good, warn};
 use crate::inspect::whatif::{TextKind, WhatIf, text_lines};
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 
@@ -42,7 +42,7 @@ pub(crate) fn lines(w: &WhatIf) -> Vec<Line<'static>> {
             TextKind::Title => Style::new().add_modifier(Modifier::BOLD),
             TextKind::Heading => {
                 out.push(Line::raw(""));
-                Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD)
+                super::text::accent().add_modifier(Modifier::BOLD)
             }
             TextKind::Plain => Style::new(),
             TextKind::Quiet => dim(),
@@ -87,7 +87,7 @@ pub(crate) fn render(frame: &mut Frame, body: Rect, w: &WhatIf, scroll: u16) {
     if scroll > 0 || rows > rect.height.saturating_sub(2) {
         title.push_str(&format!("[{}/{}] ", scroll + 1, rows));
     }
-    let cyan = Style::new().fg(Color::Cyan);
+    let cyan = super::text::accent();
     let block = Block::bordered()
         .border_type(BorderType::Thick)
         .border_style(cyan)
@@ -138,10 +138,7 @@ pub(crate) fn input_line(frame: &mut Frame, area: Rect, state: &WhatIfState) {
     };
     let cursor_x = PROMPT.len() + shown.chars().count();
     let mut first = vec![
-        Span::styled(
-            PROMPT,
-            Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
-        ),
+        Span::styled(PROMPT, super::text::accent().add_modifier(Modifier::BOLD)),
         Span::raw(shown),
     ];
     let mut lines = Vec::new();
