@@ -5,11 +5,13 @@
 //! Everything here except [`live`] is pure: `draw(frame, &App)` reads the state and writes a
 //! frame, so the snapshot tests draw into ratatui's `TestBackend`.
 
+mod bar;
 pub mod blockers;
 pub mod cluster;
 pub mod decision;
 pub mod events;
 pub mod expectations;
+mod fit;
 pub mod fleet;
 pub mod leader;
 pub mod live;
@@ -47,14 +49,14 @@ pub const GRID_COLUMNS: u16 = 120;
 /// See [`GRID_COLUMNS`].
 pub const GRID_ROWS: u16 = 34;
 
-/// The lines of one panel.
-pub(crate) fn panel_lines(panel: Panel, insp: &Inspection) -> Vec<Line<'static>> {
+/// The lines of one panel, `width` columns wide inside its border (only the bars depend on it).
+pub(crate) fn panel_lines(panel: Panel, insp: &Inspection, width: usize) -> Vec<Line<'static>> {
     match panel {
         Panel::Leader => leader::lines(insp),
         Panel::Queues => queues::lines(insp),
         Panel::Expectations => expectations::lines(insp),
         Panel::Timeline => timeline::lines(insp),
-        Panel::Overhead => overhead::lines(insp),
+        Panel::Overhead => overhead::lines_for_width(insp, width),
         Panel::Decision => decision::lines(insp),
         Panel::Blockers => blockers::lines(insp),
         Panel::Events => events::lines(insp),
@@ -75,7 +77,10 @@ fn render_panel(frame: &mut Frame, area: Rect, panel: Panel, insp: &Inspection, 
 }
 
 /// Draw one panel: a bordered block titled with the panel's name (highlighted when focused),
-/// its lines wrapped and scrolled; `[n/m]` in the title when it scrolls.
+/// its lines wrapped and scrolled; `[n/m]` in the title when it scrolls. A table panel
+/// ([`Panel::is_table`]) never wraps a row under its headings: rows are cut with `…` at the
+/// panel's width, and the row at the top of the focused panel is shown whole, its continuation
+/// indented under its last column.
 pub(crate) fn draw_panel(
     frame: &mut Frame,
     area: Rect,
@@ -86,6 +91,13 @@ pub(crate) fn draw_panel(
     let focused = view.focus == panel;
     let total = lines.len();
     let scroll = view.scroll_of(panel).min(total.saturating_sub(1) as u16);
+    let table = panel.is_table();
+    let lines = if table {
+        let width = usize::from(area.width.saturating_sub(2));
+        fit::fit(lines, width, focused.then_some(usize::from(scroll)))
+    } else {
+        lines
+    };
     let mut title = format!(" {} ", panel.title());
     if scroll > 0
         || wrapped_height(&lines, area.width.saturating_sub(2)) > area.height.saturating_sub(2)
@@ -105,10 +117,10 @@ pub(crate) fn draw_panel(
         })
         .border_style(border)
         .title(Span::styled(title, title_style));
-    let para = Paragraph::new(lines)
-        .block(block)
-        .wrap(Wrap { trim: false })
-        .scroll((scroll, 0));
+    let mut para = Paragraph::new(lines).block(block).scroll((scroll, 0));
+    if !table {
+        para = para.wrap(Wrap { trim: false });
+    }
     frame.render_widget(para, area);
 }
 
@@ -442,7 +454,7 @@ pub fn app_for_fleet(fleet: Fleet) -> App {
 pub(crate) fn capture_panel(panel: Panel, insp: &Inspection, columns: u16) -> String {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
-    let lines = panel_lines(panel, insp);
+    let lines = panel_lines(panel, insp, usize::from(columns.saturating_sub(2)));
     let rows = wrapped_height(&lines, columns.saturating_sub(2)) + 2;
     let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
         Ok(t) => t,

@@ -62,6 +62,12 @@ impl Panel {
         }
     }
 
+    /// A table: its rows are cut at the panel's width rather than wrapped (see
+    /// [`super::draw_panel`]).
+    pub(crate) fn is_table(self) -> bool {
+        matches!(self, Panel::Queues | Panel::Expectations | Panel::Overhead)
+    }
+
     fn index(self) -> usize {
         Panel::ALL.iter().position(|p| *p == self).unwrap_or(0)
     }
@@ -332,7 +338,7 @@ impl App {
     fn panel_len(&self, panel: Panel) -> usize {
         self.vm
             .as_ref()
-            .map(|i| super::panel_lines(panel, i).len())
+            .map(|i| super::panel_lines(panel, i, usize::from(self.view.size.0)).len())
             .unwrap_or(0)
     }
 
@@ -715,7 +721,8 @@ mod tests {
         let mut app = App::vm("default", "vm-cirros");
         app.set_vm(fixtures::running_ours(), fixtures::now());
         app.view.focus = Panel::Events;
-        let len = crate::inspect::tui::panel_lines(Panel::Events, app.vm.as_ref().unwrap()).len();
+        let len =
+            crate::inspect::tui::panel_lines(Panel::Events, app.vm.as_ref().unwrap(), 80).len();
         assert!(len > 2);
         app.handle_key(key(KeyCode::Char('j')));
         app.handle_key(key(KeyCode::Down));
