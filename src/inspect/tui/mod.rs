@@ -55,7 +55,7 @@ pub(crate) fn panel_lines(panel: Panel, insp: &Inspection, width: usize) -> Vec<
         Panel::Leader => leader::lines(insp),
         Panel::Queues => queues::lines(insp),
         Panel::Expectations => expectations::lines(insp),
-        Panel::Timeline => timeline::lines(insp),
+        Panel::Timeline => timeline::lines_for_width(insp, width),
         Panel::Overhead => overhead::lines_for_width(insp, width),
         Panel::Decision => decision::lines(insp),
         Panel::Blockers => blockers::lines(insp),

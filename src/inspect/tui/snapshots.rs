@@ -269,6 +269,35 @@ fn overhead_bar_without_a_limit() {
     insta::assert_snapshot!(panel.lines().take(6).collect::<Vec<_>>().join("\n"));
 }
 
+#[test]
+fn phase_timeline_bar_at_80_120_and_200_columns() {
+    use crate::inspect::tui::capture_panel;
+    let mut out = String::new();
+    for (scenario, insp) in [
+        ("running", fixtures::running_ours()),
+        (
+            "three failed starts, in the backoff",
+            fixtures::crash_loop(),
+        ),
+    ] {
+        for w in [80, 120, 200] {
+            let panel = capture_panel(Panel::Timeline, &insp, w);
+            let bar = panel.lines().nth(1).unwrap_or_default();
+            assert_eq!(
+                bar.chars().count(),
+                usize::from(w),
+                "to scale, the full width: {panel}"
+            );
+            let rows: Vec<&str> = panel.lines().take(4).collect();
+            out.push_str(&format!(
+                "{scenario}, {w} columns:\n{}\n\n",
+                rows.join("\n")
+            ));
+        }
+    }
+    insta::assert_snapshot!(out);
+}
+
 /// The captures docs/inspect.md shows ("Terminal UI"): which scenario each panel is shown in.
 pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
     use crate::inspect::tui::capture_panel;
