@@ -212,6 +212,22 @@ fn demo_in_a_pty_tab_help_fleet_enter_quit_restores_the_terminal() {
     demo.press(b"\x1b");
     demo.screen
         .wait_gone("the fleet's help closed", "Keys of the fleet view");
+
+    // s cycles the sort key; / filters as typed (q is text there), Esc clears the filter.
+    demo.press(b"s");
+    demo.screen
+        .wait_for("sorted by time in phase", &["then time in phase"]);
+    demo.press(b"/nomatchq");
+    demo.screen
+        .wait_for("the filter typed", &["filter /nomatchq", "type to filter"]);
+    demo.screen
+        .wait_gone("every row filtered out", "default      vm-demo");
+    demo.press(b"\x1b");
+    demo.screen
+        .wait_gone("the filter cleared", "filter /nomatchq");
+    demo.press(b"/demo\r");
+    demo.screen
+        .wait_for("the filter kept", &["filter /demo", "vm-demo"]);
     demo.press(b"\r");
     demo.screen.wait_for(
         "the VM view again",

@@ -303,7 +303,8 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
             "Enter evaluate · Esc cancel · path=value, {patch}, start/stop/restart"
         }
         Screen::Vm if app.what_if.open => "↑↓ scroll · w change · Esc back · ? help · q quit",
-        Screen::Fleet => "↑↓ select · Enter open · r refresh · ? help · q quit",
+        Screen::Fleet if app.fleet_filter.editing => "type to filter · Enter keep · Esc clear",
+        Screen::Fleet => "↑↓ select · Enter open · s sort · / filter · ? help · q quit",
         Screen::Vm if app.has_fleet => {
             "Tab panel · ↑↓ scroll · Esc fleet · r refresh · ? help · q quit"
         }
@@ -311,6 +312,10 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     };
     let mut spans = match app.screen {
         Screen::Vm => whatif::status_spans(&app.what_if),
+        Screen::Fleet if app.fleet_filter.editing => vec![Span::styled(
+            format!("/{}▏  ", app.fleet_filter.text),
+            text::accent(),
+        )],
         Screen::Fleet => Vec::new(),
     };
     if let Some(e) = &app.status.error {
@@ -360,6 +365,9 @@ pub(crate) fn view_keys(app: &App) -> Vec<(&'static str, &'static str)> {
             keys.push(("PgUp PgDn", "a page up / down"));
             keys.push(("Home End, g G", "first / last VM"));
             keys.push(("Enter", "open the selected VM"));
+            keys.push(("s", "sort by the next column (problems stay first)"));
+            keys.push(("/", "filter by namespace/name; Enter keeps it"));
+            keys.push(("Esc", "clear the filter"));
         }
     }
     keys.push(("r", "refresh now (it also refreshes about once a second)"));

@@ -105,6 +105,16 @@ fn fleet_view_problems_first() {
 }
 
 #[test]
+fn fleet_view_sorted_by_retries_and_filtered() {
+    let mut app = app_for_fleet(fixtures::fleet());
+    app.resize(120, 14);
+    app.fleet_sort = super::state::FleetSort::Retries;
+    app.fleet_filter.text = "vm-".into();
+    app.fleet_filter.editing = true;
+    insta::assert_snapshot!(capture(&app, 120, 14));
+}
+
+#[test]
 fn fleet_view_pages_a_large_fleet() {
     let mut app = app_for_fleet(fixtures::big_fleet(10_000));
     app.resize(120, 14);

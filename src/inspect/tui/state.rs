@@ -123,6 +123,82 @@ pub enum Screen {
     Vm,
 }
 
+/// The fleet view's sort key after "problems first" (`s` cycles through them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FleetSort {
+    /// Namespace, then name.
+    #[default]
+    Name,
+    /// Longest in its VMI phase first.
+    InPhase,
+    /// Most retries first.
+    Retries,
+    /// printableStatus, then name.
+    Status,
+}
+
+impl FleetSort {
+    /// The next key (`s`).
+    pub(crate) fn next(self) -> FleetSort {
+        match self {
+            FleetSort::Name => FleetSort::InPhase,
+            FleetSort::InPhase => FleetSort::Retries,
+            FleetSort::Retries => FleetSort::Status,
+            FleetSort::Status => FleetSort::Name,
+        }
+    }
+
+    /// Its name in the fleet table's title.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            FleetSort::Name => "name",
+            FleetSort::InPhase => "time in phase",
+            FleetSort::Retries => "retries",
+            FleetSort::Status => "status",
+        }
+    }
+
+    fn cmp(self, a: &FleetRow, b: &FleetRow) -> std::cmp::Ordering {
+        let by_name = || {
+            a.namespace
+                .cmp(&b.namespace)
+                .then_with(|| a.name.cmp(&b.name))
+        };
+        match self {
+            FleetSort::Name => by_name(),
+            FleetSort::InPhase => b
+                .phase_seconds
+                .unwrap_or(-1.0)
+                .total_cmp(&a.phase_seconds.unwrap_or(-1.0))
+                .then_with(by_name),
+            FleetSort::Retries => b.retries.cmp(&a.retries).then_with(by_name),
+            FleetSort::Status => a
+                .printable_status
+                .cmp(&b.printable_status)
+                .then_with(by_name),
+        }
+    }
+}
+
+/// The fleet view's filter (`/`): rows whose namespace/name contains the text, case-insensitive.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetFilter {
+    /// The text.
+    pub text: String,
+    /// The filter input is open: keys edit [`FleetFilter::text`].
+    pub editing: bool,
+}
+
+impl FleetFilter {
+    fn admits(&self, row: &FleetRow) -> bool {
+        let want = self.text.to_lowercase();
+        want.is_empty()
+            || format!("{}/{}", row.namespace, row.name)
+                .to_lowercase()
+                .contains(&want)
+    }
+}
+
 /// What the live loop should do after a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -193,6 +269,10 @@ pub struct App {
     pub status: Status,
     /// The what-if input and result of the VM view.
     pub what_if: WhatIfState,
+    /// The fleet view's sort key after problems first.
+    pub fleet_sort: FleetSort,
+    /// The fleet view's filter.
+    pub fleet_filter: FleetFilter,
 }
 
 /// Rows of the fleet table below its header, for a terminal of `rows` lines (header line,
@@ -225,6 +305,8 @@ impl App {
             view: ViewState::default(),
             status: Status::default(),
             what_if: WhatIfState::default(),
+            fleet_sort: FleetSort::default(),
+            fleet_filter: FleetFilter::default(),
         }
     }
 
@@ -246,17 +328,57 @@ impl App {
         }
     }
 
-    /// The fleet rows in display order: problems first, then by namespace/name (a stable sort,
-    /// whatever order the gatherer used).
+    /// The fleet rows the filter admits, in display order: problems first, then by the sort key
+    /// (whatever order the gatherer used).
     pub(crate) fn fleet_rows(&self) -> Vec<&FleetRow> {
-        let mut rows: Vec<&FleetRow> = self.fleet.iter().flat_map(|f| f.rows.iter()).collect();
+        let mut rows: Vec<&FleetRow> = self
+            .fleet
+            .iter()
+            .flat_map(|f| f.rows.iter())
+            .filter(|r| self.fleet_filter.admits(r))
+            .collect();
         rows.sort_by(|a, b| {
             row_has_problem(b)
                 .cmp(&row_has_problem(a))
-                .then_with(|| a.namespace.cmp(&b.namespace))
-                .then_with(|| a.name.cmp(&b.name))
+                .then_with(|| self.fleet_sort.cmp(a, b))
         });
         rows
+    }
+
+    /// The selected row's key, to keep it selected across a change of the rows.
+    fn selected_key(&self) -> Option<(String, String)> {
+        self.fleet_rows()
+            .get(self.selected)
+            .map(|r| (r.namespace.clone(), r.name.clone()))
+    }
+
+    /// Select `key` again if it is still shown, else stay in range.
+    fn reselect(&mut self, key: Option<(String, String)>) {
+        let rows = self.fleet_rows();
+        self.selected = key
+            .and_then(|(ns, n)| rows.iter().position(|r| r.namespace == ns && r.name == n))
+            .unwrap_or(self.selected)
+            .min(rows.len().saturating_sub(1));
+        self.keep_selection_visible();
+    }
+
+    fn fleet_filter_key(&mut self, key: KeyEvent) -> Action {
+        let keep = self.selected_key();
+        let f = &mut self.fleet_filter;
+        match key.code {
+            KeyCode::Enter => f.editing = false,
+            KeyCode::Esc => {
+                f.editing = false;
+                f.text.clear();
+            }
+            KeyCode::Backspace => {
+                f.text.pop();
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => f.text.push(c),
+            _ => return Action::None,
+        }
+        self.reselect(keep);
+        Action::None
     }
 
     /// A fresh fleet arrived: keep the same VM selected if it is still there.
@@ -388,6 +510,9 @@ impl App {
         }
         if self.what_if.editing {
             return self.what_if_input_key(key);
+        }
+        if self.screen == Screen::Fleet && self.fleet_filter.editing {
+            return self.fleet_filter_key(key);
         }
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
@@ -562,7 +687,23 @@ impl App {
     fn fleet_key(&mut self, key: KeyEvent) -> Action {
         let page = fleet_page(self.view.size.1) as i64;
         match key.code {
-            KeyCode::Esc => Action::None,
+            // Back one level: the filter goes; never quits.
+            KeyCode::Esc => {
+                let keep = self.selected_key();
+                self.fleet_filter = FleetFilter::default();
+                self.reselect(keep);
+                Action::None
+            }
+            KeyCode::Char('/') => {
+                self.fleet_filter.editing = true;
+                Action::None
+            }
+            KeyCode::Char('s') => {
+                let keep = self.selected_key();
+                self.fleet_sort = self.fleet_sort.next();
+                self.reselect(keep);
+                Action::None
+            }
             KeyCode::Enter => {
                 let Some(row) = self.fleet_rows().get(self.selected).copied() else {
                     return Action::None;
@@ -681,7 +822,8 @@ mod tests {
         use crate::inspect::tui::view_keys;
         let has = |app: &App, k: &str| view_keys(app).iter().any(|(key, _)| *key == k);
         let fleet = App::fleet();
-        assert!(has(&fleet, "Enter") && !has(&fleet, "Tab, Shift-Tab") && !has(&fleet, "Esc"));
+        assert!(has(&fleet, "Enter") && has(&fleet, "s") && has(&fleet, "/"));
+        assert!(!has(&fleet, "Tab, Shift-Tab"));
         let alone = App::vm("default", "vm-a");
         assert!(has(&alone, "Tab, Shift-Tab") && !has(&alone, "Esc"));
         let in_fleet = App::vm_in_fleet("default", "vm-a");
@@ -793,6 +935,74 @@ mod tests {
             "never quits"
         );
         assert_eq!(app.screen, Screen::Fleet);
+        assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
+    }
+
+    #[test]
+    fn s_cycles_the_sort_key_with_problems_first_and_keeps_the_selection() {
+        let mut app = App::fleet();
+        app.set_fleet(fixtures::fleet(), fixtures::now());
+        let problems = app
+            .fleet_rows()
+            .iter()
+            .filter(|r| row_has_problem(r))
+            .count();
+        let picked = app.fleet_rows()[problems].name.clone();
+        app.selected = problems;
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            assert_eq!(app.handle_key(key(KeyCode::Char('s'))), Action::None);
+            seen.push(app.fleet_sort);
+            let rows = app.fleet_rows();
+            assert!(
+                rows[..problems].iter().all(|r| row_has_problem(r)),
+                "{:?}",
+                app.fleet_sort
+            );
+            assert_eq!(rows[app.selected].name, picked, "{:?}", app.fleet_sort);
+            let ok = &rows[problems..];
+            for pair in ok.windows(2) {
+                assert_ne!(
+                    app.fleet_sort.cmp(pair[0], pair[1]),
+                    std::cmp::Ordering::Greater,
+                    "{:?}",
+                    app.fleet_sort
+                );
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                FleetSort::InPhase,
+                FleetSort::Retries,
+                FleetSort::Status,
+                FleetSort::Name
+            ]
+        );
+    }
+
+    #[test]
+    fn slash_filters_by_name_enter_keeps_it_esc_clears_it() {
+        let mut app = App::fleet();
+        app.set_fleet(fixtures::fleet(), fixtures::now());
+        let all = app.fleet_rows().len();
+        assert_eq!(app.handle_key(key(KeyCode::Char('/'))), Action::None);
+        assert!(app.fleet_filter.editing);
+        // Keys are text while the filter is typed: q does not quit, s does not sort.
+        type_text(&mut app, "qs");
+        assert_eq!(app.fleet_rows().len(), 0);
+        app.handle_key(key(KeyCode::Backspace));
+        app.handle_key(key(KeyCode::Backspace));
+        type_text(&mut app, "CIRROS");
+        let rows = app.fleet_rows();
+        assert!(!rows.is_empty() && rows.len() < all);
+        assert!(rows.iter().all(|r| r.name.contains("cirros")));
+        app.handle_key(key(KeyCode::Enter));
+        assert!(!app.fleet_filter.editing);
+        assert_eq!(app.fleet_filter.text, "CIRROS", "kept");
+        // Esc clears it (back one level), and does not quit.
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+        assert_eq!(app.fleet_rows().len(), all);
         assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
     }
 
