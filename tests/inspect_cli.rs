@@ -427,6 +427,8 @@ async fn a_running_vm_under_our_controller_is_steady_and_matches_the_formula() {
         json["overheadCheck"]
     );
     assert!(json["overheadCheck"]["podRequestBytes"].is_i64());
+    // The Overhead bar's scale: the guest's memory beside the request.
+    assert!(json["overheadCheck"]["guestMemoryBytes"].is_i64());
     assert!(json["overheadCheck"]["annotationBytes"].is_i64());
     assert_eq!(json["printableStatusReason"]["computed"], "Running");
     assert_eq!(json["blockers"], json!([]));

@@ -1,7 +1,7 @@
 //! End to end: the real binary's `demo` (embedded cluster, controller under its Lease, a VM
 //! with runStrategy Always, the inspector) in a pseudo-terminal, its screen parsed by vt100.
-//! Keys are typed like a user would (Tab, `?`, Esc, Enter in the fleet view, `w` and a what-if,
-//! `q`); the test waits for text on the screen (no fixed sleeps, a generous deadline), then
+//! Keys are typed like a user would (Tab, `?`, Esc back one level and never out, Enter in the
+//! fleet view, `w` and a what-if, `q` from the fleet); the test waits for text on the screen (no fixed sleeps, a generous deadline), then
 //! checks the terminal was restored (alternate screen left, cursor shown) and the exit code is 0.
 
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
@@ -197,12 +197,37 @@ fn demo_in_a_pty_tab_help_fleet_enter_quit_restores_the_terminal() {
     demo.screen
         .wait_gone("the help overlay closed", "next / previous panel");
 
-    // Esc goes to the fleet view, Enter opens the selected VM again.
+    // Esc goes to the fleet view; a second Esc stays there (the fleet's help opens after it,
+    // so it was read and did not quit); Enter opens the selected VM again.
     demo.press(b"\x1b");
     demo.screen.wait_for(
         "the fleet view",
         &["Fleet all namespaces", "vm-demo", "NAMESPACE"],
     );
+    demo.press(b"\x1b?");
+    demo.screen.wait_for(
+        "the fleet's help after Esc",
+        &["Keys of the fleet view", "open the selected VM"],
+    );
+    demo.press(b"\x1b");
+    demo.screen
+        .wait_gone("the fleet's help closed", "Keys of the fleet view");
+
+    // s cycles the sort key; / filters as typed (q is text there), Esc clears the filter.
+    demo.press(b"s");
+    demo.screen
+        .wait_for("sorted by time in phase", &["then time in phase"]);
+    demo.press(b"/nomatchq");
+    demo.screen
+        .wait_for("the filter typed", &["filter /nomatchq", "type to filter"]);
+    demo.screen
+        .wait_gone("every row filtered out", "default      vm-demo");
+    demo.press(b"\x1b");
+    demo.screen
+        .wait_gone("the filter cleared", "filter /nomatchq");
+    demo.press(b"/demo\r");
+    demo.screen
+        .wait_for("the filter kept", &["filter /demo", "vm-demo"]);
     demo.press(b"\r");
     demo.screen.wait_for(
         "the VM view again",
@@ -226,7 +251,13 @@ fn demo_in_a_pty_tab_help_fleet_enter_quit_restores_the_terminal() {
     demo.screen
         .wait_gone("the What-if panel closed", "What-if default/vm-demo");
 
-    // q quits: the terminal is restored and the exit code is 0.
+    // Esc again: back one more level, to the fleet; q quits from there: the terminal is
+    // restored and the exit code is 0.
+    demo.press(b"\x1b");
+    demo.screen.wait_for(
+        "the fleet view again",
+        &["Fleet all namespaces", "NAMESPACE"],
+    );
     demo.press(b"q");
     let (status, parser) = demo.wait_exit();
     assert_restored(status, &parser);

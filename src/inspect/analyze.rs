@@ -1272,6 +1272,11 @@ fn formula_against(
     let pod_request = requests
         .and_then(|r| r.get("memory"))
         .and_then(|q| quantity_bytes(&q.0));
+    let pod_limit = compute
+        .and_then(|c| c.resources.as_ref())
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("memory"))
+        .and_then(|q| quantity_bytes(&q.0));
     let annotation = pod
         .and_then(|p| p.metadata.annotations.as_ref())
         .and_then(|a| a.get(MEMORY_OVERHEAD_BYTES))
@@ -1301,9 +1306,15 @@ fn formula_against(
         status,
         Some(breakdown.total_bytes),
     );
-    let vcpus = crate::api::resources::VmiResources::parse(&eff.spec)
-        .map(|res| overhead_vcpus(&eff.spec, &res).0)
+    let parsed = crate::api::resources::VmiResources::parse(&eff.spec).ok();
+    let vcpus = parsed
+        .as_ref()
+        .map(|res| overhead_vcpus(&eff.spec, res).0)
         .unwrap_or(1);
+    let guest_memory = parsed
+        .as_ref()
+        .and_then(|r| r.guest.or_else(|| r.request("memory")))
+        .map(|q| q.value());
     let formula_cpu = resources
         .requests
         .get("cpu")
@@ -1328,6 +1339,9 @@ fn formula_against(
         terms: breakdown.terms,
         formula_request_bytes: formula_request,
         pod_request_bytes: pod_request,
+        formula_limit_bytes: resources.limit_value("memory"),
+        pod_limit_bytes: pod_limit,
+        guest_memory_bytes: guest_memory,
         annotation_bytes: annotation,
         status_bytes: status,
         matches: differences.is_empty(),

@@ -311,6 +311,13 @@ fn a_vm_running_under_our_controller() {
     let check = ins.overhead_check.as_ref().expect("overhead");
     assert!(check.matches, "{:?}", check.differences);
     assert!(check.pod_request_bytes.is_some() && check.annotation_bytes.is_some());
+    // What the Overhead bar draws against: the guest's memory (the request, defaulted into
+    // memory.guest) and no limit, rendered or on the pod.
+    assert_eq!(check.guest_memory_bytes, Some(128 * 1024 * 1024));
+    assert_eq!(
+        (check.formula_limit_bytes, check.pod_limit_bytes),
+        (None, None)
+    );
     assert_eq!(
         check.formula_bytes,
         check.terms.iter().map(|t| t.bytes).sum::<i64>()

@@ -525,6 +525,16 @@ pub struct OverheadCheck {
     /// The pod's `compute` memory request, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_request_bytes: Option<i64>,
+    /// The `compute` memory limit KubeVirt would render, bytes (none unless the VMI has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formula_limit_bytes: Option<i64>,
+    /// The pod's `compute` memory limit, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_limit_bytes: Option<i64>,
+    /// The guest's memory, bytes: `spec.domain.memory.guest` after virt-api's defaults (which set
+    /// it from the memory request or limit, defaults.rs), else the memory request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_memory_bytes: Option<i64>,
     /// The pod's `kubevirt.io/memory-overhead-bytes` annotation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotation_bytes: Option<i64>,

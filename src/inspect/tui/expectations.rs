@@ -24,7 +24,7 @@ pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
             good(),
         )];
     }
-    let mut out = vec![Line::styled(
+    let mut out = vec![super::fit::row(Line::styled(
         format!(
             "{} {} {} {} {}  {}",
             pad("STORE", 13),
@@ -35,7 +35,7 @@ pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
             "EXPIRES"
         ),
         dim(),
-    )];
+    ))];
     for e in &insp.expectations {
         let expires = if e.satisfied && e.expires_in_seconds <= 0.0 {
             "expired (satisfied)".to_string()
@@ -52,10 +52,10 @@ pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
             rpad(&e.dels.to_string(), 4),
             rpad(&duration(e.age_seconds), 7),
         );
-        out.push(Line::from(vec![
+        out.push(super::fit::row(Line::from(vec![
             Span::raw(text),
             Span::styled(expires, if e.satisfied { good() } else { warn() }),
-        ]));
+        ])));
         for d in &e.expected_deletions {
             out.push(note(format!("  deletion expected: {d}")));
         }

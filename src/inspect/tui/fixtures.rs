@@ -84,6 +84,9 @@ fn matching_overhead() -> OverheadCheck {
         terms,
         formula_request_bytes: Some(request),
         pod_request_bytes: Some(request),
+        guest_memory_bytes: Some(128 * 1024 * 1024),
+        formula_limit_bytes: None,
+        pod_limit_bytes: None,
         annotation_bytes: Some(formula),
         status_bytes: Some(formula),
         matches: true,
@@ -905,5 +908,87 @@ pub(crate) fn pod_security_rejected() -> Inspection {
         .collect(),
         events,
         ..missing_priority_class()
+    }
+}
+
+/// A VM with a GPU passed through (`vm-gpu`, 4 vCPUs, 2Gi): its overhead is dominated by one
+/// term, the 1Gi VFIO term; the reasons are as long as the formula's real ones.
+pub(crate) fn vfio_dominated() -> Inspection {
+    const MI: i64 = 1024 * 1024;
+    let t = |name: &str, bytes: i64, reason: &str| OverheadTerm {
+        name: name.into(),
+        bytes,
+        reason: reason.into(),
+        source: "pkg/virt-controller/services/renderresources.go".into(),
+    };
+    let terms = vec![
+        t(
+            "pageTables",
+            4 * MI,
+            "memory request 2Gi / 512 (request rounded up to whole kB)",
+        ),
+        t(
+            "virtLauncherMonitor",
+            25 * MI,
+            "virt-launcher-monitor process",
+        ),
+        t("virtLauncher", 100 * MI, "virt-launcher process"),
+        t("virtlogd", 25 * MI, "virtlogd process"),
+        t("virtqemud", 40 * MI, "virtqemud process"),
+        t("qemu", 30 * MI, "QEMU process"),
+        t(
+            "vcpus",
+            32 * MI,
+            "8Mi × 4 vCPU(s): spec.domain.cpu cores × sockets × threads",
+        ),
+        t(
+            "ioThread",
+            8 * MI,
+            "one IO thread, fixed (independent of ioThreadsPolicy)",
+        ),
+        t(
+            "videoRam",
+            32 * MI,
+            "graphics device attached (autoattachGraphicsDevice not false)",
+        ),
+        t(
+            "vfio",
+            1024 * MI,
+            "VFIO devices: 1 GPU(s), 0 host device(s), 0 SR-IOV interface(s); added once",
+        ),
+    ];
+    let formula: i64 = terms.iter().map(|t| t.bytes).sum();
+    let request = formula + 2048 * MI;
+    // A 2.5Gi memory limit on the VMI: the pod's is that plus the overhead.
+    let limit = formula + 2560 * MI;
+    let check = OverheadCheck {
+        formula_bytes: formula,
+        terms,
+        formula_request_bytes: Some(request),
+        pod_request_bytes: Some(request),
+        guest_memory_bytes: Some(2048 * MI),
+        formula_limit_bytes: Some(limit),
+        pod_limit_bytes: Some(limit),
+        annotation_bytes: Some(formula),
+        status_bytes: Some(formula),
+        matches: true,
+        differences: vec![],
+        cpu: Some(CpuCheck {
+            vcpus: 4,
+            allocation_ratio: 10,
+            formula_request_millis: Some(400),
+            pod_request_millis: Some(400),
+            matches: true,
+        }),
+    };
+    let base = running_ours();
+    Inspection {
+        name: "vm-gpu".into(),
+        vmi: base.vmi.clone().map(|v| VmiView {
+            status_memory_overhead_bytes: Some(formula),
+            ..v
+        }),
+        overhead_check: Some(check),
+        ..base
     }
 }

@@ -8,7 +8,7 @@ use super::text::{bad, dim, duration, good, pad, rpad, warn};
 use crate::inspect::model::FleetRow;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
@@ -82,7 +82,7 @@ fn row_line(row: &FleetRow, selected: bool, partial: bool) -> Line<'static> {
     }
     let mut line = Line::from(spans);
     if selected {
-        line = line.style(Style::new().add_modifier(Modifier::REVERSED));
+        line = line.style(super::text::selected());
     }
     line
 }
@@ -191,7 +191,7 @@ pub(crate) fn render(frame: &mut Frame, area: Rect, app: &App) {
             .take(page)
             .map(|(i, r)| row_line(r, i == app.selected, app.fleet_partial)),
     );
-    let title = if rows.len() > page {
+    let mut title = if rows.len() > page {
         format!(
             " VirtualMachines {}-{} of {} ",
             start + 1,
@@ -201,11 +201,24 @@ pub(crate) fn render(frame: &mut Frame, area: Rect, app: &App) {
     } else {
         " VirtualMachines ".to_string()
     };
+    title.push_str(&format!(
+        "· problems first, then {} ",
+        app.fleet_sort.label()
+    ));
+    if !app.fleet_filter.text.is_empty() {
+        title.push_str(&format!("· filter /{} ", app.fleet_filter.text));
+    }
+    // Rows wider than the table are cut with `…`, never wrapped.
+    let width = usize::from(table.width.saturating_sub(2));
+    let lines: Vec<Line<'static>> = lines
+        .iter()
+        .map(|l| super::fit::truncate(l, width))
+        .collect();
     frame.render_widget(
         Paragraph::new(lines).block(
             Block::bordered()
                 .title(title)
-                .border_style(Style::new().fg(Color::Cyan)),
+                .border_style(super::text::accent()),
         ),
         table,
     );

@@ -159,11 +159,12 @@ pub async fn run_fleet<G: Gather + Sync>(gather: &G) -> io::Result<()> {
     run(gather, App::fleet()).await
 }
 
-/// Run the UI from this state until `q`, Esc (where it quits), Ctrl-C or SIGTERM/SIGINT.
+/// Run the UI from this state until `q`, Ctrl-C or SIGTERM/SIGINT.
 pub async fn run<G: Gather + Sync>(gather: &G, mut app: App) -> io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term_signal = signal(SignalKind::terminate())?;
     let mut int_signal = signal(SignalKind::interrupt())?;
+    super::text::init_theme_from_env();
     let (_guard, mut terminal) = setup()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut events = spawn_event_reader(stop.clone());
@@ -472,7 +473,7 @@ mod tests {
             assert_eq!(next_call(&mut calls, "fleet").await, want);
             keys.send(key(KeyCode::Esc)).unwrap();
             assert_eq!(next_call(&mut calls, &want).await, "fleet");
-            keys.send(key(KeyCode::Esc)).unwrap();
+            keys.send(key(KeyCode::Char('q'))).unwrap();
         };
         rig.drive_with(&mut app, script).await.unwrap();
         assert_eq!(app.screen, Screen::Fleet);

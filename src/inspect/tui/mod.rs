@@ -5,11 +5,13 @@
 //! Everything here except [`live`] is pure: `draw(frame, &App)` reads the state and writes a
 //! frame, so the snapshot tests draw into ratatui's `TestBackend`.
 
+mod bar;
 pub mod blockers;
 pub mod cluster;
 pub mod decision;
 pub mod events;
 pub mod expectations;
+mod fit;
 pub mod fleet;
 pub mod leader;
 pub mod live;
@@ -32,7 +34,7 @@ pub use whatif::WhatIfState;
 use crate::inspect::model::{Fleet, Inspection};
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 use text::{bad, dim, good, warn};
@@ -47,14 +49,14 @@ pub const GRID_COLUMNS: u16 = 120;
 /// See [`GRID_COLUMNS`].
 pub const GRID_ROWS: u16 = 34;
 
-/// The lines of one panel.
-pub(crate) fn panel_lines(panel: Panel, insp: &Inspection) -> Vec<Line<'static>> {
+/// The lines of one panel, `width` columns wide inside its border (only the bars depend on it).
+pub(crate) fn panel_lines(panel: Panel, insp: &Inspection, width: usize) -> Vec<Line<'static>> {
     match panel {
         Panel::Leader => leader::lines(insp),
         Panel::Queues => queues::lines(insp),
         Panel::Expectations => expectations::lines(insp),
-        Panel::Timeline => timeline::lines(insp),
-        Panel::Overhead => overhead::lines(insp),
+        Panel::Timeline => timeline::lines_for_width(insp, width),
+        Panel::Overhead => overhead::lines_for_width(insp, width),
         Panel::Decision => decision::lines(insp),
         Panel::Blockers => blockers::lines(insp),
         Panel::Events => events::lines(insp),
@@ -75,7 +77,10 @@ fn render_panel(frame: &mut Frame, area: Rect, panel: Panel, insp: &Inspection, 
 }
 
 /// Draw one panel: a bordered block titled with the panel's name (highlighted when focused),
-/// its lines wrapped and scrolled; `[n/m]` in the title when it scrolls.
+/// its lines wrapped and scrolled; `[n/m]` in the title when it scrolls. A table panel
+/// ([`Panel::is_table`]) never wraps a row under its headings: rows are cut with `…` at the
+/// panel's width, and the row at the top of the focused panel is shown whole, its continuation
+/// indented under its last column.
 pub(crate) fn draw_panel(
     frame: &mut Frame,
     area: Rect,
@@ -86,6 +91,13 @@ pub(crate) fn draw_panel(
     let focused = view.focus == panel;
     let total = lines.len();
     let scroll = view.scroll_of(panel).min(total.saturating_sub(1) as u16);
+    let table = panel.is_table();
+    let lines = if table {
+        let width = usize::from(area.width.saturating_sub(2));
+        fit::fit(lines, width, focused.then_some(usize::from(scroll)))
+    } else {
+        lines
+    };
     let mut title = format!(" {} ", panel.title());
     if scroll > 0
         || wrapped_height(&lines, area.width.saturating_sub(2)) > area.height.saturating_sub(2)
@@ -93,10 +105,7 @@ pub(crate) fn draw_panel(
         title = format!(" {} [{}/{}] ", panel.title(), scroll + 1, total);
     }
     let (border, title_style) = if focused {
-        (
-            Style::new().fg(Color::Cyan),
-            Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
-        )
+        (text::accent(), text::accent().add_modifier(Modifier::BOLD))
     } else {
         (dim(), Style::new())
     };
@@ -108,10 +117,10 @@ pub(crate) fn draw_panel(
         })
         .border_style(border)
         .title(Span::styled(title, title_style));
-    let para = Paragraph::new(lines)
-        .block(block)
-        .wrap(Wrap { trim: false })
-        .scroll((scroll, 0));
+    let mut para = Paragraph::new(lines).block(block).scroll((scroll, 0));
+    if !table {
+        para = para.wrap(Wrap { trim: false });
+    }
     frame.render_widget(para, area);
 }
 
@@ -274,10 +283,7 @@ fn draw_vm(frame: &mut Frame, area: Rect, app: &App) {
         let mut spans = Vec::new();
         for p in Panel::ALL {
             let style = if p == view.focus {
-                Style::new()
-                    .fg(Color::Black)
-                    .bg(Color::Cyan)
-                    .add_modifier(Modifier::BOLD)
+                text::selected().add_modifier(Modifier::BOLD)
             } else {
                 dim()
             };
@@ -296,8 +302,9 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
         Screen::Vm if app.what_if.editing => {
             "Enter evaluate · Esc cancel · path=value, {patch}, start/stop/restart"
         }
-        Screen::Vm if app.what_if.open => "↑↓ scroll · w change · Esc close · ? help · q quit",
-        Screen::Fleet => "↑↓ select · Enter open · r refresh · ? help · q quit",
+        Screen::Vm if app.what_if.open => "↑↓ scroll · w change · Esc back · ? help · q quit",
+        Screen::Fleet if app.fleet_filter.editing => "type to filter · Enter keep · Esc clear",
+        Screen::Fleet => "↑↓ select · Enter open · s sort · / filter · ? help · q quit",
         Screen::Vm if app.has_fleet => {
             "Tab panel · ↑↓ scroll · Esc fleet · r refresh · ? help · q quit"
         }
@@ -305,6 +312,10 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     };
     let mut spans = match app.screen {
         Screen::Vm => whatif::status_spans(&app.what_if),
+        Screen::Fleet if app.fleet_filter.editing => vec![Span::styled(
+            format!("/{}▏  ", app.fleet_filter.text),
+            text::accent(),
+        )],
         Screen::Fleet => Vec::new(),
     };
     if let Some(e) = &app.status.error {
@@ -326,14 +337,19 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-/// The help overlay's text.
-pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
-    let mut keys = vec![
-        ("r", "refresh now (it also refreshes about once a second)"),
-        ("q, Ctrl-C", "quit"),
-        ("?", "this help (Esc or ? closes it)"),
-    ];
+/// The keys of the view shown: `(keys, what they do)`, for the help overlay. Esc goes back one
+/// level (what-if → VM → fleet) and never quits; `q` and Ctrl-C quit from every view (in the
+/// what-if input `q` is text, Ctrl-C still quits).
+pub(crate) fn view_keys(app: &App) -> Vec<(&'static str, &'static str)> {
+    let mut keys = Vec::new();
     match app.screen {
+        Screen::Vm if app.what_if.open => {
+            keys.push(("↑ ↓, j k", "scroll the what-if"));
+            keys.push(("PgUp PgDn", "scroll by half a screen"));
+            keys.push(("Home End, g G", "top / bottom"));
+            keys.push(("w", "change the what-if"));
+            keys.push(("Esc", "close the what-if, back to the VM"));
+        }
         Screen::Vm => {
             keys.push(("Tab, Shift-Tab", "next / previous panel"));
             keys.push(("↑ ↓, j k", "scroll the focused panel"));
@@ -341,9 +357,7 @@ pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
             keys.push(("Home End, g G", "top / bottom of the panel"));
             keys.push(("w", "what-if: type a change, Enter evaluates it"));
             if app.has_fleet {
-                keys.push(("Esc", "close the what-if, else back to the fleet view"));
-            } else {
-                keys.push(("Esc", "close the what-if, else quit"));
+                keys.push(("Esc", "back to the fleet view"));
             }
         }
         Screen::Fleet => {
@@ -351,17 +365,35 @@ pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
             keys.push(("PgUp PgDn", "a page up / down"));
             keys.push(("Home End, g G", "first / last VM"));
             keys.push(("Enter", "open the selected VM"));
-            keys.push(("Esc", "quit"));
+            keys.push(("s", "sort by the next column (problems stay first)"));
+            keys.push(("/", "filter by namespace/name; Enter keeps it"));
+            keys.push(("Esc", "clear the filter"));
         }
     }
-    keys.into_iter()
-        .map(|(k, what)| {
-            Line::from(vec![
-                Span::styled(format!("{k:>15}  "), Style::new().fg(Color::Cyan)),
-                Span::raw(what),
-            ])
-        })
-        .collect()
+    keys.push(("r", "refresh now (it also refreshes about once a second)"));
+    keys.push(("?", "this help (Esc or ? closes it)"));
+    keys.push(("q, Ctrl-C", "quit"));
+    keys
+}
+
+/// The help overlay's text.
+pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
+    let view = match app.screen {
+        Screen::Vm if app.what_if.open => "Keys of the what-if",
+        Screen::Vm => "Keys of the VM view",
+        Screen::Fleet => "Keys of the fleet view",
+    };
+    let mut out = vec![Line::styled(
+        view,
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    out.extend(view_keys(app).into_iter().map(|(k, what)| {
+        Line::from(vec![
+            Span::styled(format!("{k:>15}  "), text::accent()),
+            Span::raw(what),
+        ])
+    }));
+    out
 }
 
 fn draw_help(frame: &mut Frame, area: Rect, app: &App) {
@@ -379,7 +411,7 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App) {
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(
             Block::bordered()
                 .title(" Keys ")
-                .border_style(Style::new().fg(Color::Cyan)),
+                .border_style(text::accent()),
         ),
         rect,
     );
@@ -430,7 +462,7 @@ pub fn app_for_fleet(fleet: Fleet) -> App {
 pub(crate) fn capture_panel(panel: Panel, insp: &Inspection, columns: u16) -> String {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
-    let lines = panel_lines(panel, insp);
+    let lines = panel_lines(panel, insp, usize::from(columns.saturating_sub(2)));
     let rows = wrapped_height(&lines, columns.saturating_sub(2)) + 2;
     let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
         Ok(t) => t,

@@ -13,7 +13,7 @@ pub(crate) fn queue_lines(queues: &[QueueView]) -> Vec<Line<'static>> {
     if queues.is_empty() {
         return vec![note("no queue figures (see Blockers)")];
     }
-    let mut out = vec![Line::styled(
+    let mut out = vec![super::fit::row(Line::styled(
         format!(
             "{} {} {}  {}",
             pad("QUEUE", 20),
@@ -22,7 +22,7 @@ pub(crate) fn queue_lines(queues: &[QueueView]) -> Vec<Line<'static>> {
             "THIS KEY"
         ),
         dim(),
-    )];
+    ))];
     for q in queues {
         let key = match (q.key_state, q.key_seconds) {
             (None, _) => "-".to_string(),
@@ -52,7 +52,7 @@ pub(crate) fn queue_lines(queues: &[QueueView]) -> Vec<Line<'static>> {
                 dim(),
             ));
         }
-        out.push(Line::from(spans));
+        out.push(super::fit::row(Line::from(spans)));
         if let Some(w) = q.rate_limiter_wait_seconds.filter(|w| *w >= 1.0) {
             out.push(Line::styled(
                 format!(

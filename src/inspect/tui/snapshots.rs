@@ -105,6 +105,16 @@ fn fleet_view_problems_first() {
 }
 
 #[test]
+fn fleet_view_sorted_by_retries_and_filtered() {
+    let mut app = app_for_fleet(fixtures::fleet());
+    app.resize(120, 14);
+    app.fleet_sort = super::state::FleetSort::Retries;
+    app.fleet_filter.text = "vm-".into();
+    app.fleet_filter.editing = true;
+    insta::assert_snapshot!(capture(&app, 120, 14));
+}
+
+#[test]
 fn fleet_view_pages_a_large_fleet() {
     let mut app = app_for_fleet(fixtures::big_fleet(10_000));
     app.resize(120, 14);
@@ -135,6 +145,167 @@ fn gathering_before_the_first_inspection() {
         screen.starts_with("VM default/vm-cirros  gathering…"),
         "{screen}"
     );
+}
+
+/// The Overhead check panel's rows of a capture: from its TERM heading to its bottom border.
+fn overhead_rows(screen: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut col = None;
+    for line in screen.lines() {
+        let chars: Vec<char> = line.chars().collect();
+        let at = |c: usize| chars.iter().skip(c).collect::<String>();
+        if col.is_none() {
+            col = line.find("TERM").map(|b| line[..b].chars().count());
+            continue;
+        }
+        let c = col.unwrap_or(0);
+        if chars.get(c - 1) != Some(&'│') && chars.get(c - 1) != Some(&'┃') {
+            break;
+        }
+        let cell: String = at(c).chars().take_while(|ch| !"│┃".contains(*ch)).collect();
+        if cell.trim().is_empty() {
+            break;
+        }
+        out.push(cell);
+    }
+    out
+}
+
+/// The text inside the Overhead check panel of a grid capture (left column).
+fn overhead_panel_text(screen: &str) -> String {
+    let mut inside = false;
+    let mut out = String::new();
+    for line in screen.lines() {
+        if line.contains("Overhead check") {
+            inside = true;
+            continue;
+        }
+        if inside {
+            if line.starts_with(['└', '┗']) {
+                break;
+            }
+            let cell: String = line
+                .chars()
+                .skip(1)
+                .take_while(|c| !"│┃".contains(*c))
+                .collect();
+            out.push_str(&cell);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn overhead_rows_are_cut_not_wrapped_under_the_headings_at_120_columns() {
+    let insp = fixtures::vfio_dominated();
+    let names: Vec<String> = insp
+        .overhead_check
+        .as_ref()
+        .unwrap()
+        .terms
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let screen = capture(&app_for_vm(insp), 120, 44);
+    let rows = overhead_rows(&screen);
+    assert!(!rows.is_empty(), "{screen}");
+    for row in &rows {
+        assert!(
+            names.iter().any(|n| row.starts_with(n.as_str())),
+            "a row that is not a term: {row:?}\n{screen}"
+        );
+    }
+    assert!(
+        rows.iter().any(|r| r.contains('…')),
+        "the long WHY is cut: {rows:?}"
+    );
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn the_overhead_row_at_the_top_of_the_focused_panel_is_shown_whole() {
+    let insp = fixtures::vfio_dominated();
+    let mut app = app_for_vm(insp.clone());
+    app.view.focus = Panel::Overhead;
+    let lines = crate::inspect::tui::panel_lines(Panel::Overhead, &insp, 58);
+    let vfio = lines
+        .iter()
+        .position(|l| {
+            l.spans
+                .first()
+                .is_some_and(|s| s.content.starts_with("vfio "))
+        })
+        .expect("the vfio row");
+    app.view.scroll[Panel::ALL
+        .iter()
+        .position(|p| *p == Panel::Overhead)
+        .unwrap()] = vfio as u16;
+    let screen = capture(&app, 120, 44);
+    let whole = fixtures::vfio_dominated().overhead_check.unwrap().terms[9]
+        .reason
+        .clone();
+    let panel = overhead_panel_text(&screen);
+    let shown: Vec<&str> = panel.split_whitespace().collect();
+    assert!(
+        shown.join(" ").contains(&whole),
+        "{whole:?} is not shown whole:\n{screen}"
+    );
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn overhead_bar_dominated_by_vfio_at_80_120_and_200_columns() {
+    use crate::inspect::tui::capture_panel;
+    let insp = fixtures::vfio_dominated();
+    let mut out = String::new();
+    for w in [80, 120, 200] {
+        let panel = capture_panel(Panel::Overhead, &insp, w);
+        let bar = panel.lines().nth(4).unwrap_or_default();
+        // The bar fills the panel: guest, the terms, the headroom to the limit.
+        assert_eq!(bar.chars().count(), usize::from(w), "{panel}");
+        assert!(bar.contains('█') && bar.contains('─'), "{bar}");
+        let shares: Vec<&str> = panel.lines().take(6).collect();
+        out.push_str(&format!("{w} columns:\n{}\n\n", shares.join("\n")));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn overhead_bar_without_a_limit() {
+    use crate::inspect::tui::capture_panel;
+    let panel = capture_panel(Panel::Overhead, &fixtures::running_ours(), 80);
+    assert!(panel.contains("limit: none"), "{panel}");
+    insta::assert_snapshot!(panel.lines().take(6).collect::<Vec<_>>().join("\n"));
+}
+
+#[test]
+fn phase_timeline_bar_at_80_120_and_200_columns() {
+    use crate::inspect::tui::capture_panel;
+    let mut out = String::new();
+    for (scenario, insp) in [
+        ("running", fixtures::running_ours()),
+        (
+            "three failed starts, in the backoff",
+            fixtures::crash_loop(),
+        ),
+    ] {
+        for w in [80, 120, 200] {
+            let panel = capture_panel(Panel::Timeline, &insp, w);
+            let bar = panel.lines().nth(1).unwrap_or_default();
+            assert_eq!(
+                bar.chars().count(),
+                usize::from(w),
+                "to scale, the full width: {panel}"
+            );
+            let rows: Vec<&str> = panel.lines().take(4).collect();
+            out.push_str(&format!(
+                "{scenario}, {w} columns:\n{}\n\n",
+                rows.join("\n")
+            ));
+        }
+    }
+    insta::assert_snapshot!(out);
 }
 
 /// The captures docs/inspect.md shows ("Terminal UI"): which scenario each panel is shown in.
@@ -171,6 +342,11 @@ pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
             Panel::Overhead,
             "pod memory mismatch",
             capture_panel(Panel::Overhead, &fixtures::memory_mismatch(), w),
+        ),
+        (
+            Panel::Overhead,
+            "a GPU passed through: the VFIO term dominates",
+            capture_panel(Panel::Overhead, &fixtures::vfio_dominated(), w),
         ),
         (
             Panel::Overhead,
@@ -264,6 +440,27 @@ fn what_if_panel_scrolled_on_a_small_terminal() {
     app.resize(100, 24);
     app.what_if.scroll = 6;
     insta::assert_snapshot!(capture(&app, 100, 24));
+}
+
+#[test]
+fn what_if_launcher_pod_bars_at_80_120_and_200_columns() {
+    let mut out = String::new();
+    for w in [80u16, 120, 200] {
+        let mut app =
+            what_if_app("spec.template.spec.domain.devices.autoattachGraphicsDevice=false");
+        app.resize(w, 120);
+        let screen = capture(&app, w, 120);
+        let at = screen
+            .find("LAUNCHER POD")
+            .expect("the LAUNCHER POD section");
+        let rows: Vec<&str> = screen[at..].lines().take(3).collect();
+        assert!(
+            rows[1].contains("now") && rows[2].contains("after"),
+            "{screen}"
+        );
+        out.push_str(&format!("{w} columns:\n{}\n\n", rows.join("\n")));
+    }
+    insta::assert_snapshot!(out);
 }
 
 /// The last `n` rows of a capture.

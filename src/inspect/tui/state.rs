@@ -62,6 +62,12 @@ impl Panel {
         }
     }
 
+    /// A table: its rows are cut at the panel's width rather than wrapped (see
+    /// [`super::draw_panel`]).
+    pub(crate) fn is_table(self) -> bool {
+        matches!(self, Panel::Queues | Panel::Expectations | Panel::Overhead)
+    }
+
     fn index(self) -> usize {
         Panel::ALL.iter().position(|p| *p == self).unwrap_or(0)
     }
@@ -115,6 +121,82 @@ pub enum Screen {
     Fleet,
     /// One VM's panels.
     Vm,
+}
+
+/// The fleet view's sort key after "problems first" (`s` cycles through them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FleetSort {
+    /// Namespace, then name.
+    #[default]
+    Name,
+    /// Longest in its VMI phase first.
+    InPhase,
+    /// Most retries first.
+    Retries,
+    /// printableStatus, then name.
+    Status,
+}
+
+impl FleetSort {
+    /// The next key (`s`).
+    pub(crate) fn next(self) -> FleetSort {
+        match self {
+            FleetSort::Name => FleetSort::InPhase,
+            FleetSort::InPhase => FleetSort::Retries,
+            FleetSort::Retries => FleetSort::Status,
+            FleetSort::Status => FleetSort::Name,
+        }
+    }
+
+    /// Its name in the fleet table's title.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            FleetSort::Name => "name",
+            FleetSort::InPhase => "time in phase",
+            FleetSort::Retries => "retries",
+            FleetSort::Status => "status",
+        }
+    }
+
+    fn cmp(self, a: &FleetRow, b: &FleetRow) -> std::cmp::Ordering {
+        let by_name = || {
+            a.namespace
+                .cmp(&b.namespace)
+                .then_with(|| a.name.cmp(&b.name))
+        };
+        match self {
+            FleetSort::Name => by_name(),
+            FleetSort::InPhase => b
+                .phase_seconds
+                .unwrap_or(-1.0)
+                .total_cmp(&a.phase_seconds.unwrap_or(-1.0))
+                .then_with(by_name),
+            FleetSort::Retries => b.retries.cmp(&a.retries).then_with(by_name),
+            FleetSort::Status => a
+                .printable_status
+                .cmp(&b.printable_status)
+                .then_with(by_name),
+        }
+    }
+}
+
+/// The fleet view's filter (`/`): rows whose namespace/name contains the text, case-insensitive.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetFilter {
+    /// The text.
+    pub text: String,
+    /// The filter input is open: keys edit [`FleetFilter::text`].
+    pub editing: bool,
+}
+
+impl FleetFilter {
+    fn admits(&self, row: &FleetRow) -> bool {
+        let want = self.text.to_lowercase();
+        want.is_empty()
+            || format!("{}/{}", row.namespace, row.name)
+                .to_lowercase()
+                .contains(&want)
+    }
 }
 
 /// What the live loop should do after a key.
@@ -187,6 +269,10 @@ pub struct App {
     pub status: Status,
     /// The what-if input and result of the VM view.
     pub what_if: WhatIfState,
+    /// The fleet view's sort key after problems first.
+    pub fleet_sort: FleetSort,
+    /// The fleet view's filter.
+    pub fleet_filter: FleetFilter,
 }
 
 /// Rows of the fleet table below its header, for a terminal of `rows` lines (header line,
@@ -219,6 +305,8 @@ impl App {
             view: ViewState::default(),
             status: Status::default(),
             what_if: WhatIfState::default(),
+            fleet_sort: FleetSort::default(),
+            fleet_filter: FleetFilter::default(),
         }
     }
 
@@ -240,17 +328,57 @@ impl App {
         }
     }
 
-    /// The fleet rows in display order: problems first, then by namespace/name (a stable sort,
-    /// whatever order the gatherer used).
+    /// The fleet rows the filter admits, in display order: problems first, then by the sort key
+    /// (whatever order the gatherer used).
     pub(crate) fn fleet_rows(&self) -> Vec<&FleetRow> {
-        let mut rows: Vec<&FleetRow> = self.fleet.iter().flat_map(|f| f.rows.iter()).collect();
+        let mut rows: Vec<&FleetRow> = self
+            .fleet
+            .iter()
+            .flat_map(|f| f.rows.iter())
+            .filter(|r| self.fleet_filter.admits(r))
+            .collect();
         rows.sort_by(|a, b| {
             row_has_problem(b)
                 .cmp(&row_has_problem(a))
-                .then_with(|| a.namespace.cmp(&b.namespace))
-                .then_with(|| a.name.cmp(&b.name))
+                .then_with(|| self.fleet_sort.cmp(a, b))
         });
         rows
+    }
+
+    /// The selected row's key, to keep it selected across a change of the rows.
+    fn selected_key(&self) -> Option<(String, String)> {
+        self.fleet_rows()
+            .get(self.selected)
+            .map(|r| (r.namespace.clone(), r.name.clone()))
+    }
+
+    /// Select `key` again if it is still shown, else stay in range.
+    fn reselect(&mut self, key: Option<(String, String)>) {
+        let rows = self.fleet_rows();
+        self.selected = key
+            .and_then(|(ns, n)| rows.iter().position(|r| r.namespace == ns && r.name == n))
+            .unwrap_or(self.selected)
+            .min(rows.len().saturating_sub(1));
+        self.keep_selection_visible();
+    }
+
+    fn fleet_filter_key(&mut self, key: KeyEvent) -> Action {
+        let keep = self.selected_key();
+        let f = &mut self.fleet_filter;
+        match key.code {
+            KeyCode::Enter => f.editing = false,
+            KeyCode::Esc => {
+                f.editing = false;
+                f.text.clear();
+            }
+            KeyCode::Backspace => {
+                f.text.pop();
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => f.text.push(c),
+            _ => return Action::None,
+        }
+        self.reselect(keep);
+        Action::None
     }
 
     /// A fresh fleet arrived: keep the same VM selected if it is still there.
@@ -332,7 +460,7 @@ impl App {
     fn panel_len(&self, panel: Panel) -> usize {
         self.vm
             .as_ref()
-            .map(|i| super::panel_lines(panel, i).len())
+            .map(|i| super::panel_lines(panel, i, usize::from(self.view.size.0)).len())
             .unwrap_or(0)
     }
 
@@ -382,6 +510,9 @@ impl App {
         }
         if self.what_if.editing {
             return self.what_if_input_key(key);
+        }
+        if self.screen == Screen::Fleet && self.fleet_filter.editing {
+            return self.fleet_filter_key(key);
         }
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
@@ -533,7 +664,8 @@ impl App {
                 self.reset_what_if();
                 Action::BackToFleet
             }
-            KeyCode::Esc => Action::Quit,
+            // Esc goes back one level and never quits: nothing is behind a VM shown alone.
+            KeyCode::Esc => Action::None,
             KeyCode::Char('w') => self.open_what_if_input(),
             KeyCode::Tab => {
                 self.view.focus = self.view.focus.next();
@@ -555,7 +687,23 @@ impl App {
     fn fleet_key(&mut self, key: KeyEvent) -> Action {
         let page = fleet_page(self.view.size.1) as i64;
         match key.code {
-            KeyCode::Esc => Action::Quit,
+            // Back one level: the filter goes; never quits.
+            KeyCode::Esc => {
+                let keep = self.selected_key();
+                self.fleet_filter = FleetFilter::default();
+                self.reselect(keep);
+                Action::None
+            }
+            KeyCode::Char('/') => {
+                self.fleet_filter.editing = true;
+                Action::None
+            }
+            KeyCode::Char('s') => {
+                let keep = self.selected_key();
+                self.fleet_sort = self.fleet_sort.next();
+                self.reselect(keep);
+                Action::None
+            }
             KeyCode::Enter => {
                 let Some(row) = self.fleet_rows().get(self.selected).copied() else {
                     return Action::None;
@@ -621,12 +769,68 @@ mod tests {
     }
 
     #[test]
-    fn q_esc_and_ctrl_c_quit_a_vm_view_without_fleet() {
+    fn q_and_ctrl_c_quit_a_vm_view_without_fleet_and_esc_does_not() {
         let mut app = App::vm("default", "vm-a");
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+        assert_eq!(app.screen, Screen::Vm, "nothing behind it to go back to");
         assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
-        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::Quit);
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(app.handle_key(ctrl_c), Action::Quit);
+    }
+
+    #[test]
+    fn esc_goes_back_one_level_and_q_quits_from_every_view() {
+        let what_if_open = |app: &mut App| {
+            let g = crate::inspect::whatif::tests::running(Default::default());
+            let w =
+                crate::inspect::whatif::what_if(&g, &parse_change_line("stop").unwrap()).unwrap();
+            app.target = Some((w.namespace.clone(), w.name.clone()));
+            app.what_if.pending = true;
+            app.set_what_if(Ok(w));
+            assert!(app.what_if.open);
+        };
+        // what-if → VM → fleet, then Esc stays on the fleet.
+        let mut app = App::vm_in_fleet("demo", "vm-a");
+        what_if_open(&mut app);
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+        assert!(!app.what_if.open && app.screen == Screen::Vm);
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::BackToFleet);
+        assert_eq!(app.screen, Screen::Fleet);
+        for _ in 0..3 {
+            assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+            assert_eq!(app.screen, Screen::Fleet);
+        }
+        // q quits the fleet, a VM, a VM under a what-if, and the help overlay of each.
+        let mut views = vec![App::fleet(), App::vm("demo", "vm-a"), {
+            let mut a = App::vm("demo", "vm-a");
+            what_if_open(&mut a);
+            a
+        }];
+        for app in &mut views {
+            assert_eq!(
+                app.clone().handle_key(key(KeyCode::Char('q'))),
+                Action::Quit
+            );
+            app.handle_key(key(KeyCode::Char('?')));
+            assert!(app.view.help);
+            assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
+        }
+    }
+
+    #[test]
+    fn help_lists_the_keys_of_the_view_shown() {
+        use crate::inspect::tui::view_keys;
+        let has = |app: &App, k: &str| view_keys(app).iter().any(|(key, _)| *key == k);
+        let fleet = App::fleet();
+        assert!(has(&fleet, "Enter") && has(&fleet, "s") && has(&fleet, "/"));
+        assert!(!has(&fleet, "Tab, Shift-Tab"));
+        let alone = App::vm("default", "vm-a");
+        assert!(has(&alone, "Tab, Shift-Tab") && !has(&alone, "Esc"));
+        let in_fleet = App::vm_in_fleet("default", "vm-a");
+        assert!(has(&in_fleet, "Esc"));
+        for app in [fleet, alone, in_fleet] {
+            assert!(has(&app, "q, Ctrl-C") && has(&app, "?"));
+        }
     }
 
     #[test]
@@ -659,7 +863,8 @@ mod tests {
         let mut app = App::vm("default", "vm-cirros");
         app.set_vm(fixtures::running_ours(), fixtures::now());
         app.view.focus = Panel::Events;
-        let len = crate::inspect::tui::panel_lines(Panel::Events, app.vm.as_ref().unwrap()).len();
+        let len =
+            crate::inspect::tui::panel_lines(Panel::Events, app.vm.as_ref().unwrap(), 80).len();
         assert!(len > 2);
         app.handle_key(key(KeyCode::Char('j')));
         app.handle_key(key(KeyCode::Down));
@@ -724,7 +929,81 @@ mod tests {
         assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::BackToFleet);
         assert_eq!(app.screen, Screen::Fleet);
         assert_eq!(app.selected, 1, "the selection is kept");
-        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::Quit);
+        assert_eq!(
+            app.handle_key(key(KeyCode::Esc)),
+            Action::None,
+            "never quits"
+        );
+        assert_eq!(app.screen, Screen::Fleet);
+        assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
+    }
+
+    #[test]
+    fn s_cycles_the_sort_key_with_problems_first_and_keeps_the_selection() {
+        let mut app = App::fleet();
+        app.set_fleet(fixtures::fleet(), fixtures::now());
+        let problems = app
+            .fleet_rows()
+            .iter()
+            .filter(|r| row_has_problem(r))
+            .count();
+        let picked = app.fleet_rows()[problems].name.clone();
+        app.selected = problems;
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            assert_eq!(app.handle_key(key(KeyCode::Char('s'))), Action::None);
+            seen.push(app.fleet_sort);
+            let rows = app.fleet_rows();
+            assert!(
+                rows[..problems].iter().all(|r| row_has_problem(r)),
+                "{:?}",
+                app.fleet_sort
+            );
+            assert_eq!(rows[app.selected].name, picked, "{:?}", app.fleet_sort);
+            let ok = &rows[problems..];
+            for pair in ok.windows(2) {
+                assert_ne!(
+                    app.fleet_sort.cmp(pair[0], pair[1]),
+                    std::cmp::Ordering::Greater,
+                    "{:?}",
+                    app.fleet_sort
+                );
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                FleetSort::InPhase,
+                FleetSort::Retries,
+                FleetSort::Status,
+                FleetSort::Name
+            ]
+        );
+    }
+
+    #[test]
+    fn slash_filters_by_name_enter_keeps_it_esc_clears_it() {
+        let mut app = App::fleet();
+        app.set_fleet(fixtures::fleet(), fixtures::now());
+        let all = app.fleet_rows().len();
+        assert_eq!(app.handle_key(key(KeyCode::Char('/'))), Action::None);
+        assert!(app.fleet_filter.editing);
+        // Keys are text while the filter is typed: q does not quit, s does not sort.
+        type_text(&mut app, "qs");
+        assert_eq!(app.fleet_rows().len(), 0);
+        app.handle_key(key(KeyCode::Backspace));
+        app.handle_key(key(KeyCode::Backspace));
+        type_text(&mut app, "CIRROS");
+        let rows = app.fleet_rows();
+        assert!(!rows.is_empty() && rows.len() < all);
+        assert!(rows.iter().all(|r| r.name.contains("cirros")));
+        app.handle_key(key(KeyCode::Enter));
+        assert!(!app.fleet_filter.editing);
+        assert_eq!(app.fleet_filter.text, "CIRROS", "kept");
+        // Esc clears it (back one level), and does not quit.
+        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
+        assert_eq!(app.fleet_rows().len(), all);
+        assert_eq!(app.handle_key(key(KeyCode::Char('q'))), Action::Quit);
     }
 
     #[test]
@@ -930,7 +1209,11 @@ mod tests {
         assert!(!app.what_if.editing && app.what_if.open);
         assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::None);
         assert!(!app.what_if.open);
-        assert_eq!(app.handle_key(key(KeyCode::Esc)), Action::Quit);
+        assert_eq!(
+            app.handle_key(key(KeyCode::Esc)),
+            Action::None,
+            "never quits"
+        );
     }
 
     #[test]

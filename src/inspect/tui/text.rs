@@ -50,24 +50,104 @@ pub(crate) fn mib(b: i64) -> String {
     }
 }
 
+/// The UI's styles. Two themes: [`Theme::colour`] uses only the terminal's own palette (the 16
+/// named ANSI colours, which dark and light terminal themes each map to readable shades), never
+/// a fixed black or white foreground nor a background colour, and dims with the `DIM` attribute
+/// rather than dark grey (unreadable on dark backgrounds); [`Theme::plain`], for `NO_COLOR`
+/// (<https://no-color.org>), keeps only bold, dim and reverse video. Bars tell their segments
+/// apart by glyph as well as by colour, so they read in both.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Theme {
+    /// Labels, notes, headings.
+    pub dim: Style,
+    /// Something good (MATCH, Running, caught up).
+    pub good: Style,
+    /// Something wrong (a difference, a blocker, a stale Lease, a Warning event).
+    pub bad: Style,
+    /// Something to watch (waiting, pending).
+    pub warn: Style,
+    /// The focused panel's border and title, key names, the what-if frame.
+    pub accent: Style,
+    /// The selected row, the focused tab.
+    pub selected: Style,
+}
+
+impl Theme {
+    /// The colour theme.
+    pub(crate) const fn colour() -> Theme {
+        Theme {
+            dim: Style::new().add_modifier(Modifier::DIM),
+            good: Style::new().fg(Color::Green),
+            bad: Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+            warn: Style::new().fg(Color::Yellow),
+            accent: Style::new().fg(Color::Cyan),
+            selected: Style::new().add_modifier(Modifier::REVERSED),
+        }
+    }
+
+    /// The theme without colour.
+    pub(crate) const fn plain() -> Theme {
+        Theme {
+            dim: Style::new().add_modifier(Modifier::DIM),
+            good: Style::new(),
+            bad: Style::new().add_modifier(Modifier::BOLD),
+            warn: Style::new(),
+            accent: Style::new().add_modifier(Modifier::BOLD),
+            selected: Style::new().add_modifier(Modifier::REVERSED),
+        }
+    }
+
+    /// The theme for this value of `NO_COLOR`: plain when it is set and not empty (as no-color.org
+    /// says), else colour.
+    pub(crate) fn for_no_color(no_color: Option<&std::ffi::OsStr>) -> Theme {
+        match no_color {
+            Some(v) if !v.is_empty() => Theme::plain(),
+            _ => Theme::colour(),
+        }
+    }
+}
+
+static THEME: std::sync::OnceLock<Theme> = std::sync::OnceLock::new();
+
+/// Choose the theme from the environment (`NO_COLOR`); the live loop calls it before drawing.
+/// Without it (tests, captures) the colour theme is used.
+pub(crate) fn init_theme_from_env() {
+    let _ = THEME.set(Theme::for_no_color(std::env::var_os("NO_COLOR").as_deref()));
+}
+
+/// The theme in use.
+pub(crate) fn theme() -> &'static Theme {
+    THEME.get_or_init(Theme::colour)
+}
+
 /// The style of a dim label.
 pub(crate) fn dim() -> Style {
-    Style::new().fg(Color::DarkGray)
+    theme().dim
 }
 
 /// The style of something good (MATCH, Running, caught up).
 pub(crate) fn good() -> Style {
-    Style::new().fg(Color::Green)
+    theme().good
 }
 
 /// The style of something wrong (a difference, a blocker, a stale Lease, a Warning event).
 pub(crate) fn bad() -> Style {
-    Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
+    theme().bad
 }
 
 /// The style of something to watch (waiting, pending).
 pub(crate) fn warn() -> Style {
-    Style::new().fg(Color::Yellow)
+    theme().warn
+}
+
+/// The style of the focused panel's border, key names and other highlights.
+pub(crate) fn accent() -> Style {
+    theme().accent
+}
+
+/// The style of the selected row.
+pub(crate) fn selected() -> Style {
+    theme().selected
 }
 
 /// `label: value` with a dim label.
@@ -130,6 +210,37 @@ mod tests {
     fn clock_shows_utc_time_of_day() {
         let before: DateTime<Utc> = "2026-11-30T00:42:37Z".parse().unwrap();
         assert_eq!(clock(before), "00:42:37");
+    }
+
+    #[test]
+    fn no_color_set_and_not_empty_drops_every_colour() {
+        use std::ffi::OsStr;
+        assert_eq!(Theme::for_no_color(None), Theme::colour());
+        assert_eq!(Theme::for_no_color(Some(OsStr::new(""))), Theme::colour());
+        let plain = Theme::for_no_color(Some(OsStr::new("1")));
+        assert_eq!(plain, Theme::plain());
+        for s in [
+            plain.dim,
+            plain.good,
+            plain.bad,
+            plain.warn,
+            plain.accent,
+            plain.selected,
+        ] {
+            assert_eq!((s.fg, s.bg), (None, None), "{s:?}");
+        }
+        // The colour theme: no fixed background, no black or white text, no dark grey.
+        let c = Theme::colour();
+        for s in [c.dim, c.good, c.bad, c.warn, c.accent, c.selected] {
+            assert_eq!(s.bg, None, "{s:?}");
+            assert!(
+                !matches!(
+                    s.fg,
+                    Some(Color::Black | Color::White | Color::DarkGray | Color::Gray)
+                ),
+                "{s:?}"
+            );
+        }
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! drawn over the VM view's panels. The text is [`crate::inspect::whatif::text_lines`], the same
 //! lines `inspect --what-if` prints, styled by their kind; and the input line it is typed in.
 
-use super::text::{bad, dim, good, warn};
-use crate::inspect::whatif::{TextKind, WhatIf, text_lines};
+use super::bar::Segment;
+use super::text::{bad, dim, good, mib, warn};
+use crate::inspect::whatif::{PodDiff, TextKind, WhatIf, text_lines};
 use ratatui::Frame;
 use ratatui::layout::{Position, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear, Paragraph, Wrap};
 
@@ -42,7 +43,7 @@ pub(crate) fn lines(w: &WhatIf) -> Vec<Line<'static>> {
             TextKind::Title => Style::new().add_modifier(Modifier::BOLD),
             TextKind::Heading => {
                 out.push(Line::raw(""));
-                Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD)
+                super::text::accent().add_modifier(Modifier::BOLD)
             }
             TextKind::Plain => Style::new(),
             TextKind::Quiet => dim(),
@@ -51,6 +52,73 @@ pub(crate) fn lines(w: &WhatIf) -> Vec<Line<'static>> {
             TextKind::Notice => warn(),
         };
         out.push(Line::styled(l.text, style));
+    }
+    out
+}
+
+/// The launcher pod's memory request now and after the change as two bars to one scale: the
+/// guest's share (`█`, the request less the overhead) and the overhead (`▓`), each with its sum.
+fn pod_bars(pod: &PodDiff, width: usize) -> Vec<Line<'static>> {
+    let sides = [
+        (
+            "now  ",
+            pod.memory_request_before_bytes,
+            pod.overhead_before_bytes,
+        ),
+        (
+            "after",
+            pod.memory_request_after_bytes,
+            pod.overhead_after_bytes,
+        ),
+    ];
+    let scale = sides
+        .iter()
+        .map(|(_, r, o)| r.unwrap_or(*o).max(*o))
+        .max()
+        .unwrap_or(0) as f64;
+    // The label (8 columns) and the longest sums: " 1234.25 Mi (overhead 1234.25 Mi)".
+    let bar_width = width.saturating_sub(8 + 34).max(10);
+    let mut out = Vec::new();
+    for (label, request, overhead) in sides {
+        let Some(request) = request else { continue };
+        let segments = [
+            Segment {
+                value: (request - overhead).max(0) as f64,
+                glyph: '█',
+                style: Style::new(),
+            },
+            Segment {
+                value: overhead as f64,
+                glyph: '▓',
+                style: super::text::accent(),
+            },
+        ];
+        let bar = super::bar::line(&segments, scale, bar_width);
+        let pad = " ".repeat(bar_width.saturating_sub(bar.width()));
+        let mut spans = vec![Span::styled(format!("  {label} "), dim())];
+        spans.extend(bar.spans);
+        spans.push(Span::raw(format!(
+            "{pad} {} Mi (overhead {} Mi)",
+            mib(request),
+            mib(overhead)
+        )));
+        out.push(Line::from(spans));
+    }
+    out
+}
+
+/// The panel's lines for a panel `width` columns wide inside its border: [`lines`] with the
+/// launcher pod's memory bars under its heading.
+pub(crate) fn lines_for_width(w: &WhatIf, width: usize) -> Vec<Line<'static>> {
+    let mut out = lines(w);
+    let Some(pod) = &w.pod else { return out };
+    let heading = out.iter().position(|l| {
+        l.spans
+            .first()
+            .is_some_and(|s| s.content.starts_with("LAUNCHER POD"))
+    });
+    if let Some(at) = heading {
+        out.splice(at + 1..at + 1, pod_bars(pod, width));
     }
     out
 }
@@ -69,13 +137,13 @@ pub(crate) fn panel_rect(body: Rect) -> Rect {
 /// first one shown, as the other panels.
 pub(crate) fn max_scroll(w: &WhatIf, size: (u16, u16)) -> u16 {
     let inner = size.0.saturating_sub(2);
-    super::wrapped_height(&lines(w), inner).saturating_sub(1)
+    super::wrapped_height(&lines_for_width(w, usize::from(inner)), inner).saturating_sub(1)
 }
 
 /// Draw the panel over `body` (the VM view below the status line).
 pub(crate) fn render(frame: &mut Frame, body: Rect, w: &WhatIf, scroll: u16) {
     let rect = panel_rect(body);
-    let lines = lines(w);
+    let lines = lines_for_width(w, usize::from(rect.width.saturating_sub(2)));
     let rows = super::wrapped_height(&lines, rect.width.saturating_sub(2));
     let scroll = scroll.min(rows.saturating_sub(1));
     let mut title = format!(
@@ -87,7 +155,7 @@ pub(crate) fn render(frame: &mut Frame, body: Rect, w: &WhatIf, scroll: u16) {
     if scroll > 0 || rows > rect.height.saturating_sub(2) {
         title.push_str(&format!("[{}/{}] ", scroll + 1, rows));
     }
-    let cyan = Style::new().fg(Color::Cyan);
+    let cyan = super::text::accent();
     let block = Block::bordered()
         .border_type(BorderType::Thick)
         .border_style(cyan)
@@ -138,10 +206,7 @@ pub(crate) fn input_line(frame: &mut Frame, area: Rect, state: &WhatIfState) {
     };
     let cursor_x = PROMPT.len() + shown.chars().count();
     let mut first = vec![
-        Span::styled(
-            PROMPT,
-            Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
-        ),
+        Span::styled(PROMPT, super::text::accent().add_modifier(Modifier::BOLD)),
         Span::raw(shown),
     ];
     let mut lines = Vec::new();
