@@ -443,44 +443,109 @@ fn update_status(
     pod: Option<&Pod>,
     sync_error: Option<&SyncError>,
 ) -> StatusResult {
-    let vmi: &VirtualMachineInstance = &snap.vmi;
-    let now = snap.now;
-    let old_phase = vmi.phase();
-    let mut new = vmi.clone();
-    let mut shared: Option<Arc<VirtualMachineInstance>> = None;
-    let mut actions = Vec::new();
-    let mut expl = Vec::new();
-    let mut changes: Vec<String> = Vec::new();
-    let mut condition_error = sync_error.cloned();
-
-    // Finalizer migration (lifecycle.go:268-276) and the virt-api stand-in.
-    if has_finalizer(&new, finalizers::LEGACY_FOREGROUND_DELETE_VM) {
-        remove_finalizer(&mut new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
-        add_finalizer(&mut new, finalizers::FOREGROUND_DELETE_VM);
-        changes.push(format!(
-            "replace legacy finalizer {} with {} (lifecycle.go:268-276)",
-            finalizers::LEGACY_FOREGROUND_DELETE_VM,
-            finalizers::FOREGROUND_DELETE_VM
-        ));
+    let mut u = StatusUpdate::new(snap, pod, sync_error);
+    u.finalizers();
+    u.active_pods();
+    u.ready_condition();
+    if let Some(p) = u.vmi_pod {
+        u.pod_sync(p);
     }
-    if snap.ensure_vmi_finalizer
-        && !vmi.is_final()
-        && !vmi.is_deleting()
-        && !has_finalizer(&new, finalizers::FOREGROUND_DELETE_VM)
-    {
-        add_finalizer(&mut new, finalizers::FOREGROUND_DELETE_VM);
-        changes.push(format!(
-            "add finalizer {} as virt-api's mutating webhook would (vmi-mutator.go:127-128)",
-            finalizers::FOREGROUND_DELETE_VM
-        ));
+    u.data_volumes_ready();
+    match u.old_phase {
+        Phase::Unset | Phase::Pending => u.pending(),
+        Phase::Scheduling => u.scheduling(),
+        Phase::Succeeded | Phase::Failed => u.finished(),
+        Phase::Running => u.running(),
+        Phase::Scheduled => u.scheduled(),
+        Phase::WaitingForSync => u.waiting_for_sync(),
+        Phase::Unknown => {
+            u.expl.push("phase Unknown is not handled by updateStatus: error, requeue, no write (lifecycle.go:550-551)".into());
+            return StatusResult {
+                actions: u.actions,
+                new_vmi: None,
+                condition_error: u.condition_error,
+                update_status_error: Some(format!("unknown vmi phase {}", u.old_phase.as_str())),
+                to_phase: u.old_phase,
+                phase_reason: None,
+                explanation: u.expl,
+            };
+        }
+    }
+    u.eviction_requested();
+    u.write()
+}
+
+/// One `updateStatus`: the VMI as it is, the copy being changed, and what the steps decide.
+struct StatusUpdate<'a> {
+    snap: &'a VmiSnapshot,
+    vmi: &'a VirtualMachineInstance,
+    /// The pod `sync` returned, unless it is a temporary pod.
+    vmi_pod: Option<&'a Pod>,
+    pod: Option<&'a Pod>,
+    sync_error: Option<&'a SyncError>,
+    /// The phase before this sync: the phase machine is keyed on it.
+    old_phase: Phase,
+    new: VirtualMachineInstance,
+    actions: Vec<VmiAction>,
+    expl: Vec<String>,
+    /// What changed, for the write's explanation.
+    changes: Vec<String>,
+    condition_error: Option<SyncError>,
+    phase_reason: Option<String>,
+}
+
+impl<'a> StatusUpdate<'a> {
+    fn new(snap: &'a VmiSnapshot, pod: Option<&'a Pod>, sync_error: Option<&'a SyncError>) -> Self {
+        let vmi: &VirtualMachineInstance = &snap.vmi;
+        StatusUpdate {
+            snap,
+            vmi,
+            vmi_pod: pod.filter(|p| !podutil::is_temp_pod(p)),
+            pod,
+            sync_error,
+            old_phase: vmi.phase(),
+            new: vmi.clone(),
+            actions: Vec::new(),
+            expl: Vec::new(),
+            changes: Vec::new(),
+            condition_error: sync_error.cloned(),
+            phase_reason: None,
+        }
     }
 
-    let vmi_pod = pod.filter(|p| !podutil::is_temp_pod(p));
+    /// Finalizer migration (lifecycle.go:268-276) and the virt-api stand-in.
+    fn finalizers(&mut self) {
+        let snap = self.snap;
+        let vmi = self.vmi;
+        // Finalizer migration (lifecycle.go:268-276) and the virt-api stand-in.
+        if has_finalizer(&self.new, finalizers::LEGACY_FOREGROUND_DELETE_VM) {
+            remove_finalizer(&mut self.new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
+            add_finalizer(&mut self.new, finalizers::FOREGROUND_DELETE_VM);
+            self.changes.push(format!(
+                "replace legacy finalizer {} with {} (lifecycle.go:268-276)",
+                finalizers::LEGACY_FOREGROUND_DELETE_VM,
+                finalizers::FOREGROUND_DELETE_VM
+            ));
+        }
+        if snap.ensure_vmi_finalizer
+            && !vmi.is_final()
+            && !vmi.is_deleting()
+            && !has_finalizer(&self.new, finalizers::FOREGROUND_DELETE_VM)
+        {
+            add_finalizer(&mut self.new, finalizers::FOREGROUND_DELETE_VM);
+            self.changes.push(format!(
+                "add finalizer {} as virt-api's mutating webhook would (vmi-mutator.go:127-128)",
+                finalizers::FOREGROUND_DELETE_VM
+            ));
+        }
+    }
 
-    // status.activePods (lifecycle.go:1030-1049): every pod controlled by the VMI in the cache.
-    {
+    /// `status.activePods` (lifecycle.go:1030-1049): every pod controlled by the VMI in the cache.
+    fn active_pods(&mut self) {
+        let snap = self.snap;
+        let vmi = self.vmi;
         let controlled: Vec<&Pod> = podutil::pods_controlled_by(vmi, &snap.pods).collect();
-        let status = status_mut(&mut new);
+        let status = status_mut(&mut self.new);
         if !(controlled.is_empty() && status.active_pods.is_none()) {
             status.active_pods = Some(
                 controlled
@@ -496,10 +561,13 @@ fn update_status(
         }
     }
 
-    // Ready condition (lifecycle.go:286, 874-924).
-    {
-        let desired = conditions::desired_ready_condition(pod, old_phase == Phase::Running, now);
-        expl.push(format!(
+    /// The Ready condition (lifecycle.go:286, 874-924).
+    fn ready_condition(&mut self) {
+        let old_phase = self.old_phase;
+        let now = self.snap.now;
+        let desired =
+            conditions::desired_ready_condition(self.pod, old_phase == Phase::Running, now);
+        self.expl.push(format!(
             "Ready condition → {} {} (lifecycle.go:874-924)",
             desired.status,
             desired
@@ -507,33 +575,38 @@ fn update_status(
                 .as_deref()
                 .unwrap_or("(pod's Ready condition has no reason)")
         ));
-        conditions::update(status_mut(&mut new), desired);
+        conditions::update(status_mut(&mut self.new), desired);
     }
 
-    if let Some(p) = vmi_pod {
+    /// What the launcher pod gives the VMI and the VMI the pod: image, readiness gate, dynamic metadata, memory overhead (lifecycle.go:287-315).
+    fn pod_sync(&mut self, p: &Pod) {
+        let snap = self.snap;
+        let now = self.snap.now;
         // Launcher image (lifecycle.go:287-295, 846-858).
         let image = podutil::compute_container_image(p);
         if let Some(configured) = &snap.launcher_image {
             let outdated = !image.is_empty() && image != configured;
             if outdated {
-                new.metadata
+                self.new
+                    .metadata
                     .labels
                     .get_or_insert_with(BTreeMap::new)
                     .insert(labels::OUTDATED_LAUNCHER_IMAGE.to_string(), String::new());
-            } else if let Some(l) = new.metadata.labels.as_mut() {
+            } else if let Some(l) = self.new.metadata.labels.as_mut() {
                 l.remove(labels::OUTDATED_LAUNCHER_IMAGE);
             }
         }
-        status_mut(&mut new).launcher_container_image_version = nonempty(image);
+        status_mut(&mut self.new).launcher_container_image_version = nonempty(image);
 
         // Readiness gate (lifecycle.go:297-299, 926-976).
-        let paused = new
+        let paused = self
+            .new
             .status
             .as_ref()
             .is_some_and(|s| conditions::has_with_status(s, types::PAUSED, "True"));
         if let Some(cond) = conditions::readiness_gate_update(paused, p, now) {
             let body = serde_json::json!({ "status": { "conditions": [cond] } });
-            actions.push(VmiAction::PatchPodReadinessCondition {
+            self.actions.push(VmiAction::PatchPodReadinessCondition {
                 pod: pod_name(p).to_string(),
                 status: cond.status.clone(),
                 reason: cond.reason.clone().unwrap_or_default(),
@@ -549,10 +622,13 @@ fn update_status(
         }
 
         // Dynamic labels/annotations VMI → pod (lifecycle.go:301-303, 724-844).
-        let dynamic =
-            patch::dynamic_pod_metadata_patch(&new, p, snap.cluster_skip_backup_hooks.as_deref());
+        let dynamic = patch::dynamic_pod_metadata_patch(
+            &self.new,
+            p,
+            snap.cluster_skip_backup_hooks.as_deref(),
+        );
         if !dynamic.0.is_empty() {
-            actions.push(VmiAction::PatchPod {
+            self.actions.push(VmiAction::PatchPod {
                 name: pod_name(p).to_string(),
                 patch: dynamic,
                 why: "sync the VMI's kubevirt.io/nodeName, kubevirt.io/outdatedLauncherImage labels, descheduler annotations and Velero backup hooks to the launcher pod (lifecycle.go:724-844)".into(),
@@ -566,12 +642,12 @@ fn update_status(
             match raw.parse::<i64>() {
                 Ok(bytes) => {
                     let q = ParsedQuantity::from_units(bytes, Format::BinarySI).to_quantity();
-                    status_mut(&mut new)
+                    status_mut(&mut self.new)
                         .memory
                         .get_or_insert_with(MemoryStatus::default)
                         .memory_overhead = Some(q);
                 }
-                Err(_) => expl.push(format!(
+                Err(_) => self.expl.push(format!(
                     "pod annotation {}={raw:?} is not an integer; status.memory.memoryOverhead left alone (lifecycle.go:1174-1177)",
                     annotations::MEMORY_OVERHEAD_BYTES
                 )),
@@ -579,346 +655,380 @@ fn update_status(
         }
     }
 
-    // DataVolumesReady (lifecycle.go:306, datavolumes.go:143-178).
-    if let Some(cond) = &snap.storage.data_volumes_ready {
-        expl.push(format!(
-            "DataVolumesReady → {} {} (datavolumes.go:143-178)",
-            cond.status,
-            cond.reason.as_deref().unwrap_or("")
-        ));
-        conditions::update(status_mut(&mut new), cond.clone());
+    /// DataVolumesReady (lifecycle.go:306, datavolumes.go:143-178).
+    fn data_volumes_ready(&mut self) {
+        let snap = self.snap;
+        // DataVolumesReady (lifecycle.go:306, datavolumes.go:143-178).
+        if let Some(cond) = &snap.storage.data_volumes_ready {
+            self.expl.push(format!(
+                "DataVolumesReady → {} {} (datavolumes.go:143-178)",
+                cond.status,
+                cond.reason.as_deref().unwrap_or("")
+            ));
+            conditions::update(status_mut(&mut self.new), cond.clone());
+        }
     }
 
-    // Phase machine (lifecycle.go:320-552), keyed on the phase *before* this sync.
-    let mut update_status_error = None;
-    let mut phase_reason = None;
-    match old_phase {
-        Phase::Unset | Phase::Pending => {
-            if vmi_pod.is_some() {
-                status_mut(&mut new).phase = Some(Phase::Scheduling);
-                expl.push(format!(
-                    "phase {} → Scheduling: the launcher pod exists (lifecycle.go:321-323)",
-                    old_phase.as_str()
-                ));
-            } else if vmi.is_deleting() || snap.storage.has_failed_data_volume {
-                status_mut(&mut new).phase = Some(Phase::Failed);
-                phase_reason = Some(
-                    if vmi.is_deleting() {
-                        "it was deleted before its launcher pod existed"
-                    } else {
-                        "a DataVolume it uses failed"
-                    }
-                    .to_string(),
-                );
-                expl.push(format!(
-                    "phase {} → Failed: {} and no launcher pod exists (lifecycle.go:324-325)",
-                    old_phase.as_str(),
-                    if vmi.is_deleting() {
-                        "the VMI is being deleted"
-                    } else {
-                        "a DataVolume failed"
-                    }
-                ));
-            } else {
-                status_mut(&mut new).phase = Some(Phase::Pending);
-                expl.push("phase stays/becomes Pending: no launcher pod yet (lifecycle.go:331-332; topology hints and WaitForFirstConsumer not modelled)".into());
-                if let Some(e) = sync_error.filter(|e| e.reason == ev_reasons::FAILED_PVC_NOT_FOUND)
-                {
-                    let status = status_mut(&mut new);
-                    conditions::remove(status, types::POD_SCHEDULED);
-                    status
-                        .conditions
-                        .get_or_insert_with(Vec::new)
-                        .push(Condition {
-                            type_: types::POD_SCHEDULED.into(),
-                            status: "False".into(),
-                            reason: Some(conditions::reasons::UNSCHEDULABLE.into()),
-                            message: Some(e.message.clone()),
-                            ..Default::default()
-                        });
-                    expl.push("PodScheduled=False/Unschedulable with the missing-PVC message (lifecycle.go:361-368)".into());
-                }
-            }
-        }
-        Phase::Scheduling => {
-            conditions::remove(status_mut(&mut new), types::PROVISIONING);
-            match vmi_pod {
-                Some(p) => {
-                    status_mut(&mut new).qos_class = podutil::pod_qos_class(p).map(str::to_string);
-                    match podutil::pod_condition(p, types::POD_SCHEDULED)
-                        .filter(|c| c.status == "False")
-                    {
-                        Some(pc) => {
-                            conditions::add_pod_condition(status_mut(&mut new), pc);
-                            expl.push(format!(
-                                "pod PodScheduled=False ({}: {}) copied to the VMI (lifecycle.go:383-386)",
-                                pc.reason.as_deref().unwrap_or(""),
-                                pc.message.as_deref().unwrap_or("")
-                            ));
-                        }
-                        None => conditions::remove(status_mut(&mut new), types::POD_SCHEDULED),
-                    }
-                    if let Some(ie) = podutil::container_image_error(p) {
-                        expl.push(format!(
-                            "container {:?} cannot pull its image ({}): recorded as Synchronized=False (lifecycle.go:391-394)",
-                            ie.container, ie.reason
-                        ));
-                        condition_error = Some(SyncError::new(ie.reason, ie.message));
-                    }
-                    if podutil::is_pod_ready(p) && !vmi.is_deleting() {
-                        if podutil::pod_qos_class(p) != Some(podutil::QOS_GUARANTEED)
-                            && vmi.spec.is_cpu_dedicated()
-                        {
-                            actions.push(VmiAction::Event {
-                                type_: super::action::EventType::Warning,
-                                reason: ev_reasons::FAILED_GUARANTEE_RESOURCES.into(),
-                                message: "failed to guarantee pod resources".into(),
-                                why: "dedicated CPUs were requested but the pod's QoS class is not Guaranteed (lifecycle.go:397-402)".into(),
-                            });
-                            condition_error = Some(SyncError::new(
-                                ev_reasons::FAILED_GUARANTEE_RESOURCES,
-                                "failed to guarantee pod resources",
-                            ));
-                            expl.push("pod ready but not Guaranteed while dedicated CPUs are requested: stays Scheduling (lifecycle.go:397-402)".into());
-                        } else {
-                            let node = podutil::pod_node_name(p).to_string();
-                            new.metadata
-                                .labels
-                                .get_or_insert_with(BTreeMap::new)
-                                .insert(labels::NODE_NAME.to_string(), node.clone());
-                            let status = status_mut(&mut new);
-                            status.phase = Some(Phase::Scheduled);
-                            status.node_name = nonempty(&node);
-                            if podutil::should_set_migration_transport(p) {
-                                status.migration_transport = Some("Unix".into());
-                            }
-                            expl.push(format!(
-                                "phase Scheduling → Scheduled: pod {} is ready on node {node:?}; label kubevirt.io/nodeName and status.nodeName set (lifecycle.go:396-441; VSOCK not modelled)",
-                                pod_name(p)
-                            ));
-                            update_volume_status(snap, &mut new, &mut expl, "lifecycle.go:410");
-                            update_interface_status(&mut new, p, &mut expl, "lifecycle.go:415");
-                        }
-                    } else if podutil::is_pod_down_or_going_down(p) {
-                        status_mut(&mut new).phase = Some(Phase::Failed);
-                        phase_reason = Some(format!(
-                            "its launcher pod {} is down or going down",
-                            pod_name(p)
-                        ));
-                        expl.push(format!(
-                            "phase Scheduling → Failed: pod {} is down or going down (lifecycle.go:442-448)",
-                            pod_name(p)
-                        ));
-                    } else {
-                        expl.push("phase stays Scheduling: the pod is not ready yet (lifecycle.go:370-449)".into());
-                    }
-                }
-                None => {
-                    status_mut(&mut new).phase = Some(Phase::Failed);
-                    phase_reason = Some(POD_VANISHED.into());
-                    expl.push("phase Scheduling → Failed: the launcher pod vanished (lifecycle.go:450-457)".into());
-                }
-            }
-        }
-        Phase::Succeeded | Phase::Failed => {
-            let all_deleted = podutil::pods_controlled_by(vmi, &snap.pods)
-                .next()
-                .is_none();
-            if all_deleted {
-                remove_finalizer(&mut new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
-                remove_finalizer(&mut new, finalizers::FOREGROUND_DELETE_VM);
-                if let Some(l) = new.metadata.labels.as_mut() {
-                    l.remove(labels::OUTDATED_LAUNCHER_IMAGE);
-                }
-                status_mut(&mut new).launcher_container_image_version = None;
-                expl.push(format!(
-                    "VMI is final and all its pods are gone: remove finalizer {}, the outdated-image label and launcherContainerImageVersion (lifecycle.go:459-473)",
-                    finalizers::FOREGROUND_DELETE_VM
-                ));
-            } else {
-                expl.push(
-                    "VMI is final but pods remain: finalizer kept (lifecycle.go:459-465)".into(),
-                );
-            }
-            strip_vm_controller_finalizer(snap, &mut new, &mut expl);
-        }
-        Phase::Running => {
-            fail_without_pod(
-                &mut new,
-                &mut expl,
-                &mut phase_reason,
-                vmi_pod.is_some(),
-                "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
-                "phase Running: owned by virt-handler (the MigrationRequired condition is not \
-                 modelled) (lifecycle.go:480-514)",
-            );
-            if let Some(p) = vmi_pod {
-                update_volume_status(snap, &mut new, &mut expl, "lifecycle.go:493");
-                update_interface_status(&mut new, p, &mut expl, "lifecycle.go:498");
-                super::hotplug::sync_hotplug_conditions(&mut new, &mut expl);
-            }
-        }
-        Phase::Scheduled => {
-            fail_without_pod(
-                &mut new,
-                &mut expl,
-                &mut phase_reason,
-                vmi_pod.is_some(),
-                "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)",
-                "phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)",
-            );
-            if vmi_pod.is_some() {
-                update_volume_status(snap, &mut new, &mut expl, "lifecycle.go:533");
-            }
-        }
-        Phase::WaitingForSync => {
-            if vmi.is_deleting() {
-                remove_finalizer(&mut new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
-                remove_finalizer(&mut new, finalizers::FOREGROUND_DELETE_VM);
-                expl.push(
-                    "VMI deleted while WaitingForSync: finalizers removed (lifecycle.go:536-546)"
-                        .into(),
-                );
-                strip_vm_controller_finalizer(snap, &mut new, &mut expl);
-            } else if vmi_pod.is_some() {
-                status_mut(&mut new).phase = Some(Phase::Scheduling);
-                expl.push("phase WaitingForSync → Scheduling: a pod exists (lifecycle.go:547-549; migration state not modelled)".into());
-            }
-        }
-        Phase::Unknown => {
-            update_status_error = Some(format!("unknown vmi phase {}", old_phase.as_str()));
-            expl.push("phase Unknown is not handled by updateStatus: error, requeue, no write (lifecycle.go:550-551)".into());
-        }
-    }
-    if let Some(err) = update_status_error {
-        return StatusResult {
-            actions,
-            new_vmi: None,
-            condition_error,
-            update_status_error: Some(err),
-            to_phase: old_phase,
-            phase_reason: None,
-            explanation: expl,
-        };
-    }
-
-    // EvictionRequested (lifecycle.go:554-568).
-    if marked_for_eviction(&new) {
-        let status = status_mut(&mut new);
-        if !conditions::has_with_status(status, types::EVICTION_REQUESTED, "True") {
-            conditions::update(
-                status,
-                Condition {
-                    type_: types::EVICTION_REQUESTED.into(),
-                    status: "True".into(),
-                    reason: Some(conditions::reasons::EVICTION_REQUESTED.into()),
-                    message: Some(conditions::messages::EVICTION_REQUESTED.into()),
-                    last_probe_time: Some(now),
-                    last_transition_time: Some(now),
-                    extra: Default::default(),
-                },
-            );
-        }
-    } else {
-        conditions::remove(status_mut(&mut new), types::EVICTION_REQUESTED);
-    }
-
-    let to_phase = new.phase();
-    if old_phase != to_phase {
-        changes.push(format!(
-            "phase {} → {}",
-            old_phase.as_str(),
-            to_phase.as_str()
-        ));
-    }
-
-    // Write (lifecycle.go:570-610).
-    if matches!(old_phase, Phase::Running | Phase::Scheduled) {
-        let p = patch::prepare_vmi_patch(vmi, &new);
-        if p.0.is_empty() {
-            expl.push(format!(
-                "VMI was {}: nothing changed in the patched fields, no write (lifecycle.go:571-575)",
+    /// Unset/Pending: the launcher pod appears, or the VMI fails or waits (lifecycle.go:320-369).
+    fn pending(&mut self) {
+        let snap = self.snap;
+        let vmi = self.vmi;
+        let vmi_pod = self.vmi_pod;
+        let old_phase = self.old_phase;
+        if vmi_pod.is_some() {
+            status_mut(&mut self.new).phase = Some(Phase::Scheduling);
+            self.expl.push(format!(
+                "phase {} → Scheduling: the launcher pod exists (lifecycle.go:321-323)",
                 old_phase.as_str()
             ));
-        } else {
-            let fields = patched_fields(&p);
-            expl.push(format!(
-                "VMI was {}: JSON patch (test+replace) of {} (lifecycle.go:570-591)",
-                old_phase.as_str(),
-                fields.join(", ")
-            ));
-            actions.push(VmiAction::PatchVmi {
-                patch: p,
-                why: format!(
-                    "the VMI was {} (owned by virt-handler), so only {} are patched; no phaseTransitionTimestamps, no Synchronized condition (lifecycle.go:570-591, 627-721){}",
-                    old_phase.as_str(),
-                    fields.join(", "),
-                    if changes.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; {}", changes.join("; "))
-                    }
-                ),
-            });
-        }
-    } else {
-        let status = status_mut(&mut new);
-        if conditions::check_failure(status, condition_error.as_ref(), now) {
-            changes.push(match &condition_error {
-                Some(e) => format!("Synchronized=False {}: {}", e.reason, e.message),
-                None => "remove the Synchronized condition (sync succeeded)".into(),
-            });
-        }
-        if conditions::set_phase_transition_timestamp(old_phase, status, now) {
-            changes.push(format!(
-                "record phaseTransitionTimestamp {} at {}",
-                to_phase.as_str(),
-                now.to_rfc3339()
-            ));
-        }
-        // Both statuses serialised once, for the comparison and for naming the changed fields.
-        let statuses = (vmi.status != new.status).then(|| StatusValues::of(vmi, &new));
-        let changed = statuses.as_ref().is_some_and(|s| !s.equal())
-            || !semantic_eq(&vmi.metadata.finalizers, &new.metadata.finalizers)
-            || !semantic_eq(&vmi.metadata.annotations, &new.metadata.annotations)
-            || !semantic_eq(&vmi.metadata.labels, &new.metadata.labels);
-        if changed {
-            expl.push(format!(
-                "full Update of the VMI (was {}) (lifecycle.go:594-610)",
-                if old_phase == Phase::Unset {
-                    "unprocessed"
+        } else if vmi.is_deleting() || snap.storage.has_failed_data_volume {
+            status_mut(&mut self.new).phase = Some(Phase::Failed);
+            self.phase_reason = Some(
+                if vmi.is_deleting() {
+                    "it was deleted before its launcher pod existed"
                 } else {
-                    old_phase.as_str()
+                    "a DataVolume it uses failed"
+                }
+                .to_string(),
+            );
+            self.expl.push(format!(
+                "phase {} → Failed: {} and no launcher pod exists (lifecycle.go:324-325)",
+                old_phase.as_str(),
+                if vmi.is_deleting() {
+                    "the VMI is being deleted"
+                } else {
+                    "a DataVolume failed"
                 }
             ));
-            // The object written and the decision's `new_vmi` are one copy.
-            let written = Arc::new(std::mem::take(&mut new));
-            actions.push(VmiAction::UpdateVmi {
-                vmi: written.clone(),
-                why: format!(
-                    "{} changed{}: full Update with a VMI self-expectation (lifecycle.go:594-610)",
-                    changed_fields(statuses.as_ref(), vmi, &written).join(", "),
-                    if changes.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", changes.join("; "))
-                    }
-                ),
-            });
-            shared = Some(written);
         } else {
-            expl.push("VMI unchanged: no write (lifecycle.go:600-602)".into());
+            status_mut(&mut self.new).phase = Some(Phase::Pending);
+            self.expl.push("phase stays/becomes Pending: no launcher pod yet (lifecycle.go:331-332; topology hints and WaitForFirstConsumer not modelled)".into());
+            if let Some(e) = self
+                .sync_error
+                .filter(|e| e.reason == ev_reasons::FAILED_PVC_NOT_FOUND)
+            {
+                let status = status_mut(&mut self.new);
+                conditions::remove(status, types::POD_SCHEDULED);
+                status
+                    .conditions
+                    .get_or_insert_with(Vec::new)
+                    .push(Condition {
+                        type_: types::POD_SCHEDULED.into(),
+                        status: "False".into(),
+                        reason: Some(conditions::reasons::UNSCHEDULABLE.into()),
+                        message: Some(e.message.clone()),
+                        ..Default::default()
+                    });
+                self.expl.push("PodScheduled=False/Unschedulable with the missing-PVC message (lifecycle.go:361-368)".into());
+            }
+        }
+    }
+    /// Scheduling: the pod scheduled, ready, failing or gone (lifecycle.go:370-457).
+    fn scheduling(&mut self) {
+        let snap = self.snap;
+        let vmi = self.vmi;
+        let vmi_pod = self.vmi_pod;
+        conditions::remove(status_mut(&mut self.new), types::PROVISIONING);
+        match vmi_pod {
+            Some(p) => {
+                status_mut(&mut self.new).qos_class = podutil::pod_qos_class(p).map(str::to_string);
+                match podutil::pod_condition(p, types::POD_SCHEDULED)
+                    .filter(|c| c.status == "False")
+                {
+                    Some(pc) => {
+                        conditions::add_pod_condition(status_mut(&mut self.new), pc);
+                        self.expl.push(format!(
+                            "pod PodScheduled=False ({}: {}) copied to the VMI (lifecycle.go:383-386)",
+                            pc.reason.as_deref().unwrap_or(""),
+                            pc.message.as_deref().unwrap_or("")
+                        ));
+                    }
+                    None => conditions::remove(status_mut(&mut self.new), types::POD_SCHEDULED),
+                }
+                if let Some(ie) = podutil::container_image_error(p) {
+                    self.expl.push(format!(
+                        "container {:?} cannot pull its image ({}): recorded as Synchronized=False (lifecycle.go:391-394)",
+                        ie.container, ie.reason
+                    ));
+                    self.condition_error = Some(SyncError::new(ie.reason, ie.message));
+                }
+                if podutil::is_pod_ready(p) && !vmi.is_deleting() {
+                    if podutil::pod_qos_class(p) != Some(podutil::QOS_GUARANTEED)
+                        && vmi.spec.is_cpu_dedicated()
+                    {
+                        self.actions.push(VmiAction::Event {
+                            type_: super::action::EventType::Warning,
+                            reason: ev_reasons::FAILED_GUARANTEE_RESOURCES.into(),
+                            message: "failed to guarantee pod resources".into(),
+                            why: "dedicated CPUs were requested but the pod's QoS class is not Guaranteed (lifecycle.go:397-402)".into(),
+                        });
+                        self.condition_error = Some(SyncError::new(
+                            ev_reasons::FAILED_GUARANTEE_RESOURCES,
+                            "failed to guarantee pod resources",
+                        ));
+                        self.expl.push("pod ready but not Guaranteed while dedicated CPUs are requested: stays Scheduling (lifecycle.go:397-402)".into());
+                    } else {
+                        let node = podutil::pod_node_name(p).to_string();
+                        self.new
+                            .metadata
+                            .labels
+                            .get_or_insert_with(BTreeMap::new)
+                            .insert(labels::NODE_NAME.to_string(), node.clone());
+                        let status = status_mut(&mut self.new);
+                        status.phase = Some(Phase::Scheduled);
+                        status.node_name = nonempty(&node);
+                        if podutil::should_set_migration_transport(p) {
+                            status.migration_transport = Some("Unix".into());
+                        }
+                        self.expl.push(format!(
+                            "phase Scheduling → Scheduled: pod {} is ready on node {node:?}; label kubevirt.io/nodeName and status.nodeName set (lifecycle.go:396-441; VSOCK not modelled)",
+                            pod_name(p)
+                        ));
+                        update_volume_status(
+                            snap,
+                            &mut self.new,
+                            &mut self.expl,
+                            "lifecycle.go:410",
+                        );
+                        update_interface_status(
+                            &mut self.new,
+                            p,
+                            &mut self.expl,
+                            "lifecycle.go:415",
+                        );
+                    }
+                } else if podutil::is_pod_down_or_going_down(p) {
+                    status_mut(&mut self.new).phase = Some(Phase::Failed);
+                    self.phase_reason = Some(format!(
+                        "its launcher pod {} is down or going down",
+                        pod_name(p)
+                    ));
+                    self.expl.push(format!(
+                        "phase Scheduling → Failed: pod {} is down or going down (lifecycle.go:442-448)",
+                        pod_name(p)
+                    ));
+                } else {
+                    self.expl.push(
+                        "phase stays Scheduling: the pod is not ready yet (lifecycle.go:370-449)"
+                            .into(),
+                    );
+                }
+            }
+            None => {
+                status_mut(&mut self.new).phase = Some(Phase::Failed);
+                self.phase_reason = Some(POD_VANISHED.into());
+                self.expl.push(
+                    "phase Scheduling → Failed: the launcher pod vanished (lifecycle.go:450-457)"
+                        .into(),
+                );
+            }
+        }
+    }
+    /// Succeeded/Failed: finalizers once every pod is gone (lifecycle.go:459-478).
+    fn finished(&mut self) {
+        let snap = self.snap;
+        let vmi = self.vmi;
+        let all_deleted = podutil::pods_controlled_by(vmi, &snap.pods)
+            .next()
+            .is_none();
+        if all_deleted {
+            remove_finalizer(&mut self.new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
+            remove_finalizer(&mut self.new, finalizers::FOREGROUND_DELETE_VM);
+            if let Some(l) = self.new.metadata.labels.as_mut() {
+                l.remove(labels::OUTDATED_LAUNCHER_IMAGE);
+            }
+            status_mut(&mut self.new).launcher_container_image_version = None;
+            self.expl.push(format!(
+                "VMI is final and all its pods are gone: remove finalizer {}, the outdated-image label and launcherContainerImageVersion (lifecycle.go:459-473)",
+                finalizers::FOREGROUND_DELETE_VM
+            ));
+        } else {
+            self.expl
+                .push("VMI is final but pods remain: finalizer kept (lifecycle.go:459-465)".into());
+        }
+        strip_vm_controller_finalizer(snap, &mut self.new, &mut self.expl);
+    }
+    /// Running: owned by virt-handler; the pod vanishing fails it (lifecycle.go:480-514).
+    fn running(&mut self) {
+        let snap = self.snap;
+        let vmi_pod = self.vmi_pod;
+        fail_without_pod(
+            &mut self.new,
+            &mut self.expl,
+            &mut self.phase_reason,
+            vmi_pod.is_some(),
+            "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
+            "phase Running: owned by virt-handler (the MigrationRequired condition is not \
+             modelled) (lifecycle.go:480-514)",
+        );
+        if let Some(p) = vmi_pod {
+            update_volume_status(snap, &mut self.new, &mut self.expl, "lifecycle.go:493");
+            update_interface_status(&mut self.new, p, &mut self.expl, "lifecycle.go:498");
+            super::hotplug::sync_hotplug_conditions(&mut self.new, &mut self.expl);
+        }
+    }
+    /// Scheduled: waiting for virt-handler (lifecycle.go:516-534).
+    fn scheduled(&mut self) {
+        let snap = self.snap;
+        let vmi_pod = self.vmi_pod;
+        fail_without_pod(
+            &mut self.new,
+            &mut self.expl,
+            &mut self.phase_reason,
+            vmi_pod.is_some(),
+            "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)",
+            "phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)",
+        );
+        if vmi_pod.is_some() {
+            update_volume_status(snap, &mut self.new, &mut self.expl, "lifecycle.go:533");
+        }
+    }
+    /// WaitingForSync (lifecycle.go:536-549).
+    fn waiting_for_sync(&mut self) {
+        let snap = self.snap;
+        let vmi = self.vmi;
+        let vmi_pod = self.vmi_pod;
+        if vmi.is_deleting() {
+            remove_finalizer(&mut self.new, finalizers::LEGACY_FOREGROUND_DELETE_VM);
+            remove_finalizer(&mut self.new, finalizers::FOREGROUND_DELETE_VM);
+            self.expl.push(
+                "VMI deleted while WaitingForSync: finalizers removed (lifecycle.go:536-546)"
+                    .into(),
+            );
+            strip_vm_controller_finalizer(snap, &mut self.new, &mut self.expl);
+        } else if vmi_pod.is_some() {
+            status_mut(&mut self.new).phase = Some(Phase::Scheduling);
+            self.expl.push("phase WaitingForSync → Scheduling: a pod exists (lifecycle.go:547-549; migration state not modelled)".into());
         }
     }
 
-    StatusResult {
-        actions,
-        new_vmi: Some(shared.unwrap_or_else(|| Arc::new(new))),
-        condition_error,
-        update_status_error: None,
-        to_phase,
-        phase_reason,
-        explanation: expl,
+    /// EvictionRequested (lifecycle.go:554-568).
+    fn eviction_requested(&mut self) {
+        let now = self.snap.now;
+        // EvictionRequested (lifecycle.go:554-568).
+        if marked_for_eviction(&self.new) {
+            let status = status_mut(&mut self.new);
+            if !conditions::has_with_status(status, types::EVICTION_REQUESTED, "True") {
+                conditions::update(
+                    status,
+                    Condition {
+                        type_: types::EVICTION_REQUESTED.into(),
+                        status: "True".into(),
+                        reason: Some(conditions::reasons::EVICTION_REQUESTED.into()),
+                        message: Some(conditions::messages::EVICTION_REQUESTED.into()),
+                        last_probe_time: Some(now),
+                        last_transition_time: Some(now),
+                        extra: Default::default(),
+                    },
+                );
+            }
+        } else {
+            conditions::remove(status_mut(&mut self.new), types::EVICTION_REQUESTED);
+        }
+    }
+
+    /// The write (lifecycle.go:570-610): a JSON patch of a Running/Scheduled VMI, else a full
+    /// Update when anything changed.
+    fn write(mut self) -> StatusResult {
+        let (vmi, old_phase, now) = (self.vmi, self.old_phase, self.snap.now);
+        let mut shared: Option<Arc<VirtualMachineInstance>> = None;
+        let to_phase = self.new.phase();
+        if old_phase != to_phase {
+            self.changes.push(format!(
+                "phase {} → {}",
+                old_phase.as_str(),
+                to_phase.as_str()
+            ));
+        }
+        // Write (lifecycle.go:570-610).
+        if matches!(old_phase, Phase::Running | Phase::Scheduled) {
+            let p = patch::prepare_vmi_patch(vmi, &self.new);
+            if p.0.is_empty() {
+                self.expl.push(format!(
+                    "VMI was {}: nothing changed in the patched fields, no write (lifecycle.go:571-575)",
+                    old_phase.as_str()
+                ));
+            } else {
+                let fields = patched_fields(&p);
+                self.expl.push(format!(
+                    "VMI was {}: JSON patch (test+replace) of {} (lifecycle.go:570-591)",
+                    old_phase.as_str(),
+                    fields.join(", ")
+                ));
+                self.actions.push(VmiAction::PatchVmi {
+                    patch: p,
+                    why: format!(
+                        "the VMI was {} (owned by virt-handler), so only {} are patched; no phaseTransitionTimestamps, no Synchronized condition (lifecycle.go:570-591, 627-721){}",
+                        old_phase.as_str(),
+                        fields.join(", "),
+                        if self.changes.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; {}", self.changes.join("; "))
+                        }
+                    ),
+                });
+            }
+        } else {
+            let status = status_mut(&mut self.new);
+            if conditions::check_failure(status, self.condition_error.as_ref(), now) {
+                self.changes.push(match &self.condition_error {
+                    Some(e) => format!("Synchronized=False {}: {}", e.reason, e.message),
+                    None => "remove the Synchronized condition (sync succeeded)".into(),
+                });
+            }
+            if conditions::set_phase_transition_timestamp(old_phase, status, now) {
+                self.changes.push(format!(
+                    "record phaseTransitionTimestamp {} at {}",
+                    to_phase.as_str(),
+                    now.to_rfc3339()
+                ));
+            }
+            // Both statuses serialised once, for the comparison and for naming the changed fields.
+            let statuses =
+                (vmi.status != self.new.status).then(|| StatusValues::of(vmi, &self.new));
+            let changed = statuses.as_ref().is_some_and(|s| !s.equal())
+                || !semantic_eq(&vmi.metadata.finalizers, &self.new.metadata.finalizers)
+                || !semantic_eq(&vmi.metadata.annotations, &self.new.metadata.annotations)
+                || !semantic_eq(&vmi.metadata.labels, &self.new.metadata.labels);
+            if changed {
+                self.expl.push(format!(
+                    "full Update of the VMI (was {}) (lifecycle.go:594-610)",
+                    if old_phase == Phase::Unset {
+                        "unprocessed"
+                    } else {
+                        old_phase.as_str()
+                    }
+                ));
+                // The object written and the decision's `new_vmi` are one copy.
+                let written = Arc::new(std::mem::take(&mut self.new));
+                self.actions.push(VmiAction::UpdateVmi {
+                    vmi: written.clone(),
+                    why: format!(
+                        "{} changed{}: full Update with a VMI self-expectation (lifecycle.go:594-610)",
+                        changed_fields(statuses.as_ref(), vmi, &written).join(", "),
+                        if self.changes.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", self.changes.join("; "))
+                        }
+                    ),
+                });
+                shared = Some(written);
+            } else {
+                self.expl
+                    .push("VMI unchanged: no write (lifecycle.go:600-602)".into());
+            }
+        }
+        StatusResult {
+            actions: self.actions,
+            new_vmi: Some(shared.unwrap_or_else(|| Arc::new(self.new))),
+            condition_error: self.condition_error,
+            update_status_error: None,
+            to_phase,
+            phase_reason: self.phase_reason,
+            explanation: self.expl,
+        }
     }
 }
 
