@@ -14,6 +14,7 @@ use crate::controller::vm::patches::{
     without_vm_controller_finalizer,
 };
 use crate::controller::vm::reasons::{annotation, message, sync as reason};
+use crate::controller::vm::run_strategy::Strategy;
 use crate::controller::vm::run_strategy::vm_strategy;
 use crate::controller::vm::{metadata_sync, restart_required, unsupported};
 use std::borrow::Cow;
@@ -231,25 +232,7 @@ impl Engine<'_> {
 
         // 3. Deletion.
         if self.vm.metadata.deletion_timestamp.is_some() {
-            let vmi = self.vmi.clone();
-            if vmi.is_none() || has_finalizer(&self.vm.metadata, ORPHAN) {
-                self.explain(
-                    "the VM is being deleted and its VMI is gone (or orphan deletion): remove the \
-                     VM finalizer (vm.go:3236-3241)",
-                );
-                self.remove_vm_finalizer()?;
-                return Ok(None);
-            }
-            self.explain("the VM is being deleted: stop its VMI first (vm.go:3242-3248)");
-            if let Some(vmi) = vmi
-                && let Err(e) = self.stop_vmi(&vmi)
-            {
-                return Ok(Some(SyncError::new(
-                    reason::FAILED_DELETE,
-                    format!("{}{e}", message::FAILURE_DELETING_VMI),
-                )));
-            }
-            return Ok(None);
+            return self.sync_deletion();
         }
         self.add_vm_finalizer()?;
 
@@ -280,24 +263,8 @@ impl Engine<'_> {
         }
 
         // 8. DataVolumes.
-        let immediate = crate::api::annotation(
-            &self.vm.metadata,
-            crate::api::annotations::IMMEDIATE_DATA_VOLUME_CREATION,
-        ) != Some("false");
-        if immediate {
-            match self.handle_data_volumes() {
-                Err(e) => {
-                    return Ok(Some(SyncError::new(
-                        reason::FAILED_CREATE,
-                        format!("Error encountered while creating DataVolumes: {e}"),
-                    )));
-                }
-                Ok(false) if strategy.known() != Some(crate::api::RunStrategy::Halted) => {
-                    self.explain("DataVolumes not ready yet: wait (vm.go:3290-3294)");
-                    return Ok(None);
-                }
-                Ok(_) => {}
-            }
+        if let Err(e) = self.sync_data_volumes(&strategy) {
+            return Ok(e);
         }
 
         // 9. Run strategy.
@@ -329,37 +296,8 @@ impl Engine<'_> {
         if let Some(e) = unsupported::network_hotplug(&vm_copy, self.vmi.as_deref()) {
             return Ok(Some(e));
         }
-        if let Some((patch, firmware)) =
-            crate::controller::vm::firmware::firmware_uuid_patch(&vm_copy)
-        {
-            self.explain(
-                "the template has no firmware UUID: persist the legacy UUID (firmware.go:48-66)",
-            );
-            let (index, res) = self.api(
-                VmAction::PatchVmFirmware { patch },
-                "persist CalculateLegacyUUID(vm name) into spec.template (firmware.go:48-81)",
-            );
-            if let Err(e) = res {
-                return Ok(Some(SyncError::new(
-                    reason::FIRMWARE_UUID_ERROR,
-                    format!("error encountered when trying to patch VM firmware: {e}"),
-                )));
-            }
-            let copy = Arc::make_mut(&mut vm_copy);
-            if let Some(spec) = copy
-                .spec
-                .template
-                .as_mut()
-                .map(|t| t.spec.get_or_insert_with(Default::default))
-            {
-                spec.domain.firmware = Some(firmware);
-            }
-            // `sync` copies the synchronizer's returned VM's ObjectMeta into vmCopy
-            // (`vmCopy.ObjectMeta = syncedVM.ObjectMeta`, vm.go sync step 12): the server bumped
-            // metadata.generation for the spec change, and updateStatus reports that generation
-            // as status.desiredGeneration in the same status write.
-            copy.metadata.generation = copy.metadata.generation.map(|g| g + 1);
-            copy_rv = ResourceVersionFrom::Action(index);
+        if let Some(e) = self.sync_firmware_uuid(&mut vm_copy, &mut copy_rv) {
+            return Ok(Some(e));
         }
         if let Some(e) = [
             unsupported::volume_requests(&vm_copy),
@@ -424,6 +362,96 @@ impl Engine<'_> {
             self.vm = vm_copy;
         }
         Ok(None)
+    }
+
+    /// A VM being deleted (vm.go:3236-3248): its VMI is stopped first, then the finalizer goes.
+    fn sync_deletion(&mut self) -> Result<Option<SyncError>, Abort> {
+        let vmi = self.vmi.clone();
+        if vmi.is_none() || has_finalizer(&self.vm.metadata, ORPHAN) {
+            self.explain(
+                "the VM is being deleted and its VMI is gone (or orphan deletion): remove the \
+                 VM finalizer (vm.go:3236-3241)",
+            );
+            self.remove_vm_finalizer()?;
+            return Ok(None);
+        }
+        self.explain("the VM is being deleted: stop its VMI first (vm.go:3242-3248)");
+        if let Some(vmi) = vmi
+            && let Err(e) = self.stop_vmi(&vmi)
+        {
+            return Ok(Some(SyncError::new(
+                reason::FAILED_DELETE,
+                format!("{}{e}", message::FAILURE_DELETING_VMI),
+            )));
+        }
+        Ok(None)
+    }
+
+    /// DataVolumes, unless `immediate-data-volume-creation` is off (vm.go:3284-3294). `Err`
+    /// ends the sync with that sync error (`None`: wait for the DataVolumes).
+    fn sync_data_volumes(&mut self, strategy: &Strategy) -> Result<(), Option<SyncError>> {
+        let immediate = crate::api::annotation(
+            &self.vm.metadata,
+            crate::api::annotations::IMMEDIATE_DATA_VOLUME_CREATION,
+        ) != Some("false");
+        if immediate {
+            match self.handle_data_volumes() {
+                Err(e) => {
+                    return Err(Some(SyncError::new(
+                        reason::FAILED_CREATE,
+                        format!("Error encountered while creating DataVolumes: {e}"),
+                    )));
+                }
+                Ok(false) if strategy.known() != Some(crate::api::RunStrategy::Halted) => {
+                    self.explain("DataVolumes not ready yet: wait (vm.go:3290-3294)");
+                    return Err(None);
+                }
+                Ok(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The firmware UUID synchronizer (firmware.go:48-81): a template without a UUID gets the
+    /// legacy one persisted, and the copy carries it with the generation the server bumps.
+    fn sync_firmware_uuid(
+        &mut self,
+        vm_copy: &mut Arc<VirtualMachine>,
+        copy_rv: &mut ResourceVersionFrom,
+    ) -> Option<SyncError> {
+        if let Some((patch, firmware)) =
+            crate::controller::vm::firmware::firmware_uuid_patch(vm_copy)
+        {
+            self.explain(
+                "the template has no firmware UUID: persist the legacy UUID (firmware.go:48-66)",
+            );
+            let (index, res) = self.api(
+                VmAction::PatchVmFirmware { patch },
+                "persist CalculateLegacyUUID(vm name) into spec.template (firmware.go:48-81)",
+            );
+            if let Err(e) = res {
+                return Some(SyncError::new(
+                    reason::FIRMWARE_UUID_ERROR,
+                    format!("error encountered when trying to patch VM firmware: {e}"),
+                ));
+            }
+            let copy = Arc::make_mut(vm_copy);
+            if let Some(spec) = copy
+                .spec
+                .template
+                .as_mut()
+                .map(|t| t.spec.get_or_insert_with(Default::default))
+            {
+                spec.domain.firmware = Some(firmware);
+            }
+            // `sync` copies the synchronizer's returned VM's ObjectMeta into vmCopy
+            // (`vmCopy.ObjectMeta = syncedVM.ObjectMeta`, vm.go sync step 12): the server bumped
+            // metadata.generation for the spec change, and updateStatus reports that generation
+            // as status.desiredGeneration in the same status write.
+            copy.metadata.generation = copy.metadata.generation.map(|g| g + 1);
+            *copy_rv = ResourceVersionFrom::Action(index);
+        }
+        None
     }
 
     /// `removeVMFinalizer` (vm.go:2338-2360). A failure aborts the sync.
