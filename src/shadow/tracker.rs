@@ -501,6 +501,20 @@ impl Tracker {
         out
     }
 
+    /// The VM key's objects as known now, with the held write's object as it was before it.
+    fn state_before(&self, h: &Held) -> Vec<Value> {
+        let written = |o: &Value| {
+            o["kind"] == h.record.kind.as_str() && super::mirror::key_of(o) == h.record.key
+        };
+        let mut out: Vec<Value> = self
+            .state_of(&h.record.vm_key)
+            .into_iter()
+            .filter(|o| !written(o))
+            .collect();
+        out.extend(h.before.clone());
+        out
+    }
+
     /// A newer write to the object of a held update: its "before" is gone, decide it now.
     fn finish_held_on(&mut self, kind: Kind, key: &str) {
         let (done, keep): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held)
@@ -555,6 +569,17 @@ impl Tracker {
     }
 
     fn settle(&mut self, mut h: Held) {
+        // The VM's own watch event may arrive after the write it caused (the VM and VMI
+        // watches are separate streams): without the VM in the state held, take the VM key's
+        // objects now, the written one as it was before the write.
+        let has_vm = h
+            .record
+            .state_before
+            .iter()
+            .any(|o| o["kind"] == "VirtualMachine");
+        if !has_vm {
+            h.record.state_before = self.state_before(&h);
+        }
         match h.best {
             Some((action, c)) => {
                 h.record.verdict = c.verdict;
@@ -707,5 +732,35 @@ mod tests {
             !r.state_before.is_empty(),
             "a reproduction has the VM as it was"
         );
+    }
+    /// The VMI's watch event can come before its VM's: the reproduction of the VMI's creation
+    /// still holds the VM (taken when it arrives), and not the created VMI.
+    #[test]
+    fn a_write_seen_before_its_vm_gets_the_vm_in_its_reproduction() {
+        let mut t = Tracker::new(Mirror::default(), vec![], None);
+        let vmi = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "vmi-uid",
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "name": "a", "uid": "vm-uid", "controller": true}]},
+            "spec": {"domain": {"devices": {}}}});
+        t.observe(
+            Change {
+                kind: Kind::VirtualMachineInstance,
+                key: "ns/a".into(),
+                object: Some(vmi),
+            },
+            Utc::now(),
+        );
+        t.mirror
+            .set(Kind::VirtualMachine, "ns/a", Some(vm("Always", json!({}))));
+        t.finish();
+        let r = t
+            .records
+            .iter()
+            .find(|r| r.kind == Kind::VirtualMachineInstance)
+            .expect("the VMI creation is recorded");
+        assert_ne!(r.verdict, Verdict::Agree);
+        let kinds: Vec<&Value> = r.state_before.iter().map(|o| &o["kind"]).collect();
+        assert_eq!(kinds, [&json!("VirtualMachine")], "{:#?}", r.state_before);
     }
 }
