@@ -355,6 +355,112 @@ async fn spawn_cluster_config(
     (informer, cluster_config)
 }
 
+/// The queues and expectations the informers' handlers feed.
+struct Queues<'a> {
+    vm: &'a QueueSlot,
+    vmi: &'a QueueSlot,
+    expectations: &'a Expectations,
+}
+
+/// Start the controllers' informers (each with its handlers and indexes) and the KubeVirt CR's
+/// `ClusterConfig`; `limiter` is reloaded from the CR when the rate limit follows it.
+async fn spawn_caches(
+    client: &kube::Client,
+    config: &ManagerConfig,
+    limiter: Option<ReloadableRateLimiter>,
+    q: Queues<'_>,
+    stop: &CancellationToken,
+) -> (Caches, Arc<ClusterConfig>) {
+    let ns = config.namespace.as_deref();
+    let vm_cell = VmStoreCell::default();
+    let vm_handlers = vec![vm_handler(q.vm.clone())];
+    let vms = spawn_in::<VirtualMachine>("virtualmachines", client, ns, vm_handlers, stop);
+    let _ = vm_cell.set(vms.store().clone());
+    let vmi_handlers = vec![
+        vmi_to_vm_handler(q.vm.clone(), q.expectations.clone(), vm_cell.clone()),
+        vmi_handler(q.vmi.clone(), q.expectations.clone()),
+    ];
+    let vmis = spawn_in::<VirtualMachineInstance>(
+        "virtualmachineinstances",
+        client,
+        ns,
+        vmi_handlers,
+        stop,
+    );
+    let vmi_cell = VmiStoreCell::default();
+    let _ = vmi_cell.set(vmis.store().clone());
+    let pods = Informer::<Pod>::spawn_decoding(
+        InformerState::new().with_index(&crate::runtime::index::CONTROLLER_UID),
+        "pods",
+        api_for::<crate::controller::vmi::launcher_cache::LauncherPodForCache>(client, ns),
+        watcher::Config::default().labels("kubevirt.io=virt-launcher"),
+        vec![pod_to_vmi_handler(q.vmi.clone(), q.expectations.clone())],
+        stop.clone(),
+    );
+    let revisions = Informer::<ControllerRevision>::spawn_with(
+        InformerState::new()
+            .with_transform(crate::controller::vm::revision::revision_for_cache)
+            .with_index(&crate::controller::vm::revision::VM_INDEX),
+        "controllerrevisions",
+        api_for(client, ns),
+        watcher::Config::default(),
+        vec![],
+        stop.clone(),
+    );
+    let data_volumes = if data_volumes_served(client).await {
+        let dv_handlers = vec![dv_to_vm_handler(
+            q.vm.clone(),
+            q.expectations.clone(),
+            vm_cell.clone(),
+        )];
+        spawn_in::<DataVolume>("datavolumes", client, ns, dv_handlers, stop)
+    } else {
+        tracing::info!(
+            "cdi.kubevirt.io/v1beta1 DataVolumes are not served by this cluster: DataVolume templates cannot be handled"
+        );
+        Informer::disabled("datavolumes")
+    };
+
+    // Namespaces are cluster-scoped: a controller limited to one namespace watches only that
+    // one (a field selector), so it needs no cluster-wide read of namespaces.
+    let namespaces = Informer::<Namespace>::spawn(
+        "namespaces",
+        Api::all(client.clone()),
+        match ns {
+            Some(ns) => watcher::Config::default().fields(&format!("metadata.name={ns}")),
+            None => watcher::Config::default(),
+        },
+        Vec::new(),
+        stop.clone(),
+    );
+    let resource_quotas = spawn_in::<ResourceQuota>("resourcequotas", client, ns, vec![], stop);
+    let pvc_handlers = vec![
+        pvc_to_vm_handler(q.vm.clone(), vm_cell.clone()),
+        pvc_to_vmi_handler(q.vmi.clone(), vmi_cell),
+    ];
+    let pvcs =
+        spawn_in::<PersistentVolumeClaim>("persistentvolumeclaims", client, ns, pvc_handlers, stop);
+    let following = match config.client_rate_limit {
+        ClientRateLimit::FromSettings => limiter,
+        ClientRateLimit::Fixed(_) | ClientRateLimit::Unlimited => None,
+    };
+    let (kubevirts, cluster_config) = spawn_cluster_config(client, config, following, stop).await;
+    let instancetypes = spawn_instancetype_caches(client, ns, stop).await;
+    let caches = Caches {
+        vms,
+        vmis,
+        pods,
+        revisions,
+        data_volumes,
+        namespaces,
+        resource_quotas,
+        pvcs,
+        kubevirts,
+        instancetypes,
+    };
+    (caches, cluster_config)
+}
+
 /// The controllers' client limiter for `limit`, starting from `settings`' bucket, its waits
 /// exported in `metrics`; `None` when unlimited.
 fn client_limiter(
@@ -410,7 +516,6 @@ impl Manager {
             .validate()
             .map_err(|e| ManagerError::Config(e.to_string()))?;
         let stop = CancellationToken::new();
-        let ns = config.namespace.as_deref();
         let metrics = Arc::new(Metrics::new());
         // One bucket for every request of the controllers, reads, watches and writes (KubeVirt's
         // rest client limiter); the Lease calls keep `client`, unlimited.
@@ -423,88 +528,19 @@ impl Manager {
         let vm_queue = QueueSlot::default();
         let vmi_queue = QueueSlot::default();
         let expectations = Expectations::with_timeout(config.expectations_timeout);
-        let vm_cell = VmStoreCell::default();
 
-        let vm_handlers = vec![vm_handler(vm_queue.clone())];
-        let vms = spawn_in::<VirtualMachine>("virtualmachines", &client, ns, vm_handlers, &stop);
-        let _ = vm_cell.set(vms.store().clone());
-        let vmi_handlers = vec![
-            vmi_to_vm_handler(vm_queue.clone(), expectations.clone(), vm_cell.clone()),
-            vmi_handler(vmi_queue.clone(), expectations.clone()),
-        ];
-        let vmis = spawn_in::<VirtualMachineInstance>(
-            "virtualmachineinstances",
+        let (caches, cluster_config) = spawn_caches(
             &client,
-            ns,
-            vmi_handlers,
-            &stop,
-        );
-        let vmi_cell = VmiStoreCell::default();
-        let _ = vmi_cell.set(vmis.store().clone());
-        let pods = Informer::<Pod>::spawn_decoding(
-            InformerState::new().with_index(&crate::runtime::index::CONTROLLER_UID),
-            "pods",
-            api_for::<crate::controller::vmi::launcher_cache::LauncherPodForCache>(&client, ns),
-            watcher::Config::default().labels("kubevirt.io=virt-launcher"),
-            vec![pod_to_vmi_handler(vmi_queue.clone(), expectations.clone())],
-            stop.clone(),
-        );
-        let revisions = Informer::<ControllerRevision>::spawn_with(
-            InformerState::new()
-                .with_transform(crate::controller::vm::revision::revision_for_cache)
-                .with_index(&crate::controller::vm::revision::VM_INDEX),
-            "controllerrevisions",
-            api_for(&client, ns),
-            watcher::Config::default(),
-            vec![],
-            stop.clone(),
-        );
-        let data_volumes = if data_volumes_served(&client).await {
-            let dv_handlers = vec![dv_to_vm_handler(
-                vm_queue.clone(),
-                expectations.clone(),
-                vm_cell.clone(),
-            )];
-            spawn_in::<DataVolume>("datavolumes", &client, ns, dv_handlers, &stop)
-        } else {
-            tracing::info!(
-                "cdi.kubevirt.io/v1beta1 DataVolumes are not served by this cluster: DataVolume templates cannot be handled"
-            );
-            Informer::disabled("datavolumes")
-        };
-
-        // Namespaces are cluster-scoped: a controller limited to one namespace watches only that
-        // one (a field selector), so it needs no cluster-wide read of namespaces.
-        let namespaces = Informer::<Namespace>::spawn(
-            "namespaces",
-            Api::all(client.clone()),
-            match ns {
-                Some(ns) => watcher::Config::default().fields(&format!("metadata.name={ns}")),
-                None => watcher::Config::default(),
+            &config,
+            limiter.clone(),
+            Queues {
+                vm: &vm_queue,
+                vmi: &vmi_queue,
+                expectations: &expectations,
             },
-            Vec::new(),
-            stop.clone(),
-        );
-        let resource_quotas =
-            spawn_in::<ResourceQuota>("resourcequotas", &client, ns, vec![], &stop);
-        let pvc_handlers = vec![
-            pvc_to_vm_handler(vm_queue.clone(), vm_cell.clone()),
-            pvc_to_vmi_handler(vmi_queue.clone(), vmi_cell),
-        ];
-        let pvcs = spawn_in::<PersistentVolumeClaim>(
-            "persistentvolumeclaims",
-            &client,
-            ns,
-            pvc_handlers,
             &stop,
-        );
-        let following = match config.client_rate_limit {
-            ClientRateLimit::FromSettings => limiter.clone(),
-            ClientRateLimit::Fixed(_) | ClientRateLimit::Unlimited => None,
-        };
-        let (kubevirts, cluster_config) =
-            spawn_cluster_config(&client, &config, following, &stop).await;
-        let instancetypes = spawn_instancetype_caches(&client, ns, &stop).await;
+        )
+        .await;
 
         // Both queues' series exist from the start, at zero, as in KubeVirt, whose queues exist
         // on a standby too (a dashboard shows 0, not "no data"); the queues themselves are only
@@ -538,18 +574,7 @@ impl Manager {
         let ctx = Context {
             client: writer.clone(),
             cluster_config,
-            caches: Caches {
-                vms,
-                vmis,
-                pods,
-                revisions,
-                data_volumes,
-                namespaces,
-                resource_quotas,
-                pvcs,
-                kubevirts,
-                instancetypes,
-            },
+            caches,
             vm_queue,
             vmi_queue,
             expectations,
