@@ -388,15 +388,9 @@ fn shadow_args(args: RunControllerArgs) -> super::shadow::ShadowArgs {
     }
 }
 
-async fn run_async(
-    global: &GlobalArgs,
-    args: RunControllerArgs,
-    config: ManagerConfig,
-) -> Result<ExitCode, CliError> {
-    // Listen first: a signal during start-up then stops the run once it is up instead of
-    // killing the process (src/cli/signals.rs).
-    let mut signals = super::signals::ShutdownSignals::listen()?;
-    // Check what can be checked before starting anything.
+/// What can be checked before anything starts: `--exit-when-ready` needs `--apply`, the files
+/// exist, the `--listen` port is free.
+fn check_before_start(args: &RunControllerArgs, config: &ManagerConfig) -> Result<(), CliError> {
     if args.exit_when_ready && args.apply.is_empty() {
         return Err(CliError::Failed(
             "--exit-when-ready needs --apply with at least one VirtualMachine".into(),
@@ -418,9 +412,17 @@ async fn run_async(
             "cannot listen on {addr}: {e} (is another run-controller running? use --listen 127.0.0.1:0 for any free port, or --listen none)"
         )));
     }
-    // The embedded cluster lives as long as this function.
-    let mut embedded = None;
-    let clients = if args.embedded {
+    Ok(())
+}
+
+/// The cluster to run against: the embedded one (started here, with its address said), or the
+/// kubeconfig's, said before anything is written to it and with a warning when it cannot be
+/// reached yet.
+async fn connect(
+    global: &GlobalArgs,
+    args: &RunControllerArgs,
+) -> Result<(Option<crate::sim::cluster::EmbeddedCluster>, Clients), CliError> {
+    if args.embedded {
         let (cluster, clients) = start_embedded(
             crate::sim::cluster::EmbeddedClusterConfig {
                 nodes: args.nodes,
@@ -443,8 +445,7 @@ async fn run_async(
         crate::say!(
             "  export KUBECONFIG={path}    # in another shell, then: kubectl get vm,vmi,pods -A"
         );
-        embedded = Some(cluster);
-        clients
+        Ok((Some(cluster), clients))
     } else {
         let (config, target) = super::client::load_config(global, "run-controller").await?;
         let clients = Clients::from_config(config)?;
@@ -471,8 +472,21 @@ async fn run_async(
                 target.server
             ),
         }
-        clients
-    };
+        Ok((None, clients))
+    }
+}
+
+async fn run_async(
+    global: &GlobalArgs,
+    args: RunControllerArgs,
+    config: ManagerConfig,
+) -> Result<ExitCode, CliError> {
+    // Listen first: a signal during start-up then stops the run once it is up instead of
+    // killing the process (src/cli/signals.rs).
+    let mut signals = super::signals::ShutdownSignals::listen()?;
+    check_before_start(&args, &config)?;
+    // The embedded cluster lives as long as this function.
+    let (embedded, clients) = connect(global, &args).await?;
     let client = clients.controllers.clone();
 
     let mut applied_vms = Vec::new();
