@@ -1,5 +1,7 @@
 //! `kubectl-virtctl_rs`: parse the command line and hand over to the library.
 
+#![warn(clippy::too_many_lines)]
+
 use clap::Parser;
 use std::process::ExitCode;
 

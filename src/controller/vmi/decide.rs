@@ -273,31 +273,7 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
     let mut plan = SyncPlan::default();
 
     if vmi.is_deleting() {
-        for pod in podutil::pods_controlled_by(vmi, &snap.pods) {
-            if podutil::is_pod_deleting(pod) && !podutil::pod_is_down(pod) {
-                plan.explanation.push(format!(
-                    "pod {} is already terminating; not deleted again (lifecycle.go:1001)",
-                    pod_name(pod)
-                ));
-                continue;
-            }
-            plan.actions.push(VmiAction::DeletePod {
-                name: pod_name(pod).to_string(),
-                uid: podutil::pod_uid(pod).to_string(),
-                why: format!(
-                    "the VMI has a deletionTimestamp: delete every pod it controls that is not already terminating{} (lifecycle.go:70-75, 994-1011)",
-                    if podutil::is_pod_deleting(pod) {
-                        "; this one is terminating but already final, so it is deleted again"
-                    } else {
-                        ""
-                    }
-                ),
-            });
-        }
-        plan.explanation.push(format!(
-            "sync: VMI is being deleted; {} pod deletion(s) (lifecycle.go:70-75)",
-            plan.actions.len()
-        ));
+        plan_deletion(snap, &mut plan);
         return plan;
     }
 
@@ -325,97 +301,12 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
     }
 
     let Some(pod) = current else {
-        if !is_unprocessed(vmi.phase()) {
-            plan.explanation.push(format!(
-                "sync: no launcher pod, but the phase is {} so a pod was created before; KubeVirt never creates a second one (lifecycle.go:100-105)",
-                vmi.phase().as_str()
-            ));
-            return plan;
-        }
-        if !snap.storage.volumes_ready {
-            plan.explanation.push(
-                "sync: no launcher pod yet; delaying pod creation while DataVolumes populate or PVCs appear (lifecycle.go:110-114)"
-                    .into(),
-            );
-            return plan;
-        }
-        plan.wants_pod = true;
-        match &snap.rendered_pod {
-            None => {
-                plan.render_missing = true;
-                plan.explanation.push(
-                    "sync: the launcher pod must be created but the snapshot carries no rendered pod"
-                        .into(),
-                );
-            }
-            Some(Err(f)) => {
-                let msg = format!("{}{}", events::FAILED_TO_RENDER_PREFIX, f.message);
-                if f.pvc_not_found {
-                    plan.events.push(VmiAction::Event {
-                        type_: super::action::EventType::Warning,
-                        reason: ev_reasons::FAILED_PVC_NOT_FOUND.into(),
-                        message: msg.clone(),
-                        why:
-                            "rendering the launcher pod found a missing PVC (lifecycle.go:158-160)"
-                                .into(),
-                    });
-                    plan.error = Some(SyncError::informal(ev_reasons::FAILED_PVC_NOT_FOUND, &msg));
-                } else {
-                    plan.error = Some(SyncError::new(ev_reasons::FAILED_CREATE, &msg));
-                }
-                plan.explanation.push(format!(
-                    "sync: rendering the launcher pod failed: {msg} (lifecycle.go:158-163)"
-                ));
-            }
-            Some(Ok(rendered)) => {
-                plan.actions.push(VmiAction::CreatePod {
-                    pod: rendered.clone(),
-                    why: format!(
-                        "no launcher pod exists and the VMI is {}: create it (lifecycle.go:100-185)",
-                        if vmi.phase() == Phase::Unset {
-                            "unprocessed (phase \"\")"
-                        } else {
-                            "Pending"
-                        }
-                    ),
-                });
-                plan.explanation
-                    .push("sync: no launcher pod yet → create one (lifecycle.go:100-185)".into());
-            }
-        }
+        plan_pod_creation(snap, &mut plan);
         return plan;
     };
 
     if !podutil::is_temp_pod(pod) && podutil::is_pod_ready(pod) {
-        let mut wanted: BTreeMap<String, String> =
-            [(EVICT_ONLY_ANNOTATION.to_string(), String::new())].into();
-        let annotations = pod.metadata.annotations.as_ref();
-        if let Some(info) = network_info_annotation(vmi, &snap.network_bindings, annotations) {
-            wanted.insert(NETWORK_INFO.to_string(), info);
-        }
-        let p = patch::sync_pod_annotations_patch(pod, &wanted);
-        if !p.0.is_empty() {
-            plan.actions.push(VmiAction::PatchPod {
-                name: pod_name(pod).to_string(),
-                patch: p,
-                why: format!(
-                    "the launcher pod is ready: ensure annotation {EVICT_ONLY_ANNOTATION}: \"\" and the network-info annotation from Multus' network status (lifecycle.go:207-214; the Multus annotation of interface hotplug is not modelled)"
-                ),
-            });
-        }
-        let marked = marked_for_eviction(vmi);
-        let has_mark = podutil::has_annotation(pod, EVICTION_IN_PROGRESS_ANNOTATION);
-        if marked != has_mark {
-            plan.actions.push(VmiAction::PatchPod {
-                name: pod_name(pod).to_string(),
-                patch: patch::eviction_in_progress_patch(pod, marked),
-                why: if marked {
-                    format!("the VMI is marked for eviction (status.evacuationNodeName): add {EVICTION_IN_PROGRESS_ANNOTATION} to the pod (lifecycle.go:216-221)")
-                } else {
-                    format!("the VMI is no longer marked for eviction: remove {EVICTION_IN_PROGRESS_ANNOTATION} from the pod (lifecycle.go:223-228)")
-                },
-            });
-        }
+        plan_ready_pod(snap, pod, &mut plan);
     }
     plan.explanation.push(format!(
         "sync: launcher pod {} exists (phase {:?}, ready for hand-over: {}); nothing to create",
@@ -424,6 +315,134 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
         podutil::is_pod_ready(pod)
     ));
     plan
+}
+
+/// A VMI being deleted: every pod it controls is deleted, unless already terminating
+/// (lifecycle.go:70-75, 994-1011).
+fn plan_deletion(snap: &VmiSnapshot, plan: &mut SyncPlan) {
+    let vmi = &snap.vmi;
+    for pod in podutil::pods_controlled_by(vmi, &snap.pods) {
+        if podutil::is_pod_deleting(pod) && !podutil::pod_is_down(pod) {
+            plan.explanation.push(format!(
+                "pod {} is already terminating; not deleted again (lifecycle.go:1001)",
+                pod_name(pod)
+            ));
+            continue;
+        }
+        plan.actions.push(VmiAction::DeletePod {
+            name: pod_name(pod).to_string(),
+            uid: podutil::pod_uid(pod).to_string(),
+            why: format!(
+                "the VMI has a deletionTimestamp: delete every pod it controls that is not already terminating{} (lifecycle.go:70-75, 994-1011)",
+                if podutil::is_pod_deleting(pod) {
+                    "; this one is terminating but already final, so it is deleted again"
+                } else {
+                    ""
+                }
+            ),
+        });
+    }
+    plan.explanation.push(format!(
+        "sync: VMI is being deleted; {} pod deletion(s) (lifecycle.go:70-75)",
+        plan.actions.len()
+    ));
+}
+
+/// No launcher pod: create it when the VMI is unprocessed and its volumes are ready
+/// (lifecycle.go:100-185).
+fn plan_pod_creation(snap: &VmiSnapshot, plan: &mut SyncPlan) {
+    let vmi = &snap.vmi;
+    if !is_unprocessed(vmi.phase()) {
+        plan.explanation.push(format!(
+            "sync: no launcher pod, but the phase is {} so a pod was created before; KubeVirt never creates a second one (lifecycle.go:100-105)",
+            vmi.phase().as_str()
+        ));
+        return;
+    }
+    if !snap.storage.volumes_ready {
+        plan.explanation.push(
+            "sync: no launcher pod yet; delaying pod creation while DataVolumes populate or PVCs appear (lifecycle.go:110-114)"
+                .into(),
+        );
+        return;
+    }
+    plan.wants_pod = true;
+    match &snap.rendered_pod {
+        None => {
+            plan.render_missing = true;
+            plan.explanation.push(
+                "sync: the launcher pod must be created but the snapshot carries no rendered pod"
+                    .into(),
+            );
+        }
+        Some(Err(f)) => {
+            let msg = format!("{}{}", events::FAILED_TO_RENDER_PREFIX, f.message);
+            if f.pvc_not_found {
+                plan.events.push(VmiAction::Event {
+                    type_: super::action::EventType::Warning,
+                    reason: ev_reasons::FAILED_PVC_NOT_FOUND.into(),
+                    message: msg.clone(),
+                    why: "rendering the launcher pod found a missing PVC (lifecycle.go:158-160)"
+                        .into(),
+                });
+                plan.error = Some(SyncError::informal(ev_reasons::FAILED_PVC_NOT_FOUND, &msg));
+            } else {
+                plan.error = Some(SyncError::new(ev_reasons::FAILED_CREATE, &msg));
+            }
+            plan.explanation.push(format!(
+                "sync: rendering the launcher pod failed: {msg} (lifecycle.go:158-163)"
+            ));
+        }
+        Some(Ok(rendered)) => {
+            plan.actions.push(VmiAction::CreatePod {
+                pod: rendered.clone(),
+                why: format!(
+                    "no launcher pod exists and the VMI is {}: create it (lifecycle.go:100-185)",
+                    if vmi.phase() == Phase::Unset {
+                        "unprocessed (phase \"\")"
+                    } else {
+                        "Pending"
+                    }
+                ),
+            });
+            plan.explanation
+                .push("sync: no launcher pod yet → create one (lifecycle.go:100-185)".into());
+        }
+    }
+}
+
+/// A ready launcher pod: its eviction and network-info annotations (lifecycle.go:207-228).
+fn plan_ready_pod(snap: &VmiSnapshot, pod: &Pod, plan: &mut SyncPlan) {
+    let vmi = &snap.vmi;
+    let mut wanted: BTreeMap<String, String> =
+        [(EVICT_ONLY_ANNOTATION.to_string(), String::new())].into();
+    let annotations = pod.metadata.annotations.as_ref();
+    if let Some(info) = network_info_annotation(vmi, &snap.network_bindings, annotations) {
+        wanted.insert(NETWORK_INFO.to_string(), info);
+    }
+    let p = patch::sync_pod_annotations_patch(pod, &wanted);
+    if !p.0.is_empty() {
+        plan.actions.push(VmiAction::PatchPod {
+            name: pod_name(pod).to_string(),
+            patch: p,
+            why: format!(
+                "the launcher pod is ready: ensure annotation {EVICT_ONLY_ANNOTATION}: \"\" and the network-info annotation from Multus' network status (lifecycle.go:207-214; the Multus annotation of interface hotplug is not modelled)"
+            ),
+        });
+    }
+    let marked = marked_for_eviction(vmi);
+    let has_mark = podutil::has_annotation(pod, EVICTION_IN_PROGRESS_ANNOTATION);
+    if marked != has_mark {
+        plan.actions.push(VmiAction::PatchPod {
+            name: pod_name(pod).to_string(),
+            patch: patch::eviction_in_progress_patch(pod, marked),
+            why: if marked {
+                format!("the VMI is marked for eviction (status.evacuationNodeName): add {EVICTION_IN_PROGRESS_ANNOTATION} to the pod (lifecycle.go:216-221)")
+            } else {
+                format!("the VMI is no longer marked for eviction: remove {EVICTION_IN_PROGRESS_ANNOTATION} from the pod (lifecycle.go:223-228)")
+            },
+        });
+    }
 }
 
 /// Result of `updateStatus`.
