@@ -100,13 +100,23 @@ impl ShadowReport {
         }
         for d in &self.differences {
             let action = d.action.map(|a| format!(" ({a})")).unwrap_or_default();
+            let detail = if d.paths.is_empty() {
+                match d.verdict {
+                    Verdict::WeWouldNotWrite => {
+                        "the leader wrote it; no decision of ours from the state before writes it"
+                            .to_string()
+                    }
+                    _ => "no path differs".to_string(),
+                }
+            } else {
+                d.paths.join(", ")
+            };
             out.push_str(&format!(
-                "  {} {} {}{}: {}",
+                "  {} {} {}{}: {detail}",
                 d.kind,
                 d.key,
                 d.verdict.as_str(),
                 action,
-                d.paths.join(", ")
             ));
             if let Some(file) = &d.reproduction {
                 out.push_str(&format!("  [{}]", file.display()));
@@ -198,4 +208,42 @@ pub fn write_reproductions(
         d.reproduction = Some(file);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write we would not make has no paths: the line says what the verdict means instead of
+    /// ending in an empty list.
+    #[test]
+    fn a_write_we_would_not_make_is_explained_in_the_text() {
+        let report = ShadowReport {
+            duration_seconds: 12.0,
+            decisions: 2,
+            agree: 1,
+            agree_later: 0,
+            differ: 0,
+            we_would_not_write: 1,
+            we_would_write_more: 0,
+            differences: vec![Difference {
+                key: "default/virt-launcher-a-x".into(),
+                kind: "Pod",
+                verdict: Verdict::WeWouldNotWrite,
+                part: "main",
+                action: None,
+                paths: Vec::new(),
+                ours: BTreeMap::new(),
+                theirs: BTreeMap::new(),
+                reproduction: None,
+                seen: String::new(),
+            }],
+            errors: Vec::new(),
+        };
+        let text = report.text();
+        assert!(
+            text.contains("we-would-not-write: the leader wrote it; no decision of ours"),
+            "{text}"
+        );
+    }
 }
