@@ -935,15 +935,41 @@ async fn not_converged(env: &mut Env, rounds: &Rounds, bound: Duration, plan: &s
             format!("{} {:.1} s", s.name, s.rate_limiter_wait_seconds)
         })
         .collect();
+    // The writes to the first stuck VM, its VMI and its launcher pods, oldest first: who
+    // wrote what, and what the server answered.
+    let stuck = c
+        .examples
+        .first()
+        .and_then(|e| e.split_once(':'))
+        .map(|(name, _)| name.to_string())
+        .unwrap_or_default();
+    let pod_prefix = format!("virt-launcher-{stuck}-");
+    let all_writes = env.cluster().api().audit().query(&AuditQuery {
+        writes_only: true,
+        namespace: Some(env.namespace.clone()),
+        ..Default::default()
+    });
+    let stuck_writes: Vec<String> = all_writes
+        .iter()
+        .filter(|e| !stuck.is_empty() && (e.name == stuck || e.name.starts_with(&pod_prefix)))
+        .map(|e| {
+            format!(
+                "#{} {} {} {} {}/{} {} {}",
+                e.seq, e.time, e.user_agent, e.verb, e.resource, e.subresource, e.name, e.code
+            )
+        })
+        .collect();
+    let from = stuck_writes.len().saturating_sub(30);
     format!(
         "{plan}\n{}/{} VMs converged {bound:?} after the faults were removed (shared rate limit \
          reserved ahead: {}; manager task ended: {ended}; leader state: {:?}; last Lease writes: \
-         {lease_writes:#?}); for example:\n{}",
+         {lease_writes:#?}); for example:\n{}\nlast writes to {stuck}, its VMI and pods:\n{}",
         c.converged,
         rounds.steps.len(),
         reserved.join(", "),
         env.manager.leader_state(),
-        c.examples.join("\n")
+        c.examples.join("\n"),
+        stuck_writes[from..].join("\n")
     )
 }
 
