@@ -48,7 +48,7 @@ pub struct ShadowArgs {
 }
 
 /// `90s`, `10m`, `1h`, `1h30m`, or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     if let Ok(secs) = text.parse::<f64>() {
         return Duration::try_from_secs_f64(secs).map_err(|e| format!("{text:?}: {e}"));
     }
@@ -78,7 +78,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Run `shadow`.
-pub fn run(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, CliError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -27,7 +27,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// The word the report uses.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Agree => "agree",
             Verdict::AgreeLater => "agree-later",
@@ -56,7 +56,7 @@ const TIMESTAMP: &str = "<timestamp>";
 /// generated from `metadata.generateName`, the values of timestamps (RFC 3339 strings
 /// become `<timestamp>`: each controller writes its own clock) and the one value KubeVirt
 /// draws at random, the launcher's `--qemu-timeout` ([`RANDOM_FLAG`]). Nothing else.
-pub fn normalise(obj: &Value) -> Value {
+pub(crate) fn normalise(obj: &Value) -> Value {
     let mut out = obj.clone();
     if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {
         for field in SERVER_METADATA {
@@ -115,7 +115,7 @@ pub struct PathDiff {
 
 /// The leaf paths at which `ours` and `theirs` differ, in key order. Arrays are compared as
 /// whole values (a list element moved is one difference, at the list).
-pub fn diff(ours: &Value, theirs: &Value) -> Vec<PathDiff> {
+pub(crate) fn diff(ours: &Value, theirs: &Value) -> Vec<PathDiff> {
     let mut out = Vec::new();
     diff_at("", Some(ours), Some(theirs), &mut out);
     out
@@ -165,7 +165,7 @@ pub struct Comparison {
 /// (`ours`), both applied to `before`. `None` objects after: a deletion. `before` `None`: a
 /// creation, where the stored object also holds what the API server and admission default, so
 /// only what ours sets is compared ([`contained`]).
-pub fn compare(before: Option<&Value>, ours: Option<&Value>, theirs: Option<&Value>) -> Comparison {
+pub(crate) fn compare(before: Option<&Value>, ours: Option<&Value>, theirs: Option<&Value>) -> Comparison {
     let norm = |v: Option<&Value>| v.map(normalise).unwrap_or(Value::Null);
     let creation = before.is_none();
     let (before, ours, theirs) = (norm(before), norm(ours), norm(theirs));

@@ -26,7 +26,7 @@ pub struct Mirror {
 }
 
 /// `namespace/name` of a JSON object.
-pub fn key_of(obj: &Value) -> String {
+pub(crate) fn key_of(obj: &Value) -> String {
     let meta = &obj["metadata"];
     format!(
         "{}/{}",
@@ -48,7 +48,7 @@ fn controller_owner<'a>(obj: &'a Value, owner_kind: &str) -> Option<&'a str> {
 /// The VM key whose reconcile writes `obj` of `kind`: the VM itself, the VMI's namesake VM,
 /// the owner VMI of a pod, the owner VM of a revision or DataVolume. `None`: no VM or VMI
 /// controller reconciles it.
-pub fn vm_key(kind: Kind, obj: &Value) -> Option<String> {
+pub(crate) fn vm_key(kind: Kind, obj: &Value) -> Option<String> {
     let ns = obj
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
@@ -63,17 +63,17 @@ pub fn vm_key(kind: Kind, obj: &Value) -> Option<String> {
 
 impl Mirror {
     /// The objects of `kind`.
-    pub fn of(&self, kind: Kind) -> Option<&Objects> {
+    pub(crate) fn of(&self, kind: Kind) -> Option<&Objects> {
         self.objects.get(&kind)
     }
 
     /// The object of `kind` at `key`.
-    pub fn get(&self, kind: Kind, key: &str) -> Option<&Value> {
+    pub(crate) fn get(&self, kind: Kind, key: &str) -> Option<&Value> {
         self.of(kind)?.get(key)
     }
 
     /// Store (`Some`) or forget (`None`) the object of `kind` at `key`.
-    pub fn set(&mut self, kind: Kind, key: &str, obj: Option<Value>) {
+    pub(crate) fn set(&mut self, kind: Kind, key: &str, obj: Option<Value>) {
         let map = self.objects.entry(kind).or_default();
         match obj {
             Some(v) => {
@@ -111,7 +111,7 @@ impl Mirror {
     /// The writes our VM and VMI controllers would make for VM key `key` (`namespace/name`)
     /// from these objects at `now`, expectations satisfied (the shadow cannot see the
     /// leader's). An object that does not decode is an error naming it.
-    pub fn decide(&self, key: &str, now: DateTime<Utc>) -> Result<Vec<Intended>, String> {
+    pub(crate) fn decide(&self, key: &str, now: DateTime<Utc>) -> Result<Vec<Intended>, String> {
         let (ns, name) = key.split_once('/').unwrap_or(("", key));
         let vm: Option<VirtualMachine> = self.typed(Kind::VirtualMachine, key)?;
         let vmi: Option<VirtualMachineInstance> = self.typed(Kind::VirtualMachineInstance, key)?;

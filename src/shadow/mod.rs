@@ -156,7 +156,7 @@ fn track_progress(
 /// Watch through a [`read_only`] copy of `client` and compare until `config.duration` passed
 /// or `stop` is cancelled, publishing [`Progress`]. The comparison starts once every watch
 /// has listed. A watch that fails is retried with back-off; its errors go to the log.
-pub async fn run(
+pub(crate) async fn run(
     client: kube::Client,
     config: ShadowConfig,
     stop: CancellationToken,

@@ -19,7 +19,7 @@ pub enum Kind {
 
 impl Kind {
     /// The kind's name as the API writes it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::VirtualMachine => "VirtualMachine",
             Kind::VirtualMachineInstance => "VirtualMachineInstance",
@@ -74,7 +74,7 @@ pub struct Intended {
 impl Intended {
     /// The object this write leaves when applied to `before` (`None`: absent); `None` after a
     /// deletion. A patch that does not apply is an error naming the action.
-    pub fn apply(&self, before: Option<&Value>) -> Result<Option<Value>, String> {
+    pub(crate) fn apply(&self, before: Option<&Value>) -> Result<Option<Value>, String> {
         let base = || {
             before
                 .cloned()
@@ -146,7 +146,7 @@ fn write(
 }
 
 /// The writes of one VM decision, in order. `vm_name` is the VM's name.
-pub fn vm_writes(decision: &VmDecision, vm_name: &str) -> Vec<Intended> {
+pub(crate) fn vm_writes(decision: &VmDecision, vm_name: &str) -> Vec<Intended> {
     use Kind::{
         ControllerRevision as Cr, DataVolume as Dv, VirtualMachine as Vm,
         VirtualMachineInstance as Vmi,
@@ -215,7 +215,7 @@ pub fn vm_writes(decision: &VmDecision, vm_name: &str) -> Vec<Intended> {
 }
 
 /// The writes of one VMI decision (stage 1, then stage 2), in order.
-pub fn vmi_writes(decision: &VmiDecision, vmi_name: &str) -> Vec<Intended> {
+pub(crate) fn vmi_writes(decision: &VmiDecision, vmi_name: &str) -> Vec<Intended> {
     let mut out = Vec::new();
     for a in decision.actions() {
         let w = match a {

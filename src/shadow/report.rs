@@ -62,7 +62,7 @@ pub struct Difference {
 
 impl ShadowReport {
     /// Count `records` and list the writes that did not agree.
-    pub fn new(records: &[Record], duration_seconds: f64, errors: Vec<String>) -> Self {
+    pub(crate) fn new(records: &[Record], duration_seconds: f64, errors: Vec<String>) -> Self {
         let count = |v: Verdict| records.iter().filter(|r| r.verdict == v).count();
         let differences = records
             .iter()

@@ -59,7 +59,7 @@ pub enum Author {
 /// loses change its entry but not its time); checked against `leader_managers`. No entry, or
 /// no single stamped one (a write in the same second as the last one of that manager):
 /// [`Author::Unknown`].
-pub fn author(before: Option<&Value>, after: &Value, leader_managers: &[String]) -> Author {
+pub(crate) fn author(before: Option<&Value>, after: &Value, leader_managers: &[String]) -> Author {
     let entries = |v: &Value| {
         v.pointer("/metadata/managedFields")
             .and_then(Value::as_array)
@@ -249,7 +249,7 @@ fn targets(w: &Intended, kind: Kind, name: &str, write: &Write, after: Option<&V
 impl Tracker {
     /// A tracker over `mirror` (the watches' initial lists), attributing writes to
     /// `leader_managers`.
-    pub fn new(
+    pub(crate) fn new(
         mirror: Mirror,
         leader_managers: Vec<String>,
         perturbation: Option<Perturbation>,
@@ -267,7 +267,7 @@ impl Tracker {
 
     /// Classify `change` (if it is a write of the leader) against the state before it, store
     /// it, then give the held writes of its VM key their next try.
-    pub fn observe(&mut self, change: Change, now: DateTime<Utc>) {
+    pub(crate) fn observe(&mut self, change: Change, now: DateTime<Utc>) {
         let before = self.mirror.get(change.kind, &change.key).cloned();
         let vm_key = change
             .object
@@ -286,13 +286,13 @@ impl Tracker {
     }
 
     /// Writes waiting for our next reconcile.
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.held.len()
     }
 
     /// Decide the held writes held since before `deadline`: no change of their VM key came
     /// to agree with them.
-    pub fn settle_held_before(&mut self, deadline: DateTime<Utc>) {
+    pub(crate) fn settle_held_before(&mut self, deadline: DateTime<Utc>) {
         let (done, keep): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held)
             .into_iter()
             .partition(|h| h.since < deadline);
@@ -303,7 +303,7 @@ impl Tracker {
     }
 
     /// Decide every held write (the watches ended).
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         for h in std::mem::take(&mut self.held) {
             self.settle(h);
         }

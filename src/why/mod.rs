@@ -35,6 +35,6 @@ pub async fn why_vm(
 }
 
 /// The report as plain text.
-pub fn render_text(report: &model::WhyReport) -> String {
+pub(crate) fn render_text(report: &model::WhyReport) -> String {
     text::render(report)
 }

@@ -61,7 +61,7 @@ fn run(out: &mut String, i: usize, r: &Run) {
 }
 
 /// Render the report as text.
-pub fn render(r: &WhyReport) -> String {
+pub(crate) fn render(r: &WhyReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

@@ -98,7 +98,7 @@ fn test_and_replace(p: &mut PatchSet, tokens: &[&str], old: ParsedQuantity, new:
 /// `handleCPUChangeRequest` (vm.go:622-673). `want` is the template spec with its instancetype
 /// expanded; `architecture` the VM's own template architecture (vm.go:662 reads the VM, not the
 /// expanded copy); `cpu_allocation_ratio` is `developerConfiguration.cpuAllocationRatio`.
-pub fn cpu_change(
+pub(crate) fn cpu_change(
     want: &VirtualMachineInstanceSpec,
     architecture: &str,
     vmi: &VirtualMachineInstance,
@@ -200,7 +200,7 @@ fn replace_field<T: serde::Serialize>(field: &str, want: Option<&T>, have: Optio
 
 /// `handleAffinityChangeRequest` (vm.go:775-806): the affinity first, then the node selector,
 /// each its own patch; refused while the VMI migrates.
-pub fn affinity_change(
+pub(crate) fn affinity_change(
     want: &VirtualMachineInstanceSpec,
     vmi: &VirtualMachineInstance,
     now: DateTime<Utc>,
@@ -241,7 +241,7 @@ pub fn affinity_change(
 }
 
 /// `handleTolerationsChangeRequest` (vm.go:749-773).
-pub fn tolerations_change(
+pub(crate) fn tolerations_change(
     want: &VirtualMachineInstanceSpec,
     vmi: &VirtualMachineInstance,
     now: DateTime<Utc>,
@@ -292,7 +292,7 @@ fn cpu_extra_set(spec: &VirtualMachineInstanceSpec, pointer: &str) -> bool {
 
 /// `ValidateLiveUpdateMemory` (pkg/liveupdate/memory/memory.go:51-102): can `spec` grow its
 /// guest memory up to `max_guest` by hotplug? The error texts are KubeVirt's.
-pub fn validate_live_update_memory(
+pub(crate) fn validate_live_update_memory(
     spec: &VirtualMachineInstanceSpec,
     max_guest: Option<ParsedQuantity>,
 ) -> Result<(), String> {
@@ -345,7 +345,7 @@ pub fn validate_live_update_memory(
 
 /// `handleMemoryHotplugRequest` (vm.go:3444-3566) up to the patch: the restart and refusal
 /// rules, in KubeVirt's order.
-pub fn memory_change(
+pub(crate) fn memory_change(
     want: &VirtualMachineInstanceSpec,
     vmi: &VirtualMachineInstance,
     now: DateTime<Utc>,

@@ -90,7 +90,7 @@ fn sync_hotplug_condition(vmi: &mut VirtualMachineInstance, type_: &str) -> bool
 
 /// lifecycle.go:502-508 on the new VMI of a Running phase; one explanation line per condition
 /// added.
-pub fn sync_hotplug_conditions(new: &mut VirtualMachineInstance, expl: &mut Vec<String>) {
+pub(crate) fn sync_hotplug_conditions(new: &mut VirtualMachineInstance, expl: &mut Vec<String>) {
     if require_cpu_hotplug(new) && sync_hotplug_condition(new, HOT_VCPU_CHANGE) {
         expl.push(
             "HotVCPUChange=True: the spec's vCPUs differ from status.currentCPUTopology; a live \
