@@ -165,7 +165,11 @@ pub struct Comparison {
 /// (`ours`), both applied to `before`. `None` objects after: a deletion. `before` `None`: a
 /// creation, where the stored object also holds what the API server and admission default, so
 /// only what ours sets is compared ([`contained`]).
-pub(crate) fn compare(before: Option<&Value>, ours: Option<&Value>, theirs: Option<&Value>) -> Comparison {
+pub(crate) fn compare(
+    before: Option<&Value>,
+    ours: Option<&Value>,
+    theirs: Option<&Value>,
+) -> Comparison {
     let norm = |v: Option<&Value>| v.map(normalise).unwrap_or(Value::Null);
     let creation = before.is_none();
     let (before, ours, theirs) = (norm(before), norm(ours), norm(theirs));

@@ -19,6 +19,7 @@
 //! VM's VMI or a VMI's launcher pod); otherwise it may be another writer's and is left out.
 
 use super::compare::{Comparison, PathDiff, Verdict, compare, normalise};
+use super::mirror::vm_key as vm_key_of;
 use super::mirror::{Mirror, vm_key};
 use super::predict::{Effect, Intended, Kind, Part};
 use chrono::{DateTime, Utc};
@@ -172,6 +173,16 @@ pub struct Tracker {
     pub records: Vec<Record>,
     /// Decisions that could not be computed (an object that does not decode), with the reason.
     pub errors: Vec<String>,
+    /// The resourceVersion each object was created at, for objects whose creation was seen.
+    created_at: BTreeMap<(Kind, String), u64>,
+}
+
+/// `metadata.resourceVersion` as a number (etcd's revision, the embedded server's counter).
+fn resource_version(obj: &Value) -> Option<u64> {
+    obj.pointer("/metadata/resourceVersion")?
+        .as_str()?
+        .parse()
+        .ok()
 }
 
 /// What a change is as a write.
@@ -262,6 +273,7 @@ impl Tracker {
             held: Vec::new(),
             records: Vec::new(),
             errors: Vec::new(),
+            created_at: BTreeMap::new(),
         }
     }
 
@@ -274,6 +286,18 @@ impl Tracker {
             .as_ref()
             .or(before.as_ref())
             .and_then(|o| vm_key(change.kind, o));
+        let id = (change.kind, change.key.clone());
+        match (&before, &change.object) {
+            (None, Some(created)) => {
+                if let Some(rv) = resource_version(created) {
+                    self.created_at.insert(id, rv);
+                }
+            }
+            (_, None) => {
+                self.created_at.remove(&id);
+            }
+            _ => {}
+        }
         if let Some(vm_key) = &vm_key {
             self.finish_held_on(change.kind, &change.key);
             self.classify(vm_key, &change, before.as_ref(), now);
@@ -403,9 +427,15 @@ impl Tracker {
             );
             return;
         }
-        let mirror = std::mem::take(&mut self.mirror);
-        let fresh = self.decide(&mirror, vm_key, now);
-        self.mirror = mirror;
+        let fresh = if write.creation {
+            let mirror = self.before_creation(vm_key, change.object.as_ref());
+            self.decide(&mirror, vm_key, now)
+        } else {
+            let mirror = std::mem::take(&mut self.mirror);
+            let fresh = self.decide(&mirror, vm_key, now);
+            self.mirror = mirror;
+            fresh
+        };
         let found = self.best_match(&fresh, change, &write, before);
         match found {
             Some((i, action, c)) if c.verdict == Verdict::Agree => {
@@ -501,6 +531,29 @@ impl Tracker {
         out
     }
 
+    /// The mirror as it was when `created` was created, as far as creations tell: the VM key's
+    /// objects created after it (at a newer resourceVersion) are taken out. Watches of
+    /// different kinds are not ordered with each other, so the VMI a start created can be seen
+    /// before the ControllerRevision created just before it; deciding with that VMI present
+    /// would answer "nothing to create".
+    fn before_creation(&self, vm_key: &str, created: Option<&Value>) -> Mirror {
+        let mut mirror = self.mirror.clone();
+        let Some(at) = created.and_then(resource_version) else {
+            return mirror;
+        };
+        for ((kind, key), rv) in &self.created_at {
+            let later = *rv > at
+                && mirror
+                    .get(*kind, key)
+                    .and_then(|o| vm_key_of(*kind, o))
+                    .is_some_and(|k| k == vm_key);
+            if later {
+                mirror.set(*kind, key, None);
+            }
+        }
+        mirror
+    }
+
     /// The VM key's objects as known now, with the held write's object as it was before it.
     fn state_before(&self, h: &Held) -> Vec<Value> {
         let written = |o: &Value| {
@@ -533,7 +586,11 @@ impl Tracker {
                 self.held.push(h);
                 continue;
             }
-            let mut mirror = self.mirror.clone();
+            let mut mirror = if h.before.is_none() {
+                self.before_creation(vm_key, h.after.as_ref())
+            } else {
+                self.mirror.clone()
+            };
             mirror.set(h.record.kind, &h.record.key, h.before.clone());
             let fresh = self.decide(&mirror, vm_key, now);
             let write = as_write(h.before.as_ref(), h.after.as_ref());
@@ -762,5 +819,65 @@ mod tests {
         assert_ne!(r.verdict, Verdict::Agree);
         let kinds: Vec<&Value> = r.state_before.iter().map(|o| &o["kind"]).collect();
         assert_eq!(kinds, [&json!("VirtualMachine")], "{:#?}", r.state_before);
+    }
+    /// A start creates the ControllerRevision, then the VMI; their watches are separate, so the
+    /// VMI can be seen first. The revision's creation is still decided from the state before
+    /// it (the later VMI taken out by resourceVersion) and agrees.
+    #[test]
+    fn a_creation_seen_after_a_later_one_is_decided_without_it() {
+        let mut t = Tracker::new(Mirror::default(), vec![], None);
+        let vm = vm("Always", json!({}));
+        t.mirror.set(Kind::VirtualMachine, "ns/a", Some(vm));
+        let ours = t.mirror.decide("ns/a", Utc::now()).expect("decides");
+        let created = |action: &str, rv: &str| {
+            let mut obj = ours
+                .iter()
+                .find(|w| w.action == action)
+                .and_then(|w| w.apply(None).ok().flatten())
+                .unwrap_or_else(|| panic!("our start has {action}"));
+            obj["metadata"]["resourceVersion"] = json!(rv);
+            if obj["metadata"]["name"].is_null() {
+                obj["metadata"]["name"] = obj["metadata"]["generateName"].clone();
+            }
+            obj
+        };
+        let revision = created("CreateControllerRevision", "10");
+        let vmi = created("CreateVmi", "11");
+        let observe = |t: &mut Tracker, kind: Kind, obj: Value| {
+            let key = crate::shadow::mirror::key_of(&obj);
+            let change = Change {
+                kind,
+                key,
+                object: Some(obj),
+            };
+            t.observe(change, Utc::now());
+        };
+        observe(&mut t, Kind::VirtualMachineInstance, vmi);
+        // The VM status written once the VMI exists: a decision from a state with the VMI,
+        // which no longer creates the revision.
+        let now_vm = t.mirror.get(Kind::VirtualMachine, "ns/a").cloned().unwrap();
+        let mut status = t
+            .mirror
+            .decide("ns/a", Utc::now())
+            .expect("decides")
+            .iter()
+            .find(|w| w.action == "UpdateVmStatus")
+            .and_then(|w| w.apply(Some(&now_vm)).ok().flatten())
+            .expect("a VM status write with the VMI");
+        status["metadata"]["resourceVersion"] = json!("12");
+        observe(&mut t, Kind::VirtualMachine, status);
+        observe(&mut t, Kind::ControllerRevision, revision);
+        t.finish();
+        let r = t
+            .records
+            .iter()
+            .find(|r| r.kind == Kind::ControllerRevision)
+            .expect("the revision's creation is recorded");
+        assert!(
+            matches!(r.verdict, Verdict::Agree | Verdict::AgreeLater),
+            "{:?} {:?}",
+            r.verdict,
+            r.paths
+        );
     }
 }
