@@ -26,7 +26,7 @@ pub use compare::Verdict;
 pub use predict::Kind;
 pub use report::{Difference, ShadowReport, write_reproductions};
 pub use tracker::{Perturbation, Record};
-pub use watch::read_only;
+pub(crate) use watch::read_only;
 
 use crate::config::ClusterSettings;
 use futures::StreamExt;

@@ -152,7 +152,7 @@ pub struct ReadOnly {
 
 /// `client` that sends GET requests (gets, lists, watches) only: any other method fails
 /// with [`ReadOnly`] without being sent. The shadow's only client.
-pub fn read_only(client: kube::Client) -> kube::Client {
+pub(crate) fn read_only(client: kube::Client) -> kube::Client {
     let namespace = client.default_namespace().to_string();
     kube::Client::new(ReadOnlyService { client }, namespace)
 }

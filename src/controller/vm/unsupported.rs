@@ -156,7 +156,7 @@ pub fn memory_dump(vm: &VirtualMachine) -> Option<SyncError> {
 
 /// `handleVolumeUpdateRequest` (vm.go:889-952), the last LiveUpdate handler: with
 /// `updateVolumesStrategy: Migration`, volume migration.
-pub fn volume_update(vm: &VirtualMachine) -> Option<SyncError> {
+pub(crate) fn volume_update(vm: &VirtualMachine) -> Option<SyncError> {
     if !vm
         .spec
         .extra
