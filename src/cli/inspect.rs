@@ -76,6 +76,12 @@ pub(crate) const VM_TYPES: &[&str] = &[
 
 /// The VM name of `TYPE/NAME` or `TYPE NAME`; `None` for no target (the fleet).
 pub(crate) fn parse_target(target: &[String]) -> Result<Option<String>, CliError> {
+    vm_target(target, "inspect shows")
+}
+
+/// [`parse_target`] for any command about one VM: `purpose` opens the refusal of another
+/// resource type ("inspect shows", "why explains").
+pub(crate) fn vm_target(target: &[String], purpose: &str) -> Result<Option<String>, CliError> {
     let (kind, name) = match target {
         [] => return Ok(None),
         [one] => match one.split_once('/') {
@@ -91,7 +97,7 @@ pub(crate) fn parse_target(target: &[String]) -> Result<Option<String>, CliError
     };
     if !VM_TYPES.contains(&kind.to_ascii_lowercase().as_str()) {
         return Err(CliError::Usage(format!(
-            "inspect shows VirtualMachines: resource type {kind:?} is not one (use vm/NAME)"
+            "{purpose} VirtualMachines: resource type {kind:?} is not one (use vm/NAME)"
         )));
     }
     if name.is_empty() || name.contains('/') {

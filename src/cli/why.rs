@@ -3,7 +3,6 @@
 //! shown, 1 VM not found or cluster unreachable, 2 usage.
 
 use super::client::client_from_flags;
-use super::inspect::VM_TYPES;
 use super::{CliError, GlobalArgs};
 use crate::inspect::GatherOptions;
 use crate::runtime::lease::{DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE};
@@ -39,22 +38,8 @@ pub enum WhyOutput {
 
 /// The VM name of `TYPE/NAME` or `TYPE NAME`.
 fn vm_name(target: &[String]) -> Result<String, CliError> {
-    let (kind, name) = match target {
-        [one] => one.split_once('/').ok_or_else(|| {
-            CliError::Usage(format!("expected TYPE/NAME (e.g. vm/{one}), got {one:?}"))
-        })?,
-        [k, n] => (k.as_str(), n.as_str()),
-        _ => return Err(CliError::Usage("expected one TYPE/NAME".into())),
-    };
-    if !VM_TYPES.contains(&kind.to_ascii_lowercase().as_str()) {
-        return Err(CliError::Usage(format!(
-            "why explains VirtualMachines: resource type {kind:?} is not one (use vm/NAME)"
-        )));
-    }
-    if name.is_empty() || name.contains('/') {
-        return Err(CliError::Usage(format!("invalid VM name {name:?}")));
-    }
-    Ok(name.to_string())
+    super::inspect::vm_target(target, "why explains")?
+        .ok_or_else(|| CliError::Usage("expected one TYPE/NAME".into()))
 }
 
 /// Run `why`.
