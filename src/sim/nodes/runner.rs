@@ -368,98 +368,102 @@ async fn write_pod_status(
         .await
 }
 
-/// The `FailedScheduling` Warning event kube-scheduler records for a pod it cannot place
-/// (pkg/scheduler/schedule_one.go, `handleSchedulingFailure`: reason `FailedScheduling`, the
-/// fit error's message), so `kubectl describe pod` shows why. Best effort, as event recording
-/// is.
-async fn failed_scheduling_event(client: &Client, pod: &Pod, message: &str) {
+/// A core/v1 Event a simulated component records about one object, as client-go's recorder
+/// writes a new one (count 1, first and last timestamp now).
+struct SimEvent<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    about: &'a kube::api::ObjectMeta,
+    type_: &'a str,
+    reason: &'a str,
+    message: &'a str,
+    component: &'static str,
+    host: Option<String>,
+    action: Option<&'static str>,
+}
+
+/// Create `e`; best effort, as event recording is (a failure is logged at debug).
+async fn record_event(client: &Client, e: SimEvent<'_>) {
     use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-    let ns = pod.namespace().unwrap_or_default();
+    let ns = e.about.namespace.clone().unwrap_or_default();
+    let name = e.about.name.clone().unwrap_or_default();
     let now = now_time();
     let micros = chrono::Utc::now().timestamp_micros();
     let event = Event {
         metadata: kube::api::ObjectMeta {
-            name: Some(format!("{}.{:x}", pod.name_any(), micros)),
+            name: Some(format!("{name}.{micros:x}")),
             namespace: Some(ns.clone()),
             ..Default::default()
         },
         involved_object: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: pod.metadata.name.clone(),
+            api_version: Some(e.api_version.into()),
+            kind: Some(e.kind.into()),
+            name: e.about.name.clone(),
             namespace: Some(ns.clone()),
-            uid: pod.metadata.uid.clone(),
-            resource_version: pod.metadata.resource_version.clone(),
+            uid: e.about.uid.clone(),
+            resource_version: e.about.resource_version.clone(),
             ..Default::default()
         },
-        reason: Some("FailedScheduling".into()),
-        message: Some(message.to_string()),
-        type_: Some("Warning".into()),
+        reason: Some(e.reason.into()),
+        message: Some(e.message.to_string()),
+        type_: Some(e.type_.into()),
         source: Some(EventSource {
-            component: Some("default-scheduler".into()),
-            host: None,
+            component: Some(e.component.into()),
+            host: e.host,
         }),
-        reporting_component: Some("default-scheduler".into()),
-        action: Some("Scheduling".into()),
+        reporting_component: Some(e.component.into()),
+        action: e.action.map(str::to_string),
         first_timestamp: Some(now.clone()),
         last_timestamp: Some(now),
         count: Some(1),
         ..Default::default()
     };
-    if let Err(e) = Api::<Event>::namespaced(client.clone(), &ns)
+    if let Err(err) = Api::<Event>::namespaced(client.clone(), &ns)
         .create(&PostParams::default(), &event)
         .await
     {
-        tracing::debug!(pod = %key_of(pod), error = %e, "FailedScheduling event not recorded");
+        tracing::debug!(object = %format!("{ns}/{name}"), reason = e.reason, error = %err, "event not recorded");
     }
+}
+
+/// The `FailedScheduling` Warning event kube-scheduler records for a pod it cannot place
+/// (pkg/scheduler/schedule_one.go, `handleSchedulingFailure`: reason `FailedScheduling`, the
+/// fit error's message), so `kubectl describe pod` shows why.
+async fn failed_scheduling_event(client: &Client, pod: &Pod, message: &str) {
+    let event = SimEvent {
+        api_version: "v1",
+        kind: "Pod",
+        about: &pod.metadata,
+        type_: "Warning",
+        reason: "FailedScheduling",
+        message,
+        component: "default-scheduler",
+        host: None,
+        action: Some("Scheduling"),
+    };
+    record_event(client, event).await;
 }
 
 /// A core/v1 Event about a VMI from `virt-handler` (its recorder's source component), on the
 /// VMI's node.
 async fn vmi_event(client: &Client, vmi: &DynamicObject, type_: &str, reason: &str, message: &str) {
-    use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-    let ns = vmi.namespace().unwrap_or_default();
-    let now = now_time();
-    let micros = chrono::Utc::now().timestamp_micros();
-    let node = vmi
+    let host = vmi
         .data
         .pointer("/status/nodeName")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let event = Event {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{}.{:x}", vmi.name_any(), micros)),
-            namespace: Some(ns.clone()),
-            ..Default::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some("kubevirt.io/v1".into()),
-            kind: Some("VirtualMachineInstance".into()),
-            name: vmi.metadata.name.clone(),
-            namespace: Some(ns.clone()),
-            uid: vmi.metadata.uid.clone(),
-            resource_version: vmi.metadata.resource_version.clone(),
-            ..Default::default()
-        },
-        reason: Some(reason.into()),
-        message: Some(message.to_string()),
-        type_: Some(type_.into()),
-        source: Some(EventSource {
-            component: Some("virt-handler".into()),
-            host: node,
-        }),
-        reporting_component: Some("virt-handler".into()),
-        first_timestamp: Some(now.clone()),
-        last_timestamp: Some(now),
-        count: Some(1),
-        ..Default::default()
+    let event = SimEvent {
+        api_version: "kubevirt.io/v1",
+        kind: "VirtualMachineInstance",
+        about: &vmi.metadata,
+        type_,
+        reason,
+        message,
+        component: "virt-handler",
+        host,
+        action: None,
     };
-    if let Err(e) = Api::<Event>::namespaced(client.clone(), &ns)
-        .create(&PostParams::default(), &event)
-        .await
-    {
-        tracing::debug!(vmi = %vmi.name_any(), error = %e, "VMI phase event not recorded");
-    }
+    record_event(client, event).await;
 }
 
 async fn delete_pod_now(client: &Client, pod: &Pod) -> Result<(), kube::Error> {
