@@ -413,18 +413,7 @@ impl Tracker {
             .best_match(&expected, change, &write, before)
             .filter(|(_, _, c)| c.verdict == Verdict::Agree)
         {
-            let mut rest = expected;
-            rest.remove(i);
-            self.expected.insert(vm_key.to_string(), rest);
-            self.push(
-                vm_key,
-                change,
-                write.part,
-                Verdict::Agree,
-                Some(action),
-                Vec::new(),
-                now,
-            );
+            self.agree(vm_key, change, &write, expected, (i, action), now);
             return;
         }
         let fresh = if write.creation {
@@ -439,18 +428,7 @@ impl Tracker {
         let found = self.best_match(&fresh, change, &write, before);
         match found {
             Some((i, action, c)) if c.verdict == Verdict::Agree => {
-                let mut rest = fresh;
-                rest.remove(i);
-                self.expected.insert(vm_key.to_string(), rest);
-                self.push(
-                    vm_key,
-                    change,
-                    write.part,
-                    Verdict::Agree,
-                    Some(action),
-                    Vec::new(),
-                    now,
-                );
+                self.agree(vm_key, change, &write, fresh, (i, action), now);
             }
             // No author, nothing of ours on it: another writer's, unless it creates an owned
             // object (our caches may lag behind the leader's: wait for our next reconcile).
@@ -481,6 +459,31 @@ impl Tracker {
             state_before: Vec::new(),
             seen: now,
         });
+    }
+
+    /// Record `change` as agreeing with `list[matched.0]`; the rest of `list` is what the VM
+    /// key's decision still expects to see.
+    fn agree(
+        &mut self,
+        vm_key: &str,
+        change: &Change,
+        write: &Write,
+        mut list: Vec<Intended>,
+        matched: (usize, &'static str),
+        now: DateTime<Utc>,
+    ) {
+        list.remove(matched.0);
+        self.expected.insert(vm_key.to_string(), list);
+        let (part, action) = (write.part, Some(matched.1));
+        self.push(
+            vm_key,
+            change,
+            part,
+            Verdict::Agree,
+            action,
+            Vec::new(),
+            now,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]
