@@ -35,6 +35,7 @@ use kube::api::{DeleteParams, ListParams};
 use serde_json::json;
 use virtctl_rs::api::{Phase, VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::sim::cluster::EmbeddedCluster;
+use virtctl_rs::sim::nodes::Matcher;
 use virtctl_rs::sim::store::EventKind;
 use virtctl_rs::sim::{AuditEntry, FaultRule};
 
@@ -281,6 +282,51 @@ async fn a_dropped_pod_deletion_does_not_hold_the_vmi_terminating() {
     let name = vm_name(0);
     env.create_vm(&vm(&name)).await;
     let (_, vmi) = env.wait_running(&name).await;
+    let uid = vmi.metadata.uid.clone().unwrap_or_default();
+    env.merge_patch_vm(&name, json!({"spec": {"runStrategy": "Halted"}}))
+        .await;
+    env.wait_pods_gone(&uid).await;
+    env.wait_vmi_gone(&name).await;
+    env.wait_vm(&name, "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    assert!(
+        env.cluster().api().faults().rules()[0].times == Some(0),
+        "the drop rule reached the controller's pod watch"
+    );
+    settle(&env).await;
+    env.shutdown().await;
+}
+
+/// The same loss for a launcher pod that never ran (its image pull is stuck): the kubelet
+/// deletes it at once, so the last state the controller saw is `Pending` with a
+/// deletionTimestamp, which KubeVirt never deletes again (lifecycle.go:1001). When the pod
+/// expectation expires, the controller reads the pod from the server, finds it gone and drops
+/// it from the cache; otherwise the VMI stays Terminating (the fault soak's seed 15).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_deletion_of_a_pod_that_never_ran_does_not_hold_the_vmi() {
+    let mut config = config("lost-delete-pending");
+    config.expectations_timeout = Duration::from_secs(5);
+    let env = Env::start_with(config, |cluster: &EmbeddedCluster| {
+        cluster.api().faults().add(
+            FaultRule::drop_event(1, Some(EventKind::Deleted))
+                .resource("pods")
+                .user_agent(CONTROLLER_AGENT)
+                .times(1),
+        );
+        cluster
+            .nodes()
+            .stick_image_pull(Matcher::name_prefix("virt-launcher-lost-0-"));
+    })
+    .await;
+    let name = vm_name(0);
+    env.create_vm(&vm(&name)).await;
+    env.wait_vm(
+        &name,
+        "ImagePullBackOff (the pod bound, never running)",
+        |vm| printable(vm) == "ImagePullBackOff",
+    )
+    .await;
+    let vmi = env.vmi(&name).await.expect("the VMI");
     let uid = vmi.metadata.uid.clone().unwrap_or_default();
     env.merge_patch_vm(&name, json!({"spec": {"runStrategy": "Halted"}}))
         .await;

@@ -160,6 +160,9 @@ pub struct Expectations {
     pub vmi_self: ControllerExpectations,
     /// VM controller: VM keys whose VMI left the cache in a relist ([`UnverifiedAbsences`]).
     pub vmi_relisted_away: UnverifiedAbsences,
+    /// Cached pods and VMIs still being deleted long after they should be gone
+    /// ([`OverdueDeletions`]).
+    pub(crate) overdue: OverdueDeletions,
 }
 
 impl Default for Expectations {
@@ -170,6 +173,7 @@ impl Default for Expectations {
             pod: UidTrackingControllerExpectations::new("vmi-pod"),
             vmi_self: ControllerExpectations::new("vmi-self"),
             vmi_relisted_away: UnverifiedAbsences::default(),
+            overdue: OverdueDeletions::new(crate::runtime::expectations::EXPECTATIONS_TIMEOUT),
         }
     }
 }
@@ -207,6 +211,66 @@ impl UnverifiedAbsences {
     }
 }
 
+/// Cached objects still being deleted `after` (the expectations timeout) after the cache first
+/// showed their deletionTimestamp.
+///
+/// KubeVirt counts a pod deletion done once the pod shows a deletionTimestamp (vmi.go
+/// `updatePod` → `deletePod` → `DeletionObserved`) and then waits for its `DELETED`, without
+/// ever deleting it again while it is not final (lifecycle.go:1001). If that `DELETED` is lost
+/// (a pod that never ran is deleted at once, its last cached state Pending), the cache keeps
+/// the terminating pod and its VMI stays Terminating until a relist that nothing forces. The
+/// manager therefore reads each such object from the API server, once per `after`, and drops
+/// the cached copy if the server no longer has it, as a 404 to a delete does
+/// ([`Context::pod_gone`]). A pod terminating through a long grace period costs one read per
+/// `after`. Not in KubeVirt, whose informers do not lose events.
+#[derive(Clone)]
+pub(crate) struct OverdueDeletions {
+    after: std::time::Duration,
+    /// UID → when its deletion was first seen, or it was last read from the server.
+    since: Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>>,
+}
+
+impl OverdueDeletions {
+    fn new(after: std::time::Duration) -> Self {
+        OverdueDeletions {
+            after,
+            since: Arc::default(),
+        }
+    }
+
+    /// The `(ns/name, uid)` of the `objects` that have a deletionTimestamp.
+    fn deleting<K: kube::Resource>(objects: &[Arc<K>]) -> Vec<(String, String)> {
+        objects
+            .iter()
+            .filter_map(|o| {
+                let m = o.meta();
+                m.deletion_timestamp.as_ref()?;
+                let (ns, name) = (m.namespace.as_deref(), m.name.as_deref());
+                let key = format!("{}/{}", ns.unwrap_or_default(), name.unwrap_or_default());
+                Some((key, m.uid.clone()?))
+            })
+            .collect()
+    }
+
+    /// Of the `deleting` UIDs, those seen deleting (or last read) at least `after` ago, marked
+    /// read now; starts the clock of the new ones and forgets every UID not in `deleting`.
+    fn due(&self, deleting: &[&str]) -> Vec<String> {
+        let now = tokio::time::Instant::now();
+        let current: std::collections::HashSet<&str> = deleting.iter().copied().collect();
+        let mut since = self.since.lock().unwrap_or_else(|e| e.into_inner());
+        since.retain(|uid, _| current.contains(uid.as_str()));
+        let mut due = Vec::new();
+        for uid in deleting {
+            let t = since.entry(uid.to_string()).or_insert(now);
+            if now.duration_since(*t) >= self.after {
+                *t = now;
+                due.push(uid.to_string());
+            }
+        }
+        due
+    }
+}
+
 impl Expectations {
     /// Fresh stores honouring entries for `timeout` (KubeVirt: five minutes, the default).
     pub(crate) fn with_timeout(timeout: std::time::Duration) -> Self {
@@ -217,6 +281,7 @@ impl Expectations {
             pod: d.pod.with_timeout(timeout),
             vmi_self: d.vmi_self.with_timeout(timeout),
             vmi_relisted_away: d.vmi_relisted_away,
+            overdue: OverdueDeletions::new(timeout),
         }
     }
 
@@ -382,6 +447,35 @@ where
     }
 }
 
+/// [`Context::confirm_overdue_deletions`] for the cached `ns/name` with `uid` of `informer`.
+async fn confirm_gone<K>(client: &kube::Client, informer: &Informer<K>, key: &str, uid: &str)
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + 'static,
+{
+    let (ns, name) = crate::api::key::split_key(key);
+    match crate::runtime::apicall::api::<K>(client, ns)
+        .get_opt(name)
+        .await
+    {
+        Ok(found) if found.as_ref().and_then(|o| o.meta().uid.as_deref()) != Some(uid) => {
+            tracing::info!(
+                key,
+                uid,
+                "the deletion is overdue and the server no longer has the object: its DELETED was lost; dropping the cached copy"
+            );
+            informer.forget_gone(ObjectRef::<K>::new(name).within(ns), uid);
+        }
+        Ok(_) => {}
+        Err(e) => {
+            tracing::debug!(key, error = %e, "could not read an object whose deletion is overdue")
+        }
+    }
+}
+
 impl Context {
     /// A context that is not part of a running manager: the given caches, default settings, no
     /// work queue installed (not leading), fresh expectations, a reconcile log and metrics of its
@@ -412,6 +506,22 @@ impl Context {
     /// The API server answered 404 to a delete of the VMI `ns/name` ([`Context::pod_gone`]).
     pub(crate) fn vmi_gone(&self, ns: &str, name: &str) {
         forget_cached(&self.caches.vmis, ns, name);
+    }
+
+    /// Read from the API server the cached pods and VMIs whose deletion is overdue
+    /// ([`OverdueDeletions`]), and drop from the cache those the server no longer has (404, or
+    /// another object under the same name). The manager calls this about once a second.
+    pub(crate) async fn confirm_overdue_deletions(&self) {
+        let pods = OverdueDeletions::deleting(&self.caches.pods.store().state());
+        let vmis = OverdueDeletions::deleting(&self.caches.vmis.store().state());
+        let uids: Vec<&str> = pods.iter().chain(&vmis).map(|(_, u)| u.as_str()).collect();
+        let due = self.expectations.overdue.due(&uids);
+        for (key, uid) in pods.iter().filter(|(_, u)| due.contains(u)) {
+            confirm_gone(&self.client, &self.caches.pods, key, uid).await;
+        }
+        for (key, uid) in vmis.iter().filter(|(_, u)| due.contains(u)) {
+            confirm_gone(&self.client, &self.caches.vmis, key, uid).await;
+        }
     }
 
     /// The object of `key` is gone from the cache: drop the key's expectations of that
@@ -501,6 +611,44 @@ mod tests {
         let (_, vmi_ref) = other_rx.try_recv().expect("the VMI event");
         assert_eq!(vmi_ref.name.as_deref(), Some("vm-1"));
         assert!(other_rx.try_recv().is_err(), "the overflow was dropped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_deleting_for_longer_than_the_timeout_is_due_once_per_timeout() {
+        let overdue = OverdueDeletions::new(Duration::from_secs(5));
+        assert!(overdue.due(&["a"]).is_empty(), "the clock of a starts");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert!(overdue.due(&["a", "b"]).is_empty(), "b's clock starts");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(overdue.due(&["a", "b"]), ["a"]);
+        assert!(overdue.due(&["a", "b"]).is_empty(), "a was just read");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(overdue.due(&["a", "b"]), ["b"]);
+        // a is no longer deleting (gone): forgotten, so its clock starts again if it comes back.
+        assert!(overdue.due(&["b"]).is_empty());
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(overdue.due(&["a"]).is_empty(), "a's clock restarted");
+    }
+
+    #[test]
+    fn only_objects_with_a_deletion_timestamp_are_deleting() {
+        let pod = |name: &str, deleting: bool| {
+            let mut p = Pod::default();
+            p.metadata.name = Some(name.into());
+            p.metadata.namespace = Some("ns".into());
+            p.metadata.uid = Some(format!("uid-{name}"));
+            if deleting {
+                p.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ));
+            }
+            Arc::new(p)
+        };
+        assert_eq!(
+            OverdueDeletions::deleting(&[pod("a", false), pod("b", true)]),
+            [("ns/b".to_string(), "uid-b".to_string())]
+        );
     }
 
     #[tokio::test(start_paused = true)]

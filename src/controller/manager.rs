@@ -871,10 +871,11 @@ async fn run_term(
             )
         };
     // Keys whose expected watch event never came are synced again when their expectations
-    // expire (not in KubeVirt, which waits for the informer resync).
+    // expire, and cached objects whose deletion is overdue are read from the server (neither
+    // in KubeVirt, which waits for the informer resync).
     let requeue_expired = {
-        let (e, vm_queue, vmi_queue, term) = (
-            ctx.expectations.clone(),
+        let (ctx, vm_queue, vmi_queue, term) = (
+            ctx.clone(),
             vm_queue.clone(),
             vmi_queue.clone(),
             term.clone(),
@@ -884,7 +885,10 @@ async fn run_term(
             loop {
                 tokio::select! {
                     _ = term.cancelled() => return,
-                    _ = tick.tick() => { e.requeue_expired(&vm_queue, &vmi_queue); }
+                    _ = tick.tick() => {
+                        ctx.expectations.requeue_expired(&vm_queue, &vmi_queue);
+                        ctx.confirm_overdue_deletions().await;
+                    }
                 }
             }
         }
