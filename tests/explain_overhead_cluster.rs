@@ -496,3 +496,138 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
     );
     cluster.shutdown().await;
 }
+
+/// `explain-overhead -A --upgrade-to VERSION`: three VMs rendered by v1.9.0, two on a roomy node
+/// and one on a node with 10Mi left beside a database pod. `main` adds 20Mi (the QEMU estimate,
+/// PR 18388) to every launcher pod: the VM on the full node no longer fits (exit 3); v1.9.0
+/// changes nothing (exit 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_fit() {
+    let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
+        nodes: 0,
+        ..Default::default()
+    })
+    .await
+    .expect("embedded cluster");
+    let client = cluster.client().await.expect("client");
+    let settings = ClusterSettings::default();
+    let mut on_full = 0;
+    for (name, memory, node) in [
+        ("a", "2Gi", "roomy"),
+        ("b", "4Gi", "roomy"),
+        ("c", "1Gi", "full"),
+    ] {
+        let domain = json!({"devices": {}, "resources": {"requests": {"memory": memory}}});
+        let pod = vmi_with_pod(&client, name, domain, &settings, |p| {
+            p["spec"]["nodeName"] = json!(node);
+        })
+        .await;
+        if node == "full" {
+            on_full += compute_memory(&pod, "requests").expect("compute memory request");
+        }
+    }
+    let db: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "db", "namespace": "default"},
+        "spec": {"nodeName": "full", "containers": [{"name": "db", "image": "postgres",
+                 "resources": {"requests": {"memory": "512Mi"}}}]}
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &db)
+        .await
+        .expect("create the db pod");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    for (name, allocatable) in [
+        ("roomy", 64i64 << 30),
+        ("full", on_full + (512 << 20) + (10 << 20)),
+    ] {
+        let node = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
+        nodes
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"status": {"allocatable": {"memory": allocatable.to_string()}}}),
+                ),
+            )
+            .await
+            .expect("node allocatable");
+    }
+    let kubeconfig = cluster.kubeconfig_path().to_path_buf();
+
+    let r = explain_json(&kubeconfig, &["-A", "--upgrade-to", "main"], 3).await;
+    assert_eq!(
+        (r["from"].as_str(), r["to"].as_str()),
+        (Some("v1.9.0"), Some("main")),
+        "{r:#}"
+    );
+    let vms = r["vms"].as_array().expect("vms");
+    assert_eq!(vms.len(), 3, "{r:#}");
+    for vm in vms {
+        assert_eq!(vm["memoryRequestDeltaBytes"], 20 << 20, "{vm:#}");
+        let qemu = vm["causes"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["term"] == "qemu"))
+            .unwrap_or_else(|| panic!("no qemu cause: {vm:#}"));
+        assert!(
+            qemu["source"].as_str().unwrap().contains("PR 18388"),
+            "{qemu}"
+        );
+    }
+    let fits: Vec<(String, bool)> = vms
+        .iter()
+        .map(|v| {
+            (
+                v["vmi"].as_str().unwrap().to_string(),
+                v["fitsAfter"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert!(fits.contains(&("c".into(), false)), "{fits:?}");
+    assert!(fits.contains(&("a".into(), true)) && fits.contains(&("b".into(), true)));
+    let full = r["nodes"]
+        .as_array()
+        .and_then(|n| n.iter().find(|n| n["node"] == "full"))
+        .expect("the full node");
+    assert_eq!(
+        full["requestedAfterBytes"].as_i64().unwrap() - full["allocatableBytes"].as_i64().unwrap(),
+        10 << 20,
+        "{full:#}"
+    );
+
+    let (code, table, err) = explain(&kubeconfig, &["-A", "--upgrade-to", "main"]).await;
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        table.contains(
+            "Upgrade rehearsal v1.9.0 → main in every namespace: 3 virt-launcher pod(s), 3 change"
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains("1 VM(s) no longer fit on their node after their next restart: default/c"),
+        "{table}"
+    );
+    assert!(table.contains("node full is 10Mi short"), "{table}");
+
+    let same = explain_json(&kubeconfig, &["-A", "--upgrade-to", "v1.9.0"], 0).await;
+    assert!(
+        same["vms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["memoryRequestDeltaBytes"] == 0),
+        "{same:#}"
+    );
+    for (args, what) in [
+        (vec!["-A", "--upgrade-to", "v9.9.9"], "--upgrade-to"),
+        (vec!["vmi/a", "--upgrade-to", "main"], "goes with the audit"),
+    ] {
+        let (code, _, err) = explain(&kubeconfig, &args).await;
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+    }
+}

@@ -89,6 +89,11 @@ pub struct ExplainOverheadArgs {
     /// (default v1.9.0; a patch release such as v1.8.2 uses its minor's row).
     #[arg(long, value_name = "VERSION")]
     pub kubevirt_version: Option<String>,
+    /// With the audit (-A or -n NS): an upgrade rehearsal instead. Every running launcher pod
+    /// rendered again under this release (v1.5.0 … v1.9.0 or main), the change per VM with
+    /// its causes, and which VMs no longer fit on their node after their next restart.
+    #[arg(long, value_name = "VERSION")]
+    pub upgrade_to: Option<String>,
     /// Override the cluster's default architecture.
     #[arg(long, value_parser = ["amd64", "arm64", "s390x"])]
     pub architecture: Option<String>,
@@ -477,10 +482,15 @@ pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, C
     if args.filename.is_empty() {
         return Err(CliError::Usage(format!("nothing to explain: {MODES}")));
     }
-    if args.prometheus.is_some() {
-        return Err(CliError::Usage(
-            "--prometheus goes with the audit (-A or -n NS)".into(),
-        ));
+    if args.prometheus.is_some() || args.upgrade_to.is_some() {
+        return Err(CliError::Usage(format!(
+            "{} goes with the audit (-A or -n NS)",
+            if args.prometheus.is_some() {
+                "--prometheus"
+            } else {
+                "--upgrade-to"
+            }
+        )));
     }
     run_files(global, &args)
 }
@@ -509,6 +519,16 @@ fn check_cluster_flags(
             file_only.join(", "),
             if file_only.len() == 1 { "ies" } else { "y" }
         )));
+    }
+    if args.upgrade_to.is_some() && !audit {
+        return Err(CliError::Usage(
+            "--upgrade-to goes with the audit (-A or -n NS without TYPE/NAME)".into(),
+        ));
+    }
+    if args.upgrade_to.is_some() && args.prometheus.is_some() {
+        return Err(CliError::Usage(
+            "--upgrade-to rehearses the rendering: not with --prometheus".into(),
+        ));
     }
     if args.prometheus.is_some() && !audit {
         return Err(CliError::Usage(
@@ -739,6 +759,12 @@ fn run_cluster(
         timeout: std::time::Duration::from_secs(args.timeout_seconds.max(1)),
         ..Default::default()
     };
+    let upgrade_to = args
+        .upgrade_to
+        .as_deref()
+        .map(crate::kubevirt_version::KubeVirtVersion::parse)
+        .transpose()
+        .map_err(|e| CliError::Usage(format!("--upgrade-to: {e}")))?;
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async {
@@ -776,6 +802,21 @@ fn run_cluster(
                         shown = true;
                     }
                 };
+                if let Some(to) = upgrade_to {
+                    let rehearsal = crate::inspect::rehearsal::gather_rehearsal(
+                        &client,
+                        scope,
+                        &opts,
+                        to,
+                        &mut progress,
+                    )
+                    .await;
+                    if shown {
+                        eprint!("\r\x1b[2K");
+                    }
+                    let rehearsal = rehearsal.map_err(|e| CliError::Failed(e.to_string()))?;
+                    return print_rehearsal(args.output, &rehearsal);
+                }
                 let report = gather_audit(
                     &client,
                     scope,
@@ -809,6 +850,27 @@ fn run_cluster(
                 })
             }
         }
+    })
+}
+
+/// The rehearsal in the chosen format; exit code 3 when it flags a VM or node.
+fn print_rehearsal(
+    output: Output,
+    r: &crate::inspect::rehearsal::Rehearsal,
+) -> Result<ExitCode, CliError> {
+    use super::upgrade_rehearsal::{flagged, render_rehearsal_table};
+    let text = match output {
+        Output::Table => render_rehearsal_table(r),
+        Output::Json => serde_json::to_string_pretty(r)
+            .map(|s| s + "\n")
+            .map_err(|e| CliError::Failed(e.to_string()))?,
+        Output::Yaml => serde_yaml::to_string(r).map_err(|e| CliError::Failed(e.to_string()))?,
+    };
+    super::output::out(&text);
+    Ok(if flagged(r) {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

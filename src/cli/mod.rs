@@ -17,6 +17,7 @@ pub mod progress;
 pub mod run_controller;
 pub mod shadow;
 pub mod signals;
+mod upgrade_rehearsal;
 pub mod version;
 pub mod why;
 
@@ -144,12 +145,18 @@ Examples:
   cat vms.yaml | kubectl virtctl-rs explain-overhead -f - -o json
   # Objects without metadata.namespace are explained in -n (default: default)
   kubectl virtctl-rs explain-overhead -f vm.yaml -n my-vms --kubevirt-cr kubevirt-cr.yaml
+  # The cluster: one VM, the fleet audit, an upgrade rehearsal
+  kubectl virtctl-rs explain-overhead vm/my-vm -n my-vms
+  kubectl virtctl-rs explain-overhead -A
+  kubectl virtctl-rs explain-overhead -A --upgrade-to main
 
 Exit codes:
   0  explained (or stdout closed)
-  1  bad input (the message names the document, object and field)
+  1  bad input (the message names the document, object and field), the object not found, or
+     the cluster unreachable
   2  usage error
-  3  --pod given and the pod does not match the formula";
+  3  --pod given (or in cluster mode, the pod) and the pod does not match the formula; the
+     audit flagged a pod; the rehearsal found a VM that no longer fits its node";
 
 /// `shadow --help`: examples and exit codes.
 pub const SHADOW_HELP: &str = "\

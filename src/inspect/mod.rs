@@ -9,6 +9,7 @@ mod diagnose;
 pub mod gather;
 pub mod model;
 pub mod overhead;
+pub mod rehearsal;
 mod settings_check;
 #[cfg(test)]
 pub(crate) mod test_support;

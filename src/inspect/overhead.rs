@@ -19,7 +19,8 @@ use crate::api::{VirtualMachine, VirtualMachineInstance, annotations};
 use crate::config::ClusterSettings;
 use crate::kubevirt_version::KubeVirtVersion;
 use crate::launcher::explain::{
-    Explanation, RenderInputs, check_pod, explain_in, launcher_image_tag, likely_cause,
+    ExplainError, Explanation, RenderInputs, check_pod, explain_in, launcher_image_tag,
+    likely_cause,
 };
 use crate::launcher::resources::NamespaceContext;
 use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
@@ -535,8 +536,6 @@ pub const RESIDENT_PERCENT: i64 = 90;
 
 /// The audit's decisions over what was read: pure, one pass over the pods.
 pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
-    let index = AuditIndex::new(inputs);
-    let mut contexts: BTreeMap<&str, NamespaceContext> = BTreeMap::new();
     let mut report = AuditReport {
         namespace: namespace.map(str::to_string),
         kubevirt_version: inputs.kubevirt_version.clone(),
@@ -548,41 +547,32 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
         older_renderings: Vec::new(),
         missing: Vec::new(),
     };
-    for pod in &inputs.pods {
-        let Some((ns, pod_name, vmi)) = index.running_launcher_pod(pod, &mut report) else {
-            continue;
-        };
-        let ctx = contexts
-            .entry(ns)
-            .or_insert_with(|| index.namespace_context(ns, inputs));
-        let vmi_name = vmi.metadata.name.clone().unwrap_or_default();
+    for launcher in launchers(inputs, &mut report.pods_skipped) {
+        let vmi = launcher.vmi;
         // A VMI the formula cannot read is skipped but still counted for overhead reporting.
         report.overhead_reporting.vmis += 1;
         let reported = reported_overhead(vmi);
         if reported.is_some() {
             report.overhead_reporting.reported += 1;
         }
-        let object = KubeVirtObject::Vmi(Box::new(vmi.clone()));
-        let explanation = match explain_in(&object, ns, &inputs.settings, ctx) {
+        let explanation = match launcher.explain(&inputs.settings) {
             Ok(e) => e,
             Err(e) => {
-                report.pods_skipped.push(format!(
-                    "{ns}/{pod_name}: VirtualMachineInstance {ns}/{vmi_name}: {e}"
-                ));
+                report.pods_skipped.push(launcher.skip_reason(&e));
                 continue;
             }
         };
         report.pods_checked += 1;
         let a = PodAudit {
-            ns,
-            pod_name,
-            pod,
+            ns: launcher.ns,
+            pod_name: launcher.pod_name,
+            pod: launcher.pod,
             vmi,
-            vmi_name,
+            vmi_name: vmi.metadata.name.clone().unwrap_or_default(),
             explanation: &explanation,
             reported,
             guest: guest_bytes(vmi),
-            limit: compute_memory(pod, "limits"),
+            limit: compute_memory(launcher.pod, "limits"),
             hugepages: vmi
                 .spec
                 .domain
@@ -591,13 +581,7 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
                 .is_some_and(|m| m.hugepages.is_some()),
         };
         report.findings.extend(a.oom_killed());
-        let render_inputs = RenderInputs {
-            object: &object,
-            default_namespace: ns,
-            settings: &inputs.settings,
-            namespace: ctx,
-        };
-        match a.drift(render_inputs, inputs) {
+        match a.drift(launcher.render_inputs(&inputs.settings), inputs) {
             Some(f) if f.kind == FindingKind::OlderRendering => report.older_renderings.push(f),
             other => report.findings.extend(other),
         }
@@ -613,6 +597,109 @@ pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
             .then((&a.namespace, &a.pod).cmp(&(&b.namespace, &b.pod)))
     });
     report
+}
+
+/// The release that rendered `pod`, when its launcher image tag names one older than the
+/// cluster's and the VMI rendered under that release gives the pod's resources and overhead
+/// annotation exactly (KubeVirt's own audit mistake, fixed in PR 16746, was to compare every
+/// pod with today's formula).
+fn older_rendering(pod: &Pod, now: RenderInputs<'_>) -> Option<KubeVirtVersion> {
+    let version = KubeVirtVersion::parse(&launcher_image_tag(pod)?).ok()?;
+    if version >= now.settings.kubevirt_version {
+        return None;
+    }
+    let settings = ClusterSettings {
+        kubevirt_version: version,
+        ..now.settings.clone()
+    };
+    let then = explain_in(now.object, now.default_namespace, &settings, now.namespace).ok()?;
+    check_pod(&then, pod).matches.then_some(version)
+}
+
+/// A running launcher pod in scope, with its VMI and the rules of its namespace: what the
+/// audit and the upgrade rehearsal render again.
+pub(super) struct Launcher<'a> {
+    pub ns: &'a str,
+    pub pod_name: &'a str,
+    pub pod: &'a Pod,
+    pub vmi: &'a VirtualMachineInstance,
+    object: KubeVirtObject,
+    namespace: std::rc::Rc<NamespaceContext>,
+}
+
+impl Launcher<'_> {
+    /// The cluster inputs to render the VMI with under `settings`.
+    fn render_inputs<'s>(&'s self, settings: &'s ClusterSettings) -> RenderInputs<'s> {
+        RenderInputs {
+            object: &self.object,
+            default_namespace: self.ns,
+            settings,
+            namespace: &self.namespace,
+        }
+    }
+
+    /// The VMI explained (and its launcher pod rendered) under `settings`.
+    pub fn explain(&self, settings: &ClusterSettings) -> Result<Explanation, ExplainError> {
+        explain_in(&self.object, self.ns, settings, &self.namespace)
+    }
+
+    /// The rendering the pod carries: that of the release its launcher image tag names, when
+    /// older than `settings`' and matching the pod exactly ([`PodAudit::older_rendering`]),
+    /// else `settings`'.
+    pub fn rendering(&self, settings: &ClusterSettings) -> Result<Explanation, ExplainError> {
+        if let Some(version) = older_rendering(self.pod, self.render_inputs(settings)) {
+            let then = ClusterSettings {
+                kubevirt_version: version,
+                ..settings.clone()
+            };
+            return self.explain(&then);
+        }
+        self.explain(settings)
+    }
+
+    /// `(namespace, VMI, pod)`.
+    pub fn names(&self) -> (String, String, String) {
+        let vmi = self.vmi.metadata.name.clone().unwrap_or_default();
+        (self.ns.to_string(), vmi, self.pod_name.to_string())
+    }
+
+    /// Why the pod is skipped when its VMI cannot be explained.
+    pub fn skip_reason(&self, e: &ExplainError) -> String {
+        let vmi = self.vmi.metadata.name.as_deref().unwrap_or_default();
+        format!(
+            "{}/{}: VirtualMachineInstance {}/{vmi}: {e}",
+            self.ns, self.pod_name, self.ns
+        )
+    }
+}
+
+/// Every running launcher pod of `inputs` whose VMI is in the list, in list order; the others
+/// are recorded in `skipped`.
+pub(super) fn launchers<'a>(
+    inputs: &'a AuditInputs,
+    skipped: &mut Vec<String>,
+) -> Vec<Launcher<'a>> {
+    let index = AuditIndex::new(inputs);
+    let mut contexts: BTreeMap<&str, std::rc::Rc<NamespaceContext>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for pod in &inputs.pods {
+        let Some((ns, pod_name, vmi)) = index.running_launcher_pod(pod, skipped) else {
+            continue;
+        };
+        let namespace = contexts
+            .entry(ns)
+            .or_insert_with(|| std::rc::Rc::new(index.namespace_context(ns, inputs)))
+            .clone();
+        out.push(Launcher {
+            ns,
+            pod_name,
+            pod,
+            vmi,
+            object: KubeVirtObject::Vmi(Box::new(vmi.clone())),
+            namespace,
+        });
+    }
+    out
 }
 
 /// The audit's lookups over what was read: VMIs by namespace and name, namespaces by name,
@@ -668,7 +755,7 @@ impl<'a> AuditIndex<'a> {
     fn running_launcher_pod(
         &self,
         pod: &'a Pod,
-        report: &mut AuditReport,
+        skipped: &mut Vec<String>,
     ) -> Option<(&'a str, &'a str, &'a VirtualMachineInstance)> {
         let ns = pod.metadata.namespace.as_deref()?;
         let pod_name = pod.metadata.name.as_deref()?;
@@ -686,7 +773,7 @@ impl<'a> AuditIndex<'a> {
             .as_ref()
             .and_then(|a| a.get(annotations::DOMAIN));
         let Some(vmi) = domain.and_then(|d| self.vmis.get(&(ns, d.as_str()))) else {
-            report.pods_skipped.push(format!(
+            skipped.push(format!(
                 "{ns}/{pod_name}: {}",
                 match domain {
                     Some(d) => format!("its VMI {d} is not in the list"),
@@ -806,21 +893,8 @@ impl PodAudit<'_> {
         ))
     }
 
-    /// The release that rendered the pod, when its launcher image tag names one older than the
-    /// cluster's and the VMI rendered under that release gives the pod's resources and overhead
-    /// annotation exactly (KubeVirt's own audit mistake, fixed in PR 16746, was to compare every
-    /// pod with today's formula).
     fn older_rendering(&self, now: RenderInputs<'_>) -> Option<KubeVirtVersion> {
-        let version = KubeVirtVersion::parse(&launcher_image_tag(self.pod)?).ok()?;
-        if version >= now.settings.kubevirt_version {
-            return None;
-        }
-        let settings = ClusterSettings {
-            kubevirt_version: version,
-            ..now.settings.clone()
-        };
-        let then = explain_in(now.object, now.default_namespace, &settings, now.namespace).ok()?;
-        check_pod(&then, self.pod).matches.then_some(version)
+        older_rendering(self.pod, now)
     }
 
     /// OOM risk: the limit must hold guest + overhead (reported overhead where there is one).
@@ -966,6 +1040,25 @@ pub async fn gather_audit(
     prometheus: Option<&str>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<AuditReport, ClusterError> {
+    let (inputs, missing) =
+        gather_audit_inputs(client, namespace, opts, prometheus, progress).await?;
+    progress(&format!(
+        "checking {} virt-launcher pods",
+        inputs.pods.len()
+    ));
+    let mut report = audit(&inputs, namespace);
+    report.missing.extend(missing);
+    Ok(report)
+}
+
+/// What [`audit`] reads, with one list each, and what could not be read.
+pub(super) async fn gather_audit_inputs(
+    client: &kube::Client,
+    namespace: Option<&str>,
+    opts: &GatherOptions,
+    prometheus: Option<&str>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(AuditInputs, Vec<Missing>), ClusterError> {
     let lp = ListParams::default();
     let (pods_api, vmis_api, quotas_api): (
         Api<Pod>,
@@ -1060,7 +1153,6 @@ pub async fn gather_audit(
             }
         }
     };
-    progress(&format!("checking {} virt-launcher pods", pods.items.len()));
     let inputs = AuditInputs {
         pods: pods.items,
         vmis: vmis.items,
@@ -1070,9 +1162,7 @@ pub async fn gather_audit(
         kubevirt_version,
         resident_bytes,
     };
-    let mut report = audit(&inputs, namespace);
-    report.missing.extend(missing);
-    Ok(report)
+    Ok((inputs, missing))
 }
 
 /// `kubevirt_vmi_memory_resident_bytes` by `namespace/name`, from a Prometheus HTTP API at
