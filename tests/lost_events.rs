@@ -261,6 +261,24 @@ async fn dropped_events_are_made_good_by_later_ones() {
     env.shutdown().await;
 }
 
+/// Halt VM `name`, whose VMI is `vmi`, with the drop rule installed first: its pods and VMI
+/// go, the VM is Stopped, the rule was used, and the controller settles.
+async fn halt_and_see_it_stop(env: Env, name: &str, vmi: &VirtualMachineInstance) {
+    let uid = vmi.metadata.uid.clone().unwrap_or_default();
+    env.merge_patch_vm(name, json!({"spec": {"runStrategy": "Halted"}}))
+        .await;
+    env.wait_pods_gone(&uid).await;
+    env.wait_vmi_gone(name).await;
+    env.wait_vm(name, "Stopped", |vm| printable(vm) == "Stopped")
+        .await;
+    assert!(
+        env.cluster().api().faults().rules()[0].times == Some(0),
+        "the drop rule reached the controller's pod watch"
+    );
+    settle(&env).await;
+    env.shutdown().await;
+}
+
 /// Issue 38 item 2: the controller's pod watch drops the `DELETED` of the launcher pod of a
 /// stopped VM. The pod expectation waits for it until it expires (shortened here from five
 /// minutes to five seconds); the sync that follows deletes the pod again and gets 404. A 404
@@ -282,19 +300,7 @@ async fn a_dropped_pod_deletion_does_not_hold_the_vmi_terminating() {
     let name = vm_name(0);
     env.create_vm(&vm(&name)).await;
     let (_, vmi) = env.wait_running(&name).await;
-    let uid = vmi.metadata.uid.clone().unwrap_or_default();
-    env.merge_patch_vm(&name, json!({"spec": {"runStrategy": "Halted"}}))
-        .await;
-    env.wait_pods_gone(&uid).await;
-    env.wait_vmi_gone(&name).await;
-    env.wait_vm(&name, "Stopped", |vm| printable(vm) == "Stopped")
-        .await;
-    assert!(
-        env.cluster().api().faults().rules()[0].times == Some(0),
-        "the drop rule reached the controller's pod watch"
-    );
-    settle(&env).await;
-    env.shutdown().await;
+    halt_and_see_it_stop(env, &name, &vmi).await;
 }
 
 /// The same loss for a launcher pod that never ran (its image pull is stuck): the kubelet
@@ -327,19 +333,7 @@ async fn a_dropped_deletion_of_a_pod_that_never_ran_does_not_hold_the_vmi() {
     )
     .await;
     let vmi = env.vmi(&name).await.expect("the VMI");
-    let uid = vmi.metadata.uid.clone().unwrap_or_default();
-    env.merge_patch_vm(&name, json!({"spec": {"runStrategy": "Halted"}}))
-        .await;
-    env.wait_pods_gone(&uid).await;
-    env.wait_vmi_gone(&name).await;
-    env.wait_vm(&name, "Stopped", |vm| printable(vm) == "Stopped")
-        .await;
-    assert!(
-        env.cluster().api().faults().rules()[0].times == Some(0),
-        "the drop rule reached the controller's pod watch"
-    );
-    settle(&env).await;
-    env.shutdown().await;
+    halt_and_see_it_stop(env, &name, &vmi).await;
 }
 
 /// Issue 38 item 1: the controller's pod events arrive 10 s late, and its VMI watch ends in
