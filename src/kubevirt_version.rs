@@ -16,19 +16,24 @@
 //! user-set one included (a change reverted in v1.6.3), which is not modelled.
 //!
 //! Verified against the kubevirt/kubevirt git history (tags v1.5.0 … v1.9.0 and `main` at commit
-//! d923fdb815, 2026-08-22) with `git show TAG:FILE`:
+//! d923fdb815, 2026-08-22) with `git show TAG:FILE`, and for v1.3.0, v1.3.1, v1.4.0 and v1.4.1
+//! against the module source the Go module proxy serves (v1.3.1 is v1.3.0's formula; v1.3.2+
+//! and v1.4.2+ are not served there and use the v1.3.0 and v1.4.1 rows unverified). Before
+//! v1.3 the formula differs more (800Mi per passt interface without ports; no dedicated-CPU
+//! term in v1.0): not modelled.
 //!
-//! | what | v1.5.0 | v1.5.1 | v1.5.3 | v1.6.0 | v1.6.4 | v1.7 | v1.8 | v1.9 | main |
-//! |---|---|---|---|---|---|---|---|---|---|
-//! | QEMU estimate | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 50Mi (PR 18388) |
-//! | video RAM | 16Mi | 16Mi | 16Mi | 32Mi (PR 14673) | 32Mi | 32Mi | 32Mi | 32Mi | 32Mi |
-//! | dedicated/Guaranteed 100Mi | after the ratio | after | before (PR 14933) | before | before | before | before | before | before |
-//! | `reservedOverhead.addedOverhead` | – | – | – | – | – | – | yes (PR 16384, v1.8 cherry-pick 16956) | yes | yes |
-//! | SEV term counts SNP | – | – | – | – | – | yes (PR 14845) | yes | yes | yes |
-//! | vTPM term honours `enabled: false` | – | yes (PR 14316) | yes | yes | yes | yes | yes | yes | yes |
-//! | passt core binding 250Mi | – | – | – | – | – | – | yes | yes | yes |
-//! | `memory.guest` → `requests.memory` in virt-api | yes (× 100/overcommit) | yes | yes | yes | no (PR 15896) | no (cherry-pick 16032) | no | no | no |
-//! | hugepages scaled by memoryOvercommit | yes (virt-api) | yes | yes | yes | yes (renderer) | yes | yes | yes | no (PR 18880) |
+//! | what | v1.3.0, v1.4.0 | v1.4.1 | v1.5.0 | v1.5.1 | v1.5.3 | v1.6.0 | v1.6.4 | v1.7 | v1.8 | v1.9 | main |
+//! |---|---|---|---|---|---|---|---|---|---|---|---|
+//! | virtlogd / virtqemud | 20 / 35Mi | 20 / 40Mi | 25 / 40Mi | … | … | … | … | … | … | … | 25 / 40Mi |
+//! | QEMU estimate | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 50Mi (PR 18388) |
+//! | video RAM | 16Mi | 16Mi | 16Mi | 16Mi | 16Mi | 32Mi (PR 14673) | 32Mi | 32Mi | 32Mi | 32Mi | 32Mi |
+//! | dedicated/Guaranteed 100Mi | after | after | after the ratio | after | before (PR 14933) | before | before | before | before | before | before |
+//! | `reservedOverhead.addedOverhead` | – | – | – | – | – | – | – | – | yes (PR 16384, v1.8 cherry-pick 16956) | yes | yes |
+//! | SEV term counts SNP | – | – | – | – | – | – | – | yes (PR 14845) | yes | yes | yes |
+//! | vTPM term honours `enabled: false` | – | yes (PR 14316 backported) | – | yes (PR 14316) | yes | yes | yes | yes | yes | yes | yes |
+//! | passt core binding 250Mi | – | – | – | – | – | – | – | – | yes | yes | yes |
+//! | `memory.guest` → `requests.memory` in virt-api | yes | yes | yes (× 100/overcommit) | yes | yes | yes | no (PR 15896) | no (cherry-pick 16032) | no | no | no |
+//! | hugepages scaled by memoryOvercommit | yes | yes | yes (virt-api) | yes | yes | yes | yes (renderer) | yes | yes | yes | no (PR 18880) |
 //!
 //! Two corrections to what issue 12 assumed: `reservedOverhead.addedOverhead` is already in
 //! v1.8.0 (not only v1.9), and the `memory.guest` copy left virt-api before v1.7.0 (PR 15896 was
@@ -49,6 +54,15 @@ use std::fmt;
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
 pub enum KubeVirtVersion {
+    /// v1.3.0 and v1.3.1: virtlogd 20Mi, virtqemud 35Mi.
+    #[serde(rename = "v1.3.0")]
+    V1_3,
+    /// v1.4.0: the formula of v1.3.
+    #[serde(rename = "v1.4.0")]
+    V1_4,
+    /// v1.4.1: virtqemud 40Mi, and the vTPM term honours `enabled: false` (PR 14316 backported).
+    #[serde(rename = "v1.4.1")]
+    V1_4_1,
     #[serde(rename = "v1.5.0")]
     V1_5,
     /// v1.5.1 and v1.5.2: the vTPM fix backported (PR 14316).
@@ -138,6 +152,10 @@ pub struct TermSources {
 pub struct Formula {
     /// The QEMU process estimate (`QemuOverhead`), bytes.
     pub qemu_bytes: Sourced<i64>,
+    /// The virtlogd process estimate (`VirtlogdOverhead`), bytes.
+    pub virtlogd_bytes: Sourced<i64>,
+    /// The virtqemud process estimate (`VirtqemudOverhead`), bytes.
+    pub virtqemud_bytes: Sourced<i64>,
     /// The video RAM term, bytes.
     pub video_ram_bytes: Sourced<i64>,
     /// The dedicated-CPU / Guaranteed-QoS 100Mi is added after `additionalGuestMemoryOverheadRatio`
@@ -162,10 +180,192 @@ pub struct Formula {
     pub terms: TermSources,
 }
 
+const V1_3: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.3.0:pkg/virt-controller/services/template.go:124",
+    ),
+    virtlogd_bytes: s(
+        20 << 20,
+        "v1.3.0:pkg/virt-controller/services/template.go:122",
+    ),
+    virtqemud_bytes: s(
+        35 << 20,
+        "v1.3.0:pkg/virt-controller/services/template.go:123",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.3.0:pkg/virt-controller/services/renderresources.go:353-355",
+    ),
+    dedicated_after_ratio: s(
+        true,
+        "v1.3.0:pkg/virt-controller/services/renderresources.go:391-405",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.3.0:pkg/virt-controller/services/renderresources.go:303-408 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.3.0:pkg/virt-controller/services/renderresources.go:381; pkg/util/amd64.go IsSEVVMI",
+    ),
+    tpm_honours_enabled: s(
+        false,
+        "v1.3.0:pkg/virt-controller/services/renderresources.go:387",
+    ),
+    passt_memory: s(
+        false,
+        "v1.3.0:pkg/virt-controller/services/template.go:1460 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.3.0:pkg/virt-api/webhooks/defaults.go:236-268"),
+    hugepages_overcommitted: s(true, "v1.3.0:pkg/virt-api/webhooks/defaults.go:258-263"),
+    terms: TermSources {
+        page_tables: "v1.3.0:pkg/virt-controller/services/renderresources.go:310-312",
+        processes: "v1.3.0:pkg/virt-controller/services/template.go:120-124; renderresources.go:317-321",
+        vcpus: "v1.3.0:pkg/virt-controller/services/renderresources.go:325-347",
+        io_thread: "v1.3.0:pkg/virt-controller/services/renderresources.go:350",
+        video_ram: "v1.3.0:pkg/virt-controller/services/renderresources.go:353-355",
+        arm64: "v1.3.0:pkg/virt-controller/services/renderresources.go:360-362",
+        vfio: "v1.3.0:pkg/virt-controller/services/renderresources.go:367-369",
+        downward_metrics: "v1.3.0:pkg/virt-controller/services/renderresources.go:373-375",
+        exec_probes: "v1.3.0:pkg/virt-controller/services/renderresources.go:377; template.go:1155-1176",
+        sev: "v1.3.0:pkg/virt-controller/services/renderresources.go:381-383",
+        tpm: "v1.3.0:pkg/virt-controller/services/renderresources.go:387-389",
+        dedicated: "v1.3.0:pkg/virt-controller/services/renderresources.go:403-405",
+        reserved_overhead: "",
+        ratio: "v1.3.0:pkg/virt-controller/services/renderresources.go:392-401,685",
+        network: "v1.3.0:pkg/virt-controller/services/template.go:1460; pkg/network/netbinding/memory.go:30-80",
+    },
+};
+
+const V1_4: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.4.0:pkg/virt-controller/services/template.go:117",
+    ),
+    virtlogd_bytes: s(
+        20 << 20,
+        "v1.4.0:pkg/virt-controller/services/template.go:115",
+    ),
+    virtqemud_bytes: s(
+        35 << 20,
+        "v1.4.0:pkg/virt-controller/services/template.go:116",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.4.0:pkg/virt-controller/services/renderresources.go:353-355",
+    ),
+    dedicated_after_ratio: s(
+        true,
+        "v1.4.0:pkg/virt-controller/services/renderresources.go:391-405",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.4.0:pkg/virt-controller/services/renderresources.go:303-408 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.4.0:pkg/virt-controller/services/renderresources.go:381; pkg/util/amd64.go IsSEVVMI",
+    ),
+    tpm_honours_enabled: s(
+        false,
+        "v1.4.0:pkg/virt-controller/services/renderresources.go:387",
+    ),
+    passt_memory: s(
+        false,
+        "v1.4.0:pkg/virt-controller/services/template.go:1456-1460 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.4.0:pkg/defaults/defaults.go:303-335"),
+    hugepages_overcommitted: s(true, "v1.4.0:pkg/defaults/defaults.go:325-330"),
+    terms: TermSources {
+        page_tables: "v1.4.0:pkg/virt-controller/services/renderresources.go:310-312",
+        processes: "v1.4.0:pkg/virt-controller/services/template.go:113-117; renderresources.go:317-321",
+        vcpus: "v1.4.0:pkg/virt-controller/services/renderresources.go:325-347",
+        io_thread: "v1.4.0:pkg/virt-controller/services/renderresources.go:350",
+        video_ram: "v1.4.0:pkg/virt-controller/services/renderresources.go:353-355",
+        arm64: "v1.4.0:pkg/virt-controller/services/renderresources.go:360-362",
+        vfio: "v1.4.0:pkg/virt-controller/services/renderresources.go:367-369",
+        downward_metrics: "v1.4.0:pkg/virt-controller/services/renderresources.go:373-375",
+        exec_probes: "v1.4.0:pkg/virt-controller/services/renderresources.go:377; template.go:1190-1211",
+        sev: "v1.4.0:pkg/virt-controller/services/renderresources.go:381-383",
+        tpm: "v1.4.0:pkg/virt-controller/services/renderresources.go:387-389",
+        dedicated: "v1.4.0:pkg/virt-controller/services/renderresources.go:403-405",
+        reserved_overhead: "",
+        ratio: "v1.4.0:pkg/virt-controller/services/renderresources.go:392-401,685",
+        network: "v1.4.0:pkg/virt-controller/services/template.go:1456-1460",
+    },
+};
+
+const V1_4_1: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.4.1:pkg/virt-controller/services/template.go:117",
+    ),
+    virtlogd_bytes: s(
+        20 << 20,
+        "v1.4.1:pkg/virt-controller/services/template.go:115",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "v1.4.1:pkg/virt-controller/services/template.go:116",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.4.1:pkg/virt-controller/services/renderresources.go:354-356",
+    ),
+    dedicated_after_ratio: s(
+        true,
+        "v1.4.1:pkg/virt-controller/services/renderresources.go:392-406",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.4.1:pkg/virt-controller/services/renderresources.go:304-409 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.4.1:pkg/virt-controller/services/renderresources.go:382; pkg/util/amd64.go IsSEVVMI",
+    ),
+    tpm_honours_enabled: s(
+        true,
+        "v1.4.1:pkg/virt-controller/services/renderresources.go:388 (tpm.HasDevice; PR 14316 backported)",
+    ),
+    passt_memory: s(
+        false,
+        "v1.4.1:pkg/virt-controller/services/template.go:1458-1462 (binding plugins only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.4.1:pkg/defaults/defaults.go:312-344"),
+    hugepages_overcommitted: s(true, "v1.4.1:pkg/defaults/defaults.go:334-339"),
+    terms: TermSources {
+        page_tables: "v1.4.1:pkg/virt-controller/services/renderresources.go:311-313",
+        processes: "v1.4.1:pkg/virt-controller/services/template.go:113-117; renderresources.go:318-322",
+        vcpus: "v1.4.1:pkg/virt-controller/services/renderresources.go:326-348",
+        io_thread: "v1.4.1:pkg/virt-controller/services/renderresources.go:351",
+        video_ram: "v1.4.1:pkg/virt-controller/services/renderresources.go:354-356",
+        arm64: "v1.4.1:pkg/virt-controller/services/renderresources.go:361-363",
+        vfio: "v1.4.1:pkg/virt-controller/services/renderresources.go:368-370",
+        downward_metrics: "v1.4.1:pkg/virt-controller/services/renderresources.go:374-376",
+        exec_probes: "v1.4.1:pkg/virt-controller/services/renderresources.go:378; template.go:1192-1213",
+        sev: "v1.4.1:pkg/virt-controller/services/renderresources.go:382-384",
+        tpm: "v1.4.1:pkg/virt-controller/services/renderresources.go:388-390",
+        dedicated: "v1.4.1:pkg/virt-controller/services/renderresources.go:404-406",
+        reserved_overhead: "",
+        ratio: "v1.4.1:pkg/virt-controller/services/renderresources.go:393-402,686",
+        network: "v1.4.1:pkg/virt-controller/services/template.go:1458-1462",
+    },
+};
+
 const V1_5: Formula = Formula {
     qemu_bytes: s(
         30 << 20,
         "v1.5.0:pkg/virt-controller/services/template.go:118",
+    ),
+    virtlogd_bytes: s(
+        25 << 20,
+        "v1.5.0:pkg/virt-controller/services/template.go:116",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "v1.5.0:pkg/virt-controller/services/template.go:117",
     ),
     video_ram_bytes: s(
         16 << 20,
@@ -217,6 +417,14 @@ const V1_5_1: Formula = Formula {
         30 << 20,
         "v1.5.1:pkg/virt-controller/services/template.go:118",
     ),
+    virtlogd_bytes: s(
+        25 << 20,
+        "v1.5.1:pkg/virt-controller/services/template.go:116",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "v1.5.1:pkg/virt-controller/services/template.go:117",
+    ),
     video_ram_bytes: s(
         16 << 20,
         "v1.5.1:pkg/virt-controller/services/renderresources.go:380-382",
@@ -267,6 +475,14 @@ const V1_5_3: Formula = Formula {
         30 << 20,
         "v1.5.3:pkg/virt-controller/services/template.go:118",
     ),
+    virtlogd_bytes: s(
+        25 << 20,
+        "v1.5.3:pkg/virt-controller/services/template.go:116",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "v1.5.3:pkg/virt-controller/services/template.go:117",
+    ),
     video_ram_bytes: s(
         16 << 20,
         "v1.5.3:pkg/virt-controller/services/renderresources.go:372-374",
@@ -316,6 +532,14 @@ const V1_6_4: Formula = Formula {
     qemu_bytes: s(
         30 << 20,
         "v1.6.4:pkg/virt-controller/services/template.go:119",
+    ),
+    virtlogd_bytes: s(
+        25 << 20,
+        "v1.6.4:pkg/virt-controller/services/template.go:117",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "v1.6.4:pkg/virt-controller/services/template.go:118",
     ),
     video_ram_bytes: s(
         32 << 20,
@@ -373,6 +597,14 @@ const V1_6: Formula = Formula {
         30 << 20,
         "v1.6.0:pkg/virt-controller/services/template.go:119",
     ),
+    virtlogd_bytes: s(
+        25 << 20,
+        "v1.6.0:pkg/virt-controller/services/template.go:117",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "v1.6.0:pkg/virt-controller/services/template.go:118",
+    ),
     video_ram_bytes: s(
         32 << 20,
         "v1.6.0:pkg/virt-controller/services/renderresources.go:442-444",
@@ -419,6 +651,14 @@ const V1_7: Formula = Formula {
     qemu_bytes: s(
         30 << 20,
         "v1.7.0:pkg/virt-controller/services/template.go:120",
+    ),
+    virtlogd_bytes: s(
+        25 << 20,
+        "v1.7.0:pkg/virt-controller/services/template.go:118",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "v1.7.0:pkg/virt-controller/services/template.go:119",
     ),
     video_ram_bytes: s(
         32 << 20,
@@ -476,6 +716,14 @@ const V1_8: Formula = Formula {
         30 << 20,
         "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:41",
     ),
+    virtlogd_bytes: s(
+        25 << 20,
+        "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:39",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:40",
+    ),
     video_ram_bytes: s(
         32 << 20,
         "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:118-120",
@@ -523,6 +771,14 @@ const V1_9: Formula = Formula {
         30 << 20,
         "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:42",
     ),
+    virtlogd_bytes: s(
+        25 << 20,
+        "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:40",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:41",
+    ),
     video_ram_bytes: s(
         32 << 20,
         "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:119-121",
@@ -569,6 +825,14 @@ const MAIN: Formula = Formula {
     qemu_bytes: s(
         50 << 20,
         "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:42 (PR 18388)",
+    ),
+    virtlogd_bytes: s(
+        25 << 20,
+        "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:40",
+    ),
+    virtqemud_bytes: s(
+        40 << 20,
+        "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:41",
     ),
     video_ram_bytes: s(
         32 << 20,
@@ -623,7 +887,10 @@ const MAIN: Formula = Formula {
 
 impl KubeVirtVersion {
     /// Every row, oldest first.
-    pub const ALL: [KubeVirtVersion; 9] = [
+    pub const ALL: [KubeVirtVersion; 12] = [
+        KubeVirtVersion::V1_3,
+        KubeVirtVersion::V1_4,
+        KubeVirtVersion::V1_4_1,
         KubeVirtVersion::V1_5,
         KubeVirtVersion::V1_5_1,
         KubeVirtVersion::V1_5_3,
@@ -638,6 +905,9 @@ impl KubeVirtVersion {
     /// The row's name: the release tag (`v1.9.0`) or `main`.
     pub(crate) fn name(self) -> &'static str {
         match self {
+            KubeVirtVersion::V1_3 => "v1.3.0",
+            KubeVirtVersion::V1_4 => "v1.4.0",
+            KubeVirtVersion::V1_4_1 => "v1.4.1",
             KubeVirtVersion::V1_5 => "v1.5.0",
             KubeVirtVersion::V1_5_1 => "v1.5.1",
             KubeVirtVersion::V1_5_3 => "v1.5.3",
@@ -683,6 +953,9 @@ impl KubeVirtVersion {
         };
         let patch: u32 = patch;
         match (minor, patch) {
+            ("3", _) => Ok(KubeVirtVersion::V1_3),
+            ("4", 0) => Ok(KubeVirtVersion::V1_4),
+            ("4", _) => Ok(KubeVirtVersion::V1_4_1),
             ("5", 0) => Ok(KubeVirtVersion::V1_5),
             ("5", 1 | 2) => Ok(KubeVirtVersion::V1_5_1),
             ("5", _) => Ok(KubeVirtVersion::V1_5_3),
@@ -714,6 +987,9 @@ impl KubeVirtVersion {
     /// This release's row of the table.
     pub(crate) fn formula(self) -> &'static Formula {
         match self {
+            KubeVirtVersion::V1_3 => &V1_3,
+            KubeVirtVersion::V1_4 => &V1_4,
+            KubeVirtVersion::V1_4_1 => &V1_4_1,
             KubeVirtVersion::V1_5 => &V1_5,
             KubeVirtVersion::V1_5_1 => &V1_5_1,
             KubeVirtVersion::V1_5_3 => &V1_5_3,
@@ -758,6 +1034,10 @@ mod tests {
             ("v1.7.4", V1_7),
             ("v1.6.1", V1_6),
             ("v1.6.3", V1_6),
+            ("v1.3.1", V1_3),
+            ("v1.4.0", V1_4),
+            ("v1.4.1", V1_4_1),
+            ("v1.4.3", V1_4_1),
             ("v1.6.4", V1_6_4),
             ("v1.6.6", V1_6_4),
             ("v1.5.0", V1_5),
@@ -777,15 +1057,15 @@ mod tests {
     #[test]
     fn unknown_versions_list_the_known_ones() {
         for text in [
-            "v1.4.0", "v2.0.0", "v1.10.0", "latest", "", "v1.9.x", "v1.9.0.1",
+            "v1.2.0", "v2.0.0", "v1.10.0", "latest", "", "v1.9.x", "v1.9.0.1",
         ] {
             let e = KubeVirtVersion::parse(text).unwrap_err();
             assert_eq!(e.given, text);
             assert_eq!(
                 e.to_string(),
                 format!(
-                    "unknown KubeVirt version {text:?}: known versions are v1.5.0, v1.5.1, \
-                     v1.5.3, v1.6.0, v1.6.4, v1.7.0, v1.8.0, v1.9.0, main (a patch release uses \
+                    "unknown KubeVirt version {text:?}: known versions are v1.3.0, v1.4.0, \
+                     v1.4.1, v1.5.0, v1.5.1, v1.5.3, v1.6.0, v1.6.4, v1.7.0, v1.8.0, v1.9.0, main (a patch release uses \
                      the row of the release it behaves like: v1.8.2 → v1.8.0, v1.6.5 → v1.6.4)"
                 )
             );
