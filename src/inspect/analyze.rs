@@ -763,10 +763,7 @@ fn events(g: &Gathered) -> Vec<EventView> {
 fn pvc_infos(g: &Gathered) -> BTreeMap<String, PvcInfo> {
     g.pvcs
         .iter()
-        .map(|(n, p)| {
-            let phase = p.status.as_ref().and_then(|s| s.phase.clone());
-            (n.clone(), PvcInfo { phase })
-        })
+        .map(|(n, p)| (n.clone(), PvcInfo::of(p)))
         .collect()
 }
 
