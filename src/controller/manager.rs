@@ -306,15 +306,16 @@ async fn served(client: &kube::Client, group_version: &str, resource: &str) -> b
     }
 }
 
-/// The storage informers: StorageClasses always; StorageProfiles and VolumeSnapshotClasses when
-/// served (disabled, hence empty, otherwise). A VolumeSnapshotClass change enqueues every VM.
+/// The storage informers: StorageClasses always; StorageProfiles, VolumeSnapshotClasses, CDI CRs
+/// and CDIConfigs when served (disabled, hence empty, otherwise: no CDI, the default filesystem
+/// overhead). A VolumeSnapshotClass change enqueues every VM.
 async fn spawn_storage_caches(
     client: &kube::Client,
     vm_queue: &QueueSlot,
     vms: &VmStoreCell,
     stop: &CancellationToken,
 ) -> super::storage_cache::StorageCaches {
-    use crate::api::storage::{StorageProfile, VolumeSnapshotClass};
+    use crate::api::storage::{Cdi, CdiConfig, StorageProfile, VolumeSnapshotClass};
     fn cluster<K>(
         name: &str,
         client: &kube::Client,
@@ -339,10 +340,19 @@ async fn spawn_storage_caches(
             stop.clone(),
         )
     }
-    let storage_profiles = if served(client, "cdi.kubevirt.io/v1beta1", "storageprofiles").await {
+    let cdi = "cdi.kubevirt.io/v1beta1";
+    let storage_profiles = if served(client, cdi, "storageprofiles").await {
         cluster::<StorageProfile>("storageprofiles", client, vec![], stop)
     } else {
         Informer::disabled("storageprofiles")
+    };
+    let (cdis, cdi_configs) = if served(client, cdi, "cdis").await {
+        (
+            cluster::<Cdi>("cdis", client, vec![], stop),
+            cluster::<CdiConfig>("cdiconfigs", client, vec![], stop),
+        )
+    } else {
+        (Informer::disabled("cdis"), Informer::disabled("cdiconfigs"))
     };
     let snapshot_classes = if served(
         client,
@@ -363,6 +373,8 @@ async fn spawn_storage_caches(
         storage_classes: cluster("storageclasses", client, vec![], stop),
         storage_profiles,
         snapshot_classes,
+        cdis,
+        cdi_configs,
     }
 }
 

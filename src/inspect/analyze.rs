@@ -740,7 +740,11 @@ pub fn decide_next(
             g.pods.iter().cloned().map(std::sync::Arc::new),
             owner_uid,
             state,
-            (data_volume, |claim: &str| g.pvcs.get(claim).cloned()),
+            (
+                data_volume,
+                |claim: &str| g.pvcs.get(claim).cloned(),
+                &Default::default(),
+            ),
             (&g.settings, || g.namespace_context()),
             Time::from_datetime(now),
         );
