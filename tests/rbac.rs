@@ -356,10 +356,25 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
             .iter()
             .all(|(g, _, _)| g == "instancetype.kubevirt.io")
     );
+    // ... and the cluster-scoped storage kinds, in a ClusterRole.
+    let (cluster_storage, _) = role(
+        "deploy/rbac/controller-namespaced.yaml",
+        "ClusterRole",
+        "virtctl-rs-controller-cluster-storage",
+    );
+    assert!(cluster_storage.iter().all(|(g, _, _)| {
+        [
+            "storage.k8s.io",
+            "cdi.kubevirt.io",
+            "snapshot.storage.k8s.io",
+        ]
+        .contains(&g.as_str())
+    }));
     let ns_scope: BTreeSet<Grant> = ns_role
         .union(&ns_itself)
         .chain(&kubevirt_config)
         .chain(&cluster_instancetypes)
+        .chain(&cluster_storage)
         .cloned()
         .collect();
     compare("run-controller -n (Role)", &ns_scope, &cluster_role).unwrap_or_else(|e| panic!("{e}"));

@@ -44,6 +44,7 @@ pub mod kubevirt;
 pub mod manifest;
 pub mod quantity;
 pub mod resources;
+pub mod storage;
 pub mod traits;
 pub mod vm;
 pub mod vmi;

@@ -93,6 +93,24 @@ pub struct VirtualMachineStatus {
     pub state_change_requests: Option<Vec<StateChangeRequest>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_failure: Option<StartFailure>,
+    /// `volumeSnapshotStatuses` (types.go:2132-2134): written by the snapshot rule
+    /// (`crate::controller::vm::volume_snapshot`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_snapshot_statuses: Option<Vec<VolumeSnapshotStatus>>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One `status.volumeSnapshotStatuses` entry (`v1.VolumeSnapshotStatus`, api core/v1
+/// types.go:2286-2293): `enabled` is always written, `reason` only when set.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeSnapshotStatus {
+    pub name: String,
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }

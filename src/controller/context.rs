@@ -50,6 +50,9 @@ pub struct Caches {
     pub kubevirts: Informer<KubeVirt>,
     /// The instancetypes and preferences VMs name (`instancetype.kubevirt.io/v1beta1`).
     pub instancetypes: super::instancetype_cache::InstancetypeCaches,
+    /// StorageClasses, StorageProfiles, VolumeSnapshotClasses (the VMs' volume snapshot
+    /// statuses).
+    pub storage: super::storage_cache::StorageCaches,
 }
 
 impl Caches {
@@ -65,6 +68,7 @@ impl Caches {
             && self.pvcs.has_synced()
             && self.kubevirts.has_synced()
             && self.instancetypes.has_synced()
+            && self.storage.has_synced()
     }
 
     /// Wait for every cache's first list.
@@ -79,6 +83,7 @@ impl Caches {
         self.pvcs.wait_synced().await;
         self.kubevirts.wait_synced().await;
         self.instancetypes.wait_synced().await;
+        self.storage.wait_synced().await;
     }
 
     /// Caches that never watch: empty and synced (unit tests, dry runs).
@@ -94,6 +99,7 @@ impl Caches {
             pvcs: Informer::disabled("persistentvolumeclaims"),
             kubevirts: Informer::disabled("kubevirts"),
             instancetypes: super::instancetype_cache::InstancetypeCaches::disabled(),
+            storage: super::storage_cache::StorageCaches::disabled(),
         }
     }
 

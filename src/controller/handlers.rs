@@ -11,6 +11,7 @@
 use super::context::{Expectations, QueueSlot};
 use crate::api::key::controller_of;
 use crate::api::key::join_key;
+use crate::api::storage::VolumeSnapshotClass;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
 use crate::runtime::informer::{Handler, Notification, key_of};
 use crate::runtime::store::Store;
@@ -213,6 +214,58 @@ pub(crate) fn pvc_to_vm_handler(
             {
                 vm_queue.add(key_of(vm.as_ref()));
             }
+        }
+    })
+}
+
+/// PersistentVolumeClaim informer → VM queue for `status.volumeSnapshotStatuses`: a claim
+/// deleted, or whose `spec.storageClassName` changed, enqueues every VM of its namespace whose
+/// template uses it. KubeVirt's snapshot controller enqueues those VMs on every claim event
+/// (`handlePVC`, pkg/storage/snapshot/snapshot_base.go:590-607); these are the events that can
+/// change the VM's entries (additions are [`pvc_to_vm_handler`]'s).
+pub(crate) fn pvc_snapshot_status_handler(
+    vm_queue: QueueSlot,
+    vms: VmStoreCell,
+) -> Handler<PersistentVolumeClaim> {
+    Arc::new(move |n: &Notification<PersistentVolumeClaim>| {
+        let pvc = match n {
+            Notification::Delete { obj, .. } => obj,
+            Notification::Update { old, new } => {
+                let class = |p: &PersistentVolumeClaim| {
+                    p.spec.as_ref().and_then(|s| s.storage_class_name.clone())
+                };
+                if class(old) == class(new) {
+                    return;
+                }
+                new
+            }
+            _ => return,
+        };
+        let (Some(store), Some(claim)) = (vms.get(), pvc.metadata.name.as_deref()) else {
+            return;
+        };
+        let ns = pvc.metadata.namespace.as_deref();
+        for vm in store.state() {
+            if vm.metadata.namespace.as_deref() == ns
+                && uses_claim(Some(vm.template_volumes()), claim)
+            {
+                vm_queue.add(key_of(vm.as_ref()));
+            }
+        }
+    })
+}
+
+/// VolumeSnapshotClass informer → VM queue: any add, update or deletion enqueues every cached
+/// VM, as KubeVirt's snapshot controller does (`handleVolumeSnapshotClass`,
+/// snapshot_base.go:500-510); the class decides every VM's `volumeSnapshotStatuses`.
+pub(crate) fn snapshot_class_to_vm_handler(
+    vm_queue: QueueSlot,
+    vms: VmStoreCell,
+) -> Handler<VolumeSnapshotClass> {
+    Arc::new(move |_: &Notification<VolumeSnapshotClass>| {
+        let Some(store) = vms.get() else { return };
+        for vm in store.state() {
+            vm_queue.add(key_of(vm.as_ref()));
         }
     })
 }

@@ -10,8 +10,9 @@ use super::cluster_config::ClusterConfig;
 use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
 use super::handlers::{
-    VmStoreCell, VmiStoreCell, dv_to_vm_handler, pod_to_vmi_handler, pvc_to_vm_handler,
-    pvc_to_vmi_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
+    VmStoreCell, VmiStoreCell, dv_to_vm_handler, pod_to_vmi_handler, pvc_snapshot_status_handler,
+    pvc_to_vm_handler, pvc_to_vmi_handler, snapshot_class_to_vm_handler, vm_handler, vmi_handler,
+    vmi_to_vm_handler,
 };
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::{ClusterSettings, TokenBucket};
@@ -297,6 +298,86 @@ async fn spawn_instancetype_caches(
     }
 }
 
+/// True when the API server serves `resource` in `group_version`.
+async fn served(client: &kube::Client, group_version: &str, resource: &str) -> bool {
+    match client.list_api_group_resources(group_version).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == resource),
+        Err(_) => false,
+    }
+}
+
+/// The storage informers: StorageClasses always; StorageProfiles, VolumeSnapshotClasses, CDI CRs
+/// and CDIConfigs when served (disabled, hence empty, otherwise: no CDI, the default filesystem
+/// overhead). A VolumeSnapshotClass change enqueues every VM.
+async fn spawn_storage_caches(
+    client: &kube::Client,
+    vm_queue: &QueueSlot,
+    vms: &VmStoreCell,
+    stop: &CancellationToken,
+) -> super::storage_cache::StorageCaches {
+    use crate::api::storage::{Cdi, CdiConfig, StorageProfile, VolumeSnapshotClass};
+    fn cluster<K>(
+        name: &str,
+        client: &kube::Client,
+        handlers: Vec<Handler<K>>,
+        stop: &CancellationToken,
+    ) -> Informer<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+    {
+        Informer::spawn(
+            name,
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            handlers,
+            stop.clone(),
+        )
+    }
+    let cdi = "cdi.kubevirt.io/v1beta1";
+    let storage_profiles = if served(client, cdi, "storageprofiles").await {
+        cluster::<StorageProfile>("storageprofiles", client, vec![], stop)
+    } else {
+        Informer::disabled("storageprofiles")
+    };
+    let (cdis, cdi_configs) = if served(client, cdi, "cdis").await {
+        (
+            cluster::<Cdi>("cdis", client, vec![], stop),
+            cluster::<CdiConfig>("cdiconfigs", client, vec![], stop),
+        )
+    } else {
+        (Informer::disabled("cdis"), Informer::disabled("cdiconfigs"))
+    };
+    let snapshot_classes = if served(
+        client,
+        "snapshot.storage.k8s.io/v1",
+        "volumesnapshotclasses",
+    )
+    .await
+    {
+        let handlers = vec![snapshot_class_to_vm_handler(vm_queue.clone(), vms.clone())];
+        cluster::<VolumeSnapshotClass>("volumesnapshotclasses", client, handlers, stop)
+    } else {
+        tracing::info!(
+            "snapshot.storage.k8s.io/v1 VolumeSnapshotClasses are not served by this cluster: no volume can be snapshotted"
+        );
+        Informer::disabled("volumesnapshotclasses")
+    };
+    super::storage_cache::StorageCaches {
+        storage_classes: cluster("storageclasses", client, vec![], stop),
+        storage_profiles,
+        snapshot_classes,
+        cdis,
+        cdi_configs,
+    }
+}
+
 /// True when the API server serves `kubevirt.io/v1` KubeVirts (the KubeVirt CRD is installed).
 async fn kubevirts_served(client: &kube::Client) -> bool {
     match client
@@ -436,6 +517,7 @@ async fn spawn_caches(
     let resource_quotas = spawn_in::<ResourceQuota>("resourcequotas", client, ns, vec![], stop);
     let pvc_handlers = vec![
         pvc_to_vm_handler(q.vm.clone(), vm_cell.clone()),
+        pvc_snapshot_status_handler(q.vm.clone(), vm_cell.clone()),
         pvc_to_vmi_handler(q.vmi.clone(), vmi_cell),
     ];
     let pvcs =
@@ -446,6 +528,7 @@ async fn spawn_caches(
     };
     let (kubevirts, cluster_config) = spawn_cluster_config(client, config, following, stop).await;
     let instancetypes = spawn_instancetype_caches(client, ns, stop).await;
+    let storage = spawn_storage_caches(client, q.vm, &vm_cell, stop).await;
     let caches = Caches {
         vms,
         vmis,
@@ -457,6 +540,7 @@ async fn spawn_caches(
         pvcs,
         kubevirts,
         instancetypes,
+        storage,
     };
     (caches, cluster_config)
 }

@@ -8,6 +8,7 @@ pub mod debug_state;
 pub mod handlers;
 pub mod instancetype_cache;
 pub mod manager;
+pub(crate) mod storage_cache;
 pub mod vm;
 pub mod vmi;
 

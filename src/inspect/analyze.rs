@@ -740,7 +740,11 @@ pub fn decide_next(
             g.pods.iter().cloned().map(std::sync::Arc::new),
             owner_uid,
             state,
-            (data_volume, |claim: &str| g.pvcs.get(claim).cloned()),
+            (
+                data_volume,
+                |claim: &str| g.pvcs.get(claim).cloned(),
+                &Default::default(),
+            ),
             (&g.settings, || g.namespace_context()),
             Time::from_datetime(now),
         );
@@ -763,10 +767,7 @@ fn events(g: &Gathered) -> Vec<EventView> {
 fn pvc_infos(g: &Gathered) -> BTreeMap<String, PvcInfo> {
     g.pvcs
         .iter()
-        .map(|(n, p)| {
-            let phase = p.status.as_ref().and_then(|s| s.phase.clone());
-            (n.clone(), PvcInfo { phase })
-        })
+        .map(|(n, p)| (n.clone(), PvcInfo::of(p)))
         .collect()
 }
 

@@ -181,7 +181,7 @@ impl Mirror {
             pods.into_iter().map(std::sync::Arc::new),
             None,
             crate::controller::vmi::ExpectationsState::default(),
-            (dv, pvc),
+            (dv, pvc, &Default::default()),
             (settings, || {
                 crate::launcher::resources::NamespaceContext::from_cluster(None, &[], settings)
             }),

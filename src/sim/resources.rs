@@ -445,7 +445,8 @@ fn kubevirt_resources() -> Vec<ResourceDef> {
     ]
 }
 
-/// CRDs of KubeVirt's neighbours: Multus' NetworkAttachmentDefinitions, CDI's DataVolumes.
+/// CRDs of KubeVirt's neighbours: Multus' NetworkAttachmentDefinitions, CDI's DataVolumes,
+/// CDI CRs, CDIConfigs and StorageProfiles, external-snapshotter's VolumeSnapshotClasses.
 fn add_on_resources() -> Vec<ResourceDef> {
     vec![
         // Multus' NetworkAttachmentDefinitions: KubeVirt's VMI controller reads a Multus
@@ -472,6 +473,59 @@ fn add_on_resources() -> Vec<ResourceDef> {
             true,
             &["dv", "dvs"],
             true,
+            true,
+            false,
+        ),
+        // CDI's cluster-scoped kinds KubeVirt reads: the CDI CR (counted), CDIConfig (the
+        // filesystem overhead, vmi/storage.go:374-394) and StorageProfiles (the snapshot
+        // class of a StorageClass, snapshot.go:732-745).
+        def(
+            "cdi.kubevirt.io",
+            "v1beta1",
+            "cdis",
+            "cdi",
+            "CDI",
+            false,
+            &["cdi", "cdis"],
+            true,
+            true,
+            false,
+        ),
+        def(
+            "cdi.kubevirt.io",
+            "v1beta1",
+            "cdiconfigs",
+            "cdiconfig",
+            "CDIConfig",
+            false,
+            &[],
+            true,
+            true,
+            false,
+        ),
+        def(
+            "cdi.kubevirt.io",
+            "v1beta1",
+            "storageprofiles",
+            "storageprofile",
+            "StorageProfile",
+            false,
+            &[],
+            true,
+            true,
+            false,
+        ),
+        // external-snapshotter's VolumeSnapshotClasses: KubeVirt matches their driver against
+        // a StorageClass's provisioner (snapshot.go:724-774). Short names as its CRD's.
+        def(
+            "snapshot.storage.k8s.io",
+            "v1",
+            "volumesnapshotclasses",
+            "volumesnapshotclass",
+            "VolumeSnapshotClass",
+            false,
+            &["vsclass", "vsclasses"],
+            false,
             true,
             false,
         ),

@@ -111,6 +111,7 @@ pub(crate) fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
         get::<PersistentVolumeClaim>(ctx.caches.pvcs.store(), ns, claim)
     });
     snap.instancetypes = instancetype_objects(&ctx.caches, &snap.vm);
+    snap.storage = Some(Arc::new(ctx.caches.storage.view()));
     snap.backoff_jitter = rand::random::<f64>();
     Some(snap)
 }
@@ -132,8 +133,7 @@ pub(crate) fn template_pvcs(
     );
     for claim in claims {
         if let Some(p) = pvc(&claim) {
-            let phase = p.status.and_then(|s| s.phase);
-            out.insert(claim, PvcInfo { phase });
+            out.insert(claim, PvcInfo::of(&p));
         }
     }
     out

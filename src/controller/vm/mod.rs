@@ -23,7 +23,8 @@
 //! revision, generation annotation, finalizer); `stopVMI`; generation tracking; RestartRequired;
 //! the firmware UUID synchronizer; dynamic label/annotation sync; PCI topology annotations;
 //! DataVolume templates; instancetypes and preferences (`engine/instancetype.rs` over
-//! [`crate::instancetype`], the `Reference` policy); `updateStatus` with conditions and `printableStatus` (all 16 rules).
+//! [`crate::instancetype`], the `Reference` policy); `updateStatus` with conditions and `printableStatus` (all 16 rules);
+//! the snapshot controller's `volumeSnapshotStatuses` ([`volume_snapshot`]), written with the status.
 //!
 //! Not modelled — refused with a `Failure` condition where ignoring would be wrong (see
 //! [`unsupported`]): WaitAsReceiver VMI creation, network interface
@@ -54,6 +55,7 @@ pub mod setup_vmi;
 pub mod snapshot;
 pub mod status;
 pub mod unsupported;
+pub mod volume_snapshot;
 
 #[cfg(test)]
 mod tests;

@@ -69,6 +69,8 @@ impl ExpectationsView {
 pub struct PvcInfo {
     /// `status.phase`: `Pending`, `Bound`, `Lost`; `None` when unset.
     pub phase: Option<String>,
+    /// `spec.storageClassName`; `None` when unset (the volume snapshot status reads it).
+    pub storage_class_name: Option<String>,
 }
 
 impl PvcInfo {
@@ -76,6 +78,15 @@ impl PvcInfo {
     pub fn with_phase(phase: &str) -> Self {
         PvcInfo {
             phase: Some(phase.to_string()),
+            storage_class_name: None,
+        }
+    }
+
+    /// What the VM controller reads of a cached claim.
+    pub fn of(pvc: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> Self {
+        PvcInfo {
+            phase: pvc.status.as_ref().and_then(|s| s.phase.clone()),
+            storage_class_name: pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()),
         }
     }
 
@@ -148,6 +159,10 @@ pub struct VmSnapshot {
     /// The instancetypes and preferences the VM's matchers name, from the four instancetype
     /// informer stores (absent = not in the store).
     pub instancetypes: crate::instancetype::Objects,
+    /// StorageClasses, StorageProfiles and VolumeSnapshotClasses, for
+    /// `status.volumeSnapshotStatuses` ([`super::volume_snapshot`]). `None` = not read (the
+    /// inspector and shadow mode): the sync leaves that field as it is.
+    pub storage: Option<Arc<super::volume_snapshot::StorageView>>,
     /// The VM's entries in the expectation stores.
     pub expectations: ExpectationsView,
     /// "Now" for every timestamp the sync writes (conditions, `startFailure.retryAfterTimestamp`)
@@ -172,6 +187,7 @@ impl VmSnapshot {
             pvcs: BTreeMap::new(),
             revisions: Vec::new(),
             instancetypes: Default::default(),
+            storage: None,
             expectations: ExpectationsView::default(),
             now,
             backoff_jitter: 0.0,

@@ -66,6 +66,13 @@ pub fn normalize_status(status: &mut VirtualMachineStatus) {
     if status.run_strategy.as_deref() == Some("") {
         status.run_strategy = None;
     }
+    if status
+        .volume_snapshot_statuses
+        .as_ref()
+        .is_some_and(|v| v.is_empty())
+    {
+        status.volume_snapshot_statuses = None;
+    }
 }
 
 #[cfg(test)]

@@ -1915,3 +1915,30 @@ fn syncs_leave_no_parsed_unmodelled_fields_in_the_shared_vm() {
         assert_eq!(parsed(&s.vm), Vec::<&str>::new(), "{name}");
     }
 }
+
+/// `status.volumeSnapshotStatuses` (snapshot.go:969-992) rides on the status write: computed
+/// when the snapshot carries the storage objects, left as the cache has it when it does not
+/// (the inspector, shadow mode).
+#[test]
+fn volume_snapshot_statuses_are_written_with_the_status() {
+    let vm = strategy("Halted");
+    let mut s = snap(vm.clone());
+    s.storage = Some(Arc::new(volume_snapshot::StorageView::default()));
+    let d = decide(&s);
+    let got = status(&d).volume_snapshot_statuses.clone().unwrap();
+    let names: Vec<_> = got.iter().map(|v| (v.name.as_str(), v.enabled)).collect();
+    assert_eq!(names, vec![("root", false), ("cloudinit", false)]);
+    assert_eq!(
+        got[0].reason.as_deref(),
+        Some("Snapshot is not supported for this volumeSource type [root]")
+    );
+    assert!(kinds(&d).contains(&"UpdateVmStatus"), "{:?}", kinds(&d));
+
+    let unknown = with_status(
+        vm,
+        json!({"volumeSnapshotStatuses": [{"name": "root", "enabled": true}]}),
+    );
+    let d = decide(&snap(unknown));
+    let kept = status(&d).volume_snapshot_statuses.clone().unwrap();
+    assert!(kept[0].enabled && kept.len() == 1, "{kept:?}");
+}

@@ -117,6 +117,7 @@ pub(crate) fn snapshot(
                     .get(&ObjectRef::<PersistentVolumeClaim>::new(claim).within(ns))
                     .map(|p| (*p).clone())
             },
+            &cdi_overhead(&ctx.caches.storage),
         ),
         (&settings, || NamespaceContext {
             lookups,
@@ -124,6 +125,28 @@ pub(crate) fn snapshot(
         }),
         Time::now(),
     ))
+}
+
+/// What `getFilesystemOverhead` reads of the caches, now: the number of CDI CRs and the
+/// CDIConfig `config` (`storagetypes.ConfigName`, pkg/storage/types/cdi.go:35).
+fn cdi_overhead(
+    storage: &crate::controller::storage_cache::StorageCaches,
+) -> super::storage::CdiOverhead {
+    let config = storage
+        .cdi_configs
+        .store()
+        .get(&ObjectRef::new("config"))
+        .map(|c| super::storage::CdiConfigOverhead {
+            filesystem_overhead: c
+                .status
+                .as_ref()
+                .and_then(|s| s.get("filesystemOverhead"))
+                .cloned(),
+        });
+    super::storage::CdiOverhead {
+        cdi_instances: storage.cdis.store().state().len(),
+        config,
+    }
 }
 
 /// [`snapshot`], with the objects KubeVirt's renderer GETs itself (hook-sidecar ConfigMaps,
@@ -204,9 +227,10 @@ pub(crate) fn snapshot_from_objects(
     pods: impl IntoIterator<Item = Arc<Pod>>,
     owner_vm_uid: Option<String>,
     expectations: ExpectationsState,
-    (data_volume, pvc): (
+    (data_volume, pvc, cdi): (
         impl Fn(&str) -> Option<DataVolume>,
         impl Fn(&str) -> Option<PersistentVolumeClaim>,
+        &super::storage::CdiOverhead,
     ),
     (settings, namespace): (&ClusterSettings, impl FnOnce() -> NamespaceContext),
     now: Time,
@@ -228,7 +252,7 @@ pub(crate) fn snapshot_from_objects(
         .collect();
     snap.owner_vm_uid = owner_vm_uid;
     snap.expectations = expectations;
-    snap.storage = super::storage::storage_state(&snap.vmi, &pvc, &data_volume);
+    snap.storage = super::storage::storage_state(&snap.vmi, &pvc, &data_volume, cdi);
     snap.launcher_image = Some(settings.launcher_image.clone());
     snap.memory_overhead_report = settings.gate_enabled("VmiMemoryOverheadReport", true);
     // virt-api's mutator adds the foreground finalizer; stand in only without virt-api.

@@ -85,6 +85,54 @@ fn ready_condition_status(dv: &DataVolume) -> String {
 /// `getFilesystemOverhead` reports without exactly one CDI instance (vmi/storage.go:353-362).
 pub const DEFAULT_FS_OVERHEAD: &str = "0.055";
 
+/// What `getFilesystemOverhead` reads of CDI (vmi/storage.go:374-394): how many CDI CRs exist
+/// and, when it is cached, the `status.filesystemOverhead` of the CDIConfig named `config`
+/// (`{global, storageClass: {NAME: PERCENT}}`; `None` while CDI has not initialised it).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CdiOverhead {
+    pub cdi_instances: usize,
+    pub config: Option<CdiConfigOverhead>,
+}
+
+/// The CDIConfig `config` as `getFilesystemOverhead` reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CdiConfigOverhead {
+    /// `status.filesystemOverhead`, when set.
+    pub filesystem_overhead: Option<serde_json::Value>,
+}
+
+impl CdiOverhead {
+    /// The filesystem overhead of `pvc` (vmi/storage.go:374-394, pkg/storage/types/cdi.go:
+    /// 47-62): the default 5.5 % unless exactly one CDI exists; then `"0"` for a Block claim,
+    /// the claim's StorageClass's entry, else `global`. `Err` (KubeVirt's sync error) when CDI
+    /// exists but its CDIConfig is missing or not initialised.
+    pub fn for_claim(&self, pvc: &PersistentVolumeClaim) -> Result<String, String> {
+        if self.cdi_instances != 1 {
+            return Ok(DEFAULT_FS_OVERHEAD.to_string());
+        }
+        let Some(config) = &self.config else {
+            return Err("Failed to find CDIConfig but CDI exists: <nil>".to_string());
+        };
+        let spec = pvc.spec.as_ref();
+        if spec.and_then(|s| s.volume_mode.as_deref()) == Some("Block") {
+            return Ok("0".to_string());
+        }
+        let Some(overhead) = &config.filesystem_overhead else {
+            return Err("CDI config not initialized".to_string());
+        };
+        let percent =
+            |v: Option<&serde_json::Value>| v.and_then(|p| p.as_str()).unwrap_or("").to_string();
+        let global = || percent(overhead.get("global"));
+        Ok(match spec.and_then(|s| s.storage_class_name.as_deref()) {
+            None => global(),
+            Some(class) => match overhead.get("storageClass").and_then(|m| m.get(class)) {
+                Some(v) => percent(Some(v)),
+                None => global(),
+            },
+        })
+    }
+}
+
 /// The claim of a `memoryDump` volume (`PVCNameFromVirtVolume`, pvc.go:117-119).
 fn memory_dump_claim(volume: &Volume) -> Option<String> {
     volume.extra.read(|m| {
@@ -98,9 +146,8 @@ fn memory_dump_claim(volume: &Volume) -> Option<String> {
 /// `PersistentVolumeClaimInfo` of a claim as `processPVCInfo` fills it (vmi/storage.go:193-228):
 /// its name, `spec.accessModes`, `spec.volumeMode`, `status.capacity`,
 /// `spec.resources.requests`, `preallocated` (`IsPreallocated`, pvc.go:99-109) and the
-/// filesystem overhead. KubeVirt reads the overhead from CDI's `CDIConfig` when exactly one CDI
-/// is installed; the CDI CRs are not watched here, so it is always the default 5.5 %.
-pub(crate) fn claim_info(pvc: &PersistentVolumeClaim) -> serde_json::Value {
+/// filesystem overhead ([`CdiOverhead::for_claim`]).
+pub(crate) fn claim_info(pvc: &PersistentVolumeClaim, overhead: &str) -> serde_json::Value {
     use serde_json::{Map, Value, json};
     let mut info = Map::new();
     let spec = pvc.spec.as_ref();
@@ -141,7 +188,7 @@ pub(crate) fn claim_info(pvc: &PersistentVolumeClaim) -> serde_json::Value {
             && v == "true"
     });
     put("preallocated", preallocated.then_some(Value::Bool(true)));
-    put("filesystemOverhead", Some(json!(DEFAULT_FS_OVERHEAD)));
+    put("filesystemOverhead", Some(json!(overhead)));
     Value::Object(info)
 }
 
@@ -196,21 +243,25 @@ pub(crate) fn storage_state(
     vmi: &VirtualMachineInstance,
     pvc: impl Fn(&str) -> Option<PersistentVolumeClaim>,
     data_volume: impl Fn(&str) -> Option<DataVolume>,
+    cdi: &CdiOverhead,
 ) -> StorageState {
     let mut state = StorageState::default();
+    // A claim whose overhead cannot be read keeps the info it had: KubeVirt's sync fails there
+    // and writes nothing (vmi/storage.go:209-213); that failure is not modelled.
+    let info = |p: &PersistentVolumeClaim| cdi.for_claim(p).ok().map(|o| claim_info(p, &o));
     let mut dvs: Vec<DataVolume> = Vec::new();
     for volume in vmi.spec.volumes.iter().flatten() {
         if let Some(dump) = memory_dump_claim(volume)
-            && let Some(p) = pvc(&dump)
+            && let Some(i) = pvc(&dump).as_ref().and_then(info)
         {
-            state.claims.insert(dump, claim_info(&p));
+            state.claims.insert(dump, i);
         }
         let Some(claim) = claim_name(volume) else {
             continue;
         };
         let claim_obj = pvc(claim);
-        if let Some(p) = &claim_obj {
-            state.claims.insert(claim.to_string(), claim_info(p));
+        if let Some(i) = claim_obj.as_ref().and_then(info) {
+            state.claims.insert(claim.to_string(), i);
         }
         // ListDataVolumesFromVolumes (dv.go:255-292).
         let dv_name = if volume.data_volume.is_some() {
@@ -333,6 +384,7 @@ mod tests {
                 &vmi(volumes.clone()),
                 lookup::<PersistentVolumeClaim>(vec![]),
                 lookup(vec![("gone", dv("gone", "Succeeded", Some("True")))]),
+                &CdiOverhead::default(),
             );
             assert_eq!(s.missing_pvc.as_deref(), Some("gone"), "{volumes}");
             assert!(!s.volumes_ready);
@@ -363,6 +415,7 @@ mod tests {
                 &v,
                 pvcs(),
                 lookup(vec![("imported", dv("imported", phase, None))]),
+                &CdiOverhead::default(),
             );
             assert_eq!(s.missing_pvc, None);
             assert_eq!(s.volumes_ready, ready, "{phase}");
@@ -376,7 +429,12 @@ mod tests {
         let v = vmi(json!([
             {"name": "h", "persistentVolumeClaim": {"claimName": "later", "hotpluggable": true}}
         ]));
-        let s = storage_state(&v, lookup::<PersistentVolumeClaim>(vec![]), lookup(vec![]));
+        let s = storage_state(
+            &v,
+            lookup::<PersistentVolumeClaim>(vec![]),
+            lookup(vec![]),
+            &CdiOverhead::default(),
+        );
         assert_eq!(s.missing_pvc, None);
         assert!(s.volumes_ready);
     }
@@ -389,6 +447,7 @@ mod tests {
             &v,
             lookup(vec![("c", pvc("c", "Bound", Some("c-dv")))]),
             lookup(vec![("c-dv", dv("c-dv", "Failed", Some("False")))]),
+            &CdiOverhead::default(),
         );
         assert!(s.has_failed_data_volume);
         let cond = s.data_volumes_ready.expect("condition");
@@ -430,7 +489,7 @@ mod tests {
         );
     }
 
-    /// vmi/storage.go:193-228: the claim's modes, sizes and the default overhead.
+    /// vmi/storage.go:193-228: the claim's modes, sizes and the overhead given.
     #[test]
     fn claim_info_reads_the_claim_as_process_pvc_info_does() {
         let mut p: PersistentVolumeClaim = serde_json::from_value(json!({
@@ -442,7 +501,7 @@ mod tests {
         }))
         .expect("PVC");
         assert_eq!(
-            claim_info(&p),
+            claim_info(&p, DEFAULT_FS_OVERHEAD),
             json!({"claimName": "c", "accessModes": ["ReadWriteMany"], "volumeMode": "Block",
                    "capacity": {"storage": "3Gi"}, "requests": {"storage": "2Gi"},
                    "preallocated": true, "filesystemOverhead": "0.055"})
@@ -452,9 +511,9 @@ mod tests {
         p.spec.as_mut().expect("spec").volume_mode = None;
         p.status = None;
         assert_eq!(
-            claim_info(&p),
+            claim_info(&p, "0.1"),
             json!({"claimName": "c", "accessModes": ["ReadWriteMany"],
-                   "requests": {"storage": "2Gi"}, "filesystemOverhead": "0.055"})
+                   "requests": {"storage": "2Gi"}, "filesystemOverhead": "0.1"})
         );
     }
 
@@ -490,5 +549,54 @@ mod tests {
             ])
         );
         assert_eq!(volume_status(&vmi(json!([])), &claims), None);
+    }
+
+    fn claim(mode: Option<&str>, class: Option<&str>) -> PersistentVolumeClaim {
+        let mut spec = json!({"accessModes": ["ReadWriteOnce"]});
+        if let Some(m) = mode {
+            spec["volumeMode"] = json!(m);
+        }
+        if let Some(c) = class {
+            spec["storageClassName"] = json!(c);
+        }
+        serde_json::from_value(json!({"metadata": {"name": "c"}, "spec": spec})).expect("PVC")
+    }
+
+    /// `getFilesystemOverhead` (vmi/storage.go:374-394) and `GetFilesystemOverhead`
+    /// (pkg/storage/types/cdi.go:47-62), cases as storage_test.go and cdi_test.go draw them: no
+    /// or several CDIs → the default; one CDI → Block "0", the class's entry, else `global`;
+    /// CDI without an initialised CDIConfig → the error.
+    #[test]
+    fn filesystem_overhead_comes_from_cdis_config() {
+        let fs = claim(Some("Filesystem"), Some("fast"));
+        let config = |overhead: Option<serde_json::Value>| {
+            Some(CdiConfigOverhead {
+                filesystem_overhead: overhead,
+            })
+        };
+        let overhead = json!({"global": "0.08", "storageClass": {"fast": "0.12"}});
+        let one = |config| CdiOverhead {
+            cdi_instances: 1,
+            config,
+        };
+        assert_eq!(CdiOverhead::default().for_claim(&fs), Ok("0.055".into()));
+        let two = CdiOverhead {
+            cdi_instances: 2,
+            config: config(Some(overhead.clone())),
+        };
+        assert_eq!(two.for_claim(&fs), Ok("0.055".into()));
+        let cdi = one(config(Some(overhead)));
+        assert_eq!(cdi.for_claim(&fs), Ok("0.12".into()));
+        assert_eq!(cdi.for_claim(&claim(None, Some("slow"))), Ok("0.08".into()));
+        assert_eq!(cdi.for_claim(&claim(None, None)), Ok("0.08".into()));
+        assert_eq!(
+            cdi.for_claim(&claim(Some("Block"), Some("fast"))),
+            Ok("0".into())
+        );
+        assert_eq!(
+            one(config(None)).for_claim(&fs),
+            Err("CDI config not initialized".into())
+        );
+        assert!(one(None).for_claim(&fs).is_err());
     }
 }

@@ -2,6 +2,7 @@
 
 use super::{Abort, Engine};
 use crate::api::finalizers::VM_CONTROLLER;
+use crate::api::vm::VirtualMachineStatus;
 use crate::api::vmi::Phase;
 use crate::controller::vm::action::{SyncError, VmAction};
 use crate::controller::vm::backoff::sync_start_failure_status;
@@ -13,8 +14,36 @@ use crate::controller::vm::printable::{PrintableContext, printable_status};
 use crate::controller::vm::reasons::condition::READY;
 use crate::controller::vm::run_strategy::strategy_or_none;
 use crate::controller::vm::status::{normalize_status, trim_first_change_request_needed};
+use crate::controller::vm::volume_snapshot::{SnapshotInputs, volume_snapshot_statuses};
 
 impl Engine<'_> {
+    /// `status.volumeSnapshotStatuses` from the VM in the cache, as KubeVirt's snapshot
+    /// controller writes it (snapshot.go:969-992); left as it is when the snapshot carries no
+    /// storage objects.
+    fn sync_volume_snapshot_statuses(&mut self, status: &mut VirtualMachineStatus) {
+        let Some(storage) = self.snap.storage.as_deref() else {
+            return;
+        };
+        let claim_classes = self
+            .snap
+            .pvcs
+            .iter()
+            .map(|(name, pvc)| (name.clone(), pvc.storage_class_name.clone()))
+            .collect();
+        let inputs = SnapshotInputs {
+            claim_classes: &claim_classes,
+            data_volumes: &self.snap.data_volumes,
+            storage,
+        };
+        let statuses = volume_snapshot_statuses(&self.snap.vm, &inputs);
+        if statuses != status.volume_snapshot_statuses {
+            self.explain(
+                "volume snapshot statuses changed: written with the status (snapshot.go:969-992)",
+            );
+        }
+        status.volume_snapshot_statuses = statuses;
+    }
+
     /// `updateStatus` (vm.go:2457-2514). Sets `self.status`; `Err` aborts (the status write or
     /// a VMI patch failed).
     pub(super) fn update_status(&mut self, sync_error: Option<&SyncError>) -> Result<(), Abort> {
@@ -82,6 +111,8 @@ impl Engine<'_> {
         let mut conds = status.conditions.take().unwrap_or_default();
         sync_conditions(&mut conds, vmi_now.as_deref(), sync_error, self.snap.now);
         status.conditions = Some(conds);
+
+        self.sync_volume_snapshot_statuses(&mut status);
 
         // Printable status.
         let ctx = PrintableContext {
