@@ -1809,6 +1809,8 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
                     Some(vmi),
                 ) {
                     row.overhead_match = Some(check.matches);
+                    row.memory_request_bytes = check.pod_request_bytes;
+                    row.memory_limit_bytes = check.pod_limit_bytes;
                     if let (Some(p), Some(fr)) =
                         (check.pod_request_bytes, check.formula_request_bytes)
                         && p != fr

@@ -954,6 +954,16 @@ fn the_fleet_puts_problems_first() {
         Some("printableStatus CrashLoopBackOff")
     );
     assert_eq!(fleet.rows[1].overhead_match, Some(true));
+    let check = single.overhead_check.as_ref().expect("overhead check");
+    assert_eq!(
+        (
+            fleet.rows[1].memory_request_bytes,
+            fleet.rows[1].memory_limit_bytes
+        ),
+        (check.pod_request_bytes, check.pod_limit_bytes),
+        "the headroom bar's inputs"
+    );
+    assert!(fleet.rows[1].memory_request_bytes.is_some());
     assert_eq!(fleet.rows[1].vmi_phase.as_deref(), Some("Running"));
     assert_eq!(fleet.rows[1].phase_seconds, Some(6.0));
     assert_eq!(fleet.queues.len(), 2);

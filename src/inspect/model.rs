@@ -708,6 +708,12 @@ pub struct FleetRow {
     /// Pod request − formula request, bytes, when they differ.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead_difference_bytes: Option<i64>,
+    /// The launcher pod's `compute` memory request, bytes (the fleet view's headroom bar).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_request_bytes: Option<i64>,
+    /// The launcher pod's `compute` memory limit, bytes, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<i64>,
     /// The first problem found (a Failure condition, a blocker, a reconcile error), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,

@@ -824,16 +824,25 @@ pub(crate) fn fleet() -> Fleet {
             },
         ],
         rows: vec![
-            row("vm-alpine", "Running", Some("Running"), Some(3600.0)),
+            FleetRow {
+                memory_request_bytes: Some(1536 * MI),
+                memory_limit_bytes: Some(2048 * MI),
+                ..row("vm-alpine", "Running", Some("Running"), Some(3600.0))
+            },
             FleetRow {
                 retries: 3,
                 problem: Some("CrashLoopBackOff: next start in 42 s".into()),
                 ..row("vm-crashy", "CrashLoopBackOff", None, None)
             },
-            row("vm-cirros", "Running", Some("Running"), Some(4.0)),
+            FleetRow {
+                memory_request_bytes: Some(415498240),
+                ..row("vm-cirros", "Running", Some("Running"), Some(4.0))
+            },
             FleetRow {
                 overhead_match: Some(false),
                 overhead_difference_bytes: Some(1048576),
+                memory_request_bytes: Some(3368 * MI),
+                memory_limit_bytes: Some(3400 * MI),
                 ..row("vm-big", "Running", Some("Running"), Some(600.0))
             },
             FleetRow {
@@ -842,6 +851,8 @@ pub(crate) fn fleet() -> Fleet {
                     "Pod/virt-launcher-vm-gpu-x8s2d Unschedulable: 0/2 nodes are available".into(),
                 ),
                 overhead_match: Some(true),
+                memory_request_bytes: Some(3368 * MI),
+                memory_limit_bytes: Some(3880 * MI),
                 ..row(
                     "vm-gpu",
                     "ErrorUnschedulable",
@@ -858,6 +869,8 @@ pub(crate) fn fleet() -> Fleet {
         missing: vec![],
     }
 }
+
+const MI: i64 = 1024 * 1024;
 
 /// `n` healthy VMs `vm-00000`… (paging and selection tests).
 pub(crate) fn big_fleet(n: usize) -> Fleet {

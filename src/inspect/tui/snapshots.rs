@@ -619,3 +619,39 @@ fn history_rows_stay_under_their_labels_in_the_grid_at_120_columns() {
     }
     insta::assert_snapshot!(screen);
 }
+
+#[test]
+fn fleet_view_bars_for_time_in_phase_and_memory_headroom_at_80_120_and_200_columns() {
+    let mut out = String::new();
+    for w in [80u16, 120, 200] {
+        let mut app = app_for_fleet(fixtures::fleet());
+        app.resize(w, 13);
+        let screen = capture(&app, w, 13);
+        let row = |name: &str| {
+            screen
+                .lines()
+                .find(|l| l.contains(name))
+                .unwrap_or_default()
+                .to_string()
+        };
+        // An hour in Running fills the bar, 4 s takes one cell.
+        assert!(row("vm-alpine").contains("█████ "), "{screen}");
+        assert!(row("vm-cirros").contains("█···· "), "{screen}");
+        if w >= 120 {
+            assert!(
+                row("vm-alpine").contains("██████──"),
+                "a quarter free: {screen}"
+            );
+            assert!(row("vm-cirros").contains("no limit"), "{screen}");
+            assert!(
+                row("vm-big").contains("███████─"),
+                "32 Mi of 3400 Mi free still shows: {screen}"
+            );
+        }
+        for line in screen.lines() {
+            assert!(line.chars().count() <= usize::from(w), "{screen}");
+        }
+        out.push_str(&format!("{w} columns:\n{screen}\n"));
+    }
+    insta::assert_snapshot!(out);
+}
