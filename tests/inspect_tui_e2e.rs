@@ -277,3 +277,33 @@ fn demo_restores_the_terminal_on_sigterm() {
     let (status, parser) = demo.wait_exit();
     assert_restored(status, &parser);
 }
+
+#[test]
+fn demo_history_panel_then_s_slash_esc_q_in_the_vm_view_restore_the_terminal() {
+    let mut demo = Demo::start();
+    // The History panel fills in as the refreshes come: the Lease led by one holder.
+    demo.screen.wait_for(
+        "the History panel sampling the leader",
+        &["History", "vm depth", "renew age", "━"],
+    );
+    // s and / belong to the fleet view: in the VM view they do nothing (the `?` after them
+    // opens the VM view's help, so no filter input took it as text); Esc closes the help and
+    // stays in the VM view.
+    demo.press(b"s/?");
+    demo.screen.wait_for(
+        "the VM view's help after s and /",
+        &["Keys of the VM view", "next / previous panel"],
+    );
+    demo.press(b"\x1b");
+    demo.screen
+        .wait_gone("the help closed", "Keys of the VM view");
+    assert!(
+        demo.screen.contents().contains("VM default/vm-demo"),
+        "still the VM view:\n{}",
+        demo.screen.contents()
+    );
+    // q quits from the VM view itself: the terminal is restored, exit code 0.
+    demo.press(b"q");
+    let (status, parser) = demo.wait_exit();
+    assert_restored(status, &parser);
+}

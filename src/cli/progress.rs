@@ -477,6 +477,7 @@ mod tests {
             name: name.into(),
             shutting_down: false,
             depth: 0,
+            adds_total: 0,
             queued: Vec::new(),
             in_flight: Vec::new(),
             waiting: Vec::new(),

@@ -318,8 +318,8 @@ mod tests {
     }
 
     /// The document as text with every timestamp replaced by one fixed value (wall-clock times
-    /// differ in length by their fractional digits) and every queue depth and rate-limiter wait
-    /// by 0 (both are the whole queue's, by design).
+    /// differ in length by their fractional digits) and every queue depth, adds count and
+    /// rate-limiter wait by 0 (all are the whole queue's, by design).
     fn normalised(state: &DebugState) -> String {
         fn walk(v: &mut serde_json::Value) {
             match v {
@@ -328,7 +328,7 @@ mod tests {
                 }
                 serde_json::Value::Array(a) => a.iter_mut().for_each(walk),
                 serde_json::Value::Object(o) => {
-                    for whole_queue in ["depth", "rateLimiterWaitSeconds"] {
+                    for whole_queue in ["depth", "addsTotal", "rateLimiterWaitSeconds"] {
                         if let Some(v) = o.get_mut(whole_queue) {
                             *v = 0.into();
                         }
@@ -382,7 +382,7 @@ mod tests {
             Some("error")
         );
         assert_eq!(thousand.key.as_deref(), Some(key));
-        // The same body, byte for byte, but for timestamps and queue depths.
+        // The same body, byte for byte, but for timestamps and the whole queues' figures.
         let (a, b) = (normalised(&one), normalised(&thousand));
         assert_eq!(a, b, "key-mode bodies differ");
         // The full document, by contrast, holds every key.

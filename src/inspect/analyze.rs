@@ -384,7 +384,8 @@ fn parse_samples(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
 }
 
 /// The VM and VMI work queues from KubeVirt's metrics (`kubevirt_workqueue_depth`,
-/// `kubevirt_workqueue_retries_total`, `kubevirt_workqueue_longest_running_processor_seconds`,
+/// `kubevirt_workqueue_adds_total`, `kubevirt_workqueue_retries_total`,
+/// `kubevirt_workqueue_longest_running_processor_seconds`,
 /// label `name`; pkg/monitoring/metrics/common/workqueue/metrics.go:33-108).
 pub fn queues_from_metrics(text: &str) -> Vec<QueueView> {
     let mut by_name: BTreeMap<String, QueueView> = BTreeMap::new();
@@ -402,6 +403,7 @@ pub fn queues_from_metrics(text: &str) -> Vec<QueueView> {
         match metric.as_str() {
             "kubevirt_workqueue_depth" => entry.depth = value.max(0.0) as u64,
             "kubevirt_workqueue_retries_total" => entry.retries = value.max(0.0) as u64,
+            "kubevirt_workqueue_adds_total" => entry.adds_total = Some(value.max(0.0) as u64),
             "kubevirt_workqueue_longest_running_processor_seconds" => {
                 entry.longest_running_processor_seconds = Some(value)
             }
@@ -478,6 +480,7 @@ fn queues_from_debug(state: &DebugState, key: Option<&str>) -> Vec<QueueView> {
             let mut view = QueueView {
                 name: name.to_string(),
                 depth: q.depth as u64,
+                adds_total: Some(q.adds_total),
                 rate_limiter_wait_seconds: Some(q.rate_limiter_wait_seconds),
                 ..Default::default()
             };
@@ -1807,6 +1810,8 @@ pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
                     Some(vmi),
                 ) {
                     row.overhead_match = Some(check.matches);
+                    row.memory_request_bytes = check.pod_request_bytes;
+                    row.memory_limit_bytes = check.pod_limit_bytes;
                     if let (Some(p), Some(fr)) =
                         (check.pod_request_bytes, check.formula_request_bytes)
                         && p != fr

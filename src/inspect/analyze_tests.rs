@@ -111,6 +111,7 @@ fn queue(name: &str, depth: usize) -> QueueSnapshot {
         name: name.into(),
         shutting_down: false,
         depth,
+        adds_total: 0,
         queued: Vec::new(),
         in_flight: Vec::new(),
         waiting: Vec::new(),
@@ -623,6 +624,7 @@ fn a_lease_held_by_kubevirt_reads_its_metrics_and_no_expectations() {
                kubevirt_workqueue_depth{name=\"virt-controller-vmi\"} 0\n\
                kubevirt_workqueue_depth{name=\"virt-controller-migration\"} 9\n\
                kubevirt_workqueue_retries_total{name=\"virt-controller-vm\"} 7\n\
+               kubevirt_workqueue_adds_total{name=\"virt-controller-vm\"} 12\n\
                kubevirt_workqueue_longest_running_processor_seconds{name=\"virt-controller-vm\"} 0.5\n"
             .into(),
     };
@@ -644,6 +646,11 @@ fn a_lease_held_by_kubevirt_reads_its_metrics_and_no_expectations() {
             vm_q.longest_running_processor_seconds
         ),
         ("virt-controller-vm", 3, 7, Some(0.5))
+    );
+    assert_eq!(vm_q.adds_total, Some(12));
+    assert_eq!(
+        ins.queues[1].adds_total, None,
+        "the VMI queue's adds are not in the text"
     );
     assert!(vm_q.key_state.is_none());
     assert!(
@@ -947,6 +954,16 @@ fn the_fleet_puts_problems_first() {
         Some("printableStatus CrashLoopBackOff")
     );
     assert_eq!(fleet.rows[1].overhead_match, Some(true));
+    let check = single.overhead_check.as_ref().expect("overhead check");
+    assert_eq!(
+        (
+            fleet.rows[1].memory_request_bytes,
+            fleet.rows[1].memory_limit_bytes
+        ),
+        (check.pod_request_bytes, check.pod_limit_bytes),
+        "the headroom bar's inputs"
+    );
+    assert!(fleet.rows[1].memory_request_bytes.is_some());
     assert_eq!(fleet.rows[1].vmi_phase.as_deref(), Some("Running"));
     assert_eq!(fleet.rows[1].phase_seconds, Some(6.0));
     assert_eq!(fleet.queues.len(), 2);

@@ -7,6 +7,7 @@
 pub mod analyze;
 mod diagnose;
 pub mod gather;
+pub mod history;
 pub mod model;
 pub mod overhead;
 pub mod rehearsal;

@@ -358,6 +358,11 @@ pub struct QueueView {
     /// Our debug endpoint: this key's requeue count; KubeVirt's metrics: the queue's
     /// `kubevirt_workqueue_retries_total`.
     pub retries: u64,
+    /// Accepted adds since the queue was made (`kubevirt_workqueue_adds_total`; our debug
+    /// endpoint's `addsTotal`); absent when the source does not say. The inspector's history
+    /// turns it into adds a second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adds_total: Option<u64>,
     /// `kubevirt_workqueue_longest_running_processor_seconds` (metrics source only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub longest_running_processor_seconds: Option<f64>,
@@ -703,6 +708,12 @@ pub struct FleetRow {
     /// Pod request − formula request, bytes, when they differ.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead_difference_bytes: Option<i64>,
+    /// The launcher pod's `compute` memory request, bytes (the fleet view's headroom bar).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_request_bytes: Option<i64>,
+    /// The launcher pod's `compute` memory limit, bytes, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<i64>,
     /// The first problem found (a Failure condition, a blocker, a reconcile error), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,

@@ -824,16 +824,25 @@ pub(crate) fn fleet() -> Fleet {
             },
         ],
         rows: vec![
-            row("vm-alpine", "Running", Some("Running"), Some(3600.0)),
+            FleetRow {
+                memory_request_bytes: Some(1536 * MI),
+                memory_limit_bytes: Some(2048 * MI),
+                ..row("vm-alpine", "Running", Some("Running"), Some(3600.0))
+            },
             FleetRow {
                 retries: 3,
                 problem: Some("CrashLoopBackOff: next start in 42 s".into()),
                 ..row("vm-crashy", "CrashLoopBackOff", None, None)
             },
-            row("vm-cirros", "Running", Some("Running"), Some(4.0)),
+            FleetRow {
+                memory_request_bytes: Some(415498240),
+                ..row("vm-cirros", "Running", Some("Running"), Some(4.0))
+            },
             FleetRow {
                 overhead_match: Some(false),
                 overhead_difference_bytes: Some(1048576),
+                memory_request_bytes: Some(3368 * MI),
+                memory_limit_bytes: Some(3400 * MI),
                 ..row("vm-big", "Running", Some("Running"), Some(600.0))
             },
             FleetRow {
@@ -842,6 +851,8 @@ pub(crate) fn fleet() -> Fleet {
                     "Pod/virt-launcher-vm-gpu-x8s2d Unschedulable: 0/2 nodes are available".into(),
                 ),
                 overhead_match: Some(true),
+                memory_request_bytes: Some(3368 * MI),
+                memory_limit_bytes: Some(3880 * MI),
                 ..row(
                     "vm-gpu",
                     "ErrorUnschedulable",
@@ -858,6 +869,8 @@ pub(crate) fn fleet() -> Fleet {
         missing: vec![],
     }
 }
+
+const MI: i64 = 1024 * 1024;
 
 /// `n` healthy VMs `vm-00000`… (paging and selection tests).
 pub(crate) fn big_fleet(n: usize) -> Fleet {
@@ -991,4 +1004,113 @@ pub(crate) fn vfio_dominated() -> Inspection {
         overhead_check: Some(check),
         ..base
     }
+}
+
+/// `running_ours` gathered `ago` seconds before [`now`], its VMI `uid` in these phases (each
+/// `(phase, seconds before now)`), with the start failure `(count, retry after, seconds before
+/// now)` if any.
+fn run_gathered(
+    ago: i64,
+    uid: &str,
+    phases: &[(&str, i64)],
+    failure: Option<(i64, i64)>,
+) -> Inspection {
+    let base = running_ours();
+    let mut vmi = base.vmi.clone().expect("a VMI");
+    vmi.uid = Some(uid.into());
+    // The phases as they were `ago` seconds before now.
+    let seen: Vec<(&str, i64)> = phases.iter().copied().filter(|(_, a)| *a >= ago).collect();
+    vmi.phase_transitions = transitions(&seen);
+    if let Some(t) = vmi.phase_transitions.last_mut() {
+        t.duration_seconds = (t.duration_seconds - ago as f64).max(0.0);
+    }
+    vmi.phase = seen.last().map(|(p, _)| (*p).into()).unwrap_or_default();
+    let mut vm = base.vm.clone().expect("a VM");
+    vm.start_failure = failure.map(|(count, until)| StartFailureView {
+        consecutive_fail_count: count,
+        retry_after: Some(at(until)),
+        retry_in_seconds: Some((until - ago).max(0) as f64),
+    });
+    Inspection {
+        generated_at: at(ago),
+        vm: Some(vm),
+        vmi: Some(vmi),
+        ..base
+    }
+}
+
+/// What the inspector gathered over five minutes of a VM that failed three times, waited out a
+/// start backoff after each failure, and now runs (the fourth VMI): oldest first.
+pub(crate) fn three_restarts() -> Vec<Inspection> {
+    let runs: [(&str, i64, i64); 4] = [
+        ("r1", 290, 250),
+        ("r2", 230, 195),
+        ("r3", 175, 150),
+        ("r4", 100, 0),
+    ];
+    let phases = |start: i64, end: i64| {
+        let mut p = vec![
+            ("Pending", start),
+            ("Scheduling", start - 1),
+            ("Scheduled", start - 4),
+            ("Running", start - 5),
+        ];
+        if end > 0 {
+            p.push(("Failed", end));
+        }
+        p
+    };
+    let mut out = Vec::new();
+    let mut failure = None;
+    for (i, (uid, start, end)) in runs.into_iter().enumerate() {
+        let p = phases(start, end);
+        out.push(run_gathered(start - 10, uid, &p, failure));
+        if end > 0 {
+            // The failed VMI, then the backoff the VM waits before the next start.
+            let next = runs[i + 1].1;
+            failure = Some((i as i64 + 1, next));
+            out.push(run_gathered(end - 2, uid, &p, failure));
+        }
+    }
+    out.push(run_gathered(0, "r4", &phases(100, 0), None));
+    out
+}
+
+/// A minute of gathers (one a second, oldest first) across a Lease handover: `myhost_1a2b3c4d`
+/// leads, nobody does for five seconds, then `otherhost_9f8e7d6c` (leaseTransitions 2); a burst
+/// on the VM queue and a retrying reconcile of the key on the way.
+pub(crate) fn lease_handover() -> Vec<Inspection> {
+    (0..=60)
+        .rev()
+        .map(|ago: i64| {
+            let mut insp = running_ours();
+            insp.generated_at = at(ago);
+            let lease = insp.lease.as_mut().expect("a Lease");
+            lease.renew_age_seconds = Some((ago % 2) as f64 + 0.5);
+            match ago {
+                31.. => {}
+                26..=30 => {
+                    lease.stale = true;
+                    lease.renew_age_seconds = Some(15.0 + (31 - ago) as f64);
+                }
+                _ => {
+                    lease.holder_identity = Some("otherhost_9f8e7d6c".into());
+                    lease.lease_transitions = Some(2);
+                }
+            }
+            // A burst of adds on the VM queue as the new leader lists everything.
+            let burst = if (18..=24).contains(&ago) {
+                25 - ago as u64
+            } else {
+                0
+            };
+            let step = 60 - ago as u64;
+            insp.queues[0].depth = burst * 3;
+            insp.queues[0].adds_total = Some(step * 2 + burst * burst);
+            insp.queues[1].adds_total = Some(step);
+            insp.queues[0].retries = u64::from((10..=20).contains(&ago));
+            insp.last_reconciles[0].at = at(ago - ago % 5);
+            insp
+        })
+        .collect()
 }

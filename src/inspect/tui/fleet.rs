@@ -1,6 +1,7 @@
 //! The fleet view (`inspect` with no name): every VM in scope, problems first, with its
-//! printableStatus, VMI phase and time in it, retries, pending expectations and the overhead
-//! check; the Lease and queue depths above. Only the rows on screen are built, so a page of a
+//! printableStatus, VMI phase and time in it (a bar of its order of magnitude, and the
+//! duration), retries, pending expectations, the overhead check and the launcher pod's memory
+//! headroom to its limit as a bar; the Lease and queue depths above. Only the rows on screen are built, so a page of a
 //! 10,000-VM fleet costs what a page of ten does.
 
 use super::state::{App, fleet_page, row_has_problem};
@@ -13,7 +14,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
 /// The column headings.
-pub const HEADINGS: [&str; 9] = [
+pub const HEADINGS: [&str; 10] = [
     "NAMESPACE",
     "NAME",
     "STATUS",
@@ -22,8 +23,59 @@ pub const HEADINGS: [&str; 9] = [
     "RETRIES",
     "EXPECT",
     "OVERHEAD",
+    "HEADROOM",
     "PROBLEM",
 ];
+
+/// Cells of the time-in-phase bar: one, then one more at each of 10 s, 1 m, 10 m and 1 h (an
+/// order of magnitude a cell, so 4 s and 40 min read apart at a glance).
+const PHASE_CELLS: usize = 5;
+const PHASE_STEPS: [f64; 4] = [10.0, 60.0, 600.0, 3600.0];
+/// Cells of the memory bar.
+const MEMORY_CELLS: usize = 8;
+
+/// The time-in-phase bar: `███··` (4 s reads `█····`, an hour `█████`).
+fn phase_bar(row: &FleetRow) -> Vec<Span<'static>> {
+    let Some(secs) = row.phase_seconds else {
+        return vec![Span::raw(" ".repeat(PHASE_CELLS))];
+    };
+    let filled = 1 + PHASE_STEPS.iter().filter(|s| secs >= **s).count();
+    let style = match row.vmi_phase.as_deref() {
+        Some("Running") | Some("Succeeded") => good(),
+        Some("Failed") => bad(),
+        _ => warn(),
+    };
+    vec![
+        Span::styled("█".repeat(filled), style),
+        Span::styled("·".repeat(PHASE_CELLS - filled), dim()),
+    ]
+}
+
+/// The launcher pod's memory request against its limit: `█` the request, `─` the headroom to
+/// the limit (yellow under a tenth, red at none); `no limit`, or `-` with no pod.
+fn headroom_bar(row: &FleetRow) -> Vec<Span<'static>> {
+    let (request, limit) = match (row.memory_request_bytes, row.memory_limit_bytes) {
+        (Some(r), Some(l)) if l > 0 => (r.max(0), l),
+        (Some(_), _) => return vec![Span::styled(pad("no limit", MEMORY_CELLS), dim())],
+        (None, _) => return vec![Span::styled(pad("-", MEMORY_CELLS), dim())],
+    };
+    let headroom = limit - request;
+    let used = super::bar::columns(&[request as f64], limit as f64, MEMORY_CELLS)[0];
+    if headroom <= 0 {
+        return vec![Span::styled("█".repeat(MEMORY_CELLS), bad())];
+    }
+    // Some headroom always shows, however little.
+    let used = used.min(MEMORY_CELLS - 1);
+    let style = if (headroom as f64) < 0.1 * limit as f64 {
+        warn()
+    } else {
+        good()
+    };
+    vec![
+        Span::raw("█".repeat(used)),
+        Span::styled("─".repeat(MEMORY_CELLS - used), style),
+    ]
+}
 
 fn overhead(row: &FleetRow) -> (String, Style) {
     match (row.overhead_match, row.overhead_difference_bytes) {
@@ -63,10 +115,14 @@ fn row_line(row: &FleetRow, selected: bool, partial: bool) -> Line<'static> {
         Span::raw(format!(
             "{} {} ",
             pad(&row.namespace, 12),
-            pad(&row.name, 22)
+            pad(&row.name, 20)
         )),
-        Span::styled(pad(&status, 20), status_style),
-        Span::raw(format!(" {} {} ", pad(&phase, 10), rpad(&in_phase, 9))),
+        Span::styled(pad(&status, 18), status_style),
+        Span::raw(format!(" {} ", pad(&phase, 10))),
+    ];
+    spans.extend(phase_bar(row));
+    spans.extend([
+        Span::raw(format!(" {} ", rpad(&in_phase, 8))),
         Span::styled(rpad(&count(row.retries), 7), num_style(row.retries)),
         Span::raw(" "),
         Span::styled(
@@ -74,9 +130,15 @@ fn row_line(row: &FleetRow, selected: bool, partial: bool) -> Line<'static> {
             num_style(row.pending_expectations),
         ),
         Span::raw(" "),
-        Span::styled(pad(&over, 10), over_style),
+        Span::styled(pad(&over, 9), over_style),
         Span::raw(" "),
-    ];
+    ]);
+    if partial {
+        spans.push(Span::styled(pad("…", MEMORY_CELLS), dim()));
+    } else {
+        spans.extend(headroom_bar(row));
+    }
+    spans.push(Span::raw(" "));
     if let Some(p) = &row.problem {
         spans.push(Span::styled(p.clone(), bad()));
     }
@@ -92,16 +154,17 @@ pub(crate) fn heading_line() -> Line<'static> {
     let h = HEADINGS;
     Line::styled(
         format!(
-            "{} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {}",
             pad(h[0], 12),
-            pad(h[1], 22),
-            pad(h[2], 20),
+            pad(h[1], 20),
+            pad(h[2], 18),
             pad(h[3], 10),
-            rpad(h[4], 9),
+            rpad(h[4], PHASE_CELLS + 1 + 8),
             rpad(h[5], 7),
             rpad(h[6], 6),
-            pad(h[7], 10),
-            h[8]
+            pad(h[7], 9),
+            pad(h[8], MEMORY_CELLS),
+            h[9]
         ),
         dim().add_modifier(Modifier::BOLD),
     )

@@ -13,6 +13,7 @@ pub mod events;
 pub mod expectations;
 mod fit;
 pub mod fleet;
+pub mod history;
 pub mod leader;
 pub mod live;
 pub mod overhead;
@@ -31,6 +32,7 @@ pub use live::{Gather, run, run_fleet, run_vm};
 pub use state::{Action, App, Panel, Screen, ViewState, WhatIfError};
 pub use whatif::WhatIfState;
 
+use crate::inspect::history::History;
 use crate::inspect::model::{Fleet, Inspection};
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
@@ -48,14 +50,23 @@ pub const MIN_ROWS: u16 = 10;
 pub const GRID_COLUMNS: u16 = 120;
 /// See [`GRID_COLUMNS`].
 pub const GRID_ROWS: u16 = 34;
+/// From this many rows on (a 44-row terminal), the grid gives the History panel all its rows.
+pub const HISTORY_FULL_ROWS: u16 = 43;
 
 /// The lines of one panel, `width` columns wide inside its border (only the bars depend on it).
-pub(crate) fn panel_lines(panel: Panel, insp: &Inspection, width: usize) -> Vec<Line<'static>> {
+/// [`History`] is what the UI remembers while it runs (the History panel, earlier VMIs).
+pub(crate) fn panel_lines(
+    panel: Panel,
+    insp: &Inspection,
+    history: &History,
+    width: usize,
+) -> Vec<Line<'static>> {
     match panel {
         Panel::Leader => leader::lines(insp),
         Panel::Queues => queues::lines(insp),
+        Panel::History => history::lines(history, width),
         Panel::Expectations => expectations::lines(insp),
-        Panel::Timeline => timeline::lines_for_width(insp, width),
+        Panel::Timeline => timeline::lines_for_width(insp, history, width),
         Panel::Overhead => overhead::lines_for_width(insp, width),
         Panel::Decision => decision::lines(insp),
         Panel::Blockers => blockers::lines(insp),
@@ -63,12 +74,14 @@ pub(crate) fn panel_lines(panel: Panel, insp: &Inspection, width: usize) -> Vec<
     }
 }
 
-fn render_panel(frame: &mut Frame, area: Rect, panel: Panel, insp: &Inspection, view: &ViewState) {
+fn render_panel(frame: &mut Frame, area: Rect, panel: Panel, app: &App, insp: &Inspection) {
+    let view = &app.view;
     match panel {
         Panel::Leader => leader::render(frame, area, insp, view),
         Panel::Queues => queues::render(frame, area, insp, view),
+        Panel::History => history::render(frame, area, &app.history, view),
         Panel::Expectations => expectations::render(frame, area, insp, view),
-        Panel::Timeline => timeline::render(frame, area, insp, view),
+        Panel::Timeline => timeline::render(frame, area, insp, &app.history, view),
         Panel::Overhead => overhead::render(frame, area, insp, view),
         Panel::Decision => decision::render(frame, area, insp, view),
         Panel::Blockers => blockers::render(frame, area, insp, view),
@@ -251,8 +264,16 @@ fn draw_vm(frame: &mut Frame, area: Rect, app: &App) {
             Constraint::Fill(1),
         ])
         .areas(left);
-        let [r1, r2, r3, r4] = Layout::vertical([
+        // The History panel takes its full height (a row per sparkline) only from
+        // HISTORY_FULL_ROWS rows on; below, it scrolls and Decision and Events keep a few rows.
+        let history_rows = if area.height >= HISTORY_FULL_ROWS {
+            12
+        } else {
+            9
+        };
+        let [r1, r2, r3, r4, r5] = Layout::vertical([
             Constraint::Length(11),
+            Constraint::Length(history_rows),
             Constraint::Fill(1),
             Constraint::Length(6),
             Constraint::Fill(1),
@@ -264,11 +285,12 @@ fn draw_vm(frame: &mut Frame, area: Rect, app: &App) {
             (Panel::Expectations, l3),
             (Panel::Overhead, l4),
             (Panel::Timeline, r1),
-            (Panel::Decision, r2),
-            (Panel::Blockers, r3),
-            (Panel::Events, r4),
+            (Panel::History, r2),
+            (Panel::Decision, r3),
+            (Panel::Blockers, r4),
+            (Panel::Events, r5),
         ] {
-            render_panel(frame, rect, panel, insp, view);
+            render_panel(frame, rect, panel, app, insp);
         }
     } else {
         // Small terminal: a tab bar naming every panel, the focused one below it.
@@ -293,7 +315,7 @@ fn draw_vm(frame: &mut Frame, area: Rect, app: &App) {
             Paragraph::new(Line::from(spans)).wrap(Wrap { trim: true }),
             tabs,
         );
-        render_panel(frame, panel, view.focus, insp, view);
+        render_panel(frame, panel, view.focus, app, insp);
     }
 }
 
@@ -460,9 +482,20 @@ pub fn app_for_fleet(fleet: Fleet) -> App {
 /// captures of docs/inspect.md).
 #[cfg(test)]
 pub(crate) fn capture_panel(panel: Panel, insp: &Inspection, columns: u16) -> String {
+    capture_panel_with(panel, insp, &History::default(), columns)
+}
+
+/// [`capture_panel`] with what the UI remembered while it ran.
+#[cfg(test)]
+pub(crate) fn capture_panel_with(
+    panel: Panel,
+    insp: &Inspection,
+    history: &History,
+    columns: u16,
+) -> String {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
-    let lines = panel_lines(panel, insp, usize::from(columns.saturating_sub(2)));
+    let lines = panel_lines(panel, insp, history, usize::from(columns.saturating_sub(2)));
     let rows = wrapped_height(&lines, columns.saturating_sub(2)) + 2;
     let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
         Ok(t) => t,

@@ -228,7 +228,7 @@ fn the_overhead_row_at_the_top_of_the_focused_panel_is_shown_whole() {
     let insp = fixtures::vfio_dominated();
     let mut app = app_for_vm(insp.clone());
     app.view.focus = Panel::Overhead;
-    let lines = crate::inspect::tui::panel_lines(Panel::Overhead, &insp, 58);
+    let lines = crate::inspect::tui::panel_lines(Panel::Overhead, &insp, &Default::default(), 58);
     let vfio = lines
         .iter()
         .position(|l| {
@@ -308,6 +308,17 @@ fn phase_timeline_bar_at_80_120_and_200_columns() {
     insta::assert_snapshot!(out);
 }
 
+/// One panel after the UI gathered each of `gathers` in turn.
+fn history_capture(
+    panel: Panel,
+    gathers: Vec<crate::inspect::model::Inspection>,
+    columns: u16,
+) -> String {
+    let app = app_after(gathers);
+    let insp = app.vm.as_ref().expect("an inspection");
+    crate::inspect::tui::capture_panel_with(panel, insp, &app.history, columns)
+}
+
 /// The captures docs/inspect.md shows ("Terminal UI"): which scenario each panel is shown in.
 pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
     use crate::inspect::tui::capture_panel;
@@ -337,6 +348,16 @@ pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
             Panel::Timeline,
             "running",
             capture_panel(Panel::Timeline, &fixtures::running_ours(), w),
+        ),
+        (
+            Panel::Timeline,
+            "three failed runs, a start backoff after each, the fourth running",
+            history_capture(Panel::Timeline, fixtures::three_restarts(), w),
+        ),
+        (
+            Panel::History,
+            "a Lease handover in the last minute",
+            history_capture(Panel::History, fixtures::lease_handover(), w),
         ),
         (
             Panel::Overhead,
@@ -494,4 +515,143 @@ fn what_if_input_line() {
     insta::assert_snapshot!(format!(
         "typing:\n{typing}\n\nbad input:\n{short}\n\nrefused, the reason below:\n{long}"
     ));
+}
+
+/// An app that gathered each of `gathers` in turn (what the live loop does once a second).
+fn app_after(gathers: Vec<crate::inspect::model::Inspection>) -> App {
+    let mut gathers = gathers.into_iter();
+    let mut app = app_for_vm(gathers.next().expect("a gather"));
+    for insp in gathers {
+        let at = insp.generated_at;
+        app.set_vm(insp, at);
+    }
+    app
+}
+
+#[test]
+fn history_sparklines_across_a_lease_handover_at_80_120_and_200_columns() {
+    use crate::inspect::tui::capture_panel_with;
+    let app = app_after(fixtures::lease_handover());
+    let insp = app.vm.as_ref().expect("an inspection");
+    let mut out = String::new();
+    for w in [80u16, 120, 200] {
+        let panel = capture_panel_with(Panel::History, insp, &app.history, w);
+        let leader = panel
+            .lines()
+            .find(|l| l.contains("leader"))
+            .expect("the leader row");
+        // Held, then the gap, then the handover, in time order.
+        let (held, gap, handover) = (
+            leader.find('━').expect("held"),
+            leader.find('░').expect("the leaderless gap"),
+            leader.find('◆').expect("the handover"),
+        );
+        assert!(held < gap && gap < handover, "{leader}");
+        assert!(
+            panel.contains("vm adds/s") && panel.contains("now"),
+            "{panel}"
+        );
+        for line in panel.lines() {
+            assert!(line.chars().count() <= usize::from(w), "{panel}");
+        }
+        out.push_str(&format!("{w} columns:\n{panel}\n"));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn phase_timeline_with_three_restarts_and_their_backoffs_at_80_120_and_200_columns() {
+    use crate::inspect::tui::capture_panel_with;
+    let app = app_after(fixtures::three_restarts());
+    let insp = app.vm.as_ref().expect("an inspection");
+    let mut out = String::new();
+    for w in [80u16, 120, 200] {
+        let panel = capture_panel_with(Panel::Timeline, insp, &app.history, w);
+        let rows: Vec<&str> = panel.lines().collect();
+        for (i, row) in rows[1..5].iter().enumerate() {
+            assert!(
+                row.contains(&format!("#{}", i + 1)),
+                "one bar per VMI: {panel}"
+            );
+        }
+        assert_eq!(rows[5].matches('↻').count(), 3, "three restarts: {panel}");
+        assert!(rows[5].contains('╌'), "the backoffs: {panel}");
+        assert!(rows[1].contains('✗') && rows[4].contains('█'), "{panel}");
+        out.push_str(&format!("{w} columns:\n{panel}\n"));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn history_rows_stay_under_their_labels_in_the_grid_at_120_columns() {
+    let mut app = app_after(fixtures::lease_handover());
+    app.resize(120, 44);
+    let screen = capture(&app, 120, 44);
+    let top = screen
+        .lines()
+        .position(|l| l.contains("History"))
+        .expect("the History panel");
+    let head = screen.lines().nth(top).unwrap();
+    let col = head[..head.find("History").unwrap()].chars().count() - 2;
+    let labels = [
+        "vm depth",
+        "vm adds/s",
+        "vm retries",
+        "vmi depth",
+        "vmi adds/s",
+        "vmi retries",
+        "key reconciles",
+        "renew age",
+        "leader",
+    ];
+    for (i, label) in labels.iter().enumerate() {
+        let row: String = screen
+            .lines()
+            .nth(top + 1 + i)
+            .unwrap()
+            .chars()
+            .skip(col + 1)
+            .collect();
+        assert!(
+            row.starts_with(label),
+            "row {i} is not {label:?}:\n{screen}"
+        );
+    }
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn fleet_view_bars_for_time_in_phase_and_memory_headroom_at_80_120_and_200_columns() {
+    let mut out = String::new();
+    for w in [80u16, 120, 200] {
+        let mut app = app_for_fleet(fixtures::fleet());
+        app.resize(w, 13);
+        let screen = capture(&app, w, 13);
+        let row = |name: &str| {
+            screen
+                .lines()
+                .find(|l| l.contains(name))
+                .unwrap_or_default()
+                .to_string()
+        };
+        // An hour in Running fills the bar, 4 s takes one cell.
+        assert!(row("vm-alpine").contains("█████ "), "{screen}");
+        assert!(row("vm-cirros").contains("█···· "), "{screen}");
+        if w >= 120 {
+            assert!(
+                row("vm-alpine").contains("██████──"),
+                "a quarter free: {screen}"
+            );
+            assert!(row("vm-cirros").contains("no limit"), "{screen}");
+            assert!(
+                row("vm-big").contains("███████─"),
+                "32 Mi of 3400 Mi free still shows: {screen}"
+            );
+        }
+        for line in screen.lines() {
+            assert!(line.chars().count() <= usize::from(w), "{screen}");
+        }
+        out.push_str(&format!("{w} columns:\n{screen}\n"));
+    }
+    insta::assert_snapshot!(out);
 }

@@ -6,6 +6,7 @@
 //! open a VM, evaluate a what-if, quit).
 
 use super::whatif::{WhatIfState, max_scroll};
+use crate::inspect::history::History;
 use crate::inspect::model::{Fleet, FleetRow, Inspection};
 use crate::inspect::whatif::{Change, ChangeError, WhatIf, parse_change_line};
 use chrono::{DateTime, Utc};
@@ -16,6 +17,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 pub enum Panel {
     Leader,
     Queues,
+    History,
     Expectations,
     Timeline,
     Overhead,
@@ -26,9 +28,10 @@ pub enum Panel {
 
 impl Panel {
     /// Every panel, in Tab order.
-    pub const ALL: [Panel; 8] = [
+    pub const ALL: [Panel; 9] = [
         Panel::Leader,
         Panel::Queues,
+        Panel::History,
         Panel::Expectations,
         Panel::Timeline,
         Panel::Overhead,
@@ -42,6 +45,7 @@ impl Panel {
         match self {
             Panel::Leader => "Leader",
             Panel::Queues => "Queues",
+            Panel::History => "History",
             Panel::Expectations => "Expectations",
             Panel::Timeline => "Phase timeline",
             Panel::Overhead => "Overhead check",
@@ -57,7 +61,7 @@ impl Panel {
             Panel::Expectations => "Expect",
             Panel::Timeline => "Timeline",
             Panel::Overhead => "Overhead",
-            Panel::Decision => "Decision",
+            Panel::Decision => "Next",
             p => p.title(),
         }
     }
@@ -65,7 +69,10 @@ impl Panel {
     /// A table: its rows are cut at the panel's width rather than wrapped (see
     /// [`super::draw_panel`]).
     pub(crate) fn is_table(self) -> bool {
-        matches!(self, Panel::Queues | Panel::Expectations | Panel::Overhead)
+        matches!(
+            self,
+            Panel::Queues | Panel::History | Panel::Expectations | Panel::Overhead
+        )
     }
 
     fn index(self) -> usize {
@@ -89,7 +96,7 @@ pub struct ViewState {
     /// The panel that keys scroll (highlighted border; the only one shown on small terminals).
     pub focus: Panel,
     /// Scroll offset (first line shown) of each panel, by [`Panel::ALL`] index.
-    pub scroll: [u16; 8],
+    pub scroll: [u16; Panel::ALL.len()],
     /// The help overlay is open.
     pub help: bool,
     /// Terminal columns and rows.
@@ -100,7 +107,7 @@ impl Default for ViewState {
     fn default() -> Self {
         ViewState {
             focus: Panel::Leader,
-            scroll: [0; 8],
+            scroll: [0; Panel::ALL.len()],
             help: false,
             size: (80, 24),
         }
@@ -273,6 +280,8 @@ pub struct App {
     pub fleet_sort: FleetSort,
     /// The fleet view's filter.
     pub fleet_filter: FleetFilter,
+    /// What the gathers said while the UI runs (sparklines, the VM's earlier VMIs).
+    pub history: History,
 }
 
 /// Rows of the fleet table below its header, for a terminal of `rows` lines (header line,
@@ -307,6 +316,7 @@ impl App {
             what_if: WhatIfState::default(),
             fleet_sort: FleetSort::default(),
             fleet_filter: FleetFilter::default(),
+            history: History::default(),
         }
     }
 
@@ -383,6 +393,13 @@ impl App {
 
     /// A fresh fleet arrived: keep the same VM selected if it is still there.
     pub(crate) fn set_fleet(&mut self, fleet: Fleet, at: DateTime<Utc>) {
+        self.history.record_fleet(&fleet);
+        self.show_fleet(fleet, at);
+    }
+
+    /// Show `fleet` (a whole one or a first page, which is not sampled: it has no controller
+    /// view).
+    fn show_fleet(&mut self, fleet: Fleet, at: DateTime<Utc>) {
         let keep = self.select_next.take().or_else(|| {
             self.fleet_rows()
                 .get(self.selected)
@@ -409,7 +426,7 @@ impl App {
             return;
         }
         let keep = self.select_next.clone();
-        self.set_fleet(page, at);
+        self.show_fleet(page, at);
         self.select_next = keep;
         self.fleet_partial = true;
         self.status.loading = true;
@@ -427,6 +444,7 @@ impl App {
         if !self.is_target(&inspection.namespace, &inspection.name) {
             return;
         }
+        self.history.record_vm(&inspection);
         self.vm = Some(inspection);
         self.clamp_scrolls();
         self.status = Status {
@@ -460,7 +478,10 @@ impl App {
     fn panel_len(&self, panel: Panel) -> usize {
         self.vm
             .as_ref()
-            .map(|i| super::panel_lines(panel, i, usize::from(self.view.size.0)).len())
+            .map(|i| {
+                let width = usize::from(self.view.size.0);
+                super::panel_lines(panel, i, &self.history, width).len()
+            })
             .unwrap_or(0)
     }
 
@@ -712,7 +733,7 @@ impl App {
                 let same = self.target.as_ref() == Some(&(namespace.clone(), name.clone()));
                 if !same {
                     self.vm = None;
-                    self.view.scroll = [0; 8];
+                    self.view.scroll = [0; Panel::ALL.len()];
                 }
                 self.reset_what_if();
                 self.target = Some((namespace.clone(), name.clone()));
@@ -758,12 +779,13 @@ mod tests {
     fn tab_and_shift_tab_cycle_through_every_panel() {
         let mut app = App::vm("default", "vm-a");
         let mut seen = vec![app.view.focus];
-        for _ in 0..8 {
+        let n = Panel::ALL.len();
+        for _ in 0..n {
             assert_eq!(app.handle_key(key(KeyCode::Tab)), Action::None);
             seen.push(app.view.focus);
         }
-        assert_eq!(seen[..8], Panel::ALL);
-        assert_eq!(seen[8], Panel::Leader, "wraps around");
+        assert_eq!(seen[..n], Panel::ALL);
+        assert_eq!(seen[n], Panel::Leader, "wraps around");
         app.handle_key(key(KeyCode::BackTab));
         assert_eq!(app.view.focus, Panel::Events);
     }
@@ -863,8 +885,13 @@ mod tests {
         let mut app = App::vm("default", "vm-cirros");
         app.set_vm(fixtures::running_ours(), fixtures::now());
         app.view.focus = Panel::Events;
-        let len =
-            crate::inspect::tui::panel_lines(Panel::Events, app.vm.as_ref().unwrap(), 80).len();
+        let len = crate::inspect::tui::panel_lines(
+            Panel::Events,
+            app.vm.as_ref().unwrap(),
+            &app.history,
+            80,
+        )
+        .len();
         assert!(len > 2);
         app.handle_key(key(KeyCode::Char('j')));
         app.handle_key(key(KeyCode::Down));

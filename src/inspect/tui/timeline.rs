@@ -4,6 +4,7 @@
 use super::bar::{self, Segment};
 use super::state::{Panel, ViewState};
 use super::text::{bad, clock, dim, duration, good, note, pad, warn};
+use crate::inspect::history::History;
 use crate::inspect::model::Inspection;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -101,8 +102,16 @@ pub(crate) fn bar_lines(insp: &Inspection, width: usize) -> Vec<Line<'static>> {
 
 /// The panel's lines for a panel `width` columns wide inside its border: the bar, then
 /// [`lines`].
-pub(crate) fn lines_for_width(insp: &Inspection, width: usize) -> Vec<Line<'static>> {
-    let mut out = bar_lines(insp, width);
+pub(crate) fn lines_for_width(
+    insp: &Inspection,
+    history: &History,
+    width: usize,
+) -> Vec<Line<'static>> {
+    let mut out = if history.runs().len() > 1 {
+        runs::lines(insp, history, width)
+    } else {
+        bar_lines(insp, width)
+    };
     out.extend(lines(insp));
     out
 }
@@ -169,13 +178,189 @@ pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
 }
 
 /// Draw the panel.
-pub(crate) fn render(frame: &mut Frame, area: Rect, insp: &Inspection, view: &ViewState) {
+pub(crate) fn render(
+    frame: &mut Frame,
+    area: Rect,
+    insp: &Inspection,
+    history: &History,
+    view: &ViewState,
+) {
     let width = usize::from(area.width.saturating_sub(2));
     super::draw_panel(
         frame,
         area,
         Panel::Timeline,
-        lines_for_width(insp, width),
+        lines_for_width(insp, history, width),
         view,
     );
+}
+
+/// The VM's VMIs the inspector saw while it ran, one bar each on one time axis (issue 45):
+/// each bar split by phase, the restarts (`↻`, a VMI created after the one before) and the start
+/// backoffs the VM waited out between them (`╌`, `status.startFailure`, vm.go:3361) marked on
+/// the row below, the time axis under it, then each run's times in text.
+mod runs {
+    use super::super::fit;
+    use super::super::text::accent;
+    use super::*;
+    use crate::inspect::history::{History, VmiRun};
+    use chrono::{DateTime, Utc};
+    use ratatui::style::Style;
+
+    /// Columns of the run labels (`#1  `).
+    const LABEL: usize = 4;
+
+    fn secs(d: chrono::TimeDelta) -> f64 {
+        d.num_milliseconds() as f64 / 1000.0
+    }
+
+    /// The time axis: `width` columns from `t0` over `span` seconds.
+    struct Axis {
+        t0: DateTime<Utc>,
+        span: f64,
+        width: usize,
+    }
+
+    impl Axis {
+        fn x(&self, t: DateTime<Utc>) -> f64 {
+            (secs(t - self.t0) / self.span * self.width as f64).clamp(0.0, self.width as f64)
+        }
+
+        /// The columns from `from` to `to`: at least one.
+        fn cols(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> std::ops::Range<usize> {
+            let a = (self.x(from).floor() as usize).min(self.width.saturating_sub(1));
+            let b = (self.x(to).round() as usize).clamp(a + 1, self.width);
+            a..b
+        }
+    }
+
+    fn cells_line(label: String, cells: Vec<(char, Style)>) -> Line<'static> {
+        let mut spans: Vec<Span<'static>> = Vec::new();
+        for (glyph, style) in cells {
+            match spans.last_mut() {
+                Some(last) if last.style == style => last.content.to_mut().push(glyph),
+                _ => spans.push(Span::styled(glyph.to_string(), style)),
+            }
+        }
+        spans.insert(0, Span::styled(label, dim()));
+        fit::row(Line::from(spans))
+    }
+
+    fn glyph(phase: &str) -> char {
+        if phase == "Failed" {
+            '✗'
+        } else {
+            phase_glyph(phase)
+        }
+    }
+
+    /// The end of a run's bar: now for the VMI that exists, else the last gather that saw it.
+    fn end_of(run: &VmiRun, history: &History, now: DateTime<Utc>) -> DateTime<Utc> {
+        if history.current_run() == Some(run.uid.as_str()) {
+            now
+        } else {
+            run.last_seen
+        }
+    }
+
+    fn run_bar(run: &VmiRun, end: DateTime<Utc>, axis: &Axis) -> Vec<(char, Style)> {
+        let mut cells = vec![(' ', Style::new()); axis.width];
+        for (j, t) in run.transitions.iter().enumerate() {
+            let to = run.transitions.get(j + 1).map_or(end, |n| n.timestamp);
+            for c in axis.cols(t.timestamp, to.max(t.timestamp)) {
+                cells[c] = (glyph(&t.phase), phase_style(&t.phase));
+            }
+        }
+        cells
+    }
+
+    fn marks(history: &History, axis: &Axis) -> Vec<(char, Style)> {
+        let mut cells = vec![(' ', Style::new()); axis.width];
+        for b in history.backoffs() {
+            for c in axis.cols(b.from, b.until) {
+                cells[c] = ('╌', warn());
+            }
+        }
+        for start in history.runs().iter().skip(1).filter_map(VmiRun::start) {
+            cells[axis.cols(start, start).start] = ('↻', accent());
+        }
+        cells
+    }
+
+    fn run_text(i: usize, run: &VmiRun, end: DateTime<Utc>, current: bool) -> Line<'static> {
+        let start = run.start().unwrap_or(end);
+        let last = run
+            .transitions
+            .last()
+            .map_or("(no phase)", |t| t.phase.as_str());
+        let how = if current {
+            format!("{last} now, {} so far", duration(secs(end - start)))
+        } else {
+            format!("last seen {last}, {}", duration(secs(end - start)))
+        };
+        Line::from(vec![
+            Span::styled(format!("#{:<3}", i + 1), dim()),
+            Span::raw(format!("{} ", clock(start))),
+            Span::styled(how, phase_style(last)),
+        ])
+    }
+
+    /// The panel's top part when more than one VMI was seen.
+    pub(super) fn lines(insp: &Inspection, history: &History, width: usize) -> Vec<Line<'static>> {
+        let now = insp.generated_at;
+        let runs = history.runs();
+        let backoffs = history.backoffs();
+        let t0 = runs
+            .iter()
+            .filter_map(VmiRun::start)
+            .chain(backoffs.iter().map(|b| b.from))
+            .min()
+            .unwrap_or(now);
+        let t1 = backoffs.iter().map(|b| b.until).fold(now, DateTime::max);
+        let axis = Axis {
+            t0,
+            span: secs(t1 - t0).max(1.0),
+            width: width.saturating_sub(LABEL).max(1),
+        };
+        let mut out: Vec<Line<'static>> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let bar = run_bar(r, end_of(r, history, now), &axis);
+                cells_line(format!("#{:<3}", i + 1), bar)
+            })
+            .collect();
+        out.push(cells_line(" ".repeat(LABEL), marks(history, &axis)));
+        let end = if t1 > now { "next start" } else { "now" };
+        let right = format!("{} → {end}", duration(axis.span));
+        let left = clock(t0);
+        let gap = axis
+            .width
+            .saturating_sub(left.len() + right.chars().count());
+        out.push(fit::row(Line::styled(
+            format!("{}{left}{}{right}", " ".repeat(LABEL), " ".repeat(gap)),
+            dim(),
+        )));
+        out.push(Line::styled(
+            "↻ restart  ╌ backoff  ░ Pending ▒ Scheduling ▓ Scheduled █ Running ✗ Failed",
+            dim(),
+        ));
+        for (i, r) in runs.iter().enumerate() {
+            let current = history.current_run() == Some(r.uid.as_str());
+            out.push(run_text(i, r, end_of(r, history, now), current));
+        }
+        for b in backoffs {
+            out.push(Line::styled(
+                format!(
+                    "╌   {} → {} start backoff after {} failed start(s), {}",
+                    clock(b.from),
+                    clock(b.until),
+                    b.failures,
+                    duration(secs(b.until - b.from))
+                ),
+                warn(),
+            ));
+        }
+        out
+    }
 }

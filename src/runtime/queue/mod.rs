@@ -172,6 +172,9 @@ struct State<K> {
     /// one per add, and an add with nobody asleep costs none. A key is never queued with a
     /// sleeper and no wake-up on its way: see `wake_needed`.
     woken: usize,
+    /// Accepted adds since the queue was made (client-go's `adds_total` for this queue, kept
+    /// whether or not metrics are registered; for the snapshot).
+    adds: u64,
     shutting_down: bool,
     drain: bool,
 }
@@ -186,6 +189,7 @@ impl<K> Default for State<K> {
             rate_limited: BTreeSet::new(),
             sleepers: 0,
             woken: 0,
+            adds: 0,
             shutting_down: false,
             drain: false,
         }
@@ -215,6 +219,7 @@ impl<K: QueueKey> Inner<K> {
         if added == Added::AlreadyDirty {
             return false;
         }
+        st.adds += 1;
         if let Some(m) = &self.metrics {
             m.adds.inc();
         }
@@ -656,6 +661,7 @@ impl<K: QueueKey> WorkQueue<K> {
             name: self.inner.name.clone(),
             shutting_down: st.shutting_down,
             depth: st.keys.queued_len(),
+            adds_total: st.adds,
             queued,
             in_flight,
             waiting,
@@ -815,6 +821,11 @@ pub struct QueueSnapshot {
     pub shutting_down: bool,
     /// Keys queued and not in flight ([`WorkQueue::len`]).
     pub depth: usize,
+    /// Accepted adds since the queue was made (`kubevirt_workqueue_adds_total`; a key added
+    /// while already queued is not counted, client-go queue.go `Add`). Absent from documents
+    /// of older versions (read as 0).
+    #[serde(default)]
+    pub adds_total: u64,
     /// Queued keys in processing order.
     pub queued: Vec<QueuedKey>,
     /// Keys handed to a worker and not yet done, sorted by key.

@@ -110,6 +110,19 @@ fn dedup_while_queued_and_fifo_order() {
 }
 
 #[test]
+fn adds_total_counts_accepted_adds_like_client_go() {
+    let q = WorkQueue::new("t");
+    q.add(k("ns/a"));
+    q.add(k("ns/a")); // already queued: not an add
+    let a = q.try_get().unwrap();
+    q.add(k("ns/a")); // in flight, not dirty: an add
+    q.add(k("ns/a")); // dirty again: not
+    q.add(k("ns/b"));
+    assert_eq!(q.snapshot().adds_total, 3);
+    q.done(&a);
+}
+
+#[test]
 fn re_add_while_processing_is_queued_after_done() {
     let q = WorkQueue::new("t");
     q.add(k("ns/a"));
