@@ -7,6 +7,7 @@
 //! `setupLeaderElector`:1132-1177, worker defaults:125-128).
 
 use super::cluster_config::ClusterConfig;
+use super::common::ReconcileError;
 use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
 use super::handlers::{
@@ -107,11 +108,6 @@ impl ManagerConfig {
     }
 }
 
-/// A reconcile failed; the key is requeued rate-limited.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ReconcileError(pub String);
-
 /// One reconcile of one key. Implemented by the VM and VMI controllers.
 pub trait Reconciler: Send + Sync + 'static {
     /// Reconcile `key` (`namespace/name`) from the caches in `ctx`: the workers' one shared
@@ -140,7 +136,7 @@ macro_rules! reconciler {
                 key: String,
             ) -> futures::future::BoxFuture<
                 'static,
-                Result<$crate::runtime::queue::Requeue, $crate::controller::manager::ReconcileError>,
+                Result<$crate::runtime::queue::Requeue, $crate::controller::common::ReconcileError>,
             > {
                 use tracing::Instrument as _;
                 let span = tracing::debug_span!("reconcile", controller = $controller, key = %key);
@@ -939,14 +935,8 @@ async fn run_term(
                         // record here only when they did not (a failure before recording).
                         let recorded = ctx.reconciles.recorded_since(name, &key, started_at);
                         if let (Err(e), false) = (&result, recorded) {
-                            ctx.reconciles.finish(
-                                name,
-                                &key,
-                                started,
-                                Some(e.0.clone()),
-                                None,
-                                Vec::new(),
-                            );
+                            ctx.reconciles
+                                .finish(name, &key, started, Some(e), None, Vec::new());
                         }
                         result
                     }

@@ -1,4 +1,4 @@
-//! Fixtures shared by the inspector's unit tests (`analyze_tests.rs`, `whatif_tests.rs`): a fixed
+//! Fixtures shared by the inspector's unit tests (`analyze_tests.rs`, `whatif/tests.rs`): a fixed
 //! clock and the VM `demo/vm-a` written as JSON the way the API server returns it.
 
 use crate::api::VirtualMachine;

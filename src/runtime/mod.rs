@@ -3,6 +3,7 @@
 
 pub mod apicall;
 pub mod expectations;
+pub(crate) mod gate;
 pub(crate) mod gojson;
 pub mod http;
 pub mod index;

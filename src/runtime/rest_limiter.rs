@@ -26,16 +26,14 @@
 //! behind the controllers' requests. The Manager keeps the Lease calls on their own client.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
-use axum::http::{Method, Request};
-use futures::future::BoxFuture;
-use kube::client::Body;
+use axum::http::Method;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
+use super::gate::gated_client;
 use super::metrics::Metrics;
 use super::queue::BucketRateLimiter;
 
@@ -159,27 +157,8 @@ pub(crate) fn rate_limited_client(
     client: kube::Client,
     limiter: ReloadableRateLimiter,
 ) -> kube::Client {
-    let namespace = client.default_namespace().to_string();
-    kube::Client::new(LimitedService { client, limiter }, namespace)
-}
-
-#[derive(Clone)]
-struct LimitedService {
-    client: kube::Client,
-    limiter: ReloadableRateLimiter,
-}
-
-impl tower::Service<Request<Body>> for LimitedService {
-    type Response = axum::http::Response<Body>;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let (client, limiter) = (self.client.clone(), self.limiter.clone());
+    gated_client(client, move |request| {
+        let limiter = limiter.clone();
         Box::pin(async move {
             let waited = limiter.wait().await;
             limiter.observe(request.method(), request.uri(), waited);
@@ -191,12 +170,9 @@ impl tower::Service<Request<Body>> for LimitedService {
                     "waited for the client-side rate limiter"
                 );
             }
-            client
-                .send(request)
-                .await
-                .map_err(|e| Box::new(e) as Self::Error)
+            Ok(request)
         })
-    }
+    })
 }
 
 /// The metric's verb (KubeVirt's `getVerbFromHTTPVerb`, rt_wrapper.go:86-117): PUT `update`,

@@ -3,14 +3,12 @@
 
 use super::predict::Kind;
 use super::tracker::{Change, Tracker};
-use axum::http::{Method, Request};
-use futures::future::BoxFuture;
+use crate::runtime::gate::{BoxError, gated_client};
+use axum::http::Method;
 use futures::stream::{BoxStream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::client::Body;
 use kube::runtime::watcher;
 use serde_json::Value;
-use std::task::{Context as TaskContext, Poll};
 
 /// What a watched object is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,38 +151,17 @@ pub struct ReadOnly {
 /// `client` that sends GET requests (gets, lists, watches) only: any other method fails
 /// with [`ReadOnly`] without being sent. The shadow's only client.
 pub(crate) fn read_only(client: kube::Client) -> kube::Client {
-    let namespace = client.default_namespace().to_string();
-    kube::Client::new(ReadOnlyService { client }, namespace)
-}
-
-struct ReadOnlyService {
-    client: kube::Client,
-}
-
-impl tower::Service<Request<Body>> for ReadOnlyService {
-    type Response = axum::http::Response<Body>;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let client = self.client.clone();
+    gated_client(client, |request| {
         Box::pin(async move {
             if request.method() != Method::GET {
                 return Err(Box::new(ReadOnly {
                     method: request.method().clone(),
                     path: request.uri().path().to_string(),
-                }) as Self::Error);
+                }) as BoxError);
             }
-            client
-                .send(request)
-                .await
-                .map_err(|e| Box::new(e) as Self::Error)
+            Ok(request)
         })
-    }
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
-//! The two error types both controllers share: the sync error a reconcile reports in the
-//! object's conditions (`common.SyncError`, pkg/virt-controller/watch/common/error.go), and a
-//! failed API call as the executors saw it (client-go's `*errors.StatusError`, classified like
-//! `k8s.io/apimachinery/pkg/api/errors`).
+//! The error types both controllers share: the sync error a reconcile reports in the object's
+//! conditions (`common.SyncError`, pkg/virt-controller/watch/common/error.go), a failed API call
+//! as the executors saw it (client-go's `*errors.StatusError`, classified like
+//! `k8s.io/apimachinery/pkg/api/errors`), and why a reconcile failed ([`ReconcileError`], with
+//! how it is retried).
 
 use serde::Serialize;
 use std::fmt;
@@ -229,7 +230,6 @@ impl ApiFailure {
     }
 
     /// `k8serrors.IsConflict`: reason `Conflict`, or an unknown reason with code 409.
-    #[cfg(test)]
     pub(crate) fn is_conflict(&self) -> bool {
         self.reason_or_code("Conflict", 409)
     }
@@ -237,6 +237,132 @@ impl ApiFailure {
     /// `k8serrors.IsInvalid`: reason `Invalid`, or an unknown reason with code 422.
     pub(crate) fn is_invalid(&self) -> bool {
         self.reason_or_code("Invalid", 422)
+    }
+}
+
+/// Why one reconcile of one key failed: what KubeVirt's `execute` returns, after which `Execute`
+/// logs `re-enqueuing VirtualMachine <key>` (or `reenqueuing VirtualMachineInstance <key>`) and
+/// re-adds the key with rate limiting (vm.go:347-353, vmi.go:287-295). The text is KubeVirt's
+/// `err.Error()` where KubeVirt returns the same error, and names the object (and the field or
+/// request) where KubeVirt has no such error.
+///
+/// A reconcile never fails on unmet expectations: KubeVirt skips the sync then and returns nil
+/// (vm.go:388-392, vmi.go:335-338), and so do the executors.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReconcileError {
+    /// A request the executor made on its own account failed (the VMI's status-stage writes, a
+    /// read to confirm a cache absence).
+    #[error("{verb} {resource} {key}: {failure}")]
+    Api {
+        /// The HTTP verb, as client-go's errors print it (`get`, `update`, `patch`, ...).
+        verb: &'static str,
+        /// The resource, with its subresource (`virtualmachineinstances`, `pods/status`).
+        resource: &'static str,
+        /// `namespace/name` of the object.
+        key: String,
+        /// The API's answer.
+        failure: ApiFailure,
+    },
+    /// A step of the sync stopped (the VM controller's `sync`/`updateStatus` aborts and failed
+    /// claims): KubeVirt's text, and the API answer when the step stopped on one.
+    #[error("{message}")]
+    Step {
+        /// KubeVirt's error text.
+        message: String,
+        /// The failed API call the step stopped on, if it did.
+        failure: Option<ApiFailure>,
+    },
+    /// `sync` returned a requeueing sync error (`common.NewSyncError`): its `Error()` is the
+    /// wrapped error's text, without the reason (watch/common/error.go:35-37).
+    #[error("{}", .0.message)]
+    Sync(SyncError),
+    /// The launcher pod could not be rendered (lifecycle.go:158-163): the `FailedCreate` sync
+    /// error KubeVirt returns for it.
+    #[error("{}", .0.message)]
+    Render(SyncError),
+    /// `updateStatus` met a VMI phase it has no case for (lifecycle.go:608-610).
+    #[error("unknown vmi phase {0}")]
+    UnknownPhase(String),
+    /// The cluster holds an object the controller cannot sync (not in KubeVirt, whose API
+    /// validation keeps such objects out).
+    #[error("{kind} {key}: {field} {problem}")]
+    InvalidObject {
+        /// The object's kind.
+        kind: &'static str,
+        /// `namespace/name` of the object.
+        key: String,
+        /// The field at fault (`spec.template`).
+        field: &'static str,
+        /// What is wrong with it (`is required; not syncing`).
+        problem: String,
+    },
+}
+
+/// Serialised as its text, what the reconcile records and `/debug/state` show.
+impl Serialize for ReconcileError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// How a failed reconcile is retried. Every [`ReconcileError`] re-adds the key with the work
+/// queue's per-key backoff; the classes differ in whether the failure is worth reporting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// An optimistic-concurrency conflict (409, client-go's `IsConflict`): two writers raced
+    /// and the next sync reads the newer object. KubeVirt logs it at info level; it is a
+    /// problem only once it repeats.
+    Routine,
+    /// Anything else: retried with growing backoff until what failed changes.
+    Backoff,
+}
+
+impl ReconcileError {
+    /// A request of the executor's own that failed.
+    pub(crate) fn api(
+        verb: &'static str,
+        resource: &'static str,
+        key: impl Into<String>,
+        failure: ApiFailure,
+    ) -> Self {
+        ReconcileError::Api {
+            verb,
+            resource,
+            key: key.into(),
+            failure,
+        }
+    }
+
+    /// A field of `kind` `key` the controller cannot sync with.
+    pub(crate) fn invalid_object(
+        kind: &'static str,
+        key: impl Into<String>,
+        field: &'static str,
+        problem: impl Into<String>,
+    ) -> Self {
+        ReconcileError::InvalidObject {
+            kind,
+            key: key.into(),
+            field,
+            problem: problem.into(),
+        }
+    }
+
+    /// The API answer the reconcile stopped on, if it stopped on one.
+    pub fn api_failure(&self) -> Option<&ApiFailure> {
+        match self {
+            ReconcileError::Api { failure, .. } => Some(failure),
+            ReconcileError::Step { failure, .. } => failure.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// How this failure is retried ([`Retry`]).
+    pub fn retry(&self) -> Retry {
+        match self.api_failure() {
+            Some(f) if f.is_conflict() => Retry::Routine,
+            _ => Retry::Backoff,
+        }
     }
 }
 
@@ -294,6 +420,90 @@ mod tests {
         assert!(SyncError::new("FailedCreate", "x").requeue);
         assert!(!SyncError::informal("FailedPvcNotFound", "x").requeue);
         assert_eq!(SyncError::new("R", "m").to_string(), "R: m");
+    }
+
+    #[test]
+    fn reconcile_errors_name_the_object_and_field_or_request() {
+        let invalid = ReconcileError::invalid_object(
+            "VirtualMachine",
+            "ns/vm1",
+            "spec.template",
+            "is required; not syncing",
+        );
+        assert_eq!(
+            invalid.to_string(),
+            "VirtualMachine ns/vm1: spec.template is required; not syncing"
+        );
+        let read = ReconcileError::api(
+            "get",
+            "virtualmachineinstances",
+            "ns/vm1",
+            ApiFailure::other("connection refused"),
+        );
+        assert_eq!(
+            read.to_string(),
+            "get virtualmachineinstances ns/vm1: connection refused"
+        );
+        assert_eq!(
+            serde_json::to_value(&read).expect("serialises"),
+            serde_json::json!(read.to_string())
+        );
+    }
+
+    /// KubeVirt's texts: a sync error's `Error()` is its message alone (error.go:35-37).
+    #[test]
+    fn reconcile_errors_from_kubevirt_keep_its_text() {
+        let sync = SyncError::new("FailedCreate", "Failure while starting VMI: boom");
+        assert_eq!(
+            ReconcileError::Sync(sync.clone()).to_string(),
+            "Failure while starting VMI: boom"
+        );
+        assert_eq!(
+            ReconcileError::Render(sync).to_string(),
+            "Failure while starting VMI: boom"
+        );
+        assert_eq!(
+            ReconcileError::UnknownPhase("Unknown".into()).to_string(),
+            "unknown vmi phase Unknown"
+        );
+        let step = ReconcileError::Step {
+            message: "running and runstrategy are mutually exclusive".into(),
+            failure: None,
+        };
+        assert_eq!(
+            step.to_string(),
+            "running and runstrategy are mutually exclusive"
+        );
+    }
+
+    #[test]
+    fn a_conflict_is_routine_anything_else_backs_off() {
+        let conflict = ApiFailure::new(
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled on virtualmachines.kubevirt.io \"vm1\": the object \
+             has been modified; please apply your changes to the latest version and try again",
+        );
+        let write = ReconcileError::api("update", "virtualmachines", "ns/vm1", conflict.clone());
+        assert_eq!(write.retry(), Retry::Routine);
+        let step = ReconcileError::Step {
+            message: conflict.message.clone(),
+            failure: Some(conflict),
+        };
+        assert_eq!(step.retry(), Retry::Routine);
+        let exists = ApiFailure::new(409, "AlreadyExists", "pods \"p\" already exists");
+        for other in [
+            ReconcileError::api("create", "pods", "ns", exists),
+            ReconcileError::api("get", "pods", "ns/p", ApiFailure::other("timeout")),
+            ReconcileError::Sync(SyncError::new(
+                "FailedCreate",
+                "the object has been modified",
+            )),
+            ReconcileError::UnknownPhase("Unknown".into()),
+            ReconcileError::invalid_object("VirtualMachine", "ns/vm1", "metadata.name", "is empty"),
+        ] {
+            assert_eq!(other.retry(), Retry::Backoff, "{other:?}");
+        }
     }
 
     /// A DataVolume create against a cluster without CDI: kube-apiserver answers

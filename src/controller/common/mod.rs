@@ -1,5 +1,5 @@
 //! What the VM and VMI controllers share, as KubeVirt shares it in
-//! `pkg/virt-controller/watch/common`: the sync error and API-failure types ([`error`]),
+//! `pkg/virt-controller/watch/common`: the sync error, API-failure and reconcile error types ([`error`]),
 //! `equality.Semantic.DeepEqual` ([`semantic`]), the condition manager ([`conditions`]), the
 //! JSON-patch builder ([`patch`]), and the
 //! record of the last reconcile of every key ([`record`]).
@@ -35,7 +35,7 @@ pub mod protocol;
 pub mod record;
 pub mod semantic;
 
-pub use error::{ApiFailure, SyncError};
+pub use error::{ApiFailure, ReconcileError, Retry, SyncError};
 pub use patch::PatchSet;
 pub use record::{ReconcileLog, ReconcileRecord};
 pub use semantic::semantic_eq;

@@ -2,6 +2,7 @@
 //! one place that writes it ([`ReconcileLog::finish`]): both executors at the end of a sync, and
 //! the manager for a reconcile that failed before its executor could record anything.
 
+use super::ReconcileError;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -93,17 +94,18 @@ impl ReconcileLog {
         }
     }
 
-    /// Record a reconcile that started at `started` and ends now (see
-    /// [`ReconcileRecord::finished`]).
+    /// Record a reconcile that started at `started` and ends now, failed with `error` or not
+    /// (see [`ReconcileRecord::finished`]; the record keeps the error's text).
     pub(crate) fn finish(
         &self,
         controller: &str,
         key: &str,
         started: Instant,
-        error: Option<String>,
+        error: Option<&ReconcileError>,
         requeue_after: Option<Duration>,
         actions: Vec<String>,
     ) {
+        let error = error.map(ToString::to_string);
         let record = ReconcileRecord::finished(started, error, requeue_after, actions);
         self.record(controller, key, record);
     }
@@ -200,14 +202,14 @@ mod tests {
             "vm",
             "ns/a",
             started,
-            Some("boom".into()),
+            Some(&ReconcileError::UnknownPhase("boom".into())),
             None,
             vec!["X".into()],
         );
         let err = log.get("vm", "ns/a").expect("recorded");
         assert_eq!(
             (err.result.as_str(), err.error.as_deref()),
-            ("error", Some("boom"))
+            ("error", Some("unknown vmi phase boom"))
         );
         let json = serde_json::to_value(&err).expect("serialises");
         assert_eq!(

@@ -277,7 +277,7 @@ pub struct PlannedAction {
     pub why: String,
 }
 
-pub use crate::controller::common::{ApiFailure, SyncError};
+pub use crate::controller::common::{ApiFailure, ReconcileError, SyncError};
 
 /// API failures observed so far in this sync, by action index.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -305,8 +305,8 @@ impl ApiFailures {
 pub enum SyncOutcome {
     /// `execute` returned nil: `Queue.Forget(key)`.
     Done,
-    /// `execute` returned an error: `Queue.AddRateLimited(key)`. The text is what KubeVirt logs.
-    Error(String),
+    /// `execute` returned an error: `Queue.AddRateLimited(key)`. Its text is what KubeVirt logs.
+    Error(ReconcileError),
 }
 
 /// The decision for one sync of one VM.

@@ -3,7 +3,7 @@
 
 use crate::api::defaults::DefaultsError;
 use crate::api::vm::RunStrategyError;
-use crate::controller::common::ApiFailure;
+use crate::controller::common::{ApiFailure, ReconcileError};
 use crate::controller::vm::setup_vmi::SetupError;
 
 /// A failed step of one VM sync. The `Display` text is KubeVirt's error text.
@@ -50,6 +50,21 @@ pub enum VmSyncError {
     /// `spec.running` and `spec.runStrategy` cannot be folded (vm.go:3263-3266).
     #[error(transparent)]
     RunStrategy(#[from] RunStrategyError),
+}
+
+impl From<VmSyncError> for ReconcileError {
+    /// The step's text, and the API answer when the step stopped on one (a failed write, or a
+    /// failed DataVolume create).
+    fn from(e: VmSyncError) -> Self {
+        let failure = match &e {
+            VmSyncError::Api(f) | VmSyncError::CreateDataVolume(f) => Some(f.clone()),
+            _ => None,
+        };
+        ReconcileError::Step {
+            message: e.to_string(),
+            failure,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,10 @@ use super::snapshot::{
 };
 use crate::api::key::split_key;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use crate::controller::common::ReconcileError;
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, object_ref};
-use crate::controller::manager::{ReconcileError, reconciler};
+use crate::controller::manager::reconciler;
 use crate::runtime::apicall::{api, create_unread, json_patch, json_patch_unread, replace};
 use crate::runtime::expectations::UidTrackingControllerExpectations;
 use crate::runtime::queue::Requeue;
@@ -260,9 +261,12 @@ async fn vmi_absence_confirmed(ctx: &Context, key: &str) -> Result<bool, Reconci
             );
             Ok(false)
         }
-        Err(e) => Err(ReconcileError(format!(
-            "reading VMI {key} (it left the cache in a relist): {e}"
-        ))),
+        Err(e) => Err(ReconcileError::api(
+            "get",
+            "virtualmachineinstances",
+            key,
+            ApiFailure::from(&e),
+        )),
     }
 }
 
@@ -327,16 +331,16 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         }
     }
     let applied = run.finish().lines;
-    let (result, error) = match &decision.outcome {
-        SyncOutcome::Done => (
-            Ok(requeue_after.map_or(Requeue::NONE, Requeue::after)),
-            None,
-        ),
-        SyncOutcome::Error(e) => (Err(ReconcileError(e.clone())), Some(e.clone())),
+    let error = match decision.outcome {
+        SyncOutcome::Done => None,
+        SyncOutcome::Error(e) => Some(e),
     };
     ctx.reconciles
-        .finish("vm", key, started, error, requeue_after, applied);
-    result
+        .finish("vm", key, started, error.as_ref(), requeue_after, applied);
+    match error {
+        None => Ok(requeue_after.map_or(Requeue::NONE, Requeue::after)),
+        Some(e) => Err(e),
+    }
 }
 
 /// The local Conflict for a full-object write that would put the decision's stale view over a

@@ -19,7 +19,7 @@ pub struct VmiEvent {
     pub message: String,
 }
 
-pub use crate::controller::common::{ApiFailure, SyncError};
+pub use crate::controller::common::{ApiFailure, ReconcileError, SyncError};
 
 /// One intended action. The pod namespace is always the VMI's namespace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -202,7 +202,7 @@ pub struct VmiDecision {
     /// (lifecycle.go:391-402). Those replacements never cause a requeue.
     pub condition_error: Option<SyncError>,
     /// `updateStatus` failed before writing anything (only `unknown vmi phase <phase>`): requeue.
-    pub update_status_error: Option<String>,
+    pub update_status_error: Option<ReconcileError>,
     /// The VMI as `updateStatus` computed it (`vmiCopy`), whether or not it differs.
     pub new_vmi: Option<Arc<VirtualMachineInstance>>,
     /// Phase before the decision.
@@ -260,7 +260,7 @@ mod tests {
         d.sync_error = Some(SyncError::new("FailedCreate", "x"));
         assert!(d.requeue());
         d.sync_error = None;
-        d.update_status_error = Some("unknown vmi phase Unknown".into());
+        d.update_status_error = Some(ReconcileError::UnknownPhase("Unknown".into()));
         assert!(d.requeue());
     }
 }

@@ -12,7 +12,7 @@ use crate::api::vmi::{MemoryStatus, VirtualMachineInstanceStatus};
 use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalizers, labels};
 use crate::controller::common::record::VmiEnding;
 use crate::controller::common::semantic::values_semantic_eq;
-use crate::controller::common::semantic_eq;
+use crate::controller::common::{ReconcileError, semantic_eq};
 use crate::launcher::network::{NETWORK_INFO, network_info_annotation};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
@@ -450,7 +450,7 @@ struct StatusResult {
     actions: Vec<VmiAction>,
     new_vmi: Option<Arc<VirtualMachineInstance>>,
     condition_error: Option<SyncError>,
-    update_status_error: Option<String>,
+    update_status_error: Option<ReconcileError>,
     to_phase: Phase,
     phase_reason: Option<String>,
     explanation: Vec<String>,
@@ -483,7 +483,9 @@ fn update_status(
                 actions: u.actions,
                 new_vmi: None,
                 condition_error: u.condition_error,
-                update_status_error: Some(format!("unknown vmi phase {}", u.old_phase.as_str())),
+                update_status_error: Some(ReconcileError::UnknownPhase(
+                    u.old_phase.as_str().to_string(),
+                )),
                 to_phase: u.old_phase,
                 phase_reason: None,
                 explanation: u.expl,

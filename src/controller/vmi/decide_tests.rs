@@ -1142,7 +1142,10 @@ fn unknown_phase_is_an_update_status_error() {
     let vmi = with_phase(pending_vmi(), Phase::Unknown);
     let d = decide(&snap_with_pod(vmi, kv_pod("Running")));
     assert_eq!(
-        d.update_status_error.as_deref(),
+        d.update_status_error
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
         Some("unknown vmi phase Unknown")
     );
     assert!(d.requeue());

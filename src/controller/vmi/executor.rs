@@ -9,7 +9,7 @@
 //! automatic CPU/memory limits come from the namespace and ResourceQuota caches
 //! ([`Caches::namespace_context`](crate::controller::context::Caches::namespace_context)).
 
-use super::action::{ApiFailure, SyncOutcome, VmiAction, VmiDecision};
+use super::action::{ApiFailure, SyncError, SyncOutcome, VmiAction, VmiDecision};
 use super::launcher_cache::LauncherPodForCache;
 use super::snapshot::{ExpectationsState, RenderFailure, VmiSnapshot};
 use super::{decide_after_sync, decide_sync, needs_rendered_pod};
@@ -17,9 +17,10 @@ use crate::api::defaults::apply_admission_defaults;
 use crate::api::key::split_key;
 use crate::api::{DataVolume, Time, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
+use crate::controller::common::ReconcileError;
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, VmiEnding, object_ref};
-use crate::controller::manager::{ReconcileError, reconciler};
+use crate::controller::manager::reconciler;
 use crate::launcher::lookups::Wanted;
 use crate::launcher::network::RESOURCE_NAME_ANNOTATION;
 use crate::launcher::resources::{NamespaceContext, PvcInfo, RenderLookups};
@@ -339,15 +340,15 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, Recon
     // Stage 2: events about stage 1, then updateStatus; a failed write ends it.
     let mut second = decide_after_sync(&snap, &outcome);
     let writes_vmi = second.vmi_write().is_some();
-    let mut failed_action = None;
+    let mut status_error = None;
     let mut run = ActionRun::new(std::mem::take(&mut second.status_actions));
     while let Some((_, action)) = run.next() {
         match apply(ctx, key, &snap, action).await {
             Ok(_) => run.succeeded(describe(action)),
             Err(e) => {
-                let what = describe(action);
-                failed_action = Some(what.clone());
-                run.failed(what, e, |_, _| AfterFailure::Stop)
+                let (verb, resource, object) = request(key, action);
+                status_error = Some(ReconcileError::api(verb, resource, object, e.clone()));
+                run.failed(describe(action), e, |_, _| AfterFailure::Stop)
             }
         }
     }
@@ -355,25 +356,50 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, Recon
     if stage2.stopped_at.is_none() && writes_vmi {
         record_ending(ctx, key, &snap, &second);
     }
-    let status_error = stage2
-        .stopped_at
-        .map(|(_, error)| format!("{}: {}", failed_action.unwrap_or_default(), error.message));
     let mut applied = stage1.lines;
     applied.extend(stage2.lines);
+    // vmi.go:352-365: updateStatus's error first, then a sync error that asks for a requeue.
     let error = status_error
-        .or_else(|| second.update_status_error.clone())
+        .or_else(|| second.update_status_error.take())
         .or_else(|| {
-            second
-                .sync_error
-                .as_ref()
-                .filter(|e| e.requeue)
-                .map(|e| format!("{}: {}", e.reason, e.message))
+            let sync_error = second.sync_error.take().filter(|e| e.requeue)?;
+            Some(if is_render_failure(&snap, &sync_error) {
+                ReconcileError::Render(sync_error)
+            } else {
+                ReconcileError::Sync(sync_error)
+            })
         });
     ctx.reconciles
-        .finish("vmi", key, started, error.clone(), None, applied);
+        .finish("vmi", key, started, error.as_ref(), None, applied);
     match error {
-        Some(e) => Err(ReconcileError(e)),
+        Some(e) => Err(e),
         None => Ok(Requeue::NONE),
+    }
+}
+
+/// Whether `sync_error` is the one `sync` returns for the snapshot's failed render
+/// (lifecycle.go:158-163).
+fn is_render_failure(snap: &VmiSnapshot, sync_error: &SyncError) -> bool {
+    matches!(&snap.rendered_pod, Some(Err(f))
+        if sync_error.message.strip_prefix(super::events::FAILED_TO_RENDER_PREFIX)
+            == Some(f.message.as_str()))
+}
+
+/// The request a status-stage action sends: verb, resource and the object's `namespace/name`
+/// (`key` is the VMI's).
+fn request(key: &str, action: &VmiAction) -> (&'static str, &'static str, String) {
+    let (ns, _) = split_key(key);
+    let pod = |name: &str| format!("{ns}/{name}");
+    match action {
+        VmiAction::CreatePod { .. } => ("create", "pods", ns.to_string()),
+        VmiAction::DeletePod { name, .. } => ("delete", "pods", pod(name)),
+        VmiAction::PatchPod { name, .. } => ("patch", "pods", pod(name)),
+        VmiAction::PatchPodReadinessCondition { pod: name, .. } => {
+            ("patch", "pods/status", pod(name))
+        }
+        VmiAction::UpdateVmi { .. } => ("update", "virtualmachineinstances", key.to_string()),
+        VmiAction::PatchVmi { .. } => ("patch", "virtualmachineinstances", key.to_string()),
+        VmiAction::Event { .. } => ("create", "events", ns.to_string()),
     }
 }
 

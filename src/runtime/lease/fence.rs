@@ -42,9 +42,9 @@ use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use kube::client::ConfigExt;
 
-use axum::http::{Method, Request};
+use crate::runtime::gate::{BoxError, gated_client};
+use axum::http::Method;
 use futures::future::BoxFuture;
-use kube::client::Body;
 use tokio::time::Instant;
 
 /// Until when the current leadership term entitles this process to write. Cheap to clone.
@@ -98,8 +98,22 @@ fn is_write(method: &Method) -> bool {
 /// `client` with its writes fenced by `fence`: reads, watches and Lease calls pass; any other
 /// write while the fence is closed fails with [`OutsideTerm`] without being sent.
 pub fn fenced_client(client: kube::Client, fence: TermFence) -> kube::Client {
-    let namespace = client.default_namespace().to_string();
-    kube::Client::new(FencedService { client, fence }, namespace)
+    gated_client(client, move |request| {
+        let fence = fence.clone();
+        Box::pin(async move {
+            if is_write(request.method())
+                && !is_lease_request(request.uri().path())
+                && !fence.is_open()
+            {
+                tracing::debug!(method = %request.method(), path = request.uri().path(), "write fence closed: write refused");
+                return Err(Box::new(OutsideTerm {
+                    method: request.method().clone(),
+                    path: request.uri().path().to_string(),
+                }) as BoxError);
+            }
+            Ok(request)
+        })
+    })
 }
 
 /// A client built from `config` with a connection pool of its own, its writes fenced by
@@ -294,42 +308,6 @@ impl Future for Fenced {
             return Poll::Ready(());
         }
         self.task.as_mut().poll(cx)
-    }
-}
-
-#[derive(Clone)]
-struct FencedService {
-    client: kube::Client,
-    fence: TermFence,
-}
-
-impl tower::Service<Request<Body>> for FencedService {
-    type Response = axum::http::Response<Body>;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
-        let (client, fence) = (self.client.clone(), self.fence.clone());
-        Box::pin(async move {
-            if is_write(request.method())
-                && !is_lease_request(request.uri().path())
-                && !fence.is_open()
-            {
-                tracing::debug!(method = %request.method(), path = request.uri().path(), "write fence closed: write refused");
-                return Err(Box::new(OutsideTerm {
-                    method: request.method().clone(),
-                    path: request.uri().path().to_string(),
-                }) as Self::Error);
-            }
-            client
-                .send(request)
-                .await
-                .map_err(|e| Box::new(e) as Self::Error)
-        })
     }
 }
 

@@ -1,4 +1,6 @@
 use super::*;
+use axum::http::Request;
+use kube::client::Body;
 use std::sync::Mutex as StdMutex;
 use tokio::time::Instant;
 

@@ -4,6 +4,7 @@
 use super::{Abort, Engine};
 use crate::api::finalizers::{ORPHAN, VM_CONTROLLER};
 use crate::api::vm::{VirtualMachine, VirtualMachineSpec};
+use crate::controller::common::ReconcileError;
 use crate::controller::vm::action::{
     ResourceVersionFrom, SyncError, SyncOutcome, VmAction, VmUpdatePurpose,
 };
@@ -27,15 +28,22 @@ impl Engine<'_> {
 
     pub(super) fn execute(&mut self) -> SyncOutcome {
         if self.vm.metadata.name.as_deref().unwrap_or("").is_empty() {
-            return SyncOutcome::Error("VirtualMachine without metadata.name".into());
+            return SyncOutcome::Error(ReconcileError::invalid_object(
+                "VirtualMachine",
+                self.key.clone(),
+                "metadata.name",
+                "is empty",
+            ));
         }
         if self.vm.spec.template.is_none() {
-            let msg = format!(
-                "VirtualMachine {}: spec.template is required; not syncing",
-                self.key
+            let error = ReconcileError::invalid_object(
+                "VirtualMachine",
+                self.key.clone(),
+                "spec.template",
+                "is required; not syncing",
             );
-            self.explain(msg.clone());
-            return SyncOutcome::Error(msg);
+            self.explain(error.to_string());
+            return SyncOutcome::Error(error);
         }
 
         // Step 2: the api-version annotations are always the first write (vm.go:374-386).
@@ -71,17 +79,22 @@ impl Engine<'_> {
             );
             return match res {
                 Ok(()) => SyncOutcome::Done,
-                Err(e) => SyncOutcome::Error(e.message),
+                Err(e) => SyncOutcome::Error(ReconcileError::api(
+                    "update",
+                    "virtualmachines",
+                    self.key.clone(),
+                    e,
+                )),
             };
         }
 
         // Step 4: claim the same-named VMI (vm.go:409-425).
         if let Err(e) = self.claim_vmi() {
-            return SyncOutcome::Error(e.to_string());
+            return SyncOutcome::Error(e.into());
         }
         // Step 5: claim DataVolumes of the templates (vm.go:427-438).
         if let Err(e) = self.claim_data_volumes() {
-            return SyncOutcome::Error(e.to_string());
+            return SyncOutcome::Error(e.into());
         }
 
         // Step 6: sync, then updateStatus (vm.go:440-457).
@@ -92,7 +105,7 @@ impl Engine<'_> {
                     "sync stopped with an error, status not updated, key requeued with rate \
                      limit: {abort}"
                 ));
-                return SyncOutcome::Error(abort.to_string());
+                return SyncOutcome::Error(abort.into());
             }
         };
         self.sync_error = sync_error.clone();
@@ -101,10 +114,10 @@ impl Engine<'_> {
         }
         if let Err(abort) = self.update_status(sync_error.as_ref()) {
             self.explain(format!("updateStatus failed: {abort}"));
-            return SyncOutcome::Error(abort.to_string());
+            return SyncOutcome::Error(abort.into());
         }
         match sync_error {
-            Some(e) => SyncOutcome::Error(e.message),
+            Some(e) => SyncOutcome::Error(ReconcileError::Sync(e)),
             None => SyncOutcome::Done,
         }
     }

@@ -1,9 +1,20 @@
 //! What-if: the change parsing, the virt-api request rules, the diff and the fit, and the whole
 //! evaluation on hand-built gathered states ("now" is fixed).
 
+use super::analyze::{changed_fields, diff_maps, fit_check, pod_requests, vmi_for};
+use super::parse::apply_request;
+use super::parse::parse_path;
 use super::*;
+use crate::api::VirtualMachine;
+use crate::api::annotations::MEMORY_OVERHEAD_BYTES;
+use crate::config::ClusterSettings;
 use crate::controller::vm::revision::build_start_revision;
+use crate::controller::vm::setup_vmi_from_vm;
+use crate::controller::vmi::executor::render_pod_with;
+use crate::inspect::gather::Gathered;
 use crate::launcher::overhead::MIB;
+use crate::lifecycle::Verb;
+use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 
 use crate::inspect::test_support::{now, vm_a};
