@@ -10,6 +10,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod controller;
+pub mod flight;
 pub mod inspect;
 pub mod instancetype;
 pub mod kubevirt_version;
