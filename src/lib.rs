@@ -16,6 +16,7 @@ pub mod instancetype;
 pub mod kubevirt_version;
 pub mod launcher;
 pub mod lifecycle;
+pub mod replay;
 pub mod runtime;
 pub mod shadow;
 pub mod sim;

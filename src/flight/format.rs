@@ -242,7 +242,7 @@ pub struct Line {
 }
 
 /// `metadata.resourceVersion` of a JSON object (empty when it has none).
-pub(crate) fn rv_of(obj: &Value) -> String {
+pub fn rv_of(obj: &Value) -> String {
     obj.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .unwrap_or("")

@@ -13,13 +13,13 @@
 //! Writing is synchronous under the lock into a buffered file; the buffer is written out at
 //! each reconcile. A failing disk stops the recording (one warning), never the controller.
 
-mod format;
+pub(crate) mod format;
 mod read;
 mod ring;
 
 pub use format::{
     Answer, Body, Decided, EventLine, Expectation, FORMAT, Input, Line, ObjectId, Reconcile,
-    Version, WatchOp, Write,
+    Version, WatchOp, Write, rv_of,
 };
 pub use read::{ReadError, read_recording};
 pub use ring::SEGMENTS;
