@@ -212,14 +212,6 @@ pub enum Body {
         /// The Lease `namespace/name`.
         lease: String,
     },
-    /// An expectations entry changed.
-    Expectation {
-        /// The controller key.
-        key: String,
-        /// The entry as it is now.
-        #[serde(flatten)]
-        entry: Expectation,
-    },
     /// One reconcile.
     Reconcile(Box<Reconcile>),
     /// One write.
