@@ -32,7 +32,9 @@
 //! time after the bulk start, for the idle-controller latency), `CONTROLLER_BENCH_WORKER_THREADS`
 //! (the controller's tokio worker threads, `run-controller --worker-threads`; default 1, or one
 //! per CPU in-process), `CONTROLLER_BENCH_CLIENT_LIMIT=none` (the controller's API client
-//! unlimited; by default KubeVirt's 200 requests/s, burst 400). Under `cargo test --benches` /
+//! unlimited; by default KubeVirt's 200 requests/s, burst 400), `CONTROLLER_BENCH_RECORD=DIR`
+//! (the controller keeps a flight recording there, as `run-controller --record DIR`; the
+//! bench prints its size). Under `cargo test --benches` /
 //! `--test`, 20 VMs and 5 paced.
 //!
 //! Run: `cargo bench --bench controller_start`. Figures: docs/performance.md ("Controller start,
@@ -675,6 +677,11 @@ async fn run(n: usize, in_process: bool) {
     if unlimited_client() {
         config.client_rate_limit = ClientRateLimit::Unlimited;
     }
+    let record = std::env::var_os("CONTROLLER_BENCH_RECORD").map(PathBuf::from);
+    if let Some(dir) = &record {
+        let recorder = virtctl_rs::flight::FlightRecorder::open(dir, 1 << 30, "bench");
+        config.record = Some(recorder.expect("CONTROLLER_BENCH_RECORD: open the recording"));
+    }
     let (vm_rec, vmi_rec) = virtctl_rs::controller::reconcilers();
     // As `run-controller` starts it: writes through their own fenced connection pool.
     let manager = Arc::new(
@@ -967,6 +974,17 @@ async fn run(n: usize, in_process: bool) {
         println!("  manager: {e}");
     }
     drop(manager);
+    if let Some(dir) = &record {
+        let (mut bytes, mut files) = (0, 0);
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            bytes += entry.metadata().map_or(0, |m| m.len());
+            files += 1;
+        }
+        println!(
+            "  flight recording: {bytes} bytes in {files} segment(s), {:.0} bytes per VM",
+            bytes as f64 / n as f64
+        );
+    }
     cluster.shutdown().await;
 }
 

@@ -39,6 +39,7 @@ mod module_graph;
 mod pvc_status;
 mod rbac;
 mod readme;
+mod replay_e2e;
 mod run_controller_cli;
 mod self_contained;
 mod server_conformance;

@@ -14,6 +14,7 @@ pub mod inspect;
 pub mod lifecycle;
 pub mod output;
 pub mod progress;
+pub mod replay;
 pub mod run_controller;
 pub mod shadow;
 pub mod signals;
@@ -136,6 +137,21 @@ Exit codes:
   0  shown (or stdout closed)
   1  VM not found, or the cluster unreachable (reason on stderr)
   2  usage error";
+
+/// `replay --help`: examples and exit codes.
+pub const REPLAY_HELP: &str = "\
+Examples:
+  # Record a run, then replay it through the decisions
+  kubectl virtctl-rs run-controller --embedded --apply docs/examples --record /tmp/rec
+  kubectl virtctl-rs replay /tmp/rec
+  # The same as JSON, for scripts
+  kubectl virtctl-rs replay /tmp/rec -o json
+
+Exit codes:
+  0  every replayed decision is the recorded one (or stdout closed)
+  1  the recording cannot be read (reason on stderr)
+  2  usage error
+  3  a replayed decision differs from the recorded one";
 
 /// `explain-overhead --help`: examples and exit codes.
 pub const EXPLAIN_OVERHEAD_HELP: &str = "\
@@ -284,6 +300,9 @@ pub enum Command {
     /// Why a VM restarted, stopped or failed: its recent runs, each end with its causes.
     #[command(after_help = WHY_HELP)]
     Why(why::WhyArgs),
+    /// Replay a flight recording (`run-controller --record`) through the controllers' decisions.
+    #[command(after_help = REPLAY_HELP)]
+    Replay(replay::ReplayArgs),
     /// Explain the virt-launcher memory overhead of a VM or VMI, term by term.
     #[command(after_help = EXPLAIN_OVERHEAD_HELP)]
     ExplainOverhead(explain_overhead::ExplainOverheadArgs),
@@ -376,6 +395,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Inspect(args) => inspect::run(&cli.global, args),
         Command::Demo(args) => demo::run(&cli.global, args),
         Command::Why(args) => why::run(&cli.global, args),
+        Command::Replay(args) => replay::run(args),
         Command::ExplainOverhead(args) => explain_overhead::run(&cli.global, args),
         Command::Cluster(args) => cluster::run(&cli.global, args),
         Command::Shadow(args) => shadow::run(&cli.global, args),

@@ -124,6 +124,44 @@ pub struct RunControllerArgs {
     /// decisions and print a summary on Ctrl-C (as `shadow`; docs/shadow.md).
     #[arg(long, conflicts_with_all = ["embedded", "apply", "exit_when_ready"])]
     pub shadow: bool,
+    /// Keep a flight recording in this directory: what the controllers saw and did, for
+    /// `replay` and `why` (docs/replay.md).
+    #[arg(long, value_name = "DIR", conflicts_with = "shadow")]
+    pub record: Option<PathBuf>,
+    /// The size limit of the --record directory (bytes, or a quantity: 64Mi, 1Gi); its oldest
+    /// segment is deleted when a new one would pass it.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "256Mi",
+        requires = "record"
+    )]
+    pub record_max_bytes: String,
+}
+
+/// `--record-max-bytes`: a byte count as a Kubernetes quantity (`256Mi`), at least 4 KiB.
+fn record_max_bytes(text: &str) -> Result<u64, CliError> {
+    let bad = |why: String| CliError::Failed(format!("--record-max-bytes {text}: {why}"));
+    let q = crate::api::quantity::ParsedQuantity::parse(text).map_err(|e| bad(e.to_string()))?;
+    let bytes = u64::try_from(q.nanos / 1_000_000_000).map_err(|_| bad("negative".into()))?;
+    if bytes < 4096 {
+        return Err(bad("a recording needs at least 4Ki".into()));
+    }
+    Ok(bytes)
+}
+
+/// The flight recorder of `--record`, for the controller `identity`.
+fn open_recorder(
+    args: &RunControllerArgs,
+    identity: &str,
+) -> Result<Option<crate::flight::FlightRecorder>, CliError> {
+    let Some(dir) = &args.record else {
+        return Ok(None);
+    };
+    let max = record_max_bytes(&args.record_max_bytes)?;
+    crate::flight::FlightRecorder::open(dir, max, identity)
+        .map(Some)
+        .map_err(|e| CliError::Failed(format!("--record {}: {e}", dir.display())))
 }
 
 /// `--qps`/`--burst`: the CR's limit unless either is given; a missing one is the CR default.
@@ -193,6 +231,7 @@ pub fn manager_config(
             "--vm-workers and --vmi-workers must be at least 1".into(),
         ));
     }
+    let record = open_recorder(args, &lease.identity)?;
     Ok(ManagerConfig {
         namespace: if args.all_namespaces {
             None
@@ -215,6 +254,7 @@ pub fn manager_config(
         listen,
         expectations_timeout: crate::runtime::expectations::EXPECTATIONS_TIMEOUT,
         client_rate_limit: client_rate_limit(args.qps, args.burst)?,
+        record,
     })
 }
 
@@ -704,6 +744,16 @@ mod tests {
         }
         let err = controller_runtime(Some(0)).expect_err("no threads");
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn the_record_size_limit_is_a_quantity_of_at_least_4ki() {
+        assert_eq!(record_max_bytes("64Mi").unwrap(), 64 << 20);
+        assert_eq!(record_max_bytes("5000").unwrap(), 5000);
+        for bad in ["1Ki", "-1Gi", "lots"] {
+            let err = record_max_bytes(bad).unwrap_err().to_string();
+            assert!(err.contains("--record-max-bytes"), "{err}");
+        }
     }
 
     #[test]

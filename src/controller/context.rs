@@ -337,6 +337,7 @@ pub use crate::controller::common::record::{ReconcileLog, ReconcileRecord, VmiEn
 pub struct EventSink {
     vm: mpsc::Sender<(Event, ObjectReference)>,
     other: mpsc::Sender<(Event, ObjectReference)>,
+    flight: Option<crate::flight::FlightRecorder>,
 }
 
 /// Events each publisher queues before dropping (client-go's `maxQueuedEvents` is 1,000).
@@ -362,7 +363,14 @@ impl EventSink {
         EventSink {
             vm,
             other: publisher(client),
+            flight: None,
         }
+    }
+
+    /// The same sink, also recording every Event in `flight`.
+    pub(crate) fn with_flight(mut self, flight: Option<crate::flight::FlightRecorder>) -> Self {
+        self.flight = flight;
+        self
     }
 
     /// An event sink that drops everything (tests, dry runs).
@@ -371,6 +379,7 @@ impl EventSink {
         EventSink {
             vm: tx.clone(),
             other: tx,
+            flight: None,
         }
     }
 
@@ -387,6 +396,17 @@ impl EventSink {
             reason: reason.to_string(),
             message: message.to_string(),
         };
+        if let Some(f) = &self.flight {
+            f.record(crate::flight::Body::Event(crate::flight::EventLine {
+                kind: reference.kind.clone().unwrap_or_default(),
+                namespace: reference.namespace.clone().unwrap_or_default(),
+                name: reference.name.clone().unwrap_or_default(),
+                uid: reference.uid.clone().unwrap_or_default(),
+                event_type: event.type_.to_string(),
+                reason: event.reason.clone(),
+                message: event.message.clone(),
+            }));
+        }
         let queue = if reference.kind.as_deref() == Some("VirtualMachine") {
             &self.vm
         } else {
@@ -435,6 +455,8 @@ pub struct Context {
     /// decides from the newer of the two, so its status write carries the resourceVersion of
     /// the controller's last write (issue 38 item 7).
     pub vm_mutations: Arc<MutationCache<VirtualMachine>>,
+    /// The flight recorder (`run-controller --record`), when recording.
+    pub flight: Option<crate::flight::FlightRecorder>,
 }
 
 /// Drop the cached `ns/name` of `informer` (the one cached now, by its UID) as gone.
@@ -497,6 +519,7 @@ impl Context {
             events: EventSink::disabled(),
             reconciles: ReconcileLog::default(),
             metrics: Arc::new(Metrics::new()),
+            flight: None,
             vm_mutations: Arc::default(),
         }
     }
@@ -584,6 +607,7 @@ mod tests {
         let sink = EventSink {
             vm: vm_tx,
             other: other_tx,
+            flight: None,
         };
         let reference = |kind: &str, name: &str| ObjectReference {
             kind: Some(kind.into()),

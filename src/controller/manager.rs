@@ -72,6 +72,8 @@ pub struct ManagerConfig {
     pub expectations_timeout: std::time::Duration,
     /// The rate limit of the controllers' API client (informers and writes; never the Lease's).
     pub client_rate_limit: ClientRateLimit,
+    /// Record what the controllers see and do here (`run-controller --record`).
+    pub record: Option<crate::flight::FlightRecorder>,
 }
 
 /// How the controllers' API client is rate-limited ([`crate::runtime::rest_limiter`]).
@@ -104,6 +106,7 @@ impl ManagerConfig {
             listen: None,
             expectations_timeout: crate::runtime::expectations::EXPECTATIONS_TIMEOUT,
             client_rate_limit: ClientRateLimit::FromSettings,
+            record: None,
         }
     }
 }
@@ -432,6 +435,22 @@ async fn spawn_cluster_config(
     (informer, cluster_config)
 }
 
+/// `handlers`, after the flight recorder's handler of `kind` when recording: a reconcile the
+/// other handlers queue then finds the change recorded before it.
+fn recorded<K, const N: usize>(
+    rec: Option<&crate::flight::FlightRecorder>,
+    kind: &'static str,
+    handlers: [crate::runtime::informer::Handler<K>; N],
+) -> Vec<crate::runtime::informer::Handler<K>>
+where
+    K: kube::Resource + serde::Serialize + Send + Sync + 'static,
+{
+    rec.map(|r| r.handler(kind))
+        .into_iter()
+        .chain(handlers)
+        .collect()
+}
+
 /// The queues and expectations the informers' handlers feed.
 struct Queues<'a> {
     vm: &'a QueueSlot,
@@ -450,13 +469,18 @@ async fn spawn_caches(
 ) -> (Caches, Arc<ClusterConfig>) {
     let ns = config.namespace.as_deref();
     let vm_cell = VmStoreCell::default();
-    let vm_handlers = vec![vm_handler(q.vm.clone())];
+    let rec = config.record.as_ref();
+    let vm_handlers: Vec<_> = recorded(rec, "VirtualMachine", [vm_handler(q.vm.clone())]);
     let vms = spawn_in::<VirtualMachine>("virtualmachines", client, ns, vm_handlers, stop);
     let _ = vm_cell.set(vms.store().clone());
-    let vmi_handlers = vec![
-        vmi_to_vm_handler(q.vm.clone(), q.expectations.clone(), vm_cell.clone()),
-        vmi_handler(q.vmi.clone(), q.expectations.clone()),
-    ];
+    let vmi_handlers: Vec<_> = recorded(
+        rec,
+        "VirtualMachineInstance",
+        [
+            vmi_to_vm_handler(q.vm.clone(), q.expectations.clone(), vm_cell.clone()),
+            vmi_handler(q.vmi.clone(), q.expectations.clone()),
+        ],
+    );
     let vmis = spawn_in::<VirtualMachineInstance>(
         "virtualmachineinstances",
         client,
@@ -471,7 +495,11 @@ async fn spawn_caches(
         "pods",
         api_for::<crate::controller::vmi::launcher_cache::LauncherPodForCache>(client, ns),
         watcher::Config::default().labels("kubevirt.io=virt-launcher"),
-        vec![pod_to_vmi_handler(q.vmi.clone(), q.expectations.clone())],
+        recorded(
+            rec,
+            "Pod",
+            [pod_to_vmi_handler(q.vmi.clone(), q.expectations.clone())],
+        ),
         stop.clone(),
     );
     let revisions = Informer::<ControllerRevision>::spawn_with(
@@ -481,15 +509,19 @@ async fn spawn_caches(
         "controllerrevisions",
         api_for(client, ns),
         watcher::Config::default(),
-        vec![],
+        recorded(rec, "ControllerRevision", []),
         stop.clone(),
     );
     let data_volumes = if data_volumes_served(client).await {
-        let dv_handlers = vec![dv_to_vm_handler(
-            q.vm.clone(),
-            q.expectations.clone(),
-            vm_cell.clone(),
-        )];
+        let dv_handlers: Vec<_> = recorded(
+            rec,
+            "DataVolume",
+            [dv_to_vm_handler(
+                q.vm.clone(),
+                q.expectations.clone(),
+                vm_cell.clone(),
+            )],
+        );
         spawn_in::<DataVolume>("datavolumes", client, ns, dv_handlers, stop)
     } else {
         tracing::info!(
@@ -511,11 +543,15 @@ async fn spawn_caches(
         stop.clone(),
     );
     let resource_quotas = spawn_in::<ResourceQuota>("resourcequotas", client, ns, vec![], stop);
-    let pvc_handlers = vec![
-        pvc_to_vm_handler(q.vm.clone(), vm_cell.clone()),
-        pvc_snapshot_status_handler(q.vm.clone(), vm_cell.clone()),
-        pvc_to_vmi_handler(q.vmi.clone(), vmi_cell),
-    ];
+    let pvc_handlers: Vec<_> = recorded(
+        rec,
+        "PersistentVolumeClaim",
+        [
+            pvc_to_vm_handler(q.vm.clone(), vm_cell.clone()),
+            pvc_snapshot_status_handler(q.vm.clone(), vm_cell.clone()),
+            pvc_to_vmi_handler(q.vmi.clone(), vmi_cell),
+        ],
+    );
     let pvcs =
         spawn_in::<PersistentVolumeClaim>("persistentvolumeclaims", client, ns, pvc_handlers, stop);
     let following = match config.client_rate_limit {
@@ -658,10 +694,11 @@ impl Manager {
             vm_queue,
             vmi_queue,
             expectations,
-            events: EventSink::spawn(writer),
+            events: EventSink::spawn(writer).with_flight(config.record.clone()),
             reconciles: ReconcileLog::default(),
             metrics,
             vm_mutations: Default::default(),
+            flight: config.record.clone(),
         };
         let leader = Arc::new(RwLock::new(LeaderState {
             lease: config.lease.describe(),
@@ -835,8 +872,10 @@ impl Manager {
             let term_ctx = self.ctx.clone();
             let (vm, vmi) = (self.vm.clone(), self.vmi.clone());
             let (vm_workers, vmi_workers) = (self.config.vm_workers, self.config.vmi_workers);
+            let lease = self.config.lease.describe();
             let outcome = elector
                 .run_with(cancel.clone(), move |term| async move {
+                    let _recorded = RecordedTerm::begin(&term_ctx, lease);
                     run_term(term_ctx, vm, vmi, vm_workers, vmi_workers, term).await;
                 })
                 .await;
@@ -973,6 +1012,37 @@ async fn run_term(
         requeue_expired,
     );
     tracing::info!("stopped the VM and VMI controllers");
+}
+
+/// A leadership term in the flight recording: `started-leading` and the settings at its start,
+/// `stopped-leading` when dropped (also when the term's task is aborted).
+struct RecordedTerm(Option<crate::flight::FlightRecorder>, String);
+
+impl RecordedTerm {
+    fn begin(ctx: &Context, lease: String) -> Self {
+        if let Some(f) = &ctx.flight {
+            f.record(crate::flight::Body::Lease {
+                event: "started-leading".into(),
+                lease: lease.clone(),
+            });
+            let settings = serde_json::to_value(ctx.cluster_config.settings().as_ref())
+                .unwrap_or(serde_json::Value::Null);
+            f.record(crate::flight::Body::Settings { settings });
+        }
+        RecordedTerm(ctx.flight.clone(), lease)
+    }
+}
+
+impl Drop for RecordedTerm {
+    fn drop(&mut self) {
+        if let Some(f) = &self.0 {
+            f.record(crate::flight::Body::Lease {
+                event: "stopped-leading".into(),
+                lease: self.1.clone(),
+            });
+            f.flush();
+        }
+    }
 }
 
 /// Empties the queue slots of a term when dropped: handlers then drop keys, `/debug/state`

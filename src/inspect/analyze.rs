@@ -697,6 +697,20 @@ pub struct Decisions {
 /// Run the VM and VMI controllers' pure decisions on the gathered objects, on snapshots built
 /// by the executors' own constructors, with the given expectations entries of this key (none:
 /// satisfied).
+/// The VMI controller's expectations from the key's entries (`vmi-pod`, `vmi-self`; none:
+/// satisfied).
+pub(crate) fn vmi_expectations_state(expectations: &[ExpectationView]) -> ExpectationsState {
+    let pod_entry = expectations.iter().find(|e| e.store == STORE_VMI_POD);
+    let self_entry = expectations.iter().find(|e| e.store == STORE_VMI_SELF);
+    ExpectationsState {
+        pods_satisfied: pod_entry.is_none_or(|e| e.satisfied),
+        pending_pod_creations: pod_entry.map_or(0, |e| e.adds),
+        pending_pod_deletions: pod_entry.map_or(0, |e| e.dels),
+        vmi_satisfied: self_entry.is_none_or(|e| e.satisfied),
+        pvcs_satisfied: true,
+    }
+}
+
 pub fn decide_next(
     g: &Gathered,
     vm: &VirtualMachine,
@@ -726,15 +740,7 @@ pub fn decide_next(
     vm_snap.pvcs = template_pvcs(vm, |claim| g.pvcs.get(claim).cloned());
     let vm_decision = crate::controller::vm::decide(&vm_snap);
     let vmi_decision = g.vmi.as_ref().map(|vmi| {
-        let pod_entry = expectations.iter().find(|e| e.store == STORE_VMI_POD);
-        let self_entry = expectations.iter().find(|e| e.store == STORE_VMI_SELF);
-        let state = ExpectationsState {
-            pods_satisfied: pod_entry.is_none_or(|e| e.satisfied),
-            pending_pod_creations: pod_entry.map_or(0, |e| e.adds),
-            pending_pod_deletions: pod_entry.map_or(0, |e| e.dels),
-            vmi_satisfied: self_entry.is_none_or(|e| e.satisfied),
-            pvcs_satisfied: true,
-        };
+        let state = vmi_expectations_state(expectations);
         let owner_uid = owner_vm_name(vmi)
             .filter(|n| Some(n) == vm.metadata.name.as_ref())
             .and(vm.metadata.uid.clone());

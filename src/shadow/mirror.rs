@@ -5,8 +5,11 @@
 use super::predict::{Intended, Kind, vm_writes, vmi_writes};
 use crate::api::{Time, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
-use crate::inspect::analyze::decide_next;
+use crate::controller::vm::VmDecision;
+use crate::controller::vmi::VmiDecision;
+use crate::inspect::analyze::{decide_next, vmi_expectations_state};
 use crate::inspect::gather::Gathered;
+use crate::inspect::model::ExpectationView;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -112,6 +115,22 @@ impl Mirror {
     /// from these objects at `now`, expectations satisfied (the shadow cannot see the
     /// leader's). An object that does not decode is an error naming it.
     pub(crate) fn decide(&self, key: &str, now: DateTime<Utc>) -> Result<Vec<Intended>, String> {
+        let name = key.split_once('/').map_or(key, |(_, n)| n);
+        let (vm, vmi) = self.decisions(key, now, &[])?;
+        let mut out = vm.map(|d| vm_writes(&d, name)).unwrap_or_default();
+        out.extend(vmi.into_iter().flat_map(|d| vmi_writes(&d, name)));
+        Ok(out)
+    }
+
+    /// The VM and VMI controllers' decisions for key `key` from these objects at `now`, with
+    /// the key's `expectations` entries (none: satisfied): the VM's (when the VM is here) and
+    /// the VMI's (when the VMI is). Shadow and `replay` both decide here.
+    pub(crate) fn decisions(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        expectations: &[ExpectationView],
+    ) -> Result<(Option<VmDecision>, Option<VmiDecision>), String> {
         let (ns, name) = key.split_once('/').unwrap_or(("", key));
         let vm: Option<VirtualMachine> = self.typed(Kind::VirtualMachine, key)?;
         let vmi: Option<VirtualMachineInstance> = self.typed(Kind::VirtualMachineInstance, key)?;
@@ -121,10 +140,11 @@ impl Mirror {
                 .and_then(|v| serde_json::from_value(v.clone()).ok())
         };
         let Some(vm) = vm else {
-            return Ok(match vmi {
-                Some(vmi) => self.decide_vmi_alone(vmi, now, pvcs),
-                None => Vec::new(),
-            });
+            let state = vmi_expectations_state(expectations);
+            return Ok((
+                None,
+                vmi.map(|v| self.decide_vmi_alone(v, now, pvcs, state)),
+            ));
         };
         let g = Gathered {
             now,
@@ -143,12 +163,8 @@ impl Mirror {
             settings: self.settings.clone(),
             ..Gathered::default()
         };
-        let d = decide_next(&g, &vm, &[]);
-        let mut out = vm_writes(&d.vm, name);
-        if let Some(vmi) = &d.vmi {
-            out.extend(vmi_writes(vmi, name));
-        }
-        Ok(out)
+        let d = decide_next(&g, &vm, expectations);
+        Ok((Some(d.vm), d.vmi))
     }
 
     fn pvcs_in(&self, ns: &str) -> Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
@@ -165,9 +181,9 @@ impl Mirror {
         vmi: VirtualMachineInstance,
         now: DateTime<Utc>,
         pvc: impl Fn(&str) -> Option<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
-    ) -> Vec<Intended> {
+        expectations: crate::controller::vmi::ExpectationsState,
+    ) -> VmiDecision {
         let ns = vmi.metadata.namespace.clone().unwrap_or_default();
-        let name = vmi.metadata.name.clone().unwrap_or_default();
         let pods: Vec<_> = self.in_namespace(Kind::Pod, &ns);
         let dvs: Vec<crate::api::DataVolume> = self.in_namespace(Kind::DataVolume, &ns);
         let dv = |n: &str| {
@@ -180,14 +196,14 @@ impl Mirror {
             vmi,
             pods.into_iter().map(std::sync::Arc::new),
             None,
-            crate::controller::vmi::ExpectationsState::default(),
+            expectations,
             (dv, pvc, &Default::default()),
             (settings, || {
                 crate::launcher::resources::NamespaceContext::from_cluster(None, &[], settings)
             }),
             Time::from_datetime(now),
         );
-        vmi_writes(&crate::controller::vmi::decide(&snap), &name)
+        crate::controller::vmi::decide(&snap)
     }
 }
 

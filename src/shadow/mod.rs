@@ -23,6 +23,7 @@ mod tracker;
 mod watch;
 
 pub use compare::Verdict;
+pub(crate) use mirror::Mirror;
 pub use predict::Kind;
 pub use report::{Difference, ShadowReport, write_reproductions};
 pub use tracker::{Perturbation, Record};

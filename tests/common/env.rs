@@ -127,6 +127,8 @@ pub struct EnvConfig {
     pub listen: Option<std::net::SocketAddr>,
     /// Namespace of the KubeVirt CR the controller follows (default `None`: beside its Lease).
     pub kubevirt_namespace: Option<String>,
+    /// The controller's flight recorder (default: none).
+    pub record: Option<virtctl_rs::flight::FlightRecorder>,
 }
 
 impl EnvConfig {
@@ -157,6 +159,7 @@ impl EnvConfig {
             expectations_timeout: virtctl_rs::runtime::expectations::EXPECTATIONS_TIMEOUT,
             listen: None,
             kubevirt_namespace: None,
+            record: None,
         }
     }
 
@@ -300,6 +303,7 @@ impl Env {
             // otherwise (`kubevirt` on the embedded server, the scenario's namespace on the real
             // one); `inspect --kubevirt-namespace` reads it there.
             kubevirt_namespace: Some(kubevirt_namespace.clone()),
+            record: config.record,
             ..ManagerConfig::new(config.lease)
         };
         let restart = (controller_client.clone(), manager_config.clone());

@@ -285,6 +285,7 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
     }
     let mut failures = ApiFailures::none();
     let mut decision = decide_with_failures(&snap, &failures);
+    let decided = ctx.flight.as_ref().map(|_| decision.actions.clone());
     let mut returned_vms: std::collections::BTreeMap<usize, VirtualMachine> = Default::default();
     let mut requeue_after: Option<Duration> = None;
     // The VM as the server holds it after the last write whose answer matched the decision's
@@ -320,9 +321,13 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
                     }
                     returned_vms.insert(i, vm);
                 }
+                if action.is_api_call() {
+                    super::flight::write(ctx, key, kind, Ok(returned_vms.get(&i)));
+                }
                 run.succeeded(kind.to_string());
             }
             Err(e) => run.failed(kind.to_string(), e, |i, e| {
+                super::flight::write(ctx, key, kind, Err(&e.message));
                 tracing::debug!(key, action = kind, error = %e.message, "VM action failed");
                 failures.insert(i, e.clone());
                 decision = decide_with_failures(&snap, &failures);
@@ -335,6 +340,10 @@ pub async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, ReconcileErr
         SyncOutcome::Done => None,
         SyncOutcome::Error(e) => Some(e),
     };
+    if let Some(decided) = &decided {
+        let text = error.as_ref().map(ToString::to_string);
+        super::flight::reconcile(ctx, key, &snap, decided, &applied, text.as_ref());
+    }
     ctx.reconciles
         .finish("vm", key, started, error.as_ref(), requeue_after, applied);
     match error {

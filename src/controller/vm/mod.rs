@@ -41,6 +41,7 @@ mod engine;
 pub mod error;
 pub mod executor;
 pub mod firmware;
+pub(crate) mod flight;
 pub mod generation;
 pub(crate) mod live_update;
 pub mod metadata_sync;

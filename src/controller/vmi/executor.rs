@@ -318,18 +318,25 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, Recon
     record_observed_ending(ctx, key, &snap);
     let mut first = decide_sync(&snap);
     if first.skipped.is_some() {
+        super::flight::reconcile(ctx, key, &snap, &first, None, false, &[], None);
         return Ok(Requeue::NONE);
     }
+    // The recorder keeps the decision's actions, which the run below takes.
+    let recorded_first = ctx.flight.as_ref().map(|_| first.clone());
     // Stage 1: sync, which returns on its first error.
     let mut created_pod = None;
     let mut run = ActionRun::new(std::mem::take(&mut first.sync_actions));
     while let Some((_, action)) = run.next() {
         match apply(ctx, key, &snap, action).await {
             Ok(created) => {
+                super::flight::write(ctx, key, action, None);
                 created_pod = created.map(Box::new).or(created_pod);
                 run.succeeded(describe(action));
             }
-            Err(e) => run.failed(describe(action), e, |_, _| AfterFailure::Stop),
+            Err(e) => {
+                super::flight::write(ctx, key, action, Some(&e.message));
+                run.failed(describe(action), e, |_, _| AfterFailure::Stop)
+            }
         }
     }
     let stage1 = run.finish();
@@ -339,13 +346,19 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, Recon
     };
     // Stage 2: events about stage 1, then updateStatus; a failed write ends it.
     let mut second = decide_after_sync(&snap, &outcome);
+    let sync_failed = matches!(outcome, SyncOutcome::Failed { .. });
+    let recorded_second = ctx.flight.as_ref().map(|_| second.clone());
     let writes_vmi = second.vmi_write().is_some();
     let mut status_error = None;
     let mut run = ActionRun::new(std::mem::take(&mut second.status_actions));
     while let Some((_, action)) = run.next() {
         match apply(ctx, key, &snap, action).await {
-            Ok(_) => run.succeeded(describe(action)),
+            Ok(_) => {
+                super::flight::write(ctx, key, action, None);
+                run.succeeded(describe(action))
+            }
             Err(e) => {
+                super::flight::write(ctx, key, action, Some(&e.message));
                 let (verb, resource, object) = request(key, action);
                 status_error = Some(ReconcileError::api(verb, resource, object, e.clone()));
                 run.failed(describe(action), e, |_, _| AfterFailure::Stop)
@@ -369,6 +382,11 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, Recon
                 ReconcileError::Sync(sync_error)
             })
         });
+    if let (Some(first), Some(second)) = (&recorded_first, &recorded_second) {
+        let text = error.as_ref().map(ToString::to_string);
+        let (e, a) = (text.as_ref(), &applied);
+        super::flight::reconcile(ctx, key, &snap, first, Some(second), sync_failed, a, e);
+    }
     ctx.reconciles
         .finish("vmi", key, started, error.as_ref(), None, applied);
     match error {

@@ -24,6 +24,7 @@ pub mod conditions;
 pub mod decide;
 pub mod events;
 pub mod executor;
+pub(crate) mod flight;
 mod hotplug;
 pub mod launcher_cache;
 pub mod network_status;
