@@ -54,6 +54,7 @@ pub mod setup_vmi;
 pub mod snapshot;
 pub mod status;
 pub mod unsupported;
+pub mod volume_hotplug;
 
 #[cfg(test)]
 mod tests;
