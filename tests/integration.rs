@@ -57,5 +57,6 @@ mod sim_pvc;
 mod sim_watch;
 mod split_brain;
 mod vm_stale_copy;
+mod volume_hotplug_e2e;
 mod whatif_cli;
 mod why_e2e;
