@@ -58,6 +58,7 @@ mod sim_pvc;
 mod sim_watch;
 mod split_brain;
 mod vm_stale_copy;
+mod volume_hotplug_e2e;
 mod volume_snapshot_status;
 mod whatif_cli;
 mod why_e2e;

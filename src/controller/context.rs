@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 pub struct Caches {
     pub vms: Informer<VirtualMachine>,
     pub vmis: Informer<VirtualMachineInstance>,
-    /// virt-launcher pods only (label `kubevirt.io=virt-launcher`).
+    /// Pods with the `kubevirt.io` label: virt-launcher and hotplug attachment pods.
     pub pods: Informer<Pod>,
     pub revisions: Informer<ControllerRevision>,
     /// Empty and synced when the cluster has no CDI (DataVolume CRD absent).

@@ -86,7 +86,7 @@ pub struct CacheState {
     /// Cached VirtualMachineInstances.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtualmachineinstances: Option<usize>,
-    /// Cached virt-launcher pods (label `kubevirt.io=virt-launcher`).
+    /// Cached pods with the `kubevirt.io` label (virt-launcher and hotplug attachment pods).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods: Option<usize>,
     /// Cached ControllerRevisions.

@@ -337,13 +337,41 @@ pub(crate) fn vmi_handler(
     })
 }
 
-/// Pod informer → VMI queue, lowering pod expectations of the owning VMI.
-pub(crate) fn pod_to_vmi_handler(vmi_queue: QueueSlot, expectations: Expectations) -> Handler<Pod> {
+/// The pod cache, bound after the pod informer starts (its own handler resolves an attachment
+/// pod through the launcher pod that owns it).
+pub type PodStoreCell = Arc<OnceLock<Store<Pod>>>;
+
+/// The VMI key of a pod: its controller VMI, or for a hotplug attachment pod (controlled by a
+/// pod) the VMI of that launcher pod, found in the cache by name and UID
+/// (`resolveControllerRef`, vmi.go:539-560).
+fn pod_owner_vmi_key(pods: &PodStoreCell, pod: &Pod) -> Option<String> {
+    let ns = pod.metadata.namespace.as_deref();
+    let vmi_of = |p: &Pod| {
+        controller_named(p, "VirtualMachineInstance").map(|(name, _)| join_key(ns, &name))
+    };
+    if let Some(key) = vmi_of(pod) {
+        return Some(key);
+    }
+    let (owner, uid) = controller_named(pod, "Pod")?;
+    let mut r = ObjectRef::<Pod>::new(&owner);
+    if let Some(ns) = ns {
+        r = r.within(ns);
+    }
+    let launcher = pods.get()?.get(&r)?;
+    (launcher.metadata.uid.as_deref() == Some(uid.as_str()))
+        .then(|| vmi_of(&launcher))
+        .flatten()
+}
+
+/// Pod informer → VMI queue, lowering pod expectations of the owning VMI (attachment pods
+/// count for the VMI of their launcher pod, as KubeVirt's `createPod(vmiKey, …)` expects them).
+pub(crate) fn pod_to_vmi_handler(
+    vmi_queue: QueueSlot,
+    expectations: Expectations,
+    pods: PodStoreCell,
+) -> Handler<Pod> {
     Arc::new(move |n: &Notification<Pod>| {
-        let owner_key = |pod: &Pod| {
-            controller_named(pod, "VirtualMachineInstance")
-                .map(|(name, _)| join_key(pod.metadata.namespace.as_deref(), &name))
-        };
+        let owner_key = |pod: &Pod| pod_owner_vmi_key(&pods, pod);
         match n {
             Notification::Add(pod) => {
                 if let Some(vmi_key) = owner_key(pod) {
@@ -650,7 +678,7 @@ mod tests {
     #[tokio::test]
     async fn pods_map_to_their_vmi_and_lower_pod_expectations() {
         let (q, slot, exp) = leading();
-        let h = pod_to_vmi_handler(slot, exp.clone());
+        let h = pod_to_vmi_handler(slot, exp.clone(), PodStoreCell::default());
         let pod = |rv: &str, deleting: bool| {
             let mut m = meta(
                 "virt-launcher-a-xyz",

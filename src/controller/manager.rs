@@ -11,9 +11,9 @@ use super::common::ReconcileError;
 use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
 use super::handlers::{
-    VmStoreCell, VmiStoreCell, dv_to_vm_handler, pod_to_vmi_handler, pvc_snapshot_status_handler,
-    pvc_to_vm_handler, pvc_to_vmi_handler, snapshot_class_to_vm_handler, vm_handler, vmi_handler,
-    vmi_to_vm_handler,
+    PodStoreCell, VmStoreCell, VmiStoreCell, dv_to_vm_handler, pod_to_vmi_handler,
+    pvc_snapshot_status_handler, pvc_to_vm_handler, pvc_to_vmi_handler,
+    snapshot_class_to_vm_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
 };
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::{ClusterSettings, TokenBucket};
@@ -490,18 +490,26 @@ async fn spawn_caches(
     );
     let vmi_cell = VmiStoreCell::default();
     let _ = vmi_cell.set(vmis.store().clone());
+    // KubeVirt's pod informer watches every pod with the `kubevirt.io` label: launcher pods
+    // and hotplug attachment pods (virtinformers.go:584-595).
+    let pod_cell = PodStoreCell::default();
     let pods = Informer::<Pod>::spawn_decoding(
         InformerState::new().with_index(&crate::runtime::index::CONTROLLER_UID),
         "pods",
         api_for::<crate::controller::vmi::launcher_cache::LauncherPodForCache>(client, ns),
-        watcher::Config::default().labels("kubevirt.io=virt-launcher"),
+        watcher::Config::default().labels("kubevirt.io"),
         recorded(
             rec,
             "Pod",
-            [pod_to_vmi_handler(q.vmi.clone(), q.expectations.clone())],
+            [pod_to_vmi_handler(
+                q.vmi.clone(),
+                q.expectations.clone(),
+                pod_cell.clone(),
+            )],
         ),
         stop.clone(),
     );
+    let _ = pod_cell.set(pods.store().clone());
     let revisions = Informer::<ControllerRevision>::spawn_with(
         InformerState::new()
             .with_transform(crate::controller::vm::revision::revision_for_cache)

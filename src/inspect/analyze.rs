@@ -889,6 +889,8 @@ fn vmi_action_kind(a: &VmiAction) -> &'static str {
     match a {
         VmiAction::CreatePod { .. } => "CreatePod",
         VmiAction::DeletePod { .. } => "DeletePod",
+        VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod",
+        VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod",
         VmiAction::PatchPod { .. } => "PatchPod",
         VmiAction::PatchPodReadinessCondition { .. } => "PatchPodReadinessCondition",
         VmiAction::UpdateVmi { .. } => "UpdateVmi",

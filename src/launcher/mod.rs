@@ -6,6 +6,7 @@
 //! modules below (tests/module_graph.rs checks it for all of src/).
 
 pub mod annotations;
+pub mod attachment_pod;
 pub mod containers;
 pub mod defects;
 pub mod error;

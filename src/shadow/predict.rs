@@ -232,6 +232,16 @@ pub(crate) fn vmi_writes(decision: &VmiDecision, vmi_name: &str) -> Vec<Intended
             VmiAction::DeletePod { name, .. } => {
                 write(Kind::Pod, name, None, "DeletePod", Effect::Delete)
             }
+            VmiAction::CreateAttachmentPod { pod, .. } => Intended {
+                kind: Kind::Pod,
+                name: None,
+                part: None,
+                action: "CreateAttachmentPod",
+                effect: Effect::Create(to_value(pod.as_ref())),
+            },
+            VmiAction::DeleteAttachmentPod { name, .. } => {
+                write(Kind::Pod, name, None, "DeleteAttachmentPod", Effect::Delete)
+            }
             VmiAction::PatchPod { name, patch, .. } => write(
                 Kind::Pod,
                 name,

@@ -3,7 +3,10 @@
 //!
 //! - `ServiceAccount` (`plugin/pkg/admission/serviceaccount/admission.go`): an empty
 //!   `serviceAccountName` becomes `default`; the v1 form mirrors it in the deprecated
-//!   `serviceAccount`. (Token volumes are not mounted here: see docs/embedded-cluster.md.)
+//!   `serviceAccount`; unless the pod sets `automountServiceAccountToken: false`, the projected
+//!   token volume `kube-api-access-XXXXX` and its read-only mount in every container
+//!   (`mountServiceAccountToken`; the account itself is not looked up, so its own
+//!   `automountServiceAccountToken` is not honoured).
 //! - `Priority` (`plugin/pkg/admission/priority/admission.go` `admitPod`): `spec.priority` and
 //!   `spec.preemptionPolicy` from the pod's PriorityClass, 0 and `PreemptLowerPriority` without
 //!   one; a class that does not exist is refused with 403 "no PriorityClass with name NAME was
@@ -47,6 +50,7 @@ pub(super) fn admit_pod(
     };
     spec.insert("serviceAccountName".into(), json!(account));
     spec.insert("serviceAccount".into(), json!(account));
+    mount_service_account_token(spec);
 
     // Priority.
     let class = spec
@@ -109,6 +113,70 @@ pub(super) fn admit_pod(
         }
     }
     Ok(())
+}
+
+/// Where the ServiceAccount plugin mounts the token (`DefaultAPITokenMountPath`).
+const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The ServiceAccount plugin's `mountServiceAccountToken`
+/// (plugin/pkg/admission/serviceaccount/admission.go): unless automount is off or a container
+/// already mounts something at the token path, a projected `kube-api-access-XXXXX` volume (token,
+/// `kube-root-ca.crt`, namespace) mounted read-only in every init and regular container.
+fn mount_service_account_token(spec: &mut serde_json::Map<String, Value>) {
+    if spec
+        .get("automountServiceAccountToken")
+        .and_then(Value::as_bool)
+        == Some(false)
+    {
+        return;
+    }
+    let containers = ["initContainers", "containers"];
+    let mounted = containers.iter().any(|k| {
+        spec.get(*k).and_then(Value::as_array).is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("volumeMounts")
+                    .and_then(Value::as_array)
+                    .is_some_and(|ms| {
+                        ms.iter().any(|m| {
+                            m.get("mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH)
+                        })
+                    })
+            })
+        })
+    });
+    if mounted {
+        return;
+    }
+    let name = format!("kube-api-access-{}", super::object::random_suffix());
+    let volume = json!({"name": name, "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+    ]}});
+    if let Some(vs) = spec
+        .entry("volumes")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+    {
+        vs.push(volume);
+    }
+    for key in containers {
+        for c in spec
+            .get_mut(key)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(ms) = c
+                .as_object_mut()
+                .map(|o| o.entry("volumeMounts").or_insert_with(|| json!([])))
+                .and_then(Value::as_array_mut)
+            {
+                ms.push(json!({"name": name, "readOnly": true, "mountPath": TOKEN_MOUNT_PATH}));
+            }
+        }
+    }
 }
 
 /// Whether toleration `t` tolerates the NoExecute taint `key` (`defaulttolerationseconds`'s

@@ -212,6 +212,8 @@ pub(crate) fn snapshot_from_objects(
         permit_bridge_interface_on_pod_network: settings.permit_bridge_interface_on_pod_network,
         rollout_strategy_live_update: settings.vm_rollout_strategy_live_update,
         cpu_allocation_ratio: settings.cpu_allocation_ratio,
+        declarative_hotplug_volumes: settings.gate_enabled("DeclarativeHotplugVolumes", true)
+            && !settings.gate_enabled("HotplugVolumes", false),
         ..Default::default()
     };
     snap

@@ -56,6 +56,7 @@ pub mod setup_vmi;
 pub mod snapshot;
 pub mod status;
 pub mod unsupported;
+pub mod volume_hotplug;
 pub mod volume_snapshot;
 
 #[cfg(test)]

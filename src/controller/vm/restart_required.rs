@@ -32,11 +32,16 @@ fn claim_hotpluggable(v: &Option<crate::api::vmi::ClaimSource>) -> bool {
     })
 }
 
-/// `IsHotplugVolume` (pkg/storage/types/volume.go:33-66): a `persistentVolumeClaim` or
-/// `dataVolume` with `hotpluggable: true`, or a hotpluggable `memoryDump`.
+/// `IsDeclarativeHotplugVolume` (pkg/storage/types/volume.go:33-46): a `persistentVolumeClaim`
+/// or `dataVolume` with `hotpluggable: true`.
+pub fn is_declarative_hotplug_volume(v: &Volume) -> bool {
+    claim_hotpluggable(&v.persistent_volume_claim) || claim_hotpluggable(&v.data_volume)
+}
+
+/// `IsHotplugVolume` (pkg/storage/types/volume.go:53-66): a declarative hotplug volume or a
+/// hotpluggable `memoryDump`.
 pub fn is_hotplug_volume(v: &Volume) -> bool {
-    claim_hotpluggable(&v.persistent_volume_claim)
-        || claim_hotpluggable(&v.data_volume)
+    is_declarative_hotplug_volume(v)
         || v.extra.read(|e| {
             e.get("memoryDump")
                 .and_then(|m| m.get("hotpluggable"))

@@ -116,6 +116,9 @@ pub struct VmControllerConfig {
     /// `developerConfiguration.cpuAllocationRatio` (virt-config.go, default 10): a hotplugged
     /// vCPU adds `1000 / ratio` millicores to the VMI's CPU request and limit (vm.go:581-582).
     pub cpu_allocation_ratio: u32,
+    /// Declarative volume hotplug runs (vm.go:3568-3575): the Beta gate
+    /// `DeclarativeHotplugVolumes` on (the default) and the deprecated `HotplugVolumes` off.
+    pub declarative_hotplug_volumes: bool,
 }
 
 impl Default for VmControllerConfig {
@@ -127,6 +130,7 @@ impl Default for VmControllerConfig {
             additional_launcher_annotations_sync: Vec::new(),
             rollout_strategy_live_update: true,
             cpu_allocation_ratio: crate::config::DEFAULT_CPU_ALLOCATION_RATIO,
+            declarative_hotplug_volumes: true,
         }
     }
 }

@@ -1950,3 +1950,61 @@ fn volume_snapshot_statuses_are_written_with_the_status() {
     let kept = status(&d).volume_snapshot_statuses.clone().unwrap();
     assert!(kept[0].enabled && kept.len() == 1, "{kept:?}");
 }
+
+/// A hotpluggable PVC added to the template of a running VM is patched into the VMI, without
+/// RestartRequired or a sync error (vm.go:3336-3338, hotplug.go:51-94; vm_test.go:6594/6640);
+/// with the deprecated `HotplugVolumes` gate on instead, the declarative path is skipped
+/// (vm.go:3569).
+#[test]
+fn a_hotplugged_claim_reaches_the_running_vmi() {
+    let running = || {
+        let mut v = vmi("Running");
+        v.status = Some(
+            serde_json::from_value(json!({"phase": "Running",
+                "virtualMachineRevisionName": "revision-start-vm-vm-uid-1"}))
+            .unwrap(),
+        );
+        v
+    };
+    let started = strategy("Always");
+    let mut vm = started.clone();
+    let spec = crate::controller::vm::template_spec_mut(&mut vm);
+    spec.volumes.get_or_insert_with(Vec::new).push(
+        serde_json::from_value(
+            json!({"name": "hp", "persistentVolumeClaim": {"claimName": "hp-pvc", "hotpluggable": true}}),
+        )
+        .unwrap(),
+    );
+    spec.domain
+        .devices
+        .disks
+        .get_or_insert_with(Vec::new)
+        .push(serde_json::from_value(json!({"name": "hp", "disk": {"bus": "scsi"}})).unwrap());
+    let mut s = snap_with(vm, running());
+    s.revisions = vec![Arc::new(start_revision(&started))];
+    let d = decide(&s);
+    assert_eq!(d.sync_error, None);
+    let i = index_of(&d, "PatchVmiSpec");
+    let VmAction::PatchVmiSpec { patch, .. } = &d.actions[i].action else {
+        unreachable!()
+    };
+    let last = patch.as_array().unwrap().last().unwrap();
+    assert_eq!(last["path"], "/spec/domain/devices/disks");
+    assert!(
+        last["value"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["name"] == "hp")
+    );
+    assert!(
+        status(&d)
+            .conditions
+            .iter()
+            .flatten()
+            .all(|c| c.type_ != "RestartRequired")
+    );
+
+    s.config.declarative_hotplug_volumes = false;
+    assert!(!kinds(&decide(&s)).contains(&"PatchVmiSpec"));
+}

@@ -3,14 +3,15 @@
 //! fires only where KubeVirt would act; the reasons are the ones KubeVirt uses for that step.
 //!
 //! Not modelled: `WaitAsReceiver` (decentralized live migration),
-//! network interface hotplug/unplug, volume hotplug (legacy requests and declarative), memory
-//! dumps, volume migration (`updateVolumesStrategy: Migration`). Live updates of CPU sockets,
-//! memory, node selector/affinity and tolerations are modelled ([`super::live_update`]).
+//! network interface hotplug/unplug, legacy volume hotplug requests (`status.volumeRequests`),
+//! memory dumps, volume migration (`updateVolumesStrategy: Migration`). Live updates of CPU
+//! sockets, memory, node selector/affinity and tolerations ([`super::live_update`]) and
+//! declarative volume hotplug ([`super::volume_hotplug`]) are modelled.
 
 use super::action::SyncError;
 use super::reasons::sync as reason;
 use crate::api::vm::VirtualMachine;
-use crate::api::vmi::{Phase, VirtualMachineInstance, VirtualMachineInstanceSpec};
+use crate::api::vmi::VirtualMachineInstance;
 use serde_json::Value;
 
 const SUFFIX: &str = "is not supported by virtctl-rs yet";
@@ -105,35 +106,6 @@ pub fn volume_requests(vm: &VirtualMachine) -> Option<SyncError> {
         reason::HOTPLUG_VOLUME_ERROR,
         format!(
             "Error encountered while handling volume hotplug requests: status.volumeRequests {SUFFIX}"
-        ),
-    ))
-}
-
-/// Declarative volume hotplug (vm.go:3568-3575, pkg/storage/hotplug/hotplug.go): a running VMI
-/// whose set of hotpluggable volumes differs from the VM template's.
-pub fn declarative_hotplug(
-    vm: &VirtualMachine,
-    vmi: Option<&VirtualMachineInstance>,
-) -> Option<SyncError> {
-    let vmi = vmi.filter(|v| v.phase() == Phase::Running)?;
-    let hotplug_names = |spec: Option<&VirtualMachineInstanceSpec>| {
-        let mut names: Vec<String> = spec
-            .and_then(|s| s.volumes.as_ref())
-            .into_iter()
-            .flatten()
-            .filter(|v| super::restart_required::is_hotplug_volume(v))
-            .map(|v| v.name.clone())
-            .collect();
-        names.sort();
-        names
-    };
-    if hotplug_names(vm.template_spec()) == hotplug_names(Some(&vmi.spec)) {
-        return None;
-    }
-    Some(SyncError::new(
-        reason::HOTPLUG_VOLUME_ERROR,
-        format!(
-            "Error encountered while handling declarative hotplug volumes: hotpluggable volumes {SUFFIX}"
         ),
     ))
 }

@@ -50,6 +50,27 @@ pub enum VmiAction {
         /// Why.
         why: String,
     },
+    /// Create a hotplug attachment pod (volume-hotplug.go:229-241, `createPod(vmiKey, …)`):
+    /// the same pod expectations as [`VmiAction::CreatePod`]; events Normal `SuccessfulCreate`
+    /// `Created attachment pod <name>` or Warning `FailedCreate` `Error creating attachment
+    /// pod: <error>`.
+    CreateAttachmentPod {
+        /// The rendered pod ([`crate::launcher::attachment_pod`]).
+        pod: Arc<Pod>,
+        /// Why.
+        why: String,
+    },
+    /// Delete an attachment pod with grace period 0 (volume-hotplug.go:366-385), the pod
+    /// expectations of [`VmiAction::DeletePod`]; events `SuccessfulDelete` `Deleted attachment
+    /// pod <name>` or `FailedDelete` `Failed to delete attachment pod <name>`.
+    DeleteAttachmentPod {
+        /// Pod name.
+        name: String,
+        /// Pod UID (informational).
+        uid: String,
+        /// Why.
+        why: String,
+    },
     /// RFC 6902 JSON patch on the pod's metadata (annotations/labels), sent with content type
     /// `application/json-patch+json` (lifecycle.go:207-229, 724-844; controller.go:575-597).
     PatchPod {
@@ -117,6 +138,8 @@ impl VmiAction {
         match self {
             VmiAction::CreatePod { why, .. }
             | VmiAction::DeletePod { why, .. }
+            | VmiAction::CreateAttachmentPod { why, .. }
+            | VmiAction::DeleteAttachmentPod { why, .. }
             | VmiAction::PatchPod { why, .. }
             | VmiAction::PatchPodReadinessCondition { why, .. }
             | VmiAction::UpdateVmi { why, .. }

@@ -89,11 +89,23 @@ fn fail_without_pod(
 /// ([`super::storage::volume_status`]); `at` is the lifecycle.go line that calls it.
 fn update_volume_status(
     snap: &VmiSnapshot,
-    new: &mut VirtualMachineInstance,
-    expl: &mut Vec<String>,
+    (new, pod): (&mut VirtualMachineInstance, &Pod),
+    (expl, actions): (&mut Vec<String>, &mut Vec<VmiAction>),
     at: &str,
 ) {
-    let statuses = super::storage::volume_status(new, &snap.storage.claims);
+    let mut statuses = super::storage::volume_status(new, &snap.storage.claims).unwrap_or_default();
+    for (reason, message) in
+        super::volume_hotplug::hotplug_volume_status(snap, new, pod, &mut statuses)
+    {
+        actions.push(VmiAction::Event {
+            type_: super::action::EventType::Normal,
+            reason,
+            message,
+            why: "a hotplug volume's attachment state changed (vmi/storage.go:165-170, 327-331)"
+                .into(),
+        });
+    }
+    let statuses = (!statuses.is_empty()).then_some(statuses);
     if statuses != new.status.as_ref().and_then(|s| s.volume_status.clone()) {
         expl.push(format!(
             "status.volumeStatus: one entry per volume, claims' persistentVolumeClaimInfo ({at}, vmi/storage.go:231-340)"
@@ -307,6 +319,11 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
 
     if !podutil::is_temp_pod(pod) && podutil::is_pod_ready(pod) {
         plan_ready_pod(snap, pod, &mut plan);
+        // lifecycle.go:231-249: hotplug volumes and their attachment pods.
+        let hp = super::volume_hotplug::plan_hotplug(snap, pod);
+        plan.actions.extend(hp.actions);
+        plan.explanation.extend(hp.explanation);
+        plan.error = plan.error.take().or(hp.error);
     }
     plan.explanation.push(format!(
         "sync: launcher pod {} exists (phase {:?}, ready for hand-over: {}); nothing to create",
@@ -807,8 +824,8 @@ impl<'a> StatusUpdate<'a> {
                         ));
                         update_volume_status(
                             snap,
-                            &mut self.new,
-                            &mut self.expl,
+                            (&mut self.new, p),
+                            (&mut self.expl, &mut self.actions),
                             "lifecycle.go:410",
                         );
                         update_interface_status(
@@ -883,7 +900,12 @@ impl<'a> StatusUpdate<'a> {
              modelled) (lifecycle.go:480-514)",
         );
         if let Some(p) = vmi_pod {
-            update_volume_status(snap, &mut self.new, &mut self.expl, "lifecycle.go:493");
+            update_volume_status(
+                snap,
+                (&mut self.new, p),
+                (&mut self.expl, &mut self.actions),
+                "lifecycle.go:493",
+            );
             update_interface_status(&mut self.new, p, &mut self.expl, "lifecycle.go:498");
             super::hotplug::sync_hotplug_conditions(&mut self.new, &mut self.expl);
         }
@@ -900,8 +922,13 @@ impl<'a> StatusUpdate<'a> {
             "phase Scheduled → Failed: the launcher pod vanished (lifecycle.go:516-530)",
             "phase Scheduled: waiting for virt-handler to start the domain (lifecycle.go:516-534)",
         );
-        if vmi_pod.is_some() {
-            update_volume_status(snap, &mut self.new, &mut self.expl, "lifecycle.go:533");
+        if let Some(p) = vmi_pod {
+            update_volume_status(
+                snap,
+                (&mut self.new, p),
+                (&mut self.expl, &mut self.actions),
+                "lifecycle.go:533",
+            );
         }
     }
     /// WaitingForSync (lifecycle.go:536-549).
@@ -1351,6 +1378,10 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
                 events::pod_deleted(name),
                 "a pod of the deleted VMI was deleted (lifecycle.go:1008)",
             )),
+            a @ (VmiAction::CreateAttachmentPod { .. } | VmiAction::DeleteAttachmentPod { .. }) => {
+                d.status_actions
+                    .push(super::volume_hotplug::success_event(a, outcome))
+            }
             _ => {}
         }
     }
@@ -1376,6 +1407,10 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
                     Some((ev, why)),
                     ("pod deletion failed", "lifecycle.go:70-74"),
                 )
+            }
+            a @ (VmiAction::CreateAttachmentPod { .. } | VmiAction::DeleteAttachmentPod { .. }) => {
+                let (e, ev, why, failed) = super::volume_hotplug::failure(a, error);
+                (e, Some((ev, why)), failed)
             }
             _ => (
                 events::map_pod_patch_error(error),

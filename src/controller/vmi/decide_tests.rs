@@ -2126,7 +2126,15 @@ fn the_hand_over_writes_volume_status() {
         .expect("volumes"),
     );
     let mut s = snap(vmi);
-    s.pods = vec![Arc::new(kv_pod("Running"))];
+    // The launcher pod has the claim's volume: it is no hotplug volume.
+    let mut pod = kv_pod("Running");
+    pod.spec.get_or_insert_with(Default::default).volumes = Some(
+        serde_json::from_value(
+            json!([{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]),
+        )
+        .unwrap(),
+    );
+    s.pods = vec![Arc::new(pod)];
     s.storage.claims.insert(
         "c".into(),
         json!({"claimName": "c", "filesystemOverhead": "0.055"}),

@@ -92,10 +92,18 @@ pub(crate) fn snapshot(
     };
     // The pods the VMI controls, from the pod informer's controller-UID index (the filter in
     // `snapshot_from_objects` keeps the same pods from the whole cache).
-    let own_pods = match vmi.metadata.uid.as_deref() {
+    let mut own_pods = match vmi.metadata.uid.as_deref() {
         Some(uid) => ctx.caches.pods.by_index(&CONTROLLER_UID, uid),
         None => Vec::new(),
     };
+    // And the hotplug attachment pods those pods control (`AttachmentPods`,
+    // controller.go:474-488).
+    let attachment: Vec<Arc<Pod>> = own_pods
+        .iter()
+        .filter_map(|p| p.metadata.uid.as_deref())
+        .flat_map(|uid| ctx.caches.pods.by_index(&CONTROLLER_UID, uid))
+        .collect();
+    own_pods.extend(attachment);
     // One configuration for the whole reconcile, even if the KubeVirt CR changes meanwhile.
     let settings = ctx.cluster_config.settings();
     Some(snapshot_from_objects(
@@ -240,15 +248,29 @@ pub(crate) fn snapshot_from_objects(
     let uid = vmi.metadata.uid.clone();
     let ns = vmi.metadata.namespace.clone();
     let mut snap = VmiSnapshot::new(vmi, now);
-    snap.pods = pods
+    let controller_uid = |p: &Pod| {
+        p.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+            .map(|r| r.uid.clone())
+    };
+    let candidates: Vec<Arc<Pod>> = pods
+        .into_iter()
+        .filter(|p| p.metadata.namespace == ns)
+        .collect();
+    // The VMI's pods, then the attachment pods they control.
+    let own: std::collections::BTreeSet<String> = candidates
+        .iter()
+        .filter(|p| uid.is_some() && controller_uid(p) == uid)
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    snap.pods = candidates
         .into_iter()
         .filter(|p| {
-            p.metadata.namespace == ns
-                && p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|r| r.controller == Some(true) && Some(&r.uid) == uid.as_ref())
+            let owner = controller_uid(p);
+            (uid.is_some() && owner == uid) || owner.is_some_and(|o| own.contains(&o))
         })
         .collect();
     snap.owner_vm_uid = owner_vm_uid;
@@ -409,8 +431,12 @@ fn request(key: &str, action: &VmiAction) -> (&'static str, &'static str, String
     let (ns, _) = split_key(key);
     let pod = |name: &str| format!("{ns}/{name}");
     match action {
-        VmiAction::CreatePod { .. } => ("create", "pods", ns.to_string()),
-        VmiAction::DeletePod { name, .. } => ("delete", "pods", pod(name)),
+        VmiAction::CreatePod { .. } | VmiAction::CreateAttachmentPod { .. } => {
+            ("create", "pods", ns.to_string())
+        }
+        VmiAction::DeletePod { name, .. } | VmiAction::DeleteAttachmentPod { name, .. } => {
+            ("delete", "pods", pod(name))
+        }
         VmiAction::PatchPod { name, .. } => ("patch", "pods", pod(name)),
         VmiAction::PatchPodReadinessCondition { pod: name, .. } => {
             ("patch", "pods/status", pod(name))
@@ -464,6 +490,8 @@ fn describe(action: &VmiAction) -> String {
                 .unwrap_or("")
         ),
         VmiAction::DeletePod { name, .. } => format!("DeletePod {name}"),
+        VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod hp-volume-".to_string(),
+        VmiAction::DeleteAttachmentPod { name, .. } => format!("DeleteAttachmentPod {name}"),
         VmiAction::PatchPod { name, .. } => format!("PatchPod {name}"),
         VmiAction::PatchPodReadinessCondition { pod, status, .. } => {
             format!("PatchPodReadinessCondition {pod} {status}")
@@ -500,12 +528,28 @@ async fn apply(
                 }
             }
         }
-        VmiAction::DeletePod { name, .. } => {
+        VmiAction::CreateAttachmentPod { pod, .. } => {
+            ctx.expectations.pod.expect_creations(key, 1);
+            match create_read_as::<Pod, LauncherPodForCache>(client, ns, pod).await {
+                Ok(created) => return Ok(Some(created.into())),
+                Err(e) => {
+                    ctx.expectations.pod.creation_observed(key);
+                    return Err(fail(e));
+                }
+            }
+        }
+        VmiAction::DeletePod { name, .. } | VmiAction::DeleteAttachmentPod { name, .. } => {
             let pod_key = format!("{ns}/{name}");
             ctx.expectations
                 .pod
                 .expect_deletions(key, vec![pod_key.clone()]);
-            if let Err(e) = pods().delete(name, &DeleteParams::default()).await {
+            // Attachment pods go with grace period 0 (volume-hotplug.go:374-376).
+            let params = if matches!(action, VmiAction::DeleteAttachmentPod { .. }) {
+                DeleteParams::default().grace_period(0)
+            } else {
+                DeleteParams::default()
+            };
+            if let Err(e) = pods().delete(name, &params).await {
                 ctx.expectations.pod.deletion_observed(key, &pod_key);
                 let failure = fail(e);
                 if !failure.is_not_found() {

@@ -12,6 +12,8 @@ pub fn action_name(a: &VmiAction) -> String {
     match a {
         VmiAction::CreatePod { .. } => "CreatePod".into(),
         VmiAction::DeletePod { .. } => "DeletePod".into(),
+        VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod".into(),
+        VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod".into(),
         VmiAction::PatchPod { .. } => "PatchPod".into(),
         VmiAction::PatchPodReadinessCondition { .. } => "PatchPodReadinessCondition".into(),
         VmiAction::UpdateVmi { .. } => "UpdateVmi".into(),

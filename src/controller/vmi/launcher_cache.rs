@@ -7,9 +7,12 @@
 //! heap (`benches/cache_memory.rs`), and, decoded into k8s-openapi's wide structs only to be
 //! dropped, the largest single cost of the controller's watch decoding ("Fourth pass" in
 //! `git show 6c3c857:docs/performance.md`).
-//! Nothing the VM and VMI controllers or the progress lines decide reads them. They read:
+//! Of the volumes the decisions read only names and claims; of the rest nothing. They read:
 //! - the metadata (without `managedFields`);
 //! - `spec.nodeName` (the current pod is the newest on the VMI's node, controller.go:323-359),
+//!   the tolerations (a hotplug attachment pod copies its launcher pod's, template.go:1083),
+//!   of each volume its name and claim (hotplug: `GetHotplugVolumes`, volume.go:77-106, and
+//!   `podVolumesMatchesReadyVolumes`, volume-hotplug.go:394-410),
 //!   the `compute` container's image (the outdated-launcher label, lifecycle.go:287-294) and
 //!   its resource requests (the memory request in the progress lines);
 //! - of the status: the phase, every condition (copied to the VMI's conditions,
@@ -35,8 +38,8 @@
 
 use super::podutil::COMPUTE_CONTAINER;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
-    ResourceRequirements,
+    Container, ContainerState, ContainerStatus, PersistentVolumeClaimVolumeSource, Pod,
+    PodCondition, PodSpec, PodStatus, ResourceRequirements, Toleration, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -153,6 +156,21 @@ struct WireSpec {
     node_name: Option<String>,
     #[serde(default)]
     containers: Option<Vec<WireContainer>>,
+    #[serde(default)]
+    tolerations: Option<Vec<Toleration>>,
+    #[serde(default)]
+    volumes: Option<Vec<WireVolume>>,
+}
+
+/// A pod volume: its name, and the claim of a `persistentVolumeClaim` volume (what hotplug
+/// reads: which VMI volumes the launcher pod has, which claims an attachment pod mounts).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireVolume {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    persistent_volume_claim: Option<PersistentVolumeClaimVolumeSource>,
 }
 
 #[derive(Deserialize)]
@@ -193,6 +211,16 @@ impl<'de> Deserialize<'de> for LauncherPodForCache {
                 })
                 .into_iter()
                 .collect(),
+            tolerations: spec.tolerations,
+            volumes: spec.volumes.map(|vs| {
+                vs.into_iter()
+                    .map(|v| Volume {
+                        name: v.name.unwrap_or_default(),
+                        persistent_volume_claim: v.persistent_volume_claim,
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
             ..Default::default()
         });
         let mut metadata = wire.metadata.unwrap_or_default();
@@ -328,6 +356,17 @@ mod tests {
                     }),
                     ..Default::default()
                 }],
+                tolerations: spec.tolerations.clone(),
+                // Of each volume only its name and claim.
+                volumes: spec.volumes.as_ref().map(|vs| {
+                    vs.iter()
+                        .map(|v| Volume {
+                            name: v.name.clone(),
+                            persistent_volume_claim: v.persistent_volume_claim.clone(),
+                            ..Default::default()
+                        })
+                        .collect()
+                }),
                 ..Default::default()
             }),
             status: Some(PodStatus {

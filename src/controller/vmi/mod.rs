@@ -32,6 +32,7 @@ pub mod patch;
 pub mod podutil;
 pub mod snapshot;
 pub mod storage;
+mod volume_hotplug;
 
 pub use action::{
     ApiFailure, EventType, SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision, VmiEvent,

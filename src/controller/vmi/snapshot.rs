@@ -94,6 +94,23 @@ pub struct StorageState {
     /// `persistentVolumeClaimInfo` of each volume claim found in the cache, by claim name
     /// ([`super::storage::claim_info`]), for `status.volumeStatus`.
     pub claims: BTreeMap<String, serde_json::Value>,
+    /// What hotplug reads of each volume claim found in the cache, by claim name
+    /// ([`super::storage::claim_facts`]).
+    pub claim_facts: BTreeMap<String, ClaimFacts>,
+}
+
+/// A claim as the hotplug code reads it (vmi/volume-hotplug.go, vmi/storage.go:373-385).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClaimFacts {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `spec.volumeMode: Block`.
+    pub block: bool,
+    /// `status.phase` (`Pending`, `Bound`, `Lost`).
+    pub phase: String,
+    /// `IsSucceededOrPendingPopulation`: no controlling DataVolume, or one `Succeeded` /
+    /// `PendingPopulation` (`VolumeReadyToAttachToNode`, pvc.go:223-251).
+    pub populated: bool,
 }
 
 impl Default for StorageState {
@@ -104,6 +121,7 @@ impl Default for StorageState {
             missing_pvc: None,
             data_volumes_ready: None,
             claims: BTreeMap::new(),
+            claim_facts: BTreeMap::new(),
         }
     }
 }

@@ -16,7 +16,7 @@
 //! lifecycle.go:152-156; here such a volume is simply not ready) and the error of a claim whose
 //! controlling DataVolume is missing from the cache (datavolumes.go:128-131).
 
-use super::snapshot::StorageState;
+use super::snapshot::{ClaimFacts, StorageState};
 use crate::api::vmi::Volume;
 use crate::api::{Condition, DataVolume, VirtualMachineInstance};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -237,6 +237,26 @@ pub(crate) fn volume_status(
     (!out.is_empty()).then_some(out)
 }
 
+/// What hotplug reads of a claim ([`ClaimFacts`]).
+fn claim_facts(
+    pvc: &PersistentVolumeClaim,
+    data_volume: impl Fn(&str) -> Option<DataVolume>,
+) -> ClaimFacts {
+    ClaimFacts {
+        uid: pvc.metadata.uid.clone().unwrap_or_default(),
+        block: pvc.spec.as_ref().and_then(|s| s.volume_mode.as_deref()) == Some("Block"),
+        phase: pvc
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default(),
+        populated: controlling_data_volume(pvc).is_none_or(|owner| {
+            data_volume(owner)
+                .is_some_and(|dv| matches!(dv_phase(&dv), "Succeeded" | "PendingPopulation"))
+        }),
+    }
+}
+
 /// The storage facts of `vmi` from the caches: `pvc` and `data_volume` look an object of the
 /// VMI's namespace up by name.
 pub(crate) fn storage_state(
@@ -260,8 +280,13 @@ pub(crate) fn storage_state(
             continue;
         };
         let claim_obj = pvc(claim);
-        if let Some(i) = claim_obj.as_ref().and_then(info) {
-            state.claims.insert(claim.to_string(), i);
+        if let Some(p) = &claim_obj {
+            if let Some(i) = info(p) {
+                state.claims.insert(claim.to_string(), i);
+            }
+            state
+                .claim_facts
+                .insert(claim.to_string(), claim_facts(p, &data_volume));
         }
         // ListDataVolumesFromVolumes (dv.go:255-292).
         let dv_name = if volume.data_volume.is_some() {

@@ -298,6 +298,11 @@ pub(crate) fn running_vmi(vmi: &Value, launcher: &Pod, now_rfc3339: &str) -> Val
     };
     status.insert("phase".into(), json!(PHASE_RUNNING));
     append_phase_transition(status, PHASE_RUNNING, now_rfc3339);
+    // `updateSELinuxContext` on a node without SELinux (pkg/virt-handler/vm.go:1033-1048); the
+    // hotplug attachment pod needs a context (template.go:1502-1511).
+    status
+        .entry("selinuxContext")
+        .or_insert_with(|| json!("none"));
     let mut cond = json!({
         "type": "Ready",
         "status": ready.as_ref().map_or("False", |c| c.status.as_str()),

@@ -36,6 +36,34 @@ const MEMORY: Handler = Handler {
 };
 
 impl Engine<'_> {
+    /// `handleDeclarativeVolumeHotplug` (vm.go:3336-3338, 3568-3575): the template's hotplug
+    /// volumes carried into the running VMI ([`crate::controller::vm::volume_hotplug`]).
+    pub(super) fn sync_declarative_hotplug(
+        &mut self,
+        vm_copy: &VirtualMachine,
+    ) -> Option<SyncError> {
+        if !self.snap.config.declarative_hotplug_volumes {
+            return None;
+        }
+        let vmi = self.vmi.clone()?;
+        let p = crate::controller::vm::volume_hotplug::declarative_hotplug_patch(vm_copy, &vmi)?;
+        self.explain(p.why.clone());
+        let name = vmi.metadata.name.clone().unwrap_or_default();
+        let (_, res) = self.api(
+            VmAction::PatchVmiSpec {
+                name,
+                patch: p.patch,
+            },
+            p.why,
+        );
+        res.err().map(|e| {
+            SyncError::new(
+                reason::HOTPLUG_VOLUME_ERROR,
+                format!("Error encountered while handling declarative hotplug volumes: {e}"),
+            )
+        })
+    }
+
     /// The handlers on `vm_copy` and the claimed VMI (not being deleted). Each reads the
     /// template with its instancetype expanded (`vmCopyWithInstancetype`, vm.go:627-631);
     /// an expansion error is the CPU handler's, the first to expand.

@@ -312,14 +312,9 @@ impl Engine<'_> {
         if let Some(e) = self.sync_firmware_uuid(&mut vm_copy, &mut copy_rv) {
             return Ok(Some(e));
         }
-        if let Some(e) = [
-            unsupported::volume_requests(&vm_copy),
-            unsupported::declarative_hotplug(&vm_copy, self.vmi.as_deref()),
-            unsupported::memory_dump(&vm_copy),
-        ]
-        .into_iter()
-        .flatten()
-        .next()
+        if let Some(e) = unsupported::volume_requests(&vm_copy)
+            .or_else(|| self.sync_declarative_hotplug(&vm_copy))
+            .or_else(|| unsupported::memory_dump(&vm_copy))
         {
             return Ok(Some(e));
         }

@@ -1,0 +1,353 @@
+//! The hotplug attachment pod (`hp-volume-…`) that mounts a VMI's hotplugged claims on the
+//! node of its launcher pod, for virt-handler to hand them to the guest:
+//! `RenderHotplugAttachmentPodTemplate` (pkg/virt-controller/services/template.go:1077-1209).
+//!
+//! Not modelled: `supportContainerResources` of the KubeVirt CR for `hotplug-attachment`
+//! (KubeVirt's defaults are used, renderresources.go:627-662) and `selinuxLauncherType` (empty
+//! by default, virt-config.go:82).
+
+use crate::api::VirtualMachineInstance;
+use crate::api::vmi::Volume;
+use k8s_openapi::api::core::v1::{Pod, Toleration};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// `hotplugDisk` (template.go:81): the container's name and the pod's `kubevirt.io` label.
+pub const HOTPLUG_DISK: &str = "hotplug-disk";
+/// `hotplugDisks` (template.go:75): the emptyDir the claims are mounted under.
+const HOTPLUG_DISKS: &str = "hotplug-disks";
+/// `util.NonRootUID` (pkg/util/util.go:32).
+const NON_ROOT_UID: i64 = 107;
+
+/// What the renderer knows of a hotplugged volume's claim: its UID (the block device path) and
+/// whether it is a block volume (`IsPVCBlock`, pvc.go:64-70).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachmentClaim {
+    /// `metadata.uid` of the claim.
+    pub uid: String,
+    /// `spec.volumeMode: Block`.
+    pub block: bool,
+}
+
+/// `PVCNameFromVirtVolume` (pvc.go:111-122): the claim of a `persistentVolumeClaim`,
+/// `dataVolume` or `memoryDump` volume.
+pub fn claim_of(volume: &Volume) -> Option<String> {
+    if let Some(dv) = &volume.data_volume {
+        return dv.name.clone();
+    }
+    if let Some(pvc) = &volume.persistent_volume_claim {
+        return pvc.claim_name.clone();
+    }
+    volume.extra.read(|m| {
+        m.get("memoryDump")?
+            .get("claimName")?
+            .as_str()
+            .map(str::to_string)
+    })
+}
+
+/// `hotplugPodTolerations` (renderresources.go:664-692): the node-condition taints a pod of a
+/// running VMI must survive.
+fn hotplug_tolerations() -> Vec<Toleration> {
+    [
+        "node.kubernetes.io/unschedulable",
+        "node.kubernetes.io/network-unavailable",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/pid-pressure",
+    ]
+    .into_iter()
+    .map(|key| Toleration {
+        key: Some(key.into()),
+        operator: Some("Exists".into()),
+        effect: Some("NoSchedule".into()),
+        ..Default::default()
+    })
+    .collect()
+}
+
+/// `matchSELinuxLevelOfVMI` (template.go:1502-1525): the level of the VMI's SELinux context
+/// (the migration source's while a target has none yet); `None` for `none`.
+fn selinux_level(vmi: &VirtualMachineInstance) -> Result<Option<String>, String> {
+    let read = |ptr: &str| {
+        vmi.status.as_ref().and_then(|s| {
+            s.extra
+                .read(|m| Value::Object(m.clone()).pointer(ptr).cloned())
+                .and_then(|v| v.as_str().map(str::to_string))
+                .filter(|c| !c.is_empty())
+        })
+    };
+    let context = match read("/selinuxContext") {
+        Some(c) => c,
+        None => match read("/migrationState/sourceState/selinuxContext") {
+            Some(c) => c,
+            None => return Err("VMI is missing SELinux context".into()),
+        },
+    };
+    if context == "none" {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = context.split(':').collect();
+    if parts.len() < 4 {
+        return Err(format!("VMI has invalid SELinux context: {context}"));
+    }
+    Ok(Some(parts[3..].join(":")))
+}
+
+/// The attachment pod for `volumes` (the ready hotplug volumes, in the VMI's order), owned by
+/// the launcher pod `owner` and pinned to its node; `claims` by volume name (a volume whose
+/// claim is missing gets the pod volume but no mount). A claim already `Ready` or
+/// `MountedToPod` in the VMI's volume status is not mounted again (template.go:1166-1206).
+/// Errors are KubeVirt's texts (the VMI controller then creates no pod, volume-hotplug.go:233).
+pub fn render_attachment_pod(
+    volumes: &[&Volume],
+    owner: &Pod,
+    vmi: &VirtualMachineInstance,
+    claims: &BTreeMap<String, AttachmentClaim>,
+    launcher_image: &str,
+) -> Result<Pod, String> {
+    let level = selinux_level(vmi)?.unwrap_or_else(|| "s0".into());
+    let mut tolerations = hotplug_tolerations();
+    tolerations.extend(
+        owner
+            .spec
+            .as_ref()
+            .and_then(|s| s.tolerations.clone())
+            .unwrap_or_default(),
+    );
+    // template.go:1085-1089: sorted by key (Go's sort.Slice; stable here), then adjacent
+    // duplicates dropped.
+    tolerations.sort_by(|a, b| a.key.cmp(&b.key));
+    tolerations.dedup();
+    let phases: BTreeMap<&str, &str> = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.volume_status.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|e| e.get("hotplugVolume").is_some_and(|h| !h.is_null()))
+        .filter_map(|e| Some((e.get("name")?.as_str()?, e.get("phase")?.as_str()?)))
+        .collect();
+    let mut pod_volumes = vec![json!({"name": HOTPLUG_DISKS, "emptyDir": {}})];
+    let mut mounts = vec![
+        json!({"name": HOTPLUG_DISKS, "mountPath": "/path", "mountPropagation": "HostToContainer"}),
+    ];
+    let mut devices: Vec<Value> = Vec::new();
+    for volume in volumes {
+        let Some(claim) = claim_of(volume) else {
+            continue;
+        };
+        let name = volume.name.as_str();
+        pod_volumes.push(json!({"name": name, "persistentVolumeClaim": {"claimName": claim}}));
+        let Some(info) = claims.get(name) else {
+            continue;
+        };
+        if info.block {
+            devices.push(json!({"name": name, "devicePath": format!("/path/{name}/{}", info.uid)}));
+        } else if !matches!(phases.get(name), Some(&"Ready") | Some(&"MountedToPod")) {
+            mounts.push(json!({"name": name, "mountPath": format!("/{name}")}));
+        }
+    }
+    let mut container = json!({
+        "name": HOTPLUG_DISK,
+        "image": launcher_image,
+        "command": ["/bin/sh", "-c", "/usr/bin/container-disk --copy-path /path/hp"],
+        "resources": {"limits": {"cpu": "100m", "memory": "80M"},
+                      "requests": {"cpu": "10m", "memory": "2M"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": false,
+            "runAsNonRoot": true,
+            "runAsUser": NON_ROOT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+            "capabilities": {"drop": ["ALL"]},
+            "seLinuxOptions": {"level": level}
+        },
+        "volumeMounts": mounts,
+    });
+    if !devices.is_empty() {
+        container["volumeDevices"] = Value::Array(devices);
+    }
+    let owner_meta = &owner.metadata;
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "hp-volume-",
+            "namespace": owner_meta.namespace,
+            "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Pod",
+                "name": owner_meta.name, "uid": owner_meta.uid,
+                "controller": true, "blockOwnerDeletion": true
+            }],
+            "labels": {"kubevirt.io": HOTPLUG_DISK}
+        },
+        "spec": {
+            "containers": [container],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{
+                    "key": "kubernetes.io/hostname", "operator": "In",
+                    "values": [owner.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()]
+                }]}]
+            }}},
+            "tolerations": tolerations,
+            "volumes": pod_volumes,
+            "terminationGracePeriodSeconds": 0
+        }
+    });
+    serde_json::from_value(pod).map_err(|e| format!("attachment pod: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vmi(status: Value) -> VirtualMachineInstance {
+        serde_json::from_value(json!({"metadata": {"name": "vm", "namespace": "ns"},
+                                      "spec": {"domain": {"devices": {}}}, "status": status}))
+        .unwrap()
+    }
+
+    fn owner() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "virt-launcher-vm-abcde", "namespace": "ns", "uid": "launcher-uid"},
+            "spec": {"nodeName": "node-1", "containers": [],
+                     "tolerations": [
+                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                         "effect": "NoExecute", "tolerationSeconds": 300},
+                        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                         "effect": "NoSchedule"}]}
+        }))
+        .unwrap()
+    }
+
+    fn volume(v: Value) -> Volume {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// The golden attachment pod, written from template.go:1077-1209 and
+    /// renderresources.go:627-692: a filesystem claim mounted at `/<volume>`, a block claim as
+    /// a device under `/path/<volume>/<claim UID>`, the owner's tolerations merged into the
+    /// hotplug ones by key, the SELinux level of the VMI's context.
+    #[test]
+    fn the_attachment_pod_is_kubevirts() {
+        let fs = volume(
+            json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc", "hotpluggable": true}}),
+        );
+        let blk =
+            volume(json!({"name": "raw", "dataVolume": {"name": "raw-dv", "hotpluggable": true}}));
+        let claims = BTreeMap::from([
+            (
+                "data".to_string(),
+                AttachmentClaim {
+                    uid: "u-data".into(),
+                    block: false,
+                },
+            ),
+            (
+                "raw".to_string(),
+                AttachmentClaim {
+                    uid: "u-raw".into(),
+                    block: true,
+                },
+            ),
+        ]);
+        let v = vmi(json!({"selinuxContext": "system_u:system_r:container_t:s0:c1,c2"}));
+        let pod =
+            render_attachment_pod(&[&fs, &blk], &owner(), &v, &claims, "virt-launcher:v1.9.0")
+                .unwrap();
+        let tol =
+            |key: &str, effect: &str| json!({"key": key, "operator": "Exists", "effect": effect});
+        let golden = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "generateName": "hp-volume-", "namespace": "ns",
+                "labels": {"kubevirt.io": "hotplug-disk"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "virt-launcher-vm-abcde",
+                    "uid": "launcher-uid", "controller": true, "blockOwnerDeletion": true}]
+            },
+            "spec": {
+                "containers": [{
+                    "name": "hotplug-disk", "image": "virt-launcher:v1.9.0",
+                    "command": ["/bin/sh", "-c", "/usr/bin/container-disk --copy-path /path/hp"],
+                    "resources": {"limits": {"cpu": "100m", "memory": "80M"},
+                                  "requests": {"cpu": "10m", "memory": "2M"}},
+                    "securityContext": {"allowPrivilegeEscalation": false, "runAsNonRoot": true,
+                        "runAsUser": 107, "seccompProfile": {"type": "RuntimeDefault"},
+                        "capabilities": {"drop": ["ALL"]}, "seLinuxOptions": {"level": "s0:c1,c2"}},
+                    "volumeMounts": [
+                        {"name": "hotplug-disks", "mountPath": "/path", "mountPropagation": "HostToContainer"},
+                        {"name": "data", "mountPath": "/data"}],
+                    "volumeDevices": [{"name": "raw", "devicePath": "/path/raw/u-raw"}]
+                }],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}}},
+                "tolerations": [
+                    tol("node.kubernetes.io/disk-pressure", "NoSchedule"),
+                    tol("node.kubernetes.io/memory-pressure", "NoSchedule"),
+                    tol("node.kubernetes.io/network-unavailable", "NoSchedule"),
+                    {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                     "effect": "NoExecute", "tolerationSeconds": 300},
+                    tol("node.kubernetes.io/pid-pressure", "NoSchedule"),
+                    tol("node.kubernetes.io/unschedulable", "NoSchedule")],
+                "volumes": [
+                    {"name": "hotplug-disks", "emptyDir": {}},
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc"}},
+                    {"name": "raw", "persistentVolumeClaim": {"claimName": "raw-dv"}}],
+                "terminationGracePeriodSeconds": 0
+            }
+        });
+        assert_eq!(serde_json::to_value(&pod).unwrap(), golden);
+    }
+
+    /// A volume the guest already has (`Ready`) keeps its pod volume but is not mounted again
+    /// (template.go:1178-1180); `none` keeps level `s0`; without a context there is no pod
+    /// (template.go:1511).
+    #[test]
+    fn ready_volumes_are_not_remounted_and_a_context_is_required() {
+        let fs = volume(
+            json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc", "hotpluggable": true}}),
+        );
+        let claims = BTreeMap::from([(
+            "data".to_string(),
+            AttachmentClaim {
+                uid: "u".into(),
+                block: false,
+            },
+        )]);
+        let v = vmi(json!({"selinuxContext": "none", "volumeStatus": [
+            {"name": "data", "target": "", "phase": "Ready", "hotplugVolume": {}}]}));
+        let pod = render_attachment_pod(&[&fs], &owner(), &v, &claims, "img").unwrap();
+        let c = &pod.spec.as_ref().unwrap().containers[0];
+        assert_eq!(c.volume_mounts.as_ref().unwrap().len(), 1);
+        assert_eq!(
+            pod.spec.as_ref().unwrap().volumes.as_ref().unwrap().len(),
+            2
+        );
+        let level = c
+            .security_context
+            .as_ref()
+            .unwrap()
+            .se_linux_options
+            .as_ref()
+            .unwrap()
+            .level
+            .clone();
+        assert_eq!(level.as_deref(), Some("s0"));
+        assert_eq!(
+            render_attachment_pod(&[&fs], &owner(), &vmi(json!({})), &claims, "img").unwrap_err(),
+            "VMI is missing SELinux context"
+        );
+        assert_eq!(
+            render_attachment_pod(
+                &[&fs],
+                &owner(),
+                &vmi(json!({"selinuxContext": "a:b"})),
+                &claims,
+                "img"
+            )
+            .unwrap_err(),
+            "VMI has invalid SELinux context: a:b"
+        );
+    }
+}
