@@ -385,10 +385,11 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status(server: Server) {
 }
 
 /// The controllers' launcher-pod cache decodes pods as `LauncherPodForCache`: the server's pod
-/// has its volumes and full containers, the cached copy keeps what the decisions read (the node,
+/// has its volumes and full containers, the cached copy keeps what the decisions read (each
+/// volume's name and claim, the node,
 /// the compute container's name, image and resource requests; the phase, conditions, QOS class
 /// and each container's name, readiness and state).
-async fn the_launcher_pod_is_cached_without_its_volumes(server: Server) {
+async fn the_launcher_pod_is_cached_with_only_its_volume_names_and_claims(server: Server) {
     let env = Env::start_on(server).await;
     env.create_vm(&example_vm("vm-containerdisk", "Always"))
         .await;
@@ -413,7 +414,19 @@ async fn the_launcher_pod_is_cached_without_its_volumes(server: Server) {
         "the server's pod has volumes"
     );
     let spec = cached.spec.as_ref().expect("cached spec");
-    assert_eq!(spec.volumes, None);
+    // Each volume keeps its name and claim only (what the hotplug attachment-pod check reads).
+    let names = |v: Option<&Vec<k8s_openapi::api::core::v1::Volume>>| -> Vec<String> {
+        v.into_iter().flatten().map(|v| v.name.clone()).collect()
+    };
+    assert_eq!(names(spec.volumes.as_ref()), names(volumes));
+    for v in spec.volumes.iter().flatten() {
+        let bare = k8s_openapi::api::core::v1::Volume {
+            name: v.name.clone(),
+            persistent_volume_claim: v.persistent_volume_claim.clone(),
+            ..Default::default()
+        };
+        assert_eq!(v, &bare, "only the name and the claim are cached");
+    }
     assert_eq!(
         spec.node_name,
         server.spec.as_ref().and_then(|s| s.node_name.clone())
@@ -2069,7 +2082,7 @@ on_both_servers!(
     a_deleted_launcher_pod_is_replaced_with_a_new_vmi,
     a_data_volume_template_holds_the_start_until_cdi_reports_it_ready,
     always_vm_starts_one_vmi_with_revision_pod_and_status,
-    the_launcher_pod_is_cached_without_its_volumes,
+    the_launcher_pod_is_cached_with_only_its_volume_names_and_claims,
     always_restarts_a_crashed_guest_with_a_new_vmi,
     rerun_on_failure_restarts_after_crash_but_not_after_shutdown,
     rerun_on_failure_stays_stopped_after_its_launcher_pod_is_deleted,
