@@ -225,7 +225,7 @@ impl UnverifiedAbsences {
 /// ever deleting it again while it is not final (lifecycle.go:1001). If that `DELETED` is lost
 /// (a pod that never ran is deleted at once, its last cached state Pending), the cache keeps
 /// the terminating pod and its VMI stays Terminating until a relist that nothing forces. The
-/// manager therefore reads each such object from the API server, once per `after`, and drops
+/// manager therefore lists each such object by name from the API server, once per `after`, and drops
 /// the cached copy if the server no longer has it, as a 404 to a delete does
 /// ([`Context::pod_gone`]). A pod terminating through a long grace period costs one read per
 /// `after`. Not in KubeVirt, whose informers do not lose events.
@@ -485,10 +485,14 @@ where
         + 'static,
 {
     let (ns, name) = crate::api::key::split_key(key);
-    match crate::runtime::apicall::api::<K>(client, ns)
-        .get_opt(name)
+    // A list by name, not a GET: the controller's role grants list and watch on pods and VMIs
+    // (deploy/rbac/controller.yaml), as its informers need, and no get.
+    let by_name = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+    let listed = crate::runtime::apicall::api::<K>(client, ns)
+        .list(&by_name)
         .await
-    {
+        .map(|l| l.items.into_iter().next());
+    match listed {
         Ok(found) if found.as_ref().and_then(|o| o.meta().uid.as_deref()) != Some(uid) => {
             tracing::info!(
                 key,
