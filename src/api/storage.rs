@@ -87,7 +87,7 @@ cluster_resource!(
 
 impl StorageProfile {
     /// `status.snapshotClass`, when set.
-    pub fn snapshot_class(&self) -> Option<&str> {
+    pub(crate) fn snapshot_class(&self) -> Option<&str> {
         self.status
             .as_ref()
             .and_then(|s| s.get("snapshotClass"))

@@ -39,12 +39,12 @@ fn causes(vm: &VmRehearsal) -> String {
 
 /// Exit code 3 when a VM no longer fits on its node or a node is short once all its VMs have
 /// restarted.
-pub fn flagged(r: &Rehearsal) -> bool {
+pub(crate) fn flagged(r: &Rehearsal) -> bool {
     r.no_longer_fit().next().is_some() || r.nodes.iter().any(|n| n.short_after_bytes() > 0)
 }
 
 /// The table: one line per VM (largest memory increase first), then one per node.
-pub fn render_rehearsal_table(r: &Rehearsal) -> String {
+pub(crate) fn render_rehearsal_table(r: &Rehearsal) -> String {
     let mut out = String::new();
     let scope = r
         .namespace

@@ -234,7 +234,7 @@ pub struct Line {
 }
 
 /// `metadata.resourceVersion` of a JSON object (empty when it has none).
-pub fn rv_of(obj: &Value) -> String {
+pub(crate) fn rv_of(obj: &Value) -> String {
     obj.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .unwrap_or("")
@@ -262,7 +262,7 @@ pub(crate) fn version_of(old: Option<&Value>, new: &Value) -> Version {
 impl Version {
     /// The object this version describes, given the version it patches (`base`). An error
     /// says what is missing or what does not apply.
-    pub fn resolve(&self, base: Option<&Value>) -> Result<Value, String> {
+    pub(crate) fn resolve(&self, base: Option<&Value>) -> Result<Value, String> {
         if let Some(obj) = &self.object {
             return Ok(obj.clone());
         }

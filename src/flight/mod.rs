@@ -17,9 +17,10 @@ pub(crate) mod format;
 mod read;
 mod ring;
 
+pub(crate) use format::rv_of;
 pub use format::{
     Answer, Body, Decided, EventLine, Expectation, FORMAT, Input, Line, ObjectId, Reconcile,
-    Version, WatchOp, Write, rv_of,
+    Version, WatchOp, Write,
 };
 pub use read::{ReadError, read_recording};
 pub use ring::SEGMENTS;
@@ -79,8 +80,9 @@ impl FlightRecorder {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    #[cfg(test)]
     /// The sequence number of the last line: a reconcile takes it before its snapshot.
-    pub fn position(&self) -> u64 {
+    pub(crate) fn position(&self) -> u64 {
         self.lock().seq
     }
 

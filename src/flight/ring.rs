@@ -14,7 +14,7 @@ const PREFIX: &str = "flight-";
 const SUFFIX: &str = ".jsonl";
 
 /// The segment files of `dir`, oldest first (by number).
-pub fn segments(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
+pub(crate) fn segments(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
     let mut out = Vec::new();
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
@@ -44,7 +44,7 @@ pub struct Ring {
 impl Ring {
     /// Open `dir` (created if missing) for a recording of at most `max_bytes`: a new segment
     /// after the ones already there, which count towards the limit.
-    pub fn open(dir: &Path, max_bytes: u64) -> std::io::Result<Self> {
+    pub(crate) fn open(dir: &Path, max_bytes: u64) -> std::io::Result<Self> {
         fs::create_dir_all(dir)?;
         let number = segments(dir)?.last().map_or(1, |(n, _)| n + 1);
         let out = Self::create(dir, number)?;
@@ -74,23 +74,23 @@ impl Ring {
     }
 
     /// The current segment's number.
-    pub fn segment(&self) -> u64 {
+    pub(crate) fn segment(&self) -> u64 {
         self.number
     }
 
     /// Whether the current segment is full: the next line belongs in a new one.
-    pub fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.written - self.start >= self.segment_limit
     }
 
     /// What the segment holds so far is its snapshot: the limit counts the lines after it (a
     /// snapshot larger than a segment would otherwise begin a new segment at every line).
-    pub fn mark_start(&mut self) {
+    pub(crate) fn mark_start(&mut self) {
         self.start = self.written;
     }
 
     /// Begin the next segment, deleting the oldest beyond [`SEGMENTS`].
-    pub fn rotate(&mut self) -> std::io::Result<()> {
+    pub(crate) fn rotate(&mut self) -> std::io::Result<()> {
         self.out.flush()?;
         self.number += 1;
         self.out = Self::create(&self.dir, self.number)?;
@@ -100,7 +100,7 @@ impl Ring {
     }
 
     /// Append one line (a newline is added).
-    pub fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
         self.out.write_all(line)?;
         self.out.write_all(b"\n")?;
         self.written += line.len() as u64 + 1;
@@ -108,7 +108,7 @@ impl Ring {
     }
 
     /// Write what is buffered to the file.
-    pub fn flush(&mut self) -> std::io::Result<()> {
+    pub(crate) fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
     }
 }

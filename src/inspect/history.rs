@@ -76,7 +76,7 @@ pub struct VmiRun {
 
 impl VmiRun {
     /// When its first phase began.
-    pub fn start(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn start(&self) -> Option<DateTime<Utc>> {
         self.transitions.iter().map(|t| t.timestamp).min()
     }
 }
@@ -110,28 +110,28 @@ pub struct History {
 
 impl History {
     /// The samples, oldest first.
-    pub fn samples(&self) -> &VecDeque<Sample> {
+    pub(crate) fn samples(&self) -> &VecDeque<Sample> {
         &self.samples
     }
 
     /// The VMIs seen of the VM shown, oldest first; the last is the current one when
     /// [`History::current_run`] says so.
-    pub fn runs(&self) -> &[VmiRun] {
+    pub(crate) fn runs(&self) -> &[VmiRun] {
         &self.runs
     }
 
     /// The uid of the VMI that exists now, if one does.
-    pub fn current_run(&self) -> Option<&str> {
+    pub(crate) fn current_run(&self) -> Option<&str> {
         self.current_run.as_deref()
     }
 
     /// The start backoffs seen, oldest first.
-    pub fn backoffs(&self) -> &[Backoff] {
+    pub(crate) fn backoffs(&self) -> &[Backoff] {
         &self.backoffs
     }
 
     /// A gather of one VM: a sample, and its VMI and start backoff.
-    pub fn record_vm(&mut self, insp: &Inspection) {
+    pub(crate) fn record_vm(&mut self, insp: &Inspection) {
         self.enter_scope(Some(format!("{}/{}", insp.namespace, insp.name)));
         self.record_runs(insp);
         let reconciles = self.reconciles_since_last(insp);
@@ -144,7 +144,7 @@ impl History {
     }
 
     /// A gather of the fleet: a sample of the queues and the Lease.
-    pub fn record_fleet(&mut self, fleet: &Fleet) {
+    pub(crate) fn record_fleet(&mut self, fleet: &Fleet) {
         self.enter_scope(None);
         self.push(
             fleet.generated_at,
@@ -295,7 +295,7 @@ impl History {
 }
 
 /// Whether a VMI phase is final (`Succeeded`, `Failed`).
-pub fn is_final(phase: &str) -> bool {
+pub(crate) fn is_final(phase: &str) -> bool {
     matches!(phase, "Succeeded" | "Failed")
 }
 

@@ -639,14 +639,17 @@ impl Launcher<'_> {
     }
 
     /// The VMI explained (and its launcher pod rendered) under `settings`.
-    pub fn explain(&self, settings: &ClusterSettings) -> Result<Explanation, ExplainError> {
+    pub(crate) fn explain(&self, settings: &ClusterSettings) -> Result<Explanation, ExplainError> {
         explain_in(&self.object, self.ns, settings, &self.namespace)
     }
 
     /// The rendering the pod carries: that of the release its launcher image tag names, when
     /// older than `settings`' and matching the pod exactly ([`PodAudit::older_rendering`]),
     /// else `settings`'.
-    pub fn rendering(&self, settings: &ClusterSettings) -> Result<Explanation, ExplainError> {
+    pub(crate) fn rendering(
+        &self,
+        settings: &ClusterSettings,
+    ) -> Result<Explanation, ExplainError> {
         if let Some(version) = older_rendering(self.pod, self.render_inputs(settings)) {
             let then = ClusterSettings {
                 kubevirt_version: version,
@@ -658,13 +661,13 @@ impl Launcher<'_> {
     }
 
     /// `(namespace, VMI, pod)`.
-    pub fn names(&self) -> (String, String, String) {
+    pub(crate) fn names(&self) -> (String, String, String) {
         let vmi = self.vmi.metadata.name.clone().unwrap_or_default();
         (self.ns.to_string(), vmi, self.pod_name.to_string())
     }
 
     /// Why the pod is skipped when its VMI cannot be explained.
-    pub fn skip_reason(&self, e: &ExplainError) -> String {
+    pub(crate) fn skip_reason(&self, e: &ExplainError) -> String {
         let vmi = self.vmi.metadata.name.as_deref().unwrap_or_default();
         format!(
             "{}/{}: VirtualMachineInstance {}/{vmi}: {e}",

@@ -67,7 +67,7 @@ pub struct Rehearsal {
 
 impl Rehearsal {
     /// VMs that would no longer fit on their node after their next restart.
-    pub fn no_longer_fit(&self) -> impl Iterator<Item = &VmRehearsal> {
+    pub(crate) fn no_longer_fit(&self) -> impl Iterator<Item = &VmRehearsal> {
         self.vms.iter().filter(|v| v.fits_after == Some(false))
     }
 }
@@ -131,7 +131,7 @@ pub struct NodeRehearsal {
 
 impl NodeRehearsal {
     /// Bytes the node lacks once every VM has restarted (0 when it holds them all).
-    pub fn short_after_bytes(&self) -> i64 {
+    pub(crate) fn short_after_bytes(&self) -> i64 {
         self.allocatable_bytes
             .map_or(0, |a| (self.requested_after_bytes - a).max(0))
     }
@@ -142,7 +142,7 @@ impl NodeRehearsal {
 ///
 /// Errors: as [`super::overhead::gather_audit`]; nodes or pods of other namespaces that cannot
 /// be read are [`Missing`] (the fit checks are then left out).
-pub async fn gather_rehearsal(
+pub(crate) async fn gather_rehearsal(
     client: &kube::Client,
     namespace: Option<&str>,
     opts: &GatherOptions,
@@ -194,7 +194,7 @@ fn listed<K: Clone>(
 }
 
 /// Rehearse `inputs.target` on every running launcher pod in `namespace` (all when `None`).
-pub fn rehearse(inputs: &RehearsalInputs, namespace: Option<&str>) -> Rehearsal {
+pub(crate) fn rehearse(inputs: &RehearsalInputs, namespace: Option<&str>) -> Rehearsal {
     let audit = &inputs.audit;
     let mut rehearsal = Rehearsal {
         namespace: namespace.map(str::to_string),

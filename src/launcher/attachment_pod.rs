@@ -31,7 +31,7 @@ pub struct AttachmentClaim {
 
 /// `PVCNameFromVirtVolume` (pvc.go:111-122): the claim of a `persistentVolumeClaim`,
 /// `dataVolume` or `memoryDump` volume.
-pub fn claim_of(volume: &Volume) -> Option<String> {
+pub(crate) fn claim_of(volume: &Volume) -> Option<String> {
     if let Some(dv) = &volume.data_volume {
         return dv.name.clone();
     }
@@ -99,7 +99,7 @@ fn selinux_level(vmi: &VirtualMachineInstance) -> Result<Option<String>, String>
 /// claim is missing gets the pod volume but no mount). A claim already `Ready` or
 /// `MountedToPod` in the VMI's volume status is not mounted again (template.go:1166-1206).
 /// Errors are KubeVirt's texts (the VMI controller then creates no pod, volume-hotplug.go:233).
-pub fn render_attachment_pod(
+pub(crate) fn render_attachment_pod(
     volumes: &[&Volume],
     owner: &Pod,
     vmi: &VirtualMachineInstance,

@@ -229,6 +229,7 @@ impl ApiFailure {
         self.reason == "AlreadyExists"
     }
 
+    #[cfg(test)] // the product does not classify failures yet (issue 44)
     /// `k8serrors.IsConflict`: reason `Conflict`, or an unknown reason with code 409.
     pub(crate) fn is_conflict(&self) -> bool {
         self.reason_or_code("Conflict", 409)
@@ -305,6 +306,7 @@ impl Serialize for ReconcileError {
     }
 }
 
+#[cfg(test)] // see ReconcileError::retry
 /// How a failed reconcile is retried. Every [`ReconcileError`] re-adds the key with the work
 /// queue's per-key backoff; the classes differ in whether the failure is worth reporting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,8 +350,9 @@ impl ReconcileError {
         }
     }
 
+    #[cfg(test)] // the product does not classify failures yet (issue 44)
     /// The API answer the reconcile stopped on, if it stopped on one.
-    pub fn api_failure(&self) -> Option<&ApiFailure> {
+    pub(crate) fn api_failure(&self) -> Option<&ApiFailure> {
         match self {
             ReconcileError::Api { failure, .. } => Some(failure),
             ReconcileError::Step { failure, .. } => failure.as_ref(),
@@ -357,8 +360,9 @@ impl ReconcileError {
         }
     }
 
+    #[cfg(test)] // the product does not classify failures yet (issue 44)
     /// How this failure is retried ([`Retry`]).
-    pub fn retry(&self) -> Retry {
+    pub(crate) fn retry(&self) -> Retry {
         match self.api_failure() {
             Some(f) if f.is_conflict() => Retry::Routine,
             _ => Retry::Backoff,

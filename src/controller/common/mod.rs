@@ -35,7 +35,7 @@ pub mod protocol;
 pub mod record;
 pub mod semantic;
 
-pub use error::{ApiFailure, ReconcileError, Retry, SyncError};
+pub use error::{ApiFailure, ReconcileError, SyncError};
 pub use patch::PatchSet;
 pub use record::{ReconcileLog, ReconcileRecord};
 pub use semantic::semantic_eq;

@@ -17,7 +17,7 @@ fn entry(store: &str, counts: Option<ExpectationCounts>) -> Option<Expectation> 
 }
 
 /// The VM's expectations entries as recorded (`vm-vmi`, `vm-datavolume`).
-pub fn expectations(view: &ExpectationsView) -> Vec<Expectation> {
+pub(crate) fn expectations(view: &ExpectationsView) -> Vec<Expectation> {
     [
         entry("vm-vmi", view.vmi),
         entry("vm-datavolume", view.data_volumes),

@@ -34,7 +34,7 @@ fn claim_hotpluggable(v: &Option<crate::api::vmi::ClaimSource>) -> bool {
 
 /// `IsDeclarativeHotplugVolume` (pkg/storage/types/volume.go:33-46): a `persistentVolumeClaim`
 /// or `dataVolume` with `hotpluggable: true`.
-pub fn is_declarative_hotplug_volume(v: &Volume) -> bool {
+pub(crate) fn is_declarative_hotplug_volume(v: &Volume) -> bool {
     claim_hotpluggable(&v.persistent_volume_claim) || claim_hotpluggable(&v.data_volume)
 }
 

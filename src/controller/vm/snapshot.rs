@@ -83,7 +83,7 @@ impl PvcInfo {
     }
 
     /// What the VM controller reads of a cached claim.
-    pub fn of(pvc: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> Self {
+    pub(crate) fn of(pvc: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> Self {
         PvcInfo {
             phase: pvc.status.as_ref().and_then(|s| s.phase.clone()),
             storage_class_name: pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()),

@@ -126,7 +126,7 @@ fn new_template_disks(
 /// a Running VMI's volumes and disks follow the template's hotplug volumes, or `None` (not
 /// running, `updateVolumesStrategy: Migration`, or nothing to change). The patch tests both
 /// lists and replaces them (`add` where the VMI had none).
-pub fn declarative_hotplug_patch(
+pub(crate) fn declarative_hotplug_patch(
     vm: &VirtualMachine,
     vmi: &VirtualMachineInstance,
 ) -> Option<VmiPatch> {

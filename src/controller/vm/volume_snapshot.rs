@@ -86,7 +86,7 @@ pub struct SnapshotInputs<'a> {
 /// `updateVolumeSnapshotStatuses` (snapshot.go:969-992): one entry per template volume, in
 /// order; `None` for a VM without volumes (KubeVirt's nil list, omitted). The backend-storage
 /// claim KubeVirt appends for persistent TPM/EFI is not modelled (no backend storage here).
-pub fn volume_snapshot_statuses(
+pub(crate) fn volume_snapshot_statuses(
     vm: &VirtualMachine,
     inputs: &SnapshotInputs<'_>,
 ) -> Option<Vec<VolumeSnapshotStatus>> {

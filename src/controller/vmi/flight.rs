@@ -8,7 +8,7 @@ use crate::flight::{Decided, Expectation, Input, Reconcile, Write, input};
 use kube::runtime::reflector::ObjectRef;
 
 /// The kind of a VMI action as recorded and compared (`CreatePod`, `Event SuccessfulCreate`).
-pub fn action_name(a: &VmiAction) -> String {
+pub(crate) fn action_name(a: &VmiAction) -> String {
     match a {
         VmiAction::CreatePod { .. } => "CreatePod".into(),
         VmiAction::DeletePod { .. } => "DeletePod".into(),
@@ -23,7 +23,7 @@ pub fn action_name(a: &VmiAction) -> String {
 }
 
 /// The VMI's expectations entries as recorded (`vmi-pod`, `vmi-self`).
-pub fn expectations(state: &ExpectationsState) -> Vec<Expectation> {
+pub(crate) fn expectations(state: &ExpectationsState) -> Vec<Expectation> {
     vec![
         Expectation {
             store: "vmi-pod".into(),
@@ -41,7 +41,7 @@ pub fn expectations(state: &ExpectationsState) -> Vec<Expectation> {
 }
 
 /// The actions of a decision as recorded, with the decision's explanation on the first.
-pub fn decided<'a>(
+pub(crate) fn decided<'a>(
     actions: impl Iterator<Item = &'a VmiAction>,
     explanation: &[String],
 ) -> Vec<Decided> {

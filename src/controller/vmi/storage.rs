@@ -106,7 +106,7 @@ impl CdiOverhead {
     /// 47-62): the default 5.5 % unless exactly one CDI exists; then `"0"` for a Block claim,
     /// the claim's StorageClass's entry, else `global`. `Err` (KubeVirt's sync error) when CDI
     /// exists but its CDIConfig is missing or not initialised.
-    pub fn for_claim(&self, pvc: &PersistentVolumeClaim) -> Result<String, String> {
+    pub(crate) fn for_claim(&self, pvc: &PersistentVolumeClaim) -> Result<String, String> {
         if self.cdi_instances != 1 {
             return Ok(DEFAULT_FS_OVERHEAD.to_string());
         }
