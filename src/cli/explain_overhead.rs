@@ -180,7 +180,7 @@ fn explain_changed(
 }
 
 /// The before/after table of one object.
-pub fn render_what_if_table(w: &WhatIfExplanation) -> String {
+pub(crate) fn render_what_if_table(w: &WhatIfExplanation) -> String {
     use crate::inspect::whatif::human_bytes;
     let mut out = String::new();
     let _ = writeln!(out, "{} {}/{} (what-if)", w.kind, w.namespace, w.name);
@@ -466,7 +466,7 @@ fn file_only_flags(args: &ExplainOverheadArgs) -> Vec<&'static str> {
 const MODES: &str = "give -f FILE (a manifest, a directory or - for stdin), vm/NAME | vmi/NAME | pod/NAME (from the cluster), or -A / -n NS (audit every virt-launcher pod)";
 
 /// Run `explain-overhead`.
-pub fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(global: &GlobalArgs, args: ExplainOverheadArgs) -> Result<ExitCode, CliError> {
     let target = args
         .target
         .as_deref()
@@ -875,7 +875,7 @@ fn print_rehearsal(
 }
 
 /// The table of `explain-overhead TYPE/NAME`: the inputs, the formula, the pod beside it.
-pub fn render_cluster_table(e: &crate::inspect::overhead::ClusterExplanation) -> String {
+pub(crate) fn render_cluster_table(e: &crate::inspect::overhead::ClusterExplanation) -> String {
     let mut out = String::new();
     let c = &e.cluster;
     let _ = writeln!(
@@ -940,7 +940,7 @@ fn namespace_summary(ns: &NamespaceContext) -> String {
 }
 
 /// The audit's table: a line of scope, then the findings worst first.
-pub fn render_audit_table(r: &crate::inspect::overhead::AuditReport) -> String {
+pub(crate) fn render_audit_table(r: &crate::inspect::overhead::AuditReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -1044,7 +1044,7 @@ fn term_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
 }
 
 /// The human-readable table for one object.
-pub fn render_table(e: &Explanation) -> String {
+pub(crate) fn render_table(e: &Explanation) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {}/{}", e.kind, e.namespace, e.name);
     let width = term_width(e.overhead.terms.iter().map(|t| t.name.as_str()));

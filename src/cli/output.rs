@@ -45,7 +45,7 @@ macro_rules! say {
     };
 }
 
-pub use crate::api::quantity::human_bytes;
+pub(crate) use crate::api::quantity::human_bytes;
 
 /// A memory quantity as written in a pod (`4680843265`, `512Mi`, `1G`) in [`human_bytes`] form;
 /// text that does not parse is shown unchanged.

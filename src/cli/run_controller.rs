@@ -304,7 +304,7 @@ pub struct Clients {
 
 impl Clients {
     /// Both clients from one configuration (User-Agent already set).
-    pub fn from_config(config: kube::Config) -> Result<Self, CliError> {
+    pub(crate) fn from_config(config: kube::Config) -> Result<Self, CliError> {
         let built = |r: Result<kube::Client, kube::Error>| {
             r.map_err(|e| CliError::Failed(format!("cannot build a Kubernetes client: {e}")))
         };
@@ -318,7 +318,7 @@ impl Clients {
 
 /// Start the embedded cluster (API server + simulated nodes) and the clients for it: what
 /// `run-controller --embedded` and `demo` run against. The caller shuts the cluster down.
-pub async fn start_embedded(
+pub(crate) async fn start_embedded(
     config: crate::sim::cluster::EmbeddedClusterConfig,
     user_agent: &str,
 ) -> Result<(crate::sim::cluster::EmbeddedCluster, Clients), CliError> {
@@ -344,7 +344,10 @@ pub async fn start_embedded(
 
 /// Start the VM and VMI controllers, competing for their Lease: `run-controller` and `demo`.
 /// Nothing runs until [`Manager::run`]; cancelling that releases the Lease.
-pub async fn start_manager(clients: &Clients, config: &ManagerConfig) -> Result<Manager, CliError> {
+pub(crate) async fn start_manager(
+    clients: &Clients,
+    config: &ManagerConfig,
+) -> Result<Manager, CliError> {
     let reconcilers = crate::controller::reconcilers();
     Manager::start_with_write_pool(
         clients.controllers.clone(),
@@ -372,7 +375,7 @@ pub const DEFAULT_WORKER_THREADS: usize = 1;
 /// The tokio worker threads for `run-controller`: `--worker-threads`, else
 /// [`DEFAULT_WORKER_THREADS`] against a cluster, or `None` (tokio's default, one per CPU) with
 /// `--embedded`, whose API server and simulated nodes share the runtime.
-pub fn worker_threads(args: &RunControllerArgs) -> Option<usize> {
+pub(crate) fn worker_threads(args: &RunControllerArgs) -> Option<usize> {
     threads_for(args.worker_threads, args.embedded)
 }
 
@@ -404,7 +407,7 @@ pub fn controller_runtime(threads: Option<usize>) -> std::io::Result<tokio::runt
 }
 
 /// Run `run-controller`.
-pub fn run(global: &GlobalArgs, args: RunControllerArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn run(global: &GlobalArgs, args: RunControllerArgs) -> Result<ExitCode, CliError> {
     if args.shadow {
         return super::shadow::run(global, shadow_args(args));
     }

@@ -177,7 +177,7 @@ impl Default for ClusterSettings {
 /// KubeVirt's admission check of `additionalGuestMemoryOverheadRatio`
 /// (pkg/virt-operator/webhooks/kubevirt-update-admitter.go:482-506): a float, at least 1.0.
 /// Returns the message for the rejected value.
-pub fn validate_overhead_ratio(text: &str) -> Result<f64, String> {
+pub(crate) fn validate_overhead_ratio(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(r) if r >= 1.0 && r.is_finite() => Ok(r),
         Ok(r) => Err(format!(
@@ -407,7 +407,8 @@ impl ClusterSettings {
     }
 
     /// The parsed `additionalGuestMemoryOverheadRatio`, if set and a valid float.
-    pub fn overhead_ratio(&self) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn overhead_ratio(&self) -> Option<f64> {
         self.additional_guest_memory_overhead_ratio
             .as_deref()
             .and_then(|r| r.trim().parse::<f64>().ok())
@@ -416,7 +417,7 @@ impl ClusterSettings {
     /// Whether a feature gate is on, with KubeVirt's precedence (pkg/virt-config/featuregate):
     /// listed in `feature_gates` → on (even if also disabled); listed in
     /// `disabled_feature_gates` → off; otherwise its default (Beta/GA gates are on).
-    pub fn gate_enabled(&self, gate: &str, on_by_default: bool) -> bool {
+    pub(crate) fn gate_enabled(&self, gate: &str, on_by_default: bool) -> bool {
         if self.feature_gates.iter().any(|g| g == gate) {
             return true;
         }

@@ -116,13 +116,13 @@ struct Inner {
 
 impl ClusterConfig {
     /// Settings that never change (`--kubevirt-cr FILE`, tests, offline contexts).
-    pub fn fixed(settings: ClusterSettings) -> Self {
+    pub(crate) fn fixed(settings: ClusterSettings) -> Self {
         Self::new(settings, SettingsSource::Fixed, None)
     }
 
     /// `base` until a KubeVirt CR of `namespace` is observed; then the CR over KubeVirt's
     /// defaults, with `base`'s process fields ([`ClusterSettings::with_kubevirt_cr`]).
-    pub fn watching(base: ClusterSettings, namespace: &str) -> Self {
+    pub(crate) fn watching(base: ClusterSettings, namespace: &str) -> Self {
         Self::new(base, SettingsSource::Defaults, Some(namespace.to_string()))
     }
 
@@ -168,7 +168,7 @@ impl ClusterConfig {
     }
 
     /// The settings in use. A reconcile reads them once.
-    pub fn settings(&self) -> Arc<ClusterSettings> {
+    pub(crate) fn settings(&self) -> Arc<ClusterSettings> {
         self.current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -176,7 +176,7 @@ impl ClusterConfig {
     }
 
     /// The settings in use and where they came from.
-    pub fn state(&self) -> ConfigState {
+    pub(crate) fn state(&self) -> ConfigState {
         self.lock().view.clone()
     }
 
@@ -186,7 +186,7 @@ impl ClusterConfig {
 
     /// Apply the watched namespace's KubeVirt CRs as they are now (the informer's cache after a
     /// change); logs what it did. Fixed settings ignore it.
-    pub fn observe<K: std::borrow::Borrow<KubeVirt>>(
+    pub(crate) fn observe<K: std::borrow::Borrow<KubeVirt>>(
         &self,
         crs: &[K],
         now: DateTime<Utc>,

@@ -759,7 +759,7 @@ impl Manager {
     }
 
     /// A cheap, cloneable reader of the latest leader election state.
-    pub fn leader_state_handle(&self) -> impl Fn() -> LeaderState + Send + Sync + 'static {
+    pub(crate) fn leader_state_handle(&self) -> impl Fn() -> LeaderState + Send + Sync + 'static {
         let leader = self.leader.clone();
         move || leader.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -807,7 +807,7 @@ impl Manager {
     /// Make the Lease calls through `client`: one built by
     /// [`crate::runtime::lease::api::lease_client`] (no hidden retries) for the same server and
     /// user as the controllers' client.
-    pub fn with_lease_client(mut self, client: kube::Client) -> Self {
+    pub(crate) fn with_lease_client(mut self, client: kube::Client) -> Self {
         self.lease_client = Some(client);
         self
     }

@@ -109,7 +109,10 @@ fn vm_view(vm: &VirtualMachine, now: DateTime<Utc>) -> VmView {
 
 /// The phase timeline: each `phaseTransitionTimestamps` entry, oldest first, with the time spent
 /// in it (until the next entry, or until `now` for the last one).
-pub fn phase_timeline(vmi: &VirtualMachineInstance, now: DateTime<Utc>) -> Vec<PhaseTransition> {
+pub(crate) fn phase_timeline(
+    vmi: &VirtualMachineInstance,
+    now: DateTime<Utc>,
+) -> Vec<PhaseTransition> {
     let mut entries: Vec<(String, DateTime<Utc>)> = vmi
         .status
         .as_ref()
@@ -387,7 +390,7 @@ fn parse_samples(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
 /// `kubevirt_workqueue_adds_total`, `kubevirt_workqueue_retries_total`,
 /// `kubevirt_workqueue_longest_running_processor_seconds`,
 /// label `name`; pkg/monitoring/metrics/common/workqueue/metrics.go:33-108).
-pub fn queues_from_metrics(text: &str) -> Vec<QueueView> {
+pub(crate) fn queues_from_metrics(text: &str) -> Vec<QueueView> {
     let mut by_name: BTreeMap<String, QueueView> = BTreeMap::new();
     for (metric, labels, value) in parse_samples(text) {
         let Some(queue) = labels.get("name") else {
@@ -609,7 +612,7 @@ fn counts(list: &[ExpectationView], store: &str) -> Option<ExpectationCounts> {
 // ------------------------------------------------------------------------------------------
 
 /// Turn the gathered objects into the [`Inspection`].
-pub fn analyze(g: &Gathered) -> Inspection {
+pub(crate) fn analyze(g: &Gathered) -> Inspection {
     let key = format!("{}/{}", g.namespace, g.name);
     let now = g.now;
     let mut ins = Inspection {
@@ -711,7 +714,7 @@ pub(crate) fn vmi_expectations_state(expectations: &[ExpectationView]) -> Expect
     }
 }
 
-pub fn decide_next(
+pub(crate) fn decide_next(
     g: &Gathered,
     vm: &VirtualMachine,
     expectations: &[ExpectationView],
@@ -1747,7 +1750,7 @@ const PROBLEM_STATUSES: &[&str] = &[
 ];
 
 /// Turn the gathered fleet into rows, problems first.
-pub fn analyze_fleet(f: &GatheredFleet) -> Fleet {
+pub(crate) fn analyze_fleet(f: &GatheredFleet) -> Fleet {
     let part = controller_part(&f.controller, None);
     let mut missing = f.missing.clone();
     missing.extend(part.missing);
@@ -1935,7 +1938,7 @@ fn fleet_diagnostic(
 
 /// The dotted paths at which `b` differs from `a` (leaves only; an object present on one side
 /// only is listed leaf by leaf), in key order.
-pub fn changed_paths(
+pub(crate) fn changed_paths(
     prefix: &str,
     a: Option<&Value>,
     b: Option<&Value>,

@@ -132,7 +132,7 @@ pub struct ClusterExplanation {
 }
 
 /// The VMI's `status.memory.memoryOverhead` in bytes.
-pub fn reported_overhead(vmi: &VirtualMachineInstance) -> Option<i64> {
+pub(crate) fn reported_overhead(vmi: &VirtualMachineInstance) -> Option<i64> {
     vmi.status
         .as_ref()
         .and_then(|s| s.memory.as_ref())
@@ -386,7 +386,7 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// The camelCase name used in JSON and the table.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FindingKind::OomKilled => "oomKilled",
             FindingKind::ResidentNearLimit => "residentNearLimit",
@@ -535,7 +535,7 @@ pub const DEFECT_SHORTFALL_BYTES: i64 = 8 * 1024 * 1024;
 pub const RESIDENT_PERCENT: i64 = 90;
 
 /// The audit's decisions over what was read: pure, one pass over the pods.
-pub fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
+pub(crate) fn audit(inputs: &AuditInputs, namespace: Option<&str>) -> AuditReport {
     let mut report = AuditReport {
         namespace: namespace.map(str::to_string),
         kubevirt_version: inputs.kubevirt_version.clone(),
@@ -1171,7 +1171,7 @@ pub(super) async fn gather_audit_inputs(
 /// `kubevirt_vmi_memory_resident_bytes` by `namespace/name`, from a Prometheus HTTP API at
 /// `url` (`/api/v1/query`, instant vector; labels `namespace` and `name` as KubeVirt exports
 /// them). The reason as text when it cannot be read.
-pub async fn resident_memory(
+pub(crate) async fn resident_memory(
     url: &str,
     timeout: std::time::Duration,
 ) -> Result<HashMap<String, i64>, String> {
@@ -1194,7 +1194,7 @@ pub async fn resident_memory(
 }
 
 /// The `namespace/name → bytes` map of a Prometheus instant-query answer.
-pub fn parse_resident_memory(text: &str) -> Result<HashMap<String, i64>, String> {
+pub(crate) fn parse_resident_memory(text: &str) -> Result<HashMap<String, i64>, String> {
     let v: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not a Prometheus answer: {e}"))?;
     if v["status"] != "success" {

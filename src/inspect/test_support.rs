@@ -9,18 +9,18 @@ use serde_json::{Value, json};
 pub const NOW: &str = "2026-12-01T10:00:00Z";
 
 /// [`NOW`] as a time.
-pub fn now() -> DateTime<Utc> {
+pub(crate) fn now() -> DateTime<Utc> {
     NOW.parse().expect("time")
 }
 
 /// [`NOW`] moved by `offset_seconds`, as the API server writes times.
-pub fn at(offset_seconds: i64) -> String {
+pub(crate) fn at(offset_seconds: i64) -> String {
     (now() + chrono::Duration::seconds(offset_seconds))
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// The domain of the VM's template, and so of its VMI.
-pub fn domain() -> Value {
+pub(crate) fn domain() -> Value {
     json!({
         "firmware": {"uuid": "0d2a2043-41c0-59c3-9b17-025022203668"},
         "devices": {},
@@ -31,7 +31,7 @@ pub fn domain() -> Value {
 /// `demo/vm-a` (uid `vm-uid`, resourceVersion 10, generation 2) with `runStrategy` `strategy`,
 /// the template's `volumes` (`null`: none) and `status`, as virt-api admitted it (api-version
 /// annotations) and the VM controller finalised it.
-pub fn vm_a(strategy: &str, volumes: Value, status: Value) -> VirtualMachine {
+pub(crate) fn vm_a(strategy: &str, volumes: Value, status: Value) -> VirtualMachine {
     serde_json::from_value(json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",

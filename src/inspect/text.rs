@@ -35,7 +35,7 @@ fn list_section<T>(o: &mut String, title: &str, items: &[T], line: impl Fn(&T) -
 }
 
 /// The whole inspection as text.
-pub fn render_vm(ins: &Inspection) -> String {
+pub(crate) fn render_vm(ins: &Inspection) -> String {
     let mut o = String::new();
     header(&mut o, ins);
     next_decision(&mut o, ins);
@@ -424,7 +424,7 @@ fn settings_line(s: &SettingsCheck) -> Option<String> {
     Some(line)
 }
 
-pub fn render_fleet(f: &Fleet) -> String {
+pub(crate) fn render_fleet(f: &Fleet) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,

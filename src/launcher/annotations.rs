@@ -43,7 +43,7 @@ pub const VELERO_KEYS: [&str; 5] = [
 ];
 
 /// The network generator's Istio annotations for `vmi` (none without a masquerade interface).
-pub fn istio(vmi: &VirtualMachineInstance) -> BTreeMap<String, String> {
+pub(crate) fn istio(vmi: &VirtualMachineInstance) -> BTreeMap<String, String> {
     let masquerade = vmi
         .spec
         .domain
@@ -64,7 +64,7 @@ pub fn istio(vmi: &VirtualMachineInstance) -> BTreeMap<String, String> {
 /// The storage generator's Velero hooks for `vmi`. `cluster_skip` is the KubeVirt CR's
 /// `kubevirt.io/skip-backup-hooks`, read only when the VMI does not carry the annotation
 /// (generator.go:56-63); the renderer passes `None`, as KubeVirt's does.
-pub fn velero(
+pub(crate) fn velero(
     vmi: &VirtualMachineInstance,
     cluster_skip: Option<&str>,
 ) -> BTreeMap<String, String> {

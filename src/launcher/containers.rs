@@ -27,7 +27,7 @@ pub const LIBVIRT_STARTUP_DELAY: i32 = 10;
 pub const COMPUTE: &str = "compute";
 
 /// The `compute` container of a virt-launcher pod.
-pub fn compute_container(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&Container> {
+pub(crate) fn compute_container(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&Container> {
     pod.spec
         .as_ref()?
         .containers

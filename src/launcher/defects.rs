@@ -38,7 +38,7 @@ pub const HUGEPAGES_OVERCOMMITTED: &str = "hugepagesOvercommitted";
 /// The known defects that hit `vmi` (as admitted: after [`crate::api::defaults`]) whose parsed
 /// quantities are `resources` and whose `compute` container `settings.kubevirt_version`
 /// renders as `rendered`.
-pub fn known_defects(
+pub(crate) fn known_defects(
     vmi: &VirtualMachineInstance,
     resources: &VmiResources,
     settings: &ClusterSettings,

@@ -116,7 +116,7 @@ pub enum ExplainError {
 
 /// The VMI a VM would start (template spec and metadata, named after the VM) or the VMI itself,
 /// with virt-api's admission defaults applied (see [`crate::api::defaults`]).
-pub fn effective_vmi(
+pub(crate) fn effective_vmi(
     object: &KubeVirtObject,
     default_namespace: &str,
     settings: &ClusterSettings,
@@ -167,7 +167,7 @@ pub fn explain(
 
 /// [`explain`] with what the renderer knows of the namespace (labels, ResourceQuotas: the
 /// automatic CPU and memory limits of template.go).
-pub fn explain_in(
+pub(crate) fn explain_in(
     object: &KubeVirtObject,
     default_namespace: &str,
     settings: &ClusterSettings,
@@ -225,7 +225,7 @@ fn quantity_bytes(q: Option<&Quantity>) -> Result<Option<i64>, String> {
 
 /// Compare a real virt-launcher pod with an explanation: the overhead annotation against the
 /// formula total, and the `compute` container's memory request against the rendered one.
-pub fn check_pod(explanation: &Explanation, pod: &Pod) -> PodCheck {
+pub(crate) fn check_pod(explanation: &Explanation, pod: &Pod) -> PodCheck {
     let mut notes = Vec::new();
     let meta = &pod.metadata;
     let pod_name = format!(
@@ -318,7 +318,7 @@ fn unit_of(resource: &str) -> &'static str {
 
 /// Every request and limit on which the `compute` container and the rendering disagree
 /// (compared as numbers: `1Gi` and `1073741824` agree), sorted by resource.
-pub fn compare_compute_resources(
+pub(crate) fn compare_compute_resources(
     rendered: &ComputeResources,
     compute: &k8s_openapi::api::core::v1::Container,
 ) -> Vec<ResourceDifference> {
@@ -391,7 +391,7 @@ pub struct RenderInputs<'a> {
 }
 
 /// The tag of the `compute` container's image (`v1.8.2` of `.../virt-launcher:v1.8.2`), if any.
-pub fn launcher_image_tag(pod: &Pod) -> Option<String> {
+pub(crate) fn launcher_image_tag(pod: &Pod) -> Option<String> {
     let image = super::containers::compute_container(pod)?
         .image
         .as_deref()?;
@@ -414,7 +414,7 @@ pub fn launcher_image_tag(pod: &Pod) -> Option<String> {
 ///    [`super::pod_changes`]), else at admission (a mutating webhook, a LimitRange).
 ///
 /// `cluster_version` is the KubeVirt version the cluster reports, when known.
-pub fn likely_cause(
+pub(crate) fn likely_cause(
     inputs: RenderInputs,
     pod: &Pod,
     check: &PodCheck,

@@ -23,8 +23,6 @@ pub mod virtiofs;
 pub mod volumes;
 
 pub use error::RenderError;
-pub use pod::render_launch_manifest;
-pub use renderer::{
-    compute_resources, render_admissible_compute_resources, render_compute_resources,
-};
+pub(crate) use pod::render_launch_manifest;
+pub use renderer::compute_resources;
 pub use resources::{ComputeResources, NamespaceContext};

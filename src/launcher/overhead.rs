@@ -47,7 +47,10 @@ pub struct OverheadBreakdown {
 /// (cores × sockets × threads skipping zero factors, 32-bit, wrapping as in Go); without it, the
 /// CPU limit's `Value()` (rounded up) else the request's; at least 1.
 /// Returns (count, explanation).
-pub fn overhead_vcpus(spec: &VirtualMachineInstanceSpec, res: &VmiResources) -> (i64, String) {
+pub(crate) fn overhead_vcpus(
+    spec: &VirtualMachineInstanceSpec,
+    res: &VmiResources,
+) -> (i64, String) {
     let (n, why) = match &spec.domain.cpu {
         Some(cpu) => (
             cpu.vcpus(),
@@ -81,7 +84,7 @@ pub fn overhead_vcpus(spec: &VirtualMachineInstanceSpec, res: &VmiResources) -> 
 /// `O + 1000 · trunc(ceil(O/1000) · (ratio − 1))`.
 /// Saturates at the i64 range for absurd ratios (the float → integer cast saturates as Go's
 /// conversion does not, but no real cluster gets there: the ratio is validated to be ≥ 1).
-pub fn multiply_memory(bytes: i64, ratio: f64) -> i64 {
+pub(crate) fn multiply_memory(bytes: i64, ratio: f64) -> i64 {
     let kilo = bytes.saturating_add(999).div_euclid(1000);
     let extra = (kilo as f64 * (ratio - 1.0)).trunc() as i64;
     bytes.saturating_add(extra.saturating_mul(1000))
@@ -109,7 +112,7 @@ pub fn memory_overhead(
 /// ([`crate::kubevirt_version::Formula`]): the QEMU and video sizes, whether the SEV term counts
 /// SNP, whether a disabled vTPM counts, where the dedicated-CPU 100Mi goes relative to the ratio,
 /// whether `reservedOverhead` and the passt binding count.
-pub fn memory_overhead_with(
+pub(crate) fn memory_overhead_with(
     spec: &VirtualMachineInstanceSpec,
     res: &VmiResources,
     settings: &ClusterSettings,

@@ -148,7 +148,7 @@ fn object_key(vmi: &VirtualMachineInstance) -> String {
 }
 
 /// `vmitrait.IsNonRoot` with an absent `status.runtimeUser` read as 107 (see module docs).
-pub fn is_non_root(vmi: &VirtualMachineInstance) -> bool {
+pub(crate) fn is_non_root(vmi: &VirtualMachineInstance) -> bool {
     let annotated = vmi
         .metadata
         .annotations
@@ -164,7 +164,7 @@ pub fn is_non_root(vmi: &VirtualMachineInstance) -> bool {
 
 /// `SanitizeHostname` (pkg/util/net/dns/sanitize.go:33-44): `spec.hostname`, else the name up to
 /// the first `.`, truncated to 63 characters.
-pub fn pod_hostname(vmi: &VirtualMachineInstance) -> String {
+pub(crate) fn pod_hostname(vmi: &VirtualMachineInstance) -> String {
     if let Some(h) = vmi.spec.hostname.as_deref().filter(|h| !h.is_empty()) {
         return h.to_string();
     }
@@ -175,7 +175,7 @@ pub fn pod_hostname(vmi: &VirtualMachineInstance) -> String {
 
 /// `CalculateVirtualMachineInstanceID` (pkg/apimachinery/labels.go:31-48): the name if ≤ 63
 /// characters, else its first 54 characters, `-`, and the first 8 hex digits of SHA-1(name).
-pub fn vmi_id_label(name: &str) -> String {
+pub(crate) fn vmi_id_label(name: &str) -> String {
     if name.len() <= 63 {
         return name.to_string();
     }
@@ -185,7 +185,7 @@ pub fn vmi_id_label(name: &str) -> String {
 }
 
 /// The OVMF firmware directory passed as `--ovmf-path` (virt-config.go:84-86, 290-304).
-pub fn ovmf_path(arch: &str) -> &'static str {
+pub(crate) fn ovmf_path(arch: &str) -> &'static str {
     match arch {
         "arm64" => "/usr/share/AAVMF",
         "s390x" => "",
@@ -372,7 +372,8 @@ fn env_value(name: &str, value: &str) -> EnvVar {
 
 /// [`render_launch_manifest`] with the memory overhead (bytes) and the final `--qemu-timeout`
 /// (seconds) given, for callers that already have them (and for deterministic tests).
-pub fn render_launch_manifest_with(
+#[cfg(test)]
+pub(crate) fn render_launch_manifest_with(
     vmi: &VirtualMachineInstance,
     settings: &ClusterSettings,
     ns: &NamespaceContext,

@@ -138,7 +138,7 @@ pub const RULES: &[Rule] = &[
 
 impl ResourceRenderer {
     /// `NewResourceRenderer(vmLimits, vmRequests)`: the VMI's own lists.
-    pub fn new(resources: &VmiResources) -> Self {
+    pub(crate) fn new(resources: &VmiResources) -> Self {
         ResourceRenderer {
             vm_limits: resources.limits.clone(),
             vm_requests: resources.requests.clone(),
@@ -147,7 +147,7 @@ impl ResourceRenderer {
     }
 
     /// Apply every rule of [`RULES`] whose predicate holds, in order.
-    pub fn apply_rules(&mut self, input: &RenderInput) -> Result<(), FieldError> {
+    pub(crate) fn apply_rules(&mut self, input: &RenderInput) -> Result<(), FieldError> {
         for rule in RULES {
             if (rule.applies)(input) {
                 (rule.apply)(self, input)?;
@@ -169,7 +169,7 @@ impl ResourceRenderer {
     }
 
     /// The rendered resources in canonical text.
-    pub fn finish(self) -> ComputeResources {
+    pub(crate) fn finish(self) -> ComputeResources {
         let canon = |l: List| -> BTreeMap<String, Quantity> {
             l.into_iter().map(|(k, v)| (k, v.to_quantity())).collect()
         };
@@ -229,7 +229,7 @@ pub fn compute_resources(
 /// [`compute_resources`] of a VMI whose quantities `resources` are already parsed: what
 /// `settings.kubevirt_version` renders, known defects included (`explain-overhead` reproduces
 /// them and warns, [`super::defects`]).
-pub fn render_compute_resources(
+pub(crate) fn render_compute_resources(
     vmi: &VirtualMachineInstance,
     resources: &VmiResources,
     settings: &ClusterSettings,
@@ -244,7 +244,7 @@ pub fn render_compute_resources(
 /// hugepages are never scaled by memoryOvercommit (upstream PR 18880, `WithMemoryRequests`
 /// skips the overcommit when `memory.hugepages` is set), so every `hugepages-<size>` quantity
 /// stays a multiple of the page size for a VMI virt-api admits.
-pub fn render_admissible_compute_resources(
+pub(crate) fn render_admissible_compute_resources(
     vmi: &VirtualMachineInstance,
     resources: &VmiResources,
     settings: &ClusterSettings,
@@ -629,7 +629,7 @@ fn network_claims(i: &RenderInput) -> Vec<ClaimRef> {
 
 /// `getMemoryLimitsRatio` (renderresources.go:731-763): the namespace label
 /// `alpha.kubevirt.io/auto-memory-limits-ratio` when it parses as a float ≥ 1, else 2.0.
-pub fn memory_limits_ratio(labels: &BTreeMap<String, String>) -> f64 {
+pub(crate) fn memory_limits_ratio(labels: &BTreeMap<String, String>) -> f64 {
     labels
         .get(AUTO_MEMORY_LIMITS_RATIO_LABEL)
         .and_then(|v| v.trim().parse::<f64>().ok())

@@ -101,7 +101,7 @@ impl NamespaceContext {
     ///
     /// The one place this rule is evaluated: the controller (from its informers), the inspector
     /// and `explain-overhead` (from what they read) all call it.
-    pub fn from_cluster<'a>(
+    pub(crate) fn from_cluster<'a>(
         namespace: Option<&k8s_openapi::api::core::v1::Namespace>,
         quotas: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::ResourceQuota>,
         settings: &crate::config::ClusterSettings,
@@ -203,7 +203,7 @@ impl ComputeResources {
 
     /// A request parsed back to a number of whole units (bytes for memory, `Value()` rounding
     /// up); `None` when absent or unparseable.
-    pub fn request_value(&self, name: &str) -> Option<i64> {
+    pub(crate) fn request_value(&self, name: &str) -> Option<i64> {
         self.requests
             .get(name)
             .and_then(|q| ParsedQuantity::parse(&q.0).ok())
@@ -211,7 +211,7 @@ impl ComputeResources {
     }
 
     /// A limit parsed back to whole units, like [`ComputeResources::request_value`].
-    pub fn limit_value(&self, name: &str) -> Option<i64> {
+    pub(crate) fn limit_value(&self, name: &str) -> Option<i64> {
         self.limits
             .get(name)
             .and_then(|q| ParsedQuantity::parse(&q.0).ok())

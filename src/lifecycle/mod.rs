@@ -7,4 +7,4 @@ pub mod decide;
 pub mod request;
 
 pub use decide::{Options, Plan, Refusal, Verb, Write};
-pub use request::{Cause, LifecycleError, Outcome, Request, Route, send};
+pub(crate) use request::{Outcome, Request, Route, send};

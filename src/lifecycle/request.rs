@@ -159,7 +159,10 @@ impl Request {
 
 /// Carry out `request`: through virt-api when the cluster serves the subresource, else
 /// directly.
-pub async fn send(client: &kube::Client, request: &Request) -> Result<Outcome, LifecycleError> {
+pub(crate) async fn send(
+    client: &kube::Client,
+    request: &Request,
+) -> Result<Outcome, LifecycleError> {
     match route(client, request.verb).await {
         Route::Subresource => via_subresource(client, request).await,
         Route::Direct { why } => direct(client, request, why).await,

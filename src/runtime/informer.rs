@@ -72,7 +72,7 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
     /// An empty, not yet synced state.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         InformerState {
             store: Store::default(),
             relist_buffer: Vec::new(),
@@ -84,25 +84,25 @@ where
     }
 
     /// The same state with another transform (which should call [`strip_for_cache`] too).
-    pub fn with_transform(mut self, transform: fn(&mut K)) -> Self {
+    pub(crate) fn with_transform(mut self, transform: fn(&mut K)) -> Self {
         self.transform = transform;
         self
     }
 
     /// The same state keeping one more secondary index (client-go `AddIndexers`), read with
     /// [`Informer::by_index`].
-    pub fn with_index(mut self, func: &'static IndexFn<K>) -> Self {
+    pub(crate) fn with_index(mut self, func: &'static IndexFn<K>) -> Self {
         self.indexes.push(Arc::new(Index::new(func)));
         self
     }
 
     /// A reader of the cache.
-    pub fn store(&self) -> Store<K> {
+    pub(crate) fn store(&self) -> Store<K> {
         self.store.clone()
     }
 
     /// True after the first complete list.
-    pub fn synced(&self) -> bool {
+    pub(crate) fn synced(&self) -> bool {
         self.synced
     }
 
@@ -110,7 +110,7 @@ where
     /// Objects pass through the transform first (by default: without `metadata.managedFields`,
     /// see [`strip_for_cache`]). Each object is cached as one `Arc` ([`cache_copy`]) that the
     /// store and the notification share.
-    pub fn apply(&mut self, event: watcher::Event<K>) -> Vec<Notification<K>> {
+    pub(crate) fn apply(&mut self, event: watcher::Event<K>) -> Vec<Notification<K>> {
         let mut out = Vec::new();
         match event {
             watcher::Event::Init => self.relist_buffer.clear(),
@@ -327,7 +327,7 @@ where
 
     /// [`Informer::spawn`] from a configured state: a transform
     /// ([`InformerState::with_transform`]), indexes ([`InformerState::with_index`]).
-    pub fn spawn_with(
+    pub(crate) fn spawn_with(
         state: InformerState<K>,
         name: &str,
         api: Api<K>,
@@ -342,7 +342,7 @@ where
     /// the `K` it converts into: a `W` narrower than `K` skips, while decoding, the fields a
     /// transform would drop (client-go has no counterpart: its informers decode whole objects
     /// and `SetTransform` trims them after). The transform and indexes still apply to the `K`.
-    pub fn spawn_decoding<W>(
+    pub(crate) fn spawn_decoding<W>(
         mut state: InformerState<K>,
         name: &str,
         api: Api<W>,
@@ -462,7 +462,7 @@ where
     }
 
     /// An informer that never watches (the resource is not served): empty and synced.
-    pub fn disabled(name: &str) -> Self {
+    pub(crate) fn disabled(name: &str) -> Self {
         let state = InformerState::<K>::new();
         let (_tx, rx) = watch::channel(true);
         Informer {
@@ -495,7 +495,7 @@ where
     /// The cached objects `func` indexes under `value` (client-go `ByIndex`), from the index
     /// the informer keeps for `func`, or by filtering the whole cache when it keeps none. Every
     /// candidate is checked with `func` again, so the answer is the filter's either way.
-    pub fn by_index(&self, func: &IndexFn<K>, value: &str) -> Vec<Arc<K>>
+    pub(crate) fn by_index(&self, func: &IndexFn<K>, value: &str) -> Vec<Arc<K>>
     where
         K::DynamicType: Default,
     {
@@ -516,7 +516,7 @@ where
     }
 
     /// True once the first list completed.
-    pub fn has_synced(&self) -> bool {
+    pub(crate) fn has_synced(&self) -> bool {
         *self.synced.borrow()
     }
 

@@ -22,7 +22,7 @@ pub mod store;
 /// An error and its sources, joined by `: ` (kube's `Display` stops at "client error
 /// (Connect)"; the cause, e.g. "Connection refused (os error 111)", is in the source chain).
 /// Repeated texts (a source that repeats its cause) are shown once.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = vec![e.to_string()];
     let mut source = e.source();
     while let Some(s) = source {

@@ -46,7 +46,7 @@ pub struct ResourceDef {
 
 impl ResourceDef {
     /// `apiVersion` string of the objects (`v1`, `kubevirt.io/v1`).
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.to_string()
         } else {
@@ -55,18 +55,18 @@ impl ResourceDef {
     }
 
     /// `{kind}List`.
-    pub fn list_kind(&self) -> String {
+    pub(crate) fn list_kind(&self) -> String {
         format!("{}List", self.kind)
     }
 
     /// Qualified resource as printed by apimachinery's `GroupResource.String()`:
     /// `pods`, `virtualmachines.kubevirt.io`.
-    pub fn group_resource(&self) -> String {
+    pub(crate) fn group_resource(&self) -> String {
         self.qualified(self.plural)
     }
 
     /// Qualified kind as printed by `GroupKind.String()`: `Pod`, `VirtualMachine.kubevirt.io`.
-    pub fn group_kind(&self) -> String {
+    pub(crate) fn group_kind(&self) -> String {
         self.qualified(self.kind)
     }
 
@@ -81,7 +81,7 @@ impl ResourceDef {
     }
 
     /// Whether `label` may be used in a field selector for this resource.
-    pub fn supports_field(&self, label: &str) -> bool {
+    pub(crate) fn supports_field(&self, label: &str) -> bool {
         label == "metadata.name"
             || (self.namespaced && label == "metadata.namespace")
             || self.field_labels.contains(&label)
@@ -163,7 +163,7 @@ const fn def(
 /// (`kubevirt.io/v1` `virtualmachines` → `vm`, `vms`; `virtualmachineinstances` → `vmi`, `vmis`;
 /// `cdi.kubevirt.io/v1beta1` `datavolumes` → `dv`, `dvs`; `k8s.cni.cncf.io/v1`
 /// `network-attachment-definitions` → `net-attach-def`).
-pub fn builtin_resources() -> Vec<ResourceDef> {
+pub(crate) fn builtin_resources() -> Vec<ResourceDef> {
     let mut defs = core_resources();
     defs.extend(api_group_resources());
     defs.extend(kubevirt_resources());
@@ -543,29 +543,29 @@ pub type ResId = usize;
 
 impl Registry {
     /// Build a registry from a table (see [`builtin_resources`]).
-    pub fn new(defs: Vec<ResourceDef>) -> Self {
+    pub(crate) fn new(defs: Vec<ResourceDef>) -> Self {
         Self { defs }
     }
 
     /// All definitions, in table order.
-    pub fn defs(&self) -> &[ResourceDef] {
+    pub(crate) fn defs(&self) -> &[ResourceDef] {
         &self.defs
     }
 
     /// The definition with index `id`.
-    pub fn get(&self, id: ResId) -> &ResourceDef {
+    pub(crate) fn get(&self, id: ResId) -> &ResourceDef {
         &self.defs[id]
     }
 
     /// Find by group, version and plural name.
-    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<ResId> {
+    pub(crate) fn find(&self, group: &str, version: &str, plural: &str) -> Option<ResId> {
         self.defs
             .iter()
             .position(|d| d.group == group && d.version == version && d.plural == plural)
     }
 
     /// The resource whose collection stores `id`'s objects (itself unless it is an alias).
-    pub fn storage_id(&self, id: ResId) -> ResId {
+    pub(crate) fn storage_id(&self, id: ResId) -> ResId {
         match self.defs[id].storage {
             Some((g, v, p)) => self.find(g, v, p).unwrap_or(id),
             None => id,
@@ -573,26 +573,26 @@ impl Registry {
     }
 
     /// Find the core `v1` resource with this plural (`pods`, `namespaces`).
-    pub fn core(&self, plural: &str) -> Option<ResId> {
+    pub(crate) fn core(&self, plural: &str) -> Option<ResId> {
         self.find("", "v1", plural)
     }
 
     /// Find by apiVersion (`v1`, `kubevirt.io/v1`) and kind.
-    pub fn find_kind(&self, api_version: &str, kind: &str) -> Option<ResId> {
+    pub(crate) fn find_kind(&self, api_version: &str, kind: &str) -> Option<ResId> {
         self.defs
             .iter()
             .position(|d| d.api_version() == api_version && d.kind == kind)
     }
 
     /// Whether any resource is served under this group/version.
-    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
+    pub(crate) fn serves_group_version(&self, group: &str, version: &str) -> bool {
         self.defs
             .iter()
             .any(|d| d.group == group && d.version == version)
     }
 
     /// Non-core groups with their versions, in first-appearance order.
-    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+    pub(crate) fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
         let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
         for d in &self.defs {
             if d.group.is_empty() {

@@ -11,24 +11,28 @@ pub(crate) fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<
 }
 
 /// A condition of this type exists (`HasCondition`).
-pub fn has_condition(conditions: &[Condition], type_: &str) -> bool {
+pub(crate) fn has_condition(conditions: &[Condition], type_: &str) -> bool {
     condition(conditions, type_).is_some()
 }
 
 /// A condition of this type exists with this status (`HasConditionWithStatus`).
-pub fn has_condition_with_status(conditions: &[Condition], type_: &str, status: &str) -> bool {
+pub(crate) fn has_condition_with_status(
+    conditions: &[Condition],
+    type_: &str,
+    status: &str,
+) -> bool {
     condition(conditions, type_).is_some_and(|c| c.status == status)
 }
 
 /// `RemoveCondition` (conditions.go:108-117, 192-201): drop every condition of this type.
-pub fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
+pub(crate) fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
     conditions.retain(|c| c.type_ != type_);
 }
 
 /// `UpdateCondition` (conditions.go:127-141, 203-218): replace an existing condition of the same
 /// type only when its status or reason changed (so probe/transition times stay put); append
 /// otherwise. Go's `Reason` is a plain string, so an absent reason equals `""`.
-pub fn update_condition(conditions: &mut Vec<Condition>, cond: Condition) {
+pub(crate) fn update_condition(conditions: &mut Vec<Condition>, cond: Condition) {
     if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == cond.type_) {
         if existing.status != cond.status
             || existing.reason.as_deref().unwrap_or("") != cond.reason.as_deref().unwrap_or("")

@@ -38,4 +38,4 @@ pub mod semantic;
 pub use error::{ApiFailure, ReconcileError, SyncError};
 pub use patch::PatchSet;
 pub use record::{ReconcileLog, ReconcileRecord};
-pub use semantic::semantic_eq;
+pub(crate) use semantic::semantic_eq;

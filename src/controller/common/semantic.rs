@@ -80,7 +80,7 @@ fn normalized_eq(a: &Value, b: &Value) -> bool {
 ///
 /// Equal typed values serialise the same, so `a == b` answers first without serialising:
 /// most comparisons in a reconcile are of a status or metadata map the sync left as it was.
-pub fn semantic_eq<T: Serialize + PartialEq + ?Sized>(a: &T, b: &T) -> bool {
+pub(crate) fn semantic_eq<T: Serialize + PartialEq + ?Sized>(a: &T, b: &T) -> bool {
     a == b || serialized_semantic_eq(a, b)
 }
 

@@ -190,7 +190,7 @@ pub enum VmAction {
 
 impl VmAction {
     /// True for actions that talk to the API server (and so can fail).
-    pub fn is_api_call(&self) -> bool {
+    pub(crate) fn is_api_call(&self) -> bool {
         !matches!(
             self,
             VmAction::ExpectVmiCreations { .. }
@@ -205,7 +205,7 @@ impl VmAction {
     }
 
     /// For a full-object VM write, where its resourceVersion comes from.
-    pub fn resource_version_from(&self) -> Option<ResourceVersionFrom> {
+    pub(crate) fn resource_version_from(&self) -> Option<ResourceVersionFrom> {
         match self {
             VmAction::UpdateVm {
                 resource_version_from,
@@ -222,7 +222,7 @@ impl VmAction {
     /// For a JSON patch of the VM (or its status), the patch: it carries no resourceVersion,
     /// so the VM it returns may hold changes the decision did not see (see
     /// [`super::returned`]).
-    pub fn vm_patch(&self) -> Option<&serde_json::Value> {
+    pub(crate) fn vm_patch(&self) -> Option<&serde_json::Value> {
         match self {
             VmAction::AddVmFinalizer { patch }
             | VmAction::RemoveVmFinalizer { patch }
@@ -234,7 +234,7 @@ impl VmAction {
     }
 
     /// A short name for logs and the inspector (`CreateVmi`, `Event`, ...).
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             VmAction::ExpectVmiCreations { .. } => "ExpectVmiCreations",
             VmAction::VmiCreationObserved { .. } => "VmiCreationObserved",
@@ -285,17 +285,17 @@ pub struct ApiFailures(pub BTreeMap<usize, ApiFailure>);
 
 impl ApiFailures {
     /// No failures: every API call succeeds.
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         ApiFailures::default()
     }
 
     /// Record that the action at `index` failed.
-    pub fn insert(&mut self, index: usize, error: ApiFailure) {
+    pub(crate) fn insert(&mut self, index: usize, error: ApiFailure) {
         self.0.insert(index, error);
     }
 
     /// The failure recorded for `index`.
-    pub fn get(&self, index: usize) -> Option<&ApiFailure> {
+    pub(crate) fn get(&self, index: usize) -> Option<&ApiFailure> {
         self.0.get(&index)
     }
 }
@@ -329,13 +329,9 @@ pub struct VmDecision {
 }
 
 impl VmDecision {
-    /// The actions without their reasons.
-    pub fn action_list(&self) -> Vec<&VmAction> {
-        self.actions.iter().map(|a| &a.action).collect()
-    }
-
-    /// Kinds of the actions, in order (handy in tests and logs).
-    pub fn action_kinds(&self) -> Vec<&'static str> {
+    /// Kinds of the actions, in order.
+    #[cfg(test)]
+    pub(crate) fn action_kinds(&self) -> Vec<&'static str> {
         self.actions.iter().map(|a| a.action.kind()).collect()
     }
 }

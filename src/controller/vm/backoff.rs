@@ -19,7 +19,7 @@ pub const MIN_BACKOFF_INTERVAL_SECONDS: i64 = 10;
 ///
 /// `jitter` is the uniform random number in `[0, 1)` that stands for `rand.Intn`: the random
 /// term is `floor(jitter × (delay/2 + 1))` (values outside `[0, 1)` are clamped).
-pub fn calculate_start_backoff_time(fail_count: i64, max_delay: i64, jitter: f64) -> i64 {
+pub(crate) fn calculate_start_backoff_time(fail_count: i64, max_delay: i64, jitter: f64) -> i64 {
     let fail_count = fail_count.max(1);
     let interval = (max_delay / 30).max(MIN_BACKOFF_INTERVAL_SECONDS);
     let mut delay = interval.saturating_mul(fail_count.saturating_mul(fail_count));
@@ -37,7 +37,7 @@ pub fn calculate_start_backoff_time(fail_count: i64, max_delay: i64, jitter: f64
 /// `startFailureBackoffTimeLeft` (vm.go:1558-1573): whole seconds until
 /// `status.startFailure.retryAfterTimestamp`, or 0. (KubeVirt dereferences a missing timestamp;
 /// here it counts as 0.)
-pub fn start_failure_backoff_time_left(
+pub(crate) fn start_failure_backoff_time_left(
     status: Option<&VirtualMachineStatus>,
     now: DateTime<Utc>,
 ) -> i64 {
@@ -51,14 +51,14 @@ pub fn start_failure_backoff_time_left(
 }
 
 /// `wasVMIInRunningPhase` (vm.go:1507-1520): a `Running` entry in `phaseTransitionTimestamps`.
-pub fn was_vmi_in_running_phase(vmi: Option<&VirtualMachineInstance>) -> bool {
+pub(crate) fn was_vmi_in_running_phase(vmi: Option<&VirtualMachineInstance>) -> bool {
     vmi.and_then(|v| v.status.as_ref())
         .and_then(|s| s.phase_transition_timestamps.as_ref())
         .is_some_and(|ts| ts.iter().any(|t| t.phase == Phase::Running))
 }
 
 /// `vmiFailedEarly` (vm.go:1522-1535): final and never Running.
-pub fn vmi_failed_early(vmi: Option<&VirtualMachineInstance>) -> bool {
+pub(crate) fn vmi_failed_early(vmi: Option<&VirtualMachineInstance>) -> bool {
     match vmi {
         Some(v) if v.is_final() => !was_vmi_in_running_phase(Some(v)),
         _ => false,
@@ -67,7 +67,7 @@ pub fn vmi_failed_early(vmi: Option<&VirtualMachineInstance>) -> bool {
 
 /// `shouldClearStartFailure` (vm.go:1537-1556): the VMI reached Running, or the strategy does not
 /// restart failed VMIs (anything but Always, RerunOnFailure, Once). A run-strategy error keeps it.
-pub fn should_clear_start_failure(
+pub(crate) fn should_clear_start_failure(
     strategy: Option<&Strategy>,
     vmi: Option<&VirtualMachineInstance>,
 ) -> bool {
@@ -87,7 +87,7 @@ pub fn should_clear_start_failure(
 /// [`should_clear_start_failure`]; otherwise, for a VMI that failed early and was not counted yet
 /// (`lastFailedVMIUID` differs), count it and set `retryAfterTimestamp = now + backoff`.
 /// Returns the backoff in seconds when a failure was recorded.
-pub fn sync_start_failure_status(
+pub(crate) fn sync_start_failure_status(
     status: &mut VirtualMachineStatus,
     strategy: Option<&Strategy>,
     vmi: Option<&VirtualMachineInstance>,

@@ -21,7 +21,7 @@ pub enum VmiClaim {
 
 /// `ClaimVirtualMachineInstanceByName` (controller_ref_manager.go:381-411): the match is "VMI name
 /// equals VM name", then `ClaimObject` (149-205).
-pub fn claim_vmi(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> VmiClaim {
+pub(crate) fn claim_vmi(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> VmiClaim {
     let vm_uid = vm.metadata.uid.as_deref().unwrap_or("");
     let controller = controller_of(&vmi.metadata);
     let owned = controller.is_some_and(|r| r.uid == vm_uid);
@@ -57,7 +57,7 @@ pub fn claim_vmi(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> VmiClaim 
 /// the DataVolume is an orphan to adopt (neither it nor the VM being deleted). DataVolumes owned
 /// by the VM or by another controller need nothing. The claimed list is not used by `sync`
 /// (`handleDataVolumes` reads the cache), so only adoptions matter.
-pub fn claim_data_volume(vm: &VirtualMachine, dv: &DataVolume) -> bool {
+pub(crate) fn claim_data_volume(vm: &VirtualMachine, dv: &DataVolume) -> bool {
     controller_of(&dv.metadata).is_none()
         && vm.metadata.deletion_timestamp.is_none()
         && dv.metadata.deletion_timestamp.is_none()

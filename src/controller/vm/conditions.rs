@@ -9,7 +9,7 @@ use crate::api::common::Condition;
 use crate::api::vmi::VirtualMachineInstance;
 use chrono::{DateTime, Utc};
 
-pub use crate::controller::common::conditions::{
+pub(crate) use crate::controller::common::conditions::{
     has_condition, has_condition_with_status, remove_condition, update_condition,
 };
 
@@ -19,7 +19,11 @@ fn non_empty(s: &str) -> Option<String> {
 
 /// `setRestartRequired` (vm.go:2978-2987): `RestartRequired=True` with a message, no reason,
 /// lastTransitionTime now.
-pub fn set_restart_required(conditions: &mut Vec<Condition>, message: &str, now: DateTime<Utc>) {
+pub(crate) fn set_restart_required(
+    conditions: &mut Vec<Condition>,
+    message: &str,
+    now: DateTime<Utc>,
+) {
     update_condition(
         conditions,
         Condition {
@@ -37,7 +41,7 @@ pub fn set_restart_required(conditions: &mut Vec<Condition>, message: &str, now:
 /// `syncReadyConditionFromVMI` (vm.go:2701-2737): no VMI → `Ready=False`, reason `VMINotExists`;
 /// VMI without Ready → `Ready=False`, reason `VMIConditionMissing`; else a copy of the VMI's Ready
 /// condition.
-pub fn sync_ready_condition(
+pub(crate) fn sync_ready_condition(
     conditions: &mut Vec<Condition>,
     vmi: Option<&VirtualMachineInstance>,
     now: DateTime<Utc>,
@@ -77,7 +81,7 @@ fn mirror(c: &Condition) -> Condition {
 
 /// `processFailureCondition` (vm.go:2790-2809): no sync error → remove `Failure`; else
 /// `Failure=True` with the error's reason and message.
-pub fn process_failure_condition(
+pub(crate) fn process_failure_condition(
     conditions: &mut Vec<Condition>,
     sync_error: Option<&SyncError>,
     now: DateTime<Utc>,
@@ -105,7 +109,7 @@ pub const NOT_MIRRORED: [&str; 3] = [READY, FAILURE, RESTART_REQUIRED];
 /// `syncConditions` (vm.go:2739-2788): Ready from the VMI, Failure from the sync error, then (when
 /// a VMI exists) every other VMI condition mirrored and VM conditions whose type the VMI lacks
 /// removed (Ready, Failure and RestartRequired excepted).
-pub fn sync_conditions(
+pub(crate) fn sync_conditions(
     conditions: &mut Vec<Condition>,
     vmi: Option<&VirtualMachineInstance>,
     sync_error: Option<&SyncError>,

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 /// `metadata.name` of each `spec.dataVolumeTemplates` entry (empty string when missing).
-pub fn template_names(vm: &VirtualMachine) -> Vec<String> {
+pub(crate) fn template_names(vm: &VirtualMachine) -> Vec<String> {
     vm.spec
         .data_volume_templates
         .iter()
@@ -45,7 +45,7 @@ pub struct DvCondition {
 }
 
 /// The DataVolume condition of this type (`Bound`, `Running`, `Ready`).
-pub fn dv_condition(dv: &DataVolume, type_: &str) -> Option<DvCondition> {
+pub(crate) fn dv_condition(dv: &DataVolume, type_: &str) -> Option<DvCondition> {
     let conds = dv.status.as_ref()?.extra.get("conditions")?.as_array()?;
     let c = conds
         .iter()
@@ -59,7 +59,7 @@ pub fn dv_condition(dv: &DataVolume, type_: &str) -> Option<DvCondition> {
 }
 
 /// `status.phase` of a DataVolume (`""` when unset).
-pub fn dv_phase(dv: &DataVolume) -> &str {
+pub(crate) fn dv_phase(dv: &DataVolume) -> &str {
     dv.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
@@ -81,7 +81,7 @@ fn data_volume_names(volumes: &[Volume]) -> impl Iterator<Item = &str> {
 /// `HasDataVolumeErrors` (dv.go:171-196): for template volumes of kind `dataVolume` with a
 /// DataVolume in the cache: phase `Failed`, or condition `Running=False` with reason `Error` or
 /// `ImagePullFailed`. Returns KubeVirt's error text.
-pub fn data_volume_error(volumes: &[Volume], dvs: &[DataVolume]) -> Option<String> {
+pub(crate) fn data_volume_error(volumes: &[Volume], dvs: &[DataVolume]) -> Option<String> {
     for name in data_volume_names(volumes) {
         let Some(dv) = find(dvs, name) else { continue };
         if dv_phase(dv) == "Failed" {
@@ -102,7 +102,7 @@ pub fn data_volume_error(volumes: &[Volume], dvs: &[DataVolume]) -> Option<Strin
 
 /// `HasDataVolumeProvisioning` (dv.go:212-236): a template-volume DataVolume in the cache that is
 /// neither `Succeeded` nor `PendingPopulation`, and is bound or not `WaitForFirstConsumer`.
-pub fn data_volume_provisioning(volumes: &[Volume], dvs: &[DataVolume]) -> bool {
+pub(crate) fn data_volume_provisioning(volumes: &[Volume], dvs: &[DataVolume]) -> bool {
     data_volume_names(volumes).any(|name| {
         let Some(dv) = find(dvs, name) else {
             return false;
@@ -129,7 +129,10 @@ pub(super) fn exceeded_quota(dv: &DataVolume) -> Option<String> {
 /// `cdi.kubevirt.io/allowClaimAdoption: "true"`; `spec.priorityClassName` from the VM template
 /// when the DataVolume has none; a single controller owner reference to the VM; namespace = the
 /// VM's when the template has none. Errors name the template field.
-pub fn build_data_volume(vm: &VirtualMachine, template: &Value) -> Result<DataVolume, VmSyncError> {
+pub(crate) fn build_data_volume(
+    vm: &VirtualMachine,
+    template: &Value,
+) -> Result<DataVolume, VmSyncError> {
     let mut metadata: ObjectMeta = serde_json::from_value(
         template.get("metadata").cloned().unwrap_or(Value::Null),
     )

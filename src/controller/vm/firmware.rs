@@ -14,7 +14,7 @@ const NAMESPACE: Uuid = Uuid::from_u128(0x6a1a24a1_4061_4607_8bf4_a3963d0c5895);
 
 /// `CalculateLegacyUUID(name)` (firmware.go:85-89): RFC 4122 version-5 UUID of the raw bytes of
 /// `name` (no namespace) under [`LEGACY_UUID_NAMESPACE`], lower-case hyphenated.
-pub fn calculate_legacy_uuid(name: &str) -> String {
+pub(crate) fn calculate_legacy_uuid(name: &str) -> String {
     Uuid::new_v5(&NAMESPACE, name.as_bytes()).to_string()
 }
 
@@ -22,7 +22,7 @@ pub fn calculate_legacy_uuid(name: &str) -> String {
 /// the JSON patch that persists [`calculate_legacy_uuid`] of the VM name — test the current
 /// `/spec/template/spec/domain/firmware` (null when absent), then add it with the UUID — and the
 /// firmware value written. `None` when a UUID is present (or the VM has no template).
-pub fn firmware_uuid_patch(vm: &VirtualMachine) -> Option<(Value, Firmware)> {
+pub(crate) fn firmware_uuid_patch(vm: &VirtualMachine) -> Option<(Value, Firmware)> {
     let spec = vm.spec.template.as_ref()?.spec.as_ref();
     let current = spec.and_then(|s| s.domain.firmware.as_ref());
     if current

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 /// `patchVmGenerationAnnotationOnVmi` (vm.go:1361-1382): JSON patch test+replace of
 /// `/metadata/annotations` with the generation annotation set; also returns the new map.
-pub fn generation_annotation_patch(
+pub(crate) fn generation_annotation_patch(
     vmi: &VirtualMachineInstance,
     generation: i64,
 ) -> (serde_json::Value, BTreeMap<String, String>) {
@@ -25,7 +25,7 @@ pub fn generation_annotation_patch(
 }
 
 /// The `kubevirt.io/vm-generation` annotation of a VMI, as text.
-pub fn generation_annotation(vmi: &VirtualMachineInstance) -> Option<&str> {
+pub(crate) fn generation_annotation(vmi: &VirtualMachineInstance) -> Option<&str> {
     vmi.metadata
         .annotations
         .as_ref()?

@@ -79,7 +79,7 @@ fn sync_map(patterns: &[String], vm_map: Option<&Map>, vmi_map: &mut Map) -> boo
 /// annotation from the VM's own metadata. Each changed map adds `add` (VMI map absent) or
 /// `test`+`replace` ops; like KubeVirt's builder, the values are the final maps, so when both
 /// annotation groups change the second `test` fails on the server.
-pub fn dynamic_metadata_patch(
+pub(crate) fn dynamic_metadata_patch(
     vm: &VirtualMachine,
     vmi: &VirtualMachineInstance,
     label_patterns: &[String],
@@ -145,7 +145,7 @@ pub fn dynamic_metadata_patch(
 /// `kubevirt.io/pci-topology-version` and the VM template has none, copy it (and
 /// `kubevirt.io/pci-interface-slot-count` if present) into the template annotations. The
 /// sync's working copy `vm` is copied (`Arc::make_mut`) only when it changes.
-pub fn sync_pci_topology_annotations_to_vm(
+pub(crate) fn sync_pci_topology_annotations_to_vm(
     vm: &mut Arc<VirtualMachine>,
     vmi: Option<&VirtualMachineInstance>,
 ) {

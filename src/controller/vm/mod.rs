@@ -78,10 +78,10 @@ pub use action::{
     ApiFailure, ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome,
     VmAction, VmDecision, VmUpdatePurpose,
 };
-pub use engine::{decide, decide_with_failures};
+pub(crate) use engine::{decide, decide_with_failures};
 pub use error::VmSyncError;
 pub use printable::PrintableStatus;
-pub use setup_vmi::{SetupError, setup_vmi_from_vm};
+pub(crate) use setup_vmi::setup_vmi_from_vm;
 pub use snapshot::{ExpectationCounts, ExpectationsView, PvcInfo, VmControllerConfig, VmSnapshot};
 
 /// The work-queue name (`virt-controller-vm`, vm.go:153-156), also the `name` label of the

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
 /// `getPatchFinalizerOps(old, new)` (vm.go:2307-2312): test+replace of `/metadata/finalizers`.
-pub fn finalizers_patch(old: Option<&Vec<String>>, new: &[String]) -> Value {
+pub(crate) fn finalizers_patch(old: Option<&Vec<String>>, new: &[String]) -> Value {
     let at = || path(&["metadata", "finalizers"]);
     let mut patch = PatchSet::new();
     patch.test(at(), &old).replace(at(), new);
@@ -16,14 +16,14 @@ pub fn finalizers_patch(old: Option<&Vec<String>>, new: &[String]) -> Value {
 }
 
 /// The finalizer list with the VM controller finalizer appended (vm.go:2371-2373).
-pub fn with_vm_controller_finalizer(old: Option<&Vec<String>>) -> Vec<String> {
+pub(crate) fn with_vm_controller_finalizer(old: Option<&Vec<String>>) -> Vec<String> {
     let mut new = old.cloned().unwrap_or_default();
     new.push(VM_CONTROLLER.to_string());
     new
 }
 
 /// The finalizer list without the VM controller finalizer (vm.go:2347-2353).
-pub fn without_vm_controller_finalizer(old: Option<&Vec<String>>) -> Vec<String> {
+pub(crate) fn without_vm_controller_finalizer(old: Option<&Vec<String>>) -> Vec<String> {
     old.map(|f| {
         f.iter()
             .filter(|x| x.as_str() != VM_CONTROLLER)
@@ -34,7 +34,7 @@ pub fn without_vm_controller_finalizer(old: Option<&Vec<String>>) -> Vec<String>
 }
 
 /// True when `metadata.finalizers` contains `name` (`controller.HasFinalizer`).
-pub fn has_finalizer(meta: &ObjectMeta, name: &str) -> bool {
+pub(crate) fn has_finalizer(meta: &ObjectMeta, name: &str) -> bool {
     meta.finalizers
         .as_ref()
         .is_some_and(|f| f.iter().any(|x| x == name))
@@ -42,7 +42,7 @@ pub fn has_finalizer(meta: &ObjectMeta, name: &str) -> bool {
 
 /// The adoption merge patch (controller_ref_manager.go:414-427, 508-519): a single controller
 /// owner reference to the VM plus a `metadata.uid` precondition on the adopted object.
-pub fn adopt_patch(vm_name: &str, vm_uid: &str, object_uid: &str) -> Value {
+pub(crate) fn adopt_patch(vm_name: &str, vm_uid: &str, object_uid: &str) -> Value {
     json!({"metadata": {
         "ownerReferences": [{
             "apiVersion": crate::api::API_VERSION,
@@ -57,12 +57,12 @@ pub fn adopt_patch(vm_name: &str, vm_uid: &str, object_uid: &str) -> Value {
 }
 
 /// The release merge patch (controller_ref_manager.go:429-455).
-pub fn release_patch() -> Value {
+pub(crate) fn release_patch() -> Value {
     json!({"metadata": {"ownerReferences": []}})
 }
 
 /// `controller.VirtualMachineInstanceKey`: `namespace/name` of an object.
-pub use crate::api::key::meta_key;
+pub(crate) use crate::api::key::meta_key;
 
 #[cfg(test)]
 mod tests {

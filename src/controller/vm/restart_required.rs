@@ -40,7 +40,7 @@ pub(crate) fn is_declarative_hotplug_volume(v: &Volume) -> bool {
 
 /// `IsHotplugVolume` (pkg/storage/types/volume.go:53-66): a declarative hotplug volume or a
 /// hotpluggable `memoryDump`.
-pub fn is_hotplug_volume(v: &Volume) -> bool {
+pub(crate) fn is_hotplug_volume(v: &Volume) -> bool {
     is_declarative_hotplug_volume(v)
         || v.extra.read(|e| {
             e.get("memoryDump")
@@ -76,7 +76,7 @@ fn update_volumes_strategy_is_migration(vm: &VirtualMachine) -> bool {
 
 /// `validLiveUpdateVolumes` (vm.go:2902-2935): only hotplug volumes were added/removed/changed
 /// (or, with `updateVolumesStrategy: Migration`, PVC/DataVolume volumes changed).
-pub fn valid_live_update_volumes(old: &VirtualMachineSpec, vm: &VirtualMachine) -> bool {
+pub(crate) fn valid_live_update_volumes(old: &VirtualMachineSpec, vm: &VirtualMachine) -> bool {
     let old_spec = template_spec(old);
     let mut old_vols = volumes_by_name(&old_spec);
     let new_spec = template_spec(&vm.spec);
@@ -104,7 +104,7 @@ pub fn valid_live_update_volumes(old: &VirtualMachineSpec, vm: &VirtualMachine) 
 
 /// `validLiveUpdateDisks` (vm.go:2937-2976): only disks of hotplug volumes changed; a removed
 /// CD-ROM needs a restart.
-pub fn valid_live_update_disks(old: &VirtualMachineSpec, vm: &VirtualMachine) -> bool {
+pub(crate) fn valid_live_update_disks(old: &VirtualMachineSpec, vm: &VirtualMachine) -> bool {
     let old_spec = template_spec(old);
     let new_spec = template_spec(&vm.spec);
     let mut old_disks = disks_by_name(&old_spec);
@@ -160,7 +160,7 @@ fn net_without_nad_name(n: &Network) -> Value {
 /// `vmliveupdate.IsRestartRequired` (pkg/network/vmliveupdate/restart.go:30-44): interfaces of the
 /// VMI removed from or changed in the VM (ignoring `state`), the pod network added, or networks of
 /// the VMI removed or changed (ignoring multus `networkName`).
-pub fn network_restart_required(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> bool {
+pub(crate) fn network_restart_required(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> bool {
     let desired = template_spec(&vm.spec);
     let desired: &VirtualMachineInstanceSpec = &desired;
     let desired_ifaces: BTreeMap<&str, &Interface> = desired
@@ -199,7 +199,7 @@ pub fn network_restart_required(vm: &VirtualMachine, vmi: &VirtualMachineInstanc
 /// hotplug volumes/disks; with `live_update` (rollout strategy LiveUpdate) CPU sockets,
 /// `memory.guest`, nodeSelector, affinity and tolerations; interfaces/networks when
 /// [`network_restart_required`] says no; the firmware UUID when the VMI runs with the VM's.
-pub fn restart_required(
+pub(crate) fn restart_required(
     last_seen: &VirtualMachineSpec,
     vm: &VirtualMachine,
     vmi: &VirtualMachineInstance,

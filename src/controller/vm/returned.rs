@@ -31,7 +31,7 @@ use serde_json::Value;
 /// for, also accepts a `test` of `null` or a `replace` on a missing `metadata.finalizers`). A
 /// patch whose effects cannot be applied to `base` means `base` was not what the server held:
 /// reported as a change.
-pub fn foreign_change(
+pub(crate) fn foreign_change(
     base: &VirtualMachine,
     patch: &Value,
     returned: &VirtualMachine,

@@ -12,17 +12,17 @@ use serde::Deserialize;
 use std::borrow::Borrow;
 
 /// `vmRevisionName(uid)` (vm.go:1694-1696): `revision-start-vm-<uid>`.
-pub fn revision_prefix(vm_uid: &str) -> String {
+pub(crate) fn revision_prefix(vm_uid: &str) -> String {
     format!("revision-start-vm-{vm_uid}")
 }
 
 /// `getVMRevisionName(uid, generation)` (vm.go:1698-1700): `revision-start-vm-<uid>-<generation>`.
-pub fn revision_name(vm_uid: &str, generation: i64) -> String {
+pub(crate) fn revision_name(vm_uid: &str, generation: i64) -> String {
     format!("{}-{generation}", revision_prefix(vm_uid))
 }
 
 /// `parseGeneration` (vm.go:2384-2404): the integer after the last `-`, or `None`.
-pub fn parse_generation(revision_name: &str) -> Option<i64> {
+pub(crate) fn parse_generation(revision_name: &str) -> Option<i64> {
     let idx = revision_name.rfind('-')?;
     revision_name[idx + 1..].parse().ok()
 }
@@ -37,7 +37,7 @@ fn gen_from_key(key: &str) -> Result<i64, VmSyncError> {
 
 /// The ControllerRevisions in the `vm` index for this UID (pkg/controller/virtinformers.go:
 /// 1175-1189: the first owner reference of kind `VirtualMachine` decides), sorted by name.
-pub fn indexed_revisions<'r, R: Borrow<ControllerRevision>>(
+pub(crate) fn indexed_revisions<'r, R: Borrow<ControllerRevision>>(
     vm_uid: &str,
     revisions: &'r [R],
 ) -> Vec<&'r ControllerRevision> {
@@ -52,7 +52,7 @@ pub fn indexed_revisions<'r, R: Borrow<ControllerRevision>>(
 
 /// Whether `cr` is in the `vm` index under `vm_uid`: its first owner reference of kind
 /// `VirtualMachine` has that UID (pkg/controller/virtinformers.go:1175-1189).
-pub fn in_vm_index(cr: &ControllerRevision, vm_uid: &str) -> bool {
+pub(crate) fn in_vm_index(cr: &ControllerRevision, vm_uid: &str) -> bool {
     VM_INDEX.matches(cr, vm_uid)
 }
 
@@ -82,7 +82,7 @@ struct RevisionData {
 /// Decode `data` of a start revision (`VirtualMachineRevisionData`, vm.go:1432-1436): the
 /// `spec` member. Errors name the revision. Reads both forms of `data`: the object the API
 /// serves and the compact text the controllers' cache keeps ([`revision_for_cache`]).
-pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, VmSyncError> {
+pub(crate) fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, VmSyncError> {
     let name = cr.metadata.name.as_deref().unwrap_or("");
     let data = cr.data.as_ref().ok_or_else(|| {
         VmSyncError::Revision(format!("ControllerRevision {name}: data is empty"))
@@ -98,7 +98,9 @@ pub fn revision_spec(cr: &ControllerRevision) -> Result<VirtualMachineSpec, VmSy
 
 /// `data` as the API serves it, whichever form the revision is in (see [`revision_spec`]);
 /// `None` without data or when the cached text does not parse.
-pub fn revision_data(cr: &ControllerRevision) -> Option<std::borrow::Cow<'_, serde_json::Value>> {
+pub(crate) fn revision_data(
+    cr: &ControllerRevision,
+) -> Option<std::borrow::Cow<'_, serde_json::Value>> {
     let data = &cr.data.as_ref()?.0;
     match data {
         serde_json::Value::String(text) => {
@@ -129,7 +131,7 @@ pub fn revision_for_cache(cr: &mut ControllerRevision) {
 /// `getLastVMRevisionSpec` (vm.go:1804-1838): among the VM's indexed revisions whose key contains
 /// `revision-start-vm-<uid>`, the one with the highest generation (> 0) parsed from the key.
 /// Errors (an unparsable generation, undecodable data) stop the sync, as in KubeVirt.
-pub fn last_revision_spec<R: Borrow<ControllerRevision>>(
+pub(crate) fn last_revision_spec<R: Borrow<ControllerRevision>>(
     vm: &VirtualMachine,
     revisions: &[R],
 ) -> Result<Option<VirtualMachineSpec>, VmSyncError> {
@@ -153,7 +155,7 @@ pub fn last_revision_spec<R: Borrow<ControllerRevision>>(
 /// [`revision_name`], in the VM's namespace, controlled by the VM, `revision` = generation, `data`
 /// = `{"spec": <VM spec>}` with `spec.instancetype.revisionName` / `spec.preference.revisionName`
 /// filled from `status.instancetypeRef` / `status.preferenceRef` controller-revision refs.
-pub fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, VmSyncError> {
+pub(crate) fn build_start_revision(vm: &VirtualMachine) -> Result<ControllerRevision, VmSyncError> {
     let generation = vm.metadata.generation.unwrap_or(0);
     let uid = vm.metadata.uid.as_deref().unwrap_or("");
     let mut spec = serde_json::to_value(&vm.spec).map_err(|e| {

@@ -18,7 +18,7 @@ pub enum Strategy {
 
 impl Strategy {
     /// The known strategy, if any.
-    pub fn known(&self) -> Option<RunStrategy> {
+    pub(crate) fn known(&self) -> Option<RunStrategy> {
         match self {
             Strategy::Known(s) => Some(*s),
             Strategy::Unknown(_) => None,
@@ -26,7 +26,7 @@ impl Strategy {
     }
 
     /// The wire value.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             Strategy::Known(s) => s.as_str(),
             Strategy::Unknown(s) => s,
@@ -36,7 +36,7 @@ impl Strategy {
 
 /// `VirtualMachine.RunStrategy()` (staging/src/kubevirt.io/api/core/v1/types.go:1957-1970): only
 /// "both set" is an error.
-pub fn vm_strategy(vm: &VirtualMachine) -> Result<Strategy, RunStrategyError> {
+pub(crate) fn vm_strategy(vm: &VirtualMachine) -> Result<Strategy, RunStrategyError> {
     match vm.run_strategy() {
         Ok(s) => Ok(Strategy::Known(s)),
         Err(RunStrategyError::Unknown(s)) => Ok(Strategy::Unknown(s)),
@@ -51,13 +51,13 @@ fn first_request(
 }
 
 /// `hasStartRequest` (vm.go:1911-1918): the first state change request is `Start`.
-pub fn has_start_request(status: Option<&VirtualMachineStatus>) -> bool {
+pub(crate) fn has_start_request(status: Option<&VirtualMachineStatus>) -> bool {
     first_request(status).is_some_and(|r| r.action == "Start")
 }
 
 /// `hasStartPausedRequest` (vm.go:1899-1909): the first request is `Start` with data
 /// `paused: "true"`.
-pub fn has_start_paused_request(status: Option<&VirtualMachineStatus>) -> bool {
+pub(crate) fn has_start_paused_request(status: Option<&VirtualMachineStatus>) -> bool {
     first_request(status).is_some_and(|r| {
         r.action == "Start"
             && r.data
@@ -69,7 +69,7 @@ pub fn has_start_paused_request(status: Option<&VirtualMachineStatus>) -> bool {
 
 /// `hasStopRequestForVMI` (vm.go:1920-1931): the first request is `Stop` with `uid` equal to the
 /// VMI's UID.
-pub fn has_stop_request_for_vmi(
+pub(crate) fn has_stop_request_for_vmi(
     status: Option<&VirtualMachineStatus>,
     vmi: &VirtualMachineInstance,
 ) -> bool {
@@ -83,13 +83,14 @@ pub fn has_stop_request_for_vmi(
 /// `isSetToStart` (vm.go:1215-1246): Always → true; Halted → false; Manual → (VMI: no matching
 /// stop request; else: a start request); RerunOnFailure → (VMI: phase ≠ Succeeded; else true);
 /// Once → no VMI; anything else (or a run-strategy error) → false.
-pub fn is_set_to_start(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) -> bool {
+#[cfg(test)]
+pub(crate) fn is_set_to_start(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) -> bool {
     is_set_to_start_with(vm, vm.status.as_ref(), vmi)
 }
 
 /// [`is_set_to_start`] of `vm`'s spec with the start and stop requests of `status` (the status
 /// a sync is computing, which `vm` does not carry yet).
-pub fn is_set_to_start_with(
+pub(crate) fn is_set_to_start_with(
     vm: &VirtualMachine,
     status: Option<&VirtualMachineStatus>,
     vmi: Option<&VirtualMachineInstance>,
@@ -112,7 +113,7 @@ pub fn is_set_to_start_with(
 
 /// `IsDecentralizedMigration` (types.go:676-682): migration state with source and target state,
 /// exactly one of which has a sync address.
-pub fn is_decentralized_migration(vmi: &VirtualMachineInstance) -> bool {
+pub(crate) fn is_decentralized_migration(vmi: &VirtualMachineInstance) -> bool {
     let Some(ms) = vmi.status.as_ref().and_then(|s| s.migration_state.as_ref()) else {
         return false;
     };
@@ -128,7 +129,7 @@ pub fn is_decentralized_migration(vmi: &VirtualMachineInstance) -> bool {
 }
 
 /// `IsMigrationCompleted` (types.go:645-647): `status.migrationState.completed`.
-pub fn is_migration_completed(vmi: &VirtualMachineInstance) -> bool {
+pub(crate) fn is_migration_completed(vmi: &VirtualMachineInstance) -> bool {
     vmi.status
         .as_ref()
         .and_then(|s| s.migration_state.as_ref())
@@ -153,7 +154,7 @@ pub(super) fn delete_error(e: impl std::fmt::Display) -> SyncError {
 
 /// The run strategy used for `status.runStrategy` and the printable status: `vmOrig.RunStrategy()`
 /// with errors ignored (vm.go:2475).
-pub fn strategy_or_none(vm: &VirtualMachine) -> Option<Strategy> {
+pub(crate) fn strategy_or_none(vm: &VirtualMachine) -> Option<Strategy> {
     vm_strategy(vm).ok()
 }
 

@@ -27,7 +27,7 @@ pub enum SetupError {
 
 /// `metav1.NewControllerRef(vm, VirtualMachineGroupVersionKind)`: apiVersion `kubevirt.io/v1`,
 /// kind `VirtualMachine`, controller and blockOwnerDeletion true.
-pub fn vm_controller_ref(vm: &VirtualMachine) -> OwnerReference {
+pub(crate) fn vm_controller_ref(vm: &VirtualMachine) -> OwnerReference {
     OwnerReference {
         api_version: crate::api::API_VERSION.to_string(),
         kind: "VirtualMachine".to_string(),
@@ -116,7 +116,7 @@ pub fn setup_vmi_from_vm(vm: &VirtualMachine) -> Result<VirtualMachineInstance, 
 
 /// `SetDefaultVolumeDisk` (pkg/util/util.go:131-152): append a disk `{name}` for every volume
 /// whose name is neither a disk nor a filesystem (`devices.filesystems`) name.
-pub fn set_default_volume_disk(spec: &mut VirtualMachineInstanceSpec) {
+pub(crate) fn set_default_volume_disk(spec: &mut VirtualMachineInstanceSpec) {
     let mut names: Vec<String> = spec
         .domain
         .devices
@@ -159,7 +159,7 @@ pub fn set_default_volume_disk(spec: &mut VirtualMachineInstanceSpec) {
 
 /// `AutoAttachInputDevice` (vm.go:3428-3442): with `autoattachInputDevice: true` and no inputs,
 /// add an input `{name: default-0}` (bus and type are defaulted later by virt-api).
-pub fn auto_attach_input_device(spec: &mut VirtualMachineInstanceSpec) {
+pub(crate) fn auto_attach_input_device(spec: &mut VirtualMachineInstanceSpec) {
     let devices = &mut spec.domain.devices;
     if devices.autoattach_input_device != Some(true)
         || devices.inputs.as_ref().is_some_and(|i| !i.is_empty())
@@ -178,7 +178,7 @@ pub fn auto_attach_input_device(spec: &mut VirtualMachineInstanceSpec) {
 /// default, bridge: {}}`, error when bridge on the pod network is not permitted; `masquerade` →
 /// `{name: default, masquerade: {}}`; `slirp` → error; anything else → no interface) and the
 /// network `{name: default, pod: {}}`. The error text is KubeVirt's.
-pub fn set_default_network_interface(
+pub(crate) fn set_default_network_interface(
     config: &VmControllerConfig,
     spec: &mut VirtualMachineInstanceSpec,
 ) -> Result<(), crate::api::defaults::DefaultsError> {

@@ -21,7 +21,7 @@ pub struct ExpectationCounts {
 
 impl ExpectationCounts {
     /// A fresh entry (`SetExpectations(key, adds, dels)`): not expired.
-    pub fn pending(adds: i64, dels: i64) -> Self {
+    pub(crate) fn pending(adds: i64, dels: i64) -> Self {
         ExpectationCounts {
             adds,
             dels,
@@ -31,7 +31,7 @@ impl ExpectationCounts {
 
     /// `SatisfiedExpectations` for an existing entry (expectations.go:120-145): fulfilled
     /// (`adds <= 0 && dels <= 0`) or expired.
-    pub fn satisfied(&self) -> bool {
+    pub(crate) fn satisfied(&self) -> bool {
         self.expired || (self.adds <= 0 && self.dels <= 0)
     }
 }
@@ -48,18 +48,18 @@ pub struct ExpectationsView {
 
 impl ExpectationsView {
     /// `satisfiedExpectations(key)` (vm.go:330-332): both stores satisfied.
-    pub fn satisfied(&self) -> bool {
+    pub(crate) fn satisfied(&self) -> bool {
         self.vmi.is_none_or(|e| e.satisfied()) && self.data_volumes.is_none_or(|e| e.satisfied())
     }
 
     /// `isVMIStartExpected` (vm.go:1181-1196): a VMI entry exists with `adds > 0` (expiry is not
     /// consulted).
-    pub fn vmi_start_expected(&self) -> bool {
+    pub(crate) fn vmi_start_expected(&self) -> bool {
         self.vmi.is_some_and(|e| e.adds > 0)
     }
 
     /// `isVMIStopExpected` (vm.go:1198-1213): a VMI entry exists with `dels > 0`.
-    pub fn vmi_stop_expected(&self) -> bool {
+    pub(crate) fn vmi_stop_expected(&self) -> bool {
         self.vmi.is_some_and(|e| e.dels > 0)
     }
 }
@@ -75,7 +75,8 @@ pub struct PvcInfo {
 
 impl PvcInfo {
     /// A PVC with the given phase.
-    pub fn with_phase(phase: &str) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_phase(phase: &str) -> Self {
         PvcInfo {
             phase: Some(phase.to_string()),
             storage_class_name: None,
@@ -91,7 +92,7 @@ impl PvcInfo {
     }
 
     /// `status.phase == Bound`.
-    pub fn is_bound(&self) -> bool {
+    pub(crate) fn is_bound(&self) -> bool {
         self.phase.as_deref() == Some("Bound")
     }
 }
@@ -183,7 +184,7 @@ pub struct VmSnapshot {
 impl VmSnapshot {
     /// A snapshot with no VMI, DataVolumes, PVCs or revisions, no expectations, jitter 0 and the
     /// default configuration.
-    pub fn new(vm: impl Into<Arc<VirtualMachine>>, now: DateTime<Utc>) -> Self {
+    pub(crate) fn new(vm: impl Into<Arc<VirtualMachine>>, now: DateTime<Utc>) -> Self {
         VmSnapshot {
             vm: vm.into(),
             vmi: None,
@@ -200,7 +201,7 @@ impl VmSnapshot {
     }
 
     /// The controller key `namespace/name` (`controller.KeyFunc`; just `name` without namespace).
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         crate::api::key::meta_key(&self.vm.metadata)
     }
 }

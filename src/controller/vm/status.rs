@@ -11,7 +11,7 @@ use crate::api::vmi::VirtualMachineInstance;
 /// `isTrimFirstChangeRequestNeeded` (vm.go:2811-2853): only the first request is looked at.
 /// `Stop` is done when there is no VMI, the request has no UID, or the UID is another VMI's;
 /// `Start` is done when a VMI exists, is not being deleted and is not final.
-pub fn trim_first_change_request_needed(
+pub(crate) fn trim_first_change_request_needed(
     status: &VirtualMachineStatus,
     vmi: Option<&VirtualMachineInstance>,
 ) -> bool {
@@ -37,7 +37,7 @@ pub fn trim_first_change_request_needed(
 
 /// Make a status comparable the way Go's omitempty/semantic equality sees it: empty lists, `false`
 /// booleans, zero generations and empty strings become absent.
-pub fn normalize_status(status: &mut VirtualMachineStatus) {
+pub(crate) fn normalize_status(status: &mut VirtualMachineStatus) {
     if status.conditions.as_ref().is_some_and(|c| c.is_empty()) {
         status.conditions = None;
     }

@@ -18,7 +18,7 @@ const SUFFIX: &str = "is not supported by virtctl-rs yet";
 
 /// `WaitAsReceiver` without a VMI: creating a receiver VMI for a decentralized live migration
 /// (vm.go:1166-1172).
-pub fn wait_as_receiver() -> SyncError {
+pub(crate) fn wait_as_receiver() -> SyncError {
     SyncError::new(
         reason::FAILED_CREATE,
         format!("runStrategy WaitAsReceiver (decentralized live migration receiver) {SUFFIX}"),
@@ -29,7 +29,7 @@ pub fn wait_as_receiver() -> SyncError {
 /// interface or change a VMI's multus network name: an interface with a `state` other than the
 /// VMI's, a new bridge/SR-IOV interface missing from the VMI, a multus `networkName` differing
 /// from the VMI's, or (without VMI) an `absent` interface to clear from the VM.
-pub fn network_hotplug(
+pub(crate) fn network_hotplug(
     vm: &VirtualMachine,
     vmi: Option<&VirtualMachineInstance>,
 ) -> Option<SyncError> {
@@ -93,7 +93,7 @@ pub fn network_hotplug(
 }
 
 /// `handleVolumeRequests` (vm.go:808-847): non-empty `status.volumeRequests`.
-pub fn volume_requests(vm: &VirtualMachine) -> Option<SyncError> {
+pub(crate) fn volume_requests(vm: &VirtualMachine) -> Option<SyncError> {
     let requested = vm.status.as_ref()?.extra.read(|m| {
         m.get("volumeRequests")
             .and_then(Value::as_array)
@@ -111,7 +111,7 @@ pub fn volume_requests(vm: &VirtualMachine) -> Option<SyncError> {
 }
 
 /// `memorydump.HandleRequest` (vm.go:3351-3353): `status.memoryDumpRequest` present.
-pub fn memory_dump(vm: &VirtualMachine) -> Option<SyncError> {
+pub(crate) fn memory_dump(vm: &VirtualMachine) -> Option<SyncError> {
     let requested = vm
         .status
         .as_ref()?

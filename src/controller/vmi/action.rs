@@ -134,7 +134,7 @@ pub enum VmiAction {
 
 impl VmiAction {
     /// The `why` of any action.
-    pub fn why(&self) -> &str {
+    pub(crate) fn why(&self) -> &str {
         match self {
             VmiAction::CreatePod { why, .. }
             | VmiAction::DeletePod { why, .. }
@@ -149,7 +149,7 @@ impl VmiAction {
     }
 
     /// True for API writes (everything but events).
-    pub fn is_write(&self) -> bool {
+    pub(crate) fn is_write(&self) -> bool {
         !matches!(self, VmiAction::Event { .. })
     }
 
@@ -241,18 +241,19 @@ pub struct VmiDecision {
 
 impl VmiDecision {
     /// All actions, stage 1 then stage 2.
-    pub fn actions(&self) -> impl Iterator<Item = &VmiAction> {
+    pub(crate) fn actions(&self) -> impl Iterator<Item = &VmiAction> {
         self.sync_actions.iter().chain(self.status_actions.iter())
     }
 
     /// True when `execute` would return an error (→ `AddRateLimited`): a requeueing sync error
     /// or an `updateStatus` failure.
-    pub fn requeue(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn requeue(&self) -> bool {
         self.update_status_error.is_some() || self.sync_error.as_ref().is_some_and(|e| e.requeue)
     }
 
     /// The VMI write, if any.
-    pub fn vmi_write(&self) -> Option<&VmiAction> {
+    pub(crate) fn vmi_write(&self) -> Option<&VmiAction> {
         self.status_actions
             .iter()
             .find(|a| matches!(a, VmiAction::UpdateVmi { .. } | VmiAction::PatchVmi { .. }))

@@ -69,23 +69,30 @@ pub mod messages {
 use crate::controller::common::conditions as manager;
 
 /// A condition by type.
-pub fn get<'a>(status: &'a VirtualMachineInstanceStatus, type_: &str) -> Option<&'a Condition> {
+pub(crate) fn get<'a>(
+    status: &'a VirtualMachineInstanceStatus,
+    type_: &str,
+) -> Option<&'a Condition> {
     manager::condition(status.conditions.as_deref().unwrap_or_default(), type_)
 }
 
 /// A condition of that type exists.
-pub fn has(status: &VirtualMachineInstanceStatus, type_: &str) -> bool {
+pub(crate) fn has(status: &VirtualMachineInstanceStatus, type_: &str) -> bool {
     get(status, type_).is_some()
 }
 
 /// A condition of that type with that status exists (`HasConditionWithStatus`).
-pub fn has_with_status(status: &VirtualMachineInstanceStatus, type_: &str, value: &str) -> bool {
+pub(crate) fn has_with_status(
+    status: &VirtualMachineInstanceStatus,
+    type_: &str,
+    value: &str,
+) -> bool {
     get(status, type_).is_some_and(|c| c.status == value)
 }
 
 /// `RemoveCondition` (conditions.go:192-201): drop every condition of that type. Like Go's
 /// re-built slice, an empty result becomes `None`.
-pub fn remove(status: &mut VirtualMachineInstanceStatus, type_: &str) {
+pub(crate) fn remove(status: &mut VirtualMachineInstanceStatus, type_: &str) {
     let mut kept = status.conditions.take().unwrap_or_default();
     manager::remove_condition(&mut kept, type_);
     status.conditions = if kept.is_empty() { None } else { Some(kept) };
@@ -96,7 +103,7 @@ fn push(status: &mut VirtualMachineInstanceStatus, cond: Condition) {
 }
 
 /// `UpdateCondition` (conditions.go:203-218), see [`manager::update_condition`].
-pub fn update(status: &mut VirtualMachineInstanceStatus, cond: Condition) {
+pub(crate) fn update(status: &mut VirtualMachineInstanceStatus, cond: Condition) {
     manager::update_condition(status.conditions.get_or_insert_with(Vec::new), cond);
 }
 
@@ -105,7 +112,7 @@ fn nonempty(s: Option<&String>) -> Option<String> {
 }
 
 /// A pod condition as a VMI condition (same type, status, reason, message, timestamps).
-pub fn from_pod_condition(pc: &PodCondition) -> Condition {
+pub(crate) fn from_pod_condition(pc: &PodCondition) -> Condition {
     Condition {
         type_: pc.type_.clone(),
         status: pc.status.clone(),
@@ -119,7 +126,7 @@ pub fn from_pod_condition(pc: &PodCondition) -> Condition {
 
 /// `AddPodCondition` (conditions.go:220-232): append a copy of the pod condition unless the VMI
 /// already has a condition of that type (an existing one is *not* refreshed).
-pub fn add_pod_condition(status: &mut VirtualMachineInstanceStatus, pc: &PodCondition) {
+pub(crate) fn add_pod_condition(status: &mut VirtualMachineInstanceStatus, pc: &PodCondition) {
     if !has(status, &pc.type_) {
         push(status, from_pod_condition(pc));
     }
@@ -127,7 +134,7 @@ pub fn add_pod_condition(status: &mut VirtualMachineInstanceStatus, pc: &PodCond
 
 /// `ConditionsEqual` (conditions.go:243-255): same length and every condition of `a` has a
 /// counterpart in `b` with the same type, status and reason (messages and times ignored).
-pub fn conditions_equal(
+pub(crate) fn conditions_equal(
     a: &VirtualMachineInstanceStatus,
     b: &VirtualMachineInstanceStatus,
 ) -> bool {
@@ -143,7 +150,7 @@ pub fn conditions_equal(
 /// False with the same reason, replace it with `Synchronized=False` (reason, message,
 /// `lastTransitionTime = now`, appended at the end). Without: remove `Synchronized`. Returns
 /// whether the conditions changed.
-pub fn check_failure(
+pub(crate) fn check_failure(
     status: &mut VirtualMachineInstanceStatus,
     error: Option<&SyncError>,
     now: Time,
@@ -184,7 +191,7 @@ pub fn check_failure(
 
 /// `SetVMIPhaseTransitionTimestamp` (controller.go:389-404): when the phase changed, append
 /// `{phase, now}` unless an entry for the new phase already exists (first occurrence wins).
-pub fn set_phase_transition_timestamp(
+pub(crate) fn set_phase_transition_timestamp(
     old_phase: Phase,
     status: &mut VirtualMachineInstanceStatus,
     now: Time,
@@ -224,7 +231,11 @@ fn ready_false(reason: &str, message: &str, now: Time) -> Condition {
 /// going down → False `PodTerminating`; VMI not Running → False `GuestNotRunning`; pod has a
 /// Ready condition → a copy of it; else False `PodConditionMissing`. Times of the False ones are
 /// `now`.
-pub fn desired_ready_condition(pod: Option<&Pod>, vmi_running: bool, now: Time) -> Condition {
+pub(crate) fn desired_ready_condition(
+    pod: Option<&Pod>,
+    vmi_running: bool,
+    now: Time,
+) -> Condition {
     match pod {
         None => ready_false(reasons::POD_NOT_EXISTS, messages::POD_NOT_EXISTS, now),
         Some(p) if podutil::is_temp_pod(p) => {
@@ -251,21 +262,15 @@ pub fn desired_ready_condition(pod: Option<&Pod>, vmi_running: bool, now: Time) 
     }
 }
 
-/// `syncReadyConditionFromPod`: apply [`desired_ready_condition`] with `UpdateCondition`.
-pub fn sync_ready_condition(
-    status: &mut VirtualMachineInstanceStatus,
-    pod: Option<&Pod>,
-    vmi_running: bool,
-    now: Time,
-) {
-    update(status, desired_ready_condition(pod, vmi_running, now));
-}
-
 /// The readiness-gate condition to write on the pod, if any (`syncPausedConditionToPod`,
 /// lifecycle.go:926-976): VMI `Paused=True` and pod gate `True` → False `Paused`; VMI not
 /// paused and pod gate not `True` (absent, False, Unknown) → True `NotPaused`; otherwise
 /// nothing. Times are `now`.
-pub fn readiness_gate_update(vmi_paused: bool, pod: &Pod, now: Time) -> Option<PodCondition> {
+pub(crate) fn readiness_gate_update(
+    vmi_paused: bool,
+    pod: &Pod,
+    now: Time,
+) -> Option<PodCondition> {
     let gate_true = podutil::pod_condition(pod, types::VIRTUAL_MACHINE_UNPAUSED)
         .is_some_and(|c| c.status == "True");
     let (status, reason, message) = match (vmi_paused, gate_true) {

@@ -139,7 +139,7 @@ pub const POD_VANISHED: &str = "its launcher pod vanished";
 /// Why a VMI that some other writer (virt-handler) put in a final phase ended, as far as the
 /// VMI controller can tell from its launcher pod: deleted, ended in a phase, or still there.
 /// For the progress lines and the inspector ([`crate::controller::context::VmiEnding`]).
-pub fn observed_ending_reason(snap: &VmiSnapshot) -> String {
+pub(crate) fn observed_ending_reason(snap: &VmiSnapshot) -> String {
     let who = reported_by_handler(&snap.vmi);
     if deleted_before_it_ended(&snap.vmi) {
         return format!("{who} after the VMI was deleted");
@@ -162,7 +162,7 @@ pub fn observed_ending_reason(snap: &VmiSnapshot) -> String {
 /// virt-handler's word only, no cause. The pod's own update (its deletion, its end) can reach
 /// the pod informer after virt-handler's VMI write reaches the VMI informer, so a later
 /// reconcile of the same VMI may see the cause ([`observed_ending`] then fills it in).
-pub fn reported_by_handler(vmi: &VirtualMachineInstance) -> String {
+pub(crate) fn reported_by_handler(vmi: &VirtualMachineInstance) -> String {
     format!("virt-handler reported it {}", vmi.phase().as_str())
 }
 
@@ -171,7 +171,7 @@ pub fn reported_by_handler(vmi: &VirtualMachineInstance) -> String {
 /// Recorded once per VMI (by UID); an ending recorded while the launcher pod still looked alive
 /// ([`reported_by_handler`]) gets its cause when a later reconcile sees the pod deleted, ended
 /// or gone, keeping when and from which phase it ended.
-pub fn observed_ending(
+pub(crate) fn observed_ending(
     snap: &VmiSnapshot,
     known: Option<&VmiEnding>,
     now: chrono::DateTime<chrono::Utc>,
@@ -220,7 +220,7 @@ fn deleted_before_it_ended(vmi: &VirtualMachineInstance) -> bool {
 
 /// The last phase a VMI was in before its final one, from `status.phaseTransitionTimestamps`
 /// (`Running` when they say nothing else).
-pub fn phase_before_final(vmi: &VirtualMachineInstance) -> Phase {
+pub(crate) fn phase_before_final(vmi: &VirtualMachineInstance) -> Phase {
     vmi.status
         .as_ref()
         .and_then(|s| s.phase_transition_timestamps.as_ref())
@@ -1253,7 +1253,7 @@ fn pre_sync(snap: &VmiSnapshot) -> Option<VmiDecision> {
 
 /// True when [`decide`] on this snapshot would create the launcher pod, i.e. the caller must
 /// render it (into `rendered_pod`) first.
-pub fn needs_rendered_pod(snap: &VmiSnapshot) -> bool {
+pub(crate) fn needs_rendered_pod(snap: &VmiSnapshot) -> bool {
     if pre_sync(snap).is_some() {
         return false;
     }
@@ -1271,7 +1271,7 @@ pub fn needs_rendered_pod(snap: &VmiSnapshot) -> bool {
 /// hints / TSC, VSOCK CIDs, network annotations and interface status, volume status, the
 /// `DataVolumesReady` condition, the `MigrationRequired` condition,
 /// extra configured label/annotation sync keys and storage (Velero) annotations.
-pub fn decide(snap: &VmiSnapshot) -> VmiDecision {
+pub(crate) fn decide(snap: &VmiSnapshot) -> VmiDecision {
     decide_inner(snap, Some(None))
 }
 
@@ -1279,7 +1279,7 @@ pub fn decide(snap: &VmiSnapshot) -> VmiDecision {
 /// `sync_actions` and the plan's explanation, without the optimistic `updateStatus`
 /// ([`decide_after_sync`] computes the real one once the sync has run). Saves computing the
 /// status twice per reconcile.
-pub fn decide_sync(snap: &VmiSnapshot) -> VmiDecision {
+pub(crate) fn decide_sync(snap: &VmiSnapshot) -> VmiDecision {
     decide_inner(snap, None)
 }
 
@@ -1287,7 +1287,7 @@ pub fn decide_sync(snap: &VmiSnapshot) -> VmiDecision {
 /// `outcome`: `sync_actions` are the same; `status_actions` start with the events about the
 /// outcome (SuccessfulCreate/FailedCreate/SuccessfulDelete/FailedDelete), followed by what
 /// `updateStatus` does given the real created pod and sync error.
-pub fn decide_after_sync(snap: &VmiSnapshot, outcome: &SyncOutcome) -> VmiDecision {
+pub(crate) fn decide_after_sync(snap: &VmiSnapshot, outcome: &SyncOutcome) -> VmiDecision {
     decide_inner(snap, Some(Some(outcome)))
 }
 

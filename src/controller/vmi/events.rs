@@ -26,7 +26,7 @@ pub mod reasons {
 pub const FAILED_TO_RENDER_PREFIX: &str = "failed to render launch manifest: ";
 
 /// Normal `SuccessfulCreate` `Created virtual machine pod <name>` (lifecycle.go:184).
-pub fn pod_created(pod_name: &str) -> VmiEvent {
+pub(crate) fn pod_created(pod_name: &str) -> VmiEvent {
     VmiEvent {
         type_: EventType::Normal,
         reason: reasons::SUCCESSFUL_CREATE.into(),
@@ -35,7 +35,7 @@ pub fn pod_created(pod_name: &str) -> VmiEvent {
 }
 
 /// Normal `SuccessfulDelete` `Deleted virtual machine pod <name>` (lifecycle.go:1008).
-pub fn pod_deleted(pod_name: &str) -> VmiEvent {
+pub(crate) fn pod_deleted(pod_name: &str) -> VmiEvent {
     VmiEvent {
         type_: EventType::Normal,
         reason: reasons::SUCCESSFUL_DELETE.into(),
@@ -46,7 +46,7 @@ pub fn pod_deleted(pod_name: &str) -> VmiEvent {
 /// A failed pod delete (lifecycle.go:70-74, 1004-1006): Warning `FailedDelete`
 /// `Failed to delete virtual machine pod <name>` and sync error `FailedDelete`
 /// `failed to delete pod: <error>`.
-pub fn map_pod_delete_error(pod_name: &str, error: &ApiFailure) -> (SyncError, VmiEvent) {
+pub(crate) fn map_pod_delete_error(pod_name: &str, error: &ApiFailure) -> (SyncError, VmiEvent) {
     (
         SyncError::new(
             reasons::FAILED_DELETE,
@@ -69,7 +69,7 @@ pub fn map_pod_delete_error(pod_name: &str, error: &ApiFailure) -> (SyncError, V
 ///   and Warning `FailedCreate` `Error creating pod: <api error>`.
 ///
 /// Both sync errors request a requeue.
-pub fn map_pod_create_error(
+pub(crate) fn map_pod_create_error(
     vmi_namespace: &str,
     vmi_name: &str,
     error: &ApiFailure,
@@ -101,7 +101,7 @@ pub fn map_pod_create_error(
 
 /// A failed pod metadata patch in `sync` (lifecycle.go:210-227): sync error `FailedPodPatch`
 /// with the API error text; no event.
-pub fn map_pod_patch_error(error: &ApiFailure) -> SyncError {
+pub(crate) fn map_pod_patch_error(error: &ApiFailure) -> SyncError {
     SyncError::new(reasons::FAILED_POD_PATCH, error.message.clone())
 }
 

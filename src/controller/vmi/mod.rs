@@ -37,8 +37,7 @@ mod volume_hotplug;
 pub use action::{
     ApiFailure, EventType, SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision, VmiEvent,
 };
-pub use decide::{decide, decide_after_sync, decide_sync, needs_rendered_pod};
-pub use events::{map_pod_create_error, map_pod_delete_error};
+pub(crate) use decide::{decide, decide_after_sync, decide_sync, needs_rendered_pod};
 pub use snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
 
 /// The work-queue name (`virt-controller-vmi`, vmi.go:83-86), also the `name` label of the

@@ -50,7 +50,10 @@ fn sorted_interfaces(status: &VirtualMachineInstanceStatus) -> Vec<Value> {
 /// `test` of the old value then a `replace` (or an `add` where the old value was empty/nil, and
 /// always `add` after the test for interfaces). Conditions compare with `ConditionsEqual`
 /// (type/status/reason only); interfaces compare sorted by name. Empty when nothing changed.
-pub fn prepare_vmi_patch(old: &VirtualMachineInstance, new: &VirtualMachineInstance) -> Patch {
+pub(crate) fn prepare_vmi_patch(
+    old: &VirtualMachineInstance,
+    new: &VirtualMachineInstance,
+) -> Patch {
     let empty = VirtualMachineInstanceStatus::default();
     let os = old.status.as_ref().unwrap_or(&empty);
     let ns = new.status.as_ref().unwrap_or(&empty);
@@ -109,7 +112,7 @@ pub fn prepare_vmi_patch(old: &VirtualMachineInstance, new: &VirtualMachineInsta
 /// `SyncPodAnnotations` (pkg/controller/controller.go:575-597): one `add
 /// /metadata/annotations/<key>` per annotation that is missing or has another value; empty when
 /// the pod already has them all.
-pub fn sync_pod_annotations_patch(pod: &Pod, wanted: &BTreeMap<String, String>) -> Patch {
+pub(crate) fn sync_pod_annotations_patch(pod: &Pod, wanted: &BTreeMap<String, String>) -> Patch {
     let current = pod.metadata.annotations.as_ref();
     let mut ops = PatchSet::new();
     for (k, v) in wanted {
@@ -123,7 +126,7 @@ pub fn sync_pod_annotations_patch(pod: &Pod, wanted: &BTreeMap<String, String>) 
 /// `MarkEvictionInProgress` / `MarkEvictionCompleted`
 /// (pkg/virt-controller/watch/descheduler/descheduler.go:51-95): add the annotation with value
 /// `"true"`, or test its current value and remove it.
-pub fn eviction_in_progress_patch(pod: &Pod, mark: bool) -> Patch {
+pub(crate) fn eviction_in_progress_patch(pod: &Pod, mark: bool) -> Patch {
     const KEY: &str = "descheduler.alpha.kubernetes.io/eviction-in-progress";
     let current = crate::api::annotation(&pod.metadata, KEY).map(str::to_owned);
     let p = ptr(&["metadata", "annotations", KEY]);

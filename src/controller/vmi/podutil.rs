@@ -33,7 +33,7 @@ pub const POD_FAILED: &str = "Failed";
 pub const QOS_GUARANTEED: &str = "Guaranteed";
 
 /// `pod.status.phase`, `""` when absent.
-pub fn pod_phase(pod: &Pod) -> &str {
+pub(crate) fn pod_phase(pod: &Pod) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
@@ -41,12 +41,12 @@ pub fn pod_phase(pod: &Pod) -> &str {
 }
 
 /// `pod.metadata.name`, `""` when absent.
-pub fn pod_name(pod: &Pod) -> &str {
+pub(crate) fn pod_name(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or("")
 }
 
 /// `pod.spec.nodeName`, `""` when absent.
-pub fn pod_node_name(pod: &Pod) -> &str {
+pub(crate) fn pod_node_name(pod: &Pod) -> &str {
     pod.spec
         .as_ref()
         .and_then(|s| s.node_name.as_deref())
@@ -54,18 +54,18 @@ pub fn pod_node_name(pod: &Pod) -> &str {
 }
 
 /// `pod.metadata.uid`, `""` when absent.
-pub fn pod_uid(pod: &Pod) -> &str {
+pub(crate) fn pod_uid(pod: &Pod) -> &str {
     pod.metadata.uid.as_deref().unwrap_or("")
 }
 
 /// True when the pod has a `deletionTimestamp`.
-pub fn is_pod_deleting(pod: &Pod) -> bool {
+pub(crate) fn is_pod_deleting(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
 /// True when `owner_uid` is the UID of the pod's controller reference (the first owner reference
 /// with `controller: true`) — `metav1.IsControlledBy`.
-pub fn is_controlled_by(pod: &Pod, owner_uid: &str) -> bool {
+pub(crate) fn is_controlled_by(pod: &Pod, owner_uid: &str) -> bool {
     pod.metadata
         .owner_references
         .as_deref()
@@ -77,7 +77,7 @@ pub fn is_controlled_by(pod: &Pod, owner_uid: &str) -> bool {
 
 /// The pods among `pods` controlled by the VMI (controller reference UID = VMI UID), in input
 /// order.
-pub fn pods_controlled_by<'a, P: Borrow<Pod>>(
+pub(crate) fn pods_controlled_by<'a, P: Borrow<Pod>>(
     vmi: &'a VirtualMachineInstance,
     pods: &'a [P],
 ) -> impl Iterator<Item = &'a Pod> + 'a {
@@ -90,7 +90,7 @@ pub fn pods_controlled_by<'a, P: Borrow<Pod>>(
 /// The VMI's current pod (`CurrentVMIPod`, controller.go:323-359): among the pods controlled by
 /// the VMI, ignoring pods on another node than `status.nodeName` when that is set, the one with
 /// the newest `creationTimestamp` (the first one wins a tie; an absent timestamp is oldest).
-pub fn current_vmi_pod<'a, P: Borrow<Pod>>(
+pub(crate) fn current_vmi_pod<'a, P: Borrow<Pod>>(
     vmi: &'a VirtualMachineInstance,
     pods: &'a [P],
 ) -> Option<&'a Pod> {
@@ -138,12 +138,12 @@ fn is_running(cs: &ContainerStatus) -> bool {
 
 /// Phase `Succeeded` or `Failed` (`PodIsDown`, controller.go:547-549; also `isPodFinal`,
 /// lifecycle.go:1013-1015).
-pub fn pod_is_down(pod: &Pod) -> bool {
+pub(crate) fn pod_is_down(pod: &Pod) -> bool {
     matches!(pod_phase(pod), POD_SUCCEEDED | POD_FAILED)
 }
 
 /// The `compute` container has terminated (`isComputeContainerDown`, controller.go:529-536).
-pub fn is_compute_container_down(pod: &Pod) -> bool {
+pub(crate) fn is_compute_container_down(pod: &Pod) -> bool {
     container_statuses(pod)
         .iter()
         .find(|c| c.name == COMPUTE_CONTAINER)
@@ -152,7 +152,8 @@ pub fn is_compute_container_down(pod: &Pod) -> bool {
 
 /// The `compute` container terminated with a non-zero exit code
 /// (`isComputeContainerFailed`, controller.go:538-545).
-pub fn is_compute_container_failed(pod: &Pod) -> bool {
+#[cfg(test)]
+pub(crate) fn is_compute_container_failed(pod: &Pod) -> bool {
     container_statuses(pod)
         .iter()
         .find(|c| c.name == COMPUTE_CONTAINER)
@@ -166,20 +167,21 @@ pub fn is_compute_container_failed(pod: &Pod) -> bool {
 
 /// Down, compute container terminated, or being deleted (`IsPodDownOrGoingDown`,
 /// controller.go:521-523).
-pub fn is_pod_down_or_going_down(pod: &Pod) -> bool {
+pub(crate) fn is_pod_down_or_going_down(pod: &Pod) -> bool {
     pod_is_down(pod) || is_compute_container_down(pod) || is_pod_deleting(pod)
 }
 
 /// Phase `Failed`, compute container failed, or being deleted (`IsPodFailedOrGoingDown`,
 /// controller.go:525-527).
-pub fn is_pod_failed_or_going_down(pod: &Pod) -> bool {
+#[cfg(test)]
+pub(crate) fn is_pod_failed_or_going_down(pod: &Pod) -> bool {
     pod_phase(pod) == POD_FAILED || is_compute_container_failed(pod) || is_pod_deleting(pod)
 }
 
 /// Ready to be handed over to virt-handler (`IsPodReady`, controller.go:492-519): not down or
 /// going down; `compute` and `istio-proxy` running (their readiness is not required); every
 /// other container ready; pod phase `Running`.
-pub fn is_pod_ready(pod: &Pod) -> bool {
+pub(crate) fn is_pod_ready(pod: &Pod) -> bool {
     if is_pod_down_or_going_down(pod) {
         return false;
     }
@@ -197,28 +199,28 @@ pub fn is_pod_ready(pod: &Pod) -> bool {
 }
 
 /// A WaitForFirstConsumer temporary pod (`isTempPod`, lifecycle.go:1085-1088).
-pub fn is_temp_pod(pod: &Pod) -> bool {
+pub(crate) fn is_temp_pod(pod: &Pod) -> bool {
     has_annotation(pod, EPHEMERAL_PROVISIONING_ANNOTATION)
 }
 
 /// The pod announces unix-socket migrations (`shouldSetMigrationTransport`,
 /// lifecycle.go:1090-1093).
-pub fn should_set_migration_transport(pod: &Pod) -> bool {
+pub(crate) fn should_set_migration_transport(pod: &Pod) -> bool {
     has_annotation(pod, MIGRATION_TRANSPORT_UNIX_ANNOTATION)
 }
 
 /// True when the pod carries the annotation (any value).
-pub fn has_annotation(pod: &Pod, key: &str) -> bool {
+pub(crate) fn has_annotation(pod: &Pod, key: &str) -> bool {
     annotation(pod, key).is_some()
 }
 
 /// A pod annotation's value.
-pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+pub(crate) fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
     crate::api::annotation(&pod.metadata, key)
 }
 
 /// `pod.status.qosClass`, `None` when absent or empty.
-pub fn pod_qos_class(pod: &Pod) -> Option<&str> {
+pub(crate) fn pod_qos_class(pod: &Pod) -> Option<&str> {
     pod.status
         .as_ref()
         .and_then(|s| s.qos_class.as_deref())
@@ -227,7 +229,7 @@ pub fn pod_qos_class(pod: &Pod) -> Option<&str> {
 
 /// Image of the first container named `compute` in `pod.spec.containers`, `""` when there is
 /// none (lifecycle.go:287-294).
-pub fn compute_container_image(pod: &Pod) -> &str {
+pub(crate) fn compute_container_image(pod: &Pod) -> &str {
     pod.spec
         .as_ref()
         .and_then(|s| s.containers.iter().find(|c| c.name == COMPUTE_CONTAINER))
@@ -236,7 +238,7 @@ pub fn compute_container_image(pod: &Pod) -> &str {
 }
 
 /// A pod condition by type (`PodConditionManager.GetCondition`, conditions.go:319-329).
-pub fn pod_condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
+pub(crate) fn pod_condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_deref())
@@ -260,7 +262,7 @@ pub struct ImagePullError {
 
 /// The first init container, then regular container, waiting with reason `ErrImagePull` or
 /// `ImagePullBackOff` (`checkForContainerImageError`, lifecycle.go:978-992).
-pub fn container_image_error(pod: &Pod) -> Option<ImagePullError> {
+pub(crate) fn container_image_error(pod: &Pod) -> Option<ImagePullError> {
     let init = init_container_statuses(pod).iter().map(|c| (c, true));
     let regular = container_statuses(pod).iter().map(|c| (c, false));
     for (cs, init_container) in init.chain(regular) {

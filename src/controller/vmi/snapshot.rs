@@ -67,7 +67,7 @@ impl Default for ExpectationsState {
 
 impl ExpectationsState {
     /// `needsSync` of vmi.go:332-337: all three stores satisfied.
-    pub fn all_satisfied(&self) -> bool {
+    pub(crate) fn all_satisfied(&self) -> bool {
         self.pods_satisfied && self.vmi_satisfied && self.pvcs_satisfied
     }
 }
@@ -182,7 +182,7 @@ impl VmiSnapshot {
     /// A snapshot with no pods, no owner VM in the cache, satisfied expectations, ready storage,
     /// no rendered pod, unknown launcher image, memory-overhead report on and the virt-api
     /// finalizer stand-in on.
-    pub fn new(vmi: impl Into<Arc<VirtualMachineInstance>>, now: Time) -> Self {
+    pub(crate) fn new(vmi: impl Into<Arc<VirtualMachineInstance>>, now: Time) -> Self {
         VmiSnapshot {
             vmi: vmi.into(),
             pods: Vec::new(),
@@ -200,7 +200,7 @@ impl VmiSnapshot {
     }
 
     /// `namespace/name` of the VMI (`VirtualMachineInstanceKey`, controller.go:182-184).
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         crate::api::key::meta_key(&self.vmi.metadata)
     }
 }

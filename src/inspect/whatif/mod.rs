@@ -35,7 +35,7 @@ pub(crate) use parse::{apply_change, parse_change_line, parse_patch, parse_reque
 pub use text::{TextKind, TextLine};
 pub(crate) use text::{render_text, text_lines};
 
-pub use crate::api::quantity::human_bytes;
+pub(crate) use crate::api::quantity::human_bytes;
 
 use crate::inspect::model::{FieldChange, Missing, PlannedActionView};
 use chrono::{DateTime, Utc};

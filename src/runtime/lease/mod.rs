@@ -49,9 +49,11 @@ mod tests;
 
 pub use api::{KubeLeaseApi, LeaseApi, LeaseError};
 pub use config::{
-    ConfigError, DEBUG_ENDPOINT_ANNOTATION, DEFAULT_LEASE_DURATION, DEFAULT_LEASE_NAME,
-    DEFAULT_NAMESPACE, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, JITTER_FACTOR,
-    LeaderElectionConfig, default_identity,
+    DEBUG_ENDPOINT_ANNOTATION, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, JITTER_FACTOR,
+    LeaderElectionConfig,
+};
+pub(crate) use config::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, default_identity,
 };
 pub use elector::{LeaderElector, WallClock};
 pub use fence::{TermFence, fenced_client, fenced_client_from_config};

@@ -78,7 +78,8 @@ pub enum RunOutcome {
 
 impl RunOutcome {
     /// True for [`RunOutcome::Lost`].
-    pub fn is_lost(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_lost(&self) -> bool {
         matches!(self, RunOutcome::Lost { .. })
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::config::ConfigError;
 use chrono::{DateTime, Utc};
 use pretty_assertions::assert_eq;
 use rand::rngs::StdRng;

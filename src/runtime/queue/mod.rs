@@ -47,11 +47,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-pub use rate_limiter::{
-    BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
-    default_controller_rate_limiter,
-};
-pub use workers::{Requeue, run_workers};
+pub(crate) use rate_limiter::{BucketRateLimiter, RateLimiter, default_controller_rate_limiter};
+pub(crate) use workers::{Requeue, run_workers};
 
 use crate::runtime::metrics::{QueueMetrics, UnfinishedWork, WorkqueueMetrics};
 use clock::StampClock;

@@ -287,7 +287,7 @@ impl<K> RateLimiter<K> for MaxOfRateLimiter<K> {
 /// client-go's `DefaultTypedControllerRateLimiter`: max of a per-key exponential backoff
 /// (5 ms, 1000 s) and an overall token bucket (10 qps, burst 100). This is what KubeVirt's VM
 /// and VMI queues use (vm.go:153-156, vmi.go:83-86).
-pub fn default_controller_rate_limiter<K>() -> MaxOfRateLimiter<K>
+pub(crate) fn default_controller_rate_limiter<K>() -> MaxOfRateLimiter<K>
 where
     K: Eq + Hash + Clone + Send + Sync + 'static,
 {

@@ -48,7 +48,7 @@ impl Requeue {
 /// would keep draining the queued keys; here cancellation means leadership is gone, so nothing
 /// more is started.) If the queue is shut down by someone else, workers drain the queued keys
 /// and stop when `get` returns `None`.
-pub async fn run_workers<K, F, Fut, E>(
+pub(crate) async fn run_workers<K, F, Fut, E>(
     queue: WorkQueue<K>,
     workers: usize,
     handler: F,

@@ -24,7 +24,7 @@ impl Matcher {
     }
 
     /// Matcher on a label value.
-    pub fn label(key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub(crate) fn label(key: impl Into<String>, value: impl Into<String>) -> Self {
         Matcher::Label {
             key: key.into(),
             value: value.into(),

@@ -27,14 +27,14 @@ use crate::controller::vm::snapshot::{ExpectationCounts, ExpectationsView, VmSna
 use std::sync::Arc;
 
 /// Decide what one sync of the VM does, assuming every API call succeeds.
-pub fn decide(snapshot: &VmSnapshot) -> VmDecision {
+pub(crate) fn decide(snapshot: &VmSnapshot) -> VmDecision {
     decide_with_failures(snapshot, &ApiFailures::none())
 }
 
 /// Decide what one sync does when the API calls at the indices in `failures` fail (see the
 /// executor contract in [`crate::controller::vm::action`]). Deterministic: the same inputs give the same
 /// decision, and adding a failure at index `i` leaves actions `0..=i` unchanged.
-pub fn decide_with_failures(snapshot: &VmSnapshot, failures: &ApiFailures) -> VmDecision {
+pub(crate) fn decide_with_failures(snapshot: &VmSnapshot, failures: &ApiFailures) -> VmDecision {
     let mut engine = Engine::new(snapshot, failures);
     let outcome = engine.execute();
     VmDecision {
