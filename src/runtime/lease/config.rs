@@ -185,7 +185,7 @@ pub enum ConfigError {
 /// processes on one host (e.g. two `run-controller` instances in tests) apart, as client-go's
 /// examples do. The hostname comes from `$HOSTNAME`, else `/proc/sys/kernel/hostname`, else
 /// `/etc/hostname`, else `virtctl-rs`.
-pub(crate) fn default_identity() -> String {
+pub fn default_identity() -> String {
     format!("{}_{:08x}", hostname(), rand::random::<u32>())
 }
 

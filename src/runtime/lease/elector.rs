@@ -126,7 +126,7 @@ pub struct LeaderElector<A: LeaseApi = KubeLeaseApi> {
 
 impl LeaderElector<KubeLeaseApi> {
     /// An elector on the Lease `config.namespace/config.lease_name`, through `client`.
-    pub(crate) fn from_client(
+    pub fn from_client(
         client: kube::Client,
         config: LeaderElectionConfig,
     ) -> Result<Self, ConfigError> {
@@ -187,7 +187,7 @@ impl<A: LeaseApi> LeaderElector<A> {
     }
 
     /// A receiver of [`LeaderState`] updates; valid after `run` finished (last state kept).
-    pub(crate) fn subscribe(&self) -> watch::Receiver<LeaderState> {
+    pub fn subscribe(&self) -> watch::Receiver<LeaderState> {
         self.state.subscribe()
     }
 
@@ -208,7 +208,7 @@ impl<A: LeaseApi> LeaderElector<A> {
     /// Dropping the returned future while leading (e.g. aborting its task) stops renewing
     /// without a release; the term is then cancelled and the worker task aborted at once, so no
     /// leader work survives the renewals (a killed process's work dies with it too).
-    pub(crate) async fn run_with<F, Fut>(
+    pub async fn run_with<F, Fut>(
         mut self,
         cancel: CancellationToken,
         on_started_leading: F,

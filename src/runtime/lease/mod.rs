@@ -50,11 +50,9 @@ mod tests;
 pub use api::{KubeLeaseApi, LeaseApi, LeaseError};
 pub use config::{
     DEBUG_ENDPOINT_ANNOTATION, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, JITTER_FACTOR,
-    LeaderElectionConfig,
+    LeaderElectionConfig, default_identity,
 };
-pub(crate) use config::{
-    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, default_identity,
-};
+pub(crate) use config::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
 pub use elector::{LeaderElector, WallClock};
 pub use fence::{TermFence, fenced_client, fenced_client_from_config};
 pub use record::LeaseRecord;

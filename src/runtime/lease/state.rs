@@ -78,8 +78,7 @@ pub enum RunOutcome {
 
 impl RunOutcome {
     /// True for [`RunOutcome::Lost`].
-    #[cfg(test)]
-    pub(crate) fn is_lost(&self) -> bool {
+    pub fn is_lost(&self) -> bool {
         matches!(self, RunOutcome::Lost { .. })
     }
 }
