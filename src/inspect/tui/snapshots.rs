@@ -430,8 +430,20 @@ fn docs_inspect_md_shows_the_current_captures() {
             ));
         }
     }
-    if !docs.contains(&fleet) {
-        stale.push(format!("### Fleet view\n\n```text\n{fleet}```\n"));
+    // The whole screens: the VM view in the grid, the What-if panel over it, the fleet view.
+    let mut vm_view = app_after(fixtures::three_restarts());
+    vm_view.resize(120, 44);
+    let mut what_if =
+        what_if_app("spec.template.spec.domain.devices.autoattachGraphicsDevice=false");
+    what_if.resize(120, 30);
+    for (title, text) in [
+        ("VM view", capture(&vm_view, 120, 44)),
+        ("What-if panel", capture(&what_if, 120, 30)),
+        ("Fleet view", fleet),
+    ] {
+        if !docs.contains(&text) {
+            stale.push(format!("### {title}\n\n```text\n{text}```\n"));
+        }
     }
     assert!(
         stale.is_empty(),
@@ -499,6 +511,31 @@ fn what_if_launcher_pod_bars_at_80_120_and_200_columns() {
         out.push_str(&format!("{w} columns:\n{}\n\n", rows.join("\n")));
     }
     insta::assert_snapshot!(out);
+}
+
+#[test]
+fn what_if_text_wraps_under_its_own_column_not_at_column_0_at_120_columns() {
+    let mut app = what_if_app("spec.template.spec.domain.devices.autoattachGraphicsDevice=false");
+    app.resize(120, 30);
+    let screen = capture(&app, 120, 30);
+    let rows: Vec<String> = screen
+        .lines()
+        .map(|l| l.chars().skip(1).collect())
+        .collect();
+    let now = rows
+        .iter()
+        .position(|r| r.starts_with("  now:   VMI Running"))
+        .expect("the DECISION's now line");
+    // Continued under the text after `now:`, as the action lines under it are.
+    assert!(rows[now + 1].starts_with("         UpdateVmi"), "{screen}");
+    let outcome = rows
+        .iter()
+        .position(|r| r.starts_with("  RestartRequired: "))
+        .expect("the OUTCOME line");
+    assert!(
+        rows[outcome + 1].starts_with("                   "),
+        "{screen}"
+    );
 }
 
 /// The last `n` rows of a capture.
