@@ -9,7 +9,7 @@ use super::fit;
 use super::state::{Panel, ViewState};
 use super::text::{Theme, bad, bytes, dim, field, good, mib, note, pad, rpad, theme, warn};
 use crate::api::quantity::ParsedQuantity;
-use crate::inspect::model::{Inspection, OverheadCheck, SettingsCheck};
+use crate::inspect::model::{Inspection, OverheadCheck, SettingsCheck, VersionOverhead};
 use crate::inspect::whatif::WhatIf;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -95,6 +95,19 @@ impl Side {
         })
     }
 
+    /// The side of another release's formula (`--kubevirt-version`): its terms and request,
+    /// the pod's guest memory and limit.
+    fn of_version(check: &OverheadCheck, v: &VersionOverhead) -> Side {
+        let now = Side::of_pod(check);
+        Side {
+            request: v
+                .formula_request_bytes
+                .unwrap_or(now.guest + v.formula_bytes),
+            terms: v.terms.iter().map(|t| (t.name.clone(), t.bytes)).collect(),
+            ..now
+        }
+    }
+
     fn overhead(&self) -> i64 {
         self.terms.iter().map(|(_, b)| b).sum()
     }
@@ -151,26 +164,28 @@ const LABEL: usize = 8;
 /// The memory of the pod as a bar `width` columns wide, to the scale of its limit (else its
 /// request): the guest's memory (`█`), each overhead term in KubeVirt's order (`▓▒░` in turn),
 /// then the headroom from the request to the limit (`─`, highlighted); above it the sums, below
-/// it the terms by size with their share of the overhead, as many as fit. With a what-if (`w`)
-/// whose launcher pod was rendered, a second bar to the same scale under it: the pod the
-/// changed VM would get, with its sums.
+/// it the terms by size with their share of the overhead, as many as fit. A second bar to the
+/// same scale under it, with its sums: the pod a what-if (`w`) would render when it rendered
+/// one, else the formula of the release `--kubevirt-version` named (`version`) — the what-if
+/// wins, being the change the user made last.
 pub(crate) fn bar_lines(
     check: &OverheadCheck,
     what_if: Option<&WhatIf>,
+    version: Option<&VersionOverhead>,
     width: usize,
 ) -> Vec<Line<'static>> {
     let now = Side::of_pod(check);
-    let after = what_if.and_then(|w| Side::of_what_if(check, w).map(|s| (w, s)));
-    let names: Vec<String> = after
+    let second = second_bar(check, what_if, version);
+    let names: Vec<String> = second
         .as_ref()
-        .map_or(&now, |(_, s)| s)
+        .map_or(&now, |b| &b.side)
         .terms
         .iter()
         .map(|(n, _)| n.clone())
         .collect();
     let scale = now
         .scale()
-        .max(after.as_ref().map_or(0, |(_, s)| s.scale())) as f64;
+        .max(second.as_ref().map_or(0, |b| b.side.scale())) as f64;
     let sums = fit::row(Line::from(vec![
         Span::styled("memory (Mi): ", dim()),
         Span::raw(format!(
@@ -181,31 +196,75 @@ pub(crate) fn bar_lines(
         )),
     ]));
     let mut out = vec![sums, limit_line("limit: ", &now)];
-    match &after {
+    match &second {
         None => out.push(fit::row(bar::line(
             &now.segments(&names, scale),
             scale,
             width,
         ))),
-        Some((w, side)) => {
+        Some(b) => {
             let bar_width = width.saturating_sub(LABEL);
-            for (label, s) in [("now", &now), ("what-if", side)] {
+            for (label, s) in [("now", &now), (b.label.as_str(), &b.side)] {
                 let mut spans = vec![Span::styled(format!("{label:<LABEL$}"), dim())];
                 spans.extend(bar::line(&s.segments(&names, scale), scale, bar_width).spans);
                 out.push(fit::row(Line::from(spans)));
             }
-            out.push(what_if_sums(w, side, check.formula_bytes));
-            if side.limit.is_some() || now.limit.is_some() {
-                out.push(limit_line("what-if limit: ", side));
+            out.push(b.sums.clone());
+            if b.own_limit && (b.side.limit.is_some() || now.limit.is_some()) {
+                out.push(limit_line("what-if limit: ", &b.side));
             }
         }
     }
     out.push(fit::row(legend(
         check,
-        after.as_ref().map(|(_, s)| s),
+        second.as_ref().map(|b| &b.side),
         width,
     )));
     out
+}
+
+/// The second bar of the Overhead check: its label, side and sums line, and whether its limit
+/// differs from the pod's (a what-if's may).
+struct SecondBar {
+    label: String,
+    side: Side,
+    sums: Line<'static>,
+    own_limit: bool,
+}
+
+/// A what-if's pod when it rendered one, else `version`'s formula (see [`bar_lines`]).
+fn second_bar(
+    check: &OverheadCheck,
+    what_if: Option<&WhatIf>,
+    version: Option<&VersionOverhead>,
+) -> Option<SecondBar> {
+    if let Some((w, side)) = what_if.and_then(|w| Side::of_what_if(check, w).map(|s| (w, s))) {
+        return Some(SecondBar {
+            label: "what-if".into(),
+            sums: what_if_sums(w, &side, check.formula_bytes),
+            side,
+            own_limit: true,
+        });
+    }
+    let v = version?;
+    Some(SecondBar {
+        label: v.kubevirt_version.to_string(),
+        side: Side::of_version(check, v),
+        sums: fit::row(Line::from(vec![Span::styled(
+            v.comparison(check.formula_bytes),
+            warn_or_good(v, check),
+        )])),
+        own_limit: false,
+    })
+}
+
+/// Warn when the other release needs more overhead than the current formula.
+fn warn_or_good(v: &VersionOverhead, check: &OverheadCheck) -> Style {
+    if v.formula_bytes > check.formula_bytes {
+        warn()
+    } else {
+        good()
+    }
 }
 
 /// `limit: 3880 Mi, headroom 512 Mi` (the headroom red when there is none), or `limit: none`.
@@ -292,7 +351,8 @@ fn legend(check: &OverheadCheck, after: Option<&Side>, width: usize) -> Line<'st
 }
 
 /// The panel's lines, for a panel `width` columns wide inside its border.
-/// With `what_if`, the last what-if of this VM, its bar too (see [`bar_lines`]).
+/// With `what_if`, the last what-if of this VM, its bar too; else the `--kubevirt-version`
+/// release's (see [`bar_lines`]).
 pub(crate) fn lines_for_width(
     insp: &Inspection,
     what_if: Option<&WhatIf>,
@@ -302,7 +362,8 @@ pub(crate) fn lines_for_width(
     if let Some(check) = &insp.overhead_check {
         // After the verdict and its differences.
         let at = 1 + check.differences.len();
-        out.splice(at..at, bar_lines(check, what_if, width));
+        let version = insp.kubevirt_version_overhead.as_ref();
+        out.splice(at..at, bar_lines(check, what_if, version, width));
     }
     out
 }

@@ -392,6 +392,11 @@ pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
             },
         ),
         (
+            Panel::Overhead,
+            "inspected with `--kubevirt-version v1.3.0`",
+            capture_panel(Panel::Overhead, &inspection_under_v1_3(), w),
+        ),
+        (
             Panel::Decision,
             "CrashLoopBackOff",
             capture_panel(Panel::Decision, &fixtures::crash_loop(), w),
@@ -762,6 +767,64 @@ fn overhead_bar_beside_a_what_if_at_80_120_and_200_columns() {
         out.push_str(&format!("{columns} columns:\n{}\n\n", top.join("\n")));
     }
     insta::assert_snapshot!(out);
+}
+
+/// The running VM inspected with `--kubevirt-version v1.3.0`.
+fn inspection_under_v1_3() -> crate::inspect::model::Inspection {
+    let mut g = crate::inspect::whatif::tests::running(Default::default());
+    g.compare_version = Some(crate::kubevirt_version::KubeVirtVersion::V1_3);
+    crate::inspect::analyze::analyze(&g)
+}
+
+/// The rows of a panel capture without the border's first column.
+fn panel_row(panel: &str, label: &str) -> Option<String> {
+    panel
+        .lines()
+        .map(|l| l.chars().skip(1).collect::<String>())
+        .find(|l| l.starts_with(label))
+}
+
+#[test]
+fn overhead_bar_beside_another_release_at_80_120_and_200_columns() {
+    use crate::inspect::tui::capture_panel_with;
+    let insp = inspection_under_v1_3();
+    let v = insp.kubevirt_version_overhead.clone().expect("v1.3.0");
+    let check = insp.overhead_check.clone().expect("check");
+    let mut out = String::new();
+    for columns in [80u16, 120, 200] {
+        let panel = capture_panel_with(Panel::Overhead, &insp, &Default::default(), None, columns);
+        let row = |label: &str| {
+            panel_row(&panel, label).unwrap_or_else(|| panic!("no {label:?} row: {panel}"))
+        };
+        let (now, then) = (row("now "), row("v1.3.0 "));
+        // One scale: the same guest, v1.3.0's smaller overhead.
+        let cells = |bar: &str, glyphs: &str| bar.chars().filter(|c| glyphs.contains(*c)).count();
+        assert_eq!(cells(&now, "█"), cells(&then, "█"), "{panel}");
+        assert!(cells(&now, "▓▒░") >= cells(&then, "▓▒░"), "{panel}");
+        let delta = v.comparison(check.formula_bytes);
+        assert!(
+            row("under v1.3.0: overhead −").starts_with(&delta[..20]),
+            "{panel}"
+        );
+        for line in panel.lines() {
+            assert!(line.chars().count() <= usize::from(columns), "{panel}");
+        }
+        let top: Vec<&str> = panel.lines().take(9).collect();
+        out.push_str(&format!("{columns} columns:\n{}\n\n", top.join("\n")));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn a_what_if_s_bar_wins_over_the_other_release_s() {
+    use crate::inspect::tui::capture_panel_with;
+    let insp = inspection_under_v1_3();
+    let (_, w) =
+        inspection_and_what_if("spec.template.spec.domain.devices.autoattachGraphicsDevice=false");
+    let panel = capture_panel_with(Panel::Overhead, &insp, &Default::default(), Some(&w), 120);
+    assert!(panel_row(&panel, "what-if ").is_some(), "{panel}");
+    assert!(panel_row(&panel, "v1.3.0 ").is_none(), "{panel}");
+    assert!(panel_row(&panel, "under v1.3.0").is_none(), "{panel}");
 }
 
 #[test]
