@@ -432,6 +432,23 @@ async fn a_running_vm_under_our_controller_is_steady_and_matches_the_formula() {
     assert!(json["overheadCheck"]["annotationBytes"].is_i64());
     assert_eq!(json["printableStatusReason"]["computed"], "Running");
     assert_eq!(json["blockers"], json!([]));
+    // `--kubevirt-version`: the same VM under another release's formula, beside the check.
+    let args = ["vm/vm-c", "-n", NS, "--kubevirt-version", "v1.3.0"];
+    let v13 = inspect_json(&cluster, &[&args[..], &["-o", "json"]].concat()).await;
+    let other = &v13["kubevirtVersionOverhead"];
+    assert_eq!(other["kubevirtVersion"], "v1.3.0", "{v13}");
+    let sum: i64 = other["terms"]
+        .as_array()
+        .expect("terms")
+        .iter()
+        .filter_map(|t| t["bytes"].as_i64())
+        .sum();
+    assert_eq!(Some(sum), other["formulaBytes"].as_i64(), "{other}");
+    assert_ne!(other["formulaBytes"], v13["overheadCheck"]["formulaBytes"]);
+    assert!(json.get("kubevirtVersionOverhead").is_none());
+    let (code, text, stderr) = inspect(&cluster, &[&args[..], &["--once"]].concat()).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(text.contains("  under v1.3.0: overhead −"), "{text}");
     let phases: Vec<&str> = json["vmi"]["phaseTransitions"]
         .as_array()
         .expect("timeline")
@@ -522,4 +539,33 @@ async fn a_hand_made_second_launcher_pod_is_a_blocker_naming_both_pods() {
     cancel.cancel();
     let _ = run.await;
     cluster.shutdown().await;
+}
+
+/// An unknown `--kubevirt-version` is a usage error naming the flag, before any read.
+#[tokio::test]
+async fn an_unknown_kubevirt_version_is_a_usage_error_naming_the_flag() {
+    for extra in [
+        &["vm/a"][..],
+        &["-A"][..],
+        &["vm/a", "--set", "spec.running=true"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+            .arg("inspect")
+            .args(extra)
+            .args([
+                "--kubevirt-version",
+                "v0.9.9",
+                "--kubeconfig",
+                "/nonexistent/kubeconfig",
+            ])
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .expect("run inspect");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains("--kubevirt-version"), "{extra:?}: {stderr}");
+        assert!(stderr.contains("v0.9.9"), "{extra:?}: {stderr}");
+    }
 }

@@ -251,6 +251,19 @@ fn demo_in_a_pty_tab_help_fleet_enter_quit_restores_the_terminal() {
     demo.screen
         .wait_gone("the What-if panel closed", "What-if default/vm-demo");
 
+    // A change that renders another launcher pod (w, Ctrl-U clears the last text): once its
+    // panel is closed, the Overhead check draws that pod as a second bar beside the running one's.
+    demo.press(b"w\x15spec.template.spec.domain.devices.autoattachGraphicsDevice=false\r");
+    demo.screen.wait_for(
+        "the What-if panel of the graphics change",
+        &["What-if default/vm-demo", "LAUNCHER POD"],
+    );
+    demo.press(b"\x1b");
+    demo.screen.wait_for(
+        "the what-if bar in the Overhead check",
+        &["now     █", "what-if █", "what-if (Mi): overhead"],
+    );
+
     // Esc again: back one more level, to the fleet; q quits from there: the terminal is
     // restored and the exit code is 0.
     demo.press(b"\x1b");

@@ -30,6 +30,7 @@ fn options(env: &Env) -> GatherOptions {
         lease_name: "virt-controller".into(),
         kubevirt_namespace: env.manager_kubevirt_namespace(),
         timeout: Duration::from_secs(5),
+        ..Default::default()
     }
 }
 

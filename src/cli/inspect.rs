@@ -55,6 +55,10 @@ pub struct InspectArgs {
     /// CR it holds).
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub filename: Option<String>,
+    /// Compare the VM's memory overhead with another release's formula (e.g. v1.4.1): a second
+    /// bar in the Overhead check, a line in the text, `kubevirtVersionOverhead` in -o json.
+    #[arg(long = "kubevirt-version", value_name = "VERSION")]
+    pub kubevirt_version: Option<String>,
 }
 
 /// `-o` formats.
@@ -117,14 +121,22 @@ async fn connect_in_namespace(global: &GlobalArgs) -> Result<(kube::Client, Stri
 }
 
 impl InspectArgs {
-    /// The Lease to read and the per-request timeout, from the flags.
-    fn gather_options(&self) -> GatherOptions {
-        GatherOptions {
+    /// The Lease to read, the per-request timeout and the release to compare, from the flags;
+    /// an unknown `--kubevirt-version` is a usage error.
+    fn gather_options(&self) -> Result<GatherOptions, CliError> {
+        let compare_version = self
+            .kubevirt_version
+            .as_deref()
+            .map(crate::kubevirt_version::KubeVirtVersion::parse)
+            .transpose()
+            .map_err(|e| CliError::Usage(format!("--kubevirt-version: {e}")))?;
+        Ok(GatherOptions {
             lease_namespace: self.lease_namespace.clone(),
             lease_name: self.lease_name.clone(),
             kubevirt_namespace: self.kubevirt.kubevirt_namespace.clone(),
             timeout: Duration::from_secs(self.timeout_seconds.max(1)),
-        }
+            compare_version,
+        })
     }
 }
 
@@ -155,6 +167,7 @@ fn gather_failed(e: GatherError) -> CliError {
 
 /// Run `inspect`.
 pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError> {
+    let opts = args.gather_options()?;
     if !args.what_if.is_empty()
         || !args.set.is_empty()
         || args.what_if_request.is_some()
@@ -171,7 +184,6 @@ pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, Cl
             "-A/--all-namespaces is for the fleet view (inspect with no name)".into(),
         ));
     }
-    let opts = args.gather_options();
     let interactive = args.output.is_none() && !args.once && std::io::stdout().is_terminal();
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
@@ -261,6 +273,12 @@ fn run_what_if(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliEr
     if args.once && args.output.is_some() {
         return Err(CliError::Usage("--once and -o are exclusive".into()));
     }
+    if args.kubevirt_version.is_some() {
+        return Err(CliError::Usage(
+            "--kubevirt-version compares the inspection's overhead, not a what-if's: give one"
+                .into(),
+        ));
+    }
     let change = change_from_args(&args)?;
     let gathered = match &args.filename {
         Some(file) => {
@@ -286,7 +304,7 @@ fn run_what_if(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliEr
                     "a what-if needs a VM: vm/NAME, or -f FILE".into(),
                 ));
             };
-            let opts = args.gather_options();
+            let opts = args.gather_options()?;
             let runtime = tokio::runtime::Runtime::new()
                 .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(async move {

@@ -50,6 +50,7 @@ pub(crate) fn run(global: &GlobalArgs, args: WhyArgs) -> Result<ExitCode, CliErr
         lease_name: args.lease_name.clone(),
         kubevirt_namespace: args.kubevirt.kubevirt_namespace.clone(),
         timeout: Duration::from_secs(5),
+        compare_version: None,
     };
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;

@@ -29,6 +29,7 @@ use crate::controller::vm::{ExpectationCounts, ExpectationsView, PvcInfo, VmActi
 use crate::controller::vmi::QUEUE_NAME as VMI_QUEUE_NAME;
 use crate::controller::vmi::executor::{owner_vm_name, snapshot_from_objects as vmi_snapshot};
 use crate::controller::vmi::{ExpectationsState, SkipReason, VmiAction, VmiDecision};
+use crate::kubevirt_version::KubeVirtVersion;
 use crate::launcher::compute_resources;
 use crate::launcher::explain::effective_vmi;
 use crate::launcher::overhead::{memory_overhead, overhead_vcpus};
@@ -676,13 +677,14 @@ pub(crate) fn analyze(g: &Gathered) -> Inspection {
         exp_known,
     ));
     ins.caught_up = Some(caught_up(vm, g.vmi.as_ref(), &g.revisions, state));
-    match overhead_check(g, vm) {
+    match overhead_check(g, vm, &g.settings) {
         Ok(check) => ins.overhead_check = check,
         Err(reason) => ins.missing.push(Missing {
             what: "overheadCheck".into(),
             reason,
         }),
     }
+    ins.kubevirt_version_overhead = g.compare_version.and_then(|v| version_overhead(g, vm, v));
     ins.blockers = blockers(g, vm, &ins);
     ins
 }
@@ -1243,8 +1245,32 @@ fn caught_up(
     }
 }
 
-/// The formula against the newest live pod (and the VMI's reported overhead).
-fn overhead_check(g: &Gathered, vm: &VirtualMachine) -> Result<Option<OverheadCheck>, String> {
+/// The overhead `version`'s formula gives the VM with the cluster's other settings; `None` when
+/// the formula cannot be computed (the overhead check names why).
+fn version_overhead(
+    g: &Gathered,
+    vm: &VirtualMachine,
+    version: KubeVirtVersion,
+) -> Option<VersionOverhead> {
+    let settings = ClusterSettings {
+        kubevirt_version: version,
+        ..g.settings.clone()
+    };
+    let check = overhead_check(g, vm, &settings).ok()??;
+    Some(VersionOverhead {
+        kubevirt_version: version,
+        formula_bytes: check.formula_bytes,
+        terms: check.terms,
+        formula_request_bytes: check.formula_request_bytes,
+    })
+}
+
+/// The formula (with `settings`) against the newest live pod (and the VMI's reported overhead).
+fn overhead_check(
+    g: &Gathered,
+    vm: &VirtualMachine,
+    settings: &ClusterSettings,
+) -> Result<Option<OverheadCheck>, String> {
     let object = match &g.vmi {
         Some(vmi) => KubeVirtObject::Vmi(Box::new(vmi.clone())),
         None => KubeVirtObject::Vm(Box::new(vm.clone())),
@@ -1252,7 +1278,7 @@ fn overhead_check(g: &Gathered, vm: &VirtualMachine) -> Result<Option<OverheadCh
     formula_against(
         &object,
         &g.namespace,
-        &g.settings,
+        settings,
         &g.namespace_context(),
         current_pod(&g.pods),
         g.vmi.as_ref(),

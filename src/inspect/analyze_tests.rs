@@ -1612,3 +1612,33 @@ fn the_next_vmi_decision_waits_for_a_missing_claim() {
         d.explanation
     );
 }
+
+#[test]
+fn another_release_s_overhead_is_that_release_s_formula_for_the_same_vm() {
+    let g = running();
+    assert_eq!(analyze(&g).kubevirt_version_overhead, None);
+    let now = analyze(&g).overhead_check.expect("overhead");
+    // The cluster really at v1.3.0: what the comparison must show.
+    let mut at_v13 = g.clone();
+    at_v13.settings.kubevirt_version = KubeVirtVersion::V1_3;
+    let then = analyze(&at_v13).overhead_check.expect("overhead at v1.3.0");
+    assert_ne!(then.formula_bytes, now.formula_bytes);
+
+    let mut compared = g.clone();
+    compared.compare_version = Some(KubeVirtVersion::V1_3);
+    let ins = analyze(&compared);
+    let v = ins.kubevirt_version_overhead.expect("v1.3.0 overhead");
+    assert_eq!(v.kubevirt_version, KubeVirtVersion::V1_3);
+    assert_eq!(v.formula_bytes, then.formula_bytes);
+    assert_eq!(v.terms, then.terms);
+    assert_eq!(v.formula_request_bytes, then.formula_request_bytes);
+    // The check itself stays the current release's.
+    assert_eq!(ins.overhead_check, Some(now.clone()));
+    let delta = (now.formula_bytes - then.formula_bytes) / 1_048_576;
+    assert!(
+        v.comparison(now.formula_bytes)
+            .starts_with(&format!("under v1.3.0: overhead −{delta} Mi = ")),
+        "{}",
+        v.comparison(now.formula_bytes)
+    );
+}

@@ -47,6 +47,8 @@ pub struct GatherOptions {
     pub kubevirt_namespace: String,
     /// Timeout of each read outside the Kubernetes client (debug endpoint, metrics).
     pub timeout: Duration,
+    /// Another release whose overhead formula the inspection compares (`--kubevirt-version`).
+    pub compare_version: Option<crate::kubevirt_version::KubeVirtVersion>,
 }
 
 impl Default for GatherOptions {
@@ -56,6 +58,7 @@ impl Default for GatherOptions {
             lease_name: DEFAULT_LEASE_NAME.to_string(),
             kubevirt_namespace: DEFAULT_NAMESPACE.to_string(),
             timeout: Duration::from_secs(5),
+            compare_version: None,
         }
     }
 }
@@ -137,6 +140,8 @@ pub struct Gathered {
     pub controller: ControllerView,
     /// The cluster settings (KubeVirt CR, or KubeVirt's defaults).
     pub settings: ClusterSettings,
+    /// Another release whose overhead formula is compared ([`GatherOptions::compare_version`]).
+    pub compare_version: Option<crate::kubevirt_version::KubeVirtVersion>,
     /// The VM's Namespace object (`None`: not read).
     pub namespace_object: Option<Namespace>,
     /// The ResourceQuotas of the namespace.
@@ -220,6 +225,7 @@ pub(crate) async fn gather_raw(
     let mut g = Gathered {
         namespace: namespace.to_string(),
         name: name.to_string(),
+        compare_version: opts.compare_version,
         ..Default::default()
     };
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);

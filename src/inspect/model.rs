@@ -68,6 +68,9 @@ pub struct Inspection {
     /// The formula vs the pod (memory overhead term by term, CPU request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead_check: Option<OverheadCheck>,
+    /// The same VM's overhead under another release's formula (`inspect --kubevirt-version`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubevirt_version_overhead: Option<VersionOverhead>,
     /// The settings the controller renders with against the KubeVirt CR's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<SettingsCheck>,
@@ -555,6 +558,48 @@ pub struct OverheadCheck {
     /// The CPU check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuCheck>,
+}
+
+/// The overhead another KubeVirt release's formula gives the same VM with the same settings
+/// (`inspect --kubevirt-version`; the releases are [`crate::kubevirt_version`]'s).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionOverhead {
+    /// The release, e.g. `v1.4.1`.
+    pub kubevirt_version: crate::kubevirt_version::KubeVirtVersion,
+    /// Its formula's total overhead, bytes.
+    pub formula_bytes: i64,
+    /// Its overhead terms in KubeVirt's order.
+    pub terms: Vec<OverheadTerm>,
+    /// The `compute` memory request it would render, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formula_request_bytes: Option<i64>,
+}
+
+impl VersionOverhead {
+    /// `under v1.4.1: overhead −32 Mi = 1288 Mi, request 3336 Mi`: this release's overhead
+    /// against `now_bytes`, the current formula's, and the request it would render.
+    pub(crate) fn comparison(&self, now_bytes: i64) -> String {
+        let mi = |b: i64| {
+            let v = b as f64 / 1_048_576.0;
+            if b % 1_048_576 == 0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.1}")
+            }
+        };
+        let delta = self.formula_bytes - now_bytes;
+        let sign = if delta < 0 { "−" } else { "+" };
+        let request = self
+            .formula_request_bytes
+            .map_or_else(|| "-".to_string(), |b| format!("{} Mi", mi(b)));
+        format!(
+            "under {}: overhead {sign}{} Mi = {} Mi, request {request}",
+            self.kubevirt_version,
+            mi(delta.abs()),
+            mi(self.formula_bytes)
+        )
+    }
 }
 
 /// CPU request vs vCPUs ÷ cpuAllocationRatio.

@@ -307,6 +307,9 @@ fn overhead_check(o: &mut String, ins: &Inspection) {
             for d in &c.differences {
                 let _ = writeln!(o, "  difference: {d}");
             }
+            if let Some(v) = &ins.kubevirt_version_overhead {
+                let _ = writeln!(o, "  {}", v.comparison(c.formula_bytes));
+            }
             if let Some(cpu) = &c.cpu {
                 let _ = writeln!(
                     o,

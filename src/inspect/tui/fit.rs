@@ -100,13 +100,46 @@ pub(crate) fn wrap_hanging(line: &Line<'static>, width: usize) -> Vec<Line<'stat
         .collect()
 }
 
+/// `items` (a legend's entries, each ending in its separator) laid out in rows of at most
+/// `width` columns, broken between entries rather than inside one, each row marked by [`row`]
+/// (an entry wider than a row is cut); the separator after a row's last entry is dropped.
+pub(crate) fn flow(items: Vec<Span<'static>>, width: usize) -> Vec<Line<'static>> {
+    let mut rows: Vec<Vec<Span<'static>>> = Vec::new();
+    let mut used = 0;
+    for item in items {
+        let bare = item
+            .content
+            .trim_end()
+            .chars()
+            .map(char_width)
+            .sum::<usize>();
+        match rows.last_mut() {
+            Some(spans) if used + bare <= width => spans.push(item.clone()),
+            _ => {
+                used = 0;
+                rows.push(vec![item.clone()]);
+            }
+        }
+        used += item.width();
+    }
+    rows.into_iter()
+        .map(|mut spans| {
+            if let Some(last) = spans.last_mut() {
+                let kept = last.content.trim_end().to_string();
+                last.content = kept.into();
+            }
+            row(truncate(&Line::from(spans), width))
+        })
+        .collect()
+}
+
 /// Mark `line` as a row of a table: [`fit`] cuts it rather than wrapping it. (The mark is the
 /// line's explicit left alignment, which draws as the default does.)
 pub(crate) fn row(line: Line<'static>) -> Line<'static> {
     line.left_aligned()
 }
 
-fn is_row(line: &Line<'_>) -> bool {
+pub(super) fn is_row(line: &Line<'_>) -> bool {
     line.alignment == Some(ratatui::layout::Alignment::Left)
 }
 
@@ -186,6 +219,27 @@ mod tests {
         // Too far right for a hanging indent: two columns.
         let narrow: Vec<String> = wrap_hanging(&row(), 30).iter().map(text).collect();
         assert_eq!(narrow[1], "  page table entry per 512 ");
+    }
+
+    #[test]
+    fn flow_breaks_between_entries_never_inside_one() {
+        let items = ["░ Pending 0 s  ", "▒ Scheduling 3 s  ", "█ Running 4 s  "]
+            .map(Span::raw)
+            .to_vec();
+        let rows: Vec<String> = flow(items.clone(), 34).iter().map(text).collect();
+        assert_eq!(rows, ["░ Pending 0 s  ▒ Scheduling 3 s", "█ Running 4 s"]);
+        assert!(
+            flow(items.clone(), 34)
+                .iter()
+                .all(|r| is_row(r) && r.width() <= 34)
+        );
+        let one: Vec<String> = flow(items, 200).iter().map(text).collect();
+        assert_eq!(one, ["░ Pending 0 s  ▒ Scheduling 3 s  █ Running 4 s"]);
+        let cut: Vec<String> = flow(vec![Span::raw("a very long entry")], 8)
+            .iter()
+            .map(text)
+            .collect();
+        assert_eq!(cut, ["a very …"], "an entry wider than the row is cut");
     }
 
     #[test]

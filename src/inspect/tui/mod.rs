@@ -34,6 +34,7 @@ pub use whatif::WhatIfState;
 
 use crate::inspect::history::History;
 use crate::inspect::model::{Fleet, Inspection};
+use crate::inspect::whatif::WhatIf;
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -54,11 +55,13 @@ pub const GRID_ROWS: u16 = 34;
 pub const HISTORY_FULL_ROWS: u16 = 43;
 
 /// The lines of one panel, `width` columns wide inside its border (only the bars depend on it).
-/// [`History`] is what the UI remembers while it runs (the History panel, earlier VMIs).
+/// [`History`] is what the UI remembers while it runs (the History panel, earlier VMIs);
+/// `what_if` the last what-if of the VM (a second bar in the Overhead panel).
 pub(crate) fn panel_lines(
     panel: Panel,
     insp: &Inspection,
     history: &History,
+    what_if: Option<&WhatIf>,
     width: usize,
 ) -> Vec<Line<'static>> {
     match panel {
@@ -67,7 +70,7 @@ pub(crate) fn panel_lines(
         Panel::History => history::lines(history, width),
         Panel::Expectations => expectations::lines(insp),
         Panel::Timeline => timeline::lines_for_width(insp, history, width),
-        Panel::Overhead => overhead::lines_for_width(insp, width),
+        Panel::Overhead => overhead::lines_for_width(insp, what_if, width),
         Panel::Decision => decision::lines(insp),
         Panel::Blockers => blockers::lines(insp),
         Panel::Events => events::lines(insp),
@@ -82,7 +85,7 @@ fn render_panel(frame: &mut Frame, area: Rect, panel: Panel, app: &App, insp: &I
         Panel::History => history::render(frame, area, &app.history, view),
         Panel::Expectations => expectations::render(frame, area, insp, view),
         Panel::Timeline => timeline::render(frame, area, insp, &app.history, view),
-        Panel::Overhead => overhead::render(frame, area, insp, view),
+        Panel::Overhead => overhead::render(frame, area, insp, app.what_if.result.as_ref(), view),
         Panel::Decision => decision::render(frame, area, insp, view),
         Panel::Blockers => blockers::render(frame, area, insp, view),
         Panel::Events => events::render(frame, area, insp, view),
@@ -482,20 +485,22 @@ pub fn app_for_fleet(fleet: Fleet) -> App {
 /// captures of docs/inspect.md).
 #[cfg(test)]
 pub(crate) fn capture_panel(panel: Panel, insp: &Inspection, columns: u16) -> String {
-    capture_panel_with(panel, insp, &History::default(), columns)
+    capture_panel_with(panel, insp, &History::default(), None, columns)
 }
 
-/// [`capture_panel`] with what the UI remembered while it ran.
+/// [`capture_panel`] with what the UI remembered while it ran and the VM's last what-if.
 #[cfg(test)]
 pub(crate) fn capture_panel_with(
     panel: Panel,
     insp: &Inspection,
     history: &History,
+    what_if: Option<&WhatIf>,
     columns: u16,
 ) -> String {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
-    let lines = panel_lines(panel, insp, history, usize::from(columns.saturating_sub(2)));
+    let width = usize::from(columns.saturating_sub(2));
+    let lines = panel_lines(panel, insp, history, what_if, width);
     let rows = wrapped_height(&lines, columns.saturating_sub(2)) + 2;
     let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
         Ok(t) => t,

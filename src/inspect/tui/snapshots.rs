@@ -228,7 +228,8 @@ fn the_overhead_row_at_the_top_of_the_focused_panel_is_shown_whole() {
     let insp = fixtures::vfio_dominated();
     let mut app = app_for_vm(insp.clone());
     app.view.focus = Panel::Overhead;
-    let lines = crate::inspect::tui::panel_lines(Panel::Overhead, &insp, &Default::default(), 58);
+    let lines =
+        crate::inspect::tui::panel_lines(Panel::Overhead, &insp, &Default::default(), None, 58);
     let vfio = lines
         .iter()
         .position(|l| {
@@ -316,7 +317,7 @@ fn history_capture(
 ) -> String {
     let app = app_after(gathers);
     let insp = app.vm.as_ref().expect("an inspection");
-    crate::inspect::tui::capture_panel_with(panel, insp, &app.history, columns)
+    crate::inspect::tui::capture_panel_with(panel, insp, &app.history, None, columns)
 }
 
 /// The captures docs/inspect.md shows ("Terminal UI"): which scenario each panel is shown in.
@@ -375,6 +376,27 @@ pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
             capture_panel(Panel::Overhead, &fixtures::settings_behind_the_cr(), w),
         ),
         (
+            Panel::Overhead,
+            "after the what-if `spec.template.spec.domain.devices.autoattachGraphicsDevice=false`",
+            {
+                let (insp, what_if) = inspection_and_what_if(
+                    "spec.template.spec.domain.devices.autoattachGraphicsDevice=false",
+                );
+                crate::inspect::tui::capture_panel_with(
+                    Panel::Overhead,
+                    &insp,
+                    &Default::default(),
+                    Some(&what_if),
+                    w,
+                )
+            },
+        ),
+        (
+            Panel::Overhead,
+            "inspected with `--kubevirt-version v1.3.0`",
+            capture_panel(Panel::Overhead, &inspection_under_v1_3(), w),
+        ),
+        (
             Panel::Decision,
             "CrashLoopBackOff",
             capture_panel(Panel::Decision, &fixtures::crash_loop(), w),
@@ -413,8 +435,20 @@ fn docs_inspect_md_shows_the_current_captures() {
             ));
         }
     }
-    if !docs.contains(&fleet) {
-        stale.push(format!("### Fleet view\n\n```text\n{fleet}```\n"));
+    // The whole screens: the VM view in the grid, the What-if panel over it, the fleet view.
+    let mut vm_view = app_after(fixtures::three_restarts());
+    vm_view.resize(120, 44);
+    let mut what_if =
+        what_if_app("spec.template.spec.domain.devices.autoattachGraphicsDevice=false");
+    what_if.resize(120, 30);
+    for (title, text) in [
+        ("VM view", capture(&vm_view, 120, 44)),
+        ("What-if panel", capture(&what_if, 120, 30)),
+        ("Fleet view", fleet),
+    ] {
+        if !docs.contains(&text) {
+            stale.push(format!("### {title}\n\n```text\n{text}```\n"));
+        }
     }
     assert!(
         stale.is_empty(),
@@ -484,6 +518,31 @@ fn what_if_launcher_pod_bars_at_80_120_and_200_columns() {
     insta::assert_snapshot!(out);
 }
 
+#[test]
+fn what_if_text_wraps_under_its_own_column_not_at_column_0_at_120_columns() {
+    let mut app = what_if_app("spec.template.spec.domain.devices.autoattachGraphicsDevice=false");
+    app.resize(120, 30);
+    let screen = capture(&app, 120, 30);
+    let rows: Vec<String> = screen
+        .lines()
+        .map(|l| l.chars().skip(1).collect())
+        .collect();
+    let now = rows
+        .iter()
+        .position(|r| r.starts_with("  now:   VMI Running"))
+        .expect("the DECISION's now line");
+    // Continued under the text after `now:`, as the action lines under it are.
+    assert!(rows[now + 1].starts_with("         UpdateVmi"), "{screen}");
+    let outcome = rows
+        .iter()
+        .position(|r| r.starts_with("  RestartRequired: "))
+        .expect("the OUTCOME line");
+    assert!(
+        rows[outcome + 1].starts_with("                   "),
+        "{screen}"
+    );
+}
+
 /// The last `n` rows of a capture.
 fn bottom(screen: &str, n: usize) -> String {
     let rows: Vec<&str> = screen.lines().collect();
@@ -535,7 +594,7 @@ fn history_sparklines_across_a_lease_handover_at_80_120_and_200_columns() {
     let insp = app.vm.as_ref().expect("an inspection");
     let mut out = String::new();
     for w in [80u16, 120, 200] {
-        let panel = capture_panel_with(Panel::History, insp, &app.history, w);
+        let panel = capture_panel_with(Panel::History, insp, &app.history, None, w);
         let leader = panel
             .lines()
             .find(|l| l.contains("leader"))
@@ -566,7 +625,7 @@ fn phase_timeline_with_three_restarts_and_their_backoffs_at_80_120_and_200_colum
     let insp = app.vm.as_ref().expect("an inspection");
     let mut out = String::new();
     for w in [80u16, 120, 200] {
-        let panel = capture_panel_with(Panel::Timeline, insp, &app.history, w);
+        let panel = capture_panel_with(Panel::Timeline, insp, &app.history, None, w);
         let rows: Vec<&str> = panel.lines().collect();
         for (i, row) in rows[1..5].iter().enumerate() {
             assert!(
@@ -654,4 +713,206 @@ fn fleet_view_bars_for_time_in_phase_and_memory_headroom_at_80_120_and_200_colum
         out.push_str(&format!("{w} columns:\n{screen}\n"));
     }
     insta::assert_snapshot!(out);
+}
+
+/// The Inspection of the what-if fixture's gathered state (demo/vm-a, its launcher pod
+/// running) and the what-if of `change` on it.
+fn inspection_and_what_if(
+    change: &str,
+) -> (
+    crate::inspect::model::Inspection,
+    crate::inspect::whatif::WhatIf,
+) {
+    use crate::inspect::whatif::{parse_change_line, tests::running, what_if};
+    let g = running(Default::default());
+    let w = what_if(&g, &parse_change_line(change).expect("a change")).expect("a what-if");
+    (crate::inspect::analyze::analyze(&g), w)
+}
+
+#[test]
+fn overhead_bar_beside_a_what_if_at_80_120_and_200_columns() {
+    use crate::inspect::tui::capture_panel_with;
+    let (insp, w) =
+        inspection_and_what_if("spec.template.spec.domain.devices.autoattachGraphicsDevice=false");
+    let mut out = String::new();
+    for columns in [80u16, 120, 200] {
+        let panel = capture_panel_with(
+            Panel::Overhead,
+            &insp,
+            &Default::default(),
+            Some(&w),
+            columns,
+        );
+        let row = |label: &str| {
+            panel
+                .lines()
+                .map(|l| l.chars().skip(1).collect::<String>())
+                .find(|l| l.starts_with(label))
+                .unwrap_or_else(|| panic!("no {label:?} row: {panel}"))
+        };
+        let (now, after) = (row("now "), row("what-if "));
+        // One scale: the same guest, the overhead 32 Mi (the video RAM) shorter after.
+        let cells = |bar: &str, glyphs: &str| bar.chars().filter(|c| glyphs.contains(*c)).count();
+        assert_eq!(cells(&now, "█"), cells(&after, "█"), "{panel}");
+        assert!(cells(&now, "▓▒░") > cells(&after, "▓▒░"), "{panel}");
+        assert!(
+            row("what-if (Mi): ").starts_with("what-if (Mi): overhead −32 = 236.25"),
+            "{panel}"
+        );
+        assert!(panel.contains("videoRam 32→0 Mi"), "{panel}");
+        for line in panel.lines() {
+            assert!(line.chars().count() <= usize::from(columns), "{panel}");
+        }
+        let top: Vec<&str> = panel.lines().take(9).collect();
+        out.push_str(&format!("{columns} columns:\n{}\n\n", top.join("\n")));
+    }
+    insta::assert_snapshot!(out);
+}
+
+/// The running VM inspected with `--kubevirt-version v1.3.0`.
+fn inspection_under_v1_3() -> crate::inspect::model::Inspection {
+    let mut g = crate::inspect::whatif::tests::running(Default::default());
+    g.compare_version = Some(crate::kubevirt_version::KubeVirtVersion::V1_3);
+    crate::inspect::analyze::analyze(&g)
+}
+
+/// The rows of a panel capture without the border's first column.
+fn panel_row(panel: &str, label: &str) -> Option<String> {
+    panel
+        .lines()
+        .map(|l| l.chars().skip(1).collect::<String>())
+        .find(|l| l.starts_with(label))
+}
+
+#[test]
+fn overhead_bar_beside_another_release_at_80_120_and_200_columns() {
+    use crate::inspect::tui::capture_panel_with;
+    let insp = inspection_under_v1_3();
+    let v = insp.kubevirt_version_overhead.clone().expect("v1.3.0");
+    let check = insp.overhead_check.clone().expect("check");
+    let mut out = String::new();
+    for columns in [80u16, 120, 200] {
+        let panel = capture_panel_with(Panel::Overhead, &insp, &Default::default(), None, columns);
+        let row = |label: &str| {
+            panel_row(&panel, label).unwrap_or_else(|| panic!("no {label:?} row: {panel}"))
+        };
+        let (now, then) = (row("now "), row("v1.3.0 "));
+        // One scale: the same guest, v1.3.0's smaller overhead.
+        let cells = |bar: &str, glyphs: &str| bar.chars().filter(|c| glyphs.contains(*c)).count();
+        assert_eq!(cells(&now, "█"), cells(&then, "█"), "{panel}");
+        assert!(cells(&now, "▓▒░") >= cells(&then, "▓▒░"), "{panel}");
+        let delta = v.comparison(check.formula_bytes);
+        assert!(
+            row("under v1.3.0: overhead −").starts_with(&delta[..20]),
+            "{panel}"
+        );
+        for line in panel.lines() {
+            assert!(line.chars().count() <= usize::from(columns), "{panel}");
+        }
+        let top: Vec<&str> = panel.lines().take(9).collect();
+        out.push_str(&format!("{columns} columns:\n{}\n\n", top.join("\n")));
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn a_what_if_s_bar_wins_over_the_other_release_s() {
+    use crate::inspect::tui::capture_panel_with;
+    let insp = inspection_under_v1_3();
+    let (_, w) =
+        inspection_and_what_if("spec.template.spec.domain.devices.autoattachGraphicsDevice=false");
+    let panel = capture_panel_with(Panel::Overhead, &insp, &Default::default(), Some(&w), 120);
+    assert!(panel_row(&panel, "what-if ").is_some(), "{panel}");
+    assert!(panel_row(&panel, "v1.3.0 ").is_none(), "{panel}");
+    assert!(panel_row(&panel, "under v1.3.0").is_none(), "{panel}");
+}
+
+#[test]
+fn the_last_what_if_stays_beside_the_overhead_bar_after_its_panel_closes() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent};
+    let change = "spec.template.spec.domain.devices.autoattachGraphicsDevice=false";
+    let (insp, w) = inspection_and_what_if(change);
+    let mut app = app_for_vm(insp);
+    app.what_if.pending = true;
+    app.set_what_if(Ok(w));
+    app.handle_key(KeyEvent::from(KeyCode::Esc));
+    assert!(!app.what_if.open, "Esc closed the What-if panel");
+    let screen = capture(&app, 120, 44);
+    let overhead = overhead_panel_text(&screen);
+    assert!(
+        overhead.lines().any(|l| l.starts_with("what-if █")),
+        "{screen}"
+    );
+    assert!(
+        overhead.contains("what-if (Mi): overhead −32 = 236.25"),
+        "{screen}"
+    );
+}
+
+/// Lines of `panel` at `width` that would wrap under its headings: in a table panel, a line
+/// from its first row (a heading, a bar) on that is not itself a row (rows are cut, not
+/// wrapped) and is wider than the panel; in the Phase timeline, any line of its bars, axis and
+/// legends wider than the panel.
+fn wrapping_lines(app: &App, panel: Panel, width: usize) -> Vec<String> {
+    use super::fit::is_row;
+    let insp = app.vm.as_ref().expect("an inspection");
+    let lines = crate::inspect::tui::panel_lines(panel, insp, &app.history, None, width);
+    let (from, to) = if panel == Panel::Timeline {
+        (0, lines.len() - super::timeline::lines(insp).len())
+    } else {
+        (
+            lines.iter().position(is_row).unwrap_or(lines.len()),
+            lines.len(),
+        )
+    };
+    lines[from..to]
+        .iter()
+        .filter(|l| l.width() > width && (panel == Panel::Timeline || !is_row(l)))
+        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+        .collect()
+}
+
+#[test]
+fn no_panel_line_wraps_under_its_headings_at_120_columns() {
+    let mut scenarios: Vec<(&str, App)> = [
+        ("running", fixtures::running_ours()),
+        ("halted", fixtures::halted_no_vmi()),
+        ("crash loop", fixtures::crash_loop()),
+        ("rate-limited retry", fixtures::rate_limited_retry()),
+        ("pending expectations", fixtures::pending_expectations()),
+        ("memory mismatch", fixtures::memory_mismatch()),
+        ("settings behind the CR", fixtures::settings_behind_the_cr()),
+        ("KubeVirt's metrics", fixtures::kubevirt_metrics()),
+        ("stale Lease", fixtures::stale_lease()),
+        ("unschedulable", fixtures::unschedulable()),
+        ("DataVolume pending", fixtures::datavolume_pending()),
+        ("missing PriorityClass", fixtures::missing_priority_class()),
+        ("PodSecurity", fixtures::pod_security_rejected()),
+        ("VFIO", fixtures::vfio_dominated()),
+    ]
+    .into_iter()
+    .map(|(name, insp)| (name, app_for_vm(insp)))
+    .collect();
+    scenarios.push(("three restarts", app_after(fixtures::three_restarts())));
+    scenarios.push(("Lease handover", app_after(fixtures::lease_handover())));
+    // The grid at 120 columns: two columns of panels 58 columns wide inside their borders.
+    let width = 58;
+    let mut wrapping = Vec::new();
+    for (name, app) in &scenarios {
+        for panel in [
+            Panel::Queues,
+            Panel::Expectations,
+            Panel::History,
+            Panel::Overhead,
+            Panel::Timeline,
+        ] {
+            for line in wrapping_lines(app, panel, width) {
+                wrapping.push(format!("{name}, {}: {line:?}", panel.title()));
+            }
+        }
+    }
+    assert!(wrapping.is_empty(), "{}", wrapping.join("\n"));
+    let mut app = app_after(fixtures::three_restarts());
+    app.resize(120, 44);
+    insta::assert_snapshot!(capture(&app, 120, 44));
 }

@@ -480,7 +480,8 @@ impl App {
             .as_ref()
             .map(|i| {
                 let width = usize::from(self.view.size.0);
-                super::panel_lines(panel, i, &self.history, width).len()
+                super::panel_lines(panel, i, &self.history, self.what_if.result.as_ref(), width)
+                    .len()
             })
             .unwrap_or(0)
     }
@@ -889,6 +890,7 @@ mod tests {
             Panel::Events,
             app.vm.as_ref().unwrap(),
             &app.history,
+            None,
             80,
         )
         .len();

@@ -96,8 +96,10 @@ pub(crate) fn bar_lines(insp: &Inspection, width: usize) -> Vec<Line<'static>> {
             format!("0 s{}{right}", " ".repeat(gap)),
             dim(),
         )),
-        Line::from(legend),
     ]
+    .into_iter()
+    .chain(super::fit::flow(legend, width))
+    .collect()
 }
 
 /// The panel's lines for a panel `width` columns wide inside its border: the bar, then
@@ -341,9 +343,18 @@ mod runs {
             format!("{}{left}{}{right}", " ".repeat(LABEL), " ".repeat(gap)),
             dim(),
         )));
-        out.push(Line::styled(
-            "↻ restart  ╌ backoff  ░ Pending ▒ Scheduling ▓ Scheduled █ Running ✗ Failed",
-            dim(),
+        let legend = [
+            "↻ restart  ",
+            "╌ backoff  ",
+            "░ Pending  ",
+            "▒ Scheduling  ",
+            "▓ Scheduled  ",
+            "█ Running  ",
+            "✗ Failed",
+        ];
+        out.extend(fit::flow(
+            legend.map(|e| Span::styled(e, dim())).to_vec(),
+            width,
         ));
         for (i, r) in runs.iter().enumerate() {
             let current = history.current_run() == Some(r.uid.as_str());
@@ -352,7 +363,7 @@ mod runs {
         for b in backoffs {
             out.push(Line::styled(
                 format!(
-                    "╌   {} → {} start backoff after {} failed start(s), {}",
+                    "╌   {}–{} backoff, {} failed start(s), {}",
                     clock(b.from),
                     clock(b.until),
                     b.failures,

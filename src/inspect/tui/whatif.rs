@@ -108,19 +108,50 @@ fn pod_bars(pod: &PodDiff, width: usize) -> Vec<Line<'static>> {
 }
 
 /// The panel's lines for a panel `width` columns wide inside its border: [`lines`] with the
-/// launcher pod's memory bars under its heading.
+/// launcher pod's memory bars under its heading, each line wider than the panel wrapped under
+/// its own text ([`hanging`]) rather than at column 0.
 pub(crate) fn lines_for_width(w: &WhatIf, width: usize) -> Vec<Line<'static>> {
     let mut out = lines(w);
-    let Some(pod) = &w.pod else { return out };
-    let heading = out.iter().position(|l| {
-        l.spans
-            .first()
-            .is_some_and(|s| s.content.starts_with("LAUNCHER POD"))
-    });
-    if let Some(at) = heading {
-        out.splice(at + 1..at + 1, pod_bars(pod, width));
+    if let Some(pod) = &w.pod {
+        let heading = out.iter().position(|l| {
+            l.spans
+                .first()
+                .is_some_and(|s| s.content.starts_with("LAUNCHER POD"))
+        });
+        if let Some(at) = heading {
+            out.splice(at + 1..at + 1, pod_bars(pod, width));
+        }
     }
-    out
+    out.into_iter()
+        .flat_map(|l| super::fit::wrap_hanging(&hanging(l), width))
+        .collect()
+}
+
+/// `line` (one span) split after its indent and its `label:` if it starts with one
+/// (`  now:   VMI Running…`), so that [`super::fit::wrap_hanging`] continues it under the text
+/// after them; other lines are kept.
+fn hanging(line: Line<'static>) -> Line<'static> {
+    let [span] = line.spans.as_slice() else {
+        return line;
+    };
+    let text = span.content.as_ref();
+    let indent = text.len() - text.trim_start().len();
+    let rest = &text[indent..];
+    let label = match rest.split_once(' ') {
+        Some((word, _)) if word.ends_with(':') => word.len(),
+        _ => 0,
+    };
+    let after = &rest[label..];
+    let at = indent + label + (after.len() - after.trim_start().len());
+    if at == 0 || at >= text.len() {
+        return line;
+    }
+    let (head, tail) = text.split_at(at);
+    Line::from(vec![
+        Span::styled(head.to_string(), span.style),
+        Span::styled(tail.to_string(), span.style),
+    ])
+    .style(line.style)
 }
 
 /// Where the panel goes in the VM view's body (everything below the header line).
