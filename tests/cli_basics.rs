@@ -74,3 +74,22 @@ fn bad_flags_are_rejected_with_usage() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `why --recording` reads the recording before any cluster: one it cannot read is exit 1
+/// naming the flag and the path.
+#[test]
+fn why_names_an_unreadable_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-recording");
+    let out = bin()
+        .args(["why", "vm/a", "--recording"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--recording") && err.contains("no-such-recording"),
+        "{err}"
+    );
+}

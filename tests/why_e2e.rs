@@ -35,7 +35,7 @@ fn options(env: &Env) -> GatherOptions {
 }
 
 async fn why(env: &Env) -> WhyReport {
-    virtctl_rs::why::why_vm(&env.client, &env.namespace, VM, &options(env))
+    virtctl_rs::why::why_vm(&env.client, &env.namespace, VM, &options(env), &[])
         .await
         .expect("why")
 }

@@ -132,10 +132,12 @@ Examples:
   kubectl virtctl-rs why vm/my-vm -n my-vms
   # The same as JSON, for scripts
   kubectl virtctl-rs why vm/my-vm -o json
+  # With the controller's Events a flight recording kept past their one-hour TTL
+  kubectl virtctl-rs why vm/my-vm --recording /var/lib/virtctl/flight
 
 Exit codes:
   0  shown (or stdout closed)
-  1  VM not found, or the cluster unreachable (reason on stderr)
+  1  VM not found, the cluster unreachable, or the recording unreadable (reason on stderr)
   2  usage error";
 
 /// `replay --help`: examples and exit codes.

@@ -1,6 +1,6 @@
 //! `kubectl virtctl-rs why vm/NAME`: the VM's recent starts and stops, each end with its cause
 //! chain and evidence (docs/why.md). Text by default, `-o json` for scripts. Exit codes: 0
-//! shown, 1 VM not found or cluster unreachable, 2 usage.
+//! shown, 1 VM not found, cluster unreachable or `--recording` unreadable, 2 usage.
 
 use super::client::client_from_flags;
 use super::{CliError, GlobalArgs};
@@ -28,6 +28,11 @@ pub struct WhyArgs {
     pub lease_name: String,
     #[command(flatten)]
     pub kubevirt: super::KubeVirtNamespaceArg,
+    /// A flight recording (`run-controller --record DIR`, a directory or one segment) whose
+    /// controller Events about the VM are added to the cluster's: they outlive the API
+    /// server's one-hour Event TTL there.
+    #[arg(long, value_name = "DIR")]
+    pub recording: Option<std::path::PathBuf>,
 }
 
 /// `-o` formats of `why`.
@@ -52,6 +57,11 @@ pub(crate) fn run(global: &GlobalArgs, args: WhyArgs) -> Result<ExitCode, CliErr
         timeout: Duration::from_secs(5),
         compare_version: None,
     };
+    let recording = match &args.recording {
+        Some(path) => crate::flight::read_recording(path)
+            .map_err(|e| CliError::Failed(format!("--recording: {e}")))?,
+        None => Vec::new(),
+    };
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
     let report = runtime.block_on(async {
@@ -60,7 +70,7 @@ pub(crate) fn run(global: &GlobalArgs, args: WhyArgs) -> Result<ExitCode, CliErr
             .namespace
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_string());
-        crate::why::why_vm(&client, &namespace, &name, &opts)
+        crate::why::why_vm(&client, &namespace, &name, &opts, &recording)
             .await
             .map_err(|e| CliError::Failed(e.to_string()))
     })?;

@@ -232,8 +232,38 @@ where
         + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
+    spawn_state_in(
+        InformerState::new(),
+        name,
+        client,
+        namespace,
+        handlers,
+        stop,
+    )
+}
+
+/// [`spawn_in`] from a configured state (e.g. [`recorded`]).
+fn spawn_state_in<K>(
+    state: InformerState<K>,
+    name: &str,
+    client: &kube::Client,
+    namespace: Option<&str>,
+    handlers: Vec<Handler<K>>,
+    stop: &CancellationToken,
+) -> Informer<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
     let api = api_for(client, namespace);
-    Informer::spawn(
+    Informer::spawn_with(
+        state,
         name,
         api,
         watcher::Config::default(),
@@ -435,20 +465,18 @@ async fn spawn_cluster_config(
     (informer, cluster_config)
 }
 
-/// `handlers`, after the flight recorder's handler of `kind` when recording: a reconcile the
-/// other handlers queue then finds the change recorded before it.
-fn recorded<K, const N: usize>(
-    rec: Option<&crate::flight::FlightRecorder>,
-    kind: &'static str,
-    handlers: [crate::runtime::informer::Handler<K>; N],
-) -> Vec<crate::runtime::informer::Handler<K>>
+/// An informer state that, when recording, shows the flight recorder each change of `kind`
+/// before its cache applies it: a reconcile can then only read versions recorded before its
+/// own line ([`InformerState::observed_by`]).
+fn recorded<K>(rec: Option<&crate::flight::FlightRecorder>, kind: &'static str) -> InformerState<K>
 where
-    K: kube::Resource + serde::Serialize + Send + Sync + 'static,
+    K: kube::Resource + Clone + serde::Serialize + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
-    rec.map(|r| r.handler(kind))
-        .into_iter()
-        .chain(handlers)
-        .collect()
+    match rec {
+        Some(r) => InformerState::new().observed_by(r.handler(kind)),
+        None => InformerState::new(),
+    }
 }
 
 /// The queues and expectations the informers' handlers feed.
@@ -470,18 +498,21 @@ async fn spawn_caches(
     let ns = config.namespace.as_deref();
     let vm_cell = VmStoreCell::default();
     let rec = config.record.as_ref();
-    let vm_handlers: Vec<_> = recorded(rec, "VirtualMachine", [vm_handler(q.vm.clone())]);
-    let vms = spawn_in::<VirtualMachine>("virtualmachines", client, ns, vm_handlers, stop);
-    let _ = vm_cell.set(vms.store().clone());
-    let vmi_handlers: Vec<_> = recorded(
-        rec,
-        "VirtualMachineInstance",
-        [
-            vmi_to_vm_handler(q.vm.clone(), q.expectations.clone(), vm_cell.clone()),
-            vmi_handler(q.vmi.clone(), q.expectations.clone()),
-        ],
+    let vms = spawn_state_in::<VirtualMachine>(
+        recorded(rec, "VirtualMachine"),
+        "virtualmachines",
+        client,
+        ns,
+        vec![vm_handler(q.vm.clone())],
+        stop,
     );
-    let vmis = spawn_in::<VirtualMachineInstance>(
+    let _ = vm_cell.set(vms.store().clone());
+    let vmi_handlers = vec![
+        vmi_to_vm_handler(q.vm.clone(), q.expectations.clone(), vm_cell.clone()),
+        vmi_handler(q.vmi.clone(), q.expectations.clone()),
+    ];
+    let vmis = spawn_state_in::<VirtualMachineInstance>(
+        recorded(rec, "VirtualMachineInstance"),
         "virtualmachineinstances",
         client,
         ns,
@@ -494,43 +525,36 @@ async fn spawn_caches(
     // and hotplug attachment pods (virtinformers.go:584-595).
     let pod_cell = PodStoreCell::default();
     let pods = Informer::<Pod>::spawn_decoding(
-        InformerState::new().with_index(&crate::runtime::index::CONTROLLER_UID),
+        recorded(rec, "Pod").with_index(&crate::runtime::index::CONTROLLER_UID),
         "pods",
         api_for::<crate::controller::vmi::launcher_cache::LauncherPodForCache>(client, ns),
         watcher::Config::default().labels("kubevirt.io"),
-        recorded(
-            rec,
-            "Pod",
-            [pod_to_vmi_handler(
-                q.vmi.clone(),
-                q.expectations.clone(),
-                pod_cell.clone(),
-            )],
-        ),
+        vec![pod_to_vmi_handler(
+            q.vmi.clone(),
+            q.expectations.clone(),
+            pod_cell.clone(),
+        )],
         stop.clone(),
     );
     let _ = pod_cell.set(pods.store().clone());
     let revisions = Informer::<ControllerRevision>::spawn_with(
-        InformerState::new()
+        recorded(rec, "ControllerRevision")
             .with_transform(crate::controller::vm::revision::revision_for_cache)
             .with_index(&crate::controller::vm::revision::VM_INDEX),
         "controllerrevisions",
         api_for(client, ns),
         watcher::Config::default(),
-        recorded(rec, "ControllerRevision", []),
+        Vec::new(),
         stop.clone(),
     );
     let data_volumes = if data_volumes_served(client).await {
-        let dv_handlers: Vec<_> = recorded(
-            rec,
-            "DataVolume",
-            [dv_to_vm_handler(
-                q.vm.clone(),
-                q.expectations.clone(),
-                vm_cell.clone(),
-            )],
-        );
-        spawn_in::<DataVolume>("datavolumes", client, ns, dv_handlers, stop)
+        let dv_handlers = vec![dv_to_vm_handler(
+            q.vm.clone(),
+            q.expectations.clone(),
+            vm_cell.clone(),
+        )];
+        let state = recorded(rec, "DataVolume");
+        spawn_state_in::<DataVolume>(state, "datavolumes", client, ns, dv_handlers, stop)
     } else {
         tracing::info!(
             "cdi.kubevirt.io/v1beta1 DataVolumes are not served by this cluster: DataVolume templates cannot be handled"
@@ -551,17 +575,19 @@ async fn spawn_caches(
         stop.clone(),
     );
     let resource_quotas = spawn_in::<ResourceQuota>("resourcequotas", client, ns, vec![], stop);
-    let pvc_handlers: Vec<_> = recorded(
-        rec,
-        "PersistentVolumeClaim",
-        [
-            pvc_to_vm_handler(q.vm.clone(), vm_cell.clone()),
-            pvc_snapshot_status_handler(q.vm.clone(), vm_cell.clone()),
-            pvc_to_vmi_handler(q.vmi.clone(), vmi_cell),
-        ],
+    let pvc_handlers = vec![
+        pvc_to_vm_handler(q.vm.clone(), vm_cell.clone()),
+        pvc_snapshot_status_handler(q.vm.clone(), vm_cell.clone()),
+        pvc_to_vmi_handler(q.vmi.clone(), vmi_cell),
+    ];
+    let pvcs = spawn_state_in::<PersistentVolumeClaim>(
+        recorded(rec, "PersistentVolumeClaim"),
+        "persistentvolumeclaims",
+        client,
+        ns,
+        pvc_handlers,
+        stop,
     );
-    let pvcs =
-        spawn_in::<PersistentVolumeClaim>("persistentvolumeclaims", client, ns, pvc_handlers, stop);
     let following = match config.client_rate_limit {
         ClientRateLimit::FromSettings => limiter,
         ClientRateLimit::Fixed(_) | ClientRateLimit::Unlimited => None,

@@ -5,7 +5,7 @@
 //! `replay` runs the decisions again on it; `why` reads the Events from it.
 //!
 //! ```text
-//! informer handlers ─┐
+//! informer observers ┐
 //! executors ─────────┼─► FlightRecorder (one lock, one sequence) ─► ring.rs (segments)
 //! manager, events ───┘
 //! ```
@@ -163,7 +163,9 @@ impl FlightRecorder {
         g.append(Body::Watch { id, op, version });
     }
 
-    /// An informer handler recording `kind`'s changes.
+    /// An informer observer recording `kind`'s changes: the informer calls it before its cache
+    /// applies each change ([`crate::runtime::informer::InformerState::observed_by`]), so a
+    /// reconcile never reads a version recorded after its own line.
     pub(crate) fn handler<K>(&self, kind: &'static str) -> Handler<K>
     where
         K: kube::Resource + serde::Serialize + Send + Sync + 'static,

@@ -4,6 +4,8 @@
 //!
 //! Differences from using kube's `reflector()` directly, and why:
 //! - Handlers see the store *after* it was updated, as client-go's shared informer guarantees.
+//!   One observer ([`InformerState::observed_by`], the flight recorder) sees each change
+//!   *before* it, so no reader of the cache can hold a version the observer has not seen.
 //! - After a relist (`Init` … `InitDone`, e.g. when the watch was down or got 410 Gone), objects
 //!   that were in the store but are not in the new list are reported as **deletions**, and
 //!   objects that are listed again are reported as updates (client-go's `DeltaFIFO.Replace` with
@@ -64,6 +66,8 @@ where
     /// UIDs of objects the API server said are gone ([`InformerState::forget_gone`]): a watch
     /// event of one of them that arrives later (a delayed one) is stale and not applied.
     gone: GoneUids,
+    /// Called with each change before the store applies it ([`InformerState::observed_by`]).
+    observer: Option<Handler<K>>,
 }
 
 impl<K> InformerState<K>
@@ -80,6 +84,24 @@ where
             transform: strip_for_cache::<K>,
             indexes: Vec::new(),
             gone: GoneUids::default(),
+            observer: None,
+        }
+    }
+
+    /// The same state calling `observer` with each change *before* the store applies it (the
+    /// handlers are called after): a reader of the cache, e.g. a worker's snapshot, can then
+    /// only hold versions the observer has seen. The flight recorder observes this way, so a
+    /// recorded reconcile never names an input whose change is recorded after it.
+    pub(crate) fn observed_by(mut self, observer: Handler<K>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    fn observe(&self, changes: &[Notification<K>]) {
+        if let Some(observer) = &self.observer {
+            for n in changes {
+                observer(n);
+            }
         }
     }
 
@@ -106,7 +128,8 @@ where
         self.synced
     }
 
-    /// Apply one watcher event; returns the notifications to deliver (after the store update).
+    /// Apply one watcher event; returns the notifications to deliver (after the store update;
+    /// the observer, if any, has seen them before it).
     /// Objects pass through the transform first (by default: without `metadata.managedFields`,
     /// see [`strip_for_cache`]). Each object is cached as one `Arc` ([`cache_copy`]) that the
     /// store and the notification share.
@@ -142,6 +165,7 @@ where
                         });
                     }
                 }
+                self.observe(&out);
                 self.store.replace(listed);
                 if !self.indexes.is_empty() {
                     let all = self.store.state();
@@ -158,10 +182,17 @@ where
                 (self.transform)(&mut obj);
                 let key = ObjectRef::from_obj(&obj);
                 let new = cache_copy(obj);
-                let n = match self.store.insert(key, new.clone()) {
-                    Some(old) => Notification::Update { old, new },
-                    None => Notification::Add(new),
+                // This task is the store's only writer: the copy read here is the one the
+                // insert replaces.
+                let n = match self.store.get(&key) {
+                    Some(old) => Notification::Update {
+                        old,
+                        new: new.clone(),
+                    },
+                    None => Notification::Add(new.clone()),
                 };
+                self.observe(std::slice::from_ref(&n));
+                self.store.insert(key, new);
                 self.update_indexes(&n, None);
                 out.push(n);
             }
@@ -169,11 +200,13 @@ where
                 (self.transform)(&mut obj);
                 // The cached copy a deletion removes: its index value is the one listed (the
                 // deleted object's final state may differ from it when an update was missed).
-                let cached = self.store.remove(&ObjectRef::from_obj(&obj));
+                let key = ObjectRef::from_obj(&obj);
                 let n = Notification::Delete {
                     obj: Arc::new(obj),
                     relisted: false,
                 };
+                self.observe(std::slice::from_ref(&n));
+                let cached = self.store.remove(&key);
                 self.update_indexes(&n, cached.as_deref());
                 out.push(n);
             }
@@ -195,11 +228,12 @@ where
         if cached.meta().uid.as_deref() != Some(uid) {
             return Vec::new();
         }
-        self.store.remove(key);
         let n = Notification::Delete {
             obj: cached,
             relisted: true,
         };
+        self.observe(std::slice::from_ref(&n));
+        self.store.remove(key);
         self.update_indexes(&n, None);
         vec![n]
     }
@@ -684,6 +718,69 @@ mod tests {
             ["delete ns/b relisted=false"]
         );
         assert!(s.store().get(&ObjectRef::new("b").within("ns")).is_none());
+    }
+
+    /// The flight recorder observes: a worker that reads the cache while a change is being
+    /// delivered must not find a version the recording does not hold yet (the reconcile line,
+    /// written when the reconcile ends, would name an input recorded after it: issue 42's
+    /// replay flake). So the observer sees every change while the store still holds the
+    /// version before it, for watch events, relists and forgotten objects alike.
+    #[test]
+    fn the_observer_sees_each_change_before_the_store_applies_it() {
+        type Seen = Arc<std::sync::Mutex<Vec<String>>>;
+        let seen: Seen = Arc::default();
+        let cache: Arc<std::sync::OnceLock<Store<Pod>>> = Arc::default();
+        let observer: Handler<Pod> = {
+            let (seen, cache) = (seen.clone(), cache.clone());
+            Arc::new(move |n: &Notification<Pod>| {
+                let (Notification::Add(obj)
+                | Notification::Update { new: obj, .. }
+                | Notification::Delete { obj, .. }) = n;
+                let cached = cache
+                    .get()
+                    .and_then(|s| s.get(&ObjectRef::from_obj(obj.as_ref())));
+                let rv = |p: Option<&Pod>| {
+                    p.and_then(|p| p.metadata.resource_version.clone())
+                        .unwrap_or_else(|| "-".into())
+                };
+                let line = format!(
+                    "{} cached {}",
+                    kinds(std::slice::from_ref(n))[0],
+                    rv(cached.as_deref())
+                );
+                seen.lock().unwrap().push(line);
+            })
+        };
+        let mut s = InformerState::<Pod>::new().observed_by(observer);
+        let _ = cache.set(s.store());
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(pod_with_uid("a", "1", "uid-a")));
+        s.apply(watcher::Event::InitDone);
+        s.apply(watcher::Event::Apply(pod_with_uid("a", "2", "uid-a")));
+        s.apply(watcher::Event::Apply(pod_with_uid("b", "3", "uid-b")));
+        s.apply(watcher::Event::Init);
+        s.apply(watcher::Event::InitApply(pod_with_uid("a", "4", "uid-a")));
+        s.apply(watcher::Event::InitDone);
+        s.apply(watcher::Event::Apply(pod_with_uid("c", "5", "uid-c")));
+        s.apply(watcher::Event::Delete(pod_with_uid("c", "6", "uid-c")));
+        s.forget_gone(&ObjectRef::new("a").within("ns"), "uid-a");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "add ns/a cached -",
+                "update ns/a cached 1",
+                "add ns/b cached -",
+                "update ns/a cached 2",
+                "delete ns/b relisted=true cached 3",
+                "add ns/c cached -",
+                "delete ns/c relisted=false cached 5",
+                "delete ns/a relisted=true cached 4",
+            ]
+        );
+        assert!(
+            s.store().state().is_empty(),
+            "every change was applied after"
+        );
     }
 
     /// client-go reports objects that vanished during a watch outage as deletions on relist;

@@ -482,3 +482,126 @@ fn a_lease_handover_during_a_run_is_a_link() {
         r.now_chain
     );
 }
+
+fn recorded(
+    seq: u64,
+    t: i64,
+    kind: &str,
+    name: &str,
+    uid: &str,
+    reason: &str,
+    message: &str,
+) -> crate::flight::Line {
+    crate::flight::Line {
+        seq,
+        at: now() + chrono::Duration::seconds(t),
+        body: crate::flight::Body::Event(crate::flight::EventLine {
+            kind: kind.into(),
+            namespace: "demo".into(),
+            name: name.into(),
+            uid: uid.into(),
+            event_type: "Normal".into(),
+            reason: reason.into(),
+            message: message.into(),
+        }),
+    }
+}
+
+/// issue 42 item 2: the cluster's Events of a run two hours ago are gone (one-hour TTL); the
+/// flight recording kept the controller's, so that run is traced again: its VMI, its pod, the
+/// deletion that ended it. Events the cluster still holds are not doubled, another VM's are
+/// left out, and repeats are one Event with their count.
+#[test]
+fn a_run_whose_events_expired_comes_back_from_a_recording() {
+    let mut g = gathered(vm("Always", json!({"printableStatus": "Running"})));
+    g.vmi = Some(vmi(
+        "u2",
+        &[("Scheduling", -20), ("Running", -15)],
+        "node-1",
+    ));
+    let new_pod = "Created virtual machine pod virt-launcher-vm-a-new";
+    g.events = vec![event(
+        "VirtualMachineInstance",
+        "u2",
+        "Normal",
+        "SuccessfulCreate",
+        new_pod,
+        -20,
+    )];
+    let old_pod = "Created virtual machine pod virt-launcher-vm-a-old";
+    let stopped = format!("{STOPPED}u1");
+    let lines = vec![
+        recorded(
+            1,
+            -7200,
+            "VirtualMachineInstance",
+            "vm-a",
+            "u1",
+            "SuccessfulCreate",
+            old_pod,
+        ),
+        recorded(
+            2,
+            -7100,
+            "VirtualMachine",
+            "vm-b",
+            "vm-b-uid",
+            "SuccessfulDelete",
+            "other VM",
+        ),
+        recorded(
+            3,
+            -7000,
+            "VirtualMachine",
+            "vm-a",
+            "vm-uid",
+            "SuccessfulDelete",
+            &stopped,
+        ),
+        recorded(
+            4,
+            -6990,
+            "VirtualMachine",
+            "vm-a",
+            "vm-uid",
+            "SuccessfulDelete",
+            &stopped,
+        ),
+        recorded(
+            5,
+            -20,
+            "VirtualMachineInstance",
+            "vm-a",
+            "u2",
+            "SuccessfulCreate",
+            new_pod,
+        ),
+    ];
+    assert_eq!(analyze(&g).runs.len(), 1, "without the recording, one run");
+
+    super::recorded::add_recorded_events(&mut g, &lines);
+    let from_recording: Vec<_> = g
+        .events
+        .iter()
+        .filter(|e| {
+            e.source.as_ref().and_then(|s| s.component.as_deref())
+                == Some(super::recorded::RECORDED_SOURCE)
+        })
+        .collect();
+    assert_eq!(from_recording.len(), 2, "{from_recording:#?}");
+    let deleted = from_recording
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("SuccessfulDelete"));
+    assert_eq!(deleted.and_then(|e| e.count), Some(2));
+    assert_eq!(g.events.len(), 3);
+    let r = analyze(&g);
+    assert_eq!(r.runs.len(), 2, "{r:#?}");
+    assert_eq!(r.runs[0].vmi_uid.as_deref(), Some("u1"));
+    assert_eq!(r.runs[0].pods, vec!["virt-launcher-vm-a-old".to_string()]);
+    let end = r.runs[0].end.as_ref().expect("the old run ended");
+    let evidence = end.chain.iter().flat_map(|l| l.evidence.iter());
+    assert!(
+        evidence.clone().any(|e| e.contains("SuccessfulDelete")),
+        "{end:#?}"
+    );
+}

@@ -18,19 +18,23 @@ mod evidence;
 mod gather;
 pub mod model;
 mod present;
+mod recorded;
 mod text;
 mod trace;
 
 use crate::inspect::{GatherError, GatherOptions};
 
-/// Read one VM's trace and analyse it.
+/// Read one VM's trace and analyse it, with the Events of a flight recording's `lines` the
+/// cluster no longer holds (none: pass `&[]`).
 pub async fn why_vm(
     client: &kube::Client,
     namespace: &str,
     name: &str,
     opts: &GatherOptions,
+    recording: &[crate::flight::Line],
 ) -> Result<model::WhyReport, GatherError> {
-    let g = gather::gather(client, namespace, name, opts).await?;
+    let mut g = gather::gather(client, namespace, name, opts).await?;
+    recorded::add_recorded_events(&mut g, recording);
     Ok(analyze::analyze(&g))
 }
 
