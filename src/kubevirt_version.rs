@@ -1285,6 +1285,51 @@ impl KubeVirtVersion {
     }
 }
 
+/// The VM controller's rules that differ between releases, selected by
+/// `run-controller --kubevirt-version` and carried in the controller's configuration
+/// (`VmControllerConfig::rules`). Every row up to v1.9.0 has v1.8.0's and v1.9.0's rules (the
+/// rules below changed after v1.9.0); `main` has the later ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ControllerRules {
+    /// `isSetToStart` for a `RerunOnFailure` VM without a VMI: true only with a start request or
+    /// a run strategy just switched to `RerunOnFailure` (PR 18787, `shouldStartRerunOnFailure`
+    /// shared with `syncRunStrategy`). Before: always true (v1.9.0
+    /// pkg/virt-controller/watch/vm/vm.go:1232-1236, v1.8.0 1231-1235), so a stopped VM with a Pending PVC reports
+    /// `WaitingForVolumeBinding` instead of `Stopped`.
+    pub(crate) rerun_on_failure_start_needs_request: Sourced<bool>,
+}
+
+const CONTROLLER_RULES_V1_9: ControllerRules = ControllerRules {
+    rerun_on_failure_start_needs_request: s(
+        false,
+        "v1.9.0:pkg/virt-controller/watch/vm/vm.go:1232-1236",
+    ),
+};
+
+const CONTROLLER_RULES_MAIN: ControllerRules = ControllerRules {
+    rerun_on_failure_start_needs_request: s(
+        true,
+        "PR 18787:pkg/virt-controller/watch/vm/vm.go shouldStartRerunOnFailure",
+    ),
+};
+
+impl KubeVirtVersion {
+    /// The VM controller's rules of this release ([`ControllerRules`]): the one place a
+    /// version selects controller behaviour.
+    pub(crate) fn controller_rules(self) -> ControllerRules {
+        match self {
+            KubeVirtVersion::Main => CONTROLLER_RULES_MAIN,
+            _ => CONTROLLER_RULES_V1_9,
+        }
+    }
+}
+
+impl Default for ControllerRules {
+    fn default() -> Self {
+        KubeVirtVersion::default().controller_rules()
+    }
+}
+
 impl fmt::Display for KubeVirtVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

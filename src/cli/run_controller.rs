@@ -137,6 +137,10 @@ pub struct RunControllerArgs {
         requires = "record"
     )]
     pub record_max_bytes: String,
+    /// KubeVirt release to behave as: its VM controller rules (docs/run-controller.md "KubeVirt
+    /// versions") and its launcher pod memory formula; v1.0.0 … v1.9.0 or main.
+    #[arg(long, value_name = "VERSION", default_value = "v1.9.0")]
+    pub kubevirt_version: crate::kubevirt_version::KubeVirtVersion,
 }
 
 /// `--record-max-bytes`: a byte count as a Kubernetes quantity (`256Mi`), at least 4 KiB.
@@ -242,6 +246,7 @@ pub fn manager_config(
         vmi_workers: args.vmi_workers,
         settings: ClusterSettings {
             without_virt_api: args.without_virt_api || args.no_admission,
+            kubevirt_version: args.kubevirt_version,
             ..super::kubevirt_cr_settings(&args.kubevirt_cr)?
         },
         // A file wins: its settings are fixed, the cluster's CR is not watched.
@@ -687,6 +692,23 @@ mod tests {
             crate::cli::Command::RunController(args) => args,
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    /// `--kubevirt-version` defaults to v1.9.0, takes any modelled release, and refuses others
+    /// with the list of known ones.
+    #[test]
+    fn kubevirt_version_selects_the_release() {
+        use crate::kubevirt_version::KubeVirtVersion;
+        assert_eq!(args(&[]).kubevirt_version, KubeVirtVersion::V1_9);
+        let main = args(&["--kubevirt-version", "main"]).kubevirt_version;
+        assert_eq!(main, KubeVirtVersion::Main);
+        let v = args(&["--kubevirt-version", "v1.8.2"]).kubevirt_version;
+        assert_eq!(v, KubeVirtVersion::V1_8);
+        let argv = ["x", "run-controller", "--kubevirt-version", "v0.59.0"];
+        let err = crate::cli::Cli::try_parse_from(argv)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("known versions are v1.0.0"), "{err}");
     }
 
     /// No flag: the KubeVirt CR's limit; `--qps`/`--burst` fix it (the other at KubeVirt's
