@@ -247,6 +247,7 @@ pub fn manager_config(
         settings: ClusterSettings {
             without_virt_api: args.without_virt_api || args.no_admission,
             kubevirt_version: args.kubevirt_version,
+            launcher_image: launcher_image(args.kubevirt_version),
             ..super::kubevirt_cr_settings(&args.kubevirt_cr)?
         },
         // A file wins: its settings are fixed, the cluster's CR is not watched.
@@ -261,6 +262,20 @@ pub fn manager_config(
         client_rate_limit: client_rate_limit(args.qps, args.burst)?,
         record,
     })
+}
+
+/// The launcher image a `version` install sets: its release tag, so that the pods carry the
+/// release that rendered them (`explain-overhead -A` reads it); `main` has no release tag and
+/// keeps the default image.
+fn launcher_image(version: crate::kubevirt_version::KubeVirtVersion) -> String {
+    use crate::config::DEFAULT_LAUNCHER_IMAGE;
+    match version {
+        crate::kubevirt_version::KubeVirtVersion::Main => DEFAULT_LAUNCHER_IMAGE.to_string(),
+        v => match DEFAULT_LAUNCHER_IMAGE.rsplit_once(':') {
+            Some((repository, _)) => format!("{repository}:{}", v.name()),
+            None => DEFAULT_LAUNCHER_IMAGE.to_string(),
+        },
+    }
 }
 
 /// `--exit-when-ready` would wait forever for a VM whose run strategy never starts it on its own
@@ -709,6 +724,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("known versions are v1.0.0"), "{err}");
+        // The launcher image carries the release's tag.
+        assert_eq!(
+            launcher_image(KubeVirtVersion::V1_9),
+            crate::config::DEFAULT_LAUNCHER_IMAGE
+        );
+        assert_eq!(
+            launcher_image(KubeVirtVersion::V1_5),
+            "quay.io/kubevirt/virt-launcher:v1.5.0"
+        );
+        assert_eq!(
+            launcher_image(KubeVirtVersion::Main),
+            crate::config::DEFAULT_LAUNCHER_IMAGE
+        );
     }
 
     /// No flag: the KubeVirt CR's limit; `--qps`/`--burst` fix it (the other at KubeVirt's
