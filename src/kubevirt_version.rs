@@ -3,9 +3,10 @@
 //! upstream source (tag, file, lines) it was read from.
 //!
 //! Selected by `explain-overhead --kubevirt-version`, or in cluster mode by the KubeVirt CR's
-//! `status.observedKubeVirtVersion` ([`KubeVirtVersion::parse`]); [`KubeVirtVersion::V1_9`] is
-//! the default. A pre-release or dev build (`v1.9.0-rc.1`, `v1.9.0-12-gabcdef`) uses its
-//! release's row. A patch release uses the row of the release it behaves like: every patch tag
+//! `status.observedKubeVirtVersion` ([`KubeVirtVersion::parse`]), and by
+//! `run-controller --kubevirt-version`, which also picks the VM controller's rules
+//! (`ControllerRules`); [`KubeVirtVersion::V1_9`] is the default. A pre-release or dev build
+//! (`v1.9.0-rc.1`, `v1.9.0-12-gabcdef`) uses its release's row. A patch release uses the row of the release it behaves like: every patch tag
 //! was compared with `git show` (the overhead function, its constants and probe helper,
 //! `WithMemoryRequests`, `WithHugePages`, `setDefaultResourceRequests`,
 //! `SetDefaultGuestCPUTopology`, the passt memory): v1.7.1 … v1.7.4 and v1.8.1 … v1.8.4 are
@@ -23,7 +24,7 @@
 //! listed is identical to its .0 in them). v1.0.2+, v1.1.2+, v1.2.1, v1.2.3+, v1.3.2+ and v1.4.2+
 //! are not served there and use their minor's row unverified.
 //!
-//! Before v1.3 ([`BeforeV1_3`]): every interface with the `passt` binding method and no `ports`
+//! Before v1.3 (`BeforeV1_3`): every interface with the `passt` binding method and no `ports`
 //! adds 800Mi before the ratio (v1.2.0 renderresources.go:395-401; gone in v1.3.0); network
 //! binding plugin memory is not counted (v1.3.0 template.go:1460 added it); v1.0.x has no
 //! dedicated-CPU / Guaranteed-QoS term (v1.1.0 renderresources.go:407-409 added it, after the
