@@ -3,9 +3,10 @@
 //! upstream source (tag, file, lines) it was read from.
 //!
 //! Selected by `explain-overhead --kubevirt-version`, or in cluster mode by the KubeVirt CR's
-//! `status.observedKubeVirtVersion` ([`KubeVirtVersion::parse`]); [`KubeVirtVersion::V1_9`] is
-//! the default. A pre-release or dev build (`v1.9.0-rc.1`, `v1.9.0-12-gabcdef`) uses its
-//! release's row. A patch release uses the row of the release it behaves like: every patch tag
+//! `status.observedKubeVirtVersion` ([`KubeVirtVersion::parse`]), and by
+//! `run-controller --kubevirt-version`, which also picks the VM controller's rules
+//! (`ControllerRules`); [`KubeVirtVersion::V1_9`] is the default. A pre-release or dev build
+//! (`v1.9.0-rc.1`, `v1.9.0-12-gabcdef`) uses its release's row. A patch release uses the row of the release it behaves like: every patch tag
 //! was compared with `git show` (the overhead function, its constants and probe helper,
 //! `WithMemoryRequests`, `WithHugePages`, `setDefaultResourceRequests`,
 //! `SetDefaultGuestCPUTopology`, the passt memory): v1.7.1 … v1.7.4 and v1.8.1 … v1.8.4 are
@@ -16,24 +17,34 @@
 //! user-set one included (a change reverted in v1.6.3), which is not modelled.
 //!
 //! Verified against the kubevirt/kubevirt git history (tags v1.5.0 … v1.9.0 and `main` at commit
-//! d923fdb815, 2026-08-22) with `git show TAG:FILE`, and for v1.3.0, v1.3.1, v1.4.0 and v1.4.1
-//! against the module source the Go module proxy serves (v1.3.1 is v1.3.0's formula; v1.3.2+
-//! and v1.4.2+ are not served there and use the v1.3.0 and v1.4.1 rows unverified). Before
-//! v1.3 the formula differs more (800Mi per passt interface without ports; no dedicated-CPU
-//! term in v1.0): not modelled.
+//! d923fdb815, 2026-08-22) with `git show TAG:FILE`, and for v1.0.0, v1.0.1, v1.1.0, v1.1.1,
+//! v1.2.0, v1.2.2, v1.3.0, v1.3.1, v1.4.0 and v1.4.1 against the module source the Go module
+//! proxy serves (`GetMemoryOverhead`, `VMIResourcePredicates`, `setDefaultResourceRequests`,
+//! `SetDefaultGuestCPUTopology` and the helpers they call compared per tag; each patch release
+//! listed is identical to its .0 in them). v1.0.2+, v1.1.2+, v1.2.1, v1.2.3+, v1.3.2+ and v1.4.2+
+//! are not served there and use their minor's row unverified.
 //!
-//! | what | v1.3.0, v1.4.0 | v1.4.1 | v1.5.0 | v1.5.1 | v1.5.3 | v1.6.0 | v1.6.4 | v1.7 | v1.8 | v1.9 | main |
-//! |---|---|---|---|---|---|---|---|---|---|---|---|
-//! | virtlogd / virtqemud | 20 / 35Mi | 20 / 40Mi | 25 / 40Mi | … | … | … | … | … | … | … | 25 / 40Mi |
-//! | QEMU estimate | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 50Mi (PR 18388) |
-//! | video RAM | 16Mi | 16Mi | 16Mi | 16Mi | 16Mi | 32Mi (PR 14673) | 32Mi | 32Mi | 32Mi | 32Mi | 32Mi |
-//! | dedicated/Guaranteed 100Mi | after | after | after the ratio | after | before (PR 14933) | before | before | before | before | before | before |
-//! | `reservedOverhead.addedOverhead` | – | – | – | – | – | – | – | – | yes (PR 16384, v1.8 cherry-pick 16956) | yes | yes |
-//! | SEV term counts SNP | – | – | – | – | – | – | – | yes (PR 14845) | yes | yes | yes |
-//! | vTPM term honours `enabled: false` | – | yes (PR 14316 backported) | – | yes (PR 14316) | yes | yes | yes | yes | yes | yes | yes |
-//! | passt core binding 250Mi | – | – | – | – | – | – | – | – | yes | yes | yes |
-//! | `memory.guest` → `requests.memory` in virt-api | yes | yes | yes (× 100/overcommit) | yes | yes | yes | no (PR 15896) | no (cherry-pick 16032) | no | no | no |
-//! | hugepages scaled by memoryOvercommit | yes | yes | yes (virt-api) | yes | yes | yes | yes (renderer) | yes | yes | yes | no (PR 18880) |
+//! Before v1.3 (`BeforeV1_3`): every interface with the `passt` binding method and no `ports`
+//! adds 800Mi before the ratio (v1.2.0 renderresources.go:395-401; gone in v1.3.0); network
+//! binding plugin memory is not counted (v1.3.0 template.go:1460 added it); v1.0.x has no
+//! dedicated-CPU / Guaranteed-QoS term (v1.1.0 renderresources.go:407-409 added it, after the
+//! ratio); up to v1.1.x the arm64 term reads the cluster's architecture only (v1.1.0
+//! template.go:1396), from v1.2.0 the VMI's `spec.architecture` first (v1.2.0
+//! template.go:1465-1470).
+//!
+//! | what | v1.0.0 | v1.1.0 | v1.2.0 | v1.3.0, v1.4.0 | v1.4.1 | v1.5.0 | v1.5.1 | v1.5.3 | v1.6.0 | v1.6.4 | v1.7 | v1.8 | v1.9 | main |
+//! |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+//! | virtlogd / virtqemud | 20 / 35Mi | 20 / 35Mi | 20 / 35Mi | 20 / 35Mi | 20 / 40Mi | 25 / 40Mi | … | … | … | … | … | … | … | 25 / 40Mi |
+//! | QEMU estimate | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 30Mi | 50Mi (PR 18388) |
+//! | video RAM | 16Mi | 16Mi | 16Mi | 16Mi | 16Mi | 16Mi | 16Mi | 16Mi | 32Mi (PR 14673) | 32Mi | 32Mi | 32Mi | 32Mi | 32Mi |
+//! | dedicated/Guaranteed 100Mi | none | after | after | after | after | after the ratio | after | before (PR 14933) | before | before | before | before | before | before |
+//! | `reservedOverhead.addedOverhead` | – | – | – | – | – | – | – | – | – | – | – | yes (PR 16384, v1.8 cherry-pick 16956) | yes | yes |
+//! | SEV term counts SNP | – | – | – | – | – | – | – | – | – | – | yes (PR 14845) | yes | yes | yes |
+//! | vTPM term honours `enabled: false` | – | – | – | – | yes (PR 14316 backported) | – | yes (PR 14316) | yes | yes | yes | yes | yes | yes | yes |
+//! | passt core binding 250Mi | – | – | – | – | – | – | – | – | – | – | – | yes | yes | yes |
+//! | `memory.guest` → `requests.memory` in virt-api | yes | yes | yes | yes | yes | yes (× 100/overcommit) | yes | yes | yes | no (PR 15896) | no (cherry-pick 16032) | no | no | no |
+//! | 800Mi per `passt` interface without ports | yes | yes | yes | – | – | – | – | – | – | – | – | – | – | – |
+//! | hugepages scaled by memoryOvercommit | yes | yes | yes | yes | yes | yes (virt-api) | yes | yes | yes | yes (renderer) | yes | yes | yes | no (PR 18880) |
 //!
 //! Two corrections to what issue 12 assumed: `reservedOverhead.addedOverhead` is already in
 //! v1.8.0 (not only v1.9), and the `memory.guest` copy left virt-api before v1.7.0 (PR 15896 was
@@ -54,6 +65,16 @@ use std::fmt;
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
 pub enum KubeVirtVersion {
+    /// v1.0.0 and v1.0.1: no dedicated-CPU term; 800Mi per `passt` interface without ports.
+    #[serde(rename = "v1.0.0")]
+    V1_0,
+    /// v1.1.0 and v1.1.1: the dedicated-CPU 100Mi, after the ratio (the arm64 term still
+    /// reads the cluster's architecture only).
+    #[serde(rename = "v1.1.0")]
+    V1_1,
+    /// v1.2.0 and v1.2.2: the arm64 term reads the VMI's `spec.architecture` first.
+    #[serde(rename = "v1.2.0")]
+    V1_2,
     /// v1.3.0 and v1.3.1: virtlogd 20Mi, virtqemud 35Mi.
     #[serde(rename = "v1.3.0")]
     V1_3,
@@ -176,9 +197,247 @@ pub struct Formula {
     /// A request derived from `memory.guest`/the hugepage size is scaled by memoryOvercommit even
     /// with hugepages (so `hugepages-<size>` is no longer a multiple of the page size).
     pub hugepages_overcommitted: Sourced<bool>,
+    /// What the releases before v1.3.0 did differently (`None` from v1.3.0 on).
+    pub(crate) before_v1_3: Option<BeforeV1_3>,
     /// Where each term is in this release.
     pub terms: TermSources,
 }
+
+/// The rules of v1.0.x … v1.2.x that v1.3.0 changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BeforeV1_3 {
+    /// The dedicated-CPU / Guaranteed-QoS 100Mi exists (from v1.1.0; where it goes is
+    /// [`Formula::dedicated_after_ratio`]).
+    pub(crate) dedicated_term: Sourced<bool>,
+    /// Added before the ratio for each interface with the `passt` binding method and no
+    /// `ports` (removed in v1.3.0), bytes.
+    pub(crate) passt_without_ports_bytes: Sourced<i64>,
+    /// The arm64 term reads the VMI's `spec.architecture` first (from v1.2.0); before, only the
+    /// cluster's architecture.
+    pub(crate) arm64_reads_vmi_architecture: Sourced<bool>,
+    /// Where the launcher overhead is taken without network binding plugin memory (the
+    /// plugins' `computeResourceOverhead` is counted from v1.3.0).
+    pub(crate) no_binding_plugin_memory: &'static str,
+}
+
+const V1_0: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.0.0:pkg/virt-controller/services/template.go:128",
+    ),
+    virtlogd_bytes: s(
+        20 << 20,
+        "v1.0.0:pkg/virt-controller/services/template.go:126",
+    ),
+    virtqemud_bytes: s(
+        35 << 20,
+        "v1.0.0:pkg/virt-controller/services/template.go:127",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.0.0:pkg/virt-controller/services/renderresources.go:338-340",
+    ),
+    dedicated_after_ratio: s(
+        true,
+        "v1.0.0:pkg/virt-controller/services/renderresources.go:288-397 (no such term)",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.0.0:pkg/virt-controller/services/renderresources.go:288-397 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.0.0:pkg/virt-controller/services/renderresources.go:366; pkg/util/util.go IsSEVVMI",
+    ),
+    tpm_honours_enabled: s(
+        false,
+        "v1.0.0:pkg/virt-controller/services/renderresources.go:372",
+    ),
+    passt_memory: s(
+        false,
+        "v1.0.0:pkg/virt-controller/services/renderresources.go:376-382 (the 800Mi rule only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.0.0:pkg/virt-api/webhooks/defaults.go:118-171"),
+    hugepages_overcommitted: s(true, "v1.0.0:pkg/virt-api/webhooks/defaults.go:149-156"),
+    before_v1_3: Some(BeforeV1_3 {
+        dedicated_term: s(
+            false,
+            "v1.0.0:pkg/virt-controller/services/renderresources.go:288-397 (no such term)",
+        ),
+        passt_without_ports_bytes: s(
+            800 << 20,
+            "v1.0.0:pkg/virt-controller/services/renderresources.go:376-382",
+        ),
+        arm64_reads_vmi_architecture: s(
+            false,
+            "v1.0.0:pkg/virt-controller/services/template.go:1350-1351",
+        ),
+        no_binding_plugin_memory: "v1.0.0:pkg/virt-controller/services/template.go:1350-1351",
+    }),
+    terms: TermSources {
+        page_tables: "v1.0.0:pkg/virt-controller/services/renderresources.go:295-297",
+        processes: "v1.0.0:pkg/virt-controller/services/template.go:124-128; renderresources.go:302-306",
+        vcpus: "v1.0.0:pkg/virt-controller/services/renderresources.go:308-332",
+        io_thread: "v1.0.0:pkg/virt-controller/services/renderresources.go:335",
+        video_ram: "v1.0.0:pkg/virt-controller/services/renderresources.go:338-340",
+        arm64: "v1.0.0:pkg/virt-controller/services/renderresources.go:345-347",
+        vfio: "v1.0.0:pkg/virt-controller/services/renderresources.go:352-354; pkg/util/util.go IsVFIOVMI",
+        downward_metrics: "v1.0.0:pkg/virt-controller/services/renderresources.go:358-360",
+        exec_probes: "v1.0.0:pkg/virt-controller/services/renderresources.go:362; template.go:1068-1074",
+        sev: "v1.0.0:pkg/virt-controller/services/renderresources.go:366-368",
+        tpm: "v1.0.0:pkg/virt-controller/services/renderresources.go:372-374",
+        dedicated: "v1.0.0:pkg/virt-controller/services/renderresources.go:288-397 (no such term)",
+        reserved_overhead: "",
+        ratio: "v1.0.0:pkg/virt-controller/services/renderresources.go:384-394,649",
+        network: "v1.0.0:pkg/virt-controller/services/template.go:1350-1351 (no binding plugin memory); renderresources.go:376-382",
+    },
+};
+
+const V1_1: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.1.0:pkg/virt-controller/services/template.go:126",
+    ),
+    virtlogd_bytes: s(
+        20 << 20,
+        "v1.1.0:pkg/virt-controller/services/template.go:124",
+    ),
+    virtqemud_bytes: s(
+        35 << 20,
+        "v1.1.0:pkg/virt-controller/services/template.go:125",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.1.0:pkg/virt-controller/services/renderresources.go:349-351",
+    ),
+    dedicated_after_ratio: s(
+        true,
+        "v1.1.0:pkg/virt-controller/services/renderresources.go:395-405,407-409",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.1.0:pkg/virt-controller/services/renderresources.go:299-412 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.1.0:pkg/virt-controller/services/renderresources.go:377; pkg/util/util.go IsSEVVMI",
+    ),
+    tpm_honours_enabled: s(
+        false,
+        "v1.1.0:pkg/virt-controller/services/renderresources.go:383",
+    ),
+    passt_memory: s(
+        false,
+        "v1.1.0:pkg/virt-controller/services/renderresources.go:387-393 (the 800Mi rule only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.1.0:pkg/virt-api/webhooks/defaults.go:137-190"),
+    hugepages_overcommitted: s(true, "v1.1.0:pkg/virt-api/webhooks/defaults.go:168-175"),
+    before_v1_3: Some(BeforeV1_3 {
+        dedicated_term: s(
+            true,
+            "v1.1.0:pkg/virt-controller/services/renderresources.go:407-409",
+        ),
+        passt_without_ports_bytes: s(
+            800 << 20,
+            "v1.1.0:pkg/virt-controller/services/renderresources.go:387-393",
+        ),
+        arm64_reads_vmi_architecture: s(
+            false,
+            "v1.1.0:pkg/virt-controller/services/template.go:1395-1396",
+        ),
+        no_binding_plugin_memory: "v1.1.0:pkg/virt-controller/services/template.go:1395-1396",
+    }),
+    terms: TermSources {
+        page_tables: "v1.1.0:pkg/virt-controller/services/renderresources.go:306-308",
+        processes: "v1.1.0:pkg/virt-controller/services/template.go:122-126; renderresources.go:313-317",
+        vcpus: "v1.1.0:pkg/virt-controller/services/renderresources.go:319-343",
+        io_thread: "v1.1.0:pkg/virt-controller/services/renderresources.go:346",
+        video_ram: "v1.1.0:pkg/virt-controller/services/renderresources.go:349-351",
+        arm64: "v1.1.0:pkg/virt-controller/services/renderresources.go:356-358",
+        vfio: "v1.1.0:pkg/virt-controller/services/renderresources.go:363-365; pkg/util/util.go IsVFIOVMI",
+        downward_metrics: "v1.1.0:pkg/virt-controller/services/renderresources.go:369-371",
+        exec_probes: "v1.1.0:pkg/virt-controller/services/renderresources.go:373; template.go:1081-1087",
+        sev: "v1.1.0:pkg/virt-controller/services/renderresources.go:377-379",
+        tpm: "v1.1.0:pkg/virt-controller/services/renderresources.go:383-385",
+        dedicated: "v1.1.0:pkg/virt-controller/services/renderresources.go:407-409",
+        reserved_overhead: "",
+        ratio: "v1.1.0:pkg/virt-controller/services/renderresources.go:395-405,704",
+        network: "v1.1.0:pkg/virt-controller/services/template.go:1395-1396 (no binding plugin memory); renderresources.go:387-393",
+    },
+};
+
+const V1_2: Formula = Formula {
+    qemu_bytes: s(
+        30 << 20,
+        "v1.2.0:pkg/virt-controller/services/template.go:127",
+    ),
+    virtlogd_bytes: s(
+        20 << 20,
+        "v1.2.0:pkg/virt-controller/services/template.go:125",
+    ),
+    virtqemud_bytes: s(
+        35 << 20,
+        "v1.2.0:pkg/virt-controller/services/template.go:126",
+    ),
+    video_ram_bytes: s(
+        16 << 20,
+        "v1.2.0:pkg/virt-controller/services/renderresources.go:357-359",
+    ),
+    dedicated_after_ratio: s(
+        true,
+        "v1.2.0:pkg/virt-controller/services/renderresources.go:403-413,415-417",
+    ),
+    reserved_overhead: s(
+        false,
+        "v1.2.0:pkg/virt-controller/services/renderresources.go:307-420 (no such term)",
+    ),
+    sev_counts_snp: s(
+        false,
+        "v1.2.0:pkg/virt-controller/services/renderresources.go:385; pkg/util/util.go IsSEVVMI",
+    ),
+    tpm_honours_enabled: s(
+        false,
+        "v1.2.0:pkg/virt-controller/services/renderresources.go:391",
+    ),
+    passt_memory: s(
+        false,
+        "v1.2.0:pkg/virt-controller/services/renderresources.go:395-401 (the 800Mi rule only)",
+    ),
+    admission_sets_memory_request: s(true, "v1.2.0:pkg/virt-api/webhooks/defaults.go:137-190"),
+    hugepages_overcommitted: s(true, "v1.2.0:pkg/virt-api/webhooks/defaults.go:168-175"),
+    before_v1_3: Some(BeforeV1_3 {
+        dedicated_term: s(
+            true,
+            "v1.2.0:pkg/virt-controller/services/renderresources.go:415-417",
+        ),
+        passt_without_ports_bytes: s(
+            800 << 20,
+            "v1.2.0:pkg/virt-controller/services/renderresources.go:395-401",
+        ),
+        arm64_reads_vmi_architecture: s(
+            true,
+            "v1.2.0:pkg/virt-controller/services/template.go:1464-1470",
+        ),
+        no_binding_plugin_memory: "v1.2.0:pkg/virt-controller/services/template.go:1464-1470",
+    }),
+    terms: TermSources {
+        page_tables: "v1.2.0:pkg/virt-controller/services/renderresources.go:314-316",
+        processes: "v1.2.0:pkg/virt-controller/services/template.go:123-127; renderresources.go:321-325",
+        vcpus: "v1.2.0:pkg/virt-controller/services/renderresources.go:327-351",
+        io_thread: "v1.2.0:pkg/virt-controller/services/renderresources.go:354",
+        video_ram: "v1.2.0:pkg/virt-controller/services/renderresources.go:357-359",
+        arm64: "v1.2.0:pkg/virt-controller/services/renderresources.go:364-366",
+        vfio: "v1.2.0:pkg/virt-controller/services/renderresources.go:371-373; pkg/util/util.go IsVFIOVMI",
+        downward_metrics: "v1.2.0:pkg/virt-controller/services/renderresources.go:377-379",
+        exec_probes: "v1.2.0:pkg/virt-controller/services/renderresources.go:381; template.go:1150-1156",
+        sev: "v1.2.0:pkg/virt-controller/services/renderresources.go:385-387",
+        tpm: "v1.2.0:pkg/virt-controller/services/renderresources.go:391-393",
+        dedicated: "v1.2.0:pkg/virt-controller/services/renderresources.go:415-417",
+        reserved_overhead: "",
+        ratio: "v1.2.0:pkg/virt-controller/services/renderresources.go:403-413,712",
+        network: "v1.2.0:pkg/virt-controller/services/template.go:1464-1470 (no binding plugin memory); renderresources.go:395-401",
+    },
+};
 
 const V1_3: Formula = Formula {
     qemu_bytes: s(
@@ -219,6 +478,7 @@ const V1_3: Formula = Formula {
     ),
     admission_sets_memory_request: s(true, "v1.3.0:pkg/virt-api/webhooks/defaults.go:236-268"),
     hugepages_overcommitted: s(true, "v1.3.0:pkg/virt-api/webhooks/defaults.go:258-263"),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.3.0:pkg/virt-controller/services/renderresources.go:310-312",
         processes: "v1.3.0:pkg/virt-controller/services/template.go:120-124; renderresources.go:317-321",
@@ -277,6 +537,7 @@ const V1_4: Formula = Formula {
     ),
     admission_sets_memory_request: s(true, "v1.4.0:pkg/defaults/defaults.go:303-335"),
     hugepages_overcommitted: s(true, "v1.4.0:pkg/defaults/defaults.go:325-330"),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.4.0:pkg/virt-controller/services/renderresources.go:310-312",
         processes: "v1.4.0:pkg/virt-controller/services/template.go:113-117; renderresources.go:317-321",
@@ -335,6 +596,7 @@ const V1_4_1: Formula = Formula {
     ),
     admission_sets_memory_request: s(true, "v1.4.1:pkg/defaults/defaults.go:312-344"),
     hugepages_overcommitted: s(true, "v1.4.1:pkg/defaults/defaults.go:334-339"),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.4.1:pkg/virt-controller/services/renderresources.go:311-313",
         processes: "v1.4.1:pkg/virt-controller/services/template.go:113-117; renderresources.go:318-322",
@@ -393,6 +655,7 @@ const V1_5: Formula = Formula {
     ),
     admission_sets_memory_request: s(true, "v1.5.0:pkg/defaults/defaults.go:303-335"),
     hugepages_overcommitted: s(true, "v1.5.0:pkg/defaults/defaults.go:325-330"),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.5.0:pkg/virt-controller/services/renderresources.go:336-338",
         processes: "v1.5.0:pkg/virt-controller/services/template.go:114-118; renderresources.go:343-347",
@@ -451,6 +714,7 @@ const V1_5_1: Formula = Formula {
     ),
     admission_sets_memory_request: s(true, "v1.5.1:pkg/defaults/defaults.go:302-340"),
     hugepages_overcommitted: s(true, "v1.5.1:pkg/defaults/defaults.go:334-340"),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.5.1:pkg/virt-controller/services/renderresources.go:337-339",
         processes: "v1.5.1:pkg/virt-controller/services/template.go:114-118; renderresources.go:344-348",
@@ -509,6 +773,7 @@ const V1_5_3: Formula = Formula {
     ),
     admission_sets_memory_request: s(true, "v1.5.3:pkg/defaults/defaults.go:307-345"),
     hugepages_overcommitted: s(true, "v1.5.3:pkg/defaults/defaults.go:339-345"),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.5.3:pkg/virt-controller/services/renderresources.go:329-331",
         processes: "v1.5.3:pkg/virt-controller/services/template.go:114-118; renderresources.go:336-340",
@@ -573,6 +838,7 @@ const V1_6_4: Formula = Formula {
         true,
         "v1.6.4:pkg/virt-controller/services/renderresources.go:277-282",
     ),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.6.4:pkg/virt-controller/services/renderresources.go:431-433",
         processes: "v1.6.4:pkg/virt-controller/services/template.go:115-119; renderresources.go:438-442",
@@ -628,6 +894,7 @@ const V1_6: Formula = Formula {
     ),
     admission_sets_memory_request: s(true, "v1.6.0:pkg/defaults/defaults.go:317-349"),
     hugepages_overcommitted: s(true, "v1.6.0:pkg/defaults/defaults.go:335-345"),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.6.0:pkg/virt-controller/services/renderresources.go:399-401",
         processes: "v1.6.0:pkg/virt-controller/services/template.go:115-119; renderresources.go:406-410",
@@ -692,6 +959,7 @@ const V1_7: Formula = Formula {
         true,
         "v1.7.0:pkg/virt-controller/services/renderresources.go:278-283",
     ),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.7.0:pkg/virt-controller/services/renderresources.go:432-434",
         processes: "v1.7.0:pkg/virt-controller/services/template.go:116-120; renderresources.go:439-443",
@@ -747,6 +1015,7 @@ const V1_8: Formula = Formula {
         true,
         "v1.8.0:pkg/virt-controller/services/renderresources.go:276-281",
     ),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:75-77",
         processes: "v1.8.0:pkg/hypervisor/kvm/hypervisorbackend.go:37-41,82-86",
@@ -802,6 +1071,7 @@ const V1_9: Formula = Formula {
         true,
         "v1.9.0:pkg/virt-controller/services/renderresources.go:285-290",
     ),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:76-78",
         processes: "v1.9.0:pkg/hypervisor/kvm/hypervisorbackend.go:38-42,83-87",
@@ -866,6 +1136,7 @@ const MAIN: Formula = Formula {
         false,
         "PR 18880 (06135ce40d):pkg/virt-controller/services/renderresources.go:284-286",
     ),
+    before_v1_3: None,
     terms: TermSources {
         page_tables: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:76-78",
         processes: "main@d923fdb815:pkg/hypervisor/kvm/hypervisorbackend.go:38-42,83-87",
@@ -887,7 +1158,10 @@ const MAIN: Formula = Formula {
 
 impl KubeVirtVersion {
     /// Every row, oldest first.
-    pub const ALL: [KubeVirtVersion; 12] = [
+    pub const ALL: [KubeVirtVersion; 15] = [
+        KubeVirtVersion::V1_0,
+        KubeVirtVersion::V1_1,
+        KubeVirtVersion::V1_2,
         KubeVirtVersion::V1_3,
         KubeVirtVersion::V1_4,
         KubeVirtVersion::V1_4_1,
@@ -905,6 +1179,9 @@ impl KubeVirtVersion {
     /// The row's name: the release tag (`v1.9.0`) or `main`.
     pub(crate) fn name(self) -> &'static str {
         match self {
+            KubeVirtVersion::V1_0 => "v1.0.0",
+            KubeVirtVersion::V1_1 => "v1.1.0",
+            KubeVirtVersion::V1_2 => "v1.2.0",
             KubeVirtVersion::V1_3 => "v1.3.0",
             KubeVirtVersion::V1_4 => "v1.4.0",
             KubeVirtVersion::V1_4_1 => "v1.4.1",
@@ -953,6 +1230,9 @@ impl KubeVirtVersion {
         };
         let patch: u32 = patch;
         match (minor, patch) {
+            ("0", _) => Ok(KubeVirtVersion::V1_0),
+            ("1", _) => Ok(KubeVirtVersion::V1_1),
+            ("2", _) => Ok(KubeVirtVersion::V1_2),
             ("3", _) => Ok(KubeVirtVersion::V1_3),
             ("4", 0) => Ok(KubeVirtVersion::V1_4),
             ("4", _) => Ok(KubeVirtVersion::V1_4_1),
@@ -987,6 +1267,9 @@ impl KubeVirtVersion {
     /// This release's row of the table.
     pub(crate) fn formula(self) -> &'static Formula {
         match self {
+            KubeVirtVersion::V1_0 => &V1_0,
+            KubeVirtVersion::V1_1 => &V1_1,
+            KubeVirtVersion::V1_2 => &V1_2,
             KubeVirtVersion::V1_3 => &V1_3,
             KubeVirtVersion::V1_4 => &V1_4,
             KubeVirtVersion::V1_4_1 => &V1_4_1,
@@ -1000,6 +1283,51 @@ impl KubeVirtVersion {
             KubeVirtVersion::V1_9 => &V1_9,
             KubeVirtVersion::Main => &MAIN,
         }
+    }
+}
+
+/// The VM controller's rules that differ between releases, selected by
+/// `run-controller --kubevirt-version` and carried in the controller's configuration
+/// (`VmControllerConfig::rules`). Every row up to v1.9.0 has v1.8.0's and v1.9.0's rules (the
+/// rules below changed after v1.9.0); `main` has the later ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ControllerRules {
+    /// `isSetToStart` for a `RerunOnFailure` VM without a VMI: true only with a start request or
+    /// a run strategy just switched to `RerunOnFailure` (PR 18787, `shouldStartRerunOnFailure`
+    /// shared with `syncRunStrategy`). Before: always true (v1.9.0
+    /// pkg/virt-controller/watch/vm/vm.go:1232-1236, v1.8.0 1231-1235), so a stopped VM with a Pending PVC reports
+    /// `WaitingForVolumeBinding` instead of `Stopped`.
+    pub(crate) rerun_on_failure_start_needs_request: Sourced<bool>,
+}
+
+const CONTROLLER_RULES_V1_9: ControllerRules = ControllerRules {
+    rerun_on_failure_start_needs_request: s(
+        false,
+        "v1.9.0:pkg/virt-controller/watch/vm/vm.go:1232-1236",
+    ),
+};
+
+const CONTROLLER_RULES_MAIN: ControllerRules = ControllerRules {
+    rerun_on_failure_start_needs_request: s(
+        true,
+        "PR 18787:pkg/virt-controller/watch/vm/vm.go shouldStartRerunOnFailure",
+    ),
+};
+
+impl KubeVirtVersion {
+    /// The VM controller's rules of this release ([`ControllerRules`]): the one place a
+    /// version selects controller behaviour.
+    pub(crate) fn controller_rules(self) -> ControllerRules {
+        match self {
+            KubeVirtVersion::Main => CONTROLLER_RULES_MAIN,
+            _ => CONTROLLER_RULES_V1_9,
+        }
+    }
+}
+
+impl Default for ControllerRules {
+    fn default() -> Self {
+        KubeVirtVersion::default().controller_rules()
     }
 }
 
@@ -1035,6 +1363,11 @@ mod tests {
             ("v1.6.1", V1_6),
             ("v1.6.3", V1_6),
             ("v1.3.1", V1_3),
+            ("v1.0.0", V1_0),
+            ("v1.0.1", V1_0),
+            ("v1.1.1", V1_1),
+            ("v1.2.0", V1_2),
+            ("v1.2.2", V1_2),
             ("v1.4.0", V1_4),
             ("v1.4.1", V1_4_1),
             ("v1.4.3", V1_4_1),
@@ -1057,14 +1390,14 @@ mod tests {
     #[test]
     fn unknown_versions_list_the_known_ones() {
         for text in [
-            "v1.2.0", "v2.0.0", "v1.10.0", "latest", "", "v1.9.x", "v1.9.0.1",
+            "v0.59.0", "v2.0.0", "v1.10.0", "latest", "", "v1.9.x", "v1.9.0.1",
         ] {
             let e = KubeVirtVersion::parse(text).unwrap_err();
             assert_eq!(e.given, text);
             assert_eq!(
                 e.to_string(),
                 format!(
-                    "unknown KubeVirt version {text:?}: known versions are v1.3.0, v1.4.0, \
+                    "unknown KubeVirt version {text:?}: known versions are v1.0.0, v1.1.0, v1.2.0, v1.3.0, v1.4.0, \
                      v1.4.1, v1.5.0, v1.5.1, v1.5.3, v1.6.0, v1.6.4, v1.7.0, v1.8.0, v1.9.0, main (a patch release uses \
                      the row of the release it behaves like: v1.8.2 → v1.8.0, v1.6.5 → v1.6.4)"
                 )
@@ -1132,6 +1465,14 @@ mod tests {
             if f.reserved_overhead.value {
                 all.push(t.reserved_overhead);
             }
+            if let Some(b) = f.before_v1_3 {
+                all.extend([
+                    b.dedicated_term.source,
+                    b.passt_without_ports_bytes.source,
+                    b.arm64_reads_vmi_architecture.source,
+                    b.no_binding_plugin_memory,
+                ]);
+            }
             for src in all {
                 assert!(src.starts_with(tag) && src.contains(".go:"), "{v}: {src}");
             }
@@ -1156,5 +1497,20 @@ mod tests {
         assert!(f(V1_6).admission_sets_memory_request.value);
         assert!(!f(V1_7).admission_sets_memory_request.value);
         assert!(f(V1_9).hugepages_overcommitted.value && !f(Main).hugepages_overcommitted.value);
+        // Before v1.3 (module docs): the passt 800Mi, no dedicated term in v1.0, the arm64 term
+        // from the VMI's architecture from v1.2.
+        let old = |v: KubeVirtVersion| v.formula().before_v1_3.unwrap();
+        for v in [V1_0, V1_1, V1_2] {
+            assert_eq!(old(v).passt_without_ports_bytes.value, 800 << 20);
+            assert_eq!(f(v).virtqemud_bytes.value, 35 << 20);
+        }
+        assert!(!old(V1_0).dedicated_term.value && old(V1_1).dedicated_term.value);
+        assert!(!old(V1_1).arm64_reads_vmi_architecture.value);
+        assert!(old(V1_2).arm64_reads_vmi_architecture.value);
+        assert!(
+            KubeVirtVersion::ALL
+                .iter()
+                .all(|v| (*v < V1_3) == f(*v).before_v1_3.is_some())
+        );
     }
 }

@@ -728,14 +728,14 @@ fn kubevirt_version_flag_and_warnings() {
             "-f",
             "-",
             "--kubevirt-version",
-            "v1.2.0",
+            "v0.59.0",
         ],
         Some(input),
     );
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
-        err.contains("unknown KubeVirt version \"v1.2.0\": known versions are v1.3.0, v1.4.0, v1.4.1, v1.5.0, v1.5.1, v1.5.3, v1.6.0, v1.6.4, v1.7.0, v1.8.0, v1.9.0, main"),
+        err.contains("unknown KubeVirt version \"v0.59.0\": known versions are v1.0.0, v1.1.0, v1.2.0, v1.3.0, v1.4.0, v1.4.1, v1.5.0, v1.5.1, v1.5.3, v1.6.0, v1.6.4, v1.7.0, v1.8.0, v1.9.0, main"),
         "{err}"
     );
 }

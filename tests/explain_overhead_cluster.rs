@@ -631,3 +631,72 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
         assert!(err.contains(what), "{args:?}: {err}");
     }
 }
+
+/// A fleet the controller rendered as v1.5.0 (`run-controller --kubevirt-version v1.5.0` and a
+/// v1.5.0 launcher image: video 16Mi, the Guaranteed 100Mi after the ratio), audited with the
+/// cluster's KubeVirt CR at v1.9.0: every pod agrees with its own release, so the audit lists
+/// it as an older rendering that changes on its next restart, not as drift. A fleet rendered
+/// as v1.8.0 renders as v1.9.0 does (the same rows), so it is neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_rendered_by_an_older_release_is_an_older_rendering_not_drift() {
+    use virtctl_rs::kubevirt_version::KubeVirtVersion;
+    for (version, tag, older) in [
+        (KubeVirtVersion::V1_5, "v1.5.0", 2),
+        (KubeVirtVersion::V1_8, "v1.8.0", 0),
+    ] {
+        let mut config = common::env::EnvConfig::new("ctrl-e2e");
+        config.settings.kubevirt_version = version;
+        config.settings.launcher_image = format!("quay.io/kubevirt/virt-launcher:{tag}");
+        let env = Env::start_with(config, |_| {}).await;
+        let ar = kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt"),
+            "kubevirts",
+        );
+        let kvs: Api<kube::core::DynamicObject> =
+            Api::namespaced_with(env.client.clone(), "kubevirt", &ar);
+        let kv = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+                        "metadata": {"name": "kubevirt", "namespace": "kubevirt"}, "spec": {}});
+        kvs.create(&PostParams::default(), &serde_json::from_value(kv).unwrap())
+            .await
+            .expect("KubeVirt CR");
+        kvs.patch_status(
+            "kubevirt",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"observedKubeVirtVersion": "v1.9.0"}})),
+        )
+        .await
+        .expect("KubeVirt status");
+        let ns = env.namespace.clone();
+        for (name, resources) in [
+            ("plain", json!({"requests": {"memory": "2Gi"}})),
+            (
+                "guaranteed",
+                json!({"requests": {"memory": "2Gi", "cpu": "2"},
+                       "limits": {"memory": "2Gi", "cpu": "2"}}),
+            ),
+        ] {
+            env.create_vm(&vm(name, &ns, resources)).await;
+        }
+        for name in ["plain", "guaranteed"] {
+            running_pod(&env, &ns, name).await;
+        }
+        let report = explain_json(&env.kubeconfig_path(), &["-A"], 0).await;
+        assert_eq!(report["kubevirtVersion"], "v1.9.0", "{report:#}");
+        assert_eq!(report["podsChecked"], 2, "{report:#}");
+        let drift = report["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["kind"] == "drift")
+            .count();
+        assert_eq!(drift, 0, "{tag}: {report:#}");
+        let renderings = report["olderRenderings"].as_array().cloned();
+        let renderings = renderings.unwrap_or_default();
+        assert_eq!(renderings.len(), older, "{tag}: {report:#}");
+        for f in &renderings {
+            let message = f["message"].as_str().unwrap_or_default();
+            assert!(message.contains("rendered by KubeVirt v1.5.0"), "{f}");
+        }
+        env.shutdown().await;
+    }
+}

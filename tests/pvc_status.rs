@@ -10,12 +10,13 @@
 
 use crate::common;
 
-use common::env::{Env, Server, printable};
+use common::env::{Env, EnvConfig, Server, printable};
 use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use virtctl_rs::api::{DataVolume, Phase, VirtualMachine};
+use virtctl_rs::kubevirt_version::KubeVirtVersion;
 use virtctl_rs::sim::nodes::Matcher;
 use virtctl_rs::sim::pvbinder::HOLD_ANNOTATION;
 
@@ -301,6 +302,59 @@ on_both_servers!(
     an_unbound_claim_shows_waiting_for_volume_binding_until_it_binds,
     a_failing_data_volume_shows_data_volume_error_until_it_recovers,
 );
+
+/// A running `RerunOnFailure` VM stopped (a Stop request for its VMI, as virt-api's stop handler
+/// writes it) while its claim is Pending (the simulated node runs the VMI regardless): with `--kubevirt-version v1.9.0` (the default) it reports
+/// `WaitingForVolumeBinding` although nothing starts it (`isSetToStart` is true without a VMI,
+/// vm.go:1232-1236; kubevirt/kubevirt#18424); with `main` (PR 18787) it reports `Stopped`.
+/// Neither creates a new VMI. Embedded only: the version is the manager's setting.
+async fn stopped_rerun_on_failure_status(version: KubeVirtVersion) -> String {
+    let mut config = EnvConfig::new("ctrl-e2e");
+    config.settings.kubevirt_version = version;
+    let env = Env::start_with(config, |_| {}).await;
+    create_held_claim(&env, CLAIM, None).await;
+    env.create_vm(&common::example_vm_with("vm-pvc", "RerunOnFailure"))
+        .await;
+    // Running first, so that the stop records no start failure (a VMI stopped before it ever
+    // ran counts as one, and the VM would report CrashLoopBackOff).
+    let (_, vmi) = env.wait_running("demo-pvc").await;
+    let uid = vmi.metadata.uid.clone().expect("uid");
+    env.vms()
+        .patch_status(
+            "demo-pvc",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "stateChangeRequests": [{"action": "Stop", "uid": uid}]
+            }})),
+        )
+        .await
+        .expect("add the Stop request");
+    env.wait_vmi_gone("demo-pvc").await;
+    env.wait_vm("demo-pvc", "no state change request left", |vm| {
+        vm.status
+            .as_ref()
+            .and_then(|s| s.state_change_requests.as_ref())
+            .is_none_or(|r| r.is_empty())
+    })
+    .await;
+    env.resync_and_settle("demo-pvc").await;
+    assert!(env.vmi("demo-pvc").await.is_none(), "{version}: restarted");
+    let vm = env.vm("demo-pvc").await.expect("VM");
+    env.shutdown().await;
+    printable(&vm)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_rerun_on_failure_vm_reports_its_releases_status() {
+    assert_eq!(
+        stopped_rerun_on_failure_status(KubeVirtVersion::V1_9).await,
+        "WaitingForVolumeBinding"
+    );
+    assert_eq!(
+        stopped_rerun_on_failure_status(KubeVirtVersion::Main).await,
+        "Stopped"
+    );
+}
 
 /// With CDI installed (one CDI CR) the claims' `filesystemOverhead` is CDIConfig's: its
 /// StorageClass's entry, else `global` (vmi/storage.go:374-394, pkg/storage/types/cdi.go:47-62),

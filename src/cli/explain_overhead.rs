@@ -85,12 +85,12 @@ pub struct ExplainOverheadArgs {
     /// Override `additionalGuestMemoryOverheadRatio` (e.g. 1.5).
     #[arg(long)]
     pub additional_guest_memory_overhead_ratio: Option<String>,
-    /// KubeVirt release whose formula and renderer to reproduce: v1.5.0 … v1.9.0 or main
+    /// KubeVirt release whose formula and renderer to reproduce: v1.0.0 … v1.9.0 or main
     /// (default v1.9.0; a patch release such as v1.8.2 uses its minor's row).
     #[arg(long, value_name = "VERSION")]
     pub kubevirt_version: Option<String>,
     /// With the audit (-A or -n NS): an upgrade rehearsal instead. Every running launcher pod
-    /// rendered again under this release (v1.5.0 … v1.9.0 or main), the change per VM with
+    /// rendered again under this release (v1.0.0 … v1.9.0 or main), the change per VM with
     /// its causes, and which VMs no longer fit on their node after their next restart.
     #[arg(long, value_name = "VERSION")]
     pub upgrade_to: Option<String>,

@@ -137,6 +137,10 @@ pub struct RunControllerArgs {
         requires = "record"
     )]
     pub record_max_bytes: String,
+    /// KubeVirt release to behave as: its VM controller rules (docs/run-controller.md "KubeVirt
+    /// versions") and its launcher pod memory formula; v1.0.0 … v1.9.0 or main.
+    #[arg(long, value_name = "VERSION", default_value = "v1.9.0")]
+    pub kubevirt_version: crate::kubevirt_version::KubeVirtVersion,
 }
 
 /// `--record-max-bytes`: a byte count as a Kubernetes quantity (`256Mi`), at least 4 KiB.
@@ -242,6 +246,8 @@ pub fn manager_config(
         vmi_workers: args.vmi_workers,
         settings: ClusterSettings {
             without_virt_api: args.without_virt_api || args.no_admission,
+            kubevirt_version: args.kubevirt_version,
+            launcher_image: launcher_image(args.kubevirt_version),
             ..super::kubevirt_cr_settings(&args.kubevirt_cr)?
         },
         // A file wins: its settings are fixed, the cluster's CR is not watched.
@@ -256,6 +262,20 @@ pub fn manager_config(
         client_rate_limit: client_rate_limit(args.qps, args.burst)?,
         record,
     })
+}
+
+/// The launcher image a `version` install sets: its release tag, so that the pods carry the
+/// release that rendered them (`explain-overhead -A` reads it); `main` has no release tag and
+/// keeps the default image.
+fn launcher_image(version: crate::kubevirt_version::KubeVirtVersion) -> String {
+    use crate::config::DEFAULT_LAUNCHER_IMAGE;
+    match version {
+        crate::kubevirt_version::KubeVirtVersion::Main => DEFAULT_LAUNCHER_IMAGE.to_string(),
+        v => match DEFAULT_LAUNCHER_IMAGE.rsplit_once(':') {
+            Some((repository, _)) => format!("{repository}:{}", v.name()),
+            None => DEFAULT_LAUNCHER_IMAGE.to_string(),
+        },
+    }
 }
 
 /// `--exit-when-ready` would wait forever for a VM whose run strategy never starts it on its own
@@ -690,6 +710,36 @@ mod tests {
             crate::cli::Command::RunController(args) => args,
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    /// `--kubevirt-version` defaults to v1.9.0, takes any modelled release, and refuses others
+    /// with the list of known ones.
+    #[test]
+    fn kubevirt_version_selects_the_release() {
+        use crate::kubevirt_version::KubeVirtVersion;
+        assert_eq!(args(&[]).kubevirt_version, KubeVirtVersion::V1_9);
+        let main = args(&["--kubevirt-version", "main"]).kubevirt_version;
+        assert_eq!(main, KubeVirtVersion::Main);
+        let v = args(&["--kubevirt-version", "v1.8.2"]).kubevirt_version;
+        assert_eq!(v, KubeVirtVersion::V1_8);
+        let argv = ["x", "run-controller", "--kubevirt-version", "v0.59.0"];
+        let err = crate::cli::Cli::try_parse_from(argv)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("known versions are v1.0.0"), "{err}");
+        // The launcher image carries the release's tag.
+        assert_eq!(
+            launcher_image(KubeVirtVersion::V1_9),
+            crate::config::DEFAULT_LAUNCHER_IMAGE
+        );
+        assert_eq!(
+            launcher_image(KubeVirtVersion::V1_5),
+            "quay.io/kubevirt/virt-launcher:v1.5.0"
+        );
+        assert_eq!(
+            launcher_image(KubeVirtVersion::Main),
+            crate::config::DEFAULT_LAUNCHER_IMAGE
+        );
     }
 
     /// No flag: the KubeVirt CR's limit; `--qps`/`--burst` fix it (the other at KubeVirt's

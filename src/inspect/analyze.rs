@@ -803,6 +803,7 @@ fn printable_reason(
         data_volumes: &g.data_volumes,
         pvcs: &pvcs,
         now: g.now,
+        rules: &g.settings.kubevirt_version.controller_rules(),
     });
     let mut inputs = BTreeMap::new();
     inputs.insert(

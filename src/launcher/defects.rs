@@ -6,7 +6,7 @@
 //! | id | releases | what | upstream |
 //! |---|---|---|---|
 //! | [`GUEST_ONLY_NO_PAGE_TABLES`] | v1.6.4, v1.7.0 … main | a VMI with `memory.guest` and no `requests.memory` gets a zero page-table term (≈ 320Mi short at 160Gi) | PR 15896 (v1.7 cherry-pick 16032) moved the request out of virt-api; `GetMemoryOverhead` still reads the request |
-//! | [`HUGEPAGES_OVERCOMMITTED`] | v1.5.0 … v1.9.0 | with hugepages and memoryOvercommit ≠ 100 the `hugepages-<size>` request is scaled and no longer a multiple of the page size: the pod is rejected | fixed by PR 18880 (hugepages are never overcommitted) |
+//! | [`HUGEPAGES_OVERCOMMITTED`] | v1.0.0 … v1.9.0 | with hugepages and memoryOvercommit ≠ 100 the `hugepages-<size>` request is scaled and no longer a multiple of the page size: the pod is rejected | fixed by PR 18880 (hugepages are never overcommitted) |
 
 use super::resources::ComputeResources;
 use crate::api::quantity::ParsedQuantity;
@@ -32,7 +32,7 @@ pub struct Warning {
 
 /// `memory.guest` without `requests.memory`: no page-table term (v1.6.4, v1.7.0 and later).
 pub const GUEST_ONLY_NO_PAGE_TABLES: &str = "guestOnlyNoPageTables";
-/// Hugepages scaled by memoryOvercommit, off the page-size grid (v1.5.0 … v1.9.0).
+/// Hugepages scaled by memoryOvercommit, off the page-size grid (v1.0.0 … v1.9.0).
 pub const HUGEPAGES_OVERCOMMITTED: &str = "hugepagesOvercommitted";
 
 /// The known defects that hit `vmi` (as admitted: after [`crate::api::defaults`]) whose parsed

@@ -10,9 +10,9 @@
 //! bytes, why it applies and the KubeVirt source line it comes from.
 
 use crate::api::resources::{FieldError, VmiResources};
-use crate::api::vmi::VirtualMachineInstanceSpec;
+use crate::api::vmi::{Devices, VirtualMachineInstanceSpec};
 use crate::config::ClusterSettings;
-use crate::kubevirt_version::Formula;
+use crate::kubevirt_version::{Formula, Sourced};
 use serde::{Deserialize, Serialize};
 
 /// One MiB in bytes.
@@ -204,10 +204,14 @@ fn device_terms(
     // 4-12. The terms that depend on devices and features, each a fixed size once its
     // condition holds: (applies, name, bytes, reason, source lines), in KubeVirt's order.
     let devices = &spec.domain.devices;
+    // Up to v1.1 the arm64 term reads the cluster's architecture only (v1.1.0 template.go:1396).
+    let reads_vmi_arch = formula
+        .before_v1_3
+        .is_none_or(|b| b.arm64_reads_vmi_architecture.value);
     let arch = spec
         .architecture
         .as_deref()
-        .filter(|a| !a.is_empty())
+        .filter(|a| reads_vmi_arch && !a.is_empty())
         .unwrap_or(settings.architecture.as_str());
     let host_devs = devices.host_devices.as_ref().map_or(0, Vec::len);
     let gpus = devices.gpus.as_ref().map_or(0, Vec::len);
@@ -304,6 +308,28 @@ fn device_terms(
             terms.term(name, bytes, reason, source);
         }
     }
+    if let Some(old) = formula.before_v1_3 {
+        passt_without_ports(terms, devices, &old.passt_without_ports_bytes);
+    }
+}
+
+/// Before v1.3: a fixed size for each interface with the `passt` binding method that forwards
+/// all ports (no `ports`), before the ratio (v1.2.0 renderresources.go:395-401).
+fn passt_without_ports(terms: &mut Terms, devices: &Devices, each: &Sourced<i64>) {
+    for iface in devices.interfaces.as_deref().unwrap_or_default() {
+        let has_ports = iface.extra.read(|m| {
+            m.get("ports")
+                .and_then(|p| p.as_array())
+                .is_some_and(|p| !p.is_empty())
+        });
+        if iface.passt.is_some() && !has_ports {
+            let reason = format!(
+                "interface {:?} uses the passt binding method without ports (forwards all ports)",
+                iface.name
+            );
+            terms.term("passt", each.value, reason, each.source);
+        }
+    }
 }
 
 /// The dedicated-CPU term (12; before the ratio from v1.6, after it up to v1.5),
@@ -322,8 +348,11 @@ fn ratio_terms(
     } else {
         "Guaranteed QoS wanted (CPU and memory requests equal limits)"
     };
-    // 12. Dedicated CPUs or Guaranteed QoS: before the ratio from v1.6, after it up to v1.5.
-    let dedicated_term = (dedicated || res.wants_guaranteed_qos()).then(|| OverheadTerm {
+    // 12. Dedicated CPUs or Guaranteed QoS: before the ratio from v1.6, after it up to v1.5,
+    // none in v1.0.
+    let counted = formula.before_v1_3.is_none_or(|b| b.dedicated_term.value);
+    let wanted = counted && (dedicated || res.wants_guaranteed_qos());
+    let dedicated_term = wanted.then(|| OverheadTerm {
         name: "dedicatedCpuOrGuaranteed".into(),
         bytes: 100 * MIB,
         reason: dedicated_why.into(),
@@ -389,6 +418,10 @@ fn network_terms(
             reason: "an interface uses the passt core binding".into(),
             source: formula.passt_memory.source.into(),
         });
+    }
+    if formula.before_v1_3.is_some() {
+        // No binding plugin memory before v1.3.
+        return;
     }
     let mut seen = std::collections::BTreeSet::new();
     for iface in interfaces {
@@ -883,7 +916,9 @@ mod tests {
 
     /// The base of each release's own GetMemoryOverhead unit test (1Gi request, no CPU, nothing
     /// else): staticOverhead + 7Mi + videoRAM + 8Mi, i.e.
-    /// v1.3.0 and v1.4.0 renderresources_test.go:452-503 (2 + 218 + 16 + 8 = 244Mi; v1.4.1's
+    /// v1.1.0 renderresources_test.go:437-493, v1.2.0 (and v1.2.2) 450-506, v1.3.0 and v1.4.0
+    /// renderresources_test.go:452-503 (2 + 218 + 16 + 8 = 244Mi; v1.0.0 has no such test, its
+    /// constants are v1.1.0's; v1.4.1's
     /// test still says 218Mi, while its code adds virtqemud 40Mi: 249Mi),
     /// v1.5.0 renderresources_test.go:471-503 (223 + 7 + 16 + 8 = 254Mi; v1.5.1 the same lines,
     /// v1.5.3 449-481), v1.6.4 566-598 = 270Mi,
@@ -892,7 +927,11 @@ mod tests {
     /// main@d923fdb815 hypervisorbackend_test.go:43 (staticOverheadString 243Mi) = 290Mi.
     fn upstream_base(v: KubeVirtVersion) -> i64 {
         match v {
-            KubeVirtVersion::V1_3 | KubeVirtVersion::V1_4 => 244 * MIB,
+            KubeVirtVersion::V1_0
+            | KubeVirtVersion::V1_1
+            | KubeVirtVersion::V1_2
+            | KubeVirtVersion::V1_3
+            | KubeVirtVersion::V1_4 => 244 * MIB,
             KubeVirtVersion::V1_4_1 => 249 * MIB,
             KubeVirtVersion::V1_5 | KubeVirtVersion::V1_5_1 | KubeVirtVersion::V1_5_3 => 254 * MIB,
             KubeVirtVersion::Main => 290 * MIB,
@@ -902,11 +941,14 @@ mod tests {
 
     /// Each release's "the vmi is not requesting any specific device" and "should add 100Mi of
     /// overhead" (DedicatedCPU / QOSGuaranteed) cases, and "should adjust the overhead using the
-    /// given ratio" (3.2), at the lines cited in [`upstream_base`].
+    /// given ratio" (3.2), at the lines cited in [`upstream_base`]; v1.0.0 has no 100Mi term
+    /// (v1.1.0 renderresources.go:407-409 added it).
     #[test]
     fn per_version_base_dedicated_and_ratio() {
         for v in KubeVirtVersion::ALL {
             let base = upstream_base(v);
+            // v1.0.x: nothing for dedicated CPUs or Guaranteed QoS.
+            let dedicated_mib = if v == KubeVirtVersion::V1_0 { 0 } else { 100 };
             assert_eq!(total_at(v, &base_1gi(), None), base, "{v} base");
             let mut dedicated = base_1gi();
             dedicated.domain.cpu = Some(Cpu {
@@ -916,7 +958,7 @@ mod tests {
             });
             assert_eq!(
                 total_at(v, &dedicated, None),
-                base + 100 * MIB,
+                base + dedicated_mib * MIB,
                 "{v} dedicated"
             );
             let mut guaranteed = spec_with(
@@ -927,7 +969,11 @@ mod tests {
                 cores: Some(1),
                 ..Default::default()
             });
-            assert_eq!(total_at(v, &guaranteed, None), base + 100 * MIB, "{v} QoS");
+            assert_eq!(
+                total_at(v, &guaranteed, None),
+                base + dedicated_mib * MIB,
+                "{v} QoS"
+            );
             assert_eq!(
                 total_at(v, &base_1gi(), Some("3.2")),
                 multiply_memory(base, 3.2),
@@ -938,7 +984,9 @@ mod tests {
             // v1.6.0 renderresources.go:480-494, v1.5.3 410-424) and not before (v1.5.0 417-431,
             // v1.4.1 392-406, v1.4.0 and v1.3.0 391-405).
             let both = total_at(v, &dedicated, Some("3.2"));
-            if v <= KubeVirtVersion::V1_5_1 {
+            if v == KubeVirtVersion::V1_0 {
+                assert_eq!(both, multiply_memory(base, 3.2), "{v}");
+            } else if v <= KubeVirtVersion::V1_5_1 {
                 assert_eq!(both, multiply_memory(base, 3.2) + 100 * MIB, "{v}");
                 let names: Vec<_> = memory_overhead(
                     &dedicated,
@@ -1004,7 +1052,7 @@ mod tests {
                 if v >= V1_8 { 100_000_000_000 } else { 0 },
                 "{v}"
             );
-            let tpm_any_device = matches!(v, KubeVirtVersion::V1_3 | KubeVirtVersion::V1_4 | V1_5);
+            let tpm_any_device = matches!(v, V1_0 | V1_1 | V1_2 | V1_3 | V1_4 | V1_5);
             assert_eq!(
                 extra(&tpm_off),
                 if tpm_any_device { 53 * MIB } else { 0 },
@@ -1024,6 +1072,154 @@ mod tests {
             let qemu = b.terms.iter().find(|t| t.name == "qemu").unwrap();
             assert_eq!(qemu.bytes, v.formula().qemu_bytes.value);
             assert_eq!(qemu.source, v.formula().qemu_bytes.source, "{v}");
+        }
+    }
+
+    /// v1.1.0 renderresources_test.go:658-681 and v1.2.0 671-694 "should add passt overhead
+    /// for each interface": three `passt` interfaces and a bridge add 3 × 800Mi (v1.0.0 has the
+    /// same rule, renderresources.go:376-382); an interface with `ports` adds nothing; the
+    /// 800Mi is multiplied by the ratio; from v1.3.0 the deprecated `passt` adds nothing.
+    #[test]
+    fn before_v1_3_passt_without_ports_adds_800mi_each() {
+        let iface = |name: &str, binding: &str, ports: Option<serde_json::Value>| {
+            let mut json = serde_json::json!({"name": name, binding: {}});
+            if let Some(p) = ports {
+                json["ports"] = p;
+            }
+            serde_json::from_value::<Interface>(json).unwrap()
+        };
+        let mut s = base_1gi();
+        s.domain.devices.interfaces = Some(vec![
+            iface("passt1", "passt", None),
+            iface("passt2", "passt", None),
+            iface("passt3", "passt", Some(serde_json::json!([]))),
+            iface("nonpasst", "bridge", None),
+            iface(
+                "withports",
+                "passt",
+                Some(serde_json::json!([{"port": 80}])),
+            ),
+        ]);
+        for v in KubeVirtVersion::ALL {
+            let base = upstream_base(v);
+            let old = v < KubeVirtVersion::V1_3;
+            let passt = if old { 3 * 800 * MIB } else { 0 };
+            assert_eq!(total_at(v, &s, None), base + passt, "{v}");
+            assert_eq!(
+                total_at(v, &s, Some("2")),
+                multiply_memory(base + passt, 2.0),
+                "{v}: the 800Mi is under the ratio"
+            );
+        }
+        let b = memory_overhead(
+            &s,
+            &ClusterSettings {
+                kubevirt_version: KubeVirtVersion::V1_2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let passt: Vec<_> = b.terms.iter().filter(|t| t.name == "passt").collect();
+        assert_eq!(passt.len(), 3);
+        assert!(
+            passt[0].reason.contains("\"passt1\""),
+            "{}",
+            passt[0].reason
+        );
+        assert_eq!(
+            passt[0].source,
+            "v1.2.0:pkg/virt-controller/services/renderresources.go:395-401"
+        );
+    }
+
+    /// Binding plugin memory (`computeResourceOverhead`) counts from v1.3.0 (template.go:1460,
+    /// `netbinding.CalculateMemoryOverhead`); v1.2.0's `VMIResourcePredicates`
+    /// (template.go:1464-1470) has no such term.
+    #[test]
+    fn binding_plugin_memory_from_v1_3() {
+        let mut s = base_1gi();
+        s.domain.devices.interfaces = Some(vec![Interface {
+            name: "b".into(),
+            binding: Some(serde_json::json!({"name": "slirp"}).into()),
+            ..Default::default()
+        }]);
+        for v in KubeVirtVersion::ALL {
+            let mut settings = ClusterSettings {
+                kubevirt_version: v,
+                ..Default::default()
+            };
+            settings
+                .binding_plugin_memory
+                .insert("slirp".into(), 10 * MIB);
+            let extra = memory_overhead(&s, &settings).unwrap().total_bytes - upstream_base(v);
+            let counted = v >= KubeVirtVersion::V1_3;
+            assert_eq!(extra, if counted { 10 * MIB } else { 0 }, "{v}");
+        }
+    }
+
+    /// Up to v1.1.x the arm64 term reads the cluster's architecture only (v1.1.0
+    /// template.go:1396 passes `GetClusterCPUArch()`); from v1.2.0 the VMI's first
+    /// (template.go:1465-1470).
+    #[test]
+    fn arm64_reads_the_vmi_architecture_from_v1_2() {
+        let mut vmi_arm = base_1gi();
+        vmi_arm.architecture = Some("arm64".into());
+        let mut vmi_amd = base_1gi();
+        vmi_amd.architecture = Some("amd64".into());
+        for v in KubeVirtVersion::ALL {
+            let base = upstream_base(v);
+            let at = |spec: &VirtualMachineInstanceSpec, cluster: &str| {
+                let settings = ClusterSettings {
+                    kubevirt_version: v,
+                    architecture: cluster.into(),
+                    ..Default::default()
+                };
+                memory_overhead(spec, &settings).unwrap().total_bytes - base
+            };
+            let reads_vmi = v >= KubeVirtVersion::V1_2;
+            let arm = 128 * MIB;
+            assert_eq!(
+                at(&vmi_arm, "amd64"),
+                if reads_vmi { arm } else { 0 },
+                "{v}"
+            );
+            assert_eq!(
+                at(&vmi_amd, "arm64"),
+                if reads_vmi { 0 } else { arm },
+                "{v}"
+            );
+            assert_eq!(at(&base_1gi(), "arm64"), arm, "{v}");
+        }
+    }
+
+    /// Each release's template_test.go "should not add unset resources" (v1.0.0:2034-2071,
+    /// v1.1.0:2044-2081, v1.2.0:2055-2092, v1.3.0:2057-2094): 64M requested, 3 cores, CPU 1m;
+    /// the compute container requests 335M on amd64 and 469M on arm64 (cluster and VMI both
+    /// arm64), in whole megabytes rounded up.
+    #[test]
+    fn unset_resources_fixture_per_release() {
+        let mut s = spec_with(&[("memory", "64M"), ("cpu", "1m")], &[]);
+        s.domain.cpu = Some(Cpu {
+            cores: Some(3),
+            ..Default::default()
+        });
+        for v in [
+            KubeVirtVersion::V1_0,
+            KubeVirtVersion::V1_1,
+            KubeVirtVersion::V1_2,
+            KubeVirtVersion::V1_3,
+        ] {
+            for (arch, mega) in [("amd64", 335), ("arm64", 469)] {
+                let mut spec = s.clone();
+                spec.architecture = Some(arch.into());
+                let settings = ClusterSettings {
+                    kubevirt_version: v,
+                    architecture: arch.into(),
+                    ..Default::default()
+                };
+                let request = 64_000_000 + memory_overhead(&spec, &settings).unwrap().total_bytes;
+                assert_eq!((request + 999_999) / 1_000_000, mega, "{v} {arch}");
+            }
         }
     }
 

@@ -214,6 +214,7 @@ pub(crate) fn snapshot_from_objects(
         cpu_allocation_ratio: settings.cpu_allocation_ratio,
         declarative_hotplug_volumes: settings.gate_enabled("DeclarativeHotplugVolumes", true)
             && !settings.gate_enabled("HotplugVolumes", false),
+        rules: settings.kubevirt_version.controller_rules(),
         ..Default::default()
     };
     snap

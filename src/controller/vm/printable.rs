@@ -8,6 +8,7 @@ use super::snapshot::{ExpectationsView, PvcInfo};
 use crate::api::vm::{RunStrategy, VirtualMachine, VirtualMachineStatus};
 use crate::api::vmi::{Phase, VirtualMachineInstance};
 use crate::api::{DataVolume, Time};
+use crate::kubevirt_version::ControllerRules;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
@@ -94,6 +95,8 @@ pub struct PrintableContext<'a> {
     pub pvcs: &'a BTreeMap<String, PvcInfo>,
     /// The time `IsMigrating` compares migration timestamps with.
     pub now: DateTime<Utc>,
+    /// The rules of the KubeVirt release reproduced.
+    pub(crate) rules: &'a ControllerRules,
 }
 
 fn vmi_condition_is(
@@ -224,7 +227,8 @@ pub(crate) fn printable_status(ctx: &PrintableContext<'_>) -> (PrintableStatus, 
             "a template DataVolume is still provisioning (vm.go:2591-2594)",
         );
     }
-    if is_set_to_start_with(ctx.vm, ctx.status, vmi) && has_unbound_pvc(ctx.vm, ctx.pvcs) {
+    if is_set_to_start_with(ctx.vm, ctx.status, vmi, ctx.rules) && has_unbound_pvc(ctx.vm, ctx.pvcs)
+    {
         return (
             P::WaitingForVolumeBinding,
             "set to start and a referenced PVC is not Bound (vm.go:2596-2603)",
@@ -317,6 +321,7 @@ mod tests {
         expectations: ExpectationsView,
         dvs: Vec<DataVolume>,
         pvcs: BTreeMap<String, PvcInfo>,
+        rules: ControllerRules,
     }
 
     fn now() -> DateTime<Utc> {
@@ -353,6 +358,7 @@ mod tests {
                 expectations: ExpectationsView::default(),
                 dvs: vec![],
                 pvcs: BTreeMap::new(),
+                rules: ControllerRules::default(),
             }
         }
         fn vmi(mut self, phase: &str, conds: Value) -> Self {
@@ -375,6 +381,7 @@ mod tests {
                 data_volumes: &self.dvs,
                 pvcs: &self.pvcs,
                 now: now(),
+                rules: &self.rules,
             })
             .0
         }
@@ -584,6 +591,58 @@ mod tests {
             assert_eq!(c.run(), PrintableStatus::WaitingForVolumeBinding);
             c.pvcs.insert("pvc1".into(), PvcInfo::with_phase("Bound"));
             assert_eq!(c.run(), PrintableStatus::Stopped);
+        }
+    }
+
+    /// A stopped `RerunOnFailure` VM (no VMI, no start request, the strategy already recorded in
+    /// its status) with a Pending PVC: v1.9.0's `isSetToStart` says "start" (vm.go:1232-1236),
+    /// so it reports WaitingForVolumeBinding (kubevirt/kubevirt#18424); `main`'s (PR 18787)
+    /// says "stay stopped" unless a start request is pending or the strategy was just switched.
+    #[test]
+    fn rerun_on_failure_without_vmi_follows_the_release() {
+        use crate::api::vm::StateChangeRequest;
+        use crate::kubevirt_version::KubeVirtVersion;
+        let vm = vm_with(
+            "RerunOnFailure",
+            json!([{"name": "d", "persistentVolumeClaim": {"claimName": "pvc1"}}]),
+        );
+        let mut pvcs = BTreeMap::new();
+        pvcs.insert("pvc1".to_string(), PvcInfo::with_phase("Pending"));
+        let status_with = |recorded: &str, start: bool| VirtualMachineStatus {
+            run_strategy: Some(recorded.into()),
+            state_change_requests: start.then(|| {
+                vec![StateChangeRequest {
+                    action: "Start".into(),
+                    data: None,
+                    uid: None,
+                    extra: Default::default(),
+                }]
+            }),
+            ..Default::default()
+        };
+        let at = |v: KubeVirtVersion, status: &VirtualMachineStatus| {
+            printable_status(&PrintableContext {
+                vm: &vm,
+                status: Some(status),
+                vmi: None,
+                expectations: &ExpectationsView::default(),
+                data_volumes: &[],
+                pvcs: &pvcs,
+                now: now(),
+                rules: &v.controller_rules(),
+            })
+            .0
+        };
+        use PrintableStatus::{Stopped, WaitingForVolumeBinding as Waiting};
+        for (recorded, start, v1_9, main) in [
+            ("RerunOnFailure", false, Waiting, Stopped),
+            ("RerunOnFailure", true, Waiting, Waiting),
+            ("Always", false, Waiting, Waiting),
+        ] {
+            let st = status_with(recorded, start);
+            assert_eq!(at(KubeVirtVersion::V1_9, &st), v1_9, "{recorded} {start}");
+            assert_eq!(at(KubeVirtVersion::V1_8, &st), v1_9, "{recorded} {start}");
+            assert_eq!(at(KubeVirtVersion::Main, &st), main, "{recorded} {start}");
         }
     }
 

@@ -5,6 +5,7 @@ use super::action::SyncError;
 use super::reasons::{message, sync as reason};
 use crate::api::vm::{RunStrategy, RunStrategyError, VirtualMachine, VirtualMachineStatus};
 use crate::api::vmi::{Phase, VirtualMachineInstance};
+use crate::kubevirt_version::ControllerRules;
 
 /// A run strategy as `VirtualMachine.RunStrategy()` returns it: KubeVirt passes unknown strings
 /// through (they fail later in `syncRunStrategy` with "unknown runstrategy: X").
@@ -84,16 +85,20 @@ pub(crate) fn has_stop_request_for_vmi(
 /// stop request; else: a start request); RerunOnFailure → (VMI: phase ≠ Succeeded; else true);
 /// Once → no VMI; anything else (or a run-strategy error) → false.
 #[cfg(test)]
-pub(crate) fn is_set_to_start(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) -> bool {
-    is_set_to_start_with(vm, vm.status.as_ref(), vmi)
+fn is_set_to_start(vm: &VirtualMachine, vmi: Option<&VirtualMachineInstance>) -> bool {
+    is_set_to_start_with(vm, vm.status.as_ref(), vmi, &ControllerRules::default())
 }
 
 /// [`is_set_to_start`] of `vm`'s spec with the start and stop requests of `status` (the status
-/// a sync is computing, which `vm` does not carry yet).
+/// a sync is computing, which `vm` does not carry yet), under the `rules` of the release
+/// reproduced: with [`ControllerRules::rerun_on_failure_start_needs_request`] (PR 18787) a
+/// `RerunOnFailure` VM without a VMI is set to start only on a start request or when `status`
+/// still records another run strategy, as `syncRunStrategy` starts it (vm.go:1069-1072).
 pub(crate) fn is_set_to_start_with(
     vm: &VirtualMachine,
     status: Option<&VirtualMachineStatus>,
     vmi: Option<&VirtualMachineInstance>,
+    rules: &ControllerRules,
 ) -> bool {
     let Ok(Strategy::Known(s)) = vm_strategy(vm) else {
         return false;
@@ -105,7 +110,14 @@ pub(crate) fn is_set_to_start_with(
             Some(v) => !has_stop_request_for_vmi(status, v),
             None => has_start_request(status),
         },
-        RunStrategy::RerunOnFailure => vmi.is_none_or(|v| v.phase() != Phase::Succeeded),
+        RunStrategy::RerunOnFailure => match vmi {
+            Some(v) => v.phase() != Phase::Succeeded,
+            None if rules.rerun_on_failure_start_needs_request.value => {
+                let recorded = status.and_then(|st| st.run_strategy.as_deref());
+                has_start_request(status) || recorded != Some(s.as_str())
+            }
+            None => true,
+        },
         RunStrategy::Once => vmi.is_none(),
         RunStrategy::WaitAsReceiver => false,
     }

@@ -120,6 +120,9 @@ pub struct VmControllerConfig {
     /// Declarative volume hotplug runs (vm.go:3568-3575): the Beta gate
     /// `DeclarativeHotplugVolumes` on (the default) and the deprecated `HotplugVolumes` off.
     pub declarative_hotplug_volumes: bool,
+    /// The rules of the KubeVirt release the controller reproduces (`run-controller
+    /// --kubevirt-version`, default v1.9.0).
+    pub(crate) rules: crate::kubevirt_version::ControllerRules,
 }
 
 impl Default for VmControllerConfig {
@@ -132,6 +135,7 @@ impl Default for VmControllerConfig {
             rollout_strategy_live_update: true,
             cpu_allocation_ratio: crate::config::DEFAULT_CPU_ALLOCATION_RATIO,
             declarative_hotplug_volumes: true,
+            rules: Default::default(),
         }
     }
 }

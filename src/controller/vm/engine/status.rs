@@ -123,6 +123,7 @@ impl Engine<'_> {
             data_volumes: &self.snap.data_volumes,
             pvcs: &self.snap.pvcs,
             now: self.snap.now,
+            rules: &self.snap.config.rules,
         };
         let (printable, rule) = printable_status(&ctx);
         self.explain(format!("printableStatus {} ({rule})", printable.as_str()));
