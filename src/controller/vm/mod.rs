@@ -44,6 +44,7 @@ pub mod firmware;
 pub(crate) mod flight;
 pub mod generation;
 pub(crate) mod live_update;
+pub(crate) mod memory_dump;
 pub mod metadata_sync;
 pub mod patches;
 pub mod printable;
