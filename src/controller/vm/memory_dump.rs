@@ -20,8 +20,7 @@ use crate::api::vmi::{VirtualMachineInstance, Volume};
 use crate::controller::common::patch::{PatchSet, path};
 use serde_json::{Map, Value, json};
 
-/// `v1.PVCMemoryDumpAnnotation` (kubevirt.io/api core/v1/types.go:1398).
-pub(crate) const CLAIM_ANNOTATION: &str = "kubevirt.io/memory-dump";
+pub(crate) use crate::api::annotations::MEMORY_DUMP as CLAIM_ANNOTATION;
 /// The annotation's value after a failed dump (memorydump.go:41).
 const FAILED_VALUE: &str = "Memory dump failed";
 

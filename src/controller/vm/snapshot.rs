@@ -101,7 +101,7 @@ impl PvcInfo {
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(super::memory_dump::CLAIM_ANNOTATION).cloned()),
+                .and_then(|a| a.get(crate::api::annotations::MEMORY_DUMP).cloned()),
         }
     }
 
