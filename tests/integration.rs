@@ -35,6 +35,7 @@ mod leader_election;
 mod lifecycle_cli;
 mod live_update_e2e;
 mod lost_events;
+mod memory_dump_e2e;
 mod module_graph;
 mod pvc_status;
 mod rbac;

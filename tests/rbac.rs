@@ -132,6 +132,35 @@ fn assert_comparison_is_strict(granted: &BTreeSet<Grant>, used: &BTreeSet<Grant>
     assert!(err.contains("\"secrets\""), "{err}");
 }
 
+/// A memory dump of the running `vm` to a new claim, as virt-api's subresource asks for it:
+/// the controller writes the claim's annotation (memorydump.go:264-312) and the attachment pod.
+async fn memory_dump(env: &Env, vm: &str) {
+    use kube::api::{Patch, PatchParams, PostParams};
+    let claim = serde_json::from_value(json!({
+        "metadata": {"name": "rbac-dump"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    env.pvcs()
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create the dump claim");
+    let request = json!({"status": {"memoryDumpRequest":
+        {"claimName": "rbac-dump", "phase": "Associating"}}});
+    env.vms()
+        .patch_status(vm, &PatchParams::default(), &Patch::Merge(request))
+        .await
+        .expect("request a memory dump");
+    env.wait_vm(vm, "memory dump Completed", |v| {
+        v.status.as_ref().is_some_and(|s| {
+            s.extra
+                .get("memoryDumpRequest")
+                .is_some_and(|r| r["phase"] == "Completed")
+        })
+    })
+    .await;
+}
+
 fn vm_with_data_volume(name: &str) -> VirtualMachine {
     serde_json::from_value(json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
@@ -275,6 +304,7 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         .await;
     let (_, vmi) = env.wait_running("rbac-vm").await;
     let vmi_uid = vmi.metadata.uid.clone().expect("VMI uid");
+    memory_dump(&env, "rbac-vm").await;
     env.merge_patch_vm("rbac-vm", json!({"spec": {"runStrategy": "Halted"}}))
         .await;
     env.wait_vmi_gone("rbac-vm").await;

@@ -3,9 +3,10 @@
 //! restart (pkg/storage/hotplug/hotplug.go), the VMI controller creates the `hp-volume-`
 //! attachment pod owned by the launcher pod and pinned to its node
 //! (watch/vmi/volume-hotplug.go, services/template.go:1077-1209) and reports the volume
-//! `AttachedToNode` (watch/vmi/storage.go:137-192; virt-handler's `MountedToPod` / `Ready` are
-//! not simulated); removing it from the template removes it from the VMI, deletes the
-//! attachment pod and, once the pod is gone, the volume's status entry.
+//! `AttachedToNode` (watch/vmi/storage.go:137-192), which the simulated virt-handler mounts
+//! and attaches (`MountedToPod`, then `Ready` with a target; pkg/virt-handler/vm.go:498-531);
+//! removing it from the template removes it from the VMI, the simulated virt-handler unmounts
+//! it, the attachment pod is deleted and, once it is gone, the volume's status entry.
 
 use crate::common;
 
@@ -69,10 +70,10 @@ async fn a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it(server: Se
     .await;
 
     let vmi = env
-        .wait_vmi(VM, "volume hp AttachedToNode", |vmi| {
+        .wait_vmi(VM, "volume hp Ready", |vmi| {
             let v = serde_json::to_value(vmi).expect("json");
             entry(&v, "hp").is_some_and(|e| {
-                e["phase"] == "AttachedToNode"
+                e["phase"] == "Ready"
                     && e["hotplugVolume"]["attachPodName"]
                         .as_str()
                         .is_some_and(|n| n.starts_with("hp-volume-"))
@@ -88,7 +89,11 @@ async fn a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it(server: Se
         "the disk reached the VMI: {v}"
     );
     let hp = entry(&v, "hp").expect("entry");
-    assert_eq!(hp["reason"], "SuccessfulCreate");
+    assert_eq!(hp["reason"], "VolumeReady");
+    assert_eq!(
+        hp["target"], "sda",
+        "the simulated domain attached the disk"
+    );
     assert_eq!(hp["persistentVolumeClaimInfo"]["claimName"], "hp-data");
     let pods = attachment_pods(&env).await;
     assert_eq!(pods.len(), 1, "one attachment pod");

@@ -86,6 +86,9 @@ pub mod labels {
 pub mod annotations {
     /// Launcher memory overhead in bytes, decimal (`MemoryOverheadAnnotationBytes`).
     pub const MEMORY_OVERHEAD_BYTES: &str = "kubevirt.io/memory-overhead-bytes";
+    /// A memory dump's file name (or failure) on its claim (`PVCMemoryDumpAnnotation`,
+    /// kubevirt.io/api core/v1/types.go:1398).
+    pub const MEMORY_DUMP: &str = "kubevirt.io/memory-dump";
     /// VMI name on its launcher pod (`DomainAnnotation`).
     pub const DOMAIN: &str = "kubevirt.io/domain";
     /// VM generation a VMI was started from (`VirtualMachineGenerationAnnotation`).

@@ -105,6 +105,43 @@ fn vm_view(vm: &VirtualMachine, now: DateTime<Utc>) -> VmView {
         }),
         conditions: condition_views(status.and_then(|s| s.conditions.as_ref())),
         created: vm.metadata.creation_timestamp.as_ref().and_then(k8s_time),
+        memory_dump: status.and_then(memory_dump_view),
+    }
+}
+
+fn memory_dump_view(status: &crate::api::vm::VirtualMachineStatus) -> Option<MemoryDumpView> {
+    status.extra.read(|m| {
+        let r = m.get("memoryDumpRequest")?;
+        let text = |k: &str| r.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        Some(MemoryDumpView {
+            claim_name: text("claimName").unwrap_or_default(),
+            phase: text("phase").unwrap_or_default(),
+            file_name: text("fileName"),
+            message: text("message"),
+        })
+    })
+}
+
+/// The VMI's `volumeStatus` phase and attachment pod of each view's volume.
+fn with_vmi_volume_status(views: &mut [VolumeView], vmi: Option<&VirtualMachineInstance>) {
+    let entries = vmi
+        .and_then(|v| v.status.as_ref())
+        .and_then(|s| s.volume_status.as_ref());
+    for view in views {
+        let Some(e) = entries
+            .into_iter()
+            .flatten()
+            .find(|e| e.get("name").and_then(|n| n.as_str()) == Some(view.volume.as_str()))
+        else {
+            continue;
+        };
+        let text = |v: Option<&serde_json::Value>| {
+            v.and_then(|v| v.as_str())
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        view.vmi_phase = text(e.get("phase"));
+        view.attachment_pod = text(e.pointer("/hotplugVolume/attachPodName"));
     }
 }
 
@@ -265,6 +302,7 @@ fn volume_views(g: &Gathered, vm: &VirtualMachine) -> Vec<VolumeView> {
                     .and_then(|c| c.get("status").and_then(|s| s.as_str()))
                     .map(str::to_string),
                 exists: dv.is_some(),
+                ..Default::default()
             });
         }
         let pvc = g.pvcs.get(&claim);
@@ -278,6 +316,7 @@ fn volume_views(g: &Gathered, vm: &VirtualMachine) -> Vec<VolumeView> {
                     .and_then(|s| s.phase.clone()),
                 ready: None,
                 exists: pvc.is_some(),
+                ..Default::default()
             });
         }
     }
@@ -657,6 +696,7 @@ pub(crate) fn analyze(g: &Gathered) -> Inspection {
     };
     ins.vm = Some(vm_view(vm, now));
     ins.volumes = volume_views(g, vm);
+    with_vmi_volume_status(&mut ins.volumes, g.vmi.as_ref());
 
     // The next decision, with the leader's expectations (satisfied when unknown).
     let exp_known = state.is_some();

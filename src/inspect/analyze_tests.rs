@@ -1642,3 +1642,61 @@ fn another_release_s_overhead_is_that_release_s_formula_for_the_same_vm() {
         v.comparison(now.formula_bytes)
     );
 }
+
+/// A memory dump in progress: the VM's request, and the dump volume's VMI status and
+/// attachment pod beside its claim (where the volumes are shown).
+#[test]
+fn a_memory_dump_shows_its_request_and_its_volume_on_the_vmi() {
+    let mut g = running();
+    let dump = json!({"name": "dump", "memoryDump": {"claimName": "dump", "hotpluggable": true}});
+    let vm = g.vm.as_mut().expect("vm");
+    crate::controller::vm::template_spec_mut(vm)
+        .volumes
+        .get_or_insert_with(Vec::new)
+        .push(serde_json::from_value(dump.clone()).expect("volume"));
+    vm.status.as_mut().expect("status").extra.insert(
+        "memoryDumpRequest".into(),
+        json!({"claimName": "dump", "phase": "InProgress"}),
+    );
+    let vmi = g.vmi.as_mut().expect("vmi");
+    vmi.status.as_mut().expect("status").volume_status = Some(vec![json!({
+        "name": "dump", "target": "", "phase": "MemoryDumpInProgress",
+        "memoryDumpVolume": {"claimName": "dump", "targetFileName": "vm-a-dump.memory.dump"},
+        "hotplugVolume": {"attachPodName": "hp-volume-abcde", "attachPodUID": "u"}
+    })]);
+    g.pvcs.insert(
+        "dump".into(),
+        serde_json::from_value(json!({"metadata": {"name": "dump", "namespace": "demo"},
+                                      "status": {"phase": "Bound"}}))
+        .expect("claim"),
+    );
+    let ins = analyze(&g);
+    let d = ins
+        .vm
+        .as_ref()
+        .and_then(|v| v.memory_dump.as_ref())
+        .expect("dump");
+    assert_eq!(
+        (d.claim_name.as_str(), d.phase.as_str()),
+        ("dump", "InProgress")
+    );
+    let v = ins
+        .volumes
+        .iter()
+        .find(|v| v.volume == "dump")
+        .expect("volume");
+    assert_eq!(v.vmi_phase.as_deref(), Some("MemoryDumpInProgress"));
+    assert_eq!(v.attachment_pod.as_deref(), Some("hp-volume-abcde"));
+    let text = crate::inspect::text::render_vm(&ins);
+    assert!(
+        text.contains(
+            "PersistentVolumeClaim dump (volume dump) Bound, on the VMI MemoryDumpInProgress via \
+             attachment pod hp-volume-abcde"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("Memory dump to claim dump InProgress"),
+        "{text}"
+    );
+}

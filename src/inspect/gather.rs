@@ -457,7 +457,21 @@ pub(crate) fn volume_claims(vm: &VirtualMachine) -> Vec<(String, String, bool)> 
             .and_then(|p| p.claim_name.clone())
         {
             out.push((v.name.clone(), pvc, false));
+        } else if let Some(dump) = v.extra.read(|m| {
+            m.get("memoryDump")?
+                .get("claimName")?
+                .as_str()
+                .map(str::to_string)
+        }) {
+            out.push((v.name.clone(), dump, false));
         }
+    }
+    // The claim of a memory dump request not yet in the template (the VM controller reads it
+    // to annotate it, memorydump.go:264-274).
+    if let Some(claim) = crate::controller::vm::memory_dump::requested_claim(vm)
+        && !out.iter().any(|(_, c, _)| *c == claim)
+    {
+        out.push((claim.clone(), claim, false));
     }
     out
 }

@@ -111,12 +111,31 @@ pub struct VmView {
     /// `status.startFailure` (CrashLoopBackOff bookkeeping).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_failure: Option<StartFailureView>,
+    /// `status.memoryDumpRequest` (a memory dump in progress or done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_dump: Option<MemoryDumpView>,
     /// `status.conditions`.
     #[serde(default)]
     pub conditions: Vec<ConditionView>,
     /// `metadata.creationTimestamp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<DateTime<Utc>>,
+}
+
+/// `status.memoryDumpRequest` of a VM (pkg/storage/memorydump/memorydump.go:116-197).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryDumpView {
+    /// The claim the memory is dumped to.
+    pub claim_name: String,
+    /// `Associating`, `InProgress`, `Unmounting`, `Completed`, `Dissociating` or `Failed`.
+    pub phase: String,
+    /// The dump's file on the claim, once taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_name: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// `status.startFailure` of a VM.
@@ -271,6 +290,13 @@ pub struct VolumeView {
     pub ready: Option<String>,
     /// Whether the object exists.
     pub exists: bool,
+    /// The VMI's `volumeStatus` phase of the volume (hotplug: `AttachedToNode`, `Ready`,
+    /// `MemoryDumpInProgress`, `Detaching`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmi_phase: Option<String>,
+    /// The attachment pod that mounts a hotplugged volume on the VMI's node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment_pod: Option<String>,
 }
 
 /// The controller Lease (coordination.k8s.io/v1).

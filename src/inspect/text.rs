@@ -357,9 +357,14 @@ fn objects(o: &mut String, ins: &Inspection) {
         );
     }
     for v in &ins.volumes {
+        let on_vmi = match (&v.vmi_phase, &v.attachment_pod) {
+            (Some(p), Some(pod)) => format!(", on the VMI {p} via attachment pod {pod}"),
+            (Some(p), None) => format!(", on the VMI {p}"),
+            _ => String::new(),
+        };
         let _ = writeln!(
             o,
-            "  {} {} (volume {}) {}",
+            "  {} {} (volume {}) {}{on_vmi}",
             v.kind,
             v.name,
             v.volume,
@@ -368,6 +373,23 @@ fn objects(o: &mut String, ins: &Inspection) {
             } else {
                 "MISSING"
             }
+        );
+    }
+    if let Some(d) = ins.vm.as_ref().and_then(|v| v.memory_dump.as_ref()) {
+        let file = d
+            .file_name
+            .as_deref()
+            .map(|f| format!(", file {f}"))
+            .unwrap_or_default();
+        let why = d
+            .message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  Memory dump to claim {} {}{file}{why}",
+            d.claim_name, d.phase
         );
     }
     if let Some(n) = &ins.node {

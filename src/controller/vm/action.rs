@@ -169,6 +169,13 @@ pub enum VmAction {
     },
 
     // ----- other objects -----
+    /// JSON patch of a claim's `metadata.annotations` recording a memory dump's file name or
+    /// failure (`patchMemoryDumpPVCAnnotation`, memorydump.go:264-312). KubeVirt only logs its
+    /// failure: the sync goes on.
+    PatchClaimAnnotations {
+        name: String,
+        patch: serde_json::Value,
+    },
     /// Adopt an orphan DataVolume (same `CanAdopt` recheck, then this merge patch).
     AdoptDataVolume {
         name: String,
@@ -259,6 +266,7 @@ impl VmAction {
             VmAction::RemoveVmiFinalizer { .. } => "RemoveVmiFinalizer",
             VmAction::AdoptVmi { .. } => "AdoptVmi",
             VmAction::ReleaseVmi { .. } => "ReleaseVmi",
+            VmAction::PatchClaimAnnotations { .. } => "PatchClaimAnnotations",
             VmAction::AdoptDataVolume { .. } => "AdoptDataVolume",
             VmAction::CreateDataVolume { .. } => "CreateDataVolume",
             VmAction::CreateControllerRevision { .. } => "CreateControllerRevision",

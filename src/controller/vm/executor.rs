@@ -121,17 +121,20 @@ pub(crate) fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
 /// them ([`VmSnapshot::pvcs`]; KubeVirt's VM controller reads its PVC cache,
 /// vm.go:2596-2603, and `handleDataVolumes` the claims of its templates, vm.go:524-528): the
 /// claim of each `dataVolume` (same name), `persistentVolumeClaim` and `memoryDump` volume and
-/// of each `dataVolumeTemplates` entry.
+/// of each `dataVolumeTemplates` entry; and the claim of `status.memoryDumpRequest`, whose
+/// annotation the memory dump writes (memorydump.go:264-274).
 pub(crate) fn template_pvcs(
     vm: &VirtualMachine,
     pvc: impl Fn(&str) -> Option<PersistentVolumeClaim>,
 ) -> BTreeMap<String, PvcInfo> {
     let mut out = BTreeMap::new();
-    let claims = super::printable::template_claim_names(vm).chain(
-        super::datavolume::template_names(vm)
-            .into_iter()
-            .filter(|n| !n.is_empty()),
-    );
+    let claims = super::printable::template_claim_names(vm)
+        .chain(
+            super::datavolume::template_names(vm)
+                .into_iter()
+                .filter(|n| !n.is_empty()),
+        )
+        .chain(super::memory_dump::requested_claim(vm));
     for claim in claims {
         if let Some(p) = pvc(&claim) {
             out.insert(claim, PvcInfo::of(&p));
@@ -503,20 +506,11 @@ async fn apply(
                 .await
                 .map_err(e)?;
         }
-        VmAction::ReleaseVmi { name, patch } => {
-            // controller_ref_manager.go:429-455: NotFound and Invalid are ignored.
-            match vmis()
-                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        VmAction::ReleaseVmi { name, patch } => release_vmi(&vmis(), name, patch).await?,
+        VmAction::PatchClaimAnnotations { name, patch } => {
+            json_patch_unread::<PersistentVolumeClaim>(client, ns, name, None, patch)
                 .await
-            {
-                Ok(_) => {}
-                Err(err) => {
-                    let a = ApiFailure::from(&err);
-                    if !(a.is_not_found() || a.is_invalid()) {
-                        return Err(a);
-                    }
-                }
-            }
+                .map_err(e)?;
         }
         VmAction::AdoptDataVolume { name, patch, .. } => {
             can_adopt(&vms(), snap).await?;
@@ -547,6 +541,28 @@ async fn apply(
         }
     }
     Ok(None)
+}
+
+/// Release a VMI: controller_ref_manager.go:429-455 ignores NotFound and Invalid.
+async fn release_vmi(
+    vmis: &kube::Api<VirtualMachineInstance>,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<(), ApiFailure> {
+    match vmis
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(err) => {
+            let a = ApiFailure::from(&err);
+            if a.is_not_found() || a.is_invalid() {
+                Ok(())
+            } else {
+                Err(a)
+            }
+        }
+    }
 }
 
 /// `storeControllerRevision` (pkg/instancetype/revision/store.go:278-320): create; on

@@ -24,12 +24,13 @@
 //! the firmware UUID synchronizer; dynamic label/annotation sync; PCI topology annotations;
 //! DataVolume templates; instancetypes and preferences (`engine/instancetype.rs` over
 //! [`crate::instancetype`], the `Reference` policy); `updateStatus` with conditions and `printableStatus` (all 16 rules);
-//! the snapshot controller's `volumeSnapshotStatuses` ([`volume_snapshot`]), written with the status.
+//! the snapshot controller's `volumeSnapshotStatuses` ([`volume_snapshot`]), written with the status;
+//! live updates ([`live_update`]), declarative volume hotplug ([`volume_hotplug`]) and memory
+//! dumps ([`memory_dump`]).
 //!
 //! Not modelled — refused with a `Failure` condition where ignoring would be wrong (see
-//! [`unsupported`]): WaitAsReceiver VMI creation, network interface
-//! hotplug, volume hotplug, memory dumps, live updates of a running VMI, DataSource/clone
-//! DataVolumes. Silently not modelled: changed-block tracking, volume-migration status
+//! [`unsupported`]): WaitAsReceiver VMI creation, network interface hotplug, the legacy
+//! `status.volumeRequests` volume hotplug, volume migration, DataSource/clone DataVolumes. Silently not modelled: changed-block tracking, volume-migration status
 //! (`syncVolumeMigration`), network validation of the new VMI (virt-api does it on create).
 
 pub mod action;
@@ -44,6 +45,7 @@ pub mod firmware;
 pub(crate) mod flight;
 pub mod generation;
 pub(crate) mod live_update;
+pub(crate) mod memory_dump;
 pub mod metadata_sync;
 pub mod patches;
 pub mod printable;

@@ -71,6 +71,11 @@ pub struct PvcInfo {
     pub phase: Option<String>,
     /// `spec.storageClassName`; `None` when unset (the volume snapshot status reads it).
     pub storage_class_name: Option<String>,
+    /// Whether `metadata.annotations` has any entry (a memory dump's annotation patch adds the
+    /// whole map when not, memorydump.go:292-299).
+    pub has_annotations: bool,
+    /// The `kubevirt.io/memory-dump` annotation (a memory dump's file name).
+    pub memory_dump_annotation: Option<String>,
 }
 
 impl PvcInfo {
@@ -79,7 +84,7 @@ impl PvcInfo {
     pub(crate) fn with_phase(phase: &str) -> Self {
         PvcInfo {
             phase: Some(phase.to_string()),
-            storage_class_name: None,
+            ..PvcInfo::default()
         }
     }
 
@@ -88,6 +93,16 @@ impl PvcInfo {
         PvcInfo {
             phase: pvc.status.as_ref().and_then(|s| s.phase.clone()),
             storage_class_name: pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()),
+            has_annotations: pvc
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| !a.is_empty()),
+            memory_dump_annotation: pvc
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::api::annotations::MEMORY_DUMP).cloned()),
         }
     }
 

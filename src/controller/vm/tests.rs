@@ -2008,3 +2008,74 @@ fn a_hotplugged_claim_reaches_the_running_vmi() {
     s.config.declarative_hotplug_volumes = false;
     assert!(!kinds(&decide(&s)).contains(&"PatchVmiSpec"));
 }
+
+/// vm_test.go:3863 "should add memory dump volume and update vmi volumes": an `Associating`
+/// request on a running VM puts the dump volume into the VMI and (by the sync's `Update`) the
+/// template, and the same sync's status moves the request to `InProgress` (vm.go:3340-3342,
+/// 3379-3387, 2483); no `Failure` condition.
+#[test]
+fn a_memory_dump_request_is_carried_into_the_running_vmi() {
+    let started = strategy("Always");
+    let vm = with_status(
+        started.clone(),
+        json!({"created": true, "ready": true,
+               "memoryDumpRequest": {"claimName": "dump", "phase": "Associating"}}),
+    );
+    let mut s = snap_with(vm, vmi("Running"));
+    s.revisions = vec![Arc::new(start_revision(&started))];
+    let d = decide(&s);
+    assert_eq!(d.sync_error, None);
+    let patch = live_patch(&d);
+    let added = patch[1]["value"].as_array().unwrap().last().unwrap();
+    assert_eq!(
+        added,
+        &json!({"name": "dump", "memoryDump": {"claimName": "dump", "hotpluggable": true}})
+    );
+    let i = index_of(&d, "UpdateVm");
+    let VmAction::UpdateVm { vm, purpose, .. } = &d.actions[i].action else {
+        unreachable!()
+    };
+    assert_eq!(*purpose, VmUpdatePurpose::SyncedSpec);
+    assert!(
+        vm.template_volumes()
+            .iter()
+            .any(|v| v.name == "dump" && v.extra.contains_key("memoryDump"))
+    );
+    assert_eq!(
+        status(&d).extra["memoryDumpRequest"],
+        json!({"claimName": "dump", "phase": "InProgress"})
+    );
+    assert!(condition(&d, "Failure").is_none());
+}
+
+/// memorydump.go:264-274: in `Unmounting` the dump claim must be in the cache; when it is
+/// not, the sync ends with KubeVirt's `MemoryDumpError`.
+#[test]
+fn an_unmounting_dump_without_its_claim_is_a_sync_error() {
+    let vm = with_status(
+        strategy("Always"),
+        json!({"memoryDumpRequest": {"claimName": "dump", "phase": "Unmounting",
+                                     "fileName": "f.memory.dump"}}),
+    );
+    let mut s = snap_with(vm.clone(), vmi("Running"));
+    s.revisions = vec![Arc::new(start_revision(&strategy("Always")))];
+    let e = decide(&s).sync_error.expect("a sync error");
+    assert_eq!(e.reason, "MemoryDumpError");
+    assert_eq!(
+        e.message,
+        "Error encountered while handling memory dump request: Error when trying to update \
+         memory dump annotation, pvc dump not found"
+    );
+    s.pvcs.insert("dump".into(), PvcInfo::with_phase("Bound"));
+    let d = decide(&s);
+    assert_eq!(d.sync_error, None);
+    let i = index_of(&d, "PatchClaimAnnotations");
+    let VmAction::PatchClaimAnnotations { name, patch } = &d.actions[i].action else {
+        unreachable!()
+    };
+    assert_eq!(name, "dump");
+    assert_eq!(
+        patch[0]["value"],
+        json!({"kubevirt.io/memory-dump": "f.memory.dump"})
+    );
+}

@@ -4,9 +4,9 @@
 //!
 //! Not modelled: `WaitAsReceiver` (decentralized live migration),
 //! network interface hotplug/unplug, legacy volume hotplug requests (`status.volumeRequests`),
-//! memory dumps, volume migration (`updateVolumesStrategy: Migration`). Live updates of CPU
-//! sockets, memory, node selector/affinity and tolerations ([`super::live_update`]) and
-//! declarative volume hotplug ([`super::volume_hotplug`]) are modelled.
+//! volume migration (`updateVolumesStrategy: Migration`). Live updates of CPU sockets, memory,
+//! node selector/affinity and tolerations ([`super::live_update`]), declarative volume hotplug
+//! ([`super::volume_hotplug`]) and memory dumps ([`super::memory_dump`]) are modelled.
 
 use super::action::SyncError;
 use super::reasons::sync as reason;
@@ -110,22 +110,6 @@ pub(crate) fn volume_requests(vm: &VirtualMachine) -> Option<SyncError> {
     ))
 }
 
-/// `memorydump.HandleRequest` (vm.go:3351-3353): `status.memoryDumpRequest` present.
-pub(crate) fn memory_dump(vm: &VirtualMachine) -> Option<SyncError> {
-    let requested = vm
-        .status
-        .as_ref()?
-        .extra
-        .read(|m| m.get("memoryDumpRequest").is_some_and(|r| !r.is_null()));
-    if !requested {
-        return None;
-    }
-    Some(SyncError::new(
-        reason::MEMORY_DUMP_ERROR,
-        format!("Error encountered while handling memory dump request: memory dumps {SUFFIX}"),
-    ))
-}
-
 /// `handleVolumeUpdateRequest` (vm.go:889-952), the last LiveUpdate handler: with
 /// `updateVolumesStrategy: Migration`, volume migration.
 pub(crate) fn volume_update(vm: &VirtualMachine) -> Option<SyncError> {
@@ -193,13 +177,10 @@ mod tests {
     #[test]
     fn status_requests_refused() {
         let mut v = vm(tmpl(json!({"domain": {"devices": {}}})));
-        assert!(volume_requests(&v).is_none() && memory_dump(&v).is_none());
+        assert!(volume_requests(&v).is_none());
         v.status = Some(
-            serde_json::from_value(json!({"volumeRequests": [{"addVolumeOptions": {}}],
-                                          "memoryDumpRequest": {"claimName": "c"}}))
-            .unwrap(),
+            serde_json::from_value(json!({"volumeRequests": [{"addVolumeOptions": {}}]})).unwrap(),
         );
         assert_eq!(volume_requests(&v).unwrap().reason, "HotPlugVolumeError");
-        assert_eq!(memory_dump(&v).unwrap().reason, "MemoryDumpError");
     }
 }

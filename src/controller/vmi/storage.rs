@@ -272,9 +272,16 @@ pub(crate) fn storage_state(
     let mut dvs: Vec<DataVolume> = Vec::new();
     for volume in vmi.spec.volumes.iter().flatten() {
         if let Some(dump) = memory_dump_claim(volume)
-            && let Some(i) = pvc(&dump).as_ref().and_then(info)
+            && let Some(p) = pvc(&dump)
         {
-            state.claims.insert(dump, i);
+            // A hotplug volume: its attachment pod and volume status read the claim too
+            // (`GetHotplugVolumes` includes memoryDump volumes, pkg/storage/types/volume.go:77-106).
+            state
+                .claim_facts
+                .insert(dump.clone(), claim_facts(&p, &data_volume));
+            if let Some(i) = info(&p) {
+                state.claims.insert(dump, i);
+            }
         }
         let Some(claim) = claim_name(volume) else {
             continue;
@@ -414,6 +421,22 @@ mod tests {
             assert_eq!(s.missing_pvc.as_deref(), Some("gone"), "{volumes}");
             assert!(!s.volumes_ready);
         }
+    }
+
+    /// A memory dump volume is a hotplug volume (`GetHotplugVolumes`, volume.go:77-106): its
+    /// claim's facts are there for the attachment pod, and it never holds the VMI back.
+    #[test]
+    fn a_memory_dump_claim_has_hotplug_facts() {
+        let v = vmi(json!([{"name": "c", "memoryDump": {"claimName": "c", "hotpluggable": true}}]));
+        let s = storage_state(
+            &v,
+            lookup(vec![("c", claim(None, None))]),
+            lookup::<DataVolume>(vec![]),
+            &CdiOverhead::default(),
+        );
+        assert!(s.claim_facts.get("c").is_some_and(|f| f.populated));
+        assert!(s.claims.contains_key("c"));
+        assert!(s.volumes_ready && s.missing_pvc.is_none());
     }
 
     /// pvc.go:233-235 with CDI's IsSucceededOrPendingPopulation: a claim no DataVolume controls

@@ -5,7 +5,8 @@
 //! when the set changes a new pod replaces the old one, which is deleted (grace period 0) once
 //! none of its volumes is still in use. The VMI's `status.volumeStatus` follows: `Bound` /
 //! `Pending` from the claim, `AttachedToNode` once the pod exists, `Detaching` after an unplug
-//! until the pod is gone. virt-handler's part (`MountedToPod`, `Ready`) is not simulated.
+//! until the pod is gone. virt-handler's part (`MountedToPod`, `Ready`, the memory dump phases)
+//! is the embedded cluster's (`crate::sim::nodes::virt_handler::hotplug_volumes_vmi`).
 //!
 //! Not modelled: WaitForFirstConsumer claims (KubeVirt creates a trigger pod,
 //! volume-hotplug.go:244-262), utility volumes, and the requeue delay between attachment pods

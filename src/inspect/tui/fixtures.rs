@@ -693,6 +693,7 @@ pub(crate) fn datavolume_pending() -> Inspection {
             phase: Some("Pending".into()),
             ready: Some("False".into()),
             exists: true,
+            ..Default::default()
         }],
         printable_status_reason: Some(printable(
             "Provisioning",

@@ -1394,6 +1394,7 @@ impl Runner {
                     }
                     (v, None)
                 }
+                VmiDecision::Volumes(v) => (v, None),
                 VmiDecision::Stop { vmi, launcher_exit } => (vmi, launcher_exit),
             };
             match self.inner.write_vmi_phase(&vmi, &new_vmi).await {

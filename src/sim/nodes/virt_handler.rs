@@ -194,6 +194,142 @@ pub(crate) fn decide_launcher_deleted<'a>(
     })
 }
 
+/// The VMI with its hotplug volumes' status moved on as virt-handler's
+/// `updateVolumeStatusesFromDomain` does (pkg/virt-handler/vm.go:631-683), or `None` when
+/// nothing changes. A volume whose attachment pod is ready (the VMI controller set
+/// `attachPodUID`) counts as mounted into the launcher pod.
+pub(crate) fn hotplug_volumes_vmi(vmi: &Value, now_rfc3339: &str) -> Option<Value> {
+    let in_spec: Vec<&str> = names_at(vmi, "/spec/volumes");
+    let disks: Vec<&str> = names_at(vmi, "/spec/domain/devices/disks");
+    let entries = vmi.pointer("/status/volumeStatus")?.as_array()?;
+    let mut taken: Vec<String> = entries
+        .iter()
+        .filter_map(|e| e.get("target").and_then(Value::as_str))
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    let vmi_name = vmi
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut changed = false;
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let mut e = entry.clone();
+        if e.get("hotplugVolume").is_some_and(|h| h.is_object()) {
+            let name = e
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let ctx = VolumeCtx {
+                in_spec: in_spec.contains(&name.as_str()),
+                has_disk: disks.contains(&name.as_str()),
+                vmi_name,
+                now: now_rfc3339,
+            };
+            hotplug_volume_step(&mut e, &name, &ctx, &mut taken);
+            if e.get("memoryDumpVolume").is_some_and(|m| m.is_object()) {
+                memory_dump_step(&mut e, &name, &ctx);
+            }
+        }
+        changed |= e != *entry;
+        out.push(e);
+    }
+    if !changed {
+        return None;
+    }
+    let mut new = vmi.clone();
+    new["status"]["volumeStatus"] = Value::Array(out);
+    Some(new)
+}
+
+/// What one volume's step reads besides its entry.
+struct VolumeCtx<'a> {
+    in_spec: bool,
+    has_disk: bool,
+    vmi_name: &'a str,
+    now: &'a str,
+}
+
+fn names_at<'a>(v: &'a Value, ptr: &str) -> Vec<&'a str> {
+    v.pointer(ptr)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.get("name").and_then(Value::as_str))
+        .collect()
+}
+
+fn set_phase(e: &mut Value, phase: &str, reason: &str, message: String) {
+    e["phase"] = json!(phase);
+    e["reason"] = json!(reason);
+    e["message"] = json!(message);
+}
+
+/// `updateHotplugVolumeStatus` (pkg/virt-handler/vm.go:498-531, `canUpdateToMounted` /
+/// `canUpdateToUnmounted` 467-473) with the domain's part: a mounted volume still in the spec
+/// becomes `MountedToPod`; a mounted disk is then attached (the next free `sdX` target) and
+/// `Ready`; a volume gone from the spec is detached and unmounted (`UnMountedFromPod`).
+fn hotplug_volume_step(e: &mut Value, name: &str, ctx: &VolumeCtx, taken: &mut Vec<String>) {
+    let phase = e
+        .get("phase")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let mounted = e
+        .pointer("/hotplugVolume/attachPodUID")
+        .and_then(Value::as_str)
+        .is_some_and(|u| !u.is_empty());
+    let is_dump = e.get("memoryDumpVolume").is_some_and(|m| m.is_object());
+    if !ctx.in_spec {
+        if matches!(phase.as_str(), "Ready" | "MountedToPod" | "AttachedToNode") {
+            e["target"] = json!("");
+            let message = format!("Volume {name} has been unmounted from virt-launcher pod");
+            set_phase(e, "UnMountedFromPod", "VolumeUnMountedFromPod", message);
+        }
+        return;
+    }
+    if mounted && matches!(phase.as_str(), "Bound" | "Pending" | "AttachedToNode") {
+        let message = format!("Volume {name} has been mounted in virt-launcher pod");
+        set_phase(e, "MountedToPod", "VolumeMountedToPod", message);
+    }
+    if ctx.has_disk && !is_dump && e["phase"] == "MountedToPod" {
+        let target = (b'a'..=b'z')
+            .map(|c| format!("sd{}", c as char))
+            .find(|t| !taken.contains(t))
+            .unwrap_or_default();
+        taken.push(target.clone());
+        e["target"] = json!(target);
+        let message = format!("Successfully attach hotplugged volume {name} to VM");
+        set_phase(e, "Ready", "VolumeReady", message);
+    }
+}
+
+/// `updateMemoryDumpInfo` (pkg/virt-handler/vm.go:891-928) with the dump itself: a mounted
+/// dump volume gets its target file (`dumpTargetFile`, 886-889) and `MemoryDumpInProgress`;
+/// on the next pass the dump has been taken and the volume is `MemoryDumpCompleted`.
+fn memory_dump_step(e: &mut Value, name: &str, ctx: &VolumeCtx) {
+    match e.get("phase").and_then(Value::as_str) {
+        Some("MountedToPod") => {
+            let stamp = chrono::DateTime::parse_from_rfc3339(ctx.now)
+                .map(|t| t.format("%Y%m%d-%H%M%S").to_string())
+                .unwrap_or_default();
+            e["memoryDumpVolume"]["targetFileName"] =
+                json!(format!("{}-{name}-{stamp}.memory.dump", ctx.vmi_name));
+            let message = format!("Memory dump Volume {name} is attached, getting memory dump");
+            set_phase(e, "MemoryDumpInProgress", "VolumeMountedToPod", message);
+        }
+        Some("MemoryDumpInProgress") => {
+            e["memoryDumpVolume"]["startTimestamp"] = json!(ctx.now);
+            e["memoryDumpVolume"]["endTimestamp"] = json!(ctx.now);
+            let message = format!("Memory dump to Volume {name} has completed successfully");
+            set_phase(e, "MemoryDumpCompleted", "VolumeReady", message);
+        }
+        _ => {}
+    }
+}
+
 /// Whether the launcher pod runs: phase Running and container `compute` running.
 pub(crate) fn launcher_running(pod: &Pod) -> bool {
     let Some(status) = pod.status.as_ref() else {
@@ -458,6 +594,8 @@ pub enum VmiDecision {
     Nothing,
     /// Guest started: PUT this VMI (phase Running).
     Start(Value),
+    /// A Running VMI's hotplug volumes moved on: PUT this VMI.
+    Volumes(Value),
     /// Guest gone: PUT this VMI (final phase); then, when `launcher_exit` is set, the launcher
     /// pod ends with that exit code (0 → Succeeded, else Failed).
     Stop {
@@ -502,6 +640,10 @@ pub(crate) fn decide(
             vmi: final_vmi(vmi, PHASE_FAILED, now_rfc3339),
             launcher_exit: None,
         };
+    }
+    if phase == PHASE_RUNNING && !vmi_is_deleting(vmi) {
+        return hotplug_volumes_vmi(vmi, now_rfc3339)
+            .map_or(VmiDecision::Nothing, VmiDecision::Volumes);
     }
     if phase != PHASE_SCHEDULED {
         return VmiDecision::Nothing;
@@ -818,6 +960,80 @@ mod tests {
         assert!(out.pointer("/status/reason").is_none());
         assert_eq!(
             decide(&out, Some(&launcher(true)), false, NOW),
+            VmiDecision::Nothing
+        );
+    }
+
+    fn hotplug_vmi(spec_volumes: Value, disks: Value, entry: Value) -> Value {
+        let mut v = vmi(PHASE_RUNNING);
+        v["spec"]["volumes"] = spec_volumes;
+        v["spec"]["domain"]["devices"]["disks"] = disks;
+        v["status"]["volumeStatus"] = json!([entry]);
+        v
+    }
+
+    fn step(v: &Value) -> Value {
+        match decide(v, Some(&launcher(true)), false, NOW) {
+            VmiDecision::Volumes(out) => out["status"]["volumeStatus"][0].clone(),
+            other => panic!("expected a volume update, got {other:?}"),
+        }
+    }
+
+    /// pkg/virt-handler/vm.go:498-531: a disk whose attachment pod is ready is mounted and
+    /// attached (`Ready`, target `sda`); unplugged it is unmounted; until the pod is ready
+    /// nothing moves.
+    #[test]
+    fn hotplugged_disks_are_mounted_attached_and_unmounted() {
+        let vol = json!([{"name": "hp", "persistentVolumeClaim": {"claimName": "c", "hotpluggable": true}}]);
+        let disk = json!([{"name": "hp", "disk": {"bus": "scsi"}}]);
+        let attached = json!({"name": "hp", "target": "", "phase": "AttachedToNode",
+                              "hotplugVolume": {"attachPodName": "hp-volume-x", "attachPodUID": "u"}});
+        let e = step(&hotplug_vmi(vol.clone(), disk.clone(), attached.clone()));
+        assert_eq!(
+            (e["phase"].as_str(), e["target"].as_str()),
+            (Some("Ready"), Some("sda"))
+        );
+        assert_eq!(e["reason"], "VolumeReady");
+
+        let mut not_ready = attached.clone();
+        not_ready["hotplugVolume"] = json!({"attachPodName": "hp-volume-x"});
+        let v = hotplug_vmi(vol, disk.clone(), not_ready);
+        assert_eq!(
+            decide(&v, Some(&launcher(true)), false, NOW),
+            VmiDecision::Nothing
+        );
+
+        let ready = json!({"name": "hp", "target": "sda", "phase": "Ready",
+                           "hotplugVolume": {"attachPodName": "hp-volume-x", "attachPodUID": "u"}});
+        let e = step(&hotplug_vmi(json!([]), disk, ready));
+        assert_eq!(
+            (e["phase"].as_str(), e["target"].as_str()),
+            (Some("UnMountedFromPod"), Some(""))
+        );
+    }
+
+    /// pkg/virt-handler/vm.go:891-928: a mounted memory dump volume gets its target file and
+    /// `MemoryDumpInProgress`, then `MemoryDumpCompleted` with its times; once unplugged it
+    /// stays `MemoryDumpCompleted` (not a phase `canUpdateToUnmounted` moves).
+    #[test]
+    fn a_memory_dump_volume_is_dumped() {
+        let vol = json!([{"name": "d", "memoryDump": {"claimName": "d", "hotpluggable": true}}]);
+        let attached = json!({"name": "d", "target": "", "phase": "AttachedToNode",
+                              "memoryDumpVolume": {"claimName": "d"},
+                              "hotplugVolume": {"attachPodName": "hp-volume-x", "attachPodUID": "u"}});
+        let e = step(&hotplug_vmi(vol.clone(), json!([]), attached));
+        assert_eq!(e["phase"], "MemoryDumpInProgress");
+        assert_eq!(
+            e["memoryDumpVolume"]["targetFileName"],
+            "vm-a-d-20260102-030405.memory.dump"
+        );
+        let e = step(&hotplug_vmi(vol, json!([]), e));
+        assert_eq!(e["phase"], "MemoryDumpCompleted");
+        assert_eq!(e["memoryDumpVolume"]["startTimestamp"], NOW);
+        assert_eq!(e["memoryDumpVolume"]["endTimestamp"], NOW);
+        let v = hotplug_vmi(json!([]), json!([]), e);
+        assert_eq!(
+            decide(&v, Some(&launcher(true)), false, NOW),
             VmiDecision::Nothing
         );
     }

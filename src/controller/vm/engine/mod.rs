@@ -11,6 +11,7 @@ mod generation;
 mod instancetype;
 mod lifecycle;
 mod live_update;
+mod memory_dump;
 mod revision;
 mod run_strategy;
 mod status;

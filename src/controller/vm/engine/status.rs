@@ -75,8 +75,19 @@ impl Engine<'_> {
             status.run_strategy = Some(orig_strategy);
         }
 
-        // State change requests.
+        // Memory dump request (memorydump.UpdateRequest, vm.go:2483).
         let vmi_now = self.vmi.clone();
+        if let Some(change) = crate::controller::vm::memory_dump::update_request(
+            &mut status,
+            &self.vm,
+            vmi_now.as_deref(),
+        ) {
+            self.explain(format!(
+                "memory dump request: {change} (memorydump.go:116-197)"
+            ));
+        }
+
+        // State change requests.
         if trim_first_change_request_needed(&status, vmi_now.as_deref())
             && let Some(reqs) = status.state_change_requests.as_mut()
         {

@@ -314,7 +314,7 @@ impl Engine<'_> {
         }
         if let Some(e) = unsupported::volume_requests(&vm_copy)
             .or_else(|| self.sync_declarative_hotplug(&vm_copy))
-            .or_else(|| unsupported::memory_dump(&vm_copy))
+            .or_else(|| self.sync_memory_dump(&mut vm_copy))
         {
             return Ok(Some(e));
         }
