@@ -229,12 +229,6 @@ impl ApiFailure {
         self.reason == "AlreadyExists"
     }
 
-    #[cfg(test)] // the product does not classify failures yet (issue 44)
-    /// `k8serrors.IsConflict`: reason `Conflict`, or an unknown reason with code 409.
-    pub(crate) fn is_conflict(&self) -> bool {
-        self.reason_or_code("Conflict", 409)
-    }
-
     /// `k8serrors.IsInvalid`: reason `Invalid`, or an unknown reason with code 422.
     pub(crate) fn is_invalid(&self) -> bool {
         self.reason_or_code("Invalid", 422)
@@ -306,19 +300,6 @@ impl Serialize for ReconcileError {
     }
 }
 
-#[cfg(test)] // see ReconcileError::retry
-/// How a failed reconcile is retried. Every [`ReconcileError`] re-adds the key with the work
-/// queue's per-key backoff; the classes differ in whether the failure is worth reporting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
-    /// An optimistic-concurrency conflict (409, client-go's `IsConflict`): two writers raced
-    /// and the next sync reads the newer object. KubeVirt logs it at info level; it is a
-    /// problem only once it repeats.
-    Routine,
-    /// Anything else: retried with growing backoff until what failed changes.
-    Backoff,
-}
-
 impl ReconcileError {
     /// A request of the executor's own that failed.
     pub(crate) fn api(
@@ -349,25 +330,6 @@ impl ReconcileError {
             problem: problem.into(),
         }
     }
-
-    #[cfg(test)] // the product does not classify failures yet (issue 44)
-    /// The API answer the reconcile stopped on, if it stopped on one.
-    pub(crate) fn api_failure(&self) -> Option<&ApiFailure> {
-        match self {
-            ReconcileError::Api { failure, .. } => Some(failure),
-            ReconcileError::Step { failure, .. } => failure.as_ref(),
-            _ => None,
-        }
-    }
-
-    #[cfg(test)] // the product does not classify failures yet (issue 44)
-    /// How this failure is retried ([`Retry`]).
-    pub(crate) fn retry(&self) -> Retry {
-        match self.api_failure() {
-            Some(f) if f.is_conflict() => Retry::Routine,
-            _ => Retry::Backoff,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -395,10 +357,7 @@ mod tests {
     }
 
     #[test]
-    fn conflict_invalid_already_exists() {
-        assert!(failure(409, "Conflict").is_conflict());
-        assert!(failure(409, "").is_conflict());
-        assert!(!failure(409, "AlreadyExists").is_conflict());
+    fn already_exists_and_invalid() {
         assert!(failure(409, "AlreadyExists").is_already_exists());
         assert!(failure(422, "Invalid").is_invalid());
         assert!(failure(422, "").is_invalid());
@@ -478,36 +437,6 @@ mod tests {
             step.to_string(),
             "running and runstrategy are mutually exclusive"
         );
-    }
-
-    #[test]
-    fn a_conflict_is_routine_anything_else_backs_off() {
-        let conflict = ApiFailure::new(
-            409,
-            "Conflict",
-            "Operation cannot be fulfilled on virtualmachines.kubevirt.io \"vm1\": the object \
-             has been modified; please apply your changes to the latest version and try again",
-        );
-        let write = ReconcileError::api("update", "virtualmachines", "ns/vm1", conflict.clone());
-        assert_eq!(write.retry(), Retry::Routine);
-        let step = ReconcileError::Step {
-            message: conflict.message.clone(),
-            failure: Some(conflict),
-        };
-        assert_eq!(step.retry(), Retry::Routine);
-        let exists = ApiFailure::new(409, "AlreadyExists", "pods \"p\" already exists");
-        for other in [
-            ReconcileError::api("create", "pods", "ns", exists),
-            ReconcileError::api("get", "pods", "ns/p", ApiFailure::other("timeout")),
-            ReconcileError::Sync(SyncError::new(
-                "FailedCreate",
-                "the object has been modified",
-            )),
-            ReconcileError::UnknownPhase("Unknown".into()),
-            ReconcileError::invalid_object("VirtualMachine", "ns/vm1", "metadata.name", "is empty"),
-        ] {
-            assert_eq!(other.retry(), Retry::Backoff, "{other:?}");
-        }
     }
 
     /// A DataVolume create against a cluster without CDI: kube-apiserver answers
