@@ -5,6 +5,7 @@
 
 // Functions stay within a screen or two: the limit is clippy.toml's (150 lines).
 #![warn(clippy::too_many_lines)]
+#![warn(unreachable_pub)]
 
 pub mod api;
 pub mod cli;

@@ -31,7 +31,7 @@ pub(crate) fn segments(dir: &Path) -> std::io::Result<Vec<(u64, PathBuf)>> {
 }
 
 /// Writes lines into the segment files of one directory.
-pub struct Ring {
+pub(super) struct Ring {
     dir: PathBuf,
     segment_limit: u64,
     number: u64,

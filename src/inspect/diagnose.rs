@@ -19,18 +19,18 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// More than one live launcher pod controlled by one VMI.
-pub const DUPLICATE_LAUNCHER_POD: &str = "DuplicateLauncherPod";
+pub(super) const DUPLICATE_LAUNCHER_POD: &str = "DuplicateLauncherPod";
 /// A finalizer that is not KubeVirt's on an object being deleted.
-pub const FOREIGN_FINALIZER: &str = "ForeignFinalizer";
+pub(super) const FOREIGN_FINALIZER: &str = "ForeignFinalizer";
 /// Another VM or VMI with the same firmware (SMBIOS) UUID.
-pub const DUPLICATE_FIRMWARE_UUID: &str = "DuplicateFirmwareUUID";
+pub(super) const DUPLICATE_FIRMWARE_UUID: &str = "DuplicateFirmwareUUID";
 /// The Lease holder's identity renewed by a process other than the one its debug endpoint names.
-pub const DUPLICATE_CONTROLLER_IDENTITY: &str = "DuplicateControllerIdentity";
+pub(super) const DUPLICATE_CONTROLLER_IDENTITY: &str = "DuplicateControllerIdentity";
 /// The launcher pod was refused by Pod Security admission.
-pub const POD_SECURITY_REJECTED: &str = "PodSecurityRejected";
+pub(super) const POD_SECURITY_REJECTED: &str = "PodSecurityRejected";
 
 /// The namespace label Pod Security admission enforces.
-pub const PSA_ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
+pub(super) const PSA_ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
 
 /// Kubernetes' garbage-collector finalizers (`metav1.FinalizerOrphanDependents`,
 /// `FinalizerDeleteDependents`): set by a delete with `propagationPolicy`, removed by the

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 /// The tests' "now".
-pub const NOW: &str = "2026-12-01T10:00:00Z";
+pub(crate) const NOW: &str = "2026-12-01T10:00:00Z";
 
 /// [`NOW`] as a time.
 pub(crate) fn now() -> DateTime<Utc> {

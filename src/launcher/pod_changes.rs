@@ -39,7 +39,7 @@ const DEFAULT_TOLERATION_TAINTS: [&str; 2] = [
 
 /// What the pod tells about changes to its spec since it was created.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SpecHistory {
+pub(super) enum SpecHistory {
     /// A resize of its containers is under way; the text says what shows it.
     Resizing(String),
     /// `metadata.generation` is above what creation and the visible changes account for.

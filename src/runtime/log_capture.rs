@@ -12,7 +12,7 @@ use tracing_subscriber::fmt::MakeWriter;
 
 /// The captured output (one formatted line per event, without colours).
 #[derive(Clone, Default)]
-pub struct Captured(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl Captured {
     /// Every captured line.
@@ -34,7 +34,7 @@ impl Captured {
 }
 
 /// A writer appending to a [`Captured`] buffer.
-pub struct CapturedWriter(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct CapturedWriter(Arc<Mutex<Vec<u8>>>);
 
 impl Write for CapturedWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

@@ -18,13 +18,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// At most one line of a kind per this interval, in [`LogLimiter::shared`].
-pub const REPEAT_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const REPEAT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Remembers, per kind of log line, when one was last logged and how many were held back since.
 /// Clones share the record. Kinds are never forgotten: name them from a small set (per resource,
 /// per Lease), not per object or per error text.
 #[derive(Clone, Debug)]
-pub struct LogLimiter {
+pub(crate) struct LogLimiter {
     interval: Duration,
     kinds: Arc<Mutex<HashMap<String, Kind>>>,
 }
@@ -38,7 +38,7 @@ struct Kind {
 /// Permission to log one line of a kind now. Its `Display` is a note for the end of that line:
 /// the rate limit, and how many lines of the kind were not logged since the previous one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Allowed {
+pub(crate) struct Allowed {
     /// Lines of this kind held back since the previous one was logged.
     pub suppressed: u64,
     interval: Duration,

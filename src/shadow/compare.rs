@@ -154,7 +154,7 @@ fn diff_at(prefix: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<Pat
 
 /// The outcome of comparing one write with one of our intended writes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Comparison {
+pub(super) struct Comparison {
     /// Agree, Differ or WeWouldWriteMore.
     pub verdict: Verdict,
     /// Where ours and theirs differ (empty on agreement).

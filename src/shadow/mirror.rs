@@ -15,11 +15,11 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Objects of one kind by `namespace/name`.
-pub type Objects = BTreeMap<String, Value>;
+pub(super) type Objects = BTreeMap<String, Value>;
 
 /// The watched objects.
 #[derive(Debug, Clone, Default)]
-pub struct Mirror {
+pub(crate) struct Mirror {
     /// One map per compared kind.
     pub objects: BTreeMap<Kind, Objects>,
     /// PersistentVolumeClaims (read by both decisions, never compared).

@@ -39,7 +39,7 @@ pub enum Part {
 
 /// What a write does to the object.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// POST this object.
     Create(Value),
     /// DELETE.
@@ -58,7 +58,7 @@ pub enum Effect {
 
 /// One API write our decision makes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Intended {
+pub(crate) struct Intended {
     /// The object's kind.
     pub kind: Kind,
     /// Its name; `None` for a creation whose name the server generates.

@@ -27,14 +27,14 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// How many later changes of the same VM key a held write waits for its `agree-later`.
-pub const LATER_TRIES: u8 = 8;
+pub(super) const LATER_TRIES: u8 = 8;
 
 /// How long a held write waits for its `agree-later` at most.
-pub const LATER_WAIT: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+pub(super) const LATER_WAIT: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
 /// One change seen on a watch.
 #[derive(Debug, Clone)]
-pub struct Change {
+pub(super) struct Change {
     /// The object's kind.
     pub kind: Kind,
     /// `namespace/name`.
@@ -45,7 +45,7 @@ pub struct Change {
 
 /// Who wrote a change, as far as the object tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Author {
+pub(super) enum Author {
     /// The newest `managedFields` entry is one of the leader's managers.
     Leader,
     /// It is someone else's.
@@ -161,7 +161,7 @@ struct Held {
 }
 
 /// The state machine (see the module docs).
-pub struct Tracker {
+pub(super) struct Tracker {
     /// The watched objects.
     pub mirror: Mirror,
     leader_managers: Vec<String>,

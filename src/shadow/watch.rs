@@ -143,7 +143,7 @@ pub(crate) fn feed(
 /// Why the shadow's client refused a request.
 #[derive(Debug, thiserror::Error)]
 #[error("the shadow never writes: {method} {path} refused")]
-pub struct ReadOnly {
+pub(super) struct ReadOnly {
     method: Method,
     path: String,
 }

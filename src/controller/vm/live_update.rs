@@ -27,15 +27,15 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::Value;
 
 /// `v1.VirtualMachineInstanceVCPUChange`.
-pub const HOT_VCPU_CHANGE: &str = "HotVCPUChange";
+pub(crate) const HOT_VCPU_CHANGE: &str = "HotVCPUChange";
 /// `v1.VirtualMachineInstanceMemoryChange`.
-pub const HOT_MEMORY_CHANGE: &str = "HotMemoryChange";
+pub(crate) const HOT_MEMORY_CHANGE: &str = "HotMemoryChange";
 /// `v1.VirtualMachineInstanceIsMigratable`.
 const LIVE_MIGRATABLE: &str = "LiveMigratable";
 
 /// A JSON patch of the VMI one handler sends, with what it does (for the explanation).
 #[derive(Debug, Clone, PartialEq)]
-pub struct VmiPatch {
+pub(crate) struct VmiPatch {
     /// The RFC 6902 document.
     pub patch: Value,
     /// What it changes and the vm.go lines that send it.
@@ -44,7 +44,7 @@ pub struct VmiPatch {
 
 /// What one live-update handler does.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The VMI already runs with the template's value (or the handler does not apply).
     Unchanged,
     /// Patch the VMI, in this order.

@@ -20,7 +20,7 @@ use super::record::LeaseRecord;
 
 /// Which call a scripted [`Fault`] applies to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Op {
+pub(super) enum Op {
     /// [`LeaseApi::get`].
     Get,
     /// [`LeaseApi::create`].
@@ -31,7 +31,7 @@ pub enum Op {
 
 /// What happens to one scripted call.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Fault {
+pub(super) enum Fault {
     /// Fail with this error without touching the store.
     Fail(LeaseError),
     /// Apply the call to the store, then report this error (the response got lost).
@@ -55,7 +55,7 @@ impl Store {
 
 /// The shared in-memory "API server" for Leases of one namespace.
 #[derive(Clone, Default)]
-pub struct FakeLeaseStore {
+pub(super) struct FakeLeaseStore {
     store: Arc<Mutex<Store>>,
 }
 
@@ -179,7 +179,7 @@ struct Plan {
 /// One candidate's connection to a [`FakeLeaseStore`]. Clones share the fault plan, so a test
 /// keeps a clone to steer the candidate that owns the other.
 #[derive(Clone)]
-pub struct FakeLeaseApi {
+pub(super) struct FakeLeaseApi {
     store: FakeLeaseStore,
     plan: Arc<Mutex<Plan>>,
 }
