@@ -23,7 +23,7 @@ pub struct Extra(Option<Box<ExtraFields>>);
 
 /// The fields of a non-empty [`Extra`]: the text, the map, or both (then they agree).
 #[derive(Default)]
-pub struct ExtraFields {
+pub(crate) struct ExtraFields {
     /// Compact JSON of the map; `None` once the map was written through.
     text: Option<Box<str>>,
     /// The map, once read or written.

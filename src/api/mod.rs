@@ -35,17 +35,17 @@ macro_rules! namespaced_resource {
 }
 
 pub mod apply;
-pub mod common;
-pub mod datavolume;
+pub(crate) mod common;
+pub(crate) mod datavolume;
 pub mod defaults;
 pub mod instancetype;
 pub mod key;
-pub mod kubevirt;
+pub(crate) mod kubevirt;
 pub mod manifest;
 pub mod quantity;
-pub mod resources;
+pub(crate) mod resources;
 pub mod storage;
-pub mod traits;
+pub(crate) mod traits;
 pub mod vm;
 pub mod vmi;
 

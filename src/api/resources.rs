@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 /// Largest memory/CPU quantity accepted: 1 EiB (2^60). Sums of all overhead terms stay far
 /// below `i64::MAX`.
-pub const MAX_QUANTITY: i64 = 1 << 60;
+pub(crate) const MAX_QUANTITY: i64 = 1 << 60;
 
 /// A field of an object that cannot be used. The field path is relative to the object (a VMI:
 /// `spec.domain.resources.requests.memory`); whoever reports the error names the object.
@@ -90,7 +90,7 @@ pub(crate) fn parse_non_negative(
 
 /// The sizing quantities of a VMI spec, parsed (see the module docs).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct VmiResources {
+pub(crate) struct VmiResources {
     /// `spec.domain.resources.requests`, every entry.
     pub requests: BTreeMap<String, ParsedQuantity>,
     /// `spec.domain.resources.limits`, every entry.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// Which cluster a client talks to, said before writing to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterTarget {
+pub(crate) struct ClusterTarget {
     /// The API server URL.
     pub server: String,
     /// The kubeconfig context used (`in-cluster` for the service account).

@@ -7,7 +7,7 @@ use clap_complete::Shell;
 use std::process::ExitCode;
 
 /// The binary the completion scripts complete (what krew and `cargo install` put on PATH).
-pub const BIN_NAME: &str = "kubectl-virtctl_rs";
+pub(crate) const BIN_NAME: &str = "kubectl-virtctl_rs";
 
 /// Flags of `completion`.
 #[derive(Debug, Args)]

@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The demo's VM: a container-disk VM that starts by itself (`runStrategy: Always`).
-pub const DEMO_VM: &str = r#"apiVersion: kubevirt.io/v1
+pub(crate) const DEMO_VM: &str = r#"apiVersion: kubevirt.io/v1
 kind: VirtualMachine
 metadata:
   name: vm-demo

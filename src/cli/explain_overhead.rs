@@ -115,7 +115,7 @@ pub struct ExplainOverheadArgs {
 /// One object of `explain-overhead --what-if`: the formula before and after the change.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WhatIfExplanation {
+pub(crate) struct WhatIfExplanation {
     /// `VirtualMachine` or `VirtualMachineInstance`.
     pub kind: String,
     /// Namespace.

@@ -5,22 +5,22 @@
 //! subcommand's `--help` ends with examples and its exit codes (the `*_HELP` constants). Output
 //! goes through [`output`], so `| head` ends the process quietly with exit code 0.
 
-pub mod client;
-pub mod cluster;
-pub mod completion;
-pub mod demo;
-pub mod explain_overhead;
-pub mod inspect;
-pub mod lifecycle;
-pub mod output;
+pub(crate) mod client;
+pub(crate) mod cluster;
+pub(crate) mod completion;
+pub(crate) mod demo;
+pub(crate) mod explain_overhead;
+pub(crate) mod inspect;
+pub(crate) mod lifecycle;
+pub(crate) mod output;
 pub mod progress;
-pub mod replay;
+pub(crate) mod replay;
 pub mod run_controller;
-pub mod shadow;
-pub mod signals;
+pub(crate) mod shadow;
+pub(crate) mod signals;
 mod upgrade_rehearsal;
-pub mod version;
-pub mod why;
+pub(crate) mod version;
+pub(crate) mod why;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

@@ -5,7 +5,7 @@
 use std::io::Write;
 
 /// Exit code when stdout was closed by the reader: success, like `seq 1000000 | head -1`.
-pub const BROKEN_PIPE_EXIT: i32 = 0;
+pub(crate) const BROKEN_PIPE_EXIT: i32 = 0;
 
 /// Write `text` to stdout and flush. On a broken pipe the process exits with
 /// [`BROKEN_PIPE_EXIT`] at once: nobody reads what follows. Other write errors are reported on

@@ -12,7 +12,7 @@ use super::CliError;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// Registered SIGTERM and SIGINT handlers (tokio's; the signals stay caught while this lives).
-pub struct ShutdownSignals {
+pub(crate) struct ShutdownSignals {
     term: Signal,
     int: Signal,
 }

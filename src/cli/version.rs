@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::process::ExitCode;
 
 /// The KubeVirt release whose virt-controller this build re-implements.
-pub const KUBEVIRT_BEHAVIOUR_VERSION: &str = "v1.9.0";
+pub(crate) const KUBEVIRT_BEHAVIOUR_VERSION: &str = "v1.9.0";
 
 /// Flags of `version`.
 #[derive(Debug, Args)]
@@ -28,7 +28,7 @@ pub enum Format {
 /// The facts `version` prints (`-o json` shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct VersionInfo {
+pub(crate) struct VersionInfo {
     /// The crate version (`Cargo.toml`).
     pub version: String,
     /// `git rev-parse HEAD` at build time, or `unknown` when built outside a git checkout.

@@ -86,7 +86,7 @@ pub struct ConfigState {
 
 /// What one [`ClusterConfig::observe`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Observed {
+pub(crate) enum Observed {
     /// Nothing new (a version already applied or refused, or still no CR).
     Unchanged,
     /// A new CR version was applied; the settings that changed (`memoryOvercommit 100 → 150`).

@@ -28,9 +28,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 /// Reconcile-log controller names (keys of [`DebugState::reconciles`]).
-pub const VM_CONTROLLER: &str = "vm";
+pub(crate) const VM_CONTROLLER: &str = "vm";
 /// See [`VM_CONTROLLER`].
-pub const VMI_CONTROLLER: &str = "vmi";
+pub(crate) const VMI_CONTROLLER: &str = "vmi";
 
 /// The `/debug/state` document.
 ///

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 
 /// The VM cache, bound after the VM informer starts (handlers of other informers need it to
 /// resolve owner references).
-pub type VmStoreCell = Arc<OnceLock<Store<VirtualMachine>>>;
+pub(crate) type VmStoreCell = Arc<OnceLock<Store<VirtualMachine>>>;
 
 fn same_rv<K: Resource>(old: &K, new: &K) -> bool {
     old.meta().resource_version.is_some()
@@ -177,7 +177,7 @@ pub(crate) fn dv_to_vm_handler(
 
 /// The VMI cache, bound after the VMI informer starts (the PVC handler finds the VMIs that use
 /// a claim in it).
-pub type VmiStoreCell = Arc<OnceLock<Store<VirtualMachineInstance>>>;
+pub(crate) type VmiStoreCell = Arc<OnceLock<Store<VirtualMachineInstance>>>;
 
 /// Whether a volume list names `claim` as a `dataVolume` or a `persistentVolumeClaim`: KubeVirt's
 /// `dv` and `pvc` informer indexes (pkg/controller/virtinformers.go:449-480, 603-630).
@@ -339,7 +339,7 @@ pub(crate) fn vmi_handler(
 
 /// The pod cache, bound after the pod informer starts (its own handler resolves an attachment
 /// pod through the launcher pod that owns it).
-pub type PodStoreCell = Arc<OnceLock<Store<Pod>>>;
+pub(crate) type PodStoreCell = Arc<OnceLock<Store<Pod>>>;
 
 /// The VMI key of a pod: its controller VMI, or for a hotplug attachment pod (controlled by a
 /// pod) the VMI of that launcher pod, found in the cache by name and UID

@@ -1,12 +1,12 @@
 //! The VM and VMI controllers: each a pure decision (snapshot → intended actions) plus a thin
 //! executor, and what they share (context, informer handlers, the manager).
 
-pub mod cluster_config;
-pub mod common;
+pub(crate) mod cluster_config;
+pub(crate) mod common;
 pub mod context;
-pub mod debug_state;
-pub mod handlers;
-pub mod instancetype_cache;
+pub(crate) mod debug_state;
+pub(crate) mod handlers;
+pub(crate) mod instancetype_cache;
 pub mod manager;
 pub(crate) mod storage_cache;
 pub mod vm;

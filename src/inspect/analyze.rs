@@ -730,7 +730,7 @@ pub(crate) fn analyze(g: &Gathered) -> Inspection {
 }
 
 /// Both controllers' decisions on the gathered state.
-pub struct Decisions {
+pub(crate) struct Decisions {
     /// The VM controller's.
     pub vm: VmDecision,
     /// The VMI controller's, when a VMI exists.

@@ -11,17 +11,17 @@ use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Samples kept: five minutes at one a second.
-pub const SAMPLES_KEPT: usize = 300;
+pub(crate) const SAMPLES_KEPT: usize = 300;
 /// VMIs of the VM shown kept (the current one and those before it).
-pub const RUNS_KEPT: usize = 8;
+pub(crate) const RUNS_KEPT: usize = 8;
 /// Start backoffs kept.
-pub const BACKOFFS_KEPT: usize = 8;
+pub(crate) const BACKOFFS_KEPT: usize = 8;
 /// Gathers closer than this to the last sample are merged into it (`r` pressed twice).
 const MERGE_WITHIN_SECONDS: f64 = 0.5;
 
 /// One work queue at one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct QueueSample {
+pub(crate) struct QueueSample {
     /// Keys waiting for a worker.
     pub depth: u64,
     /// Adds since the sample before (absent on the first sample or when the source does not
@@ -34,7 +34,7 @@ pub struct QueueSample {
 
 /// The controller Lease at one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub enum LeaseMark {
+pub(crate) enum LeaseMark {
     /// Not read.
     #[default]
     Unknown,
@@ -48,7 +48,7 @@ pub enum LeaseMark {
 
 /// What the leader said at one gather.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// When the gather finished.
     pub at: DateTime<Utc>,
     /// The VM and VMI queues by name.
@@ -65,7 +65,7 @@ pub struct Sample {
 
 /// One VMI of the VM shown, as last seen.
 #[derive(Debug, Clone, PartialEq)]
-pub struct VmiRun {
+pub(crate) struct VmiRun {
     /// `metadata.uid` (empty when the VMI had none).
     pub uid: String,
     /// Its `status.phaseTransitionTimestamps`.
@@ -83,7 +83,7 @@ impl VmiRun {
 
 /// A start backoff the VM waited out (`status.startFailure`, vm.go:3361).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     /// When the failed start was seen: the failed VMI's final phase, else the gather.
     pub from: DateTime<Utc>,
     /// `retryAfterTimestamp`.

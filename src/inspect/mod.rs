@@ -4,19 +4,19 @@
 //! metrics, [`gather`]) → analyse with the controllers' own pure functions ([`analyze`]) →
 //! [`model::Inspection`] → render (`-o json|yaml`, plain text [`text`], the terminal UI).
 
-pub mod analyze;
+pub(crate) mod analyze;
 mod diagnose;
 pub mod gather;
-pub mod history;
-pub mod model;
+pub(crate) mod history;
+pub(crate) mod model;
 pub mod overhead;
-pub mod rehearsal;
+pub(crate) mod rehearsal;
 mod settings_check;
 #[cfg(test)]
 pub(crate) mod test_support;
-pub mod text;
+pub(crate) mod text;
 pub mod tui;
-pub mod whatif;
+pub(crate) mod whatif;
 
 pub use gather::{GatherError, GatherOptions};
 

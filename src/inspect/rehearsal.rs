@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 
 /// What the rehearsal reads: the audit's inputs, the nodes, and every pod bound to a node.
 #[derive(Debug, Clone, Default)]
-pub struct RehearsalInputs {
+pub(crate) struct RehearsalInputs {
     /// Launcher pods, VMIs, namespaces, quotas and settings in scope, as the audit reads them.
     pub audit: AuditInputs,
     /// Every node (allocatable memory).
@@ -45,7 +45,7 @@ pub struct RehearsalInputs {
 /// The rehearsal's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Rehearsal {
+pub(crate) struct Rehearsal {
     /// The namespace in scope, `None` for all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
@@ -75,7 +75,7 @@ impl Rehearsal {
 /// One VM's launcher pod, now and after the upgrade.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct VmRehearsal {
+pub(crate) struct VmRehearsal {
     pub namespace: String,
     /// The VMI (`kubevirt.io/domain`).
     pub vmi: String,
@@ -104,7 +104,7 @@ pub struct VmRehearsal {
 /// An overhead term that one release adds and the other does not, or with other bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TermChange {
+pub(crate) struct TermChange {
     /// The term's machine name (`qemu`, `videoRam`, …).
     pub term: String,
     pub before_bytes: i64,
@@ -116,7 +116,7 @@ pub struct TermChange {
 /// One node, now and once every VM in scope on it has restarted under the target release.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeRehearsal {
+pub(crate) struct NodeRehearsal {
     pub node: String,
     /// `status.allocatable.memory`; `None` when the node is not in the list or has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]

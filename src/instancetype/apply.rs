@@ -11,7 +11,7 @@ use std::fmt;
 /// A field the VM sets that its instancetype sets too (`conflict.Conflict`,
 /// pkg/instancetype/conflict/conflicts.go): the field path as k8s `field.Path` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Conflicts(pub Vec<String>);
+pub(crate) struct Conflicts(pub Vec<String>);
 
 impl Conflicts {
     /// `Conflicts.String()` (conflicts.go:84-90): the paths joined with ", ".

@@ -4,10 +4,10 @@
 //! checks, and expanding it into a VMI spec. Pure functions over raw JSON; the VM controller's
 //! engine (`controller::vm::engine::instancetype`) calls them.
 
-pub mod apply;
+pub(crate) mod apply;
 mod json;
-pub mod preference;
-pub mod revision;
+pub(crate) mod preference;
+pub(crate) mod revision;
 
 use crate::api::vm::VirtualMachine;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -16,20 +16,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The ControllerRevision labels (api/instancetype/register.go:49-55).
-pub mod labels {
-    pub const OBJECT_GENERATION: &str = "instancetype.kubevirt.io/object-generation";
-    pub const OBJECT_KIND: &str = "instancetype.kubevirt.io/object-kind";
-    pub const OBJECT_NAME: &str = "instancetype.kubevirt.io/object-name";
-    pub const OBJECT_UID: &str = "instancetype.kubevirt.io/object-uid";
-    pub const OBJECT_VERSION: &str = "instancetype.kubevirt.io/object-version";
+pub(crate) mod labels {
+    pub(crate) const OBJECT_GENERATION: &str = "instancetype.kubevirt.io/object-generation";
+    pub(crate) const OBJECT_KIND: &str = "instancetype.kubevirt.io/object-kind";
+    pub(crate) const OBJECT_NAME: &str = "instancetype.kubevirt.io/object-name";
+    pub(crate) const OBJECT_UID: &str = "instancetype.kubevirt.io/object-uid";
+    pub(crate) const OBJECT_VERSION: &str = "instancetype.kubevirt.io/object-version";
 }
 
 /// The VMI annotations naming the instancetype and preference (core/v1/types.go:1365-1375).
-pub mod annotations {
-    pub const INSTANCETYPE: &str = "kubevirt.io/instancetype-name";
-    pub const CLUSTER_INSTANCETYPE: &str = "kubevirt.io/cluster-instancetype-name";
-    pub const PREFERENCE: &str = "kubevirt.io/preference-name";
-    pub const CLUSTER_PREFERENCE: &str = "kubevirt.io/cluster-preference-name";
+pub(crate) mod annotations {
+    pub(crate) const INSTANCETYPE: &str = "kubevirt.io/instancetype-name";
+    pub(crate) const CLUSTER_INSTANCETYPE: &str = "kubevirt.io/cluster-instancetype-name";
+    pub(crate) const PREFERENCE: &str = "kubevirt.io/preference-name";
+    pub(crate) const CLUSTER_PREFERENCE: &str = "kubevirt.io/cluster-preference-name";
 }
 
 /// One of the four kinds.

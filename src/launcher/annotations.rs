@@ -20,9 +20,9 @@ use crate::api::VirtualMachineInstance;
 use crate::api::annotations::SKIP_BACKUP_HOOKS;
 
 /// Istio's interface list for KubeVirt (pkg/network/istio/decorators.go:34).
-pub const ISTIO_KUBEVIRT_INTERFACES: &str = "traffic.sidecar.istio.io/kubevirtInterfaces";
+pub(crate) const ISTIO_KUBEVIRT_INTERFACES: &str = "traffic.sidecar.istio.io/kubevirtInterfaces";
 /// Istio's newer name for the same list (decorators.go:40).
-pub const ISTIO_REROUTE_VIRTUAL_INTERFACES: &str = "istio.io/reroute-virtual-interfaces";
+pub(crate) const ISTIO_REROUTE_VIRTUAL_INTERFACES: &str = "istio.io/reroute-virtual-interfaces";
 /// The pod-side bridge of the pod network's masquerade interface.
 const ISTIO_BRIDGE: &str = "k6t-eth0";
 
@@ -34,7 +34,7 @@ const POST_HOOK_COMMAND: &str = "post.hook.backup.velero.io/command";
 
 /// The storage generator's keys, which the VMI controller keeps in sync on a running pod
 /// (`ManagedAnnotationKeys`, generator.go:45-53; lifecycle.go:811).
-pub const VELERO_KEYS: [&str; 5] = [
+pub(crate) const VELERO_KEYS: [&str; 5] = [
     PRE_HOOK_CONTAINER,
     PRE_HOOK_COMMAND,
     PRE_HOOK_TIMEOUT,

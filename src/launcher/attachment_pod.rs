@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 /// `hotplugDisk` (template.go:81): the container's name and the pod's `kubevirt.io` label.
-pub const HOTPLUG_DISK: &str = "hotplug-disk";
+pub(crate) const HOTPLUG_DISK: &str = "hotplug-disk";
 /// `hotplugDisks` (template.go:75): the emptyDir the claims are mounted under.
 const HOTPLUG_DISKS: &str = "hotplug-disks";
 /// `util.NonRootUID` (pkg/util/util.go:32).
@@ -22,7 +22,7 @@ const NON_ROOT_UID: i64 = 107;
 /// What the renderer knows of a hotplugged volume's claim: its UID (the block device path) and
 /// whether it is a block volume (`IsPVCBlock`, pvc.go:64-70).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AttachmentClaim {
+pub(crate) struct AttachmentClaim {
     /// `metadata.uid` of the claim.
     pub uid: String,
     /// `spec.volumeMode: Block`.

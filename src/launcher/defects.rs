@@ -31,9 +31,9 @@ pub struct Warning {
 }
 
 /// `memory.guest` without `requests.memory`: no page-table term (v1.6.4, v1.7.0 and later).
-pub const GUEST_ONLY_NO_PAGE_TABLES: &str = "guestOnlyNoPageTables";
+pub(crate) const GUEST_ONLY_NO_PAGE_TABLES: &str = "guestOnlyNoPageTables";
 /// Hugepages scaled by memoryOvercommit, off the page-size grid (v1.0.0 … v1.9.0).
-pub const HUGEPAGES_OVERCOMMITTED: &str = "hugepagesOvercommitted";
+pub(crate) const HUGEPAGES_OVERCOMMITTED: &str = "hugepagesOvercommitted";
 
 /// The known defects that hit `vmi` (as admitted: after [`crate::api::defaults`]) whose parsed
 /// quantities are `resources` and whose `compute` container `settings.kubevirt_version`

@@ -10,7 +10,7 @@ use crate::config::ClusterSettings;
 
 /// The objects to read for one VMI.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     /// Hook-sidecar ConfigMaps, in the VMI's namespace.
     pub config_maps: Vec<String>,
     /// NetworkAttachmentDefinitions as `(namespace, name)` (gate `ExternalNetResourceInjection`

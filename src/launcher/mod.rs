@@ -5,22 +5,22 @@
 //! Module tree: see docs/architecture.md ("The launcher"); there is no import cycle between the
 //! modules below (tests/module_graph.rs checks it for all of src/).
 
-pub mod annotations;
-pub mod attachment_pod;
+pub(crate) mod annotations;
+pub(crate) mod attachment_pod;
 pub mod containers;
-pub mod defects;
-pub mod error;
+pub(crate) mod defects;
+pub(crate) mod error;
 pub mod explain;
-pub mod lookups;
-pub mod network;
+pub(crate) mod lookups;
+pub(crate) mod network;
 pub mod overhead;
 pub mod pod;
 mod pod_changes;
-pub mod renderer;
+pub(crate) mod renderer;
 pub mod resources;
-pub mod sidecars;
-pub mod virtiofs;
-pub mod volumes;
+pub(crate) mod sidecars;
+pub(crate) mod virtiofs;
+pub(crate) mod volumes;
 
 pub use error::RenderError;
 pub(crate) use pod::render_launch_manifest;

@@ -32,15 +32,15 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
 /// The Multus network selection annotation (`networkv1.NetworkAttachmentAnnot`).
-pub const MULTUS_NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
+pub(crate) const MULTUS_NETWORKS: &str = "k8s.v1.cni.cncf.io/networks";
 /// The Multus default-network override (`multus.DefaultNetworkCNIAnnotation`, annotation.go:33).
-pub const MULTUS_DEFAULT_NETWORK: &str = "v1.multus-cni.io/default-network";
+pub(crate) const MULTUS_DEFAULT_NETWORK: &str = "v1.multus-cni.io/default-network";
 /// The NAD annotation naming its device-plugin resource (`multus.ResourceNameAnnotation`).
-pub const RESOURCE_NAME_ANNOTATION: &str = "k8s.v1.cni.cncf.io/resourceName";
+pub(crate) const RESOURCE_NAME_ANNOTATION: &str = "k8s.v1.cni.cncf.io/resourceName";
 /// The Beta gate that stops the VMI controller from reading NADs (featuregate/active.go:160-164).
-pub const EXTERNAL_NET_RESOURCE_INJECTION: &str = "ExternalNetResourceInjection";
+pub(crate) const EXTERNAL_NET_RESOURCE_INJECTION: &str = "ExternalNetResourceInjection";
 /// `downwardAPI: device-info` of a binding plugin (`v1.DeviceInfo`).
-pub const DEVICE_INFO: &str = "device-info";
+pub(crate) const DEVICE_INFO: &str = "device-info";
 
 /// One element of the Multus annotation (`NetworkSelectionElement`), fields in its JSON order.
 #[derive(Debug, Serialize)]
@@ -256,9 +256,9 @@ pub(crate) fn network_to_resource(
 }
 
 /// The Multus annotation listing the pod's attachments (`networkv1.NetworkStatusAnnot`).
-pub const MULTUS_NETWORK_STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
+pub(crate) const MULTUS_NETWORK_STATUS: &str = "k8s.v1.cni.cncf.io/network-status";
 /// The annotation the network-info volume exposes (`downwardapi.NetworkInfoAnnot`).
-pub const NETWORK_INFO: &str = "kubevirt.io/network-info";
+pub(crate) const NETWORK_INFO: &str = "kubevirt.io/network-info";
 
 /// Declares a Multus device-info struct: string fields, each omitted when empty, in Go's order
 /// (network-attachment-definition-client v1.7.7 types.go:53-101).

@@ -55,7 +55,7 @@ type List = BTreeMap<String, ParsedQuantity>;
 /// Mirror of KubeVirt's `ResourceRenderer`: what the VMI asked for (rewritten by some rules) and
 /// what the rules calculated.
 #[derive(Debug, Default)]
-pub struct ResourceRenderer {
+pub(crate) struct ResourceRenderer {
     vm_limits: List,
     vm_requests: List,
     calculated_limits: List,
@@ -65,7 +65,7 @@ pub struct ResourceRenderer {
 
 /// What the rules read: the VMI, its quantities parsed once, the cluster settings, the
 /// namespace facts and the memory overhead (`CalculateMemoryOverhead`, a DecimalSI quantity).
-pub struct RenderInput<'a> {
+pub(crate) struct RenderInput<'a> {
     /// The VMI.
     pub vmi: &'a VirtualMachineInstance,
     /// Its quantities ([`VmiResources::parse`]).
@@ -82,8 +82,9 @@ pub struct RenderInput<'a> {
 }
 
 /// One row of [`RULES`]: a KubeVirt option, when it applies, and what it does.
-pub struct Rule {
-    /// KubeVirt's option name, e.g. `WithCPUPinning`.
+pub(crate) struct Rule {
+    /// KubeVirt's option name, e.g. `WithCPUPinning` (the rule-order tests check by it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub option: &'static str,
     /// The predicate (`VMIResourceRule.predicate`); it reads the VMI and namespace, never the
     /// renderer, so every predicate sees the VMI as written.
@@ -106,7 +107,7 @@ const fn rule(
 
 /// The rules, in the order KubeVirt v1.9.0 applies them (module docs).
 #[rustfmt::skip]
-pub const RULES: &[Rule] = &[
+pub(crate) const RULES: &[Rule] = &[
     rule("WithEphemeralStorageRequest", |_| true, with_ephemeral_storage_request),
     rule("WithVirtualizationResources", |_| true, with_virtualization_resources),
     rule("WithMemoryRequests", |i| renderer_sets_memory_request(i) && empty_memory_request(i),

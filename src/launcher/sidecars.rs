@@ -44,7 +44,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// The VMI annotation listing hook sidecars (hooks.go:29).
-pub const HOOK_SIDECARS: &str = "hooks.kubevirt.io/hookSidecars";
+pub(crate) const HOOK_SIDECARS: &str = "hooks.kubevirt.io/hookSidecars";
 
 /// The cluster's `imagePullPolicy`, given to binding-plugin sidecars: KubeVirt's default
 /// (virt-config.go:74; the settings do not carry the CR's).
@@ -53,7 +53,7 @@ const CLUSTER_IMAGE_PULL_POLICY: &str = "IfNotPresent";
 /// A ConfigMap hook: `key` of ConfigMap `name` mounted at `hookPath`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HookConfigMap {
+pub(crate) struct HookConfigMap {
     #[serde(default)]
     pub name: String,
     #[serde(default)]
@@ -65,7 +65,7 @@ pub struct HookConfigMap {
 /// A PVC hook: claim `name` mounted at `volumePath` (and at `sharedComputePath` in `compute`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HookPvc {
+pub(crate) struct HookPvc {
     #[serde(default)]
     pub name: String,
     #[serde(default)]
@@ -77,7 +77,7 @@ pub struct HookPvc {
 /// One requested hook sidecar (`hooks.HookSidecar`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HookSidecar {
+pub(crate) struct HookSidecar {
     #[serde(default)]
     pub image: String,
     #[serde(default)]

@@ -26,45 +26,45 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// `util.VirtPrivateDir`.
-pub const VIRT_PRIVATE_DIR: &str = "/var/run/kubevirt-private";
+pub(crate) const VIRT_PRIVATE_DIR: &str = "/var/run/kubevirt-private";
 /// `util.VirtShareDir` (= the controller's `--kubevirt-share-dir`).
-pub const VIRT_SHARE_DIR: &str = "/var/run/kubevirt";
+pub(crate) const VIRT_SHARE_DIR: &str = "/var/run/kubevirt";
 /// `--ephemeral-disk-dir` (application.go:123).
-pub const EPHEMERAL_DISK_DIR: &str = "/var/run/kubevirt-ephemeral-disks";
+pub(crate) const EPHEMERAL_DISK_DIR: &str = "/var/run/kubevirt-ephemeral-disks";
 /// `--container-disk-dir` (application.go:139).
-pub const CONTAINER_DISK_DIR: &str = "/var/run/kubevirt/container-disks";
+pub(crate) const CONTAINER_DISK_DIR: &str = "/var/run/kubevirt/container-disks";
 /// `v1.HotplugDiskDir` (application.go:140).
-pub const HOTPLUG_DISK_DIR: &str = "/var/run/kubevirt/hotplug-disks";
+pub(crate) const HOTPLUG_DISK_DIR: &str = "/var/run/kubevirt/hotplug-disks";
 /// `util.VirtImageVolumeDir`: container disks as image volumes.
-pub const IMAGE_VOLUME_DIR: &str = "/var/run/kubevirt-image-volume";
+pub(crate) const IMAGE_VOLUME_DIR: &str = "/var/run/kubevirt-image-volume";
 /// `util.VirtKernelBootVolumeDir`.
-pub const KERNEL_BOOT_VOLUME_DIR: &str = "/var/run/kubevirt-kernel-boot";
+pub(crate) const KERNEL_BOOT_VOLUME_DIR: &str = "/var/run/kubevirt-kernel-boot";
 /// `util.ContainerBinary`: where the launcher image volume is mounted in init containers.
-pub const CONTAINER_BINARY_DIR: &str = "/container-disk-binary";
+pub(crate) const CONTAINER_BINARY_DIR: &str = "/container-disk-binary";
 /// `containerdisk.LauncherVolume`.
-pub const LAUNCHER_VOLUME: &str = "launcher-volume";
+pub(crate) const LAUNCHER_VOLUME: &str = "launcher-volume";
 /// `containerdisk.KernelBootVolumeName`.
-pub const KERNEL_BOOT_VOLUME: &str = "kernel-boot-volume";
+pub(crate) const KERNEL_BOOT_VOLUME: &str = "kernel-boot-volume";
 /// `virtBinDir` emptyDir shared with container-disk containers.
-pub const VIRT_BIN_SHARE_DIR: &str = "virt-bin-share-dir";
+pub(crate) const VIRT_BIN_SHARE_DIR: &str = "virt-bin-share-dir";
 /// emptyDir holding container disks when ImageVolume is off.
-pub const CONTAINER_DISKS: &str = "container-disks";
+pub(crate) const CONTAINER_DISKS: &str = "container-disks";
 /// The emptyDir holding the hook sockets (`hookSidecarSocks`, template.go:76).
-pub const HOOK_SIDECAR_SOCKETS: &str = "hook-sidecar-sockets";
+pub(crate) const HOOK_SIDECAR_SOCKETS: &str = "hook-sidecar-sockets";
 /// Where the hook sockets are mounted (`hooks.HookSocketsSharedDirectory`, hooks.go:30).
-pub const HOOK_SOCKETS_DIR: &str = "/var/run/kubevirt-hooks";
+pub(crate) const HOOK_SOCKETS_DIR: &str = "/var/run/kubevirt-hooks";
 /// The network-info downward-API volume (`downwardapi.NetworkInfoVolumeName`).
-pub const NETWORK_INFO_VOLUME: &str = "network-info-annotation";
+pub(crate) const NETWORK_INFO_VOLUME: &str = "network-info-annotation";
 /// Where the network-info volume is mounted (`downwardapi.MountPath`).
-pub const NETWORK_INFO_MOUNT: &str = "/etc/podinfo";
+pub(crate) const NETWORK_INFO_MOUNT: &str = "/etc/podinfo";
 /// The emptyDir shared by `compute` and the virtiofsd containers (`virtiofs.VirtioFSContainers`).
-pub const VIRTIOFS_CONTAINERS: &str = "virtiofs-containers";
+pub(crate) const VIRTIOFS_CONTAINERS: &str = "virtiofs-containers";
 /// `VirtioFSContainersMountBaseDir`: `/var/run/kubevirt/virtiofs-containers`.
 pub(crate) fn virtiofs_containers_dir() -> String {
     format!("{VIRT_SHARE_DIR}/{VIRTIOFS_CONTAINERS}")
 }
 /// emptyDir for hotplugged disks.
-pub const HOTPLUG_DISKS: &str = "hotplug-disks";
+pub(crate) const HOTPLUG_DISKS: &str = "hotplug-disks";
 /// Where container-disk containers put their disks when ImageVolume is off:
 /// `<ephemeral-disk-dir>/container-disk-data/<VMI UID>` (application.go:694, container-disk.go:67-69).
 pub(crate) fn container_disk_mount_dir(uid: &str) -> String {

@@ -18,7 +18,7 @@ const MANUAL_RECOVERY_MESSAGE: &str = "VM recovery required: Volume migration fa
 const VM_NOT_RUNNING: &str = "VM is not running";
 /// The grace period a force restart sets on the VMI before asking for the restart
 /// (lifecycle.go:455-460: "the shortest safe restart period").
-pub const FORCE_RESTART_GRACE_SECONDS: i64 = 1;
+pub(crate) const FORCE_RESTART_GRACE_SECONDS: i64 = 1;
 
 /// The three verbs, as `virtctl start|stop|restart` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +73,7 @@ pub struct Options {
 
 /// The VM as read (its JSON, for the `test` operations, and typed) and its VMI, if any.
 #[derive(Debug, Clone)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// The VM exactly as the server answered it: `test` values come from here, so they match
     /// what is stored.
     pub vm_raw: Value,

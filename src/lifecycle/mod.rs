@@ -3,8 +3,8 @@
 //! → JSON patches or KubeVirt's error), [`request`] sends a request through virt-api's
 //! subresource endpoint or, where the cluster has no virt-api, makes the same writes itself.
 
-pub mod decide;
-pub mod request;
+pub(crate) mod decide;
+pub(crate) mod request;
 
 pub use decide::{Options, Plan, Refusal, Verb, Write};
 pub(crate) use request::{Outcome, Request, Route, send};

@@ -13,9 +13,9 @@ use kube::Resource;
 use serde_json::{Value, json};
 
 /// The subresource API group and version virt-api serves.
-pub const SUBRESOURCE_GROUP_VERSION: &str = "subresources.kubevirt.io/v1";
+pub(crate) const SUBRESOURCE_GROUP_VERSION: &str = "subresources.kubevirt.io/v1";
 /// Attempts before a request that keeps meeting a changed VM gives up.
-pub const MAX_ATTEMPTS: u32 = 5;
+pub(crate) const MAX_ATTEMPTS: u32 = 5;
 /// virt-api's text for a failed `test` operation (`jsonpatchTestErr`, subresource.go:52).
 const JSONPATCH_TEST_ERR: &str = "jsonpatch test operation does not apply";
 /// The API server's message for a JSON patch that does not apply (a failed `test` included):
@@ -24,7 +24,7 @@ const PATCH_REJECTED: &str = "the server rejected our request due to an error in
 
 /// One request for one VM.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     pub verb: Verb,
     pub namespace: String,
     pub name: String,
@@ -77,7 +77,7 @@ impl Request {
 
 /// How the request was carried out.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Route {
+pub(crate) enum Route {
     /// PUT to virt-api's subresource endpoint.
     Subresource,
     /// The writes sent directly; `why` says why not through virt-api.
@@ -86,7 +86,7 @@ pub enum Route {
 
 /// A request carried out (or, with `dry_run`, decided).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub route: Route,
     /// Attempts made (more than one when the VM changed between read and write).
     pub attempts: u32,
@@ -98,7 +98,7 @@ pub struct Outcome {
 /// Why a request was not carried out, naming the VM (`starting VirtualMachine ns/name: …`).
 #[derive(Debug, thiserror::Error)]
 #[error("{doing} VirtualMachine {namespace}/{name}: {cause}")]
-pub struct LifecycleError {
+pub(crate) struct LifecycleError {
     /// virtctl's word for the request (`starting`, `force restarting`, …).
     pub doing: &'static str,
     pub namespace: String,
@@ -108,7 +108,7 @@ pub struct LifecycleError {
 
 /// What stopped a request.
 #[derive(Debug, thiserror::Error)]
-pub enum Cause {
+pub(crate) enum Cause {
     /// virt-api's answer (or, directly, what it would answer): 404, a run strategy that does
     /// not allow the verb, a bad grace period, a request already underway.
     #[error("{refusal}{after}")]

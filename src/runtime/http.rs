@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Where the endpoints get their answers from.
 #[derive(Clone)]
-pub struct EndpointSources {
+pub(crate) struct EndpointSources {
     /// Prometheus text for `/metrics`.
     pub metrics: Arc<dyn Fn() -> String + Send + Sync>,
     /// Whether this instance currently leads, for `/leader`.
@@ -50,10 +50,7 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response {
 async fn metrics(State(s): State<EndpointSources>) -> Response {
     (
         StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
+        [(header::CONTENT_TYPE, crate::runtime::metrics::CONTENT_TYPE)],
         (s.metrics)(),
     )
         .into_response()

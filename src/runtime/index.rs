@@ -137,7 +137,7 @@ where
 /// the launcher pods of a VMI. KubeVirt reads a namespace index and keeps the pods the VMI
 /// controls (`vmi.go` `listPodsFromNamespace` + `controller.IsControlledBy`); indexing by the
 /// controller UID gives the same pods without the namespace walk.
-pub static CONTROLLER_UID: IndexFn<k8s_openapi::api::core::v1::Pod> = IndexFn {
+pub(crate) static CONTROLLER_UID: IndexFn<k8s_openapi::api::core::v1::Pod> = IndexFn {
     name: "controller-uid",
     value: |pod| crate::api::key::controller_of(&pod.metadata).map(|r| r.uid.clone()),
 };

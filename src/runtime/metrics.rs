@@ -40,7 +40,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// `Content-Type` of [`Metrics::encode`]'s output (Prometheus text format 0.0.4).
-pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+pub(crate) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 /// Errors from encoding the registry.
 #[derive(Debug, thiserror::Error)]
@@ -110,13 +110,13 @@ impl Metrics {
 
 /// Label set of every work-queue metric: `name` = the queue name.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueueLabels {
+pub(crate) struct QueueLabels {
     /// The queue name, e.g. `virt-controller-vm`.
     pub name: String,
 }
 
 /// A settable floating-point gauge (seconds).
-pub type FloatGauge = Gauge<f64, AtomicU64>;
+pub(crate) type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// Histogram constructor used by both duration families: buckets 1e-8 s × 10^i, i = 0..10
 /// (KubeVirt `prometheus.ExponentialBuckets(10e-9, 10, 10)`).
@@ -127,7 +127,7 @@ fn duration_histogram() -> Histogram {
 type HistogramFamily = Family<QueueLabels, Histogram, fn() -> Histogram>;
 
 /// Something whose unfinished-work gauges must be refreshed before a scrape (a work queue).
-pub trait UnfinishedWork: Send + Sync {
+pub(crate) trait UnfinishedWork: Send + Sync {
     /// Recompute `unfinished_work_seconds` and `longest_running_processor_seconds`.
     fn update_unfinished_work(&self);
 }
@@ -135,7 +135,7 @@ pub trait UnfinishedWork: Send + Sync {
 /// KubeVirt's seven work-queue metric families (label `name`), shared by all queues of the
 /// process. Clones share the same families.
 #[derive(Clone)]
-pub struct WorkqueueMetrics {
+pub(crate) struct WorkqueueMetrics {
     depth: Family<QueueLabels, Gauge>,
     adds: Family<QueueLabels, Counter>,
     latency: HistogramFamily,
@@ -280,7 +280,7 @@ impl Collector for WorkqueueMetrics {
 
 /// One queue's metric handles (client-go `defaultQueueMetrics` + `defaultRetryMetrics`).
 #[derive(Clone, Debug)]
-pub struct QueueMetrics {
+pub(crate) struct QueueMetrics {
     /// Items waiting to be processed, counting keys marked dirty while in flight (client-go
     /// increments on every accepted add and decrements on get).
     pub depth: Gauge,

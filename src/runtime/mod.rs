@@ -1,22 +1,22 @@
 //! The controller runtime: names-only work queues, expectations, informers, the Lease and HTTP
 //! endpoints. Nothing here knows about VMs; the controllers in `crate::controller` plug into it.
 
-pub mod apicall;
+pub(crate) mod apicall;
 pub mod expectations;
 pub(crate) mod gate;
 pub(crate) mod gojson;
-pub mod http;
-pub mod index;
+pub(crate) mod http;
+pub(crate) mod index;
 pub mod informer;
 pub mod lease;
 #[cfg(test)]
 pub(crate) mod log_capture;
 pub(crate) mod log_limit;
-pub mod metrics;
-pub mod mutation_cache;
+pub(crate) mod metrics;
+pub(crate) mod mutation_cache;
 pub mod queue;
 pub mod recorder;
-pub mod rest_limiter;
+pub(crate) mod rest_limiter;
 pub mod store;
 
 /// An error and its sources, joined by `: ` (kube's `Display` stops at "client error

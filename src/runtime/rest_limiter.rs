@@ -38,12 +38,12 @@ use super::metrics::Metrics;
 use super::queue::BucketRateLimiter;
 
 /// virt-controller's client rate (`DefaultVirtControllerQPS`, virt-config.go:101).
-pub const DEFAULT_QPS: f32 = 200.0;
+pub(crate) const DEFAULT_QPS: f32 = 200.0;
 /// virt-controller's client burst (`DefaultVirtControllerBurst`, virt-config.go:102).
-pub const DEFAULT_BURST: u32 = 400;
+pub(crate) const DEFAULT_BURST: u32 = 400;
 
 /// The metric of the waits (rest_metrics.go:57-65).
-pub const WAIT_METRIC: &str = "kubevirt_rest_client_rate_limiter_duration_seconds";
+pub(crate) const WAIT_METRIC: &str = "kubevirt_rest_client_rate_limiter_duration_seconds";
 
 /// Labels of [`WAIT_METRIC`]: the request's verb (`get`, `list`, `watch`, `create`, `update`,
 /// `patch`, `delete`) and its URL as a template (`/api/v1/namespaces/{namespace}/pods`).
@@ -64,7 +64,7 @@ fn wait_histogram() -> Histogram {
 /// A token bucket that can be replaced while requests use it (KubeVirt's
 /// `ReloadableRateLimiter`). Cheap to clone: clones share the bucket.
 #[derive(Clone)]
-pub struct ReloadableRateLimiter {
+pub(crate) struct ReloadableRateLimiter {
     current: Arc<Mutex<Limit>>,
     waits: Option<WaitFamily>,
 }

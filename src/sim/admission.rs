@@ -36,11 +36,11 @@ use super::status::ApiError;
 use crate::api::quantity::ParsedQuantity;
 
 /// The VM validating webhook (`pkg/virt-operator/resource/generate/components/webhooks.go`).
-pub const VM_VALIDATOR: &str = "virtualmachine-validator.kubevirt.io";
+pub(crate) const VM_VALIDATOR: &str = "virtualmachine-validator.kubevirt.io";
 /// The VM mutating webhook.
-pub const VM_MUTATOR: &str = "virtualmachines-mutator.kubevirt.io";
+pub(crate) const VM_MUTATOR: &str = "virtualmachines-mutator.kubevirt.io";
 /// The VMI mutating webhook.
-pub const VMI_MUTATOR: &str = "virtualmachineinstances-mutator.kubevirt.io";
+pub(crate) const VMI_MUTATOR: &str = "virtualmachineinstances-mutator.kubevirt.io";
 
 /// `v1.VirtualMachineInstanceFinalizer`.
 const VMI_FINALIZER: &str = "kubevirt.io/foregroundDeleteVirtualMachine";

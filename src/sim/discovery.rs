@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::resources::{Registry, ResourceDef};
 
 /// The Kubernetes version this server claims (the k8s-openapi feature in use is `v1_33`).
-pub const KUBE_MINOR: &str = "33";
+pub(crate) const KUBE_MINOR: &str = "33";
 
 /// `/version`.
 pub(crate) fn version() -> Value {

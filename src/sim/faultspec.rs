@@ -37,7 +37,7 @@ use super::store::EventKind;
 
 /// A parsed rule.
 #[derive(Debug, Clone, PartialEq)]
-pub enum FaultSpec {
+pub(crate) enum FaultSpec {
     /// A rule of the API server's [`super::Faults`].
     Api(FaultRule),
     /// A fault of the simulated nodes.
@@ -46,7 +46,7 @@ pub enum FaultSpec {
 
 /// A fault of the simulated nodes.
 #[derive(Debug, Clone, PartialEq)]
-pub enum NodeFault {
+pub(crate) enum NodeFault {
     /// Pods matching stay in `ErrImagePull` / `ImagePullBackOff`.
     StuckImagePull(Matcher),
     /// The next `count` matching VMIs fail before running.

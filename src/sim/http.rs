@@ -38,7 +38,7 @@ use super::watch::{self, WatchOptions};
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// Shared state of the HTTP handlers.
-pub struct App {
+pub(crate) struct App {
     /// Object store.
     pub store: Arc<Store>,
     /// Audit log.

@@ -15,7 +15,7 @@ use super::selector::{is_dns_label, is_dns_subdomain, validate_label_key, valida
 use super::status::{ApiError, Cause};
 
 /// Finalizer names the API server accepts without a `/` (`validation.go` standard finalizers).
-pub const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
+pub(crate) const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
 
 /// The API server's warnings for finalizer names without a domain prefix (other than the
 /// standard ones): `metadata.finalizers: "x": prefer a domain-qualified finalizer name

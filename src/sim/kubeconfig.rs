@@ -6,7 +6,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Name used for the cluster, user and context entries.
-pub const CONTEXT_NAME: &str = "virtctl-sim";
+pub(crate) const CONTEXT_NAME: &str = "virtctl-sim";
 
 /// Render the kubeconfig YAML.
 pub(crate) fn render(url: &str, token: &str) -> String {

@@ -17,30 +17,30 @@
 //! ```
 
 pub mod admin;
-pub mod admission;
+pub(crate) mod admission;
 pub mod audit;
 pub mod cluster;
-pub mod convert;
-pub mod discovery;
+pub(crate) mod convert;
+pub(crate) mod discovery;
 pub mod faults;
-pub mod faultspec;
+pub(crate) mod faultspec;
 pub mod gc;
-pub mod http;
-pub mod kinds;
-pub mod kubeconfig;
+pub(crate) mod http;
+pub(crate) mod kinds;
+pub(crate) mod kubeconfig;
 pub mod nodes;
-pub mod object;
-pub mod openapi;
-pub mod patch;
+pub(crate) mod object;
+pub(crate) mod openapi;
+pub(crate) mod patch;
 mod pod_admission;
-pub mod protobuf;
+pub(crate) mod protobuf;
 pub mod pvbinder;
-pub mod resources;
-pub mod selector;
-pub mod status;
+pub(crate) mod resources;
+pub(crate) mod selector;
+pub(crate) mod status;
 pub mod store;
-pub mod table;
-pub mod watch;
+pub(crate) mod table;
+pub(crate) mod watch;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

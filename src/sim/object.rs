@@ -107,7 +107,7 @@ pub(crate) fn generation(obj: &Value) -> i64 {
 
 /// One `metadata.ownerReferences` entry, as the GC reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerRef {
+pub(crate) struct OwnerRef {
     /// `apiVersion` of the owner.
     pub api_version: String,
     /// `kind` of the owner.

@@ -18,7 +18,7 @@ use super::status::ApiError;
 
 /// The patch flavours, by `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchKind {
+pub(crate) enum PatchKind {
     /// `application/json-patch+json`
     Json,
     /// `application/merge-patch+json`
@@ -187,7 +187,7 @@ fn merge_no_delete(doc: &mut Value, patch: &Value) {
 
 /// How a list at `path` (dot-joined field names, list indices omitted) merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListStrategy {
+pub(crate) enum ListStrategy {
     /// Replace the whole list.
     Replace,
     /// Merge elements by this key.

@@ -26,7 +26,7 @@ use super::resources::ResourceDef;
 use super::status::ApiError;
 
 /// The media type.
-pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
+pub(crate) const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 /// The prefix of every protobuf-encoded object (`protobuf.go`, `protoEncodingPrefix`).
 const MAGIC: &[u8] = b"k8s\x00";
@@ -35,7 +35,7 @@ const MAGIC: &[u8] = b"k8s\x00";
 const GO_ZERO_TIME: i64 = -62_135_596_800;
 
 /// The kinds accepted in protobuf, as `(group, kind)`.
-pub const KINDS: &[(&str, &str)] = &[
+pub(crate) const KINDS: &[(&str, &str)] = &[
     ("", "Namespace"),
     ("", "ConfigMap"),
     ("", "Secret"),

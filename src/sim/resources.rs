@@ -534,12 +534,12 @@ fn add_on_resources() -> Vec<ResourceDef> {
 
 /// Lookup over a resource table: by group/version/plural, and the served groups in order.
 #[derive(Debug, Clone)]
-pub struct Registry {
+pub(crate) struct Registry {
     defs: Vec<ResourceDef>,
 }
 
 /// Index of a resource in its [`Registry`]; stable for the life of the server.
-pub type ResId = usize;
+pub(crate) type ResId = usize;
 
 impl Registry {
     /// Build a registry from a table (see [`builtin_resources`]).

@@ -7,7 +7,7 @@ use super::resources::ResourceDef;
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LabelReq {
+pub(crate) enum LabelReq {
     /// `k=v`, `k==v`, `k in (a,b)`.
     In(String, Vec<String>),
     /// `k!=v`, `k notin (a,b)` (also true when the label is absent).
@@ -24,14 +24,14 @@ pub enum LabelReq {
 
 /// A parsed label selector: all requirements must hold (empty selects everything).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LabelSelector {
+pub(crate) struct LabelSelector {
     /// The requirements, ANDed.
     pub reqs: Vec<LabelReq>,
 }
 
 /// One field requirement: `field=value` or `field!=value`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldReq {
+pub(crate) struct FieldReq {
     /// Dotted field label (`spec.nodeName`).
     pub field: String,
     /// Expected value.
@@ -42,14 +42,14 @@ pub struct FieldReq {
 
 /// A parsed field selector (ANDed requirements).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FieldSelector {
+pub(crate) struct FieldSelector {
     /// The requirements.
     pub reqs: Vec<FieldReq>,
 }
 
 /// Label selector plus field selector: the filter of a list or watch.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// Label part.
     pub labels: LabelSelector,
     /// Field part.

@@ -7,7 +7,7 @@ use super::resources::ResourceDef;
 
 /// One `metav1.StatusCause`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cause {
+pub(crate) struct Cause {
     /// `reason` (e.g. `FieldValueInvalid`, `FieldValueRequired`).
     pub reason: String,
     /// Human readable message.

@@ -13,7 +13,7 @@ use super::resources::ResourceDef;
 
 /// `includeObject` of a Table request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncludeObject {
+pub(crate) enum IncludeObject {
     /// No object in the rows.
     None,
     /// `PartialObjectMetadata` (the default).

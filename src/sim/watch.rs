@@ -21,7 +21,7 @@ use super::store::{Event, EventKind, Store};
 
 /// Per-request watch settings.
 #[derive(Debug, Clone)]
-pub struct WatchOptions {
+pub(crate) struct WatchOptions {
     /// Label + field selector.
     pub filter: Filter,
     /// `allowWatchBookmarks`.

@@ -28,14 +28,13 @@
 //! through [`ReconcileLog::finish`], and a requeueing sync error or
 //! a failed write makes the work queue re-add the key with rate limiting.
 
-pub mod conditions;
-pub mod error;
-pub mod patch;
-pub mod protocol;
-pub mod record;
-pub mod semantic;
+pub(crate) mod conditions;
+pub(crate) mod error;
+pub(crate) mod patch;
+pub(crate) mod protocol;
+pub(crate) mod record;
+pub(crate) mod semantic;
 
-pub use error::{ApiFailure, ReconcileError, SyncError};
-pub use patch::PatchSet;
-pub use record::{ReconcileLog, ReconcileRecord};
+pub(crate) use error::{ApiFailure, ReconcileError, SyncError};
+pub(crate) use patch::PatchSet;
 pub(crate) use semantic::semantic_eq;

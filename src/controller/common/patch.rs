@@ -25,7 +25,7 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> Value {
 
 /// An ordered list of JSON-patch operations (`patch.PatchSet`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PatchSet(Vec<PatchOperation>);
+pub(crate) struct PatchSet(Vec<PatchOperation>);
 
 impl PatchSet {
     /// No operations yet (`patch.New()`).

@@ -7,7 +7,7 @@ use super::error::ApiFailure;
 
 /// What happened when a list of actions was applied.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// One line per attempted action: its description, with `(failed: <error>)` when it failed
     /// (what the reconcile record lists).
     pub lines: Vec<String>,
@@ -16,7 +16,7 @@ pub struct Applied {
 }
 
 /// What the decision answers to a failed action.
-pub enum AfterFailure<A> {
+pub(crate) enum AfterFailure<A> {
     /// Continue after the failed index with this (re-decided) action list; its prefix up to the
     /// failed index is the one already applied.
     Continue(Vec<A>),
@@ -38,7 +38,7 @@ pub enum AfterFailure<A> {
 /// let applied = run.finish();
 /// ```
 #[derive(Debug, Clone)]
-pub struct ActionRun<A> {
+pub(crate) struct ActionRun<A> {
     actions: Vec<A>,
     index: usize,
     applied: Applied,

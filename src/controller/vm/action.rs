@@ -285,7 +285,7 @@ pub struct PlannedAction {
     pub why: String,
 }
 
-pub use crate::controller::common::{ApiFailure, ReconcileError, SyncError};
+pub(crate) use crate::controller::common::{ApiFailure, ReconcileError, SyncError};
 
 /// API failures observed so far in this sync, by action index.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

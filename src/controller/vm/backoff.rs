@@ -8,10 +8,10 @@ use crate::api::vmi::{Phase, VirtualMachineInstance};
 use chrono::{DateTime, Duration, Utc};
 
 /// `defaultMaxCrashLoopBackoffDelaySeconds` (vm.go:132), seconds.
-pub const DEFAULT_MAX_CRASH_LOOP_BACKOFF_DELAY_SECONDS: i64 = 300;
+pub(crate) const DEFAULT_MAX_CRASH_LOOP_BACKOFF_DELAY_SECONDS: i64 = 300;
 
 /// Minimum backoff interval in seconds (`minInterval`, vm.go:1480).
-pub const MIN_BACKOFF_INTERVAL_SECONDS: i64 = 10;
+pub(crate) const MIN_BACKOFF_INTERVAL_SECONDS: i64 = 10;
 
 /// `calculateStartBackoffTime(failCount, maxDelay)` (vm.go:1477-1504), in seconds:
 /// `interval = max(maxDelay/30, 10)`; `delay = interval × max(failCount,1)²`;

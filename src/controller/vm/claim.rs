@@ -8,7 +8,7 @@ use crate::api::vmi::VirtualMachineInstance;
 
 /// What claiming the same-named VMI results in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum VmiClaim {
+pub(crate) enum VmiClaim {
     /// Controlled by this VM (controller reference UID = VM UID) and matching: use it.
     Owned,
     /// No controller, matching, neither object being deleted: adopt it (after `CanAdopt`).

@@ -104,7 +104,7 @@ pub(crate) fn process_failure_condition(
 }
 
 /// Condition types `syncConditions` never mirrors from the VMI (vm.go:2754-2758).
-pub const NOT_MIRRORED: [&str; 3] = [READY, FAILURE, RESTART_REQUIRED];
+pub(crate) const NOT_MIRRORED: [&str; 3] = [READY, FAILURE, RESTART_REQUIRED];
 
 /// `syncConditions` (vm.go:2739-2788): Ready from the VMI, Failure from the sync error, then (when
 /// a VMI exists) every other VMI condition mirrored and VM conditions whose type the VMI lacks

@@ -35,7 +35,7 @@ pub(crate) fn template_names(vm: &VirtualMachine) -> Vec<String> {
 
 /// A DataVolume condition (`status.conditions[]`): status, reason, message.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DvCondition {
+pub(crate) struct DvCondition {
     /// `True` / `False` / `Unknown`.
     pub status: String,
     /// Reason, `""` when absent.

@@ -8,7 +8,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 /// `magicUUID` (firmware.go:83): the UUIDv5 namespace of legacy firmware UUIDs.
-pub const LEGACY_UUID_NAMESPACE: &str = "6a1a24a1-4061-4607-8bf4-a3963d0c5895";
+#[cfg(test)]
+pub(crate) const LEGACY_UUID_NAMESPACE: &str = "6a1a24a1-4061-4607-8bf4-a3963d0c5895";
 
 const NAMESPACE: Uuid = Uuid::from_u128(0x6a1a24a1_4061_4607_8bf4_a3963d0c5895);
 

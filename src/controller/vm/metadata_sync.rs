@@ -16,7 +16,7 @@ type Map = BTreeMap<String, String>;
 
 /// The VMI patch and the label/annotation maps it writes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DynamicMetadataPatch {
+pub(crate) struct DynamicMetadataPatch {
     /// RFC 6902 patch (ops on `/metadata/labels` and `/metadata/annotations`).
     pub patch: Value,
     /// The VMI labels after the patch.

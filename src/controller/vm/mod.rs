@@ -33,33 +33,33 @@
 //! `status.volumeRequests` volume hotplug, volume migration, DataSource/clone DataVolumes. Silently not modelled: changed-block tracking, volume-migration status
 //! (`syncVolumeMigration`), network validation of the new VMI (virt-api does it on create).
 
-pub mod action;
-pub mod backoff;
-pub mod claim;
-pub mod conditions;
-pub mod datavolume;
+pub(crate) mod action;
+pub(crate) mod backoff;
+pub(crate) mod claim;
+pub(crate) mod conditions;
+pub(crate) mod datavolume;
 mod engine;
-pub mod error;
+pub(crate) mod error;
 pub mod executor;
-pub mod firmware;
+pub(crate) mod firmware;
 pub(crate) mod flight;
-pub mod generation;
+pub(crate) mod generation;
 pub(crate) mod live_update;
 pub(crate) mod memory_dump;
-pub mod metadata_sync;
-pub mod patches;
-pub mod printable;
-pub mod reasons;
-pub mod restart_required;
-pub mod returned;
+pub(crate) mod metadata_sync;
+pub(crate) mod patches;
+pub(crate) mod printable;
+pub(crate) mod reasons;
+pub(crate) mod restart_required;
+pub(crate) mod returned;
 pub mod revision;
-pub mod run_strategy;
+pub(crate) mod run_strategy;
 pub mod setup_vmi;
-pub mod snapshot;
-pub mod status;
-pub mod unsupported;
-pub mod volume_hotplug;
-pub mod volume_snapshot;
+pub(crate) mod snapshot;
+pub(crate) mod status;
+pub(crate) mod unsupported;
+pub(crate) mod volume_hotplug;
+pub(crate) mod volume_snapshot;
 
 #[cfg(test)]
 mod tests;
@@ -77,8 +77,8 @@ pub(crate) fn template_spec_mut(
 }
 
 pub use action::{
-    ApiFailure, ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncError, SyncOutcome,
-    VmAction, VmDecision, VmUpdatePurpose,
+    ApiFailures, EventType, PlannedAction, ResourceVersionFrom, SyncOutcome, VmAction, VmDecision,
+    VmUpdatePurpose,
 };
 pub(crate) use engine::{decide, decide_with_failures};
 pub use error::VmSyncError;

@@ -78,7 +78,7 @@ impl PrintableStatus {
 
 /// What the predicates read.
 #[derive(Debug, Clone, Copy)]
-pub struct PrintableContext<'a> {
+pub(crate) struct PrintableContext<'a> {
     /// The VM after the sync (its metadata and spec).
     pub vm: &'a VirtualMachine,
     /// The status being computed (state change requests already trimmed, `startFailure`

@@ -2,128 +2,125 @@
 //! condition), event reasons, condition types and message formats, spelled as KubeVirt v1.9 does.
 
 /// Sync-error reasons (pkg/virt-controller/watch/vm/vm.go:119-130).
-pub mod sync {
+pub(crate) mod sync {
     /// `failedCreateReason`: VMI/DataVolume creation, run-strategy errors.
-    pub const FAILED_CREATE: &str = "FailedCreate";
+    pub(crate) const FAILED_CREATE: &str = "FailedCreate";
     /// `vmiFailedDeleteReason`.
-    pub const FAILED_DELETE: &str = "FailedDelete";
+    pub(crate) const FAILED_DELETE: &str = "FailedDelete";
     /// `hotplugVolumeErrorReason`.
-    pub const HOTPLUG_VOLUME_ERROR: &str = "HotPlugVolumeError";
+    pub(crate) const HOTPLUG_VOLUME_ERROR: &str = "HotPlugVolumeError";
     /// `hotplugCPUErrorReason`.
-    pub const HOTPLUG_CPU_ERROR: &str = "HotPlugCPUError";
+    pub(crate) const HOTPLUG_CPU_ERROR: &str = "HotPlugCPUError";
     /// `failedUpdateErrorReason`: the final VM `Update` of `sync` failed.
-    pub const FAILED_UPDATE_ERROR: &str = "FailedUpdateError";
+    pub(crate) const FAILED_UPDATE_ERROR: &str = "FailedUpdateError";
     /// `affinityChangeErrorReason`.
-    pub const AFFINITY_CHANGE_ERROR: &str = "AffinityChangeError";
+    pub(crate) const AFFINITY_CHANGE_ERROR: &str = "AffinityChangeError";
     /// `hotplugMemoryErrorReason`.
-    pub const HOTPLUG_MEMORY_ERROR: &str = "HotPlugMemoryError";
+    pub(crate) const HOTPLUG_MEMORY_ERROR: &str = "HotPlugMemoryError";
     /// `volumesUpdateErrorReason`.
-    pub const VOLUMES_UPDATE_ERROR: &str = "VolumesUpdateError";
+    pub(crate) const VOLUMES_UPDATE_ERROR: &str = "VolumesUpdateError";
     /// `tolerationsChangeErrorReason`.
-    pub const TOLERATIONS_CHANGE_ERROR: &str = "TolerationsChangeError";
+    pub(crate) const TOLERATIONS_CHANGE_ERROR: &str = "TolerationsChangeError";
     /// `annotationsLabelsChangeErrorReason`.
-    pub const ANNOTATIONS_LABELS_CHANGE_ERROR: &str = "AnnotationsLabelsChangeError";
+    pub(crate) const ANNOTATIONS_LABELS_CHANGE_ERROR: &str = "AnnotationsLabelsChangeError";
     /// `firmwareUUIDErrorReason` (pkg/virt-controller/watch/vm/firmware.go:39).
-    pub const FIRMWARE_UUID_ERROR: &str = "FirmwareUUIDError";
+    pub(crate) const FIRMWARE_UUID_ERROR: &str = "FirmwareUUIDError";
     /// `hotPlugNetworkInterfaceErrorReason` (pkg/network/controllers/vm.go:60).
-    pub const HOTPLUG_NETWORK_INTERFACE_ERROR: &str = "HotPlugNetworkInterfaceError";
+    pub(crate) const HOTPLUG_NETWORK_INTERFACE_ERROR: &str = "HotPlugNetworkInterfaceError";
     /// `memorydump.ErrorReason` (pkg/storage/memorydump/memorydump.go:40).
-    pub const MEMORY_DUMP_ERROR: &str = "MemoryDumpError";
+    pub(crate) const MEMORY_DUMP_ERROR: &str = "MemoryDumpError";
 }
 
 /// Event reasons (pkg/virt-controller/watch/common/events.go:22-29, vm.go:105-116,
 /// pkg/controller/controller.go:81).
-pub mod event {
+pub(crate) mod event {
     /// Normal: a VMI was created.
-    pub const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
+    pub(crate) const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
     /// Warning: creating a VMI failed.
-    pub const FAILED_CREATE: &str = "FailedCreate";
+    pub(crate) const FAILED_CREATE: &str = "FailedCreate";
     /// Normal: a VMI was deleted.
-    pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
+    pub(crate) const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
     /// Warning: deleting a VMI failed.
-    pub const FAILED_DELETE: &str = "FailedDelete";
+    pub(crate) const FAILED_DELETE: &str = "FailedDelete";
     /// Warning: creating a DataVolume failed.
-    pub const FAILED_DATA_VOLUME_CREATE: &str = "FailedDataVolumeCreate";
+    pub(crate) const FAILED_DATA_VOLUME_CREATE: &str = "FailedDataVolumeCreate";
     /// Normal: a DataVolume was created.
-    pub const SUCCESSFUL_DATA_VOLUME_CREATE: &str = "SuccessfulDataVolumeCreate";
+    pub(crate) const SUCCESSFUL_DATA_VOLUME_CREATE: &str = "SuccessfulDataVolumeCreate";
     /// Warning: a DataVolume failed to import or exceeds its quota.
-    pub const FAILED_DATA_VOLUME_IMPORT: &str = "FailedDataVolumeImport";
-    /// Warning: a clone source PVC is missing (KubeVirt's spelling).
-    pub const SOURCE_PVC_NOT_AVAILABLE: &str = "SourcePVCNotAvailabe";
-    /// Warning: the VM's service account may not clone the source.
-    pub const UNAUTHORIZED_DATA_VOLUME_CREATE: &str = "UnauthorizedDataVolumeCreate";
+    pub(crate) const FAILED_DATA_VOLUME_IMPORT: &str = "FailedDataVolumeImport";
 }
 
 /// VM / VMI condition types (staging/src/kubevirt.io/api/core/v1/types.go).
-pub mod condition {
+pub(crate) mod condition {
     /// `Ready`: copied from the VMI.
-    pub const READY: &str = "Ready";
+    pub(crate) const READY: &str = "Ready";
     /// `Failure`: the last sync error.
-    pub const FAILURE: &str = "Failure";
+    pub(crate) const FAILURE: &str = "Failure";
     /// `RestartRequired`: the template changed in a way that needs a new VMI.
-    pub const RESTART_REQUIRED: &str = "RestartRequired";
+    pub(crate) const RESTART_REQUIRED: &str = "RestartRequired";
     /// `ManualRecoveryRequired`: set after an interrupted volume migration.
-    pub const MANUAL_RECOVERY_REQUIRED: &str = "ManualRecoveryRequired";
+    pub(crate) const MANUAL_RECOVERY_REQUIRED: &str = "ManualRecoveryRequired";
     /// VMI conditions the VM controller reads: `Paused`, `Synchronized`, `PodScheduled` (copied
     /// from the pod).
-    pub use crate::controller::vmi::conditions::types::{PAUSED, POD_SCHEDULED, SYNCHRONIZED};
-    /// `VolumesChange` (VMI).
-    pub const VOLUMES_CHANGE: &str = "VolumesChange";
+    pub(crate) use crate::controller::vmi::conditions::types::{
+        PAUSED, POD_SCHEDULED, SYNCHRONIZED,
+    };
 }
 
 /// Reasons read from VMI conditions by the printable status (pkg/controller/controller.go:89-112,
 /// k8s `PodReasonUnschedulable`).
-pub mod vmi_reason {
+pub(crate) mod vmi_reason {
     /// PodScheduled=False.
-    pub use crate::controller::vmi::conditions::reasons::UNSCHEDULABLE;
+    pub(crate) use crate::controller::vmi::conditions::reasons::UNSCHEDULABLE;
     /// Synchronized=False: a PVC is missing.
-    pub use crate::controller::vmi::events::reasons::FAILED_PVC_NOT_FOUND;
+    pub(crate) use crate::controller::vmi::events::reasons::FAILED_PVC_NOT_FOUND;
     /// Synchronized=False: image pull error, image pull back-off.
-    pub use crate::controller::vmi::podutil::{
+    pub(crate) use crate::controller::vmi::podutil::{
         ERR_IMAGE_PULL_REASON as ERR_IMAGE_PULL, IMAGE_PULL_BACK_OFF_REASON as IMAGE_PULL_BACK_OFF,
     };
 }
 
 /// Message formats (vm.go:86-102).
-pub mod message {
+pub(crate) mod message {
     /// `fetchingRunStrategyErrFmt`, followed by the error.
-    pub const FETCHING_RUN_STRATEGY: &str = "Error fetching RunStrategy: ";
+    pub(crate) const FETCHING_RUN_STRATEGY: &str = "Error fetching RunStrategy: ";
     /// `startingVMIFailureFmt`, followed by the error.
-    pub const STARTING_VMI_FAILURE: &str = "Failure while starting VMI: ";
+    pub(crate) const STARTING_VMI_FAILURE: &str = "Failure while starting VMI: ";
     /// `failureDeletingVmiErrFormat`, followed by the error.
-    pub const FAILURE_DELETING_VMI: &str = "Failure attempting to delete VMI: ";
+    pub(crate) const FAILURE_DELETING_VMI: &str = "Failure attempting to delete VMI: ";
     /// `nonReceiverVMI`.
-    pub const NON_RECEIVER_VMI: &str = "Found non receiver VMI while VM is receiver";
+    pub(crate) const NON_RECEIVER_VMI: &str = "Found non receiver VMI while VM is receiver";
     /// RestartRequired message (vm.go:3053).
-    pub const RESTART_REQUIRED: &str =
+    pub(crate) const RESTART_REQUIRED: &str =
         "a non-live-updatable field was changed in the template spec";
     /// Go's `%v` of a nil error, as it appears in the Halted start-request quirk (vm.go:1130).
-    pub const NIL_ERROR: &str = "<nil>";
+    pub(crate) const NIL_ERROR: &str = "<nil>";
 }
 
 /// Annotation keys only the VM controller uses.
-pub mod annotation {
+pub(crate) mod annotation {
     /// `ControllerAPILatestVersionObservedAnnotation` (types.go:1141).
-    pub const LATEST_OBSERVED_API_VERSION: &str = "kubevirt.io/latest-observed-api-version";
+    pub(crate) const LATEST_OBSERVED_API_VERSION: &str = "kubevirt.io/latest-observed-api-version";
     /// `ControllerAPIStorageVersionObservedAnnotation` (types.go:1142).
-    pub const STORAGE_OBSERVED_API_VERSION: &str = "kubevirt.io/storage-observed-api-version";
+    pub(crate) const STORAGE_OBSERVED_API_VERSION: &str =
+        "kubevirt.io/storage-observed-api-version";
     /// Value of both api-version annotations (`ApiLatestVersion`, `ApiStorageVersion`).
-    pub const API_VERSION_V1: &str = "v1";
+    pub(crate) const API_VERSION_V1: &str = "v1";
     /// `RestoreRunStrategy` (types.go:1295).
-    pub const RESTORE_RUN_STRATEGY: &str = "kubevirt.io/restore-run-strategy";
+    pub(crate) const RESTORE_RUN_STRATEGY: &str = "kubevirt.io/restore-run-strategy";
     /// `PciTopologyVersionAnnotation` (types.go:1254).
-    pub const PCI_TOPOLOGY_VERSION: &str = "kubevirt.io/pci-topology-version";
+    pub(crate) const PCI_TOPOLOGY_VERSION: &str = "kubevirt.io/pci-topology-version";
     /// `PciInterfaceSlotCountAnnotation` (types.go:1260).
-    pub const PCI_INTERFACE_SLOT_COUNT: &str = "kubevirt.io/pci-interface-slot-count";
+    pub(crate) const PCI_INTERFACE_SLOT_COUNT: &str = "kubevirt.io/pci-interface-slot-count";
     /// Descheduler `EvictPodAnnotationKeyAlpha` (pkg/virt-controller/watch/descheduler/descheduler.go:45).
-    pub const DESCHEDULER_EVICT: &str = "descheduler.alpha.kubernetes.io/evict";
+    pub(crate) const DESCHEDULER_EVICT: &str = "descheduler.alpha.kubernetes.io/evict";
     /// Descheduler `EvictPodAnnotationKeyAlphaPreferNoEviction` (descheduler.go:49).
-    pub const DESCHEDULER_PREFER_NO_EVICTION: &str =
+    pub(crate) const DESCHEDULER_PREFER_NO_EVICTION: &str =
         "descheduler.alpha.kubernetes.io/prefer-no-eviction";
     /// Velero `SkipHooksAnnotation` (pkg/storage/velero/annotations.go:41), synced from the VM's
     /// own metadata.
-    pub const VELERO_SKIP_HOOKS: &str = "kubevirt.io/skip-backup-hooks";
+    pub(crate) const VELERO_SKIP_HOOKS: &str = "kubevirt.io/skip-backup-hooks";
     /// CDI claim adoption, set on every DataVolume the controller creates
     /// (pkg/storage/types/dv.go:42).
-    pub const CDI_ALLOW_CLAIM_ADOPTION: &str = "cdi.kubevirt.io/allowClaimAdoption";
+    pub(crate) const CDI_ALLOW_CLAIM_ADOPTION: &str = "cdi.kubevirt.io/allowClaimAdoption";
 }

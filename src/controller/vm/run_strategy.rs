@@ -10,7 +10,7 @@ use crate::kubevirt_version::ControllerRules;
 /// A run strategy as `VirtualMachine.RunStrategy()` returns it: KubeVirt passes unknown strings
 /// through (they fail later in `syncRunStrategy` with "unknown runstrategy: X").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Strategy {
+pub(crate) enum Strategy {
     /// One of the six strategies.
     Known(RunStrategy),
     /// Any other `spec.runStrategy` value.

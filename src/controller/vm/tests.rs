@@ -6,6 +6,7 @@ use super::*;
 use crate::api::vm::{StartFailure, VirtualMachine, VirtualMachineStatus};
 use crate::api::vmi::VirtualMachineInstance;
 use crate::api::{DataVolume, Time};
+use crate::controller::common::{ApiFailure, SyncError};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use pretty_assertions::assert_eq;

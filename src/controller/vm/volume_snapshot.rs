@@ -10,7 +10,7 @@ use crate::api::{DataVolume, Extra};
 use std::collections::BTreeMap;
 
 /// The annotation that makes a VolumeSnapshotClass its driver's default (snapshot.go:58).
-pub const DEFAULT_SNAPSHOT_CLASS_ANNOTATION: &str =
+pub(crate) const DEFAULT_SNAPSHOT_CLASS_ANNOTATION: &str =
     "snapshot.storage.kubernetes.io/is-default-class";
 
 /// A VolumeSnapshotClass as the rule reads it.
@@ -76,7 +76,7 @@ impl StorageView {
 
 /// What one VM's rule reads besides the VM: its claims and DataVolumes from the caches
 /// ([`super::VmSnapshot::pvcs`], [`super::VmSnapshot::data_volumes`]) and the storage objects.
-pub struct SnapshotInputs<'a> {
+pub(crate) struct SnapshotInputs<'a> {
     /// The cached claims the VM names → their `spec.storageClassName`.
     pub claim_classes: &'a BTreeMap<String, Option<String>>,
     pub data_volumes: &'a [DataVolume],

@@ -19,7 +19,7 @@ pub struct VmiEvent {
     pub message: String,
 }
 
-pub use crate::controller::common::{ApiFailure, ReconcileError, SyncError};
+pub(crate) use crate::controller::common::{ApiFailure, ReconcileError, SyncError};
 
 /// One intended action. The pod namespace is always the VMI's namespace.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -9,61 +9,62 @@ use crate::api::{Condition, Phase, Time};
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 
 /// VMI condition types (types.go:680-740).
-pub mod types {
+pub(crate) mod types {
     /// `Ready`.
-    pub const READY: &str = "Ready";
+    pub(crate) const READY: &str = "Ready";
     /// `Synchronized`: False while the controller has a sync error.
-    pub const SYNCHRONIZED: &str = "Synchronized";
+    pub(crate) const SYNCHRONIZED: &str = "Synchronized";
     /// `Paused` (set by virt-handler).
-    pub const PAUSED: &str = "Paused";
+    pub(crate) const PAUSED: &str = "Paused";
     /// `PodScheduled`, copied from the launcher pod while Scheduling.
-    pub const POD_SCHEDULED: &str = "PodScheduled";
+    pub(crate) const POD_SCHEDULED: &str = "PodScheduled";
     /// `Provisioning` (WaitForFirstConsumer DataVolumes), removed once Scheduling.
-    pub const PROVISIONING: &str = "Provisioning";
+    pub(crate) const PROVISIONING: &str = "Provisioning";
     /// `EvictionRequested`.
-    pub const EVICTION_REQUESTED: &str = "EvictionRequested";
+    pub(crate) const EVICTION_REQUESTED: &str = "EvictionRequested";
     /// Pod readiness gate condition (`VirtualMachineUnpaused`, types.go:1330).
-    pub const VIRTUAL_MACHINE_UNPAUSED: &str = "kubevirt.io/virtual-machine-unpaused";
+    pub(crate) const VIRTUAL_MACHINE_UNPAUSED: &str = "kubevirt.io/virtual-machine-unpaused";
     /// Pod condition `Ready`.
-    pub const POD_READY: &str = "Ready";
+    pub(crate) const POD_READY: &str = "Ready";
 }
 
 /// Ready-condition reasons (types.go:791-801).
-pub mod reasons {
+pub(crate) mod reasons {
     /// No launcher pod (or only a temporary one).
-    pub const POD_NOT_EXISTS: &str = "PodNotExists";
+    pub(crate) const POD_NOT_EXISTS: &str = "PodNotExists";
     /// The launcher pod is down or being deleted.
-    pub const POD_TERMINATING: &str = "PodTerminating";
+    pub(crate) const POD_TERMINATING: &str = "PodTerminating";
     /// The VMI is not Running yet.
-    pub const GUEST_NOT_RUNNING: &str = "GuestNotRunning";
+    pub(crate) const GUEST_NOT_RUNNING: &str = "GuestNotRunning";
     /// The launcher pod has no Ready condition.
-    pub const POD_CONDITION_MISSING: &str = "PodConditionMissing";
+    pub(crate) const POD_CONDITION_MISSING: &str = "PodConditionMissing";
     /// `EvictionRequested` condition reason.
-    pub const EVICTION_REQUESTED: &str = "EvictionRequested";
+    pub(crate) const EVICTION_REQUESTED: &str = "EvictionRequested";
     /// Pod scheduling failed (`k8sv1.PodReasonUnschedulable`).
-    pub const UNSCHEDULABLE: &str = "Unschedulable";
+    pub(crate) const UNSCHEDULABLE: &str = "Unschedulable";
     /// Readiness gate: VMI paused.
-    pub const PAUSED: &str = "Paused";
+    pub(crate) const PAUSED: &str = "Paused";
     /// Readiness gate: VMI not paused.
-    pub const NOT_PAUSED: &str = "NotPaused";
+    pub(crate) const NOT_PAUSED: &str = "NotPaused";
 }
 
 /// Ready-condition messages (lifecycle.go:874-924).
-pub mod messages {
+pub(crate) mod messages {
     /// With [`super::reasons::POD_NOT_EXISTS`].
-    pub const POD_NOT_EXISTS: &str = "virt-launcher pod has not yet been scheduled";
+    pub(crate) const POD_NOT_EXISTS: &str = "virt-launcher pod has not yet been scheduled";
     /// With [`super::reasons::POD_TERMINATING`].
-    pub const POD_TERMINATING: &str = "virt-launcher pod is terminating";
+    pub(crate) const POD_TERMINATING: &str = "virt-launcher pod is terminating";
     /// With [`super::reasons::GUEST_NOT_RUNNING`].
-    pub const GUEST_NOT_RUNNING: &str = "Guest VM is not reported as running";
+    pub(crate) const GUEST_NOT_RUNNING: &str = "Guest VM is not reported as running";
     /// With [`super::reasons::POD_CONDITION_MISSING`].
-    pub const POD_CONDITION_MISSING: &str = "virt-launcher pod is missing the Ready condition";
+    pub(crate) const POD_CONDITION_MISSING: &str =
+        "virt-launcher pod is missing the Ready condition";
     /// Readiness gate False.
-    pub const PAUSED: &str = "the virtual machine is paused";
+    pub(crate) const PAUSED: &str = "the virtual machine is paused";
     /// Readiness gate True.
-    pub const NOT_PAUSED: &str = "the virtual machine is not paused";
+    pub(crate) const NOT_PAUSED: &str = "the virtual machine is not paused";
     /// EvictionRequested condition.
-    pub const EVICTION_REQUESTED: &str = "VMI is marked for eviction";
+    pub(crate) const EVICTION_REQUESTED: &str = "VMI is marked for eviction";
 }
 
 use crate::controller::common::conditions as manager;

@@ -20,20 +20,21 @@ use std::sync::Arc;
 
 /// `kubevirt.io/latest-observed-api-version` (`ControllerAPILatestVersionObservedAnnotation`,
 /// types.go:1141).
-pub const LATEST_OBSERVED_API_VERSION_ANNOTATION: &str = "kubevirt.io/latest-observed-api-version";
+pub(crate) const LATEST_OBSERVED_API_VERSION_ANNOTATION: &str =
+    "kubevirt.io/latest-observed-api-version";
 /// `kubevirt.io/storage-observed-api-version` (types.go:1142).
-pub const STORAGE_OBSERVED_API_VERSION_ANNOTATION: &str =
+pub(crate) const STORAGE_OBSERVED_API_VERSION_ANNOTATION: &str =
     "kubevirt.io/storage-observed-api-version";
 /// `ApiLatestVersion` and `ApiStorageVersion` (register.go:35-37).
-pub const API_VERSION_V1: &str = "v1";
+pub(crate) const API_VERSION_V1: &str = "v1";
 /// Added to every ready launcher pod by `sync` (`EvictOnlyAnnotation`, descheduler.go:38).
-pub const EVICT_ONLY_ANNOTATION: &str = "descheduler.alpha.kubernetes.io/request-evict-only";
+pub(crate) const EVICT_ONLY_ANNOTATION: &str = "descheduler.alpha.kubernetes.io/request-evict-only";
 /// Marks a pod whose eviction is in progress (`EvictionInProgressAnnotation`, descheduler.go:41).
-pub const EVICTION_IN_PROGRESS_ANNOTATION: &str =
+pub(crate) const EVICTION_IN_PROGRESS_ANNOTATION: &str =
     "descheduler.alpha.kubernetes.io/eviction-in-progress";
 /// Stands for the 5 characters the API server appends to `generateName` in the pod that
 /// [`decide`] predicts (not a valid name on purpose).
-pub const PREDICTED_NAME_SUFFIX: &str = "<generated>";
+pub(crate) const PREDICTED_NAME_SUFFIX: &str = "<generated>";
 
 fn has_finalizer(vmi: &VirtualMachineInstance, f: &str) -> bool {
     vmi.metadata
@@ -134,7 +135,7 @@ fn update_interface_status(
 
 /// [`VmiDecision::phase_reason`] of a VMI failed because its launcher pod is gone from the
 /// cache (deleted, or force-deleted with its node).
-pub const POD_VANISHED: &str = "its launcher pod vanished";
+pub(crate) const POD_VANISHED: &str = "its launcher pod vanished";
 
 /// Why a VMI that some other writer (virt-handler) put in a final phase ended, as far as the
 /// VMI controller can tell from its launcher pod: deleted, ended in a phase, or still there.

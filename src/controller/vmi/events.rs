@@ -5,25 +5,25 @@
 use super::action::{ApiFailure, EventType, SyncError, VmiEvent};
 
 /// Reasons used in events and in the `Synchronized` condition.
-pub mod reasons {
+pub(crate) mod reasons {
     /// Pod creation failed (`FailedCreatePodReason`).
-    pub const FAILED_CREATE: &str = "FailedCreate";
+    pub(crate) const FAILED_CREATE: &str = "FailedCreate";
     /// Pod created (`SuccessfulCreatePodReason`).
-    pub const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
+    pub(crate) const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
     /// Pod deletion failed (`FailedDeletePodReason`).
-    pub const FAILED_DELETE: &str = "FailedDelete";
+    pub(crate) const FAILED_DELETE: &str = "FailedDelete";
     /// Pod deleted (`SuccessfulDeletePodReason`).
-    pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
+    pub(crate) const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
     /// Dedicated CPUs without Guaranteed QoS (`FailedGuaranteePodResourcesReason`).
-    pub const FAILED_GUARANTEE_RESOURCES: &str = "FailedGuaranteeResources";
+    pub(crate) const FAILED_GUARANTEE_RESOURCES: &str = "FailedGuaranteeResources";
     /// A volume's PVC is missing (`FailedPvcNotFoundReason`).
-    pub const FAILED_PVC_NOT_FOUND: &str = "FailedPvcNotFound";
+    pub(crate) const FAILED_PVC_NOT_FOUND: &str = "FailedPvcNotFound";
     /// A pod metadata patch failed (`FailedPodPatchReason`).
-    pub const FAILED_POD_PATCH: &str = "FailedPodPatch";
+    pub(crate) const FAILED_POD_PATCH: &str = "FailedPodPatch";
 }
 
 /// `services.FailedToRenderLaunchManifestErrFormat` (template.go:122) without the `%v`.
-pub const FAILED_TO_RENDER_PREFIX: &str = "failed to render launch manifest: ";
+pub(crate) const FAILED_TO_RENDER_PREFIX: &str = "failed to render launch manifest: ";
 
 /// Normal `SuccessfulCreate` `Created virtual machine pod <name>` (lifecycle.go:184).
 pub(crate) fn pod_created(pod_name: &str) -> VmiEvent {

@@ -19,24 +19,22 @@
 //! pkg/controller/controller.go). The sync error, API-failure type, semantic equality, condition
 //! manager and patch builder are shared with the VM controller in `controller::common`.
 
-pub mod action;
-pub mod conditions;
-pub mod decide;
-pub mod events;
+pub(crate) mod action;
+pub(crate) mod conditions;
+pub(crate) mod decide;
+pub(crate) mod events;
 pub mod executor;
 pub(crate) mod flight;
 mod hotplug;
 pub mod launcher_cache;
-pub mod network_status;
-pub mod patch;
-pub mod podutil;
-pub mod snapshot;
-pub mod storage;
+pub(crate) mod network_status;
+pub(crate) mod patch;
+pub(crate) mod podutil;
+pub(crate) mod snapshot;
+pub(crate) mod storage;
 mod volume_hotplug;
 
-pub use action::{
-    ApiFailure, EventType, SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision, VmiEvent,
-};
+pub use action::{EventType, SkipReason, SyncOutcome, VmiAction, VmiDecision, VmiEvent};
 pub(crate) use decide::{decide, decide_after_sync, decide_sync, needs_rendered_pod};
 pub use snapshot::{ExpectationsState, RenderFailure, StorageState, VmiSnapshot};
 

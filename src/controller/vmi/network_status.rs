@@ -16,9 +16,9 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 /// `networkv1.NetworkStatusAnnot`.
-pub const NETWORK_STATUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/network-status";
+pub(crate) const NETWORK_STATUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/network-status";
 /// `namescheme.PrimaryPodInterfaceName`.
-pub const PRIMARY_POD_INTERFACE: &str = "eth0";
+pub(crate) const PRIMARY_POD_INTERFACE: &str = "eth0";
 /// `vmispec.InfoSourceMultusStatus`.
 const INFO_SOURCE_MULTUS: &str = "multus-status";
 

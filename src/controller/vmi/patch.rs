@@ -22,11 +22,12 @@ use std::collections::BTreeMap;
 
 /// Label keys synced VMI → pod (`dynamicLabels`, lifecycle.go:801). Extra configured keys
 /// (`additionalLauncherLabelsSync`) are not modelled.
-pub const DYNAMIC_LABELS: &[&str] = &["kubevirt.io/nodeName", "kubevirt.io/outdatedLauncherImage"];
+pub(crate) const DYNAMIC_LABELS: &[&str] =
+    &["kubevirt.io/nodeName", "kubevirt.io/outdatedLauncherImage"];
 /// Annotation keys synced VMI → pod (`dynamicAnnotations`, lifecycle.go:808-810): the descheduler
 /// opt-in/opt-out keys; the Velero keys are added by [`dynamic_pod_metadata_patch`]. Configured
 /// extra keys (`additionalLauncherAnnotationsSync`) are not modelled.
-pub const DYNAMIC_ANNOTATIONS: &[&str] = &[
+pub(crate) const DYNAMIC_ANNOTATIONS: &[&str] = &[
     "descheduler.alpha.kubernetes.io/evict",
     "descheduler.alpha.kubernetes.io/prefer-no-eviction",
 ];

@@ -10,27 +10,27 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 use std::borrow::Borrow;
 
 /// Name of the launcher's main container (`compute`).
-pub const COMPUTE_CONTAINER: &str = "compute";
+pub(crate) const COMPUTE_CONTAINER: &str = "compute";
 /// Istio's sidecar: only has to be running, never ready (controller.go:505-511).
-pub const ISTIO_PROXY_CONTAINER: &str = "istio-proxy";
+pub(crate) const ISTIO_PROXY_CONTAINER: &str = "istio-proxy";
 /// Marks a WaitForFirstConsumer "doppelganger" pod (`EphemeralProvisioningObject`,
 /// types.go:1229). Such pods are not the VMI's launcher pod (lifecycle.go:1085-1088).
-pub const EPHEMERAL_PROVISIONING_ANNOTATION: &str = "kubevirt.io/ephemeral-provisioning";
+pub(crate) const EPHEMERAL_PROVISIONING_ANNOTATION: &str = "kubevirt.io/ephemeral-provisioning";
 /// Launcher supports unix-socket migrations (`MigrationTransportUnixAnnotation`,
 /// types.go:1306).
-pub const MIGRATION_TRANSPORT_UNIX_ANNOTATION: &str = "kubevirt.io/migrationTransportUnix";
+pub(crate) const MIGRATION_TRANSPORT_UNIX_ANNOTATION: &str = "kubevirt.io/migrationTransportUnix";
 /// `ErrImagePull` container waiting reason (`ErrImagePullReason`, controller.go:109).
-pub const ERR_IMAGE_PULL_REASON: &str = "ErrImagePull";
+pub(crate) const ERR_IMAGE_PULL_REASON: &str = "ErrImagePull";
 /// `ImagePullBackOff` container waiting reason (`ImagePullBackOffReason`, controller.go:112).
-pub const IMAGE_PULL_BACK_OFF_REASON: &str = "ImagePullBackOff";
+pub(crate) const IMAGE_PULL_BACK_OFF_REASON: &str = "ImagePullBackOff";
 /// Pod phase `Running`.
-pub const POD_RUNNING: &str = "Running";
+pub(crate) const POD_RUNNING: &str = "Running";
 /// Pod phase `Succeeded`.
-pub const POD_SUCCEEDED: &str = "Succeeded";
+pub(crate) const POD_SUCCEEDED: &str = "Succeeded";
 /// Pod phase `Failed`.
-pub const POD_FAILED: &str = "Failed";
+pub(crate) const POD_FAILED: &str = "Failed";
 /// Pod QoS class `Guaranteed`.
-pub const QOS_GUARANTEED: &str = "Guaranteed";
+pub(crate) const QOS_GUARANTEED: &str = "Guaranteed";
 
 /// `pod.status.phase`, `""` when absent.
 pub(crate) fn pod_phase(pod: &Pod) -> &str {
@@ -249,7 +249,7 @@ pub(crate) fn pod_condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCond
 
 /// An image pull failure found in a container status.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImagePullError {
+pub(crate) struct ImagePullError {
     /// Container name (may be empty in synthetic statuses).
     pub container: String,
     /// `ErrImagePull` or `ImagePullBackOff`.

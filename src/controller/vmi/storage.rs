@@ -22,11 +22,11 @@ use crate::api::{Condition, DataVolume, VirtualMachineInstance};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
 /// `DataVolumesReady` (`VirtualMachineInstanceDataVolumesReady`, types.go).
-pub const DATA_VOLUMES_READY: &str = "DataVolumesReady";
+pub(crate) const DATA_VOLUMES_READY: &str = "DataVolumesReady";
 /// `VirtualMachineInstanceReasonAllDVsReady`.
-pub const ALL_DVS_READY: &str = "AllDVsReady";
+pub(crate) const ALL_DVS_READY: &str = "AllDVsReady";
 /// `VirtualMachineInstanceReasonNotAllDVsReady`.
-pub const NOT_ALL_DVS_READY: &str = "NotAllDVsReady";
+pub(crate) const NOT_ALL_DVS_READY: &str = "NotAllDVsReady";
 
 /// `PVCNameFromVirtVolume` (pvc.go:111-122) for the two kinds the readiness check reads: the
 /// DataVolume's name (its claim has the same name) or the claim name.
@@ -83,20 +83,20 @@ fn ready_condition_status(dv: &DataVolume) -> String {
 
 /// `storagetypes.DefaultFSOverhead` (pkg/storage/types/cdi.go:36): the filesystem overhead
 /// `getFilesystemOverhead` reports without exactly one CDI instance (vmi/storage.go:353-362).
-pub const DEFAULT_FS_OVERHEAD: &str = "0.055";
+pub(crate) const DEFAULT_FS_OVERHEAD: &str = "0.055";
 
 /// What `getFilesystemOverhead` reads of CDI (vmi/storage.go:374-394): how many CDI CRs exist
 /// and, when it is cached, the `status.filesystemOverhead` of the CDIConfig named `config`
 /// (`{global, storageClass: {NAME: PERCENT}}`; `None` while CDI has not initialised it).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct CdiOverhead {
+pub(crate) struct CdiOverhead {
     pub cdi_instances: usize,
     pub config: Option<CdiConfigOverhead>,
 }
 
 /// The CDIConfig `config` as `getFilesystemOverhead` reads it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CdiConfigOverhead {
+pub(crate) struct CdiConfigOverhead {
     /// `status.filesystemOverhead`, when set.
     pub filesystem_overhead: Option<serde_json::Value>,
 }

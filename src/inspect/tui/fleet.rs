@@ -14,7 +14,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
 /// The column headings.
-pub const HEADINGS: [&str; 10] = [
+pub(crate) const HEADINGS: [&str; 10] = [
     "NAMESPACE",
     "NAME",
     "STATUS",

@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How often the data is gathered again.
-pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const REFRESH_EVERY: Duration = Duration::from_secs(1);
 
 /// Where the live loop gets its data.
 pub trait Gather {

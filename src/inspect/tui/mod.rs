@@ -6,22 +6,22 @@
 //! frame, so the snapshot tests draw into ratatui's `TestBackend`.
 
 mod bar;
-pub mod blockers;
+pub(crate) mod blockers;
 pub mod cluster;
-pub mod decision;
-pub mod events;
-pub mod expectations;
+pub(crate) mod decision;
+pub(crate) mod events;
+pub(crate) mod expectations;
 mod fit;
-pub mod fleet;
-pub mod history;
-pub mod leader;
-pub mod live;
-pub mod overhead;
-pub mod queues;
+pub(crate) mod fleet;
+pub(crate) mod history;
+pub(crate) mod leader;
+pub(crate) mod live;
+pub(crate) mod overhead;
+pub(crate) mod queues;
 pub mod state;
-pub mod text;
-pub mod timeline;
-pub mod whatif;
+pub(crate) mod text;
+pub(crate) mod timeline;
+pub(crate) mod whatif;
 
 #[cfg(test)]
 pub(crate) mod fixtures;

@@ -33,7 +33,7 @@ pub struct WhatIfState {
 }
 
 /// The input line's prompt.
-pub const PROMPT: &str = "what if: ";
+pub(crate) const PROMPT: &str = "what if: ";
 
 /// The panel's lines: the what-if text, a blank line before each heading.
 pub(crate) fn lines(w: &WhatIf) -> Vec<Line<'static>> {

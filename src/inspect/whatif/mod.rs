@@ -30,9 +30,9 @@ mod text;
 
 pub(crate) use analyze::{term_changes, what_if};
 pub(crate) use gather::{gather_what_if, gathered_from_manifest};
-pub use parse::{Change, ChangeError, PathStep, SetOp};
+pub(crate) use parse::{Change, ChangeError};
 pub(crate) use parse::{apply_change, parse_change_line, parse_patch, parse_request, parse_set};
-pub use text::{TextKind, TextLine};
+pub(crate) use text::TextKind;
 pub(crate) use text::{render_text, text_lines};
 
 pub(crate) use crate::api::quantity::human_bytes;

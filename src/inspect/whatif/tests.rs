@@ -2,6 +2,7 @@
 //! evaluation on hand-built gathered states ("now" is fixed).
 
 use super::analyze::{changed_fields, diff_maps, fit_check, pod_requests, vmi_for};
+use super::parse::PathStep;
 use super::parse::apply_request;
 use super::parse::parse_path;
 use super::*;

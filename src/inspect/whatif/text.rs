@@ -24,7 +24,7 @@ fn delta_text(name: &str, d: Option<i64>) -> String {
 /// What a line of the what-if text is: the terminal UI styles it by this, the plain text
 /// ignores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextKind {
+pub(crate) enum TextKind {
     /// The first line (`WHAT-IF ns/name`).
     Title,
     /// A section heading (`DECISION`); a blank line comes before it.
@@ -43,7 +43,7 @@ pub enum TextKind {
 
 /// One line of the what-if text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TextLine {
+pub(crate) struct TextLine {
     /// What the line is.
     pub kind: TextKind,
     /// The text, indented as in [`render_text`].

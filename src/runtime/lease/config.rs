@@ -13,11 +13,11 @@ pub const DEFAULT_LEASE_NAME: &str = "virt-controller";
 /// `kubevirt`).
 pub const DEFAULT_NAMESPACE: &str = "kubevirt";
 /// KubeVirt's `--leader-elect-lease-duration` default.
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+pub(crate) const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 /// KubeVirt's `--leader-elect-renew-deadline` default.
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// KubeVirt's `--leader-elect-retry-period` default.
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 /// client-go `leaderelection.JitterFactor`: acquire retries wait `retryPeriod * (1 + r * 1.2)`
 /// with `r` uniform in `[0, 1)`, and `renewDeadline` must exceed `retryPeriod * 1.2`.
 pub const JITTER_FACTOR: f64 = 1.2;

@@ -78,7 +78,7 @@ impl TermFence {
 #[error(
     "write refused: this instance's leadership term is over (no Lease renewal within the renew deadline); {method} {path}"
 )]
-pub struct OutsideTerm {
+pub(crate) struct OutsideTerm {
     method: Method,
     path: String,
 }

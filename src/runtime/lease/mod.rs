@@ -35,14 +35,14 @@
 //! # }
 //! ```
 
-pub mod api;
-pub mod config;
-pub mod elector;
+pub(crate) mod api;
+pub(crate) mod config;
+pub(crate) mod elector;
 #[cfg(test)]
 mod fake;
-pub mod fence;
-pub mod record;
-pub mod state;
+pub(crate) mod fence;
+pub(crate) mod record;
+pub(crate) mod state;
 
 #[cfg(test)]
 mod tests;

@@ -32,7 +32,7 @@
 
 mod clock;
 mod keys;
-pub mod rate_limiter;
+pub(crate) mod rate_limiter;
 mod workers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

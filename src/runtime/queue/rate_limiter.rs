@@ -19,7 +19,7 @@ use tokio::time::Instant;
 /// Decides how long a key must wait before it is retried (client-go `TypedRateLimiter`).
 ///
 /// Implementations must be thread-safe: the queue calls them from any worker.
-pub trait RateLimiter<K>: Send + Sync {
+pub(crate) trait RateLimiter<K>: Send + Sync {
     /// How long `key` should wait before being added again. Counts as one failure for
     /// limiters that track failures (client-go `When`).
     fn when(&self, key: &K) -> Duration;
@@ -54,13 +54,13 @@ impl<K, R: RateLimiter<K> + ?Sized> RateLimiter<K> for Box<R> {
 
 /// Per-key base delay of the default controller rate limiter: 5 ms (client-go
 /// default_rate_limiters.go, `DefaultTypedControllerRateLimiter`).
-pub const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(5);
+pub(crate) const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(5);
 /// Per-key maximum delay of the default controller rate limiter: 1000 s.
-pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(1000);
+pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(1000);
 /// Overall token-bucket refill rate of the default controller rate limiter: 10 tokens per second.
-pub const DEFAULT_BUCKET_QPS: f64 = 10.0;
+pub(crate) const DEFAULT_BUCKET_QPS: f64 = 10.0;
 /// Overall token-bucket size of the default controller rate limiter: 100 tokens.
-pub const DEFAULT_BUCKET_BURST: u32 = 100;
+pub(crate) const DEFAULT_BUCKET_BURST: u32 = 100;
 
 /// Lock a mutex, recovering the data if another thread panicked while holding it (the state
 /// kept here stays consistent after every statement, so a poisoned lock is still usable).
@@ -73,7 +73,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// Each [`RateLimiter::when`] counts one failure; the first call returns `base`.
 #[derive(Debug)]
-pub struct ItemExponentialFailureRateLimiter<K> {
+pub(crate) struct ItemExponentialFailureRateLimiter<K> {
     base: Duration,
     max: Duration,
     failures: Mutex<HashMap<K, u32, foldhash::fast::RandomState>>,
@@ -147,7 +147,7 @@ struct Bucket {
 /// reservations borrow future tokens and the delay grows by `1/qps` per reservation. It tracks
 /// no keys: `forget` does nothing and `num_requeues` is always 0.
 #[derive(Debug)]
-pub struct BucketRateLimiter {
+pub(crate) struct BucketRateLimiter {
     qps: f64,
     burst: u32,
     bucket: Mutex<Bucket>,
@@ -236,7 +236,7 @@ impl<K> RateLimiter<K> for BucketRateLimiter {
 
 /// Asks every inner limiter and returns the longest delay (client-go `TypedMaxOfRateLimiter`).
 /// `num_requeues` is the maximum over the limiters; `forget` forgets in all of them.
-pub struct MaxOfRateLimiter<K> {
+pub(crate) struct MaxOfRateLimiter<K> {
     limiters: Vec<Box<dyn RateLimiter<K>>>,
 }
 

@@ -59,7 +59,7 @@ impl Matcher {
 
 /// Faults currently injected.
 #[derive(Debug, Clone, Default)]
-pub struct FaultState {
+pub(crate) struct FaultState {
     /// Pods matching any of these never get their images.
     pub image_pull: Vec<Matcher>,
     /// VMIs matching go `Failed` from `Scheduled`; the count is how many more times.

@@ -15,22 +15,22 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::time::Duration;
 
 /// Pod condition types the kubelet owns.
-pub const COND_READY: &str = "Ready";
+pub(crate) const COND_READY: &str = "Ready";
 /// `ContainersReady` condition type.
-pub const COND_CONTAINERS_READY: &str = "ContainersReady";
+pub(crate) const COND_CONTAINERS_READY: &str = "ContainersReady";
 /// `Initialized` condition type.
-pub const COND_INITIALIZED: &str = "Initialized";
+pub(crate) const COND_INITIALIZED: &str = "Initialized";
 /// `PodReadyToStartContainers` condition type (beta since 1.29, on by default).
-pub const COND_READY_TO_START: &str = "PodReadyToStartContainers";
+pub(crate) const COND_READY_TO_START: &str = "PodReadyToStartContainers";
 /// `DisruptionTarget` condition type (set by PodGC when a node goes away).
-pub const COND_DISRUPTION_TARGET: &str = "DisruptionTarget";
+pub(crate) const COND_DISRUPTION_TARGET: &str = "DisruptionTarget";
 
 /// Default `terminationGracePeriodSeconds` of a pod (core/v1 defaults).
-pub const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
+pub(crate) const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
 
 /// Which image-pull error a stuck pod shows (kubelet alternates; we settle on back-off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImagePullStage {
+pub(crate) enum ImagePullStage {
     /// `ErrImagePull`: the pull just failed.
     ErrImagePull,
     /// `ImagePullBackOff`: kubelet waits before retrying.
@@ -39,7 +39,7 @@ pub enum ImagePullStage {
 
 /// What the kubelet does next for one pod.
 #[derive(Debug, Clone, PartialEq)]
-pub enum KubeletAction {
+pub(crate) enum KubeletAction {
     /// Nothing to do now.
     Nothing,
     /// Nothing yet; look again after this long.
@@ -52,7 +52,7 @@ pub enum KubeletAction {
 
 /// Inputs of [`decide`] besides the pod itself.
 #[derive(Debug, Clone)]
-pub struct KubeletInputs<'a> {
+pub(crate) struct KubeletInputs<'a> {
     /// Current time, second precision (what the kubelet writes into timestamps).
     pub now: &'a Time,
     /// IP to give the pod if it has none yet.

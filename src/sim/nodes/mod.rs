@@ -18,14 +18,14 @@
 //! due, and for every pending pod when capacity changed (module `work`). Faults are injected
 //! through [`NodeSimHandle`].
 
-pub mod faults;
-pub mod kubelet;
-pub mod node;
-pub mod quantity;
-pub mod resources;
+pub(crate) mod faults;
+pub(crate) mod kubelet;
+pub(crate) mod node;
+pub(crate) mod quantity;
+pub(crate) mod resources;
 mod runner;
-pub mod scheduler;
-pub mod virt_handler;
+pub(crate) mod scheduler;
+pub(crate) mod virt_handler;
 mod work;
 
 pub use faults::Matcher;

@@ -16,13 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use std::collections::BTreeMap;
 
 /// Annotation put on every simulated Node so a reader can tell it from a real one.
-pub const SIMULATED_NODE_ANNOTATION: &str = "virtctl-rs.io/simulated-node";
+pub(crate) const SIMULATED_NODE_ANNOTATION: &str = "virtctl-rs.io/simulated-node";
 
 /// Label virt-handler sets on nodes that can run VMIs (KubeVirt `v1.NodeSchedulable`).
-pub const LABEL_SCHEDULABLE: &str = "kubevirt.io/schedulable";
+pub(crate) const LABEL_SCHEDULABLE: &str = "kubevirt.io/schedulable";
 
 /// Kubelet version reported in `status.nodeInfo.kubeletVersion`.
-pub const KUBELET_VERSION: &str = "v1.33.0-sim";
+pub(crate) const KUBELET_VERSION: &str = "v1.33.0-sim";
 
 /// Capacity (= allocatable) of one simulated node, as Kubernetes quantity strings.
 ///
@@ -115,7 +115,7 @@ pub(crate) fn pod_ip(node_index: usize, seq: u64) -> String {
 /// (`v1.SupportedMachineTypeLabel`, set by virt-handler's node labeller,
 /// pkg/virt-handler/node-labeller/node_labeller.go): launcher pods of a VMI with
 /// `machine.type: q35` (what virt-api's mutator defaults) select it.
-pub const LABEL_MACHINE_TYPE_Q35: &str = "machine-type.node.kubevirt.io/q35";
+pub(crate) const LABEL_MACHINE_TYPE_Q35: &str = "machine-type.node.kubevirt.io/q35";
 
 /// A label added to the simulated nodes: to every node, or to the one named.
 ///

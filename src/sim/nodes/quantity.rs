@@ -7,7 +7,7 @@ use std::fmt;
 
 /// A quantity in milli-units (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
-pub struct Milli(pub i128);
+pub(crate) struct Milli(pub i128);
 
 impl fmt::Display for Milli {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -11,14 +11,14 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::BTreeMap;
 
 /// Resource name → amount in milli-units.
-pub type ResourceList = BTreeMap<String, Milli>;
+pub(crate) type ResourceList = BTreeMap<String, Milli>;
 
 /// QoS class `Guaranteed`.
-pub const QOS_GUARANTEED: &str = "Guaranteed";
+pub(crate) const QOS_GUARANTEED: &str = "Guaranteed";
 /// QoS class `Burstable`.
-pub const QOS_BURSTABLE: &str = "Burstable";
+pub(crate) const QOS_BURSTABLE: &str = "Burstable";
 /// QoS class `BestEffort`.
-pub const QOS_BEST_EFFORT: &str = "BestEffort";
+pub(crate) const QOS_BEST_EFFORT: &str = "BestEffort";
 
 fn to_list(map: Option<&BTreeMap<String, Quantity>>) -> ResourceList {
     map.into_iter()

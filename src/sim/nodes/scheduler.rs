@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{
 use std::collections::BTreeMap;
 
 /// The scheduler name this stand-in answers to (`spec.schedulerName`).
-pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+pub(crate) const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
 /// Whether the scheduler should try to place this pod: no `spec.nodeName`, not being deleted,
 /// not in a final phase, and `spec.schedulerName` empty or `default-scheduler`.
@@ -45,7 +45,7 @@ pub(crate) fn wants_scheduling(pod: &Pod) -> bool {
 
 /// Why a node does not fit a pod (one filter plugin's verdict).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FitFailure {
+pub(crate) enum FitFailure {
     /// NodeUnschedulable: `spec.unschedulable` without a matching toleration.
     Unschedulable,
     /// TaintToleration: a NoSchedule/NoExecute taint the pod does not tolerate.
@@ -82,7 +82,7 @@ impl FitFailure {
 
 /// What is already placed on a node: number of non-terminal pods and the sum of their requests.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct NodeUsage {
+pub(crate) struct NodeUsage {
     /// Non-terminal pods bound to the node.
     pub pods: usize,
     /// Sum of their effective requests (milli-units).
@@ -315,7 +315,7 @@ pub(crate) fn node_fits(
 
 /// The scheduler's verdict for one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScheduleDecision {
+pub(crate) enum ScheduleDecision {
     /// Bind the pod to this node.
     Bind { node: String },
     /// No node fits; the pod stays Pending with `PodScheduled=False`, reason `Unschedulable`,

@@ -17,18 +17,18 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
 
 /// VMI phase `Scheduled`.
-pub const PHASE_SCHEDULED: &str = "Scheduled";
+pub(crate) const PHASE_SCHEDULED: &str = "Scheduled";
 /// VMI phase `Running`.
-pub const PHASE_RUNNING: &str = "Running";
+pub(crate) const PHASE_RUNNING: &str = "Running";
 /// VMI phase `Succeeded`.
-pub const PHASE_SUCCEEDED: &str = "Succeeded";
+pub(crate) const PHASE_SUCCEEDED: &str = "Succeeded";
 /// VMI phase `Failed`.
-pub const PHASE_FAILED: &str = "Failed";
+pub(crate) const PHASE_FAILED: &str = "Failed";
 
 /// Label on virt-launcher pods holding the VMI's UID (KubeVirt `v1.CreatedByLabel`).
-pub const LABEL_CREATED_BY: &str = "kubevirt.io/created-by";
+pub(crate) const LABEL_CREATED_BY: &str = "kubevirt.io/created-by";
 /// Annotation on virt-launcher pods holding the VMI's name (KubeVirt `v1.DomainAnnotation`).
-pub const ANNOTATION_DOMAIN: &str = "kubevirt.io/domain";
+pub(crate) const ANNOTATION_DOMAIN: &str = "kubevirt.io/domain";
 
 /// `status.phase` of a VMI ("" when unset).
 pub(crate) fn vmi_phase(vmi: &Value) -> &str {
@@ -589,7 +589,7 @@ pub(crate) fn final_vmi(vmi: &Value, phase: &str, now_rfc3339: &str) -> Value {
 
 /// What virt-handler does next for one VMI on one of our nodes.
 #[derive(Debug, Clone, PartialEq)]
-pub enum VmiDecision {
+pub(crate) enum VmiDecision {
     /// Nothing to do.
     Nothing,
     /// Guest started: PUT this VMI (phase Running).
