@@ -6,15 +6,15 @@
 //! [`ApiFailures`]). KubeVirt's in-memory bookkeeping (the working VM object, the VMI it patched,
 //! the expectation counters) is simulated so that later steps see what KubeVirt's would.
 
-mod datavolume;
-mod generation;
+mod datavolume_step;
+mod generation_step;
 mod instancetype;
 mod lifecycle;
-mod live_update;
-mod memory_dump;
-mod revision;
-mod run_strategy;
-mod status;
+mod live_update_step;
+mod memory_dump_step;
+mod revision_step;
+mod run_strategy_step;
+mod status_step;
 mod sync;
 
 use crate::api::vm::{VirtualMachine, VirtualMachineStatus};
