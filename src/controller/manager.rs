@@ -213,36 +213,8 @@ where
     }
 }
 
-/// Start the informer `name` over every `K` of `namespace` (`None`: all namespaces), feeding
-/// `handlers`, until `stop`.
-fn spawn_in<K>(
-    name: &str,
-    client: &kube::Client,
-    namespace: Option<&str>,
-    handlers: Vec<Handler<K>>,
-    stop: &CancellationToken,
-) -> Informer<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-{
-    spawn_state_in(
-        InformerState::new(),
-        name,
-        client,
-        namespace,
-        handlers,
-        stop,
-    )
-}
-
-/// [`spawn_in`] from a configured state (e.g. [`recorded`]).
+/// Start the informer `name` over every `K` of `namespace` (`None`: all namespaces), from
+/// `state` (a new one, or [`recorded`]), feeding `handlers`, until `stop`.
 fn spawn_state_in<K>(
     state: InformerState<K>,
     name: &str,
@@ -308,7 +280,14 @@ async fn spawn_instancetype_caches(
         return InstancetypeCaches::disabled();
     }
     InstancetypeCaches {
-        instancetypes: spawn_in("virtualmachineinstancetypes", client, ns, vec![], stop),
+        instancetypes: spawn_state_in(
+            InformerState::new(),
+            "virtualmachineinstancetypes",
+            client,
+            ns,
+            vec![],
+            stop,
+        ),
         cluster_instancetypes: Informer::spawn(
             "virtualmachineclusterinstancetypes",
             Api::all(client.clone()),
@@ -316,7 +295,14 @@ async fn spawn_instancetype_caches(
             Vec::new(),
             stop.clone(),
         ),
-        preferences: spawn_in("virtualmachinepreferences", client, ns, vec![], stop),
+        preferences: spawn_state_in(
+            InformerState::new(),
+            "virtualmachinepreferences",
+            client,
+            ns,
+            vec![],
+            stop,
+        ),
         cluster_preferences: Informer::spawn(
             "virtualmachineclusterpreferences",
             Api::all(client.clone()),
@@ -574,7 +560,14 @@ async fn spawn_caches(
         Vec::new(),
         stop.clone(),
     );
-    let resource_quotas = spawn_in::<ResourceQuota>("resourcequotas", client, ns, vec![], stop);
+    let resource_quotas = spawn_state_in::<ResourceQuota>(
+        InformerState::new(),
+        "resourcequotas",
+        client,
+        ns,
+        vec![],
+        stop,
+    );
     let pvc_handlers = vec![
         pvc_to_vm_handler(q.vm.clone(), vm_cell.clone()),
         pvc_snapshot_status_handler(q.vm.clone(), vm_cell.clone()),
