@@ -161,6 +161,55 @@ async fn memory_dump(env: &Env, vm: &str) {
     .await;
 }
 
+/// A legacy hotplug request (gate `HotplugVolumes`) in the running `vm`'s status: the
+/// controller sends it to virt-api's VMI `addvolume` subresource (vm.go:808-847).
+async fn legacy_volume_request(env: &Env, vm: &str) {
+    use kube::api::{Patch, PatchParams, PostParams};
+    env.create_kubevirt_cr(json!({"developerConfiguration": {"featureGates": ["HotplugVolumes"]}}))
+        .await;
+    env.wait_for("the controller to load the HotplugVolumes gate", || async {
+        let s = env.manager.debug_state()["settings"]["current"].clone();
+        (s["featureGates"] == json!(["HotplugVolumes"])).then_some(())
+    })
+    .await;
+    let claim = serde_json::from_value(json!({
+        "metadata": {"name": "rbac-legacy"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    env.pvcs()
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create the claim");
+    let request = json!({"status": {"volumeRequests": [{"addVolumeOptions": {"name": "legacy",
+        "disk": {"name": "legacy", "disk": {"bus": "scsi"}},
+        "volumeSource": {"persistentVolumeClaim": {"claimName": "rbac-legacy"}}}}]}});
+    let remove =
+        json!({"status": {"volumeRequests": [{"removeVolumeOptions": {"name": "legacy"}}]}});
+    for (request, what) in [(request, "added"), (remove, "removed")] {
+        env.vms()
+            .patch_status(vm, &PatchParams::default(), &Patch::Merge(request))
+            .await
+            .expect("request a volume");
+        env.wait_vmi(vm, &format!("volume legacy {what}"), |vmi| {
+            let has = vmi
+                .spec
+                .volumes
+                .iter()
+                .flatten()
+                .any(|v| v.name == "legacy");
+            has == (what == "added")
+        })
+        .await;
+        env.wait_vm(vm, "the volume request done", |v| {
+            v.status
+                .as_ref()
+                .is_some_and(|s| s.volume_requests.is_none())
+        })
+        .await;
+    }
+}
+
 fn vm_with_data_volume(name: &str) -> VirtualMachine {
     serde_json::from_value(json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
@@ -305,6 +354,7 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     let (_, vmi) = env.wait_running("rbac-vm").await;
     let vmi_uid = vmi.metadata.uid.clone().expect("VMI uid");
     memory_dump(&env, "rbac-vm").await;
+    legacy_volume_request(&env, "rbac-vm").await;
     env.merge_patch_vm("rbac-vm", json!({"spec": {"runStrategy": "Halted"}}))
         .await;
     env.wait_vmi_gone("rbac-vm").await;

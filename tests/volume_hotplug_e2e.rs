@@ -12,7 +12,7 @@ use crate::common;
 
 use common::env::{Env, Server};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{ListParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const VM: &str = "demo-vm";
@@ -151,4 +151,146 @@ async fn a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it(server: Se
     env.shutdown().await;
 }
 
-on_both_servers!(a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it,);
+/// Set the VM's `status.volumeRequests`, as virt-api's VM `addvolume`/`removevolume` do with the
+/// `HotplugVolumes` gate (volumes.go:279-304, a JSON patch; this is the equivalent merge patch).
+async fn set_volume_requests(env: &Env, requests: Value) {
+    env.vms()
+        .patch_status(
+            VM,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"volumeRequests": requests}})),
+        )
+        .await
+        .expect("patch the VM status");
+}
+
+fn template_has(vm: &Value, name: &str) -> (bool, bool) {
+    let t = &vm["spec"]["template"]["spec"];
+    let named = |list: &Value| {
+        list.as_array()
+            .is_some_and(|l| l.iter().any(|x| x["name"] == name))
+    };
+    (
+        named(&t["volumes"]),
+        named(&t["domain"]["devices"]["disks"]),
+    )
+}
+
+/// The legacy hotplug path (gate `HotplugVolumes`): a request in the VM's
+/// `status.volumeRequests` is applied to the VM template and sent to virt-api's VMI
+/// `addvolume` subresource, which puts the volume in the running VMI; the VMI controller
+/// attaches it as for declarative hotplug, and the VM status drops the request once the template
+/// shows it (vm.go:808-847, 2855-2900). A remove request takes it out again. Without virt-api
+/// (the real kube-apiserver here) the subresource does not exist: the VM reports KubeVirt's
+/// `HotPlugVolumeError` and its template is left as it was.
+async fn a_volume_request_goes_through_virt_apis_vmi_subresource(server: Server) {
+    let env = Env::start_on(server).await;
+    env.create_kubevirt_cr(json!({"developerConfiguration": {"featureGates": ["HotplugVolumes"]}}))
+        .await;
+    env.wait_for("the controller to load the HotplugVolumes gate", || async {
+        let s = env.manager.debug_state()["settings"]["current"].clone();
+        (s["featureGates"] == json!(["HotplugVolumes"])).then_some(())
+    })
+    .await;
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "hp-data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    env.pvcs()
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create the claim");
+    env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
+        .await;
+    let (_, first) = env.wait_running(VM).await;
+    set_volume_requests(
+        &env,
+        json!([{"addVolumeOptions": {"name": "hp", "disk": {"name": "hp", "disk": {"bus": "scsi"}},
+            "volumeSource": {"persistentVolumeClaim": {"claimName": "hp-data"}}}}]),
+    )
+    .await;
+
+    if env.server().is_real() {
+        let vm = env
+            .wait_vm(VM, "HotPlugVolumeError", |vm| {
+                vm.condition("Failure")
+                    .is_some_and(|c| c.reason.as_deref() == Some("HotPlugVolumeError"))
+            })
+            .await;
+        let message = vm.condition("Failure").and_then(|c| c.message.clone());
+        assert!(
+            message.as_deref().is_some_and(
+                |m| m.starts_with("Error encountered while handling volume hotplug requests: ")
+            ),
+            "{message:?}"
+        );
+        let v = serde_json::to_value(&vm).expect("json");
+        assert_eq!(template_has(&v, "hp"), (false, false), "template unchanged");
+        assert!(
+            !v["status"]["volumeRequests"].is_null(),
+            "the request stays"
+        );
+        env.shutdown().await;
+        return;
+    }
+
+    let vmi = env
+        .wait_vmi(VM, "volume hp Ready through the legacy path", |vmi| {
+            let v = serde_json::to_value(vmi).expect("json");
+            entry(&v, "hp").is_some_and(|e| e["phase"] == "Ready")
+        })
+        .await;
+    assert_eq!(vmi.metadata.uid, first.metadata.uid, "no restart");
+    let v = serde_json::to_value(&vmi).expect("json");
+    let hp = v["spec"]["volumes"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == "hp"))
+        .cloned();
+    assert_eq!(
+        hp,
+        Some(
+            json!({"name": "hp", "persistentVolumeClaim": {"claimName": "hp-data", "hotpluggable": true}})
+        ),
+        "virt-api made the claim hotpluggable"
+    );
+    let vm = env
+        .wait_vm(VM, "the request trimmed from the VM status", |vm| {
+            let v = serde_json::to_value(vm).expect("json");
+            v["status"]["volumeRequests"].is_null()
+        })
+        .await;
+    let v = serde_json::to_value(&vm).expect("json");
+    assert_eq!(template_has(&v, "hp"), (true, true), "in the template: {v}");
+    assert!(vm.condition("Failure").is_none(), "{:?}", vm.status);
+    assert_eq!(attachment_pods(&env).await.len(), 1, "one attachment pod");
+
+    set_volume_requests(&env, json!([{"removeVolumeOptions": {"name": "hp"}}])).await;
+    let vmi = env
+        .wait_vmi(VM, "volume hp removed through the legacy path", |vmi| {
+            let v = serde_json::to_value(vmi).expect("json");
+            entry(&v, "hp").is_none()
+                && v["spec"]["volumes"]
+                    .as_array()
+                    .is_some_and(|vs| vs.iter().all(|v| v["name"] != "hp"))
+        })
+        .await;
+    assert_eq!(vmi.metadata.uid, first.metadata.uid, "no restart");
+    let vm = env
+        .wait_vm(VM, "the remove request trimmed", |vm| {
+            serde_json::to_value(vm).expect("json")["status"]["volumeRequests"].is_null()
+        })
+        .await;
+    let v = serde_json::to_value(&vm).expect("json");
+    assert_eq!(
+        template_has(&v, "hp"),
+        (false, false),
+        "out of the template"
+    );
+    env.shutdown().await;
+}
+
+on_both_servers!(
+    a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it,
+    a_volume_request_goes_through_virt_apis_vmi_subresource,
+);

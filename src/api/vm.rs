@@ -97,6 +97,58 @@ pub struct VirtualMachineStatus {
     /// (`crate::controller::vm::volume_snapshot`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_snapshot_statuses: Option<Vec<VolumeSnapshotStatus>>,
+    /// `volumeRequests` (types.go): the legacy hotplug requests virt-api writes with the
+    /// `HotplugVolumes` gate (`crate::controller::vm::volume_requests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_requests: Option<Vec<VolumeRequest>>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One `status.volumeRequests` entry (`v1.VirtualMachineVolumeRequest`): an add or a remove.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_volume_options: Option<AddVolumeOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove_volume_options: Option<RemoveVolumeOptions>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `v1.AddVolumeOptions`: the volume's name, its disk and its claim (`dryRun` kept raw).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddVolumeOptions {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<super::vmi::Disk>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_source: Option<HotplugVolumeSource>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `v1.HotplugVolumeSource`: a `persistentVolumeClaim` or a `dataVolume`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HotplugVolumeSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<super::vmi::ClaimSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_volume: Option<super::vmi::ClaimSource>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `v1.RemoveVolumeOptions`: the volume's name (`dryRun` kept raw).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoveVolumeOptions {
+    #[serde(default)]
+    pub name: String,
     #[serde(flatten)]
     pub extra: Extra,
 }

@@ -244,6 +244,22 @@ where
     send_unread(client, request).await
 }
 
+/// PUT a JSON body to `path` (an aggregated API's subresource, such as virt-api's
+/// `subresources.kubevirt.io/v1`), without decoding the answer.
+pub(crate) async fn put_unread<B: Serialize>(
+    client: &kube::Client,
+    path: &str,
+    body: &B,
+) -> Result<(), kube::Error> {
+    let body = serde_json::to_vec(body).map_err(kube::Error::SerdeError)?;
+    let request = http::Request::put(path)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(body)
+        .map_err(kube::Error::HttpError)?;
+    send_unread(client, request).await
+}
+
 async fn send_unread(
     client: &kube::Client,
     request: http::Request<Vec<u8>>,

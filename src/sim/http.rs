@@ -81,6 +81,12 @@ enum Target {
     Resource(ResReq),
     OpenApiRoot,
     OpenApiGv(String),
+    /// virt-api's VMI volume subresource (`addvolume`/`removevolume`, [`super::virt_api`]).
+    VirtApiVolume {
+        ns: String,
+        name: String,
+        verb: String,
+    },
     NotFound,
 }
 
@@ -95,6 +101,22 @@ fn parse_path(store: &Store, path: &str) -> Target {
         ["apis", g] => return Target::Group(g.to_string()),
         ["openapi", "v3"] => return Target::OpenApiRoot,
         ["openapi", "v3", rest @ ..] => return Target::OpenApiGv(rest.join("/")),
+        [
+            "apis",
+            "subresources.kubevirt.io",
+            "v1",
+            "namespaces",
+            ns,
+            "virtualmachineinstances",
+            name,
+            verb,
+        ] if super::virt_api::serves(verb) => {
+            return Target::VirtApiVolume {
+                ns: ns.to_string(),
+                name: name.to_string(),
+                verb: verb.to_string(),
+            };
+        }
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Target::NotFound,
@@ -435,6 +457,11 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
     };
     let rr = match target {
         Target::Resource(rr) => rr,
+        Target::VirtApiVolume { ns, name, verb } => {
+            let resp = virt_api_volume(&app, &method, &ns, &name, &verb, &body, &mut rec);
+            app.audit.record(time, rec, resp.status().as_u16());
+            return resp;
+        }
         other => {
             let resp = non_resource(&app, other, &method);
             app.audit.record(time, rec, resp.status().as_u16());
@@ -509,6 +536,45 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
     }
     app.audit.record(time, rec, resp.status().as_u16());
     resp
+}
+
+/// A PUT to virt-api's VMI volume subresource, audited as an `update` of
+/// `virtualmachineinstances/VERB` in `subresources.kubevirt.io` (what RBAC grants). Without
+/// admission (no virt-api) the path does not exist.
+fn virt_api_volume(
+    app: &App,
+    method: &Method,
+    ns: &str,
+    name: &str,
+    verb: &str,
+    body: &[u8],
+    rec: &mut AuditRecord,
+) -> Response {
+    rec.group = "subresources.kubevirt.io".into();
+    rec.resource = "virtualmachineinstances".into();
+    rec.subresource = verb.into();
+    rec.namespace = ns.into();
+    rec.name = name.into();
+    if !app.admission {
+        return error_response(&ApiError::unknown_resource());
+    }
+    if *method != Method::PUT {
+        return error_response(&ApiError::method_not_allowed());
+    }
+    rec.verb = "update".into();
+    let reg = app.store.registry();
+    let Some(res) = reg.find("kubevirt.io", "v1", "virtualmachineinstances") else {
+        return error_response(&ApiError::unknown_resource());
+    };
+    let res = reg.storage_id(res);
+    match super::virt_api::vmi_volume(&app.store, res, ns, name, verb, body) {
+        Ok(()) => {
+            let mut r = Response::new(Body::empty());
+            *r.status_mut() = StatusCode::ACCEPTED;
+            r
+        }
+        Err(e) => error_response(&e),
+    }
 }
 
 /// A request for something other than a resource: discovery, OpenAPI, version, health, or a

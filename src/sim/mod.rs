@@ -40,6 +40,7 @@ pub(crate) mod selector;
 pub(crate) mod status;
 pub mod store;
 pub(crate) mod table;
+mod virt_api;
 pub(crate) mod watch;
 
 use std::collections::BTreeMap;

@@ -144,6 +144,16 @@ impl ApiError {
         .with_details(details(def.group, def.plural, name))
     }
 
+    /// `NewConflict` for an arbitrary group/resource (virt-api's `v1.Resource("virtualmachineinstance")`).
+    pub(crate) fn conflict_raw(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {resource}.{group} {name:?}: {why}"),
+        )
+        .with_details(details(group, resource, name))
+    }
+
     /// The optimistic-concurrency conflict (`storage.NewResourceVersionConflictsError` text).
     pub(crate) fn stale(def: &ResourceDef, name: &str) -> Self {
         Self::conflict(

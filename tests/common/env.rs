@@ -407,6 +407,26 @@ impl Env {
         self.kubevirt_namespace.clone()
     }
 
+    /// Create the KubeVirt CR the manager follows, with this `spec.configuration`.
+    pub async fn create_kubevirt_cr(&self, configuration: Value) {
+        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+        let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+        let kubevirts: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &self.kubevirt_namespace,
+            &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
+        );
+        let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt"}, "spec": {"configuration": configuration}});
+        kubevirts
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(cr).expect("a KubeVirt CR"),
+            )
+            .await
+            .expect("create the KubeVirt CR");
+    }
+
     async fn wait_manager_ready(&self) {
         self.wait_for("the manager to lead with synced caches", || async {
             let ctx = self.manager.context();

@@ -22,7 +22,7 @@
 //! expectation stores (vm.go:1985-2134).
 
 use crate::api::DataVolume;
-use crate::api::vm::{VirtualMachine, VirtualMachineStatus};
+use crate::api::vm::{AddVolumeOptions, RemoveVolumeOptions, VirtualMachine, VirtualMachineStatus};
 use crate::api::vmi::VirtualMachineInstance;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use std::collections::BTreeMap;
@@ -144,6 +144,17 @@ pub enum VmAction {
         name: String,
         patch: serde_json::Value,
     },
+    /// PUT virt-api's VMI `addvolume` subresource with these options (a legacy hotplug request,
+    /// vm.go:829-835; virt-api patches the VMI spec, volumes.go:214-244).
+    AddVmiVolume {
+        name: String,
+        options: Box<AddVolumeOptions>,
+    },
+    /// PUT virt-api's VMI `removevolume` subresource (vm.go:836-843).
+    RemoveVmiVolume {
+        name: String,
+        options: Box<RemoveVolumeOptions>,
+    },
     /// JSON patch test+replace of `/metadata/finalizers` dropping the VM controller finalizer
     /// from a final VMI (vm.go:2314-2336).
     RemoveVmiFinalizer {
@@ -263,6 +274,8 @@ impl VmAction {
             VmAction::PatchVmiGenerationAnnotation { .. } => "PatchVmiGenerationAnnotation",
             VmAction::PatchVmiMetadata { .. } => "PatchVmiMetadata",
             VmAction::PatchVmiSpec { .. } => "PatchVmiSpec",
+            VmAction::AddVmiVolume { .. } => "AddVmiVolume",
+            VmAction::RemoveVmiVolume { .. } => "RemoveVmiVolume",
             VmAction::RemoveVmiFinalizer { .. } => "RemoveVmiFinalizer",
             VmAction::AdoptVmi { .. } => "AdoptVmi",
             VmAction::ReleaseVmi { .. } => "ReleaseVmi",

@@ -19,7 +19,9 @@ use crate::controller::common::ReconcileError;
 use crate::controller::common::protocol::{ActionRun, AfterFailure};
 use crate::controller::context::{Context, object_ref};
 use crate::controller::manager::reconciler;
-use crate::runtime::apicall::{api, create_unread, json_patch, json_patch_unread, replace};
+use crate::runtime::apicall::{
+    api, create_unread, json_patch, json_patch_unread, put_unread, replace,
+};
 use crate::runtime::expectations::UidTrackingControllerExpectations;
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -390,22 +392,13 @@ fn with_resource_version(
 }
 
 /// Apply one action. API writes on the VM return the VM the server answered with.
-async fn apply(
+/// The bookkeeping actions: expectations, the requeue, events (never fail).
+fn apply_local(
     ctx: &Context,
-    ns: &str,
     snap: &VmSnapshot,
     action: &VmAction,
-    returned: &std::collections::BTreeMap<usize, VirtualMachine>,
     requeue_after: &mut Option<Duration>,
-) -> Result<Option<VirtualMachine>, ApiFailure> {
-    let client = &ctx.client;
-    let vm_name = snap.vm.metadata.name.clone().unwrap_or_default();
-    // Built in the arms that write: most actions are bookkeeping, and an `Api` is a client
-    // clone and a formatted URL path.
-    let vms = || api::<VirtualMachine>(client, ns);
-    let vmis = || api::<VirtualMachineInstance>(client, ns);
-    let e = |e: kube::Error| ApiFailure::from(&e);
-    let pp = PostParams::default();
+) {
     match action {
         VmAction::ExpectVmiCreations { key, count } => {
             ctx.expectations.vmi.expect_creations(key, *count)
@@ -440,6 +433,35 @@ async fn apply(
                 message,
             );
         }
+        _ => {}
+    }
+}
+
+async fn apply(
+    ctx: &Context,
+    ns: &str,
+    snap: &VmSnapshot,
+    action: &VmAction,
+    returned: &std::collections::BTreeMap<usize, VirtualMachine>,
+    requeue_after: &mut Option<Duration>,
+) -> Result<Option<VirtualMachine>, ApiFailure> {
+    let client = &ctx.client;
+    let vm_name = snap.vm.metadata.name.clone().unwrap_or_default();
+    // Built in the arms that write: most actions are bookkeeping, and an `Api` is a client
+    // clone and a formatted URL path.
+    let vms = || api::<VirtualMachine>(client, ns);
+    let vmis = || api::<VirtualMachineInstance>(client, ns);
+    let e = |e: kube::Error| ApiFailure::from(&e);
+    let pp = PostParams::default();
+    match action {
+        VmAction::ExpectVmiCreations { .. }
+        | VmAction::VmiCreationObserved { .. }
+        | VmAction::ExpectVmiDeletions { .. }
+        | VmAction::VmiDeletionObserved { .. }
+        | VmAction::ExpectDataVolumeCreations { .. }
+        | VmAction::DataVolumeCreationObserved { .. }
+        | VmAction::RequeueAfter { .. }
+        | VmAction::Event { .. } => apply_local(ctx, snap, action, requeue_after),
         VmAction::UpdateVm {
             vm,
             resource_version_from,
@@ -499,6 +521,16 @@ async fn apply(
                 .await
                 .map_err(e)?;
         }
+        VmAction::AddVmiVolume { name, options } => {
+            put_vmi_volume(client, ns, name, "addvolume", options)
+                .await
+                .map_err(e)?
+        }
+        VmAction::RemoveVmiVolume { name, options } => {
+            put_vmi_volume(client, ns, name, "removevolume", options)
+                .await
+                .map_err(e)?
+        }
         VmAction::AdoptVmi { name, patch, .. } => {
             can_adopt(&vms(), snap).await?;
             vmis()
@@ -541,6 +573,22 @@ async fn apply(
         }
     }
     Ok(None)
+}
+
+/// virt-api's VMI volume subresource (`kubecli`'s `AddVolume`/`RemoveVolume`: a PUT to
+/// `subresources.kubevirt.io/v1`).
+async fn put_vmi_volume<B: serde::Serialize>(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    verb: &str,
+    options: &B,
+) -> Result<(), kube::Error> {
+    let path = format!(
+        "/apis/{}/namespaces/{namespace}/virtualmachineinstances/{name}/{verb}",
+        crate::lifecycle::request::SUBRESOURCE_GROUP_VERSION
+    );
+    put_unread(client, &path, options).await
 }
 
 /// Release a VMI: controller_ref_manager.go:429-455 ignores NotFound and Invalid.

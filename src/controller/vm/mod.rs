@@ -59,6 +59,7 @@ pub(crate) mod snapshot;
 pub(crate) mod status;
 pub(crate) mod unsupported;
 pub(crate) mod volume_hotplug;
+pub(crate) mod volume_requests;
 pub(crate) mod volume_snapshot;
 
 #[cfg(test)]

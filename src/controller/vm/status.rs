@@ -73,6 +73,13 @@ pub(crate) fn normalize_status(status: &mut VirtualMachineStatus) {
     {
         status.volume_snapshot_statuses = None;
     }
+    if status
+        .volume_requests
+        .as_ref()
+        .is_some_and(|v| v.is_empty())
+    {
+        status.volume_requests = None;
+    }
 }
 
 #[cfg(test)]

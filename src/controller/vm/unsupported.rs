@@ -3,10 +3,11 @@
 //! fires only where KubeVirt would act; the reasons are the ones KubeVirt uses for that step.
 //!
 //! Not modelled: `WaitAsReceiver` (decentralized live migration),
-//! network interface hotplug/unplug, legacy volume hotplug requests (`status.volumeRequests`),
-//! volume migration (`updateVolumesStrategy: Migration`). Live updates of CPU sockets, memory,
-//! node selector/affinity and tolerations ([`super::live_update`]), declarative volume hotplug
-//! ([`super::volume_hotplug`]) and memory dumps ([`super::memory_dump`]) are modelled.
+//! network interface hotplug/unplug, volume migration (`updateVolumesStrategy: Migration`).
+//! Live updates of CPU sockets, memory, node selector/affinity and tolerations
+//! ([`super::live_update`]), declarative volume hotplug ([`super::volume_hotplug`]), legacy
+//! volume requests ([`super::volume_requests`]) and memory dumps ([`super::memory_dump`]) are
+//! modelled.
 
 use super::action::SyncError;
 use super::reasons::sync as reason;
@@ -92,24 +93,6 @@ pub(crate) fn network_hotplug(
     None
 }
 
-/// `handleVolumeRequests` (vm.go:808-847): non-empty `status.volumeRequests`.
-pub(crate) fn volume_requests(vm: &VirtualMachine) -> Option<SyncError> {
-    let requested = vm.status.as_ref()?.extra.read(|m| {
-        m.get("volumeRequests")
-            .and_then(Value::as_array)
-            .is_some_and(|r| !r.is_empty())
-    });
-    if !requested {
-        return None;
-    }
-    Some(SyncError::new(
-        reason::HOTPLUG_VOLUME_ERROR,
-        format!(
-            "Error encountered while handling volume hotplug requests: status.volumeRequests {SUFFIX}"
-        ),
-    ))
-}
-
 /// `handleVolumeUpdateRequest` (vm.go:889-952), the last LiveUpdate handler: with
 /// `updateVolumesStrategy: Migration`, volume migration.
 pub(crate) fn volume_update(vm: &VirtualMachine) -> Option<SyncError> {
@@ -172,15 +155,5 @@ mod tests {
         absent["domain"]["devices"]["interfaces"][0]["state"] = json!("absent");
         assert!(network_hotplug(&vm(tmpl(absent.clone())), Some(&v)).is_some());
         assert!(network_hotplug(&vm(tmpl(absent)), None).is_some());
-    }
-
-    #[test]
-    fn status_requests_refused() {
-        let mut v = vm(tmpl(json!({"domain": {"devices": {}}})));
-        assert!(volume_requests(&v).is_none());
-        v.status = Some(
-            serde_json::from_value(json!({"volumeRequests": [{"addVolumeOptions": {}}]})).unwrap(),
-        );
-        assert_eq!(volume_requests(&v).unwrap().reason, "HotPlugVolumeError");
     }
 }

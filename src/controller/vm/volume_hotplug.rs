@@ -5,9 +5,8 @@
 //! the VM template, with their disks, are carried into the running VMI's spec by one JSON patch;
 //! the VMI controller then attaches them (`crate::controller::vmi::volume_hotplug`).
 //!
-//! The legacy path (`status.volumeRequests`, written by virt-api's `addvolume` /
-//! `removevolume` subresources, vm.go:808-847) stays unsupported: it needs the deprecated gate
-//! and virt-api.
+//! The legacy path (`status.volumeRequests`, with the deprecated gate) is
+//! [`super::volume_requests`].
 
 use super::live_update::VmiPatch;
 use super::restart_required::is_declarative_hotplug_volume;

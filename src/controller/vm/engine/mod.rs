@@ -16,6 +16,7 @@ mod revision_step;
 mod run_strategy_step;
 mod status_step;
 mod sync;
+mod volume_requests_step;
 
 use crate::api::vm::{VirtualMachine, VirtualMachineStatus};
 use crate::api::vmi::VirtualMachineInstance;

@@ -75,6 +75,15 @@ impl Engine<'_> {
             status.run_strategy = Some(orig_strategy);
         }
 
+        // Legacy volume requests the template shows done (vm.go:2482).
+        let trimmed =
+            crate::controller::vm::volume_requests::trim_done(&mut status, self.vm.template_spec());
+        if trimmed > 0 {
+            self.explain(format!(
+                "{trimmed} volume request(s) done in the template: drop them (vm.go:2855-2900)"
+            ));
+        }
+
         // Memory dump request (memorydump.UpdateRequest, vm.go:2483).
         let vmi_now = self.vmi.clone();
         if let Some(change) = crate::controller::vm::memory_dump::update_request(

@@ -312,7 +312,8 @@ impl Engine<'_> {
         if let Some(e) = self.sync_firmware_uuid(&mut vm_copy, &mut copy_rv) {
             return Ok(Some(e));
         }
-        if let Some(e) = unsupported::volume_requests(&vm_copy)
+        if let Some(e) = self
+            .sync_volume_requests(&mut vm_copy)
             .or_else(|| self.sync_declarative_hotplug(&vm_copy))
             .or_else(|| self.sync_memory_dump(&mut vm_copy))
         {
