@@ -6,18 +6,10 @@
 use crate::common;
 
 use common::env::{CONTROLLER_AGENT, Env, EnvConfig, Server};
-use kube::Api;
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use std::time::Duration;
 use virtctl_rs::sim::audit::AuditEntry;
-
-fn kubevirts(env: &Env, namespace: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
-    let ar = ApiResource::from_gvk_with_plural(&gvk, "kubevirts");
-    Api::namespaced_with(env.client.clone(), namespace, &ar)
-}
 
 fn bucket(qps: f64, burst: u32) -> serde_json::Value {
     json!({"controllerConfiguration": {"restClient": {"rateLimiter": {
@@ -83,18 +75,8 @@ async fn the_kubevirt_crs_client_limit_holds_and_reloads(server: Server) {
     };
     let env = Env::start_on_with(server, config).await;
     let kv_ns = env.manager_kubevirt_namespace();
-    let api = kubevirts(&env, &kv_ns);
-    let cr = json!({
-        "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-        "metadata": {"name": "kubevirt", "namespace": kv_ns},
-        "spec": {"configuration": bucket(5.0, 5)}
-    });
-    api.create(
-        &PostParams::default(),
-        &serde_json::from_value(cr).expect("CR"),
-    )
-    .await
-    .expect("create the KubeVirt CR");
+    let api = env.kubevirts(&kv_ns);
+    env.create_kubevirt_cr(bucket(5.0, 5)).await;
     let from = wait_applied(&env, 5.0).await;
     start_vms(&env, &["limited-a", "limited-b", "limited-c"]).await;
     let limited = controller_requests(&env.audit(), from);

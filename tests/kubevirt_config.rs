@@ -15,18 +15,11 @@ use common::env::{Env, EnvConfig, Server};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use virtctl_rs::api::manifest::KubeVirtObject;
 use virtctl_rs::api::quantity::ParsedQuantity;
 use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::launcher::explain::explain;
-
-fn kubevirts(env: &Env, namespace: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
-    let ar = ApiResource::from_gvk_with_plural(&gvk, "kubevirts");
-    Api::namespaced_with(env.client.clone(), namespace, &ar)
-}
 
 /// Merge `configuration` into the `spec.configuration` of the CR `kubevirt`; its new
 /// resourceVersion.
@@ -78,7 +71,7 @@ async fn a_kubevirt_cr_change_reaches_the_next_launcher_pod(server: Server) {
     let ns = env.namespace.clone();
     let kv_ns = env.manager_kubevirt_namespace();
     let lease_ns = env.manager_lease_namespace();
-    let api = kubevirts(&env, &kv_ns);
+    let api = env.kubevirts(&kv_ns);
     // The controller started before the CR existed; the CR appears, then memoryOvercommit is
     // set to 150.
     let cr = json!({
@@ -192,7 +185,8 @@ async fn inspect_reads_the_kubevirt_cr_where_the_controller_does_not_beside_the_
         "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
         "spec": {"configuration": {"developerConfiguration": {"memoryOvercommit": 150}}}
     });
-    let created = kubevirts(&env, "kubevirt")
+    let created = env
+        .kubevirts("kubevirt")
         .create(
             &PostParams::default(),
             &serde_json::from_value(cr).expect("a KubeVirt CR"),

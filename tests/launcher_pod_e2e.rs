@@ -252,20 +252,9 @@ async fn an_sriov_network_requests_the_resource_its_nad_names(server: Server) {
     let env = Env::start_on(server).await;
     let ns = env.namespace.clone();
     serve_nads(&env).await;
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
-    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
-        env.client.clone(),
-        &env.manager_kubevirt_namespace(),
-        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
-    );
-    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-        "metadata": {"name": "kubevirt"},
-        "spec": {"configuration": {"developerConfiguration": {
-            "disabledFeatureGates": ["ExternalNetResourceInjection"]}}}});
-    kubevirts
-        .create(&PostParams::default(), &serde_json::from_value(cr).unwrap())
-        .await
-        .expect("create the KubeVirt CR");
+    env.create_kubevirt_cr(json!({"developerConfiguration": {
+        "disabledFeatureGates": ["ExternalNetResourceInjection"]}}))
+        .await;
     env.wait_for("the controller to load the KubeVirt CR", || async {
         let s = env.manager.debug_state()["settings"]["current"].clone();
         (s["disabledFeatureGates"] == json!(["ExternalNetResourceInjection"])).then_some(())
@@ -319,24 +308,10 @@ async fn an_sriov_network_requests_the_resource_its_nad_names(server: Server) {
 /// plugin's memory in the compute container's request (explain-overhead's term).
 async fn a_registered_binding_plugin_adds_its_sidecar(server: Server) {
     let env = Env::start_on(server).await;
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
-    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
-        env.client.clone(),
-        &env.manager_kubevirt_namespace(),
-        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
-    );
     let binding = json!({"sidecarImage": "example.org/demo-slirp-binding:1",
         "computeResourceOverhead": {"requests": {"memory": "200Mi"}}});
-    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-        "metadata": {"name": "kubevirt"},
-        "spec": {"configuration": {"network": {"binding": {"demo-slirp": binding}}}}});
-    kubevirts
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(cr.clone()).unwrap(),
-        )
-        .await
-        .expect("create the KubeVirt CR");
+    let configuration = json!({"network": {"binding": {"demo-slirp": binding}}});
+    env.create_kubevirt_cr(configuration.clone()).await;
     env.wait_for("the controller to load the binding plugin", || async {
         let s = env.manager.debug_state()["settings"]["current"].clone();
         s["networkBindings"]["demo-slirp"]["sidecarImage"]
@@ -379,6 +354,7 @@ async fn a_registered_binding_plugin_adds_its_sidecar(server: Server) {
         let explained = explain(&object, &env.namespace, settings).expect("explain the VM");
         explained.compute_resources.requests["memory"].0.clone()
     };
+    let cr = json!({"kind": "KubeVirt", "spec": {"configuration": configuration}});
     let with_plugin = ClusterSettings::from_kubevirt_cr(&cr).expect("the CR's settings");
     let bytes = |q: &str| ParsedQuantity::parse(q).unwrap().value();
     assert_eq!(memory.0, request(&with_plugin));

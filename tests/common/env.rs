@@ -407,15 +407,17 @@ impl Env {
         self.kubevirt_namespace.clone()
     }
 
+    /// The KubeVirt CRs of `namespace`.
+    pub fn kubevirts(&self, namespace: &str) -> Api<kube::api::DynamicObject> {
+        use kube::api::{ApiResource, GroupVersionKind};
+        let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "kubevirts");
+        Api::namespaced_with(self.client.clone(), namespace, &ar)
+    }
+
     /// Create the KubeVirt CR the manager follows, with this `spec.configuration`.
     pub async fn create_kubevirt_cr(&self, configuration: Value) {
-        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-        let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
-        let kubevirts: Api<DynamicObject> = Api::namespaced_with(
-            self.client.clone(),
-            &self.kubevirt_namespace,
-            &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
-        );
+        let kubevirts = self.kubevirts(&self.kubevirt_namespace);
         let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
             "metadata": {"name": "kubevirt"}, "spec": {"configuration": configuration}});
         kubevirts
