@@ -191,6 +191,21 @@ fn uses_claim(volumes: Option<&[crate::api::vmi::Volume]>, claim: &str) -> bool 
     })
 }
 
+/// Enqueue every VM of the claim's namespace whose template uses it (`listVMsMatchingPVC`,
+/// vm.go:2150-2165; the snapshot controller's `handlePVC` the same way).
+fn enqueue_vms_using(vm_queue: &QueueSlot, vms: &VmStoreCell, pvc: &PersistentVolumeClaim) {
+    let (Some(store), Some(claim)) = (vms.get(), pvc.metadata.name.as_deref()) else {
+        return;
+    };
+    let ns = pvc.metadata.namespace.as_deref();
+    for vm in store.state() {
+        if vm.metadata.namespace.as_deref() == ns && uses_claim(Some(vm.template_volumes()), claim)
+        {
+            vm_queue.add(key_of(vm.as_ref()));
+        }
+    }
+}
+
 /// PersistentVolumeClaim informer → VM queue: a claim that appears (not being deleted) enqueues
 /// every VM of its namespace whose template uses it (`addPVC` / `listVMsMatchingPVC`,
 /// vm.go:2136-2165). Updates and deletions enqueue nothing: the VM controller registers only
@@ -204,17 +219,7 @@ pub(crate) fn pvc_to_vm_handler(
         if pvc.metadata.deletion_timestamp.is_some() {
             return;
         }
-        let (Some(store), Some(claim)) = (vms.get(), pvc.metadata.name.as_deref()) else {
-            return;
-        };
-        let ns = pvc.metadata.namespace.as_deref();
-        for vm in store.state() {
-            if vm.metadata.namespace.as_deref() == ns
-                && uses_claim(Some(vm.template_volumes()), claim)
-            {
-                vm_queue.add(key_of(vm.as_ref()));
-            }
-        }
+        enqueue_vms_using(&vm_queue, &vms, pvc);
     })
 }
 
@@ -241,17 +246,7 @@ pub(crate) fn pvc_snapshot_status_handler(
             }
             _ => return,
         };
-        let (Some(store), Some(claim)) = (vms.get(), pvc.metadata.name.as_deref()) else {
-            return;
-        };
-        let ns = pvc.metadata.namespace.as_deref();
-        for vm in store.state() {
-            if vm.metadata.namespace.as_deref() == ns
-                && uses_claim(Some(vm.template_volumes()), claim)
-            {
-                vm_queue.add(key_of(vm.as_ref()));
-            }
-        }
+        enqueue_vms_using(&vm_queue, &vms, pvc);
     })
 }
 
