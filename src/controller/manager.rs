@@ -263,17 +263,8 @@ async fn spawn_instancetype_caches(
     stop: &CancellationToken,
 ) -> super::instancetype_cache::InstancetypeCaches {
     use super::instancetype_cache::InstancetypeCaches;
-    let served = match client
-        .list_api_group_resources(crate::api::instancetype::API_VERSION)
-        .await
-    {
-        Ok(list) => list
-            .resources
-            .iter()
-            .any(|r| r.name == "virtualmachineclusterinstancetypes"),
-        Err(_) => false,
-    };
-    if !served {
+    let api_version = crate::api::instancetype::API_VERSION;
+    if !served(client, api_version, "virtualmachineclusterinstancetypes").await {
         tracing::info!(
             "instancetype.kubevirt.io/v1beta1 is not served by this cluster: VMs naming instancetypes or preferences cannot find them"
         );
