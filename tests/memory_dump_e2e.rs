@@ -12,8 +12,7 @@ use crate::common;
 
 use common::env::{Env, Server};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -99,15 +98,7 @@ fn in_order(seen: &[String], want: &[&str]) -> bool {
 
 async fn a_memory_dump_request_completes_and_its_volume_leaves(server: Server) {
     let env = Env::start_on(server).await;
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": CLAIM},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}
-    }))
-    .expect("claim");
-    env.pvcs()
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("create the claim");
+    env.create_claim(CLAIM, "2Gi").await;
     env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
         .await;
     let (_, first) = env.wait_running(VM).await;

@@ -135,16 +135,8 @@ fn assert_comparison_is_strict(granted: &BTreeSet<Grant>, used: &BTreeSet<Grant>
 /// A memory dump of the running `vm` to a new claim, as virt-api's subresource asks for it:
 /// the controller writes the claim's annotation (memorydump.go:264-312) and the attachment pod.
 async fn memory_dump(env: &Env, vm: &str) {
-    use kube::api::{Patch, PatchParams, PostParams};
-    let claim = serde_json::from_value(json!({
-        "metadata": {"name": "rbac-dump"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }))
-    .expect("claim");
-    env.pvcs()
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("create the dump claim");
+    use kube::api::{Patch, PatchParams};
+    env.create_claim("rbac-dump", "1Gi").await;
     let request = json!({"status": {"memoryDumpRequest":
         {"claimName": "rbac-dump", "phase": "Associating"}}});
     env.vms()
@@ -164,7 +156,7 @@ async fn memory_dump(env: &Env, vm: &str) {
 /// A legacy hotplug request (gate `HotplugVolumes`) in the running `vm`'s status: the
 /// controller sends it to virt-api's VMI `addvolume` subresource (vm.go:808-847).
 async fn legacy_volume_request(env: &Env, vm: &str) {
-    use kube::api::{Patch, PatchParams, PostParams};
+    use kube::api::{Patch, PatchParams};
     env.create_kubevirt_cr(json!({"developerConfiguration": {"featureGates": ["HotplugVolumes"]}}))
         .await;
     env.wait_for("the controller to load the HotplugVolumes gate", || async {
@@ -172,15 +164,7 @@ async fn legacy_volume_request(env: &Env, vm: &str) {
         (s["featureGates"] == json!(["HotplugVolumes"])).then_some(())
     })
     .await;
-    let claim = serde_json::from_value(json!({
-        "metadata": {"name": "rbac-legacy"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }))
-    .expect("claim");
-    env.pvcs()
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("create the claim");
+    env.create_claim("rbac-legacy", "1Gi").await;
     let request = json!({"status": {"volumeRequests": [{"addVolumeOptions": {"name": "legacy",
         "disk": {"name": "legacy", "disk": {"bus": "scsi"}},
         "volumeSource": {"persistentVolumeClaim": {"claimName": "rbac-legacy"}}}}]}});

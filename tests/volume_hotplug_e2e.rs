@@ -11,8 +11,8 @@
 use crate::common;
 
 use common::env::{Env, Server};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 const VM: &str = "demo-vm";
@@ -34,15 +34,7 @@ async fn attachment_pods(env: &Env) -> Vec<Pod> {
 
 async fn a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it(server: Server) {
     let env = Env::start_on(server).await;
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "hp-data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }))
-    .expect("claim");
-    env.pvcs()
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("create the claim");
+    env.create_claim("hp-data", "1Gi").await;
     env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
         .await;
     let (vm, first) = env.wait_running(VM).await;
@@ -192,15 +184,7 @@ async fn a_volume_request_goes_through_virt_apis_vmi_subresource(server: Server)
         (s["featureGates"] == json!(["HotplugVolumes"])).then_some(())
     })
     .await;
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "metadata": {"name": "hp-data"},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-    }))
-    .expect("claim");
-    env.pvcs()
-        .create(&PostParams::default(), &claim)
-        .await
-        .expect("create the claim");
+    env.create_claim("hp-data", "1Gi").await;
     env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
         .await;
     let (_, first) = env.wait_running(VM).await;

@@ -581,6 +581,19 @@ impl Env {
         }
     }
 
+    /// Create a ReadWriteOnce claim `name` of `size` in the test namespace.
+    pub async fn create_claim(&self, name: &str, size: &str) {
+        let claim = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+        }))
+        .expect("claim");
+        self.pvcs()
+            .create(&PostParams::default(), &claim)
+            .await
+            .unwrap_or_else(|e| panic!("create claim {name}: {e}"));
+    }
+
     pub fn pvcs(&self) -> Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
