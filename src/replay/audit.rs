@@ -46,7 +46,7 @@ pub(crate) fn read_audit_log(path: &Path, text: &str) -> Result<Vec<Value>, Stri
 /// One compared write of the controller.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AuditStep {
+pub(crate) struct AuditStep {
     /// When the server received it.
     pub at: DateTime<Utc>,
     /// The written object's kind.
@@ -64,7 +64,7 @@ pub struct AuditStep {
 
 /// The compared writes of one VM key.
 #[derive(Debug, Clone, Serialize)]
-pub struct AuditVm {
+pub(crate) struct AuditVm {
     /// `namespace/name`.
     pub key: String,
     /// In the order they were decided.
@@ -74,7 +74,7 @@ pub struct AuditVm {
 /// `replay` of an audit log.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AuditReplay {
+pub(crate) struct AuditReplay {
     /// Events read.
     pub events: usize,
     /// Writes of the kinds rebuilt (VMs, VMIs, pods, ControllerRevisions, DataVolumes, PVCs,
@@ -97,7 +97,7 @@ pub struct AuditReplay {
 
 impl AuditReplay {
     /// Whether a compared write is not the one our decision makes.
-    pub fn differs(&self) -> bool {
+    pub(crate) fn differs(&self) -> bool {
         self.comparison.decisions > self.comparison.agree + self.comparison.agree_later
     }
 }

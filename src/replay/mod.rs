@@ -9,7 +9,6 @@ mod audit;
 mod state;
 mod text;
 
-pub use audit::{AuditReplay, AuditStep, AuditVm};
 pub(crate) use audit::{is_audit_log, read_audit_log, render_audit_text, replay_audit_log};
 pub use text::render_text;
 
