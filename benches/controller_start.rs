@@ -34,7 +34,10 @@
 //! per CPU in-process), `CONTROLLER_BENCH_CLIENT_LIMIT=none` (the controller's API client
 //! unlimited; by default KubeVirt's 200 requests/s, burst 400), `CONTROLLER_BENCH_RECORD=DIR`
 //! (the controller keeps a flight recording there, as `run-controller --record DIR`; the
-//! bench prints its size). Under `cargo test --benches` /
+//! bench prints its size), `CONTROLLER_BENCH_RECORD_COMPARE=ROUNDS` (the recorder's cost: each
+//! round starts the VMs without and with a recording, in alternating order, and a summary gives
+//! the controller's CPU per VM start of both and the recording's bytes per VM start, with the
+//! load average; docs/performance.md). Under `cargo test --benches` /
 //! `--test`, 20 VMs and 5 paced.
 //!
 //! Run: `cargo bench --bench controller_start`. Figures: docs/performance.md ("Controller start,
@@ -665,7 +668,15 @@ fn agent(ua: &str) -> &str {
     .unwrap_or("other")
 }
 
-async fn run(n: usize, in_process: bool) {
+/// What one run measured, for `CONTROLLER_BENCH_RECORD_COMPARE`.
+struct Figures {
+    /// The controller's CPU seconds during the bulk start.
+    controller_cpu: f64,
+    /// The flight recording's bytes (0 without one) and the VM starts it covers.
+    record: (u64, usize),
+}
+
+async fn run(n: usize, in_process: bool, record: Option<PathBuf>) -> Figures {
     let me = std::process::id().to_string();
     let mut cluster = ClusterHandle::start(in_process).await;
     let ctrl = cluster.client(CONTROLLER_AGENT).await;
@@ -677,7 +688,6 @@ async fn run(n: usize, in_process: bool) {
     if unlimited_client() {
         config.client_rate_limit = ClientRateLimit::Unlimited;
     }
-    let record = std::env::var_os("CONTROLLER_BENCH_RECORD").map(PathBuf::from);
     if let Some(dir) = &record {
         let recorder = virtctl_rs::flight::FlightRecorder::open(dir, 1 << 30, "bench");
         config.record = Some(recorder.expect("CONTROLLER_BENCH_RECORD: open the recording"));
@@ -965,8 +975,10 @@ async fn run(n: usize, in_process: bool) {
         );
     }
 
+    let mut starts = n;
     if stopped.is_none() {
         paced_starts(&manager, &mut cluster, &vms).await;
+        starts += paced_count();
     }
 
     cancel.cancel();
@@ -974,18 +986,100 @@ async fn run(n: usize, in_process: bool) {
         println!("  manager: {e}");
     }
     drop(manager);
+    let mut bytes = 0;
     if let Some(dir) = &record {
-        let (mut bytes, mut files) = (0, 0);
+        let mut files = 0;
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             bytes += entry.metadata().map_or(0, |m| m.len());
             files += 1;
         }
         println!(
-            "  flight recording: {bytes} bytes in {files} segment(s), {:.0} bytes per VM",
-            bytes as f64 / n as f64
+            "  flight recording: {bytes} bytes in {files} segment(s), {:.0} bytes per VM start \
+             ({starts} starts: bulk and paced)",
+            bytes as f64 / starts as f64
         );
     }
     cluster.shutdown().await;
+    Figures {
+        controller_cpu,
+        record: (bytes, starts),
+    }
+}
+
+/// `CONTROLLER_BENCH_RECORD_COMPARE=ROUNDS`: the recorder's cost, side by side. Each round
+/// runs the start without and with a flight recording (in alternating order, so a drift of the
+/// machine's load falls on both), and the summary gives the controller's CPU per VM start of
+/// each, and the recording's bytes per VM start, with the load average before and after.
+async fn compare_recording(n: usize, in_process: bool, rounds: usize) {
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load_before = load();
+    let (mut without, mut with, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for recording in order {
+            println!(
+                "round {}: {}",
+                round + 1,
+                if recording {
+                    "with --record"
+                } else {
+                    "without"
+                }
+            );
+            let dir = tempfile::tempdir().expect("tempdir");
+            let f = run(n, in_process, recording.then(|| dir.path().to_path_buf())).await;
+            let ms_per_vm = 1000.0 * f.controller_cpu / n as f64;
+            if recording {
+                with.push(ms_per_vm);
+                bytes.push(f.record.0 as f64 / f.record.1 as f64);
+            } else {
+                without.push(ms_per_vm);
+            }
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "\nrecorder cost, {rounds} round(s) of {n} VMs (controller CPU during the bulk start):"
+    );
+    println!(
+        "  without --record: {:.2} ms per VM start ({})",
+        mean(&without),
+        list(&without)
+    );
+    println!(
+        "  with --record:    {:.2} ms per VM start ({})",
+        mean(&with),
+        list(&with)
+    );
+    println!(
+        "  difference: {:+.2} ms per VM start ({:+.0}%); recording {:.0} bytes per VM start",
+        mean(&with) - mean(&without),
+        100.0 * (mean(&with) / mean(&without) - 1.0),
+        mean(&bytes)
+    );
+    println!(
+        "  load average before: {}  after: {}",
+        load_before.trim(),
+        load().trim()
+    );
+}
+
+fn paced_count() -> usize {
+    if benching() {
+        env_usize("CONTROLLER_BENCH_PACED", 100)
+    } else {
+        5
+    }
 }
 
 /// Start-latency on an idle controller: `CONTROLLER_BENCH_PACED` (default 100; 5 under test)
@@ -994,11 +1088,7 @@ async fn run(n: usize, in_process: bool) {
 /// measure one VM's path (watch event, queue, reconcile, create) on loopback. Timestamps come
 /// from the API server's audit log, as for the bulk start.
 async fn paced_starts(manager: &Manager, cluster: &mut ClusterHandle, vms: &Api<VirtualMachine>) {
-    let count = if benching() {
-        env_usize("CONTROLLER_BENCH_PACED", 100)
-    } else {
-        5
-    };
+    let count = paced_count();
     if count == 0 {
         return;
     }
@@ -1080,5 +1170,17 @@ fn main() {
     );
     let runtime = virtctl_rs::cli::run_controller::controller_runtime(threads)
         .unwrap_or_else(|e| panic!("controller runtime with {threads:?} worker threads: {e}"));
-    runtime.block_on(run(n, in_process));
+    let rounds = std::env::var("CONTROLLER_BENCH_RECORD_COMPARE")
+        .ok()
+        .map(|v| {
+            v.parse::<usize>()
+                .unwrap_or_else(|e| panic!("CONTROLLER_BENCH_RECORD_COMPARE={v:?}: {e}"))
+        });
+    match rounds {
+        Some(rounds) => runtime.block_on(compare_recording(n, in_process, rounds)),
+        None => {
+            let record = std::env::var_os("CONTROLLER_BENCH_RECORD").map(PathBuf::from);
+            runtime.block_on(run(n, in_process, record));
+        }
+    }
 }

@@ -10,8 +10,8 @@ use std::time::Duration;
 use virtctl_rs::api::{Phase, VirtualMachine};
 use virtctl_rs::flight::{Body, FlightRecorder, Line, read_recording};
 use virtctl_rs::replay::{ReplayReport, Verdict, replay};
-use virtctl_rs::sim::FaultRule;
 use virtctl_rs::sim::faults::Verb;
+use virtctl_rs::sim::{AuditFormat, FaultRule};
 
 const VMS: usize = 6;
 
@@ -157,4 +157,117 @@ async fn a_recorded_100_vm_run_with_faults_replays_to_the_same_decisions() {
     let restarts = report.timeline.iter();
     let oom_deletes = restarts.filter(|t| t.contains("Event SuccessfulDelete"));
     assert!(oom_deletes.count() >= MANY / 20, "{:#?}", report.timeline);
+}
+
+/// The controller's successful writes of the kinds `replay` compares, in an `audit.k8s.io/v1`
+/// log, counted independently of the replay: `(successful, failed)`.
+fn controller_writes_in(events: &[serde_json::Value], agent: &str) -> (usize, usize) {
+    let compared = [
+        "virtualmachines",
+        "virtualmachineinstances",
+        "pods",
+        "controllerrevisions",
+        "datavolumes",
+    ];
+    let mine = events.iter().filter(|e| {
+        e["userAgent"] == agent
+            && compared.iter().any(|r| e["objectRef"]["resource"] == *r)
+            && ["create", "update", "patch", "delete"]
+                .iter()
+                .any(|v| e["verb"] == *v)
+    });
+    let (ok, failed): (Vec<_>, Vec<_>) = mine.partition(|e| {
+        let code = e["responseStatus"]["code"].as_u64().unwrap_or(0);
+        (200..300).contains(&code)
+    });
+    (ok.len(), failed.len())
+}
+
+/// Issue 42: the embedded cluster writes its audit log as `audit.k8s.io/v1` Events, and
+/// `replay` of that log (a shadow run after the fact) finds every write the controller made,
+/// with a fifth of them failing and a launcher OOM-killed, to be the write our decision from
+/// the state just before it makes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_audit_log_of_a_run_with_faults_replays_to_the_controllers_decisions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let audit = dir.path().join("audit.log");
+    let mut config = EnvConfig {
+        deadline: Duration::from_secs(40),
+        ..EnvConfig::new("replay-audit-e2e")
+    };
+    config.cluster.api.audit_file = Some(audit.clone());
+    config.cluster.api.audit_format = AuditFormat::Events;
+    let lease = format!("{}/{}", config.lease.namespace, config.lease.lease_name);
+    let mut env = Env::start_with(config, |cluster| {
+        cluster.api().faults().add(
+            FaultRule::error(500)
+                .verbs(&[Verb::Create, Verb::Update, Verb::Patch])
+                .user_agent(CONTROLLER_AGENT)
+                .probability(0.2),
+        );
+    })
+    .await;
+    for i in 0..VMS {
+        env.create_vm(&vm(i)).await;
+    }
+    for i in 0..VMS {
+        env.wait_running(&format!("replay-{i}")).await;
+    }
+    oom_kill_and_wait_replaced(&env, "replay-0").await;
+    env.stop_manager().await;
+
+    let text = std::fs::read_to_string(&audit).expect("read the audit log");
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON Event a line"))
+        .collect();
+    let (written, failed) = controller_writes_in(&events, CONTROLLER_AGENT);
+    assert!(failed > 0, "the faults failed no write of the controller");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+        .arg("replay")
+        .arg(&audit)
+        .args(["--lease", &lease, "-o", "json"])
+        .output()
+        .expect("run replay");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let controllers = report["controllers"].as_array().expect("controllers");
+    assert_eq!(controllers.len(), 1, "{controllers:?}");
+    assert!(
+        controllers[0]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("({CONTROLLER_AGENT})")),
+        "{controllers:?}"
+    );
+    assert_eq!(report["failedWrites"], failed);
+    assert_eq!(report["withoutObject"], 0);
+    // Every successful write of the controller that changed its object is compared, and most
+    // are the write our decision from the state before it makes; the rest (the controller
+    // decided from a cache behind the server, or after a failed write) are listed with their
+    // paths, and the exit code says so.
+    let c = &report["comparison"];
+    let unchanged = report["uncomparedWrites"].as_u64().unwrap() as usize;
+    assert_eq!(c["decisions"], written - unchanged, "{report:#}");
+    assert_eq!(c["errors"], serde_json::json!([]), "{report:#}");
+    let agreed = c["agree"].as_u64().unwrap() + c["agreeLater"].as_u64().unwrap();
+    let compared = (written - unchanged) as u64;
+    assert!(agreed * 4 >= compared * 3, "{report:#}");
+    let differ = compared - agreed;
+    assert_eq!(out.status.code(), Some(if differ > 0 { 3 } else { 0 }));
+    let vms = report["vms"].as_array().expect("vms");
+    assert_eq!(vms.len(), VMS, "{report:#}");
+    // The OOM-killed VM's VMI was deleted and created again by the controller.
+    let replaced = vms.iter().find(|v| v["key"] == "default/replay-0").unwrap();
+    let actions: Vec<&str> = replaced["writes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["action"].as_str())
+        .collect();
+    assert!(
+        actions.iter().filter(|a| **a == "CreateVmi").count() >= 2,
+        "{actions:?}"
+    );
 }

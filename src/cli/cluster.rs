@@ -136,6 +136,11 @@ pub struct ServeArgs {
     /// verb, resource, name, user agent, code; the leader-election fields of Lease writes).
     #[arg(long, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// What --audit-log holds: `entries` (the fields above, camelCase) or `events`
+    /// (`audit.k8s.io/v1` Events of the writes, with request and response objects for
+    /// KubeVirt's kinds, pods, PVCs, ControllerRevisions and Leases, as `replay` reads them).
+    #[arg(long, value_enum, default_value = "entries")]
+    pub audit_log_format: crate::sim::AuditFormat,
     /// How long a new PersistentVolumeClaim stays Pending before it is Bound (`250ms`, `2s`,
     /// `1m`; `never`: claims stay Pending). Claims of a missing StorageClass, of one with
     /// `volumeBindingMode: WaitForFirstConsumer` until a pod using them is scheduled, and those
@@ -254,6 +259,7 @@ async fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         }
     }
     config.api.audit_file = args.audit_log.clone();
+    config.api.audit_format = args.audit_log_format;
     // Listen before starting so a signal during start-up is kept (src/cli/signals.rs).
     let mut signals = super::signals::ShutdownSignals::listen()?;
     let cluster = EmbeddedCluster::start(config)

@@ -11,9 +11,21 @@ use std::process::ExitCode;
 /// Flags of `replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// A recording directory (`run-controller --record DIR`) or one of its segment files.
+    /// A recording directory (`run-controller --record DIR`) or one of its segment files, or
+    /// a Kubernetes audit log (`audit.k8s.io/v1` Events, one a line).
     #[arg(value_name = "FILE|DIR")]
     pub path: PathBuf,
+    /// Audit log: the controller's user, a username or the start of a user agent (default:
+    /// whoever writes the controller Lease with a holder).
+    #[arg(long, value_name = "USER")]
+    pub controller_user: Option<String>,
+    /// Audit log: the controller Lease, `NAMESPACE/NAME`.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value = "kubevirt/virt-controller"
+    )]
+    pub lease: String,
     /// Print the report as JSON.
     #[arg(short = 'o', long = "output", value_enum)]
     pub output: Option<ReplayOutput>,
@@ -27,6 +39,9 @@ pub enum ReplayOutput {
 
 /// Run `replay`.
 pub(crate) fn run(args: ReplayArgs) -> Result<ExitCode, CliError> {
+    if let Some(text) = audit_log_text(&args.path)? {
+        return run_audit(&args, &text);
+    }
     let lines =
         crate::flight::read_recording(&args.path).map_err(|e| CliError::Failed(e.to_string()))?;
     let report = crate::replay::replay(&lines);
@@ -36,7 +51,36 @@ pub(crate) fn run(args: ReplayArgs) -> Result<ExitCode, CliError> {
             .map_err(|e| CliError::Failed(format!("serialising: {e}")))?,
         None => crate::replay::render_text(&report),
     };
-    let code = if report.differ > 0 {
+    print(&text, report.differ > 0)
+}
+
+/// The text of `path` when it is an audit log (a file whose first line is an
+/// `audit.k8s.io/v1` Event).
+fn audit_log_text(path: &std::path::Path) -> Result<Option<String>, CliError> {
+    if path.is_dir() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Failed(format!("reading {}: {e}", path.display())))?;
+    Ok(crate::replay::is_audit_log(&text).then_some(text))
+}
+
+fn run_audit(args: &ReplayArgs, text: &str) -> Result<ExitCode, CliError> {
+    let events = crate::replay::read_audit_log(&args.path, text).map_err(CliError::Failed)?;
+    let report =
+        crate::replay::replay_audit_log(&events, &args.lease, args.controller_user.as_deref());
+    let text = match args.output {
+        Some(ReplayOutput::Json) => serde_json::to_string_pretty(&report)
+            .map(|s| s + "\n")
+            .map_err(|e| CliError::Failed(format!("serialising: {e}")))?,
+        None => crate::replay::render_audit_text(&report),
+    };
+    print(&text, report.differs())
+}
+
+/// Print `text`; exit code 3 when `differs`. A closed stdout is not an error.
+fn print(text: &str, differs: bool) -> Result<ExitCode, CliError> {
+    let code = if differs {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS

@@ -5,9 +5,11 @@
 //! saw. The report says per VM what was decided and why, whether the recorded decision is the
 //! one the decision functions make, and how the recorded writes went (docs/replay.md).
 
+mod audit;
 mod state;
 mod text;
 
+pub(crate) use audit::{is_audit_log, read_audit_log, render_audit_text, replay_audit_log};
 pub use text::render_text;
 
 use crate::flight::{Body, Decided, Line, Reconcile, Write};

@@ -15,6 +15,7 @@
 //! Nothing here can write: the only client is [`read_only`] (GET requests only), the Lease is
 //! never read for an election, and there is no executor: our decisions are data.
 
+mod audit;
 mod compare;
 mod mirror;
 mod predict;
@@ -22,9 +23,11 @@ mod report;
 mod tracker;
 mod watch;
 
+pub(crate) use audit::{AuditOptions, replay_audit};
 pub use compare::Verdict;
 pub(crate) use mirror::Mirror;
 pub use predict::Kind;
+pub(crate) use predict::Part;
 pub use report::{Difference, ShadowReport, write_reproductions};
 pub use tracker::{Perturbation, Record};
 pub(crate) use watch::read_only;

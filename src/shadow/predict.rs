@@ -93,7 +93,8 @@ impl Intended {
                 let mut obj = base()?;
                 let patch: json_patch::Patch = serde_json::from_value(patch.clone())
                     .map_err(|e| format!("{}: not a JSON patch: {e}", self.action))?;
-                json_patch::patch(&mut obj, &patch)
+                // As the API server applies it: KubeVirt's `test null` of an absent path.
+                crate::sim::patch::apply_json_patch(&mut obj, patch)
                     .map_err(|e| format!("{}: the patch does not apply: {e}", self.action))?;
                 Some(obj)
             }
@@ -320,6 +321,22 @@ mod tests {
                 .contains("RemoveVmFinalizer")
         );
         assert!(s.apply(None).unwrap_err().contains("gone"));
+    }
+
+    #[test]
+    fn the_first_finalizer_of_a_vm_applies_as_the_api_server_applies_it() {
+        // `test /metadata/finalizers null` + `replace` on a VM without finalizers (vm.go:2362-2382).
+        let patch = crate::controller::vm::patches::finalizers_patch(None, &["f".to_string()]);
+        let w = write(
+            Kind::VirtualMachine,
+            "a",
+            Some(Part::Main),
+            "AddVmFinalizer",
+            Effect::JsonPatch(patch),
+        );
+        let before = json!({"metadata": {"name": "a"}});
+        let after = w.apply(Some(&before)).unwrap().unwrap();
+        assert_eq!(after["metadata"]["finalizers"], json!(["f"]));
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub(super) struct Change {
 
 /// Who wrote a change, as far as the object tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Author {
+pub(crate) enum Author {
     /// The newest `managedFields` entry is one of the leader's managers.
     Leader,
     /// It is someone else's.
@@ -186,13 +186,13 @@ fn resource_version(obj: &Value) -> Option<u64> {
 }
 
 /// What a change is as a write.
-struct Write {
+pub(super) struct Write {
     part: Part,
     deletion: bool,
     creation: bool,
 }
 
-fn as_write(before: Option<&Value>, after: Option<&Value>) -> Option<Write> {
+pub(super) fn as_write(before: Option<&Value>, after: Option<&Value>) -> Option<Write> {
     let deleting = |v: &Value| {
         v.pointer("/metadata/deletionTimestamp")
             .is_some_and(|t| !t.is_null())
@@ -280,6 +280,12 @@ impl Tracker {
     /// Classify `change` (if it is a write of the leader) against the state before it, store
     /// it, then give the held writes of its VM key their next try.
     pub(crate) fn observe(&mut self, change: Change, now: DateTime<Utc>) {
+        self.observe_by(change, None, now);
+    }
+
+    /// [`Tracker::observe`] for a source that knows who wrote the change (an audit log):
+    /// `Some(author)` is taken instead of the object's `managedFields`.
+    pub(crate) fn observe_by(&mut self, change: Change, known: Option<Author>, now: DateTime<Utc>) {
         let before = self.mirror.get(change.kind, &change.key).cloned();
         let vm_key = change
             .object
@@ -300,7 +306,7 @@ impl Tracker {
         }
         if let Some(vm_key) = &vm_key {
             self.finish_held_on(change.kind, &change.key);
-            self.classify(vm_key, &change, before.as_ref(), now);
+            self.classify(vm_key, &change, before.as_ref(), known, now);
         }
         self.mirror
             .set(change.kind, &change.key, change.object.clone());
@@ -395,15 +401,16 @@ impl Tracker {
         vm_key: &str,
         change: &Change,
         before: Option<&Value>,
+        known: Option<Author>,
         now: DateTime<Utc>,
     ) {
         let Some(write) = as_write(before, change.object.as_ref()) else {
             return;
         };
-        let author = match (&change.object, write.deletion) {
+        let author = known.unwrap_or_else(|| match (&change.object, write.deletion) {
             (Some(obj), false) => author(before, obj, &self.leader_managers),
             _ => Author::Unknown,
-        };
+        });
         if author == Author::Other {
             return;
         }

@@ -134,11 +134,57 @@ impl AuditQuery {
     }
 }
 
+/// What the audit file holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditFormat {
+    /// Every request as an [`AuditEntry`] (camelCase keys), as tests and benches read it.
+    #[default]
+    Entries,
+    /// `audit.k8s.io/v1` `Event`s as kube-apiserver writes them under the policy
+    /// [`EVENTS_POLICY`] describes: writes only, with the request and response objects for
+    /// the kinds `replay` rebuilds.
+    Events,
+}
+
+/// The audit policy the `events` format follows, as kube-apiserver's `--audit-policy-file`
+/// would say it (`replay` reads such a log; docs/replay.md).
+pub const EVENTS_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  verbs: [get, list, watch]
+- level: RequestResponse
+  resources:
+  - group: \"\"
+    resources: [pods, pods/status, persistentvolumeclaims, persistentvolumeclaims/status]
+  - group: kubevirt.io
+  - group: apps
+    resources: [controllerrevisions]
+  - group: cdi.kubevirt.io
+  - group: coordination.k8s.io
+    resources: [leases]
+- level: Metadata
+";
+
+/// Whether a write of `group`/`resource` is logged at `RequestResponse` level by
+/// [`EVENTS_POLICY`].
+fn with_objects(group: &str, resource: &str) -> bool {
+    match group {
+        "" => matches!(resource, "pods" | "persistentvolumeclaims"),
+        "kubevirt.io" | "cdi.kubevirt.io" => true,
+        "apps" => resource == "controllerrevisions",
+        "coordination.k8s.io" => resource == "leases",
+        _ => false,
+    }
+}
+
 /// The in-memory log (plus optional JSON-lines file).
 #[derive(Debug)]
 pub struct AuditLog {
     entries: Mutex<Vec<AuditEntry>>,
     file: Option<Mutex<BufWriter<File>>>,
+    format: AuditFormat,
 }
 
 /// Fields of an entry before it gets its sequence number.
@@ -162,6 +208,66 @@ pub struct AuditRecord {
     pub path: String,
     /// See [`AuditEntry::lease`].
     pub lease: Option<LeaseAudit>,
+    /// The request body as JSON (the `events` format's `requestObject`).
+    pub request_object: Option<serde_json::Value>,
+    /// The response body as JSON (the `events` format's `responseObject`).
+    pub response_object: Option<serde_json::Value>,
+}
+
+/// The user every request of the embedded server is authenticated as (one bearer token).
+const EMBEDDED_USER: &str = "virtctl-rs:embedded-admin";
+
+/// `r` as an `audit.k8s.io/v1` `Event` at stage `ResponseComplete`, `None` when
+/// [`EVENTS_POLICY`] logs no event for it (reads).
+fn k8s_event(
+    seq: u64,
+    time: DateTime<Utc>,
+    r: &AuditRecord,
+    code: u16,
+) -> Option<serde_json::Value> {
+    use serde_json::json;
+    if matches!(r.verb.as_str(), "get" | "list" | "watch") {
+        return None;
+    }
+    let objects = with_objects(&r.group, &r.resource);
+    let mut object_ref = serde_json::Map::new();
+    for (k, v) in [
+        ("resource", &r.resource),
+        ("namespace", &r.namespace),
+        ("name", &r.name),
+        ("apiGroup", &r.group),
+        ("subresource", &r.subresource),
+    ] {
+        if !v.is_empty() {
+            object_ref.insert(k.into(), json!(v));
+        }
+    }
+    let stamp = time.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let mut e = json!({
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "level": if objects { "RequestResponse" } else { "Metadata" },
+        "auditID": format!("embedded-{seq}"),
+        "stage": "ResponseComplete",
+        "requestURI": r.path,
+        "verb": r.verb,
+        "user": {"username": EMBEDDED_USER, "groups": ["system:masters", "system:authenticated"]},
+        "sourceIPs": ["127.0.0.1"],
+        "userAgent": r.user_agent,
+        "objectRef": object_ref,
+        "responseStatus": {"metadata": {}, "code": code},
+        "requestReceivedTimestamp": stamp,
+        "stageTimestamp": stamp,
+    });
+    if objects {
+        if let Some(o) = &r.request_object {
+            e["requestObject"] = o.clone();
+        }
+        if let Some(o) = &r.response_object {
+            e["responseObject"] = o.clone();
+        }
+    }
+    Some(e)
 }
 
 impl AuditLog {
@@ -169,7 +275,7 @@ impl AuditLog {
     ///
     /// # Errors
     /// The file cannot be created.
-    pub(crate) fn new(file: Option<&Path>) -> std::io::Result<Self> {
+    pub(crate) fn new(file: Option<&Path>, format: AuditFormat) -> std::io::Result<Self> {
         let file = match file {
             Some(p) => Some(Mutex::new(BufWriter::new(
                 std::fs::OpenOptions::new()
@@ -182,34 +288,51 @@ impl AuditLog {
         Ok(Self {
             entries: Mutex::new(Vec::new()),
             file,
+            format,
         })
+    }
+
+    /// Whether the file wants the request and response objects of a write of
+    /// `group`/`resource` (the caller reads them only then).
+    pub(crate) fn wants_objects(&self, group: &str, resource: &str) -> bool {
+        self.file.is_some() && self.format == AuditFormat::Events && with_objects(group, resource)
     }
 
     /// Append one entry.
     pub(crate) fn record(&self, time: DateTime<Utc>, r: AuditRecord, code: u16) {
-        let entry = {
-            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            let e = AuditEntry {
-                seq: entries.len() as u64,
-                time,
-                verb: r.verb,
-                group: r.group,
-                resource: r.resource,
-                subresource: r.subresource,
-                namespace: r.namespace,
-                name: r.name,
-                user_agent: r.user_agent,
-                code,
-                path: r.path,
-                lease: r.lease,
-            };
-            entries.push(e.clone());
-            e
+        // The file's lock is held across the numbering so its lines are in `seq` order.
+        let mut file = self
+            .file
+            .as_ref()
+            .map(|f| f.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = entries.len() as u64;
+        let line = match (&file, self.format) {
+            (None, _) => None,
+            (Some(_), AuditFormat::Events) => k8s_event(seq, time, &r, code).map(|e| e.to_string()),
+            (Some(_), AuditFormat::Entries) => None,
         };
-        if let Some(f) = &self.file
-            && let Ok(line) = serde_json::to_string(&entry)
-        {
-            let mut f = f.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = AuditEntry {
+            seq,
+            time,
+            verb: r.verb,
+            group: r.group,
+            resource: r.resource,
+            subresource: r.subresource,
+            namespace: r.namespace,
+            name: r.name,
+            user_agent: r.user_agent,
+            code,
+            path: r.path,
+            lease: r.lease,
+        };
+        let line = match self.format {
+            AuditFormat::Entries if file.is_some() => serde_json::to_string(&entry).ok(),
+            _ => line,
+        };
+        entries.push(entry);
+        drop(entries);
+        if let (Some(f), Some(line)) = (file.as_mut(), line) {
             // The audit file is best effort; a full disk must not fail API requests.
             let _ = writeln!(f, "{line}");
             let _ = f.flush();
@@ -277,7 +400,7 @@ mod tests {
 
     #[test]
     fn query_and_writes() {
-        let log = AuditLog::new(None).unwrap();
+        let log = AuditLog::new(None, AuditFormat::Entries).unwrap();
         log.record(Utc::now(), rec("get", "a"), 200);
         log.record(Utc::now(), rec("create", "b/1.0"), 201);
         log.record(Utc::now(), rec("patch", "a"), 409);
@@ -296,7 +419,7 @@ mod tests {
     fn file_gets_json_lines() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("audit.jsonl");
-        let log = AuditLog::new(Some(&p)).unwrap();
+        let log = AuditLog::new(Some(&p), AuditFormat::Entries).unwrap();
         log.record(Utc::now(), rec("delete", "x"), 200);
         let text = std::fs::read_to_string(&p).unwrap();
         let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();

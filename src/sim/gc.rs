@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::audit::{AuditLog, AuditRecord};
 use super::object;
 use super::status::ApiError;
-use super::store::{DeleteOpts, GcItem, ObjKey, Propagation, Store, Sub};
+use super::store::{DeleteOpts, Deleted, GcItem, ObjKey, Propagation, Store, Sub};
 
 /// User agent of the collector's writes in the audit log.
 pub const GC_USER_AGENT: &str = "kube-controller-manager/v1.33.0 (sim) garbage-collector";
@@ -56,7 +56,7 @@ pub(super) fn record_write(
     verb: &str,
     key: &ObjKey,
     sub: &str,
-    code: u16,
+    (code, answer): (u16, Option<Value>),
 ) {
     let def = store.registry().get(key.res);
     audit.record(
@@ -70,14 +70,35 @@ pub(super) fn record_write(
             name: key.name.clone(),
             user_agent: agent.into(),
             path: String::new(),
-            lease: None,
+            response_object: answer,
+            ..Default::default()
         },
         code,
     );
 }
 
+/// The code of a write an in-server controller made, and the object it answered when the
+/// audit file keeps objects of its kind (`None` object: a `Status` of success).
+pub(super) fn answer_of(
+    store: &Store,
+    audit: &AuditLog,
+    key: &ObjKey,
+    r: Result<Option<&Value>, &ApiError>,
+) -> (u16, Option<Value>) {
+    let def = store.registry().get(key.res);
+    match r {
+        Err(e) => (e.code, None),
+        Ok(_) if !audit.wants_objects(def.group, def.plural) => (200, None),
+        Ok(Some(obj)) => (200, Some(obj.clone())),
+        Ok(None) => (
+            200,
+            Some(json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})),
+        ),
+    }
+}
+
 impl Gc {
-    fn record(&self, verb: &str, key: &ObjKey, sub: &str, code: u16) {
+    fn record(&self, verb: &str, key: &ObjKey, sub: &str, answer: (u16, Option<Value>)) {
         record_write(
             &self.store,
             &self.audit,
@@ -85,8 +106,13 @@ impl Gc {
             verb,
             key,
             sub,
-            code,
+            answer,
         );
+    }
+
+    /// The code and (when the audit file keeps objects) the object a write answered.
+    fn answer(&self, key: &ObjKey, r: Result<Option<&Value>, &ApiError>) -> (u16, Option<Value>) {
+        answer_of(&self.store, &self.audit, key, r)
     }
 
     fn patch(&self, key: &ObjKey, sub: Sub, f: impl FnOnce(&Value) -> Result<Value, ApiError>) {
@@ -94,7 +120,8 @@ impl Gc {
             .store
             .mutate(key.res, &key.ns, &key.name, sub, false, false, f);
         let s = if sub == Sub::Status { "status" } else { "" };
-        self.record("patch", key, s, r.map(|_| 200).unwrap_or_else(|e| e.code));
+        let answer = self.answer(key, r.as_ref().map(|o| Some(o.as_ref())));
+        self.record("patch", key, s, answer);
     }
 
     fn delete(&self, key: &ObjKey, propagation: Option<Propagation>) {
@@ -103,7 +130,15 @@ impl Gc {
             ..Default::default()
         };
         let r = self.store.delete(key.res, &key.ns, &key.name, &opts);
-        self.record("delete", key, "", r.map(|_| 200).unwrap_or_else(|e| e.code));
+        // A deletion that is complete answers a `Status`, as the API server does.
+        let answer = self.answer(
+            key,
+            r.as_ref().map(|d| match d {
+                Deleted::Pending(o) => Some(o.as_ref()),
+                Deleted::Gone(_) => None,
+            }),
+        );
+        self.record("delete", key, "", answer);
     }
 
     fn process(&self, item: GcItem) {

@@ -534,6 +534,15 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
     {
         rec.lease = super::audit::LeaseAudit::from_body(&body);
     }
+    if verb.is_write() && app.audit.wants_objects(def.group, def.plural) {
+        rec.request_object = serde_json::from_slice(&body).ok();
+        let (parts, answer) = resp.into_parts();
+        let answer = axum::body::to_bytes(answer, usize::MAX)
+            .await
+            .unwrap_or_default();
+        rec.response_object = serde_json::from_slice(&answer).ok();
+        resp = Response::from_parts(parts, Body::from(answer));
+    }
     app.audit.record(time, rec, resp.status().as_u16());
     resp
 }

@@ -52,7 +52,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use audit::{AuditEntry, AuditLog, AuditQuery, LeaseAudit};
+pub use audit::{AuditEntry, AuditFormat, AuditLog, AuditQuery, EVENTS_POLICY, LeaseAudit};
 pub use faults::{FaultAction, FaultId, FaultRule, Faults, Verb};
 pub use resources::ResourceDef;
 pub use status::ApiError;
@@ -111,6 +111,8 @@ pub struct ApiServerConfig {
     pub faults: Vec<FaultRule>,
     /// Also write the audit log as JSON lines to this file (appended).
     pub audit_file: Option<PathBuf>,
+    /// What the audit file holds: [`AuditEntry`]s (default) or `audit.k8s.io/v1` Events.
+    pub audit_format: AuditFormat,
     /// Where to write the kubeconfig; default: `kubeconfig` in a private temp dir owned (and
     /// removed at shutdown) by the server.
     pub kubeconfig_path: Option<PathBuf>,
@@ -143,6 +145,7 @@ impl Default for ApiServerConfig {
             fault_seed: 0,
             faults: Vec::new(),
             audit_file: None,
+            audit_format: AuditFormat::Entries,
             kubeconfig_path: None,
             require_token: true,
             strict_auth: false,
@@ -190,9 +193,11 @@ impl ApiServer {
         let reg = Arc::new(resources::Registry::new(resources::builtin_resources()));
         let store = Arc::new(store::Store::new(reg.clone(), config.event_history));
         let audit = Arc::new(
-            AuditLog::new(config.audit_file.as_deref()).map_err(|source| SimError::Audit {
-                path: config.audit_file.clone().unwrap_or_default(),
-                source,
+            AuditLog::new(config.audit_file.as_deref(), config.audit_format).map_err(|source| {
+                SimError::Audit {
+                    path: config.audit_file.clone().unwrap_or_default(),
+                    source,
+                }
             })?,
         );
         let faults = Arc::new(Faults::new(config.fault_seed));

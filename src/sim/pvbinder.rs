@@ -33,7 +33,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::audit::AuditLog;
-use super::gc::record_write;
+use super::gc::{answer_of, record_write};
 use super::object;
 use super::selector::Filter;
 use super::store::{ObjKey, Store, Sub, WatchFrom};
@@ -190,8 +190,8 @@ fn bind(store: &Store, audit: &AuditLog, key: &ObjKey, node: Option<&str>) {
             Ok(f(cur))
         });
         let name = if sub == Sub::Status { "status" } else { "" };
-        let code = r.as_ref().map(|_| 200).unwrap_or_else(|e| e.code);
-        record_write(store, audit, BINDER_USER_AGENT, "update", key, name, code);
+        let answer = answer_of(store, audit, key, r.as_ref().map(|o| Some(o.as_ref())));
+        record_write(store, audit, BINDER_USER_AGENT, "update", key, name, answer);
         r.is_ok()
     };
     let annotated = write(Sub::Main, &|cur| {

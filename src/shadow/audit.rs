@@ -1,0 +1,476 @@
+//! A Kubernetes audit log (`audit.k8s.io/v1` `Event`s, `RequestResponse` level for the kinds
+//! the decisions read) fed to the shadow's [`Tracker`]: the cluster state is rebuilt write by
+//! write from each answered object (`responseObject`; a deletion removes it), and each write of
+//! the controller is compared with our decision from the state just before it, as `shadow`
+//! compares a live leader's writes. `replay` runs it after the fact (docs/replay.md).
+//!
+//! Whose write: the user (username and user agent) who last wrote the controller Lease with a
+//! holder is the controller, unless the caller names one (`--controller-user`).
+
+use super::mirror::Mirror;
+use super::mirror::vm_key;
+use super::predict::Kind;
+use super::tracker::{Author, Change, LATER_WAIT, Record, Tracker, as_write};
+use super::{ShadowReport, ShadowRun};
+use crate::config::ClusterSettings;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// What an audited write is to the replay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Compared(Kind),
+    Claim,
+    Lease,
+    KubeVirt,
+}
+
+/// The resource an event's `objectRef` names, when the replay rebuilds it.
+fn target(group: &str, resource: &str) -> Option<Target> {
+    Some(match (group, resource) {
+        ("kubevirt.io", "virtualmachines") => Target::Compared(Kind::VirtualMachine),
+        ("kubevirt.io", "virtualmachineinstances") => {
+            Target::Compared(Kind::VirtualMachineInstance)
+        }
+        ("kubevirt.io", "kubevirts") => Target::KubeVirt,
+        ("", "pods") => Target::Compared(Kind::Pod),
+        ("apps", "controllerrevisions") => Target::Compared(Kind::ControllerRevision),
+        ("cdi.kubevirt.io", "datavolumes") => Target::Compared(Kind::DataVolume),
+        ("", "persistentvolumeclaims") => Target::Claim,
+        ("coordination.k8s.io", "leases") => Target::Lease,
+        _ => return None,
+    })
+}
+
+/// Who sent a request: username and user agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct User {
+    pub username: String,
+    pub user_agent: String,
+}
+
+impl std::fmt::Display for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.username, self.user_agent)
+    }
+}
+
+/// One audited write of a rebuilt kind.
+struct Audited<'a> {
+    at: DateTime<Utc>,
+    verb: &'a str,
+    subresource: &'a str,
+    target: Target,
+    key: String,
+    code: u64,
+    user: User,
+    answer: Option<&'a Value>,
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The write `event` records, `None` for reads, other stages and kinds not rebuilt.
+fn audited(event: &Value) -> Option<Audited<'_>> {
+    let verb = str_at(event, "/verb");
+    if !matches!(verb, "create" | "update" | "patch" | "delete")
+        || str_at(event, "/stage") != "ResponseComplete"
+    {
+        return None;
+    }
+    let target = target(
+        str_at(event, "/objectRef/apiGroup"),
+        str_at(event, "/objectRef/resource"),
+    )?;
+    let mut answer = event.get("responseObject");
+    if str_at(event, "/objectRef/subresource") == "binding" {
+        // A binding answers a `Status`; what it changes is in the request.
+        answer = event.get("requestObject");
+    }
+    let mut name = str_at(event, "/objectRef/name");
+    if name.is_empty() {
+        name = answer.map_or("", |a| str_at(a, "/metadata/name"));
+    }
+    let at = ["/stageTimestamp", "/requestReceivedTimestamp"]
+        .iter()
+        .find_map(|p| DateTime::parse_from_rfc3339(str_at(event, p)).ok())?
+        .with_timezone(&Utc);
+    Some(Audited {
+        at,
+        verb,
+        subresource: str_at(event, "/objectRef/subresource"),
+        target,
+        key: format!("{}/{name}", str_at(event, "/objectRef/namespace")),
+        code: event
+            .pointer("/responseStatus/code")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        user: User {
+            username: str_at(event, "/user/username").to_string(),
+            user_agent: str_at(event, "/userAgent").to_string(),
+        },
+        answer,
+    })
+}
+
+/// What a successful write left: `Ok(Some(object))`, `Ok(None)` when the object is gone
+/// (a deletion that completed: a `Status`, or the object marked deleted with no finalizer and
+/// no grace period left), `Err` when the event holds no object (not `RequestResponse` level).
+fn left(a: &Audited<'_>, kind: &str) -> Result<Option<Value>, ()> {
+    let Some(obj) = a.answer.filter(|o| o["kind"] == kind) else {
+        return if a.verb == "delete" {
+            Ok(None)
+        } else {
+            Err(())
+        };
+    };
+    let meta = &obj["metadata"];
+    let marked = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null());
+    let finalizers = meta
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    let grace = meta
+        .get("deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if marked && !finalizers && grace == 0 {
+        return Ok(None);
+    }
+    Ok(Some(obj.clone()))
+}
+
+/// `metadata.resourceVersion` as a number.
+fn rv(obj: &Value) -> Option<u64> {
+    str_at(obj, "/metadata/resourceVersion").parse().ok()
+}
+
+/// An audit log replayed through the shadow.
+pub(crate) struct AuditRun {
+    /// The shadow's summary and classified writes.
+    pub run: ShadowRun,
+    /// Writes of rebuilt kinds read.
+    pub writes: usize,
+    /// The users taken as the controller, in the order they took over.
+    pub controllers: Vec<User>,
+    /// The controller's writes the server refused (not compared: they changed nothing).
+    pub failed: usize,
+    /// Writes whose event holds no object (logged below `RequestResponse`): not rebuilt.
+    pub without_object: usize,
+    /// The controller's writes not compared: they left the object as it was, deleted one
+    /// already being deleted, wrote an object of no VM, or were logged after a newer write of
+    /// the same object.
+    pub uncompared: usize,
+}
+
+/// How the controller's writes are told apart.
+pub(crate) struct AuditOptions<'a> {
+    /// The controller Lease, `namespace/name`.
+    pub lease: &'a str,
+    /// A username or user-agent prefix naming the controller; `None`: the Lease holder's.
+    pub controller: Option<&'a str>,
+    /// The settings the decisions render with until a KubeVirt CR is written.
+    pub settings: ClusterSettings,
+}
+
+struct Replayer<'a> {
+    opts: &'a AuditOptions<'a>,
+    tracker: Tracker,
+    out: AuditRun,
+}
+
+impl Replayer<'_> {
+    fn is_controller(&self, user: &User) -> bool {
+        match self.opts.controller {
+            Some(c) => user.username == c || user.user_agent.starts_with(c),
+            None => self.out.controllers.last() == Some(user),
+        }
+    }
+
+    fn lease(&mut self, a: &Audited<'_>) {
+        let holder = a.answer.map_or("", |o| str_at(o, "/spec/holderIdentity"));
+        if a.key == self.opts.lease
+            && !holder.is_empty()
+            && self.out.controllers.last() != Some(&a.user)
+        {
+            self.out.controllers.push(a.user.clone());
+        }
+    }
+
+    /// The pod a `pods/binding` created: the current one with `spec.nodeName` set to the
+    /// Binding's `target.name` (the server's answer is a `Status`).
+    fn bound(&self, a: &Audited<'_>) -> Option<Value> {
+        let mut pod = self.tracker.mirror.get(Kind::Pod, &a.key)?.clone();
+        let node = a.answer.map_or("", |b| str_at(b, "/target/name"));
+        pod["spec"]["nodeName"] = Value::String(node.to_string());
+        Some(pod)
+    }
+
+    fn feed(&mut self, a: &Audited<'_>) {
+        self.out.writes += 1;
+        let ok = (200..300).contains(&a.code);
+        let leader = self.is_controller(&a.user);
+        if !ok {
+            self.out.failed += usize::from(leader && matches!(a.target, Target::Compared(_)));
+            return;
+        }
+        if a.target == Target::Lease {
+            return self.lease(a);
+        }
+        let kind = match a.target {
+            Target::Compared(k) => k.as_str(),
+            Target::Claim => "PersistentVolumeClaim",
+            _ => "KubeVirt",
+        };
+        let obj = if a.subresource == "binding" {
+            Ok(self.bound(a))
+        } else {
+            left(a, kind)
+        };
+        let Ok(obj) = obj else {
+            self.out.without_object += 1;
+            return;
+        };
+        let mirror = &mut self.tracker.mirror;
+        match a.target {
+            Target::Compared(k) => {
+                // A line written after a newer one of the same object (answers race to the log).
+                let older = match (
+                    mirror.get(k, &a.key).and_then(rv),
+                    obj.as_ref().and_then(rv),
+                ) {
+                    (Some(cur), Some(new)) => new < cur,
+                    _ => false,
+                };
+                let before = mirror.get(k, &a.key);
+                let owner = obj.as_ref().or(before).and_then(|o| vm_key(k, o));
+                if leader && (older || owner.is_none() || as_write(before, obj.as_ref()).is_none())
+                {
+                    self.out.uncompared += 1;
+                }
+                if older {
+                    return;
+                }
+                let author = if leader {
+                    Author::Leader
+                } else {
+                    Author::Other
+                };
+                let change = Change {
+                    kind: k,
+                    key: a.key.clone(),
+                    object: obj,
+                };
+                self.tracker.observe_by(change, Some(author), a.at);
+            }
+            Target::Claim => match obj {
+                Some(o) => {
+                    mirror.pvcs.insert(a.key.clone(), o);
+                }
+                None => {
+                    mirror.pvcs.remove(&a.key);
+                }
+            },
+            _ => {
+                if let Some(s) = obj.and_then(|o| self.opts.settings.with_kubevirt_cr(&o).ok()) {
+                    mirror.settings = s;
+                }
+            }
+        }
+    }
+}
+
+/// Replay `events` (an audit log's lines, in order) through the shadow's tracker.
+pub(crate) fn replay_audit(events: &[Value], opts: &AuditOptions<'_>) -> AuditRun {
+    let mirror = Mirror {
+        settings: opts.settings.clone(),
+        ..Mirror::default()
+    };
+    let mut r = Replayer {
+        opts,
+        tracker: Tracker::new(mirror, Vec::new(), None),
+        out: AuditRun {
+            run: ShadowRun {
+                report: ShadowReport::new(&[], 0.0, Vec::new()),
+                records: Vec::new(),
+            },
+            writes: 0,
+            controllers: Vec::new(),
+            failed: 0,
+            without_object: 0,
+            uncompared: 0,
+        },
+    };
+    let (mut first, mut last) = (None, None);
+    for a in events.iter().filter_map(audited) {
+        r.tracker.settle_held_before(a.at - LATER_WAIT);
+        r.feed(&a);
+        first.get_or_insert(a.at);
+        last = Some(a.at);
+    }
+    r.tracker.finish();
+    let seconds = match (first, last) {
+        (Some(f), Some(l)) => (l - f).num_milliseconds() as f64 / 1000.0,
+        _ => 0.0,
+    };
+    let records: Vec<Record> = std::mem::take(&mut r.tracker.records);
+    let errors = std::mem::take(&mut r.tracker.errors);
+    r.out.run = ShadowRun {
+        report: ShadowReport::new(&records, seconds, errors),
+        records,
+    };
+    r.out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(
+        verb: &str,
+        ua: &str,
+        resource: (&str, &str, &str),
+        code: u64,
+        answer: Value,
+    ) -> Value {
+        let (group, plural, name) = resource;
+        json!({"kind": "Event", "apiVersion": "audit.k8s.io/v1", "stage": "ResponseComplete",
+            "verb": verb, "userAgent": ua, "user": {"username": "u"},
+            "objectRef": {"apiGroup": group, "resource": plural, "namespace": "ns", "name": name},
+            "responseStatus": {"code": code}, "stageTimestamp": "2026-12-05T10:00:00.000000Z",
+            "responseObject": answer})
+    }
+
+    fn lease(ua: &str, holder: &str) -> Value {
+        let obj = json!({"kind": "Lease", "spec": {"holderIdentity": holder}});
+        event(
+            "update",
+            ua,
+            ("coordination.k8s.io", "leases", "ctl"),
+            200,
+            obj,
+        )
+    }
+
+    fn vm(rv: &str, extra: Value) -> Value {
+        let mut v = json!({"kind": "VirtualMachine", "apiVersion": "kubevirt.io/v1",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": rv,
+                "generation": 1},
+            "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}});
+        json_patch::merge(&mut v, &extra);
+        v
+    }
+
+    fn opts<'a>() -> AuditOptions<'a> {
+        AuditOptions {
+            lease: "ns/ctl",
+            controller: None,
+            settings: ClusterSettings::default(),
+        }
+    }
+
+    #[test]
+    fn the_lease_holders_writes_are_compared_and_a_users_are_not() {
+        let annotated = json!({"metadata": {"labels": {"x": "y"}, "annotations": {
+            "kubevirt.io/latest-observed-api-version": "v1",
+            "kubevirt.io/storage-observed-api-version": "v1"}}});
+        let vms = ("kubevirt.io", "virtualmachines", "a");
+        let events = [
+            event("create", "kubectl", vms, 201, vm("1", json!({}))),
+            // Before any Lease write: not the controller's.
+            event(
+                "update",
+                "ctl/1.0",
+                vms,
+                200,
+                vm("2", json!({"metadata": {"labels": {"x": "y"}}})),
+            ),
+            lease("ctl/1.0", "ctl-0"),
+            // The controller's first write: the api-version annotations, as we decide.
+            event("update", "ctl/1.0", vms, 200, vm("3", annotated)),
+            // A write we would not make: a revision of the Halted VM.
+            event(
+                "create",
+                "ctl/1.0",
+                ("apps", "controllerrevisions", "r"),
+                201,
+                json!({"kind": "ControllerRevision", "metadata": {"name": "r", "namespace": "ns",
+                    "resourceVersion": "4", "ownerReferences": [{"kind": "VirtualMachine",
+                        "name": "a", "uid": "u1", "controller": true}]}}),
+            ),
+            event("update", "ctl/1.0", vms, 500, json!({"kind": "Status"})),
+        ];
+        let run = replay_audit(&events, &opts());
+        assert_eq!(run.controllers.len(), 1);
+        assert_eq!(run.controllers[0].user_agent, "ctl/1.0");
+        assert_eq!(run.failed, 1);
+        let verdicts: Vec<_> = run
+            .run
+            .records
+            .iter()
+            .map(|r| (r.verdict, r.action))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                (super::super::Verdict::Agree, Some("UpdateVm")),
+                (super::super::Verdict::WeWouldNotWrite, None)
+            ]
+        );
+        assert_eq!(run.run.report.decisions, 2);
+    }
+
+    #[test]
+    fn deletions_bindings_and_older_lines_rebuild_the_state_as_the_server_held_it() {
+        let pods = ("", "pods", "p");
+        let pod = |rv: &str, meta: Value| {
+            let mut p = json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
+                "resourceVersion": rv}, "spec": {}});
+            json_patch::merge(&mut p, &json!({ "metadata": meta }));
+            p
+        };
+        let mut binding = event("create", "sched", pods, 201, json!({"kind": "Status"}));
+        binding["objectRef"]["subresource"] = json!("binding");
+        binding["requestObject"] = json!({"kind": "Binding", "target": {"name": "node-1"}});
+        let graceful = pod(
+            "5",
+            json!({"deletionTimestamp": "t", "deletionGracePeriodSeconds": 30}),
+        );
+        let mut r = Replayer {
+            opts: &opts(),
+            tracker: Tracker::new(Mirror::default(), Vec::new(), None),
+            out: replay_audit(&[], &opts()),
+        };
+        let held = |r: &Replayer<'_>| r.tracker.mirror.get(Kind::Pod, "ns/p").cloned();
+        for (e, (rv, node)) in [
+            (
+                event("create", "x", pods, 201, pod("2", json!({}))),
+                ("2", ""),
+            ),
+            (binding, ("2", "node-1")),
+            // Answered after the line above: older, left out.
+            (
+                event("update", "x", pods, 200, pod("1", json!({}))),
+                ("2", "node-1"),
+            ),
+            // Terminating with a grace period: still there.
+            (event("delete", "x", pods, 200, graceful), ("5", "")),
+        ] {
+            r.feed(&audited(&e).unwrap());
+            let p = held(&r).unwrap();
+            assert_eq!(str_at(&p, "/metadata/resourceVersion"), rv);
+            assert_eq!(str_at(&p, "/spec/nodeName"), node);
+        }
+        let gone = pod(
+            "6",
+            json!({"deletionTimestamp": "t", "deletionGracePeriodSeconds": 0}),
+        );
+        r.feed(&audited(&event("delete", "x", pods, 200, gone)).unwrap());
+        assert_eq!(held(&r), None);
+        let update = event("update", "x", pods, 200, Value::Null);
+        r.feed(&audited(&update).unwrap());
+        assert_eq!(r.out.without_object, 1);
+    }
+}
