@@ -499,8 +499,8 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
 
 /// `explain-overhead -A --upgrade-to VERSION`: three VMs rendered by v1.9.0, two on a roomy node
 /// and one on a node with 10Mi left beside a database pod. `main` adds 20Mi (the QEMU estimate,
-/// PR 18388) to every launcher pod: the VM on the full node no longer fits (exit 3); v1.9.0
-/// changes nothing (exit 0).
+/// PR 18388) to every launcher pod and passes the launcher's flags as `args` (PR 18237): the VM
+/// on the full node no longer fits (exit 3); v1.9.0 changes nothing (exit 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_fit() {
     let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
@@ -577,6 +577,13 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
             qemu["source"].as_str().unwrap().contains("PR 18388"),
             "{qemu}"
         );
+        // Beyond the formula, the two renderings differ only by PR 18237.
+        let pod_changes = vm["podChanges"].as_array().expect("podChanges");
+        assert_eq!(pod_changes.len(), 1, "{vm:#}");
+        assert_eq!(
+            pod_changes[0]["cause"],
+            "PR 18237: the launcher flags move from command to args"
+        );
     }
     let fits: Vec<(String, bool)> = vms
         .iter()
@@ -612,6 +619,13 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
         "{table}"
     );
     assert!(table.contains("node full is 10Mi short"), "{table}");
+    assert!(
+        table.contains(
+            "  PR 18237: the launcher flags move from command to args: 3 VM(s): \
+             spec.containers[compute].args, spec.containers[compute].command"
+        ),
+        "{table}"
+    );
 
     let same = explain_json(&kubeconfig, &["-A", "--upgrade-to", "v1.9.0"], 0).await;
     assert!(

@@ -448,6 +448,7 @@ fn shadow_args(args: RunControllerArgs) -> super::shadow::ShadowArgs {
         kubevirt_cr: args.kubevirt_cr,
         kubevirt: args.kubevirt,
         without_virt_api: args.without_virt_api,
+        kubevirt_version: Some(args.kubevirt_version),
     }
 }
 
@@ -709,6 +710,27 @@ mod tests {
         {
             crate::cli::Command::RunController(args) => args,
             other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    /// `--shadow` decides as the release `--kubevirt-version` names, as the controller would.
+    #[test]
+    fn the_shadow_decides_as_the_selected_release() {
+        use crate::kubevirt_version::KubeVirtVersion;
+        for (flags, want) in [
+            (&["--shadow"][..], KubeVirtVersion::V1_9),
+            (
+                &["--shadow", "--kubevirt-version", "main"][..],
+                KubeVirtVersion::Main,
+            ),
+        ] {
+            let shadow = shadow_args(args(flags));
+            let mut settings = crate::config::ClusterSettings {
+                kubevirt_version: KubeVirtVersion::V1_5,
+                ..Default::default()
+            };
+            super::super::shadow::own_settings(&mut settings, &shadow);
+            assert_eq!(settings.kubevirt_version, want, "{flags:?}");
         }
     }
 

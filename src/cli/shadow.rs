@@ -45,6 +45,10 @@ pub struct ShadowArgs {
     /// The cluster has no virt-api (the leader adds the VMI finalizer virt-api would).
     #[arg(long)]
     pub without_virt_api: bool,
+    /// Decide as this KubeVirt release (its controller rules and launcher pod; docs/run-controller.md
+    /// "KubeVirt versions"); default v1.9.0.
+    #[arg(long, value_name = "VERSION")]
+    pub kubevirt_version: Option<crate::kubevirt_version::KubeVirtVersion>,
 }
 
 /// `90s`, `10m`, `1h`, `1h30m`, or a bare number of seconds.
@@ -105,8 +109,16 @@ async fn settings(
             }
         }
     };
-    settings.without_virt_api |= args.without_virt_api;
+    own_settings(&mut settings, args);
     Ok(settings)
+}
+
+/// What the flags set over the KubeVirt CR's settings.
+pub(super) fn own_settings(settings: &mut crate::config::ClusterSettings, args: &ShadowArgs) {
+    settings.without_virt_api |= args.without_virt_api;
+    if let Some(version) = args.kubevirt_version {
+        settings.kubevirt_version = version;
+    }
 }
 
 async fn run_async(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, CliError> {

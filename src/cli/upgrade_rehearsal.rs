@@ -37,6 +37,29 @@ fn causes(vm: &VmRehearsal) -> String {
         .join("; ")
 }
 
+/// The launcher pod changes beyond the memory formula, one line per cause: how many VMs, and
+/// the fields (each once).
+fn pod_changes_by_cause(r: &Rehearsal, out: &mut String) {
+    let mut by_cause: std::collections::BTreeMap<&str, (usize, std::collections::BTreeSet<&str>)> =
+        Default::default();
+    for change in r.vms.iter().flat_map(|v| &v.pod_changes) {
+        let entry = by_cause.entry(&change.cause).or_default();
+        entry.0 += 1;
+        entry.1.extend(change.paths.iter().map(String::as_str));
+    }
+    if by_cause.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Launcher pod changes beyond the memory formula, by cause:"
+    );
+    for (cause, (vms, paths)) in by_cause {
+        let paths: Vec<&str> = paths.into_iter().collect();
+        let _ = writeln!(out, "  {cause}: {vms} VM(s): {}", paths.join(", "));
+    }
+}
+
 /// Exit code 3 when a VM no longer fits on its node or a node is short once all its VMs have
 /// restarted.
 pub(crate) fn flagged(r: &Rehearsal) -> bool {
@@ -50,7 +73,11 @@ pub(crate) fn render_rehearsal_table(r: &Rehearsal) -> String {
         .namespace
         .as_deref()
         .map_or("every namespace".to_string(), |n| format!("namespace {n}"));
-    let changing = r.vms.iter().filter(|v| !v.changes.is_empty()).count();
+    let changing = r
+        .vms
+        .iter()
+        .filter(|v| !v.changes.is_empty() || !v.pod_changes.is_empty())
+        .count();
     let _ = writeln!(
         out,
         "Upgrade rehearsal {} → {} in {scope}: {} virt-launcher pod(s), {changing} change on their next restart",
@@ -95,6 +122,7 @@ pub(crate) fn render_rehearsal_table(r: &Rehearsal) -> String {
             );
         }
     }
+    pod_changes_by_cause(r, &mut out);
     if !r.nodes.is_empty() {
         let rows: Vec<[String; 6]> = r
             .nodes

@@ -643,6 +643,26 @@ impl Launcher<'_> {
         explain_in(&self.object, self.ns, settings, &self.namespace)
     }
 
+    /// The launcher pod `settings` render for the VMI with `overhead_bytes` and the configured
+    /// QEMU timeout without KubeVirt's random jitter, so that two releases' renderings differ
+    /// only where their rules do.
+    pub(crate) fn render_pod(
+        &self,
+        settings: &ClusterSettings,
+        overhead_bytes: i64,
+    ) -> Result<Pod, String> {
+        let vmi = crate::launcher::explain::effective_vmi(&self.object, self.ns, settings)
+            .map_err(|e| e.to_string())?;
+        crate::launcher::pod::render_launch_manifest_with(
+            &vmi,
+            settings,
+            &self.namespace,
+            overhead_bytes,
+            settings.qemu_timeout_seconds,
+        )
+        .map_err(|e| e.to_string())
+    }
+
     /// The rendering the pod carries: that of the release its launcher image tag names, when
     /// older than `settings`' and matching the pod exactly ([`PodAudit::older_rendering`]),
     /// else `settings`'.

@@ -14,6 +14,12 @@
 //! against the node it runs on now: the node's allocatable memory, less what every other pod
 //! on it requests (all namespaces), must hold the new request. A per-node summary adds what the
 //! node needs once all its VMs have restarted.
+//!
+//! Beyond the compute resources, the two renderings (the pod's release and the target, both
+//! from the same VMI and inputs, without the random QEMU timeout jitter) are compared field by
+//! field, and each differing field is put down to the renderer rule of
+//! [`crate::kubevirt_version::PodRules`] that renders it (PR 18237: the launcher flags in
+//! `args`); a field no rule names is listed as `unattributed`.
 
 use super::gather::{GatherOptions, describe_error};
 use super::model::Missing;
@@ -27,6 +33,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// What the rehearsal reads: the audit's inputs, the nodes, and every pod bound to a node.
@@ -99,6 +106,23 @@ pub(crate) struct VmRehearsal {
     /// as now; `None` when the node or its allocatable memory is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fits_after: Option<bool>,
+    /// The launcher pod's other fields that the target release renders otherwise, by cause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_changes: Vec<PodChange>,
+}
+
+/// Fields of the launcher pod, beyond the compute resources and the overhead annotation, that
+/// one renderer rule changes between the two releases.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PodChange {
+    /// What changed and why (`PR 18237: the launcher flags move from command to args`), or
+    /// `unattributed`.
+    pub cause: String,
+    /// Where the target's rule comes from (`PR 18237:…`, `v1.9.0:…`).
+    pub source: String,
+    /// The fields, as `spec.containers[compute].args` (list elements by name).
+    pub paths: Vec<String>,
 }
 
 /// An overhead term that one release adds and the other does not, or with other bytes.
@@ -223,6 +247,22 @@ pub(crate) fn rehearse(inputs: &RehearsalInputs, namespace: Option<&str>) -> Reh
         };
         let node = launcher.pod.spec.as_ref().and_then(|s| s.node_name.clone());
         let mut vm = vm_rehearsal(launcher.names(), launcher.pod, &now, &after, node);
+        let renderings = launcher
+            .render_pod(
+                &ClusterSettings {
+                    kubevirt_version: now.kubevirt_version,
+                    ..audit.settings.clone()
+                },
+                now.overhead.total_bytes,
+            )
+            .and_then(|a| Ok((a, launcher.render_pod(&target, after.overhead.total_bytes)?)));
+        match renderings {
+            Ok((a, b)) => vm.pod_changes = pod_changes(&a, &b, now.kubevirt_version, inputs.target),
+            Err(reason) => rehearsal.missing.push(Missing {
+                what: format!("the launcher pod diff of {}/{}", vm.namespace, vm.vmi),
+                reason,
+            }),
+        }
         vm.fits_after = vm.node.as_deref().and_then(|n| {
             let free = allocatable(&inputs.nodes, n)? - usage.requested(n);
             Some(vm.memory_request_delta_bytes <= free)
@@ -258,7 +298,118 @@ fn vm_rehearsal(
         memory_request_delta_bytes: delta,
         causes: term_changes(&now.overhead, &after.overhead),
         fits_after: None,
+        pod_changes: Vec::new(),
     }
+}
+
+/// The fields where `after` (rendered by `to`) differs from `before` (by `from`), beyond what
+/// the memory formula renders, grouped by the [`PodRules`](crate::kubevirt_version::PodRules)
+/// rule that renders them.
+fn pod_changes(
+    before: &Pod,
+    after: &Pod,
+    from: KubeVirtVersion,
+    to: KubeVirtVersion,
+) -> Vec<PodChange> {
+    let json = |p: &Pod| serde_json::to_value(p).unwrap_or_default();
+    let mut paths = Vec::new();
+    diff_fields("", Some(&json(before)), Some(&json(after)), &mut paths);
+    paths.retain(|p| !rendered_by_the_formula(p));
+    let (old, new) = (from.pod_rules(), to.pod_rules());
+    let mut rules: Vec<RuleFields> = Vec::new();
+    if old.launcher_flags_in_args.value != new.launcher_flags_in_args.value {
+        let way = if new.launcher_flags_in_args.value {
+            "from command to args"
+        } else {
+            "from args back to command"
+        };
+        rules.push((
+            format!("PR 18237: the launcher flags move {way}"),
+            new.launcher_flags_in_args.source,
+            |p| p.ends_with(".command") || p.ends_with(".args"),
+        ));
+    }
+    let mut out: Vec<PodChange> = Vec::new();
+    for (cause, source, renders) in rules {
+        let (mine, rest): (Vec<String>, Vec<String>) = paths.into_iter().partition(|p| renders(p));
+        paths = rest;
+        if !mine.is_empty() {
+            out.push(PodChange {
+                cause,
+                source: source.to_string(),
+                paths: mine,
+            });
+        }
+    }
+    if !paths.is_empty() {
+        out.push(PodChange {
+            cause: "unattributed".into(),
+            source: String::new(),
+            paths,
+        });
+    }
+    out
+}
+
+/// A renderer rule that changed: the cause, the target's source, and which fields it renders.
+type RuleFields = (String, &'static str, fn(&str) -> bool);
+
+/// The compute resources and the overhead annotation: the formula's part, which
+/// [`VmRehearsal::changes`] and [`VmRehearsal::causes`] report.
+fn rendered_by_the_formula(path: &str) -> bool {
+    path.contains(".resources.")
+        || path.ends_with(".resources")
+        || path
+            == format!(
+                "metadata.annotations.{}",
+                crate::api::annotations::MEMORY_OVERHEAD_BYTES
+            )
+}
+
+/// The leaf fields where `a` and `b` differ; a list whose elements all have a `name` is
+/// compared element by element under `[name]`, any other list as one value.
+fn diff_fields(at: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<String>) {
+    let field = |key: &str| {
+        if at.is_empty() {
+            key.to_string()
+        } else {
+            format!("{at}.{key}")
+        }
+    };
+    match (a, b) {
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                diff_fields(&field(k), x.get(k), y.get(k), out);
+            }
+        }
+        (Some(Value::Array(x)), Some(Value::Array(y))) if named(x) && named(y) => {
+            let by_name = |l: &'_ Vec<Value>| -> BTreeMap<String, Value> {
+                l.iter()
+                    .map(|e| {
+                        (
+                            e["name"].as_str().unwrap_or_default().to_string(),
+                            e.clone(),
+                        )
+                    })
+                    .collect()
+            };
+            let (x, y) = (by_name(x), by_name(y));
+            let names: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for n in names {
+                diff_fields(&format!("{at}[{n}]"), x.get(n), y.get(n), out);
+            }
+        }
+        (a, b) if a != b => out.push(at.to_string()),
+        _ => {}
+    }
+}
+
+fn named(list: &[Value]) -> bool {
+    !list.is_empty()
+        && list
+            .iter()
+            .all(|e| e.get("name").is_some_and(Value::is_string))
 }
 
 /// The terms whose bytes differ between `before` and `after` (a missing term counts 0), in
@@ -482,6 +633,60 @@ mod tests {
         assert_eq!(full.short_after_bytes(), 10 * MIB, "the db pod counts too");
         let roomy = r.nodes.iter().find(|n| n.node == "roomy").unwrap();
         assert_eq!((roomy.vms, roomy.short_after_bytes()), (2, 0));
+    }
+
+    /// The two renderings differ beyond the formula only where main's PR 18237 renders
+    /// otherwise: the flags of `compute` in `args`.
+    #[test]
+    fn main_moves_every_vms_launcher_flags_to_args_and_nothing_else() {
+        let r = rehearse(&fleet(1 << 30, KubeVirtVersion::Main), None);
+        assert!(r.missing.is_empty(), "{:?}", r.missing);
+        for vm in &r.vms {
+            let causes: Vec<&str> = vm.pod_changes.iter().map(|c| c.cause.as_str()).collect();
+            assert_eq!(
+                causes,
+                ["PR 18237: the launcher flags move from command to args"]
+            );
+            let change = &vm.pod_changes[0];
+            assert_eq!(
+                change.paths,
+                [
+                    "spec.containers[compute].args",
+                    "spec.containers[compute].command"
+                ]
+            );
+            assert!(change.source.starts_with("PR 18237:"), "{}", change.source);
+        }
+        let back = rehearse(&fleet(1 << 30, KubeVirtVersion::V1_9), None);
+        assert!(
+            back.vms.iter().all(|v| v.pod_changes.is_empty()),
+            "{back:#?}"
+        );
+    }
+
+    #[test]
+    fn a_field_no_rule_renders_is_unattributed() {
+        let before = pod(&vmi("a", "1Gi"), &ClusterSettings::default(), "n");
+        let mut after = before.clone();
+        after.spec.as_mut().unwrap().hostname = Some("x".into());
+        let mut resized = after.clone();
+        let compute = &mut resized.spec.as_mut().unwrap().containers[0];
+        compute.resources = None;
+        let changes = pod_changes(
+            &before,
+            &resized,
+            KubeVirtVersion::V1_9,
+            KubeVirtVersion::V1_9,
+        );
+        assert_eq!(
+            changes,
+            [PodChange {
+                cause: "unattributed".into(),
+                source: String::new(),
+                paths: vec!["spec.hostname".into()],
+            }],
+            "the compute resources are the formula's"
+        );
     }
 
     #[test]

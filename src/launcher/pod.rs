@@ -371,8 +371,8 @@ fn env_value(name: &str, value: &str) -> EnvVar {
 }
 
 /// [`render_launch_manifest`] with the memory overhead (bytes) and the final `--qemu-timeout`
-/// (seconds) given, for callers that already have them (and for deterministic tests).
-#[cfg(test)]
+/// (seconds) given, for callers that already have them (the upgrade rehearsal's two
+/// renderings, deterministic tests).
 pub(crate) fn render_launch_manifest_with(
     vmi: &VirtualMachineInstance,
     settings: &ClusterSettings,
@@ -564,12 +564,34 @@ fn render_pod(
     let init_containers = init_containers(&input)?;
     let metadata = pod_metadata(&input, overhead_bytes)?;
     let volumes = vols.volumes.into_iter().chain(sidecar_volumes).collect();
-    let spec = pod_spec(&input, containers, init_containers, volumes)?;
+    let mut spec = pod_spec(&input, containers, init_containers, volumes)?;
+    apply_pod_rules(&mut spec, settings.kubevirt_version.pod_rules());
     Ok(Pod {
         metadata,
         spec: Some(spec),
         status: None,
     })
+}
+
+/// The release's rendering rules beyond the formula
+/// ([`PodRules`](crate::kubevirt_version::PodRules)), applied to the v1.9.0 rendering: with
+/// `launcher_flags_in_args` (PR 18237) `compute` and `container-disk-binary` keep their
+/// executable in `command` and pass their flags as `args`.
+fn apply_pod_rules(spec: &mut PodSpec, rules: crate::kubevirt_version::PodRules) {
+    if !rules.launcher_flags_in_args.value {
+        return;
+    }
+    let split = ["compute", "container-disk-binary"];
+    let containers = spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten());
+    for c in containers.filter(|c| split.contains(&c.name.as_str())) {
+        if let Some(command) = c.command.as_mut().filter(|c| c.len() > 1) {
+            let flags = command.split_off(1);
+            c.args.get_or_insert_with(Vec::new).splice(0..0, flags);
+        }
+    }
 }
 
 /// The compute container's command: virt-launcher-monitor and its flags in KubeVirt's order
@@ -1631,6 +1653,41 @@ mod tests {
         let mounts = compute(&pod).volume_mounts.clone().unwrap();
         let cd = mounts.iter().find(|m| m.name == "container-disks").unwrap();
         assert_eq!(cd.mount_propagation.as_deref(), Some("HostToContainer"));
+    }
+
+    /// PR 18237 (main): the executables stay in `command`, their flags move to `args`, in the
+    /// same order; every earlier release renders them all in `command`.
+    #[test]
+    fn main_passes_the_launcher_flags_as_args() {
+        let v = root(vmi(
+            json!({}),
+            json!({"domain": {}, "volumes": [
+            {"name": "containerdisk", "containerDisk": {"image": "my-image-1"}}]}),
+        ));
+        let with = |version| ClusterSettings {
+            kubevirt_version: version,
+            disabled_feature_gates: vec!["ImageVolume".into()],
+            ..test_settings()
+        };
+        let (old, new) = (
+            render(&v, &with(crate::kubevirt_version::KubeVirtVersion::V1_9)),
+            render(&v, &with(crate::kubevirt_version::KubeVirtVersion::Main)),
+        );
+        let cp = |p: &Pod| spec(p).init_containers.clone().unwrap()[0].clone();
+        assert_eq!(cp(&old).name, "container-disk-binary");
+        for (before, after) in [
+            (compute(&old).clone(), compute(&new).clone()),
+            (cp(&old), cp(&new)),
+        ] {
+            let whole = before.command.clone().unwrap();
+            assert!(whole.len() > 2 && before.args.is_none(), "{whole:?}");
+            assert_eq!(after.command.clone().unwrap(), whole[..1]);
+            assert_eq!(after.args.clone().unwrap(), whole[1..]);
+        }
+        assert_eq!(
+            compute(&new).command.clone().unwrap(),
+            ["/usr/bin/virt-launcher-monitor"]
+        );
     }
 
     /// template_test.go:2584-2660: with hugepages (ImageVolume off, hotplug disabled) the pod has

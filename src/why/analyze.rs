@@ -37,6 +37,7 @@ pub(crate) fn analyze(g: &WhyGathered) -> WhyReport {
     defects.extend(defects::rerun_on_failure_stopped_status(
         &g.vm,
         g.vmi.is_some(),
+        g.kubevirt_version.as_ref(),
     ));
     WhyReport {
         namespace: g.namespace.clone(),

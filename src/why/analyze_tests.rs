@@ -605,3 +605,40 @@ fn a_run_whose_events_expired_comes_back_from_a_recording() {
         "{end:#?}"
     );
 }
+
+/// `why` reads the cluster's release: a stopped `RerunOnFailure` VM stuck at
+/// `WaitingForVolumeBinding` is the PR 18787 defect on v1.9.0 (named with where the release was
+/// read), and not on `main`, where the status is right.
+#[test]
+fn the_rerun_on_failure_defect_is_named_only_on_a_release_that_has_it() {
+    use crate::kubevirt_version::KubeVirtVersion;
+    let stuck = || {
+        gathered(vm(
+            "RerunOnFailure",
+            json!({"printableStatus": "WaitingForVolumeBinding"}),
+        ))
+    };
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "virt-launcher-vm-a-x"},
+        "spec": {"containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher:v1.9.0"}]}
+    }))
+    .unwrap();
+    let mut g = stuck();
+    g.kubevirt_version = crate::why::gather::cluster_version(None, std::slice::from_ref(&pod));
+    let r = analyze(&g);
+    assert_eq!(r.defects.len(), 1, "{:#?}", r.defects);
+    assert!(
+        r.defects[0]
+            .message
+            .contains("KubeVirt v1.9.0, from the launcher image tag of pod virt-launcher-vm-a-x"),
+        "{}",
+        r.defects[0].message
+    );
+    let mut g = stuck();
+    g.kubevirt_version = crate::why::gather::cluster_version(Some("main"), &[pod]);
+    assert_eq!(
+        g.kubevirt_version.as_ref().map(|v| v.0),
+        Some(KubeVirtVersion::Main)
+    );
+    assert!(analyze(&g).defects.is_empty(), "main has PR 18787");
+}

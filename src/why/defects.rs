@@ -10,6 +10,7 @@
 use super::model::Defect;
 use crate::api::VirtualMachine;
 use crate::api::vm::RunStrategy;
+use crate::kubevirt_version::KubeVirtVersion;
 
 /// virt-handler restart marks a Running VMI Failed.
 pub(crate) const HANDLER_RESTART_FAILS_RUNNING_VMI: &str = "handlerRestartFailsRunningVmi";
@@ -41,10 +42,35 @@ pub(crate) fn handler_restart_fails_running_vmi(
 /// kubevirt/kubevirt#18424, fixed by PR 18787: a `RerunOnFailure` VM without a VMI and without
 /// a start request is stopped, yet v1.9.0's status reports `WaitingForVolumeBinding` when a
 /// PVC is pending (`isSetToStart` returns true for RerunOnFailure with no VMI, vm.go:1232-1236).
+/// Only on a release whose controller rules still have it (`version`: the cluster's release and
+/// where it was read; `None`: unknown, the default release assumed).
 pub(crate) fn rerun_on_failure_stopped_status(
     vm: &VirtualMachine,
     has_vmi: bool,
+    version: Option<&(KubeVirtVersion, String)>,
 ) -> Option<Defect> {
+    let (release, read_from) = match version {
+        Some((v, from)) => (*v, format!("{v}, from {from}")),
+        None => (
+            KubeVirtVersion::default(),
+            format!(
+                "{}, assumed: the cluster's release was not read",
+                KubeVirtVersion::default()
+            ),
+        ),
+    };
+    let fixed = KubeVirtVersion::ALL.into_iter().find(|v| {
+        v.controller_rules()
+            .rerun_on_failure_start_needs_request
+            .value
+    })?;
+    if release
+        .controller_rules()
+        .rerun_on_failure_start_needs_request
+        .value
+    {
+        return None;
+    }
     let status = vm.status.as_ref()?;
     let start_requested = status
         .state_change_requests
@@ -57,13 +83,14 @@ pub(crate) fn rerun_on_failure_stopped_status(
         && status.printable_status.as_deref() == Some("WaitingForVolumeBinding");
     matches.then(|| Defect {
         id: RERUN_ON_FAILURE_STOPPED_STATUS.into(),
-        message: "runStrategy RerunOnFailure with no VMI and no start request: the controller \
-                  will not start this VM, but KubeVirt v1.9.0's status code believes it will \
-                  (isSetToStart, pkg/virt-controller/watch/vm/vm.go:1232-1236) and reports \
-                  WaitingForVolumeBinding instead of Stopped"
-            .into(),
+        message: format!(
+            "runStrategy RerunOnFailure with no VMI and no start request: the controller \
+             will not start this VM, but the status code of KubeVirt {read_from} believes it \
+             will (isSetToStart, v1.9.0 pkg/virt-controller/watch/vm/vm.go:1232-1236) and \
+             reports WaitingForVolumeBinding instead of Stopped"
+        ),
         upstream: "kubevirt/kubevirt#18424".into(),
-        fixed_in: "PR 18787 on main (after v1.9.0)".into(),
+        fixed_in: format!("KubeVirt {fixed} (PR 18787), after v1.9.0; not in {release}"),
     })
 }
 
@@ -93,18 +120,48 @@ mod tests {
     #[test]
     fn rerun_on_failure_stopped_status_matches_only_without_vmi_and_request() {
         let stuck = vm("RerunOnFailure", "WaitingForVolumeBinding", json!([]));
-        let d = rerun_on_failure_stopped_status(&stuck, false).expect("matches");
-        assert!(d.fixed_in.contains("18787"), "{d:?}");
-        assert!(rerun_on_failure_stopped_status(&stuck, true).is_none());
+        let d = rerun_on_failure_stopped_status(&stuck, false, None).expect("matches");
+        assert_eq!(
+            d.fixed_in,
+            "KubeVirt main (PR 18787), after v1.9.0; not in v1.9.0"
+        );
+        assert!(d.message.contains("v1.9.0, assumed"), "{d:?}");
+        assert!(rerun_on_failure_stopped_status(&stuck, true, None).is_none());
         let asked = vm(
             "RerunOnFailure",
             "WaitingForVolumeBinding",
             json!([{"action": "Start"}]),
         );
-        assert!(rerun_on_failure_stopped_status(&asked, false).is_none());
+        assert!(rerun_on_failure_stopped_status(&asked, false, None).is_none());
         let always = vm("Always", "WaitingForVolumeBinding", json!([]));
-        assert!(rerun_on_failure_stopped_status(&always, false).is_none());
+        assert!(rerun_on_failure_stopped_status(&always, false, None).is_none());
         let stopped = vm("RerunOnFailure", "Stopped", json!([]));
-        assert!(rerun_on_failure_stopped_status(&stopped, false).is_none());
+        assert!(rerun_on_failure_stopped_status(&stopped, false, None).is_none());
+    }
+
+    /// The defect is named only on a release that has it, with the release and where it was
+    /// read; on `main` (PR 18787) the status is right and nothing is named.
+    #[test]
+    fn rerun_on_failure_stopped_status_follows_the_clusters_release() {
+        let stuck = vm("RerunOnFailure", "WaitingForVolumeBinding", json!([]));
+        let on =
+            |v: KubeVirtVersion| (v, "the KubeVirt CR's status.observedKubeVirtVersion".into());
+        let d = rerun_on_failure_stopped_status(&stuck, false, Some(&on(KubeVirtVersion::V1_8)))
+            .expect("v1.8.0 has it");
+        assert!(
+            d.message.contains(
+                "KubeVirt v1.8.0, from the KubeVirt CR's status.observedKubeVirtVersion believes"
+            ),
+            "{}",
+            d.message
+        );
+        assert_eq!(
+            d.fixed_in,
+            "KubeVirt main (PR 18787), after v1.9.0; not in v1.8.0"
+        );
+        assert_eq!(
+            rerun_on_failure_stopped_status(&stuck, false, Some(&on(KubeVirtVersion::Main))),
+            None
+        );
     }
 }

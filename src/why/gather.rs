@@ -9,6 +9,7 @@ use crate::config::ClusterSettings;
 use crate::inspect::gather::{describe_error, is_not_found, is_transport, read_kubevirt};
 use crate::inspect::model::Missing;
 use crate::inspect::{GatherError, GatherOptions};
+use crate::kubevirt_version::KubeVirtVersion;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
@@ -38,6 +39,9 @@ pub(crate) struct WhyGathered {
     pub lease_key: String,
     /// The cluster settings (the KubeVirt CR's, else KubeVirt's defaults).
     pub settings: ClusterSettings,
+    /// The KubeVirt release the cluster runs and where that was read ([`cluster_version`]);
+    /// `None` when neither says.
+    pub kubevirt_version: Option<(KubeVirtVersion, String)>,
     pub missing: Vec<Missing>,
 }
 
@@ -92,12 +96,37 @@ pub(crate) async fn gather(
         Ok(l) => g.lease = l,
         Err(e) => note(&mut g.missing, "lease", describe_error(&e)),
     }
-    match read_kubevirt(client, &opts.kubevirt_namespace).await {
-        Ok((s, _)) => g.settings = s,
-        Err(m) => g.missing.push(m),
-    }
+    let observed = match read_kubevirt(client, &opts.kubevirt_namespace).await {
+        Ok((s, observed)) => {
+            g.settings = s;
+            observed
+        }
+        Err(m) => {
+            g.missing.push(m);
+            None
+        }
+    };
+    g.kubevirt_version = cluster_version(observed.as_deref(), &g.pods);
     g.now = Utc::now();
     Ok(g)
+}
+
+/// The KubeVirt release the cluster runs: the KubeVirt CR's `status.observedKubeVirtVersion`,
+/// else the launcher image tag of the newest launcher pod (`pods` newest first) that names a
+/// known release; with where it was read.
+pub(crate) fn cluster_version(
+    observed: Option<&str>,
+    pods: &[Pod],
+) -> Option<(KubeVirtVersion, String)> {
+    if let Some(v) = observed.and_then(|o| KubeVirtVersion::parse(o).ok()) {
+        return Some((v, "the KubeVirt CR's status.observedKubeVirtVersion".into()));
+    }
+    pods.iter().find_map(|p| {
+        let tag = crate::launcher::explain::launcher_image_tag(p)?;
+        let v = KubeVirtVersion::parse(&tag).ok()?;
+        let name = p.metadata.name.as_deref().unwrap_or_default();
+        Some((v, format!("the launcher image tag of pod {name}")))
+    })
 }
 
 async fn read_pods(client: &kube::Client, g: &mut WhyGathered) {

@@ -197,7 +197,8 @@ pub enum SkipReason {
 /// The decision for one VMI key.
 ///
 /// Executor protocol:
-/// 1. `let d = decide(&snap)`; if `d.skipped` is set, stop (nothing to do, no requeue).
+/// 1. `let d = decide(&snap)`; if `d.skipped` is set, stop (nothing to do; the key is added
+///    again after `d.requeue_after` when set, else waits for an event).
 /// 2. Apply `d.sync_actions` in order, stopping at the first failure → a [`SyncOutcome`].
 /// 3. `let s = decide_after_sync(&snap, &outcome)`; apply `s.status_actions` in order. A failed
 ///    write there aborts the rest and requeues the key with rate limiting (`updateStatus`
@@ -212,6 +213,11 @@ pub struct VmiDecision {
     pub key: String,
     /// Set when the decision did nothing at all.
     pub skipped: Option<SkipReason>,
+    /// Sync the key again after this delay, whatever happens meanwhile (`AddAfter`): under
+    /// [`ControllerRules::vmi_requeue_after_expectations_timeout`](crate::kubevirt_version::ControllerRules)
+    /// a decision skipped for pending expectations asks for the expectations timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue_after: Option<std::time::Duration>,
     /// Stage 1, `sync` (lifecycle.go:66-253): pod creations, deletions and pod patches.
     pub sync_actions: Vec<VmiAction>,
     /// Stage 2, events about stage 1's outcome, then `updateStatus` (lifecycle.go:256-612): pod
@@ -269,6 +275,7 @@ mod tests {
         let mut d = VmiDecision {
             key: "ns/a".into(),
             skipped: None,
+            requeue_after: None,
             sync_actions: vec![],
             status_actions: vec![],
             sync_error: Some(SyncError::informal("FailedPvcNotFound", "x")),

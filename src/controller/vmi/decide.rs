@@ -1186,6 +1186,7 @@ fn empty_decision(snap: &VmiSnapshot) -> VmiDecision {
     VmiDecision {
         key: snap.key(),
         skipped: None,
+        requeue_after: None,
         sync_actions: Vec::new(),
         status_actions: Vec::new(),
         sync_error: None,
@@ -1247,6 +1248,14 @@ fn pre_sync(snap: &VmiSnapshot) -> Option<VmiDecision> {
             "expectations not satisfied ({text}): nothing to do until the informers catch up (vmi.go:332-337)"
         ));
         d.skipped = Some(SkipReason::ExpectationsPending(text));
+        if snap.rules.vmi_requeue_after_expectations_timeout.value {
+            let timeout = crate::runtime::expectations::EXPECTATIONS_TIMEOUT;
+            d.explanation.push(format!(
+                "the key is added again in {} s, the expectations timeout, in case no event comes (PR 18206)",
+                timeout.as_secs()
+            ));
+            d.requeue_after = Some(timeout);
+        }
         return Some(d);
     }
     None

@@ -374,6 +374,37 @@ fn unsatisfied_expectations_skip_the_sync() {
     );
     assert_eq!(d.actions().count(), 0);
     assert!(!needs_rendered_pod(&s));
+    assert_eq!(d.requeue_after, None, "v1.9.0 waits for the next event");
+}
+
+/// PR 18206 (main): the skipped sync asks for the key again after the expectations timeout.
+#[test]
+fn unsatisfied_expectations_requeue_after_the_timeout_on_main_only() {
+    use crate::kubevirt_version::KubeVirtVersion;
+    for (version, want) in [
+        (KubeVirtVersion::V1_8, None),
+        (KubeVirtVersion::V1_9, None),
+        (
+            KubeVirtVersion::Main,
+            Some(std::time::Duration::from_secs(300)),
+        ),
+    ] {
+        let mut s = snap(pending_vmi());
+        s.expectations.vmi_satisfied = false;
+        s.rules = version.controller_rules();
+        let d = decide(&s);
+        assert!(matches!(
+            d.skipped,
+            Some(SkipReason::ExpectationsPending(_))
+        ));
+        assert_eq!(d.requeue_after, want, "{version}");
+        assert_eq!(
+            d.explanation.iter().any(|l| l.contains("PR 18206")),
+            want.is_some(),
+            "{version}: {:?}",
+            d.explanation
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -282,6 +282,7 @@ pub(crate) fn snapshot_from_objects(
     snap.ensure_vmi_finalizer = settings.without_virt_api;
     snap.cluster_skip_backup_hooks = settings.skip_backup_hooks.clone();
     snap.network_bindings = settings.network_bindings.clone();
+    snap.rules = settings.kubevirt_version.controller_rules();
     if needs_rendered_pod(&snap) {
         let mut ns = namespace();
         ns.pvcs = Some(render_pvcs(&snap.vmi, &pvc));
@@ -341,7 +342,7 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, Recon
     let mut first = decide_sync(&snap);
     if first.skipped.is_some() {
         super::flight::reconcile(ctx, key, &snap, &first, None, false, &[], None);
-        return Ok(Requeue::NONE);
+        return Ok(skipped_requeue(&first));
     }
     // The recorder keeps the decision's actions, which the run below takes.
     let recorded_first = ctx.flight.as_ref().map(|_| first.clone());
@@ -415,6 +416,12 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, Recon
         Some(e) => Err(e),
         None => Ok(Requeue::NONE),
     }
+}
+
+/// What a skipped decision asks of the queue: `execute` returns `nil`, so the key is forgotten,
+/// and added again after [`VmiDecision::requeue_after`] when the release does (PR 18206).
+fn skipped_requeue(d: &VmiDecision) -> Requeue {
+    d.requeue_after.map_or(Requeue::NONE, Requeue::after)
 }
 
 /// Whether `sync_error` is the one `sync` returns for the snapshot's failed render
@@ -600,4 +607,79 @@ async fn apply(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubevirt_version::KubeVirtVersion;
+    use crate::runtime::expectations::EXPECTATIONS_TIMEOUT;
+    use crate::runtime::queue::{WorkQueue, run_workers};
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// A VMI whose pod creation is still expected: every sync is skipped.
+    fn waiting_snapshot(version: KubeVirtVersion) -> VmiSnapshot {
+        let vmi: VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "annotations": {
+                "kubevirt.io/latest-observed-api-version": "v1",
+                "kubevirt.io/storage-observed-api-version": "v1"}},
+            "spec": {"domain": {"devices": {}}},
+            "status": {"phase": "Pending"}
+        }))
+        .expect("a VMI");
+        let mut snap = VmiSnapshot::new(vmi, Time::now());
+        snap.expectations.pods_satisfied = false;
+        snap.expectations.pending_pod_creations = 1;
+        snap.rules = version.controller_rules();
+        snap
+    }
+
+    /// The instants (since the first sync) at which the VMI workers synced the key within
+    /// `horizon` of the paused clock, each sync deciding as the executor does.
+    async fn syncs_within(version: KubeVirtVersion, horizon: Duration) -> Vec<Duration> {
+        let queue = WorkQueue::new("virt-controller-vmi");
+        let start = Instant::now();
+        let seen: Arc<Mutex<Vec<Duration>>> = Arc::default();
+        let handler = {
+            let seen = Arc::clone(&seen);
+            move |_key: String| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    seen.lock().unwrap().push(Instant::now() - start);
+                    let decision = decide_sync(&waiting_snapshot(version));
+                    Ok::<_, String>(skipped_requeue(&decision))
+                }
+            }
+        };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let workers = tokio::spawn(run_workers(queue.clone(), 1, handler, cancel.clone()));
+        queue.add("ns/a".to_string());
+        // The paused clock jumps to each parked key's ready time while the workers are idle.
+        tokio::time::sleep(horizon).await;
+        cancel.cancel();
+        workers.await.expect("the workers stop");
+        seen.lock().unwrap().clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pending_expectations_requeue_the_vmi_after_the_timeout_on_main_only() {
+        let horizon = EXPECTATIONS_TIMEOUT * 2 + Duration::from_secs(1);
+        assert_eq!(
+            syncs_within(KubeVirtVersion::V1_9, horizon).await,
+            [Duration::ZERO],
+            "v1.9.0: the key waits for an event"
+        );
+        assert_eq!(
+            syncs_within(KubeVirtVersion::Main, horizon).await,
+            [
+                Duration::ZERO,
+                EXPECTATIONS_TIMEOUT,
+                EXPECTATIONS_TIMEOUT * 2
+            ],
+            "main (PR 18206): once per timeout while the expectations stay pending"
+        );
+    }
 }

@@ -174,14 +174,16 @@ pub struct VmiSnapshot {
     /// The KubeVirt CR's network binding plugins, for the `kubevirt.io/network-info` annotation
     /// of a ready pod (generator.go:116-165; [`crate::config::ClusterSettings::network_bindings`]).
     pub network_bindings: std::collections::BTreeMap<String, crate::config::NetworkBindingPlugin>,
+    /// The controllers' rules of the KubeVirt release reproduced (`--kubevirt-version`).
+    pub(crate) rules: crate::kubevirt_version::ControllerRules,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
 
 impl VmiSnapshot {
     /// A snapshot with no pods, no owner VM in the cache, satisfied expectations, ready storage,
-    /// no rendered pod, unknown launcher image, memory-overhead report on and the virt-api
-    /// finalizer stand-in on.
+    /// no rendered pod, unknown launcher image, memory-overhead report on, the virt-api
+    /// finalizer stand-in on and the default release's controller rules.
     pub(crate) fn new(vmi: impl Into<Arc<VirtualMachineInstance>>, now: Time) -> Self {
         VmiSnapshot {
             vmi: vmi.into(),
@@ -195,6 +197,7 @@ impl VmiSnapshot {
             ensure_vmi_finalizer: true,
             cluster_skip_backup_hooks: None,
             network_bindings: Default::default(),
+            rules: Default::default(),
             now: Time::from_datetime(now.0),
         }
     }
