@@ -1298,6 +1298,12 @@ pub(crate) struct ControllerRules {
     /// pkg/virt-controller/watch/vm/vm.go:1232-1236, v1.8.0 1231-1235), so a stopped VM with a Pending PVC reports
     /// `WaitingForVolumeBinding` instead of `Stopped`.
     pub(crate) rerun_on_failure_start_needs_request: Sourced<bool>,
+    /// A Multus network's NAD reference (`networkName`) changed on a running VM reaches the VMI
+    /// only when the VMI is `LiveMigratable=True`; for any other the change needs a restart
+    /// (PR 18194, "Restart required for NAD hotswap on non migratable VMs"). Before: always
+    /// synced, never a restart (v1.9.0 pkg/network/controllers/vm.go:183-198,
+    /// pkg/network/vmliveupdate/restart.go:120-140).
+    pub(crate) nad_ref_update_needs_migratable: Sourced<bool>,
 }
 
 const CONTROLLER_RULES_V1_9: ControllerRules = ControllerRules {
@@ -1305,12 +1311,20 @@ const CONTROLLER_RULES_V1_9: ControllerRules = ControllerRules {
         false,
         "v1.9.0:pkg/virt-controller/watch/vm/vm.go:1232-1236",
     ),
+    nad_ref_update_needs_migratable: s(
+        false,
+        "v1.9.0:pkg/network/controllers/vm.go:183-198, pkg/network/vmliveupdate/restart.go:120-140",
+    ),
 };
 
 const CONTROLLER_RULES_MAIN: ControllerRules = ControllerRules {
     rerun_on_failure_start_needs_request: s(
         true,
         "PR 18787:pkg/virt-controller/watch/vm/vm.go shouldStartRerunOnFailure",
+    ),
+    nad_ref_update_needs_migratable: s(
+        true,
+        "PR 18194:pkg/network/vmliveupdate/restart.go, pkg/network/controllers/vm.go",
     ),
 };
 

@@ -553,7 +553,11 @@ fn rollout(
         .collect();
     let template_changed = fields.iter().any(|f| f.path.starts_with("spec.template."));
     let vmi = g.vmi.as_ref().filter(|v| !v.is_final());
-    let change_needs_restart = vmi.map(|v| restart_required(&before.spec, after, v, live));
+    let rules = g.settings.kubevirt_version.controller_rules();
+    let change_needs_restart = vmi.map(|v| {
+        let nad_live = crate::controller::vm::net_sync::nad_live_update(&rules, v);
+        restart_required(&before.spec, after, v, live, nad_live)
+    });
     let summary = match (vmi, template_changed) {
         (None, _) => format!(
             "rollout strategy {strategy}: no VMI runs, so the next VMI starts from the changed template"
