@@ -237,6 +237,9 @@ pub struct VmiDecision {
     pub phase_reason: Option<String>,
     /// Human-readable reasoning, in the order the controller went through it.
     pub explanation: Vec<String>,
+    /// Look at the VMI again after this long (`Queue.AddAfter`): a pending `MigrationRequired`
+    /// is re-evaluated after 10 seconds (lifecycle.go:1225-1231).
+    pub requeue_after: Option<std::time::Duration>,
 }
 
 impl VmiDecision {
@@ -279,6 +282,7 @@ mod tests {
             to_phase: Phase::Pending,
             phase_reason: None,
             explanation: vec![],
+            requeue_after: None,
         };
         assert!(!d.requeue());
         d.sync_error = Some(SyncError::new("FailedCreate", "x"));

@@ -174,6 +174,10 @@ pub struct VmiSnapshot {
     /// The KubeVirt CR's network binding plugins, for the `kubevirt.io/network-info` annotation
     /// of a ready pod (generator.go:116-165; [`crate::config::ClusterSettings::network_bindings`]).
     pub network_bindings: std::collections::BTreeMap<String, crate::config::NetworkBindingPlugin>,
+    /// The KubeVirt CR's `additionalGuestMemoryOverheadRatio`, copied to a VMI's
+    /// `kubevirt.io/memory-hotplug-overhead-ratio` label when its memory hotplug starts
+    /// (lifecycle.go:1185-1195; [`crate::config::ClusterSettings::additional_guest_memory_overhead_ratio`]).
+    pub additional_guest_memory_overhead_ratio: Option<String>,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
@@ -195,6 +199,7 @@ impl VmiSnapshot {
             ensure_vmi_finalizer: true,
             cluster_skip_backup_hooks: None,
             network_bindings: Default::default(),
+            additional_guest_memory_overhead_ratio: None,
             now: Time::from_datetime(now.0),
         }
     }
