@@ -1305,6 +1305,12 @@ pub(crate) struct ControllerRules {
     /// minutes. Before: `execute` returns and the key waits for the next event (v1.9.0
     /// pkg/virt-controller/watch/vmi/vmi.go:332-337).
     pub(crate) vmi_requeue_after_expectations_timeout: Sourced<bool>,
+    /// A Multus network's NAD reference (`networkName`) changed on a running VM reaches the VMI
+    /// only when the VMI is `LiveMigratable=True`; for any other the change needs a restart
+    /// (PR 18194, "Restart required for NAD hotswap on non migratable VMs"). Before: always
+    /// synced, never a restart (v1.9.0 pkg/network/controllers/vm.go:183-198,
+    /// pkg/network/vmliveupdate/restart.go:120-140).
+    pub(crate) nad_ref_update_needs_migratable: Sourced<bool>,
 }
 
 const CONTROLLER_RULES_V1_9: ControllerRules = ControllerRules {
@@ -1316,6 +1322,10 @@ const CONTROLLER_RULES_V1_9: ControllerRules = ControllerRules {
         false,
         "v1.9.0:pkg/virt-controller/watch/vmi/vmi.go:332-337",
     ),
+    nad_ref_update_needs_migratable: s(
+        false,
+        "v1.9.0:pkg/network/controllers/vm.go:183-198, pkg/network/vmliveupdate/restart.go:120-140",
+    ),
 };
 
 const CONTROLLER_RULES_MAIN: ControllerRules = ControllerRules {
@@ -1326,6 +1336,10 @@ const CONTROLLER_RULES_MAIN: ControllerRules = ControllerRules {
     vmi_requeue_after_expectations_timeout: s(
         true,
         "PR 18206:pkg/virt-controller/watch/vmi/vmi.go execute",
+    ),
+    nad_ref_update_needs_migratable: s(
+        true,
+        "PR 18194:pkg/network/vmliveupdate/restart.go, pkg/network/controllers/vm.go",
     ),
 };
 

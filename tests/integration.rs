@@ -26,6 +26,7 @@ mod informer_relist;
 mod inspect_cli;
 mod inspect_tui_e2e;
 mod instancetype_e2e;
+mod interface_hotplug_e2e;
 mod krew_manifest;
 mod kubevirt_config;
 mod launcher_pod_e2e;

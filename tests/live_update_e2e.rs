@@ -130,7 +130,37 @@ async fn sockets_above_max_sockets_require_a_restart(server: Server) {
     env.shutdown().await;
 }
 
+/// With the KubeVirt CR's `additionalGuestMemoryOverheadRatio`, a memory hotplug labels the VMI
+/// `kubevirt.io/memory-hotplug-overhead-ratio` with it (lifecycle.go:1185-1195).
+async fn memory_hotplug_labels_the_overhead_ratio(server: Server) {
+    let mut config = common::env::EnvConfig::new("ctrl-e2e");
+    config.settings.additional_guest_memory_overhead_ratio = Some("1.75".into());
+    let env = Env::start_on_with(server, config).await;
+    env.create_vm(&hotpluggable_vm()).await;
+    let (_, first) = env.wait_running(VM).await;
+    let label = |vmi: &VirtualMachineInstance| {
+        vmi.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubevirt.io/memory-hotplug-overhead-ratio").cloned())
+    };
+    assert_eq!(label(&first), None);
+    env.merge_patch_vm(
+        VM,
+        json!({"spec": {"template": {"spec": {"domain": {"memory": {"guest": "2Gi"}}}}}}),
+    )
+    .await;
+    let vmi = env
+        .wait_vmi(VM, "HotMemoryChange and the ratio label", |vmi| {
+            vmi_condition(vmi, "HotMemoryChange").as_deref() == Some("True") && label(vmi).is_some()
+        })
+        .await;
+    assert_eq!(label(&vmi).as_deref(), Some("1.75"));
+    env.shutdown().await;
+}
+
 on_both_servers!(
     a_socket_memory_and_a_toleration_reach_the_running_vmi,
+    memory_hotplug_labels_the_overhead_ratio,
     sockets_above_max_sockets_require_a_restart,
 );

@@ -138,20 +138,21 @@ fn present(vmi: &VirtualMachineInstance) -> Vec<(&Interface, &Network)> {
         .collect()
 }
 
-/// The network generator's Multus annotations for `vmi` (none without Multus networks or
-/// binding plugins with a NAD). Errors with KubeVirt's text when an interface names a binding
-/// plugin the KubeVirt CR does not register (annotation.go:138-141).
-pub(crate) fn multus_annotations(
+/// `GenerateCNIAnnotationFromNameScheme` (annotation.go:60-101) for the interface/network
+/// pairs: each secondary Multus network with its pod interface from `names`, each binding
+/// plugin with a NAD; `None` when there is none.
+fn selection_annotation(
     vmi: &VirtualMachineInstance,
+    pairs: &[(&Interface, &Network)],
+    names: &BTreeMap<String, String>,
     bindings: &BTreeMap<String, NetworkBindingPlugin>,
-) -> Result<BTreeMap<String, String>, String> {
+) -> Result<Option<String>, String> {
     let namespace = vmi.metadata.namespace.as_deref().unwrap_or_default();
-    let present = present(vmi);
     let mut elements = Vec::new();
-    for (iface, net) in &present {
+    for (iface, net) in pairs {
         if is_secondary_multus(net) {
             let nad = nad_namespaced_name(namespace, multus_network_name(net));
-            let interface = hashed_interface_name(&net.name);
+            let interface = names.get(&net.name).cloned().unwrap_or_default();
             elements.push((nad, iface.extra.get("macAddress"), interface, None));
         }
         if let Some(plugin) = binding_name(iface) {
@@ -166,19 +167,38 @@ pub(crate) fn multus_annotations(
             }
         }
     }
+    if elements.is_empty() {
+        return Ok(None);
+    }
+    let json: Vec<SelectionElement> = elements
+        .iter()
+        .map(|((ns, name), mac, interface, logic)| SelectionElement {
+            name,
+            namespace: ns,
+            mac: mac.and_then(|m| m.as_str()).unwrap_or_default(),
+            interface,
+            cni_args: logic.map(|l| BTreeMap::from([("logicNetworkName", l)])),
+        })
+        .collect();
+    serde_json::to_string(&json)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// The network generator's Multus annotations for `vmi` (none without Multus networks or
+/// binding plugins with a NAD). Errors with KubeVirt's text when an interface names a binding
+/// plugin the KubeVirt CR does not register (annotation.go:138-141).
+pub(crate) fn multus_annotations(
+    vmi: &VirtualMachineInstance,
+    bindings: &BTreeMap<String, NetworkBindingPlugin>,
+) -> Result<BTreeMap<String, String>, String> {
+    let present = present(vmi);
+    let names: BTreeMap<String, String> = present
+        .iter()
+        .map(|(_, n)| (n.name.clone(), hashed_interface_name(&n.name)))
+        .collect();
     let mut out = BTreeMap::new();
-    if !elements.is_empty() {
-        let json: Vec<SelectionElement> = elements
-            .iter()
-            .map(|((ns, name), mac, interface, logic)| SelectionElement {
-                name,
-                namespace: ns,
-                mac: mac.and_then(|m| m.as_str()).unwrap_or_default(),
-                interface,
-                cni_args: logic.map(|l| BTreeMap::from([("logicNetworkName", l)])),
-            })
-            .collect();
-        let text = serde_json::to_string(&json).map_err(|e| e.to_string())?;
+    if let Some(text) = selection_annotation(vmi, &present, &names, bindings)? {
         out.insert(MULTUS_NETWORKS.to_string(), text);
     }
     if let Some(default) = networks(vmi).iter().find(|n| is_multus_default(n)) {
@@ -410,6 +430,60 @@ pub(crate) fn network_info_annotation(
     serde_json::to_string(&NetworkInfo { interfaces: out }).ok()
 }
 
+/// The Multus networks annotation the VMI controller puts on a ready launcher pod while an
+/// interface is hotplugged or unplugged (`generateMultusAnnotation`, generator.go:130-162, with
+/// `ifacesAndNetsForMultusAnnotationUpdate`, 190-216): only when some interface is `absent` or
+/// some non-absent one has no `status.interfaces` entry; the interfaces that are not `absent`
+/// (an SR-IOV one only once it has an entry), pod interface names as the pod's network status
+/// uses them (ordinal or hashed). `None` when nothing is to change: no hot(un)plug, a binding
+/// plugin missing from the KubeVirt CR (KubeVirt skips the update), or the pod has it already.
+pub(crate) fn hotplug_multus_annotation(
+    vmi: &VirtualMachineInstance,
+    bindings: &BTreeMap<String, NetworkBindingPlugin>,
+    pod_annotations: Option<&BTreeMap<String, String>>,
+) -> Option<String> {
+    let entries = vmi.status.as_ref().and_then(|s| s.interfaces.as_deref());
+    let in_status = |i: &Interface| {
+        entries
+            .unwrap_or_default()
+            .iter()
+            .any(|e| e["name"].as_str() == Some(i.name.as_str()))
+    };
+    let is_absent = |i: &Interface| i.extra.get("state").and_then(Value::as_str) == Some("absent");
+    let all = interfaces(vmi);
+    let unplug = all.iter().any(is_absent);
+    let annotate: Vec<&Interface> = all
+        .iter()
+        .filter(|i| !is_absent(i) && (i.sriov.is_none() || in_status(i)))
+        .collect();
+    let hotplug = annotate.iter().any(|i| !in_status(i));
+    if !hotplug && !unplug {
+        return None;
+    }
+    let pairs: Vec<(&Interface, &Network)> = annotate
+        .iter()
+        .filter_map(|i| {
+            networks(vmi)
+                .iter()
+                .find(|n| n.name == i.name)
+                .map(|n| (*i, n))
+        })
+        .collect();
+    let nets: Vec<Network> = pairs.iter().map(|(_, n)| (*n).clone()).collect();
+    let statuses: Vec<NetworkStatus> = pod_annotations
+        .and_then(|a| a.get(MULTUS_NETWORK_STATUS))
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default();
+    let names = pod_interface_names(&nets, &statuses);
+    let updated = selection_annotation(vmi, &pairs, &names, bindings)
+        .ok()?
+        .unwrap_or_default();
+    let current = pod_annotations
+        .and_then(|a| a.get(MULTUS_NETWORKS))
+        .map_or("", String::as_str);
+    (updated != current).then_some(updated)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,5 +671,105 @@ mod tests {
             network_info_annotation(&v, &BTreeMap::new(), Some(&pod)).unwrap(),
             r#"{"interfaces":[{"network":"fast","deviceInfo":{"type":"pci","version":"1.0.0","pci":{"pci-address":"0000:65:00.3"}},"mtu":9000}]}"#
         );
+    }
+
+    fn hotplug_vmi(ifaces: Value, entries: Value) -> VirtualMachineInstance {
+        let mut v = vmi(json!({
+            "domain": {"devices": {"interfaces": ifaces}},
+            "networks": [{"name": "default", "pod": {}},
+                         {"name": "red", "multus": {"networkName": "red-nad"}},
+                         {"name": "blue", "multus": {"networkName": "blue-nad"}}]
+        }));
+        v.status = serde_json::from_value(json!({"interfaces": entries})).unwrap();
+        v
+    }
+
+    fn pod_annotations(
+        networks: Option<&str>,
+        status: &[(&str, &str)],
+    ) -> BTreeMap<String, String> {
+        let statuses: Vec<Value> = status
+            .iter()
+            .map(|(name, iface)| json!({"name": name, "interface": iface}))
+            .collect();
+        let mut a = BTreeMap::from([(
+            MULTUS_NETWORK_STATUS.to_string(),
+            json!(statuses).to_string(),
+        )]);
+        if let Some(n) = networks {
+            a.insert(MULTUS_NETWORKS.to_string(), n.to_string());
+        }
+        a
+    }
+
+    /// generator_test.go "GenerateFromActivePod": hotplug of one or two bridge interfaces
+    /// (hashed and ordinal pod interface names), nothing while every interface has a status
+    /// entry, nothing for an SR-IOV interface not yet plugged.
+    #[test]
+    fn hotplug_annotation_lists_the_interfaces_to_plug() {
+        let (red, blue) = (hashed_interface_name("red"), hashed_interface_name("blue"));
+        let ifaces = json!([{"name": "default", "bridge": {}}, {"name": "red", "bridge": {}},
+                            {"name": "blue", "bridge": {}}]);
+        let red_plugged = json!([{"name": "default"}, {"name": "red"}]);
+        let v = hotplug_vmi(ifaces.clone(), red_plugged);
+        let hashed = pod_annotations(None, &[("default/red-nad", &red)]);
+        let got = hotplug_multus_annotation(&v, &BTreeMap::new(), Some(&hashed)).unwrap();
+        let want = json!([
+            {"name": "red-nad", "namespace": "default", "interface": red},
+            {"name": "blue-nad", "namespace": "default", "interface": blue}]);
+        assert_eq!(serde_json::from_str::<Value>(&got).unwrap(), want);
+        let ordinal = pod_annotations(None, &[("default/red-nad", "net1")]);
+        let got = hotplug_multus_annotation(&v, &BTreeMap::new(), Some(&ordinal)).unwrap();
+        assert!(got.contains(r#""interface":"net1""#) && got.contains(r#""interface":"net2""#));
+        // Already on the pod: nothing to write.
+        let on_pod = pod_annotations(Some(&got), &[("default/red-nad", "net1")]);
+        assert_eq!(
+            hotplug_multus_annotation(&v, &BTreeMap::new(), Some(&on_pod)),
+            None
+        );
+        let all = hotplug_vmi(
+            ifaces,
+            json!([{"name": "default"}, {"name": "red"}, {"name": "blue"}]),
+        );
+        assert_eq!(
+            hotplug_multus_annotation(&all, &BTreeMap::new(), Some(&hashed)),
+            None
+        );
+        let sriov = hotplug_vmi(
+            json!([{"name": "default", "bridge": {}}, {"name": "red", "sriov": {}}]),
+            json!([{"name": "default"}]),
+        );
+        assert_eq!(
+            hotplug_multus_annotation(&sriov, &BTreeMap::new(), None),
+            None
+        );
+    }
+
+    /// generator_test.go: unplugging one of two secondary interfaces leaves the other; the last
+    /// one leaves an empty annotation.
+    #[test]
+    fn unplug_annotation_drops_absent_interfaces() {
+        let entries = json!([{"name": "default"}, {"name": "red"}, {"name": "blue"}]);
+        let v = hotplug_vmi(
+            json!([{"name": "default", "bridge": {}},
+                   {"name": "red", "bridge": {}, "state": "absent"},
+                   {"name": "blue", "bridge": {}}]),
+            entries,
+        );
+        let blue = hashed_interface_name("blue");
+        let a = pod_annotations(Some("[]"), &[("default/blue-nad", &blue)]);
+        let got = hotplug_multus_annotation(&v, &BTreeMap::new(), Some(&a)).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&got).unwrap(),
+            json!([{"name": "blue-nad", "namespace": "default", "interface": blue}])
+        );
+        let last = hotplug_vmi(
+            json!([{"name": "default", "bridge": {}},
+                   {"name": "red", "bridge": {}, "state": "absent"}]),
+            json!([{"name": "default"}, {"name": "red"}]),
+        );
+        let a = pod_annotations(Some("[{}]"), &[]);
+        let got = hotplug_multus_annotation(&last, &BTreeMap::new(), Some(&a));
+        assert_eq!(got.as_deref(), Some(""));
     }
 }

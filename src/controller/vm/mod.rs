@@ -25,11 +25,11 @@
 //! DataVolume templates; instancetypes and preferences (`engine/instancetype.rs` over
 //! [`crate::instancetype`], the `Reference` policy); `updateStatus` with conditions and `printableStatus` (all 16 rules);
 //! the snapshot controller's `volumeSnapshotStatuses` ([`volume_snapshot`]), written with the status;
-//! live updates ([`live_update`]), declarative volume hotplug ([`volume_hotplug`]) and memory
-//! dumps ([`memory_dump`]).
+//! live updates ([`live_update`]), interface hotplug/unplug and NAD references ([`net_sync`]),
+//! declarative volume hotplug ([`volume_hotplug`]) and memory dumps ([`memory_dump`]).
 //!
 //! Not modelled — refused with a `Failure` condition where ignoring would be wrong (see
-//! [`unsupported`]): WaitAsReceiver VMI creation, network interface hotplug, the legacy
+//! [`unsupported`]): WaitAsReceiver VMI creation, the legacy
 //! `status.volumeRequests` volume hotplug, volume migration, DataSource/clone DataVolumes. Silently not modelled: changed-block tracking, volume-migration status
 //! (`syncVolumeMigration`), network validation of the new VMI (virt-api does it on create).
 
@@ -47,6 +47,7 @@ pub(crate) mod generation;
 pub(crate) mod live_update;
 pub(crate) mod memory_dump;
 pub(crate) mod metadata_sync;
+pub(crate) mod net_sync;
 pub(crate) mod patches;
 pub(crate) mod printable;
 pub(crate) mod reasons;

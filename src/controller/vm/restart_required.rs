@@ -159,8 +159,14 @@ fn net_without_nad_name(n: &Network) -> Value {
 
 /// `vmliveupdate.IsRestartRequired` (pkg/network/vmliveupdate/restart.go:30-44): interfaces of the
 /// VMI removed from or changed in the VM (ignoring `state`), the pod network added, or networks of
-/// the VMI removed or changed (ignoring multus `networkName`).
-pub(crate) fn network_restart_required(vm: &VirtualMachine, vmi: &VirtualMachineInstance) -> bool {
+/// the VMI removed or changed (ignoring multus `networkName` when `nad_live`: the NAD reference
+/// can be updated live; under PR 18194 not on a VMI that is not `LiveMigratable`, see
+/// [`super::net_sync::nad_live_update`]).
+pub(crate) fn network_restart_required(
+    vm: &VirtualMachine,
+    vmi: &VirtualMachineInstance,
+    nad_live: bool,
+) -> bool {
     let desired = template_spec(&vm.spec);
     let desired: &VirtualMachineInstanceSpec = &desired;
     let desired_ifaces: BTreeMap<&str, &Interface> = desired
@@ -188,6 +194,7 @@ pub(crate) fn network_restart_required(vm: &VirtualMachine, vmi: &VirtualMachine
         match desired_nets.iter().find(|d| d.name == cur.name) {
             None => return true,
             Some(d) if net_without_nad_name(d) != net_without_nad_name(cur) => return true,
+            Some(d) if !nad_live && !semantic_eq(d, cur) => return true,
             _ => {}
         }
     }
@@ -199,11 +206,13 @@ pub(crate) fn network_restart_required(vm: &VirtualMachine, vmi: &VirtualMachine
 /// hotplug volumes/disks; with `live_update` (rollout strategy LiveUpdate) CPU sockets,
 /// `memory.guest`, nodeSelector, affinity and tolerations; interfaces/networks when
 /// [`network_restart_required`] says no; the firmware UUID when the VMI runs with the VM's.
+/// `nad_live`: whether a NAD reference change can be applied live ([`network_restart_required`]).
 pub(crate) fn restart_required(
     last_seen: &VirtualMachineSpec,
     vm: &VirtualMachine,
     vmi: &VirtualMachineInstance,
     live_update: bool,
+    nad_live: bool,
 ) -> bool {
     let current = template_spec(&vm.spec);
     let current: &VirtualMachineInstanceSpec = &current;
@@ -237,7 +246,7 @@ pub(crate) fn restart_required(
         seen.affinity = current.affinity.clone();
         seen.tolerations = current.tolerations.clone();
     }
-    if !network_restart_required(vm, vmi) {
+    if !network_restart_required(vm, vmi, nad_live) {
         seen.domain.devices.interfaces = current.domain.devices.interfaces.clone();
         seen.networks = current.networks.clone();
     }
@@ -292,7 +301,7 @@ mod tests {
         let mut new_spec = base();
         change(&mut new_spec);
         let new = vm(new_spec);
-        restart_required(&old.spec, &new, &vmi(base()), live)
+        restart_required(&old.spec, &new, &vmi(base()), live, true)
     }
 
     /// Mirrors vm_test.go:6388 "should appear when changing a non-live-updatable field" and the
@@ -366,10 +375,10 @@ mod tests {
             .remove("firmware");
         let old = vm(old_spec);
         let new = vm(base());
-        assert!(!restart_required(&old.spec, &new, &vmi(base()), true));
+        assert!(!restart_required(&old.spec, &new, &vmi(base()), true, true));
         let mut other = base();
         other["domain"]["firmware"]["uuid"] = json!("u-2");
-        assert!(restart_required(&old.spec, &new, &vmi(other), true));
+        assert!(restart_required(&old.spec, &new, &vmi(other), true, true));
     }
 
     #[test]
@@ -403,6 +412,49 @@ mod tests {
         ));
     }
 
+    /// restart_test.go "should not require restart when the NAD reference changes" (v1.9), and
+    /// PR 18194's non-migratable case: the same change needs a restart when it cannot be live.
+    #[test]
+    fn nad_reference_change_needs_restart_only_when_not_live() {
+        let with_secondary = || {
+            let mut s = base();
+            s["domain"]["devices"]["interfaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "blue", "bridge": {}}));
+            s["networks"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": "blue", "multus": {"networkName": "blue-a"}}));
+            s
+        };
+        let mut changed = with_secondary();
+        changed["networks"][1]["multus"]["networkName"] = json!("blue-b");
+        let running = vmi(with_secondary());
+        for (nad_live, restart) in [(true, false), (false, true)] {
+            assert_eq!(
+                network_restart_required(&vm(changed.clone()), &running, nad_live),
+                restart
+            );
+            assert_eq!(
+                restart_required(
+                    &vm(with_secondary()).spec,
+                    &vm(changed.clone()),
+                    &running,
+                    true,
+                    nad_live
+                ),
+                restart
+            );
+        }
+        // Without a NAD change, nad_live does not matter.
+        assert!(!network_restart_required(
+            &vm(with_secondary()),
+            &running,
+            false
+        ));
+    }
+
     /// The shortcut for an unchanged template gives what the full comparison gives: no restart,
     /// whatever the VMI runs (vm.go:3052, `!equality.Semantic.DeepEqual` of equal specs).
     #[test]
@@ -420,14 +472,21 @@ mod tests {
                     &vm(base()).spec,
                     &vm(base()),
                     &running,
-                    live
+                    live,
+                    true
                 ));
             }
         }
         // Neither side has a template: two empty specs.
         let bare: VirtualMachine =
             serde_json::from_value(json!({"metadata": {"name": "vm"}, "spec": {}})).unwrap();
-        assert!(!restart_required(&bare.spec, &bare, &vmi(base()), false));
+        assert!(!restart_required(
+            &bare.spec,
+            &bare,
+            &vmi(base()),
+            false,
+            true
+        ));
     }
 
     #[test]

@@ -215,7 +215,8 @@ pub struct VmiDecision {
     pub skipped: Option<SkipReason>,
     /// Sync the key again after this delay, whatever happens meanwhile (`AddAfter`): under
     /// [`ControllerRules::vmi_requeue_after_expectations_timeout`](crate::kubevirt_version::ControllerRules)
-    /// a decision skipped for pending expectations asks for the expectations timeout.
+    /// a decision skipped for pending expectations asks for the expectations timeout; a pending
+    /// `MigrationRequired` is re-evaluated after 10 seconds (lifecycle.go:1225-1231).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requeue_after: Option<std::time::Duration>,
     /// Stage 1, `sync` (lifecycle.go:66-253): pod creations, deletions and pod patches.

@@ -13,7 +13,9 @@ use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalize
 use crate::controller::common::record::VmiEnding;
 use crate::controller::common::semantic::values_semantic_eq;
 use crate::controller::common::{ReconcileError, semantic_eq};
-use crate::launcher::network::{NETWORK_INFO, network_info_annotation};
+use crate::launcher::network::{
+    MULTUS_NETWORKS, NETWORK_INFO, hotplug_multus_annotation, network_info_annotation,
+};
 use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -429,7 +431,8 @@ fn plan_pod_creation(snap: &VmiSnapshot, plan: &mut SyncPlan) {
     }
 }
 
-/// A ready launcher pod: its eviction and network-info annotations (lifecycle.go:207-228).
+/// A ready launcher pod: its eviction, network-info and (while an interface is hot(un)plugged)
+/// Multus networks annotations (lifecycle.go:207-228, generator.go:116-128).
 fn plan_ready_pod(snap: &VmiSnapshot, pod: &Pod, plan: &mut SyncPlan) {
     let vmi = &snap.vmi;
     let mut wanted: BTreeMap<String, String> =
@@ -438,13 +441,17 @@ fn plan_ready_pod(snap: &VmiSnapshot, pod: &Pod, plan: &mut SyncPlan) {
     if let Some(info) = network_info_annotation(vmi, &snap.network_bindings, annotations) {
         wanted.insert(NETWORK_INFO.to_string(), info);
     }
+    let hotplug = hotplug_multus_annotation(vmi, &snap.network_bindings, annotations);
+    if let Some(networks) = hotplug {
+        wanted.insert(MULTUS_NETWORKS.to_string(), networks);
+    }
     let p = patch::sync_pod_annotations_patch(pod, &wanted);
     if !p.0.is_empty() {
         plan.actions.push(VmiAction::PatchPod {
             name: pod_name(pod).to_string(),
             patch: p,
             why: format!(
-                "the launcher pod is ready: ensure annotation {EVICT_ONLY_ANNOTATION}: \"\" and the network-info annotation from Multus' network status (lifecycle.go:207-214; the Multus annotation of interface hotplug is not modelled)"
+                "the launcher pod is ready: ensure annotation {EVICT_ONLY_ANNOTATION}: \"\", the network-info annotation from Multus' network status and, while an interface is hot(un)plugged, {MULTUS_NETWORKS} (lifecycle.go:207-214, generator.go:116-162)"
             ),
         });
     }
@@ -472,6 +479,7 @@ struct StatusResult {
     to_phase: Phase,
     phase_reason: Option<String>,
     explanation: Vec<String>,
+    requeue_after: Option<std::time::Duration>,
 }
 
 /// `updateStatus` (lifecycle.go:256-612) with `pod` = the pod `sync` returned.
@@ -507,6 +515,7 @@ fn update_status(
                 to_phase: u.old_phase,
                 phase_reason: None,
                 explanation: u.expl,
+                requeue_after: None,
             };
         }
     }
@@ -531,6 +540,7 @@ struct StatusUpdate<'a> {
     changes: Vec<String>,
     condition_error: Option<SyncError>,
     phase_reason: Option<String>,
+    requeue_after: Option<std::time::Duration>,
 }
 
 impl<'a> StatusUpdate<'a> {
@@ -549,6 +559,7 @@ impl<'a> StatusUpdate<'a> {
             changes: Vec::new(),
             condition_error: sync_error.cloned(),
             phase_reason: None,
+            requeue_after: None,
         }
     }
 
@@ -897,8 +908,7 @@ impl<'a> StatusUpdate<'a> {
             &mut self.phase_reason,
             vmi_pod.is_some(),
             "phase Running → Failed: the launcher pod vanished (lifecycle.go:480-485)",
-            "phase Running: owned by virt-handler (the MigrationRequired condition is not \
-             modelled) (lifecycle.go:480-514)",
+            "phase Running: owned by virt-handler (lifecycle.go:480-514)",
         );
         if let Some(p) = vmi_pod {
             update_volume_status(
@@ -908,7 +918,14 @@ impl<'a> StatusUpdate<'a> {
                 "lifecycle.go:493",
             );
             update_interface_status(&mut self.new, p, &mut self.expl, "lifecycle.go:498");
-            super::hotplug::sync_hotplug_conditions(&mut self.new, &mut self.expl);
+            let ratio = self.snap.additional_guest_memory_overhead_ratio.as_deref();
+            super::hotplug::sync_hotplug_conditions(&mut self.new, ratio, &mut self.expl);
+            self.requeue_after = super::migration_required::sync_migration_required(
+                &mut self.new,
+                p,
+                self.snap.now,
+                &mut self.expl,
+            );
         }
     }
     /// Scheduled: waiting for virt-handler (lifecycle.go:516-534).
@@ -1077,6 +1094,7 @@ impl<'a> StatusUpdate<'a> {
             to_phase,
             phase_reason: self.phase_reason,
             explanation: self.expl,
+            requeue_after: self.requeue_after,
         }
     }
 }
@@ -1456,6 +1474,7 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
     d.new_vmi = st.new_vmi;
     d.to_phase = st.to_phase;
     d.phase_reason = st.phase_reason;
+    d.requeue_after = st.requeue_after;
     d
 }
 

@@ -283,6 +283,8 @@ pub(crate) fn snapshot_from_objects(
     snap.cluster_skip_backup_hooks = settings.skip_backup_hooks.clone();
     snap.network_bindings = settings.network_bindings.clone();
     snap.rules = settings.kubevirt_version.controller_rules();
+    snap.additional_guest_memory_overhead_ratio =
+        settings.additional_guest_memory_overhead_ratio.clone();
     if needs_rendered_pod(&snap) {
         let mut ns = namespace();
         ns.pvcs = Some(render_pvcs(&snap.vmi, &pvc));
@@ -410,11 +412,12 @@ pub(crate) async fn reconcile(ctx: &Context, key: &str) -> Result<Requeue, Recon
         let (e, a) = (text.as_ref(), &applied);
         super::flight::reconcile(ctx, key, &snap, first, Some(second), sync_failed, a, e);
     }
+    let requeue_after = second.requeue_after;
     ctx.reconciles
-        .finish("vmi", key, started, error.as_ref(), None, applied);
+        .finish("vmi", key, started, error.as_ref(), requeue_after, applied);
     match error {
         Some(e) => Err(e),
-        None => Ok(Requeue::NONE),
+        None => Ok(requeue_after.map_or(Requeue::NONE, Requeue::after)),
     }
 }
 

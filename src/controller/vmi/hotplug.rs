@@ -7,8 +7,12 @@
 //! removes it on the migration target once the guest has the new CPUs or memory
 //! (migration-target.go:1130-1208). Neither the migration nor that removal is modelled.
 //!
-//! Not modelled: the `kubevirt.io/memory-hotplug-overhead-ratio` label `syncMemoryHotplug`
-//! adds when `additionalGuestMemoryOverheadRatio` is configured (lifecycle.go:1185-1195).
+//! With the KubeVirt CR's `additionalGuestMemoryOverheadRatio` set, `syncMemoryHotplug` also
+//! labels the VMI `kubevirt.io/memory-hotplug-overhead-ratio` with it (lifecycle.go:1185-1195):
+//! the ratio virt-handler multiplies the launcher's memory overhead by when it checks, on the
+//! migration target, that the target pod's memory request covers the hotplugged guest memory
+//! plus that overhead (`hotplugMemory`, migration-target.go:1152-1186, when the VMI reports no
+//! `migrationState.targetMemoryOverhead`); it removes the label afterwards.
 
 use crate::api::Condition;
 use crate::api::vmi::{Cpu, VirtualMachineInstance};
@@ -88,9 +92,42 @@ fn sync_hotplug_condition(vmi: &mut VirtualMachineInstance, type_: &str) -> bool
     true
 }
 
+/// `v1.MemoryHotplugOverheadRatioLabel`.
+pub(crate) const MEMORY_HOTPLUG_OVERHEAD_RATIO_LABEL: &str =
+    "kubevirt.io/memory-hotplug-overhead-ratio";
+
+/// The label part of `syncMemoryHotplug` (lifecycle.go:1185-1195): the configured ratio, when
+/// there is one.
+fn label_overhead_ratio(
+    new: &mut VirtualMachineInstance,
+    ratio: Option<&str>,
+    expl: &mut Vec<String>,
+) {
+    let Some(ratio) = ratio else {
+        return;
+    };
+    let labels = new.metadata.labels.get_or_insert_with(Default::default);
+    if labels
+        .get(MEMORY_HOTPLUG_OVERHEAD_RATIO_LABEL)
+        .map(String::as_str)
+        != Some(ratio)
+    {
+        labels.insert(MEMORY_HOTPLUG_OVERHEAD_RATIO_LABEL.into(), ratio.into());
+        expl.push(format!(
+            "label {MEMORY_HOTPLUG_OVERHEAD_RATIO_LABEL}={ratio}: the additionalGuestMemoryOverheadRatio \
+             virt-handler applies to the memory overhead when it checks the target pod's memory \
+             for the hotplug (lifecycle.go:1189-1194, migration-target.go:1175-1186)"
+        ));
+    }
+}
+
 /// lifecycle.go:502-508 on the new VMI of a Running phase; one explanation line per condition
-/// added.
-pub(crate) fn sync_hotplug_conditions(new: &mut VirtualMachineInstance, expl: &mut Vec<String>) {
+/// added. `overhead_ratio` is the KubeVirt CR's `additionalGuestMemoryOverheadRatio`.
+pub(crate) fn sync_hotplug_conditions(
+    new: &mut VirtualMachineInstance,
+    overhead_ratio: Option<&str>,
+    expl: &mut Vec<String>,
+) {
     if require_cpu_hotplug(new) && sync_hotplug_condition(new, HOT_VCPU_CHANGE) {
         expl.push(
             "HotVCPUChange=True: the spec's vCPUs differ from status.currentCPUTopology; a live \
@@ -98,13 +135,16 @@ pub(crate) fn sync_hotplug_conditions(new: &mut VirtualMachineInstance, expl: &m
                 .into(),
         );
     }
-    if require_memory_hotplug(new) && sync_hotplug_condition(new, HOT_MEMORY_CHANGE) {
-        expl.push(
-            "HotMemoryChange=True: the spec's guest memory differs from \
-             status.memory.guestRequested; a live migration completes the hotplug \
-             (lifecycle.go:506-508, 1158-1163, 1185-1195)"
-                .into(),
-        );
+    if require_memory_hotplug(new) {
+        if sync_hotplug_condition(new, HOT_MEMORY_CHANGE) {
+            expl.push(
+                "HotMemoryChange=True: the spec's guest memory differs from \
+                 status.memory.guestRequested; a live migration completes the hotplug \
+                 (lifecycle.go:506-508, 1158-1163, 1185-1195)"
+                    .into(),
+            );
+        }
+        label_overhead_ratio(new, overhead_ratio, expl);
     }
 }
 
@@ -139,10 +179,10 @@ mod tests {
             json!({"currentCPUTopology": {"sockets": 1, "cores": 1}}),
         );
         let mut expl = Vec::new();
-        sync_hotplug_conditions(&mut v, &mut expl);
+        sync_hotplug_conditions(&mut v, None, &mut expl);
         assert_eq!(types(&v), vec![("HotVCPUChange".into(), "True".into())]);
         assert_eq!(expl.len(), 1);
-        sync_hotplug_conditions(&mut v, &mut expl);
+        sync_hotplug_conditions(&mut v, None, &mut expl);
         assert_eq!(types(&v).len(), 1);
         assert_eq!(expl.len(), 1);
 
@@ -150,13 +190,13 @@ mod tests {
             spec,
             json!({"currentCPUTopology": {"sockets": 2, "cores": 1}}),
         );
-        sync_hotplug_conditions(&mut same, &mut expl);
+        sync_hotplug_conditions(&mut same, None, &mut expl);
         assert!(types(&same).is_empty());
         let mut no_max = vmi(
             json!({"domain": {"cpu": {"sockets": 2}, "devices": {}}}),
             json!({"currentCPUTopology": {"sockets": 1}}),
         );
-        sync_hotplug_conditions(&mut no_max, &mut expl);
+        sync_hotplug_conditions(&mut no_max, None, &mut expl);
         assert!(types(&no_max).is_empty());
     }
 
@@ -166,16 +206,41 @@ mod tests {
         let spec = json!({"domain": {"memory": {"guest": "2Gi", "maxGuest": "4Gi"},
                                      "devices": {}}});
         let mut v = vmi(spec.clone(), json!({"memory": {"guestRequested": "1Gi"}}));
-        sync_hotplug_conditions(&mut v, &mut Vec::new());
+        sync_hotplug_conditions(&mut v, None, &mut Vec::new());
         assert_eq!(types(&v), vec![("HotMemoryChange".into(), "True".into())]);
         let mut done = vmi(spec, json!({"memory": {"guestRequested": "2048Mi"}}));
-        sync_hotplug_conditions(&mut done, &mut Vec::new());
+        sync_hotplug_conditions(&mut done, None, &mut Vec::new());
         assert!(types(&done).is_empty());
         let mut no_max = vmi(
             json!({"domain": {"memory": {"guest": "2Gi"}, "devices": {}}}),
             json!({"memory": {"guestRequested": "1Gi"}}),
         );
-        sync_hotplug_conditions(&mut no_max, &mut Vec::new());
+        sync_hotplug_conditions(&mut no_max, None, &mut Vec::new());
         assert!(types(&no_max).is_empty());
+    }
+
+    /// vmi_test.go "should add the memory hotplug overhead ratio label": the label carries the
+    /// configured ratio with a memory hotplug only.
+    #[test]
+    fn overhead_ratio_label_follows_the_configuration() {
+        let spec = json!({"domain": {"memory": {"guest": "3Gi", "maxGuest": "6Gi"},
+                                     "devices": {}}});
+        let label = |v: &VirtualMachineInstance| {
+            v.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(MEMORY_HOTPLUG_OVERHEAD_RATIO_LABEL).cloned())
+        };
+        let mut v = vmi(spec.clone(), json!({"memory": {"guestRequested": "2Gi"}}));
+        let mut expl = Vec::new();
+        sync_hotplug_conditions(&mut v, Some("2.25"), &mut expl);
+        assert_eq!(label(&v).as_deref(), Some("2.25"));
+        assert_eq!(expl.len(), 2);
+        let mut unset = vmi(spec.clone(), json!({"memory": {"guestRequested": "2Gi"}}));
+        sync_hotplug_conditions(&mut unset, None, &mut Vec::new());
+        assert_eq!(label(&unset), None);
+        let mut done = vmi(spec, json!({"memory": {"guestRequested": "3Gi"}}));
+        sync_hotplug_conditions(&mut done, Some("2.25"), &mut Vec::new());
+        assert_eq!(label(&done), None);
     }
 }

@@ -27,6 +27,7 @@ pub mod executor;
 pub(crate) mod flight;
 mod hotplug;
 pub mod launcher_cache;
+mod migration_required;
 pub(crate) mod network_status;
 pub(crate) mod patch;
 pub(crate) mod podutil;

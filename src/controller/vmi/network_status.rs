@@ -22,16 +22,17 @@ pub(crate) const PRIMARY_POD_INTERFACE: &str = "eth0";
 /// `vmispec.InfoSourceMultusStatus`.
 const INFO_SOURCE_MULTUS: &str = "multus-status";
 
-/// One entry of the pod's network-status annotation: its interface and whether it is the
-/// default network.
-struct NetworkStatus {
-    interface: String,
-    default: bool,
+/// One entry of the pod's network-status annotation: the NAD (`namespace/name`), its pod
+/// interface and whether it is the default network.
+pub(crate) struct NetworkStatus {
+    pub name: String,
+    pub interface: String,
+    pub default: bool,
 }
 
 /// `multus.NetworkStatusesFromPod` (multus/status.go:43-53): an annotation that does not parse
 /// counts as none (KubeVirt logs it).
-fn network_statuses(pod: &Pod) -> Vec<NetworkStatus> {
+pub(crate) fn network_statuses(pod: &Pod) -> Vec<NetworkStatus> {
     let raw = pod
         .metadata
         .annotations
@@ -42,6 +43,7 @@ fn network_statuses(pod: &Pod) -> Vec<NetworkStatus> {
     };
     list.iter()
         .map(|s| NetworkStatus {
+            name: s["name"].as_str().unwrap_or("").to_string(),
             interface: s["interface"].as_str().unwrap_or("").to_string(),
             default: s["default"].as_bool().unwrap_or(false),
         })

@@ -176,6 +176,10 @@ pub struct VmiSnapshot {
     pub network_bindings: std::collections::BTreeMap<String, crate::config::NetworkBindingPlugin>,
     /// The controllers' rules of the KubeVirt release reproduced (`--kubevirt-version`).
     pub(crate) rules: crate::kubevirt_version::ControllerRules,
+    /// The KubeVirt CR's `additionalGuestMemoryOverheadRatio`, copied to a VMI's
+    /// `kubevirt.io/memory-hotplug-overhead-ratio` label when its memory hotplug starts
+    /// (lifecycle.go:1185-1195; [`crate::config::ClusterSettings::additional_guest_memory_overhead_ratio`]).
+    pub additional_guest_memory_overhead_ratio: Option<String>,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
@@ -198,6 +202,7 @@ impl VmiSnapshot {
             cluster_skip_backup_hooks: None,
             network_bindings: Default::default(),
             rules: Default::default(),
+            additional_guest_memory_overhead_ratio: None,
             now: Time::from_datetime(now.0),
         }
     }

@@ -533,6 +533,42 @@ fn live_update_summary(strategy: &str, changes: &[String], after: &DecisionSide)
     s
 }
 
+/// The template's interfaces or networks changed (hotplug, unplug, a NAD reference).
+fn network_changed(fields: &[FieldChange]) -> bool {
+    fields.iter().any(|f| {
+        f.path
+            .starts_with("spec.template.spec.domain.devices.interfaces")
+            || f.path.starts_with("spec.template.spec.networks")
+    })
+}
+
+/// What the network synchronizer does with an interface/network change that needs no restart
+/// (pkg/network/controllers/vm.go; the VMI controller's `MigrationRequired` follows).
+fn network_summary(after: &DecisionSide) -> String {
+    let patch = after
+        .actions
+        .iter()
+        .find(|a| a.kind == "PatchVmiSpec" && a.why.starts_with("network synchronizer"));
+    let mut s = match patch {
+        Some(p) => format!(
+            "{}; the VMI controller then asks for a live migration with MigrationRequired \
+             (lifecycle.go:1197-1245)",
+            p.why
+        ),
+        None => "the network synchronizer leaves the VMI as it is (only bridge and SR-IOV \
+                 interfaces are hotplugged, pkg/network/controllers/vm.go:160-162)"
+            .to_string(),
+    };
+    if let Some(e) = after
+        .sync_error
+        .as_ref()
+        .filter(|e| e.starts_with("HotPlugNetworkInterfaceError"))
+    {
+        let _ = write!(s, "; not now: {e}");
+    }
+    s
+}
+
 fn rollout(
     g: &Gathered,
     before: &VirtualMachine,
@@ -553,7 +589,11 @@ fn rollout(
         .collect();
     let template_changed = fields.iter().any(|f| f.path.starts_with("spec.template."));
     let vmi = g.vmi.as_ref().filter(|v| !v.is_final());
-    let change_needs_restart = vmi.map(|v| restart_required(&before.spec, after, v, live));
+    let rules = g.settings.kubevirt_version.controller_rules();
+    let change_needs_restart = vmi.map(|v| {
+        let nad_live = crate::controller::vm::net_sync::nad_live_update(&rules, v);
+        restart_required(&before.spec, after, v, live, nad_live)
+    });
     let summary = match (vmi, template_changed) {
         (None, _) => format!(
             "rollout strategy {strategy}: no VMI runs, so the next VMI starts from the changed template"
@@ -580,7 +620,16 @@ fn rollout(
                     "rollout strategy {strategy}: RestartRequired: {why}; the running VMI keeps its spec until restarted (vm.go:3052-3055)"
                 )
             } else if !live_changes.is_empty() {
-                live_update_summary(strategy, &live_changes, after_side)
+                let mut s = live_update_summary(strategy, &live_changes, after_side);
+                if network_changed(fields) {
+                    let _ = write!(s, "; {}", network_summary(after_side));
+                }
+                s
+            } else if network_changed(fields) {
+                format!(
+                    "rollout strategy {strategy}: interface/network change, no RestartRequired: {}",
+                    network_summary(after_side)
+                )
             } else {
                 format!(
                     "rollout strategy {strategy}: the change needs no restart (hotplug or neutral fields)"

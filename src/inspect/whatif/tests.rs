@@ -707,3 +707,70 @@ fn live_updates_show_the_vmi_patch_or_the_handlers_restart() {
         tolerations.rollout.summary
     );
 }
+
+/// An added bridge interface is hotplugged by the network synchronizer (its VMI patch in the
+/// rollout line); removing the VMI's interface needs a restart (vmliveupdate/restart.go).
+#[test]
+fn interface_changes_show_the_hotplug_or_the_restart() {
+    let g = running(ClusterSettings::default());
+    let vm = g.vm.as_ref().unwrap();
+    let spec = vm.template_spec().unwrap();
+    let mut ifaces = serde_json::to_value(&spec.domain.devices.interfaces).unwrap();
+    let mut nets = serde_json::to_value(&spec.networks).unwrap();
+    if ifaces.is_null() {
+        ifaces = json!([]);
+        nets = json!([]);
+    }
+    ifaces
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "blue", "bridge": {}}));
+    nets.as_array_mut()
+        .unwrap()
+        .push(json!({"name": "blue", "multus": {"networkName": "blue-nad"}}));
+    let patch = json!({"spec": {"template": {"spec": {
+        "domain": {"devices": {"interfaces": ifaces}}, "networks": nets}}}});
+    let plug = what_if(
+        &g,
+        &Change {
+            patches: vec![patch],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(!plug.after.restart_required, "{:?}", plug.rollout);
+    assert!(
+        plug.rollout.summary.contains("hotplug interface blue")
+            && plug.rollout.summary.contains("MigrationRequired"),
+        "{}",
+        plug.rollout.summary
+    );
+    // A VM started with blue: removing it from the template is no hot-unplug.
+    let mut g = running(ClusterSettings::default());
+    let blue_iface: crate::api::vmi::Interface =
+        serde_json::from_value(json!({"name": "blue", "bridge": {}})).unwrap();
+    let blue_net: crate::api::vmi::Network =
+        serde_json::from_value(json!({"name": "blue", "multus": {"networkName": "blue-nad"}}))
+            .unwrap();
+    let vm = g.vm.as_mut().unwrap();
+    let spec = crate::controller::vm::template_spec_mut(vm);
+    spec.domain.devices.interfaces = Some(vec![blue_iface.clone()]);
+    spec.networks = Some(vec![blue_net.clone()]);
+    let revision = build_start_revision(vm).expect("revision");
+    let vmi = g.vmi.as_mut().unwrap();
+    vmi.spec.domain.devices.interfaces = Some(vec![blue_iface]);
+    vmi.spec.networks = Some(vec![blue_net]);
+    vmi.status.as_mut().unwrap().virtual_machine_revision_name = revision.metadata.name.clone();
+    g.revisions = vec![revision];
+    let removed = json!({"spec": {"template": {"spec": {
+        "domain": {"devices": {"interfaces": []}}, "networks": []}}}});
+    let unplug = what_if(
+        &g,
+        &Change {
+            patches: vec![removed],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(unplug.after.restart_required, "{:?}", unplug.rollout);
+}

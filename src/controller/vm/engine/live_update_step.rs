@@ -8,6 +8,7 @@ use crate::api::vmi::VirtualMachineInstanceSpec;
 use crate::controller::vm::action::{SyncError, VmAction};
 use crate::controller::vm::conditions;
 use crate::controller::vm::live_update::{self as lu, Outcome};
+use crate::controller::vm::net_sync;
 use crate::controller::vm::reasons::sync as reason;
 use crate::controller::vm::unsupported;
 use std::sync::Arc;
@@ -36,6 +37,52 @@ const MEMORY: Handler = Handler {
 };
 
 impl Engine<'_> {
+    /// The network synchronizer (vm.go:3312-3319; [`crate::controller::vm::net_sync`]): the
+    /// VMI's interfaces and networks patched, then the template's unplugged interfaces cleared
+    /// on the working copy, which `sync` persists with its Update.
+    pub(super) fn sync_network(&mut self, vm_copy: &mut Arc<VirtualMachine>) -> Option<SyncError> {
+        let vmi = self.vmi.clone();
+        let rules = &self.snap.config.rules;
+        let nad_live = vmi
+            .as_deref()
+            .is_none_or(|v| net_sync::nad_live_update(rules, v));
+        let out = net_sync::sync(vm_copy, vmi.as_deref(), nad_live);
+        if let (Some(p), Some(vmi)) = (out.vmi_patch, vmi) {
+            self.explain(p.why.clone());
+            let name = vmi.metadata.name.clone().unwrap_or_default();
+            let (_, res) = self.api(
+                VmAction::PatchVmiSpec {
+                    name,
+                    patch: p.patch,
+                },
+                p.why,
+            );
+            if let Err(e) = res {
+                return Some(SyncError::new(
+                    reason::HOTPLUG_NETWORK_INTERFACE_ERROR,
+                    format!("error encountered when trying to patch vmi: {e}"),
+                ));
+            }
+        }
+        if let Some((ifaces, nets)) = out.template {
+            self.explain(
+                "the template's unplugged interfaces are gone from the VMI: clear them and \
+                 their networks from the VM (clearDetachedIfacesFromVM, \
+                 pkg/network/controllers/vm.go:216-234)",
+            );
+            let spec = Arc::make_mut(vm_copy)
+                .spec
+                .template
+                .as_mut()
+                .and_then(|t| t.spec.as_mut());
+            if let Some(spec) = spec {
+                spec.domain.devices.interfaces = (!ifaces.is_empty()).then_some(ifaces);
+                spec.networks = (!nets.is_empty()).then_some(nets);
+            }
+        }
+        None
+    }
+
     /// `handleDeclarativeVolumeHotplug` (vm.go:3336-3338, 3568-3575): the template's hotplug
     /// volumes carried into the running VMI ([`crate::controller::vm::volume_hotplug`]).
     pub(super) fn sync_declarative_hotplug(

@@ -17,7 +17,7 @@ use crate::controller::vm::patches::{
 use crate::controller::vm::reasons::{annotation, message, sync as reason};
 use crate::controller::vm::run_strategy::Strategy;
 use crate::controller::vm::run_strategy::vm_strategy;
-use crate::controller::vm::{metadata_sync, restart_required, unsupported};
+use crate::controller::vm::{metadata_sync, restart_required};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -306,7 +306,7 @@ impl Engine<'_> {
         let mut copy_rv = self.vm_rv;
 
         // 12. Synchronizers.
-        if let Some(e) = unsupported::network_hotplug(&vm_copy, self.vmi.as_deref()) {
+        if let Some(e) = self.sync_network(&mut vm_copy) {
             return Ok(Some(e));
         }
         if let Some(e) = self.sync_firmware_uuid(&mut vm_copy, &mut copy_rv) {
@@ -536,7 +536,9 @@ impl Engine<'_> {
         } else {
             (Cow::Borrowed(&*self.vm), Cow::Borrowed(last_seen))
         };
-        let required = restart_required::restart_required(&seen, &current, &vmi, live);
+        let rules = &self.snap.config.rules;
+        let nad_live = crate::controller::vm::net_sync::nad_live_update(rules, &vmi);
+        let required = restart_required::restart_required(&seen, &current, &vmi, live, nad_live);
         let now = self.snap.now;
         if required {
             self.explain(
