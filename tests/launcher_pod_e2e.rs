@@ -13,6 +13,8 @@
 //! - With `ExternalNetResourceInjection` disabled, an SR-IOV network's NAD is read while
 //!   rendering: missing, `FailedCreate` and no pod; present, its `resourceName` is requested.
 //! - A binding plugin registered in the live KubeVirt CR adds its sidecar and its memory.
+//! - A LUN with a persistent reservation labels the pod with its claim's UID and keeps it off
+//!   nodes running another pod with that label (template.go:164-193).
 
 use crate::common;
 
@@ -389,8 +391,54 @@ async fn a_registered_binding_plugin_adds_its_sidecar(server: Server) {
     env.shutdown().await;
 }
 
+/// template.go:164-193 with docs/examples/more/vm-persistent-reservation.yaml: the VMI
+/// controller reads the reserved claim from its cache; the pod carries
+/// `pr.kubevirt.io/<claim UID>: ""` and a required anti-affinity term on that label per node.
+async fn a_reserved_lun_keeps_its_pod_apart_from_other_reservers(server: Server) {
+    let env = Env::start_on(server).await;
+    let file = "more/vm-persistent-reservation.yaml";
+    env.create_example_claims(file).await;
+    let claim = env.pvcs().get("demo-shared-lun").await.expect("the claim");
+    let key = format!("pr.kubevirt.io/{}", claim.metadata.uid.unwrap());
+    env.create_vm(&common::example_vm(file)).await;
+    let pod = the_pod(&env, "demo-persistent-reservation").await;
+    assert_eq!(
+        pod.metadata.labels.unwrap_or_default().get(&key),
+        Some(&String::new())
+    );
+    let anti = pod
+        .spec
+        .and_then(|s| s.affinity)
+        .and_then(|a| a.pod_anti_affinity)
+        .and_then(|a| a.required_during_scheduling_ignored_during_execution)
+        .expect("a required pod anti-affinity");
+    let terms: Vec<(String, String, String)> = anti
+        .iter()
+        .flat_map(|t| {
+            let exprs = t
+                .label_selector
+                .as_ref()
+                .and_then(|s| s.match_expressions.clone())
+                .unwrap_or_default();
+            exprs
+                .into_iter()
+                .map(|e| (e.key, e.operator, t.topology_key.clone()))
+        })
+        .collect();
+    assert_eq!(
+        terms,
+        [(
+            key,
+            "Exists".to_string(),
+            "kubernetes.io/hostname".to_string()
+        )]
+    );
+    env.shutdown().await;
+}
+
 on_both_servers!(
     a_hook_sidecar_configmap_is_read_while_rendering,
+    a_reserved_lun_keeps_its_pod_apart_from_other_reservers,
     a_vmi_with_networks_hooks_and_virtiofs_gets_kubevirts_pod,
     an_sriov_network_requests_the_resource_its_nad_names,
     a_registered_binding_plugin_adds_its_sidecar,

@@ -7,7 +7,8 @@
 //! env, probes, ports, mounts), the `guest-console-log` native sidecar, container-disk containers
 //! (ImageVolume off) or image-volume init containers (ImageVolume on, the v1.9 default), volumes
 //! ([`super::volumes`]), node selector, affinity (+ the obsolete-host-model and forbidden CPU
-//! feature terms), scheduling passthrough (tolerations, DNS, scheduler, priority class, topology
+//! feature terms, the persistent-reservation claim labels and pod anti-affinity), scheduling
+//! passthrough (tolerations, DNS, scheduler, priority class, topology
 //! spread, resource claims), service account.
 //!
 //! Decisions where KubeVirt depends on something we do not have:
@@ -28,7 +29,7 @@
 //! Not modelled (the rendered pod lacks them; KubeVirt would add them), docs/comparison.md:
 //! - the backend-storage PVC (`vm-state`: persistent TPM/EFI/CBT state);
 //! - TSC-frequency node labels, Hyper-V strict-check node labels (Alpha gate), SEV/TDX pod
-//!   labels beyond the node selectors, persistent-reservation PVC labels and pod anti-affinity,
+//!   labels beyond the node selectors,
 //!   `permittedHostDevices` validation, `supportContainerResources` overrides, temporary
 //!   ("doppelganger") pods and migration target pods.
 
@@ -58,9 +59,9 @@ use crate::config::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, LocalObjectReference, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, Pod, PodDNSConfig,
-    PodReadinessGate, PodResourceClaim, PodSecurityContext, PodSpec, PreferredSchedulingTerm,
-    ResourceRequirements, Toleration, TopologySpreadConstraint,
+    NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, Pod, PodAntiAffinity,
+    PodDNSConfig, PodReadinessGate, PodResourceClaim, PodSecurityContext, PodSpec,
+    PreferredSchedulingTerm, ResourceRequirements, Toleration, TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::de::DeserializeOwned;
@@ -562,9 +563,15 @@ fn render_pod(
         ));
     }
     let init_containers = init_containers(&input)?;
-    let metadata = pod_metadata(&input, overhead_bytes)?;
+    // Persistent reservation: the reserved claims as pod labels (template.go:164-193).
+    let reserved = super::reservation::claim_labels(vmi, ns);
+    let mut metadata = pod_metadata(&input, overhead_bytes)?;
+    metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .extend(reserved.clone());
     let volumes = vols.volumes.into_iter().chain(sidecar_volumes).collect();
-    let spec = pod_spec(&input, containers, init_containers, volumes)?;
+    let spec = pod_spec(&input, containers, init_containers, volumes, &reserved)?;
     Ok(Pod {
         metadata,
         spec: Some(spec),
@@ -922,9 +929,13 @@ fn pod_metadata(input: &PodInputs<'_>, overhead_bytes: i64) -> Result<ObjectMeta
     })
 }
 
-/// The VMI's affinity plus the obsolete-host-model and forbidden-feature terms, and the
-/// cross-architecture preference (template.go:228-234, 956-975).
-fn pod_affinity(input: &PodInputs<'_>) -> Result<Option<Affinity>, RenderError> {
+/// The VMI's affinity plus the obsolete-host-model and forbidden-feature terms, the
+/// persistent-reservation anti-affinity for the `reserved` claim labels, and the
+/// cross-architecture preference (template.go:164-193, 228-234, 760-777).
+fn pod_affinity(
+    input: &PodInputs<'_>,
+    reserved: &BTreeMap<String, String>,
+) -> Result<Option<Affinity>, RenderError> {
     let spec = &input.vmi.spec;
     let mut affinity: Option<Affinity> =
         typed(spec.affinity.as_deref(), "spec.affinity", &input.object)?;
@@ -937,6 +948,16 @@ fn pod_affinity(input: &PodInputs<'_>) -> Result<Option<Affinity>, RenderError> 
             let label = format!("{CPU_FEATURE_LABEL}{feature}");
             affinity = Some(reject_label(affinity, &label));
         }
+    }
+    let terms = super::reservation::anti_affinity_terms(reserved);
+    if !terms.is_empty() {
+        let mut a = affinity.unwrap_or_default();
+        a.pod_anti_affinity
+            .get_or_insert_with(PodAntiAffinity::default)
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .extend(terms);
+        affinity = Some(a);
     }
     if input.cross_arch && !input.arch.is_empty() {
         let mut a = affinity.unwrap_or_default();
@@ -1006,6 +1027,7 @@ fn pod_spec(
     containers: Vec<Container>,
     init_containers: Vec<Container>,
     volumes: Vec<k8s_openapi::api::core::v1::Volume>,
+    reserved: &BTreeMap<String, String>,
 ) -> Result<PodSpec, RenderError> {
     let (spec, object) = (&input.vmi.spec, input.object.as_str());
     let non_empty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
@@ -1013,7 +1035,7 @@ fn pod_spec(
     let pull_secrets = image_pull_secrets(input.vmi);
     let non_root = input.non_root;
     // Read in KubeVirt's order, so the first malformed field is the one reported.
-    let affinity = pod_affinity(input)?;
+    let affinity = pod_affinity(input, reserved)?;
     let tolerations: Option<Vec<Toleration>> =
         typed(spec.tolerations.as_deref(), "spec.tolerations", object)?;
     let topology: Option<Vec<TopologySpreadConstraint>> = typed(
@@ -1732,6 +1754,67 @@ mod tests {
         );
     }
 
+    /// template_test.go:1926-1984: a reserving LUN's claim UID becomes a pod label and a
+    /// required hostname anti-affinity term, appended to the VMI's own pod anti-affinity.
+    #[test]
+    fn persistent_reservation_template_test_1926() {
+        let own = json!({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {"topologyKey": "zone"}}]}});
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"disks": [
+                    {"name": "lun0", "lun": {"bus": "scsi", "reservation": true}}]}},
+                "affinity": own,
+                "volumes": [{"name": "lun0", "persistentVolumeClaim": {"claimName": "shared-pvc"}}]}),
+        );
+        let ns = NamespaceContext {
+            pvcs: Some(BTreeMap::from([(
+                "shared-pvc".into(),
+                PvcInfo {
+                    uid: Some("pvc-uid-5678".into()),
+                    ..PvcInfo::default()
+                },
+            )])),
+            ..Default::default()
+        };
+        let pod = render_launch_manifest_with(&v, &test_settings(), &ns, 0, 240).unwrap();
+        let key = "pr.kubevirt.io/pvc-uid-5678";
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()[key], "");
+        let anti = spec(&pod)
+            .affinity
+            .clone()
+            .unwrap()
+            .pod_anti_affinity
+            .unwrap();
+        assert_eq!(
+            anti.preferred_during_scheduling_ignored_during_execution
+                .map(|t| t.len()),
+            Some(1)
+        );
+        let required = anti
+            .required_during_scheduling_ignored_during_execution
+            .unwrap();
+        assert_eq!(required.len(), 1);
+        assert_eq!(required[0].topology_key, "kubernetes.io/hostname");
+        let expr = &required[0]
+            .label_selector
+            .as_ref()
+            .unwrap()
+            .match_expressions
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!((expr.key.as_str(), expr.operator.as_str()), (key, "Exists"));
+        // No reserving disk: no term (template_test.go:1986-2004).
+        let plain = render(&vmi(json!({}), json!({"domain": {}})), &test_settings());
+        assert!(
+            spec(&plain)
+                .affinity
+                .as_ref()
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .is_none()
+        );
+    }
+
     /// template_test.go:2156-2188: nil, "" and "host-model" CPU models get the
     /// `node-labeller.kubevirt.io/obsolete-host-model DoesNotExist` term, ANDed into user terms.
     #[test]
@@ -1959,6 +2042,7 @@ mod tests {
                     PvcInfo {
                         block: false,
                         shared: true,
+                        uid: None,
                     },
                 ),
                 (
@@ -1966,6 +2050,7 @@ mod tests {
                     PvcInfo {
                         block: true,
                         shared: false,
+                        uid: None,
                     },
                 ),
             ])),

@@ -134,13 +134,17 @@ impl NamespaceContext {
 }
 
 /// The facts about a PVC the pod renderer uses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PvcInfo {
     /// `spec.volumeMode: Block` → a `volumeDevices` entry at `/dev/<volume>` instead of a mount.
     pub block: bool,
     /// Access modes include ReadWriteMany (→ listed in `SHARED_FILESYSTEM_PATHS`).
     pub shared: bool,
+    /// `metadata.uid`: names the claim in a persistent-reservation pod label
+    /// (`pr.kubevirt.io/<uid>`, template.go:164-193).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
 }
 
 /// A DRA claim consumed by the `compute` container (`containers[].resources.claims[]`).

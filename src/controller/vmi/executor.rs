@@ -318,7 +318,8 @@ fn render_pvcs(
     out
 }
 
-/// `IsPVCBlock` (pvc.go:64-70) and `HasSharedAccessMode` (pvc.go:72-79) of a claim.
+/// `IsPVCBlock` (pvc.go:64-70) and `HasSharedAccessMode` (pvc.go:72-79) of a claim, and its
+/// UID for the persistent-reservation label (template.go:164-193).
 fn pvc_render_info(pvc: &PersistentVolumeClaim) -> PvcInfo {
     let spec = pvc.spec.as_ref();
     PvcInfo {
@@ -326,6 +327,7 @@ fn pvc_render_info(pvc: &PersistentVolumeClaim) -> PvcInfo {
         shared: spec
             .and_then(|s| s.access_modes.as_ref())
             .is_some_and(|m| m.iter().any(|m| m == "ReadWriteMany")),
+        uid: pvc.metadata.uid.clone(),
     }
 }
 
