@@ -100,6 +100,91 @@ pub struct ClusterSettings {
     /// applied again whenever the CR changes (application.go:371, 557-563).
     #[serde(default)]
     pub controller_rate_limiter: TokenBucket,
+    /// `supportContainerResources`: requests and limits overriding KubeVirt's defaults for the
+    /// support containers (sidecars, virtiofsd, container disks, the console log, hotplug
+    /// attachment pods), read through [`support_quantity`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub support_container_resources: Vec<SupportContainerResources>,
+}
+
+/// One `supportContainerResources` entry (`SupportContainerResources`, core/v1/types.go:3318-3340):
+/// the container type (`sidecar`, `virtiofs`, `container-disk`, `guest-console-log`,
+/// `hotplug-disk`, `vmexport`) and its quantities in canonical text; zero quantities are left
+/// out, as `GetSupportContainerRequest` skips them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SupportContainerResources {
+    #[serde(rename = "type")]
+    pub container_type: String,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub requests: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub limits: std::collections::BTreeMap<String, String>,
+}
+
+/// `GetSupportContainerRequest` / `GetSupportContainerLimit` (virt-config.go:318-340): the first
+/// entry of `container_type` setting a non-zero `resource` among its requests (or limits).
+pub(crate) fn support_quantity(
+    entries: &[SupportContainerResources],
+    container_type: &str,
+    limit: bool,
+    resource: &str,
+) -> Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity> {
+    entries
+        .iter()
+        .filter(|e| e.container_type == container_type)
+        .find_map(|e| if limit { &e.limits } else { &e.requests }.get(resource))
+        .map(|q| k8s_openapi::apimachinery::pkg::api::resource::Quantity(q.clone()))
+}
+
+/// `spec.configuration.supportContainerResources` (`[{type, resources: {requests, limits}}]`)
+/// with every quantity parsed; errors name the entry's field.
+fn support_container_resources(
+    v: &serde_json::Value,
+) -> Result<Vec<SupportContainerResources>, (String, String)> {
+    let field = "supportContainerResources";
+    let Some(items) = v.as_array() else {
+        return Err((field.into(), format!("must be a list, found {v}")));
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        let container_type = item
+            .get("type")
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| (format!("{at}.type"), "must be a string".to_string()))?;
+        let list =
+            |side: &str| -> Result<std::collections::BTreeMap<String, String>, (String, String)> {
+                let mut map = std::collections::BTreeMap::new();
+                let Some(v) = item
+                    .pointer(&format!("/resources/{side}"))
+                    .filter(|v| !v.is_null())
+                else {
+                    return Ok(map);
+                };
+                let entries = v.as_object().ok_or_else(|| {
+                    (
+                        format!("{at}.resources.{side}"),
+                        format!("must be an object, found {v}"),
+                    )
+                })?;
+                for (name, q) in entries {
+                    let text = q.as_str().map_or_else(|| q.to_string(), str::to_string);
+                    let parsed = ParsedQuantity::parse(&text)
+                        .map_err(|e| (format!("{at}.resources.{side}.{name}"), e.to_string()))?;
+                    if !parsed.is_zero() {
+                        map.insert(name.clone(), parsed.to_canonical());
+                    }
+                }
+                Ok(map)
+            };
+        out.push(SupportContainerResources {
+            container_type: container_type.to_string(),
+            requests: list("requests")?,
+            limits: list("limits")?,
+        });
+    }
+    Ok(out)
 }
 
 /// A client's token bucket (KubeVirt's `TokenBucketRateLimiter`, core/v1/types.go:3052-3060).
@@ -170,6 +255,7 @@ impl Default for ClusterSettings {
             without_virt_api: false,
             skip_backup_hooks: None,
             controller_rate_limiter: TokenBucket::default(),
+            support_container_resources: Vec::new(),
         }
     }
 }
@@ -226,6 +312,51 @@ fn token_bucket(
     Ok(out)
 }
 
+/// `spec.configuration.network.binding`: the registered plugins and their memory overhead.
+fn read_network_bindings(
+    cfg: &serde_json::Value,
+    s: &mut ClusterSettings,
+) -> Result<(), SettingsError> {
+    if let Some(bindings) = cfg.pointer("/network/binding").and_then(|v| v.as_object()) {
+        for (name, binding) in bindings {
+            let text = |path: &str| {
+                binding
+                    .pointer(path)
+                    .and_then(|v| v.as_str())
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_string)
+            };
+            s.network_bindings.insert(
+                name.clone(),
+                NetworkBindingPlugin {
+                    sidecar_image: text("/sidecarImage"),
+                    network_attachment_definition: text("/networkAttachmentDefinition"),
+                    downward_api: text("/downwardAPI"),
+                    migration_method: text("/migration/method"),
+                },
+            );
+            if let Some(mem) = binding.pointer("/computeResourceOverhead/requests/memory") {
+                let text = mem.as_str().unwrap_or_default();
+                let q = ParsedQuantity::parse(text).map_err(|e| {
+                    cr_field_err(
+                        &format!("network.binding.{name}.computeResourceOverhead.requests.memory"),
+                        e.to_string(),
+                    )
+                })?;
+                s.binding_plugin_memory.insert(name.clone(), q.value());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn cr_field_err(field: &str, message: String) -> SettingsError {
+    SettingsError::Field {
+        field: format!("spec.configuration.{field}"),
+        message,
+    }
+}
+
 /// A KubeVirt CR that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
@@ -241,7 +372,8 @@ impl ClusterSettings {
     /// memoryOvercommit, useEmulation, featureGates, disabledFeatureGates, nodeSelectors}`,
     /// `spec.configuration.additionalGuestMemoryOverheadRatio`,
     /// `spec.configuration.virtualMachineOptions.disableSerialConsoleLog`,
-    /// `spec.configuration.network.binding.<name>.computeResourceOverhead.requests.memory`.
+    /// `spec.configuration.network.binding.<name>.computeResourceOverhead.requests.memory`,
+    /// `spec.configuration.supportContainerResources`.
     ///
     /// Errors name the field: a ratio ≤ 0, an overcommit ≤ 0, an invalid quantity.
     pub fn from_kubevirt_cr(cr: &serde_json::Value) -> Result<Self, SettingsError> {
@@ -265,10 +397,7 @@ impl ClusterSettings {
             .get("developerConfiguration")
             .cloned()
             .unwrap_or_default();
-        let field_err = |field: &str, message: String| SettingsError::Field {
-            field: format!("spec.configuration.{field}"),
-            message,
-        };
+        let field_err = cr_field_err;
         let positive_u32 = |v: &serde_json::Value, field: &str| -> Result<u32, SettingsError> {
             v.as_u64()
                 .filter(|n| *n > 0)
@@ -314,38 +443,7 @@ impl ClusterSettings {
             // Presence of the (empty) struct disables the log sidecar.
             s.serial_console_log = b.is_null();
         }
-        if let Some(bindings) = cfg.pointer("/network/binding").and_then(|v| v.as_object()) {
-            for (name, binding) in bindings {
-                let text = |path: &str| {
-                    binding
-                        .pointer(path)
-                        .and_then(|v| v.as_str())
-                        .filter(|v| !v.is_empty())
-                        .map(str::to_string)
-                };
-                s.network_bindings.insert(
-                    name.clone(),
-                    NetworkBindingPlugin {
-                        sidecar_image: text("/sidecarImage"),
-                        network_attachment_definition: text("/networkAttachmentDefinition"),
-                        downward_api: text("/downwardAPI"),
-                        migration_method: text("/migration/method"),
-                    },
-                );
-                if let Some(mem) = binding.pointer("/computeResourceOverhead/requests/memory") {
-                    let text = mem.as_str().unwrap_or_default();
-                    let q = ParsedQuantity::parse(text).map_err(|e| {
-                        field_err(
-                            &format!(
-                                "network.binding.{name}.computeResourceOverhead.requests.memory"
-                            ),
-                            e.to_string(),
-                        )
-                    })?;
-                    s.binding_plugin_memory.insert(name.clone(), q.value());
-                }
-            }
-        }
+        read_network_bindings(&cfg, &mut s)?;
         if let Some(iface) = cfg
             .pointer("/network/defaultNetworkInterface")
             .and_then(|v| v.as_str())
@@ -385,6 +483,13 @@ impl ClusterSettings {
                     let dot = if f.is_empty() { "" } else { "." };
                     field_err(&format!("{CONTROLLER_TOKEN_BUCKET_FIELD}{dot}{f}"), m)
                 })?;
+        }
+        if let Some(v) = cfg
+            .get("supportContainerResources")
+            .filter(|v| !v.is_null())
+        {
+            s.support_container_resources =
+                support_container_resources(v).map_err(|(f, m)| field_err(&f, m))?;
         }
         if let Some(arch) = cfg
             .pointer("/architectureConfiguration/defaultArchitecture")
@@ -438,6 +543,39 @@ mod tests {
         let s = ClusterSettings::default();
         assert_eq!((s.cpu_allocation_ratio, s.memory_overcommit), (10, 100));
         assert_eq!(s.overhead_ratio(), None);
+    }
+
+    /// virt-config.go:318-340: per type, the first entry with a non-zero quantity wins; values
+    /// are canonical; a bad quantity or a missing type names its field.
+    #[test]
+    fn reads_support_container_resources() {
+        let cr = |entries: serde_json::Value| json!({"kind": "KubeVirt", "spec": {"configuration": {"supportContainerResources": entries}}});
+        let s = ClusterSettings::from_kubevirt_cr(&cr(json!([
+            {"type": "sidecar", "resources": {"requests": {"cpu": "0", "memory": "0.5Gi"}}},
+            {"type": "sidecar", "resources": {"requests": {"cpu": "0.25"}, "limits": {"memory": 100000000}}},
+            {"type": "virtiofs", "resources": {}}])))
+        .unwrap();
+        let q = |kind: &str, limit: bool, res: &str| {
+            support_quantity(&s.support_container_resources, kind, limit, res).map(|q| q.0)
+        };
+        assert_eq!(q("sidecar", false, "memory").as_deref(), Some("512Mi"));
+        assert_eq!(q("sidecar", false, "cpu").as_deref(), Some("250m"));
+        assert_eq!(q("sidecar", true, "memory").as_deref(), Some("100M"));
+        assert_eq!(q("sidecar", true, "cpu"), None);
+        assert_eq!(q("virtiofs", false, "cpu"), None);
+        let err = |entries| {
+            ClusterSettings::from_kubevirt_cr(&cr(entries))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            err(json!([{"type": "sidecar", "resources": {"limits": {"cpu": "lots"}}}]))
+                .contains("spec.configuration.supportContainerResources[0].resources.limits.cpu"),
+        );
+        assert!(
+            err(json!([{"resources": {}}]))
+                .contains("spec.configuration.supportContainerResources[0].type")
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@
 //! - the backend-storage PVC (`vm-state`: persistent TPM/EFI/CBT state);
 //! - TSC-frequency node labels, Hyper-V strict-check node labels (Alpha gate), SEV/TDX pod
 //!   labels beyond the node selectors,
-//!   `permittedHostDevices` validation, `supportContainerResources` overrides, temporary
+//!   `permittedHostDevices` validation, temporary
 //!   ("doppelganger") pods and migration target pods.
 
 use super::containers::{
@@ -42,7 +42,7 @@ use super::error::RenderError;
 use super::network::{multus_annotations, needs_network_info, network_to_resource};
 use super::overhead::memory_overhead_with;
 use super::renderer::render_admissible_compute_resources;
-use super::resources::NamespaceContext;
+use super::resources::{NamespaceContext, Support};
 use super::sidecars::{
     compute_shared_mounts, requested_sidecars, sidecar_container, sidecar_volumes,
 };
@@ -457,6 +457,15 @@ impl<'a> PodInputs<'a> {
         self.settings.gate_enabled(gate, beta)
     }
 
+    /// What the support containers' resources follow: the CR's `supportContainerResources`
+    /// and dedicated CPUs or Guaranteed QoS.
+    fn support(&self) -> Support<'a> {
+        Support {
+            entries: &self.settings.support_container_resources,
+            guaranteed: self.guaranteed,
+        }
+    }
+
     fn input_error(&self, message: String) -> RenderError {
         RenderError::Input {
             vmi: self.object.clone(),
@@ -551,7 +560,7 @@ fn render_pod(
     containers.extend(super::virtiofs::containers(
         vmi,
         input.image,
-        input.guaranteed,
+        input.support(),
     ));
     for (i, sidecar) in sidecars.iter().enumerate() {
         containers.push(sidecar_container(
@@ -811,7 +820,7 @@ fn disk_containers(input: &PodInputs<'_>, init: bool) -> Vec<Container> {
                 d.pull_policy,
                 &binary,
                 init,
-                input.guaranteed,
+                input.support(),
             )
         })
         .collect()
@@ -832,7 +841,7 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
             input.image,
             DEFAULT_IMAGE_PULL_POLICY,
             input.verbosity()?,
-            input.guaranteed,
+            input.support(),
         ));
     }
     let volumes = input.vmi.spec.volumes.as_deref().unwrap_or_default();
@@ -843,7 +852,7 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
             input.image,
             DEFAULT_IMAGE_PULL_POLICY,
             input.user_id,
-            input.guaranteed,
+            input.support(),
         ));
         out.extend(disk_containers(input, true));
     } else if input.image_volume {
@@ -858,7 +867,7 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
                         .and_then(|p| p.as_str())
                         .filter(|p| !p.is_empty())
                         .map(str::to_string),
-                    input.guaranteed,
+                    input.support(),
                 ));
             }
         }
@@ -867,7 +876,7 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
                 k.volume,
                 &k.image,
                 k.pull_policy,
-                input.guaranteed,
+                input.support(),
             ));
         }
     }
@@ -1751,6 +1760,79 @@ mod tests {
                 .unwrap()
                 .keys()
                 .any(|k| k.starts_with(CPU_MODEL_LABEL))
+        );
+    }
+
+    /// `supportContainerResources` (renderresources.go:535-625, serialconsolelog.go:68-92,
+    /// container-disk.go:445-477): a hook sidecar gets only what the CR sets for `sidecar`; the
+    /// console log and the image-volume init container keep the defaults the CR leaves out;
+    /// with Guaranteed QoS the sidecar's limits default to 200m / 64M and requests follow.
+    #[test]
+    fn support_container_resources_size_the_support_containers() {
+        let entry = |kind: &str, requests: &[(&str, &str)], limits: &[(&str, &str)]| {
+            let map = |l: &[(&str, &str)]| {
+                l.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            };
+            crate::config::SupportContainerResources {
+                container_type: kind.into(),
+                requests: map(requests),
+                limits: map(limits),
+            }
+        };
+        let settings = ClusterSettings {
+            serial_console_log: true,
+            support_container_resources: vec![
+                entry("sidecar", &[("memory", "30Mi")], &[("cpu", "300m")]),
+                entry("guest-console-log", &[("cpu", "20m")], &[("memory", "90M")]),
+                entry("container-disk", &[], &[("memory", "64Mi")]),
+            ],
+            ..test_settings()
+        };
+        let hook = json!({"annotations": {"hooks.kubevirt.io/hookSidecars":
+            r#"[{"image": "hook:1", "args": ["--version", "v1alpha2"]}]"#}});
+        let spec_of = |resources: serde_json::Value| {
+            json!({"domain": {"resources": resources},
+                "volumes": [{"name": "root", "containerDisk": {"image": "disk:1"}}]})
+        };
+        let pod = render(&vmi(hook.clone(), spec_of(json!({}))), &settings);
+        let res = |containers: &[Container], name: &str| {
+            let c = containers.iter().find(|c| c.name == name).unwrap();
+            let r = c.resources.clone().unwrap_or_default();
+            let text = |m: Option<BTreeMap<String, Quantity>>| -> Vec<(String, String)> {
+                m.unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect()
+            };
+            (text(r.requests), text(r.limits))
+        };
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let plain = spec(&pod);
+        assert_eq!(
+            res(&plain.containers, "hook-sidecar-0"),
+            (vec![pair("memory", "30Mi")], vec![pair("cpu", "300m")])
+        );
+        let init = plain.init_containers.clone().unwrap();
+        assert_eq!(
+            res(&init, "guest-console-log"),
+            (
+                vec![pair("cpu", "20m"), pair("memory", "35M")],
+                vec![pair("cpu", "15m"), pair("memory", "90M")]
+            )
+        );
+        assert_eq!(
+            res(&init, "volumeroot").1,
+            vec![pair("cpu", "10m"), pair("memory", "64Mi")]
+        );
+        let guaranteed = spec_of(json!({"requests": {"cpu": "1", "memory": "1Gi"},
+            "limits": {"cpu": "1", "memory": "1Gi"}}));
+        let pod = render(&vmi(hook, guaranteed), &settings);
+        let both = vec![pair("cpu", "300m"), pair("memory", "64M")];
+        assert_eq!(
+            res(&spec(&pod).containers, "hook-sidecar-0"),
+            (both.clone(), both)
         );
     }
 

@@ -282,6 +282,7 @@ pub(crate) fn snapshot_from_objects(
     snap.ensure_vmi_finalizer = settings.without_virt_api;
     snap.cluster_skip_backup_hooks = settings.skip_backup_hooks.clone();
     snap.network_bindings = settings.network_bindings.clone();
+    snap.support_container_resources = settings.support_container_resources.clone();
     if needs_rendered_pod(&snap) {
         let mut ns = namespace();
         ns.pvcs = Some(render_pvcs(&snap.vmi, &pvc));

@@ -174,6 +174,9 @@ pub struct VmiSnapshot {
     /// The KubeVirt CR's network binding plugins, for the `kubevirt.io/network-info` annotation
     /// of a ready pod (generator.go:116-165; [`crate::config::ClusterSettings::network_bindings`]).
     pub network_bindings: std::collections::BTreeMap<String, crate::config::NetworkBindingPlugin>,
+    /// The KubeVirt CR's `supportContainerResources`, for the hotplug attachment pod's
+    /// container (renderresources.go:627-662; [`crate::config::ClusterSettings::support_container_resources`]).
+    pub support_container_resources: Vec<crate::config::SupportContainerResources>,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
@@ -195,6 +198,7 @@ impl VmiSnapshot {
             ensure_vmi_finalizer: true,
             cluster_skip_backup_hooks: None,
             network_bindings: Default::default(),
+            support_container_resources: Vec::new(),
             now: Time::from_datetime(now.0),
         }
     }
