@@ -15,6 +15,8 @@
 //! - A binding plugin registered in the live KubeVirt CR adds its sidecar and its memory.
 //! - `supportContainerResources` in the live KubeVirt CR sizes the sidecar, console-log and
 //!   container-disk containers of pods created after it (renderresources.go:535-625).
+//! - The CR's image pull policy, launcher verbosity and VMI seccomp profile reach pods created
+//!   after it (template.go:525-547, 700-715, 963).
 //! - A LUN with a persistent reservation labels the pod with its claim's UID and keeps it off
 //!   nodes running another pod with that label (template.go:164-193).
 
@@ -531,8 +533,67 @@ async fn support_container_resources_size_the_support_containers(server: Server)
     env.shutdown().await;
 }
 
+/// template.go:525-547, 700-715, 937, 963 and serialconsolelog.go:26 with the CR of
+/// docs/examples/more/vm-launcher-settings.yaml (without the runtime class, whose RuntimeClass
+/// object the real API server would look up): the pull policy on the launcher image's
+/// containers, the verbosity in the compute env, the pod's seccomp profile.
+async fn the_crs_launcher_settings_reach_the_pod(server: Server) {
+    let env = Env::start_on(server).await;
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.manager_kubevirt_namespace(),
+        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
+    );
+    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt"},
+        "spec": {"configuration": {"imagePullPolicy": "Always",
+            "developerConfiguration": {"logVerbosity": {"virtLauncher": 4}},
+            "seccompConfiguration": {"virtualMachineInstanceProfile": {
+                "customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}}}});
+    kubevirts
+        .create(&PostParams::default(), &serde_json::from_value(cr).unwrap())
+        .await
+        .expect("create the KubeVirt CR");
+    env.wait_for("the controller to load the launcher settings", || async {
+        let s = env.manager.debug_state()["settings"]["current"].clone();
+        (s["imagePullPolicy"] == "Always").then_some(())
+    })
+    .await;
+    env.create_vm(&common::example_vm("more/vm-launcher-settings.yaml"))
+        .await;
+    let pod = the_pod(&env, "demo-launcher-settings").await;
+    let spec = pod.spec.expect("pod spec");
+    let compute = &spec.containers[0];
+    assert_eq!(compute.image_pull_policy.as_deref(), Some("Always"));
+    let console = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == "guest-console-log")
+        .expect("the console-log init container");
+    assert_eq!(console.image_pull_policy.as_deref(), Some("Always"));
+    let verbosity = compute
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "VIRT_LAUNCHER_LOG_VERBOSITY")
+        .and_then(|e| e.value.clone());
+    assert_eq!(verbosity.as_deref(), Some("4"));
+    let seccomp = spec
+        .security_context
+        .and_then(|s| s.seccomp_profile)
+        .expect("a seccomp profile");
+    assert_eq!(
+        (seccomp.type_.as_str(), seccomp.localhost_profile.as_deref()),
+        ("Localhost", Some("kubevirt/kubevirt.json"))
+    );
+    env.shutdown().await;
+}
+
 on_both_servers!(
     a_hook_sidecar_configmap_is_read_while_rendering,
+    the_crs_launcher_settings_reach_the_pod,
     support_container_resources_size_the_support_containers,
     a_reserved_lun_keeps_its_pod_apart_from_other_reservers,
     a_vmi_with_networks_hooks_and_virtiofs_gets_kubevirts_pod,

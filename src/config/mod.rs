@@ -105,6 +105,93 @@ pub struct ClusterSettings {
     /// attachment pods), read through [`support_quantity`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub support_container_resources: Vec<SupportContainerResources>,
+    /// `imagePullPolicy` (`GetImagePullPolicy`, virt-config.go:189-191; `IfNotPresent` by
+    /// default): the launcher image's containers, its image volume and binding-plugin sidecars.
+    #[serde(default = "default_image_pull_policy")]
+    pub image_pull_policy: String,
+    /// `developerConfiguration.logVerbosity.virtLauncher` (`GetVirtLauncherVerbosity`,
+    /// virt-config.go:443-445; 2 by default): the launcher's log verbosity, written to the
+    /// compute container's env when it is not the default (template.go:525-547).
+    #[serde(default = "default_launcher_verbosity")]
+    pub virt_launcher_verbosity: u64,
+    /// `defaultRuntimeClass`: the launcher pod's `runtimeClassName` (template.go:750-754).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_runtime_class: Option<String>,
+    /// `seccompConfiguration.virtualMachineInstanceProfile.customProfile`: the launcher pod's
+    /// seccomp profile, `Localhost` with the profile's path or `RuntimeDefault`
+    /// (template.go:700-715, 374-393).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmi_seccomp_profile: Option<k8s_openapi::api::core::v1::SeccompProfile>,
+}
+
+/// KubeVirt's default `imagePullPolicy` (virt-config.go:74).
+pub(crate) const DEFAULT_IMAGE_PULL_POLICY: &str = "IfNotPresent";
+/// KubeVirt's default virt-launcher log verbosity (virt-config.go:93).
+pub(crate) const DEFAULT_LAUNCHER_LOG_VERBOSITY: u64 = 2;
+
+fn default_image_pull_policy() -> String {
+    DEFAULT_IMAGE_PULL_POLICY.to_string()
+}
+
+fn default_launcher_verbosity() -> u64 {
+    DEFAULT_LAUNCHER_LOG_VERBOSITY
+}
+
+/// The CR's launcher settings: `imagePullPolicy`, `logVerbosity.virtLauncher`,
+/// `defaultRuntimeClass`, the VMI seccomp profile. Errors name the field.
+fn read_launcher_settings(
+    cfg: &serde_json::Value,
+    s: &mut ClusterSettings,
+) -> Result<(), SettingsError> {
+    if let Some(v) = cfg.get("imagePullPolicy").filter(|v| !v.is_null()) {
+        match v.as_str() {
+            Some(p @ ("Always" | "IfNotPresent" | "Never")) => s.image_pull_policy = p.into(),
+            Some("") => {}
+            _ => {
+                return Err(cr_field_err(
+                    "imagePullPolicy",
+                    format!("must be Always, IfNotPresent or Never, found {v}"),
+                ));
+            }
+        }
+    }
+    if let Some(v) = cfg
+        .pointer("/developerConfiguration/logVerbosity/virtLauncher")
+        .filter(|v| !v.is_null())
+    {
+        s.virt_launcher_verbosity = v.as_u64().ok_or_else(|| {
+            cr_field_err(
+                "developerConfiguration.logVerbosity.virtLauncher",
+                format!("must be a non-negative integer, found {v}"),
+            )
+        })?;
+    }
+    s.default_runtime_class = cfg
+        .get("defaultRuntimeClass")
+        .and_then(|v| v.as_str())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string);
+    if let Some(custom) = cfg
+        .pointer("/seccompConfiguration/virtualMachineInstanceProfile/customProfile")
+        .filter(|v| !v.is_null())
+    {
+        let localhost = custom.get("localhostProfile").and_then(|v| v.as_str());
+        let runtime_default = custom
+            .get("runtimeDefaultProfile")
+            .and_then(|v| v.as_bool());
+        s.vmi_seccomp_profile = match (localhost, runtime_default) {
+            (Some(path), _) => Some(k8s_openapi::api::core::v1::SeccompProfile {
+                type_: "Localhost".into(),
+                localhost_profile: Some(path.into()),
+            }),
+            (None, Some(true)) => Some(k8s_openapi::api::core::v1::SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                localhost_profile: None,
+            }),
+            _ => None,
+        };
+    }
+    Ok(())
 }
 
 /// One `supportContainerResources` entry (`SupportContainerResources`, core/v1/types.go:3318-3340):
@@ -256,6 +343,10 @@ impl Default for ClusterSettings {
             skip_backup_hooks: None,
             controller_rate_limiter: TokenBucket::default(),
             support_container_resources: Vec::new(),
+            image_pull_policy: default_image_pull_policy(),
+            virt_launcher_verbosity: DEFAULT_LAUNCHER_LOG_VERBOSITY,
+            default_runtime_class: None,
+            vmi_seccomp_profile: None,
         }
     }
 }
@@ -444,6 +535,7 @@ impl ClusterSettings {
             s.serial_console_log = b.is_null();
         }
         read_network_bindings(&cfg, &mut s)?;
+        read_launcher_settings(&cfg, &mut s)?;
         if let Some(iface) = cfg
             .pointer("/network/defaultNetworkInterface")
             .and_then(|v| v.as_str())
@@ -575,6 +667,34 @@ mod tests {
         assert!(
             err(json!([{"resources": {}}]))
                 .contains("spec.configuration.supportContainerResources[0].type")
+        );
+    }
+
+    /// The launcher settings' values and their refusals, naming the field.
+    #[test]
+    fn reads_the_launcher_settings() {
+        let cr =
+            |cfg: serde_json::Value| json!({"kind": "KubeVirt", "spec": {"configuration": cfg}});
+        let s = ClusterSettings::from_kubevirt_cr(&cr(json!({"seccompConfiguration": {
+            "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": true}}}})))
+        .unwrap();
+        assert_eq!(s.vmi_seccomp_profile.unwrap().type_, "RuntimeDefault");
+        assert_eq!(
+            (s.image_pull_policy.as_str(), s.virt_launcher_verbosity),
+            ("IfNotPresent", 2)
+        );
+        let err = |cfg| {
+            ClusterSettings::from_kubevirt_cr(&cr(cfg))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            err(json!({"imagePullPolicy": "Sometimes"}))
+                .contains("spec.configuration.imagePullPolicy")
+        );
+        assert!(
+            err(json!({"developerConfiguration": {"logVerbosity": {"virtLauncher": -1}}}))
+                .contains("logVerbosity.virtLauncher")
         );
     }
 

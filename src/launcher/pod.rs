@@ -16,9 +16,10 @@
 //!   `status.runtimeUser != 0`". virt-api's mutating webhook sets `status.runtimeUser = 107` on
 //!   every new VMI unless the Root feature gate is on, so a VMI read from a manifest (no status)
 //!   is treated as runtimeUser 107 → non-root. Set `status.runtimeUser: 0` to render a root pod.
-//! - Cluster-level values that [`ClusterSettings`] does not carry take KubeVirt's defaults:
-//!   image pull policy `IfNotPresent`, launcher log verbosity 2, hypervisor `kvm`, no launcher
-//!   pull secret, no runtime class, no SELinux launcher type, no seccomp profile, OVMF paths
+//! - The KubeVirt CR's image pull policy, launcher log verbosity, default runtime class and VMI
+//!   seccomp profile come from [`ClusterSettings`]. Cluster-level values it does not carry take
+//!   KubeVirt's defaults: hypervisor `kvm`, no launcher pull secret (virt-controller's
+//!   `--image-pull-secret` flag, not the CR), no SELinux launcher type, OVMF paths
 //!   `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF` (arm64), `""` (s390x).
 //!
 //! Also rendered: hook sidecars and network binding plugin sidecars ([`super::sidecars`]; a
@@ -55,7 +56,7 @@ use crate::api::vmi::VirtualMachineInstance;
 use crate::api::{API_VERSION, annotations, labels};
 use crate::config::{
     ClusterSettings, DEFAULT_DISK_MEMORY_LIMIT_BYTES, DEFAULT_GRACE_PERIOD_SECONDS,
-    QEMU_TIMEOUT_JITTER_RANGE,
+    DEFAULT_LAUNCHER_LOG_VERBOSITY, QEMU_TIMEOUT_JITTER_RANGE,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, LocalObjectReference, NodeAffinity, NodeSelector,
@@ -68,10 +69,6 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// KubeVirt's default `imagePullPolicy` (virt-config.go:74).
-pub const DEFAULT_IMAGE_PULL_POLICY: &str = "IfNotPresent";
-/// KubeVirt's default virt-launcher log verbosity (virt-config.go:93).
-pub const DEFAULT_LAUNCHER_LOG_VERBOSITY: u64 = 2;
 /// Verbosity above which libvirt / virtiofsd debug logs are switched on (util.go:37).
 pub const EXT_LOG_VERBOSITY_THRESHOLD: u64 = 5;
 /// Padding added to the VMI grace period for `--grace-period-seconds`, and again for the pod's
@@ -501,7 +498,7 @@ impl<'a> PodInputs<'a> {
     fn verbosity(&self) -> Result<u64, RenderError> {
         Ok(self
             .log_verbosity()?
-            .map_or(DEFAULT_LAUNCHER_LOG_VERBOSITY, |(v, _)| v))
+            .map_or(self.settings.virt_launcher_verbosity, |(v, _)| v))
     }
 }
 
@@ -537,7 +534,7 @@ fn render_pod(
             network_info: needs_network_info(vmi, settings),
             virtiofs: super::virtiofs::is_enabled(vmi),
             launcher_image: input.image,
-            image_pull_policy: DEFAULT_IMAGE_PULL_POLICY,
+            image_pull_policy: &settings.image_pull_policy,
         },
         &input.object,
     )?;
@@ -692,10 +689,18 @@ fn compute_env(input: &PodInputs<'_>, shared_paths: &[String]) -> Result<Vec<Env
             &shared_paths.join(":"),
         ));
     }
-    let mut verbosity = DEFAULT_LAUNCHER_LOG_VERBOSITY;
+    // The VMI's `logVerbosity` label, else the cluster's when not the default
+    // (template.go:525-541).
+    let cluster = input.settings.virt_launcher_verbosity;
+    let mut verbosity = cluster;
     if let Some((parsed, raw)) = input.log_verbosity()? {
         verbosity = parsed;
         env.push(env_value(ENV_VIRT_LAUNCHER_LOG_VERBOSITY, raw));
+    } else if cluster != DEFAULT_LAUNCHER_LOG_VERBOSITY {
+        env.push(env_value(
+            ENV_VIRT_LAUNCHER_LOG_VERBOSITY,
+            &cluster.to_string(),
+        ));
     }
     let label_true = |k: &str| {
         input
@@ -742,7 +747,7 @@ fn compute_container(
     Ok(Container {
         name: "compute".into(),
         image: Some(input.image.into()),
-        image_pull_policy: Some(DEFAULT_IMAGE_PULL_POLICY.into()),
+        image_pull_policy: Some(input.settings.image_pull_policy.clone()),
         security_context: Some(security_context(
             input.user_id,
             Some(compute_capabilities(input.non_root)),
@@ -839,7 +844,7 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
         out.push(console_log_container(
             &input.uid,
             input.image,
-            DEFAULT_IMAGE_PULL_POLICY,
+            &input.settings.image_pull_policy,
             input.verbosity()?,
             input.support(),
         ));
@@ -850,7 +855,7 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
     if !input.image_volume && (has_container_disk || kernel.is_some()) {
         out.push(container_disk_binary_container(
             input.image,
-            DEFAULT_IMAGE_PULL_POLICY,
+            &input.settings.image_pull_policy,
             input.user_id,
             input.support(),
         ));
@@ -1063,6 +1068,7 @@ fn pod_spec(
             run_as_user: Some(input.user_id),
             run_as_group: non_root.then_some(NON_ROOT_UID),
             run_as_non_root: non_root.then_some(true),
+            seccomp_profile: input.settings.vmi_seccomp_profile.clone(),
             ..Default::default()
         }),
         termination_grace_period_seconds: Some(
@@ -1091,6 +1097,7 @@ fn pod_spec(
         tolerations,
         topology_spread_constraints: topology,
         resource_claims,
+        runtime_class_name: input.settings.default_runtime_class.clone(),
         priority_class_name: non_empty(&spec.priority_class_name),
         affinity,
         service_account_name,
@@ -1833,6 +1840,75 @@ mod tests {
         assert_eq!(
             res(&spec(&pod).containers, "hook-sidecar-0"),
             (both.clone(), both)
+        );
+    }
+
+    /// The KubeVirt CR's launcher settings (template.go:525-547, 700-754, 937, 963;
+    /// serialconsolelog.go:26; rendervolumes.go:780): the pull policy of the launcher image's
+    /// containers and image volume, the cluster verbosity in the env (a VMI label still wins),
+    /// the runtime class and the pod's seccomp profile; KubeVirt's defaults write none of them.
+    #[test]
+    fn launcher_settings_from_the_cr() {
+        let cr = json!({"kind": "KubeVirt", "spec": {"configuration": {
+            "imagePullPolicy": "Always", "defaultRuntimeClass": "kata",
+            "developerConfiguration": {"logVerbosity": {"virtLauncher": 6}},
+            "seccompConfiguration": {"virtualMachineInstanceProfile": {
+                "customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}}}});
+        let settings = ClusterSettings {
+            serial_console_log: true,
+            launcher_image: "kubevirt/virt-launcher".into(),
+            ..ClusterSettings::from_kubevirt_cr(&cr).unwrap()
+        };
+        let v = vmi(json!({}), json!({"domain": {}}));
+        let pod = render(&v, &settings);
+        let s = spec(&pod);
+        assert_eq!(s.containers[0].image_pull_policy.as_deref(), Some("Always"));
+        let init = s.init_containers.clone().unwrap();
+        assert_eq!(init[0].image_pull_policy.as_deref(), Some("Always"));
+        assert_eq!(s.runtime_class_name.as_deref(), Some("kata"));
+        let seccomp = s.security_context.clone().unwrap().seccomp_profile.unwrap();
+        assert_eq!(
+            (seccomp.type_.as_str(), seccomp.localhost_profile.as_deref()),
+            ("Localhost", Some("kubevirt/kubevirt.json"))
+        );
+        let env = |p: &Pod| -> Vec<(String, String)> {
+            spec(p).containers[0]
+                .env
+                .iter()
+                .flatten()
+                .filter_map(|e| Some((e.name.clone(), e.value.clone()?)))
+                .collect()
+        };
+        let e = env(&pod);
+        assert!(e.contains(&(ENV_VIRT_LAUNCHER_LOG_VERBOSITY.into(), "6".into())));
+        assert!(e.contains(&("LIBVIRT_DEBUG_LOGS".into(), "1".into())));
+        // A VMI label overrides the cluster's verbosity (template.go:527-539).
+        let labelled = vmi(
+            json!({"labels": {"logVerbosity": "3"}}),
+            json!({"domain": {}}),
+        );
+        let e = env(&render(&labelled, &settings));
+        assert!(e.contains(&(ENV_VIRT_LAUNCHER_LOG_VERBOSITY.into(), "3".into())));
+        assert!(!e.iter().any(|(k, _)| k == "LIBVIRT_DEBUG_LOGS"));
+        // The defaults: no env, no runtime class, no seccomp profile, IfNotPresent.
+        let plain = render(&v, &test_settings());
+        assert!(
+            !env(&plain)
+                .iter()
+                .any(|(k, _)| k == ENV_VIRT_LAUNCHER_LOG_VERBOSITY)
+        );
+        let s = spec(&plain);
+        assert_eq!(
+            s.containers[0].image_pull_policy.as_deref(),
+            Some("IfNotPresent")
+        );
+        assert!(s.runtime_class_name.is_none());
+        assert!(
+            s.security_context
+                .clone()
+                .unwrap()
+                .seccomp_profile
+                .is_none()
         );
     }
 

@@ -47,10 +47,6 @@ use std::collections::BTreeMap;
 /// The VMI annotation listing hook sidecars (hooks.go:29).
 pub(crate) const HOOK_SIDECARS: &str = "hooks.kubevirt.io/hookSidecars";
 
-/// The cluster's `imagePullPolicy`, given to binding-plugin sidecars: KubeVirt's default
-/// (virt-config.go:74; the settings do not carry the CR's).
-const CLUSTER_IMAGE_PULL_POLICY: &str = "IfNotPresent";
-
 /// A ConfigMap hook: `key` of ConfigMap `name` mounted at `hookPath`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -123,7 +119,8 @@ pub(crate) fn requested_sidecars(
         if let Some(image) = plugin.sidecar_image.as_deref() {
             list.push(HookSidecar {
                 image: image.to_string(),
-                image_pull_policy: CLUSTER_IMAGE_PULL_POLICY.to_string(),
+                // The cluster's `imagePullPolicy` (netbinding.go:64).
+                image_pull_policy: settings.image_pull_policy.clone(),
                 downward_api: plugin.downward_api.clone().unwrap_or_default(),
                 network_binding_plugin: name,
                 ..Default::default()
