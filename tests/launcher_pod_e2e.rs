@@ -13,6 +13,12 @@
 //! - With `ExternalNetResourceInjection` disabled, an SR-IOV network's NAD is read while
 //!   rendering: missing, `FailedCreate` and no pod; present, its `resourceName` is requested.
 //! - A binding plugin registered in the live KubeVirt CR adds its sidecar and its memory.
+//! - `supportContainerResources` in the live KubeVirt CR sizes the sidecar, console-log and
+//!   container-disk containers of pods created after it (renderresources.go:535-625).
+//! - The CR's image pull policy, launcher verbosity and VMI seccomp profile reach pods created
+//!   after it (template.go:525-547, 700-715, 963).
+//! - A LUN with a persistent reservation labels the pod with its claim's UID and keeps it off
+//!   nodes running another pod with that label (template.go:164-193).
 
 use crate::common;
 
@@ -365,8 +371,207 @@ async fn a_registered_binding_plugin_adds_its_sidecar(server: Server) {
     env.shutdown().await;
 }
 
+/// template.go:164-193 with docs/examples/more/vm-persistent-reservation.yaml: the VMI
+/// controller reads the reserved claim from its cache; the pod carries
+/// `pr.kubevirt.io/<claim UID>: ""` and a required anti-affinity term on that label per node.
+async fn a_reserved_lun_keeps_its_pod_apart_from_other_reservers(server: Server) {
+    let env = Env::start_on(server).await;
+    let file = "more/vm-persistent-reservation.yaml";
+    env.create_example_claims(file).await;
+    let claim = env.pvcs().get("demo-shared-lun").await.expect("the claim");
+    let key = format!("pr.kubevirt.io/{}", claim.metadata.uid.unwrap());
+    env.create_vm(&common::example_vm(file)).await;
+    let pod = the_pod(&env, "demo-persistent-reservation").await;
+    assert_eq!(
+        pod.metadata.labels.unwrap_or_default().get(&key),
+        Some(&String::new())
+    );
+    let anti = pod
+        .spec
+        .and_then(|s| s.affinity)
+        .and_then(|a| a.pod_anti_affinity)
+        .and_then(|a| a.required_during_scheduling_ignored_during_execution)
+        .expect("a required pod anti-affinity");
+    let terms: Vec<(String, String, String)> = anti
+        .iter()
+        .flat_map(|t| {
+            let exprs = t
+                .label_selector
+                .as_ref()
+                .and_then(|s| s.match_expressions.clone())
+                .unwrap_or_default();
+            exprs
+                .into_iter()
+                .map(|e| (e.key, e.operator, t.topology_key.clone()))
+        })
+        .collect();
+    assert_eq!(
+        terms,
+        [(
+            key,
+            "Exists".to_string(),
+            "kubernetes.io/hostname".to_string()
+        )]
+    );
+    env.shutdown().await;
+}
+
+/// Quantities as `(resource, text)` pairs.
+type Pairs = Vec<(String, String)>;
+
+/// renderresources.go:535-625, serialconsolelog.go:68-92, container-disk.go:445-477 with the
+/// CR of docs/examples/more/vm-support-resources.yaml followed live: the VM's pod gets the
+/// CR's quantities where it sets them and KubeVirt's defaults elsewhere.
+async fn support_container_resources_size_the_support_containers(server: Server) {
+    let env = Env::start_on(server).await;
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.manager_kubevirt_namespace(),
+        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
+    );
+    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt"},
+        "spec": {"configuration": {"supportContainerResources": [
+            {"type": "sidecar", "resources": {"requests": {"memory": "32Mi"},
+                "limits": {"cpu": "250m", "memory": "128Mi"}}},
+            {"type": "guest-console-log", "resources": {"limits": {"memory": "96M"}}},
+            {"type": "container-disk", "resources": {"requests": {"cpu": "5m"}}}]}}});
+    kubevirts
+        .create(&PostParams::default(), &serde_json::from_value(cr).unwrap())
+        .await
+        .expect("create the KubeVirt CR");
+    env.wait_for(
+        "the controller to load supportContainerResources",
+        || async {
+            let s = env.manager.debug_state()["settings"]["current"].clone();
+            s["supportContainerResources"].as_array().map(|_| ())
+        },
+    )
+    .await;
+    env.create_vm(&common::example_vm("more/vm-support-resources.yaml"))
+        .await;
+    let pod = the_pod(&env, "demo-support-resources").await;
+    let spec = pod.spec.expect("pod spec");
+    let all: Vec<&k8s_openapi::api::core::v1::Container> = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .collect();
+    let resources = |name: &str| -> (Pairs, Pairs) {
+        let c = all.iter().find(|c| c.name == name).expect(name);
+        let r = c.resources.clone().unwrap_or_default();
+        let text = |m: Option<std::collections::BTreeMap<String, _>>| {
+            m.unwrap_or_default()
+                .into_iter()
+                .map(
+                    |(k, v): (
+                        String,
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+                    )| (k, v.0),
+                )
+                .collect()
+        };
+        (text(r.requests), text(r.limits))
+    };
+    let pairs = |l: &[(&str, &str)]| -> Vec<(String, String)> {
+        l.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    // The sidecar's CPU request is the API server's default from its limit (core/v1 defaults:
+    // a request left out takes the limit); the renderer writes only the memory request.
+    assert_eq!(
+        resources("hook-sidecar-0"),
+        (
+            pairs(&[("cpu", "250m"), ("memory", "32Mi")]),
+            pairs(&[("cpu", "250m"), ("memory", "128Mi")])
+        )
+    );
+    assert_eq!(
+        resources("guest-console-log"),
+        (
+            pairs(&[("cpu", "5m"), ("memory", "35M")]),
+            pairs(&[("cpu", "15m"), ("memory", "96M")])
+        )
+    );
+    assert_eq!(
+        resources("volumeroot"),
+        (
+            pairs(&[
+                ("cpu", "5m"),
+                ("ephemeral-storage", "50M"),
+                ("memory", "1M")
+            ]),
+            pairs(&[("cpu", "10m"), ("memory", "40M")])
+        )
+    );
+    env.shutdown().await;
+}
+
+/// template.go:525-547, 700-715, 937, 963 and serialconsolelog.go:26 with the CR of
+/// docs/examples/more/vm-launcher-settings.yaml (without the runtime class, whose RuntimeClass
+/// object the real API server would look up): the pull policy on the launcher image's
+/// containers, the verbosity in the compute env, the pod's seccomp profile.
+async fn the_crs_launcher_settings_reach_the_pod(server: Server) {
+    let env = Env::start_on(server).await;
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
+    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
+        env.client.clone(),
+        &env.manager_kubevirt_namespace(),
+        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
+    );
+    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt"},
+        "spec": {"configuration": {"imagePullPolicy": "Always",
+            "developerConfiguration": {"logVerbosity": {"virtLauncher": 4}},
+            "seccompConfiguration": {"virtualMachineInstanceProfile": {
+                "customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}}}});
+    kubevirts
+        .create(&PostParams::default(), &serde_json::from_value(cr).unwrap())
+        .await
+        .expect("create the KubeVirt CR");
+    env.wait_for("the controller to load the launcher settings", || async {
+        let s = env.manager.debug_state()["settings"]["current"].clone();
+        (s["imagePullPolicy"] == "Always").then_some(())
+    })
+    .await;
+    env.create_vm(&common::example_vm("more/vm-launcher-settings.yaml"))
+        .await;
+    let pod = the_pod(&env, "demo-launcher-settings").await;
+    let spec = pod.spec.expect("pod spec");
+    let compute = &spec.containers[0];
+    assert_eq!(compute.image_pull_policy.as_deref(), Some("Always"));
+    let console = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .find(|c| c.name == "guest-console-log")
+        .expect("the console-log init container");
+    assert_eq!(console.image_pull_policy.as_deref(), Some("Always"));
+    let verbosity = compute
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "VIRT_LAUNCHER_LOG_VERBOSITY")
+        .and_then(|e| e.value.clone());
+    assert_eq!(verbosity.as_deref(), Some("4"));
+    let seccomp = spec
+        .security_context
+        .and_then(|s| s.seccomp_profile)
+        .expect("a seccomp profile");
+    assert_eq!(
+        (seccomp.type_.as_str(), seccomp.localhost_profile.as_deref()),
+        ("Localhost", Some("kubevirt/kubevirt.json"))
+    );
+    env.shutdown().await;
+}
+
 on_both_servers!(
     a_hook_sidecar_configmap_is_read_while_rendering,
+    the_crs_launcher_settings_reach_the_pod,
+    support_container_resources_size_the_support_containers,
+    a_reserved_lun_keeps_its_pod_apart_from_other_reservers,
     a_vmi_with_networks_hooks_and_virtiofs_gets_kubevirts_pod,
     an_sriov_network_requests_the_resource_its_nad_names,
     a_registered_binding_plugin_adds_its_sidecar,

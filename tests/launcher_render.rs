@@ -19,7 +19,7 @@ use virtctl_rs::api::vm::VirtualMachine;
 use virtctl_rs::api::vmi::VirtualMachineInstance;
 use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::launcher::pod::render_launch_manifest;
-use virtctl_rs::launcher::resources::NamespaceContext;
+use virtctl_rs::launcher::resources::{NamespaceContext, PvcInfo};
 
 /// A deterministic rng independent of rand's algorithms: every word is the same constant.
 struct FixedRng(u64);
@@ -85,8 +85,19 @@ fn demo_vmi(uid: &str) -> VirtualMachineInstance {
 }
 
 fn check(name: &str, source: &str, vmi: &VirtualMachineInstance, settings: &ClusterSettings) {
+    check_in(name, source, vmi, settings, &NamespaceContext::default());
+}
+
+/// [`check`] with what the renderer knows of the namespace (its claims).
+fn check_in(
+    name: &str,
+    source: &str,
+    vmi: &VirtualMachineInstance,
+    settings: &ClusterSettings,
+    ns: &NamespaceContext,
+) {
     let mut rng = FixedRng(0x9e37_79b9_7f4a_7c15);
-    let pod = render_launch_manifest(vmi, settings, &NamespaceContext::default(), &mut rng)
+    let pod = render_launch_manifest(vmi, settings, ns, &mut rng)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let text = format!(
         "# virt-launcher pod for {source}, rendered by tests/launcher_render.rs.\n\
@@ -191,6 +202,47 @@ fn golden_vmi_networks_hooks_virtiofs() {
     );
 }
 
+/// A LUN with a SCSI persistent reservation beside a plain claim, both claims known: the
+/// reserved claim's UID as the pod label `pr.kubevirt.io/<uid>` and a required hostname
+/// anti-affinity term after the VMI's own preferred one; the plain claim adds nothing
+/// (template.go:164-193, template_test.go:1926-1984).
+#[test]
+fn golden_vmi_persistent_reservation() {
+    let vmi = example_vmi(
+        "vmi-persistent-reservation.yaml",
+        "5d0bcb47-0000-4000-8000-00000000f007",
+        "amd64",
+    );
+    let claim = |uid: &str| PvcInfo {
+        block: true,
+        shared: true,
+        uid: Some(uid.into()),
+    };
+    let ns = NamespaceContext {
+        pvcs: Some(
+            [
+                (
+                    "fixture-fence-lun".to_string(),
+                    claim("9a1e0c3b-0000-4000-8000-00000000c001"),
+                ),
+                (
+                    "fixture-data".to_string(),
+                    claim("9a1e0c3b-0000-4000-8000-00000000c002"),
+                ),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    check_in(
+        "vmi-persistent-reservation",
+        "tests/fixtures/vmi-persistent-reservation.yaml (both claims block, ReadWriteMany)",
+        &vmi,
+        &ClusterSettings::default(),
+        &ns,
+    );
+}
+
 #[test]
 fn golden_vm_containerdisk() {
     let vmi = demo_vmi("5d0bcb47-0000-4000-8000-00000000f005");
@@ -214,6 +266,7 @@ fn golden_files_are_pods() {
         "vmi-arm",
         "vmi-sriov",
         "vmi-networks-hooks-virtiofs",
+        "vmi-persistent-reservation",
         "vm-containerdisk",
     ] {
         let text = std::fs::read_to_string(golden_dir().join(format!("{name}.yaml"))).unwrap();

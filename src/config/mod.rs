@@ -100,6 +100,178 @@ pub struct ClusterSettings {
     /// applied again whenever the CR changes (application.go:371, 557-563).
     #[serde(default)]
     pub controller_rate_limiter: TokenBucket,
+    /// `supportContainerResources`: requests and limits overriding KubeVirt's defaults for the
+    /// support containers (sidecars, virtiofsd, container disks, the console log, hotplug
+    /// attachment pods), read through [`support_quantity`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub support_container_resources: Vec<SupportContainerResources>,
+    /// `imagePullPolicy` (`GetImagePullPolicy`, virt-config.go:189-191; `IfNotPresent` by
+    /// default): the launcher image's containers, its image volume and binding-plugin sidecars.
+    #[serde(default = "default_image_pull_policy")]
+    pub image_pull_policy: String,
+    /// `developerConfiguration.logVerbosity.virtLauncher` (`GetVirtLauncherVerbosity`,
+    /// virt-config.go:443-445; 2 by default): the launcher's log verbosity, written to the
+    /// compute container's env when it is not the default (template.go:525-547).
+    #[serde(default = "default_launcher_verbosity")]
+    pub virt_launcher_verbosity: u64,
+    /// `defaultRuntimeClass`: the launcher pod's `runtimeClassName` (template.go:750-754).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_runtime_class: Option<String>,
+    /// `seccompConfiguration.virtualMachineInstanceProfile.customProfile`: the launcher pod's
+    /// seccomp profile, `Localhost` with the profile's path or `RuntimeDefault`
+    /// (template.go:700-715, 374-393).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmi_seccomp_profile: Option<k8s_openapi::api::core::v1::SeccompProfile>,
+}
+
+/// KubeVirt's default `imagePullPolicy` (virt-config.go:74).
+pub(crate) const DEFAULT_IMAGE_PULL_POLICY: &str = "IfNotPresent";
+/// KubeVirt's default virt-launcher log verbosity (virt-config.go:93).
+pub(crate) const DEFAULT_LAUNCHER_LOG_VERBOSITY: u64 = 2;
+
+fn default_image_pull_policy() -> String {
+    DEFAULT_IMAGE_PULL_POLICY.to_string()
+}
+
+fn default_launcher_verbosity() -> u64 {
+    DEFAULT_LAUNCHER_LOG_VERBOSITY
+}
+
+/// The CR's launcher settings: `imagePullPolicy`, `logVerbosity.virtLauncher`,
+/// `defaultRuntimeClass`, the VMI seccomp profile. Errors name the field.
+fn read_launcher_settings(
+    cfg: &serde_json::Value,
+    s: &mut ClusterSettings,
+) -> Result<(), SettingsError> {
+    if let Some(v) = cfg.get("imagePullPolicy").filter(|v| !v.is_null()) {
+        match v.as_str() {
+            Some(p @ ("Always" | "IfNotPresent" | "Never")) => s.image_pull_policy = p.into(),
+            Some("") => {}
+            _ => {
+                return Err(cr_field_err(
+                    "imagePullPolicy",
+                    format!("must be Always, IfNotPresent or Never, found {v}"),
+                ));
+            }
+        }
+    }
+    if let Some(v) = cfg
+        .pointer("/developerConfiguration/logVerbosity/virtLauncher")
+        .filter(|v| !v.is_null())
+    {
+        s.virt_launcher_verbosity = v.as_u64().ok_or_else(|| {
+            cr_field_err(
+                "developerConfiguration.logVerbosity.virtLauncher",
+                format!("must be a non-negative integer, found {v}"),
+            )
+        })?;
+    }
+    s.default_runtime_class = cfg
+        .get("defaultRuntimeClass")
+        .and_then(|v| v.as_str())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string);
+    if let Some(custom) = cfg
+        .pointer("/seccompConfiguration/virtualMachineInstanceProfile/customProfile")
+        .filter(|v| !v.is_null())
+    {
+        let localhost = custom.get("localhostProfile").and_then(|v| v.as_str());
+        let runtime_default = custom
+            .get("runtimeDefaultProfile")
+            .and_then(|v| v.as_bool());
+        s.vmi_seccomp_profile = match (localhost, runtime_default) {
+            (Some(path), _) => Some(k8s_openapi::api::core::v1::SeccompProfile {
+                type_: "Localhost".into(),
+                localhost_profile: Some(path.into()),
+            }),
+            (None, Some(true)) => Some(k8s_openapi::api::core::v1::SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                localhost_profile: None,
+            }),
+            _ => None,
+        };
+    }
+    Ok(())
+}
+
+/// One `supportContainerResources` entry (`SupportContainerResources`, core/v1/types.go:3318-3340):
+/// the container type (`sidecar`, `virtiofs`, `container-disk`, `guest-console-log`,
+/// `hotplug-disk`, `vmexport`) and its quantities in canonical text; zero quantities are left
+/// out, as `GetSupportContainerRequest` skips them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SupportContainerResources {
+    #[serde(rename = "type")]
+    pub container_type: String,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub requests: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub limits: std::collections::BTreeMap<String, String>,
+}
+
+/// `GetSupportContainerRequest` / `GetSupportContainerLimit` (virt-config.go:318-340): the first
+/// entry of `container_type` setting a non-zero `resource` among its requests (or limits).
+pub(crate) fn support_quantity(
+    entries: &[SupportContainerResources],
+    container_type: &str,
+    limit: bool,
+    resource: &str,
+) -> Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity> {
+    entries
+        .iter()
+        .filter(|e| e.container_type == container_type)
+        .find_map(|e| if limit { &e.limits } else { &e.requests }.get(resource))
+        .map(|q| k8s_openapi::apimachinery::pkg::api::resource::Quantity(q.clone()))
+}
+
+/// `spec.configuration.supportContainerResources` (`[{type, resources: {requests, limits}}]`)
+/// with every quantity parsed; errors name the entry's field.
+fn support_container_resources(
+    v: &serde_json::Value,
+) -> Result<Vec<SupportContainerResources>, (String, String)> {
+    let field = "supportContainerResources";
+    let Some(items) = v.as_array() else {
+        return Err((field.into(), format!("must be a list, found {v}")));
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        let container_type = item
+            .get("type")
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| (format!("{at}.type"), "must be a string".to_string()))?;
+        let list =
+            |side: &str| -> Result<std::collections::BTreeMap<String, String>, (String, String)> {
+                let mut map = std::collections::BTreeMap::new();
+                let Some(v) = item
+                    .pointer(&format!("/resources/{side}"))
+                    .filter(|v| !v.is_null())
+                else {
+                    return Ok(map);
+                };
+                let entries = v.as_object().ok_or_else(|| {
+                    (
+                        format!("{at}.resources.{side}"),
+                        format!("must be an object, found {v}"),
+                    )
+                })?;
+                for (name, q) in entries {
+                    let text = q.as_str().map_or_else(|| q.to_string(), str::to_string);
+                    let parsed = ParsedQuantity::parse(&text)
+                        .map_err(|e| (format!("{at}.resources.{side}.{name}"), e.to_string()))?;
+                    if !parsed.is_zero() {
+                        map.insert(name.clone(), parsed.to_canonical());
+                    }
+                }
+                Ok(map)
+            };
+        out.push(SupportContainerResources {
+            container_type: container_type.to_string(),
+            requests: list("requests")?,
+            limits: list("limits")?,
+        });
+    }
+    Ok(out)
 }
 
 /// A client's token bucket (KubeVirt's `TokenBucketRateLimiter`, core/v1/types.go:3052-3060).
@@ -170,6 +342,11 @@ impl Default for ClusterSettings {
             without_virt_api: false,
             skip_backup_hooks: None,
             controller_rate_limiter: TokenBucket::default(),
+            support_container_resources: Vec::new(),
+            image_pull_policy: default_image_pull_policy(),
+            virt_launcher_verbosity: DEFAULT_LAUNCHER_LOG_VERBOSITY,
+            default_runtime_class: None,
+            vmi_seccomp_profile: None,
         }
     }
 }
@@ -226,6 +403,51 @@ fn token_bucket(
     Ok(out)
 }
 
+/// `spec.configuration.network.binding`: the registered plugins and their memory overhead.
+fn read_network_bindings(
+    cfg: &serde_json::Value,
+    s: &mut ClusterSettings,
+) -> Result<(), SettingsError> {
+    if let Some(bindings) = cfg.pointer("/network/binding").and_then(|v| v.as_object()) {
+        for (name, binding) in bindings {
+            let text = |path: &str| {
+                binding
+                    .pointer(path)
+                    .and_then(|v| v.as_str())
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_string)
+            };
+            s.network_bindings.insert(
+                name.clone(),
+                NetworkBindingPlugin {
+                    sidecar_image: text("/sidecarImage"),
+                    network_attachment_definition: text("/networkAttachmentDefinition"),
+                    downward_api: text("/downwardAPI"),
+                    migration_method: text("/migration/method"),
+                },
+            );
+            if let Some(mem) = binding.pointer("/computeResourceOverhead/requests/memory") {
+                let text = mem.as_str().unwrap_or_default();
+                let q = ParsedQuantity::parse(text).map_err(|e| {
+                    cr_field_err(
+                        &format!("network.binding.{name}.computeResourceOverhead.requests.memory"),
+                        e.to_string(),
+                    )
+                })?;
+                s.binding_plugin_memory.insert(name.clone(), q.value());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn cr_field_err(field: &str, message: String) -> SettingsError {
+    SettingsError::Field {
+        field: format!("spec.configuration.{field}"),
+        message,
+    }
+}
+
 /// A KubeVirt CR that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsError {
@@ -241,7 +463,8 @@ impl ClusterSettings {
     /// memoryOvercommit, useEmulation, featureGates, disabledFeatureGates, nodeSelectors}`,
     /// `spec.configuration.additionalGuestMemoryOverheadRatio`,
     /// `spec.configuration.virtualMachineOptions.disableSerialConsoleLog`,
-    /// `spec.configuration.network.binding.<name>.computeResourceOverhead.requests.memory`.
+    /// `spec.configuration.network.binding.<name>.computeResourceOverhead.requests.memory`,
+    /// `spec.configuration.supportContainerResources`.
     ///
     /// Errors name the field: a ratio ≤ 0, an overcommit ≤ 0, an invalid quantity.
     pub fn from_kubevirt_cr(cr: &serde_json::Value) -> Result<Self, SettingsError> {
@@ -265,10 +488,7 @@ impl ClusterSettings {
             .get("developerConfiguration")
             .cloned()
             .unwrap_or_default();
-        let field_err = |field: &str, message: String| SettingsError::Field {
-            field: format!("spec.configuration.{field}"),
-            message,
-        };
+        let field_err = cr_field_err;
         let positive_u32 = |v: &serde_json::Value, field: &str| -> Result<u32, SettingsError> {
             v.as_u64()
                 .filter(|n| *n > 0)
@@ -314,38 +534,8 @@ impl ClusterSettings {
             // Presence of the (empty) struct disables the log sidecar.
             s.serial_console_log = b.is_null();
         }
-        if let Some(bindings) = cfg.pointer("/network/binding").and_then(|v| v.as_object()) {
-            for (name, binding) in bindings {
-                let text = |path: &str| {
-                    binding
-                        .pointer(path)
-                        .and_then(|v| v.as_str())
-                        .filter(|v| !v.is_empty())
-                        .map(str::to_string)
-                };
-                s.network_bindings.insert(
-                    name.clone(),
-                    NetworkBindingPlugin {
-                        sidecar_image: text("/sidecarImage"),
-                        network_attachment_definition: text("/networkAttachmentDefinition"),
-                        downward_api: text("/downwardAPI"),
-                        migration_method: text("/migration/method"),
-                    },
-                );
-                if let Some(mem) = binding.pointer("/computeResourceOverhead/requests/memory") {
-                    let text = mem.as_str().unwrap_or_default();
-                    let q = ParsedQuantity::parse(text).map_err(|e| {
-                        field_err(
-                            &format!(
-                                "network.binding.{name}.computeResourceOverhead.requests.memory"
-                            ),
-                            e.to_string(),
-                        )
-                    })?;
-                    s.binding_plugin_memory.insert(name.clone(), q.value());
-                }
-            }
-        }
+        read_network_bindings(&cfg, &mut s)?;
+        read_launcher_settings(&cfg, &mut s)?;
         if let Some(iface) = cfg
             .pointer("/network/defaultNetworkInterface")
             .and_then(|v| v.as_str())
@@ -385,6 +575,13 @@ impl ClusterSettings {
                     let dot = if f.is_empty() { "" } else { "." };
                     field_err(&format!("{CONTROLLER_TOKEN_BUCKET_FIELD}{dot}{f}"), m)
                 })?;
+        }
+        if let Some(v) = cfg
+            .get("supportContainerResources")
+            .filter(|v| !v.is_null())
+        {
+            s.support_container_resources =
+                support_container_resources(v).map_err(|(f, m)| field_err(&f, m))?;
         }
         if let Some(arch) = cfg
             .pointer("/architectureConfiguration/defaultArchitecture")
@@ -438,6 +635,67 @@ mod tests {
         let s = ClusterSettings::default();
         assert_eq!((s.cpu_allocation_ratio, s.memory_overcommit), (10, 100));
         assert_eq!(s.overhead_ratio(), None);
+    }
+
+    /// virt-config.go:318-340: per type, the first entry with a non-zero quantity wins; values
+    /// are canonical; a bad quantity or a missing type names its field.
+    #[test]
+    fn reads_support_container_resources() {
+        let cr = |entries: serde_json::Value| json!({"kind": "KubeVirt", "spec": {"configuration": {"supportContainerResources": entries}}});
+        let s = ClusterSettings::from_kubevirt_cr(&cr(json!([
+            {"type": "sidecar", "resources": {"requests": {"cpu": "0", "memory": "0.5Gi"}}},
+            {"type": "sidecar", "resources": {"requests": {"cpu": "0.25"}, "limits": {"memory": 100000000}}},
+            {"type": "virtiofs", "resources": {}}])))
+        .unwrap();
+        let q = |kind: &str, limit: bool, res: &str| {
+            support_quantity(&s.support_container_resources, kind, limit, res).map(|q| q.0)
+        };
+        assert_eq!(q("sidecar", false, "memory").as_deref(), Some("512Mi"));
+        assert_eq!(q("sidecar", false, "cpu").as_deref(), Some("250m"));
+        assert_eq!(q("sidecar", true, "memory").as_deref(), Some("100M"));
+        assert_eq!(q("sidecar", true, "cpu"), None);
+        assert_eq!(q("virtiofs", false, "cpu"), None);
+        let err = |entries| {
+            ClusterSettings::from_kubevirt_cr(&cr(entries))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            err(json!([{"type": "sidecar", "resources": {"limits": {"cpu": "lots"}}}]))
+                .contains("spec.configuration.supportContainerResources[0].resources.limits.cpu"),
+        );
+        assert!(
+            err(json!([{"resources": {}}]))
+                .contains("spec.configuration.supportContainerResources[0].type")
+        );
+    }
+
+    /// The launcher settings' values and their refusals, naming the field.
+    #[test]
+    fn reads_the_launcher_settings() {
+        let cr =
+            |cfg: serde_json::Value| json!({"kind": "KubeVirt", "spec": {"configuration": cfg}});
+        let s = ClusterSettings::from_kubevirt_cr(&cr(json!({"seccompConfiguration": {
+            "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": true}}}})))
+        .unwrap();
+        assert_eq!(s.vmi_seccomp_profile.unwrap().type_, "RuntimeDefault");
+        assert_eq!(
+            (s.image_pull_policy.as_str(), s.virt_launcher_verbosity),
+            ("IfNotPresent", 2)
+        );
+        let err = |cfg| {
+            ClusterSettings::from_kubevirt_cr(&cr(cfg))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            err(json!({"imagePullPolicy": "Sometimes"}))
+                .contains("spec.configuration.imagePullPolicy")
+        );
+        assert!(
+            err(json!({"developerConfiguration": {"logVerbosity": {"virtLauncher": -1}}}))
+                .contains("logVerbosity.virtLauncher")
+        );
     }
 
     #[test]

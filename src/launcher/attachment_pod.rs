@@ -2,12 +2,14 @@
 //! node of its launcher pod, for virt-handler to hand them to the guest:
 //! `RenderHotplugAttachmentPodTemplate` (pkg/virt-controller/services/template.go:1077-1209).
 //!
-//! Not modelled: `supportContainerResources` of the KubeVirt CR for `hotplug-attachment`
-//! (KubeVirt's defaults are used, renderresources.go:627-662) and `selinuxLauncherType` (empty
-//! by default, virt-config.go:82).
+//! The container's resources are KubeVirt's defaults or the KubeVirt CR's
+//! `supportContainerResources` for `hotplug-disk` (renderresources.go:627-662). Not modelled:
+//! `selinuxLauncherType` (empty by default, virt-config.go:82).
 
+use super::resources::{SUPPORT_HOTPLUG_DISK, Support};
 use crate::api::VirtualMachineInstance;
 use crate::api::vmi::Volume;
+use crate::config::SupportContainerResources;
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -94,6 +96,20 @@ fn selinux_level(vmi: &VirtualMachineInstance) -> Result<Option<String>, String>
     Ok(Some(parts[3..].join(":")))
 }
 
+/// `hotplugContainerResourceRequirementsForVMI` (renderresources.go:627-662): limits 100m /
+/// 80M, requests 10m / 2M, each replaced by what `supportContainerResources` sets for
+/// `hotplug-disk`.
+fn hotplug_resources(entries: &[SupportContainerResources]) -> Value {
+    let support = Support {
+        entries,
+        guaranteed: false,
+    };
+    json!({
+        "limits": support.cpu_memory(SUPPORT_HOTPLUG_DISK, true, "100m", "80M"),
+        "requests": support.cpu_memory(SUPPORT_HOTPLUG_DISK, false, "10m", "2M"),
+    })
+}
+
 /// The attachment pod for `volumes` (the ready hotplug volumes, in the VMI's order), owned by
 /// the launcher pod `owner` and pinned to its node; `claims` by volume name (a volume whose
 /// claim is missing gets the pod volume but no mount). A claim already `Ready` or
@@ -105,6 +121,7 @@ pub(crate) fn render_attachment_pod(
     vmi: &VirtualMachineInstance,
     claims: &BTreeMap<String, AttachmentClaim>,
     launcher_image: &str,
+    support: &[SupportContainerResources],
 ) -> Result<Pod, String> {
     let level = selinux_level(vmi)?.unwrap_or_else(|| "s0".into());
     let mut tolerations = hotplug_tolerations();
@@ -152,8 +169,7 @@ pub(crate) fn render_attachment_pod(
         "name": HOTPLUG_DISK,
         "image": launcher_image,
         "command": ["/bin/sh", "-c", "/usr/bin/container-disk --copy-path /path/hp"],
-        "resources": {"limits": {"cpu": "100m", "memory": "80M"},
-                      "requests": {"cpu": "10m", "memory": "2M"}},
+        "resources": hotplug_resources(support),
         "securityContext": {
             "allowPrivilegeEscalation": false,
             "runAsNonRoot": true,
@@ -252,9 +268,15 @@ mod tests {
             ),
         ]);
         let v = vmi(json!({"selinuxContext": "system_u:system_r:container_t:s0:c1,c2"}));
-        let pod =
-            render_attachment_pod(&[&fs, &blk], &owner(), &v, &claims, "virt-launcher:v1.9.0")
-                .unwrap();
+        let pod = render_attachment_pod(
+            &[&fs, &blk],
+            &owner(),
+            &v,
+            &claims,
+            "virt-launcher:v1.9.0",
+            &[],
+        )
+        .unwrap();
         let tol =
             |key: &str, effect: &str| json!({"key": key, "operator": "Exists", "effect": effect});
         let golden = json!({
@@ -303,6 +325,36 @@ mod tests {
     /// A volume the guest already has (`Ready`) keeps its pod volume but is not mounted again
     /// (template.go:1178-1180); `none` keeps level `s0`; without a context there is no pod
     /// (template.go:1511).
+    /// renderresources.go:627-662: `supportContainerResources` for `hotplug-disk` replaces
+    /// the quantities it sets; the others keep KubeVirt's defaults.
+    #[test]
+    fn support_container_resources_size_the_attachment_container() {
+        let fs = volume(
+            json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc", "hotpluggable": true}}),
+        );
+        let entries = [SupportContainerResources {
+            container_type: "hotplug-disk".into(),
+            requests: BTreeMap::from([("memory".into(), "16Mi".into())]),
+            limits: BTreeMap::from([("cpu".into(), "250m".into())]),
+        }];
+        let v = vmi(json!({"selinuxContext": "system_u:system_r:container_t:s0:c1,c2"}));
+        let pod =
+            render_attachment_pod(&[&fs], &owner(), &v, &BTreeMap::new(), "img", &entries).unwrap();
+        let r = pod.spec.unwrap().containers[0].resources.clone().unwrap();
+        let q = |m: Option<
+            BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+        >,
+                 k: &str| m.unwrap()[k].0.clone();
+        assert_eq!(
+            (q(r.requests.clone(), "cpu"), q(r.requests, "memory")),
+            ("10m".to_string(), "16Mi".to_string())
+        );
+        assert_eq!(
+            (q(r.limits.clone(), "cpu"), q(r.limits, "memory")),
+            ("250m".to_string(), "80M".to_string())
+        );
+    }
+
     #[test]
     fn ready_volumes_are_not_remounted_and_a_context_is_required() {
         let fs = volume(
@@ -317,7 +369,7 @@ mod tests {
         )]);
         let v = vmi(json!({"selinuxContext": "none", "volumeStatus": [
             {"name": "data", "target": "", "phase": "Ready", "hotplugVolume": {}}]}));
-        let pod = render_attachment_pod(&[&fs], &owner(), &v, &claims, "img").unwrap();
+        let pod = render_attachment_pod(&[&fs], &owner(), &v, &claims, "img", &[]).unwrap();
         let c = &pod.spec.as_ref().unwrap().containers[0];
         assert_eq!(c.volume_mounts.as_ref().unwrap().len(), 1);
         assert_eq!(
@@ -335,7 +387,8 @@ mod tests {
             .clone();
         assert_eq!(level.as_deref(), Some("s0"));
         assert_eq!(
-            render_attachment_pod(&[&fs], &owner(), &vmi(json!({})), &claims, "img").unwrap_err(),
+            render_attachment_pod(&[&fs], &owner(), &vmi(json!({})), &claims, "img", &[])
+                .unwrap_err(),
             "VMI is missing SELinux context"
         );
         assert_eq!(
@@ -344,7 +397,8 @@ mod tests {
                 &owner(),
                 &vmi(json!({"selinuxContext": "a:b"})),
                 &claims,
-                "img"
+                "img",
+                &[]
             )
             .unwrap_err(),
             "VMI has invalid SELinux context: a:b"

@@ -7,6 +7,7 @@
 //! `newInitContainerRenderer`), pkg/container-disk/container-disk.go.
 
 use super::error::RenderError;
+use super::resources::{SUPPORT_CONTAINER_DISK, SUPPORT_GUEST_CONSOLE_LOG, Support};
 use super::volumes::{
     CONTAINER_BINARY_DIR, CONTAINER_DISKS, LAUNCHER_VOLUME, VIRT_BIN_SHARE_DIR, VIRT_PRIVATE_DIR,
     container_disk_mount_dir, mount,
@@ -262,20 +263,21 @@ pub(crate) fn compute_probe(
 }
 
 /// The `guest-console-log` native sidecar (serialconsolelog.go:16-93): `virt-tail` on
-/// `/var/run/kubevirt-private/<uid>/virt-serial0-log`, requests 5m/35M, limits 15m/60M
-/// (requests = limits for dedicated CPUs or Guaranteed QoS), always non-root 107.
+/// `/var/run/kubevirt-private/<uid>/virt-serial0-log`, requests 5m/35M, limits 15m/60M unless
+/// `supportContainerResources` sets `guest-console-log`'s (requests = limits for dedicated CPUs
+/// or Guaranteed QoS), always non-root 107.
 pub(crate) fn console_log_container(
     uid: &str,
     image: &str,
     pull_policy: &str,
     verbosity: u64,
-    guaranteed: bool,
+    support: Support<'_>,
 ) -> Container {
-    let limits = quantities(&[("cpu", "15m"), ("memory", "60M")]);
-    let requests = if guaranteed {
+    let limits = support.cpu_memory(SUPPORT_GUEST_CONSOLE_LOG, true, "15m", "60M");
+    let requests = if support.guaranteed {
         limits.clone()
     } else {
-        quantities(&[("cpu", "5m"), ("memory", "35M")])
+        support.cpu_memory(SUPPORT_GUEST_CONSOLE_LOG, false, "5m", "35M")
     };
     Container {
         name: GUEST_CONSOLE_LOG.into(),
@@ -306,16 +308,14 @@ pub(crate) fn console_log_container(
 }
 
 /// `getMinimalInitContainerDiskResources` (container-disk.go:445-477): requests 1m / 1M /
-/// ephemeral-storage 50M, limits 10m / 40M; dedicated or Guaranteed → cpu and memory requests =
-/// limits.
-pub(crate) fn container_disk_resources(guaranteed: bool) -> ResourceRequirements {
-    let limits = quantities(&[("cpu", "10m"), ("memory", "40M")]);
-    let mut requests = quantities(&[
-        ("cpu", "1m"),
-        ("memory", "1M"),
-        ("ephemeral-storage", "50M"),
-    ]);
-    if guaranteed {
+/// ephemeral-storage 50M, limits 10m / 40M, cpu and memory overridden by
+/// `supportContainerResources`' `container-disk`; dedicated or Guaranteed → cpu and memory
+/// requests = limits.
+pub(crate) fn container_disk_resources(support: Support<'_>) -> ResourceRequirements {
+    let limits = support.cpu_memory(SUPPORT_CONTAINER_DISK, true, "10m", "40M");
+    let mut requests = support.cpu_memory(SUPPORT_CONTAINER_DISK, false, "1m", "1M");
+    requests.extend(quantities(&[("ephemeral-storage", "50M")]));
+    if support.guaranteed {
         requests.extend(limits.clone());
     }
     ResourceRequirements {
@@ -347,7 +347,7 @@ pub(crate) fn image_volume_init_container(
     volume: &str,
     image: &str,
     pull_policy: Option<String>,
-    guaranteed: bool,
+    support: Support<'_>,
 ) -> Container {
     Container {
         name: format!("volume{volume}"),
@@ -357,7 +357,7 @@ pub(crate) fn image_volume_init_container(
             "{CONTAINER_BINARY_DIR}/usr/bin/container-disk"
         )]),
         args: Some(strings(&["--no-op"])),
-        resources: Some(container_disk_resources(guaranteed)),
+        resources: Some(container_disk_resources(support)),
         security_context: Some(restricted_security_context()),
         volume_mounts: Some(vec![VolumeMount {
             read_only: Some(true),
@@ -377,7 +377,7 @@ pub(crate) fn container_disk_container(
     pull_policy: Option<String>,
     target: &str,
     init: bool,
-    guaranteed: bool,
+    support: Support<'_>,
 ) -> Container {
     let dir = container_disk_mount_dir(uid);
     let (name, args) = if init {
@@ -398,7 +398,7 @@ pub(crate) fn container_disk_container(
             mount(CONTAINER_DISKS, &dir),
             mount(VIRT_BIN_SHARE_DIR, "/usr/bin"),
         ]),
-        resources: Some(container_disk_resources(guaranteed)),
+        resources: Some(container_disk_resources(support)),
         security_context: Some(restricted_security_context()),
         ..Default::default()
     }
@@ -406,21 +406,22 @@ pub(crate) fn container_disk_container(
 
 /// ImageVolume off: `container-disk-binary`, copying the container-disk binary into the shared
 /// `virt-bin-share-dir` (template.go:712-725, 896-909; resources from
-/// `initContainerResourceRequirementsForVMI`: requests 10m/1M, limits 100m/40M, or 10m/40M for
-/// both when dedicated/Guaranteed).
+/// `initContainerResourceRequirementsForVMI` with `container-disk`, renderresources.go:571-625:
+/// requests 10m/1M, limits 100m/40M, or 10m/40M for both when dedicated/Guaranteed, each
+/// overridden by `supportContainerResources`' `container-disk`).
 pub(crate) fn container_disk_binary_container(
     image: &str,
     pull_policy: &str,
     user_id: i64,
-    guaranteed: bool,
+    support: Support<'_>,
 ) -> Container {
-    let (requests, limits) = if guaranteed {
-        let both = quantities(&[("cpu", "10m"), ("memory", "40M")]);
+    let (requests, limits) = if support.guaranteed {
+        let both = support.cpu_memory(SUPPORT_CONTAINER_DISK, true, "10m", "40M");
         (both.clone(), both)
     } else {
         (
-            quantities(&[("cpu", "10m"), ("memory", "1M")]),
-            quantities(&[("cpu", "100m"), ("memory", "40M")]),
+            support.cpu_memory(SUPPORT_CONTAINER_DISK, false, "10m", "1M"),
+            support.cpu_memory(SUPPORT_CONTAINER_DISK, true, "100m", "40M"),
         )
     };
     Container {

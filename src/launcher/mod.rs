@@ -17,6 +17,7 @@ pub mod overhead;
 pub mod pod;
 mod pod_changes;
 pub(crate) mod renderer;
+mod reservation;
 pub mod resources;
 pub(crate) mod sidecars;
 pub(crate) mod virtiofs;

@@ -7,7 +7,8 @@
 //! env, probes, ports, mounts), the `guest-console-log` native sidecar, container-disk containers
 //! (ImageVolume off) or image-volume init containers (ImageVolume on, the v1.9 default), volumes
 //! ([`super::volumes`]), node selector, affinity (+ the obsolete-host-model and forbidden CPU
-//! feature terms), scheduling passthrough (tolerations, DNS, scheduler, priority class, topology
+//! feature terms, the persistent-reservation claim labels and pod anti-affinity), scheduling
+//! passthrough (tolerations, DNS, scheduler, priority class, topology
 //! spread, resource claims), service account.
 //!
 //! Decisions where KubeVirt depends on something we do not have:
@@ -15,9 +16,10 @@
 //!   `status.runtimeUser != 0`". virt-api's mutating webhook sets `status.runtimeUser = 107` on
 //!   every new VMI unless the Root feature gate is on, so a VMI read from a manifest (no status)
 //!   is treated as runtimeUser 107 → non-root. Set `status.runtimeUser: 0` to render a root pod.
-//! - Cluster-level values that [`ClusterSettings`] does not carry take KubeVirt's defaults:
-//!   image pull policy `IfNotPresent`, launcher log verbosity 2, hypervisor `kvm`, no launcher
-//!   pull secret, no runtime class, no SELinux launcher type, no seccomp profile, OVMF paths
+//! - The KubeVirt CR's image pull policy, launcher log verbosity, default runtime class and VMI
+//!   seccomp profile come from [`ClusterSettings`]. Cluster-level values it does not carry take
+//!   KubeVirt's defaults: hypervisor `kvm`, no launcher pull secret (virt-controller's
+//!   `--image-pull-secret` flag, not the CR), no SELinux launcher type, OVMF paths
 //!   `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF` (arm64), `""` (s390x).
 //!
 //! Also rendered: hook sidecars and network binding plugin sidecars ([`super::sidecars`]; a
@@ -28,8 +30,8 @@
 //! Not modelled (the rendered pod lacks them; KubeVirt would add them), docs/comparison.md:
 //! - the backend-storage PVC (`vm-state`: persistent TPM/EFI/CBT state);
 //! - TSC-frequency node labels, Hyper-V strict-check node labels (Alpha gate), SEV/TDX pod
-//!   labels beyond the node selectors, persistent-reservation PVC labels and pod anti-affinity,
-//!   `permittedHostDevices` validation, `supportContainerResources` overrides, temporary
+//!   labels beyond the node selectors,
+//!   `permittedHostDevices` validation, temporary
 //!   ("doppelganger") pods and migration target pods.
 
 use super::containers::{
@@ -41,7 +43,7 @@ use super::error::RenderError;
 use super::network::{multus_annotations, needs_network_info, network_to_resource};
 use super::overhead::memory_overhead_with;
 use super::renderer::render_admissible_compute_resources;
-use super::resources::NamespaceContext;
+use super::resources::{NamespaceContext, Support};
 use super::sidecars::{
     compute_shared_mounts, requested_sidecars, sidecar_container, sidecar_volumes,
 };
@@ -54,23 +56,19 @@ use crate::api::vmi::VirtualMachineInstance;
 use crate::api::{API_VERSION, annotations, labels};
 use crate::config::{
     ClusterSettings, DEFAULT_DISK_MEMORY_LIMIT_BYTES, DEFAULT_GRACE_PERIOD_SECONDS,
-    QEMU_TIMEOUT_JITTER_RANGE,
+    DEFAULT_LAUNCHER_LOG_VERBOSITY, QEMU_TIMEOUT_JITTER_RANGE,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, LocalObjectReference, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, Pod, PodDNSConfig,
-    PodReadinessGate, PodResourceClaim, PodSecurityContext, PodSpec, PreferredSchedulingTerm,
-    ResourceRequirements, Toleration, TopologySpreadConstraint,
+    NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, Pod, PodAntiAffinity,
+    PodDNSConfig, PodReadinessGate, PodResourceClaim, PodSecurityContext, PodSpec,
+    PreferredSchedulingTerm, ResourceRequirements, Toleration, TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// KubeVirt's default `imagePullPolicy` (virt-config.go:74).
-pub const DEFAULT_IMAGE_PULL_POLICY: &str = "IfNotPresent";
-/// KubeVirt's default virt-launcher log verbosity (virt-config.go:93).
-pub const DEFAULT_LAUNCHER_LOG_VERBOSITY: u64 = 2;
 /// Verbosity above which libvirt / virtiofsd debug logs are switched on (util.go:37).
 pub const EXT_LOG_VERBOSITY_THRESHOLD: u64 = 5;
 /// Padding added to the VMI grace period for `--grace-period-seconds`, and again for the pod's
@@ -456,6 +454,15 @@ impl<'a> PodInputs<'a> {
         self.settings.gate_enabled(gate, beta)
     }
 
+    /// What the support containers' resources follow: the CR's `supportContainerResources`
+    /// and dedicated CPUs or Guaranteed QoS.
+    fn support(&self) -> Support<'a> {
+        Support {
+            entries: &self.settings.support_container_resources,
+            guaranteed: self.guaranteed,
+        }
+    }
+
     fn input_error(&self, message: String) -> RenderError {
         RenderError::Input {
             vmi: self.object.clone(),
@@ -491,7 +498,7 @@ impl<'a> PodInputs<'a> {
     fn verbosity(&self) -> Result<u64, RenderError> {
         Ok(self
             .log_verbosity()?
-            .map_or(DEFAULT_LAUNCHER_LOG_VERBOSITY, |(v, _)| v))
+            .map_or(self.settings.virt_launcher_verbosity, |(v, _)| v))
     }
 }
 
@@ -527,7 +534,7 @@ fn render_pod(
             network_info: needs_network_info(vmi, settings),
             virtiofs: super::virtiofs::is_enabled(vmi),
             launcher_image: input.image,
-            image_pull_policy: DEFAULT_IMAGE_PULL_POLICY,
+            image_pull_policy: &settings.image_pull_policy,
         },
         &input.object,
     )?;
@@ -550,7 +557,7 @@ fn render_pod(
     containers.extend(super::virtiofs::containers(
         vmi,
         input.image,
-        input.guaranteed,
+        input.support(),
     ));
     for (i, sidecar) in sidecars.iter().enumerate() {
         containers.push(sidecar_container(
@@ -562,9 +569,15 @@ fn render_pod(
         ));
     }
     let init_containers = init_containers(&input)?;
-    let metadata = pod_metadata(&input, overhead_bytes)?;
+    // Persistent reservation: the reserved claims as pod labels (template.go:164-193).
+    let reserved = super::reservation::claim_labels(vmi, ns);
+    let mut metadata = pod_metadata(&input, overhead_bytes)?;
+    metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .extend(reserved.clone());
     let volumes = vols.volumes.into_iter().chain(sidecar_volumes).collect();
-    let mut spec = pod_spec(&input, containers, init_containers, volumes)?;
+    let mut spec = pod_spec(&input, containers, init_containers, volumes, &reserved)?;
     apply_pod_rules(&mut spec, settings.kubevirt_version.pod_rules());
     Ok(Pod {
         metadata,
@@ -698,10 +711,18 @@ fn compute_env(input: &PodInputs<'_>, shared_paths: &[String]) -> Result<Vec<Env
             &shared_paths.join(":"),
         ));
     }
-    let mut verbosity = DEFAULT_LAUNCHER_LOG_VERBOSITY;
+    // The VMI's `logVerbosity` label, else the cluster's when not the default
+    // (template.go:525-541).
+    let cluster = input.settings.virt_launcher_verbosity;
+    let mut verbosity = cluster;
     if let Some((parsed, raw)) = input.log_verbosity()? {
         verbosity = parsed;
         env.push(env_value(ENV_VIRT_LAUNCHER_LOG_VERBOSITY, raw));
+    } else if cluster != DEFAULT_LAUNCHER_LOG_VERBOSITY {
+        env.push(env_value(
+            ENV_VIRT_LAUNCHER_LOG_VERBOSITY,
+            &cluster.to_string(),
+        ));
     }
     let label_true = |k: &str| {
         input
@@ -748,7 +769,7 @@ fn compute_container(
     Ok(Container {
         name: "compute".into(),
         image: Some(input.image.into()),
-        image_pull_policy: Some(DEFAULT_IMAGE_PULL_POLICY.into()),
+        image_pull_policy: Some(input.settings.image_pull_policy.clone()),
         security_context: Some(security_context(
             input.user_id,
             Some(compute_capabilities(input.non_root)),
@@ -826,7 +847,7 @@ fn disk_containers(input: &PodInputs<'_>, init: bool) -> Vec<Container> {
                 d.pull_policy,
                 &binary,
                 init,
-                input.guaranteed,
+                input.support(),
             )
         })
         .collect()
@@ -845,9 +866,9 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
         out.push(console_log_container(
             &input.uid,
             input.image,
-            DEFAULT_IMAGE_PULL_POLICY,
+            &input.settings.image_pull_policy,
             input.verbosity()?,
-            input.guaranteed,
+            input.support(),
         ));
     }
     let volumes = input.vmi.spec.volumes.as_deref().unwrap_or_default();
@@ -856,9 +877,9 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
     if !input.image_volume && (has_container_disk || kernel.is_some()) {
         out.push(container_disk_binary_container(
             input.image,
-            DEFAULT_IMAGE_PULL_POLICY,
+            &input.settings.image_pull_policy,
             input.user_id,
-            input.guaranteed,
+            input.support(),
         ));
         out.extend(disk_containers(input, true));
     } else if input.image_volume {
@@ -873,7 +894,7 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
                         .and_then(|p| p.as_str())
                         .filter(|p| !p.is_empty())
                         .map(str::to_string),
-                    input.guaranteed,
+                    input.support(),
                 ));
             }
         }
@@ -882,7 +903,7 @@ fn init_containers(input: &PodInputs<'_>) -> Result<Vec<Container>, RenderError>
                 k.volume,
                 &k.image,
                 k.pull_policy,
-                input.guaranteed,
+                input.support(),
             ));
         }
     }
@@ -944,9 +965,13 @@ fn pod_metadata(input: &PodInputs<'_>, overhead_bytes: i64) -> Result<ObjectMeta
     })
 }
 
-/// The VMI's affinity plus the obsolete-host-model and forbidden-feature terms, and the
-/// cross-architecture preference (template.go:228-234, 956-975).
-fn pod_affinity(input: &PodInputs<'_>) -> Result<Option<Affinity>, RenderError> {
+/// The VMI's affinity plus the obsolete-host-model and forbidden-feature terms, the
+/// persistent-reservation anti-affinity for the `reserved` claim labels, and the
+/// cross-architecture preference (template.go:164-193, 228-234, 760-777).
+fn pod_affinity(
+    input: &PodInputs<'_>,
+    reserved: &BTreeMap<String, String>,
+) -> Result<Option<Affinity>, RenderError> {
     let spec = &input.vmi.spec;
     let mut affinity: Option<Affinity> =
         typed(spec.affinity.as_deref(), "spec.affinity", &input.object)?;
@@ -959,6 +984,16 @@ fn pod_affinity(input: &PodInputs<'_>) -> Result<Option<Affinity>, RenderError> 
             let label = format!("{CPU_FEATURE_LABEL}{feature}");
             affinity = Some(reject_label(affinity, &label));
         }
+    }
+    let terms = super::reservation::anti_affinity_terms(reserved);
+    if !terms.is_empty() {
+        let mut a = affinity.unwrap_or_default();
+        a.pod_anti_affinity
+            .get_or_insert_with(PodAntiAffinity::default)
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .extend(terms);
+        affinity = Some(a);
     }
     if input.cross_arch && !input.arch.is_empty() {
         let mut a = affinity.unwrap_or_default();
@@ -1028,6 +1063,7 @@ fn pod_spec(
     containers: Vec<Container>,
     init_containers: Vec<Container>,
     volumes: Vec<k8s_openapi::api::core::v1::Volume>,
+    reserved: &BTreeMap<String, String>,
 ) -> Result<PodSpec, RenderError> {
     let (spec, object) = (&input.vmi.spec, input.object.as_str());
     let non_empty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
@@ -1035,7 +1071,7 @@ fn pod_spec(
     let pull_secrets = image_pull_secrets(input.vmi);
     let non_root = input.non_root;
     // Read in KubeVirt's order, so the first malformed field is the one reported.
-    let affinity = pod_affinity(input)?;
+    let affinity = pod_affinity(input, reserved)?;
     let tolerations: Option<Vec<Toleration>> =
         typed(spec.tolerations.as_deref(), "spec.tolerations", object)?;
     let topology: Option<Vec<TopologySpreadConstraint>> = typed(
@@ -1054,6 +1090,7 @@ fn pod_spec(
             run_as_user: Some(input.user_id),
             run_as_group: non_root.then_some(NON_ROOT_UID),
             run_as_non_root: non_root.then_some(true),
+            seccomp_profile: input.settings.vmi_seccomp_profile.clone(),
             ..Default::default()
         }),
         termination_grace_period_seconds: Some(
@@ -1082,6 +1119,7 @@ fn pod_spec(
         tolerations,
         topology_spread_constraints: topology,
         resource_claims,
+        runtime_class_name: input.settings.default_runtime_class.clone(),
         priority_class_name: non_empty(&spec.priority_class_name),
         affinity,
         service_account_name,
@@ -1789,6 +1827,209 @@ mod tests {
         );
     }
 
+    /// `supportContainerResources` (renderresources.go:535-625, serialconsolelog.go:68-92,
+    /// container-disk.go:445-477): a hook sidecar gets only what the CR sets for `sidecar`; the
+    /// console log and the image-volume init container keep the defaults the CR leaves out;
+    /// with Guaranteed QoS the sidecar's limits default to 200m / 64M and requests follow.
+    #[test]
+    fn support_container_resources_size_the_support_containers() {
+        let entry = |kind: &str, requests: &[(&str, &str)], limits: &[(&str, &str)]| {
+            let map = |l: &[(&str, &str)]| {
+                l.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            };
+            crate::config::SupportContainerResources {
+                container_type: kind.into(),
+                requests: map(requests),
+                limits: map(limits),
+            }
+        };
+        let settings = ClusterSettings {
+            serial_console_log: true,
+            support_container_resources: vec![
+                entry("sidecar", &[("memory", "30Mi")], &[("cpu", "300m")]),
+                entry("guest-console-log", &[("cpu", "20m")], &[("memory", "90M")]),
+                entry("container-disk", &[], &[("memory", "64Mi")]),
+            ],
+            ..test_settings()
+        };
+        let hook = json!({"annotations": {"hooks.kubevirt.io/hookSidecars":
+            r#"[{"image": "hook:1", "args": ["--version", "v1alpha2"]}]"#}});
+        let spec_of = |resources: serde_json::Value| {
+            json!({"domain": {"resources": resources},
+                "volumes": [{"name": "root", "containerDisk": {"image": "disk:1"}}]})
+        };
+        let pod = render(&vmi(hook.clone(), spec_of(json!({}))), &settings);
+        let res = |containers: &[Container], name: &str| {
+            let c = containers.iter().find(|c| c.name == name).unwrap();
+            let r = c.resources.clone().unwrap_or_default();
+            let text = |m: Option<BTreeMap<String, Quantity>>| -> Vec<(String, String)> {
+                m.unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.0))
+                    .collect()
+            };
+            (text(r.requests), text(r.limits))
+        };
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let plain = spec(&pod);
+        assert_eq!(
+            res(&plain.containers, "hook-sidecar-0"),
+            (vec![pair("memory", "30Mi")], vec![pair("cpu", "300m")])
+        );
+        let init = plain.init_containers.clone().unwrap();
+        assert_eq!(
+            res(&init, "guest-console-log"),
+            (
+                vec![pair("cpu", "20m"), pair("memory", "35M")],
+                vec![pair("cpu", "15m"), pair("memory", "90M")]
+            )
+        );
+        assert_eq!(
+            res(&init, "volumeroot").1,
+            vec![pair("cpu", "10m"), pair("memory", "64Mi")]
+        );
+        let guaranteed = spec_of(json!({"requests": {"cpu": "1", "memory": "1Gi"},
+            "limits": {"cpu": "1", "memory": "1Gi"}}));
+        let pod = render(&vmi(hook, guaranteed), &settings);
+        let both = vec![pair("cpu", "300m"), pair("memory", "64M")];
+        assert_eq!(
+            res(&spec(&pod).containers, "hook-sidecar-0"),
+            (both.clone(), both)
+        );
+    }
+
+    /// The KubeVirt CR's launcher settings (template.go:525-547, 700-754, 937, 963;
+    /// serialconsolelog.go:26; rendervolumes.go:780): the pull policy of the launcher image's
+    /// containers and image volume, the cluster verbosity in the env (a VMI label still wins),
+    /// the runtime class and the pod's seccomp profile; KubeVirt's defaults write none of them.
+    #[test]
+    fn launcher_settings_from_the_cr() {
+        let cr = json!({"kind": "KubeVirt", "spec": {"configuration": {
+            "imagePullPolicy": "Always", "defaultRuntimeClass": "kata",
+            "developerConfiguration": {"logVerbosity": {"virtLauncher": 6}},
+            "seccompConfiguration": {"virtualMachineInstanceProfile": {
+                "customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}}}});
+        let settings = ClusterSettings {
+            serial_console_log: true,
+            launcher_image: "kubevirt/virt-launcher".into(),
+            ..ClusterSettings::from_kubevirt_cr(&cr).unwrap()
+        };
+        let v = vmi(json!({}), json!({"domain": {}}));
+        let pod = render(&v, &settings);
+        let s = spec(&pod);
+        assert_eq!(s.containers[0].image_pull_policy.as_deref(), Some("Always"));
+        let init = s.init_containers.clone().unwrap();
+        assert_eq!(init[0].image_pull_policy.as_deref(), Some("Always"));
+        assert_eq!(s.runtime_class_name.as_deref(), Some("kata"));
+        let seccomp = s.security_context.clone().unwrap().seccomp_profile.unwrap();
+        assert_eq!(
+            (seccomp.type_.as_str(), seccomp.localhost_profile.as_deref()),
+            ("Localhost", Some("kubevirt/kubevirt.json"))
+        );
+        let env = |p: &Pod| -> Vec<(String, String)> {
+            spec(p).containers[0]
+                .env
+                .iter()
+                .flatten()
+                .filter_map(|e| Some((e.name.clone(), e.value.clone()?)))
+                .collect()
+        };
+        let e = env(&pod);
+        assert!(e.contains(&(ENV_VIRT_LAUNCHER_LOG_VERBOSITY.into(), "6".into())));
+        assert!(e.contains(&("LIBVIRT_DEBUG_LOGS".into(), "1".into())));
+        // A VMI label overrides the cluster's verbosity (template.go:527-539).
+        let labelled = vmi(
+            json!({"labels": {"logVerbosity": "3"}}),
+            json!({"domain": {}}),
+        );
+        let e = env(&render(&labelled, &settings));
+        assert!(e.contains(&(ENV_VIRT_LAUNCHER_LOG_VERBOSITY.into(), "3".into())));
+        assert!(!e.iter().any(|(k, _)| k == "LIBVIRT_DEBUG_LOGS"));
+        // The defaults: no env, no runtime class, no seccomp profile, IfNotPresent.
+        let plain = render(&v, &test_settings());
+        assert!(
+            !env(&plain)
+                .iter()
+                .any(|(k, _)| k == ENV_VIRT_LAUNCHER_LOG_VERBOSITY)
+        );
+        let s = spec(&plain);
+        assert_eq!(
+            s.containers[0].image_pull_policy.as_deref(),
+            Some("IfNotPresent")
+        );
+        assert!(s.runtime_class_name.is_none());
+        assert!(
+            s.security_context
+                .clone()
+                .unwrap()
+                .seccomp_profile
+                .is_none()
+        );
+    }
+
+    /// template_test.go:1926-1984: a reserving LUN's claim UID becomes a pod label and a
+    /// required hostname anti-affinity term, appended to the VMI's own pod anti-affinity.
+    #[test]
+    fn persistent_reservation_template_test_1926() {
+        let own = json!({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": {"topologyKey": "zone"}}]}});
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"disks": [
+                    {"name": "lun0", "lun": {"bus": "scsi", "reservation": true}}]}},
+                "affinity": own,
+                "volumes": [{"name": "lun0", "persistentVolumeClaim": {"claimName": "shared-pvc"}}]}),
+        );
+        let ns = NamespaceContext {
+            pvcs: Some(BTreeMap::from([(
+                "shared-pvc".into(),
+                PvcInfo {
+                    uid: Some("pvc-uid-5678".into()),
+                    ..PvcInfo::default()
+                },
+            )])),
+            ..Default::default()
+        };
+        let pod = render_launch_manifest_with(&v, &test_settings(), &ns, 0, 240).unwrap();
+        let key = "pr.kubevirt.io/pvc-uid-5678";
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()[key], "");
+        let anti = spec(&pod)
+            .affinity
+            .clone()
+            .unwrap()
+            .pod_anti_affinity
+            .unwrap();
+        assert_eq!(
+            anti.preferred_during_scheduling_ignored_during_execution
+                .map(|t| t.len()),
+            Some(1)
+        );
+        let required = anti
+            .required_during_scheduling_ignored_during_execution
+            .unwrap();
+        assert_eq!(required.len(), 1);
+        assert_eq!(required[0].topology_key, "kubernetes.io/hostname");
+        let expr = &required[0]
+            .label_selector
+            .as_ref()
+            .unwrap()
+            .match_expressions
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!((expr.key.as_str(), expr.operator.as_str()), (key, "Exists"));
+        // No reserving disk: no term (template_test.go:1986-2004).
+        let plain = render(&vmi(json!({}), json!({"domain": {}})), &test_settings());
+        assert!(
+            spec(&plain)
+                .affinity
+                .as_ref()
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .is_none()
+        );
+    }
+
     /// template_test.go:2156-2188: nil, "" and "host-model" CPU models get the
     /// `node-labeller.kubevirt.io/obsolete-host-model DoesNotExist` term, ANDed into user terms.
     #[test]
@@ -2016,6 +2257,7 @@ mod tests {
                     PvcInfo {
                         block: false,
                         shared: true,
+                        uid: None,
                     },
                 ),
                 (
@@ -2023,6 +2265,7 @@ mod tests {
                     PvcInfo {
                         block: true,
                         shared: false,
+                        uid: None,
                     },
                 ),
             ])),

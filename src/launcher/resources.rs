@@ -5,14 +5,65 @@
 //!
 //! Multus network resource names come from the NADs the caller read ([`RenderLookups`]; KubeVirt
 //! reads them only when the Beta gate `ExternalNetResourceInjection` is disabled — it is on by
-//! default, so the default KubeVirt renders none either). Not modelled: `permittedHostDevices` validation,
-//! `supportContainerResources`, the Hyper-V (`mshv`) hypervisor device.
+//! default, so the default KubeVirt renders none either). The support containers' resources read
+//! the KubeVirt CR's `supportContainerResources` through [`Support`]. Not modelled:
+//! `permittedHostDevices` validation, the Hyper-V (`mshv`) hypervisor device.
 
 use crate::api::quantity::ParsedQuantity;
 use k8s_openapi::api::core::v1::{ResourceClaim, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// `supportContainerResources` types (`SupportContainerType`, core/v1/types.go:3318-3333).
+pub(crate) const SUPPORT_SIDECAR: &str = "sidecar";
+pub(crate) const SUPPORT_VIRTIOFS: &str = "virtiofs";
+pub(crate) const SUPPORT_CONTAINER_DISK: &str = "container-disk";
+pub(crate) const SUPPORT_GUEST_CONSOLE_LOG: &str = "guest-console-log";
+pub(crate) const SUPPORT_HOTPLUG_DISK: &str = "hotplug-disk";
+
+/// What a support container's resources depend on: the KubeVirt CR's
+/// `supportContainerResources` (`GetSupportContainerRequest`/`Limit`, virt-config.go:318-340)
+/// and whether the VMI has dedicated CPUs or wants Guaranteed QoS (then requests follow limits).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Support<'a> {
+    pub entries: &'a [crate::config::SupportContainerResources],
+    pub guaranteed: bool,
+}
+
+impl Support<'_> {
+    /// The CR's request of `resource` for `kind`, if it sets one.
+    pub(crate) fn request(&self, kind: &str, resource: &str) -> Option<Quantity> {
+        crate::config::support_quantity(self.entries, kind, false, resource)
+    }
+
+    /// The CR's limit of `resource` for `kind`, if it sets one.
+    pub(crate) fn limit(&self, kind: &str, resource: &str) -> Option<Quantity> {
+        crate::config::support_quantity(self.entries, kind, true, resource)
+    }
+
+    /// `{cpu, memory}` requests (or limits): the CR's for `kind`, else the defaults given.
+    pub(crate) fn cpu_memory(
+        &self,
+        kind: &str,
+        limit: bool,
+        cpu: &str,
+        memory: &str,
+    ) -> BTreeMap<String, Quantity> {
+        let get = |resource: &str, default: &str| {
+            let set = if limit {
+                self.limit(kind, resource)
+            } else {
+                self.request(kind, resource)
+            };
+            (
+                resource.to_string(),
+                set.unwrap_or_else(|| Quantity(default.into())),
+            )
+        };
+        BTreeMap::from([get("cpu", cpu), get("memory", memory)])
+    }
+}
 
 /// Resource name prefix of KubeVirt's device plugins (template.go:85).
 pub const DEVICE_PREFIX: &str = "devices.kubevirt.io";
@@ -134,13 +185,17 @@ impl NamespaceContext {
 }
 
 /// The facts about a PVC the pod renderer uses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PvcInfo {
     /// `spec.volumeMode: Block` → a `volumeDevices` entry at `/dev/<volume>` instead of a mount.
     pub block: bool,
     /// Access modes include ReadWriteMany (→ listed in `SHARED_FILESYSTEM_PATHS`).
     pub shared: bool,
+    /// `metadata.uid`: names the claim in a persistent-reservation pod label
+    /// (`pr.kubevirt.io/<uid>`, template.go:164-193).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
 }
 
 /// A DRA claim consumed by the `compute` container (`containers[].resources.claims[]`).

@@ -16,20 +16,21 @@
 //!   renderresources.go:535-569): env `CONTAINER_NAME` (after the XDG variables when
 //!   non-root), the sockets mount with the container's name as subPath, the network-info mount
 //!   for `device-info`, the ConfigMap mounted at `hookPath` with `key` as subPath, the PVC at
-//!   `volumePath`; no resources unless the VMI has dedicated CPUs or Guaranteed QoS (then
-//!   200m / 64M, requests = limits);
+//!   `volumePath`; the resources `supportContainerResources` sets for `sidecar`, none
+//!   otherwise, except with dedicated CPUs or Guaranteed QoS (limits 200m / 64M unless set,
+//!   requests = limits);
 //! - the pod (template.go:578-620, 794): a ConfigMap volume (mode 0755) per ConfigMap hook,
 //!   **read while rendering** — a missing ConfigMap fails the render with the GET's error — and
 //!   a PVC volume per PVC hook, after every other volume; a `sharedComputePath` mounts the PVC
 //!   in `compute` too.
 //!
-//! Not modelled: `supportContainerResources` overrides; an empty `image` takes virt-controller's
-//! `SIDECAR_SHIM_IMAGE`, derived here from the launcher image (`…/sidecar-shim:<tag>`).
+//! Not modelled: an empty `image` takes virt-controller's `SIDECAR_SHIM_IMAGE`, derived here
+//! from the launcher image (`…/sidecar-shim:<tag>`).
 
 use super::containers::{security_context, xdg_env};
 use super::error::RenderError;
 use super::network::{DEVICE_INFO, binding_name};
-use super::resources::NamespaceContext;
+use super::resources::{NamespaceContext, SUPPORT_SIDECAR, Support};
 use super::volumes::{
     HOOK_SIDECAR_SOCKETS, HOOK_SOCKETS_DIR, NETWORK_INFO_MOUNT, NETWORK_INFO_VOLUME, mount,
 };
@@ -45,10 +46,6 @@ use std::collections::BTreeMap;
 
 /// The VMI annotation listing hook sidecars (hooks.go:29).
 pub(crate) const HOOK_SIDECARS: &str = "hooks.kubevirt.io/hookSidecars";
-
-/// The cluster's `imagePullPolicy`, given to binding-plugin sidecars: KubeVirt's default
-/// (virt-config.go:74; the settings do not carry the CR's).
-const CLUSTER_IMAGE_PULL_POLICY: &str = "IfNotPresent";
 
 /// A ConfigMap hook: `key` of ConfigMap `name` mounted at `hookPath`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -122,7 +119,8 @@ pub(crate) fn requested_sidecars(
         if let Some(image) = plugin.sidecar_image.as_deref() {
             list.push(HookSidecar {
                 image: image.to_string(),
-                image_pull_policy: CLUSTER_IMAGE_PULL_POLICY.to_string(),
+                // The cluster's `imagePullPolicy` (netbinding.go:64).
+                image_pull_policy: settings.image_pull_policy.clone(),
                 downward_api: plugin.downward_api.clone().unwrap_or_default(),
                 network_binding_plugin: name,
                 ..Default::default()
@@ -177,18 +175,32 @@ pub(crate) fn sidecar_shim_image(launcher_image: &str) -> String {
     format!("{}sidecar-shim{rest}", prefix.unwrap_or_default())
 }
 
-/// `sidecarResources` with no `supportContainerResources`.
-fn sidecar_resources(guaranteed: bool) -> ResourceRequirements {
-    if !guaranteed {
-        return ResourceRequirements::default();
-    }
-    let list: BTreeMap<String, Quantity> = [("cpu", "200m"), ("memory", "64M")]
-        .iter()
-        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-        .collect();
+/// `sidecarResources` (renderresources.go:535-569): the requests and limits
+/// `supportContainerResources` sets for `sidecar`; with dedicated CPUs or Guaranteed QoS the
+/// limits default to 200m / 64M and the requests equal them.
+fn sidecar_resources(support: Support<'_>) -> ResourceRequirements {
+    let set = |limit: bool| -> BTreeMap<String, Quantity> {
+        ["cpu", "memory"]
+            .into_iter()
+            .filter_map(|r| {
+                let q = if limit {
+                    support.limit(SUPPORT_SIDECAR, r)
+                } else {
+                    support.request(SUPPORT_SIDECAR, r)
+                };
+                Some((r.to_string(), q?))
+            })
+            .collect()
+    };
+    let (requests, limits) = if support.guaranteed {
+        let both = support.cpu_memory(SUPPORT_SIDECAR, true, "200m", "64M");
+        (both.clone(), both)
+    } else {
+        (set(false), set(true))
+    };
     ResourceRequirements {
-        requests: Some(list.clone()),
-        limits: Some(list),
+        requests: (!requests.is_empty()).then_some(requests),
+        limits: (!limits.is_empty()).then_some(limits),
         claims: None,
     }
 }
@@ -201,6 +213,10 @@ pub(crate) fn sidecar_container(
     non_root: bool,
     guaranteed: bool,
 ) -> Container {
+    let support = Support {
+        entries: &settings.support_container_resources,
+        guaranteed,
+    };
     let name = format!("hook-sidecar-{index}");
     let user_id = if non_root {
         super::containers::NON_ROOT_UID
@@ -242,7 +258,7 @@ pub(crate) fn sidecar_container(
         sidecar.image.clone()
     };
     let non_empty = |v: &[String]| (!v.is_empty()).then(|| v.to_vec());
-    let resources = sidecar_resources(guaranteed);
+    let resources = sidecar_resources(support);
     Container {
         name,
         image: Some(image),

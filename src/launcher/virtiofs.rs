@@ -14,15 +14,15 @@
 //!   the volume itself except for a serviceAccount (the kubelet mounts that one).
 //! - Runs as 107, no privilege escalation, all capabilities dropped; image the launcher's,
 //!   pull policy `IfNotPresent`.
-//! - Resources (resources.go:30-95): requests 10m / 1M, limits 100m / 80M; with dedicated CPUs
-//!   or Guaranteed QoS the requests equal the limits. `supportContainerResources` overrides are
-//!   not modelled.
+//! - Resources (resources.go:30-95): requests 10m / 1M, limits 100m / 80M, each overridden by
+//!   the KubeVirt CR's `supportContainerResources` for `virtiofs`; with dedicated CPUs or
+//!   Guaranteed QoS the requests equal the limits.
 
+use super::resources::{SUPPORT_VIRTIOFS, Support};
 use super::volumes::{VIRT_PRIVATE_DIR, VIRTIOFS_CONTAINERS, mount, virtiofs_containers_dir};
 use crate::api::vmi::{VirtualMachineInstance, Volume as VmiVolume};
 use k8s_openapi::api::core::v1::{Capabilities, Container, ResourceRequirements, SecurityContext};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Where the service account token is mounted (`config.ServiceAccountSourceDir`).
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount/";
@@ -66,19 +66,16 @@ fn mount_point(v: &VmiVolume) -> String {
     }
 }
 
-/// `ResourcesForVirtioFSContainer` with no `supportContainerResources`.
-fn resources(guaranteed: bool) -> ResourceRequirements {
-    let list = |pairs: &[(&str, &str)]| -> BTreeMap<String, Quantity> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-            .collect()
-    };
-    let limits = list(&[("cpu", "100m"), ("memory", "80M")]);
-    let requests = if guaranteed {
+/// `ResourcesForVirtioFSContainer` (resources.go:43-95): KubeVirt's defaults or
+/// `supportContainerResources`' `virtiofs`; KubeVirt calls it with dedicated CPUs as
+/// `dedicatedCPUs` and dedicated-or-Guaranteed as `guaranteedQOS` (services/virtiofs.go:34), so
+/// both requests follow the limits exactly when `support.guaranteed`.
+fn resources(support: Support<'_>) -> ResourceRequirements {
+    let limits = support.cpu_memory(SUPPORT_VIRTIOFS, true, "100m", "80M");
+    let requests = if support.guaranteed {
         limits.clone()
     } else {
-        list(&[("cpu", "10m"), ("memory", "1M")])
+        support.cpu_memory(SUPPORT_VIRTIOFS, false, "10m", "1M")
     };
     ResourceRequirements {
         requests: Some(requests),
@@ -92,7 +89,7 @@ fn resources(guaranteed: bool) -> ResourceRequirements {
 pub(crate) fn containers(
     vmi: &VirtualMachineInstance,
     launcher_image: &str,
-    guaranteed: bool,
+    support: Support<'_>,
 ) -> Vec<Container> {
     let shared: BTreeSet<&str> = filesystems(vmi)
         .iter()
@@ -103,11 +100,11 @@ pub(crate) fn containers(
         .iter()
         .flatten()
         .filter(|v| shared.contains(v.name.as_str()) && !has(v, "containerPath"))
-        .map(|v| container(v, launcher_image, guaranteed))
+        .map(|v| container(v, launcher_image, support))
         .collect()
 }
 
-fn container(v: &VmiVolume, image: &str, guaranteed: bool) -> Container {
+fn container(v: &VmiVolume, image: &str, support: Support<'_>) -> Container {
     let service_account = has(v, "serviceAccount");
     let mut args = vec![
         format!(
@@ -135,7 +132,7 @@ fn container(v: &VmiVolume, image: &str, guaranteed: bool) -> Container {
         command: Some(vec!["/usr/libexec/virtiofsd".into()]),
         args: Some(args),
         volume_mounts: Some(mounts),
-        resources: Some(resources(guaranteed)),
+        resources: Some(resources(support)),
         security_context: Some(SecurityContext {
             run_as_user: Some(NON_ROOT_UID),
             run_as_group: Some(NON_ROOT_UID),
@@ -154,7 +151,17 @@ fn container(v: &VmiVolume, image: &str, guaranteed: bool) -> Container {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use serde_json::json;
+    use std::collections::BTreeMap;
+
+    /// KubeVirt's defaults (no `supportContainerResources`).
+    fn defaults(guaranteed: bool) -> Support<'static> {
+        Support {
+            entries: &[],
+            guaranteed,
+        }
+    }
 
     fn vmi(spec: serde_json::Value) -> VirtualMachineInstance {
         serde_json::from_value(
@@ -184,7 +191,7 @@ mod tests {
                 {"name": "sa", "serviceAccount": {"serviceAccountName": "default"}},
                 {"name": "ext", "containerPath": {"path": "/x"}}]}));
         assert!(is_enabled(&v));
-        let cs = containers(&v, "launcher:1", false);
+        let cs = containers(&v, "launcher:1", defaults(false));
         let names: Vec<&str> = cs.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["virtiofs-conf", "virtiofs-data", "virtiofs-sa"]);
         let args = |i: usize| cs[i].args.clone().unwrap();
@@ -243,7 +250,10 @@ mod tests {
             json!({"domain": {"devices": {"filesystems": [{"name": "d", "virtiofs": {}}]}},
             "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]}),
         );
-        let shared = containers(&v, "l", false)[0].resources.clone().unwrap();
+        let shared = containers(&v, "l", defaults(false))[0]
+            .resources
+            .clone()
+            .unwrap();
         assert_eq!(
             (q(&shared.requests, "cpu"), q(&shared.requests, "memory")),
             ("10m".into(), "1M".into())
@@ -252,8 +262,50 @@ mod tests {
             (q(&shared.limits, "cpu"), q(&shared.limits, "memory")),
             ("100m".into(), "80M".into())
         );
-        let guaranteed = containers(&v, "l", true)[0].resources.clone().unwrap();
+        let guaranteed = containers(&v, "l", defaults(true))[0]
+            .resources
+            .clone()
+            .unwrap();
         assert_eq!(guaranteed.requests, guaranteed.limits);
+    }
+
+    /// resources_test.go with `supportContainerResources` for `virtiofs`: each set quantity
+    /// replaces its default; Guaranteed takes the (overridden) limits as requests.
+    #[test]
+    fn support_container_resources_override_the_defaults() {
+        let v = vmi(
+            json!({"domain": {"devices": {"filesystems": [{"name": "d", "virtiofs": {}}]}},
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]}),
+        );
+        let entries = [crate::config::SupportContainerResources {
+            container_type: "virtiofs".into(),
+            requests: BTreeMap::from([("memory".into(), "20M".into())]),
+            limits: BTreeMap::from([("cpu".into(), "500m".into())]),
+        }];
+        let support = |guaranteed| Support {
+            entries: &entries,
+            guaranteed,
+        };
+        let r = containers(&v, "l", support(false))[0]
+            .resources
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (q(&r.requests, "cpu"), q(&r.requests, "memory")),
+            ("10m".into(), "20M".into())
+        );
+        assert_eq!(
+            (q(&r.limits, "cpu"), q(&r.limits, "memory")),
+            ("500m".into(), "80M".into())
+        );
+        let g = containers(&v, "l", support(true))[0]
+            .resources
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (q(&g.requests, "cpu"), q(&g.requests, "memory")),
+            ("500m".into(), "80M".into())
+        );
     }
 
     #[test]
@@ -262,6 +314,6 @@ mod tests {
             json!({"domain": {"devices": {}}, "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]}),
         );
         assert!(!is_enabled(&v));
-        assert!(containers(&v, "l", false).is_empty());
+        assert!(containers(&v, "l", defaults(false)).is_empty());
     }
 }

@@ -715,10 +715,13 @@ fn add_pvc(
 ) -> Result<(), RenderError> {
     let info = match &ns.pvcs {
         None => PvcInfo::default(),
-        Some(pvcs) => *pvcs.get(claim).ok_or_else(|| RenderError::PvcNotFound {
-            vmi: object.to_string(),
-            claim: claim.to_string(),
-        })?,
+        Some(pvcs) => pvcs
+            .get(claim)
+            .cloned()
+            .ok_or_else(|| RenderError::PvcNotFound {
+                vmi: object.to_string(),
+                claim: claim.to_string(),
+            })?,
     };
     if info.block {
         out.devices.push(VolumeDevice {

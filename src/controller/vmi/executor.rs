@@ -285,6 +285,7 @@ pub(crate) fn snapshot_from_objects(
     snap.rules = settings.kubevirt_version.controller_rules();
     snap.additional_guest_memory_overhead_ratio =
         settings.additional_guest_memory_overhead_ratio.clone();
+    snap.support_container_resources = settings.support_container_resources.clone();
     if needs_rendered_pod(&snap) {
         let mut ns = namespace();
         ns.pvcs = Some(render_pvcs(&snap.vmi, &pvc));
@@ -321,7 +322,8 @@ fn render_pvcs(
     out
 }
 
-/// `IsPVCBlock` (pvc.go:64-70) and `HasSharedAccessMode` (pvc.go:72-79) of a claim.
+/// `IsPVCBlock` (pvc.go:64-70) and `HasSharedAccessMode` (pvc.go:72-79) of a claim, and its
+/// UID for the persistent-reservation label (template.go:164-193).
 fn pvc_render_info(pvc: &PersistentVolumeClaim) -> PvcInfo {
     let spec = pvc.spec.as_ref();
     PvcInfo {
@@ -329,6 +331,7 @@ fn pvc_render_info(pvc: &PersistentVolumeClaim) -> PvcInfo {
         shared: spec
             .and_then(|s| s.access_modes.as_ref())
             .is_some_and(|m| m.iter().any(|m| m == "ReadWriteMany")),
+        uid: pvc.metadata.uid.clone(),
     }
 }
 

@@ -180,6 +180,9 @@ pub struct VmiSnapshot {
     /// `kubevirt.io/memory-hotplug-overhead-ratio` label when its memory hotplug starts
     /// (lifecycle.go:1185-1195; [`crate::config::ClusterSettings::additional_guest_memory_overhead_ratio`]).
     pub additional_guest_memory_overhead_ratio: Option<String>,
+    /// The KubeVirt CR's `supportContainerResources`, for the hotplug attachment pod's
+    /// container (renderresources.go:627-662; [`crate::config::ClusterSettings::support_container_resources`]).
+    pub support_container_resources: Vec<crate::config::SupportContainerResources>,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
@@ -203,6 +206,7 @@ impl VmiSnapshot {
             network_bindings: Default::default(),
             rules: Default::default(),
             additional_guest_memory_overhead_ratio: None,
+            support_container_resources: Vec::new(),
             now: Time::from_datetime(now.0),
         }
     }

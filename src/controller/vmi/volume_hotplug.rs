@@ -204,7 +204,8 @@ fn create_attachment_pod(
         })
         .collect();
     let image = snap.launcher_image.clone().unwrap_or_default();
-    match render_attachment_pod(ready, launcher, &snap.vmi, &claims, &image) {
+    let support = &snap.support_container_resources;
+    match render_attachment_pod(ready, launcher, &snap.vmi, &claims, &image, support) {
         Ok(pod) => {
             let names: Vec<&str> = ready.iter().map(|v| v.name.as_str()).collect();
             plan.explanation.push(format!(
