@@ -30,6 +30,33 @@ async fn create_examples(env: &Env) {
     }
 }
 
+/// Bind every claim of the scenario's namespace as the embedded cluster's binder does
+/// (src/sim/pvbinder.rs: `Bound`, access modes and the requested size as capacity). A bare
+/// kube-apiserver runs no PV controller, so its claims would stay Pending while the embedded
+/// ones bind, and the VMI's `volumeStatus` capacity would differ by when it was read.
+async fn bind_claims(env: &Env) {
+    use kube::api::{ListParams, Patch, PatchParams};
+    let claims = env
+        .pvcs()
+        .list(&ListParams::default())
+        .await
+        .expect("list claims");
+    for claim in claims.items {
+        let name = claim.metadata.name.clone().expect("claim name");
+        let spec = claim.spec.expect("claim spec");
+        let size = spec
+            .resources
+            .and_then(|r| r.requests)
+            .and_then(|r| r.get("storage").cloned());
+        let status = json!({"status": {"phase": "Bound", "accessModes": spec.access_modes,
+            "capacity": {"storage": size}}});
+        env.pvcs()
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .unwrap_or_else(|e| panic!("bind claim {name}: {e}"));
+    }
+}
+
 /// What is left of a stored object once what differs between any two stores is removed:
 /// names and UIDs generated (the VM's and VMI's appear in names and paths too), times, versions,
 /// the node it was bound to, the status, and the qemu timeout KubeVirt draws at random
@@ -173,9 +200,24 @@ struct Stored {
 async fn stored_objects(server: Server) -> Stored {
     let env = Env::start_on_with(server, EnvConfig::new("conformance").without_virt_api()).await;
     create_examples(&env).await;
+    if server.is_real() {
+        bind_claims(&env).await;
+    }
     let mut stored = Stored::default();
     for name in ["demo-vm", "demo-sata", "demo-priority", "demo-pvc"] {
         env.wait_running(name).await;
+        // A claim may bind after the VMI runs; its capacity then reaches the VMI's volumeStatus
+        // on a later sync. Compare once every claim's capacity is there.
+        env.wait_vmi(name, "every claim's capacity in volumeStatus", |vmi| {
+            let v = serde_json::to_value(vmi).expect("vmi json");
+            v["status"]["volumeStatus"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.get("persistentVolumeClaimInfo"))
+                .all(|info| !info["capacity"].is_null())
+        })
+        .await;
         // Settled: the controllers have nothing left to write.
         env.wait_leading_and_idle().await;
         let (vm, vmi) = env.wait_running(name).await;
