@@ -32,7 +32,7 @@ pub enum Verdict {
 }
 
 /// One recorded reconcile, replayed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     /// The reconcile line's sequence number.
@@ -69,7 +69,7 @@ pub struct Step {
 }
 
 /// The replayed reconciles of one VM key.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VmReplay {
     /// `namespace/name`.
     pub key: String,
