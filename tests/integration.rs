@@ -24,6 +24,7 @@ mod explain_overhead_cluster;
 mod fault_soak;
 mod informer_relist;
 mod inspect_cli;
+mod inspect_replay_cli;
 mod inspect_tui_e2e;
 mod instancetype_e2e;
 mod interface_hotplug_e2e;

@@ -6,6 +6,7 @@ use super::client::client_from_flags;
 use super::{CliError, GlobalArgs};
 use crate::inspect::text::{render_fleet, render_vm};
 use crate::inspect::tui::cluster::ClusterGather;
+use crate::inspect::tui::replay::ReplayView;
 use crate::inspect::whatif::{self, Change};
 use crate::inspect::{GatherError, GatherOptions, gather_fleet, gather_vm};
 use crate::runtime::lease::{DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE};
@@ -59,6 +60,11 @@ pub struct InspectArgs {
     /// bar in the Overhead check, a line in the text, `kubevirtVersionOverhead` in -o json.
     #[arg(long = "kubevirt-version", value_name = "VERSION")]
     pub kubevirt_version: Option<String>,
+    /// Step through the VM's reconciles in a flight recording (`run-controller --record DIR`)
+    /// instead of reading the cluster: each one's time, inputs, decision and writes, and
+    /// whether the replayed decision is the recorded one (docs/inspect.md "Replay").
+    #[arg(long, value_name = "DIR|FILE")]
+    pub replay: Option<std::path::PathBuf>,
 }
 
 /// `-o` formats.
@@ -167,6 +173,9 @@ fn gather_failed(e: GatherError) -> CliError {
 
 /// Run `inspect`.
 pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, CliError> {
+    if let Some(path) = &args.replay {
+        return run_replay(global, &args, path);
+    }
     let opts = args.gather_options()?;
     if !args.what_if.is_empty()
         || !args.set.is_empty()
@@ -243,6 +252,66 @@ pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, Cl
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `inspect --replay PATH vm/NAME`: the VM's recorded reconciles, replayed, stepped through in
+/// the terminal; `--once` (or not a terminal) prints every step, `-o` the steps as data.
+fn run_replay(
+    global: &GlobalArgs,
+    args: &InspectArgs,
+    path: &std::path::Path,
+) -> Result<ExitCode, CliError> {
+    if !args.what_if.is_empty()
+        || !args.set.is_empty()
+        || args.what_if_request.is_some()
+        || args.filename.is_some()
+        || args.all_namespaces
+        || args.kubevirt_version.is_some()
+    {
+        return Err(CliError::Usage(
+            "--replay reads a recording of one VM: no what-if, -f, -A or --kubevirt-version".into(),
+        ));
+    }
+    if args.once && args.output.is_some() {
+        return Err(CliError::Usage("--once and -o are exclusive".into()));
+    }
+    let Some(name) = parse_target(&args.target)? else {
+        return Err(CliError::Usage(
+            "--replay steps through one VM's reconciles: give vm/NAME".into(),
+        ));
+    };
+    let namespace = global.namespace.clone().unwrap_or_else(|| "default".into());
+    let source = path.display().to_string();
+    if path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CliError::Failed(format!("reading {source}: {e}")))?;
+        if crate::replay::is_audit_log(&text) {
+            return Err(CliError::Failed(format!(
+                "{source} is an audit log: inspect --replay steps through a flight recording \
+                 (run-controller --record DIR); `replay {source}` compares an audit log"
+            )));
+        }
+    }
+    let lines = crate::flight::read_recording(path).map_err(|e| CliError::Failed(e.to_string()))?;
+    let report = crate::replay::replay(&lines);
+    let view = ReplayView::of(report, &source, &format!("{namespace}/{name}"))
+        .map_err(CliError::Failed)?;
+    if let Some(o) = args.output {
+        emit(&serialise(&view.vm, o)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.once || !std::io::stdout().is_terminal() {
+        emit(&crate::inspect::tui::replay::text(&view))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+    runtime
+        .block_on(crate::inspect::tui::live::run_replay(
+            crate::inspect::tui::App::replay(view),
+        ))
+        .map_err(|e| CliError::Failed(format!("terminal: {e}")))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The what-if flags as a [`Change`] (bad syntax is a usage error).

@@ -119,10 +119,12 @@ Examples:
   kubectl virtctl-rs inspect vm/my-vm -o json
   # The fleet: every VM of every namespace
   kubectl virtctl-rs inspect -A --once
+  # Step through a flight recording's reconciles of one VM (run-controller --record DIR)
+  kubectl virtctl-rs inspect --replay /tmp/rec vm/my-vm -n my-vms
 
 Exit codes:
   0  shown (or stdout closed)
-  1  VM not found, or the cluster unreachable (reason on stderr)
+  1  VM not found, the cluster unreachable, or the recording unreadable (reason on stderr)
   2  usage error";
 
 /// `why --help`: examples and exit codes.

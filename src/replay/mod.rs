@@ -32,7 +32,7 @@ pub enum Verdict {
 }
 
 /// One recorded reconcile, replayed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     /// The reconcile line's sequence number.
@@ -50,9 +50,16 @@ pub struct Step {
     /// Why, as the replayed decision says.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub why: Vec<String>,
+    /// The objects the reconcile's snapshot held, `KIND namespace/name rv RV`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<String>,
     /// The writes the reconcile made, `ACTION` or `ACTION (failed: ERROR)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<String>,
+    /// The API server's answer to each of [`Step::writes`], in the same order: the object it
+    /// returned (`KIND namespace/name rv RV`), `failed: ERROR`, or `accepted` (no object).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<String>,
     /// The recorded writes are not the replayed decision's writes, in order (a failed write
     /// makes the controller decide again, so the rest differs).
     pub writes_differ: bool,
@@ -62,7 +69,7 @@ pub struct Step {
 }
 
 /// The replayed reconciles of one VM key.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VmReplay {
     /// `namespace/name`.
     pub key: String,
@@ -193,6 +200,15 @@ fn decide(mirror: &Mirror, r: &Reconcile) -> Result<Replayed, String> {
     Ok((all, d.explanation.clone()))
 }
 
+/// What the API server answered to a recorded write (see [`Step::answers`]).
+fn answer(w: &Write) -> String {
+    match (&w.error, &w.answer) {
+        (Some(e), _) => format!("failed: {e}"),
+        (None, Some(a)) => format!("{} {} rv {}", a.id.kind, a.id.key, a.version.rv),
+        (None, None) => "accepted".into(),
+    }
+}
+
 fn replay_one(st: &state::State, seq: u64, r: &Reconcile, made: &[Write]) -> Step {
     let mut recorded: Vec<String> = r
         .decided
@@ -214,7 +230,13 @@ fn replay_one(st: &state::State, seq: u64, r: &Reconcile, made: &[Write]) -> Ste
         recorded: recorded.clone(),
         replayed: Vec::new(),
         why: Vec::new(),
+        inputs: r
+            .inputs
+            .iter()
+            .map(|i| format!("{} {} rv {}", i.id.kind, i.id.key, i.rv))
+            .collect(),
         writes,
+        answers: made.iter().map(answer).collect(),
         writes_differ: false,
         note: None,
     };

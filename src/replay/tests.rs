@@ -142,3 +142,46 @@ fn a_change_without_its_base_version_is_counted() {
     };
     assert_eq!(replay(&[broken]).broken_versions, 1);
 }
+
+#[test]
+fn a_step_names_the_versions_it_read_and_the_answers_to_its_writes() {
+    let v1 = vm("1", "Always");
+    let write = |action: &str, error: Option<&str>, rv: Option<&str>| {
+        line(
+            2,
+            Body::Write(Box::new(Write {
+                controller: "vm".into(),
+                key: "ns/a".into(),
+                action: action.into(),
+                error: error.map(String::from),
+                answer: rv.map(|rv| crate::flight::Answer {
+                    id: id(),
+                    version: Version {
+                        rv: rv.into(),
+                        from_rv: Some("1".into()),
+                        object: None,
+                        patch: Some(json!([])),
+                    },
+                }),
+            })),
+        )
+    };
+    let lines = vec![
+        watch(1, None, &v1),
+        write("UpdateVmStatus", None, Some("2")),
+        write("CreateVmi", Some("500 Internal Server Error"), None),
+        write("Event", None, None),
+        line(3, reconcile("1", &decided_for("Always"))),
+    ];
+    let step = &replay(&lines).vms[0].steps[0];
+    assert_eq!(step.inputs, ["VirtualMachine ns/a rv 1"]);
+    assert_eq!(
+        step.answers,
+        [
+            "VirtualMachine ns/a rv 2",
+            "failed: 500 Internal Server Error",
+            "accepted"
+        ]
+    );
+    assert_eq!(step.answers.len(), step.writes.len());
+}

@@ -140,6 +140,8 @@ fn start_gather<'a, G: Gather + Sync>(gather: &'a G, app: &App) -> Option<InFlig
         Screen::Fleet => Some(Box::pin(async move {
             Fetched::Fleet(gather.fleet().await.map(Box::new))
         })),
+        // A recording is read once, before the UI starts.
+        Screen::Replay => None,
         Screen::Vm => {
             let (ns, name) = app.target.clone()?;
             Some(Box::pin(async move {
@@ -182,6 +184,40 @@ pub async fn run<G: Gather + Sync>(gather: &G, mut app: App) -> io::Result<()> {
         &mut app,
         REFRESH_EVERY,
     )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    result
+}
+
+/// `inspect --replay` in the terminal: `app` (a [`Screen::Replay`]) until `q`, Ctrl-C or
+/// SIGTERM/SIGINT; nothing is gathered, keys step through the recording.
+pub(crate) async fn run_replay(mut app: App) -> io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term_signal = signal(SignalKind::terminate())?;
+    let mut int_signal = signal(SignalKind::interrupt())?;
+    super::text::init_theme_from_env();
+    let (_guard, mut terminal) = setup()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut events = spawn_event_reader(stop.clone());
+    let result = async {
+        loop {
+            terminal.draw(|f| super::draw(f, &app)).map_err(draw_err)?;
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    None => return Ok(()),
+                    Some(Event::Key(key)) => {
+                        if app.handle_key(key) == Action::Quit {
+                            return Ok(());
+                        }
+                    }
+                    Some(Event::Resize(w, h)) => app.resize(w, h),
+                    Some(_) => {}
+                },
+                _ = term_signal.recv() => return Ok(()),
+                _ = int_signal.recv() => return Ok(()),
+            }
+        }
+    }
     .await;
     stop.store(true, Ordering::Relaxed);
     result

@@ -18,6 +18,7 @@ pub(crate) mod leader;
 pub(crate) mod live;
 pub(crate) mod overhead;
 pub(crate) mod queues;
+pub(crate) mod replay;
 pub mod state;
 pub(crate) mod text;
 pub(crate) mod timeline;
@@ -168,6 +169,11 @@ pub(crate) fn draw(frame: &mut Frame, app: &App) {
     .areas(area);
     match app.screen {
         Screen::Fleet => fleet::render(frame, body, app),
+        Screen::Replay => {
+            if let Some(view) = &app.replay {
+                replay::render(frame, body, view);
+            }
+        }
         Screen::Vm => {
             draw_vm(frame, body, app);
             if let Some(w) = app.what_if.result.as_ref().filter(|_| app.what_if.open) {
@@ -334,6 +340,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
             "Tab panel · ↑↓ scroll · Esc fleet · r refresh · ? help · q quit"
         }
         Screen::Vm => "Tab panel · ↑↓ scroll · r refresh · ? help · q quit",
+        Screen::Replay => "←→ step · PgUp PgDn 10 steps · Home End first/last · ? help · q quit",
     };
     let mut spans = match app.screen {
         Screen::Vm => whatif::status_spans(&app.what_if),
@@ -341,7 +348,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
             format!("/{}▏  ", app.fleet_filter.text),
             text::accent(),
         )],
-        Screen::Fleet => Vec::new(),
+        Screen::Fleet | Screen::Replay => Vec::new(),
     };
     if let Some(e) = &app.status.error {
         let since = app
@@ -394,8 +401,15 @@ pub(crate) fn view_keys(app: &App) -> Vec<(&'static str, &'static str)> {
             keys.push(("/", "filter by namespace/name; Enter keeps it"));
             keys.push(("Esc", "clear the filter"));
         }
+        Screen::Replay => {
+            keys.push(("→ ←, l h", "the next / previous recorded reconcile"));
+            keys.push(("PgDn PgUp", "ten reconciles forward / back"));
+            keys.push(("End Home, G g", "the last / first reconcile"));
+        }
     }
-    keys.push(("r", "refresh now (it also refreshes about once a second)"));
+    if app.screen != Screen::Replay {
+        keys.push(("r", "refresh now (it also refreshes about once a second)"));
+    }
     keys.push(("?", "this help (Esc or ? closes it)"));
     keys.push(("q, Ctrl-C", "quit"));
     keys
@@ -407,6 +421,7 @@ pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
         Screen::Vm if app.what_if.open => "Keys of the what-if",
         Screen::Vm => "Keys of the VM view",
         Screen::Fleet => "Keys of the fleet view",
+        Screen::Replay => "Keys of the replay",
     };
     let mut out = vec![Line::styled(
         view,

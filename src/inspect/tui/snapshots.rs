@@ -435,7 +435,8 @@ fn docs_inspect_md_shows_the_current_captures() {
             ));
         }
     }
-    // The whole screens: the VM view in the grid, the What-if panel over it, the fleet view.
+    // The whole screens: the VM view in the grid, the What-if panel over it, the fleet view,
+    // the replay view.
     let mut vm_view = app_after(fixtures::three_restarts());
     vm_view.resize(120, 44);
     let mut what_if =
@@ -445,6 +446,7 @@ fn docs_inspect_md_shows_the_current_captures() {
         ("VM view", capture(&vm_view, 120, 44)),
         ("What-if panel", capture(&what_if, 120, 30)),
         ("Fleet view", fleet),
+        ("Replay view", capture(&replay_app(), 120, 30)),
     ] {
         if !docs.contains(&text) {
             stale.push(format!("### {title}\n\n```text\n{text}```\n"));
@@ -455,6 +457,27 @@ fn docs_inspect_md_shows_the_current_captures() {
         "docs/inspect.md is missing these captures (paste them under \"Terminal UI\"):\n\n{}",
         stale.join("\n")
     );
+}
+
+/// The replay view on the fixture's second step, whose replayed decision differs.
+fn replay_app() -> App {
+    let mut view = super::replay::tests::view();
+    view.step_by(1);
+    App::replay(view)
+}
+
+#[test]
+fn replay_view_on_a_step_that_differs() {
+    insta::assert_snapshot!(capture(&replay_app(), 120, 30));
+}
+
+#[test]
+fn replay_view_in_80_columns_on_the_last_step() {
+    let mut app = replay_app();
+    if let Some(v) = app.replay.as_mut() {
+        v.step_by(1);
+    }
+    insta::assert_snapshot!(capture(&app, 80, 30));
 }
 
 #[test]

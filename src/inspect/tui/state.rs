@@ -5,6 +5,7 @@
 //! turns a key into a change of that state plus an [`Action`] for the live loop (refresh,
 //! open a VM, evaluate a what-if, quit).
 
+use super::replay::ReplayView;
 use super::whatif::{WhatIfState, max_scroll};
 use crate::inspect::history::History;
 use crate::inspect::model::{Fleet, FleetRow, Inspection};
@@ -128,6 +129,8 @@ pub enum Screen {
     Fleet,
     /// One VM's panels.
     Vm,
+    /// One VM's recorded reconciles, stepped through (`inspect --replay`).
+    Replay,
 }
 
 /// The fleet view's sort key after "problems first" (`s` cycles through them).
@@ -282,6 +285,8 @@ pub struct App {
     pub fleet_filter: FleetFilter,
     /// What the gathers said while the UI runs (sparklines, the VM's earlier VMIs).
     pub history: History,
+    /// The replay stepped through ([`Screen::Replay`]).
+    pub replay: Option<ReplayView>,
 }
 
 /// Rows of the fleet table below its header, for a terminal of `rows` lines (header line,
@@ -317,7 +322,24 @@ impl App {
             fleet_sort: FleetSort::default(),
             fleet_filter: FleetFilter::default(),
             history: History::default(),
+            replay: None,
         }
+    }
+
+    /// The replay view of one VM's recorded reconciles (`inspect --replay`): nothing is
+    /// gathered, keys step through the recording.
+    pub(crate) fn replay(view: ReplayView) -> App {
+        let (namespace, name) = view.vm.key.split_once('/').unwrap_or(("", &view.vm.key));
+        App {
+            screen: Screen::Replay,
+            ..App::vm(namespace, name)
+        }
+        .with_replay(view)
+    }
+
+    fn with_replay(mut self, view: ReplayView) -> App {
+        self.replay = Some(view);
+        self
     }
 
     /// The VM view of one VM with the fleet view behind it (Esc returns to it): `demo`.
@@ -536,6 +558,9 @@ impl App {
         if self.screen == Screen::Fleet && self.fleet_filter.editing {
             return self.fleet_filter_key(key);
         }
+        if self.screen == Screen::Replay {
+            return self.replay_key(key);
+        }
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
             KeyCode::Char('?') => {
@@ -552,7 +577,30 @@ impl App {
             Screen::Vm if self.what_if.open => self.what_if_panel_key(key),
             Screen::Vm => self.vm_key(key),
             Screen::Fleet => self.fleet_key(key),
+            Screen::Replay => Action::None,
         }
+    }
+
+    /// The replay view's keys: ←/→ (`h`/`l`) a step back or forward, PgUp/PgDn ten, Home/End
+    /// (`g`/`G`) the first and the last; nothing to refresh.
+    fn replay_key(&mut self, key: KeyEvent) -> Action {
+        let delta = match key.code {
+            KeyCode::Char('q') => return Action::Quit,
+            KeyCode::Char('?') => {
+                self.view.help = true;
+                return Action::None;
+            }
+            KeyCode::Right | KeyCode::Char('l') => 1,
+            KeyCode::Left | KeyCode::Char('h') => -1,
+            code => match movement(code, 10) {
+                Some(d) if d.abs() >= 10 => d,
+                _ => return Action::None,
+            },
+        };
+        if let Some(view) = &mut self.replay {
+            view.step_by(delta);
+        }
+        Action::None
     }
 
     /// A what-if result arrived (ignored unless one was asked for, for the VM shown).
