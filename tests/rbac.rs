@@ -157,13 +157,7 @@ async fn memory_dump(env: &Env, vm: &str) {
 /// controller sends it to virt-api's VMI `addvolume` subresource (vm.go:808-847).
 async fn legacy_volume_request(env: &Env, vm: &str) {
     use kube::api::{Patch, PatchParams};
-    env.create_kubevirt_cr(json!({"developerConfiguration": {"featureGates": ["HotplugVolumes"]}}))
-        .await;
-    env.wait_for("the controller to load the HotplugVolumes gate", || async {
-        let s = env.manager.debug_state()["settings"]["current"].clone();
-        (s["featureGates"] == json!(["HotplugVolumes"])).then_some(())
-    })
-    .await;
+    env.enable_feature_gates(&["HotplugVolumes"]).await;
     env.create_claim("rbac-legacy", "1Gi").await;
     let request = json!({"status": {"volumeRequests": [{"addVolumeOptions": {"name": "legacy",
         "disk": {"name": "legacy", "disk": {"bus": "scsi"}},

@@ -24,6 +24,18 @@ fn entry<'a>(vmi: &'a Value, name: &str) -> Option<&'a Value> {
         .find(|e| e["name"] == name)
 }
 
+/// The VMI once volume `hp` left its spec and its status entry is gone.
+async fn wait_unplugged(env: &Env) -> virtctl_rs::api::VirtualMachineInstance {
+    env.wait_vmi(VM, "volume hp unplugged, its status entry gone", |vmi| {
+        let v = serde_json::to_value(vmi).expect("json");
+        entry(&v, "hp").is_none()
+            && v["spec"]["volumes"]
+                .as_array()
+                .is_some_and(|vs| vs.iter().all(|v| v["name"] != "hp"))
+    })
+    .await
+}
+
 async fn attachment_pods(env: &Env) -> Vec<Pod> {
     env.pods()
         .list(&ListParams::default().labels("kubevirt.io=hotplug-disk"))
@@ -121,15 +133,7 @@ async fn a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it(server: Se
             "domain": {"devices": {"disks": disks}}}}}}),
     )
     .await;
-    let vmi = env
-        .wait_vmi(VM, "volume hp unplugged, its status entry gone", |vmi| {
-            let v = serde_json::to_value(vmi).expect("json");
-            entry(&v, "hp").is_none()
-                && v["spec"]["volumes"]
-                    .as_array()
-                    .is_some_and(|vs| vs.iter().all(|v| v["name"] != "hp"))
-        })
-        .await;
+    let vmi = wait_unplugged(&env).await;
     assert_eq!(vmi.metadata.uid, first.metadata.uid, "no restart");
     env.wait_for("the attachment pod deleted", || async {
         attachment_pods(&env)
@@ -177,13 +181,7 @@ fn template_has(vm: &Value, name: &str) -> (bool, bool) {
 /// `HotPlugVolumeError` and its template is left as it was.
 async fn a_volume_request_goes_through_virt_apis_vmi_subresource(server: Server) {
     let env = Env::start_on(server).await;
-    env.create_kubevirt_cr(json!({"developerConfiguration": {"featureGates": ["HotplugVolumes"]}}))
-        .await;
-    env.wait_for("the controller to load the HotplugVolumes gate", || async {
-        let s = env.manager.debug_state()["settings"]["current"].clone();
-        (s["featureGates"] == json!(["HotplugVolumes"])).then_some(())
-    })
-    .await;
+    env.enable_feature_gates(&["HotplugVolumes"]).await;
     env.create_claim("hp-data", "1Gi").await;
     env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
         .await;
@@ -250,15 +248,7 @@ async fn a_volume_request_goes_through_virt_apis_vmi_subresource(server: Server)
     assert_eq!(attachment_pods(&env).await.len(), 1, "one attachment pod");
 
     set_volume_requests(&env, json!([{"removeVolumeOptions": {"name": "hp"}}])).await;
-    let vmi = env
-        .wait_vmi(VM, "volume hp removed through the legacy path", |vmi| {
-            let v = serde_json::to_value(vmi).expect("json");
-            entry(&v, "hp").is_none()
-                && v["spec"]["volumes"]
-                    .as_array()
-                    .is_some_and(|vs| vs.iter().all(|v| v["name"] != "hp"))
-        })
-        .await;
+    let vmi = wait_unplugged(&env).await;
     assert_eq!(vmi.metadata.uid, first.metadata.uid, "no restart");
     let vm = env
         .wait_vm(VM, "the remove request trimmed", |vm| {

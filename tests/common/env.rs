@@ -429,6 +429,18 @@ impl Env {
             .expect("create the KubeVirt CR");
     }
 
+    /// Turn KubeVirt feature gates on through the KubeVirt CR and wait until the controller
+    /// follows them.
+    pub async fn enable_feature_gates(&self, gates: &[&str]) {
+        self.create_kubevirt_cr(json!({"developerConfiguration": {"featureGates": gates}}))
+            .await;
+        self.wait_for("the controller to load the feature gates", || async {
+            let s = self.manager.debug_state()["settings"]["current"].clone();
+            (s["featureGates"] == json!(gates)).then_some(())
+        })
+        .await;
+    }
+
     async fn wait_manager_ready(&self) {
         self.wait_for("the manager to lead with synced caches", || async {
             let ctx = self.manager.context();
