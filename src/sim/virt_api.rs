@@ -177,8 +177,55 @@ fn owned_by_vm(vmi: &Value) -> bool {
         })
 }
 
+/// `getDryRunOption` (volumes.go:262-271): the request's `dryRun` is `["All"]`.
+fn dry_run(request: &VolumeRequest) -> bool {
+    let extra = match (&request.add_volume_options, &request.remove_volume_options) {
+        (Some(a), _) => &a.extra,
+        (None, Some(r)) => &r.extra,
+        (None, None) => return false,
+    };
+    extra.read(|m| {
+        m.get("dryRun")
+            .and_then(|d| d.get(0))
+            .and_then(Value::as_str)
+            == Some("All")
+    })
+}
+
+/// `vmiVolumePatch`'s checks on the stored VMI `cur` (volumes.go:214-231), then the request
+/// applied to its spec: the VMI as virt-api's patch leaves it.
+fn patched(
+    cur: &Value,
+    ns: &str,
+    name: &str,
+    legacy_gate: bool,
+    request: &VolumeRequest,
+) -> Result<Value, ApiError> {
+    if owned_by_vm(cur) && !legacy_gate {
+        return Err(ApiError::bad_request(format!(
+            "VMI {ns}/{name} is owned by a VM"
+        )));
+    }
+    if cur.pointer("/status/phase").and_then(Value::as_str) != Some("Running") {
+        return Err(vmi_conflict(name, NOT_RUNNING));
+    }
+    let spec_value = cur.get("spec").cloned().unwrap_or(Value::Null);
+    let mut spec: VirtualMachineInstanceSpec = serde_json::from_value(spec_value)
+        .map_err(|e| ApiError::internal(format!("VMI {ns}/{name}: field spec: {e}")))?;
+    verify(spec.volumes.as_deref().unwrap_or(&[]), request)
+        .map_err(|why| vmi_conflict(name, &why))?;
+    apply_on_spec(&mut spec, request);
+    let mut new = cur.clone();
+    let encode = |e: serde_json::Error| ApiError::internal(format!("VMI {ns}/{name}: {e}"));
+    new["spec"]["volumes"] = serde_json::to_value(&spec.volumes).map_err(encode)?;
+    new["spec"]["domain"]["devices"]["disks"] =
+        serde_json::to_value(&spec.domain.devices.disks).map_err(encode)?;
+    Ok(new)
+}
+
 /// Serve `verb` on VMI `ns/name`: virt-api's checks, then the VMI spec's volumes and disks
-/// replaced with the request applied (`vmiVolumePatch`, volumes.go:214-244). 202 on success.
+/// replaced with the request applied (`vmiVolumePatch`, volumes.go:214-244), unless the request
+/// is a dry run. 202 on success.
 pub(crate) fn vmi_volume(
     store: &Store,
     res: super::resources::ResId,
@@ -193,35 +240,99 @@ pub(crate) fn vmi_volume(
         return Err(ApiError::bad_request(NOT_ENABLED));
     }
     let request = request(verb, body)?;
+    let vmi_not_found = |e: ApiError| {
+        if e.code == 404 {
+            ApiError::not_found_raw("kubevirt.io", "virtualmachineinstance", name)
+        } else {
+            e
+        }
+    };
+    if dry_run(&request) {
+        let cur = store.get(res, ns, name).map_err(vmi_not_found)?;
+        return patched(&cur, ns, name, legacy_gate, &request).map(drop);
+    }
     store
         .mutate(res, ns, name, Sub::Main, false, true, |cur| {
-            if owned_by_vm(cur) && !legacy_gate {
-                return Err(ApiError::bad_request(format!(
-                    "VMI {ns}/{name} is owned by a VM"
-                )));
-            }
-            if cur.pointer("/status/phase").and_then(Value::as_str) != Some("Running") {
-                return Err(vmi_conflict(name, NOT_RUNNING));
-            }
-            let spec_value = cur.get("spec").cloned().unwrap_or(Value::Null);
-            let mut spec: VirtualMachineInstanceSpec = serde_json::from_value(spec_value)
-                .map_err(|e| ApiError::internal(format!("VMI {ns}/{name}: field spec: {e}")))?;
-            verify(spec.volumes.as_deref().unwrap_or(&[]), &request)
-                .map_err(|why| vmi_conflict(name, &why))?;
-            apply_on_spec(&mut spec, &request);
-            let mut new = cur.clone();
-            let encode = |e: serde_json::Error| ApiError::internal(format!("VMI {ns}/{name}: {e}"));
-            new["spec"]["volumes"] = serde_json::to_value(&spec.volumes).map_err(encode)?;
-            new["spec"]["domain"]["devices"]["disks"] =
-                serde_json::to_value(&spec.domain.devices.disks).map_err(encode)?;
-            Ok(new)
+            patched(cur, ns, name, legacy_gate, &request)
         })
-        .map_err(|e| {
-            if e.code == 404 {
-                ApiError::not_found_raw("kubevirt.io", "virtualmachineinstance", name)
-            } else {
-                e
-            }
-        })
+        .map_err(vmi_not_found)
         .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn running(volumes: Value) -> Value {
+        json!({"metadata": {"name": "v", "namespace": "ns"}, "status": {"phase": "Running"},
+            "spec": {"domain": {"devices": {"disks": []}}, "volumes": volumes}})
+    }
+
+    fn add(body: Value) -> VolumeRequest {
+        request("addvolume", body.to_string().as_bytes()).unwrap()
+    }
+
+    /// volumes_test.go's add cases, re-derived: the disk is named after the volume, the claim
+    /// made hotpluggable; a name or a claim already there is a conflict.
+    #[test]
+    fn an_add_is_checked_then_applied() {
+        let r = add(json!({"name": "hp", "disk": {"disk": {"bus": "scsi"}},
+            "volumeSource": {"persistentVolumeClaim": {"claimName": "c"}}}));
+        let vmi = patched(&running(json!([])), "ns", "v", true, &r).unwrap();
+        assert_eq!(vmi["spec"]["domain"]["devices"]["disks"][0]["name"], "hp");
+        assert_eq!(
+            vmi["spec"]["volumes"][0]["persistentVolumeClaim"]["hotpluggable"],
+            true
+        );
+        let taken = running(json!([{"name": "x", "persistentVolumeClaim": {"claimName": "c"}}]));
+        let e = patched(&taken, "ns", "v", true, &r).unwrap_err();
+        assert_eq!(e.code, 409);
+        assert!(
+            e.message
+                .contains("volume source [c] because it already exists"),
+            "{}",
+            e.message
+        );
+        let mut pending = running(json!([]));
+        pending["status"]["phase"] = json!("Scheduling");
+        assert!(
+            patched(&pending, "ns", "v", true, &r)
+                .unwrap_err()
+                .message
+                .contains(NOT_RUNNING)
+        );
+    }
+
+    #[test]
+    fn bad_bodies_and_removes_name_what_is_wrong() {
+        let missing_disk = request("addvolume", br#"{"name": "hp"}"#).unwrap_err();
+        assert_eq!(
+            missing_disk.message,
+            "AddVolumeOptions requires disk to not be nil"
+        );
+        let unnamed = request("removevolume", b"{}").unwrap_err();
+        assert_eq!(
+            unnamed.message,
+            "RemoveVolumeOptions requires name to be set"
+        );
+        let remove = request("removevolume", br#"{"name": "root"}"#).unwrap();
+        let fixed = running(json!([{"name": "root", "containerDisk": {"image": "i"}}]));
+        let e = patched(&fixed, "ns", "v", true, &remove).unwrap_err();
+        assert!(
+            e.message.contains("because it is not hotpluggable"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_dry_run_is_recognised() {
+        let r = add(json!({"name": "hp", "disk": {}, "dryRun": ["All"],
+            "volumeSource": {"persistentVolumeClaim": {"claimName": "c"}}}));
+        assert!(dry_run(&r));
+        let r = add(json!({"name": "hp", "disk": {},
+            "volumeSource": {"persistentVolumeClaim": {"claimName": "c"}}}));
+        assert!(!dry_run(&r));
+    }
 }
