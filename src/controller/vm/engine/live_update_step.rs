@@ -5,7 +5,7 @@
 use super::Engine;
 use crate::api::vm::VirtualMachine;
 use crate::api::vmi::VirtualMachineInstanceSpec;
-use crate::controller::vm::action::{SyncError, VmAction};
+use crate::controller::vm::action::SyncError;
 use crate::controller::vm::conditions;
 use crate::controller::vm::live_update::{self as lu, Outcome};
 use crate::controller::vm::net_sync;
@@ -50,14 +50,7 @@ impl Engine<'_> {
         if let (Some(p), Some(vmi)) = (out.vmi_patch, vmi) {
             self.explain(p.why.clone());
             let name = vmi.metadata.name.clone().unwrap_or_default();
-            let (_, res) = self.api(
-                VmAction::PatchVmiSpec {
-                    name,
-                    patch: p.patch,
-                },
-                p.why,
-            );
-            if let Err(e) = res {
+            if let Err(e) = self.patch_vmi_spec(name, p) {
                 return Some(SyncError::new(
                     reason::HOTPLUG_NETWORK_INTERFACE_ERROR,
                     format!("error encountered when trying to patch vmi: {e}"),
@@ -96,14 +89,7 @@ impl Engine<'_> {
         let p = crate::controller::vm::volume_hotplug::declarative_hotplug_patch(vm_copy, &vmi)?;
         self.explain(p.why.clone());
         let name = vmi.metadata.name.clone().unwrap_or_default();
-        let (_, res) = self.api(
-            VmAction::PatchVmiSpec {
-                name,
-                patch: p.patch,
-            },
-            p.why,
-        );
-        res.err().map(|e| {
+        self.patch_vmi_spec(name, p).err().map(|e| {
             SyncError::new(
                 reason::HOTPLUG_VOLUME_ERROR,
                 format!("Error encountered while handling declarative hotplug volumes: {e}"),
@@ -195,14 +181,7 @@ impl Engine<'_> {
             Outcome::Patch(patches) => {
                 for p in patches {
                     self.explain(format!("live update: {}", p.why));
-                    let (_, res) = self.api(
-                        VmAction::PatchVmiSpec {
-                            name: vmi_name.to_string(),
-                            patch: p.patch,
-                        },
-                        p.why,
-                    );
-                    if let Err(e) = res {
+                    if let Err(e) = self.patch_vmi_spec(vmi_name.to_string(), p) {
                         return error(&e);
                     }
                 }

@@ -56,14 +56,8 @@ impl Engine<'_> {
         let name = vmi
             .and_then(|v| v.metadata.name.clone())
             .unwrap_or_default();
-        let (_, res) = self.api(
-            VmAction::PatchVmiSpec {
-                name,
-                patch: p.patch,
-            },
-            p.why,
-        );
-        res.err()
+        self.patch_vmi_spec(name, p)
+            .err()
             .map(|e| SyncError::new(reason::MEMORY_DUMP_ERROR, format!("{PREFIX}: {e}")))
     }
 }

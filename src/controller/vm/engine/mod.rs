@@ -160,6 +160,22 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// `PatchVmiSpec`: one JSON patch of VMI `name`'s spec, sent with its reason.
+    pub(super) fn patch_vmi_spec(
+        &mut self,
+        name: String,
+        p: crate::controller::vm::live_update::VmiPatch,
+    ) -> Result<(), ApiFailure> {
+        self.api(
+            VmAction::PatchVmiSpec {
+                name,
+                patch: p.patch,
+            },
+            p.why,
+        )
+        .1
+    }
+
     /// A Normal/Warning event on the VM.
     pub(super) fn event(
         &mut self,
