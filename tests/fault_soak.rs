@@ -13,9 +13,11 @@
 //!   previous one had not been deleted ([`invariants::one_live_per_vm`]), and an observer
 //!   watching through a client the faults do not touch never sees two live launcher pods or
 //!   VMIs for one VM at any instant;
-//! * **convergence**: once the faults are removed (after the last round), every VM is within
-//!   the bound in the state its last step asks for (Running with a Running VMI and one live
-//!   launcher pod, or Stopped with neither);
+//! * **convergence**: once the faults are removed (after the last round), every VM gets to the
+//!   state its last step asks for (Running with a Running VMI and one live launcher pod, or
+//!   Stopped with neither), with no VM behind left unchanged for twice the bound and within
+//!   four times the bound in all (`stalled`: a busy machine slows the simulated nodes, a lost
+//!   request stops a VM for good);
 //! * **one leader at a time**: the instances' leadership terms (from their Lease writes in the
 //!   audit log) never overlap and each instance wrote only inside its own terms
 //!   ([`invariants::one_leader_at_a_time`]);
@@ -60,6 +62,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use virtctl_rs::api::{Phase, VirtualMachine, VirtualMachineInstance};
+use virtctl_rs::flight::{FlightRecorder, read_recording};
+use virtctl_rs::replay::replay;
 use virtctl_rs::sim::{AuditQuery, FaultId};
 
 /// What a VM's run strategy step asks for.
@@ -468,11 +472,12 @@ async fn until_converged(
     env: &Env,
     steps: &BTreeMap<String, Step>,
     n: usize,
-    bound: Duration,
+    (bound, wait): (Duration, Wait),
     applied: Option<(&Mutex<BTreeMap<String, Applied>>, &AtomicUsize)>,
     mut timeline: Option<&mut Timeline>,
 ) -> bool {
-    let deadline = tokio::time::Instant::now() + bound;
+    let start = tokio::time::Instant::now();
+    let mut last_change = (start, String::new());
     let mut polls = 0u32;
     loop {
         let c = count_converged(env, steps).await;
@@ -482,7 +487,16 @@ async fn until_converged(
         if c.converged >= n {
             return true;
         }
-        if tokio::time::Instant::now() >= deadline {
+        let now = tokio::time::Instant::now();
+        let seen = format!("{:?} {:?}", c.behind, c.examples);
+        if seen != last_change.1 {
+            last_change = (now, seen);
+        }
+        let over = match wait {
+            Wait::Fixed => now >= start + bound,
+            Wait::WhileMoving => stalled(start, last_change.0, now, bound),
+        };
+        if over {
             return false;
         }
         polls += 1;
@@ -494,6 +508,30 @@ async fn until_converged(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// How [`until_converged`] bounds its wait.
+#[derive(Clone, Copy)]
+enum Wait {
+    /// At most the bound (between rounds: the fleet need not get there).
+    Fixed,
+    /// Until [`stalled`].
+    WhileMoving,
+}
+
+/// Whether a wait for convergence has failed: nothing changed in the VMs behind for twice
+/// `bound` (a lost request or a stuck object stays as it is), or four times `bound` went by.
+/// A slow machine stretches the wait while the VMs still move (a scheduled VMI goes Running, a
+/// pod goes away): at load 14-16 on 2 cores, with four seeds in one process, the embedded API
+/// server answered about 6 requests a second, a launcher pod waited 32 s to be bound and 84 s
+/// more to run.
+fn stalled(
+    start: tokio::time::Instant,
+    last_change: tokio::time::Instant,
+    now: tokio::time::Instant,
+    bound: Duration,
+) -> bool {
+    now >= last_change + 2 * bound || now >= start + 4 * bound
 }
 
 /// Whether VM `name` has unconsumed `status.stateChangeRequests`.
@@ -669,9 +707,16 @@ const FOREIGN_AGENT: &str = "kubectl-fault-soak";
 
 /// The cluster with the plan's faults on and the first instance leading; returns the rules'
 /// family names and handles.
-async fn start_env(plan: &Plan, bound: Duration) -> (Env, Vec<(&'static str, FaultId)>) {
+async fn start_env(
+    plan: &Plan,
+    bound: Duration,
+    recorder: &FlightRecorder,
+) -> (Env, Vec<(&'static str, FaultId)>) {
     assert_eq!(FIRST_AGENT, agent(0));
     let mut config = EnvConfig::new("fault-soak-gen0");
+    // Every instance records (the restarted ones share the recorder): a VM that does not
+    // converge is explained by its replayed reconciles (`recorded_steps`).
+    config.record = Some(recorder.clone());
     config.controller_agent = FIRST_AGENT;
     config.namespace = "soak".into();
     config.cluster.nodes = (plan.vms / 90 + 2).max(2);
@@ -806,7 +851,15 @@ async fn run_rounds(
             f.kills += 1;
         }
         let want = (share * plan.vms as f64).ceil() as usize;
-        until_converged(env, &rounds.steps, want, round_wait, None, None).await;
+        until_converged(
+            env,
+            &rounds.steps,
+            want,
+            (round_wait, Wait::Fixed),
+            None,
+            None,
+        )
+        .await;
         (f.vmi_creates, f.vmi_deletes) = vmi_lifecycles_so_far(env);
         f.rounds += 1;
     }
@@ -961,9 +1014,10 @@ async fn not_converged(env: &mut Env, rounds: &Rounds, bound: Duration, plan: &s
         .collect();
     let from = stuck_writes.len().saturating_sub(30);
     format!(
-        "{plan}\n{}/{} VMs converged {bound:?} after the faults were removed (shared rate limit \
-         reserved ahead: {}; manager task ended: {ended}; leader state: {:?}; last Lease writes: \
-         {lease_writes:#?}); for example:\n{}\nlast writes to {stuck}, its VMI and pods:\n{}",
+        "{plan}\n{}/{} VMs converged after the faults were removed (none behind changed for \
+         twice {bound:?}, or 4 × that went by; shared rate limit reserved ahead: {}; manager task \
+         ended: {ended}; leader state: {:?}; last Lease writes: {lease_writes:#?}); for \
+         example:\n{}\nlast writes to {stuck}, its VMI and pods:\n{}",
         c.converged,
         rounds.steps.len(),
         reserved.join(", "),
@@ -973,13 +1027,61 @@ async fn not_converged(env: &mut Env, rounds: &Rounds, bound: Duration, plan: &s
     )
 }
 
+/// The last reconciles of the first VM [`not_converged`] names, replayed from the flight
+/// recording: what each controller saw (the versions it read), decided and why, and what its
+/// writes were answered. This is what tells a lost request from a stale cache.
+fn recorded_steps(dir: &std::path::Path, not_converged: &str) -> String {
+    let Some(stuck) = not_converged
+        .lines()
+        .find_map(|l| l.split_once(": wants ").map(|(name, _)| name.to_string()))
+    else {
+        return "no VM named in the report".into();
+    };
+    let lines = match read_recording(dir) {
+        Ok(l) => l,
+        Err(e) => return format!("the recording cannot be read: {e}"),
+    };
+    let report = replay(&lines);
+    let key = format!("soak/{stuck}");
+    let Some(vm) = report.vms.iter().find(|v| v.key == key) else {
+        return format!("no reconcile of {key} recorded");
+    };
+    let from = vm.steps.len().saturating_sub(12);
+    let steps: Vec<String> = vm.steps[from..]
+        .iter()
+        .map(|s| {
+            format!(
+                "#{} {} {} {:?}\n  inputs: {}\n  why: {}\n  recorded: {}\n  writes: {}\n  \
+                 answers: {}",
+                s.seq,
+                s.at.format("%H:%M:%S%.3f"),
+                s.controller,
+                s.verdict,
+                s.inputs.join("; "),
+                s.why.join(" | "),
+                s.recorded.join(", "),
+                s.writes.join("; "),
+                s.answers.join("; ")
+            )
+        })
+        .collect();
+    format!(
+        "the last {} of {} recorded reconciles of {key}:\n{}",
+        steps.len(),
+        vm.steps.len(),
+        steps.join("\n")
+    )
+}
+
 /// One soak run of `plan` (module docs): the VMs are created under the plan's faults, go
 /// through its rounds, must converge within `bound` once the faults are removed, and then
 /// pass every check.
 async fn run_soak(mut plan: Plan, bound: Duration, round_wait: Duration) -> Figures {
     let started = Instant::now();
     let plan_text = plan.to_string();
-    let (mut env, rules) = start_env(&plan, bound).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recorder = FlightRecorder::open(dir.path(), 64 << 20, "fault-soak").expect("recorder");
+    let (mut env, rules) = start_env(&plan, bound, &recorder).await;
     let seen = Arc::new(Mutex::new(Observed::default()));
     let observers = observe(
         env.cluster().client().await.expect("observer client"),
@@ -1022,16 +1124,15 @@ async fn run_soak(mut plan: Plan, bound: Duration, round_wait: Duration) -> Figu
         &env,
         &rounds.steps,
         plan.vms,
-        bound,
+        (bound, Wait::WhileMoving),
         Some((&rounds.applied, &reasserted)),
         Some(&mut timeline),
     )
     .await;
     if !all {
-        panic!(
-            "{}",
-            not_converged(&mut env, &rounds, bound, &plan_text).await
-        );
+        let text = not_converged(&mut env, &rounds, bound, &plan_text).await;
+        recorder.flush();
+        panic!("{text}\n{}", recorded_steps(dir.path(), &text));
     }
     f.converged_after_faults = off.elapsed();
     f.shares = timeline.shares(plan.vms);
