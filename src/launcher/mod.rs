@@ -19,6 +19,7 @@ mod pod_changes;
 pub(crate) mod renderer;
 mod reservation;
 pub mod resources;
+pub(crate) mod selinux;
 pub(crate) mod sidecars;
 pub(crate) mod virtiofs;
 pub(crate) mod volumes;

@@ -286,6 +286,7 @@ pub(crate) fn snapshot_from_objects(
     snap.additional_guest_memory_overhead_ratio =
         settings.additional_guest_memory_overhead_ratio.clone();
     snap.support_container_resources = settings.support_container_resources.clone();
+    snap.selinux_launcher_type = settings.selinux_launcher_type.clone();
     if needs_rendered_pod(&snap) {
         let mut ns = namespace();
         ns.pvcs = Some(render_pvcs(&snap.vmi, &pvc));

@@ -183,6 +183,9 @@ pub struct VmiSnapshot {
     /// The KubeVirt CR's `supportContainerResources`, for the hotplug attachment pod's
     /// container (renderresources.go:627-662; [`crate::config::ClusterSettings::support_container_resources`]).
     pub support_container_resources: Vec<crate::config::SupportContainerResources>,
+    /// The KubeVirt CR's `selinuxLauncherType`, the SELinux type of the hotplug attachment
+    /// pod's container (template.go:1122-1126; [`crate::config::ClusterSettings::selinux_launcher_type`]).
+    pub selinux_launcher_type: Option<String>,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
@@ -207,6 +210,7 @@ impl VmiSnapshot {
             rules: Default::default(),
             additional_guest_memory_overhead_ratio: None,
             support_container_resources: Vec::new(),
+            selinux_launcher_type: None,
             now: Time::from_datetime(now.0),
         }
     }
