@@ -127,6 +127,11 @@ pub struct ClusterSettings {
     /// (template.go:748, 1122-1126, 1473-1500; [`crate::launcher::selinux`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selinux_launcher_type: Option<String>,
+    /// `vmStateStorageClass` (`GetVMStateStorageClass`, virt-config.go:472-474): the class of
+    /// the backend-storage claims (persistent TPM/EFI); unset, the default class is used
+    /// (backend-storage.go:382-405).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_state_storage_class: Option<String>,
 }
 
 /// KubeVirt's default `imagePullPolicy` (virt-config.go:74).
@@ -181,6 +186,11 @@ fn read_launcher_settings(
             ));
         }
     };
+    s.vm_state_storage_class = cfg
+        .get("vmStateStorageClass")
+        .and_then(|v| v.as_str())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string);
     s.default_runtime_class = cfg
         .get("defaultRuntimeClass")
         .and_then(|v| v.as_str())
@@ -363,6 +373,7 @@ impl Default for ClusterSettings {
             default_runtime_class: None,
             vmi_seccomp_profile: None,
             selinux_launcher_type: None,
+            vm_state_storage_class: None,
         }
     }
 }
@@ -699,6 +710,9 @@ mod tests {
         let s = ClusterSettings::from_kubevirt_cr(&cr(json!({"selinuxLauncherType": "spc_t"})))
             .unwrap();
         assert_eq!(s.selinux_launcher_type.as_deref(), Some("spc_t"));
+        let s =
+            ClusterSettings::from_kubevirt_cr(&cr(json!({"vmStateStorageClass": "rwx"}))).unwrap();
+        assert_eq!(s.vm_state_storage_class.as_deref(), Some("rwx"));
         assert_eq!(
             (s.image_pull_policy.as_str(), s.virt_launcher_verbosity),
             ("IfNotPresent", 2)

@@ -7,6 +7,7 @@
 
 pub(crate) mod annotations;
 pub(crate) mod attachment_pod;
+pub mod backend_storage;
 pub mod containers;
 pub(crate) mod defects;
 pub(crate) mod error;

@@ -26,10 +26,10 @@
 //! Also rendered: hook sidecars and network binding plugin sidecars ([`super::sidecars`]; a
 //! hook's ConfigMap and, with `ExternalNetResourceInjection` disabled, a Multus network's
 //! NetworkAttachmentDefinition are read by the caller: `NamespaceContext::lookups`), the Multus
-//! annotations ([`super::network`]) and virtiofsd containers ([`super::virtiofs`]).
+//! annotations ([`super::network`]), virtiofsd containers ([`super::virtiofs`]) and the
+//! backend-storage `vm-state` claim ([`super::backend_storage`]).
 //!
 //! Not modelled (the rendered pod lacks them; KubeVirt would add them), docs/comparison.md:
-//! - the backend-storage PVC (`vm-state`: persistent TPM/EFI/CBT state);
 //! - TSC-frequency node labels, Hyper-V strict-check node labels (Alpha gate), SEV/TDX pod
 //!   labels beyond the node selectors,
 //!   `permittedHostDevices` validation, temporary
@@ -503,6 +503,28 @@ impl<'a> PodInputs<'a> {
     }
 }
 
+/// The backend-storage claim the pod mounts (template.go:356-365): `None` for a VMI that needs
+/// none; the claim found by the caller; KubeVirt's error when the caller knows the claims and
+/// found none; the legacy name when the claims are not known (see
+/// [`NamespaceContext::backend_storage_claim`]).
+fn backend_storage_claim(
+    vmi: &VirtualMachineInstance,
+    ns: &NamespaceContext,
+    input: &PodInputs<'_>,
+) -> Result<Option<String>, RenderError> {
+    if !super::backend_storage::is_needed(vmi) {
+        return Ok(None);
+    }
+    match (&ns.backend_storage_claim, &ns.pvcs) {
+        (Some(claim), _) => Ok(Some(claim.clone())),
+        (None, Some(_)) => Err(input.input_error(
+            "can't generate manifest without backend-storage PVC, waiting for the PVC to be created"
+                .into(),
+        )),
+        (None, None) => Ok(Some(super::backend_storage::base_claim_name(vmi))),
+    }
+}
+
 fn render_pod(
     vmi: &VirtualMachineInstance,
     resources: &VmiResources,
@@ -525,6 +547,7 @@ fn render_pod(
         )?;
     // The sidecars (template.go:443-450).
     let sidecars = requested_sidecars(vmi, settings, &input.object)?;
+    let backend_claim = backend_storage_claim(vmi, ns, &input)?;
     let vols = render_volumes(
         vmi,
         ns,
@@ -536,6 +559,8 @@ fn render_pod(
             virtiofs: super::virtiofs::is_enabled(vmi),
             launcher_image: input.image,
             image_pull_policy: &settings.image_pull_policy,
+            backend_storage_claim: backend_claim.as_deref(),
+            non_root: input.non_root,
         },
         &input.object,
     )?;
