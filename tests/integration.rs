@@ -10,6 +10,7 @@
 mod common;
 
 mod api_roundtrip;
+mod backend_storage_e2e;
 mod cli_basics;
 mod cli_conventions;
 mod cli_on_both_servers;

@@ -122,6 +122,16 @@ pub struct ClusterSettings {
     /// (template.go:700-715, 374-393).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vmi_seccomp_profile: Option<k8s_openapi::api::core::v1::SeccompProfile>,
+    /// `selinuxLauncherType` (`GetSELinuxLauncherType`, virt-config.go:82, 278-280; empty by
+    /// default): the launcher pod's SELinux type and the hotplug attachment container's
+    /// (template.go:748, 1122-1126, 1473-1500; [`crate::launcher::selinux`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selinux_launcher_type: Option<String>,
+    /// `vmStateStorageClass` (`GetVMStateStorageClass`, virt-config.go:472-474): the class of
+    /// the backend-storage claims (persistent TPM/EFI); unset, the default class is used
+    /// (backend-storage.go:382-405).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_state_storage_class: Option<String>,
 }
 
 /// KubeVirt's default `imagePullPolicy` (virt-config.go:74).
@@ -166,6 +176,21 @@ fn read_launcher_settings(
             )
         })?;
     }
+    s.selinux_launcher_type = match cfg.get("selinuxLauncherType") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(t)) => Some(t.clone()).filter(|t| !t.is_empty()),
+        Some(v) => {
+            return Err(cr_field_err(
+                "selinuxLauncherType",
+                format!("must be a string, found {v}"),
+            ));
+        }
+    };
+    s.vm_state_storage_class = cfg
+        .get("vmStateStorageClass")
+        .and_then(|v| v.as_str())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string);
     s.default_runtime_class = cfg
         .get("defaultRuntimeClass")
         .and_then(|v| v.as_str())
@@ -347,6 +372,8 @@ impl Default for ClusterSettings {
             virt_launcher_verbosity: DEFAULT_LAUNCHER_LOG_VERBOSITY,
             default_runtime_class: None,
             vmi_seccomp_profile: None,
+            selinux_launcher_type: None,
+            vm_state_storage_class: None,
         }
     }
 }
@@ -679,6 +706,13 @@ mod tests {
             "virtualMachineInstanceProfile": {"customProfile": {"runtimeDefaultProfile": true}}}})))
         .unwrap();
         assert_eq!(s.vmi_seccomp_profile.unwrap().type_, "RuntimeDefault");
+        assert_eq!(s.selinux_launcher_type, None);
+        let s = ClusterSettings::from_kubevirt_cr(&cr(json!({"selinuxLauncherType": "spc_t"})))
+            .unwrap();
+        assert_eq!(s.selinux_launcher_type.as_deref(), Some("spc_t"));
+        let s =
+            ClusterSettings::from_kubevirt_cr(&cr(json!({"vmStateStorageClass": "rwx"}))).unwrap();
+        assert_eq!(s.vm_state_storage_class.as_deref(), Some("rwx"));
         assert_eq!(
             (s.image_pull_policy.as_str(), s.virt_launcher_verbosity),
             ("IfNotPresent", 2)
@@ -688,6 +722,10 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
+        assert!(
+            err(json!({"selinuxLauncherType": 7}))
+                .contains("spec.configuration.selinuxLauncherType")
+        );
         assert!(
             err(json!({"imagePullPolicy": "Sometimes"}))
                 .contains("spec.configuration.imagePullPolicy")

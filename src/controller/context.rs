@@ -164,6 +164,8 @@ pub struct Expectations {
     pub pod: UidTrackingControllerExpectations,
     /// VMI controller: its own VMI updates (vmi.go:95).
     pub vmi_self: ControllerExpectations,
+    /// VMI controller: backend-storage claim creations per VMI key (vmi.go:96).
+    pub pvc: ControllerExpectations,
     /// VM controller: VM keys whose VMI left the cache in a relist ([`UnverifiedAbsences`]).
     pub vmi_relisted_away: UnverifiedAbsences,
     /// Cached pods and VMIs still being deleted long after they should be gone
@@ -178,6 +180,7 @@ impl Default for Expectations {
             data_volume: UidTrackingControllerExpectations::new("vm-datavolume"),
             pod: UidTrackingControllerExpectations::new("vmi-pod"),
             vmi_self: ControllerExpectations::new("vmi-self"),
+            pvc: ControllerExpectations::new("vmi-pvc"),
             vmi_relisted_away: UnverifiedAbsences::default(),
             overdue: OverdueDeletions::new(crate::runtime::expectations::EXPECTATIONS_TIMEOUT),
         }
@@ -286,6 +289,7 @@ impl Expectations {
             data_volume: d.data_volume.with_timeout(timeout),
             pod: d.pod.with_timeout(timeout),
             vmi_self: d.vmi_self.with_timeout(timeout),
+            pvc: d.pvc.with_timeout(timeout),
             vmi_relisted_away: d.vmi_relisted_away,
             overdue: OverdueDeletions::new(timeout),
         }
@@ -307,6 +311,7 @@ impl Expectations {
             ),
             ("vmi-pod", self.pod.take_newly_expired(), vmi_queue),
             ("vmi-self", self.vmi_self.take_newly_expired(), vmi_queue),
+            ("vmi-pvc", self.pvc.take_newly_expired(), vmi_queue),
         ] {
             for key in keys {
                 tracing::info!(
@@ -577,6 +582,7 @@ impl Context {
             self.expectations
                 .vmi_self
                 .delete_expectations_if_satisfied(key);
+            self.expectations.pvc.delete_expectations_if_satisfied(key);
         }
         self.reconciles.forget(controller, key);
     }

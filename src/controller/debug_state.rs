@@ -197,6 +197,7 @@ impl DebugStateSource {
                 e.data_volume.snapshot(),
                 e.pod.snapshot(),
                 e.vmi_self.snapshot(),
+                e.pvc.snapshot(),
             ],
             reconciles: self.ctx.reconciles.snapshot(),
             vmi_endings: self.ctx.reconciles.endings(),
@@ -255,6 +256,7 @@ impl DebugStateSource {
                 e.data_volume.key_snapshot(key),
                 e.pod.key_snapshot(key),
                 e.vmi_self.key_snapshot(key),
+                e.pvc.key_snapshot(key),
             ],
             reconciles,
             vmi_endings: self

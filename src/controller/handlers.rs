@@ -268,15 +268,30 @@ pub(crate) fn snapshot_class_to_vm_handler(
 /// PersistentVolumeClaim informer → VMI queue (`addPVC` / `updatePVC` / `listVMIsMatchingDV`,
 /// pkg/virt-controller/watch/vmi/storage.go:43-109): a claim that appears, or whose
 /// `status.capacity` or `spec.resources.requests` changes, enqueues every VMI of its namespace
-/// that uses it; claims being deleted and resyncs enqueue nothing. Backend-storage claims are
-/// not modelled.
+/// that uses it; claims being deleted and resyncs enqueue nothing. A backend-storage claim that
+/// appears (label `persistent-state-for=<VMI>`) settles that VMI's claim-creation expectation
+/// and enqueues it (storage.go:48-53).
 pub(crate) fn pvc_to_vmi_handler(
     vmi_queue: QueueSlot,
     vmis: VmiStoreCell,
+    expectations: Expectations,
 ) -> Handler<PersistentVolumeClaim> {
     Arc::new(move |n: &Notification<PersistentVolumeClaim>| {
         let pvc = match n {
-            Notification::Add(pvc) => pvc,
+            Notification::Add(pvc) => {
+                let backend = pvc
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(crate::launcher::backend_storage::PVC_PREFIX));
+                if let Some(vmi) = backend.filter(|_| pvc.metadata.deletion_timestamp.is_none()) {
+                    let key = join_key(pvc.metadata.namespace.as_deref(), vmi);
+                    expectations.pvc.creation_observed(&key);
+                    vmi_queue.add(key);
+                    return;
+                }
+                pvc
+            }
             Notification::Update { old, new } => {
                 let size = |p: &PersistentVolumeClaim| {
                     (
@@ -644,13 +659,17 @@ mod tests {
     /// the VMIs that use it; a phase change alone, a resync or a deletion does not.
     #[tokio::test]
     async fn claim_changes_of_size_enqueue_the_vmis_that_use_it() {
-        let (q, slot, _) = leading();
+        let (q, slot, exp) = leading();
         let user: VirtualMachineInstance = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "v", "namespace": "ns"},
             "spec": {"domain": {}, "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}]}
         }))
         .expect("VMI");
-        let h = pvc_to_vmi_handler(slot, vmi_store(&[user, vmi("unrelated", "1", None)]));
+        let h = pvc_to_vmi_handler(
+            slot,
+            vmi_store(&[user, vmi("unrelated", "1", None)]),
+            exp.clone(),
+        );
         h(&Notification::Add(claim("ns", "c", "1", "Pending", "1Gi")));
         assert_eq!(drain(&q), ["ns/v"]);
         h(&Notification::Update {
@@ -668,6 +687,22 @@ mod tests {
             relisted: false,
         });
         assert!(drain(&q).is_empty());
+        // A backend-storage claim names its VMI by label and settles the creation
+        // expectation (storage.go:48-53).
+        exp.pvc.expect_creations("ns/tpm-vm", 1);
+        let mut backend = (*claim(
+            "ns",
+            "persistent-state-for-tpm-vm-x1",
+            "4",
+            "Pending",
+            "10Mi",
+        ))
+        .clone();
+        backend.metadata.labels =
+            Some([("persistent-state-for".to_string(), "tpm-vm".to_string())].into());
+        h(&Notification::Add(std::sync::Arc::new(backend)));
+        assert_eq!(drain(&q), ["ns/tpm-vm"]);
+        assert!(exp.pvc.satisfied_expectations("ns/tpm-vm"));
     }
 
     #[tokio::test]

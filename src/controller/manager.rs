@@ -562,7 +562,7 @@ async fn spawn_caches(
     let pvc_handlers = vec![
         pvc_to_vm_handler(q.vm.clone(), vm_cell.clone()),
         pvc_snapshot_status_handler(q.vm.clone(), vm_cell.clone()),
-        pvc_to_vmi_handler(q.vmi.clone(), vmi_cell),
+        pvc_to_vmi_handler(q.vmi.clone(), vmi_cell, q.expectations.clone()),
     ];
     let pvcs = spawn_state_in::<PersistentVolumeClaim>(
         recorded(rec, "PersistentVolumeClaim"),
@@ -945,8 +945,10 @@ async fn run_term(
     // A new term starts from clean expectations, as a freshly started virt-controller does
     // (entries left by an earlier term may describe writes that never happened).
     let e = &ctx.expectations;
-    for entry in e.vmi_self.snapshot().entries {
-        e.vmi_self.delete_expectations(&entry.key);
+    for store in [&e.vmi_self, &e.pvc] {
+        for entry in store.snapshot().entries {
+            store.delete_expectations(&entry.key);
+        }
     }
     for store in [&e.vmi, &e.data_volume, &e.pod] {
         for entry in store.snapshot().entries {

@@ -747,12 +747,13 @@ pub(crate) struct Decisions {
 pub(crate) fn vmi_expectations_state(expectations: &[ExpectationView]) -> ExpectationsState {
     let pod_entry = expectations.iter().find(|e| e.store == STORE_VMI_POD);
     let self_entry = expectations.iter().find(|e| e.store == STORE_VMI_SELF);
+    let pvc_entry = expectations.iter().find(|e| e.store == "vmi-pvc");
     ExpectationsState {
         pods_satisfied: pod_entry.is_none_or(|e| e.satisfied),
         pending_pod_creations: pod_entry.map_or(0, |e| e.adds),
         pending_pod_deletions: pod_entry.map_or(0, |e| e.dels),
         vmi_satisfied: self_entry.is_none_or(|e| e.satisfied),
-        pvcs_satisfied: true,
+        pvcs_satisfied: pvc_entry.is_none_or(|e| e.satisfied),
     }
 }
 
@@ -798,6 +799,16 @@ pub(crate) fn decide_next(
                 data_volume,
                 |claim: &str| g.pvcs.get(claim).cloned(),
                 &Default::default(),
+                // The claims the inspector read (a backend-storage claim only when listed
+                // among them); StorageClasses are not read, so a claim still to be created
+                // names the CR's vmStateStorageClass or none.
+                crate::controller::vmi::backend_storage::state(
+                    vmi,
+                    g.pvcs.values(),
+                    &[],
+                    |_| None,
+                    g.settings.vm_state_storage_class.as_deref(),
+                ),
             ),
             (&g.settings, || g.namespace_context()),
             Time::from_datetime(now),
@@ -937,6 +948,8 @@ fn vmi_action_kind(a: &VmiAction) -> &'static str {
         VmiAction::DeletePod { .. } => "DeletePod",
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod",
         VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod",
+        VmiAction::CreateBackendStoragePvc { .. } => "CreateBackendStoragePvc",
+        VmiAction::DeleteBackendStoragePvc { .. } => "DeleteBackendStoragePvc",
         VmiAction::PatchPod { .. } => "PatchPod",
         VmiAction::PatchPodReadinessCondition { .. } => "PatchPodReadinessCondition",
         VmiAction::UpdateVmi { .. } => "UpdateVmi",

@@ -3,8 +3,9 @@
 //! `RenderHotplugAttachmentPodTemplate` (pkg/virt-controller/services/template.go:1077-1209).
 //!
 //! The container's resources are KubeVirt's defaults or the KubeVirt CR's
-//! `supportContainerResources` for `hotplug-disk` (renderresources.go:627-662). Not modelled:
-//! `selinuxLauncherType` (empty by default, virt-config.go:82).
+//! `supportContainerResources` for `hotplug-disk` (renderresources.go:627-662); its SELinux type
+//! is the CR's `selinuxLauncherType` (template.go:1122-1126; left out when empty, as Go's
+//! `omitempty` does).
 
 use super::resources::{SUPPORT_HOTPLUG_DISK, Support};
 use crate::api::VirtualMachineInstance;
@@ -122,8 +123,13 @@ pub(crate) fn render_attachment_pod(
     claims: &BTreeMap<String, AttachmentClaim>,
     launcher_image: &str,
     support: &[SupportContainerResources],
+    selinux_type: Option<&str>,
 ) -> Result<Pod, String> {
     let level = selinux_level(vmi)?.unwrap_or_else(|| "s0".into());
+    let mut selinux = json!({"level": level});
+    if let Some(t) = selinux_type.filter(|t| !t.is_empty()) {
+        selinux["type"] = json!(t);
+    }
     let mut tolerations = hotplug_tolerations();
     tolerations.extend(
         owner
@@ -176,7 +182,7 @@ pub(crate) fn render_attachment_pod(
             "runAsUser": NON_ROOT_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
             "capabilities": {"drop": ["ALL"]},
-            "seLinuxOptions": {"level": level}
+            "seLinuxOptions": selinux
         },
         "volumeMounts": mounts,
     });
@@ -275,6 +281,7 @@ mod tests {
             &claims,
             "virt-launcher:v1.9.0",
             &[],
+            None,
         )
         .unwrap();
         let tol =
@@ -338,8 +345,16 @@ mod tests {
             limits: BTreeMap::from([("cpu".into(), "250m".into())]),
         }];
         let v = vmi(json!({"selinuxContext": "system_u:system_r:container_t:s0:c1,c2"}));
-        let pod =
-            render_attachment_pod(&[&fs], &owner(), &v, &BTreeMap::new(), "img", &entries).unwrap();
+        let pod = render_attachment_pod(
+            &[&fs],
+            &owner(),
+            &v,
+            &BTreeMap::new(),
+            "img",
+            &entries,
+            None,
+        )
+        .unwrap();
         let r = pod.spec.unwrap().containers[0].resources.clone().unwrap();
         let q = |m: Option<
             BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
@@ -369,25 +384,28 @@ mod tests {
         )]);
         let v = vmi(json!({"selinuxContext": "none", "volumeStatus": [
             {"name": "data", "target": "", "phase": "Ready", "hotplugVolume": {}}]}));
-        let pod = render_attachment_pod(&[&fs], &owner(), &v, &claims, "img", &[]).unwrap();
+        // The CR's launcher type sits beside the level (template.go:1122-1126).
+        let pod = render_attachment_pod(&[&fs], &owner(), &v, &claims, "img", &[], Some("spc_t"))
+            .unwrap();
         let c = &pod.spec.as_ref().unwrap().containers[0];
         assert_eq!(c.volume_mounts.as_ref().unwrap().len(), 1);
         assert_eq!(
             pod.spec.as_ref().unwrap().volumes.as_ref().unwrap().len(),
             2
         );
-        let level = c
+        let options = c
             .security_context
             .as_ref()
             .unwrap()
             .se_linux_options
-            .as_ref()
-            .unwrap()
-            .level
-            .clone();
-        assert_eq!(level.as_deref(), Some("s0"));
+            .clone()
+            .unwrap();
         assert_eq!(
-            render_attachment_pod(&[&fs], &owner(), &vmi(json!({})), &claims, "img", &[])
+            (options.level.as_deref(), options.type_.as_deref()),
+            (Some("s0"), Some("spc_t"))
+        );
+        assert_eq!(
+            render_attachment_pod(&[&fs], &owner(), &vmi(json!({})), &claims, "img", &[], None)
                 .unwrap_err(),
             "VMI is missing SELinux context"
         );
@@ -398,7 +416,8 @@ mod tests {
                 &vmi(json!({"selinuxContext": "a:b"})),
                 &claims,
                 "img",
-                &[]
+                &[],
+                None
             )
             .unwrap_err(),
             "VMI has invalid SELinux context: a:b"

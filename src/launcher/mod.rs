@@ -7,6 +7,7 @@
 
 pub(crate) mod annotations;
 pub(crate) mod attachment_pod;
+pub mod backend_storage;
 pub mod containers;
 pub(crate) mod defects;
 pub(crate) mod error;
@@ -19,6 +20,7 @@ mod pod_changes;
 pub(crate) mod renderer;
 mod reservation;
 pub mod resources;
+pub(crate) mod selinux;
 pub(crate) mod sidecars;
 pub(crate) mod virtiofs;
 pub(crate) mod volumes;

@@ -2,7 +2,8 @@
 //! (pkg/virt-controller/services/template.go:338-352, 368-1007) as a pure function.
 //!
 //! What is rendered (facts §4): metadata (generateName, labels, annotations, controller owner
-//! reference), hostname/subdomain, pod security context, grace periods, the `compute` container
+//! reference), hostname/subdomain, pod security context (and the CR's SELinux launcher type:
+//! [`super::selinux`]), grace periods, the `compute` container
 //! (command and flags in KubeVirt's order, resources from [`super::resources`], security context,
 //! env, probes, ports, mounts), the `guest-console-log` native sidecar, container-disk containers
 //! (ImageVolume off) or image-volume init containers (ImageVolume on, the v1.9 default), volumes
@@ -19,16 +20,16 @@
 //! - The KubeVirt CR's image pull policy, launcher log verbosity, default runtime class and VMI
 //!   seccomp profile come from [`ClusterSettings`]. Cluster-level values it does not carry take
 //!   KubeVirt's defaults: hypervisor `kvm`, no launcher pull secret (virt-controller's
-//!   `--image-pull-secret` flag, not the CR), no SELinux launcher type, OVMF paths
+//!   `--image-pull-secret` flag, not the CR), OVMF paths
 //!   `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF` (arm64), `""` (s390x).
 //!
 //! Also rendered: hook sidecars and network binding plugin sidecars ([`super::sidecars`]; a
 //! hook's ConfigMap and, with `ExternalNetResourceInjection` disabled, a Multus network's
 //! NetworkAttachmentDefinition are read by the caller: `NamespaceContext::lookups`), the Multus
-//! annotations ([`super::network`]) and virtiofsd containers ([`super::virtiofs`]).
+//! annotations ([`super::network`]), virtiofsd containers ([`super::virtiofs`]) and the
+//! backend-storage `vm-state` claim ([`super::backend_storage`]).
 //!
 //! Not modelled (the rendered pod lacks them; KubeVirt would add them), docs/comparison.md:
-//! - the backend-storage PVC (`vm-state`: persistent TPM/EFI/CBT state);
 //! - TSC-frequency node labels, Hyper-V strict-check node labels (Alpha gate), SEV/TDX pod
 //!   labels beyond the node selectors,
 //!   `permittedHostDevices` validation, temporary
@@ -502,6 +503,28 @@ impl<'a> PodInputs<'a> {
     }
 }
 
+/// The backend-storage claim the pod mounts (template.go:356-365): `None` for a VMI that needs
+/// none; the claim found by the caller; KubeVirt's error when the caller knows the claims and
+/// found none; the legacy name when the claims are not known (see
+/// [`NamespaceContext::backend_storage_claim`]).
+fn backend_storage_claim(
+    vmi: &VirtualMachineInstance,
+    ns: &NamespaceContext,
+    input: &PodInputs<'_>,
+) -> Result<Option<String>, RenderError> {
+    if !super::backend_storage::is_needed(vmi) {
+        return Ok(None);
+    }
+    match (&ns.backend_storage_claim, &ns.pvcs) {
+        (Some(claim), _) => Ok(Some(claim.clone())),
+        (None, Some(_)) => Err(input.input_error(
+            "can't generate manifest without backend-storage PVC, waiting for the PVC to be created"
+                .into(),
+        )),
+        (None, None) => Ok(Some(super::backend_storage::base_claim_name(vmi))),
+    }
+}
+
 fn render_pod(
     vmi: &VirtualMachineInstance,
     resources: &VmiResources,
@@ -524,6 +547,7 @@ fn render_pod(
         )?;
     // The sidecars (template.go:443-450).
     let sidecars = requested_sidecars(vmi, settings, &input.object)?;
+    let backend_claim = backend_storage_claim(vmi, ns, &input)?;
     let vols = render_volumes(
         vmi,
         ns,
@@ -535,6 +559,8 @@ fn render_pod(
             virtiofs: super::virtiofs::is_enabled(vmi),
             launcher_image: input.image,
             image_pull_policy: &settings.image_pull_policy,
+            backend_storage_claim: backend_claim.as_deref(),
+            non_root: input.non_root,
         },
         &input.object,
     )?;
@@ -1082,7 +1108,7 @@ fn pod_spec(
     let dns_config: Option<PodDNSConfig> =
         typed(spec.dns_config.as_deref(), "spec.dnsConfig", object)?;
     let resource_claims = resource_claims(input)?;
-    Ok(PodSpec {
+    let mut pod_spec = PodSpec {
         hostname: Some(pod_hostname(input.vmi)),
         subdomain: non_empty(&spec.subdomain),
         security_context: Some(PodSecurityContext {
@@ -1125,7 +1151,9 @@ fn pod_spec(
         service_account_name,
         automount_service_account_token: Some(automount),
         ..Default::default()
-    })
+    };
+    super::selinux::align_pod_multi_category_security(&mut pod_spec, input.settings);
+    Ok(pod_spec)
 }
 
 #[cfg(test)]
@@ -1442,6 +1470,64 @@ mod tests {
         let long = "x".repeat(70);
         let pod = render(&vmi(json!({"name": long}), json!({"domain": {}})), &s);
         assert_eq!(spec(&pod).hostname.as_ref().unwrap().len(), 63);
+    }
+
+    /// The CR's `selinuxLauncherType` in the rendered pod (template_test.go:643-746 re-derived):
+    /// the pod security context keeps fsGroup/runAs* and gains only the type; with the
+    /// deprecated Docker workaround listed, the hook sidecar gets level `s0` and the type,
+    /// compute nothing, and the console-log init container (an init container since
+    /// template.go:637-639) is left alone.
+    #[test]
+    fn selinux_launcher_type_in_the_pod() {
+        let hooks = json!({"annotations": {"hooks.kubevirt.io/hookSidecars": "[{\"image\": \"some-image:v1\"}]"}});
+        let v = vmi(hooks, json!({"domain": {}}));
+        let mut s = ClusterSettings {
+            serial_console_log: true,
+            ..test_settings()
+        };
+        let pod = render(&v, &s);
+        assert!(
+            spec(&pod)
+                .security_context
+                .clone()
+                .unwrap()
+                .se_linux_options
+                .is_none()
+        );
+        s.selinux_launcher_type = Some("spc_t".into());
+        let pod = render(&v, &s);
+        let psc = serde_json::to_value(spec(&pod).security_context.clone().unwrap()).unwrap();
+        assert_eq!(
+            psc,
+            json!({"fsGroup": 107, "runAsGroup": 107, "runAsNonRoot": true, "runAsUser": 107,
+                   "seLinuxOptions": {"type": "spc_t"}})
+        );
+        s.feature_gates = vec!["DockerSELinuxMCSWorkaround".into()];
+        let pod = render(&v, &s);
+        let options = |containers: &[Container]| -> Vec<(String, Option<Value>)> {
+            containers
+                .iter()
+                .map(|c| {
+                    let o = c
+                        .security_context
+                        .clone()
+                        .and_then(|sc| sc.se_linux_options);
+                    (c.name.clone(), o.map(|o| serde_json::to_value(o).unwrap()))
+                })
+                .collect()
+        };
+        assert_eq!(
+            options(&spec(&pod).containers),
+            vec![
+                ("compute".to_string(), None),
+                (
+                    "hook-sidecar-0".to_string(),
+                    Some(json!({"level": "s0", "type": "spc_t"}))
+                ),
+            ]
+        );
+        let init = spec(&pod).init_containers.clone().unwrap_or_default();
+        assert!(options(&init).iter().all(|(_, o)| o.is_none()), "{init:?}");
     }
 
     /// Non-root: no status means virt-api's default runtimeUser 107; root needs runtimeUser 0

@@ -123,6 +123,12 @@ pub struct NamespaceContext {
     /// to name no resource (what `explain-overhead` and `inspect` render with).
     #[serde(skip)]
     pub lookups: Option<RenderLookups>,
+    /// The VMI's backend-storage claim (`PVCForVMI`, backend-storage.go:60-81), for the
+    /// `vm-state` volume of a VMI with persistent TPM/EFI state. `None` with `pvcs` known: the
+    /// claim does not exist yet and the render fails as KubeVirt's does (template.go:356-363);
+    /// `None` with `pvcs` unknown: the legacy name `persistent-state-for-<VMI name>` is shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_storage_claim: Option<String>,
 }
 
 /// The objects KubeVirt's renderer reads through the API while rendering, not from a cache:
@@ -180,6 +186,7 @@ impl NamespaceContext {
             auto_cpu_limit_selector_matches,
             pvcs: None,
             lookups: None,
+            backend_storage_claim: None,
         }
     }
 }

@@ -11,7 +11,8 @@
 //! the image volumes; the sidecars' ConfigMap and PVC volumes are the pod renderer's
 //! (`super::sidecars`), after all of these.
 //!
-//! Not modelled: the backend-storage PVC (`vm-state`, persistent TPM/EFI/CBT state).
+//! The backend-storage claim (`vm-state`, persistent TPM/EFI/CBT state) comes right after the
+//! access credentials ([`super::backend_storage`], template.go:969-973).
 
 use super::error::RenderError;
 use super::resources::{NamespaceContext, PvcInfo};
@@ -93,6 +94,10 @@ pub(crate) struct VolumeOptions<'a> {
     pub virtiofs: bool,
     pub launcher_image: &'a str,
     pub image_pull_policy: &'a str,
+    /// The backend-storage claim's name, for a VMI that needs one (`withBackendStorage`).
+    pub backend_storage_claim: Option<&'a str>,
+    /// `vmitrait.IsNonRoot`: where the backend-storage sub-paths are mounted.
+    pub non_root: bool,
 }
 
 pub(crate) fn empty_dir(name: &str) -> Volume {
@@ -183,6 +188,12 @@ pub(crate) fn render_volumes(
     with_vmi_config_volumes(&mut out, vmi, object)?;
     with_vmi_volumes(&mut out, vmi, ns, object)?;
     with_access_credentials(&mut out, vmi);
+    if let Some(claim) = opts.backend_storage_claim {
+        let mut state = super::backend_storage::StateVolumes::default();
+        super::backend_storage::with_backend_storage(&mut state, vmi, claim, opts.non_root);
+        out.volumes.extend(state.volumes);
+        out.mounts.extend(state.mounts);
+    }
     if opts.image_volume {
         with_image_volumes(&mut out, vmi, opts);
     }

@@ -197,7 +197,7 @@ impl Mirror {
             pods.into_iter().map(std::sync::Arc::new),
             None,
             expectations,
-            (dv, pvc, &Default::default()),
+            (dv, pvc, &Default::default(), Default::default()),
             (settings, || {
                 crate::launcher::resources::NamespaceContext::from_cluster(None, &[], settings)
             }),

@@ -243,6 +243,9 @@ pub(crate) fn vmi_writes(decision: &VmiDecision, vmi_name: &str) -> Vec<Intended
             VmiAction::DeleteAttachmentPod { name, .. } => {
                 write(Kind::Pod, name, None, "DeleteAttachmentPod", Effect::Delete)
             }
+            // Claims are not among the kinds the shadow compares.
+            VmiAction::CreateBackendStoragePvc { .. }
+            | VmiAction::DeleteBackendStoragePvc { .. } => continue,
             VmiAction::PatchPod { name, patch, .. } => write(
                 Kind::Pod,
                 name,

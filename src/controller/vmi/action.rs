@@ -71,6 +71,23 @@ pub enum VmiAction {
         /// Why.
         why: String,
     },
+    /// Create the VMI's backend-storage claim (storage.go:126-133, backend-storage.go:470-512).
+    /// Executor: `ExpectCreations(key, 1)` on the claim expectations before the call,
+    /// `CreationObserved(key)` if it fails (SyncError `FailedBackendStorageCreate`).
+    CreateBackendStoragePvc {
+        /// The claim, with `generateName` ([`super::backend_storage::new_claim`]).
+        pvc: Arc<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+        /// Why.
+        why: String,
+    },
+    /// Delete the backend-storage claim of a VMI that no longer needs one (storage.go:117-124);
+    /// a failure is the SyncError `Failed deleting backend storage`.
+    DeleteBackendStoragePvc {
+        /// Claim name.
+        name: String,
+        /// Why.
+        why: String,
+    },
     /// RFC 6902 JSON patch on the pod's metadata (annotations/labels), sent with content type
     /// `application/json-patch+json` (lifecycle.go:207-229, 724-844; controller.go:575-597).
     PatchPod {
@@ -140,6 +157,8 @@ impl VmiAction {
             | VmiAction::DeletePod { why, .. }
             | VmiAction::CreateAttachmentPod { why, .. }
             | VmiAction::DeleteAttachmentPod { why, .. }
+            | VmiAction::CreateBackendStoragePvc { why, .. }
+            | VmiAction::DeleteBackendStoragePvc { why, .. }
             | VmiAction::PatchPod { why, .. }
             | VmiAction::PatchPodReadinessCondition { why, .. }
             | VmiAction::UpdateVmi { why, .. }

@@ -88,6 +88,29 @@ fn fail_without_pod(
     }
 }
 
+/// The backend-storage entry `updateVolumeStatus` keeps (storage.go:253-266): the entry named
+/// `persistent-state-for-this-vm`, or the legacy one named after the claim (renamed), when the
+/// VMI has a backend-storage claim.
+fn backend_storage_entry(
+    new: &VirtualMachineInstance,
+    snap: &VmiSnapshot,
+) -> Option<serde_json::Value> {
+    use crate::launcher::backend_storage::STATUS_VOLUME_NAME;
+    let claim = snap.backend_storage.claim.as_ref()?;
+    let entries = new.status.as_ref()?.volume_status.as_ref()?;
+    let named = |n: &str| {
+        entries
+            .iter()
+            .find(|e| e.get("name").and_then(|v| v.as_str()) == Some(n))
+    };
+    if let Some(e) = named(STATUS_VOLUME_NAME) {
+        return Some(e.clone());
+    }
+    let mut e = named(&claim.name)?.clone();
+    e["name"] = serde_json::json!(STATUS_VOLUME_NAME);
+    Some(e)
+}
+
 /// `updateVolumeStatus` (vmi/storage.go:231-340) into the new VMI's `status.volumeStatus`
 /// ([`super::storage::volume_status`]); `at` is the lifecycle.go line that calls it.
 fn update_volume_status(
@@ -96,7 +119,16 @@ fn update_volume_status(
     (expl, actions): (&mut Vec<String>, &mut Vec<VmiAction>),
     at: &str,
 ) {
+    let backend = backend_storage_entry(new, snap);
     let mut statuses = super::storage::volume_status(new, &snap.storage.claims).unwrap_or_default();
+    if let Some(entry) = backend {
+        statuses.push(entry);
+        statuses.sort_by(|a, b| {
+            let name =
+                |v: &serde_json::Value| v.get("name").and_then(|n| n.as_str()).map(str::to_string);
+            name(a).cmp(&name(b))
+        });
+    }
     for (reason, message) in
         super::volume_hotplug::hotplug_volume_status(snap, new, pod, &mut statuses)
     {
@@ -386,6 +418,9 @@ fn plan_pod_creation(snap: &VmiSnapshot, plan: &mut SyncPlan) {
         );
         return;
     }
+    if !plan_backend_storage(snap, plan) {
+        return;
+    }
     plan.wants_pod = true;
     match &snap.rendered_pod {
         None => {
@@ -427,6 +462,47 @@ fn plan_pod_creation(snap: &VmiSnapshot, plan: &mut SyncPlan) {
             });
             plan.explanation
                 .push("sync: no launcher pod yet → create one (lifecycle.go:100-185)".into());
+        }
+    }
+}
+
+/// The backend-storage claim before the pod (lifecycle.go:126-141): create it and stop, delete
+/// an unneeded one, or hold the pod with a SyncError until the claim is bound (or Pending on a
+/// WaitForFirstConsumer class). True when the pod may be created.
+fn plan_backend_storage(snap: &VmiSnapshot, plan: &mut SyncPlan) -> bool {
+    use super::backend_storage::Step;
+    match super::backend_storage::plan(&snap.backend_storage) {
+        Step::Ready(None) => true,
+        Step::Ready(Some(claim)) => {
+            plan.explanation.push(format!(
+                "sync: backend-storage claim {claim} is ready (backend-storage.go:580-616)"
+            ));
+            true
+        }
+        Step::Create(pvc) => {
+            plan.actions.push(VmiAction::CreateBackendStoragePvc {
+                pvc: Arc::new(*pvc),
+                why: "the VMI needs backend storage (persistent TPM/EFI, CBT) and has no claim: create it (storage.go:126-133)".into(),
+            });
+            plan.explanation.push(
+                "sync: no launcher pod until the new backend-storage claim is seen (lifecycle.go:130-133)"
+                    .into(),
+            );
+            false
+        }
+        Step::Delete(name) => {
+            plan.actions.push(VmiAction::DeleteBackendStoragePvc {
+                why: format!("the VMI needs no backend storage but claim {name} exists: delete it (storage.go:117-124)"),
+                name,
+            });
+            true
+        }
+        Step::Error(reason, message) => {
+            plan.explanation.push(format!(
+                "sync: backend storage not ready: {reason} {message}; no pod (lifecycle.go:134-141)"
+            ));
+            plan.error = Some(SyncError::new(reason, message));
+            false
         }
     }
 }
@@ -716,6 +792,16 @@ impl<'a> StatusUpdate<'a> {
                 cond.reason.as_deref().unwrap_or("")
             ));
             conditions::update(status_mut(&mut self.new), cond.clone());
+        }
+        // The backend-storage claim's entry (lifecycle.go:309-311, backend-storage.go:450-468).
+        if let Some(claim) = &snap.backend_storage.claim {
+            let status = status_mut(&mut self.new);
+            let entries = status.volume_status.get_or_insert_with(Vec::new);
+            super::backend_storage::update_volume_status(entries, claim);
+            self.expl.push(format!(
+                "status.volumeStatus: the backend-storage entry names claim {} (lifecycle.go:309-311)",
+                claim.name
+            ));
         }
     }
 
@@ -1440,6 +1526,22 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
                 let (e, ev, why, failed) = super::volume_hotplug::failure(a, error);
                 (e, Some((ev, why)), failed)
             }
+            VmiAction::CreateBackendStoragePvc { .. } => (
+                SyncError::new(super::backend_storage::FAILED_CREATE, error.message.clone()),
+                None,
+                (
+                    "backend-storage claim creation failed",
+                    "storage.go:129-132",
+                ),
+            ),
+            VmiAction::DeleteBackendStoragePvc { .. } => (
+                SyncError::new(super::backend_storage::FAILED_DELETE, error.message.clone()),
+                None,
+                (
+                    "backend-storage claim deletion failed",
+                    "storage.go:120-122",
+                ),
+            ),
             _ => (
                 events::map_pod_patch_error(error),
                 None,

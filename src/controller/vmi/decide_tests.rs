@@ -2227,3 +2227,58 @@ fn running_vmi_gets_the_hotplug_conditions() {
     assert_eq!(status("HotVCPUChange"), Some(json!("True")));
     assert_eq!(status("HotMemoryChange"), Some(json!("True")));
 }
+
+/// Backend storage at the pod-creation point (lifecycle.go:126-141, storage.go:112-136): no
+/// claim → create it and no pod; a Pending claim → no pod, `BackendStorageNotReady`; a Bound
+/// claim → the pod, and the claim's `volumeStatus` entry.
+#[test]
+fn backend_storage_holds_the_pod_until_its_claim_is_bound() {
+    use crate::controller::vmi::backend_storage::{BackendStorageState, Claim, new_claim};
+    let mut vmi = pending_vmi();
+    vmi.spec.domain.devices.tpm = serde_json::from_value(json!({"persistent": true})).ok();
+    let mut s = snap(vmi);
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
+    let new_claim = new_claim(&s.vmi, "sc", "ReadWriteOnce");
+    s.backend_storage = BackendStorageState {
+        needed: true,
+        claim: None,
+        new_claim: Ok(new_claim.clone()),
+    };
+    let d = decide(&s);
+    assert!(
+        matches!(&d.sync_actions[..], [VmiAction::CreateBackendStoragePvc { pvc, .. }] if **pvc == new_claim),
+        "{:?}",
+        d.sync_actions
+    );
+    assert!(!needs_rendered_pod(&s));
+
+    let claim = |phase: &str| Claim {
+        name: "persistent-state-for-testvmi-x1".into(),
+        phase: phase.into(),
+        access_modes: vec!["ReadWriteOnce".into()],
+        class_wffc: Ok(false),
+    };
+    s.backend_storage.claim = Some(claim("Pending"));
+    let d = decide(&s);
+    assert!(d.sync_actions.is_empty());
+    let new = d.new_vmi.expect("status written");
+    let c = new.condition("Synchronized").expect("Synchronized");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+        ("False", Some("BackendStorageNotReady"), Some("PVC pending"))
+    );
+
+    s.backend_storage.claim = Some(claim("Bound"));
+    assert!(needs_rendered_pod(&s));
+    let d = decide(&s);
+    assert!(matches!(&d.sync_actions[..], [VmiAction::CreatePod { .. }]));
+    let new = d.new_vmi.expect("status written");
+    let entries = new.status.clone().unwrap().volume_status.unwrap();
+    assert_eq!(
+        entries,
+        vec![
+            json!({"name": "persistent-state-for-this-vm", "target": "", "persistentVolumeClaimInfo":
+            {"claimName": "persistent-state-for-testvmi-x1", "accessModes": ["ReadWriteOnce"]}})
+        ]
+    );
+}

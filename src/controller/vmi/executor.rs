@@ -88,7 +88,7 @@ pub(crate) fn snapshot(
         pending_pod_creations: adds,
         pending_pod_deletions: dels,
         vmi_satisfied: ctx.expectations.vmi_self.satisfied_expectations(key),
-        pvcs_satisfied: true,
+        pvcs_satisfied: ctx.expectations.pvc.satisfied_expectations(key),
     };
     // The pods the VMI controls, from the pod informer's controller-UID index (the filter in
     // `snapshot_from_objects` keeps the same pods from the whole cache).
@@ -106,6 +106,7 @@ pub(crate) fn snapshot(
     own_pods.extend(attachment);
     // One configuration for the whole reconcile, even if the KubeVirt CR changes meanwhile.
     let settings = ctx.cluster_config.settings();
+    let backend = backend_storage_state(ctx, &vmi, ns, &settings);
     Some(snapshot_from_objects(
         vmi,
         own_pods,
@@ -127,6 +128,7 @@ pub(crate) fn snapshot(
                     .map(|p| (*p).clone())
             },
             &cdi_overhead(&ctx.caches.storage),
+            backend,
         ),
         (&settings, || NamespaceContext {
             lookups,
@@ -134,6 +136,34 @@ pub(crate) fn snapshot(
         }),
         Time::now(),
     ))
+}
+
+/// The VMI's backend-storage claim and what a new one would be, from the claim, StorageClass
+/// and StorageProfile caches ([`super::backend_storage::state`]).
+fn backend_storage_state(
+    ctx: &Context,
+    vmi: &VirtualMachineInstance,
+    ns: &str,
+    settings: &ClusterSettings,
+) -> super::backend_storage::BackendStorageState {
+    let claims = ctx.caches.pvcs.store().state();
+    let classes = ctx.caches.storage.storage_classes.store().state();
+    let classes: Vec<_> = classes.iter().map(|c| c.as_ref()).collect();
+    let profiles = &ctx.caches.storage.storage_profiles;
+    super::backend_storage::state(
+        vmi,
+        claims
+            .iter()
+            .map(|c| c.as_ref())
+            .filter(|c| c.metadata.namespace.as_deref() == Some(ns)),
+        &classes,
+        |class| {
+            let p = profiles.store().get(&ObjectRef::new(class))?;
+            let sets = p.status.as_ref()?.get("claimPropertySets")?.as_array()?;
+            Some(sets.clone())
+        },
+        settings.vm_state_storage_class.as_deref(),
+    )
 }
 
 /// What `getFilesystemOverhead` reads of the caches, now: the number of CDI CRs and the
@@ -236,10 +266,11 @@ pub(crate) fn snapshot_from_objects(
     pods: impl IntoIterator<Item = Arc<Pod>>,
     owner_vm_uid: Option<String>,
     expectations: ExpectationsState,
-    (data_volume, pvc, cdi): (
+    (data_volume, pvc, cdi, backend): (
         impl Fn(&str) -> Option<DataVolume>,
         impl Fn(&str) -> Option<PersistentVolumeClaim>,
         &super::storage::CdiOverhead,
+        super::backend_storage::BackendStorageState,
     ),
     (settings, namespace): (&ClusterSettings, impl FnOnce() -> NamespaceContext),
     now: Time,
@@ -286,9 +317,12 @@ pub(crate) fn snapshot_from_objects(
     snap.additional_guest_memory_overhead_ratio =
         settings.additional_guest_memory_overhead_ratio.clone();
     snap.support_container_resources = settings.support_container_resources.clone();
+    snap.selinux_launcher_type = settings.selinux_launcher_type.clone();
+    snap.backend_storage = backend;
     if needs_rendered_pod(&snap) {
         let mut ns = namespace();
         ns.pvcs = Some(render_pvcs(&snap.vmi, &pvc));
+        ns.backend_storage_claim = snap.backend_storage.claim.as_ref().map(|c| c.name.clone());
         snap.rendered_pod = Some(render_pod_with(settings, &ns, &snap.vmi).map(Arc::new));
     }
     snap
@@ -450,6 +484,12 @@ fn request(key: &str, action: &VmiAction) -> (&'static str, &'static str, String
         VmiAction::DeletePod { name, .. } | VmiAction::DeleteAttachmentPod { name, .. } => {
             ("delete", "pods", pod(name))
         }
+        VmiAction::CreateBackendStoragePvc { .. } => {
+            ("create", "persistentvolumeclaims", ns.to_string())
+        }
+        VmiAction::DeleteBackendStoragePvc { name, .. } => {
+            ("delete", "persistentvolumeclaims", pod(name))
+        }
         VmiAction::PatchPod { name, .. } => ("patch", "pods", pod(name)),
         VmiAction::PatchPodReadinessCondition { pod: name, .. } => {
             ("patch", "pods/status", pod(name))
@@ -505,6 +545,13 @@ fn describe(action: &VmiAction) -> String {
         VmiAction::DeletePod { name, .. } => format!("DeletePod {name}"),
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod hp-volume-".to_string(),
         VmiAction::DeleteAttachmentPod { name, .. } => format!("DeleteAttachmentPod {name}"),
+        VmiAction::CreateBackendStoragePvc { pvc, .. } => format!(
+            "CreateBackendStoragePvc {}",
+            pvc.metadata.generate_name.as_deref().unwrap_or_default()
+        ),
+        VmiAction::DeleteBackendStoragePvc { name, .. } => {
+            format!("DeleteBackendStoragePvc {name}")
+        }
         VmiAction::PatchPod { name, .. } => format!("PatchPod {name}"),
         VmiAction::PatchPodReadinessCondition { pod, status, .. } => {
             format!("PatchPodReadinessCondition {pod} {status}")
@@ -572,6 +619,22 @@ async fn apply(
                 // DELETED was lost holds the VMI Terminating for good.
                 ctx.pod_gone(ns, name);
             }
+        }
+        VmiAction::CreateBackendStoragePvc { pvc, .. } => {
+            ctx.expectations.pvc.expect_creations(key, 1);
+            if let Err(e) = api::<PersistentVolumeClaim>(client, ns)
+                .create(&Default::default(), pvc)
+                .await
+            {
+                ctx.expectations.pvc.creation_observed(key);
+                return Err(fail(e));
+            }
+        }
+        VmiAction::DeleteBackendStoragePvc { name, .. } => {
+            api::<PersistentVolumeClaim>(client, ns)
+                .delete(name, &DeleteParams::default())
+                .await
+                .map_err(fail)?;
         }
         VmiAction::PatchPod { name, patch, .. } => {
             let body = serde_json::to_value(patch).unwrap_or_default();

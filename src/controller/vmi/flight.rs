@@ -14,6 +14,8 @@ pub(crate) fn action_name(a: &VmiAction) -> String {
         VmiAction::DeletePod { .. } => "DeletePod".into(),
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod".into(),
         VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod".into(),
+        VmiAction::CreateBackendStoragePvc { .. } => "CreateBackendStoragePvc".into(),
+        VmiAction::DeleteBackendStoragePvc { .. } => "DeleteBackendStoragePvc".into(),
         VmiAction::PatchPod { .. } => "PatchPod".into(),
         VmiAction::PatchPodReadinessCondition { .. } => "PatchPodReadinessCondition".into(),
         VmiAction::UpdateVmi { .. } => "UpdateVmi".into(),
@@ -36,6 +38,12 @@ pub(crate) fn expectations(state: &ExpectationsState) -> Vec<Expectation> {
             adds: 0,
             dels: 0,
             satisfied: state.vmi_satisfied,
+        },
+        Expectation {
+            store: "vmi-pvc".into(),
+            adds: 0,
+            dels: 0,
+            satisfied: state.pvcs_satisfied,
         },
     ]
 }

@@ -20,6 +20,7 @@
 //! manager and patch builder are shared with the VM controller in `controller::common`.
 
 pub(crate) mod action;
+pub(crate) mod backend_storage;
 pub(crate) mod conditions;
 pub(crate) mod decide;
 pub(crate) mod events;

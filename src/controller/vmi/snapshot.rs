@@ -48,8 +48,7 @@ pub struct ExpectationsState {
     /// VMI self-update expectation satisfied (the controller's own last `Update` of this VMI has
     /// been observed by the informer).
     pub vmi_satisfied: bool,
-    /// Backend-storage PVC expectations satisfied (always true while backend storage is not
-    /// modelled).
+    /// Backend-storage PVC expectations satisfied (vmi.go:96, lifecycle.go:130-133).
     pub pvcs_satisfied: bool,
 }
 
@@ -183,6 +182,11 @@ pub struct VmiSnapshot {
     /// The KubeVirt CR's `supportContainerResources`, for the hotplug attachment pod's
     /// container (renderresources.go:627-662; [`crate::config::ClusterSettings::support_container_resources`]).
     pub support_container_resources: Vec<crate::config::SupportContainerResources>,
+    /// The KubeVirt CR's `selinuxLauncherType`, the SELinux type of the hotplug attachment
+    /// pod's container (template.go:1122-1126; [`crate::config::ClusterSettings::selinux_launcher_type`]).
+    pub selinux_launcher_type: Option<String>,
+    /// The backend-storage claim and what a new one would be ([`super::backend_storage`]).
+    pub backend_storage: super::backend_storage::BackendStorageState,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
@@ -207,6 +211,8 @@ impl VmiSnapshot {
             rules: Default::default(),
             additional_guest_memory_overhead_ratio: None,
             support_container_resources: Vec::new(),
+            selinux_launcher_type: None,
+            backend_storage: Default::default(),
             now: Time::from_datetime(now.0),
         }
     }

@@ -205,7 +205,8 @@ fn create_attachment_pod(
         .collect();
     let image = snap.launcher_image.clone().unwrap_or_default();
     let support = &snap.support_container_resources;
-    match render_attachment_pod(ready, launcher, &snap.vmi, &claims, &image, support) {
+    let selinux = snap.selinux_launcher_type.as_deref();
+    match render_attachment_pod(ready, launcher, &snap.vmi, &claims, &image, support, selinux) {
         Ok(pod) => {
             let names: Vec<&str> = ready.iter().map(|v| v.name.as_str()).collect();
             plan.explanation.push(format!(
