@@ -627,6 +627,45 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
         "{table}"
     );
 
+    // The same rehearsal in inspect's view (`--once`: its text), and its data with -o json.
+    let inspect = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+            .arg("inspect")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true)
+            .output()
+    };
+    let out = inspect(&["-A", "--upgrade-to", "main", "--once"])
+        .await
+        .expect("run inspect");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "Upgrade rehearsal v1.9.0 → main in every namespace: 3 VM(s), 3 change, \
+             1 no longer fit · full 10Mi short"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("default/c") && l.contains(" NO ") && l.contains("PR 18388")),
+        "{text}"
+    );
+    let out = inspect(&["-A", "--upgrade-to", "main", "-o", "json"])
+        .await
+        .expect("run inspect");
+    let json: Value = serde_json::from_slice(&out.stdout).expect("inspect -o json");
+    assert_eq!(json["to"], "main", "{json:#}");
+    let out = inspect(&["vm/a", "--upgrade-to", "main"])
+        .await
+        .expect("run inspect");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rehearses the fleet"));
+
     let same = explain_json(&kubeconfig, &["-A", "--upgrade-to", "v1.9.0"], 0).await;
     assert!(
         same["vms"]

@@ -161,6 +161,17 @@ impl NodeRehearsal {
     }
 }
 
+/// `±N` in binary units (`+20Mi`, `-1.5Gi`, `0`): a memory change as the table and the TUI
+/// show it.
+pub(crate) fn signed(bytes: i64) -> String {
+    use crate::api::quantity::human_bytes;
+    match bytes {
+        0 => "0".into(),
+        b if b > 0 => format!("+{}", human_bytes(b)),
+        b => format!("-{}", human_bytes(-b)),
+    }
+}
+
 /// Read what [`rehearse`] needs (the audit's lists, every node, every pod bound to a node) and
 /// rehearse `target`.
 ///
