@@ -1366,10 +1366,11 @@ impl Default for ControllerRules {
 /// v1.9.0 renders as v1.9.0; `main` has the later rules.
 ///
 /// Read from the pull requests (the search tool's copy of their descriptions and review
-/// threads); not modelled for want of the exact change: PR 18687 (a hook flag dropped) and
-/// PR 18272 (the `hugetblfs-dir` emptyDir made hugepage-backed: the medium it names is not
-/// shown), and PR 18222 (owner annotations) is on hotplug attachment pods, which the
-/// rehearsal does not render.
+/// threads) and, for PR 18687, from a copy of `main`'s template.go that has it
+/// (kubevirt/kubevirt@008b6e6b9c). Not modelled for want of the exact change: PR 18272 (the
+/// `hugetblfs-dir` emptyDir made hugepage-backed: no copy shows the medium it sets) and PR 18222
+/// (owner annotations on hotplug attachment pods: their names are shown, not where the
+/// renderer sets them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PodRules {
     /// `compute`'s `command` is `/usr/bin/virt-launcher-monitor` alone and its flags are
@@ -1377,6 +1378,11 @@ pub(crate) struct PodRules {
     /// 18237). Before: the executable and every flag in `command` (v1.9.0
     /// pkg/virt-controller/services/template.go:460-485, 643).
     pub(crate) launcher_flags_in_args: Sourced<bool>,
+    /// `compute` gets `--libvirt-hook-server-and-client` while the `LibvirtHooksServerAndClient`
+    /// feature gate is on (Beta, so on unless disabled, in v1.9.0:
+    /// pkg/virt-controller/services/template.go:480-482). On `main` the gate is GA (PR 18687)
+    /// and the renderer no longer passes the flag: virt-launcher always runs the hooks.
+    pub(crate) libvirt_hooks_flag: Sourced<bool>,
 }
 
 const POD_RULES_V1_9: PodRules = PodRules {
@@ -1384,12 +1390,20 @@ const POD_RULES_V1_9: PodRules = PodRules {
         false,
         "v1.9.0:pkg/virt-controller/services/template.go:460-485,643",
     ),
+    libvirt_hooks_flag: s(
+        true,
+        "v1.9.0:pkg/virt-controller/services/template.go:480-482",
+    ),
 };
 
 const POD_RULES_MAIN: PodRules = PodRules {
     launcher_flags_in_args: s(
         true,
         "PR 18237:pkg/virt-controller/services/template.go (Command: the executable, Args: its flags)",
+    ),
+    libvirt_hooks_flag: s(
+        false,
+        "PR 18687:pkg/virt-controller/services/template.go (LibvirtHooksServerAndClient GA, its flag gone)",
     ),
 };
 
