@@ -1366,10 +1366,11 @@ impl Default for ControllerRules {
 /// v1.9.0 renders as v1.9.0; `main` has the later rules.
 ///
 /// Read from the pull requests (the search tool's copy of their descriptions and review
-/// threads); not modelled for want of the exact change: PR 18687 (a hook flag dropped) and
-/// PR 18272 (the `hugetblfs-dir` emptyDir made hugepage-backed: the medium it names is not
-/// shown), and PR 18222 (owner annotations) is on hotplug attachment pods, which the
-/// rehearsal does not render.
+/// threads) and, for PR 18687, from a copy of `main`'s template.go that has it
+/// (kubevirt/kubevirt@008b6e6b9c). Not modelled for want of the exact change: PR 18272 (the
+/// `hugetblfs-dir` emptyDir made hugepage-backed: no copy shows the medium it sets) and PR 18222
+/// (owner annotations on hotplug attachment pods: their names are shown, not where the
+/// renderer sets them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PodRules {
     /// `compute`'s `command` is `/usr/bin/virt-launcher-monitor` alone and its flags are
@@ -1377,6 +1378,11 @@ pub(crate) struct PodRules {
     /// 18237). Before: the executable and every flag in `command` (v1.9.0
     /// pkg/virt-controller/services/template.go:460-485, 643).
     pub(crate) launcher_flags_in_args: Sourced<bool>,
+    /// `compute` gets `--libvirt-hook-server-and-client` while the `LibvirtHooksServerAndClient`
+    /// feature gate is on (Beta, so on unless disabled, in v1.9.0:
+    /// pkg/virt-controller/services/template.go:480-482). On `main` the gate is GA (PR 18687)
+    /// and the renderer no longer passes the flag: virt-launcher always runs the hooks.
+    pub(crate) libvirt_hooks_flag: Sourced<bool>,
 }
 
 const POD_RULES_V1_9: PodRules = PodRules {
@@ -1384,12 +1390,20 @@ const POD_RULES_V1_9: PodRules = PodRules {
         false,
         "v1.9.0:pkg/virt-controller/services/template.go:460-485,643",
     ),
+    libvirt_hooks_flag: s(
+        true,
+        "v1.9.0:pkg/virt-controller/services/template.go:480-482",
+    ),
 };
 
 const POD_RULES_MAIN: PodRules = PodRules {
     launcher_flags_in_args: s(
         true,
         "PR 18237:pkg/virt-controller/services/template.go (Command: the executable, Args: its flags)",
+    ),
+    libvirt_hooks_flag: s(
+        false,
+        "PR 18687:pkg/virt-controller/services/template.go (LibvirtHooksServerAndClient GA, its flag gone)",
     ),
 };
 
@@ -1399,6 +1413,61 @@ impl KubeVirtVersion {
         match self {
             KubeVirtVersion::Main => POD_RULES_MAIN,
             _ => POD_RULES_V1_9,
+        }
+    }
+}
+
+/// Where the KubeVirt CR reports the release it runs, as the commands name it.
+pub(crate) const OBSERVED_VERSION: &str = "the KubeVirt CR's status.observedKubeVirtVersion";
+
+/// The release a command reproduces and where it was read ([`KubeVirtVersion::decide`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecidedVersion {
+    /// The release.
+    pub version: KubeVirtVersion,
+    /// Where it was read: `--kubevirt-version`, [`OBSERVED_VERSION`], or the default and why.
+    pub source: String,
+}
+
+impl fmt::Display for DecidedVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KubeVirt {}, from {}", self.version, self.source)
+    }
+}
+
+impl KubeVirtVersion {
+    /// The release the KubeVirt CR says the cluster runs (`status.observedKubeVirtVersion`,
+    /// which virt-operator records once every component of that release is ready: v1.9.0
+    /// pkg/virt-operator/kubevirt.go:1114-1120, util/config.go:527-528), or why it cannot be
+    /// used: not reported, or no row of the table. The one rule `explain-overhead`, `why` and
+    /// `shadow` follow when no `--kubevirt-version` is given.
+    pub(crate) fn observed(observed: Option<&str>) -> Result<Self, String> {
+        match observed.map(str::trim).filter(|o| !o.is_empty()) {
+            None => Err("not reported".into()),
+            Some(o) => Self::parse(o).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// The release to reproduce: `flag` (`--kubevirt-version`) when given, else the KubeVirt
+    /// CR's observed version ([`KubeVirtVersion::observed`]), else the default (v1.9.0), each
+    /// with where it was read.
+    pub(crate) fn decide(flag: Option<Self>, observed: Option<&str>) -> DecidedVersion {
+        if let Some(version) = flag {
+            return DecidedVersion {
+                version,
+                source: "--kubevirt-version".into(),
+            };
+        }
+        match Self::observed(observed) {
+            Ok(version) => DecidedVersion {
+                version,
+                source: OBSERVED_VERSION.into(),
+            },
+            Err(reason) => DecidedVersion {
+                version: Self::default(),
+                source: format!("the default ({OBSERVED_VERSION}: {reason})"),
+            },
         }
     }
 }
@@ -1419,6 +1488,41 @@ impl std::str::FromStr for KubeVirtVersion {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--kubevirt-version` first, then the CR's observed version (a patch release by its row),
+    /// then v1.9.0 saying why; each names where it was read.
+    #[test]
+    fn the_release_is_the_flag_else_the_crs_observed_version_else_the_default() {
+        let d = KubeVirtVersion::decide(Some(KubeVirtVersion::Main), Some("v1.8.0"));
+        assert_eq!(
+            (d.version, d.source.as_str()),
+            (KubeVirtVersion::Main, "--kubevirt-version")
+        );
+        let d = KubeVirtVersion::decide(None, Some("v1.8.3"));
+        assert_eq!(
+            (d.version, d.source.as_str()),
+            (KubeVirtVersion::V1_8, OBSERVED_VERSION)
+        );
+        assert_eq!(
+            d.to_string(),
+            "KubeVirt v1.8.0, from the KubeVirt CR's status.observedKubeVirtVersion"
+        );
+        for (observed, why) in [
+            (None, "not reported"),
+            (Some(" "), "not reported"),
+            (Some("v2.0.0"), "v2.0.0"),
+        ] {
+            let d = KubeVirtVersion::decide(None, observed);
+            assert_eq!(d.version, KubeVirtVersion::V1_9, "{observed:?}");
+            assert!(
+                d.source
+                    .starts_with("the default (the KubeVirt CR's status.observedKubeVirtVersion: ")
+                    && d.source.contains(why),
+                "{observed:?}: {}",
+                d.source
+            );
+        }
+    }
 
     #[test]
     fn parses_tags_patch_releases_and_main() {

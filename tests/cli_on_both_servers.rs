@@ -278,6 +278,56 @@ async fn apply_of_every_example_runs_them_all(server: Server) {
     env.shutdown().await;
 }
 
+/// Without `--kubevirt-version`, `shadow` decides as the release the KubeVirt CR reports
+/// (`status.observedKubeVirtVersion`, a patch release by its row), as `explain-overhead` and
+/// `why` read it, and its report says so and where it read it; the flag wins over the CR.
+async fn the_shadow_decides_as_the_release_the_kubevirt_cr_reports(server: Server) {
+    let env = Env::start_on(server).await;
+    env.create_kubevirt_cr(json!({})).await;
+    let kv_ns = env.manager_kubevirt_namespace();
+    env.kubevirts(&kv_ns)
+        .patch_status(
+            "kubevirt",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"observedKubeVirtVersion": "v1.8.2"}})),
+        )
+        .await
+        .expect("the KubeVirt CR's status");
+    let ns = env.namespace.clone();
+    let shadow = [
+        "shadow",
+        "--for",
+        "0s",
+        "-n",
+        &ns,
+        "--kubevirt-namespace",
+        &kv_ns,
+    ];
+    let report = run_json(&env, &shadow, 0).await;
+    assert_eq!(
+        report["decidedAs"],
+        json!({"version": "v1.8.0", "source": "the KubeVirt CR's status.observedKubeVirtVersion"}),
+        "{report:#}"
+    );
+    let (code, text, stderr) = run(&env, &shadow).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        text.contains(
+            "decided as KubeVirt v1.8.0, from the KubeVirt CR's status.observedKubeVirtVersion"
+        ),
+        "{text}"
+    );
+    let mut flagged = shadow.to_vec();
+    flagged.extend(["--kubevirt-version", "main"]);
+    let report = run_json(&env, &flagged, 0).await;
+    assert_eq!(
+        report["decidedAs"],
+        json!({"version": "main", "source": "--kubevirt-version"}),
+        "{report:#}"
+    );
+    env.shutdown().await;
+}
+
 /// Wait until the Lease has a holder and demo-vm is Running (where the controllers under
 /// test are processes, not the Env's manager).
 async fn lease_held_and_demo_vm_running(env: &Env) {
@@ -296,4 +346,5 @@ on_both_servers!(
     two_run_controller_processes_fail_over_on_the_lease,
     one_identity_twice_never_leads_twice,
     apply_of_every_example_runs_them_all,
+    the_shadow_decides_as_the_release_the_kubevirt_cr_reports,
 );

@@ -499,8 +499,9 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
 
 /// `explain-overhead -A --upgrade-to VERSION`: three VMs rendered by v1.9.0, two on a roomy node
 /// and one on a node with 10Mi left beside a database pod. `main` adds 20Mi (the QEMU estimate,
-/// PR 18388) to every launcher pod and passes the launcher's flags as `args` (PR 18237): the VM
-/// on the full node no longer fits (exit 3); v1.9.0 changes nothing (exit 0).
+/// PR 18388) to every launcher pod, passes the launcher's flags as `args` (PR 18237) without
+/// `--libvirt-hook-server-and-client` (PR 18687): the VM on the full node no longer fits (exit
+/// 3); v1.9.0 changes nothing (exit 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_fit() {
     let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
@@ -577,12 +578,17 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
             qemu["source"].as_str().unwrap().contains("PR 18388"),
             "{qemu}"
         );
-        // Beyond the formula, the two renderings differ only by PR 18237.
+        // Beyond the formula, the two renderings differ only by PR 18237 and PR 18687.
         let pod_changes = vm["podChanges"].as_array().expect("podChanges");
-        assert_eq!(pod_changes.len(), 1, "{vm:#}");
+        assert_eq!(pod_changes.len(), 2, "{vm:#}");
         assert_eq!(
             pod_changes[0]["cause"],
             "PR 18237: the launcher flags move from command to args"
+        );
+        assert_eq!(
+            pod_changes[1]["cause"],
+            "PR 18687: --libvirt-hook-server-and-client is dropped \
+             (LibvirtHooksServerAndClient is GA)"
         );
     }
     let fits: Vec<(String, bool)> = vms
@@ -626,6 +632,45 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
         ),
         "{table}"
     );
+
+    // The same rehearsal in inspect's view (`--once`: its text), and its data with -o json.
+    let inspect = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+            .arg("inspect")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true)
+            .output()
+    };
+    let out = inspect(&["-A", "--upgrade-to", "main", "--once"])
+        .await
+        .expect("run inspect");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains(
+            "Upgrade rehearsal v1.9.0 → main in every namespace: 3 VM(s), 3 change, \
+             1 no longer fit · full 10Mi short"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("default/c") && l.contains(" NO ") && l.contains("PR 18388")),
+        "{text}"
+    );
+    let out = inspect(&["-A", "--upgrade-to", "main", "-o", "json"])
+        .await
+        .expect("run inspect");
+    let json: Value = serde_json::from_slice(&out.stdout).expect("inspect -o json");
+    assert_eq!(json["to"], "main", "{json:#}");
+    let out = inspect(&["vm/a", "--upgrade-to", "main"])
+        .await
+        .expect("run inspect");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rehearses the fleet"));
 
     let same = explain_json(&kubeconfig, &["-A", "--upgrade-to", "v1.9.0"], 0).await;
     assert!(

@@ -65,6 +65,12 @@ pub struct InspectArgs {
     /// whether the replayed decision is the recorded one (docs/inspect.md "Replay").
     #[arg(long, value_name = "DIR|FILE")]
     pub replay: Option<std::path::PathBuf>,
+    /// Upgrade rehearsal of the fleet (with -A or -n): every running launcher pod rendered
+    /// again under this KubeVirt release, per VM the memory request delta, its causes (PR
+    /// numbers) and whether it still fits on its node, and per node what it needs
+    /// (docs/inspect.md "Upgrade rehearsal"; `explain-overhead -A --upgrade-to` prints it).
+    #[arg(long, value_name = "VERSION", conflicts_with = "replay")]
+    pub upgrade_to: Option<String>,
 }
 
 /// `-o` formats.
@@ -177,6 +183,9 @@ pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, Cl
         return run_replay(global, &args, path);
     }
     let opts = args.gather_options()?;
+    if let Some(version) = &args.upgrade_to {
+        return run_rehearsal(global, &args, version, &opts);
+    }
     if !args.what_if.is_empty()
         || !args.set.is_empty()
         || args.what_if_request.is_some()
@@ -312,6 +321,57 @@ fn run_replay(
         ))
         .map_err(|e| CliError::Failed(format!("terminal: {e}")))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `inspect --upgrade-to VERSION` (`-A` or `-n NS`): the fleet's upgrade rehearsal, gathered
+/// once ([`crate::inspect::rehearsal::gather_rehearsal`], as `explain-overhead -A
+/// --upgrade-to`), in the terminal; `--once` (or not a terminal) prints it as text, `-o` the
+/// rehearsal as data. Exit 0 when shown, 1 when the cluster cannot be read, 2 on bad flags.
+fn run_rehearsal(
+    global: &GlobalArgs,
+    args: &InspectArgs,
+    version: &str,
+    opts: &GatherOptions,
+) -> Result<ExitCode, CliError> {
+    if !args.target.is_empty()
+        || !args.what_if.is_empty()
+        || !args.set.is_empty()
+        || args.what_if_request.is_some()
+        || args.filename.is_some()
+        || args.kubevirt_version.is_some()
+    {
+        return Err(CliError::Usage(
+            "--upgrade-to rehearses the fleet (-A or -n NS): no vm/NAME, what-if, -f or \
+             --kubevirt-version"
+                .into(),
+        ));
+    }
+    if args.once && args.output.is_some() {
+        return Err(CliError::Usage("--once and -o are exclusive".into()));
+    }
+    let target = crate::kubevirt_version::KubeVirtVersion::parse(version)
+        .map_err(|e| CliError::Usage(format!("--upgrade-to: {e}")))?;
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async {
+        let (client, namespace) = connect_in_namespace(global).await?;
+        let scope = (!args.all_namespaces).then_some(namespace.as_str());
+        let rehearsal =
+            crate::inspect::rehearsal::gather_rehearsal(&client, scope, opts, target, &mut |_| {})
+                .await
+                .map_err(|e| CliError::Failed(e.to_string()))?;
+        if let Some(o) = args.output {
+            return emit(&serialise(&rehearsal, o)?).map(|()| ExitCode::SUCCESS);
+        }
+        let view = crate::inspect::tui::rehearsal::RehearsalView::of(&rehearsal);
+        if args.once || !std::io::stdout().is_terminal() {
+            return emit(&crate::inspect::tui::rehearsal::text(&view)).map(|()| ExitCode::SUCCESS);
+        }
+        crate::inspect::tui::live::run_replay(crate::inspect::tui::App::rehearsal(view))
+            .await
+            .map_err(|e| CliError::Failed(format!("terminal: {e}")))?;
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// The what-if flags as a [`Change`] (bad syntax is a usage error).

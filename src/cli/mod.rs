@@ -357,15 +357,28 @@ pub enum CliError {
 pub(crate) fn kubevirt_cr_settings(
     path: &Option<PathBuf>,
 ) -> Result<crate::config::ClusterSettings, CliError> {
-    let Some(path) = path else {
-        return Ok(Default::default());
-    };
+    match path {
+        None => Ok(Default::default()),
+        Some(path) => kubevirt_cr_file(path).map(|(s, _)| s),
+    }
+}
+
+/// A KubeVirt CR file's settings ([`kubevirt_cr_settings`]) and its
+/// `status.observedKubeVirtVersion`, when it has one.
+pub(crate) fn kubevirt_cr_file(
+    path: &std::path::Path,
+) -> Result<(crate::config::ClusterSettings, Option<String>), CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError::Failed(format!("reading {}: {e}", path.display())))?;
     let value: serde_json::Value = serde_yaml::from_str(&text)
         .map_err(|e| CliError::Failed(format!("{}: invalid YAML: {e}", path.display())))?;
-    crate::config::ClusterSettings::from_kubevirt_cr(&value)
-        .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))
+    let settings = crate::config::ClusterSettings::from_kubevirt_cr(&value)
+        .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))?;
+    let observed = value
+        .pointer("/status/observedKubeVirtVersion")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string);
+    Ok((settings, observed))
 }
 
 /// Set up logging on stderr according to the global flags.

@@ -138,9 +138,10 @@ pub struct RunControllerArgs {
     )]
     pub record_max_bytes: String,
     /// KubeVirt release to behave as: its VM controller rules (docs/run-controller.md "KubeVirt
-    /// versions") and its launcher pod memory formula; v1.0.0 … v1.9.0 or main.
-    #[arg(long, value_name = "VERSION", default_value = "v1.9.0")]
-    pub kubevirt_version: crate::kubevirt_version::KubeVirtVersion,
+    /// versions") and its launcher pod memory formula; v1.0.0 … v1.9.0 or main. Default
+    /// v1.9.0; with --shadow, the KubeVirt CR's status.observedKubeVirtVersion first.
+    #[arg(long, value_name = "VERSION")]
+    pub kubevirt_version: Option<crate::kubevirt_version::KubeVirtVersion>,
 }
 
 /// `--record-max-bytes`: a byte count as a Kubernetes quantity (`256Mi`), at least 4 KiB.
@@ -246,8 +247,8 @@ pub fn manager_config(
         vmi_workers: args.vmi_workers,
         settings: ClusterSettings {
             without_virt_api: args.without_virt_api || args.no_admission,
-            kubevirt_version: args.kubevirt_version,
-            launcher_image: launcher_image(args.kubevirt_version),
+            kubevirt_version: args.kubevirt_version.unwrap_or_default(),
+            launcher_image: launcher_image(args.kubevirt_version.unwrap_or_default()),
             ..super::kubevirt_cr_settings(&args.kubevirt_cr)?
         },
         // A file wins: its settings are fixed, the cluster's CR is not watched.
@@ -448,7 +449,7 @@ fn shadow_args(args: RunControllerArgs) -> super::shadow::ShadowArgs {
         kubevirt_cr: args.kubevirt_cr,
         kubevirt: args.kubevirt,
         without_virt_api: args.without_virt_api,
-        kubevirt_version: Some(args.kubevirt_version),
+        kubevirt_version: args.kubevirt_version,
     }
 }
 
@@ -713,24 +714,30 @@ mod tests {
         }
     }
 
-    /// `--shadow` decides as the release `--kubevirt-version` names, as the controller would.
+    /// `--shadow` decides as the release `--kubevirt-version` names, as the controller would;
+    /// without it, as the KubeVirt CR reports (`shadow`'s own rule, not the controller's
+    /// v1.9.0 default).
     #[test]
-    fn the_shadow_decides_as_the_selected_release() {
+    fn the_shadow_decides_as_the_selected_release_else_as_the_cr_reports() {
         use crate::kubevirt_version::KubeVirtVersion;
-        for (flags, want) in [
-            (&["--shadow"][..], KubeVirtVersion::V1_9),
+        for (flags, want, source) in [
+            (
+                &["--shadow"][..],
+                KubeVirtVersion::V1_8,
+                crate::kubevirt_version::OBSERVED_VERSION,
+            ),
             (
                 &["--shadow", "--kubevirt-version", "main"][..],
                 KubeVirtVersion::Main,
+                "--kubevirt-version",
             ),
         ] {
             let shadow = shadow_args(args(flags));
-            let mut settings = crate::config::ClusterSettings {
-                kubevirt_version: KubeVirtVersion::V1_5,
-                ..Default::default()
-            };
-            super::super::shadow::own_settings(&mut settings, &shadow);
+            let mut settings = crate::config::ClusterSettings::default();
+            let decided =
+                super::super::shadow::own_settings(&mut settings, &shadow, Some("v1.8.1"));
             assert_eq!(settings.kubevirt_version, want, "{flags:?}");
+            assert_eq!((decided.version, decided.source.as_str()), (want, source));
         }
     }
 
@@ -739,11 +746,12 @@ mod tests {
     #[test]
     fn kubevirt_version_selects_the_release() {
         use crate::kubevirt_version::KubeVirtVersion;
-        assert_eq!(args(&[]).kubevirt_version, KubeVirtVersion::V1_9);
+        let default = manager_config(&GlobalArgs::default(), &args(&[])).unwrap();
+        assert_eq!(default.settings.kubevirt_version, KubeVirtVersion::V1_9);
         let main = args(&["--kubevirt-version", "main"]).kubevirt_version;
-        assert_eq!(main, KubeVirtVersion::Main);
+        assert_eq!(main, Some(KubeVirtVersion::Main));
         let v = args(&["--kubevirt-version", "v1.8.2"]).kubevirt_version;
-        assert_eq!(v, KubeVirtVersion::V1_8);
+        assert_eq!(v, Some(KubeVirtVersion::V1_8));
         let argv = ["x", "run-controller", "--kubevirt-version", "v0.59.0"];
         let err = crate::cli::Cli::try_parse_from(argv)
             .unwrap_err()

@@ -2,6 +2,7 @@
 //! writes, nothing written ([`crate::shadow`]); a summary at the end.
 
 use super::{CliError, GlobalArgs};
+use crate::kubevirt_version::{DecidedVersion, KubeVirtVersion, OBSERVED_VERSION};
 use crate::shadow::{DEFAULT_LEADER_MANAGERS, ShadowConfig, ShadowReport, write_reproductions};
 use clap::Args;
 use std::path::PathBuf;
@@ -46,7 +47,8 @@ pub struct ShadowArgs {
     #[arg(long)]
     pub without_virt_api: bool,
     /// Decide as this KubeVirt release (its controller rules and launcher pod; docs/run-controller.md
-    /// "KubeVirt versions"); default v1.9.0.
+    /// "KubeVirt versions"); default: the KubeVirt CR's status.observedKubeVirtVersion, else
+    /// v1.9.0.
     #[arg(long, value_name = "VERSION")]
     pub kubevirt_version: Option<crate::kubevirt_version::KubeVirtVersion>,
 }
@@ -91,34 +93,48 @@ pub(crate) fn run(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, Cli
     runtime.block_on(run_async(global, args))
 }
 
+/// The settings our decisions render with, and the release they decide as with where it was
+/// read ([`own_settings`]).
 async fn settings(
     client: &kube::Client,
     args: &ShadowArgs,
-) -> Result<crate::config::ClusterSettings, CliError> {
-    let mut settings = match &args.kubevirt_cr {
-        Some(path) => super::kubevirt_cr_settings(&Some(path.clone()))?,
+) -> Result<(crate::config::ClusterSettings, DecidedVersion), CliError> {
+    let (mut settings, observed, file) = match &args.kubevirt_cr {
+        Some(path) => {
+            let (s, observed) = super::kubevirt_cr_file(path)?;
+            (s, observed, Some(path))
+        }
         None => {
             match crate::inspect::gather::read_kubevirt(client, &args.kubevirt.kubevirt_namespace)
                 .await
             {
-                Ok((s, _)) => s,
+                Ok((s, observed)) => (s, observed, None),
                 Err(missing) => {
                     eprintln!("{}: {}", missing.what, missing.reason);
-                    Default::default()
+                    (Default::default(), None, None)
                 }
             }
         }
     };
-    own_settings(&mut settings, args);
-    Ok(settings)
+    let mut decided = own_settings(&mut settings, args, observed.as_deref());
+    if let (Some(path), true) = (file, decided.source == OBSERVED_VERSION) {
+        decided.source = format!("{OBSERVED_VERSION} in {}", path.display());
+    }
+    Ok((settings, decided))
 }
 
-/// What the flags set over the KubeVirt CR's settings.
-pub(super) fn own_settings(settings: &mut crate::config::ClusterSettings, args: &ShadowArgs) {
+/// What the flags set over the KubeVirt CR's settings; the release is `--kubevirt-version`,
+/// else the one the CR reports (`observed`), else v1.9.0: [`KubeVirtVersion::decide`], the
+/// rule `explain-overhead` and `why` follow.
+pub(super) fn own_settings(
+    settings: &mut crate::config::ClusterSettings,
+    args: &ShadowArgs,
+    observed: Option<&str>,
+) -> DecidedVersion {
     settings.without_virt_api |= args.without_virt_api;
-    if let Some(version) = args.kubevirt_version {
-        settings.kubevirt_version = version;
-    }
+    let decided = KubeVirtVersion::decide(args.kubevirt_version, observed);
+    settings.kubevirt_version = decided.version;
+    decided
 }
 
 async fn run_async(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, CliError> {
@@ -132,6 +148,7 @@ async fn run_async(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, Cl
     } else {
         global.namespace.clone()
     };
+    let (settings, decided) = settings(&client, &args).await?;
     let config = ShadowConfig {
         namespace: namespace.clone(),
         duration: args.duration,
@@ -140,11 +157,12 @@ async fn run_async(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, Cl
         } else {
             args.leader_managers.clone()
         },
-        settings: settings(&client, &args).await?,
+        settings,
+        kubevirt_version_source: Some(decided.source.clone()),
         perturbation: None,
     };
     eprintln!(
-        "shadow: comparing the writes of {} on {} ({}), writing nothing",
+        "shadow: comparing the writes of {} on {} ({}) as {decided}, writing nothing",
         config.leader_managers.join(", "),
         target.describe(),
         namespace

@@ -2,17 +2,8 @@
 //! rehearsal's table ([`crate::inspect::rehearsal`] decides).
 
 use crate::api::quantity::human_bytes;
-use crate::inspect::rehearsal::{Rehearsal, VmRehearsal};
+use crate::inspect::rehearsal::{Rehearsal, VmRehearsal, signed};
 use std::fmt::Write as _;
-
-/// `±N` in binary units (`+20Mi`, `-1.5Gi`, `0`).
-fn signed(bytes: i64) -> String {
-    match bytes {
-        0 => "0".into(),
-        b if b > 0 => format!("+{}", human_bytes(b)),
-        b => format!("-{}", human_bytes(-b)),
-    }
-}
 
 /// The causes of one VM's change, on one line.
 fn causes(vm: &VmRehearsal) -> String {

@@ -164,28 +164,22 @@ fn launcher_pod_of<'a>(vmi: &VirtualMachineInstance, pods: &'a [Pod]) -> Option<
     own.into_iter().next()
 }
 
-/// Reproduce the formula of the version the cluster reports (`status.observedKubeVirtVersion`);
-/// an unreported or unknown one keeps the default (v1.9.0) with a note.
+/// Reproduce the formula of the version the cluster reports (`status.observedKubeVirtVersion`,
+/// the rule [`crate::kubevirt_version::KubeVirtVersion::observed`]); an unreported or unknown
+/// one keeps the default (v1.9.0) with a note.
 fn select_version(
     settings: &mut ClusterSettings,
     observed: Option<&str>,
     missing: &mut Vec<Missing>,
 ) {
-    let Some(observed) = observed else {
-        missing.push(Missing {
+    match crate::kubevirt_version::KubeVirtVersion::observed(observed) {
+        Ok(v) => settings.kubevirt_version = v,
+        Err(reason) => missing.push(Missing {
             what: "kubevirt status.observedKubeVirtVersion".into(),
             reason: format!(
-                "not reported; the {} formula is used",
+                "{reason}; the {} formula is used",
                 settings.kubevirt_version
             ),
-        });
-        return;
-    };
-    match crate::kubevirt_version::KubeVirtVersion::parse(observed) {
-        Ok(v) => settings.kubevirt_version = v,
-        Err(e) => missing.push(Missing {
-            what: "kubevirt status.observedKubeVirtVersion".into(),
-            reason: format!("{e}; the {} formula is used", settings.kubevirt_version),
         }),
     }
 }

@@ -29,6 +29,7 @@ use crate::config::ClusterSettings;
 use crate::kubevirt_version::KubeVirtVersion;
 use crate::launcher::explain::{Explanation, ResourceDifference, check_pod};
 use crate::launcher::overhead::OverheadBreakdown;
+use crate::launcher::pod::LIBVIRT_HOOKS_FLAG;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::ListParams;
@@ -158,6 +159,17 @@ impl NodeRehearsal {
     pub(crate) fn short_after_bytes(&self) -> i64 {
         self.allocatable_bytes
             .map_or(0, |a| (self.requested_after_bytes - a).max(0))
+    }
+}
+
+/// `±N` in binary units (`+20Mi`, `-1.5Gi`, `0`): a memory change as the table and the TUI
+/// show it.
+pub(crate) fn signed(bytes: i64) -> String {
+    use crate::api::quantity::human_bytes;
+    match bytes {
+        0 => "0".into(),
+        b if b > 0 => format!("+{}", human_bytes(b)),
+        b => format!("-{}", human_bytes(-b)),
     }
 }
 
@@ -329,10 +341,30 @@ fn pod_changes(
             |p| p.ends_with(".command") || p.ends_with(".args"),
         ));
     }
+    if old.libvirt_hooks_flag.value != new.libvirt_hooks_flag.value
+        && has_hooks_flag(before) != has_hooks_flag(after)
+    {
+        let what = if has_hooks_flag(after) {
+            "is passed again"
+        } else {
+            "is dropped (LibvirtHooksServerAndClient is GA)"
+        };
+        rules.push((
+            format!("PR 18687: {LIBVIRT_HOOKS_FLAG} {what}"),
+            new.libvirt_hooks_flag.source,
+            |p| p.ends_with(".command") || p.ends_with(".args"),
+        ));
+    }
+    // A field two rules render (PR 18237 and PR 18687 both change the flags) is listed under
+    // each; one no rule renders is unattributed.
     let mut out: Vec<PodChange> = Vec::new();
+    let unattributed: Vec<String> = paths
+        .iter()
+        .filter(|p| !rules.iter().any(|(_, _, renders)| renders(p)))
+        .cloned()
+        .collect();
     for (cause, source, renders) in rules {
-        let (mine, rest): (Vec<String>, Vec<String>) = paths.into_iter().partition(|p| renders(p));
-        paths = rest;
+        let mine: Vec<String> = paths.iter().filter(|p| renders(p)).cloned().collect();
         if !mine.is_empty() {
             out.push(PodChange {
                 cause,
@@ -341,14 +373,30 @@ fn pod_changes(
             });
         }
     }
-    if !paths.is_empty() {
+    if !unattributed.is_empty() {
         out.push(PodChange {
             cause: "unattributed".into(),
             source: String::new(),
-            paths,
+            paths: unattributed,
         });
     }
     out
+}
+
+/// Whether `compute` passes [`LIBVIRT_HOOKS_FLAG`] (in `command` or `args`).
+fn has_hooks_flag(pod: &Pod) -> bool {
+    let compute = pod
+        .spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .find(|c| c.name == "compute");
+    compute.is_some_and(|c| {
+        c.command
+            .iter()
+            .chain(&c.args)
+            .flatten()
+            .any(|a| a == LIBVIRT_HOOKS_FLAG)
+    })
 }
 
 /// A renderer rule that changed: the cause, the target's source, and which fields it renders.
@@ -638,24 +686,29 @@ mod tests {
     /// The two renderings differ beyond the formula only where main's PR 18237 renders
     /// otherwise: the flags of `compute` in `args`.
     #[test]
-    fn main_moves_every_vms_launcher_flags_to_args_and_nothing_else() {
+    fn main_moves_every_vms_launcher_flags_to_args_drops_the_hooks_flag_and_nothing_else() {
         let r = rehearse(&fleet(1 << 30, KubeVirtVersion::Main), None);
         assert!(r.missing.is_empty(), "{:?}", r.missing);
         for vm in &r.vms {
             let causes: Vec<&str> = vm.pod_changes.iter().map(|c| c.cause.as_str()).collect();
             assert_eq!(
                 causes,
-                ["PR 18237: the launcher flags move from command to args"]
-            );
-            let change = &vm.pod_changes[0];
-            assert_eq!(
-                change.paths,
                 [
-                    "spec.containers[compute].args",
-                    "spec.containers[compute].command"
+                    "PR 18237: the launcher flags move from command to args",
+                    "PR 18687: --libvirt-hook-server-and-client is dropped \
+                     (LibvirtHooksServerAndClient is GA)"
                 ]
             );
-            assert!(change.source.starts_with("PR 18237:"), "{}", change.source);
+            for (change, pr) in vm.pod_changes.iter().zip(["PR 18237:", "PR 18687:"]) {
+                assert_eq!(
+                    change.paths,
+                    [
+                        "spec.containers[compute].args",
+                        "spec.containers[compute].command"
+                    ]
+                );
+                assert!(change.source.starts_with(pr), "{}", change.source);
+            }
         }
         let back = rehearse(&fleet(1 << 30, KubeVirtVersion::V1_9), None);
         assert!(

@@ -612,11 +612,22 @@ fn render_pod(
     })
 }
 
+/// The flag the `LibvirtHooksServerAndClient` gate adds to `compute` up to v1.9.0
+/// (template.go:480-482).
+pub(crate) const LIBVIRT_HOOKS_FLAG: &str = "--libvirt-hook-server-and-client";
+
 /// The release's rendering rules beyond the formula
-/// ([`PodRules`](crate::kubevirt_version::PodRules)), applied to the v1.9.0 rendering: with
+/// ([`PodRules`](crate::kubevirt_version::PodRules)), applied to the v1.9.0 rendering: without
+/// `libvirt_hooks_flag` (PR 18687) `compute` has no [`LIBVIRT_HOOKS_FLAG`]; with
 /// `launcher_flags_in_args` (PR 18237) `compute` and `container-disk-binary` keep their
 /// executable in `command` and pass their flags as `args`.
 fn apply_pod_rules(spec: &mut PodSpec, rules: crate::kubevirt_version::PodRules) {
+    if !rules.libvirt_hooks_flag.value {
+        let compute = spec.containers.iter_mut().find(|c| c.name == "compute");
+        if let Some(command) = compute.and_then(|c| c.command.as_mut()) {
+            command.retain(|a| a != LIBVIRT_HOOKS_FLAG);
+        }
+    }
     if !rules.launcher_flags_in_args.value {
         return;
     }
@@ -679,7 +690,7 @@ fn compute_command(
         (input.image_volume, "--image-volume"),
         (
             input.gate("LibvirtHooksServerAndClient", true),
-            "--libvirt-hook-server-and-client",
+            LIBVIRT_HOOKS_FLAG,
         ),
         (
             input.gate("PodSecondaryInterfaceNamingUpgrade", true),
@@ -1779,6 +1790,42 @@ mod tests {
         assert_eq!(cd.mount_propagation.as_deref(), Some("HostToContainer"));
     }
 
+    /// PR 18687 (main): `LibvirtHooksServerAndClient` is GA and `compute` has no
+    /// `--libvirt-hook-server-and-client`; v1.9.0 passes it while the gate is on (its default)
+    /// and not once the CR disables it (template.go:480-482).
+    #[test]
+    fn main_drops_the_libvirt_hooks_flag() {
+        let v = root(vmi(json!({}), json!({"domain": {}})));
+        let with = |version, disabled: &[&str]| ClusterSettings {
+            kubevirt_version: version,
+            disabled_feature_gates: disabled.iter().map(|g| g.to_string()).collect(),
+            ..test_settings()
+        };
+        let flags = |p: &Pod| {
+            let c = compute(p);
+            let mut all = c.command.clone().unwrap_or_default();
+            all.extend(c.args.clone().unwrap_or_default());
+            all
+        };
+        use crate::kubevirt_version::KubeVirtVersion::{Main, V1_9};
+        let has = |s: &ClusterSettings| {
+            flags(&render(&v, s))
+                .iter()
+                .any(|a| a == LIBVIRT_HOOKS_FLAG)
+        };
+        assert!(has(&with(V1_9, &[])));
+        assert!(!has(&with(V1_9, &["LibvirtHooksServerAndClient"])));
+        assert!(!has(&with(Main, &[])));
+        // Everything else stays: main's flags are v1.9.0's without it.
+        let mut old = flags(&render(&v, &with(V1_9, &[])));
+        old.retain(|a| a != LIBVIRT_HOOKS_FLAG);
+        let new = flags(&render(&v, &with(Main, &[])));
+        let names = |f: &[String]| -> Vec<String> {
+            f.iter().filter(|a| a.starts_with("--")).cloned().collect()
+        };
+        assert_eq!(names(&old), names(&new));
+    }
+
     /// PR 18237 (main): the executables stay in `command`, their flags move to `args`, in the
     /// same order; every earlier release renders them all in `command`.
     #[test]
@@ -1803,8 +1850,10 @@ mod tests {
             (compute(&old).clone(), compute(&new).clone()),
             (cp(&old), cp(&new)),
         ] {
-            let whole = before.command.clone().unwrap();
+            let mut whole = before.command.clone().unwrap();
             assert!(whole.len() > 2 && before.args.is_none(), "{whole:?}");
+            // PR 18687: main drops the hooks flag (below).
+            whole.retain(|a| a != LIBVIRT_HOOKS_FLAG);
             assert_eq!(after.command.clone().unwrap(), whole[..1]);
             assert_eq!(after.args.clone().unwrap(), whole[1..]);
         }

@@ -53,6 +53,9 @@ pub struct ShadowConfig {
     pub leader_managers: Vec<String>,
     /// The settings our decisions render with (the KubeVirt CR's, as the leader's).
     pub settings: ClusterSettings,
+    /// Where `settings.kubevirt_version` was read, said in the report (`None`: "the settings
+    /// given").
+    pub kubevirt_version_source: Option<String>,
     /// Test only: change our decisions, to show a wrong one is reported ([`Perturbation`]).
     #[doc(hidden)]
     pub perturbation: Option<Perturbation>,
@@ -66,6 +69,7 @@ impl ShadowConfig {
             duration: None,
             leader_managers: DEFAULT_LEADER_MANAGERS.map(String::from).to_vec(),
             settings: ClusterSettings::default(),
+            kubevirt_version_source: None,
             perturbation: None,
         }
     }
@@ -216,11 +220,17 @@ pub(crate) async fn run(
         track_progress(&progress, &item, &tracker);
     }
     tracker.finish();
-    let report = ShadowReport::new(
+    let mut report = ShadowReport::new(
         &tracker.records,
         started.elapsed().as_secs_f64(),
         std::mem::take(&mut tracker.errors),
     );
+    report.decided_as = Some(crate::kubevirt_version::DecidedVersion {
+        version: config.settings.kubevirt_version,
+        source: config
+            .kubevirt_version_source
+            .unwrap_or_else(|| "the settings given".into()),
+    });
     ShadowRun {
         report,
         records: tracker.records,

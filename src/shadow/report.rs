@@ -30,6 +30,10 @@ pub struct ShadowReport {
     pub differences: Vec<Difference>,
     /// Decisions that could not be computed, with the reason.
     pub errors: Vec<String>,
+    /// The KubeVirt release our decisions followed and where it was read (a live shadow; a
+    /// replayed log leaves it out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_as: Option<crate::kubevirt_version::DecidedVersion>,
 }
 
 /// One write that did not agree.
@@ -79,6 +83,7 @@ impl ShadowReport {
             we_would_write_more: count(Verdict::WeWouldWriteMore),
             differences,
             errors,
+            decided_as: None,
         }
     }
 
@@ -125,6 +130,9 @@ impl ShadowReport {
         }
         for e in &self.errors {
             out.push_str(&format!("  error: {e}\n"));
+        }
+        if let Some(d) = &self.decided_as {
+            out.push_str(&format!("decided as {d}\n"));
         }
         out
     }
@@ -239,10 +247,21 @@ mod tests {
                 seen: String::new(),
             }],
             errors: Vec::new(),
+            decided_as: Some(crate::kubevirt_version::DecidedVersion {
+                version: crate::kubevirt_version::KubeVirtVersion::V1_8,
+                source: crate::kubevirt_version::OBSERVED_VERSION.into(),
+            }),
         };
         let text = report.text();
         assert!(
             text.contains("we-would-not-write: the leader wrote it; no decision of ours"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "decided as KubeVirt v1.8.0, from the KubeVirt CR's \
+                 status.observedKubeVirtVersion\n"
+            ),
             "{text}"
         );
     }

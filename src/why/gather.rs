@@ -111,15 +111,16 @@ pub(crate) async fn gather(
     Ok(g)
 }
 
-/// The KubeVirt release the cluster runs: the KubeVirt CR's `status.observedKubeVirtVersion`,
-/// else the launcher image tag of the newest launcher pod (`pods` newest first) that names a
-/// known release; with where it was read.
+/// The KubeVirt release the cluster runs: the KubeVirt CR's `status.observedKubeVirtVersion`
+/// ([`KubeVirtVersion::observed`], the rule `explain-overhead` and `shadow` follow), else the
+/// launcher image tag of the newest launcher pod (`pods` newest first) that names a known
+/// release; with where it was read.
 pub(crate) fn cluster_version(
     observed: Option<&str>,
     pods: &[Pod],
 ) -> Option<(KubeVirtVersion, String)> {
-    if let Some(v) = observed.and_then(|o| KubeVirtVersion::parse(o).ok()) {
-        return Some((v, "the KubeVirt CR's status.observedKubeVirtVersion".into()));
+    if let Ok(v) = KubeVirtVersion::observed(observed) {
+        return Some((v, crate::kubevirt_version::OBSERVED_VERSION.into()));
     }
     pods.iter().find_map(|p| {
         let tag = crate::launcher::explain::launcher_image_tag(p)?;

@@ -141,7 +141,7 @@ fn start_gather<'a, G: Gather + Sync>(gather: &'a G, app: &App) -> Option<InFlig
             Fetched::Fleet(gather.fleet().await.map(Box::new))
         })),
         // A recording is read once, before the UI starts.
-        Screen::Replay => None,
+        Screen::Replay | Screen::Rehearsal => None,
         Screen::Vm => {
             let (ns, name) = app.target.clone()?;
             Some(Box::pin(async move {
@@ -189,8 +189,9 @@ pub async fn run<G: Gather + Sync>(gather: &G, mut app: App) -> io::Result<()> {
     result
 }
 
-/// `inspect --replay` in the terminal: `app` (a [`Screen::Replay`]) until `q`, Ctrl-C or
-/// SIGTERM/SIGINT; nothing is gathered, keys step through the recording.
+/// `inspect --replay` and `inspect --upgrade-to` in the terminal: `app` (a [`Screen::Replay`]
+/// or a [`Screen::Rehearsal`]) until `q`, Ctrl-C or SIGTERM/SIGINT; nothing is gathered, keys
+/// step through the recording or select a VM of the rehearsal.
 pub(crate) async fn run_replay(mut app: App) -> io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term_signal = signal(SignalKind::terminate())?;

@@ -18,6 +18,7 @@ pub(crate) mod leader;
 pub(crate) mod live;
 pub(crate) mod overhead;
 pub(crate) mod queues;
+pub(crate) mod rehearsal;
 pub(crate) mod replay;
 pub mod state;
 pub(crate) mod text;
@@ -172,6 +173,11 @@ pub(crate) fn draw(frame: &mut Frame, app: &App) {
         Screen::Replay => {
             if let Some(view) = &app.replay {
                 replay::render(frame, body, view);
+            }
+        }
+        Screen::Rehearsal => {
+            if let Some(view) = &app.rehearsal {
+                rehearsal::render(frame, body, view);
             }
         }
         Screen::Vm => {
@@ -341,6 +347,9 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
         }
         Screen::Vm => "Tab panel · ↑↓ scroll · r refresh · ? help · q quit",
         Screen::Replay => "←→ step · PgUp PgDn 10 steps · Home End first/last · ? help · q quit",
+        Screen::Rehearsal => {
+            "↑↓ select a VM · PgUp PgDn page · Home End first/last · ? help · q quit"
+        }
     };
     let mut spans = match app.screen {
         Screen::Vm => whatif::status_spans(&app.what_if),
@@ -348,7 +357,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
             format!("/{}▏  ", app.fleet_filter.text),
             text::accent(),
         )],
-        Screen::Fleet | Screen::Replay => Vec::new(),
+        Screen::Fleet | Screen::Replay | Screen::Rehearsal => Vec::new(),
     };
     if let Some(e) = &app.status.error {
         let since = app
@@ -406,8 +415,13 @@ pub(crate) fn view_keys(app: &App) -> Vec<(&'static str, &'static str)> {
             keys.push(("PgDn PgUp", "ten reconciles forward / back"));
             keys.push(("End Home, G g", "the last / first reconcile"));
         }
+        Screen::Rehearsal => {
+            keys.push(("↑ ↓, j k", "select a VM: its causes show below the table"));
+            keys.push(("PgUp PgDn", "a page up / down"));
+            keys.push(("Home End, g G", "first / last VM"));
+        }
     }
-    if app.screen != Screen::Replay {
+    if !matches!(app.screen, Screen::Replay | Screen::Rehearsal) {
         keys.push(("r", "refresh now (it also refreshes about once a second)"));
     }
     keys.push(("?", "this help (Esc or ? closes it)"));
@@ -422,6 +436,7 @@ pub(crate) fn help_lines(app: &App) -> Vec<Line<'static>> {
         Screen::Vm => "Keys of the VM view",
         Screen::Fleet => "Keys of the fleet view",
         Screen::Replay => "Keys of the replay",
+        Screen::Rehearsal => "Keys of the upgrade rehearsal",
     };
     let mut out = vec![Line::styled(
         view,

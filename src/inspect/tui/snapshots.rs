@@ -447,6 +447,10 @@ fn docs_inspect_md_shows_the_current_captures() {
         ("What-if panel", capture(&what_if, 120, 30)),
         ("Fleet view", fleet),
         ("Replay view", capture(&replay_app(), 120, 30)),
+        (
+            "Upgrade rehearsal view",
+            capture(&rehearsal_app(120, 24), 120, 24),
+        ),
     ] {
         if !docs.contains(&text) {
             stale.push(format!("### {title}\n\n```text\n{text}```\n"));
@@ -457,6 +461,27 @@ fn docs_inspect_md_shows_the_current_captures() {
         "docs/inspect.md is missing these captures (paste them under \"Terminal UI\"):\n\n{}",
         stale.join("\n")
     );
+}
+
+/// The upgrade rehearsal to `main` (`inspect --upgrade-to main`), the VM that no longer fits
+/// selected (`End`).
+fn rehearsal_app(columns: u16, rows: u16) -> App {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let view = super::rehearsal::RehearsalView::of(&super::rehearsal::tests::rehearsal());
+    let mut app = App::rehearsal(view);
+    app.resize(columns, rows);
+    app.handle_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
+    app
+}
+
+#[test]
+fn rehearsal_view_names_each_vms_prs_and_the_vm_that_no_longer_fits() {
+    insta::assert_snapshot!(capture(&rehearsal_app(120, 24), 120, 24));
+}
+
+#[test]
+fn rehearsal_view_in_80_columns_pages_to_the_selected_vm() {
+    insta::assert_snapshot!(capture(&rehearsal_app(80, 16), 80, 16));
 }
 
 /// The replay view on the fixture's second step, whose replayed decision differs.

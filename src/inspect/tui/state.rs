@@ -5,6 +5,7 @@
 //! turns a key into a change of that state plus an [`Action`] for the live loop (refresh,
 //! open a VM, evaluate a what-if, quit).
 
+use super::rehearsal::RehearsalView;
 use super::replay::ReplayView;
 use super::whatif::{WhatIfState, max_scroll};
 use crate::inspect::history::History;
@@ -131,6 +132,8 @@ pub enum Screen {
     Vm,
     /// One VM's recorded reconciles, stepped through (`inspect --replay`).
     Replay,
+    /// The fleet re-rendered under another KubeVirt release (`inspect --upgrade-to`).
+    Rehearsal,
 }
 
 /// The fleet view's sort key after "problems first" (`s` cycles through them).
@@ -287,6 +290,8 @@ pub struct App {
     pub history: History,
     /// The replay stepped through ([`Screen::Replay`]).
     pub replay: Option<ReplayView>,
+    /// The upgrade rehearsal shown ([`Screen::Rehearsal`]).
+    pub rehearsal: Option<RehearsalView>,
 }
 
 /// Rows of the fleet table below its header, for a terminal of `rows` lines (header line,
@@ -323,6 +328,7 @@ impl App {
             fleet_filter: FleetFilter::default(),
             history: History::default(),
             replay: None,
+            rehearsal: None,
         }
     }
 
@@ -335,6 +341,17 @@ impl App {
             ..App::vm(namespace, name)
         }
         .with_replay(view)
+    }
+
+    /// The upgrade rehearsal of the fleet (`inspect --upgrade-to VERSION`): gathered once,
+    /// keys select a VM to show its causes.
+    pub(crate) fn rehearsal(view: RehearsalView) -> App {
+        App {
+            screen: Screen::Rehearsal,
+            target: None,
+            rehearsal: Some(view),
+            ..App::vm("", "")
+        }
     }
 
     fn with_replay(mut self, view: ReplayView) -> App {
@@ -561,6 +578,9 @@ impl App {
         if self.screen == Screen::Replay {
             return self.replay_key(key);
         }
+        if self.screen == Screen::Rehearsal {
+            return self.rehearsal_key(key);
+        }
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
             KeyCode::Char('?') => {
@@ -577,8 +597,29 @@ impl App {
             Screen::Vm if self.what_if.open => self.what_if_panel_key(key),
             Screen::Vm => self.vm_key(key),
             Screen::Fleet => self.fleet_key(key),
-            Screen::Replay => Action::None,
+            Screen::Replay | Screen::Rehearsal => Action::None,
         }
+    }
+
+    /// The rehearsal's keys: ↑/↓ (`j`/`k`) the next or previous VM, PgUp/PgDn a page, Home/End
+    /// (`g`/`G`) the first and the last; nothing to refresh (it is gathered once).
+    fn rehearsal_key(&mut self, key: KeyEvent) -> Action {
+        let page = fleet_page(self.view.size.1) as i64;
+        let delta = match key.code {
+            KeyCode::Char('q') => return Action::Quit,
+            KeyCode::Char('?') => {
+                self.view.help = true;
+                return Action::None;
+            }
+            code => match movement(code, page) {
+                Some(d) => d,
+                None => return Action::None,
+            },
+        };
+        if let Some(view) = &mut self.rehearsal {
+            view.select_by(delta);
+        }
+        Action::None
     }
 
     /// The replay view's keys: ←/→ (`h`/`l`) a step back or forward, PgUp/PgDn ten, Home/End
