@@ -39,6 +39,7 @@ pub(crate) mod resources;
 pub(crate) mod selector;
 pub(crate) mod status;
 pub mod store;
+mod stored;
 pub(crate) mod table;
 mod virt_api;
 pub(crate) mod watch;

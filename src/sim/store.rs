@@ -20,6 +20,7 @@ use super::object::{self, meta_mut};
 use super::resources::{Registry, ResId, ResourceDef};
 use super::selector::Filter;
 use super::status::ApiError;
+use super::stored::Stored;
 
 /// `ADDED` / `MODIFIED` / `DELETED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,28 +44,38 @@ impl EventKind {
     }
 }
 
-/// One change to one object.
+/// One change to one object. The versions are the stored ones (shared with the store and with
+/// the event before and after), serialised once at commit; every watcher sends those bytes.
 #[derive(Debug)]
 pub struct Event {
     /// The resourceVersion of the change.
     pub rv: u64,
     /// What happened.
     pub kind: EventKind,
+    /// Namespace of the object (`""` for cluster-scoped).
+    pub(crate) ns: String,
     /// The object after the change (for `DELETED`: the last state, with the delete's RV).
-    pub object: Arc<Value>,
+    pub(crate) object: Arc<Stored>,
     /// The object before the change (for selector transitions), if any.
-    pub prev: Option<Arc<Value>>,
+    pub(crate) prev: Option<Arc<Stored>>,
     /// When the change was committed (for delayed-delivery faults).
     pub at: Instant,
-    /// `object` serialised once, shared by every watcher that sends it unconverted.
-    pub json: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Event {
-    /// The serialised object (computed on first use, outside the store lock).
+    /// The serialised object.
     pub(crate) fn object_json(&self) -> &[u8] {
-        self.json
-            .get_or_init(|| serde_json::to_vec(self.object.as_ref()).unwrap_or_default())
+        self.object.json()
+    }
+
+    /// The object, decoded.
+    pub(crate) fn object_value(&self) -> Value {
+        self.object.decode()
+    }
+
+    /// The object before the change, decoded.
+    pub(crate) fn prev_value(&self) -> Option<Value> {
+        self.prev.as_deref().map(Stored::decode)
     }
 }
 
@@ -164,7 +175,7 @@ struct WatchSlot {
 
 #[derive(Default)]
 struct Collection {
-    objects: BTreeMap<(String, String), Arc<Value>>,
+    objects: BTreeMap<(String, String), Arc<Stored>>,
     history: VecDeque<Arc<Event>>,
     /// Every event with rv > floor is in `history`.
     floor: u64,
@@ -199,18 +210,18 @@ impl Inner {
         res: ResId,
         ns: &str,
         name: &str,
-    ) -> Result<(ObjKey, Arc<Value>), ApiError> {
+    ) -> Result<(ObjKey, Arc<Value>, Arc<Stored>), ApiError> {
         let key = ObjKey {
             res,
             ns: ns.to_string(),
             name: name.to_string(),
         };
-        let obj = self.cols[res]
+        let stored = self.cols[res]
             .objects
             .get(&(key.ns.clone(), key.name.clone()))
             .cloned()
             .ok_or_else(|| ApiError::not_found(def, name))?;
-        Ok((key, obj))
+        Ok((key, Arc::new(stored.decode()), stored))
     }
 }
 
@@ -223,20 +234,22 @@ pub struct Store {
 }
 
 /// One entry of a collection: ((namespace, name), object).
-type ObjEntry<'a> = (&'a (String, String), &'a Arc<Value>);
+type ObjEntry<'a> = (&'a (String, String), &'a Arc<Stored>);
 
-/// A mutation decided under the lock.
-struct Commit {
+/// A mutation decided under the lock: the new version as a tree (for the indexes) and
+/// serialised (what is kept), and the version it replaces.
+struct Commit<'a> {
     key: ObjKey,
     kind: EventKind,
-    object: Arc<Value>,
-    prev: Option<Arc<Value>>,
+    object: &'a Value,
+    stored: Arc<Stored>,
+    prev: Option<(&'a Value, Arc<Stored>)>,
 }
 
 /// One page of a list over `objects` (sorted by namespace then name): those in `ns` matching
 /// `filter`, at most `limit` (0 = all), after `start` (a decoded continue token), at `list_rv`.
 fn page(
-    objects: &BTreeMap<(String, String), Arc<Value>>,
+    objects: &BTreeMap<(String, String), Arc<Stored>>,
     start: Option<&(u64, String, String)>,
     ns: Option<&str>,
     filter: &Filter,
@@ -252,7 +265,7 @@ fn page(
     let mut more = false;
     let mut remaining = 0u64;
     let mut last: Option<(String, String)> = None;
-    for ((k_ns, k_name), obj) in objects.range(lower.clone()..) {
+    for ((k_ns, k_name), stored) in objects.range(lower.clone()..) {
         if start.is_some() && (k_ns, k_name) == (&lower.0, &lower.1) {
             continue;
         }
@@ -261,16 +274,23 @@ fn page(
         {
             break;
         }
-        if !filter.matches(obj) {
+        let full = limit > 0 && items.len() >= limit;
+        if filter.is_empty() && full {
+            more = true;
+            remaining += 1;
             continue;
         }
-        if limit > 0 && items.len() >= limit {
+        let obj = stored.decode();
+        if !filter.matches(&obj) {
+            continue;
+        }
+        if full {
             more = true;
             remaining += 1;
             continue;
         }
         last = Some((k_ns.clone(), k_name.clone()));
-        items.push(obj.clone());
+        items.push(Arc::new(obj));
     }
     let (continue_token, remaining) = match (more, last) {
         (true, Some((l_ns, l_name))) => (
@@ -353,10 +373,11 @@ impl Store {
 
     /// Get by key.
     pub(crate) fn get_key(&self, key: &ObjKey) -> Option<Arc<Value>> {
-        self.lock().cols[key.res]
+        let stored = self.lock().cols[key.res]
             .objects
             .get(&(key.ns.clone(), key.name.clone()))
-            .cloned()
+            .cloned()?;
+        Some(Arc::new(stored.decode()))
     }
 
     /// Keys of every object in namespace `ns` (namespaced resources only).
@@ -385,8 +406,12 @@ impl Store {
 
     /// Get one object.
     pub(crate) fn get(&self, res: ResId, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
-        let (_, obj) = self.lock().existing(self.reg.get(res), res, ns, name)?;
-        Ok(obj)
+        let stored = self.lock().cols[res]
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(self.reg.get(res), name))?;
+        Ok(Arc::new(stored.decode()))
     }
 
     /// List objects of `res` in `ns` (all namespaces when `None`) matching `filter`, at most
@@ -444,17 +469,14 @@ impl Store {
         };
         let list_rv = oldest.rv - 1;
         let in_scope = |ns_of: &str| ns.is_none_or(|n| n == ns_of);
-        let mut snapshot: BTreeMap<(String, String), Arc<Value>> = col
+        let mut snapshot: BTreeMap<(String, String), Arc<Stored>> = col
             .objects
             .iter()
             .filter(|((n, _), _)| in_scope(n))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for ev in &undo {
-            let key = (
-                object::namespace(&ev.object).to_string(),
-                object::name(&ev.object).to_string(),
-            );
+            let key = (ev.ns.clone(), object::name(&ev.object_value()).to_string());
             if !in_scope(&key.0) {
                 continue;
             }
@@ -493,14 +515,14 @@ impl Store {
                 };
                 let now = Instant::now();
                 range
-                    .map(|(_, o)| {
+                    .map(|((o_ns, _), o)| {
                         Arc::new(Event {
-                            rv: object::resource_version(o).parse().unwrap_or(0),
+                            rv: o.rv(),
                             kind: EventKind::Added,
+                            ns: o_ns.clone(),
                             object: o.clone(),
                             prev: None,
                             at: now,
-                            json: std::sync::OnceLock::new(),
                         })
                     })
                     .collect()
@@ -516,7 +538,7 @@ impl Store {
                 col.history
                     .iter()
                     .skip(first)
-                    .filter(|e| ns.is_none_or(|ns| object::namespace(&e.object) == ns))
+                    .filter(|e| ns.is_none_or(|ns| e.ns == ns))
                     .cloned()
                     .collect()
             }
@@ -529,26 +551,27 @@ impl Store {
         Ok(WatchReg { initial, rv, rx })
     }
 
-    fn commit(&self, inner: &mut Inner, c: Commit) {
+    fn commit(&self, inner: &mut Inner, c: Commit<'_>) {
         let Commit {
             key,
             kind,
             object: obj,
+            stored,
             prev,
         } = c;
+        let (prev, prev_stored) = match prev {
+            Some((v, s)) => (Some(v), Some(s)),
+            None => (None, None),
+        };
         let rv = inner.rv;
         // indexes
         let old_refs: Vec<String> = prev
-            .as_deref()
             .map(|p| object::owner_refs(p).into_iter().map(|r| r.uid).collect())
             .unwrap_or_default();
         let new_refs: Vec<String> = if kind == EventKind::Deleted {
             Vec::new()
         } else {
-            object::owner_refs(&obj)
-                .into_iter()
-                .map(|r| r.uid)
-                .collect()
+            object::owner_refs(obj).into_iter().map(|r| r.uid).collect()
         };
         for u in old_refs.iter().filter(|u| !new_refs.contains(u)) {
             if let Some(set) = inner.dependents.get_mut(u) {
@@ -565,7 +588,7 @@ impl Store {
                 .or_default()
                 .insert(key.clone());
         }
-        let uid = object::uid(&obj).to_string();
+        let uid = object::uid(obj).to_string();
         let mut wake = false;
         match kind {
             EventKind::Deleted => {
@@ -587,7 +610,7 @@ impl Store {
                     && inner.cols[ns_res]
                         .objects
                         .get(&(String::new(), key.ns.clone()))
-                        .is_some_and(|n| object::is_deleting(n))
+                        .is_some_and(|n| n.is_deleting())
                 {
                     inner.gc_queue.push_back(GcItem::Namespace(key.ns.clone()));
                     wake = true;
@@ -603,12 +626,12 @@ impl Store {
             _ => {
                 inner.cols[key.res]
                     .objects
-                    .insert((key.ns.clone(), key.name.clone()), obj.clone());
+                    .insert((key.ns.clone(), key.name.clone()), stored.clone());
                 if kind == EventKind::Added {
                     inner.uids.insert(uid, key.clone());
                 }
-                let fins = object::finalizers(&obj);
-                if object::is_deleting(&obj)
+                let fins = object::finalizers(obj);
+                if object::is_deleting(obj)
                     && fins
                         .iter()
                         .any(|f| f == "orphan" || f == "foregroundDeletion")
@@ -621,7 +644,7 @@ impl Store {
                     wake = true;
                 }
                 let def = self.reg.get(key.res);
-                if def.group.is_empty() && def.plural == "namespaces" && object::is_deleting(&obj) {
+                if def.group.is_empty() && def.plural == "namespaces" && object::is_deleting(obj) {
                     inner
                         .gc_queue
                         .push_back(GcItem::Namespace(key.name.clone()));
@@ -632,10 +655,10 @@ impl Store {
         let ev = Arc::new(Event {
             rv,
             kind,
-            object: obj,
-            prev,
+            ns: key.ns.clone(),
+            object: stored,
+            prev: prev_stored,
             at: Instant::now(),
-            json: std::sync::OnceLock::new(),
         });
         let col = &mut inner.cols[key.res];
         col.history.push_back(ev.clone());
@@ -741,7 +764,7 @@ impl Store {
                 m.insert("generation".into(), json!(1));
             }
         }
-        let obj = Arc::new(obj);
+        let stored = Stored::encode(&obj);
         self.commit(
             &mut inner,
             Commit {
@@ -751,11 +774,12 @@ impl Store {
                     name,
                 },
                 kind: EventKind::Added,
-                object: obj.clone(),
+                object: &obj,
+                stored,
                 prev: None,
             },
         );
-        Ok(obj)
+        Ok(Arc::new(obj))
     }
 
     fn check_namespace(
@@ -776,7 +800,7 @@ impl Store {
             .get(&(String::new(), ns.to_string()))
         {
             None => Err(ApiError::not_found_raw("", "namespaces", ns)),
-            Some(n) if object::is_deleting(n) => Err(ApiError::forbidden(
+            Some(n) if n.is_deleting() => Err(ApiError::forbidden(
                 def,
                 name,
                 &format!(
@@ -817,7 +841,7 @@ impl Store {
     ) -> Result<Arc<Value>, ApiError> {
         let def = self.reg.get(res);
         let mut inner = self.lock();
-        let (key, old) = inner.existing(def, res, ns, name)?;
+        let (key, old, old_stored) = inner.existing(def, res, ns, name)?;
         let new = f(&old)?;
         if !new.is_object() {
             return Err(ApiError::bad_request(format!(
@@ -966,7 +990,7 @@ impl Store {
         } else {
             EventKind::Modified
         };
-        Ok(self.commit_next_rv(&mut inner, key, kind, merged, old))
+        Ok(self.commit_next_rv(&mut inner, key, kind, merged, (old, old_stored)))
     }
 
     /// Delete an object (`DELETE`), honouring preconditions, graceful deletion (pods), and
@@ -980,7 +1004,7 @@ impl Store {
     ) -> Result<Deleted, ApiError> {
         let def = self.reg.get(res);
         let mut inner = self.lock();
-        let (key, old) = inner.existing(def, res, ns, name)?;
+        let (key, old, old_stored) = inner.existing(def, res, ns, name)?;
         let preconditions = [
             ("UID", &opts.precondition_uid, object::uid(&old)),
             (
@@ -1036,10 +1060,12 @@ impl Store {
         if remove {
             // The DELETED event carries the last stored state with the delete's RV.
             let last = (*old).clone();
-            let last = self.commit_next_rv(&mut inner, key, EventKind::Deleted, last, old);
+            let last =
+                self.commit_next_rv(&mut inner, key, EventKind::Deleted, last, (old, old_stored));
             Ok(Deleted::Gone(last))
         } else {
-            let new = self.commit_next_rv(&mut inner, key, EventKind::Modified, new, old);
+            let new =
+                self.commit_next_rv(&mut inner, key, EventKind::Modified, new, (old, old_stored));
             Ok(Deleted::Pending(new))
         }
     }
@@ -1052,21 +1078,22 @@ impl Store {
         key: ObjKey,
         kind: EventKind,
         mut obj: Value,
-        old: Arc<Value>,
+        (old, old_stored): (Arc<Value>, Arc<Stored>),
     ) -> Arc<Value> {
         inner.rv += 1;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(inner.rv.to_string()));
-        let obj = Arc::new(obj);
+        let stored = Stored::encode(&obj);
         self.commit(
             inner,
             Commit {
                 key,
                 kind,
-                object: obj.clone(),
-                prev: Some(old),
+                object: &obj,
+                stored,
+                prev: Some((&old, old_stored)),
             },
         );
-        obj
+        Arc::new(obj)
     }
 
     /// A deep snapshot of every stored object (for tests proving a rejected request changed
@@ -1079,7 +1106,7 @@ impl Store {
             for ((ns, name), obj) in &col.objects {
                 out.insert(
                     (def.group_resource(), ns.clone(), name.clone()),
-                    (**obj).clone(),
+                    obj.decode(),
                 );
             }
         }
@@ -1224,6 +1251,64 @@ mod tests {
         let cur = s.current_rv();
         let w = s.watch(cm, None, WatchFrom::After(cur - 2)).unwrap();
         assert_eq!(w.initial.len(), 2);
+    }
+
+    #[test]
+    fn a_version_is_stored_once_and_shared_with_its_events() {
+        let (s, cm, _) = store();
+        let mut w = s.watch(cm, None, WatchFrom::Current).unwrap();
+        let a = s
+            .create(
+                cm,
+                "default",
+                json!({"metadata": {"name": "a"}, "data": {"k": "1"}}),
+            )
+            .unwrap();
+        let added = w.rx.try_recv().unwrap();
+        assert_eq!(added.object_value(), *a);
+        assert_eq!(added.ns, "default");
+        let key = ("default".to_string(), "a".to_string());
+        let same = |ev: &Arc<Stored>| Arc::ptr_eq(&s.lock().cols[cm].objects[&key], ev);
+        assert!(same(&added.object));
+        let mut upd = (*a).clone();
+        upd["data"]["k"] = json!("2");
+        s.update(cm, "default", "a", upd, Sub::Main, false).unwrap();
+        let modified = w.rx.try_recv().unwrap();
+        // The previous version is the ADDED event's allocation, the new one the store's.
+        assert!(Arc::ptr_eq(modified.prev.as_ref().unwrap(), &added.object));
+        assert!(same(&modified.object));
+        assert_eq!(modified.prev_value().unwrap()["data"]["k"], "1");
+        assert_eq!(s.get(cm, "default", "a").unwrap()["data"]["k"], "2");
+        // A watch from the current state starts from the stored bytes as well.
+        let w2 = s.watch(cm, Some("default"), WatchFrom::Current).unwrap();
+        assert!(same(&w2.initial[0].object));
+        assert_eq!(w2.initial[0].rv, modified.rv);
+    }
+
+    #[test]
+    fn filtered_pages_count_only_matching_objects() {
+        let (s, cm, _) = store();
+        for i in 0..6 {
+            let labels = if i % 2 == 0 {
+                json!({"x": "y"})
+            } else {
+                json!({})
+            };
+            s.create(
+                cm,
+                "default",
+                json!({"metadata": {"name": format!("c{i}"), "labels": labels}}),
+            )
+            .unwrap();
+        }
+        let f = Filter {
+            labels: crate::sim::selector::LabelSelector::parse("x=y").unwrap(),
+            ..Default::default()
+        };
+        let p = s.list(cm, Some("default"), &f, 2, None).unwrap();
+        let names: Vec<&str> = p.items.iter().map(|o| object::name(o)).collect();
+        assert_eq!(names, ["c0", "c2"]);
+        assert_eq!(p.remaining, Some(1));
     }
 
     #[test]

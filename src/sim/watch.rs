@@ -102,11 +102,12 @@ fn sent_kind(ev: &Event, filter: &Filter) -> Option<EventKind> {
     if filter.is_empty() {
         return Some(ev.kind);
     }
-    let now = filter.matches(&ev.object);
+    // Stored versions are decoded for the selector (once per filtered watcher).
+    let now = filter.matches(&ev.object_value());
     match ev.kind {
         EventKind::Added | EventKind::Deleted => now.then_some(ev.kind),
         EventKind::Modified => {
-            let before = ev.prev.as_deref().is_some_and(|p| filter.matches(p));
+            let before = ev.prev_value().is_some_and(|p| filter.matches(&p));
             match (before, now) {
                 (true, true) => Some(EventKind::Modified),
                 (false, true) => Some(EventKind::Added),
@@ -119,11 +120,16 @@ fn sent_kind(ev: &Event, filter: &Filter) -> Option<EventKind> {
 
 /// One serialized line for an event sent as `kind`.
 fn render(ev: &Event, kind: EventKind, opts: &WatchOptions) -> Option<Bytes> {
+    if opts.convert.is_none() && opts.table.is_none() {
+        // The common case: the bytes serialised at commit, shared by every watcher.
+        return Some(line_raw(kind.as_str(), ev.object_json()));
+    }
+    let stored = ev.object_value();
     let served = opts
         .convert
         .as_ref()
-        .and_then(|d| super::convert::from_storage(d, &ev.object));
-    let obj = served.as_ref().unwrap_or(&ev.object);
+        .and_then(|d| super::convert::from_storage(d, &stored));
+    let obj = served.as_ref().unwrap_or(&stored);
     match &opts.table {
         Some((def, version, include)) => {
             let rv = super::object::resource_version(obj).to_string();
@@ -295,16 +301,17 @@ pub(crate) fn stream(
 mod tests {
     use super::*;
     use crate::sim::selector::LabelSelector;
+    use crate::sim::stored::Stored;
     use std::time::Instant as StdInstant;
 
     fn ev(kind: EventKind, labels: Value, prev: Option<Value>) -> Event {
         Event {
             rv: 5,
             kind,
-            object: Arc::new(json!({"metadata": {"name": "a", "labels": labels}})),
-            prev: prev.map(|p| Arc::new(json!({"metadata": {"name": "a", "labels": p}}))),
+            ns: String::new(),
+            object: Stored::encode(&json!({"metadata": {"name": "a", "labels": labels}})),
+            prev: prev.map(|p| Stored::encode(&json!({"metadata": {"name": "a", "labels": p}}))),
             at: StdInstant::now(),
-            json: std::sync::OnceLock::new(),
         }
     }
 
