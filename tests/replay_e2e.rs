@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::env::{CONTROLLER_AGENT, Env, EnvConfig};
+use common::env::{CONTROLLER_AGENT, Env, EnvConfig, Server};
 use std::time::Duration;
 use virtctl_rs::api::{Phase, VirtualMachine};
 use virtctl_rs::flight::{Body, FlightRecorder, Line, read_recording};
@@ -183,10 +183,85 @@ fn controller_writes_in(events: &[serde_json::Value], agent: &str) -> (usize, us
     (ok.len(), failed.len())
 }
 
+/// Replay audit log `events` (one scenario's, in the server's order) with `replay --lease
+/// LEASE -o json` and check it against the log itself: the controller (`agent`) is the Lease
+/// writer, each of its failed writes is counted, each successful one that changed its object is
+/// compared, and every compared write is one our decision makes from the state just before it
+/// (`agree`), on our next reconcile (`agree-later`) or from a state a few changes before it
+/// (`agree-earlier`: the controller's cache was behind the server), but for at most one in
+/// eight. Returns the report.
+fn assert_audit_replay_agrees(
+    events: &[serde_json::Value],
+    lease: &str,
+    agent: &str,
+    vms: usize,
+) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let audit = dir.path().join("audit.log");
+    let lines: Vec<String> = events.iter().map(|e| e.to_string() + "\n").collect();
+    std::fs::write(&audit, lines.concat()).expect("write the audit log");
+    let (written, failed) = controller_writes_in(events, agent);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+        .arg("replay")
+        .arg(&audit)
+        .args(["--lease", lease, "-o", "json"])
+        .output()
+        .expect("run replay");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let controllers = report["controllers"].as_array().expect("controllers");
+    assert_eq!(controllers.len(), 1, "{controllers:?}");
+    assert!(
+        controllers[0]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("({agent})")),
+        "{controllers:?}"
+    );
+    assert_eq!(report["failedWrites"], failed);
+    assert_eq!(report["withoutObject"], 0, "{report:#}");
+    // Every successful write of the controller that changed its object is compared.
+    let c = &report["comparison"];
+    let unchanged = report["uncomparedWrites"].as_u64().unwrap() as usize;
+    assert_eq!(c["decisions"], written - unchanged, "{report:#}");
+    assert_eq!(c["errors"], serde_json::json!([]), "{report:#}");
+    // The log holds every input of every write (it begins before the cluster's first object).
+    // Measured (issue 42): with look-back 97-99% of the compared writes agree on the embedded
+    // cluster (6 VMs, faults), 92% on kube-apiserver (3 VMs); the rest are listed with their
+    // paths, and the exit code says so.
+    let count = |k: &str| c[k].as_u64().unwrap();
+    let agreed = count("agree") + count("agreeLater") + count("agreeEarlier");
+    let compared = (written - unchanged) as u64;
+    assert!(agreed * 8 >= compared * 7, "{report:#}");
+    let differ = compared - agreed;
+    assert_eq!(out.status.code(), Some(if differ > 0 { 3 } else { 0 }));
+    assert_eq!(
+        report["vms"].as_array().expect("vms").len(),
+        vms,
+        "{report:#}"
+    );
+    report
+}
+
+/// The actions of the compared writes of VM `key` in an audit replay's report.
+fn replayed_actions<'a>(report: &'a serde_json::Value, key: &str) -> Vec<&'a str> {
+    let vms = report["vms"].as_array().expect("vms");
+    let vm = vms
+        .iter()
+        .find(|v| v["key"] == key)
+        .expect("the VM replayed");
+    vm["writes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["action"].as_str())
+        .collect()
+}
+
 /// Issue 42: the embedded cluster writes its audit log as `audit.k8s.io/v1` Events, and
 /// `replay` of that log (a shadow run after the fact) finds every write the controller made,
-/// with a fifth of them failing and a launcher OOM-killed, to be the write our decision from
-/// the state just before it makes.
+/// with a fifth of them failing and a launcher OOM-killed, to be a write our decisions make.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedded_audit_log_of_a_run_with_faults_replays_to_the_controllers_decisions() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -221,51 +296,46 @@ async fn an_embedded_audit_log_of_a_run_with_faults_replays_to_the_controllers_d
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON Event a line"))
         .collect();
-    let (written, failed) = controller_writes_in(&events, CONTROLLER_AGENT);
+    let (_, failed) = controller_writes_in(&events, CONTROLLER_AGENT);
     assert!(failed > 0, "the faults failed no write of the controller");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
-        .arg("replay")
-        .arg(&audit)
-        .args(["--lease", &lease, "-o", "json"])
-        .output()
-        .expect("run replay");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
-    });
-    let controllers = report["controllers"].as_array().expect("controllers");
-    assert_eq!(controllers.len(), 1, "{controllers:?}");
-    assert!(
-        controllers[0]
-            .as_str()
-            .unwrap()
-            .ends_with(&format!("({CONTROLLER_AGENT})")),
-        "{controllers:?}"
-    );
-    assert_eq!(report["failedWrites"], failed);
-    assert_eq!(report["withoutObject"], 0);
-    // Every successful write of the controller that changed its object is compared, and most
-    // are the write our decision from the state before it makes; the rest (the controller
-    // decided from a cache behind the server, or after a failed write) are listed with their
-    // paths, and the exit code says so.
-    let c = &report["comparison"];
-    let unchanged = report["uncomparedWrites"].as_u64().unwrap() as usize;
-    assert_eq!(c["decisions"], written - unchanged, "{report:#}");
-    assert_eq!(c["errors"], serde_json::json!([]), "{report:#}");
-    let agreed = c["agree"].as_u64().unwrap() + c["agreeLater"].as_u64().unwrap();
-    let compared = (written - unchanged) as u64;
-    assert!(agreed * 4 >= compared * 3, "{report:#}");
-    let differ = compared - agreed;
-    assert_eq!(out.status.code(), Some(if differ > 0 { 3 } else { 0 }));
-    let vms = report["vms"].as_array().expect("vms");
-    assert_eq!(vms.len(), VMS, "{report:#}");
+    let report = assert_audit_replay_agrees(&events, &lease, CONTROLLER_AGENT, VMS);
     // The OOM-killed VM's VMI was deleted and created again by the controller.
-    let replaced = vms.iter().find(|v| v["key"] == "default/replay-0").unwrap();
-    let actions: Vec<&str> = replaced["writes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|w| w["action"].as_str())
-        .collect();
+    let actions = replayed_actions(&report, "default/replay-0");
+    assert!(
+        actions.iter().filter(|a| **a == "CreateVmi").count() >= 2,
+        "{actions:?}"
+    );
+}
+
+/// Issue 42 on a real kube-apiserver: its audit log (the policy logs the kinds `replay`
+/// rebuilds at `RequestResponse`, tests/common/control_plane.rs) of three VMs started and one
+/// launcher OOM-killed replays to the controller's decisions. SKIPs without the envtest
+/// binaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_apiservers_audit_log_replays_to_the_controllers_decisions() {
+    const FEW: usize = 3;
+    let Some(plane) = common::control_plane::shared("replay_e2e::real_apiserver_audit_log") else {
+        return;
+    };
+    let config = EnvConfig {
+        deadline: Duration::from_secs(60),
+        ..EnvConfig::new("replay-audit-real")
+    };
+    let lease_name = config.lease.lease_name.clone();
+    let mut env = Env::start_on_with(Server::Real(plane), config).await;
+    let lease = format!("{}/{lease_name}", env.namespace);
+    for i in 0..FEW {
+        env.create_vm(&vm(i)).await;
+    }
+    for i in 0..FEW {
+        env.wait_running(&format!("replay-{i}")).await;
+    }
+    oom_kill_and_wait_replaced(&env, "replay-0").await;
+    env.stop_manager().await;
+
+    let events = plane.audit_events(&env.namespace);
+    let report = assert_audit_replay_agrees(&events, &lease, CONTROLLER_AGENT, FEW);
+    let actions = replayed_actions(&report, &format!("{}/replay-0", env.namespace));
     assert!(
         actions.iter().filter(|a| **a == "CreateVmi").count() >= 2,
         "{actions:?}"

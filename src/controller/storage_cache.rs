@@ -8,9 +8,7 @@
 //! fake informers for CDI and its unstarted dynamic informer are empty.
 
 use crate::api::storage::{Cdi, CdiConfig, StorageProfile, VolumeSnapshotClass};
-use crate::controller::vm::volume_snapshot::{
-    DEFAULT_SNAPSHOT_CLASS_ANNOTATION, SnapshotClassInfo, StorageView,
-};
+use crate::controller::vm::volume_snapshot::StorageView;
 use crate::runtime::informer::Informer;
 use k8s_openapi::api::storage::v1::StorageClass;
 
@@ -56,39 +54,10 @@ impl StorageCaches {
 
     /// What the volume snapshot rule reads of the three stores, now.
     pub(crate) fn view(&self) -> StorageView {
-        let storage_classes = self
-            .storage_classes
-            .store()
-            .state()
-            .iter()
-            .filter_map(|sc| Some((sc.metadata.name.clone()?, sc.provisioner.clone())))
-            .collect();
-        let profile_snapshot_classes = self
-            .storage_profiles
-            .store()
-            .state()
-            .iter()
-            .filter_map(|p| Some((p.metadata.name.clone()?, p.snapshot_class()?.to_string())))
-            .collect();
-        let snapshot_classes = self
-            .snapshot_classes
-            .store()
-            .state()
-            .iter()
-            .map(|c| SnapshotClassInfo {
-                name: c.metadata.name.clone().unwrap_or_default(),
-                driver: c.driver.clone(),
-                is_default: c
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key(DEFAULT_SNAPSHOT_CLASS_ANNOTATION)),
-            })
-            .collect();
-        StorageView {
-            storage_classes,
-            profile_snapshot_classes,
-            snapshot_classes,
-        }
+        StorageView::from_objects(
+            self.storage_classes.store().state().iter().map(|sc| &**sc),
+            self.storage_profiles.store().state().iter().map(|p| &**p),
+            self.snapshot_classes.store().state().iter().map(|c| &**c),
+        )
     }
 }

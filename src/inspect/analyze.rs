@@ -784,6 +784,7 @@ pub(crate) fn decide_next(
     );
     // The claims the inspector read, as the VM controller's PVC cache would give them.
     vm_snap.pvcs = template_pvcs(vm, |claim| g.pvcs.get(claim).cloned());
+    vm_snap.storage = g.storage.clone().map(std::sync::Arc::new);
     let vm_decision = crate::controller::vm::decide(&vm_snap);
     let vmi_decision = g.vmi.as_ref().map(|vmi| {
         let state = vmi_expectations_state(expectations);

@@ -140,6 +140,10 @@ pub struct Gathered {
     pub controller: ControllerView,
     /// The cluster settings (KubeVirt CR, or KubeVirt's defaults).
     pub settings: ClusterSettings,
+    /// StorageClasses, StorageProfiles and VolumeSnapshotClasses as the VM controller reads
+    /// them for `status.volumeSnapshotStatuses`; `None`: not read (the decision then leaves
+    /// that field as it is).
+    pub storage: Option<crate::controller::vm::volume_snapshot::StorageView>,
     /// Another release whose overhead formula is compared ([`GatherOptions::compare_version`]).
     pub compare_version: Option<crate::kubevirt_version::KubeVirtVersion>,
     /// The VM's Namespace object (`None`: not read).

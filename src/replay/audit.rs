@@ -98,7 +98,8 @@ pub(crate) struct AuditReplay {
 impl AuditReplay {
     /// Whether a compared write is not the one our decision makes.
     pub(crate) fn differs(&self) -> bool {
-        self.comparison.decisions > self.comparison.agree + self.comparison.agree_later
+        let c = &self.comparison;
+        c.decisions > c.agree + c.agree_later + c.agree_earlier
     }
 }
 

@@ -7,8 +7,8 @@
 //! Whose write: the user (username and user agent) who last wrote the controller Lease with a
 //! holder is the controller, unless the caller names one (`--controller-user`).
 
-use super::mirror::Mirror;
 use super::mirror::vm_key;
+use super::mirror::{Mirror, StorageObjects};
 use super::predict::Kind;
 use super::tracker::{Author, Change, LATER_WAIT, Record, Tracker, as_write};
 use super::{ShadowReport, ShadowRun};
@@ -23,6 +23,27 @@ enum Target {
     Claim,
     Lease,
     KubeVirt,
+    /// A StorageClass, StorageProfile or VolumeSnapshotClass (the VM's
+    /// `status.volumeSnapshotStatuses` reads them).
+    Storage(Storage),
+}
+
+/// The storage kinds the VM controller reads for `status.volumeSnapshotStatuses`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Storage {
+    Class,
+    Profile,
+    SnapshotClass,
+}
+
+impl Storage {
+    fn kind(self) -> &'static str {
+        match self {
+            Storage::Class => "StorageClass",
+            Storage::Profile => "StorageProfile",
+            Storage::SnapshotClass => "VolumeSnapshotClass",
+        }
+    }
 }
 
 /// The resource an event's `objectRef` names, when the replay rebuilds it.
@@ -38,6 +59,11 @@ fn target(group: &str, resource: &str) -> Option<Target> {
         ("cdi.kubevirt.io", "datavolumes") => Target::Compared(Kind::DataVolume),
         ("", "persistentvolumeclaims") => Target::Claim,
         ("coordination.k8s.io", "leases") => Target::Lease,
+        ("storage.k8s.io", "storageclasses") => Target::Storage(Storage::Class),
+        ("cdi.kubevirt.io", "storageprofiles") => Target::Storage(Storage::Profile),
+        ("snapshot.storage.k8s.io", "volumesnapshotclasses") => {
+            Target::Storage(Storage::SnapshotClass)
+        }
         _ => return None,
     })
 }
@@ -221,6 +247,7 @@ impl Replayer<'_> {
         let kind = match a.target {
             Target::Compared(k) => k.as_str(),
             Target::Claim => "PersistentVolumeClaim",
+            Target::Storage(s) => s.kind(),
             _ => "KubeVirt",
         };
         let obj = if a.subresource == "binding" {
@@ -272,6 +299,20 @@ impl Replayer<'_> {
                     mirror.pvcs.remove(&a.key);
                 }
             },
+            Target::Storage(s) => {
+                let stored = mirror.storage.get_or_insert_with(Default::default);
+                let map = match s {
+                    Storage::Class => &mut stored.storage_classes,
+                    Storage::Profile => &mut stored.storage_profiles,
+                    Storage::SnapshotClass => &mut stored.snapshot_classes,
+                };
+                // Cluster-scoped: the key is `/NAME`.
+                let name = a.key.trim_start_matches('/').to_string();
+                match obj {
+                    Some(o) => map.insert(name, o),
+                    None => map.remove(&name),
+                };
+            }
             _ => {
                 if let Some(s) = obj.and_then(|o| self.opts.settings.with_kubevirt_cr(&o).ok()) {
                     mirror.settings = s;
@@ -283,8 +324,11 @@ impl Replayer<'_> {
 
 /// Replay `events` (an audit log's lines, in order) through the shadow's tracker.
 pub(crate) fn replay_audit(events: &[Value], opts: &AuditOptions<'_>) -> AuditRun {
+    // The log is taken to hold every storage object the controller read (none written: none
+    // there), as it holds the VMs: `volumeSnapshotStatuses` are decided from them.
     let mirror = Mirror {
         settings: opts.settings.clone(),
+        storage: Some(StorageObjects::default()),
         ..Mirror::default()
     };
     let mut r = Replayer {
@@ -302,6 +346,9 @@ pub(crate) fn replay_audit(events: &[Value], opts: &AuditOptions<'_>) -> AuditRu
             uncompared: 0,
         },
     };
+    // Every change is in the log, in order: a write made from a cache behind the server is
+    // found in the states before it.
+    r.tracker.look_back = true;
     let (mut first, mut last) = (None, None);
     for a in events.iter().filter_map(audited) {
         r.tracker.settle_held_before(a.at - LATER_WAIT);
@@ -420,6 +467,94 @@ mod tests {
             ]
         );
         assert_eq!(run.run.report.decisions, 2);
+    }
+
+    /// The controller writes `volumeSnapshotStatuses` from the StorageClasses and
+    /// VolumeSnapshotClasses it caches: those the log holds are fed to our decision, which then
+    /// writes the same status (before, ours left the field out: `differ`).
+    #[test]
+    fn the_logs_storage_objects_decide_the_volume_snapshot_statuses() {
+        let claim = json!({"metadata": {"labels": {"x": "y"},
+            "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                "kubevirt.io/storage-observed-api-version": "v1"},
+            "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]},
+            "spec": {"template": {"spec": {"volumes": [
+                {"name": "disk", "persistentVolumeClaim": {"claimName": "c"}}]}}}});
+        let cluster_scoped = |mut e: Value| {
+            e["objectRef"]["namespace"] = Value::Null;
+            e
+        };
+        let events = [
+            lease("ctl/1.0", "ctl-0"),
+            cluster_scoped(event(
+                "create",
+                "admin",
+                ("storage.k8s.io", "storageclasses", "sc"),
+                201,
+                json!({"kind": "StorageClass", "apiVersion": "storage.k8s.io/v1",
+                    "metadata": {"name": "sc"}, "provisioner": "csi.example"}),
+            )),
+            cluster_scoped(event(
+                "create",
+                "admin",
+                ("snapshot.storage.k8s.io", "volumesnapshotclasses", "snap"),
+                201,
+                json!({"kind": "VolumeSnapshotClass", "metadata": {"name": "snap"},
+                    "driver": "csi.example", "deletionPolicy": "Delete"}),
+            )),
+            event(
+                "create",
+                "admin",
+                ("", "persistentvolumeclaims", "c"),
+                201,
+                json!({"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                    "metadata": {"name": "c", "namespace": "ns", "resourceVersion": "2"},
+                    "spec": {"storageClassName": "sc"}}),
+            ),
+            event(
+                "create",
+                "kubectl",
+                ("kubevirt.io", "virtualmachines", "a"),
+                201,
+                vm("3", claim),
+            ),
+        ];
+        let mut run = Replayer {
+            opts: &opts(),
+            tracker: Tracker::new(Mirror::default(), Vec::new(), None),
+            out: replay_audit(&[], &opts()),
+        };
+        run.tracker.mirror.storage = Some(StorageObjects::default());
+        for e in &events {
+            run.feed(&audited(e).unwrap());
+        }
+        let before = run
+            .tracker
+            .mirror
+            .get(Kind::VirtualMachine, "ns/a")
+            .cloned();
+        let ours = run.tracker.mirror.decide("ns/a", Utc::now()).unwrap();
+        let mut status = ours
+            .iter()
+            .find(|w| w.action == "UpdateVmStatus")
+            .and_then(|w| w.apply(before.as_ref()).ok().flatten())
+            .expect("a status write");
+        assert_eq!(
+            status["status"]["volumeSnapshotStatuses"],
+            json!([{"name": "disk", "enabled": true}])
+        );
+        status["metadata"]["resourceVersion"] = json!("4");
+        let mut log = events.to_vec();
+        log.push(event(
+            "update",
+            "ctl/1.0",
+            ("kubevirt.io", "virtualmachines", "a"),
+            200,
+            status,
+        ));
+        let replayed = replay_audit(&log, &opts());
+        let verdicts: Vec<_> = replayed.run.records.iter().map(|r| r.verdict).collect();
+        assert_eq!(verdicts, [super::super::Verdict::Agree]);
     }
 
     #[test]

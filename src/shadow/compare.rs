@@ -17,6 +17,9 @@ pub enum Verdict {
     Agree,
     /// Our decision from the state just before did not, the one of our next reconcile does.
     AgreeLater,
+    /// Our decision from the state just before did not, nor our next one; one from a state a
+    /// few changes before does: the controller decided from a cache behind the server.
+    AgreeEarlier,
     /// Our decision writes the same object, with other values at `paths`.
     Differ,
     /// Our decision writes nothing to that object.
@@ -26,11 +29,20 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// `agree`, `agree-later` or `agree-earlier`: one of our decisions writes the same.
+    pub fn agrees(self) -> bool {
+        matches!(
+            self,
+            Verdict::Agree | Verdict::AgreeLater | Verdict::AgreeEarlier
+        )
+    }
+
     /// The word the report uses.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Agree => "agree",
             Verdict::AgreeLater => "agree-later",
+            Verdict::AgreeEarlier => "agree-earlier",
             Verdict::Differ => "differ",
             Verdict::WeWouldNotWrite => "we-would-not-write",
             Verdict::WeWouldWriteMore => "we-would-write-more",

@@ -6,6 +6,7 @@ use super::predict::{Intended, Kind, vm_writes, vmi_writes};
 use crate::api::{Time, VirtualMachine, VirtualMachineInstance};
 use crate::config::ClusterSettings;
 use crate::controller::vm::VmDecision;
+use crate::controller::vm::volume_snapshot::StorageView;
 use crate::controller::vmi::VmiDecision;
 use crate::inspect::analyze::{decide_next, vmi_expectations_state};
 use crate::inspect::gather::Gathered;
@@ -26,6 +27,44 @@ pub(crate) struct Mirror {
     pub pvcs: Objects,
     /// The settings the decisions render with.
     pub settings: ClusterSettings,
+    /// The cluster's storage objects the VM controller reads for
+    /// `status.volumeSnapshotStatuses`; `None`: not known (a live shadow does not watch them),
+    /// and the decision leaves that field as it is.
+    pub storage: Option<StorageObjects>,
+}
+
+/// StorageClasses, StorageProfiles and VolumeSnapshotClasses (cluster-scoped) by name, as
+/// KubeVirt's snapshot controller's informers hold them (snapshot_base.go:70-125).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StorageObjects {
+    pub storage_classes: Objects,
+    pub storage_profiles: Objects,
+    pub snapshot_classes: Objects,
+}
+
+impl StorageObjects {
+    /// What the volume snapshot rule reads of them; an object that does not decode is an
+    /// error naming it.
+    fn view(&self) -> Result<StorageView, String> {
+        fn typed<T: serde::de::DeserializeOwned>(
+            kind: &str,
+            m: &Objects,
+        ) -> Result<Vec<T>, String> {
+            m.iter()
+                .map(|(name, v)| {
+                    serde_json::from_value(v.clone())
+                        .map_err(|e| format!("{kind} {name}: cannot be read: {e}"))
+                })
+                .collect()
+        }
+        let classes: Vec<k8s_openapi::api::storage::v1::StorageClass> =
+            typed("StorageClass", &self.storage_classes)?;
+        let profiles: Vec<crate::api::storage::StorageProfile> =
+            typed("StorageProfile", &self.storage_profiles)?;
+        let snapshot: Vec<crate::api::storage::VolumeSnapshotClass> =
+            typed("VolumeSnapshotClass", &self.snapshot_classes)?;
+        Ok(StorageView::from_objects(&classes, &profiles, &snapshot))
+    }
 }
 
 /// `namespace/name` of a JSON object.
@@ -161,6 +200,11 @@ impl Mirror {
                 .filter_map(|p| p.metadata.name.clone().map(|n| (n, p)))
                 .collect(),
             settings: self.settings.clone(),
+            storage: self
+                .storage
+                .as_ref()
+                .map(StorageObjects::view)
+                .transpose()?,
             ..Gathered::default()
         };
         let d = decide_next(&g, &vm, expectations);

@@ -20,6 +20,9 @@ pub struct ShadowReport {
     pub agree: usize,
     /// Those our next reconcile wrote the same.
     pub agree_later: usize,
+    /// Those a decision from a state a few changes before wrote the same (the leader decided
+    /// from a cache behind the server; only an audit log's replay looks back).
+    pub agree_earlier: usize,
     /// Those our decision wrote differently.
     pub differ: usize,
     /// Those our decision would not have made.
@@ -70,7 +73,7 @@ impl ShadowReport {
         let count = |v: Verdict| records.iter().filter(|r| r.verdict == v).count();
         let differences = records
             .iter()
-            .filter(|r| !matches!(r.verdict, Verdict::Agree | Verdict::AgreeLater))
+            .filter(|r| !r.verdict.agrees())
             .map(difference)
             .collect();
         ShadowReport {
@@ -78,6 +81,7 @@ impl ShadowReport {
             decisions: records.len(),
             agree: count(Verdict::Agree),
             agree_later: count(Verdict::AgreeLater),
+            agree_earlier: count(Verdict::AgreeEarlier),
             differ: count(Verdict::Differ),
             we_would_not_write: count(Verdict::WeWouldNotWrite),
             we_would_write_more: count(Verdict::WeWouldWriteMore),
@@ -89,14 +93,24 @@ impl ShadowReport {
 
     /// "agreed on N of M decisions over D; K differ: …", one line per difference after it.
     pub fn text(&self) -> String {
-        let agreed = self.agree + self.agree_later;
+        let agreed = self.agree + self.agree_later + self.agree_earlier;
         let mut out = format!(
             "agreed on {agreed} of {} decisions over {}",
             self.decisions,
             crate::inspect::model::human_duration(self.duration_seconds)
         );
+        let mut notes = Vec::new();
         if self.agree_later > 0 {
-            out.push_str(&format!(" ({} on our next reconcile)", self.agree_later));
+            notes.push(format!("{} on our next reconcile", self.agree_later));
+        }
+        if self.agree_earlier > 0 {
+            notes.push(format!(
+                "{} from a state before the one just before it: the leader's cache was behind the server",
+                self.agree_earlier
+            ));
+        }
+        if !notes.is_empty() {
+            out.push_str(&format!(" ({})", notes.join("; ")));
         }
         if self.differences.is_empty() {
             out.push('\n');
@@ -189,9 +203,7 @@ pub fn write_reproductions(
     dir: &Path,
 ) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let disagreeing = records
-        .iter()
-        .filter(|r| !matches!(r.verdict, Verdict::Agree | Verdict::AgreeLater));
+    let disagreeing = records.iter().filter(|r| !r.verdict.agrees());
     for (i, (d, r)) in report.differences.iter_mut().zip(disagreeing).enumerate() {
         let file = dir.join(format!(
             "{:03}-{}-{}.yaml",
@@ -231,6 +243,7 @@ mod tests {
             decisions: 2,
             agree: 1,
             agree_later: 0,
+            agree_earlier: 0,
             differ: 0,
             we_would_not_write: 1,
             we_would_write_more: 0,

@@ -32,6 +32,13 @@ pub(super) const LATER_TRIES: u8 = 8;
 /// How long a held write waits for its `agree-later` at most.
 pub(super) const LATER_WAIT: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
+/// How many earlier changes of its VM key a write that agrees with no decision from the state
+/// before it is decided again without ([`Tracker::look_back`]): how far a cache may be behind.
+pub(super) const EARLIER_TRIES: usize = 16;
+
+/// The changes kept per VM key for looking back.
+const HISTORY: usize = 64;
+
 /// One change seen on a watch.
 #[derive(Debug, Clone)]
 pub(super) struct Change {
@@ -158,6 +165,16 @@ struct Held {
     author: Author,
     best: Option<(&'static str, Comparison)>,
     tries: u8,
+    /// The change's number ([`Tracker::seq`]).
+    seq: u64,
+}
+
+/// One change of a VM key's objects, with the object as it was before it.
+struct Past {
+    seq: u64,
+    kind: Kind,
+    key: String,
+    before: Option<Value>,
 }
 
 /// The state machine (see the module docs).
@@ -175,6 +192,15 @@ pub(super) struct Tracker {
     pub errors: Vec<String>,
     /// The resourceVersion each object was created at, for objects whose creation was seen.
     created_at: BTreeMap<(Kind, String), u64>,
+    /// Whether a write that agrees with no decision from the state before it (nor later) is
+    /// decided again from the states up to [`EARLIER_TRIES`] changes of its VM key before it:
+    /// a match is `agree-earlier`, the controller decided from a cache behind the server.
+    /// Only where every change is known in order (an audit log).
+    pub look_back: bool,
+    /// Changes observed so far.
+    seq: u64,
+    /// Per VM key, its last [`HISTORY`] changes, oldest first.
+    history: BTreeMap<String, std::collections::VecDeque<Past>>,
 }
 
 /// `metadata.resourceVersion` as a number (etcd's revision, the embedded server's counter).
@@ -274,6 +300,9 @@ impl Tracker {
             records: Vec::new(),
             errors: Vec::new(),
             created_at: BTreeMap::new(),
+            look_back: false,
+            seq: 0,
+            history: BTreeMap::new(),
         }
     }
 
@@ -304,9 +333,20 @@ impl Tracker {
             }
             _ => {}
         }
+        self.seq += 1;
         if let Some(vm_key) = &vm_key {
             self.finish_held_on(change.kind, &change.key);
             self.classify(vm_key, &change, before.as_ref(), known, now);
+            let past = self.history.entry(vm_key.clone()).or_default();
+            if past.len() == HISTORY {
+                past.pop_front();
+            }
+            past.push_back(Past {
+                seq: self.seq,
+                kind: change.kind,
+                key: change.key.clone(),
+                before,
+            });
         }
         self.mirror
             .set(change.kind, &change.key, change.object.clone());
@@ -523,6 +563,7 @@ impl Tracker {
             author,
             best: best.map(|(_, a, c)| (a, c)),
             tries: 0,
+            seq: self.seq,
         });
     }
 
@@ -635,6 +676,49 @@ impl Tracker {
         }
     }
 
+    /// Our action that writes what held write `h` wrote when decided from a state before the
+    /// one just before it: the VM key's objects taken back change by change, up to
+    /// [`EARLIER_TRIES`] changes (the written object stays as it was before the write: the
+    /// controller's write was made on that version). `None` without [`Tracker::look_back`].
+    fn earlier_match(&self, h: &Held) -> Option<&'static str> {
+        if !self.look_back {
+            return None;
+        }
+        let past = self.history.get(&h.record.vm_key)?;
+        let write = as_write(h.before.as_ref(), h.after.as_ref())?;
+        let change = Change {
+            kind: h.record.kind,
+            key: h.record.key.clone(),
+            object: h.after.clone(),
+        };
+        let written = |p: &Past| p.kind == h.record.kind && p.key == h.record.key;
+        let mut mirror = self.mirror.clone();
+        let mut tries = 0;
+        for p in past.iter().rev() {
+            if p.seq < h.seq && written(p) {
+                continue;
+            }
+            mirror.set(p.kind, &p.key, p.before.clone());
+            if p.seq >= h.seq {
+                continue;
+            }
+            let Ok(list) = mirror.decide(&h.record.vm_key, h.since) else {
+                continue;
+            };
+            let found = self.best_match(&list, &change, &write, h.before.as_ref());
+            if let Some((_, action, c)) = found
+                && c.verdict == Verdict::Agree
+            {
+                return Some(action);
+            }
+            tries += 1;
+            if tries >= EARLIER_TRIES {
+                break;
+            }
+        }
+        None
+    }
+
     fn settle(&mut self, mut h: Held) {
         // The VM's own watch event may arrive after the write it caused (the VM and VMI
         // watches are separate streams): without the VM in the state held, take the VM key's
@@ -647,13 +731,18 @@ impl Tracker {
         if !has_vm {
             h.record.state_before = self.state_before(&h);
         }
-        match h.best {
+        match h.best.take() {
             Some((action, c)) => {
                 h.record.verdict = c.verdict;
                 h.record.action = Some(action);
                 h.record.paths = c.paths;
             }
             None => h.record.verdict = Verdict::WeWouldNotWrite,
+        }
+        if let Some(action) = self.earlier_match(&h) {
+            h.record.verdict = Verdict::AgreeEarlier;
+            h.record.action = Some(action);
+            h.record.paths.clear();
         }
         // Without an author only a creation of an owned object is surely the leader's (no
         // one else creates a VM's VMI or a VMI's pod); any other write that never agreed may

@@ -164,6 +164,10 @@ rules:
   - group: cdi.kubevirt.io
   - group: coordination.k8s.io
     resources: [leases]
+  - group: storage.k8s.io
+    resources: [storageclasses]
+  - group: snapshot.storage.k8s.io
+    resources: [volumesnapshotclasses]
 - level: Metadata
 ";
 
@@ -175,6 +179,8 @@ fn with_objects(group: &str, resource: &str) -> bool {
         "kubevirt.io" | "cdi.kubevirt.io" => true,
         "apps" => resource == "controllerrevisions",
         "coordination.k8s.io" => resource == "leases",
+        "storage.k8s.io" => resource == "storageclasses",
+        "snapshot.storage.k8s.io" => resource == "volumesnapshotclasses",
         _ => false,
     }
 }

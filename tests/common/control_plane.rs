@@ -237,6 +237,19 @@ impl ControlPlane {
             .collect()
     }
 
+    /// The audit log's events (`audit.k8s.io/v1`, as kube-apiserver wrote them) of `namespace`'s
+    /// objects and of cluster-scoped ones: what `replay` reads of one scenario.
+    pub fn audit_events(&self, namespace: &str) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|e| {
+                let ns = e.pointer("/objectRef/namespace").and_then(|n| n.as_str());
+                ns.is_none_or(|ns| ns == namespace)
+            })
+            .collect()
+    }
+
     /// The audit log's write requests of `namespace` (and cluster-scoped ones when
     /// `namespace` is empty), as [`AuditEntry`]s in the order the server answered them.
     pub fn audit(&self, namespace: &str) -> Vec<AuditEntry> {
@@ -388,8 +401,9 @@ fn commands(
     ]
 }
 
-/// The audit policy: every write, with the created object for pods and VMIs (so that a
-/// generated pod name is known); no reads.
+/// The audit policy: every write; the request and answered objects of the kinds `replay`
+/// rebuilds (docs/replay.md: `kubevirt.io`, CDI, pods, claims, ControllerRevisions, Leases, the
+/// storage kinds of `volumeSnapshotStatuses`); no reads.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -397,12 +411,20 @@ rules:
 - level: None
   verbs: [get, list, watch]
 - level: RequestResponse
-  verbs: [create]
   resources:
   - group: \"\"
-    resources: [pods]
+    resources: [pods, pods/status, pods/binding, persistentvolumeclaims,
+      persistentvolumeclaims/status]
   - group: kubevirt.io
-    resources: [virtualmachineinstances]
+  - group: cdi.kubevirt.io
+  - group: apps
+    resources: [controllerrevisions]
+  - group: coordination.k8s.io
+    resources: [leases]
+  - group: storage.k8s.io
+    resources: [storageclasses]
+  - group: snapshot.storage.k8s.io
+    resources: [volumesnapshotclasses]
 - level: Metadata
 ";
 

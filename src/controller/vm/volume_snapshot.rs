@@ -36,6 +36,39 @@ pub struct StorageView {
 }
 
 impl StorageView {
+    /// The view of the three stores' objects: a StorageClass's `provisioner`, a StorageProfile's
+    /// `status.snapshotClass` (CDI names the profile after its StorageClass), a
+    /// VolumeSnapshotClass's `driver` and default annotation (snapshot.go:724-774). The
+    /// controller's caches and `replay` of an audit log both build it here.
+    pub(crate) fn from_objects<'a>(
+        storage_classes: impl IntoIterator<Item = &'a k8s_openapi::api::storage::v1::StorageClass>,
+        storage_profiles: impl IntoIterator<Item = &'a crate::api::storage::StorageProfile>,
+        snapshot_classes: impl IntoIterator<Item = &'a crate::api::storage::VolumeSnapshotClass>,
+    ) -> Self {
+        StorageView {
+            storage_classes: storage_classes
+                .into_iter()
+                .filter_map(|sc| Some((sc.metadata.name.clone()?, sc.provisioner.clone())))
+                .collect(),
+            profile_snapshot_classes: storage_profiles
+                .into_iter()
+                .filter_map(|p| Some((p.metadata.name.clone()?, p.snapshot_class()?.to_string())))
+                .collect(),
+            snapshot_classes: snapshot_classes
+                .into_iter()
+                .map(|c| SnapshotClassInfo {
+                    name: c.metadata.name.clone().unwrap_or_default(),
+                    driver: c.driver.clone(),
+                    is_default: c
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(DEFAULT_SNAPSHOT_CLASS_ANNOTATION)),
+                })
+                .collect(),
+        }
+    }
+
     /// `getVolumeSnapshotClassName` (snapshot.go:724-774): the VolumeSnapshotClass for a
     /// StorageClass; `Ok("")` when there is none, `Err` when several match and none is default.
     fn snapshot_class_for(&self, storage_class: &str) -> Result<String, String> {
