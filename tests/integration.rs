@@ -43,6 +43,7 @@ mod module_graph;
 mod pvc_status;
 mod rbac;
 mod readme;
+mod reference_conformance;
 mod replay_e2e;
 mod run_controller_cli;
 mod self_contained;

@@ -151,6 +151,7 @@ pub struct ControlPlane {
 }
 
 static PLANE: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+static DEDICATED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 static NAMESPACES: AtomicU32 = AtomicU32::new(0);
 
 /// The test binary's control plane, started on first use; `None` (after one `SKIP` line naming
@@ -166,9 +167,30 @@ pub fn shared(test: &str) -> Option<&'static ControlPlane> {
             return None;
         }
     };
-    match PLANE.get_or_init(|| start(assets)) {
+    match PLANE.get_or_init(|| start(assets, "")) {
         Ok(plane) => Some(plane),
         Err(e) => panic!("the real control plane did not start: {e}"),
+    }
+}
+
+/// A second control plane, apart from [`shared`], for a test whose controller watches every
+/// namespace and reads the cluster-wide KubeVirt settings (the reference controller of
+/// `tests/reference_conformance.rs`), so that it meets no other test's objects. Started on
+/// first use; `None` (after one `SKIP` line) as for [`shared`].
+pub fn dedicated(test: &str) -> Option<&'static ControlPlane> {
+    let assets = match locate_assets() {
+        Ok(a) => a,
+        Err(reason) => {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "SKIP real-apiserver: {test}: {reason}"
+            );
+            return None;
+        }
+    };
+    match DEDICATED.get_or_init(|| start(assets, "-dedicated")) {
+        Ok(plane) => Some(plane),
+        Err(e) => panic!("the dedicated control plane did not start: {e}"),
     }
 }
 
@@ -325,6 +347,7 @@ fn remove_stale_runs(root: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("run-"))
+            .and_then(|p| p.split('-').next())
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
@@ -558,10 +581,11 @@ fn die_with_parent(cmd: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_cmd: &mut Command) {}
 
-fn start(assets: Assets) -> Result<ControlPlane, String> {
+/// Start a control plane in the run folder `run-<pid><suffix>`.
+fn start(assets: Assets, suffix: &str) -> Result<ControlPlane, String> {
     let root = runs_root();
     remove_stale_runs(&root);
-    let dir = root.join(format!("run-{}", std::process::id()));
+    let dir = root.join(format!("run-{}{suffix}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let etcd = (free_port(), free_port());
     let apiserver = free_port();
