@@ -16,6 +16,8 @@
 //! - `shared`: `Arc<str>` built once per object before the clock starts; an add clones the
 //!   `Arc` (what passing a Go string is: the bytes are shared).
 //!
+//! Allocator: jemalloc, the product binary's (src/main.rs).
+//!
 //! Output, one line per worker count (`--workers 1,3,10`): `workers=N adds_per_sec=X`,
 //! measured over at least `--min-seconds` (default 1) of repeated scenarios after one warm-up.
 //!
@@ -28,6 +30,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use virtctl_rs::api::key::meta_key;
 use virtctl_rs::runtime::queue::{QueueKey, WorkQueue};
+
+/// The product binary's allocator (src/main.rs), as benches/controller_start.rs uses it: the
+/// Go side allocates its keys with Go's runtime as KubeVirt does, so ours allocate as
+/// `kubectl virtctl-rs run-controller` does (glibc malloc and free were 16 % of this bench's
+/// samples with `--keys string`).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// The producer yields to the runtime after this many adds.
 const YIELD_EVERY: usize = 1_000;
