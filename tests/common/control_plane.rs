@@ -157,20 +157,7 @@ static NAMESPACES: AtomicU32 = AtomicU32::new(0);
 /// The test binary's control plane, started on first use; `None` (after one `SKIP` line naming
 /// `test`) when the binaries are not built. Panics when they are but it does not start.
 pub fn shared(test: &str) -> Option<&'static ControlPlane> {
-    let assets = match locate_assets() {
-        Ok(a) => a,
-        Err(reason) => {
-            let _ = writeln!(
-                std::io::stderr().lock(),
-                "SKIP real-apiserver: {test}: {reason}"
-            );
-            return None;
-        }
-    };
-    match PLANE.get_or_init(|| start(assets, "")) {
-        Ok(plane) => Some(plane),
-        Err(e) => panic!("the real control plane did not start: {e}"),
-    }
+    started(&PLANE, test, "")
 }
 
 /// A second control plane, apart from [`shared`], for a test whose controller watches every
@@ -178,6 +165,15 @@ pub fn shared(test: &str) -> Option<&'static ControlPlane> {
 /// `tests/reference_conformance.rs`), so that it meets no other test's objects. Started on
 /// first use; `None` (after one `SKIP` line) as for [`shared`].
 pub fn dedicated(test: &str) -> Option<&'static ControlPlane> {
+    started(&DEDICATED, test, "-dedicated")
+}
+
+/// The control plane in `cell`, started on first use with its run folder's `suffix`.
+fn started(
+    cell: &'static OnceLock<Result<ControlPlane, String>>,
+    test: &str,
+    suffix: &str,
+) -> Option<&'static ControlPlane> {
     let assets = match locate_assets() {
         Ok(a) => a,
         Err(reason) => {
@@ -188,9 +184,9 @@ pub fn dedicated(test: &str) -> Option<&'static ControlPlane> {
             return None;
         }
     };
-    match DEDICATED.get_or_init(|| start(assets, "-dedicated")) {
+    match cell.get_or_init(|| start(assets, suffix)) {
         Ok(plane) => Some(plane),
-        Err(e) => panic!("the dedicated control plane did not start: {e}"),
+        Err(e) => panic!("the real control plane{suffix} did not start: {e}"),
     }
 }
 
