@@ -16,12 +16,15 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const VM: &str = "demo-vm";
 const CLAIM: &str = "dump-pvc";
 
-/// Each distinct value `pick` reads from the objects `watch` sees, in order.
-fn record<K>(
+/// Each distinct value `pick` reads from the objects `watch` sees, in order; returns once the
+/// watch's initial list is in, so that no change written after the call is missed (the real
+/// server's first "Associating" was).
+async fn record<K>(
     api: kube::Api<K>,
     name: &str,
     pick: fn(&Value) -> Option<String>,
@@ -38,9 +41,16 @@ where
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let out = seen.clone();
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let (listed, listed_rx) = tokio::sync::oneshot::channel();
+    let mut listed = Some(listed);
     tokio::spawn(async move {
         let mut stream = watcher(api, config).boxed();
         while let Ok(Some(event)) = stream.try_next().await {
+            if matches!(event, watcher::Event::InitDone)
+                && let Some(tx) = listed.take()
+            {
+                let _ = tx.send(());
+            }
             if let watcher::Event::Apply(o) | watcher::Event::InitApply(o) = event
                 && let Some(v) = pick(&serde_json::to_value(&o).unwrap_or_default())
             {
@@ -51,6 +61,7 @@ where
             }
         }
     });
+    listed_rx.await.expect("the recorder's watch lists");
     out
 }
 
@@ -96,14 +107,26 @@ fn in_order(seen: &[String], want: &[&str]) -> bool {
     want.iter().all(|w| it.any(|s| s.starts_with(w)))
 }
 
+/// What `recorded` holds once it has `want` in order, or after 30 s. The recorder's watch can
+/// trail the read that saw the last phase: asserting at once failed CI with "Completed" not
+/// yet recorded.
+async fn seen_in_order(recorded: &Mutex<Vec<String>>, want: &[&str]) -> Vec<String> {
+    let seen = || recorded.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    common::poll_until(Duration::from_secs(30), || async {
+        in_order(&seen(), want).then_some(())
+    })
+    .await;
+    seen()
+}
+
 async fn a_memory_dump_request_completes_and_its_volume_leaves(server: Server) {
     let env = Env::start_on(server).await;
     env.create_claim(CLAIM, "2Gi").await;
     env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
         .await;
     let (_, first) = env.wait_running(VM).await;
-    let vm_phases = record(env.vms(), VM, request_phase);
-    let vmi_phases = record(env.vmis(), VM, dump_volume_phase);
+    let vm_phases = record(env.vms(), VM, request_phase).await;
+    let vmi_phases = record(env.vmis(), VM, dump_volume_phase).await;
 
     request(&env, json!({"claimName": CLAIM, "phase": "Associating"})).await;
     let vm = env
@@ -127,25 +150,18 @@ async fn a_memory_dump_request_completes_and_its_volume_leaves(server: Server) {
         has_dump_volume(&v["spec"]["template"]["spec"]),
         "the template keeps the volume until dissociation"
     );
-    let seen = vm_phases.lock().unwrap().clone();
+    let want = ["Associating", "InProgress", "Unmounting", "Completed"];
+    let seen = seen_in_order(&vm_phases, &want).await;
+    assert!(in_order(&seen, &want), "{seen:?}");
+    let want = [
+        "AttachedToNode hp-volume-",
+        "MemoryDumpInProgress hp-volume-",
+        "MemoryDumpCompleted hp-volume-",
+        "Detaching hp-volume-",
+    ];
+    let seen = seen_in_order(&vmi_phases, &want).await;
     assert!(
-        in_order(
-            &seen,
-            &["Associating", "InProgress", "Unmounting", "Completed"]
-        ),
-        "{seen:?}"
-    );
-    let seen = vmi_phases.lock().unwrap().clone();
-    assert!(
-        in_order(
-            &seen,
-            &[
-                "AttachedToNode hp-volume-",
-                "MemoryDumpInProgress hp-volume-",
-                "MemoryDumpCompleted hp-volume-",
-                "Detaching hp-volume-"
-            ]
-        ),
+        in_order(&seen, &want),
         "the dump volume's status through its attachment pod: {seen:?}"
     );
     let pvc = env.pvcs().get(CLAIM).await.expect("the claim");
