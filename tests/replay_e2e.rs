@@ -41,6 +41,16 @@ async fn start_recorded(recorder: &FlightRecorder, deadline: Duration) -> Env {
     .await
 }
 
+/// Create VMs `replay-0` … `replay-{n-1}` and wait until each runs.
+async fn start_vms(env: &Env, n: usize) {
+    for i in 0..n {
+        env.create_vm(&vm(i)).await;
+    }
+    for i in 0..n {
+        env.wait_running(&format!("replay-{i}")).await;
+    }
+}
+
 /// OOM-kill VM `name`'s launcher pod and wait for the VM controller to replace the failed VMI
 /// with a Running one.
 async fn oom_kill_and_wait_replaced(env: &Env, name: &str) {
@@ -103,12 +113,7 @@ async fn a_recorded_run_with_faults_replays_to_the_decisions_the_controller_took
     let dir = tempfile::tempdir().expect("tempdir");
     let recorder = FlightRecorder::open(dir.path(), 64 << 20, "e2e").expect("recorder");
     let mut env = start_recorded(&recorder, Duration::from_secs(40)).await;
-    for i in 0..VMS {
-        env.create_vm(&vm(i)).await;
-    }
-    for i in 0..VMS {
-        env.wait_running(&format!("replay-{i}")).await;
-    }
+    start_vms(&env, VMS).await;
     // One launcher OOM-killed: the VMI fails and the VM controller replaces it.
     oom_kill_and_wait_replaced(&env, "replay-0").await;
     env.stop_manager().await;
@@ -140,12 +145,7 @@ async fn a_recorded_100_vm_run_with_faults_replays_to_the_same_decisions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let recorder = FlightRecorder::open(dir.path(), 256 << 20, "e2e").expect("recorder");
     let mut env = start_recorded(&recorder, Duration::from_secs(120)).await;
-    for i in 0..MANY {
-        env.create_vm(&vm(i)).await;
-    }
-    for i in 0..MANY {
-        env.wait_running(&format!("replay-{i}")).await;
-    }
+    start_vms(&env, MANY).await;
     for i in (0..MANY).step_by(20) {
         oom_kill_and_wait_replaced(&env, &format!("replay-{i}")).await;
     }
@@ -282,12 +282,7 @@ async fn an_embedded_audit_log_of_a_run_with_faults_replays_to_the_controllers_d
         );
     })
     .await;
-    for i in 0..VMS {
-        env.create_vm(&vm(i)).await;
-    }
-    for i in 0..VMS {
-        env.wait_running(&format!("replay-{i}")).await;
-    }
+    start_vms(&env, VMS).await;
     oom_kill_and_wait_replaced(&env, "replay-0").await;
     env.stop_manager().await;
 
@@ -324,12 +319,7 @@ async fn a_real_apiservers_audit_log_replays_to_the_controllers_decisions() {
     let lease_name = config.lease.lease_name.clone();
     let mut env = Env::start_on_with(Server::Real(plane), config).await;
     let lease = format!("{}/{lease_name}", env.namespace);
-    for i in 0..FEW {
-        env.create_vm(&vm(i)).await;
-    }
-    for i in 0..FEW {
-        env.wait_running(&format!("replay-{i}")).await;
-    }
+    start_vms(&env, FEW).await;
     oom_kill_and_wait_replaced(&env, "replay-0").await;
     env.stop_manager().await;
 

@@ -163,19 +163,11 @@ pub async fn run_fleet<G: Gather + Sync>(gather: &G) -> io::Result<()> {
 
 /// Run the UI from this state until `q`, Ctrl-C or SIGTERM/SIGINT.
 pub async fn run<G: Gather + Sync>(gather: &G, mut app: App) -> io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term_signal = signal(SignalKind::terminate())?;
-    let mut int_signal = signal(SignalKind::interrupt())?;
+    let signals = terminated()?;
     super::text::init_theme_from_env();
     let (_guard, mut terminal) = setup()?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut events = spawn_event_reader(stop.clone());
-    let signals = async {
-        tokio::select! {
-            _ = term_signal.recv() => {}
-            _ = int_signal.recv() => {}
-        }
-    };
     let result = drive(
         &mut terminal,
         &mut events,
@@ -193,9 +185,8 @@ pub async fn run<G: Gather + Sync>(gather: &G, mut app: App) -> io::Result<()> {
 /// or a [`Screen::Rehearsal`]) until `q`, Ctrl-C or SIGTERM/SIGINT; nothing is gathered, keys
 /// step through the recording or select a VM of the rehearsal.
 pub(crate) async fn run_replay(mut app: App) -> io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term_signal = signal(SignalKind::terminate())?;
-    let mut int_signal = signal(SignalKind::interrupt())?;
+    let signals = terminated()?;
+    tokio::pin!(signals);
     super::text::init_theme_from_env();
     let (_guard, mut terminal) = setup()?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -214,14 +205,26 @@ pub(crate) async fn run_replay(mut app: App) -> io::Result<()> {
                     Some(Event::Resize(w, h)) => app.resize(w, h),
                     Some(_) => {}
                 },
-                _ = term_signal.recv() => return Ok(()),
-                _ = int_signal.recv() => return Ok(()),
+                _ = &mut signals => return Ok(()),
             }
         }
     }
     .await;
     stop.store(true, Ordering::Relaxed);
     result
+}
+
+/// Completes on SIGTERM or SIGINT (both handlers are installed before it returns).
+fn terminated() -> io::Result<impl Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 fn draw_err(e: impl std::fmt::Display) -> io::Error {
