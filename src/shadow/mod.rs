@@ -162,7 +162,8 @@ fn track_progress(
 }
 
 /// Watch through a [`read_only`] copy of `client` and compare until `config.duration` passed
-/// or `stop` is cancelled, publishing [`Progress`]. The comparison starts once every watch
+/// (then for at most [`tracker::LATER_WAIT`] more, only for the writes still held to agree
+/// later) or `stop` is cancelled, publishing [`Progress`]. The comparison starts once every watch
 /// has listed. A watch that fails is retried with back-off; its errors go to the log.
 pub(crate) async fn run(
     client: kube::Client,
@@ -186,13 +187,24 @@ pub(crate) async fn run(
         }
     };
     tokio::pin!(deadline);
+    // When `config.duration` has passed: how long the comparison took, and until when the
+    // writes still held may wait for their `agree-later` (new writes are no longer compared).
+    let mut closed: Option<(f64, Instant)> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         let item = tokio::select! {
             _ = stop.cancelled() => break,
-            _ = &mut deadline => break,
+            _ = &mut deadline, if closed.is_none() => {
+                let wait = tracker::LATER_WAIT.to_std().unwrap_or_default();
+                closed = Some((started.elapsed().as_secs_f64(), Instant::now() + wait));
+                tracker.closing = true;
+                continue;
+            }
             _ = tick.tick() => {
                 tracker.settle_held_before(chrono::Utc::now() - tracker::LATER_WAIT);
+                if closed.is_some_and(|(_, until)| tracker.held() == 0 || Instant::now() >= until) {
+                    break;
+                }
                 progress.send_modify(|p| {
                     p.decisions = tracker.records.len();
                     p.held = tracker.held();
@@ -220,9 +232,10 @@ pub(crate) async fn run(
         track_progress(&progress, &item, &tracker);
     }
     tracker.finish();
+    let compared_for = closed.map_or_else(|| started.elapsed().as_secs_f64(), |(d, _)| d);
     let mut report = ShadowReport::new(
         &tracker.records,
-        started.elapsed().as_secs_f64(),
+        compared_for,
         std::mem::take(&mut tracker.errors),
     );
     report.decided_as = Some(crate::kubevirt_version::DecidedVersion {

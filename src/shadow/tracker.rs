@@ -6,7 +6,7 @@
 //!   arrive one by one: the intended writes of the decision that matched stay expected for the
 //!   next writes of the same VM key.
 //! - A write that does not is held: at each of the next [`LATER_TRIES`] changes of the same VM
-//!   key (for at most [`LATER_WAIT`]) we decide again, from the newer state with the written object as it was before the
+//!   key's other objects (for at most [`LATER_WAIT`]) we decide again, from the newer state with the written object as it was before the
 //!   write (the leader may have seen a change our watches deliver later). A match then is
 //!   `agree-later`; otherwise the write is `differ` / `we-would-write-more` (our closest
 //!   write to the object) or `we-would-not-write` (none).
@@ -26,7 +26,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// How many later changes of the same VM key a held write waits for its `agree-later`.
+/// How many later changes of the same VM key's other objects a held write waits for its
+/// `agree-later`.
 pub(super) const LATER_TRIES: u8 = 8;
 
 /// How long a held write waits for its `agree-later` at most.
@@ -197,6 +198,9 @@ pub(super) struct Tracker {
     /// a match is `agree-earlier`, the controller decided from a cache behind the server.
     /// Only where every change is known in order (an audit log).
     pub look_back: bool,
+    /// The comparison window has closed: changes still go into the mirror and give the held
+    /// writes their later tries, but new writes are not classified.
+    pub closing: bool,
     /// Changes observed so far.
     seq: u64,
     /// Per VM key, its last [`HISTORY`] changes, oldest first.
@@ -301,6 +305,7 @@ impl Tracker {
             errors: Vec::new(),
             created_at: BTreeMap::new(),
             look_back: false,
+            closing: false,
             seq: 0,
             history: BTreeMap::new(),
         }
@@ -336,7 +341,9 @@ impl Tracker {
         self.seq += 1;
         if let Some(vm_key) = &vm_key {
             self.finish_held_on(change.kind, &change.key);
-            self.classify(vm_key, &change, before.as_ref(), known, now);
+            if !self.closing {
+                self.classify(vm_key, &change, before.as_ref(), known, now);
+            }
             let past = self.history.entry(vm_key.clone()).or_default();
             if past.len() == HISTORY {
                 past.pop_front();
@@ -351,7 +358,7 @@ impl Tracker {
         self.mirror
             .set(change.kind, &change.key, change.object.clone());
         if let Some(vm_key) = vm_key {
-            self.retry_held(&vm_key, now);
+            self.retry_held(&vm_key, (change.kind, &change.key), now);
         }
     }
 
@@ -582,16 +589,29 @@ impl Tracker {
         out
     }
 
-    /// The mirror as it was when `created` was created, as far as creations tell: the VM key's
-    /// objects created after it (at a newer resourceVersion) are taken out. Watches of
-    /// different kinds are not ordered with each other, so the VMI a start created can be seen
-    /// before the ControllerRevision created just before it; deciding with that VMI present
-    /// would answer "nothing to create".
+    /// The mirror as it was when `created` was created, as far as the VM key's changes tell:
+    /// its objects created after it (at a newer resourceVersion) are taken out, and those
+    /// changed after it are taken back to their version before that. Watches of different
+    /// kinds are not ordered with each other, so the VMI a start created can be seen before
+    /// the ControllerRevision created just before it, and the VMI's `Scheduled` update before
+    /// the launcher pod created while it was `Pending`; deciding from either newer state would
+    /// answer "nothing to create".
     fn before_creation(&self, vm_key: &str, created: Option<&Value>) -> Mirror {
         let mut mirror = self.mirror.clone();
         let Some(at) = created.and_then(resource_version) else {
             return mirror;
         };
+        // Newest change first: while an object's stored version is newer than the creation,
+        // the change that made it is undone.
+        for p in self.history.get(vm_key).into_iter().flatten().rev() {
+            let newer = mirror
+                .get(p.kind, &p.key)
+                .and_then(resource_version)
+                .is_some_and(|rv| rv > at);
+            if newer {
+                mirror.set(p.kind, &p.key, p.before.clone());
+            }
+        }
         for ((kind, key), rv) in &self.created_at {
             let later = *rv > at
                 && mirror
@@ -631,7 +651,10 @@ impl Tracker {
         }
     }
 
-    fn retry_held(&mut self, vm_key: &str, now: DateTime<Utc>) {
+    /// Decide the held writes of `vm_key` again after `changed` (kind, key) changed. A change
+    /// of the written object itself (a created pod's own updates) tells nothing the leader
+    /// knew: it is no try.
+    fn retry_held(&mut self, vm_key: &str, changed: (Kind, &str), now: DateTime<Utc>) {
         for mut h in std::mem::take(&mut self.held) {
             if h.record.vm_key != vm_key {
                 self.held.push(h);
@@ -667,7 +690,9 @@ impl Tracker {
             {
                 h.best = Some((action, c));
             }
-            h.tries += 1;
+            if (h.record.kind, h.record.key.as_str()) != changed {
+                h.tries += 1;
+            }
             if h.tries >= LATER_TRIES {
                 self.settle(h);
             } else {
@@ -767,6 +792,7 @@ fn vm_key_of_pod(pod: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shadow::mirror::key_of;
     use serde_json::json;
 
     fn managed(entries: Value) -> Value {
@@ -977,6 +1003,127 @@ mod tests {
             "{:?} {:?}",
             r.verdict,
             r.paths
+        );
+    }
+
+    /// Our own writes for a start of VM `ns/a`: the revision (resourceVersion 10), the VMI
+    /// (11), the VMI marked `Pending` (12) and the launcher pod (13), each as our decision from
+    /// the state before it writes it. The tracker has seen none of them.
+    fn start_writes() -> (Tracker, [Value; 4]) {
+        let mut t = Tracker::new(Mirror::default(), vec![], None);
+        t.mirror
+            .set(Kind::VirtualMachine, "ns/a", Some(vm("Always", json!({}))));
+        let named = |mut obj: Value, rv: &str| {
+            obj["metadata"]["resourceVersion"] = json!(rv);
+            if obj["metadata"]["name"].is_null() {
+                let name = format!("{}x1", obj["metadata"]["generateName"].as_str().unwrap());
+                obj["metadata"]["name"] = json!(name);
+            }
+            obj
+        };
+        // Our decision's `action`, applied to `before` (`None`: a creation).
+        let write = |m: &Mirror, action: &str, before: Option<&Value>| {
+            let list = m.decide("ns/a", Utc::now()).expect("decides");
+            let found = list.iter().find(|w| w.action == action);
+            let names: Vec<&str> = list.iter().map(|w| w.action).collect();
+            found
+                .and_then(|w| w.apply(before).ok().flatten())
+                .unwrap_or_else(|| panic!("our decision has {action}: {names:?}"))
+        };
+        let mut m = t.mirror.clone();
+        let revision = named(write(&m, "CreateControllerRevision", None), "10");
+        m.set(
+            Kind::ControllerRevision,
+            &key_of(&revision),
+            Some(revision.clone()),
+        );
+        let vmi = named(write(&m, "CreateVmi", None), "11");
+        m.set(Kind::VirtualMachineInstance, "ns/a", Some(vmi.clone()));
+        let pending = named(write(&m, "UpdateVmi", Some(&vmi)), "12");
+        m.set(Kind::VirtualMachineInstance, "ns/a", Some(pending.clone()));
+        let pod = named(write(&m, "CreatePod", None), "13");
+        (t, [revision, vmi, pending, pod])
+    }
+
+    fn observe(t: &mut Tracker, kind: Kind, obj: Value) {
+        let key = key_of(&obj);
+        let object = Some(obj);
+        t.observe(Change { kind, key, object }, Utc::now());
+    }
+
+    /// The record of the pod's creation.
+    fn pod_record(t: &Tracker) -> &Record {
+        let found = t.records.iter().find(|r| r.kind == Kind::Pod);
+        found.expect("the pod's creation is recorded")
+    }
+
+    /// The VMI controller creates the launcher pod of a `Pending` VMI, then marks the VMI
+    /// `Scheduled`; the pod and VMI watches are separate, so the VMI's update can be seen
+    /// first. The pod's creation is decided from the VMI as it was then, and agrees (with the
+    /// VMI as seen, `Scheduled` and no pod, no decision creates a pod: it was
+    /// `we-would-not-write` on restarts under `shadow`).
+    #[test]
+    fn a_pod_creation_seen_after_its_vmis_later_update_is_decided_from_the_vmi_before_it() {
+        let (mut t, [revision, vmi, pending, pod]) = start_writes();
+        observe(&mut t, Kind::ControllerRevision, revision);
+        observe(&mut t, Kind::VirtualMachineInstance, vmi);
+        observe(&mut t, Kind::VirtualMachineInstance, pending.clone());
+        let mut scheduled = pending;
+        scheduled["metadata"]["resourceVersion"] = json!("14");
+        scheduled["status"]["phase"] = json!("Scheduled");
+        scheduled["status"]["nodeName"] = json!("node-1");
+        scheduled["status"]["activePods"] = json!({"pod-uid": "node-1"});
+        observe(&mut t, Kind::VirtualMachineInstance, scheduled);
+        observe(&mut t, Kind::Pod, pod);
+        t.finish();
+        let r = pod_record(&t);
+        assert!(
+            matches!(r.verdict, Verdict::Agree | Verdict::AgreeLater),
+            "{:?} {:?}",
+            r.verdict,
+            r.paths
+        );
+    }
+
+    /// A created pod's own updates (the kubelet's) arrive fast; they tell nothing about what
+    /// the leader saw, so they do not use up the tries of its creation waiting for the VMI.
+    #[test]
+    fn a_created_objects_own_updates_do_not_use_up_its_later_tries() {
+        let (mut t, [revision, vmi, pending, pod]) = start_writes();
+        observe(&mut t, Kind::ControllerRevision, revision);
+        observe(&mut t, Kind::Pod, pod.clone());
+        for rv in 0..u64::from(LATER_TRIES) * 2 {
+            let mut update = pod.clone();
+            update["metadata"]["resourceVersion"] = json!((20 + rv).to_string());
+            update["metadata"]["annotations"]["update"] = json!(rv.to_string());
+            observe(&mut t, Kind::Pod, update);
+        }
+        assert_eq!(t.held(), 1, "the creation still waits for its VMI");
+        observe(&mut t, Kind::VirtualMachineInstance, vmi);
+        observe(&mut t, Kind::VirtualMachineInstance, pending);
+        t.finish();
+        assert_eq!(pod_record(&t).verdict, Verdict::AgreeLater);
+    }
+
+    /// `shadow --for`: a write held when the window closes still gets its later tries from the
+    /// changes that follow (here the VMI its pod was created for, seen after the pod), while
+    /// writes after the window are not compared.
+    #[test]
+    fn a_write_held_when_the_window_closes_still_gets_its_later_tries() {
+        let (mut t, [revision, vmi, pending, pod]) = start_writes();
+        observe(&mut t, Kind::ControllerRevision, revision);
+        observe(&mut t, Kind::Pod, pod);
+        assert_eq!(t.held(), 1, "no VMI yet: the pod's creation waits");
+        t.closing = true;
+        observe(&mut t, Kind::VirtualMachineInstance, vmi);
+        observe(&mut t, Kind::VirtualMachineInstance, pending);
+        t.finish();
+        assert_eq!(pod_record(&t).verdict, Verdict::AgreeLater);
+        let kinds: Vec<Kind> = t.records.iter().map(|r| r.kind).collect();
+        assert_eq!(
+            kinds,
+            [Kind::ControllerRevision, Kind::Pod],
+            "the VMI's writes came after"
         );
     }
 }
