@@ -14,6 +14,10 @@
 //! be estimated) and fragmentation; the controller process's RSS per VM is what
 //! `benches/controller_start.rs` reports.
 //!
+//! Also counted the same way: a launcher pod as the simulated nodes cache it (the embedded
+//! cluster's process, not the controller's; `src/sim/nodes/cached_pod.rs`) and before that
+//! narrowing, and one entry of the embedded API server's audit log.
+//!
 //! Run: `cargo bench --bench cache_memory` (`CACHE_MEMORY_VMS`, default 200). Figures:
 //! docs/performance.md ("Bytes per cached VM").
 
@@ -36,6 +40,7 @@ use virtctl_rs::controller::vmi::launcher_cache::LauncherPodForCache;
 use virtctl_rs::runtime::informer::{cache_copy, strip_for_cache};
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
+use virtctl_rs::sim::nodes::cached_pod::for_node_cache;
 
 /// The system allocator, counting live bytes and live allocations.
 struct Counting;
@@ -135,6 +140,28 @@ fn cost<K: Clone>(kind: &'static str, texts: &[String], decode: fn(&str) -> K) -
     cost
 }
 
+/// The heap one audit entry holds: a copy of every entry the log keeps, counted (the copy's
+/// buffer is one slot an entry, as the log's ring is).
+fn audit_entry_cost(cluster: &EmbeddedCluster) -> KindCost {
+    let (bytes0, allocs0) = (
+        LIVE_BYTES.load(Ordering::SeqCst),
+        LIVE_ALLOCATIONS.load(Ordering::SeqCst),
+    );
+    let entries = cluster.api().audit().entries();
+    let slack =
+        (entries.capacity() - entries.len()) * std::mem::size_of::<virtctl_rs::sim::AuditEntry>();
+    let bytes = LIVE_BYTES.load(Ordering::SeqCst) - bytes0 - slack as isize;
+    let allocs = LIVE_ALLOCATIONS.load(Ordering::SeqCst) - allocs0 - 1;
+    let n = entries.len().max(1) as f64;
+    KindCost {
+        kind: "audit entry",
+        objects: entries.len(),
+        json_bytes: 0.0,
+        heap_bytes: bytes as f64 / n,
+        allocations: allocs as f64 / n,
+    }
+}
+
 /// `text` decoded as `K` and passed through `transform`, as an informer of `K` caches it.
 fn transformed<K: DeserializeOwned>(text: &str, transform: fn(&mut K)) -> K {
     let mut obj: K = serde_json::from_str(text).expect("decode cached kind");
@@ -230,6 +257,7 @@ async fn run(n: usize) {
     let vmi_texts = item_texts::<VirtualMachineInstance>(&user, &all).await;
     let pod_texts = item_texts::<Pod>(&user, &launchers).await;
     let rev_texts = item_texts::<ControllerRevision>(&user, &all).await;
+    let audit = audit_entry_cost(&cluster);
     cancel.cancel();
     let _ = task.await;
     drop(manager);
@@ -248,6 +276,14 @@ async fn run(n: usize) {
         }),
         cost("  (whole spec)", &pod_texts, |t| {
             transformed::<Pod>(t, strip_for_cache)
+        }),
+        // The simulated nodes' pod cache (not the controller's): the whole pod as the watch
+        // decodes it, and what `for_node_cache` keeps of it.
+        cost("Pod, simulated nodes", &pod_texts, |t| {
+            for_node_cache(serde_json::from_str::<Pod>(t).expect("decode pod"))
+        }),
+        cost("  (before: whole pod)", &pod_texts, |t| {
+            serde_json::from_str::<Pod>(t).expect("decode pod")
         }),
         cost("ControllerRevision", &rev_texts, |t| {
             transformed::<ControllerRevision>(t, revision_for_cache)
@@ -269,10 +305,18 @@ async fn run(n: usize) {
             c.kind, c.objects, c.json_bytes, c.heap_bytes, c.allocations
         );
     }
+    println!(
+        "  embedded API server's audit log: {} entries kept, {:.0} heap bytes per entry \
+         ({} of them the entry itself), {:.1} allocations per entry",
+        audit.objects,
+        audit.heap_bytes,
+        std::mem::size_of::<virtctl_rs::sim::AuditEntry>(),
+        audit.allocations
+    );
     let per_vm = |f: fn(&KindCost) -> f64| {
         costs
             .iter()
-            .filter(|c| !c.kind.starts_with(' '))
+            .filter(|c| !c.kind.starts_with(' ') && !c.kind.contains("simulated"))
             .map(|c| f(c) * c.objects as f64 / n as f64)
             .sum::<f64>()
     };

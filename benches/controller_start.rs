@@ -97,6 +97,8 @@ fn cluster_config(dir: Option<&Path>) -> EmbeddedClusterConfig {
             // being measured.
             event_history: 200_000,
             audit_file: dir.map(|d| d.join("audit.jsonl")),
+            // The run's writes are counted from the whole log at the end.
+            audit_capacity: None,
             kubeconfig_path: dir.map(|d| d.join("kubeconfig")),
             ..Default::default()
         },

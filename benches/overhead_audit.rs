@@ -102,7 +102,7 @@ async fn run(n: usize) {
     let mut times = Vec::new();
     let mut flagged = 0;
     let mut checked = 0;
-    let before = cluster.api().audit().entries().len();
+    let before = cluster.api().audit().len() as u64;
     for _ in 0..ROUNDS {
         let t = Instant::now();
         let auditor = cluster
@@ -117,7 +117,13 @@ async fn run(n: usize) {
         flagged = report.findings.len();
         checked = report.pods_checked;
     }
-    let requests = cluster.api().audit().entries()[before..]
+    let requests = cluster
+        .api()
+        .audit()
+        .query(&virtctl_rs::sim::AuditQuery {
+            since: Some(before),
+            ..Default::default()
+        })
         .iter()
         .filter(|e| e.user_agent.starts_with(AGENT))
         .count();

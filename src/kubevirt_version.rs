@@ -1311,6 +1311,15 @@ pub(crate) struct ControllerRules {
     /// synced, never a restart (v1.9.0 pkg/network/controllers/vm.go:183-198,
     /// pkg/network/vmliveupdate/restart.go:120-140).
     pub(crate) nad_ref_update_needs_migratable: Sourced<bool>,
+    /// A hotplug attachment pod records the VMI it serves in two annotations,
+    /// `kubevirt.io/owner-vmi-name` (the VMI's name) and `kubevirt.io/owner-vmi-uid` (its UID),
+    /// and the VMI controller's pod-delete handler falls back on them when the owner chain
+    /// (attachment pod → launcher pod → VMI) cannot be resolved, as when the launcher pod left
+    /// the cache first: it looks the VMI up by that name in the pod's namespace and uses it only
+    /// if its UID matches (PR 18222, "Recover VMI from hotplug attachment pod annotations").
+    /// Before: no annotations (v1.9.0 pkg/virt-controller/services/template.go:1092-1103) and
+    /// the delete of such a pod is dropped (v1.9.0 pkg/virt-controller/watch/vmi/vmi.go:457-461).
+    pub(crate) attachment_pod_owner_annotations: Sourced<bool>,
 }
 
 const CONTROLLER_RULES_V1_9: ControllerRules = ControllerRules {
@@ -1326,6 +1335,10 @@ const CONTROLLER_RULES_V1_9: ControllerRules = ControllerRules {
         false,
         "v1.9.0:pkg/network/controllers/vm.go:183-198, pkg/network/vmliveupdate/restart.go:120-140",
     ),
+    attachment_pod_owner_annotations: s(
+        false,
+        "v1.9.0:pkg/virt-controller/services/template.go:1092-1103, pkg/virt-controller/watch/vmi/vmi.go:457-461",
+    ),
 };
 
 const CONTROLLER_RULES_MAIN: ControllerRules = ControllerRules {
@@ -1340,6 +1353,10 @@ const CONTROLLER_RULES_MAIN: ControllerRules = ControllerRules {
     nad_ref_update_needs_migratable: s(
         true,
         "PR 18194:pkg/network/vmliveupdate/restart.go, pkg/network/controllers/vm.go",
+    ),
+    attachment_pod_owner_annotations: s(
+        true,
+        "PR 18222:staging/src/kubevirt.io/api/core/v1/types.go (OwnerVMINameAnnotation, OwnerVMIUIDAnnotation), pkg/virt-controller/watch/vmi/vmi.go onPodDelete",
     ),
 };
 
@@ -1367,10 +1384,12 @@ impl Default for ControllerRules {
 ///
 /// Read from the pull requests (the search tool's copy of their descriptions and review
 /// threads) and, for PR 18687, from a copy of `main`'s template.go that has it
-/// (kubevirt/kubevirt@008b6e6b9c). Not modelled for want of the exact change: PR 18272 (the
-/// `hugetblfs-dir` emptyDir made hugepage-backed: no copy shows the medium it sets) and PR 18222
-/// (owner annotations on hotplug attachment pods: their names are shown, not where the
-/// renderer sets them).
+/// (kubevirt/kubevirt@008b6e6b9c). PR 18222's owner annotations on hotplug attachment pods are
+/// a [`ControllerRules`] rule (the VMI controller renders those pods and reads the annotations
+/// back). Not modelled for want of the exact change: PR 18272 (the `hugetblfs-dir` emptyDir
+/// made hugepage-backed: its description, title and release note say "hugepage-backed", but the
+/// thread's review diffs show only `converter.go`, so whether the medium is `HugePages` or
+/// `HugePages-<size>` is not known; docs/explain-overhead.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PodRules {
     /// `compute`'s `command` is `/usr/bin/virt-launcher-monitor` alone and its flags are

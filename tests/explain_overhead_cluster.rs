@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::Path;
 use tokio::process::Command;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
@@ -500,8 +501,9 @@ async fn the_audit_flags_drift_oom_risk_and_oom_kills_worst_first_and_survives_f
 /// `explain-overhead -A --upgrade-to VERSION`: three VMs rendered by v1.9.0, two on a roomy node
 /// and one on a node with 10Mi left beside a database pod. `main` adds 20Mi (the QEMU estimate,
 /// PR 18388) to every launcher pod, passes the launcher's flags as `args` (PR 18237) without
-/// `--libvirt-hook-server-and-client` (PR 18687): the VM on the full node no longer fits (exit
-/// 3); v1.9.0 changes nothing (exit 0).
+/// `--libvirt-hook-server-and-client` (PR 18687), and adds the owner annotations to VM a's
+/// hotplug attachment pod (PR 18222): the VM on the full node no longer fits (exit 3); v1.9.0
+/// changes nothing (exit 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_fit() {
     let cluster = EmbeddedCluster::start(EmbeddedClusterConfig {
@@ -513,6 +515,7 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
     let client = cluster.client().await.expect("client");
     let settings = ClusterSettings::default();
     let mut on_full = 0;
+    let mut launchers = BTreeMap::new();
     for (name, memory, node) in [
         ("a", "2Gi", "roomy"),
         ("b", "4Gi", "roomy"),
@@ -526,7 +529,22 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
         if node == "full" {
             on_full += compute_memory(&pod, "requests").expect("compute memory request");
         }
+        launchers.insert(name, pod);
     }
+    // VM a has a hotplug attachment pod as v1.9.0 renders it: no owner annotations.
+    let a = &launchers["a"].metadata;
+    let attachment: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "hp-volume-a1b2c", "namespace": "default",
+            "labels": {"kubevirt.io": "hotplug-disk"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": a.name,
+                                 "uid": a.uid, "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"nodeName": "roomy", "containers": [{"name": "hotplug-disk", "image": "x"}]}
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &attachment)
+        .await
+        .expect("create the attachment pod");
     let db: Pod = serde_json::from_value(json!({
         "metadata": {"name": "db", "namespace": "default"},
         "spec": {"nodeName": "full", "containers": [{"name": "db", "image": "postgres",
@@ -578,9 +596,25 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
             qemu["source"].as_str().unwrap().contains("PR 18388"),
             "{qemu}"
         );
-        // Beyond the formula, the two renderings differ only by PR 18237 and PR 18687.
+        // Beyond the formula, the two renderings differ only by PR 18237 and PR 18687, and
+        // VM a's attachment pod by PR 18222.
         let pod_changes = vm["podChanges"].as_array().expect("podChanges");
-        assert_eq!(pod_changes.len(), 2, "{vm:#}");
+        if vm["vmi"] == "a" {
+            assert_eq!(pod_changes.len(), 3, "{vm:#}");
+            assert_eq!(
+                pod_changes[2]["cause"],
+                "PR 18222: hotplug attachment pods record their VMI's name and UID"
+            );
+            assert_eq!(
+                pod_changes[2]["paths"],
+                json!([
+                    "attachmentPod[hp-volume-a1b2c].metadata.annotations.kubevirt.io/owner-vmi-name",
+                    "attachmentPod[hp-volume-a1b2c].metadata.annotations.kubevirt.io/owner-vmi-uid"
+                ])
+            );
+        } else {
+            assert_eq!(pod_changes.len(), 2, "{vm:#}");
+        }
         assert_eq!(
             pod_changes[0]["cause"],
             "PR 18237: the launcher flags move from command to args"
@@ -629,6 +663,13 @@ async fn the_upgrade_rehearsal_lists_each_vms_change_and_the_vms_that_no_longer_
         table.contains(
             "  PR 18237: the launcher flags move from command to args: 3 VM(s): \
              spec.containers[compute].args, spec.containers[compute].command"
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains(
+            "  PR 18222: hotplug attachment pods record their VMI's name and UID: 1 VM(s): \
+             attachmentPod[hp-volume-a1b2c].metadata.annotations.kubevirt.io/owner-vmi-name"
         ),
         "{table}"
     );

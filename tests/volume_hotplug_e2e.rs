@@ -14,6 +14,7 @@ use common::env::{Env, Server};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use virtctl_rs::kubevirt_version::KubeVirtVersion;
 
 const VM: &str = "demo-vm";
 
@@ -45,7 +46,19 @@ async fn attachment_pods(env: &Env) -> Vec<Pod> {
 }
 
 async fn a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it(server: Server) {
-    let env = Env::start_on(server).await;
+    hotplug_and_unplug(server, KubeVirtVersion::V1_9).await;
+}
+
+/// `run-controller --kubevirt-version main` (PR 18222): the attachment pod also records its VMI's
+/// name and UID in two annotations.
+async fn on_main_the_attachment_pod_records_its_vmi(server: Server) {
+    hotplug_and_unplug(server, KubeVirtVersion::Main).await;
+}
+
+async fn hotplug_and_unplug(server: Server, version: KubeVirtVersion) {
+    let mut config = common::env::EnvConfig::new("ctrl-e2e");
+    config.settings.kubevirt_version = version;
+    let env = Env::start_on_with(server, config).await;
     env.create_claim("hp-data", "1Gi").await;
     env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
         .await;
@@ -119,6 +132,12 @@ async fn a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it(server: Se
             [0]["matchExpressions"][0]["values"],
         json!([node])
     );
+    let owner = match version {
+        KubeVirtVersion::Main => json!({"kubevirt.io/owner-vmi-name": VM,
+                                        "kubevirt.io/owner-vmi-uid": first.metadata.uid}),
+        _ => Value::Null,
+    };
+    assert_eq!(pod["metadata"]["annotations"], owner, "{version}");
     assert!(pod["spec"]["volumes"].as_array().is_some_and(|vs| {
         vs.iter()
             .any(|v| v["persistentVolumeClaim"]["claimName"] == "hp-data")
@@ -266,5 +285,6 @@ async fn a_volume_request_goes_through_virt_apis_vmi_subresource(server: Server)
 
 on_both_servers!(
     a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it,
+    on_main_the_attachment_pod_records_its_vmi,
     a_volume_request_goes_through_virt_apis_vmi_subresource,
 );

@@ -104,6 +104,12 @@ pub mod annotations {
     /// On a VMI or the KubeVirt CR: no Velero backup hooks on the launcher pod
     /// (pkg/storage/velero, `SkipHooksAnnotation`).
     pub const SKIP_BACKUP_HOOKS: &str = "kubevirt.io/skip-backup-hooks";
+    /// On a hotplug attachment pod, from KubeVirt main (PR 18222): the name of the VMI it
+    /// serves (`OwnerVMINameAnnotation`).
+    pub const OWNER_VMI_NAME: &str = "kubevirt.io/owner-vmi-name";
+    /// On a hotplug attachment pod, from KubeVirt main (PR 18222): the UID of the VMI it
+    /// serves (`OwnerVMIUIDAnnotation`).
+    pub const OWNER_VMI_UID: &str = "kubevirt.io/owner-vmi-uid";
 }
 
 /// Finalizers.

@@ -373,12 +373,40 @@ fn pod_owner_vmi_key(pods: &PodStoreCell, pod: &Pod) -> Option<String> {
         .flatten()
 }
 
+/// KubeVirt main's fallback for a deleted pod whose owner chain cannot be resolved (PR 18222,
+/// `onPodDelete` in pkg/virt-controller/watch/vmi/vmi.go): the VMI that the pod's
+/// `kubevirt.io/owner-vmi-name` annotation names in the pod's namespace, if the cache holds it
+/// with the UID of `kubevirt.io/owner-vmi-uid`. The annotations are a hint, never trusted
+/// alone: a VMI not in the cache, or of another UID, is not enqueued.
+fn vmi_key_from_owner_annotations(vmis: &VmiStoreCell, pod: &Pod) -> Option<String> {
+    use crate::api::annotations::{OWNER_VMI_NAME, OWNER_VMI_UID};
+    let annotations = pod.metadata.annotations.as_ref()?;
+    let (name, uid) = (
+        annotations.get(OWNER_VMI_NAME)?,
+        annotations.get(OWNER_VMI_UID)?,
+    );
+    let ns = pod.metadata.namespace.as_deref();
+    let mut r = ObjectRef::<VirtualMachineInstance>::new(name);
+    if let Some(ns) = ns {
+        r = r.within(ns);
+    }
+    let vmi = vmis.get()?.get(&r)?;
+    (vmi.metadata.uid.as_deref() == Some(uid.as_str())).then(|| join_key(ns, name))
+}
+
 /// Pod informer → VMI queue, lowering pod expectations of the owning VMI (attachment pods
 /// count for the VMI of their launcher pod, as KubeVirt's `createPod(vmiKey, …)` expects them).
+/// `owner_annotations`: the VMI cache on releases with PR 18222
+/// ([`ControllerRules::attachment_pod_owner_annotations`]), where a deleted pod whose owner
+/// chain is gone is matched by its owner annotations ([`vmi_key_from_owner_annotations`]);
+/// `None` up to v1.9.0, which drops that delete (vmi.go:457-461).
+///
+/// [`ControllerRules::attachment_pod_owner_annotations`]: crate::kubevirt_version::ControllerRules
 pub(crate) fn pod_to_vmi_handler(
     vmi_queue: QueueSlot,
     expectations: Expectations,
     pods: PodStoreCell,
+    owner_annotations: Option<VmiStoreCell>,
 ) -> Handler<Pod> {
     Arc::new(move |n: &Notification<Pod>| {
         let owner_key = |pod: &Pod| pod_owner_vmi_key(&pods, pod);
@@ -416,7 +444,11 @@ pub(crate) fn pod_to_vmi_handler(
                 }
             }
             Notification::Delete { obj, .. } => {
-                if let Some(vmi_key) = owner_key(obj) {
+                let recovered = || {
+                    let vmis = owner_annotations.as_ref()?;
+                    vmi_key_from_owner_annotations(vmis, obj)
+                };
+                if let Some(vmi_key) = owner_key(obj).or_else(recovered) {
                     expectations
                         .pod
                         .deletion_observed(&vmi_key, &key_of(obj.as_ref()));
@@ -708,7 +740,7 @@ mod tests {
     #[tokio::test]
     async fn pods_map_to_their_vmi_and_lower_pod_expectations() {
         let (q, slot, exp) = leading();
-        let h = pod_to_vmi_handler(slot, exp.clone(), PodStoreCell::default());
+        let h = pod_to_vmi_handler(slot, exp.clone(), PodStoreCell::default(), None);
         let pod = |rv: &str, deleting: bool| {
             let mut m = meta(
                 "virt-launcher-a-xyz",
@@ -737,5 +769,52 @@ mod tests {
         });
         assert!(exp.pod.satisfied_expectations("ns/a"));
         assert_eq!(drain(&q), ["ns/a"]);
+    }
+
+    /// PR 18222 (main): a deleted attachment pod whose launcher pod already left the cache is
+    /// matched to its VMI by its owner annotations, if the cached VMI of that name has that UID
+    /// (the delete is then observed and the VMI enqueued); v1.9.0 drops the delete.
+    #[tokio::test]
+    async fn a_deleted_attachment_pod_without_its_launcher_is_found_by_its_annotations() {
+        let attachment = |vmi_uid: &str| {
+            let mut m = meta(
+                "hp-volume-x",
+                "hp-uid",
+                "3",
+                Some(("Pod", "virt-launcher-a-xyz", "launcher-uid")),
+            );
+            m.annotations = Some(
+                [
+                    ("kubevirt.io/owner-vmi-name".to_string(), "a".to_string()),
+                    ("kubevirt.io/owner-vmi-uid".to_string(), vmi_uid.to_string()),
+                ]
+                .into(),
+            );
+            Arc::new(Pod {
+                metadata: m,
+                ..Default::default()
+            })
+        };
+        let delete = |pod: Arc<Pod>| Notification::Delete {
+            obj: pod,
+            relisted: false,
+        };
+        for (fallback, uid, found) in [
+            (false, "vmi-uid", false),
+            (true, "vmi-uid", true),
+            (true, "another-uid", false),
+        ] {
+            let (q, slot, exp) = leading();
+            // An empty pod cache: the launcher pod is gone.
+            let pods = PodStoreCell::default();
+            let vmis = fallback.then(|| vmi_store(&[vmi("a", "1", None)]));
+            let h = pod_to_vmi_handler(slot, exp.clone(), pods, vmis);
+            exp.pod
+                .expect_deletions("ns/a", vec!["ns/hp-volume-x".into()]);
+            h(&delete(attachment(uid)));
+            let keys: Vec<String> = if found { vec!["ns/a".into()] } else { vec![] };
+            assert_eq!(drain(&q), keys, "fallback {fallback}, uid {uid}");
+            assert_eq!(exp.pod.satisfied_expectations("ns/a"), found);
+        }
     }
 }

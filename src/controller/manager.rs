@@ -510,6 +510,11 @@ async fn spawn_caches(
             q.vmi.clone(),
             q.expectations.clone(),
             pod_cell.clone(),
+            // PR 18222 (main): a deleted pod found by its owner annotations.
+            (config.settings.kubevirt_version.controller_rules())
+                .attachment_pod_owner_annotations
+                .value
+                .then(|| vmi_cell.clone()),
         )],
         stop.clone(),
     );

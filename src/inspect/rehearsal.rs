@@ -19,7 +19,9 @@
 //! from the same VMI and inputs, without the random QEMU timeout jitter) are compared field by
 //! field, and each differing field is put down to the renderer rule of
 //! [`crate::kubevirt_version::PodRules`] that renders it (PR 18237: the launcher flags in
-//! `args`); a field no rule names is listed as `unattributed`.
+//! `args`); a field no rule names is listed as `unattributed`. The VM's hotplug attachment pods
+//! (among the pods bound to nodes) are checked against the controller rule that renders their
+//! owner annotations (PR 18222); the VMI controller creates them again for the new launcher pod.
 
 use super::gather::{GatherOptions, describe_error};
 use super::model::Missing;
@@ -268,6 +270,12 @@ pub(crate) fn rehearse(inputs: &RehearsalInputs, namespace: Option<&str>) -> Reh
                 now.overhead.total_bytes,
             )
             .and_then(|a| Ok((a, launcher.render_pod(&target, after.overhead.total_bytes)?)));
+        let attachments = attachment_pod_changes(
+            launcher.pod,
+            &inputs.node_pods,
+            now.kubevirt_version,
+            inputs.target,
+        );
         match renderings {
             Ok((a, b)) => vm.pod_changes = pod_changes(&a, &b, now.kubevirt_version, inputs.target),
             Err(reason) => rehearsal.missing.push(Missing {
@@ -275,6 +283,7 @@ pub(crate) fn rehearse(inputs: &RehearsalInputs, namespace: Option<&str>) -> Reh
                 reason,
             }),
         }
+        vm.pod_changes.extend(attachments);
         vm.fits_after = vm.node.as_deref().and_then(|n| {
             let free = allocatable(&inputs.nodes, n)? - usage.requested(n);
             Some(vm.memory_request_delta_bytes <= free)
@@ -381,6 +390,65 @@ fn pod_changes(
         });
     }
     out
+}
+
+/// The owner annotations of the launcher pod's hotplug attachment pods (the pods it controls,
+/// `kubevirt.io=hotplug-disk`, among `node_pods`) that `to` renders otherwise than they are
+/// (PR 18222: KubeVirt main records the VMI's name and UID on them,
+/// [`ControllerRules::attachment_pod_owner_annotations`]); the VMI controller creates them
+/// again for the new launcher pod after the restart. A path is
+/// `attachmentPod[NAME].metadata.annotations.KEY`.
+///
+/// [`ControllerRules::attachment_pod_owner_annotations`]: crate::kubevirt_version::ControllerRules
+fn attachment_pod_changes(
+    launcher: &Pod,
+    node_pods: &[Pod],
+    from: KubeVirtVersion,
+    to: KubeVirtVersion,
+) -> Option<PodChange> {
+    use crate::api::annotations::{OWNER_VMI_NAME, OWNER_VMI_UID};
+    use crate::launcher::attachment_pod::HOTPLUG_DISK;
+    let rule = to.controller_rules().attachment_pod_owner_annotations;
+    let uid = launcher.metadata.uid.as_deref()?;
+    if from
+        .controller_rules()
+        .attachment_pod_owner_annotations
+        .value
+        == rule.value
+    {
+        return None;
+    }
+    let mut paths = Vec::new();
+    for pod in node_pods.iter().filter(|p| {
+        let labels = p.metadata.labels.as_ref();
+        crate::api::key::controller_of(&p.metadata).is_some_and(|r| r.kind == "Pod" && r.uid == uid)
+            && labels
+                .and_then(|l| l.get(crate::api::labels::APP))
+                .map(String::as_str)
+                == Some(HOTPLUG_DISK)
+    }) {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        for key in [OWNER_VMI_NAME, OWNER_VMI_UID] {
+            let has = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(key));
+            if has != rule.value {
+                paths.push(format!("attachmentPod[{name}].metadata.annotations.{key}"));
+            }
+        }
+    }
+    let what = if rule.value {
+        "hotplug attachment pods record their VMI's name and UID"
+    } else {
+        "hotplug attachment pods no longer record their VMI"
+    };
+    (!paths.is_empty()).then(|| PodChange {
+        cause: format!("PR 18222: {what}"),
+        source: rule.source.to_string(),
+        paths,
+    })
 }
 
 /// Whether `compute` passes [`LIBVIRT_HOOKS_FLAG`] (in `command` or `args`).
@@ -656,6 +724,48 @@ mod tests {
             node_pods,
             target,
         }
+    }
+
+    /// PR 18222: a VM with a hotplug attachment pod (v1.9.0's, no annotations) lists the two
+    /// owner annotations main adds to it; the other VMs, and a rehearsal of v1.9.0, do not.
+    #[test]
+    fn main_names_the_owner_annotations_of_a_vms_attachment_pod() {
+        let mut inputs = fleet(1 << 30, KubeVirtVersion::Main);
+        inputs.audit.pods[0].metadata.uid = Some("launcher-a".into());
+        let attachment: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "hp-volume-x", "namespace": "ns",
+                "labels": {"kubevirt.io": "hotplug-disk"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "virt-launcher-a",
+                                     "uid": "launcher-a", "controller": true}]},
+            "spec": {"nodeName": "roomy", "containers": []}
+        }))
+        .unwrap();
+        inputs.node_pods.push(attachment);
+        let r = rehearse(&inputs, None);
+        let change = |vm: &str| {
+            let vm = r.vms.iter().find(|v| v.vmi == vm).unwrap();
+            vm.pod_changes
+                .iter()
+                .find(|c| c.cause.starts_with("PR 18222:"))
+                .cloned()
+        };
+        let a = change("a").expect("a has an attachment pod");
+        assert_eq!(
+            a.cause,
+            "PR 18222: hotplug attachment pods record their VMI's name and UID"
+        );
+        assert_eq!(
+            a.paths,
+            [
+                "attachmentPod[hp-volume-x].metadata.annotations.kubevirt.io/owner-vmi-name",
+                "attachmentPod[hp-volume-x].metadata.annotations.kubevirt.io/owner-vmi-uid"
+            ]
+        );
+        assert!(a.source.starts_with("PR 18222:"), "{}", a.source);
+        assert_eq!(change("b"), None);
+        inputs.target = KubeVirtVersion::V1_9;
+        let r = rehearse(&inputs, None);
+        assert!(r.vms.iter().all(|v| v.pod_changes.is_empty()), "{r:#?}");
     }
 
     #[test]

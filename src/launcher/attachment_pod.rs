@@ -219,6 +219,22 @@ pub(crate) fn render_attachment_pod(
     serde_json::from_value(pod).map_err(|e| format!("attachment pod: {e}"))
 }
 
+/// KubeVirt main (PR 18222, [`ControllerRules::attachment_pod_owner_annotations`]): the
+/// attachment pod records the VMI it serves, its name and UID, in
+/// [`OWNER_VMI_NAME`](crate::api::annotations::OWNER_VMI_NAME) and
+/// [`OWNER_VMI_UID`](crate::api::annotations::OWNER_VMI_UID), so that the VMI controller can
+/// find the VMI of a deleted attachment pod whose launcher pod already left its cache. Up to
+/// v1.9.0 the pod has no annotations (template.go:1092-1103).
+///
+/// [`ControllerRules::attachment_pod_owner_annotations`]: crate::kubevirt_version::ControllerRules
+pub(crate) fn record_owner_vmi(pod: &mut Pod, vmi: &VirtualMachineInstance) {
+    use crate::api::annotations::{OWNER_VMI_NAME, OWNER_VMI_UID};
+    let meta = &vmi.metadata;
+    let annotations = pod.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.insert(OWNER_VMI_NAME.into(), meta.name.clone().unwrap_or_default());
+    annotations.insert(OWNER_VMI_UID.into(), meta.uid.clone().unwrap_or_default());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,5 +438,33 @@ mod tests {
             .unwrap_err(),
             "VMI has invalid SELinux context: a:b"
         );
+    }
+
+    /// PR 18222 (main): the pod names its VMI by name and UID, nothing else changes; v1.9.0's
+    /// pod (above) has no annotations.
+    #[test]
+    fn main_records_the_owner_vmi_on_the_attachment_pod() {
+        let fs = volume(
+            json!({"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc", "hotpluggable": true}}),
+        );
+        let mut v = vmi(json!({"selinuxContext": "none"}));
+        v.metadata.uid = Some("vmi-uid".into());
+        let plain = render_attachment_pod(&[&fs], &owner(), &v, &BTreeMap::new(), "img", &[], None)
+            .unwrap();
+        assert_eq!(plain.metadata.annotations, None);
+        let mut pod = plain.clone();
+        record_owner_vmi(&mut pod, &v);
+        let annotations = pod.metadata.annotations.take().unwrap();
+        assert_eq!(
+            annotations,
+            BTreeMap::from([
+                ("kubevirt.io/owner-vmi-name".to_string(), "vm".to_string()),
+                (
+                    "kubevirt.io/owner-vmi-uid".to_string(),
+                    "vmi-uid".to_string()
+                ),
+            ])
+        );
+        assert_eq!(pod, plain);
     }
 }

@@ -1,9 +1,12 @@
-//! The audit log: every request the embedded API server answers, kept in memory and queryable
-//! from tests, optionally appended to a JSON-lines file.
+//! The audit log: every request the embedded API server answers, the most recent
+//! [`DEFAULT_AUDIT_CAPACITY`] kept in memory and queryable from tests (a ring: the oldest entry
+//! goes when a new one would exceed the capacity; [`AuditLog::dropped`] counts them), and
+//! every one optionally appended to a JSON-lines file.
 //!
 //! Verbs are the Kubernetes request verbs (`k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`):
 //! `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -185,12 +188,46 @@ fn with_objects(group: &str, resource: &str) -> bool {
     }
 }
 
+/// Entries [`AuditLog`] keeps in memory by default ([`crate::sim::ApiServerConfig::audit_capacity`]):
+/// the requests of a few thousand VM starts (the heap an entry holds: docs/performance.md).
+/// Before the bound the log kept every request of the server's life.
+pub const DEFAULT_AUDIT_CAPACITY: usize = 100_000;
+
 /// The in-memory log (plus optional JSON-lines file).
 #[derive(Debug)]
 pub struct AuditLog {
-    entries: Mutex<Vec<AuditEntry>>,
+    entries: Mutex<Ring>,
     file: Option<Mutex<BufWriter<File>>>,
     format: AuditFormat,
+}
+
+/// The entries kept, oldest first, and how many were recorded in all.
+#[derive(Debug)]
+struct Ring {
+    kept: VecDeque<AuditEntry>,
+    /// Entries recorded so far, the dropped ones included: the next `seq`.
+    recorded: u64,
+    /// At most this many are kept; `None`: all.
+    capacity: Option<usize>,
+}
+
+impl Ring {
+    /// The kept entries with `seq >= since`.
+    fn since(&self, since: u64) -> impl Iterator<Item = &AuditEntry> {
+        let first = self.kept.front().map_or(self.recorded, |e| e.seq);
+        let skip = since.saturating_sub(first).min(self.kept.len() as u64);
+        self.kept.range(skip as usize..)
+    }
+
+    fn push(&mut self, entry: AuditEntry) {
+        if self.capacity == Some(0) {
+            return;
+        }
+        if self.capacity.is_some_and(|c| self.kept.len() >= c) {
+            self.kept.pop_front();
+        }
+        self.kept.push_back(entry);
+    }
 }
 
 /// Fields of an entry before it gets its sequence number.
@@ -277,11 +314,16 @@ fn k8s_event(
 }
 
 impl AuditLog {
-    /// A log, appending JSON lines to `file` when given.
+    /// A log keeping the last `capacity` entries in memory (`None`: all), appending JSON lines
+    /// to `file` when given (every entry: the file is not bounded).
     ///
     /// # Errors
     /// The file cannot be created.
-    pub(crate) fn new(file: Option<&Path>, format: AuditFormat) -> std::io::Result<Self> {
+    pub(crate) fn new(
+        file: Option<&Path>,
+        format: AuditFormat,
+        capacity: Option<usize>,
+    ) -> std::io::Result<Self> {
         let file = match file {
             Some(p) => Some(Mutex::new(BufWriter::new(
                 std::fs::OpenOptions::new()
@@ -292,7 +334,11 @@ impl AuditLog {
             None => None,
         };
         Ok(Self {
-            entries: Mutex::new(Vec::new()),
+            entries: Mutex::new(Ring {
+                kept: VecDeque::new(),
+                recorded: 0,
+                capacity,
+            }),
             file,
             format,
         })
@@ -312,7 +358,8 @@ impl AuditLog {
             .as_ref()
             .map(|f| f.lock().unwrap_or_else(|e| e.into_inner()));
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let seq = entries.len() as u64;
+        let seq = entries.recorded;
+        entries.recorded += 1;
         let line = match (&file, self.format) {
             (None, _) => None,
             (Some(_), AuditFormat::Events) => k8s_event(seq, time, &r, code).map(|e| e.to_string()),
@@ -345,20 +392,19 @@ impl AuditLog {
         }
     }
 
-    /// All entries, oldest first.
-    pub fn entries(&self) -> Vec<AuditEntry> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Entries matching `q`.
+    /// The entries kept in memory, oldest first (the last `capacity` recorded).
+    pub fn entries(&self) -> Vec<AuditEntry> {
+        self.ring().kept.iter().cloned().collect()
+    }
+
+    /// Kept entries matching `q` (with `since`, only the entries from there are looked at).
     pub fn query(&self, q: &AuditQuery) -> Vec<AuditEntry> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
+        self.ring()
+            .since(q.since.unwrap_or(0))
             .filter(|e| q.matches(e))
             .cloned()
             .collect()
@@ -380,9 +426,16 @@ impl AuditLog {
         })
     }
 
-    /// Number of entries so far (use as a `since` mark).
+    /// Number of entries recorded so far, dropped ones included: the `seq` of the next one
+    /// (use as a `since` mark).
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.ring().recorded as usize
+    }
+
+    /// Entries recorded but no longer kept in memory (the oldest, beyond the capacity).
+    pub fn dropped(&self) -> u64 {
+        let ring = self.ring();
+        ring.recorded - ring.kept.len() as u64
     }
 
     /// No entry yet.
@@ -406,7 +459,7 @@ mod tests {
 
     #[test]
     fn query_and_writes() {
-        let log = AuditLog::new(None, AuditFormat::Entries).unwrap();
+        let log = AuditLog::new(None, AuditFormat::Entries, None).unwrap();
         log.record(Utc::now(), rec("get", "a"), 200);
         log.record(Utc::now(), rec("create", "b/1.0"), 201);
         log.record(Utc::now(), rec("patch", "a"), 409);
@@ -425,11 +478,47 @@ mod tests {
     fn file_gets_json_lines() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("audit.jsonl");
-        let log = AuditLog::new(Some(&p), AuditFormat::Entries).unwrap();
+        let log = AuditLog::new(Some(&p), AuditFormat::Entries, Some(1)).unwrap();
         log.record(Utc::now(), rec("delete", "x"), 200);
         let text = std::fs::read_to_string(&p).unwrap();
         let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(v["verb"], "delete");
         assert_eq!(v["userAgent"], "x");
+    }
+
+    /// The memory keeps the last `capacity` entries; `seq`, `len` and `since` still count
+    /// every request, the file gets every one.
+    #[test]
+    fn memory_keeps_the_last_capacity_entries_and_the_file_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("audit.jsonl");
+        let log = AuditLog::new(Some(&p), AuditFormat::Entries, Some(3)).unwrap();
+        for i in 0..10 {
+            log.record(
+                Utc::now(),
+                rec(if i % 2 == 0 { "get" } else { "patch" }, "a"),
+                200,
+            );
+        }
+        let seqs = |es: Vec<AuditEntry>| es.iter().map(|e| e.seq).collect::<Vec<_>>();
+        assert_eq!(seqs(log.entries()), [7, 8, 9]);
+        assert_eq!((log.len(), log.dropped()), (10, 7));
+        assert_eq!(seqs(log.writes()), [7, 9]);
+        let since = |s: u64| {
+            seqs(log.query(&AuditQuery {
+                since: Some(s),
+                ..Default::default()
+            }))
+        };
+        assert_eq!(since(2), [7, 8, 9], "older marks get what is kept");
+        assert_eq!(since(9), [9]);
+        assert!(since(10).is_empty());
+        assert_eq!(std::fs::read_to_string(&p).unwrap().lines().count(), 10);
+        let none = AuditLog::new(None, AuditFormat::Entries, Some(0)).unwrap();
+        none.record(Utc::now(), rec("get", "a"), 200);
+        assert_eq!(
+            (none.len(), none.entries().len(), none.dropped()),
+            (1, 0, 1)
+        );
     }
 }

@@ -53,7 +53,10 @@ use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use audit::{AuditEntry, AuditFormat, AuditLog, AuditQuery, EVENTS_POLICY, LeaseAudit};
+pub use audit::{
+    AuditEntry, AuditFormat, AuditLog, AuditQuery, DEFAULT_AUDIT_CAPACITY, EVENTS_POLICY,
+    LeaseAudit,
+};
 pub use faults::{FaultAction, FaultId, FaultRule, Faults, Verb};
 pub use resources::ResourceDef;
 pub use status::ApiError;
@@ -114,6 +117,10 @@ pub struct ApiServerConfig {
     pub audit_file: Option<PathBuf>,
     /// What the audit file holds: [`AuditEntry`]s (default) or `audit.k8s.io/v1` Events.
     pub audit_format: AuditFormat,
+    /// Audit entries kept in memory ([`ApiServer::audit`]): the most recent this many
+    /// (`None`: every one, for a run that reads its whole log at the end). Default
+    /// [`DEFAULT_AUDIT_CAPACITY`] (100,000). The file gets every entry.
+    pub audit_capacity: Option<usize>,
     /// Where to write the kubeconfig; default: `kubeconfig` in a private temp dir owned (and
     /// removed at shutdown) by the server.
     pub kubeconfig_path: Option<PathBuf>,
@@ -147,6 +154,7 @@ impl Default for ApiServerConfig {
             faults: Vec::new(),
             audit_file: None,
             audit_format: AuditFormat::Entries,
+            audit_capacity: Some(DEFAULT_AUDIT_CAPACITY),
             kubeconfig_path: None,
             require_token: true,
             strict_auth: false,
@@ -194,11 +202,14 @@ impl ApiServer {
         let reg = Arc::new(resources::Registry::new(resources::builtin_resources()));
         let store = Arc::new(store::Store::new(reg.clone(), config.event_history));
         let audit = Arc::new(
-            AuditLog::new(config.audit_file.as_deref(), config.audit_format).map_err(|source| {
-                SimError::Audit {
-                    path: config.audit_file.clone().unwrap_or_default(),
-                    source,
-                }
+            AuditLog::new(
+                config.audit_file.as_deref(),
+                config.audit_format,
+                config.audit_capacity,
+            )
+            .map_err(|source| SimError::Audit {
+                path: config.audit_file.clone().unwrap_or_default(),
+                source,
             })?,
         );
         let faults = Arc::new(Faults::new(config.fault_seed));

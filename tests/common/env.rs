@@ -148,6 +148,12 @@ impl EnvConfig {
                 nodes: 2,
                 kubelet_delay: Duration::from_millis(50),
                 grace_scale: 0.01,
+                // The tests check invariants over the whole run's log (the fault soak's
+                // "never two"): keep every entry.
+                api: virtctl_rs::sim::ApiServerConfig {
+                    audit_capacity: None,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             controller_agent: CONTROLLER_AGENT,

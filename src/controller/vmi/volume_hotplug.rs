@@ -19,7 +19,9 @@ use super::snapshot::VmiSnapshot;
 use crate::api::VirtualMachineInstance;
 use crate::api::vmi::Volume;
 use crate::controller::common::SyncError;
-use crate::launcher::attachment_pod::{AttachmentClaim, claim_of, render_attachment_pod};
+use crate::launcher::attachment_pod::{
+    AttachmentClaim, claim_of, record_owner_vmi, render_attachment_pod,
+};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -207,7 +209,11 @@ fn create_attachment_pod(
     let support = &snap.support_container_resources;
     let selinux = snap.selinux_launcher_type.as_deref();
     match render_attachment_pod(ready, launcher, &snap.vmi, &claims, &image, support, selinux) {
-        Ok(pod) => {
+        Ok(mut pod) => {
+            if snap.rules.attachment_pod_owner_annotations.value {
+                // PR 18222 (main): the pod names its VMI for the pod-delete handler.
+                record_owner_vmi(&mut pod, &snap.vmi);
+            }
             let names: Vec<&str> = ready.iter().map(|v| v.name.as_str()).collect();
             plan.explanation.push(format!(
                 "hotplug: no attachment pod has exactly the ready volumes {names:?}: create one on the launcher pod's node (volume-hotplug.go:214-227)"
@@ -617,6 +623,38 @@ mod tests {
         let mut s = snap(v, vec![l.clone()]);
         s.storage.claim_facts.get_mut("c").unwrap().populated = false;
         assert!(plan_hotplug(&s, &l).actions.is_empty());
+    }
+
+    /// PR 18222 (main): the attachment pod the plan creates names its VMI; v1.9.0's does not.
+    #[test]
+    fn on_main_the_new_attachment_pod_names_its_vmi() {
+        use crate::kubevirt_version::KubeVirtVersion;
+        let v = vmi(
+            json!([{"name": "root", "emptyDir": {}}, hp()]),
+            json!({"phase": "Running", "selinuxContext": "none"}),
+        );
+        let l = launcher();
+        for (version, want) in [
+            (KubeVirtVersion::V1_9, None),
+            (
+                KubeVirtVersion::Main,
+                Some(BTreeMap::from([
+                    ("kubevirt.io/owner-vmi-name".to_string(), "vm".to_string()),
+                    (
+                        "kubevirt.io/owner-vmi-uid".to_string(),
+                        "vmi-uid".to_string(),
+                    ),
+                ])),
+            ),
+        ] {
+            let mut s = snap(v.clone(), vec![l.clone()]);
+            s.rules = version.controller_rules();
+            let plan = plan_hotplug(&s, &l);
+            let [VmiAction::CreateAttachmentPod { pod, .. }] = plan.actions.as_slice() else {
+                panic!("{version}: {:?}", plan.explanation);
+            };
+            assert_eq!(pod.metadata.annotations, want, "{version}");
+        }
     }
 
     /// An unplugged volume: the old pod is deleted once the volume is not in use (an

@@ -18,6 +18,7 @@
 //! due, and for every pending pod when capacity changed (module `work`). Faults are injected
 //! through [`NodeSimHandle`].
 
+pub mod cached_pod;
 pub(crate) mod faults;
 pub(crate) mod kubelet;
 pub(crate) mod node;

@@ -153,10 +153,12 @@ fn rv_number<K: ResourceExt>(obj: &K) -> Option<u64> {
     obj.resource_version()?.parse().ok()
 }
 
-/// Cache of one kind, fed by a watcher and by write responses.
+/// Cache of one kind, fed by a watcher and by write responses; every object goes through
+/// `trim` on its way in (pods: [`super::cached_pod::for_node_cache`]).
 struct Cache<K> {
     items: BTreeMap<String, K>,
     init: Option<BTreeMap<String, K>>,
+    trim: fn(K) -> K,
 }
 
 /// What applying a watch event did to a [`Cache`].
@@ -171,15 +173,21 @@ enum Applied<K> {
 
 impl<K: ResourceExt + Clone> Cache<K> {
     fn new() -> Self {
+        Self::trimmed(|k| k)
+    }
+
+    fn trimmed(trim: fn(K) -> K) -> Self {
         Cache {
             items: BTreeMap::new(),
             init: None,
+            trim,
         }
     }
 
     /// Insert unless the cached copy of the same object is newer or the same version. Returns
     /// the copy replaced (`Some(None)` for a new key), `None` when nothing changed.
     fn upsert(&mut self, obj: K) -> Option<Option<K>> {
+        let obj = (self.trim)(obj);
         let key = key_of(&obj);
         if let Some(old) = self.items.get(&key)
             && old.uid() == obj.uid()
@@ -225,7 +233,7 @@ impl<K: ResourceExt + Clone> Cache<K> {
             }
             watcher::Event::InitApply(o) => {
                 if let Some(buf) = self.init.as_mut() {
-                    buf.insert(key_of(&o), o);
+                    buf.insert(key_of(&o), (self.trim)(o));
                     Applied::Unchanged
                 } else {
                     let key = key_of(&o);
@@ -942,7 +950,7 @@ impl Runner {
     fn new(inner: Arc<Inner>) -> Self {
         Runner {
             inner,
-            pods: Cache::new(),
+            pods: Cache::trimmed(super::cached_pod::for_node_cache),
             nodes: Cache::new(),
             vmis: Cache::new(),
             bound_seen: HashMap::new(),
