@@ -11,8 +11,13 @@
 //! - the metadata (without `managedFields`);
 //! - `spec.nodeName` (the current pod is the newest on the VMI's node, controller.go:323-359),
 //!   the tolerations (a hotplug attachment pod copies its launcher pod's, template.go:1083),
-//!   of each volume its name and claim (hotplug: `GetHotplugVolumes`, volume.go:77-106, and
-//!   `podVolumesMatchesReadyVolumes`, volume-hotplug.go:394-410),
+//!   of a launcher pod's claim volumes their name and claim (`GetHotplugVolumes`,
+//!   volume.go:77-106, matches the VMI's hotpluggable volumes by name, and the renderer gives
+//!   each claim, DataVolume and ephemeral volume a claim volume of its name,
+//!   rendervolumes.go:595-640; a VMI volume named like one of the launcher's own volumes
+//!   would make the pod's volume names collide, which the API server refuses), and of an
+//!   attachment pod every volume's name and claim (`podVolumesMatchesReadyVolumes`,
+//!   volume-hotplug.go:394-410, counts them all),
 //!   the `compute` container's image (the outdated-launcher label, lifecycle.go:287-294) and
 //!   its resource requests (the memory request in the progress lines);
 //! - of the status: the phase, every condition (copied to the VMI's conditions,
@@ -190,9 +195,21 @@ struct WireResources {
     requests: Option<BTreeMap<String, Quantity>>,
 }
 
+/// A virt-launcher pod (label `kubevirt.io: virt-launcher`, template.go:1196), not a hotplug
+/// attachment pod (`hotplug-disk`, template.go:1041).
+fn is_launcher(metadata: &ObjectMeta) -> bool {
+    let labels = metadata.labels.as_ref();
+    labels
+        .and_then(|l| l.get("kubevirt.io"))
+        .map(String::as_str)
+        == Some("virt-launcher")
+}
+
 impl<'de> Deserialize<'de> for LauncherPodForCache {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::deserialize(deserializer)?;
+        let mut metadata = wire.metadata.unwrap_or_default();
+        let launcher = is_launcher(&metadata);
         let spec = wire.spec.map(|spec| PodSpec {
             node_name: spec.node_name,
             containers: spec
@@ -214,6 +231,7 @@ impl<'de> Deserialize<'de> for LauncherPodForCache {
             tolerations: spec.tolerations,
             volumes: spec.volumes.map(|vs| {
                 vs.into_iter()
+                    .filter(|v| !launcher || v.persistent_volume_claim.is_some())
                     .map(|v| Volume {
                         name: v.name.unwrap_or_default(),
                         persistent_volume_claim: v.persistent_volume_claim,
@@ -223,7 +241,6 @@ impl<'de> Deserialize<'de> for LauncherPodForCache {
             }),
             ..Default::default()
         });
-        let mut metadata = wire.metadata.unwrap_or_default();
         metadata.managed_fields = None;
         Ok(LauncherPodForCache(Pod {
             metadata,
@@ -357,9 +374,10 @@ mod tests {
                     ..Default::default()
                 }],
                 tolerations: spec.tolerations.clone(),
-                // Of each volume only its name and claim.
+                // Of each claim volume only its name and claim; no other volume.
                 volumes: spec.volumes.as_ref().map(|vs| {
                     vs.iter()
+                        .filter(|v| v.persistent_volume_claim.is_some())
                         .map(|v| Volume {
                             name: v.name.clone(),
                             persistent_volume_claim: v.persistent_volume_claim.clone(),
@@ -398,6 +416,47 @@ mod tests {
             crate::cli::progress::compute_memory_request(&pod)
         );
         assert!(podutil::is_pod_ready(&got));
+    }
+
+    /// A launcher pod keeps its claim volumes only (name and claim), which is all that
+    /// `GetHotplugVolumes` can match a VMI's hotpluggable volume to; an attachment pod keeps
+    /// every volume's name and claim (`podVolumesMatchesReadyVolumes` counts them all).
+    #[test]
+    fn a_launcher_pod_keeps_its_claim_volumes_and_an_attachment_pod_all() {
+        let pod = |app: &str| {
+            json!({"metadata": {"name": "p", "namespace": "ns", "uid": "pod-uid",
+                    "labels": {"kubevirt.io": app}},
+                "spec": {"containers": [], "volumes": [
+                    {"name": "private", "emptyDir": {}},
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc"}},
+                    {"name": "hotplug-disks", "emptyDir": {}}]}})
+        };
+        let names = |p: &Pod| -> Vec<String> {
+            let vs = p.spec.as_ref().and_then(|s| s.volumes.clone());
+            vs.unwrap_or_default().into_iter().map(|v| v.name).collect()
+        };
+        let launcher = cached(&pod("virt-launcher"));
+        assert_eq!(names(&launcher), ["data"]);
+        let claim = launcher.spec.as_ref().and_then(|s| s.volumes.as_ref());
+        let claim = claim.and_then(|v| v[0].persistent_volume_claim.clone());
+        assert_eq!(claim.map(|c| c.claim_name), Some("data-pvc".to_string()));
+        let attachment = cached(&pod("hotplug-disk"));
+        assert_eq!(names(&attachment), ["private", "data", "hotplug-disks"]);
+        // The hotplug volumes of a VMI are the same on the cached launcher pod as on the pod.
+        let vmi: VirtualMachineInstance = serde_json::from_value(json!({
+            "metadata": {"name": "v", "namespace": "ns"},
+            "spec": {"domain": {"devices": {}}, "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc"}},
+                {"name": "hot", "persistentVolumeClaim": {"claimName": "hot-pvc",
+                    "hotpluggable": true}}]}}))
+        .expect("VMI");
+        let whole: Pod = serde_json::from_value(pod("virt-launcher")).expect("pod");
+        let hot = |p: &Pod| -> Vec<String> {
+            let vs = crate::controller::vmi::volume_hotplug::hotplug_volumes(&vmi, p);
+            vs.into_iter().map(|v| v.name.clone()).collect()
+        };
+        assert_eq!(hot(&launcher), hot(&whole));
+        assert_eq!(hot(&launcher), ["hot"]);
     }
 
     /// Launcher pod statuses as a kubelet reports them, with everything the cache drops (IDs,
