@@ -220,6 +220,8 @@ pub(crate) fn snapshot_from_objects(
         declarative_hotplug_volumes: settings.gate_enabled("DeclarativeHotplugVolumes", true)
             && !settings.gate_enabled("HotplugVolumes", false),
         rules: settings.kubevirt_version.controller_rules(),
+        reference_policy: settings.instancetype_reference_policy,
+        expand_defaults: (settings.admission(), settings.spec_defaults.clone()),
         ..Default::default()
     };
     snap

@@ -138,6 +138,16 @@ pub struct VmControllerConfig {
     /// The rules of the KubeVirt release the controller reproduces (`run-controller
     /// --kubevirt-version`, default v1.9.0).
     pub(crate) rules: crate::kubevirt_version::ControllerRules,
+    /// `instancetype.referencePolicy` (virt-config.go:536-543): `reference` stashes, `expand`
+    /// and `expandAll` write the instancetype and preference into the VM
+    /// (instancetype/controller/vm/controller.go:124-134).
+    pub reference_policy: crate::config::ReferencePolicy,
+    /// What the expansion's `SetDefaultVirtualMachineInstanceSpec` reads: the admission
+    /// settings and the machine types, `cpuRequest`, `evictionStrategy`.
+    pub(crate) expand_defaults: (
+        crate::api::defaults::AdmissionSettings,
+        crate::api::defaults::SpecDefaultSettings,
+    ),
 }
 
 impl Default for VmControllerConfig {
@@ -151,6 +161,8 @@ impl Default for VmControllerConfig {
             cpu_allocation_ratio: crate::config::DEFAULT_CPU_ALLOCATION_RATIO,
             declarative_hotplug_volumes: true,
             rules: Default::default(),
+            reference_policy: Default::default(),
+            expand_defaults: Default::default(),
         }
     }
 }
