@@ -199,6 +199,10 @@ pub struct VmSnapshot {
     /// `status.volumeSnapshotStatuses` ([`super::volume_snapshot`]). `None` = not read (the
     /// inspector and shadow mode): the sync leaves that field as it is.
     pub storage: Option<Arc<super::volume_snapshot::StorageView>>,
+    /// The VM's backend-storage claim as the snapshot controller lists it
+    /// ([`super::volume_snapshot::find_backend_claim`]): `None` when the VM needs no backend
+    /// storage or no claim is labelled for it. Its storage class is in [`Self::pvcs`].
+    pub backend_claim: Option<Result<String, String>>,
     /// The VM's entries in the expectation stores.
     pub expectations: ExpectationsView,
     /// "Now" for every timestamp the sync writes (conditions, `startFailure.retryAfterTimestamp`)
@@ -224,6 +228,7 @@ impl VmSnapshot {
             revisions: Vec::new(),
             instancetypes: Default::default(),
             storage: None,
+            backend_claim: None,
             expectations: ExpectationsView::default(),
             now,
             backoff_jitter: 0.0,
