@@ -156,6 +156,27 @@ async fn a_persistent_tpm_vm_gets_its_state_claim_before_its_pod(server: Server)
         statuses[0]["persistentVolumeClaimInfo"]["accessModes"],
         json!(["ReadWriteMany"])
     );
+
+    // The VM's volumeSnapshotStatuses list the claim after the template's volumes, under the
+    // volume name the snapshot controller's enumeration gives it (volumes.go:81-131,
+    // snapshot.go:969-992): no VolumeSnapshotClass here, so not snapshottable.
+    let vm = env
+        .wait_vm(
+            VM,
+            "the backend-storage volumeSnapshotStatuses entry",
+            |vm| {
+                common::env::vm_status(vm)["volumeSnapshotStatuses"]
+                    .as_array()
+                    .is_some_and(|a| a.len() == 2)
+            },
+        )
+        .await;
+    assert_eq!(
+        common::env::vm_status(&vm)["volumeSnapshotStatuses"][1],
+        json!({"name": format!("persistent-state-for-{VM}"), "enabled": false,
+               "reason": format!("No VolumeSnapshotClass: Volume snapshots are not configured \
+                                  for this StorageClass [{CLASS}] [persistent-state-for-{VM}]")})
+    );
     env.shutdown().await;
 }
 

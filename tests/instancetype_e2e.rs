@@ -3,7 +3,8 @@
 //! KubeVirt v1.9 expands them (pkg/instancetype/apply, preference/apply), both specs are stashed
 //! in ControllerRevisions named, labelled and owned as KubeVirt's (revision/store.go:232-276) and
 //! recorded in the VM's status refs, and pointing the VM at another instancetype gives
-//! RestartRequired (vm.go:2978-3055).
+//! RestartRequired (vm.go:2978-3055); and, under the KubeVirt CR's `referencePolicy: expand`,
+//! the instancetype and preference written into the VM itself.
 
 use crate::common;
 
@@ -14,7 +15,8 @@ use kube::api::PostParams;
 use serde_json::{Value, json};
 use virtctl_rs::api::VirtualMachine;
 use virtctl_rs::api::instancetype::{
-    VirtualMachineClusterInstancetype, VirtualMachineClusterPreference,
+    VirtualMachineClusterInstancetype, VirtualMachineClusterPreference, VirtualMachineInstancetype,
+    VirtualMachinePreference,
 };
 
 /// The documents of the example, with the cluster-scoped names made unique to `suffix` (the real
@@ -203,4 +205,107 @@ async fn an_instancetype_vm_starts_expanded_and_restarts_on_a_new_reference(serv
     env.shutdown().await;
 }
 
-on_both_servers!(an_instancetype_vm_starts_expanded_and_restarts_on_a_new_reference);
+/// The KubeVirt CR's `instancetype.referencePolicy: expand` (pkg/instancetype/controller/vm/
+/// controller.go:124-216) with docs/examples/more/vm-instancetype-expand.yaml: the VM
+/// controller writes the namespaced instancetype and preference into the VM itself (template,
+/// matchers cleared, no status refs, nothing stashed), and the VM then starts from its own
+/// template.
+async fn an_expand_policy_writes_the_instancetype_into_the_vm(server: Server) {
+    let env = Env::start_on(server).await;
+    env.create_kubevirt_cr(json!({"instancetype": {"referencePolicy": "expand"}}))
+        .await;
+    env.wait_for("the controller to load referencePolicy expand", || async {
+        let s = env.manager.debug_state()["settings"]["current"].clone();
+        (s["instancetypeReferencePolicy"] == "expand").then_some(())
+    })
+    .await;
+    let path = common::repo_path("docs/examples/more/vm-instancetype-expand.yaml");
+    let text = std::fs::read_to_string(&path).expect("example");
+    let docs = virtctl_rs::api::manifest::split_documents(&path.display().to_string(), &text)
+        .expect("parse");
+    let pp = PostParams::default();
+    let ns = env.namespace.as_str();
+    for (_, doc) in &docs {
+        match doc["kind"].as_str() {
+            Some("VirtualMachineInstancetype") => {
+                let its: Api<VirtualMachineInstancetype> = Api::namespaced(env.client.clone(), ns);
+                its.create(&pp, &serde_json::from_value(doc.clone()).unwrap())
+                    .await
+                    .expect("create instancetype");
+            }
+            Some("VirtualMachinePreference") => {
+                let prefs: Api<VirtualMachinePreference> = Api::namespaced(env.client.clone(), ns);
+                prefs
+                    .create(&pp, &serde_json::from_value(doc.clone()).unwrap())
+                    .await
+                    .expect("create preference");
+            }
+            Some("VirtualMachine") => {
+                env.create_vm(&serde_json::from_value(doc.clone()).unwrap())
+                    .await;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let (vm, vmi) = env.wait_running("demo-expanded").await;
+
+    let vm = serde_json::to_value(&vm).unwrap();
+    assert_eq!(vm["spec"].get("instancetype"), None, "{vm}");
+    assert_eq!(vm["spec"].get("preference"), None);
+    assert_eq!(vm["status"].get("instancetypeRef"), None);
+    assert_eq!(vm["status"].get("preferenceRef"), None);
+    let template = &vm["spec"]["template"]["spec"];
+    let cores = json!({"sockets": 1, "cores": 4, "threads": 1});
+    assert_eq!(template["domain"]["cpu"], cores);
+    assert_eq!(template["domain"]["memory"], json!({"guest": "3Gi"}));
+    assert_eq!(template["domain"]["machine"], json!({"type": "q35"}));
+    assert_eq!(template["architecture"], "amd64");
+    assert_eq!(template["evictionStrategy"], "None");
+    assert_eq!(template["terminationGracePeriodSeconds"], 60);
+    assert_eq!(
+        template["networks"],
+        json!([{"name": "default", "pod": {}}])
+    );
+    let devices = &template["domain"]["devices"];
+    assert_eq!(
+        devices["interfaces"],
+        json!([{"name": "default", "bridge": {}, "model": "virtio"}])
+    );
+    assert_eq!(
+        devices["disks"],
+        json!([{"name": "root", "disk": {"bus": "virtio"}},
+               {"name": "cloudinit", "disk": {"bus": "virtio"}}])
+    );
+    assert_eq!(
+        template["volumes"][0]["containerDisk"]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+
+    // The VMI is the template as written, without instancetype annotations: the VM names none.
+    let vmi = serde_json::to_value(&vmi).unwrap();
+    assert_eq!(vmi["spec"]["domain"]["cpu"], cores);
+    assert_eq!(vmi["spec"]["domain"]["memory"]["guest"], "3Gi");
+    let ann = &vmi["metadata"]["annotations"];
+    assert_eq!(ann.get("kubevirt.io/instancetype-name"), None, "{ann}");
+
+    // Nothing was stashed: no revision carries the instancetype labels.
+    let revisions = env.revisions().list(&Default::default()).await.unwrap();
+    let stashes: Vec<_> = revisions
+        .items
+        .iter()
+        .filter(|r| {
+            r.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("instancetype.kubevirt.io/object-kind"))
+        })
+        .filter_map(|r| r.metadata.name.clone())
+        .collect();
+    assert!(stashes.is_empty(), "stashed: {stashes:?}");
+    env.shutdown().await;
+}
+
+on_both_servers!(
+    an_instancetype_vm_starts_expanded_and_restarts_on_a_new_reference,
+    an_expand_policy_writes_the_instancetype_into_the_vm
+);

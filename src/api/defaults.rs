@@ -21,7 +21,7 @@
 //! cluster-wide `cpuRequest` setting.
 
 use super::quantity::ParsedQuantity;
-use super::vmi::{Cpu, Interface, Memory, Network, VirtualMachineInstanceSpec};
+use super::vmi::{Cpu, Disk, Interface, Memory, Network, VirtualMachineInstanceSpec};
 use crate::kubevirt_version::KubeVirtVersion;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -88,8 +88,208 @@ pub fn apply_admission_defaults(
     spec: &mut VirtualMachineInstanceSpec,
     settings: &AdmissionSettings,
 ) -> Result<(), DefaultsError> {
+    apply_defaults(spec, settings, None)
+}
+
+/// All of `SetDefaultVirtualMachineInstanceSpec` (v1.9.0 pkg/defaults/defaults.go:193-206), as
+/// the instancetype expansion runs it on a VM template (pkg/instancetype/expand/expand.go:
+/// 109-112): the admission defaults above plus the machine type (`setDefaultMachineType`,
+/// 214-225), the cluster `cpuRequest` (`setDefaultResourceRequests`, 262-283), the container
+/// disk pull policies (227-237), the eviction strategy (208-212) and a disk for every volume
+/// (`SetDefaultVolumeDisk`).
+pub(crate) fn set_default_instance_spec(
+    spec: &mut VirtualMachineInstanceSpec,
+    settings: &AdmissionSettings,
+    more: &SpecDefaultSettings,
+) -> Result<(), DefaultsError> {
+    apply_defaults(spec, settings, Some(more))
+}
+
+/// The cluster settings `SetDefaultVirtualMachineInstanceSpec` reads beyond
+/// [`AdmissionSettings`], from the KubeVirt CR.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecDefaultSettings {
+    /// The deprecated top-level `machineType`: it wins over the per-architecture ones
+    /// (`GetMachineType`, pkg/virt-config/virt-config.go:199-212).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_type: Option<String>,
+    /// `architectureConfiguration.{amd64,arm64,s390x}.machineType` by architecture (KubeVirt's
+    /// defaults `q35`, `virt`, `s390-ccw-virtio`: virt-config.go:62-64, configuration.go:254-270).
+    pub arch_machine_types: std::collections::BTreeMap<String, String>,
+    /// `cpuRequest` when it is not KubeVirt's default `100m`: only then is it written into a
+    /// spec without a CPU request (defaults.go:272-282). Canonical text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_request: Option<String>,
+    /// `evictionStrategy` (`None` unless the CR says otherwise: configuration.go:186, 206).
+    pub eviction_strategy: String,
+}
+
+impl Default for SpecDefaultSettings {
+    fn default() -> Self {
+        SpecDefaultSettings {
+            machine_type: None,
+            arch_machine_types: [
+                ("amd64", "q35"),
+                ("arm64", "virt"),
+                ("s390x", "s390-ccw-virtio"),
+            ]
+            .into_iter()
+            .map(|(a, m)| (a.to_string(), m.to_string()))
+            .collect(),
+            cpu_request: None,
+            eviction_strategy: "None".into(),
+        }
+    }
+}
+
+impl SpecDefaultSettings {
+    /// `GetMachineType(arch)`: the top-level type, else the architecture's (amd64's for any
+    /// other architecture).
+    fn machine_type(&self, arch: &str) -> String {
+        if let Some(t) = self.machine_type.as_ref().filter(|t| !t.is_empty()) {
+            return t.clone();
+        }
+        let arch = if matches!(arch, "arm64" | "s390x") {
+            arch
+        } else {
+            "amd64"
+        };
+        self.arch_machine_types
+            .get(arch)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// `setDefaultMachineType` (defaults.go:214-225): `domain.machine.type` when empty.
+fn set_default_machine_type(spec: &mut VirtualMachineInstanceSpec, more: &SpecDefaultSettings) {
+    let machine_type = more.machine_type(spec.architecture.as_deref().unwrap_or(""));
+    let mut machine = spec
+        .domain
+        .extra
+        .get("machine")
+        .filter(|m| m.is_object())
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    if machine
+        .get("type")
+        .and_then(|t| t.as_str())
+        .unwrap_or("")
+        .is_empty()
+    {
+        machine["type"] = serde_json::json!(machine_type);
+        spec.domain.extra.insert("machine".into(), machine);
+    }
+}
+
+/// `setDefaultPullPoliciesOnContainerDisks` (defaults.go:227-237): `Always` for a `:latest` or
+/// untagged image, else `IfNotPresent`, where the volume sets none.
+fn set_default_pull_policies(spec: &mut VirtualMachineInstanceSpec) {
+    for volume in spec.volumes.iter_mut().flatten() {
+        let Some(disk) = volume.container_disk.as_mut() else {
+            continue;
+        };
+        let set = disk
+            .extra
+            .get("imagePullPolicy")
+            .and_then(|p| p.as_str())
+            .is_some_and(|p| !p.is_empty());
+        if set {
+            continue;
+        }
+        let image = disk.image.as_deref().unwrap_or("");
+        let policy = if image.ends_with(":latest") || !image.contains([':', '@']) {
+            "Always"
+        } else {
+            "IfNotPresent"
+        };
+        disk.extra
+            .insert("imagePullPolicy".into(), serde_json::json!(policy));
+    }
+}
+
+/// The CPU half of `setDefaultResourceRequests` for the cluster's `cpuRequest` (defaults.go:
+/// 272-282): a spec without a CPU request gets it, unless it asks for dedicated CPUs.
+fn set_cluster_cpu_request(spec: &mut VirtualMachineInstanceSpec, more: &SpecDefaultSettings) {
+    let Some(request) = more.cpu_request.as_ref() else {
+        return;
+    };
+    if resource(spec, false, "cpu").is_some() {
+        return;
+    }
+    let dedicated = spec
+        .domain
+        .cpu
+        .as_ref()
+        .and_then(|c| c.dedicated_cpu_placement)
+        .unwrap_or(false);
+    if dedicated {
+        return;
+    }
+    spec.domain
+        .resources
+        .get_or_insert_with(Default::default)
+        .requests
+        .get_or_insert_with(Default::default)
+        .insert("cpu".into(), Quantity(request.clone()));
+}
+
+/// `SetDefaultVolumeDisk` (pkg/util/util.go:131-152): append a disk `{name}` for every volume
+/// whose name is neither a disk nor a filesystem (`devices.filesystems`) name.
+pub(crate) fn set_default_volume_disk(spec: &mut VirtualMachineInstanceSpec) {
+    let mut names: Vec<String> = spec
+        .domain
+        .devices
+        .disks
+        .iter()
+        .flatten()
+        .map(|d| d.name.clone())
+        .collect();
+    if let Some(fs) = spec
+        .domain
+        .devices
+        .extra
+        .get("filesystems")
+        .and_then(|f| f.as_array())
+    {
+        names.extend(
+            fs.iter()
+                .filter_map(|f| f.get("name").and_then(|n| n.as_str()))
+                .map(str::to_string),
+        );
+    }
+    let missing: Vec<String> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| !names.contains(&v.name))
+        .map(|v| v.name.clone())
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let disks = spec.domain.devices.disks.get_or_insert_with(Vec::new);
+    for name in missing {
+        disks.push(Disk {
+            name,
+            extra: Default::default(),
+        });
+    }
+}
+
+/// The admission defaults, and with `more` the rest of `SetDefaultVirtualMachineInstanceSpec`,
+/// in its order.
+fn apply_defaults(
+    spec: &mut VirtualMachineInstanceSpec,
+    settings: &AdmissionSettings,
+    more: Option<&SpecDefaultSettings>,
+) -> Result<(), DefaultsError> {
     if spec.architecture.as_deref().unwrap_or("").is_empty() {
         spec.architecture = Some(settings.architecture.clone());
+    }
+    if let Some(more) = more {
+        set_default_machine_type(spec, more);
     }
     // setDefaultResourceRequests: CPU request := CPU limit when only the limit is set.
     if let Some(res) = spec.domain.resources.as_mut() {
@@ -102,6 +302,9 @@ pub fn apply_admission_defaults(
                 .get_or_insert_with(Default::default)
                 .insert("cpu".into(), limit);
         }
+    }
+    if let Some(more) = more {
+        set_cluster_cpu_request(spec, more);
     }
     if settings
         .kubevirt_version
@@ -153,7 +356,17 @@ pub fn apply_admission_defaults(
         cpu.cores = Some(1);
         cpu.threads = Some(1);
     }
-    set_default_network_interface(spec, settings)
+    if let Some(more) = more {
+        set_default_pull_policies(spec);
+        if spec.eviction_strategy.is_none() {
+            spec.eviction_strategy = Some(more.eviction_strategy.clone());
+        }
+    }
+    set_default_network_interface(spec, settings)?;
+    if more.is_some() {
+        set_default_volume_disk(spec);
+    }
+    Ok(())
 }
 
 /// The memory half of `setDefaultResourceRequests` up to v1.6 (v1.6.0 pkg/defaults/defaults.go:

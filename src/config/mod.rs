@@ -132,6 +132,87 @@ pub struct ClusterSettings {
     /// (backend-storage.go:382-405).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm_state_storage_class: Option<String>,
+    /// `instancetype.referencePolicy` (`GetInstancetypeReferencePolicy`, virt-config.go:
+    /// 536-543): how the VM controller keeps a VM's instancetype and preference.
+    #[serde(default)]
+    pub instancetype_reference_policy: ReferencePolicy,
+    /// The machine types, `cpuRequest` and `evictionStrategy` the full VMI spec defaults read
+    /// (the instancetype expansion runs them on the VM template).
+    #[serde(default)]
+    pub spec_defaults: crate::api::defaults::SpecDefaultSettings,
+}
+
+/// `InstancetypeReferencePolicy` (core/v1/types.go:3240-3260).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReferencePolicy {
+    /// Stash the instancetype and preference in ControllerRevisions named in the VM's status
+    /// (the default).
+    #[default]
+    Reference,
+    /// Expand them into the VM unless its status already names a stashed revision.
+    Expand,
+    /// Expand them into every VM.
+    ExpandAll,
+}
+
+/// `spec.configuration.instancetype.referencePolicy`, `machineType`,
+/// `architectureConfiguration.<arch>.machineType`, `cpuRequest` and `evictionStrategy`. The
+/// CRD's enum refuses other policies; a bad quantity or a non-string names its field.
+fn read_vm_defaults(cfg: &serde_json::Value, s: &mut ClusterSettings) -> Result<(), SettingsError> {
+    let text = |v: &serde_json::Value, field: &str| -> Result<Option<String>, SettingsError> {
+        match v {
+            serde_json::Value::Null => Ok(None),
+            serde_json::Value::String(t) => Ok(Some(t.clone()).filter(|t| !t.is_empty())),
+            other => Err(cr_field_err(
+                field,
+                format!("must be a string, found {other}"),
+            )),
+        }
+    };
+    if let Some(v) = cfg.pointer("/instancetype/referencePolicy") {
+        s.instancetype_reference_policy = match text(v, "instancetype.referencePolicy")?.as_deref()
+        {
+            None | Some("reference") => ReferencePolicy::Reference,
+            Some("expand") => ReferencePolicy::Expand,
+            Some("expandAll") => ReferencePolicy::ExpandAll,
+            Some(other) => {
+                return Err(cr_field_err(
+                    "instancetype.referencePolicy",
+                    format!("must be reference, expand or expandAll, found {other:?}"),
+                ));
+            }
+        };
+    }
+    let d = &mut s.spec_defaults;
+    if let Some(v) = cfg.get("machineType") {
+        d.machine_type = text(v, "machineType")?;
+    }
+    for arch in ["amd64", "arm64", "s390x"] {
+        let field = format!("architectureConfiguration.{arch}.machineType");
+        if let Some(v) = cfg.pointer(&format!("/architectureConfiguration/{arch}/machineType")) {
+            // Go's JSON decoding over the defaults: an absent field keeps the default, an
+            // empty one replaces it.
+            let t = text(v, &field)?.unwrap_or_default();
+            d.arch_machine_types.insert(arch.to_string(), t);
+        }
+    }
+    if let Some(v) = cfg.get("cpuRequest").filter(|v| !v.is_null()) {
+        let raw = v
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| v.to_string());
+        let q =
+            ParsedQuantity::parse(&raw).map_err(|e| cr_field_err("cpuRequest", e.to_string()))?;
+        // Only a request other than KubeVirt's 100m is written into specs (defaults.go:272).
+        d.cpu_request = (q.milli_value() != 100).then(|| q.to_canonical());
+    }
+    if let Some(v) = cfg.get("evictionStrategy")
+        && let Some(t) = text(v, "evictionStrategy")?
+    {
+        d.eviction_strategy = t;
+    }
+    Ok(())
 }
 
 /// KubeVirt's default `imagePullPolicy` (virt-config.go:74).
@@ -374,6 +455,8 @@ impl Default for ClusterSettings {
             vmi_seccomp_profile: None,
             selinux_launcher_type: None,
             vm_state_storage_class: None,
+            instancetype_reference_policy: ReferencePolicy::Reference,
+            spec_defaults: Default::default(),
         }
     }
 }
@@ -563,6 +646,7 @@ impl ClusterSettings {
         }
         read_network_bindings(&cfg, &mut s)?;
         read_launcher_settings(&cfg, &mut s)?;
+        read_vm_defaults(&cfg, &mut s)?;
         if let Some(iface) = cfg
             .pointer("/network/defaultNetworkInterface")
             .and_then(|v| v.as_str())
@@ -662,6 +746,62 @@ mod tests {
         let s = ClusterSettings::default();
         assert_eq!((s.cpu_allocation_ratio, s.memory_overcommit), (10, 100));
         assert_eq!(s.overhead_ratio(), None);
+    }
+
+    /// `instancetype.referencePolicy` (virt-config.go:536-543, the CRD's enum) and what the
+    /// VMI spec defaults read: `machineType` over the architecture's, an empty one replacing
+    /// the default (Go's decoding), `cpuRequest` kept only when not 100m, `evictionStrategy`.
+    #[test]
+    fn reads_reference_policy_and_spec_defaults() {
+        let cr = |cfg: serde_json::Value| {
+            ClusterSettings::from_kubevirt_cr(
+                &json!({"kind": "KubeVirt", "spec": {"configuration": cfg}}),
+            )
+        };
+        let s = cr(json!({})).unwrap();
+        assert_eq!(s.instancetype_reference_policy, ReferencePolicy::Reference);
+        assert_eq!(s.spec_defaults, Default::default());
+        for (text, policy) in [
+            ("reference", ReferencePolicy::Reference),
+            ("expand", ReferencePolicy::Expand),
+            ("expandAll", ReferencePolicy::ExpandAll),
+        ] {
+            let s = cr(json!({"instancetype": {"referencePolicy": text}})).unwrap();
+            assert_eq!(s.instancetype_reference_policy, policy);
+        }
+        let e = cr(json!({"instancetype": {"referencePolicy": "Expand"}})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "KubeVirt CR: field spec.configuration.instancetype.referencePolicy: must be \
+             reference, expand or expandAll, found \"Expand\""
+        );
+        let s = cr(json!({
+            "architectureConfiguration": {"arm64": {"machineType": ""},
+                                          "amd64": {"machineType": "pc-q35-9.0"}},
+            "cpuRequest": "100m",
+            "evictionStrategy": "LiveMigrate"
+        }))
+        .unwrap();
+        let d = &s.spec_defaults;
+        assert_eq!(d.arch_machine_types["amd64"], "pc-q35-9.0");
+        assert_eq!(d.arch_machine_types["arm64"], "");
+        assert_eq!(d.arch_machine_types["s390x"], "s390-ccw-virtio");
+        assert_eq!(
+            (d.cpu_request.as_deref(), d.eviction_strategy.as_str()),
+            (None, "LiveMigrate")
+        );
+        let s = cr(json!({"cpuRequest": "0.5", "machineType": "pc-q35-rhel9.6.0"})).unwrap();
+        assert_eq!(s.spec_defaults.cpu_request.as_deref(), Some("500m"));
+        assert_eq!(
+            s.spec_defaults.machine_type.as_deref(),
+            Some("pc-q35-rhel9.6.0")
+        );
+        assert!(
+            cr(json!({"cpuRequest": "lots"}))
+                .unwrap_err()
+                .to_string()
+                .contains("spec.configuration.cpuRequest")
+        );
     }
 
     /// virt-config.go:318-340: per type, the first entry with a non-zero quantity wins; values

@@ -785,6 +785,27 @@ pub(crate) fn decide_next(
     // The claims the inspector read, as the VM controller's PVC cache would give them.
     vm_snap.pvcs = template_pvcs(vm, |claim| g.pvcs.get(claim).cloned());
     vm_snap.storage = g.storage.clone().map(std::sync::Arc::new);
+    // The template's claims and the backend-storage ones, each once.
+    let claims: BTreeMap<&str, &k8s_openapi::api::core::v1::PersistentVolumeClaim> = g
+        .pvcs
+        .values()
+        .chain(&g.backend_storage.claims)
+        .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
+        .collect();
+    if crate::controller::vm::volume_snapshot::vm_needs_backend_storage(vm) {
+        vm_snap.backend_claim = crate::controller::vm::volume_snapshot::find_backend_claim(
+            vm,
+            claims.values().copied(),
+        );
+        if let Some(Ok(name)) = &vm_snap.backend_claim
+            && let Some(c) = claims.get(name.as_str())
+        {
+            vm_snap
+                .pvcs
+                .insert(name.clone(), crate::controller::vm::PvcInfo::of(c));
+        }
+    }
+    let classes: Vec<_> = g.backend_storage.storage_classes.iter().collect();
     let vm_decision = crate::controller::vm::decide(&vm_snap);
     let vmi_decision = g.vmi.as_ref().map(|vmi| {
         let state = vmi_expectations_state(expectations);
@@ -800,14 +821,13 @@ pub(crate) fn decide_next(
                 data_volume,
                 |claim: &str| g.pvcs.get(claim).cloned(),
                 &Default::default(),
-                // The claims the inspector read (a backend-storage claim only when listed
-                // among them); StorageClasses are not read, so a claim still to be created
-                // names the CR's vmStateStorageClass or none.
+                // The claims, StorageClasses and StorageProfiles read for backend storage,
+                // as the VMI executor reads its caches.
                 crate::controller::vmi::backend_storage::state(
                     vmi,
-                    g.pvcs.values(),
-                    &[],
-                    |_| None,
+                    claims.values().copied(),
+                    &classes,
+                    |class| g.backend_storage.profile_sets.get(class).cloned(),
                     g.settings.vm_state_storage_class.as_deref(),
                 ),
             ),

@@ -154,8 +154,93 @@ pub struct Gathered {
     pub namespace_vms: Vec<VirtualMachine>,
     /// The VMIs of the namespace (for the firmware UUID check; empty when not read).
     pub namespace_vmis: Vec<VirtualMachineInstance>,
+    /// What the controllers read for the backend-storage claim (persistent TPM/EFI); empty
+    /// when the VM needs none.
+    pub backend_storage: BackendStorageInputs,
     /// What could not be read, with the reason.
     pub missing: Vec<Missing>,
+}
+
+/// The objects the VM and VMI controllers read from their caches for backend storage
+/// (pkg/storage/backend-storage/backend-storage.go:60-81, 382-405; pkg/storage/utils/
+/// volumes.go:105-131), so that `inspect`, what-if and `shadow` decide a VM with a persistent
+/// TPM or EFI as the controller does.
+#[derive(Debug, Clone, Default)]
+pub struct BackendStorageInputs {
+    /// The namespace's claims labelled `persistent-state-for=<VM>` and the one named
+    /// `persistent-state-for-<VM>` (the legacy name).
+    pub claims: Vec<PersistentVolumeClaim>,
+    /// Every StorageClass (the default class, a Pending claim's binding mode).
+    pub storage_classes: Vec<k8s_openapi::api::storage::v1::StorageClass>,
+    /// CDI StorageProfile name → `status.claimPropertySets` (a new claim's access mode).
+    pub profile_sets: BTreeMap<String, Vec<serde_json::Value>>,
+}
+
+/// Whether the VM (or its VMI) needs a backend-storage claim.
+pub(crate) fn needs_backend_storage(
+    vm: Option<&VirtualMachine>,
+    vmi: Option<&VirtualMachineInstance>,
+) -> bool {
+    vm.is_some_and(crate::controller::vm::volume_snapshot::vm_needs_backend_storage)
+        || vmi.is_some_and(crate::launcher::backend_storage::is_needed)
+}
+
+/// Read [`BackendStorageInputs`] for VM `name`: the labelled claims, the legacy-named one,
+/// the StorageClasses and the StorageProfiles (absent without CDI: no note).
+async fn read_backend_storage(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    notes: &mut Vec<Missing>,
+) -> BackendStorageInputs {
+    use crate::launcher::backend_storage::PVC_PREFIX;
+    let mut out = BackendStorageInputs::default();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let selector = ListParams::default().labels(&format!("{PVC_PREFIX}={name}"));
+    match pvcs.list(&selector).await {
+        Ok(l) => out.claims = l.items,
+        Err(e) => missing(notes, "backend-storage claims", describe_error(&e)),
+    }
+    let legacy = format!("{PVC_PREFIX}-{name}");
+    match pvcs.get_opt(&legacy).await {
+        Ok(Some(c))
+            if !out
+                .claims
+                .iter()
+                .any(|k| k.metadata.name == c.metadata.name) =>
+        {
+            out.claims.push(c);
+        }
+        Ok(_) => {}
+        Err(e) => missing(
+            notes,
+            format!("persistentVolumeClaim/{legacy}"),
+            describe_error(&e),
+        ),
+    }
+    let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(client.clone());
+    match classes.list(&ListParams::default()).await {
+        Ok(l) => out.storage_classes = l.items,
+        Err(e) => missing(notes, "storageclasses", describe_error(&e)),
+    }
+    let profiles: Api<crate::api::storage::StorageProfile> = Api::all(client.clone());
+    if let Ok(l) = profiles.list(&ListParams::default()).await {
+        out.profile_sets = profile_sets(&l.items);
+    }
+    out
+}
+
+/// StorageProfile name → `status.claimPropertySets`, as the VMI executor reads its cache.
+pub(crate) fn profile_sets(
+    profiles: &[crate::api::storage::StorageProfile],
+) -> BTreeMap<String, Vec<serde_json::Value>> {
+    profiles
+        .iter()
+        .filter_map(|p| {
+            let sets = p.status.as_ref()?.get("claimPropertySets")?.as_array()?;
+            Some((p.metadata.name.clone()?, sets.clone()))
+        })
+        .collect()
 }
 
 impl Gathered {
@@ -293,6 +378,9 @@ pub(crate) async fn gather_raw(
     g.data_volumes = dvs;
     g.pvcs = pvcs;
     notes.extend(vol_missing);
+    if needs_backend_storage(g.vm.as_ref(), g.vmi.as_ref()) {
+        g.backend_storage = read_backend_storage(client, namespace, name, &mut notes).await;
+    }
     match ns {
         Ok((namespace_object, quotas, note)) => {
             g.namespace_object = Some(namespace_object);

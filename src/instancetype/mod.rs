@@ -5,6 +5,7 @@
 //! engine (`controller::vm::engine::instancetype`) calls them.
 
 pub(crate) mod apply;
+pub(crate) mod expand;
 mod json;
 pub(crate) mod preference;
 pub(crate) mod revision;

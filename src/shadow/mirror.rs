@@ -9,7 +9,7 @@ use crate::controller::vm::VmDecision;
 use crate::controller::vm::volume_snapshot::StorageView;
 use crate::controller::vmi::VmiDecision;
 use crate::inspect::analyze::{decide_next, vmi_expectations_state};
-use crate::inspect::gather::Gathered;
+use crate::inspect::gather::{BackendStorageInputs, Gathered};
 use crate::inspect::model::ExpectationView;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -42,21 +42,32 @@ pub(crate) struct StorageObjects {
     pub snapshot_classes: Objects,
 }
 
+/// The objects of a map, decoded; one that does not decode is an error naming it.
+fn typed<T: serde::de::DeserializeOwned>(kind: &str, m: &Objects) -> Result<Vec<T>, String> {
+    m.iter()
+        .map(|(name, v)| {
+            serde_json::from_value(v.clone())
+                .map_err(|e| format!("{kind} {name}: cannot be read: {e}"))
+        })
+        .collect()
+}
+
 impl StorageObjects {
+    /// What the backend-storage rules read of them: the StorageClasses and the StorageProfiles'
+    /// claim property sets (the claims come from the mirror's PVCs).
+    fn backend_storage(&self) -> Result<BackendStorageInputs, String> {
+        let profiles: Vec<crate::api::storage::StorageProfile> =
+            typed("StorageProfile", &self.storage_profiles)?;
+        Ok(BackendStorageInputs {
+            claims: Vec::new(),
+            storage_classes: typed("StorageClass", &self.storage_classes)?,
+            profile_sets: crate::inspect::gather::profile_sets(&profiles),
+        })
+    }
+
     /// What the volume snapshot rule reads of them; an object that does not decode is an
     /// error naming it.
     fn view(&self) -> Result<StorageView, String> {
-        fn typed<T: serde::de::DeserializeOwned>(
-            kind: &str,
-            m: &Objects,
-        ) -> Result<Vec<T>, String> {
-            m.iter()
-                .map(|(name, v)| {
-                    serde_json::from_value(v.clone())
-                        .map_err(|e| format!("{kind} {name}: cannot be read: {e}"))
-                })
-                .collect()
-        }
         let classes: Vec<k8s_openapi::api::storage::v1::StorageClass> =
             typed("StorageClass", &self.storage_classes)?;
         let profiles: Vec<crate::api::storage::StorageProfile> =
@@ -205,10 +216,22 @@ impl Mirror {
                 .as_ref()
                 .map(StorageObjects::view)
                 .transpose()?,
+            backend_storage: self.backend_storage()?,
             ..Gathered::default()
         };
         let d = decide_next(&g, &vm, expectations);
         Ok((Some(d.vm), d.vmi))
+    }
+
+    /// The storage objects backend storage reads; none when they are not known (a live shadow
+    /// does not watch them: a claim still to be created then names the CR's
+    /// `vmStateStorageClass` or none).
+    fn backend_storage(&self) -> Result<BackendStorageInputs, String> {
+        self.storage
+            .as_ref()
+            .map(StorageObjects::backend_storage)
+            .transpose()
+            .map(Option::unwrap_or_default)
     }
 
     fn pvcs_in(&self, ns: &str) -> Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
@@ -236,12 +259,24 @@ impl Mirror {
                 .cloned()
         };
         let settings = &self.settings;
+        // The VMI's backend-storage claim as the VMI executor finds it (it was read as empty,
+        // so a standalone VMI with a persistent TPM or EFI was decided without its claim).
+        let backend = self.backend_storage().unwrap_or_default();
+        let claims = self.pvcs_in(&ns);
+        let classes: Vec<_> = backend.storage_classes.iter().collect();
+        let backend_state = crate::controller::vmi::backend_storage::state(
+            &vmi,
+            claims.iter(),
+            &classes,
+            |class| backend.profile_sets.get(class).cloned(),
+            settings.vm_state_storage_class.as_deref(),
+        );
         let snap = crate::controller::vmi::executor::snapshot_from_objects(
             vmi,
             pods.into_iter().map(std::sync::Arc::new),
             None,
             expectations,
-            (dv, pvc, &Default::default(), Default::default()),
+            (dv, pvc, &Default::default(), backend_state),
             (settings, || {
                 crate::launcher::resources::NamespaceContext::from_cluster(None, &[], settings)
             }),
@@ -268,6 +303,103 @@ mod tests {
         assert_eq!(
             vm_key(Kind::VirtualMachineInstance, &vmi).as_deref(),
             Some("ns/b")
+        );
+    }
+
+    /// A Pending VMI with a persistent TPM, its claim not created yet, a default StorageClass
+    /// among the storage objects: the shadow decides what the controller does, creating the
+    /// claim in that class (backend-storage.go:382-405, 475-512). It read no StorageClass
+    /// before, and decided `FailedBackendStorageCreate` "no default storage class found".
+    #[test]
+    fn a_persistent_tpm_vm_gets_its_claim_in_the_default_class() {
+        let mut m = Mirror::default();
+        let tpm = json!({"domain": {"devices": {"tpm": {"persistent": true}}}});
+        m.set(
+            Kind::VirtualMachine,
+            "ns/tpm",
+            Some(
+                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                "metadata": {"name": "tpm", "namespace": "ns", "uid": "vm-uid",
+                    "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                                    "kubevirt.io/storage-observed-api-version": "v1"},
+                    "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]},
+                "spec": {"runStrategy": "Always", "template": {"spec": tpm.clone()}}}),
+            ),
+        );
+        m.set(
+            Kind::VirtualMachineInstance,
+            "ns/tpm",
+            Some(
+                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "tpm", "namespace": "ns", "uid": "vmi-uid",
+                    "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                                    "kubevirt.io/storage-observed-api-version": "v1"},
+                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1",
+                        "kind": "VirtualMachine", "name": "tpm", "uid": "vm-uid",
+                        "controller": true, "blockOwnerDeletion": true}]},
+                "spec": tpm, "status": {"phase": "Pending"}}),
+            ),
+        );
+        let mut storage = StorageObjects::default();
+        storage.storage_classes.insert(
+            "fast".into(),
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": "fast", "annotations":
+                    {"storageclass.kubernetes.io/is-default-class": "true"}},
+                "provisioner": "example.com/fast"}),
+        );
+        m.storage = Some(storage);
+        let (_, vmi) = m.decisions("ns/tpm", Utc::now(), &[]).unwrap();
+        let vmi = vmi.unwrap();
+        let created = vmi.sync_actions.iter().find_map(|a| match a {
+            crate::controller::vmi::VmiAction::CreateBackendStoragePvc { pvc, .. } => {
+                Some(pvc.clone())
+            }
+            _ => None,
+        });
+        let pvc = created.unwrap_or_else(|| panic!("no claim created: {vmi:#?}"));
+        let class = pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone());
+        assert_eq!(class.as_deref(), Some("fast"));
+    }
+
+    /// A standalone VMI with a persistent TPM whose labelled claim is Bound: its pod mounts
+    /// the claim as `vm-state`. The shadow passed an empty backend-storage state for VMIs
+    /// without a VM, so the pod it predicted had no such volume.
+    #[test]
+    fn a_standalone_vmi_mounts_its_bound_claim() {
+        let mut m = Mirror::default();
+        m.set(
+            Kind::VirtualMachineInstance,
+            "ns/solo",
+            Some(
+                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "solo", "namespace": "ns", "uid": "vmi-uid",
+                    "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                                    "kubevirt.io/storage-observed-api-version": "v1"}},
+                "spec": {"domain": {"devices": {"tpm": {"persistent": true}}}},
+                "status": {"phase": "Pending"}}),
+            ),
+        );
+        m.pvcs.insert(
+            "ns/persistent-state-for-solo-x1".into(),
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "persistent-state-for-solo-x1", "namespace": "ns",
+                    "labels": {"persistent-state-for": "solo"}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast"},
+                "status": {"phase": "Bound"}}),
+        );
+        let (_, vmi) = m.decisions("ns/solo", Utc::now(), &[]).unwrap();
+        let vmi = vmi.unwrap();
+        let pod = vmi.sync_actions.iter().find_map(|a| match a {
+            crate::controller::vmi::VmiAction::CreatePod { pod, .. } => Some(pod.clone()),
+            _ => None,
+        });
+        let pod = serde_json::to_value(&*pod.expect("a pod")).unwrap();
+        let volumes = pod["spec"]["volumes"].as_array().unwrap();
+        assert!(
+            volumes.contains(&json!({"name": "vm-state", "persistentVolumeClaim":
+                {"claimName": "persistent-state-for-solo-x1"}})),
+            "{volumes:?}"
         );
     }
 

@@ -54,6 +54,11 @@ pub enum VmUpdatePurpose {
     /// End of `sync`: the spec or metadata changed in memory (firmware UUID persisted, restored
     /// run strategy, PCI topology annotations) (vm.go:3379-3387).
     SyncedSpec,
+    /// The `expand`/`expandAll` instancetype reference policies: the VM with its instancetype
+    /// and preference written into the template and its matchers cleared, followed by an
+    /// `UpdateStatus` clearing the status refs (instancetype/controller/vm/controller.go:
+    /// 177-191).
+    ExpandInstancetype,
 }
 
 pub use crate::controller::context::EventType;

@@ -113,6 +113,19 @@ pub(crate) fn snapshot(ctx: &Context, key: &str) -> Option<VmSnapshot> {
     snap.pvcs = template_pvcs(&snap.vm, |claim| {
         get::<PersistentVolumeClaim>(ctx.caches.pvcs.store(), ns, claim)
     });
+    if super::volume_snapshot::vm_needs_backend_storage(&snap.vm) {
+        let claims = ctx.caches.pvcs.store().state();
+        snap.backend_claim =
+            super::volume_snapshot::find_backend_claim(&snap.vm, claims.iter().map(|c| &**c));
+        if let Some(Ok(claim)) = &snap.backend_claim
+            && let Some(c) = claims.iter().find(|c| {
+                c.metadata.name.as_ref() == Some(claim)
+                    && c.metadata.namespace.as_deref() == Some(ns)
+            })
+        {
+            snap.pvcs.insert(claim.clone(), PvcInfo::of(c));
+        }
+    }
     snap.instancetypes = instancetype_objects(&ctx.caches, &snap.vm);
     snap.storage = Some(Arc::new(ctx.caches.storage.view()));
     snap.backoff_jitter = rand::random::<f64>();
@@ -220,6 +233,8 @@ pub(crate) fn snapshot_from_objects(
         declarative_hotplug_volumes: settings.gate_enabled("DeclarativeHotplugVolumes", true)
             && !settings.gate_enabled("HotplugVolumes", false),
         rules: settings.kubevirt_version.controller_rules(),
+        reference_policy: settings.instancetype_reference_policy,
+        expand_defaults: (settings.admission(), settings.spec_defaults.clone()),
         ..Default::default()
     };
     snap

@@ -10,7 +10,7 @@ use super::firmware::calculate_legacy_uuid;
 use super::run_strategy::has_start_paused_request;
 use super::snapshot::VmControllerConfig;
 use crate::api::vm::VirtualMachine;
-use crate::api::vmi::{Disk, Firmware, VirtualMachineInstance, VirtualMachineInstanceSpec};
+use crate::api::vmi::{Firmware, VirtualMachineInstance, VirtualMachineInstanceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::json;
 
@@ -114,48 +114,7 @@ pub fn setup_vmi_from_vm(vm: &VirtualMachine) -> Result<VirtualMachineInstance, 
     })
 }
 
-/// `SetDefaultVolumeDisk` (pkg/util/util.go:131-152): append a disk `{name}` for every volume
-/// whose name is neither a disk nor a filesystem (`devices.filesystems`) name.
-pub(crate) fn set_default_volume_disk(spec: &mut VirtualMachineInstanceSpec) {
-    let mut names: Vec<String> = spec
-        .domain
-        .devices
-        .disks
-        .iter()
-        .flatten()
-        .map(|d| d.name.clone())
-        .collect();
-    if let Some(fs) = spec
-        .domain
-        .devices
-        .extra
-        .get("filesystems")
-        .and_then(|f| f.as_array())
-    {
-        names.extend(
-            fs.iter()
-                .filter_map(|f| f.get("name").and_then(|n| n.as_str()))
-                .map(str::to_string),
-        );
-    }
-    let missing: Vec<String> = spec
-        .volumes
-        .iter()
-        .flatten()
-        .filter(|v| !names.contains(&v.name))
-        .map(|v| v.name.clone())
-        .collect();
-    if missing.is_empty() {
-        return;
-    }
-    let disks = spec.domain.devices.disks.get_or_insert_with(Vec::new);
-    for name in missing {
-        disks.push(Disk {
-            name,
-            extra: Default::default(),
-        });
-    }
-}
+pub(crate) use crate::api::defaults::set_default_volume_disk;
 
 /// `AutoAttachInputDevice` (vm.go:3428-3442): with `autoattachInputDevice: true` and no inputs,
 /// add an input `{name: default-0}` (bus and type are defaulted later by virt-api).

@@ -138,6 +138,16 @@ pub struct VmControllerConfig {
     /// The rules of the KubeVirt release the controller reproduces (`run-controller
     /// --kubevirt-version`, default v1.9.0).
     pub(crate) rules: crate::kubevirt_version::ControllerRules,
+    /// `instancetype.referencePolicy` (virt-config.go:536-543): `reference` stashes, `expand`
+    /// and `expandAll` write the instancetype and preference into the VM
+    /// (instancetype/controller/vm/controller.go:124-134).
+    pub reference_policy: crate::config::ReferencePolicy,
+    /// What the expansion's `SetDefaultVirtualMachineInstanceSpec` reads: the admission
+    /// settings and the machine types, `cpuRequest`, `evictionStrategy`.
+    pub(crate) expand_defaults: (
+        crate::api::defaults::AdmissionSettings,
+        crate::api::defaults::SpecDefaultSettings,
+    ),
 }
 
 impl Default for VmControllerConfig {
@@ -151,6 +161,8 @@ impl Default for VmControllerConfig {
             cpu_allocation_ratio: crate::config::DEFAULT_CPU_ALLOCATION_RATIO,
             declarative_hotplug_volumes: true,
             rules: Default::default(),
+            reference_policy: Default::default(),
+            expand_defaults: Default::default(),
         }
     }
 }
@@ -187,6 +199,10 @@ pub struct VmSnapshot {
     /// `status.volumeSnapshotStatuses` ([`super::volume_snapshot`]). `None` = not read (the
     /// inspector and shadow mode): the sync leaves that field as it is.
     pub storage: Option<Arc<super::volume_snapshot::StorageView>>,
+    /// The VM's backend-storage claim as the snapshot controller lists it
+    /// ([`super::volume_snapshot::find_backend_claim`]): `None` when the VM needs no backend
+    /// storage or no claim is labelled for it. Its storage class is in [`Self::pvcs`].
+    pub backend_claim: Option<Result<String, String>>,
     /// The VM's entries in the expectation stores.
     pub expectations: ExpectationsView,
     /// "Now" for every timestamp the sync writes (conditions, `startFailure.retryAfterTimestamp`)
@@ -212,6 +228,7 @@ impl VmSnapshot {
             revisions: Vec::new(),
             instancetypes: Default::default(),
             storage: None,
+            backend_claim: None,
             expectations: ExpectationsView::default(),
             now,
             backoff_jitter: 0.0,

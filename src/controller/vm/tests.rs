@@ -2080,3 +2080,5 @@ fn an_unmounting_dump_without_its_claim_is_a_sync_error() {
         json!({"kubevirt.io/memory-dump": "f.memory.dump"})
     );
 }
+
+mod expand;

@@ -110,25 +110,127 @@ impl StorageView {
 /// What one VM's rule reads besides the VM: its claims and DataVolumes from the caches
 /// ([`super::VmSnapshot::pvcs`], [`super::VmSnapshot::data_volumes`]) and the storage objects.
 pub(crate) struct SnapshotInputs<'a> {
-    /// The cached claims the VM names → their `spec.storageClassName`.
+    /// The cached claims the VM names (and its backend-storage claim) → their
+    /// `spec.storageClassName`.
     pub claim_classes: &'a BTreeMap<String, Option<String>>,
+    /// The VM's backend-storage claim ([`super::VmSnapshot::backend_claim`]).
+    pub backend_claim: Option<&'a Result<String, String>>,
     pub data_volumes: &'a [DataVolume],
     pub storage: &'a StorageView,
 }
 
 /// `updateVolumeSnapshotStatuses` (snapshot.go:969-992): one entry per template volume, in
-/// order; `None` for a VM without volumes (KubeVirt's nil list, omitted). The backend-storage
-/// claim KubeVirt appends for persistent TPM/EFI is not modelled (no backend storage here).
+/// order, then one for the backend-storage claim the volume enumeration lists
+/// (`GetVolumes(vm, WithAllVolumes)`, pkg/storage/utils/volumes.go:81-100: a claim volume
+/// named [`backend_volume_name`]); `Ok(None)` for a VM without volumes (KubeVirt's nil list,
+/// omitted). `Err`: the enumeration failed (several claims, all being deleted), and KubeVirt
+/// writes nothing.
 pub(crate) fn volume_snapshot_statuses(
     vm: &VirtualMachine,
     inputs: &SnapshotInputs<'_>,
-) -> Option<Vec<VolumeSnapshotStatus>> {
-    let statuses: Vec<VolumeSnapshotStatus> = vm
+) -> Result<Option<Vec<VolumeSnapshotStatus>>, String> {
+    let mut statuses: Vec<VolumeSnapshotStatus> = vm
         .template_volumes()
         .iter()
         .map(|v| volume_status(vm, v, inputs))
         .collect();
-    (!statuses.is_empty()).then_some(statuses)
+    match inputs.backend_claim {
+        None => {}
+        Some(Err(e)) => return Err(e.clone()),
+        Some(Ok(claim)) => {
+            let volume: Volume = serde_json::from_value(serde_json::json!({
+                "name": backend_volume_name(vm.metadata.name.as_deref().unwrap_or("")),
+                "persistentVolumeClaim": {"claimName": claim}
+            }))
+            .map_err(|e| e.to_string())?;
+            statuses.push(volume_status(vm, &volume, inputs));
+        }
+    }
+    Ok((!statuses.is_empty()).then_some(statuses))
+}
+
+/// `BackendPVCVolumeName` (volumes.go:178-182): openshift library-go's `naming.GetName(
+/// "persistent-state-for", VM, 63)`: `persistent-state-for-VM` when it fits in 63 characters,
+/// else the prefix cut short, the 8-hex-digit FNV-1a hash and the VM name, or for a VM name
+/// too long even for that, the prefix and the hash of the whole name.
+pub(crate) fn backend_volume_name(vm: &str) -> String {
+    const BASE: &str = crate::launcher::backend_storage::PVC_PREFIX;
+    const MAX: usize = 63;
+    let fnv = |s: &str| {
+        let h = s.bytes().fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+        format!("{h:08x}")
+    };
+    let name = format!("{BASE}-{vm}");
+    if name.len() <= MAX {
+        return name;
+    }
+    match (MAX - 10).checked_sub(vm.len()).filter(|l| *l > 0) {
+        Some(base_len) => format!("{}-{}-{vm}", &BASE[..base_len.min(BASE.len())], fnv(BASE)),
+        None => {
+            let short = format!("{}-{}", &BASE[..BASE.len().min(MAX - 9)], fnv(&name));
+            short[..short.len().min(MAX)].to_string()
+        }
+    }
+}
+
+/// The VM needs backend storage (`IsBackendStorageNeeded` for a VM, backend-storage.go:
+/// 285-293): a persistent TPM or persistent EFI in the template, or changed-block tracking
+/// initialising or enabled in the VM's status.
+pub(crate) fn vm_needs_backend_storage(vm: &VirtualMachine) -> bool {
+    let Some(spec) = vm.template_spec() else {
+        return false;
+    };
+    let mut probe = crate::api::vmi::VirtualMachineInstance::default();
+    probe.spec.domain.devices.tpm = spec.domain.devices.tpm.clone();
+    probe.spec.domain.firmware = spec.domain.firmware.clone();
+    let cbt = vm.status.as_ref().is_some_and(|s| {
+        s.extra.read(|m| {
+            matches!(
+                m.get("changedBlockTracking")
+                    .and_then(|c| c.get("state"))
+                    .and_then(|s| s.as_str()),
+                Some("Initializing" | "Enabled")
+            )
+        })
+    });
+    crate::launcher::backend_storage::has_persistent_tpm(&probe)
+        || crate::launcher::backend_storage::has_persistent_efi(&probe)
+        || cbt
+}
+
+/// `getBackendPVCName` for a VM (volumes.go:105-131): the claims of the VM's namespace
+/// labelled `persistent-state-for=<VM>`: none → `None` (`ErrNoBackendPVC`, no entry); one → its
+/// name; several → the newest not being deleted, or an error when all are.
+pub(crate) fn find_backend_claim<'a>(
+    vm: &VirtualMachine,
+    claims: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+) -> Option<Result<String, String>> {
+    let name = vm.metadata.name.as_deref().unwrap_or("");
+    let labelled: Vec<_> = claims
+        .into_iter()
+        .filter(|c| c.metadata.namespace == vm.metadata.namespace)
+        .filter(|c| {
+            c.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::launcher::backend_storage::PVC_PREFIX))
+                .is_some_and(|v| v == name)
+        })
+        .collect();
+    match labelled.as_slice() {
+        [] => None,
+        [one] => Some(Ok(one.metadata.name.clone().unwrap_or_default())),
+        several => Some(
+            several
+                .iter()
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+                .max_by_key(|c| c.metadata.creation_timestamp.as_ref().map(|t| t.0))
+                .map(|c| c.metadata.name.clone().unwrap_or_default())
+                .ok_or_else(|| "no non-terminating PVC found".to_string()),
+        ),
+    }
 }
 
 /// `getVolumeSnapshotStatus` (snapshot.go:994-1021) with its reason texts.
@@ -272,6 +374,7 @@ fn data_volume_storage_class(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
     use serde_json::json;
 
     const CEPH: &str = "rook-ceph.rbd.csi.ceph.com";
@@ -329,10 +432,12 @@ mod tests {
     ) -> Vec<(String, bool, Option<String>)> {
         let inputs = SnapshotInputs {
             claim_classes,
+            backend_claim: None,
             data_volumes: dvs,
             storage,
         };
         volume_snapshot_statuses(vm, &inputs)
+            .unwrap()
             .unwrap_or_default()
             .into_iter()
             .map(|s| (s.name, s.enabled, s.reason))
@@ -482,9 +587,104 @@ mod tests {
     fn a_vm_without_volumes_has_no_entries() {
         let inputs = SnapshotInputs {
             claim_classes: &BTreeMap::new(),
+            backend_claim: None,
             data_volumes: &[],
             storage: &StorageView::default(),
         };
-        assert_eq!(volume_snapshot_statuses(&vm(json!([])), &inputs), None);
+        assert_eq!(volume_snapshot_statuses(&vm(json!([])), &inputs), Ok(None));
+    }
+
+    fn claim(name: &str, label: &str, created: i64, deleting: bool) -> PersistentVolumeClaim {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": name, "namespace": "default",
+                "labels": {"persistent-state-for": label},
+                "creationTimestamp": chrono::DateTime::from_timestamp(created, 0).unwrap(),
+                "deletionTimestamp": deleting.then(|| chrono::DateTime::from_timestamp(created, 0).unwrap())
+            }
+        }))
+        .unwrap()
+    }
+
+    /// volumes.go:81-131 and snapshot.go:969-992: a VM with a persistent TPM gets an entry for
+    /// its labelled backend claim after its own volumes, named `persistent-state-for-<VM>`;
+    /// snapshottable on a class with a VolumeSnapshotClass. Without a labelled claim, no entry;
+    /// several, the newest alive; all being deleted, nothing is written.
+    #[test]
+    fn the_backend_storage_claim_gets_an_entry() {
+        let mut v = vm(json!([{"name": "root", "containerDisk": {"image": "x"}}]));
+        v.metadata.namespace = Some("default".into());
+        let tpm = json!({"persistent": true});
+        v.spec
+            .template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .domain
+            .devices
+            .tpm = Some(serde_json::from_value(tpm).unwrap());
+        assert!(vm_needs_backend_storage(&v));
+        let name = v.metadata.name.clone().unwrap();
+        let claims = [
+            claim("old", &name, 100, false),
+            claim("new", &name, 200, false),
+            claim("gone", &name, 300, true),
+            claim("other", "someone-else", 400, false),
+        ];
+        let found = find_backend_claim(&v, &claims);
+        assert_eq!(found, Some(Ok("new".into())));
+        assert_eq!(find_backend_claim(&v, &claims[3..]), None);
+        assert_eq!(find_backend_claim(&v, &claims[..1]), Some(Ok("old".into())));
+        let dying = [claim("a", &name, 1, true), claim("b", &name, 2, true)];
+        let all_dying = find_backend_claim(&v, &dying);
+        assert_eq!(all_dying, Some(Err("no non-terminating PVC found".into())));
+
+        let classes = BTreeMap::from([("new".to_string(), Some("rook-ceph-block".to_string()))]);
+        let storage = storage(two_ceph_classes());
+        let inputs = SnapshotInputs {
+            claim_classes: &classes,
+            backend_claim: found.as_ref(),
+            data_volumes: &[],
+            storage: &storage,
+        };
+        let got: Vec<_> = volume_snapshot_statuses(&v, &inputs)
+            .unwrap()
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.name, s.enabled))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("root".to_string(), false),
+                (format!("persistent-state-for-{name}"), true)
+            ]
+        );
+        let inputs = SnapshotInputs {
+            backend_claim: all_dying.as_ref(),
+            ..inputs
+        };
+        assert!(volume_snapshot_statuses(&v, &inputs).is_err());
+    }
+
+    /// openshift library-go's naming.GetName as `BackendPVCVolumeName` calls it: joined when
+    /// 63 characters fit, else the prefix cut to 63 - 10 - len(name) with the FNV-1a hash of
+    /// "persistent-state-for" and the name, or for a name over 52 characters the prefix and the
+    /// hash of the whole joined name (hashes worked out separately).
+    #[test]
+    fn backend_volume_names_follow_get_name() {
+        assert_eq!(backend_volume_name("vm"), "persistent-state-for-vm");
+        let long = "v".repeat(43);
+        assert_eq!(
+            backend_volume_name(&long),
+            format!("persistent-e807c95a-{long}")
+        );
+        let very_long = "w".repeat(60);
+        assert_eq!(
+            backend_volume_name(&very_long),
+            "persistent-state-for-64ad5569"
+        );
     }
 }

@@ -1,10 +1,14 @@
 //! The instancetype synchronizer of `sync` (vm.go:3268-3282,
-//! pkg/instancetype/controller/vm/controller.go:110-161) and the instancetype steps of `startVMI`
-//! (vm.go:1302-1322), with the `Reference` policy (KubeVirt's default,
-//! `instancetype.referencePolicy`).
+//! pkg/instancetype/controller/vm/controller.go:110-216) and the instancetype steps of `startVMI`
+//! (vm.go:1302-1322), under each `instancetype.referencePolicy`: `reference` (KubeVirt's
+//! default) stashes the specs in ControllerRevisions, `expand`/`expandAll` write them into the
+//! VM.
 
 use super::Engine;
-use crate::controller::vm::action::{EventType, SyncError, VmAction};
+use crate::config::ReferencePolicy;
+use crate::controller::vm::action::{
+    EventType, ResourceVersionFrom, SyncError, VmAction, VmUpdatePurpose,
+};
 use crate::controller::vm::reasons::{event, sync as reason};
 use crate::instancetype::{self as it, Matcher};
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -14,9 +18,22 @@ use std::sync::Arc;
 /// `storeControllerRevisionErrFmt` (controller/vm/controller.go:104).
 const STORE_ERR: &str =
     "error encountered while storing instancetype.kubevirt.io controllerRevisions";
+/// The reason `handleSynchronizerErr` gives an error without one (vm.go:3400).
+const UNSUPPORTED: &str = "UnsupportedSyncError";
 /// `upgradeControllerRevisionErrFmt` (controller/vm/controller.go:105).
 const UPGRADE_ERR: &str =
     "error encountered while upgrading instancetype.kubevirt.io controllerRevisions";
+
+/// What the instancetype synchronizer leaves the sync with (vm.go:3269-3279).
+pub(super) enum InstancetypeSync {
+    /// The VM is as it was: go on.
+    Continue,
+    /// The VM was expanded and written: `sync` returns the written VM with no error, and
+    /// `updateStatus` runs on it (vm.go:3273-3278).
+    Expanded,
+    /// A sync error (`handleSynchronizerErr`, vm.go:3270-3272, 3392-3401).
+    Failed(SyncError),
+}
 
 impl Engine<'_> {
     /// The ControllerRevisions a find may read: the snapshot's and those created earlier in
@@ -42,26 +59,134 @@ impl Engine<'_> {
     /// referenced objects exist, stash them in ControllerRevisions named in the status refs
     /// (`Store`), upgrade stashed revisions of older versions (`Upgrade`). A `SyncError` stops the
     /// sync (vm.go:3270-3272).
-    pub(super) fn sync_instancetype(&mut self) -> Option<SyncError> {
+    pub(super) fn sync_instancetype(&mut self) -> InstancetypeSync {
+        use InstancetypeSync::{Continue, Failed};
         if self.vm.spec.instancetype.is_none() && self.vm.spec.preference.is_none() {
-            return None;
+            return Continue;
         }
         // checkResourcesExist (controller.go:144-158)
         if let Err(e) = self.find_spec(false) {
             self.explain("the VM's instancetype cannot be found (instancetype/controller/vm/controller.go:150-152)");
-            return Some(SyncError::new("FailedFindInstancetype", e));
+            return Failed(SyncError::new("FailedFindInstancetype", e));
         }
         if let Err(e) = self.find_spec(true) {
             self.explain("the VM's preference cannot be found (instancetype/controller/vm/controller.go:153-155)");
-            return Some(SyncError::new("FailedFindPreference", e));
+            return Failed(SyncError::new("FailedFindPreference", e));
         }
-        if let Err(e) = self.store_instancetype_revisions() {
-            return Some(self.instancetype_failure(STORE_ERR, &e));
+        match self.snap.config.reference_policy {
+            ReferencePolicy::Reference => {
+                if let Err(e) = self.store_instancetype_revisions() {
+                    return Failed(self.instancetype_failure(STORE_ERR, &e));
+                }
+            }
+            policy @ (ReferencePolicy::Expand | ReferencePolicy::ExpandAll) => {
+                return self.expand_instancetype(policy);
+            }
         }
         if let Err(e) = self.upgrade_instancetype_revisions() {
-            return Some(self.instancetype_failure(UPGRADE_ERR, &e));
+            return Failed(self.instancetype_failure(UPGRADE_ERR, &e));
         }
-        None
+        Continue
+    }
+
+    /// `handleExpand` (controller.go:160-216): unless `expand` finds a stashed revision already
+    /// named in the status, write the expanded VM (`Update`), then its status without the refs
+    /// (`UpdateStatus`, with the resourceVersion the Update returned), then delete the stashed
+    /// revisions the refs named. Neither Store nor Upgrade runs under these policies.
+    fn expand_instancetype(&mut self, policy: ReferencePolicy) -> InstancetypeSync {
+        use InstancetypeSync::{Continue, Expanded, Failed};
+        let named = [false, true].map(|p| it::status_revision_name(&self.vm, p));
+        if policy == ReferencePolicy::Expand && named.iter().any(|n| !n.is_empty()) {
+            self.explain(
+                "referencePolicy expand: the status already names a stashed revision, so the VM \
+                 is not expanded (instancetype/controller/vm/controller.go:164-173)",
+            );
+            return Continue;
+        }
+        // Errors without a reason are wrapped by handleSynchronizerErr (vm.go:3392-3401).
+        let unsupported = |m: String| {
+            Failed(SyncError::new(
+                UNSUPPORTED,
+                format!("unsupported error: {m}"),
+            ))
+        };
+        let (admission, defaults) = &self.snap.config.expand_defaults;
+        let expanded = match it::expand::expand(
+            &self.vm,
+            &self.snap.instancetypes,
+            &self.instancetype_revisions(),
+            admission,
+            defaults,
+        ) {
+            Ok(vm) => vm,
+            Err(e) => {
+                return unsupported(format!(
+                    "error encountered while expanding into VirtualMachine: {e}"
+                ));
+            }
+        };
+        if crate::controller::common::semantic_eq(&*self.vm, &expanded) {
+            return Continue;
+        }
+        let status = expanded.status.clone().unwrap_or_default();
+        let (update, res) = self.api(
+            VmAction::UpdateVm {
+                vm: Box::new(expanded.clone()),
+                purpose: VmUpdatePurpose::ExpandInstancetype,
+                resource_version_from: self.vm_rv,
+            },
+            "write the VM with its instancetype and preference expanded \
+             (instancetype/controller/vm/controller.go:177-182)",
+        );
+        if let Err(e) = res {
+            return unsupported(format!(
+                "error encountered when trying to update expanded VirtualMachine: {}",
+                e.message
+            ));
+        }
+        let (status_write, res) = self.api(
+            VmAction::UpdateVmStatus {
+                status: Box::new(status.clone()),
+                resource_version_from: ResourceVersionFrom::Action(update),
+            },
+            "clear the status refs of the expanded VM \
+             (instancetype/controller/vm/controller.go:183-188)",
+        );
+        if let Err(e) = res {
+            return unsupported(format!(
+                "error encountered when trying to update expanded VirtualMachine Status: {}",
+                e.message
+            ));
+        }
+        for name in named.into_iter().filter(|n| !n.is_empty()) {
+            let (_, res) = self.api(
+                VmAction::DeleteControllerRevision { name: name.clone() },
+                "delete the stashed revision the expanded VM no longer names \
+                 (instancetype/controller/vm/controller.go:189-209)",
+            );
+            if let Err(e) = res {
+                // `return nil, err`: the sync goes on with the VM it read (vm.go:3270-3272).
+                return Failed(SyncError::new(
+                    reason::FAILED_CREATE,
+                    format!(
+                        "error encountered cleaning controllerRevision {name} after successfully \
+                         expanding VirtualMachine {}: {}",
+                        self.vm.metadata.name.as_deref().unwrap_or(""),
+                        e.message
+                    ),
+                ));
+            }
+        }
+        self.explain(format!(
+            "referencePolicy {policy:?}: the VM is expanded and written; the sync stops here \
+             and the status is computed on it (vm.go:3273-3278)"
+        ));
+        let mut vm = expanded;
+        vm.status = Some(status.clone());
+        self.vm = Arc::new(vm);
+        self.server_status = Some(status);
+        self.vm_rv = ResourceVersionFrom::Action(status_write);
+        Expanded
     }
 
     /// The Warning event and SyncError of a failed Store/Upgrade (controller.go:124-139).

@@ -32,10 +32,19 @@ impl Engine<'_> {
             .collect();
         let inputs = SnapshotInputs {
             claim_classes: &claim_classes,
+            backend_claim: self.snap.backend_claim.as_ref(),
             data_volumes: &self.snap.data_volumes,
             storage,
         };
-        let statuses = volume_snapshot_statuses(&self.snap.vm, &inputs);
+        let statuses = match volume_snapshot_statuses(&self.snap.vm, &inputs) {
+            Ok(s) => s,
+            Err(e) => {
+                self.explain(format!(
+                    "volume snapshot statuses not updated: {e} (snapshot.go:973-976)"
+                ));
+                return;
+            }
+        };
         if statuses != status.volume_snapshot_statuses {
             self.explain(
                 "volume snapshot statuses changed: written with the status (snapshot.go:969-992)",

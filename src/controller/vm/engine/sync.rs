@@ -268,11 +268,14 @@ impl Engine<'_> {
         };
         self.explain(format!("run strategy: {}", strategy.as_str()));
 
-        // 7. Instancetypes: stash the referenced specs in ControllerRevisions (vm.go:3268-3282).
-        // The working VM is the one the synchronizer returns, so no early return: its spec and
-        // status compare equal to themselves (the `Reference` policy returns the same object).
-        if let Some(e) = self.sync_instancetype() {
-            return Ok(Some(e));
+        // 7. Instancetypes: stash the referenced specs in ControllerRevisions, or expand them
+        // into the VM (vm.go:3268-3282). Under `reference` the working VM is the one the
+        // synchronizer returns, so no early return: its spec and status compare equal to
+        // themselves. An expanded VM differs: the sync ends there without error.
+        match self.sync_instancetype() {
+            super::instancetype::InstancetypeSync::Continue => {}
+            super::instancetype::InstancetypeSync::Expanded => return Ok(None),
+            super::instancetype::InstancetypeSync::Failed(e) => return Ok(Some(e)),
         }
 
         // 8. DataVolumes.
