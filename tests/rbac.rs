@@ -14,8 +14,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::env::{CONTROLLER_AGENT, Env};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 use virtctl_rs::api::{DataVolume, VirtualMachine};
 use virtctl_rs::inspect::{GatherOptions, gather_fleet, gather_vm};
@@ -212,11 +213,29 @@ fn vm_with_data_volume(name: &str) -> VirtualMachine {
 async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     let env = Env::start().await;
     let ns = env.namespace.clone();
+    // A backend-storage claim left for a VM that needs none: the VMI controller deletes it
+    // (storage.go:117-124).
+    let stale = serde_json::from_value(json!({"metadata": {"name": "rbac-vm-stale-state",
+            "labels": {"persistent-state-for": "rbac-vm"}},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "10Mi"}}}}))
+    .expect("claim");
+    env.pvcs()
+        .create(&PostParams::default(), &stale)
+        .await
+        .expect("create the stale backend-storage claim");
     // A VM's life: start, run, stop, delete; and a VM with a DataVolume template.
     let mut vm = common::example_vm("vm-containerdisk.yaml");
     vm.metadata.name = Some("rbac-vm".into());
     env.create_vm(&vm).await;
     env.wait_running("rbac-vm").await;
+    env.wait_for("the stale backend-storage claim to go", || async {
+        let claim = env.pvcs().get_opt("rbac-vm-stale-state").await.ok()?;
+        claim
+            .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
     env.create_vm(&vm_with_data_volume("rbac-dv")).await;
     let dvs: Api<DataVolume> = Api::namespaced(env.client.clone(), &ns);
     env.wait_for("the DataVolume of rbac-dv", || async {
@@ -250,6 +269,26 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         .await
         .expect("apply the hook-sidecar example");
     env.wait_running("demo-hook-sidecar").await;
+
+    // A persistent TPM: the backend-storage claim the controllers create (in the default
+    // StorageClass), and the claims, StorageClasses and StorageProfiles the inspector reads
+    // to decide as they do.
+    let classes: Api<StorageClass> = Api::all(env.client.clone());
+    let class = serde_json::from_value(json!({"metadata": {"name": "rbac-default",
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "rbac.invalid", "volumeBindingMode": "Immediate"}))
+    .expect("class");
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create the default StorageClass");
+    env.cluster()
+        .apply_path(&common::repo_path(
+            "docs/examples/more/vm-persistent-tpm.yaml",
+        ))
+        .await
+        .expect("apply the persistent-TPM example");
+    env.wait_running("demo-persistent-tpm").await;
 
     // A VM no node can take: its launcher pod stays unschedulable (the inspector then lists
     // the nodes to say which resource none has).
@@ -293,6 +332,9 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     gather_vm(&inspector, &ns, "rbac-dv", &opts)
         .await
         .expect("inspect vm/rbac-dv");
+    gather_vm(&inspector, &ns, "demo-persistent-tpm", &opts)
+        .await
+        .expect("inspect vm/demo-persistent-tpm");
     for name in EXAMPLE_VMS {
         gather_vm(&inspector, &ns, name, &opts)
             .await
