@@ -89,6 +89,9 @@ pub(crate) struct AuditReplay {
     /// The controller's writes not compared: they changed nothing, deleted an object already
     /// being deleted, wrote an object of no VM, or were logged after a newer write of it.
     pub uncompared_writes: usize,
+    /// The first VMI created came back without virt-api's finalizer: the cluster runs no
+    /// virt-api, and our decisions add that finalizer as the controller then does.
+    pub without_virt_api: bool,
     /// The shadow's summary of the compared writes.
     pub comparison: ShadowReport,
     /// Per VM key.
@@ -137,6 +140,7 @@ pub(crate) fn replay_audit_log(
         failed_writes: run.failed,
         without_object: run.without_object,
         uncompared_writes: run.uncompared,
+        without_virt_api: run.without_virt_api,
         comparison: run.run.report,
         vms: vms
             .into_iter()
@@ -172,6 +176,12 @@ pub(crate) fn render_audit_text(r: &AuditReplay) -> String {
             out,
             "{} of the controller's writes changed nothing, or were logged after a newer write of the object (not compared)",
             r.uncompared_writes
+        );
+    }
+    if r.without_virt_api {
+        let _ = writeln!(
+            out,
+            "the first VMI created has no kubevirt.io/foregroundDeleteVirtualMachine finalizer: no virt-api, decided as --without-virt-api"
         );
     }
     if r.without_object > 0 {
