@@ -188,13 +188,14 @@ fn controller_writes_in(events: &[serde_json::Value], agent: &str) -> (usize, us
 /// writer, each of its failed writes is counted, each successful one that changed its object is
 /// compared, and every compared write is one our decision makes from the state just before it
 /// (`agree`), on our next reconcile (`agree-later`) or from a state a few changes before it
-/// (`agree-earlier`: the controller's cache was behind the server), but for at most one in
-/// eight. Returns the report.
+/// (`agree-earlier`: the controller's cache was behind the server), for at least the fraction
+/// `at_least` (agreeing, compared) of them. Returns the report.
 fn assert_audit_replay_agrees(
     events: &[serde_json::Value],
     lease: &str,
     agent: &str,
     vms: usize,
+    at_least: (u64, u64),
 ) -> serde_json::Value {
     let dir = tempfile::tempdir().expect("tempdir");
     let audit = dir.path().join("audit.log");
@@ -227,13 +228,16 @@ fn assert_audit_replay_agrees(
     assert_eq!(c["decisions"], written - unchanged, "{report:#}");
     assert_eq!(c["errors"], serde_json::json!([]), "{report:#}");
     // The log holds every input of every write (it begins before the cluster's first object).
-    // Measured (issue 42): with look-back 97-99% of the compared writes agree on the embedded
-    // cluster (6 VMs, faults), 92% on kube-apiserver (3 VMs); the rest are listed with their
-    // paths, and the exit code says so.
+    // Measured (issue 42, docs/replay.md): 95-99% of the compared writes agree on the embedded
+    // cluster (6 VMs, faults: the rest are status writes after a refused write), all of them
+    // on kube-apiserver (3 VMs); any other is listed with its paths, and the exit code says so.
     let count = |k: &str| c[k].as_u64().unwrap();
     let agreed = count("agree") + count("agreeLater") + count("agreeEarlier");
     let compared = (written - unchanged) as u64;
-    assert!(agreed * 8 >= compared * 7, "{report:#}");
+    assert!(
+        agreed * at_least.1 >= compared * at_least.0,
+        "{agreed} of {compared} agree: {report:#}"
+    );
     let differ = compared - agreed;
     assert_eq!(out.status.code(), Some(if differ > 0 { 3 } else { 0 }));
     assert_eq!(
@@ -293,7 +297,7 @@ async fn an_embedded_audit_log_of_a_run_with_faults_replays_to_the_controllers_d
         .collect();
     let (_, failed) = controller_writes_in(&events, CONTROLLER_AGENT);
     assert!(failed > 0, "the faults failed no write of the controller");
-    let report = assert_audit_replay_agrees(&events, &lease, CONTROLLER_AGENT, VMS);
+    let report = assert_audit_replay_agrees(&events, &lease, CONTROLLER_AGENT, VMS, (7, 8));
     // The OOM-killed VM's VMI was deleted and created again by the controller.
     let actions = replayed_actions(&report, "default/replay-0");
     assert!(
@@ -324,7 +328,10 @@ async fn a_real_apiservers_audit_log_replays_to_the_controllers_decisions() {
     env.stop_manager().await;
 
     let events = plane.audit_events(&env.namespace);
-    let report = assert_audit_replay_agrees(&events, &lease, CONTROLLER_AGENT, FEW);
+    // Before the replay knew the cluster has no virt-api (VMI finalizer), that a binding sets
+    // PodScheduled and the order a strategic merge patch leaves conditions in, 63-66 of 68-71
+    // agreed (93%); since, all.
+    let report = assert_audit_replay_agrees(&events, &lease, CONTROLLER_AGENT, FEW, (15, 16));
     let actions = replayed_actions(&report, &format!("{}/replay-0", env.namespace));
     assert!(
         actions.iter().filter(|a| **a == "CreateVmi").count() >= 2,

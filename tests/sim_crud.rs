@@ -930,16 +930,16 @@ async fn bound_pods_terminate_gracefully_and_binding_works() {
     )
     .await;
     assert_eq!(code, 201);
-    assert_eq!(
-        pods.get("p")
-            .await
-            .unwrap()
-            .spec
-            .unwrap()
-            .node_name
-            .as_deref(),
-        Some("n1")
-    );
+    let bound = pods.get("p").await.unwrap();
+    assert_eq!(bound.spec.unwrap().node_name.as_deref(), Some("n1"));
+    // As kube-apiserver's binding (storage.go:261-264): PodScheduled=True.
+    let conditions = bound
+        .status
+        .unwrap_or_default()
+        .conditions
+        .unwrap_or_default();
+    let scheduled = conditions.iter().find(|c| c.type_ == "PodScheduled");
+    assert_eq!(scheduled.map(|c| c.status.as_str()), Some("True"));
     let (code, s) = raw(
         &client,
         "POST",

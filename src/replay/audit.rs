@@ -89,6 +89,9 @@ pub(crate) struct AuditReplay {
     /// The controller's writes not compared: they changed nothing, deleted an object already
     /// being deleted, wrote an object of no VM, or were logged after a newer write of it.
     pub uncompared_writes: usize,
+    /// The first VMI created came back without virt-api's finalizer: the cluster runs no
+    /// virt-api, and our decisions add that finalizer as the controller then does.
+    pub without_virt_api: bool,
     /// The shadow's summary of the compared writes.
     pub comparison: ShadowReport,
     /// Per VM key.
@@ -137,6 +140,7 @@ pub(crate) fn replay_audit_log(
         failed_writes: run.failed,
         without_object: run.without_object,
         uncompared_writes: run.uncompared,
+        without_virt_api: run.without_virt_api,
         comparison: run.run.report,
         vms: vms
             .into_iter()
@@ -174,6 +178,12 @@ pub(crate) fn render_audit_text(r: &AuditReplay) -> String {
             r.uncompared_writes
         );
     }
+    if r.without_virt_api {
+        let _ = writeln!(
+            out,
+            "the first VMI created has no kubevirt.io/foregroundDeleteVirtualMachine finalizer: no virt-api, decided as --without-virt-api"
+        );
+    }
     if r.without_object > 0 {
         let _ = writeln!(
             out,
@@ -198,4 +208,122 @@ pub(crate) fn render_audit_text(r: &AuditReplay) -> String {
     }
     let _ = write!(out, "\n{}", r.comparison.text());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shadow::{Kind, Mirror};
+    use serde_json::json;
+
+    /// An audit Event: `user` wrote `answer` (a VM or VMI of namespace `ns`) with `verb`.
+    fn event(user: &str, verb: &str, answer: &Value) -> Value {
+        let (resource, subresource) = match answer["kind"].as_str() {
+            Some("VirtualMachineInstance") => ("virtualmachineinstances", ""),
+            Some("Lease") => ("leases", ""),
+            _ if verb == "update" => ("virtualmachines", "status"),
+            _ => ("virtualmachines", ""),
+        };
+        let group = if resource == "leases" {
+            "coordination.k8s.io"
+        } else {
+            "kubevirt.io"
+        };
+        json!({"kind": "Event", "apiVersion": "audit.k8s.io/v1", "stage": "ResponseComplete",
+            "verb": verb, "userAgent": user, "user": {"username": user},
+            "objectRef": {"apiGroup": group, "resource": resource, "subresource": subresource,
+                "namespace": "ns", "name": answer["metadata"]["name"]},
+            "responseStatus": {"code": 200},
+            "stageTimestamp": "2026-12-05T10:00:00.000000Z", "responseObject": answer})
+    }
+
+    fn vm() -> Value {
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "vm-uid", "resourceVersion": "2",
+                "generation": 1, "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"],
+                "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                    "kubevirt.io/storage-observed-api-version": "v1"}},
+            "spec": {"runStrategy": "Always", "template": {"spec": {"domain": {"devices": {},
+                "resources": {"requests": {"memory": "128Mi"}}}}}}})
+    }
+
+    fn vmi(rv: u64, phase: &str, labels: usize) -> Value {
+        let labels: serde_json::Map<String, Value> =
+            (0..labels).map(|i| (format!("l{i}"), json!("x"))).collect();
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "vmi-uid",
+                "resourceVersion": rv.to_string(), "labels": labels,
+                "annotations": {"kubevirt.io/vm-generation": "1"},
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "name": "a", "uid": "vm-uid", "controller": true}]},
+            "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "128Mi"}}}},
+            "status": {"phase": phase, "nodeName": "node-1"}})
+    }
+
+    /// The VM status our decision writes when the VM's VMI is `vmi`, at resourceVersion `rv`.
+    fn vm_status_from(vmi: &Value, rv: u64) -> Value {
+        let mut m = Mirror::default();
+        m.set(Kind::VirtualMachine, "ns/a", Some(vm()));
+        m.set(Kind::VirtualMachineInstance, "ns/a", Some(vmi.clone()));
+        let mut status = m
+            .decide("ns/a", Utc::now())
+            .expect("decides")
+            .iter()
+            .find(|w| w.action == "UpdateVmStatus")
+            .and_then(|w| w.apply(Some(&vm())).ok().flatten())
+            .expect("a VM status write");
+        status["metadata"]["resourceVersion"] = json!(rv.to_string());
+        status
+    }
+
+    /// A log where the controller writes the VM status it decided while the VMI was
+    /// `Scheduled`, after the VMI became `Running` and then had `relabels` more changes (its
+    /// labels, which the VM status does not read): the verdicts of the controller's writes.
+    fn replayed_with_changes_between(relabels: usize) -> Vec<Verdict> {
+        let lease = json!({"kind": "Lease", "metadata": {"name": "ctl"},
+            "spec": {"holderIdentity": "ctl-0"}});
+        let scheduled = vmi(3, "Scheduled", 0);
+        let mut events = vec![
+            event("ctl", "update", &lease),
+            event("kubectl", "create", &vm()),
+            event("handler", "create", &scheduled),
+            event("handler", "update", &vmi(4, "Running", 0)),
+        ];
+        let mut rv = 4;
+        for i in 1..=relabels {
+            rv += 1;
+            events.push(event("handler", "update", &vmi(rv, "Running", i)));
+        }
+        // The controller's cache still held the Scheduled VMI when it decided.
+        let status = vm_status_from(&scheduled, rv + 1);
+        assert_ne!(
+            status,
+            vm_status_from(&vmi(rv, "Running", relabels), rv + 1),
+            "the VM status depends on the VMI's phase"
+        );
+        events.push(event("ctl", "update", &status));
+        let r = replay_audit_log(&events, "ns/ctl", None);
+        r.vms
+            .iter()
+            .flat_map(|v| v.writes.iter())
+            .map(|w| w.verdict)
+            .collect()
+    }
+
+    /// A write that no decision from the state just before it makes, but one from a state a
+    /// few changes before it does (the controller's cache was behind): `agree-earlier`. Without
+    /// the look-back it would be `differ`.
+    #[test]
+    fn a_write_decided_from_a_cache_behind_the_server_agrees_earlier() {
+        assert_eq!(replayed_with_changes_between(0), [Verdict::AgreeEarlier]);
+        // The state it was decided from is the 16th change back: still found.
+        assert_eq!(replayed_with_changes_between(15), [Verdict::AgreeEarlier]);
+    }
+
+    /// The look-back goes 16 changes of the VM's objects back, no further: a write decided
+    /// from the 17th state back differs.
+    #[test]
+    fn a_write_that_matches_nothing_within_16_changes_differs() {
+        assert_eq!(replayed_with_changes_between(16), [Verdict::Differ]);
+    }
 }

@@ -188,6 +188,9 @@ pub(crate) struct AuditRun {
     /// already being deleted, wrote an object of no VM, or were logged after a newer write of
     /// the same object.
     pub uncompared: usize,
+    /// The first VMI created came back without virt-api's finalizer: the cluster has no
+    /// virt-api, and our decisions add it as the controller then does.
+    pub without_virt_api: bool,
 }
 
 /// How the controller's writes are told apart.
@@ -204,6 +207,8 @@ struct Replayer<'a> {
     opts: &'a AuditOptions<'a>,
     tracker: Tracker,
     out: AuditRun,
+    /// Whether the first VMI created came back with virt-api's finalizer (`None`: none seen).
+    virt_api: Option<bool>,
 }
 
 impl Replayer<'_> {
@@ -224,12 +229,40 @@ impl Replayer<'_> {
         }
     }
 
-    /// The pod a `pods/binding` created: the current one with `spec.nodeName` set to the
-    /// Binding's `target.name` (the server's answer is a `Status`).
+    /// The first VMI created tells whether the cluster runs virt-api: its VMI mutator adds
+    /// `kubevirt.io/foregroundDeleteVirtualMachine` to every VMI created (KubeVirt v1.9.0
+    /// pkg/virt-api/webhooks/mutating-webhook/mutators/vmi-mutator.go:127-128). Without it the
+    /// controller adds the finalizer itself (`run-controller --without-virt-api`, as on a bare
+    /// kube-apiserver), and our decision must too.
+    fn saw_created_vmi(&mut self, vmi: &Value) {
+        if self.virt_api.is_some() {
+            return;
+        }
+        let finalizers = vmi
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array);
+        let mutated = finalizers.is_some_and(|f| {
+            f.iter().any(|x| {
+                x == crate::api::finalizers::FOREGROUND_DELETE_VM
+                    || x == crate::api::finalizers::LEGACY_FOREGROUND_DELETE_VM
+            })
+        });
+        self.virt_api = Some(mutated);
+        if !mutated {
+            self.tracker.mirror.settings.without_virt_api = true;
+            self.out.without_virt_api = true;
+        }
+    }
+
+    /// The pod a `pods/binding` left: the current one bound as kube-apiserver binds it
+    /// ([`crate::sim::object::bind_pod`]: `spec.nodeName` the Binding's `target.name`, its
+    /// annotations, `PodScheduled=True` at the event's time); the server's answer is a `Status`.
     fn bound(&self, a: &Audited<'_>) -> Option<Value> {
         let mut pod = self.tracker.mirror.get(Kind::Pod, &a.key)?.clone();
         let node = a.answer.map_or("", |b| str_at(b, "/target/name"));
-        pod["spec"]["nodeName"] = Value::String(node.to_string());
+        let annotations = a.answer.and_then(|b| b.pointer("/metadata/annotations"));
+        let at = a.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        crate::sim::object::bind_pod(&mut pod, node, annotations, &at);
         Some(pod)
     }
 
@@ -259,6 +292,11 @@ impl Replayer<'_> {
             self.out.without_object += 1;
             return;
         };
+        if let (Target::Compared(Kind::VirtualMachineInstance), "create", Some(o)) =
+            (a.target, a.verb, &obj)
+        {
+            self.saw_created_vmi(o);
+        }
         let mirror = &mut self.tracker.mirror;
         match a.target {
             Target::Compared(k) => {
@@ -316,6 +354,7 @@ impl Replayer<'_> {
             _ => {
                 if let Some(s) = obj.and_then(|o| self.opts.settings.with_kubevirt_cr(&o).ok()) {
                     mirror.settings = s;
+                    mirror.settings.without_virt_api |= self.out.without_virt_api;
                 }
             }
         }
@@ -344,7 +383,9 @@ pub(crate) fn replay_audit(events: &[Value], opts: &AuditOptions<'_>) -> AuditRu
             failed: 0,
             without_object: 0,
             uncompared: 0,
+            without_virt_api: false,
         },
+        virt_api: None,
     };
     // Every change is in the log, in order: a write made from a cache behind the server is
     // found in the states before it.
@@ -523,6 +564,7 @@ mod tests {
             opts: &opts(),
             tracker: Tracker::new(Mirror::default(), Vec::new(), None),
             out: replay_audit(&[], &opts()),
+            virt_api: None,
         };
         run.tracker.mirror.storage = Some(StorageObjects::default());
         for e in &events {
@@ -557,6 +599,78 @@ mod tests {
         assert_eq!(verdicts, [super::super::Verdict::Agree]);
     }
 
+    /// On a cluster without virt-api (a bare kube-apiserver) the controller adds the VMI
+    /// finalizer virt-api's mutator would have; the replay sees the VMI created without it and
+    /// decides the same (before: `differ` at `metadata.finalizers` on every such VMI).
+    #[test]
+    fn a_vmi_created_without_virt_apis_finalizer_is_decided_as_without_virt_api() {
+        let vm_obj = vm(
+            "2",
+            json!({"metadata": {"annotations": {
+                "kubevirt.io/latest-observed-api-version": "v1",
+                "kubevirt.io/storage-observed-api-version": "v1"},
+                "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]},
+                "spec": {"runStrategy": "Always"}}),
+        );
+        let vmi = |rv: &str, finalizers: Value| {
+            json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "a", "namespace": "ns", "uid": "vmi-uid",
+                    "resourceVersion": rv, "finalizers": finalizers,
+                    "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                        "kubevirt.io/storage-observed-api-version": "v1"},
+                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1",
+                        "kind": "VirtualMachine", "name": "a", "uid": "u1", "controller": true}]},
+                "spec": {"domain": {"devices": {},
+                    "resources": {"requests": {"memory": "128Mi"}}}}})
+        };
+        let vmis = ("kubevirt.io", "virtualmachineinstances", "a");
+        let verdicts = |created: Value| {
+            // The controller's next VMI write, as our controller decides it without virt-api.
+            let mut m = Mirror::default();
+            m.settings.without_virt_api = true;
+            m.set(Kind::VirtualMachine, "ns/a", Some(vm_obj.clone()));
+            m.set(Kind::VirtualMachineInstance, "ns/a", Some(created.clone()));
+            let mut update = m
+                .decide("ns/a", Utc::now())
+                .unwrap()
+                .iter()
+                .rfind(|w| w.action == "UpdateVmi")
+                .and_then(|w| w.apply(Some(&created)).ok().flatten())
+                .expect("a VMI update");
+            update["metadata"]["resourceVersion"] = json!("4");
+            let events = [
+                lease("ctl/1.0", "ctl-0"),
+                event(
+                    "create",
+                    "kubectl",
+                    ("kubevirt.io", "virtualmachines", "a"),
+                    201,
+                    vm_obj.clone(),
+                ),
+                event("create", "ctl/1.0", vmis, 201, created),
+                event("update", "ctl/1.0", vmis, 200, update),
+            ];
+            let run = replay_audit(&events, &opts());
+            let updated = run
+                .run
+                .records
+                .iter()
+                .find(|r| r.action == Some("UpdateVmi"));
+            (run.without_virt_api, updated.map(|r| r.verdict))
+        };
+        let plain = vmi("3", json!(["kubevirt.io/virtualMachineControllerFinalize"]));
+        assert_eq!(verdicts(plain), (true, Some(super::super::Verdict::Agree)));
+        // With virt-api the created VMI has the finalizer: decided as KubeVirt's controller.
+        let mutated = vmi(
+            "3",
+            json!([
+                "kubevirt.io/virtualMachineControllerFinalize",
+                "kubevirt.io/foregroundDeleteVirtualMachine"
+            ]),
+        );
+        assert!(!verdicts(mutated).0);
+    }
+
     #[test]
     fn deletions_bindings_and_older_lines_rebuild_the_state_as_the_server_held_it() {
         let pods = ("", "pods", "p");
@@ -577,6 +691,7 @@ mod tests {
             opts: &opts(),
             tracker: Tracker::new(Mirror::default(), Vec::new(), None),
             out: replay_audit(&[], &opts()),
+            virt_api: None,
         };
         let held = |r: &Replayer<'_>| r.tracker.mirror.get(Kind::Pod, "ns/p").cloned();
         for (e, (rv, node)) in [
@@ -597,6 +712,16 @@ mod tests {
             let p = held(&r).unwrap();
             assert_eq!(str_at(&p, "/metadata/resourceVersion"), rv);
             assert_eq!(str_at(&p, "/spec/nodeName"), node);
+            // kube-apiserver's binding sets PodScheduled=True (the launcher's readiness patch
+            // is written on a pod that has it).
+            let scheduled = p
+                .pointer("/status/conditions/0")
+                .filter(|_| !node.is_empty());
+            assert_eq!(
+                scheduled.map(|c| (&c["type"], &c["status"])),
+                (!node.is_empty()).then_some((&json!("PodScheduled"), &json!("True"))),
+                "{p}"
+            );
         }
         let gone = pod(
             "6",

@@ -104,25 +104,14 @@ impl Intended {
                 Some(obj)
             }
             Effect::PodCondition(cond) => {
-                let mut obj = base()?;
-                set_pod_condition(&mut obj, cond);
+                // The strategic merge patch `{"status":{"conditions":[cond]}}` the controller
+                // sends, merged as the API server merges it (its list order too).
+                let patch = json!({"status": {"conditions": [cond]}});
+                let obj = crate::sim::patch::strategic_merge(&base()?, &patch, "")
+                    .map_err(|e| format!("{}: the patch does not apply: {e}", self.action))?;
                 Some(obj)
             }
         })
-    }
-}
-
-fn set_pod_condition(pod: &mut Value, cond: &Value) {
-    let conditions = &mut pod["status"]["conditions"];
-    if !conditions.is_array() {
-        *conditions = json!([]);
-    }
-    let Some(list) = conditions.as_array_mut() else {
-        return;
-    };
-    match list.iter_mut().find(|c| c.get("type") == cond.get("type")) {
-        Some(existing) => *existing = cond.clone(),
-        None => list.push(cond.clone()),
     }
 }
 
@@ -357,5 +346,22 @@ mod tests {
         let after = w.apply(Some(&before)).unwrap().unwrap();
         assert_eq!(after["status"]["conditions"][1]["status"], "True");
         assert_eq!(after["status"]["conditions"].as_array().unwrap().len(), 2);
+        // A new one goes before the pod's others, as kube-apiserver merges the patch (a
+        // launcher pod bound before the patch answers `[unpaused, PodScheduled]`).
+        let bound = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
+        let after = w.apply(Some(&bound)).unwrap().unwrap();
+        let types: Vec<&Value> = after["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["type"])
+            .collect();
+        assert_eq!(
+            types,
+            [
+                &json!("kubevirt.io/virtual-machine-unpaused"),
+                &json!("PodScheduled")
+            ]
+        );
     }
 }

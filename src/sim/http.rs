@@ -1143,9 +1143,8 @@ impl Ctx<'_> {
                     ));
                 }
                 let mut next = cur.clone();
-                if let Some(spec) = next.get_mut("spec").and_then(Value::as_object_mut) {
-                    spec.insert("nodeName".into(), json!(node));
-                }
+                let annotations = b.pointer("/metadata/annotations");
+                object::bind_pod(&mut next, &node, annotations, &object::now_rfc3339());
                 Ok(next)
             },
         )?;

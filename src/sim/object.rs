@@ -150,6 +150,54 @@ pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// What a `pods/binding` does to the pod it binds, as kube-apiserver's `setPodNodeAndMetadata`
+/// (Kubernetes v1.36.3 pkg/registry/core/pod/storage/storage.go:245-264): `spec.nodeName` set to
+/// `node`, the Binding's `annotations` copied onto the pod's, and the `PodScheduled` condition
+/// set to `True` (`UpdatePodCondition`, pkg/api/pod/util.go:287-311: a new condition is
+/// appended, an existing one replaced, its `lastTransitionTime` `now` unless its status was
+/// already `True`). The caller checks the pod may be bound.
+pub(crate) fn bind_pod(pod: &mut Value, node: &str, annotations: Option<&Value>, now: &str) {
+    if let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("nodeName".into(), Value::String(node.to_string()));
+    }
+    if let Some(add) = annotations
+        .and_then(Value::as_object)
+        .filter(|a| !a.is_empty())
+    {
+        let meta = &mut pod["metadata"];
+        if !meta["annotations"].is_object() {
+            meta["annotations"] = Value::Object(Default::default());
+        }
+        if let Some(own) = meta["annotations"].as_object_mut() {
+            own.extend(add.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    if !pod["status"].is_object() {
+        pod["status"] = Value::Object(Default::default());
+    }
+    let status = &mut pod["status"];
+    if !status["conditions"].is_array() {
+        status["conditions"] = Value::Array(Vec::new());
+    }
+    let Some(conditions) = status["conditions"].as_array_mut() else {
+        return;
+    };
+    let old = conditions.iter().position(|c| c["type"] == "PodScheduled");
+    let since = old
+        .map(|i| &conditions[i])
+        .filter(|c| c["status"] == "True")
+        .map_or_else(
+            || Value::String(now.to_string()),
+            |c| c["lastTransitionTime"].clone(),
+        );
+    let condition = serde_json::json!({"type": "PodScheduled", "status": "True",
+        "lastProbeTime": null, "lastTransitionTime": since});
+    match old {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
+}
+
 /// `now + seconds` as `metav1.Time` JSON.
 pub(crate) fn rfc3339_in(seconds: i64) -> String {
     (chrono::Utc::now() + chrono::Duration::seconds(seconds))
@@ -241,6 +289,26 @@ pub(crate) fn random_suffix() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_binding_sets_the_node_the_annotations_and_pod_scheduled() {
+        let mut pod = serde_json::json!({"metadata": {"name": "p"}, "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}]}});
+        let extra = serde_json::json!({"a": "b"});
+        bind_pod(&mut pod, "n1", Some(&extra), "2026-12-06T00:00:01Z");
+        assert_eq!(pod["spec"]["nodeName"], "n1");
+        assert_eq!(pod["metadata"]["annotations"]["a"], "b");
+        let scheduled = serde_json::json!({"type": "PodScheduled", "status": "True",
+            "lastProbeTime": null, "lastTransitionTime": "2026-12-06T00:00:01Z"});
+        assert_eq!(pod["status"]["conditions"][1], scheduled);
+        // Already True: replaced, its transition time kept.
+        bind_pod(&mut pod, "n2", None, "2026-12-06T00:00:09Z");
+        assert_eq!(pod["status"]["conditions"][1], scheduled);
+        assert_eq!(
+            pod["status"]["conditions"].as_array().map(Vec::len),
+            Some(2)
+        );
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -372,9 +372,38 @@ fn merge_list(orig: &[Value], patch: &[Value], path: &str) -> Result<Value, Stri
                     }
                 }
             }
-            Ok(Value::Array(out))
+            Ok(Value::Array(patch_order(out, patch, orig, key)))
         }
     }
+}
+
+/// The order kube-apiserver gives a merged list with a merge key (apimachinery v0.36.3
+/// pkg/util/strategicpatch/patch.go:1533-1544, 404-468): the items the patch names in the
+/// patch's order, the others in the original's, interleaved by their places in the original;
+/// an item only the patch has goes before the original's items still to place (so a condition
+/// a patch adds comes before the ones it does not name).
+fn patch_order(merged: Vec<Value>, patch: &[Value], orig: &[Value], key: &str) -> Vec<Value> {
+    let named = |x: &Value| {
+        patch
+            .iter()
+            .any(|e| e.get(key) == x.get(key) && e.get("$patch").is_none())
+    };
+    let (mut right, left): (Vec<Value>, Vec<Value>) = merged.into_iter().partition(named);
+    let patch_place = |x: &Value| patch.iter().position(|e| e.get(key) == x.get(key));
+    right.sort_by_key(patch_place);
+    let place = |x: &Value| orig.iter().position(|o| o.get(key) == x.get(key));
+    let mut out = Vec::with_capacity(left.len() + right.len());
+    let (mut left, mut right) = (left.into_iter().peekable(), right.into_iter().peekable());
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => matches!((place(l), place(r)), (Some(a), Some(b)) if a < b),
+        };
+        out.extend(if take_left { left.next() } else { right.next() });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -489,6 +518,40 @@ mod tests {
             json!({"type": "Ready", "status": "True"})
         );
         assert_eq!(out["status"]["conditions"][1]["type"], "PodScheduled");
+    }
+
+    /// kube-apiserver places a condition a strategic merge patch adds before the ones the
+    /// patch does not name (virt-controller's readiness-gate patch on a bound pod answers
+    /// `[kubevirt.io/virtual-machine-unpaused, PodScheduled]`); one it names stays in place.
+    #[test]
+    fn strategic_merge_orders_a_list_as_kube_apiserver() {
+        let cur = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}]}});
+        let patch = json!({"status": {"conditions": [{"type": "Unpaused", "status": "True"}]}});
+        let out = strategic_merge(&cur, &patch, "").unwrap();
+        let types: Vec<&Value> = out["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["type"])
+            .collect();
+        assert_eq!(
+            types,
+            [&json!("Unpaused"), &json!("Ready"), &json!("PodScheduled")]
+        );
+        let patch = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"},
+            {"type": "New", "status": "True"}]}});
+        let out = strategic_merge(&cur, &patch, "").unwrap();
+        let types: Vec<&Value> = out["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["type"])
+            .collect();
+        assert_eq!(
+            types,
+            [&json!("Ready"), &json!("PodScheduled"), &json!("New")]
+        );
     }
 
     #[test]

@@ -909,7 +909,8 @@ impl Store {
                 if let Some(o) = m.as_object_mut() {
                     o.insert("apiVersion".into(), json!(def.api_version()));
                     o.insert("kind".into(), json!(def.kind));
-                    if def.status_subresource {
+                    // A binding sets the pod's PodScheduled condition too (object::bind_pod).
+                    if def.status_subresource && sub != Sub::Binding {
                         match old.get("status") {
                             Some(s) => {
                                 o.insert("status".into(), s.clone());

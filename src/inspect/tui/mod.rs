@@ -346,7 +346,9 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App) {
             "Tab panel · ↑↓ scroll · Esc fleet · r refresh · ? help · q quit"
         }
         Screen::Vm => "Tab panel · ↑↓ scroll · r refresh · ? help · q quit",
-        Screen::Replay => "←→ step · PgUp PgDn 10 steps · Home End first/last · ? help · q quit",
+        Screen::Replay => {
+            "←→ step · n p next/prev difference · PgUp PgDn 10 · Home End ends · ? help"
+        }
         Screen::Rehearsal => {
             "↑↓ select a VM · PgUp PgDn page · Home End first/last · ? help · q quit"
         }
@@ -414,6 +416,10 @@ pub(crate) fn view_keys(app: &App) -> Vec<(&'static str, &'static str)> {
             keys.push(("→ ←, l h", "the next / previous recorded reconcile"));
             keys.push(("PgDn PgUp", "ten reconciles forward / back"));
             keys.push(("End Home, G g", "the last / first reconcile"));
+            keys.push((
+                "n, p N",
+                "the next / previous one that differs or was not replayed",
+            ));
         }
         Screen::Rehearsal => {
             keys.push(("↑ ↓, j k", "select a VM: its causes show below the table"));

@@ -55,6 +55,20 @@ impl ReplayView {
         self.at = (self.at as i64).saturating_add(delta).clamp(0, last) as usize;
     }
 
+    /// Move the selection to the next (`forward`) or previous step whose replayed decision is
+    /// not the recorded one (`DIFFER` or not replayed); it stays where it is when there is none.
+    pub(crate) fn jump_to_difference(&mut self, forward: bool) {
+        let differs = |i: &usize| self.vm.steps[*i].verdict != Verdict::Same;
+        let found = if forward {
+            (self.at + 1..self.vm.steps.len()).find(differs)
+        } else {
+            (0..self.at).rev().find(differs)
+        };
+        if let Some(i) = found {
+            self.at = i;
+        }
+    }
+
     /// How many steps agree, differ and were not replayed.
     pub(crate) fn counts(&self) -> (usize, usize, usize) {
         let n = |v: Verdict| self.vm.steps.iter().filter(|s| s.verdict == v).count();
@@ -453,6 +467,39 @@ pub(crate) mod tests {
         );
         let v = ReplayView::of(report(), "/tmp/rec", "demo/vm-a").unwrap();
         assert_eq!((v.at, v.vm.steps.len()), (0, 3));
+    }
+
+    /// `n` and `p` (`N`) jump to the next and previous step that does not agree, over the ones
+    /// that do, and stay put when there is none.
+    #[test]
+    fn keys_jump_to_the_next_and_previous_difference() {
+        let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
+        let mut v = view();
+        v.vm.steps = [
+            Verdict::Same,
+            Verdict::Differ,
+            Verdict::Same,
+            Verdict::NotReplayed,
+            Verdict::Same,
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, verdict)| step(i as u64, "2026-12-01T08:44:42.087Z", "vm", verdict))
+        .collect();
+        let mut app = App::replay(v);
+        let at = |app: &App| app.replay.as_ref().unwrap().at;
+        for (code, want) in [
+            (KeyCode::Char('n'), 1),
+            (KeyCode::Char('n'), 3),
+            (KeyCode::Char('n'), 3),
+            (KeyCode::Char('p'), 1),
+            (KeyCode::Char('N'), 1),
+            (KeyCode::End, 4),
+            (KeyCode::Char('N'), 3),
+        ] {
+            assert_eq!(app.handle_key(key(code)), Action::None, "{code:?}");
+            assert_eq!(at(&app), want, "after {code:?}");
+        }
     }
 
     #[test]

@@ -484,11 +484,20 @@ fn rehearsal_view_in_80_columns_pages_to_the_selected_vm() {
     insta::assert_snapshot!(capture(&rehearsal_app(80, 16), 80, 16));
 }
 
-/// The replay view on the fixture's second step, whose replayed decision differs.
+/// The replay view on the fixture's second step, whose replayed decision differs: reached
+/// from the first with `n`, the next difference.
 fn replay_app() -> App {
-    let mut view = super::replay::tests::view();
-    view.step_by(1);
-    App::replay(view)
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let mut app = App::replay(super::replay::tests::view());
+    app.handle_key(KeyEvent::new(KeyCode::Char('n'), KeyModifiers::NONE));
+    app
+}
+
+#[test]
+fn replay_help_names_the_keys_to_the_differences() {
+    let mut app = replay_app();
+    app.view.help = true;
+    insta::assert_snapshot!(capture(&app, 100, 24));
 }
 
 #[test]

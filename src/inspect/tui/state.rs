@@ -623,12 +623,19 @@ impl App {
     }
 
     /// The replay view's keys: ←/→ (`h`/`l`) a step back or forward, PgUp/PgDn ten, Home/End
-    /// (`g`/`G`) the first and the last; nothing to refresh.
+    /// (`g`/`G`) the first and the last, `n`/`p` (`N`) the next or previous step that does not
+    /// agree; nothing to refresh.
     fn replay_key(&mut self, key: KeyEvent) -> Action {
         let delta = match key.code {
             KeyCode::Char('q') => return Action::Quit,
             KeyCode::Char('?') => {
                 self.view.help = true;
+                return Action::None;
+            }
+            KeyCode::Char(c @ ('n' | 'p' | 'N')) => {
+                if let Some(view) = &mut self.replay {
+                    view.jump_to_difference(c == 'n');
+                }
                 return Action::None;
             }
             KeyCode::Right | KeyCode::Char('l') => 1,
