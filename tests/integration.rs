@@ -44,6 +44,7 @@ mod pvc_status;
 mod rbac;
 mod readme;
 mod reference_conformance;
+mod reference_generated;
 mod replay_e2e;
 mod run_controller_cli;
 mod self_contained;

@@ -464,6 +464,11 @@ mod tests {
         let annotated = json!({"metadata": {"labels": {"x": "y"}, "annotations": {
             "kubevirt.io/latest-observed-api-version": "v1",
             "kubevirt.io/storage-observed-api-version": "v1"}}});
+        let mut written = annotated;
+        json_patch::merge(
+            &mut written,
+            &json!({"spec": {"template": {"spec": {"domain": {"resources": {}}}}}}),
+        );
         let vms = ("kubevirt.io", "virtualmachines", "a");
         let events = [
             event("create", "kubectl", vms, 201, vm("1", json!({}))),
@@ -476,8 +481,9 @@ mod tests {
                 vm("2", json!({"metadata": {"labels": {"x": "y"}}})),
             ),
             lease("ctl/1.0", "ctl-0"),
-            // The controller's first write: the api-version annotations, as we decide.
-            event("update", "ctl/1.0", vms, 200, vm("3", annotated)),
+            // The controller's first write: the api-version annotations, as we decide (and, as
+            // Go writes the VM, `domain.resources: {}`: controller::vm::go_encoding).
+            event("update", "ctl/1.0", vms, 200, vm("3", written)),
             // A write we would not make: a revision of the Halted VM.
             event(
                 "create",

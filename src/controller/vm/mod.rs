@@ -44,6 +44,7 @@ pub mod executor;
 pub(crate) mod firmware;
 pub(crate) mod flight;
 pub(crate) mod generation;
+pub(crate) mod go_encoding;
 pub(crate) mod live_update;
 pub(crate) mod memory_dump;
 pub(crate) mod metadata_sync;

@@ -215,6 +215,35 @@ fn api_version_annotations_are_the_first_write() {
     assert_eq!(d.outcome, SyncOutcome::Done);
 }
 
+/// KubeVirt sends the VM as Go marshals it: the template's `domain.resources` is written `{}`
+/// (go_encoding), a spec change the server counts in `metadata.generation`; the VMI it creates
+/// carries it too. Found by tests/reference_conformance.rs: KubeVirt
+/// v1.9.0's VMs reached generation 3 where ours stayed at 2.
+#[test]
+fn whole_writes_carry_go_s_empty_domain_resources() {
+    let mut v = strategy("Always");
+    v.metadata.annotations = None;
+    crate::controller::vm::template_spec_mut(&mut v)
+        .domain
+        .resources = None;
+    let d = decide(&snap(v.clone()));
+    let VmAction::UpdateVm { vm, .. } = &d.actions[0].action else {
+        unreachable!()
+    };
+    let body = serde_json::to_value(&**vm).unwrap();
+    assert_eq!(
+        body.pointer("/spec/template/spec/domain/resources"),
+        Some(&json!({}))
+    );
+    let mut v = strategy("Always");
+    crate::controller::vm::template_spec_mut(&mut v)
+        .domain
+        .resources = None;
+    let d = decide(&snap(v.clone()));
+    let created = serde_json::to_value(&created_vmi(&d).spec).unwrap();
+    assert_eq!(created.pointer("/domain/resources"), Some(&json!({})));
+}
+
 /// Mirrors "should add controller finalizer if VirtualMachine does not have it" (2638) and
 /// "should add controller finalizer only once" (2654).
 #[test]

@@ -558,13 +558,47 @@ struct StatusResult {
     requeue_after: Option<std::time::Duration>,
 }
 
-/// `updateStatus` (lifecycle.go:256-612) with `pod` = the pod `sync` returned.
+/// `v1.SetDefaults_Probe` (kubevirt.io/api core/v1/defaults.go:137-157): timeout, period,
+/// success and failure thresholds below 1 become 1, 10, 1 and 3.
+fn default_probe(probe: &mut crate::api::vmi::Probe) {
+    for (field, default) in [
+        ("timeoutSeconds", 1),
+        ("periodSeconds", 10),
+        ("successThreshold", 1),
+        ("failureThreshold", 3),
+    ] {
+        let value = probe
+            .extra
+            .get(field)
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0);
+        if value < 1 {
+            probe.extra.insert(field.into(), default.into());
+        }
+    }
+}
+
+/// `updateStatus` (lifecycle.go:256-612) with `pod` = the pod `sync` returned. `rendered`:
+/// this sync rendered the launcher pod, which defaults the VMI's own probes in place
+/// (`WithLivelinessProbe`/`WithReadinessProbe` call `SetDefaults_Probe` on `vmi.Spec`,
+/// rendercontainer.go:167-181); `execute` hands that same VMI to `updateStatus`
+/// (vmi.go:355-357), so its write carries them.
 fn update_status(
     snap: &VmiSnapshot,
     pod: Option<&Pod>,
     sync_error: Option<&SyncError>,
+    rendered: bool,
 ) -> StatusResult {
     let mut u = StatusUpdate::new(snap, pod, sync_error);
+    if rendered {
+        let spec = &mut u.new.spec;
+        for probe in [&mut spec.liveness_probe, &mut spec.readiness_probe]
+            .into_iter()
+            .flatten()
+        {
+            default_probe(probe);
+        }
+    }
     u.finalizers();
     u.active_pods();
     u.ready_condition();
@@ -1567,7 +1601,7 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
         current
     };
 
-    let st = update_status(snap, status_pod, sync_error.as_ref());
+    let st = update_status(snap, status_pod, sync_error.as_ref(), plan.wants_pod);
     d.status_actions.extend(st.actions);
     d.explanation.extend(st.explanation);
     d.sync_error = sync_error;

@@ -2282,3 +2282,50 @@ fn backend_storage_holds_the_pod_until_its_claim_is_bound() {
         ]
     );
 }
+
+/// Rendering the launcher pod defaults the VMI's own probes (rendercontainer.go:167-181), and
+/// the write of that sync carries them (vmi.go:355-357); measured against KubeVirt v1.9.0's
+/// virt-controller by tests/reference_conformance.rs. A sync that renders nothing leaves them.
+#[test]
+fn the_sync_that_renders_the_pod_writes_the_probe_defaults() {
+    let mut vmi = pending_vmi();
+    vmi.spec.readiness_probe = Some(
+        serde_json::from_value(json!({"tcpSocket": {"port": 22}, "periodSeconds": 5})).unwrap(),
+    );
+    vmi.spec.liveness_probe =
+        Some(serde_json::from_value(json!({"httpGet": {"port": 80}})).unwrap());
+    let mut s = snap(vmi.clone());
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
+    let d = decide_after_sync(
+        &s,
+        &SyncOutcome::Succeeded {
+            created_pod: Some(Box::new(created_pod())),
+        },
+    );
+    let spec = serde_json::to_value(&updated(&d).spec).unwrap();
+    assert_eq!(
+        spec["readinessProbe"],
+        json!({"tcpSocket": {"port": 22}, "periodSeconds": 5, "timeoutSeconds": 1,
+               "successThreshold": 1, "failureThreshold": 3})
+    );
+    assert_eq!(
+        spec["livenessProbe"],
+        json!({"httpGet": {"port": 80}, "periodSeconds": 10, "timeoutSeconds": 1,
+               "successThreshold": 1, "failureThreshold": 3})
+    );
+    // Scheduling, pod present: no render, the probes stay as they are.
+    let mut v = with_phase(vmi, Phase::Scheduling);
+    v.spec.readiness_probe =
+        Some(serde_json::from_value(json!({"tcpSocket": {"port": 22}})).unwrap());
+    let d = decide(&snap_with_pod(v, kv_pod("Pending")));
+    if let Some(VmiAction::UpdateVmi { vmi, .. }) = d
+        .status_actions
+        .iter()
+        .find(|a| matches!(a, VmiAction::UpdateVmi { .. }))
+    {
+        assert_eq!(
+            serde_json::to_value(&vmi.spec).unwrap()["readinessProbe"],
+            json!({"tcpSocket": {"port": 22}})
+        );
+    }
+}

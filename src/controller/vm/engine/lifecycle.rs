@@ -115,7 +115,9 @@ impl Engine<'_> {
         Ok(())
     }
 
-    fn create_vmi(&mut self, vmi: VirtualMachineInstance) -> Result<(), Abort> {
+    fn create_vmi(&mut self, mut vmi: VirtualMachineInstance) -> Result<(), Abort> {
+        // Posted as Go marshals it: `spec.domain.resources: {}` when empty (go_encoding).
+        crate::controller::vm::go_encoding::vmi_spec(&mut vmi.spec);
         let name = vmi.metadata.name.clone().unwrap_or_default();
         let key = self.key.clone();
         self.local(

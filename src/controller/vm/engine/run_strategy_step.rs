@@ -280,6 +280,7 @@ impl Engine<'_> {
         } else {
             copy.spec.running = Some(true);
         }
+        crate::controller::vm::go_encoding::vm(&mut copy);
         self.explain(
             "runStrategy Halted with a start request: rewrite the VM to runStrategy Always \
              (or running: true); the sync reports 'Failure while starting VMI: <nil>' \

@@ -64,6 +64,8 @@ impl Engine<'_> {
                 annotation::STORAGE_OBSERVED_API_VERSION.into(),
                 annotation::API_VERSION_V1.into(),
             );
+            // Go writes `domain.resources: {}` into the template: a spec change (go_encoding).
+            crate::controller::vm::go_encoding::vm(&mut updated);
             self.explain(
                 "the VM lacks the observed api-version annotations: set them with a full Update \
                  and stop; the write triggers the next sync (vm.go:374-386)",
@@ -350,7 +352,11 @@ impl Engine<'_> {
             );
             let (index, res) = self.api(
                 VmAction::UpdateVm {
-                    vm: Box::new((*vm_copy).clone()),
+                    vm: Box::new({
+                        let mut body = (*vm_copy).clone();
+                        crate::controller::vm::go_encoding::vm(&mut body);
+                        body
+                    }),
                     purpose: VmUpdatePurpose::SyncedSpec,
                     resource_version_from: copy_rv,
                 },
