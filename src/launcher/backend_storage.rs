@@ -84,15 +84,21 @@ pub fn has_persistent_efi(vmi: &VirtualMachineInstance) -> bool {
 /// `cbt.HasCBTStateEnabled` (pkg/storage/cbt/cbt.go:59-79): `status.changedBlockTracking.state`
 /// is `Initializing` or `Enabled`.
 fn has_cbt_state(vmi: &VirtualMachineInstance) -> bool {
-    vmi.status.as_ref().is_some_and(|s| {
-        s.extra.read(|m| {
-            matches!(
-                m.get("changedBlockTracking")
-                    .and_then(|c| c.get("state"))
-                    .and_then(|s| s.as_str()),
-                Some("Initializing" | "Enabled")
-            )
-        })
+    vmi.status
+        .as_ref()
+        .is_some_and(|s| cbt_state_enabled(&s.extra))
+}
+
+/// `HasCBTStateEnabled` on the unmodelled fields of a VM's or VMI's status: its
+/// `changedBlockTracking.state` is `Initializing` or `Enabled` (pkg/storage/cbt/cbt.go:59-79).
+pub(crate) fn cbt_state_enabled(status: &crate::api::common::Extra) -> bool {
+    status.read(|m| {
+        matches!(
+            m.get("changedBlockTracking")
+                .and_then(|c| c.get("state"))
+                .and_then(|s| s.as_str()),
+            Some("Initializing" | "Enabled")
+        )
     })
 }
 

@@ -185,16 +185,8 @@ pub(crate) fn vm_needs_backend_storage(vm: &VirtualMachine) -> bool {
     let mut probe = crate::api::vmi::VirtualMachineInstance::default();
     probe.spec.domain.devices.tpm = spec.domain.devices.tpm.clone();
     probe.spec.domain.firmware = spec.domain.firmware.clone();
-    let cbt = vm.status.as_ref().is_some_and(|s| {
-        s.extra.read(|m| {
-            matches!(
-                m.get("changedBlockTracking")
-                    .and_then(|c| c.get("state"))
-                    .and_then(|s| s.as_str()),
-                Some("Initializing" | "Enabled")
-            )
-        })
-    });
+    let cbt = (vm.status.as_ref())
+        .is_some_and(|s| crate::launcher::backend_storage::cbt_state_enabled(&s.extra));
     crate::launcher::backend_storage::has_persistent_tpm(&probe)
         || crate::launcher::backend_storage::has_persistent_efi(&probe)
         || cbt
