@@ -385,15 +385,15 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status(server: Server) {
 }
 
 /// The controllers' launcher-pod cache decodes pods as `LauncherPodForCache`: the server's pod
-/// has its volumes and full containers, the cached copy keeps what the decisions read (each
-/// volume's name and claim, the node,
+/// has its volumes and full containers, the cached copy keeps what the decisions read (of the
+/// claim volumes their name and claim, no other volume; the node,
 /// the compute container's name, image and resource requests; the phase, conditions, QOS class
 /// and each container's name, readiness and state).
-async fn the_launcher_pod_is_cached_with_only_its_volume_names_and_claims(server: Server) {
+async fn the_launcher_pod_is_cached_with_only_its_claim_volumes(server: Server) {
     let env = Env::start_on(server).await;
-    env.create_vm(&example_vm("vm-containerdisk", "Always"))
-        .await;
-    let (_, vmi) = env.wait_running("demo-vm").await;
+    env.create_example_claims("vm-pvc.yaml").await;
+    env.create_vm(&example_vm("vm-pvc", "Always")).await;
+    let (_, vmi) = env.wait_running("demo-pvc").await;
     let vmi_uid = uid(&vmi.metadata);
     // The same version of the pod on the server and in the cache.
     let (server, cached) = env
@@ -414,11 +414,23 @@ async fn the_launcher_pod_is_cached_with_only_its_volume_names_and_claims(server
         "the server's pod has volumes"
     );
     let spec = cached.spec.as_ref().expect("cached spec");
-    // Each volume keeps its name and claim only (what the hotplug attachment-pod check reads).
-    let names = |v: Option<&Vec<k8s_openapi::api::core::v1::Volume>>| -> Vec<String> {
-        v.into_iter().flatten().map(|v| v.name.clone()).collect()
+    // The claim volumes keep their name and claim only (what `GetHotplugVolumes` matches by
+    // name); the launcher's other volumes are not cached.
+    let claims = |v: Option<&Vec<k8s_openapi::api::core::v1::Volume>>| -> Vec<String> {
+        let with_claim = v.into_iter().flatten();
+        let with_claim = with_claim.filter(|v| v.persistent_volume_claim.is_some());
+        with_claim.map(|v| v.name.clone()).collect()
     };
-    assert_eq!(names(spec.volumes.as_ref()), names(volumes));
+    assert!(
+        !claims(volumes).is_empty(),
+        "the server's pod has a claim volume"
+    );
+    assert!(volumes.is_some_and(|v| v.len() > claims(volumes).len()));
+    assert_eq!(
+        spec.volumes.as_ref().map_or(0, Vec::len),
+        claims(volumes).len()
+    );
+    assert_eq!(claims(spec.volumes.as_ref()), claims(volumes));
     for v in spec.volumes.iter().flatten() {
         let bare = k8s_openapi::api::core::v1::Volume {
             name: v.name.clone(),
@@ -2082,7 +2094,7 @@ on_both_servers!(
     a_deleted_launcher_pod_is_replaced_with_a_new_vmi,
     a_data_volume_template_holds_the_start_until_cdi_reports_it_ready,
     always_vm_starts_one_vmi_with_revision_pod_and_status,
-    the_launcher_pod_is_cached_with_only_its_volume_names_and_claims,
+    the_launcher_pod_is_cached_with_only_its_claim_volumes,
     always_restarts_a_crashed_guest_with_a_new_vmi,
     rerun_on_failure_restarts_after_crash_but_not_after_shutdown,
     rerun_on_failure_stays_stopped_after_its_launcher_pod_is_deleted,
