@@ -362,14 +362,46 @@ struct Applied {
     wrote: bool,
     /// The live VMI's UID when the step was applied.
     live: Option<String>,
+    /// The VMI changed so shortly before the request that the controller's VMI cache, under the
+    /// plan's watch delays, may not have had the change when it next wrote the VM status
+    /// ([`vmi_changed_just_now`]).
+    cache_race: bool,
+}
+
+/// How long after a VMI change the controller's VMI cache may still miss it: the plan's
+/// watch delay (under 0.5 s) and a slow machine's processing, with margin.
+const CACHE_LAG: chrono::TimeDelta = chrono::TimeDelta::seconds(3);
+
+/// Whether `vmi` changed within [`CACHE_LAG`] before now in the way that decides KubeVirt's
+/// trimming of the first state-change request, which its status update does on every sync
+/// against its VMI cache (vm.go:451, 2485-2487, 2811-2853): created (a `Stop` naming it is
+/// trimmed by a cache without it), or gone final or deleting (a `Start` is trimmed by a cache
+/// that still shows it live). A request written then can be dropped by a faithful controller,
+/// as by KubeVirt's; the soak's user then asks again, as a virtctl user would.
+fn vmi_changed_just_now(vmi: &VirtualMachineInstance) -> bool {
+    // Seconds since the epoch: the API's timestamps have whole seconds.
+    let now = chrono::Utc::now().timestamp();
+    let recent = |t: Option<i64>| t.is_some_and(|t| now - t <= CACHE_LAG.num_seconds());
+    let meta = &vmi.metadata;
+    let created = meta.creation_timestamp.as_ref().map(|t| t.0.as_second());
+    let deleted = meta.deletion_timestamp.as_ref().map(|t| t.0.as_second());
+    let last_phase = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.phase_transition_timestamps.as_ref())
+        .and_then(|ts| ts.last())
+        .map(|t| t.phase_transition_timestamp.0.timestamp());
+    recent(created) || recent(deleted) || (vmi.phase().is_final() && recent(last_phase))
 }
 
 /// The soak's user retrying virtctl, for the one race KubeVirt has by design: a controller
 /// whose cache still holds the previous run strategy (or a request the step cleared) may create
 /// or stop a VMI after the step's request was decided. A Manual "stop" VM then runs a VMI that
 /// did not exist (or was not the one stopped) at the step, or a Manual "start" VM that had a
-/// live VMI (so no Start was written) lost it. Only those cases are retried: a written request
-/// that was dropped without effect is not, so a controller losing requests still fails the soak.
+/// live VMI (so no Start was written) lost it. And a written request dropped while the
+/// controller's VMI cache could not yet hold the VMI change just before it
+/// ([`Applied::cache_race`]). Only those cases are retried: any other written request that was
+/// dropped without effect is not, so a controller losing requests still fails the soak.
 /// Returns how many requests were written again.
 async fn reassert(
     env: &Env,
@@ -396,10 +428,11 @@ async fn reassert(
             .get(name)
             .cloned()
             .unwrap_or_default();
-        let raced = match step {
-            Step::ManualStop => live.is_some() && live != before.live,
-            _ => !before.wrote && live.is_none(),
-        };
+        let raced = before.wrote && before.cache_race
+            || match step {
+                Step::ManualStop => live.is_some() && live != before.live,
+                _ => !before.wrote && live.is_none(),
+            };
         if raced {
             let now = request_for_step(env, name, step).await;
             again += usize::from(now.wrote);
@@ -580,7 +613,9 @@ async fn apply_step(env: &Env, name: &str, step: Step) -> Applied {
 /// stop naming the running VMI (virt-api's start/stop subresources, lifecycle.go:43-248, are
 /// not served by the embedded cluster; they write these requests).
 async fn request_for_step(env: &Env, name: &str, step: Step) -> Applied {
-    let vmi = live_vmi(env, name).await;
+    let any = env.vmi(name).await;
+    let cache_race = any.as_ref().is_some_and(vmi_changed_just_now);
+    let vmi = any.filter(|v| !v.phase().is_final() && v.metadata.deletion_timestamp.is_none());
     let requests = match (step, &vmi) {
         (Step::ManualStart, None) => Some(json!([{"action": "Start"}])),
         (Step::ManualStop, Some(v)) => {
@@ -595,6 +630,7 @@ async fn request_for_step(env: &Env, name: &str, step: Step) -> Applied {
     Applied {
         wrote,
         live: vmi.and_then(|v| v.metadata.uid),
+        cache_race,
     }
 }
 
