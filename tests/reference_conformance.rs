@@ -803,9 +803,10 @@ fn any_index(path: &str) -> String {
 }
 
 /// Whether a per-resource write sequence differs only by one more write at the end on one
-/// side (`values` as [`compare`] writes them: `ours [...] theirs [...]`). Seen in 2 of the 4
-/// runs of 21 VMs on 2026-12-06 (both in CI at load 2-5; our VM `update` after the firmware
-/// patch in one, our VMI `patch` after its update in the other, each in one VM): when a sync
+/// side (`values` as [`compare`] writes them: `ours [...] theirs [...]`). Seen in 2 of the 5
+/// runs of 21 VMs on 2026-12-06 (2 of 3 in CI at load 2-5, 0 of 2 on a quiet machine; our VM
+/// `update` after the firmware patch in one, our VMI `patch` after its update in the other,
+/// each in one VM): when a sync
 /// ends relative to the watch events decides whether one more write is due. Not explained
 /// yet: listed, not failing; a write missing or changed anywhere else still fails.
 fn one_trailing_write(values: &str) -> bool {
