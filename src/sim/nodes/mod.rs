@@ -44,8 +44,9 @@ pub const AGENT_VIRT_HANDLER: &str = "sim-virt-handler";
 /// User agent of the node-lifecycle / PodGC stand-in.
 pub const AGENT_NODE_LIFECYCLE: &str = "sim-node-lifecycle";
 
-/// Most nodes one simulator registers (pod IPs are derived from the node index).
-pub const MAX_NODES: usize = 250;
+/// Most nodes one simulator registers (each node's pod CIDR and InternalIP are derived from its
+/// index and stay distinct up to here; issue 46 asks for 1,000).
+pub const MAX_NODES: usize = 2_000;
 
 /// Settings of a [`NodeSimulator`].
 #[derive(Debug, Clone, PartialEq)]

@@ -100,15 +100,21 @@ pub(crate) fn node_internal_ip(index: usize) -> String {
     format!("10.89.{}.{}", (index / 250) % 256, index % 250 + 2)
 }
 
-/// The node's pod CIDR: `10.244.<index % 256>.0/24`.
-pub(crate) fn node_pod_cidr(index: usize) -> String {
-    format!("10.244.{}.0/24", index % 256)
+/// The first two octets of the node's pod CIDR: `10.<244 + index / 256>.<index % 256>`, one
+/// `/24` per node in 10.244.0.0/14 and 10.248.0.0/14 (distinct for up to 2,048 nodes).
+fn pod_net(index: usize) -> String {
+    format!("10.{}.{}", 244 + (index / 256) % 12, index % 256)
 }
 
-/// The `seq`-th pod IP handed out on a node: `10.244.<index % 256>.<seq % 252 + 2>` (wraps after
+/// The node's pod CIDR: `10.<244 + index / 256>.<index % 256>.0/24`.
+pub(crate) fn node_pod_cidr(index: usize) -> String {
+    format!("{}.0/24", pod_net(index))
+}
+
+/// The `seq`-th pod IP handed out on a node: `<its pod CIDR's net>.<seq % 252 + 2>` (wraps after
 /// 252 pods; only used as a status value).
 pub(crate) fn pod_ip(node_index: usize, seq: u64) -> String {
-    format!("10.244.{}.{}", node_index % 256, seq % 252 + 2)
+    format!("{}.{}", pod_net(node_index), seq % 252 + 2)
 }
 
 /// Machine-type label of the `q35` alias libvirt reports on x86 hosts
@@ -451,5 +457,24 @@ mod tests {
         assert_eq!(node_internal_ip(0), "10.89.0.2");
         assert_eq!(pod_ip(1, 0), "10.244.1.2");
         assert_eq!(pod_ip(1, 252), "10.244.1.2");
+        assert_eq!(node_pod_cidr(255), "10.244.255.0/24");
+        assert_eq!(node_pod_cidr(256), "10.245.0.0/24");
+        assert_eq!(pod_ip(999, 0), "10.247.231.2");
+        let cidrs: std::collections::HashSet<String> = (0..crate::sim::nodes::MAX_NODES)
+            .map(node_pod_cidr)
+            .collect();
+        assert_eq!(
+            cidrs.len(),
+            crate::sim::nodes::MAX_NODES,
+            "one /24 per node"
+        );
+        let ips: std::collections::HashSet<String> = (0..crate::sim::nodes::MAX_NODES)
+            .map(node_internal_ip)
+            .collect();
+        assert_eq!(
+            ips.len(),
+            crate::sim::nodes::MAX_NODES,
+            "one InternalIP per node"
+        );
     }
 }
