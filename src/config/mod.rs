@@ -129,7 +129,7 @@ pub struct ClusterSettings {
     pub selinux_launcher_type: Option<String>,
     /// `vmStateStorageClass` (`GetVMStateStorageClass`, virt-config.go:472-474): the class of
     /// the backend-storage claims (persistent TPM/EFI); unset, the default class is used
-    /// (backend-storage.go:382-405).
+    /// (backend-storage.go:412-437).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm_state_storage_class: Option<String>,
     /// `instancetype.referencePolicy` (`GetInstancetypeReferencePolicy`, virt-config.go:

@@ -308,7 +308,7 @@ mod tests {
 
     /// A Pending VMI with a persistent TPM, its claim not created yet, a default StorageClass
     /// among the storage objects: the shadow decides what the controller does, creating the
-    /// claim in that class (backend-storage.go:382-405, 475-512). It read no StorageClass
+    /// claim in that class (backend-storage.go:412-437, 509-557). It read no StorageClass
     /// before, and decided `FailedBackendStorageCreate` "no default storage class found".
     #[test]
     fn a_persistent_tpm_vm_gets_its_claim_in_the_default_class() {
