@@ -3,7 +3,9 @@
 //! persistent TPM and EFI (docs/examples/more/vm-persistent-tpm.yaml) gets its
 //! `persistent-state-for-<VM>-…` claim from the class the KubeVirt CR names; the launcher pod
 //! waits for the claim to be bound, then mounts it as `vm-state`, and the VMI's `volumeStatus`
-//! lists it as `persistent-state-for-this-vm`.
+//! lists it as `persistent-state-for-this-vm`. A claim there before the VM under the legacy
+//! name is used as found, and the patches that label such a claim when it is found at creation
+//! time apply on both servers alike.
 //!
 //! The real API server binds no claim (no PersistentVolume controller): the test binds it as
 //! that controller would, after seeing the VMI held with `BackendStorageNotReady`. The embedded
@@ -27,7 +29,7 @@ async fn backend_claim(env: &Env) -> Option<PersistentVolumeClaim> {
 }
 
 /// The claim, the hold and the pod's `vm-state` volume (storage.go:126-133,
-/// backend-storage.go:470-512, 580-616; rendervolumes.go:386-463).
+/// backend-storage.go:509-557, 592-629; rendervolumes.go:386-463).
 async fn a_persistent_tpm_vm_gets_its_state_claim_before_its_pod(server: Server) {
     let env = Env::start_on(server).await;
     let classes: Api<StorageClass> = Api::all(env.client.clone());
@@ -180,4 +182,143 @@ async fn a_persistent_tpm_vm_gets_its_state_claim_before_its_pod(server: Server)
     env.shutdown().await;
 }
 
-on_both_servers!(a_persistent_tpm_vm_gets_its_state_claim_before_its_pod);
+/// A claim with `spec` enough for both servers, `labels` as given (`None`: no labels).
+fn plain_claim(name: &str, labels: Option<serde_json::Value>) -> PersistentVolumeClaim {
+    let mut meta = json!({"name": name});
+    if let Some(l) = labels {
+        meta["labels"] = l;
+    }
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": meta,
+        "spec": {"accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "10Mi"}}}}))
+    .expect("claim")
+}
+
+/// The claim as the API server has it, bound: the real server binds nothing, so the test
+/// writes the status the PV controller would; the embedded binder binds a class-less claim.
+async fn bound(env: &Env, name: &str) -> PersistentVolumeClaim {
+    if env.server().is_real() {
+        env.pvcs()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Bound",
+                    "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "10Mi"}}})),
+            )
+            .await
+            .expect("bind the claim");
+    }
+    env.wait_for("the claim to be Bound", || async {
+        let c = env.pvcs().get(name).await.ok()?;
+        let phase = c.status.as_ref().and_then(|s| s.phase.as_deref());
+        (phase == Some("Bound")).then_some(c)
+    })
+    .await
+}
+
+/// The two JSON patches `labelLegacyPVC` sends (backend-storage.go:245-258), as the controller
+/// builds them (`backend_storage::legacy_label_patch`'s unit test): `add /metadata/labels` on a
+/// claim without labels, `replace /metadata/labels/persistent-state-for` on one with other
+/// labels. Both succeed on kube-apiserver: its JSON patch (evanphx/json-patch v4) sets a key
+/// that a `replace` finds missing in an existing object, and the embedded server does the same.
+async fn the_legacy_label_patches_succeed(server: Server) {
+    let env = Env::start_on(server).await;
+    let pp = PostParams::default();
+    let bare = "legacy-no-labels";
+    let other = "legacy-other-labels";
+    env.pvcs()
+        .create(&pp, &plain_claim(bare, None))
+        .await
+        .expect("create");
+    env.pvcs()
+        .create(&pp, &plain_claim(other, Some(json!({"team": "db"}))))
+        .await
+        .expect("create");
+    // Sent as the controller sends it: `application/json-patch+json`.
+    let send = |name: &'static str, ops: serde_json::Value| {
+        let env = &env;
+        async move {
+            let path = format!(
+                "/api/v1/namespaces/{}/persistentvolumeclaims/{name}",
+                env.namespace
+            );
+            let req = http::Request::patch(path)
+                .header("content-type", "application/json-patch+json")
+                .body(serde_json::to_vec(&ops).expect("body"))
+                .expect("request");
+            env.client.request::<PersistentVolumeClaim>(req).await
+        }
+    };
+    let add = json!([{"op": "add", "path": "/metadata/labels",
+                      "value": {"persistent-state-for": VM}}]);
+    let labels = |c: PersistentVolumeClaim| serde_json::to_value(c.metadata.labels).expect("json");
+    let c = send(bare, add).await.expect("add the labels");
+    assert_eq!(labels(c), json!({"persistent-state-for": VM}));
+    let replace = json!([{"op": "replace", "path": "/metadata/labels/persistent-state-for",
+                          "value": VM}]);
+    let c = send(other, replace.clone())
+        .await
+        .expect("replace a missing key of an existing map");
+    assert_eq!(labels(c), json!({"persistent-state-for": VM, "team": "db"}));
+    // What makes it fail is what makes any write fail: the claim is gone (only logged).
+    let gone = send("legacy-gone", replace)
+        .await
+        .expect_err("no such claim");
+    assert!(
+        matches!(&gone, kube::Error::Api(e) if e.code == 404),
+        "{gone}"
+    );
+    env.shutdown().await;
+}
+
+/// A claim named `persistent-state-for-<VM>` without the label, there before the VM: the VMI
+/// controller finds it by name (`PVCForVMI`, backend-storage.go:61-83), waits for it and mounts
+/// it, and leaves it unlabelled: `handleBackendStorage` only calls `CreatePVCForVMI`, the one
+/// caller of `labelLegacyPVC`, when no claim was found (storage.go:126-133).
+async fn a_legacy_claim_is_used_as_found(server: Server) {
+    let env = Env::start_on(server).await;
+    let legacy = format!("persistent-state-for-{VM}");
+    env.pvcs()
+        .create(
+            &PostParams::default(),
+            &plain_claim(&legacy, Some(json!({"team": "db"}))),
+        )
+        .await
+        .expect("create the legacy claim");
+    bound(&env, &legacy).await;
+    env.wait_for("the controller's claim cache to hold it", || async {
+        let ctx = env.manager.context();
+        let seen = ctx.caches.pvcs.store().state().iter().any(|c| {
+            c.metadata.name.as_deref() == Some(legacy.as_str())
+                && c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
+        });
+        seen.then_some(())
+    })
+    .await;
+    env.create_vm(&common::example_vm("more/vm-persistent-tpm.yaml"))
+        .await;
+    let (_, vmi) = env.wait_running(VM).await;
+    let uid = vmi.metadata.uid.clone().expect("uid");
+    let pod = serde_json::to_value(&env.launcher_pods(&uid).await[0]).expect("pod");
+    let volumes = pod["spec"]["volumes"].as_array().expect("volumes");
+    assert!(
+        volumes
+            .contains(&json!({"name": "vm-state", "persistentVolumeClaim": {"claimName": legacy}})),
+        "{volumes:?}"
+    );
+    let claim = env.pvcs().get(&legacy).await.expect("the legacy claim");
+    assert_eq!(
+        serde_json::to_value(claim.metadata.labels).expect("json"),
+        json!({"team": "db"}),
+        "not relabelled"
+    );
+    assert!(backend_claim(&env).await.is_none(), "no new claim");
+    env.shutdown().await;
+}
+
+on_both_servers!(
+    a_persistent_tpm_vm_gets_its_state_claim_before_its_pod,
+    the_legacy_label_patches_succeed,
+    a_legacy_claim_is_used_as_found,
+);

@@ -321,3 +321,50 @@ async fn shadow_works_with_the_read_only_role() {
     let _ = roles.delete(&name, &DeleteParams::default()).await;
     env.shutdown().await;
 }
+
+/// A VM with a persistent TPM beside a default WaitForFirstConsumer StorageClass: the
+/// controller creates its backend-storage claim in that class and, the claim Pending on such a
+/// class, creates the launcher pod (backend-storage.go:412-437, 611-626). The shadow, which
+/// watches the StorageClasses as the VMI controller's informer does, agrees with every write.
+/// It watched none before: for the Pending claim it decided `FailedBackendStorageProbe`
+/// "storage class … not found" and no pod, and reported the leader's pod as a difference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_agrees_on_a_persistent_tpm_vm_in_the_default_class() {
+    let env = Env::start().await;
+    let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(env.client.clone());
+    let class = serde_json::from_value(json!({"metadata": {"name": "e2e-default",
+        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": "e2e.invalid", "volumeBindingMode": "WaitForFirstConsumer"}))
+    .expect("class");
+    classes
+        .create(&kube::api::PostParams::default(), &class)
+        .await
+        .expect("create the StorageClass");
+    env.wait_for("the controller to see the class", || async {
+        let ctx = env.manager.context();
+        let classes = ctx.caches.storage.storage_classes.store().state();
+        (!classes.is_empty()).then_some(())
+    })
+    .await;
+    let shadow = start_shadow(&env, env.client.clone(), config(&env, Server::Embedded)).await;
+    let vm = common::example_vm("more/vm-persistent-tpm.yaml");
+    let name = vm.metadata.name.clone().expect("name");
+    env.create_vm(&vm).await;
+    env.wait_running(&name).await;
+    let run = settle_and_finish(&env, shadow).await;
+    let report = &run.report;
+    let text = format!(
+        "{}{}",
+        report.text(),
+        serde_json::to_string_pretty(&report.differences).unwrap_or_default()
+    );
+    assert!(report.errors.is_empty(), "{text}");
+    assert!(report.differences.is_empty(), "{text}");
+    assert!(
+        run.records
+            .iter()
+            .any(|r| r.kind == Kind::VirtualMachineInstance && r.verdict == Verdict::Agree),
+        "{text}"
+    );
+    env.shutdown().await;
+}

@@ -285,7 +285,10 @@ fn apply_defaults(
     settings: &AdmissionSettings,
     more: Option<&SpecDefaultSettings>,
 ) -> Result<(), DefaultsError> {
-    if spec.architecture.as_deref().unwrap_or("").is_empty() {
+    // setDefaultArchitecture (defaults.go:327-331): the cluster's, which may be empty
+    // (`GetDefaultArchitecture`, see `ClusterSettings::architecture`); an empty one is not
+    // written (`architecture,omitempty`).
+    if spec.architecture.as_deref().unwrap_or("").is_empty() && !settings.architecture.is_empty() {
         spec.architecture = Some(settings.architecture.clone());
     }
     if let Some(more) = more {

@@ -41,7 +41,8 @@ pub struct ClusterSettings {
     /// `additionalGuestMemoryOverheadRatio` as written in the CR (a float in a string); `None`
     /// or unparseable → not applied (hypervisorbackend.go:165-175).
     pub additional_guest_memory_overhead_ratio: Option<String>,
-    /// Cluster architecture used when a VMI does not set `spec.architecture` (`amd64`).
+    /// Cluster architecture used when a VMI does not set `spec.architecture` (`amd64`; empty
+    /// when the KubeVirt CR's status has none, see `default_architecture`).
     pub architecture: String,
     /// Memory request in bytes of each registered network binding plugin, by plugin name
     /// (`network.binding.<name>.computeResourceOverhead.requests.memory`). `passt` core binding
@@ -129,7 +130,7 @@ pub struct ClusterSettings {
     pub selinux_launcher_type: Option<String>,
     /// `vmStateStorageClass` (`GetVMStateStorageClass`, virt-config.go:472-474): the class of
     /// the backend-storage claims (persistent TPM/EFI); unset, the default class is used
-    /// (backend-storage.go:382-405).
+    /// (backend-storage.go:412-437).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm_state_storage_class: Option<String>,
     /// `instancetype.referencePolicy` (`GetInstancetypeReferencePolicy`, virt-config.go:
@@ -567,6 +568,22 @@ pub enum SettingsError {
     Document(String),
 }
 
+/// The default architecture a KubeVirt CR gives (`GetDefaultArchitecture`): a CR that
+/// KubeVirt's `ClusterConfig` applies, one with a `status.phase` (configuration.go:361-372),
+/// gives its `status.defaultArchitecture`, empty when that is unset (configuration.go:316-320):
+/// VMIs and expanded VMs then get no `spec.architecture` at all. virt-operator writes that
+/// status from `spec.configuration.architectureConfiguration.defaultArchitecture`, else its own
+/// architecture (pkg/virt-operator/util/config.go:516-526), so a CR with no status yet gives the
+/// spec's value, or `None` (the defaults' `amd64`).
+fn default_architecture(cr: &serde_json::Value, cfg: &serde_json::Value) -> Option<String> {
+    let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).map(str::to_string);
+    let applied = text(cr.pointer("/status/phase")).is_some_and(|p| !p.is_empty());
+    if applied {
+        return Some(text(cr.pointer("/status/defaultArchitecture")).unwrap_or_default());
+    }
+    text(cfg.pointer("/architectureConfiguration/defaultArchitecture"))
+}
+
 impl ClusterSettings {
     /// Read the settings from a `kubevirt.io/v1` KubeVirt custom resource (as JSON), starting from
     /// the defaults. Reads `spec.configuration.developerConfiguration.{cpuAllocationRatio,
@@ -694,12 +711,7 @@ impl ClusterSettings {
             s.support_container_resources =
                 support_container_resources(v).map_err(|(f, m)| field_err(&f, m))?;
         }
-        if let Some(arch) = cfg
-            .pointer("/architectureConfiguration/defaultArchitecture")
-            .and_then(|v| v.as_str())
-        {
-            s.architecture = arch.to_string();
-        }
+        s.architecture = default_architecture(cr, &cfg).unwrap_or(s.architecture);
         Ok(s)
     }
 

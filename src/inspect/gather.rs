@@ -162,7 +162,7 @@ pub struct Gathered {
 }
 
 /// The objects the VM and VMI controllers read from their caches for backend storage
-/// (pkg/storage/backend-storage/backend-storage.go:60-81, 382-405; pkg/storage/utils/
+/// (pkg/storage/backend-storage/backend-storage.go:61-83, 412-437; pkg/storage/utils/
 /// volumes.go:105-131), so that `inspect`, what-if and `shadow` decide a VM with a persistent
 /// TPM or EFI as the controller does.
 #[derive(Debug, Clone, Default)]

@@ -358,4 +358,47 @@ mod tests {
         );
         assert_eq!(spec["evictionStrategy"], "LiveMigrate");
     }
+
+    /// The architecture written into the template is the cluster's `GetDefaultArchitecture`
+    /// (defaults.go:327-331): from a KubeVirt CR that `ClusterConfig` applies (it has a
+    /// `status.phase`), its `status.defaultArchitecture`, and none at all when that is empty
+    /// (configuration.go:316-320); the machine type is then amd64's (virt-config.go:199-212).
+    /// The expanded template said `amd64` there.
+    #[test]
+    fn the_architecture_comes_from_the_crs_status() {
+        let cr = |status: Value| {
+            crate::config::ClusterSettings::from_kubevirt_cr(&json!({
+                "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+                "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+                "spec": {"configuration": {"architectureConfiguration":
+                    {"defaultArchitecture": "s390x"}}},
+                "status": status}))
+            .unwrap()
+        };
+        let v = vm(json!({"instancetype": {"name": "two-small"},
+                          "preference": {"name": "cores-virtio"},
+                          "template": template(json!({}))}));
+        let spec_of = |settings: crate::config::ClusterSettings| {
+            let out = expand(
+                &v,
+                &objects(),
+                &[],
+                &settings.admission(),
+                &settings.spec_defaults,
+            )
+            .unwrap();
+            serde_json::to_value(out).unwrap()["spec"]["template"]["spec"].clone()
+        };
+        let spec = spec_of(cr(json!({"phase": "Deployed"})));
+        assert_eq!(spec.get("architecture"), None, "{spec}");
+        assert_eq!(spec["domain"]["machine"], json!({"type": "q35"}));
+        let spec = spec_of(cr(
+            json!({"phase": "Deployed", "defaultArchitecture": "arm64"}),
+        ));
+        assert_eq!(spec["architecture"], "arm64");
+        assert_eq!(spec["domain"]["machine"], json!({"type": "virt"}));
+        // Not applied by KubeVirt yet (no phase): what virt-operator will copy from the spec.
+        let spec = spec_of(cr(json!({})));
+        assert_eq!(spec["architecture"], "s390x");
+    }
 }

@@ -67,7 +67,7 @@ pub fn has_persistent_tpm(vmi: &VirtualMachineInstance) -> bool {
         .is_some_and(|t| t.enabled != Some(false) && t.persistent == Some(true))
 }
 
-/// `HasPersistentEFI` (backend-storage.go:242-248):
+/// `HasPersistentEFI` (backend-storage.go:277-283):
 /// `firmware.bootloader.efi.persistent: true`.
 pub fn has_persistent_efi(vmi: &VirtualMachineInstance) -> bool {
     vmi.spec.domain.firmware.as_ref().is_some_and(|f| {
@@ -102,7 +102,7 @@ pub(crate) fn cbt_state_enabled(status: &crate::api::common::Extra) -> bool {
     })
 }
 
-/// `IsBackendStorageNeeded` for a VMI (backend-storage.go:250-276): a persistent TPM, a
+/// `IsBackendStorageNeeded` for a VMI (backend-storage.go:285-309): a persistent TPM, a
 /// persistent EFI, or changed-block tracking initialising or enabled.
 pub fn is_needed(vmi: &VirtualMachineInstance) -> bool {
     has_persistent_tpm(vmi) || has_persistent_efi(vmi) || has_cbt_state(vmi)

@@ -123,7 +123,7 @@ pub struct NamespaceContext {
     /// to name no resource (what `explain-overhead` and `inspect` render with).
     #[serde(skip)]
     pub lookups: Option<RenderLookups>,
-    /// The VMI's backend-storage claim (`PVCForVMI`, backend-storage.go:60-81), for the
+    /// The VMI's backend-storage claim (`PVCForVMI`, backend-storage.go:61-83), for the
     /// `vm-state` volume of a VMI with persistent TPM/EFI state. `None` with `pvcs` known: the
     /// claim does not exist yet and the render fails as KubeVirt's does (template.go:356-363);
     /// `None` with `pvcs` unknown: the legacy name `persistent-state-for-<VMI name>` is shown.

@@ -28,9 +28,12 @@ pub(crate) struct Mirror {
     /// The settings the decisions render with.
     pub settings: ClusterSettings,
     /// The cluster's storage objects the VM controller reads for
-    /// `status.volumeSnapshotStatuses`; `None`: not known (a live shadow does not watch them),
-    /// and the decision leaves that field as it is.
+    /// `status.volumeSnapshotStatuses`; `None`: not known (a live shadow watches only the
+    /// StorageClasses, below), and the decision leaves that field as it is.
     pub storage: Option<StorageObjects>,
+    /// The StorageClasses a live shadow watches, by name: what backend storage decides with
+    /// when [`Mirror::storage`] is not known.
+    pub storage_classes: Objects,
 }
 
 /// StorageClasses, StorageProfiles and VolumeSnapshotClasses (cluster-scoped) by name, as
@@ -223,15 +226,18 @@ impl Mirror {
         Ok((Some(d.vm), d.vmi))
     }
 
-    /// The storage objects backend storage reads; none when they are not known (a live shadow
-    /// does not watch them: a claim still to be created then names the CR's
-    /// `vmStateStorageClass` or none).
+    /// The storage objects backend storage reads: all of them when known (an audit log's),
+    /// else the StorageClasses a live shadow watches, without StorageProfiles (a claim to be
+    /// created then gets the access mode of a class without a profile: backend-storage.go:
+    /// 453-456).
     fn backend_storage(&self) -> Result<BackendStorageInputs, String> {
-        self.storage
-            .as_ref()
-            .map(StorageObjects::backend_storage)
-            .transpose()
-            .map(Option::unwrap_or_default)
+        match &self.storage {
+            Some(s) => s.backend_storage(),
+            None => Ok(BackendStorageInputs {
+                storage_classes: typed("StorageClass", &self.storage_classes)?,
+                ..Default::default()
+            }),
+        }
     }
 
     fn pvcs_in(&self, ns: &str) -> Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
@@ -308,7 +314,7 @@ mod tests {
 
     /// A Pending VMI with a persistent TPM, its claim not created yet, a default StorageClass
     /// among the storage objects: the shadow decides what the controller does, creating the
-    /// claim in that class (backend-storage.go:382-405, 475-512). It read no StorageClass
+    /// claim in that class (backend-storage.go:412-437, 509-557). It read no StorageClass
     /// before, and decided `FailedBackendStorageCreate` "no default storage class found".
     #[test]
     fn a_persistent_tpm_vm_gets_its_claim_in_the_default_class() {

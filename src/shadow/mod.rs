@@ -215,10 +215,12 @@ pub(crate) async fn run(
         };
         let listed = match &item {
             watch::Item::Synced(s) => Some(*s),
-            // A kind the cluster does not serve (no CDI: no DataVolumes) is not waited for.
+            // A kind the cluster does not serve (no CDI: no DataVolumes) is not waited for, nor
+            // StorageClasses a shadow bound to one namespace may not list (decided without).
             watch::Item::Failed(s, e) => {
                 tracing::warn!(source = ?s, error = %e, "shadow: watch failed");
-                (e.contains("404") || e.contains("not found")).then_some(*s)
+                let refused = *s == watch::Source::StorageClasses && e.contains("forbidden");
+                (e.contains("404") || e.contains("not found") || refused).then_some(*s)
             }
             watch::Item::Changed(..) => None,
         };

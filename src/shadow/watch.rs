@@ -17,16 +17,20 @@ pub(crate) enum Source {
     Compared(Kind),
     /// PersistentVolumeClaims: read by the decisions, never compared.
     Claims,
+    /// StorageClasses (cluster-scoped): what the VMI controller's backend storage reads, as its
+    /// StorageClass informer (vmi.go:103; backend-storage.go:412-437, 611-626). Never compared.
+    StorageClasses,
 }
 
 impl Source {
-    pub(crate) const ALL: [Source; 6] = [
+    pub(crate) const ALL: [Source; 7] = [
         Source::Compared(Kind::VirtualMachine),
         Source::Compared(Kind::VirtualMachineInstance),
         Source::Compared(Kind::Pod),
         Source::Compared(Kind::ControllerRevision),
         Source::Compared(Kind::DataVolume),
         Source::Claims,
+        Source::StorageClasses,
     ];
 
     fn resource(self) -> ApiResource {
@@ -53,6 +57,10 @@ impl Source {
                 gvk("", "v1", "PersistentVolumeClaim"),
                 "persistentvolumeclaims",
             ),
+            Source::StorageClasses => (
+                gvk("storage.k8s.io", "v1", "StorageClass"),
+                "storageclasses",
+            ),
         };
         ApiResource::from_gvk_with_plural(&gvk, plural)
     }
@@ -61,6 +69,11 @@ impl Source {
     /// informer (KubeVirt's `kubevirt.io` label).
     fn selector(self) -> Option<&'static str> {
         matches!(self, Source::Compared(Kind::Pod)).then_some("kubevirt.io=virt-launcher")
+    }
+
+    /// Cluster-scoped: watched in every namespace whatever the shadow's namespace.
+    fn cluster_scoped(self) -> bool {
+        matches!(self, Source::StorageClasses)
     }
 }
 
@@ -92,7 +105,8 @@ fn to_item(
     }
 }
 
-/// The merged list+watch of every [`Source`] in `namespace` (`None`: all), through `client`.
+/// The merged list+watch of every [`Source`] in `namespace` (`None`: all; the cluster-scoped
+/// StorageClasses whatever it is), through `client`.
 pub(crate) fn watch_all(
     client: &kube::Client,
     namespace: Option<&str>,
@@ -100,8 +114,8 @@ pub(crate) fn watch_all(
     let streams = Source::ALL.into_iter().map(|source| {
         let ar = source.resource();
         let api: Api<DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-            None => Api::all_with(client.clone(), &ar),
+            Some(ns) if !source.cluster_scoped() => Api::namespaced_with(client.clone(), ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
         };
         let mut config = watcher::Config::default();
         if let Some(sel) = source.selector() {
@@ -135,6 +149,14 @@ pub(crate) fn feed(
                 tracker.mirror.pvcs.remove(&key);
             }
         },
+        // Cluster-scoped: the key is `/NAME`.
+        Source::StorageClasses => {
+            let name = key.trim_start_matches('/').to_string();
+            match object {
+                Some(v) => tracker.mirror.storage_classes.insert(name, v),
+                None => tracker.mirror.storage_classes.remove(&name),
+            };
+        }
         Source::Compared(kind) if live => tracker.observe(Change { kind, key, object }, now),
         Source::Compared(kind) => tracker.mirror.set(kind, &key, object),
     }
@@ -170,6 +192,74 @@ mod tests {
     use crate::sim::{ApiServer, ApiServerConfig};
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::PostParams;
+
+    /// The claim a live shadow decides for a Pending persistent-TPM VMI: in the StorageClass
+    /// its watch delivered as the cluster's default (backend-storage.go:412-437), and none
+    /// once that class is deleted. It watched no StorageClass and decided
+    /// `FailedBackendStorageCreate` "no default storage class found" where the controller
+    /// created the claim.
+    #[test]
+    fn the_watched_default_class_decides_the_backend_storage_claim() {
+        use crate::controller::vmi::VmiAction;
+        let mut t = Tracker::new(super::super::mirror::Mirror::default(), Vec::new(), None);
+        let now = chrono::Utc::now();
+        let annotations = serde_json::json!({"kubevirt.io/latest-observed-api-version": "v1",
+            "kubevirt.io/storage-observed-api-version": "v1"});
+        let tpm = serde_json::json!({"domain": {"devices": {"tpm": {"persistent": true}}}});
+        let vm = serde_json::json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "tpm", "namespace": "ns", "uid": "vm-uid",
+                "annotations": annotations,
+                "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]},
+            "spec": {"runStrategy": "Always", "template": {"spec": tpm}}});
+        let vmi = serde_json::json!({"apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "tpm", "namespace": "ns", "uid": "vmi-uid",
+                "annotations": annotations,
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "name": "tpm", "uid": "vm-uid", "controller": true,
+                    "blockOwnerDeletion": true}]},
+            "spec": tpm, "status": {"phase": "Pending"}});
+        let class = serde_json::json!({"apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "fast", "annotations":
+                {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "example.com/fast"});
+        let changed =
+            |source, key: &str, obj: Option<Value>| Item::Changed(source, key.to_string(), obj);
+        for item in [
+            changed(Source::Compared(Kind::VirtualMachine), "ns/tpm", Some(vm)),
+            changed(
+                Source::Compared(Kind::VirtualMachineInstance),
+                "ns/tpm",
+                Some(vmi),
+            ),
+            changed(Source::StorageClasses, "/fast", Some(class)),
+        ] {
+            feed(&mut t, &item, false, now);
+        }
+        let decided = |t: &Tracker| {
+            let (_, vmi) = t.mirror.decisions("ns/tpm", now, &[]).expect("decided");
+            let vmi = vmi.expect("a VMI decision");
+            let class = vmi.sync_actions.iter().find_map(|a| match a {
+                VmiAction::CreateBackendStoragePvc { pvc, .. } => {
+                    pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone())
+                }
+                _ => None,
+            });
+            (class, vmi.sync_error.map(|e| e.message))
+        };
+        assert_eq!(decided(&t), (Some("fast".to_string()), None));
+        feed(
+            &mut t,
+            &changed(Source::StorageClasses, "/fast", None),
+            true,
+            now,
+        );
+        assert_eq!(
+            decided(&t),
+            (None, Some("no default storage class found".to_string()))
+        );
+    }
 
     #[tokio::test]
     async fn the_read_only_client_refuses_every_write_and_reads() {

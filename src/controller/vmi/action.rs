@@ -71,7 +71,7 @@ pub enum VmiAction {
         /// Why.
         why: String,
     },
-    /// Create the VMI's backend-storage claim (storage.go:126-133, backend-storage.go:470-512).
+    /// Create the VMI's backend-storage claim (storage.go:126-133, backend-storage.go:509-557).
     /// Executor: `ExpectCreations(key, 1)` on the claim expectations before the call,
     /// `CreationObserved(key)` if it fails (SyncError `FailedBackendStorageCreate`).
     CreateBackendStoragePvc {

@@ -1,7 +1,7 @@
 //! The VMI controller's backend storage: the `persistent-state-for-<VMI>` claim of a VMI with
 //! a persistent TPM, persistent EFI or changed-block tracking. KubeVirt v1.9.0:
 //! pkg/storage/backend-storage/backend-storage.go (`PVCForVMI`, `createPVC`, `getStorageClass`,
-//! `getAccessMode`, `IsPVCReady`, `UpdateVolumeStatus`) as used by
+//! `getAccessMode`, `IsPVCReady`, `UpdateVolumeStatus`, `CreatePVCForVMI`, `labelLegacyPVC`) as used by
 //! pkg/virt-controller/watch/vmi/lifecycle.go:126-141, 308-311 and storage.go:112-136.
 //!
 //! Pure: the executor reads the namespace's claims and the cluster's StorageClasses and
@@ -9,9 +9,15 @@
 //! deleted through [`super::VmiAction::CreateBackendStoragePvc`] /
 //! [`super::VmiAction::DeleteBackendStoragePvc`].
 //!
-//! Not modelled: relabelling a legacy claim that has no `persistent-state-for` label
-//! (`labelLegacyPVC`, backend-storage.go:212-227: the claim is used as found), and everything
-//! migration does with these claims (target claims, hand-off, recovery jobs).
+//! A claim found by its legacy name alone (no `persistent-state-for` label) is used as found:
+//! `handleBackendStorage` calls `CreatePVCForVMI` only when `PVCForVMI` found no claim
+//! (storage.go:126-133), and only `CreatePVCForVMI` relabels one (backend-storage.go:563-574).
+//! So v1.9.0 labels a legacy claim only when its second look at the claim cache, at creation
+//! time, finds one the decision's look did not: the executor does the same ([`at_create`],
+//! [`legacy_label_patch`]; a failed label is only logged, backend-storage.go:253-257).
+//!
+//! Not modelled: everything migration does with these claims (target claims, hand-off,
+//! recovery jobs).
 
 use crate::api::vmi::VirtualMachineInstance;
 use crate::launcher::backend_storage::{
@@ -35,11 +41,11 @@ pub(crate) const NOT_READY: &str = "BackendStorageNotReady";
 /// The SyncError reason of a failed delete (storage.go:121).
 pub(crate) const FAILED_DELETE: &str = "Failed deleting backend storage";
 /// `storagetypes.LabelApplyStorageProfile` (pkg/storage/types/cdi.go:41): lets CDI's PVC
-/// mutating webhook size the claim from its StorageProfile (backend-storage.go:489-495).
+/// mutating webhook size the claim from its StorageProfile (backend-storage.go:527-533).
 const APPLY_STORAGE_PROFILE: &str = "cdi.kubevirt.io/applyStorageProfile";
-/// KubeVirt's default-virt-class annotation on a StorageClass (backend-storage.go:393).
+/// KubeVirt's default-virt-class annotation on a StorageClass (backend-storage.go:422).
 const KUBEVIRT_DEFAULT_CLASS: &str = "storageclass.kubevirt.io/is-default-virt-class";
-/// Kubernetes' default-class annotation (backend-storage.go:396).
+/// Kubernetes' default-class annotation (backend-storage.go:425).
 const K8S_DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
 
 /// What the decision needs of the cluster, read by the executor.
@@ -78,7 +84,7 @@ pub struct Claim {
     pub class_wffc: Result<bool, String>,
 }
 
-/// `PVCForVMI` (backend-storage.go:60-81) over the namespace's claims.
+/// `PVCForVMI` (backend-storage.go:61-83) over the namespace's claims.
 pub(crate) fn find_claim<'a>(
     vmi: &VirtualMachineInstance,
     claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
@@ -102,7 +108,68 @@ pub(crate) fn find_claim<'a>(
     found
 }
 
-/// `getStorageClass` (backend-storage.go:382-405): the CR's `vmStateStorageClass`, else the
+/// What `CreatePVCForVMI` (backend-storage.go:563-574) does when the executor is about to
+/// create the claim: it looks the claim up again in the (possibly newer) cache.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AtCreate {
+    /// Still no claim: create the new one.
+    Create,
+    /// A claim appeared meanwhile: use it, no creation. `label` is the patch that labels it
+    /// when it has no `persistent-state-for` label.
+    Found {
+        name: String,
+        label: Option<json_patch::Patch>,
+    },
+}
+
+/// `CreatePVCForVMI` over the namespace's claims as they are now.
+pub(crate) fn at_create<'a>(
+    vmi: &VirtualMachineInstance,
+    claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>,
+) -> AtCreate {
+    let Some(claim) = find_claim(vmi, claims) else {
+        return AtCreate::Create;
+    };
+    let labelled = claim
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(PVC_PREFIX));
+    AtCreate::Found {
+        name: claim.metadata.name.clone().unwrap_or_default(),
+        label: (!labelled)
+            .then(|| legacy_label_patch(claim, vmi.metadata.name.as_deref().unwrap_or_default())),
+    }
+}
+
+/// The JSON patch of `labelLegacyPVC` (backend-storage.go:245-251), sent as
+/// `application/json-patch+json`: a claim with no labels gets `add /metadata/labels` with the
+/// one label; a claim with other labels gets `replace /metadata/labels/persistent-state-for`.
+/// The API server's JSON patch (evanphx/json-patch v4) treats a `replace` of a key missing
+/// from an existing object as an `add`, so both succeed on a claim that still exists.
+pub(crate) fn legacy_label_patch(
+    claim: &PersistentVolumeClaim,
+    vmi_name: &str,
+) -> json_patch::Patch {
+    use crate::controller::common::patch::{PatchSet, path};
+    let mut p = PatchSet::new();
+    if claim
+        .metadata
+        .labels
+        .as_ref()
+        .is_none_or(BTreeMap::is_empty)
+    {
+        p.add(
+            path(&["metadata", "labels"]),
+            &BTreeMap::from([(PVC_PREFIX, vmi_name)]),
+        );
+    } else {
+        p.replace(path(&["metadata", "labels", PVC_PREFIX]), vmi_name);
+    }
+    p.into_patch()
+}
+
+/// `getStorageClass` (backend-storage.go:412-437): the CR's `vmStateStorageClass`, else the
 /// class annotated KubeVirt's default, else Kubernetes' default (the last one listed wins
 /// each), else `no default storage class found`.
 pub(crate) fn storage_class(
@@ -127,7 +194,7 @@ pub(crate) fn storage_class(
         .ok_or_else(|| "no default storage class found".to_string())
 }
 
-/// `getAccessMode` (backend-storage.go:407-449) for filesystem mode: `ReadWriteMany` when the
+/// `getAccessMode` (backend-storage.go:439-483) for filesystem mode: `ReadWriteMany` when the
 /// class was configured, else `ReadWriteOnce`; a StorageProfile (`profile_sets`: its
 /// `status.claimPropertySets`) with a Filesystem set offering RWX gives RWX, one offering only
 /// RWO gives RWO.
@@ -158,7 +225,7 @@ pub(crate) fn access_mode(configured: bool, profile_sets: Option<&[Value]>) -> &
     if rwo { "ReadWriteOnce" } else { default }
 }
 
-/// The claim `createPVC` sends (backend-storage.go:470-512): `generateName`
+/// The claim `createPVC` sends (backend-storage.go:509-557): `generateName`
 /// `persistent-state-for-<VMI>-`, the VMI's owner references (the VMI itself as controller when
 /// it has none), labels `persistent-state-for=<VMI>` and the apply-storage-profile label, one
 /// access mode, 10Mi, the class, Filesystem mode.
@@ -211,7 +278,7 @@ pub(crate) fn new_claim(
 }
 
 /// What the claim's StorageClass says for `IsPVCReady`'s Pending case
-/// (backend-storage.go:600-613).
+/// (backend-storage.go:611-626).
 pub(crate) fn class_wffc(
     claim: &PersistentVolumeClaim,
     class: impl Fn(&str) -> Option<StorageClass>,
@@ -266,7 +333,7 @@ pub(crate) enum Step {
     Error(&'static str, String),
 }
 
-/// `handleBackendStorage` then `IsPVCReady` (storage.go:112-136, backend-storage.go:580-616).
+/// `handleBackendStorage` then `IsPVCReady` (storage.go:112-136, backend-storage.go:592-629).
 pub(crate) fn plan(state: &BackendStorageState) -> Step {
     if !state.needed {
         return match &state.claim {
@@ -292,7 +359,7 @@ pub(crate) fn plan(state: &BackendStorageState) -> Step {
     }
 }
 
-/// `UpdateVolumeStatus` (backend-storage.go:450-468), applied to a VMI status' `volumeStatus`:
+/// `UpdateVolumeStatus` (backend-storage.go:485-507), applied to a VMI status' `volumeStatus`:
 /// the backend-storage entry (any entry whose name starts with `persistent-state-for`) renamed
 /// `persistent-state-for-this-vm` with the claim's name and access modes, or appended.
 pub(crate) fn update_volume_status(entries: &mut Vec<Value>, claim: &Claim) {
@@ -435,7 +502,7 @@ mod tests {
         assert_eq!(access_mode(false, Some(&block)), "ReadWriteOnce");
     }
 
-    /// backend-storage.go:470-512 (and backend-storage_test.go:284-306's label): the new
+    /// backend-storage.go:509-557 (and backend-storage_test.go:284-306's label): the new
     /// claim of a VM's VMI is owned by the VM; a bare VMI's by the VMI itself.
     #[test]
     fn the_new_claim() {
@@ -463,7 +530,7 @@ mod tests {
         );
     }
 
-    /// `PVCForVMI` (backend-storage.go:60-81): the labelled claim wins over the legacy name;
+    /// `PVCForVMI` (backend-storage.go:61-83): the labelled claim wins over the legacy name;
     /// other namespaces and deleting claims are skipped.
     #[test]
     fn finding_the_claim() {
@@ -486,7 +553,42 @@ mod tests {
         assert_eq!(name(find_claim(&v, [&other_ns])), None);
     }
 
-    /// `handleBackendStorage` + `IsPVCReady` (storage.go:112-136, backend-storage.go:580-616).
+    /// `CreatePVCForVMI` (backend-storage.go:563-574) at creation time: no claim → create;
+    /// a labelled claim → used as it is; a legacy claim without the label → used and labelled
+    /// with `labelLegacyPVC`'s patch: `add` of the whole map when it has no labels (none or
+    /// empty), `replace` of the one key when it has others (backend-storage.go:245-251).
+    #[test]
+    fn a_claim_found_at_creation_time() {
+        let v = vmi(tpm(), json!(null));
+        assert_eq!(at_create(&v, []), AtCreate::Create);
+        let name = "persistent-state-for-tpm-vm";
+        let labelled = claim(name, Some("tpm-vm"), "Bound", "sc");
+        assert_eq!(
+            at_create(&v, [&labelled]),
+            AtCreate::Found {
+                name: name.into(),
+                label: None
+            }
+        );
+        let patch_of = |c: &PersistentVolumeClaim| match at_create(&v, [c]) {
+            AtCreate::Found { label: Some(p), .. } => serde_json::to_value(p).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        let mut bare = claim(name, None, "Bound", "sc");
+        let add = json!([{"op": "add", "path": "/metadata/labels",
+                          "value": {"persistent-state-for": "tpm-vm"}}]);
+        assert_eq!(patch_of(&bare), add);
+        bare.metadata.labels = Some(BTreeMap::new());
+        assert_eq!(patch_of(&bare), add);
+        bare.metadata.labels = Some(BTreeMap::from([("team".into(), "db".into())]));
+        assert_eq!(
+            patch_of(&bare),
+            json!([{"op": "replace", "path": "/metadata/labels/persistent-state-for",
+                    "value": "tpm-vm"}])
+        );
+    }
+
+    /// `handleBackendStorage` + `IsPVCReady` (storage.go:112-136, backend-storage.go:592-629).
     #[test]
     fn the_plan() {
         let v = vmi(tpm(), json!(null));
@@ -532,7 +634,7 @@ mod tests {
         assert_eq!(st(&[&c("Bound", "sc")], &plain), Step::Delete(name.into()));
     }
 
-    /// `UpdateVolumeStatus` (backend-storage.go:450-468): appended once, a legacy entry renamed.
+    /// `UpdateVolumeStatus` (backend-storage.go:485-507): appended once, a legacy entry renamed.
     #[test]
     fn the_volume_status_entry() {
         let c = Claim {

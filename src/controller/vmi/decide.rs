@@ -475,7 +475,7 @@ fn plan_backend_storage(snap: &VmiSnapshot, plan: &mut SyncPlan) -> bool {
         Step::Ready(None) => true,
         Step::Ready(Some(claim)) => {
             plan.explanation.push(format!(
-                "sync: backend-storage claim {claim} is ready (backend-storage.go:580-616)"
+                "sync: backend-storage claim {claim} is ready (backend-storage.go:592-629)"
             ));
             true
         }
@@ -827,7 +827,7 @@ impl<'a> StatusUpdate<'a> {
             ));
             conditions::update(status_mut(&mut self.new), cond.clone());
         }
-        // The backend-storage claim's entry (lifecycle.go:309-311, backend-storage.go:450-468).
+        // The backend-storage claim's entry (lifecycle.go:309-311, backend-storage.go:485-507).
         if let Some(claim) = &snap.backend_storage.claim {
             let status = status_mut(&mut self.new);
             let entries = status.volume_status.get_or_insert_with(Vec::new);

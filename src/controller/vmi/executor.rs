@@ -562,6 +562,37 @@ fn describe(action: &VmiAction) -> String {
     }
 }
 
+/// `CreatePVCForVMI`'s second look (backend-storage.go:563-574): true when the claim cache now
+/// holds the VMI's claim, which is then used instead of creating one. A claim found by its
+/// legacy name alone is labelled first (`labelLegacyPVC`, backend-storage.go:245-258), and a
+/// failed label is only logged. As in v1.9.0 the claim expectation raised before stays
+/// raised: no creation follows, and a legacy claim's arrival observed none (storage.go:43-53),
+/// so the VMI waits for the expectation to expire. One difference: v1.9.0 goes on in the same
+/// sync with the found claim (lifecycle.go:126-141), where this sync's decision already stopped.
+async fn adopt_claim_found_at_creation(ctx: &Context, ns: &str, snap: &VmiSnapshot) -> bool {
+    use super::backend_storage::{AtCreate, at_create};
+    let claims = ctx.caches.pvcs.store().state();
+    let now = at_create(
+        &snap.vmi,
+        claims
+            .iter()
+            .map(|c| c.as_ref())
+            .filter(|c| c.metadata.namespace.as_deref() == Some(ns)),
+    );
+    let AtCreate::Found { name, label } = now else {
+        return false;
+    };
+    if let Some(patch) = label {
+        let body = serde_json::to_value(&patch).unwrap_or_default();
+        if let Err(e) =
+            json_patch_unread::<PersistentVolumeClaim>(&ctx.client, ns, &name, None, &body).await
+        {
+            tracing::warn!(error = %e, "failed to label legacy PVC {ns}/{name}");
+        }
+    }
+    true
+}
+
 /// Apply one action; returns the created pod for `CreatePod`.
 async fn apply(
     ctx: &Context,
@@ -622,6 +653,9 @@ async fn apply(
         }
         VmiAction::CreateBackendStoragePvc { pvc, .. } => {
             ctx.expectations.pvc.expect_creations(key, 1);
+            if adopt_claim_found_at_creation(ctx, ns, snap).await {
+                return Ok(None);
+            }
             if let Err(e) = api::<PersistentVolumeClaim>(client, ns)
                 .create(&Default::default(), pvc)
                 .await
