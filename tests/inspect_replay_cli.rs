@@ -158,3 +158,54 @@ fn inspect_replay_once_shows_each_recorded_reconcile_of_the_vm() {
     let (code, _, err) = inspect(&["--replay", path, "-n", "ns"]);
     assert_eq!(code, Some(2), "{err}");
 }
+
+/// `inspect --replay FILE` on an audit log (tests/fixtures/audit-replay.jsonl) steps through the
+/// controller's writes of the VM as `replay FILE` compares them (one loader): each write with
+/// its verdict, the one no decision of ours makes, and the refused one with the server's
+/// error. Before, it refused an audit log ("inspect --replay steps through a flight recording").
+#[test]
+fn inspect_replay_steps_through_an_audit_log_as_replay_reads_it() {
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit-replay.jsonl");
+    let log = log.to_str().expect("a path");
+    let lease = ["--lease-namespace", "ns", "--lease-name", "ctl"];
+    let mut args = vec!["--replay", log, "vm/a", "-n", "ns", "--once"];
+    args.extend(lease);
+    let (code, out, err) = inspect(&args);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("Replay VM ns/a"), "{out}");
+    for want in [
+        "step 4/4",
+        "    write: the controller's, audit log line 3",
+        "    recorded: update VirtualMachine ns/a (main)",
+        "    recorded: create ControllerRevision ns/revision-start-vm-vm-uid-1 (main)",
+        "  we-would-not-write: no decision of ours makes this write",
+        "    update VirtualMachine ns/a → failed: 500 InternalError: Internal error occurred: injected fault",
+    ] {
+        assert!(out.contains(want), "{want:?} not in\n{out}");
+    }
+
+    let mut args = vec!["--replay", log, "vm/a", "-n", "ns", "-o", "json"];
+    args.extend(lease);
+    let (code, out, err) = inspect(&args);
+    assert_eq!(code, Some(0), "{err}");
+    let steps: Value = serde_json::from_str(&out).expect("JSON");
+    let verdicts: Vec<&str> = steps["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|s| s["verdict"].as_str())
+        .collect();
+    assert_eq!(verdicts, ["same", "same", "differ", "same"], "{steps:#}");
+
+    // `replay` reads the same file the same way.
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+        .args(["replay", log, "--lease", "ns/ctl", "-o", "json"])
+        .output()
+        .expect("run replay");
+    assert_eq!(out.status.code(), Some(3), "a write differs");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let writes = report["vms"][0]["writes"].as_array().expect("writes");
+    let refused = report["refusedWrites"].as_array().expect("refusedWrites");
+    assert_eq!((writes.len(), refused.len()), (3, 1), "{report:#}");
+    assert_eq!(refused[0]["decidedFromError"], true, "{report:#}");
+}

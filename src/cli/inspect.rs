@@ -60,7 +60,8 @@ pub struct InspectArgs {
     /// bar in the Overhead check, a line in the text, `kubevirtVersionOverhead` in -o json.
     #[arg(long = "kubevirt-version", value_name = "VERSION")]
     pub kubevirt_version: Option<String>,
-    /// Step through the VM's reconciles in a flight recording (`run-controller --record DIR`)
+    /// Step through the VM's reconciles in a flight recording (`run-controller --record DIR`),
+    /// or the controller's writes in a Kubernetes audit log (`replay FILE` reads the same),
     /// instead of reading the cluster: each one's time, inputs, decision and writes, and
     /// whether the replayed decision is the recorded one (docs/inspect.md "Replay").
     #[arg(long, value_name = "DIR|FILE")]
@@ -263,8 +264,10 @@ pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, Cl
     })
 }
 
-/// `inspect --replay PATH vm/NAME`: the VM's recorded reconciles, replayed, stepped through in
-/// the terminal; `--once` (or not a terminal) prints every step, `-o` the steps as data.
+/// `inspect --replay PATH vm/NAME`: the VM's recorded reconciles (a flight recording) or the
+/// controller's writes (an audit log, its controller the writer of the `--lease-*` Lease),
+/// replayed, stepped through in the terminal; `--once` (or not a terminal) prints every step,
+/// `-o` the steps as data.
 fn run_replay(
     global: &GlobalArgs,
     args: &InspectArgs,
@@ -291,19 +294,14 @@ fn run_replay(
     };
     let namespace = global.namespace.clone().unwrap_or_else(|| "default".into());
     let source = path.display().to_string();
-    if path.is_file() {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CliError::Failed(format!("reading {source}: {e}")))?;
-        if crate::replay::is_audit_log(&text) {
-            return Err(CliError::Failed(format!(
-                "{source} is an audit log: inspect --replay steps through a flight recording \
-                 (run-controller --record DIR); `replay {source}` compares an audit log"
-            )));
-        }
-    }
-    let lines = crate::flight::read_recording(path).map_err(|e| CliError::Failed(e.to_string()))?;
-    let report = crate::replay::replay(&lines);
-    let view = ReplayView::of(report, &source, &format!("{namespace}/{name}"))
+    // An audit log's controller is the writer of the Lease `--lease-namespace/--lease-name`.
+    let lease = format!("{}/{}", args.lease_namespace, args.lease_name);
+    let audit = crate::replay::AuditSource {
+        lease: &lease,
+        controller: None,
+    };
+    let loaded = crate::replay::load(path, audit).map_err(CliError::Failed)?;
+    let view = ReplayView::of(loaded.into_vms(), &source, &format!("{namespace}/{name}"))
         .map_err(CliError::Failed)?;
     if let Some(o) = args.output {
         emit(&serialise(&view.vm, o)?)?;

@@ -39,43 +39,33 @@ pub enum ReplayOutput {
 
 /// Run `replay`.
 pub(crate) fn run(args: ReplayArgs) -> Result<ExitCode, CliError> {
-    if let Some(text) = audit_log_text(&args.path)? {
-        return run_audit(&args, &text);
-    }
-    let lines =
-        crate::flight::read_recording(&args.path).map_err(|e| CliError::Failed(e.to_string()))?;
-    let report = crate::replay::replay(&lines);
-    let text = match args.output {
-        Some(ReplayOutput::Json) => serde_json::to_string_pretty(&report)
-            .map(|s| s + "\n")
-            .map_err(|e| CliError::Failed(format!("serialising: {e}")))?,
-        None => crate::replay::render_text(&report),
+    let source = crate::replay::AuditSource {
+        lease: &args.lease,
+        controller: args.controller_user.as_deref(),
     };
-    print(&text, report.differ > 0)
+    match crate::replay::load(&args.path, source).map_err(CliError::Failed)? {
+        crate::replay::Loaded::Recording(report) => {
+            let text = match args.output {
+                Some(ReplayOutput::Json) => to_json(&report)?,
+                None => crate::replay::render_text(&report),
+            };
+            print(&text, report.differ > 0)
+        }
+        crate::replay::Loaded::Audit(report) => {
+            let text = match args.output {
+                Some(ReplayOutput::Json) => to_json(&report)?,
+                None => crate::replay::render_audit_text(&report),
+            };
+            print(&text, report.differs())
+        }
+    }
 }
 
-/// The text of `path` when it is an audit log (a file whose first line is an
-/// `audit.k8s.io/v1` Event).
-fn audit_log_text(path: &std::path::Path) -> Result<Option<String>, CliError> {
-    if path.is_dir() {
-        return Ok(None);
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::Failed(format!("reading {}: {e}", path.display())))?;
-    Ok(crate::replay::is_audit_log(&text).then_some(text))
-}
-
-fn run_audit(args: &ReplayArgs, text: &str) -> Result<ExitCode, CliError> {
-    let events = crate::replay::read_audit_log(&args.path, text).map_err(CliError::Failed)?;
-    let report =
-        crate::replay::replay_audit_log(&events, &args.lease, args.controller_user.as_deref());
-    let text = match args.output {
-        Some(ReplayOutput::Json) => serde_json::to_string_pretty(&report)
-            .map(|s| s + "\n")
-            .map_err(|e| CliError::Failed(format!("serialising: {e}")))?,
-        None => crate::replay::render_audit_text(&report),
-    };
-    print(&text, report.differs())
+/// `v` as pretty JSON with a final newline.
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, CliError> {
+    serde_json::to_string_pretty(v)
+        .map(|s| s + "\n")
+        .map_err(|e| CliError::Failed(format!("serialising: {e}")))
 }
 
 /// Print `text`; exit code 3 when `differs`. A closed stdout is not an error.

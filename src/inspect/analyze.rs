@@ -739,9 +739,6 @@ pub(crate) struct Decisions {
     pub vm_expectations: ExpectationsView,
 }
 
-/// Run the VM and VMI controllers' pure decisions on the gathered objects, on snapshots built
-/// by the executors' own constructors, with the given expectations entries of this key (none:
-/// satisfied).
 /// The VMI controller's expectations from the key's entries (`vmi-pod`, `vmi-self`; none:
 /// satisfied).
 pub(crate) fn vmi_expectations_state(expectations: &[ExpectationView]) -> ExpectationsState {
@@ -757,10 +754,36 @@ pub(crate) fn vmi_expectations_state(expectations: &[ExpectationView]) -> Expect
     }
 }
 
+/// A write of the reconcile the API server refused, with the error the controller got: the
+/// decision is made as the executor makes it after that answer (the VM controller's
+/// `decide_with_failures`, the VMI controller's `decide_after_sync`), so what the reconcile
+/// writes next is decided from the error (a VMI's `Synchronized=False` `FailedCreate`, a VM's
+/// `Failure` condition).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Refused {
+    /// The VM decision's action at this index (of `VmDecision::actions`) failed.
+    Vm(usize, crate::controller::common::ApiFailure),
+    /// The VMI decision's sync action at this index (of `VmiDecision::sync_actions`) failed.
+    VmiSync(usize, crate::controller::common::ApiFailure),
+}
+
+/// Run the VM and VMI controllers' pure decisions on the gathered objects, on snapshots built
+/// by the executors' own constructors, with the given expectations entries of this key (none:
+/// satisfied).
 pub(crate) fn decide_next(
     g: &Gathered,
     vm: &VirtualMachine,
     expectations: &[ExpectationView],
+) -> Decisions {
+    decide_next_refused(g, vm, expectations, None)
+}
+
+/// [`decide_next`] when a write of the reconcile was `refused` (`None`: every write succeeds).
+pub(crate) fn decide_next_refused(
+    g: &Gathered,
+    vm: &VirtualMachine,
+    expectations: &[ExpectationView],
+    refused: Option<&Refused>,
 ) -> Decisions {
     let now = g.now;
     let vm_exp = ExpectationsView {
@@ -806,7 +829,14 @@ pub(crate) fn decide_next(
         }
     }
     let classes: Vec<_> = g.backend_storage.storage_classes.iter().collect();
-    let vm_decision = crate::controller::vm::decide(&vm_snap);
+    let vm_decision = match refused {
+        Some(Refused::Vm(index, error)) => {
+            let mut failures = crate::controller::vm::ApiFailures::none();
+            failures.insert(*index, error.clone());
+            crate::controller::vm::decide_with_failures(&vm_snap, &failures)
+        }
+        _ => crate::controller::vm::decide(&vm_snap),
+    };
     let vmi_decision = g.vmi.as_ref().map(|vmi| {
         let state = vmi_expectations_state(expectations);
         let owner_uid = owner_vm_name(vmi)
@@ -834,12 +864,29 @@ pub(crate) fn decide_next(
             (&g.settings, || g.namespace_context()),
             Time::from_datetime(now),
         );
-        crate::controller::vmi::decide(&snap)
+        decide_vmi(&snap, refused)
     });
     Decisions {
         vm: vm_decision,
         vmi: vmi_decision,
         vm_expectations: vm_exp,
+    }
+}
+
+/// The VMI decision on `snap`, after the sync action `refused` names failed when it does.
+pub(crate) fn decide_vmi(
+    snap: &crate::controller::vmi::VmiSnapshot,
+    refused: Option<&Refused>,
+) -> VmiDecision {
+    match refused {
+        Some(Refused::VmiSync(index, error)) => {
+            let outcome = crate::controller::vmi::SyncOutcome::Failed {
+                index: *index,
+                error: error.clone(),
+            };
+            crate::controller::vmi::decide_after_sync(snap, &outcome)
+        }
+        _ => crate::controller::vmi::decide(snap),
     }
 }
 

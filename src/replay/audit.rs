@@ -47,6 +47,8 @@ pub(crate) fn read_audit_log(path: &Path, text: &str) -> Result<Vec<Value>, Stri
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct AuditStep {
+    /// The audit event's line in the log (from 1).
+    pub line: usize,
     /// When the server received it.
     pub at: DateTime<Utc>,
     /// The written object's kind.
@@ -60,6 +62,46 @@ pub(crate) struct AuditStep {
     /// Our action it is (absent: we would not write it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub action: Option<&'static str>,
+    /// The request's verb.
+    #[serde(skip)]
+    pub verb: String,
+    /// Where our write and the controller's differ, `PATH: ours VALUE, theirs VALUE`.
+    #[serde(skip)]
+    pub paths: Vec<String>,
+    /// The VM's objects before the write (kept for a write that does not agree),
+    /// `KIND namespace/name rv RV`.
+    #[serde(skip)]
+    pub state: Vec<String>,
+    /// The object the server answered, `KIND namespace/name rv RV` (`accepted`: none).
+    #[serde(skip)]
+    pub answer: String,
+}
+
+/// A write of the controller the server refused (not compared: it changed nothing).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AuditRefused {
+    /// The audit event's line in the log (from 1).
+    pub line: usize,
+    /// When the server answered.
+    pub at: DateTime<Utc>,
+    /// The VM key whose reconcile made it.
+    pub vm_key: String,
+    /// The request's verb.
+    pub verb: String,
+    /// The object's kind.
+    pub kind: &'static str,
+    /// Its `namespace/name` (no name: one the server was to generate).
+    pub key: String,
+    /// The answer's `responseStatus.code`.
+    pub code: u16,
+    /// Its `reason` (empty when the log has none).
+    pub reason: String,
+    /// Its `message`, the error as the controller's client gave it.
+    pub message: String,
+    /// One of our actions makes this write: the rest of its reconcile was decided from the
+    /// error, as the controller decided it.
+    pub decided_from_error: bool,
 }
 
 /// The compared writes of one VM key.
@@ -96,6 +138,8 @@ pub(crate) struct AuditReplay {
     pub comparison: ShadowReport,
     /// Per VM key.
     pub vms: Vec<AuditVm>,
+    /// The controller's refused writes of a VM, in log order.
+    pub refused_writes: Vec<AuditRefused>,
 }
 
 impl AuditReplay {
@@ -121,7 +165,13 @@ pub(crate) fn replay_audit_log(
     let run = replay_audit(events, &opts);
     let mut vms: BTreeMap<String, Vec<AuditStep>> = BTreeMap::new();
     for r in &run.run.records {
+        let index = usize::try_from(r.change)
+            .ok()
+            .and_then(|c| run.changes.get(c.wrapping_sub(1)))
+            .copied();
+        let event = index.and_then(|i| events.get(i));
         vms.entry(r.vm_key.clone()).or_default().push(AuditStep {
+            line: index.map_or(0, |i| i + 1),
             at: r.seen,
             kind: r.kind.as_str(),
             key: r.key.clone(),
@@ -131,8 +181,33 @@ pub(crate) fn replay_audit_log(
             },
             verdict: r.verdict,
             action: r.action,
+            verb: event
+                .map_or("", |e| e["verb"].as_str().unwrap_or(""))
+                .to_string(),
+            paths: r.paths.iter().map(path_text).collect(),
+            state: r.state_before.iter().map(version_of).collect(),
+            answer: event
+                .and_then(|e| e.get("responseObject"))
+                .filter(|o| o.get("metadata").is_some() && o["kind"] != "Status")
+                .map_or_else(|| "accepted".to_string(), version_of),
         });
     }
+    let refused_writes = run
+        .refused
+        .iter()
+        .map(|r| AuditRefused {
+            line: r.event + 1,
+            at: r.at,
+            vm_key: r.vm_key.clone(),
+            verb: r.verb.clone(),
+            kind: r.kind.as_str(),
+            key: r.key.clone(),
+            code: r.error.code,
+            reason: r.error.reason.clone(),
+            message: r.error.message.clone(),
+            decided_from_error: r.ours,
+        })
+        .collect();
     AuditReplay {
         events: events.len(),
         writes: run.writes,
@@ -146,6 +221,136 @@ pub(crate) fn replay_audit_log(
             .into_iter()
             .map(|(key, writes)| AuditVm { key, writes })
             .collect(),
+        refused_writes,
+    }
+}
+
+/// `KIND namespace/name rv RV` of an object.
+fn version_of(obj: &Value) -> String {
+    let meta = |f: &str| obj["metadata"][f].as_str().unwrap_or("").to_string();
+    format!(
+        "{} {}/{} rv {}",
+        obj["kind"].as_str().unwrap_or("?"),
+        meta("namespace"),
+        meta("name"),
+        meta("resourceVersion")
+    )
+}
+
+/// One differing path, `PATH: ours VALUE, theirs VALUE` (a long value cut).
+fn path_text(d: &crate::shadow::PathDiff) -> String {
+    let value = |v: &Option<Value>| {
+        let s = v.as_ref().map_or("absent".to_string(), Value::to_string);
+        match s.char_indices().nth(160) {
+            Some((cut, _)) => format!("{}…", &s[..cut]),
+            None => s,
+        }
+    };
+    format!(
+        "{}: ours {}, theirs {}",
+        d.path,
+        value(&d.ours),
+        value(&d.theirs)
+    )
+}
+
+/// What a verdict says of a write of the controller.
+fn verdict_why(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Agree => "agree: our decision from the state just before it makes this write",
+        Verdict::AgreeLater => {
+            "agree-later: our decision makes it once the next changes of the VM's objects are in (the controller saw them first)"
+        }
+        Verdict::AgreeEarlier => {
+            "agree-earlier: our decision from a state a few changes before it makes it (the controller's cache was behind the server)"
+        }
+        Verdict::Differ => "differ: our decision writes this object otherwise",
+        Verdict::WeWouldWriteMore => "we-would-write-more: our write of this object changes more",
+        Verdict::WeWouldNotWrite => "we-would-not-write: no decision of ours makes this write",
+    }
+}
+
+impl AuditReplay {
+    /// Per VM key, the controller's compared and refused writes as replay steps, in log order
+    /// (the view `inspect --replay` steps through): a compared write is `same` when it agrees
+    /// (now, later or earlier), else `differ`, with the differing paths and the state before
+    /// it; a refused one is `same` when our decision makes it (the rest of its reconcile is then
+    /// decided from its error), else `not-replayed`.
+    pub(crate) fn steps(&self) -> Vec<super::VmReplay> {
+        let mut by_vm: BTreeMap<String, Vec<super::Step>> = BTreeMap::new();
+        for vm in &self.vms {
+            let steps = by_vm.entry(vm.key.clone()).or_default();
+            steps.extend(vm.writes.iter().map(compared_step));
+        }
+        for r in &self.refused_writes {
+            by_vm
+                .entry(r.vm_key.clone())
+                .or_default()
+                .push(refused_step(r));
+        }
+        by_vm
+            .into_iter()
+            .map(|(key, mut steps)| {
+                steps.sort_by_key(|s| s.seq);
+                super::VmReplay { key, steps }
+            })
+            .collect()
+    }
+}
+
+fn compared_step(w: &AuditStep) -> super::Step {
+    let agrees = matches!(
+        w.verdict,
+        Verdict::Agree | Verdict::AgreeLater | Verdict::AgreeEarlier
+    );
+    let write = format!("{} {} {}", w.verb, w.kind, w.key);
+    let mut why = vec![verdict_why(w.verdict).to_string()];
+    why.extend(w.paths.iter().cloned());
+    super::Step {
+        seq: w.line as u64,
+        at: w.at,
+        controller: super::AUDIT_WRITE.into(),
+        verdict: if agrees {
+            super::Verdict::Same
+        } else {
+            super::Verdict::Differ
+        },
+        recorded: vec![format!("{write} ({})", w.part)],
+        replayed: w.action.map(|a| vec![a.to_string()]).unwrap_or_default(),
+        why,
+        inputs: w.state.clone(),
+        writes: vec![write],
+        answers: vec![w.answer.clone()],
+        writes_differ: false,
+        note: None,
+    }
+}
+
+fn refused_step(r: &AuditRefused) -> super::Step {
+    let write = format!("{} {} {}", r.verb, r.kind, r.key);
+    let error = format!("{} {}: {}", r.code, r.reason, r.message);
+    let then = if r.decided_from_error {
+        "one of our actions makes this write: the rest of its reconcile is decided from this error, as the controller's is"
+    } else {
+        "none of our actions makes this write: the writes after it are decided without its error"
+    };
+    super::Step {
+        seq: r.line as u64,
+        at: r.at,
+        controller: super::AUDIT_WRITE.into(),
+        verdict: if r.decided_from_error {
+            super::Verdict::Same
+        } else {
+            super::Verdict::NotReplayed
+        },
+        recorded: vec![write.clone()],
+        replayed: Vec::new(),
+        why: vec![format!("refused: {error}"), then.to_string()],
+        inputs: Vec::new(),
+        writes: vec![write],
+        answers: vec![format!("failed: {error}")],
+        writes_differ: false,
+        note: Some("refused by the API server: not compared (it changed nothing)".into()),
     }
 }
 
@@ -165,9 +370,14 @@ pub(crate) fn render_audit_text(r: &AuditReplay) -> String {
         }
     );
     if r.failed_writes > 0 {
+        let from_error = r
+            .refused_writes
+            .iter()
+            .filter(|w| w.decided_from_error)
+            .count();
         let _ = writeln!(
             out,
-            "{} of the controller's writes failed (not compared)",
+            "{} of the controller's writes failed (not compared); after {from_error} of them, our decision is made from the server's error as the controller's was",
             r.failed_writes
         );
     }

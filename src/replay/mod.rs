@@ -9,7 +9,7 @@ mod audit;
 mod state;
 mod text;
 
-pub(crate) use audit::{is_audit_log, read_audit_log, render_audit_text, replay_audit_log};
+pub(crate) use audit::{AuditReplay, render_audit_text};
 pub use text::render_text;
 
 use crate::flight::{Body, Decided, Line, Reconcile, Write};
@@ -18,6 +18,9 @@ use crate::shadow::Mirror;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+
+/// [`Step::controller`] of a step that is a write of an audit log's controller.
+pub(crate) const AUDIT_WRITE: &str = "audit";
 
 /// How a replayed reconcile compares with the recorded one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -97,6 +100,51 @@ pub struct ReplayReport {
     pub timeline: Vec<String>,
     /// Per VM key.
     pub vms: Vec<VmReplay>,
+}
+
+/// A replayed file: a flight recording or an audit log.
+pub(crate) enum Loaded {
+    /// A flight recording (`run-controller --record DIR`), replayed.
+    Recording(ReplayReport),
+    /// A Kubernetes audit log, replayed.
+    Audit(AuditReplay),
+}
+
+impl Loaded {
+    /// Per VM key, its replayed steps: a recording's reconciles, or an audit log's compared
+    /// and refused writes of the controller ([`AuditReplay::steps`]), in order.
+    pub(crate) fn into_vms(self) -> Vec<VmReplay> {
+        match self {
+            Loaded::Recording(r) => r.vms,
+            Loaded::Audit(a) => a.steps(),
+        }
+    }
+}
+
+/// Whose writes an audit log's replay compares (unused for a recording).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AuditSource<'a> {
+    /// The controller Lease, `namespace/name`: its writer with a holder is the controller.
+    pub lease: &'a str,
+    /// A username or the start of a user agent naming the controller instead.
+    pub controller: Option<&'a str>,
+}
+
+/// Read `path` and replay it, the one loader of `replay` and `inspect --replay`: a file whose
+/// first line is an `audit.k8s.io/v1` Event is an audit log, anything else (a directory or one
+/// segment) a flight recording. An error names the path and what is wrong with it.
+pub(crate) fn load(path: &std::path::Path, source: AuditSource<'_>) -> Result<Loaded, String> {
+    if !path.is_dir() {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        if audit::is_audit_log(&text) {
+            let events = audit::read_audit_log(path, &text)?;
+            let report = audit::replay_audit_log(&events, source.lease, source.controller);
+            return Ok(Loaded::Audit(report));
+        }
+    }
+    let lines = crate::flight::read_recording(path).map_err(|e| e.to_string())?;
+    Ok(Loaded::Recording(replay(&lines)))
 }
 
 /// Replay `lines` (a recording, oldest first).

@@ -10,11 +10,13 @@
 use super::mirror::vm_key;
 use super::mirror::{Mirror, StorageObjects};
 use super::predict::Kind;
-use super::tracker::{Author, Change, LATER_WAIT, Record, Tracker, as_write};
+use super::predict::Part;
+use super::tracker::{Author, Change, LATER_WAIT, Record, Refusal, Tracker, as_write};
 use super::{ShadowReport, ShadowRun};
 use crate::config::ClusterSettings;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// What an audited write is to the replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +93,8 @@ struct Audited<'a> {
     code: u64,
     user: User,
     answer: Option<&'a Value>,
+    /// The event: the request object and the answer's `responseStatus` are read from it.
+    event: &'a Value,
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
@@ -137,7 +141,30 @@ fn audited(event: &Value) -> Option<Audited<'_>> {
             user_agent: str_at(event, "/userAgent").to_string(),
         },
         answer,
+        event,
     })
+}
+
+/// A write of the controller the server refused, as the replay saw it.
+#[derive(Debug, Clone)]
+pub(crate) struct RefusedWrite {
+    /// The VM key whose reconcile made it.
+    pub vm_key: String,
+    /// When the server answered.
+    pub at: DateTime<Utc>,
+    /// The audit event's index in the log.
+    pub event: usize,
+    /// The verb (`create`, `update`, `patch`, `delete`).
+    pub verb: String,
+    /// The object's kind.
+    pub kind: Kind,
+    /// Its `namespace/name` (no name: a creation whose name the server was to generate).
+    pub key: String,
+    /// The error, from the event's `responseStatus`.
+    pub error: crate::controller::common::ApiFailure,
+    /// Whether one of our actions makes the refused write (then the rest of its reconcile was
+    /// decided from the error).
+    pub ours: bool,
 }
 
 /// What a successful write left: `Ok(Some(object))`, `Ok(None)` when the object is gone
@@ -167,6 +194,16 @@ fn left(a: &Audited<'_>, kind: &str) -> Result<Option<Value>, ()> {
     Ok(Some(obj.clone()))
 }
 
+/// Bind `pod` as kube-apiserver binds it ([`crate::sim::object::bind_pod`]: `spec.nodeName` the
+/// Binding's `target.name`, its annotations, `PodScheduled=True` at the binding's time, kept in
+/// the logged Binding as `stageTimestamp`).
+fn bind(pod: &mut Value, binding: &Value) {
+    let node = str_at(binding, "/target/name");
+    let annotations = binding.pointer("/metadata/annotations");
+    let at = str_at(binding, "/stageTimestamp");
+    crate::sim::object::bind_pod(pod, node, annotations, at);
+}
+
 /// `metadata.resourceVersion` as a number.
 fn rv(obj: &Value) -> Option<u64> {
     str_at(obj, "/metadata/resourceVersion").parse().ok()
@@ -191,6 +228,11 @@ pub(crate) struct AuditRun {
     /// The first VMI created came back without virt-api's finalizer: the cluster has no
     /// virt-api, and our decisions add it as the controller then does.
     pub without_virt_api: bool,
+    /// The controller's refused writes of a VM key, in log order.
+    pub refused: Vec<RefusedWrite>,
+    /// For each change the tracker observed (its [`Record::change`] less one), the index of
+    /// the audit event that made it.
+    pub changes: Vec<usize>,
 }
 
 /// How the controller's writes are told apart.
@@ -209,6 +251,8 @@ struct Replayer<'a> {
     out: AuditRun,
     /// Whether the first VMI created came back with virt-api's finalizer (`None`: none seen).
     virt_api: Option<bool>,
+    /// The `pods/binding` requests logged, by pod key.
+    bindings: BTreeMap<String, Value>,
 }
 
 impl Replayer<'_> {
@@ -257,21 +301,88 @@ impl Replayer<'_> {
     /// The pod a `pods/binding` left: the current one bound as kube-apiserver binds it
     /// ([`crate::sim::object::bind_pod`]: `spec.nodeName` the Binding's `target.name`, its
     /// annotations, `PodScheduled=True` at the event's time); the server's answer is a `Status`.
-    fn bound(&self, a: &Audited<'_>) -> Option<Value> {
+    fn bound(&mut self, a: &Audited<'_>) -> Option<Value> {
         let mut pod = self.tracker.mirror.get(Kind::Pod, &a.key)?.clone();
-        let node = a.answer.map_or("", |b| str_at(b, "/target/name"));
-        let annotations = a.answer.and_then(|b| b.pointer("/metadata/annotations"));
-        let at = a.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        crate::sim::object::bind_pod(&mut pod, node, annotations, &at);
+        let binding = a.answer?.clone();
+        let mut at = binding.clone();
+        at["stageTimestamp"] = Value::String(a.at.to_rfc3339_opts(SecondsFormat::Secs, true));
+        bind(&mut pod, &at);
+        self.bindings.insert(a.key.clone(), at);
         Some(pod)
     }
 
-    fn feed(&mut self, a: &Audited<'_>) {
+    /// A pod answer without `spec.nodeName` after the pod's binding was logged: that write was
+    /// made before the binding (a bound pod's node never changes; the two answers raced to the
+    /// log), so the binding is applied to it as well, leaving the pod as the server holds it
+    /// after both. Before, the answer took the binding back out, and the readiness patch of a
+    /// launcher pod logged after its binding was compared with an unbound pod
+    /// (`we-would-not-write`: a patch of the pod's spec, not of its status).
+    fn with_binding(&self, key: &str, mut pod: Value) -> Value {
+        if str_at(&pod, "/spec/nodeName").is_empty()
+            && let Some(b) = self.bindings.get(key)
+        {
+            bind(&mut pod, b);
+        }
+        pod
+    }
+
+    /// The controller's write `a` of `kind` was refused: the tracker decides the rest of its
+    /// reconcile from the error (a creation's object, for its name or its owner, from the
+    /// request the log holds).
+    fn refused(&mut self, a: &Audited<'_>, kind: Kind, index: usize) {
+        let request = a
+            .event
+            .get("requestObject")
+            .filter(|o| o["kind"] == kind.as_str());
+        let mut key = a.key.clone();
+        if key.ends_with('/') {
+            key.push_str(request.map_or("", |o| str_at(o, "/metadata/name")));
+        }
+        let held = self.tracker.mirror.get(kind, &key);
+        let Some(vm_key) = held.or(request).and_then(|o| vm_key(kind, o)) else {
+            return;
+        };
+        let error = crate::controller::common::ApiFailure {
+            code: u16::try_from(a.code).unwrap_or(0),
+            reason: str_at(a.event, "/responseStatus/reason").to_string(),
+            message: str_at(a.event, "/responseStatus/message").to_string(),
+        };
+        let refusal = Refusal {
+            kind,
+            key: key.clone(),
+            part: if a.subresource == "status" {
+                Part::Status
+            } else {
+                Part::Main
+            },
+            creation: a.verb == "create",
+            deletion: a.verb == "delete",
+            patch: a.verb == "patch",
+            request: request.filter(|_| a.verb == "create").cloned(),
+            error: error.clone(),
+        };
+        let ours = self.tracker.refused(&vm_key, &refusal, a.at);
+        self.out.refused.push(RefusedWrite {
+            vm_key,
+            at: a.at,
+            event: index,
+            verb: a.verb.to_string(),
+            kind,
+            key,
+            error,
+            ours,
+        });
+    }
+
+    fn feed(&mut self, a: &Audited<'_>, index: usize) {
         self.out.writes += 1;
         let ok = (200..300).contains(&a.code);
         let leader = self.is_controller(&a.user);
         if !ok {
-            self.out.failed += usize::from(leader && matches!(a.target, Target::Compared(_)));
+            if let (true, Target::Compared(kind)) = (leader, a.target) {
+                self.out.failed += 1;
+                self.refused(a, kind, index);
+            }
             return;
         }
         if a.target == Target::Lease {
@@ -288,10 +399,16 @@ impl Replayer<'_> {
         } else {
             left(a, kind)
         };
-        let Ok(obj) = obj else {
+        let Ok(mut obj) = obj else {
             self.out.without_object += 1;
             return;
         };
+        if a.target == Target::Compared(Kind::Pod) {
+            obj = obj.map(|o| self.with_binding(&a.key, o));
+            if obj.is_none() {
+                self.bindings.remove(&a.key);
+            }
+        }
         if let (Target::Compared(Kind::VirtualMachineInstance), "create", Some(o)) =
             (a.target, a.verb, &obj)
         {
@@ -327,6 +444,7 @@ impl Replayer<'_> {
                     key: a.key.clone(),
                     object: obj,
                 };
+                self.out.changes.push(index);
                 self.tracker.observe_by(change, Some(author), a.at);
             }
             Target::Claim => match obj {
@@ -361,6 +479,52 @@ impl Replayer<'_> {
     }
 }
 
+/// How many lines after a write the write that made the object it was answered with is looked
+/// for ([`answered_ahead`]).
+const AHEAD: usize = 64;
+
+/// The writes answered with an object whose own write is logged later, each with that later
+/// line: a write that changes nothing is answered with the object as the server holds it, and
+/// when another client's write made that version just before, the two answers race to the log
+/// (a launcher pod's readiness patch, already applied, answered with the kubelet's status
+/// update logged after it). Both answers carry the same resourceVersion; the later line, when
+/// its request was received first, is read first, and the write that changed nothing compares
+/// as such. Before, it was compared as
+/// a write of the other client's changes (`we-would-not-write`, after an OOM kill's restart).
+fn answered_ahead(events: &[Value]) -> BTreeMap<usize, usize> {
+    fn version(e: &Value) -> Option<(&str, &str, &str, &str)> {
+        let code = e.pointer("/responseStatus/code").and_then(Value::as_u64);
+        let answer = e.get("responseObject")?;
+        let rv = str_at(answer, "/metadata/resourceVersion");
+        let written = matches!(str_at(e, "/verb"), "create" | "update" | "patch");
+        (written && code.is_some_and(|c| (200..300).contains(&c)) && !rv.is_empty()).then(|| {
+            (
+                str_at(e, "/objectRef/resource"),
+                str_at(answer, "/metadata/namespace"),
+                str_at(answer, "/metadata/name"),
+                rv,
+            )
+        })
+    }
+    let mut out = BTreeMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let Some(v) = version(e) else {
+            continue;
+        };
+        // The one received first made the version (the store applies one object's writes in
+        // order); a later line received after this one is the no-op.
+        let stamp = |e: &Value| str_at(e, "/stageTimestamp").to_string();
+        let later = (i + 1..events.len().min(i + 1 + AHEAD))
+            .find(|&j| version(&events[j]) == Some(v) && stamp(&events[j]) < stamp(e));
+        if let Some(j) = later
+            && !out.values().any(|&k| k == j)
+        {
+            out.insert(i, j);
+        }
+    }
+    out
+}
+
 /// Replay `events` (an audit log's lines, in order) through the shadow's tracker.
 pub(crate) fn replay_audit(events: &[Value], opts: &AuditOptions<'_>) -> AuditRun {
     // The log is taken to hold every storage object the controller read (none written: none
@@ -384,16 +548,32 @@ pub(crate) fn replay_audit(events: &[Value], opts: &AuditOptions<'_>) -> AuditRu
             without_object: 0,
             uncompared: 0,
             without_virt_api: false,
+            refused: Vec::new(),
+            changes: Vec::new(),
         },
         virt_api: None,
+        bindings: BTreeMap::new(),
     };
     // Every change is in the log, in order: a write made from a cache behind the server is
     // found in the states before it.
     r.tracker.look_back = true;
     let (mut first, mut last) = (None, None);
-    for a in events.iter().filter_map(audited) {
+    let ahead = answered_ahead(events);
+    let mut fed_ahead = std::collections::BTreeSet::new();
+    let order = (0..events.len())
+        .filter(|i| !ahead.values().any(|j| j == i))
+        .flat_map(|i| {
+            ahead
+                .get(&i)
+                .map(|&j| vec![j, i])
+                .unwrap_or_else(|| vec![i])
+        });
+    for (index, a) in order.filter_map(|i| Some((i, audited(&events[i])?))) {
+        if !fed_ahead.insert(index) {
+            continue;
+        }
         r.tracker.settle_held_before(a.at - LATER_WAIT);
-        r.feed(&a);
+        r.feed(&a, index);
         first.get_or_insert(a.at);
         last = Some(a.at);
     }
@@ -571,10 +751,11 @@ mod tests {
             tracker: Tracker::new(Mirror::default(), Vec::new(), None),
             out: replay_audit(&[], &opts()),
             virt_api: None,
+            bindings: BTreeMap::new(),
         };
         run.tracker.mirror.storage = Some(StorageObjects::default());
         for e in &events {
-            run.feed(&audited(e).unwrap());
+            run.feed(&audited(e).unwrap(), 0);
         }
         let before = run
             .tracker
@@ -677,6 +858,287 @@ mod tests {
         assert!(!verdicts(mutated).0);
     }
 
+    /// A VM `a` in namespace `ns` with runStrategy Always, as the controller has it once it
+    /// added its finalizer and annotations.
+    fn always_vm() -> Value {
+        vm(
+            "2",
+            json!({"metadata": {"annotations": {
+                "kubevirt.io/latest-observed-api-version": "v1",
+                "kubevirt.io/storage-observed-api-version": "v1"},
+                "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]},
+                "spec": {"runStrategy": "Always", "template": {"spec": {"domain": {
+                    "resources": {"requests": {"memory": "128Mi"}}}}}}}),
+        )
+    }
+
+    /// A log where the controller, on the state `state` (created by a user), makes the write
+    /// of our action `refused` and the server refuses it (500), and the same reconcile then
+    /// makes the write of our action `follow` as our decision makes it after that error. The
+    /// object `follow` wrote and the verdicts of the controller's compared writes.
+    fn refused_then(
+        state: &[(Kind, &str, Value)],
+        refused: &str,
+        follow: &[&str],
+    ) -> (Value, Vec<(super::super::Verdict, Option<&'static str>)>) {
+        use super::super::predict::{Effect, vm_writes_at, vmi_writes_at};
+        use crate::inspect::analyze::Refused;
+        let at: DateTime<Utc> = "2026-12-05T10:00:00Z".parse().unwrap();
+        let error = crate::controller::common::ApiFailure {
+            code: 500,
+            reason: "InternalError".into(),
+            message: "Internal error occurred: injected fault".into(),
+        };
+        // As the replay's: the log holds every storage object (none).
+        let mut m = Mirror {
+            storage: Some(StorageObjects::default()),
+            ..Mirror::default()
+        };
+        let mut events = vec![lease("ctl/1.0", "ctl-0")];
+        for &(kind, plural, ref obj) in state {
+            m.set(kind, &super::super::mirror::key_of(obj), Some(obj.clone()));
+            let name = str_at(obj, "/metadata/name").to_string();
+            let group = obj["apiVersion"]
+                .as_str()
+                .map_or("", |v| v.split('/').next().unwrap_or(""));
+            let group = if group == "v1" { "" } else { group };
+            events.push(event(
+                "create",
+                "kubectl",
+                (group, plural, &name),
+                201,
+                obj.clone(),
+            ));
+        }
+        let (vm, vmi) = m.decisions("ns/a", at, &[]).unwrap();
+        let in_vm = vm.as_ref().and_then(|d| {
+            let w = vm_writes_at(d, "a")
+                .into_iter()
+                .find(|(_, w)| w.action == refused);
+            w.map(|(i, w)| (Refused::Vm(i, error.clone()), w))
+        });
+        let (failed, write) = in_vm
+            .or_else(|| {
+                let w = vmi_writes_at(vmi.as_ref()?, "a").into_iter();
+                let mut w = w.filter(|(_, w)| w.action == refused);
+                w.next()
+                    .map(|(i, w)| (Refused::VmiSync(i, error.clone()), w))
+            })
+            .expect("our decision makes the refused write");
+        let Effect::Create(request) = &write.effect else {
+            panic!("{refused} is not a creation");
+        };
+        let plural = match write.kind {
+            Kind::Pod => ("", "pods"),
+            _ => ("kubevirt.io", "virtualmachineinstances"),
+        };
+        let name = str_at(request, "/metadata/name");
+        let mut no = event(
+            "create",
+            "ctl/1.0",
+            (plural.0, plural.1, name),
+            500,
+            json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
+            "reason": error.reason, "message": error.message}),
+        );
+        no["requestObject"] = request.clone();
+        no["responseStatus"] = json!({"metadata": {}, "code": 500, "status": "Failure",
+            "reason": error.reason, "message": error.message});
+        events.push(no);
+        let (vm, vmi) = m.decisions_refused("ns/a", at, &[], Some(&failed)).unwrap();
+        let mut next = vm.map(|d| vm_writes_at(&d, "a")).unwrap_or_default();
+        next.extend(vmi.map(|d| vmi_writes_at(&d, "a")).unwrap_or_default());
+        let (_, follows) = next
+            .into_iter()
+            .find(|(_, w)| follow.contains(&w.action))
+            .expect("the decision after the error writes it");
+        let before = m.get(follows.kind, "ns/a").cloned();
+        let mut written = follows.apply(before.as_ref()).unwrap().unwrap();
+        written["metadata"]["resourceVersion"] = json!("9");
+        let (plural, sub) = match follows.kind {
+            Kind::VirtualMachine => ("virtualmachines", "status"),
+            _ => ("virtualmachineinstances", ""),
+        };
+        let verb = if matches!(follows.effect, Effect::JsonPatch(_)) {
+            "patch"
+        } else {
+            "update"
+        };
+        let mut e = event(
+            verb,
+            "ctl/1.0",
+            ("kubevirt.io", plural, "a"),
+            200,
+            written.clone(),
+        );
+        e["objectRef"]["subresource"] = json!(sub);
+        events.push(e);
+        let run = replay_audit(&events, &opts());
+        assert_eq!(run.failed, 1);
+        assert_eq!(run.refused.len(), 1);
+        assert!(run.refused[0].ours, "{:?}", run.refused);
+        let verdicts = run
+            .run
+            .records
+            .iter()
+            .map(|r| (r.verdict, r.action))
+            .collect();
+        (written, verdicts)
+    }
+
+    /// Issue 42: the controller's launcher pod creation is refused, and the same reconcile
+    /// writes the VMI's status from that error (`Synchronized=False`, `FailedCreate`, the
+    /// error's message; vmi.go:355-357). The replay gives our decision the error the log's
+    /// `responseStatus` holds: the status write agrees. Before, our decision wrote the status
+    /// of a pod created, and the write differed at `status.conditions`.
+    #[test]
+    fn a_vmi_status_written_after_a_refused_pod_creation_is_decided_from_its_error() {
+        let pending = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "vmi-uid", "resourceVersion": "3",
+                "finalizers": ["kubevirt.io/foregroundDeleteVirtualMachine"],
+                "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                    "kubevirt.io/storage-observed-api-version": "v1"},
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                    "name": "a", "uid": "u1", "controller": true}]},
+            "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "128Mi"}}}},
+            "status": {"phase": "Pending"}});
+        let state = [
+            (Kind::VirtualMachine, "virtualmachines", always_vm()),
+            (
+                Kind::VirtualMachineInstance,
+                "virtualmachineinstances",
+                pending,
+            ),
+        ];
+        let (written, verdicts) = refused_then(&state, "CreatePod", &["UpdateVmi", "PatchVmi"]);
+        let synchronized = written["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Synchronized"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(synchronized["status"], "False", "{written:#}");
+        assert_eq!(synchronized["reason"], "FailedCreate");
+        assert!(
+            synchronized["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("injected fault")),
+            "{synchronized}"
+        );
+        assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+        assert_eq!(verdicts[0].0, super::super::Verdict::Agree, "{verdicts:?}");
+    }
+
+    /// Issue 42: the controller's VMI creation is refused, and the same reconcile writes the
+    /// VM's status with the `Failure` condition "Failure while starting VMI: …"
+    /// (vm.go:1033-1035, 441-451): decided from the error, the status write agrees.
+    #[test]
+    fn a_vm_status_written_after_a_refused_vmi_creation_is_decided_from_its_error() {
+        let state = [(Kind::VirtualMachine, "virtualmachines", always_vm())];
+        let (written, verdicts) = refused_then(&state, "CreateVmi", &["UpdateVmStatus"]);
+        let failure = written["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Failure"))
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            failure["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Failure while starting VMI: ")
+                    && m.contains("injected fault")),
+            "{written:#}"
+        );
+        assert_eq!(
+            verdicts,
+            [(super::super::Verdict::Agree, Some("UpdateVmStatus"))]
+        );
+    }
+
+    /// Issue 42: the controller patched a new launcher pod's readiness condition just before
+    /// the scheduler bound it, but the binding's line came first in the log. The patch's answer
+    /// has no `spec.nodeName`; the pod stays bound, with the patch's condition (before, the
+    /// answer unbound it, and the patch was compared as a write of the pod's spec:
+    /// `we-would-not-write`, about one run in three on the embedded cluster).
+    #[test]
+    fn a_pod_answer_logged_after_its_binding_keeps_the_binding() {
+        let pods = ("", "pods", "p");
+        let pod = json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
+            "resourceVersion": "2"}, "spec": {}});
+        let mut binding = event("create", "sched", pods, 201, json!({"kind": "Status"}));
+        binding["objectRef"]["subresource"] = json!("binding");
+        binding["requestObject"] = json!({"kind": "Binding", "target": {"name": "node-1"}});
+        let mut patched = pod.clone();
+        patched["metadata"]["resourceVersion"] = json!("3");
+        patched["status"] = json!({"conditions": [{"type": "kubevirt.io/virtual-machine-unpaused",
+            "status": "True"}]});
+        let mut patch = event("patch", "ctl/1.0", pods, 200, patched);
+        patch["objectRef"]["subresource"] = json!("status");
+        let mut r = Replayer {
+            opts: &opts(),
+            tracker: Tracker::new(Mirror::default(), Vec::new(), None),
+            out: replay_audit(&[], &opts()),
+            virt_api: None,
+            bindings: BTreeMap::new(),
+        };
+        for e in [event("create", "x", pods, 201, pod), binding, patch] {
+            r.feed(&audited(&e).unwrap(), 0);
+        }
+        let p = r.tracker.mirror.get(Kind::Pod, "ns/p").unwrap();
+        assert_eq!(str_at(p, "/spec/nodeName"), "node-1", "{p}");
+        assert_eq!(str_at(p, "/metadata/resourceVersion"), "3");
+        let types: Vec<&str> = p["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            ["kubevirt.io/virtual-machine-unpaused", "PodScheduled"]
+        );
+    }
+
+    /// Issue 42: the controller's readiness patch changed nothing (its cache was behind its own
+    /// earlier patch) and was answered with the kubelet's newer status update, whose line
+    /// comes after it although the kubelet's request was received first. Both answers carry
+    /// the same resourceVersion: the kubelet's change is read first and the controller's
+    /// write changed nothing. Before, it was compared as a write of the kubelet's changes:
+    /// `we-would-not-write`, in about one run in three after the OOM kill's restart.
+    #[test]
+    fn a_write_answered_with_a_newer_line_of_another_client_changed_nothing() {
+        let pods = ("", "pods", "p");
+        let pod = |rv: &str, phase: &str| {
+            json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
+                "resourceVersion": rv, "ownerReferences": [{"kind": "VirtualMachineInstance",
+                    "name": "a", "uid": "u", "controller": true}]},
+                "spec": {"nodeName": "n"}, "status": {"phase": phase}})
+        };
+        let at = |mut e: Value, t: &str| {
+            e["stageTimestamp"] = json!(format!("2026-12-05T10:00:00.{t}Z"));
+            e["objectRef"]["subresource"] = json!("status");
+            e
+        };
+        let events = [
+            lease("ctl/1.0", "ctl-0"),
+            event("create", "x", pods, 201, pod("2", "Pending")),
+            at(
+                event("patch", "ctl/1.0", pods, 200, pod("3", "Running")),
+                "503",
+            ),
+            at(
+                event("update", "kubelet", pods, 200, pod("3", "Running")),
+                "497",
+            ),
+        ];
+        let run = replay_audit(&events, &opts());
+        assert!(run.run.records.is_empty(), "{:?}", run.run.records);
+        assert_eq!(run.uncompared, 1);
+        // In the other order, nothing is moved: the later line is the write that changed nothing.
+        let mut normal = events.clone();
+        normal[2]["stageTimestamp"] = json!("2026-12-05T10:00:00.490Z");
+        assert!(answered_ahead(&normal).is_empty());
+    }
+
     #[test]
     fn deletions_bindings_and_older_lines_rebuild_the_state_as_the_server_held_it() {
         let pods = ("", "pods", "p");
@@ -698,6 +1160,7 @@ mod tests {
             tracker: Tracker::new(Mirror::default(), Vec::new(), None),
             out: replay_audit(&[], &opts()),
             virt_api: None,
+            bindings: BTreeMap::new(),
         };
         let held = |r: &Replayer<'_>| r.tracker.mirror.get(Kind::Pod, "ns/p").cloned();
         for (e, (rv, node)) in [
@@ -711,10 +1174,11 @@ mod tests {
                 event("update", "x", pods, 200, pod("1", json!({}))),
                 ("2", "node-1"),
             ),
-            // Terminating with a grace period: still there.
-            (event("delete", "x", pods, 200, graceful), ("5", "")),
+            // Terminating with a grace period: still there (and still bound: the answer,
+            // written without the node, was made before the binding).
+            (event("delete", "x", pods, 200, graceful), ("5", "node-1")),
         ] {
-            r.feed(&audited(&e).unwrap());
+            r.feed(&audited(&e).unwrap(), 0);
             let p = held(&r).unwrap();
             assert_eq!(str_at(&p, "/metadata/resourceVersion"), rv);
             assert_eq!(str_at(&p, "/spec/nodeName"), node);
@@ -733,10 +1197,10 @@ mod tests {
             "6",
             json!({"deletionTimestamp": "t", "deletionGracePeriodSeconds": 0}),
         );
-        r.feed(&audited(&event("delete", "x", pods, 200, gone)).unwrap());
+        r.feed(&audited(&event("delete", "x", pods, 200, gone)).unwrap(), 0);
         assert_eq!(held(&r), None);
         let update = event("update", "x", pods, 200, Value::Null);
-        r.feed(&audited(&update).unwrap());
+        r.feed(&audited(&update).unwrap(), 0);
         assert_eq!(r.out.without_object, 1);
     }
 }

@@ -8,7 +8,7 @@ use crate::config::ClusterSettings;
 use crate::controller::vm::VmDecision;
 use crate::controller::vm::volume_snapshot::StorageView;
 use crate::controller::vmi::VmiDecision;
-use crate::inspect::analyze::{decide_next, vmi_expectations_state};
+use crate::inspect::analyze::{Refused, decide_next_refused, decide_vmi, vmi_expectations_state};
 use crate::inspect::gather::{BackendStorageInputs, Gathered};
 use crate::inspect::model::ExpectationView;
 use chrono::{DateTime, Utc};
@@ -184,6 +184,18 @@ impl Mirror {
         now: DateTime<Utc>,
         expectations: &[ExpectationView],
     ) -> Result<(Option<VmDecision>, Option<VmiDecision>), String> {
+        self.decisions_refused(key, now, expectations, None)
+    }
+
+    /// [`Mirror::decisions`] when a write of the reconcile was `refused`: the controller whose
+    /// write it was decides the rest from the error, as its executor does.
+    pub(crate) fn decisions_refused(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        expectations: &[ExpectationView],
+        refused: Option<&Refused>,
+    ) -> Result<(Option<VmDecision>, Option<VmiDecision>), String> {
         let (ns, name) = key.split_once('/').unwrap_or(("", key));
         let vm: Option<VirtualMachine> = self.typed(Kind::VirtualMachine, key)?;
         let vmi: Option<VirtualMachineInstance> = self.typed(Kind::VirtualMachineInstance, key)?;
@@ -196,7 +208,7 @@ impl Mirror {
             let state = vmi_expectations_state(expectations);
             return Ok((
                 None,
-                vmi.map(|v| self.decide_vmi_alone(v, now, pvcs, state)),
+                vmi.map(|v| self.decide_vmi_alone(v, now, pvcs, state, refused)),
             ));
         };
         let g = Gathered {
@@ -222,7 +234,7 @@ impl Mirror {
             backend_storage: self.backend_storage()?,
             ..Gathered::default()
         };
-        let d = decide_next(&g, &vm, expectations);
+        let d = decide_next_refused(&g, &vm, expectations, refused);
         Ok((Some(d.vm), d.vmi))
     }
 
@@ -255,6 +267,7 @@ impl Mirror {
         now: DateTime<Utc>,
         pvc: impl Fn(&str) -> Option<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
         expectations: crate::controller::vmi::ExpectationsState,
+        refused: Option<&Refused>,
     ) -> VmiDecision {
         let ns = vmi.metadata.namespace.clone().unwrap_or_default();
         let pods: Vec<_> = self.in_namespace(Kind::Pod, &ns);
@@ -288,7 +301,7 @@ impl Mirror {
             }),
             Time::from_datetime(now),
         );
-        crate::controller::vmi::decide(&snap)
+        decide_vmi(&snap, refused)
     }
 }
 

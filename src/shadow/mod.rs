@@ -24,6 +24,7 @@ mod tracker;
 mod watch;
 
 pub(crate) use audit::{AuditOptions, replay_audit};
+pub(crate) use compare::PathDiff;
 pub use compare::Verdict;
 pub(crate) use mirror::Mirror;
 pub use predict::Kind;

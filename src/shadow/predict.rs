@@ -137,6 +137,14 @@ fn write(
 
 /// The writes of one VM decision, in order. `vm_name` is the VM's name.
 pub(crate) fn vm_writes(decision: &VmDecision, vm_name: &str) -> Vec<Intended> {
+    vm_writes_at(decision, vm_name)
+        .into_iter()
+        .map(|(_, w)| w)
+        .collect()
+}
+
+/// [`vm_writes`], each with the index of its action in `decision.actions`.
+pub(crate) fn vm_writes_at(decision: &VmDecision, vm_name: &str) -> Vec<(usize, Intended)> {
     use Kind::{
         ControllerRevision as Cr, DataVolume as Dv, VirtualMachine as Vm,
         VirtualMachineInstance as Vmi,
@@ -144,7 +152,7 @@ pub(crate) fn vm_writes(decision: &VmDecision, vm_name: &str) -> Vec<Intended> {
     let main = Some(Part::Main);
     let status = Some(Part::Status);
     let mut out = Vec::new();
-    for planned in &decision.actions {
+    for (index, planned) in decision.actions.iter().enumerate() {
         let a = &planned.action;
         let kind = a.kind();
         let w = match a {
@@ -199,15 +207,24 @@ pub(crate) fn vm_writes(decision: &VmDecision, vm_name: &str) -> Vec<Intended> {
             }
             _ => continue,
         };
-        out.push(w);
+        out.push((index, w));
     }
     out
 }
 
 /// The writes of one VMI decision (stage 1, then stage 2), in order.
 pub(crate) fn vmi_writes(decision: &VmiDecision, vmi_name: &str) -> Vec<Intended> {
+    vmi_writes_at(decision, vmi_name)
+        .into_iter()
+        .map(|(_, w)| w)
+        .collect()
+}
+
+/// [`vmi_writes`], each with the index of its action in `decision.actions()` (below
+/// `sync_actions.len()`: the index in `sync_actions`).
+pub(crate) fn vmi_writes_at(decision: &VmiDecision, vmi_name: &str) -> Vec<(usize, Intended)> {
     let mut out = Vec::new();
-    for a in decision.actions() {
+    for (index, a) in decision.actions().enumerate() {
         let w = match a {
             VmiAction::CreatePod { pod, .. } => {
                 let name = pod.metadata.name.clone().filter(|n| !n.is_empty());
@@ -265,7 +282,7 @@ pub(crate) fn vmi_writes(decision: &VmiDecision, vmi_name: &str) -> Vec<Intended
             ),
             VmiAction::Event { .. } => continue,
         };
-        out.push(w);
+        out.push((index, w));
     }
     out
 }

@@ -21,7 +21,8 @@
 use super::compare::{Comparison, PathDiff, Verdict, compare, normalise};
 use super::mirror::vm_key as vm_key_of;
 use super::mirror::{Mirror, vm_key};
-use super::predict::{Effect, Intended, Kind, Part};
+use super::predict::{Effect, Intended, Kind, Part, vm_writes_at, vmi_writes_at};
+use crate::inspect::analyze::Refused;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -36,6 +37,10 @@ pub(super) const LATER_WAIT: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 /// How many earlier changes of its VM key a write that agrees with no decision from the state
 /// before it is decided again without ([`Tracker::look_back`]): how far a cache may be behind.
 pub(super) const EARLIER_TRIES: usize = 16;
+
+/// How many writes of a VM key may come between a refused write of its reconcile and the
+/// next write of that reconcile ([`Tracker::refused`]).
+const AFTER_REFUSED_TRIES: u8 = 4;
 
 /// The changes kept per VM key for looking back.
 const HISTORY: usize = 64;
@@ -156,6 +161,30 @@ pub struct Record {
     pub state_before: Vec<Value>,
     /// When the write was seen.
     pub seen: DateTime<Utc>,
+    /// The number of the change that was the write, counting every change the tracker
+    /// observed from 1 (an audit log's replay maps it back to the log's line).
+    pub change: u64,
+}
+
+/// A write of the leader the API server refused: what it tried and the error it got back.
+#[derive(Debug, Clone)]
+pub(crate) struct Refusal {
+    /// The object's kind.
+    pub kind: Kind,
+    /// Its `namespace/name` (the name empty for a creation whose name the server generates).
+    pub key: String,
+    /// The part written.
+    pub part: Part,
+    /// A creation (POST).
+    pub creation: bool,
+    /// A deletion.
+    pub deletion: bool,
+    /// A patch (else a replacement, when neither a creation nor a deletion).
+    pub patch: bool,
+    /// The object sent with a creation, when the log holds it (its `generateName`).
+    pub request: Option<Value>,
+    /// The error, as the leader's client got it.
+    pub error: crate::controller::common::ApiFailure,
 }
 
 struct Held {
@@ -186,6 +215,11 @@ pub(super) struct Tracker {
     perturbation: Option<Perturbation>,
     /// Per VM key, the intended writes of the decision that last matched, not yet seen.
     expected: BTreeMap<String, Vec<Intended>>,
+    /// Per VM key, the writes our decision makes after the leader's last refused write (from
+    /// its error), and how many more of the key's writes may come before them: the other
+    /// controller's writes of the same VM come between (the VM controller's status while the
+    /// VMI controller's reconcile goes on after its refused pod creation).
+    after_refused: BTreeMap<String, (Vec<Intended>, u8)>,
     held: Vec<Held>,
     /// Classified writes, in the order they were decided.
     pub records: Vec<Record>,
@@ -300,6 +334,7 @@ impl Tracker {
             leader_managers,
             perturbation,
             expected: BTreeMap::new(),
+            after_refused: BTreeMap::new(),
             held: Vec::new(),
             records: Vec::new(),
             errors: Vec::new(),
@@ -360,6 +395,112 @@ impl Tracker {
         if let Some(vm_key) = vm_key {
             self.retry_held(&vm_key, (change.kind, &change.key), now);
         }
+    }
+
+    /// The leader's write `r` of VM key `vm_key` was refused. It changed nothing, but the rest
+    /// of its reconcile is decided from the error, as the controllers' executors do (KubeVirt
+    /// v1.9.0 pkg/virt-controller/watch/vmi/vmi.go:355-357 hands `sync`'s error to
+    /// `updateStatus`; vm/vm.go:1033-1035 makes a refused VMI creation the sync error that
+    /// `updateStatus`, vm.go:441-451, turns into the `Failure` condition). Our decision from the state now, with
+    /// the action that makes the refused write failed with its error: its writes after that
+    /// action are what the VM key's next writes are expected to be. `false` when none of our
+    /// actions makes the refused write (the expected writes are left as they were).
+    pub(crate) fn refused(&mut self, vm_key: &str, r: &Refusal, now: DateTime<Utc>) -> bool {
+        let vm_name = vm_key.split_once('/').map_or(vm_key, |(_, n)| n);
+        let failed = match self.refused_action(vm_key, r, now) {
+            Ok(Some(f)) => f,
+            Ok(None) => return false,
+            Err(e) => {
+                self.errors.push(e);
+                return false;
+            }
+        };
+        // A write of the VMI controller's status part: `updateStatus` returns at its first
+        // failed write, nothing follows in that reconcile.
+        self.expected.remove(vm_key);
+        let Some(failed) = failed else {
+            self.after_refused.remove(vm_key);
+            return true;
+        };
+        let rest = match self
+            .mirror
+            .decisions_refused(vm_key, now, &[], Some(&failed))
+        {
+            Ok((vm, vmi)) => match &failed {
+                // The VM controller goes on after the failed action (decide_with_failures).
+                Refused::Vm(at, _) => vm
+                    .map(|d| vm_writes_at(&d, vm_name))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(i, _)| i > at)
+                    .map(|(_, w)| w)
+                    .collect(),
+                // The VMI controller's sync stops there; its status part follows.
+                Refused::VmiSync(..) => vmi
+                    .map(|d| {
+                        let sync = d.sync_actions.len();
+                        vmi_writes_at(&d, vm_name)
+                            .into_iter()
+                            .filter(|(i, _)| *i >= sync)
+                            .map(|(_, w)| w)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            Err(e) => {
+                self.errors.push(e);
+                Vec::new()
+            }
+        };
+        self.after_refused
+            .insert(vm_key.to_string(), (rest, AFTER_REFUSED_TRIES));
+        true
+    }
+
+    /// Which of our actions, decided from the state now, makes the refused write `r`:
+    /// `Some(Some(refused))` an action of the VM decision or of the VMI decision's sync part,
+    /// `Some(None)` one of the VMI decision's status part, `None` none.
+    fn refused_action(
+        &self,
+        vm_key: &str,
+        r: &Refusal,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Option<Refused>>, String> {
+        let write = Write {
+            part: r.part,
+            deletion: r.deletion,
+            creation: r.creation,
+        };
+        let name = r.key.split_once('/').map_or(r.key.as_str(), |(_, n)| n);
+        let vm_name = vm_key.split_once('/').map_or(vm_key, |(_, n)| n);
+        // A creation logged without its object (below `RequestResponse`) is our creation of
+        // that kind.
+        let same_verb = |w: &Intended| match w.effect {
+            Effect::Replace(_) | Effect::ReplaceStatus(_) => !r.patch,
+            Effect::JsonPatch(_) | Effect::MergePatch(_) | Effect::PodCondition(_) => r.patch,
+            Effect::Create(_) | Effect::Delete => true,
+        };
+        let hits = |w: &Intended| {
+            (same_verb(w) && targets(w, r.kind, name, &write, r.request.as_ref()))
+                || (r.creation
+                    && r.request.is_none()
+                    && w.kind == r.kind
+                    && matches!(w.effect, Effect::Create(_)))
+        };
+        let (vm, vmi) = self.mirror.decisions(vm_key, now, &[])?;
+        if let Some(d) = vm
+            && let Some((i, _)) = vm_writes_at(&d, vm_name).into_iter().find(|(_, w)| hits(w))
+        {
+            return Ok(Some(Some(Refused::Vm(i, r.error.clone()))));
+        }
+        let Some(d) = vmi else {
+            return Ok(None);
+        };
+        let sync = d.sync_actions.len();
+        let found = vmi_writes_at(&d, vm_name)
+            .into_iter()
+            .find(|(_, w)| hits(w));
+        Ok(found.map(|(i, _)| (i < sync).then(|| Refused::VmiSync(i, r.error.clone()))))
     }
 
     /// Writes waiting for our next reconcile.
@@ -470,6 +611,18 @@ impl Tracker {
             self.agree(vm_key, change, &write, expected, (i, action), now);
             return;
         }
+        // Then what follows the last refused write, decided from its error.
+        if let Some((list, left)) = self.after_refused.remove(vm_key) {
+            let found = self.best_match(&list, change, &write, before);
+            if let Some((i, action, _)) = found.filter(|(_, _, c)| c.verdict == Verdict::Agree) {
+                self.agree(vm_key, change, &write, list, (i, action), now);
+                return;
+            }
+            if left > 1 {
+                self.after_refused
+                    .insert(vm_key.to_string(), (list, left - 1));
+            }
+        }
         let fresh = if write.creation {
             let mirror = self.before_creation(vm_key, change.object.as_ref());
             self.decide(&mirror, vm_key, now)
@@ -512,6 +665,7 @@ impl Tracker {
             paths,
             state_before: Vec::new(),
             seen: now,
+            change: self.seq,
         });
     }
 
@@ -561,6 +715,7 @@ impl Tracker {
             paths: Vec::new(),
             state_before: self.state_of(vm_key),
             seen: now,
+            change: self.seq,
         };
         self.held.push(Held {
             since: now,

@@ -255,10 +255,30 @@ pub struct AuditRecord {
     pub request_object: Option<serde_json::Value>,
     /// The response body as JSON (the `events` format's `responseObject`).
     pub response_object: Option<serde_json::Value>,
+    /// The `metav1.Status` of an error answer (its bounded fields go to the `events` format's
+    /// `responseStatus` at every level, as kube-apiserver logs them).
+    pub status: Option<serde_json::Value>,
 }
 
 /// The user every request of the embedded server is authenticated as (one bearer token).
 const EMBEDDED_USER: &str = "virtctl-rs:embedded-admin";
+
+/// The event's `responseStatus`: the code, and of an answer that is a `Status` (an error, a
+/// completed deletion) its `status`, `message`, `reason` and `details`, the fields kube-apiserver
+/// copies (k8s.io/apiserver v0.36.3 pkg/audit/context.go:158-169). A refused write's error is
+/// what the controller decided the rest of its reconcile from: `replay` reads it there.
+fn response_status(r: &AuditRecord, code: u16) -> serde_json::Value {
+    let mut out = serde_json::json!({"metadata": {}, "code": code});
+    let answered = r.response_object.as_ref().filter(|o| o["kind"] == "Status");
+    if let Some(s) = r.status.as_ref().or(answered) {
+        for field in ["status", "message", "reason", "details"] {
+            if let Some(v) = s.get(field) {
+                out[field] = v.clone();
+            }
+        }
+    }
+    out
+}
 
 /// `r` as an `audit.k8s.io/v1` `Event` at stage `ResponseComplete`, `None` when
 /// [`EVENTS_POLICY`] logs no event for it (reads).
@@ -298,7 +318,7 @@ fn k8s_event(
         "sourceIPs": ["127.0.0.1"],
         "userAgent": r.user_agent,
         "objectRef": object_ref,
-        "responseStatus": {"metadata": {}, "code": code},
+        "responseStatus": response_status(r, code),
         "requestReceivedTimestamp": stamp,
         "stageTimestamp": stamp,
     });
@@ -484,6 +504,39 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(v["verb"], "delete");
         assert_eq!(v["userAgent"], "x");
+    }
+
+    /// A refused write's event carries the error as kube-apiserver logs it: the Status's
+    /// code, reason and message in `responseStatus` (at any level), the request object at
+    /// `RequestResponse`. Before, `responseStatus` held the code alone, and `replay` could not
+    /// give the controller's decision the error it got.
+    #[test]
+    fn a_refused_writes_event_carries_its_error_and_request() {
+        let status = serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": "Internal error occurred: injected fault",
+            "reason": "InternalError", "code": 500});
+        let pod =
+            serde_json::json!({"kind": "Pod", "metadata": {"generateName": "virt-launcher-a-"}});
+        let r = AuditRecord {
+            group: String::new(),
+            request_object: Some(pod.clone()),
+            response_object: Some(status.clone()),
+            status: Some(status),
+            ..rec("create", "virt-controller")
+        };
+        let e = k8s_event(0, Utc::now(), &r, 500).expect("a write is logged");
+        assert_eq!(e["level"], "RequestResponse");
+        assert_eq!(
+            e["responseStatus"],
+            serde_json::json!({"metadata": {}, "code": 500, "status": "Failure",
+                "message": "Internal error occurred: injected fault", "reason": "InternalError"})
+        );
+        assert_eq!(e["requestObject"], pod);
+        let ok = k8s_event(1, Utc::now(), &rec("create", "x"), 201).expect("logged");
+        assert_eq!(
+            ok["responseStatus"],
+            serde_json::json!({"metadata": {}, "code": 201})
+        );
     }
 
     /// The memory keeps the last `capacity` entries; `seq`, `len` and `since` still count

@@ -493,13 +493,11 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
         tokio::time::sleep(decision.latency).await;
     }
     if let Some(e) = decision.error {
-        app.audit.record(time, rec, e.code);
-        return error_response(&e);
+        return refused(&app, time, rec, (def.group, def.plural), &body, &e);
     }
     if decision.conflict {
         let e = ApiError::stale(&def, rr.name.as_deref().unwrap_or(""));
-        app.audit.record(time, rec, e.code);
-        return error_response(&e);
+        return refused(&app, time, rec, (def.group, def.plural), &body, &e);
     }
     let ctx = Ctx {
         app: &app,
@@ -523,7 +521,10 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
     };
     let mut resp = match result {
         Ok(r) => r,
-        Err(e) => error_response(&e),
+        Err(e) => {
+            rec.status = Some(e.to_status());
+            error_response(&e)
+        }
     };
     if verb.is_write() && resp.status().is_success() {
         add_finalizer_warnings(&mut resp, &def).await;
@@ -545,6 +546,28 @@ pub(crate) async fn handle(State(app): State<Arc<App>>, req: Request) -> Respons
     }
     app.audit.record(time, rec, resp.status().as_u16());
     resp
+}
+
+/// Answer `e` to a request refused before it reached storage (an injected fault), audited as
+/// kube-apiserver audits a refused write: the request object it decoded before the failure and
+/// the error's `Status` as the response (k8s.io/apiserver v0.36.3 pkg/audit/context.go:158-175
+/// copies the Status's code, reason and message into `responseStatus`).
+fn refused(
+    app: &App,
+    time: chrono::DateTime<chrono::Utc>,
+    mut rec: AuditRecord,
+    (group, resource): (&str, &str),
+    body: &[u8],
+    e: &ApiError,
+) -> Response {
+    let status = e.to_status();
+    if app.audit.wants_objects(group, resource) {
+        rec.request_object = serde_json::from_slice(body).ok();
+        rec.response_object = Some(status.clone());
+    }
+    rec.status = Some(status);
+    app.audit.record(time, rec, e.code);
+    error_response(e)
 }
 
 /// A PUT to virt-api's VMI volume subresource, audited as an `update` of

@@ -1,11 +1,12 @@
-//! The replay view (`inspect --replay DIR vm/NAME`): one VM's recorded reconciles
-//! ([`crate::replay`]) stepped through one at a time, a time slider over them. The view model
-//! ([`ReplayView`]) is gathered once from the recording; each panel is a pure function of the
+//! The replay view (`inspect --replay DIR|FILE vm/NAME`): one VM's recorded reconciles, or the
+//! controller's writes of it in an audit log ([`crate::replay::load`] reads either, as `replay`
+//! does), stepped through one at a time, a time slider over them. The view model
+//! ([`ReplayView`]) is gathered once from the file; each panel is a pure function of the
 //! selected [`Step`] (time and verdict, the inputs it read, its decision with the reasons, its
 //! writes with their answers), drawn here and printed by `--once` ([`text`]).
 
 use super::text::{bad, dim, field, field_styled, good, note, selected, warn};
-use crate::replay::{ReplayReport, Step, Verdict, VmReplay};
+use crate::replay::{AUDIT_WRITE, Step, Verdict, VmReplay};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -24,21 +25,22 @@ pub struct ReplayView {
 }
 
 impl ReplayView {
-    /// The view of VM `key` (`namespace/name`) in `report`, on its first step; an error naming
-    /// the recording and the VMs it holds when it has no reconcile of that VM.
-    pub(crate) fn of(report: ReplayReport, source: &str, key: &str) -> Result<ReplayView, String> {
-        let known: Vec<String> = report.vms.iter().map(|v| v.key.clone()).collect();
-        match report.vms.into_iter().find(|v| v.key == key) {
+    /// The view of VM `key` (`namespace/name`) among `vms` (a replayed recording's or audit
+    /// log's, [`crate::replay::Loaded::into_vms`]), on its first step; an error naming the
+    /// file and the VMs it holds when it has no step of that VM.
+    pub(crate) fn of(vms: Vec<VmReplay>, source: &str, key: &str) -> Result<ReplayView, String> {
+        let known: Vec<String> = vms.iter().map(|v| v.key.clone()).collect();
+        match vms.into_iter().find(|v| v.key == key) {
             Some(vm) if !vm.steps.is_empty() => Ok(ReplayView {
                 source: source.to_string(),
                 vm,
                 at: 0,
             }),
             _ if known.is_empty() => Err(format!(
-                "the recording {source} holds no reconcile of VM {key} (it holds none at all)"
+                "{source} holds no reconcile or controller write of VM {key} (it holds none at all)"
             )),
             _ => Err(format!(
-                "the recording {source} holds no reconcile of VM {key} (it holds {})",
+                "{source} holds no reconcile or controller write of VM {key} (it holds {})",
                 known.join(", ")
             )),
         }
@@ -159,10 +161,11 @@ pub(crate) fn slider(view: &ReplayView, width: usize) -> Vec<Line<'static>> {
 /// The Step panel: when, which controller, and whether the replayed decision is the recorded
 /// one.
 pub(crate) fn step_lines(step: &Step) -> Vec<Line<'static>> {
-    let controller = match step.controller.as_str() {
-        "vm" => "VM controller".to_string(),
-        "vmi" => "VMI controller".to_string(),
-        other => other.to_string(),
+    let (what, which) = match step.controller.as_str() {
+        "vm" => ("reconcile", "VM controller, line"),
+        "vmi" => ("reconcile", "VMI controller, line"),
+        AUDIT_WRITE => ("write", "the controller's, audit log line"),
+        other => ("reconcile", other),
     };
     let verdict = match step.verdict {
         Verdict::Same => "agrees: the replayed decision is the recorded one",
@@ -174,7 +177,7 @@ pub(crate) fn step_lines(step: &Step) -> Vec<Line<'static>> {
             "time",
             step.at.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string(),
         ),
-        field("reconcile", format!("{controller}, line {}", step.seq)),
+        field(what, format!("{which} {}", step.seq)),
         field_styled("verdict", verdict, verdict_style(step.verdict)),
     ];
     if let Some(n) = &step.note {
@@ -384,11 +387,8 @@ pub(crate) mod tests {
         }
     }
 
-    fn report() -> ReplayReport {
-        ReplayReport {
-            vms: vec![view().vm],
-            ..Default::default()
-        }
+    fn report() -> Vec<VmReplay> {
+        vec![view().vm]
     }
 
     #[test]

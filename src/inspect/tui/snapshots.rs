@@ -514,6 +514,48 @@ fn replay_view_in_80_columns_on_the_last_step() {
     insta::assert_snapshot!(capture(&app, 80, 30));
 }
 
+/// The audit log tests/fixtures/audit-replay.jsonl (the controller's writes of VM ns/a: two
+/// that agree, a ControllerRevision no decision of ours creates, a status write the server
+/// refused) loaded as `inspect --replay` loads it, on its first step.
+fn audit_replay_app() -> App {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/audit-replay.jsonl");
+    let source = crate::replay::AuditSource {
+        lease: "ns/ctl",
+        controller: None,
+    };
+    let loaded = crate::replay::load(&path, source).expect("the fixture replays");
+    let view = super::replay::ReplayView::of(loaded.into_vms(), "audit-replay.jsonl", "ns/a")
+        .expect("the log holds VM ns/a");
+    App::replay(view)
+}
+
+/// Stepping through an audit log's replay: `n` stops at the write no decision of ours makes,
+/// `End` at the refused write, shown with the server's error.
+#[test]
+fn replay_view_steps_through_an_audit_log() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let mut app = audit_replay_app();
+    let verdicts: Vec<_> = app
+        .replay
+        .as_ref()
+        .unwrap()
+        .vm
+        .steps
+        .iter()
+        .map(|s| s.verdict)
+        .collect();
+    use crate::replay::Verdict::{Differ, Same};
+    assert_eq!(verdicts, [Same, Same, Differ, Same]);
+    app.handle_key(KeyEvent::new(KeyCode::Char('n'), KeyModifiers::NONE));
+    insta::assert_snapshot!(
+        "audit_replay_on_a_write_that_differs",
+        capture(&app, 120, 30)
+    );
+    app.handle_key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE));
+    insta::assert_snapshot!("audit_replay_on_the_refused_write", capture(&app, 120, 30));
+}
+
 #[test]
 fn fleet_view_first_page_while_the_fleet_is_gathered() {
     let mut app = App::fleet();
