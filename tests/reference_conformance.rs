@@ -311,7 +311,10 @@ fn generated_file(plane: &ControlPlane) -> (PathBuf, usize, u64) {
     let seed = number(SEED_ENV).unwrap_or(SEED);
     let vms = crate::reference_generated::generated_vms(seed, count);
     let file = plane.dir.join("reference-generated-vms.json");
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": vms});
+    // The PriorityClasses the VMs may name first (cluster-scoped: one per cluster).
+    let mut items = crate::reference_generated::priority_classes();
+    items.extend(vms);
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     std::fs::write(&file, list.to_string()).expect("write the generated VMs");
     (file, count, seed)
 }
