@@ -214,6 +214,7 @@ async fn run(n: usize) {
             client: cluster.client().await.expect("client"),
             namespace: None,
             options: opts.clone(),
+            shadow: None,
         };
         let page = gather
             .fleet_page(virtctl_rs::inspect::tui::state::fleet_page(44))

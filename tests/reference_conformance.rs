@@ -311,7 +311,10 @@ fn generated_file(plane: &ControlPlane) -> (PathBuf, usize, u64) {
     let seed = number(SEED_ENV).unwrap_or(SEED);
     let vms = crate::reference_generated::generated_vms(seed, count);
     let file = plane.dir.join("reference-generated-vms.json");
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": vms});
+    // The PriorityClasses the VMs may name first (cluster-scoped: one per cluster).
+    let mut items = crate::reference_generated::priority_classes();
+    items.extend(vms);
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     std::fs::write(&file, list.to_string()).expect("write the generated VMs");
     (file, count, seed)
 }
@@ -508,30 +511,10 @@ fn written_vm(event: &Value, vm_uids: &BTreeMap<String, String>) -> Option<Strin
 }
 
 /// The audit events of `namespace`'s objects, oldest first, from the audit log and the files
-/// kube-apiserver rotated it into (`audit-<time>.log`, beside it: a run of hundreds of VMs
-/// fills more than one).
+/// kube-apiserver rotated it into ([`common::control_plane::audit_log_events`]).
 fn audit_events(plane: &ControlPlane, namespace: &str) -> Vec<Value> {
-    let dir = plane.audit_log.parent().expect("the audit log's folder");
-    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("the control plane's folder")
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("audit-") && n.ends_with(".log"))
-        })
-        .collect();
-    // The rotated files' names hold their time: sorted by name is oldest first.
-    rotated.sort();
-    rotated.push(plane.audit_log.clone());
-    rotated
-        .iter()
-        .filter_map(|file| std::fs::read_to_string(file).ok())
-        .flat_map(|text| {
-            text.lines()
-                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-                .collect::<Vec<_>>()
-        })
+    common::control_plane::audit_log_events(&plane.audit_log)
+        .into_iter()
         .filter(|e| e.pointer("/objectRef/namespace").and_then(Value::as_str) == Some(namespace))
         .collect()
 }

@@ -6,7 +6,7 @@
 //! hugepages), CPU requests and limits, disks and their buses, the volume kinds that need no CDI
 //! (container disks, cloud-init, empty disks, ConfigMaps, Secrets), pod networks with a
 //! masquerade interface or none, readiness and liveness probes, tolerations, node affinity,
-//! node selectors, termination grace periods, labels and annotations. Every VM is one KubeVirt
+//! node selectors, priority classes, termination grace periods, labels and annotations. Every VM is one KubeVirt
 //! accepts (valid names, quantities and buses); the same seed gives the same VMs.
 
 use rand::rngs::StdRng;
@@ -64,11 +64,15 @@ fn cpu(rng: &mut StdRng) -> (Option<Value>, bool, u32) {
 /// is never below `vcpus` / 10: without virt-api (which copies the limit into the request,
 /// pkg/defaults/defaults.go:262-270) KubeVirt renders a request of vCPUs / 10 above it and the
 /// API server refuses the pod, a difference the harness's missing virt-api makes, not either
-/// controller (docs/shadow.md).
+/// controller (docs/shadow.md). Nor is a CPU request or limit above 1 given to a `domain.cpu`
+/// without cores, sockets or threads (`no_topology`): virt-api would give it sockets from the
+/// limit (defaults.go:285-308), while KubeVirt without virt-api counts its vCPUs as 1 in the
+/// memory overhead (pkg/hypervisor/kvm/hypervisorbackend.go:93-110), 8Mi per vCPU below ours.
 fn memory_and_resources(
     rng: &mut StdRng,
     dedicated: bool,
     vcpus: u32,
+    no_topology: bool,
 ) -> (Option<Value>, Option<Value>) {
     let size = *pick(rng, &["128Mi", "256Mi", "512Mi", "1Gi", "2Gi"]);
     let hugepages = match rng.random_range(0..6) {
@@ -99,6 +103,7 @@ fn memory_and_resources(
     }
     if dedicated {
         let cpus = *pick(rng, &["1", "2"]);
+        let cpus = if no_topology { "1" } else { cpus };
         requests.insert("cpu".into(), cpus.into());
         limits.insert("cpu".into(), cpus.into());
         if let Some(m) = requests.get("memory").cloned() {
@@ -111,6 +116,7 @@ fn memory_and_resources(
         if rng.random_bool(0.2) {
             let limit = *pick(rng, &["1", "2"]);
             let limit = if vcpus > 10 { "2" } else { limit };
+            let limit = if no_topology { "1" } else { limit };
             limits.insert("cpu".into(), limit.into());
         }
         if rng.random_bool(0.2) && requests.contains_key("memory") {
@@ -192,11 +198,39 @@ fn scheduling(rng: &mut StdRng, spec: &mut Map<String, Value>) {
     }
 }
 
+/// The PriorityClasses generated VMs may name (`spec.template.spec.priorityClassName`): the
+/// harness creates them before the VMs ([`priority_classes`]), as a cluster would have them,
+/// or the API server's Priority admission plugin refuses the launcher pods. Neither controller
+/// reads the class: KubeVirt copies the name into the VMI with the rest of the template
+/// (pkg/virt-controller/watch/vm/vm.go:1874, `SetupVMIFromVM`) and into the launcher pod
+/// (pkg/virt-controller/services/template.go:756-758), and the API server fills in the pod's
+/// `priority` from the class.
+pub const PRIORITY_CLASSES: [(&str, i32); 2] =
+    [("gen-priority-low", 1000), ("gen-priority-high", 100_000)];
+
+/// The PriorityClass objects of [`PRIORITY_CLASSES`], to create before the generated VMs.
+pub fn priority_classes() -> Vec<Value> {
+    PRIORITY_CLASSES
+        .iter()
+        .map(|(name, value)| {
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name}, "value": value, "globalDefault": false,
+                "preemptionPolicy": "Never",
+                "description": "a priority class of the differential suite's generated VMs"})
+        })
+        .collect()
+}
+
 /// VM number `i` of the generator seeded with `seed`.
 fn generated_vm(rng: &mut StdRng, i: usize) -> Value {
     let name = format!("gen-{i:04}");
     let (cpu, dedicated, vcpus) = cpu(rng);
-    let (memory, resources) = memory_and_resources(rng, dedicated, vcpus);
+    let no_topology = cpu.as_ref().is_some_and(|c| {
+        ["cores", "sockets", "threads"]
+            .iter()
+            .all(|f| c.get(f).is_none())
+    });
+    let (memory, resources) = memory_and_resources(rng, dedicated, vcpus, no_topology);
     let (disks, volumes) = disks_and_volumes(rng);
     let mut domain = Map::new();
     if let Some(cpu) = cpu {
@@ -232,6 +266,10 @@ fn generated_vm(rng: &mut StdRng, i: usize) -> Value {
         );
     }
     scheduling(rng, &mut spec);
+    if rng.random_bool(0.2) {
+        let (class, _) = *pick(rng, &PRIORITY_CLASSES);
+        spec.insert("priorityClassName".into(), class.into());
+    }
     let mut template_labels = json!({"kubevirt.io/domain": name.clone()});
     if rng.random_bool(0.5) {
         template_labels["gen/tier"] = (*pick(rng, &["web", "db"])).into();
@@ -271,6 +309,18 @@ fn the_same_seed_gives_the_same_vms_and_names_are_unique() {
         .filter_map(|v| v.pointer("/metadata/name")?.as_str())
         .collect();
     assert_eq!(names.len(), 40);
+    // Some name one of the harness's PriorityClasses, and only those.
+    let classes: Vec<&str> = a
+        .iter()
+        .filter_map(|v| v.pointer("/spec/template/spec/priorityClassName")?.as_str())
+        .collect();
+    assert!(!classes.is_empty());
+    assert!(
+        classes
+            .iter()
+            .all(|c| PRIORITY_CLASSES.iter().any(|(name, _)| name == c)),
+        "{classes:?}"
+    );
     // Each generated VM parses as the project's VirtualMachine.
     for vm in a {
         serde_json::from_value::<virtctl_rs::api::VirtualMachine>(vm).expect("a VM");

@@ -11,7 +11,9 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use virtctl_rs::api::{Phase, VirtualMachine};
 use virtctl_rs::config::ClusterSettings;
-use virtctl_rs::shadow::{Kind, Perturbation, ShadowConfig, ShadowHandle, ShadowRun, Verdict};
+use virtctl_rs::shadow::{
+    Kind, Perturbation, ShadowConfig, ShadowHandle, ShadowRun, ShadowVerdicts, Verdict,
+};
 
 fn config(env: &Env, server: Server) -> ShadowConfig {
     ShadowConfig {
@@ -368,3 +370,97 @@ async fn shadow_agrees_on_a_persistent_tpm_vm_in_the_default_class() {
     );
     env.shutdown().await;
 }
+
+/// `inspect vm/NAME --shadow FILE` end to end: the shadow (`verdicts_file`, as `shadow
+/// --verdicts FILE`) keeps a local file of its per-VM verdicts as it classifies writes, and
+/// `inspect` through the built binary says, in `-o json` and in its text, whether the leader's
+/// last writes for the VM agreed; here the VMI writes, perturbed by the test-only hook, differ
+/// at its path.
+async fn inspect_shows_whether_the_shadow_agreed_with_the_leaders_last_writes(server: Server) {
+    let env = Env::start_on(server).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("verdicts.json");
+    let perturbed = ShadowConfig {
+        verdicts_file: Some(file.clone()),
+        perturbation: Some(Perturbation {
+            kind: Kind::VirtualMachineInstance,
+            pointer: "/metadata/labels/shadow-perturbed".into(),
+            value: json!("yes"),
+        }),
+        ..config(&env, server)
+    };
+    let shadow = start_shadow(&env, env.client.clone(), perturbed).await;
+    let mut vm = common::example_vm_with("vm-containerdisk", "Always");
+    vm.metadata.namespace = Some(env.namespace.clone());
+    env.create_vm(&vm).await;
+    env.wait_running("demo-vm").await;
+    let key = format!("{}/demo-vm", env.namespace);
+    // Every VMI write of ours carries the label. On the embedded server nothing else differs,
+    // so the last difference is one of them; on the real one a few other writes can differ
+    // (docs/shadow.md, "Limits") and come last.
+    let label = "metadata.labels.shadow-perturbed";
+    let embedded = !server.is_real();
+    env.wait_for("the shadow to publish a difference", || {
+        let doc = ShadowVerdicts::read(&file).ok();
+        let found = doc.and_then(|d| d.vms.get(&key)?.last_difference.clone());
+        let vmi = found.as_ref().is_some_and(|v| {
+            v.kind == "VirtualMachineInstance" && v.paths.iter().any(|p| p == label)
+        });
+        async move { found.filter(|_| vmi || !embedded) }
+    })
+    .await;
+    let run = |args: Vec<String>| {
+        let kubeconfig = env.kubeconfig_path();
+        async move {
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-virtctl_rs"))
+                .arg("inspect")
+                .args(&args)
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .env_remove("KUBECONFIG")
+                .kill_on_drop(true)
+                .output()
+                .await
+                .expect("run inspect");
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "inspect {args:?}: {stderr}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    let args = |more: &[&str]| {
+        let mut a: Vec<String> = ["vm/demo-vm", "-n", env.namespace.as_str(), "--shadow"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.push(file.display().to_string());
+        a.extend(more.iter().map(|s| s.to_string()));
+        a
+    };
+    let json: serde_json::Value =
+        serde_json::from_str(&run(args(&["-o", "json"])).await).expect("inspect -o json");
+    let shadow_json = &json["shadow"];
+    assert_eq!(shadow_json["source"], json!(file.display().to_string()));
+    assert!(
+        shadow_json["decisions"].as_u64() > shadow_json["agreed"].as_u64(),
+        "{shadow_json:#}"
+    );
+    let difference = &shadow_json["lastDifference"];
+    assert!(
+        ["differ", "we-would-not-write", "we-would-write-more"]
+            .contains(&difference["verdict"].as_str().unwrap_or_default()),
+        "{shadow_json:#}"
+    );
+    let text = run(args(&["--once"])).await;
+    assert!(text.contains("\nSHADOW ("), "{text}");
+    if embedded {
+        // `differ` for the creation, `we-would-write-more` for an update (ours changes what
+        // theirs does, and the label).
+        assert_eq!(difference["kind"], json!("VirtualMachineInstance"));
+        assert_eq!(difference["paths"], json!([label]), "{shadow_json:#}");
+        assert!(text.contains(label), "{text}");
+    }
+    shadow.finish().await;
+    env.shutdown().await;
+}
+
+on_both_servers!(inspect_shows_whether_the_shadow_agreed_with_the_leaders_last_writes);

@@ -150,6 +150,7 @@ async fn demo(args: &DemoArgs, clients: &Clients) -> Result<ExitCode, CliError> 
                 .unwrap_or_else(|| GatherOptions::default().kubevirt_namespace),
             ..GatherOptions::default()
         },
+        shadow: None,
     };
     let cancel = CancellationToken::new();
     let run = manager.run(cancel.clone());

@@ -72,6 +72,10 @@ pub struct InspectArgs {
     /// (docs/inspect.md "Upgrade rehearsal"; `explain-overhead -A --upgrade-to` prints it).
     #[arg(long, value_name = "VERSION", conflicts_with = "replay")]
     pub upgrade_to: Option<String>,
+    /// Show whether a running shadow agreed with the leader's last writes for this VM: the
+    /// file `shadow --verdicts FILE` keeps up to date (docs/shadow.md "What inspect shows").
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["replay", "upgrade_to"])]
+    pub shadow: Option<std::path::PathBuf>,
 }
 
 /// `-o` formats.
@@ -203,6 +207,11 @@ pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, Cl
             "-A/--all-namespaces is for the fleet view (inspect with no name)".into(),
         ));
     }
+    if name.is_none() && args.shadow.is_some() {
+        return Err(CliError::Usage(
+            "--shadow shows the shadow's verdicts on one VM: give vm/NAME".into(),
+        ));
+    }
     let interactive = args.output.is_none() && !args.once && std::io::stdout().is_terminal();
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| CliError::Failed(format!("cannot start the async runtime: {e}")))?;
@@ -231,6 +240,7 @@ pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, Cl
                 client,
                 namespace: scope,
                 options: opts,
+                shadow: args.shadow.clone(),
             };
             let shown = match &name {
                 Some(name) => crate::inspect::tui::run_vm(&gather, &namespace, name).await,
@@ -241,9 +251,12 @@ pub(crate) fn run(global: &GlobalArgs, args: InspectArgs) -> Result<ExitCode, Cl
         }
         match name {
             Some(name) => {
-                let ins = gather_vm(&client, &namespace, &name, &opts)
+                let mut ins = gather_vm(&client, &namespace, &name, &opts)
                     .await
                     .map_err(gather_failed)?;
+                if let Some(file) = &args.shadow {
+                    crate::inspect::shadow_view::attach(&mut ins, file);
+                }
                 match args.output {
                     Some(o) => emit(&serialise(&ins, o)?)?,
                     None => emit(&render_vm(&ins))?,

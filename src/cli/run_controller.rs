@@ -124,6 +124,10 @@ pub struct RunControllerArgs {
     /// decisions and print a summary on Ctrl-C (as `shadow`; docs/shadow.md).
     #[arg(long, conflicts_with_all = ["embedded", "apply", "exit_when_ready"])]
     pub shadow: bool,
+    /// With --shadow: keep this local file up to date with the per-VM verdicts, for `inspect
+    /// vm/NAME --shadow FILE` (as `shadow --verdicts`).
+    #[arg(long, value_name = "FILE", requires = "shadow")]
+    pub verdicts: Option<PathBuf>,
     /// Keep a flight recording in this directory: what the controllers saw and did, for
     /// `replay` and `why` (docs/replay.md).
     #[arg(long, value_name = "DIR", conflicts_with = "shadow")]
@@ -443,7 +447,8 @@ fn shadow_args(args: RunControllerArgs) -> super::shadow::ShadowArgs {
     super::shadow::ShadowArgs {
         duration: None,
         all_namespaces: args.all_namespaces,
-        output: super::shadow::Output::Text,
+        output: None,
+        verdicts: args.verdicts,
         reproductions: None,
         leader_managers: Vec::new(),
         kubevirt_cr: args.kubevirt_cr,

@@ -1,10 +1,12 @@
 //! `shadow` (and `run-controller --shadow`): our controllers' decisions beside the leader's
-//! writes, nothing written ([`crate::shadow`]); a summary at the end.
+//! writes, nothing written ([`crate::shadow`]); the live view on a terminal, a summary at the
+//! end.
 
 use super::{CliError, GlobalArgs};
 use crate::kubevirt_version::{DecidedVersion, KubeVirtVersion, OBSERVED_VERSION};
 use crate::shadow::{DEFAULT_LEADER_MANAGERS, ShadowConfig, ShadowReport, write_reproductions};
 use clap::Args;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,9 +30,14 @@ pub struct ShadowArgs {
     /// Every namespace (the default when -n is not given), kubectl's -A.
     #[arg(short = 'A', long, conflicts_with = "namespace")]
     pub all_namespaces: bool,
-    /// Output format of the summary.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
-    pub output: Output,
+    /// Output format of the summary (default: the live view when stdout is a terminal, as
+    /// `inspect` decides, then the text summary; else the text summary).
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<Output>,
+    /// Keep this local file up to date with the per-VM verdicts, for `inspect vm/NAME --shadow
+    /// FILE` (docs/shadow.md "What inspect shows"); nothing is written to the cluster.
+    #[arg(long, value_name = "FILE")]
+    pub verdicts: Option<PathBuf>,
     /// Write each difference's reproduction (the VM, VMI and pods before the write, YAML) here.
     #[arg(long, value_name = "DIR")]
     pub reproductions: Option<PathBuf>,
@@ -159,24 +166,42 @@ async fn run_async(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, Cl
         },
         settings,
         kubevirt_version_source: Some(decided.source.clone()),
+        verdicts_file: args.verdicts.clone(),
         perturbation: None,
     };
-    eprintln!(
-        "shadow: comparing the writes of {} on {} ({}) as {decided}, writing nothing",
+    let header = format!(
+        "comparing the writes of {} on {} ({}) as {decided}, writing nothing",
         config.leader_managers.join(", "),
         target.describe(),
         namespace
             .as_deref()
             .map_or("all namespaces".into(), |n| format!("namespace {n}")),
     );
+    let live = args.output.is_none() && std::io::stdout().is_terminal();
+    if !live {
+        eprintln!("shadow: {header}");
+    }
     let handle = crate::shadow::spawn(client, config);
     let stop = handle.stop.clone();
     let mut done = handle.done;
-    let run = tokio::select! {
-        r = &mut done => r,
-        _ = signals.recv() => {
-            stop.cancel();
-            done.await
+    let run = if live {
+        let view = crate::inspect::tui::shadow::LiveShadow {
+            header,
+            for_seconds: args.duration.map(|d| d.as_secs_f64()),
+            ..Default::default()
+        };
+        crate::inspect::tui::live::run_shadow(view, handle.progress.clone())
+            .await
+            .map_err(|e| CliError::Failed(format!("terminal: {e}")))?;
+        stop.cancel();
+        done.await
+    } else {
+        tokio::select! {
+            r = &mut done => r,
+            _ = signals.recv() => {
+                stop.cancel();
+                done.await
+            }
         }
     }
     .map_err(|e| CliError::Failed(format!("the shadow stopped: {e}")))?;
@@ -184,7 +209,7 @@ async fn run_async(global: &GlobalArgs, args: ShadowArgs) -> Result<ExitCode, Cl
     if let Some(dir) = &args.reproductions {
         write_reproductions(&mut report, &run.records, dir).map_err(CliError::Failed)?;
     }
-    print(&report, args.output)?;
+    print(&report, args.output.unwrap_or(Output::Text))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod model;
 pub mod overhead;
 pub(crate) mod rehearsal;
 mod settings_check;
+pub(crate) mod shadow_view;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub(crate) mod text;

@@ -83,9 +83,45 @@ pub struct Inspection {
     /// Events of the VM, VMI, pods and DataVolumes, merged, oldest first.
     #[serde(default)]
     pub events: Vec<EventView>,
+    /// Whether the shadow agreed with the leader's last writes for this VM
+    /// (`inspect --shadow FILE`, the file `shadow --verdicts FILE` publishes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowView>,
     /// Everything that could not be read or derived, with the reason.
     #[serde(default)]
     pub missing: Vec<Missing>,
+}
+
+/// What a running shadow (`shadow --verdicts FILE`) says about this VM: how the leader's last
+/// writes compared with our decisions (docs/shadow.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowView {
+    /// The file read.
+    pub source: String,
+    /// When the shadow last wrote it (it does at least every 10 s while it runs).
+    pub written_at: DateTime<Utc>,
+    /// Seconds from `writtenAt` to `generatedAt`.
+    pub age_seconds: f64,
+    /// The file is older than 30 s: the shadow has probably stopped.
+    pub stale: bool,
+    /// When the shadow started comparing.
+    pub since: DateTime<Utc>,
+    /// The leader's writes for this VM the shadow compared.
+    pub decisions: usize,
+    /// Of those, how many our decisions wrote the same.
+    pub agreed: usize,
+    /// Whether every one of `last` agreed (absent: no write compared yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_agreed: Option<bool>,
+    /// The last classified writes, oldest first.
+    #[serde(default)]
+    pub last: Vec<crate::shadow::LastVerdict>,
+    /// The last write that did not agree, also when it is older than `last`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_difference: Option<crate::shadow::LastVerdict>,
+    /// One line: "agreed with the leader's last 5 writes (12 of 12 since 10:00:00)".
+    pub summary: String,
 }
 
 /// The VirtualMachine.

@@ -42,6 +42,7 @@ pub(crate) fn render_vm(ins: &Inspection) -> String {
     blockers(&mut o, ins);
     printable_status(&mut o, ins);
     leader(&mut o, ins);
+    shadow(&mut o, ins);
     queues(&mut o, ins);
     expectations(&mut o, ins);
     phase_timeline(&mut o, ins);
@@ -173,6 +174,23 @@ fn leader(o: &mut String, ins: &Inspection) {
             .map(|u| format!(" ({u})"))
             .unwrap_or_default()
     );
+}
+
+/// What a running shadow says about the leader's last writes for this VM (`--shadow FILE`).
+fn shadow(o: &mut String, ins: &Inspection) {
+    let Some(s) = &ins.shadow else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "\nSHADOW ({}, written {} ago)\n  {}",
+        s.source,
+        human_duration(s.age_seconds),
+        s.summary
+    );
+    for v in &s.last {
+        let _ = writeln!(o, "  {}", crate::inspect::shadow_view::verdict_line(v));
+    }
 }
 
 /// The work queues and where this VM's key is in them.

@@ -6,11 +6,11 @@
 //! exception is forced by what a watch shows: a created object arrives with the server's and
 //! admission's defaults merged in, so a creation is compared on the fields ours sets.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How one write of the leading controller compares with our decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// Our decision from the state just before the write writes the same.

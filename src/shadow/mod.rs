@@ -21,6 +21,7 @@ mod mirror;
 mod predict;
 mod report;
 mod tracker;
+mod verdicts;
 mod watch;
 
 pub(crate) use audit::{AuditOptions, replay_audit};
@@ -31,6 +32,7 @@ pub use predict::Kind;
 pub(crate) use predict::Part;
 pub use report::{Difference, ShadowReport, write_reproductions};
 pub use tracker::{Perturbation, Record};
+pub use verdicts::{LAST_PER_VM, LastVerdict, STALE_AFTER_SECONDS, ShadowVerdicts, VmVerdicts};
 pub(crate) use watch::read_only;
 
 use crate::config::ClusterSettings;
@@ -57,6 +59,9 @@ pub struct ShadowConfig {
     /// Where `settings.kubevirt_version` was read, said in the report (`None`: "the settings
     /// given").
     pub kubevirt_version_source: Option<String>,
+    /// Publish the per-VM verdicts to this local file for `inspect --shadow FILE`
+    /// ([`ShadowVerdicts`]), rewritten when a write has been classified.
+    pub verdicts_file: Option<std::path::PathBuf>,
     /// Test only: change our decisions, to show a wrong one is reported ([`Perturbation`]).
     #[doc(hidden)]
     pub perturbation: Option<Perturbation>,
@@ -71,6 +76,7 @@ impl ShadowConfig {
             leader_managers: DEFAULT_LEADER_MANAGERS.map(String::from).to_vec(),
             settings: ClusterSettings::default(),
             kubevirt_version_source: None,
+            verdicts_file: None,
             perturbation: None,
         }
     }
@@ -102,6 +108,9 @@ pub struct Progress {
     pub decisions: usize,
     /// Writes waiting for our next reconcile.
     pub held: usize,
+    /// The summary so far (renewed about twice a second once the watches have listed): what
+    /// the live view shows.
+    pub report: Option<ShadowReport>,
 }
 
 /// A running shadow ([`spawn`]).
@@ -162,6 +171,75 @@ fn track_progress(
     });
 }
 
+/// What a running shadow publishes as it goes: the summary so far on the [`Progress`] channel
+/// (for the live view) and, with a file, the per-VM verdicts for `inspect --shadow FILE`,
+/// rewritten only when a write was classified since.
+struct Publisher {
+    file: Option<std::path::PathBuf>,
+    since: chrono::DateTime<chrono::Utc>,
+    /// How many classified writes the file holds and when it was written (`None`: not yet).
+    published: Option<(usize, Instant)>,
+    /// The last write of the file failed (said once in the log, tried again next time).
+    failed: bool,
+}
+
+impl Publisher {
+    fn new(file: Option<std::path::PathBuf>) -> Self {
+        Publisher {
+            file,
+            since: chrono::Utc::now(),
+            published: None,
+            failed: false,
+        }
+    }
+
+    /// Publish the state of `tracker` once the watches have listed (`synced`); before that,
+    /// only the counts.
+    fn publish(
+        &mut self,
+        tracker: &tracker::Tracker,
+        progress: &tokio::sync::watch::Sender<Progress>,
+        compared_for: f64,
+        synced: bool,
+    ) {
+        let count = tracker.records.len();
+        progress.send_modify(|p| {
+            p.decisions = count;
+            p.held = tracker.held();
+            if synced {
+                p.report = Some(ShadowReport::new(
+                    &tracker.records,
+                    compared_for,
+                    tracker.errors.clone(),
+                ));
+            }
+        });
+        let Some(file) = self.file.as_ref().filter(|_| synced) else {
+            return;
+        };
+        // Rewritten unchanged every HEARTBEAT, so a reader can tell a shadow that stopped.
+        if self
+            .published
+            .is_some_and(|(n, at)| n == count && at.elapsed() < verdicts::HEARTBEAT)
+        {
+            return;
+        }
+        let doc = report::verdicts(&tracker.records, self.since, chrono::Utc::now());
+        match doc.write(file) {
+            Ok(()) => {
+                self.published = Some((count, Instant::now()));
+                self.failed = false;
+            }
+            Err(e) => {
+                if !self.failed {
+                    tracing::warn!(error = %e, "shadow: cannot publish the verdicts");
+                }
+                self.failed = true;
+            }
+        }
+    }
+}
+
 /// Watch through a [`read_only`] copy of `client` and compare until `config.duration` passed
 /// (then for at most [`tracker::LATER_WAIT`] more, only for the writes still held to agree
 /// later) or `stop` is cancelled, publishing [`Progress`]. The comparison starts once every watch
@@ -181,6 +259,7 @@ pub(crate) async fn run(
     let mut tracker = tracker::Tracker::new(mirror, config.leader_managers, config.perturbation);
     let mut pending: Vec<watch::Source> = watch::Source::ALL.to_vec();
     let started = Instant::now();
+    let mut publisher = Publisher::new(config.verdicts_file.clone());
     let deadline = async {
         match config.duration {
             Some(d) => tokio::time::sleep(d).await,
@@ -206,10 +285,8 @@ pub(crate) async fn run(
                 if closed.is_some_and(|(_, until)| tracker.held() == 0 || Instant::now() >= until) {
                     break;
                 }
-                progress.send_modify(|p| {
-                    p.decisions = tracker.records.len();
-                    p.held = tracker.held();
-                });
+                let compared_for = closed.map_or_else(|| started.elapsed().as_secs_f64(), |(d, _)| d);
+                publisher.publish(&tracker, &progress, compared_for, pending.is_empty());
                 continue;
             }
             item = stream.next() => match item { Some(i) => i, None => break },
@@ -236,6 +313,7 @@ pub(crate) async fn run(
     }
     tracker.finish();
     let compared_for = closed.map_or_else(|| started.elapsed().as_secs_f64(), |(d, _)| d);
+    publisher.publish(&tracker, &progress, compared_for, pending.is_empty());
     let mut report = ShadowReport::new(
         &tracker.records,
         compared_for,

@@ -3,6 +3,8 @@
 
 use super::compare::Verdict;
 use super::tracker::Record;
+use super::verdicts::{LAST_PER_VM, LastVerdict, ShadowVerdicts, VmVerdicts};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -163,16 +165,60 @@ fn difference(r: &Record) -> Difference {
         key: r.key.clone(),
         kind: r.kind.as_str(),
         verdict: r.verdict,
-        part: match r.part {
-            super::predict::Part::Main => "main",
-            super::predict::Part::Status => "status",
-        },
+        part: part_name(r.part),
         action: r.action,
         paths: r.paths.iter().map(|p| p.path.clone()).collect(),
         ours: side(|p| &p.ours),
         theirs: side(|p| &p.theirs),
         reproduction: None,
         seen: r.seen.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    }
+}
+
+/// The per-VM document `shadow --verdicts FILE` publishes for `inspect`
+/// ([`super::verdicts`]), from the same classified writes as the summary: per VM key, the
+/// writes compared, how many agreed, and the last [`LAST_PER_VM`] by the time they were seen.
+pub(crate) fn verdicts(
+    records: &[Record],
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> ShadowVerdicts {
+    let mut vms: BTreeMap<String, VmVerdicts> = BTreeMap::new();
+    let mut sorted: Vec<&Record> = records.iter().collect();
+    // Held writes are classified after later ones: the last are the last seen.
+    sorted.sort_by_key(|r| r.seen);
+    for r in sorted {
+        let vm = vms.entry(r.vm_key.clone()).or_default();
+        vm.decisions += 1;
+        vm.agreed += usize::from(r.verdict.agrees());
+        let verdict = LastVerdict {
+            seen: r.seen,
+            kind: r.kind.as_str().to_string(),
+            key: r.key.clone(),
+            part: part_name(r.part).to_string(),
+            action: r.action.map(String::from),
+            verdict: r.verdict,
+            paths: r.paths.iter().map(|p| p.path.clone()).collect(),
+        };
+        if !r.verdict.agrees() {
+            vm.last_difference = Some(verdict.clone());
+        }
+        vm.last.push(verdict);
+        if vm.last.len() > LAST_PER_VM {
+            vm.last.remove(0);
+        }
+    }
+    ShadowVerdicts {
+        written_at: now,
+        since,
+        vms,
+    }
+}
+
+fn part_name(part: super::predict::Part) -> &'static str {
+    match part {
+        super::predict::Part::Main => "main",
+        super::predict::Part::Status => "status",
     }
 }
 
@@ -277,5 +323,43 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    fn record(vm: &str, second: i64, verdict: Verdict) -> Record {
+        Record {
+            vm_key: vm.into(),
+            kind: super::super::predict::Kind::VirtualMachine,
+            key: vm.into(),
+            part: super::super::predict::Part::Status,
+            verdict,
+            action: Some("UpdateVmStatus"),
+            paths: Vec::new(),
+            state_before: Vec::new(),
+            seen: DateTime::<Utc>::from_timestamp(1_800_000_000 + second, 0).expect("time"),
+        }
+    }
+
+    /// `inspect` sees the VM's last writes by the time they were seen (a held write is
+    /// classified after later ones), at most [`LAST_PER_VM`], and the counts of all of them.
+    #[test]
+    fn the_published_verdicts_keep_each_vms_last_writes_by_time_seen() {
+        let mut records: Vec<Record> = (0..7).map(|i| record("ns/a", i, Verdict::Agree)).collect();
+        // Held, then classified last: seen before the others.
+        records.push(record("ns/a", -1, Verdict::Differ));
+        records.push(record("ns/b", 3, Verdict::WeWouldNotWrite));
+        let at = DateTime::<Utc>::from_timestamp(1_800_000_100, 0).expect("time");
+        let doc = verdicts(&records, at, at);
+        let a = &doc.vms["ns/a"];
+        assert_eq!((a.decisions, a.agreed), (8, 7));
+        assert_eq!(a.last.len(), LAST_PER_VM);
+        assert!(a.last.iter().all(|v| v.verdict == Verdict::Agree), "{a:?}");
+        assert!(a.last.windows(2).all(|w| w[0].seen <= w[1].seen));
+        // The difference fell out of the last five, and is still there.
+        let differed = a.last_difference.as_ref().expect("the last difference");
+        assert_eq!(differed.verdict, Verdict::Differ);
+        let b = &doc.vms["ns/b"];
+        assert_eq!((b.decisions, b.agreed), (1, 0));
+        assert_eq!(b.last[0].verdict, Verdict::WeWouldNotWrite);
+        assert_eq!(b.last[0].part, "status");
     }
 }

@@ -245,22 +245,22 @@ impl ControlPlane {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Every write request in the audit log, in the order the server answered them.
+    /// Every write request in the audit log (and the files it was rotated into), in the order
+    /// the server answered them.
     pub fn audit_all(&self) -> Vec<AuditEntry> {
-        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
-        text.lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        audit_log_events(&self.audit_log)
+            .into_iter()
             .enumerate()
             .filter_map(|(seq, event)| audit_entry(seq as u64, &event))
             .collect()
     }
 
-    /// The audit log's events (`audit.k8s.io/v1`, as kube-apiserver wrote them) of `namespace`'s
-    /// objects and of cluster-scoped ones: what `replay` reads of one scenario.
+    /// The audit log's events (`audit.k8s.io/v1`, as kube-apiserver wrote them, the rotated
+    /// files' first) of `namespace`'s objects and of cluster-scoped ones: what `replay` reads of
+    /// one scenario.
     pub fn audit_events(&self, namespace: &str) -> Vec<serde_json::Value> {
-        let text = std::fs::read_to_string(&self.audit_log).unwrap_or_default();
-        text.lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        audit_log_events(&self.audit_log)
+            .into_iter()
             .filter(|e| {
                 let ns = e.pointer("/objectRef/namespace").and_then(|n| n.as_str());
                 ns.is_none_or(|ns| ns == namespace)
@@ -276,6 +276,46 @@ impl ControlPlane {
             .filter(|e| e.namespace == namespace)
             .collect()
     }
+}
+
+/// Every event of the audit log at `log`, oldest first: first the files kube-apiserver rotated
+/// it into when it grew past `--audit-log-maxsize` (`audit-<time>.log` beside it, the time in
+/// the name, so sorted by name is oldest first; a run of hundreds of VMs fills more than one),
+/// then `log` itself. Lines that are not JSON (a line cut by a crash) are skipped.
+pub fn audit_log_events(log: &Path) -> Vec<serde_json::Value> {
+    let stem = log
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("audit")
+        .to_string();
+    let extension = log
+        .extension()
+        .and_then(|s| s.to_str())
+        .map_or(String::new(), |e| format!(".{e}"));
+    let prefix = format!("{stem}-");
+    let mut files: Vec<PathBuf> = log
+        .parent()
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(&extension))
+        })
+        .collect();
+    files.sort();
+    files.push(log.to_path_buf());
+    files
+        .iter()
+        .filter_map(|file| std::fs::read_to_string(file).ok())
+        .flat_map(|text| {
+            text.lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// An [`AuditEntry`] from one of kube-apiserver's audit events (`audit.k8s.io/v1` `Event`).
@@ -764,5 +804,30 @@ where
         let _ = api
             .patch(&name, &PatchParams::default(), &no_finalizers)
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// kube-apiserver rotates `audit.log` into `audit-<time>.log` files in large runs: the
+    /// events of every one are read, oldest file first, the live log last.
+    #[test]
+    fn rotated_audit_logs_are_read_oldest_first_before_the_live_one() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let event = |n: u32| format!("{{\"auditID\": \"{n}\"}}\n");
+        let write = |name: &str, text: String| {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        };
+        write("audit-2026-12-06T07-10-00.000.log", event(3) + &event(4));
+        write("audit-2026-12-06T07-00-00.000.log", event(1) + &event(2));
+        write("audit.log", event(5) + "{\"cut\": ");
+        // Not rotated audit logs: another log, the audit policy.
+        write("apiserver.log", event(99));
+        write("audit-policy.yaml", event(98));
+        let ids: Vec<String> = super::audit_log_events(&dir.path().join("audit.log"))
+            .iter()
+            .map(|e| e["auditID"].as_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(ids, ["1", "2", "3", "4", "5"]);
     }
 }

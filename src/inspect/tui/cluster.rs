@@ -25,13 +25,20 @@ pub struct ClusterGather {
     pub namespace: Option<String>,
     /// Where the controller Lease is, read timeouts.
     pub options: GatherOptions,
+    /// The verdicts file of a running shadow, read at each gather of a VM
+    /// ([`crate::inspect::shadow_view`]).
+    pub shadow: Option<std::path::PathBuf>,
 }
 
 impl Gather for ClusterGather {
     async fn vm(&self, namespace: &str, name: &str) -> Result<Inspection, String> {
-        gather_vm(&self.client, namespace, name, &self.options)
+        let mut insp = gather_vm(&self.client, namespace, name, &self.options)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        if let Some(file) = &self.shadow {
+            crate::inspect::shadow_view::attach(&mut insp, file);
+        }
+        Ok(insp)
     }
 
     async fn fleet(&self) -> Result<Fleet, String> {

@@ -1115,3 +1115,68 @@ pub(crate) fn lease_handover() -> Vec<Inspection> {
         })
         .collect()
 }
+
+/// `running_ours` inspected with `--shadow FILE`: the shadow's verdicts on the leader's last
+/// writes for the VM, of which the VMI creation differed from ours.
+pub(crate) fn shadow_differs() -> Inspection {
+    use crate::shadow::{LastVerdict, ShadowVerdicts, Verdict, VmVerdicts};
+    let mut insp = running_ours();
+    let at = |s: i64| now() - chrono::TimeDelta::seconds(s);
+    let write =
+        |s: i64, kind: &str, key: &str, action: &str, verdict, paths: &[&str]| LastVerdict {
+            seen: at(s),
+            kind: kind.into(),
+            key: key.into(),
+            part: "main".into(),
+            action: Some(action.into()),
+            verdict,
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+        };
+    let vm = "default/vm-cirros";
+    let doc = ShadowVerdicts {
+        written_at: at(2),
+        since: at(600),
+        vms: [(
+            vm.to_string(),
+            VmVerdicts {
+                decisions: 9,
+                agreed: 8,
+                last_difference: None,
+                last: vec![
+                    write(
+                        40,
+                        "ControllerRevision",
+                        "default/revision-start-vm-1",
+                        "CreateControllerRevision",
+                        Verdict::Agree,
+                        &[],
+                    ),
+                    write(
+                        40,
+                        "VirtualMachineInstance",
+                        vm,
+                        "CreateVmi",
+                        Verdict::Differ,
+                        &["metadata.labels.team"],
+                    ),
+                    write(
+                        39,
+                        "VirtualMachine",
+                        vm,
+                        "UpdateVmStatus",
+                        Verdict::AgreeLater,
+                        &[],
+                    ),
+                ],
+            },
+        )]
+        .into(),
+    };
+    insp.shadow = Some(crate::inspect::shadow_view::view(
+        &doc,
+        vm,
+        "/tmp/shadow-verdicts.json",
+        insp.generated_at,
+    ));
+    insp
+}

@@ -1,5 +1,6 @@
 //! Leader panel: the controller Lease (holder, renew age vs duration, transitions, stale), where
-//! the controller's view came from, and whether the controller is caught up with this VM.
+//! the controller's view came from, whether the controller is caught up with this VM, and
+//! (with `--shadow FILE`) whether a running shadow agreed with its last writes for it.
 
 use super::state::{Panel, ViewState};
 use super::text::{bad, duration, field, field_styled, good, note, warn};
@@ -75,6 +76,9 @@ pub(crate) fn lines(insp: &Inspection) -> Vec<Line<'static>> {
             ));
         }
         None => out.push(note("caught up: unknown")),
+    }
+    if let Some(s) = &insp.shadow {
+        out.extend(super::shadow::vm_lines(s));
     }
     out
 }

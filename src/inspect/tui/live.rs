@@ -214,6 +214,61 @@ pub(crate) async fn run_replay(mut app: App) -> io::Result<()> {
     result
 }
 
+/// `shadow` in the terminal: the live view ([`super::shadow::render_live`]) of `view`, renewed
+/// from `progress` as the shadow classifies writes, until `q`, Esc, Ctrl-C, SIGTERM/SIGINT, or
+/// the shadow ends (`--for` passed: its end of the channel is dropped).
+pub(crate) async fn run_shadow(
+    mut view: super::shadow::LiveShadow,
+    mut progress: tokio::sync::watch::Receiver<crate::shadow::Progress>,
+) -> io::Result<()> {
+    use ratatui::crossterm::event::{KeyCode, KeyModifiers};
+    let signals = terminated()?;
+    tokio::pin!(signals);
+    super::text::init_theme_from_env();
+    let (_guard, mut terminal) = setup()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut events = spawn_event_reader(stop.clone());
+    let started = std::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let result = async {
+        loop {
+            view.elapsed_seconds = started.elapsed().as_secs_f64();
+            {
+                let p = progress.borrow_and_update();
+                view.synced = p.synced;
+                view.held = p.held;
+                view.report.clone_from(&p.report);
+            }
+            terminal
+                .draw(|f| super::shadow::render_live(f, f.area(), &view))
+                .map_err(draw_err)?;
+            tokio::select! {
+                changed = progress.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                }
+                _ = tick.tick() => {}
+                ev = events.recv() => match ev {
+                    None => return Ok(()),
+                    Some(Event::Key(key)) => {
+                        let ctrl_c = key.code == KeyCode::Char('c')
+                            && key.modifiers.contains(KeyModifiers::CONTROL);
+                        if ctrl_c || matches!(key.code, KeyCode::Char('q') | KeyCode::Esc) {
+                            return Ok(());
+                        }
+                    }
+                    Some(_) => {}
+                },
+                _ = &mut signals => return Ok(()),
+            }
+        }
+    }
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    result
+}
+
 /// Completes on SIGTERM or SIGINT (both handlers are installed before it returns).
 fn terminated() -> io::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};

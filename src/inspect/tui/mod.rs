@@ -20,6 +20,7 @@ pub(crate) mod overhead;
 pub(crate) mod queues;
 pub(crate) mod rehearsal;
 pub(crate) mod replay;
+pub mod shadow;
 pub mod state;
 pub(crate) mod text;
 pub(crate) mod timeline;

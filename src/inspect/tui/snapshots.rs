@@ -77,6 +77,18 @@ fn pod_security_rejected() {
     insta::assert_snapshot!(vm(fixtures::pod_security_rejected()));
 }
 
+/// `inspect vm/NAME --shadow FILE`: the Leader panel ends with the shadow's verdict on the
+/// leader's last writes for the VM (here its VMI creation differed from ours).
+#[test]
+fn leader_panel_with_the_shadows_last_verdicts() {
+    let insp = fixtures::shadow_differs();
+    insta::assert_snapshot!(crate::inspect::tui::capture_panel(
+        Panel::Leader,
+        &insp,
+        110
+    ));
+}
+
 #[test]
 fn small_terminal_shows_the_focused_panel_under_a_tab_bar() {
     let mut app = app_for_vm(fixtures::unschedulable());
@@ -334,6 +346,11 @@ pub(crate) fn doc_captures() -> Vec<(Panel, &'static str, String)> {
             Panel::Leader,
             "stale Lease",
             capture_panel(Panel::Leader, &fixtures::stale_lease(), w),
+        ),
+        (
+            Panel::Leader,
+            "with `--shadow FILE`: the VMI creation differed",
+            capture_panel(Panel::Leader, &fixtures::shadow_differs(), w),
         ),
         (
             Panel::Queues,
