@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Build the reference controller of the differential conformance suite: KubeVirt v1.9.0's own
-# virt-controller (cmd/virt-controller of the kubevirt.io/kubevirt module), from the Go module
-# proxy, through tests/reference/go.mod. The three virt-template modules KubeVirt v1.9.0
-# requires are not served by the proxy; tests/reference/standin/ holds this project's own
-# minimal stand-ins for the two the controller's build reaches (see tests/reference/go.mod).
+# Build the reference of the differential conformance suite: KubeVirt v1.9.0's own
+# virt-controller and virt-api (cmd/virt-controller and cmd/virt-api of the kubevirt.io/kubevirt
+# module), from the Go module proxy, through tests/reference/go.mod. The three virt-template
+# modules KubeVirt v1.9.0 requires are not served by the proxy; tests/reference/standin/ holds
+# this project's own minimal stand-ins for the two the controller's build reaches (see
+# tests/reference/go.mod); virt-api's build reaches none.
 #
 # Usage: scripts/reference-controller.sh   builds once into target/reference/<version>/bin and
 #                                          prints that folder; later calls re-use the cache.
-# Needs Go 1.26. The first build takes 10-20 minutes on 2 cores (niced: the machine is shared).
+# Needs Go 1.26. The first build takes 20-30 minutes on 2 cores (niced: the machine is shared);
+# the two binaries share most packages, built once.
 # VIRTCTL_REFERENCE_CACHE moves the cache (default target/reference). The suite finds the
 # binary in the cache or through VIRTCTL_REFERENCE_CONTROLLER (see docs/testing.md).
 set -euo pipefail
@@ -39,10 +41,11 @@ fi
 rm -rf "$out"
 mkdir -p "$out/bin"
 started=$(date +%s)
-echo "building virt-controller $version into $out (first build: 10-20 minutes on 2 cores)" >&2
+echo "building virt-controller and virt-api $version into $out (first build: 20-30 minutes on 2 cores)" >&2
 (
   cd tests/reference
-  nice -n 10 go build -trimpath -o "$out/bin/" kubevirt.io/kubevirt/cmd/virt-controller
+  nice -n 10 go build -trimpath -o "$out/bin/" \
+    kubevirt.io/kubevirt/cmd/virt-controller kubevirt.io/kubevirt/cmd/virt-api
 )
 
 echo "$stamp" >"$out/stamp"

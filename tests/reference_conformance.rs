@@ -10,12 +10,18 @@
 //! (metadata and spec), the VM (metadata, spec, status), its ControllerRevisions and the
 //! sequence of each controller's writes per VM and resource (from the audit log) are compared
 //! after a normalisation of what is expected to differ (names, UIDs, times, namespaces, node
-//! names, the launcher's random `--qemu-timeout`). Every difference must be one [`EXPLAINED`]
+//! names, the launcher's random `--qemu-timeout`). Every difference must be one the mode's table
 //! lists with its cause, or the test fails; all are written to `reference-differences.txt` in
 //! the control plane's run folder.
 //!
-//! Neither side runs behind virt-api (the test control plane has none, docs/shadow.md says
-//! why): ours runs with `without_virt_api`, the reference as it is.
+//! Both sides run behind KubeVirt v1.9.0's own virt-api when it is built beside the reference
+//! (`tests/reference_virt_api.rs`): its webhooks mutate and validate every VM and VMI either
+//! controller or the test writes, ours runs without standing in for them, and both controllers
+//! (and the simulated nodes) write as KubeVirt's controller ServiceAccount; every difference
+//! must then be in [`EXPLAINED_BEHIND_VIRT_API`]. Without virt-api (`VIRTCTL_REFERENCE_VIRT_API=off`,
+//! or a reference controller without the binary beside it) ours runs with `without_virt_api`,
+//! the reference as it is, and the differences virt-api's absence causes are in
+//! [`EXPLAINED_WITHOUT_VIRT_API`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,7 +62,7 @@ const SETTLE: Duration = Duration::from_secs(120);
 
 /// The reference binary: `VIRTCTL_REFERENCE_CONTROLLER`, else the script's cache; `Err` with
 /// the reason it is not there.
-fn locate_reference() -> Result<PathBuf, String> {
+pub fn locate_reference() -> Result<PathBuf, String> {
     if let Some(bin) = std::env::var_os(REFERENCE_ENV).filter(|v| !v.is_empty()) {
         let bin = PathBuf::from(bin);
         return if bin.is_file() {
@@ -120,9 +126,17 @@ fn stub_crd(group: &str, version: &str, kind: &str, plural: &str, namespaced: bo
 }
 
 /// The kinds KubeVirt v1.9.0's virt-controller lists at start beyond the test control plane's
-/// CRDs (pkg/controller/virtinformers.go: the informers application.go:385-463 creates).
+/// CRDs (pkg/controller/virtinformers.go: the informers application.go:385-463 creates), and
+/// the presets virt-api lists (pkg/virt-api/api.go:1206).
 fn stub_crds() -> Vec<Value> {
     vec![
+        stub_crd(
+            "kubevirt.io",
+            "v1",
+            "VirtualMachineInstancePreset",
+            "virtualmachineinstancepresets",
+            true,
+        ),
         stub_crd(
             "kubevirt.io",
             "v1",
@@ -219,7 +233,7 @@ fn stub_crds() -> Vec<Value> {
 }
 
 /// Install [`stub_crds`] (once per control plane) and wait until they are served.
-fn install_stub_crds(plane: &ControlPlane) {
+pub fn install_stub_crds(plane: &ControlPlane) {
     let file = plane.dir.join("reference-stub-crds.json");
     let list = json!({"apiVersion": "v1", "kind": "List", "items": stub_crds()});
     std::fs::write(&file, list.to_string()).expect("write the stub CRDs");
@@ -234,14 +248,6 @@ fn install_stub_crds(plane: &ControlPlane) {
     ]);
 }
 
-/// Apply every document of each example (VMs, claims, PriorityClass) in `namespace`.
-fn apply_examples(plane: &ControlPlane, namespace: &str) {
-    for example in EXAMPLES {
-        let path = common::repo_path("docs/examples").join(example);
-        plane.kubectl_ok(&["apply", "-n", namespace, "-f", &path.display().to_string()]);
-    }
-}
-
 /// The reference virt-controller, killed when dropped.
 struct Reference(Child);
 
@@ -252,7 +258,9 @@ impl Drop for Reference {
     }
 }
 
-fn start_reference(plane: &ControlPlane, bin: &Path) -> Reference {
+/// Start the reference; `behind_virt_api`: as KubeVirt's controller ServiceAccount, whose
+/// writes virt-api lets through.
+fn start_reference(plane: &ControlPlane, bin: &Path, behind_virt_api: bool) -> Reference {
     let log = plane.dir.join("reference-virt-controller.log");
     let out = std::fs::File::create(&log).expect("reference log");
     let err = out.try_clone().expect("reference log");
@@ -263,9 +271,14 @@ fn start_reference(plane: &ControlPlane, bin: &Path) -> Reference {
     // Flags: service.Setup's --kubeconfig, --listen and --port (pkg/service/service.go); its
     // namespace is `kubevirt` outside a pod (client-go util.GetNamespace), where it takes the
     // `virt-controller` Lease (application.go:599-604).
+    let kubeconfig = if behind_virt_api {
+        &plane.kubevirt_kubeconfig
+    } else {
+        &plane.kubeconfig
+    };
     let child = Command::new(bin)
         .arg("--kubeconfig")
-        .arg(&plane.kubeconfig)
+        .arg(kubeconfig)
         .args(["--listen", "127.0.0.1", "--port", &port.to_string()])
         // The launcher image virt-operator passes to its deployment; the flag's own default is
         // the bare name `virt-launcher` (application.go:1047).
@@ -323,15 +336,18 @@ fn generated_file(plane: &ControlPlane) -> (PathBuf, usize, u64) {
 /// virt-operator's release manifest installs it, with the status virt-operator writes once the
 /// install is done. KubeVirt's virt-controller takes its configuration from a CR of its own
 /// namespace only once that CR has a `status.phase` (pkg/virt-config/configuration.go:361-372);
-/// ours reads the same CR (`EnvConfig::kubevirt_namespace`).
-fn install_kubevirt_cr(plane: &ControlPlane) {
+/// ours reads the same CR (`EnvConfig::kubevirt_namespace`). The `Sidecar` gate is on so that
+/// virt-api admits the hook-sidecar annotation of `more/vm-launcher-settings.yaml`
+/// (pkg/virt-api/webhooks/validating-webhook/admitters/vmi-create-admitter.go:1272-1280); only
+/// virt-api reads it (pkg/virt-config/feature-gates.go:66).
+pub fn install_kubevirt_cr(plane: &ControlPlane) {
     let cr = json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "KubeVirt",
         "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
         "spec": {
             "certificateRotateStrategy": {},
-            "configuration": {"developerConfiguration": {"featureGates": []}},
+            "configuration": {"developerConfiguration": {"featureGates": ["Sidecar"]}},
             "customizeComponents": {},
             "imagePullPolicy": "IfNotPresent",
             "workloadUpdateStrategy": {}
@@ -387,16 +403,33 @@ fn node_capacity() -> (virtctl_rs::sim::nodes::NodeCapacity, Vec<NodeLabel>) {
     (capacity, labels)
 }
 
-/// Apply the examples and the generated VMs in `namespace`.
-fn apply_inputs(plane: &ControlPlane, namespace: &str, generated: &Path) {
-    apply_examples(plane, namespace);
-    plane.kubectl_ok(&[
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        &generated.display().to_string(),
-    ]);
+/// Apply every document of each example (VMs, claims, PriorityClass) and the generated VMs in
+/// `namespace`; the lines kubectl wrote about what the server refused (behind virt-api, its
+/// validators may refuse an input, the same way for both sides), the namespace masked.
+fn apply_inputs(plane: &ControlPlane, namespace: &str, generated: &Path) -> Vec<String> {
+    let mut files: Vec<PathBuf> = EXAMPLES
+        .iter()
+        .map(|example| common::repo_path("docs/examples").join(example))
+        .collect();
+    files.push(generated.to_path_buf());
+    let mut refused = Vec::new();
+    for file in files {
+        let out = plane
+            .kubectl()
+            .args(["apply", "-n", namespace, "-f"])
+            .arg(&file)
+            .output()
+            .expect("run kubectl");
+        if !out.status.success() {
+            refused.extend(
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| l.replace(namespace, "<namespace>")),
+            );
+        }
+    }
+    refused
 }
 
 /// One side's objects per VM name, and its controller's writes per VM.
@@ -409,6 +442,8 @@ struct Side {
     revisions: BTreeMap<String, Value>,
     /// Per VM, the controller's successful writes in order (`verb resource[/subresource]`).
     writes: BTreeMap<String, Value>,
+    /// What the server refused of the inputs ([`apply_inputs`]).
+    refused: Vec<String>,
 }
 
 async fn capture(client: &Client, namespace: &str) -> Side {
@@ -707,11 +742,15 @@ struct Explained {
     cause: &'static str,
 }
 
-/// Every difference the suite accepts, with its cause. Neither side runs behind virt-api
-/// (docs/shadow.md says why the harness has none): KubeVirt's virt-controller then meets VMIs
-/// that virt-api's mutating webhook never defaulted, while ours stands in for that webhook
-/// (`ClusterSettings::without_virt_api`), as on a cluster with virt-api.
-const EXPLAINED: &[Explained] = &[
+/// Every difference the suite accepts with both sides behind KubeVirt's virt-api, with its
+/// cause.
+const EXPLAINED_BEHIND_VIRT_API: &[Explained] = &[];
+
+/// Every difference the suite accepts without virt-api, with its cause: KubeVirt's
+/// virt-controller then meets VMIs that virt-api's mutating webhook never defaulted, while ours
+/// stands in for that webhook (`ClusterSettings::without_virt_api`), as on a cluster with
+/// virt-api. Behind virt-api none of these shows.
+const EXPLAINED_WITHOUT_VIRT_API: &[Explained] = &[
     Explained {
         kind: "VirtualMachineInstance",
         path: "metadata.finalizers",
@@ -828,10 +867,10 @@ fn only_one_more_write_at_the_end_is_timing() {
     assert!(!one_trailing_write(r#"ours ["update"] theirs <absent>"#));
 }
 
-/// The entry of [`EXPLAINED`] that explains a difference of `kind` at `path`.
-fn explained(kind: &str, path: &str) -> Option<&'static Explained> {
+/// The entry of `table` that explains a difference of `kind` at `path`.
+fn explained<'a>(table: &'a [Explained], kind: &str, path: &str) -> Option<&'a Explained> {
     let path = any_index(path);
-    EXPLAINED.iter().find(|e| {
+    table.iter().find(|e| {
         e.kind == kind
             && (path == e.path
                 || path.starts_with(e.path)
@@ -949,15 +988,21 @@ fn settle(vms: usize) -> Duration {
 }
 
 /// Our controller's run: its side, namespace and the audit events written until it stopped.
-async fn run_ours(plane: &'static ControlPlane, generated: &Path, vms: usize) -> (Side, String) {
+async fn run_ours(
+    plane: &'static ControlPlane,
+    generated: &Path,
+    vms: usize,
+    behind_virt_api: bool,
+) -> (Side, String) {
     let mut config = EnvConfig::new("reference-ours");
     config.kubevirt_namespace = Some("kubevirt".into());
     config.deadline = settle(vms);
+    config.behind_virt_api = behind_virt_api;
     let (capacity, labels) = node_capacity();
     config.cluster.capacity = capacity;
     config.cluster.labels = labels;
     let mut env = Env::start_on_with(Server::Real(plane), config).await;
-    apply_inputs(plane, &env.namespace, generated);
+    let refused = apply_inputs(plane, &env.namespace, generated);
     env.wait_leading_and_idle().await;
     let namespace = env.namespace.clone();
     let client = env.client.clone();
@@ -977,6 +1022,7 @@ async fn run_ours(plane: &'static ControlPlane, generated: &Path, vms: usize) ->
     env.stop_manager().await;
     let upto = audit_events(plane, &namespace).len();
     side.writes = writes_per_vm(plane, &namespace, upto, &side);
+    side.refused = refused;
     plane.remove_namespace(&namespace).await;
     (side, namespace)
 }
@@ -986,13 +1032,21 @@ async fn run_reference(
     bin: &Path,
     generated: &Path,
     want: &Side,
+    behind_virt_api: bool,
 ) -> (Side, String) {
     install_stub_crds(plane);
     let namespace = ControlPlane::fresh_namespace("reference");
     plane.create_namespace(&namespace).await;
     let (capacity, labels) = node_capacity();
+    // As on our side (`EnvConfig::behind_virt_api`): behind virt-api the simulated nodes write
+    // as KubeVirt's controller ServiceAccount.
+    let nodes_config = if behind_virt_api {
+        plane.kubevirt_kube_config("sim-nodes").await
+    } else {
+        plane.kube_config("sim-nodes").await
+    };
     let _nodes = NodeSimulator::start(
-        plane.kube_config("sim-nodes").await,
+        nodes_config,
         NodeSimConfig {
             kubelet_delay: Duration::from_millis(50),
             capacity,
@@ -1002,9 +1056,9 @@ async fn run_reference(
     )
     .await
     .expect("simulated nodes");
-    let reference = start_reference(plane, bin);
+    let reference = start_reference(plane, bin, behind_virt_api);
     wait_reference_leading(plane).await;
-    apply_inputs(plane, &namespace, generated);
+    let refused = apply_inputs(plane, &namespace, generated);
     let client = plane.client("virtctl-rs-e2e").await;
     let target = shape(want);
     // The same shape as ours, or, when the reference settles elsewhere, whatever it holds at
@@ -1043,11 +1097,69 @@ async fn run_reference(
     .unwrap_or(side);
     drop(reference);
     side.writes = writes_per_vm(plane, &namespace, usize::MAX, &side);
+    side.refused = refused;
     (side, namespace)
 }
 
+/// The differences sorted by what explains them, for the report.
+#[derive(Default)]
+struct Verdicts<'a> {
+    /// Every difference, one line each, prefixed with its verdict.
+    lines: Vec<String>,
+    unexplained: Vec<String>,
+    causes: BTreeMap<&'a str, usize>,
+    trailing: Vec<String>,
+}
+
+fn classify<'a>(
+    table: &'a [Explained],
+    differences: &[(&'static str, String, String, String)],
+) -> Verdicts<'a> {
+    let mut v = Verdicts::default();
+    for (kind, name, path, values) in differences {
+        let line = format!("{kind} {name}: {path}: {values}");
+        match explained(table, kind, path) {
+            Some(e) => {
+                *v.causes.entry(e.cause).or_default() += 1;
+                v.lines.push(format!("explained  {line}"));
+            }
+            None if *kind == "Writes" && one_trailing_write(values) => {
+                v.lines.push(format!("trailing   {line}"));
+                v.trailing.push(line);
+            }
+            None => {
+                v.lines.push(format!("UNEXPLAINED {line}"));
+                v.unexplained.push(line);
+            }
+        }
+    }
+    v
+}
+
+/// Whether both sides run behind virt-api: when its binary is there, started (once) with its
+/// webhooks; else the reason is printed and both run without.
+fn behind_virt_api(plane: &'static ControlPlane, controller: &Path) -> bool {
+    match crate::reference_virt_api::locate(Some(controller)) {
+        Ok(bin) => {
+            install_stub_crds(plane);
+            let api = crate::reference_virt_api::serving(plane, &bin);
+            eprintln!(
+                "reference-controller: behind virt-api {} on port {}",
+                bin.display(),
+                api.port
+            );
+            true
+        }
+        Err(reason) => {
+            eprintln!("reference-controller: without virt-api: {reason}");
+            false
+        }
+    }
+}
+
 /// The examples of docs/examples and the generated VMs under our controller and under KubeVirt
-/// v1.9.0's, compared: every difference must be in [`EXPLAINED`].
+/// v1.9.0's, compared: every difference must be in [`EXPLAINED_BEHIND_VIRT_API`] (or, without
+/// virt-api, [`EXPLAINED_WITHOUT_VIRT_API`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn examples_and_generated_vms_under_our_controller_and_kubevirts() {
     let bin = match locate_reference() {
@@ -1062,75 +1174,83 @@ async fn examples_and_generated_vms_under_our_controller_and_kubevirts() {
     };
     plane.create_namespace("kubevirt").await;
     install_kubevirt_cr(plane);
+    let behind = behind_virt_api(plane, &bin);
+    let table = if behind {
+        EXPLAINED_BEHIND_VIRT_API
+    } else {
+        EXPLAINED_WITHOUT_VIRT_API
+    };
     let (generated, count, seed) = generated_file(plane);
     let started = std::time::Instant::now();
-    let (ours, ours_ns) = run_ours(plane, &generated, count + EXAMPLES.len()).await;
+    let (ours, ours_ns) = run_ours(plane, &generated, count + EXAMPLES.len(), behind).await;
     assert!(!ours.vms.is_empty(), "our side created no VM");
-    let (theirs, theirs_ns) = run_reference(plane, &bin, &generated, &ours).await;
+    let (theirs, theirs_ns) = run_reference(plane, &bin, &generated, &ours, behind).await;
     let differences = compare(&ours, &ours_ns, &theirs, &theirs_ns);
-    let mut lines = Vec::new();
-    let mut unexplained = Vec::new();
-    let mut causes: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut trailing = Vec::new();
-    for (kind, name, path, values) in &differences {
-        let line = format!("{kind} {name}: {path}: {values}");
-        match explained(kind, path) {
-            Some(e) => {
-                *causes.entry(e.cause).or_default() += 1;
-                lines.push(format!("explained  {line}"));
-            }
-            None if *kind == "Writes" && one_trailing_write(values) => {
-                lines.push(format!("trailing   {line}"));
-                trailing.push(line);
-            }
-            None => {
-                lines.push(format!("UNEXPLAINED {line}"));
-                unexplained.push(line);
-            }
-        }
-    }
+    let verdicts = classify(table, &differences);
     let report = plane.dir.join("reference-differences.txt");
-    let _ = std::fs::write(&report, lines.join("\n"));
+    let _ = std::fs::write(&report, verdicts.lines.join("\n"));
     eprintln!(
-        "reference-controller: {} VMs ({} examples, {count} generated with seed {seed}) in {:.0} s; \
-         {} differences, {} unexplained (in {}):",
+        "reference-controller: {} VMs ({} examples, {count} generated with seed {seed}), {} \
+         virt-api, in {:.0} s; {} differences, {} unexplained (in {}):",
         ours.vms.len(),
         EXAMPLES.len(),
+        if behind { "behind" } else { "without" },
         started.elapsed().as_secs_f64(),
         differences.len(),
-        unexplained.len(),
+        verdicts.unexplained.len(),
         report.display()
     );
-    for (cause, n) in &causes {
+    let mut refusals: BTreeMap<&str, usize> = BTreeMap::new();
+    for line in &ours.refused {
+        let reason = line
+            .split_once("denied the request: ")
+            .map_or(line.as_str(), |(_, r)| r);
+        *refusals.entry(reason).or_default() += 1;
+    }
+    for (reason, n) in &refusals {
+        eprintln!("  refused ×{n} (on both sides): {reason}");
+    }
+    for (cause, n) in &verdicts.causes {
         eprintln!("  explained ×{n}: {cause}");
     }
-    for line in &trailing {
+    for line in &verdicts.trailing {
         eprintln!("  one more write on one side, timing-dependent (not failing): {line}");
     }
-    for line in &unexplained {
+    for line in &verdicts.unexplained {
         eprintln!("  UNEXPLAINED {line}");
     }
+    if !behind {
+        assert!(
+            ours.refused.is_empty(),
+            "without virt-api nothing is refused"
+        );
+    }
+    assert_eq!(
+        theirs.refused, ours.refused,
+        "the server refuses the same inputs on both sides"
+    );
     assert_eq!(
         theirs.vms.len(),
         ours.vms.len(),
         "the reference side holds every VM"
     );
     assert!(
-        unexplained.is_empty(),
+        verdicts.unexplained.is_empty(),
         "{} differences between our controller and KubeVirt's are not explained; the first: {:#?}",
-        unexplained.len(),
-        &unexplained[..unexplained.len().min(5)]
+        verdicts.unexplained.len(),
+        &verdicts.unexplained[..verdicts.unexplained.len().min(5)]
     );
 }
 
 #[test]
 fn indices_match_any_index_and_paths_match_below_not_beside() {
+    let table = EXPLAINED_WITHOUT_VIRT_API;
     assert_eq!(
         any_index("spec.containers[10].env[2].name"),
         "spec.containers[*].env[*].name"
     );
-    assert!(explained("Pod", "spec.containers[1].securityContext.runAsUser").is_some());
-    assert!(explained("Pod", "spec.securityContext").is_some());
-    assert!(explained("Pod", "spec.securityContextX").is_none());
-    assert!(explained("VirtualMachine", "spec.securityContext").is_none());
+    assert!(explained(table, "Pod", "spec.containers[1].securityContext.runAsUser").is_some());
+    assert!(explained(table, "Pod", "spec.securityContext").is_some());
+    assert!(explained(table, "Pod", "spec.securityContextX").is_none());
+    assert!(explained(table, "VirtualMachine", "spec.securityContext").is_none());
 }

@@ -23,7 +23,9 @@
 //!
 //! What the control plane deliberately lacks, and who stands in: no scheduler, kubelet or
 //! virt-handler (the project's simulated nodes, `NodeSimulator`, point at it), no virt-api
-//! (the controller runs with `without_virt_api`), no CDI (tests play CDI by writing a
+//! (the controller runs with `without_virt_api`; the differential suite starts KubeVirt's own
+//! on the dedicated plane, `tests/reference_virt_api.rs`, and writes as
+//! [`KUBEVIRT_CONTROLLER_USER`] behind it), no CDI (tests play CDI by writing a
 //! DataVolume's status), no node-lifecycle controller (so the `TaintNodesByCondition` admission
 //! plugin, whose taints that controller removes, is off).
 
@@ -44,6 +46,15 @@ pub const BIN_ENV: &str = "VIRTCTL_ENVTEST_BIN";
 pub const CACHE_ENV: &str = "VIRTCTL_ENVTEST_CACHE";
 /// The admin's bearer token (group `system:masters`).
 const ADMIN_TOKEN: &str = "virtctl-envtest-admin";
+/// The bearer token of [`KUBEVIRT_CONTROLLER_USER`] (also in `system:masters`: no RBAC to set
+/// up).
+const KUBEVIRT_TOKEN: &str = "virtctl-envtest-kubevirt-controller";
+/// The user name of KubeVirt's `kubevirt-controller` ServiceAccount in the `kubevirt`
+/// namespace: virt-api's webhooks let its writes through where they refuse or revert the same
+/// write from other users (a VMI's status and spec, `kubevirt.io/` labels:
+/// pkg/virt-api/webhooks/serviceaccounts.go:28-37, mutators/vmi-mutator.go:142-147,
+/// admitters/vmi-update-admitter.go:101-118). A static token can carry that name.
+pub const KUBEVIRT_CONTROLLER_USER: &str = "system:serviceaccount:kubevirt:kubevirt-controller";
 /// How long the control plane may take to become ready (two cores shared with test builds).
 const READY_DEADLINE: Duration = Duration::from_secs(180);
 
@@ -140,6 +151,8 @@ pub fn locate_assets() -> Result<Assets, String> {
 pub struct ControlPlane {
     /// An admin kubeconfig (token of group `system:masters`).
     pub kubeconfig: PathBuf,
+    /// A kubeconfig of [`KUBEVIRT_CONTROLLER_USER`] (also `system:masters`).
+    pub kubevirt_kubeconfig: PathBuf,
     /// `https://127.0.0.1:PORT`.
     pub server: String,
     /// kube-apiserver's audit log (JSON lines; see [`ControlPlane::audit`]).
@@ -193,7 +206,16 @@ fn started(
 impl ControlPlane {
     /// A `kube::Config` for the admin, sending `agent` as its user agent.
     pub async fn kube_config(&self, agent: &str) -> kube::Config {
-        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("kubeconfig");
+        Self::kube_config_of(&self.kubeconfig, agent).await
+    }
+
+    /// A `kube::Config` for [`KUBEVIRT_CONTROLLER_USER`], sending `agent` as its user agent.
+    pub async fn kubevirt_kube_config(&self, agent: &str) -> kube::Config {
+        Self::kube_config_of(&self.kubevirt_kubeconfig, agent).await
+    }
+
+    async fn kube_config_of(kubeconfig: &Path, agent: &str) -> kube::Config {
+        let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
         let mut config =
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await
@@ -208,6 +230,23 @@ impl ControlPlane {
     /// An admin client sending `agent` as its user agent.
     pub async fn client(&self, agent: &str) -> kube::Client {
         kube::Client::try_from(self.kube_config(agent).await).expect("client")
+    }
+
+    /// A client of [`KUBEVIRT_CONTROLLER_USER`] sending `agent` as its user agent.
+    pub async fn kubevirt_client(&self, agent: &str) -> kube::Client {
+        kube::Client::try_from(self.kubevirt_kube_config(agent).await).expect("client")
+    }
+
+    /// Start `cmd` beside the control plane, its output in `<dir>/<name>.log`; it ends with the
+    /// test process, as the control plane's own processes do.
+    pub fn spawn(&self, name: &'static str, cmd: Command) -> Result<u32, String> {
+        self.supervisor.spawn(name, cmd)?;
+        Ok(self
+            .processes()
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, pid)| *pid))
     }
 
     /// Name and process ID of etcd, kube-apiserver and kube-controller-manager (for the
@@ -494,16 +533,27 @@ fn write_run_files(dir: &Path, apiserver: u16) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir.join("certs"))?;
     std::fs::write(
         dir.join("tokens.csv"),
-        format!("{ADMIN_TOKEN},envtest-admin,envtest-admin,\"system:masters\"\n"),
+        format!(
+            "{ADMIN_TOKEN},envtest-admin,envtest-admin,\"system:masters\"\n\
+             {KUBEVIRT_TOKEN},{KUBEVIRT_CONTROLLER_USER},kubevirt-controller,\"system:masters\"\n"
+        ),
     )?;
     std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY)?;
     // The serving certificate kube-apiserver generates is written before it serves; the
     // kubeconfig names the file, which kube reads when a client is built.
     let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_text(dir, apiserver, ADMIN_TOKEN))?;
     std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1
+        dir.join("kubeconfig-kubevirt"),
+        kubeconfig_text(dir, apiserver, KUBEVIRT_TOKEN),
+    )?;
+    Ok(kubeconfig)
+}
+
+/// A kubeconfig of the control plane on `apiserver` with bearer `token`.
+fn kubeconfig_text(dir: &Path, apiserver: u16, token: &str) -> String {
+    format!(
+        "apiVersion: v1
 kind: Config
 clusters:
 - name: envtest
@@ -516,12 +566,10 @@ contexts:
 current-context: envtest
 users:
 - name: admin
-  user: {{token: {ADMIN_TOKEN}}}
+  user: {{token: {token}}}
 ",
-            ca = dir.join("certs").join("apiserver.crt").display()
-        ),
-    )?;
-    Ok(kubeconfig)
+        ca = dir.join("certs").join("apiserver.crt").display()
+    )
 }
 
 type SpawnRequest = (
@@ -638,6 +686,7 @@ fn start(assets: Assets, suffix: &str) -> Result<ControlPlane, String> {
         supervisor.spawn(name, cmd)?;
     }
     let plane = ControlPlane {
+        kubevirt_kubeconfig: dir.join("kubeconfig-kubevirt"),
         kubeconfig,
         server: format!("https://127.0.0.1:{apiserver}"),
         audit_log: dir.join("audit.log"),

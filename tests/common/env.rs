@@ -129,6 +129,14 @@ pub struct EnvConfig {
     pub kubevirt_namespace: Option<String>,
     /// The controller's flight recorder (default: none).
     pub record: Option<virtctl_rs::flight::FlightRecorder>,
+    /// On the real server: KubeVirt's own virt-api serves the server's webhooks (started by the
+    /// test, `tests/reference_virt_api.rs`), so the controller does not stand in for them, and
+    /// the controller and the simulated nodes authenticate as KubeVirt's controller
+    /// ServiceAccount, whose VMI writes virt-api lets through ([`KUBEVIRT_CONTROLLER_USER`]).
+    /// Default `false`: no virt-api, `without_virt_api`.
+    ///
+    /// [`KUBEVIRT_CONTROLLER_USER`]: super::control_plane::KUBEVIRT_CONTROLLER_USER
+    pub behind_virt_api: bool,
 }
 
 impl EnvConfig {
@@ -166,6 +174,7 @@ impl EnvConfig {
             listen: None,
             kubevirt_namespace: None,
             record: None,
+            behind_virt_api: false,
         }
     }
 
@@ -260,8 +269,17 @@ impl Env {
         let turn = real_server_turn().await;
         let namespace = ControlPlane::fresh_namespace("e2e");
         plane.create_namespace(&namespace).await;
+        // The simulated nodes play virt-handler, whose ServiceAccount virt-api's VMI update
+        // admitter holds to its own node through the token's node name
+        // (vmi-update-admitter.go:62-97, NodeRestriction is a Beta gate, on by default); a static
+        // token carries none, so behind virt-api they write as the controller's ServiceAccount.
+        let nodes_config = if config.behind_virt_api {
+            plane.kubevirt_kube_config("sim-nodes").await
+        } else {
+            plane.kube_config("sim-nodes").await
+        };
         let nodes = NodeSimulator::start(
-            plane.kube_config("sim-nodes").await,
+            nodes_config,
             NodeSimConfig {
                 nodes: config.cluster.nodes,
                 kubelet_delay: config.cluster.kubelet_delay,
@@ -275,9 +293,13 @@ impl Env {
         let client = plane
             .client(config.user_agent.unwrap_or("virtctl-rs-e2e"))
             .await;
-        let controller_client = plane.client(config.controller_agent).await;
+        let controller_client = if config.behind_virt_api {
+            plane.kubevirt_client(config.controller_agent).await
+        } else {
+            plane.client(config.controller_agent).await
+        };
         config.namespace = namespace.clone();
-        config.settings.without_virt_api = true;
+        config.settings.without_virt_api = !config.behind_virt_api;
         config.lease.namespace = namespace.clone();
         let real = RealCluster {
             plane,
