@@ -336,6 +336,7 @@ mod tests {
             paths: Vec::new(),
             state_before: Vec::new(),
             seen: DateTime::<Utc>::from_timestamp(1_800_000_000 + second, 0).expect("time"),
+            change: u64::try_from(second).unwrap_or_default(),
         }
     }
 
