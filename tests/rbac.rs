@@ -214,7 +214,8 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     let env = Env::start().await;
     let ns = env.namespace.clone();
     // A backend-storage claim left for a VM that needs none: the VMI controller deletes it
-    // (storage.go:117-124).
+    // (storage.go:117-124), in a sync before the launcher pod exists (lifecycle.go:126-141), so
+    // its claim cache must hold the claim before the VM starts.
     let stale = serde_json::from_value(json!({"metadata": {"name": "rbac-vm-stale-state",
             "labels": {"persistent-state-for": "rbac-vm"}},
         "spec": {"accessModes": ["ReadWriteOnce"],
@@ -224,6 +225,14 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         .create(&PostParams::default(), &stale)
         .await
         .expect("create the stale backend-storage claim");
+    env.wait_for("the controller to see the stale claim", || async {
+        let claims = env.manager.context().caches.pvcs.store().state();
+        claims
+            .iter()
+            .any(|c| c.metadata.name.as_deref() == Some("rbac-vm-stale-state"))
+            .then_some(())
+    })
+    .await;
     // A VM's life: start, run, stop, delete; and a VM with a DataVolume template.
     let mut vm = common::example_vm("vm-containerdisk.yaml");
     vm.metadata.name = Some("rbac-vm".into());
