@@ -340,8 +340,8 @@ pub use crate::controller::common::record::{ReconcileLog, ReconcileRecord, VmiEn
 /// broadcaster's does (client-go `maxQueuedEvents`, `watch.DropIfChannelFull`).
 #[derive(Clone)]
 pub struct EventSink {
-    vm: mpsc::Sender<(Event, ObjectReference)>,
-    other: mpsc::Sender<(Event, ObjectReference)>,
+    vm: mpsc::Sender<(Event, ObjectReference, k8s_openapi::jiff::Timestamp)>,
+    other: mpsc::Sender<(Event, ObjectReference, k8s_openapi::jiff::Timestamp)>,
     flight: Option<crate::flight::FlightRecorder>,
 }
 
@@ -353,11 +353,15 @@ impl EventSink {
     /// no instance (`reportingInstance` is empty).
     pub(crate) fn spawn(client: kube::Client) -> Self {
         let publisher = |client: kube::Client| {
-            let (tx, mut rx) = mpsc::channel::<(Event, ObjectReference)>(EVENT_QUEUE);
+            let (tx, mut rx) =
+                mpsc::channel::<(Event, ObjectReference, k8s_openapi::jiff::Timestamp)>(
+                    EVENT_QUEUE,
+                );
             let mut recorder = Recorder::new(client, COMPONENT.into());
             tokio::spawn(async move {
-                while let Some((event, reference)) = rx.recv().await {
-                    if let Err(e) = recorder.publish(&event, &reference).await {
+                while let Some((event, reference, recorded)) = rx.recv().await {
+                    let published = recorder.publish_recorded(&event, &reference, recorded);
+                    if let Err(e) = published.await {
                         tracing::debug!(error = %e, reason = %event.reason, "could not publish event");
                     }
                 }
@@ -417,7 +421,11 @@ impl EventSink {
         } else {
             &self.other
         };
-        if queue.try_send((event, reference)).is_err() {
+        // Stamped now, as client-go's recorder stamps it, not when its publisher gets to it.
+        if queue
+            .try_send((event, reference, k8s_openapi::jiff::Timestamp::now()))
+            .is_err()
+        {
             tracing::debug!(reason, "event dropped: sink full or closed");
         }
     }
@@ -644,11 +652,11 @@ mod tests {
             "FailedCreate",
             "x",
         );
-        let (vm_event, vm_ref) = vm_rx.try_recv().expect("the VM event");
+        let (vm_event, vm_ref, _) = vm_rx.try_recv().expect("the VM event");
         assert_eq!(vm_ref.kind.as_deref(), Some("VirtualMachine"));
         assert_eq!(vm_event.type_, "Normal");
         assert!(vm_rx.try_recv().is_err());
-        let (_, vmi_ref) = other_rx.try_recv().expect("the VMI event");
+        let (_, vmi_ref, _) = other_rx.try_recv().expect("the VMI event");
         assert_eq!(vmi_ref.name.as_deref(), Some("vm-1"));
         assert!(other_rx.try_recv().is_err(), "the overflow was dropped");
     }

@@ -209,10 +209,26 @@ impl Default for Correlator {
 
 impl Correlator {
     /// `EventCorrelate`: aggregate, count, then filter `event` about `object` at `now`.
+    #[cfg(test)]
     pub(crate) fn correlate(
         &mut self,
         event: &Event,
         object: &ObjectReference,
+        now: jiff::Timestamp,
+    ) -> Correlated {
+        self.correlate_recorded(event, object, now, now)
+    }
+
+    /// [`Self::correlate`] of an event recorded at `recorded` and published at `now`: as
+    /// client-go stamps an Event when it is recorded (`makeEvent`, event.go:484-503) and its
+    /// broadcaster correlates it later, the Event's name and timestamps are the recording's,
+    /// except a combined Event's, which the aggregator makes at `now` (events_cache.go:278-290);
+    /// aggregation and the spam filter run at `now`.
+    pub(crate) fn correlate_recorded(
+        &mut self,
+        event: &Event,
+        object: &ObjectReference,
+        recorded: jiff::Timestamp,
         now: jiff::Timestamp,
     ) -> Correlated {
         let subject = Subject::of(object);
@@ -235,7 +251,8 @@ impl Correlator {
             };
             (key, event.message.clone())
         };
-        let occurrence = self.observe(key, object, message, combined, now);
+        let stamp = if combined { now } else { recorded };
+        let occurrence = self.observe(key, object, message, combined, stamp);
         if self.filtered(subject, event.type_, now) {
             return Correlated::Skip;
         }
@@ -364,8 +381,23 @@ impl Recorder {
         event: &Event,
         object: &ObjectReference,
     ) -> Result<(), kube::Error> {
+        self.publish_recorded(event, object, jiff::Timestamp::now())
+            .await
+    }
+
+    /// [`Self::publish`] of an event recorded at `recorded` (its Event's timestamps), queued
+    /// until now.
+    pub async fn publish_recorded(
+        &mut self,
+        event: &Event,
+        object: &ObjectReference,
+        recorded: jiff::Timestamp,
+    ) -> Result<(), kube::Error> {
         let now = jiff::Timestamp::now();
-        let Correlated::Write(occurrence) = self.correlator.correlate(event, object, now) else {
+        let correlated = self
+            .correlator
+            .correlate_recorded(event, object, recorded, now);
+        let Correlated::Write(occurrence) = correlated else {
             tracing::debug!(reason = %event.reason, "event filtered as spam (client-go's per-object token bucket)");
             return Ok(());
         };

@@ -294,3 +294,20 @@ async fn the_written_event_and_the_repeat_patch_are_client_gos() {
         Some(COMPONENT)
     );
 }
+
+/// An Event published later than it was recorded (its publisher's queue was behind) carries
+/// the recording's time in its name and timestamps, as client-go's `makeEvent` stamps it
+/// before its broadcaster gets to it; a repeat keeps the first recording's first timestamp.
+/// Stamped at publication, a VM controller's `SuccessfulDelete` published under load came a
+/// second after virt-handler's `Stopped` for the same VMI, and `why` read a user's stop as a
+/// guest shutdown.
+#[test]
+fn an_event_keeps_the_time_it_was_recorded_at() {
+    let mut c = Correlator::default();
+    let e = event("Normal", "SuccessfulDelete", "Stopped the virtual machine");
+    let first = written(c.correlate_recorded(&e, &vmi("vm-1", "7"), at(0), at(3)));
+    assert_eq!(first.name, format!("vm-1.{:x}", at(0).as_nanosecond()));
+    assert_eq!((first.first, first.last), (at(0), at(0)));
+    let again = written(c.correlate_recorded(&e, &vmi("vm-1", "8"), at(10), at(12)));
+    assert_eq!((again.first, again.last, again.count), (at(0), at(10), 2));
+}
