@@ -42,6 +42,20 @@ async fn start_shadow(env: &Env, client: kube::Client, config: ShadowConfig) -> 
 /// Wait until the controller is idle and the shadow has seen the current version of every
 /// VM, VMI and launcher pod of the namespace, with no write waiting for a later reconcile;
 /// then stop it.
+/// The run's report as text with its differences (for assertion messages), once it is
+/// checked to hold no error and no difference.
+fn assert_no_difference(run: &ShadowRun) -> String {
+    let report = &run.report;
+    let text = format!(
+        "{}{}",
+        report.text(),
+        serde_json::to_string_pretty(&report.differences).unwrap_or_default()
+    );
+    assert!(report.errors.is_empty(), "{text}");
+    assert!(report.differences.is_empty(), "{text}");
+    text
+}
+
 async fn settle_and_finish(env: &Env, shadow: ShadowHandle) -> ShadowRun {
     env.wait_leading_and_idle().await;
     let progress = shadow.progress.clone();
@@ -149,13 +163,7 @@ async fn shadow_agrees_with_its_own_controller_through_a_vms_life(server: Server
     lifecycle(&env).await;
     let run = settle_and_finish(&env, shadow).await;
     let report = &run.report;
-    let text = format!(
-        "{}{}",
-        report.text(),
-        serde_json::to_string_pretty(&report.differences).unwrap_or_default()
-    );
-    assert!(report.errors.is_empty(), "{text}");
-    assert!(report.differences.is_empty(), "{text}");
+    let text = assert_no_difference(&run);
     assert_eq!(
         report.agree + report.agree_later,
         report.decisions,
@@ -354,14 +362,7 @@ async fn shadow_agrees_on_a_persistent_tpm_vm_in_the_default_class() {
     env.create_vm(&vm).await;
     env.wait_running(&name).await;
     let run = settle_and_finish(&env, shadow).await;
-    let report = &run.report;
-    let text = format!(
-        "{}{}",
-        report.text(),
-        serde_json::to_string_pretty(&report.differences).unwrap_or_default()
-    );
-    assert!(report.errors.is_empty(), "{text}");
-    assert!(report.differences.is_empty(), "{text}");
+    let text = assert_no_difference(&run);
     assert!(
         run.records
             .iter()

@@ -482,24 +482,7 @@ fn draw_help(frame: &mut Frame, area: Rect, app: &App) {
 /// Render a [`Fleet`] or an [`Inspection`] to plain text at a given size (docs, `--once`-style
 /// captures and tests): the frame's characters, one line per row, trailing spaces trimmed.
 pub fn capture(app: &App, columns: u16, rows: u16) -> String {
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
-    let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
-        Ok(t) => t,
-        Err(e) => match e {},
-    };
-    let _ = terminal.draw(|f| draw(f, app));
-    let buffer = terminal.backend().buffer();
-    let mut out = String::new();
-    for y in 0..rows {
-        let mut line = String::new();
-        for x in 0..columns {
-            line.push_str(buffer[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    draw_to_text(columns, rows, |f| draw(f, app))
 }
 
 /// An [`App`] showing this inspection (no fleet behind it).
@@ -534,20 +517,32 @@ pub(crate) fn capture_panel_with(
     what_if: Option<&WhatIf>,
     columns: u16,
 ) -> String {
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
     let width = usize::from(columns.saturating_sub(2));
     let lines = panel_lines(panel, insp, history, what_if, width);
     let rows = wrapped_height(&lines, columns.saturating_sub(2)) + 2;
-    let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
-        Ok(t) => t,
-        Err(e) => match e {},
-    };
     let view = ViewState {
         focus: panel,
         ..ViewState::default()
     };
-    let _ = terminal.draw(|f| draw_panel(f, f.area(), panel, lines, &view));
+    draw_to_text(columns, rows, |f| {
+        draw_panel(f, f.area(), panel, lines, &view);
+    })
+}
+
+/// What `draw` puts on an in-memory `columns` × `rows` terminal, one line per row, trailing blanks
+/// trimmed ([`capture`] and the snapshot tests).
+pub(crate) fn draw_to_text(
+    columns: u16,
+    rows: u16,
+    draw: impl FnOnce(&mut ratatui::Frame<'_>),
+) -> String {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
+        Ok(t) => t,
+        Err(e) => match e {},
+    };
+    let _ = terminal.draw(draw);
     let buffer = terminal.backend().buffer();
     let mut out = String::new();
     for y in 0..rows {

@@ -167,21 +167,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn capture_live(view: &LiveShadow, columns: u16, rows: u16) -> String {
-        use ratatui::Terminal;
-        use ratatui::backend::TestBackend;
-        let mut terminal = match Terminal::new(TestBackend::new(columns, rows)) {
-            Ok(t) => t,
-            Err(e) => match e {},
-        };
-        let _ = terminal.draw(|f| render_live(f, f.area(), view));
-        let buffer = terminal.backend().buffer();
-        let mut out = String::new();
-        for y in 0..rows {
-            let line: String = (0..columns).map(|x| buffer[(x, y)].symbol()).collect();
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
-        out
+        crate::inspect::tui::draw_to_text(columns, rows, |f| render_live(f, f.area(), view))
     }
 
     fn difference(second: u32, kind: &'static str, verdict: Verdict, paths: &[&str]) -> Difference {
