@@ -44,7 +44,7 @@
 //! 1,000 and 10,000 VMs", and "1,000-VM start on the real API server").
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -492,7 +492,7 @@ impl ClusterHandle {
                 offset,
                 ..
             } => {
-                for line in read_new_lines(&plane.audit_log, offset) {
+                for line in control_plane::read_new_lines(&plane.audit_log, offset) {
                     let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
                         continue;
                     };
@@ -505,7 +505,7 @@ impl ClusterHandle {
             ClusterHandle::Child {
                 dir, audit, offset, ..
             } => {
-                for line in read_new_lines(&dir.path().join("audit.jsonl"), offset) {
+                for line in control_plane::read_new_lines(&dir.path().join("audit.jsonl"), offset) {
                     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
                         let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
                         audit.push(Audited::new(
@@ -578,22 +578,6 @@ impl ClusterHandle {
             }
         }
     }
-}
-
-/// The complete lines added to `path` since `offset`, which moves past them (a partial last
-/// line is read again next time).
-fn read_new_lines(path: &Path, offset: &mut u64) -> Vec<String> {
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    if f.seek(SeekFrom::Start(*offset)).is_err() {
-        return Vec::new();
-    }
-    let mut text = String::new();
-    let _ = f.read_to_string(&mut text);
-    let complete = text.rfind('\n').map_or(0, |i| i + 1);
-    *offset += complete as u64;
-    text[..complete].lines().map(str::to_string).collect()
 }
 
 /// Copies of demo-vm named `<prefix>-<i>` for `i` in `range`, each labelled with its own name.

@@ -946,7 +946,7 @@ async fn wait_writes_quiet(plane: &ControlPlane, namespace: &str, deadline: Dura
     let mut last_write = std::time::Instant::now();
     common::wait_for_within("no more writes in the namespace", deadline, || {
         let mut new_write = false;
-        for line in read_new_lines(&plane.audit_log, &mut offset) {
+        for line in control_plane::read_new_lines(&plane.audit_log, &mut offset) {
             let Ok(event) = serde_json::from_str::<Value>(&line) else {
                 continue;
             };
@@ -965,21 +965,6 @@ async fn wait_writes_quiet(plane: &ControlPlane, namespace: &str, deadline: Dura
         async move { quiet.then_some(()) }
     })
     .await;
-}
-
-/// Complete lines appended to `path` since `offset` (moved past them).
-fn read_new_lines(path: &Path, offset: &mut u64) -> Vec<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    let mut text = String::new();
-    if file.seek(SeekFrom::Start(*offset)).is_err() || file.read_to_string(&mut text).is_err() {
-        return Vec::new();
-    }
-    let complete = text.rfind('\n').map_or(0, |i| i + 1);
-    *offset += complete as u64;
-    text[..complete].lines().map(str::to_string).collect()
 }
 
 /// The settle deadline of a run of `vms` VMs.

@@ -357,6 +357,24 @@ pub fn audit_log_events(log: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The complete lines appended to the file at `path` since `offset`, which moves past them
+/// (a line still being written is left for the next call); none when the file cannot be read.
+/// How the audit log's readers follow it (kube-apiserver runs with `--audit-log-maxsize` large
+/// enough that it never rotates the file).
+pub fn read_new_lines(path: &Path, offset: &mut u64) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let mut text = String::new();
+    if file.seek(SeekFrom::Start(*offset)).is_err() || file.read_to_string(&mut text).is_err() {
+        return Vec::new();
+    }
+    let complete = text.rfind('\n').map_or(0, |i| i + 1);
+    *offset += complete as u64;
+    text[..complete].lines().map(str::to_string).collect()
+}
+
 /// An [`AuditEntry`] from one of kube-apiserver's audit events (`audit.k8s.io/v1` `Event`).
 pub fn audit_entry(seq: u64, event: &serde_json::Value) -> Option<AuditEntry> {
     let object = event.get("objectRef")?;
