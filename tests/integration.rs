@@ -45,6 +45,7 @@ mod rbac;
 mod readme;
 mod reference_conformance;
 mod reference_generated;
+mod reference_lifecycle;
 mod reference_virt_api;
 mod replay_e2e;
 mod run_controller_cli;

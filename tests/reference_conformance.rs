@@ -6,7 +6,12 @@
 //! as virt-operator leaves it, the examples of docs/examples and generated VMs
 //! (`tests/reference_generated.rs`) run first under our controller (a namespace, simulated
 //! nodes), then, that namespace gone and our controller stopped, under the reference in a
-//! second namespace with fresh simulated nodes. Each VM's VMI (metadata and spec), launcher pod
+//! second namespace with fresh simulated nodes; on each side, once the VMs started, the lifecycle
+//! script of `tests/reference_lifecycle.rs` (stop, restart, crash, …) runs on the same VMs and
+//! what follows is compared after each step, the same VMs reused rather than started again on a
+//! control plane of their own (the reference watches every namespace: two such tests could not
+//! share the dedicated plane at once, and a second start would cost a minute or more). Each VM's
+//! VMI (metadata and spec), launcher pod
 //! (metadata and spec), the VM (metadata, spec, status), its ControllerRevisions and the
 //! sequence of each controller's writes per VM and resource (from the audit log) are compared
 //! after a normalisation of what is expected to differ (names, UIDs, times, namespaces, node
@@ -37,6 +42,7 @@ use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::sim::nodes::{NodeLabel, NodeSimConfig, NodeSimulator};
 
 use crate::common;
+use crate::reference_lifecycle::{self as lifecycle, Step};
 use common::control_plane::{self, ControlPlane};
 use common::env::{Env, EnvConfig, Server};
 
@@ -46,7 +52,7 @@ const REFERENCE_ENV: &str = "VIRTCTL_REFERENCE_CONTROLLER";
 const CACHE_ENV: &str = "VIRTCTL_REFERENCE_CACHE";
 /// The examples compared (those that need nothing the test control plane lacks, such as CDI,
 /// Multus or an instancetype).
-const EXAMPLES: &[&str] = &[
+pub const EXAMPLES: &[&str] = &[
     "vm-containerdisk.yaml",
     "vm-sata.yaml",
     "vm-pvc.yaml",
@@ -327,6 +333,8 @@ fn generated_file(plane: &ControlPlane) -> (PathBuf, usize, u64) {
     // The PriorityClasses the VMs may name first (cluster-scoped: one per cluster).
     let mut items = crate::reference_generated::priority_classes();
     items.extend(vms);
+    // The VMs of the lifecycle script's run strategies that no example has.
+    items.extend(lifecycle::script_vms());
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     std::fs::write(&file, list.to_string()).expect("write the generated VMs");
     (file, count, seed)
@@ -555,14 +563,14 @@ fn audit_events(plane: &ControlPlane, namespace: &str) -> Vec<Value> {
 }
 
 /// Per VM of `side`, the successful writes of a `virt-controller` user agent in `namespace`
-/// among the first `upto` audit events (ours: before the reference started): per resource
+/// among its audit events in `range` (one step of the script): per resource
 /// (`virtualmachines`, `virtualmachines/status`, `pods`, …) the verbs in order. Writes to
 /// different resources are compared apart: the VM and VMI controllers run side by side, in
 /// both, and their writes interleave as the watch events arrive.
 fn writes_per_vm(
     plane: &ControlPlane,
     namespace: &str,
-    upto: usize,
+    range: std::ops::Range<usize>,
     side: &Side,
 ) -> BTreeMap<String, Value> {
     let vm_uids: BTreeMap<String, String> = side
@@ -576,7 +584,8 @@ fn writes_per_vm(
         })
         .collect();
     let mut out: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
-    for event in audit_events(plane, namespace).into_iter().take(upto) {
+    let events = audit_events(plane, namespace).into_iter();
+    for event in events.skip(range.start).take(range.end - range.start) {
         let text = |p: &str| event.pointer(p).and_then(Value::as_str).unwrap_or_default();
         let ok = event
             .pointer("/responseStatus/code")
@@ -599,6 +608,10 @@ fn writes_per_vm(
         } else {
             format!("{}/{sub}", text("/objectRef/resource"))
         };
+        let resource = match resource.as_str() {
+            "virtualmachineinstances" => format!("{resource} by the {}", vmi_writer(&event)),
+            _ => resource,
+        };
         let verbs = out.entry(vm).or_default().entry(resource).or_default();
         // A run of the same write counts once: how many status updates a VM gets depends on how
         // the watch events of its VMI and pod batch, in either controller.
@@ -609,6 +622,44 @@ fn writes_per_vm(
     out.into_iter()
         .map(|(k, v)| (k, serde_json::to_value(v).expect("writes")))
         .collect()
+}
+
+/// Which controller wrote an audited VMI write: both write VMIs, side by side, so the order of
+/// one's writes against the other's is the watch events' timing (after a VMI's deletion the VM
+/// controller's finalizer patch and the VMI controller's status update race). KubeVirt's VMI
+/// controller writes a VMI's status with an `update`, or a JSON patch of `/status` paths when the
+/// VMI is scheduled or running (pkg/virt-controller/watch/vmi/lifecycle.go:570-606); every other
+/// VMI write is the VM controller's: create, delete, its finalizer patch (vm.go:2314-2336), the
+/// generation annotation (vm.go:1373) and the label and annotation sync (vm.go:3177).
+fn vmi_writer(event: &Value) -> &'static str {
+    let status_patch = event
+        .get("requestObject")
+        .and_then(Value::as_array)
+        .is_some_and(|ops| {
+            ops.iter().all(|op| {
+                op.get("path")
+                    .and_then(Value::as_str)
+                    .is_some_and(|p| p.starts_with("/status/"))
+            })
+        });
+    match event.pointer("/verb").and_then(Value::as_str) {
+        Some("update") => "VMI controller",
+        Some("patch") if status_patch => "VMI controller",
+        _ => "VM controller",
+    }
+}
+
+#[test]
+fn vmi_writes_are_told_apart_by_controller() {
+    let event = |verb: &str, body: Value| json!({"verb": verb, "requestObject": body});
+    let finalizers = json!([{"op": "test", "path": "/metadata/finalizers", "value": []}]);
+    let conditions = json!([{"op": "test", "path": "/status/conditions", "value": []},
+                            {"op": "replace", "path": "/status/phase", "value": "Running"}]);
+    assert_eq!(vmi_writer(&event("update", json!({}))), "VMI controller");
+    assert_eq!(vmi_writer(&event("patch", conditions)), "VMI controller");
+    assert_eq!(vmi_writer(&event("patch", finalizers)), "VM controller");
+    assert_eq!(vmi_writer(&event("create", json!({}))), "VM controller");
+    assert_eq!(vmi_writer(&event("delete", Value::Null)), "VM controller");
 }
 
 /// The shape a side settles to: per VM, whether it has a VMI and a running launcher pod, and
@@ -739,8 +790,24 @@ struct Explained {
     kind: &'static str,
     /// The path, `[*]` for any index; a difference at this path or below it is explained.
     path: &'static str,
+    /// When set, only a difference whose values (`ours … theirs …`) it accepts is explained.
+    values: Option<fn(&str) -> bool>,
     cause: &'static str,
 }
+
+/// Differences of timing the suite accepts in either mode, with their cause: the order of
+/// writes that race with a simulated node's, not a decision of either controller.
+const EXPLAINED_TIMING: &[Explained] = &[Explained {
+    kind: "Writes",
+    path: "writes.virtualmachineinstances by the VMI controller",
+    values: Some(one_leading_patch),
+    cause: "once the VM controller deletes a running VMI, the VMI controller patches its \
+            conditions with a test of the ones it read (pkg/virt-controller/watch/vmi/\
+            lifecycle.go:570-590) while the simulated virt-handler writes the VMI Succeeded at \
+            once: whichever lands first makes the other fail (422 or 409), and the VMI \
+            controller then writes the final VMI with an update (lifecycle.go:600-606); seen \
+            either way on both sides",
+}];
 
 /// Every difference the suite accepts with both sides behind KubeVirt's virt-api, with its
 /// cause.
@@ -754,6 +821,7 @@ const EXPLAINED_WITHOUT_VIRT_API: &[Explained] = &[
     Explained {
         kind: "VirtualMachineInstance",
         path: "metadata.finalizers",
+        values: None,
         cause: "virt-api's VMI mutator adds kubevirt.io/foregroundDeleteVirtualMachine on create \
                 (pkg/virt-api/webhooks/mutating-webhook/mutators/vmi-mutator.go:128); ours adds \
                 it without virt-api",
@@ -761,6 +829,7 @@ const EXPLAINED_WITHOUT_VIRT_API: &[Explained] = &[
     Explained {
         kind: "Pod",
         path: "spec.nodeSelector.kubernetes.io/arch",
+        values: None,
         cause: "virt-api defaults spec.architecture (pkg/defaults/defaults.go:327-331); without \
                 it the node selector renderer adds no arch label \
                 (pkg/virt-controller/services/nodeselectorrenderer.go:40-42)",
@@ -768,6 +837,7 @@ const EXPLAINED_WITHOUT_VIRT_API: &[Explained] = &[
     Explained {
         kind: "Pod",
         path: "spec.securityContext",
+        values: None,
         cause: "virt-api's VMI mutator sets status.runtimeUser 107 (vmi-mutator.go:87, 184-186); \
                 without it runtimeUser is 0 and the launcher pod runs as root \
                 (pkg/virt-controller/services/template.go:381-384)",
@@ -775,18 +845,21 @@ const EXPLAINED_WITHOUT_VIRT_API: &[Explained] = &[
     Explained {
         kind: "Pod",
         path: "spec.containers[*].securityContext",
+        values: None,
         cause: "runtimeUser 0 without virt-api: root containers keep their capabilities and add \
                 SYS_NICE (template.go:910-913, 949-952; rendercontainer.go:93-120, 284-295)",
     },
     Explained {
         kind: "Pod",
         path: "spec.containers[*].env",
+        values: None,
         cause: "runtimeUser 0 without virt-api: no XDG_* variables for a root launcher \
                 (rendercontainer.go:189-205)",
     },
     Explained {
         kind: "Pod",
         path: "spec.containers[*].resources.requests.cpu",
+        values: None,
         cause: "virt-api copies a CPU limit into the request and defaults the guest CPU topology \
                 to one socket (pkg/defaults/defaults.go:262-270, 285-308); without it the \
                 renderer asks for vCPUs / cpuAllocationRatio, none for an empty topology \
@@ -795,6 +868,7 @@ const EXPLAINED_WITHOUT_VIRT_API: &[Explained] = &[
     Explained {
         kind: "Pod",
         path: "spec.containers[*].resources.limits.memory",
+        values: None,
         cause: "virt-api sets memory.guest from the request (defaults.go:239-260); with hugepages \
                 and no guest size the renderer's limit is the overhead alone, not the limit \
                 above the guest plus the overhead (renderresources.go:220-261)",
@@ -802,6 +876,7 @@ const EXPLAINED_WITHOUT_VIRT_API: &[Explained] = &[
     Explained {
         kind: "Pod",
         path: "spec.containers[*].command",
+        values: None,
         cause: "runtimeUser 0 without virt-api: no --run-as-nonroot (template.go:474-476)",
     },
 ];
@@ -867,11 +942,57 @@ fn only_one_more_write_at_the_end_is_timing() {
     assert!(!one_trailing_write(r#"ours ["update"] theirs <absent>"#));
 }
 
-/// The entry of `table` that explains a difference of `kind` at `path`.
-fn explained<'a>(table: &'a [Explained], kind: &str, path: &str) -> Option<&'a Explained> {
+/// Whether a per-resource write sequence differs only by one `patch` at the start on one side
+/// (`values` as [`compare`] writes them), the rest the same.
+fn one_leading_patch(values: &str) -> bool {
+    let parse = |s: &str| serde_json::from_str::<Vec<String>>(s.trim()).ok();
+    let Some((Some(ours), Some(theirs))) = values
+        .strip_prefix("ours ")
+        .and_then(|v| v.split_once(" theirs "))
+        .map(|(o, t)| (parse(o), parse(t)))
+    else {
+        return false;
+    };
+    let (short, long) = if ours.len() < theirs.len() {
+        (ours, theirs)
+    } else {
+        (theirs, ours)
+    };
+    long.len() == short.len() + 1 && long[0] == "patch" && long[1..] == short[..]
+}
+
+#[test]
+fn only_one_more_patch_at_the_start_is_the_vmi_conditions_race() {
+    assert!(one_leading_patch(
+        r#"ours ["update"] theirs ["patch","update"]"#
+    ));
+    assert!(one_leading_patch(
+        r#"ours ["patch","update"] theirs ["update"]"#
+    ));
+    assert!(!one_leading_patch(
+        r#"ours ["update","patch"] theirs ["update"]"#
+    ));
+    assert!(!one_leading_patch(
+        r#"ours ["update"] theirs ["create","update"]"#
+    ));
+    assert!(!one_leading_patch(r#"ours ["update"] theirs <absent>"#));
+    let line = r#"ours ["update"] theirs ["patch","update"]"#;
+    let path = "writes.virtualmachineinstances by the VMI controller";
+    assert!(explained(EXPLAINED_TIMING, "Writes", path, line).is_some());
+    assert!(explained(EXPLAINED_TIMING, "Writes", "writes.pods", line).is_none());
+}
+
+/// The entry of `table` that explains a difference of `kind` at `path` with `values`.
+fn explained<'a>(
+    table: &'a [Explained],
+    kind: &str,
+    path: &str,
+    values: &str,
+) -> Option<&'a Explained> {
     let path = any_index(path);
     table.iter().find(|e| {
         e.kind == kind
+            && e.values.is_none_or(|accepts| accepts(values))
             && (path == e.path
                 || path.starts_with(e.path)
                     && matches!(path.as_bytes().get(e.path.len()), Some(b'.' | b'[')))
@@ -972,13 +1093,18 @@ fn settle(vms: usize) -> Duration {
     SETTLE + Duration::from_secs(vms as u64 / 2)
 }
 
-/// Our controller's run: its side, namespace and the audit events written until it stopped.
+/// How long each side gets to reach what a script step leads to (grace periods are scaled to
+/// a hundredth on the simulated nodes; a difference costs this much per step).
+const STEP_SETTLE: Duration = Duration::from_secs(60);
+
+/// Our controller's run: its side after the start and after each step of the lifecycle script,
+/// the script and the namespace.
 async fn run_ours(
     plane: &'static ControlPlane,
     generated: &Path,
     vms: usize,
     behind_virt_api: bool,
-) -> (Side, String) {
+) -> (Vec<Side>, Vec<Step>, String) {
     let mut config = EnvConfig::new("reference-ours");
     config.kubevirt_namespace = Some("kubevirt".into());
     config.deadline = settle(vms);
@@ -1003,22 +1129,115 @@ async fn run_ours(
     })
     .await;
     wait_writes_quiet(plane, &namespace, settle(vms)).await;
-    let mut side = capture(&client, &namespace).await;
+    let mut sides = vec![capture(&client, &namespace).await];
+    let mut marks = vec![audit_events(plane, &namespace).len()];
+    let started: Vec<String> = shape(&sides[0])
+        .into_iter()
+        .filter(|(_, (_, running, _))| *running)
+        .map(|(name, _)| name)
+        .collect();
+    let steps = lifecycle::script(&started);
+    let script_started = std::time::Instant::now();
+    for step in &steps {
+        let before = vmi_uids(sides.last().expect("a side"));
+        lifecycle::apply(&client, env.nodes(), &namespace, step).await;
+        let settled = common::poll_until(STEP_SETTLE, || {
+            let (client, namespace, before) = (client.clone(), namespace.clone(), before.clone());
+            async move {
+                let first = capture(&client, &namespace).await;
+                let again = capture(&client, &namespace).await;
+                let done = lifecycle::reached(step, &before, &again.vms, &again.vmis, &again.pods);
+                (done
+                    && step_shape(&first, &before) == step_shape(&again, &before)
+                    && env_ref.queues_idle())
+                .then_some(())
+            }
+        })
+        .await;
+        if settled.is_none() {
+            eprintln!(
+                "reference-controller: our side did not reach what step {} leads to in {STEP_SETTLE:?}",
+                step.name
+            );
+        }
+        wait_writes_quiet(plane, &namespace, STEP_SETTLE).await;
+        sides.push(capture(&client, &namespace).await);
+        marks.push(audit_events(plane, &namespace).len());
+    }
+    eprintln!(
+        "reference-controller: our side ran the lifecycle script in {:.0} s",
+        script_started.elapsed().as_secs_f64()
+    );
     env.stop_manager().await;
-    let upto = audit_events(plane, &namespace).len();
-    side.writes = writes_per_vm(plane, &namespace, upto, &side);
-    side.refused = refused;
+    *marks.last_mut().expect("a mark") = audit_events(plane, &namespace).len();
+    set_writes(plane, &namespace, &mut sides, &marks);
+    sides[0].refused = refused;
     plane.remove_namespace(&namespace).await;
-    (side, namespace)
+    (sides, steps, namespace)
+}
+
+/// Each side's controller writes since the side before (the start: since the beginning), up to
+/// its audit event count in `marks`.
+fn set_writes(plane: &ControlPlane, namespace: &str, sides: &mut [Side], marks: &[usize]) {
+    let mut from = 0;
+    for (side, upto) in sides.iter_mut().zip(marks) {
+        side.writes = writes_per_vm(plane, namespace, from..*upto, side);
+        from = *upto;
+    }
+}
+
+/// The uid of each VM's VMI in `side`.
+fn vmi_uids(side: &Side) -> BTreeMap<String, Value> {
+    side.vmis
+        .iter()
+        .map(|(name, vmi)| (name.clone(), vmi["metadata"]["uid"].clone()))
+        .collect()
+}
+
+/// Per VM after a script step, what the reference side waits for before it compares: beside
+/// [`shape`], whether the VMI is another than before the step (`before`: [`vmi_uids`]), the
+/// VMI's phase, the VM's pending state change requests and its condition types.
+#[derive(PartialEq, Debug)]
+struct StepShape {
+    shape: (bool, bool, String),
+    replaced: bool,
+    phase: Value,
+    requests: usize,
+    conditions: Vec<Value>,
+}
+
+fn step_shape(side: &Side, before: &BTreeMap<String, Value>) -> BTreeMap<String, StepShape> {
+    shape(side)
+        .into_iter()
+        .map(|(name, shape)| {
+            let vm = &side.vms[&name];
+            let vmi = side.vmis.get(&name);
+            let uid = vmi.map(|v| &v["metadata"]["uid"]);
+            let step = StepShape {
+                shape,
+                replaced: uid.is_some() && uid != before.get(&name),
+                phase: vmi.map_or(Value::Null, |v| v["status"]["phase"].clone()),
+                requests: vm["status"]["stateChangeRequests"]
+                    .as_array()
+                    .map_or(0, Vec::len),
+                conditions: vm["status"]["conditions"]
+                    .as_array()
+                    .map(|c| c.iter().map(|c| c["type"].clone()).collect())
+                    .unwrap_or_default(),
+            };
+            (name, step)
+        })
+        .collect()
 }
 
 async fn run_reference(
     plane: &'static ControlPlane,
     bin: &Path,
     generated: &Path,
-    want: &Side,
+    want: &[Side],
+    steps: &[Step],
     behind_virt_api: bool,
-) -> (Side, String) {
+) -> (Vec<Side>, String) {
     install_stub_crds(plane);
     let namespace = ControlPlane::fresh_namespace("reference");
     plane.create_namespace(&namespace).await;
@@ -1030,7 +1249,7 @@ async fn run_reference(
     } else {
         plane.kube_config("sim-nodes").await
     };
-    let _nodes = NodeSimulator::start(
+    let nodes = NodeSimulator::start(
         nodes_config,
         NodeSimConfig {
             kubelet_delay: Duration::from_millis(50),
@@ -1045,32 +1264,70 @@ async fn run_reference(
     wait_reference_leading(plane).await;
     let refused = apply_inputs(plane, &namespace, generated);
     let client = plane.client("virtctl-rs-e2e").await;
-    let target = shape(want);
+    let target = shape(&want[0]);
     // The same shape as ours, or, when the reference settles elsewhere, whatever it holds at
     // the deadline (the comparison then lists the differences).
-    let side = common::poll_until(settle(want.vms.len()), || {
-        let client = client.clone();
-        let namespace = namespace.clone();
-        let target = target.clone();
-        async move {
-            let side = capture(&client, &namespace).await;
-            (shape(&side) == target).then_some(side)
-        }
+    let deadline = settle(want[0].vms.len());
+    let first = settle_reference(plane, &client, &namespace, "create", deadline, |side| {
+        shape(side) == target
+    })
+    .await;
+    let mut sides = vec![first];
+    let mut marks = vec![audit_events(plane, &namespace).len()];
+    let script_started = std::time::Instant::now();
+    for (i, step) in steps.iter().enumerate() {
+        let before = vmi_uids(sides.last().expect("a side"));
+        lifecycle::apply(&client, nodes.handle(), &namespace, step).await;
+        let target = step_shape(&want[i + 1], &vmi_uids(&want[i]));
+        let side = settle_reference(plane, &client, &namespace, step.name, STEP_SETTLE, |side| {
+            step_shape(side, &before) == target
+        })
+        .await;
+        sides.push(side);
+        marks.push(audit_events(plane, &namespace).len());
+    }
+    eprintln!(
+        "reference-controller: the reference ran the lifecycle script in {:.0} s",
+        script_started.elapsed().as_secs_f64()
+    );
+    drop(reference);
+    *marks.last_mut().expect("a mark") = usize::MAX;
+    set_writes(plane, &namespace, &mut sides, &marks);
+    sides[0].refused = refused;
+    (sides, namespace)
+}
+
+/// The reference side once it has the shape `wanted` accepts after `step` (or at `deadline`,
+/// when it settles elsewhere) and its writes are quiet.
+async fn settle_reference(
+    plane: &ControlPlane,
+    client: &Client,
+    namespace: &str,
+    step: &str,
+    deadline: Duration,
+    wanted: impl Fn(&Side) -> bool,
+) -> Side {
+    let wanted = &wanted;
+    let side = common::poll_until(deadline, || async move {
+        let side = capture(client, namespace).await;
+        wanted(&side).then_some(side)
     })
     .await;
     if side.is_some() {
-        wait_writes_quiet(plane, &namespace, settle(want.vms.len())).await;
+        wait_writes_quiet(plane, namespace, deadline).await;
+    } else {
+        eprintln!(
+            "reference-controller: the reference did not reach our shape of {step} in {deadline:?}"
+        );
     }
-    let side = capture(&client, &namespace).await;
+    let side = capture(client, namespace).await;
     // Its last writes of this shape (the status after the pod's readiness) may still be in
     // flight: wait until two captures agree on every compared part.
-    let mut side = common::poll_until(SETTLE, || {
-        let client = client.clone();
-        let namespace = namespace.clone();
+    common::poll_until(SETTLE, || {
         let before = format!("{:?}", (&side.vms, &side.vmis, &side.pods, &side.revisions));
         async move {
             tokio::task::yield_now().await;
-            let again = capture(&client, &namespace).await;
+            let again = capture(client, namespace).await;
             let now = format!(
                 "{:?}",
                 (&again.vms, &again.vmis, &again.pods, &again.revisions)
@@ -1079,11 +1336,7 @@ async fn run_reference(
         }
     })
     .await
-    .unwrap_or(side);
-    drop(reference);
-    side.writes = writes_per_vm(plane, &namespace, usize::MAX, &side);
-    side.refused = refused;
-    (side, namespace)
+    .unwrap_or(side)
 }
 
 /// The differences sorted by what explains them, for the report.
@@ -1103,7 +1356,9 @@ fn classify<'a>(
     let mut v = Verdicts::default();
     for (kind, name, path, values) in differences {
         let line = format!("{kind} {name}: {path}: {values}");
-        match explained(table, kind, path) {
+        match explained(table, kind, path, values)
+            .or_else(|| explained(EXPLAINED_TIMING, kind, path, values))
+        {
             Some(e) => {
                 *v.causes.entry(e.cause).or_default() += 1;
                 v.lines.push(format!("explained  {line}"));
@@ -1167,18 +1422,34 @@ async fn examples_and_generated_vms_under_our_controller_and_kubevirts() {
     };
     let (generated, count, seed) = generated_file(plane);
     let started = std::time::Instant::now();
-    let (ours, ours_ns) = run_ours(plane, &generated, count + EXAMPLES.len(), behind).await;
+    let inputs = count + EXAMPLES.len() + lifecycle::script_vms().len();
+    let (ours_sides, steps, ours_ns) = run_ours(plane, &generated, inputs, behind).await;
+    let ours = &ours_sides[0];
     assert!(!ours.vms.is_empty(), "our side created no VM");
-    let (theirs, theirs_ns) = run_reference(plane, &bin, &generated, &ours, behind).await;
-    let differences = compare(&ours, &ours_ns, &theirs, &theirs_ns);
+    let (theirs_sides, theirs_ns) =
+        run_reference(plane, &bin, &generated, &ours_sides, &steps, behind).await;
+    let theirs = &theirs_sides[0];
+    // After the creation, then after each step of the lifecycle script: the VM's name says when.
+    let mut differences = Vec::new();
+    let names = std::iter::once("create").chain(steps.iter().map(|s| s.name));
+    for ((name, o), t) in names.zip(&ours_sides).zip(&theirs_sides) {
+        differences.extend(
+            compare(o, &ours_ns, t, &theirs_ns)
+                .into_iter()
+                .map(|(kind, vm, path, values)| (kind, format!("{vm} @{name}"), path, values)),
+        );
+    }
     let verdicts = classify(table, &differences);
     let report = plane.dir.join("reference-differences.txt");
     let _ = std::fs::write(&report, verdicts.lines.join("\n"));
     eprintln!(
-        "reference-controller: {} VMs ({} examples, {count} generated with seed {seed}), {} \
-         virt-api, in {:.0} s; {} differences, {} unexplained (in {}):",
+        "reference-controller: {} VMs ({} examples, {count} generated with seed {seed}, {} of the \
+         script), {} steps after the creation, {} virt-api, in {:.0} s; {} differences, {} \
+         unexplained (in {}):",
         ours.vms.len(),
         EXAMPLES.len(),
+        lifecycle::script_vms().len(),
+        steps.len(),
         if behind { "behind" } else { "without" },
         started.elapsed().as_secs_f64(),
         differences.len(),
@@ -1234,8 +1505,16 @@ fn indices_match_any_index_and_paths_match_below_not_beside() {
         any_index("spec.containers[10].env[2].name"),
         "spec.containers[*].env[*].name"
     );
-    assert!(explained(table, "Pod", "spec.containers[1].securityContext.runAsUser").is_some());
-    assert!(explained(table, "Pod", "spec.securityContext").is_some());
-    assert!(explained(table, "Pod", "spec.securityContextX").is_none());
-    assert!(explained(table, "VirtualMachine", "spec.securityContext").is_none());
+    assert!(
+        explained(
+            table,
+            "Pod",
+            "spec.containers[1].securityContext.runAsUser",
+            ""
+        )
+        .is_some()
+    );
+    assert!(explained(table, "Pod", "spec.securityContext", "").is_some());
+    assert!(explained(table, "Pod", "spec.securityContextX", "").is_none());
+    assert!(explained(table, "VirtualMachine", "spec.securityContext", "").is_none());
 }
