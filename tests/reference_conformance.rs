@@ -687,8 +687,9 @@ fn shape(side: &Side) -> BTreeMap<String, (bool, bool, String)> {
         .collect()
 }
 
-/// Blank what is expected to differ between two runs: identities, times, the namespace, the
-/// generated pod name and the launcher's random `--qemu-timeout` (template.go:368-372).
+/// Blank what is expected to differ between two runs: identities, times (a start failure's
+/// `retryAfterTimestamp` also has a random part, vm.go:1477-1504), the namespace, the generated
+/// pod name and the launcher's random `--qemu-timeout` (template.go:368-372).
 fn normalise(v: &Value, namespace: &str) -> Value {
     match v {
         Value::Object(map) => Value::Object(
@@ -704,6 +705,7 @@ fn normalise(v: &Value, namespace: &str) -> Value {
                             | "lastProbeTime"
                             | "lastTransitionTime"
                             | "startTimestamp"
+                            | "retryAfterTimestamp"
                     )
                 })
                 .map(|(k, v)| (k.clone(), normalise(v, namespace)))

@@ -18,6 +18,8 @@
 //!   (lifecycle.go:227-237) and a start of the crashed `Manual` VM, `[Stop{uid}, Start]`
 //!   (lifecycle.go:120-138);
 //! - **delete-launcher**: a user deletes the launcher pod;
+//! - **boot-failure**: a `Once` VM created on nodes where its VMI fails before it runs (its
+//!   start failure and `CrashLoopBackOff`, vm.go:1575-1603, 2516-2557);
 //! - **restart-required**: a disk's bus changed, which no live update applies (the VM's
 //!   `RestartRequired` condition, pkg/virt-controller/watch/vm/vm.go:2978-3065), then that VM
 //!   restarted (its new start ControllerRevision, vm.go:1840-1866).
@@ -33,7 +35,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use virtctl_rs::api::VirtualMachine;
-use virtctl_rs::sim::nodes::NodeSimHandle;
+use virtctl_rs::sim::nodes::{Matcher, NodeSimHandle};
 
 /// What a step does to one VM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +56,9 @@ pub enum Action {
     DeleteLauncher,
     /// The first disk's bus changes (not live-updatable).
     ChangeDiskBus,
+    /// The VM is created (a `Once` copy of the container-disk example) on nodes where its
+    /// first VMI fails during boot, before it runs.
+    CreateFailingBoot,
 }
 
 /// One step of the script: its name and what it does to which VM.
@@ -66,6 +71,15 @@ pub struct Step {
 /// The VMs the script adds to the inputs: run strategies and `spec.running`, which no example
 /// uses, built from `docs/examples/vm-containerdisk.yaml`.
 pub fn script_vms() -> Vec<Value> {
+    ["life-running", "life-rerun", "life-once", "life-manual"]
+        .into_iter()
+        .zip([None, Some("RerunOnFailure"), Some("Once"), Some("Manual")])
+        .map(|(name, strategy)| script_vm(name, strategy))
+        .collect()
+}
+
+/// The container-disk example named `name`, with `strategy` (`None`: `running: true`).
+fn script_vm(name: &str, strategy: Option<&str>) -> Value {
     let path = crate::common::repo_path("docs/examples/vm-containerdisk.yaml");
     let text = std::fs::read_to_string(&path).expect("read vm-containerdisk.yaml");
     let base = virtctl_rs::api::manifest::split_documents(&path.display().to_string(), &text)
@@ -74,23 +88,15 @@ pub fn script_vms() -> Vec<Value> {
         .map(|(_, doc)| doc)
         .find(|doc| doc["kind"] == "VirtualMachine")
         .expect("a VirtualMachine in vm-containerdisk.yaml");
-    let with = |name: &str, strategy: Option<&str>| {
-        let mut vm = base.clone();
-        vm["metadata"]["name"] = name.into();
-        let spec = vm["spec"].as_object_mut().expect("spec");
-        spec.remove("runStrategy");
-        match strategy {
-            Some(s) => spec.insert("runStrategy".into(), s.into()),
-            None => spec.insert("running".into(), true.into()),
-        };
-        vm
+    let mut vm = base;
+    vm["metadata"]["name"] = name.into();
+    let spec = vm["spec"].as_object_mut().expect("spec");
+    spec.remove("runStrategy");
+    match strategy {
+        Some(s) => spec.insert("runStrategy".into(), s.into()),
+        None => spec.insert("running".into(), true.into()),
     };
-    vec![
-        with("life-running", None),
-        with("life-rerun", Some("RerunOnFailure")),
-        with("life-once", Some("Once")),
-        with("life-manual", Some("Manual")),
-    ]
+    vm
 }
 
 /// The script of a run: fixed for the examples and [`script_vms`]; for the generated VMs, the
@@ -150,6 +156,11 @@ pub fn script(running: &[String]) -> Vec<Step> {
             vec![],
         ),
         step(
+            "boot-failure",
+            &[("life-once-boot", CreateFailingBoot)],
+            vec![],
+        ),
+        step(
             "restart-after-change",
             &[("demo-hugepages", Restart)],
             vec![generated(2, Restart)],
@@ -177,6 +188,16 @@ async fn apply_one(
     action: Action,
 ) -> Result<(), String> {
     let vms: Api<VirtualMachine> = Api::namespaced(client.clone(), namespace);
+    if action == Action::CreateFailingBoot {
+        nodes.fail_vmis_before_running(Matcher::vmi(name), 1);
+        let vm: VirtualMachine =
+            serde_json::from_value(script_vm(name, Some("Once"))).map_err(|e| e.to_string())?;
+        return vms
+            .create(&kube::api::PostParams::default(), &vm)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string());
+    }
     let vm = serde_json::to_value(vms.get(name).await.map_err(|e| e.to_string())?)
         .map_err(|e| e.to_string())?;
     let vmi_uid = || async {
@@ -272,6 +293,8 @@ async fn apply_one(
             }
             Ok(())
         }
+        // Created above.
+        Action::CreateFailingBoot => Ok(()),
         Action::ChangeDiskBus => {
             // The whole list in a merge patch: the same as a JSON patch of the one bus.
             let mut disks = vm
@@ -324,6 +347,7 @@ pub fn reached(
                 text(vmi, "/status/phase") == "Failed"
             }
             Action::Crash => replaced && pod_running,
+            Action::CreateFailingBoot => text(vmi, "/status/phase") == "Failed",
             Action::ChangeDiskBus => vms
                 .get(name)
                 .and_then(|vm| vm.pointer("/status/conditions"))
@@ -356,7 +380,9 @@ fn the_script_acts_on_vms_the_inputs_hold() {
     for step in &steps {
         for (name, action) in &step.actions {
             assert!(
-                names.contains(name) || running.contains(name),
+                names.contains(name)
+                    || running.contains(name)
+                    || *action == Action::CreateFailingBoot,
                 "step {}: {action:?} on {name}, which no input holds",
                 step.name
             );
