@@ -20,6 +20,9 @@
 //! - **delete-launcher**: a user deletes the launcher pod;
 //! - **boot-failure**: a `Once` VM created on nodes where its VMI fails before it runs (its
 //!   start failure and `CrashLoopBackOff`, vm.go:1575-1603, 2516-2557);
+//! - **start-paused**: the two stopped VMs started with `--paused`, a `Start` request with
+//!   data `paused: "true"` (lifecycle.go:95-109), on which the VM controller sets the run
+//!   strategy (or `running`) itself (vm.go:1115-1139) and starts the VMI paused;
 //! - **restart-required**: a disk's bus changed, which no live update applies (the VM's
 //!   `RestartRequired` condition, pkg/virt-controller/watch/vm/vm.go:2978-3065), then that VM
 //!   restarted (its new start ControllerRevision, vm.go:1840-1866).
@@ -42,6 +45,9 @@ use virtctl_rs::sim::nodes::{Matcher, NodeSimHandle};
 pub enum Action {
     /// Virt-api's start: `Always` for a Halted VM, a `Start` request otherwise.
     Start,
+    /// Virt-api's start of a Halted VM with `--paused`: a `Start` request with data
+    /// `paused: "true"` (the VM controller then sets the run strategy itself).
+    StartPaused,
     /// Virt-api's stop of an `Always` VM: `Halted`, or `running: false`.
     Stop,
     /// Virt-api's restart: `[Stop{uid}, Start]` requests.
@@ -165,6 +171,11 @@ pub fn script(running: &[String]) -> Vec<Step> {
             &[("demo-hugepages", Restart)],
             vec![generated(2, Restart)],
         ),
+        step(
+            "start-paused",
+            &[("demo-vm", StartPaused), ("life-running", StartPaused)],
+            vec![],
+        ),
     ]
 }
 
@@ -233,6 +244,14 @@ async fn apply_one(
                 Some(uid) => json!([{"action": "Stop", "uid": uid}, {"action": "Start"}]),
                 None => json!([{"action": "Start"}]),
             };
+            let patch = json!({"status": {"stateChangeRequests": requests}});
+            vms.patch_status(name, &params, &Patch::Merge(&patch))
+                .await
+                .map(drop)
+        }
+        Action::StartPaused => {
+            // lifecycle.go:95-109: the request, not a spec patch, when starting paused.
+            let requests = json!([{"action": "Start", "data": {"paused": "true"}}]);
             let patch = json!({"status": {"stateChangeRequests": requests}});
             vms.patch_status(name, &params, &Patch::Merge(&patch))
                 .await
@@ -339,6 +358,7 @@ pub fn reached(
         let strategy = text(vms.get(name), "/spec/runStrategy");
         match action {
             Action::Start => vmi.is_some() && pod_running,
+            Action::StartPaused => vmi.is_some(),
             Action::Stop | Action::StopRequest => vmi.is_none(),
             Action::Shutdown if strategy == "RerunOnFailure" => vmi.is_none(),
             Action::Shutdown => replaced && pod_running,
