@@ -562,17 +562,12 @@ fn audit_events(plane: &ControlPlane, namespace: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Per VM of `side`, the successful writes of a `virt-controller` user agent in `namespace`
-/// among its audit events in `range` (one step of the script): per resource
+/// Per VM of `side`, the successful writes of a `virt-controller` user agent among `events`
+/// (the audit events of its namespace in one step of the script): per resource
 /// (`virtualmachines`, `virtualmachines/status`, `pods`, …) the verbs in order. Writes to
 /// different resources are compared apart: the VM and VMI controllers run side by side, in
 /// both, and their writes interleave as the watch events arrive.
-fn writes_per_vm(
-    plane: &ControlPlane,
-    namespace: &str,
-    range: std::ops::Range<usize>,
-    side: &Side,
-) -> BTreeMap<String, Value> {
+fn writes_per_vm(events: &[Value], side: &Side) -> BTreeMap<String, Value> {
     let vm_uids: BTreeMap<String, String> = side
         .vms
         .iter()
@@ -584,8 +579,7 @@ fn writes_per_vm(
         })
         .collect();
     let mut out: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
-    let events = audit_events(plane, namespace).into_iter();
-    for event in events.skip(range.start).take(range.end - range.start) {
+    for event in events {
         let text = |p: &str| event.pointer(p).and_then(Value::as_str).unwrap_or_default();
         let ok = event
             .pointer("/responseStatus/code")
@@ -594,12 +588,11 @@ fn writes_per_vm(
         if text("/stage") != "ResponseComplete"
             || !ok
             || !text("/userAgent").starts_with("virt-controller")
-            || text("/objectRef/namespace") != namespace
             || matches!(text("/verb"), "get" | "list" | "watch")
         {
             continue;
         }
-        let Some(vm) = written_vm(&event, &vm_uids) else {
+        let Some(vm) = written_vm(event, &vm_uids) else {
             continue;
         };
         let sub = text("/objectRef/subresource");
@@ -609,7 +602,7 @@ fn writes_per_vm(
             format!("{}/{sub}", text("/objectRef/resource"))
         };
         let resource = match resource.as_str() {
-            "virtualmachineinstances" => format!("{resource} by the {}", vmi_writer(&event)),
+            "virtualmachineinstances" => format!("{resource} by the {}", vmi_writer(event)),
             _ => resource,
         };
         let verbs = out.entry(vm).or_default().entry(resource).or_default();
@@ -1065,7 +1058,9 @@ const WRITES_QUIET: Duration = Duration::from_millis(1500);
 /// and writes are read, so that a write still on its way after the objects reach their shape
 /// (a readiness condition patched a moment later) is counted on both sides or on neither.
 async fn wait_writes_quiet(plane: &ControlPlane, namespace: &str, deadline: Duration) {
-    let mut offset = 0u64;
+    // From the log's end: what came before is older than the start of the wait, which counts
+    // as the last write (the first line read may be the rest of a cut one, and is skipped).
+    let mut offset = std::fs::metadata(&plane.audit_log).map_or(0, |m| m.len());
     let mut last_write = std::time::Instant::now();
     common::wait_for_within("no more writes in the namespace", deadline, || {
         let mut new_write = false;
@@ -1132,7 +1127,7 @@ async fn run_ours(
     .await;
     wait_writes_quiet(plane, &namespace, settle(vms)).await;
     let mut sides = vec![capture(&client, &namespace).await];
-    let mut marks = vec![audit_events(plane, &namespace).len()];
+    let mut marks = vec![Some(chrono::Utc::now())];
     let started: Vec<String> = shape(&sides[0])
         .into_iter()
         .filter(|(_, (_, running, _))| *running)
@@ -1164,14 +1159,14 @@ async fn run_ours(
         }
         wait_writes_quiet(plane, &namespace, STEP_SETTLE).await;
         sides.push(capture(&client, &namespace).await);
-        marks.push(audit_events(plane, &namespace).len());
+        marks.push(Some(chrono::Utc::now()));
     }
     eprintln!(
         "reference-controller: our side ran the lifecycle script in {:.0} s",
         script_started.elapsed().as_secs_f64()
     );
     env.stop_manager().await;
-    *marks.last_mut().expect("a mark") = audit_events(plane, &namespace).len();
+    *marks.last_mut().expect("a mark") = Some(chrono::Utc::now());
     set_writes(plane, &namespace, &mut sides, &marks);
     sides[0].refused = refused;
     plane.remove_namespace(&namespace).await;
@@ -1179,12 +1174,32 @@ async fn run_ours(
 }
 
 /// Each side's controller writes since the side before (the start: since the beginning), up to
-/// its audit event count in `marks`.
-fn set_writes(plane: &ControlPlane, namespace: &str, sides: &mut [Side], marks: &[usize]) {
-    let mut from = 0;
-    for (side, upto) in sides.iter_mut().zip(marks) {
-        side.writes = writes_per_vm(plane, namespace, from..*upto, side);
-        from = *upto;
+/// the time in `marks` (`None`: to the end). A mark is taken once a side's writes have been
+/// quiet for [`WRITES_QUIET`], so no write of a step falls near it; the audit log is read once.
+fn set_writes(
+    plane: &ControlPlane,
+    namespace: &str,
+    sides: &mut [Side],
+    marks: &[Option<chrono::DateTime<chrono::Utc>>],
+) {
+    let events = audit_events(plane, namespace);
+    let stamp = |e: &Value| {
+        e.get("stageTimestamp")
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+    };
+    let mut rest = events.as_slice();
+    for (side, mark) in sides.iter_mut().zip(marks) {
+        let upto = match mark {
+            Some(mark) => rest
+                .iter()
+                .position(|e| stamp(e).is_some_and(|t| t > *mark))
+                .unwrap_or(rest.len()),
+            None => rest.len(),
+        };
+        side.writes = writes_per_vm(&rest[..upto], side);
+        rest = &rest[upto..];
     }
 }
 
@@ -1275,7 +1290,7 @@ async fn run_reference(
     })
     .await;
     let mut sides = vec![first];
-    let mut marks = vec![audit_events(plane, &namespace).len()];
+    let mut marks = vec![Some(chrono::Utc::now())];
     let script_started = std::time::Instant::now();
     for (i, step) in steps.iter().enumerate() {
         let before = vmi_uids(sides.last().expect("a side"));
@@ -1286,14 +1301,14 @@ async fn run_reference(
         })
         .await;
         sides.push(side);
-        marks.push(audit_events(plane, &namespace).len());
+        marks.push(Some(chrono::Utc::now()));
     }
     eprintln!(
         "reference-controller: the reference ran the lifecycle script in {:.0} s",
         script_started.elapsed().as_secs_f64()
     );
     drop(reference);
-    *marks.last_mut().expect("a mark") = usize::MAX;
+    *marks.last_mut().expect("a mark") = None;
     set_writes(plane, &namespace, &mut sides, &marks);
     sides[0].refused = refused;
     (sides, namespace)
