@@ -3,9 +3,11 @@
 //! state it needs to start (the KubeVirt CR as virt-operator leaves it, open CRDs for the kinds
 //! it lists that the control plane does not serve), starting it and waiting until it leads.
 //!
-//! Used by the differential conformance test (`tests/reference_conformance.rs`) and KubeVirt's
-//! virt-api beside it (`tests/reference_virt_api.rs`); like the control plane module it uses
-//! nothing else of the tests, so that a benchmark can include both by path.
+//! Used by the differential conformance test (`tests/reference_conformance.rs`), KubeVirt's
+//! virt-api beside it (`tests/reference_virt_api.rs`) and the side-by-side benchmark
+//! (`benches/controller_vs_kubevirt.rs`, which includes this file and
+//! [`super::control_plane`] by path): like the control plane module it uses nothing else of
+//! the tests.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
