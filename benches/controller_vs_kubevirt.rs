@@ -39,8 +39,9 @@
 //!   seconds before all are Running (reads are not audited): printed as the floor.
 //!
 //! Knobs: `CONTROLLER_VS_KUBEVIRT_VMS` (1000), `_ROUNDS` (3 rounds of each side), `_NODES`
-//! (20), `_KUBELET_DELAY_MS` (10), `_PLUGIN` (the product binary; default the one cargo built
-//! beside this bench). Under `cargo test --benches` (no `--bench` argument): 5 VMs, 1 round.
+//! (20), `_KUBELET_DELAY_MS` (10), `_PLUGIN` (our side's product binary; default the one cargo
+//! built beside this bench, with the dev-dependencies' features: the script passes the one of
+//! `cargo build --release`). Under `cargo test --benches` (no `--bench` argument): 5 VMs, 1 round.
 //! Without the control plane (`scripts/envtest.sh`) or the reference
 //! (`scripts/reference-controller.sh`) it prints one `SKIP controller_vs_kubevirt: …` line and
 //! passes. `scripts/bench-controllers.sh` builds everything and runs it. Figures:
