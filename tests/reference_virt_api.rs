@@ -19,7 +19,7 @@
 //!   what is there and adds its own (cluster_authentication_trust_controller.go:140-179,
 //!   222-242 in k8s.io/kubernetes v1.36.3);
 //! - the open-schema CRDs of the kinds virt-api lists before it serves (api.go:1203-1216:
-//!   presets, restores, backups; the reference's stubs, `reference_conformance::stub_crds`);
+//!   presets, restores, backups; the reference's stubs, `common::reference::stub_crds`);
 //! - virt-api itself, as the `kubevirt-controller` ServiceAccount user, on a free loopback port;
 //!   its namespace is `kubevirt` outside a pod (kubevirt.io/client-go util/util.go:13-22);
 //! - the `virt-api-mutator` MutatingWebhookConfiguration and `virt-api-validator`
@@ -105,7 +105,7 @@ fn start(plane: &'static ControlPlane, bin: &Path) -> Result<VirtApi, String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let certs = Certs::make(&dir)?;
     trust_request_headers(plane, &certs.ca)?;
-    crate::reference_conformance::install_stub_crds(plane);
+    crate::common::reference::install_stub_crds(plane);
     let port = free_port();
     let mut cmd = Command::new(bin);
     // Flags: service.Setup's --listen and --port (pkg/service/service.go), kubecli's
@@ -465,7 +465,7 @@ fn has_finalizer(vmi: &Value) -> bool {
 
 /// The reference controller's binary, when there is one (the virt-api binary sits beside it).
 fn reference_controller() -> Option<PathBuf> {
-    crate::reference_conformance::locate_reference().ok()
+    crate::common::reference::locate_reference().ok()
 }
 
 /// virt-api, started by the test on the real kube-apiserver behind the configurations above,
@@ -486,7 +486,7 @@ async fn virt_api_mutates_a_vmi_created_through_the_real_apiserver() {
         return;
     };
     plane.create_namespace("kubevirt").await;
-    crate::reference_conformance::install_kubevirt_cr(plane);
+    crate::common::reference::install_kubevirt_cr(plane);
     let api = serving(plane, &bin);
     let vmi = dry_run_vmi(plane).unwrap_or_else(|e| panic!("dry-run VMI create: {e}"));
     assert!(has_finalizer(&vmi), "no {VMI_FINALIZER} in {vmi}");

@@ -10,6 +10,8 @@
 //! - [`env`]: the `Env` scenario builder (a cluster + a leading controller manager) and
 //!   `on_both_servers!`, which runs a scenario on the embedded server and on the real one;
 //! - [`control_plane`]: the real kube-apiserver + etcd the `real_apiserver` tests run on;
+//! - [`reference`]: KubeVirt v1.9.0's own virt-controller beside the real control plane (the
+//!   differential conformance test and the side-by-side benchmark);
 //! - [`objects`]: small objects and API helpers for the `sim_*` tests, and the container-disk
 //!   VM the CLI tests run;
 //! - [`fast_cluster`]: an embedded cluster whose simulated nodes start pods in 50 ms;
@@ -25,6 +27,7 @@ pub mod control_plane;
 pub mod env;
 pub mod objects;
 pub mod one_per_vm;
+pub mod reference;
 pub mod split_brain;
 
 use std::ffi::OsString;
