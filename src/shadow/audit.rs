@@ -690,6 +690,26 @@ mod tests {
         v
     }
 
+    /// The scheduler's `pods/binding` of pod `ns/NAME` to `node-1`.
+    fn binding_of(name: &str) -> Value {
+        let pod = ("", "pods", name);
+        let mut binding = event("create", "sched", pod, 201, json!({"kind": "Status"}));
+        binding["objectRef"]["subresource"] = json!("binding");
+        binding["requestObject"] = json!({"kind": "Binding", "target": {"name": "node-1"}});
+        binding
+    }
+
+    /// A replayer of no line yet, fed line by line.
+    fn replayer<'a>(opts: &'a AuditOptions<'a>) -> Replayer<'a> {
+        Replayer {
+            opts,
+            tracker: Tracker::new(Mirror::default(), Vec::new(), None),
+            out: replay_audit(&[], opts),
+            virt_api: None,
+            bindings: BTreeMap::new(),
+        }
+    }
+
     fn opts<'a>() -> AuditOptions<'a> {
         AuditOptions {
             lease: "ns/ctl",
@@ -1354,22 +1374,15 @@ mod tests {
         let pods = ("", "pods", "p");
         let pod = json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
             "resourceVersion": "2"}, "spec": {}});
-        let mut binding = event("create", "sched", pods, 201, json!({"kind": "Status"}));
-        binding["objectRef"]["subresource"] = json!("binding");
-        binding["requestObject"] = json!({"kind": "Binding", "target": {"name": "node-1"}});
+        let binding = binding_of("p");
         let mut patched = pod.clone();
         patched["metadata"]["resourceVersion"] = json!("3");
         patched["status"] = json!({"conditions": [{"type": "kubevirt.io/virtual-machine-unpaused",
             "status": "True"}]});
         let mut patch = event("patch", "ctl/1.0", pods, 200, patched);
         patch["objectRef"]["subresource"] = json!("status");
-        let mut r = Replayer {
-            opts: &opts(),
-            tracker: Tracker::new(Mirror::default(), Vec::new(), None),
-            out: replay_audit(&[], &opts()),
-            virt_api: None,
-            bindings: BTreeMap::new(),
-        };
+        let opts = opts();
+        let mut r = replayer(&opts);
         for e in [event("create", "x", pods, 201, pod), binding, patch] {
             r.feed(&audited(&e).unwrap(), 0);
         }
@@ -1439,9 +1452,7 @@ mod tests {
         let pods = ("", "pods", "p");
         let pod = json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "ns",
             "resourceVersion": "2"}, "spec": {}});
-        let mut binding = event("create", "sched", pods, 201, json!({"kind": "Status"}));
-        binding["objectRef"]["subresource"] = json!("binding");
-        binding["requestObject"] = json!({"kind": "Binding", "target": {"name": "node-1"}});
+        let binding = binding_of("p");
         let events = [
             lease("ctl/1.0", "ctl-0"),
             binding,
@@ -1449,13 +1460,8 @@ mod tests {
         ];
         let order = server_order(&events);
         assert_eq!(order, [0, 2, 1]);
-        let mut r = Replayer {
-            opts: &opts(),
-            tracker: Tracker::new(Mirror::default(), Vec::new(), None),
-            out: replay_audit(&[], &opts()),
-            virt_api: None,
-            bindings: BTreeMap::new(),
-        };
+        let opts = opts();
+        let mut r = replayer(&opts);
         for i in order {
             r.feed(&audited(&events[i]).unwrap(), i);
         }
@@ -1486,16 +1492,7 @@ mod tests {
         let mut patch = event("patch", "ctl/1.0", ("", "pods", name), 200, patched);
         patch["objectRef"]["subresource"] = json!("status");
         log.push(patch);
-        let mut binding = event(
-            "create",
-            "sched",
-            ("", "pods", name),
-            201,
-            json!({"kind": "Status"}),
-        );
-        binding["objectRef"]["subresource"] = json!("binding");
-        binding["requestObject"] = json!({"kind": "Binding", "target": {"name": "node-1"}});
-        log.push(binding);
+        log.push(binding_of(name));
         let verdicts = log.verdicts(0);
         assert!(
             all_agree(&verdicts, &["PatchPodReadinessCondition"]),
@@ -1512,20 +1509,13 @@ mod tests {
             json_patch::merge(&mut p, &json!({ "metadata": meta }));
             p
         };
-        let mut binding = event("create", "sched", pods, 201, json!({"kind": "Status"}));
-        binding["objectRef"]["subresource"] = json!("binding");
-        binding["requestObject"] = json!({"kind": "Binding", "target": {"name": "node-1"}});
+        let binding = binding_of("p");
         let graceful = pod(
             "5",
             json!({"deletionTimestamp": "t", "deletionGracePeriodSeconds": 30}),
         );
-        let mut r = Replayer {
-            opts: &opts(),
-            tracker: Tracker::new(Mirror::default(), Vec::new(), None),
-            out: replay_audit(&[], &opts()),
-            virt_api: None,
-            bindings: BTreeMap::new(),
-        };
+        let opts = opts();
+        let mut r = replayer(&opts);
         let held = |r: &Replayer<'_>| r.tracker.mirror.get(Kind::Pod, "ns/p").cloned();
         for (e, (rv, node)) in [
             (
