@@ -1389,14 +1389,8 @@ mod tests {
         let p = r.tracker.mirror.get(Kind::Pod, "ns/p").unwrap();
         assert_eq!(str_at(p, "/spec/nodeName"), "node-1", "{p}");
         assert_eq!(str_at(p, "/metadata/resourceVersion"), "3");
-        let types: Vec<&str> = p["status"]["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["type"].as_str().unwrap())
-            .collect();
         assert_eq!(
-            types,
+            crate::sim::patch::condition_types(p),
             ["kubevirt.io/virtual-machine-unpaused", "PodScheduled"]
         );
     }
