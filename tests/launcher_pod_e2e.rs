@@ -424,23 +424,12 @@ type Pairs = Vec<(String, String)>;
 /// CR's quantities where it sets them and KubeVirt's defaults elsewhere.
 async fn support_container_resources_size_the_support_containers(server: Server) {
     let env = Env::start_on(server).await;
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
-    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
-        env.client.clone(),
-        &env.manager_kubevirt_namespace(),
-        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
-    );
-    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-        "metadata": {"name": "kubevirt"},
-        "spec": {"configuration": {"supportContainerResources": [
-            {"type": "sidecar", "resources": {"requests": {"memory": "32Mi"},
-                "limits": {"cpu": "250m", "memory": "128Mi"}}},
-            {"type": "guest-console-log", "resources": {"limits": {"memory": "96M"}}},
-            {"type": "container-disk", "resources": {"requests": {"cpu": "5m"}}}]}}});
-    kubevirts
-        .create(&PostParams::default(), &serde_json::from_value(cr).unwrap())
-        .await
-        .expect("create the KubeVirt CR");
+    env.create_kubevirt_cr(json!({"supportContainerResources": [
+        {"type": "sidecar", "resources": {"requests": {"memory": "32Mi"},
+            "limits": {"cpu": "250m", "memory": "128Mi"}}},
+        {"type": "guest-console-log", "resources": {"limits": {"memory": "96M"}}},
+        {"type": "container-disk", "resources": {"requests": {"cpu": "5m"}}}]}))
+        .await;
     env.wait_for(
         "the controller to load supportContainerResources",
         || async {
@@ -515,22 +504,11 @@ async fn support_container_resources_size_the_support_containers(server: Server)
 /// containers, the verbosity in the compute env, the pod's seccomp profile.
 async fn the_crs_launcher_settings_reach_the_pod(server: Server) {
     let env = Env::start_on(server).await;
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
-    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
-        env.client.clone(),
-        &env.manager_kubevirt_namespace(),
-        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
-    );
-    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-        "metadata": {"name": "kubevirt"},
-        "spec": {"configuration": {"imagePullPolicy": "Always",
-            "developerConfiguration": {"logVerbosity": {"virtLauncher": 4}},
-            "seccompConfiguration": {"virtualMachineInstanceProfile": {
-                "customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}}}});
-    kubevirts
-        .create(&PostParams::default(), &serde_json::from_value(cr).unwrap())
-        .await
-        .expect("create the KubeVirt CR");
+    env.create_kubevirt_cr(json!({"imagePullPolicy": "Always",
+        "developerConfiguration": {"logVerbosity": {"virtLauncher": 4}},
+        "seccompConfiguration": {"virtualMachineInstanceProfile": {
+            "customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}}))
+        .await;
     env.wait_for("the controller to load the launcher settings", || async {
         let s = env.manager.debug_state()["settings"]["current"].clone();
         (s["imagePullPolicy"] == "Always").then_some(())
