@@ -36,6 +36,12 @@ use virtctl_rs::launcher::explain::explain;
 
 const FAILED_RENDER: &str = "failed to render launch manifest: ";
 
+/// The ConfigMaps the fixture VMI's hook sidecar and shared files read.
+async fn create_fixture_config_maps(env: &Env) {
+    create_config_map(env, "fixture-hook-script", "hook.sh", "#!/bin/sh\nexit 0\n").await;
+    create_config_map(env, "fixture-shared-files", "motd", "hello\n").await;
+}
+
 async fn create_config_map(env: &Env, name: &str, key: &str, value: &str) {
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -91,14 +97,7 @@ async fn a_hook_sidecar_configmap_is_read_while_rendering(server: Server) {
     );
 
     // Once the ConfigMaps exist, a retry renders the pod with the hook's volume.
-    create_config_map(
-        &env,
-        "fixture-hook-script",
-        "hook.sh",
-        "#!/bin/sh\nexit 0\n",
-    )
-    .await;
-    create_config_map(&env, "fixture-shared-files", "motd", "hello\n").await;
+    create_fixture_config_maps(&env).await;
     let pod = the_pod(&env, "hook-cm").await;
     let spec = pod.spec.expect("pod spec");
     let hook = spec.volumes.iter().flatten().last().expect("volumes");
@@ -113,14 +112,7 @@ async fn a_hook_sidecar_configmap_is_read_while_rendering(server: Server) {
 async fn a_vmi_with_networks_hooks_and_virtiofs_gets_kubevirts_pod(server: Server) {
     let env = Env::start_on(server).await;
     let ns = env.namespace.clone();
-    create_config_map(
-        &env,
-        "fixture-hook-script",
-        "hook.sh",
-        "#!/bin/sh\nexit 0\n",
-    )
-    .await;
-    create_config_map(&env, "fixture-shared-files", "motd", "hello\n").await;
+    create_fixture_config_maps(&env).await;
     env.vmis()
         .create(&PostParams::default(), &fixture_vmi(&ns))
         .await
