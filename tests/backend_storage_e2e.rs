@@ -144,11 +144,7 @@ async fn a_persistent_tpm_vm_gets_its_state_claim_before_its_pod(server: Server)
                 })
         })
         .await;
-    let statuses = vmi
-        .status
-        .and_then(|s| s.volume_status)
-        .expect("volumeStatus");
-    let names: Vec<&str> = statuses.iter().filter_map(|v| v["name"].as_str()).collect();
+    let (statuses, names) = common::volume_statuses(vmi);
     assert_eq!(names, ["persistent-state-for-this-vm", "root"]);
     assert_eq!(
         statuses[0]["persistentVolumeClaimInfo"]["claimName"],

@@ -36,6 +36,12 @@ use virtctl_rs::launcher::explain::explain;
 
 const FAILED_RENDER: &str = "failed to render launch manifest: ";
 
+/// The ConfigMaps the fixture VMI's hook sidecar and shared files read.
+async fn create_fixture_config_maps(env: &Env) {
+    create_config_map(env, "fixture-hook-script", "hook.sh", "#!/bin/sh\nexit 0\n").await;
+    create_config_map(env, "fixture-shared-files", "motd", "hello\n").await;
+}
+
 async fn create_config_map(env: &Env, name: &str, key: &str, value: &str) {
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -91,14 +97,7 @@ async fn a_hook_sidecar_configmap_is_read_while_rendering(server: Server) {
     );
 
     // Once the ConfigMaps exist, a retry renders the pod with the hook's volume.
-    create_config_map(
-        &env,
-        "fixture-hook-script",
-        "hook.sh",
-        "#!/bin/sh\nexit 0\n",
-    )
-    .await;
-    create_config_map(&env, "fixture-shared-files", "motd", "hello\n").await;
+    create_fixture_config_maps(&env).await;
     let pod = the_pod(&env, "hook-cm").await;
     let spec = pod.spec.expect("pod spec");
     let hook = spec.volumes.iter().flatten().last().expect("volumes");
@@ -113,14 +112,7 @@ async fn a_hook_sidecar_configmap_is_read_while_rendering(server: Server) {
 async fn a_vmi_with_networks_hooks_and_virtiofs_gets_kubevirts_pod(server: Server) {
     let env = Env::start_on(server).await;
     let ns = env.namespace.clone();
-    create_config_map(
-        &env,
-        "fixture-hook-script",
-        "hook.sh",
-        "#!/bin/sh\nexit 0\n",
-    )
-    .await;
-    create_config_map(&env, "fixture-shared-files", "motd", "hello\n").await;
+    create_fixture_config_maps(&env).await;
     env.vmis()
         .create(&PostParams::default(), &fixture_vmi(&ns))
         .await
@@ -424,23 +416,12 @@ type Pairs = Vec<(String, String)>;
 /// CR's quantities where it sets them and KubeVirt's defaults elsewhere.
 async fn support_container_resources_size_the_support_containers(server: Server) {
     let env = Env::start_on(server).await;
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
-    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
-        env.client.clone(),
-        &env.manager_kubevirt_namespace(),
-        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
-    );
-    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-        "metadata": {"name": "kubevirt"},
-        "spec": {"configuration": {"supportContainerResources": [
-            {"type": "sidecar", "resources": {"requests": {"memory": "32Mi"},
-                "limits": {"cpu": "250m", "memory": "128Mi"}}},
-            {"type": "guest-console-log", "resources": {"limits": {"memory": "96M"}}},
-            {"type": "container-disk", "resources": {"requests": {"cpu": "5m"}}}]}}});
-    kubevirts
-        .create(&PostParams::default(), &serde_json::from_value(cr).unwrap())
-        .await
-        .expect("create the KubeVirt CR");
+    env.create_kubevirt_cr(json!({"supportContainerResources": [
+        {"type": "sidecar", "resources": {"requests": {"memory": "32Mi"},
+            "limits": {"cpu": "250m", "memory": "128Mi"}}},
+        {"type": "guest-console-log", "resources": {"limits": {"memory": "96M"}}},
+        {"type": "container-disk", "resources": {"requests": {"cpu": "5m"}}}]}))
+        .await;
     env.wait_for(
         "the controller to load supportContainerResources",
         || async {
@@ -515,22 +496,11 @@ async fn support_container_resources_size_the_support_containers(server: Server)
 /// containers, the verbosity in the compute env, the pod's seccomp profile.
 async fn the_crs_launcher_settings_reach_the_pod(server: Server) {
     let env = Env::start_on(server).await;
-    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "KubeVirt");
-    let kubevirts: Api<DynamicObject> = Api::namespaced_with(
-        env.client.clone(),
-        &env.manager_kubevirt_namespace(),
-        &ApiResource::from_gvk_with_plural(&gvk, "kubevirts"),
-    );
-    let cr = json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-        "metadata": {"name": "kubevirt"},
-        "spec": {"configuration": {"imagePullPolicy": "Always",
-            "developerConfiguration": {"logVerbosity": {"virtLauncher": 4}},
-            "seccompConfiguration": {"virtualMachineInstanceProfile": {
-                "customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}}}});
-    kubevirts
-        .create(&PostParams::default(), &serde_json::from_value(cr).unwrap())
-        .await
-        .expect("create the KubeVirt CR");
+    env.create_kubevirt_cr(json!({"imagePullPolicy": "Always",
+        "developerConfiguration": {"logVerbosity": {"virtLauncher": 4}},
+        "seccompConfiguration": {"virtualMachineInstanceProfile": {
+            "customProfile": {"localhostProfile": "kubevirt/kubevirt.json"}}}}))
+        .await;
     env.wait_for("the controller to load the launcher settings", || async {
         let s = env.manager.debug_state()["settings"]["current"].clone();
         (s["imagePullPolicy"] == "Always").then_some(())

@@ -141,11 +141,7 @@ async fn a_missing_claim_holds_the_start_until_it_appears(server: Server) {
                 .is_some_and(|v| v.len() == 2)
         })
         .await;
-    let statuses = vmi
-        .status
-        .and_then(|s| s.volume_status)
-        .expect("volumeStatus");
-    let names: Vec<&str> = statuses.iter().filter_map(|v| v["name"].as_str()).collect();
+    let (statuses, names) = common::volume_statuses(vmi);
     assert_eq!(names, ["data", "root"]);
     let info = &statuses[0]["persistentVolumeClaimInfo"];
     assert_eq!(info["claimName"], json!(CLAIM));

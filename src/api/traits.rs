@@ -21,6 +21,15 @@ impl Cpu {
 }
 
 impl VirtualMachineInstanceSpec {
+    /// `domain.devices.interfaces`, none when unset.
+    pub(crate) fn interfaces(&self) -> &[crate::api::vmi::Interface] {
+        self.domain
+            .devices
+            .interfaces
+            .as_deref()
+            .unwrap_or_default()
+    }
+
     /// `vmi.IsCPUDedicated()`: `domain.cpu.dedicatedCpuPlacement`
     /// (staging/src/kubevirt.io/api/core/v1/types.go:568-570).
     pub(crate) fn is_cpu_dedicated(&self) -> bool {

@@ -151,20 +151,19 @@ mod tests {
         t
     }
 
+    /// `v` expanded with [`objects`], no revisions and the default settings.
+    fn expand_with_objects(v: &VirtualMachine) -> Result<VirtualMachine, String> {
+        let (admission, defaults) = (AdmissionSettings::default(), SpecDefaultSettings::default());
+        expand(v, &objects(), &[], &admission, &defaults)
+    }
+
     fn expanded(kinds: (&str, &str), extra: Value) -> Result<Value, String> {
         let v = vm(json!({
             "instancetype": {"name": "two-small", "kind": kinds.0},
             "preference": {"name": "cores-virtio", "kind": kinds.1},
             "template": template(extra)
         }));
-        expand(
-            &v,
-            &objects(),
-            &[],
-            &AdmissionSettings::default(),
-            &SpecDefaultSettings::default(),
-        )
-        .map(|vm| serde_json::to_value(vm).unwrap())
+        expand_with_objects(&v).map(|vm| serde_json::to_value(vm).unwrap())
     }
 
     /// expand_test.go "should expand instancetype and preference within VM" and its namespaced
@@ -237,13 +236,7 @@ mod tests {
     #[test]
     fn a_missing_object_is_the_finders_error() {
         let v = vm(json!({"instancetype": {"name": "gone"}, "template": template(json!({}))}));
-        let e = expand(
-            &v,
-            &objects(),
-            &[],
-            &Default::default(),
-            &Default::default(),
-        );
+        let e = expand_with_objects(&v);
         assert_eq!(
             e.unwrap_err(),
             "virtualmachineclusterinstancetypes.instancetype.kubevirt.io \"gone\" not found"
@@ -252,13 +245,7 @@ mod tests {
             json!({"preference": {"name": "gone", "kind": "VirtualMachinePreference"},
                           "template": template(json!({}))}),
         );
-        let e = expand(
-            &v,
-            &objects(),
-            &[],
-            &Default::default(),
-            &Default::default(),
-        );
+        let e = expand_with_objects(&v);
         assert_eq!(
             e.unwrap_err(),
             "virtualmachinepreferences.instancetype.kubevirt.io \"gone\" not found"
@@ -269,14 +256,7 @@ mod tests {
     #[test]
     fn a_vm_without_matchers_is_unchanged() {
         let v = vm(json!({"template": template(json!({}))}));
-        let out = expand(
-            &v,
-            &objects(),
-            &[],
-            &Default::default(),
-            &Default::default(),
-        )
-        .unwrap();
+        let out = expand_with_objects(&v).unwrap();
         assert_eq!(
             serde_json::to_value(out).unwrap(),
             serde_json::to_value(&v).unwrap()

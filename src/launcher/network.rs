@@ -111,12 +111,7 @@ pub(crate) fn binding_name(iface: &Interface) -> Option<&str> {
 }
 
 fn interfaces(vmi: &VirtualMachineInstance) -> &[Interface] {
-    vmi.spec
-        .domain
-        .devices
-        .interfaces
-        .as_deref()
-        .unwrap_or_default()
+    vmi.spec.interfaces()
 }
 
 fn networks(vmi: &VirtualMachineInstance) -> &[Network] {

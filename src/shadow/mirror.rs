@@ -333,32 +333,32 @@ mod tests {
     fn a_persistent_tpm_vm_gets_its_claim_in_the_default_class() {
         let mut m = Mirror::default();
         let tpm = json!({"domain": {"devices": {"tpm": {"persistent": true}}}});
-        m.set(
-            Kind::VirtualMachine,
-            "ns/tpm",
-            Some(
-                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-                "metadata": {"name": "tpm", "namespace": "ns", "uid": "vm-uid",
+        // The VM and its VMI, `tpm` in namespace `ns`, both with the observed api-version.
+        let object = |kind: &str, uid: &str, meta: Value, rest: Value| {
+            let mut o = json!({"apiVersion": "kubevirt.io/v1", "kind": kind,
+                "metadata": {"name": "tpm", "namespace": "ns", "uid": uid,
                     "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
-                                    "kubevirt.io/storage-observed-api-version": "v1"},
-                    "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]},
-                "spec": {"runStrategy": "Always", "template": {"spec": tpm.clone()}}}),
-            ),
+                                    "kubevirt.io/storage-observed-api-version": "v1"}}});
+            json_patch::merge(&mut o, &json!({ "metadata": meta }));
+            json_patch::merge(&mut o, &rest);
+            o
+        };
+        let vm = object(
+            "VirtualMachine",
+            "vm-uid",
+            json!({"finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]}),
+            json!({"spec": {"runStrategy": "Always", "template": {"spec": tpm.clone()}}}),
         );
-        m.set(
-            Kind::VirtualMachineInstance,
-            "ns/tpm",
-            Some(
-                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                "metadata": {"name": "tpm", "namespace": "ns", "uid": "vmi-uid",
-                    "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
-                                    "kubevirt.io/storage-observed-api-version": "v1"},
-                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1",
-                        "kind": "VirtualMachine", "name": "tpm", "uid": "vm-uid",
-                        "controller": true, "blockOwnerDeletion": true}]},
-                "spec": tpm, "status": {"phase": "Pending"}}),
-            ),
+        let owner = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "name": "tpm", "uid": "vm-uid", "controller": true, "blockOwnerDeletion": true});
+        let vmi = object(
+            "VirtualMachineInstance",
+            "vmi-uid",
+            json!({ "ownerReferences": [owner] }),
+            json!({"spec": tpm, "status": {"phase": "Pending"}}),
         );
+        m.set(Kind::VirtualMachine, "ns/tpm", Some(vm));
+        m.set(Kind::VirtualMachineInstance, "ns/tpm", Some(vmi));
         let mut storage = StorageObjects::default();
         storage.storage_classes.insert(
             "fast".into(),

@@ -367,18 +367,9 @@ mod tests {
         // launcher pod bound before the patch answers `[unpaused, PodScheduled]`).
         let bound = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}});
         let after = w.apply(Some(&bound)).unwrap().unwrap();
-        let types: Vec<&Value> = after["status"]["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| &c["type"])
-            .collect();
         assert_eq!(
-            types,
-            [
-                &json!("kubevirt.io/virtual-machine-unpaused"),
-                &json!("PodScheduled")
-            ]
+            crate::sim::patch::condition_types(&after),
+            ["kubevirt.io/virtual-machine-unpaused", "PodScheduled"]
         );
     }
 }

@@ -45,6 +45,14 @@ const AFTER_REFUSED_TRIES: u8 = 4;
 /// The changes kept per VM key for looking back.
 const HISTORY: usize = 64;
 
+/// The controller whose reconcile made a refused write: the VM and the VMI controller reconcile
+/// the same VM key at once, each going on from its own errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Reconciler {
+    Vm,
+    Vmi,
+}
+
 /// One change seen on a watch.
 #[derive(Debug, Clone)]
 pub(super) struct Change {
@@ -215,11 +223,12 @@ pub(super) struct Tracker {
     perturbation: Option<Perturbation>,
     /// Per VM key, the intended writes of the decision that last matched, not yet seen.
     expected: BTreeMap<String, Vec<Intended>>,
-    /// Per VM key, the writes our decision makes after the leader's last refused write (from
-    /// its error), and how many more of the key's writes may come before them: the other
-    /// controller's writes of the same VM come between (the VM controller's status while the
-    /// VMI controller's reconcile goes on after its refused pod creation).
-    after_refused: BTreeMap<String, (Vec<Intended>, u8)>,
+    /// Per VM key and controller, the writes our decision makes after that controller's last
+    /// refused write (from its error), and how many more of the key's writes may come before
+    /// them: the other controller's writes of the same VM come between (the VM controller's
+    /// status while the VMI controller's reconcile goes on after its refused pod creation), and
+    /// its refused writes too, which leave the first controller's reconcile as it was.
+    after_refused: BTreeMap<(String, Reconciler), (Vec<Intended>, u8)>,
     held: Vec<Held>,
     /// Classified writes, in the order they were decided.
     pub records: Vec<Record>,
@@ -419,8 +428,13 @@ impl Tracker {
         // failed write, nothing follows in that reconcile.
         self.expected.remove(vm_key);
         let Some(failed) = failed else {
-            self.after_refused.remove(vm_key);
+            self.after_refused
+                .remove(&(vm_key.to_string(), Reconciler::Vmi));
             return true;
+        };
+        let reconciler = match &failed {
+            Refused::Vm(..) => Reconciler::Vm,
+            Refused::VmiSync(..) => Reconciler::Vmi,
         };
         let rest = match self
             .mirror
@@ -452,8 +466,10 @@ impl Tracker {
                 Vec::new()
             }
         };
-        self.after_refused
-            .insert(vm_key.to_string(), (rest, AFTER_REFUSED_TRIES));
+        self.after_refused.insert(
+            (vm_key.to_string(), reconciler),
+            (rest, AFTER_REFUSED_TRIES),
+        );
         true
     }
 
@@ -611,17 +627,9 @@ impl Tracker {
             self.agree(vm_key, change, &write, expected, (i, action), now);
             return;
         }
-        // Then what follows the last refused write, decided from its error.
-        if let Some((list, left)) = self.after_refused.remove(vm_key) {
-            let found = self.best_match(&list, change, &write, before);
-            if let Some((i, action, _)) = found.filter(|(_, _, c)| c.verdict == Verdict::Agree) {
-                self.agree(vm_key, change, &write, list, (i, action), now);
-                return;
-            }
-            if left > 1 {
-                self.after_refused
-                    .insert(vm_key.to_string(), (list, left - 1));
-            }
+        // Then what follows either controller's last refused write, decided from its error.
+        if self.agrees_after_refused(vm_key, change, &write, before, now) {
+            return;
         }
         let fresh = if write.creation {
             let mirror = self.before_creation(vm_key, change.object.as_ref());
@@ -642,6 +650,34 @@ impl Tracker {
             None if author == Author::Unknown && !write.creation => {}
             best => self.hold(vm_key, change, &write, before, author, best, now),
         }
+    }
+
+    /// Whether `change` is a write our decision makes after the last refused write of the VM
+    /// or the VMI controller's reconcile of `vm_key` (recorded as `agree`). Each list waits
+    /// for [`AFTER_REFUSED_TRIES`] writes of the key.
+    fn agrees_after_refused(
+        &mut self,
+        vm_key: &str,
+        change: &Change,
+        write: &Write,
+        before: Option<&Value>,
+        now: DateTime<Utc>,
+    ) -> bool {
+        for reconciler in [Reconciler::Vm, Reconciler::Vmi] {
+            let id = (vm_key.to_string(), reconciler);
+            let Some((list, left)) = self.after_refused.remove(&id) else {
+                continue;
+            };
+            let found = self.best_match(&list, change, write, before);
+            if let Some((i, action, _)) = found.filter(|(_, _, c)| c.verdict == Verdict::Agree) {
+                self.agree(vm_key, change, write, list, (i, action), now);
+                return true;
+            }
+            if left > 1 {
+                self.after_refused.insert(id, (list, left - 1));
+            }
+        }
+        false
     }
 
     #[allow(clippy::too_many_arguments)]

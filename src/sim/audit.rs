@@ -150,7 +150,9 @@ pub enum AuditFormat {
 }
 
 /// The audit policy the `events` format follows, as kube-apiserver's `--audit-policy-file`
-/// would say it (`replay` reads such a log; docs/replay.md).
+/// would say it (`replay` reads such a log; docs/replay.md), and the one the tests' real
+/// control plane runs with. A subresource is named as kube-apiserver matches it: a pod's
+/// binding is logged with its request, which `replay` binds the pod from.
 pub const EVENTS_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -160,7 +162,8 @@ rules:
 - level: RequestResponse
   resources:
   - group: \"\"
-    resources: [pods, pods/status, persistentvolumeclaims, persistentvolumeclaims/status]
+    resources: [pods, pods/status, pods/binding, persistentvolumeclaims,
+      persistentvolumeclaims/status]
   - group: kubevirt.io
   - group: apps
     resources: [controllerrevisions]

@@ -406,6 +406,14 @@ fn patch_order(merged: Vec<Value>, patch: &[Value], orig: &[Value], key: &str) -
     out
 }
 
+/// The `type` of each of `obj`'s `status.conditions`, in order: what the tests of a strategic
+/// merge's list order compare.
+#[cfg(test)]
+pub(crate) fn condition_types(obj: &Value) -> Vec<&str> {
+    let conditions = obj["status"]["conditions"].as_array().into_iter().flatten();
+    conditions.filter_map(|c| c["type"].as_str()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,29 +537,11 @@ mod tests {
             {"type": "Ready", "status": "False"}, {"type": "PodScheduled", "status": "True"}]}});
         let patch = json!({"status": {"conditions": [{"type": "Unpaused", "status": "True"}]}});
         let out = strategic_merge(&cur, &patch, "").unwrap();
-        let types: Vec<&Value> = out["status"]["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| &c["type"])
-            .collect();
-        assert_eq!(
-            types,
-            [&json!("Unpaused"), &json!("Ready"), &json!("PodScheduled")]
-        );
+        assert_eq!(condition_types(&out), ["Unpaused", "Ready", "PodScheduled"]);
         let patch = json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"},
             {"type": "New", "status": "True"}]}});
         let out = strategic_merge(&cur, &patch, "").unwrap();
-        let types: Vec<&Value> = out["status"]["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| &c["type"])
-            .collect();
-        assert_eq!(
-            types,
-            [&json!("Ready"), &json!("PodScheduled"), &json!("New")]
-        );
+        assert_eq!(condition_types(&out), ["Ready", "PodScheduled", "New"]);
     }
 
     #[test]

@@ -520,33 +520,6 @@ fn commands(
     ]
 }
 
-/// The audit policy: every write; the request and answered objects of the kinds `replay`
-/// rebuilds (docs/replay.md: `kubevirt.io`, CDI, pods, claims, ControllerRevisions, Leases, the
-/// storage kinds of `volumeSnapshotStatuses`); no reads.
-const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: None
-  verbs: [get, list, watch]
-- level: RequestResponse
-  resources:
-  - group: \"\"
-    resources: [pods, pods/status, pods/binding, persistentvolumeclaims,
-      persistentvolumeclaims/status]
-  - group: kubevirt.io
-  - group: cdi.kubevirt.io
-  - group: apps
-    resources: [controllerrevisions]
-  - group: coordination.k8s.io
-    resources: [leases]
-  - group: storage.k8s.io
-    resources: [storageclasses]
-  - group: snapshot.storage.k8s.io
-    resources: [volumesnapshotclasses]
-- level: Metadata
-";
-
 fn write_run_files(dir: &Path, apiserver: u16) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir.join("certs"))?;
     std::fs::write(
@@ -556,7 +529,12 @@ fn write_run_files(dir: &Path, apiserver: u16) -> std::io::Result<PathBuf> {
              {KUBEVIRT_TOKEN},{KUBEVIRT_CONTROLLER_USER},kubevirt-controller,\"system:masters\"\n"
         ),
     )?;
-    std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY)?;
+    // The policy `replay` documents (docs/replay.md): every write; the request and answered
+    // objects of the kinds it rebuilds; no reads.
+    std::fs::write(
+        dir.join("audit-policy.yaml"),
+        virtctl_rs::sim::EVENTS_POLICY,
+    )?;
     // The serving certificate kube-apiserver generates is written before it serves; the
     // kubeconfig names the file, which kube reads when a client is built.
     let kubeconfig = dir.join("kubeconfig");

@@ -161,6 +161,19 @@ pub fn example_vm_with(file: &str, run_strategy: &str) -> VirtualMachine {
     vm
 }
 
+/// A VMI's `status.volumeStatus` entries (it must have them) and their names, in order.
+pub fn volume_statuses(
+    vmi: virtctl_rs::api::VirtualMachineInstance,
+) -> (Vec<serde_json::Value>, Vec<String>) {
+    let statuses = vmi
+        .status
+        .and_then(|s| s.volume_status)
+        .expect("volumeStatus");
+    let names = statuses.iter().filter_map(|v| v["name"].as_str());
+    let names = names.map(str::to_string).collect();
+    (statuses, names)
+}
+
 /// An embedded API server without admission (no virt-api webhooks, no Pod Security): the
 /// server's own behaviour, for tests where no virt-controller removes what virt-api adds.
 pub async fn server_without_admission() -> virtctl_rs::sim::ApiServer {

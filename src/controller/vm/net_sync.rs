@@ -176,12 +176,7 @@ pub(crate) fn sync(
     if vmi.is_some_and(VirtualMachineInstance::is_deleting) {
         return NetSync::default();
     }
-    let tmpl_ifaces = spec
-        .domain
-        .devices
-        .interfaces
-        .as_deref()
-        .unwrap_or_default();
+    let tmpl_ifaces = spec.interfaces();
     let tmpl_nets = spec.networks.as_deref().unwrap_or_default();
     let mut out = NetSync::default();
     let mut statuses = Vec::new();
@@ -189,13 +184,7 @@ pub(crate) fn sync(
     if let Some(vmi) = vmi {
         statuses = status_entries(vmi);
         let have_nets = vmi.spec.networks.as_deref().unwrap_or_default();
-        let have_ifaces = vmi
-            .spec
-            .domain
-            .devices
-            .interfaces
-            .as_deref()
-            .unwrap_or_default();
+        let have_ifaces = vmi.spec.interfaces();
         let mut ifaces = have_ifaces.to_vec();
         let mut nets = have_nets.to_vec();
         let ordinal = has_ordinal_secondary_ifaces(have_nets, &statuses);
@@ -239,13 +228,7 @@ fn interfaces_patch(
         .add(nets_at, &nets)
         .test(ifaces_at.clone(), &vmi.spec.domain.devices.interfaces)
         .add(ifaces_at, &ifaces);
-    let have = vmi
-        .spec
-        .domain
-        .devices
-        .interfaces
-        .as_deref()
-        .unwrap_or_default();
+    let have = vmi.spec.interfaces();
     let mut what = Vec::new();
     for i in ifaces {
         match have.iter().find(|h| h.name == i.name) {

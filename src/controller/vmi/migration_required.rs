@@ -67,13 +67,7 @@ fn nad_name_equal(spec_name: &str, status_name: &str, namespace: &str) -> bool {
 /// `shouldVMIBeMarkedForAutoMigration` (evaluator.go:92-138).
 fn requirement(vmi: &VirtualMachineInstance, statuses: &[NetworkStatus]) -> Requirement {
     let namespace = vmi.metadata.namespace.as_deref().unwrap_or_default();
-    let ifaces = vmi
-        .spec
-        .domain
-        .devices
-        .interfaces
-        .as_deref()
-        .unwrap_or_default();
+    let ifaces = vmi.spec.interfaces();
     let entries: &[Value] = vmi
         .status
         .as_ref()
