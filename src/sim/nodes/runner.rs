@@ -41,6 +41,11 @@ use tokio_util::sync::CancellationToken;
 
 /// How soon to retry after a failed write.
 const RETRY_AFTER: Duration = Duration::from_millis(250);
+/// At most this many pods and VMIs are decided for (and pods bound) per pass; the rest wait
+/// for the next. Every write of a pass is awaited in turn and the watches are read only between
+/// passes, so an unbounded pass over tens of thousands of objects left the watches minutes
+/// behind: far enough, at 100,000 VMs, to fall out of the server's window and relist.
+const PASS_BUDGET: usize = 512;
 
 /// VMI status write mode: not yet known / `status` subresource / whole object.
 const VMI_STATUS_UNKNOWN: u8 = 0;
@@ -944,6 +949,9 @@ struct Runner {
     in_pass: bool,
     /// [`PodIndex::epoch`] when the scheduler last placed the pending pods.
     scheduled_at_epoch: Option<u64>,
+    /// The managed Nodes in the scheduler's preference order, kept until a Node changes or a
+    /// handle call (which may add or remove one) makes a full pass.
+    schedulable: Option<Arc<[Node]>>,
 }
 
 impl Runner {
@@ -969,6 +977,7 @@ impl Runner {
             pass_vmis: BTreeSet::new(),
             in_pass: false,
             scheduled_at_epoch: None,
+            schedulable: None,
         }
     }
 
@@ -1055,7 +1064,10 @@ impl Runner {
         match ev {
             Ok(e) => match self.nodes.apply(e) {
                 Applied::Unchanged => {}
-                Applied::Changed { .. } | Applied::Relisted => self.index.nodes_changed(),
+                Applied::Changed { .. } | Applied::Relisted => {
+                    self.schedulable = None;
+                    self.index.nodes_changed();
+                }
             },
             Err(e) => tracing::debug!(error = %e, "node watch"),
         }
@@ -1209,16 +1221,16 @@ impl Runner {
         let now = Instant::now();
         self.work.take_due(now);
         let full = std::mem::take(&mut self.work.full);
-        self.pass_pods = std::mem::take(&mut self.work.pods);
-        self.pass_vmis = std::mem::take(&mut self.work.vmis);
         if full {
+            self.schedulable = None;
             self.forget_gone_pods();
             let live_vmis: HashSet<String> =
                 self.vmis.items.values().filter_map(|v| v.uid()).collect();
             self.start_seen.retain(|uid, _| live_vmis.contains(uid));
-            self.pass_pods.extend(self.pods.items.keys().cloned());
-            self.pass_vmis.extend(self.vmis.items.keys().cloned());
+            self.work.pods.extend(self.pods.items.keys().cloned());
+            self.work.vmis.extend(self.vmis.items.keys().cloned());
         }
+        (self.pass_pods, self.pass_vmis) = self.work.take_batch(PASS_BUDGET);
         self.in_pass = true;
         self.pod_gc(&state).await;
         self.virt_handler(&state).await;
@@ -1463,22 +1475,47 @@ impl Runner {
     }
 
     async fn place_pending(&mut self, state: &SimState, client: &Client, now: Instant) {
-        let mut managed_nodes: Vec<(usize, Node)> = self
-            .nodes
-            .items
-            .values()
-            .filter_map(|n| state.managed.get(&n.name_any()).map(|i| (*i, n.clone())))
+        let nodes = match &self.schedulable {
+            Some(nodes) => nodes.clone(),
+            None => {
+                let mut managed: Vec<(usize, Node)> = self
+                    .nodes
+                    .items
+                    .values()
+                    .filter_map(|n| state.managed.get(&n.name_any()).map(|i| (*i, n.clone())))
+                    .collect();
+                managed.sort_by_key(|(i, _)| *i);
+                let nodes: Arc<[Node]> = managed.into_iter().map(|(_, n)| n).collect();
+                self.schedulable = Some(nodes.clone());
+                nodes
+            }
+        };
+        // A node removed through the handle leaves `managed` before its watch event arrives.
+        let node_refs: Vec<&Node> = nodes
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|name| state.managed.contains_key(name))
+            })
             .collect();
-        managed_nodes.sort_by_key(|(i, _)| *i);
-        let node_refs: Vec<&Node> = managed_nodes.iter().map(|(_, n)| n).collect();
         let time = now_time();
+        let mut bound = 0;
         for key in self.index.pending() {
+            if bound == PASS_BUDGET {
+                // The rest on the next pass, after the watches are read: marking one pending
+                // pod makes that pass place again.
+                self.work.pods.insert(key);
+                break;
+            }
             let Some(pod) = self.pods.items.get(&key).cloned() else {
                 continue;
             };
             match scheduler::schedule(&pod, &node_refs, self.index.usage()) {
                 ScheduleDecision::Bind { node } => match bind_pod(client, &pod, &node).await {
                     Ok(updated) => {
+                        bound += 1;
                         if let Some(uid) = pod.uid() {
                             self.bound_seen.insert(uid.clone(), now);
                             if updated.is_none() {

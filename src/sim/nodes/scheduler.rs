@@ -201,10 +201,10 @@ fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
         // An empty term matches no objects (k8s.io/component-helpers nodeaffinity).
         return false;
     }
-    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let labels = node.metadata.labels.as_ref();
     exprs
         .iter()
-        .all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
+        .all(|r| requirement_matches(r, labels.and_then(|l| l.get(&r.key)).map(String::as_str)))
         && fields.iter().all(|r| {
             r.key == "metadata.name" && requirement_matches(r, node.metadata.name.as_deref())
         })
@@ -217,12 +217,12 @@ pub(crate) fn matches_node_affinity(pod: &Pod, node: &Node) -> bool {
     let Some(spec) = pod.spec.as_ref() else {
         return false;
     };
-    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let labels = node.metadata.labels.as_ref();
     let selector_ok = spec
         .node_selector
         .iter()
         .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
+        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v));
     if !selector_ok {
         return false;
     }
@@ -251,25 +251,29 @@ pub(crate) fn node_fits(
     node: &Node,
     usage: &NodeUsage,
 ) -> Result<(), Vec<FitFailure>> {
+    // Borrowed, not cloned: this runs for every pending pod on every node.
     let tolerations = pod
         .spec
         .as_ref()
-        .and_then(|s| s.tolerations.clone())
+        .and_then(|s| s.tolerations.as_deref())
         .unwrap_or_default();
-    let node_spec = node.spec.clone().unwrap_or_default();
-    if node_spec.unschedulable == Some(true) {
+    let node_spec = node.spec.as_ref();
+    if node_spec.and_then(|s| s.unschedulable) == Some(true) {
         let taint = Taint {
             key: "node.kubernetes.io/unschedulable".into(),
             effect: "NoSchedule".into(),
             ..Default::default()
         };
-        if !tolerates(&tolerations, &taint) {
+        if !tolerates(tolerations, &taint) {
             return Err(vec![FitFailure::Unschedulable]);
         }
     }
-    for taint in node_spec.taints.iter().flatten() {
+    for taint in node_spec
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
+    {
         if matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute")
-            && !tolerates(&tolerations, taint)
+            && !tolerates(tolerations, taint)
         {
             return Err(vec![FitFailure::UntoleratedTaint {
                 key: taint.key.clone(),
@@ -280,14 +284,10 @@ pub(crate) fn node_fits(
     if !matches_node_affinity(pod, node) {
         return Err(vec![FitFailure::NodeAffinity]);
     }
-    let allocatable = node
-        .status
-        .as_ref()
-        .and_then(|s| s.allocatable.clone())
-        .unwrap_or_default();
+    let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
     let mut failures = Vec::new();
     let max_pods = allocatable
-        .get("pods")
+        .and_then(|a| a.get("pods"))
         .and_then(|q| parse_quantity(&q.0).ok())
         .map_or(i128::MAX, |m| m.0 / 1000);
     if i128::try_from(usage.pods).unwrap_or(i128::MAX) + 1 > max_pods {
@@ -298,7 +298,7 @@ pub(crate) fn node_fits(
             continue;
         }
         let have = allocatable
-            .get(name)
+            .and_then(|a| a.get(name))
             .and_then(|q| parse_quantity(&q.0).ok())
             .map_or(0, |m| m.0);
         let used = usage.requests.get(name).map_or(0, |m| m.0);

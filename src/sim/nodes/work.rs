@@ -83,10 +83,30 @@ impl WorkSet {
         self.due.first().map(|(t, _)| *t)
     }
 
+    /// The pods and VMIs of the next pass: at most `budget` of each, in key order; the rest
+    /// stay for the passes after it ([`WorkSet::next_wake`] is then `now`).
+    pub(crate) fn take_batch(&mut self, budget: usize) -> (BTreeSet<String>, BTreeSet<String>) {
+        (
+            take_first(&mut self.pods, budget),
+            take_first(&mut self.vmis, budget),
+        )
+    }
+
     /// Number of timers set (for tests).
     #[cfg(test)]
     pub(crate) fn timers(&self) -> usize {
         self.due.len()
+    }
+}
+
+/// The first `n` keys of `set`, taken out of it.
+fn take_first(set: &mut BTreeSet<String>, n: usize) -> BTreeSet<String> {
+    match set.iter().nth(n).cloned() {
+        Some(first_left) => {
+            let rest = set.split_off(&first_left);
+            std::mem::replace(set, rest)
+        }
+        None => std::mem::take(set),
     }
 }
 
@@ -229,6 +249,26 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
     use std::time::Duration;
+
+    #[test]
+    fn a_pass_takes_at_most_its_budget_and_the_rest_waits() {
+        let mut w = WorkSet::default();
+        for i in 0..5 {
+            w.pods.insert(format!("ns/p{i}"));
+        }
+        w.vmis.insert("ns/v".into());
+        let now = Instant::now();
+        let (pods, vmis) = w.take_batch(2);
+        assert_eq!(pods.into_iter().collect::<Vec<_>>(), ["ns/p0", "ns/p1"]);
+        assert_eq!(vmis.len(), 1);
+        assert_eq!(w.next_wake(now), Some(now), "the rest is due at once");
+        let (pods, _) = w.take_batch(2);
+        assert_eq!(pods.into_iter().collect::<Vec<_>>(), ["ns/p2", "ns/p3"]);
+        let (pods, vmis) = w.take_batch(2);
+        assert_eq!(pods.into_iter().collect::<Vec<_>>(), ["ns/p4"]);
+        assert!(vmis.is_empty());
+        assert_eq!(w.next_wake(now), None);
+    }
 
     fn pod(name: &str, node: Option<&str>, phase: &str, owner: Option<&str>) -> Pod {
         Pod {
