@@ -1501,9 +1501,10 @@ impl Runner {
             })
             .collect();
         let time = now_time();
-        let mut bound = 0;
+        let mut order = scheduler::NodeOrder::new(&node_refs, self.index.usage());
+        let mut binds = 0;
         for key in self.index.pending() {
-            if bound == PASS_BUDGET {
+            if binds == PASS_BUDGET {
                 // The rest on the next pass, after the watches are read: marking one pending
                 // pod makes that pass place again.
                 self.work.pods.insert(key);
@@ -1512,10 +1513,10 @@ impl Runner {
             let Some(pod) = self.pods.items.get(&key).cloned() else {
                 continue;
             };
-            match scheduler::schedule(&pod, &node_refs, self.index.usage()) {
+            match scheduler::schedule_in(&pod, &node_refs, self.index.usage(), &order) {
                 ScheduleDecision::Bind { node } => match bind_pod(client, &pod, &node).await {
                     Ok(updated) => {
-                        bound += 1;
+                        binds += 1;
                         if let Some(uid) = pod.uid() {
                             self.bound_seen.insert(uid.clone(), now);
                             if updated.is_none() {
@@ -1528,6 +1529,8 @@ impl Runner {
                         if let Some(bound) = updated {
                             self.pod_written(bound);
                         }
+                        let pods = self.index.usage().get(&node).map_or(0, |u| u.pods);
+                        order.set_pods(&node, pods);
                     }
                     Err(e) => {
                         tracing::debug!(pod = %key, error = %e, "binding failed");

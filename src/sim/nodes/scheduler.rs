@@ -14,7 +14,7 @@ use super::resources::{ResourceList, pod_requests};
 use k8s_openapi::api::core::v1::{
     Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, Taint, Toleration,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The scheduler name this stand-in answers to (`spec.schedulerName`).
 pub(crate) const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
@@ -391,6 +391,67 @@ pub(crate) fn schedule(
     }
 }
 
+/// The nodes of one scheduling pass by (pods bound, preference order): the first that fits a
+/// pod is the node [`schedule`] picks, found without running the filters on every node.
+#[derive(Debug)]
+pub(crate) struct NodeOrder {
+    by_pods: BTreeSet<(usize, usize)>,
+    pods: Vec<usize>,
+    index: HashMap<String, usize>,
+}
+
+impl NodeOrder {
+    pub(crate) fn new(nodes: &[&Node], usage: &BTreeMap<String, NodeUsage>) -> NodeOrder {
+        let mut order = NodeOrder {
+            by_pods: BTreeSet::new(),
+            pods: vec![0; nodes.len()],
+            index: HashMap::new(),
+        };
+        for (i, node) in nodes.iter().enumerate() {
+            if let Some(name) = node.metadata.name.as_deref() {
+                order.index.insert(name.to_string(), i);
+                order.pods[i] = usage.get(name).map_or(0, |u| u.pods);
+                order.by_pods.insert((order.pods[i], i));
+            }
+        }
+        order
+    }
+
+    /// The node called `name` now has `pods` pods bound.
+    pub(crate) fn set_pods(&mut self, name: &str, pods: usize) {
+        if let Some(&i) = self.index.get(name) {
+            self.by_pods.remove(&(self.pods[i], i));
+            self.pods[i] = pods;
+            self.by_pods.insert((pods, i));
+        }
+    }
+}
+
+/// [`schedule`] with the nodes in `order` (built from the same `nodes` and `usage`): the
+/// filters run on the least-loaded nodes first and stop at the first that fits; every node is
+/// looked at only when none fits (for the message).
+pub(crate) fn schedule_in(
+    pod: &Pod,
+    nodes: &[&Node],
+    usage: &BTreeMap<String, NodeUsage>,
+    order: &NodeOrder,
+) -> ScheduleDecision {
+    let requests = pod.spec.as_ref().map(pod_requests).unwrap_or_default();
+    let empty = NodeUsage::default();
+    for &(_, i) in &order.by_pods {
+        let Some(name) = nodes[i].metadata.name.as_deref() else {
+            continue;
+        };
+        let u = usage.get(name).unwrap_or(&empty);
+        if node_fits(pod, &requests, nodes[i], u).is_ok() {
+            return ScheduleDecision::Bind {
+                node: name.to_string(),
+            };
+        }
+    }
+    schedule(pod, nodes, usage)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,6 +540,40 @@ mod tests {
             ScheduleDecision::Bind {
                 node: "sim-node-1".into()
             }
+        );
+    }
+
+    #[test]
+    fn the_ordered_scan_picks_what_the_full_scan_picks() {
+        let mut ns = nodes(6);
+        // Nodes 1 and 4 do not match the pod's selector.
+        for i in [1, 4] {
+            if let Some(l) = ns[i].metadata.labels.as_mut() {
+                l.insert("kubernetes.io/arch".into(), "arm64".into());
+            }
+        }
+        let refs: Vec<&Node> = ns.iter().collect();
+        let p = pod(&[("kubernetes.io/arch", "amd64")]);
+        let mut usage: BTreeMap<String, NodeUsage> = BTreeMap::new();
+        let mut order = NodeOrder::new(&refs, &usage);
+        for round in 0..20 {
+            let full = schedule(&p, &refs, &usage);
+            assert_eq!(
+                schedule_in(&p, &refs, &usage, &order),
+                full,
+                "round {round}"
+            );
+            let ScheduleDecision::Bind { node } = full else {
+                panic!("round {round}: {full:?}");
+            };
+            let u = usage.entry(node.clone()).or_default();
+            u.pods += 1 + round % 2;
+            order.set_pods(&node, u.pods);
+        }
+        let none = pod(&[("kubernetes.io/arch", "s390x")]);
+        assert_eq!(
+            schedule_in(&none, &refs, &usage, &order),
+            schedule(&none, &refs, &usage)
         );
     }
 
