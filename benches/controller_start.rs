@@ -65,6 +65,10 @@ use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 #[path = "../tests/common/control_plane.rs"]
 #[allow(dead_code)]
 mod control_plane;
+/// CPU time and memory of a process, shared with `controller_vs_kubevirt`.
+#[path = "common/procfs.rs"]
+mod procfs;
+use procfs::{stat_cpu_seconds, status_kib};
 
 /// The product binary's allocator (src/main.rs), so both processes allocate as
 /// `kubectl virtctl-rs run-controller` and `cluster serve` do.
@@ -116,35 +120,10 @@ struct Usage {
 }
 
 fn usage(pid: &str) -> Usage {
-    let cpu_seconds = stat_cpu_seconds(&format!("/proc/{pid}/stat"));
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let peak_rss_kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0);
     Usage {
-        cpu_seconds,
-        peak_rss_kib,
+        cpu_seconds: stat_cpu_seconds(&format!("/proc/{pid}/stat")),
+        peak_rss_kib: status_kib(pid, "VmHWM"),
     }
-}
-
-/// CPU seconds (user + system) in a procfs `stat` file: a process's (`/proc/<pid>/stat`) or
-/// one thread's (`/proc/<pid>/task/<tid>/stat`, `/proc/thread-self/stat`); 0 if unreadable.
-fn stat_cpu_seconds(path: &str) -> f64 {
-    // Fields 14 and 15 (utime, stime) in clock ticks, counted after the parenthesised command
-    // name. Linux's USER_HZ is 100 on every mainstream architecture.
-    let stat = std::fs::read_to_string(path).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // `after` starts at field 3 (state), so utime (14) is index 11 and stime (15) index 12.
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// jemalloc's view of this process's heap in KiB: (allocated, resident). `allocated` is the
@@ -156,16 +135,6 @@ fn jemalloc_kib() -> Option<(u64, u64)> {
     let allocated = stats::allocated::read().ok()? as u64 / 1024;
     let resident = stats::resident::read().ok()? as u64 / 1024;
     Some((allocated, resident))
-}
-
-/// Current resident memory (`VmRSS`, KiB) of a process.
-fn rss_kib(pid: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// Per-VM start latencies in milliseconds, from the API server's audit log (arrival times,
@@ -731,7 +700,7 @@ async fn run(n: usize, in_process: bool, record: Option<PathBuf>) -> Figures {
     }
 
     let audit_mark = cluster.audit_len();
-    let rss_before = rss_kib(&me);
+    let rss_before = status_kib(&me, "VmRSS");
     let heap_before = jemalloc_kib();
     let ctrl_before = usage(&me);
     let cluster_before = cluster.usage();
@@ -846,7 +815,7 @@ async fn run(n: usize, in_process: bool, record: Option<PathBuf>) -> Figures {
     let ctrl_after = usage(&me);
     let main_thread_cpu =
         stat_cpu_seconds(&format!("/proc/{me}/task/{me}/stat")) - main_thread_before;
-    let rss_after = rss_kib(&me);
+    let rss_after = status_kib(&me, "VmRSS");
     let heap_after = jemalloc_kib();
     let cluster_after = cluster.usage();
 

@@ -62,6 +62,10 @@ use serde_json::{Value, json};
 #[path = "../tests/common/control_plane.rs"]
 #[allow(dead_code)]
 mod control_plane;
+/// CPU time and memory of a process, shared with `controller_start`.
+#[path = "common/procfs.rs"]
+mod procfs;
+use procfs::{stat_cpu_seconds, status_kib};
 #[path = "../tests/common/reference.rs"]
 #[allow(dead_code)]
 mod reference;
@@ -154,27 +158,6 @@ impl Shape {
 fn benching() -> bool {
     let args: Vec<String> = std::env::args().collect();
     args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test")
-}
-
-/// CPU seconds (user + system, all threads) of a process; 0 once it is gone.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // utime and stime are fields 14 and 15, counted after the parenthesised command name (the
-    // first field after it is field 3); clock ticks of USER_HZ, 100 on Linux.
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
-    (ticks(11).unwrap_or(0.0) + ticks(12).unwrap_or(0.0)) / 100.0
-}
-
-/// A `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`); 0 when unreadable.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// What one side of one round measured (one JSON line from the round's process).
@@ -456,7 +439,7 @@ fn plane_cpu(plane: &ControlPlane, name: &str) -> f64 {
         .processes()
         .iter()
         .filter(|(n, _)| *n == name)
-        .map(|(_, pid)| cpu_seconds(*pid))
+        .map(|(_, pid)| stat_cpu_seconds(&format!("/proc/{pid}/stat")))
         .sum()
 }
 
@@ -476,7 +459,10 @@ async fn round(side: Side, shape: &Shape) -> Figures {
     };
     prepare(shape, plane).await;
     let pid = start_controller(side, shape, plane).await;
-    let (cpu0, rss0) = (cpu_seconds(pid), status_kib(pid, "VmRSS"));
+    let (cpu0, rss0) = (
+        stat_cpu_seconds(&format!("/proc/{pid}/stat")),
+        status_kib(&pid.to_string(), "VmRSS"),
+    );
     let (api0, etcd0) = (plane_cpu(plane, "kube-apiserver"), plane_cpu(plane, "etcd"));
     let client = plane.client("bench-user").await;
     let vms: Api<DynamicObject> = Api::namespaced_with(client, NAMESPACE, &vm_resource());
@@ -514,9 +500,9 @@ async fn round(side: Side, shape: &Shape) -> Figures {
     figures.side = side.name().to_string();
     figures.vms = shape.vms;
     figures.running_s = all_running.duration_since(started).as_secs_f64();
-    figures.cpu_s = cpu_seconds(pid) - cpu0;
+    figures.cpu_s = stat_cpu_seconds(&format!("/proc/{pid}/stat")) - cpu0;
     figures.rss_leading_kib = rss0;
-    figures.peak_rss_kib = status_kib(pid, "VmHWM");
+    figures.peak_rss_kib = status_kib(&pid.to_string(), "VmHWM");
     figures.writes_until_running = until_running;
     figures.apiserver_cpu_s = plane_cpu(plane, "kube-apiserver") - api0;
     figures.etcd_cpu_s = plane_cpu(plane, "etcd") - etcd0;
