@@ -56,7 +56,8 @@ pub struct BackendStorageState {
     /// `PVCForVMI`: the claim of the VMI's namespace labelled `persistent-state-for=<VMI>`,
     /// else one named `persistent-state-for-<VMI>`; claims being deleted are skipped.
     pub claim: Option<Claim>,
-    /// What `createPVC` would send (`Err`: `getStorageClass`'s error).
+    /// What `createPVC` would send (`Err`: `getStorageClass`'s error), built only when the VMI
+    /// needs a claim and has none.
     pub new_claim: Result<PersistentVolumeClaim, String>,
 }
 
@@ -408,14 +409,21 @@ pub(crate) fn state<'a>(
             .find(|c| c.metadata.name.as_deref() == Some(name))
             .map(|c| (*c).clone())
     };
+    let needed = is_needed(vmi);
     let claim = find_claim(vmi, claims).map(|c| claim_facts(c, class));
-    let new_claim = storage_class(configured, classes).map(|sc| {
-        let sets = profile_sets(&sc);
-        let configured = configured.is_some_and(|c| !c.is_empty());
-        new_claim(vmi, &sc, access_mode(configured, sets.as_deref()))
-    });
+    // Only [`plan`]'s create reads the new claim: built for a VMI that needs one and has none,
+    // not on every reconcile of every VMI.
+    let new_claim = if needed && claim.is_none() {
+        storage_class(configured, classes).map(|sc| {
+            let sets = profile_sets(&sc);
+            let configured = configured.is_some_and(|c| !c.is_empty());
+            new_claim(vmi, &sc, access_mode(configured, sets.as_deref()))
+        })
+    } else {
+        Err("no claim to create: not needed, or one exists".into())
+    };
     BackendStorageState {
-        needed: is_needed(vmi),
+        needed,
         claim,
         new_claim,
     }
