@@ -83,6 +83,23 @@ impl Extra {
         self.with_map(f)
     }
 
+    /// Whether the fields may hold `key`: `false` only when the text, not yet parsed, has no
+    /// `"key"` in it, so a reconcile that looks for a field most objects lack (a memory dump
+    /// volume among a VMI's volumes) does not parse every unmodelled map to find it missing.
+    /// `key` must need no JSON escaping (letters, digits, `-`, `_`, `.`, `/`).
+    pub(crate) fn may_have_key(&self, key: &str) -> bool {
+        let Some(fields) = &self.0 else {
+            return false;
+        };
+        if fields.map.get().is_some() {
+            return true;
+        }
+        fields.text.as_deref().is_some_and(|t| {
+            t.match_indices(key)
+                .any(|(i, _)| t[..i].ends_with('"') && t[i + key.len()..].starts_with('"'))
+        })
+    }
+
     /// Whether this copy holds a parsed map (for tests of what reads keep).
     #[cfg(test)]
     pub(crate) fn holds_parsed_map(&self) -> bool {
@@ -500,6 +517,33 @@ mod tests {
         assert_eq!(m, none, "an empty map equals no map");
         assert!(Extra::from(serde_json::Map::new()).0.is_none());
         assert_eq!(format!("{:?}", Extra::new()), "{}");
+    }
+
+    #[test]
+    fn may_have_key_is_false_only_when_the_text_lacks_the_quoted_key() {
+        let text = r#"{"name":"a","containerDisk":{"image":"xmemoryDump"},"memoryDumpX":1}"#;
+        let m: Modelled = serde_json::from_str(text).expect("decodes");
+        assert!(
+            !m.extra.may_have_key("memoryDump"),
+            "a longer word is not the key"
+        );
+        assert!(!m.extra.holds_parsed_map(), "the check parses nothing");
+        assert!(m.extra.may_have_key("containerDisk") && m.extra.may_have_key("image"));
+        let dump: Modelled =
+            serde_json::from_str(r#"{"memoryDump":{"claimName":"c"}}"#).expect("decodes");
+        assert!(dump.extra.may_have_key("memoryDump"));
+        let value: Modelled = serde_json::from_str(r#"{"image":"memoryDump"}"#).expect("decodes");
+        assert!(
+            value.extra.may_have_key("memoryDump"),
+            "a value alike: parse to be sure"
+        );
+        assert!(!Modelled::default().extra.may_have_key("memoryDump"));
+        let mut written = Modelled::default();
+        written.extra.insert("other".into(), json!(1));
+        assert!(
+            written.extra.may_have_key("memoryDump"),
+            "a parsed map: no shortcut"
+        );
     }
 
     #[test]

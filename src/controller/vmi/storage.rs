@@ -135,6 +135,9 @@ impl CdiOverhead {
 
 /// The claim of a `memoryDump` volume (`PVCNameFromVirtVolume`, pvc.go:117-119).
 fn memory_dump_claim(volume: &Volume) -> Option<String> {
+    if !volume.extra.may_have_key("memoryDump") {
+        return None;
+    }
     volume.extra.read(|m| {
         m.get("memoryDump")?
             .get("claimName")?
