@@ -244,6 +244,45 @@ async fn stored_objects(server: Server) -> Stored {
     stored
 }
 
+/// The launcher-pod label patch of the VMI controller (`test` of the whole label map, then
+/// `replace`; lifecycle.go:789-796) sent twice, as a sync whose pod cache has not seen the
+/// first one sends it again (docs/performance.md, "With KubeVirt's client rate limit"): the
+/// second one's refusal as a JSON Status, after checking that it changed nothing.
+async fn repeated_label_patch(client: kube::Client, namespace: &str) -> Value {
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    pods.create(
+        &PostParams::default(),
+        &common::objects::pod("launcher", None),
+    )
+    .await
+    .expect("create the pod");
+    // kube's own `json_patch` version (the crate's is another).
+    let patch = || {
+        Patch::<()>::Json(
+            serde_json::from_value(json!([
+                {"op": "test", "path": "/metadata/labels", "value": {"app": "web"}},
+                {"op": "replace", "path": "/metadata/labels",
+                 "value": {"app": "web", "kubevirt.io/nodeName": "node01"}}
+            ]))
+            .expect("patch"),
+        )
+    };
+    let pp = PatchParams::default();
+    let first = pods
+        .patch("launcher", &pp, &patch())
+        .await
+        .expect("the first patch applies");
+    let stored = first.metadata.resource_version.clone();
+    let refused = pods
+        .patch("launcher", &pp, &patch())
+        .await
+        .expect_err("the second patch's test fails");
+    let after = pods.get("launcher").await.expect("get the pod");
+    assert_eq!(after.metadata.resource_version, stored, "nothing changed");
+    serde_json::to_value(common::objects::api_err(refused)).expect("status json")
+}
+
 #[test]
 fn differences_name_each_path() {
     let mut out = Vec::new();
@@ -339,5 +378,33 @@ mod real_apiserver {
             "known fields stay"
         );
         plane.remove_namespace(&namespace).await;
+    }
+
+    /// A failed JSON-patch `test` gets kube-apiserver's `NewGenericServerResponse(422, ...)`
+    /// (k8s.io/apiserver handlers/patch.go:412-415, k8s.io/apimachinery
+    /// pkg/api/errors/errors.go:476-478, 500-523: reason `Invalid`, a fixed message, empty
+    /// details), word for word on the embedded server: the failed `patch pods` of a
+    /// rate-limited start look alike on both.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_repeated_label_patch_is_refused_as_kube_apiserver_refuses_it() {
+        let Some(plane) = common::control_plane::shared("a_repeated_label_patch") else {
+            return;
+        };
+        let namespace = common::control_plane::ControlPlane::fresh_namespace("label-patch");
+        plane.create_namespace(&namespace).await;
+        let real = repeated_label_patch(plane.client("virtctl-rs-e2e").await, &namespace).await;
+        plane.remove_namespace(&namespace).await;
+        let server = virtctl_rs::sim::ApiServer::start(Default::default())
+            .await
+            .expect("embedded server");
+        let client = server.client().await.expect("embedded client");
+        let embedded = repeated_label_patch(client, "default").await;
+        assert_eq!(embedded, real, "embedded / kube-apiserver");
+        assert_eq!(
+            real,
+            json!({"status": "Failure", "code": 422, "reason": "Invalid", "details": {},
+                   "message": "the server rejected our request due to an error in our request",
+                   "metadata": {}})
+        );
     }
 }

@@ -1400,6 +1400,54 @@ fn outdated_launcher_label_removed_when_up_to_date() {
     assert_eq!(replaced(&ops, "/metadata/labels"), Some(json!({})));
 }
 
+/// The failed `patch pods` of a rate-limited start (docs/performance.md, "With KubeVirt's
+/// client rate limit"). The label patch tests the pod's whole label map as the pod cache holds
+/// it (lifecycle.go:789-796, with the cached pod of vmi.go:342). The sync after the one that
+/// sent it (for virt-handler's `Running` write, which arrived while the patch waited for the
+/// client's token bucket) can read the cache before the patched pod's watch event: it builds
+/// the same patch again, and its `test` no longer holds on the server (422). KubeVirt v1.9.0
+/// does the same; once the cache has the patched pod nothing is sent.
+#[test]
+fn a_pod_cache_behind_the_label_patch_repeats_it_and_its_test_fails() {
+    let label_patch = |vmi: &VirtualMachineInstance, pod: &Pod| {
+        let d = decide(&snap_with_pod(vmi.clone(), pod.clone()));
+        d.status_actions.into_iter().find_map(|a| match a {
+            VmiAction::PatchPod { patch, why, .. } if why.contains("lifecycle.go:724") => {
+                Some(patch)
+            }
+            _ => None,
+        })
+    };
+    let mut scheduled = with_phase(pending_vmi(), Phase::Scheduled);
+    scheduled.metadata.labels = Some([(labels::NODE_NAME.into(), "node01".into())].into());
+    let cached = ready_pod();
+    let sent = label_patch(&scheduled, &cached).expect("the node label patch");
+    assert_eq!(
+        serde_json::to_value(&sent).expect("patch json"),
+        json!([
+            {"op": "test", "path": "/metadata/labels",
+             "value": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "1234"}},
+            {"op": "replace", "path": "/metadata/labels",
+             "value": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": "1234",
+                       "kubevirt.io/nodeName": "node01"}}
+        ])
+    );
+    let stored = apply_json_patch(&cached, &sent);
+
+    // virt-handler wrote the VMI Running; the pod cache still holds the pod before the patch.
+    let running = with_phase(scheduled, Phase::Running);
+    let again = label_patch(&running, &cached).expect("the label patch again");
+    assert_eq!(again, sent);
+    let mut on_server = serde_json::to_value(&stored).expect("pod json");
+    let refused = json_patch::patch(&mut on_server, &again).expect_err("the test op fails");
+    assert!(
+        matches!(refused.kind, json_patch::PatchErrorKind::TestFailed),
+        "{refused}"
+    );
+    // With the patched pod in the cache the labels are in sync.
+    assert_eq!(label_patch(&running, &stored), None);
+}
+
 // vmi_test.go:1018-1031 "should add request-evict-only annotation to the virt-launcher pod if
 // annotation does not exist"
 #[test]
