@@ -7,7 +7,8 @@
 //! (command and flags in KubeVirt's order, resources from [`super::resources`], security context,
 //! env, probes, ports, mounts), the `guest-console-log` native sidecar, container-disk containers
 //! (ImageVolume off) or image-volume init containers (ImageVolume on, the v1.9 default), volumes
-//! ([`super::volumes`]), node selector, affinity (+ the obsolete-host-model and forbidden CPU
+//! ([`super::volumes`]), node selector ([`super::node_selector`], with the Hyper-V strict-check
+//! labels of the Alpha gate `HypervStrictCheck`), affinity (+ the obsolete-host-model and forbidden CPU
 //! feature terms, the persistent-reservation claim labels and pod anti-affinity), scheduling
 //! passthrough (tolerations, DNS, scheduler, priority class, topology
 //! spread, resource claims), service account.
@@ -30,8 +31,7 @@
 //! backend-storage `vm-state` claim ([`super::backend_storage`]).
 //!
 //! Not modelled (the rendered pod lacks them; KubeVirt would add them), docs/comparison.md:
-//! - TSC-frequency node labels, Hyper-V strict-check node labels (Alpha gate), SEV/TDX pod
-//!   labels beyond the node selectors,
+//! - TSC-frequency node labels, SEV/TDX pod labels beyond the node selectors,
 //!   `permittedHostDevices` validation, temporary
 //!   ("doppelganger") pods and migration target pods.
 
@@ -42,6 +42,7 @@ use super::containers::{
 };
 use super::error::RenderError;
 use super::network::{multus_annotations, needs_network_info, network_to_resource};
+use super::node_selector::{ARCH_LABEL, CPU_FEATURE_LABEL, cpu_features, node_selector};
 use super::overhead::memory_overhead_with;
 use super::renderer::render_admissible_compute_resources;
 use super::resources::{NamespaceContext, Support};
@@ -79,18 +80,6 @@ pub const GRACE_PERIOD_PADDING_SECONDS: i64 = 15;
 pub const VIRTUAL_MACHINE_UNPAUSED: &str = "kubevirt.io/virtual-machine-unpaused";
 /// Node label of nodes whose host-model CPU is obsolete (types.go:1287).
 pub const NODE_HOST_MODEL_IS_OBSOLETE_LABEL: &str = "node-labeller.kubevirt.io/obsolete-host-model";
-/// Node label prefix of CPU features (types.go:1269).
-pub const CPU_FEATURE_LABEL: &str = "cpu-feature.node.kubevirt.io/";
-/// Node label prefix of CPU models (types.go:1271).
-pub const CPU_MODEL_LABEL: &str = "cpu-model.node.kubevirt.io/";
-/// Node label prefix of machine types (types.go:1279).
-pub const MACHINE_TYPE_LABEL: &str = "machine-type.node.kubevirt.io/";
-/// Node selector for dedicated CPUs (types.go:1246).
-pub const CPU_MANAGER_LABEL: &str = "kubevirt.io/cpumanager";
-/// Node label prefix for cross-architecture capable nodes (types.go:1348).
-pub const VM_ARCH_LABEL: &str = "kubevirt.io/vm-arch-";
-/// `kubernetes.io/arch`.
-pub const ARCH_LABEL: &str = "kubernetes.io/arch";
 /// Istio sidecar injection annotation/label.
 pub const ISTIO_INJECT: &str = "sidecar.istio.io/inject";
 /// Pod annotation: migrations of this pod use unix sockets (types.go:1306).
@@ -246,119 +235,6 @@ fn reject_label(affinity: Option<Affinity>, label: &str) -> Affinity {
         }
     }
     affinity
-}
-
-fn cpu_features(vmi: &VirtualMachineInstance) -> Vec<(String, String)> {
-    vmi.spec
-        .domain
-        .cpu
-        .as_ref()
-        .and_then(|c| c.extra.get("features"))
-        .and_then(|f| f.as_array())
-        .map(|fs| {
-            fs.iter()
-                .map(|f| {
-                    let s = |k: &str| {
-                        f.get(k)
-                            .and_then(|v| v.as_str())
-                            .unwrap_or_default()
-                            .to_string()
-                    };
-                    (s("name"), s("policy"))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The pod's node selector (nodeselectorrenderer.go:33-99 and template.go:1066-1132).
-fn node_selector(
-    vmi: &VirtualMachineInstance,
-    settings: &ClusterSettings,
-    cross_arch: bool,
-) -> BTreeMap<String, String> {
-    let spec = &vmi.spec;
-    let arch = spec.architecture.as_deref().unwrap_or_default();
-    let mut sel = BTreeMap::new();
-    sel.insert(labels::SCHEDULABLE.to_string(), "true".to_string());
-    if !arch.is_empty() {
-        sel.insert(ARCH_LABEL.to_string(), arch.to_lowercase());
-    }
-    sel.extend(settings.node_selectors.clone());
-    sel.extend(spec.node_selector.clone().unwrap_or_default());
-    if cross_arch && !arch.is_empty() {
-        sel.remove(ARCH_LABEL);
-    }
-    let mut enable = |label: String| {
-        sel.insert(label, "true".to_string());
-    };
-    if spec.is_cpu_dedicated() {
-        enable(CPU_MANAGER_LABEL.into());
-    }
-    let model = spec.cpu_model();
-    if !model.is_empty() {
-        if model != "host-model" && model != "host-passthrough" {
-            enable(format!("{CPU_MODEL_LABEL}{model}"));
-        }
-        for (name, policy) in cpu_features(vmi) {
-            if policy.is_empty() || policy == "require" {
-                enable(format!("{CPU_FEATURE_LABEL}{name}"));
-            }
-        }
-    }
-    let machine = vmi
-        .status
-        .as_ref()
-        .and_then(|s| s.extra.get("machine"))
-        .and_then(|m| m.get("type"))
-        .and_then(|t| t.as_str())
-        .filter(|t| !t.is_empty())
-        .or_else(|| {
-            spec.domain
-                .extra
-                .get("machine")
-                .and_then(|m| m.get("type"))
-                .and_then(|t| t.as_str())
-                .filter(|t| !t.is_empty())
-        });
-    if let Some(m) = machine {
-        enable(format!("{MACHINE_TYPE_LABEL}{m}"));
-    }
-    if spec
-        .domain
-        .cpu
-        .as_ref()
-        .and_then(|c| c.extra.get("realtime"))
-        .is_some_and(|r| !r.is_null())
-    {
-        enable("kubevirt.io/realtime".into());
-    }
-    let ls = spec.domain.launch_security.as_ref();
-    if spec.is_sev() {
-        enable("kubevirt.io/sev".into());
-    }
-    let sev_es = ls
-        .and_then(|l| l.sev.as_ref())
-        .and_then(|s| s.get("policy"))
-        .and_then(|p| p.get("encryptedState"))
-        .and_then(|e| e.as_bool())
-        .unwrap_or(false);
-    if sev_es {
-        enable("kubevirt.io/sev-es".into());
-    }
-    if ls.is_some_and(|l| l.snp.is_some()) {
-        enable("kubevirt.io/sev-snp".into());
-    }
-    if ls.is_some() && arch == "s390x" {
-        enable("kubevirt.io/s390-pv".into());
-    }
-    if spec.is_tdx() {
-        enable("kubevirt.io/tdx".into());
-    }
-    if cross_arch && !arch.is_empty() {
-        enable(format!("{VM_ARCH_LABEL}{arch}"));
-    }
-    sel
 }
 
 fn env_value(name: &str, value: &str) -> EnvVar {
@@ -1138,7 +1014,12 @@ fn pod_spec(
         restart_policy: Some("Never".into()),
         containers,
         init_containers: (!init_containers.is_empty()).then_some(init_containers),
-        node_selector: Some(node_selector(input.vmi, input.settings, input.cross_arch)),
+        node_selector: Some(node_selector(
+            input.vmi,
+            input.settings,
+            input.cross_arch,
+            &input.object,
+        )?),
         volumes: Some(volumes),
         image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
             pull_secrets
@@ -1958,7 +1839,7 @@ mod tests {
                 .clone()
                 .unwrap()
                 .keys()
-                .any(|k| k.starts_with(CPU_MODEL_LABEL))
+                .any(|k| k.starts_with(crate::launcher::node_selector::CPU_MODEL_LABEL))
         );
     }
 
