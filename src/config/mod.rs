@@ -137,6 +137,12 @@ pub struct ClusterSettings {
     /// 536-543): how the VM controller keeps a VM's instancetype and preference.
     #[serde(default)]
     pub instancetype_reference_policy: ReferencePolicy,
+    /// `permittedHostDevices` (`GetPermittedHostDevices`, virt-config.go:314-316): the
+    /// `resourceName` of every PCI, mediated and USB entry. `None` when the CR does not set it
+    /// (no check); `Some` (even empty) makes the renderer refuse a VMI's GPU or host device
+    /// whose `deviceName` is not listed (renderresources.go:493-531).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permitted_host_devices: Option<Vec<String>>,
     /// The machine types, `cpuRequest` and `evictionStrategy` the full VMI spec defaults read
     /// (the instancetype expansion runs them on the VM template).
     #[serde(default)]
@@ -457,6 +463,7 @@ impl Default for ClusterSettings {
             selinux_launcher_type: None,
             vm_state_storage_class: None,
             instancetype_reference_policy: ReferencePolicy::Reference,
+            permitted_host_devices: None,
             spec_defaults: Default::default(),
         }
     }
@@ -512,6 +519,42 @@ fn token_bucket(
             .ok_or_else(|| ("burst", format!("must be a positive integer, found {b}")))?;
     }
     Ok(out)
+}
+
+/// `spec.configuration.permittedHostDevices`: the resource names of its `pciHostDevices`,
+/// `mediatedDevices` and `usb` entries (core/v1/types.go:3678-3730); `None` when unset or null.
+/// A list or a `resourceName` of the wrong type names its field.
+fn permitted_host_devices(cfg: &serde_json::Value) -> Result<Option<Vec<String>>, SettingsError> {
+    let field = "permittedHostDevices";
+    let Some(v) = cfg.get(field).filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let Some(map) = v.as_object() else {
+        return Err(cr_field_err(field, format!("must be an object, found {v}")));
+    };
+    let mut names = Vec::new();
+    for kind in ["pciHostDevices", "mediatedDevices", "usb"] {
+        let Some(list) = map.get(kind).filter(|l| !l.is_null()) else {
+            continue;
+        };
+        let Some(items) = list.as_array() else {
+            return Err(cr_field_err(
+                &format!("{field}.{kind}"),
+                format!("must be a list, found {list}"),
+            ));
+        };
+        for (i, item) in items.iter().enumerate() {
+            let name = item.get("resourceName").and_then(|n| n.as_str());
+            let Some(name) = name else {
+                return Err(cr_field_err(
+                    &format!("{field}.{kind}[{i}].resourceName"),
+                    "must be a string".into(),
+                ));
+            };
+            names.push(name.to_string());
+        }
+    }
+    Ok(Some(names))
 }
 
 /// `spec.configuration.network.binding`: the registered plugins and their memory overhead.
@@ -591,7 +634,7 @@ impl ClusterSettings {
     /// `spec.configuration.additionalGuestMemoryOverheadRatio`,
     /// `spec.configuration.virtualMachineOptions.disableSerialConsoleLog`,
     /// `spec.configuration.network.binding.<name>.computeResourceOverhead.requests.memory`,
-    /// `spec.configuration.supportContainerResources`.
+    /// `spec.configuration.supportContainerResources`, `spec.configuration.permittedHostDevices`.
     ///
     /// Errors name the field: a ratio ≤ 0, an overcommit ≤ 0, an invalid quantity.
     pub fn from_kubevirt_cr(cr: &serde_json::Value) -> Result<Self, SettingsError> {
@@ -711,6 +754,7 @@ impl ClusterSettings {
             s.support_container_resources =
                 support_container_resources(v).map_err(|(f, m)| field_err(&f, m))?;
         }
+        s.permitted_host_devices = permitted_host_devices(&cfg)?;
         s.architecture = default_architecture(cr, &cfg).unwrap_or(s.architecture);
         Ok(s)
     }
@@ -997,6 +1041,44 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// `permittedHostDevices` (types.go:3678-3730): unset or null is no check; set, the
+    /// resource names of its three lists, in order; an entry without a string `resourceName`
+    /// names its field.
+    #[test]
+    fn reads_permitted_host_devices() {
+        let read = |v: serde_json::Value| {
+            ClusterSettings::from_kubevirt_cr(&json!({"kind": "KubeVirt", "spec": {
+                "configuration": {"permittedHostDevices": v}}}))
+            .map(|s| s.permitted_host_devices)
+        };
+        assert_eq!(ClusterSettings::default().permitted_host_devices, None);
+        assert_eq!(read(json!(null)), Ok(None));
+        assert_eq!(read(json!({})), Ok(Some(vec![])));
+        assert_eq!(
+            read(json!({
+                "usb": [{"resourceName": "kubevirt.io/storage",
+                         "selectors": [{"vendor": "46f4", "product": "0001"}]}],
+                "pciHostDevices": [{"pciVendorSelector": "10DE:1EB8",
+                                    "resourceName": "nvidia.com/TU104GL_Tesla_T4"}],
+                "mediatedDevices": [{"mdevNameSelector": "GRID T4-1Q",
+                                     "resourceName": "nvidia.com/GRID_T4-1Q"}]})),
+            Ok(Some(vec![
+                "nvidia.com/TU104GL_Tesla_T4".to_string(),
+                "nvidia.com/GRID_T4-1Q".to_string(),
+                "kubevirt.io/storage".to_string(),
+            ]))
+        );
+        let e = read(json!({"pciHostDevices": [{"pciVendorSelector": "10DE:1EB8"}]}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.configuration.permittedHostDevices.pciHostDevices[0].resourceName"),
+            "{e}"
+        );
+        assert!(read(json!({"usb": {}})).is_err());
+        assert!(read(json!([])).is_err());
     }
 
     /// virt-config.go:514-517: unset or `LiveUpdate` is live update, `Stage` is not; anything

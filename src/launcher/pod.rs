@@ -24,6 +24,11 @@
 //!   `--image-pull-secret` flag, not the CR), OVMF paths
 //!   `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF` (arm64), `""` (s390x).
 //!
+//! The CR's `permittedHostDevices` refuses a VMI whose GPU or host device it does not list: no
+//! pod, a [`RenderError::Input`] with KubeVirt's text (renderresources.go:493-531), which the VMI
+//! controller reports as `FailedCreate` "failed to render launch manifest: …" like any render
+//! error.
+//!
 //! Also rendered: hook sidecars and network binding plugin sidecars ([`super::sidecars`]; a
 //! hook's ConfigMap and, with `ExternalNetResourceInjection` disabled, a Multus network's
 //! NetworkAttachmentDefinition are read by the caller: `NamespaceContext::lookups`), the Multus
@@ -31,8 +36,7 @@
 //! backend-storage `vm-state` claim ([`super::backend_storage`]).
 //!
 //! Not modelled (the rendered pod lacks them; KubeVirt would add them), docs/comparison.md:
-//! - TSC-frequency node labels, SEV/TDX pod labels beyond the node selectors,
-//!   `permittedHostDevices` validation, temporary
+//! - TSC-frequency node labels, SEV/TDX pod labels beyond the node selectors, temporary
 //!   ("doppelganger") pods and migration target pods.
 
 use super::containers::{
@@ -103,7 +107,8 @@ pub const CUSTOM_LIBVIRT_LOG_FILTERS: &str = "kubevirt.io/libvirt-log-filters";
 ///
 /// Errors ([`RenderError`]): empty `metadata.name`/`metadata.namespace`, invalid quantities,
 /// malformed passthrough fields (affinity, tolerations, ...), a non-integer `logVerbosity`
-/// label, a sysprep volume without source, a PVC missing from `ns.pvcs`.
+/// label, a sysprep volume without source, a PVC missing from `ns.pvcs`, a GPU or host device
+/// the CR's `permittedHostDevices` does not list.
 pub fn render_launch_manifest(
     vmi: &VirtualMachineInstance,
     settings: &ClusterSettings,
@@ -413,6 +418,10 @@ fn render_pod(
     // The networks' NADs, read while rendering (template.go:427-433): a missing one fails the
     // render; their resources are the renderer's `WithNetworkResources`.
     network_to_resource(vmi, settings, ns).map_err(|m| input.input_error(m))?;
+    // The CR's permittedHostDevices, checked before any resource (template.go:1031-1033).
+    if let Some(refused) = super::renderer::unpermitted_host_devices(vmi, settings) {
+        return Err(input.input_error(refused));
+    }
     // A pod that will be created: fix what the API server would reject (docs/run-controller.md).
     let compute_resources =
         render_admissible_compute_resources(vmi, resources, settings, overhead_bytes, ns).map_err(
@@ -1778,6 +1787,38 @@ mod tests {
         let hp = mounts.iter().find(|m| m.name == "hotplug-disks").unwrap();
         assert_eq!(hp.mount_path, "/var/run/kubevirt/hotplug-disks");
         assert_eq!(hp.mount_propagation.as_deref(), Some("HostToContainer"));
+    }
+
+    /// template.go:1031-1033: a device the CR's `permittedHostDevices` does not list gets no
+    /// pod but an input error carrying KubeVirt's text alone; a listed one renders its request.
+    #[test]
+    fn unpermitted_host_device_gets_no_pod() {
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"gpus": [{"name": "g", "deviceName": "example.com/gpu"}]}}}),
+        );
+        let s = ClusterSettings {
+            permitted_host_devices: Some(vec!["example.com/fpga".into()]),
+            ..test_settings()
+        };
+        let mut rng = StdRng::seed_from_u64(1);
+        let e = render_launch_manifest(&v, &s, &NamespaceContext::default(), &mut rng).unwrap_err();
+        assert!(matches!(e, RenderError::Input { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "GPU example.com/gpu is not permitted in permittedHostDevices configuration"
+        );
+        let s = ClusterSettings {
+            permitted_host_devices: Some(vec!["example.com/gpu".into()]),
+            ..s
+        };
+        let limits = compute(&render(&v, &s))
+            .resources
+            .clone()
+            .unwrap()
+            .limits
+            .unwrap();
+        assert_eq!(limits["example.com/gpu"].0, "1");
     }
 
     /// nodeselectorrenderer.go:33-99, template_test.go:1154-1360, 1748.

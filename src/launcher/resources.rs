@@ -6,8 +6,8 @@
 //! Multus network resource names come from the NADs the caller read ([`RenderLookups`]; KubeVirt
 //! reads them only when the Beta gate `ExternalNetResourceInjection` is disabled — it is on by
 //! default, so the default KubeVirt renders none either). The support containers' resources read
-//! the KubeVirt CR's `supportContainerResources` through [`Support`]. Not modelled:
-//! `permittedHostDevices` validation, the Hyper-V (`mshv`) hypervisor device.
+//! the KubeVirt CR's `supportContainerResources` through [`Support`]. Not modelled: the Hyper-V
+//! (`mshv`) hypervisor device.
 
 use crate::api::quantity::ParsedQuantity;
 use k8s_openapi::api::core::v1::{ResourceClaim, ResourceRequirements};
