@@ -143,6 +143,16 @@ pub struct ClusterSettings {
     /// whose `deviceName` is not listed (renderresources.go:493-531).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permitted_host_devices: Option<Vec<String>>,
+    /// `developerConfiguration.diskVerification.memoryLimit` in bytes (`GetDiskVerification`,
+    /// virt-config.go:222-224; 2000Mi by default, virt-config.go:89, configuration.go:183-197):
+    /// the compute container's `--disk-memory-limit` (template.go:471).
+    #[serde(default = "default_disk_memory_limit")]
+    pub disk_memory_limit_bytes: i64,
+    /// The name of the CR's first `hypervisors` entry when it sets one (`kvm` or
+    /// `hyperv-direct`); read through [`ClusterSettings::hypervisor_name`], which applies the
+    /// Alpha gate `ConfigurableHypervisor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configured_hypervisor: Option<String>,
     /// The machine types, `cpuRequest` and `evictionStrategy` the full VMI spec defaults read
     /// (the instancetype expansion runs them on the VM template).
     #[serde(default)]
@@ -233,6 +243,67 @@ fn default_image_pull_policy() -> String {
 
 fn default_launcher_verbosity() -> u64 {
     DEFAULT_LAUNCHER_LOG_VERBOSITY
+}
+
+fn default_disk_memory_limit() -> i64 {
+    DEFAULT_DISK_MEMORY_LIMIT_BYTES
+}
+
+/// KubeVirt's hypervisor names (core/v1/types.go:3218-3221).
+pub(crate) const KVM_HYPERVISOR: &str = "kvm";
+/// The Hyper-V direct hypervisor, whose launcher device is `mshv`
+/// (pkg/hypervisor/launcherhypervisorresources.go:40-48).
+pub(crate) const HYPERV_DIRECT_HYPERVISOR: &str = "hyperv-direct";
+
+/// `developerConfiguration.diskVerification.memoryLimit` and `hypervisors[0].name`. KubeVirt
+/// merges the CR over its defaults with Go's JSON decoding (configuration.go:304-323): an
+/// absent or null `diskVerification` keeps 2000Mi, but one without `memoryLimit` sets it to
+/// nil, which the renderer then dereferences (template.go:471) — refused here, naming the
+/// field. `hypervisors[0]` is decoded into the default `{name: kvm}`, so an entry without a
+/// name stays `kvm`.
+fn read_hypervisor_settings(
+    cfg: &serde_json::Value,
+    s: &mut ClusterSettings,
+) -> Result<(), SettingsError> {
+    let field = "developerConfiguration.diskVerification";
+    if let Some(dv) = cfg
+        .pointer("/developerConfiguration/diskVerification")
+        .filter(|v| !v.is_null())
+    {
+        let limit = dv.get("memoryLimit").filter(|v| !v.is_null());
+        let Some(limit) = limit else {
+            return Err(cr_field_err(
+                &format!("{field}.memoryLimit"),
+                "must be set when diskVerification is (KubeVirt's renderer reads it unchecked)"
+                    .into(),
+            ));
+        };
+        let text = limit
+            .as_str()
+            .map_or_else(|| limit.to_string(), str::to_string);
+        let q = ParsedQuantity::parse(&text)
+            .map_err(|e| cr_field_err(&format!("{field}.memoryLimit"), e.to_string()))?;
+        s.disk_memory_limit_bytes = q.value();
+    }
+    if let Some(list) = cfg.get("hypervisors").filter(|v| !v.is_null()) {
+        let Some(items) = list.as_array() else {
+            return Err(cr_field_err(
+                "hypervisors",
+                format!("must be a list, found {list}"),
+            ));
+        };
+        s.configured_hypervisor = match items.first().map(|h| h.get("name")) {
+            None | Some(None | Some(serde_json::Value::Null)) => None,
+            Some(Some(serde_json::Value::String(n))) => Some(n.clone()).filter(|n| !n.is_empty()),
+            Some(Some(other)) => {
+                return Err(cr_field_err(
+                    "hypervisors[0].name",
+                    format!("must be a string, found {other}"),
+                ));
+            }
+        };
+    }
+    Ok(())
 }
 
 /// The CR's launcher settings: `imagePullPolicy`, `logVerbosity.virtLauncher`,
@@ -464,6 +535,8 @@ impl Default for ClusterSettings {
             vm_state_storage_class: None,
             instancetype_reference_policy: ReferencePolicy::Reference,
             permitted_host_devices: None,
+            disk_memory_limit_bytes: DEFAULT_DISK_MEMORY_LIMIT_BYTES,
+            configured_hypervisor: None,
             spec_defaults: Default::default(),
         }
     }
@@ -634,7 +707,9 @@ impl ClusterSettings {
     /// `spec.configuration.additionalGuestMemoryOverheadRatio`,
     /// `spec.configuration.virtualMachineOptions.disableSerialConsoleLog`,
     /// `spec.configuration.network.binding.<name>.computeResourceOverhead.requests.memory`,
-    /// `spec.configuration.supportContainerResources`, `spec.configuration.permittedHostDevices`.
+    /// `spec.configuration.supportContainerResources`, `spec.configuration.permittedHostDevices`,
+    /// `spec.configuration.developerConfiguration.diskVerification.memoryLimit`,
+    /// `spec.configuration.hypervisors[0].name`.
     ///
     /// Errors name the field: a ratio ≤ 0, an overcommit ≤ 0, an invalid quantity.
     pub fn from_kubevirt_cr(cr: &serde_json::Value) -> Result<Self, SettingsError> {
@@ -755,6 +830,7 @@ impl ClusterSettings {
                 support_container_resources(v).map_err(|(f, m)| field_err(&f, m))?;
         }
         s.permitted_host_devices = permitted_host_devices(&cfg)?;
+        read_hypervisor_settings(&cfg, &mut s)?;
         s.architecture = default_architecture(cr, &cfg).unwrap_or(s.architecture);
         Ok(s)
     }
@@ -776,6 +852,16 @@ impl ClusterSettings {
         self.additional_guest_memory_overhead_ratio
             .as_deref()
             .and_then(|r| r.trim().parse::<f64>().ok())
+    }
+
+    /// `GetHypervisor().Name` (virt-config.go:557-576): the CR's first `hypervisors` entry
+    /// with the Alpha gate `ConfigurableHypervisor` (featuregate/active.go:152, 319) on, else
+    /// `kvm`. The launcher's `--hypervisor` flag (template.go:472).
+    pub(crate) fn hypervisor_name(&self) -> &str {
+        match &self.configured_hypervisor {
+            Some(name) if self.gate_enabled("ConfigurableHypervisor", false) => name,
+            _ => KVM_HYPERVISOR,
+        }
     }
 
     /// Whether a feature gate is on, with KubeVirt's precedence (pkg/virt-config/featuregate):
@@ -1079,6 +1165,55 @@ mod tests {
         );
         assert!(read(json!({"usb": {}})).is_err());
         assert!(read(json!([])).is_err());
+    }
+
+    /// The disk-verification limit (configuration.go:183-197: 2000Mi unless set; a
+    /// `diskVerification` without `memoryLimit` refused, naming the field) and the hypervisor
+    /// name (virt-config.go:557-576: the first entry's, only with `ConfigurableHypervisor`).
+    #[test]
+    fn reads_disk_verification_and_hypervisor() {
+        let read = |cfg: serde_json::Value| {
+            ClusterSettings::from_kubevirt_cr(
+                &json!({"kind": "KubeVirt", "spec": {"configuration": cfg}}),
+            )
+        };
+        let d = read(json!({})).unwrap();
+        assert_eq!(
+            (d.disk_memory_limit_bytes, d.hypervisor_name()),
+            (2_097_152_000, "kvm")
+        );
+        let s = read(json!({"developerConfiguration": {
+            "diskVerification": {"memoryLimit": "1500M"}}}))
+        .unwrap();
+        assert_eq!(s.disk_memory_limit_bytes, 1_500_000_000);
+        let s = read(json!({"developerConfiguration": {"diskVerification": null}})).unwrap();
+        assert_eq!(s.disk_memory_limit_bytes, 2_097_152_000);
+        let e = read(json!({"developerConfiguration": {"diskVerification": {}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.configuration.developerConfiguration.diskVerification.memoryLimit"),
+            "{e}"
+        );
+        let direct = json!([{"name": "hyperv-direct"}]);
+        let s = read(json!({"hypervisors": direct})).unwrap();
+        assert_eq!(s.hypervisor_name(), "kvm", "the Alpha gate is off");
+        let s = read(json!({"hypervisors": direct,
+            "developerConfiguration": {"featureGates": ["ConfigurableHypervisor"]}}))
+        .unwrap();
+        assert_eq!(s.hypervisor_name(), "hyperv-direct");
+        for unnamed in [json!([]), json!([{}]), json!([{"name": ""}])] {
+            let s = read(json!({"hypervisors": unnamed,
+                "developerConfiguration": {"featureGates": ["ConfigurableHypervisor"]}}))
+            .unwrap();
+            assert_eq!(s.hypervisor_name(), "kvm", "{unnamed}");
+        }
+        assert!(
+            read(json!({"hypervisors": [{"name": 1}]}))
+                .unwrap_err()
+                .to_string()
+                .contains("spec.configuration.hypervisors[0].name")
+        );
     }
 
     /// virt-config.go:514-517: unset or `LiveUpdate` is live update, `Stage` is not; anything

@@ -19,8 +19,13 @@
 //!   every new VMI unless the Root feature gate is on, so a VMI read from a manifest (no status)
 //!   is treated as runtimeUser 107 → non-root. Set `status.runtimeUser: 0` to render a root pod.
 //! - The KubeVirt CR's image pull policy, launcher log verbosity, default runtime class and VMI
-//!   seccomp profile come from [`ClusterSettings`]. Cluster-level values it does not carry take
-//!   KubeVirt's defaults: hypervisor `kvm`, no launcher pull secret (virt-controller's
+//!   seccomp profile come from [`ClusterSettings`], and so do `--disk-memory-limit`
+//!   (`developerConfiguration.diskVerification.memoryLimit`, template.go:471) and `--hypervisor`
+//!   with its device (`hypervisors[0].name` under the Alpha gate `ConfigurableHypervisor`,
+//!   template.go:472, 1025, 1039-1041: `devices.kubevirt.io/mshv` for `hyperv-direct`).
+//!   KubeVirt picks the device once, when virt-controller starts (template.go:1432), and the flag
+//!   on every render; here both follow the CR. Cluster-level values the settings do not carry
+//!   take KubeVirt's defaults: no launcher pull secret (virt-controller's
 //!   `--image-pull-secret` flag, not the CR), OVMF paths
 //!   `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF` (arm64), `""` (s390x).
 //!
@@ -61,8 +66,8 @@ use crate::api::resources::VmiResources;
 use crate::api::vmi::VirtualMachineInstance;
 use crate::api::{API_VERSION, annotations, labels};
 use crate::config::{
-    ClusterSettings, DEFAULT_DISK_MEMORY_LIMIT_BYTES, DEFAULT_GRACE_PERIOD_SECONDS,
-    DEFAULT_LAUNCHER_LOG_VERBOSITY, QEMU_TIMEOUT_JITTER_RANGE,
+    ClusterSettings, DEFAULT_GRACE_PERIOD_SECONDS, DEFAULT_LAUNCHER_LOG_VERBOSITY,
+    QEMU_TIMEOUT_JITTER_RANGE,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, LocalObjectReference, NodeAffinity, NodeSelector,
@@ -559,9 +564,9 @@ fn compute_command(
         "--ovmf-path",
         ovmf_path(input.arch),
         "--disk-memory-limit",
-        &DEFAULT_DISK_MEMORY_LIMIT_BYTES.to_string(),
+        &input.settings.disk_memory_limit_bytes.to_string(),
         "--hypervisor",
-        "kvm",
+        input.settings.hypervisor_name(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -1787,6 +1792,42 @@ mod tests {
         let hp = mounts.iter().find(|m| m.name == "hotplug-disks").unwrap();
         assert_eq!(hp.mount_path, "/var/run/kubevirt/hotplug-disks");
         assert_eq!(hp.mount_propagation.as_deref(), Some("HostToContainer"));
+    }
+
+    /// template.go:471-472, 1025, 1039-1041 (template_test.go:599-600 with other values): the
+    /// CR's disk-verification limit and hypervisor reach `--disk-memory-limit` and
+    /// `--hypervisor`; `hyperv-direct` asks for the `mshv` device instead of `kvm`.
+    #[test]
+    fn disk_memory_limit_and_hypervisor_come_from_the_cr() {
+        let cr = |extra: serde_json::Value| {
+            let mut cfg = json!({"developerConfiguration": {
+                "diskVerification": {"memoryLimit": "1Gi"}, "featureGates": ["ConfigurableHypervisor"]}});
+            if let Some(h) = extra.get("hypervisors") {
+                cfg["hypervisors"] = h.clone();
+            }
+            ClusterSettings {
+                launcher_image: "kubevirt/virt-launcher".into(),
+                ..ClusterSettings::from_kubevirt_cr(&json!({"kind": "KubeVirt",
+                    "spec": {"configuration": cfg}}))
+                .unwrap()
+            }
+        };
+        let flag = |pod: &Pod, name: &str| {
+            let c = command(pod);
+            let at = c.iter().position(|a| a == name).unwrap();
+            c[at + 1].clone()
+        };
+        let v = vmi(json!({}), json!({"domain": {}}));
+        let pod = render(&v, &cr(json!({})));
+        assert_eq!(flag(&pod, "--disk-memory-limit"), "1073741824");
+        assert_eq!(flag(&pod, "--hypervisor"), "kvm");
+        let pod = render(&v, &cr(json!({"hypervisors": [{"name": "hyperv-direct"}]})));
+        assert_eq!(flag(&pod, "--hypervisor"), "hyperv-direct");
+        let limits = compute(&pod).resources.clone().unwrap().limits.unwrap();
+        assert_eq!(limits["devices.kubevirt.io/mshv"].0, "1");
+        assert!(!limits.contains_key("devices.kubevirt.io/kvm"));
+        let defaults = render(&v, &test_settings());
+        assert_eq!(flag(&defaults, "--disk-memory-limit"), "2097152000");
     }
 
     /// template.go:1031-1033: a device the CR's `permittedHostDevices` does not list gets no

@@ -40,8 +40,8 @@
 use super::resources::{
     AUTO_MEMORY_LIMITS_RATIO_LABEL, ClaimRef, ComputeResources, DEFAULT_MEMORY_LIMIT_RATIO,
     EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY, EPHEMERAL_STORAGE_OVERHEAD, IOMMUFD_DEVICE,
-    KVM_DEVICE, NamespaceContext, PR_HELPER_DEVICE, SEV_DEVICE, TDX_DEVICE, TUN_DEVICE,
-    VHOST_NET_DEVICE, VHOST_VSOCK_DEVICE,
+    NamespaceContext, PR_HELPER_DEVICE, SEV_DEVICE, TDX_DEVICE, TUN_DEVICE, VHOST_NET_DEVICE,
+    VHOST_VSOCK_DEVICE, hypervisor_device,
 };
 use crate::api::quantity::{Format, ParsedQuantity};
 use crate::api::resources::{FieldError, FieldProblem, VmiResources};
@@ -449,7 +449,8 @@ fn with_virtualization_resources(
         r.vm_limits.insert(VHOST_NET_DEVICE.into(), one);
     }
     if !emulation {
-        r.vm_limits.insert(KVM_DEVICE.into(), one);
+        r.vm_limits
+            .insert(hypervisor_device(i.settings).into(), one);
     }
     if spec.autoattach_vsock() {
         r.vm_limits.insert(VHOST_VSOCK_DEVICE.into(), one);
@@ -735,6 +736,7 @@ mod tests {
     use super::*;
     use crate::kubevirt_version::KubeVirtVersion;
     use crate::launcher::overhead::memory_overhead;
+    use crate::launcher::resources::KVM_DEVICE;
     use serde_json::json;
 
     fn vmi(spec: serde_json::Value) -> VirtualMachineInstance {
