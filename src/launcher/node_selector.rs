@@ -31,6 +31,9 @@ pub(crate) const ARCH_LABEL: &str = "kubernetes.io/arch";
 pub(crate) const HYPERV_LABEL: &str = "hyperv.node.kubevirt.io/";
 /// Node label of the CPU vendor, required for eVMCS (types.go:1277, template.go:112).
 pub(crate) const INTEL_VENDOR_LABEL: &str = "cpu-vendor.node.kubevirt.io/Intel";
+/// Prefix of the node label naming a TSC frequency a node can run
+/// (pkg/virt-controller/watch/topology/filter.go:15, tsc.go:116-118).
+pub(crate) const TSC_FREQUENCY_SCHEDULING_LABEL: &str = "scheduling.node.kubevirt.io/tsc-frequency";
 /// The Alpha feature gate that adds the Hyper-V labels (featuregate/active.go:25, 297).
 pub(crate) const HYPERV_STRICT_CHECK_GATE: &str = "HypervStrictCheck";
 
@@ -183,6 +186,10 @@ pub(crate) fn node_selector(
     if let Some(m) = machine_type(vmi) {
         enable(format!("{MACHINE_TYPE_LABEL}{m}"));
     }
+    // template.go:825-827, Render 73-75.
+    if let Some(freq) = manual_tsc_frequency(vmi, object)? {
+        enable(format!("{TSC_FREQUENCY_SCHEDULING_LABEL}-{freq}"));
+    }
     if spec
         .domain
         .cpu
@@ -199,6 +206,41 @@ pub(crate) fn node_selector(
         enable(format!("{VM_ARCH_LABEL}{arch}"));
     }
     Ok(sel)
+}
+
+/// `topology.IsManualTSCFrequencyRequired` (pkg/virt-controller/watch/topology/tsc.go:120-133):
+/// the frequency of `status.topologyHints.tscFrequency` when it is above 0 and the VMI needs a
+/// TSC frequency — an `invtsc` CPU feature with policy `require` or `force` (for boot), or the
+/// Hyper-V reenlightenment enabled (for migration) (tsc.go:135-174). The VMI controller writes
+/// the hint; a malformed one names its field.
+fn manual_tsc_frequency(
+    vmi: &VirtualMachineInstance,
+    object: &str,
+) -> Result<Option<i64>, RenderError> {
+    let hint = vmi
+        .status
+        .as_ref()
+        .and_then(|s| s.extra.get("topologyHints"))
+        .and_then(|h| h.get("tscFrequency"))
+        .filter(|f| !f.is_null());
+    let Some(hint) = hint else {
+        return Ok(None);
+    };
+    let freq = hint.as_i64().ok_or_else(|| RenderError::Field {
+        vmi: object.to_string(),
+        field: "status.topologyHints.tscFrequency".into(),
+        message: format!("must be an integer, found {hint}"),
+    })?;
+    if freq <= 0 {
+        return Ok(None);
+    }
+    let invtsc = cpu_features(vmi)
+        .iter()
+        .any(|(name, policy)| name == "invtsc" && matches!(policy.as_str(), "require" | "force"));
+    let reenlightenment = || -> Result<bool, RenderError> {
+        Ok(hyperv(vmi, object)?.is_some_and(|h| on(&h.reenlightenment)))
+    };
+    Ok((invtsc || reenlightenment()?).then_some(freq))
 }
 
 /// `status.machine.type`, else `spec.domain.machine.type` (template.go:815-824).
@@ -346,6 +388,52 @@ mod tests {
             ..Default::default()
         };
         assert!(selected(&hard, &disabled).is_empty());
+    }
+
+    fn tsc_labels(v: &VirtualMachineInstance) -> Vec<String> {
+        node_selector(v, &ClusterSettings::default(), false, "default/testvmi")
+            .unwrap()
+            .into_keys()
+            .filter(|k| k.starts_with(TSC_FREQUENCY_SCHEDULING_LABEL))
+            .collect()
+    }
+
+    /// template_test.go:1648-1699 with another frequency: the label only when the VMI needs a
+    /// TSC frequency (invtsc required or forced for boot, Hyper-V reenlightenment for
+    /// migration) and the VMI controller's hint is set and above 0.
+    #[test]
+    fn tsc_frequency_label_needs_requirement_and_hint() {
+        let with = |domain: serde_json::Value, hints: serde_json::Value| {
+            let mut v = vmi(json!({"domain": domain}));
+            v.status = serde_json::from_value(json!({"topologyHints": hints})).unwrap();
+            v
+        };
+        let boot =
+            |policy: &str| json!({"cpu": {"features": [{"name": "invtsc", "policy": policy}]}});
+        let migration = json!({"features": {"hyperv": {"reenlightenment": {"enabled": true}}}});
+        let hint = json!({"tscFrequency": 2_400_000_000_i64});
+        let label = vec![format!("{TSC_FREQUENCY_SCHEDULING_LABEL}-2400000000")];
+        assert_eq!(tsc_labels(&with(boot("require"), hint.clone())), label);
+        assert_eq!(tsc_labels(&with(boot("force"), hint.clone())), label);
+        assert_eq!(tsc_labels(&with(migration.clone(), hint.clone())), label);
+        let none: Vec<String> = Vec::new();
+        // Not required: no label even with a hint.
+        assert_eq!(tsc_labels(&with(boot("optional"), hint.clone())), none);
+        assert_eq!(tsc_labels(&with(json!({}), hint.clone())), none);
+        let off = json!({"features": {"hyperv": {"reenlightenment": {"enabled": false}}}});
+        assert_eq!(tsc_labels(&with(off, hint.clone())), none);
+        // Required but no usable hint (absent, empty, 0 when no node reports one).
+        assert_eq!(tsc_labels(&vmi(json!({"domain": boot("require")}))), none);
+        assert_eq!(tsc_labels(&with(boot("require"), json!({}))), none);
+        assert_eq!(
+            tsc_labels(&with(migration, json!({"tscFrequency": 0}))),
+            none
+        );
+        let bad = with(boot("require"), json!({"tscFrequency": "fast"}));
+        let e = node_selector(&bad, &ClusterSettings::default(), false, "default/testvmi")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("status.topologyHints.tscFrequency"), "{e}");
     }
 
     /// A malformed `hyperv` is an error naming the VMI and the field, not a panic or a

@@ -8,7 +8,8 @@
 //! env, probes, ports, mounts), the `guest-console-log` native sidecar, container-disk containers
 //! (ImageVolume off) or image-volume init containers (ImageVolume on, the v1.9 default), volumes
 //! ([`super::volumes`]), node selector ([`super::node_selector`], with the Hyper-V strict-check
-//! labels of the Alpha gate `HypervStrictCheck`), affinity (+ the obsolete-host-model and forbidden CPU
+//! labels of the Alpha gate `HypervStrictCheck` and the TSC-frequency label of a VMI whose
+//! `status.topologyHints` carries one), affinity (+ the obsolete-host-model and forbidden CPU
 //! feature terms, the persistent-reservation claim labels and pod anti-affinity), scheduling
 //! passthrough (tolerations, DNS, scheduler, priority class, topology
 //! spread, resource claims), service account.
@@ -40,9 +41,15 @@
 //! annotations ([`super::network`]), virtiofsd containers ([`super::virtiofs`]) and the
 //! backend-storage `vm-state` claim ([`super::backend_storage`]).
 //!
-//! Not modelled (the rendered pod lacks them; KubeVirt would add them), docs/comparison.md:
-//! - TSC-frequency node labels, SEV/TDX pod labels beyond the node selectors, temporary
-//!   ("doppelganger") pods and migration target pods.
+//! Not modelled (docs/comparison.md): temporary ("doppelganger") pods and migration target
+//! pods; and the VMI controller's side of the TSC frequency: v1.9 writes
+//! `status.topologyHints` from its node informer (or the CR's `minimumClusterTSCFrequency`) and
+//! holds the pod until then (vmi/lifecycle.go:106-109, 326-334, 615-626; topology/hinter.go:34-67).
+//! This controller has no node informer, so a VMI that needs a TSC frequency gets its pod
+//! without waiting, with the label only when its status already carries a hint. v1.9 renders no
+//! SEV / TDX / Secure Execution pod labels beyond the node selectors and the
+//! `devices.kubevirt.io/sev` / `tdx` requests (template.go:834-856, 1666-1667), which are
+//! rendered.
 
 use super::containers::{
     ENV_VIRT_LAUNCHER_LOG_VERBOSITY, NON_ROOT_UID, compute_capabilities, compute_probe,
