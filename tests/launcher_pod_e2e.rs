@@ -539,8 +539,8 @@ async fn the_crs_launcher_settings_reach_the_pod(server: Server) {
     env.shutdown().await;
 }
 
-/// The KubeVirt CR's feature gates and `permittedHostDevices` reach the VMI controller's
-/// renderer: with the Alpha gate `HypervStrictCheck`, a VMI with host-dependent Hyper-V
+/// The KubeVirt CR's feature gates, disk-verification limit and `permittedHostDevices` reach
+/// the VMI controller's renderer: `--disk-memory-limit` is the CR's; with the Alpha gate `HypervStrictCheck`, a VMI with host-dependent Hyper-V
 /// enlightenments gets a pod requiring their node labels (nodeselectorrenderer.go:204-297); a
 /// VMI asking for a GPU the CR does not permit gets `Synchronized=False` `FailedCreate` "failed
 /// to render launch manifest: GPU … is not permitted in permittedHostDevices configuration" and
@@ -549,7 +549,8 @@ async fn the_crs_gates_and_permitted_devices_shape_the_pod(server: Server) {
     let env = Env::start_on(server).await;
     let ns = env.namespace.clone();
     env.create_kubevirt_cr(json!({
-        "developerConfiguration": {"featureGates": ["HypervStrictCheck"]},
+        "developerConfiguration": {"featureGates": ["HypervStrictCheck"],
+            "diskVerification": {"memoryLimit": "1Gi"}},
         "permittedHostDevices": {"pciHostDevices": [
             {"pciVendorSelector": "10DE:1EB8", "resourceName": "example.org/fpga"}]}}))
         .await;
@@ -587,7 +588,15 @@ async fn the_crs_gates_and_permitted_devices_shape_the_pod(server: Server) {
             .expect("create the VMI");
     }
     let pod = the_pod(&env, "hyperv").await;
-    let selector = pod.spec.unwrap().node_selector.unwrap_or_default();
+    let spec = pod.spec.unwrap();
+    let command = spec.containers[0].command.clone().unwrap_or_default();
+    let at = command.iter().position(|a| a == "--disk-memory-limit");
+    assert_eq!(
+        at.map(|i| command[i + 1].as_str()),
+        Some("1073741824"),
+        "the CR's disk-verification limit (template.go:471)"
+    );
+    let selector = spec.node_selector.unwrap_or_default();
     let hyperv_labels: Vec<(&str, &str)> = selector
         .iter()
         .filter(|(k, _)| k.starts_with("hyperv.") || k.starts_with("cpu-vendor."))
