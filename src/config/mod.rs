@@ -153,6 +153,11 @@ pub struct ClusterSettings {
     /// Alpha gate `ConfigurableHypervisor`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configured_hypervisor: Option<String>,
+    /// The CR's non-empty `ovmfPath` (deprecated, for every architecture) and
+    /// `architectureConfiguration.<arch>.ovmfPath`, read through
+    /// [`ClusterSettings::ovmf_path`]; empty when the CR sets none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub ovmf_paths: std::collections::BTreeMap<String, String>,
     /// The machine types, `cpuRequest` and `evictionStrategy` the full VMI spec defaults read
     /// (the instancetype expansion runs them on the VM template).
     #[serde(default)]
@@ -249,6 +254,9 @@ fn default_disk_memory_limit() -> i64 {
     DEFAULT_DISK_MEMORY_LIMIT_BYTES
 }
 
+/// The [`ClusterSettings::ovmf_paths`] key of the deprecated top-level `ovmfPath`.
+const OVMF_PATH_ALL_ARCHES: &str = "*";
+
 /// KubeVirt's hypervisor names (core/v1/types.go:3218-3221).
 pub(crate) const KVM_HYPERVISOR: &str = "kvm";
 /// The Hyper-V direct hypervisor, whose launcher device is `mshv`
@@ -284,6 +292,29 @@ fn read_hypervisor_settings(
         let q = ParsedQuantity::parse(&text)
             .map_err(|e| cr_field_err(&format!("{field}.memoryLimit"), e.to_string()))?;
         s.disk_memory_limit_bytes = q.value();
+    }
+    // `ovmfPath` and `architectureConfiguration.<arch>.ovmfPath` (types.go:3095, 3304): Go
+    // decodes them over the defaults with `omitempty`, so an empty one keeps the default.
+    for (key, pointer) in [
+        (OVMF_PATH_ALL_ARCHES, "/ovmfPath".to_string()),
+        ("amd64", "/architectureConfiguration/amd64/ovmfPath".into()),
+        ("arm64", "/architectureConfiguration/arm64/ovmfPath".into()),
+        ("s390x", "/architectureConfiguration/s390x/ovmfPath".into()),
+    ] {
+        match cfg.pointer(&pointer) {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(p)) if p.is_empty() => {}
+            Some(serde_json::Value::String(p)) => {
+                s.ovmf_paths.insert(key.to_string(), p.clone());
+            }
+            Some(other) => {
+                let field = pointer.trim_start_matches('/').replace('/', ".");
+                return Err(cr_field_err(
+                    &field,
+                    format!("must be a string, found {other}"),
+                ));
+            }
+        }
     }
     if let Some(list) = cfg.get("hypervisors").filter(|v| !v.is_null()) {
         let Some(items) = list.as_array() else {
@@ -537,6 +568,7 @@ impl Default for ClusterSettings {
             permitted_host_devices: None,
             disk_memory_limit_bytes: DEFAULT_DISK_MEMORY_LIMIT_BYTES,
             configured_hypervisor: None,
+            ovmf_paths: Default::default(),
             spec_defaults: Default::default(),
         }
     }
@@ -709,7 +741,8 @@ impl ClusterSettings {
     /// `spec.configuration.network.binding.<name>.computeResourceOverhead.requests.memory`,
     /// `spec.configuration.supportContainerResources`, `spec.configuration.permittedHostDevices`,
     /// `spec.configuration.developerConfiguration.diskVerification.memoryLimit`,
-    /// `spec.configuration.hypervisors[0].name`.
+    /// `spec.configuration.hypervisors[0].name`, `spec.configuration.ovmfPath`,
+    /// `spec.configuration.architectureConfiguration.<arch>.ovmfPath`.
     ///
     /// Errors name the field: a ratio ≤ 0, an overcommit ≤ 0, an invalid quantity.
     pub fn from_kubevirt_cr(cr: &serde_json::Value) -> Result<Self, SettingsError> {
@@ -852,6 +885,29 @@ impl ClusterSettings {
         self.additional_guest_memory_overhead_ratio
             .as_deref()
             .and_then(|r| r.trim().parse::<f64>().ok())
+    }
+
+    /// `GetOVMFPath` (virt-config.go:290-304): the CR's deprecated `ovmfPath` when set, else
+    /// the architecture's `architectureConfiguration.<arch>.ovmfPath` (`amd64` for any other
+    /// architecture), else KubeVirt's default for it (virt-config.go:84-86,
+    /// configuration.go:254-268). The launcher's `--ovmf-path` (template.go:441, 470).
+    pub(crate) fn ovmf_path(&self, arch: &str) -> &str {
+        let arch = match arch {
+            "arm64" | "s390x" => arch,
+            _ => "amd64",
+        };
+        if let Some(p) = self
+            .ovmf_paths
+            .get(OVMF_PATH_ALL_ARCHES)
+            .or_else(|| self.ovmf_paths.get(arch))
+        {
+            return p;
+        }
+        match arch {
+            "arm64" => "/usr/share/AAVMF",
+            "s390x" => "",
+            _ => "/usr/share/edk2/ovmf",
+        }
     }
 
     /// `GetHypervisor().Name` (virt-config.go:557-576): the CR's first `hypervisors` entry
@@ -1213,6 +1269,53 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("spec.configuration.hypervisors[0].name")
+        );
+    }
+
+    /// `GetOVMFPath` (virt-config.go:290-304): the deprecated `ovmfPath` wins for every
+    /// architecture, then the architecture's own; empty values keep the defaults.
+    #[test]
+    fn reads_ovmf_paths() {
+        let read = |cfg: serde_json::Value| {
+            ClusterSettings::from_kubevirt_cr(
+                &json!({"kind": "KubeVirt", "spec": {"configuration": cfg}}),
+            )
+        };
+        let d = ClusterSettings::default();
+        assert_eq!(
+            (
+                d.ovmf_path("amd64"),
+                d.ovmf_path("arm64"),
+                d.ovmf_path("s390x"),
+                d.ovmf_path("")
+            ),
+            (
+                "/usr/share/edk2/ovmf",
+                "/usr/share/AAVMF",
+                "",
+                "/usr/share/edk2/ovmf"
+            )
+        );
+        let s = read(json!({"architectureConfiguration": {
+            "amd64": {"ovmfPath": "/opt/ovmf"}, "arm64": {"ovmfPath": ""}}}))
+        .unwrap();
+        assert_eq!(
+            (s.ovmf_path(""), s.ovmf_path("amd64"), s.ovmf_path("arm64")),
+            ("/opt/ovmf", "/opt/ovmf", "/usr/share/AAVMF")
+        );
+        let s = read(json!({"ovmfPath": "/legacy",
+            "architectureConfiguration": {"amd64": {"ovmfPath": "/opt/ovmf"}}}))
+        .unwrap();
+        assert_eq!(
+            (s.ovmf_path("amd64"), s.ovmf_path("s390x")),
+            ("/legacy", "/legacy")
+        );
+        let e = read(json!({"architectureConfiguration": {"arm64": {"ovmfPath": 3}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.configuration.architectureConfiguration.arm64.ovmfPath"),
+            "{e}"
         );
     }
 

@@ -25,10 +25,10 @@
 //!   with its device (`hypervisors[0].name` under the Alpha gate `ConfigurableHypervisor`,
 //!   template.go:472, 1025, 1039-1041: `devices.kubevirt.io/mshv` for `hyperv-direct`).
 //!   KubeVirt picks the device once, when virt-controller starts (template.go:1432), and the flag
-//!   on every render; here both follow the CR. Cluster-level values the settings do not carry
-//!   take KubeVirt's defaults: no launcher pull secret (virt-controller's
-//!   `--image-pull-secret` flag, not the CR), OVMF paths
-//!   `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF` (arm64), `""` (s390x).
+//!   on every render; here both follow the CR. `--ovmf-path` is the CR's (`GetOVMFPath`,
+//!   virt-config.go:290-304), by default `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF`
+//!   (arm64), `""` (s390x). The launcher pull secret is virt-controller's `--image-pull-secret`
+//!   flag, not the CR: none here.
 //!
 //! The CR's `permittedHostDevices` refuses a VMI whose GPU or host device it does not list: no
 //! pod, a [`RenderError::Input`] with KubeVirt's text (renderresources.go:493-531), which the VMI
@@ -187,15 +187,6 @@ pub(crate) fn vmi_id_label(name: &str) -> String {
     let hash = sha1_smol::Sha1::from(name.as_bytes()).digest().to_string();
     let prefix: String = name.chars().take(54).collect();
     format!("{prefix}-{}", &hash[..8])
-}
-
-/// The OVMF firmware directory passed as `--ovmf-path` (virt-config.go:84-86, 290-304).
-pub(crate) fn ovmf_path(arch: &str) -> &'static str {
-    match arch {
-        "arm64" => "/usr/share/AAVMF",
-        "s390x" => "",
-        _ => "/usr/share/edk2/ovmf",
-    }
 }
 
 fn typed<T: DeserializeOwned>(
@@ -569,7 +560,7 @@ fn compute_command(
         "--hook-sidecars",
         &sidecars.to_string(),
         "--ovmf-path",
-        ovmf_path(input.arch),
+        input.settings.ovmf_path(input.arch),
         "--disk-memory-limit",
         &input.settings.disk_memory_limit_bytes.to_string(),
         "--hypervisor",
@@ -1801,11 +1792,11 @@ mod tests {
         assert_eq!(hp.mount_propagation.as_deref(), Some("HostToContainer"));
     }
 
-    /// template.go:471-472, 1025, 1039-1041 (template_test.go:599-600 with other values): the
-    /// CR's disk-verification limit and hypervisor reach `--disk-memory-limit` and
-    /// `--hypervisor`; `hyperv-direct` asks for the `mshv` device instead of `kvm`.
+    /// template.go:441, 470-472, 1025, 1039-1041 (template_test.go:597-600 with other values):
+    /// the CR's disk-verification limit, hypervisor and OVMF path reach `--disk-memory-limit`,
+    /// `--hypervisor` and `--ovmf-path`; `hyperv-direct` asks for the `mshv` device, not `kvm`.
     #[test]
-    fn disk_memory_limit_and_hypervisor_come_from_the_cr() {
+    fn disk_memory_limit_hypervisor_and_ovmf_path_come_from_the_cr() {
         let cr = |extra: serde_json::Value| {
             let mut cfg = json!({"developerConfiguration": {
                 "diskVerification": {"memoryLimit": "1Gi"}, "featureGates": ["ConfigurableHypervisor"]}});
@@ -1835,6 +1826,16 @@ mod tests {
         assert!(!limits.contains_key("devices.kubevirt.io/kvm"));
         let defaults = render(&v, &test_settings());
         assert_eq!(flag(&defaults, "--disk-memory-limit"), "2097152000");
+        // template.go:441, 470: the CR's OVMF path for the VMI's architecture.
+        let ovmf = ClusterSettings::from_kubevirt_cr(&json!({"kind": "KubeVirt", "spec": {
+            "configuration": {"architectureConfiguration": {"arm64": {"ovmfPath": "/opt/aavmf"}}}}}))
+        .unwrap();
+        let arm = vmi(json!({}), json!({"architecture": "arm64", "domain": {}}));
+        assert_eq!(flag(&render(&arm, &ovmf), "--ovmf-path"), "/opt/aavmf");
+        assert_eq!(
+            flag(&render(&v, &ovmf), "--ovmf-path"),
+            "/usr/share/edk2/ovmf"
+        );
     }
 
     /// template.go:1031-1033: a device the CR's `permittedHostDevices` does not list gets no
