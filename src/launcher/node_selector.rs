@@ -186,7 +186,7 @@ pub(crate) fn node_selector(
     if let Some(m) = machine_type(vmi) {
         enable(format!("{MACHINE_TYPE_LABEL}{m}"));
     }
-    // template.go:825-827, Render 73-75.
+    // template.go:826-828, Render 73-75.
     if let Some(freq) = manual_tsc_frequency(vmi, object)? {
         enable(format!("{TSC_FREQUENCY_SCHEDULING_LABEL}-{freq}"));
     }
