@@ -17,6 +17,8 @@
 //!   container-disk containers of pods created after it (renderresources.go:535-625).
 //! - The CR's image pull policy, launcher verbosity and VMI seccomp profile reach pods created
 //!   after it (template.go:525-547, 700-715, 963).
+//! - The CR's `HypervStrictCheck` gate adds the Hyper-V node labels; its
+//!   `permittedHostDevices` refuses a VMI's unlisted GPU: `FailedCreate`, no pod.
 //! - A LUN with a persistent reservation labels the pod with its claim's UID and keeps it off
 //!   nodes running another pod with that label (template.go:164-193).
 
@@ -537,7 +539,107 @@ async fn the_crs_launcher_settings_reach_the_pod(server: Server) {
     env.shutdown().await;
 }
 
+/// The KubeVirt CR's feature gates, disk-verification limit and `permittedHostDevices` reach
+/// the VMI controller's renderer: `--disk-memory-limit` is the CR's; with the Alpha gate `HypervStrictCheck`, a VMI with host-dependent Hyper-V
+/// enlightenments gets a pod requiring their node labels (nodeselectorrenderer.go:204-297); a
+/// VMI asking for a GPU the CR does not permit gets `Synchronized=False` `FailedCreate` "failed
+/// to render launch manifest: GPU … is not permitted in permittedHostDevices configuration" and
+/// no pod (renderresources.go:493-531, template.go:1031-1033), while a permitted one gets its pod.
+async fn the_crs_gates_and_permitted_devices_shape_the_pod(server: Server) {
+    let env = Env::start_on(server).await;
+    let ns = env.namespace.clone();
+    env.create_kubevirt_cr(json!({
+        "developerConfiguration": {"featureGates": ["HypervStrictCheck"],
+            "diskVerification": {"memoryLimit": "1Gi"}},
+        "permittedHostDevices": {"pciHostDevices": [
+            {"pciVendorSelector": "10DE:1EB8", "resourceName": "example.org/fpga"}]}}))
+        .await;
+    env.wait_for("the controller to load the CR", || async {
+        let s = env.manager.debug_state()["settings"]["current"].clone();
+        (s["permittedHostDevices"] == json!(["example.org/fpga"])).then_some(())
+    })
+    .await;
+    let vmi = |name: &str, domain: serde_json::Value| -> VirtualMachineInstance {
+        let mut domain = domain;
+        domain["memory"] = json!({"guest": "128Mi"});
+        serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": name, "namespace": ns}, "spec": {"domain": domain}}))
+        .unwrap()
+    };
+    let on = json!({"enabled": true});
+    let hyperv = vmi(
+        "hyperv",
+        json!({"features": {"hyperv": {"relaxed": on, "synic": on, "vpindex": on,
+            "synictimer": {"enabled": true}, "evmcs": {}}}}),
+    );
+    let refused = vmi(
+        "refused-gpu",
+        json!({"devices": {"gpus": [{"name": "g", "deviceName": "example.org/gpu"}]}}),
+    );
+    let permitted = vmi(
+        "permitted-fpga",
+        json!({"devices": {"hostDevices": [{"name": "f", "deviceName": "example.org/fpga"}]}}),
+    );
+    for v in [&hyperv, &refused, &permitted] {
+        env.vmis()
+            .create(&PostParams::default(), v)
+            .await
+            .expect("create the VMI");
+    }
+    let pod = the_pod(&env, "hyperv").await;
+    let spec = pod.spec.unwrap();
+    let command = spec.containers[0].command.clone().unwrap_or_default();
+    let at = command.iter().position(|a| a == "--disk-memory-limit");
+    assert_eq!(
+        at.map(|i| command[i + 1].as_str()),
+        Some("1073741824"),
+        "the CR's disk-verification limit (template.go:471)"
+    );
+    let selector = spec.node_selector.unwrap_or_default();
+    let hyperv_labels: Vec<(&str, &str)> = selector
+        .iter()
+        .filter(|(k, _)| k.starts_with("hyperv.") || k.starts_with("cpu-vendor."))
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        hyperv_labels,
+        vec![
+            ("cpu-vendor.node.kubevirt.io/Intel", "true"),
+            ("hyperv.node.kubevirt.io/synic", "true"),
+            ("hyperv.node.kubevirt.io/synictimer", "true"),
+            ("hyperv.node.kubevirt.io/vpindex", "true"),
+        ]
+    );
+
+    let expected = format!(
+        "{FAILED_RENDER}GPU example.org/gpu is not permitted in permittedHostDevices configuration"
+    );
+    env.wait_vmi_condition("refused-gpu", "Synchronized=False FailedCreate", |c| {
+        c.type_ == "Synchronized"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("FailedCreate")
+            && c.message.as_deref() == Some(expected.as_str())
+    })
+    .await;
+    let pod = the_pod(&env, "permitted-fpga").await;
+    let limits = pod.spec.unwrap().containers[0]
+        .resources
+        .clone()
+        .unwrap()
+        .limits
+        .unwrap();
+    assert_eq!(limits["example.org/fpga"].0, "1");
+    let uid = env.vmi("refused-gpu").await.unwrap().metadata.uid.unwrap();
+    assert!(
+        env.launcher_pods(&uid).await.is_empty(),
+        "no pod for a device the CR does not permit"
+    );
+    env.shutdown().await;
+}
+
 on_both_servers!(
+    the_crs_gates_and_permitted_devices_shape_the_pod,
     a_hook_sidecar_configmap_is_read_while_rendering,
     the_crs_launcher_settings_reach_the_pod,
     support_container_resources_size_the_support_containers,

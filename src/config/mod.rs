@@ -137,6 +137,27 @@ pub struct ClusterSettings {
     /// 536-543): how the VM controller keeps a VM's instancetype and preference.
     #[serde(default)]
     pub instancetype_reference_policy: ReferencePolicy,
+    /// `permittedHostDevices` (`GetPermittedHostDevices`, virt-config.go:314-316): the
+    /// `resourceName` of every PCI, mediated and USB entry. `None` when the CR does not set it
+    /// (no check); `Some` (even empty) makes the renderer refuse a VMI's GPU or host device
+    /// whose `deviceName` is not listed (renderresources.go:493-531).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permitted_host_devices: Option<Vec<String>>,
+    /// `developerConfiguration.diskVerification.memoryLimit` in bytes (`GetDiskVerification`,
+    /// virt-config.go:222-224; 2000Mi by default, virt-config.go:89, configuration.go:183-197):
+    /// the compute container's `--disk-memory-limit` (template.go:471).
+    #[serde(default = "default_disk_memory_limit")]
+    pub disk_memory_limit_bytes: i64,
+    /// The name of the CR's first `hypervisors` entry when it sets one (`kvm` or
+    /// `hyperv-direct`); read through [`ClusterSettings::hypervisor_name`], which applies the
+    /// Alpha gate `ConfigurableHypervisor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configured_hypervisor: Option<String>,
+    /// The CR's non-empty `ovmfPath` (deprecated, for every architecture) and
+    /// `architectureConfiguration.<arch>.ovmfPath`, read through
+    /// [`ClusterSettings::ovmf_path`]; empty when the CR sets none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub ovmf_paths: std::collections::BTreeMap<String, String>,
     /// The machine types, `cpuRequest` and `evictionStrategy` the full VMI spec defaults read
     /// (the instancetype expansion runs them on the VM template).
     #[serde(default)]
@@ -227,6 +248,93 @@ fn default_image_pull_policy() -> String {
 
 fn default_launcher_verbosity() -> u64 {
     DEFAULT_LAUNCHER_LOG_VERBOSITY
+}
+
+fn default_disk_memory_limit() -> i64 {
+    DEFAULT_DISK_MEMORY_LIMIT_BYTES
+}
+
+/// The [`ClusterSettings::ovmf_paths`] key of the deprecated top-level `ovmfPath`.
+const OVMF_PATH_ALL_ARCHES: &str = "*";
+
+/// KubeVirt's hypervisor names (core/v1/types.go:3218-3221).
+pub(crate) const KVM_HYPERVISOR: &str = "kvm";
+/// The Hyper-V direct hypervisor, whose launcher device is `mshv`
+/// (pkg/hypervisor/launcherhypervisorresources.go:40-48).
+pub(crate) const HYPERV_DIRECT_HYPERVISOR: &str = "hyperv-direct";
+
+/// `developerConfiguration.diskVerification.memoryLimit` and `hypervisors[0].name`. KubeVirt
+/// merges the CR over its defaults with Go's JSON decoding (configuration.go:304-323): an
+/// absent or null `diskVerification` keeps 2000Mi, but one without `memoryLimit` sets it to
+/// nil, which the renderer then dereferences (template.go:471) — refused here, naming the
+/// field. `hypervisors[0]` is decoded into the default `{name: kvm}`, so an entry without a
+/// name stays `kvm`.
+fn read_hypervisor_settings(
+    cfg: &serde_json::Value,
+    s: &mut ClusterSettings,
+) -> Result<(), SettingsError> {
+    let field = "developerConfiguration.diskVerification";
+    if let Some(dv) = cfg
+        .pointer("/developerConfiguration/diskVerification")
+        .filter(|v| !v.is_null())
+    {
+        let limit = dv.get("memoryLimit").filter(|v| !v.is_null());
+        let Some(limit) = limit else {
+            return Err(cr_field_err(
+                &format!("{field}.memoryLimit"),
+                "must be set when diskVerification is (KubeVirt's renderer reads it unchecked)"
+                    .into(),
+            ));
+        };
+        let text = limit
+            .as_str()
+            .map_or_else(|| limit.to_string(), str::to_string);
+        let q = ParsedQuantity::parse(&text)
+            .map_err(|e| cr_field_err(&format!("{field}.memoryLimit"), e.to_string()))?;
+        s.disk_memory_limit_bytes = q.value();
+    }
+    // `ovmfPath` and `architectureConfiguration.<arch>.ovmfPath` (types.go:3095, 3304): Go
+    // decodes them over the defaults with `omitempty`, so an empty one keeps the default.
+    for (key, pointer) in [
+        (OVMF_PATH_ALL_ARCHES, "/ovmfPath".to_string()),
+        ("amd64", "/architectureConfiguration/amd64/ovmfPath".into()),
+        ("arm64", "/architectureConfiguration/arm64/ovmfPath".into()),
+        ("s390x", "/architectureConfiguration/s390x/ovmfPath".into()),
+    ] {
+        match cfg.pointer(&pointer) {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(p)) if p.is_empty() => {}
+            Some(serde_json::Value::String(p)) => {
+                s.ovmf_paths.insert(key.to_string(), p.clone());
+            }
+            Some(other) => {
+                let field = pointer.trim_start_matches('/').replace('/', ".");
+                return Err(cr_field_err(
+                    &field,
+                    format!("must be a string, found {other}"),
+                ));
+            }
+        }
+    }
+    if let Some(list) = cfg.get("hypervisors").filter(|v| !v.is_null()) {
+        let Some(items) = list.as_array() else {
+            return Err(cr_field_err(
+                "hypervisors",
+                format!("must be a list, found {list}"),
+            ));
+        };
+        s.configured_hypervisor = match items.first().map(|h| h.get("name")) {
+            None | Some(None | Some(serde_json::Value::Null)) => None,
+            Some(Some(serde_json::Value::String(n))) => Some(n.clone()).filter(|n| !n.is_empty()),
+            Some(Some(other)) => {
+                return Err(cr_field_err(
+                    "hypervisors[0].name",
+                    format!("must be a string, found {other}"),
+                ));
+            }
+        };
+    }
+    Ok(())
 }
 
 /// The CR's launcher settings: `imagePullPolicy`, `logVerbosity.virtLauncher`,
@@ -457,6 +565,10 @@ impl Default for ClusterSettings {
             selinux_launcher_type: None,
             vm_state_storage_class: None,
             instancetype_reference_policy: ReferencePolicy::Reference,
+            permitted_host_devices: None,
+            disk_memory_limit_bytes: DEFAULT_DISK_MEMORY_LIMIT_BYTES,
+            configured_hypervisor: None,
+            ovmf_paths: Default::default(),
             spec_defaults: Default::default(),
         }
     }
@@ -512,6 +624,42 @@ fn token_bucket(
             .ok_or_else(|| ("burst", format!("must be a positive integer, found {b}")))?;
     }
     Ok(out)
+}
+
+/// `spec.configuration.permittedHostDevices`: the resource names of its `pciHostDevices`,
+/// `mediatedDevices` and `usb` entries (core/v1/types.go:3678-3730); `None` when unset or null.
+/// A list or a `resourceName` of the wrong type names its field.
+fn permitted_host_devices(cfg: &serde_json::Value) -> Result<Option<Vec<String>>, SettingsError> {
+    let field = "permittedHostDevices";
+    let Some(v) = cfg.get(field).filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let Some(map) = v.as_object() else {
+        return Err(cr_field_err(field, format!("must be an object, found {v}")));
+    };
+    let mut names = Vec::new();
+    for kind in ["pciHostDevices", "mediatedDevices", "usb"] {
+        let Some(list) = map.get(kind).filter(|l| !l.is_null()) else {
+            continue;
+        };
+        let Some(items) = list.as_array() else {
+            return Err(cr_field_err(
+                &format!("{field}.{kind}"),
+                format!("must be a list, found {list}"),
+            ));
+        };
+        for (i, item) in items.iter().enumerate() {
+            let name = item.get("resourceName").and_then(|n| n.as_str());
+            let Some(name) = name else {
+                return Err(cr_field_err(
+                    &format!("{field}.{kind}[{i}].resourceName"),
+                    "must be a string".into(),
+                ));
+            };
+            names.push(name.to_string());
+        }
+    }
+    Ok(Some(names))
 }
 
 /// `spec.configuration.network.binding`: the registered plugins and their memory overhead.
@@ -591,7 +739,10 @@ impl ClusterSettings {
     /// `spec.configuration.additionalGuestMemoryOverheadRatio`,
     /// `spec.configuration.virtualMachineOptions.disableSerialConsoleLog`,
     /// `spec.configuration.network.binding.<name>.computeResourceOverhead.requests.memory`,
-    /// `spec.configuration.supportContainerResources`.
+    /// `spec.configuration.supportContainerResources`, `spec.configuration.permittedHostDevices`,
+    /// `spec.configuration.developerConfiguration.diskVerification.memoryLimit`,
+    /// `spec.configuration.hypervisors[0].name`, `spec.configuration.ovmfPath`,
+    /// `spec.configuration.architectureConfiguration.<arch>.ovmfPath`.
     ///
     /// Errors name the field: a ratio ≤ 0, an overcommit ≤ 0, an invalid quantity.
     pub fn from_kubevirt_cr(cr: &serde_json::Value) -> Result<Self, SettingsError> {
@@ -711,6 +862,8 @@ impl ClusterSettings {
             s.support_container_resources =
                 support_container_resources(v).map_err(|(f, m)| field_err(&f, m))?;
         }
+        s.permitted_host_devices = permitted_host_devices(&cfg)?;
+        read_hypervisor_settings(&cfg, &mut s)?;
         s.architecture = default_architecture(cr, &cfg).unwrap_or(s.architecture);
         Ok(s)
     }
@@ -732,6 +885,39 @@ impl ClusterSettings {
         self.additional_guest_memory_overhead_ratio
             .as_deref()
             .and_then(|r| r.trim().parse::<f64>().ok())
+    }
+
+    /// `GetOVMFPath` (virt-config.go:290-304): the CR's deprecated `ovmfPath` when set, else
+    /// the architecture's `architectureConfiguration.<arch>.ovmfPath` (`amd64` for any other
+    /// architecture), else KubeVirt's default for it (virt-config.go:84-86,
+    /// configuration.go:254-268). The launcher's `--ovmf-path` (template.go:441, 470).
+    pub(crate) fn ovmf_path(&self, arch: &str) -> &str {
+        let arch = match arch {
+            "arm64" | "s390x" => arch,
+            _ => "amd64",
+        };
+        if let Some(p) = self
+            .ovmf_paths
+            .get(OVMF_PATH_ALL_ARCHES)
+            .or_else(|| self.ovmf_paths.get(arch))
+        {
+            return p;
+        }
+        match arch {
+            "arm64" => "/usr/share/AAVMF",
+            "s390x" => "",
+            _ => "/usr/share/edk2/ovmf",
+        }
+    }
+
+    /// `GetHypervisor().Name` (virt-config.go:557-576): the CR's first `hypervisors` entry
+    /// with the Alpha gate `ConfigurableHypervisor` (featuregate/active.go:152, 319) on, else
+    /// `kvm`. The launcher's `--hypervisor` flag (template.go:472).
+    pub(crate) fn hypervisor_name(&self) -> &str {
+        match &self.configured_hypervisor {
+            Some(name) if self.gate_enabled("ConfigurableHypervisor", false) => name,
+            _ => KVM_HYPERVISOR,
+        }
     }
 
     /// Whether a feature gate is on, with KubeVirt's precedence (pkg/virt-config/featuregate):
@@ -997,6 +1183,140 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// `permittedHostDevices` (types.go:3678-3730): unset or null is no check; set, the
+    /// resource names of its three lists, in order; an entry without a string `resourceName`
+    /// names its field.
+    #[test]
+    fn reads_permitted_host_devices() {
+        let read = |v: serde_json::Value| {
+            ClusterSettings::from_kubevirt_cr(&json!({"kind": "KubeVirt", "spec": {
+                "configuration": {"permittedHostDevices": v}}}))
+            .map(|s| s.permitted_host_devices)
+        };
+        assert_eq!(ClusterSettings::default().permitted_host_devices, None);
+        assert_eq!(read(json!(null)), Ok(None));
+        assert_eq!(read(json!({})), Ok(Some(vec![])));
+        assert_eq!(
+            read(json!({
+                "usb": [{"resourceName": "kubevirt.io/storage",
+                         "selectors": [{"vendor": "46f4", "product": "0001"}]}],
+                "pciHostDevices": [{"pciVendorSelector": "10DE:1EB8",
+                                    "resourceName": "nvidia.com/TU104GL_Tesla_T4"}],
+                "mediatedDevices": [{"mdevNameSelector": "GRID T4-1Q",
+                                     "resourceName": "nvidia.com/GRID_T4-1Q"}]})),
+            Ok(Some(vec![
+                "nvidia.com/TU104GL_Tesla_T4".to_string(),
+                "nvidia.com/GRID_T4-1Q".to_string(),
+                "kubevirt.io/storage".to_string(),
+            ]))
+        );
+        let e = read(json!({"pciHostDevices": [{"pciVendorSelector": "10DE:1EB8"}]}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.configuration.permittedHostDevices.pciHostDevices[0].resourceName"),
+            "{e}"
+        );
+        assert!(read(json!({"usb": {}})).is_err());
+        assert!(read(json!([])).is_err());
+    }
+
+    /// The disk-verification limit (configuration.go:183-197: 2000Mi unless set; a
+    /// `diskVerification` without `memoryLimit` refused, naming the field) and the hypervisor
+    /// name (virt-config.go:557-576: the first entry's, only with `ConfigurableHypervisor`).
+    #[test]
+    fn reads_disk_verification_and_hypervisor() {
+        let read = |cfg: serde_json::Value| {
+            ClusterSettings::from_kubevirt_cr(
+                &json!({"kind": "KubeVirt", "spec": {"configuration": cfg}}),
+            )
+        };
+        let d = read(json!({})).unwrap();
+        assert_eq!(
+            (d.disk_memory_limit_bytes, d.hypervisor_name()),
+            (2_097_152_000, "kvm")
+        );
+        let s = read(json!({"developerConfiguration": {
+            "diskVerification": {"memoryLimit": "1500M"}}}))
+        .unwrap();
+        assert_eq!(s.disk_memory_limit_bytes, 1_500_000_000);
+        let s = read(json!({"developerConfiguration": {"diskVerification": null}})).unwrap();
+        assert_eq!(s.disk_memory_limit_bytes, 2_097_152_000);
+        let e = read(json!({"developerConfiguration": {"diskVerification": {}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.configuration.developerConfiguration.diskVerification.memoryLimit"),
+            "{e}"
+        );
+        let direct = json!([{"name": "hyperv-direct"}]);
+        let s = read(json!({"hypervisors": direct})).unwrap();
+        assert_eq!(s.hypervisor_name(), "kvm", "the Alpha gate is off");
+        let s = read(json!({"hypervisors": direct,
+            "developerConfiguration": {"featureGates": ["ConfigurableHypervisor"]}}))
+        .unwrap();
+        assert_eq!(s.hypervisor_name(), "hyperv-direct");
+        for unnamed in [json!([]), json!([{}]), json!([{"name": ""}])] {
+            let s = read(json!({"hypervisors": unnamed,
+                "developerConfiguration": {"featureGates": ["ConfigurableHypervisor"]}}))
+            .unwrap();
+            assert_eq!(s.hypervisor_name(), "kvm", "{unnamed}");
+        }
+        assert!(
+            read(json!({"hypervisors": [{"name": 1}]}))
+                .unwrap_err()
+                .to_string()
+                .contains("spec.configuration.hypervisors[0].name")
+        );
+    }
+
+    /// `GetOVMFPath` (virt-config.go:290-304): the deprecated `ovmfPath` wins for every
+    /// architecture, then the architecture's own; empty values keep the defaults.
+    #[test]
+    fn reads_ovmf_paths() {
+        let read = |cfg: serde_json::Value| {
+            ClusterSettings::from_kubevirt_cr(
+                &json!({"kind": "KubeVirt", "spec": {"configuration": cfg}}),
+            )
+        };
+        let d = ClusterSettings::default();
+        assert_eq!(
+            (
+                d.ovmf_path("amd64"),
+                d.ovmf_path("arm64"),
+                d.ovmf_path("s390x"),
+                d.ovmf_path("")
+            ),
+            (
+                "/usr/share/edk2/ovmf",
+                "/usr/share/AAVMF",
+                "",
+                "/usr/share/edk2/ovmf"
+            )
+        );
+        let s = read(json!({"architectureConfiguration": {
+            "amd64": {"ovmfPath": "/opt/ovmf"}, "arm64": {"ovmfPath": ""}}}))
+        .unwrap();
+        assert_eq!(
+            (s.ovmf_path(""), s.ovmf_path("amd64"), s.ovmf_path("arm64")),
+            ("/opt/ovmf", "/opt/ovmf", "/usr/share/AAVMF")
+        );
+        let s = read(json!({"ovmfPath": "/legacy",
+            "architectureConfiguration": {"amd64": {"ovmfPath": "/opt/ovmf"}}}))
+        .unwrap();
+        assert_eq!(
+            (s.ovmf_path("amd64"), s.ovmf_path("s390x")),
+            ("/legacy", "/legacy")
+        );
+        let e = read(json!({"architectureConfiguration": {"arm64": {"ovmfPath": 3}}}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("spec.configuration.architectureConfiguration.arm64.ovmfPath"),
+            "{e}"
+        );
     }
 
     /// virt-config.go:514-517: unset or `LiveUpdate` is live update, `Stage` is not; anything

@@ -28,7 +28,7 @@ pub enum RenderError {
     },
     /// Something KubeVirt's renderer reads besides the VMI is missing or rejects it: a hook
     /// sidecar's ConfigMap, a NetworkAttachmentDefinition, a network binding plugin of the
-    /// KubeVirt CR. Displayed as KubeVirt's text alone (`configmaps "NAME" not found`), which the
+    /// KubeVirt CR, a device its `permittedHostDevices` does not list. Displayed as KubeVirt's text alone (`configmaps "NAME" not found`), which the
     /// VMI controller's `FailedCreate` event on the VMI carries after `failed to render launch
     /// manifest: `.
     #[error("{message}")]

@@ -14,6 +14,7 @@ pub(crate) mod error;
 pub mod explain;
 pub(crate) mod lookups;
 pub(crate) mod network;
+mod node_selector;
 pub mod overhead;
 pub mod pod;
 mod pod_changes;

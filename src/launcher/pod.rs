@@ -7,7 +7,9 @@
 //! (command and flags in KubeVirt's order, resources from [`super::resources`], security context,
 //! env, probes, ports, mounts), the `guest-console-log` native sidecar, container-disk containers
 //! (ImageVolume off) or image-volume init containers (ImageVolume on, the v1.9 default), volumes
-//! ([`super::volumes`]), node selector, affinity (+ the obsolete-host-model and forbidden CPU
+//! ([`super::volumes`]), node selector ([`super::node_selector`], with the Hyper-V strict-check
+//! labels of the Alpha gate `HypervStrictCheck` and the TSC-frequency label of a VMI whose
+//! `status.topologyHints` carries one), affinity (+ the obsolete-host-model and forbidden CPU
 //! feature terms, the persistent-reservation claim labels and pod anti-affinity), scheduling
 //! passthrough (tolerations, DNS, scheduler, priority class, topology
 //! spread, resource claims), service account.
@@ -18,10 +20,20 @@
 //!   every new VMI unless the Root feature gate is on, so a VMI read from a manifest (no status)
 //!   is treated as runtimeUser 107 → non-root. Set `status.runtimeUser: 0` to render a root pod.
 //! - The KubeVirt CR's image pull policy, launcher log verbosity, default runtime class and VMI
-//!   seccomp profile come from [`ClusterSettings`]. Cluster-level values it does not carry take
-//!   KubeVirt's defaults: hypervisor `kvm`, no launcher pull secret (virt-controller's
-//!   `--image-pull-secret` flag, not the CR), OVMF paths
-//!   `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF` (arm64), `""` (s390x).
+//!   seccomp profile come from [`ClusterSettings`], and so do `--disk-memory-limit`
+//!   (`developerConfiguration.diskVerification.memoryLimit`, template.go:471) and `--hypervisor`
+//!   with its device (`hypervisors[0].name` under the Alpha gate `ConfigurableHypervisor`,
+//!   template.go:472, 1025, 1039-1041: `devices.kubevirt.io/mshv` for `hyperv-direct`).
+//!   KubeVirt picks the device once, when virt-controller starts (template.go:1432), and the flag
+//!   on every render; here both follow the CR. `--ovmf-path` is the CR's (`GetOVMFPath`,
+//!   virt-config.go:290-304), by default `/usr/share/edk2/ovmf` (amd64), `/usr/share/AAVMF`
+//!   (arm64), `""` (s390x). The launcher pull secret is virt-controller's `--image-pull-secret`
+//!   flag, not the CR: none here.
+//!
+//! The CR's `permittedHostDevices` refuses a VMI whose GPU or host device it does not list: no
+//! pod, a [`RenderError::Input`] with KubeVirt's text (renderresources.go:493-531), which the VMI
+//! controller reports as `FailedCreate` "failed to render launch manifest: …" like any render
+//! error.
 //!
 //! Also rendered: hook sidecars and network binding plugin sidecars ([`super::sidecars`]; a
 //! hook's ConfigMap and, with `ExternalNetResourceInjection` disabled, a Multus network's
@@ -29,11 +41,15 @@
 //! annotations ([`super::network`]), virtiofsd containers ([`super::virtiofs`]) and the
 //! backend-storage `vm-state` claim ([`super::backend_storage`]).
 //!
-//! Not modelled (the rendered pod lacks them; KubeVirt would add them), docs/comparison.md:
-//! - TSC-frequency node labels, Hyper-V strict-check node labels (Alpha gate), SEV/TDX pod
-//!   labels beyond the node selectors,
-//!   `permittedHostDevices` validation, temporary
-//!   ("doppelganger") pods and migration target pods.
+//! Not modelled (docs/comparison.md): temporary ("doppelganger") pods and migration target
+//! pods; and the VMI controller's side of the TSC frequency: v1.9 writes
+//! `status.topologyHints` from its node informer (or the CR's `minimumClusterTSCFrequency`) and
+//! holds the pod until then (vmi/lifecycle.go:106-109, 326-334, 615-626; topology/hinter.go:34-67).
+//! This controller has no node informer, so a VMI that needs a TSC frequency gets its pod
+//! without waiting, with the label only when its status already carries a hint. v1.9 renders no
+//! SEV / TDX / Secure Execution pod labels beyond the node selectors and the
+//! `devices.kubevirt.io/sev` / `tdx` requests (template.go:834-856, 1666-1667), which are
+//! rendered.
 
 use super::containers::{
     ENV_VIRT_LAUNCHER_LOG_VERBOSITY, NON_ROOT_UID, compute_capabilities, compute_probe,
@@ -42,6 +58,7 @@ use super::containers::{
 };
 use super::error::RenderError;
 use super::network::{multus_annotations, needs_network_info, network_to_resource};
+use super::node_selector::{ARCH_LABEL, CPU_FEATURE_LABEL, cpu_features, node_selector};
 use super::overhead::memory_overhead_with;
 use super::renderer::render_admissible_compute_resources;
 use super::resources::{NamespaceContext, Support};
@@ -56,8 +73,8 @@ use crate::api::resources::VmiResources;
 use crate::api::vmi::VirtualMachineInstance;
 use crate::api::{API_VERSION, annotations, labels};
 use crate::config::{
-    ClusterSettings, DEFAULT_DISK_MEMORY_LIMIT_BYTES, DEFAULT_GRACE_PERIOD_SECONDS,
-    DEFAULT_LAUNCHER_LOG_VERBOSITY, QEMU_TIMEOUT_JITTER_RANGE,
+    ClusterSettings, DEFAULT_GRACE_PERIOD_SECONDS, DEFAULT_LAUNCHER_LOG_VERBOSITY,
+    QEMU_TIMEOUT_JITTER_RANGE,
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EnvVar, EnvVarSource, LocalObjectReference, NodeAffinity, NodeSelector,
@@ -79,18 +96,6 @@ pub const GRACE_PERIOD_PADDING_SECONDS: i64 = 15;
 pub const VIRTUAL_MACHINE_UNPAUSED: &str = "kubevirt.io/virtual-machine-unpaused";
 /// Node label of nodes whose host-model CPU is obsolete (types.go:1287).
 pub const NODE_HOST_MODEL_IS_OBSOLETE_LABEL: &str = "node-labeller.kubevirt.io/obsolete-host-model";
-/// Node label prefix of CPU features (types.go:1269).
-pub const CPU_FEATURE_LABEL: &str = "cpu-feature.node.kubevirt.io/";
-/// Node label prefix of CPU models (types.go:1271).
-pub const CPU_MODEL_LABEL: &str = "cpu-model.node.kubevirt.io/";
-/// Node label prefix of machine types (types.go:1279).
-pub const MACHINE_TYPE_LABEL: &str = "machine-type.node.kubevirt.io/";
-/// Node selector for dedicated CPUs (types.go:1246).
-pub const CPU_MANAGER_LABEL: &str = "kubevirt.io/cpumanager";
-/// Node label prefix for cross-architecture capable nodes (types.go:1348).
-pub const VM_ARCH_LABEL: &str = "kubevirt.io/vm-arch-";
-/// `kubernetes.io/arch`.
-pub const ARCH_LABEL: &str = "kubernetes.io/arch";
 /// Istio sidecar injection annotation/label.
 pub const ISTIO_INJECT: &str = "sidecar.istio.io/inject";
 /// Pod annotation: migrations of this pod use unix sockets (types.go:1306).
@@ -114,7 +119,8 @@ pub const CUSTOM_LIBVIRT_LOG_FILTERS: &str = "kubevirt.io/libvirt-log-filters";
 ///
 /// Errors ([`RenderError`]): empty `metadata.name`/`metadata.namespace`, invalid quantities,
 /// malformed passthrough fields (affinity, tolerations, ...), a non-integer `logVerbosity`
-/// label, a sysprep volume without source, a PVC missing from `ns.pvcs`.
+/// label, a sysprep volume without source, a PVC missing from `ns.pvcs`, a GPU or host device
+/// the CR's `permittedHostDevices` does not list.
 pub fn render_launch_manifest(
     vmi: &VirtualMachineInstance,
     settings: &ClusterSettings,
@@ -183,15 +189,6 @@ pub(crate) fn vmi_id_label(name: &str) -> String {
     format!("{prefix}-{}", &hash[..8])
 }
 
-/// The OVMF firmware directory passed as `--ovmf-path` (virt-config.go:84-86, 290-304).
-pub(crate) fn ovmf_path(arch: &str) -> &'static str {
-    match arch {
-        "arm64" => "/usr/share/AAVMF",
-        "s390x" => "",
-        _ => "/usr/share/edk2/ovmf",
-    }
-}
-
 fn typed<T: DeserializeOwned>(
     v: Option<&Value>,
     field: &str,
@@ -246,119 +243,6 @@ fn reject_label(affinity: Option<Affinity>, label: &str) -> Affinity {
         }
     }
     affinity
-}
-
-fn cpu_features(vmi: &VirtualMachineInstance) -> Vec<(String, String)> {
-    vmi.spec
-        .domain
-        .cpu
-        .as_ref()
-        .and_then(|c| c.extra.get("features"))
-        .and_then(|f| f.as_array())
-        .map(|fs| {
-            fs.iter()
-                .map(|f| {
-                    let s = |k: &str| {
-                        f.get(k)
-                            .and_then(|v| v.as_str())
-                            .unwrap_or_default()
-                            .to_string()
-                    };
-                    (s("name"), s("policy"))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The pod's node selector (nodeselectorrenderer.go:33-99 and template.go:1066-1132).
-fn node_selector(
-    vmi: &VirtualMachineInstance,
-    settings: &ClusterSettings,
-    cross_arch: bool,
-) -> BTreeMap<String, String> {
-    let spec = &vmi.spec;
-    let arch = spec.architecture.as_deref().unwrap_or_default();
-    let mut sel = BTreeMap::new();
-    sel.insert(labels::SCHEDULABLE.to_string(), "true".to_string());
-    if !arch.is_empty() {
-        sel.insert(ARCH_LABEL.to_string(), arch.to_lowercase());
-    }
-    sel.extend(settings.node_selectors.clone());
-    sel.extend(spec.node_selector.clone().unwrap_or_default());
-    if cross_arch && !arch.is_empty() {
-        sel.remove(ARCH_LABEL);
-    }
-    let mut enable = |label: String| {
-        sel.insert(label, "true".to_string());
-    };
-    if spec.is_cpu_dedicated() {
-        enable(CPU_MANAGER_LABEL.into());
-    }
-    let model = spec.cpu_model();
-    if !model.is_empty() {
-        if model != "host-model" && model != "host-passthrough" {
-            enable(format!("{CPU_MODEL_LABEL}{model}"));
-        }
-        for (name, policy) in cpu_features(vmi) {
-            if policy.is_empty() || policy == "require" {
-                enable(format!("{CPU_FEATURE_LABEL}{name}"));
-            }
-        }
-    }
-    let machine = vmi
-        .status
-        .as_ref()
-        .and_then(|s| s.extra.get("machine"))
-        .and_then(|m| m.get("type"))
-        .and_then(|t| t.as_str())
-        .filter(|t| !t.is_empty())
-        .or_else(|| {
-            spec.domain
-                .extra
-                .get("machine")
-                .and_then(|m| m.get("type"))
-                .and_then(|t| t.as_str())
-                .filter(|t| !t.is_empty())
-        });
-    if let Some(m) = machine {
-        enable(format!("{MACHINE_TYPE_LABEL}{m}"));
-    }
-    if spec
-        .domain
-        .cpu
-        .as_ref()
-        .and_then(|c| c.extra.get("realtime"))
-        .is_some_and(|r| !r.is_null())
-    {
-        enable("kubevirt.io/realtime".into());
-    }
-    let ls = spec.domain.launch_security.as_ref();
-    if spec.is_sev() {
-        enable("kubevirt.io/sev".into());
-    }
-    let sev_es = ls
-        .and_then(|l| l.sev.as_ref())
-        .and_then(|s| s.get("policy"))
-        .and_then(|p| p.get("encryptedState"))
-        .and_then(|e| e.as_bool())
-        .unwrap_or(false);
-    if sev_es {
-        enable("kubevirt.io/sev-es".into());
-    }
-    if ls.is_some_and(|l| l.snp.is_some()) {
-        enable("kubevirt.io/sev-snp".into());
-    }
-    if ls.is_some() && arch == "s390x" {
-        enable("kubevirt.io/s390-pv".into());
-    }
-    if spec.is_tdx() {
-        enable("kubevirt.io/tdx".into());
-    }
-    if cross_arch && !arch.is_empty() {
-        enable(format!("{VM_ARCH_LABEL}{arch}"));
-    }
-    sel
 }
 
 fn env_value(name: &str, value: &str) -> EnvVar {
@@ -537,6 +421,10 @@ fn render_pod(
     // The networks' NADs, read while rendering (template.go:427-433): a missing one fails the
     // render; their resources are the renderer's `WithNetworkResources`.
     network_to_resource(vmi, settings, ns).map_err(|m| input.input_error(m))?;
+    // The CR's permittedHostDevices, checked before any resource (template.go:1031-1033).
+    if let Some(refused) = super::renderer::unpermitted_host_devices(vmi, settings) {
+        return Err(input.input_error(refused));
+    }
     // A pod that will be created: fix what the API server would reject (docs/run-controller.md).
     let compute_resources =
         render_admissible_compute_resources(vmi, resources, settings, overhead_bytes, ns).map_err(
@@ -672,11 +560,11 @@ fn compute_command(
         "--hook-sidecars",
         &sidecars.to_string(),
         "--ovmf-path",
-        ovmf_path(input.arch),
+        input.settings.ovmf_path(input.arch),
         "--disk-memory-limit",
-        &DEFAULT_DISK_MEMORY_LIMIT_BYTES.to_string(),
+        &input.settings.disk_memory_limit_bytes.to_string(),
         "--hypervisor",
-        "kvm",
+        input.settings.hypervisor_name(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -1138,7 +1026,12 @@ fn pod_spec(
         restart_policy: Some("Never".into()),
         containers,
         init_containers: (!init_containers.is_empty()).then_some(init_containers),
-        node_selector: Some(node_selector(input.vmi, input.settings, input.cross_arch)),
+        node_selector: Some(node_selector(
+            input.vmi,
+            input.settings,
+            input.cross_arch,
+            &input.object,
+        )?),
         volumes: Some(volumes),
         image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
             pull_secrets
@@ -1899,6 +1792,84 @@ mod tests {
         assert_eq!(hp.mount_propagation.as_deref(), Some("HostToContainer"));
     }
 
+    /// template.go:441, 470-472, 1025, 1039-1041 (template_test.go:597-600 with other values):
+    /// the CR's disk-verification limit, hypervisor and OVMF path reach `--disk-memory-limit`,
+    /// `--hypervisor` and `--ovmf-path`; `hyperv-direct` asks for the `mshv` device, not `kvm`.
+    #[test]
+    fn disk_memory_limit_hypervisor_and_ovmf_path_come_from_the_cr() {
+        let cr = |extra: serde_json::Value| {
+            let mut cfg = json!({"developerConfiguration": {
+                "diskVerification": {"memoryLimit": "1Gi"}, "featureGates": ["ConfigurableHypervisor"]}});
+            if let Some(h) = extra.get("hypervisors") {
+                cfg["hypervisors"] = h.clone();
+            }
+            ClusterSettings {
+                launcher_image: "kubevirt/virt-launcher".into(),
+                ..ClusterSettings::from_kubevirt_cr(&json!({"kind": "KubeVirt",
+                    "spec": {"configuration": cfg}}))
+                .unwrap()
+            }
+        };
+        let flag = |pod: &Pod, name: &str| {
+            let c = command(pod);
+            let at = c.iter().position(|a| a == name).unwrap();
+            c[at + 1].clone()
+        };
+        let v = vmi(json!({}), json!({"domain": {}}));
+        let pod = render(&v, &cr(json!({})));
+        assert_eq!(flag(&pod, "--disk-memory-limit"), "1073741824");
+        assert_eq!(flag(&pod, "--hypervisor"), "kvm");
+        let pod = render(&v, &cr(json!({"hypervisors": [{"name": "hyperv-direct"}]})));
+        assert_eq!(flag(&pod, "--hypervisor"), "hyperv-direct");
+        let limits = compute(&pod).resources.clone().unwrap().limits.unwrap();
+        assert_eq!(limits["devices.kubevirt.io/mshv"].0, "1");
+        assert!(!limits.contains_key("devices.kubevirt.io/kvm"));
+        let defaults = render(&v, &test_settings());
+        assert_eq!(flag(&defaults, "--disk-memory-limit"), "2097152000");
+        // template.go:441, 470: the CR's OVMF path for the VMI's architecture.
+        let ovmf = ClusterSettings::from_kubevirt_cr(&json!({"kind": "KubeVirt", "spec": {
+            "configuration": {"architectureConfiguration": {"arm64": {"ovmfPath": "/opt/aavmf"}}}}}))
+        .unwrap();
+        let arm = vmi(json!({}), json!({"architecture": "arm64", "domain": {}}));
+        assert_eq!(flag(&render(&arm, &ovmf), "--ovmf-path"), "/opt/aavmf");
+        assert_eq!(
+            flag(&render(&v, &ovmf), "--ovmf-path"),
+            "/usr/share/edk2/ovmf"
+        );
+    }
+
+    /// template.go:1031-1033: a device the CR's `permittedHostDevices` does not list gets no
+    /// pod but an input error carrying KubeVirt's text alone; a listed one renders its request.
+    #[test]
+    fn unpermitted_host_device_gets_no_pod() {
+        let v = vmi(
+            json!({}),
+            json!({"domain": {"devices": {"gpus": [{"name": "g", "deviceName": "example.com/gpu"}]}}}),
+        );
+        let s = ClusterSettings {
+            permitted_host_devices: Some(vec!["example.com/fpga".into()]),
+            ..test_settings()
+        };
+        let mut rng = StdRng::seed_from_u64(1);
+        let e = render_launch_manifest(&v, &s, &NamespaceContext::default(), &mut rng).unwrap_err();
+        assert!(matches!(e, RenderError::Input { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "GPU example.com/gpu is not permitted in permittedHostDevices configuration"
+        );
+        let s = ClusterSettings {
+            permitted_host_devices: Some(vec!["example.com/gpu".into()]),
+            ..s
+        };
+        let limits = compute(&render(&v, &s))
+            .resources
+            .clone()
+            .unwrap()
+            .limits
+            .unwrap();
+        assert_eq!(limits["example.com/gpu"].0, "1");
+    }
+
     /// nodeselectorrenderer.go:33-99, template_test.go:1154-1360, 1748.
     #[test]
     fn node_selectors() {
@@ -1958,7 +1929,7 @@ mod tests {
                 .clone()
                 .unwrap()
                 .keys()
-                .any(|k| k.starts_with(CPU_MODEL_LABEL))
+                .any(|k| k.starts_with(crate::launcher::node_selector::CPU_MODEL_LABEL))
         );
     }
 

@@ -40,8 +40,8 @@
 use super::resources::{
     AUTO_MEMORY_LIMITS_RATIO_LABEL, ClaimRef, ComputeResources, DEFAULT_MEMORY_LIMIT_RATIO,
     EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY, EPHEMERAL_STORAGE_OVERHEAD, IOMMUFD_DEVICE,
-    KVM_DEVICE, NamespaceContext, PR_HELPER_DEVICE, SEV_DEVICE, TDX_DEVICE, TUN_DEVICE,
-    VHOST_NET_DEVICE, VHOST_VSOCK_DEVICE,
+    NamespaceContext, PR_HELPER_DEVICE, SEV_DEVICE, TDX_DEVICE, TUN_DEVICE, VHOST_NET_DEVICE,
+    VHOST_VSOCK_DEVICE, hypervisor_device,
 };
 use crate::api::quantity::{Format, ParsedQuantity};
 use crate::api::resources::{FieldError, FieldProblem, VmiResources};
@@ -339,6 +339,45 @@ fn host_devices<'a>(i: &RenderInput<'a>) -> &'a [NamedDevice] {
         .unwrap_or_default()
 }
 
+/// `validatePermittedHostDevices` (renderresources.go:493-531), which `newResourceRenderer`
+/// runs before any resource is rendered (template.go:1031-1033): with the CR's
+/// `permittedHostDevices` set, each GPU and host device whose `deviceName` it does not list is
+/// refused, in KubeVirt's words, joined by a space. Devices with a `claimRequest` are skipped
+/// while their DRA gate (`GPUsWithDRA`, `HostDevicesWithDRA`, Beta in v1.9:
+/// featuregate/active.go:311-312) is on. `None`: nothing refused.
+pub(crate) fn unpermitted_host_devices(
+    vmi: &VirtualMachineInstance,
+    settings: &ClusterSettings,
+) -> Option<String> {
+    let permitted = settings.permitted_host_devices.as_ref()?;
+    let devices = &vmi.spec.domain.devices;
+    let kinds = [
+        (devices.gpus.as_deref(), "GPU", "GPUsWithDRA"),
+        (
+            devices.host_devices.as_deref(),
+            "HostDevice",
+            "HostDevicesWithDRA",
+        ),
+    ];
+    let mut refused = Vec::new();
+    for (list, kind, dra_gate) in kinds {
+        let dra = settings.gate_enabled(dra_gate, true);
+        for d in list.unwrap_or_default() {
+            let claim = d.extra.get("claimRequest").is_some_and(|c| !c.is_null());
+            if dra && claim {
+                continue;
+            }
+            let name = d.device_name.as_deref().unwrap_or_default();
+            if !permitted.iter().any(|p| p == name) {
+                refused.push(format!(
+                    "{kind} {name} is not permitted in permittedHostDevices configuration"
+                ));
+            }
+        }
+    }
+    (!refused.is_empty()).then(|| refused.join(" "))
+}
+
 /// Device-plugin devices: a `deviceName` and no `claimRequest`.
 /// `NetworkToResource`'s map (network → its NAD's resource name), from what the caller read
 /// ([`super::network::network_to_resource`]; the pod renderer reports a NAD it could not read).
@@ -410,7 +449,8 @@ fn with_virtualization_resources(
         r.vm_limits.insert(VHOST_NET_DEVICE.into(), one);
     }
     if !emulation {
-        r.vm_limits.insert(KVM_DEVICE.into(), one);
+        r.vm_limits
+            .insert(hypervisor_device(i.settings).into(), one);
     }
     if spec.autoattach_vsock() {
         r.vm_limits.insert(VHOST_VSOCK_DEVICE.into(), one);
@@ -696,6 +736,7 @@ mod tests {
     use super::*;
     use crate::kubevirt_version::KubeVirtVersion;
     use crate::launcher::overhead::memory_overhead;
+    use crate::launcher::resources::KVM_DEVICE;
     use serde_json::json;
 
     fn vmi(spec: serde_json::Value) -> VirtualMachineInstance {
@@ -1539,5 +1580,62 @@ mod tests {
         assert_eq!(j["requests"]["cpu"], "300m");
         assert_eq!(j["requests"]["memory"], "1310Mi");
         assert!(j.get("claims").is_none());
+    }
+
+    /// renderresources_test.go:751-905 with other names: no setting, no check; with one
+    /// permitting a single PCI resource, a listed GPU or host device passes and an unlisted one
+    /// is refused in KubeVirt's words; DRA devices are skipped while their Beta gate is on,
+    /// not once it is disabled; every refusal is joined into one message.
+    #[test]
+    fn permitted_host_devices_refuse_unlisted_devices() {
+        let permits = |names: &[&str]| ClusterSettings {
+            permitted_host_devices: Some(names.iter().map(|n| n.to_string()).collect()),
+            ..kubevirt_test_settings()
+        };
+        let s = permits(&["example.com/fpga"]);
+        let devices = |gpus: serde_json::Value, host: serde_json::Value| {
+            vmi(json!({"domain": {"devices": {"gpus": gpus, "hostDevices": host}}}))
+        };
+        let check =
+            |v: &VirtualMachineInstance, s: &ClusterSettings| unpermitted_host_devices(v, s);
+        let fpga = json!([{"name": "a", "deviceName": "example.com/fpga"}]);
+        let other = json!([{"name": "b", "deviceName": "example.com/tpu"}]);
+        assert_eq!(check(&devices(json!(null), json!(null)), &s), None);
+        assert_eq!(check(&devices(fpga.clone(), fpga.clone()), &s), None);
+        assert_eq!(
+            check(&devices(json!(null), other.clone()), &s).as_deref(),
+            Some(
+                "HostDevice example.com/tpu is not permitted in permittedHostDevices configuration"
+            )
+        );
+        assert_eq!(
+            check(&devices(other.clone(), other.clone()), &s).as_deref(),
+            Some(
+                "GPU example.com/tpu is not permitted in permittedHostDevices configuration \
+                 HostDevice example.com/tpu is not permitted in permittedHostDevices configuration"
+            )
+        );
+        // Without the setting nothing is checked; an empty one permits nothing.
+        let unset = kubevirt_test_settings();
+        assert_eq!(check(&devices(other.clone(), json!(null)), &unset), None);
+        assert!(check(&devices(fpga.clone(), json!(null)), &permits(&[])).is_some());
+        // DRA devices (a claimRequest, no deviceName): skipped with the Beta gates on.
+        let claim = json!([{"name": "d", "claimRequest": {"claimName": "c", "requestName": "r"}}]);
+        let dra = devices(claim.clone(), claim.clone());
+        assert_eq!(check(&dra, &s), None);
+        let gates_off = ClusterSettings {
+            disabled_feature_gates: vec!["GPUsWithDRA".into()],
+            ..s.clone()
+        };
+        assert_eq!(
+            check(&dra, &gates_off).as_deref(),
+            Some("GPU  is not permitted in permittedHostDevices configuration")
+        );
+        // A legacy device next to a DRA one is still checked.
+        let mixed = devices(json!([claim[0].clone(), other[0].clone()]), json!(null));
+        assert_eq!(
+            check(&mixed, &s).as_deref(),
+            Some("GPU example.com/tpu is not permitted in permittedHostDevices configuration")
+        );
     }
 }

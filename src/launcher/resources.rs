@@ -6,8 +6,8 @@
 //! Multus network resource names come from the NADs the caller read ([`RenderLookups`]; KubeVirt
 //! reads them only when the Beta gate `ExternalNetResourceInjection` is disabled — it is on by
 //! default, so the default KubeVirt renders none either). The support containers' resources read
-//! the KubeVirt CR's `supportContainerResources` through [`Support`]. Not modelled:
-//! `permittedHostDevices` validation, the Hyper-V (`mshv`) hypervisor device.
+//! the KubeVirt CR's `supportContainerResources` through [`Support`]. The hypervisor device is
+//! `kvm`, or `mshv` for the CR's `hyperv-direct` hypervisor ([`hypervisor_device`]).
 
 use crate::api::quantity::ParsedQuantity;
 use k8s_openapi::api::core::v1::{ResourceClaim, ResourceRequirements};
@@ -69,6 +69,20 @@ impl Support<'_> {
 pub const DEVICE_PREFIX: &str = "devices.kubevirt.io";
 /// `/dev/kvm` (the KVM hypervisor's device, pkg/hypervisor/kvm).
 pub const KVM_DEVICE: &str = "devices.kubevirt.io/kvm";
+/// `/dev/mshv`, the `hyperv-direct` hypervisor's device (pkg/hypervisor/mshv/hypervisorbackend.go:44,
+/// template.go:1039-1041).
+pub const MSHV_DEVICE: &str = "devices.kubevirt.io/mshv";
+
+/// `ConstructHypervisorResourceName` (template.go:1039-1041) of the settings' hypervisor
+/// (`NewLauncherHypervisorResources`, launcherhypervisorresources.go:40-48): `mshv` for
+/// `hyperv-direct`, `kvm` for anything else.
+pub(crate) fn hypervisor_device(settings: &crate::config::ClusterSettings) -> &'static str {
+    if settings.hypervisor_name() == crate::config::HYPERV_DIRECT_HYPERVISOR {
+        MSHV_DEVICE
+    } else {
+        KVM_DEVICE
+    }
+}
 /// `/dev/net/tun`.
 pub const TUN_DEVICE: &str = "devices.kubevirt.io/tun";
 /// `/dev/vhost-net`.
