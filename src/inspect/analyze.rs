@@ -1014,6 +1014,7 @@ fn vmi_action_kind(a: &VmiAction) -> &'static str {
     match a {
         VmiAction::CreatePod { .. } => "CreatePod",
         VmiAction::DeletePod { .. } => "DeletePod",
+        VmiAction::DeleteTemporaryPod { .. } => "DeleteTemporaryPod",
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod",
         VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod",
         VmiAction::CreateBackendStoragePvc { .. } => "CreateBackendStoragePvc",

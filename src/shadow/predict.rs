@@ -239,6 +239,9 @@ pub(crate) fn vmi_writes_at(decision: &VmiDecision, vmi_name: &str) -> Vec<(usiz
             VmiAction::DeletePod { name, .. } => {
                 write(Kind::Pod, name, None, "DeletePod", Effect::Delete)
             }
+            VmiAction::DeleteTemporaryPod { name, .. } => {
+                write(Kind::Pod, name, None, "DeleteTemporaryPod", Effect::Delete)
+            }
             VmiAction::CreateAttachmentPod { pod, .. } => Intended {
                 kind: Kind::Pod,
                 name: None,

@@ -50,6 +50,20 @@ pub enum VmiAction {
         /// Why.
         why: String,
     },
+    /// Delete a WaitForFirstConsumer temporary pod with grace period 0 once no DataVolume of the
+    /// VMI waits for its first consumer (lifecycle.go:188-193, 1095-1122): the pod expectations
+    /// of [`VmiAction::DeletePod`], a NotFound answer counts as success; events Normal
+    /// `SuccessfulDelete` `Deleted WaitForFirstConsumer temporary pod <name>` or Warning
+    /// `FailedDelete` `Failed to delete WaitForFirstConsumer temporary pod <name>` (sync error
+    /// `FailedHotplugSync`).
+    DeleteTemporaryPod {
+        /// Pod name.
+        name: String,
+        /// Pod UID (informational).
+        uid: String,
+        /// Why.
+        why: String,
+    },
     /// Create a hotplug attachment pod (volume-hotplug.go:229-241, `createPod(vmiKey, …)`):
     /// the same pod expectations as [`VmiAction::CreatePod`]; events Normal `SuccessfulCreate`
     /// `Created attachment pod <name>` or Warning `FailedCreate` `Error creating attachment
@@ -155,6 +169,7 @@ impl VmiAction {
         match self {
             VmiAction::CreatePod { why, .. }
             | VmiAction::DeletePod { why, .. }
+            | VmiAction::DeleteTemporaryPod { why, .. }
             | VmiAction::CreateAttachmentPod { why, .. }
             | VmiAction::DeleteAttachmentPod { why, .. }
             | VmiAction::CreateBackendStoragePvc { why, .. }

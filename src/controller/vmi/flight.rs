@@ -12,6 +12,7 @@ pub(crate) fn action_name(a: &VmiAction) -> String {
     match a {
         VmiAction::CreatePod { .. } => "CreatePod".into(),
         VmiAction::DeletePod { .. } => "DeletePod".into(),
+        VmiAction::DeleteTemporaryPod { .. } => "DeleteTemporaryPod".into(),
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod".into(),
         VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod".into(),
         VmiAction::CreateBackendStoragePvc { .. } => "CreateBackendStoragePvc".into(),
