@@ -198,12 +198,8 @@ fn bind(store: &Store, audit: &AuditLog, key: &ObjKey, node: Option<&str>) {
         let mut next = cur.clone();
         let m = object::meta_mut(&mut next);
         let ann = m.entry("annotations").or_insert_with(|| json!({}));
-        if let Some(ann) = ann.as_object_mut() {
-            ann.insert("pv.kubernetes.io/bind-completed".into(), json!("yes"));
-            ann.insert("pv.kubernetes.io/bound-by-controller".into(), json!("yes"));
-            if let Some(node) = node {
-                ann.insert("volume.kubernetes.io/selected-node".into(), json!(node));
-            }
+        if let (Some(ann), Value::Object(added)) = (ann.as_object_mut(), bound_annotations(node)) {
+            ann.extend(added);
         }
         next
     });
@@ -212,16 +208,34 @@ fn bind(store: &Store, audit: &AuditLog, key: &ObjKey, node: Option<&str>) {
     }
     write(Sub::Status, &|cur| {
         let mut next = cur.clone();
-        let mut status = json!({"phase": "Bound"});
-        if let Some(modes) = cur["spec"]["accessModes"].as_array() {
-            status["accessModes"] = Value::Array(modes.clone());
-        }
-        if let Some(size) = cur["spec"]["resources"]["requests"]["storage"].as_str() {
-            status["capacity"] = json!({"storage": size});
-        }
-        next["status"] = status;
+        next["status"] = bound_status(cur);
         next
     });
+}
+
+/// The annotations the PV controller (and, for a WaitForFirstConsumer claim, the scheduler's
+/// `volume.kubernetes.io/selected-node`) puts on a claim it binds.
+pub(crate) fn bound_annotations(node: Option<&str>) -> Value {
+    let mut ann = json!({
+        "pv.kubernetes.io/bind-completed": "yes",
+        "pv.kubernetes.io/bound-by-controller": "yes",
+    });
+    if let Some(node) = node {
+        ann["volume.kubernetes.io/selected-node"] = json!(node);
+    }
+    ann
+}
+
+/// The status of `pvc` once bound: phase `Bound`, its access modes and requested size.
+pub(crate) fn bound_status(pvc: &Value) -> Value {
+    let mut status = json!({"phase": "Bound"});
+    if let Some(modes) = pvc["spec"]["accessModes"].as_array() {
+        status["accessModes"] = Value::Array(modes.clone());
+    }
+    if let Some(size) = pvc["spec"]["resources"]["requests"]["storage"].as_str() {
+        status["capacity"] = json!({"storage": size});
+    }
+    status
 }
 
 #[cfg(test)]
