@@ -8,8 +8,11 @@
 //! until the pod is gone. virt-handler's part (`MountedToPod`, `Ready`, the memory dump phases)
 //! is the embedded cluster's (`crate::sim::nodes::virt_handler::hotplug_volumes_vmi`).
 //!
-//! Not modelled: WaitForFirstConsumer claims (KubeVirt creates a trigger pod,
-//! volume-hotplug.go:244-262), utility volumes, and the requeue delay between attachment pods
+//! Not modelled: the trigger pod of a hotplugged WaitForFirstConsumer DataVolume (KubeVirt
+//! creates a temporary `hp-volume-` pod owned by the launcher pod so the claim binds,
+//! volume-hotplug.go:192-200, 252-268, 327-343, template.go:1211-1300; here such a volume is
+//! only not ready; the cleanup of such pods is modelled, with the VMI's own temporary pod,
+//! `decide.rs`), utility volumes, and the requeue delay between attachment pods
 //! (`requeueAfter` with a threshold of `len(volumes)/-10` ns, zero below ten volumes).
 
 use super::action::VmiAction;
