@@ -1739,6 +1739,12 @@ fn volume_blockers(out: &mut Blockers, g: &Gathered, ins: &Inspection) {
                 "the DataVolume failed".into(),
                 3,
             ),
+            ("DataVolume", Some("WaitForFirstConsumer")) => out.add(
+                object,
+                "WaitForFirstConsumer",
+                "the DataVolume's claim binds only once a pod using it is scheduled: the VMI controller creates a temporary pod for that and deletes it once the DataVolume moves on (lifecycle.go:152-154, 188-193)".into(),
+                3,
+            ),
             ("DataVolume", phase) => {
                 let ready = g
                     .data_volumes
