@@ -1016,6 +1016,7 @@ fn vmi_action_kind(a: &VmiAction) -> &'static str {
         VmiAction::DeletePod { .. } => "DeletePod",
         VmiAction::DeleteTemporaryPod { .. } => "DeleteTemporaryPod",
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod",
+        VmiAction::CreateTriggerPod { .. } => "CreateTriggerPod",
         VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod",
         VmiAction::CreateBackendStoragePvc { .. } => "CreateBackendStoragePvc",
         VmiAction::DeleteBackendStoragePvc { .. } => "DeleteBackendStoragePvc",

@@ -249,6 +249,13 @@ pub(crate) fn vmi_writes_at(decision: &VmiDecision, vmi_name: &str) -> Vec<(usiz
                 action: "CreateAttachmentPod",
                 effect: Effect::Create(to_value(pod.as_ref())),
             },
+            VmiAction::CreateTriggerPod { pod, .. } => Intended {
+                kind: Kind::Pod,
+                name: None,
+                part: None,
+                action: "CreateTriggerPod",
+                effect: Effect::Create(to_value(pod.as_ref())),
+            },
             VmiAction::DeleteAttachmentPod { name, .. } => {
                 write(Kind::Pod, name, None, "DeleteAttachmentPod", Effect::Delete)
             }

@@ -74,6 +74,19 @@ pub enum VmiAction {
         /// Why.
         why: String,
     },
+    /// Create the trigger pod of a hotplugged volume whose DataVolume waits for its first
+    /// consumer (volume-hotplug.go:192-200, 252-268): the pod expectations of
+    /// [`VmiAction::CreatePod`]; events Normal `SuccessfulCreate` `Created hotplug trigger pod
+    /// for volume <volume>` or Warning `FailedCreate` `Error creating hotplug population trigger
+    /// pod for volume <volume>: <error>`.
+    CreateTriggerPod {
+        /// The hotplug volume's name.
+        volume: String,
+        /// The rendered pod ([`crate::launcher::attachment_pod::render_trigger_pod`]).
+        pod: Arc<Pod>,
+        /// Why.
+        why: String,
+    },
     /// Delete an attachment pod with grace period 0 (volume-hotplug.go:366-385), the pod
     /// expectations of [`VmiAction::DeletePod`]; events `SuccessfulDelete` `Deleted attachment
     /// pod <name>` or `FailedDelete` `Failed to delete attachment pod <name>`.
@@ -171,6 +184,7 @@ impl VmiAction {
             | VmiAction::DeletePod { why, .. }
             | VmiAction::DeleteTemporaryPod { why, .. }
             | VmiAction::CreateAttachmentPod { why, .. }
+            | VmiAction::CreateTriggerPod { why, .. }
             | VmiAction::DeleteAttachmentPod { why, .. }
             | VmiAction::CreateBackendStoragePvc { why, .. }
             | VmiAction::DeleteBackendStoragePvc { why, .. }

@@ -1603,7 +1603,9 @@ fn failed_sync_action(
                 ("temporary pod deletion failed", "lifecycle.go:188-193"),
             )
         }
-        a @ (VmiAction::CreateAttachmentPod { .. } | VmiAction::DeleteAttachmentPod { .. }) => {
+        a @ (VmiAction::CreateAttachmentPod { .. }
+        | VmiAction::CreateTriggerPod { .. }
+        | VmiAction::DeleteAttachmentPod { .. }) => {
             let (e, ev, why, failed) = super::volume_hotplug::failure(a, error);
             (e, Some((ev, why)), failed)
         }
@@ -1708,10 +1710,11 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
                 events::temporary_pod_deleted(name),
                 "a temporary pod was deleted (lifecycle.go:1110)",
             )),
-            a @ (VmiAction::CreateAttachmentPod { .. } | VmiAction::DeleteAttachmentPod { .. }) => {
-                d.status_actions
-                    .push(super::volume_hotplug::success_event(a, outcome))
-            }
+            a @ (VmiAction::CreateAttachmentPod { .. }
+            | VmiAction::CreateTriggerPod { .. }
+            | VmiAction::DeleteAttachmentPod { .. }) => d
+                .status_actions
+                .push(super::volume_hotplug::success_event(a, outcome)),
             _ => {}
         }
     }

@@ -487,9 +487,9 @@ fn request(key: &str, action: &VmiAction) -> (&'static str, &'static str, String
     let (ns, _) = split_key(key);
     let pod = |name: &str| format!("{ns}/{name}");
     match action {
-        VmiAction::CreatePod { .. } | VmiAction::CreateAttachmentPod { .. } => {
-            ("create", "pods", ns.to_string())
-        }
+        VmiAction::CreatePod { .. }
+        | VmiAction::CreateAttachmentPod { .. }
+        | VmiAction::CreateTriggerPod { .. } => ("create", "pods", ns.to_string()),
         VmiAction::DeletePod { name, .. }
         | VmiAction::DeleteTemporaryPod { name, .. }
         | VmiAction::DeleteAttachmentPod { name, .. } => ("delete", "pods", pod(name)),
@@ -554,6 +554,9 @@ fn describe(action: &VmiAction) -> String {
         VmiAction::DeletePod { name, .. } => format!("DeletePod {name}"),
         VmiAction::DeleteTemporaryPod { name, .. } => format!("DeleteTemporaryPod {name}"),
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod hp-volume-".to_string(),
+        VmiAction::CreateTriggerPod { volume, .. } => {
+            format!("CreateTriggerPod hp-volume- {volume}")
+        }
         VmiAction::DeleteAttachmentPod { name, .. } => format!("DeleteAttachmentPod {name}"),
         VmiAction::CreateBackendStoragePvc { pvc, .. } => format!(
             "CreateBackendStoragePvc {}",
@@ -629,7 +632,7 @@ async fn apply(
                 }
             }
         }
-        VmiAction::CreateAttachmentPod { pod, .. } => {
+        VmiAction::CreateAttachmentPod { pod, .. } | VmiAction::CreateTriggerPod { pod, .. } => {
             ctx.expectations.pod.expect_creations(key, 1);
             match create_read_as::<Pod, LauncherPodForCache>(client, ns, pod).await {
                 Ok(created) => return Ok(Some(created.into())),

@@ -14,6 +14,7 @@ pub(crate) fn action_name(a: &VmiAction) -> String {
         VmiAction::DeletePod { .. } => "DeletePod".into(),
         VmiAction::DeleteTemporaryPod { .. } => "DeleteTemporaryPod".into(),
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod".into(),
+        VmiAction::CreateTriggerPod { .. } => "CreateTriggerPod".into(),
         VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod".into(),
         VmiAction::CreateBackendStoragePvc { .. } => "CreateBackendStoragePvc".into(),
         VmiAction::DeleteBackendStoragePvc { .. } => "DeleteBackendStoragePvc".into(),

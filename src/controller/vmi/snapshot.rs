@@ -118,6 +118,10 @@ pub struct ClaimFacts {
     /// `IsSucceededOrPendingPopulation`: no controlling DataVolume, or one `Succeeded` /
     /// `PendingPopulation` (`VolumeReadyToAttachToNode`, pvc.go:223-251).
     pub populated: bool,
+    /// Not populated, and the controlling DataVolume is `WaitForFirstConsumer`
+    /// (`IsWaitForFirstConsumerBeforePopulating`, pvc.go:238-246): a hotplugged volume gets a
+    /// trigger pod (volume-hotplug.go:192-200).
+    pub wffc: bool,
 }
 
 impl Default for StorageState {

@@ -260,6 +260,9 @@ fn claim_facts(
             data_volume(owner)
                 .is_some_and(|dv| matches!(dv_phase(&dv), "Succeeded" | "PendingPopulation"))
         }),
+        wffc: controlling_data_volume(pvc).is_some_and(|owner| {
+            data_volume(owner).is_some_and(|dv| dv_phase(&dv) == WAIT_FOR_FIRST_CONSUMER)
+        }),
     }
 }
 
@@ -544,6 +547,11 @@ mod tests {
                 &CdiOverhead::default(),
             );
             assert!(!s.wffc, "a hotplug volume never asks for the temporary pod");
+            assert!(
+                s.claim_facts["hp"].wffc,
+                "it gets a trigger pod (volume-hotplug.go:197)"
+            );
+            assert!(!s.claim_facts["boot"].wffc);
             assert_eq!(
                 s.has_wffc_data_volume, provisioning,
                 "boot DataVolume {boot}"
