@@ -261,6 +261,8 @@ fn serve_nodes(kubeconfig: PathBuf) {
                 grace_scale: cluster.grace_scale,
                 capacity: cluster.capacity,
                 labels: cluster.labels,
+                // The benchmark's VMs use no claims.
+                bind_claims: false,
             },
         )
         .await

@@ -1998,6 +1998,139 @@ async fn a_data_volume_template_holds_the_start_until_cdi_reports_it_ready(serve
     env.shutdown().await;
 }
 
+/// Whether the pod is a WaitForFirstConsumer temporary pod (lifecycle.go:1085-1088).
+fn is_temporary(pod: &Pod) -> bool {
+    pod.annotations()
+        .contains_key(virtctl_rs::launcher::pod::EPHEMERAL_PROVISIONING_ANNOTATION)
+}
+
+/// A DataVolume whose claim's StorageClass binds on first consumer: CDI reports it
+/// `WaitForFirstConsumer`, the VM controller starts the VMI anyway (vm.go:558), and the VMI
+/// controller creates the temporary pod so the scheduler picks a node and the claim binds
+/// (lifecycle.go:152-154); the test plays CDI and reports the import Succeeded, the temporary pod
+/// is deleted (lifecycle.go:188-193, 1095-1122) and the launcher pod follows.
+async fn a_wait_for_first_consumer_data_volume_gets_a_temporary_pod(server: Server) {
+    let env = Env::start_on(server).await;
+    // Cluster-scoped: one per test namespace, so the two servers' runs do not share it.
+    let class_name = format!("{}-wffc", env.namespace);
+    let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(env.client.clone());
+    let class = serde_json::from_value(json!({"metadata": {"name": class_name},
+        "provisioner": "e2e.invalid", "volumeBindingMode": "WaitForFirstConsumer"}))
+    .expect("class");
+    match classes.create(&PostParams::default(), &class).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create the StorageClass: {e}"),
+    }
+    env.create_vm(&vm_with_data_volume()).await;
+    let dvs: Api<virtctl_rs::api::DataVolume> = Api::namespaced(env.client.clone(), &env.namespace);
+    let dv = env
+        .wait_for("the DataVolume of demo-dv", || async {
+            dvs.get_opt("demo-dv-disk").await.ok().flatten()
+        })
+        .await;
+    // CDI's claim on the late-binding class, and its phase while no pod uses the claim.
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {
+            "name": "demo-dv-disk",
+            "ownerReferences": [{
+                "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+                "name": "demo-dv-disk", "uid": uid(&dv.metadata),
+                "controller": true, "blockOwnerDeletion": true
+            }]
+        },
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class_name,
+                 "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    env.pvcs()
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create the DataVolume's claim");
+    let set_phase = |phase: &'static str| {
+        let dvs = dvs.clone();
+        async move {
+            dvs.patch_status(
+                "demo-dv-disk",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"status": {"phase": phase}})),
+            )
+            .await
+            .expect("DataVolume status");
+        }
+    };
+    set_phase("WaitForFirstConsumer").await;
+
+    let vmi = env
+        .wait_vmi("demo-dv", "Pending with Provisioning=True", |vmi| {
+            vmi.phase() == Phase::Pending
+                && vmi
+                    .condition("Provisioning")
+                    .is_some_and(|c| c.status == "True")
+        })
+        .await;
+    let temporary = env
+        .wait_for("the temporary pod to be scheduled", || async {
+            let pods = env.launcher_pods(&uid(&vmi.metadata)).await;
+            pods.into_iter()
+                .find(|p| is_temporary(p) && p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+        })
+        .await;
+    assert_eq!(
+        compute_container(&temporary).command.as_deref(),
+        Some(
+            &virtctl_rs::launcher::pod::TEMPORARY_POD_COMMAND
+                .map(String::from)
+                .to_vec()[..]
+        )
+    );
+    let node = temporary.spec.as_ref().and_then(|s| s.node_name.clone());
+    let bound = env
+        .wait_for("the claim to bind on the temporary pod's node", || async {
+            let c = env.pvcs().get("demo-dv-disk").await.ok()?;
+            let phase = c.status.as_ref()?.phase.clone();
+            (phase.as_deref() == Some("Bound")).then_some(c)
+        })
+        .await;
+    assert_eq!(
+        bound
+            .annotations()
+            .get("volume.kubernetes.io/selected-node"),
+        node.as_ref()
+    );
+    assert_eq!(
+        env.vmi("demo-dv").await.map(|v| v.phase()),
+        Some(Phase::Pending),
+        "no launcher pod while the DataVolume waits"
+    );
+
+    // CDI populates the bound claim.
+    set_phase("Succeeded").await;
+    let (vm, vmi) = env.wait_running("demo-dv").await;
+    assert_eq!(printable(&vm), "Running");
+    let pods = env.launcher_pods(&uid(&vmi.metadata)).await;
+    assert_eq!(
+        pods.iter().map(is_temporary).collect::<Vec<_>>(),
+        [false],
+        "the launcher pod only, the temporary pod deleted"
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(env.client.clone(), &env.namespace);
+    let message = format!(
+        "Deleted WaitForFirstConsumer temporary pod {}",
+        temporary.name_any()
+    );
+    env.wait_for("the temporary pod's deletion event", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| e.message.as_deref() == Some(message.as_str()))
+            .then_some(())
+    })
+    .await;
+    env.shutdown().await;
+}
+
 /// Deleting the running launcher pod of an Always VM ends its VMI, and the VM controller starts
 /// a new one with a launcher pod of its own (vm.go syncRunStrategy, RunStrategyAlways).
 async fn a_deleted_launcher_pod_is_replaced_with_a_new_vmi(server: Server) {
@@ -2093,6 +2226,7 @@ on_both_servers!(
     a_vm_deleted_with_orphan_propagation_leaves_its_vmi_to_a_new_vm,
     a_deleted_launcher_pod_is_replaced_with_a_new_vmi,
     a_data_volume_template_holds_the_start_until_cdi_reports_it_ready,
+    a_wait_for_first_consumer_data_volume_gets_a_temporary_pod,
     always_vm_starts_one_vmi_with_revision_pod_and_status,
     the_launcher_pod_is_cached_with_only_its_claim_volumes,
     always_restarts_a_crashed_guest_with_a_new_vmi,

@@ -15,6 +15,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
+
+const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 use virtctl_rs::sim::pvbinder::{BINDER_USER_AGENT, HOLD_ANNOTATION};
 use virtctl_rs::sim::{ApiServer, ApiServerConfig};
 
@@ -44,6 +46,68 @@ async fn wait_bound(pvcs: &Api<PersistentVolumeClaim>, name: &str) -> Persistent
         pvcs.get(name).await.ok().filter(|c| phase(c) == "Bound")
     })
     .await
+}
+
+/// A WaitForFirstConsumer claim binds on the node of its first consumer even when that pod is
+/// gone before the bind delay ends: the node is recorded on the claim at once (the scheduler's
+/// `volume.kubernetes.io/selected-node`), and the provisioner goes on (a VMI's temporary pod is
+/// deleted once it ran).
+#[tokio::test]
+async fn a_first_consumer_deleted_before_the_delay_still_binds_its_claim() {
+    let server = ApiServer::start(ApiServerConfig {
+        pvc_bind_delay: Some(Duration::from_secs(2)),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = server.client().await.unwrap();
+    let sc: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "local"}, "provisioner": "sim",
+        "volumeBindingMode": "WaitForFirstConsumer"
+    }))
+    .unwrap();
+    Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &sc)
+        .await
+        .unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    pvcs.create(&PostParams::default(), &claim("wffc", Some("local"), false))
+        .await
+        .unwrap();
+    let mut consumer: Pod = pod("consumer", Some("node-a"));
+    consumer.spec.as_mut().unwrap().volumes = Some(vec![
+        serde_json::from_value(
+            json!({"name": "d", "persistentVolumeClaim": {"claimName": "wffc"}}),
+        )
+        .unwrap(),
+    ]);
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &consumer)
+        .await
+        .unwrap();
+    // The node is recorded on the claim as soon as the consumer is seen on it.
+    let selected = wait_for("the claim's selected node", || async {
+        let c = pvcs.get("wffc").await.ok()?;
+        let node = c
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(SELECTED_NODE)
+            .cloned()?;
+        Some((node, phase(&c).to_string()))
+    })
+    .await;
+    assert_eq!(selected, ("node-a".to_string(), "Pending".to_string()));
+    // The consumer goes away (grace period 0) before the delay ends.
+    pods.delete(
+        "consumer",
+        &kube::api::DeleteParams::default().grace_period(0),
+    )
+    .await
+    .unwrap();
+    let wffc = wait_bound(&pvcs, "wffc").await;
+    assert_eq!(wffc.metadata.annotations.unwrap()[SELECTED_NODE], "node-a");
+    server.shutdown().await;
 }
 
 #[tokio::test]
@@ -109,10 +173,7 @@ async fn claims_bind_after_the_delay_unless_held_or_waiting() {
         .await
         .unwrap();
     let wffc = wait_bound(&pvcs, "wffc").await;
-    assert_eq!(
-        wffc.metadata.annotations.unwrap()["volume.kubernetes.io/selected-node"],
-        "node-a"
-    );
+    assert_eq!(wffc.metadata.annotations.unwrap()[SELECTED_NODE], "node-a");
     // Lifting the hold binds the held claim.
     pvcs.patch(
         "held",

@@ -283,7 +283,130 @@ async fn a_volume_request_goes_through_virt_apis_vmi_subresource(server: Server)
     env.shutdown().await;
 }
 
+/// Whether the pod is a WaitForFirstConsumer temporary pod (lifecycle.go:1085-1088).
+fn is_temporary(pod: &Pod) -> bool {
+    pod.metadata.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(virtctl_rs::launcher::pod::EPHEMERAL_PROVISIONING_ANNOTATION)
+    })
+}
+
+/// A hotplugged DataVolume whose claim's StorageClass binds on first consumer: the VMI
+/// controller creates trigger pods owned by the launcher pod (volume-hotplug.go:192-200,
+/// 252-268) until the claim binds and CDI (the test) reports the import done; then the volume
+/// gets its attachment pod and the trigger pods are deleted (lifecycle.go:188-193).
+async fn a_hotplugged_wait_for_first_consumer_data_volume_gets_trigger_pods(server: Server) {
+    let env = Env::start_on(server).await;
+    let class_name = format!("{}-hp-wffc", env.namespace);
+    let classes: kube::Api<k8s_openapi::api::storage::v1::StorageClass> =
+        kube::Api::all(env.client.clone());
+    let class = serde_json::from_value(json!({"metadata": {"name": class_name},
+        "provisioner": "e2e.invalid", "volumeBindingMode": "WaitForFirstConsumer"}))
+    .expect("class");
+    match classes.create(&Default::default(), &class).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create the StorageClass: {e}"),
+    }
+    // CDI's objects: the DataVolume, its claim on the late-binding class, its phase.
+    let dvs: kube::Api<virtctl_rs::api::DataVolume> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    let dv: virtctl_rs::api::DataVolume = serde_json::from_value(json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+        "metadata": {"name": "hp-dv"},
+        "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "1Gi"}}}}
+    }))
+    .expect("DataVolume");
+    let dv = dvs
+        .create(&Default::default(), &dv)
+        .await
+        .expect("create the DataVolume");
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "hp-dv", "ownerReferences": [{
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "name": "hp-dv",
+            "uid": dv.metadata.uid, "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class_name,
+                 "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .expect("claim");
+    env.pvcs()
+        .create(&Default::default(), &claim)
+        .await
+        .expect("create the claim");
+    let set_phase = |phase: &'static str| {
+        let dvs = dvs.clone();
+        async move {
+            dvs.patch_status(
+                "hp-dv",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": phase}})),
+            )
+            .await
+            .expect("DataVolume status");
+        }
+    };
+    set_phase("WaitForFirstConsumer").await;
+
+    env.create_vm(&common::example_vm_with("vm-containerdisk", "Always"))
+        .await;
+    let (vm, first) = env.wait_running(VM).await;
+    let template = serde_json::to_value(&vm).expect("json")["spec"]["template"]["spec"].clone();
+    let mut volumes = template["volumes"].as_array().cloned().unwrap_or_default();
+    volumes.push(json!({"name": "hp", "dataVolume": {"name": "hp-dv", "hotpluggable": true}}));
+    let mut disks = template["domain"]["devices"]["disks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    disks.push(json!({"name": "hp", "disk": {"bus": "scsi"}}));
+    env.merge_patch_vm(
+        VM,
+        json!({"spec": {"template": {"spec": {"volumes": volumes,
+            "domain": {"devices": {"disks": disks}}}}}}),
+    )
+    .await;
+
+    let trigger = env
+        .wait_for("a trigger pod for volume hp", || async {
+            attachment_pods(&env).await.into_iter().find(is_temporary)
+        })
+        .await;
+    let launcher = &env
+        .launcher_pods(first.metadata.uid.as_deref().unwrap())
+        .await[0];
+    let owner = trigger
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone());
+    assert_eq!(owner, launcher.metadata.uid, "owned by the launcher pod");
+    env.wait_for("the claim bound by a trigger pod's scheduling", || async {
+        let c = env.pvcs().get("hp-dv").await.ok()?;
+        (c.status?.phase.as_deref() == Some("Bound")).then_some(())
+    })
+    .await;
+
+    set_phase("Succeeded").await;
+    let vmi = env
+        .wait_vmi(VM, "volume hp Ready", |vmi| {
+            let v = serde_json::to_value(vmi).expect("json");
+            entry(&v, "hp").is_some_and(|e| e["phase"] == "Ready")
+        })
+        .await;
+    assert_eq!(vmi.metadata.uid, first.metadata.uid, "no restart");
+    env.wait_for("the trigger pods deleted", || async {
+        attachment_pods(&env)
+            .await
+            .iter()
+            .all(|p| !is_temporary(p) || p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
+    .await;
+    env.shutdown().await;
+}
+
 on_both_servers!(
+    a_hotplugged_wait_for_first_consumer_data_volume_gets_trigger_pods,
     a_hotplugged_claim_gets_an_attachment_pod_and_leaves_with_it,
     on_main_the_attachment_pod_records_its_vmi,
     a_volume_request_goes_through_virt_apis_vmi_subresource,

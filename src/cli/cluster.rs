@@ -203,6 +203,7 @@ async fn nodes(global: &GlobalArgs, args: NodesArgs) -> Result<ExitCode, CliErro
             grace_scale: args.grace_scale,
             capacity,
             labels,
+            bind_claims: false,
         },
     )
     .await

@@ -326,6 +326,37 @@ pub(crate) fn pvc_to_vmi_handler(
     })
 }
 
+/// DataVolume informer → VMI queue (`addDataVolume` / `updateDataVolume` / `deleteDataVolume`,
+/// pkg/virt-controller/watch/vmi/datavolumes.go:38-113, `listVMIsMatchingDV`,
+/// vmi/storage.go:95-109): every VMI of the DataVolume's namespace with a `dataVolume` or
+/// `persistentVolumeClaim` volume of that name, on any change but a resync. A VMI waits on its
+/// DataVolumes: for the import to finish, or, while one waits for its first consumer, with a
+/// temporary pod (lifecycle.go:110-114, 188-193).
+pub(crate) fn dv_to_vmi_handler(vmi_queue: QueueSlot, vmis: VmiStoreCell) -> Handler<DataVolume> {
+    Arc::new(move |n: &Notification<DataVolume>| {
+        let dv = match n {
+            Notification::Add(dv) | Notification::Delete { obj: dv, .. } => dv,
+            Notification::Update { old, new } => {
+                if same_rv(old.as_ref(), new.as_ref()) {
+                    return;
+                }
+                new
+            }
+        };
+        let (Some(store), Some(name)) = (vmis.get(), dv.metadata.name.as_deref()) else {
+            return;
+        };
+        let ns = dv.metadata.namespace.as_deref();
+        for vmi in store.state() {
+            if vmi.metadata.namespace.as_deref() == ns
+                && uses_claim(vmi.spec.volumes.as_deref(), name)
+            {
+                vmi_queue.add(key_of(vmi.as_ref()));
+            }
+        }
+    })
+}
+
 /// VMI informer → VMI queue; any event for a VMI settles its self-update expectation.
 pub(crate) fn vmi_handler(
     vmi_queue: QueueSlot,
@@ -816,5 +847,62 @@ mod tests {
             assert_eq!(drain(&q), keys, "fallback {fallback}, uid {uid}");
             assert_eq!(exp.pod.satisfied_expectations("ns/a"), found);
         }
+    }
+
+    /// datavolumes.go:38-113, vmi/storage.go:95-109: a DataVolume's add, change and deletion
+    /// enqueue the VMIs of its namespace that use it by name; a resync does not.
+    #[tokio::test]
+    async fn a_data_volume_change_enqueues_the_vmis_that_use_it() {
+        let (q, slot, _) = leading();
+        let with_volumes = |name: &str, volumes: serde_json::Value| -> VirtualMachineInstance {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns", "uid": name},
+                "spec": {"domain": {}, "volumes": volumes}
+            }))
+            .expect("VMI")
+        };
+        let vmis = vmi_store(&[
+            with_volumes(
+                "a",
+                serde_json::json!([{"name": "d", "dataVolume": {"name": "dv"}}]),
+            ),
+            with_volumes(
+                "b",
+                serde_json::json!([{"name": "d", "persistentVolumeClaim": {"claimName": "dv"}}]),
+            ),
+            with_volumes(
+                "other",
+                serde_json::json!([{"name": "d", "dataVolume": {"name": "x"}}]),
+            ),
+        ]);
+        let h = dv_to_vmi_handler(slot, vmis);
+        let dv = |rv: &str| -> Arc<DataVolume> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "dv", "namespace": "ns", "resourceVersion": rv},
+                    "spec": {}
+                }))
+                .expect("DataVolume"),
+            )
+        };
+        h(&Notification::Add(dv("1")));
+        let mut keys = drain(&q);
+        keys.sort();
+        assert_eq!(keys, ["ns/a", "ns/b"]);
+        h(&Notification::Update {
+            old: dv("1"),
+            new: dv("1"),
+        });
+        assert!(drain(&q).is_empty(), "a resync enqueues nothing");
+        h(&Notification::Update {
+            old: dv("1"),
+            new: dv("2"),
+        });
+        assert_eq!(drain(&q).len(), 2);
+        h(&Notification::Delete {
+            obj: dv("2"),
+            relisted: false,
+        });
+        assert_eq!(drain(&q).len(), 2);
     }
 }

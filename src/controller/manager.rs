@@ -11,8 +11,8 @@ use super::common::ReconcileError;
 use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
 use super::handlers::{
-    PodStoreCell, VmStoreCell, VmiStoreCell, dv_to_vm_handler, pod_to_vmi_handler,
-    pvc_snapshot_status_handler, pvc_to_vm_handler, pvc_to_vmi_handler,
+    PodStoreCell, VmStoreCell, VmiStoreCell, dv_to_vm_handler, dv_to_vmi_handler,
+    pod_to_vmi_handler, pvc_snapshot_status_handler, pvc_to_vm_handler, pvc_to_vmi_handler,
     snapshot_class_to_vm_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
 };
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
@@ -530,11 +530,10 @@ async fn spawn_caches(
         stop.clone(),
     );
     let data_volumes = if data_volumes_served(client).await {
-        let dv_handlers = vec![dv_to_vm_handler(
-            q.vm.clone(),
-            q.expectations.clone(),
-            vm_cell.clone(),
-        )];
+        let dv_handlers = vec![
+            dv_to_vm_handler(q.vm.clone(), q.expectations.clone(), vm_cell.clone()),
+            dv_to_vmi_handler(q.vmi.clone(), vmi_cell.clone()),
+        ];
         let state = recorded(rec, "DataVolume");
         spawn_state_in::<DataVolume>(state, "datavolumes", client, ns, dv_handlers, stop)
     } else {

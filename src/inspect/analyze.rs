@@ -1014,7 +1014,9 @@ fn vmi_action_kind(a: &VmiAction) -> &'static str {
     match a {
         VmiAction::CreatePod { .. } => "CreatePod",
         VmiAction::DeletePod { .. } => "DeletePod",
+        VmiAction::DeleteTemporaryPod { .. } => "DeleteTemporaryPod",
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod",
+        VmiAction::CreateTriggerPod { .. } => "CreateTriggerPod",
         VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod",
         VmiAction::CreateBackendStoragePvc { .. } => "CreateBackendStoragePvc",
         VmiAction::DeleteBackendStoragePvc { .. } => "DeleteBackendStoragePvc",
@@ -1736,6 +1738,12 @@ fn volume_blockers(out: &mut Blockers, g: &Gathered, ins: &Inspection) {
                 object,
                 "DataVolumeFailed",
                 "the DataVolume failed".into(),
+                3,
+            ),
+            ("DataVolume", Some("WaitForFirstConsumer")) => out.add(
+                object,
+                "WaitForFirstConsumer",
+                "the DataVolume's claim binds only once a pod using it is scheduled: the VMI controller creates a temporary pod for that and deletes it once the DataVolume moves on (lifecycle.go:152-154, 188-193)".into(),
                 3,
             ),
             ("DataVolume", phase) => {

@@ -803,6 +803,33 @@ fn no_node_with_kvm_is_a_blocker() {
     assert_eq!(ins.blockers[0].depth, 4);
 }
 
+/// lifecycle.go:152-154: a DataVolume waiting for its first consumer holds the VM until the
+/// temporary pod gets its claim bound; the blocker says so.
+#[test]
+fn a_data_volume_waiting_for_its_first_consumer_is_named() {
+    let mut g = gathered(vm(
+        "Always",
+        json!([{"name": "rootdisk", "dataVolume": {"name": "dv-a"}}]),
+        json!({"printableStatus": "WaitingForVolumeBinding"}),
+    ));
+    g.data_volumes = vec![
+        serde_json::from_value(json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+            "metadata": {"name": "dv-a", "namespace": "demo", "uid": "dv-uid"},
+            "spec": {}, "status": {"phase": "WaitForFirstConsumer"}
+        }))
+        .expect("dv"),
+    ];
+    let ins = analyze(&g);
+    let b = blocker(
+        &ins,
+        |b| b.object == "DataVolume/dv-a",
+        "DataVolume blocker",
+    );
+    assert_eq!((b.reason.as_str(), b.depth), ("WaitForFirstConsumer", 3));
+    assert!(b.message.contains("temporary pod"), "{}", b.message);
+}
+
 #[test]
 fn a_pending_data_volume_blocks_the_start() {
     let mut g = gathered(vm(

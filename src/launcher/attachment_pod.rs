@@ -219,6 +219,83 @@ pub(crate) fn render_attachment_pod(
     serde_json::from_value(pod).map_err(|e| format!("attachment pod: {e}"))
 }
 
+/// The trigger pod of a hotplugged volume whose DataVolume waits for its first consumer:
+/// `RenderHotplugAttachmentTriggerPodTemplate` with `tempPod` true (template.go:1211-1300, from
+/// `createAttachmentPopulateTriggerPodTemplate`, volume-hotplug.go:327-343). A temporary pod
+/// ([`super::pod::EPHEMERAL_PROVISIONING_ANNOTATION`]) owned by the launcher pod `owner`,
+/// placed next to it by a pod affinity on its labels, that mounts the claim `claim` and exits
+/// (`/bin/bash -c exit 0`): its scheduling gets the claim bound. Unlike the attachment pod it
+/// tolerates only what the launcher pod tolerates and has no SELinux type; a Block claim is a
+/// device at `/dev/hotplugblockdevice` with the pod running as root, any other is mounted at
+/// `/pvc`. Errors are KubeVirt's SELinux-context texts.
+pub(crate) fn render_trigger_pod(
+    volume: &Volume,
+    owner: &Pod,
+    vmi: &VirtualMachineInstance,
+    (claim, block): (&str, bool),
+    launcher_image: &str,
+    support: &[SupportContainerResources],
+) -> Result<Pod, String> {
+    let level = selinux_level(vmi)?.unwrap_or_else(|| "s0".into());
+    let name = volume.name.as_str();
+    let mut container = json!({
+        "name": HOTPLUG_DISK,
+        "image": launcher_image,
+        "command": ["/bin/bash", "-c", "exit", "0"],
+        "resources": hotplug_resources(support),
+        "securityContext": {
+            "allowPrivilegeEscalation": false,
+            "runAsNonRoot": true,
+            "runAsUser": NON_ROOT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+            "capabilities": {"drop": ["ALL"]},
+            "seLinuxOptions": {"level": level}
+        },
+        "volumeMounts": [
+            {"name": HOTPLUG_DISKS, "mountPath": "/path", "mountPropagation": "HostToContainer"}
+        ],
+    });
+    if block {
+        container["volumeDevices"] =
+            json!([{"name": name, "devicePath": "/dev/hotplugblockdevice"}]);
+    } else if let Some(mounts) = container["volumeMounts"].as_array_mut() {
+        mounts.push(json!({"name": name, "mountPath": "/pvc"}));
+    }
+    let owner_meta = &owner.metadata;
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "hp-volume-",
+            "namespace": owner_meta.namespace,
+            "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Pod",
+                "name": owner_meta.name, "uid": owner_meta.uid,
+                "controller": true, "blockOwnerDeletion": true
+            }],
+            "labels": {"kubevirt.io": HOTPLUG_DISK},
+            "annotations": {super::pod::EPHEMERAL_PROVISIONING_ANNOTATION: "true"}
+        },
+        "spec": {
+            "containers": [container],
+            "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": owner_meta.labels.clone().unwrap_or_default()},
+                "topologyKey": "kubernetes.io/hostname"
+            }]}},
+            "tolerations": owner.spec.as_ref().and_then(|s| s.tolerations.clone()).unwrap_or_default(),
+            "volumes": [
+                {"name": name, "persistentVolumeClaim": {"claimName": claim}},
+                {"name": HOTPLUG_DISKS, "emptyDir": {}}
+            ],
+            "terminationGracePeriodSeconds": 0
+        }
+    });
+    if block {
+        pod["spec"]["securityContext"] = json!({"runAsUser": 0});
+    }
+    serde_json::from_value(pod).map_err(|e| format!("trigger pod: {e}"))
+}
+
 /// KubeVirt main (PR 18222, [`ControllerRules::attachment_pod_owner_annotations`]): the
 /// attachment pod records the VMI it serves, its name and UID, in
 /// [`OWNER_VMI_NAME`](crate::api::annotations::OWNER_VMI_NAME) and
@@ -350,6 +427,57 @@ mod tests {
     /// (template.go:1511).
     /// renderresources.go:627-662: `supportContainerResources` for `hotplug-disk` replaces
     /// the quantities it sets; the others keep KubeVirt's defaults.
+    /// template.go:1211-1300 with tempPod true: the trigger pod of a WaitForFirstConsumer
+    /// hotplug volume.
+    #[test]
+    fn the_trigger_pod_is_kubevirts() {
+        let v =
+            volume(json!({"name": "hp", "dataVolume": {"name": "hp-dv", "hotpluggable": true}}));
+        let running = vmi(json!({"selinuxContext": "system_u:system_r:container_t:s0:c1,c2"}));
+        let render = |block| {
+            let pod = render_trigger_pod(&v, &owner(), &running, ("hp-dv", block), "img", &[])
+                .expect("rendered");
+            serde_json::to_value(pod).expect("json")
+        };
+        let fs = render(false);
+        assert_eq!(fs["metadata"]["generateName"], "hp-volume-");
+        assert_eq!(
+            fs["metadata"]["annotations"]["kubevirt.io/ephemeral-provisioning"],
+            "true"
+        );
+        assert_eq!(fs["metadata"]["ownerReferences"][0]["kind"], "Pod");
+        let c = &fs["spec"]["containers"][0];
+        assert_eq!(c["command"], json!(["/bin/bash", "-c", "exit", "0"]));
+        assert_eq!(
+            c["securityContext"]["seLinuxOptions"],
+            json!({"level": "s0:c1,c2"})
+        );
+        assert_eq!(
+            c["volumeMounts"][1],
+            json!({"name": "hp", "mountPath": "/pvc"})
+        );
+        assert_eq!(
+            fs["spec"]["volumes"][0],
+            json!({"name": "hp", "persistentVolumeClaim": {"claimName": "hp-dv"}})
+        );
+        let term = &fs["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            [0];
+        assert_eq!(term["topologyKey"], "kubernetes.io/hostname");
+        assert_eq!(fs["spec"]["terminationGracePeriodSeconds"], 0);
+        assert!(fs["spec"].get("securityContext").is_none());
+        let block = render(true);
+        assert_eq!(
+            block["spec"]["containers"][0]["volumeDevices"],
+            json!([{"name": "hp", "devicePath": "/dev/hotplugblockdevice"}])
+        );
+        assert_eq!(block["spec"]["securityContext"], json!({"runAsUser": 0}));
+        let missing = vmi(json!({}));
+        assert_eq!(
+            render_trigger_pod(&v, &owner(), &missing, ("hp-dv", false), "img", &[]).unwrap_err(),
+            "VMI is missing SELinux context"
+        );
+    }
+
     #[test]
     fn support_container_resources_size_the_attachment_container() {
         let fs = volume(

@@ -41,8 +41,12 @@
 //! annotations ([`super::network`]), virtiofsd containers ([`super::virtiofs`]) and the
 //! backend-storage `vm-state` claim ([`super::backend_storage`]).
 //!
-//! Not modelled (docs/comparison.md): temporary ("doppelganger") pods and migration target
-//! pods; and the VMI controller's side of the TSC frequency: v1.9 writes
+//! The temporary ("doppelganger") pod of a VMI whose DataVolume waits for its first consumer
+//! is this pod with another compute command and one more annotation ([`make_temporary`],
+//! `RenderLaunchManifestNoVm`, template.go:311-322).
+//!
+//! Not modelled (docs/comparison.md): migration target pods; and the VMI controller's side of
+//! the TSC frequency: v1.9 writes
 //! `status.topologyHints` from its node informer (or the CR's `minimumClusterTSCFrequency`) and
 //! holds the pod until then (vmi/lifecycle.go:106-109, 326-334, 615-626; topology/hinter.go:34-67).
 //! This controller has no node informer, so a VMI that needs a TSC frequency gets its pod
@@ -108,6 +112,38 @@ pub const KEEP_LAUNCHER_AFTER_FAILURE: &str = "kubevirt.io/keep-launcher-alive-a
 pub const FUNC_TEST_LAUNCHER_FAIL_FAST: &str = "kubevirt.io/func-test-virt-launcher-fail-fast";
 /// VMI annotation with custom libvirt log filters (types.go:1323).
 pub const CUSTOM_LIBVIRT_LOG_FILTERS: &str = "kubevirt.io/libvirt-log-filters";
+
+/// Marks a temporary pod, one that only gets a WaitForFirstConsumer claim bound
+/// (`EphemeralProvisioningObject`, kubevirt.io/api core/v1/types.go:1229).
+pub const EPHEMERAL_PROVISIONING_ANNOTATION: &str = "kubevirt.io/ephemeral-provisioning";
+
+/// The compute command of a temporary pod (template.go:453-457): bash runs `echo` with
+/// `$0 = "bound PVCs"`, so the container prints an empty line and exits 0.
+pub const TEMPORARY_POD_COMMAND: [&str; 4] = ["/bin/bash", "-c", "echo", "bound PVCs"];
+
+/// Turn a rendered launcher pod into the temporary pod KubeVirt's `RenderLaunchManifestNoVm`
+/// renders (template.go:311-322: `renderLaunchManifest` with `tempPod` true): the `compute`
+/// container runs [`TEMPORARY_POD_COMMAND`] instead of virt-launcher-monitor
+/// (template.go:453-457; no `args`: the release rules that move launcher flags to `args` only
+/// concern virt-launcher-monitor's), and the pod carries
+/// [`EPHEMERAL_PROVISIONING_ANNOTATION`]`: "true"` (template.go:626-629). Everything else — name
+/// prefix, labels, owner reference, volumes, resources, scheduling — is the launcher pod's, so
+/// the scheduler places it as it would place the VMI. KubeVirt renders it without container-disk
+/// image digests (`imageIDs` nil); the renderer never has those.
+pub fn make_temporary(pod: &mut Pod) {
+    let compute = pod
+        .spec
+        .as_mut()
+        .and_then(|s| s.containers.iter_mut().find(|c| c.name == "compute"));
+    if let Some(c) = compute {
+        c.command = Some(TEMPORARY_POD_COMMAND.map(String::from).to_vec());
+        c.args = None;
+    }
+    pod.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(EPHEMERAL_PROVISIONING_ANNOTATION.into(), "true".into());
+}
 
 /// Render the virt-launcher pod of `vmi` (KubeVirt `RenderLaunchManifest`).
 ///
@@ -1273,6 +1309,44 @@ mod tests {
     }
 
     /// template_test.go:6492-6517 (`validateAndExtractQemuTimeoutArg`): 240 + rand.Intn(120).
+    /// template.go:453-457 and 626-629: the temporary pod is the launcher pod with bash's
+    /// `echo` as the compute command, no flags, and the ephemeral-provisioning annotation.
+    #[test]
+    fn the_temporary_pod_is_the_launcher_pod_with_another_command_and_a_mark() {
+        let v = vmi(json!({}), json!({"domain": {"devices": {}}}));
+        let launcher = render(&v, &test_settings());
+        let mut temporary = launcher.clone();
+        make_temporary(&mut temporary);
+        let compute = |p: &Pod| {
+            spec(p)
+                .containers
+                .iter()
+                .find(|c| c.name == "compute")
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(
+            compute(&temporary).command.unwrap(),
+            ["/bin/bash", "-c", "echo", "bound PVCs"]
+        );
+        assert_eq!(compute(&temporary).args, None);
+        assert_eq!(
+            temporary.metadata.annotations.as_ref().unwrap()[EPHEMERAL_PROVISIONING_ANNOTATION],
+            "true"
+        );
+        // Everything else is the launcher pod's: same owner, labels, volumes, resources.
+        let mut back = temporary.clone();
+        let c = back.spec.as_mut().unwrap().containers.iter_mut();
+        c.filter(|c| c.name == "compute")
+            .for_each(|c| c.command = compute(&launcher).command);
+        back.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove(EPHEMERAL_PROVISIONING_ANNOTATION);
+        assert_eq!(back, launcher);
+    }
+
     #[test]
     fn qemu_timeout_is_jittered_within_range() {
         let v = vmi(json!({}), json!({"domain": {}}));

@@ -239,11 +239,21 @@ pub(crate) fn vmi_writes_at(decision: &VmiDecision, vmi_name: &str) -> Vec<(usiz
             VmiAction::DeletePod { name, .. } => {
                 write(Kind::Pod, name, None, "DeletePod", Effect::Delete)
             }
+            VmiAction::DeleteTemporaryPod { name, .. } => {
+                write(Kind::Pod, name, None, "DeleteTemporaryPod", Effect::Delete)
+            }
             VmiAction::CreateAttachmentPod { pod, .. } => Intended {
                 kind: Kind::Pod,
                 name: None,
                 part: None,
                 action: "CreateAttachmentPod",
+                effect: Effect::Create(to_value(pod.as_ref())),
+            },
+            VmiAction::CreateTriggerPod { pod, .. } => Intended {
+                kind: Kind::Pod,
+                name: None,
+                part: None,
+                action: "CreateTriggerPod",
                 effect: Effect::Create(to_value(pod.as_ref())),
             },
             VmiAction::DeleteAttachmentPod { name, .. } => {

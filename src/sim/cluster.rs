@@ -80,6 +80,8 @@ impl EmbeddedCluster {
             grace_scale: config.grace_scale,
             capacity: config.capacity,
             labels: config.labels,
+            // The embedded server's own binder binds claims (src/sim/pvbinder.rs).
+            bind_claims: false,
         };
         match NodeSimulator::start_from_kubeconfig(api.kubeconfig_path(), node_config).await {
             Ok(nodes) => Ok(EmbeddedCluster { api, nodes }),

@@ -17,8 +17,11 @@
 //!   cluster had a default class;
 //! - the StorageClass has `volumeBindingMode: WaitForFirstConsumer`: Pending until a pod using
 //!   the claim (`spec.volumes[].persistentVolumeClaim.claimName`) is bound to a node; the
-//!   claim then also gets `volume.kubernetes.io/selected-node: <node>` (the scheduler's
-//!   annotation, `pkg/controller/volume/persistentvolume/util` `AnnSelectedNode`);
+//!   claim gets `volume.kubernetes.io/selected-node: <node>` at once (the scheduler's
+//!   annotation, `pkg/controller/volume/persistentvolume/util` `AnnSelectedNode`) and binds
+//!   after the delay, whether or not that pod is still there (a provisioner goes on; a VMI's
+//!   WaitForFirstConsumer temporary pod is deleted once it ran); a claim that already has the
+//!   annotation binds on that node;
 //! - the claim carries the annotation [`HOLD_ANNOTATION`]`: "true"` (the simulator's own knob;
 //!   removing it lets the claim bind).
 //!
@@ -44,6 +47,9 @@ pub const BINDER_USER_AGENT: &str =
 
 /// A claim with this annotation set to `"true"` stays Pending.
 pub const HOLD_ANNOTATION: &str = "sim.virtctl-rs.io/hold-binding";
+
+/// The scheduler's annotation naming the node of a WaitForFirstConsumer claim (`AnnSelectedNode`).
+const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 
 /// How a claim stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +81,9 @@ pub(crate) fn binding(pvc: &Value, classes: &[Arc<Value>], pods: &[Arc<Value>]) 
     };
     if sc["volumeBindingMode"] != "WaitForFirstConsumer" {
         return Binding::Bindable(None);
+    }
+    if let Some(node) = pvc["metadata"]["annotations"][SELECTED_NODE].as_str() {
+        return Binding::Bindable(Some(node.to_string()));
     }
     let name = object::name(pvc);
     let consumer = pods.iter().find(|p| {
@@ -158,6 +167,11 @@ pub(crate) async fn run(
                     Binding::Pending(_) => pending = true,
                     Binding::Bindable(node) => {
                         pending = true;
+                        if let Some(node) = node.as_deref()
+                            && pvc["metadata"]["annotations"][SELECTED_NODE].is_null()
+                        {
+                            select_node(&store, &audit, &key, node);
+                        }
                         let at = due
                             .get(&key)
                             .map(|(at, _)| *at)
@@ -182,6 +196,30 @@ pub(crate) async fn run(
     }
 }
 
+/// Record the node chosen for a WaitForFirstConsumer claim, as kube-scheduler does when it
+/// binds the claim's first consumer.
+fn select_node(store: &Store, audit: &AuditLog, key: &ObjKey, node: &str) {
+    let r = store.mutate(
+        key.res,
+        &key.ns,
+        &key.name,
+        Sub::Main,
+        false,
+        false,
+        |cur| {
+            let mut next = cur.clone();
+            let m = object::meta_mut(&mut next);
+            let ann = m.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(ann) = ann.as_object_mut() {
+                ann.insert(SELECTED_NODE.into(), json!(node));
+            }
+            Ok(next)
+        },
+    );
+    let answer = answer_of(store, audit, key, r.as_ref().map(|o| Some(o.as_ref())));
+    record_write(store, audit, BINDER_USER_AGENT, "update", key, "", answer);
+}
+
 /// Mark the claim bound: annotations on the object, then its status.
 fn bind(store: &Store, audit: &AuditLog, key: &ObjKey, node: Option<&str>) {
     // One write of `sub`, audited; whether it succeeded.
@@ -198,12 +236,8 @@ fn bind(store: &Store, audit: &AuditLog, key: &ObjKey, node: Option<&str>) {
         let mut next = cur.clone();
         let m = object::meta_mut(&mut next);
         let ann = m.entry("annotations").or_insert_with(|| json!({}));
-        if let Some(ann) = ann.as_object_mut() {
-            ann.insert("pv.kubernetes.io/bind-completed".into(), json!("yes"));
-            ann.insert("pv.kubernetes.io/bound-by-controller".into(), json!("yes"));
-            if let Some(node) = node {
-                ann.insert("volume.kubernetes.io/selected-node".into(), json!(node));
-            }
+        if let (Some(ann), Value::Object(added)) = (ann.as_object_mut(), bound_annotations(node)) {
+            ann.extend(added);
         }
         next
     });
@@ -212,16 +246,34 @@ fn bind(store: &Store, audit: &AuditLog, key: &ObjKey, node: Option<&str>) {
     }
     write(Sub::Status, &|cur| {
         let mut next = cur.clone();
-        let mut status = json!({"phase": "Bound"});
-        if let Some(modes) = cur["spec"]["accessModes"].as_array() {
-            status["accessModes"] = Value::Array(modes.clone());
-        }
-        if let Some(size) = cur["spec"]["resources"]["requests"]["storage"].as_str() {
-            status["capacity"] = json!({"storage": size});
-        }
-        next["status"] = status;
+        next["status"] = bound_status(cur);
         next
     });
+}
+
+/// The annotations the PV controller (and, for a WaitForFirstConsumer claim, the scheduler's
+/// `volume.kubernetes.io/selected-node`) puts on a claim it binds.
+pub(crate) fn bound_annotations(node: Option<&str>) -> Value {
+    let mut ann = json!({
+        "pv.kubernetes.io/bind-completed": "yes",
+        "pv.kubernetes.io/bound-by-controller": "yes",
+    });
+    if let Some(node) = node {
+        ann[SELECTED_NODE] = json!(node);
+    }
+    ann
+}
+
+/// The status of `pvc` once bound: phase `Bound`, its access modes and requested size.
+pub(crate) fn bound_status(pvc: &Value) -> Value {
+    let mut status = json!({"phase": "Bound"});
+    if let Some(modes) = pvc["spec"]["accessModes"].as_array() {
+        status["accessModes"] = Value::Array(modes.clone());
+    }
+    if let Some(size) = pvc["spec"]["resources"]["requests"]["storage"].as_str() {
+        status["capacity"] = json!({"storage": size});
+    }
+    status
 }
 
 #[cfg(test)]
@@ -289,6 +341,12 @@ mod tests {
         assert_eq!(
             binding(&wffc, &classes, &[pod(Some("n1"), "disk")]),
             Binding::Bindable(Some("n1".into()))
+        );
+        // A node already selected binds there, the consumer gone or not.
+        let selected = pvc(Some("local"), json!({SELECTED_NODE: "n2"}));
+        assert_eq!(
+            binding(&selected, &classes, &[]),
+            Binding::Bindable(Some("n2".into()))
         );
         let mut bound = pvc(None, json!({}));
         bound["status"]["phase"] = json!("Bound");

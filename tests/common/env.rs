@@ -286,6 +286,8 @@ impl Env {
                 grace_scale: config.cluster.grace_scale,
                 capacity: config.cluster.capacity.clone(),
                 labels: config.cluster.labels.clone(),
+                // kube-apiserver alone binds no claim: the nodes play the volume binder.
+                bind_claims: true,
             },
         )
         .await

@@ -50,12 +50,39 @@ pub enum VmiAction {
         /// Why.
         why: String,
     },
+    /// Delete a WaitForFirstConsumer temporary pod with grace period 0 once no DataVolume of the
+    /// VMI waits for its first consumer (lifecycle.go:188-193, 1095-1122): the pod expectations
+    /// of [`VmiAction::DeletePod`], a NotFound answer counts as success; events Normal
+    /// `SuccessfulDelete` `Deleted WaitForFirstConsumer temporary pod <name>` or Warning
+    /// `FailedDelete` `Failed to delete WaitForFirstConsumer temporary pod <name>` (sync error
+    /// `FailedHotplugSync`).
+    DeleteTemporaryPod {
+        /// Pod name.
+        name: String,
+        /// Pod UID (informational).
+        uid: String,
+        /// Why.
+        why: String,
+    },
     /// Create a hotplug attachment pod (volume-hotplug.go:229-241, `createPod(vmiKey, …)`):
     /// the same pod expectations as [`VmiAction::CreatePod`]; events Normal `SuccessfulCreate`
     /// `Created attachment pod <name>` or Warning `FailedCreate` `Error creating attachment
     /// pod: <error>`.
     CreateAttachmentPod {
         /// The rendered pod ([`crate::launcher::attachment_pod`]).
+        pod: Arc<Pod>,
+        /// Why.
+        why: String,
+    },
+    /// Create the trigger pod of a hotplugged volume whose DataVolume waits for its first
+    /// consumer (volume-hotplug.go:192-200, 252-268): the pod expectations of
+    /// [`VmiAction::CreatePod`]; events Normal `SuccessfulCreate` `Created hotplug trigger pod
+    /// for volume <volume>` or Warning `FailedCreate` `Error creating hotplug population trigger
+    /// pod for volume <volume>: <error>`.
+    CreateTriggerPod {
+        /// The hotplug volume's name.
+        volume: String,
+        /// The rendered pod ([`crate::launcher::attachment_pod::render_trigger_pod`]).
         pod: Arc<Pod>,
         /// Why.
         why: String,
@@ -155,7 +182,9 @@ impl VmiAction {
         match self {
             VmiAction::CreatePod { why, .. }
             | VmiAction::DeletePod { why, .. }
+            | VmiAction::DeleteTemporaryPod { why, .. }
             | VmiAction::CreateAttachmentPod { why, .. }
+            | VmiAction::CreateTriggerPod { why, .. }
             | VmiAction::DeleteAttachmentPod { why, .. }
             | VmiAction::CreateBackendStoragePvc { why, .. }
             | VmiAction::DeleteBackendStoragePvc { why, .. }

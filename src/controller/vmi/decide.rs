@@ -1,7 +1,7 @@
 //! The VMI controller's `execute` → `sync` → `updateStatus` (pkg/virt-controller/watch/vmi/vmi.go
 //! 297-368, lifecycle.go 66-612) as pure functions of a [`VmiSnapshot`].
 
-use super::action::{SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision};
+use super::action::{ApiFailure, SkipReason, SyncError, SyncOutcome, VmiAction, VmiDecision};
 use super::conditions::{self, types};
 use super::events::{self, reasons as ev_reasons};
 use super::patch;
@@ -352,6 +352,9 @@ fn plan_sync(snap: &VmiSnapshot, current: Option<&Pod>) -> SyncPlan {
         return plan;
     };
 
+    if !snap.storage.wffc {
+        plan_temporary_pod_cleanup(snap, pod, &mut plan);
+    }
     if !podutil::is_temp_pod(pod) && podutil::is_pod_ready(pod) {
         plan_ready_pod(snap, pod, &mut plan);
         // lifecycle.go:231-249: hotplug volumes and their attachment pods.
@@ -400,8 +403,54 @@ fn plan_deletion(snap: &VmiSnapshot, plan: &mut SyncPlan) {
     ));
 }
 
+/// No DataVolume of the VMI waits for its first consumer any more: delete the temporary pods
+/// the VMI or its current pod controls (`cleanupWaitForFirstConsumerTemporaryPods`,
+/// lifecycle.go:188-193, 1095-1143), those Running, Succeeded or Failed only; the others stay
+/// until they get there, but KubeVirt records its `Deleted WaitForFirstConsumer temporary pod`
+/// event for them all the same, at every sync (lifecycle.go:1104-1111).
+fn plan_temporary_pod_cleanup(snap: &VmiSnapshot, current: &Pod, plan: &mut SyncPlan) {
+    let vmi_uid = snap.vmi.metadata.uid.as_deref().unwrap_or("");
+    let current_uid = podutil::pod_uid(current);
+    let temporary = snap.pods.iter().filter(|p| {
+        podutil::is_temp_pod(p)
+            && ((!vmi_uid.is_empty() && podutil::is_controlled_by(p, vmi_uid))
+                || (!current_uid.is_empty() && podutil::is_controlled_by(p, current_uid)))
+    });
+    for pod in temporary {
+        let name = pod_name(pod);
+        let phase = podutil::pod_phase(pod);
+        if matches!(
+            phase,
+            podutil::POD_RUNNING | podutil::POD_SUCCEEDED | podutil::POD_FAILED
+        ) {
+            plan.actions.push(VmiAction::DeleteTemporaryPod {
+                name: name.to_string(),
+                uid: podutil::pod_uid(pod).to_string(),
+                why: format!(
+                    "no DataVolume waits for its first consumer any more and temporary pod {name} is {phase}: delete it with grace period 0 (lifecycle.go:188-193, 1095-1122)"
+                ),
+            });
+            plan.explanation.push(format!(
+                "sync: temporary pod {name} ({phase}) is no longer needed → delete it (lifecycle.go:188-193)"
+            ));
+        } else {
+            plan.events.push(VmiAction::event(
+                events::temporary_pod_deleted(name),
+                format!(
+                    "KubeVirt records the deletion event even for a temporary pod it leaves alone because it is {:?}, not Running, Succeeded or Failed (lifecycle.go:1104-1121)",
+                    phase
+                ),
+            ));
+            plan.explanation.push(format!(
+                "sync: temporary pod {name} is {phase:?}: left until it runs or ends (lifecycle.go:1115-1121)"
+            ));
+        }
+    }
+}
+
 /// No launcher pod: create it when the VMI is unprocessed and its volumes are ready
-/// (lifecycle.go:100-185).
+/// (lifecycle.go:100-185); the temporary pod instead while a DataVolume waits for its first
+/// consumer (lifecycle.go:152-154).
 fn plan_pod_creation(snap: &VmiSnapshot, plan: &mut SyncPlan) {
     let vmi = &snap.vmi;
     if !is_unprocessed(vmi.phase()) {
@@ -449,19 +498,31 @@ fn plan_pod_creation(snap: &VmiSnapshot, plan: &mut SyncPlan) {
             ));
         }
         Some(Ok(rendered)) => {
+            let state = if vmi.phase() == Phase::Unset {
+                "unprocessed (phase \"\")"
+            } else {
+                "Pending"
+            };
+            let (why, explanation) = if snap.storage.wffc {
+                (
+                    format!(
+                        "no pod exists, the VMI is {state} and a DataVolume waits for its first consumer: create the temporary pod, whose scheduling binds the claim (lifecycle.go:152-154, template.go:311-322)"
+                    ),
+                    "sync: a DataVolume is WaitForFirstConsumer → create the temporary pod (lifecycle.go:152-154)",
+                )
+            } else {
+                (
+                    format!(
+                        "no launcher pod exists and the VMI is {state}: create it (lifecycle.go:100-185)"
+                    ),
+                    "sync: no launcher pod yet → create one (lifecycle.go:100-185)",
+                )
+            };
             plan.actions.push(VmiAction::CreatePod {
                 pod: rendered.clone(),
-                why: format!(
-                    "no launcher pod exists and the VMI is {}: create it (lifecycle.go:100-185)",
-                    if vmi.phase() == Phase::Unset {
-                        "unprocessed (phase \"\")"
-                    } else {
-                        "Pending"
-                    }
-                ),
+                why,
             });
-            plan.explanation
-                .push("sync: no launcher pod yet → create one (lifecycle.go:100-185)".into());
+            plan.explanation.push(explanation.into());
         }
     }
 }
@@ -872,7 +933,10 @@ impl<'a> StatusUpdate<'a> {
             ));
         } else {
             status_mut(&mut self.new).phase = Some(Phase::Pending);
-            self.expl.push("phase stays/becomes Pending: no launcher pod yet (lifecycle.go:331-332; topology hints and WaitForFirstConsumer not modelled)".into());
+            self.expl.push("phase stays/becomes Pending: no launcher pod yet (lifecycle.go:331-332; topology hints not modelled)".into());
+            if snap.storage.has_wffc_data_volume {
+                self.waiting_for_first_consumer();
+            }
             if let Some(e) = self
                 .sync_error
                 .filter(|e| e.reason == ev_reasons::FAILED_PVC_NOT_FOUND)
@@ -893,6 +957,51 @@ impl<'a> StatusUpdate<'a> {
             }
         }
     }
+    /// A Pending VMI with a DataVolume waiting for its first consumer (lifecycle.go:337-359):
+    /// `Provisioning=True`; while the temporary pod exists, its `PodScheduled=False` copied to
+    /// the VMI (or the VMI's removed), and the VMI fails with it.
+    fn waiting_for_first_consumer(&mut self) {
+        let status = status_mut(&mut self.new);
+        if !conditions::has(status, types::PROVISIONING) {
+            status
+                .conditions
+                .get_or_insert_with(Vec::new)
+                .push(Condition {
+                    type_: types::PROVISIONING.into(),
+                    status: "True".into(),
+                    ..Default::default()
+                });
+            self.expl.push(
+                "Provisioning=True: a DataVolume waits for its first consumer (lifecycle.go:337-344)"
+                    .into(),
+            );
+        }
+        let Some(temp) = self.pod.filter(|p| podutil::is_temp_pod(p)) else {
+            return;
+        };
+        match podutil::pod_condition(temp, types::POD_SCHEDULED).filter(|c| c.status == "False") {
+            Some(pc) => {
+                conditions::add_pod_condition(status, pc);
+                self.expl.push(format!(
+                    "the temporary pod's PodScheduled=False ({}) copied to the VMI (lifecycle.go:346-348)",
+                    pc.reason.as_deref().unwrap_or("")
+                ));
+            }
+            None => conditions::remove(status, types::POD_SCHEDULED),
+        }
+        if podutil::is_pod_failed_or_going_down(temp) {
+            status.phase = Some(Phase::Failed);
+            self.phase_reason = Some(format!(
+                "its temporary pod {} failed or is going down",
+                pod_name(temp)
+            ));
+            self.expl.push(format!(
+                "phase → Failed: the temporary pod {} failed or is going down (lifecycle.go:353-355)",
+                pod_name(temp)
+            ));
+        }
+    }
+
     /// Scheduling: the pod scheduled, ready, failing or gone (lifecycle.go:370-457).
     fn scheduling(&mut self) {
         let snap = self.snap;
@@ -1414,8 +1523,7 @@ pub(crate) fn needs_rendered_pod(snap: &VmiSnapshot) -> bool {
 /// same decision.
 ///
 /// Not modelled (the decision behaves as if absent): live migration (source and target, decentralized),
-/// hotplug volumes and attachment pods, virtiofs/ContainerPath volumes, WaitForFirstConsumer
-/// temporary pods (they are recognised, never created or cleaned up), backend storage, topology
+/// hotplug volumes and attachment pods, virtiofs/ContainerPath volumes, backend storage, topology
 /// hints / TSC, VSOCK CIDs, network annotations and interface status, volume status, the
 /// `DataVolumesReady` condition, the `MigrationRequired` condition,
 /// extra configured label/annotation sync keys and storage (Velero) annotations.
@@ -1451,6 +1559,78 @@ fn predicted_pod(snap: &VmiSnapshot, rendered: &Pod) -> Pod {
         pod.metadata.namespace = snap.vmi.metadata.namespace.clone();
     }
     pod
+}
+
+/// What [`failed_sync_action`] returns.
+type FailedSyncAction = (
+    SyncError,
+    Option<(super::action::VmiEvent, &'static str)>,
+    (&'static str, &'static str),
+);
+
+/// The SyncError of a failed sync action, the event it records (pod writes only) and the
+/// explanation's words for it (what failed, the KubeVirt lines).
+fn failed_sync_action(
+    action: &VmiAction,
+    (ns, name): (&str, &str),
+    error: &ApiFailure,
+) -> FailedSyncAction {
+    match action {
+        VmiAction::CreatePod { .. } => {
+            let (e, ev) = events::map_pod_create_error(ns, name, error);
+            let why = "creating the launcher pod failed (lifecycle.go:175-183)";
+            (
+                e,
+                Some((ev, why)),
+                ("pod creation failed", "lifecycle.go:175-183"),
+            )
+        }
+        VmiAction::DeletePod { name, .. } => {
+            let (e, ev) = events::map_pod_delete_error(name, error);
+            let why = "deleting a pod of the deleted VMI failed (lifecycle.go:1004-1006)";
+            (
+                e,
+                Some((ev, why)),
+                ("pod deletion failed", "lifecycle.go:70-74"),
+            )
+        }
+        VmiAction::DeleteTemporaryPod { name, .. } => {
+            let (e, ev) = events::map_temporary_pod_delete_error(name, error);
+            let why = "deleting a temporary pod failed (lifecycle.go:1106-1108)";
+            (
+                e,
+                Some((ev, why)),
+                ("temporary pod deletion failed", "lifecycle.go:188-193"),
+            )
+        }
+        a @ (VmiAction::CreateAttachmentPod { .. }
+        | VmiAction::CreateTriggerPod { .. }
+        | VmiAction::DeleteAttachmentPod { .. }) => {
+            let (e, ev, why, failed) = super::volume_hotplug::failure(a, error);
+            (e, Some((ev, why)), failed)
+        }
+        VmiAction::CreateBackendStoragePvc { .. } => (
+            SyncError::new(super::backend_storage::FAILED_CREATE, error.message.clone()),
+            None,
+            (
+                "backend-storage claim creation failed",
+                "storage.go:129-132",
+            ),
+        ),
+        VmiAction::DeleteBackendStoragePvc { .. } => (
+            SyncError::new(super::backend_storage::FAILED_DELETE, error.message.clone()),
+            None,
+            (
+                "backend-storage claim deletion failed",
+                "storage.go:120-122",
+            ),
+        ),
+        _ => (
+            events::map_pod_patch_error(error),
+            None,
+            ("pod patch failed", "lifecycle.go:210-227"),
+        ),
+    }
 }
 
 /// `outcome`: `None` = stop after planning the sync ([`decide_sync`]); `Some(None)` = assume
@@ -1526,62 +1706,21 @@ fn decide_inner(snap: &VmiSnapshot, outcome: Option<Option<&SyncOutcome>>) -> Vm
                 events::pod_deleted(name),
                 "a pod of the deleted VMI was deleted (lifecycle.go:1008)",
             )),
-            a @ (VmiAction::CreateAttachmentPod { .. } | VmiAction::DeleteAttachmentPod { .. }) => {
-                d.status_actions
-                    .push(super::volume_hotplug::success_event(a, outcome))
-            }
+            VmiAction::DeleteTemporaryPod { name, .. } => d.status_actions.push(VmiAction::event(
+                events::temporary_pod_deleted(name),
+                "a temporary pod was deleted (lifecycle.go:1110)",
+            )),
+            a @ (VmiAction::CreateAttachmentPod { .. }
+            | VmiAction::CreateTriggerPod { .. }
+            | VmiAction::DeleteAttachmentPod { .. }) => d
+                .status_actions
+                .push(super::volume_hotplug::success_event(a, outcome)),
             _ => {}
         }
     }
     if let Some((index, error)) = failure {
-        // The failed action's SyncError, the event it records (pod writes only) and the
-        // explanation's words for it.
-        let (e, event, failed) = match &plan.actions[index] {
-            VmiAction::CreatePod { .. } => {
-                create_failed = true;
-                let (e, ev) = events::map_pod_create_error(ns, name, error);
-                let why = "creating the launcher pod failed (lifecycle.go:175-183)";
-                (
-                    e,
-                    Some((ev, why)),
-                    ("pod creation failed", "lifecycle.go:175-183"),
-                )
-            }
-            VmiAction::DeletePod { name, .. } => {
-                let (e, ev) = events::map_pod_delete_error(name, error);
-                let why = "deleting a pod of the deleted VMI failed (lifecycle.go:1004-1006)";
-                (
-                    e,
-                    Some((ev, why)),
-                    ("pod deletion failed", "lifecycle.go:70-74"),
-                )
-            }
-            a @ (VmiAction::CreateAttachmentPod { .. } | VmiAction::DeleteAttachmentPod { .. }) => {
-                let (e, ev, why, failed) = super::volume_hotplug::failure(a, error);
-                (e, Some((ev, why)), failed)
-            }
-            VmiAction::CreateBackendStoragePvc { .. } => (
-                SyncError::new(super::backend_storage::FAILED_CREATE, error.message.clone()),
-                None,
-                (
-                    "backend-storage claim creation failed",
-                    "storage.go:129-132",
-                ),
-            ),
-            VmiAction::DeleteBackendStoragePvc { .. } => (
-                SyncError::new(super::backend_storage::FAILED_DELETE, error.message.clone()),
-                None,
-                (
-                    "backend-storage claim deletion failed",
-                    "storage.go:120-122",
-                ),
-            ),
-            _ => (
-                events::map_pod_patch_error(error),
-                None,
-                ("pod patch failed", "lifecycle.go:210-227"),
-            ),
-        };
+        create_failed = matches!(plan.actions[index], VmiAction::CreatePod { .. });
+        let (e, event, failed) = failed_sync_action(&plan.actions[index], (ns, name), error);
         if let Some((ev, why)) = event {
             d.status_actions.push(VmiAction::event(ev, why));
         }

@@ -2377,3 +2377,246 @@ fn the_sync_that_renders_the_pod_writes_the_probe_defaults() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// WaitForFirstConsumer: the temporary pod (lifecycle.go:152-154, 188-193, 337-359, 1085-1143)
+
+/// The storage of a VMI whose DataVolume `test1` is in phase WaitForFirstConsumer: it lets the
+/// (temporary) pod go, and its `DataVolumesReady` is False.
+fn wffc_storage(s: &mut VmiSnapshot) {
+    s.storage.volumes_ready = true;
+    s.storage.wffc = true;
+    s.storage.has_wffc_data_volume = true;
+    s.storage.data_volumes_ready = Some(cond("DataVolumesReady", "False", "NotAllDVsReady"));
+}
+
+/// A temporary pod of `testvmi` in `phase`, as [`crate::launcher::pod::make_temporary`] marks it.
+fn temp_pod(phase: &str) -> Pod {
+    let mut pod = kv_pod(phase);
+    crate::launcher::pod::make_temporary(&mut pod);
+    pod
+}
+
+fn deleted_temporary_pods(d: &VmiDecision) -> Vec<&str> {
+    d.sync_actions
+        .iter()
+        .filter_map(|a| match a {
+            VmiAction::DeleteTemporaryPod { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+// vmi_test.go:337-376 "should create a doppleganger Pod on VMI creation when DataVolume is in
+// WaitForFirstConsumer state"
+#[test]
+fn a_wffc_data_volume_gets_the_temporary_pod_and_the_vmi_stays_pending_provisioning() {
+    let mut s = snap(pending_vmi());
+    wffc_storage(&mut s);
+    let mut rendered = rendered_pod();
+    crate::launcher::pod::make_temporary(&mut rendered);
+    s.rendered_pod = Some(Ok(rendered.into()));
+    let d = decide(&s);
+    let [VmiAction::CreatePod { pod, why }] = d.sync_actions.as_slice() else {
+        panic!("one pod creation, got {:#?}", d.sync_actions);
+    };
+    let compute = &pod.spec.as_ref().expect("spec").containers[0];
+    assert_eq!(
+        compute.command.as_deref().map(|c| c.join(" ")).as_deref(),
+        Some("/bin/bash -c echo bound PVCs")
+    );
+    assert!(why.contains("lifecycle.go:152-154"), "{why}");
+    assert_eq!(events(&d)[0].1, "SuccessfulCreate");
+    let w = updated(&d);
+    assert_eq!(
+        phase_of(w),
+        Phase::Pending,
+        "a temporary pod is no launcher pod"
+    );
+    assert_eq!(
+        condition(w, "Provisioning").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    assert_eq!(
+        condition(w, "DataVolumesReady").map(|c| c.status.as_str()),
+        Some("False")
+    );
+    assert_eq!(
+        condition(w, "Ready").and_then(|c| c.reason.as_deref()),
+        Some("PodNotExists")
+    );
+}
+
+// vmi_test.go:378-408 "should not delete a doppleganger Pod on VMI creation when DataVolume is in
+// WaitForFirstConsumer state"
+#[test]
+fn the_temporary_pod_stays_while_the_data_volume_waits() {
+    let mut s = snap_with_pod(pending_vmi(), temp_pod("Running"));
+    wffc_storage(&mut s);
+    let d = decide(&s);
+    assert!(d.sync_actions.is_empty(), "{:#?}", d.sync_actions);
+    let w = updated(&d);
+    assert_eq!(phase_of(w), Phase::Pending);
+    assert_eq!(
+        condition(w, "Provisioning").map(|c| c.status.as_str()),
+        Some("True")
+    );
+}
+
+// vmi_test.go:410-435 "should delete a doppleganger Pod on VMI creation when DataVolume is no
+// longer in WaitForFirstConsumer state"
+#[test]
+fn the_temporary_pod_is_deleted_once_the_data_volume_no_longer_waits() {
+    let mut s = snap_with_pod(pending_vmi(), temp_pod("Running"));
+    s.storage.data_volumes_ready = Some(cond("DataVolumesReady", "True", "AllDVsReady"));
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
+    let d = decide(&s);
+    assert_eq!(deleted_temporary_pods(&d), ["test"]);
+    assert!(
+        !d.sync_actions
+            .iter()
+            .any(|a| matches!(a, VmiAction::CreatePod { .. })),
+        "the launcher pod waits for the next sync, once the temporary pod is gone"
+    );
+    assert_eq!(
+        events(&d)[0],
+        (
+            EventType::Normal,
+            "SuccessfulDelete".to_string(),
+            "Deleted WaitForFirstConsumer temporary pod test".to_string()
+        )
+    );
+    let w = updated(&d);
+    assert_eq!(phase_of(w), Phase::Pending);
+    assert_eq!(
+        condition(w, "DataVolumesReady").map(|c| c.status.as_str()),
+        Some("True")
+    );
+
+    // Once it is gone, the launcher pod (lifecycle.go:100-185).
+    let mut s = snap(pending_vmi());
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
+    let d = decide(&s);
+    assert!(matches!(
+        d.sync_actions.as_slice(),
+        [VmiAction::CreatePod { pod, .. }] if !podutil::is_temp_pod(pod)
+    ));
+    assert_eq!(phase_of(updated(&d)), Phase::Scheduling);
+}
+
+// vmi_test.go:437-461 "should only get WFFC pods that are associated with current VMI"; the
+// hotplug trigger pods the current pod controls count too (lifecycle.go:1133-1140).
+#[test]
+fn only_temporary_pods_of_the_vmi_or_of_its_pod_are_cleaned_up() {
+    let mut unowned = temp_pod("Running");
+    unowned.metadata.name = Some("unowned-test-pod".into());
+    unowned.metadata.uid = Some("unowned-uid".into());
+    unowned.metadata.owner_references = None;
+    let mut trigger = temp_pod("Succeeded");
+    trigger.metadata.name = Some("hp-volume-trigger".into());
+    trigger.metadata.uid = Some("trigger-uid".into());
+    trigger.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "Pod".into(),
+        name: "test".into(),
+        uid: "virt-launch-uid".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    let mut s = snap_with_pod(pending_vmi(), temp_pod("Running"));
+    s.pods.push(unowned.into());
+    s.pods.push(trigger.into());
+    let d = decide(&s);
+    assert_eq!(deleted_temporary_pods(&d), ["test", "hp-volume-trigger"]);
+}
+
+// vmi_test.go:463-504 "VMI should handle doppleganger Pod status while DV is in
+// WaitForFirstConsumer phase"
+#[test]
+fn the_temporary_pod_status_shows_on_the_pending_vmi() {
+    let unschedulable = PodCondition {
+        type_: "PodScheduled".into(),
+        status: "False".into(),
+        reason: Some("Unschedulable".into()),
+        message: Some("0/2 nodes are available".into()),
+        ..Default::default()
+    };
+    for (phase, scheduled, expected) in [
+        ("Failed", None, Phase::Failed),
+        ("Succeeded", None, Phase::Pending),
+        ("Pending", Some(unschedulable.clone()), Phase::Pending),
+    ] {
+        let mut pod = temp_pod(phase);
+        if let Some(c) = scheduled.clone() {
+            add_pod_condition(&mut pod, c);
+        }
+        let mut s = snap_with_pod(pending_vmi(), pod);
+        wffc_storage(&mut s);
+        let d = decide(&s);
+        let w = updated(&d);
+        assert_eq!(phase_of(w), expected, "temporary pod {phase}");
+        assert_eq!(
+            condition(w, "PodScheduled").and_then(|c| c.reason.as_deref()),
+            scheduled.as_ref().and_then(|c| c.reason.as_deref()),
+            "temporary pod {phase}"
+        );
+    }
+    // A temporary pod being deleted fails the VMI too (IsPodFailedOrGoingDown).
+    let mut pod = temp_pod("Running");
+    pod.metadata.deletion_timestamp = Some(k8s_time(2_000));
+    let mut s = snap_with_pod(pending_vmi(), pod);
+    wffc_storage(&mut s);
+    assert_eq!(phase_of(updated(&decide(&s))), Phase::Failed);
+}
+
+/// lifecycle.go:1104-1121: a temporary pod that is not Running, Succeeded or Failed is left
+/// alone, yet KubeVirt records its deletion event.
+#[test]
+fn a_pending_temporary_pod_is_left_but_its_deletion_event_is_recorded() {
+    let s = snap_with_pod(pending_vmi(), temp_pod("Pending"));
+    let d = decide(&s);
+    assert!(deleted_temporary_pods(&d).is_empty());
+    assert_eq!(
+        events(&d),
+        [(
+            EventType::Normal,
+            "SuccessfulDelete".to_string(),
+            "Deleted WaitForFirstConsumer temporary pod test".to_string()
+        )]
+    );
+}
+
+/// lifecycle.go:188-193, 1106-1108: a failed delete is a Warning event and the sync error
+/// `FailedHotplugSync`, which requeues.
+#[test]
+fn a_failed_temporary_pod_delete_is_a_hotplug_sync_error() {
+    let s = snap_with_pod(pending_vmi(), temp_pod("Succeeded"));
+    let d = decide_after_sync(
+        &s,
+        &SyncOutcome::Failed {
+            index: 0,
+            error: ApiFailure {
+                code: 500,
+                reason: "InternalError".into(),
+                message: "boom".into(),
+            },
+        },
+    );
+    assert_eq!(
+        events(&d),
+        [(
+            EventType::Warning,
+            "FailedDelete".to_string(),
+            "Failed to delete WaitForFirstConsumer temporary pod test".to_string()
+        )]
+    );
+    let e = d.sync_error.clone().expect("a sync error");
+    assert_eq!(
+        (e.reason.as_str(), e.message.as_str()),
+        (
+            "FailedHotplugSync",
+            "failed to clean up temporary pods: boom"
+        )
+    );
+    assert!(d.requeue());
+}

@@ -43,6 +43,40 @@ pub(crate) fn pod_deleted(pod_name: &str) -> VmiEvent {
     }
 }
 
+/// `FailedHotplugSyncReason` (controller.go:106-107): the reason of the sync error when the
+/// temporary pods cannot be cleaned up (lifecycle.go:188-193).
+pub(crate) const FAILED_HOTPLUG_SYNC: &str = "FailedHotplugSync";
+
+/// Normal `SuccessfulDelete` `Deleted WaitForFirstConsumer temporary pod <name>`
+/// (lifecycle.go:1110).
+pub(crate) fn temporary_pod_deleted(pod_name: &str) -> VmiEvent {
+    VmiEvent {
+        type_: EventType::Normal,
+        reason: reasons::SUCCESSFUL_DELETE.into(),
+        message: format!("Deleted WaitForFirstConsumer temporary pod {pod_name}"),
+    }
+}
+
+/// A failed temporary-pod delete (lifecycle.go:188-193, 1106-1108): Warning `FailedDelete`
+/// `Failed to delete WaitForFirstConsumer temporary pod <name>` and sync error
+/// `FailedHotplugSync` `failed to clean up temporary pods: <error>`.
+pub(crate) fn map_temporary_pod_delete_error(
+    pod_name: &str,
+    error: &ApiFailure,
+) -> (SyncError, VmiEvent) {
+    (
+        SyncError::new(
+            FAILED_HOTPLUG_SYNC,
+            format!("failed to clean up temporary pods: {}", error.message),
+        ),
+        VmiEvent {
+            type_: EventType::Warning,
+            reason: reasons::FAILED_DELETE.into(),
+            message: format!("Failed to delete WaitForFirstConsumer temporary pod {pod_name}"),
+        },
+    )
+}
+
 /// A failed pod delete (lifecycle.go:70-74, 1004-1006): Warning `FailedDelete`
 /// `Failed to delete virtual machine pod <name>` and sync error `FailedDelete`
 /// `failed to delete pod: <error>`.

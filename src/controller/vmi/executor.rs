@@ -323,7 +323,16 @@ pub(crate) fn snapshot_from_objects(
         let mut ns = namespace();
         ns.pvcs = Some(render_pvcs(&snap.vmi, &pvc));
         ns.backend_storage_claim = snap.backend_storage.claim.as_ref().map(|c| c.name.clone());
-        snap.rendered_pod = Some(render_pod_with(settings, &ns, &snap.vmi).map(Arc::new));
+        // A DataVolume waiting for its first consumer: the temporary pod instead
+        // (`RenderLaunchManifestNoVm`, lifecycle.go:152-154).
+        let temporary = snap.storage.wffc;
+        let rendered = render_pod_with(settings, &ns, &snap.vmi).map(|mut pod| {
+            if temporary {
+                crate::launcher::pod::make_temporary(&mut pod);
+            }
+            Arc::new(pod)
+        });
+        snap.rendered_pod = Some(rendered);
     }
     snap
 }
@@ -478,12 +487,12 @@ fn request(key: &str, action: &VmiAction) -> (&'static str, &'static str, String
     let (ns, _) = split_key(key);
     let pod = |name: &str| format!("{ns}/{name}");
     match action {
-        VmiAction::CreatePod { .. } | VmiAction::CreateAttachmentPod { .. } => {
-            ("create", "pods", ns.to_string())
-        }
-        VmiAction::DeletePod { name, .. } | VmiAction::DeleteAttachmentPod { name, .. } => {
-            ("delete", "pods", pod(name))
-        }
+        VmiAction::CreatePod { .. }
+        | VmiAction::CreateAttachmentPod { .. }
+        | VmiAction::CreateTriggerPod { .. } => ("create", "pods", ns.to_string()),
+        VmiAction::DeletePod { name, .. }
+        | VmiAction::DeleteTemporaryPod { name, .. }
+        | VmiAction::DeleteAttachmentPod { name, .. } => ("delete", "pods", pod(name)),
         VmiAction::CreateBackendStoragePvc { .. } => {
             ("create", "persistentvolumeclaims", ns.to_string())
         }
@@ -543,7 +552,11 @@ fn describe(action: &VmiAction) -> String {
                 .unwrap_or("")
         ),
         VmiAction::DeletePod { name, .. } => format!("DeletePod {name}"),
+        VmiAction::DeleteTemporaryPod { name, .. } => format!("DeleteTemporaryPod {name}"),
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod hp-volume-".to_string(),
+        VmiAction::CreateTriggerPod { volume, .. } => {
+            format!("CreateTriggerPod hp-volume- {volume}")
+        }
         VmiAction::DeleteAttachmentPod { name, .. } => format!("DeleteAttachmentPod {name}"),
         VmiAction::CreateBackendStoragePvc { pvc, .. } => format!(
             "CreateBackendStoragePvc {}",
@@ -619,7 +632,7 @@ async fn apply(
                 }
             }
         }
-        VmiAction::CreateAttachmentPod { pod, .. } => {
+        VmiAction::CreateAttachmentPod { pod, .. } | VmiAction::CreateTriggerPod { pod, .. } => {
             ctx.expectations.pod.expect_creations(key, 1);
             match create_read_as::<Pod, LauncherPodForCache>(client, ns, pod).await {
                 Ok(created) => return Ok(Some(created.into())),
@@ -629,13 +642,19 @@ async fn apply(
                 }
             }
         }
-        VmiAction::DeletePod { name, .. } | VmiAction::DeleteAttachmentPod { name, .. } => {
+        VmiAction::DeletePod { name, .. }
+        | VmiAction::DeleteTemporaryPod { name, .. }
+        | VmiAction::DeleteAttachmentPod { name, .. } => {
             let pod_key = format!("{ns}/{name}");
             ctx.expectations
                 .pod
                 .expect_deletions(key, vec![pod_key.clone()]);
-            // Attachment pods go with grace period 0 (volume-hotplug.go:374-376).
-            let params = if matches!(action, VmiAction::DeleteAttachmentPod { .. }) {
+            // Attachment and temporary pods go with grace period 0 (volume-hotplug.go:374-376,
+            // lifecycle.go:1116-1119).
+            let params = if matches!(
+                action,
+                VmiAction::DeleteAttachmentPod { .. } | VmiAction::DeleteTemporaryPod { .. }
+            ) {
                 DeleteParams::default().grace_period(0)
             } else {
                 DeleteParams::default()

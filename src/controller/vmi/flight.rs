@@ -12,7 +12,9 @@ pub(crate) fn action_name(a: &VmiAction) -> String {
     match a {
         VmiAction::CreatePod { .. } => "CreatePod".into(),
         VmiAction::DeletePod { .. } => "DeletePod".into(),
+        VmiAction::DeleteTemporaryPod { .. } => "DeleteTemporaryPod".into(),
         VmiAction::CreateAttachmentPod { .. } => "CreateAttachmentPod".into(),
+        VmiAction::CreateTriggerPod { .. } => "CreateTriggerPod".into(),
         VmiAction::DeleteAttachmentPod { .. } => "DeleteAttachmentPod".into(),
         VmiAction::CreateBackendStoragePvc { .. } => "CreateBackendStoragePvc".into(),
         VmiAction::DeleteBackendStoragePvc { .. } => "DeleteBackendStoragePvc".into(),

@@ -15,7 +15,8 @@ pub(crate) const COMPUTE_CONTAINER: &str = "compute";
 pub(crate) const ISTIO_PROXY_CONTAINER: &str = "istio-proxy";
 /// Marks a WaitForFirstConsumer "doppelganger" pod (`EphemeralProvisioningObject`,
 /// types.go:1229). Such pods are not the VMI's launcher pod (lifecycle.go:1085-1088).
-pub(crate) const EPHEMERAL_PROVISIONING_ANNOTATION: &str = "kubevirt.io/ephemeral-provisioning";
+pub(crate) const EPHEMERAL_PROVISIONING_ANNOTATION: &str =
+    crate::launcher::pod::EPHEMERAL_PROVISIONING_ANNOTATION;
 /// Launcher supports unix-socket migrations (`MigrationTransportUnixAnnotation`,
 /// types.go:1306).
 pub(crate) const MIGRATION_TRANSPORT_UNIX_ANNOTATION: &str = "kubevirt.io/migrationTransportUnix";
@@ -152,7 +153,6 @@ pub(crate) fn is_compute_container_down(pod: &Pod) -> bool {
 
 /// The `compute` container terminated with a non-zero exit code
 /// (`isComputeContainerFailed`, controller.go:538-545).
-#[cfg(test)]
 pub(crate) fn is_compute_container_failed(pod: &Pod) -> bool {
     container_statuses(pod)
         .iter()
@@ -173,7 +173,6 @@ pub(crate) fn is_pod_down_or_going_down(pod: &Pod) -> bool {
 
 /// Phase `Failed`, compute container failed, or being deleted (`IsPodFailedOrGoingDown`,
 /// controller.go:525-527).
-#[cfg(test)]
 pub(crate) fn is_pod_failed_or_going_down(pod: &Pod) -> bool {
     pod_phase(pod) == POD_FAILED || is_compute_container_failed(pod) || is_pod_deleting(pod)
 }

@@ -73,13 +73,21 @@ impl ExpectationsState {
 
 /// What the caller found out about the VMI's DataVolumes and PersistentVolumeClaims
 /// ([`super::storage::storage_state`]: `areDataVolumesReady`, datavolumes.go:116-141;
-/// `HasFailedDataVolumes`; `aggregateDataVolumesConditions`). WaitForFirstConsumer temporary
-/// pods and hotplug attachment are not modelled.
+/// `HasFailedDataVolumes`; `HasWFFCDataVolumes`; `aggregateDataVolumesConditions`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StorageState {
-    /// Every non-hotplug DataVolume/PVC volume is ready to attach: pod creation waits otherwise
-    /// (lifecycle.go:110-114, no error).
+    /// Every non-hotplug DataVolume/PVC volume is ready to attach or waits for its first
+    /// consumer: pod creation waits otherwise (lifecycle.go:110-114, no error).
     pub volumes_ready: bool,
+    /// A non-hotplug volume's DataVolume is in phase `WaitForFirstConsumer` (the second result
+    /// of `areDataVolumesReady`, datavolumes.go:116-141): the pod `sync` creates is the
+    /// temporary one (lifecycle.go:152-154), and temporary pods are not cleaned up
+    /// (lifecycle.go:188-193).
+    pub wffc: bool,
+    /// A DataVolume of the VMI (hotplugged ones too) is in phase `WaitForFirstConsumer` and none
+    /// failed (`HasWFFCDataVolumes`, lifecycle.go:262): a Pending VMI gets the `Provisioning`
+    /// condition (lifecycle.go:337-357).
+    pub has_wffc_data_volume: bool,
     /// A DataVolume of the VMI is in phase `Failed`: a Pending VMI without pod goes `Failed`
     /// (lifecycle.go:324-325).
     pub has_failed_data_volume: bool,
@@ -110,12 +118,18 @@ pub struct ClaimFacts {
     /// `IsSucceededOrPendingPopulation`: no controlling DataVolume, or one `Succeeded` /
     /// `PendingPopulation` (`VolumeReadyToAttachToNode`, pvc.go:223-251).
     pub populated: bool,
+    /// Not populated, and the controlling DataVolume is `WaitForFirstConsumer`
+    /// (`IsWaitForFirstConsumerBeforePopulating`, pvc.go:238-246): a hotplugged volume gets a
+    /// trigger pod (volume-hotplug.go:192-200).
+    pub wffc: bool,
 }
 
 impl Default for StorageState {
     fn default() -> Self {
         StorageState {
             volumes_ready: true,
+            wffc: false,
+            has_wffc_data_volume: false,
             has_failed_data_volume: false,
             missing_pvc: None,
             data_volumes_ready: None,

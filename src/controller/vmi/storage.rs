@@ -6,20 +6,26 @@
 //!   `dataVolume` / `persistentVolumeClaim` volume needs its claim in the cache; a claim a
 //!   DataVolume controls is ready once that DataVolume is `Succeeded` or `PendingPopulation`
 //!   (CDI's `IsSucceededOrPendingPopulation`), any other claim is ready as it is (Pending or
-//!   Bound alike);
+//!   Bound alike); a claim whose DataVolume is not ready but in phase `WaitForFirstConsumer`
+//!   (CDI's `IsWaitForFirstConsumerBeforePopulating`) counts as ready and makes the VMI wait for
+//!   its first consumer: the controller then creates a temporary pod (lifecycle.go:152-156,
+//!   datavolumes.go:133-136);
 //! - the DataVolumes of the VMI (`ListDataVolumesFromVolumes`, pkg/storage/types/dv.go:255-292:
 //!   `dataVolume` volumes by name, `persistentVolumeClaim` volumes whose claim a DataVolume
 //!   controls), which decide `HasFailedDataVolumes` (dv.go:58-70) and the `DataVolumesReady`
 //!   condition (`aggregateDataVolumesConditions`, datavolumes.go:143-178).
 //!
-//! Not modelled: WaitForFirstConsumer DataVolumes (KubeVirt schedules a temporary pod for them,
-//! lifecycle.go:152-156; here such a volume is simply not ready) and the error of a claim whose
-//! controlling DataVolume is missing from the cache (datavolumes.go:128-131).
+//! Not modelled: the error of a claim whose controlling DataVolume is missing from the cache
+//! (datavolumes.go:128-131; here such a claim is not ready).
 
 use super::snapshot::{ClaimFacts, StorageState};
 use crate::api::vmi::Volume;
 use crate::api::{Condition, DataVolume, VirtualMachineInstance};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
+/// CDI's DataVolume phase `WaitForFirstConsumer`: the claim's StorageClass binds late and CDI
+/// waits for a pod that uses it before populating it.
+pub(crate) const WAIT_FOR_FIRST_CONSUMER: &str = "WaitForFirstConsumer";
 
 /// `DataVolumesReady` (`VirtualMachineInstanceDataVolumesReady`, types.go).
 pub(crate) const DATA_VOLUMES_READY: &str = "DataVolumesReady";
@@ -257,6 +263,9 @@ fn claim_facts(
             data_volume(owner)
                 .is_some_and(|dv| matches!(dv_phase(&dv), "Succeeded" | "PendingPopulation"))
         }),
+        wffc: controlling_data_volume(pvc).is_some_and(|owner| {
+            data_volume(owner).is_some_and(|dv| dv_phase(&dv) == WAIT_FOR_FIRST_CONSUMER)
+        }),
     }
 }
 
@@ -326,12 +335,20 @@ pub(crate) fn storage_state(
             continue;
         }
         if let Some(owner) = controlling_data_volume(&claim_obj) {
-            let ready = data_volume(owner)
-                .is_some_and(|dv| matches!(dv_phase(&dv), "Succeeded" | "PendingPopulation"));
-            state.volumes_ready &= ready;
+            let phase = data_volume(owner).map(|dv| dv_phase(&dv).to_string());
+            let ready = matches!(phase.as_deref(), Some("Succeeded" | "PendingPopulation"));
+            // pvc.go:238-246: only a claim that is not ready can wait for its first consumer;
+            // datavolumes.go:133-136: such a volume does not hold the pod back.
+            let wffc = !ready && phase.as_deref() == Some(WAIT_FOR_FIRST_CONSUMER);
+            state.wffc |= wffc;
+            state.volumes_ready &= ready || wffc;
         }
     }
     state.has_failed_data_volume = dvs.iter().any(|dv| dv_phase(dv) == "Failed");
+    // `HasWFFCDataVolumes` (dv.go:49-56) over every DataVolume of the VMI, hotplugged ones
+    // too, and only without a failed one (lifecycle.go:259-262).
+    state.has_wffc_data_volume = !state.has_failed_data_volume
+        && dvs.iter().any(|dv| dv_phase(dv) == WAIT_FOR_FIRST_CONSUMER);
     state.data_volumes_ready = aggregate_data_volumes_ready(&dvs);
     state
 }
@@ -471,6 +488,77 @@ mod tests {
             assert_eq!(s.missing_pvc, None);
             assert_eq!(s.volumes_ready, ready, "{phase}");
             assert_eq!(s.has_failed_data_volume, phase == "Failed", "{phase}");
+        }
+    }
+
+    /// pvc.go:238-246 with CDI's IsWaitForFirstConsumerBeforePopulating, datavolumes.go:133-136:
+    /// a DataVolume waiting for its first consumer does not hold the pod back but marks the
+    /// VMI as WaitForFirstConsumer; a plain claim never does, whatever its phase.
+    #[test]
+    fn a_data_volume_waiting_for_its_first_consumer_lets_the_temporary_pod_go() {
+        let v = vmi(json!([
+            {"name": "a", "persistentVolumeClaim": {"claimName": "plain"}},
+            {"name": "b", "dataVolume": {"name": "late"}}
+        ]));
+        let pvcs = || {
+            lookup(vec![
+                ("plain", pvc("plain", "Pending", None)),
+                ("late", pvc("late", "Pending", Some("late"))),
+            ])
+        };
+        // (phase of `late`, volumes ready, wffc, has a WFFC DataVolume)
+        for (phase, ready, wffc) in [
+            ("WaitForFirstConsumer", true, true),
+            ("ImportScheduled", false, false),
+            ("Succeeded", true, false),
+            ("Failed", false, false),
+        ] {
+            let s = storage_state(
+                &v,
+                pvcs(),
+                lookup(vec![("late", dv("late", phase, None))]),
+                &CdiOverhead::default(),
+            );
+            assert_eq!((s.volumes_ready, s.wffc), (ready, wffc), "{phase}");
+            assert_eq!(s.has_wffc_data_volume, wffc, "{phase}");
+        }
+    }
+
+    /// lifecycle.go:259-262 and dv.go:49-56: a hotplugged DataVolume waiting for its first
+    /// consumer counts for `Provisioning` (not for the temporary pod), and a failed DataVolume
+    /// cancels it.
+    #[test]
+    fn a_hotplugged_wffc_data_volume_counts_for_provisioning_unless_one_failed() {
+        let v = vmi(json!([
+            {"name": "h", "dataVolume": {"name": "hp", "hotpluggable": true}},
+            {"name": "b", "dataVolume": {"name": "boot"}}
+        ]));
+        let pvcs = || {
+            lookup(vec![
+                ("hp", pvc("hp", "Pending", Some("hp"))),
+                ("boot", pvc("boot", "Bound", Some("boot"))),
+            ])
+        };
+        for (boot, provisioning) in [("Succeeded", true), ("Failed", false)] {
+            let s = storage_state(
+                &v,
+                pvcs(),
+                lookup(vec![
+                    ("hp", dv("hp", "WaitForFirstConsumer", None)),
+                    ("boot", dv("boot", boot, None)),
+                ]),
+                &CdiOverhead::default(),
+            );
+            assert!(!s.wffc, "a hotplug volume never asks for the temporary pod");
+            assert!(
+                s.claim_facts["hp"].wffc,
+                "it gets a trigger pod (volume-hotplug.go:197)"
+            );
+            assert!(!s.claim_facts["boot"].wffc);
+            assert_eq!(
+                s.has_wffc_data_volume, provisioning,
+                "boot DataVolume {boot}"
+            );
         }
     }
 

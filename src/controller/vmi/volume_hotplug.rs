@@ -8,8 +8,12 @@
 //! until the pod is gone. virt-handler's part (`MountedToPod`, `Ready`, the memory dump phases)
 //! is the embedded cluster's (`crate::sim::nodes::virt_handler::hotplug_volumes_vmi`).
 //!
-//! Not modelled: WaitForFirstConsumer claims (KubeVirt creates a trigger pod,
-//! volume-hotplug.go:244-262), utility volumes, and the requeue delay between attachment pods
+//! A hotplugged volume whose DataVolume waits for its first consumer gets a trigger pod instead
+//! (a temporary `hp-volume-` pod owned by the launcher pod so the claim binds,
+//! volume-hotplug.go:192-200, 252-268, 327-343; [`trigger_population`]); the VMI's temporary-pod
+//! cleanup deletes it once it runs (`decide.rs`).
+//!
+//! Not modelled: utility volumes, and the requeue delay between attachment pods
 //! (`requeueAfter` with a threshold of `len(volumes)/-10` ns, zero below ten volumes).
 
 use super::action::VmiAction;
@@ -167,6 +171,12 @@ pub(crate) fn plan_hotplug(snap: &VmiSnapshot, launcher: &Pod) -> HotplugPlan {
                 ));
                 return plan;
             }
+            Some(f) if f.wffc => {
+                // volume-hotplug.go:197-199: a failed trigger ends the hotplug sync.
+                if !trigger_population(snap, launcher, v, (&claim, f.block), &mut plan) {
+                    return plan;
+                }
+            }
             Some(f) if f.populated => ready.push(v),
             Some(_) => plan.explanation.push(format!(
                 "hotplug: volume {} waits for its DataVolume to populate (volume-hotplug.go:208-212)",
@@ -184,6 +194,53 @@ pub(crate) fn plan_hotplug(snap: &VmiSnapshot, launcher: &Pod) -> HotplugPlan {
     }
     cleanup_attachment_pods(vmi, current, &old, ready.len(), &mut plan);
     plan
+}
+
+/// `triggerHotplugPopulation` (volume-hotplug.go:192-200, 252-268, 327-343): a hotplugged
+/// volume whose DataVolume waits for its first consumer gets a trigger pod whenever the
+/// hotplug sync runs (no pod of the launcher pod has exactly the hotplug volumes); once it runs
+/// or ends, the temporary-pod cleanup deletes it (lifecycle.go:188-193, `decide.rs`) and, while
+/// the DataVolume still waits, the next sync creates another, as v1.9 does. A pod that cannot be rendered is the sync error
+/// `FailedCreate` `Error creating trigger pod template <error>` (false: the sync stops there).
+fn trigger_population(
+    snap: &VmiSnapshot,
+    launcher: &Pod,
+    volume: &Volume,
+    claim: (&str, bool),
+    plan: &mut HotplugPlan,
+) -> bool {
+    let image = snap.launcher_image.clone().unwrap_or_default();
+    let support = &snap.support_container_resources;
+    match crate::launcher::attachment_pod::render_trigger_pod(
+        volume, launcher, &snap.vmi, claim, &image, support,
+    ) {
+        Ok(pod) => {
+            plan.explanation.push(format!(
+                "hotplug: volume {} waits for its first consumer: create a trigger pod so its claim binds (volume-hotplug.go:192-200)",
+                volume.name
+            ));
+            plan.actions.push(VmiAction::CreateTriggerPod {
+                volume: volume.name.clone(),
+                pod: Arc::new(pod),
+                why: format!(
+                    "hotplug volume {}'s DataVolume is WaitForFirstConsumer: a temporary pod next to the launcher pod gets its claim bound (volume-hotplug.go:192-200, 252-268)",
+                    volume.name
+                ),
+            });
+            true
+        }
+        Err(e) => {
+            plan.error = Some(SyncError::new(
+                ev_reasons::FAILED_CREATE,
+                format!("Error creating trigger pod template {e}"),
+            ));
+            plan.explanation.push(format!(
+                "hotplug: the trigger pod of volume {} cannot be rendered: {e} (volume-hotplug.go:253-256)",
+                volume.name
+            ));
+            false
+        }
+    }
 }
 
 fn create_attachment_pod(
@@ -322,6 +379,11 @@ pub(crate) fn success_event(action: &VmiAction, outcome: &super::SyncOutcome) ->
             format!("Deleted attachment pod {name}"),
             "an old attachment pod was deleted (volume-hotplug.go:383)",
         ),
+        VmiAction::CreateTriggerPod { volume, .. } => (
+            ev_reasons::SUCCESSFUL_CREATE,
+            format!("Created hotplug trigger pod for volume {volume}"),
+            "the trigger pod of a WaitForFirstConsumer hotplug volume was created (volume-hotplug.go:265)",
+        ),
         _ => unreachable!("only attachment pod actions"),
     };
     VmiAction::Event {
@@ -363,6 +425,24 @@ pub(crate) fn failure(
                 "attachment pod deletion failed",
                 "volume-hotplug.go:118-120",
             ),
+        ),
+        VmiAction::CreateTriggerPod { volume, .. } => (
+            SyncError::new(
+                ev_reasons::FAILED_CREATE,
+                format!(
+                    "Error creating hotplug population trigger pod {}",
+                    error.message
+                ),
+            ),
+            warning(
+                ev_reasons::FAILED_CREATE,
+                format!(
+                    "Error creating hotplug population trigger pod for volume {volume}: {}",
+                    error.message
+                ),
+            ),
+            "creating the trigger pod of a WaitForFirstConsumer hotplug volume failed (volume-hotplug.go:260-263)",
+            ("trigger pod creation failed", "volume-hotplug.go:260-263"),
         ),
         _ => (
             SyncError::new(
@@ -563,6 +643,7 @@ mod tests {
                 block: false,
                 phase: "Bound".into(),
                 populated: true,
+                wffc: false,
             },
         );
         s
@@ -623,6 +704,63 @@ mod tests {
         let mut s = snap(v, vec![l.clone()]);
         s.storage.claim_facts.get_mut("c").unwrap().populated = false;
         assert!(plan_hotplug(&s, &l).actions.is_empty());
+    }
+
+    /// volume-hotplug.go:192-200, 252-268: a hotplug volume whose DataVolume waits for its first
+    /// consumer gets a trigger pod (no attachment pod) whenever the launcher pod has no pod with
+    /// exactly the hotplug volumes (`needsHandleHotplug`, volume-hotplug.go:40-49: the trigger
+    /// pod itself counts as one); one that cannot be rendered stops the hotplug sync with
+    /// `FailedCreate`.
+    #[test]
+    fn a_wffc_volume_gets_a_trigger_pod_while_none_matches() {
+        let v = vmi(
+            json!([{"name": "root", "emptyDir": {}}, hp()]),
+            json!({"phase": "Running", "selinuxContext": "none"}),
+        );
+        let l = launcher();
+        let mut s = snap(v, vec![l.clone()]);
+        let facts = s.storage.claim_facts.get_mut("c").unwrap();
+        facts.populated = false;
+        facts.wffc = true;
+        let plan = plan_hotplug(&s, &l);
+        let [VmiAction::CreateTriggerPod { volume, pod, .. }] = plan.actions.as_slice() else {
+            panic!("one trigger pod, got {:?}", plan.actions);
+        };
+        assert_eq!(volume, "hp");
+        assert!(podutil::is_temp_pod(pod));
+        assert_eq!(plan.error, None);
+        // The trigger pod as stored (with the token volume kube-apiserver adds) matches the
+        // hotplug volumes: no second one while it exists.
+        let mut trigger = (**pod).clone();
+        trigger.metadata.name = Some("hp-volume-t".into());
+        trigger.metadata.uid = Some("t-uid".into());
+        let token =
+            serde_json::from_value(json!({"name": "kube-api-access-abcde", "projected": {}}));
+        if let Some(vs) = trigger.spec.as_mut().and_then(|s| s.volumes.as_mut()) {
+            vs.push(token.unwrap());
+        }
+        s.pods.push(Arc::new(trigger));
+        assert!(plan_hotplug(&s, &l).actions.is_empty());
+        // No SELinux context: KubeVirt's render error.
+        s.pods.truncate(1);
+        s.vmi = Arc::new(vmi(
+            json!([{"name": "root", "emptyDir": {}}, hp()]),
+            json!({"phase": "Running"}),
+        ));
+        let plan = plan_hotplug(&s, &l);
+        assert!(
+            !plan
+                .actions
+                .iter()
+                .any(|a| matches!(a, VmiAction::CreateTriggerPod { .. }))
+        );
+        assert_eq!(
+            plan.error.map(|e| (e.reason, e.message)),
+            Some((
+                "FailedCreate".to_string(),
+                "Error creating trigger pod template VMI is missing SELinux context".to_string()
+            ))
+        );
     }
 
     /// PR 18222 (main): the attachment pod the plan creates names its VMI; v1.9.0's does not.

@@ -19,6 +19,7 @@
 //! through [`NodeSimHandle`].
 
 pub mod cached_pod;
+mod claims;
 pub(crate) mod faults;
 pub(crate) mod kubelet;
 pub(crate) mod node;
@@ -63,6 +64,10 @@ pub struct NodeSimConfig {
     /// Labels added to every node or to one (after the simulator's own, which they can
     /// override), e.g. `kubevirt.io/cpumanager=true` for dedicated-CPU VMs.
     pub labels: Vec<NodeLabel>,
+    /// Bind the WaitForFirstConsumer claims of each pod the scheduler places, to its node, as
+    /// kube-scheduler's volume binding and the PV controller would (default off: the embedded
+    /// server's binder does it there; on for an API server without a PV controller).
+    pub bind_claims: bool,
 }
 
 impl Default for NodeSimConfig {
@@ -73,6 +78,7 @@ impl Default for NodeSimConfig {
             grace_scale: 0.01,
             capacity: NodeCapacity::default(),
             labels: Vec::new(),
+            bind_claims: false,
         }
     }
 }

@@ -82,6 +82,8 @@ struct SimState {
     capacity: NodeCapacity,
     /// Labels added to the nodes ([`super::NodeSimConfig::labels`]).
     labels: Vec<NodeLabel>,
+    /// [`super::NodeSimConfig::bind_claims`].
+    bind_claims: bool,
     /// Managed node name → index.
     managed: BTreeMap<String, usize>,
     /// Nodes removed through the handle (their pods are garbage-collected).
@@ -309,6 +311,7 @@ impl NodeSimulator {
                 grace_scale: config.grace_scale,
                 capacity: config.capacity.clone(),
                 labels: config.labels.clone(),
+                bind_claims: config.bind_claims,
                 managed: BTreeMap::new(),
                 removed: BTreeSet::new(),
                 next_index: 0,
@@ -1517,6 +1520,9 @@ impl Runner {
                 ScheduleDecision::Bind { node } => match bind_pod(client, &pod, &node).await {
                     Ok(updated) => {
                         binds += 1;
+                        if state.bind_claims {
+                            super::claims::bind_first_consumer_claims(client, &pod, &node).await;
+                        }
                         if let Some(uid) = pod.uid() {
                             self.bound_seen.insert(uid.clone(), now);
                             if updated.is_none() {
