@@ -805,22 +805,30 @@ fn no_node_with_kvm_is_a_blocker() {
 
 /// lifecycle.go:152-154: a DataVolume waiting for its first consumer holds the VM until the
 /// temporary pod gets its claim bound; the blocker says so.
-#[test]
-fn a_data_volume_waiting_for_its_first_consumer_is_named() {
+/// A VM whose root disk is DataVolume `dv-a` in `phase`, the VM showing `printable`.
+fn with_data_volume(phase: &str, printable: &str) -> Gathered {
     let mut g = gathered(vm(
         "Always",
         json!([{"name": "rootdisk", "dataVolume": {"name": "dv-a"}}]),
-        json!({"printableStatus": "WaitingForVolumeBinding"}),
+        json!({"printableStatus": printable}),
     ));
     g.data_volumes = vec![
         serde_json::from_value(json!({
             "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
             "metadata": {"name": "dv-a", "namespace": "demo", "uid": "dv-uid"},
-            "spec": {}, "status": {"phase": "WaitForFirstConsumer"}
+            "spec": {}, "status": {"phase": phase}
         }))
         .expect("dv"),
     ];
-    let ins = analyze(&g);
+    g
+}
+
+#[test]
+fn a_data_volume_waiting_for_its_first_consumer_is_named() {
+    let ins = analyze(&with_data_volume(
+        "WaitForFirstConsumer",
+        "WaitingForVolumeBinding",
+    ));
     let b = blocker(
         &ins,
         |b| b.object == "DataVolume/dv-a",
@@ -832,20 +840,7 @@ fn a_data_volume_waiting_for_its_first_consumer_is_named() {
 
 #[test]
 fn a_pending_data_volume_blocks_the_start() {
-    let mut g = gathered(vm(
-        "Always",
-        json!([{"name": "rootdisk", "dataVolume": {"name": "dv-a"}}]),
-        json!({"printableStatus": "Provisioning"}),
-    ));
-    g.data_volumes = vec![
-        serde_json::from_value(json!({
-            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
-            "metadata": {"name": "dv-a", "namespace": "demo", "uid": "dv-uid"},
-            "spec": {}, "status": {"phase": "ImportInProgress"}
-        }))
-        .expect("dv"),
-    ];
-    let ins = analyze(&g);
+    let ins = analyze(&with_data_volume("ImportInProgress", "Provisioning"));
     let b = blocker(
         &ins,
         |b| b.object == "DataVolume/dv-a",

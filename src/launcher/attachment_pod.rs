@@ -189,20 +189,10 @@ pub(crate) fn render_attachment_pod(
     if !devices.is_empty() {
         container["volumeDevices"] = Value::Array(devices);
     }
-    let owner_meta = &owner.metadata;
     let pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "generateName": "hp-volume-",
-            "namespace": owner_meta.namespace,
-            "ownerReferences": [{
-                "apiVersion": "v1", "kind": "Pod",
-                "name": owner_meta.name, "uid": owner_meta.uid,
-                "controller": true, "blockOwnerDeletion": true
-            }],
-            "labels": {"kubevirt.io": HOTPLUG_DISK}
-        },
+        "metadata": hp_volume_metadata(owner),
         "spec": {
             "containers": [container],
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -217,6 +207,22 @@ pub(crate) fn render_attachment_pod(
         }
     });
     serde_json::from_value(pod).map_err(|e| format!("attachment pod: {e}"))
+}
+
+/// The metadata both `hp-volume-` pods share (template.go:1091-1104, 1233-1246): generated
+/// name, the launcher pod `owner` as controlling owner, the `kubevirt.io: hotplug-disk` label.
+fn hp_volume_metadata(owner: &Pod) -> Value {
+    let meta = &owner.metadata;
+    json!({
+        "generateName": "hp-volume-",
+        "namespace": meta.namespace,
+        "ownerReferences": [{
+            "apiVersion": "v1", "kind": "Pod",
+            "name": meta.name, "uid": meta.uid,
+            "controller": true, "blockOwnerDeletion": true
+        }],
+        "labels": {"kubevirt.io": HOTPLUG_DISK}
+    })
 }
 
 /// The trigger pod of a hotplugged volume whose DataVolume waits for its first consumer:
@@ -262,20 +268,12 @@ pub(crate) fn render_trigger_pod(
         mounts.push(json!({"name": name, "mountPath": "/pvc"}));
     }
     let owner_meta = &owner.metadata;
+    let mut metadata = hp_volume_metadata(owner);
+    metadata["annotations"] = json!({super::pod::EPHEMERAL_PROVISIONING_ANNOTATION: "true"});
     let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "generateName": "hp-volume-",
-            "namespace": owner_meta.namespace,
-            "ownerReferences": [{
-                "apiVersion": "v1", "kind": "Pod",
-                "name": owner_meta.name, "uid": owner_meta.uid,
-                "controller": true, "blockOwnerDeletion": true
-            }],
-            "labels": {"kubevirt.io": HOTPLUG_DISK},
-            "annotations": {super::pod::EPHEMERAL_PROVISIONING_ANNOTATION: "true"}
-        },
+        "metadata": metadata,
         "spec": {
             "containers": [container],
             "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
