@@ -98,6 +98,26 @@ pub struct NodesArgs {
     /// Factor applied to grace periods (0.01 turns 60 s into 0.6 s).
     #[arg(long, default_value_t = 0.01)]
     pub grace_scale: f64,
+    /// Bind the WaitForFirstConsumer claims of each pod the simulated scheduler places, to its
+    /// node, as kube-scheduler's volume binding and a provisioner would: for an API server with
+    /// no PV controller or provisioner (a bare kube-apiserver).
+    #[arg(long)]
+    pub bind_claims: bool,
+}
+
+impl NodesArgs {
+    /// The simulator's settings from these flags.
+    fn sim_config(&self) -> Result<crate::sim::nodes::NodeSimConfig, CliError> {
+        let (capacity, labels) = self.shape.resolve(self.nodes)?;
+        Ok(crate::sim::nodes::NodeSimConfig {
+            nodes: self.nodes,
+            kubelet_delay: Duration::from_millis(self.kubelet_delay_ms),
+            grace_scale: self.grace_scale,
+            capacity,
+            labels,
+            bind_claims: self.bind_claims,
+        })
+    }
 }
 
 /// Flags of `cluster serve`.
@@ -191,23 +211,13 @@ pub(crate) fn run(global: &GlobalArgs, args: ClusterArgs) -> Result<ExitCode, Cl
 }
 
 async fn nodes(global: &GlobalArgs, args: NodesArgs) -> Result<ExitCode, CliError> {
-    let (capacity, labels) = args.shape.resolve(args.nodes)?;
+    let sim_config = args.sim_config()?;
     // Listen before starting so a signal during start-up is kept (src/cli/signals.rs).
     let mut signals = super::signals::ShutdownSignals::listen()?;
     let (config, target) = super::client::load_config(global, "cluster nodes").await?;
-    let sim = crate::sim::nodes::NodeSimulator::start(
-        config,
-        crate::sim::nodes::NodeSimConfig {
-            nodes: args.nodes,
-            kubelet_delay: Duration::from_millis(args.kubelet_delay_ms),
-            grace_scale: args.grace_scale,
-            capacity,
-            labels,
-            bind_claims: false,
-        },
-    )
-    .await
-    .map_err(|e| CliError::Failed(format!("simulated nodes against {}: {e}", target.server)))?;
+    let sim = crate::sim::nodes::NodeSimulator::start(config, sim_config)
+        .await
+        .map_err(|e| CliError::Failed(format!("simulated nodes against {}: {e}", target.server)))?;
     crate::say!(
         "{} simulated node(s) running against {} (context {}, from {}): {}",
         sim.handle().node_names().len(),
@@ -356,6 +366,31 @@ mod tests {
             Err(CliError::Usage(m)) => m,
             other => panic!("expected a usage error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn bind_claims_is_off_unless_asked() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            nodes: NodesArgs,
+        }
+        let config = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).expect("parses");
+            cli.nodes.sim_config().expect("valid")
+        };
+        assert!(!config(&["x"]).bind_claims);
+        let asked = config(&[
+            "x",
+            "--bind-claims",
+            "--nodes",
+            "3",
+            "--kubelet-delay-ms",
+            "10",
+        ]);
+        assert!(asked.bind_claims);
+        assert_eq!((asked.nodes, asked.kubelet_delay.as_millis()), (3, 10));
     }
 
     #[test]
