@@ -391,7 +391,11 @@ async fn spawn_storage_caches(
 /// always list nodes; a user whose RBAC forbids it (HTTP 403 on a first list) gets a disabled,
 /// empty cache and one warning, so the controllers do not wait for a cache that never syncs:
 /// the hinter then decides as KubeVirt's does with an empty node cache.
-async fn spawn_node_cache(client: &kube::Client, stop: &CancellationToken) -> Informer<Node> {
+async fn spawn_node_cache(
+    client: &kube::Client,
+    rec: Option<&crate::flight::FlightRecorder>,
+    stop: &CancellationToken,
+) -> Informer<Node> {
     let api: Api<Node> = Api::all(client.clone());
     if let Err(kube::Error::Api(e)) = api.list(&ListParams::default().limit(1)).await
         && e.code == 403
@@ -403,7 +407,7 @@ async fn spawn_node_cache(client: &kube::Client, stop: &CancellationToken) -> In
         return Informer::disabled("nodes");
     }
     Informer::spawn_with(
-        InformerState::new().with_transform(super::vmi::topology::node_for_cache),
+        recorded(rec, "Node").with_transform(super::vmi::topology::node_for_cache),
         "nodes",
         api,
         watcher::Config::default(),
@@ -612,7 +616,7 @@ async fn spawn_caches(
     let (kubevirts, cluster_config) = spawn_cluster_config(client, config, following, stop).await;
     let instancetypes = spawn_instancetype_caches(client, ns, stop).await;
     let storage = spawn_storage_caches(client, q.vm, &vm_cell, stop).await;
-    let nodes = spawn_node_cache(client, stop).await;
+    let nodes = spawn_node_cache(client, rec, stop).await;
     let caches = Caches {
         vms,
         vmis,
