@@ -237,6 +237,7 @@ impl Mirror {
                 .map(StorageObjects::view)
                 .transpose()?,
             backend_storage: self.backend_storage()?,
+            topology: self.topology(),
             ..Gathered::default()
         };
         let d = decide_next_refused(&g, &vm, expectations, refused);
@@ -475,6 +476,59 @@ mod tests {
             .into(),
         );
         assert_eq!(hint(&m).0, Some(json!({"tscFrequency": 2_200_000_000_i64})));
+    }
+
+    /// The same for a VM's VMI, decided through the inspector's `decide_next` (replay of a
+    /// VM key): the nodes reach it in `Gathered::topology`.
+    #[test]
+    fn a_vms_invtsc_vmi_gets_the_hint_of_the_known_nodes() {
+        let mut m = Mirror::default();
+        let spec = json!({"architecture": "amd64", "domain": {"devices": {},
+            "cpu": {"features": [{"name": "invtsc", "policy": "require"}]}}});
+        let annotations = json!({"kubevirt.io/latest-observed-api-version": "v1",
+            "kubevirt.io/storage-observed-api-version": "v1"});
+        m.set(
+            Kind::VirtualMachine,
+            "ns/tsc",
+            Some(
+                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                "metadata": {"name": "tsc", "namespace": "ns", "uid": "vm-uid",
+                    "annotations": annotations,
+                    "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]},
+                "spec": {"runStrategy": "Always", "template": {"spec": spec}}}),
+            ),
+        );
+        m.set(
+            Kind::VirtualMachineInstance,
+            "ns/tsc",
+            Some(
+                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "tsc", "namespace": "ns", "uid": "vmi-uid",
+                    "annotations": annotations,
+                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1",
+                        "kind": "VirtualMachine", "name": "tsc", "uid": "vm-uid",
+                        "controller": true, "blockOwnerDeletion": true}]},
+                "spec": spec, "status": {"phase": "Pending"}}),
+            ),
+        );
+        m.nodes = Some(
+            [(
+                "/a".to_string(),
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a",
+                    "labels": {"cpu-timer.node.kubevirt.io/tsc-frequency": "2400000000",
+                        "kubevirt.io/schedulable": "true"}}}),
+            )]
+            .into(),
+        );
+        let (_, vmi) = m.decisions("ns/tsc", Utc::now(), &[]).unwrap();
+        let vmi = vmi.unwrap();
+        assert!(
+            vmi.explanation
+                .iter()
+                .any(|e| e.contains("TSC frequency 2400000000")),
+            "{:#?}",
+            vmi.explanation
+        );
     }
 
     /// A standalone VMI with a persistent TPM whose labelled claim is Bound: its pod mounts
