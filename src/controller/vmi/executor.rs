@@ -156,7 +156,13 @@ fn topology_state(
         minimum_cluster_tsc_frequency: settings.minimum_cluster_tsc_frequency,
         nodes: Vec::new(),
     };
-    let needed = !has_topology_hints(vmi)
+    // Only an unprocessed VMI's updateStatus adds hints (lifecycle.go:320-334).
+    let unprocessed = matches!(
+        vmi.phase(),
+        crate::api::Phase::Unset | crate::api::Phase::Pending
+    );
+    let needed = unprocessed
+        && !has_topology_hints(vmi)
         && tsc_requirement(vmi) != super::topology::TscRequirement::NotRequired;
     if !needed || state.minimum_cluster_tsc_frequency.is_some() {
         return state;

@@ -42,31 +42,34 @@ pub(crate) enum TscRequirement {
 /// maps in the (cached) object.
 pub(crate) fn tsc_requirement(vmi: &VirtualMachineInstance) -> TscRequirement {
     let invtsc = vmi.spec.domain.cpu.as_ref().is_some_and(|cpu| {
-        cpu.extra.read(|m| {
-            m.get("features")
-                .and_then(|f| f.as_array())
-                .is_some_and(|fs| {
-                    fs.iter().any(|f| {
-                        f.get("name").and_then(|n| n.as_str()) == Some("invtsc")
-                            && matches!(
-                                f.get("policy").and_then(|p| p.as_str()),
-                                Some("require" | "force")
-                            )
+        cpu.extra.may_have_key("features")
+            && cpu.extra.read(|m| {
+                m.get("features")
+                    .and_then(|f| f.as_array())
+                    .is_some_and(|fs| {
+                        fs.iter().any(|f| {
+                            f.get("name").and_then(|n| n.as_str()) == Some("invtsc")
+                                && matches!(
+                                    f.get("policy").and_then(|p| p.as_str()),
+                                    Some("require" | "force")
+                                )
+                        })
                     })
-                })
-        })
+            })
     });
     if invtsc {
         return TscRequirement::RequiredForBoot;
     }
-    let reenlightenment = vmi.spec.domain.extra.read(|m| {
-        m.get("features")
-            .and_then(|f| f.get("hyperv"))
-            .and_then(|h| h.get("reenlightenment"))
-            .and_then(|r| r.get("enabled"))
-            .and_then(|e| e.as_bool())
-            == Some(true)
-    });
+    let domain = &vmi.spec.domain.extra;
+    let reenlightenment = domain.may_have_key("reenlightenment")
+        && domain.read(|m| {
+            m.get("features")
+                .and_then(|f| f.get("hyperv"))
+                .and_then(|h| h.get("reenlightenment"))
+                .and_then(|r| r.get("enabled"))
+                .and_then(|e| e.as_bool())
+                == Some(true)
+        });
     if reenlightenment {
         TscRequirement::RequiredForMigration
     } else {
