@@ -196,5 +196,6 @@ async fn a_controller_that_may_not_list_nodes_hints_without_them() {
         .map(|e| (e.verb, e.code))
         .collect();
     assert_eq!(node_requests, vec![("list".to_string(), 403)]);
+    assert_eq!(env.manager.debug_state()["caches"]["nodes"], json!(0));
     env.shutdown().await;
 }
