@@ -312,7 +312,7 @@ impl Mirror {
     }
 
     /// What the topology hinter reads, when the nodes are known: the settings' minimum TSC
-    /// frequency, the nodes, each marked when a mirrored VMI runs on it (filter.go:88-100).
+    /// frequency, the nodes, each marked when a mirrored VMI runs on it (filter.go:109-123).
     fn topology(&self) -> Option<crate::controller::vmi::topology::TopologyState> {
         use crate::controller::vmi::topology::{NodeTsc, TopologyState};
         let nodes = self.nodes.as_ref()?;

@@ -938,7 +938,7 @@ impl<'a> StatusUpdate<'a> {
         let step = hint_step(self.vmi, state, &mut excluded);
         for e in excluded {
             self.expl.push(format!(
-                "topology hints: excluding a node with an invalid tsc-frequency: {e} (filter.go:32-36)"
+                "topology hints: excluding a node with an invalid tsc-frequency: {e} (filter.go:29-41)"
             ));
         }
         match step {

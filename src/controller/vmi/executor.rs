@@ -143,7 +143,7 @@ pub(crate) fn snapshot(
 
 /// What the topology hinter reads (hinter.go:49-67): the CR's minimum TSC frequency and, when
 /// the VMI's hint step can run (no hint yet, a TSC requirement), the node cache, each node
-/// marked when a cached VMI runs on it (`IsNodeRunningVmis`, filter.go:88-100; KubeVirt's
+/// marked when a cached VMI runs on it (`IsNodeRunningVmis`, filter.go:109-123; KubeVirt's
 /// hinter lists the VMI cache per node, this one once and only for nodes that are not
 /// schedulable but carry a frequency).
 fn topology_state(

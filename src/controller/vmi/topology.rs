@@ -1,5 +1,5 @@
 //! The VMI controller's TSC topology hints: KubeVirt v1.9.0's topology hinter
-//! (pkg/virt-controller/watch/topology/hinter.go:24-67, tsc.go:113-174, filter.go:13-121) as
+//! (pkg/virt-controller/watch/topology/hinter.go:24-67, tsc.go:14-174, filter.go:14-123) as
 //! pure functions of the VMI and of the node state the executor gathers ([`TopologyState`]).
 //!
 //! A VMI that needs a TSC frequency (an `invtsc` CPU feature required or forced, or the Hyper-V
@@ -18,15 +18,15 @@ use crate::api::VirtualMachineInstance;
 use k8s_openapi::api::core::v1::Node;
 use std::collections::BTreeMap;
 
-/// `cpu-timer.node.kubevirt.io/tsc-frequency` (filter.go:13, `v1.CPUTimerLabel` types.go:1273).
+/// `cpu-timer.node.kubevirt.io/tsc-frequency` (filter.go:14, `v1.CPUTimerLabel` types.go:1273).
 pub(crate) const TSC_FREQUENCY_LABEL: &str = "cpu-timer.node.kubevirt.io/tsc-frequency";
-/// `kubevirt.io/schedulable` (`v1.NodeSchedulable`), what `IsSchedulable` reads (filter.go:20-26).
+/// `kubevirt.io/schedulable` (`v1.NodeSchedulable`), what `IsSchedulable` reads (filter.go:21-27, types.go:1187).
 pub(crate) const SCHEDULABLE_LABEL: &str = "kubevirt.io/schedulable";
 /// The event reason and sync error reason of a hint that cannot be gathered
 /// (pkg/controller/controller.go:85-86, KubeVirt's spelling).
 pub(crate) const FAILED_GATHERING_HINTS: &str = "FailedGatherhingClusterTopologyHints";
 
-/// `TscFrequencyRequirementType` (tsc.go:15-21).
+/// `TscFrequencyRequirementType` (tsc.go:14-20).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TscRequirement {
     /// `invtsc` with policy `require` or `force`.
@@ -103,7 +103,7 @@ pub(crate) fn pod_waits_for_hints(vmi: &VirtualMachineInstance) -> bool {
     !has_topology_hints(vmi) && is_tsc_frequency_required(vmi)
 }
 
-/// One node as the hinter's filters read it (filter.go:20-40, 88-100; tsc.go:42-56).
+/// One node as the hinter's filters read it (filter.go:21-41, 109-123; tsc.go:41-55).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodeTsc {
     /// `metadata.name`.
@@ -113,7 +113,7 @@ pub struct NodeTsc {
     /// `kubevirt.io/schedulable: "true"` (`IsSchedulable`).
     pub schedulable: bool,
     /// Some VMI in the controller's VMI cache has `status.nodeName` = this node
-    /// (`IsNodeRunningVmis`, filter.go:88-100).
+    /// (`IsNodeRunningVmis`, filter.go:109-123).
     pub runs_vmis: bool,
 }
 
@@ -130,7 +130,7 @@ impl NodeTsc {
         }
     }
 
-    /// `TSCFrequencyFromNode` (tsc.go:42-56): the label as a base-10 `int64` above 0; a
+    /// `TSCFrequencyFromNode` (tsc.go:41-55): the label as a base-10 `int64` above 0; a
     /// malformed or non-positive one excludes the node (KubeVirt logs it).
     fn frequency(&self) -> Result<Option<i64>, String> {
         let Some(text) = &self.frequency_label else {
@@ -163,7 +163,7 @@ pub struct TopologyState {
 
 /// `LowestTSCFrequencyOnCluster` (hinter.go:49-67): the CR's minimum when set (an error when it
 /// is not above 0), else the lowest valid frequency label among the nodes that are schedulable
-/// or run a VMI (`LowestTSCFrequency`, tsc.go:28-40), 0 when none has one. `excluded`: the
+/// or run a VMI (`LowestTSCFrequency`, tsc.go:27-39), 0 when none has one. `excluded`: the
 /// nodes whose label is invalid, with why (KubeVirt logs them).
 pub(crate) fn lowest_tsc_frequency(
     state: &TopologyState,
@@ -360,7 +360,7 @@ mod tests {
         // A lower node that is neither schedulable nor running a VMI does not count ...
         state.nodes.push(node("cordoned", "1000", false));
         assert_eq!(lowest_tsc_frequency(&state, &mut vec![]), Ok(2_100_000_000));
-        // ... one running a VMI does (filter.go:88-100).
+        // ... one running a VMI does (filter.go:109-123).
         state.nodes.last_mut().unwrap().runs_vmis = true;
         assert_eq!(lowest_tsc_frequency(&state, &mut vec![]), Ok(1000));
         state.minimum_cluster_tsc_frequency = Some(2_500_000_000);
