@@ -919,6 +919,7 @@ impl<'a> StatusUpdate<'a> {
             }
         }
     }
+
     /// `addTopologyHints` (lifecycle.go:615-626) for a VMI without `status.topologyHints`: the
     /// hinter's TSC frequency ([`super::topology::hint_step`]), or, when it cannot be found for
     /// a VMI that needs it to boot, a Warning event and the sync error that ends `updateStatus`
