@@ -65,6 +65,7 @@ mod sim_nodes_cli;
 mod sim_pvc;
 mod sim_watch;
 mod split_brain;
+mod topology_hints_e2e;
 mod vm_stale_copy;
 mod volume_hotplug_e2e;
 mod volume_snapshot_status;

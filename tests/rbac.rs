@@ -479,11 +479,24 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
         ]
         .contains(&g.as_str())
     }));
+    // ... and the nodes the topology hinter reads, in a ClusterRole.
+    let (cluster_nodes, _) = role(
+        "deploy/rbac/controller-namespaced.yaml",
+        "ClusterRole",
+        "virtctl-rs-controller-cluster-nodes",
+    );
+    assert!(
+        !cluster_nodes.is_empty()
+            && cluster_nodes
+                .iter()
+                .all(|(g, r, _)| g.is_empty() && r == "nodes")
+    );
     let ns_scope: BTreeSet<Grant> = ns_role
         .union(&ns_itself)
         .chain(&kubevirt_config)
         .chain(&cluster_instancetypes)
         .chain(&cluster_storage)
+        .chain(&cluster_nodes)
         .cloned()
         .collect();
     compare("run-controller -n (Role)", &ns_scope, &cluster_role).unwrap_or_else(|e| panic!("{e}"));

@@ -358,3 +358,75 @@ async fn a_real_apiservers_audit_log_replays_to_the_controllers_decisions() {
         "{actions:?}"
     );
 }
+
+/// A VMI that needs a TSC frequency: its reconcile that writes the hint names the nodes its
+/// hinter read (`Node /NAME`), and replay decides the same hint from them (topology/hinter.go:
+/// 49-67; a replay without the nodes would predict none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_topology_hint_replays_from_the_recorded_nodes() {
+    use virtctl_rs::sim::nodes::NodeLabel;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recorder = FlightRecorder::open(dir.path(), 64 << 20, "e2e").expect("recorder");
+    let mut config = EnvConfig {
+        record: Some(recorder.clone()),
+        ..EnvConfig::new("replay-e2e")
+    };
+    config.cluster.labels = [
+        "sim-node-0=cpu-timer.node.kubevirt.io/tsc-frequency=2500000000",
+        "sim-node-1=cpu-timer.node.kubevirt.io/tsc-frequency=2100000000",
+    ]
+    .iter()
+    .map(|l| NodeLabel::parse(l).expect("label"))
+    .collect();
+    let mut env = Env::start_with(config, |_| {}).await;
+    let vmi: virtctl_rs::api::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "tsc", "namespace": "default"},
+        "spec": {"architecture": "amd64", "domain": {
+            "cpu": {"features": [{"name": "invtsc", "policy": "require"}]},
+            "devices": {}, "resources": {"requests": {"memory": "128Mi"}}}}
+    }))
+    .expect("VMI");
+    env.vmis()
+        .create(&Default::default(), &vmi)
+        .await
+        .expect("create the VMI");
+    env.wait_for("the launcher pod of tsc", || async {
+        let uid = env.vmi("tsc").await?.metadata.uid?;
+        env.launcher_pods(&uid).await.into_iter().next()
+    })
+    .await;
+    env.stop_manager().await;
+    recorder.flush();
+
+    let lines = read_recording(dir.path()).expect("read the recording");
+    let report = replay(&lines);
+    let steps: Vec<_> = report.vms.iter().flat_map(|v| v.steps.iter()).collect();
+    let differ: Vec<_> = steps
+        .iter()
+        .filter(|s| s.verdict != Verdict::Same)
+        .collect();
+    assert!(differ.is_empty(), "{differ:#?}");
+    let hinted = steps
+        .iter()
+        .find(|s| {
+            s.why
+                .iter()
+                .any(|w| w.contains("topology hints: TSC frequency"))
+        })
+        .unwrap_or_else(|| panic!("no step wrote the hint: {steps:#?}"));
+    assert!(
+        hinted
+            .why
+            .iter()
+            .any(|w| w.contains("TSC frequency 2100000000")),
+        "{hinted:#?}"
+    );
+    assert!(
+        hinted
+            .inputs
+            .iter()
+            .any(|i| i.starts_with("Node /sim-node-1")),
+        "{hinted:#?}"
+    );
+}

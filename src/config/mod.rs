@@ -158,6 +158,16 @@ pub struct ClusterSettings {
     /// [`ClusterSettings::ovmf_path`]; empty when the CR sets none.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub ovmf_paths: std::collections::BTreeMap<String, String>,
+    /// `developerConfiguration.minimumClusterTSCFrequency` (`GetMinimumClusterTSCFrequency`,
+    /// virt-config.go:310-312): the TSC frequency the VMI controller's topology hinter gives a
+    /// VMI that needs one instead of the nodes' lowest; one not above 0 makes the hinter fail
+    /// (topology/hinter.go:49-57). `None`: unset.
+    #[serde(
+        default,
+        rename = "minimumClusterTSCFrequency",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub minimum_cluster_tsc_frequency: Option<i64>,
     /// The machine types, `cpuRequest` and `evictionStrategy` the full VMI spec defaults read
     /// (the instancetype expansion runs them on the VM template).
     #[serde(default)]
@@ -338,7 +348,8 @@ fn read_hypervisor_settings(
 }
 
 /// The CR's launcher settings: `imagePullPolicy`, `logVerbosity.virtLauncher`,
-/// `defaultRuntimeClass`, the VMI seccomp profile. Errors name the field.
+/// `defaultRuntimeClass`, the VMI seccomp profile, `developerConfiguration.
+/// minimumClusterTSCFrequency`. Errors name the field.
 fn read_launcher_settings(
     cfg: &serde_json::Value,
     s: &mut ClusterSettings,
@@ -365,6 +376,18 @@ fn read_launcher_settings(
                 format!("must be a non-negative integer, found {v}"),
             )
         })?;
+    }
+    if let Some(v) = cfg
+        .pointer("/developerConfiguration/minimumClusterTSCFrequency")
+        .filter(|v| !v.is_null())
+    {
+        // Any int64, as the CR's schema takes it; the hinter judges it (hinter.go:51-56).
+        s.minimum_cluster_tsc_frequency = Some(v.as_i64().ok_or_else(|| {
+            cr_field_err(
+                "developerConfiguration.minimumClusterTSCFrequency",
+                format!("must be an integer, found {v}"),
+            )
+        })?);
     }
     s.selinux_launcher_type = match cfg.get("selinuxLauncherType") {
         None | Some(serde_json::Value::Null) => None,
@@ -569,6 +592,7 @@ impl Default for ClusterSettings {
             disk_memory_limit_bytes: DEFAULT_DISK_MEMORY_LIMIT_BYTES,
             configured_hypervisor: None,
             ovmf_paths: Default::default(),
+            minimum_cluster_tsc_frequency: None,
             spec_defaults: Default::default(),
         }
     }
@@ -1221,6 +1245,29 @@ mod tests {
         );
         assert!(read(json!({"usb": {}})).is_err());
         assert!(read(json!([])).is_err());
+    }
+
+    /// `minimumClusterTSCFrequency` (virt-config.go:310-312): unset by default, any integer
+    /// taken (the hinter refuses one not above 0, hinter.go:51-56), anything else refused
+    /// naming the field.
+    #[test]
+    fn reads_the_minimum_cluster_tsc_frequency() {
+        let read = |dev: serde_json::Value| {
+            ClusterSettings::from_kubevirt_cr(&json!({"kind": "KubeVirt",
+                "spec": {"configuration": {"developerConfiguration": dev}}}))
+        };
+        assert_eq!(read(json!({})).unwrap().minimum_cluster_tsc_frequency, None);
+        for v in [2_000_000_000_i64, 0, -1] {
+            let s = read(json!({"minimumClusterTSCFrequency": v})).unwrap();
+            assert_eq!(s.minimum_cluster_tsc_frequency, Some(v));
+        }
+        let e = read(json!({"minimumClusterTSCFrequency": "fast"}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("developerConfiguration.minimumClusterTSCFrequency"),
+            "{e}"
+        );
     }
 
     /// The disk-verification limit (configuration.go:183-197: 2000Mi unless set; a

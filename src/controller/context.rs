@@ -17,7 +17,7 @@ use crate::runtime::queue::WorkQueue;
 use crate::runtime::recorder::{COMPONENT, Event, Recorder};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
-    Namespace, ObjectReference, PersistentVolumeClaim, Pod, ResourceQuota,
+    Namespace, Node, ObjectReference, PersistentVolumeClaim, Pod, ResourceQuota,
 };
 use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
@@ -53,6 +53,11 @@ pub struct Caches {
     /// StorageClasses, StorageProfiles, VolumeSnapshotClasses (the VMs' volume snapshot
     /// statuses).
     pub storage: super::storage_cache::StorageCaches,
+    /// Nodes, each reduced to its name and the two labels the topology hinter reads
+    /// ([`super::vmi::topology::node_for_cache`]): virt-controller's node informer
+    /// (application.go:387, virtinformers.go:597-602), read by the VMI controller's hinter
+    /// (application.go:723). Disabled (empty, synced) when the controller may not list nodes.
+    pub nodes: Informer<Node>,
 }
 
 impl Caches {
@@ -69,6 +74,7 @@ impl Caches {
             && self.kubevirts.has_synced()
             && self.instancetypes.has_synced()
             && self.storage.has_synced()
+            && self.nodes.has_synced()
     }
 
     /// Wait for every cache's first list.
@@ -84,6 +90,7 @@ impl Caches {
         self.kubevirts.wait_synced().await;
         self.instancetypes.wait_synced().await;
         self.storage.wait_synced().await;
+        self.nodes.wait_synced().await;
     }
 
     /// Caches that never watch: empty and synced (unit tests, dry runs).
@@ -100,6 +107,7 @@ impl Caches {
             kubevirts: Informer::disabled("kubevirts"),
             instancetypes: super::instancetype_cache::InstancetypeCaches::disabled(),
             storage: super::storage_cache::StorageCaches::disabled(),
+            nodes: Informer::disabled("nodes"),
         }
     }
 

@@ -95,6 +95,10 @@ pub struct CacheState {
     /// Cached DataVolumes (0 when the cluster serves no CDI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datavolumes: Option<usize>,
+    /// Cached nodes, what the VMI controller's topology hinter reads (0 when the controller
+    /// may not list nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<usize>,
 }
 
 /// The versions of one key's objects in the leader's caches.
@@ -186,6 +190,7 @@ impl DebugStateSource {
                 pods: Some(caches.pods.store().state().len()),
                 controllerrevisions: Some(caches.revisions.store().state().len()),
                 datavolumes: Some(caches.data_volumes.store().state().len()),
+                nodes: Some(caches.nodes.store().state().len()),
             },
             lease: leader,
             queues: BTreeMap::from([

@@ -27,8 +27,9 @@ use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
 use crate::runtime::rest_limiter::{ReloadableRateLimiter, rate_limited_client};
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod, ResourceQuota};
 use kube::Api;
+use kube::api::ListParams;
 use kube::runtime::watcher;
 use prometheus_client::metrics::gauge::Gauge;
 use std::net::SocketAddr;
@@ -384,6 +385,37 @@ async fn spawn_storage_caches(
     }
 }
 
+/// virt-controller's node informer (application.go:387; every node, virtinformers.go:597-602),
+/// for the VMI controller's topology hinter (application.go:723), each node reduced to what the
+/// hinter reads ([`super::vmi::topology::node_for_cache`]). KubeVirt's virt-controller may
+/// always list nodes; a user whose RBAC forbids it (HTTP 403 on a first list) gets a disabled,
+/// empty cache and one warning, so the controllers do not wait for a cache that never syncs:
+/// the hinter then decides as KubeVirt's does with an empty node cache.
+async fn spawn_node_cache(
+    client: &kube::Client,
+    rec: Option<&crate::flight::FlightRecorder>,
+    stop: &CancellationToken,
+) -> Informer<Node> {
+    let api: Api<Node> = Api::all(client.clone());
+    if let Err(kube::Error::Api(e)) = api.list(&ListParams::default().limit(1)).await
+        && e.code == 403
+    {
+        tracing::warn!(
+            error = %e.message,
+            "cannot list nodes: the topology hints of VMIs that need a TSC frequency are decided without nodes (the KubeVirt CR's minimumClusterTSCFrequency, else 0); grant list/watch on nodes (deploy/rbac)"
+        );
+        return Informer::disabled("nodes");
+    }
+    Informer::spawn_with(
+        recorded(rec, "Node").with_transform(super::vmi::topology::node_for_cache),
+        "nodes",
+        api,
+        watcher::Config::default(),
+        Vec::new(),
+        stop.clone(),
+    )
+}
+
 /// True when the API server serves `kubevirt.io/v1` KubeVirts (the KubeVirt CRD is installed).
 async fn kubevirts_served(client: &kube::Client) -> bool {
     match client
@@ -583,6 +615,7 @@ async fn spawn_caches(
     let (kubevirts, cluster_config) = spawn_cluster_config(client, config, following, stop).await;
     let instancetypes = spawn_instancetype_caches(client, ns, stop).await;
     let storage = spawn_storage_caches(client, q.vm, &vm_cell, stop).await;
+    let nodes = spawn_node_cache(client, rec, stop).await;
     let caches = Caches {
         vms,
         vmis,
@@ -595,6 +628,7 @@ async fn spawn_caches(
         kubevirts,
         instancetypes,
         storage,
+        nodes,
     };
     (caches, cluster_config)
 }

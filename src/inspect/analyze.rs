@@ -842,7 +842,7 @@ pub(crate) fn decide_next_refused(
         let owner_uid = owner_vm_name(vmi)
             .filter(|n| Some(n) == vm.metadata.name.as_ref())
             .and(vm.metadata.uid.clone());
-        let snap = vmi_snapshot(
+        let mut snap = vmi_snapshot(
             vmi.clone(),
             g.pods.iter().cloned().map(std::sync::Arc::new),
             owner_uid,
@@ -864,6 +864,7 @@ pub(crate) fn decide_next_refused(
             (&g.settings, || g.namespace_context()),
             Time::from_datetime(now),
         );
+        snap.topology = g.topology.clone();
         decide_vmi(&snap, refused)
     });
     Decisions {

@@ -126,6 +126,11 @@ pub struct Gathered {
     pub node: Option<Node>,
     /// Every node, read only when the pod cannot be scheduled (for the fit check).
     pub candidate_nodes: Vec<Node>,
+    /// What the VMI controller's topology hinter reads, read only while the VMI waits for its
+    /// `status.topologyHints` (every node, and the settings' minimum TSC frequency; which
+    /// nodes run VMIs is not read: `None` when the nodes could not be listed), for the VMI
+    /// decision ([`crate::controller::vmi::topology`]).
+    pub topology: Option<crate::controller::vmi::topology::TopologyState>,
     /// The PriorityClass the VMI asks for: `(name, exists)`.
     pub priority_class: Option<(String, bool)>,
     /// Events about the VM, VMI, pods and DataVolumes, both APIs, deduplicated by uid.
@@ -699,6 +704,22 @@ async fn read_node_and_scheduling(client: &kube::Client, g: &mut Gathered, vm: &
         match found(nodes.get_opt(&n).await, format!("node/{n}")) {
             Ok(node) => g.node = Some(node),
             Err(m) => g.missing.push(m),
+        }
+    } else if g
+        .vmi
+        .as_ref()
+        .is_some_and(crate::controller::vmi::topology::pod_waits_for_hints)
+    {
+        // The hinter's input (hinter.go:49-67): no pod exists yet.
+        use crate::controller::vmi::topology::{NodeTsc, TopologyState};
+        match nodes.list(&ListParams::default()).await {
+            Ok(list) => {
+                g.topology = Some(TopologyState {
+                    minimum_cluster_tsc_frequency: g.settings.minimum_cluster_tsc_frequency,
+                    nodes: list.items.iter().map(NodeTsc::from_node).collect(),
+                })
+            }
+            Err(e) => missing(&mut g.missing, "nodes", describe_error(&e)),
         }
     } else if g.pods.iter().any(pod_unschedulable) {
         // Only to say which resource no node has: the fit check of the blocker chain.

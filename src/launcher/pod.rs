@@ -45,12 +45,9 @@
 //! is this pod with another compute command and one more annotation ([`make_temporary`],
 //! `RenderLaunchManifestNoVm`, template.go:311-322).
 //!
-//! Not modelled (docs/comparison.md): migration target pods; and the VMI controller's side of
-//! the TSC frequency: v1.9 writes
-//! `status.topologyHints` from its node informer (or the CR's `minimumClusterTSCFrequency`) and
-//! holds the pod until then (vmi/lifecycle.go:106-109, 326-334, 615-626; topology/hinter.go:34-67).
-//! This controller has no node informer, so a VMI that needs a TSC frequency gets its pod
-//! without waiting, with the label only when its status already carries a hint. v1.9 renders no
+//! Not modelled (docs/comparison.md): migration target pods. The VMI controller writes the
+//! `status.topologyHints` the TSC node selector reads before it asks for the pod
+//! (vmi/lifecycle.go:106-109, 615-626; `crate::controller::vmi::topology`). v1.9 renders no
 //! SEV / TDX / Secure Execution pod labels beyond the node selectors and the
 //! `devices.kubevirt.io/sev` / `tdx` requests (template.go:834-856, 1666-1667), which are
 //! rendered.

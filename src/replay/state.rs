@@ -83,6 +83,8 @@ impl State {
     pub(super) fn mirror(&self, inputs: &[Input]) -> Result<Mirror, String> {
         let mut m = Mirror {
             settings: self.settings.clone().unwrap_or_default(),
+            // A recorded VMI reconcile names every node its topology hinter read.
+            nodes: Some(Default::default()),
             ..Mirror::default()
         };
         for input in inputs {
@@ -100,6 +102,10 @@ impl State {
                 Some(kind) => m.set(kind, &input.id.key, Some(obj.clone())),
                 None if input.id.kind == "PersistentVolumeClaim" => {
                     m.pvcs.insert(input.id.key.clone(), obj.clone());
+                }
+                None if input.id.kind == "Node" => {
+                    (m.nodes.get_or_insert_with(Default::default))
+                        .insert(input.id.key.clone(), obj.clone());
                 }
                 None => return Err(format!("{}: not a kind replay knows", input.id.kind)),
             }

@@ -34,6 +34,11 @@ pub(crate) struct Mirror {
     /// The StorageClasses a live shadow watches, by name: what backend storage decides with
     /// when [`Mirror::storage`] is not known.
     pub storage_classes: Objects,
+    /// The nodes (as the controller's node cache keeps them, by `/name`) the VMI controller's
+    /// topology hinter reads; `None`: not known (a live shadow and an audit log watch no nodes),
+    /// and the VMI decision predicts no `status.topologyHints`, saying so. Replay knows them:
+    /// a recorded reconcile names the nodes it read.
+    pub nodes: Option<Objects>,
 }
 
 /// StorageClasses, StorageProfiles and VolumeSnapshotClasses (cluster-scoped) by name, as
@@ -232,6 +237,7 @@ impl Mirror {
                 .map(StorageObjects::view)
                 .transpose()?,
             backend_storage: self.backend_storage()?,
+            topology: self.topology(),
             ..Gathered::default()
         };
         let d = decide_next_refused(&g, &vm, expectations, refused);
@@ -290,7 +296,7 @@ impl Mirror {
             |class| backend.profile_sets.get(class).cloned(),
             settings.vm_state_storage_class.as_deref(),
         );
-        let snap = crate::controller::vmi::executor::snapshot_from_objects(
+        let mut snap = crate::controller::vmi::executor::snapshot_from_objects(
             vmi,
             pods.into_iter().map(std::sync::Arc::new),
             None,
@@ -301,7 +307,36 @@ impl Mirror {
             }),
             Time::from_datetime(now),
         );
+        snap.topology = self.topology();
         decide_vmi(&snap, refused)
+    }
+
+    /// What the topology hinter reads, when the nodes are known: the settings' minimum TSC
+    /// frequency, the nodes, each marked when a mirrored VMI runs on it (filter.go:109-123).
+    fn topology(&self) -> Option<crate::controller::vmi::topology::TopologyState> {
+        use crate::controller::vmi::topology::{NodeTsc, TopologyState};
+        let nodes = self.nodes.as_ref()?;
+        let running: std::collections::BTreeSet<&str> = self
+            .of(Kind::VirtualMachineInstance)
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, v)| v.pointer("/status/nodeName")?.as_str())
+            .collect();
+        let nodes = nodes
+            .values()
+            .filter_map(|v| {
+                serde_json::from_value::<k8s_openapi::api::core::v1::Node>(v.clone()).ok()
+            })
+            .map(|n| {
+                let mut t = NodeTsc::from_node(&n);
+                t.runs_vmis = running.contains(t.name.as_str());
+                t
+            })
+            .collect();
+        Some(TopologyState {
+            minimum_cluster_tsc_frequency: self.settings.minimum_cluster_tsc_frequency,
+            nodes,
+        })
     }
 }
 
@@ -379,6 +414,121 @@ mod tests {
         let pvc = created.unwrap_or_else(|| panic!("no claim created: {vmi:#?}"));
         let class = pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone());
         assert_eq!(class.as_deref(), Some("fast"));
+    }
+
+    /// An `invtsc` VMI: with the nodes known (replay), the mirror decides the hint the
+    /// controller writes, the lowest frequency of a schedulable node or one running a VMI
+    /// (hinter.go:49-67); without them (a live shadow), no hint, and the decision says so.
+    #[test]
+    fn an_invtsc_vmi_gets_the_hint_of_the_known_nodes() {
+        let mut m = Mirror::default();
+        m.set(
+            Kind::VirtualMachineInstance,
+            "ns/tsc",
+            Some(
+                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "tsc", "namespace": "ns", "uid": "vmi-uid",
+                    "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                                    "kubevirt.io/storage-observed-api-version": "v1"}},
+                "spec": {"architecture": "amd64", "domain": {"devices": {},
+                    "cpu": {"features": [{"name": "invtsc", "policy": "require"}]}}},
+                "status": {"phase": "Pending"}}),
+            ),
+        );
+        m.set(
+            Kind::VirtualMachineInstance,
+            "ns/other",
+            Some(
+                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "other", "namespace": "ns"},
+                "spec": {"domain": {"devices": {}}},
+                "status": {"phase": "Running", "nodeName": "cordoned"}}),
+            ),
+        );
+        let hint = |m: &Mirror| {
+            let (_, vmi) = m.decisions("ns/tsc", Utc::now(), &[]).unwrap();
+            let vmi = vmi.unwrap();
+            let hint = vmi.status_actions.iter().find_map(|a| match a {
+                crate::controller::vmi::VmiAction::UpdateVmi { vmi, .. } => {
+                    vmi.status.as_ref()?.extra.get("topologyHints").cloned()
+                }
+                _ => None,
+            });
+            (hint, vmi.explanation)
+        };
+        let (none, why) = hint(&m);
+        assert_eq!(none, None);
+        assert!(why.iter().any(|e| e.contains("not predicted")), "{why:#?}");
+        let node = |name: &str, freq: &str, schedulable: &str| {
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+                "cpu-timer.node.kubevirt.io/tsc-frequency": freq,
+                "kubevirt.io/schedulable": schedulable}}})
+        };
+        m.nodes = Some(
+            [
+                ("/a".to_string(), node("a", "2400000000", "true")),
+                (
+                    "/cordoned".to_string(),
+                    node("cordoned", "2200000000", "false"),
+                ),
+                ("/idle".to_string(), node("idle", "1000", "false")),
+            ]
+            .into(),
+        );
+        assert_eq!(hint(&m).0, Some(json!({"tscFrequency": 2_200_000_000_i64})));
+    }
+
+    /// The same for a VM's VMI, decided through the inspector's `decide_next` (replay of a
+    /// VM key): the nodes reach it in `Gathered::topology`.
+    #[test]
+    fn a_vms_invtsc_vmi_gets_the_hint_of_the_known_nodes() {
+        let mut m = Mirror::default();
+        let spec = json!({"architecture": "amd64", "domain": {"devices": {},
+            "cpu": {"features": [{"name": "invtsc", "policy": "require"}]}}});
+        let annotations = json!({"kubevirt.io/latest-observed-api-version": "v1",
+            "kubevirt.io/storage-observed-api-version": "v1"});
+        m.set(
+            Kind::VirtualMachine,
+            "ns/tsc",
+            Some(
+                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+                "metadata": {"name": "tsc", "namespace": "ns", "uid": "vm-uid",
+                    "annotations": annotations,
+                    "finalizers": ["kubevirt.io/virtualMachineControllerFinalize"]},
+                "spec": {"runStrategy": "Always", "template": {"spec": spec}}}),
+            ),
+        );
+        m.set(
+            Kind::VirtualMachineInstance,
+            "ns/tsc",
+            Some(
+                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "tsc", "namespace": "ns", "uid": "vmi-uid",
+                    "annotations": annotations,
+                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1",
+                        "kind": "VirtualMachine", "name": "tsc", "uid": "vm-uid",
+                        "controller": true, "blockOwnerDeletion": true}]},
+                "spec": spec, "status": {"phase": "Pending"}}),
+            ),
+        );
+        m.nodes = Some(
+            [(
+                "/a".to_string(),
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a",
+                    "labels": {"cpu-timer.node.kubevirt.io/tsc-frequency": "2400000000",
+                        "kubevirt.io/schedulable": "true"}}}),
+            )]
+            .into(),
+        );
+        let (_, vmi) = m.decisions("ns/tsc", Utc::now(), &[]).unwrap();
+        let vmi = vmi.unwrap();
+        assert!(
+            vmi.explanation
+                .iter()
+                .any(|e| e.contains("TSC frequency 2400000000")),
+            "{:#?}",
+            vmi.explanation
+        );
     }
 
     /// A standalone VMI with a persistent TPM whose labelled claim is Bound: its pod mounts

@@ -460,6 +460,13 @@ fn plan_pod_creation(snap: &VmiSnapshot, plan: &mut SyncPlan) {
         ));
         return;
     }
+    if super::topology::pod_waits_for_hints(vmi) {
+        plan.explanation.push(
+            "sync: no launcher pod yet; the VMI needs a TSC frequency and its status has no topologyHints: delaying pod creation until they are set (lifecycle.go:106-109)"
+                .into(),
+        );
+        return;
+    }
     if !snap.storage.volumes_ready {
         plan.explanation.push(
             "sync: no launcher pod yet; delaying pod creation while DataVolumes populate or PVCs appear (lifecycle.go:110-114)"
@@ -690,6 +697,18 @@ fn update_status(
             };
         }
     }
+    if let Some(e) = u.stop.take() {
+        return StatusResult {
+            actions: u.actions,
+            new_vmi: None,
+            condition_error: u.condition_error,
+            update_status_error: Some(e),
+            to_phase: u.old_phase,
+            phase_reason: None,
+            explanation: u.expl,
+            requeue_after: None,
+        };
+    }
     u.eviction_requested();
     u.write()
 }
@@ -712,6 +731,8 @@ struct StatusUpdate<'a> {
     condition_error: Option<SyncError>,
     phase_reason: Option<String>,
     requeue_after: Option<std::time::Duration>,
+    /// `updateStatus` returned this error before its write (`addTopologyHints`).
+    stop: Option<ReconcileError>,
 }
 
 impl<'a> StatusUpdate<'a> {
@@ -731,6 +752,7 @@ impl<'a> StatusUpdate<'a> {
             condition_error: sync_error.cloned(),
             phase_reason: None,
             requeue_after: None,
+            stop: None,
         }
     }
 
@@ -933,7 +955,13 @@ impl<'a> StatusUpdate<'a> {
             ));
         } else {
             status_mut(&mut self.new).phase = Some(Phase::Pending);
-            self.expl.push("phase stays/becomes Pending: no launcher pod yet (lifecycle.go:331-332; topology hints not modelled)".into());
+            self.expl.push(
+                "phase stays/becomes Pending: no launcher pod yet (lifecycle.go:331-332)".into(),
+            );
+            self.topology_hints();
+            if self.stop.is_some() {
+                return;
+            }
             if snap.storage.has_wffc_data_volume {
                 self.waiting_for_first_consumer();
             }
@@ -999,6 +1027,70 @@ impl<'a> StatusUpdate<'a> {
                 "phase → Failed: the temporary pod {} failed or is going down (lifecycle.go:353-355)",
                 pod_name(temp)
             ));
+        }
+    }
+
+    /// `addTopologyHints` (lifecycle.go:615-626) for a VMI without `status.topologyHints`: the
+    /// hinter's TSC frequency ([`super::topology::hint_step`]), or, when it cannot be found for
+    /// a VMI that needs it to boot, a Warning event and the sync error that ends `updateStatus`
+    /// before its write (lifecycle.go:333-335).
+    fn topology_hints(&mut self) {
+        use super::topology::{FAILED_GATHERING_HINTS, HintStep, has_topology_hints, hint_step};
+        if has_topology_hints(self.vmi) {
+            return;
+        }
+        let Some(state) = &self.snap.topology else {
+            if super::topology::is_tsc_frequency_required(self.vmi) {
+                self.expl.push("topology hints: the VMI needs a TSC frequency, but the node state was not gathered here: the hint virt-controller writes is not predicted (lifecycle.go:615-626)".into());
+            }
+            return;
+        };
+        let mut excluded = Vec::new();
+        let step = hint_step(self.vmi, state, &mut excluded);
+        for e in excluded {
+            self.expl.push(format!(
+                "topology hints: excluding a node with an invalid tsc-frequency: {e} (filter.go:29-41)"
+            ));
+        }
+        match step {
+            HintStep::NotNeeded => {}
+            HintStep::Set(freq) => {
+                status_mut(&mut self.new).extra.insert(
+                    "topologyHints".into(),
+                    serde_json::json!({ "tscFrequency": freq }),
+                );
+                self.changes.push(format!(
+                    "status.topologyHints.tscFrequency = {freq} (lifecycle.go:615-626, hinter.go:34-67)"
+                ));
+                self.expl.push(format!(
+                    "topology hints: TSC frequency {freq} ({}) (hinter.go:49-67)",
+                    if state.minimum_cluster_tsc_frequency.is_some() {
+                        "the KubeVirt CR's minimumClusterTSCFrequency"
+                    } else if freq == 0 {
+                        "no schedulable node or node running VMIs has a tsc-frequency label"
+                    } else {
+                        "the lowest tsc-frequency label of the nodes that are schedulable or run VMIs"
+                    }
+                ));
+            }
+            HintStep::Skip(message) => self.expl.push(format!(
+                "topology hints: {message}; the VMI needs it only to migrate, so no hint and no error (lifecycle.go:617-621); its pod keeps waiting (lifecycle.go:106-109)"
+            )),
+            HintStep::Fail(message) => {
+                self.actions.push(VmiAction::Event {
+                    type_: super::action::EventType::Warning,
+                    reason: FAILED_GATHERING_HINTS.into(),
+                    message: message.clone(),
+                    why: "the VMI needs a TSC frequency to boot and the topology hinter found none (lifecycle.go:617-618)".into(),
+                });
+                self.expl.push(format!(
+                    "topology hints: {message}: Warning event and sync error {FAILED_GATHERING_HINTS}; updateStatus returns before its write, the key is requeued with backoff (lifecycle.go:617-619, 333-335)"
+                ));
+                self.stop = Some(ReconcileError::Sync(SyncError::new(
+                    FAILED_GATHERING_HINTS,
+                    message,
+                )));
+            }
         }
     }
 
@@ -1522,11 +1614,8 @@ pub(crate) fn needs_rendered_pod(snap: &VmiSnapshot) -> bool {
 /// the rendered pod with a predicted name, see [`PREDICTED_NAME_SUFFIX`]). Pure: same snapshot,
 /// same decision.
 ///
-/// Not modelled (the decision behaves as if absent): live migration (source and target, decentralized),
-/// hotplug volumes and attachment pods, virtiofs/ContainerPath volumes, backend storage, topology
-/// hints / TSC, VSOCK CIDs, network annotations and interface status, volume status, the
-/// `DataVolumesReady` condition, the `MigrationRequired` condition,
-/// extra configured label/annotation sync keys and storage (Velero) annotations.
+/// Not modelled (the decision behaves as if absent): live migration (source and target,
+/// decentralized); docs/comparison.md lists what else the VMI controller does here and not.
 pub(crate) fn decide(snap: &VmiSnapshot) -> VmiDecision {
     decide_inner(snap, Some(None))
 }

@@ -2620,3 +2620,179 @@ fn a_failed_temporary_pod_delete_is_a_hotplug_sync_error() {
     );
     assert!(d.requeue());
 }
+
+// topology hints (vmi_test.go:4520-4625 "topology hints"; lifecycle.go:106-109, 326-334, 615-626)
+
+/// `getVmiWithInvTsc` (vmi_test.go:4522-4535): a Pending amd64 VMI requiring `invtsc`.
+fn invtsc_vmi() -> VirtualMachineInstance {
+    let mut vmi = pending_vmi();
+    vmi.spec.architecture = Some("amd64".into());
+    vmi.spec.domain.cpu = Some(
+        serde_json::from_value(json!({"features": [{"name": "invtsc", "policy": "require"}]}))
+            .unwrap(),
+    );
+    vmi
+}
+
+/// `getVmiWithReenlightenment` (vmi_test.go:4537-4547).
+fn reenlightenment_vmi() -> VirtualMachineInstance {
+    let mut vmi = pending_vmi();
+    vmi.spec.architecture = Some("amd64".into());
+    vmi.spec.domain.extra.insert(
+        "features".into(),
+        json!({"hyperv": {"reenlightenment": {"enabled": true}}}),
+    );
+    vmi
+}
+
+fn topology(
+    min: Option<i64>,
+    nodes: &[(&str, &str, bool)],
+) -> super::super::topology::TopologyState {
+    super::super::topology::TopologyState {
+        minimum_cluster_tsc_frequency: min,
+        nodes: nodes
+            .iter()
+            .map(
+                |(name, freq, schedulable)| super::super::topology::NodeTsc {
+                    name: (*name).into(),
+                    frequency_label: Some((*freq).into()),
+                    schedulable: *schedulable,
+                    runs_vmis: false,
+                },
+            )
+            .collect(),
+    }
+}
+
+/// The `status.topologyHints` the decision writes (`None` without a write).
+fn hints(d: &VmiDecision) -> Option<Value> {
+    d.status_actions.iter().find_map(|a| match a {
+        VmiAction::UpdateVmi { vmi, .. } => {
+            vmi.status.as_ref()?.extra.get("topologyHints").cloned()
+        }
+        _ => None,
+    })
+}
+
+/// "invtsc feature exists": no pod yet, the hint written with the phase (the cluster's
+/// lowest schedulable frequency here; KubeVirt's fixture uses the CR's minimum).
+#[test]
+fn an_invtsc_vmi_gets_its_hint_before_its_pod() {
+    let mut s = snap(invtsc_vmi());
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
+    s.topology = Some(topology(
+        None,
+        &[
+            ("a", "2800000000", true),
+            ("b", "2400000000", true),
+            ("c", "1", false),
+        ],
+    ));
+    assert!(!needs_rendered_pod(&s), "the pod waits for the hint");
+    let d = decide(&s);
+    assert!(d.sync_actions.is_empty(), "{:#?}", d.sync_actions);
+    assert_eq!(hints(&d), Some(json!({"tscFrequency": 2_400_000_000_i64})));
+    assert_eq!(new_status(&d).phase, Some(Phase::Pending));
+    // The CR's minimum wins over the nodes (hinter.go:50-57).
+    s.topology = Some(topology(Some(3_000_000_000), &[("a", "2800000000", true)]));
+    assert_eq!(
+        hints(&decide(&s)),
+        Some(json!({"tscFrequency": 3_000_000_000_i64}))
+    );
+}
+
+/// With a hint in the status the pod is created, and the hint is never recomputed.
+#[test]
+fn a_vmi_with_a_hint_gets_its_pod() {
+    let mut vmi = invtsc_vmi();
+    status_mut(&mut vmi).extra.insert(
+        "topologyHints".into(),
+        json!({"tscFrequency": 2_400_000_000_i64}),
+    );
+    let mut s = snap(vmi);
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
+    s.topology = Some(topology(None, &[("a", "1000", true)]));
+    assert!(needs_rendered_pod(&s));
+    let d = decide(&s);
+    assert!(matches!(&d.sync_actions[..], [VmiAction::CreatePod { .. }]));
+    assert_eq!(hints(&d), Some(json!({"tscFrequency": 2_400_000_000_i64})));
+}
+
+/// No frequency anywhere: KubeVirt writes a zero hint (hinter.go:58-66 returns 0, no error),
+/// so the pod follows in the next sync, without the TSC selector.
+#[test]
+fn no_frequency_anywhere_writes_a_zero_hint() {
+    let mut s = snap(invtsc_vmi());
+    s.topology = Some(topology(None, &[]));
+    let d = decide(&s);
+    assert_eq!(hints(&d), Some(json!({"tscFrequency": 0})));
+    assert!(d.update_status_error.is_none());
+}
+
+/// A minimum not above 0 for a VMI that needs the frequency to boot: Warning event
+/// `FailedGatherhingClusterTopologyHints`, `updateStatus` returns the sync error before any
+/// write, the key is requeued (lifecycle.go:617-619).
+#[test]
+fn a_hint_that_cannot_be_gathered_holds_the_vmi_with_kubevirts_reason() {
+    let mut s = snap(invtsc_vmi());
+    s.topology = Some(topology(Some(0), &[("a", "2400000000", true)]));
+    let d = decide(&s);
+    let msg = "failed to determine the lowest tsc frequency on the cluster: the configured minimumClusterTSCFrequency must be greater 0, but got 0";
+    assert!(d.sync_actions.is_empty());
+    assert!(
+        matches!(&d.status_actions[..], [VmiAction::Event { type_: EventType::Warning, reason, message, .. }]
+            if reason == "FailedGatherhingClusterTopologyHints" && message == msg),
+        "{:#?}",
+        d.status_actions
+    );
+    assert!(d.vmi_write().is_none());
+    assert_eq!(
+        d.update_status_error
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some(msg)
+    );
+    assert!(d.requeue());
+}
+
+/// "topology hints don't need to be set": a VMI that needs the frequency only to migrate gets
+/// no hint and no error; with the real hinter (`IsTscFrequencyRequired` is true for it,
+/// hinter.go:30-32) its pod keeps waiting.
+#[test]
+fn a_migration_only_requirement_gets_no_hint_and_no_error() {
+    let mut s = snap(reenlightenment_vmi());
+    s.topology = Some(topology(Some(-1), &[]));
+    let d = decide(&s);
+    assert!(d.update_status_error.is_none());
+    assert!(d.sync_actions.is_empty());
+    assert_eq!(hints(&d), None);
+    // "does not need to happen if tsc requirement is of type RequiredForMigration": with a
+    // frequency it gets the hint.
+    s.topology = Some(topology(None, &[("a", "2400000000", true)]));
+    assert_eq!(
+        hints(&decide(&s)),
+        Some(json!({"tscFrequency": 2_400_000_000_i64}))
+    );
+}
+
+/// "does not need to happen if tsc requirement is of type NotRequired": the pod at once, no
+/// hint; and a node state not gathered (inspector, shadow) predicts no hint, saying so.
+#[test]
+fn no_requirement_no_hint_and_ungathered_state_is_said() {
+    let mut s = snap(pending_vmi());
+    s.rendered_pod = Some(Ok(rendered_pod().into()));
+    s.topology = Some(topology(None, &[("a", "2400000000", true)]));
+    let d = decide(&s);
+    assert!(matches!(&d.sync_actions[..], [VmiAction::CreatePod { .. }]));
+    let mut s = snap(invtsc_vmi());
+    s.topology = None;
+    let d = decide(&s);
+    assert_eq!(hints(&d), None);
+    assert!(
+        d.explanation.iter().any(|e| e.contains("not predicted")),
+        "{:#?}",
+        d.explanation
+    );
+}

@@ -107,7 +107,8 @@ pub(crate) fn snapshot(
     // One configuration for the whole reconcile, even if the KubeVirt CR changes meanwhile.
     let settings = ctx.cluster_config.settings();
     let backend = backend_storage_state(ctx, &vmi, ns, &settings);
-    Some(snapshot_from_objects(
+    let topology = topology_state(ctx, &vmi, &settings);
+    let mut snap = snapshot_from_objects(
         vmi,
         own_pods,
         owner_vm_uid,
@@ -135,7 +136,54 @@ pub(crate) fn snapshot(
             ..ctx.caches.namespace_context(ns, &settings)
         }),
         Time::now(),
-    ))
+    );
+    snap.topology = Some(topology);
+    Some(snap)
+}
+
+/// What the topology hinter reads (hinter.go:49-67): the CR's minimum TSC frequency and, when
+/// the VMI's hint step can run (no hint yet, a TSC requirement), the node cache, each node
+/// marked when a cached VMI runs on it (`IsNodeRunningVmis`, filter.go:109-123; KubeVirt's
+/// hinter lists the VMI cache per node, this one once and only for nodes that are not
+/// schedulable but carry a frequency).
+fn topology_state(
+    ctx: &Context,
+    vmi: &VirtualMachineInstance,
+    settings: &ClusterSettings,
+) -> super::topology::TopologyState {
+    use super::topology::{NodeTsc, TopologyState, has_topology_hints, tsc_requirement};
+    let mut state = TopologyState {
+        minimum_cluster_tsc_frequency: settings.minimum_cluster_tsc_frequency,
+        nodes: Vec::new(),
+    };
+    // Only an unprocessed VMI's updateStatus adds hints (lifecycle.go:320-334).
+    let unprocessed = matches!(
+        vmi.phase(),
+        crate::api::Phase::Unset | crate::api::Phase::Pending
+    );
+    let needed = unprocessed
+        && !has_topology_hints(vmi)
+        && tsc_requirement(vmi) != super::topology::TscRequirement::NotRequired;
+    if !needed || state.minimum_cluster_tsc_frequency.is_some() {
+        return state;
+    }
+    let nodes = ctx.caches.nodes.store().state();
+    state.nodes = nodes.iter().map(|n| NodeTsc::from_node(n)).collect();
+    if state
+        .nodes
+        .iter()
+        .any(|n| !n.schedulable && n.frequency_label.is_some())
+    {
+        let vmis = ctx.caches.vmis.store().state();
+        let running: std::collections::HashSet<&str> = vmis
+            .iter()
+            .filter_map(|v| v.status.as_ref()?.node_name.as_deref())
+            .collect();
+        for n in &mut state.nodes {
+            n.runs_vmis = running.contains(n.name.as_str());
+        }
+    }
+    state
 }
 
 /// The VMI's backend-storage claim and what a new one would be, from the claim, StorageClass

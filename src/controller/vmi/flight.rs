@@ -99,6 +99,12 @@ fn inputs(ctx: &Context, key: &str, snap: &VmiSnapshot) -> Vec<Input> {
             out.push(input("PersistentVolumeClaim", p.as_ref()));
         }
     }
+    // The nodes the topology hinter read (none unless the VMI waited for its hint).
+    for n in snap.topology.iter().flat_map(|t| &t.nodes) {
+        if let Some(node) = ctx.caches.nodes.store().get(&ObjectRef::new(&n.name)) {
+            out.push(input("Node", node.as_ref()));
+        }
+    }
     out
 }
 

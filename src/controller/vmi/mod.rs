@@ -34,6 +34,7 @@ pub(crate) mod patch;
 pub(crate) mod podutil;
 pub(crate) mod snapshot;
 pub(crate) mod storage;
+pub(crate) mod topology;
 mod volume_hotplug;
 
 pub use action::{EventType, SkipReason, SyncOutcome, VmiAction, VmiDecision, VmiEvent};

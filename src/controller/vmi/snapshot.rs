@@ -201,6 +201,11 @@ pub struct VmiSnapshot {
     pub selinux_launcher_type: Option<String>,
     /// The backend-storage claim and what a new one would be ([`super::backend_storage`]).
     pub backend_storage: super::backend_storage::BackendStorageState,
+    /// What the topology hinter reads (the CR's minimum TSC frequency, the node cache), for the
+    /// `status.topologyHints` of a Pending VMI that needs a TSC frequency (lifecycle.go:326-334,
+    /// 615-626). `None`: not gathered (the inspector and the shadow read no nodes): the
+    /// decision then predicts no hint and says so.
+    pub topology: Option<super::topology::TopologyState>,
     /// The instant of the decision; every timestamp the decision writes uses it (whole seconds).
     pub now: Time,
 }
@@ -227,6 +232,7 @@ impl VmiSnapshot {
             support_container_resources: Vec::new(),
             selinux_launcher_type: None,
             backend_storage: Default::default(),
+            topology: None,
             now: Time::from_datetime(now.0),
         }
     }
