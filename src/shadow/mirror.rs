@@ -345,6 +345,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A standalone VMI `ns/NAME` as virt-api leaves it, Pending, with `spec`.
+    fn pending_vmi(name: &str, spec: serde_json::Value) -> serde_json::Value {
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": name, "namespace": "ns", "uid": "vmi-uid",
+                "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
+                                "kubevirt.io/storage-observed-api-version": "v1"}},
+            "spec": spec, "status": {"phase": "Pending"}})
+    }
+
     #[test]
     fn writes_map_to_the_vm_key_that_reconciles_them() {
         let pod = json!({"metadata": {"namespace": "ns", "name": "virt-launcher-a-x",
@@ -425,15 +434,11 @@ mod tests {
         m.set(
             Kind::VirtualMachineInstance,
             "ns/tsc",
-            Some(
-                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                "metadata": {"name": "tsc", "namespace": "ns", "uid": "vmi-uid",
-                    "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
-                                    "kubevirt.io/storage-observed-api-version": "v1"}},
-                "spec": {"architecture": "amd64", "domain": {"devices": {},
-                    "cpu": {"features": [{"name": "invtsc", "policy": "require"}]}}},
-                "status": {"phase": "Pending"}}),
-            ),
+            Some(pending_vmi(
+                "tsc",
+                json!({"architecture": "amd64", "domain": {"devices": {},
+                    "cpu": {"features": [{"name": "invtsc", "policy": "require"}]}}}),
+            )),
         );
         m.set(
             Kind::VirtualMachineInstance,
@@ -540,14 +545,10 @@ mod tests {
         m.set(
             Kind::VirtualMachineInstance,
             "ns/solo",
-            Some(
-                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                "metadata": {"name": "solo", "namespace": "ns", "uid": "vmi-uid",
-                    "annotations": {"kubevirt.io/latest-observed-api-version": "v1",
-                                    "kubevirt.io/storage-observed-api-version": "v1"}},
-                "spec": {"domain": {"devices": {"tpm": {"persistent": true}}}},
-                "status": {"phase": "Pending"}}),
-            ),
+            Some(pending_vmi(
+                "solo",
+                json!({"domain": {"devices": {"tpm": {"persistent": true}}}}),
+            )),
         );
         m.pvcs.insert(
             "ns/persistent-state-for-solo-x1".into(),
