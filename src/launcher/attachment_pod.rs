@@ -176,14 +176,7 @@ pub(crate) fn render_attachment_pod(
         "image": launcher_image,
         "command": ["/bin/sh", "-c", "/usr/bin/container-disk --copy-path /path/hp"],
         "resources": hotplug_resources(support),
-        "securityContext": {
-            "allowPrivilegeEscalation": false,
-            "runAsNonRoot": true,
-            "runAsUser": NON_ROOT_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-            "capabilities": {"drop": ["ALL"]},
-            "seLinuxOptions": selinux
-        },
+        "securityContext": hotplug_security_context(selinux),
         "volumeMounts": mounts,
     });
     if !devices.is_empty() {
@@ -207,6 +200,20 @@ pub(crate) fn render_attachment_pod(
         }
     });
     serde_json::from_value(pod).map_err(|e| format!("attachment pod: {e}"))
+}
+
+/// The `hotplug-disk` container's security context both `hp-volume-` pods share
+/// (template.go:1112-1128, 1255-1268): non-root, no privilege escalation, the runtime's
+/// default seccomp profile, no capabilities, `selinux` as its SELinux options.
+fn hotplug_security_context(selinux: Value) -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "runAsNonRoot": true,
+        "runAsUser": NON_ROOT_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "capabilities": {"drop": ["ALL"]},
+        "seLinuxOptions": selinux
+    })
 }
 
 /// The metadata both `hp-volume-` pods share (template.go:1091-1104, 1233-1246): generated
@@ -249,14 +256,7 @@ pub(crate) fn render_trigger_pod(
         "image": launcher_image,
         "command": ["/bin/bash", "-c", "exit", "0"],
         "resources": hotplug_resources(support),
-        "securityContext": {
-            "allowPrivilegeEscalation": false,
-            "runAsNonRoot": true,
-            "runAsUser": NON_ROOT_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-            "capabilities": {"drop": ["ALL"]},
-            "seLinuxOptions": {"level": level}
-        },
+        "securityContext": hotplug_security_context(json!({"level": level})),
         "volumeMounts": [
             {"name": HOTPLUG_DISKS, "mountPath": "/path", "mountPropagation": "HostToContainer"}
         ],
