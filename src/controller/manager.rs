@@ -10,6 +10,7 @@ use super::cluster_config::ClusterConfig;
 use super::common::ReconcileError;
 use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
+use super::discovery::served;
 use super::handlers::{
     PodStoreCell, VmStoreCell, VmiStoreCell, dv_to_vm_handler, dv_to_vmi_handler,
     pod_to_vmi_handler, pvc_snapshot_status_handler, pvc_to_vm_handler, pvc_to_vmi_handler,
@@ -245,17 +246,6 @@ where
     )
 }
 
-/// True when the API server serves `cdi.kubevirt.io/v1beta1` DataVolumes.
-async fn data_volumes_served(client: &kube::Client) -> bool {
-    match client
-        .list_api_group_resources("cdi.kubevirt.io/v1beta1")
-        .await
-    {
-        Ok(list) => list.resources.iter().any(|r| r.name == "datavolumes"),
-        Err(_) => false,
-    }
-}
-
 /// The four instancetype informers (namespaced ones limited to `ns`), or disabled ones when the
 /// cluster does not serve `instancetype.kubevirt.io/v1beta1`.
 async fn spawn_instancetype_caches(
@@ -265,7 +255,14 @@ async fn spawn_instancetype_caches(
 ) -> super::instancetype_cache::InstancetypeCaches {
     use super::instancetype_cache::InstancetypeCaches;
     let api_version = crate::api::instancetype::API_VERSION;
-    if !served(client, api_version, "virtualmachineclusterinstancetypes").await {
+    if !served(
+        client,
+        api_version,
+        "virtualmachineclusterinstancetypes",
+        stop,
+    )
+    .await
+    {
         tracing::info!(
             "instancetype.kubevirt.io/v1beta1 is not served by this cluster: VMs naming instancetypes or preferences cannot find them"
         );
@@ -305,14 +302,6 @@ async fn spawn_instancetype_caches(
     }
 }
 
-/// True when the API server serves `resource` in `group_version`.
-async fn served(client: &kube::Client, group_version: &str, resource: &str) -> bool {
-    match client.list_api_group_resources(group_version).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == resource),
-        Err(_) => false,
-    }
-}
-
 /// The storage informers: StorageClasses always; StorageProfiles, VolumeSnapshotClasses, CDI CRs
 /// and CDIConfigs when served (disabled, hence empty, otherwise: no CDI, the default filesystem
 /// overhead). A VolumeSnapshotClass change enqueues every VM.
@@ -348,12 +337,12 @@ async fn spawn_storage_caches(
         )
     }
     let cdi = "cdi.kubevirt.io/v1beta1";
-    let storage_profiles = if served(client, cdi, "storageprofiles").await {
+    let storage_profiles = if served(client, cdi, "storageprofiles", stop).await {
         cluster::<StorageProfile>("storageprofiles", client, vec![], stop)
     } else {
         Informer::disabled("storageprofiles")
     };
-    let (cdis, cdi_configs) = if served(client, cdi, "cdis").await {
+    let (cdis, cdi_configs) = if served(client, cdi, "cdis", stop).await {
         (
             cluster::<Cdi>("cdis", client, vec![], stop),
             cluster::<CdiConfig>("cdiconfigs", client, vec![], stop),
@@ -365,6 +354,7 @@ async fn spawn_storage_caches(
         client,
         "snapshot.storage.k8s.io/v1",
         "volumesnapshotclasses",
+        stop,
     )
     .await
     {
@@ -416,17 +406,6 @@ async fn spawn_node_cache(
     )
 }
 
-/// True when the API server serves `kubevirt.io/v1` KubeVirts (the KubeVirt CRD is installed).
-async fn kubevirts_served(client: &kube::Client) -> bool {
-    match client
-        .list_api_group_resources(crate::api::API_VERSION)
-        .await
-    {
-        Ok(list) => list.resources.iter().any(|r| r.name == "kubevirts"),
-        Err(_) => false,
-    }
-}
-
 /// The cluster settings and, unless they are fixed, the informer on the KubeVirt CRs of
 /// `config.kubevirt_namespace` that reloads them on every change of its cache (KubeVirt's
 /// `ClusterConfig` event handlers, configuration.go:90-121).
@@ -445,7 +424,7 @@ async fn spawn_cluster_config(
         return (Informer::disabled("kubevirts"), Arc::new(fixed));
     };
     let cluster_config = Arc::new(ClusterConfig::watching(config.settings.clone(), ns));
-    if !kubevirts_served(client).await {
+    if !served(client, crate::api::API_VERSION, "kubevirts", stop).await {
         tracing::info!(
             "kubevirt.io/v1 KubeVirts are not served by this cluster: KubeVirt's default settings"
         );
@@ -561,7 +540,7 @@ async fn spawn_caches(
         Vec::new(),
         stop.clone(),
     );
-    let data_volumes = if data_volumes_served(client).await {
+    let data_volumes = if served(client, "cdi.kubevirt.io/v1beta1", "datavolumes", stop).await {
         let dv_handlers = vec![
             dv_to_vm_handler(q.vm.clone(), q.expectations.clone(), vm_cell.clone()),
             dv_to_vmi_handler(q.vmi.clone(), vmi_cell.clone()),

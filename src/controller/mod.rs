@@ -5,6 +5,7 @@ pub(crate) mod cluster_config;
 pub(crate) mod common;
 pub mod context;
 pub(crate) mod debug_state;
+mod discovery;
 pub(crate) mod handlers;
 pub(crate) mod instancetype_cache;
 pub mod manager;

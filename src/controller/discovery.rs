@@ -1,0 +1,173 @@
+//! Which optional APIs the cluster serves (CDI, snapshot classes, instancetypes, the KubeVirt
+//! CR), asked once before the informers start. KubeVirt learns it from its CRD informer
+//! (virtinformers.go, `isDataVolume`-style checks); we ask discovery.
+//!
+//! An answer is an answer: the group/version is listed, or the server says it does not know it
+//! (404) or refuses to say (another 4xx but 429). A failure that may pass (429, 5xx, a broken
+//! connection) is no answer: it is retried with backoff until the manager stops, because the
+//! answer switches an informer off for the life of the process; one dropped discovery request
+//! must not leave a served API unwatched.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::runtime::log_limit::LogLimiter;
+
+/// First wait after a failed discovery request; doubled after each failure up to [`MAX_WAIT`].
+const FIRST_WAIT: Duration = Duration::from_millis(200);
+/// Longest wait between discovery attempts.
+const MAX_WAIT: Duration = Duration::from_secs(5);
+
+/// What one discovery request told.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    Served(bool),
+    /// A failure that may pass: ask again.
+    Retry(String),
+}
+
+fn answer(
+    result: Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList, kube::Error>,
+    resource: &str,
+) -> Answer {
+    match result {
+        Ok(list) => Answer::Served(list.resources.iter().any(|r| r.name == resource)),
+        Err(kube::Error::Api(e)) if (400..500).contains(&e.code) && e.code != 429 => {
+            if e.code != 404 {
+                tracing::warn!(
+                    code = e.code, error = %e.message, resource,
+                    "discovery refused: taken as not served"
+                );
+            }
+            Answer::Served(false)
+        }
+        Err(e) => Answer::Retry(e.to_string()),
+    }
+}
+
+/// True when the API server serves `resource` in `group_version` (`cdi.kubevirt.io/v1beta1`);
+/// false when it does not, or when `stop` ends the retries of a failing discovery.
+pub(super) async fn served(
+    client: &kube::Client,
+    group_version: &str,
+    resource: &str,
+    stop: &CancellationToken,
+) -> bool {
+    let mut wait = FIRST_WAIT;
+    let kind = format!("discovery failed: {group_version}");
+    for attempt in 1u64.. {
+        let error = match answer(
+            client.list_api_group_resources(group_version).await,
+            resource,
+        ) {
+            Answer::Served(served) => return served,
+            Answer::Retry(error) => error,
+        };
+        match LogLimiter::shared().allow(&kind) {
+            Some(note) => tracing::warn!(
+                group_version,
+                resource,
+                attempt,
+                error,
+                suppressed = note.suppressed,
+                "discovery failed; retrying in {wait:?} {note}"
+            ),
+            None => tracing::debug!(group_version, resource, attempt, error, "discovery failed"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return false,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(MAX_WAIT);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::{Request, Response};
+    use kube::client::Body;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const LIST: &str = r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"snapshot.storage.k8s.io/v1","resources":[{"name":"volumesnapshotclasses","singularName":"volumesnapshotclass","namespaced":false,"kind":"VolumeSnapshotClass","verbs":["get","list","watch"]}]}"#;
+
+    /// A client whose discovery answers are `codes` in turn (200 = the list), then 200s;
+    /// also returns how many requests arrived.
+    fn client(codes: Vec<u16>) -> (kube::Client, Arc<AtomicUsize>) {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let count = seen.clone();
+        let service = tower::service_fn(move |_: Request<Body>| {
+            let n = count.fetch_add(1, Ordering::SeqCst);
+            let code = codes.get(n).copied().unwrap_or(200);
+            let body = if code == 200 {
+                LIST.to_string()
+            } else {
+                format!(
+                    r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"fault {code}","reason":"X","code":{code}}}"#
+                )
+            };
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    Response::builder()
+                        .status(code)
+                        .body(Body::from(body.into_bytes()))
+                        .expect("response"),
+                )
+            }
+        });
+        (kube::Client::new(service, "default"), seen)
+    }
+
+    const GV: &str = "snapshot.storage.k8s.io/v1";
+
+    #[tokio::test(start_paused = true)]
+    async fn a_listed_resource_is_served_and_an_unlisted_one_is_not() {
+        let (c, seen) = client(vec![]);
+        let stop = CancellationToken::new();
+        assert!(served(&c, GV, "volumesnapshotclasses", &stop).await);
+        assert!(!served(&c, GV, "volumesnapshots", &stop).await);
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_404_or_403_is_an_answer_asked_once() {
+        for code in [404, 403] {
+            let (c, seen) = client(vec![code]);
+            let stop = CancellationToken::new();
+            assert!(
+                !served(&c, GV, "volumesnapshotclasses", &stop).await,
+                "{code}"
+            );
+            assert_eq!(seen.load(Ordering::SeqCst), 1, "{code}");
+        }
+    }
+
+    /// The bug this module fixes: one failed discovery request switched the snapshot class
+    /// informer off for the life of the process (the CI failure of
+    /// `a_volume_snapshot_class_enables_the_claims`).
+    #[tokio::test(start_paused = true)]
+    async fn failures_that_may_pass_are_retried_until_an_answer() {
+        let (c, seen) = client(vec![503, 500, 429]);
+        let stop = CancellationToken::new();
+        let start = tokio::time::Instant::now();
+        assert!(served(&c, GV, "volumesnapshotclasses", &stop).await);
+        assert_eq!(seen.load(Ordering::SeqCst), 4);
+        assert_eq!(start.elapsed(), Duration::from_millis(200 + 400 + 800));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stop_ends_the_retries() {
+        let (c, _) = client(vec![503; 1000]);
+        let stop = CancellationToken::new();
+        let asking = served(&c, GV, "volumesnapshotclasses", &stop);
+        let stopper = async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            stop.cancel();
+        };
+        let (served, ()) = tokio::join!(asking, stopper);
+        assert!(!served);
+    }
+}
