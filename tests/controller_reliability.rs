@@ -233,3 +233,53 @@ fn pod_vm_names() {
     assert_eq!(pod_vm("virt-launcher-x"), None);
     assert_eq!(pod_vm("something-else"), None);
 }
+
+/// A controller started before its API server answers: `Manager::start` returns at once (so
+/// `run-controller` binds its endpoints and obeys SIGTERM), and the optional APIs it asks
+/// discovery about are watched once the server comes up. Before, a failed discovery request
+/// switched its informer off for good: DataVolumes (and snapshot classes, instancetypes, the
+/// KubeVirt CR) were never seen by a controller that started first.
+#[tokio::test]
+async fn a_controller_started_before_its_api_server_watches_the_optional_apis() {
+    use virtctl_rs::controller::manager::{Manager, ManagerConfig};
+    use virtctl_rs::runtime::lease::LeaderElectionConfig;
+    use virtctl_rs::sim::ApiServer;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}").parse().expect("url");
+    let client = kube::Client::try_from(kube::Config::new(url)).expect("client");
+    let (vm, vmi) = virtctl_rs::controller::reconcilers();
+    let config = ManagerConfig::new(LeaderElectionConfig::new("early-bird"));
+    let manager = tokio::time::timeout(DEADLINE, Manager::start(client, config, vm, vmi))
+        .await
+        .expect("Manager::start does not wait for the API server")
+        .expect("manager starts");
+    let server = ApiServer::start(ApiServerConfig {
+        port,
+        require_token: false,
+        ..Default::default()
+    })
+    .await
+    .expect("the API server comes up on the port the controller was given");
+    let dv: virtctl_rs::api::DataVolume = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+        "metadata": {"name": "late-dv", "namespace": NAMESPACE},
+        "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "1Gi"}}}}
+    }))
+    .expect("DataVolume");
+    let client = server.client().await.expect("client");
+    Api::<virtctl_rs::api::DataVolume>::namespaced(client, NAMESPACE)
+        .create(&PostParams::default(), &dv)
+        .await
+        .expect("create the DataVolume");
+    let cached = common::poll_until(DEADLINE, || async {
+        let dvs = manager.context().caches.data_volumes.store().state();
+        (!dvs.is_empty()).then_some(dvs.len())
+    })
+    .await;
+    assert_eq!(cached, Some(1), "the DataVolume informer never started");
+    server.shutdown().await;
+}

@@ -1,17 +1,21 @@
 //! Which optional APIs the cluster serves (CDI, snapshot classes, instancetypes, the KubeVirt
-//! CR), asked once before the informers start. KubeVirt learns it from its CRD informer
-//! (virtinformers.go, `isDataVolume`-style checks); we ask discovery.
+//! CR): each informer of one waits for discovery's answer, asked in the background, so starting
+//! never waits for the API server. KubeVirt learns it from its CRD informer
+//! (virtinformers.go); we ask discovery.
 //!
 //! An answer is an answer: the group/version is listed, or the server says it does not know it
 //! (404) or refuses to say (another 4xx but 429). A failure that may pass (429, 5xx, a broken
 //! connection) is no answer: it is retried with backoff until the manager stops, because the
-//! answer switches an informer off for the life of the process; one dropped discovery request
-//! must not leave a served API unwatched.
+//! answer switches an informer off for the life of the process; one dropped discovery request,
+//! or an API server that is not up yet, must not leave a served API unwatched.
 
 use std::time::Duration;
 
+use futures::FutureExt;
+use futures::future::Shared;
 use tokio_util::sync::CancellationToken;
 
+use crate::runtime::informer::Gate;
 use crate::runtime::log_limit::LogLimiter;
 
 /// First wait after a failed discovery request; doubled after each failure up to [`MAX_WAIT`].
@@ -46,25 +50,63 @@ fn answer(
     }
 }
 
-/// True when the API server serves `resource` in `group_version` (`cdi.kubevirt.io/v1beta1`);
-/// false when it does not, or when `stop` ends the retries of a failing discovery.
-pub(super) async fn served(
+/// Whether `resource` of `group_version` is served, asked once in the background and shared by
+/// the informers it gates ([`Served::gate`]).
+#[derive(Clone)]
+pub(super) struct Served(Shared<Gate>);
+
+impl Served {
+    /// Ask discovery (retrying failures until `stop`); when the answer is "not served", log
+    /// `absent` (what the controller cannot do without it) once.
+    pub(super) fn ask(
+        client: &kube::Client,
+        group_version: &'static str,
+        resource: &'static str,
+        absent: &'static str,
+        stop: &CancellationToken,
+    ) -> Self {
+        let (client, stop) = (client.clone(), stop.clone());
+        let asking = async move {
+            match served(&client, group_version, resource, &stop).await {
+                Some(true) => true,
+                Some(false) => {
+                    tracing::info!(
+                        "{group_version} {resource} are not served by this cluster: {absent}"
+                    );
+                    false
+                }
+                None => false,
+            }
+        };
+        Served(asking.boxed().shared())
+    }
+
+    /// The answer, for one informer ([`crate::runtime::informer::Informer::spawn_decoding`]).
+    pub(super) fn gate(&self) -> Gate {
+        self.0.clone().boxed()
+    }
+}
+
+/// Whether the API server serves `resource` in `group_version` (`cdi.kubevirt.io/v1beta1`);
+/// `None` when `stop` ends the retries of a failing discovery.
+async fn served(
     client: &kube::Client,
     group_version: &str,
     resource: &str,
     stop: &CancellationToken,
-) -> bool {
+) -> Option<bool> {
     let mut wait = FIRST_WAIT;
-    let kind = format!("discovery failed: {group_version}");
     for attempt in 1u64.. {
         let error = match answer(
             client.list_api_group_resources(group_version).await,
             resource,
         ) {
-            Answer::Served(served) => return served,
+            Answer::Served(served) => return Some(served),
             Answer::Retry(error) => error,
         };
-        match LogLimiter::shared().allow(&kind) {
+        // One line a minute for all the APIs asked about: an unreachable API server is named
+        // by the informers and /healthz already.
+        match LogLimiter::shared().allow("discovery failed") {
             Some(note) => tracing::warn!(
                 group_version,
                 resource,
@@ -76,12 +118,12 @@ pub(super) async fn served(
             None => tracing::debug!(group_version, resource, attempt, error, "discovery failed"),
         }
         tokio::select! {
-            _ = stop.cancelled() => return false,
+            _ = stop.cancelled() => return None,
             _ = tokio::time::sleep(wait) => {}
         }
         wait = (wait * 2).min(MAX_WAIT);
     }
-    false
+    None
 }
 
 #[cfg(test)]
@@ -127,8 +169,11 @@ mod tests {
     async fn a_listed_resource_is_served_and_an_unlisted_one_is_not() {
         let (c, seen) = client(vec![]);
         let stop = CancellationToken::new();
-        assert!(served(&c, GV, "volumesnapshotclasses", &stop).await);
-        assert!(!served(&c, GV, "volumesnapshots", &stop).await);
+        assert_eq!(
+            served(&c, GV, "volumesnapshotclasses", &stop).await,
+            Some(true)
+        );
+        assert_eq!(served(&c, GV, "volumesnapshots", &stop).await, Some(false));
         assert_eq!(seen.load(Ordering::SeqCst), 2);
     }
 
@@ -137,10 +182,8 @@ mod tests {
         for code in [404, 403] {
             let (c, seen) = client(vec![code]);
             let stop = CancellationToken::new();
-            assert!(
-                !served(&c, GV, "volumesnapshotclasses", &stop).await,
-                "{code}"
-            );
+            let answer = served(&c, GV, "volumesnapshotclasses", &stop).await;
+            assert_eq!(answer, Some(false), "{code}");
             assert_eq!(seen.load(Ordering::SeqCst), 1, "{code}");
         }
     }
@@ -153,7 +196,10 @@ mod tests {
         let (c, seen) = client(vec![503, 500, 429]);
         let stop = CancellationToken::new();
         let start = tokio::time::Instant::now();
-        assert!(served(&c, GV, "volumesnapshotclasses", &stop).await);
+        assert_eq!(
+            served(&c, GV, "volumesnapshotclasses", &stop).await,
+            Some(true)
+        );
         assert_eq!(seen.load(Ordering::SeqCst), 4);
         assert_eq!(start.elapsed(), Duration::from_millis(200 + 400 + 800));
     }
@@ -168,6 +214,6 @@ mod tests {
             stop.cancel();
         };
         let (served, ()) = tokio::join!(asking, stopper);
-        assert!(!served);
+        assert_eq!(served, None);
     }
 }

@@ -10,7 +10,7 @@ use super::cluster_config::ClusterConfig;
 use super::common::ReconcileError;
 use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
-use super::discovery::served;
+use super::discovery::Served;
 use super::handlers::{
     PodStoreCell, VmStoreCell, VmiStoreCell, dv_to_vm_handler, dv_to_vmi_handler,
     pod_to_vmi_handler, pvc_snapshot_status_handler, pvc_to_vm_handler, pvc_to_vmi_handler,
@@ -18,7 +18,7 @@ use super::handlers::{
 };
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::{ClusterSettings, TokenBucket};
-use crate::runtime::informer::{Handler, Informer, InformerState, key_of};
+use crate::runtime::informer::{Gate, Handler, Informer, InformerState, key_of};
 use crate::runtime::lease::{
     DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,
     LostReason, RunOutcome, TermFence, fenced_client, fenced_client_from_config,
@@ -216,8 +216,10 @@ where
 }
 
 /// Start the informer `name` over every `K` of `namespace` (`None`: all namespaces), from
-/// `state` (a new one, or [`recorded`]), feeding `handlers`, until `stop`.
+/// `state` (a new one, or [`recorded`]), feeding `handlers`, until `stop`; once `gate` says the
+/// resource is served, when there is one.
 fn spawn_state_in<K>(
+    gate: Option<Gate>,
     state: InformerState<K>,
     name: &str,
     client: &kube::Client,
@@ -236,7 +238,8 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
     let api = api_for(client, namespace);
-    Informer::spawn_with(
+    Informer::spawn_decoding(
+        gate,
         state,
         name,
         api,
@@ -246,30 +249,54 @@ where
     )
 }
 
-/// The four instancetype informers (namespaced ones limited to `ns`), or disabled ones when the
-/// cluster does not serve `instancetype.kubevirt.io/v1beta1`.
-async fn spawn_instancetype_caches(
+/// Start the informer `name` over every cluster-scoped `K`, feeding `handlers`, until `stop`;
+/// once `served` says `K` is served, when given.
+fn spawn_cluster<K>(
+    served: Option<&Served>,
+    name: &str,
+    client: &kube::Client,
+    handlers: Vec<Handler<K>>,
+    stop: &CancellationToken,
+) -> Informer<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
+{
+    Informer::spawn_decoding(
+        served.map(Served::gate),
+        InformerState::new(),
+        name,
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        handlers,
+        stop.clone(),
+    )
+}
+
+/// The four instancetype informers (namespaced ones limited to `ns`), each once discovery says
+/// the cluster serves `instancetype.kubevirt.io/v1beta1` (empty otherwise).
+fn spawn_instancetype_caches(
     client: &kube::Client,
     ns: Option<&str>,
     stop: &CancellationToken,
 ) -> super::instancetype_cache::InstancetypeCaches {
     use super::instancetype_cache::InstancetypeCaches;
-    let api_version = crate::api::instancetype::API_VERSION;
-    if !served(
+    let served = Served::ask(
         client,
-        api_version,
+        crate::api::instancetype::API_VERSION,
         "virtualmachineclusterinstancetypes",
+        "VMs naming instancetypes or preferences cannot find them",
         stop,
-    )
-    .await
-    {
-        tracing::info!(
-            "instancetype.kubevirt.io/v1beta1 is not served by this cluster: VMs naming instancetypes or preferences cannot find them"
-        );
-        return InstancetypeCaches::disabled();
-    }
+    );
     InstancetypeCaches {
         instancetypes: spawn_state_in(
+            Some(served.gate()),
             InformerState::new(),
             "virtualmachineinstancetypes",
             client,
@@ -277,14 +304,15 @@ async fn spawn_instancetype_caches(
             vec![],
             stop,
         ),
-        cluster_instancetypes: Informer::spawn(
+        cluster_instancetypes: spawn_cluster(
+            Some(&served),
             "virtualmachineclusterinstancetypes",
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            Vec::new(),
-            stop.clone(),
+            client,
+            vec![],
+            stop,
         ),
         preferences: spawn_state_in(
+            Some(served.gate()),
             InformerState::new(),
             "virtualmachinepreferences",
             client,
@@ -292,86 +320,56 @@ async fn spawn_instancetype_caches(
             vec![],
             stop,
         ),
-        cluster_preferences: Informer::spawn(
+        cluster_preferences: spawn_cluster(
+            Some(&served),
             "virtualmachineclusterpreferences",
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            Vec::new(),
-            stop.clone(),
+            client,
+            vec![],
+            stop,
         ),
     }
 }
 
 /// The storage informers: StorageClasses always; StorageProfiles, VolumeSnapshotClasses, CDI CRs
-/// and CDIConfigs when served (disabled, hence empty, otherwise: no CDI, the default filesystem
-/// overhead). A VolumeSnapshotClass change enqueues every VM.
-async fn spawn_storage_caches(
+/// and CDIConfigs once discovery says they are served (empty otherwise: no CDI, the default
+/// filesystem overhead). A VolumeSnapshotClass change enqueues every VM.
+fn spawn_storage_caches(
     client: &kube::Client,
     vm_queue: &QueueSlot,
     vms: &VmStoreCell,
     stop: &CancellationToken,
 ) -> super::storage_cache::StorageCaches {
     use crate::api::storage::{Cdi, CdiConfig, StorageProfile, VolumeSnapshotClass};
-    fn cluster<K>(
-        name: &str,
-        client: &kube::Client,
-        handlers: Vec<Handler<K>>,
-        stop: &CancellationToken,
-    ) -> Informer<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
-            + Clone
-            + std::fmt::Debug
-            + serde::de::DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
-        K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-    {
-        Informer::spawn(
-            name,
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            handlers,
-            stop.clone(),
-        )
-    }
     let cdi = "cdi.kubevirt.io/v1beta1";
-    let storage_profiles = if served(client, cdi, "storageprofiles", stop).await {
-        cluster::<StorageProfile>("storageprofiles", client, vec![], stop)
-    } else {
-        Informer::disabled("storageprofiles")
-    };
-    let (cdis, cdi_configs) = if served(client, cdi, "cdis", stop).await {
-        (
-            cluster::<Cdi>("cdis", client, vec![], stop),
-            cluster::<CdiConfig>("cdiconfigs", client, vec![], stop),
-        )
-    } else {
-        (Informer::disabled("cdis"), Informer::disabled("cdiconfigs"))
-    };
-    let snapshot_classes = if served(
+    let no_cdi = "the default filesystem overhead and no StorageProfile applies";
+    let profiles = Served::ask(client, cdi, "storageprofiles", no_cdi, stop);
+    let cdi_crs = Served::ask(client, cdi, "cdis", no_cdi, stop);
+    let snapshots = Served::ask(
         client,
         "snapshot.storage.k8s.io/v1",
         "volumesnapshotclasses",
+        "no volume can be snapshotted",
         stop,
-    )
-    .await
-    {
-        let handlers = vec![snapshot_class_to_vm_handler(vm_queue.clone(), vms.clone())];
-        cluster::<VolumeSnapshotClass>("volumesnapshotclasses", client, handlers, stop)
-    } else {
-        tracing::info!(
-            "snapshot.storage.k8s.io/v1 VolumeSnapshotClasses are not served by this cluster: no volume can be snapshotted"
-        );
-        Informer::disabled("volumesnapshotclasses")
-    };
+    );
+    let snapshot_handlers = vec![snapshot_class_to_vm_handler(vm_queue.clone(), vms.clone())];
     super::storage_cache::StorageCaches {
-        storage_classes: cluster("storageclasses", client, vec![], stop),
-        storage_profiles,
-        snapshot_classes,
-        cdis,
-        cdi_configs,
+        storage_classes: spawn_cluster(None, "storageclasses", client, vec![], stop),
+        storage_profiles: spawn_cluster::<StorageProfile>(
+            Some(&profiles),
+            "storageprofiles",
+            client,
+            vec![],
+            stop,
+        ),
+        snapshot_classes: spawn_cluster::<VolumeSnapshotClass>(
+            Some(&snapshots),
+            "volumesnapshotclasses",
+            client,
+            snapshot_handlers,
+            stop,
+        ),
+        cdis: spawn_cluster::<Cdi>(Some(&cdi_crs), "cdis", client, vec![], stop),
+        cdi_configs: spawn_cluster::<CdiConfig>(Some(&cdi_crs), "cdiconfigs", client, vec![], stop),
     }
 }
 
@@ -413,7 +411,7 @@ async fn spawn_node_cache(
 /// `limiter`, when given, follows the settings' client limit: set from the settings in use
 /// after every reload, as KubeVirt's `shouldChangeRateLimiter` callback does (application.go:
 /// 371, 557-563).
-async fn spawn_cluster_config(
+fn spawn_cluster_config(
     client: &kube::Client,
     config: &ManagerConfig,
     limiter: Option<ReloadableRateLimiter>,
@@ -424,12 +422,13 @@ async fn spawn_cluster_config(
         return (Informer::disabled("kubevirts"), Arc::new(fixed));
     };
     let cluster_config = Arc::new(ClusterConfig::watching(config.settings.clone(), ns));
-    if !served(client, crate::api::API_VERSION, "kubevirts", stop).await {
-        tracing::info!(
-            "kubevirt.io/v1 KubeVirts are not served by this cluster: KubeVirt's default settings"
-        );
-        return (Informer::disabled("kubevirts"), cluster_config);
-    }
+    let served = Served::ask(
+        client,
+        crate::api::API_VERSION,
+        "kubevirts",
+        "KubeVirt's default settings apply",
+        stop,
+    );
     let state = InformerState::<KubeVirt>::new();
     let store = state.store();
     let reload: Handler<KubeVirt> = {
@@ -442,7 +441,8 @@ async fn spawn_cluster_config(
             }
         })
     };
-    let informer = Informer::spawn_with(
+    let informer = Informer::spawn_decoding(
+        Some(served.gate()),
         state,
         "kubevirts",
         Api::namespaced(client.clone(), ns),
@@ -487,6 +487,7 @@ async fn spawn_caches(
     let vm_cell = VmStoreCell::default();
     let rec = config.record.as_ref();
     let vms = spawn_state_in::<VirtualMachine>(
+        None,
         recorded(rec, "VirtualMachine"),
         "virtualmachines",
         client,
@@ -500,6 +501,7 @@ async fn spawn_caches(
         vmi_handler(q.vmi.clone(), q.expectations.clone()),
     ];
     let vmis = spawn_state_in::<VirtualMachineInstance>(
+        None,
         recorded(rec, "VirtualMachineInstance"),
         "virtualmachineinstances",
         client,
@@ -513,6 +515,7 @@ async fn spawn_caches(
     // and hotplug attachment pods (virtinformers.go:584-595).
     let pod_cell = PodStoreCell::default();
     let pods = Informer::<Pod>::spawn_decoding(
+        None,
         recorded(rec, "Pod").with_index(&crate::runtime::index::CONTROLLER_UID),
         "pods",
         api_for::<crate::controller::vmi::launcher_cache::LauncherPodForCache>(client, ns),
@@ -540,19 +543,27 @@ async fn spawn_caches(
         Vec::new(),
         stop.clone(),
     );
-    let data_volumes = if served(client, "cdi.kubevirt.io/v1beta1", "datavolumes", stop).await {
-        let dv_handlers = vec![
+    let data_volumes = spawn_state_in::<DataVolume>(
+        Some(
+            Served::ask(
+                client,
+                "cdi.kubevirt.io/v1beta1",
+                "datavolumes",
+                "DataVolume templates cannot be handled",
+                stop,
+            )
+            .gate(),
+        ),
+        recorded(rec, "DataVolume"),
+        "datavolumes",
+        client,
+        ns,
+        vec![
             dv_to_vm_handler(q.vm.clone(), q.expectations.clone(), vm_cell.clone()),
             dv_to_vmi_handler(q.vmi.clone(), vmi_cell.clone()),
-        ];
-        let state = recorded(rec, "DataVolume");
-        spawn_state_in::<DataVolume>(state, "datavolumes", client, ns, dv_handlers, stop)
-    } else {
-        tracing::info!(
-            "cdi.kubevirt.io/v1beta1 DataVolumes are not served by this cluster: DataVolume templates cannot be handled"
-        );
-        Informer::disabled("datavolumes")
-    };
+        ],
+        stop,
+    );
 
     // Namespaces are cluster-scoped: a controller limited to one namespace watches only that
     // one (a field selector), so it needs no cluster-wide read of namespaces.
@@ -567,6 +578,7 @@ async fn spawn_caches(
         stop.clone(),
     );
     let resource_quotas = spawn_state_in::<ResourceQuota>(
+        None,
         InformerState::new(),
         "resourcequotas",
         client,
@@ -580,6 +592,7 @@ async fn spawn_caches(
         pvc_to_vmi_handler(q.vmi.clone(), vmi_cell, q.expectations.clone()),
     ];
     let pvcs = spawn_state_in::<PersistentVolumeClaim>(
+        None,
         recorded(rec, "PersistentVolumeClaim"),
         "persistentvolumeclaims",
         client,
@@ -591,9 +604,9 @@ async fn spawn_caches(
         ClientRateLimit::FromSettings => limiter,
         ClientRateLimit::Fixed(_) | ClientRateLimit::Unlimited => None,
     };
-    let (kubevirts, cluster_config) = spawn_cluster_config(client, config, following, stop).await;
-    let instancetypes = spawn_instancetype_caches(client, ns, stop).await;
-    let storage = spawn_storage_caches(client, q.vm, &vm_cell, stop).await;
+    let (kubevirts, cluster_config) = spawn_cluster_config(client, config, following, stop);
+    let instancetypes = spawn_instancetype_caches(client, ns, stop);
+    let storage = spawn_storage_caches(client, q.vm, &vm_cell, stop);
     let nodes = spawn_node_cache(client, rec, stop).await;
     let caches = Caches {
         vms,

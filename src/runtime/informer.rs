@@ -326,6 +326,9 @@ where
     }
 }
 
+/// Whether an informer's resource is served, answered once ([`Informer::spawn_decoding`]).
+pub(crate) type Gate = futures::future::BoxFuture<'static, bool>;
+
 /// A running informer: its cache and its sync state.
 #[derive(Clone)]
 pub struct Informer<K>
@@ -369,14 +372,21 @@ where
         handlers: Vec<Handler<K>>,
         cancel: CancellationToken,
     ) -> Self {
-        Self::spawn_decoding(state, name, api, config, handlers, cancel)
+        Self::spawn_decoding(None, state, name, api, config, handlers, cancel)
     }
 
     /// [`Informer::spawn_with`] watching `api` as the wire type `W` and caching each object as
     /// the `K` it converts into: a `W` narrower than `K` skips, while decoding, the fields a
     /// transform would drop (client-go has no counterpart: its informers decode whole objects
     /// and `SetTransform` trims them after). The transform and indexes still apply to the `K`.
+    ///
+    /// With a `gate`, the watch starts once the gate says the resource is served: until then
+    /// the informer is empty and not synced; when the gate says it is not, it stays empty and
+    /// counts as synced (as [`Informer::disabled`]). Starting does not wait for the gate, so a
+    /// controller started before its API server answers still binds its endpoints and stops
+    /// on a signal.
     pub(crate) fn spawn_decoding<W>(
+        gate: Option<Gate>,
         mut state: InformerState<K>,
         name: &str,
         api: Api<W>,
@@ -397,6 +407,16 @@ where
         tokio::spawn(async move {
             use futures::TryStreamExt;
             use kube::runtime::WatchStreamExt;
+            if let Some(gate) = gate {
+                let served = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    served = gate => served,
+                };
+                if !served {
+                    let _ = tx.send(true);
+                    return;
+                }
+            }
             let mut stream = watcher(api, config)
                 .default_backoff()
                 .map_ok(|event| event_into::<W, K>(event))
@@ -918,6 +938,20 @@ mod tests {
         assert!(i.by_index(&CONTROLLER_UID, "u1").is_empty());
     }
 
+    /// Create an empty ConfigMap `name` through `cms`.
+    async fn create_config_map(cms: &Api<k8s_openapi::api::core::v1::ConfigMap>, name: &str) {
+        let cm = k8s_openapi::api::core::v1::ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        cms.create(&kube::api::PostParams::default(), &cm)
+            .await
+            .expect("create");
+    }
+
     /// Issue 38 item 8: a watch that ends in an error after each successful relist (here `410
     /// Expired`, "too old resource version: N (M)", instead of each DELETED event) failed and
     /// recovered about once a second, and each failure was logged as a new outage. The
@@ -927,7 +961,7 @@ mod tests {
         use crate::sim::faults::FaultRule;
         use crate::sim::{ApiServer, ApiServerConfig};
         use k8s_openapi::api::core::v1::ConfigMap;
-        use kube::api::{DeleteParams, PostParams};
+        use kube::api::DeleteParams;
 
         let (captured, _guard) = crate::runtime::log_capture::capture();
         let server = ApiServer::start(ApiServerConfig::default())
@@ -940,16 +974,7 @@ mod tests {
             Api::namespaced(server.client().await.expect("client"), "default");
         let names: Vec<String> = (0..4).map(|i| format!("cm-{i}")).collect();
         for name in &names {
-            let cm = ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            cms.create(&PostParams::default(), &cm)
-                .await
-                .expect("create");
+            create_config_map(&cms, name).await;
         }
         let cancel = CancellationToken::new();
         // A name of its own: no other test shares the rate limit's key.
@@ -982,6 +1007,51 @@ mod tests {
         assert_eq!(failed.len(), 1, "{:#?}", captured.lines());
         let recovered = captured.matching("INFO", "watch recovered");
         assert!(recovered.len() <= 1, "{:#?}", captured.lines());
+        cancel.cancel();
+    }
+
+    /// A gated informer is empty and not synced until its gate answers; "not served" leaves it
+    /// empty and synced without a request, "served" starts the watch. (Before, the manager
+    /// awaited discovery before starting: an API server unreachable at start-up kept
+    /// `run-controller` from binding its endpoints and from stopping on SIGTERM.)
+    #[tokio::test]
+    async fn a_gated_informer_waits_for_its_gate_and_starts_or_stays_empty() {
+        use crate::sim::{ApiServer, ApiServerConfig};
+        use futures::FutureExt;
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use tokio::sync::oneshot;
+
+        let server = ApiServer::start(ApiServerConfig::default())
+            .await
+            .expect("server");
+        let cms: Api<ConfigMap> =
+            Api::namespaced(server.client().await.expect("client"), "default");
+        create_config_map(&cms, "cm").await;
+        let cancel = CancellationToken::new();
+        let gated = |answer: oneshot::Receiver<bool>| {
+            Informer::<ConfigMap>::spawn_decoding(
+                Some(answer.map(|a| a.unwrap_or(false)).boxed()),
+                InformerState::new(),
+                "configmaps-gated",
+                cms.clone(),
+                watcher::Config::default(),
+                Vec::new(),
+                cancel.clone(),
+            )
+        };
+        let deadline = Duration::from_secs(60);
+        for served in [false, true] {
+            let (tx, rx) = oneshot::channel();
+            let informer = gated(rx);
+            tokio::task::yield_now().await;
+            assert!(!informer.has_synced(), "synced before its gate answered");
+            tx.send(served).expect("gate");
+            tokio::time::timeout(deadline, informer.wait_synced())
+                .await
+                .expect("synced once the gate answered");
+            let cached = informer.store().state().len();
+            assert_eq!(cached, usize::from(served), "served={served}");
+        }
         cancel.cancel();
     }
 }
