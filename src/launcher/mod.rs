@@ -30,3 +30,15 @@ pub use error::RenderError;
 pub(crate) use pod::render_launch_manifest;
 pub use renderer::compute_resources;
 pub use resources::{ComputeResources, NamespaceContext};
+
+/// The VMI KubeVirt's launcher tests render (`testvmi` in `default`, uid `1234`) with `spec`.
+#[cfg(test)]
+pub(crate) fn test_vmi(spec: serde_json::Value) -> crate::api::VirtualMachineInstance {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": "testvmi", "namespace": "default", "uid": "1234"},
+        "spec": spec,
+    }))
+    .expect("a test VMI")
+}

@@ -482,15 +482,8 @@ pub(crate) fn hotplug_multus_annotation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launcher::test_vmi as vmi;
     use serde_json::json;
-
-    fn vmi(spec: Value) -> VirtualMachineInstance {
-        serde_json::from_value(
-            json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-            "metadata": {"name": "testvmi", "namespace": "default"}, "spec": spec}),
-        )
-        .unwrap()
-    }
 
     fn binding(nad: Option<&str>) -> NetworkBindingPlugin {
         NetworkBindingPlugin {

@@ -290,14 +290,8 @@ fn launch_security_labels(vmi: &VirtualMachineInstance, arch: &str) -> Vec<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launcher::test_vmi as vmi;
     use serde_json::json;
-
-    fn vmi(spec: serde_json::Value) -> VirtualMachineInstance {
-        serde_json::from_value(json!({"apiVersion": "kubevirt.io/v1",
-            "kind": "VirtualMachineInstance",
-            "metadata": {"name": "testvmi", "namespace": "default"}, "spec": spec}))
-        .unwrap()
-    }
 
     fn strict() -> ClusterSettings {
         ClusterSettings {

@@ -737,17 +737,8 @@ mod tests {
     use crate::kubevirt_version::KubeVirtVersion;
     use crate::launcher::overhead::memory_overhead;
     use crate::launcher::resources::KVM_DEVICE;
+    use crate::launcher::test_vmi as vmi;
     use serde_json::json;
-
-    fn vmi(spec: serde_json::Value) -> VirtualMachineInstance {
-        serde_json::from_value(json!({
-            "apiVersion": "kubevirt.io/v1",
-            "kind": "VirtualMachineInstance",
-            "metadata": {"name": "testvmi", "namespace": "default", "uid": "1234"},
-            "spec": spec,
-        }))
-        .unwrap()
-    }
 
     /// KubeVirt's template tests run with ratio 10, overcommit 100, no overhead ratio and a
     /// network-memory stub returning 0 (template_test.go:92-131, 6521-6529).

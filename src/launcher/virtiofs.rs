@@ -151,6 +151,7 @@ fn container(v: &VmiVolume, image: &str, support: Support<'_>) -> Container {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launcher::test_vmi as vmi;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use serde_json::json;
     use std::collections::BTreeMap;
@@ -161,14 +162,6 @@ mod tests {
             entries: &[],
             guaranteed,
         }
-    }
-
-    fn vmi(spec: serde_json::Value) -> VirtualMachineInstance {
-        serde_json::from_value(
-            json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-            "metadata": {"name": "testvmi", "namespace": "default"}, "spec": spec}),
-        )
-        .unwrap()
     }
 
     fn q(r: &Option<BTreeMap<String, Quantity>>, k: &str) -> String {
