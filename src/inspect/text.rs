@@ -449,12 +449,14 @@ fn missing(o: &mut String, ins: &Inspection) {
     }
 }
 
-/// The fleet as a table, problems first.
-/// The leader's settings against the KubeVirt CR's, when the leader's are known.
+/// The leader's settings against the KubeVirt CR's (KubeVirt's defaults where the CR sets none,
+/// or without one), when the leader's are known.
 fn settings_line(s: &SettingsCheck) -> Option<String> {
     let from = s.controller_origin()?;
     let mut line = if s.differences.is_empty() {
-        format!("settings: the controller's ({from}) are the KubeVirt CR's")
+        format!(
+            "settings: the controller's ({from}) match the KubeVirt CR's (KubeVirt's defaults where it sets none)"
+        )
     } else {
         format!(
             "settings: the controller's ({from}) DIFFER from the KubeVirt CR's: {}",
@@ -467,6 +469,7 @@ fn settings_line(s: &SettingsCheck) -> Option<String> {
     Some(line)
 }
 
+/// The fleet as a table, problems first.
 pub(crate) fn render_fleet(f: &Fleet) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -498,4 +501,48 @@ pub(crate) fn render_fleet(f: &Fleet) -> String {
         let _ = writeln!(o, "missing {}: {}", m.what, m.reason);
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClusterSettings;
+
+    fn check(differences: Vec<String>, rv: Option<&str>) -> SettingsCheck {
+        SettingsCheck {
+            cluster: ClusterSettings::default(),
+            controller: Some(ClusterSettings::default()),
+            controller_source: None,
+            controller_resource_version: rv.map(str::to_string),
+            controller_loaded_at: None,
+            controller_refused: None,
+            differences,
+        }
+    }
+
+    /// Without a KubeVirt CR the line said the controller's defaults "are the KubeVirt CR's"
+    /// while MISSING said there is no CR; it now says what the comparison is against.
+    #[test]
+    fn the_settings_line_says_what_the_controller_s_settings_are_compared_with() {
+        assert_eq!(
+            settings_line(&check(vec![], None)).as_deref(),
+            Some(
+                "settings: the controller's (KubeVirt's defaults) match the KubeVirt CR's \
+                 (KubeVirt's defaults where it sets none)"
+            )
+        );
+        let differ = vec!["memoryOvercommit: controller 100, KubeVirt CR 150".to_string()];
+        assert_eq!(
+            settings_line(&check(differ, Some("812"))).as_deref(),
+            Some(
+                "settings: the controller's (KubeVirt CR resourceVersion 812) DIFFER from the \
+                 KubeVirt CR's: memoryOvercommit: controller 100, KubeVirt CR 150"
+            )
+        );
+        let unknown = SettingsCheck {
+            controller: None,
+            ..check(vec![], None)
+        };
+        assert_eq!(settings_line(&unknown), None);
+    }
 }
