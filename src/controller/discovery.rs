@@ -188,9 +188,9 @@ mod tests {
         }
     }
 
-    /// The bug this module fixes: one failed discovery request switched the snapshot class
-    /// informer off for the life of the process (the CI failure of
-    /// `a_volume_snapshot_class_enables_the_claims`).
+    /// Before, one failed discovery request switched the informer off for the life of the
+    /// process: the one cause found for a CI run in which
+    /// `a_volume_snapshot_class_enables_the_claims` never saw its VolumeSnapshotClass.
     #[tokio::test(start_paused = true)]
     async fn failures_that_may_pass_are_retried_until_an_answer() {
         let (c, seen) = client(vec![503, 500, 429]);

@@ -341,9 +341,20 @@ fn spawn_storage_caches(
 ) -> super::storage_cache::StorageCaches {
     use crate::api::storage::{Cdi, CdiConfig, StorageProfile, VolumeSnapshotClass};
     let cdi = "cdi.kubevirt.io/v1beta1";
-    let no_cdi = "the default filesystem overhead and no StorageProfile applies";
-    let profiles = Served::ask(client, cdi, "storageprofiles", no_cdi, stop);
-    let cdi_crs = Served::ask(client, cdi, "cdis", no_cdi, stop);
+    let profiles = Served::ask(
+        client,
+        cdi,
+        "storageprofiles",
+        "no StorageProfile names a claim's VolumeSnapshotClass",
+        stop,
+    );
+    let cdi_crs = Served::ask(
+        client,
+        cdi,
+        "cdis",
+        "claims get the default filesystem overhead (0.055)",
+        stop,
+    );
     let snapshots = Served::ask(
         client,
         "snapshot.storage.k8s.io/v1",

@@ -1011,7 +1011,7 @@ mod tests {
     }
 
     /// A gated informer is empty and not synced until its gate answers; "not served" leaves it
-    /// empty and synced without a request, "served" starts the watch. (Before, the manager
+    /// empty and synced, "served" starts the watch. (Before, the manager
     /// awaited discovery before starting: an API server unreachable at start-up kept
     /// `run-controller` from binding its endpoints and from stopping on SIGTERM.)
     #[tokio::test]
