@@ -1923,18 +1923,30 @@ fn vm_with_data_volume() -> VirtualMachine {
     .expect("static VM")
 }
 
-/// The VM controller creates the DataVolume (owned by the VM) and waits for it before it
-/// creates the VMI (vm.go:3285-3295, `handleDataVolumes`; the VM shows `Provisioning`); the test
-/// plays CDI and reports the import Succeeded, and the VM starts on the DataVolume's claim.
-async fn a_data_volume_template_holds_the_start_until_cdi_reports_it_ready(server: Server) {
-    let env = Env::start_on(server).await;
-    env.create_vm(&vm_with_data_volume()).await;
+/// The DataVolume API of `env`'s namespace and demo-dv's DataVolume, once the VM controller
+/// created it.
+async fn demo_dv_data_volume(
+    env: &Env,
+) -> (
+    Api<virtctl_rs::api::DataVolume>,
+    virtctl_rs::api::DataVolume,
+) {
     let dvs: Api<virtctl_rs::api::DataVolume> = Api::namespaced(env.client.clone(), &env.namespace);
     let dv = env
         .wait_for("the DataVolume of demo-dv", || async {
             dvs.get_opt("demo-dv-disk").await.ok().flatten()
         })
         .await;
+    (dvs, dv)
+}
+
+/// The VM controller creates the DataVolume (owned by the VM) and waits for it before it
+/// creates the VMI (vm.go:3285-3295, `handleDataVolumes`; the VM shows `Provisioning`); the test
+/// plays CDI and reports the import Succeeded, and the VM starts on the DataVolume's claim.
+async fn a_data_volume_template_holds_the_start_until_cdi_reports_it_ready(server: Server) {
+    let env = Env::start_on(server).await;
+    env.create_vm(&vm_with_data_volume()).await;
+    let (dvs, dv) = demo_dv_data_volume(&env).await;
     let vm = env.vm("demo-dv").await.expect("VM");
     let owner = dv
         .metadata
@@ -2023,12 +2035,7 @@ async fn a_wait_for_first_consumer_data_volume_gets_a_temporary_pod(server: Serv
         Err(e) => panic!("create the StorageClass: {e}"),
     }
     env.create_vm(&vm_with_data_volume()).await;
-    let dvs: Api<virtctl_rs::api::DataVolume> = Api::namespaced(env.client.clone(), &env.namespace);
-    let dv = env
-        .wait_for("the DataVolume of demo-dv", || async {
-            dvs.get_opt("demo-dv-disk").await.ok().flatten()
-        })
-        .await;
+    let (dvs, dv) = demo_dv_data_volume(&env).await;
     // CDI's claim on the late-binding class, and its phase while no pod uses the claim.
     let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": {
