@@ -150,7 +150,7 @@ impl Gc {
     }
 
     fn owner(&self, key: &ObjKey) {
-        let Some(obj) = self.store.get_key(key) else {
+        let Some(obj) = self.store.get_key_metadata(key) else {
             return;
         };
         if !object::is_deleting(&obj) {
@@ -176,7 +176,7 @@ impl Gc {
         } else if fins.iter().any(|f| f == "foregroundDeletion") {
             let mut blocked = false;
             for dep in self.store.dependents_of(&uid) {
-                let Some(d) = self.store.get_key(&dep) else {
+                let Some(d) = self.store.get_key_metadata(&dep) else {
                     continue;
                 };
                 let blocks = object::owner_refs(&d)
@@ -190,7 +190,7 @@ impl Gc {
                     };
                     self.delete(&dep, Some(p));
                 }
-                if blocks && self.store.get_key(&dep).is_some() {
+                if blocks && self.store.get_key_metadata(&dep).is_some() {
                     blocked = true;
                 }
             }
@@ -213,7 +213,7 @@ impl Gc {
     }
 
     fn dependent(&self, key: &ObjKey) {
-        let Some(obj) = self.store.get_key(key) else {
+        let Some(obj) = self.store.get_key_metadata(key) else {
             return;
         };
         let refs = object::owner_refs(&obj);
@@ -233,9 +233,10 @@ impl Gc {
                     } else {
                         ""
                     };
-                    match self.store.get(res, ns, &r.name) {
-                        Ok(o) if object::uid(&o) == r.uid => solid += 1,
-                        _ => dangling.push(r.uid.clone()),
+                    if self.store.holds_uid(res, ns, &r.name, &r.uid) {
+                        solid += 1;
+                    } else {
+                        dangling.push(r.uid.clone());
                     }
                 }
             }
@@ -302,7 +303,7 @@ impl Gc {
             return;
         }
         for k in content {
-            if let Some(o) = self.store.get_key(&k)
+            if let Some(o) = self.store.get_key_metadata(&k)
                 && !object::is_deleting(&o)
             {
                 self.delete(&k, None);

@@ -674,8 +674,10 @@ async fn add_finalizer_warnings(resp: &mut Response, def: &ResourceDef) {
     let bytes = axum::body::to_bytes(body, MAX_BODY)
         .await
         .unwrap_or_default();
-    if let Ok(obj) = serde_json::from_slice::<Value>(&bytes) {
-        for w in super::kinds::finalizer_warnings(&obj) {
+    // Only the finalizers are read: decoding every write's answer whole for them was a
+    // twelfth of the embedded cluster's CPU in a 10,000-VM start.
+    if let Some(finalizers) = super::object::read_finalizers(&bytes) {
+        for w in super::kinds::finalizer_warnings(&finalizers) {
             let text = format!("299 - {}", serde_json::Value::String(w));
             if let Ok(h) = HeaderValue::from_str(&text) {
                 resp.headers_mut().append(header::WARNING, h);

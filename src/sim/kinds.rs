@@ -21,10 +21,11 @@ pub(crate) const STANDARD_FINALIZERS: &[&str] = &["kubernetes", "orphan", "foreg
 /// standard ones): `metadata.finalizers: "x": prefer a domain-qualified finalizer name
 /// including a path (/) to avoid accidental conflicts with other finalizer writers`, sent in
 /// `Warning` headers; the write succeeds.
-pub(crate) fn finalizer_warnings(obj: &Value) -> Vec<String> {
-    super::object::finalizers(obj)
+pub(crate) fn finalizer_warnings<S: AsRef<str>>(finalizers: &[S]) -> Vec<String> {
+    finalizers
         .iter()
-        .filter(|f| !f.contains('/') && !STANDARD_FINALIZERS.contains(&f.as_str()))
+        .map(AsRef::as_ref)
+        .filter(|f| !f.contains('/') && !STANDARD_FINALIZERS.contains(f))
         .map(|f| {
             format!(
                 "metadata.finalizers: {f:?}: prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers"
@@ -491,7 +492,7 @@ mod tests {
         let unqualified = json!({"metadata": {"name": "a", "finalizers": ["bogus", "orphan"]}});
         assert!(validate_meta(&def("pods"), &unqualified).is_ok());
         assert_eq!(
-            finalizer_warnings(&unqualified),
+            finalizer_warnings(&super::super::object::finalizers(&unqualified)),
             vec!["metadata.finalizers: \"bogus\": prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers".to_string()]
         );
         let bad = json!({"metadata": {"name": "a", "finalizers": ["-bogus"]}});

@@ -1,6 +1,67 @@
 //! Small helpers over `serde_json` objects: `metadata` accessors, timestamps, owner references.
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
+
+/// `metadata` of a serialised object decoded as `M`, without building the rest of the object:
+/// the keys before `metadata` are skipped, not decoded, and the keys after it are not read at
+/// all (objects are written `apiVersion`, `kind`, `metadata` first, so a launcher pod's spec
+/// and status are never scanned); `M` keeps only the few strings it asks for. `None` when the
+/// bytes are not a JSON object or their `metadata` does not decode as `M`: callers then decode
+/// the whole object as before.
+pub(crate) fn read_metadata<'a, M: Deserialize<'a> + Default>(json: &'a [u8]) -> Option<M> {
+    use serde::de::{Error, IgnoredAny, MapAccess, Visitor};
+
+    /// Sets the metadata it finds and stops the decoding there with an error.
+    struct Top<'o, M>(&'o mut Option<M>);
+
+    impl<'de, M: Deserialize<'de> + Default> Visitor<'de> for Top<'_, M> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "metadata" {
+                    *self.0 = Some(map.next_value::<Option<M>>()?.unwrap_or_default());
+                    return Err(A::Error::custom("the rest of the object is not read"));
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            *self.0 = Some(M::default());
+            Ok(())
+        }
+    }
+
+    let mut out = None;
+    // An error after the metadata was set is the early stop.
+    let _ = serde_json::Deserializer::from_slice(json).deserialize_map(Top(&mut out));
+    out
+}
+
+/// `metadata.labels` of a serialised object ([`read_metadata`]); no labels read as none.
+pub(crate) fn read_labels(json: &[u8]) -> Option<BTreeMap<String, String>> {
+    #[derive(Deserialize, Default)]
+    struct Meta {
+        #[serde(default)]
+        labels: Option<BTreeMap<String, String>>,
+    }
+    read_metadata::<Meta>(json).map(|m| m.labels.unwrap_or_default())
+}
+
+/// `metadata.finalizers` of a serialised object ([`read_metadata`]).
+pub(crate) fn read_finalizers(json: &[u8]) -> Option<Vec<String>> {
+    #[derive(Deserialize, Default)]
+    struct Meta {
+        #[serde(default)]
+        finalizers: Option<Vec<String>>,
+    }
+    read_metadata::<Meta>(json).map(|m| m.finalizers.unwrap_or_default())
+}
 
 /// `metadata` of an object, if it is a JSON object.
 pub(crate) fn meta(obj: &Value) -> Option<&Map<String, Value>> {
@@ -289,6 +350,36 @@ pub(crate) fn random_suffix() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn metadata_fields_are_read_from_the_bytes_as_from_the_tree() {
+        let obj = serde_json::json!({
+            "spec": {"finalizers": ["not/these"]},
+            "metadata": {"name": "p", "finalizers": ["kubevirt.io/x", "a\"b"], "labels": {"k": "v"}},
+        });
+        let json = serde_json::to_vec(&obj).unwrap();
+        assert_eq!(
+            super::read_finalizers(&json).unwrap(),
+            super::finalizers(&obj)
+        );
+        let labels = super::read_labels(&json).unwrap();
+        assert_eq!(labels.get("k").map(String::as_str), Some("v"));
+        for none in [
+            &b"{}"[..],
+            br#"{"metadata":null}"#,
+            br#"{"metadata":{"finalizers":null}}"#,
+        ] {
+            assert_eq!(super::read_finalizers(none), Some(Vec::new()));
+        }
+        assert_eq!(super::read_finalizers(b"not json"), None);
+        // What follows the metadata is not read.
+        let cut = br#"{"metadata":{"finalizers":["f"]},"spec":{"containers":[{"na"#;
+        assert_eq!(super::read_finalizers(cut), Some(vec!["f".into()]));
+        assert_eq!(
+            super::read_finalizers(br#"{"metadata":{"finalizers":[1]}}"#),
+            None
+        );
+    }
+
     #[test]
     fn a_binding_sets_the_node_the_annotations_and_pod_scheduled() {
         let mut pod = serde_json::json!({"metadata": {"name": "p"}, "spec": {},

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::resources::ResourceDef;
+use super::stored::Stored;
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +61,19 @@ impl Filter {
     /// Whether `obj` matches both selectors.
     pub(crate) fn matches(&self, obj: &Value) -> bool {
         self.labels.matches(obj) && self.fields.matches(obj)
+    }
+
+    /// Whether the stored object matches both selectors. A label selector alone reads only the
+    /// labels from the bytes ([`Stored::labels`]); a field selector decodes the object.
+    pub(crate) fn matches_stored(&self, obj: &Stored) -> bool {
+        if self.fields.reqs.is_empty()
+            && let Some(labels) = obj.labels()
+        {
+            return self
+                .labels
+                .matches_labels(|k| labels.get(k).map(String::as_str));
+        }
+        self.matches(&obj.decode())
     }
 
     /// No requirements at all.
@@ -239,7 +253,11 @@ impl LabelSelector {
     /// Whether the labels of `obj` (`metadata.labels`) satisfy every requirement.
     pub(crate) fn matches(&self, obj: &Value) -> bool {
         let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
-        let get = |k: &str| labels.and_then(|m| m.get(k)).and_then(Value::as_str);
+        self.matches_labels(|k| labels.and_then(|m| m.get(k)).and_then(Value::as_str))
+    }
+
+    /// Whether labels read through `get` (a label's value by key) satisfy every requirement.
+    pub(crate) fn matches_labels<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.reqs.iter().all(|r| match r {
             LabelReq::In(k, vs) => get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
             LabelReq::NotIn(k, vs) => get(k).is_none_or(|v| !vs.iter().any(|x| x == v)),
@@ -586,6 +604,41 @@ mod tests {
             "field label not supported: spec.foo"
         );
         assert!(FieldSelector::parse("nonsense", pods).is_err());
+    }
+
+    #[test]
+    fn a_stored_object_matches_as_its_tree_does() {
+        let reg = Registry::new(builtin_resources());
+        let pods = reg.get(reg.core("pods").unwrap());
+        let objects = [
+            obj(json!({"kubevirt.io": "virt-launcher", "n": "7"})),
+            obj(json!({"app": "x"})),
+            obj(json!(null)),
+            // Not a map of strings: read by decoding the object.
+            obj(json!({"kubevirt.io": 1})),
+        ];
+        for (labels, fields) in [
+            ("kubevirt.io", ""),
+            ("!kubevirt.io", ""),
+            ("kubevirt.io=virt-launcher,n>5", ""),
+            ("app in (x,y)", ""),
+            ("app notin (x)", ""),
+            ("", "spec.nodeName=n1"),
+            ("kubevirt.io", "spec.nodeName!=n1"),
+        ] {
+            let filter = Filter {
+                labels: LabelSelector::parse(labels).unwrap(),
+                fields: FieldSelector::parse(fields, pods).unwrap(),
+            };
+            for o in &objects {
+                let stored = Stored::encode(o);
+                assert_eq!(
+                    filter.matches_stored(&stored),
+                    filter.matches(o),
+                    "{labels} {fields} {o}"
+                );
+            }
+        }
     }
 
     proptest::proptest! {

@@ -72,11 +72,6 @@ impl Event {
     pub(crate) fn object_value(&self) -> Value {
         self.object.decode()
     }
-
-    /// The object before the change, decoded.
-    pub(crate) fn prev_value(&self) -> Option<Value> {
-        self.prev.as_deref().map(Stored::decode)
-    }
 }
 
 /// Identity of a stored object.
@@ -378,6 +373,32 @@ impl Store {
             .get(&(key.ns.clone(), key.name.clone()))
             .cloned()?;
         Some(Arc::new(stored.decode()))
+    }
+
+    /// The object at `key` with only its `metadata` (`{"metadata": …}`), read without decoding
+    /// the rest ([`object::read_metadata`]): what the garbage collector asks of most objects
+    /// (uid, owners, finalizers, deletion), for which decoding each new object and its owners
+    /// whole was 2 % of the embedded cluster's CPU in a 10,000-VM start.
+    pub(crate) fn get_key_metadata(&self, key: &ObjKey) -> Option<Value> {
+        let stored = self.lock().cols[key.res]
+            .objects
+            .get(&(key.ns.clone(), key.name.clone()))
+            .cloned()?;
+        let meta = object::read_metadata::<Value>(stored.json()).unwrap_or_else(|| {
+            object::meta(&stored.decode())
+                .cloned()
+                .map(Value::Object)
+                .unwrap_or_default()
+        });
+        Some(json!({ "metadata": meta }))
+    }
+
+    /// Whether the object `res`/`ns`/`name` exists with `uid`.
+    pub(crate) fn holds_uid(&self, res: ResId, ns: &str, name: &str, uid: &str) -> bool {
+        self.lock()
+            .uids
+            .get(uid)
+            .is_some_and(|k| k.res == res && k.ns == ns && k.name == name)
     }
 
     /// Keys of every object in namespace `ns` (namespaced resources only).
@@ -1278,7 +1299,7 @@ mod tests {
         // The previous version is the ADDED event's allocation, the new one the store's.
         assert!(Arc::ptr_eq(modified.prev.as_ref().unwrap(), &added.object));
         assert!(same(&modified.object));
-        assert_eq!(modified.prev_value().unwrap()["data"]["k"], "1");
+        assert_eq!(modified.prev.as_deref().unwrap().decode()["data"]["k"], "1");
         assert_eq!(s.get(cm, "default", "a").unwrap()["data"]["k"], "2");
         // A watch from the current state starts from the stored bytes as well.
         let w2 = s.watch(cm, Some("default"), WatchFrom::Current).unwrap();

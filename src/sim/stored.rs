@@ -9,6 +9,7 @@
 //! serialisation of an event to every watcher (`cachingObject` in
 //! `k8s.io/apiserver/pkg/storage/cacher/caching_object.go`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -53,6 +54,15 @@ impl Stored {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
+    /// `metadata.labels`, read from the bytes without building the object
+    /// ([`object::read_labels`]): a watch with a label selector reads every event's labels (and
+    /// the previous version's), and building a launcher pod's tree for that was a tenth of the
+    /// embedded cluster's CPU in a 10,000-VM start. `None` when the labels do not read as a map
+    /// of strings (the caller then decodes the object and matches as before).
+    pub(crate) fn labels(&self) -> Option<BTreeMap<String, String>> {
+        object::read_labels(&self.json)
+    }
+
     /// `metadata.resourceVersion` as a number (0 when absent).
     pub(crate) fn rv(&self) -> u64 {
         self.rv
@@ -95,6 +105,34 @@ mod tests {
         assert!(Stored::encode(&v).is_deleting());
         let v = json!({"metadata": {"name": "a", "deletionTimestamp": null}});
         assert!(!Stored::encode(&v).is_deleting());
+    }
+
+    #[test]
+    fn reads_the_labels_without_the_object() {
+        let v = json!({
+            "metadata": {"name": "a", "labels": {"kubevirt.io": "virt-launcher", "q": "a\"b"}},
+            "spec": {"containers": [{"name": "c", "labels": {"x": "y"}}]},
+        });
+        let stored = Stored::encode(&v);
+        let labels = stored.labels().unwrap();
+        assert_eq!(labels.len(), 2);
+        assert_eq!(
+            labels.get("kubevirt.io").map(String::as_str),
+            Some("virt-launcher")
+        );
+        assert_eq!(labels.get("q").map(String::as_str), Some("a\"b"));
+        for v in [
+            json!({"metadata": {"name": "a"}}),
+            json!({"metadata": {"labels": null}}),
+            json!({}),
+        ] {
+            assert_eq!(Stored::encode(&v).labels(), Some(BTreeMap::new()), "{v}");
+        }
+        // A label that is not a string: the caller decodes the object instead.
+        assert_eq!(
+            Stored::encode(&json!({"metadata": {"labels": {"a": 1}}})).labels(),
+            None
+        );
     }
 
     #[test]

@@ -102,12 +102,11 @@ fn sent_kind(ev: &Event, filter: &Filter) -> Option<EventKind> {
     if filter.is_empty() {
         return Some(ev.kind);
     }
-    // Stored versions are decoded for the selector (once per filtered watcher).
-    let now = filter.matches(&ev.object_value());
+    let now = filter.matches_stored(&ev.object);
     match ev.kind {
         EventKind::Added | EventKind::Deleted => now.then_some(ev.kind),
         EventKind::Modified => {
-            let before = ev.prev_value().is_some_and(|p| filter.matches(&p));
+            let before = ev.prev.as_deref().is_some_and(|p| filter.matches_stored(p));
             match (before, now) {
                 (true, true) => Some(EventKind::Modified),
                 (false, true) => Some(EventKind::Added),
