@@ -100,6 +100,21 @@ impl Extra {
         })
     }
 
+    /// `f` of the field `key`, read as [`Extra::read`] reads, when the fields hold it; most
+    /// objects lack the unmodelled fields reconciles look for, so the text is searched for the
+    /// key first ([`Extra::may_have_key`]) and parsed only when it may be there. `key` must need
+    /// no JSON escaping.
+    pub(crate) fn field<R>(
+        &self,
+        key: &str,
+        f: impl FnOnce(&serde_json::Value) -> Option<R>,
+    ) -> Option<R> {
+        if !self.may_have_key(key) {
+            return None;
+        }
+        self.read(|m| m.get(key).and_then(f))
+    }
+
     /// Whether this copy holds a parsed map (for tests of what reads keep).
     #[cfg(test)]
     pub(crate) fn holds_parsed_map(&self) -> bool {
@@ -544,6 +559,32 @@ mod tests {
             written.extra.may_have_key("memoryDump"),
             "a parsed map: no shortcut"
         );
+    }
+
+    #[test]
+    fn field_reads_one_field_and_parses_only_when_the_text_may_hold_it() {
+        let text = r#"{"name":"a","containerDisk":{"image":"memoryDumpX"}}"#;
+        let m: Modelled = serde_json::from_str(text).expect("decodes");
+        assert_eq!(m.extra.field("memoryDump", |d| Some(d.clone())), None);
+        assert!(!m.extra.holds_parsed_map(), "an absent key parses nothing");
+        let image = m
+            .extra
+            .field("containerDisk", |d| d["image"].as_str().map(str::to_owned));
+        assert_eq!(image.as_deref(), Some("memoryDumpX"));
+        assert!(
+            !m.extra.holds_parsed_map(),
+            "a read keeps no map in the copy"
+        );
+        let alike: Modelled = serde_json::from_str(r#"{"image":"memoryDump"}"#).expect("decodes");
+        assert_eq!(alike.extra.field("memoryDump", |_| Some(())), None);
+        let mut written = Modelled::default();
+        written
+            .extra
+            .insert("memoryDump".into(), json!({"claimName": "c"}));
+        let claim = written
+            .extra
+            .field("memoryDump", |d| d["claimName"].as_str().map(str::to_owned));
+        assert_eq!(claim.as_deref(), Some("c"));
     }
 
     #[test]

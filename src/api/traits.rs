@@ -125,12 +125,9 @@ impl VirtualMachineInstanceSpec {
     pub(crate) fn has_persistent_reservation(&self) -> bool {
         self.domain.devices.disks.as_ref().is_some_and(|disks| {
             disks.iter().any(|d| {
-                d.extra.read(|m| {
-                    m.get("lun")
-                        .and_then(|l| l.get("reservation"))
-                        .and_then(|r| r.as_bool())
-                        .unwrap_or(false)
-                })
+                d.extra
+                    .field("lun", |l| l.get("reservation")?.as_bool())
+                    .unwrap_or(false)
             })
         })
     }

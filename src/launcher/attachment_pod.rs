@@ -41,11 +41,8 @@ pub(crate) fn claim_of(volume: &Volume) -> Option<String> {
     if let Some(pvc) = &volume.persistent_volume_claim {
         return pvc.claim_name.clone();
     }
-    volume.extra.read(|m| {
-        m.get("memoryDump")?
-            .get("claimName")?
-            .as_str()
-            .map(str::to_string)
+    volume.extra.field("memoryDump", |md| {
+        md.get("claimName")?.as_str().map(str::to_string)
     })
 }
 

@@ -71,13 +71,9 @@ pub fn has_persistent_tpm(vmi: &VirtualMachineInstance) -> bool {
 /// `firmware.bootloader.efi.persistent: true`.
 pub fn has_persistent_efi(vmi: &VirtualMachineInstance) -> bool {
     vmi.spec.domain.firmware.as_ref().is_some_and(|f| {
-        f.extra.read(|m| {
-            m.get("bootloader")
-                .and_then(|b| b.get("efi"))
-                .and_then(|e| e.get("persistent"))
-                .and_then(|p| p.as_bool())
-                == Some(true)
-        })
+        f.extra
+            .field("bootloader", |b| b.pointer("/efi/persistent")?.as_bool())
+            == Some(true)
     })
 }
 

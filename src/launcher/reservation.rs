@@ -26,12 +26,10 @@ pub(crate) fn claim_labels(
     };
     let volumes = vmi.spec.volumes.as_deref().unwrap_or_default();
     for disk in vmi.spec.domain.devices.disks.iter().flatten() {
-        let reserved = disk.extra.read(|m| {
-            m.get("lun")
-                .and_then(|l| l.get("reservation"))
-                .and_then(|r| r.as_bool())
-                .unwrap_or(false)
-        });
+        let reserved = disk
+            .extra
+            .field("lun", |l| l.get("reservation")?.as_bool())
+            .unwrap_or(false);
         if !reserved {
             continue;
         }

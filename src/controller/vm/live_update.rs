@@ -280,13 +280,13 @@ const BLOCK_ALIGNMENT_1G_HUGEPAGES: i64 = 0x4000_0000;
 /// `requiredMinGuestMemory` (memory.go:48): 1Gi.
 const MIN_GUEST_MEMORY: i64 = 0x4000_0000;
 
-fn cpu_extra_set(spec: &VirtualMachineInstanceSpec, pointer: &str) -> bool {
+/// Whether the unmodelled CPU field `key`, and within it `pointer` (`""` for the field
+/// itself), is set and not null.
+fn cpu_extra_set(spec: &VirtualMachineInstanceSpec, key: &str, pointer: &str) -> bool {
     spec.domain.cpu.as_ref().is_some_and(|c| {
-        c.extra.read(|m| {
-            Value::Object(m.clone())
-                .pointer(pointer)
-                .is_some_and(|v| !v.is_null())
-        })
+        c.extra
+            .field(key, |v| v.pointer(pointer).map(|v| !v.is_null()))
+            .unwrap_or(false)
     })
 }
 
@@ -297,10 +297,10 @@ pub(crate) fn validate_live_update_memory(
     max_guest: Option<ParsedQuantity>,
 ) -> Result<(), String> {
     let domain = &spec.domain;
-    if cpu_extra_set(spec, "/realtime") {
+    if cpu_extra_set(spec, "realtime", "") {
         return Err("Memory hotplug is not compatible with realtime VMs".into());
     }
-    if cpu_extra_set(spec, "/numa/guestMappingPassthrough") {
+    if cpu_extra_set(spec, "numa", "/guestMappingPassthrough") {
         return Err("Memory hotplug is not compatible with guest mapping passthrough".into());
     }
     if domain.launch_security.is_some() {

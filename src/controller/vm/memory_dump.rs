@@ -26,11 +26,10 @@ const FAILED_VALUE: &str = "Memory dump failed";
 
 /// `status.memoryDumpRequest`, when the VM has one.
 fn request(vm: &VirtualMachine) -> Option<Map<String, Value>> {
-    vm.status.as_ref()?.extra.read(|m| {
-        m.get("memoryDumpRequest")
-            .and_then(Value::as_object)
-            .cloned()
-    })
+    vm.status
+        .as_ref()?
+        .extra
+        .field("memoryDumpRequest", |r| r.as_object().cloned())
 }
 
 /// The claim of `status.memoryDumpRequest`, for the snapshot's claims.
@@ -225,11 +224,9 @@ pub(crate) fn update_request(
     vm: &VirtualMachine,
     vmi: Option<&VirtualMachineInstance>,
 ) -> Option<String> {
-    let req = status.extra.read(|m| {
-        m.get("memoryDumpRequest")
-            .and_then(Value::as_object)
-            .cloned()
-    })?;
+    let req = status
+        .extra
+        .field("memoryDumpRequest", |r| r.as_object().cloned())?;
     let claim = field(&req, "claimName").to_string();
     let mut updated = req.clone();
     if req.get("remove").and_then(Value::as_bool) == Some(true) {

@@ -137,13 +137,11 @@ pub(crate) fn template_claim_names(vm: &VirtualMachine) -> impl Iterator<Item = 
         } else if let Some(pvc) = &v.persistent_volume_claim {
             pvc.claim_name.clone().unwrap_or_default()
         } else {
-            v.extra.read(|m| {
-                m.get("memoryDump")
-                    .and_then(|md| md.get("claimName"))
-                    .and_then(|c| c.as_str())
-                    .unwrap_or("")
-                    .to_string()
-            })
+            v.extra
+                .field("memoryDump", |md| {
+                    md.get("claimName")?.as_str().map(str::to_string)
+                })
+                .unwrap_or_default()
         };
         (!claim.is_empty()).then_some(claim)
     })

@@ -42,12 +42,9 @@ pub(crate) fn is_declarative_hotplug_volume(v: &Volume) -> bool {
 /// hotpluggable `memoryDump`.
 pub(crate) fn is_hotplug_volume(v: &Volume) -> bool {
     is_declarative_hotplug_volume(v)
-        || v.extra.read(|e| {
-            e.get("memoryDump")
-                .and_then(|m| m.get("hotpluggable"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false)
-        })
+        || v.extra
+            .field("memoryDump", |m| m.get("hotpluggable")?.as_bool())
+            .unwrap_or(false)
 }
 
 fn volumes_by_name(spec: &VirtualMachineInstanceSpec) -> BTreeMap<&str, &Volume> {

@@ -41,8 +41,7 @@ pub(crate) fn vm_controller_ref(vm: &VirtualMachine) -> OwnerReference {
 /// `memorydump.HasCompleted` (pkg/storage/memorydump/memorydump.go:44-46) and the claim name:
 /// `status.memoryDumpRequest` exists with a phase other than `Associating`/`InProgress`.
 fn completed_memory_dump_claim(vm: &VirtualMachine) -> Option<String> {
-    vm.status.as_ref()?.extra.read(|m| {
-        let req = m.get("memoryDumpRequest")?;
+    vm.status.as_ref()?.extra.field("memoryDumpRequest", |req| {
         let phase = req.get("phase").and_then(|p| p.as_str()).unwrap_or("");
         if matches!(phase, "Associating" | "InProgress") {
             return None;

@@ -277,13 +277,13 @@ fn snapshottable_source(volume: &Volume) -> Option<SnapshottableSource> {
             pvc.claim_name.clone().unwrap_or_default(),
         ));
     }
-    let memory_dump = volume.extra.read(|m| {
-        m.get("memoryDump").map(|md| {
+    let memory_dump = volume.extra.field("memoryDump", |md| {
+        Some(
             md.get("claimName")
                 .and_then(|c| c.as_str())
                 .unwrap_or("")
-                .to_string()
-        })
+                .to_string(),
+        )
     });
     if let Some(claim) = memory_dump {
         return Some(SnapshottableSource::MemoryDump(claim));

@@ -397,9 +397,8 @@ fn render_pvcs(
     for v in vmi.spec.volumes.iter().flatten() {
         let claim = match super::storage::claim_name(v) {
             Some(c) => Some(c.to_string()),
-            None => v.extra.read(|m| {
-                m.get("ephemeral")?
-                    .pointer("/persistentVolumeClaim/claimName")?
+            None => v.extra.field("ephemeral", |e| {
+                e.pointer("/persistentVolumeClaim/claimName")?
                     .as_str()
                     .map(str::to_string)
             }),

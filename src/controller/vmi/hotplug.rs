@@ -29,11 +29,8 @@ fn require_cpu_hotplug(vmi: &VirtualMachineInstance) -> bool {
         return false;
     }
     let topology = vmi.status.as_ref().and_then(|s| {
-        s.extra.read(|m| {
-            m.get("currentCPUTopology")
-                .filter(|t| !t.is_null())
-                .cloned()
-        })
+        s.extra
+            .field("currentCPUTopology", |t| (!t.is_null()).then(|| t.clone()))
     });
     let Some(topology) = topology else {
         return false;

@@ -144,23 +144,21 @@ pub(crate) fn eviction_in_progress_patch(pod: &Pod, mark: bool) -> Patch {
     ops.into_patch()
 }
 
-/// Sync `keys` from `vmi_map` into a copy of `pod_map` (exact keys only; wildcard patterns are
-/// not modelled). Returns the new map when anything changed.
-fn sync_keys(
+/// Sync `keys` from the VMI's values (`want`) into a copy of `pod_map` (exact keys only;
+/// wildcard patterns are not modelled). Returns the new map when anything changed.
+fn sync_keys<'a>(
     keys: &[&str],
-    vmi_map: Option<&BTreeMap<String, String>>,
+    want: impl Fn(&str) -> Option<&'a String>,
     pod_map: Option<&BTreeMap<String, String>>,
 ) -> Option<BTreeMap<String, String>> {
+    let have = |key: &str| pod_map.and_then(|m| m.get(key));
+    // Nearly every reconcile finds them equal: compare before copying the pod's map.
+    if keys.iter().all(|key| want(key) == have(key)) {
+        return None;
+    }
     let mut out = pod_map.cloned().unwrap_or_default();
-    let mut changed = false;
     for key in keys {
-        let want = vmi_map.and_then(|m| m.get(*key));
-        let have = out.get(*key);
-        if want == have {
-            continue;
-        }
-        changed = true;
-        match want {
+        match want(key) {
             Some(v) => {
                 out.insert((*key).to_string(), v.clone());
             }
@@ -169,7 +167,7 @@ fn sync_keys(
             }
         }
     }
-    changed.then_some(out)
+    Some(out)
 }
 
 /// `syncDynamicAnnotationsAndLabelsToPod` (lifecycle.go:724-844) for [`DYNAMIC_LABELS`],
@@ -185,33 +183,29 @@ pub(crate) fn dynamic_pod_metadata_patch(
     cluster_skip_backup_hooks: Option<&str>,
 ) -> Patch {
     let mut ops = PatchSet::new();
-    let mut one = |keys: &[&str],
-                   vmi_map: Option<&BTreeMap<String, String>>,
-                   pod_map: Option<&BTreeMap<String, String>>,
-                   field: &str| {
-        if let Some(new_map) = sync_keys(keys, vmi_map, pod_map) {
-            ops.add_or_test_and_replace(ptr(&["metadata", field]), pod_map, &new_map);
-        }
-    };
-    one(
-        DYNAMIC_LABELS,
-        vmi.metadata.labels.as_ref(),
-        pod.metadata.labels.as_ref(),
-        "labels",
-    );
-    let mut annotations = vmi.metadata.annotations.clone().unwrap_or_default();
-    annotations.extend(annotations::velero(vmi, cluster_skip_backup_hooks));
+    let vmi_labels = vmi.metadata.labels.as_ref();
+    let pod_labels = pod.metadata.labels.as_ref();
+    let want = |k: &str| vmi_labels.and_then(|m| m.get(k));
+    if let Some(new_map) = sync_keys(DYNAMIC_LABELS, want, pod_labels) {
+        ops.add_or_test_and_replace(ptr(&["metadata", "labels"]), pod_labels, &new_map);
+    }
+    // The generated Velero values win over the VMI's own.
+    let velero = annotations::velero(vmi, cluster_skip_backup_hooks);
+    let vmi_annotations = vmi.metadata.annotations.as_ref();
+    let pod_annotations = pod.metadata.annotations.as_ref();
     let keys: Vec<&str> = DYNAMIC_ANNOTATIONS
         .iter()
         .copied()
         .chain(annotations::VELERO_KEYS)
         .collect();
-    one(
-        &keys,
-        Some(&annotations),
-        pod.metadata.annotations.as_ref(),
-        "annotations",
-    );
+    let want = |k: &str| {
+        velero
+            .get(k)
+            .or_else(|| vmi_annotations.and_then(|m| m.get(k)))
+    };
+    if let Some(new_map) = sync_keys(&keys, want, pod_annotations) {
+        ops.add_or_test_and_replace(ptr(&["metadata", "annotations"]), pod_annotations, &new_map);
+    }
     ops.into_patch()
 }
 

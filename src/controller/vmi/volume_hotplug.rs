@@ -53,8 +53,7 @@ pub(crate) fn hotplug_volumes<'a>(
         .filter(|v| {
             v.persistent_volume_claim.is_some()
                 || v.data_volume.is_some()
-                || v.extra
-                    .read(|m| m.get("memoryDump").is_some_and(|d| !d.is_null()))
+                || v.extra.field("memoryDump", |d| Some(!d.is_null())) == Some(true)
         })
         .collect()
 }
