@@ -701,8 +701,18 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     /// A JSON response with a stored object in the served form.
     fn obj_response(&self, code: u16, obj: &Value) -> Response {
-        match convert::from_storage(self.def, obj) {
-            Some(served) => json_response(code, &served),
+        if let Some(served) = convert::from_storage(self.def, obj) {
+            return json_response(code, &served);
+        }
+        // A version just committed (or read) is stored serialised: send those bytes instead of
+        // encoding the tree again (about 2 % of the embedded cluster's CPU in a 10,000-VM start).
+        let current = object::resource_version(obj).parse().ok().and_then(|rv| {
+            self.app
+                .store
+                .current_version(self.sres, self.ns(), object::name(obj), rv)
+        });
+        match current {
+            Some(stored) => json_bytes(code, stored.json().to_vec()),
             None => json_response(code, obj),
         }
     }

@@ -393,6 +393,22 @@ impl Store {
         Some(json!({ "metadata": meta }))
     }
 
+    /// The stored version `rv` of `res`/`ns`/`name`, if it is the current one: its bytes are
+    /// what a response carrying that version sends.
+    pub(crate) fn current_version(
+        &self,
+        res: ResId,
+        ns: &str,
+        name: &str,
+        rv: u64,
+    ) -> Option<Arc<Stored>> {
+        self.lock().cols[res]
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .filter(|s| s.rv() == rv)
+            .cloned()
+    }
+
     /// Whether the object `res`/`ns`/`name` exists with `uid`.
     pub(crate) fn holds_uid(&self, res: ResId, ns: &str, name: &str, uid: &str) -> bool {
         self.lock()
@@ -1273,6 +1289,33 @@ mod tests {
         let cur = s.current_rv();
         let w = s.watch(cm, None, WatchFrom::After(cur - 2)).unwrap();
         assert_eq!(w.initial.len(), 2);
+    }
+
+    #[test]
+    fn the_current_version_is_the_committed_objects_bytes() {
+        let (s, cm, _) = store();
+        let a = s
+            .create(
+                cm,
+                "default",
+                json!({"metadata": {"name": "a"}, "data": {"k": "1"}}),
+            )
+            .unwrap();
+        let rv: u64 = object::resource_version(&a).parse().unwrap();
+        let bytes = |v: &Value| serde_json::to_vec(v).unwrap();
+        let current = s.current_version(cm, "default", "a", rv).unwrap();
+        assert_eq!(current.json(), bytes(&a).as_slice());
+        let mut next = (*a).clone();
+        next["data"]["k"] = json!("2");
+        let b = s.update(cm, "default", "a", next, Sub::Main, true).unwrap();
+        assert!(
+            s.current_version(cm, "default", "a", rv).is_none(),
+            "no longer current"
+        );
+        let rv_b: u64 = object::resource_version(&b).parse().unwrap();
+        let current = s.current_version(cm, "default", "a", rv_b).unwrap();
+        assert_eq!(current.json(), bytes(&b).as_slice());
+        assert!(s.current_version(cm, "default", "b", rv_b).is_none());
     }
 
     #[test]
