@@ -368,10 +368,7 @@ impl Store {
 
     /// Get by key.
     pub(crate) fn get_key(&self, key: &ObjKey) -> Option<Arc<Value>> {
-        let stored = self.lock().cols[key.res]
-            .objects
-            .get(&(key.ns.clone(), key.name.clone()))
-            .cloned()?;
+        let stored = self.stored(key.res, &key.ns, &key.name)?;
         Some(Arc::new(stored.decode()))
     }
 
@@ -380,16 +377,9 @@ impl Store {
     /// (uid, owners, finalizers, deletion), for which decoding each new object and its owners
     /// whole was 2 % of the embedded cluster's CPU in a 10,000-VM start.
     pub(crate) fn get_key_metadata(&self, key: &ObjKey) -> Option<Value> {
-        let stored = self.lock().cols[key.res]
-            .objects
-            .get(&(key.ns.clone(), key.name.clone()))
-            .cloned()?;
-        let meta = object::read_metadata::<Value>(stored.json()).unwrap_or_else(|| {
-            object::meta(&stored.decode())
-                .cloned()
-                .map(Value::Object)
-                .unwrap_or_default()
-        });
+        let stored = self.stored(key.res, &key.ns, &key.name)?;
+        // Stored bytes are always a JSON object, so the read fails on none.
+        let meta = object::read_metadata::<Value>(stored.json()).unwrap_or_default();
         Some(json!({ "metadata": meta }))
     }
 
@@ -402,10 +392,14 @@ impl Store {
         name: &str,
         rv: u64,
     ) -> Option<Arc<Stored>> {
+        self.stored(res, ns, name).filter(|s| s.rv() == rv)
+    }
+
+    /// The current version of `res`/`ns`/`name`.
+    fn stored(&self, res: ResId, ns: &str, name: &str) -> Option<Arc<Stored>> {
         self.lock().cols[res]
             .objects
             .get(&(ns.to_string(), name.to_string()))
-            .filter(|s| s.rv() == rv)
             .cloned()
     }
 
@@ -443,10 +437,8 @@ impl Store {
 
     /// Get one object.
     pub(crate) fn get(&self, res: ResId, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
-        let stored = self.lock().cols[res]
-            .objects
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
+        let stored = self
+            .stored(res, ns, name)
             .ok_or_else(|| ApiError::not_found(self.reg.get(res), name))?;
         Ok(Arc::new(stored.decode()))
     }
@@ -1294,13 +1286,7 @@ mod tests {
     #[test]
     fn the_current_version_is_the_committed_objects_bytes() {
         let (s, cm, _) = store();
-        let a = s
-            .create(
-                cm,
-                "default",
-                json!({"metadata": {"name": "a"}, "data": {"k": "1"}}),
-            )
-            .unwrap();
+        let a = configmap(&s, cm, "a");
         let rv: u64 = object::resource_version(&a).parse().unwrap();
         let bytes = |v: &Value| serde_json::to_vec(v).unwrap();
         let current = s.current_version(cm, "default", "a", rv).unwrap();
@@ -1316,6 +1302,23 @@ mod tests {
         let current = s.current_version(cm, "default", "a", rv_b).unwrap();
         assert_eq!(current.json(), bytes(&b).as_slice());
         assert!(s.current_version(cm, "default", "b", rv_b).is_none());
+    }
+
+    #[test]
+    fn an_object_is_found_by_its_uid_only_at_its_own_key() {
+        let (s, cm, _) = store();
+        let a = configmap(&s, cm, "a");
+        let uid = object::uid(&a);
+        assert!(s.holds_uid(cm, "default", "a", uid));
+        assert!(
+            !s.holds_uid(cm, "default", "a", "another-uid"),
+            "same name, other object"
+        );
+        assert!(!s.holds_uid(cm, "default", "b", uid));
+        assert!(!s.holds_uid(cm, "other", "a", uid));
+        s.delete(cm, "default", "a", &DeleteOpts::default())
+            .unwrap();
+        assert!(!s.holds_uid(cm, "default", "a", uid), "deleted");
     }
 
     #[test]
