@@ -5,17 +5,23 @@
 //! 21:40:01 default/vm-cirros  Starting  vmi Scheduling since 21:40:01Z  pod virt-launcher-vm-cirros-x7k2p (memory request 396Mi)
 //! ```
 //!
-//! Read from the controller's informer caches and its typed [`DebugState`] (no extra API calls).
+//! Read from the controller's informer caches and its typed [`DebugState`] (no extra API calls),
+//! for the VMs whose objects or records changed since the last look
+//! ([`crate::controller::common::record::ChangedKeys`]).
 
+use crate::api::key::split_key;
 use crate::api::{Phase, VirtualMachine, VirtualMachineInstance, labels};
 use crate::controller::context::{Context, VmiEnding};
 use crate::controller::debug_state::{DebugState, DebugStateSource, VM_CONTROLLER, VMI_CONTROLLER};
 use crate::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
 use crate::controller::vmi::QUEUE_NAME as VMI_QUEUE_NAME;
+use crate::runtime::index::CONTROLLER_UID;
 use crate::runtime::informer::key_of;
 use crate::runtime::lease::LeaderState;
 use k8s_openapi::api::core::v1::Pod;
-use std::collections::BTreeMap;
+use kube::runtime::reflector::ObjectRef;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -169,109 +175,131 @@ pub(crate) fn compute_memory_request(pod: &Pod) -> Option<String> {
 
 /// The progress of every cached VM.
 pub fn collect(ctx: &Context, debug: &DebugStateSource) -> BTreeMap<String, VmProgress> {
-    let vmis: BTreeMap<String, std::sync::Arc<VirtualMachineInstance>> = ctx
-        .caches
-        .vmis
-        .store()
-        .state()
-        .into_iter()
-        .map(|v| (key_of(v.as_ref()), v))
-        .collect();
-    // Launcher pods by the VMI UID in their `kubevirt.io/created-by` label, newest kept: one
-    // pass over the pods, not one per VM.
-    let mut newest_pod: std::collections::HashMap<&str, &std::sync::Arc<Pod>> =
-        std::collections::HashMap::new();
-    let pods = ctx.caches.pods.store().state();
-    for pod in &pods {
-        let Some(uid) = crate::api::label(&pod.metadata, labels::CREATED_BY) else {
-            continue;
-        };
-        let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        match newest_pod.get(uid) {
-            Some(seen) if created(seen) > created(pod) => {}
-            _ => {
-                newest_pod.insert(uid, pod);
-            }
-        }
-    }
     ctx.caches
         .vms
         .store()
         .state()
         .iter()
-        .map(|vm: &std::sync::Arc<VirtualMachine>| {
+        .filter_map(|vm| {
             let key = key_of(vm.as_ref());
-            let vmi = vmis.get(&key);
-            let vmi_phase = vmi.map(|v| {
-                let phase = v.phase();
-                let since = v
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.phase_transition_timestamps.as_ref())
-                    .and_then(|t| t.iter().rev().find(|e| e.phase == phase))
-                    .map(|e| e.phase_transition_timestamp.to_rfc3339());
-                (phase.as_str().to_string(), since)
-            });
-            let pod = vmi.and_then(|v| {
-                let uid = v.metadata.uid.as_deref()?;
-                let pod: &std::sync::Arc<Pod> = newest_pod.get(uid)?;
-                let memory = compute_memory_request(pod);
-                Some((pod.metadata.name.clone().unwrap_or_default(), memory))
-            });
-            let describe = |c: &crate::api::Condition| {
-                format!(
-                    "{}: {}",
-                    c.reason.as_deref().unwrap_or(&c.type_),
-                    c.message.as_deref().unwrap_or("")
-                )
-            };
-            let problem = vm
-                .condition("Failure")
-                .filter(|c| c.is_true())
-                .map(describe)
-                .or_else(|| {
-                    vmi.and_then(|v| {
-                        ["Synchronized", "PodScheduled"]
-                            .into_iter()
-                            .filter_map(|t| v.condition(t))
-                            .find(|c| c.status == "False")
-                    })
-                    .map(describe)
-                });
-            let state = debug.for_key(&key).ok();
-            let problem = problem.or_else(|| reconcile_problem(state.as_ref()?, &key));
-            let retries = match (&problem, &state) {
-                (Some(_), Some(state)) => retries(state, &key),
-                _ => 0,
-            };
-            let ended = state
-                .as_ref()
-                .and_then(|s| s.vmi_ending(&key))
-                .and_then(|e| {
-                    ending_note(
-                        e,
-                        vmi.map(|v| (v.metadata.uid.as_deref().unwrap_or(""), v.phase())),
-                    )
-                });
-            let progress = VmProgress {
-                printable_status: vm
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.printable_status.clone())
-                    .unwrap_or_default(),
-                vmi_phase,
-                pod,
-                problem,
-                retries,
-                ended,
-            };
-            (key, progress)
+            let progress = progress_of(ctx, debug, &key)?.progress;
+            Some((key, progress))
         })
         .collect()
 }
 
+/// A VM's progress and whether its key is failing (see [`progress_of`]).
+struct KeyProgress {
+    progress: VmProgress,
+    /// A reconcile of the key failed last or the key waits in a queue's backoff: its retry
+    /// count grows, and a conflict becomes a problem after some retries, without a change
+    /// being marked (the queues requeue after the failed reconcile was recorded).
+    failing: bool,
+}
+
+/// The progress of the VM at `key` (`namespace/name`), read from the caches (VM, VMI and the
+/// VMI's newest launcher pod: a pod the VMI controls that carries its `kubevirt.io/created-by`
+/// UID, found by the pod cache's controller index) and the controller's state for the key;
+/// `None` when no VM is cached there.
+fn progress_of(ctx: &Context, debug: &DebugStateSource, key: &str) -> Option<KeyProgress> {
+    let (namespace, name) = split_key(key);
+    let caches = &ctx.caches;
+    let vm = caches
+        .vms
+        .store()
+        .get(&ObjectRef::<VirtualMachine>::new(name).within(namespace))?;
+    let vmi = caches
+        .vmis
+        .store()
+        .get(&ObjectRef::<VirtualMachineInstance>::new(name).within(namespace));
+    let vmi = vmi.as_deref();
+    let vmi_phase = vmi.map(|v| {
+        let phase = v.phase();
+        let since = v
+            .status
+            .as_ref()
+            .and_then(|s| s.phase_transition_timestamps.as_ref())
+            .and_then(|t| t.iter().rev().find(|e| e.phase == phase))
+            .map(|e| e.phase_transition_timestamp.to_rfc3339());
+        (phase.as_str().to_string(), since)
+    });
+    let pod = vmi.and_then(|v| {
+        let uid = v.metadata.uid.as_deref()?;
+        let pod = newest_launcher_pod(ctx, uid)?;
+        let memory = compute_memory_request(&pod);
+        Some((pod.metadata.name.clone().unwrap_or_default(), memory))
+    });
+    let describe = |c: &crate::api::Condition| {
+        format!(
+            "{}: {}",
+            c.reason.as_deref().unwrap_or(&c.type_),
+            c.message.as_deref().unwrap_or("")
+        )
+    };
+    let problem = vm
+        .condition("Failure")
+        .filter(|c| c.is_true())
+        .map(describe)
+        .or_else(|| {
+            vmi.and_then(|v| {
+                ["Synchronized", "PodScheduled"]
+                    .into_iter()
+                    .filter_map(|t| v.condition(t))
+                    .find(|c| c.status == "False")
+            })
+            .map(describe)
+        });
+    let state = debug.for_key(key).ok();
+    let problem = problem.or_else(|| reconcile_problem(state.as_ref()?, key));
+    let requeues = state.as_ref().map_or(0, |s| retries(s, key));
+    let ended = state
+        .as_ref()
+        .and_then(|s| s.vmi_ending(key))
+        .and_then(|e| {
+            ending_note(
+                e,
+                vmi.map(|v| (v.metadata.uid.as_deref().unwrap_or(""), v.phase())),
+            )
+        });
+    let failing = requeues > 0
+        || state.as_ref().is_some_and(|s| {
+            [VM_CONTROLLER, VMI_CONTROLLER]
+                .into_iter()
+                .any(|c| s.reconcile(c, key).is_some_and(|r| r.result == "error"))
+        });
+    let retries = if problem.is_some() { requeues } else { 0 };
+    let progress = VmProgress {
+        printable_status: vm
+            .status
+            .as_ref()
+            .and_then(|s| s.printable_status.clone())
+            .unwrap_or_default(),
+        vmi_phase,
+        pod,
+        problem,
+        retries,
+        ended,
+    };
+    Some(KeyProgress { progress, failing })
+}
+
+/// The newest launcher pod of the VMI with `uid`.
+fn newest_launcher_pod(ctx: &Context, uid: &str) -> Option<Arc<Pod>> {
+    ctx.caches
+        .pods
+        .by_index(&CONTROLLER_UID, uid)
+        .into_iter()
+        .filter(|p| crate::api::label(&p.metadata, labels::CREATED_BY) == Some(uid))
+        .max_by(|a, b| {
+            let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            (created(a), &a.metadata.name).cmp(&(created(b), &b.metadata.name))
+        })
+}
+
 /// Print a line whenever a VM's progress changes, until `cancel`. Starts once the caches have
-/// synced (so a standby does not report VMs without their VMIs).
+/// synced (so a standby does not report VMs without their VMIs). After one pass over every
+/// cached VM, each tick reads only the VMs whose objects or records changed
+/// ([`crate::controller::common::record::ChangedKeys`]) and those still failing.
 pub(crate) async fn print_progress(
     ctx: Context,
     debug: DebugStateSource,
@@ -294,7 +322,11 @@ pub(crate) async fn print_progress(
             }
         }
     }
-    let mut last: BTreeMap<String, VmProgress> = BTreeMap::new();
+    let changed = ctx.reconciles.changed_keys().clone();
+    // Followed before the first pass: a change during it is read again on the next tick.
+    changed.follow();
+    let mut lines = ProgressLines::default();
+    let mut first = true;
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -303,22 +335,82 @@ pub(crate) async fn print_progress(
         // The Lease first: a VM line printed after "leading" in the same tick must not appear
         // to come from before it.
         let state = leader();
-        let now = collect(&ctx, &debug);
+        let keys: BTreeSet<String> = if std::mem::take(&mut first) {
+            changed.take();
+            collect_keys(&ctx)
+        } else {
+            let mut keys = changed.take();
+            keys.extend(lines.failing.iter().cloned());
+            keys
+        };
         let clock = chrono::Local::now().format("%H:%M:%S");
         if let Some(line) = leadership.next(&state) {
             crate::say!("{clock} {line}");
         }
-        for (key, p) in &now {
-            if last.get(key).map(VmProgress::unchanged_part) != Some(p.unchanged_part()) {
-                crate::say!("{clock} {}", p.line(key));
+        let now = keys
+            .into_iter()
+            .map(|key| {
+                let p = progress_of(&ctx, &debug, &key);
+                (key, p)
+            })
+            .collect();
+        for line in lines.update(now) {
+            crate::say!("{clock} {line}");
+        }
+    }
+}
+
+/// The key of every cached VM.
+fn collect_keys(ctx: &Context) -> BTreeSet<String> {
+    ctx.caches
+        .vms
+        .store()
+        .state()
+        .iter()
+        .map(|vm| key_of(vm.as_ref()))
+        .collect()
+}
+
+/// The last progress printed per VM, and the keys to read on every tick.
+#[derive(Default)]
+struct ProgressLines {
+    last: BTreeMap<String, VmProgress>,
+    failing: BTreeSet<String>,
+}
+
+impl ProgressLines {
+    /// Take the progress of the keys read this tick (`None`: the VM is gone) and return the
+    /// lines to print: the changed VMs in key order, then the deleted ones.
+    fn update(&mut self, now: BTreeMap<String, Option<KeyProgress>>) -> Vec<String> {
+        let mut changed = Vec::new();
+        let mut deleted = Vec::new();
+        for (key, p) in now {
+            match p {
+                Some(KeyProgress { progress, failing }) => {
+                    if failing {
+                        self.failing.insert(key.clone());
+                    } else {
+                        self.failing.remove(&key);
+                    }
+                    let same = self
+                        .last
+                        .get(&key)
+                        .is_some_and(|l| l.unchanged_part() == progress.unchanged_part());
+                    if !same {
+                        changed.push(progress.line(&key));
+                    }
+                    self.last.insert(key, progress);
+                }
+                None => {
+                    self.failing.remove(&key);
+                    if self.last.remove(&key).is_some() {
+                        deleted.push(format!("{key}  deleted"));
+                    }
+                }
             }
         }
-        for key in last.keys() {
-            if !now.contains_key(key) {
-                crate::say!("{clock} {key}  deleted");
-            }
-        }
-        last = now;
+        changed.extend(deleted);
+        changed
     }
 }
 
@@ -385,13 +477,12 @@ pub(crate) async fn wait_all_running(
 ) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let now = collect(ctx, debug);
         let waiting: Vec<String> = vms
             .iter()
-            .filter(|k| now.get(*k).is_none_or(|p| p.printable_status != "Running"))
-            .map(|k| match now.get(k) {
-                Some(p) => p.line(k),
-                None => format!("{k}  not found in the cache"),
+            .filter_map(|k| match progress_of(ctx, debug, k) {
+                Some(p) if p.progress.printable_status == "Running" => None,
+                Some(p) => Some(p.progress.line(k)),
+                None => Some(format!("{k}  not found in the cache")),
             })
             .collect();
         if waiting.is_empty() {
@@ -490,6 +581,52 @@ mod tests {
                 .collect(),
             rate_limiter_wait_seconds: 0.0,
         })
+    }
+
+    #[test]
+    fn a_tick_prints_what_changed_then_what_was_deleted_and_keeps_failing_keys() {
+        let status = |s: &str| VmProgress {
+            printable_status: s.into(),
+            ..Default::default()
+        };
+        let read = |entries: Vec<(&str, Option<(VmProgress, bool)>)>| {
+            entries
+                .into_iter()
+                .map(|(k, p)| {
+                    let p = p.map(|(progress, failing)| KeyProgress { progress, failing });
+                    (k.to_string(), p)
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        let mut lines = ProgressLines::default();
+        let printed = lines.update(read(vec![
+            ("ns/b", Some((status("Starting"), false))),
+            ("ns/a", Some((status("Stopped"), true))),
+        ]));
+        assert_eq!(printed, ["ns/a  Stopped  no vmi", "ns/b  Starting  no vmi"]);
+        assert_eq!(lines.failing, BTreeSet::from(["ns/a".to_string()]));
+        // Read again unchanged: nothing; a retry count alone is no news either.
+        let retried = VmProgress {
+            retries: 3,
+            ..status("Stopped")
+        };
+        assert!(
+            lines
+                .update(read(vec![
+                    ("ns/a", Some((retried, true))),
+                    ("ns/b", Some((status("Starting"), false))),
+                ]))
+                .is_empty()
+        );
+        // A deleted VM comes after the changed ones; an unknown key that is gone prints nothing.
+        let printed = lines.update(read(vec![
+            ("ns/a", None),
+            ("ns/b", Some((status("Running"), false))),
+            ("ns/c", None),
+        ]));
+        assert_eq!(printed, ["ns/b  Running  no vmi", "ns/a  deleted"]);
+        assert!(lines.failing.is_empty());
+        assert_eq!(lines.last.keys().collect::<Vec<_>>(), ["ns/b"]);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! ignored); VMI controller handlers pkg/virt-controller/watch/vmi/vmi.go (pod add/update/delete
 //! → owning VMI; VMI events reset the VMI self-expectation).
 
+use super::common::record::ChangedKeys;
 use super::context::{Expectations, QueueSlot};
 use crate::api::key::controller_of;
 use crate::api::key::join_key;
@@ -46,6 +47,36 @@ fn resolve_vm(vms: &VmStoreCell, namespace: Option<&str>, name: &str, uid: &str)
     }
     let vm = store.get(&r)?;
     (vm.metadata.uid.as_deref() == Some(uid)).then(|| join_key(namespace, name))
+}
+
+/// Informer → [`ChangedKeys`]: marks the key `key` gives for the object (before and after an
+/// update), while a reader follows the keys; otherwise one atomic load per change.
+pub(crate) fn changed_keys_handler<K>(
+    changed: ChangedKeys,
+    key: fn(&K) -> Option<String>,
+) -> Handler<K>
+where
+    K: Send + Sync + 'static,
+{
+    Arc::new(move |n: &Notification<K>| {
+        if !changed.followed() {
+            return;
+        }
+        let (first, second) = match n {
+            Notification::Add(obj) | Notification::Delete { obj, .. } => (key(obj), None),
+            Notification::Update { old, new } => (key(new), key(old)),
+        };
+        for k in [first, second].into_iter().flatten() {
+            changed.mark(&k);
+        }
+    })
+}
+
+/// The VM key a launcher pod's progress belongs to: its controller VMI's (a VM's VMI has the
+/// VM's name).
+pub(crate) fn launcher_pod_vm_key(pod: &Pod) -> Option<String> {
+    let (name, _) = controller_named(pod, "VirtualMachineInstance")?;
+    Some(join_key(pod.metadata.namespace.as_deref(), &name))
 }
 
 /// VM informer → VM queue: every add/update/delete enqueues the VM's key.
@@ -493,6 +524,45 @@ pub(crate) fn pod_to_vmi_handler(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changed_keys_follow_vms_vmis_and_launcher_pods_once_followed() {
+        use crate::controller::common::record::ChangedKeys;
+        let changed = ChangedKeys::default();
+        let vm_handler =
+            changed_keys_handler(changed.clone(), |vm: &VirtualMachine| Some(key_of(vm)));
+        let pod_handler = changed_keys_handler(changed.clone(), launcher_pod_vm_key);
+        let vm: VirtualMachine = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "ns"}, "spec": {}
+        }))
+        .unwrap();
+        let pod = |owner_kind: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({"metadata": {
+                "name": "virt-launcher-b-x", "namespace": "ns",
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": owner_kind,
+                    "name": "b", "uid": "u", "controller": true}]
+            }}))
+            .unwrap()
+        };
+        vm_handler(&Notification::Add(Arc::new(vm.clone())));
+        assert!(
+            changed.take().is_empty(),
+            "nothing kept before a reader follows"
+        );
+        changed.follow();
+        vm_handler(&Notification::Update {
+            old: Arc::new(vm.clone()),
+            new: Arc::new(vm.clone()),
+        });
+        pod_handler(&Notification::Delete {
+            obj: Arc::new(pod("VirtualMachineInstance")),
+            relisted: false,
+        });
+        pod_handler(&Notification::Add(Arc::new(pod("ReplicaSet"))));
+        let taken: Vec<String> = changed.take().into_iter().collect();
+        assert_eq!(taken, ["ns/a", "ns/b"]);
+    }
+
     use crate::runtime::queue::WorkQueue;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
     use kube::runtime::watcher;

@@ -8,13 +8,15 @@
 
 use super::cluster_config::ClusterConfig;
 use super::common::ReconcileError;
+use super::common::record::ChangedKeys;
 use super::context::{Caches, Context, EventSink, Expectations, QueueSlot, ReconcileLog};
 use super::debug_state::DebugStateSource;
 use super::discovery::Served;
 use super::handlers::{
-    PodStoreCell, VmStoreCell, VmiStoreCell, dv_to_vm_handler, dv_to_vmi_handler,
-    pod_to_vmi_handler, pvc_snapshot_status_handler, pvc_to_vm_handler, pvc_to_vmi_handler,
-    snapshot_class_to_vm_handler, vm_handler, vmi_handler, vmi_to_vm_handler,
+    PodStoreCell, VmStoreCell, VmiStoreCell, changed_keys_handler, dv_to_vm_handler,
+    dv_to_vmi_handler, launcher_pod_vm_key, pod_to_vmi_handler, pvc_snapshot_status_handler,
+    pvc_to_vm_handler, pvc_to_vmi_handler, snapshot_class_to_vm_handler, vm_handler, vmi_handler,
+    vmi_to_vm_handler,
 };
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::{ClusterSettings, TokenBucket};
@@ -478,11 +480,12 @@ where
     }
 }
 
-/// The queues and expectations the informers' handlers feed.
+/// The queues, expectations and changed keys the informers' handlers feed.
 struct Queues<'a> {
     vm: &'a QueueSlot,
     vmi: &'a QueueSlot,
     expectations: &'a Expectations,
+    changed: &'a ChangedKeys,
 }
 
 /// Start the controllers' informers (each with its handlers and indexes) and the KubeVirt CR's
@@ -503,13 +506,17 @@ async fn spawn_caches(
         "virtualmachines",
         client,
         ns,
-        vec![vm_handler(q.vm.clone())],
+        vec![
+            vm_handler(q.vm.clone()),
+            changed_keys_handler(q.changed.clone(), |vm| Some(key_of(vm))),
+        ],
         stop,
     );
     let _ = vm_cell.set(vms.store().clone());
     let vmi_handlers = vec![
         vmi_to_vm_handler(q.vm.clone(), q.expectations.clone(), vm_cell.clone()),
         vmi_handler(q.vmi.clone(), q.expectations.clone()),
+        changed_keys_handler(q.changed.clone(), |vmi| Some(key_of(vmi))),
     ];
     let vmis = spawn_state_in::<VirtualMachineInstance>(
         None,
@@ -531,16 +538,19 @@ async fn spawn_caches(
         "pods",
         api_for::<crate::controller::vmi::launcher_cache::LauncherPodForCache>(client, ns),
         watcher::Config::default().labels("kubevirt.io"),
-        vec![pod_to_vmi_handler(
-            q.vmi.clone(),
-            q.expectations.clone(),
-            pod_cell.clone(),
-            // PR 18222 (main): a deleted pod found by its owner annotations.
-            (config.settings.kubevirt_version.controller_rules())
-                .attachment_pod_owner_annotations
-                .value
-                .then(|| vmi_cell.clone()),
-        )],
+        vec![
+            pod_to_vmi_handler(
+                q.vmi.clone(),
+                q.expectations.clone(),
+                pod_cell.clone(),
+                // PR 18222 (main): a deleted pod found by its owner annotations.
+                (config.settings.kubevirt_version.controller_rules())
+                    .attachment_pod_owner_annotations
+                    .value
+                    .then(|| vmi_cell.clone()),
+            ),
+            changed_keys_handler(q.changed.clone(), launcher_pod_vm_key),
+        ],
         stop.clone(),
     );
     let _ = pod_cell.set(pods.store().clone());
@@ -703,6 +713,7 @@ impl Manager {
         let vm_queue = QueueSlot::default();
         let vmi_queue = QueueSlot::default();
         let expectations = Expectations::with_timeout(config.expectations_timeout);
+        let reconciles = ReconcileLog::default();
 
         let (caches, cluster_config) = spawn_caches(
             &client,
@@ -712,6 +723,7 @@ impl Manager {
                 vm: &vm_queue,
                 vmi: &vmi_queue,
                 expectations: &expectations,
+                changed: reconciles.changed_keys(),
             },
             &stop,
         )
@@ -754,7 +766,7 @@ impl Manager {
             vmi_queue,
             expectations,
             events: EventSink::spawn(writer).with_flight(config.record.clone()),
-            reconciles: ReconcileLog::default(),
+            reconciles,
             metrics,
             vm_mutations: Default::default(),
             flight: config.record.clone(),

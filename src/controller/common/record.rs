@@ -1,11 +1,14 @@
 //! The record of the last reconcile of every key, for `/debug/state` and the inspector, and the
 //! one place that writes it ([`ReconcileLog::finish`]): both executors at the end of a sync, and
-//! the manager for a reconcile that failed before its executor could record anything.
+//! the manager for a reconcile that failed before its executor could record anything. Beside
+//! it, [`ChangedKeys`]: which keys' VM, VMI, launcher pod or records changed, for readers that
+//! follow every VM without walking them all (`run-controller`'s progress lines).
 
 use super::ReconcileError;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -74,16 +77,69 @@ pub struct VmiEnding {
 /// sorts.
 type Records = hashbrown::HashMap<String, ReconcileRecord, foldhash::fast::RandomState>;
 
+/// The VM keys (`namespace/name`) whose VM, VMI, launcher pod, reconcile record or VMI ending
+/// changed since a reader last took them. Nothing is kept until a reader calls
+/// [`ChangedKeys::follow`] (the controller alone pays one atomic load per change); from then on
+/// the informers' handlers ([`crate::controller::handlers::changed_keys_handler`]) and the
+/// [`ReconcileLog`] mark keys, and the reader takes them, so it reads only what changed: the
+/// progress printer walked every cached VM five times a second, 8 % of a core on an idle
+/// controller with 2,000 VMs.
+#[derive(Clone, Default)]
+pub(crate) struct ChangedKeys {
+    inner: Arc<ChangedInner>,
+}
+
+#[derive(Default)]
+struct ChangedInner {
+    following: AtomicBool,
+    keys: Mutex<BTreeSet<String>>,
+}
+
+impl ChangedKeys {
+    /// Keep the keys marked from now on.
+    pub(crate) fn follow(&self) {
+        self.inner.following.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a reader follows (marking is wasted otherwise).
+    pub(crate) fn followed(&self) -> bool {
+        self.inner.following.load(Ordering::Relaxed)
+    }
+
+    /// `key` changed.
+    pub(crate) fn mark(&self, key: &str) {
+        if !self.followed() {
+            return;
+        }
+        let mut keys = self.inner.keys.lock().unwrap_or_else(|e| e.into_inner());
+        if !keys.contains(key) {
+            keys.insert(key.to_string());
+        }
+    }
+
+    /// The keys marked since the last take, sorted.
+    pub(crate) fn take(&self) -> BTreeSet<String> {
+        std::mem::take(&mut *self.inner.keys.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// Last reconcile per controller and key, and the last VMI ending per key.
 #[derive(Clone, Default)]
 pub struct ReconcileLog {
     inner: Arc<Mutex<BTreeMap<String, Records>>>,
     endings: Arc<Mutex<BTreeMap<String, VmiEnding>>>,
+    changed: ChangedKeys,
 }
 
 impl ReconcileLog {
+    /// The keys changed since a reader last took them; the log marks each key it records.
+    pub(crate) fn changed_keys(&self) -> &ChangedKeys {
+        &self.changed
+    }
+
     /// Record the outcome of a reconcile of `key` by `controller` (`vm` / `vmi`).
     pub(crate) fn record(&self, controller: &str, key: &str, record: ReconcileRecord) {
+        self.changed.mark(key);
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if !g.contains_key(controller) {
             g.insert(controller.to_string(), Records::default());
@@ -113,6 +169,7 @@ impl ReconcileLog {
     /// Forget a key whose object is gone. The VM controller's `forget` (the VM is gone) also
     /// drops the key's [`VmiEnding`]; the VMI controller's keeps it for the VMI that follows.
     pub(crate) fn forget(&self, controller: &str, key: &str) {
+        self.changed.mark(key);
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = g.get_mut(controller) {
             m.remove(key);
@@ -127,6 +184,7 @@ impl ReconcileLog {
 
     /// Record that the VMI of `key` ended (replacing the key's previous ending).
     pub(crate) fn record_ending(&self, key: &str, ending: VmiEnding) {
+        self.changed.mark(key);
         self.endings
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -182,6 +240,33 @@ impl ReconcileLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changed_keys_are_kept_only_while_followed_and_taken_once() {
+        let log = ReconcileLog::default();
+        let changed = log.changed_keys().clone();
+        log.record_ending(
+            "ns/before",
+            VmiEnding {
+                uid: "u".into(),
+                phase: "Failed".into(),
+                from_phase: "Running".into(),
+                reason: "r".into(),
+                at: Utc::now(),
+            },
+        );
+        assert!(changed.take().is_empty(), "not followed yet");
+        changed.follow();
+        log.finish("vm", "ns/b", Instant::now(), None, None, vec![]);
+        changed.mark("ns/a");
+        log.forget("vmi", "ns/c");
+        changed.mark("ns/a");
+        let taken: Vec<String> = changed.take().into_iter().collect();
+        assert_eq!(taken, ["ns/a", "ns/b", "ns/c"]);
+        assert!(changed.take().is_empty(), "taken once");
+        log.finish("vmi", "ns/b", Instant::now(), None, None, vec![]);
+        assert_eq!(changed.take().len(), 1);
+    }
 
     #[test]
     fn finish_writes_result_from_error_and_forget_drops_it() {
