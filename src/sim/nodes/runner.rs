@@ -1355,16 +1355,15 @@ impl Runner {
 
     async fn virt_handler(&mut self, state: &SimState) {
         let now = now_rfc3339();
+        // Only VMIs on this runner's nodes become trees (`data` holds `status`): before
+        // scheduling a VMI is written several times, and turning each into a tree per pass
+        // was 2 % of the embedded cluster's CPU in a 10,000-VM start.
         let vmis: Vec<(String, Value)> = self
             .pass_vmis
             .iter()
-            .filter_map(|k| {
-                Some((
-                    k.clone(),
-                    serde_json::to_value(self.vmis.items.get(k)?).ok()?,
-                ))
-            })
-            .filter(|(_, v)| vmi_node(v).is_some_and(|n| state.managed.contains_key(n)))
+            .filter_map(|k| Some((k, self.vmis.items.get(k)?)))
+            .filter(|(_, v)| vmi_node(&v.data).is_some_and(|n| state.managed.contains_key(n)))
+            .filter_map(|(k, v)| Some((k.clone(), serde_json::to_value(v).ok()?)))
             .collect();
         for (key, vmi) in vmis {
             let name = vmi
