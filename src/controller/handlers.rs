@@ -525,44 +525,6 @@ pub(crate) fn pod_to_vmi_handler(
 mod tests {
     use super::*;
 
-    #[test]
-    fn changed_keys_follow_vms_vmis_and_launcher_pods_once_followed() {
-        use crate::controller::common::record::ChangedKeys;
-        let changed = ChangedKeys::default();
-        let vm_handler =
-            changed_keys_handler(changed.clone(), |vm: &VirtualMachine| Some(key_of(vm)));
-        let pod_handler = changed_keys_handler(changed.clone(), launcher_pod_vm_key);
-        let vm: VirtualMachine = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "a", "namespace": "ns"}, "spec": {}
-        }))
-        .unwrap();
-        let pod = |owner_kind: &str| -> Pod {
-            serde_json::from_value(serde_json::json!({"metadata": {
-                "name": "virt-launcher-b-x", "namespace": "ns",
-                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": owner_kind,
-                    "name": "b", "uid": "u", "controller": true}]
-            }}))
-            .unwrap()
-        };
-        vm_handler(&Notification::Add(Arc::new(vm.clone())));
-        assert!(
-            changed.take().is_empty(),
-            "nothing kept before a reader follows"
-        );
-        changed.follow();
-        vm_handler(&Notification::Update {
-            old: Arc::new(vm.clone()),
-            new: Arc::new(vm.clone()),
-        });
-        pod_handler(&Notification::Delete {
-            obj: Arc::new(pod("VirtualMachineInstance")),
-            relisted: false,
-        });
-        pod_handler(&Notification::Add(Arc::new(pod("ReplicaSet"))));
-        let taken: Vec<String> = changed.take().into_iter().collect();
-        assert_eq!(taken, ["ns/a", "ns/b"]);
-    }
-
     use crate::runtime::queue::WorkQueue;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
     use kube::runtime::watcher;
@@ -974,5 +936,43 @@ mod tests {
             relisted: false,
         });
         assert_eq!(drain(&q).len(), 2);
+    }
+
+    #[test]
+    fn changed_keys_follow_vms_vmis_and_launcher_pods_once_followed() {
+        use crate::controller::common::record::ChangedKeys;
+        let changed = ChangedKeys::default();
+        let vm_handler =
+            changed_keys_handler(changed.clone(), |vm: &VirtualMachine| Some(key_of(vm)));
+        let pod_handler = changed_keys_handler(changed.clone(), launcher_pod_vm_key);
+        let vm: VirtualMachine = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "ns"}, "spec": {}
+        }))
+        .unwrap();
+        let pod = |owner_kind: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({"metadata": {
+                "name": "virt-launcher-b-x", "namespace": "ns",
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": owner_kind,
+                    "name": "b", "uid": "u", "controller": true}]
+            }}))
+            .unwrap()
+        };
+        vm_handler(&Notification::Add(Arc::new(vm.clone())));
+        assert!(
+            changed.take().is_empty(),
+            "nothing kept before a reader follows"
+        );
+        changed.follow();
+        vm_handler(&Notification::Update {
+            old: Arc::new(vm.clone()),
+            new: Arc::new(vm.clone()),
+        });
+        pod_handler(&Notification::Delete {
+            obj: Arc::new(pod("VirtualMachineInstance")),
+            relisted: false,
+        });
+        pod_handler(&Notification::Add(Arc::new(pod("ReplicaSet"))));
+        let taken: Vec<String> = changed.take().into_iter().collect();
+        assert_eq!(taken, ["ns/a", "ns/b"]);
     }
 }
