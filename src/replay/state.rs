@@ -81,12 +81,9 @@ impl State {
     /// A mirror holding exactly `inputs`, at their resourceVersions; an error names the first
     /// one the recording does not hold.
     pub(super) fn mirror(&self, inputs: &[Input]) -> Result<Mirror, String> {
-        let mut m = Mirror {
-            settings: self.settings.clone().unwrap_or_default(),
-            // A recorded VMI reconcile names every node its topology hinter read.
-            nodes: Some(Default::default()),
-            ..Mirror::default()
-        };
+        let mut m = Mirror::new(self.settings.clone().unwrap_or_default());
+        // A recorded VMI reconcile names every node its topology hinter read.
+        m.nodes = Some(Default::default());
         for input in inputs {
             let obj = self
                 .versions
@@ -101,7 +98,7 @@ impl State {
             match kind_of(&input.id.kind) {
                 Some(kind) => m.set(kind, &input.id.key, Some(obj.clone())),
                 None if input.id.kind == "PersistentVolumeClaim" => {
-                    m.pvcs.insert(input.id.key.clone(), obj.clone());
+                    m.set_pvc(&input.id.key, Some(obj.clone()));
                 }
                 None if input.id.kind == "Node" => {
                     (m.nodes.get_or_insert_with(Default::default))

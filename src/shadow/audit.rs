@@ -447,14 +447,7 @@ impl Replayer<'_> {
                 self.out.changes.push(index);
                 self.tracker.observe_by(change, Some(author), a.at);
             }
-            Target::Claim => match obj {
-                Some(o) => {
-                    mirror.pvcs.insert(a.key.clone(), o);
-                }
-                None => {
-                    mirror.pvcs.remove(&a.key);
-                }
-            },
+            Target::Claim => mirror.set_pvc(&a.key, obj),
             Target::Storage(s) => {
                 let stored = mirror.storage.get_or_insert_with(Default::default);
                 let map = match s {
@@ -597,11 +590,8 @@ fn server_order(events: &[Value]) -> Vec<usize> {
 pub(crate) fn replay_audit(events: &[Value], opts: &AuditOptions<'_>) -> AuditRun {
     // The log is taken to hold every storage object the controller read (none written: none
     // there), as it holds the VMs: `volumeSnapshotStatuses` are decided from them.
-    let mirror = Mirror {
-        settings: opts.settings.clone(),
-        storage: Some(StorageObjects::default()),
-        ..Mirror::default()
-    };
+    let mut mirror = Mirror::new(opts.settings.clone());
+    mirror.storage = Some(StorageObjects::default());
     let mut r = Replayer {
         opts,
         tracker: Tracker::new(mirror, Vec::new(), None),
@@ -1003,11 +993,10 @@ mod tests {
         /// The controller leads; a user creates `state` (the decisions' state too).
         fn new(state: &[(Kind, &str, Value)]) -> Self {
             // As the replay's: the log holds every storage object (none).
+            let mut mirror = Mirror::default();
+            mirror.storage = Some(StorageObjects::default());
             let mut log = RefusalLog {
-                mirror: Mirror {
-                    storage: Some(StorageObjects::default()),
-                    ..Mirror::default()
-                },
+                mirror,
                 events: Vec::new(),
                 error: crate::controller::common::ApiFailure {
                     code: 500,

@@ -11,9 +11,11 @@ use crate::controller::vmi::VmiDecision;
 use crate::inspect::analyze::{Refused, decide_next_refused, decide_vmi, vmi_expectations_state};
 use crate::inspect::gather::{BackendStorageInputs, Gathered};
 use crate::inspect::model::ExpectationView;
+use crate::launcher::backend_storage::PVC_PREFIX;
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Objects of one kind by `namespace/name`.
 pub(super) type Objects = BTreeMap<String, Value>;
@@ -21,10 +23,11 @@ pub(super) type Objects = BTreeMap<String, Value>;
 /// The watched objects.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Mirror {
-    /// One map per compared kind.
-    pub objects: BTreeMap<Kind, Objects>,
-    /// PersistentVolumeClaims (read by both decisions, never compared).
-    pub pvcs: Objects,
+    /// One map per compared kind (written through [`Mirror::set`], which keeps the indexes).
+    objects: BTreeMap<Kind, Objects>,
+    /// PersistentVolumeClaims, read by both decisions, never compared (written through
+    /// [`Mirror::set_pvc`]).
+    pvcs: Objects,
     /// The settings the decisions render with.
     pub settings: ClusterSettings,
     /// The cluster's storage objects the VM controller reads for
@@ -39,6 +42,22 @@ pub(crate) struct Mirror {
     /// and the VMI decision predicts no `status.topologyHints`, saying so. Replay knows them:
     /// a recorded reconcile names the nodes it read.
     pub nodes: Option<Objects>,
+    /// Per owner UID, the objects of the compared kinds with an ownerReference to it: a VMI's
+    /// launcher pods, their attachment pods, a VM's revisions and DataVolumes.
+    owned: BTreeMap<String, BTreeSet<(Kind, String)>>,
+    /// Per VM key, the objects of the compared kinds its reconciles write ([`vm_key`]).
+    by_vm_key: BTreeMap<String, BTreeSet<(Kind, String)>>,
+    /// Per `namespace/value` of the backend-storage label ([`PVC_PREFIX`]), its claims.
+    state_claims: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// What the decisions for one VM key can read of a [`Mirror`] ([`Mirror::reads`]).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Reads {
+    /// Objects of the compared kinds, by kind and `namespace/name`.
+    pub objects: BTreeSet<(Kind, String)>,
+    /// PersistentVolumeClaims by `namespace/name`.
+    pub claims: BTreeSet<String>,
 }
 
 /// StorageClasses, StorageProfiles and VolumeSnapshotClasses (cluster-scoped) by name, as
@@ -54,8 +73,7 @@ pub(crate) struct StorageObjects {
 fn typed<T: serde::de::DeserializeOwned>(kind: &str, m: &Objects) -> Result<Vec<T>, String> {
     m.iter()
         .map(|(name, v)| {
-            serde_json::from_value(v.clone())
-                .map_err(|e| format!("{kind} {name}: cannot be read: {e}"))
+            T::deserialize(v).map_err(|e| format!("{kind} {name}: cannot be read: {e}"))
         })
         .collect()
 }
@@ -122,7 +140,50 @@ pub(crate) fn vm_key(kind: Kind, obj: &Value) -> Option<String> {
     Some(format!("{ns}/{owner}"))
 }
 
+/// Where [`Mirror::set`] indexes `obj` of `kind`: the UIDs its ownerReferences name, and its
+/// VM key.
+fn index_entries(kind: Kind, obj: &Value) -> (Vec<String>, Option<String>) {
+    let uids = obj
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str().map(str::to_string))
+        .collect();
+    (uids, vm_key(kind, obj))
+}
+
+/// Take `id` out of `index[at]`, and the entry once empty.
+fn unindex<T: Ord>(index: &mut BTreeMap<String, BTreeSet<T>>, at: &str, id: &T) {
+    if let Some(set) = index.get_mut(at) {
+        set.remove(id);
+        if set.is_empty() {
+            index.remove(at);
+        }
+    }
+}
+
+/// Every string value in `v` (not the keys), into `out`: the names an object may refer to.
+fn string_leaves<'a>(v: &'a Value, out: &mut BTreeSet<&'a str>) {
+    match v {
+        Value::String(s) => {
+            out.insert(s);
+        }
+        Value::Array(items) => items.iter().for_each(|i| string_leaves(i, out)),
+        Value::Object(map) => map.values().for_each(|i| string_leaves(i, out)),
+        _ => {}
+    }
+}
+
 impl Mirror {
+    /// An empty mirror whose decisions render with `settings`.
+    pub(crate) fn new(settings: ClusterSettings) -> Self {
+        Mirror {
+            settings,
+            ..Mirror::default()
+        }
+    }
+
     /// The objects of `kind`.
     pub(crate) fn of(&self, kind: Kind) -> Option<&Objects> {
         self.objects.get(&kind)
@@ -136,23 +197,170 @@ impl Mirror {
     /// Store (`Some`) or forget (`None`) the object of `kind` at `key`.
     pub(crate) fn set(&mut self, kind: Kind, key: &str, obj: Option<Value>) {
         let map = self.objects.entry(kind).or_default();
-        match obj {
-            Some(v) => {
-                map.insert(key.to_string(), v);
+        let old = match obj {
+            Some(v) => map.insert(key.to_string(), v),
+            None => map.remove(key),
+        };
+        let id = (kind, key.to_string());
+        if let Some(old) = old {
+            let (uids, vm_key) = index_entries(kind, &old);
+            for uid in uids {
+                unindex(&mut self.owned, &uid, &id);
             }
-            None => {
-                map.remove(key);
+            if let Some(k) = vm_key {
+                unindex(&mut self.by_vm_key, &k, &id);
+            }
+        }
+        if let Some(new) = self.objects.get(&kind).and_then(|m| m.get(key)) {
+            let (uids, vm_key) = index_entries(kind, new);
+            for uid in uids {
+                self.owned.entry(uid).or_default().insert(id.clone());
+            }
+            if let Some(k) = vm_key {
+                self.by_vm_key.entry(k).or_default().insert(id);
             }
         }
     }
 
-    fn in_namespace<T: serde::de::DeserializeOwned>(&self, kind: Kind, ns: &str) -> Vec<T> {
-        let prefix = format!("{ns}/");
-        self.of(kind)
+    /// Store (`Some`) or forget (`None`) the PersistentVolumeClaim at `key`.
+    pub(crate) fn set_pvc(&mut self, key: &str, obj: Option<Value>) {
+        let old = match obj {
+            Some(v) => self.pvcs.insert(key.to_string(), v),
+            None => self.pvcs.remove(key),
+        };
+        let label = |v: &Value| {
+            let value = v.pointer("/metadata/labels")?.get(PVC_PREFIX)?.as_str()?;
+            let ns = v.pointer("/metadata/namespace")?.as_str().unwrap_or("");
+            Some(format!("{ns}/{value}"))
+        };
+        if let Some(l) = old.as_ref().and_then(label) {
+            unindex(&mut self.state_claims, &l, &key.to_string());
+        }
+        if let Some(l) = self.pvcs.get(key).and_then(label) {
+            self.state_claims
+                .entry(l)
+                .or_default()
+                .insert(key.to_string());
+        }
+    }
+
+    /// The VM keys with an object here, each once.
+    #[cfg(test)]
+    pub(crate) fn vm_keys(&self) -> BTreeSet<&str> {
+        self.by_vm_key.keys().map(String::as_str).collect()
+    }
+
+    /// The objects of VM key `key`'s reconciles ([`vm_key`]): its VM, its VMI, the launcher
+    /// pods a VMI of that name controls, the revisions and DataVolumes the VM controls.
+    pub(crate) fn of_vm_key<'a>(&'a self, key: &str) -> impl Iterator<Item = (Kind, &'a str)> {
+        self.by_vm_key
+            .get(key)
             .into_iter()
-            .flat_map(|m| m.range(prefix.clone()..))
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .filter_map(|(_, v)| serde_json::from_value(v.clone()).ok())
+            .flatten()
+            .map(|(k, n)| (*k, n.as_str()))
+    }
+
+    /// What the decisions for VM key `key` can read: its VM and VMI (as stored, and as in
+    /// `also`, other versions of them); the objects their UIDs own (launcher pods, revisions,
+    /// DataVolumes) and the attachment pods those pods own; the objects the key's reconciles
+    /// write; every DataVolume, revision and claim of the namespace that one of those VM or
+    /// VMI versions names; and the backend-storage claims of `name` (by label or by the legacy
+    /// name, backend-storage.go's `CurrentPVCName`). The controllers' snapshots filter their
+    /// candidates by these relations (executor.rs's `snapshot_from_objects`, `vm_revisions`;
+    /// lookups by name), so deciding from these objects alone decides as from all of them,
+    /// without reading every object of the namespace for each decision.
+    pub(crate) fn reads(&self, key: &str, also: &[&Value]) -> Reads {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        let mut out = Reads::default();
+        let stored = [Kind::VirtualMachine, Kind::VirtualMachineInstance]
+            .into_iter()
+            .filter_map(|k| self.get(k, key).map(|v| (k, v)));
+        let mut versions: Vec<&Value> = Vec::new();
+        for (kind, v) in stored {
+            out.objects.insert((kind, key.to_string()));
+            versions.push(v);
+        }
+        versions.extend(also.iter().copied());
+        let owned_by = |uid: &str| self.owned.get(uid).into_iter().flatten();
+        out.objects
+            .extend(self.by_vm_key.get(key).into_iter().flatten().cloned());
+        for uid in versions
+            .iter()
+            .filter_map(|v| v.pointer("/metadata/uid")?.as_str())
+        {
+            out.objects.extend(owned_by(uid).cloned());
+        }
+        let pods: Vec<&Value> = out
+            .objects
+            .iter()
+            .filter(|(k, _)| *k == Kind::Pod)
+            .filter_map(|(k, n)| self.get(*k, n))
+            .collect();
+        let attachments: Vec<(Kind, String)> = pods
+            .iter()
+            .filter_map(|p| p.pointer("/metadata/uid")?.as_str())
+            .flat_map(|uid| owned_by(uid).filter(|(k, _)| *k == Kind::Pod).cloned())
+            .collect();
+        out.objects.extend(attachments);
+        let mut names = BTreeSet::new();
+        for v in &versions {
+            string_leaves(v, &mut names);
+        }
+        for n in names {
+            let k = format!("{ns}/{n}");
+            for kind in [Kind::DataVolume, Kind::ControllerRevision] {
+                if self.get(kind, &k).is_some() {
+                    out.objects.insert((kind, k.clone()));
+                }
+            }
+            if self.pvcs.contains_key(&k) {
+                out.claims.insert(k);
+            }
+        }
+        out.claims
+            .extend(self.state_claims.get(key).into_iter().flatten().cloned());
+        let legacy = format!("{ns}/{PVC_PREFIX}-{name}");
+        if self.pvcs.contains_key(&legacy) {
+            out.claims.insert(legacy);
+        }
+        out
+    }
+
+    /// A mirror of what the decisions for VM key `key` can read ([`Mirror::reads`], with
+    /// `also`), to change and decide from without copying every object. With the nodes known,
+    /// every VMI is kept: the topology hinter marks the nodes that run one.
+    pub(crate) fn scope(&self, key: &str, also: &[&Value]) -> Mirror {
+        let reads = self.reads(key, also);
+        let mut m = Mirror {
+            settings: self.settings.clone(),
+            storage: self.storage.clone(),
+            storage_classes: self.storage_classes.clone(),
+            nodes: self.nodes.clone(),
+            ..Mirror::default()
+        };
+        let mut objects = reads.objects;
+        if self.nodes.is_some() {
+            let vmis = self.of(Kind::VirtualMachineInstance).into_iter().flatten();
+            objects.extend(vmis.map(|(k, _)| (Kind::VirtualMachineInstance, k.clone())));
+        }
+        for (kind, k) in objects {
+            m.set(kind, &k, self.get(kind, &k).cloned());
+        }
+        for c in reads.claims {
+            m.set_pvc(&c, self.pvcs.get(&c).cloned());
+        }
+        m
+    }
+
+    /// The objects of `kind` among `reads`, decoded; one that does not decode is left out (as
+    /// a cache lists what it could decode).
+    fn decoded<T: serde::de::DeserializeOwned>(&self, kind: Kind, reads: &Reads) -> Vec<T> {
+        reads
+            .objects
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .filter_map(|(_, n)| self.get(kind, n))
+            .filter_map(|v| T::deserialize(v).ok())
             .collect()
     }
 
@@ -163,7 +371,7 @@ impl Mirror {
     ) -> Result<Option<T>, String> {
         self.get(kind, key)
             .map(|v| {
-                serde_json::from_value(v.clone())
+                T::deserialize(v)
                     .map_err(|e| format!("{} {key}: cannot be read: {e}", kind.as_str()))
             })
             .transpose()
@@ -207,13 +415,14 @@ impl Mirror {
         let pvcs = |claim: &str| {
             self.pvcs
                 .get(&format!("{ns}/{claim}"))
-                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .and_then(|v| Deserialize::deserialize(v).ok())
         };
+        let reads = self.reads(key, &[]);
         let Some(vm) = vm else {
             let state = vmi_expectations_state(expectations);
             return Ok((
                 None,
-                vmi.map(|v| self.decide_vmi_alone(v, now, pvcs, state, refused)),
+                vmi.map(|v| self.decide_vmi_alone(v, &reads, now, pvcs, state, refused)),
             ));
         };
         let g = Gathered {
@@ -222,11 +431,11 @@ impl Mirror {
             name: name.to_string(),
             vm: Some(vm.clone()),
             vmi,
-            pods: self.in_namespace(Kind::Pod, ns),
-            revisions: self.in_namespace(Kind::ControllerRevision, ns),
-            data_volumes: self.in_namespace(Kind::DataVolume, ns),
+            pods: self.decoded(Kind::Pod, &reads),
+            revisions: self.decoded(Kind::ControllerRevision, &reads),
+            data_volumes: self.decoded(Kind::DataVolume, &reads),
             pvcs: self
-                .pvcs_in(ns)
+                .claims(&reads)
                 .into_iter()
                 .filter_map(|p| p.metadata.name.clone().map(|n| (n, p)))
                 .collect(),
@@ -258,26 +467,27 @@ impl Mirror {
         }
     }
 
-    fn pvcs_in(&self, ns: &str) -> Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
-        let prefix = format!("{ns}/");
-        self.pvcs
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .filter_map(|(_, v)| serde_json::from_value(v.clone()).ok())
+    /// The claims among `reads`, decoded (one that does not decode is left out).
+    fn claims(&self, reads: &Reads) -> Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim> {
+        reads
+            .claims
+            .iter()
+            .filter_map(|k| self.pvcs.get(k))
+            .filter_map(|v| Deserialize::deserialize(v).ok())
             .collect()
     }
 
     fn decide_vmi_alone(
         &self,
         vmi: VirtualMachineInstance,
+        reads: &Reads,
         now: DateTime<Utc>,
         pvc: impl Fn(&str) -> Option<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
         expectations: crate::controller::vmi::ExpectationsState,
         refused: Option<&Refused>,
     ) -> VmiDecision {
-        let ns = vmi.metadata.namespace.clone().unwrap_or_default();
-        let pods: Vec<_> = self.in_namespace(Kind::Pod, &ns);
-        let dvs: Vec<crate::api::DataVolume> = self.in_namespace(Kind::DataVolume, &ns);
+        let pods: Vec<_> = self.decoded(Kind::Pod, reads);
+        let dvs: Vec<crate::api::DataVolume> = self.decoded(Kind::DataVolume, reads);
         let dv = |n: &str| {
             dvs.iter()
                 .find(|d| d.metadata.name.as_deref() == Some(n))
@@ -287,7 +497,7 @@ impl Mirror {
         // The VMI's backend-storage claim as the VMI executor finds it (it was read as empty,
         // so a standalone VMI with a persistent TPM or EFI was decided without its claim).
         let backend = self.backend_storage().unwrap_or_default();
-        let claims = self.pvcs_in(&ns);
+        let claims = self.claims(reads);
         let classes: Vec<_> = backend.storage_classes.iter().collect();
         let backend_state = crate::controller::vmi::backend_storage::state(
             &vmi,
@@ -324,9 +534,7 @@ impl Mirror {
             .collect();
         let nodes = nodes
             .values()
-            .filter_map(|v| {
-                serde_json::from_value::<k8s_openapi::api::core::v1::Node>(v.clone()).ok()
-            })
+            .filter_map(|v| k8s_openapi::api::core::v1::Node::deserialize(v).ok())
             .map(|n| {
                 let mut t = NodeTsc::from_node(&n);
                 t.runs_vmis = running.contains(t.name.as_str());
@@ -344,6 +552,167 @@ impl Mirror {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// VMs `a` and `b` of namespace `ns`, each with its VMI, launcher pod, an attachment pod
+    /// the launcher pod controls, a revision the VM owns, one the VMI names, the DataVolume
+    /// and claim its volume names and a backend-storage claim; and a claim no one names.
+    fn two_vms() -> Mirror {
+        let mut m = Mirror::default();
+        let owner = |kind: &str, name: &str, uid: &str| {
+            json!([{"apiVersion": "v1", "kind": kind, "name": name, "uid": uid,
+                "controller": true}])
+        };
+        let object = |kind: &str, name: &str, uid: &str, owners: Value| {
+            json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name,
+                "namespace": "ns", "uid": uid, "ownerReferences": owners}})
+        };
+        for vm in ["a", "b"] {
+            let volumes = json!([{"name": "disk", "dataVolume": {"name": format!("dv-{vm}")}}]);
+            let mut v = object("VirtualMachine", vm, &format!("vm-{vm}"), json!([]));
+            v["spec"] = json!({"runStrategy": "Always",
+                "template": {"spec": {"domain": {"devices": {}}, "volumes": volumes}}});
+            m.set(Kind::VirtualMachine, &format!("ns/{vm}"), Some(v));
+            let mut vmi = object(
+                "VirtualMachineInstance",
+                vm,
+                &format!("vmi-{vm}"),
+                owner("VirtualMachine", vm, &format!("vm-{vm}")),
+            );
+            vmi["spec"] = json!({"domain": {"devices": {}}, "volumes": volumes});
+            vmi["status"] = json!({"phase": "Running",
+                "virtualMachineRevisionName": format!("named-{vm}")});
+            m.set(Kind::VirtualMachineInstance, &format!("ns/{vm}"), Some(vmi));
+            let launcher = format!("virt-launcher-{vm}");
+            let owned = [
+                (Kind::Pod, launcher.clone(), "VirtualMachineInstance", "vmi"),
+                (Kind::Pod, format!("hp-{vm}"), "Pod", "pod"),
+                (
+                    Kind::ControllerRevision,
+                    format!("rev-{vm}"),
+                    "VirtualMachine",
+                    "vm",
+                ),
+            ];
+            for (kind, name, owner_kind, owner_uid) in owned {
+                let owner_name = if owner_kind == "Pod" { &launcher } else { vm };
+                let refs = owner(owner_kind, owner_name, &format!("{owner_uid}-{vm}"));
+                let uid = if name == launcher {
+                    format!("pod-{vm}")
+                } else {
+                    name.clone()
+                };
+                m.set(
+                    kind,
+                    &format!("ns/{name}"),
+                    Some(object(kind.as_str(), &name, &uid, refs)),
+                );
+            }
+            for (kind, name) in [
+                (Kind::ControllerRevision, format!("named-{vm}")),
+                (Kind::DataVolume, format!("dv-{vm}")),
+            ] {
+                let obj = object(kind.as_str(), &name, &name, json!([]));
+                m.set(kind, &format!("ns/{name}"), Some(obj));
+            }
+            let claim = object("PersistentVolumeClaim", &format!("dv-{vm}"), "c", json!([]));
+            m.set_pvc(&format!("ns/dv-{vm}"), Some(claim));
+            let mut state = object("PersistentVolumeClaim", &format!("s-{vm}"), "s", json!([]));
+            state["metadata"]["labels"] = json!({ PVC_PREFIX: vm });
+            m.set_pvc(&format!("ns/s-{vm}"), Some(state));
+        }
+        let unnamed = object("PersistentVolumeClaim", "unnamed", "u", json!([]));
+        m.set_pvc("ns/unnamed", Some(unnamed));
+        m
+    }
+
+    fn ids(list: &[(Kind, &str)]) -> BTreeSet<(Kind, String)> {
+        list.iter().map(|(k, n)| (*k, format!("ns/{n}"))).collect()
+    }
+
+    /// A decision reads what its VM key's snapshots can keep (executor.rs's filters; lookups
+    /// by name), not every object of the namespace: with 1,000 VMs in one namespace, a
+    /// shadow decoded every pod and revision of it for each write it classified, and fell
+    /// minutes behind a bulk start.
+    #[test]
+    fn a_keys_decisions_read_its_own_objects_and_those_it_names() {
+        let m = two_vms();
+        let reads = m.reads("ns/a", &[]);
+        let own = ids(&[
+            (Kind::VirtualMachine, "a"),
+            (Kind::VirtualMachineInstance, "a"),
+            (Kind::Pod, "virt-launcher-a"),
+            (Kind::Pod, "hp-a"),
+            (Kind::ControllerRevision, "rev-a"),
+            (Kind::ControllerRevision, "named-a"),
+            (Kind::DataVolume, "dv-a"),
+        ]);
+        assert_eq!(reads.objects, own);
+        let claims: BTreeSet<String> = ["ns/dv-a", "ns/s-a"].map(String::from).into();
+        assert_eq!(reads.claims, claims);
+        // The VM key's objects are found through the VM key alone, VM and VMI gone.
+        let mut gone = two_vms();
+        gone.set(Kind::VirtualMachine, "ns/a", None);
+        gone.set(Kind::VirtualMachineInstance, "ns/a", None);
+        let reads = gone.reads("ns/a", &[]);
+        let left = ids(&[
+            (Kind::Pod, "virt-launcher-a"),
+            (Kind::Pod, "hp-a"),
+            (Kind::ControllerRevision, "rev-a"),
+        ]);
+        assert_eq!(reads.objects, left);
+        assert_eq!(gone.vm_keys(), ["ns/a", "ns/b"].into());
+        // A version given beside the stored ones is read through too (a VMI taken back).
+        let vmi = m.get(Kind::VirtualMachineInstance, "ns/a").unwrap();
+        let named = (Kind::ControllerRevision, "ns/named-a".to_string());
+        assert!(!reads.objects.contains(&named));
+        assert!(gone.reads("ns/a", &[vmi]).objects.contains(&named));
+    }
+
+    /// The indexes follow updates and deletions: a pod whose owner changes, a claim whose
+    /// label goes, a deleted revision.
+    #[test]
+    fn the_indexes_follow_updates_and_deletions() {
+        let mut m = two_vms();
+        let mut hp = m.get(Kind::Pod, "ns/hp-a").unwrap().clone();
+        hp["metadata"]["ownerReferences"][0]["uid"] = json!("pod-b");
+        m.set(Kind::Pod, "ns/hp-a", Some(hp));
+        let mut state = m.pvcs["ns/s-a"].clone();
+        state["metadata"]["labels"] = json!({});
+        m.set_pvc("ns/s-a", Some(state));
+        m.set(Kind::ControllerRevision, "ns/rev-a", None);
+        let reads = m.reads("ns/a", &[]);
+        for gone in [
+            (Kind::Pod, "ns/hp-a"),
+            (Kind::ControllerRevision, "ns/rev-a"),
+        ] {
+            assert!(
+                !reads.objects.contains(&(gone.0, gone.1.into())),
+                "{gone:?}"
+            );
+        }
+        assert!(!reads.claims.contains("ns/s-a"));
+        let b = m.reads("ns/b", &[]);
+        assert!(b.objects.contains(&(Kind::Pod, "ns/hp-a".into())));
+    }
+
+    /// Deciding from [`Mirror::scope`] is deciding from the whole mirror.
+    #[test]
+    fn a_scoped_mirror_decides_as_the_whole() {
+        let m = two_vms();
+        let now = Utc::now();
+        for key in ["ns/a", "ns/b"] {
+            let scoped = m.scope(key, &[]);
+            let whole = m.decide(key, now).expect("decided");
+            assert!(!whole.is_empty(), "{key}");
+            assert_eq!(scoped.decide(key, now), Ok(whole), "{key}");
+            assert_eq!(scoped.reads(key, &[]), m.reads(key, &[]), "{key}");
+        }
+        assert!(
+            m.scope("ns/a", &[])
+                .get(Kind::VirtualMachine, "ns/b")
+                .is_none()
+        );
+    }
 
     /// A standalone VMI `ns/NAME` as virt-api leaves it, Pending, with `spec`.
     fn pending_vmi(name: &str, spec: serde_json::Value) -> serde_json::Value {
@@ -550,13 +919,13 @@ mod tests {
                 json!({"domain": {"devices": {"tpm": {"persistent": true}}}}),
             )),
         );
-        m.pvcs.insert(
-            "ns/persistent-state-for-solo-x1".into(),
-            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        m.set_pvc(
+            "ns/persistent-state-for-solo-x1",
+            Some(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                 "metadata": {"name": "persistent-state-for-solo-x1", "namespace": "ns",
                     "labels": {"persistent-state-for": "solo"}},
                 "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast"},
-                "status": {"phase": "Bound"}}),
+                "status": {"phase": "Bound"}})),
         );
         let (_, vmi) = m.decisions("ns/solo", Utc::now(), &[]).unwrap();
         let vmi = vmi.unwrap();

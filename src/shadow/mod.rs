@@ -145,26 +145,34 @@ pub fn spawn(client: kube::Client, config: ShadowConfig) -> ShadowHandle {
     }
 }
 
+/// The `Kind namespace/name` a compared object's change is about, and the resourceVersion it
+/// leaves (`None`: deleted), for [`Progress::resource_versions`].
+fn seen_version(item: &watch::Item) -> Option<(String, Option<String>)> {
+    let watch::Item::Changed(watch::Source::Compared(kind), key, obj) = item else {
+        return None;
+    };
+    let rv = obj
+        .as_ref()
+        .and_then(|o| o.pointer("/metadata/resourceVersion"))
+        .map(|rv| rv.as_str().unwrap_or("").to_string());
+    Some((format!("{} {key}", kind.as_str()), rv))
+}
+
+/// Publish a fed change: the resourceVersion it left ([`seen_version`]) and the counts.
 fn track_progress(
     progress: &tokio::sync::watch::Sender<Progress>,
-    item: &watch::Item,
+    seen: Option<(String, Option<String>)>,
     t: &tracker::Tracker,
 ) {
     progress.send_modify(|p| {
-        if let watch::Item::Changed(watch::Source::Compared(kind), key, obj) = item {
-            let id = format!("{} {key}", kind.as_str());
-            match obj
-                .as_ref()
-                .and_then(|o| o.pointer("/metadata/resourceVersion"))
-            {
-                Some(rv) => {
-                    p.resource_versions
-                        .insert(id, rv.as_str().unwrap_or("").to_string());
-                }
-                None => {
-                    p.resource_versions.remove(&id);
-                }
+        match seen {
+            Some((id, Some(rv))) => {
+                p.resource_versions.insert(id, rv);
             }
+            Some((id, None)) => {
+                p.resource_versions.remove(&id);
+            }
+            None => {}
         }
         p.decisions = t.records.len();
         p.held = t.held();
@@ -252,10 +260,7 @@ pub(crate) async fn run(
 ) -> ShadowRun {
     let client = read_only(client);
     let mut stream = watch::watch_all(&client, config.namespace.as_deref());
-    let mirror = mirror::Mirror {
-        settings: config.settings.clone(),
-        ..Default::default()
-    };
+    let mirror = mirror::Mirror::new(config.settings.clone());
     let mut tracker = tracker::Tracker::new(mirror, config.leader_managers, config.perturbation);
     let mut pending: Vec<watch::Source> = watch::Source::ALL.to_vec();
     let started = Instant::now();
@@ -308,8 +313,9 @@ pub(crate) async fn run(
                 progress.send_modify(|p| p.synced = true);
             }
         }
-        watch::feed(&mut tracker, &item, pending.is_empty(), chrono::Utc::now());
-        track_progress(&progress, &item, &tracker);
+        let seen = seen_version(&item);
+        watch::feed(&mut tracker, item, pending.is_empty(), chrono::Utc::now());
+        track_progress(&progress, seen, &tracker);
     }
     tracker.finish();
     let compared_for = closed.map_or_else(|| started.elapsed().as_secs_f64(), |(d, _)| d);

@@ -19,7 +19,6 @@
 //! VM's VMI or a VMI's launcher pod); otherwise it may be another writer's and is left out.
 
 use super::compare::{Comparison, PathDiff, Verdict, compare, normalise};
-use super::mirror::vm_key as vm_key_of;
 use super::mirror::{Mirror, vm_key};
 use super::predict::{Effect, Intended, Kind, Part, vm_writes_at, vmi_writes_at};
 use crate::inspect::analyze::Refused;
@@ -399,8 +398,7 @@ impl Tracker {
                 before,
             });
         }
-        self.mirror
-            .set(change.kind, &change.key, change.object.clone());
+        self.mirror.set(change.kind, &change.key, change.object);
         if let Some(vm_key) = vm_key {
             self.retry_held(&vm_key, (change.kind, &change.key), now);
         }
@@ -772,11 +770,8 @@ impl Tracker {
             .iter()
             .filter_map(|k| m.get(*k, vm_key).cloned())
             .collect();
-        let pods = m.of(Kind::Pod).into_iter().flat_map(|p| p.values());
-        out.extend(
-            pods.filter(|p| vm_key_of_pod(p).as_deref() == Some(vm_key))
-                .cloned(),
-        );
+        let pods = m.of_vm_key(vm_key).filter(|(k, _)| *k == Kind::Pod);
+        out.extend(pods.filter_map(|(k, n)| m.get(k, n)).cloned());
         out
     }
 
@@ -788,7 +783,7 @@ impl Tracker {
     /// the launcher pod created while it was `Pending`; deciding from either newer state would
     /// answer "nothing to create".
     fn before_creation(&self, vm_key: &str, created: Option<&Value>) -> Mirror {
-        let mut mirror = self.mirror.clone();
+        let mut mirror = self.mirror.scope(vm_key, &self.past_versions(vm_key));
         let Some(at) = created.and_then(resource_version) else {
             return mirror;
         };
@@ -803,17 +798,28 @@ impl Tracker {
                 mirror.set(p.kind, &p.key, p.before.clone());
             }
         }
-        for ((kind, key), rv) in &self.created_at {
-            let later = *rv > at
-                && mirror
-                    .get(*kind, key)
-                    .and_then(|o| vm_key_of(*kind, o))
-                    .is_some_and(|k| k == vm_key);
-            if later {
-                mirror.set(*kind, key, None);
-            }
+        let later: Vec<(Kind, String)> = mirror
+            .of_vm_key(vm_key)
+            .filter(|(kind, key)| {
+                self.created_at
+                    .get(&(*kind, key.to_string()))
+                    .is_some_and(|rv| *rv > at)
+            })
+            .map(|(kind, key)| (kind, key.to_string()))
+            .collect();
+        for (kind, key) in later {
+            mirror.set(kind, &key, None);
         }
         mirror
+    }
+
+    /// The VM key's VM and VMI as they were before its remembered changes: what a mirror
+    /// [`Mirror::scope`]d to the key may be taken back to.
+    fn past_versions(&self, vm_key: &str) -> Vec<&Value> {
+        let past = self.history.get(vm_key).into_iter().flatten();
+        past.filter(|p| matches!(p.kind, Kind::VirtualMachine | Kind::VirtualMachineInstance))
+            .filter_map(|p| p.before.as_ref())
+            .collect()
     }
 
     /// The VM key's objects as known now, with the held write's object as it was before it.
@@ -851,10 +857,9 @@ impl Tracker {
                 self.held.push(h);
                 continue;
             }
-            let mut mirror = if h.before.is_none() {
-                self.before_creation(vm_key, h.after.as_ref())
-            } else {
-                self.mirror.clone()
+            let mut mirror = match &h.before {
+                None => self.before_creation(vm_key, h.after.as_ref()),
+                Some(before) => self.mirror.scope(vm_key, &[before]),
             };
             mirror.set(h.record.kind, &h.record.key, h.before.clone());
             let fresh = self.decide(&mirror, vm_key, now);
@@ -908,7 +913,9 @@ impl Tracker {
             object: h.after.clone(),
         };
         let written = |p: &Past| p.kind == h.record.kind && p.key == h.record.key;
-        let mut mirror = self.mirror.clone();
+        let mut also = self.past_versions(&h.record.vm_key);
+        also.extend(&h.before);
+        let mut mirror = self.mirror.scope(&h.record.vm_key, &also);
         let mut tries = 0;
         for p in past.iter().rev() {
             if p.seq < h.seq && written(p) {
@@ -974,10 +981,6 @@ impl Tracker {
         }
         self.records.push(h.record);
     }
-}
-
-fn vm_key_of_pod(pod: &Value) -> Option<String> {
-    vm_key(Kind::Pod, pod)
 }
 
 #[cfg(test)]

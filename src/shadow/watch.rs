@@ -132,23 +132,15 @@ pub(crate) fn watch_all(
 /// caches; after, each change is classified.
 pub(crate) fn feed(
     tracker: &mut Tracker,
-    item: &Item,
+    item: Item,
     live: bool,
     now: chrono::DateTime<chrono::Utc>,
 ) {
     let Item::Changed(source, key, object) = item else {
         return;
     };
-    let (key, object) = (key.clone(), object.clone());
-    match *source {
-        Source::Claims => match object {
-            Some(v) => {
-                tracker.mirror.pvcs.insert(key, v);
-            }
-            None => {
-                tracker.mirror.pvcs.remove(&key);
-            }
-        },
+    match source {
+        Source::Claims => tracker.mirror.set_pvc(&key, object),
         // Cluster-scoped: the key is `/NAME`.
         Source::StorageClasses => {
             let name = key.trim_start_matches('/').to_string();
@@ -235,7 +227,7 @@ mod tests {
             ),
             changed(Source::StorageClasses, "/fast", Some(class)),
         ] {
-            feed(&mut t, &item, false, now);
+            feed(&mut t, item, false, now);
         }
         let decided = |t: &Tracker| {
             let (_, vmi) = t.mirror.decisions("ns/tpm", now, &[]).expect("decided");
@@ -251,7 +243,7 @@ mod tests {
         assert_eq!(decided(&t), (Some("fast".to_string()), None));
         feed(
             &mut t,
-            &changed(Source::StorageClasses, "/fast", None),
+            changed(Source::StorageClasses, "/fast", None),
             true,
             now,
         );
