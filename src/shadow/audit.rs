@@ -11,7 +11,7 @@ use super::mirror::vm_key;
 use super::mirror::{Mirror, StorageObjects};
 use super::predict::Kind;
 use super::predict::Part;
-use super::tracker::{Author, Change, LATER_WAIT, Record, Refusal, Tracker, as_write};
+use super::tracker::{Author, Change, Record, Refusal, Tracker, as_write};
 use super::{ShadowReport, ShadowRun};
 use crate::config::ClusterSettings;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -621,7 +621,7 @@ pub(crate) fn replay_audit(events: &[Value], opts: &AuditOptions<'_>) -> AuditRu
         .into_iter()
         .filter_map(|i| Some((i, audited(&events[i])?)))
     {
-        r.tracker.settle_held_before(a.at - LATER_WAIT);
+        r.tracker.settle_held(a.at);
         r.feed(&a, index);
         first.get_or_insert(a.at);
         last = Some(a.at);

@@ -286,7 +286,7 @@ pub(crate) async fn run(
                 continue;
             }
             _ = tick.tick() => {
-                tracker.settle_held_before(chrono::Utc::now() - tracker::LATER_WAIT);
+                tracker.settle_held(chrono::Utc::now());
                 if closed.is_some_and(|(_, until)| tracker.held() == 0 || Instant::now() >= until) {
                     break;
                 }
@@ -317,6 +317,7 @@ pub(crate) async fn run(
         watch::feed(&mut tracker, item, pending.is_empty(), chrono::Utc::now());
         track_progress(&progress, seen, &tracker);
     }
+    tracker.leave_out_behind(chrono::Utc::now());
     tracker.finish();
     let compared_for = closed.map_or_else(|| started.elapsed().as_secs_f64(), |(d, _)| d);
     publisher.publish(&tracker, &progress, compared_for, pending.is_empty());

@@ -2,7 +2,7 @@
 //! so the [`Tracker`] sees the changes in one order.
 
 use super::predict::Kind;
-use super::tracker::{Change, Tracker};
+use super::tracker::{Change, Tracker, resource_version};
 use crate::runtime::gate::{BoxError, gated_client};
 use axum::http::Method;
 use futures::stream::{BoxStream, StreamExt};
@@ -139,6 +139,10 @@ pub(crate) fn feed(
     let Item::Changed(source, key, object) = item else {
         return;
     };
+    if let (Source::Compared(kind), Some(rv)) = (source, object.as_ref().and_then(resource_version))
+    {
+        tracker.delivered(kind, rv, now);
+    }
     match source {
         Source::Claims => tracker.mirror.set_pvc(&key, object),
         // Cluster-scoped: the key is `/NAME`.
