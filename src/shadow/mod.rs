@@ -287,6 +287,7 @@ pub(crate) async fn run(
             }
             _ = tick.tick() => {
                 tracker.settle_held(chrono::Utc::now());
+                tracker.forget_history(chrono::Utc::now());
                 if closed.is_some_and(|(_, until)| tracker.held() == 0 || Instant::now() >= until) {
                     break;
                 }

@@ -209,6 +209,8 @@ struct Held {
 /// One change of a VM key's objects, with the object as it was before it.
 struct Past {
     seq: u64,
+    /// The change's resourceVersion (a deletion's: the object's last; 0: not known).
+    rv: u64,
     kind: Kind,
     key: String,
     before: Option<Value>,
@@ -392,12 +394,16 @@ impl Tracker {
             if !self.closing {
                 self.classify(vm_key, &change, before.as_ref(), known, now);
             }
+            let rv = (change.object.as_ref().or(before.as_ref()))
+                .and_then(resource_version)
+                .unwrap_or(0);
             let past = self.history.entry(vm_key.clone()).or_default();
             if past.len() == HISTORY {
                 past.pop_front();
             }
             past.push_back(Past {
                 seq: self.seq,
+                rv,
                 kind: change.kind,
                 key: change.key.clone(),
                 before,
@@ -541,6 +547,42 @@ impl Tracker {
                 self.held.push(h);
             }
         }
+    }
+
+    /// Forget the remembered changes no state taken back can need any more (each holds a whole
+    /// object): those at or below every resourceVersion a write still to come or still held
+    /// can have. A write still to come is newer than what every active watch delivered (with
+    /// none active, than what any did); a held one waits at its own. Kept whole where the
+    /// history is looked back over ([`Tracker::look_back`]). Without this a shadow kept the
+    /// last 64 versions of every VM's objects for as long as it ran.
+    pub(crate) fn forget_history(&mut self, now: DateTime<Utc>) {
+        if self.look_back {
+            return;
+        }
+        let active = self
+            .delivered
+            .values()
+            .filter(|(_, at)| now - *at < LATER_WAIT);
+        let next = match active.map(|(rv, _)| *rv).min() {
+            Some(rv) => rv,
+            None => self
+                .delivered
+                .values()
+                .map(|(rv, _)| *rv)
+                .max()
+                .unwrap_or(0),
+        };
+        let held = self.held.iter().map(|h| {
+            let obj = h.after.as_ref().or(h.before.as_ref());
+            obj.and_then(resource_version).unwrap_or(0)
+        });
+        let floor = held.fold(next, u64::min);
+        self.history.retain(|_, past| {
+            while past.front().is_some_and(|p| p.rv <= floor) {
+                past.pop_front();
+            }
+            !past.is_empty()
+        });
     }
 
     /// Note that the watch of `kind` delivered a change at resourceVersion `rv` at `now`.
@@ -1389,6 +1431,32 @@ mod tests {
             t.errors[0].contains("writes not compared"),
             "{:?}",
             t.errors
+        );
+    }
+
+    /// The history keeps what a write still to come or still held may be taken back over, and
+    /// forgets the rest: nothing while the VMs' watch is at 3; once it is at 40, the changes
+    /// up to the held revision's resourceVersion, 10; the held writes settled, all of them.
+    #[test]
+    fn the_history_forgets_what_no_write_to_come_or_held_can_need() {
+        let (mut t, _, later) = revision_before_its_vm();
+        let rvs =
+            |t: &Tracker| -> Vec<u64> { t.history.values().flatten().map(|p| p.rv).collect() };
+        t.forget_history(later);
+        assert_eq!(rvs(&t).first(), Some(&10), "{:?}", rvs(&t));
+        t.delivered(Kind::VirtualMachine, 40, later);
+        t.forget_history(later);
+        assert_eq!(rvs(&t).first(), Some(&11), "{:?}", rvs(&t));
+        t.finish();
+        t.forget_history(later);
+        assert!(t.history.is_empty(), "{:?}", rvs(&t));
+        let mut audit = revision_before_its_vm().0;
+        audit.look_back = true;
+        audit.finish();
+        audit.forget_history(later + chrono::TimeDelta::seconds(60));
+        assert!(
+            !audit.history.is_empty(),
+            "an audit log's history is looked back over"
         );
     }
 
