@@ -272,38 +272,52 @@ impl Mirror {
     pub(crate) fn reads(&self, key: &str, also: &[&Value]) -> Reads {
         let (ns, name) = key.split_once('/').unwrap_or(("", key));
         let mut out = Reads::default();
-        let stored = [Kind::VirtualMachine, Kind::VirtualMachineInstance]
-            .into_iter()
-            .filter_map(|k| self.get(k, key).map(|v| (k, v)));
         let mut versions: Vec<&Value> = Vec::new();
-        for (kind, v) in stored {
-            out.objects.insert((kind, key.to_string()));
-            versions.push(v);
+        for kind in [Kind::VirtualMachine, Kind::VirtualMachineInstance] {
+            if let Some(v) = self.get(kind, key) {
+                out.objects.insert((kind, key.to_string()));
+                versions.push(v);
+            }
         }
         versions.extend(also.iter().copied());
+        let of_key = self.by_vm_key.get(key).into_iter().flatten();
+        out.objects.extend(of_key.cloned());
+        self.add_owned(&versions, &mut out);
+        self.add_named(ns, &versions, &mut out);
+        let labelled = self.state_claims.get(key).into_iter().flatten();
+        out.claims.extend(labelled.cloned());
+        let legacy = format!("{ns}/{PVC_PREFIX}-{name}");
+        if self.pvcs.contains_key(&legacy) {
+            out.claims.insert(legacy);
+        }
+        out
+    }
+
+    /// Into `out`: the objects the UIDs of `versions` own, then the pods the pods in `out` own
+    /// (a launcher pod's attachment pods).
+    fn add_owned(&self, versions: &[&Value], out: &mut Reads) {
         let owned_by = |uid: &str| self.owned.get(uid).into_iter().flatten();
-        out.objects
-            .extend(self.by_vm_key.get(key).into_iter().flatten().cloned());
-        for uid in versions
+        let uids = versions
             .iter()
-            .filter_map(|v| v.pointer("/metadata/uid")?.as_str())
-        {
+            .filter_map(|v| v.pointer("/metadata/uid")?.as_str());
+        for uid in uids {
             out.objects.extend(owned_by(uid).cloned());
         }
-        let pods: Vec<&Value> = out
-            .objects
-            .iter()
+        let pods = (out.objects.iter())
             .filter(|(k, _)| *k == Kind::Pod)
-            .filter_map(|(k, n)| self.get(*k, n))
-            .collect();
+            .filter_map(|(k, n)| self.get(*k, n));
         let attachments: Vec<(Kind, String)> = pods
-            .iter()
             .filter_map(|p| p.pointer("/metadata/uid")?.as_str())
             .flat_map(|uid| owned_by(uid).filter(|(k, _)| *k == Kind::Pod).cloned())
             .collect();
         out.objects.extend(attachments);
+    }
+
+    /// Into `out`: the DataVolumes, revisions and claims of namespace `ns` named by a string
+    /// of `versions`.
+    fn add_named(&self, ns: &str, versions: &[&Value], out: &mut Reads) {
         let mut names = BTreeSet::new();
-        for v in &versions {
+        for v in versions {
             string_leaves(v, &mut names);
         }
         for n in names {
@@ -317,13 +331,6 @@ impl Mirror {
                 out.claims.insert(k);
             }
         }
-        out.claims
-            .extend(self.state_claims.get(key).into_iter().flatten().cloned());
-        let legacy = format!("{ns}/{PVC_PREFIX}-{name}");
-        if self.pvcs.contains_key(&legacy) {
-            out.claims.insert(legacy);
-        }
-        out
     }
 
     /// A mirror of what the decisions for VM key `key` can read ([`Mirror::reads`], with

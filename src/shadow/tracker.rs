@@ -9,7 +9,9 @@
 //!   key's other objects (for at most [`LATER_WAIT`]) we decide again, from the newer state with the written object as it was before the
 //!   write (the leader may have seen a change our watches deliver later). A match then is
 //!   `agree-later`; otherwise the write is `differ` / `we-would-write-more` (our closest
-//!   write to the object) or `we-would-not-write` (none).
+//!   write to the object) or `we-would-not-write` (none). While an active watch has not yet
+//!   delivered the write's resourceVersion, neither tries nor time count ([`Tracker::behind`]);
+//!   a write still waiting so when the comparison ends is left out and counted in the errors.
 //!
 //! Attribution: a write is the leader's when the `managedFields` entry it stamped names one of
 //! the leader's field managers ([`author`]). A server that keeps no `managedFields` (the embedded
