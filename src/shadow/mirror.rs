@@ -16,15 +16,20 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Objects of one kind by `namespace/name`.
 pub(super) type Objects = BTreeMap<String, Value>;
+
+/// Objects of one compared kind by `namespace/name`, each shared with the tracker's history and
+/// the scoped copies ([`Mirror::scope`]) instead of copied.
+type Shared = BTreeMap<String, Arc<Value>>;
 
 /// The watched objects.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Mirror {
     /// One map per compared kind (written through [`Mirror::set`], which keeps the indexes).
-    objects: BTreeMap<Kind, Objects>,
+    objects: BTreeMap<Kind, Shared>,
     /// PersistentVolumeClaims, read by both decisions, never compared (written through
     /// [`Mirror::set_pvc`]).
     pvcs: Objects,
@@ -185,17 +190,28 @@ impl Mirror {
     }
 
     /// The objects of `kind`.
-    pub(crate) fn of(&self, kind: Kind) -> Option<&Objects> {
-        self.objects.get(&kind)
+    fn of(&self, kind: Kind) -> impl Iterator<Item = (&String, &Value)> {
+        let map = self.objects.get(&kind).into_iter().flatten();
+        map.map(|(k, v)| (k, v.as_ref()))
     }
 
     /// The object of `kind` at `key`.
     pub(crate) fn get(&self, kind: Kind, key: &str) -> Option<&Value> {
-        self.of(kind)?.get(key)
+        self.objects.get(&kind)?.get(key).map(Arc::as_ref)
+    }
+
+    /// The object of `kind` at `key`, shared.
+    pub(crate) fn shared(&self, kind: Kind, key: &str) -> Option<Arc<Value>> {
+        self.objects.get(&kind)?.get(key).cloned()
     }
 
     /// Store (`Some`) or forget (`None`) the object of `kind` at `key`.
     pub(crate) fn set(&mut self, kind: Kind, key: &str, obj: Option<Value>) {
+        self.set_shared(kind, key, obj.map(Arc::new));
+    }
+
+    /// [`Mirror::set`] with an object shared with its other holders.
+    pub(crate) fn set_shared(&mut self, kind: Kind, key: &str, obj: Option<Arc<Value>>) {
         let map = self.objects.entry(kind).or_default();
         let old = match obj {
             Some(v) => map.insert(key.to_string(), v),
@@ -211,7 +227,7 @@ impl Mirror {
                 unindex(&mut self.by_vm_key, &k, &id);
             }
         }
-        if let Some(new) = self.objects.get(&kind).and_then(|m| m.get(key)) {
+        if let Some(new) = self.get(kind, key) {
             let (uids, vm_key) = index_entries(kind, new);
             for uid in uids {
                 self.owned.entry(uid).or_default().insert(id.clone());
@@ -347,11 +363,11 @@ impl Mirror {
         };
         let mut objects = reads.objects;
         if self.nodes.is_some() {
-            let vmis = self.of(Kind::VirtualMachineInstance).into_iter().flatten();
+            let vmis = self.of(Kind::VirtualMachineInstance);
             objects.extend(vmis.map(|(k, _)| (Kind::VirtualMachineInstance, k.clone())));
         }
         for (kind, k) in objects {
-            m.set(kind, &k, self.get(kind, &k).cloned());
+            m.set_shared(kind, &k, self.shared(kind, &k));
         }
         for c in reads.claims {
             m.set_pvc(&c, self.pvcs.get(&c).cloned());
@@ -535,8 +551,6 @@ impl Mirror {
         let nodes = self.nodes.as_ref()?;
         let running: std::collections::BTreeSet<&str> = self
             .of(Kind::VirtualMachineInstance)
-            .into_iter()
-            .flatten()
             .filter_map(|(_, v)| v.pointer("/status/nodeName")?.as_str())
             .collect();
         let nodes = nodes

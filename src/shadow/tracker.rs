@@ -215,7 +215,8 @@ struct Past {
     rv: u64,
     kind: Kind,
     key: String,
-    before: Option<Value>,
+    /// Shared with the mirror while it held it.
+    before: Option<std::sync::Arc<Value>>,
 }
 
 /// The state machine (see the module docs).
@@ -372,11 +373,11 @@ impl Tracker {
     /// [`Tracker::observe`] for a source that knows who wrote the change (an audit log):
     /// `Some(author)` is taken instead of the object's `managedFields`.
     pub(crate) fn observe_by(&mut self, change: Change, known: Option<Author>, now: DateTime<Utc>) {
-        let before = self.mirror.get(change.kind, &change.key).cloned();
+        let before = self.mirror.shared(change.kind, &change.key);
         let vm_key = change
             .object
             .as_ref()
-            .or(before.as_ref())
+            .or(before.as_deref())
             .and_then(|o| vm_key(change.kind, o));
         let id = (change.kind, change.key.clone());
         match (&before, &change.object) {
@@ -394,9 +395,9 @@ impl Tracker {
         if let Some(vm_key) = &vm_key {
             self.finish_held_on(change.kind, &change.key);
             if !self.closing {
-                self.classify(vm_key, &change, before.as_ref(), known, now);
+                self.classify(vm_key, &change, before.as_deref(), known, now);
             }
-            let rv = (change.object.as_ref().or(before.as_ref()))
+            let rv = (change.object.as_ref().or(before.as_deref()))
                 .and_then(resource_version)
                 .unwrap_or(0);
             let past = self.history.entry(vm_key.clone()).or_default();
@@ -888,7 +889,7 @@ impl Tracker {
                 .and_then(resource_version)
                 .is_some_and(|rv| rv > at);
             if newer {
-                mirror.set(p.kind, &p.key, p.before.clone());
+                mirror.set_shared(p.kind, &p.key, p.before.clone());
             }
         }
         let later: Vec<(Kind, String)> = mirror
@@ -911,7 +912,7 @@ impl Tracker {
     fn past_versions(&self, vm_key: &str) -> Vec<&Value> {
         let past = self.history.get(vm_key).into_iter().flatten();
         past.filter(|p| matches!(p.kind, Kind::VirtualMachine | Kind::VirtualMachineInstance))
-            .filter_map(|p| p.before.as_ref())
+            .filter_map(|p| p.before.as_deref())
             .collect()
     }
 
@@ -1016,7 +1017,7 @@ impl Tracker {
             if p.seq < h.seq && written(p) {
                 continue;
             }
-            mirror.set(p.kind, &p.key, p.before.clone());
+            mirror.set_shared(p.kind, &p.key, p.before.clone());
             if p.seq >= h.seq {
                 continue;
             }
