@@ -10,8 +10,11 @@ use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::wire::WithoutManagedFields;
+
 /// PATCH `name` (optionally its `subresource`, e.g. `status`) in `namespace` with a JSON patch
-/// document (a JSON array of operations). Returns the patched object.
+/// document (a JSON array of operations). Returns the patched object, as the typed writes below
+/// read every answer: without `metadata.managedFields` ([`WithoutManagedFields`]).
 ///
 /// Errors: the API server's answer (409 when a `test` operation fails is reported by Kubernetes
 /// as 422 Invalid), or a transport error.
@@ -26,13 +29,14 @@ where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
     client
-        .request::<K>(json_patch_request::<K>(
+        .request::<WithoutManagedFields<K>>(json_patch_request::<K>(
             namespace,
             name,
             subresource,
             patch,
         )?)
         .await
+        .map(WithoutManagedFields::into_inner)
 }
 
 // Typed writes whose answer is read, sent through the caller's client: an `Api<K>` would be a
@@ -63,7 +67,10 @@ where
     K: Resource<DynamicType = ()> + Serialize,
     A: DeserializeOwned,
 {
-    client.request::<A>(create_request(namespace, obj)?).await
+    client
+        .request::<WithoutManagedFields<A>>(create_request(namespace, obj)?)
+        .await
+        .map(WithoutManagedFields::into_inner)
 }
 
 /// `Api::<K>::replace`, or with `subresource` `status` `Api::<K>::replace_status` (as
@@ -79,8 +86,9 @@ where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
 {
     client
-        .request::<K>(replace_request(namespace, name, subresource, obj)?)
+        .request::<WithoutManagedFields<K>>(replace_request(namespace, name, subresource, obj)?)
         .await
+        .map(WithoutManagedFields::into_inner)
 }
 
 /// The POST `Api::<K>::create` sends. The body is written as Go writes JSON

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::index::{Index, IndexFn};
 use super::log_limit::LogLimiter;
 pub use super::store::Store;
+use super::wire::{WithoutManagedFields, lean_api};
 
 /// A change an informer reports to its handlers. Objects are the store's copies: never mutate
 /// them, clone first (KubeVirt's `DeepCopy()` rule).
@@ -285,13 +286,13 @@ impl GoneUids {
     }
 }
 
-/// A watcher event of wire objects as one of the cached type.
-fn event_into<W, K: From<W>>(event: watcher::Event<W>) -> watcher::Event<K> {
+/// A watcher event of wire objects (read without `managedFields`) as one of the cached type.
+fn event_into<W, K: From<W>>(event: watcher::Event<WithoutManagedFields<W>>) -> watcher::Event<K> {
     match event {
-        watcher::Event::Apply(o) => watcher::Event::Apply(o.into()),
-        watcher::Event::Delete(o) => watcher::Event::Delete(o.into()),
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.0.into()),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.0.into()),
         watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.into()),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.0.into()),
         watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
@@ -311,7 +312,9 @@ pub fn cache_copy<K: Clone>(decoded: K) -> Arc<K> {
 /// server-side-apply bookkeeping no controller decision reads, often the largest part of a
 /// small object's metadata on a real API server (a client-go `TransformFunc` doing the same
 /// is the usual remedy; KubeVirt v1.9's informers keep it). Everything else is kept: the
-/// decisions copy unmodelled fields through.
+/// decisions copy unmodelled fields through. A watched object arrives without it already
+/// ([`WithoutManagedFields`] skips it while decoding); this covers objects handed to the state
+/// otherwise (fixed informers, tests).
 pub fn strip_for_cache<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
@@ -379,6 +382,8 @@ where
     /// the `K` it converts into: a `W` narrower than `K` skips, while decoding, the fields a
     /// transform would drop (client-go has no counterpart: its informers decode whole objects
     /// and `SetTransform` trims them after). The transform and indexes still apply to the `K`.
+    /// Every informer reads its objects without `metadata.managedFields`, skipped unread
+    /// ([`WithoutManagedFields`]).
     ///
     /// With a `gate`, the watch starts once the gate says the resource is served: until then
     /// the informer is empty and not synced; when the gate says it is not, it stays empty and
@@ -417,7 +422,7 @@ where
                     return;
                 }
             }
-            let mut stream = watcher(api, config)
+            let mut stream = watcher(lean_api(api), config)
                 .default_backoff()
                 .map_ok(|event| event_into::<W, K>(event))
                 .boxed();

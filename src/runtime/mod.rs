@@ -18,6 +18,7 @@ pub mod queue;
 pub mod recorder;
 pub(crate) mod rest_limiter;
 pub mod store;
+pub mod wire;
 
 /// An error and its sources, joined by `: ` (kube's `Display` stops at "client error
 /// (Connect)"; the cause, e.g. "Connection refused (os error 111)", is in the source chain).

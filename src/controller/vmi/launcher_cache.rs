@@ -33,8 +33,9 @@
 //! tests check every `podutil` answer on cached copies against the whole pod.
 //!
 //! So the pod informer watches [`LauncherPodForCache`], whose decoding keeps exactly that and
-//! skips the rest of the JSON without building it (`managedFields`, part of the metadata, is
-//! decoded and dropped after; the embedded cluster never sets it), and caches the [`Pod`] it
+//! skips the rest of the JSON without building it (`managedFields` too, when read through
+//! [`crate::runtime::wire::WithoutManagedFields`] as the informer and the create answer read
+//! it; decoded alone, it is decoded and dropped after), and caches the [`Pod`] it
 //! converts into. Left out of a container status: the container ID, image and image ID, the
 //! last state, the allocated resources and mounts (about 3 KB of a running launcher pod's
 //! status, "Eighth pass" in `git show 6c3c857:docs/performance.md`). KubeVirt's informers
@@ -64,9 +65,9 @@ impl From<LauncherPodForCache> for Pod {
 }
 
 /// The JSON of a pod, with only the fields [`LauncherPodForCache`] keeps; serde skips every
-/// other field without building it (`metadata.managedFields` is decoded with the metadata and
-/// dropped after). Absent and `null` fields decode as k8s-openapi's `Pod` decodes them, so no
-/// pod that decodes as a `Pod` fails here.
+/// other field without building it (`metadata.managedFields`: see the module docs). Absent and
+/// `null` fields decode as k8s-openapi's `Pod` decodes them, so no pod that decodes as a `Pod`
+/// fails here.
 #[derive(Deserialize)]
 struct Wire {
     #[serde(default)]
