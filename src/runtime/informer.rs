@@ -1059,4 +1059,59 @@ mod tests {
         }
         cancel.cancel();
     }
+
+    /// The informer reads what the server lists through `WithoutManagedFields`: a list whose
+    /// object carries a `managedFields` that is no list of entries (so decoding it whole fails)
+    /// syncs with the object. A fake API server answers the list; its watches end at once.
+    #[tokio::test]
+    async fn an_informer_skips_managed_fields_unread() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let list = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMapList", "metadata": {"resourceVersion": "5"},
+            "items": [{"metadata": {"name": "cm", "namespace": "default",
+                "resourceVersion": "5", "managedFields": {"not": ["a list of entries"]}},
+                "data": {"k": "v"}}]
+        })
+        .to_string();
+        let server = tower::service_fn(move |req: axum::http::Request<kube::client::Body>| {
+            let watch = req.uri().query().is_some_and(|q| q.contains("watch=true"));
+            let body = if watch {
+                Vec::new()
+            } else {
+                list.clone().into_bytes()
+            };
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    axum::http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(body))
+                        .expect("response"),
+                )
+            }
+        });
+        let cms: Api<ConfigMap> = Api::namespaced(kube::Client::new(server, "default"), "default");
+        let cancel = CancellationToken::new();
+        let informer = Informer::spawn(
+            "configmaps",
+            cms,
+            watcher::Config::default(),
+            Vec::new(),
+            cancel.clone(),
+        );
+        tokio::time::timeout(Duration::from_secs(30), informer.wait_synced())
+            .await
+            .expect("the list decodes: managedFields is skipped, not decoded");
+        let cached = informer.store().state();
+        assert_eq!(cached.len(), 1);
+        assert_eq!(cached[0].metadata.managed_fields, None);
+        assert_eq!(
+            cached[0]
+                .data
+                .as_ref()
+                .and_then(|d| d.get("k"))
+                .map(String::as_str),
+            Some("v")
+        );
+        cancel.cancel();
+    }
 }
