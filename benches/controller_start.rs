@@ -12,7 +12,10 @@
 //!   `/proc/<pid>/status`) of the controller process and of the cluster process, and the
 //!   controller's share of its process's CPU: the VM-creating client runs on a thread of its
 //!   own and the polling on the main thread, and both threads' CPU (`/proc/<pid>/task/<tid>/stat`)
-//!   is taken off.
+//!   is taken off;
+//! - the controller process's heap (jemalloc's statistics), and the controller's own part of it:
+//!   every arena but those of the main thread (which also keeps the bench's copy of the audit
+//!   log) and of the VM-creating client.
 //!
 //! By default the embedded cluster (API server + simulated nodes) runs in a **child process**
 //! (this bench executable re-executed with `CONTROLLER_BENCH_ROLE=cluster`, writing its
@@ -135,6 +138,43 @@ fn jemalloc_kib() -> Option<(u64, u64)> {
     let allocated = stats::allocated::read().ok()? as u64 / 1024;
     let resident = stats::resident::read().ok()? as u64 / 1024;
     Some((allocated, resident))
+}
+
+/// jemalloc's arena of the calling thread (`thread.arena`). Each thread allocates from its arena
+/// and a freed block goes back to the arena it came from, so an arena's statistics belong to
+/// the threads that use it.
+fn thread_arena() -> Option<u32> {
+    // SAFETY: `thread.arena` is an `unsigned`.
+    unsafe { tikv_jemalloc_ctl::raw::read::<u32>(b"thread.arena\0") }.ok()
+}
+
+/// Every jemalloc arena's (allocated, resident) KiB, by arena index, as of the last
+/// `epoch::advance` (`jemalloc_kib`). The bench's own threads (the main thread: polling and
+/// the copy of the audit log; the VM-creating client's) allocate from arenas of their own,
+/// which tells their heap from the controller's.
+fn arenas_kib() -> Vec<(u64, u64)> {
+    let stat = |i: u32, what: &str| {
+        let name = format!("stats.arenas.{i}.{what}\0");
+        // SAFETY: these three statistics are `size_t`s.
+        unsafe { tikv_jemalloc_ctl::raw::read::<usize>(name.as_bytes()) }
+            .ok()
+            .map_or(0, |b| b as u64 / 1024)
+    };
+    let count = tikv_jemalloc_ctl::arenas::narenas::read().unwrap_or(0);
+    (0..count)
+        .map(|i| {
+            let allocated = stat(i, "small.allocated") + stat(i, "large.allocated");
+            (allocated, stat(i, "resident"))
+        })
+        .collect()
+}
+
+/// The sum of `arenas` over the given indices.
+fn sum_arenas(stats: &[(u64, u64)], arenas: &[u32]) -> (u64, u64) {
+    arenas
+        .iter()
+        .filter_map(|&i| stats.get(i as usize))
+        .fold((0, 0), |(a, r), (a2, r2)| (a + a2, r + r2))
 }
 
 /// Per-VM start latencies in milliseconds, from the API server's audit log (arrival times,
@@ -702,8 +742,13 @@ async fn run(n: usize, in_process: bool, record: Option<PathBuf>) -> Figures {
     }
 
     let audit_mark = cluster.audit_len();
+    // The controller's runtime thread's arena (a task runs on a worker, not on this thread;
+    // with more than one worker thread, on one of them).
+    let controller_arena = tokio::spawn(async { thread_arena() }).await.ok().flatten();
+    let main_arena = thread_arena();
     let rss_before = status_kib(&me, "VmRSS");
     let heap_before = jemalloc_kib();
+    let arenas_before = arenas_kib();
     let ctrl_before = usage(&me);
     let cluster_before = cluster.usage();
     let vms: Api<VirtualMachine> = Api::namespaced(user.clone(), "default");
@@ -737,10 +782,15 @@ async fn run(n: usize, in_process: bool, record: Option<PathBuf>) -> Figures {
             });
             // Its connection task stops with the runtime, on this thread.
             drop(runtime);
-            (failed, stat_cpu_seconds("/proc/thread-self/stat"))
+            (
+                failed,
+                stat_cpu_seconds("/proc/thread-self/stat"),
+                thread_arena(),
+            )
         })
         .expect("client thread");
     let mut client_cpu = 0.0;
+    let mut client_arena = None;
     let mut created_at = None;
     let mut creating = Some(creating);
     let mut progress = Instant::now();
@@ -751,13 +801,14 @@ async fn run(n: usize, in_process: bool, record: Option<PathBuf>) -> Figures {
         if let Some(thread) = creating.as_ref()
             && thread.is_finished()
         {
-            let (failed, cpu) = creating
+            let (failed, cpu, arena) = creating
                 .take()
                 .expect("thread")
                 .join()
                 .expect("client thread");
             assert_eq!(failed, 0, "{failed} VM creates failed");
             client_cpu = cpu;
+            client_arena = arena;
             created_at = Some(started.elapsed());
         }
         let r = running(&manager);
@@ -819,6 +870,9 @@ async fn run(n: usize, in_process: bool, record: Option<PathBuf>) -> Figures {
         stat_cpu_seconds(&format!("/proc/{me}/task/{me}/stat")) - main_thread_before;
     let rss_after = status_kib(&me, "VmRSS");
     let heap_after = jemalloc_kib();
+    let arenas_after = arenas_kib();
+    let mut bench_arenas: Vec<u32> = main_arena.into_iter().chain(client_arena).collect();
+    bench_arenas.dedup();
     let cluster_after = cluster.usage();
 
     let mut by_agent: BTreeMap<&str, BTreeMap<String, (usize, usize)>> = BTreeMap::new();
@@ -950,6 +1004,28 @@ async fn run(n: usize, in_process: bool, record: Option<PathBuf>) -> Figures {
                 res_a as f64 / 1024.0,
                 res_a.saturating_sub(res_b) as f64 / n as f64
             );
+            let bench_before = sum_arenas(&arenas_before, &bench_arenas);
+            let bench_after = sum_arenas(&arenas_after, &bench_arenas);
+            let per_vm = |after: u64, before: u64| after.saturating_sub(before) as f64 / n as f64;
+            if controller_arena.is_some_and(|a| bench_arenas.contains(&a)) || main_arena.is_none() {
+                println!("    (the bench's threads share an arena with the controller: no split)");
+            } else {
+                println!(
+                    "    of which the controller's arenas: {:.1} KiB per VM live, {:.1} KiB per \
+                     VM resident; the bench's own (arenas {bench_arenas:?}: the audit log's copy, \
+                     polling, the VM-creating client) {:.1} live, {:.1} resident",
+                    per_vm(
+                        alloc_a.saturating_sub(bench_after.0),
+                        alloc_b.saturating_sub(bench_before.0)
+                    ),
+                    per_vm(
+                        res_a.saturating_sub(bench_after.1),
+                        res_b.saturating_sub(bench_before.1)
+                    ),
+                    per_vm(bench_after.0, bench_before.0),
+                    per_vm(bench_after.1, bench_before.1),
+                );
+            }
         }
     }
     start_latencies(&cluster.audit_since(audit_mark)).print();
