@@ -180,6 +180,9 @@ struct Figures {
     writes_elsewhere: usize,
     /// Successful writes per `verb resource[/subresource]`.
     by_kind: BTreeMap<String, usize>,
+    /// Failed writes in the namespace per `verb resource[/subresource] code`.
+    #[serde(default)]
+    failed_by_kind: BTreeMap<String, usize>,
     /// kube-apiserver's and etcd's CPU seconds over the same span.
     apiserver_cpu_s: f64,
     etcd_cpu_s: f64,
@@ -414,18 +417,24 @@ impl Writes {
                 .pointer("/responseStatus/code")
                 .and_then(Value::as_u64);
             let f = &mut self.figures;
+            let sub = text("/objectRef/subresource");
+            let resource = text("/objectRef/resource");
+            let kind = if sub.is_empty() {
+                format!("{verb} {resource}")
+            } else {
+                format!("{verb} {resource}/{sub}")
+            };
             match (here, code.is_some_and(|c| (200..300).contains(&c))) {
                 (false, _) => f.writes_elsewhere += 1,
-                (true, false) => f.failed_writes += 1,
+                (true, false) => {
+                    f.failed_writes += 1;
+                    let code = code.map_or_else(|| "no code".to_string(), |c| c.to_string());
+                    *f.failed_by_kind
+                        .entry(format!("{kind} {code}"))
+                        .or_default() += 1;
+                }
                 (true, true) => {
                     f.writes += 1;
-                    let sub = text("/objectRef/subresource");
-                    let resource = text("/objectRef/resource");
-                    let kind = if sub.is_empty() {
-                        format!("{verb} {resource}")
-                    } else {
-                        format!("{verb} {resource}/{sub}")
-                    };
                     *f.by_kind.entry(kind).or_default() += 1;
                 }
             }
@@ -609,6 +618,14 @@ fn summary(ours: &[Figures], theirs: &[Figures]) {
                 .map(|(k, n)| format!("{k} {:.2}", *n as f64 / last.vms.max(1) as f64))
                 .collect();
             println!("{side} writes per VM (last round): {}", kinds.join(", "));
+            if !last.failed_by_kind.is_empty() {
+                let failed: Vec<String> = last
+                    .failed_by_kind
+                    .iter()
+                    .map(|(k, n)| format!("{k}: {n}"))
+                    .collect();
+                println!("{side} failed writes (last round): {}", failed.join(", "));
+            }
         }
     }
 }
