@@ -1,6 +1,6 @@
 //! What one VM costs in the controller's caches: the heap bytes a cached VirtualMachine,
 //! VirtualMachineInstance, virt-launcher Pod and start ControllerRevision keep alive, measured
-//! with a counting global allocator (issue 15 item 3).
+//! with a counting global allocator, on the measuring thread (issue 15 item 3).
 //!
 //! The objects are real: `demo-vm` copies (docs/examples/vm-containerdisk.yaml) started by the
 //! real controller on the embedded cluster until Running. Each object is then read back from
@@ -22,8 +22,8 @@
 //! docs/performance.md ("Bytes per cached VM").
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -42,35 +42,48 @@ use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 use virtctl_rs::sim::nodes::cached_pod::for_node_cache;
 
-/// The system allocator, counting live bytes and live allocations.
+/// The system allocator, counting live bytes and live allocations per thread.
 struct Counting;
 
-static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
-static LIVE_ALLOCATIONS: AtomicIsize = AtomicIsize::new(0);
+thread_local! {
+    /// This thread's live heap: the bytes and allocations it allocated less those it freed. A
+    /// measurement reads the measuring thread's alone: the process-wide sum also moved with
+    /// frees on the runtime's other threads (tasks of the stopped cluster and manager still
+    /// being dropped), which gave the first kind measured a negative size.
+    static LIVE: Cell<(isize, isize)> = const { Cell::new((0, 0)) };
+}
+
+/// Adds to the calling thread's counts (nothing once its thread-locals are gone).
+fn count(bytes: isize, allocations: isize) {
+    let _ = LIVE.try_with(|live| {
+        let (b, a) = live.get();
+        live.set((b + bytes, a + allocations));
+    });
+}
+
+/// The calling thread's live (bytes, allocations).
+fn live() -> (isize, isize) {
+    LIVE.with(Cell::get)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
-            LIVE_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            count(layout.size() as isize, 1);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         unsafe { System.dealloc(ptr, layout) };
-        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        LIVE_ALLOCATIONS.fetch_sub(1, Ordering::Relaxed);
+        count(-(layout.size() as isize), -1);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            LIVE_BYTES.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
+            count(new_size as isize - layout.size() as isize, 0);
         }
         p
     }
@@ -117,17 +130,20 @@ struct KindCost {
 /// count what stays allocated.
 fn cost<K: Clone>(kind: &'static str, texts: &[String], decode: fn(&str) -> K) -> KindCost {
     let mut kept: Vec<Arc<K>> = Vec::with_capacity(texts.len());
-    let (bytes0, allocs0) = (
-        LIVE_BYTES.load(Ordering::SeqCst),
-        LIVE_ALLOCATIONS.load(Ordering::SeqCst),
-    );
+    let (bytes0, allocs0) = live();
     for text in texts {
         kept.push(cache_copy(decode(text)));
     }
     // The Vec of pointers is the bench's, not the cache's.
     let vec_bytes = (kept.capacity() * std::mem::size_of::<Arc<K>>()) as isize;
-    let bytes = LIVE_BYTES.load(Ordering::SeqCst) - bytes0;
-    let allocs = LIVE_ALLOCATIONS.load(Ordering::SeqCst) - allocs0;
+    let (bytes1, allocs1) = live();
+    let (bytes, allocs) = (bytes1 - bytes0, allocs1 - allocs0);
+    assert!(
+        texts.is_empty() || bytes - vec_bytes > 0 && allocs > 0,
+        "{kind}: {} heap bytes and {allocs} allocations kept for {} objects: the count is broken",
+        bytes - vec_bytes,
+        texts.len()
+    );
     let n = texts.len().max(1) as f64;
     let cost = KindCost {
         kind,
@@ -143,15 +159,13 @@ fn cost<K: Clone>(kind: &'static str, texts: &[String], decode: fn(&str) -> K) -
 /// The heap one audit entry holds: a copy of every entry the log keeps, counted (the copy's
 /// buffer is one slot an entry, as the log's ring is).
 fn audit_entry_cost(cluster: &EmbeddedCluster) -> KindCost {
-    let (bytes0, allocs0) = (
-        LIVE_BYTES.load(Ordering::SeqCst),
-        LIVE_ALLOCATIONS.load(Ordering::SeqCst),
-    );
+    let (bytes0, allocs0) = live();
     let entries = cluster.api().audit().entries();
     let slack =
         (entries.capacity() - entries.len()) * std::mem::size_of::<virtctl_rs::sim::AuditEntry>();
-    let bytes = LIVE_BYTES.load(Ordering::SeqCst) - bytes0 - slack as isize;
-    let allocs = LIVE_ALLOCATIONS.load(Ordering::SeqCst) - allocs0 - 1;
+    let (bytes1, allocs1) = live();
+    let bytes = bytes1 - bytes0 - slack as isize;
+    let allocs = allocs1 - allocs0 - 1;
     let n = entries.len().max(1) as f64;
     KindCost {
         kind: "audit entry",
