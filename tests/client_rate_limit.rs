@@ -52,6 +52,69 @@ fn failed_controller_writes(entries: &[AuditEntry], skip: usize) -> Vec<AuditEnt
         .collect()
 }
 
+/// Whether `failed` holds only the two refusals a throttled controller meets, each at most once
+/// an object. At 5 requests/s a write waits seconds for the bucket after it was decided, so the
+/// cache it was decided from can be behind when it is sent:
+/// - `patch pods` 422: a launcher-pod label patch sent again from a pod cache behind the
+///   controller's own patch, refused for its `test` (KubeVirt's behaviour, docs/performance.md
+///   "With KubeVirt's client rate limit");
+/// - `update virtualmachineinstances` 409: a full Update carries the cached resourceVersion,
+///   and any VMI event settles the VMI self-expectation it sets (vmi.go:516-522,
+///   lifecycle.go:603-608), so a sync can decide from a copy one write behind; the conflict
+///   requeues the VMI, as in KubeVirt. Seen once (CI, 2026-12-07, on kube-apiserver), not in
+///   30 reruns alone, three at a time or beside the whole suite.
+///
+/// Either failed write waits for the bucket itself, and the cache catches up meanwhile: a second
+/// refusal of the same object would be a cache that does not.
+fn expected_failures(failed: &[AuditEntry]) -> bool {
+    fn kind(e: &AuditEntry) -> (&str, &str, &str, u16) {
+        (&e.verb, &e.resource, &e.subresource, e.code)
+    }
+    let allowed = [
+        ("patch", "pods", "", 422),
+        ("update", "virtualmachineinstances", "", 409),
+    ];
+    let mut objects: Vec<(&str, &str)> = failed
+        .iter()
+        .map(|e| (e.resource.as_str(), e.name.as_str()))
+        .collect();
+    objects.sort_unstable();
+    objects.dedup();
+    failed.iter().all(|e| allowed.contains(&kind(e))) && objects.len() == failed.len()
+}
+
+/// Every write to the objects of `failed`, from any client, one line each: who wrote what in
+/// between is what tells a refusal's cause.
+fn history(audit: &[AuditEntry], failed: &[AuditEntry]) -> String {
+    let mut lines = vec![format!("{} failed controller writes:", failed.len())];
+    for f in failed {
+        lines.push(format!(
+            "-- {} {} {} ({}):",
+            f.verb, f.resource, f.name, f.code
+        ));
+        let writes = audit
+            .iter()
+            .filter(|e| e.is_write() && e.resource == f.resource && e.name == f.name);
+        lines.extend(writes.map(|e| {
+            format!(
+                "   #{} {} {} {}{} {} {}",
+                e.seq,
+                e.time.format("%H:%M:%S%.3f"),
+                e.user_agent,
+                e.verb,
+                if e.subresource.is_empty() {
+                    String::new()
+                } else {
+                    format!("/{}", e.subresource)
+                },
+                e.code,
+                e.path
+            )
+        }));
+    }
+    lines.join("\n")
+}
+
 /// The most requests in any window of `window` that starts at a request.
 fn busiest(times: &[chrono::DateTime<chrono::Utc>], window: Duration) -> usize {
     let window = chrono::Duration::from_std(window).expect("window");
@@ -102,24 +165,9 @@ async fn the_kubevirt_crs_client_limit_holds_and_reloads(server: Server) {
             "{most} requests within {seconds} s at 5/s burst 5 (at most {allowed})"
         );
     }
-    // The only writes that fail at this limit are launcher-pod label patches sent again from a
-    // pod cache behind the controller's own patch, refused for their `test` (422; KubeVirt's
-    // behaviour, docs/performance.md "With KubeVirt's client rate limit"), at most one a pod:
-    // the failed patch itself waits for the bucket, and the cache catches up meanwhile.
-    let failed = failed_controller_writes(&env.audit(), from);
-    assert!(
-        failed.iter().all(|e| (
-            e.verb.as_str(),
-            e.resource.as_str(),
-            e.subresource.as_str(),
-            e.code
-        ) == ("patch", "pods", "", 422)),
-        "{failed:#?}"
-    );
-    let mut pods: Vec<&str> = failed.iter().map(|e| e.name.as_str()).collect();
-    pods.sort_unstable();
-    pods.dedup();
-    assert_eq!(pods.len(), failed.len(), "{failed:#?}");
+    let audit = env.audit();
+    let failed = failed_controller_writes(&audit, from);
+    assert!(expected_failures(&failed), "{}", history(&audit, &failed));
 
     let patch = json!({"spec": {"configuration": bucket(1000.0, 1000)}});
     api.patch("kubevirt", &PatchParams::default(), &Patch::Merge(&patch))
@@ -137,3 +185,37 @@ async fn the_kubevirt_crs_client_limit_holds_and_reloads(server: Server) {
 }
 
 on_both_servers!(the_kubevirt_crs_client_limit_holds_and_reloads);
+
+#[test]
+fn only_the_two_throttled_refusals_once_an_object_pass() {
+    let entry = |verb: &str, resource: &str, name: &str, code: u16| AuditEntry {
+        seq: 0,
+        time: chrono::Utc::now(),
+        verb: verb.into(),
+        group: String::new(),
+        resource: resource.into(),
+        subresource: String::new(),
+        namespace: "ns".into(),
+        name: name.into(),
+        user_agent: CONTROLLER_AGENT.into(),
+        code,
+        path: String::new(),
+        lease: None,
+    };
+    let vmi_conflict = entry("update", "virtualmachineinstances", "a", 409);
+    let pod_patch = entry("patch", "pods", "virt-launcher-a-x", 422);
+    assert!(expected_failures(&[]));
+    assert!(expected_failures(&[
+        vmi_conflict.clone(),
+        pod_patch.clone()
+    ]));
+    assert!(!expected_failures(&[vmi_conflict.clone(), vmi_conflict]));
+    assert!(!expected_failures(&[pod_patch.clone(), pod_patch]));
+    assert!(!expected_failures(&[entry(
+        "update",
+        "virtualmachines",
+        "a",
+        409
+    )]));
+    assert!(!expected_failures(&[entry("create", "pods", "b", 422)]));
+}
