@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::controller::manager::{Manager, ManagerConfig};
 use virtctl_rs::controller::vm::revision::revision_for_cache;
-use virtctl_rs::controller::vmi::launcher_cache::LauncherPodForCache;
+use virtctl_rs::controller::vmi::launcher_cache::CachedPod;
 use virtctl_rs::runtime::informer::{cache_copy, strip_for_cache};
 use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
@@ -286,7 +286,14 @@ async fn run(n: usize) {
         }),
         // The pod informer decodes the narrow wire type (what the controllers read).
         cost("Pod (virt-launcher)", &pod_texts, |t| {
-            Pod::from(serde_json::from_str::<LauncherPodForCache>(t).expect("decode pod"))
+            serde_json::from_str::<CachedPod>(t).expect("decode pod")
+        }),
+        // The same fields as k8s-openapi's `Pod` (how it was cached before, what a reconcile
+        // reads it as).
+        cost("  (as a Pod)", &pod_texts, |t| {
+            serde_json::from_str::<CachedPod>(t)
+                .expect("decode pod")
+                .to_pod()
         }),
         cost("  (whole spec)", &pod_texts, |t| {
             transformed::<Pod>(t, strip_for_cache)
@@ -327,11 +334,6 @@ async fn run(n: usize) {
         std::mem::size_of::<virtctl_rs::sim::AuditEntry>(),
         audit.allocations
     );
-    println!(
-        "  of a cached launcher pod's heap, k8s-openapi's struct layout (size_of the Pod and of \
-         each container, status, condition, volume, toleration it holds): {:.0} bytes",
-        launcher_pod_layout_bytes(&pod_texts)
-    );
     let per_vm = |f: fn(&KindCost) -> f64| {
         costs
             .iter()
@@ -348,53 +350,6 @@ async fn run(n: usize) {
         per_vm(|c| c.allocations),
         per_vm(|c| c.allocations) * 16.0 / 1024.0
     );
-}
-
-/// Of a cached launcher pod, the bytes that are k8s-openapi's struct layout rather than data:
-/// `size_of` the `Pod` and of each element its `Vec`s hold (containers, container statuses,
-/// conditions, volumes, tolerations), every `Option` field inline whether set or not. Mean over
-/// `texts`, decoded as the pod informer decodes them.
-fn launcher_pod_layout_bytes(texts: &[String]) -> f64 {
-    use k8s_openapi::api::core::v1::{
-        Container, ContainerStatus, PodCondition, Toleration, Volume,
-    };
-    use std::mem::size_of;
-    let of = |pod: &Pod| {
-        let spec = pod.spec.as_ref();
-        let status = pod.status.as_ref();
-        let len = |n: Option<usize>, size: usize| n.unwrap_or(0) * size;
-        size_of::<Pod>()
-            + len(spec.map(|s| s.containers.len()), size_of::<Container>())
-            + len(
-                spec.and_then(|s| s.volumes.as_ref().map(Vec::len)),
-                size_of::<Volume>(),
-            )
-            + len(
-                spec.and_then(|s| s.tolerations.as_ref().map(Vec::len)),
-                size_of::<Toleration>(),
-            )
-            + len(
-                status.and_then(|s| s.container_statuses.as_ref().map(Vec::len)),
-                size_of::<ContainerStatus>(),
-            )
-            + len(
-                status.and_then(|s| s.init_container_statuses.as_ref().map(Vec::len)),
-                size_of::<ContainerStatus>(),
-            )
-            + len(
-                status.and_then(|s| s.conditions.as_ref().map(Vec::len)),
-                size_of::<PodCondition>(),
-            )
-    };
-    let total: usize = texts
-        .iter()
-        .map(|t| {
-            of(&Pod::from(
-                serde_json::from_str::<LauncherPodForCache>(t).expect("decode pod"),
-            ))
-        })
-        .sum();
-    total as f64 / texts.len().max(1) as f64
 }
 
 fn main() {

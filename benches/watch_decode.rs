@@ -26,7 +26,7 @@ use virtctl_rs::api::{VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::controller::vm::setup_vmi::setup_vmi_from_vm;
 use virtctl_rs::controller::vmi::executor::render_pod_with;
-use virtctl_rs::controller::vmi::launcher_cache::LauncherPodForCache;
+use virtctl_rs::controller::vmi::launcher_cache::CachedPod;
 use virtctl_rs::launcher::resources::NamespaceContext;
 use virtctl_rs::runtime::wire::WithoutManagedFields;
 
@@ -129,7 +129,7 @@ fn bench_watch_decode(c: &mut Criterion) {
     bench_kind::<VirtualMachine>(c, "vm", as_json(&vm), "kubevirt.io/v1");
     bench_kind::<VirtualMachineInstance>(c, "vmi", as_json(&vmi), "kubevirt.io/v1");
     bench_kind::<Pod>(c, "pod_whole", as_json(&pod), "v1");
-    bench_kind::<LauncherPodForCache>(c, "launcher_pod", as_json(&pod), "v1");
+    bench_kind::<CachedPod>(c, "launcher_pod", as_json(&pod), "v1");
 }
 
 fn as_json<T: serde::Serialize>(obj: &T) -> Value {

@@ -384,7 +384,7 @@ async fn always_vm_starts_one_vmi_with_revision_pod_and_status(server: Server) {
     env.shutdown().await;
 }
 
-/// The controllers' launcher-pod cache decodes pods as `LauncherPodForCache`: the server's pod
+/// The controllers' launcher-pod cache decodes pods as `CachedPod`: the server's pod
 /// has its volumes and full containers, the cached copy keeps what the decisions read (of the
 /// claim volumes their name and claim, no other volume; the node,
 /// the compute container's name, image and resource requests; the phase, conditions, QOS class
@@ -401,10 +401,11 @@ async fn the_launcher_pod_is_cached_with_only_its_claim_volumes(server: Server) 
             "the pod's current version in the controllers' cache",
             || async {
                 let server = env.launcher_pods(&vmi_uid).await.pop()?;
-                let key = kube::runtime::reflector::ObjectRef::from_obj(&server);
+                let key = kube::runtime::reflector::ObjectRef::new(&server.name_any())
+                    .within(&server.namespace().unwrap_or_default());
                 let cached = env.manager.context().caches.pods.store().get(&key)?;
                 (cached.metadata.resource_version == server.metadata.resource_version)
-                    .then_some((server, cached))
+                    .then(|| (server, cached.to_pod()))
             },
         )
         .await;

@@ -15,13 +15,13 @@ use crate::controller::context::{Context, VmiEnding};
 use crate::controller::debug_state::{DebugState, DebugStateSource, VM_CONTROLLER, VMI_CONTROLLER};
 use crate::controller::vm::QUEUE_NAME as VM_QUEUE_NAME;
 use crate::controller::vmi::QUEUE_NAME as VMI_QUEUE_NAME;
-use crate::runtime::index::CONTROLLER_UID;
+use crate::controller::vmi::launcher_cache::{CONTROLLER_UID, CachedPod};
 use crate::runtime::informer::key_of;
 use crate::runtime::lease::LeaderState;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -284,16 +284,17 @@ fn progress_of(ctx: &Context, debug: &DebugStateSource, key: &str) -> Option<Key
 }
 
 /// The newest launcher pod of the VMI with `uid`.
-fn newest_launcher_pod(ctx: &Context, uid: &str) -> Option<Arc<Pod>> {
+fn newest_launcher_pod(ctx: &Context, uid: &str) -> Option<Pod> {
     ctx.caches
         .pods
         .by_index(&CONTROLLER_UID, uid)
         .into_iter()
         .filter(|p| crate::api::label(&p.metadata, labels::CREATED_BY) == Some(uid))
         .max_by(|a, b| {
-            let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let created = |p: &CachedPod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
             (created(a), &a.metadata.name).cmp(&(created(b), &b.metadata.name))
         })
+        .map(|p| p.to_pod())
 }
 
 /// Print a line whenever a VM's progress changes, until `cancel`. Starts once the caches have

@@ -17,7 +17,7 @@ use crate::runtime::queue::WorkQueue;
 use crate::runtime::recorder::{COMPONENT, Event, Recorder};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, ObjectReference, PersistentVolumeClaim, Pod, ResourceQuota,
+    Namespace, Node, ObjectReference, PersistentVolumeClaim, ResourceQuota,
 };
 use kube::runtime::reflector::ObjectRef;
 use serde::Serialize;
@@ -30,7 +30,7 @@ pub struct Caches {
     pub vms: Informer<VirtualMachine>,
     pub vmis: Informer<VirtualMachineInstance>,
     /// Pods with the `kubevirt.io` label: virt-launcher and hotplug attachment pods.
-    pub pods: Informer<Pod>,
+    pub pods: Informer<crate::controller::vmi::launcher_cache::CachedPod>,
     pub revisions: Informer<ControllerRevision>,
     /// Empty and synced when the cluster has no CDI (DataVolume CRD absent).
     pub data_volumes: Informer<DataVolume>,
@@ -689,7 +689,7 @@ mod tests {
     #[test]
     fn only_objects_with_a_deletion_timestamp_are_deleting() {
         let pod = |name: &str, deleting: bool| {
-            let mut p = Pod::default();
+            let mut p = k8s_openapi::api::core::v1::Pod::default();
             p.metadata.name = Some(name.into());
             p.metadata.namespace = Some("ns".into());
             p.metadata.uid = Some(format!("uid-{name}"));

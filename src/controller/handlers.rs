@@ -14,9 +14,10 @@ use crate::api::key::controller_of;
 use crate::api::key::join_key;
 use crate::api::storage::VolumeSnapshotClass;
 use crate::api::{DataVolume, VirtualMachine, VirtualMachineInstance};
+use crate::controller::vmi::launcher_cache::CachedPod;
 use crate::runtime::informer::{Handler, Notification, key_of};
 use crate::runtime::store::Store;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use std::sync::{Arc, OnceLock};
@@ -74,7 +75,7 @@ where
 
 /// The VM key a launcher pod's progress belongs to: its controller VMI's (a VM's VMI has the
 /// VM's name).
-pub(crate) fn launcher_pod_vm_key(pod: &Pod) -> Option<String> {
+pub(crate) fn launcher_pod_vm_key(pod: &CachedPod) -> Option<String> {
     let (name, _) = controller_named(pod, "VirtualMachineInstance")?;
     Some(join_key(pod.metadata.namespace.as_deref(), &name))
 }
@@ -411,21 +412,21 @@ pub(crate) fn vmi_handler(
 
 /// The pod cache, bound after the pod informer starts (its own handler resolves an attachment
 /// pod through the launcher pod that owns it).
-pub(crate) type PodStoreCell = Arc<OnceLock<Store<Pod>>>;
+pub(crate) type PodStoreCell = Arc<OnceLock<Store<CachedPod>>>;
 
 /// The VMI key of a pod: its controller VMI, or for a hotplug attachment pod (controlled by a
 /// pod) the VMI of that launcher pod, found in the cache by name and UID
 /// (`resolveControllerRef`, vmi.go:539-560).
-fn pod_owner_vmi_key(pods: &PodStoreCell, pod: &Pod) -> Option<String> {
+fn pod_owner_vmi_key(pods: &PodStoreCell, pod: &CachedPod) -> Option<String> {
     let ns = pod.metadata.namespace.as_deref();
-    let vmi_of = |p: &Pod| {
+    let vmi_of = |p: &CachedPod| {
         controller_named(p, "VirtualMachineInstance").map(|(name, _)| join_key(ns, &name))
     };
     if let Some(key) = vmi_of(pod) {
         return Some(key);
     }
     let (owner, uid) = controller_named(pod, "Pod")?;
-    let mut r = ObjectRef::<Pod>::new(&owner);
+    let mut r = ObjectRef::<CachedPod>::new(&owner);
     if let Some(ns) = ns {
         r = r.within(ns);
     }
@@ -440,7 +441,7 @@ fn pod_owner_vmi_key(pods: &PodStoreCell, pod: &Pod) -> Option<String> {
 /// `kubevirt.io/owner-vmi-name` annotation names in the pod's namespace, if the cache holds it
 /// with the UID of `kubevirt.io/owner-vmi-uid`. The annotations are a hint, never trusted
 /// alone: a VMI not in the cache, or of another UID, is not enqueued.
-fn vmi_key_from_owner_annotations(vmis: &VmiStoreCell, pod: &Pod) -> Option<String> {
+fn vmi_key_from_owner_annotations(vmis: &VmiStoreCell, pod: &CachedPod) -> Option<String> {
     use crate::api::annotations::{OWNER_VMI_NAME, OWNER_VMI_UID};
     let annotations = pod.metadata.annotations.as_ref()?;
     let (name, uid) = (
@@ -469,9 +470,9 @@ pub(crate) fn pod_to_vmi_handler(
     expectations: Expectations,
     pods: PodStoreCell,
     owner_annotations: Option<VmiStoreCell>,
-) -> Handler<Pod> {
-    Arc::new(move |n: &Notification<Pod>| {
-        let owner_key = |pod: &Pod| pod_owner_vmi_key(&pods, pod);
+) -> Handler<CachedPod> {
+    Arc::new(move |n: &Notification<CachedPod>| {
+        let owner_key = |pod: &CachedPod| pod_owner_vmi_key(&pods, pod);
         match n {
             Notification::Add(pod) => {
                 if let Some(vmi_key) = owner_key(pod) {
@@ -816,10 +817,9 @@ mod tests {
                     k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
                 ));
             }
-            Arc::new(Pod {
-                metadata: m,
-                ..Default::default()
-            })
+            let mut pod = CachedPod::default();
+            pod.metadata = m;
+            Arc::new(pod)
         };
         exp.pod.expect_creations("ns/a", 1);
         h(&Notification::Add(pod("1", false)));
@@ -853,12 +853,11 @@ mod tests {
                 ]
                 .into(),
             );
-            Arc::new(Pod {
-                metadata: m,
-                ..Default::default()
-            })
+            let mut pod = CachedPod::default();
+            pod.metadata = m;
+            Arc::new(pod)
         };
-        let delete = |pod: Arc<Pod>| Notification::Delete {
+        let delete = |pod: Arc<CachedPod>| Notification::Delete {
             obj: pod,
             relisted: false,
         };
@@ -949,7 +948,7 @@ mod tests {
             "metadata": {"name": "a", "namespace": "ns"}, "spec": {}
         }))
         .unwrap();
-        let pod = |owner_kind: &str| -> Pod {
+        let pod = |owner_kind: &str| -> CachedPod {
             serde_json::from_value(serde_json::json!({"metadata": {
                 "name": "virt-launcher-b-x", "namespace": "ns",
                 "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": owner_kind,

@@ -20,6 +20,7 @@ use super::handlers::{
 };
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::{ClusterSettings, TokenBucket};
+use crate::controller::vmi::launcher_cache::{CONTROLLER_UID, CachedPod};
 use crate::runtime::informer::{Gate, Handler, Informer, InformerState, key_of};
 use crate::runtime::lease::{
     DEBUG_ENDPOINT_ANNOTATION, ElectionPhase, LeaderElectionConfig, LeaderElector, LeaderState,
@@ -30,7 +31,7 @@ use crate::runtime::queue::{Requeue, WorkQueue, run_workers};
 use crate::runtime::rest_limiter::{ReloadableRateLimiter, rate_limited_client};
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, ResourceQuota};
 use kube::Api;
 use kube::api::ListParams;
 use kube::runtime::watcher;
@@ -532,11 +533,11 @@ async fn spawn_caches(
     // KubeVirt's pod informer watches every pod with the `kubevirt.io` label: launcher pods
     // and hotplug attachment pods (virtinformers.go:584-595).
     let pod_cell = PodStoreCell::default();
-    let pods = Informer::<Pod>::spawn_decoding(
+    let pods = Informer::<CachedPod>::spawn_decoding(
         None,
-        recorded(rec, "Pod").with_index(&crate::runtime::index::CONTROLLER_UID),
+        recorded(rec, "Pod").with_index(&CONTROLLER_UID),
         "pods",
-        api_for::<crate::controller::vmi::launcher_cache::LauncherPodForCache>(client, ns),
+        api_for::<CachedPod>(client, ns),
         watcher::Config::default().labels("kubevirt.io"),
         vec![
             pod_to_vmi_handler(

@@ -132,12 +132,3 @@ where
         }
     }
 }
-
-/// The UID of an object's controller owner reference: the `controller-uid` index, which finds
-/// the launcher pods of a VMI. KubeVirt reads a namespace index and keeps the pods the VMI
-/// controls (`vmi.go` `listPodsFromNamespace` + `controller.IsControlledBy`); indexing by the
-/// controller UID gives the same pods without the namespace walk.
-pub(crate) static CONTROLLER_UID: IndexFn<k8s_openapi::api::core::v1::Pod> = IndexFn {
-    name: "controller-uid",
-    value: |pod| crate::api::key::controller_of(&pod.metadata).map(|r| r.uid.clone()),
-};

@@ -853,6 +853,12 @@ mod tests {
         p
     }
 
+    /// A pod's controller UID (the controllers index their cached pods so).
+    static CONTROLLER_UID: crate::runtime::index::IndexFn<Pod> = crate::runtime::index::IndexFn {
+        name: "controller-uid",
+        value: |pod| crate::api::key::controller_of(&pod.metadata).map(|r| r.uid.clone()),
+    };
+
     fn informer_of(s: &InformerState<Pod>) -> Informer<Pod> {
         let (_tx, rx) = watch::channel(true);
         Informer {
@@ -877,7 +883,6 @@ mod tests {
     /// controller changed, a deleted one (by its cached copy), and a relist that drops one.
     #[test]
     fn the_controller_uid_index_follows_adds_moves_deletes_and_relists() {
-        use crate::runtime::index::CONTROLLER_UID;
         let mut s = InformerState::<Pod>::new().with_index(&CONTROLLER_UID);
         s.apply(watcher::Event::Init);
         s.apply(watcher::Event::InitApply(owned("a", "1", Some("u1"))));
@@ -916,7 +921,7 @@ mod tests {
     /// it an entry the store has moved past is not returned.
     #[test]
     fn a_lookup_without_the_index_filters_the_cache_and_never_returns_a_wrong_object() {
-        use crate::runtime::index::{CONTROLLER_UID, IndexFn};
+        use crate::runtime::index::IndexFn;
         let plain = Informer::fixed(
             "pods",
             [owned("a", "1", Some("u1")), owned("b", "2", Some("u2"))],

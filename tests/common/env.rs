@@ -567,7 +567,14 @@ impl Env {
         }
         same(caches.vms.store(), &vms.items)
             && same(caches.vmis.store(), &vmis.items)
-            && same(caches.pods.store(), &pods.items)
+            && same(
+                caches.pods.store(),
+                &pods
+                    .items
+                    .iter()
+                    .map(|p| serde_json::from_value(serde_json::json!(p)).expect("a pod"))
+                    .collect::<Vec<_>>(),
+            )
     }
 
     pub fn cluster(&self) -> &EmbeddedCluster {

@@ -10,7 +10,7 @@
 //! ([`Caches::namespace_context`](crate::controller::context::Caches::namespace_context)).
 
 use super::action::{ApiFailure, SyncError, SyncOutcome, VmiAction, VmiDecision};
-use super::launcher_cache::LauncherPodForCache;
+use super::launcher_cache::{CONTROLLER_UID, CachedPod};
 use super::snapshot::{ExpectationsState, RenderFailure, VmiSnapshot};
 use super::{decide_after_sync, decide_sync, needs_rendered_pod};
 use crate::api::defaults::apply_admission_defaults;
@@ -28,7 +28,6 @@ use crate::launcher::{RenderError, render_launch_manifest};
 use crate::runtime::apicall::{
     api, create_read_as, json_patch_unread, replace_unread, strategic_status_patch_unread,
 };
-use crate::runtime::index::CONTROLLER_UID;
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
 use kube::api::DeleteParams;
@@ -92,18 +91,20 @@ pub(crate) fn snapshot(
     };
     // The pods the VMI controls, from the pod informer's controller-UID index (the filter in
     // `snapshot_from_objects` keeps the same pods from the whole cache).
-    let mut own_pods = match vmi.metadata.uid.as_deref() {
+    let mut cached = match vmi.metadata.uid.as_deref() {
         Some(uid) => ctx.caches.pods.by_index(&CONTROLLER_UID, uid),
         None => Vec::new(),
     };
     // And the hotplug attachment pods those pods control (`AttachmentPods`,
     // controller.go:474-488).
-    let attachment: Vec<Arc<Pod>> = own_pods
+    let attachment: Vec<Arc<CachedPod>> = cached
         .iter()
         .filter_map(|p| p.metadata.uid.as_deref())
         .flat_map(|uid| ctx.caches.pods.by_index(&CONTROLLER_UID, uid))
         .collect();
-    own_pods.extend(attachment);
+    cached.extend(attachment);
+    // Read as the `Pod`s every pod reader takes (launcher_cache.rs).
+    let own_pods: Vec<Arc<Pod>> = cached.iter().map(|p| Arc::new(p.to_pod())).collect();
     // One configuration for the whole reconcile, even if the KubeVirt CR changes meanwhile.
     let settings = ctx.cluster_config.settings();
     let backend = backend_storage_state(ctx, &vmi, ns, &settings);
@@ -671,7 +672,7 @@ async fn apply(
             ctx.expectations.pod.expect_creations(key, 1);
             // The answer is read as the pod informer reads pods: the decisions read only that
             // of a pod (launcher_cache.rs), and a full launcher pod is 8 KB to decode.
-            match create_read_as::<Pod, LauncherPodForCache>(client, ns, pod).await {
+            match create_read_as::<Pod, CachedPod>(client, ns, pod).await {
                 Ok(created) => return Ok(Some(created.into())),
                 Err(e) => {
                     ctx.expectations.pod.creation_observed(key);
@@ -681,7 +682,7 @@ async fn apply(
         }
         VmiAction::CreateAttachmentPod { pod, .. } | VmiAction::CreateTriggerPod { pod, .. } => {
             ctx.expectations.pod.expect_creations(key, 1);
-            match create_read_as::<Pod, LauncherPodForCache>(client, ns, pod).await {
+            match create_read_as::<Pod, CachedPod>(client, ns, pod).await {
                 Ok(created) => return Ok(Some(created.into())),
                 Err(e) => {
                     ctx.expectations.pod.creation_observed(key);

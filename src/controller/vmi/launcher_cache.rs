@@ -32,15 +32,21 @@
 //! cache. A reader of a pod field not listed here must add it to the decoding below; the unit
 //! tests check every `podutil` answer on cached copies against the whole pod.
 //!
-//! So the pod informer watches [`LauncherPodForCache`], whose decoding keeps exactly that and
+//! So the pod informer watches and caches [`CachedPod`], whose decoding keeps exactly that and
 //! skips the rest of the JSON without building it (`managedFields` too, when read through
 //! [`crate::runtime::wire::WithoutManagedFields`] as the informer and the create answer read
-//! it; decoded alone, it is decoded and dropped after), and caches the [`Pod`] it
-//! converts into. Left out of a container status: the container ID, image and image ID, the
-//! last state, the allocated resources and mounts (about 3 KB of a running launcher pod's
-//! status, "Eighth pass" in `git show 6c3c857:docs/performance.md`). KubeVirt's informers
-//! cache whole pods (client-go `SetTransform` is the way to trim them there; a narrower decode
-//! has no client-go counterpart).
+//! it; decoded alone, it is decoded and dropped after). Left out of a container status: the
+//! container ID, image and image ID, the last state, the allocated resources and mounts (about
+//! 3 KB of a running launcher pod's status, "Eighth pass" in `git show
+//! 6c3c857:docs/performance.md`). KubeVirt's informers cache whole pods (client-go
+//! `SetTransform` is the way to trim them there; a narrower decode has no client-go
+//! counterpart).
+//!
+//! A [`CachedPod`] holds those fields in a layout of its own: k8s-openapi's `Pod`, `Container`
+//! and `ContainerStatus` take 2,176, 2,120 and 752 bytes inline whatever they hold, more than
+//! half of a cached launcher pod's heap when it was cached as a `Pod`
+//! (`benches/cache_memory.rs`). A reconcile reads its VMI's pods as the [`Pod`]s
+//! [`CachedPod::to_pod`] builds, so every reader of a pod reads one type.
 
 use super::podutil::COMPUTE_CONTAINER;
 use k8s_openapi::api::core::v1::{
@@ -49,25 +55,154 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-/// A launcher pod decoded with only what the controllers read (module docs); `Pod::from` gives
-/// the pod the cache holds.
-#[derive(Clone, Debug, Default)]
-pub struct LauncherPodForCache(Pod);
+/// A pod as the pod informer caches it: what the controllers read of it (module docs).
+/// [`CachedPod::to_pod`] gives it as a [`Pod`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CachedPod {
+    /// The metadata, without `managedFields`.
+    pub metadata: ObjectMeta,
+    spec: Option<CachedSpec>,
+    status: Option<CachedStatus>,
+}
 
-impl From<LauncherPodForCache> for Pod {
-    fn from(pod: LauncherPodForCache) -> Pod {
-        pod.0
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CachedSpec {
+    node_name: Option<String>,
+    /// The `compute` container, if the pod has one.
+    compute: Option<CachedCompute>,
+    tolerations: Option<Vec<Toleration>>,
+    volumes: Option<Vec<CachedVolume>>,
+}
+
+/// The `compute` container's image and, when it has `resources`, their requests.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CachedCompute {
+    image: Option<String>,
+    resources: Option<Option<BTreeMap<String, Quantity>>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CachedVolume {
+    name: String,
+    claim: Option<PersistentVolumeClaimVolumeSource>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CachedStatus {
+    phase: Option<String>,
+    conditions: Option<Vec<PodCondition>>,
+    qos_class: Option<String>,
+    container_statuses: Option<Vec<CachedContainerStatus>>,
+    /// The waiting ones only; `None` when none waits.
+    init_container_statuses: Option<Vec<CachedContainerStatus>>,
+}
+
+/// A container status without its IDs, images, last state, resources and mounts; a
+/// terminated state without its container ID.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CachedContainerStatus {
+    name: String,
+    ready: bool,
+    restart_count: i32,
+    started: Option<bool>,
+    state: Option<ContainerState>,
+}
+
+impl CachedPod {
+    /// The pod as k8s-openapi's [`Pod`], every field the cache keeps set as the whole pod has
+    /// it (only the `compute` container; of a launcher pod only its claim volumes).
+    pub fn to_pod(&self) -> Pod {
+        Pod {
+            metadata: self.metadata.clone(),
+            spec: self.spec.as_ref().map(CachedSpec::to_spec),
+            status: self.status.as_ref().map(CachedStatus::to_status),
+        }
     }
 }
 
-/// The JSON of a pod, with only the fields [`LauncherPodForCache`] keeps; serde skips every
-/// other field without building it (`metadata.managedFields`: see the module docs). Absent and
-/// `null` fields decode as k8s-openapi's `Pod` decodes them, so no pod that decodes as a `Pod`
-/// fails here.
+impl From<CachedPod> for Pod {
+    fn from(pod: CachedPod) -> Pod {
+        pod.to_pod()
+    }
+}
+
+/// As the [`Pod`] it reads as (the flight recorder records cached objects so).
+impl Serialize for CachedPod {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_pod().serialize(serializer)
+    }
+}
+
+impl CachedSpec {
+    fn to_spec(&self) -> PodSpec {
+        PodSpec {
+            node_name: self.node_name.clone(),
+            containers: self
+                .compute
+                .iter()
+                .map(|c| Container {
+                    name: COMPUTE_CONTAINER.into(),
+                    image: c.image.clone(),
+                    resources: c.resources.as_ref().map(|requests| ResourceRequirements {
+                        requests: requests.clone(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+            tolerations: self.tolerations.clone(),
+            volumes: self.volumes.as_ref().map(|vs| {
+                vs.iter()
+                    .map(|v| Volume {
+                        name: v.name.clone(),
+                        persistent_volume_claim: v.claim.clone(),
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+impl CachedStatus {
+    fn to_status(&self) -> PodStatus {
+        let statuses = |s: &Option<Vec<CachedContainerStatus>>| {
+            s.as_ref()
+                .map(|s| s.iter().map(CachedContainerStatus::to_status).collect())
+        };
+        PodStatus {
+            phase: self.phase.clone(),
+            conditions: self.conditions.clone(),
+            qos_class: self.qos_class.clone(),
+            container_statuses: statuses(&self.container_statuses),
+            init_container_statuses: statuses(&self.init_container_statuses),
+            ..Default::default()
+        }
+    }
+}
+
+impl CachedContainerStatus {
+    fn to_status(&self) -> ContainerStatus {
+        ContainerStatus {
+            name: self.name.clone(),
+            ready: self.ready,
+            restart_count: self.restart_count,
+            started: self.started,
+            state: self.state.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The JSON of a pod, with only the fields [`CachedPod`] keeps; serde skips every other field
+/// without building it (`metadata.managedFields`: see the module docs). Absent and `null`
+/// fields decode as k8s-openapi's `Pod` decodes them, so no pod that decodes as a `Pod` fails
+/// here.
 #[derive(Deserialize)]
 struct Wire {
     #[serde(default)]
@@ -111,18 +246,17 @@ struct WireContainerStatus {
 }
 
 impl WireContainerStatus {
-    fn into_status(self) -> ContainerStatus {
+    fn into_cached(self) -> CachedContainerStatus {
         let mut state = self.state;
         if let Some(t) = state.as_mut().and_then(|s| s.terminated.as_mut()) {
             t.container_id = None;
         }
-        ContainerStatus {
+        CachedContainerStatus {
             name: self.name.unwrap_or_default(),
             ready: self.ready.unwrap_or_default(),
             restart_count: self.restart_count.unwrap_or_default(),
             started: self.started,
             state,
-            ..Default::default()
         }
     }
 
@@ -132,25 +266,24 @@ impl WireContainerStatus {
 }
 
 impl WireStatus {
-    fn into_status(self) -> PodStatus {
-        PodStatus {
+    fn into_cached(self) -> CachedStatus {
+        CachedStatus {
             phase: self.phase,
             conditions: self.conditions,
             qos_class: self.qos_class,
             container_statuses: self.container_statuses.map(|c| {
                 c.into_iter()
-                    .map(WireContainerStatus::into_status)
+                    .map(WireContainerStatus::into_cached)
                     .collect()
             }),
             init_container_statuses: self.init_container_statuses.and_then(|c| {
-                let waiting: Vec<ContainerStatus> = c
+                let waiting: Vec<CachedContainerStatus> = c
                     .into_iter()
                     .filter(WireContainerStatus::is_waiting)
-                    .map(WireContainerStatus::into_status)
+                    .map(WireContainerStatus::into_cached)
                     .collect();
                 (!waiting.is_empty()).then_some(waiting)
             }),
-            ..Default::default()
         }
     }
 }
@@ -206,53 +339,49 @@ fn is_launcher(metadata: &ObjectMeta) -> bool {
         == Some("virt-launcher")
 }
 
-impl<'de> Deserialize<'de> for LauncherPodForCache {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let wire = Wire::deserialize(deserializer)?;
-        let mut metadata = wire.metadata.unwrap_or_default();
-        let launcher = is_launcher(&metadata);
-        let spec = wire.spec.map(|spec| PodSpec {
-            node_name: spec.node_name,
-            containers: spec
+impl WireSpec {
+    fn into_cached(self, launcher: bool) -> CachedSpec {
+        CachedSpec {
+            node_name: self.node_name,
+            compute: self
                 .containers
                 .unwrap_or_default()
                 .into_iter()
                 .find(|c| c.name.as_deref() == Some(COMPUTE_CONTAINER))
-                .map(|c| Container {
-                    name: c.name.unwrap_or_default(),
+                .map(|c| CachedCompute {
                     image: c.image,
-                    resources: c.resources.map(|r| ResourceRequirements {
-                        requests: r.requests,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })
-                .into_iter()
-                .collect(),
-            tolerations: spec.tolerations,
-            volumes: spec.volumes.map(|vs| {
+                    resources: c.resources.map(|r| r.requests),
+                }),
+            tolerations: self.tolerations,
+            volumes: self.volumes.map(|vs| {
                 vs.into_iter()
                     .filter(|v| !launcher || v.persistent_volume_claim.is_some())
-                    .map(|v| Volume {
+                    .map(|v| CachedVolume {
                         name: v.name.unwrap_or_default(),
-                        persistent_volume_claim: v.persistent_volume_claim,
-                        ..Default::default()
+                        claim: v.persistent_volume_claim,
                     })
                     .collect()
             }),
-            ..Default::default()
-        });
-        metadata.managed_fields = None;
-        Ok(LauncherPodForCache(Pod {
-            metadata,
-            spec,
-            status: wire.status.map(WireStatus::into_status),
-        }))
+        }
     }
 }
 
-/// The pods' API (`v1`, `pods`), so that an `Api<LauncherPodForCache>` lists and watches pods.
-impl kube::Resource for LauncherPodForCache {
+impl<'de> Deserialize<'de> for CachedPod {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = Wire::deserialize(deserializer)?;
+        let mut metadata = wire.metadata.unwrap_or_default();
+        let launcher = is_launcher(&metadata);
+        metadata.managed_fields = None;
+        Ok(CachedPod {
+            spec: wire.spec.map(|s| s.into_cached(launcher)),
+            status: wire.status.map(WireStatus::into_cached),
+            metadata,
+        })
+    }
+}
+
+/// The pods' API (`v1`, `pods`), so that an `Api<CachedPod>` lists and watches pods.
+impl kube::Resource for CachedPod {
     type DynamicType = ();
     type Scope = k8s_openapi::NamespaceResourceScope;
     fn kind(_: &()) -> Cow<'_, str> {
@@ -268,12 +397,23 @@ impl kube::Resource for LauncherPodForCache {
         <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT.into()
     }
     fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
+        &self.metadata
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
+        &mut self.metadata
     }
 }
+
+/// The UID of a pod's controller owner reference: the `controller-uid` index, which finds the
+/// launcher pods of a VMI and the attachment pods of a launcher pod. KubeVirt reads a
+/// namespace index and keeps the pods the VMI controls (`vmi.go` `listPodsFromNamespace` +
+/// `controller.IsControlledBy`); indexing by the controller UID gives the same pods without
+/// the namespace walk.
+pub(crate) static CONTROLLER_UID: crate::runtime::index::IndexFn<CachedPod> =
+    crate::runtime::index::IndexFn {
+        name: "controller-uid",
+        value: |pod| crate::api::key::controller_of(&pod.metadata).map(|r| r.uid.clone()),
+    };
 
 #[cfg(test)]
 mod tests {
@@ -285,9 +425,9 @@ mod tests {
     use serde_json::json;
 
     fn cached(json: &serde_json::Value) -> Pod {
-        serde_json::from_value::<LauncherPodForCache>(json.clone())
+        serde_json::from_value::<CachedPod>(json.clone())
             .expect("decode")
-            .into()
+            .to_pod()
     }
 
     /// A launcher pod as the renderer makes it for a container-disk VMI (volumes, environment
@@ -764,11 +904,11 @@ mod tests {
     #[test]
     fn the_wire_type_lists_and_watches_pods() {
         use kube::Resource;
-        assert_eq!(LauncherPodForCache::kind(&()), "Pod");
-        assert_eq!(LauncherPodForCache::api_version(&()), "v1");
-        assert_eq!(LauncherPodForCache::plural(&()), "pods");
+        assert_eq!(CachedPod::kind(&()), "Pod");
+        assert_eq!(CachedPod::api_version(&()), "v1");
+        assert_eq!(CachedPod::plural(&()), "pods");
         assert_eq!(
-            LauncherPodForCache::url_path(&(), Some("ns")),
+            CachedPod::url_path(&(), Some("ns")),
             Pod::url_path(&(), Some("ns"))
         );
     }
