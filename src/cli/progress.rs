@@ -21,7 +21,6 @@ use crate::runtime::lease::LeaderState;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 use std::collections::{BTreeMap, BTreeSet};
-
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
