@@ -188,19 +188,8 @@ on_both_servers!(the_kubevirt_crs_client_limit_holds_and_reloads);
 
 #[test]
 fn only_the_two_throttled_refusals_once_an_object_pass() {
-    let entry = |verb: &str, resource: &str, name: &str, code: u16| AuditEntry {
-        seq: 0,
-        time: chrono::Utc::now(),
-        verb: verb.into(),
-        group: String::new(),
-        resource: resource.into(),
-        subresource: String::new(),
-        namespace: "ns".into(),
-        name: name.into(),
-        user_agent: CONTROLLER_AGENT.into(),
-        code,
-        path: String::new(),
-        lease: None,
+    let entry = |verb: &str, resource: &str, name: &str, code: u16| {
+        common::objects::audit_entry(0, verb, resource, name, CONTROLLER_AGENT, code)
     };
     let vmi_conflict = entry("update", "virtualmachineinstances", "a", 409);
     let pod_patch = entry("patch", "pods", "virt-launcher-a-x", 422);

@@ -12,8 +12,8 @@
 //! - [`control_plane`]: the real kube-apiserver + etcd the `real_apiserver` tests run on;
 //! - [`reference`]: KubeVirt v1.9.0's own virt-controller beside the real control plane (the
 //!   differential conformance test and the side-by-side benchmark);
-//! - [`objects`]: small objects and API helpers for the `sim_*` tests, and the container-disk
-//!   VM the CLI tests run;
+//! - [`objects`]: small objects (audit log entries too) and API helpers for the `sim_*` tests,
+//!   and the container-disk VM the CLI tests run;
 //! - [`fast_cluster`]: an embedded cluster whose simulated nodes start pods in 50 ms;
 //! - [`one_per_vm`]: exactly one VMI and one launcher pod per VM, from the audit log;
 //! - [`split_brain`]: leadership terms from the audit log and the check that no two overlap

@@ -1,4 +1,4 @@
-//! Small objects and API helpers for the `sim_*` tests (`common::objects`).
+//! Small objects (audit log entries too) and API helpers for the tests (`common::objects`).
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
@@ -86,5 +86,31 @@ pub fn api_err(e: kube::Error) -> kube::core::Status {
     match e {
         kube::Error::Api(s) => *s,
         other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// An audit log entry: `agent`'s `verb` of `resource` `name` in namespace `ns`, answered `code`
+/// now (for the tests of what reads the audit log).
+pub fn audit_entry(
+    seq: u64,
+    verb: &str,
+    resource: &str,
+    name: &str,
+    agent: &str,
+    code: u16,
+) -> virtctl_rs::sim::audit::AuditEntry {
+    virtctl_rs::sim::audit::AuditEntry {
+        seq,
+        time: chrono::Utc::now(),
+        verb: verb.into(),
+        group: String::new(),
+        resource: resource.into(),
+        subresource: String::new(),
+        namespace: "ns".into(),
+        name: name.into(),
+        user_agent: agent.into(),
+        code,
+        path: String::new(),
+        lease: None,
     }
 }

@@ -160,20 +160,7 @@ mod tests {
     use super::*;
 
     fn entry(seq: u64, verb: &str, resource: &str, name: &str, agent: &str) -> AuditEntry {
-        AuditEntry {
-            seq,
-            time: chrono::Utc::now(),
-            verb: verb.into(),
-            group: String::new(),
-            resource: resource.into(),
-            subresource: String::new(),
-            namespace: "ns".into(),
-            name: name.into(),
-            user_agent: agent.into(),
-            code: 201,
-            path: String::new(),
-            lease: None,
-        }
+        crate::common::objects::audit_entry(seq, verb, resource, name, agent, 201)
     }
 
     #[test]
