@@ -135,13 +135,9 @@ async fn a_persistent_tpm_vm_gets_its_state_claim_before_its_pod(server: Server)
 
     let vmi = env
         .wait_vmi(VM, "the backend-storage volumeStatus entry", |vmi| {
-            vmi.status
-                .as_ref()
-                .and_then(|s| s.volume_status.as_ref())
-                .is_some_and(|v| {
-                    v.iter()
-                        .any(|e| e["name"] == "persistent-state-for-this-vm")
-                })
+            vmi.volume_status_entries()
+                .iter()
+                .any(|e| e["name"] == "persistent-state-for-this-vm")
         })
         .await;
     let (statuses, names) = common::volume_statuses(vmi);

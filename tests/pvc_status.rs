@@ -135,10 +135,7 @@ async fn a_missing_claim_holds_the_start_until_it_appears(server: Server) {
     // vmi/storage.go:231-340): every volume by name, the claim's info for the claim.
     let vmi = env
         .wait_vmi("demo-pvc", "volumeStatus", |vmi| {
-            vmi.status
-                .as_ref()
-                .and_then(|s| s.volume_status.as_ref())
-                .is_some_and(|v| v.len() == 2)
+            vmi.volume_status_entries().len() == 2
         })
         .await;
     let (statuses, names) = common::volume_statuses(vmi);
@@ -404,19 +401,12 @@ async fn the_filesystem_overhead_is_cdis() {
     env.create_vm(&example_vm()).await;
     let vmi = env
         .wait_vmi("demo-pvc", "the claim in volumeStatus", |vmi| {
-            vmi.status
-                .as_ref()
-                .and_then(|s| s.volume_status.as_ref())
-                .is_some_and(|v| {
-                    v.iter()
-                        .any(|e| e.get("persistentVolumeClaimInfo").is_some())
-                })
+            vmi.volume_status_entries()
+                .iter()
+                .any(|e| e.get("persistentVolumeClaimInfo").is_some())
         })
         .await;
-    let statuses = vmi
-        .status
-        .and_then(|s| s.volume_status)
-        .expect("volumeStatus");
+    let statuses = vmi.volume_status_entries();
     let info = &statuses[0]["persistentVolumeClaimInfo"];
     assert_eq!(info["claimName"], json!(CLAIM));
     assert_eq!(info["filesystemOverhead"], json!("0.08"), "{info}");

@@ -4,7 +4,23 @@
 //! `WantsToHaveQOSGuaranteed` needs parsed quantities and lives on
 //! [`VmiResources`](crate::api::resources::VmiResources::wants_guaranteed_qos).
 
-use crate::api::vmi::{Cpu, VirtualMachineInstanceSpec};
+use crate::api::vmi::{Cpu, VirtualMachineInstance, VirtualMachineInstanceSpec};
+use serde_json::Value;
+
+impl VirtualMachineInstance {
+    /// `status.volumeStatus`, parsed from the kept text ([`crate::api::JsonList`]); none when
+    /// unset.
+    pub fn volume_status_entries(&self) -> Vec<Value> {
+        let list = self.status.as_ref().and_then(|s| s.volume_status.as_ref());
+        list.map(crate::api::JsonList::entries).unwrap_or_default()
+    }
+
+    /// `status.interfaces`, parsed from the kept text; none when unset.
+    pub fn interface_status_entries(&self) -> Vec<Value> {
+        let list = self.status.as_ref().and_then(|s| s.interfaces.as_ref());
+        list.map(crate::api::JsonList::entries).unwrap_or_default()
+    }
+}
 
 impl Cpu {
     /// `hardware.GetNumberOfVCPUs` (pkg/util/hardware/hw_utils.go:87-104): cores × sockets ×

@@ -5,7 +5,7 @@
 //!
 //! Schema: KubeVirt `staging/src/kubevirt.io/api/core/v1/types.go` and `schema.go` (v1.9.0).
 
-use super::common::{Condition, Extra, Time};
+use super::common::{Condition, Extra, JsonList, Time};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -487,9 +487,9 @@ pub struct VirtualMachineInstanceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interfaces: Option<Vec<serde_json::Value>>,
+    pub interfaces: Option<JsonList>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub volume_status: Option<Vec<serde_json::Value>>,
+    pub volume_status: Option<JsonList>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration_state: Option<Box<serde_json::Value>>,
     /// `Unix` when the launcher pod announced unix-socket migrations (annotation

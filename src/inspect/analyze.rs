@@ -124,12 +124,10 @@ fn memory_dump_view(status: &crate::api::vm::VirtualMachineStatus) -> Option<Mem
 
 /// The VMI's `volumeStatus` phase and attachment pod of each view's volume.
 fn with_vmi_volume_status(views: &mut [VolumeView], vmi: Option<&VirtualMachineInstance>) {
-    let entries = vmi
-        .and_then(|v| v.status.as_ref())
-        .and_then(|s| s.volume_status.as_ref());
+    let entries = vmi.map(VirtualMachineInstance::volume_status_entries);
     for view in views {
         let Some(e) = entries
-            .into_iter()
+            .iter()
             .flatten()
             .find(|e| e.get("name").and_then(|n| n.as_str()) == Some(view.volume.as_str()))
         else {

@@ -1681,11 +1681,14 @@ fn a_memory_dump_shows_its_request_and_its_volume_on_the_vmi() {
         json!({"claimName": "dump", "phase": "InProgress"}),
     );
     let vmi = g.vmi.as_mut().expect("vmi");
-    vmi.status.as_mut().expect("status").volume_status = Some(vec![json!({
-        "name": "dump", "target": "", "phase": "MemoryDumpInProgress",
-        "memoryDumpVolume": {"claimName": "dump", "targetFileName": "vm-a-dump.memory.dump"},
-        "hotplugVolume": {"attachPodName": "hp-volume-abcde", "attachPodUID": "u"}
-    })]);
+    vmi.status.as_mut().expect("status").volume_status = Some(
+        vec![json!({
+            "name": "dump", "target": "", "phase": "MemoryDumpInProgress",
+            "memoryDumpVolume": {"claimName": "dump", "targetFileName": "vm-a-dump.memory.dump"},
+            "hotplugVolume": {"attachPodName": "hp-volume-abcde", "attachPodUID": "u"}
+        })]
+        .into(),
+    );
     g.pvcs.insert(
         "dump".into(),
         serde_json::from_value(json!({"metadata": {"name": "dump", "namespace": "demo"},

@@ -139,12 +139,9 @@ pub(crate) fn render_attachment_pod(
     // duplicates dropped.
     tolerations.sort_by(|a, b| a.key.cmp(&b.key));
     tolerations.dedup();
-    let phases: BTreeMap<&str, &str> = vmi
-        .status
-        .as_ref()
-        .and_then(|s| s.volume_status.as_ref())
-        .into_iter()
-        .flatten()
+    let entries = vmi.volume_status_entries();
+    let phases: BTreeMap<&str, &str> = entries
+        .iter()
         .filter(|e| e.get("hotplugVolume").is_some_and(|h| !h.is_null()))
         .filter_map(|e| Some((e.get("name")?.as_str()?, e.get("phase")?.as_str()?)))
         .collect();

@@ -437,10 +437,9 @@ pub(crate) fn hotplug_multus_annotation(
     bindings: &BTreeMap<String, NetworkBindingPlugin>,
     pod_annotations: Option<&BTreeMap<String, String>>,
 ) -> Option<String> {
-    let entries = vmi.status.as_ref().and_then(|s| s.interfaces.as_deref());
+    let entries = vmi.interface_status_entries();
     let in_status = |i: &Interface| {
         entries
-            .unwrap_or_default()
             .iter()
             .any(|e| e["name"].as_str() == Some(i.name.as_str()))
     };

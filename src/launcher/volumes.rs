@@ -142,13 +142,7 @@ fn str_at<'a>(v: Option<&'a Value>, path: &[&str]) -> Option<&'a str> {
 /// a DataVolume/PVC marked `hotpluggable` (rendervolumes.go:338-352).
 fn hotplug_volumes(vmi: &VirtualMachineInstance) -> BTreeSet<String> {
     let mut set = BTreeSet::new();
-    for st in vmi
-        .status
-        .as_ref()
-        .and_then(|s| s.volume_status.as_ref())
-        .into_iter()
-        .flatten()
-    {
+    for st in vmi.volume_status_entries() {
         if st.get("hotplugVolume").is_some_and(|h| !h.is_null())
             && let Some(name) = st.get("name").and_then(|n| n.as_str())
         {

@@ -165,10 +165,8 @@ pub fn example_vm_with(file: &str, run_strategy: &str) -> VirtualMachine {
 pub fn volume_statuses(
     vmi: virtctl_rs::api::VirtualMachineInstance,
 ) -> (Vec<serde_json::Value>, Vec<String>) {
-    let statuses = vmi
-        .status
-        .and_then(|s| s.volume_status)
-        .expect("volumeStatus");
+    let statuses = vmi.volume_status_entries();
+    assert!(!statuses.is_empty(), "no volumeStatus");
     let names = statuses.iter().filter_map(|v| v["name"].as_str());
     let names = names.map(str::to_string).collect();
     (statuses, names)

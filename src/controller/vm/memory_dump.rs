@@ -207,12 +207,9 @@ fn vmi_volume_patch(vmi: &VirtualMachineInstance, claim: &str, add: bool) -> Vmi
 }
 
 /// The VMI's `volumeStatus` entry for `name`.
-fn volume_status<'a>(vmi: Option<&'a VirtualMachineInstance>, name: &str) -> Option<&'a Value> {
-    vmi?.status
-        .as_ref()?
-        .volume_status
-        .as_ref()?
-        .iter()
+fn volume_status(vmi: Option<&VirtualMachineInstance>, name: &str) -> Option<Value> {
+    vmi?.volume_status_entries()
+        .into_iter()
         .find(|e| e.get("name").and_then(Value::as_str) == Some(name))
 }
 
@@ -243,7 +240,7 @@ pub(crate) fn update_request(
             Some(updated)
         }
         "InProgress" => {
-            if let Some(e) = entry {
+            if let Some(e) = &entry {
                 in_progress(e, &mut updated);
             }
             Some(updated)
@@ -369,7 +366,7 @@ mod tests {
     }
 
     fn with_volume_status(mut vmi: VirtualMachineInstance, entry: Value) -> VirtualMachineInstance {
-        vmi.status.as_mut().unwrap().volume_status = Some(vec![entry]);
+        vmi.status.as_mut().unwrap().volume_status = Some(vec![entry].into());
         vmi
     }
 

@@ -77,9 +77,7 @@ fn set_state(i: &mut Interface, state: &str) {
 
 /// The names of the VMI's `status.interfaces` entries, with their pod interface names.
 fn status_entries(vmi: &VirtualMachineInstance) -> Vec<(String, String)> {
-    let entries = vmi.status.as_ref().and_then(|s| s.interfaces.as_deref());
-    entries
-        .unwrap_or_default()
+    vmi.interface_status_entries()
         .iter()
         .map(|e| {
             let field = |k: &str| e[k].as_str().unwrap_or_default().to_string();

@@ -52,11 +52,8 @@ fn new_template_volumes(template: &[Volume], vmi: &VirtualMachineInstance) -> Ve
         .map(|v| v.name.as_str())
         .collect();
     let with_status: BTreeSet<String> = vmi
-        .status
-        .as_ref()
-        .and_then(|s| s.volume_status.as_ref())
-        .into_iter()
-        .flatten()
+        .volume_status_entries()
+        .iter()
         .filter_map(|e| e.get("name").and_then(Value::as_str).map(str::to_string))
         .collect();
     template

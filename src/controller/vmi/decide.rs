@@ -9,7 +9,9 @@ use super::podutil::{self, pod_name};
 use super::snapshot::VmiSnapshot;
 use crate::api::quantity::{Format, ParsedQuantity};
 use crate::api::vmi::{MemoryStatus, VirtualMachineInstanceStatus};
-use crate::api::{Condition, Phase, VirtualMachineInstance, annotations, finalizers, labels};
+use crate::api::{
+    Condition, JsonList, Phase, VirtualMachineInstance, annotations, finalizers, labels,
+};
 use crate::controller::common::record::VmiEnding;
 use crate::controller::common::semantic::values_semantic_eq;
 use crate::controller::common::{ReconcileError, semantic_eq};
@@ -97,7 +99,7 @@ fn backend_storage_entry(
 ) -> Option<serde_json::Value> {
     use crate::launcher::backend_storage::STATUS_VOLUME_NAME;
     let claim = snap.backend_storage.claim.as_ref()?;
-    let entries = new.status.as_ref()?.volume_status.as_ref()?;
+    let entries = new.volume_status_entries();
     let named = |n: &str| {
         entries
             .iter()
@@ -141,12 +143,13 @@ fn update_volume_status(
         });
     }
     let statuses = (!statuses.is_empty()).then_some(statuses);
-    if statuses != new.status.as_ref().and_then(|s| s.volume_status.clone()) {
+    let current = new.status.as_ref().and_then(|s| s.volume_status.as_ref());
+    if statuses != current.map(JsonList::entries) {
         expl.push(format!(
             "status.volumeStatus: one entry per volume, claims' persistentVolumeClaimInfo ({at}, vmi/storage.go:231-340)"
         ));
     }
-    status_mut(new).volume_status = statuses;
+    status_mut(new).volume_status = statuses.map(JsonList::from);
 }
 
 /// `updateNetworkStatus` (pkg/network/controllers/vmi.go:36-60) into the new VMI's
@@ -159,12 +162,13 @@ fn update_interface_status(
     at: &str,
 ) {
     let interfaces = super::network_status::interface_status(new, pod);
-    if interfaces != new.status.as_ref().and_then(|s| s.interfaces.clone()) {
+    let current = new.status.as_ref().and_then(|s| s.interfaces.as_ref());
+    if interfaces != current.map(JsonList::entries) {
         expl.push(format!(
             "status.interfaces: the networks' pod interface names ({at}, pkg/network/controllers/vmi.go:36-60)"
         ));
     }
-    status_mut(new).interfaces = interfaces;
+    status_mut(new).interfaces = interfaces.map(JsonList::from);
 }
 
 /// [`VmiDecision::phase_reason`] of a VMI failed because its launcher pod is gone from the
@@ -913,8 +917,13 @@ impl<'a> StatusUpdate<'a> {
         // The backend-storage claim's entry (lifecycle.go:309-311, backend-storage.go:485-507).
         if let Some(claim) = &snap.backend_storage.claim {
             let status = status_mut(&mut self.new);
-            let entries = status.volume_status.get_or_insert_with(Vec::new);
-            super::backend_storage::update_volume_status(entries, claim);
+            let mut entries = status
+                .volume_status
+                .as_ref()
+                .map(JsonList::entries)
+                .unwrap_or_default();
+            super::backend_storage::update_volume_status(&mut entries, claim);
+            status.volume_status = Some(entries.into());
             self.expl.push(format!(
                 "status.volumeStatus: the backend-storage entry names claim {} (lifecycle.go:309-311)",
                 claim.name

@@ -2222,12 +2222,12 @@ fn the_hand_over_writes_volume_status() {
     let w = updated(&d);
     assert_eq!(phase_of(w), Phase::Scheduled, "{:?}", d.explanation);
     assert_eq!(
-        w.status.as_ref().and_then(|s| s.volume_status.clone()),
-        Some(vec![
+        w.volume_status_entries(),
+        vec![
             json!({"name": "data", "target": "",
                    "persistentVolumeClaimInfo": {"claimName": "c", "filesystemOverhead": "0.055"}}),
             json!({"name": "root", "target": ""}),
-        ])
+        ]
     );
 }
 
@@ -2244,8 +2244,8 @@ fn the_hand_over_writes_interface_status() {
     let w = updated(&d);
     assert_eq!(phase_of(w), Phase::Scheduled);
     assert_eq!(
-        w.status.as_ref().and_then(|s| s.interfaces.clone()),
-        Some(vec![json!({"name": "default", "podInterfaceName": "eth0"})])
+        w.interface_status_entries(),
+        vec![json!({"name": "default", "podInterfaceName": "eth0"})]
     );
 }
 
@@ -2321,7 +2321,7 @@ fn backend_storage_holds_the_pod_until_its_claim_is_bound() {
     let d = decide(&s);
     assert!(matches!(&d.sync_actions[..], [VmiAction::CreatePod { .. }]));
     let new = d.new_vmi.expect("status written");
-    let entries = new.status.clone().unwrap().volume_status.unwrap();
+    let entries = new.volume_status_entries();
     assert_eq!(
         entries,
         vec![

@@ -68,11 +68,7 @@ fn nad_name_equal(spec_name: &str, status_name: &str, namespace: &str) -> bool {
 fn requirement(vmi: &VirtualMachineInstance, statuses: &[NetworkStatus]) -> Requirement {
     let namespace = vmi.metadata.namespace.as_deref().unwrap_or_default();
     let ifaces = vmi.spec.interfaces();
-    let entries: &[Value] = vmi
-        .status
-        .as_ref()
-        .and_then(|s| s.interfaces.as_deref())
-        .unwrap_or_default();
+    let entries = vmi.interface_status_entries();
     for net in vmi.spec.networks.iter().flatten() {
         if !is_secondary_multus(net) {
             continue;

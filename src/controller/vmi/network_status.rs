@@ -97,11 +97,7 @@ fn with_info_source(entry: &mut Value, add: bool) {
 /// the new `status.interfaces`, `None` when empty (the field is omitempty).
 pub(crate) fn interface_status(vmi: &VirtualMachineInstance, pod: &Pod) -> Option<Vec<Value>> {
     let networks: &[Network] = vmi.spec.networks.as_deref().unwrap_or_default();
-    let old: &[Value] = vmi
-        .status
-        .as_ref()
-        .and_then(|s| s.interfaces.as_deref())
-        .unwrap_or_default();
+    let old = vmi.interface_status_entries();
     let old_entry = |name: &str| {
         old.iter()
             .find(|e| e["name"].as_str() == Some(name))

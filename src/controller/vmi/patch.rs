@@ -10,8 +10,8 @@
 //! Patches are built with the shared [`PatchSet`]; semantic equality is the shared
 //! [`semantic_eq`] (both in `controller::common`).
 
-use crate::api::VirtualMachineInstance;
 use crate::api::vmi::VirtualMachineInstanceStatus;
+use crate::api::{JsonList, VirtualMachineInstance};
 use crate::controller::common::patch::path as ptr;
 use crate::controller::common::{PatchSet, semantic_eq};
 use crate::launcher::annotations;
@@ -33,7 +33,11 @@ pub(crate) const DYNAMIC_ANNOTATIONS: &[&str] = &[
 ];
 
 fn sorted_interfaces(status: &VirtualMachineInstanceStatus) -> Vec<Value> {
-    let mut v = status.interfaces.clone().unwrap_or_default();
+    let mut v = status
+        .interfaces
+        .as_ref()
+        .map(JsonList::entries)
+        .unwrap_or_default();
     v.sort_by(|a, b| {
         let name = |x: &Value| {
             x.get("name")
@@ -236,14 +240,19 @@ mod tests {
     fn interfaces_reordered_is_empty_patch() {
         let mut old = running_vmi();
         if let Some(s) = old.status.as_mut() {
-            s.interfaces = Some(vec![
-                json!({"name": "stubNetStatusUpdate1"}),
-                json!({"name": "stubNetStatusUpdate2"}),
-            ]);
+            s.interfaces = Some(
+                vec![
+                    json!({"name": "stubNetStatusUpdate1"}),
+                    json!({"name": "stubNetStatusUpdate2"}),
+                ]
+                .into(),
+            );
         }
         let mut new = old.clone();
-        if let Some(i) = new.status.as_mut().and_then(|s| s.interfaces.as_mut()) {
-            i.reverse();
+        if let Some(s) = new.status.as_mut() {
+            let mut entries = old.interface_status_entries();
+            entries.reverse();
+            s.interfaces = Some(entries.into());
         }
         assert!(prepare_vmi_patch(&old, &new).0.is_empty());
     }
@@ -253,11 +262,11 @@ mod tests {
     fn interfaces_added_is_test_and_add() {
         let mut old = running_vmi();
         if let Some(s) = old.status.as_mut() {
-            s.interfaces = Some(vec![json!({"name": "a"})]);
+            s.interfaces = Some(vec![json!({"name": "a"})].into());
         }
         let mut new = old.clone();
         if let Some(s) = new.status.as_mut() {
-            s.interfaces = Some(vec![json!({"name": "a"}), json!({"name": "b"})]);
+            s.interfaces = Some(vec![json!({"name": "a"}), json!({"name": "b"})].into());
         }
         assert_eq!(
             ops_json(&prepare_vmi_patch(&old, &new)),

@@ -215,12 +215,11 @@ pub(crate) fn volume_status(
     claims: &std::collections::BTreeMap<String, serde_json::Value>,
 ) -> Option<Vec<serde_json::Value>> {
     use serde_json::{Value, json};
-    let old = vmi.status.as_ref().and_then(|s| s.volume_status.as_ref());
+    let old = vmi.volume_status_entries();
     let mut out: Vec<Value> = Vec::new();
     for volume in vmi.spec.volumes.iter().flatten() {
         let mut entry = old
-            .into_iter()
-            .flatten()
+            .iter()
             .find(|e| e.get("name").and_then(|n| n.as_str()) == Some(volume.name.as_str()))
             .cloned()
             .unwrap_or_else(|| json!({"name": volume.name, "target": ""}));

@@ -128,14 +128,6 @@ pub(crate) struct HotplugPlan {
     pub explanation: Vec<String>,
 }
 
-fn status_entries(vmi: &VirtualMachineInstance) -> impl Iterator<Item = &Value> {
-    vmi.status
-        .as_ref()
-        .and_then(|s| s.volume_status.as_ref())
-        .into_iter()
-        .flatten()
-}
-
 fn entry_str<'a>(e: &'a Value, k: &str) -> &'a str {
     e.get(k).and_then(Value::as_str).unwrap_or("")
 }
@@ -303,7 +295,9 @@ fn cleanup_attachment_pods(
         .filter(|v| crate::controller::vm::restart_required::is_hotplug_volume(v))
         .map(|v| v.name.as_str())
         .collect();
-    let unplugged: BTreeMap<&str, &str> = status_entries(vmi)
+    let entries = vmi.volume_status_entries();
+    let unplugged: BTreeMap<&str, &str> = entries
+        .iter()
         .filter(|e| e.get("hotplugVolume").is_some_and(|h| !h.is_null()))
         .filter(|e| !spec_hotplug.contains(entry_str(e, "name")))
         .map(|e| (entry_str(e, "name"), entry_str(e, "phase")))
@@ -568,7 +562,11 @@ pub(crate) fn hotplug_volume_status(
         .flatten()
         .map(|v| v.name.as_str())
         .collect();
-    for old in status_entries(vmi).filter(|e| !in_spec.contains(entry_str(e, "name"))) {
+    let entries = vmi.volume_status_entries();
+    for old in entries
+        .iter()
+        .filter(|e| !in_spec.contains(entry_str(e, "name")))
+    {
         let name = entry_str(old, "name");
         let Some(pod) = pods
             .iter()
