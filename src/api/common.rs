@@ -1,6 +1,7 @@
 //! Pieces shared by the kubevirt.io types: the "everything else" map, timestamps and conditions.
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use litemap::LiteMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Fields of an object that virtctl-rs does not model. Every typed struct in `crate::api` keeps
@@ -410,6 +411,98 @@ impl<'de> Deserialize<'de> for JsonList {
     }
 }
 
+/// A small JSON object from strings, such as a VMI's `status.activePods`, kept as a sorted list
+/// of pairs ([`LiteMap`], read through `Deref`): a `BTreeMap` allocates an eleven-slot node,
+/// about 550 bytes, for its first entry (docs/performance.md "Bytes per cached VM").
+///
+/// Serde is this type's own: `LiteMap`'s writes an empty map as `[]` and reads a list of pairs
+/// as a map, where a Kubernetes map field is an object both ways.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmallMap<V>(LiteMap<String, V>);
+
+impl<V> SmallMap<V> {
+    /// The pairs, sorted by key.
+    pub fn into_pairs(self) -> Vec<(String, V)> {
+        self.0.into_tuple_vec()
+    }
+}
+
+impl<V> Default for SmallMap<V> {
+    fn default() -> Self {
+        SmallMap(LiteMap::new())
+    }
+}
+
+impl<V> std::ops::Deref for SmallMap<V> {
+    type Target = LiteMap<String, V>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl<V> std::ops::DerefMut for SmallMap<V> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// A later duplicate key wins, as in a `BTreeMap`.
+impl<V> FromIterator<(String, V)> for SmallMap<V> {
+    fn from_iter<I: IntoIterator<Item = (String, V)>>(pairs: I) -> Self {
+        let mut pairs: Vec<(String, V)> = pairs.into_iter().collect();
+        // Strictly increasing keys are already a map (the usual case: what this type wrote).
+        if !pairs.is_sorted_by(|a, b| a.0 < b.0) {
+            // Stable: equal keys stay in input order, and the last of each run is kept.
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut unique: Vec<(String, V)> = Vec::with_capacity(pairs.len());
+            for pair in pairs {
+                match unique.last_mut() {
+                    Some(last) if last.0 == pair.0 => *last = pair,
+                    _ => unique.push(pair),
+                }
+            }
+            pairs = unique;
+        }
+        SmallMap(LiteMap::from_sorted_store_unchecked(pairs))
+    }
+}
+
+/// A JSON object, in key order (as Go's `encoding/json` writes a map).
+impl<V: Serialize> Serialize for SmallMap<V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter())
+    }
+}
+
+/// A JSON object; anything else is an error.
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for SmallMap<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Pairs<V>(std::marker::PhantomData<V>);
+
+        impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Pairs<V> {
+            type Value = SmallMap<V>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of string keys")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut pairs = Vec::with_capacity(access.size_hint().unwrap_or(0));
+                while let Some(pair) = access.next_entry::<String, V>()? {
+                    pairs.push(pair);
+                }
+                Ok(pairs.into_iter().collect())
+            }
+        }
+
+        deserializer.deserialize_map(Pairs(std::marker::PhantomData))
+    }
+}
+
 /// A `metav1.Time`: RFC 3339 with second precision, always UTC (`2026-10-13T00:42:32Z`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Time(pub DateTime<Utc>);
@@ -565,6 +658,44 @@ mod tests {
         name: Option<String>,
         #[serde(flatten)]
         extra: Extra,
+    }
+
+    fn small(pairs: &[(&str, &str)]) -> SmallMap<String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_small_map_is_sorted_and_the_last_duplicate_wins() {
+        let map = small(&[("b", "1"), ("a", "2"), ("b", "3"), ("c", "4"), ("a", "5")]);
+        let pairs: Vec<(&str, &str)> = map.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        assert_eq!(pairs, [("a", "5"), ("b", "3"), ("c", "4")]);
+        assert_eq!(map.get("b").map(String::as_str), Some("3"));
+        // Sorted input is kept as it came, with no spare slot.
+        let sorted = small(&[("a", "1"), ("b", "2")]).into_pairs();
+        assert_eq!((sorted.len(), sorted.capacity()), (2, 2));
+    }
+
+    #[test]
+    fn a_small_map_is_a_json_object_both_ways() {
+        assert_eq!(serde_json::to_value(small(&[])).unwrap(), json!({}));
+        let map = small(&[("z", "1"), ("a", "2")]);
+        assert_eq!(serde_json::to_string(&map).unwrap(), r#"{"a":"2","z":"1"}"#);
+        let back: SmallMap<String> = serde_json::from_str(r#"{"z":"1","a":"2"}"#).unwrap();
+        assert_eq!(back, map);
+        let yaml: SmallMap<String> = serde_yaml::from_str("z: '1'\na: '2'\n").unwrap();
+        assert_eq!(yaml, map);
+        for wrong in [
+            json!([["a", "1"]]),
+            json!("a"),
+            json!(null),
+            json!({"a": 1}),
+        ] {
+            let err = serde_json::from_value::<SmallMap<String>>(wrong.clone()).unwrap_err();
+            assert!(err.to_string().contains("invalid type"), "{wrong}: {err}");
+        }
     }
 
     #[test]

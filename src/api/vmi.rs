@@ -5,7 +5,7 @@
 //!
 //! Schema: KubeVirt `staging/src/kubevirt.io/api/core/v1/types.go` and `schema.go` (v1.9.0).
 
-use super::common::{Condition, Extra, JsonList, Time};
+use super::common::{Condition, Extra, JsonList, SmallMap, Time};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -472,9 +472,9 @@ pub struct VirtualMachineInstanceStatus {
     pub node_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// Pod UID → node name.
+    /// Pod UID → node name: usually one pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_pods: Option<BTreeMap<String, String>>,
+    pub active_pods: Option<SmallMap<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos_class: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -543,5 +543,68 @@ impl VirtualMachineInstance {
     /// True when `metadata.deletionTimestamp` is set.
     pub fn is_deleting(&self) -> bool {
         self.metadata.deletion_timestamp.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn status(v: serde_json::Value) -> Result<VirtualMachineInstanceStatus, serde_json::Error> {
+        serde_json::from_value(v)
+    }
+
+    #[test]
+    fn active_pods_round_trip_as_a_json_map_in_key_order() {
+        let st = status(json!({"activePods": {"uid-b": "node-2", "uid-a": "node-1"}})).unwrap();
+        let pods = st.active_pods.as_ref().unwrap();
+        assert_eq!(pods.get("uid-a").map(String::as_str), Some("node-1"));
+        assert_eq!(pods.get("uid-b").map(String::as_str), Some("node-2"));
+        // Written as a map, keys sorted (as Go's encoding/json writes a map).
+        let text = serde_json::to_string(&st).unwrap();
+        assert_eq!(
+            text,
+            r#"{"activePods":{"uid-a":"node-1","uid-b":"node-2"}}"#
+        );
+        // The empty map stays a map, and an absent one absent.
+        let empty = status(json!({"activePods": {}})).unwrap();
+        assert_eq!(
+            serde_json::to_value(&empty).unwrap(),
+            json!({"activePods": {}})
+        );
+        assert_eq!(
+            serde_json::to_value(status(json!({})).unwrap()).unwrap(),
+            json!({})
+        );
+    }
+
+    #[test]
+    fn active_pods_keep_one_slot_per_pod_once_cached() {
+        // The informer caches a clone of what it decoded (`cache_copy`), so the list holds
+        // exactly its pairs: 48 bytes per pod, where a `BTreeMap` allocated an eleven-slot node.
+        let st = status(json!({"activePods": {"uid-a": "node-1"}})).unwrap();
+        let cached = st.clone().active_pods.unwrap().into_pairs();
+        assert_eq!((cached.len(), cached.capacity()), (1, 1));
+    }
+
+    #[test]
+    fn active_pods_of_another_type_are_an_error() {
+        let err = status(json!({"activePods": "uid-a"})).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("invalid type: string \"uid-a\", expected a map of string keys"),
+            "{err}"
+        );
+        // A list of pairs is not a map.
+        assert!(status(json!({"activePods": [["uid-a", "node-1"]]})).is_err());
+        // A later duplicate wins, as it did in a `BTreeMap`; null is absent.
+        let dup = r#"{"activePods": {"uid-a": "node-1", "uid-a": "node-2"}}"#;
+        let st: VirtualMachineInstanceStatus = serde_json::from_str(dup).unwrap();
+        assert_eq!(st.active_pods.unwrap().get("uid-a").unwrap(), "node-2");
+        assert_eq!(
+            status(json!({"activePods": null})).unwrap().active_pods,
+            None
+        );
     }
 }

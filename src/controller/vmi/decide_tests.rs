@@ -945,7 +945,11 @@ fn ready_pod_hands_over_to_virt_handler() {
     assert_eq!(st.migration_transport, None);
     assert_eq!(
         st.active_pods,
-        Some([("virt-launch-uid".to_string(), "node01".to_string())].into())
+        Some(
+            [("virt-launch-uid".to_string(), "node01".to_string())]
+                .into_iter()
+                .collect()
+        )
     );
     let ts = st.phase_transition_timestamps.unwrap_or_default();
     assert_eq!(
@@ -1260,7 +1264,11 @@ fn patch_path_keeps_synchronized_condition() {
     let mut vmi = with_phase(pending_vmi(), Phase::Scheduled);
     set_ready(&mut vmi, "False", "GuestNotRunning");
     add_condition(&mut vmi, cond("Synchronized", "False", ""));
-    status_mut(&mut vmi).active_pods = Some([("virt-launch-uid".into(), String::new())].into());
+    status_mut(&mut vmi).active_pods = Some(
+        [("virt-launch-uid".into(), String::new())]
+            .into_iter()
+            .collect(),
+    );
     let pod = ready_pod();
     let d = decide(&snap_with_pod(vmi, pod));
     let nv = d.new_vmi.clone().expect("computed");
@@ -1279,7 +1287,11 @@ fn scheduled_vmi_with_pod_needs_no_write() {
             "GuestNotRunning"
         };
         set_ready(&mut vmi, "False", unready);
-        status_mut(&mut vmi).active_pods = Some([("virt-launch-uid".into(), String::new())].into());
+        status_mut(&mut vmi).active_pods = Some(
+            [("virt-launch-uid".into(), String::new())]
+                .into_iter()
+                .collect(),
+        );
         let d = decide(&snap_with_pod(vmi, kv_pod(phase)));
         assert!(
             no_writes(&d),
@@ -1945,7 +1957,11 @@ fn lifecycle_from_creation_to_finalizer_removal() {
     );
     assert_eq!(
         s.vmi.status.as_ref().and_then(|st| st.active_pods.clone()),
-        Some([("pod-uid-1".to_string(), String::new())].into())
+        Some(
+            [("pod-uid-1".to_string(), String::new())]
+                .into_iter()
+                .collect()
+        )
     );
     let d = execute(&mut s);
     assert!(no_writes(&d), "{:#?}", d.status_actions);

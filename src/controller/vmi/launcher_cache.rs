@@ -49,6 +49,7 @@
 //! [`CachedPod::to_pod`] builds, so every reader of a pod reads one type.
 
 use super::podutil::COMPUTE_CONTAINER;
+use crate::api::common::SmallMap;
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStatus, PersistentVolumeClaimVolumeSource, Pod,
     PodCondition, PodSpec, PodStatus, ResourceRequirements, Toleration, Volume,
@@ -57,7 +58,6 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 /// A pod as the pod informer caches it: what the controllers read of it (module docs).
 /// [`CachedPod::to_pod`] gives it as a [`Pod`].
@@ -82,7 +82,9 @@ struct CachedSpec {
 #[derive(Clone, Debug, Default, PartialEq)]
 struct CachedCompute {
     image: Option<String>,
-    resources: Option<Option<BTreeMap<String, Quantity>>>,
+    /// As a sorted list ([`SmallMap`]): a launcher's half a dozen requests fill half of the
+    /// eleven-slot node a `BTreeMap` would allocate.
+    resources: Option<Option<SmallMap<Quantity>>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -148,7 +150,9 @@ impl CachedSpec {
                     name: COMPUTE_CONTAINER.into(),
                     image: c.image.clone(),
                     resources: c.resources.as_ref().map(|requests| ResourceRequirements {
-                        requests: requests.clone(),
+                        requests: requests
+                            .as_ref()
+                            .map(|r| r.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -326,7 +330,7 @@ struct WireContainer {
 #[derive(Deserialize)]
 struct WireResources {
     #[serde(default)]
-    requests: Option<BTreeMap<String, Quantity>>,
+    requests: Option<SmallMap<Quantity>>,
 }
 
 /// A virt-launcher pod (label `kubevirt.io: virt-launcher`, template.go:1196), not a hotplug
