@@ -9,9 +9,10 @@
 //! stay live. Heap bytes do not depend on the build profile, so `cargo test --bench
 //! cache_memory` (debug, 20 VMs) gives the same per-object figures as `cargo bench`.
 //!
-//! Not counted: the store's map entries and `ObjectRef` keys, allocator headers (about 16
-//! bytes per live allocation with glibc malloc; the allocation counts are printed so this can
-//! be estimated) and fragmentation; the controller process's RSS per VM is what
+//! Each allocation is counted twice: the bytes asked for, and the bytes jemalloc (the product's
+//! allocator, src/main.rs) gives for them, the request rounded up to its size class (2,056 bytes
+//! take a 2,560-byte slot): what the controller's heap holds. Not counted: the store's map
+//! entries and `ObjectRef` keys and fragmentation; the controller process's RSS per VM is what
 //! `benches/controller_start.rs` reports.
 //!
 //! Also counted the same way: a launcher pod as the simulated nodes cache it (the embedded
@@ -21,7 +22,7 @@
 //! Run: `cargo bench --bench cache_memory` (`CACHE_MEMORY_VMS`, default 200). Figures:
 //! docs/performance.md ("Bytes per cached VM").
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,48 +43,87 @@ use virtctl_rs::runtime::lease::LeaderElectionConfig;
 use virtctl_rs::sim::cluster::{EmbeddedCluster, EmbeddedClusterConfig};
 use virtctl_rs::sim::nodes::cached_pod::for_node_cache;
 
-/// The system allocator, counting live bytes and live allocations per thread.
+/// jemalloc, counting live bytes (asked for and given) and live allocations per thread.
 struct Counting;
 
+/// Live heap: bytes asked for, bytes jemalloc gave (size classes), allocations.
+#[derive(Clone, Copy, Default)]
+struct Live {
+    bytes: isize,
+    class_bytes: isize,
+    allocations: isize,
+}
+
+impl std::ops::Sub for Live {
+    type Output = Live;
+
+    fn sub(self, o: Live) -> Live {
+        Live {
+            bytes: self.bytes - o.bytes,
+            class_bytes: self.class_bytes - o.class_bytes,
+            allocations: self.allocations - o.allocations,
+        }
+    }
+}
+
 thread_local! {
-    /// This thread's live heap: the bytes and allocations it allocated less those it freed. A
-    /// measurement reads the measuring thread's alone: the process-wide sum also moved with
-    /// frees on the runtime's other threads (tasks of the stopped cluster and manager still
-    /// being dropped), which gave the first kind measured a negative size.
-    static LIVE: Cell<(isize, isize)> = const { Cell::new((0, 0)) };
+    /// This thread's live heap: what it allocated less what it freed. A measurement reads the
+    /// measuring thread's alone: the process-wide sum also moved with frees on the runtime's
+    /// other threads (tasks of the stopped cluster and manager still being dropped), which gave
+    /// the first kind measured a negative size.
+    static LIVE: Cell<Live> = const {
+        Cell::new(Live { bytes: 0, class_bytes: 0, allocations: 0 })
+    };
 }
 
 /// Adds to the calling thread's counts (nothing once its thread-locals are gone).
-fn count(bytes: isize, allocations: isize) {
+fn count(bytes: isize, class_bytes: isize, allocations: isize) {
     let _ = LIVE.try_with(|live| {
-        let (b, a) = live.get();
-        live.set((b + bytes, a + allocations));
+        let l = live.get();
+        live.set(Live {
+            bytes: l.bytes + bytes,
+            class_bytes: l.class_bytes + class_bytes,
+            allocations: l.allocations + allocations,
+        });
     });
 }
 
-/// The calling thread's live (bytes, allocations).
-fn live() -> (isize, isize) {
+/// The calling thread's live heap.
+fn live() -> Live {
     LIVE.with(Cell::get)
 }
 
+/// The bytes jemalloc holds for the live block at `p`.
+fn class_size(p: *const u8) -> isize {
+    (unsafe { tikv_jemallocator::usable_size(p) }) as isize
+}
+
+static JEMALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
+        let p = unsafe { JEMALLOC.alloc(layout) };
         if !p.is_null() {
-            count(layout.size() as isize, 1);
+            count(layout.size() as isize, class_size(p), 1);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        count(-(layout.size() as isize), -1);
+        let class = class_size(ptr);
+        unsafe { JEMALLOC.dealloc(ptr, layout) };
+        count(-(layout.size() as isize), -class, -1);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let old_class = class_size(ptr);
+        let p = unsafe { JEMALLOC.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            count(new_size as isize - layout.size() as isize, 0);
+            count(
+                new_size as isize - layout.size() as isize,
+                class_size(p) - old_class,
+                0,
+            );
         }
         p
     }
@@ -116,12 +156,14 @@ fn demo_vms(n: usize) -> Vec<VirtualMachine> {
         .collect()
 }
 
-/// Per-kind figures: objects, mean JSON size, mean live heap bytes and allocations per object.
+/// Per-kind figures: objects, mean JSON size, mean live heap bytes (asked for and in jemalloc's
+/// size classes) and allocations per object.
 struct KindCost {
     kind: &'static str,
     objects: usize,
     json_bytes: f64,
     heap_bytes: f64,
+    class_bytes: f64,
     allocations: f64,
 }
 
@@ -130,18 +172,16 @@ struct KindCost {
 /// count what stays allocated.
 fn cost<K: Clone>(kind: &'static str, texts: &[String], decode: fn(&str) -> K) -> KindCost {
     let mut kept: Vec<Arc<K>> = Vec::with_capacity(texts.len());
-    let (bytes0, allocs0) = live();
+    let before = live();
     for text in texts {
         kept.push(cache_copy(decode(text)));
     }
-    // The Vec of pointers is the bench's, not the cache's.
-    let vec_bytes = (kept.capacity() * std::mem::size_of::<Arc<K>>()) as isize;
-    let (bytes1, allocs1) = live();
-    let (bytes, allocs) = (bytes1 - bytes0, allocs1 - allocs0);
+    let grown = live() - before;
     assert!(
-        texts.is_empty() || bytes - vec_bytes > 0 && allocs > 0,
-        "{kind}: {} heap bytes and {allocs} allocations kept for {} objects: the count is broken",
-        bytes - vec_bytes,
+        texts.is_empty() || grown.bytes > 0 && grown.allocations > 0,
+        "{kind}: {} heap bytes and {} allocations kept for {} objects: the count is broken",
+        grown.bytes,
+        grown.allocations,
         texts.len()
     );
     let n = texts.len().max(1) as f64;
@@ -149,8 +189,9 @@ fn cost<K: Clone>(kind: &'static str, texts: &[String], decode: fn(&str) -> K) -
         kind,
         objects: texts.len(),
         json_bytes: texts.iter().map(String::len).sum::<usize>() as f64 / n,
-        heap_bytes: (bytes - vec_bytes) as f64 / n,
-        allocations: allocs as f64 / n,
+        heap_bytes: grown.bytes as f64 / n,
+        class_bytes: grown.class_bytes as f64 / n,
+        allocations: grown.allocations as f64 / n,
     };
     drop(kept);
     cost
@@ -159,20 +200,19 @@ fn cost<K: Clone>(kind: &'static str, texts: &[String], decode: fn(&str) -> K) -
 /// The heap one audit entry holds: a copy of every entry the log keeps, counted (the copy's
 /// buffer is one slot an entry, as the log's ring is).
 fn audit_entry_cost(cluster: &EmbeddedCluster) -> KindCost {
-    let (bytes0, allocs0) = live();
+    let before = live();
     let entries = cluster.api().audit().entries();
     let slack =
         (entries.capacity() - entries.len()) * std::mem::size_of::<virtctl_rs::sim::AuditEntry>();
-    let (bytes1, allocs1) = live();
-    let bytes = bytes1 - bytes0 - slack as isize;
-    let allocs = allocs1 - allocs0 - 1;
+    let grown = live() - before;
     let n = entries.len().max(1) as f64;
     KindCost {
         kind: "audit entry",
         objects: entries.len(),
         json_bytes: 0.0,
-        heap_bytes: bytes as f64 / n,
-        allocations: allocs as f64 / n,
+        heap_bytes: (grown.bytes - slack as isize) as f64 / n,
+        class_bytes: 0.0,
+        allocations: (grown.allocations - 1) as f64 / n,
     }
 }
 
@@ -317,13 +357,13 @@ async fn run(n: usize) {
         "\ncache_memory: {n} Running demo-vm copies, objects decoded as the informers cache them"
     );
     println!(
-        "  {:<24} {:>7} {:>12} {:>16} {:>14}",
-        "kind", "objects", "JSON bytes", "heap bytes/obj", "allocs/obj"
+        "  {:<24} {:>7} {:>12} {:>16} {:>16} {:>12}",
+        "kind", "objects", "JSON bytes", "heap bytes/obj", "jemalloc B/obj", "allocs/obj"
     );
     for c in &costs {
         println!(
-            "  {:<24} {:>7} {:>12.0} {:>16.0} {:>14.1}",
-            c.kind, c.objects, c.json_bytes, c.heap_bytes, c.allocations
+            "  {:<24} {:>7} {:>12.0} {:>16.0} {:>16.0} {:>12.1}",
+            c.kind, c.objects, c.json_bytes, c.heap_bytes, c.class_bytes, c.allocations
         );
     }
     println!(
@@ -342,13 +382,14 @@ async fn run(n: usize) {
             .sum::<f64>()
     };
     println!(
-        "  per VM (the four cached kinds): {:.0} JSON bytes, {:.0} heap bytes ({:.1} KiB), {:.0} allocations \
-         (+ about {:.1} KiB of malloc headers at 16 bytes each)",
+        "  per VM (the four cached kinds): {:.0} JSON bytes, {:.0} heap bytes ({:.1} KiB) asked \
+         for, {:.0} ({:.1} KiB) in jemalloc's size classes, {:.0} allocations",
         per_vm(|c| c.json_bytes),
         per_vm(|c| c.heap_bytes),
         per_vm(|c| c.heap_bytes) / 1024.0,
+        per_vm(|c| c.class_bytes),
+        per_vm(|c| c.class_bytes) / 1024.0,
         per_vm(|c| c.allocations),
-        per_vm(|c| c.allocations) * 16.0 / 1024.0
     );
 }
 
