@@ -663,12 +663,12 @@ mod tests {
         ] {
             let mut s = base_1gi();
             let v = |b: bool| b.then(|| Box::new(serde_json::json!({})));
-            s.domain.launch_security = Some(LaunchSecurity {
+            s.domain.launch_security = Some(Box::new(LaunchSecurity {
                 sev: v(sev),
                 snp: v(snp),
                 tdx: v(tdx),
                 ..Default::default()
-            });
+            }));
             assert_eq!(total(&s), BASE_1GI + extra * MIB);
         }
     }
@@ -1033,10 +1033,10 @@ mod tests {
         });
         // SNP: the SEV term from v1.7 (PR 14845).
         let mut snp = base_1gi();
-        snp.domain.launch_security = Some(LaunchSecurity {
+        snp.domain.launch_security = Some(Box::new(LaunchSecurity {
             snp: Some(serde_json::json!({}).into()),
             ..Default::default()
-        });
+        }));
         // The passt core binding: 250Mi from v1.8 (pkg/network/resources/memory.go).
         let mut passt = base_1gi();
         passt.domain.devices.interfaces = Some(vec![Interface {
