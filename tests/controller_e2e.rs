@@ -29,7 +29,7 @@ use common::env::{CONTROLLER_AGENT, Env, EnvConfig, Server, printable, vm_status
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{DeleteParams, ListParams, PostParams};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use std::time::Duration;
 use virtctl_rs::api::annotations::{MEMORY_OVERHEAD_BYTES, VM_GENERATION};
@@ -404,7 +404,7 @@ async fn the_launcher_pod_is_cached_with_only_its_claim_volumes(server: Server) 
                 let key = kube::runtime::reflector::ObjectRef::new(&server.name_any())
                     .within(&server.namespace().unwrap_or_default());
                 let cached = env.manager.context().caches.pods.store().get(&key)?;
-                (cached.metadata.resource_version == server.metadata.resource_version)
+                (cached.meta().resource_version == server.metadata.resource_version)
                     .then(|| (server, cached.to_pod()))
             },
         )

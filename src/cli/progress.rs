@@ -19,6 +19,7 @@ use crate::controller::vmi::launcher_cache::{CONTROLLER_UID, CachedPod};
 use crate::runtime::informer::key_of;
 use crate::runtime::lease::LeaderState;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Resource as _;
 use kube::runtime::reflector::ObjectRef;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -288,10 +289,10 @@ fn newest_launcher_pod(ctx: &Context, uid: &str) -> Option<Pod> {
         .pods
         .by_index(&CONTROLLER_UID, uid)
         .into_iter()
-        .filter(|p| crate::api::label(&p.metadata, labels::CREATED_BY) == Some(uid))
+        .filter(|p| p.label(labels::CREATED_BY) == Some(uid))
         .max_by(|a, b| {
-            let created = |p: &CachedPod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            (created(a), &a.metadata.name).cmp(&(created(b), &b.metadata.name))
+            let created = |p: &CachedPod| p.meta().creation_timestamp.as_ref().map(|t| t.0);
+            (created(a), &a.meta().name).cmp(&(created(b), &b.meta().name))
         })
         .map(|p| p.to_pod())
 }

@@ -77,7 +77,7 @@ where
 /// VM's name).
 pub(crate) fn launcher_pod_vm_key(pod: &CachedPod) -> Option<String> {
     let (name, _) = controller_named(pod, "VirtualMachineInstance")?;
-    Some(join_key(pod.metadata.namespace.as_deref(), &name))
+    Some(join_key(pod.meta().namespace.as_deref(), &name))
 }
 
 /// VM informer → VM queue: every add/update/delete enqueues the VM's key.
@@ -418,7 +418,7 @@ pub(crate) type PodStoreCell = Arc<OnceLock<Store<CachedPod>>>;
 /// pod) the VMI of that launcher pod, found in the cache by name and UID
 /// (`resolveControllerRef`, vmi.go:539-560).
 fn pod_owner_vmi_key(pods: &PodStoreCell, pod: &CachedPod) -> Option<String> {
-    let ns = pod.metadata.namespace.as_deref();
+    let ns = pod.meta().namespace.as_deref();
     let vmi_of = |p: &CachedPod| {
         controller_named(p, "VirtualMachineInstance").map(|(name, _)| join_key(ns, &name))
     };
@@ -431,7 +431,7 @@ fn pod_owner_vmi_key(pods: &PodStoreCell, pod: &CachedPod) -> Option<String> {
         r = r.within(ns);
     }
     let launcher = pods.get()?.get(&r)?;
-    (launcher.metadata.uid.as_deref() == Some(uid.as_str()))
+    (launcher.meta().uid.as_deref() == Some(uid.as_str()))
         .then(|| vmi_of(&launcher))
         .flatten()
 }
@@ -443,18 +443,17 @@ fn pod_owner_vmi_key(pods: &PodStoreCell, pod: &CachedPod) -> Option<String> {
 /// alone: a VMI not in the cache, or of another UID, is not enqueued.
 fn vmi_key_from_owner_annotations(vmis: &VmiStoreCell, pod: &CachedPod) -> Option<String> {
     use crate::api::annotations::{OWNER_VMI_NAME, OWNER_VMI_UID};
-    let annotations = pod.metadata.annotations.as_ref()?;
     let (name, uid) = (
-        annotations.get(OWNER_VMI_NAME)?,
-        annotations.get(OWNER_VMI_UID)?,
+        pod.annotation(OWNER_VMI_NAME)?,
+        pod.annotation(OWNER_VMI_UID)?,
     );
-    let ns = pod.metadata.namespace.as_deref();
+    let ns = pod.meta().namespace.as_deref();
     let mut r = ObjectRef::<VirtualMachineInstance>::new(name);
     if let Some(ns) = ns {
         r = r.within(ns);
     }
     let vmi = vmis.get()?.get(&r)?;
-    (vmi.metadata.uid.as_deref() == Some(uid.as_str())).then(|| join_key(ns, name))
+    (vmi.metadata.uid.as_deref() == Some(uid)).then(|| join_key(ns, name))
 }
 
 /// Pod informer → VMI queue, lowering pod expectations of the owning VMI (attachment pods
@@ -476,7 +475,7 @@ pub(crate) fn pod_to_vmi_handler(
         match n {
             Notification::Add(pod) => {
                 if let Some(vmi_key) = owner_key(pod) {
-                    if pod.metadata.deletion_timestamp.is_some() {
+                    if pod.meta().deletion_timestamp.is_some() {
                         expectations
                             .pod
                             .deletion_observed(&vmi_key, &key_of(pod.as_ref()));
@@ -491,8 +490,8 @@ pub(crate) fn pod_to_vmi_handler(
                     return;
                 }
                 if let Some(vmi_key) = owner_key(new) {
-                    if new.metadata.deletion_timestamp.is_some()
-                        && old.metadata.deletion_timestamp.is_none()
+                    if new.meta().deletion_timestamp.is_some()
+                        && old.meta().deletion_timestamp.is_none()
                     {
                         expectations
                             .pod
@@ -817,9 +816,7 @@ mod tests {
                     k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
                 ));
             }
-            let mut pod = CachedPod::default();
-            pod.metadata = m;
-            Arc::new(pod)
+            Arc::new(CachedPod::from_metadata(m))
         };
         exp.pod.expect_creations("ns/a", 1);
         h(&Notification::Add(pod("1", false)));
@@ -853,9 +850,7 @@ mod tests {
                 ]
                 .into(),
             );
-            let mut pod = CachedPod::default();
-            pod.metadata = m;
-            Arc::new(pod)
+            Arc::new(CachedPod::from_metadata(m))
         };
         let delete = |pod: Arc<CachedPod>| Notification::Delete {
             obj: pod,

@@ -30,6 +30,7 @@ use crate::runtime::apicall::{
 };
 use crate::runtime::queue::Requeue;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use kube::Resource as _;
 use kube::api::DeleteParams;
 use kube::runtime::reflector::ObjectRef;
 use std::sync::Arc;
@@ -99,7 +100,7 @@ pub(crate) fn snapshot(
     // controller.go:474-488).
     let attachment: Vec<Arc<CachedPod>> = cached
         .iter()
-        .filter_map(|p| p.metadata.uid.as_deref())
+        .filter_map(|p| p.meta().uid.as_deref())
         .flat_map(|uid| ctx.caches.pods.by_index(&CONTROLLER_UID, uid))
         .collect();
     cached.extend(attachment);

@@ -8,7 +8,7 @@
 //! dropped, the largest single cost of the controller's watch decoding ("Fourth pass" in
 //! `git show 6c3c857:docs/performance.md`).
 //! Of the volumes the decisions read only names and claims; of the rest nothing. They read:
-//! - the metadata (without `managedFields`);
+//! - the metadata (without `managedFields`; its labels and annotations kept beside it);
 //! - `spec.nodeName` (the current pod is the newest on the VMI's node, controller.go:323-359),
 //!   the tolerations (a hotplug attachment pod copies its launcher pod's, template.go:1083),
 //!   of a launcher pod's claim volumes their name and claim (`GetHotplugVolumes`,
@@ -45,8 +45,12 @@
 //! A [`CachedPod`] holds those fields in a layout of its own: k8s-openapi's `Pod`, `Container`
 //! and `ContainerStatus` take 2,176, 2,120 and 752 bytes inline whatever they hold, more than
 //! half of a cached launcher pod's heap when it was cached as a `Pod`
-//! (`benches/cache_memory.rs`). A reconcile reads its VMI's pods as the [`Pod`]s
-//! [`CachedPod::to_pod`] builds, so every reader of a pod reads one type.
+//! (`benches/cache_memory.rs`). Its labels and annotations are sorted lists of pairs beside the
+//! metadata ([`SmallMap`]; a `BTreeMap` allocates 544 bytes a node, and a launcher pod's dozen
+//! annotations took three nodes), read through [`CachedPod::label`] and
+//! [`CachedPod::annotation`]; its [`kube::Resource::meta`] has neither. A reconcile reads its
+//! VMI's pods as the [`Pod`]s [`CachedPod::to_pod`] builds, so every reader of a pod reads one
+//! type.
 
 use super::podutil::COMPUTE_CONTAINER;
 use crate::api::common::SmallMap;
@@ -58,13 +62,19 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 /// A pod as the pod informer caches it: what the controllers read of it (module docs).
 /// [`CachedPod::to_pod`] gives it as a [`Pod`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CachedPod {
-    /// The metadata, without `managedFields`.
-    pub metadata: ObjectMeta,
+    /// The metadata without `managedFields`, labels and annotations ([`kube::Resource::meta`]).
+    metadata: ObjectMeta,
+    /// `metadata.labels` and `metadata.annotations`, kept beside it as sorted lists: a launcher
+    /// pod's twelve annotations took three 640-byte `BTreeMap` nodes, its six labels one.
+    /// Read through [`CachedPod::label`], [`CachedPod::annotation`] and [`CachedPod::to_pod`].
+    labels: Option<SmallMap<String>>,
+    annotations: Option<SmallMap<String>>,
     spec: Option<CachedSpec>,
     status: Option<CachedStatus>,
 }
@@ -115,11 +125,37 @@ struct CachedContainerStatus {
 }
 
 impl CachedPod {
+    /// A pod of `metadata` alone, as cached (its labels and annotations beside it).
+    pub fn from_metadata(mut metadata: ObjectMeta) -> Self {
+        let small = |m: BTreeMap<String, String>| m.into_iter().collect();
+        CachedPod {
+            labels: metadata.labels.take().map(small),
+            annotations: metadata.annotations.take().map(small),
+            metadata,
+            ..Default::default()
+        }
+    }
+
+    /// The value of the label `key`.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// The value of the annotation `key`.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.as_ref()?.get(key).map(String::as_str)
+    }
+
     /// The pod as k8s-openapi's [`Pod`], every field the cache keeps set as the whole pod has
     /// it (only the `compute` container; of a launcher pod only its claim volumes).
     pub fn to_pod(&self) -> Pod {
+        let map = |m: &SmallMap<String>| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         Pod {
-            metadata: self.metadata.clone(),
+            metadata: ObjectMeta {
+                labels: self.labels.as_ref().map(map),
+                annotations: self.annotations.as_ref().map(map),
+                ..self.metadata.clone()
+            },
             spec: self.spec.as_ref().map(CachedSpec::to_spec),
             status: self.status.as_ref().map(CachedStatus::to_status),
         }
@@ -379,7 +415,7 @@ impl<'de> Deserialize<'de> for CachedPod {
         Ok(CachedPod {
             spec: wire.spec.map(|s| s.into_cached(launcher)),
             status: wire.status.map(WireStatus::into_cached),
-            metadata,
+            ..CachedPod::from_metadata(metadata)
         })
     }
 }
@@ -400,6 +436,7 @@ impl kube::Resource for CachedPod {
     fn plural(_: &()) -> Cow<'_, str> {
         <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT.into()
     }
+    /// Without the labels and annotations ([`CachedPod::label`], [`CachedPod::annotation`]).
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -427,6 +464,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use rand::SeedableRng;
     use serde_json::json;
+    use std::sync::Arc;
 
     fn cached(json: &serde_json::Value) -> Pod {
         serde_json::from_value::<CachedPod>(json.clone())
@@ -484,6 +522,58 @@ mod tests {
             .expect("status"),
         );
         pod
+    }
+
+    /// Labels and annotations live beside the metadata, one slot a pair, and come back whole.
+    #[test]
+    fn labels_and_annotations_are_kept_as_small_maps_and_restored() {
+        let pod = rendered_launcher_pod();
+        let (labels, annotations) = (&pod.metadata.labels, &pod.metadata.annotations);
+        let n_annotations = annotations.as_ref().map_or(0, BTreeMap::len);
+        assert!(
+            n_annotations > 1 && labels.as_ref().is_some_and(|l| l.len() > 1),
+            "the rendered pod has labels and annotations"
+        );
+        let cached: CachedPod =
+            serde_json::from_value(serde_json::to_value(&pod).unwrap()).expect("decode");
+        let cached = Arc::unwrap_or_clone(crate::runtime::informer::cache_copy(cached));
+
+        for (key, value) in labels.iter().flatten() {
+            assert_eq!(cached.label(key), Some(value.as_str()), "label {key}");
+        }
+        for (key, value) in annotations.iter().flatten() {
+            assert_eq!(
+                cached.annotation(key),
+                Some(value.as_str()),
+                "annotation {key}"
+            );
+        }
+        assert_eq!(
+            (cached.label("absent"), cached.annotation("absent")),
+            (None, None)
+        );
+        // Not in the metadata itself: readers go through `label` / `annotation`.
+        let meta = kube::Resource::meta(&cached);
+        assert_eq!((&meta.labels, &meta.annotations), (&None, &None));
+        assert_eq!(meta.name, pod.metadata.name);
+
+        let back = cached.to_pod();
+        assert_eq!(
+            (&back.metadata.labels, &back.metadata.annotations),
+            (labels, annotations)
+        );
+        let pairs = cached
+            .annotations
+            .clone()
+            .expect("annotations")
+            .into_pairs();
+        assert_eq!(
+            (pairs.len(), pairs.capacity()),
+            (n_annotations, n_annotations)
+        );
+        // A pod without either keeps neither.
+        let bare = CachedPod::from_metadata(ObjectMeta::default());
+        assert_eq!(bare.to_pod().metadata, ObjectMeta::default());
     }
 
     #[test]
