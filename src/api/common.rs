@@ -411,9 +411,9 @@ impl<'de> Deserialize<'de> for JsonList {
     }
 }
 
-/// A small JSON object from strings, such as a VMI's `status.activePods`, kept as a sorted list
-/// of pairs ([`LiteMap`], read through `Deref`): a `BTreeMap` allocates an eleven-slot node,
-/// about 550 bytes, for its first entry (docs/performance.md "Bytes per cached VM").
+/// A small JSON object with string keys, such as a VMI's `status.activePods`, kept as a sorted
+/// list of pairs ([`LiteMap`], read through `Deref`): a `BTreeMap` allocates an eleven-slot
+/// node, about 550 bytes, for its first entry (docs/performance.md "Bytes per cached VM").
 ///
 /// Serde is this type's own: `LiteMap`'s writes an empty map as `[]` and reads a list of pairs
 /// as a map, where a Kubernetes map field is an object both ways.

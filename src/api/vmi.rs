@@ -591,7 +591,7 @@ mod tests {
     }
 
     #[test]
-    fn active_pods_of_another_type_are_an_error() {
+    fn active_pods_are_read_as_a_map_and_nothing_else() {
         let err = status(json!({"activePods": "uid-a"})).unwrap_err();
         assert!(
             err.to_string()
