@@ -296,10 +296,11 @@ mod tests {
     use super::*;
     use crate::api::VirtualMachineInstance;
 
-    /// What an informer's `Arc<K>` allocates for one cached object: the object and the two
-    /// reference counts.
-    fn arc_bytes<K>() -> usize {
-        size_of::<K>() + 2 * size_of::<usize>()
+    /// Fails unless an informer's `Arc<K>` (the object and the two reference counts) fits the
+    /// jemalloc size class of `class` bytes.
+    fn assert_fits<K>(class: usize) {
+        let bytes = size_of::<K>() + 2 * size_of::<usize>();
+        assert!(bytes <= class, "{bytes} bytes, over {class}");
     }
 
     /// jemalloc (the product's allocator, src/main.rs) gives a block of 2,049-2,560 bytes a
@@ -308,20 +309,12 @@ mod tests {
     /// rare) or be worth the 512 bytes per VM.
     #[test]
     fn a_cached_vm_fits_2_kib() {
-        assert!(
-            arc_bytes::<VirtualMachine>() <= 2048,
-            "{} bytes",
-            arc_bytes::<VirtualMachine>()
-        );
+        assert_fits::<VirtualMachine>(2048);
     }
 
     /// The same for the VMI, in its 1,537-1,792-byte class.
     #[test]
     fn a_cached_vmi_fits_1_75_kib() {
-        assert!(
-            arc_bytes::<VirtualMachineInstance>() <= 1792,
-            "{} bytes",
-            arc_bytes::<VirtualMachineInstance>()
-        );
+        assert_fits::<VirtualMachineInstance>(1792);
     }
 }
