@@ -425,6 +425,14 @@ impl<V> SmallMap<V> {
     pub fn into_pairs(self) -> Vec<(String, V)> {
         self.0.into_tuple_vec()
     }
+
+    /// A copy as the `BTreeMap` k8s-openapi's types hold.
+    pub fn to_btree_map(&self) -> std::collections::BTreeMap<String, V>
+    where
+        V: Clone,
+    {
+        self.0.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
 }
 
 impl<V> Default for SmallMap<V> {

@@ -149,11 +149,10 @@ impl CachedPod {
     /// The pod as k8s-openapi's [`Pod`], every field the cache keeps set as the whole pod has
     /// it (only the `compute` container; of a launcher pod only its claim volumes).
     pub fn to_pod(&self) -> Pod {
-        let map = |m: &SmallMap<String>| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         Pod {
             metadata: ObjectMeta {
-                labels: self.labels.as_ref().map(map),
-                annotations: self.annotations.as_ref().map(map),
+                labels: self.labels.as_ref().map(SmallMap::to_btree_map),
+                annotations: self.annotations.as_ref().map(SmallMap::to_btree_map),
                 ..self.metadata.clone()
             },
             spec: self.spec.as_ref().map(CachedSpec::to_spec),
@@ -186,9 +185,7 @@ impl CachedSpec {
                     name: COMPUTE_CONTAINER.into(),
                     image: c.image.clone(),
                     resources: c.resources.as_ref().map(|requests| ResourceRequirements {
-                        requests: requests
-                            .as_ref()
-                            .map(|r| r.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+                        requests: requests.as_ref().map(SmallMap::to_btree_map),
                         ..Default::default()
                     }),
                     ..Default::default()
