@@ -35,6 +35,7 @@ use std::time::Duration;
 use virtctl_rs::api::annotations::{MEMORY_OVERHEAD_BYTES, VM_GENERATION};
 use virtctl_rs::api::finalizers::{FOREGROUND_DELETE_VM, VM_CONTROLLER};
 use virtctl_rs::api::labels::{CREATED_BY, NODE_NAME};
+use virtctl_rs::api::vm::TemplateMeta;
 use virtctl_rs::api::{Phase, VirtualMachine, VirtualMachineInstance};
 use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::launcher::compute_resources;
@@ -993,7 +994,11 @@ async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm(server: Server) 
     let env = Env::start_on(server).await;
     let vm = example_vm("vm-containerdisk", "Always");
     let template = vm.spec.template.clone().expect("template");
-    let mut metadata = template.metadata.clone().unwrap_or_default();
+    let mut metadata = template
+        .metadata
+        .as_ref()
+        .map(TemplateMeta::to_object_meta)
+        .unwrap_or_default();
     metadata.name = Some("demo-vm".into());
     metadata.namespace = Some(env.namespace.clone());
     let orphan = VirtualMachineInstance {

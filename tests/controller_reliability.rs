@@ -67,16 +67,15 @@ fn vm_name(i: usize) -> String {
 fn demo_vm(name: &str) -> VirtualMachine {
     let mut vm = common::example_vm("vm-containerdisk.yaml");
     vm.metadata.name = Some(name.to_string());
-    for labels in [
-        vm.metadata.labels.as_mut(),
-        vm.spec
-            .template
-            .as_mut()
-            .and_then(|t| t.metadata.as_mut())
-            .and_then(|m| m.labels.as_mut()),
-    ]
-    .into_iter()
-    .flatten()
+    if let Some(labels) = vm.metadata.labels.as_mut() {
+        labels.insert("app.kubernetes.io/name".into(), name.to_string());
+    }
+    if let Some(labels) = vm
+        .spec
+        .template
+        .as_mut()
+        .and_then(|t| t.metadata.as_mut())
+        .and_then(|m| m.labels.as_mut())
     {
         labels.insert("app.kubernetes.io/name".into(), name.to_string());
     }

@@ -15,7 +15,7 @@ use crate::common;
 use pretty_assertions::assert_eq;
 use std::path::{Path, PathBuf};
 use virtctl_rs::api::defaults::{AdmissionSettings, apply_admission_defaults};
-use virtctl_rs::api::vm::VirtualMachine;
+use virtctl_rs::api::vm::{TemplateMeta, VirtualMachine};
 use virtctl_rs::api::vmi::VirtualMachineInstance;
 use virtctl_rs::config::ClusterSettings;
 use virtctl_rs::launcher::pod::render_launch_manifest;
@@ -69,7 +69,11 @@ fn demo_vmi(uid: &str) -> VirtualMachineInstance {
     let mut vmi = VirtualMachineInstance {
         api_version: Some("kubevirt.io/v1".into()),
         kind: Some("VirtualMachineInstance".into()),
-        metadata: template.metadata.clone().unwrap_or_default(),
+        metadata: template
+            .metadata
+            .as_ref()
+            .map(TemplateMeta::to_object_meta)
+            .unwrap_or_default(),
         spec: template.spec.clone().unwrap(),
         ..Default::default()
     };

@@ -133,7 +133,11 @@ pub(crate) fn effective_vmi(
                 .spec
                 .clone()
                 .ok_or(ExplainError::Missing("spec.template.spec"))?;
-            let mut metadata = template.metadata.clone().unwrap_or_default();
+            let mut metadata = template
+                .metadata
+                .as_ref()
+                .map(crate::api::vm::TemplateMeta::to_object_meta)
+                .unwrap_or_default();
             metadata.name = vm.metadata.name.clone();
             metadata.namespace = vm.metadata.namespace.clone();
             VirtualMachineInstance::new(metadata, spec)

@@ -398,6 +398,7 @@ impl<'de> Deserialize<'de> for Key<'de> {
 mod tests {
     use super::*;
     use crate::api::VirtualMachine;
+    use crate::api::vm::TemplateMeta;
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::ObjectList;
     use kube::core::WatchEvent;
@@ -458,7 +459,8 @@ mod tests {
             .spec
             .template
             .as_ref()
-            .and_then(|t| t.metadata.as_ref());
+            .and_then(|t| t.metadata.as_ref())
+            .and_then(TemplateMeta::rest);
         assert_eq!(
             template_meta
                 .and_then(|m| m.managed_fields.as_ref())

@@ -4,6 +4,7 @@
 //! (`syncPCITopologyAnnotationsToVM`, vm.go:3190-3213).
 
 use super::reasons::annotation;
+use crate::api::SmallMap;
 use crate::api::vm::VirtualMachine;
 use crate::api::vmi::VirtualMachineInstance;
 use crate::controller::common::PatchSet;
@@ -28,12 +29,14 @@ pub(crate) struct DynamicMetadataPatch {
 /// Sync the keys matching `patterns` (exact keys, or `prefix*`; a bare `*` is ignored) from
 /// `vm_map` into `vmi_map`: present on the VM → copied, absent → deleted. True if anything
 /// changed.
-fn sync_map(patterns: &[String], vm_map: Option<&Map>, vmi_map: &mut Map) -> bool {
-    let empty = Map::new();
-    let vm_map = vm_map.unwrap_or(&empty);
+/// `vm_map` is its pairs in key order (a template's [`SmallMap`] or a VM's own `BTreeMap`).
+fn sync_map<'a, I>(patterns: &[String], vm_map: I, vmi_map: &mut Map) -> bool
+where
+    I: Iterator<Item = (&'a String, &'a String)> + Clone,
+{
     let mut changed = false;
     let mut sync_key = |key: &str, vmi_map: &mut Map| {
-        let vm_val = vm_map.get(key);
+        let vm_val = vm_map.clone().find(|(k, _)| *k == key).map(|(_, v)| v);
         if vm_val == vmi_map.get(key) {
             return;
         }
@@ -56,7 +59,8 @@ fn sync_map(patterns: &[String], vm_map: Option<&Map>, vmi_map: &mut Map) -> boo
                 continue;
             }
             let mut keys: Vec<String> = vm_map
-                .keys()
+                .clone()
+                .map(|(k, _)| k)
                 .chain(vmi_map.keys())
                 .filter(|k| k.starts_with(prefix))
                 .cloned()
@@ -71,6 +75,11 @@ fn sync_map(patterns: &[String], vm_map: Option<&Map>, vmi_map: &mut Map) -> boo
         sync_key(pattern, vmi_map);
     }
     changed
+}
+
+/// The pairs of a template's map, if it has one.
+fn small_pairs(map: Option<&SmallMap<String>>) -> impl Iterator<Item = (&String, &String)> + Clone {
+    map.into_iter().flat_map(|m| m.iter())
 }
 
 /// The dynamic metadata patch for the VMI, or `None` when nothing differs (or the VMI is being
@@ -98,7 +107,7 @@ pub(crate) fn dynamic_metadata_patch(
     let mut ops: Vec<(&str, Option<&Map>)> = Vec::new();
     if sync_map(
         label_patterns,
-        tmeta.and_then(|m| m.labels.as_ref()),
+        small_pairs(tmeta.and_then(|m| m.labels.as_ref())),
         &mut labels,
     ) {
         ops.push(("labels", orig_labels));
@@ -110,14 +119,14 @@ pub(crate) fn dynamic_metadata_patch(
     ann_patterns.extend(annotation_patterns.iter().cloned());
     if sync_map(
         &ann_patterns,
-        tmeta.and_then(|m| m.annotations.as_ref()),
+        small_pairs(tmeta.and_then(|m| m.annotations.as_ref())),
         &mut annotations,
     ) {
         ops.push(("annotations", orig_annotations));
     }
     if sync_map(
         &[annotation::VELERO_SKIP_HOOKS.to_string()],
-        vm.metadata.annotations.as_ref(),
+        vm.metadata.annotations.iter().flatten(),
         &mut annotations,
     ) {
         ops.push(("annotations", orig_annotations));

@@ -9,7 +9,7 @@
 use super::firmware::calculate_legacy_uuid;
 use super::run_strategy::has_start_paused_request;
 use super::snapshot::VmControllerConfig;
-use crate::api::vm::VirtualMachine;
+use crate::api::vm::{TemplateMeta, VirtualMachine};
 use crate::api::vmi::{Firmware, VirtualMachineInstance, VirtualMachineInstanceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::json;
@@ -76,7 +76,12 @@ pub fn setup_vmi_from_vm(vm: &VirtualMachine) -> Result<VirtualMachineInstance, 
         .ok_or_else(|| SetupError::MissingTemplate {
             vm: super::patches::meta_key(&vm.metadata),
         })?;
-    let mut metadata = template.metadata.clone().unwrap_or_default();
+    // The labels come with the copy (vm.go sets them from the template again).
+    let mut metadata = template
+        .metadata
+        .as_ref()
+        .map(TemplateMeta::to_object_meta)
+        .unwrap_or_default();
     metadata.name = vm.metadata.name.clone();
     metadata.generate_name = None;
     metadata.namespace = vm.metadata.namespace.clone();
@@ -98,7 +103,6 @@ pub fn setup_vmi_from_vm(vm: &VirtualMachine) -> Result<VirtualMachineInstance, 
         ));
     }
 
-    metadata.labels = template.metadata.as_ref().and_then(|m| m.labels.clone());
     metadata.owner_references = Some(vec![vm_controller_ref(vm)]);
 
     set_default_volume_disk(&mut spec);
@@ -276,8 +280,10 @@ mod tests {
             .metadata
             .as_mut()
             .unwrap();
-        meta.name = Some("other".into());
-        meta.generate_name = Some("gen-".into());
+        let mut whole = meta.to_object_meta();
+        whole.name = Some("other".into());
+        whole.generate_name = Some("gen-".into());
+        *meta = whole.into();
         let vmi = setup_vmi_from_vm(&vm).unwrap();
         assert_eq!(vmi.metadata.name.as_deref(), Some("demo-vm"));
         assert_eq!(vmi.metadata.generate_name, None);

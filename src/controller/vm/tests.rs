@@ -1682,7 +1682,8 @@ fn dynamic_annotations_are_patched_onto_the_vmi() {
             "descheduler.alpha.kubernetes.io/evict".to_string(),
             "true".to_string(),
         )]
-        .into(),
+        .into_iter()
+        .collect(),
     );
     let d = decide(&snap_with(v, vmi("Running")));
     assert_eq!(kinds(&d)[0], "PatchVmiMetadata");

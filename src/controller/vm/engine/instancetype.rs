@@ -5,6 +5,7 @@
 //! VM.
 
 use super::Engine;
+use crate::api::SmallMap;
 use crate::config::ReferencePolicy;
 use crate::controller::vm::action::{
     EventType, ResourceVersionFrom, SyncError, VmAction, VmUpdatePurpose,
@@ -351,7 +352,8 @@ impl Engine<'_> {
                 .map_err(|e| e.to_string())?;
         let mut annotations = template
             .and_then(|t| t.metadata.as_ref())
-            .and_then(|m| m.annotations.clone())
+            .and_then(|m| m.annotations.as_ref())
+            .map(SmallMap::to_btree_map)
             .unwrap_or_default();
         let empty = json!({});
         let conflicts = it::apply::apply_to_vmi(
