@@ -10,8 +10,8 @@
 //! the whole cache would, also while the index and the cache are between two updates, or when
 //! the informer was built without that index (then it filters the whole cache).
 
+use super::store::Key;
 use kube::Resource;
-use kube::runtime::reflector::ObjectRef;
 use std::collections::HashMap;
 use std::sync::RwLock;
 
@@ -38,21 +38,7 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     pub(crate) func: &'static IndexFn<K>,
-    entries: RwLock<HashMap<String, Vec<ObjectRef<K>>>>,
-}
-
-/// The key an object is listed under (without the resourceVersion and UID `from_obj` adds).
-fn short_ref<K>(obj: &K) -> ObjectRef<K>
-where
-    K: Resource,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-{
-    let meta = obj.meta();
-    let r = ObjectRef::new(meta.name.as_deref().unwrap_or(""));
-    match meta.namespace.as_deref() {
-        Some(ns) => r.within(ns),
-        None => r,
-    }
+    entries: RwLock<HashMap<String, Vec<Key>>>,
 }
 
 impl<K> Index<K>
@@ -67,7 +53,7 @@ where
         }
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Vec<ObjectRef<K>>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Vec<Key>>> {
         // A panic while holding the lock leaves the map consistent (every edit is one call).
         self.entries.write().unwrap_or_else(|e| e.into_inner())
     }
@@ -75,7 +61,7 @@ where
     /// Record that the cached copy of one object went from `old` to `new` (`None`: absent).
     pub(crate) fn update(&self, old: Option<&K>, new: Option<&K>) {
         let Some(any) = new.or(old) else { return };
-        let key = short_ref(any);
+        let key = Key::of(any);
         let old_value = old.and_then(self.func.value);
         let new_value = new.and_then(self.func.value);
         let mut entries = self.write();
@@ -98,17 +84,17 @@ where
     where
         K: 'a,
     {
-        let mut fresh: HashMap<String, Vec<ObjectRef<K>>> = HashMap::new();
+        let mut fresh: HashMap<String, Vec<Key>> = HashMap::new();
         for obj in objects {
             if let Some(v) = (self.func.value)(obj) {
-                fresh.entry(v).or_insert_with(one_slot).push(short_ref(obj));
+                fresh.entry(v).or_insert_with(one_slot).push(Key::of(obj));
             }
         }
         *self.write() = fresh;
     }
 
     /// The objects listed under `value`.
-    pub(crate) fn refs(&self, value: &str) -> Vec<ObjectRef<K>> {
+    pub(crate) fn refs(&self, value: &str) -> Vec<Key> {
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
         entries.get(value).cloned().unwrap_or_default()
     }
@@ -128,21 +114,13 @@ where
 }
 
 /// A new value's list, sized for one object: nearly every value lists one (a VM's revision, a
-/// VMI's launcher pod), and a `Vec`'s first push reserves four `ObjectRef`s (96 bytes each),
-/// 288 bytes per value that would stay empty (two indexes: 576 bytes per VM).
-fn one_slot<K>() -> Vec<ObjectRef<K>>
-where
-    K: Resource,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
+/// VMI's launcher pod), and a `Vec`'s first push reserves four keys, three of which would stay
+/// empty (96 bytes per value; two indexes: 192 bytes per VM).
+fn one_slot() -> Vec<Key> {
     Vec::with_capacity(1)
 }
 
-fn remove<K>(entries: &mut HashMap<String, Vec<ObjectRef<K>>>, value: &str, key: &ObjectRef<K>)
-where
-    K: Resource,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
+fn remove(entries: &mut HashMap<String, Vec<Key>>, value: &str, key: &Key) {
     if let Some(refs) = entries.get_mut(value) {
         refs.retain(|r| r != key);
         if refs.is_empty() {
@@ -182,6 +160,11 @@ mod tests {
         assert_eq!(index.refs("x").len(), 2);
         index.rebuild([&a, &labelled("c", "y")]);
         assert_eq!((index.slots("x"), index.slots("y")), (1, 1));
-        assert_eq!(index.refs("y"), [ObjectRef::new("c").within("ns")]);
+        assert_eq!(
+            index.refs("y"),
+            [Key::from_ref(
+                &kube::runtime::reflector::ObjectRef::<ConfigMap>::new("c").within("ns")
+            )]
+        );
     }
 }

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::index::{Index, IndexFn};
 use super::log_limit::LogLimiter;
 pub use super::store::Store;
+use super::store::{Key, KeyRef};
 use super::wire::{WithoutManagedFields, lean_api};
 
 /// A change an informer reports to its handlers. Objects are the store's copies: never mutate
@@ -148,8 +149,8 @@ where
                     Default::default(),
                 );
                 for new in self.relist_buffer.drain(..) {
-                    let key = ObjectRef::from_obj(new.as_ref());
-                    match self.store.get(&key) {
+                    let key = Key::of(new.as_ref());
+                    match self.store.lookup(KeyRef::of(new.as_ref())) {
                         Some(old) => out.push(Notification::Update {
                             old,
                             new: new.clone(),
@@ -159,7 +160,7 @@ where
                     listed.insert(key, new);
                 }
                 for old in self.store.state() {
-                    if !listed.contains_key(&ObjectRef::from_obj(old.as_ref())) {
+                    if !listed.contains_key(&KeyRef::of(old.as_ref())) {
                         out.push(Notification::Delete {
                             obj: old,
                             relisted: true,
@@ -181,11 +182,11 @@ where
                     return out;
                 }
                 (self.transform)(&mut obj);
-                let key = ObjectRef::from_obj(&obj);
+                let key = Key::of(&obj);
                 let new = cache_copy(obj);
                 // This task is the store's only writer: the copy read here is the one the
                 // insert replaces.
-                let n = match self.store.get(&key) {
+                let n = match self.store.lookup(KeyRef::of(new.as_ref())) {
                     Some(old) => Notification::Update {
                         old,
                         new: new.clone(),
@@ -201,13 +202,13 @@ where
                 (self.transform)(&mut obj);
                 // The cached copy a deletion removes: its index value is the one listed (the
                 // deleted object's final state may differ from it when an update was missed).
-                let key = ObjectRef::from_obj(&obj);
+                let obj = Arc::new(obj);
                 let n = Notification::Delete {
-                    obj: Arc::new(obj),
+                    obj: obj.clone(),
                     relisted: false,
                 };
                 self.observe(std::slice::from_ref(&n));
-                let cached = self.store.remove(&key);
+                let cached = self.store.remove(KeyRef::of(obj.as_ref()));
                 self.update_indexes(&n, cached.as_deref());
                 out.push(n);
             }
@@ -234,7 +235,7 @@ where
             relisted: true,
         };
         self.observe(std::slice::from_ref(&n));
-        self.store.remove(key);
+        self.store.remove(KeyRef::from_ref(key));
         self.update_indexes(&n, None);
         vec![n]
     }
@@ -562,7 +563,7 @@ where
             Some(index) => index
                 .refs(value)
                 .iter()
-                .filter_map(|r| self.store.get(r))
+                .filter_map(|r| self.store.lookup(r.borrowed()))
                 .filter(|o| func.matches(o, value))
                 .collect(),
             None => self
@@ -942,7 +943,7 @@ mod tests {
         // The store moved on without the index (as between the two updates): the stale entry
         // is checked against the stored object and dropped.
         s.store.insert(
-            ObjectRef::new("a").within("ns"),
+            super::super::store::Key::from_ref(&ObjectRef::<Pod>::new("a").within("ns")),
             Arc::new(owned("a", "2", Some("u9"))),
         );
         assert!(i.by_index(&CONTROLLER_UID, "u1").is_empty());

@@ -10,11 +10,107 @@
 
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
-use std::hash::Hash;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, PoisonError, RwLock};
 
 /// The map behind a [`Store`] (what [`Store::replace`] takes).
-pub(crate) type Map<K> = hashbrown::HashMap<ObjectRef<K>, Arc<K>, foldhash::fast::RandomState>;
+pub(crate) type Map<K> = hashbrown::HashMap<Key, Arc<K>, foldhash::fast::RandomState>;
+
+/// Where a cached object is kept: its namespace and name. kube's `ObjectRef`, the key readers
+/// pass, also holds the object's resource version and uid (two more strings per cached
+/// object when made by `ObjectRef::from_obj`) and is 96 bytes inline; this is 32, in a table
+/// with one slot per object of each cached kind (docs/performance.md "Bytes per cached VM").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Key {
+    namespace: Option<Box<str>>,
+    name: Box<str>,
+}
+
+impl Key {
+    /// The key of `obj` (an object without a name, which the API server never sends, is kept
+    /// under the empty name rather than refused).
+    pub(crate) fn of<K: Resource>(obj: &K) -> Key {
+        let meta = obj.meta();
+        Key {
+            namespace: meta.namespace.as_deref().map(Box::from),
+            name: meta.name.as_deref().unwrap_or_default().into(),
+        }
+    }
+
+    /// This key, borrowed (for [`Store::lookup`]).
+    pub(crate) fn borrowed(&self) -> KeyRef<'_> {
+        KeyRef {
+            namespace: self.namespace.as_deref(),
+            name: &self.name,
+        }
+    }
+
+    /// The key `r` names.
+    #[cfg(test)]
+    pub(crate) fn from_ref<K>(r: &ObjectRef<K>) -> Key
+    where
+        K: Resource,
+        K::DynamicType: Eq + Hash + Clone,
+    {
+        Key {
+            namespace: r.namespace.as_deref().map(Box::from),
+            name: r.name.as_str().into(),
+        }
+    }
+}
+
+/// A [`Key`] borrowed from an `ObjectRef` or an object: a lookup that allocates nothing.
+#[derive(Clone, Copy)]
+pub(crate) struct KeyRef<'a> {
+    namespace: Option<&'a str>,
+    name: &'a str,
+}
+
+impl<'a> KeyRef<'a> {
+    /// The key of `obj`, borrowed.
+    pub(crate) fn of<K: Resource>(obj: &'a K) -> Self {
+        let meta = obj.meta();
+        KeyRef {
+            namespace: meta.namespace.as_deref(),
+            name: meta.name.as_deref().unwrap_or_default(),
+        }
+    }
+
+    pub(crate) fn from_ref<K>(r: &'a ObjectRef<K>) -> Self
+    where
+        K: Resource,
+        K::DynamicType: Eq + Hash + Clone,
+    {
+        KeyRef {
+            namespace: r.namespace.as_deref(),
+            name: &r.name,
+        }
+    }
+}
+
+/// One hash for [`Key`] and [`KeyRef`], as `hashbrown`'s `Equivalent` requires.
+fn hash_key<H: Hasher>(namespace: Option<&str>, name: &str, state: &mut H) {
+    namespace.hash(state);
+    name.hash(state);
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_key(self.namespace.as_deref(), &self.name, state);
+    }
+}
+
+impl Hash for KeyRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        hash_key(self.namespace, self.name, state);
+    }
+}
+
+impl hashbrown::Equivalent<Key> for KeyRef<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        self.name == &*key.name && self.namespace == key.namespace.as_deref()
+    }
+}
 
 /// A reader of an informer's cache. Cheap to clone; every clone sees the same objects.
 pub struct Store<K>
@@ -57,13 +153,19 @@ where
     /// The cached object under `key`; for a key with a namespace, also the cluster-scoped
     /// object of that name (as kube's `Store::get`).
     pub fn get(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
+        self.lookup(KeyRef::from_ref(key))
+    }
+
+    /// [`Store::get`] by a borrowed key.
+    pub(crate) fn lookup(&self, key: KeyRef<'_>) -> Option<Arc<K>> {
         let map = self.map.read().unwrap_or_else(PoisonError::into_inner);
-        map.get(key)
+        map.get(&key)
             .or_else(|| {
-                key.namespace.as_ref()?;
-                let mut cluster = key.clone();
-                cluster.namespace = None;
-                map.get(&cluster)
+                key.namespace?;
+                map.get(&KeyRef {
+                    namespace: None,
+                    ..key
+                })
             })
             .cloned()
     }
@@ -90,15 +192,15 @@ where
     }
 
     /// Cache `obj` under `key`; returns the object it replaces.
-    pub(crate) fn insert(&self, key: ObjectRef<K>, obj: Arc<K>) -> Option<Arc<K>> {
+    pub(crate) fn insert(&self, key: Key, obj: Arc<K>) -> Option<Arc<K>> {
         let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
         map.insert(key, obj)
     }
 
     /// Drop the object under `key`; returns it.
-    pub(crate) fn remove(&self, key: &ObjectRef<K>) -> Option<Arc<K>> {
+    pub(crate) fn remove(&self, key: KeyRef<'_>) -> Option<Arc<K>> {
         let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        map.remove(key)
+        map.remove(&key)
     }
 
     /// Replace the whole cache (after a complete list) with `fresh`.
@@ -136,9 +238,11 @@ mod tests {
         let reader = store.clone();
         let key = ObjectRef::new("a").within("ns");
         let first = Arc::new(cm("ns", "a", "1"));
-        assert!(store.insert(key.clone(), first.clone()).is_none());
+        assert!(store.insert(Key::from_ref(&key), first.clone()).is_none());
         let second = Arc::new(cm("ns", "a", "2"));
-        let replaced = store.insert(key.clone(), second.clone()).expect("replaced");
+        let replaced = store
+            .insert(Key::from_ref(&key), second.clone())
+            .expect("replaced");
         assert!(Arc::ptr_eq(&replaced, &first));
         let read = reader.get(&key).expect("cached");
         assert!(
@@ -146,8 +250,33 @@ mod tests {
             "no copy between the cache and its readers"
         );
         assert_eq!(reader.len(), 1);
-        assert!(Arc::ptr_eq(&store.remove(&key).expect("removed"), &second));
+        assert!(Arc::ptr_eq(
+            &store.remove(KeyRef::from_ref(&key)).expect("removed"),
+            &second
+        ));
         assert!(reader.get(&key).is_none() && reader.is_empty());
+    }
+
+    /// The cache keys an object by namespace and name only: a reader's `ObjectRef` made from
+    /// an object (with its resource version and uid) finds it, and so does one of a later
+    /// version; the key is a third of an `ObjectRef`'s size.
+    #[test]
+    fn an_object_is_keyed_by_namespace_and_name_alone() {
+        let store = Store::<ConfigMap>::default();
+        let first = cm("ns", "a", "1");
+        store.insert(Key::of(&first), Arc::new(first.clone()));
+        assert!(store.get(&ObjectRef::from_obj(&first)).is_some());
+        assert!(
+            store
+                .get(&ObjectRef::from_obj(&cm("ns", "a", "7")))
+                .is_some()
+        );
+        assert!(store.lookup(KeyRef::of(&cm("ns", "a", "9"))).is_some());
+        assert!(store.get(&ObjectRef::new("a").within("other")).is_none());
+        assert!(store.get(&ObjectRef::new("a")).is_none());
+        assert_eq!(Key::of(&first), Key::from_ref(&ObjectRef::from_obj(&first)));
+        assert_eq!(size_of::<Key>(), 32);
+        assert_eq!(size_of::<ObjectRef<ConfigMap>>(), 96);
     }
 
     #[test]
@@ -160,7 +289,10 @@ mod tests {
             },
             ..Default::default()
         };
-        store.insert(ObjectRef::new("default"), Arc::new(ns));
+        store.insert(
+            Key::from_ref(&ObjectRef::<Namespace>::new("default")),
+            Arc::new(ns),
+        );
         assert!(store.get(&ObjectRef::new("default").within("x")).is_some());
         assert!(store.get(&ObjectRef::new("other").within("x")).is_none());
     }
@@ -169,20 +301,20 @@ mod tests {
     fn replace_swaps_in_exactly_the_listed_objects() {
         let store = Store::<ConfigMap>::default();
         store.insert(
-            ObjectRef::new("gone").within("ns"),
+            Key::from_ref(&ObjectRef::<ConfigMap>::new("gone").within("ns")),
             Arc::new(cm("ns", "gone", "1")),
         );
         store.insert(
-            ObjectRef::new("kept").within("ns"),
+            Key::from_ref(&ObjectRef::<ConfigMap>::new("kept").within("ns")),
             Arc::new(cm("ns", "kept", "1")),
         );
         store.replace(Map::from_iter([
             (
-                ObjectRef::new("kept").within("ns"),
+                Key::from_ref(&ObjectRef::<ConfigMap>::new("kept").within("ns")),
                 Arc::new(cm("ns", "kept", "2")),
             ),
             (
-                ObjectRef::new("new").within("ns"),
+                Key::from_ref(&ObjectRef::<ConfigMap>::new("new").within("ns")),
                 Arc::new(cm("ns", "new", "1")),
             ),
         ]));
