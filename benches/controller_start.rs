@@ -614,6 +614,7 @@ fn vm_copies(prefix: &str, range: std::ops::Range<usize>) -> Vec<VirtualMachine>
             if let Some(t) = vm.spec.template.as_mut() {
                 t.metadata
                     .get_or_insert_with(Default::default)
+                    .maps
                     .labels
                     .get_or_insert_with(Default::default)
                     .insert("app.kubernetes.io/name".into(), name);

@@ -75,7 +75,7 @@ fn demo_vm(name: &str) -> VirtualMachine {
         .template
         .as_mut()
         .and_then(|t| t.metadata.as_mut())
-        .and_then(|m| m.labels.as_mut())
+        .and_then(|m| m.maps.labels.as_mut())
     {
         labels.insert("app.kubernetes.io/name".into(), name.to_string());
     }

@@ -917,9 +917,13 @@ async fn lost_template_fields(env: &Env, steps: &BTreeMap<String, Step>) -> Vec<
         let expected = serde_json::to_value(&template.spec).expect("template spec");
         let actual = serde_json::to_value(&vmi.spec).expect("VMI spec");
         missing_fields(&expected, &actual, &format!("{name} spec"), &mut lost);
-        let labels =
-            serde_json::to_value(template.metadata.as_ref().and_then(|m| m.labels.clone()))
-                .expect("labels");
+        let labels = serde_json::to_value(
+            template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.maps.labels.clone()),
+        )
+        .expect("labels");
         let vmi_labels = serde_json::to_value(&vmi.metadata.labels).expect("labels");
         missing_fields(&labels, &vmi_labels, &format!("{name} labels"), &mut lost);
     }

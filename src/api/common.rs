@@ -441,6 +441,39 @@ impl<V> Default for SmallMap<V> {
     }
 }
 
+/// An `ObjectMeta`'s labels and annotations kept apart from it as [`SmallMap`]s: how the
+/// caches hold them ([`crate::api::vm::TemplateMeta`], the launcher pod cache), since the
+/// `BTreeMap`s of k8s-openapi's `ObjectMeta` take a 544-byte node each.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetaMaps {
+    pub labels: Option<SmallMap<String>>,
+    pub annotations: Option<SmallMap<String>>,
+}
+
+impl MetaMaps {
+    /// Move the labels and annotations out of `meta`.
+    pub fn take_from(
+        meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Self {
+        MetaMaps {
+            labels: meta.labels.take().map(SmallMap::from_iter),
+            annotations: meta.annotations.take().map(SmallMap::from_iter),
+        }
+    }
+
+    /// `meta` with these labels and annotations put back.
+    pub fn restored(
+        &self,
+        meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            labels: self.labels.as_ref().map(SmallMap::to_btree_map),
+            annotations: self.annotations.as_ref().map(SmallMap::to_btree_map),
+            ..meta
+        }
+    }
+}
+
 impl<V> std::ops::Deref for SmallMap<V> {
     type Target = LiteMap<String, V>;
 
@@ -975,5 +1008,32 @@ mod tests {
         }
         let absent: Listed = serde_json::from_str(r#"{"interfaces":null}"#).expect("null");
         assert_eq!(absent.interfaces, None);
+    }
+
+    #[test]
+    fn meta_maps_move_out_of_object_meta_and_back() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let whole = ObjectMeta {
+            name: Some("a".into()),
+            labels: Some([("b".to_string(), "2".to_string()), ("a".into(), "1".into())].into()),
+            annotations: Some(Default::default()),
+            ..Default::default()
+        };
+        let mut rest = whole.clone();
+        let maps = MetaMaps::take_from(&mut rest);
+        assert_eq!((&rest.labels, &rest.annotations), (&None, &None));
+        assert_eq!(rest.name.as_deref(), Some("a"));
+        let labels = maps.labels.as_ref().expect("labels");
+        assert_eq!(labels.get("a").map(String::as_str), Some("1"));
+        assert_eq!(
+            maps.annotations.as_ref().map(|a| a.len()),
+            Some(0),
+            "empty stays present"
+        );
+        assert_eq!(maps.restored(rest), whole);
+        assert_eq!(
+            MetaMaps::default().restored(ObjectMeta::default()),
+            ObjectMeta::default()
+        );
     }
 }

@@ -49,7 +49,7 @@ pub(crate) mod traits;
 pub mod vm;
 pub mod vmi;
 
-pub use common::{Condition, Extra, JsonList, SmallMap, Time, annotation, label};
+pub use common::{Condition, Extra, JsonList, MetaMaps, SmallMap, Time, annotation, label};
 pub use datavolume::DataVolume;
 pub use kubevirt::KubeVirt;
 pub use vm::{RunStrategy, VirtualMachine};

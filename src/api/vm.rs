@@ -4,7 +4,7 @@
 //!
 //! Schema: KubeVirt `staging/src/kubevirt.io/api/core/v1/types.go` (v1.9.0).
 
-use super::common::{Condition, Extra, SmallMap, Time};
+use super::common::{Condition, Extra, MetaMaps, Time};
 use super::vmi::VirtualMachineInstanceSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -79,8 +79,8 @@ pub struct VirtualMachineInstanceTemplateSpec {
 /// for field ([`TemplateMeta::to_object_meta`]); docs/performance.md "Bytes per cached VM".
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TemplateMeta {
-    pub labels: Option<SmallMap<String>>,
-    pub annotations: Option<SmallMap<String>>,
+    /// The labels and annotations.
+    pub maps: MetaMaps,
     /// The other fields (`name`, `finalizers`, a template's own `managedFields`, ...); `None`
     /// when all are unset.
     rest: Option<Box<ObjectMeta>>,
@@ -90,10 +90,8 @@ impl TemplateMeta {
     /// The metadata as k8s-openapi's type (a VMI's metadata starts as a copy of it, vm.go
     /// `setupVMIFromVM`).
     pub fn to_object_meta(&self) -> ObjectMeta {
-        let mut meta = self.rest.as_deref().cloned().unwrap_or_default();
-        meta.labels = self.labels.as_ref().map(SmallMap::to_btree_map);
-        meta.annotations = self.annotations.as_ref().map(SmallMap::to_btree_map);
-        meta
+        self.maps
+            .restored(self.rest.as_deref().cloned().unwrap_or_default())
     }
 
     /// The fields other than the labels and annotations, as k8s-openapi's type (labels and
@@ -105,14 +103,9 @@ impl TemplateMeta {
 
 impl From<ObjectMeta> for TemplateMeta {
     fn from(mut meta: ObjectMeta) -> Self {
-        let labels = meta.labels.take().map(SmallMap::from_iter);
-        let annotations = meta.annotations.take().map(SmallMap::from_iter);
+        let maps = MetaMaps::take_from(&mut meta);
         let rest = (meta != ObjectMeta::default()).then(|| Box::new(meta));
-        TemplateMeta {
-            labels,
-            annotations,
-            rest,
-        }
+        TemplateMeta { maps, rest }
     }
 }
 
@@ -403,7 +396,7 @@ mod tests {
             serde_json::to_string(&as_meta).unwrap(),
             "the same fields, in the same order"
         );
-        let labels = ours.labels.as_ref().unwrap();
+        let labels = ours.maps.labels.as_ref().unwrap();
         assert_eq!(
             labels.get("kubevirt.io/size").map(String::as_str),
             Some("small")
@@ -429,7 +422,7 @@ mod tests {
         .unwrap();
         assert!(ours.rest().is_none());
         // An empty map stays a present, empty map, as in `ObjectMeta`.
-        assert_eq!(ours.annotations.as_ref().map(|a| a.len()), Some(0));
+        assert_eq!(ours.maps.annotations.as_ref().map(|a| a.len()), Some(0));
         assert_eq!(
             serde_json::to_value(&ours).unwrap(),
             serde_json::json!({"annotations": {}, "labels": {"a": "1"}})

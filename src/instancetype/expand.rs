@@ -46,7 +46,7 @@ pub(crate) fn expand(
     let mut annotations = template
         .metadata
         .as_ref()
-        .and_then(|m| m.annotations.as_ref())
+        .and_then(|m| m.maps.annotations.as_ref())
         .map(SmallMap::to_btree_map)
         .unwrap_or_default();
     let conflicts = super::apply::apply_to_vmi(
@@ -63,6 +63,7 @@ pub(crate) fn expand(
         template
             .metadata
             .get_or_insert_with(Default::default)
+            .maps
             .annotations = Some(annotations.into_iter().collect());
     }
     let mut spec: crate::api::vmi::VirtualMachineInstanceSpec =

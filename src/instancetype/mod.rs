@@ -318,6 +318,7 @@ pub(crate) fn apply_to_vm(
         .map_err(|e| e.to_string())?;
     let meta = template.metadata.get_or_insert_with(Default::default);
     let mut ann = meta
+        .maps
         .annotations
         .take()
         .map(|a| a.into_pairs().into_iter().collect())
@@ -329,7 +330,7 @@ pub(crate) fn apply_to_vm(
             conflicts.paths()
         ));
     }
-    meta.annotations = (!ann.is_empty()).then(|| ann.into_iter().collect());
+    meta.maps.annotations = (!ann.is_empty()).then(|| ann.into_iter().collect());
     template.spec = Some(serde_json::from_value(spec).map_err(|e| e.to_string())?);
     Ok(out)
 }

@@ -107,7 +107,7 @@ pub(crate) fn dynamic_metadata_patch(
     let mut ops: Vec<(&str, Option<&Map>)> = Vec::new();
     if sync_map(
         label_patterns,
-        small_pairs(tmeta.and_then(|m| m.labels.as_ref())),
+        small_pairs(tmeta.and_then(|m| m.maps.labels.as_ref())),
         &mut labels,
     ) {
         ops.push(("labels", orig_labels));
@@ -119,7 +119,7 @@ pub(crate) fn dynamic_metadata_patch(
     ann_patterns.extend(annotation_patterns.iter().cloned());
     if sync_map(
         &ann_patterns,
-        small_pairs(tmeta.and_then(|m| m.annotations.as_ref())),
+        small_pairs(tmeta.and_then(|m| m.maps.annotations.as_ref())),
         &mut annotations,
     ) {
         ops.push(("annotations", orig_annotations));
@@ -173,7 +173,7 @@ pub(crate) fn sync_pci_topology_annotations_to_vm(
     if template
         .metadata
         .as_ref()
-        .and_then(|m| m.annotations.as_ref())
+        .and_then(|m| m.maps.annotations.as_ref())
         .and_then(|a| a.get(annotation::PCI_TOPOLOGY_VERSION))
         .is_some_and(|v| !v.is_empty())
     {
@@ -183,7 +183,7 @@ pub(crate) fn sync_pci_topology_annotations_to_vm(
         return;
     };
     let meta = template.metadata.get_or_insert_with(Default::default);
-    let ann = meta.annotations.get_or_insert_with(Default::default);
+    let ann = meta.maps.annotations.get_or_insert_with(Default::default);
     ann.insert(annotation::PCI_TOPOLOGY_VERSION.into(), version.clone());
     if let Some(count) = vmi_ann.get(annotation::PCI_INTERFACE_SLOT_COUNT) {
         ann.insert(annotation::PCI_INTERFACE_SLOT_COUNT.into(), count.clone());
@@ -286,6 +286,7 @@ mod tests {
             .metadata
             .as_ref()
             .unwrap()
+            .maps
             .annotations
             .clone()
             .unwrap();

@@ -1677,6 +1677,7 @@ fn dynamic_annotations_are_patched_onto_the_vmi() {
         .metadata
         .as_mut()
         .unwrap()
+        .maps
         .annotations = Some(
         [(
             "descheduler.alpha.kubernetes.io/evict".to_string(),

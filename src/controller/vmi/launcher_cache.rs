@@ -53,7 +53,7 @@
 //! type.
 
 use super::podutil::COMPUTE_CONTAINER;
-use crate::api::common::SmallMap;
+use crate::api::common::{MetaMaps, SmallMap};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStatus, PersistentVolumeClaimVolumeSource, Pod,
     PodCondition, PodSpec, PodStatus, ResourceRequirements, Toleration, Volume,
@@ -62,7 +62,6 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 /// A pod as the pod informer caches it: what the controllers read of it (module docs).
 /// [`CachedPod::to_pod`] gives it as a [`Pod`].
@@ -73,8 +72,7 @@ pub struct CachedPod {
     /// `metadata.labels` and `metadata.annotations`, kept beside it as sorted lists: a launcher
     /// pod's twelve annotations took three 640-byte `BTreeMap` nodes, its six labels one.
     /// Read through [`CachedPod::label`], [`CachedPod::annotation`] and [`CachedPod::to_pod`].
-    labels: Option<SmallMap<String>>,
-    annotations: Option<SmallMap<String>>,
+    maps: MetaMaps,
     spec: Option<CachedSpec>,
     status: Option<CachedStatus>,
 }
@@ -127,10 +125,8 @@ struct CachedContainerStatus {
 impl CachedPod {
     /// A pod of `metadata` alone, as cached (its labels and annotations beside it).
     pub fn from_metadata(mut metadata: ObjectMeta) -> Self {
-        let small = |m: BTreeMap<String, String>| m.into_iter().collect();
         CachedPod {
-            labels: metadata.labels.take().map(small),
-            annotations: metadata.annotations.take().map(small),
+            maps: MetaMaps::take_from(&mut metadata),
             metadata,
             ..Default::default()
         }
@@ -138,23 +134,19 @@ impl CachedPod {
 
     /// The value of the label `key`.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.as_ref()?.get(key).map(String::as_str)
+        self.maps.labels.as_ref()?.get(key).map(String::as_str)
     }
 
     /// The value of the annotation `key`.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations.as_ref()?.get(key).map(String::as_str)
+        self.maps.annotations.as_ref()?.get(key).map(String::as_str)
     }
 
     /// The pod as k8s-openapi's [`Pod`], every field the cache keeps set as the whole pod has
     /// it (only the `compute` container; of a launcher pod only its claim volumes).
     pub fn to_pod(&self) -> Pod {
         Pod {
-            metadata: ObjectMeta {
-                labels: self.labels.as_ref().map(SmallMap::to_btree_map),
-                annotations: self.annotations.as_ref().map(SmallMap::to_btree_map),
-                ..self.metadata.clone()
-            },
+            metadata: self.maps.restored(self.metadata.clone()),
             spec: self.spec.as_ref().map(CachedSpec::to_spec),
             status: self.status.as_ref().map(CachedStatus::to_status),
         }
@@ -526,7 +518,9 @@ mod tests {
     fn labels_and_annotations_are_kept_as_small_maps_and_restored() {
         let pod = rendered_launcher_pod();
         let (labels, annotations) = (&pod.metadata.labels, &pod.metadata.annotations);
-        let n_annotations = annotations.as_ref().map_or(0, BTreeMap::len);
+        let n_annotations = annotations
+            .as_ref()
+            .map_or(0, std::collections::BTreeMap::len);
         assert!(
             n_annotations > 1 && labels.as_ref().is_some_and(|l| l.len() > 1),
             "the rendered pod has labels and annotations"
@@ -560,6 +554,7 @@ mod tests {
             (labels, annotations)
         );
         let pairs = cached
+            .maps
             .annotations
             .clone()
             .expect("annotations")

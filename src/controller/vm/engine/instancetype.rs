@@ -352,7 +352,7 @@ impl Engine<'_> {
                 .map_err(|e| e.to_string())?;
         let mut annotations = template
             .and_then(|t| t.metadata.as_ref())
-            .and_then(|m| m.annotations.as_ref())
+            .and_then(|m| m.maps.annotations.as_ref())
             .map(SmallMap::to_btree_map)
             .unwrap_or_default();
         let empty = json!({});
