@@ -202,7 +202,8 @@ impl Default for Expectations {
 /// embedded server's `stale-list` fault) lacks objects that exist, and the watch from its
 /// resourceVersion brings them back moments later. The VM controller must not create a VMI in
 /// that moment (the API server would refuse it as AlreadyExists): it reads the VMI from the
-/// server first ([`crate::controller::vm`]'s reconcile). Not in KubeVirt, whose consistent
+/// server first ([`crate::controller::vm`]'s reconcile). The mark is set before the cache drops
+/// the VMI ([`crate::controller::handlers::vmi_relist_marker`]). Not in KubeVirt, whose consistent
 /// relists after a `410` do not lack existing objects.
 #[derive(Clone, Default)]
 pub struct UnverifiedAbsences(Arc<std::sync::Mutex<std::collections::HashSet<String>>>);

@@ -94,6 +94,33 @@ pub(crate) fn vm_handler(vm_queue: QueueSlot) -> Handler<VirtualMachine> {
     })
 }
 
+/// VMI informer observer (called *before* the cache applies a change,
+/// [`crate::runtime::informer::InformerState::observed_by`]): marks the VM of a VMI that a
+/// relist lost ([`crate::controller::context::UnverifiedAbsences`]). Marked after the cache
+/// dropped the VMI, a VM worker reading the cache in between would find neither the VMI nor
+/// the mark and create a second VMI, which the API server refuses (`AlreadyExists`). The
+/// handler ([`vmi_to_vm_handler`]) clears the mark once the VMI is cached again.
+pub(crate) fn vmi_relist_marker(
+    expectations: Expectations,
+    vms: VmStoreCell,
+) -> Handler<VirtualMachineInstance> {
+    Arc::new(move |n: &Notification<VirtualMachineInstance>| {
+        let Notification::Delete {
+            obj: vmi,
+            relisted: true,
+        } = n
+        else {
+            return;
+        };
+        let ns = vmi.metadata.namespace.as_deref();
+        if let Some((name, uid)) = controller_named(vmi.as_ref(), "VirtualMachine")
+            && let Some(vm_key) = resolve_vm(&vms, ns, &name, &uid)
+        {
+            expectations.vmi_relisted_away.mark(&vm_key);
+        }
+    })
+}
+
 /// VMI informer → VM queue, lowering the VM controller's VMI expectations.
 pub(crate) fn vmi_to_vm_handler(
     vm_queue: QueueSlot,
@@ -101,15 +128,12 @@ pub(crate) fn vmi_to_vm_handler(
     vms: VmStoreCell,
 ) -> Handler<VirtualMachineInstance> {
     Arc::new(move |n: &Notification<VirtualMachineInstance>| {
-        let deletion_observed = |vmi: &VirtualMachineInstance, relisted: bool| {
+        let deletion_observed = |vmi: &VirtualMachineInstance| {
             let ns = vmi.metadata.namespace.as_deref();
             if let Some((name, uid)) = controller_named(vmi, "VirtualMachine")
                 && let Some(vm_key) = resolve_vm(&vms, ns, &name, &uid)
             {
                 expectations.vmi.deletion_observed(&vm_key, &key_of(vmi));
-                if relisted {
-                    expectations.vmi_relisted_away.mark(&vm_key);
-                }
                 vm_queue.add(vm_key);
             }
         };
@@ -151,7 +175,7 @@ pub(crate) fn vmi_to_vm_handler(
             Notification::Add(vmi) => {
                 seen(vmi);
                 if vmi.metadata.deletion_timestamp.is_some() {
-                    deletion_observed(vmi, false);
+                    deletion_observed(vmi);
                 } else {
                     enqueue_owner_or_namesake(vmi, true);
                 }
@@ -164,7 +188,7 @@ pub(crate) fn vmi_to_vm_handler(
                 if new.metadata.deletion_timestamp.is_some()
                     && old.metadata.deletion_timestamp.is_none()
                 {
-                    deletion_observed(new, false);
+                    deletion_observed(new);
                 }
                 if controller_of(old.meta()).map(|r| &r.uid)
                     != controller_of(new.meta()).map(|r| &r.uid)
@@ -173,7 +197,7 @@ pub(crate) fn vmi_to_vm_handler(
                 }
                 enqueue_owner_or_namesake(new, false);
             }
-            Notification::Delete { obj, relisted } => deletion_observed(obj, *relisted),
+            Notification::Delete { obj, .. } => deletion_observed(obj),
         }
     })
 }
@@ -642,21 +666,62 @@ mod tests {
     #[tokio::test]
     async fn a_vmi_lost_in_a_relist_is_marked_until_it_is_seen_again() {
         let (q, slot, exp) = leading();
-        let h = vmi_to_vm_handler(slot, exp.clone(), vm_store(&[vm("a", "uid-a")]));
+        let vms = vm_store(&[vm("a", "uid-a")]);
+        let mark = vmi_relist_marker(exp.clone(), vms.clone());
+        let h = vmi_to_vm_handler(slot, exp.clone(), vms);
         let owned = |rv: &str| Arc::new(vmi("a", rv, Some(("VirtualMachine", "a", "uid-a"))));
-        h(&Notification::Delete {
+        let deleted = |relisted| Notification::Delete {
             obj: owned("1"),
-            relisted: false,
-        });
+            relisted,
+        };
+        mark(&deleted(false));
+        h(&deleted(false));
         assert!(!exp.vmi_relisted_away.contains("ns/a"), "a DELETED is sure");
-        h(&Notification::Delete {
-            obj: owned("1"),
-            relisted: true,
-        });
+        mark(&deleted(true));
         assert!(exp.vmi_relisted_away.contains("ns/a"));
+        h(&deleted(true));
+        mark(&Notification::Add(owned("2")));
+        assert!(exp.vmi_relisted_away.contains("ns/a"), "not cached yet");
         h(&Notification::Add(owned("2")));
         assert!(!exp.vmi_relisted_away.contains("ns/a"), "seen again");
         assert_eq!(drain(&q), ["ns/a"]);
+    }
+
+    /// The mark is set while the cache still holds the VMI a relist lost, not after: a VM
+    /// worker reading the cache between the relist and the handlers would otherwise find
+    /// neither and create a second VMI (`lost_events`' stale-relist test did, under load).
+    #[tokio::test]
+    async fn a_vmi_a_relist_loses_is_marked_before_the_cache_drops_it() {
+        use crate::runtime::informer::InformerState;
+        let (_q, _slot, exp) = leading();
+        let vms = vm_store(&[vm("a", "uid-a")]);
+        let cache: Arc<std::sync::OnceLock<crate::runtime::store::Store<VirtualMachineInstance>>> =
+            Arc::default();
+        let seen: Arc<std::sync::Mutex<Vec<(bool, bool)>>> = Arc::default();
+        let check: Handler<VirtualMachineInstance> = {
+            let (cache, seen, exp) = (cache.clone(), seen.clone(), exp.clone());
+            Arc::new(move |_: &Notification<VirtualMachineInstance>| {
+                let cached = cache
+                    .get()
+                    .is_some_and(|s| s.get(&ObjectRef::new("a").within("ns")).is_some());
+                let marked = exp.vmi_relisted_away.contains("ns/a");
+                seen.lock().unwrap().push((marked, cached));
+            })
+        };
+        let mut state = InformerState::<VirtualMachineInstance>::new()
+            .observed_by(vmi_relist_marker(exp.clone(), vms))
+            .observed_by(check);
+        let _ = cache.set(state.store());
+        let owned = vmi("a", "1", Some(("VirtualMachine", "a", "uid-a")));
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitApply(owned));
+        state.apply(watcher::Event::InitDone);
+        // A relist without it; no handler has run when `apply` returns.
+        state.apply(watcher::Event::Init);
+        let lost = state.apply(watcher::Event::InitDone);
+        assert_eq!(lost.len(), 1);
+        assert!(exp.vmi_relisted_away.contains("ns/a"));
+        assert_eq!(*seen.lock().unwrap(), [(false, false), (true, true)]);
     }
 
     #[tokio::test]

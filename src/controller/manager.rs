@@ -16,7 +16,7 @@ use super::handlers::{
     PodStoreCell, VmStoreCell, VmiStoreCell, changed_keys_handler, dv_to_vm_handler,
     dv_to_vmi_handler, launcher_pod_vm_key, pod_to_vmi_handler, pvc_snapshot_status_handler,
     pvc_to_vm_handler, pvc_to_vmi_handler, snapshot_class_to_vm_handler, vm_handler, vmi_handler,
-    vmi_to_vm_handler,
+    vmi_relist_marker, vmi_to_vm_handler,
 };
 use crate::api::{DataVolume, KubeVirt, VirtualMachine, VirtualMachineInstance};
 use crate::config::{ClusterSettings, TokenBucket};
@@ -521,7 +521,8 @@ async fn spawn_caches(
     ];
     let vmis = spawn_state_in::<VirtualMachineInstance>(
         None,
-        recorded(rec, "VirtualMachineInstance"),
+        recorded(rec, "VirtualMachineInstance")
+            .observed_by(vmi_relist_marker(q.expectations.clone(), vm_cell.clone())),
         "virtualmachineinstances",
         client,
         ns,

@@ -4,8 +4,9 @@
 //!
 //! Differences from using kube's `reflector()` directly, and why:
 //! - Handlers see the store *after* it was updated, as client-go's shared informer guarantees.
-//!   One observer ([`InformerState::observed_by`], the flight recorder) sees each change
-//!   *before* it, so no reader of the cache can hold a version the observer has not seen.
+//!   Observers ([`InformerState::observed_by`]: the flight recorder, the VM controller's mark of
+//!   a VMI a relist lost) see each change *before* it, so no reader of the cache can hold a
+//!   version an observer has not seen.
 //! - After a relist (`Init` … `InitDone`, e.g. when the watch was down or got 410 Gone), objects
 //!   that were in the store but are not in the new list are reported as **deletions**, and
 //!   objects that are listed again are reported as updates (client-go's `DeltaFIFO.Replace` with
@@ -69,7 +70,7 @@ where
     /// event of one of them that arrives later (a delayed one) is stale and not applied.
     gone: GoneUids,
     /// Called with each change before the store applies it ([`InformerState::observed_by`]).
-    observer: Option<Handler<K>>,
+    observers: Vec<Handler<K>>,
 }
 
 impl<K> InformerState<K>
@@ -86,21 +87,23 @@ where
             transform: strip_for_cache::<K>,
             indexes: Vec::new(),
             gone: GoneUids::default(),
-            observer: None,
+            observers: Vec::new(),
         }
     }
 
-    /// The same state calling `observer` with each change *before* the store applies it (the
-    /// handlers are called after): a reader of the cache, e.g. a worker's snapshot, can then
-    /// only hold versions the observer has seen. The flight recorder observes this way, so a
-    /// recorded reconcile never names an input whose change is recorded after it.
+    /// The same state also calling `observer` with each change *before* the store applies it
+    /// (the handlers are called after): a reader of the cache, e.g. a worker's snapshot, can
+    /// then only hold versions the observer has seen. The flight recorder observes this way, so
+    /// a recorded reconcile never names an input whose change is recorded after it; so does
+    /// the VM controller's mark of a VMI a relist lost, so no VM reconcile finds the VMI gone
+    /// from the cache and not marked.
     pub(crate) fn observed_by(mut self, observer: Handler<K>) -> Self {
-        self.observer = Some(observer);
+        self.observers.push(observer);
         self
     }
 
     fn observe(&self, changes: &[Notification<K>]) {
-        if let Some(observer) = &self.observer {
+        for observer in &self.observers {
             for n in changes {
                 observer(n);
             }
@@ -131,7 +134,7 @@ where
     }
 
     /// Apply one watcher event; returns the notifications to deliver (after the store update;
-    /// the observer, if any, has seen them before it).
+    /// the observers, if any, have seen them before it).
     /// Objects pass through the transform first (by default: without `metadata.managedFields`,
     /// see [`strip_for_cache`]). Each object is cached as one `Arc` ([`cache_copy`]) that the
     /// store and the notification share.
