@@ -259,14 +259,44 @@ pub(crate) fn vm_revisions(
         .collect()
 }
 
-/// Whether a VM whose VMI is not in the cache may act on that absence: yes, unless the VMI
-/// left the cache in a relist ([`crate::controller::context::UnverifiedAbsences`]); then the
-/// server is asked, and an existing VMI means the cache is behind (no sync until it catches
-/// up). Not in KubeVirt (issue 38 item 1).
+/// What a VM whose VMI was not in the cache when its snapshot was taken knows of that absence.
+#[derive(Debug, PartialEq)]
+enum VmiAbsence {
+    /// Nothing says otherwise: act on it.
+    Sure,
+    /// The VMI is cached again since the snapshot (its mark, if it had one, cleared): the
+    /// snapshot is behind, and the VMI's event queued the key again.
+    SnapshotBehind,
+    /// The VMI left the cache in a relist ([`crate::controller::context::UnverifiedAbsences`]):
+    /// ask the server.
+    Unverified,
+}
+
+/// [`VmiAbsence`] of `key`'s VMI from its relist mark and the cache as they are now.
+fn vmi_absence(
+    marks: &crate::controller::context::UnverifiedAbsences,
+    vmis: &crate::runtime::store::Store<VirtualMachineInstance>,
+    key: &str,
+) -> VmiAbsence {
+    let (ns, name) = split_key(key);
+    if marks.contains(key) {
+        VmiAbsence::Unverified
+    } else if vmis.get(&ObjectRef::new(name).within(ns)).is_some() {
+        VmiAbsence::SnapshotBehind
+    } else {
+        VmiAbsence::Sure
+    }
+}
+
+/// Whether a VM whose VMI was not in the cache when its snapshot was taken may act on that
+/// absence ([`vmi_absence`]): an unverified one is checked on the server, and an existing VMI
+/// means the cache is behind (no sync until it catches up). Not in KubeVirt (issue 38 item 1).
 async fn vmi_absence_confirmed(ctx: &Context, key: &str) -> Result<bool, ReconcileError> {
     let marks = &ctx.expectations.vmi_relisted_away;
-    if !marks.contains(key) {
-        return Ok(true);
+    match vmi_absence(marks, ctx.caches.vmis.store(), key) {
+        VmiAbsence::Sure => return Ok(true),
+        VmiAbsence::SnapshotBehind => return Ok(false),
+        VmiAbsence::Unverified => {}
     }
     let (ns, name) = split_key(key);
     match api::<VirtualMachineInstance>(&ctx.client, ns)
@@ -708,6 +738,33 @@ mod tests {
         v.iter()
             .filter_map(|r| r.metadata.name.as_deref())
             .collect()
+    }
+
+    /// A VM reconcile that found no VMI: a relisted-away mark sends it to the server; a VMI
+    /// cached since its snapshot (the watch brought it back and cleared the mark in between)
+    /// means the snapshot is behind, not that the VMI is gone.
+    #[test]
+    fn a_vmi_absence_is_sure_only_when_unmarked_and_still_uncached() {
+        use crate::runtime::informer::InformerState;
+        use kube::runtime::watcher;
+        let marks = crate::controller::context::UnverifiedAbsences::default();
+        let mut state = InformerState::<VirtualMachineInstance>::new();
+        state.apply(watcher::Event::Init);
+        state.apply(watcher::Event::InitDone);
+        let vmis = state.store();
+        assert_eq!(vmi_absence(&marks, &vmis, "ns/a"), VmiAbsence::Sure);
+        marks.mark("ns/a");
+        assert_eq!(vmi_absence(&marks, &vmis, "ns/a"), VmiAbsence::Unverified);
+        let mut back = VirtualMachineInstance::default();
+        back.metadata.name = Some("a".into());
+        back.metadata.namespace = Some("ns".into());
+        state.apply(watcher::Event::Apply(back));
+        marks.clear("ns/a");
+        assert_eq!(
+            vmi_absence(&marks, &vmis, "ns/a"),
+            VmiAbsence::SnapshotBehind
+        );
+        assert_eq!(vmi_absence(&marks, &vmis, "ns/b"), VmiAbsence::Sure);
     }
 
     #[test]
