@@ -46,8 +46,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff;
 use kube::api::ObjectMeta;
 use lru::LruCache;
-use std::collections::HashSet;
 use std::num::NonZeroUsize;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The source component of the events KubeVirt's VM and VMI controllers record
@@ -90,29 +90,35 @@ pub struct Event {
 }
 
 /// The involved object as client-go's keys compare it: kind, namespace, name, UID and
-/// apiVersion (not its resourceVersion; the field path only in [`LogKey`]).
+/// apiVersion (not its resourceVersion; the field path only in [`LogKey`]). One allocation
+/// that the keys of one event in all three caches share (the caches hold the same events,
+/// so 3 × 4,096 keys would otherwise hold three copies of each object's five strings).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Subject([Option<String>; 5]);
+struct Subject(Arc<[Option<Box<str>>; 5]>);
 
 impl Subject {
     fn of(object: &ObjectReference) -> Self {
-        Subject([
-            object.kind.clone(),
-            object.namespace.clone(),
-            object.name.clone(),
-            object.uid.clone(),
-            object.api_version.clone(),
-        ])
+        let fields = [
+            &object.kind,
+            &object.namespace,
+            &object.name,
+            &object.uid,
+            &object.api_version,
+        ];
+        Subject(Arc::new(fields.map(|f| f.as_deref().map(Box::from))))
     }
 }
 
 /// `EventAggregatorByReasonFunc`'s aggregate key (events_cache.go:161-179): object, type and
-/// reason.
+/// reason; shared by the aggregation and counting caches' keys of one event.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct AggregateKey {
+struct AggregateKey(Arc<AggregateFields>);
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct AggregateFields {
     subject: Subject,
     type_: &'static str,
-    reason: String,
+    reason: Box<str>,
 }
 
 /// The counting cache's key: `getEventKey` (events_cache.go:52-67) for an event written as
@@ -121,15 +127,18 @@ struct AggregateKey {
 enum LogKey {
     Exact {
         aggregate: AggregateKey,
-        field_path: Option<String>,
-        message: String,
+        field_path: Option<Box<str>>,
+        /// The same allocation as the aggregation cache's copy of the message.
+        message: Arc<str>,
     },
     Combined(AggregateKey),
 }
 
 /// `aggregateRecord`: the distinct messages seen and when the last similar event came.
 struct AggregateRecord {
-    messages: HashSet<String>,
+    /// client-go's `localKeys` set; at most [`AGGREGATE_MAX_EVENTS`] entries, so a list (most
+    /// hold one message: a set's table would take five times the bytes).
+    messages: Vec<Arc<str>>,
     last: jiff::Timestamp,
 }
 
@@ -232,12 +241,13 @@ impl Correlator {
         now: jiff::Timestamp,
     ) -> Correlated {
         let subject = Subject::of(object);
-        let aggregate = AggregateKey {
+        let aggregate = AggregateKey(Arc::new(AggregateFields {
             subject: subject.clone(),
             type_: event.type_,
-            reason: event.reason.clone(),
-        };
-        let combined = self.aggregate(&aggregate, &event.message, now);
+            reason: event.reason.as_str().into(),
+        }));
+        let shared: Arc<str> = event.message.as_str().into();
+        let combined = self.aggregate(&aggregate, &shared, now);
         let (key, message) = if combined {
             (
                 LogKey::Combined(aggregate),
@@ -246,8 +256,8 @@ impl Correlator {
         } else {
             let key = LogKey::Exact {
                 aggregate,
-                field_path: object.field_path.clone(),
-                message: event.message.clone(),
+                field_path: object.field_path.as_deref().map(Box::from),
+                message: shared,
             };
             (key, event.message.clone())
         };
@@ -261,9 +271,9 @@ impl Correlator {
 
     /// `EventAggregate`: whether to write the combined Event of `key` rather than the event as
     /// recorded.
-    fn aggregate(&mut self, key: &AggregateKey, message: &str, now: jiff::Timestamp) -> bool {
+    fn aggregate(&mut self, key: &AggregateKey, message: &Arc<str>, now: jiff::Timestamp) -> bool {
         let fresh = || AggregateRecord {
-            messages: HashSet::new(),
+            messages: Vec::new(),
             last: now,
         };
         let record = match self.aggregates.get_mut(key) {
@@ -275,16 +285,15 @@ impl Correlator {
             record.messages.clear();
         }
         record.last = now;
-        if !record.messages.contains(message) {
-            record.messages.insert(message.to_string());
+        if !record.messages.iter().any(|m| m == message) {
+            record.messages.push(message.clone());
         }
         if record.messages.len() < AGGREGATE_MAX_EVENTS {
             return false;
         }
-        // `localKeys.PopAny()`: the set never grows past the threshold.
-        if let Some(any) = record.messages.iter().next().cloned() {
-            record.messages.remove(&any);
-        }
+        // `localKeys.PopAny()` (any one: Go's map order; here the first in the list): the set
+        // never grows past the threshold.
+        record.messages.swap_remove(0);
         true
     }
 
