@@ -59,7 +59,7 @@ use k8s_openapi::api::core::v1::{
     PodCondition, PodSpec, PodStatus, ResourceRequirements, Toleration, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Cow;
 
@@ -104,11 +104,78 @@ struct CachedVolume {
 #[derive(Clone, Debug, Default, PartialEq)]
 struct CachedStatus {
     phase: Option<String>,
-    conditions: Option<Vec<PodCondition>>,
+    conditions: Option<Vec<CachedCondition>>,
     qos_class: Option<String>,
     container_statuses: Option<Vec<CachedContainerStatus>>,
     /// The waiting ones only; `None` when none waits.
     init_container_statuses: Option<Vec<CachedContainerStatus>>,
+}
+
+/// A pod condition, every field kept: k8s-openapi's `PodCondition` takes 160 bytes inline and
+/// a string each for its type and status; here the types and statuses a pod has are static
+/// strings, 144 bytes inline and a launcher pod's six conditions allocate nothing for them.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CachedCondition {
+    type_: Cow<'static, str>,
+    status: Cow<'static, str>,
+    reason: Option<Box<str>>,
+    message: Option<Box<str>>,
+    last_probe_time: Option<Time>,
+    last_transition_time: Option<Time>,
+    observed_generation: Option<i64>,
+}
+
+/// The condition types and statuses a pod has: k8s.io/api/core/v1 types.go's `PodConditionType`
+/// values, KubeVirt's readiness gate `VirtualMachineUnpaused` (types.go:1330; also in
+/// `conditions::types`, not imported here, which would close a circle of file imports) and the
+/// `ConditionStatus` values.
+const CONDITION_WORDS: [&str; 12] = [
+    "PodScheduled",
+    "PodReadyToStartContainers",
+    "Initialized",
+    "ContainersReady",
+    "Ready",
+    "DisruptionTarget",
+    "PodResizePending",
+    "PodResizeInProgress",
+    "kubevirt.io/virtual-machine-unpaused",
+    "True",
+    "False",
+    "Unknown",
+];
+
+/// `word` as a static string when it is one of [`CONDITION_WORDS`].
+fn condition_word(word: String) -> Cow<'static, str> {
+    match CONDITION_WORDS.iter().find(|w| **w == word) {
+        Some(w) => Cow::Borrowed(w),
+        None => Cow::Owned(word),
+    }
+}
+
+impl CachedCondition {
+    fn of(c: PodCondition) -> Self {
+        CachedCondition {
+            type_: condition_word(c.type_),
+            status: condition_word(c.status),
+            reason: c.reason.map(String::into_boxed_str),
+            message: c.message.map(String::into_boxed_str),
+            last_probe_time: c.last_probe_time,
+            last_transition_time: c.last_transition_time,
+            observed_generation: c.observed_generation,
+        }
+    }
+
+    fn to_condition(&self) -> PodCondition {
+        PodCondition {
+            type_: self.type_.to_string(),
+            status: self.status.to_string(),
+            reason: self.reason.as_deref().map(str::to_string),
+            message: self.message.as_deref().map(str::to_string),
+            last_probe_time: self.last_probe_time.clone(),
+            last_transition_time: self.last_transition_time.clone(),
+            observed_generation: self.observed_generation,
+        }
+    }
 }
 
 /// A container status without its IDs, images, last state, resources and mounts; a
@@ -206,7 +273,10 @@ impl CachedStatus {
         };
         PodStatus {
             phase: self.phase.clone(),
-            conditions: self.conditions.clone(),
+            conditions: self
+                .conditions
+                .as_ref()
+                .map(|c| c.iter().map(CachedCondition::to_condition).collect()),
             qos_class: self.qos_class.clone(),
             container_statuses: statuses(&self.container_statuses),
             init_container_statuses: statuses(&self.init_container_statuses),
@@ -298,7 +368,9 @@ impl WireStatus {
     fn into_cached(self) -> CachedStatus {
         CachedStatus {
             phase: self.phase,
-            conditions: self.conditions,
+            conditions: self
+                .conditions
+                .map(|c| c.into_iter().map(CachedCondition::of).collect()),
             qos_class: self.qos_class,
             container_statuses: self.container_statuses.map(|c| {
                 c.into_iter()
@@ -511,6 +583,33 @@ mod tests {
             .expect("status"),
         );
         pod
+    }
+
+    /// Conditions keep every field; the types and statuses a pod has allocate nothing, others
+    /// are kept as they came.
+    #[test]
+    fn conditions_keep_every_field_and_borrow_the_known_words() {
+        let pod = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "lastProbeTime": null,
+             "lastTransitionTime": "2026-12-07T16:00:00Z", "reason": "R", "message": "M",
+             "observedGeneration": 3},
+            {"type": "kubevirt.io/virtual-machine-unpaused", "status": "False"},
+            {"type": "example.com/gate", "status": "Maybe"}
+        ]}});
+        let whole: Pod = serde_json::from_value(pod.clone()).expect("pod");
+        assert_eq!(cached(&pod).status, whole.status);
+        let decoded: CachedPod = serde_json::from_value(pod).expect("decode");
+        let kept = decoded
+            .status
+            .and_then(|s| s.conditions)
+            .expect("conditions");
+        let borrowed = |w: &Cow<'static, str>| matches!(w, Cow::Borrowed(_));
+        assert!(
+            kept[..2]
+                .iter()
+                .all(|c| borrowed(&c.type_) && borrowed(&c.status))
+        );
+        assert!(!borrowed(&kept[2].type_) && !borrowed(&kept[2].status));
     }
 
     /// Labels and annotations live beside the metadata, one slot a pair, and come back whole.
