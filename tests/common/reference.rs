@@ -298,7 +298,16 @@ pub async fn wait_reference_leading(plane: &ControlPlane) {
 /// virt-api admits the hook-sidecar annotation of `more/vm-launcher-settings.yaml`
 /// (pkg/virt-api/webhooks/validating-webhook/admitters/vmi-create-admitter.go:1272-1280); only
 /// virt-api reads it (pkg/virt-config/feature-gates.go:66).
+///
+/// Once per control plane: the tests that share the dedicated plane call this concurrently,
+/// and two `kubectl apply`s racing to create the CR (each reads it absent, then creates) made
+/// one fail with AlreadyExists.
 pub fn install_kubevirt_cr(plane: &ControlPlane) {
+    static INSTALLED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    if installed.contains(&plane.dir) {
+        return;
+    }
     let cr = json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "KubeVirt",
@@ -335,4 +344,5 @@ pub fn install_kubevirt_cr(plane: &ControlPlane) {
         "-p",
         &status.to_string(),
     ]);
+    installed.push(plane.dir.clone());
 }
