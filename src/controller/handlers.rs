@@ -50,6 +50,13 @@ fn resolve_vm(vms: &VmStoreCell, namespace: Option<&str>, name: &str, uid: &str)
     (vm.metadata.uid.as_deref() == Some(uid)).then(|| join_key(namespace, name))
 }
 
+/// The key of the cached VM that controls `obj` (an owner reference of kind `VirtualMachine`
+/// whose UID matches the cached VM's).
+fn controlling_vm<K: Resource>(vms: &VmStoreCell, obj: &K) -> Option<String> {
+    let (name, uid) = controller_named(obj, "VirtualMachine")?;
+    resolve_vm(vms, obj.meta().namespace.as_deref(), &name, &uid)
+}
+
 /// Informer → [`ChangedKeys`]: marks the key `key` gives for the object (before and after an
 /// update), while a reader follows the keys; otherwise one atomic load per change.
 pub(crate) fn changed_keys_handler<K>(
@@ -112,10 +119,7 @@ pub(crate) fn vmi_relist_marker(
         else {
             return;
         };
-        let ns = vmi.metadata.namespace.as_deref();
-        if let Some((name, uid)) = controller_named(vmi.as_ref(), "VirtualMachine")
-            && let Some(vm_key) = resolve_vm(&vms, ns, &name, &uid)
-        {
+        if let Some(vm_key) = controlling_vm(&vms, vmi.as_ref()) {
             expectations.vmi_relisted_away.mark(&vm_key);
         }
     })
@@ -129,10 +133,7 @@ pub(crate) fn vmi_to_vm_handler(
 ) -> Handler<VirtualMachineInstance> {
     Arc::new(move |n: &Notification<VirtualMachineInstance>| {
         let deletion_observed = |vmi: &VirtualMachineInstance| {
-            let ns = vmi.metadata.namespace.as_deref();
-            if let Some((name, uid)) = controller_named(vmi, "VirtualMachine")
-                && let Some(vm_key) = resolve_vm(&vms, ns, &name, &uid)
-            {
+            if let Some(vm_key) = controlling_vm(&vms, vmi) {
                 expectations.vmi.deletion_observed(&vm_key, &key_of(vmi));
                 vm_queue.add(vm_key);
             }
@@ -219,10 +220,7 @@ pub(crate) fn dv_to_vm_handler(
             }
             Notification::Delete { obj, .. } => (obj, false),
         };
-        let ns = dv.metadata.namespace.as_deref();
-        if let Some((name, uid)) = controller_named(dv.as_ref(), "VirtualMachine")
-            && let Some(vm_key) = resolve_vm(&vms, ns, &name, &uid)
-        {
+        if let Some(vm_key) = controlling_vm(&vms, dv.as_ref()) {
             if added {
                 expectations.data_volume.creation_observed(&vm_key);
             }
