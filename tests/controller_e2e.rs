@@ -1004,7 +1004,7 @@ async fn a_hand_made_orphan_vmi_is_adopted_by_the_same_named_vm(server: Server) 
     let orphan = VirtualMachineInstance {
         api_version: Some("kubevirt.io/v1".into()),
         kind: Some("VirtualMachineInstance".into()),
-        metadata,
+        metadata: metadata.into(),
         spec: template.spec.clone().expect("template spec"),
         status: None,
         extra: Default::default(),

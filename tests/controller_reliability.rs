@@ -119,7 +119,7 @@ async fn printable_statuses(client: &kube::Client) -> BTreeMap<String, String> {
                 .into_iter()
                 .map(|vm| {
                     (
-                        vm.metadata.name.unwrap_or_default(),
+                        vm.metadata.name.clone().unwrap_or_default(),
                         vm.status
                             .and_then(|s| s.printable_status)
                             .unwrap_or_default(),

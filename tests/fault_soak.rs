@@ -421,7 +421,9 @@ async fn reassert(
         if pending {
             continue;
         }
-        let live = live_vmi(env, name).await.and_then(|v| v.metadata.uid);
+        let live = live_vmi(env, name)
+            .await
+            .and_then(|v| v.metadata.uid.clone());
         let before = applied
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -629,7 +631,7 @@ async fn request_for_step(env: &Env, name: &str, step: Step) -> Applied {
     }
     Applied {
         wrote,
-        live: vmi.and_then(|v| v.metadata.uid),
+        live: vmi.and_then(|v| v.metadata.uid.clone()),
         cache_race,
     }
 }
@@ -941,7 +943,7 @@ async fn delete_all(env: &Env, bound: Duration) -> Duration {
         .expect("list VMs")
         .items
         .into_iter()
-        .filter_map(|v| v.metadata.name)
+        .filter_map(|v| v.metadata.name.clone())
         .collect();
     for name in &names {
         env.vms()

@@ -73,7 +73,8 @@ fn demo_vmi(uid: &str) -> VirtualMachineInstance {
             .metadata
             .as_ref()
             .map(TemplateMeta::to_object_meta)
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            .into(),
         spec: template.spec.clone().unwrap(),
         ..Default::default()
     };

@@ -370,7 +370,7 @@ async fn roles_grant_exactly_what_the_controller_and_the_inspector_use() {
     let vmi_uid = env
         .vmi("rbac-vm")
         .await
-        .and_then(|v| v.metadata.uid)
+        .and_then(|v| v.metadata.uid.clone())
         .expect("VMI uid");
     env.merge_patch_vm("rbac-vm", json!({"spec": {"runStrategy": "Halted"}}))
         .await;

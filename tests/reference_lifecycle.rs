@@ -385,6 +385,7 @@ fn the_script_acts_on_vms_the_inputs_hold() {
             crate::common::example_vm(f)
                 .metadata
                 .name
+                .clone()
                 .unwrap_or_default()
         })
         .collect();

@@ -435,6 +435,29 @@ impl<V> SmallMap<V> {
     }
 }
 
+impl<V> SmallMap<V> {
+    /// An empty map.
+    pub fn new() -> Self {
+        SmallMap(LiteMap::new())
+    }
+}
+
+/// As `BTreeMap::from`: a later duplicate key wins.
+impl<V, const N: usize> From<[(String, V); N]> for SmallMap<V> {
+    fn from(pairs: [(String, V); N]) -> Self {
+        pairs.into_iter().collect()
+    }
+}
+
+/// The value of `key`; panics when absent, as `BTreeMap`'s index does.
+impl<V> std::ops::Index<&str> for SmallMap<V> {
+    type Output = V;
+
+    fn index(&self, key: &str) -> &V {
+        self.0.get(key).expect("key in SmallMap")
+    }
+}
+
 impl<V> Default for SmallMap<V> {
     fn default() -> Self {
         SmallMap(LiteMap::new())
@@ -656,27 +679,35 @@ impl ObjectVersion {
     }
 }
 
-/// An object's annotation by key.
-pub fn annotation<'a>(
-    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    key: &str,
-) -> Option<&'a str> {
-    entry(meta.annotations.as_ref(), key)
+/// An object's annotation by key: `meta` is k8s-openapi's `ObjectMeta` or a VM's or VMI's
+/// [`Meta`](super::Meta) (generic, so a `Meta` is never read as the `ObjectMeta` it derefs to,
+/// which has no maps).
+pub fn annotation<'a, M: ObjectMaps + ?Sized>(meta: &'a M, key: &str) -> Option<&'a str> {
+    meta.annotation_value(key)
 }
 
-/// An object's label by key.
-pub fn label<'a>(
-    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    key: &str,
-) -> Option<&'a str> {
-    entry(meta.labels.as_ref(), key)
+/// An object's label by key (`meta` as for [`annotation`]).
+pub fn label<'a, M: ObjectMaps + ?Sized>(meta: &'a M, key: &str) -> Option<&'a str> {
+    meta.label_value(key)
 }
 
-fn entry<'a>(
-    map: Option<&'a std::collections::BTreeMap<String, String>>,
-    key: &str,
-) -> Option<&'a str> {
-    map?.get(key).map(String::as_str)
+/// Metadata that holds labels and annotations: k8s-openapi's `ObjectMeta`, and a VM's or VMI's
+/// [`Meta`](super::Meta).
+pub trait ObjectMaps {
+    /// A label's value.
+    fn label_value(&self, key: &str) -> Option<&str>;
+    /// An annotation's value.
+    fn annotation_value(&self, key: &str) -> Option<&str>;
+}
+
+impl ObjectMaps for k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    fn label_value(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    fn annotation_value(&self, key: &str) -> Option<&str> {
+        self.annotations.as_ref()?.get(key).map(String::as_str)
+    }
 }
 
 /// Find a condition by type.

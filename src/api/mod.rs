@@ -4,7 +4,8 @@
 //! Every typed struct keeps the fields it does not model in an `extra` map, so that reading and
 //! writing an object (or copying a VM template into a VMI) never loses a field.
 
-/// `impl kube::Resource` for a namespaced kubevirt.io-style type with `metadata: ObjectMeta`.
+/// `impl kube::Resource` for a namespaced kubevirt.io-style type whose `metadata` is an
+/// `ObjectMeta` or derefs to one ([`Meta`]: `meta()` then has no labels or annotations).
 macro_rules! namespaced_resource {
     ($ty:ty, kind = $kind:literal, group = $group:expr, version = $version:expr, plural = $plural:literal) => {
         impl kube::Resource for $ty {
@@ -42,6 +43,7 @@ pub mod instancetype;
 pub mod key;
 pub(crate) mod kubevirt;
 pub mod manifest;
+pub(crate) mod meta;
 pub mod quantity;
 pub(crate) mod resources;
 pub mod storage;
@@ -49,9 +51,12 @@ pub(crate) mod traits;
 pub mod vm;
 pub mod vmi;
 
-pub use common::{Condition, Extra, JsonList, MetaMaps, SmallMap, Time, annotation, label};
+pub use common::{
+    Condition, Extra, JsonList, MetaMaps, ObjectMaps, SmallMap, Time, annotation, label,
+};
 pub use datavolume::DataVolume;
 pub use kubevirt::KubeVirt;
+pub use meta::Meta;
 pub use vm::{RunStrategy, VirtualMachine};
 pub use vmi::{Phase, VirtualMachineInstance};
 

@@ -19,7 +19,7 @@ pub struct VirtualMachine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: super::Meta,
     pub spec: VirtualMachineSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VirtualMachineStatus>,

@@ -22,7 +22,7 @@ pub struct VirtualMachineInstance {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: super::Meta,
     pub spec: VirtualMachineInstanceSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<VirtualMachineInstanceStatus>,
@@ -511,6 +511,7 @@ impl VirtualMachineInstance {
     /// A new VMI (`apiVersion: kubevirt.io/v1`, `kind: VirtualMachineInstance`, no status), as the
     /// VM controller creates one from a template.
     pub(crate) fn new(metadata: ObjectMeta, spec: VirtualMachineInstanceSpec) -> Self {
+        let metadata = metadata.into();
         VirtualMachineInstance {
             api_version: Some(super::API_VERSION.into()),
             kind: Some("VirtualMachineInstance".into()),

@@ -602,14 +602,14 @@ mod tests {
 
     fn vm(name: &str, uid: &str) -> VirtualMachine {
         VirtualMachine {
-            metadata: meta(name, uid, "1", None),
+            metadata: meta(name, uid, "1", None).into(),
             ..Default::default()
         }
     }
 
     fn vmi(name: &str, rv: &str, owner: Option<(&str, &str, &str)>) -> VirtualMachineInstance {
         VirtualMachineInstance {
-            metadata: meta(name, "vmi-uid", rv, owner),
+            metadata: meta(name, "vmi-uid", rv, owner).into(),
             ..Default::default()
         }
     }

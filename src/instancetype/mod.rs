@@ -269,7 +269,7 @@ pub(crate) fn find_spec(
 /// The instancetype and preference annotations `ApplyToVMI` puts on the VMI
 /// (pkg/instancetype/annotations/annotations.go:28-44, preference/annotations/annotations.go):
 /// the name under the namespaced or the cluster key; an unknown kind sets nothing.
-pub(crate) fn set_name_annotations(vm: &VirtualMachine, target: &mut BTreeMap<String, String>) {
+pub(crate) fn set_name_annotations(vm: &VirtualMachine, target: &mut crate::api::SmallMap<String>) {
     let pairs = [
         (
             Matcher::instancetype(vm),

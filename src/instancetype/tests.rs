@@ -505,10 +505,10 @@ fn name_annotations_by_kind() {
                       "preference": {"name": "p"}, "template": {}}),
         json!({}),
     );
-    let mut ann = BTreeMap::new();
+    let mut ann = crate::api::SmallMap::default();
     set_name_annotations(&v, &mut ann);
     assert_eq!(
-        ann,
+        ann.to_btree_map(),
         BTreeMap::from([
             ("kubevirt.io/instancetype-name".into(), "i".into()),
             ("kubevirt.io/cluster-preference-name".into(), "p".into())

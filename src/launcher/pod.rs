@@ -70,6 +70,7 @@ use super::volumes::{
     CONTAINER_DISK_DIR, EPHEMERAL_DISK_DIR, KERNEL_BOOT_VOLUME, VIRT_SHARE_DIR, VolumeOptions,
     image_pull_secrets, kernel_boot_container, render_volumes, service_account_volume,
 };
+use crate::api::SmallMap;
 use crate::api::resources::VmiResources;
 use crate::api::vmi::VirtualMachineInstance;
 use crate::api::{API_VERSION, annotations, labels};
@@ -355,8 +356,18 @@ impl<'a> PodInputs<'a> {
             name,
             namespace,
             uid: vmi.metadata.uid.clone().unwrap_or_default(),
-            labels: vmi.metadata.labels.clone().unwrap_or_default(),
-            annotations: vmi.metadata.annotations.clone().unwrap_or_default(),
+            labels: vmi
+                .metadata
+                .labels
+                .as_ref()
+                .map(SmallMap::to_btree_map)
+                .unwrap_or_default(),
+            annotations: vmi
+                .metadata
+                .annotations
+                .as_ref()
+                .map(SmallMap::to_btree_map)
+                .unwrap_or_default(),
             non_root,
             user_id: if non_root { NON_ROOT_UID } else { 0 },
             guaranteed: vmi.spec.is_cpu_dedicated() || resources.wants_guaranteed_qos(),

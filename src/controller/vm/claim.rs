@@ -127,7 +127,7 @@ mod tests {
         let dv = DataVolume::default();
         assert!(claim_data_volume(&vm(), &dv));
         let mut owned = DataVolume::default();
-        owned.metadata.owner_references = vmi(Some("x")).metadata.owner_references;
+        owned.metadata.owner_references = vmi(Some("x")).metadata.owner_references.clone();
         assert!(!claim_data_volume(&vm(), &owned));
     }
 }

@@ -2,18 +2,18 @@
 //! `status.observedGeneration` / `status.desiredGeneration` (pkg/virt-controller/watch/vm/vm.go:
 //! 1347-1475, 2384-2455).
 
+use crate::api::SmallMap;
 use crate::api::annotations::VM_GENERATION;
 use crate::api::vmi::VirtualMachineInstance;
 use crate::controller::common::PatchSet;
 use crate::controller::common::patch::path;
-use std::collections::BTreeMap;
 
 /// `patchVmGenerationAnnotationOnVmi` (vm.go:1361-1382): JSON patch test+replace of
 /// `/metadata/annotations` with the generation annotation set; also returns the new map.
 pub(crate) fn generation_annotation_patch(
     vmi: &VirtualMachineInstance,
     generation: i64,
-) -> (serde_json::Value, BTreeMap<String, String>) {
+) -> (serde_json::Value, SmallMap<String>) {
     let old = vmi.metadata.annotations.as_ref();
     let mut new = old.cloned().unwrap_or_default();
     new.insert(VM_GENERATION.to_string(), generation.to_string());

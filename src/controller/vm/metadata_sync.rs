@@ -10,10 +10,9 @@ use crate::api::vmi::VirtualMachineInstance;
 use crate::controller::common::PatchSet;
 use crate::controller::common::patch::path;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-type Map = BTreeMap<String, String>;
+type Map = SmallMap<String>;
 
 /// The VMI patch and the label/annotation maps it writes.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,7 +28,7 @@ pub(crate) struct DynamicMetadataPatch {
 /// Sync the keys matching `patterns` (exact keys, or `prefix*`; a bare `*` is ignored) from
 /// `vm_map` into `vmi_map`: present on the VM → copied, absent → deleted. True if anything
 /// changed.
-/// `vm_map` is its pairs in key order (a template's [`SmallMap`] or a VM's own `BTreeMap`).
+/// `vm_map` is its pairs in key order (a template's or the VM's own [`SmallMap`]).
 fn sync_map<'a, I>(patterns: &[String], vm_map: I, vmi_map: &mut Map) -> bool
 where
     I: Iterator<Item = (&'a String, &'a String)> + Clone,
@@ -77,7 +76,7 @@ where
     changed
 }
 
-/// The pairs of a template's map, if it has one.
+/// The pairs of a map, if there is one.
 fn small_pairs(map: Option<&SmallMap<String>>) -> impl Iterator<Item = (&String, &String)> + Clone {
     map.into_iter().flat_map(|m| m.iter())
 }
@@ -126,7 +125,7 @@ pub(crate) fn dynamic_metadata_patch(
     }
     if sync_map(
         &[annotation::VELERO_SKIP_HOOKS.to_string()],
-        vm.metadata.annotations.iter().flatten(),
+        small_pairs(vm.metadata.annotations.as_ref()),
         &mut annotations,
     ) {
         ops.push(("annotations", orig_annotations));

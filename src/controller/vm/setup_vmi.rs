@@ -110,7 +110,7 @@ pub fn setup_vmi_from_vm(vm: &VirtualMachine) -> Result<VirtualMachineInstance, 
     Ok(VirtualMachineInstance {
         api_version: Some(crate::api::API_VERSION.to_string()),
         kind: Some("VirtualMachineInstance".to_string()),
-        metadata,
+        metadata: metadata.into(),
         spec,
         status: None,
         extra: Default::default(),

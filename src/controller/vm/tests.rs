@@ -315,7 +315,7 @@ fn orphan_vmi_is_adopted_then_used() {
 
     // Owned by another controller: ignored, so Always creates (and the create will conflict).
     let mut foreign = orphan.clone();
-    foreign.metadata.owner_references = vmi("Running").metadata.owner_references;
+    foreign.metadata.owner_references = vmi("Running").metadata.owner_references.clone();
     foreign.metadata.owner_references.as_mut().unwrap()[0].uid = "other".into();
     let d = decide(&snap_with(strategy("Always"), foreign));
     assert!(kinds(&d).contains(&"CreateVmi"));

@@ -837,7 +837,7 @@ impl<'a> StatusUpdate<'a> {
                 self.new
                     .metadata
                     .labels
-                    .get_or_insert_with(BTreeMap::new)
+                    .get_or_insert_with(Default::default)
                     .insert(labels::OUTDATED_LAUNCHER_IMAGE.to_string(), String::new());
             } else if let Some(l) = self.new.metadata.labels.as_mut() {
                 l.remove(labels::OUTDATED_LAUNCHER_IMAGE);
@@ -1152,7 +1152,7 @@ impl<'a> StatusUpdate<'a> {
                         self.new
                             .metadata
                             .labels
-                            .get_or_insert_with(BTreeMap::new)
+                            .get_or_insert_with(Default::default)
                             .insert(labels::NODE_NAME.to_string(), node.clone());
                         let status = status_mut(&mut self.new);
                         status.phase = Some(Phase::Scheduled);
@@ -1554,7 +1554,10 @@ fn pre_sync(snap: &VmiSnapshot) -> Option<VmiDecision> {
     if !api_version_observed(&snap.vmi) {
         let mut d = empty_decision(snap);
         let mut vmi = (*snap.vmi).clone();
-        let a = vmi.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        let a = vmi
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
         a.insert(
             LATEST_OBSERVED_API_VERSION_ANNOTATION.into(),
             API_VERSION_V1.into(),

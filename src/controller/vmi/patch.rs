@@ -362,7 +362,7 @@ mod tests {
         let mut old = running_vmi();
         old.metadata.labels = Some([("a".to_string(), "1".to_string())].into());
         let mut new = old.clone();
-        new.metadata.labels = Some(BTreeMap::new());
+        new.metadata.labels = Some(Default::default());
         assert_eq!(
             ops_json(&prepare_vmi_patch(&old, &new)),
             json!([

@@ -476,6 +476,7 @@ impl Engine<'_> {
         }
         let mut annotations = vmi.metadata.annotations.take().unwrap_or_default();
         it::set_name_annotations(&self.vm, &mut annotations);
+        let mut annotations = annotations.into_pairs().into_iter().collect();
         let mut spec = serde_json::to_value(&vmi.spec).map_err(|e| e.to_string())?;
         let conflicts = it::apply::apply_to_vmi(
             "spec",
@@ -484,7 +485,7 @@ impl Engine<'_> {
             &mut spec,
             &mut annotations,
         );
-        vmi.metadata.annotations = Some(annotations);
+        vmi.metadata.annotations = Some(annotations.into_iter().collect());
         if !conflicts.is_empty() {
             return Err(format!(
                 "VMI conflicts with instancetype spec in fields: [{}]",
