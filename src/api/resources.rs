@@ -8,6 +8,7 @@
 //! once and both the overhead formula and the resource renderer use the result. Errors are one
 //! type, [`FieldError`], naming the field; the caller names the object.
 
+use crate::api::SmallMap;
 use crate::api::quantity::{ParsedQuantity, QuantityError};
 use crate::api::vmi::VirtualMachineInstanceSpec;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -131,9 +132,9 @@ impl VmiResources {
                 .and_then(|r| r.added_overhead.as_ref()),
             "spec.domain.memory.reservedOverhead.addedOverhead",
         )?;
-        let list = |kind: &str, list: Option<&BTreeMap<String, Quantity>>| {
+        let list = |kind: &str, list: Option<&SmallMap<Quantity>>| {
             list.into_iter()
-                .flatten()
+                .flat_map(|l| l.iter())
                 .map(|(name, q)| {
                     let field = format!("spec.domain.resources.{kind}.{name}");
                     Ok((name.clone(), parse_quantity(q, &field)?))

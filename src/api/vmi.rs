@@ -117,14 +117,16 @@ pub struct DomainSpec {
 }
 
 /// `domain.resources` (`v1.ResourceRequirements`). Quantities stay as text; parse them with
-/// [`crate::api::quantity`].
+/// [`crate::api::quantity`]. The lists are [`SmallMap`]s: a spec that sets either (a memory
+/// request, CPU limits for dedicated CPUs) has one or two entries, for which a `BTreeMap` takes a
+/// 544-byte node, twice per VM (its template and its VMI).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceRequirements {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests: Option<BTreeMap<String, Quantity>>,
+    pub requests: Option<SmallMap<Quantity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<BTreeMap<String, Quantity>>,
+    pub limits: Option<SmallMap<Quantity>>,
     /// Do not add the launcher overhead to the memory request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overcommit_guest_overhead: Option<bool>,

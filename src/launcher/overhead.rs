@@ -452,6 +452,7 @@ fn network_terms(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::SmallMap;
     use crate::api::resources::FieldProblem;
     use crate::api::vmi::{
         Cpu, Interface, LaunchSecurity, Memory, NamedDevice, Probe, ReservedOverhead,
@@ -459,7 +460,6 @@ mod tests {
     };
     use crate::kubevirt_version::KubeVirtVersion;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use std::collections::BTreeMap;
 
     fn q(s: &str) -> Quantity {
         Quantity(s.to_string())
@@ -471,7 +471,7 @@ mod tests {
         let map = |kv: &[(&str, &str)]| {
             kv.iter()
                 .map(|(k, v)| (k.to_string(), q(v)))
-                .collect::<BTreeMap<_, _>>()
+                .collect::<SmallMap<_>>()
         };
         spec.domain.resources = Some(ResourceRequirements {
             requests: Some(map(requests)),
