@@ -63,7 +63,7 @@ fn fixture_vmi(namespace: &str) -> VirtualMachineInstance {
 
 async fn the_pod(env: &Env, vmi: &str) -> Pod {
     env.wait_for(&format!("the launcher pod of {vmi}"), || async {
-        let uid = env.vmi(vmi).await?.metadata.uid.clone()?;
+        let uid = env.vmi_uid(vmi).await?;
         env.launcher_pods(&uid).await.into_iter().next()
     })
     .await
@@ -92,14 +92,7 @@ async fn a_hook_sidecar_configmap_is_read_while_rendering(server: Server) {
             && c.message.as_deref() == Some(expected.as_str())
     })
     .await;
-    let uid = env
-        .vmi("hook-cm")
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .clone()
-        .unwrap();
+    let uid = env.vmi_uid("hook-cm").await.unwrap();
     assert!(
         env.launcher_pods(&uid).await.is_empty(),
         "no pod without the ConfigMap"
@@ -286,14 +279,7 @@ async fn an_sriov_network_requests_the_resource_its_nad_names(server: Server) {
         c.reason.as_deref() == Some("FailedCreate") && c.message.as_deref() == Some(&expected)
     })
     .await;
-    let uid = env
-        .vmi("sriov-vmi")
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .clone()
-        .unwrap();
+    let uid = env.vmi_uid("sriov-vmi").await.unwrap();
     assert!(
         env.launcher_pods(&uid).await.is_empty(),
         "no pod without the NAD"
@@ -644,14 +630,7 @@ async fn the_crs_gates_and_permitted_devices_shape_the_pod(server: Server) {
         .limits
         .unwrap();
     assert_eq!(limits["example.org/fpga"].0, "1");
-    let uid = env
-        .vmi("refused-gpu")
-        .await
-        .unwrap()
-        .metadata
-        .uid
-        .clone()
-        .unwrap();
+    let uid = env.vmi_uid("refused-gpu").await.unwrap();
     assert!(
         env.launcher_pods(&uid).await.is_empty(),
         "no pod for a device the CR does not permit"

@@ -392,7 +392,7 @@ async fn a_recorded_topology_hint_replays_from_the_recorded_nodes() {
         .await
         .expect("create the VMI");
     env.wait_for("the launcher pod of tsc", || async {
-        let uid = env.vmi("tsc").await?.metadata.uid.clone()?;
+        let uid = env.vmi_uid("tsc").await?;
         env.launcher_pods(&uid).await.into_iter().next()
     })
     .await;

@@ -58,7 +58,7 @@ async fn wait_hint(env: &Env, name: &str) -> Value {
 
 async fn the_pod(env: &Env, name: &str) -> Pod {
     env.wait_for(&format!("the launcher pod of {name}"), || async {
-        let uid = env.vmi(name).await?.metadata.uid.clone()?;
+        let uid = env.vmi_uid(name).await?;
         env.launcher_pods(&uid).await.into_iter().next()
     })
     .await

@@ -673,6 +673,11 @@ impl Env {
         self.vmis().get_opt(name).await.expect("get VMI")
     }
 
+    /// The UID of the VMI `name`, once it exists.
+    pub async fn vmi_uid(&self, name: &str) -> Option<String> {
+        self.vmi(name).await?.metadata.uid.clone()
+    }
+
     /// Launcher pods of the VMI with this UID (label `kubevirt.io/created-by`).
     pub async fn launcher_pods(&self, vmi_uid: &str) -> Vec<Pod> {
         self.pods()
