@@ -83,9 +83,10 @@ impl std::ops::Deref for Meta {
     }
 }
 
-/// Writes to `labels` or `annotations` through it are not kept; the fields of [`Meta`] are the
-/// maps. (Only the `kube::Resource::meta_mut` of the VM and VMI hands it out, and nothing here
-/// sets a map through it.)
+/// Set `labels` and `annotations` on the fields of [`Meta`], not through this: a map written
+/// here is read by nothing but serde (which writes it when the field is unset, so it is not lost).
+/// Only the `kube::Resource::meta_mut` of the VM and VMI hands it out, and nothing here sets a
+/// map through it.
 impl std::ops::DerefMut for Meta {
     fn deref_mut(&mut self) -> &mut ObjectMeta {
         &mut self.rest
@@ -97,15 +98,19 @@ impl std::ops::DerefMut for Meta {
 impl Serialize for Meta {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let r = &self.rest;
+        debug_assert!(
+            r.labels.is_none() && r.annotations.is_none(),
+            "labels or annotations set through Meta's DerefMut"
+        );
         let present = [
-            self.annotations.is_some(),
+            self.annotations.is_some() || r.annotations.is_some(),
             r.creation_timestamp.is_some(),
             r.deletion_grace_period_seconds.is_some(),
             r.deletion_timestamp.is_some(),
             r.finalizers.is_some(),
             r.generate_name.is_some(),
             r.generation.is_some(),
-            self.labels.is_some(),
+            self.labels.is_some() || r.labels.is_some(),
             r.managed_fields.is_some(),
             r.name.is_some(),
             r.namespace.is_some(),
@@ -116,7 +121,11 @@ impl Serialize for Meta {
         ];
         let mut s =
             serializer.serialize_struct("ObjectMeta", present.iter().filter(|p| **p).count())?;
-        field(&mut s, "annotations", &self.annotations)?;
+        if self.annotations.is_some() {
+            field(&mut s, "annotations", &self.annotations)?;
+        } else {
+            field(&mut s, "annotations", &r.annotations)?;
+        }
         field(&mut s, "creationTimestamp", &r.creation_timestamp)?;
         field(
             &mut s,
@@ -127,7 +136,11 @@ impl Serialize for Meta {
         field(&mut s, "finalizers", &r.finalizers)?;
         field(&mut s, "generateName", &r.generate_name)?;
         field(&mut s, "generation", &r.generation)?;
-        field(&mut s, "labels", &self.labels)?;
+        if self.labels.is_some() {
+            field(&mut s, "labels", &self.labels)?;
+        } else {
+            field(&mut s, "labels", &r.labels)?;
+        }
         field(&mut s, "managedFields", &r.managed_fields)?;
         field(&mut s, "name", &r.name)?;
         field(&mut s, "namespace", &r.namespace)?;
