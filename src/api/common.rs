@@ -421,6 +421,11 @@ impl<'de> Deserialize<'de> for JsonList {
 pub struct SmallMap<V>(LiteMap<String, V>);
 
 impl<V> SmallMap<V> {
+    /// An empty map.
+    pub fn new() -> Self {
+        SmallMap(LiteMap::new())
+    }
+
     /// The pairs, sorted by key.
     pub fn into_pairs(self) -> Vec<(String, V)> {
         self.0.into_tuple_vec()
@@ -432,13 +437,6 @@ impl<V> SmallMap<V> {
         V: Clone,
     {
         self.0.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-    }
-}
-
-impl<V> SmallMap<V> {
-    /// An empty map.
-    pub fn new() -> Self {
-        SmallMap(LiteMap::new())
     }
 }
 
@@ -460,7 +458,7 @@ impl<V> std::ops::Index<&str> for SmallMap<V> {
 
 impl<V> Default for SmallMap<V> {
     fn default() -> Self {
-        SmallMap(LiteMap::new())
+        SmallMap::new()
     }
 }
 
