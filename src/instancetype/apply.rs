@@ -4,8 +4,8 @@
 
 use super::json::{at, canonical_quantity, child, non_empty_list, non_zero, set_omitempty};
 use super::preference;
+use crate::api::SmallMap;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// A field the VM sets that its instancetype sets too (`conflict.Conflict`,
@@ -46,7 +46,7 @@ pub(crate) fn apply_to_vmi(
     instancetype: Option<&Value>,
     preference: Option<&Value>,
     spec: &mut Value,
-    annotations: &mut BTreeMap<String, String>,
+    annotations: &mut SmallMap<String>,
 ) -> Conflicts {
     if instancetype.is_none() && preference.is_none() {
         return Conflicts(Vec::new());
@@ -345,7 +345,7 @@ fn device_list(it: &Value, spec: &mut Value, key: &str, p: PathFn) -> Vec<String
 /// `applyInstanceTypeAnnotations` (apply/annotations.go:27-44): added where absent; a
 /// different value is a conflict at `annotations.KEY` (not under the spec path). Map order
 /// is Go's random order; ours is the key order.
-fn instancetype_annotations(it: &Value, target: &mut BTreeMap<String, String>) -> Vec<String> {
+fn instancetype_annotations(it: &Value, target: &mut SmallMap<String>) -> Vec<String> {
     let mut c = Vec::new();
     let Some(map) = at(it, &["annotations"]).and_then(Value::as_object) else {
         return c;

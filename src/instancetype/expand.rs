@@ -3,7 +3,6 @@
 //! `expandAll` reference policies (pkg/instancetype/controller/vm/controller.go:160-216).
 
 use super::{Objects, find_spec};
-use crate::api::SmallMap;
 use crate::api::defaults::{AdmissionSettings, SpecDefaultSettings};
 use crate::api::vm::VirtualMachine;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -46,8 +45,7 @@ pub(crate) fn expand(
     let mut annotations = template
         .metadata
         .as_ref()
-        .and_then(|m| m.maps.annotations.as_ref())
-        .map(SmallMap::to_btree_map)
+        .and_then(|m| m.maps.annotations.clone())
         .unwrap_or_default();
     let conflicts = super::apply::apply_to_vmi(
         "spec.template.spec",
@@ -64,7 +62,7 @@ pub(crate) fn expand(
             .metadata
             .get_or_insert_with(Default::default)
             .maps
-            .annotations = Some(annotations.into_iter().collect());
+            .annotations = Some(annotations);
     }
     let mut spec: crate::api::vmi::VirtualMachineInstanceSpec =
         serde_json::from_value(spec_json).map_err(|e| e.to_string())?;

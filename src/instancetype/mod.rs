@@ -317,12 +317,7 @@ pub(crate) fn apply_to_vm(
     let mut spec = serde_json::to_value(template.spec.take().unwrap_or_default())
         .map_err(|e| e.to_string())?;
     let meta = template.metadata.get_or_insert_with(Default::default);
-    let mut ann = meta
-        .maps
-        .annotations
-        .take()
-        .map(|a| a.into_pairs().into_iter().collect())
-        .unwrap_or_default();
+    let mut ann = meta.maps.annotations.take().unwrap_or_default();
     let conflicts = apply::apply_to_vmi("spec", it.as_ref(), pref.as_ref(), &mut spec, &mut ann);
     if !conflicts.is_empty() {
         return Err(format!(
@@ -330,7 +325,7 @@ pub(crate) fn apply_to_vm(
             conflicts.paths()
         ));
     }
-    meta.maps.annotations = (!ann.is_empty()).then(|| ann.into_iter().collect());
+    meta.maps.annotations = (!ann.is_empty()).then_some(ann);
     template.spec = Some(serde_json::from_value(spec).map_err(|e| e.to_string())?);
     Ok(out)
 }

@@ -3,11 +3,12 @@
 //! `disableHotplug` excepted: KubeVirt cannot tell "unset" there and overwrites).
 
 use super::json::{at, child, non_zero, set_if_nil, str_at};
+use crate::api::SmallMap;
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// `vmiApplier.Apply` (preference/apply/vmi.go:36-54), in KubeVirt's order.
-pub(crate) fn apply(pref: &Value, spec: &mut Value, annotations: &mut BTreeMap<String, String>) {
+pub(crate) fn apply(pref: &Value, spec: &mut Value, annotations: &mut SmallMap<String>) {
     cpu_features(pref, spec);
     devices(pref, spec);
     features(pref, spec);

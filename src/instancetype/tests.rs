@@ -3,6 +3,7 @@
 
 use super::apply::{apply_to_vmi, guest_topology, overcommitted_request};
 use super::*;
+use crate::api::SmallMap;
 use serde_json::json;
 
 fn vm(spec: Value, status: Value) -> VirtualMachine {
@@ -18,7 +19,7 @@ fn apply(
     pref: Option<Value>,
     mut spec: Value,
 ) -> (Value, BTreeMap<String, String>, Conflicts) {
-    let mut ann = BTreeMap::new();
+    let mut ann = SmallMap::new();
     let c = apply_to_vmi(
         "spec.template.spec",
         it.as_ref(),
@@ -26,7 +27,7 @@ fn apply(
         &mut spec,
         &mut ann,
     );
-    (spec, ann, c)
+    (spec, ann.to_btree_map(), c)
 }
 use apply::Conflicts;
 
@@ -241,7 +242,7 @@ fn device_and_scheduling_fields() {
                    "launchSecurity": {}},
         "nodeSelector": {}, "schedulerName": "other"
     });
-    let mut ann = BTreeMap::from([("a".to_string(), "2".to_string())]);
+    let mut ann = SmallMap::from([("a".to_string(), "2".to_string())]);
     let mut spec = taken;
     let c = apply_to_vmi("spec", Some(&it), None, &mut spec, &mut ann);
     assert_eq!(
@@ -283,7 +284,7 @@ fn preference_defaults_fill_unset_fields() {
                     "inputs": [{"name": "i"}]},
         "machine": {"type": "pc"}},
         "networks": [{"name": "default", "pod": {}}, {"name": "b", "multus": {"networkName": "n"}}]});
-    let mut ann = BTreeMap::from([("keep".to_string(), "vm".to_string())]);
+    let mut ann = SmallMap::from([("keep".to_string(), "vm".to_string())]);
     preference::apply(&pref, &mut spec, &mut ann);
     let d = &spec["domain"];
     assert_eq!(
@@ -327,7 +328,7 @@ fn preference_defaults_fill_unset_fields() {
     assert_eq!(spec["terminationGracePeriodSeconds"], 30);
     assert_eq!(spec["architecture"], "amd64");
     assert_eq!(
-        ann,
+        ann.to_btree_map(),
         BTreeMap::from([("keep".into(), "vm".into()), ("p".into(), "1".into())])
     );
 }
@@ -337,7 +338,7 @@ fn preference_defaults_fill_unset_fields() {
 fn firmware_preferences() {
     let run = |pref: Value, spec: Value| {
         let mut s = spec;
-        preference::apply(&pref, &mut s, &mut BTreeMap::new());
+        preference::apply(&pref, &mut s, &mut SmallMap::new());
         s["domain"]["firmware"].clone()
     };
     assert_eq!(

@@ -5,7 +5,6 @@
 //! VM.
 
 use super::Engine;
-use crate::api::SmallMap;
 use crate::config::ReferencePolicy;
 use crate::controller::vm::action::{
     EventType, ResourceVersionFrom, SyncError, VmAction, VmUpdatePurpose,
@@ -352,8 +351,7 @@ impl Engine<'_> {
                 .map_err(|e| e.to_string())?;
         let mut annotations = template
             .and_then(|t| t.metadata.as_ref())
-            .and_then(|m| m.maps.annotations.as_ref())
-            .map(SmallMap::to_btree_map)
+            .and_then(|m| m.maps.annotations.clone())
             .unwrap_or_default();
         let empty = json!({});
         let conflicts = it::apply::apply_to_vmi(
@@ -476,7 +474,6 @@ impl Engine<'_> {
         }
         let mut annotations = vmi.metadata.annotations.take().unwrap_or_default();
         it::set_name_annotations(&self.vm, &mut annotations);
-        let mut annotations = annotations.into_pairs().into_iter().collect();
         let mut spec = serde_json::to_value(&vmi.spec).map_err(|e| e.to_string())?;
         let conflicts = it::apply::apply_to_vmi(
             "spec",
@@ -485,7 +482,7 @@ impl Engine<'_> {
             &mut spec,
             &mut annotations,
         );
-        vmi.metadata.annotations = Some(annotations.into_iter().collect());
+        vmi.metadata.annotations = Some(annotations);
         if !conflicts.is_empty() {
             return Err(format!(
                 "VMI conflicts with instancetype spec in fields: [{}]",
