@@ -610,14 +610,14 @@ fn vm_copies(prefix: &str, range: std::ops::Range<usize>) -> Vec<VirtualMachine>
             vm.metadata
                 .labels
                 .get_or_insert_with(Default::default)
-                .insert("app.kubernetes.io/name".into(), name.clone());
+                .insert("app.kubernetes.io/name", name.clone());
             if let Some(t) = vm.spec.template.as_mut() {
                 t.metadata
                     .get_or_insert_with(Default::default)
                     .maps
                     .labels
                     .get_or_insert_with(Default::default)
-                    .insert("app.kubernetes.io/name".into(), name);
+                    .insert("app.kubernetes.io/name", name);
             }
             vm
         })

@@ -68,7 +68,7 @@ fn demo_vm(name: &str) -> VirtualMachine {
     let mut vm = common::example_vm("vm-containerdisk.yaml");
     vm.metadata.name = Some(name.to_string());
     if let Some(labels) = vm.metadata.labels.as_mut() {
-        labels.insert("app.kubernetes.io/name".into(), name.to_string());
+        labels.insert("app.kubernetes.io/name", name.to_string());
     }
     if let Some(labels) = vm
         .spec
@@ -77,7 +77,7 @@ fn demo_vm(name: &str) -> VirtualMachine {
         .and_then(|t| t.metadata.as_mut())
         .and_then(|m| m.maps.labels.as_mut())
     {
-        labels.insert("app.kubernetes.io/name".into(), name.to_string());
+        labels.insert("app.kubernetes.io/name", name.to_string());
     }
     vm
 }

@@ -84,7 +84,7 @@ fn demo_vmi(uid: &str) -> VirtualMachineInstance {
     vmi.metadata
         .annotations
         .get_or_insert_with(Default::default)
-        .insert("kubevirt.io/vm-generation".into(), "1".into());
+        .insert("kubevirt.io/vm-generation", "1".into());
     apply_admission_defaults(&mut vmi.spec, &AdmissionSettings::default()).unwrap();
     vmi
 }

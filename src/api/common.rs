@@ -411,6 +411,169 @@ impl<'de> Deserialize<'de> for JsonList {
     }
 }
 
+/// The map keys VMs, VMIs and launcher pods usually carry, sorted: the labels and annotations
+/// KubeVirt v1.9 writes (pkg/virt-controller/services/template.go: `generatePodAnnotations` and
+/// the launcher's labels; the Velero and descheduler ones of
+/// pkg/storage/pod/annotations/generator.go; watch/vm/vm.go; the instancetype ones), kubectl's
+/// and the recommended `app.kubernetes.io` ones, and the resource names of a launcher's
+/// requests. A [`MapKey`] of one of them is a static string.
+const WELL_KNOWN_KEYS: [&str; 39] = [
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/version",
+    "cpu",
+    "descheduler.alpha.kubernetes.io/request-evict-only",
+    "devices.kubevirt.io/kvm",
+    "devices.kubevirt.io/tun",
+    "devices.kubevirt.io/vhost-net",
+    "ephemeral-storage",
+    "k8s.v1.cni.cncf.io/networks",
+    "kubectl.kubernetes.io/default-container",
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "kubevirt.io",
+    "kubevirt.io/cluster-instancetype-name",
+    "kubevirt.io/cluster-preference-name",
+    "kubevirt.io/created-by",
+    "kubevirt.io/domain",
+    "kubevirt.io/instancetype-name",
+    "kubevirt.io/latest-observed-api-version",
+    "kubevirt.io/memory-overhead-bytes",
+    "kubevirt.io/migrationTransportUnix",
+    "kubevirt.io/nodeName",
+    "kubevirt.io/outdatedLauncherImage",
+    "kubevirt.io/pci-interface-slot-count",
+    "kubevirt.io/pci-topology-version",
+    "kubevirt.io/preference-name",
+    "kubevirt.io/storage-observed-api-version",
+    "kubevirt.io/vm-generation",
+    "memory",
+    "post.hook.backup.velero.io/command",
+    "post.hook.backup.velero.io/container",
+    "pre.hook.backup.velero.io/command",
+    "pre.hook.backup.velero.io/container",
+    "pre.hook.backup.velero.io/timeout",
+    "vm.kubevirt.io/name",
+    "vmi.kubevirt.io/id",
+];
+
+/// A key of a [`SmallMap`]: one of the keys a launcher pod, VMI or VM usually carries
+/// ([`WELL_KNOWN_KEYS`]) as a static string, allocating nothing, any other as its own copy.
+/// A launcher pod's eighteen labels and annotations took eighteen allocations for their keys
+/// (docs/performance.md "Bytes per cached VM"). Compares, hashes and orders as its text.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MapKey(std::borrow::Cow<'static, str>);
+
+impl MapKey {
+    /// The key's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The static copy of `key` when it is well known.
+    fn well_known(key: &str) -> Option<&'static str> {
+        WELL_KNOWN_KEYS
+            .binary_search(&key)
+            .ok()
+            .map(|i| WELL_KNOWN_KEYS[i])
+    }
+}
+
+impl From<String> for MapKey {
+    fn from(key: String) -> Self {
+        MapKey(match MapKey::well_known(&key) {
+            Some(known) => known.into(),
+            None => key.into(),
+        })
+    }
+}
+
+impl From<&str> for MapKey {
+    fn from(key: &str) -> Self {
+        MapKey(match MapKey::well_known(key) {
+            Some(known) => known.into(),
+            None => key.to_owned().into(),
+        })
+    }
+}
+
+impl From<MapKey> for String {
+    fn from(key: MapKey) -> String {
+        key.0.into_owned()
+    }
+}
+
+impl std::ops::Deref for MapKey {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for MapKey {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for MapKey {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for MapKey {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl std::fmt::Debug for MapKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_str().fmt(f)
+    }
+}
+
+impl std::fmt::Display for MapKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for MapKey {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// A string; a well-known key is looked up without a copy.
+impl<'de> Deserialize<'de> for MapKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Key;
+
+        impl serde::de::Visitor<'_> for Key {
+            type Value = MapKey;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string key")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<MapKey, E> {
+                Ok(MapKey::from(key))
+            }
+
+            fn visit_string<E: serde::de::Error>(self, key: String) -> Result<MapKey, E> {
+                Ok(MapKey::from(key))
+            }
+        }
+
+        deserializer.deserialize_str(Key)
+    }
+}
+
 /// A small JSON object with string keys, such as a VMI's `status.activePods`, kept as a sorted
 /// list of pairs ([`LiteMap`], read through `Deref`): a `BTreeMap` allocates an eleven-slot
 /// node, about 550 bytes, for its first entry (docs/performance.md "Bytes per cached VM").
@@ -418,7 +581,7 @@ impl<'de> Deserialize<'de> for JsonList {
 /// Serde is this type's own: `LiteMap`'s writes an empty map as `[]` and reads a list of pairs
 /// as a map, where a Kubernetes map field is an object both ways.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SmallMap<V>(LiteMap<String, V>);
+pub struct SmallMap<V>(LiteMap<MapKey, V>);
 
 impl<V> SmallMap<V> {
     /// An empty map.
@@ -426,9 +589,15 @@ impl<V> SmallMap<V> {
         SmallMap(LiteMap::new())
     }
 
+    /// Insert or replace the value of `key`, as `BTreeMap::insert`: the old value, if any.
+    pub fn insert(&mut self, key: impl Into<MapKey>, value: V) -> Option<V> {
+        self.0.insert(key.into(), value)
+    }
+
     /// The pairs, sorted by key.
     pub fn into_pairs(self) -> Vec<(String, V)> {
-        self.0.into_tuple_vec()
+        let pairs = self.0.into_tuple_vec();
+        pairs.into_iter().map(|(k, v)| (k.into(), v)).collect()
     }
 
     /// A copy as the `BTreeMap` k8s-openapi's types hold.
@@ -436,7 +605,10 @@ impl<V> SmallMap<V> {
     where
         V: Clone,
     {
-        self.0.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.0
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
     }
 }
 
@@ -496,7 +668,7 @@ impl MetaMaps {
 }
 
 impl<V> std::ops::Deref for SmallMap<V> {
-    type Target = LiteMap<String, V>;
+    type Target = LiteMap<MapKey, V>;
 
     fn deref(&self) -> &Self::Target {
         &self.0
@@ -510,14 +682,14 @@ impl<V> std::ops::DerefMut for SmallMap<V> {
 }
 
 /// A later duplicate key wins, as in a `BTreeMap`.
-impl<V> FromIterator<(String, V)> for SmallMap<V> {
-    fn from_iter<I: IntoIterator<Item = (String, V)>>(pairs: I) -> Self {
-        let mut pairs: Vec<(String, V)> = pairs.into_iter().collect();
+impl<V, K: Into<MapKey>> FromIterator<(K, V)> for SmallMap<V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let mut pairs: Vec<(MapKey, V)> = pairs.into_iter().map(|(k, v)| (k.into(), v)).collect();
         // Strictly increasing keys are already a map (the usual case: what this type wrote).
         if !pairs.is_sorted_by(|a, b| a.0 < b.0) {
             // Stable: equal keys stay in input order, and the last of each run is kept.
             pairs.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut unique: Vec<(String, V)> = Vec::with_capacity(pairs.len());
+            let mut unique: Vec<(MapKey, V)> = Vec::with_capacity(pairs.len());
             for pair in pairs {
                 match unique.last_mut() {
                     Some(last) if last.0 == pair.0 => *last = pair,
@@ -554,7 +726,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for SmallMap<V> {
                 mut access: A,
             ) -> Result<Self::Value, A::Error> {
                 let mut pairs = Vec::with_capacity(access.size_hint().unwrap_or(0));
-                while let Some(pair) = access.next_entry::<String, V>()? {
+                while let Some(pair) = access.next_entry::<MapKey, V>()? {
                     pairs.push(pair);
                 }
                 Ok(pairs.into_iter().collect())
@@ -746,6 +918,68 @@ mod tests {
         // Sorted input is kept as it came, with no spare slot.
         let sorted = small(&[("a", "1"), ("b", "2")]).into_pairs();
         assert_eq!((sorted.len(), sorted.capacity()), (2, 2));
+    }
+
+    #[test]
+    fn the_well_known_keys_are_sorted_and_unique() {
+        assert!(WELL_KNOWN_KEYS.is_sorted_by(|a, b| a < b));
+    }
+
+    /// Whether `key` points into the static table rather than a copy of its own.
+    fn is_static(key: &MapKey) -> bool {
+        matches!(key.0, std::borrow::Cow::Borrowed(_))
+    }
+
+    #[test]
+    fn a_well_known_key_is_static_and_any_other_is_copied() {
+        use crate::api::{annotations, labels};
+        for known in [
+            labels::CREATED_BY,
+            labels::VMI_ID,
+            annotations::DOMAIN,
+            annotations::DEFAULT_CONTAINER,
+            annotations::VM_GENERATION,
+            crate::launcher::resources::KVM_DEVICE,
+            "cpu",
+        ] {
+            assert!(is_static(&MapKey::from(known)), "{known}");
+            assert!(is_static(&MapKey::from(known.to_string())), "{known}");
+        }
+        let other = MapKey::from("example.com/team");
+        assert!(!is_static(&other));
+        assert_eq!(
+            (other.as_str(), other.to_string()),
+            ("example.com/team", "example.com/team".into())
+        );
+        // Decoding looks the key up too, escaped or not.
+        let map: SmallMap<String> = serde_json::from_str(
+            r#"{"kubevirt.io/domain":"a","vm.kubevirt.io\/name":"b","x":"c"}"#,
+        )
+        .unwrap();
+        let statics: Vec<bool> = map.keys().map(is_static).collect();
+        assert_eq!(statics, [true, true, false]);
+        assert_eq!(
+            map.get("vm.kubevirt.io/name").map(String::as_str),
+            Some("b")
+        );
+    }
+
+    #[test]
+    fn a_key_orders_and_compares_as_its_text_wherever_it_lives() {
+        let (known, copied) = (
+            MapKey::from("kubevirt.io/domain"),
+            MapKey::from("kubevirt.io/a"),
+        );
+        assert!(copied < known && known == MapKey::from("kubevirt.io/domain".to_string()));
+        assert!(known == "kubevirt.io/domain" && known == *"kubevirt.io/domain");
+        let map = small(&[
+            ("kubevirt.io/domain", "1"),
+            ("kubevirt.io/a", "2"),
+            ("zz", "3"),
+        ]);
+        let keys: Vec<&str> = map.keys().map(MapKey::as_str).collect();
+        assert_eq!(keys, ["kubevirt.io/a", "kubevirt.io/domain", "zz"]);
+        assert_eq!(String::from(known), "kubevirt.io/domain");
     }
 
     #[test]

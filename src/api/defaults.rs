@@ -232,7 +232,7 @@ fn set_cluster_cpu_request(spec: &mut VirtualMachineInstanceSpec, more: &SpecDef
         .get_or_insert_with(Default::default)
         .requests
         .get_or_insert_with(Default::default)
-        .insert("cpu".into(), Quantity(request.clone()));
+        .insert("cpu", Quantity(request.clone()));
 }
 
 /// `SetDefaultVolumeDisk` (pkg/util/util.go:131-152): append a disk `{name}` for every volume
@@ -303,7 +303,7 @@ fn apply_defaults(
         {
             res.requests
                 .get_or_insert_with(Default::default)
-                .insert("cpu".into(), limit);
+                .insert("cpu", limit);
         }
     }
     if let Some(more) = more {
@@ -400,7 +400,7 @@ fn set_default_memory_request(spec: &mut VirtualMachineInstanceSpec, overcommit:
             .get_or_insert_with(Default::default)
             .requests
             .get_or_insert_with(Default::default)
-            .insert("memory".into(), value);
+            .insert("memory", value);
     }
 }
 

@@ -137,7 +137,7 @@ impl VmiResources {
                 .flat_map(|l| l.iter())
                 .map(|(name, q)| {
                     let field = format!("spec.domain.resources.{kind}.{name}");
-                    Ok((name.clone(), parse_quantity(q, &field)?))
+                    Ok((name.to_string(), parse_quantity(q, &field)?))
                 })
                 .collect::<Result<BTreeMap<_, _>, FieldError>>()
         };

@@ -352,7 +352,7 @@ fn instancetype_annotations(it: &Value, target: &mut SmallMap<String>) -> Vec<St
     };
     for (k, v) in map {
         let v = v.as_str().unwrap_or("");
-        match target.get(k) {
+        match target.get(k.as_str()) {
             Some(existing) if existing != v => c.push(format!("annotations.{k}")),
             Some(_) => {}
             None => {

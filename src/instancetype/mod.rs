@@ -288,10 +288,10 @@ pub(crate) fn set_name_annotations(vm: &VirtualMachine, target: &mut crate::api:
         let Some(m) = m else { continue };
         match m.resource(pref) {
             Ok(r) if r.is_namespaced() => {
-                target.insert(ns_key.into(), m.name.clone());
+                target.insert(ns_key, m.name.clone());
             }
             Ok(_) => {
-                target.insert(cluster_key.into(), m.name.clone());
+                target.insert(cluster_key, m.name.clone());
             }
             Err(_) => {}
         }

@@ -29,9 +29,9 @@ pub(crate) fn apply(pref: &Value, spec: &mut Value, annotations: &mut SmallMap<S
     // preference/apply/annotations.go:25-35: only keys the VMI does not have.
     if let Some(map) = at(pref, &["annotations"]).and_then(Value::as_object) {
         for (k, v) in map {
-            annotations
-                .entry(k.clone())
-                .or_insert_with(|| v.as_str().unwrap_or("").to_string());
+            if !annotations.contains_key(k.as_str()) {
+                annotations.insert(k.as_str(), v.as_str().unwrap_or("").to_string());
+            }
         }
     }
     // preference/apply/launchsecurity.go:25-32

@@ -4,9 +4,9 @@
 //! (`syncPCITopologyAnnotationsToVM`, vm.go:3190-3213).
 
 use super::reasons::annotation;
-use crate::api::SmallMap;
 use crate::api::vm::VirtualMachine;
 use crate::api::vmi::VirtualMachineInstance;
+use crate::api::{MapKey, SmallMap};
 use crate::controller::common::PatchSet;
 use crate::controller::common::patch::path;
 use serde_json::Value;
@@ -31,18 +31,21 @@ pub(crate) struct DynamicMetadataPatch {
 /// `vm_map` is its pairs in key order (a template's or the VM's own [`SmallMap`]).
 fn sync_map<'a, I>(patterns: &[String], vm_map: I, vmi_map: &mut Map) -> bool
 where
-    I: Iterator<Item = (&'a String, &'a String)> + Clone,
+    I: Iterator<Item = (&'a MapKey, &'a String)> + Clone,
 {
     let mut changed = false;
     let mut sync_key = |key: &str, vmi_map: &mut Map| {
-        let vm_val = vm_map.clone().find(|(k, _)| *k == key).map(|(_, v)| v);
+        let vm_val = vm_map
+            .clone()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, v)| v);
         if vm_val == vmi_map.get(key) {
             return;
         }
         changed = true;
         match vm_val {
             Some(v) => {
-                vmi_map.insert(key.to_string(), v.clone());
+                vmi_map.insert(key, v.clone());
             }
             None => {
                 vmi_map.remove(key);
@@ -57,7 +60,7 @@ where
             if prefix.is_empty() {
                 continue;
             }
-            let mut keys: Vec<String> = vm_map
+            let mut keys: Vec<MapKey> = vm_map
                 .clone()
                 .map(|(k, _)| k)
                 .chain(vmi_map.keys())
@@ -77,7 +80,7 @@ where
 }
 
 /// The pairs of a map, if there is one.
-fn small_pairs(map: Option<&SmallMap<String>>) -> impl Iterator<Item = (&String, &String)> + Clone {
+fn small_pairs(map: Option<&SmallMap<String>>) -> impl Iterator<Item = (&MapKey, &String)> + Clone {
     map.into_iter().flat_map(|m| m.iter())
 }
 
@@ -183,9 +186,9 @@ pub(crate) fn sync_pci_topology_annotations_to_vm(
     };
     let meta = template.metadata.get_or_insert_with(Default::default);
     let ann = meta.maps.annotations.get_or_insert_with(Default::default);
-    ann.insert(annotation::PCI_TOPOLOGY_VERSION.into(), version.clone());
+    ann.insert(annotation::PCI_TOPOLOGY_VERSION, version.clone());
     if let Some(count) = vmi_ann.get(annotation::PCI_INTERFACE_SLOT_COUNT) {
-        ann.insert(annotation::PCI_INTERFACE_SLOT_COUNT.into(), count.clone());
+        ann.insert(annotation::PCI_INTERFACE_SLOT_COUNT, count.clone());
     }
 }
 

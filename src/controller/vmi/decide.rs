@@ -1559,11 +1559,11 @@ fn pre_sync(snap: &VmiSnapshot) -> Option<VmiDecision> {
             .annotations
             .get_or_insert_with(Default::default);
         a.insert(
-            LATEST_OBSERVED_API_VERSION_ANNOTATION.into(),
+            LATEST_OBSERVED_API_VERSION_ANNOTATION,
             API_VERSION_V1.into(),
         );
         a.insert(
-            STORAGE_OBSERVED_API_VERSION_ANNOTATION.into(),
+            STORAGE_OBSERVED_API_VERSION_ANNOTATION,
             API_VERSION_V1.into(),
         );
         d.explanation.push(format!(

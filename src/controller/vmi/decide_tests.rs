@@ -1264,11 +1264,8 @@ fn patch_path_keeps_synchronized_condition() {
     let mut vmi = with_phase(pending_vmi(), Phase::Scheduled);
     set_ready(&mut vmi, "False", "GuestNotRunning");
     add_condition(&mut vmi, cond("Synchronized", "False", ""));
-    status_mut(&mut vmi).active_pods = Some(
-        [("virt-launch-uid".into(), String::new())]
-            .into_iter()
-            .collect(),
-    );
+    status_mut(&mut vmi).active_pods =
+        Some([("virt-launch-uid", String::new())].into_iter().collect());
     let pod = ready_pod();
     let d = decide(&snap_with_pod(vmi, pod));
     let nv = d.new_vmi.clone().expect("computed");
@@ -1287,11 +1284,8 @@ fn scheduled_vmi_with_pod_needs_no_write() {
             "GuestNotRunning"
         };
         set_ready(&mut vmi, "False", unready);
-        status_mut(&mut vmi).active_pods = Some(
-            [("virt-launch-uid".into(), String::new())]
-                .into_iter()
-                .collect(),
-        );
+        status_mut(&mut vmi).active_pods =
+            Some([("virt-launch-uid", String::new())].into_iter().collect());
         let d = decide(&snap_with_pod(vmi, kv_pod(phase)));
         assert!(
             no_writes(&d),

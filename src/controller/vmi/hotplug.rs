@@ -109,7 +109,7 @@ fn label_overhead_ratio(
         .map(String::as_str)
         != Some(ratio)
     {
-        labels.insert(MEMORY_HOTPLUG_OVERHEAD_RATIO_LABEL.into(), ratio.into());
+        labels.insert(MEMORY_HOTPLUG_OVERHEAD_RATIO_LABEL, ratio.into());
         expl.push(format!(
             "label {MEMORY_HOTPLUG_OVERHEAD_RATIO_LABEL}={ratio}: the additionalGuestMemoryOverheadRatio \
              virt-handler applies to the memory overhead when it checks the target pod's memory \

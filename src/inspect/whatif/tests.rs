@@ -52,7 +52,7 @@ pub(crate) fn running(settings: ClusterSettings) -> Gathered {
     vmi.metadata
         .annotations
         .get_or_insert_with(Default::default)
-        .insert("kubevirt.io/vm-generation".into(), "2".into());
+        .insert("kubevirt.io/vm-generation", "2".into());
     let status = json!({
         "phase": "Running", "nodeName": "node-a",
         "virtualMachineRevisionName": revision.metadata.name.clone(),

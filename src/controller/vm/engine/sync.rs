@@ -57,11 +57,11 @@ impl Engine<'_> {
                 .annotations
                 .get_or_insert_with(Default::default);
             ann.insert(
-                annotation::LATEST_OBSERVED_API_VERSION.into(),
+                annotation::LATEST_OBSERVED_API_VERSION,
                 annotation::API_VERSION_V1.into(),
             );
             ann.insert(
-                annotation::STORAGE_OBSERVED_API_VERSION.into(),
+                annotation::STORAGE_OBSERVED_API_VERSION,
                 annotation::API_VERSION_V1.into(),
             );
             // Go writes `domain.resources: {}` into the template: a spec change (go_encoding).
