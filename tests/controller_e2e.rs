@@ -81,7 +81,7 @@ fn has_finalizer(
 }
 
 fn condition_status(vm: &VirtualMachine, type_: &str) -> Option<String> {
-    vm.condition(type_).map(|c| c.status.clone())
+    vm.condition(type_).map(|c| c.status.to_string())
 }
 
 fn compute_container(pod: &Pod) -> &k8s_openapi::api::core::v1::Container {

@@ -42,8 +42,12 @@ fn spec_of(vmi: &VirtualMachineInstance) -> Value {
 }
 
 fn migration_required(vmi: &VirtualMachineInstance) -> Option<(String, String)> {
-    vmi.condition("MigrationRequired")
-        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+    vmi.condition("MigrationRequired").map(|c| {
+        (
+            c.status.to_string(),
+            c.reason.as_deref().unwrap_or_default().to_string(),
+        )
+    })
 }
 
 async fn pod_networks_annotation(env: &Env, uid: &str) -> Option<String> {

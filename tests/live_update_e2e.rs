@@ -31,7 +31,7 @@ fn hotpluggable_vm() -> VirtualMachine {
 }
 
 fn vmi_condition(vmi: &VirtualMachineInstance, type_: &str) -> Option<String> {
-    vmi.condition(type_).map(|c| c.status.clone())
+    vmi.condition(type_).map(|c| c.status.to_string())
 }
 
 fn vmi_json(vmi: &VirtualMachineInstance) -> Value {

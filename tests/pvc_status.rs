@@ -69,9 +69,9 @@ fn condition_of(
 ) -> Option<(String, String, String)> {
     vmi.condition(type_).map(|c| {
         (
-            c.status.clone(),
-            c.reason.clone().unwrap_or_default(),
-            c.message.clone().unwrap_or_default(),
+            c.status.to_string(),
+            c.reason.as_deref().unwrap_or_default().to_string(),
+            c.message.as_deref().unwrap_or_default().to_string(),
         )
     })
 }

@@ -52,7 +52,7 @@ pub mod vm;
 pub mod vmi;
 
 pub use common::{
-    Condition, Extra, JsonList, MapKey, MetaMaps, ObjectMaps, SmallMap, Time, annotation, label,
+    Condition, Extra, JsonList, KnownStr, MetaMaps, ObjectMaps, SmallMap, Time, annotation, label,
 };
 pub use datavolume::DataVolume;
 pub use kubevirt::KubeVirt;

@@ -66,10 +66,18 @@ fn condition_views(conditions: Option<&Vec<Condition>>) -> Vec<ConditionView> {
         .into_iter()
         .flatten()
         .map(|c| ConditionView {
-            type_: c.type_.clone(),
-            status: c.status.clone(),
-            reason: c.reason.clone().filter(|r| !r.is_empty()),
-            message: c.message.clone().filter(|m| !m.is_empty()),
+            type_: c.type_.to_string(),
+            status: c.status.to_string(),
+            reason: c
+                .reason
+                .as_deref()
+                .filter(|r| !r.is_empty())
+                .map(str::to_string),
+            message: c
+                .message
+                .as_deref()
+                .filter(|m| !m.is_empty())
+                .map(str::to_string),
             last_transition_time: c.last_transition_time.map(|t| t.0),
         })
         .collect()
@@ -941,7 +949,7 @@ fn printable_reason(
                     format!("vmi.{c}"),
                     match &cond.reason {
                         Some(r) if !r.is_empty() => format!("{} ({r})", cond.status),
-                        _ => cond.status.clone(),
+                        _ => cond.status.to_string(),
                     },
                 );
             }
@@ -1604,7 +1612,7 @@ fn vm_blockers(out: &mut Blockers, g: &Gathered, vm: &VirtualMachine) {
         out.add(
             vm_name.clone(),
             c.reason.as_deref().unwrap_or("Failure"),
-            c.message.clone().unwrap_or_default(),
+            c.message.as_deref().unwrap_or_default().to_string(),
             0,
         );
     }
@@ -1638,7 +1646,7 @@ fn vmi_blockers(out: &mut Blockers, g: &Gathered) {
             out.add(
                 vmi_name.clone(),
                 c.reason.as_deref().unwrap_or("NotSynchronized"),
-                c.message.clone().unwrap_or_default(),
+                c.message.as_deref().unwrap_or_default().to_string(),
                 1,
             );
         }

@@ -63,7 +63,7 @@ mod tests {
         Condition {
             type_: type_.into(),
             status: status.into(),
-            reason: reason.map(str::to_string),
+            reason: reason.map(Into::into),
             message: Some(message.into()),
             ..Default::default()
         }

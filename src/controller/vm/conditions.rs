@@ -5,7 +5,7 @@
 use super::action::SyncError;
 use super::reasons::condition::{FAILURE, READY, RESTART_REQUIRED};
 use crate::api::Time;
-use crate::api::common::Condition;
+use crate::api::common::{Condition, KnownStr};
 use crate::api::vmi::VirtualMachineInstance;
 use chrono::{DateTime, Utc};
 
@@ -13,8 +13,8 @@ pub(crate) use crate::controller::common::conditions::{
     has_condition, has_condition_with_status, remove_condition, update_condition,
 };
 
-fn non_empty(s: &str) -> Option<String> {
-    (!s.is_empty()).then(|| s.to_string())
+fn non_empty(s: &str) -> Option<KnownStr> {
+    (!s.is_empty()).then(|| s.into())
 }
 
 /// `setRestartRequired` (vm.go:2978-2987): `RestartRequired=True` with a message, no reason,

@@ -6,7 +6,7 @@
 use super::reasons::annotation;
 use crate::api::vm::VirtualMachine;
 use crate::api::vmi::VirtualMachineInstance;
-use crate::api::{MapKey, SmallMap};
+use crate::api::{KnownStr, SmallMap};
 use crate::controller::common::PatchSet;
 use crate::controller::common::patch::path;
 use serde_json::Value;
@@ -31,7 +31,7 @@ pub(crate) struct DynamicMetadataPatch {
 /// `vm_map` is its pairs in key order (a template's or the VM's own [`SmallMap`]).
 fn sync_map<'a, I>(patterns: &[String], vm_map: I, vmi_map: &mut Map) -> bool
 where
-    I: Iterator<Item = (&'a MapKey, &'a String)> + Clone,
+    I: Iterator<Item = (&'a KnownStr, &'a String)> + Clone,
 {
     let mut changed = false;
     let mut sync_key = |key: &str, vmi_map: &mut Map| {
@@ -60,7 +60,7 @@ where
             if prefix.is_empty() {
                 continue;
             }
-            let mut keys: Vec<MapKey> = vm_map
+            let mut keys: Vec<KnownStr> = vm_map
                 .clone()
                 .map(|(k, _)| k)
                 .chain(vmi_map.keys())
@@ -80,7 +80,9 @@ where
 }
 
 /// The pairs of a map, if there is one.
-fn small_pairs(map: Option<&SmallMap<String>>) -> impl Iterator<Item = (&MapKey, &String)> + Clone {
+fn small_pairs(
+    map: Option<&SmallMap<String>>,
+) -> impl Iterator<Item = (&KnownStr, &String)> + Clone {
     map.into_iter().flat_map(|m| m.iter())
 }
 

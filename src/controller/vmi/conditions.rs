@@ -5,7 +5,7 @@
 use super::action::SyncError;
 use super::podutil;
 use crate::api::vmi::{PhaseTransitionTimestamp, VirtualMachineInstanceStatus};
-use crate::api::{Condition, Phase, Time};
+use crate::api::{Condition, KnownStr, Phase, Time};
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 
 /// VMI condition types (types.go:680-740).
@@ -108,15 +108,15 @@ pub(crate) fn update(status: &mut VirtualMachineInstanceStatus, cond: Condition)
     manager::update_condition(status.conditions.get_or_insert_with(Vec::new), cond);
 }
 
-fn nonempty(s: Option<&String>) -> Option<String> {
-    s.filter(|s| !s.is_empty()).cloned()
+fn nonempty(s: Option<&String>) -> Option<KnownStr> {
+    s.filter(|s| !s.is_empty()).map(|s| s.as_str().into())
 }
 
 /// A pod condition as a VMI condition (same type, status, reason, message, timestamps).
 pub(crate) fn from_pod_condition(pc: &PodCondition) -> Condition {
     Condition {
-        type_: pc.type_.clone(),
-        status: pc.status.clone(),
+        type_: pc.type_.as_str().into(),
+        status: pc.status.as_str().into(),
         reason: nonempty(pc.reason.as_ref()),
         message: nonempty(pc.message.as_ref()),
         last_probe_time: pc.last_probe_time.as_ref().and_then(Time::from_k8s),

@@ -987,7 +987,7 @@ impl<'a> StatusUpdate<'a> {
                         type_: types::POD_SCHEDULED.into(),
                         status: "False".into(),
                         reason: Some(conditions::reasons::UNSCHEDULABLE.into()),
-                        message: Some(e.message.clone()),
+                        message: Some(e.message.as_str().into()),
                         ..Default::default()
                     });
                 self.expl.push("PodScheduled=False/Unschedulable with the missing-PVC message (lifecycle.go:361-368)".into());

@@ -48,7 +48,7 @@ fn cond(type_: &str, status: &str, reason: &str) -> Condition {
     Condition {
         type_: type_.into(),
         status: status.into(),
-        reason: (!reason.is_empty()).then(|| reason.to_string()),
+        reason: (!reason.is_empty()).then(|| reason.into()),
         ..Default::default()
     }
 }
@@ -583,7 +583,8 @@ fn pod_security_rejection_uses_the_privileged_namespace_message() {
         Some(("FailedCreate", expected.as_str()))
     );
     assert_eq!(
-        condition(updated(&d), "Synchronized").and_then(|c| c.message.clone()),
+        condition(updated(&d), "Synchronized")
+            .and_then(|c| c.message.as_deref().map(str::to_string)),
         Some(expected)
     );
 }
@@ -606,8 +607,8 @@ fn render_failure_is_a_failed_create_sync_error_without_event() {
     );
     assert!(d.requeue());
     assert_eq!(
-        condition(updated(&d), "Synchronized").and_then(|c| c.reason.clone()),
-        Some("FailedCreate".to_string())
+        condition(updated(&d), "Synchronized").and_then(|c| c.reason.as_deref()),
+        Some("FailedCreate")
     );
 }
 
@@ -640,8 +641,8 @@ fn render_pvc_not_found_is_informal_and_unschedulable() {
         )
     );
     assert_eq!(
-        condition(w, "Synchronized").and_then(|c| c.reason.clone()),
-        Some("FailedPvcNotFound".to_string())
+        condition(w, "Synchronized").and_then(|c| c.reason.as_deref()),
+        Some("FailedPvcNotFound")
     );
 }
 
@@ -1098,7 +1099,11 @@ fn image_pull_errors_become_synchronized_false() {
                 .cloned()
                 .expect("cond");
             assert_eq!(
-                (c.status.as_str(), c.reason.as_deref(), c.message.clone()),
+                (
+                    c.status.as_str(),
+                    c.reason.as_deref(),
+                    c.message.as_deref().map(str::to_string)
+                ),
                 (
                     "False",
                     Some(reason),

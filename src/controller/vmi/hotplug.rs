@@ -161,7 +161,7 @@ mod tests {
             .and_then(|s| s.conditions.as_ref())
             .into_iter()
             .flatten()
-            .map(|c| (c.type_.clone(), c.status.clone()))
+            .map(|c| (c.type_.to_string(), c.status.to_string()))
             .collect()
     }
 

@@ -45,8 +45,12 @@ fn bridge() -> Value {
 }
 
 fn condition(v: &VirtualMachineInstance) -> Option<(String, String)> {
-    v.condition(MIGRATION_REQUIRED)
-        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+    v.condition(MIGRATION_REQUIRED).map(|c| {
+        (
+            c.status.to_string(),
+            c.reason.as_deref().unwrap_or_default().to_string(),
+        )
+    })
 }
 
 /// "Should not require migration": status matches spec; an absent interface the domain still

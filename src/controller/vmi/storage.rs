@@ -377,7 +377,7 @@ pub(crate) fn aggregate_data_volumes_ready(dvs: &[DataVolume]) -> Option<Conditi
     };
     Some(Condition {
         type_: DATA_VOLUMES_READY.into(),
-        status,
+        status: status.into(),
         reason: Some(reason.into()),
         message: Some(message.into()),
         ..Default::default()
@@ -601,9 +601,9 @@ mod tests {
         let cond = |dvs: &[DataVolume]| {
             aggregate_data_volumes_ready(dvs).map(|c| {
                 (
-                    c.status,
-                    c.reason.unwrap_or_default(),
-                    c.message.unwrap_or_default(),
+                    c.status.to_string(),
+                    c.reason.unwrap_or_default().to_string(),
+                    c.message.unwrap_or_default().to_string(),
                 )
             })
         };

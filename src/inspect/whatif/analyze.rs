@@ -76,7 +76,7 @@ fn restart_required_in(d: &crate::controller::vm::VmDecision) -> Option<Option<S
         .and_then(|s| s.conditions.as_ref())?
         .iter()
         .find(|c| c.type_ == "RestartRequired" && c.status == "True")
-        .map(|c| c.message.clone())
+        .map(|c| c.message.as_deref().map(str::to_string))
 }
 
 fn quantity(text: &str) -> Option<i64> {
