@@ -1478,8 +1478,9 @@ async fn an_unschedulable_vm_reports_error_unschedulable(server: Server) {
     let env = Env::start_on(server).await;
     let mut vm = example_vm("vm-containerdisk", "Always");
     if let Some(spec) = vm.spec.template.as_mut().and_then(|t| t.spec.as_mut()) {
-        spec.node_selector =
-            Some([("example.com/no-such-node".to_string(), "x".to_string())].into());
+        spec.node_selector = Some(Box::new(
+            [("example.com/no-such-node".to_string(), "x".to_string())].into(),
+        ));
     }
     env.create_vm(&vm).await;
     // The scheduler marks the pod PodScheduled=False/Unschedulable; the VMI controller copies

@@ -48,14 +48,14 @@ pub struct VirtualMachineInstanceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub networks: Option<Vec<Network>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_selector: Option<BTreeMap<String, String>>,
+    pub node_selector: Option<Box<BTreeMap<String, String>>>,
     /// Seconds; KubeVirt defaults it to 30 when absent (`v1.DefaultGracePeriodSeconds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub liveness_probe: Option<Probe>,
+    pub liveness_probe: Option<Box<Probe>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub readiness_probe: Option<Probe>,
+    pub readiness_probe: Option<Box<Probe>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,7 +108,7 @@ pub struct DomainSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_threads_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub io_threads: Option<IoThreads>,
+    pub io_threads: Option<Box<IoThreads>>,
     /// Required by the schema; absent in some manifests (KubeVirt defaults it to `{}`).
     #[serde(default)]
     pub devices: Devices,
@@ -164,11 +164,11 @@ pub struct Memory {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest: Option<Quantity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_guest: Option<Quantity>,
+    pub max_guest: Option<Box<Quantity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hugepages: Option<Hugepages>,
+    pub hugepages: Option<Box<Hugepages>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reserved_overhead: Option<ReservedOverhead>,
+    pub reserved_overhead: Option<Box<ReservedOverhead>>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -239,13 +239,13 @@ pub struct Devices {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interfaces: Option<Vec<Interface>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpus: Option<Vec<NamedDevice>>,
+    pub gpus: Option<Box<Vec<NamedDevice>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_devices: Option<Vec<NamedDevice>>,
+    pub host_devices: Option<Box<Vec<NamedDevice>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inputs: Option<Vec<serde_json::Value>>,
+    pub inputs: Option<Box<Vec<serde_json::Value>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tpm: Option<Tpm>,
+    pub tpm: Option<Box<Tpm>>,
     /// nil means "attach a graphics device".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoattach_graphics_device: Option<bool>,

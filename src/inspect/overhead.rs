@@ -1012,8 +1012,8 @@ impl PodAudit<'_> {
             .devices
             .host_devices
             .as_ref()
-            .map_or(0, Vec::len)
-            + spec.domain.devices.gpus.as_ref().map_or(0, Vec::len);
+            .map_or(0, |d| d.len())
+            + spec.domain.devices.gpus.as_ref().map_or(0, |d| d.len());
         if devices >= MANY_HOST_DEVICES {
             shape.push(format!("{devices} host devices/GPUs"));
         }

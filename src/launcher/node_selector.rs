@@ -156,7 +156,7 @@ pub(crate) fn node_selector(
         sel.insert(ARCH_LABEL.to_string(), arch.to_lowercase());
     }
     sel.extend(settings.node_selectors.clone());
-    sel.extend(spec.node_selector.clone().unwrap_or_default());
+    sel.extend(spec.node_selector.as_deref().cloned().unwrap_or_default());
     if cross_arch && !arch.is_empty() {
         sel.remove(ARCH_LABEL);
     }

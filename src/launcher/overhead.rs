@@ -213,8 +213,8 @@ fn device_terms(
         .as_deref()
         .filter(|a| reads_vmi_arch && !a.is_empty())
         .unwrap_or(settings.architecture.as_str());
-    let host_devs = devices.host_devices.as_ref().map_or(0, Vec::len);
-    let gpus = devices.gpus.as_ref().map_or(0, Vec::len);
+    let host_devs = devices.host_devices.as_ref().map_or(0, |d| d.len());
+    let gpus = devices.gpus.as_ref().map_or(0, |d| d.len());
     let sriov = devices
         .interfaces
         .as_ref()
@@ -598,10 +598,10 @@ mod tests {
             ..Default::default()
         };
         let mut s = base_1gi();
-        s.domain.devices.host_devices = Some(vec![dev("a")]);
+        s.domain.devices.host_devices = Some(Box::new(vec![dev("a")]));
         assert_eq!(total(&s), BASE_1GI + 1024 * MIB);
         let mut s = base_1gi();
-        s.domain.devices.gpus = Some(vec![dev("a"), dev("b")]);
+        s.domain.devices.gpus = Some(Box::new(vec![dev("a"), dev("b")]));
         assert_eq!(total(&s), BASE_1GI + 1024 * MIB);
         let mut s = base_1gi();
         s.domain.devices.interfaces = Some(vec![Interface {
@@ -636,19 +636,19 @@ mod tests {
             })
         };
         let mut s = base_1gi();
-        s.liveness_probe = exec();
+        s.liveness_probe = exec().map(Box::new);
         assert_eq!(total(&s), BASE_1GI + 110 * MIB);
         let mut s = base_1gi();
-        s.readiness_probe = exec();
+        s.readiness_probe = exec().map(Box::new);
         assert_eq!(total(&s), BASE_1GI + 110 * MIB);
-        s.liveness_probe = exec();
+        s.liveness_probe = exec().map(Box::new);
         assert_eq!(total(&s), BASE_1GI + 120 * MIB);
         // An HTTP probe adds nothing.
         let mut s = base_1gi();
-        s.liveness_probe = Some(Probe {
+        s.liveness_probe = Some(Box::new(Probe {
             extra: serde_json::from_str(r#"{"httpGet": {"port": 80}}"#).unwrap(),
             ..Default::default()
-        });
+        }));
         assert_eq!(total(&s), BASE_1GI);
     }
 
@@ -677,12 +677,12 @@ mod tests {
     #[test]
     fn tpm() {
         let mut s = base_1gi();
-        s.domain.devices.tpm = Some(Tpm::default());
+        s.domain.devices.tpm = Some(Box::new(Tpm::default()));
         assert_eq!(total(&s), BASE_1GI + 53 * MIB);
-        s.domain.devices.tpm = Some(Tpm {
+        s.domain.devices.tpm = Some(Box::new(Tpm {
             enabled: Some(false),
             ..Default::default()
-        });
+        }));
         assert_eq!(total(&s), BASE_1GI);
     }
 
@@ -719,10 +719,10 @@ mod tests {
         let with_added = |added: &str| {
             let mut s = base_1gi();
             s.domain.memory = Some(Memory {
-                reserved_overhead: Some(ReservedOverhead {
+                reserved_overhead: Some(Box::new(ReservedOverhead {
                     added_overhead: Some(q(added)),
                     ..Default::default()
-                }),
+                })),
                 ..Default::default()
             });
             s
@@ -1018,19 +1018,19 @@ mod tests {
         // reservedOverhead: v1.8.0 hypervisorbackend_test.go:310-330 (100G); no such term before.
         let mut reserved = base_1gi();
         reserved.domain.memory = Some(Memory {
-            reserved_overhead: Some(ReservedOverhead {
+            reserved_overhead: Some(Box::new(ReservedOverhead {
                 added_overhead: Some(q("100G")),
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         });
         // A disabled vTPM: counted by v1.5.0 (`TPM != nil`, renderresources.go:413), not from
         // v1.5.1 (tpm.HasDevice, PR 14316 backported).
         let mut tpm_off = base_1gi();
-        tpm_off.domain.devices.tpm = Some(Tpm {
+        tpm_off.domain.devices.tpm = Some(Box::new(Tpm {
             enabled: Some(false),
             ..Default::default()
-        });
+        }));
         // SNP: the SEV term from v1.7 (PR 14845).
         let mut snp = base_1gi();
         snp.domain.launch_security = Some(Box::new(LaunchSecurity {

@@ -728,7 +728,7 @@ fn compute_container(
 ) -> Result<Container, RenderError> {
     let (vmi, object) = (input.vmi, input.object.as_str());
     let env = compute_env(input, &vols.shared_paths)?;
-    let probe = |p: &Option<crate::api::vmi::Probe>, field: &str| match p {
+    let probe = |p: &Option<Box<crate::api::vmi::Probe>>, field: &str| match p {
         Some(p) => compute_probe(vmi, p, field, object).map(Some),
         None => Ok(None),
     };

@@ -326,7 +326,7 @@ fn gpus<'a>(i: &RenderInput<'a>) -> &'a [NamedDevice] {
         .devices
         .gpus
         .as_deref()
-        .unwrap_or_default()
+        .map_or(&[], Vec::as_slice)
 }
 
 fn host_devices<'a>(i: &RenderInput<'a>) -> &'a [NamedDevice] {
@@ -336,7 +336,7 @@ fn host_devices<'a>(i: &RenderInput<'a>) -> &'a [NamedDevice] {
         .devices
         .host_devices
         .as_deref()
-        .unwrap_or_default()
+        .map_or(&[], Vec::as_slice)
 }
 
 /// `validatePermittedHostDevices` (renderresources.go:493-531), which `newResourceRenderer`
@@ -352,9 +352,16 @@ pub(crate) fn unpermitted_host_devices(
     let permitted = settings.permitted_host_devices.as_ref()?;
     let devices = &vmi.spec.domain.devices;
     let kinds = [
-        (devices.gpus.as_deref(), "GPU", "GPUsWithDRA"),
         (
-            devices.host_devices.as_deref(),
+            devices.gpus.as_deref().map_or(&[][..], Vec::as_slice),
+            "GPU",
+            "GPUsWithDRA",
+        ),
+        (
+            devices
+                .host_devices
+                .as_deref()
+                .map_or(&[][..], Vec::as_slice),
             "HostDevice",
             "HostDevicesWithDRA",
         ),
@@ -362,7 +369,7 @@ pub(crate) fn unpermitted_host_devices(
     let mut refused = Vec::new();
     for (list, kind, dra_gate) in kinds {
         let dra = settings.gate_enabled(dra_gate, true);
-        for d in list.unwrap_or_default() {
+        for d in list {
             let claim = d.extra.get("claimRequest").is_some_and(|c| !c.is_null());
             if dra && claim {
                 continue;

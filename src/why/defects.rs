@@ -75,7 +75,7 @@ pub(crate) fn rerun_on_failure_stopped_status(
     let start_requested = status
         .state_change_requests
         .iter()
-        .flatten()
+        .flat_map(|r| r.iter())
         .any(|r| r.action == "Start");
     let matches = vm.run_strategy().ok() == Some(RunStrategy::RerunOnFailure)
         && !has_vmi

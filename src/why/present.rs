@@ -108,7 +108,7 @@ pub(crate) fn now_chain(g: &WhyGathered) -> Vec<Link> {
     let requests: Vec<String> = status
         .state_change_requests
         .iter()
-        .flatten()
+        .flat_map(|r| r.iter())
         .map(|r| r.action.clone())
         .collect();
     if !requests.is_empty() {

@@ -375,7 +375,7 @@ pub(crate) fn memory_change(
             .domain
             .memory
             .as_ref()
-            .and_then(|m| m.max_guest.as_ref()),
+            .and_then(|m| m.max_guest.as_deref()),
     );
     let Some(max) = max_guest else {
         return restart(". Memory-hotplug is not available for this VM configuration");

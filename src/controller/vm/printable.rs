@@ -609,12 +609,12 @@ mod tests {
         let status_with = |recorded: &str, start: bool| VirtualMachineStatus {
             run_strategy: Some(recorded.into()),
             state_change_requests: start.then(|| {
-                vec![StateChangeRequest {
+                Box::new(vec![StateChangeRequest {
                     action: "Start".into(),
                     data: None,
                     uid: None,
                     extra: Default::default(),
-                }]
+                }])
             }),
             ..Default::default()
         };

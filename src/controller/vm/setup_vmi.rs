@@ -130,7 +130,7 @@ pub(crate) fn auto_attach_input_device(spec: &mut VirtualMachineInstanceSpec) {
     }
     devices
         .inputs
-        .get_or_insert_with(Vec::new)
+        .get_or_insert_with(Box::default)
         .push(json!({"name": "default-0"}));
 }
 
@@ -372,7 +372,7 @@ mod tests {
         auto_attach_input_device(&mut spec);
         assert_eq!(
             spec.domain.devices.inputs,
-            Some(vec![json!({"name": "default-0"})])
+            Some(Box::new(vec![json!({"name": "default-0"})]))
         );
         auto_attach_input_device(&mut spec);
         assert_eq!(spec.domain.devices.inputs.as_ref().unwrap().len(), 1);

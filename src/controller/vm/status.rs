@@ -147,7 +147,7 @@ mod tests {
     fn normalization_treats_empty_as_absent() {
         let mut s = VirtualMachineStatus {
             conditions: Some(vec![]),
-            state_change_requests: Some(vec![]),
+            state_change_requests: Some(Box::default()),
             created: Some(false),
             ready: Some(false),
             observed_generation: Some(0),

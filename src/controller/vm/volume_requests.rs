@@ -275,7 +275,7 @@ mod tests {
         ]);
         handle(Some(&mut s), &requests(json!([add("data", "c")])), None);
         let mut status = VirtualMachineStatus {
-            volume_requests: Some(requests(reqs)),
+            volume_requests: Some(Box::new(requests(reqs))),
             ..Default::default()
         };
         // "data" is in the template: done; "root" still there: kept; "gone" is gone: done;
@@ -299,7 +299,7 @@ mod tests {
             ..Default::default()
         });
         let mut status = VirtualMachineStatus {
-            volume_requests: Some(requests(json!([add("data", "c")]))),
+            volume_requests: Some(Box::new(requests(json!([add("data", "c")])))),
             ..Default::default()
         };
         assert_eq!(trim_done(&mut status, Some(&s)), 0);
