@@ -511,15 +511,15 @@ const KNOWN_STRINGS: [&str; 80] = [
 pub struct KnownStr(std::borrow::Cow<'static, str>);
 
 impl KnownStr {
-    /// The key's text.
+    /// The text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
-    /// The static copy of `key` when it is well known.
-    fn known(key: &str) -> Option<&'static str> {
+    /// The static copy of `text` when it is one of [`KNOWN_STRINGS`].
+    fn known(text: &str) -> Option<&'static str> {
         KNOWN_STRINGS
-            .binary_search(&key)
+            .binary_search(&text)
             .ok()
             .map(|i| KNOWN_STRINGS[i])
     }
@@ -533,26 +533,26 @@ impl Default for KnownStr {
 }
 
 impl From<String> for KnownStr {
-    fn from(key: String) -> Self {
-        KnownStr(match KnownStr::known(&key) {
+    fn from(text: String) -> Self {
+        KnownStr(match KnownStr::known(&text) {
             Some(known) => known.into(),
-            None => key.into(),
+            None => text.into(),
         })
     }
 }
 
 impl From<&str> for KnownStr {
-    fn from(key: &str) -> Self {
-        KnownStr(match KnownStr::known(key) {
+    fn from(text: &str) -> Self {
+        KnownStr(match KnownStr::known(text) {
             Some(known) => known.into(),
-            None => key.to_owned().into(),
+            None => text.to_owned().into(),
         })
     }
 }
 
 impl From<KnownStr> for String {
-    fn from(key: KnownStr) -> String {
-        key.0.into_owned()
+    fn from(text: KnownStr) -> String {
+        text.0.into_owned()
     }
 }
 
@@ -603,25 +603,25 @@ impl Serialize for KnownStr {
 /// A string; a known one is looked up without a copy.
 impl<'de> Deserialize<'de> for KnownStr {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Key;
+        struct Text;
 
-        impl serde::de::Visitor<'_> for Key {
+        impl serde::de::Visitor<'_> for Text {
             type Value = KnownStr;
 
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string key")
+                f.write_str("a string")
             }
 
-            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<KnownStr, E> {
-                Ok(KnownStr::from(key))
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<KnownStr, E> {
+                Ok(KnownStr::from(text))
             }
 
-            fn visit_string<E: serde::de::Error>(self, key: String) -> Result<KnownStr, E> {
-                Ok(KnownStr::from(key))
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<KnownStr, E> {
+                Ok(KnownStr::from(text))
             }
         }
 
-        deserializer.deserialize_str(Key)
+        deserializer.deserialize_str(Text)
     }
 }
 
@@ -1032,6 +1032,12 @@ mod tests {
         )
         .unwrap();
         assert!(!is_static(&other.type_) && is_static(&other.status));
+        let wrong = serde_json::from_value::<Condition>(json!({"type": 1, "status": "True"}));
+        let err = wrong.unwrap_err().to_string();
+        assert!(
+            err.contains("invalid type: integer `1`, expected a string"),
+            "{err}"
+        );
         assert_eq!(
             (other.type_.as_str(), other.message.as_deref()),
             ("example.com/Custom", Some("disk 3 of 4"))
