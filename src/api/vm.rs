@@ -358,9 +358,10 @@ mod tests {
     /// jemalloc (the product's allocator, src/main.rs) gives a block of 1,537-1,792 bytes a
     /// 1,792-byte slot (and one of 2,049-2,560 a 2,560-byte slot: a cached VM was once 8 bytes
     /// over 2 KiB and held 504 bytes it never used). A field added to the VM, its template or
-    /// the VMI spec must keep it within 1,536 (box what is rare: the VMI spec's resources,
-    /// probes, hugepages, reserved overhead, GPUs, host devices, inputs, TPM and I/O threads
-    /// are) or be worth the 256 bytes per VM.
+    /// the VMI spec must keep it within 1,536 (box what is rare, as the VMI spec's probes,
+    /// hugepages, reserved overhead, `maxGuest`, GPUs, host devices, inputs, TPM, I/O threads
+    /// and node selector are; not `domain.resources`, which Go writes as `{}` on every VMI) or
+    /// be worth the 256 bytes per VM.
     #[test]
     fn a_cached_vm_fits_1_5_kib() {
         assert_fits::<VirtualMachine>(1536);
