@@ -415,16 +415,20 @@ impl<'de> Deserialize<'de> for JsonList {
 /// annotation keys KubeVirt v1.9 writes (pkg/virt-controller/services/template.go:
 /// `generatePodAnnotations` and the launcher's labels; the Velero and descheduler ones of
 /// pkg/storage/pod/annotations/generator.go; watch/vm/vm.go; the instancetype ones), kubectl's
-/// and the recommended `app.kubernetes.io` ones, a launcher's resource names, and the condition
+/// and the recommended `app.kubernetes.io` ones, a launcher's resource names, the condition
 /// types, statuses, reasons and fixed messages of VMs and VMIs (staging/src/kubevirt.io/api
 /// core/v1/types.go:680-801 and 2331-2344; lifecycle.go:874-924;
-/// pkg/network/vmispec/interface.go:87). A [`KnownStr`] of one of them is a static string.
-const KNOWN_STRINGS: [&str; 80] = [
+/// pkg/network/vmispec/interface.go:87), and a pod's condition types (k8s.io/api core/v1
+/// types.go's `PodConditionType` values and KubeVirt's readiness gate, types.go:1330). A
+/// [`KnownStr`] of one of them is a static string.
+const KNOWN_STRINGS: [&str; 87] = [
     "AccessCredentialsSynchronized",
     "AgentConnected",
     "AgentVersionNotSupported",
+    "ContainersReady",
     "DataVolumesReady",
     "DisksNotLiveMigratable",
+    "DisruptionTarget",
     "EvictionRequested",
     "Failure",
     "False",
@@ -434,6 +438,7 @@ const KNOWN_STRINGS: [&str; 80] = [
     "HotMemoryChange",
     "HotVCPUChange",
     "HotplugNotLiveMigratable",
+    "Initialized",
     "InterfaceNotLiveMigratable",
     "LiveMigratable",
     "ManualRecoveryRequired",
@@ -443,6 +448,9 @@ const KNOWN_STRINGS: [&str; 80] = [
     "Paused",
     "PodConditionMissing",
     "PodNotExists",
+    "PodReadyToStartContainers",
+    "PodResizeInProgress",
+    "PodResizePending",
     "PodScheduled",
     "PodTerminating",
     "Provisioning",
@@ -486,6 +494,7 @@ const KNOWN_STRINGS: [&str; 80] = [
     "kubevirt.io/pci-topology-version",
     "kubevirt.io/preference-name",
     "kubevirt.io/storage-observed-api-version",
+    "kubevirt.io/virtual-machine-unpaused",
     "kubevirt.io/vm-generation",
     "memory",
     "post.hook.backup.velero.io/command",
@@ -502,8 +511,9 @@ const KNOWN_STRINGS: [&str; 80] = [
     "vmi.kubevirt.io/id",
 ];
 
-/// A string a cached object carries by the thousand: a [`SmallMap`]'s key, a condition's type,
-/// status, reason and message. One of [`KNOWN_STRINGS`] is a static string, allocating nothing;
+/// A string a cached object carries by the thousand: a [`SmallMap`]'s key, a VM's or VMI's
+/// condition's type, status, reason and message, a cached launcher pod's condition's type and
+/// status. One of [`KNOWN_STRINGS`] is a static string, allocating nothing;
 /// any other is its own copy. A launcher pod's eighteen label and annotation keys took eighteen
 /// allocations (docs/performance.md "Bytes per cached VM"). Compares, hashes and orders as its
 /// text.
@@ -514,6 +524,12 @@ impl KnownStr {
     /// The text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Whether this is one of [`KNOWN_STRINGS`], kept without a copy of its own.
+    #[cfg(test)]
+    pub(crate) fn is_static(&self) -> bool {
+        matches!(self.0, std::borrow::Cow::Borrowed(_))
     }
 
     /// The static copy of `text` when it is one of [`KNOWN_STRINGS`].
@@ -976,11 +992,6 @@ mod tests {
         assert!(KNOWN_STRINGS.is_sorted_by(|a, b| a < b));
     }
 
-    /// Whether `key` points into the static table rather than a copy of its own.
-    fn is_static(key: &KnownStr) -> bool {
-        matches!(key.0, std::borrow::Cow::Borrowed(_))
-    }
-
     #[test]
     fn a_well_known_key_is_static_and_any_other_is_copied() {
         use crate::api::{annotations, labels};
@@ -993,11 +1004,11 @@ mod tests {
             crate::launcher::resources::KVM_DEVICE,
             "cpu",
         ] {
-            assert!(is_static(&KnownStr::from(known)), "{known}");
-            assert!(is_static(&KnownStr::from(known.to_string())), "{known}");
+            assert!(KnownStr::from(known).is_static(), "{known}");
+            assert!(KnownStr::from(known.to_string()).is_static(), "{known}");
         }
         let other = KnownStr::from("example.com/team");
-        assert!(!is_static(&other));
+        assert!(!other.is_static());
         assert_eq!(
             (other.as_str(), other.to_string()),
             ("example.com/team", "example.com/team".into())
@@ -1007,7 +1018,7 @@ mod tests {
             r#"{"kubevirt.io/domain":"a","vm.kubevirt.io\/name":"b","x":"c"}"#,
         )
         .unwrap();
-        let statics: Vec<bool> = map.keys().map(is_static).collect();
+        let statics: Vec<bool> = map.keys().map(KnownStr::is_static).collect();
         assert_eq!(statics, [true, true, false]);
         assert_eq!(
             map.get("vm.kubevirt.io/name").map(String::as_str),
@@ -1025,13 +1036,16 @@ mod tests {
             c.reason.as_ref(),
             c.message.as_ref(),
         ];
-        assert!(words.iter().all(|w| w.is_some_and(is_static)), "{c:?}");
+        assert!(
+            words.iter().all(|w| w.is_some_and(KnownStr::is_static)),
+            "{c:?}"
+        );
         assert_eq!(serde_json::to_string(&c).unwrap(), text);
         let other: Condition = serde_json::from_value(
             json!({"type": "example.com/Custom", "status": "True", "message": "disk 3 of 4"}),
         )
         .unwrap();
-        assert!(!is_static(&other.type_) && is_static(&other.status));
+        assert!(!other.type_.is_static() && other.status.is_static());
         let wrong = serde_json::from_value::<Condition>(json!({"type": 1, "status": "True"}));
         let err = wrong.unwrap_err().to_string();
         assert!(

@@ -53,7 +53,7 @@
 //! type.
 
 use super::podutil::COMPUTE_CONTAINER;
-use crate::api::common::{MetaMaps, SmallMap};
+use crate::api::common::{KnownStr, MetaMaps, SmallMap};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStatus, PersistentVolumeClaimVolumeSource, Pod,
     PodCondition, PodSpec, PodStatus, ResourceRequirements, Toleration, Volume,
@@ -113,11 +113,12 @@ struct CachedStatus {
 
 /// A pod condition, every field kept: k8s-openapi's `PodCondition` takes 160 bytes inline and
 /// a string each for its type and status; here the types and statuses a pod has are static
-/// strings, 144 bytes inline and a launcher pod's six conditions allocate nothing for them.
+/// strings ([`KnownStr`]), 144 bytes inline and a launcher pod's six conditions allocate
+/// nothing for them.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct CachedCondition {
-    type_: Cow<'static, str>,
-    status: Cow<'static, str>,
+    type_: KnownStr,
+    status: KnownStr,
     reason: Option<Box<str>>,
     message: Option<Box<str>>,
     last_probe_time: Option<Time>,
@@ -125,38 +126,11 @@ struct CachedCondition {
     observed_generation: Option<i64>,
 }
 
-/// The condition types and statuses a pod has: k8s.io/api/core/v1 types.go's `PodConditionType`
-/// values, KubeVirt's readiness gate `VirtualMachineUnpaused` (types.go:1330; also in
-/// `conditions::types`, not imported here, which would close a circle of file imports) and the
-/// `ConditionStatus` values.
-const CONDITION_WORDS: [&str; 12] = [
-    "PodScheduled",
-    "PodReadyToStartContainers",
-    "Initialized",
-    "ContainersReady",
-    "Ready",
-    "DisruptionTarget",
-    "PodResizePending",
-    "PodResizeInProgress",
-    "kubevirt.io/virtual-machine-unpaused",
-    "True",
-    "False",
-    "Unknown",
-];
-
-/// `word` as a static string when it is one of [`CONDITION_WORDS`].
-fn condition_word(word: String) -> Cow<'static, str> {
-    match CONDITION_WORDS.iter().find(|w| **w == word) {
-        Some(w) => Cow::Borrowed(w),
-        None => Cow::Owned(word),
-    }
-}
-
 impl CachedCondition {
     fn of(c: PodCondition) -> Self {
         CachedCondition {
-            type_: condition_word(c.type_),
-            status: condition_word(c.status),
+            type_: c.type_.into(),
+            status: c.status.into(),
             reason: c.reason.map(String::into_boxed_str),
             message: c.message.map(String::into_boxed_str),
             last_probe_time: c.last_probe_time,
@@ -603,13 +577,12 @@ mod tests {
             .status
             .and_then(|s| s.conditions)
             .expect("conditions");
-        let borrowed = |w: &Cow<'static, str>| matches!(w, Cow::Borrowed(_));
         assert!(
             kept[..2]
                 .iter()
-                .all(|c| borrowed(&c.type_) && borrowed(&c.status))
+                .all(|c| c.type_.is_static() && c.status.is_static())
         );
-        assert!(!borrowed(&kept[2].type_) && !borrowed(&kept[2].status));
+        assert!(!kept[2].type_.is_static() && !kept[2].status.is_static());
     }
 
     /// Labels and annotations live beside the metadata, one slot a pair, and come back whole.
